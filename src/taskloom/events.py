@@ -1,0 +1,190 @@
+"""The events every run stream carries.
+
+Each event names the session it came from (`session_id`) and, for events of a
+child agent, its `origin`: `label#<first 8 of child session id>`, nested
+origins joined with `>`; empty for the top agent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:
+    from .loop.result import RunResult
+
+__all__ = [
+    "ApprovalRequested",
+    "Event",
+    "ModelRequestStarted",
+    "NoticeDelivered",
+    "RetryAttempt",
+    "RoundCommitted",
+    "RunFinished",
+    "RunStarted",
+    "SubagentFinished",
+    "SubagentStarted",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "ToolProgress",
+    "WorkFinished",
+]
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Base:
+    origin: str = ""
+    session_id: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(_Base):
+    """A run began (also emitted by `resume`)."""
+
+    run_id: str
+    agent: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRequestStarted(_Base):
+    """The loop is about to ask the model (once per attempt)."""
+
+    run_id: str
+    round: int
+    model: str
+    attempt: int = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDelta(_Base):
+    """A piece of assistant text as it streams."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThinkingDelta(_Base):
+    """A piece of reasoning text as it streams."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallStarted(_Base):
+    """A tool call began executing."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolProgress(_Base):
+    """A running tool reported progress; it never causes a model round."""
+
+    call_id: str
+    message: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallFinished(_Base):
+    """A tool call produced its result (an error result included)."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    duration: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequested(_Base):
+    """A call needs a human decision; the run parks after this."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoticeDelivered(_Base):
+    """Background notices or deferred items were handed to the model."""
+
+    text: str
+    notice_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentStarted(_Base):
+    """A child agent began; `child_session_id` opens its log."""
+
+    child_session_id: str
+    name: str
+    task: str = ""
+    mode: str = "inline"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentFinished(_Base):
+    """A child agent ended with `status` (done, stopped, failed)."""
+
+    child_session_id: str
+    name: str
+    status: str
+    summary: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryAttempt(_Base):
+    """A model request failed and will be tried again after `delay` seconds."""
+
+    attempt: int
+    delay: float
+    error: str
+    status: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoundCommitted(_Base):
+    """A round's entries are in the log (`boundary` names which)."""
+
+    run_id: str
+    round: int
+    boundary: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkFinished(_Base):
+    """Background work finished and its notice was written (exactly once)."""
+
+    activity_id: str
+    kind: str
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished(_Base):
+    """The run ended; `result` is what `Session.run` returns."""
+
+    result: RunResult
+
+
+Event: TypeAlias = (
+    RunStarted
+    | ModelRequestStarted
+    | TextDelta
+    | ThinkingDelta
+    | ToolCallStarted
+    | ToolProgress
+    | ToolCallFinished
+    | ApprovalRequested
+    | NoticeDelivered
+    | SubagentStarted
+    | SubagentFinished
+    | RetryAttempt
+    | RoundCommitted
+    | WorkFinished
+    | RunFinished
+)

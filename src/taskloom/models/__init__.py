@@ -1,0 +1,84 @@
+"""Models: the provider seam, scripted models, wire adapters and their resolver.
+
+Wire adapters import lazily (`OpenAIChatModel`, `OpenAIResponsesModel`,
+`AnthropicModel`), so `import taskloom` never pays for them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .base import (
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ReasoningOptions,
+    ResponseCompleted,
+    StopReason,
+    StreamEvent,
+    ToolCallDelta,
+    ToolSpec,
+    collect,
+)
+from .retry import RetryPolicy
+from .scripted import FunctionModel, Reply, ScriptedModel, reply
+
+if TYPE_CHECKING:
+    from .anthropic import AnthropicModel
+    from .openai_chat import OpenAIChatModel
+    from .openai_responses import OpenAIResponsesModel
+
+__all__ = [
+    "AnthropicModel",
+    "FunctionModel",
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelSettings",
+    "OpenAIChatModel",
+    "OpenAIResponsesModel",
+    "ReasoningOptions",
+    "Reply",
+    "ResponseCompleted",
+    "RetryPolicy",
+    "ScriptedModel",
+    "StopReason",
+    "StreamEvent",
+    "ToolCallDelta",
+    "ToolSpec",
+    "collect",
+    "reply",
+    "resolve_model",
+]
+
+_LAZY = {
+    "OpenAIChatModel": ".openai_chat",
+    "OpenAIResponsesModel": ".openai_responses",
+    "AnthropicModel": ".anthropic",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'taskloom.models' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module, __name__), name)
+
+
+def resolve_model(spec: str | Model, **options: Any) -> Model:
+    """Turn `"provider:model"` into a model (a `Model` passes through unchanged).
+
+    `openai:` is Chat Completions, `openai-responses:` the Responses API,
+    `anthropic:` the Messages API; OpenAI-compatible presets (`ollama:`,
+    `vllm:`, `lmstudio:`, `llamacpp:`, `openrouter:`, `groq:`, `together:`,
+    `deepseek:`) and `openai:<model>@<base_url>` reach any other server.
+    Keyword options go to the adapter (`api_key=`, `base_url=`, ...).
+    """
+    if not isinstance(spec, str):
+        return spec
+    from .resolve import resolve
+
+    return resolve(spec, **options)

@@ -1,0 +1,243 @@
+"""HTTP plumbing shared by the wire adapters: clients, errors, server-sent events.
+
+Every adapter sends requests through `send_json` / `open_stream`, so every
+adapter raises the same typed errors (`taskloom.errors`) and never lets a bare
+`httpx2` exception escape.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx2
+
+from ..errors import (
+    AuthenticationError,
+    ConfigurationError,
+    ContextWindowExceeded,
+    InvalidRequest,
+    ProviderError,
+    ProviderOverloaded,
+    RateLimitError,
+    TransportError,
+)
+
+__all__ = [
+    "SSE",
+    "api_key_from_env",
+    "default_client",
+    "error_from_response",
+    "iter_sse",
+    "open_stream",
+    "send_json",
+]
+
+DEFAULT_TIMEOUT = httpx2.Timeout(600.0, connect=10.0)
+
+_CONTEXT_MARKERS = (
+    "context_length_exceeded",
+    "context window",
+    "maximum context length",
+    "prompt is too long",
+    "too many tokens",
+)
+
+_shared_client: httpx2.AsyncClient | None = None
+
+
+def default_client() -> httpx2.AsyncClient:
+    """One pooled client per process for adapters not given their own.
+
+    Created lazily so that importing or constructing an adapter does no I/O.
+    """
+    global _shared_client
+    if _shared_client is None or _shared_client.is_closed:
+        _shared_client = httpx2.AsyncClient(timeout=DEFAULT_TIMEOUT)
+    return _shared_client
+
+
+def api_key_from_env(explicit: str | None, variable: str | None, provider: str) -> str | None:
+    """The explicit key, else the environment variable; a missing key names the variable."""
+    if explicit is not None:
+        return explicit
+    if variable is None:
+        return None
+    value = os.environ.get(variable)
+    if not value:
+        raise ConfigurationError(
+            f"no API key for {provider}: set the {variable} environment variable or pass api_key="
+        )
+    return value
+
+
+def _retry_after(headers: httpx2.Headers) -> float | None:
+    raw = headers.get("retry-after-ms")
+    if raw:
+        try:
+            return float(raw) / 1000.0
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        import time
+
+        return max(0.0, parsedate_to_datetime(raw).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def error_from_response(
+    status: int, body: bytes, headers: httpx2.Headers, provider: str
+) -> ProviderError:
+    """Map an error response to the typed hierarchy, keeping the provider's message verbatim."""
+    payload: Any = None
+    message = body.decode("utf-8", "replace").strip() or f"HTTP {status}"
+    error_type: str | None = None
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict):
+        err = payload.get("error", payload)
+        if isinstance(err, dict):
+            message = str(err.get("message") or message)
+            error_type = err.get("type") or err.get("code")
+            if error_type is not None:
+                error_type = str(error_type)
+        elif isinstance(err, str):
+            message = err
+    kw: dict[str, Any] = {
+        "status": status,
+        "error_type": error_type,
+        "provider": provider,
+        "retry_after": _retry_after(headers),
+        "body": payload,
+    }
+    lowered = f"{error_type or ''} {message}".lower()
+    if status in (401, 403):
+        return AuthenticationError(message, **kw)
+    if status == 429:
+        return RateLimitError(message, **kw)
+    if status == 529 or "overloaded" in lowered:
+        return ProviderOverloaded(message, retryable=True, **kw)
+    if any(m in lowered for m in _CONTEXT_MARKERS):
+        return ContextWindowExceeded(message, retryable=False, **kw)
+    if status in (400, 404, 413, 422):
+        return InvalidRequest(message, **kw)
+    return ProviderError(message, **kw)
+
+
+def _transport_error(exc: Exception, provider: str) -> TransportError:
+    return TransportError(f"{type(exc).__name__}: {exc}", provider=provider)
+
+
+async def send_json(
+    client: httpx2.AsyncClient,
+    url: str,
+    body: Mapping[str, Any],
+    headers: Mapping[str, str],
+    provider: str,
+) -> Any:
+    """POST a JSON body and return the decoded JSON answer, or raise a typed error."""
+    try:
+        response = await client.post(url, json=body, headers=dict(headers))
+    except httpx2.HTTPError as exc:
+        raise _transport_error(exc, provider) from exc
+    if response.status_code >= 400:
+        raise error_from_response(response.status_code, response.content, response.headers, provider)
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise ProviderError(
+            f"malformed JSON in response: {response.text[:200]!r}",
+            status=response.status_code,
+            provider=provider,
+            retryable=True,
+        ) from exc
+
+
+@asynccontextmanager
+async def open_stream(
+    client: httpx2.AsyncClient,
+    url: str,
+    body: Mapping[str, Any],
+    headers: Mapping[str, str],
+    provider: str,
+) -> AsyncIterator[httpx2.Response]:
+    """Open a streaming POST; error statuses raise before the body is iterated."""
+    request = client.build_request("POST", url, json=body, headers=dict(headers))
+    try:
+        response = await client.send(request, stream=True)
+    except httpx2.HTTPError as exc:
+        raise _transport_error(exc, provider) from exc
+    try:
+        if response.status_code >= 400:
+            try:
+                content = await response.aread()
+            except httpx2.HTTPError as exc:
+                raise _transport_error(exc, provider) from exc
+            raise error_from_response(response.status_code, content, response.headers, provider)
+        yield response
+    finally:
+        await response.aclose()
+
+
+@dataclass(frozen=True, slots=True)
+class SSE:
+    """One server-sent event."""
+
+    event: str
+    data: str
+
+
+async def iter_sse(response: httpx2.Response, provider: str) -> AsyncIterator[SSE]:
+    """Decode server-sent events from a streaming response.
+
+    Tolerant of servers that send the wrong content type or `\\r\\n` line
+    ends; a connection that drops mid-stream raises `TransportError`.
+    """
+    event = ""
+    data: list[str] = []
+    try:
+        async for line in response.aiter_lines():
+            line = line.rstrip("\r")
+            if not line:
+                if data or event:
+                    yield SSE(event or "message", "\n".join(data))
+                event, data = "", []
+                continue
+            if line.startswith(":"):
+                continue
+            name, _, value = line.partition(":")
+            if value.startswith(" "):
+                value = value[1:]
+            if name == "data":
+                data.append(value)
+            elif name == "event":
+                event = value
+    except httpx2.HTTPError as exc:
+        raise _transport_error(exc, provider) from exc
+    if data:
+        yield SSE(event or "message", "\n".join(data))
+
+
+def loads_event(sse: SSE, provider: str) -> Any:
+    """Parse an event's JSON data; malformed JSON is a retryable provider error."""
+    try:
+        return json.loads(sse.data)
+    except ValueError as exc:
+        raise ProviderError(
+            f"malformed JSON in stream event: {sse.data[:200]!r}", provider=provider, retryable=True
+        ) from exc

@@ -1,0 +1,167 @@
+"""The provider seam: what the loop asks of a model and what it gets back.
+
+Nothing outside `taskloom.models` knows a wire format. The loop builds a
+`ModelRequest`, calls `Model.stream` (or `request`), and receives a
+`ModelResponse`. Adapters raise `taskloom.errors.ProviderError` subclasses;
+the loop's transport retry policy decides whether to try again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+
+from ..events import TextDelta, ThinkingDelta
+from ..messages import Message, Usage
+
+__all__ = [
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelSettings",
+    "ReasoningOptions",
+    "ResponseCompleted",
+    "StopReason",
+    "StreamEvent",
+    "ToolCallDelta",
+    "ToolSpec",
+    "collect",
+]
+
+StopReason: TypeAlias = Literal[
+    "end_turn", "tool_use", "max_tokens", "stop_sequence", "content_filter", "refusal", "error"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningOptions:
+    """How much the model should think.
+
+    `effort` maps to OpenAI's `reasoning_effort` / Responses `reasoning.effort`
+    and Anthropic's `output_config.effort`; `budget_tokens` to Anthropic's
+    thinking budget. `summary` asks OpenAI Responses for reasoning summaries.
+    """
+
+    effort: Literal["minimal", "low", "medium", "high", "xhigh"] | None = None
+    budget_tokens: int | None = None
+    summary: Literal["auto", "concise", "detailed"] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("effort", "budget_tokens", "summary")}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ReasoningOptions:
+        return cls(d.get("effort"), d.get("budget_tokens"), d.get("summary"))
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSettings:
+    """Sampling settings; None means the provider's default."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+    reasoning: ReasoningOptions | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """What the model is told about one tool."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """One request: system prompt, conversation, tools, settings.
+
+    `output_schema` asks for a JSON answer following that schema (native
+    structured output where the provider has it); `output_name` names it.
+    """
+
+    messages: Sequence[Message]
+    system: str | None = None
+    tools: Sequence[ToolSpec] = ()
+    settings: ModelSettings = ModelSettings()
+    output_schema: Mapping[str, Any] | None = None
+    output_name: str = "output"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    """The assistant message a request produced, with its usage."""
+
+    message: Message
+    usage: Usage = Usage()
+    stop_reason: StopReason | str = "end_turn"
+    model: str | None = None
+    provider: str | None = None
+    response_id: str | None = None
+
+    @property
+    def text(self) -> str:
+        """Shortcut for `message.text`."""
+        return self.message.text
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A piece of a streaming tool call (its arguments arrive in pieces)."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseCompleted:
+    """The last event of every stream: the whole response."""
+
+    response: ModelResponse
+
+
+StreamEvent: TypeAlias = TextDelta | ThinkingDelta | ToolCallDelta | ResponseCompleted
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A model on some provider.
+
+    `name` is the model's name, `provider` the wire API (`openai`,
+    `openai-responses`, `anthropic`, `scripted`, ...); `spec` is the string
+    `resolve_model` would turn back into an equivalent model.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def provider(self) -> str: ...
+
+    @property
+    def spec(self) -> str: ...
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Send the request and return the whole response."""
+        ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Send the request, yielding deltas; the last event is `ResponseCompleted`."""
+        ...
+
+
+async def collect(stream: AsyncIterator[StreamEvent]) -> ModelResponse:
+    """Drain a stream and return the response its last event carries."""
+    response: ModelResponse | None = None
+    async for event in stream:
+        if isinstance(event, ResponseCompleted):
+            response = event.response
+    if response is None:
+        raise RuntimeError("model stream ended without a ResponseCompleted event")
+    return response

@@ -1,0 +1,232 @@
+"""Models for tests and demos that play a script instead of calling a provider.
+
+They are real `Model`s: the loop cannot tell them from a wire adapter. Both
+record every request they receive in `requests`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from ..errors import ModelScriptExhausted
+from ..events import TextDelta, ThinkingDelta
+from ..messages import Message, TextBlock, ThinkingBlock, ToolCall, ToolResult, Usage
+from .base import ModelRequest, ModelResponse, ResponseCompleted, StreamEvent
+
+__all__ = ["FunctionModel", "Reply", "ScriptedModel", "reply"]
+
+ToolCallSpec: TypeAlias = ToolCall | tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], str]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One scripted model turn (build it with `reply(...)`)."""
+
+    text: str | None
+    tool_calls: tuple[ToolCallSpec, ...]
+    thinking: str | ThinkingBlock | None
+    usage: Usage | None
+    stop_reason: str | None
+    error: BaseException | None
+    delay: float
+
+
+def reply(
+    text: str | None = None,
+    *,
+    tool_calls: Iterable[ToolCallSpec] = (),
+    thinking: str | ThinkingBlock | None = None,
+    usage: Usage | None = None,
+    stop_reason: str | None = None,
+    error: BaseException | None = None,
+    delay: float = 0.0,
+) -> Reply:
+    """A scripted turn: text and/or tool calls `(name, args[, id])`, optional
+    thinking and usage; or `error=` to make that request raise (to exercise
+    retries). `delay` sleeps before answering (for demos and timing tests).
+    """
+    return Reply(text, tuple(tool_calls), thinking, usage, stop_reason, error, delay)
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+def _request_text(request: ModelRequest) -> str:
+    parts = [request.system or ""]
+    for m in request.messages:
+        for b in m.blocks:
+            if isinstance(b, TextBlock):
+                parts.append(b.text)
+            elif isinstance(b, ToolResult):
+                parts.append(b.content)
+            elif isinstance(b, ToolCall):
+                parts.append(json.dumps(b.arguments))
+    return " ".join(parts)
+
+
+class _Counter:
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
+def _build_response(item: Reply, request: ModelRequest, counter: _Counter, name: str) -> ModelResponse:
+    calls: list[ToolCall] = []
+    for spec in item.tool_calls:
+        if isinstance(spec, ToolCall):
+            calls.append(spec)
+            continue
+        counter.n += 1
+        call_id = spec[2] if len(spec) == 3 else f"call_{counter.n}"  # type: ignore[misc]
+        calls.append(ToolCall(call_id, spec[0], dict(spec[1])))
+    thinking: list[ThinkingBlock] = []
+    if isinstance(item.thinking, ThinkingBlock):
+        thinking.append(item.thinking)
+    elif item.thinking:
+        thinking.append(ThinkingBlock(item.thinking, signature="scripted", provider="scripted"))
+    message = Message.assistant(
+        item.text, tool_calls=calls, thinking=thinking, provider="scripted", model=name
+    )
+    usage = item.usage
+    if usage is None:
+        out = (item.text or "") + "".join(json.dumps(c.arguments) for c in calls)
+        usage = Usage(_estimate_tokens(_request_text(request)), _estimate_tokens(out) if out else 0)
+    if usage.requests == 0:
+        usage = usage + Usage(requests=1)
+    stop = item.stop_reason or ("tool_use" if calls else "end_turn")
+    return ModelResponse(message, usage, stop, model=name, provider="scripted")
+
+
+async def _stream_response(response: ModelResponse) -> AsyncIterator[StreamEvent]:
+    for block in response.message.blocks:
+        if isinstance(block, ThinkingBlock) and block.text:
+            yield ThinkingDelta(text=block.text)
+        elif isinstance(block, TextBlock):
+            words = block.text.split(" ")
+            for i, word in enumerate(words):
+                yield TextDelta(text=word if i == len(words) - 1 else word + " ")
+    yield ResponseCompleted(response)
+
+
+class ScriptedModel:
+    """Plays `replies` in order, one per request; fails loudly past the end.
+
+    An item may be a `reply(...)`, a plain string (a text reply), or an
+    exception (raised by that request).
+    """
+
+    def __init__(
+        self,
+        replies: Sequence[Reply | str | BaseException],
+        *,
+        name: str = "scripted",
+        chunk_delay: float = 0.0,
+    ) -> None:
+        self._replies = list(replies)
+        self._name = name
+        self._chunk_delay = chunk_delay
+        self._counter = _Counter()
+        self.requests: list[ModelRequest] = []
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def provider(self) -> str:
+        return "scripted"
+
+    @property
+    def spec(self) -> str:
+        return f"scripted:{self._name}"
+
+    @property
+    def remaining(self) -> int:
+        """Replies not yet played."""
+        return len(self._replies) - len(self.requests)
+
+    async def _next(self, request: ModelRequest) -> ModelResponse:
+        index = len(self.requests)
+        self.requests.append(request)
+        if index >= len(self._replies):
+            raise ModelScriptExhausted(
+                f"ScriptedModel {self._name!r} was asked for reply #{index + 1} "
+                f"but only {len(self._replies)} were scripted"
+            )
+        item = self._replies[index]
+        if isinstance(item, BaseException):
+            raise item
+        if isinstance(item, str):
+            item = reply(item)
+        if item.delay:
+            await asyncio.sleep(item.delay)
+        if item.error is not None:
+            raise item.error
+        return _build_response(item, request, self._counter, self._name)
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        return await self._next(request)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        response = await self._next(request)
+        async for event in _stream_response(response):
+            if self._chunk_delay and not isinstance(event, ResponseCompleted):
+                await asyncio.sleep(self._chunk_delay)
+            yield event
+
+
+ModelFunction: TypeAlias = Callable[
+    [ModelRequest], "Reply | ModelResponse | str | Awaitable[Reply | ModelResponse | str]"
+]
+
+
+class FunctionModel:
+    """Answers each request with `fn(request)` (sync or async), which returns
+    a `reply(...)`, a plain string, or a `ModelResponse`."""
+
+    def __init__(self, fn: ModelFunction, *, name: str = "function") -> None:
+        self._fn = fn
+        self._name = name
+        self._counter = _Counter()
+        self.requests: list[ModelRequest] = []
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def provider(self) -> str:
+        return "scripted"
+
+    @property
+    def spec(self) -> str:
+        return f"function:{self._name}"
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        out: Any = self._fn(request)
+        if inspect.isawaitable(out):
+            out = await out
+        if isinstance(out, ModelResponse):
+            return out
+        if isinstance(out, str):
+            out = reply(out)
+        if not isinstance(out, Reply):
+            raise TypeError(f"FunctionModel function returned {type(out).__name__}, not a reply")
+        if out.delay:
+            await asyncio.sleep(out.delay)
+        if out.error is not None:
+            raise out.error
+        return _build_response(out, request, self._counter, self._name)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        response = await self.request(request)
+        async for event in _stream_response(response):
+            yield event

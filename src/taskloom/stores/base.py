@@ -1,0 +1,130 @@
+"""The session store interface: an append-only, totally ordered log per session.
+
+A store knows entries, not rounds or providers. Positions start at 1 and
+increase by one per append within a session; two appenders racing for the
+same position never both win (the loser retries at the next position), so no
+entry is lost or reordered.
+
+A write may carry a `Fence` (a lease key and the generation its holder got):
+the store refuses it with `StaleLeaseError` unless that generation is still
+the current one for the key, checked atomically with the append.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["Entry", "EntryKind", "Fence", "SessionMeta", "SessionStore"]
+
+
+class EntryKind:
+    """The entry kinds taskloom writes (a store accepts any string)."""
+
+    MESSAGE = "message"
+    STEER = "steer"
+    DEFERRED = "deferred"
+    APPROVAL_REQUEST = "approval_request"
+    APPROVAL_DECISION = "approval_decision"
+    SUBAGENT = "subagent"
+    SUBAGENT_DISPATCHED = "subagent_dispatched"
+    SUBAGENT_STARTED = "subagent_started"
+    SUBAGENT_RESULT = "subagent_result"
+    SUBAGENT_REPORT = "subagent_report"
+    NOTICE_DELIVERED = "notice_delivered"
+    MODEL_CHANGE = "model_change"
+    RUN_STARTED = "run_started"
+    RUN_FINISHED = "run_finished"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One log entry. `data` is JSON-serialisable; `position` is set by the store."""
+
+    kind: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+    run_id: str | None = None
+    position: int = 0
+    created_at: float = 0.0
+
+    def placed(self, position: int) -> Entry:
+        """This entry as stored at `position` (timestamped if it was not)."""
+        return Entry(self.kind, self.data, self.run_id, position, self.created_at or time.time())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "data": dict(self.data),
+            "run_id": self.run_id,
+            "position": self.position,
+            "created_at": self.created_at,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Entry:
+        return cls(d["kind"], d.get("data") or {}, d.get("run_id"), d.get("position", 0), d.get("created_at", 0.0))
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """A lease key and the generation its holder was granted."""
+
+    key: str
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMeta:
+    """What a store knows about a session besides its log."""
+
+    id: str
+    agent: str = ""
+    parent_id: str | None = None
+    created_at: float = 0.0
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "agent": self.agent,
+            "parent_id": self.parent_id,
+            "created_at": self.created_at,
+            "metadata": dict(self.metadata),
+        }
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Persistent sessions: metadata plus an append-only log each."""
+
+    async def create(self, meta: SessionMeta) -> SessionMeta:
+        """Create a session; raises `ValueError` if the id exists. Returns it timestamped."""
+        ...
+
+    async def get(self, session_id: str) -> SessionMeta:
+        """The session's metadata; raises `SessionNotFound`."""
+        ...
+
+    async def append(self, session_id: str, entry: Entry, *, fence: Fence | None = None) -> int:
+        """Append at the next position and return it.
+
+        Raises `SessionNotFound` for an unknown session and `StaleLeaseError`
+        when `fence` is not the current generation of its key.
+        """
+        ...
+
+    async def load(self, session_id: str, after: int | None = None) -> list[Entry]:
+        """Entries in position order, only those after `after` when given."""
+        ...
+
+    async def list(
+        self, *, parent_id: str | None = None, agent: str | None = None, limit: int | None = None
+    ) -> list[SessionMeta]:
+        """Sessions, newest first, optionally filtered by parent or agent."""
+        ...
+
+    async def delete(self, session_id: str) -> None:
+        """Remove a session and its log (no error if it does not exist)."""
+        ...

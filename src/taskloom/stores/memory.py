@@ -1,0 +1,78 @@
+"""The in-memory session store: the default, and the reference for the contract."""
+
+from __future__ import annotations
+
+import time
+from builtins import list as _list
+
+from ..background.leases import Clock, MemoryLeases, system_clock
+from ..errors import SessionNotFound, StaleLeaseError
+from .base import Entry, Fence, SessionMeta
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore:
+    """Sessions kept in process memory; nothing survives the process.
+
+    Entries are kept as given (their `data` is not copied), so callers must
+    treat loaded entries as read-only, exactly as with a durable store.
+    """
+
+    def __init__(self, *, clock: Clock = system_clock) -> None:
+        self._meta: dict[str, SessionMeta] = {}
+        self._logs: dict[str, _list[Entry]] = {}
+        self.leases = MemoryLeases(clock)
+
+    async def create(self, meta: SessionMeta) -> SessionMeta:
+        if meta.id in self._meta:
+            raise ValueError(f"session {meta.id!r} already exists")
+        if not meta.created_at:
+            meta = SessionMeta(meta.id, meta.agent, meta.parent_id, time.time(), meta.metadata)
+        self._meta[meta.id] = meta
+        self._logs[meta.id] = []
+        return meta
+
+    async def get(self, session_id: str) -> SessionMeta:
+        try:
+            return self._meta[session_id]
+        except KeyError:
+            raise SessionNotFound(f"no session {session_id!r}") from None
+
+    async def append(self, session_id: str, entry: Entry, *, fence: Fence | None = None) -> int:
+        log = self._logs.get(session_id)
+        if log is None:
+            raise SessionNotFound(f"no session {session_id!r}")
+        if fence is not None and self.leases.generation(fence.key) != fence.generation:
+            raise StaleLeaseError(
+                f"lease {fence.key!r} generation {fence.generation} is stale "
+                f"(current {self.leases.generation(fence.key)})"
+            )
+        position = len(log) + 1
+        log.append(entry.placed(position))
+        return position
+
+    async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
+        log = self._logs.get(session_id)
+        if log is None:
+            raise SessionNotFound(f"no session {session_id!r}")
+        # Positions are dense from 1, so `after` is also an index.
+        return log[after:] if after else _list(log)
+
+    async def list(
+        self, *, parent_id: str | None = None, agent: str | None = None, limit: int | None = None
+    ) -> _list[SessionMeta]:
+        metas = [
+            m
+            for m in self._meta.values()
+            if (parent_id is None or m.parent_id == parent_id) and (agent is None or m.agent == agent)
+        ]
+        metas.sort(key=lambda m: m.created_at, reverse=True)
+        return metas[:limit] if limit is not None else metas
+
+    async def delete(self, session_id: str) -> None:
+        self._meta.pop(session_id, None)
+        self._logs.pop(session_id, None)
+
+    async def close(self) -> None:
+        """Nothing to release; present so every store can be closed alike."""
