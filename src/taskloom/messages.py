@@ -203,6 +203,7 @@ class Message:
     blocks: tuple[Block, ...]
     provider: str | None = None
     model: str | None = None
+    origin: str = ""
 
     @classmethod
     def user(cls, content: str | Iterable[Block]) -> Message:
@@ -260,6 +261,8 @@ class Message:
             out["provider"] = self.provider
         if self.model is not None:
             out["model"] = self.model
+        if self.origin:
+            out["origin"] = self.origin
         return out
 
     @classmethod
@@ -269,6 +272,7 @@ class Message:
             blocks=tuple(_block_from_dict(b) for b in d["blocks"]),
             provider=d.get("provider"),
             model=d.get("model"),
+            origin=d.get("origin", ""),
         )
 
 

@@ -1,0 +1,107 @@
+"""Executing one assistant turn's tool calls.
+
+Consecutive calls that are safe to overlap (all `READ_ONLY`, or delegation
+tools) run concurrently; any other call runs alone. Results come back in the
+model's call order whatever the finishing order, one per call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from ..events import Event, ToolCallFinished, ToolCallStarted
+from ..messages import ToolCall, ToolResult
+from ..tools import Tool, ToolEffect, ToolOutput
+from .context import ToolContext
+
+__all__ = ["execute_calls", "result_for_unrunnable"]
+
+
+def _overlaps(tool: Tool | None) -> bool:
+    return tool is not None and (tool.is_delegation or tool.effect is ToolEffect.READ_ONLY)
+
+
+def result_for_unrunnable(call: ToolCall, tools: Mapping[str, Tool]) -> ToolOutput | None:
+    """The in-band error for a call that cannot run at all, else None."""
+    tool = tools.get(call.name)
+    if tool is None:
+        names = ", ".join(sorted(tools)) or "(none)"
+        return ToolOutput(f"Unknown tool {call.name!r}. Available tools: {names}.", is_error=True)
+    if call.raw_arguments is not None:
+        return ToolOutput(
+            f"The arguments for tool {call.name!r} are not a valid JSON object: "
+            f"{call.raw_arguments[:500]!r}. Send a JSON object following this schema: "
+            f"{json.dumps(tool.input_schema)}",
+            is_error=True,
+        )
+    return None
+
+
+async def _run_one(
+    call: ToolCall,
+    tools: Mapping[str, Tool],
+    make_ctx: Callable[[ToolCall], ToolContext],
+    emit: Callable[[Event], None] | None,
+    origin: str,
+    session_id: str,
+) -> ToolResult:
+    if emit is not None:
+        emit(ToolCallStarted(call_id=call.id, name=call.name, arguments=call.arguments, origin=origin, session_id=session_id))
+    started = time.monotonic()
+    output = result_for_unrunnable(call, tools)
+    if output is None:
+        output = await tools[call.name].call(call.arguments, make_ctx(call))
+    if emit is not None:
+        emit(
+            ToolCallFinished(
+                call_id=call.id,
+                name=call.name,
+                content=output.content,
+                is_error=output.is_error,
+                duration=time.monotonic() - started,
+                origin=origin,
+                session_id=session_id,
+            )
+        )
+    return ToolResult(call.id, output.content, output.is_error, call.name)
+
+
+async def execute_calls(
+    calls: Sequence[ToolCall],
+    tools: Mapping[str, Tool],
+    make_ctx: Callable[[ToolCall], ToolContext],
+    emit: Callable[[Event], None] | None,
+    *,
+    results: list[ToolResult | None],
+    origin: str = "",
+    session_id: str = "",
+) -> None:
+    """Run `calls`, filling `results` (same length, call order) as each finishes.
+
+    Filling in place lets the caller keep the results that finished when a
+    deadline cuts the batch short.
+    """
+    i = 0
+    n = len(calls)
+    while i < n:
+        if not _overlaps(tools.get(calls[i].name)):
+            results[i] = await _run_one(calls[i], tools, make_ctx, emit, origin, session_id)
+            i += 1
+            continue
+        j = i
+        while j < n and _overlaps(tools.get(calls[j].name)):
+            j += 1
+        if j - i == 1:
+            results[i] = await _run_one(calls[i], tools, make_ctx, emit, origin, session_id)
+        else:
+
+            async def run_at(k: int) -> None:
+                results[k] = await _run_one(calls[k], tools, make_ctx, emit, origin, session_id)
+
+            async with asyncio.TaskGroup() as group:
+                for k in range(i, j):
+                    group.create_task(run_at(k))
+        i = j

@@ -1,0 +1,155 @@
+"""Round strategies: the host's say at every round boundary.
+
+A strategy belongs to one run (it rides on `RunOptions.strategy`). At each
+boundary the loop calls `on_round(ctx)` and follows the decision: proceed,
+inject a corrective user turn, or stop; `Continue` and `Inject` may carry a
+`RoundAdjustment` (model or reasoning) that takes effect on the next request
+and persists on the session exactly like `Session.set_model` /
+`Session.set_reasoning`. With no strategy the loop behaves exactly as if
+every decision were `proceed()`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+from ..messages import Message
+from ..models.base import ReasoningOptions
+
+if TYPE_CHECKING:
+    from ..models.base import Model
+
+__all__ = [
+    "Continue",
+    "Inject",
+    "ReasoningChange",
+    "RoundAdjustment",
+    "RoundBoundary",
+    "RoundContext",
+    "RoundDecision",
+    "RoundStrategy",
+    "RoundToolResult",
+    "Stop",
+]
+
+
+class RoundBoundary(str, Enum):
+    """Where in a round the strategy is asked."""
+
+    TOOL_RESULTS_COMMITTED = "tool_results_committed"
+    ASSISTANT_MESSAGE_COMMITTED = "assistant_message_committed"
+
+
+@dataclass(frozen=True, slots=True)
+class RoundToolResult:
+    """One committed tool result, as a strategy sees it."""
+
+    tool_use_id: str
+    tool_name: str
+    is_error: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RoundContext:
+    """What a strategy knows at a boundary.
+
+    `assistant_message` is set only at ASSISTANT_MESSAGE_COMMITTED,
+    `tool_results` only at TOOL_RESULTS_COMMITTED.
+    """
+
+    boundary: RoundBoundary
+    rounds_completed: int
+    model_requests: int
+    transport_retries: int
+    assistant_message: Message | None = None
+    tool_results: tuple[RoundToolResult, ...] = ()
+    session_id: str = ""
+    run_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningChange:
+    """Set or clear the session's reasoning options (`set(...)` / `clear()`)."""
+
+    reasoning: ReasoningOptions | None
+
+    @classmethod
+    def set(cls, reasoning: ReasoningOptions) -> ReasoningChange:
+        return cls(reasoning)
+
+    @classmethod
+    def clear(cls) -> ReasoningChange:
+        return cls(None)
+
+
+@dataclass(frozen=True, slots=True)
+class RoundAdjustment:
+    """A change for the next request on: a model (instance or spec string) and/or reasoning."""
+
+    model: Model | str | None = None
+    reasoning: ReasoningChange | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RoundDecision:
+    """What the loop does next. Build with `proceed()`, `inject(...)`, `stop()`."""
+
+    action: Literal["continue", "inject", "stop"] = "continue"
+    content: str | None = None
+    adjust: RoundAdjustment | None = None
+
+    @staticmethod
+    def proceed(adjust: RoundAdjustment | None = None) -> RoundDecision:
+        """Carry on as the loop would without a strategy."""
+        return Continue(adjust)
+
+    @staticmethod
+    def inject(content: str, adjust: RoundAdjustment | None = None) -> RoundDecision:
+        """Append `content` as a user turn and ask the model again."""
+        return Inject(content, adjust)
+
+    @staticmethod
+    def stop() -> RoundDecision:
+        """End the run now with status STOPPED."""
+        return Stop()
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Continue(RoundDecision):
+    """Proceed, optionally adjusting model or reasoning."""
+
+    def __init__(self, adjust: RoundAdjustment | None = None) -> None:
+        object.__setattr__(self, "action", "continue")
+        object.__setattr__(self, "content", None)
+        object.__setattr__(self, "adjust", adjust)
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Inject(RoundDecision):
+    """Append a corrective user turn, optionally adjusting model or reasoning."""
+
+    def __init__(self, content: str, adjust: RoundAdjustment | None = None) -> None:
+        if not content:
+            raise ValueError("Inject needs non-empty content")
+        object.__setattr__(self, "action", "inject")
+        object.__setattr__(self, "content", content)
+        object.__setattr__(self, "adjust", adjust)
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Stop(RoundDecision):
+    """End the run with status STOPPED."""
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "action", "stop")
+        object.__setattr__(self, "content", None)
+        object.__setattr__(self, "adjust", None)
+
+
+@runtime_checkable
+class RoundStrategy(Protocol):
+    """Decides at each round boundary; see the module docstring."""
+
+    async def on_round(self, ctx: RoundContext) -> RoundDecision: ...

@@ -1,0 +1,94 @@
+"""Streaming a run's events to a subscriber without slowing the run.
+
+The run pushes events into a bounded buffer and never waits for the reader.
+When a slow reader lets the buffer fill, the oldest *deltas* (text, thinking,
+progress) are dropped first and counted in `dropped`; events that mark the
+structure of a run (tool calls, rounds, the end) are always kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from ..events import Event, RunFinished, TextDelta, ThinkingDelta, ToolProgress
+from .result import RunResult
+
+__all__ = ["RunStream"]
+
+_DROPPABLE = (TextDelta, ThinkingDelta, ToolProgress)
+
+
+class RunStream:
+    """An async iterator over one run's events; `result` is set once it ends.
+
+    Leaving the iteration early (break, or `aclose()`) cancels the run: the
+    turn in flight is discarded, exactly like cancelling `Session.run`.
+    """
+
+    def __init__(self, start: Callable[[Callable[[Event], None]], Awaitable[RunResult]], *, buffer: int = 1024) -> None:
+        self._start = start
+        self._buffer: deque[Event] = deque()
+        self._limit = buffer
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[RunResult] | None = None
+        self.dropped = 0
+        self.result: RunResult | None = None
+
+    def _push(self, event: Event) -> None:
+        buf = self._buffer
+        if len(buf) >= self._limit:
+            for i, old in enumerate(buf):
+                if isinstance(old, _DROPPABLE):
+                    del buf[i]
+                    self.dropped += 1
+                    break
+            else:
+                if isinstance(event, _DROPPABLE):
+                    self.dropped += 1
+                    return
+        buf.append(event)
+        self._wakeup.set()
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Event]:
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._start(self._push))
+            self._task.add_done_callback(lambda _: self._wakeup.set())
+        task = self._task
+        try:
+            while True:
+                while self._buffer:
+                    event = self._buffer.popleft()
+                    if isinstance(event, RunFinished):
+                        self.result = event.result
+                    yield event
+                if task.done():
+                    if self._buffer:
+                        continue
+                    self.result = task.result()  # re-raises the run's exception
+                    return
+                self._wakeup.clear()
+                if not self._buffer and not task.done():
+                    await self._wakeup.wait()
+        finally:
+            if not task.done():
+                task.cancel()
+                try:
+                    await task
+                except BaseException:
+                    pass
+
+    async def collect(self) -> RunResult:
+        """Drain the stream and return the result."""
+        async for _ in self:
+            pass
+        assert self.result is not None
+        return self.result
+
+    def __await__(self) -> Any:
+        return self.collect().__await__()

@@ -1,0 +1,388 @@
+"""Chat Completions wire shapes: request bodies in, messages and usage out.
+
+Private to `openai_chat`. Everything here is a pure function of JSON-like
+values, so the adapter's HTTP code stays short and these rules can be tested
+on their own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..messages import (
+    Block,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from .base import ModelRequest, ModelSettings, StopReason, ToolSpec
+
+__all__ = [
+    "WireIds",
+    "assistant_blocks",
+    "build_messages",
+    "build_tools",
+    "merge_settings",
+    "new_call_id",
+    "parse_arguments",
+    "reasoning_of",
+    "response_format",
+    "stop_reason",
+    "strict_schema_allowed",
+    "text_of",
+    "usage_of",
+]
+
+# OpenAI rejects tool call ids longer than 40 characters; ids from other
+# providers (or hand-written histories) may be longer or carry characters some
+# compatible servers refuse.
+_VALID_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
+_SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]")
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "content_filter",
+}
+
+# JSON-schema keywords OpenAI's strict structured output does not accept.
+_NOT_STRICT = frozenset(
+    {
+        "allOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "dependentRequired",
+        "dependentSchemas",
+        "patternProperties",
+        "unevaluatedProperties",
+        "propertyNames",
+        "minProperties",
+        "maxProperties",
+        "unevaluatedItems",
+        "contains",
+        "minContains",
+        "maxContains",
+        "uniqueItems",
+        "minLength",
+        "maxLength",
+    }
+)
+
+
+def new_call_id() -> str:
+    """A fresh id for a tool call the server sent without one."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+class WireIds:
+    """Maps taskloom tool call ids to ids every Chat Completions server accepts.
+
+    A valid id passes unchanged. A long or oddly spelled one becomes
+    `call_<hash>`: a pure function of the id, so a call and its result (and
+    the same history sent again) always agree. An empty id gets an id from its
+    position in the conversation; an empty result id takes the ids of the
+    preceding assistant turn's empty-id calls, in order.
+    """
+
+    __slots__ = ("_unpaired",)
+
+    def __init__(self) -> None:
+        self._unpaired: list[str] = []
+
+    @staticmethod
+    def of(call_id: str) -> str:
+        """The wire id of a non-empty taskloom id."""
+        if _VALID_ID.fullmatch(call_id):
+            return call_id
+        return "call_" + hashlib.sha256(call_id.encode("utf-8")).hexdigest()[:32]
+
+    def for_call(self, call_id: str, message_index: int, call_index: int) -> str:
+        """The wire id of a call in assistant message `message_index`."""
+        if call_id:
+            return self.of(call_id)
+        wire = f"call_m{message_index}_{call_index}"
+        self._unpaired.append(wire)
+        return wire
+
+    def for_result(self, call_id: str, message_index: int, result_index: int) -> str:
+        """The wire id of a result, matching the call it answers."""
+        if call_id:
+            return self.of(call_id)
+        if self._unpaired:
+            return self._unpaired.pop(0)
+        return f"call_m{message_index}_{result_index}"
+
+    def new_turn(self) -> None:
+        """An assistant turn starts: empty-id calls of earlier turns stay unpaired."""
+        self._unpaired.clear()
+
+
+def _image_part(block: ImageBlock) -> dict[str, Any]:
+    url = block.url if block.url is not None else f"data:{block.media_type};base64,{block.base64}"
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    # A lone text part goes as a plain string: every compatible server takes
+    # that, while some refuse content lists.
+    if len(parts) == 1 and parts[0]["type"] == "text":
+        text: str = parts[0]["text"]
+        return text
+    return parts
+
+
+def _arguments_json(call: ToolCall) -> str:
+    if call.raw_arguments is not None:
+        return call.raw_arguments
+    return json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
+
+
+def _assistant(message: Message, index: int, ids: WireIds) -> dict[str, Any] | None:
+    ids.new_turn()
+    text: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in message.blocks:
+        if isinstance(block, TextBlock):
+            text.append(block.text)
+        elif isinstance(block, ToolCall):
+            calls.append(
+                {
+                    "id": ids.for_call(block.id, index, len(calls)),
+                    "type": "function",
+                    "function": {"name": block.name, "arguments": _arguments_json(block)},
+                }
+            )
+        # Thinking is never sent: Chat Completions has no way to replay it.
+    if not text and not calls:
+        return None
+    out: dict[str, Any] = {"role": "assistant"}
+    if text:
+        out["content"] = "".join(text)
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
+def _user_side(message: Message, index: int, ids: WireIds) -> Iterable[dict[str, Any]]:
+    # Tool results come first: the server wants them right after the
+    # assistant turn that made the calls.
+    parts: list[dict[str, Any]] = []
+    result_index = 0
+    for block in message.blocks:
+        if isinstance(block, ToolResult):
+            yield {
+                "role": "tool",
+                "tool_call_id": ids.for_result(block.tool_call_id, index, result_index),
+                "content": block.content,
+            }
+            result_index += 1
+        elif isinstance(block, TextBlock):
+            parts.append({"type": "text", "text": block.text})
+        elif isinstance(block, ImageBlock):
+            parts.append(_image_part(block))
+    if parts or (message.role == "user" and result_index == 0):
+        yield {"role": "user", "content": _content(parts) if parts else ""}
+
+
+def build_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    """The `messages` array for a request (system prompt first, thinking dropped)."""
+    out: list[dict[str, Any]] = []
+    if request.system:
+        out.append({"role": "system", "content": request.system})
+    ids = WireIds()
+    for index, message in enumerate(request.messages):
+        if message.role == "assistant":
+            wire = _assistant(message, index, ids)
+            if wire is not None:
+                out.append(wire)
+        else:
+            out.extend(_user_side(message, index, ids))
+    return out
+
+
+def build_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """The `tools` array: one function per tool spec."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": t.name,
+                "description": t.description,
+                "parameters": dict(t.input_schema),
+            },
+        }
+        for t in tools
+    ]
+
+
+def _strict_node(node: Any) -> bool:
+    if isinstance(node, list):
+        return all(_strict_node(n) for n in node)
+    if not isinstance(node, Mapping):
+        return True
+    if _NOT_STRICT.intersection(node):
+        return False
+    props = node.get("properties")
+    if node.get("type") == "object" or isinstance(props, Mapping):
+        if node.get("additionalProperties") is not False:
+            return False
+        names = set(props) if isinstance(props, Mapping) else set()
+        if set(node.get("required") or ()) != names:
+            return False
+    children: list[Any] = []
+    if isinstance(props, Mapping):
+        children.extend(props.values())
+    for key in ("items", "anyOf", "prefixItems"):
+        if key in node:
+            children.append(node[key])
+    for key in ("$defs", "definitions"):
+        defs = node.get(key)
+        if isinstance(defs, Mapping):
+            children.extend(defs.values())
+    return all(_strict_node(child) for child in children)
+
+
+def strict_schema_allowed(schema: Mapping[str, Any]) -> bool:
+    """Whether OpenAI's strict structured output accepts this schema as it is.
+
+    Strict mode needs an object at the root, every object closed
+    (`additionalProperties: false`) with all its properties required, and
+    none of the keywords it does not implement.
+    """
+    return schema.get("type") == "object" and _strict_node(schema)
+
+
+def response_format(schema: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The `response_format` asking for JSON following `schema`."""
+    wire_name = _SCHEMA_NAME.sub("_", name)[:64] or "output"
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": wire_name,
+            "schema": dict(schema),
+            "strict": strict_schema_allowed(schema),
+        },
+    }
+
+
+def merge_settings(default: ModelSettings | None, override: ModelSettings) -> ModelSettings:
+    """The request's settings on top of the model's defaults (None means unset)."""
+    if default is None:
+        return override
+    return ModelSettings(
+        temperature=override.temperature
+        if override.temperature is not None
+        else default.temperature,
+        top_p=override.top_p if override.top_p is not None else default.top_p,
+        max_tokens=override.max_tokens if override.max_tokens is not None else default.max_tokens,
+        stop=override.stop or default.stop,
+        reasoning=override.reasoning if override.reasoning is not None else default.reasoning,
+        extra={**default.extra, **override.extra},
+    )
+
+
+def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """Parsed tool arguments and, when they are not a JSON object, what was sent.
+
+    Null or empty arguments mean no arguments. Some servers stream `"{}"` as a
+    placeholder before the real arguments; that prefix is dropped when what
+    follows it is the whole object.
+    """
+    if raw is None:
+        return {}, None
+    if not isinstance(raw, str):
+        return (dict(raw), None) if isinstance(raw, Mapping) else ({}, json.dumps(raw))
+    if not raw.strip():
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+        if raw.startswith("{}"):
+            try:
+                value = json.loads(raw[2:])
+            except ValueError:
+                value = None
+            if not isinstance(value, dict):
+                value = None
+    if isinstance(value, dict):
+        return value, None
+    return {}, raw
+
+
+def text_of(content: Any) -> str:
+    """Assistant content as text (a string, or a list of parts from some servers)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return ""
+
+
+def reasoning_of(obj: Mapping[str, Any]) -> str:
+    """The reasoning text a message or delta carries.
+
+    Servers name it `reasoning_content` (DeepSeek, vLLM, llama.cpp) or
+    `reasoning` (Ollama, OpenRouter, Cerebras); a few send both with the same
+    text, so the first one present wins.
+    """
+    value = obj.get("reasoning_content") or obj.get("reasoning")
+    return value if isinstance(value, str) else ""
+
+
+def _int(obj: Any, key: str) -> int:
+    if not isinstance(obj, Mapping):
+        return 0
+    value = obj.get(key)
+    return value if isinstance(value, int) else 0
+
+
+def usage_of(usage: Any) -> Usage:
+    """Usage of one request from a `usage` object (absent counts as zero)."""
+    if not isinstance(usage, Mapping):
+        return Usage(requests=1)
+    return Usage(
+        input_tokens=_int(usage, "prompt_tokens"),
+        output_tokens=_int(usage, "completion_tokens"),
+        cache_read_tokens=_int(usage.get("prompt_tokens_details"), "cached_tokens"),
+        reasoning_tokens=_int(usage.get("completion_tokens_details"), "reasoning_tokens"),
+        requests=1,
+    )
+
+
+def stop_reason(finish_reason: Any, has_tool_calls: bool) -> StopReason | str:
+    """taskloom's stop reason for a `finish_reason` (unknown ones kept as they are)."""
+    if not finish_reason:
+        return "tool_use" if has_tool_calls else "end_turn"
+    reason = str(finish_reason)
+    return _STOP_REASONS.get(reason, reason)
+
+
+def assistant_blocks(
+    thinking: str, text: str, calls: Iterable[ToolCall], provider: str
+) -> tuple[Block, ...]:
+    """An assistant turn's blocks in taskloom's order: thinking, text, calls."""
+    blocks: list[Block] = []
+    if thinking:
+        blocks.append(ThinkingBlock(text=thinking, provider=provider))
+    if text:
+        blocks.append(TextBlock(text))
+    blocks.extend(calls)
+    return tuple(blocks)

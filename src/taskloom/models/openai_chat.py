@@ -1,0 +1,451 @@
+"""The OpenAI Chat Completions wire adapter (OpenAI and compatible servers).
+
+One adapter serves api.openai.com and every server that speaks the same
+protocol (Ollama, vLLM, LM Studio, llama.cpp, OpenRouter, Groq, Together,
+DeepSeek, ...); `provider` names which, and decides the few places where
+they differ.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx2
+
+from ..errors import ProviderError, TransportError
+from ..events import TextDelta, ThinkingDelta
+from ..messages import Message, ToolCall
+from ._http import (
+    api_key_from_env,
+    default_client,
+    error_from_response,
+    iter_sse,
+    loads_event,
+    open_stream,
+    send_json,
+)
+from ._openai_common import (
+    assistant_blocks,
+    build_messages,
+    build_tools,
+    merge_settings,
+    new_call_id,
+    parse_arguments,
+    reasoning_of,
+    response_format,
+    stop_reason,
+    text_of,
+    usage_of,
+)
+from .base import (
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ResponseCompleted,
+    StreamEvent,
+    ToolCallDelta,
+)
+from .resolve import PRESETS
+
+__all__ = ["OpenAIChatModel"]
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
+class OpenAIChatModel:
+    """A model behind `POST {base_url}/chat/completions`.
+
+    The key is `api_key`, else the variable `api_key_env` (a missing key
+    raises `ConfigurationError` naming it, here, not at the first request);
+    with `api_key_env=None` and no key no `Authorization` header is sent.
+    `base_url` defaults to the preset of `provider` (api.openai.com for
+    `openai`). `stream` chooses the HTTP path `request` uses; `stream()`
+    yields deltas either way. `settings` are defaults under each request's.
+    `max_tokens` goes out as `max_completion_tokens` to OpenAI and as
+    `max_tokens` to every other server. Thinking blocks are never sent.
+    Construction does no I/O; the shared pooled client is used when no
+    `http_client` is given.
+    """
+
+    __slots__ = (
+        "_base_url",
+        "_client",
+        "_headers",
+        "_name",
+        "_provider",
+        "_settings",
+        "_stream",
+        "_url",
+    )
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        http_client: httpx2.AsyncClient | None = None,
+        headers: Mapping[str, str] | None = None,
+        stream: bool = True,
+        provider: str = "openai",
+        api_key_env: str | None = "OPENAI_API_KEY",
+        settings: ModelSettings | None = None,
+    ) -> None:
+        key = api_key_from_env(api_key, api_key_env, provider)
+        if base_url is None:
+            preset = PRESETS.get(provider)
+            base_url = preset.base_url if preset is not None else OPENAI_BASE_URL
+        self._name = model_name
+        self._provider = provider
+        self._base_url = base_url.rstrip("/")
+        self._url = f"{self._base_url}/chat/completions"
+        self._client = http_client
+        self._stream = stream
+        self._settings = settings
+        wire_headers = {"Authorization": f"Bearer {key}"} if key else {}
+        wire_headers.update(headers or {})
+        self._headers = wire_headers
+
+    @property
+    def name(self) -> str:
+        """The model's name as the server knows it."""
+        return self._name
+
+    @property
+    def provider(self) -> str:
+        """The server's name (`openai`, or a preset such as `ollama`)."""
+        return self._provider
+
+    @property
+    def base_url(self) -> str:
+        """Where requests go, without the trailing `/chat/completions`."""
+        return self._base_url
+
+    @property
+    def spec(self) -> str:
+        """The `resolve_model` string for an equivalent model (keys not included)."""
+        preset = PRESETS.get(self._provider)
+        if preset is not None and preset.base_url == self._base_url:
+            return f"{self._provider}:{self._name}"
+        prefix = self._provider if preset is not None else "openai"
+        return f"{prefix}:{self._name}@{self._base_url}"
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel({self.spec!r})"
+
+    def body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
+        """The JSON body this model sends for `request`."""
+        body: dict[str, Any] = {"model": self._name, "messages": build_messages(request)}
+        if request.tools:
+            body["tools"] = build_tools(request.tools)
+        settings = merge_settings(self._settings, request.settings)
+        if settings.temperature is not None:
+            body["temperature"] = settings.temperature
+        if settings.top_p is not None:
+            body["top_p"] = settings.top_p
+        if settings.stop:
+            body["stop"] = list(settings.stop)
+        if settings.max_tokens is not None:
+            # OpenAI deprecated max_tokens (reasoning models refuse it);
+            # compatible servers mostly know only the old name.
+            key = "max_completion_tokens" if self._provider == "openai" else "max_tokens"
+            body[key] = settings.max_tokens
+        if settings.reasoning is not None and settings.reasoning.effort is not None:
+            body["reasoning_effort"] = settings.reasoning.effort
+        if request.output_schema is not None:
+            body["response_format"] = response_format(request.output_schema, request.output_name)
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        body.update(settings.extra)
+        return body
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Send the request (streamed or not, per `stream=`) and return the response."""
+        if not self._stream:
+            return self._completion(await self._send(request))
+        state = _StreamState(self._provider, self._name, emit=False)
+        async for chunk in self._chunks(request, state):
+            state.feed(chunk)
+        return state.finish()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Yield text, thinking and tool call deltas, then `ResponseCompleted`.
+
+        With `stream=False` the deltas are replayed from the whole response.
+        """
+        if not self._stream:
+            response = self._completion(await self._send(request))
+            for event in _replayed_deltas(response.message):
+                yield event
+            yield ResponseCompleted(response)
+            return
+        state = _StreamState(self._provider, self._name, emit=True)
+        async for chunk in self._chunks(request, state):
+            for event in state.feed(chunk):
+                yield event
+        yield ResponseCompleted(state.finish())
+
+    async def _send(self, request: ModelRequest) -> Any:
+        client = self._client or default_client()
+        body = self.body(request, stream=False)
+        return await send_json(client, self._url, body, self._headers, self._provider)
+
+    async def _chunks(
+        self, request: ModelRequest, state: _StreamState
+    ) -> AsyncIterator[Mapping[str, Any]]:
+        client = self._client or default_client()
+        body = self.body(request, stream=True)
+        async with open_stream(client, self._url, body, self._headers, self._provider) as response:
+            async for sse in iter_sse(response, self._provider):
+                if sse.data == "[DONE]":
+                    state.done = True
+                    return
+                chunk = loads_event(sse, self._provider)
+                if isinstance(chunk, Mapping):
+                    yield chunk
+
+    def _completion(self, data: Any) -> ModelResponse:
+        if isinstance(data, Mapping) and data.get("error"):
+            raise _error_in_body(data, self._provider)
+        choices = data.get("choices") if isinstance(data, Mapping) else None
+        if not choices or not isinstance(choices[0], Mapping):
+            raise ProviderError(
+                f"response is not a chat completion: {json.dumps(data)[:200]}",
+                status=200,
+                provider=self._provider,
+                retryable=False,
+            )
+        choice = choices[0]
+        message = choice.get("message") or {}
+        calls = [
+            _tool_call(tc.get("id"), (tc.get("function") or {}).get("name"), tc.get("function"))
+            for tc in message.get("tool_calls") or ()
+            if isinstance(tc, Mapping)
+        ]
+        text = text_of(message.get("content"))
+        refusal = message.get("refusal")
+        if not text and isinstance(refusal, str) and refusal:
+            text = refusal
+            reason: str = "refusal"
+        else:
+            reason = stop_reason(choice.get("finish_reason"), bool(calls))
+        blocks = assistant_blocks(reasoning_of(message), text, calls, self._provider)
+        return ModelResponse(
+            message=Message("assistant", blocks, provider=self._provider, model=self._name),
+            usage=usage_of(data.get("usage")),
+            stop_reason=reason,
+            model=data.get("model"),
+            provider=self._provider,
+            response_id=data.get("id"),
+        )
+
+
+def _tool_call(call_id: Any, name: Any, function: Any) -> ToolCall:
+    raw = function.get("arguments") if isinstance(function, Mapping) else None
+    arguments, raw_arguments = parse_arguments(raw)
+    return ToolCall(
+        id=call_id if isinstance(call_id, str) and call_id else new_call_id(),
+        name=name if isinstance(name, str) else "",
+        arguments=arguments,
+        raw_arguments=raw_arguments,
+    )
+
+
+def _error_in_body(payload: Mapping[str, Any], provider: str) -> ProviderError:
+    """The typed error for an error object sent with a 200 status (mid-stream, mostly)."""
+    err = payload.get("error")
+    code = err.get("code") if isinstance(err, Mapping) else None
+    status: int | None = None
+    if isinstance(code, int) and 400 <= code <= 599:
+        status = code
+    elif isinstance(code, str) and code.isdigit() and 400 <= int(code) <= 599:
+        status = int(code)
+    raw = json.dumps(payload).encode()
+    # Without a status of its own the failure is the server's: map it as a
+    # 500 (retryable), then drop the status the HTTP layer never sent.
+    error = error_from_response(status or 500, raw, httpx2.Headers(), provider)
+    if status is None:
+        error.status = None
+    return error
+
+
+def _replayed_deltas(message: Message) -> list[StreamEvent]:
+    events: list[StreamEvent] = []
+    thinking = "".join(b.text for b in message.thinking)
+    if thinking:
+        events.append(ThinkingDelta(text=thinking))
+    if message.text:
+        events.append(TextDelta(text=message.text))
+    for index, call in enumerate(message.tool_calls):
+        raw = call.raw_arguments
+        if raw is None:
+            raw = json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
+        events.append(ToolCallDelta(index=index, id=call.id, name=call.name, arguments=raw))
+    return events
+
+
+class _PendingCall:
+    __slots__ = ("arguments", "id", "index", "name")
+
+    def __init__(self, index: int, call_id: str | None) -> None:
+        self.index = index
+        self.id = call_id
+        self.name = ""
+        self.arguments: list[str] = []
+
+
+class _StreamState:
+    """Accumulates `chat.completion.chunk`s into one response."""
+
+    __slots__ = (
+        "by_id",
+        "by_index",
+        "calls",
+        "done",
+        "emit",
+        "finish_reason",
+        "model",
+        "model_name",
+        "provider",
+        "refusal",
+        "response_id",
+        "text",
+        "thinking",
+        "usage",
+    )
+
+    def __init__(self, provider: str, model_name: str, *, emit: bool) -> None:
+        self.provider = provider
+        self.model_name = model_name
+        self.emit = emit
+        self.text: list[str] = []
+        self.thinking: list[str] = []
+        self.refusal: list[str] = []
+        self.calls: list[_PendingCall] = []
+        self.by_index: dict[int, _PendingCall] = {}
+        self.by_id: dict[str, _PendingCall] = {}
+        self.finish_reason: str | None = None
+        self.usage: Any = None
+        self.response_id: str | None = None
+        self.model: str | None = None
+        self.done = False
+
+    def feed(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
+        """Take one chunk; return the deltas it carried (none when not emitting)."""
+        if chunk.get("error"):
+            raise _error_in_body(chunk, self.provider)
+        if self.response_id is None and isinstance(chunk.get("id"), str):
+            self.response_id = chunk["id"]
+        if self.model is None and isinstance(chunk.get("model"), str):
+            self.model = chunk["model"]
+        usage = chunk.get("usage")
+        if usage:
+            self.usage = usage
+        events: list[StreamEvent] = []
+        for choice in chunk.get("choices") or ():
+            # Only the first choice is ours: taskloom never asks for n > 1.
+            if not isinstance(choice, Mapping) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            reasoning = reasoning_of(delta)
+            if reasoning:
+                self.thinking.append(reasoning)
+                if self.emit:
+                    events.append(ThinkingDelta(text=reasoning))
+            content = text_of(delta.get("content"))
+            if content:
+                self.text.append(content)
+                if self.emit:
+                    events.append(TextDelta(text=content))
+            refusal = delta.get("refusal")
+            if isinstance(refusal, str) and refusal:
+                self.refusal.append(refusal)
+            for tool_call in delta.get("tool_calls") or ():
+                if isinstance(tool_call, Mapping):
+                    self._tool_delta(tool_call, events)
+            if choice.get("finish_reason"):
+                self.finish_reason = str(choice["finish_reason"])
+        return events
+
+    def _slot(self, tool_call: Mapping[str, Any]) -> tuple[_PendingCall, bool]:
+        call_id = tool_call.get("id") or None
+        if isinstance(call_id, str) and call_id in self.by_id:
+            return self.by_id[call_id], False
+        index = tool_call.get("index")
+        if isinstance(index, int):
+            current = self.by_index.get(index)
+            # Some servers number every parallel call 0: a new id at a used
+            # index is a new call, not more of the old one.
+            if current is not None and (call_id is None or current.id in (None, call_id)):
+                if current.id is None and isinstance(call_id, str):
+                    current.id = call_id
+                    self.by_id[call_id] = current
+                return current, False
+        elif call_id is None and self.calls:
+            return self.calls[-1], False
+        pending = _PendingCall(len(self.calls), call_id if isinstance(call_id, str) else None)
+        self.calls.append(pending)
+        if isinstance(index, int):
+            self.by_index[index] = pending
+        if pending.id is not None:
+            self.by_id[pending.id] = pending
+        return pending, True
+
+    def _tool_delta(self, tool_call: Mapping[str, Any], events: list[StreamEvent]) -> None:
+        pending, is_new = self._slot(tool_call)
+        function = tool_call.get("function") or {}
+        name = function.get("name")
+        # The name arrives once; servers that repeat it must not double it.
+        fresh_name = False
+        if isinstance(name, str) and name and not pending.name:
+            pending.name, fresh_name = name, True
+        piece = function.get("arguments")
+        if isinstance(piece, str) and piece:
+            pending.arguments.append(piece)
+        else:
+            piece = ""
+        if self.emit and (is_new or fresh_name or piece):
+            events.append(
+                ToolCallDelta(
+                    index=pending.index,
+                    id=pending.id if is_new else None,
+                    name=pending.name if is_new or fresh_name else None,
+                    arguments=piece,
+                )
+            )
+
+    def finish(self) -> ModelResponse:
+        """The whole response; a stream cut before its end raises `TransportError`."""
+        if not self.done and self.finish_reason is None:
+            raise TransportError(
+                "stream ended before the response finished", provider=self.provider
+            )
+        calls = []
+        for pending in self.calls:
+            arguments, raw = parse_arguments("".join(pending.arguments))
+            calls.append(
+                ToolCall(
+                    id=pending.id or new_call_id(),
+                    name=pending.name,
+                    arguments=arguments,
+                    raw_arguments=raw,
+                )
+            )
+        text = "".join(self.text)
+        if not text and self.refusal:
+            text = "".join(self.refusal)
+            reason: str = "refusal"
+        else:
+            reason = stop_reason(self.finish_reason, bool(calls))
+        blocks = assistant_blocks("".join(self.thinking), text, calls, self.provider)
+        return ModelResponse(
+            message=Message("assistant", blocks, provider=self.provider, model=self.model_name),
+            usage=usage_of(self.usage),
+            stop_reason=reason,
+            model=self.model,
+            provider=self.provider,
+            response_id=self.response_id,
+        )

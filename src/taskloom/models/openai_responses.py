@@ -1,0 +1,673 @@
+"""The OpenAI Responses API (`POST {base_url}/responses`) wire adapter.
+
+Requests are stateless (`store: false`): the whole transcript travels in
+`input` on every request. Reasoning therefore round-trips as encrypted
+content: it is asked for (`include: ["reasoning.encrypted_content"]`) and each
+reasoning item is kept as a `ThinkingBlock` whose `signature` holds it, to be
+replayed in place to this provider and dropped for any other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import Any
+
+import httpx2
+
+from ..errors import ProviderError, TransportError
+from ..events import TextDelta, ThinkingDelta
+from ..messages import (
+    Block,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from ._http import (
+    api_key_from_env,
+    default_client,
+    error_from_response,
+    iter_sse,
+    loads_event,
+    open_stream,
+    send_json,
+)
+from .base import (
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ResponseCompleted,
+    StreamEvent,
+    ToolCallDelta,
+    ToolSpec,
+    collect,
+)
+
+__all__ = ["OpenAIResponsesModel"]
+
+PROVIDER = "openai-responses"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_ENCRYPTED_REASONING = "reasoning.encrypted_content"
+_SUMMARY_SEPARATOR = "\n\n"
+
+_Json = dict[str, Any]
+
+
+class OpenAIResponsesModel:
+    """A model served through the OpenAI Responses API.
+
+    Construction does no I/O; a missing API key raises `ConfigurationError`
+    naming `api_key_env` (pass `api_key_env=None` for a server that needs no
+    key). With `stream=True` (the default) `request()` streams under the hood;
+    `stream()` always yields events, ending with `ResponseCompleted`.
+    `settings` are this model's defaults; a request's own settings win field
+    by field, and `extra` entries are merged into the body last.
+    """
+
+    __slots__ = ("_client", "_headers", "_name", "_settings", "_stream", "_url")
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        http_client: httpx2.AsyncClient | None = None,
+        headers: Mapping[str, str] | None = None,
+        stream: bool = True,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        settings: ModelSettings | None = None,
+    ) -> None:
+        key = api_key_from_env(api_key, api_key_env, PROVIDER)
+        self._name = model_name
+        self._url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/responses"
+        self._client = http_client
+        self._headers: dict[str, str] = {"Authorization": f"Bearer {key}"} if key else {}
+        self._headers.update(headers or {})
+        self._stream = stream
+        self._settings = settings
+
+    @property
+    def name(self) -> str:
+        """The model's name as the API knows it."""
+        return self._name
+
+    @property
+    def provider(self) -> str:
+        """Always `"openai-responses"`."""
+        return PROVIDER
+
+    @property
+    def spec(self) -> str:
+        """`"openai-responses:<name>"`, what `resolve_model` turns back into this model."""
+        return f"{PROVIDER}:{self._name}"
+
+    def __repr__(self) -> str:
+        return f"OpenAIResponsesModel({self._name!r}, url={self._url!r})"
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Send the request and return the whole response (streamed or not, per `stream=`)."""
+        if self._stream:
+            return await collect(self._streamed(request, emit_deltas=False))
+        return await self._unstreamed(request)
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Send the request, yielding deltas; the last event is `ResponseCompleted`.
+
+        With `stream=False` the answer arrives whole, as one `ResponseCompleted`.
+        """
+        if self._stream:
+            return self._streamed(request, emit_deltas=True)
+        return self._whole(request)
+
+    async def _whole(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        yield ResponseCompleted(await self._unstreamed(request))
+
+    async def _unstreamed(self, request: ModelRequest) -> ModelResponse:
+        body = _build_body(self._name, request, self._merged(request.settings), stream=False)
+        data = await send_json(self._http(), self._url, body, self._headers, PROVIDER)
+        if not isinstance(data, dict):
+            raise ProviderError(f"unexpected response body: {str(data)[:200]!r}", provider=PROVIDER)
+        if data.get("status") == "failed" or (data.get("error") and not data.get("output")):
+            raise _event_error(data.get("error") or {})
+        return self._response(data, data.get("output") or ())
+
+    async def _streamed(
+        self, request: ModelRequest, *, emit_deltas: bool
+    ) -> AsyncIterator[StreamEvent]:
+        body = _build_body(self._name, request, self._merged(request.settings), stream=True)
+        state = _StreamState()
+        async with open_stream(self._http(), self._url, body, self._headers, PROVIDER) as resp:
+            async for sse in iter_sse(resp, PROVIDER):
+                if sse.data == "[DONE]":
+                    break
+                event = loads_event(sse, PROVIDER)
+                if not isinstance(event, dict):
+                    continue
+                for delta in state.feed(event):
+                    if emit_deltas:
+                        yield delta
+                if state.final is not None:
+                    break
+        if state.final is None:
+            raise TransportError("stream ended before the response was complete", provider=PROVIDER)
+        yield ResponseCompleted(self._response(state.final, state.output()))
+
+    def _response(self, data: Mapping[str, Any], output: Iterable[Any]) -> ModelResponse:
+        blocks, refused = _blocks(output)
+        message = Message("assistant", tuple(blocks), provider=PROVIDER, model=self._name)
+        return ModelResponse(
+            message=message,
+            usage=_usage(data.get("usage")),
+            stop_reason=_stop_reason(data, blocks, refused),
+            model=data.get("model") or self._name,
+            provider=PROVIDER,
+            response_id=data.get("id"),
+        )
+
+    def _http(self) -> httpx2.AsyncClient:
+        return self._client if self._client is not None else default_client()
+
+    def _merged(self, settings: ModelSettings) -> ModelSettings:
+        base = self._settings
+        if base is None:
+            return settings
+
+        def pick(mine: Any, default: Any) -> Any:
+            return default if mine is None else mine
+
+        return ModelSettings(
+            temperature=pick(settings.temperature, base.temperature),
+            top_p=pick(settings.top_p, base.top_p),
+            max_tokens=pick(settings.max_tokens, base.max_tokens),
+            stop=settings.stop or base.stop,
+            reasoning=pick(settings.reasoning, base.reasoning),
+            extra={**base.extra, **settings.extra},
+        )
+
+
+# --- request body -----------------------------------------------------------
+
+
+def _build_body(
+    model: str, request: ModelRequest, settings: ModelSettings, *, stream: bool
+) -> _Json:
+    """The JSON body of one Responses request (stop sequences have no equivalent)."""
+    body: _Json = {"model": model, "input": _input_items(request.messages), "store": False}
+    if stream:
+        body["stream"] = True
+    if request.system:
+        body["instructions"] = request.system
+    if request.tools:
+        body["tools"] = [_tool(spec) for spec in request.tools]
+    if settings.temperature is not None:
+        body["temperature"] = settings.temperature
+    if settings.top_p is not None:
+        body["top_p"] = settings.top_p
+    if settings.max_tokens is not None:
+        body["max_output_tokens"] = settings.max_tokens
+    reasoning = settings.reasoning
+    if reasoning is not None:
+        options = {"effort": reasoning.effort, "summary": reasoning.summary}
+        options = {k: v for k, v in options.items() if v is not None}
+        if options:
+            body["reasoning"] = options
+    # Models without reasoning reject the include, so ask for it only when
+    # reasoning was requested or this provider already reasoned in the transcript.
+    if reasoning is not None or _holds_own_reasoning(request.messages):
+        body["include"] = [_ENCRYPTED_REASONING]
+    if request.output_schema is not None:
+        schema = dict(request.output_schema)
+        body["text"] = {
+            "format": {
+                "type": "json_schema",
+                "name": request.output_name,
+                "schema": schema,
+                "strict": _is_strict_compatible(schema),
+            }
+        }
+    if settings.extra:
+        body.update(settings.extra)
+    return body
+
+
+def _holds_own_reasoning(messages: Sequence[Message]) -> bool:
+    return any(
+        isinstance(b, ThinkingBlock) and b.provider == PROVIDER
+        for m in messages
+        if m.role == "assistant"
+        for b in m.blocks
+    )
+
+
+def _input_items(messages: Sequence[Message]) -> list[_Json]:
+    items: list[_Json] = []
+    for message in messages:
+        if message.role == "assistant":
+            _assistant_items(message.blocks, items)
+        else:
+            _user_items(message.blocks, items)
+    return items
+
+
+def _assistant_items(blocks: Sequence[Block], items: list[_Json]) -> None:
+    for block in blocks:
+        if isinstance(block, TextBlock):
+            if block.text:
+                items.append(
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [{"type": "output_text", "text": block.text, "annotations": []}],
+                    }
+                )
+        elif isinstance(block, ToolCall):
+            items.append(_function_call(block))
+        elif isinstance(block, ThinkingBlock):
+            # A stateless request can only resolve reasoning it carries whole:
+            # without encrypted content the item would be looked up and not found.
+            if block.provider == PROVIDER and block.signature:
+                items.append(_reasoning_item(block))
+        elif isinstance(block, ToolResult):
+            items.append(_function_call_output(block))
+
+
+def _user_items(blocks: Sequence[Block], items: list[_Json]) -> None:
+    content: list[_Json] = []
+    for block in blocks:
+        if isinstance(block, TextBlock):
+            content.append({"type": "input_text", "text": block.text})
+        elif isinstance(block, ImageBlock):
+            url = block.url or f"data:{block.media_type};base64,{block.base64}"
+            content.append({"type": "input_image", "image_url": url, "detail": "auto"})
+        elif isinstance(block, ToolResult):
+            if content:
+                items.append({"type": "message", "role": "user", "content": content})
+                content = []
+            items.append(_function_call_output(block))
+    if content:
+        items.append({"type": "message", "role": "user", "content": content})
+
+
+def _reasoning_item(block: ThinkingBlock) -> _Json:
+    item: _Json = {"type": "reasoning"}
+    if block.id:
+        item["id"] = block.id
+    item["summary"] = [{"type": "summary_text", "text": block.text}] if block.text else []
+    item["encrypted_content"] = block.signature
+    return item
+
+
+def _function_call(call: ToolCall) -> _Json:
+    if call.raw_arguments is not None:
+        arguments = call.raw_arguments
+    else:
+        arguments = json.dumps(call.arguments, separators=(",", ":"), ensure_ascii=False)
+    item: _Json = {
+        "type": "function_call",
+        "call_id": _wire_call_id(call.id),
+        "name": call.name,
+        "arguments": arguments,
+    }
+    # The API insists that a function call's item id is one of its own ("fc...").
+    if call.provider_id and call.provider_id.startswith("fc"):
+        item["id"] = call.provider_id
+    return item
+
+
+def _function_call_output(result: ToolResult) -> _Json:
+    return {
+        "type": "function_call_output",
+        "call_id": _wire_call_id(result.tool_call_id),
+        "output": result.content,
+    }
+
+
+_PLAIN_CALL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _wire_call_id(call_id: str) -> str:
+    """The `call_id` sent for a tool call id: unchanged when it is a plain token
+    of at most 64 characters, else a stable digest of it, so that a call and its
+    output (which may come from another provider) always agree."""
+    if _PLAIN_CALL_ID.fullmatch(call_id):
+        return call_id
+    return "call_" + hashlib.sha256(call_id.encode()).hexdigest()[:40]
+
+
+def _tool(spec: ToolSpec) -> _Json:
+    schema = dict(spec.input_schema) or {"type": "object", "properties": {}}
+    tool: _Json = {"type": "function", "name": spec.name}
+    if spec.description:
+        tool["description"] = spec.description
+    tool["parameters"] = schema
+    tool["strict"] = _is_strict_compatible(schema)
+    return tool
+
+
+# JSON-schema keywords that strict mode rejects.
+# fmt: off
+_NOT_STRICT_KEYWORDS = frozenset({
+    "allOf", "oneOf", "not", "if", "then", "else", "default", "contains", "uniqueItems",
+    "patternProperties", "propertyNames", "unevaluatedProperties", "dependentRequired",
+    "dependentSchemas", "minProperties", "maxProperties",
+})
+# fmt: on
+
+
+def _is_strict_compatible(schema: Mapping[str, Any]) -> bool:
+    """Whether OpenAI's strict mode accepts `schema` as it is.
+
+    Strict mode needs an object at the root, every object closed
+    (`additionalProperties: false`) with all its properties required, and
+    none of the keywords it does not support. The Responses API makes tools
+    strict by default, so a schema that fails this is sent with `strict: false`.
+    """
+    return schema.get("type") == "object" and _strict_node(schema)
+
+
+def _strict_node(node: Any) -> bool:
+    if isinstance(node, list):
+        return all(_strict_node(n) for n in node)
+    if not isinstance(node, Mapping):
+        return True
+    if not _NOT_STRICT_KEYWORDS.isdisjoint(node.keys()):
+        return False
+    properties = node.get("properties")
+    if node.get("type") == "object" or properties is not None:
+        if node.get("additionalProperties") is not False:
+            return False
+        if set(node.get("required") or ()) != set(properties or ()):
+            return False
+    for key in ("properties", "$defs", "definitions"):
+        children = node.get(key)
+        if isinstance(children, Mapping) and not all(_strict_node(c) for c in children.values()):
+            return False
+    return all(_strict_node(node[k]) for k in ("items", "anyOf", "prefixItems") if k in node)
+
+
+# --- response parsing -------------------------------------------------------
+
+
+def _blocks(output: Iterable[Any]) -> tuple[list[Block], bool]:
+    """The assistant blocks of a response's `output` items, and whether it refused."""
+    blocks: list[Block] = []
+    refused = False
+    for item in output:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "message":
+            parts: list[str] = []
+            for part in item.get("content") or ():
+                if part.get("type") == "refusal":
+                    refused = True
+                    parts.append(part.get("refusal") or "")
+                else:
+                    parts.append(part.get("text") or "")
+            text = "".join(parts)
+            if text:
+                blocks.append(TextBlock(text))
+        elif kind == "function_call":
+            blocks.append(
+                _tool_call(
+                    item.get("call_id") or item.get("id") or "",
+                    item.get("name") or "",
+                    item.get("arguments") or "",
+                    item.get("id"),
+                )
+            )
+        elif kind == "reasoning":
+            blocks.append(
+                ThinkingBlock(
+                    text=_reasoning_text(item),
+                    signature=item.get("encrypted_content"),
+                    provider=PROVIDER,
+                    id=item.get("id"),
+                )
+            )
+    return blocks, refused
+
+
+def _reasoning_text(item: Mapping[str, Any]) -> str:
+    for field in ("summary", "content"):
+        texts = [p.get("text") or "" for p in item.get(field) or () if isinstance(p, dict)]
+        if any(texts):
+            return _SUMMARY_SEPARATOR.join(t for t in texts if t)
+    return ""
+
+
+def _tool_call(call_id: str, name: str, raw: str, item_id: str | None) -> ToolCall:
+    try:
+        arguments = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        arguments = None
+    if isinstance(arguments, dict):
+        return ToolCall(call_id, name, arguments, provider_id=item_id)
+    return ToolCall(call_id, name, {}, raw_arguments=raw, provider_id=item_id)
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, dict):
+        return Usage(requests=1)
+    given = raw.get("input_tokens_details") or {}
+    made = raw.get("output_tokens_details") or {}
+    return Usage(
+        input_tokens=int(raw.get("input_tokens") or 0),
+        output_tokens=int(raw.get("output_tokens") or 0),
+        cache_read_tokens=int(given.get("cached_tokens") or 0),
+        cache_write_tokens=int(given.get("cache_write_tokens") or 0),
+        reasoning_tokens=int(made.get("reasoning_tokens") or 0),
+        requests=1,
+    )
+
+
+def _stop_reason(data: Mapping[str, Any], blocks: Sequence[Block], refused: bool) -> str:
+    if any(isinstance(b, ToolCall) for b in blocks):
+        return "tool_use"
+    reason = (data.get("incomplete_details") or {}).get("reason")
+    if reason == "max_output_tokens":
+        return "max_tokens"
+    if reason == "content_filter":
+        return "content_filter"
+    return "refusal" if refused else "end_turn"
+
+
+_CODE_STATUS = {
+    "rate_limit_exceeded": 429,
+    "insufficient_quota": 429,
+    "server_error": 500,
+    "internal_error": 500,
+    "server_is_overloaded": 503,
+    "overloaded": 503,
+    "slow_down": 503,
+    "vector_store_timeout": 504,
+}
+
+
+def _event_error(error: Any) -> ProviderError:
+    """A typed error for an `error` event or a failed response.
+
+    Such errors arrive inside a 200 stream, so they are typed by the HTTP
+    status the same error would have had as a response: the provider's code
+    decides it, and the message is kept verbatim.
+    """
+    err = dict(error) if isinstance(error, Mapping) else {"message": str(error or "")}
+    code = err.get("code") or err.get("type")
+    status = _CODE_STATUS.get(str(code), 500 if code is None else 400)
+    if not err.get("message"):
+        err["message"] = f"the response failed ({code or 'no error code'})"
+    return error_from_response(
+        status, json.dumps({"error": err}).encode(), httpx2.Headers(), PROVIDER
+    )
+
+
+class _Item:
+    """One output item as it streams: what was announced, plus the text so far."""
+
+    __slots__ = ("data", "done", "parts", "tool_index")
+
+    def __init__(self, data: _Json) -> None:
+        self.data = data
+        self.done = False
+        self.parts: dict[tuple[str, int], list[str]] = {}
+        self.tool_index: int | None = None
+
+    def joined(self, field: str) -> list[str]:
+        keys = sorted(k for k in self.parts if k[0] == field)
+        return ["".join(self.parts[k]) for k in keys]
+
+    def final(self) -> _Json:
+        """The finished item, or one rebuilt from its deltas if it never finished."""
+        if self.done or not self.parts:
+            return self.data
+        item = dict(self.data)
+        if item.get("type") == "message":
+            keys = sorted((k[1], k[0]) for k in self.parts)
+            item["content"] = [
+                {
+                    "type": kind,
+                    "refusal" if kind == "refusal" else "text": "".join(self.parts[(kind, i)]),
+                }
+                for i, kind in keys
+            ]
+        elif item.get("type") == "function_call":
+            item["arguments"] = "".join(self.joined("arguments"))
+        elif item.get("type") == "reasoning":
+            item["summary"] = [{"text": t} for t in self.joined("summary")]
+            item["content"] = [{"text": t} for t in self.joined("reasoning")]
+        return item
+
+
+class _StreamState:
+    """Folds the Responses event stream into deltas and, at the end, the output."""
+
+    __slots__ = ("_by_id", "_items", "_tools", "final")
+
+    def __init__(self) -> None:
+        self._items: dict[int, _Item] = {}
+        self._by_id: dict[str, int] = {}
+        self._tools = 0
+        self.final: _Json | None = None
+
+    def output(self) -> list[_Json]:
+        """The response's items in order; the final response's own list if none streamed."""
+        if not self._items:
+            return list((self.final or {}).get("output") or ())
+        return [self._items[i].final() for i in sorted(self._items)]
+
+    def _item(self, event: Mapping[str, Any]) -> _Item | None:
+        index = event.get("output_index")
+        if not isinstance(index, int):
+            index = self._by_id.get(event.get("item_id") or "")
+        return None if index is None else self._items.get(index)
+
+    def _track(self, event: Mapping[str, Any], data: _Json) -> tuple[_Item, list[StreamEvent]]:
+        index = event.get("output_index")
+        if not isinstance(index, int):
+            index = self._by_id.get(data.get("id") or "", len(self._items))
+        item = self._items.get(index)
+        if item is None:
+            item = self._items[index] = _Item(data)
+        if data.get("id"):
+            self._by_id[data["id"]] = index
+        deltas: list[StreamEvent] = []
+        if data.get("type") == "function_call" and item.tool_index is None:
+            item.tool_index = self._tools
+            self._tools += 1
+            deltas.append(
+                ToolCallDelta(
+                    item.tool_index,
+                    id=data.get("call_id"),
+                    name=data.get("name"),
+                    arguments=data.get("arguments") or "",
+                )
+            )
+            if data.get("arguments"):
+                item.parts[("arguments", 0)] = [data["arguments"]]
+        return item, deltas
+
+    def feed(self, event: Mapping[str, Any]) -> list[StreamEvent]:
+        """Take one event; return the deltas it carries."""
+        kind = event.get("type")
+        if kind == "response.output_item.added":
+            return self._track(event, dict(event.get("item") or {}))[1]
+        if kind == "response.output_item.done":
+            data = dict(event.get("item") or {})
+            item, deltas = self._track(event, data)
+            if item.tool_index is not None and not deltas:
+                deltas = self._arguments_rest(item, data.get("arguments"))
+            item.data = data
+            item.done = True
+            return deltas
+        if kind in ("response.output_text.delta", "response.refusal.delta"):
+            field = "output_text" if kind == "response.output_text.delta" else "refusal"
+            return self._text(event, field, event.get("content_index", 0), TextDelta)
+        if kind == "response.reasoning_summary_text.delta":
+            return self._text(event, "summary", event.get("summary_index", 0), ThinkingDelta)
+        if kind == "response.reasoning_text.delta":
+            return self._text(event, "reasoning", event.get("content_index", 0), ThinkingDelta)
+        if kind in (
+            "response.function_call_arguments.delta",
+            "response.function_call_arguments.done",
+        ):
+            return self._arguments(event)
+        if kind in ("response.completed", "response.incomplete"):
+            self.final = dict(event.get("response") or {})
+        elif kind == "response.failed":
+            raise _event_error((event.get("response") or {}).get("error"))
+        elif kind == "error":
+            nested = event.get("error")
+            if isinstance(nested, Mapping):
+                raise _event_error(nested)
+            raise _event_error({k: event[k] for k in ("code", "message", "param") if k in event})
+        return []
+
+    def _text(
+        self,
+        event: Mapping[str, Any],
+        field: str,
+        index: Any,
+        make: type[TextDelta] | type[ThinkingDelta],
+    ) -> list[StreamEvent]:
+        item = self._item(event)
+        delta = event.get("delta") or ""
+        if not delta:
+            return []
+        out: list[StreamEvent] = []
+        if item is not None:
+            key = (field, index if isinstance(index, int) else 0)
+            if field in ("summary", "reasoning") and key not in item.parts and item.joined(field):
+                # Parts join with a blank line in the final block; the deltas match it.
+                out.append(make(text=_SUMMARY_SEPARATOR))
+            item.parts.setdefault(key, []).append(delta)
+        out.append(make(text=delta))
+        return out
+
+    def _arguments(self, event: Mapping[str, Any]) -> list[StreamEvent]:
+        item = self._item(event)
+        if item is None or item.tool_index is None:
+            return []
+        if event.get("type") == "response.function_call_arguments.done":
+            return self._arguments_rest(item, event.get("arguments"))
+        delta = event.get("delta") or ""
+        if not delta:
+            return []
+        item.parts.setdefault(("arguments", 0), []).append(delta)
+        return [ToolCallDelta(item.tool_index, arguments=delta)]
+
+    def _arguments_rest(self, item: _Item, arguments: Any) -> list[StreamEvent]:
+        """Whatever of the final arguments the deltas have not carried yet."""
+        if not isinstance(arguments, str) or item.tool_index is None:
+            return []
+        seen = "".join(item.parts.get(("arguments", 0), ()))
+        item.parts[("arguments", 0)] = [arguments]
+        if arguments.startswith(seen) and len(arguments) > len(seen):
+            return [ToolCallDelta(item.tool_index, arguments=arguments[len(seen) :])]
+        return []

@@ -1,0 +1,342 @@
+"""Shared plumbing for the SQL backends: one owner per database, lazy, migrated.
+
+`SQLiteDatabase` owns one SQLite file through one connection that lives on one
+worker thread: sqlite3 blocks, and the event loop must not. `PostgresDatabase`
+owns a psycopg connection pool, opened on first use. Both do no I/O until
+first use, apply each component's versioned migrations before the first
+statement runs, and are shared by a store and its leases so a fenced append
+can check the lease in the same transaction that writes the entry.
+
+Each component (`"sessions"`, `"leases"`, ...) registers its migrations with
+`require`; `taskloom_schema_version` records how far each one got. A
+migration is a tuple of statements, applied in order, never edited once
+released: a schema change is a new migration at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg_pool import AsyncConnectionPool
+
+__all__ = [
+    "Migration",
+    "PostgresDatabase",
+    "SQLiteDatabase",
+    "dump_json",
+    "immediate",
+    "quote_ident",
+]
+
+T = TypeVar("T")
+
+Migration = tuple[str, ...]
+"""The statements of one schema step, applied in one transaction with the others pending."""
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def dump_json(value: object) -> str:
+    """`value` as compact JSON text, exactly as the durable stores keep it.
+
+    ASCII-only on purpose: escaping keeps every Python string storable,
+    including lone surrogates and NUL, which neither SQLite's UTF-8 text nor
+    PostgreSQL text could otherwise take. NaN and infinities are refused
+    because no JSON reader is obliged to accept them.
+    """
+    return json.dumps(value, separators=(",", ":"), allow_nan=False, default=_json_default)
+
+
+def quote_ident(name: str) -> str:
+    """`name` as a quoted SQL identifier (safe for any string without NUL)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+_VERSION_TABLE = "taskloom_schema_version"
+
+
+def _check_version(component: str, current: int, known: int) -> None:
+    if current > known:
+        raise RuntimeError(
+            f"the database has schema version {current} for {component!r}, newer than "
+            f"the {known} this taskloom knows; upgrade taskloom to use it"
+        )
+
+
+@contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A write transaction that takes SQLite's write lock at BEGIN.
+
+    Taking the lock up front (rather than at the first write, as a deferred
+    transaction would) means a read-then-write sequence such as "next
+    position = max + 1" can never be invalidated by another process between
+    its read and its write.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+class SQLiteDatabase:
+    """One SQLite file (or `":memory:"`), used through one dedicated worker thread.
+
+    The connection is opened on the worker at first use (creating parent
+    directories), in WAL mode so readers in other processes never wait for a
+    writer, with `busy_timeout` so concurrent writers queue rather than fail.
+    `synchronous="FULL"` (the default) makes every commit survive power
+    loss; `"NORMAL"` survives a crashed process but may lose the newest
+    commits on power loss, in exchange for much faster commits.
+
+    Use from one event loop at a time; `close()` is final.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 30.0,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+    ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError(f"synchronous must be 'FULL' or 'NORMAL', not {synchronous!r}")
+        self.path: str | Path = path if path == ":memory:" else Path(path).expanduser()
+        self._busy_timeout = busy_timeout
+        self._synchronous = synchronous
+        self._executor: ThreadPoolExecutor | None = None
+        # Touched only on the worker thread.
+        self._conn: sqlite3.Connection | None = None
+        self._pending: dict[str, Sequence[Migration]] = {}
+        self._closed = False
+
+    def require(self, component: str, migrations: Sequence[Migration]) -> None:
+        """Have `component`'s migrations applied before the next statement runs (no I/O now)."""
+        self._pending[component] = migrations
+
+    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Call `fn(connection)` on the worker thread and return its result."""
+        if self._closed:
+            raise RuntimeError(f"SQLite database {str(self.path)!r} is closed")
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="taskloom-sqlite")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._call, fn)
+
+    async def close(self) -> None:
+        """Close the connection and stop the worker; later calls raise. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        # Queued behind any work already submitted, so that work finishes first.
+        await asyncio.get_running_loop().run_in_executor(executor, self._disconnect)
+        executor.shutdown(wait=False)
+
+    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._conn if self._conn is not None else self._connect()
+        if self._pending:
+            self._migrate(conn)
+        return fn(conn)
+
+    def _connect(self) -> sqlite3.Connection:
+        if isinstance(self.path, Path):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            self.path, timeout=self._busy_timeout, isolation_level=None, cached_statements=256
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        pending = list(self._pending.items())
+        # BEGIN IMMEDIATE serialises first use across processes: the second
+        # opener waits, then finds the versions already recorded.
+        with immediate(conn):
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {_VERSION_TABLE} "
+                "(component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+            )
+            for component, migrations in pending:
+                row = conn.execute(
+                    f"SELECT version FROM {_VERSION_TABLE} WHERE component = ?", (component,)
+                ).fetchone()
+                current = int(row[0]) if row else 0
+                _check_version(component, current, len(migrations))
+                for migration in migrations[current:]:
+                    for statement in migration:
+                        conn.execute(statement)
+                if current < len(migrations):
+                    conn.execute(
+                        f"INSERT INTO {_VERSION_TABLE} (component, version) VALUES (?, ?) "
+                        "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
+                        (component, len(migrations)),
+                    )
+        for component, migrations in pending:
+            if self._pending.get(component) is migrations:
+                del self._pending[component]
+
+    def _disconnect(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+
+class PostgresDatabase:
+    """A PostgreSQL database reached through a lazily opened connection pool.
+
+    `schema`, when given, holds every taskloom table (created if missing), so
+    several tenants or tests can share one database without meeting; without
+    it, tables resolve through the connection's `search_path`. Connections
+    run in autocommit; multi-statement work opens an explicit transaction.
+
+    Use from one event loop at a time (the pool belongs to the loop that
+    opened it); `close()` is final.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+        open_timeout: float = 30.0,
+    ) -> None:
+        self.url = url
+        self.schema = schema
+        self.min_size = min_size
+        self.max_size = max_size
+        self._open_timeout = open_timeout
+        self._prefix = f"{quote_ident(schema)}." if schema else ""
+        self._pool: AsyncConnectionPool[Any] | None = None
+        self._lock = asyncio.Lock()
+        self._pending: dict[str, Sequence[Migration]] = {}
+        self._closed = False
+
+    def table(self, name: str) -> str:
+        """The qualified name of the taskloom table `name` (e.g. `"sessions"`)."""
+        return f"{self._prefix}taskloom_{name}"
+
+    def require(self, component: str, migrations: Sequence[Migration]) -> None:
+        """Have `component`'s migrations applied before the next connection is handed out.
+
+        Statements may name tables as `{sessions}`, `{leases}`, ...: they are
+        formatted with `table()` so they land in this database's schema.
+        """
+        self._pending[component] = migrations
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """A pooled autocommit connection, with the schema ready."""
+        pool = self._pool
+        if pool is None or self._pending:
+            pool = await self._ready()
+        async with pool.connection() as conn:
+            yield conn
+
+    async def close(self) -> None:
+        """Close the pool (if it was ever opened); later calls raise. Idempotent."""
+        self._closed = True
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    async def _ready(self) -> AsyncConnectionPool[Any]:
+        async with self._lock:
+            if self._closed:
+                raise RuntimeError("PostgreSQL database is closed")
+            if self._pool is None:
+                from psycopg_pool import AsyncConnectionPool
+
+                pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+                    self.url,
+                    min_size=self.min_size,
+                    max_size=self.max_size,
+                    kwargs={"autocommit": True},
+                    open=False,
+                    name="taskloom",
+                )
+                try:
+                    await pool.open(wait=True, timeout=self._open_timeout)
+                except BaseException:
+                    await pool.close()
+                    raise
+                self._pool = pool
+            if self._pending:
+                await self._migrate(self._pool)
+            return self._pool
+
+    async def _migrate(self, pool: AsyncConnectionPool[Any]) -> None:
+        pending = list(self._pending.items())
+        names = _TableNames(self)
+        versions = self.table("schema_version")
+        async with pool.connection() as conn, conn.transaction():
+            # Several processes may open a fresh database at once; CREATE ...
+            # IF NOT EXISTS alone still races in the catalog, so first use is
+            # serialised per schema by an advisory lock held to commit.
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtext(%s))",
+                (f"taskloom.schema:{self.schema or ''}",),
+            )
+            if self.schema:
+                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.schema)}")
+            await conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {versions} "
+                "(component text PRIMARY KEY, version integer NOT NULL)"
+            )
+            for component, migrations in pending:
+                cur = await conn.execute(
+                    f"SELECT version FROM {versions} WHERE component = %s", (component,)
+                )
+                row = await cur.fetchone()
+                current = int(row[0]) if row else 0
+                _check_version(component, current, len(migrations))
+                for migration in migrations[current:]:
+                    for statement in migration:
+                        await conn.execute(statement.format_map(names))
+                if current < len(migrations):
+                    await conn.execute(
+                        f"INSERT INTO {versions} (component, version) VALUES (%s, %s) "
+                        "ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
+                        (component, len(migrations)),
+                    )
+        for component, migrations in pending:
+            if self._pending.get(component) is migrations:
+                del self._pending[component]
+
+
+class _TableNames(dict[str, str]):
+    """`{name}` in a PostgreSQL migration resolves to `db.table(name)`."""
+
+    def __init__(self, db: PostgresDatabase) -> None:
+        super().__init__()
+        self._db = db
+
+    def __missing__(self, name: str) -> str:
+        return self._db.table(name)
