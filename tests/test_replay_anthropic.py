@@ -16,8 +16,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from cassettes import Cassette, Interaction, Replay, count_replayed, load, note_skipped
 
+from cassettes import Cassette, Interaction, Replay, count_replayed, load, note_skipped
 from taskloom.errors import (
     AuthenticationError,
     InvalidRequest,
@@ -68,7 +68,9 @@ def out_of_scope(cassette: Cassette) -> str | None:
         for tool in body.get("tools", []):
             if "type" in tool:
                 kind = str(tool["type"])
-                return next((r for k, r in SERVER_TOOLS.items() if k in kind), f"server tool {kind}")
+                return next(
+                    (r for k, r in SERVER_TOOLS.items() if k in kind), f"server tool {kind}"
+                )
             if tool.get("defer_loading"):
                 return "tool search (deferred tool loading)"
         if "mcp_servers" in body:
@@ -87,14 +89,17 @@ def out_of_scope(cassette: Cassette) -> str | None:
                     return "compaction"
                 if block["type"] not in REQUEST_BLOCKS:
                     return f"server tool blocks in history ({block['type']})"
-                if block["type"] == "tool_result" and not isinstance(block["content"], str):
-                    if any(part.get("type") != "text" for part in block["content"]):
-                        return "tool search (tool references in results)"
+                if block["type"] == "tool_result" and _has_tool_references(block["content"]):
+                    return "tool search (tool references in results)"
         if call.status == 200:
-            kinds = {b.get("type") for b in expected_blocks(call)}
+            kinds = {str(b.get("type")) for b in expected_blocks(call)}
             if not kinds <= CLIENT_BLOCKS:
                 return "server tool blocks in response: " + ", ".join(sorted(kinds - CLIENT_BLOCKS))
     return None
+
+
+def _has_tool_references(content: Any) -> bool:
+    return not isinstance(content, str) and any(p.get("type") != "text" for p in content)
 
 
 def _content(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -107,9 +112,7 @@ def _content(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _sse_payloads(text: str) -> list[dict[str, Any]]:
     return [
-        json.loads(line[len("data:") :])
-        for line in text.splitlines()
-        if line.startswith("data:")
+        json.loads(line[len("data:") :]) for line in text.splitlines() if line.startswith("data:")
     ]
 
 
@@ -130,7 +133,9 @@ def expected_blocks(call: Interaction) -> list[dict[str, Any]]:
             elif delta["type"] == "signature_delta":
                 block["signature"] = block.get("signature", "") + delta["signature"]
             elif delta["type"] == "input_json_delta":
-                json_text[payload["index"]] = json_text.get(payload["index"], "") + delta["partial_json"]
+                json_text[payload["index"]] = (
+                    json_text.get(payload["index"], "") + delta["partial_json"]
+                )
     for index, text in json_text.items():
         blocks[index]["input"] = json.loads(text) if text else {}
     return [blocks[i] for i in sorted(blocks)]
@@ -207,7 +212,9 @@ def recorded_request(body: dict[str, Any]) -> ModelRequest:
     output_config = dict(body.get("output_config") or {})
     effort = output_config.pop("effort", None)
     schema = output_config.pop("format", {}).get("schema")
-    extra: dict[str, Any] = {k: body[k] for k in ("top_k", "metadata", "cache_control") if k in body}
+    extra: dict[str, Any] = {
+        k: body[k] for k in ("top_k", "metadata", "cache_control") if k in body
+    }
     if output_config:
         extra["output_config"] = output_config
     if body.get("tool_choice", {"type": "auto"})["type"] != "auto":
@@ -228,7 +235,10 @@ def recorded_request(body: dict[str, Any]) -> ModelRequest:
         reasoning=reasoning,
         extra=extra,
     )
-    tools = [ToolSpec(t["name"], t.get("description", ""), t["input_schema"]) for t in body.get("tools", [])]
+    tools = [
+        ToolSpec(t["name"], t.get("description", ""), t["input_schema"])
+        for t in body.get("tools", [])
+    ]
     return ModelRequest(
         messages=recorded_messages(body),
         system=system or None,
@@ -393,3 +403,37 @@ def check_response(response: Any, call: Interaction) -> None:
     assert response.usage.requests == 1
     assert response.stop_reason == summary["stop_reason"]
     assert response.response_id == summary["id"]
+
+
+def _server_tool_calls() -> list[tuple[str, Interaction]]:
+    return [
+        (f"{c.name}#{n}", call)
+        for c in CASSETTES
+        if "server tool" in (out_of_scope(c) or "") or "advisor" in (out_of_scope(c) or "")
+        for n, call in enumerate(i for i in c.interactions if is_messages_call(i))
+        if call.status == 200
+    ]
+
+
+SERVER_TOOL_CALLS = _server_tool_calls()
+
+
+@pytest.mark.parametrize(
+    "call", [c for _, c in SERVER_TOOL_CALLS], ids=[n for n, _ in SERVER_TOOL_CALLS]
+)
+async def test_server_tool_blocks_are_ignored_when_parsing(call: Interaction) -> None:
+    """Server-side tool blocks are out of scope, but a response carrying them still parses:
+    its text, thinking and usage come through and the server's calls are not ours to run."""
+    replay = Replay(call)
+    async with replay.client() as client:
+        model = AnthropicModel(
+            call.request_body["model"], api_key="sk-test", http_client=client, stream=call.is_stream
+        )
+        response = await model.request(ModelRequest(messages=[Message.user("hi")]))
+    check_response(response, call)
+    assert not response.message.tool_calls
+
+
+def test_server_tool_responses_are_in_the_corpus() -> None:
+    assert len(SERVER_TOOL_CALLS) >= 10
+    assert any(call.is_stream for _, call in SERVER_TOOL_CALLS)

@@ -17,6 +17,8 @@ import asyncio
 import inspect
 import json
 import re
+import sys
+import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -287,12 +289,34 @@ class Tool:
 
 
 def _is_context(annotation: Any) -> bool:
+    """ToolContext itself, Annotated[ToolContext, ...], or ToolContext | None."""
     from .loop.context import ToolContext
 
-    return annotation is ToolContext or (
-        typing.get_origin(annotation) is typing.Annotated
-        and typing.get_args(annotation)[0] is ToolContext
-    )
+    if annotation is ToolContext:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _is_context(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return any(a is ToolContext for a in typing.get_args(annotation))
+    return False
+
+
+def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn, include_extras=True)
+    except NameError:
+        pass
+    # Postponed annotations naming classes local to the defining function:
+    # look them up in the frames of the code that applied the decorator.
+    frame = sys._getframe(1)
+    localns: dict[str, Any] = {}
+    for _ in range(6):
+        frame = frame.f_back  # type: ignore[assignment]
+        if frame is None:
+            break
+        localns = {**frame.f_locals, **localns}
+    return typing.get_type_hints(fn, localns=localns, include_extras=True)
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
@@ -339,7 +363,7 @@ def _build_tool(
 ) -> Tool:
     tool_name = name or fn.__name__
     try:
-        hints = typing.get_type_hints(fn, include_extras=True)
+        hints = _type_hints(fn)
     except Exception as exc:
         raise ConfigurationError(f"tool {tool_name!r}: cannot resolve annotations: {exc}") from exc
     doc_text, param_docs = _parse_docstring(fn.__doc__ or "")

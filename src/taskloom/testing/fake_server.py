@@ -128,11 +128,14 @@ class Drop:
     """Close the connection after `after_events` streamed events of `reply`.
 
     A non-streamed request gets nothing at all when `after_events` is 0, else
-    the status line, headers and half of the JSON body.
+    the status line, headers and half of the JSON body. With `ends_cleanly` a
+    stream instead ends as a well-formed HTTP response that stops short of its
+    final event, as when a proxy cuts an idle stream.
     """
 
     after_events: int = 0
     reply: FakeReply | None = None
+    ends_cleanly: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -705,6 +708,11 @@ class FakeServer:
         return Drop(after_events, reply)
 
     @staticmethod
+    def truncate(after_events: int, reply: FakeReply | None = None) -> Drop:
+        """End a stream cleanly after `after_events` events, before its final one."""
+        return Drop(after_events, reply, ends_cleanly=True)
+
+    @staticmethod
     def malformed(after_events: int = 0, reply: FakeReply | None = None) -> Malformed:
         """A 200 answer whose JSON is broken (see `Malformed`)."""
         return Malformed(after_events, reply)
@@ -906,10 +914,9 @@ class FakeServer:
             elif isinstance(item, StreamError):
                 kept.append(wire.stream_error(call, item.error_type, item.message, n))
             frames = kept
-        await self._stream(
-            writer, wire, call, frames, reply.chunk_delay, not isinstance(item, Drop)
-        )
-        return keep_alive and not isinstance(item, Drop)
+        is_complete = not isinstance(item, Drop) or item.ends_cleanly
+        await self._stream(writer, wire, call, frames, reply.chunk_delay, is_complete)
+        return keep_alive and is_complete
 
     def _is_authorized(self, wire: _Wire, headers: Mapping[str, str]) -> bool:
         if wire.provider == "anthropic":

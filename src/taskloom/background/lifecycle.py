@@ -1,0 +1,223 @@
+"""The safe orders for starting, keeping, finishing and deleting background work.
+
+Registry and inbox are two separate backends with no transaction spanning
+both, so the order in which they are written is what keeps them telling the
+truth after a crash between two writes. Every method here does its writes in
+the one order where an interruption leaves, at worst, something that expires
+or something that is retried — never work that nobody knows about, and
+never a result that is lost.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeAlias
+
+from ..errors import TaskloomError
+from ..events import WorkFinished
+from .activities import ActivityRegistry, BackgroundActivity, BackgroundNotice, NoticeInbox
+
+__all__ = ["DeleteHook", "DeleteRefused", "Lifecycle", "Listeners", "Reopen", "StopHook"]
+
+Emit: TypeAlias = Callable[[WorkFinished], object]
+"""Where `Lifecycle.finish` sends `WorkFinished`; may return an awaitable."""
+
+Reopen: TypeAlias = Callable[[], Awaitable[None]]
+"""Undoes what one delete hook closed, when a later hook refuses the delete."""
+
+StopHook: TypeAlias = Callable[[str], Awaitable[None]]
+"""Called with the session id when the session stops."""
+
+DeleteHook: TypeAlias = Callable[[str], Awaitable[Reopen | None]]
+"""Called with the session id before it is deleted; returns how to reopen, if anything."""
+
+
+async def _maybe_await(value: object) -> None:
+    if inspect.isawaitable(value):
+        await value
+
+
+class Lifecycle:
+    """Starts, keeps alive, finishes and discards background activities.
+
+    `emit` receives `WorkFinished` (sync or async). `lease` is the default
+    lease in seconds for `begin` and `alive`; `kind_caps` the default cap per
+    kind for `begin`. `keep_alive(session)` is awaited after every successful
+    renewal, for hosts that expire idle sessions: a session with live work is
+    not idle.
+    """
+
+    def __init__(
+        self,
+        registry: ActivityRegistry,
+        inbox: NoticeInbox,
+        emit: Emit | None = None,
+        *,
+        lease: float = 60.0,
+        kind_caps: Mapping[str, int] | None = None,
+        keep_alive: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
+        self.registry = registry
+        self.inbox = inbox
+        self._emit = emit
+        self._lease = lease
+        self._kind_caps = dict(kind_caps or {})
+        self._keep_alive = keep_alive
+
+    async def begin(
+        self,
+        session: str,
+        activity: BackgroundActivity,
+        start: Callable[[], object],
+        *,
+        lease: float | None = None,
+        kind_cap: int | None = None,
+    ) -> bool:
+        """Register the activity, then call `start()` (awaited if it returns an awaitable).
+
+        Returns False, without calling `start`, when the kind is at its cap
+        (`kind_cap`, else `kind_caps[activity.kind]`). If `start` raises, the
+        registration is removed and the exception propagates.
+        """
+        cap = kind_cap if kind_cap is not None else self._kind_caps.get(activity.kind)
+        # Register first: work that is running but not registered is invisible
+        # to status and to reminders, and nothing would ever clean it up. The
+        # other failure — registered but never started — only lasts one lease.
+        if not await self.registry.add(session, activity, self._lease_for(lease), cap):
+            return False
+        try:
+            await _maybe_await(start())
+        except BaseException:
+            # Cancellation included: nothing started, so nothing may look running.
+            await self.registry.remove(session, activity.id)
+            raise
+        return True
+
+    async def alive(self, session: str, activity_id: str, *, lease: float | None = None) -> bool:
+        """Renew the activity's lease (and keep the session alive); False if it lapsed.
+
+        A lapsed registration is not revived: its slot under the kind cap may
+        already be someone else's. The work may still `finish` — its notice
+        is delivered all the same.
+        """
+        if not await self.registry.renew(session, activity_id, self._lease_for(lease)):
+            return False
+        if self._keep_alive is not None:
+            await self._keep_alive(session)
+        return True
+
+    async def finish(self, session: str, notice: BackgroundNotice) -> bool:
+        """Deliver the activity's result and unregister it; True if this call wrote the notice.
+
+        The notice is pushed first; `WorkFinished` is emitted only when this
+        push was the first for the notice id, so racing or repeated finishes
+        announce once; then the registration of `notice.activity_id` goes.
+        If the push raises, the registration stays and the exception
+        propagates: calling `finish` again is the retry.
+        """
+        # Push first: in the other order there is a window where neither the
+        # registry nor the inbox knows the item, and a crash there loses the
+        # result. In this order a crash leaves it both finished and still
+        # registered — the registration lapses with its lease, and readers
+        # treat an activity with a notice as finished.
+        first = await self.inbox.push(session, notice)
+        try:
+            if first and self._emit is not None:
+                await _maybe_await(
+                    self._emit(
+                        WorkFinished(
+                            session_id=session,
+                            activity_id=notice.activity_id,
+                            kind=notice.kind,
+                            text=notice.text,
+                        )
+                    )
+                )
+        finally:
+            # Also on a repeated finish: removal is idempotent, and it is what
+            # completes a finish that crashed after its push.
+            await self.registry.remove(session, notice.activity_id)
+        return first
+
+    async def discard(self, session: str, activity_id: str) -> None:
+        """Unregister the activity without a notice (its result is not wanted)."""
+        await self.registry.remove(session, activity_id)
+
+    def _lease_for(self, lease: float | None) -> float:
+        return self._lease if lease is None else lease
+
+
+class DeleteRefused(TaskloomError):
+    """A delete hook refuses to let its session be deleted (say why in the message)."""
+
+
+class Listeners:
+    """Session lifecycle hooks, and the delete that honours them.
+
+    Register async hooks with `on_stop(hook)` and `on_delete(hook)` (both
+    usable as decorators). A delete hook closes what it owns for the session
+    and may return a `Reopen`: if a later hook refuses the delete, every
+    reopen of the hooks that already ran is awaited, newest first, and the
+    session is left as it was. A hook refuses by raising — `DeleteRefused`
+    to say why, though any exception refuses.
+    """
+
+    def __init__(self, registry: ActivityRegistry, inbox: NoticeInbox) -> None:
+        self.registry = registry
+        self.inbox = inbox
+        self._stop_hooks: list[StopHook] = []
+        self._delete_hooks: list[DeleteHook] = []
+
+    def on_stop(self, hook: StopHook) -> StopHook:
+        """Run `hook(session)` on every `stop`; returns the hook."""
+        self._stop_hooks.append(hook)
+        return hook
+
+    def on_delete(self, hook: DeleteHook) -> DeleteHook:
+        """Run `hook(session)` on every `delete`, in registration order; returns the hook."""
+        self._delete_hooks.append(hook)
+        return hook
+
+    async def stop(self, session: str) -> None:
+        """Run every stop hook, even when one fails; then raise what failed.
+
+        One failure is raised as is, several as an `ExceptionGroup`.
+        """
+        errors: list[Exception] = []
+        for hook in list(self._stop_hooks):
+            try:
+                await hook(session)
+            except Exception as exc:
+                errors.append(exc)
+        if len(errors) == 1:
+            raise errors[0]
+        if errors:
+            raise ExceptionGroup(f"{len(errors)} stop hooks of session {session!r} failed", errors)
+
+    async def delete(self, session: str) -> None:
+        """Run every delete hook, then clear the session's registry and inbox.
+
+        If a hook raises (or clearing fails), the hooks that already ran are
+        reopened and the exception propagates; nothing is cleared by a
+        refused delete.
+        """
+        reopens: list[Reopen] = []
+        try:
+            for hook in list(self._delete_hooks):
+                reopen = await hook(session)
+                if reopen is not None:
+                    reopens.append(reopen)
+            # Cleared only after every hook agreed: a hook may refuse because
+            # of work still running, and that work must stay visible then.
+            # The registry goes before the inbox so that a failure in between
+            # leaves undelivered results rather than forgetting them.
+            await self.registry.clear(session)
+            await self.inbox.clear(session)
+        except BaseException as refusal:
+            for reopen in reversed(reopens):
+                try:
+                    await reopen()
+                except Exception as exc:
+                    refusal.add_note(f"reopening after the refused delete failed too: {exc!r}")
+            raise

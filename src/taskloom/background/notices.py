@@ -1,0 +1,168 @@
+"""What one run tells the model about background work, and when.
+
+A `RunNotices` belongs to one run and reads the session's registry and inbox
+at the round boundaries the loop names (DESIGN.md, "The round loop"):
+
+- `round_start()` before each model request: at the first boundary of the
+  run, a line about what is still running; at every boundary, completions
+  this run has not shown the model yet;
+- `before_final()` when the model wants to end: unseen completions, plus one
+  reminder per item this run started that is still running.
+
+It never acknowledges anything. The caller acks a `Delivery` once the
+assistant message that carried it is persisted, so a crash in between
+delivers the same notices again to the next run instead of losing them.
+Within the run, what was delivered is remembered and not delivered twice.
+"""
+
+from __future__ import annotations
+
+from builtins import list as _list
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .activities import ActivityRegistry, BackgroundActivity, BackgroundNotice, NoticeInbox
+
+__all__ = ["Delivery", "RunNotices"]
+
+_PREFIX = "[background]"
+
+_ENDED = {
+    "done": "finished",
+    "failed": "failed",
+    "timed_out": "timed out",
+    "stopped": "was stopped",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """Text for the model and the notice ids to ack once it is persisted.
+
+    `ack_ids` may be empty: a line about running work acknowledges nothing.
+    """
+
+    text: str
+    ack_ids: tuple[str, ...] = ()
+
+
+def _label(activity: BackgroundActivity) -> str:
+    return f"{activity.kind} {activity.id} ({activity.description})"
+
+
+def _completion(notice: BackgroundNotice) -> str:
+    verb = _ENDED.get(notice.status, f"ended ({notice.status})")
+    line = f"{_PREFIX} {notice.kind} {notice.activity_id} {verb}"
+    if not notice.text:
+        return line
+    # Continuation lines are indented so a multi-line result cannot be read as
+    # the start of another notice.
+    return f"{line}: " + notice.text.replace("\n", "\n  ")
+
+
+def _running(activities: Iterable[BackgroundActivity]) -> str:
+    return f"{_PREFIX} still running: " + "; ".join(_label(a) for a in activities)
+
+
+def _reminder(activity: BackgroundActivity) -> str:
+    return (
+        f"{_PREFIX} {_label(activity)} is still running. You may wait for it or check its"
+        " status before you finish; otherwise its result arrives in a later turn."
+    )
+
+
+class RunNotices:
+    """Background notices for one run of `session` (create one per run).
+
+    When nothing is pending, `round_start` costs one `inbox.pending()` call
+    (plus one `registry.list()` at the first boundary), and `before_final`
+    one `pending()` plus one `list()` only while a started item has not been
+    reminded about.
+    """
+
+    def __init__(self, registry: ActivityRegistry, inbox: NoticeInbox, session: str) -> None:
+        self.registry = registry
+        self.inbox = inbox
+        self.session = session
+        self._first_boundary = True
+        # Notice ids the model has seen in this run, delivered or marked.
+        self._seen: set[str] = set()
+        # Ids marked seen by other means, not yet handed out by `take_seen`.
+        self._marked: _list[str] = []
+        # Activities this run started (dict: keeps start order) and reminded.
+        self._started: dict[str, None] = {}
+        self._reminded: set[str] = set()
+        # Activities known to have ended: any notice about one proves it.
+        self._ended: set[str] = set()
+
+    def mark_started(self, activity_id: str) -> None:
+        """Note that this run started the activity (so `before_final` reminds of it)."""
+        self._started[activity_id] = None
+
+    def mark_seen(self, *notice_ids: str) -> None:
+        """Note notices the model saw another way (e.g. a tool result that waited).
+
+        They are not delivered again in this run; `take_seen` returns them
+        for the caller to ack once what carried them is persisted.
+        """
+        for notice_id in notice_ids:
+            if notice_id not in self._seen:
+                self._seen.add(notice_id)
+                self._marked.append(notice_id)
+
+    def take_seen(self) -> tuple[str, ...]:
+        """The ids passed to `mark_seen` since the last call, in marking order.
+
+        Delivery ids are not among them: a `Delivery` carries its own
+        `ack_ids`, acknowledged when its own message is persisted.
+        """
+        taken, self._marked = tuple(self._marked), []
+        return taken
+
+    async def round_start(self) -> Delivery | None:
+        """What to tell the model before this round's request, or None."""
+        unseen = await self._unseen()
+        head: _list[str] = []
+        if self._first_boundary:
+            listed = await self.registry.list(self.session)
+            self._first_boundary = False
+            running = [a for a in listed if a.id not in self._ended]
+            if running:
+                head.append(_running(running))
+        return self._deliver(head, unseen)
+
+    async def before_final(self) -> Delivery | None:
+        """What must reach the model before the run may complete, or None.
+
+        Unseen completions, then a first (and only) reminder for each item
+        this run started that is still running.
+        """
+        unseen = await self._unseen()
+        reminders: _list[str] = []
+        if any(a not in self._reminded for a in self._started):
+            live = {a.id: a for a in await self.registry.list(self.session)}
+            for activity_id in self._started:
+                activity = live.get(activity_id)
+                if activity is None or activity_id in self._reminded or activity_id in self._ended:
+                    continue
+                self._reminded.add(activity_id)
+                reminders.append(_reminder(activity))
+        # Completions first: they are news; reminders are about waiting.
+        return self._deliver([], unseen, reminders)
+
+    async def _unseen(self) -> _list[BackgroundNotice]:
+        pending = await self.inbox.pending(self.session)
+        # Finish pushes before it unregisters, so an item can briefly be both
+        # listed and finished; its notice settles it.
+        self._ended.update(n.activity_id for n in pending)
+        return [n for n in pending if n.id not in self._seen]
+
+    def _deliver(
+        self, head: _list[str], unseen: _list[BackgroundNotice], tail: _list[str] | None = None
+    ) -> Delivery | None:
+        lines = [*head, *(_completion(n) for n in unseen), *(tail or ())]
+        if not lines:
+            return None
+        ids = tuple(n.id for n in unseen)
+        self._seen.update(ids)
+        return Delivery("\n".join(lines), ids)

@@ -1,0 +1,223 @@
+"""The PostgreSQL session store: one database shared by any number of processes.
+
+Appends are optimistic: an insert takes `max(position) + 1` and yields to
+the unique `(session_id, position)` key when another writer got there first
+(`ON CONFLICT DO NOTHING`), then retries at the next position. No error
+aborts the transaction on a lost race, so a fenced append retries inside the
+same transaction that holds its lease row locked.
+
+Entries are `json`, not `jsonb`, on purpose: `jsonb` reorders object keys
+and renders numbers through `numeric` (a float such as 1e300 would come back
+as a different integer), and the log must load exactly as it was written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from builtins import list as _list
+from typing import Any
+
+from ..background.leases import Clock, system_clock
+from ..background.leases_postgres import PostgresLeases
+from ..errors import SessionNotFound, StaleLeaseError
+from ._sql import Migration, PostgresDatabase, dump_json
+from .base import Entry, Fence, SessionMeta
+
+__all__ = ["POSTGRES_SESSION_MIGRATIONS", "PostgresStore"]
+
+POSTGRES_SESSION_MIGRATIONS: tuple[Migration, ...] = (
+    (
+        """CREATE TABLE IF NOT EXISTS {sessions} (
+            id text PRIMARY KEY,
+            seq bigint GENERATED ALWAYS AS IDENTITY,
+            agent text NOT NULL,
+            parent_id text,
+            created_at double precision NOT NULL,
+            metadata json NOT NULL
+        )""",
+        "CREATE INDEX IF NOT EXISTS taskloom_sessions_created ON {sessions} (created_at, seq)",
+        "CREATE INDEX IF NOT EXISTS taskloom_sessions_parent ON {sessions} (parent_id, created_at)",
+        "CREATE INDEX IF NOT EXISTS taskloom_sessions_agent ON {sessions} (agent, created_at)",
+        """CREATE TABLE IF NOT EXISTS {entries} (
+            session_id text NOT NULL REFERENCES {sessions} (id) ON DELETE CASCADE,
+            position bigint NOT NULL,
+            kind text NOT NULL,
+            run_id text,
+            created_at double precision NOT NULL,
+            data json NOT NULL,
+            PRIMARY KEY (session_id, position)
+        )""",
+    ),
+)
+
+
+def _meta(row: tuple[Any, ...]) -> SessionMeta:
+    return SessionMeta(row[0], row[1], row[2], row[3], row[4])
+
+
+def _not_found(session_id: str) -> SessionNotFound:
+    return SessionNotFound(f"no session {session_id!r}")
+
+
+class PostgresStore:
+    """Sessions in PostgreSQL, reached through a pool of `min_size`..`max_size` connections.
+
+    The pool opens and the schema is created (or migrated) on first use;
+    `schema` puts every table in that PostgreSQL schema, e.g. one per tenant
+    or per test. Any number of processes may append to the same session;
+    positions stay dense and each writer's entries keep their order.
+    `leases` is a `PostgresLeases` on the same database, and
+    `append(..., fence=)` checks it in the append's own transaction.
+    `close()` closes the pool.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Clock = system_clock,
+        schema: str | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+    ) -> None:
+        self._db = PostgresDatabase(url, schema=schema, min_size=min_size, max_size=max_size)
+        self._clock = clock
+        self._db.require("sessions", POSTGRES_SESSION_MIGRATIONS)
+        self.leases = PostgresLeases(self._db, clock=clock)
+        sessions, entries = self._db.table("sessions"), self._db.table("entries")
+        columns = "id, agent, parent_id, created_at, metadata"
+        self._sql_list = f"SELECT {columns} FROM {sessions}"
+        self._sql_create = f"""
+            INSERT INTO {sessions} ({columns}) VALUES (%s, %s, %s, %s, %s::json)
+            ON CONFLICT (id) DO NOTHING RETURNING id"""
+        self._sql_get = f"SELECT {columns} FROM {sessions} WHERE id = %s"
+        self._sql_exists = f"SELECT EXISTS (SELECT 1 FROM {sessions} WHERE id = %s)"
+        # FOR SHARE, not KEY SHARE: a new acquisition updates `generation`
+        # (a non-key column), and must wait until this append commits, so no
+        # write checked against the old generation can land after the new one.
+        self._sql_fence = f"""
+            SELECT EXISTS (SELECT 1 FROM {sessions} WHERE id = %s),
+                   (SELECT generation FROM {self._db.table("leases")} WHERE key = %s FOR SHARE)"""
+        self._sql_append = f"""
+            INSERT INTO {entries} (session_id, position, kind, run_id, created_at, data)
+            SELECT %(sid)s, COALESCE(MAX(position), 0) + 1, %(kind)s, %(run_id)s,
+                   %(created_at)s, %(data)s::json
+            FROM {entries} WHERE session_id = %(sid)s
+            ON CONFLICT (session_id, position) DO NOTHING
+            RETURNING position"""
+        self._sql_load = f"""
+            SELECT kind, data, run_id, position, created_at FROM {entries}
+            WHERE session_id = %s AND position > %s ORDER BY position"""
+        self._sql_delete = f"DELETE FROM {sessions} WHERE id = %s"
+
+    async def create(self, meta: SessionMeta) -> SessionMeta:
+        """Create a session; raises `ValueError` if the id exists. Returns it timestamped."""
+        if not meta.created_at:
+            meta = SessionMeta(meta.id, meta.agent, meta.parent_id, self._clock(), meta.metadata)
+        params = (meta.id, meta.agent, meta.parent_id, meta.created_at, dump_json(meta.metadata))
+        async with self._db.connection() as conn:
+            row = await (await conn.execute(self._sql_create, params)).fetchone()
+        if row is None:
+            raise ValueError(f"session {meta.id!r} already exists")
+        return meta
+
+    async def get(self, session_id: str) -> SessionMeta:
+        """The session's metadata; raises `SessionNotFound`."""
+        async with self._db.connection() as conn:
+            row = await (await conn.execute(self._sql_get, (session_id,))).fetchone()
+        if row is None:
+            raise _not_found(session_id)
+        return _meta(row)
+
+    async def append(self, session_id: str, entry: Entry, *, fence: Fence | None = None) -> int:
+        """Append at the next position and return it.
+
+        Raises `SessionNotFound` for an unknown session and `StaleLeaseError`
+        when `fence` is not the current generation of its key; either way
+        nothing is written.
+        """
+        from psycopg.errors import ForeignKeyViolation
+
+        params = {
+            "sid": session_id,
+            "kind": entry.kind,
+            "run_id": entry.run_id,
+            "created_at": entry.created_at or self._clock(),
+            "data": dump_json(entry.data),
+        }
+        async with self._db.connection() as conn:
+            if fence is None:
+                try:
+                    return await self._insert(conn, params)
+                except ForeignKeyViolation:
+                    raise _not_found(session_id) from None
+            async with conn.transaction():
+                cur = await conn.execute(self._sql_fence, (session_id, fence.key))
+                exists, generation = await cur.fetchone() or (False, None)
+                if not exists:
+                    raise _not_found(session_id)
+                current = generation or 0
+                if current != fence.generation:
+                    raise StaleLeaseError(
+                        f"lease {fence.key!r} generation {fence.generation} is stale "
+                        f"(current {current})"
+                    )
+                try:
+                    return await self._insert(conn, params)
+                except ForeignKeyViolation:
+                    raise _not_found(session_id) from None
+
+    async def _insert(self, conn: Any, params: dict[str, Any]) -> int:
+        attempt = 0
+        while True:
+            row = await (await conn.execute(self._sql_append, params)).fetchone()
+            if row is not None:
+                return int(row[0])
+            # Lost the race for this position to a committed writer. Jitter
+            # keeps a crowd of writers on one session from colliding in lockstep.
+            attempt += 1
+            await asyncio.sleep(random.uniform(0, min(0.0005 * attempt, 0.01)))
+
+    async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
+        """Entries in position order, only those after `after` when given."""
+        async with self._db.connection() as conn:
+            cur = await conn.execute(self._sql_load, (session_id, after or 0))
+            rows = await cur.fetchall()
+            if not rows:
+                exists = await (await conn.execute(self._sql_exists, (session_id,))).fetchone()
+                if not (exists and exists[0]):
+                    raise _not_found(session_id)
+        return [Entry(kind, data, run_id, pos, at) for kind, data, run_id, pos, at in rows]
+
+    async def list(
+        self, *, parent_id: str | None = None, agent: str | None = None, limit: int | None = None
+    ) -> _list[SessionMeta]:
+        """Sessions, newest first, optionally filtered by parent or agent."""
+        where: _list[str] = []
+        params: _list[object] = []
+        if parent_id is not None:
+            where.append("parent_id = %s")
+            params.append(parent_id)
+        if agent is not None:
+            where.append("agent = %s")
+            params.append(agent)
+        # LIMIT NULL is "no limit"; ties in created_at go to the later insert.
+        params.append(None if limit is None else max(limit, 0))
+        query = (
+            self._sql_list
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY created_at DESC, seq DESC LIMIT %s"
+        )
+        async with self._db.connection() as conn:
+            rows = await (await conn.execute(query, params)).fetchall()
+        return [_meta(row) for row in rows]
+
+    async def delete(self, session_id: str) -> None:
+        """Remove a session and its log (no error if it does not exist)."""
+        async with self._db.connection() as conn:
+            await conn.execute(self._sql_delete, (session_id,))
+
+    async def close(self) -> None:
+        """Close the connection pool (also closes `leases`). Idempotent."""
+        await self._db.close()

@@ -1,0 +1,201 @@
+"""The SQLite session store: one file, safe for several processes at once.
+
+Entries are JSON text with a unique `(session_id, position)`. An append takes
+SQLite's write lock at BEGIN (`BEGIN IMMEDIATE`), so "check the session,
+check the fence, take max + 1, insert" is one atomic step even when other
+processes append to the same session: nothing is lost or reordered, and a
+fenced write is checked against the very lease row a successor would bump.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from builtins import list as _list
+from typing import Any, Literal
+
+from ..background.leases import Clock, system_clock
+from ..background.leases_sqlite import SQLiteLeases
+from ..errors import SessionNotFound, StaleLeaseError
+from ._sql import Migration, SQLiteDatabase, dump_json, immediate
+from .base import Entry, Fence, SessionMeta
+
+__all__ = ["SQLITE_SESSION_MIGRATIONS", "SQLiteStore"]
+
+SQLITE_SESSION_MIGRATIONS: tuple[Migration, ...] = (
+    (
+        """CREATE TABLE IF NOT EXISTS taskloom_sessions (
+            id TEXT PRIMARY KEY,
+            agent TEXT NOT NULL,
+            parent_id TEXT,
+            created_at REAL NOT NULL,
+            metadata TEXT NOT NULL
+        )""",
+        "CREATE INDEX IF NOT EXISTS taskloom_sessions_created"
+        " ON taskloom_sessions (created_at)",
+        "CREATE INDEX IF NOT EXISTS taskloom_sessions_parent"
+        " ON taskloom_sessions (parent_id, created_at)",
+        "CREATE INDEX IF NOT EXISTS taskloom_sessions_agent"
+        " ON taskloom_sessions (agent, created_at)",
+        """CREATE TABLE IF NOT EXISTS taskloom_entries (
+            session_id TEXT NOT NULL
+                REFERENCES taskloom_sessions (id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            run_id TEXT,
+            created_at REAL NOT NULL,
+            data TEXT NOT NULL,
+            PRIMARY KEY (session_id, position)
+        )""",
+    ),
+)
+
+_CREATE = """
+INSERT INTO taskloom_sessions (id, agent, parent_id, created_at, metadata)
+VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING
+"""
+_GET = "SELECT id, agent, parent_id, created_at, metadata FROM taskloom_sessions WHERE id = ?"
+_EXISTS = "SELECT 1 FROM taskloom_sessions WHERE id = ?"
+_GENERATION = "SELECT generation FROM taskloom_leases WHERE key = ?"
+_APPEND = """
+INSERT INTO taskloom_entries (session_id, position, kind, run_id, created_at, data)
+SELECT ?1, COALESCE(MAX(position), 0) + 1, ?2, ?3, ?4, ?5
+FROM taskloom_entries WHERE session_id = ?1
+RETURNING position
+"""
+_LOAD = """
+SELECT kind, data, run_id, position, created_at FROM taskloom_entries
+WHERE session_id = ? AND position > ? ORDER BY position
+"""
+_DELETE = "DELETE FROM taskloom_sessions WHERE id = ?"
+
+
+def _meta(row: tuple[Any, ...]) -> SessionMeta:
+    return SessionMeta(row[0], row[1], row[2], row[3], json.loads(row[4]))
+
+
+def _not_found(session_id: str) -> SessionNotFound:
+    return SessionNotFound(f"no session {session_id!r}")
+
+
+class SQLiteStore:
+    """Sessions in one SQLite file (created with its parent directories on first use).
+
+    Every statement runs on one dedicated worker thread owning the store's
+    only connection, so the event loop never waits on the disk. Several
+    processes may open the same file; appends from all of them interleave
+    into one dense order per session. `leases` is a `SQLiteLeases` on the
+    same file, and `append(..., fence=)` checks it in the append's own
+    transaction. Opening does no I/O; `close()` releases the connection.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Clock = system_clock,
+        busy_timeout: float = 30.0,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+    ) -> None:
+        self._db = SQLiteDatabase(path, busy_timeout=busy_timeout, synchronous=synchronous)
+        self._clock = clock
+        self._db.require("sessions", SQLITE_SESSION_MIGRATIONS)
+        self.leases = SQLiteLeases(self._db, clock=clock)
+
+    @property
+    def path(self) -> str | os.PathLike[str]:
+        """The database file (`":memory:"` for a private in-memory database)."""
+        return self._db.path
+
+    async def create(self, meta: SessionMeta) -> SessionMeta:
+        """Create a session; raises `ValueError` if the id exists. Returns it timestamped."""
+        if not meta.created_at:
+            meta = SessionMeta(meta.id, meta.agent, meta.parent_id, self._clock(), meta.metadata)
+        params = (meta.id, meta.agent, meta.parent_id, meta.created_at, dump_json(meta.metadata))
+
+        def create(conn: sqlite3.Connection) -> bool:
+            return conn.execute(_CREATE, params).rowcount == 1
+
+        if not await self._db.run(create):
+            raise ValueError(f"session {meta.id!r} already exists")
+        return meta
+
+    async def get(self, session_id: str) -> SessionMeta:
+        """The session's metadata; raises `SessionNotFound`."""
+        row = await self._db.run(lambda conn: conn.execute(_GET, (session_id,)).fetchone())
+        if row is None:
+            raise _not_found(session_id)
+        return _meta(row)
+
+    async def append(self, session_id: str, entry: Entry, *, fence: Fence | None = None) -> int:
+        """Append at the next position and return it.
+
+        Raises `SessionNotFound` for an unknown session and `StaleLeaseError`
+        when `fence` is not the current generation of its key; either way
+        nothing is written.
+        """
+        created_at = entry.created_at or self._clock()
+        data = dump_json(entry.data)
+
+        def append(conn: sqlite3.Connection) -> int:
+            with immediate(conn):
+                if conn.execute(_EXISTS, (session_id,)).fetchone() is None:
+                    raise _not_found(session_id)
+                if fence is not None:
+                    row = conn.execute(_GENERATION, (fence.key,)).fetchone()
+                    current = int(row[0]) if row else 0
+                    if current != fence.generation:
+                        raise StaleLeaseError(
+                            f"lease {fence.key!r} generation {fence.generation} is stale "
+                            f"(current {current})"
+                        )
+                params = (session_id, entry.kind, entry.run_id, created_at, data)
+                return int(conn.execute(_APPEND, params).fetchone()[0])
+
+        return await self._db.run(append)
+
+    async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
+        """Entries in position order, only those after `after` when given."""
+
+        def load(conn: sqlite3.Connection) -> _list[tuple[Any, ...]] | None:
+            rows = conn.execute(_LOAD, (session_id, after or 0)).fetchall()
+            if not rows and conn.execute(_EXISTS, (session_id,)).fetchone() is None:
+                return None
+            return rows
+
+        rows = await self._db.run(load)
+        if rows is None:
+            raise _not_found(session_id)
+        return [Entry(kind, json.loads(data), run_id, pos, at) for kind, data, run_id, pos, at in rows]
+
+    async def list(
+        self, *, parent_id: str | None = None, agent: str | None = None, limit: int | None = None
+    ) -> _list[SessionMeta]:
+        """Sessions, newest first, optionally filtered by parent or agent."""
+        where: _list[str] = []
+        params: _list[object] = []
+        if parent_id is not None:
+            where.append("parent_id = ?")
+            params.append(parent_id)
+        if agent is not None:
+            where.append("agent = ?")
+            params.append(agent)
+        # LIMIT -1 is SQLite for "no limit". Ties in created_at go to the
+        # later insert (higher rowid), so same-instant sessions list newest first too.
+        params.append(-1 if limit is None else max(limit, 0))
+        query = (
+            "SELECT id, agent, parent_id, created_at, metadata FROM taskloom_sessions"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY created_at DESC, rowid DESC LIMIT ?"
+        )
+        rows = await self._db.run(lambda conn: conn.execute(query, params).fetchall())
+        return [_meta(row) for row in rows]
+
+    async def delete(self, session_id: str) -> None:
+        """Remove a session and its log (no error if it does not exist)."""
+        await self._db.run(lambda conn: conn.execute(_DELETE, (session_id,)))
+
+    async def close(self) -> None:
+        """Release the connection and its worker thread (also closes `leases`). Idempotent."""
+        await self._db.close()

@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from taskloom import (
+    Agent,
+    ModelRequestStarted,
+    RoundCommitted,
+    RunFinished,
+    RunStarted,
+    RunStatus,
+    Runtime,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolContext,
+    ToolEffect,
+    ToolProgress,
+    tool,
+)
+from taskloom.models import ScriptedModel, reply
+
+
+@tool(effect=ToolEffect.READ_ONLY)
+async def count(n: int, ctx: ToolContext) -> int:
+    """Count to n, reporting progress."""
+    for i in range(n):
+        ctx.progress(f"at {i}", step=i)
+    return n
+
+
+async def test_stream_yields_the_run_in_order_with_session_ids() -> None:
+    model = ScriptedModel([reply(tool_calls=[("count", {"n": 2})]), reply("two words")])
+    session = await Runtime().create_session(Agent(model=model, tools=[count]))
+    stream = session.stream("go")
+    events = [e async for e in stream]
+    kinds = [type(e).__name__ for e in events]
+    assert kinds == [
+        "RunStarted", "ModelRequestStarted", "ToolCallStarted", "ToolProgress", "ToolProgress",
+        "ToolCallFinished", "RoundCommitted", "ModelRequestStarted", "TextDelta", "TextDelta",
+        "RoundCommitted", "RunFinished",
+    ]
+    assert all(e.session_id == session.id and e.origin == "" for e in events)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "two words"
+    progress = [e for e in events if isinstance(e, ToolProgress)]
+    assert progress[1].data == {"step": 1} and progress[1].call_id == "call_1"
+    assert stream.result is not None and stream.result.status is RunStatus.COMPLETED
+    assert isinstance(events[-1], RunFinished) and events[-1].result == stream.result
+
+
+async def test_a_slow_subscriber_does_not_slow_the_run() -> None:
+    text = " ".join(["w"] * 5000)
+    model = ScriptedModel([text])
+    session = await Runtime().create_session(Agent(model=model))
+    stream = session.stream("go")
+    seen = []
+    async for event in stream:
+        seen.append(event)
+        if len(seen) == 1:
+            await asyncio.sleep(0.2)  # the run finishes while we sleep
+    assert stream.result is not None and stream.result.text == text
+    assert stream.dropped > 0  # deltas were dropped, not queued without bound
+    assert isinstance(seen[-1], RunFinished) and any(isinstance(e, RoundCommitted) for e in seen)
+
+
+async def test_leaving_the_stream_cancels_the_run() -> None:
+    model = ScriptedModel([reply("slow", delay=5)])
+    session = await Runtime().create_session(Agent(model=model))
+    async for event in session.stream("go"):
+        if isinstance(event, ModelRequestStarted):
+            break
+    assert [m.role for m in await session.transcript()] == ["user"]
+
+
+async def test_stream_reraises_run_errors() -> None:
+    session = await Runtime().create_session(Agent(model=ScriptedModel([])))
+    with pytest.raises(AssertionError):
+        async for _ in session.stream("go"):
+            pass
+
+
+async def test_agent_stream_shortcut() -> None:
+    events = [e async for e in Agent(model=ScriptedModel(["hi"])).stream("x")]
+    assert isinstance(events[0], RunStarted) and isinstance(events[-1], RunFinished)
+    assert not any(isinstance(e, ToolCallStarted | ToolCallFinished) for e in events)
