@@ -160,7 +160,7 @@ class PostgresActivityRegistry:
             # scoped advisory lock instead: no two adds of one kind can both
             # count below the cap and both insert.
             await conn.execute(
-                "SELECT pg_sleep(0.01), %s",
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                 (f"{self._db.lock_prefix}{session}:{activity.kind}",),
             )
             # Only this kind's lapsed rows, which the lock covers: touching

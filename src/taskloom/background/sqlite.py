@@ -70,7 +70,7 @@ def _connect(path: str) -> sqlite3.Connection:
 def _write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
     # IMMEDIATE takes the database write lock before the first read, so what a
     # transaction counts cannot change under it, even from another process.
-    conn.execute("BEGIN")
+    conn.execute("BEGIN IMMEDIATE")
     try:
         yield
     except BaseException:

@@ -105,7 +105,7 @@ class WireIds:
     @staticmethod
     def of(call_id: str) -> str:
         """The wire id of a non-empty taskloom id."""
-        if True:
+        if _VALID_ID.fullmatch(call_id):
             return call_id
         return "call_" + hashlib.sha256(call_id.encode("utf-8")).hexdigest()[:32]
 

@@ -27,7 +27,7 @@ import hashlib
 import json
 import re
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx2
@@ -278,10 +278,7 @@ def _build_body(
     family = _Family.of(model)
     body: dict[str, Any] = {"model": model, "messages": _wire_messages(request.messages)}
     if request.system:
-        system: dict[str, Any] = {"type": "text", "text": request.system}
-        if cache:
-            system["cache_control"] = dict(_EPHEMERAL)
-        body["system"] = [system]
+        body["system"] = [{"type": "text", "text": request.system}]
     tools = [
         {"name": t.name, "description": t.description, "input_schema": dict(t.input_schema)}
         for t in request.tools
@@ -294,49 +291,38 @@ def _build_body(
         thinking = None
     output_config: dict[str, Any] = {"effort": effort} if effort else {}
     output_tool: str | None = None
-    if request.output_schema is not None:
-        if family.native_output:
-            schema = _strict_schema(dict(request.output_schema))
-            output_config["format"] = {"type": "json_schema", "schema": schema}
-        else:
-            output_tool = request.output_name
-            tools.append(
-                {
-                    "name": output_tool,
-                    "description": "Give the final answer, following this schema.",
-                    "input_schema": dict(request.output_schema),
-                }
-            )
-            # Forcing a tool is refused together with thinking; `any` keeps
-            # the other tools callable.
-            if thinking is None:
-                forced = {"type": "tool", "name": output_tool}
-                body["tool_choice"] = forced if len(tools) == 1 else {"type": "any"}
+    if request.output_schema is not None and family.native_output:
+        schema = _strict_schema(dict(request.output_schema))
+        output_config["format"] = {"type": "json_schema", "schema": schema}
+    elif request.output_schema is not None:
+        output_tool = request.output_name
+        tools.append(
+            {
+                "name": output_tool,
+                "description": "Give the final answer, following this schema.",
+                "input_schema": dict(request.output_schema),
+            }
+        )
+        # Forcing a tool is refused together with thinking; `any` keeps the
+        # other tools callable.
+        if thinking is None:
+            forced = {"type": "tool", "name": output_tool}
+            body["tool_choice"] = forced if len(tools) == 1 else {"type": "any"}
+    if cache:
+        for breakpoint in (body.get("system"), tools):
+            if breakpoint:
+                breakpoint[-1]["cache_control"] = dict(_EPHEMERAL)
     if tools:
-        if cache:
-            tools[-1]["cache_control"] = dict(_EPHEMERAL)
         body["tools"] = tools
-    budget = thinking.get("budget_tokens", 0) if thinking else 0
-    if settings.max_tokens is not None:
-        body["max_tokens"] = settings.max_tokens
-    elif default_max_tokens is not None:
-        body["max_tokens"] = default_max_tokens
-    else:
-        # The budget is part of max_tokens; leave room for the answer after it.
-        wanted = budget + _ANSWER_HEADROOM if budget else _ANSWER_HEADROOM
-        if thinking is not None and thinking["type"] == "adaptive":
-            wanted = 2 * _ANSWER_HEADROOM
-        body["max_tokens"] = min(family.output_cap, wanted)
-    if thinking is not None:
-        body["thinking"] = thinking
-    if output_config:
-        body["output_config"] = output_config
-    if settings.temperature is not None:
-        body["temperature"] = settings.temperature
-    if settings.top_p is not None:
-        body["top_p"] = settings.top_p
-    if settings.stop:
-        body["stop_sequences"] = list(settings.stop)
+    body["max_tokens"] = settings.max_tokens or default_max_tokens or _max_tokens(family, thinking)
+    optional = {
+        "thinking": thinking,
+        "output_config": output_config or None,
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "stop_sequences": list(settings.stop) or None,
+    }
+    body.update((k, v) for k, v in optional.items() if v is not None)
     body["stream"] = stream
     for key, value in settings.extra.items():
         if value is None:
@@ -346,6 +332,17 @@ def _build_body(
         else:
             body[key] = value
     return body, output_tool
+
+
+def _max_tokens(family: _Family, thinking: Mapping[str, Any] | None) -> int:
+    """A default `max_tokens` (Anthropic requires one) that leaves room to answer."""
+    wanted = _ANSWER_HEADROOM
+    if thinking is not None and thinking["type"] == "adaptive":
+        wanted = 2 * _ANSWER_HEADROOM
+    elif thinking is not None:
+        # The thinking budget is part of max_tokens and must stay below it.
+        wanted += int(thinking["budget_tokens"])
+    return min(family.output_cap, wanted)
 
 
 def _ends_in_unthought_tool_use(body: Mapping[str, Any]) -> bool:
@@ -362,10 +359,10 @@ def _tool_call(call_id: str, name: str, raw: str) -> ToolCall:
     try:
         parsed = json.loads(raw)
     except ValueError:
-        return ToolCall(call_id, name, {}, raw_arguments=raw)
-    if not isinstance(parsed, dict):
-        return ToolCall(call_id, name, {}, raw_arguments=raw)
-    return ToolCall(call_id, name, parsed)
+        parsed = None
+    if isinstance(parsed, dict):
+        return ToolCall(call_id, name, parsed)
+    return ToolCall(call_id, name, {}, raw_arguments=raw)
 
 
 def _block(d: Mapping[str, Any]) -> Block | None:
@@ -375,7 +372,7 @@ def _block(d: Mapping[str, Any]) -> Block | None:
         return TextBlock(d.get("text") or "")
     if kind == "thinking":
         return ThinkingBlock(
-            text=d.get("thinking") or "", signature=d.get("signature"), provider=PROVIDER
+            text=d.get("thinking") or "", signature=d.get("signature") or None, provider=PROVIDER
         )
     if kind == "redacted_thinking":
         return ThinkingBlock(redacted=True, data=d.get("data"), provider=PROVIDER)
@@ -408,37 +405,14 @@ def _stream_error(payload: Mapping[str, Any]) -> ProviderError:
     return cls(message, error_type=error_type, provider=PROVIDER, retryable=retryable, body=payload)
 
 
-@dataclass(slots=True)
-class _Partial:
-    """One content block while its deltas arrive."""
-
-    kind: str
-    parts: list[str] = field(default_factory=list)
-    signature: str | None = None
-    data: str | None = None
-    call_id: str = ""
-    name: str = ""
-
-    def block(self) -> Block | None:
-        text = "".join(self.parts)
-        if self.kind == "text":
-            return TextBlock(text)
-        if self.kind == "thinking":
-            return ThinkingBlock(text=text, signature=self.signature, provider=PROVIDER)
-        if self.kind == "redacted_thinking":
-            return ThinkingBlock(redacted=True, data=self.data, provider=PROVIDER)
-        if self.kind == "tool_use":
-            return _tool_call(self.call_id, self.name, text)
-        return None
-
-
 class _StreamAssembler:
     """Folds Messages API stream events into deltas and, at the end, the response."""
 
     def __init__(self) -> None:
-        self.blocks: dict[int, _Partial] = {}
-        self.tool_index: dict[int, int] = {}
-        # The message as a non-streamed response would carry it, minus content.
+        # Content blocks as a non-streamed response would carry them, by index.
+        self.blocks: dict[int, dict[str, Any]] = {}
+        # Per tool_use block index: its position among the calls, its JSON pieces.
+        self.tools: dict[int, tuple[int, list[str]]] = {}
         self.message: dict[str, Any] = {"usage": {}}
         self.done = False
 
@@ -465,46 +439,44 @@ class _StreamAssembler:
             raise _stream_error(payload)
 
     def _start(self, index: int, start: Mapping[str, Any]) -> Iterator[StreamEvent]:
-        kind = str(start.get("type"))
-        partial = _Partial(kind)
-        self.blocks[index] = partial
-        if kind == "text" and start.get("text"):
-            partial.parts.append(start["text"])
-            yield TextDelta(text=start["text"])
-        elif kind == "thinking":
-            if start.get("thinking"):
-                partial.parts.append(start["thinking"])
-                yield ThinkingDelta(text=start["thinking"])
-            partial.signature = start.get("signature") or None
-        elif kind == "redacted_thinking":
-            partial.data = start.get("data")
+        block = self.blocks[index] = dict(start)
+        kind = block.get("type")
+        if kind == "text" and block.get("text"):
+            yield TextDelta(text=block["text"])
+        elif kind == "thinking" and block.get("thinking"):
+            yield ThinkingDelta(text=block["thinking"])
         elif kind == "tool_use":
-            partial.call_id, partial.name = str(start["id"]), str(start["name"])
-            position = self.tool_index[index] = len(self.tool_index)
-            yield ToolCallDelta(index=position, id=partial.call_id, name=partial.name)
+            self.tools[index] = (len(self.tools), [])
+            yield ToolCallDelta(index=len(self.tools) - 1, id=block["id"], name=block["name"])
 
     def _delta(self, index: int, delta: Mapping[str, Any]) -> Iterator[StreamEvent]:
-        partial = self.blocks.get(index)
-        if partial is None:
-            return
+        block = self.blocks.get(index)
         kind = delta.get("type")
-        if kind == "text_delta" and partial.kind == "text" and delta.get("text"):
-            partial.parts.append(delta["text"])
+        if block is None:
+            return
+        if kind == "text_delta" and block["type"] == "text" and delta.get("text"):
+            block["text"] = (block.get("text") or "") + delta["text"]
             yield TextDelta(text=delta["text"])
-        elif kind == "thinking_delta" and partial.kind == "thinking" and delta.get("thinking"):
-            partial.parts.append(delta["thinking"])
+        elif kind == "thinking_delta" and block["type"] == "thinking" and delta.get("thinking"):
+            block["thinking"] = (block.get("thinking") or "") + delta["thinking"]
             yield ThinkingDelta(text=delta["thinking"])
-        elif kind == "signature_delta" and partial.kind == "thinking":
-            partial.signature = (partial.signature or "") + str(delta.get("signature") or "")
-        elif kind == "input_json_delta" and partial.kind == "tool_use":
-            piece = str(delta.get("partial_json") or "")
-            if piece:
-                partial.parts.append(piece)
-                yield ToolCallDelta(index=self.tool_index[index], arguments=piece)
+        elif kind == "signature_delta" and block["type"] == "thinking":
+            block["signature"] = (block.get("signature") or "") + str(delta.get("signature") or "")
+        elif kind == "input_json_delta" and index in self.tools and delta.get("partial_json"):
+            position, pieces = self.tools[index]
+            pieces.append(str(delta["partial_json"]))
+            yield ToolCallDelta(index=position, arguments=pieces[-1])
 
     def content(self) -> list[Block]:
-        built = (self.blocks[i].block() for i in sorted(self.blocks))
-        return [b for b in built if b is not None]
+        out: list[Block | None] = []
+        for index in sorted(self.blocks):
+            block = self.blocks[index]
+            if index in self.tools:
+                raw = "".join(self.tools[index][1])
+                out.append(_tool_call(str(block["id"]), str(block["name"]), raw))
+            else:
+                out.append(_block(block))
+        return [b for b in out if b is not None]
 
 
 class AnthropicModel:
@@ -518,18 +490,6 @@ class AnthropicModel:
     give none; `settings` are defaults under each request's own settings;
     `cache` places prompt-cache breakpoints on the system prompt and tools.
     """
-
-    __slots__ = (
-        "_api_key",
-        "_base_url",
-        "_cache",
-        "_client",
-        "_headers",
-        "_max_tokens",
-        "_name",
-        "_settings",
-        "_stream",
-    )
 
     def __init__(
         self,
