@@ -19,14 +19,7 @@ from taskloom.errors import (
     TransportError,
 )
 from taskloom.events import TextDelta, ThinkingDelta
-from taskloom.messages import (
-    ImageBlock,
-    Message,
-    TextBlock,
-    ThinkingBlock,
-    ToolCall,
-    ToolResult,
-)
+from taskloom.messages import ImageBlock, Message, TextBlock, ThinkingBlock, ToolCall, ToolResult
 from taskloom.models import (
     Model,
     ModelRequest,
@@ -178,6 +171,9 @@ async def test_url_and_headers() -> None:
     default = json_server()
     await default.model().request(ask())
     assert str(default.requests[0].url) == "https://api.anthropic.com/v1/messages"
+    versioned = json_server()
+    await versioned.model(base_url="http://127.0.0.1:9/v1").request(ask())
+    assert str(versioned.requests[0].url) == "http://127.0.0.1:9/v1/messages"
 
 
 # --- request bodies -----------------------------------------------------------

@@ -63,21 +63,35 @@ class Server:
         return json.loads(self.requests[index].content)
 
 
-def completion(message: dict[str, Any], finish: str | None = "stop", usage: Any = None) -> httpx2.Response:
+def completion(
+    message: dict[str, Any], finish: str | None = "stop", usage: Any = None
+) -> httpx2.Response:
     body = {
         "id": "chatcmpl-1",
         "object": "chat.completion",
         "model": "gpt-test-2025",
-        "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}],
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}
+        ],
     }
     if usage is not None:
         body["usage"] = usage
     return httpx2.Response(200, json=body)
 
 
-def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"id": "chatcmpl-s", "object": "chat.completion.chunk", "model": "gpt-test-2025"}
-    out["choices"] = [] if delta is None and finish is None else [{"index": 0, "delta": delta or {}, "finish_reason": finish}]
+def chunk(
+    delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": "chatcmpl-s",
+        "object": "chat.completion.chunk",
+        "model": "gpt-test-2025",
+    }
+    out["choices"] = (
+        []
+        if delta is None and finish is None
+        else [{"index": 0, "delta": delta or {}, "finish_reason": finish}]
+    )
     out.update(extra)
     return out
 
@@ -86,10 +100,14 @@ def sse(*chunks: dict[str, Any], done: bool = True) -> httpx2.Response:
     text = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks)
     if done:
         text += "data: [DONE]\n\n"
-    return httpx2.Response(200, content=text.encode(), headers={"content-type": "text/event-stream"})
+    return httpx2.Response(
+        200, content=text.encode(), headers={"content-type": "text/event-stream"}
+    )
 
 
-def tool_delta(index: int | None, *, id: str | None = None, name: str | None = None, args: str | None = None) -> dict[str, Any]:
+def tool_delta(
+    index: int | None, *, id: str | None = None, name: str | None = None, args: str | None = None
+) -> dict[str, Any]:
     call: dict[str, Any] = {"function": {}}
     if index is not None:
         call["index"] = index
@@ -119,7 +137,9 @@ async def events_of(m: OpenAIChatModel, request: ModelRequest) -> list[StreamEve
 # --- construction -------------------------------------------------------------
 
 
-def test_missing_key_raises_at_construction_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_key_raises_at_construction_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
         OpenAIChatModel("gpt-4o")
@@ -128,7 +148,9 @@ def test_missing_key_raises_at_construction_naming_the_variable(monkeypatch: pyt
         OpenAIChatModel("gpt-4o", api_key_env="CORP_LLM_KEY")
 
 
-async def test_key_from_environment_and_no_io_at_construction(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_key_from_environment_and_no_io_at_construction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
     server = Server(completion({"content": "ok"}))
     m = OpenAIChatModel("gpt-4o", http_client=server.client(), stream=False)
@@ -143,7 +165,13 @@ async def test_key_from_environment_and_no_io_at_construction(monkeypatch: pytes
 
 async def test_no_key_sends_no_authorization_and_custom_headers_go_out() -> None:
     server = Server(completion({"content": "ok"}))
-    m = model(server, api_key=None, api_key_env=None, base_url="http://127.0.0.1:9/v1/", headers={"X-Team": "a"})
+    m = model(
+        server,
+        api_key=None,
+        api_key_env=None,
+        base_url="http://127.0.0.1:9/v1/",
+        headers={"X-Team": "a"},
+    )
     await m.request(ask())
     sent = server.requests[0]
     assert "authorization" not in sent.headers
@@ -154,7 +182,10 @@ async def test_no_key_sends_no_authorization_and_custom_headers_go_out() -> None
 
 def test_spec_names_provider_model_and_any_non_default_server() -> None:
     assert OpenAIChatModel("gpt-4o", api_key="k").spec == "openai:gpt-4o"
-    assert OpenAIChatModel("m", api_key="k", base_url="http://127.0.0.1:9/v1").spec == "openai:m@http://127.0.0.1:9/v1"
+    assert (
+        OpenAIChatModel("m", api_key="k", base_url="http://127.0.0.1:9/v1").spec
+        == "openai:m@http://127.0.0.1:9/v1"
+    )
     local = OpenAIChatModel("qwen3", provider="ollama", api_key_env=None)
     assert (local.spec, local.base_url, local.provider, local.name) == (
         "ollama:qwen3",
@@ -173,7 +204,13 @@ async def test_body_carries_the_conversation_and_drops_thinking() -> None:
     server = Server(completion({"content": "ok"}))
     png = b"\x89PNG\r\n\x1a\nfake"
     messages = [
-        Message.user([TextBlock("look"), ImageBlock(data=png, media_type="image/png"), ImageBlock(url="https://x.test/a.jpg")]),
+        Message.user(
+            [
+                TextBlock("look"),
+                ImageBlock(data=png, media_type="image/png"),
+                ImageBlock(url="https://x.test/a.jpg"),
+            ]
+        ),
         Message.assistant(
             "let me check",
             thinking=[ThinkingBlock("secret reasoning", provider="openai")],
@@ -182,7 +219,12 @@ async def test_body_carries_the_conversation_and_drops_thinking() -> None:
                 ToolCall("call_2", "broken", {}, raw_arguments='{"a": '),
             ],
         ),
-        Message.tool_results([ToolResult("call_1", "3", tool_name="add"), ToolResult("call_2", "bad JSON", is_error=True)]),
+        Message.tool_results(
+            [
+                ToolResult("call_1", "3", tool_name="add"),
+                ToolResult("call_2", "bad JSON", is_error=True),
+            ]
+        ),
         Message.user("thanks"),
     ]
     await model(server).request(ModelRequest(messages=messages, system="be brief"))
@@ -194,7 +236,10 @@ async def test_body_carries_the_conversation_and_drops_thinking() -> None:
             "role": "user",
             "content": [
                 {"type": "text", "text": "look"},
-                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgpmYWtl"}},
+                {
+                    "type": "image_url",
+                    "image_url": {"url": "data:image/png;base64,iVBORw0KGgpmYWtl"},
+                },
                 {"type": "image_url", "image_url": {"url": "https://x.test/a.jpg"}},
             ],
         },
@@ -202,8 +247,16 @@ async def test_body_carries_the_conversation_and_drops_thinking() -> None:
             "role": "assistant",
             "content": "let me check",
             "tool_calls": [
-                {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a":1,"b":"é"}'}},
-                {"id": "call_2", "type": "function", "function": {"name": "broken", "arguments": '{"a": '}},
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "add", "arguments": '{"a":1,"b":"é"}'},
+                },
+                {
+                    "id": "call_2",
+                    "type": "function",
+                    "function": {"name": "broken", "arguments": '{"a": '},
+                },
             ],
         },
         {"role": "tool", "tool_call_id": "call_1", "content": "3"},
@@ -216,7 +269,11 @@ async def test_body_carries_the_conversation_and_drops_thinking() -> None:
 
 async def test_assistant_turn_with_only_thinking_is_left_out() -> None:
     server = Server(completion({"content": "ok"}))
-    messages = [Message.user("a"), Message.assistant(thinking=[ThinkingBlock("hmm")]), Message.user("b")]
+    messages = [
+        Message.user("a"),
+        Message.assistant(thinking=[ThinkingBlock("hmm")]),
+        Message.user("b"),
+    ]
     await model(server).request(ModelRequest(messages=messages))
     assert [m["role"] for m in server.body()["messages"]] == ["user", "user"]
 
@@ -232,9 +289,16 @@ async def test_tools_settings_and_extra_merged_last() -> None:
         reasoning=ReasoningOptions(effort="low"),
         extra={"temperature": 0.9, "user": "u-1", "tool_choice": "required"},
     )
-    await model(server).request(ask(tools=[ToolSpec("add", "Add numbers.", schema)], settings=settings))
+    await model(server).request(
+        ask(tools=[ToolSpec("add", "Add numbers.", schema)], settings=settings)
+    )
     body = server.body()
-    assert body["tools"] == [{"type": "function", "function": {"name": "add", "description": "Add numbers.", "parameters": schema}}]
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {"name": "add", "description": "Add numbers.", "parameters": schema},
+        }
+    ]
     assert body["temperature"] == 0.9
     assert (body["top_p"], body["stop"], body["max_completion_tokens"]) == (0.5, ["END"], 64)
     assert body["reasoning_effort"] == "low"
@@ -257,11 +321,26 @@ async def test_model_settings_are_defaults_under_the_request_settings() -> None:
     await m.request(ask())
     await m.request(ask(settings=ModelSettings(temperature=0.7, extra={"user": "mine"})))
     first, second = server.body(0), server.body(1)
-    assert (first["temperature"], first["max_completion_tokens"], first["user"], first["seed"]) == (0.1, 5, "default", 1)
-    assert (second["temperature"], second["max_completion_tokens"], second["user"], second["seed"]) == (0.7, 5, "mine", 1)
+    assert (first["temperature"], first["max_completion_tokens"], first["user"], first["seed"]) == (
+        0.1,
+        5,
+        "default",
+        1,
+    )
+    assert (
+        second["temperature"],
+        second["max_completion_tokens"],
+        second["user"],
+        second["seed"],
+    ) == (0.7, 5, "mine", 1)
 
 
-CLOSED = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], "additionalProperties": False}
+CLOSED = {
+    "type": "object",
+    "properties": {"a": {"type": "string"}},
+    "required": ["a"],
+    "additionalProperties": False,
+}
 
 
 @pytest.mark.parametrize(
@@ -285,9 +364,20 @@ CLOSED = {"type": "object", "properties": {"a": {"type": "string"}}, "required":
         ({**CLOSED, "properties": {"a": {"type": "string", "minLength": 2}}}, False),
         ({"type": "array", "items": {"type": "string"}}, False),
     ],
-    ids=["closed", "defs", "open", "no-additional", "optional-prop", "open-nested", "min-length", "root-array"],
+    ids=[
+        "closed",
+        "defs",
+        "open",
+        "no-additional",
+        "optional-prop",
+        "open-nested",
+        "min-length",
+        "root-array",
+    ],
 )
-async def test_output_schema_asks_for_strict_json_when_allowed(schema: dict[str, Any], strict: bool) -> None:
+async def test_output_schema_asks_for_strict_json_when_allowed(
+    schema: dict[str, Any], strict: bool
+) -> None:
     server = Server(completion({"content": "{}"}))
     await model(server).request(ask(output_schema=schema, output_name="City answer"))
     assert server.body()["response_format"] == {
@@ -329,7 +419,10 @@ async def test_empty_ids_get_positional_ids_paired_with_results_in_order() -> No
     wire = server.body(0)["messages"]
     call_ids = [c["id"] for c in wire[1]["tool_calls"]]
     assert all(WIRE_ID.fullmatch(i) for i in call_ids) and len(set(call_ids)) == 2
-    assert [(w["tool_call_id"], w["content"]) for w in wire[2:]] == [(call_ids[0], "r0"), (call_ids[1], "r1")]
+    assert [(w["tool_call_id"], w["content"]) for w in wire[2:]] == [
+        (call_ids[0], "r0"),
+        (call_ids[1], "r1"),
+    ]
     assert server.body(1)["messages"] == wire
 
 
@@ -361,10 +454,18 @@ async def test_history_from_another_provider_is_accepted_and_its_thinking_droppe
         "role": "assistant",
         "content": "Checking.",
         "tool_calls": [
-            {"id": "toolu_01A09q90qw90lq917835lq9", "type": "function", "function": {"name": "lookup", "arguments": '{"q":"x"}'}}
+            {
+                "id": "toolu_01A09q90qw90lq917835lq9",
+                "type": "function",
+                "function": {"name": "lookup", "arguments": '{"q":"x"}'},
+            }
         ],
     }
-    assert wire[2] == {"role": "tool", "tool_call_id": "toolu_01A09q90qw90lq917835lq9", "content": "found"}
+    assert wire[2] == {
+        "role": "tool",
+        "tool_call_id": "toolu_01A09q90qw90lq917835lq9",
+        "content": "found",
+    }
 
 
 # --- non-streamed responses -----------------------------------------------------------
@@ -383,10 +484,20 @@ async def test_text_usage_ids_and_origin() -> None:
     assert response.text == "Paris."
     assert response.message.blocks == (TextBlock("Paris."),)
     assert (response.message.provider, response.message.model) == ("openai", "gpt-test")
-    assert (response.model, response.provider, response.response_id) == ("gpt-test-2025", "openai", "chatcmpl-1")
+    assert (response.model, response.provider, response.response_id) == (
+        "gpt-test-2025",
+        "openai",
+        "chatcmpl-1",
+    )
     assert response.stop_reason == "end_turn"
     u = response.usage
-    assert (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.reasoning_tokens, u.requests) == (120, 30, 100, 12, 1)
+    assert (
+        u.input_tokens,
+        u.output_tokens,
+        u.cache_read_tokens,
+        u.reasoning_tokens,
+        u.requests,
+    ) == (120, 30, 100, 12, 1)
 
 
 async def test_usage_missing_counts_one_request() -> None:
@@ -397,7 +508,11 @@ async def test_usage_missing_counts_one_request() -> None:
 
 async def test_parallel_tool_calls_with_broken_arguments() -> None:
     calls = [
-        {"id": "call_a", "type": "function", "function": {"name": "ok", "arguments": '{"x": [1, 2]}'}},
+        {
+            "id": "call_a",
+            "type": "function",
+            "function": {"name": "ok", "arguments": '{"x": [1, 2]}'},
+        },
         {"id": "call_b", "type": "function", "function": {"name": "cut", "arguments": '{"x": '}},
         {"id": "call_c", "type": "function", "function": {"name": "list", "arguments": "[1, 2]"}},
         {"id": "call_d", "type": "function", "function": {"name": "null", "arguments": None}},
@@ -425,7 +540,10 @@ async def test_parallel_tool_calls_with_broken_arguments() -> None:
 async def test_reasoning_fields_become_the_first_block(field: str) -> None:
     server = Server(completion({"content": "4", field: "2+2 is 4"}))
     response = await model(server, provider="deepseek", api_key_env=None).request(ask())
-    assert response.message.blocks == (ThinkingBlock("2+2 is 4", provider="deepseek"), TextBlock("4"))
+    assert response.message.blocks == (
+        ThinkingBlock("2+2 is 4", provider="deepseek"),
+        TextBlock("4"),
+    )
 
 
 @pytest.mark.parametrize(
@@ -453,24 +571,60 @@ async def test_refusal_is_text_with_refusal_stop_reason() -> None:
 @pytest.mark.parametrize(
     ("status", "error", "kind"),
     [
-        (401, {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}, AuthenticationError),
-        (429, {"message": "Rate limit reached for gpt-4o", "type": "requests", "code": "rate_limit_exceeded"}, RateLimitError),
-        (400, {"message": "This model's maximum context length is 8192 tokens", "type": "invalid_request_error", "code": "context_length_exceeded"}, ContextWindowExceeded),
+        (
+            401,
+            {
+                "message": "Incorrect API key provided",
+                "type": "invalid_request_error",
+                "code": "invalid_api_key",
+            },
+            AuthenticationError,
+        ),
+        (
+            429,
+            {
+                "message": "Rate limit reached for gpt-4o",
+                "type": "requests",
+                "code": "rate_limit_exceeded",
+            },
+            RateLimitError,
+        ),
+        (
+            400,
+            {
+                "message": "This model's maximum context length is 8192 tokens",
+                "type": "invalid_request_error",
+                "code": "context_length_exceeded",
+            },
+            ContextWindowExceeded,
+        ),
     ],
 )
-async def test_error_status_is_typed_with_the_message_verbatim(status: int, error: dict[str, Any], kind: type[ProviderError]) -> None:
+async def test_error_status_is_typed_with_the_message_verbatim(
+    status: int, error: dict[str, Any], kind: type[ProviderError]
+) -> None:
     for stream in (False, True):
         server = Server(httpx2.Response(status, json={"error": error}))
         with pytest.raises(kind) as info:
             await model(server, stream=stream).request(ask())
-        assert (info.value.message, info.value.status, info.value.provider) == (error["message"], status, "openai")
+        assert (info.value.message, info.value.status, info.value.provider) == (
+            error["message"],
+            status,
+            "openai",
+        )
 
 
 async def test_error_object_with_status_200_is_typed() -> None:
-    server = Server(httpx2.Response(200, json={"error": {"message": "upstream overloaded", "code": 503}}))
+    server = Server(
+        httpx2.Response(200, json={"error": {"message": "upstream overloaded", "code": 503}})
+    )
     with pytest.raises(ProviderError) as info:
         await model(server).request(ask())
-    assert (info.value.message, info.value.status, info.value.retryable) == ("upstream overloaded", 503, True)
+    assert (info.value.message, info.value.status, info.value.retryable) == (
+        "upstream overloaded",
+        503,
+        True,
+    )
 
 
 async def test_body_that_is_not_a_completion_is_a_provider_error() -> None:
@@ -483,7 +637,9 @@ async def test_stream_false_still_streams_events_ending_with_the_response() -> N
     message = {
         "content": "calling",
         "reasoning_content": "think",
-        "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}],
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}
+        ],
     }
     server = Server(completion(message, finish="tool_calls"))
     events = await events_of(model(server, stream=False), ask())
@@ -501,7 +657,12 @@ async def test_stream_false_still_streams_events_ending_with_the_response() -> N
 
 
 async def test_stream_text_deltas_usage_and_ids() -> None:
-    usage = {"prompt_tokens": 9, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 4}, "completion_tokens_details": {"reasoning_tokens": 1}}
+    usage = {
+        "prompt_tokens": 9,
+        "completion_tokens": 3,
+        "prompt_tokens_details": {"cached_tokens": 4},
+        "completion_tokens_details": {"reasoning_tokens": 1},
+    }
     server = Server(
         sse(
             chunk({"role": "assistant", "content": ""}),
@@ -515,9 +676,20 @@ async def test_stream_text_deltas_usage_and_ids() -> None:
     events = await events_of(m, ask())
     assert events[:2] == [TextDelta(text="Hel"), TextDelta(text="lo")]
     response = events[-1].response  # type: ignore[union-attr]
-    assert (response.text, response.stop_reason, response.response_id, response.model) == ("Hello", "end_turn", "chatcmpl-s", "gpt-test-2025")
+    assert (response.text, response.stop_reason, response.response_id, response.model) == (
+        "Hello",
+        "end_turn",
+        "chatcmpl-s",
+        "gpt-test-2025",
+    )
     u = response.usage
-    assert (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.reasoning_tokens, u.requests) == (9, 3, 4, 1, 1)
+    assert (
+        u.input_tokens,
+        u.output_tokens,
+        u.cache_read_tokens,
+        u.reasoning_tokens,
+        u.requests,
+    ) == (9, 3, 4, 1, 1)
     body = server.body()
     assert (body["stream"], body["stream_options"]) == (True, {"include_usage": True})
 
@@ -548,7 +720,10 @@ async def test_stream_parallel_tool_calls_are_routed_by_index() -> None:
         ToolCallDelta(index=0, arguments=" 1}"),
     ]
     response = events[-1].response  # type: ignore[union-attr]
-    assert response.message.tool_calls == [ToolCall("call_a", "first", {"x": 1}), ToolCall("call_b", "second", {"y": 2})]
+    assert response.message.tool_calls == [
+        ToolCall("call_a", "first", {"x": 1}),
+        ToolCall("call_b", "second", {"y": 2}),
+    ]
     assert response.stop_reason == "tool_use"
 
 
@@ -564,9 +739,20 @@ async def test_stream_parallel_tool_calls_are_routed_by_index() -> None:
         (["[1,", "2]"], {}, "[1,2]"),
         (['"text"'], {}, '"text"'),
     ],
-    ids=["empty-then-object", "placeholder-then-object", "null", "null-twice", "pieces", "invalid", "array", "string"],
+    ids=[
+        "empty-then-object",
+        "placeholder-then-object",
+        "null",
+        "null-twice",
+        "pieces",
+        "invalid",
+        "array",
+        "string",
+    ],
 )
-async def test_stream_argument_edge_cases(pieces: list[str | None], arguments: dict[str, Any], raw: str | None) -> None:
+async def test_stream_argument_edge_cases(
+    pieces: list[str | None], arguments: dict[str, Any], raw: str | None
+) -> None:
     chunks = [chunk(tool_delta(0, id="call_1", name="f", args=pieces[0]))]
     chunks += [chunk(tool_delta(0, args=p)) for p in pieces[1:]]
     server = Server(sse(*chunks, chunk({}, finish="tool_calls")))
@@ -599,7 +785,10 @@ async def test_stream_new_id_at_a_used_index_is_a_new_call() -> None:
         )
     )
     response = await model(server, stream=True).request(ask())
-    assert response.message.tool_calls == [ToolCall("call_1", "a", {"n": 1}), ToolCall("call_2", "b", {"n": 2})]
+    assert response.message.tool_calls == [
+        ToolCall("call_1", "a", {"n": 1}),
+        ToolCall("call_2", "b", {"n": 2}),
+    ]
 
 
 async def test_stream_calls_without_index_follow_their_id() -> None:
@@ -612,32 +801,70 @@ async def test_stream_calls_without_index_follow_their_id() -> None:
         )
     )
     response = await model(server, stream=True).request(ask())
-    assert response.message.tool_calls == [ToolCall("call_1", "a", {}), ToolCall("call_2", "b", {"k": "v"})]
+    assert response.message.tool_calls == [
+        ToolCall("call_1", "a", {}),
+        ToolCall("call_2", "b", {"k": "v"}),
+    ]
 
 
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
 async def test_stream_reasoning_deltas_become_thinking(field: str) -> None:
-    server = Server(sse(chunk({field: "step 1, "}), chunk({field: "step 2"}), chunk({"content": "answer"}), chunk({}, finish="stop")))
+    server = Server(
+        sse(
+            chunk({field: "step 1, "}),
+            chunk({field: "step 2"}),
+            chunk({"content": "answer"}),
+            chunk({}, finish="stop"),
+        )
+    )
     m = model(server, stream=True, provider="ollama", api_key_env=None)
     events = await events_of(m, ask())
-    assert events[:3] == [ThinkingDelta(text="step 1, "), ThinkingDelta(text="step 2"), TextDelta(text="answer")]
+    assert events[:3] == [
+        ThinkingDelta(text="step 1, "),
+        ThinkingDelta(text="step 2"),
+        TextDelta(text="answer"),
+    ]
     message = events[-1].response.message  # type: ignore[union-attr]
-    assert message.blocks == (ThinkingBlock("step 1, step 2", provider="ollama"), TextBlock("answer"))
+    assert message.blocks == (
+        ThinkingBlock("step 1, step 2", provider="ollama"),
+        TextBlock("answer"),
+    )
 
 
 @pytest.mark.parametrize(
     ("error", "kind", "status", "retryable"),
     [
-        ({"message": "Rate limit reached", "type": "rate_limit_exceeded", "code": 429}, RateLimitError, 429, True),
-        ({"message": "The server had an error processing your request.", "type": "server_error"}, ProviderError, None, True),
-        ({"message": "bad schema", "type": "BadRequestError", "code": "400"}, ProviderError, 400, False),
+        (
+            {"message": "Rate limit reached", "type": "rate_limit_exceeded", "code": 429},
+            RateLimitError,
+            429,
+            True,
+        ),
+        (
+            {"message": "The server had an error processing your request.", "type": "server_error"},
+            ProviderError,
+            None,
+            True,
+        ),
+        (
+            {"message": "bad schema", "type": "BadRequestError", "code": "400"},
+            ProviderError,
+            400,
+            False,
+        ),
     ],
 )
-async def test_error_inside_the_stream_is_typed(error: dict[str, Any], kind: type[ProviderError], status: int | None, retryable: bool) -> None:
+async def test_error_inside_the_stream_is_typed(
+    error: dict[str, Any], kind: type[ProviderError], status: int | None, retryable: bool
+) -> None:
     server = Server(sse(chunk({"content": "par"}), {"error": error}, done=False))
     with pytest.raises(kind) as info:
         await events_of(model(server, stream=True), ask())
-    assert (info.value.message, info.value.status, info.value.retryable) == (error["message"], status, retryable)
+    assert (info.value.message, info.value.status, info.value.retryable) == (
+        error["message"],
+        status,
+        retryable,
+    )
 
 
 async def test_stream_cut_before_its_end_is_a_transport_error() -> None:
@@ -652,7 +879,9 @@ async def test_stream_without_done_marker_but_finished_is_complete() -> None:
 
 
 async def test_malformed_event_is_a_retryable_provider_error() -> None:
-    bad = httpx2.Response(200, content=b"data: {not json\n\n", headers={"content-type": "text/event-stream"})
+    bad = httpx2.Response(
+        200, content=b"data: {not json\n\n", headers={"content-type": "text/event-stream"}
+    )
     with pytest.raises(ProviderError) as info:
         await model(Server(bad), stream=True).request(ask())
     assert info.value.retryable
@@ -661,13 +890,56 @@ async def test_malformed_event_is_a_retryable_provider_error() -> None:
 async def test_tool_results_answer_generated_ids_on_the_next_request() -> None:
     """A call the server sent without an id is answered under the id taskloom gave it."""
     calls = [{"type": "function", "function": {"name": "now", "arguments": "{}"}}]
-    server = Server(completion({"tool_calls": calls}, finish="tool_calls"), completion({"content": "noon"}))
+    server = Server(
+        completion({"tool_calls": calls}, finish="tool_calls"), completion({"content": "noon"})
+    )
     m = model(server)
     first = await m.request(ask("time?"))
     call = first.message.tool_calls[0]
-    history = [Message.user("time?"), first.message, Message.tool_results([ToolResult(call.id, "12:00")])]
+    history = [
+        Message.user("time?"),
+        first.message,
+        Message.tool_results([ToolResult(call.id, "12:00")]),
+    ]
     await m.request(ModelRequest(messages=history))
     wire = server.body(1)["messages"]
     assert wire[1]["tool_calls"][0]["id"] == wire[2]["tool_call_id"]
     assert WIRE_ID.fullmatch(wire[2]["tool_call_id"])
 
+
+async def test_stream_refusal_is_text_with_refusal_stop_reason() -> None:
+    server = Server(
+        sse(
+            chunk({"refusal": "I can't "}), chunk({"refusal": "do that."}), chunk({}, finish="stop")
+        )
+    )
+    response = await model(server, stream=True).request(ask())
+    assert (response.text, response.stop_reason) == ("I can't do that.", "refusal")
+
+
+class Endless(httpx2.AsyncByteStream):
+    """A stream that never ends by itself and records whether it was closed."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    async def __aiter__(self):  # type: ignore[no-untyped-def]
+        n = 0
+        while True:
+            n += 1
+            yield f"data: {json.dumps(chunk({'content': f'{n} '}))}\n\n".encode()
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_consumer_that_stops_early_releases_the_connection() -> None:
+    body = Endless()
+    server = Server(
+        httpx2.Response(200, stream=body, headers={"content-type": "text/event-stream"})
+    )
+    events = model(server, stream=True).stream(ask())
+    first = await events.__anext__()
+    assert first == TextDelta(text="1 ")
+    await events.aclose()  # type: ignore[attr-defined]
+    assert body.closed

@@ -44,7 +44,7 @@ from taskloom.models import (
 )
 from taskloom.models.openai_responses import OpenAIResponsesModel
 
-CLOSED_SCHEMA = {
+CLOSED_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"country": {"type": "string"}},
     "required": ["country"],
@@ -65,7 +65,8 @@ class Server:
 
     @property
     def body(self) -> dict[str, Any]:
-        return json.loads(self.requests[-1].content)
+        body: dict[str, Any] = json.loads(self.requests[-1].content)
+        return body
 
 
 def json_server(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Server:
@@ -377,8 +378,7 @@ async def test_encrypted_reasoning_is_requested_only_when_it_can_be_used() -> No
     budget_only = await body_for(
         ask(settings=ModelSettings(reasoning=ReasoningOptions(budget_tokens=1000)))
     )
-    assert "reasoning" not in budget_only
-    assert budget_only["include"] == ["reasoning.encrypted_content"]
+    assert "reasoning" not in budget_only and "include" not in budget_only
 
 
 async def test_tools_are_strict_only_when_the_schema_allows() -> None:
@@ -462,6 +462,8 @@ async def test_output_schema_asks_for_structured_text() -> None:
     loose = await body_for(ask(output_schema={"type": "object"}))
     assert loose["text"]["format"]["strict"] is False
     assert loose["text"]["format"]["name"] == "output"
+    spaced = await body_for(ask(output_schema=CLOSED_SCHEMA, output_name="City answer!"))
+    assert spaced["text"]["format"]["name"] == "City_answer_"
 
 
 # --- non-streamed responses -------------------------------------------------------

@@ -437,3 +437,61 @@ async def test_server_tool_blocks_are_ignored_when_parsing(call: Interaction) ->
 def test_server_tool_responses_are_in_the_corpus() -> None:
     assert len(SERVER_TOOL_CALLS) >= 10
     assert any(call.is_stream for _, call in SERVER_TOOL_CALLS)
+
+
+def as_event_stream(body: dict[str, Any], piece: int = 7) -> str:
+    """A recorded whole response re-sent the way the streaming API would send it,
+    in small pieces, so the stream parser meets the same real content."""
+    usage = dict(body["usage"])
+    start = {**body, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    for index, block in enumerate(body["content"]):
+        empty = {"text": "", "thinking": "", "signature": "", "input": {}}
+        opening = {k: empty.get(k, v) for k, v in block.items()}
+        events.append({"type": "content_block_start", "index": index, "content_block": opening})
+        kind, key, text = "text_delta", "text", block.get("text", "")
+        if block["type"] == "tool_use":
+            kind, key, text = "input_json_delta", "partial_json", json.dumps(block["input"])
+        elif block["type"] == "thinking":
+            kind, key, text = "thinking_delta", "thinking", block["thinking"]
+        for at in range(0, len(text), piece):
+            delta = {"type": kind, key: text[at : at + piece]}
+            events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        if block["type"] == "thinking":
+            delta = {"type": "signature_delta", "signature": block["signature"]}
+            events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        events.append({"type": "content_block_stop", "index": index})
+    events.append({"type": "ping"})
+    events.append(
+        {"type": "message_delta", "delta": {"stop_reason": body["stop_reason"]}, "usage": usage}
+    )
+    events.append({"type": "message_stop"})
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+
+
+WHOLE_RESPONSES = [
+    (f"{c.name}#{n}", call)
+    for c in CASSETTES
+    if out_of_scope(c) is None
+    for n, call in enumerate(i for i in c.interactions if is_messages_call(i))
+    if call.status == 200 and not call.is_stream
+]
+
+
+@pytest.mark.parametrize(
+    "call", [c for _, c in WHOLE_RESPONSES], ids=[n for n, _ in WHOLE_RESPONSES]
+)
+async def test_recorded_responses_parse_the_same_when_streamed(call: Interaction) -> None:
+    streamed = Interaction(
+        call.uri,
+        {**call.request_body, "stream": True},
+        200,
+        {"content-type": "text/event-stream"},
+        text_body=as_event_stream(call.json_body),
+    )
+    replay = Replay(streamed)
+    async with replay.client() as client:
+        model = AnthropicModel(call.request_body["model"], api_key="sk-test", http_client=client)
+        response = await model.request(recorded_request(call.request_body))
+    assert replay.sent_json()["stream"] is True
+    check_response(response, streamed)

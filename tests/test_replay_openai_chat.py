@@ -18,8 +18,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from cassettes import Interaction, Replay, count_replayed, load, note_skipped
 
+from cassettes import Interaction, Replay, count_replayed, load, note_skipped
 from taskloom.errors import InvalidRequest, ProviderError
 from taskloom.events import TextDelta, ThinkingDelta
 from taskloom.messages import (
@@ -153,7 +153,11 @@ def _read_request(body: dict[str, Any], thinking_provider: str) -> ModelRequest:
         if m["role"] == "user":
             messages.append(Message.user(_user_blocks(m["content"])))
         elif m["role"] == "assistant":
-            thinking = [ThinkingBlock(m["reasoning"], provider=thinking_provider)] if m.get("reasoning") else []
+            thinking = (
+                [ThinkingBlock(m["reasoning"], provider=thinking_provider)]
+                if m.get("reasoning")
+                else []
+            )
             calls = [
                 ToolCall(
                     id=tc["id"],
@@ -162,7 +166,9 @@ def _read_request(body: dict[str, Any], thinking_provider: str) -> ModelRequest:
                 )
                 for tc in m.get("tool_calls") or ()
             ]
-            messages.append(Message.assistant(m.get("content"), tool_calls=calls, thinking=thinking))
+            messages.append(
+                Message.assistant(m.get("content"), tool_calls=calls, thinking=thinking)
+            )
         elif m["role"] == "tool":
             results.append(ToolResult(m["tool_call_id"], m["content"]))
         else:
@@ -170,7 +176,9 @@ def _read_request(body: dict[str, Any], thinking_provider: str) -> ModelRequest:
     if results:
         messages.append(Message.tool_results(results))
     tools = [
-        ToolSpec(t["function"]["name"], t["function"].get("description", ""), t["function"]["parameters"])
+        ToolSpec(
+            t["function"]["name"], t["function"].get("description", ""), t["function"]["parameters"]
+        )
         for t in body.get("tools") or ()
     ]
     extra = {k: v for k, v in body.items() if k not in _READ_KEYS}
@@ -224,7 +232,12 @@ def _shape(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         entry: dict[str, Any] = {"role": role, "content": _parts(m.get("content"))}
         if m.get("tool_calls"):
             entry["tool_calls"] = [
-                (tc["id"], tc["type"], tc["function"]["name"], json.loads(tc["function"]["arguments"]))
+                (
+                    tc["id"],
+                    tc["type"],
+                    tc["function"]["name"],
+                    json.loads(tc["function"]["arguments"]),
+                )
                 for tc in m["tool_calls"]
             ]
         if role == "tool":
@@ -242,12 +255,20 @@ def _check_body(sent: dict[str, Any], recorded: dict[str, Any]) -> None:
 
     def tools(body: dict[str, Any]) -> list[tuple[Any, ...]]:
         return [
-            (t["type"], t["function"]["name"], t["function"].get("description", ""), t["function"]["parameters"])
+            (
+                t["type"],
+                t["function"]["name"],
+                t["function"].get("description", ""),
+                t["function"]["parameters"],
+            )
             for t in body.pop("tools", [])
         ]
 
     assert tools(sent) == tools(recorded)
-    sent_format, recorded_format = sent.pop("response_format", None), recorded.pop("response_format", None)
+    sent_format, recorded_format = (
+        sent.pop("response_format", None),
+        recorded.pop("response_format", None),
+    )
     if recorded_format is not None and recorded_format["type"] == "json_schema":
         assert sent_format["type"] == "json_schema"
         ours, theirs = sent_format["json_schema"], recorded_format["json_schema"]
@@ -341,7 +362,9 @@ def _check_response(response: ModelResponse, expected: Expected, model: OpenAICh
     usage = expected.usage
     assert response.usage.input_tokens == usage.get("prompt_tokens", 0)
     assert response.usage.output_tokens == usage.get("completion_tokens", 0)
-    assert response.usage.cache_read_tokens == (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+    assert response.usage.cache_read_tokens == (usage.get("prompt_tokens_details") or {}).get(
+        "cached_tokens", 0
+    )
     assert response.usage.reasoning_tokens == (usage.get("completion_tokens_details") or {}).get(
         "reasoning_tokens", 0
     )

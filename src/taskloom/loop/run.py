@@ -221,12 +221,16 @@ class RunLoop:
         index = [i for i, r in enumerate(results) if r is None]
         sub: list[ToolResult | None] = [None] * len(runnable)
         ended: _Ended | None = None
+        run = execute_calls(
+            runnable, self.session.tools, self._context, self.emit,
+            results=sub, origin=self.origin, session_id=self.session.id,
+        )
         try:
-            async with asyncio.timeout_at(self.opts._deadline_at):
-                await execute_calls(
-                    runnable, self.session.tools, self._context, self.emit,
-                    results=sub, origin=self.origin, session_id=self.session.id,
-                )
+            if self.opts._deadline_at is None:
+                await run
+            else:
+                async with asyncio.timeout_at(self.opts._deadline_at):
+                    await run
         except TimeoutError:
             ended = _Ended(RunStatus.DEADLINE)
         for k, i in enumerate(index):
@@ -376,6 +380,8 @@ class RunLoop:
             self.model_requests += 1
             self._event(ModelRequestStarted, run_id=self.run_id, round=self.rounds + 1, model=model.name, attempt=retries + 1)
             try:
+                if self.opts._deadline_at is None:
+                    return await self._attempt(model, request)
                 async with asyncio.timeout_at(self.opts._deadline_at):
                     return await self._attempt(model, request)
             except TimeoutError:

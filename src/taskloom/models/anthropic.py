@@ -2,16 +2,20 @@
 
 Wire decisions, for readers comparing bodies with Anthropic's documentation:
 
+- History: thinking blocks go back unchanged, and only when Anthropic wrote
+  them; other providers' reasoning is dropped. Their tool call ids are mapped
+  (`wire_tool_id`) to the form Anthropic accepts.
 - Caching: with `cache=True` the last system block and the last tool carry a
   `cache_control: {"type": "ephemeral"}` breakpoint, so the stable prefix of
   every round is read from the cache.
 - Reasoning: `budget_tokens` sends `thinking: {type: enabled, budget_tokens}`.
-  `effort` alone sends `output_config.effort` with adaptive thinking
+  `effort` goes to `output_config.effort` on models that take it (Opus 4.5,
+  Claude 4.6 and later); alone, it also turns on adaptive thinking
   (`thinking: {type: adaptive}`, plus `display: summarized` from Claude 4.7 on,
-  where thinking text is otherwise omitted) on models that have it (Claude
-  4.6 and later); older thinking models get an enabled thinking budget sized
-  from the effort instead. Models known not to think (before Claude 3.7) get
-  no thinking settings, so a session's reasoning choice survives a model switch.
+  where thinking text is otherwise omitted) on Claude 4.6 and later, and an
+  enabled thinking budget sized from the effort on older thinking models.
+  Models known not to think (before Claude 3.7) get no thinking settings, so
+  a session's reasoning choice survives a model switch.
 - Structured output: models with native structured outputs (Claude 4.5 and
   later) get `output_config.format: {type: json_schema, schema}`; older ones
   get a forced output tool named `request.output_name`, whose call comes back
@@ -63,7 +67,7 @@ from .base import (
     collect,
 )
 
-__all__ = ["AnthropicModel"]
+__all__ = ["AnthropicModel", "wire_tool_id"]
 
 PROVIDER = "anthropic"
 DEFAULT_BASE_URL = "https://api.anthropic.com"

@@ -9,7 +9,8 @@ they differ.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import aclosing
 from typing import Any
 
 import httpx2
@@ -167,8 +168,9 @@ class OpenAIChatModel:
         if not self._stream:
             return self._completion(await self._send(request))
         state = _StreamState(self._provider, self._name, emit=False)
-        async for chunk in self._chunks(request, state):
-            state.feed(chunk)
+        async with aclosing(self._chunks(request, state)) as chunks:
+            async for chunk in chunks:
+                state.feed(chunk)
         return state.finish()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
@@ -183,9 +185,12 @@ class OpenAIChatModel:
             yield ResponseCompleted(response)
             return
         state = _StreamState(self._provider, self._name, emit=True)
-        async for chunk in self._chunks(request, state):
-            for event in state.feed(chunk):
-                yield event
+        # aclosing: a consumer that stops early must release the connection
+        # now, not whenever the abandoned generator is collected.
+        async with aclosing(self._chunks(request, state)) as chunks:
+            async for chunk in chunks:
+                for event in state.feed(chunk):
+                    yield event
         yield ResponseCompleted(state.finish())
 
     async def _send(self, request: ModelRequest) -> Any:
@@ -195,7 +200,7 @@ class OpenAIChatModel:
 
     async def _chunks(
         self, request: ModelRequest, state: _StreamState
-    ) -> AsyncIterator[Mapping[str, Any]]:
+    ) -> AsyncGenerator[Mapping[str, Any], None]:
         client = self._client or default_client()
         body = self.body(request, stream=True)
         async with open_stream(client, self._url, body, self._headers, self._provider) as response:
@@ -211,46 +216,73 @@ class OpenAIChatModel:
         if isinstance(data, Mapping) and data.get("error"):
             raise _error_in_body(data, self._provider)
         choices = data.get("choices") if isinstance(data, Mapping) else None
-        if not choices or not isinstance(choices[0], Mapping):
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
             raise ProviderError(
                 f"response is not a chat completion: {json.dumps(data)[:200]}",
                 status=200,
                 provider=self._provider,
                 retryable=False,
             )
-        choice = choices[0]
-        message = choice.get("message") or {}
+        message = choices[0].get("message") or {}
         calls = [
-            _tool_call(tc.get("id"), (tc.get("function") or {}).get("name"), tc.get("function"))
-            for tc in message.get("tool_calls") or ()
-            if isinstance(tc, Mapping)
+            _tool_call(tc) for tc in message.get("tool_calls") or () if isinstance(tc, Mapping)
         ]
-        text = text_of(message.get("content"))
-        refusal = message.get("refusal")
-        if not text and isinstance(refusal, str) and refusal:
-            text = refusal
-            reason: str = "refusal"
-        else:
-            reason = stop_reason(choice.get("finish_reason"), bool(calls))
-        blocks = assistant_blocks(reasoning_of(message), text, calls, self._provider)
-        return ModelResponse(
-            message=Message("assistant", blocks, provider=self._provider, model=self._name),
-            usage=usage_of(data.get("usage")),
-            stop_reason=reason,
-            model=data.get("model"),
-            provider=self._provider,
-            response_id=data.get("id"),
+        return _response(
+            self._provider,
+            self._name,
+            thinking=reasoning_of(message),
+            text=text_of(message.get("content")),
+            refusal=message.get("refusal"),
+            calls=calls,
+            finish_reason=choices[0].get("finish_reason"),
+            usage=data.get("usage"),
+            wire=data,
         )
 
 
-def _tool_call(call_id: Any, name: Any, function: Any) -> ToolCall:
-    raw = function.get("arguments") if isinstance(function, Mapping) else None
-    arguments, raw_arguments = parse_arguments(raw)
+def _tool_call(wire: Mapping[str, Any]) -> ToolCall:
+    function = wire.get("function")
+    if not isinstance(function, Mapping):
+        function = {}
+    arguments, raw_arguments = parse_arguments(function.get("arguments"))
+    call_id, name = wire.get("id"), function.get("name")
     return ToolCall(
         id=call_id if isinstance(call_id, str) and call_id else new_call_id(),
         name=name if isinstance(name, str) else "",
         arguments=arguments,
         raw_arguments=raw_arguments,
+    )
+
+
+def _response(
+    provider: str,
+    model_name: str,
+    *,
+    thinking: str,
+    text: str,
+    refusal: Any,
+    calls: list[ToolCall],
+    finish_reason: Any,
+    usage: Any,
+    wire: Mapping[str, Any],
+) -> ModelResponse:
+    """The response for a finished turn, streamed or not.
+
+    A refusal arrives in its own field with `finish_reason: stop`; it becomes
+    the turn's text so the transcript shows what the model said.
+    """
+    reason = stop_reason(finish_reason, bool(calls))
+    if not text and isinstance(refusal, str) and refusal:
+        text, reason = refusal, "refusal"
+    blocks = assistant_blocks(thinking, text, calls, provider)
+    model, response_id = wire.get("model"), wire.get("id")
+    return ModelResponse(
+        message=Message("assistant", blocks, provider=provider, model=model_name),
+        usage=usage_of(usage),
+        stop_reason=reason,
+        model=model if isinstance(model, str) else None,
+        provider=provider,
+        response_id=response_id if isinstance(response_id, str) else None,
     )
 
 
@@ -426,26 +458,16 @@ class _StreamState:
         calls = []
         for pending in self.calls:
             arguments, raw = parse_arguments("".join(pending.arguments))
-            calls.append(
-                ToolCall(
-                    id=pending.id or new_call_id(),
-                    name=pending.name,
-                    arguments=arguments,
-                    raw_arguments=raw,
-                )
-            )
-        text = "".join(self.text)
-        if not text and self.refusal:
-            text = "".join(self.refusal)
-            reason: str = "refusal"
-        else:
-            reason = stop_reason(self.finish_reason, bool(calls))
-        blocks = assistant_blocks("".join(self.thinking), text, calls, self.provider)
-        return ModelResponse(
-            message=Message("assistant", blocks, provider=self.provider, model=self.model_name),
-            usage=usage_of(self.usage),
-            stop_reason=reason,
-            model=self.model,
-            provider=self.provider,
-            response_id=self.response_id,
+            call_id = pending.id or new_call_id()
+            calls.append(ToolCall(call_id, pending.name, arguments, raw_arguments=raw))
+        return _response(
+            self.provider,
+            self.model_name,
+            thinking="".join(self.thinking),
+            text="".join(self.text),
+            refusal="".join(self.refusal),
+            calls=calls,
+            finish_reason=self.finish_reason,
+            usage=self.usage,
+            wire={"id": self.response_id, "model": self.model},
         )

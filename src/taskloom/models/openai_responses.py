@@ -213,21 +213,23 @@ def _build_body(
     if settings.max_tokens is not None:
         body["max_output_tokens"] = settings.max_tokens
     reasoning = settings.reasoning
+    options: _Json = {}
     if reasoning is not None:
         options = {"effort": reasoning.effort, "summary": reasoning.summary}
         options = {k: v for k, v in options.items() if v is not None}
         if options:
             body["reasoning"] = options
     # Models without reasoning reject the include, so ask for it only when
-    # reasoning was requested or this provider already reasoned in the transcript.
-    if reasoning is not None or _holds_own_reasoning(request.messages):
+    # reasoning was requested (a thinking budget alone means nothing here) or
+    # this provider already reasoned in the transcript.
+    if options or _holds_own_reasoning(request.messages):
         body["include"] = [_ENCRYPTED_REASONING]
     if request.output_schema is not None:
         schema = dict(request.output_schema)
         body["text"] = {
             "format": {
                 "type": "json_schema",
-                "name": request.output_name,
+                "name": _SCHEMA_NAME.sub("_", request.output_name)[:64] or "output",
                 "schema": schema,
                 "strict": _is_strict_compatible(schema),
             }
@@ -330,6 +332,7 @@ def _function_call_output(result: ToolResult) -> _Json:
 
 
 _PLAIN_CALL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def _wire_call_id(call_id: str) -> str:

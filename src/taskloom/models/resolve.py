@@ -95,9 +95,10 @@ def split_spec(spec: str) -> tuple[str, str, str | None]:
 def resolve(spec: str, **options: Any) -> Model:
     """The model a spec names, built with `options` (`api_key=`, `base_url=`, ...).
 
-    Chat Completions servers need their key only where `PRESETS` says so; a
-    spec with `@<base_url>` needs none unless `api_key=` (or an
-    `api_key_env=` variable that is set) provides it, so a key meant for one
+    A Chat Completions server's URL is `base_url=`, else the spec's
+    `@<base_url>`, else `$<NAME>_BASE_URL`, else the `PRESETS` default. Its key
+    is required only where `PRESETS` says so; a spec with `@<base_url>` reads
+    no key variable unless `api_key_env=` names one, so a key meant for one
     server is never sent to another. Unknown prefixes raise
     `ConfigurationError` listing the known ones.
     """

@@ -32,8 +32,7 @@ SQLITE_SESSION_MIGRATIONS: tuple[Migration, ...] = (
             created_at REAL NOT NULL,
             metadata TEXT NOT NULL
         )""",
-        "CREATE INDEX IF NOT EXISTS taskloom_sessions_created"
-        " ON taskloom_sessions (created_at)",
+        "CREATE INDEX IF NOT EXISTS taskloom_sessions_created ON taskloom_sessions (created_at)",
         "CREATE INDEX IF NOT EXISTS taskloom_sessions_parent"
         " ON taskloom_sessions (parent_id, created_at)",
         "CREATE INDEX IF NOT EXISTS taskloom_sessions_agent"
@@ -167,7 +166,9 @@ class SQLiteStore:
         rows = await self._db.run(load)
         if rows is None:
             raise _not_found(session_id)
-        return [Entry(kind, json.loads(data), run_id, pos, at) for kind, data, run_id, pos, at in rows]
+        return [
+            Entry(kind, json.loads(data), run_id, pos, at) for kind, data, run_id, pos, at in rows
+        ]
 
     async def list(
         self, *, parent_id: str | None = None, agent: str | None = None, limit: int | None = None

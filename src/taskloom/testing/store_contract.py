@@ -65,7 +65,7 @@ UNICODE_SAMPLES = (
     "tab\tnewline\ncarriage\rreturn",
     "\x01\x1f\x7f control characters",
     "quote \" backslash \\ slash / apostrophe '",
-    "𝄞 𝕏 astral plane",
+    "\U0001d11e \U0001d54f astral plane",
     "\uffff noncharacter",
     "",
 )
@@ -302,7 +302,7 @@ class StoreContract:
     async def test_unicode_everywhere(self, store: SessionStore) -> None:
         sid = "séssion-🚀"
         await store.create(SessionMeta(sid, "agént-日本", None, 0.0, {"ключ": "значение"}))
-        data = {sample or "empty": sample for sample in UNICODE_SAMPLES}
+        data: dict[str, object] = {sample or "empty": sample for sample in UNICODE_SAMPLES}
         data["list"] = list(UNICODE_SAMPLES)
         await store.append(sid, Entry("kïnd-✓", data, run_id="rün-👩🏽‍💻"))
         [entry] = await store.load(sid)
@@ -335,7 +335,9 @@ class StoreContract:
         assert await ids(parent_id="root", limit=1) == ["c2"]
         assert await ids(limit=0) == []
         assert await ids(parent_id="nobody") == []
-        assert (await store.list(limit=1))[0] == SessionMeta("other", "coder", None, 1004.0, {"x": 1})
+        assert (await store.list(limit=1))[0] == SessionMeta(
+            "other", "coder", None, 1004.0, {"x": 1}
+        )
 
     async def test_delete_removes_session_and_log(self, store: SessionStore) -> None:
         await store.create(SessionMeta("gone", "a", None, 1.0))
@@ -553,4 +555,3 @@ async def _append_many(
         ]
     finally:
         await _close(store)
-

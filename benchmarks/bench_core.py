@@ -1,0 +1,153 @@
+"""Core overheads of taskloom, printed as a table.
+
+    python benchmarks/bench_core.py [--quick]
+
+- CPU per tool round on the scripted model (and with the model's own cost
+  subtracted, measured in the same run);
+- Agent construction time and memory (1,000 agents with one tool);
+- 10,000 concurrent runs of 3 tool rounds each: wall time, peak memory per run;
+- `import taskloom` time as a ratio to `import pydantic, httpx2`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+
+from taskloom import Agent, Runtime, ToolEffect, Usage, tool
+from taskloom.messages import Message
+from taskloom.models import ModelRequest, ScriptedModel, reply
+
+
+@tool(effect=ToolEffect.READ_ONLY)
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def script(rounds: int) -> list[object]:
+    usage = Usage(10, 5)
+    return [reply(tool_calls=[("add", {"a": i, "b": 1})], usage=usage) for i in range(rounds)] + [
+        reply("done", usage=usage)
+    ]
+
+
+async def cpu_per_round(runs: int) -> tuple[float, float]:
+    """(µs of CPU per model round, µs of it spent inside the scripted model)."""
+    runtime = Runtime()
+    agents = [Agent("bench", ScriptedModel(script(3)), tools=[add]) for _ in range(runs)]
+    gc.collect()
+    start = time.process_time()
+    for agent in agents:
+        session = await runtime.create_session(agent)
+        await session.run("go")
+    total = time.process_time() - start
+    rounds = runs * 4
+    # The scripted model's own share, measured alone on the same requests.
+    model = ScriptedModel(script(3) * runs)
+    request = ModelRequest(messages=(Message.user("go"),))
+    start = time.process_time()
+    for _ in range(rounds):
+        await model.request(request)
+    model_cost = time.process_time() - start
+    return total / rounds * 1e6, model_cost / rounds * 1e6
+
+
+def agent_construction(n: int = 1000) -> tuple[float, float]:
+    """(µs per Agent(...) with one tool, bytes per agent)."""
+    model = ScriptedModel([])
+    for _ in range(1000):
+        Agent("a", model, "instructions", [add])
+    timings = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(n * 20):
+            Agent("a", model, "instructions", [add])
+        timings.append((time.perf_counter() - start) / (n * 20))
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    keep = [Agent("a", model, "instructions", [add]) for _ in range(n)]
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    size = sum(s.size_diff for s in after.compare_to(before, "filename"))
+    del keep
+    return min(timings) * 1e6, size / n
+
+
+async def concurrent_runs(n: int) -> tuple[float, float, int]:
+    """(wall seconds, peak bytes per run, failures) for n concurrent 3-tool-round runs."""
+    runtime = Runtime()
+    agent_model = [ScriptedModel(script(3)) for _ in range(n)]
+    gc.collect()
+    tracemalloc.start()
+    start = time.perf_counter()
+
+    async def one(model: ScriptedModel) -> bool:
+        session = await runtime.create_session(Agent("c", model, tools=[add]))
+        result = await session.run("go")
+        return result.ok and result.rounds == 4
+
+    outcomes = await asyncio.gather(*(one(m) for m in agent_model), return_exceptions=True)
+    wall = time.perf_counter() - start
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    failures = sum(1 for o in outcomes if o is not True)
+    return wall, peak / n, failures
+
+
+def import_ratio(repeats: int = 9) -> tuple[float, float, float]:
+    """(ms import taskloom, ms import pydantic+httpx2, ratio), interpreter start-up subtracted."""
+
+    def best(code: str) -> float:
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True)
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    bare = best("pass")
+    ours = best("import taskloom") - bare
+    base = best("import pydantic, httpx2") - bare
+    return ours * 1e3, base * 1e3, ours / base
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    args = parser.parse_args()
+    runs = 300 if args.quick else 2000
+    concurrent = 1000 if args.quick else 10_000
+
+    per_round, model_share = asyncio.run(cpu_per_round(runs))
+    ctor_us, ctor_bytes = agent_construction()
+    wall, per_run, failures = asyncio.run(concurrent_runs(concurrent))
+    imp_ours, imp_base, imp_ratio = import_ratio()
+
+    rows = [
+        ("CPU per tool round (scripted model)", f"{per_round:.1f} µs", "≤ 50 µs"),
+        ("  of which the scripted model", f"{model_share:.1f} µs", ""),
+        ("  runtime only", f"{per_round - model_share:.1f} µs", ""),
+        ("Agent(...) with one tool", f"{ctor_us:.2f} µs", "≤ 5 µs"),
+        ("  memory per agent", f"{ctor_bytes:.0f} B", "≤ 4096 B"),
+        (f"{concurrent:,} concurrent runs × 3 tool rounds", f"{wall:.2f} s, {failures} failed", "0 failed"),
+        ("  peak memory per run", f"{per_run / 1024:.1f} KiB", ""),
+        ("import taskloom", f"{imp_ours:.0f} ms vs {imp_base:.0f} ms", "≤ 1.25×"),
+        ("  ratio to import pydantic, httpx2", f"{imp_ratio:.2f}×", ""),
+    ]
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure':<{width}}  {'value':>26}  target")
+    print("-" * (width + 40))
+    for name, value, target in rows:
+        print(f"{name:<{width}}  {value:>26}  {target}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,7 @@
+"""`python -m taskloom` runs the `taskloom` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
