@@ -9,7 +9,7 @@ For each backend (memory, SQLite, PostgreSQL when reachable):
   with nothing pending, in µs, on a session whose inbox holds 1,000
   acknowledged notices (the history a long session accumulates).
 
-Run: `python benchmarks/bench_notices.py` (about half a minute).
+Run: `python benchmarks/bench_notices.py` (about ten seconds).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,7 +105,7 @@ async def _sqlite() -> AsyncIterator[Backend]:
         path = Path(tmp) / "bench.db"
         registry, inbox = SQLiteActivityRegistry(path), SQLiteNoticeInbox(path)
         try:
-            yield Backend("SQLite", registry, inbox, 2_000, 3_000)
+            yield Backend("SQLite", registry, inbox, 5_000, 10_000)
         finally:
             await registry.close()
             await inbox.close()
@@ -119,7 +119,8 @@ async def _postgres() -> AsyncIterator[Backend | None]:
 
         from taskloom.background.postgres import PostgresActivityRegistry, PostgresNoticeInbox
 
-        (await psycopg.AsyncConnection.connect(PG_DSN, connect_timeout=3)).close()
+        probe = await psycopg.AsyncConnection.connect(PG_DSN, connect_timeout=3)
+        await probe.close()
     except Exception as exc:  # no driver or no server: report and go on
         print(f"PostgreSQL skipped: {exc}")
         yield None
@@ -128,7 +129,7 @@ async def _postgres() -> AsyncIterator[Backend | None]:
     registry = PostgresActivityRegistry(PG_DSN, schema=schema)
     inbox = PostgresNoticeInbox(PG_DSN, schema=schema)
     try:
-        yield Backend("PostgreSQL", registry, inbox, 2_000, 2_000)
+        yield Backend("PostgreSQL", registry, inbox, 5_000, 5_000)
     finally:
         await registry.close()
         await inbox.close()
@@ -140,9 +141,13 @@ async def _postgres() -> AsyncIterator[Backend | None]:
 
 async def main() -> None:
     rows: list[Row] = []
-    backends: list[Callable[[], AsyncIterator[Backend | None]]] = [_memory, _sqlite, _postgres]  # type: ignore[list-item]
+    backends: list[Callable[[], AbstractAsyncContextManager[Backend | None]]] = [
+        _memory,
+        _sqlite,
+        _postgres,
+    ]
     for open_backend in backends:
-        async with open_backend() as backend:  # type: ignore[attr-defined]
+        async with open_backend() as backend:
             if backend is not None:
                 rows.append(await _measure(backend))
     print(f"{'backend':<12}{'pushed/s':>12}{'delivered/s':>14}{'idle round_start':>20}")

@@ -495,8 +495,9 @@ async def test_parse_whole_response() -> None:
         ToolCall("toolu_1", "weather", {"city": "Oslo"}),
         ToolCall("toolu_2", "weather", {}, raw_arguments='"oops"'),
     ]
+    # Input counts the whole prompt: uncached 10, plus 4 read and 6 written.
     assert response.usage.to_dict() == {
-        "input_tokens": 10,
+        "input_tokens": 20,
         "output_tokens": 5,
         "cache_read_tokens": 4,
         "cache_write_tokens": 6,
@@ -580,7 +581,7 @@ async def test_stream_text_thinking_and_tools() -> None:
     assert response.stop_reason == "tool_use"
     assert response.response_id == "msg_s"
     # Input and cache figures come from message_start, output from message_delta.
-    assert (response.usage.input_tokens, response.usage.output_tokens) == (7, 42)
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (7 + 3, 42)
     assert (response.usage.cache_read_tokens, response.usage.requests) == (3, 1)
 
 
@@ -597,7 +598,7 @@ async def test_stream_usage_in_message_delta_replaces_message_start() -> None:
     )
     events, _ = await stream_events(text)
     usage = events[-1].response.usage
-    assert (usage.input_tokens, usage.output_tokens) == (70, 9)
+    assert (usage.input_tokens, usage.output_tokens) == (70 + 30 + 5, 9)
     assert (usage.cache_read_tokens, usage.cache_write_tokens) == (30, 5)
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["hi"]
 
@@ -750,3 +751,11 @@ async def test_connection_failure_is_a_transport_error() -> None:
 
     with pytest.raises(TransportError):
         await Server(refuse).model().request(ask())
+
+
+async def test_events_after_message_stop_are_read_but_ignored() -> None:
+    text = sse(block_start(0, {"type": "text", "text": "done"}), block_stop(0))
+    text += sse(block_start(0, {"type": "text", "text": " and more"})).split("\n\n", 1)[1]
+    events, _ = await stream_events(text)
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["done"]
+    assert events[-1].response.text == "done"

@@ -15,7 +15,7 @@ from taskloom.background.activities import (
     BackgroundNotice,
     NoticeInbox,
 )
-from taskloom.background.lifecycle import DeleteRefused, Lifecycle, Listeners
+from taskloom.background.lifecycle import DeleteRefused, Lifecycle, Listeners, Reopen
 from taskloom.background.memory import MemoryActivityRegistry, MemoryNoticeInbox
 from taskloom.background.sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
 from taskloom.events import WorkFinished
@@ -257,7 +257,7 @@ async def test_refused_delete_reopens_what_was_closed_and_clears_nothing(
 
     def closer(name: str) -> None:
         @listeners.on_delete
-        async def close(session: str) -> object:
+        async def close(session: str) -> Reopen:
             journal.append(f"close {name}")
 
             async def reopen() -> None:
@@ -298,17 +298,18 @@ async def test_failing_reopen_still_reopens_the_rest(backend: Backend) -> None:
     async def reopen_broken() -> None:
         raise RuntimeError("cannot reopen")
 
-    async def first(session: str) -> object:
+    async def first(session: str) -> Reopen:
         return reopen_ok
 
-    async def second(session: str) -> object:
+    async def second(session: str) -> Reopen:
         return reopen_broken
 
     async def refuse(session: str) -> None:
         raise DeleteRefused("no")
 
-    for hook in (first, second, refuse):
-        listeners.on_delete(hook)  # type: ignore[arg-type]
+    listeners.on_delete(first)
+    listeners.on_delete(second)
+    listeners.on_delete(refuse)
     with pytest.raises(DeleteRefused) as refused:
         await listeners.delete(SESSION)
     assert reopened == ["ok"]

@@ -95,15 +95,7 @@ def _out_of_scope(body: dict[str, Any]) -> str | None:
 # --- reading a recorded request back into taskloom values -------------------
 
 
-@dataclass
-class Recorded:
-    """A recorded request as a taskloom request, plus what it could not express."""
-
-    request: ModelRequest
-    provider_of_thinking: str
-    keys_read: set[str] = field(default_factory=set)
-
-
+# Request keys the reader turns into taskloom values; the rest rides in `extra`.
 _READ_KEYS = {
     "model",
     "messages",

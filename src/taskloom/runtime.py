@@ -332,6 +332,12 @@ class Session:
         await self.runtime.store.append(self.id, Entry(EntryKind.STEER, {"text": text}))
         self.runtime._notify(self.id)
 
+    async def request_stop(self, reason: str | None = None) -> None:
+        """Ask the session's running run to stop at its next boundary, from any
+        process sharing the store (the run ends STOPPED; later runs are unaffected)."""
+        await self.runtime.store.append(self.id, Entry(EntryKind.STOP_REQUEST, {"reason": reason}))
+        self.runtime._notify(self.id)
+
     async def set_model(self, model: Model | str) -> None:
         """Use another model from the next request on; persisted on the session."""
         if isinstance(model, str):

@@ -78,7 +78,9 @@ class Lifecycle:
 
         Returns False, without calling `start`, when the kind is at its cap
         (`kind_cap`, else `kind_caps[activity.kind]`). If `start` raises, the
-        registration is removed and the exception propagates.
+        registration is removed and the exception propagates. `activity.id`
+        must be new to the session: the registry treats a live id as the same
+        activity re-registered.
         """
         cap = kind_cap if kind_cap is not None else self._kind_caps.get(activity.kind)
         # Register first: work that is running but not registered is invisible
@@ -89,7 +91,9 @@ class Lifecycle:
         try:
             await _maybe_await(start())
         except BaseException:
-            # Cancellation included: nothing started, so nothing may look running.
+            # Cancellation included: a start that did not complete must not
+            # look running. If it got far enough to run anyway, its `finish`
+            # still delivers: the inbox does not need the registration.
             await self.registry.remove(session, activity.id)
             raise
         return True
@@ -103,6 +107,8 @@ class Lifecycle:
         """
         if not await self.registry.renew(session, activity_id, self._lease_for(lease)):
             return False
+        # Renew first: the session is kept alive only on behalf of work that
+        # is provably still registered, never for work that already vanished.
         if self._keep_alive is not None:
             await self._keep_alive(session)
         return True
@@ -114,7 +120,8 @@ class Lifecycle:
         push was the first for the notice id, so racing or repeated finishes
         announce once; then the registration of `notice.activity_id` goes.
         If the push raises, the registration stays and the exception
-        propagates: calling `finish` again is the retry.
+        propagates: calling `finish` again is the retry. An exception from
+        `emit` propagates too, after the registration is removed.
         """
         # Push first: in the other order there is a window where neither the
         # registry nor the inbox knows the item, and a crash there loses the
@@ -123,6 +130,8 @@ class Lifecycle:
         # treat an activity with a notice as finished.
         first = await self.inbox.push(session, notice)
         try:
+            # The push's answer is the one place that knows, across tasks and
+            # processes, who delivered the result: only that caller announces.
             if first and self._emit is not None:
                 await _maybe_await(
                     self._emit(
@@ -198,9 +207,9 @@ class Listeners:
     async def delete(self, session: str) -> None:
         """Run every delete hook, then clear the session's registry and inbox.
 
-        If a hook raises (or clearing fails), the hooks that already ran are
-        reopened and the exception propagates; nothing is cleared by a
-        refused delete.
+        If a hook raises, the hooks that already ran are reopened, nothing is
+        cleared and the exception propagates. If clearing fails, the hooks
+        are reopened as well, so the delete can simply be tried again.
         """
         reopens: list[Reopen] = []
         try:

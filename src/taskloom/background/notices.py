@@ -21,17 +21,23 @@ from builtins import list as _list
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .activities import ActivityRegistry, BackgroundActivity, BackgroundNotice, NoticeInbox
+from .activities import (
+    ActivityRegistry,
+    BackgroundActivity,
+    BackgroundNotice,
+    NoticeInbox,
+    NoticeStatus,
+)
 
 __all__ = ["Delivery", "RunNotices"]
 
 _PREFIX = "[background]"
 
 _ENDED = {
-    "done": "finished",
-    "failed": "failed",
-    "timed_out": "timed out",
-    "stopped": "was stopped",
+    NoticeStatus.DONE: "finished",
+    NoticeStatus.FAILED: "failed",
+    NoticeStatus.TIMED_OUT: "timed out",
+    NoticeStatus.STOPPED: "was stopped",
 }
 
 

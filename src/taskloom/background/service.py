@@ -1,40 +1,240 @@
-"""The runtime's background service: where runs find their notices.
+"""The runtime's background service: registry, inbox, lifecycle, and the work it runs.
 
-Until a registry and inbox are configured, there is nothing in the
-background and runs skip notice delivery entirely (no per-round cost).
+`start` runs a piece of work in a task under a lease: the activity is
+registered before the work starts, renewed while it runs, and finished with
+a notice in the session's inbox — which the session's runs deliver to the
+model at their next round boundary, acknowledged only once the model's answer
+is persisted. Work started in another process finishes into the same inbox
+when the backends are durable (SQLite, PostgreSQL).
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigurationError
+from ..events import Event
+from .activities import ActivityRegistry, BackgroundActivity, BackgroundNotice, NoticeInbox, NoticeStatus
+from .lifecycle import Lifecycle, Listeners
+from .notices import Delivery, RunNotices
 
 if TYPE_CHECKING:
     from ..loop.context import ToolContext
     from ..runtime import Runtime
 
-__all__ = ["BackgroundService"]
+__all__ = ["BackgroundService", "Work", "WorkResult"]
+
+WorkResult = str | tuple[str, str]
+"""What work returns: its text, or `(status, text)` with a `NoticeStatus`."""
+
+Work = Callable[[], Awaitable[WorkResult]]
 
 
 class BackgroundService:
-    """Background work of one runtime."""
+    """Background work of one runtime (see the module docstring).
 
-    def __init__(self, runtime: Runtime) -> None:
+    `lease` is how long a registration lives without renewal; work renews
+    it every `lease / 3` seconds while it runs.
+    """
+
+    def __init__(
+        self,
+        registry: ActivityRegistry,
+        inbox: NoticeInbox,
+        *,
+        lease: float = 30.0,
+        runtime: Runtime | None = None,
+    ) -> None:
+        self.registry = registry
+        self.inbox = inbox
+        self.lease = lease
         self._runtime = runtime
+        self.lifecycle = Lifecycle(registry, inbox, self._on_finished, lease=lease)
+        self.listeners = Listeners(registry, inbox)
+        self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._runs: dict[str, RunNotices] = {}
+        self.emit: Callable[[Event], None] | None = None
 
     @classmethod
     def for_store(cls, runtime: Runtime) -> BackgroundService:
         """The service on the same backend as the runtime's store."""
-        return cls(runtime)
+        store = runtime.store
+        name = type(store).__name__
+        registry: ActivityRegistry
+        inbox: NoticeInbox
+        if name == "SQLiteStore":
+            from .sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
 
-    def run_notices(self, session_id: str, run_id: str) -> Any:
-        """Per-run notice delivery, or None when nothing runs in the background."""
-        return None
+            path = store.path  # type: ignore[attr-defined]
+            registry, inbox = SQLiteActivityRegistry(path), SQLiteNoticeInbox(path)
+        elif name == "PostgresStore":
+            from .postgres import PostgresActivityRegistry, PostgresNoticeInbox
 
-    async def start(self, ctx: ToolContext, kind: str, description: str, work: Any, **options: Any) -> str:
-        """Start background work for the calling tool's session."""
-        raise ConfigurationError("background work is not configured on this runtime")
+            url = store.url  # type: ignore[attr-defined]
+            schema = getattr(store, "schema", None)
+            registry = PostgresActivityRegistry(url, schema=schema)
+            inbox = PostgresNoticeInbox(url, schema=schema)
+        else:
+            from .memory import MemoryActivityRegistry, MemoryNoticeInbox
+
+            registry, inbox = MemoryActivityRegistry(), MemoryNoticeInbox()
+        return cls(registry, inbox, runtime=runtime)
+
+    # ------------------------------------------------------------ runs
+
+    def run_notices(self, session_id: str, run_id: str) -> RunNotices:
+        """Notice delivery for one run (registered so work it starts is reminded of)."""
+        notices = RunNotices(self.registry, self.inbox, session_id)
+        self._runs[run_id] = notices
+        return notices
+
+    def run_ended(self, run_id: str) -> None:
+        """Forget a run's notices (called by the loop when the run ends)."""
+        self._runs.pop(run_id, None)
+
+    async def ack(self, session_id: str, delivery: Delivery) -> None:
+        """Acknowledge what a persisted assistant message carried."""
+        if delivery.ack_ids:
+            await self.inbox.ack(session_id, delivery.ack_ids)
+
+    # ------------------------------------------------------------ work
+
+    async def start(
+        self,
+        ctx: ToolContext,
+        kind: str,
+        description: str,
+        work: Work,
+        *,
+        lease: float | None = None,
+        kind_cap: int | None = None,
+        activity_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> str:
+        """Run `work` in the background of the calling tool's session.
+
+        Returns the activity id at once. The work's result (or its failure)
+        becomes a notice; the run that started it is reminded of it if the
+        model tries to finish first. Raises `BackgroundCapReached` when the
+        kind is at its cap.
+        """
+        return await self.spawn(
+            ctx.session_id,
+            kind,
+            description,
+            work,
+            run_id=ctx.run_id,
+            lease=lease,
+            kind_cap=kind_cap,
+            activity_id=activity_id,
+            metadata=metadata,
+        )
+
+    async def spawn(
+        self,
+        session_id: str,
+        kind: str,
+        description: str,
+        work: Work,
+        *,
+        run_id: str | None = None,
+        lease: float | None = None,
+        kind_cap: int | None = None,
+        activity_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> str:
+        """`start` without a tool context: for hosts and workers."""
+        aid = activity_id or f"{kind}-{uuid.uuid4().hex[:12]}"
+        activity = BackgroundActivity(aid, kind, description, time.time(), run_id, metadata or {})
+        term = lease if lease is not None else self.lease
+
+        def launch() -> None:
+            task = asyncio.get_running_loop().create_task(self._supervise(session_id, activity, work, term))
+            self._tasks[(session_id, aid)] = task
+            task.add_done_callback(lambda _: self._tasks.pop((session_id, aid), None))
+
+        if not await self.lifecycle.begin(session_id, activity, launch, lease=term, kind_cap=kind_cap):
+            raise BackgroundCapReached(kind, kind_cap)
+        if run_id is not None and run_id in self._runs:
+            self._runs[run_id].mark_started(aid)
+        return aid
+
+    async def _supervise(self, session_id: str, activity: BackgroundActivity, work: Work, lease: float) -> None:
+        heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(session_id, activity.id, lease))
+        status, text = NoticeStatus.DONE, ""
+        try:
+            out = await work()
+            status, text = out if isinstance(out, tuple) else (NoticeStatus.DONE, out)
+        except asyncio.CancelledError:
+            status, text = NoticeStatus.STOPPED, "stopped before it finished"
+        except Exception as exc:
+            status, text = NoticeStatus.FAILED, f"{type(exc).__name__}: {exc}"
+        finally:
+            heartbeat.cancel()
+        notice = BackgroundNotice(
+            f"{activity.id}:end", activity.id, activity.kind, text, status, time.time(), {"description": activity.description}
+        )
+        # Retry a failing push a few times: until it succeeds the activity
+        # stays registered (its lease lapses on its own if we give up).
+        for attempt in range(5):
+            try:
+                await self.lifecycle.finish(session_id, notice)
+                return
+            except Exception:
+                await asyncio.sleep(0.05 * 2**attempt)
+
+    async def _heartbeat(self, session_id: str, activity_id: str, lease: float) -> None:
+        while True:
+            await asyncio.sleep(lease / 3)
+            try:
+                await self.lifecycle.alive(session_id, activity_id, lease=lease)
+            except Exception:
+                pass  # the next beat tries again; the lease covers two misses
+
+    async def stop(self, session_id: str, activity_id: str) -> bool:
+        """Stop work this process runs; its notice says it was stopped. False if not ours."""
+        task = self._tasks.get((session_id, activity_id))
+        if task is None:
+            return False
+        task.cancel()
+        try:
+            await task
+        except BaseException:
+            pass
+        return True
+
+    def running_here(self, session_id: str) -> list[str]:
+        """Ids of the session's work that runs in this process."""
+        return [aid for (sid, aid) in self._tasks if sid == session_id]
+
+    async def _on_finished(self, event: Event) -> None:
+        if self.emit is not None:
+            self.emit(event)
+        if self._runtime is not None:
+            self._runtime._notify(event.session_id)
 
     async def close(self) -> None:
-        """Stop what this service started."""
+        """Stop all work this process runs and release the backends."""
+        for task in list(self._tasks.values()):
+            task.cancel()
+        for task in list(self._tasks.values()):
+            try:
+                await task
+            except BaseException:
+                pass
+        for backend in (self.registry, self.inbox):
+            close = getattr(backend, "close", None)
+            if close is not None:
+                await close()
+
+
+class BackgroundCapReached(Exception):
+    """Too many activities of one kind are running in the session."""
+
+    def __init__(self, kind: str, cap: int | None) -> None:
+        super().__init__(f"at most {cap} '{kind}' activities may run at once in a session")
+        self.kind = kind
+        self.cap = cap

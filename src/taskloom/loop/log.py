@@ -45,6 +45,7 @@ class SessionLog:
         "reasoning",
         "reasoning_set",
         "requests",
+        "stop_position",
         "_folded",
     )
 
@@ -59,6 +60,7 @@ class SessionLog:
         self.requests: dict[str, dict[str, Any]] = {}
         self.decisions: dict[str, dict[str, Any]] = {}
         self._folded: set[int] = set()
+        self.stop_position = 0
 
     def apply(self, entry: Entry, message: Message | None = None) -> None:
         """Fold one entry in (entries arrive in position order; repeats are ignored).
@@ -93,6 +95,8 @@ class SessionLog:
                 raw = data.get("reasoning")
                 self.reasoning = ReasoningOptions.from_dict(raw) if raw else None
                 self.reasoning_set = True
+        elif kind == EntryKind.STOP_REQUEST:
+            self.stop_position = entry.position
         elif kind == EntryKind.APPROVAL_REQUEST:
             self.requests[str(data["call_id"])] = dict(data)
         elif kind == EntryKind.APPROVAL_DECISION:

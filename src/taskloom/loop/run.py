@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..errors import TaskloomError
 from ..events import (
     ApprovalRequested,
     Event,
@@ -82,7 +83,9 @@ class RunLoop:
         self.fixes_used = 0
         self.output: Any = None
         self._held: Delivery | None = None
-        self.notices = session.runtime.background.run_notices(session.id, self.run_id)
+        self.start_position = 0
+        self.background = session.runtime.background
+        self.notices = self.background.run_notices(session.id, self.run_id)
 
     # ------------------------------------------------------------ events
 
@@ -94,27 +97,34 @@ class RunLoop:
 
     async def run(self, user: Message | None, *, resume: bool = False) -> RunResult:
         """Run to an end status; provider and configuration errors propagate."""
+        try:
+            return await self._run(user, resume)
+        finally:
+            self.background.run_ended(self.run_id)
+
+    async def _run(self, user: Message | None, resume: bool) -> RunResult:
         session = self.session
         await session._sync()
         if not resume:
             parked = session.log.parked()
             if parked:
-                from ..errors import TaskloomError
-
                 raise TaskloomError(
                     f"session {session.id} is awaiting approval for "
                     f"{', '.join(c.id for c in parked)}: approve or deny, then resume()"
                 )
         await session._repair_interrupted(self.run_id)
+        # Stop requests written before this run started are not for it.
+        self.start_position = session.log.position
         await session._append(Entry(EntryKind.RUN_STARTED, {"agent": session.agent.name, "resume": resume}, self.run_id))
         self._event(RunStarted, run_id=self.run_id, agent=session.agent.name)
         if user is not None:
             await session._append_message(user, self.run_id)
         try:
             if resume:
-                decision = await self._resume_parked()
-                await self._decide(decision)
+                await self._decide(await self._resume_parked())
             while True:
+                # 1. limits, after folding in what other processes wrote
+                await session._sync()
                 self._check_limits()
                 await self._round()
         except _Ended as end:
@@ -135,20 +145,19 @@ class RunLoop:
     async def _round(self) -> None:
         session = self.session
         # 2. deferred items and steering, in arrival order
-        await session._sync()
         await self._fold_pending()
         # 3. background notices
-        delivery = await self.notices.round_start() if self.notices is not None else None
+        delivery = await self.notices.round_start()
         if self._held is not None:
-            delivery = self._held if delivery is None else self._held.merge(delivery)
+            delivery = self._held if delivery is None else _merge(self._held, delivery)
             self._held = None
         # 4. ask the model
         response = await self._ask(delivery)
         # 5. commit the assistant message with the notices it carried
         message = response.message
         await session._append_message(message, self.run_id, delivered=delivery)
-        if delivery is not None and self.notices is not None:
-            await self.notices.ack(delivery)
+        if delivery is not None:
+            await self.background.ack(session.id, delivery)
         self.rounds += 1
         self.opts._meter.add(response.usage)  # type: ignore[union-attr]
         calls = message.tool_calls
@@ -176,11 +185,12 @@ class RunLoop:
         await session._sync()
         if session.log.pending:
             return
-        if self.notices is not None:
-            final = await self.notices.before_final()
-            if final is not None:
-                await self._deliver_before_final(final)
-                return
+        final = await self.notices.before_final()
+        if final is not None:
+            # Held for the next round: it rides on that round's assistant
+            # entry and is acknowledged only once that entry is persisted.
+            self._held = final
+            return
         await self._check_output(message)
 
     async def _tool_round(self, calls: list[ToolCall]) -> None:
@@ -259,6 +269,11 @@ class RunLoop:
 
     async def _commit_results(self, results: list[ToolResult]) -> RoundDecision:
         await self.session._append_message(Message.tool_results(results), self.run_id)
+        # Notices a tool showed the model itself (e.g. background_wait) are
+        # acknowledged now that the results carrying them are persisted.
+        seen = self.notices.take_seen()
+        if seen:
+            await self.background.inbox.ack(self.session.id, seen)
         self._event(RoundCommitted, run_id=self.run_id, round=self.rounds, boundary=RoundBoundary.TOOL_RESULTS_COMMITTED.value)
         return await self._strategy(
             RoundContext(
@@ -306,7 +321,7 @@ class RunLoop:
 
     def _check_limits(self) -> None:
         o = self.opts
-        if o.stop.is_set:
+        if o.stop.is_set or self.session.log.stop_position > self.start_position:
             raise _Ended(RunStatus.STOPPED)
         remaining = o.remaining
         if remaining is not None and remaining <= 0:
@@ -324,11 +339,6 @@ class RunLoop:
             await self.session._append_message(
                 Message.user(fold_text(pending)), self.run_id, folds=[e.position for e in pending]
             )
-
-    async def _deliver_before_final(self, delivery: Delivery) -> None:
-        # Held for the next round: it rides on that round's assistant entry
-        # and is acknowledged only once that entry is persisted.
-        self._held = delivery
 
     async def _check_output(self, message: Message) -> None:
         agent = self.session.agent
@@ -456,6 +466,10 @@ class RunLoop:
         )
         self._event(RunFinished, result=result)
         return result
+
+
+def _merge(first: Delivery, second: Delivery) -> Delivery:
+    return type(first)(first.text + "\n" + second.text, (*first.ack_ids, *second.ack_ids))
 
 
 def _jsonable(value: Any) -> Any:

@@ -390,11 +390,16 @@ def _block(d: Mapping[str, Any]) -> Block | None:
 
 def _usage(raw: Mapping[str, Any]) -> Usage:
     details = raw.get("output_tokens_details") or {}
+    read = int(raw.get("cache_read_input_tokens") or 0)
+    written = int(raw.get("cache_creation_input_tokens") or 0)
     return Usage(
-        input_tokens=int(raw.get("input_tokens") or 0),
+        # Anthropic counts cache reads and writes apart from `input_tokens`;
+        # taskloom's input is the whole prompt, as OpenAI reports it, so token
+        # budgets mean the same thing on every provider.
+        input_tokens=int(raw.get("input_tokens") or 0) + read + written,
         output_tokens=int(raw.get("output_tokens") or 0),
-        cache_read_tokens=int(raw.get("cache_read_input_tokens") or 0),
-        cache_write_tokens=int(raw.get("cache_creation_input_tokens") or 0),
+        cache_read_tokens=read,
+        cache_write_tokens=written,
         reasoning_tokens=int(details.get("thinking_tokens") or 0),
         requests=1,
     )
@@ -582,11 +587,12 @@ class AnthropicModel:
         client = self._client or default_client()
         assembler = _StreamAssembler()
         async with open_stream(client, self.url, body, self._request_headers(), PROVIDER) as resp:
+            # Read on to the end of the body even after message_stop: a body left
+            # unread makes the client close the connection instead of reusing it.
             async for sse in iter_sse(resp, PROVIDER):
-                for event in assembler.feed(loads_event(sse, PROVIDER)):
-                    yield event
-                if assembler.done:
-                    break
+                if not assembler.done:
+                    for event in assembler.feed(loads_event(sse, PROVIDER)):
+                        yield event
         if not assembler.done:
             raise TransportError("stream ended before message_stop", provider=PROVIDER)
         yield ResponseCompleted(self._response(assembler.content(), assembler.message, output_tool))

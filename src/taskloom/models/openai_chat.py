@@ -205,9 +205,14 @@ class OpenAIChatModel:
         body = self.body(request, stream=True)
         async with open_stream(client, self._url, body, self._headers, self._provider) as response:
             async for sse in iter_sse(response, self._provider):
+                # Read on past [DONE] to the end of the body (nothing follows
+                # it): leaving the reader generators half-done would hand each
+                # of them to the event loop's finalizer, a task apiece.
+                if state.done:
+                    continue
                 if sse.data == "[DONE]":
                     state.done = True
-                    return
+                    continue
                 chunk = loads_event(sse, self._provider)
                 if isinstance(chunk, Mapping):
                     yield chunk

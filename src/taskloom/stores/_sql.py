@@ -131,7 +131,12 @@ class SQLiteDatabase:
         self._pending[component] = migrations
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Call `fn(connection)` on the worker thread and return its result."""
+        """Call `fn(connection)` on the worker thread and return its result.
+
+        Cancelling the caller withdraws `fn` if it has not started; once
+        started it runs to its end, so a transaction inside it either commits
+        or rolls back whole, whether or not anyone still awaits it.
+        """
         if self._closed:
             raise RuntimeError(f"SQLite database {str(self.path)!r} is closed")
         if self._executor is None:
@@ -163,7 +168,6 @@ class SQLiteDatabase:
             self.path, timeout=self._busy_timeout, isolation_level=None, cached_statements=256
         )
         try:
-            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")
             conn.execute("PRAGMA foreign_keys = ON")
@@ -284,6 +288,8 @@ class PostgresDatabase:
                 )
                 try:
                     await pool.open(wait=True, timeout=self._open_timeout)
+                    if self._closed:  # close() ran while the pool was opening
+                        raise RuntimeError("PostgreSQL database is closed")
                 except BaseException:
                     await pool.close()
                     raise

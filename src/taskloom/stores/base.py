@@ -25,6 +25,7 @@ class EntryKind:
 
     MESSAGE = "message"
     STEER = "steer"
+    STOP_REQUEST = "stop_request"
     DEFERRED = "deferred"
     APPROVAL_REQUEST = "approval_request"
     APPROVAL_DECISION = "approval_decision"

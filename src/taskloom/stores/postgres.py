@@ -16,13 +16,16 @@ from __future__ import annotations
 import asyncio
 import random
 from builtins import list as _list
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..background.leases import Clock, system_clock
 from ..background.leases_postgres import PostgresLeases
 from ..errors import SessionNotFound, StaleLeaseError
 from ._sql import Migration, PostgresDatabase, dump_json
 from .base import Entry, Fence, SessionMeta
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
 
 __all__ = ["POSTGRES_SESSION_MIGRATIONS", "PostgresStore"]
 
@@ -168,7 +171,7 @@ class PostgresStore:
                 except ForeignKeyViolation:
                     raise _not_found(session_id) from None
 
-    async def _insert(self, conn: Any, params: dict[str, Any]) -> int:
+    async def _insert(self, conn: AsyncConnection[Any], params: dict[str, Any]) -> int:
         attempt = 0
         while True:
             row = await (await conn.execute(self._sql_append, params)).fetchone()

@@ -85,7 +85,9 @@ def _activity(activity_id: str, kind: str = "shell", **extra: Any) -> Background
 
 
 def _notice(notice_id: str, text: str = "", **extra: Any) -> BackgroundNotice:
-    return BackgroundNotice(notice_id, f"act-{notice_id}", "shell", text or f"result {notice_id}", **extra)
+    return BackgroundNotice(
+        notice_id, f"act-{notice_id}", "shell", text or f"result {notice_id}", **extra
+    )
 
 
 # ---------------------------------------------------------------- processes

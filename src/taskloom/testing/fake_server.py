@@ -125,7 +125,8 @@ class ErrorReply:
 
 @dataclass(frozen=True, slots=True)
 class Drop:
-    """Close the connection after `after_events` streamed events of `reply`.
+    """Close the connection after `after_events` streamed events of `reply` (at most
+    all but its final event, so the stream is always incomplete).
 
     A non-streamed request gets nothing at all when `after_events` is 0, else
     the status line, headers and half of the JSON body. With `ends_cleanly` a
@@ -663,7 +664,7 @@ class FakeServer:
             FakeToolCall(
                 spec[0],
                 spec[1] if isinstance(spec[1], str) else _dumps(dict(spec[1])).decode(),
-                spec[2] if len(spec) > 2 else None,  # type: ignore[misc]
+                spec[2] if len(spec) > 2 else None,
             )
             for spec in tool_calls
         )
@@ -833,13 +834,14 @@ class FakeServer:
         except (ConnectionError, asyncio.IncompleteReadError, _BadRequest, ValueError):
             pass
         except asyncio.CancelledError:
-            # `stop` cancels connections it closes; ending normally keeps asyncio
-            # from logging the cancellation as an error of the connection callback.
-            pass
+            pass  # see below
         finally:
             self._tasks.discard(task)
             writer.close()
-            with suppress(Exception):
+            # `stop` cancels connections, maybe while they wait here; ending the
+            # task normally keeps asyncio from logging the cancellation as an
+            # error of the connection callback.
+            with suppress(Exception, asyncio.CancelledError):
                 await writer.wait_closed()
 
     async def _answer(
@@ -872,21 +874,33 @@ class FakeServer:
             await self._send_error(writer, wire, ErrorReply(401), None)
             return keep_alive
         self._answered += 1
-        call = _Call(body, self._answered)
         item = self._next_item()
         if item is None:
             message = "FakeServer script exhausted: no scripted answer left for this request"
             item = ErrorReply(500, error_type="script_exhausted", message=message)
+        return (
+            await self._play(item, wire, _Call(body, self._answered), reader, writer) and keep_alive
+        )
+
+    async def _play(
+        self,
+        item: ScriptItem,
+        wire: _Wire,
+        call: _Call,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> bool:
+        """Answer with one script item; False when it leaves the connection unusable."""
         if isinstance(item, ErrorReply):
             await self._send_error(writer, wire, item, call)
-            return keep_alive
+            return True
         if isinstance(item, Hang):
             await reader.read()
             return False
         if isinstance(item, StreamError) and not call.is_stream:
             error = ErrorReply(item.status, error_type=item.error_type, message=item.message)
             await self._send_error(writer, wire, error, call)
-            return keep_alive
+            return True
         reply = item if isinstance(item, FakeReply) else item.reply or DEFAULT_REPLY
         if reply.delay:
             await asyncio.sleep(reply.delay)
@@ -898,9 +912,9 @@ class FakeServer:
                 cut = payload[: len(payload) // 2]
                 sent = cut if isinstance(item, Malformed) else payload
                 await self._send(writer, 200, self._json_headers(wire, call, sent), cut)
-                return isinstance(item, Malformed) and keep_alive
+                return isinstance(item, Malformed)
             await self._send(writer, 200, self._json_headers(wire, call, payload), payload)
-            return keep_alive
+            return True
         frames = wire.events(reply, call)
         if isinstance(item, Drop | Malformed | StreamError):
             n = max(0, min(item.after_events, len(frames) - 1))
@@ -916,7 +930,7 @@ class FakeServer:
             frames = kept
         is_complete = not isinstance(item, Drop) or item.ends_cleanly
         await self._stream(writer, wire, call, frames, reply.chunk_delay, is_complete)
-        return keep_alive and is_complete
+        return is_complete
 
     def _is_authorized(self, wire: _Wire, headers: Mapping[str, str]) -> bool:
         if wire.provider == "anthropic":

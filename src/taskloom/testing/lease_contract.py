@@ -28,14 +28,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
+from ..background.leases import Leases
 from ..stores.base import Fence
-
-if TYPE_CHECKING:
-    from ..background.leases import Leases
 
 __all__ = ["FakeClock", "LeaseContract"]
 
@@ -83,6 +81,9 @@ class LeaseContract:
         pytest.skip("no `reopen` fixture: leases kept in process memory have nothing to reopen")
 
     # -- acquisition and contention -------------------------------------------------
+
+    async def test_implements_the_protocol(self, leases: Leases) -> None:
+        assert isinstance(leases, Leases)
 
     async def test_acquire_free_key(self, leases: Leases, clock: FakeClock) -> None:
         lease = await leases.acquire("job", "worker-a", self.TTL)

@@ -139,6 +139,9 @@ class StoreContract:
 
     # -- sessions -----------------------------------------------------------------
 
+    async def test_implements_the_protocol(self, store: SessionStore) -> None:
+        assert isinstance(store, SessionStore)
+
     async def test_create_then_get(self, store: SessionStore) -> None:
         meta = SessionMeta("s-1", "planner", None, 0.0, {"topic": "tests", "tags": ["a", "b"]})
         created = await store.create(meta)
