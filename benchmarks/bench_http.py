@@ -7,7 +7,7 @@ bare loop parses the answer minimally: `response.json()` for JSON, and
 `json.loads` of each `data:` line for a stream, read to its end. DESIGN.md's
 budget is an adapter at most 1.25x the bare loop.
 
-    python benchmarks/bench_http.py [--n 2000] [--warmup 100]
+    python benchmarks/bench_http.py [--n 2000] [--warmup 100] [--rounds 10]
 
 Prints a table; asserts nothing.
 """
@@ -111,17 +111,31 @@ def adapter_run(model: Any) -> Request | None:
     return lambda: model.request(request)
 
 
-async def measure(run: Request, n: int, warmup: int) -> tuple[float, float]:
-    """CPU and wall seconds per request, after `warmup` requests."""
-    for _ in range(warmup):
-        await run()
-    cpu, wall = time.process_time(), time.perf_counter()
-    for _ in range(n):
-        await run()
-    return (time.process_time() - cpu) / n, (time.perf_counter() - wall) / n
+async def measure(
+    runs: list[Request], n: int, warmup: int, rounds: int
+) -> list[tuple[float, float]]:
+    """CPU and wall seconds per request of each run, after `warmup` requests each.
+
+    The runs take turns in `rounds` blocks of `n / rounds` requests, so load
+    from other processes on the machine falls on all of them alike.
+    """
+    for run in runs:
+        for _ in range(warmup):
+            await run()
+    block = max(1, n // rounds)
+    cpu, wall = [0.0] * len(runs), [0.0] * len(runs)
+    for _ in range(rounds):
+        for i, run in enumerate(runs):
+            started_cpu, started_wall = time.process_time(), time.perf_counter()
+            for _ in range(block):
+                await run()
+            cpu[i] += time.process_time() - started_cpu
+            wall[i] += time.perf_counter() - started_wall
+    total = block * rounds
+    return [(c / total, w / total) for c, w in zip(cpu, wall, strict=True)]
 
 
-async def bench(root: str, n: int, warmup: int) -> None:
+async def bench(root: str, n: int, warmup: int, rounds: int) -> None:
     base_url = root + "/v1"
     url = base_url + "/chat/completions"
     rows: list[tuple[str, str, tuple[float, float] | None]] = []
@@ -150,8 +164,10 @@ async def bench(root: str, n: int, warmup: int) -> None:
                 bare_stream(client, url, sse_body, sse_headers, stop_at_done=True),
             ),
         ]
+        runs = [run for _, _, run in plan if run is not None]
+        results = iter(await measure(runs, n, warmup, rounds))
         for mode, name, run in plan:
-            rows.append((mode, name, None if run is None else await measure(run, n, warmup)))
+            rows.append((mode, name, None if run is None else next(results)))
     report(rows, n)
 
 
@@ -174,10 +190,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2000, help="requests per variant")
     parser.add_argument("--warmup", type=int, default=100, help="unmeasured requests first")
+    parser.add_argument("--rounds", type=int, default=10, help="turns the variants take")
     args = parser.parse_args()
     proc, root = start_server()
     try:
-        asyncio.run(bench(root, args.n, args.warmup))
+        asyncio.run(bench(root, args.n, args.warmup, args.rounds))
     finally:
         proc.kill()
         proc.wait(timeout=10)

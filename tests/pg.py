@@ -38,7 +38,7 @@ def postgres_reachable() -> str | None:
         with psycopg.connect(PG_DSN, connect_timeout=3) as conn:
             conn.execute("SELECT 1")
     except Exception as exc:
-        return f"{type(exc).__name__}: {exc}".strip()
+        return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
     return None
 
 

@@ -138,6 +138,13 @@ def test_identity_and_protocol() -> None:
         "anthropic:claude-opus-4-6",
     )
     assert isinstance(model, Model)
+    # Building a body needs no client and no network.
+    body = model.build_body(ask(system="s"))
+    assert (body["model"], body["stream"], body["messages"][0]["role"]) == (
+        "claude-opus-4-6",
+        True,
+        "user",
+    )
 
 
 def test_missing_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -495,9 +502,9 @@ async def test_parse_whole_response() -> None:
         ToolCall("toolu_1", "weather", {"city": "Oslo"}),
         ToolCall("toolu_2", "weather", {}, raw_arguments='"oops"'),
     ]
-    # Input counts the whole prompt: uncached 10, plus 4 read and 6 written.
+    # As Anthropic (and its SDK) report it: uncached input apart from cache reads and writes.
     assert response.usage.to_dict() == {
-        "input_tokens": 20,
+        "input_tokens": 10,
         "output_tokens": 5,
         "cache_read_tokens": 4,
         "cache_write_tokens": 6,
@@ -581,7 +588,7 @@ async def test_stream_text_thinking_and_tools() -> None:
     assert response.stop_reason == "tool_use"
     assert response.response_id == "msg_s"
     # Input and cache figures come from message_start, output from message_delta.
-    assert (response.usage.input_tokens, response.usage.output_tokens) == (7 + 3, 42)
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (7, 42)
     assert (response.usage.cache_read_tokens, response.usage.requests) == (3, 1)
 
 
@@ -598,7 +605,7 @@ async def test_stream_usage_in_message_delta_replaces_message_start() -> None:
     )
     events, _ = await stream_events(text)
     usage = events[-1].response.usage
-    assert (usage.input_tokens, usage.output_tokens) == (70 + 30 + 5, 9)
+    assert (usage.input_tokens, usage.output_tokens) == (70, 9)
     assert (usage.cache_read_tokens, usage.cache_write_tokens) == (30, 5)
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["hi"]
 

@@ -278,7 +278,13 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token counts of one or more model requests; `+` adds them up."""
+    """Token counts of one or more model requests; `+` adds them up.
+
+    Figures are as the provider reports them (and its SDK parses them):
+    OpenAI's input includes cached tokens, Anthropic's `input_tokens` excludes
+    cache reads and writes, which are counted apart in `cache_read_tokens` and
+    `cache_write_tokens`. `requests` counts model requests.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0

@@ -17,14 +17,14 @@ from .agent import Agent
 from .errors import ApprovalConflict, TaskloomError
 from .events import Event
 from .loop.log import SessionLog, interrupted_results
-from .loop.options import RunOptions
+from .loop.options import RunOptions, StopSignal
 from .loop.result import RunResult, arguments_digest
 from .loop.run import RunLoop
 from .loop.stream import RunStream
 from .messages import Message, ToolCall
 from .models.base import Model, ModelSettings, ReasoningOptions, ToolSpec
 from .stores import SessionStore, open_store
-from .stores.base import Entry, EntryKind, SessionMeta
+from .stores.base import Entry, EntryKind, Fence, SessionMeta
 
 if TYPE_CHECKING:
     from .background.service import BackgroundService
@@ -62,6 +62,8 @@ class Runtime:
         self.wake_on_notice = wake_on_notice
         self.max_wakeups = max_wakeups
         self._watchers: dict[str, list[Callable[[], None]]] = {}
+        # Stop signals of children running in this process, for stop_agent.
+        self._live_children: dict[str, StopSignal] = {}
 
     @property
     def background(self) -> BackgroundService:
@@ -153,6 +155,9 @@ class Session:
         self.log = SessionLog()
         self._running = False
         self._specs: tuple[ToolSpec, ...] | None = None
+        # Set while a lease holder (a background child's worker) writes: every
+        # append carries it, and the store refuses it once the lease moved on.
+        self.fence: Fence | None = None
 
     def __repr__(self) -> str:
         return f"Session({self.id!r}, agent={self.agent.name!r})"
@@ -197,7 +202,7 @@ class Session:
             self.log.apply(entry)
 
     async def _append(self, entry: Entry, message: Message | None = None) -> int:
-        position = await self.runtime.store.append(self.id, entry)
+        position = await self.runtime.store.append(self.id, entry, fence=self.fence)
         if position == self.log.position + 1:
             self.log.apply(entry.placed(position), message)
         else:

@@ -28,6 +28,7 @@ from .base import ModelRequest, ModelSettings, StopReason, ToolSpec
 
 __all__ = [
     "WireIds",
+    "arguments_json",
     "assistant_blocks",
     "build_messages",
     "build_tools",
@@ -144,7 +145,8 @@ def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
     return parts
 
 
-def _arguments_json(call: ToolCall) -> str:
+def arguments_json(call: ToolCall) -> str:
+    """The arguments string a call goes out with (what the model sent, when kept)."""
     if call.raw_arguments is not None:
         return call.raw_arguments
     return json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
@@ -162,7 +164,7 @@ def _assistant(message: Message, index: int, ids: WireIds) -> dict[str, Any] | N
                 {
                     "id": ids.for_call(block.id, index, len(calls)),
                     "type": "function",
-                    "function": {"name": block.name, "arguments": _arguments_json(block)},
+                    "function": {"name": block.name, "arguments": arguments_json(block)},
                 }
             )
         # Thinking is never sent: Chat Completions has no way to replay it.

@@ -393,10 +393,9 @@ def _usage(raw: Mapping[str, Any]) -> Usage:
     read = int(raw.get("cache_read_input_tokens") or 0)
     written = int(raw.get("cache_creation_input_tokens") or 0)
     return Usage(
-        # Anthropic counts cache reads and writes apart from `input_tokens`;
-        # taskloom's input is the whole prompt, as OpenAI reports it, so token
-        # budgets mean the same thing on every provider.
-        input_tokens=int(raw.get("input_tokens") or 0) + read + written,
+        # As the provider reports it (and its SDK parses it): Anthropic counts
+        # cache reads and writes apart from `input_tokens`.
+        input_tokens=int(raw.get("input_tokens") or 0),
         output_tokens=int(raw.get("output_tokens") or 0),
         cache_read_tokens=read,
         cache_write_tokens=written,

@@ -9,8 +9,8 @@ they differ.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from contextlib import aclosing
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import httpx2
@@ -19,6 +19,7 @@ from ..errors import ProviderError, TransportError
 from ..events import TextDelta, ThinkingDelta
 from ..messages import Message, ToolCall
 from ._http import (
+    SSE,
     api_key_from_env,
     default_client,
     error_from_response,
@@ -28,6 +29,7 @@ from ._http import (
     send_json,
 )
 from ._openai_common import (
+    arguments_json,
     assistant_blocks,
     build_messages,
     build_tools,
@@ -168,15 +170,19 @@ class OpenAIChatModel:
         if not self._stream:
             return self._completion(await self._send(request))
         state = _StreamState(self._provider, self._name, emit=False)
-        async with aclosing(self._chunks(request, state)) as chunks:
-            async for chunk in chunks:
-                state.feed(chunk)
+        async with self._open_stream(request) as response:
+            async for sse in iter_sse(response, self._provider):
+                chunk = state.decode(sse)
+                if chunk is not None:
+                    state.feed(chunk)
         return state.finish()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Yield text, thinking and tool call deltas, then `ResponseCompleted`.
 
         With `stream=False` the deltas are replayed from the whole response.
+        A consumer that stops early closes the connection by closing this
+        iterator (`aclose()`, or leaving an `async for` inside `aclosing`).
         """
         if not self._stream:
             response = self._completion(await self._send(request))
@@ -185,12 +191,12 @@ class OpenAIChatModel:
             yield ResponseCompleted(response)
             return
         state = _StreamState(self._provider, self._name, emit=True)
-        # aclosing: a consumer that stops early must release the connection
-        # now, not whenever the abandoned generator is collected.
-        async with aclosing(self._chunks(request, state)) as chunks:
-            async for chunk in chunks:
-                for event in state.feed(chunk):
-                    yield event
+        async with self._open_stream(request) as http_response:
+            async for sse in iter_sse(http_response, self._provider):
+                chunk = state.decode(sse)
+                if chunk is not None:
+                    for event in state.feed(chunk):
+                        yield event
         yield ResponseCompleted(state.finish())
 
     async def _send(self, request: ModelRequest) -> Any:
@@ -198,24 +204,10 @@ class OpenAIChatModel:
         body = self.body(request, stream=False)
         return await send_json(client, self._url, body, self._headers, self._provider)
 
-    async def _chunks(
-        self, request: ModelRequest, state: _StreamState
-    ) -> AsyncGenerator[Mapping[str, Any], None]:
+    def _open_stream(self, request: ModelRequest) -> AbstractAsyncContextManager[httpx2.Response]:
         client = self._client or default_client()
         body = self.body(request, stream=True)
-        async with open_stream(client, self._url, body, self._headers, self._provider) as response:
-            async for sse in iter_sse(response, self._provider):
-                # Read on past [DONE] to the end of the body (nothing follows
-                # it): leaving the reader generators half-done would hand each
-                # of them to the event loop's finalizer, a task apiece.
-                if state.done:
-                    continue
-                if sse.data == "[DONE]":
-                    state.done = True
-                    continue
-                chunk = loads_event(sse, self._provider)
-                if isinstance(chunk, Mapping):
-                    yield chunk
+        return open_stream(client, self._url, body, self._headers, self._provider)
 
     def _completion(self, data: Any) -> ModelResponse:
         if isinstance(data, Mapping) and data.get("error"):
@@ -317,10 +309,8 @@ def _replayed_deltas(message: Message) -> list[StreamEvent]:
     if message.text:
         events.append(TextDelta(text=message.text))
     for index, call in enumerate(message.tool_calls):
-        raw = call.raw_arguments
-        if raw is None:
-            raw = json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
-        events.append(ToolCallDelta(index=index, id=call.id, name=call.name, arguments=raw))
+        arguments = arguments_json(call)
+        events.append(ToolCallDelta(index=index, id=call.id, name=call.name, arguments=arguments))
     return events
 
 
@@ -369,6 +359,19 @@ class _StreamState:
         self.response_id: str | None = None
         self.model: str | None = None
         self.done = False
+
+    def decode(self, sse: SSE) -> Mapping[str, Any] | None:
+        """The chunk an event carries; None for `[DONE]` and whatever follows it."""
+        # The body is read on past [DONE] to its end (nothing follows it):
+        # leaving the reader generators half-done would hand each of them to
+        # the event loop's finalizer, a task apiece.
+        if self.done:
+            return None
+        if sse.data == "[DONE]":
+            self.done = True
+            return None
+        chunk = loads_event(sse, self.provider)
+        return chunk if isinstance(chunk, Mapping) else None
 
     def feed(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
         """Take one chunk; return the deltas it carried (none when not emitting)."""

@@ -489,6 +489,8 @@ class _AnthropicWire:
         return blocks
 
     def _message(self, c: _Call, content: list[Json], stop: str | None, usage: Json) -> Json:
+        written = usage["cache_creation_input_tokens"]
+        cache = {"ephemeral_5m_input_tokens": written, "ephemeral_1h_input_tokens": 0}
         return {
             "id": f"msg_fake{c.number}",
             "type": "message",
@@ -497,7 +499,7 @@ class _AnthropicWire:
             "content": content,
             "stop_reason": stop,
             "stop_sequence": None,
-            "usage": usage | {"service_tier": "standard"},
+            "usage": usage | {"cache_creation": cache, "service_tier": "standard"},
         }
 
     def body(self, r: FakeReply, c: _Call) -> Json:
@@ -834,13 +836,13 @@ class FakeServer:
         except (ConnectionError, asyncio.IncompleteReadError, _BadRequest, ValueError):
             pass
         except asyncio.CancelledError:
-            pass  # see below
+            # `stop` cancels open connections, here or in the wait below; ending
+            # the task normally keeps asyncio from logging the cancellation as an
+            # error of the connection callback.
+            pass
         finally:
             self._tasks.discard(task)
             writer.close()
-            # `stop` cancels connections, maybe while they wait here; ending the
-            # task normally keeps asyncio from logging the cancellation as an
-            # error of the connection callback.
             with suppress(Exception, asyncio.CancelledError):
                 await writer.wait_closed()
 

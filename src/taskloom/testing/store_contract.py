@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import queue
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -489,14 +490,19 @@ async def assert_multiprocess_appends(
             assert time.monotonic() < deadline, "appender processes did not get ready in time"
             await asyncio.sleep(0.02)
         go.set()
-        while any(p.exitcode is None for p in procs):
-            assert time.monotonic() < deadline, "appender processes did not finish in time"
-            await asyncio.sleep(0.02)
-        assert [p.exitcode for p in procs] == [0] * processes
         returned: dict[int, list[int]] = {}
-        for _ in range(processes):
-            writer, positions = results.get(timeout=10)
-            returned[writer] = positions
+        # Drain while waiting: a process cannot exit before its results left
+        # the pipe, so waiting for exits first could wait forever.
+        while len(returned) < processes or any(p.exitcode is None for p in procs):
+            try:
+                writer, positions = results.get_nowait()
+            except queue.Empty:
+                crashed = {p.name: p.exitcode for p in procs if p.exitcode not in (None, 0)}
+                assert not crashed, f"appender processes failed: {crashed}"
+                assert time.monotonic() < deadline, "appender processes did not finish in time"
+                await asyncio.sleep(0.02)
+            else:
+                returned[writer] = positions
 
         entries = await store.load(sid)
         total = processes * appends

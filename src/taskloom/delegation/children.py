@@ -1,0 +1,336 @@
+"""Child agents: creating them, running them, and what their logs say about them.
+
+A child is a session of its own in the parent's store, linked from the
+parent's log by a `subagent` entry. Whoever runs it — the parent inline, or a
+worker for a background child — holds the child's lease and writes every
+entry with its fencing token; the run ends with exactly one terminal
+`subagent_result` entry (`done` with a report, `stopped`, or `failed` with an
+error). A child's status is derived from its log and its lease alone, so any
+process can answer "what is this child doing".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from ..errors import StaleLeaseError
+from ..events import Event, SubagentFinished, SubagentStarted
+from ..loop.options import RunOptions, StopSignal
+from ..loop.result import RunResult, RunStatus
+from ..messages import Usage
+from ..runtime import origin_label
+from ..stores.base import Entry, EntryKind
+from ..tools import ToolOutput
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..background.leases import Lease
+    from ..loop.context import ToolContext
+    from ..runtime import Runtime, Session
+
+__all__ = [
+    "ChildOutcome",
+    "ChildStatus",
+    "child_status",
+    "create_child",
+    "execute_child",
+    "lease_key",
+    "run_inline",
+    "terminal_entry",
+]
+
+CHILD_LEASE = 30.0
+"""Seconds a child's lease lasts without renewal (renewed every third of it)."""
+
+
+class ChildStatus(str, Enum):
+    """Where a child is, derived from its log and its lease."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    INTERRUPTED = "interrupted"
+    DONE = "done"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+    @property
+    def is_terminal(self) -> bool:
+        """True for done, stopped and failed."""
+        return self in (ChildStatus.DONE, ChildStatus.STOPPED, ChildStatus.FAILED)
+
+
+def lease_key(child_id: str) -> str:
+    """The lease a child's runner holds."""
+    return f"child:{child_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class ChildOutcome:
+    """How a child ended, as its parent sees it."""
+
+    child_id: str
+    name: str
+    status: ChildStatus
+    answer: Any = None
+    error: str | None = None
+    usage: Usage = Usage()
+
+    def to_tool_output(self) -> ToolOutput:
+        """The delegation tool's result: `{"answer": ..., "tokens": ...}` or an error."""
+        if self.status is ChildStatus.DONE:
+            return ToolOutput(
+                json.dumps({"answer": self.answer, "tokens": self.usage.total_tokens}, ensure_ascii=False, default=str)
+            )
+        what = "was stopped" if self.status is ChildStatus.STOPPED else "failed"
+        text = f"agent {self.name!r} ({self.child_id[:8]}) {what}"
+        if self.error:
+            text += f": {self.error}"
+        if self.answer:
+            text += f"\nIts last answer: {self.answer}"
+        return ToolOutput(text, is_error=True)
+
+
+def summary(text: str, limit: int = 200) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def artifact(child_id: str, role: str, status: str, task: str, result: str = "") -> dict[str, Any]:
+    """The delegation record kept in the parent's log."""
+    return {
+        "kind": "delegation",
+        "agent_id": child_id,
+        "role": role,
+        "status": status,
+        "task_summary": summary(task),
+        "result_summary": summary(result),
+    }
+
+
+async def create_child(
+    ctx: ToolContext,
+    agent: Agent,
+    *,
+    name: str,
+    task: str,
+    mode: str,
+    role: str,
+    spec: Mapping[str, Any] | None = None,
+    session_id: str | None = None,
+) -> Session:
+    """A fresh child session in the parent's store, linked from the parent's log."""
+    runtime = ctx.runtime
+    child = await runtime.create_session(
+        agent,
+        session_id=session_id,
+        parent_id=ctx.session_id,
+        metadata={"name": name, "role": role, "task": summary(task, 500), "mode": mode, "parent_call_id": ctx.call_id},
+    )
+    link = {
+        "child_session_id": child.id,
+        "name": name,
+        "role": role,
+        "agent": agent.name,
+        "task": task,
+        "mode": mode,
+        "call_id": ctx.call_id,
+        "artifact": artifact(child.id, role, "queued" if mode == "background" else "running", task),
+        "edge": {"parent": ctx.session_id, "child": child.id},
+    }
+    await ctx.session._append(Entry(EntryKind.SUBAGENT, link, ctx.run_id))
+    if spec is not None:
+        await child._append(Entry(EntryKind.SUBAGENT_DISPATCHED, {"spec": dict(spec)}))
+    return child
+
+
+def terminal_entry(entries: list[Entry]) -> Entry | None:
+    """The child's terminal entry, if it has one (the first one counts)."""
+    for e in entries:
+        if e.kind == EntryKind.SUBAGENT_RESULT:
+            return e
+    return None
+
+
+async def child_status(runtime: Runtime, child_id: str) -> ChildStatus:
+    """The child's status from its log and its lease."""
+    entries = await runtime.store.load(child_id)
+    end = terminal_entry(entries)
+    if end is not None:
+        return ChildStatus(end.data["status"])
+    started = any(e.kind == EntryKind.SUBAGENT_STARTED for e in entries)
+    if not started:
+        return ChildStatus.QUEUED
+    held = await runtime.store.leases.current(lease_key(child_id))  # type: ignore[attr-defined]
+    return ChildStatus.RUNNING if held is not None else ChildStatus.INTERRUPTED
+
+
+@contextlib.asynccontextmanager
+async def held_lease(
+    runtime: Runtime,
+    child: Session,
+    lease: Lease,
+    stop: StopSignal,
+    also_renew: Callable[[], Awaitable[Any]] | None = None,
+) -> AsyncIterator[None]:
+    """Renew the child's lease while the block runs; fence the child's writes with it.
+
+    If a renewal fails the lease has moved to someone else: our writes would
+    be refused anyway, so the run is asked to stop at its next boundary.
+    `also_renew` keeps something else alive on the same beat (the child's
+    entry in the parent's activity registry).
+    """
+    leases = runtime.store.leases  # type: ignore[attr-defined]
+    child.fence = lease.fence
+    current = lease
+
+    async def renew() -> None:
+        nonlocal current
+        while True:
+            await asyncio.sleep(CHILD_LEASE / 3)
+            renewed = await leases.renew(current, CHILD_LEASE)
+            if renewed is None:
+                stop.set("lease lost")
+                return
+            current = renewed
+            if also_renew is not None:
+                with contextlib.suppress(Exception):
+                    await also_renew()
+
+    task = asyncio.get_running_loop().create_task(renew())
+    try:
+        yield
+    finally:
+        task.cancel()
+        child.fence = None
+        with contextlib.suppress(Exception):
+            await leases.release(current)
+
+
+def _outcome_of(child: Session, name: str, result: RunResult) -> tuple[ChildStatus, Any, str | None]:
+    if result.status is RunStatus.COMPLETED:
+        answer = result.output if child.agent.output_schema is not None else result.text
+        dump = getattr(answer, "model_dump", None)
+        return ChildStatus.DONE, dump(mode="json") if callable(dump) else answer, None
+    if result.status is RunStatus.STOPPED:
+        return ChildStatus.STOPPED, result.text or None, None
+    reason = result.error or {
+        RunStatus.BUDGET_EXHAUSTED: "its budget ran out",
+        RunStatus.DEADLINE: "the deadline passed",
+        RunStatus.AWAITING_APPROVAL: "it needed approval, which is not available inside a child",
+    }.get(result.status, result.status.value)
+    return ChildStatus.FAILED, result.text or None, reason
+
+
+async def execute_child(
+    child: Session,
+    task: str | None,
+    *,
+    name: str,
+    options: RunOptions,
+    emit: Any,
+    origin: str,
+) -> ChildOutcome:
+    """Run the child (fenced by whoever holds its lease) and write its one terminal entry.
+
+    `task` None continues the child from its log (a redelivered background
+    child). A child that hits an approval gate is denied in band and fails.
+    """
+    await child._append(Entry(EntryKind.SUBAGENT_STARTED, {"name": name}))
+    try:
+        result = await child.run(task, options=options, emit=emit, origin=origin)
+        if result.status is RunStatus.AWAITING_APPROVAL:
+            for call in result.pending:
+                await child.deny(call.id, note="approval is not available inside a child agent")
+            # Commit the denials so the child's transcript stays replayable,
+            # then end: the stop signal makes the resumed run stop at once.
+            stopped = options.child()
+            stopped.stop.set()
+            await child.resume(options=stopped)
+            result = RunResult(RunStatus.AWAITING_APPROVAL, usage=result.usage, text=result.text)
+        status, answer, error = _outcome_of(child, name, result)
+        usage = result.usage
+    except asyncio.CancelledError:
+        # The parent was cancelled: the child still gets its one terminal entry.
+        with contextlib.suppress(Exception):
+            await asyncio.shield(_write_terminal(child, ChildStatus.STOPPED, None, "cancelled"))
+        raise
+    except StaleLeaseError:
+        raise
+    except Exception as exc:
+        status, answer, error, usage = ChildStatus.FAILED, None, f"{type(exc).__name__}: {exc}", Usage()
+    await _write_terminal(child, status, answer, error, usage)
+    return ChildOutcome(child.id, name, status, answer, error, usage)
+
+
+async def _write_terminal(
+    child: Session, status: ChildStatus, answer: Any, error: str | None, usage: Usage | None = None
+) -> None:
+    data: dict[str, Any] = {"status": status.value}
+    if status is ChildStatus.DONE:
+        data["report"] = answer
+    if error:
+        data["error"] = error
+    if usage is not None:
+        data["usage"] = usage.to_dict()
+    await child._append(Entry(EntryKind.SUBAGENT_RESULT, data))
+
+
+async def run_inline(
+    ctx: ToolContext,
+    child: Session,
+    task: str,
+    *,
+    name: str,
+    role: str,
+    max_rounds: int | None = None,
+    also_renew: Callable[[], Awaitable[Any]] | None = None,
+) -> ChildOutcome:
+    """Run a child to its end inside the calling tool, events tagged with its origin."""
+    runtime = ctx.runtime
+    origin = origin_label(name, child.id, ctx.origin)
+    options = ctx.options.child(max_rounds=max_rounds)
+    holder = f"inline-{uuid.uuid4().hex[:8]}"
+    lease = await runtime.store.leases.acquire(lease_key(child.id), holder, CHILD_LEASE)  # type: ignore[attr-defined]
+    assert lease is not None  # a fresh child's key is free
+    ctx.emit(SubagentStarted(origin=ctx.origin, session_id=ctx.session_id, child_session_id=child.id, name=name, task=task, mode="inline"))
+    stops = runtime._live_children
+    stops[child.id] = options.stop
+    try:
+        async with held_lease(runtime, child, lease, options.stop, also_renew):
+            outcome = await execute_child(child, task, name=name, options=options, emit=_forward(ctx), origin=origin)
+    finally:
+        stops.pop(child.id, None)
+    await ctx.session._append(
+        Entry(
+            EntryKind.SUBAGENT_REPORT,
+            {
+                "child_session_id": child.id,
+                "status": outcome.status.value,
+                "artifact": artifact(child.id, role, outcome.status.value, task, str(outcome.answer or outcome.error or "")),
+                "edge": {"parent": ctx.session_id, "child": child.id},
+            },
+            ctx.run_id,
+        )
+    )
+    ctx.emit(
+        SubagentFinished(
+            origin=ctx.origin, session_id=ctx.session_id, child_session_id=child.id, name=name,
+            status=outcome.status.value, summary=summary(str(outcome.answer or outcome.error or ""), 120),
+        )
+    )
+    return outcome
+
+
+def _forward(ctx: ToolContext) -> Any:
+    def emit(event: Event) -> None:
+        ctx.emit(event)
+
+    return emit
+

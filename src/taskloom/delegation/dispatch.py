@@ -1,0 +1,208 @@
+"""Background children: the spec, the dispatchers, and the worker that runs them.
+
+The spawn returns a receipt at once; the child runs through a `Dispatcher`.
+What crosses the dispatcher is a `ChildSpec`, plain JSON with no credentials
+and no code: the worker rebuilds the child from the registries its host
+provides (`Runtime(tools=..., models=...)`).
+
+The worker takes the child's lease with a fencing token, skips a child that
+already has its terminal entry, runs it, writes exactly one terminal entry
+and reports to the parent's inbox. The report's notice id is derived from
+the child id, so a job delivered twice, or redelivered after a worker died,
+still yields exactly one report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ..agent import Agent
+from ..background.activities import BackgroundNotice
+from ..errors import ConfigurationError, StaleLeaseError
+from ..loop.options import RunOptions
+from ..runtime import origin_label
+from ..stores.base import EntryKind
+from .children import CHILD_LEASE, ChildOutcome, ChildStatus, execute_child, held_lease, lease_key, summary, terminal_entry
+
+if TYPE_CHECKING:
+    from ..runtime import Runtime
+
+__all__ = ["ChildSpec", "ChildWorker", "Dispatcher", "InlineDispatcher", "TaskDispatcher", "report_notice_id"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChildSpec:
+    """Everything a worker needs to rebuild and run a background child (JSON-safe)."""
+
+    child_session_id: str
+    parent_session_id: str
+    name: str
+    task: str
+    instructions: str | None = None
+    tools: tuple[str, ...] = ()
+    model: str | None = None
+    type: str | None = None
+    max_rounds: int | None = None
+    parent_run_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["tools"] = list(self.tools)
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ChildSpec:
+        fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        fields["tools"] = tuple(fields.get("tools") or ())
+        return cls(**fields)
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> ChildSpec:
+        return cls.from_dict(json.loads(raw))
+
+
+def report_notice_id(child_id: str) -> str:
+    """The one notice id a child's report is pushed under."""
+    return f"subagent:{child_id}"
+
+
+@runtime_checkable
+class Dispatcher(Protocol):
+    """Hands a background child's spec to something that will run it."""
+
+    async def dispatch(self, spec: ChildSpec) -> None:
+        """Queue the child; return once it is handed over (not when it ends)."""
+        ...
+
+
+class ChildWorker:
+    """Runs background children from their specs (any process sharing the store)."""
+
+    def __init__(self, runtime: Runtime, *, worker_id: str | None = None, lease: float = CHILD_LEASE) -> None:
+        self.runtime = runtime
+        self.worker_id = worker_id or f"worker-{uuid.uuid4().hex[:8]}"
+        self.lease = lease
+
+    def build_agent(self, spec: ChildSpec) -> Agent:
+        """The child agent from the host's registries; a name it lacks is a ConfigurationError."""
+        rt = self.runtime
+        missing = [t for t in spec.tools if t not in rt.tools]
+        if missing:
+            raise ConfigurationError(f"this worker's runtime has no tool(s) {missing} (pass Runtime(tools=...))")
+        if spec.model is None:
+            raise ConfigurationError(f"child {spec.child_session_id} has no model in its spec")
+        return Agent(spec.name, rt.resolve_model(spec.model), spec.instructions, [rt.tools[t] for t in spec.tools])
+
+    async def run(self, spec: ChildSpec | str | bytes) -> ChildStatus | None:
+        """Run the child if no one else holds it; returns its terminal status, or
+        None when another live worker holds its lease (nothing was done)."""
+        if not isinstance(spec, ChildSpec):
+            spec = ChildSpec.from_json(spec)
+        rt = self.runtime
+        leases = rt.store.leases  # type: ignore[attr-defined]
+        lease = await leases.acquire(lease_key(spec.child_session_id), self.worker_id, self.lease)
+        if lease is None:
+            return None
+        try:
+            entries = await rt.store.load(spec.child_session_id)
+            done = terminal_entry(entries)
+            if done is not None:
+                # A previous worker ended it but may have died before reporting.
+                await self._report(spec, ChildStatus(done.data["status"]), done.data.get("report"), done.data.get("error"))
+                return ChildStatus(done.data["status"])
+        except BaseException:
+            await leases.release(lease)
+            raise
+        child = await rt.open_session(spec.child_session_id, self.build_agent(spec))
+        options = RunOptions(max_rounds=spec.max_rounds)
+        rt._live_children[child.id] = options.stop
+        has_task = any(e.kind == EntryKind.MESSAGE for e in entries)
+
+        async def keep_registered() -> None:
+            await rt.background.lifecycle.alive(spec.parent_session_id, spec.child_session_id, lease=self.lease * 10)
+
+        try:
+            async with held_lease(rt, child, lease, options.stop, keep_registered):
+                outcome = await execute_child(
+                    child,
+                    None if has_task else spec.task,
+                    name=spec.name,
+                    options=options,
+                    emit=rt.background.emit,
+                    origin=origin_label(spec.name, child.id),
+                )
+        except StaleLeaseError:
+            # Someone took the child over while we stalled: it is theirs to end and report.
+            return None
+        finally:
+            rt._live_children.pop(child.id, None)
+        await self._report(spec, outcome.status, outcome.answer, outcome.error, outcome)
+        return outcome.status
+
+    async def _report(
+        self, spec: ChildSpec, status: ChildStatus, answer: Any, error: str | None, outcome: ChildOutcome | None = None
+    ) -> None:
+        if status is ChildStatus.DONE:
+            body = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False, default=str)
+            text = f"background agent {spec.name!r} ({spec.child_session_id[:8]}) finished. Its report:\n{body}"
+        else:
+            word = "was stopped" if status is ChildStatus.STOPPED else "failed"
+            text = f"background agent {spec.name!r} ({spec.child_session_id[:8]}) {word}" + (f": {error}" if error else "")
+        notice = BackgroundNotice(
+            report_notice_id(spec.child_session_id),
+            spec.child_session_id,
+            "subagent",
+            text,
+            status.value,
+            time.time(),
+            {
+                "child_session_id": spec.child_session_id,
+                "name": spec.name,
+                "result_summary": summary(str(answer or error or "")),
+                "tokens": outcome.usage.total_tokens if outcome is not None else None,
+            },
+        )
+        # Idempotent by notice id: a redelivered job reports once in all.
+        await self.runtime.background.lifecycle.finish(spec.parent_session_id, notice)
+
+
+class InlineDispatcher:
+    """Runs the child right away in the dispatching task (simple hosts, tests)."""
+
+    def __init__(self, worker: ChildWorker) -> None:
+        self.worker = worker
+
+    async def dispatch(self, spec: ChildSpec) -> None:
+        await self.worker.run(spec)
+
+
+class TaskDispatcher:
+    """Runs each child in an asyncio task of this process; `close()` cancels them."""
+
+    def __init__(self, worker: ChildWorker) -> None:
+        self.worker = worker
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    async def dispatch(self, spec: ChildSpec) -> None:
+        task = asyncio.get_running_loop().create_task(self.worker.run(spec))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait for every dispatched child to end."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -1,0 +1,133 @@
+"""Named subagents: a specialist the parent hands a task to, with a clean context."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..agent import Agent
+from ..errors import ConfigurationError
+from ..models.base import Model
+from ..tools import ApprovalRule, Tool, ToolEffect, ToolError, ToolOutput, as_tool
+from .children import create_child, run_inline
+
+if TYPE_CHECKING:
+    from ..loop.context import ToolContext
+
+__all__ = ["DelegationTool", "SubAgent", "check_child_tools"]
+
+
+def check_child_tools(owner: str, tools: Iterable[Tool]) -> tuple[Tool, ...]:
+    """Tools a child may have: no delegation (one level deep), no approval gates.
+
+    A child has no human to ask, so a gated tool could never run there:
+    refuse it now rather than fail mid-run. Gate the delegation instead.
+    """
+    checked = tuple(tools)
+    for t in checked:
+        if t.is_delegation:
+            raise ConfigurationError(
+                f"{owner}: tool {t.name!r} delegates; children cannot delegate further (one level deep)"
+            )
+        if t.is_gated:
+            raise ConfigurationError(
+                f"{owner}: tool {t.name!r} needs approval, which children cannot ask for; "
+                "gate the delegation itself with needs_approval= instead"
+            )
+    return checked
+
+
+class DelegationTool(Tool):
+    """A tool that runs child agents; delegation calls of one turn run concurrently."""
+
+    __slots__ = ("_handler",)
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        input_schema: Mapping[str, Any],
+        handler: Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutput]],
+        *,
+        needs_approval: ApprovalRule = False,
+    ) -> None:
+        super().__init__(
+            name,
+            description,
+            input_schema,
+            effect=ToolEffect.WRITE,
+            needs_approval=needs_approval,
+            is_delegation=True,
+            max_output_chars=0,
+        )
+        self._handler = handler
+
+    async def invoke(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        return await self._handler(arguments, ctx)
+
+
+_SUBAGENT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "task": {"type": "string", "description": "The complete task: the agent sees nothing else."},
+        "name": {"type": "string", "description": "A short display name for this piece of work."},
+    },
+    "required": ["task"],
+    "additionalProperties": False,
+}
+
+
+class SubAgent:
+    """A named specialist. `.tool()` gives the parent a tool named after it
+    taking `task` (and an optional display `name`).
+
+    Each call runs a fresh child session in the parent's store, linked from
+    the parent's log; only the child's final answer returns, as
+    `{"answer": ..., "tokens": ...}` — validated JSON when `output_schema` is
+    set (the child gets `fixes` corrective rounds) — or an in-band error.
+    `needs_approval` gates the delegation itself. Other keyword options go to
+    the child's `Agent` (e.g. `settings=`); `max_rounds` bounds its run.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        model: Model | str,
+        instructions: str | None = None,
+        tools: Iterable[Any] = (),
+        output_schema: type[Any] | Mapping[str, Any] | None = None,
+        needs_approval: ApprovalRule = False,
+        *,
+        max_rounds: int | None = None,
+        **agent_options: Any,
+    ) -> None:
+        if not description:
+            raise ConfigurationError(f"subagent {name!r} needs a description: the parent model reads it")
+        tool_list = check_child_tools(f"subagent {name!r}", (as_tool(t) for t in tools))
+        self.name = name
+        self.description = description
+        self.needs_approval = needs_approval
+        self.max_rounds = max_rounds
+        self.agent = Agent(name, model, instructions, tool_list, output_schema=output_schema, **agent_options)
+        self._tool: DelegationTool | None = None
+
+    def __repr__(self) -> str:
+        return f"SubAgent({self.name!r})"
+
+    def tool(self) -> Tool:
+        """The delegation tool for a parent agent (built once)."""
+        if self._tool is None:
+            self._tool = DelegationTool(
+                self.name, self.description, _SUBAGENT_SCHEMA, self._delegate, needs_approval=self.needs_approval
+            )
+        return self._tool
+
+    async def _delegate(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        task = str(arguments.get("task", "")).strip()
+        if not task:
+            raise ToolError(f"{self.name}: 'task' is empty; describe the complete task for the agent")
+        display = str(arguments.get("name") or self.name)
+        child = await create_child(ctx, self.agent, name=display, task=task, mode="inline", role=self.name)
+        outcome = await run_inline(ctx, child, task, name=display, role=self.name, max_rounds=self.max_rounds)
+        return outcome.to_tool_output()
