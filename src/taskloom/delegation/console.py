@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
-
+from ..loop.context import ToolContext
 from ..loop.log import SessionLog
 from ..messages import Message
 from ..stores.base import SessionMeta
 from ..tools import Tool, ToolEffect, ToolError, tool
 from .children import ChildStatus, child_status, summary, terminal_entry
 from .dispatch import report_notice_id
-
-if TYPE_CHECKING:
-    from ..loop.context import ToolContext
 
 __all__ = ["console_tools", "find_child"]
 

@@ -118,6 +118,7 @@ class ChildWorker:
             if done is not None:
                 # A previous worker ended it but may have died before reporting.
                 await self._report(spec, ChildStatus(done.data["status"]), done.data.get("report"), done.data.get("error"))
+                await leases.release(lease)
                 return ChildStatus(done.data["status"])
         except BaseException:
             await leases.release(lease)

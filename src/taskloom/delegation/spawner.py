@@ -131,12 +131,11 @@ class Spawner:
                 + (" or background (a receipt now, the report later)" if self.dispatcher is not None else ""),
             },
         }
-        if self.types:
-            props["type"] = {
-                "type": "string",
-                "description": "A predefined worker type: "
-                + "; ".join(f"{t.name} ({t.description or t.instructions[:60]})" for t in self.types.values()),
-            }
+        props["type"] = {
+            "type": "string",
+            "description": "A predefined worker type: "
+            + ("; ".join(f"{t.name} ({t.description or t.instructions[:60]})" for t in self.types.values()) or "(none)"),
+        }
         return {"type": "object", "properties": props, "required": ["name", "task"], "additionalProperties": False}
 
     def tool(self) -> Tool:

@@ -42,7 +42,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 from ..messages import Usage
 
@@ -236,6 +236,20 @@ def _sse(data: Json, event: str | None = None) -> bytes:
     return head + b"data: " + _dumps(data) + b"\n\n"
 
 
+class _Wire(Protocol):
+    """How one provider API renders replies and errors."""
+
+    provider: str
+
+    def body(self, r: FakeReply, c: _Call) -> Json: ...
+
+    def events(self, r: FakeReply, c: _Call) -> list[bytes]: ...
+
+    def error_body(self, status: int, error_type: str | None, message: str | None) -> Json: ...
+
+    def stream_error(self, c: _Call, error_type: str, message: str, seq: int) -> bytes: ...
+
+
 class _ChatWire:
     """OpenAI Chat Completions."""
 
@@ -344,7 +358,7 @@ _OPENAI_ERRORS: dict[int, tuple[str, str | None, str]] = {
 
 
 class _ResponsesWire(_ChatWire):
-    """OpenAI Responses API."""
+    """OpenAI Responses API (errors in OpenAI's shape, as Chat Completions)."""
 
     @staticmethod
     def usage(u: Usage) -> Json:
@@ -551,7 +565,6 @@ _ANTHROPIC_ERRORS: dict[int, tuple[str, str]] = {
 
 _PING = _sse({"type": "ping"}, "ping")
 
-_Wire: TypeAlias = _ChatWire | _AnthropicWire
 _ROUTES: dict[str, _Wire] = {
     "/v1/chat/completions": _ChatWire(),
     "/v1/responses": _ResponsesWire(),
