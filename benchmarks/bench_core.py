@@ -137,7 +137,11 @@ def main() -> None:
         ("  runtime only", f"{per_round - model_share:.1f} µs", ""),
         ("Agent(...) with one tool", f"{ctor_us:.2f} µs", "≤ 5 µs"),
         ("  memory per agent", f"{ctor_bytes:.0f} B", "≤ 4096 B"),
-        (f"{concurrent:,} concurrent runs × 3 tool rounds", f"{wall:.2f} s, {failures} failed", "0 failed"),
+        (
+            f"{concurrent:,} concurrent runs × 3 tool rounds",
+            f"{wall:.2f} s, {failures} failed",
+            "0 failed",
+        ),
         ("  peak memory per run", f"{per_run / 1024:.1f} KiB", ""),
         ("import taskloom", f"{imp_ours:.0f} ms vs {imp_base:.0f} ms", "≤ 1.25×"),
         ("  ratio to import pydantic, httpx2", f"{imp_ratio:.2f}×", ""),

@@ -198,6 +198,8 @@ def main() -> None:
     finally:
         proc.kill()
         proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 if __name__ == "__main__":

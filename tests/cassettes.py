@@ -34,7 +34,8 @@ class Interaction:
     @property
     def is_stream(self) -> bool:
         return self.text_body is not None and (
-            "text/event-stream" in self.headers.get("content-type", "") or self.text_body.lstrip().startswith(("data:", "event:"))
+            "text/event-stream" in self.headers.get("content-type", "")
+            or self.text_body.lstrip().startswith(("data:", "event:"))
         )
 
 
@@ -94,7 +95,11 @@ class Replay:
         if i.json_body is not None:
             return httpx2.Response(i.status, json=i.json_body)
         content = (i.text_body or "").encode()
-        ctype = "text/event-stream" if i.is_stream else i.headers.get("content-type", "application/json")
+        ctype = (
+            "text/event-stream"
+            if i.is_stream
+            else i.headers.get("content-type", "application/json")
+        )
         return httpx2.Response(i.status, content=content, headers={"content-type": ctype})
 
     def client(self) -> httpx2.AsyncClient:

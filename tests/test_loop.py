@@ -55,7 +55,10 @@ async def test_a_tool_round_then_a_final_answer() -> None:
 
 async def test_usage_is_summed_over_the_run() -> None:
     model = ScriptedModel(
-        [reply(tool_calls=[("add", {"a": 1, "b": 1})], usage=Usage(10, 5, cache_read_tokens=2)), reply("2", usage=Usage(20, 1, reasoning_tokens=3))]
+        [
+            reply(tool_calls=[("add", {"a": 1, "b": 1})], usage=Usage(10, 5, cache_read_tokens=2)),
+            reply("2", usage=Usage(20, 1, reasoning_tokens=3)),
+        ]
     )
     result = await Agent(model=model, tools=[add]).run("x")
     assert result.usage == Usage(30, 6, cache_read_tokens=2, reasoning_tokens=3, requests=2)
@@ -86,7 +89,12 @@ async def test_bad_calls_get_error_results_and_the_loop_continues() -> None:
     result = await Agent(model=model, tools=[record]).run("go")
     assert result.status is RunStatus.COMPLETED
     got = results_of(model.requests[1])
-    assert [r[0] for r in got] == ["call_1", "c2", "call_2", "call_3"]  # one result per call, in order
+    assert [r[0] for r in got] == [
+        "call_1",
+        "c2",
+        "call_2",
+        "call_3",
+    ]  # one result per call, in order
     assert got[0][2] and "Unknown tool 'missing_tool'" in got[0][1] and "record" in got[0][1]
     assert got[1][2] and "not a valid JSON object" in got[1][1] and '"n"' in got[1][1]
     assert got[2][2] and "n: Input should be a valid integer" in got[2][1]
@@ -102,12 +110,23 @@ async def test_read_only_calls_run_concurrently_and_commit_in_call_order() -> No
         return label
 
     model = ScriptedModel(
-        [reply(tool_calls=[("sleepy", {"label": "slow", "delay": 0.3}), ("sleepy", {"label": "fast", "delay": 0.01}), ("sleepy", {"label": "mid", "delay": 0.15})]), reply("done")]
+        [
+            reply(
+                tool_calls=[
+                    ("sleepy", {"label": "slow", "delay": 0.3}),
+                    ("sleepy", {"label": "fast", "delay": 0.01}),
+                    ("sleepy", {"label": "mid", "delay": 0.15}),
+                ]
+            ),
+            reply("done"),
+        ]
     )
     finished: list[str] = []
     start = time.monotonic()
     session = await Runtime().create_session(Agent(model=model, tools=[sleepy]))
-    await session.run("go", emit=lambda e: finished.append(e.content) if isinstance(e, ToolCallFinished) else None)
+    await session.run(
+        "go", emit=lambda e: finished.append(e.content) if isinstance(e, ToolCallFinished) else None
+    )
     elapsed = time.monotonic() - start
     assert elapsed < 0.42, elapsed  # concurrent: ~0.3 s, sequential would be 0.46 s
     assert finished == ["fast", "mid", "slow"]
@@ -140,18 +159,28 @@ async def test_write_calls_run_alone() -> None:
 
     events: list[str] = []
     model = ScriptedModel(
-        [reply(tool_calls=[("read", {"n": 1}), ("write", {"n": 2}), ("read", {"n": 3})]), reply("ok")]
+        [
+            reply(tool_calls=[("read", {"n": 1}), ("write", {"n": 2}), ("read", {"n": 3})]),
+            reply("ok"),
+        ]
     )
     session = await Runtime().create_session(Agent(model=model, tools=[read, write]))
     await session.run(
         "go",
-        emit=lambda e: events.append(f"{type(e).__name__}:{e.call_id}") if isinstance(e, ToolCallStarted | ToolCallFinished) else None,
+        emit=lambda e: (
+            events.append(f"{type(e).__name__}:{e.call_id}")
+            if isinstance(e, ToolCallStarted | ToolCallFinished)
+            else None
+        ),
     )
     assert peak == 1
     assert events == [
-        "ToolCallStarted:call_1", "ToolCallFinished:call_1",
-        "ToolCallStarted:call_2", "ToolCallFinished:call_2",
-        "ToolCallStarted:call_3", "ToolCallFinished:call_3",
+        "ToolCallStarted:call_1",
+        "ToolCallFinished:call_1",
+        "ToolCallStarted:call_2",
+        "ToolCallFinished:call_2",
+        "ToolCallStarted:call_3",
+        "ToolCallFinished:call_3",
     ]
 
 
@@ -183,10 +212,20 @@ async def test_async_function_model() -> None:
 
 
 async def test_transport_errors_are_retried_and_counted() -> None:
-    model = ScriptedModel([reply(error=RateLimitError("slow down", status=429)), reply(error=RateLimitError("again", status=429)), reply("ok")])
+    model = ScriptedModel(
+        [
+            reply(error=RateLimitError("slow down", status=429)),
+            reply(error=RateLimitError("again", status=429)),
+            reply("ok"),
+        ]
+    )
     retries: list[RetryAttempt] = []
     session = await Runtime().create_session(Agent(model=model))
-    result = await session.run("x", options=RunOptions(retry=FAST), emit=lambda e: retries.append(e) if isinstance(e, RetryAttempt) else None)
+    result = await session.run(
+        "x",
+        options=RunOptions(retry=FAST),
+        emit=lambda e: retries.append(e) if isinstance(e, RetryAttempt) else None,
+    )
     assert result.text == "ok"
     assert (result.model_requests, result.transport_retries, result.rounds) == (3, 2, 1)
     assert [r.attempt for r in retries] == [1, 2] and retries[0].status == 429
@@ -204,7 +243,9 @@ async def test_non_retryable_errors_propagate() -> None:
 async def test_retries_give_up_after_the_policy_limit() -> None:
     model = ScriptedModel([reply(error=RateLimitError("x", status=429))] * 3)
     with pytest.raises(RateLimitError):
-        await Agent(model=model).run("x", options=RunOptions(retry=RetryPolicy(max_retries=2, initial_delay=0.001)))
+        await Agent(model=model).run(
+            "x", options=RunOptions(retry=RetryPolicy(max_retries=2, initial_delay=0.001))
+        )
     assert len(model.requests) == 3
 
 
@@ -240,7 +281,17 @@ async def test_round_and_request_budgets_end_the_run(options: RunOptions, rounds
 
 
 async def test_tool_call_budget_answers_calls_past_it_in_band() -> None:
-    model = ScriptedModel([reply(tool_calls=[("add", {"a": 1, "b": 1}), ("add", {"a": 2, "b": 2}), ("add", {"a": 3, "b": 3})])])
+    model = ScriptedModel(
+        [
+            reply(
+                tool_calls=[
+                    ("add", {"a": 1, "b": 1}),
+                    ("add", {"a": 2, "b": 2}),
+                    ("add", {"a": 3, "b": 3}),
+                ]
+            )
+        ]
+    )
     session = await Runtime().create_session(Agent(model=model, tools=[add]))
     result = await session.run("x", options=RunOptions(max_tool_calls=2))
     assert result.status is RunStatus.BUDGET_EXHAUSTED and result.tool_calls == 2
@@ -278,7 +329,7 @@ async def test_deadline_during_tools_gives_every_call_a_result() -> None:
     result = await session.run("x", options=RunOptions(deadline=0.3))
     assert result.status is RunStatus.DEADLINE
     results = (await session.transcript())[-1].results
-    assert [r.content for r in results][0] == "waited"
+    assert results[0].content == "waited"
     assert results[1].is_error and "deadline" in results[1].content
 
 
@@ -362,7 +413,9 @@ async def test_output_schema_validates_and_fixes() -> None:
         name: str
         population: int
 
-    model = ScriptedModel([reply('{"name": "Oslo"}'), reply('```json\n{"name": "Oslo", "population": 700000}\n```')])
+    model = ScriptedModel(
+        [reply('{"name": "Oslo"}'), reply('```json\n{"name": "Oslo", "population": 700000}\n```')]
+    )
     result = await Agent(model=model, output_schema=City).run("x")
     assert result.status is RunStatus.COMPLETED
     assert result.output == City(name="Oslo", population=700000)

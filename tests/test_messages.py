@@ -10,15 +10,28 @@ from taskloom import ImageBlock, Message, ThinkingBlock, ToolCall, ToolResult, U
 def test_every_block_kind_round_trips_through_json() -> None:
     messages = [
         Message.user("hi ✓"),
-        Message.user([ImageBlock(data=b"\x89PNG\x00", media_type="image/png"), ImageBlock(url="https://x/y.png")]),
+        Message.user(
+            [
+                ImageBlock(data=b"\x89PNG\x00", media_type="image/png"),
+                ImageBlock(url="https://x/y.png"),
+            ]
+        ),
         Message.assistant(
             "answer",
-            tool_calls=[ToolCall("c1", "add", {"a": 1}), ToolCall("c2", "bad", {}, raw_arguments="{nope")],
-            thinking=[ThinkingBlock("hmm", signature="sig", provider="anthropic"), ThinkingBlock(redacted=True, data="xyz")],
+            tool_calls=[
+                ToolCall("c1", "add", {"a": 1}),
+                ToolCall("c2", "bad", {}, raw_arguments="{nope"),
+            ],
+            thinking=[
+                ThinkingBlock("hmm", signature="sig", provider="anthropic"),
+                ThinkingBlock(redacted=True, data="xyz"),
+            ],
             provider="anthropic",
             model="claude",
         ),
-        Message.tool_results([ToolResult("c1", "2", tool_name="add"), ToolResult("c2", "bad", is_error=True)]),
+        Message.tool_results(
+            [ToolResult("c1", "2", tool_name="add"), ToolResult("c2", "bad", is_error=True)]
+        ),
     ]
     for m in messages:
         assert Message.from_dict(json.loads(json.dumps(m.to_dict()))) == m

@@ -19,7 +19,9 @@ def test_python_blocks_run_in_order() -> None:
     assert len(code) >= 4
     # Blocks call asyncio.run, so they run outside pytest's event loop: in a subprocess.
     program = "\n\n".join(code)
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert "Tromsø: clear skies" in done.stdout and "get_weather -> 4°C, rain" in done.stdout
 
@@ -36,11 +38,14 @@ def test_shell_blocks_are_the_two_setup_commands() -> None:
 def test_demo_runs(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "taskloom.cli", "demo", "--fast"],
-        capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "TASKLOOM_HOME": str(tmp_path), "COLUMNS": "120"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "TASKLOOM_HOME": str(tmp_path), "COLUMNS": "120"},
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "scripted" in out
-    assert out.count('→ get_weather(city=') == 3
+    assert out.count("→ get_weather(city=") == 3
     assert "strategy" in out and "injecting a correction" in out
     assert "Packing list" in out and "status" in out and "completed" in out

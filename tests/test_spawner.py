@@ -6,7 +6,15 @@ from typing import Any
 
 import pytest
 
-from taskloom import Agent, ConfigurationError, ModelRequest, RunStatus, Runtime, ToolContext, ToolEffect, tool
+from taskloom import (
+    Agent,
+    ConfigurationError,
+    ModelRequest,
+    RunStatus,
+    Runtime,
+    ToolEffect,
+    tool,
+)
 from taskloom.background.leases import MemoryLeases
 from taskloom.delegation import (
     ChildSpec,
@@ -40,7 +48,9 @@ def write_file(path: str) -> str:
 
 def worker_model(name: str = "small") -> FunctionModel:
     def answer(request: ModelRequest) -> Any:
-        return reply(f"{request.system or ''}|{request.messages[0].text}|tools={[t.name for t in request.tools]}")
+        return reply(
+            f"{request.system or ''}|{request.messages[0].text}|tools={[t.name for t in request.tools]}"
+        )
 
     return FunctionModel(answer, name=name)
 
@@ -49,7 +59,9 @@ def spawn(**args: Any) -> tuple[str, dict[str, Any]]:
     return (SPAWN_TOOL, args)
 
 
-async def run_lead(spawner: Spawner, *calls: tuple[str, dict[str, Any]], runtime: Runtime | None = None) -> tuple[Any, list[Any]]:
+async def run_lead(
+    spawner: Spawner, *calls: tuple[str, dict[str, Any]], runtime: Runtime | None = None
+) -> tuple[Any, list[Any]]:
     lead = ScriptedModel([reply(tool_calls=list(calls)), reply("done")])
     rt = runtime or Runtime()
     session = await rt.create_session(Agent("lead", lead, tools=[spawner, *console_tools()]))
@@ -61,7 +73,14 @@ async def test_the_model_composes_a_worker() -> None:
     small, big = worker_model("small"), worker_model("big")
     spawner = Spawner(small, tools=[fetch, write_file], models=[big])
     _, results = await run_lead(
-        spawner, spawn(name="reader", instructions="Read carefully.", task="read the docs", tools=["fetch"], model=big.spec)
+        spawner,
+        spawn(
+            name="reader",
+            instructions="Read carefully.",
+            task="read the docs",
+            tools=["fetch"],
+            model=big.spec,
+        ),
     )
     answer = json.loads(results[0].content)["answer"]
     assert answer == "Read carefully.|read the docs|tools=['fetch']"
@@ -69,7 +88,9 @@ async def test_the_model_composes_a_worker() -> None:
 
 
 async def test_types_give_defaults() -> None:
-    spawner = Spawner(worker_model(), tools=[fetch], types=[WorkerType("scout", "You scout.", tools=("fetch",))])
+    spawner = Spawner(
+        worker_model(), tools=[fetch], types=[WorkerType("scout", "You scout.", tools=("fetch",))]
+    )
     _, results = await run_lead(spawner, spawn(name="s1", task="look", type="scout"))
     assert json.loads(results[0].content)["answer"] == "You scout.|look|tools=['fetch']"
 
@@ -78,14 +99,28 @@ async def test_types_give_defaults() -> None:
     ("args", "expected"),
     [
         ({"name": "w", "task": ""}, "'task' is empty"),
-        ({"name": "w", "task": "t", "tools": ["shell"]}, "'shell' are not in the pool; allowed: fetch, write_file"),
-        ({"name": "w", "task": "t", "model": "openai:gpt-5"}, "model 'openai:gpt-5' is not allowed; allowed: function:small"),
-        ({"name": "w", "task": "t", "type": "ghost"}, "unknown worker type 'ghost'; available types: (none defined)"),
-        ({"name": "w", "task": "t", "mode": "background"}, "mode 'background' is not available here"),
+        (
+            {"name": "w", "task": "t", "tools": ["shell"]},
+            "'shell' are not in the pool; allowed: fetch, write_file",
+        ),
+        (
+            {"name": "w", "task": "t", "model": "openai:gpt-5"},
+            "model 'openai:gpt-5' is not allowed; allowed: function:small",
+        ),
+        (
+            {"name": "w", "task": "t", "type": "ghost"},
+            "unknown worker type 'ghost'; available types: (none defined)",
+        ),
+        (
+            {"name": "w", "task": "t", "mode": "background"},
+            "mode 'background' is not available here",
+        ),
     ],
 )
 async def test_policy_violations_are_answered_in_band(args: dict[str, Any], expected: str) -> None:
-    result, results = await run_lead(Spawner(worker_model(), tools=[fetch, write_file]), spawn(**args))
+    result, results = await run_lead(
+        Spawner(worker_model(), tools=[fetch, write_file]), spawn(**args)
+    )
     assert result.status is RunStatus.COMPLETED
     assert results[0].is_error and expected in results[0].content
 
@@ -120,7 +155,9 @@ async def test_max_children_is_enforced_atomically() -> None:
         return reply("finished")
 
     spawner = Spawner(FunctionModel(slow), max_children=2)
-    lead = ScriptedModel([reply(tool_calls=[spawn(name=f"w{i}", task="t") for i in range(6)]), reply("done")])
+    lead = ScriptedModel(
+        [reply(tool_calls=[spawn(name=f"w{i}", task="t") for i in range(6)]), reply("done")]
+    )
     session = await Runtime().create_session(Agent("lead", lead, tools=[spawner]))
     task = asyncio.create_task(session.run("go"))
     for _ in range(50):
@@ -153,8 +190,10 @@ async def test_console_tools_find_read_steer_and_stop() -> None:
     spawner = Spawner(FunctionModel(slow), tools=[fetch], dispatcher=TaskDispatcher(worker))
     tools = {t.name: t for t in console_tools(wait_timeout=5, poll_interval=0.01)}
 
-    lead_replies: list[Any] = [reply(tool_calls=[spawn(name="bg", task="work", tools=["fetch"], mode="background")])]
-    lead = ScriptedModel(lead_replies + [reply("spawned"), reply("still waiting, fine")])
+    lead_replies: list[Any] = [
+        reply(tool_calls=[spawn(name="bg", task="work", tools=["fetch"], mode="background")])
+    ]
+    lead = ScriptedModel([*lead_replies, reply("spawned"), reply("still waiting, fine")])
     session = await runtime.create_session(Agent("lead", lead, tools=[spawner, *tools.values()]))
     result = await session.run("go")
     receipt = json.loads(lead.requests[1].messages[-1].results[0].content)
@@ -165,8 +204,14 @@ async def test_console_tools_find_read_steer_and_stop() -> None:
     from taskloom.loop.context import ToolContext as Ctx
 
     ctx = Ctx(
-        run_id="r", session_id=session.id, call_id="c", agent=session.agent, runtime=runtime,
-        session=session, options=__import__("taskloom").RunOptions(), emit=lambda e: None,
+        run_id="r",
+        session_id=session.id,
+        call_id="c",
+        agent=session.agent,
+        runtime=runtime,
+        session=session,
+        options=__import__("taskloom").RunOptions(),
+        emit=lambda e: None,
     )
     await asyncio.sleep(0.05)  # let the worker task start
     listing = (await tools["list_agents"].call({}, ctx)).content
@@ -202,7 +247,9 @@ async def test_a_background_child_reports_at_the_parents_next_boundary() -> None
             return reply(tool_calls=[("fetch", {"url": "meanwhile"})])
         return reply("saw: " + " / ".join(m.text for m in request.messages if m.role == "user"))
 
-    session = await runtime.create_session(Agent("lead", FunctionModel(lead_answer), tools=[spawner, fetch]))
+    session = await runtime.create_session(
+        Agent("lead", FunctionModel(lead_answer), tools=[spawner, fetch])
+    )
     result = await session.run("go")
     assert "background agent 'bg'" in result.text and "finished" in result.text
     assert "background work" in result.text
@@ -234,7 +281,9 @@ async def test_the_parent_is_reminded_of_a_running_background_child() -> None:
             return reply("waiting")
         return reply("final")
 
-    session = await runtime.create_session(Agent("lead", FunctionModel(lead_answer), tools=[spawner]))
+    session = await runtime.create_session(
+        Agent("lead", FunctionModel(lead_answer), tools=[spawner])
+    )
     result = await session.run("go")
     assert "still running" in seen[2]  # the reminder kept the run going
     assert "child done" in seen[3]  # then the report arrived
@@ -245,7 +294,9 @@ async def test_exactly_one_report_even_when_delivered_twice() -> None:
     runtime = Runtime()
     worker = ChildWorker(runtime)
     spawner = Spawner(worker_model(), dispatcher=InlineDispatcher(worker))
-    result, results = await run_lead(spawner, spawn(name="bg", task="t", mode="background"), runtime=runtime)
+    result, results = await run_lead(
+        spawner, spawn(name="bg", task="t", mode="background"), runtime=runtime
+    )
     child_id = json.loads(results[0].content)["id"]
     parent_id = result.session_id
     spec = ChildSpec.from_dict((await runtime.store.load(child_id))[0].data["spec"])
@@ -272,7 +323,9 @@ async def test_a_stale_worker_cannot_append() -> None:
     second = await leases.acquire(f"child:{child.id}", "w2", 30)
     assert second is not None and second.generation == first.generation + 1
     with pytest.raises(StaleLeaseError):
-        await store.append(child.id, Entry("subagent_result", {"status": "done"}), fence=first.fence)
+        await store.append(
+            child.id, Entry("subagent_result", {"status": "done"}), fence=first.fence
+        )
     await store.append(child.id, Entry("subagent_result", {"status": "done"}), fence=second.fence)
     assert [e.kind for e in await store.load(child.id)] == ["subagent_started", "subagent_result"]
 
@@ -313,7 +366,11 @@ async def test_a_worker_redelivered_after_a_crash_continues_from_the_log() -> No
     await store.append(child.id, Entry("subagent_started"), fence=dead.fence)  # type: ignore[union-attr]
     from taskloom import Message
 
-    await store.append(child.id, Entry("message", {"message": Message.user("the task").to_dict()}), fence=dead.fence)  # type: ignore[union-attr]
+    await store.append(
+        child.id,
+        Entry("message", {"message": Message.user("the task").to_dict()}),
+        fence=dead.fence,
+    )  # type: ignore[union-attr]
     assert await ChildWorker(runtime).run(spec) is None  # its lease is still live: skip
     now[0] += 31
     assert await ChildWorker(runtime).run(spec) is ChildStatus.DONE

@@ -78,7 +78,10 @@ async def test_no_strategy_is_exactly_proceed_everywhere() -> None:
     recorded, recorded_result = await run_with(recorder)
     assert wire(plain.requests) == wire(recorded.requests)
     assert plain_result.text == recorded_result.text == "final"
-    assert (plain_result.rounds, plain_result.tool_calls) == (recorded_result.rounds, recorded_result.tool_calls)
+    assert (plain_result.rounds, plain_result.tool_calls) == (
+        recorded_result.rounds,
+        recorded_result.tool_calls,
+    )
     assert [c.boundary for c in recorder.seen] == [
         RoundBoundary.TOOL_RESULTS_COMMITTED,
         RoundBoundary.TOOL_RESULTS_COMMITTED,
@@ -108,18 +111,27 @@ async def test_inject_adds_a_corrective_turn_and_asks_again() -> None:
         return RoundDecision.proceed()
 
     model = ScriptedModel(["Paris.", "Paris (source: atlas)."])
-    result = await Agent(model=model).run("capital of France?", options=RunOptions(strategy=Recorder(decide)))
+    result = await Agent(model=model).run(
+        "capital of France?", options=RunOptions(strategy=Recorder(decide))
+    )
     assert result.status is RunStatus.COMPLETED and result.text == "Paris (source: atlas)."
-    assert [m.text for m in model.requests[1].messages] == ["capital of France?", "Paris.", "Cite your source."]
+    assert [m.text for m in model.requests[1].messages] == [
+        "capital of France?",
+        "Paris.",
+        "Cite your source.",
+    ]
 
 
 async def test_inject_after_tool_results() -> None:
     def decide(ctx: RoundContext) -> RoundDecision:
-        if ctx.boundary is RoundBoundary.TOOL_RESULTS_COMMITTED and any(r.is_error for r in ctx.tool_results):
+        if ctx.boundary is RoundBoundary.TOOL_RESULTS_COMMITTED and any(
+            r.is_error for r in ctx.tool_results
+        ):
             return Inject("A lookup failed: do not guess.")
         return Continue()
 
     model, result = await run_with(Recorder(decide))
+    assert result.text == "final"
     assert model.requests[1].messages[-1].text == "A lookup failed: do not guess."
     assert model.requests[1].messages[-2].role == "tool"
 
@@ -144,7 +156,11 @@ async def test_adjustments_switch_model_and_reasoning_and_persist() -> None:
 
     def decide(ctx: RoundContext) -> RoundDecision:
         if ctx.rounds_completed == 1:
-            return Continue(RoundAdjustment(model=big, reasoning=ReasoningChange.set(ReasoningOptions(effort="high"))))
+            return Continue(
+                RoundAdjustment(
+                    model=big, reasoning=ReasoningChange.set(ReasoningOptions(effort="high"))
+                )
+            )
         return Continue()
 
     agent = Agent(model=small, tools=[lookup])
@@ -167,6 +183,6 @@ def test_decisions_are_values() -> None:
     assert RoundDecision.proceed() == Continue()
     assert RoundDecision.inject("x") == Inject("x")
     assert RoundDecision.stop().action == "stop"
-    assert pickle.loads(pickle.dumps(Inject("x", RoundAdjustment(model="openai:gpt-4.1")))) == Inject(
-        "x", RoundAdjustment(model="openai:gpt-4.1")
-    )
+    assert pickle.loads(
+        pickle.dumps(Inject("x", RoundAdjustment(model="openai:gpt-4.1")))
+    ) == Inject("x", RoundAdjustment(model="openai:gpt-4.1"))

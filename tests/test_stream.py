@@ -38,9 +38,18 @@ async def test_stream_yields_the_run_in_order_with_session_ids() -> None:
     events = [e async for e in stream]
     kinds = [type(e).__name__ for e in events]
     assert kinds == [
-        "RunStarted", "ModelRequestStarted", "ToolCallStarted", "ToolProgress", "ToolProgress",
-        "ToolCallFinished", "RoundCommitted", "ModelRequestStarted", "TextDelta", "TextDelta",
-        "RoundCommitted", "RunFinished",
+        "RunStarted",
+        "ModelRequestStarted",
+        "ToolCallStarted",
+        "ToolProgress",
+        "ToolProgress",
+        "ToolCallFinished",
+        "RoundCommitted",
+        "ModelRequestStarted",
+        "TextDelta",
+        "TextDelta",
+        "RoundCommitted",
+        "RunFinished",
     ]
     assert all(e.session_id == session.id and e.origin == "" for e in events)
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "two words"

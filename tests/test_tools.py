@@ -7,7 +7,16 @@ from typing import Any
 import pydantic
 import pytest
 
-from taskloom import Agent, ConfigurationError, Tool, ToolContext, ToolEffect, ToolError, ToolOutput, tool
+from taskloom import (
+    Agent,
+    ConfigurationError,
+    Tool,
+    ToolContext,
+    ToolEffect,
+    ToolError,
+    ToolOutput,
+    tool,
+)
 from taskloom.models import ScriptedModel, reply
 from taskloom.tools import cap_output
 
@@ -51,7 +60,11 @@ def test_schema_is_built_once_at_decoration(monkeypatch: pytest.MonkeyPatch) -> 
         return x
 
     calls = []
-    monkeypatch.setattr(pydantic.BaseModel, "model_json_schema", classmethod(lambda cls, *a, **k: calls.append(1) or {}))
+    monkeypatch.setattr(
+        pydantic.BaseModel,
+        "model_json_schema",
+        classmethod(lambda cls, *a, **k: calls.append(1) or {}),
+    )
     Agent(model=ScriptedModel([]), tools=[f])
     assert calls == []
 
@@ -169,7 +182,7 @@ def test_configuration_errors_name_the_culprit() -> None:
     class Opaque:
         pass
 
-    with pytest.raises(ConfigurationError, match="'weird'.*not JSON-serialisable"):
+    with pytest.raises(ConfigurationError, match=r"'weird'.*not JSON-serialisable"):
 
         @tool
         def weird(thing: Opaque) -> None:

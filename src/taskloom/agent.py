@@ -60,6 +60,8 @@ class Agent:
     settings: ModelSettings
     description: str
     fixes: int
+    _tool_map: dict[str, Tool]
+    _json_schema: Any
 
     def __init__(
         self,
@@ -97,23 +99,19 @@ class Agent:
         raise AttributeError("Agent is immutable; use agent.replace(...)")
 
     def __repr__(self) -> str:
-        model = self.model if isinstance(self.model, str) else getattr(self.model, "spec", self.model)
+        model = (
+            self.model if isinstance(self.model, str) else getattr(self.model, "spec", self.model)
+        )
         return f"Agent({self.name!r}, model={model!r}, tools={[t.name for t in self.tools]})"
 
     def replace(self, **changes: Any) -> Agent:
         """A copy with some fields changed."""
-        fields = {
-            "name": self.name,
-            "model": self.model,
-            "instructions": self.instructions,
-            "tools": self.tools,
-            "output_schema": self.output_schema,
-            "settings": self.settings,
-            "description": self.description,
-            "fixes": self.fixes,
-        }
-        fields.update(changes)
-        return Agent(**fields)
+        unknown = set(changes) - set(_FIELDS)
+        if unknown:
+            raise TypeError(f"Agent has no field(s) {sorted(unknown)}")
+        current: dict[str, Any] = {name: getattr(self, name) for name in _FIELDS}
+        current.update(changes)
+        return Agent(**current)
 
     @property
     def tool_map(self) -> Mapping[str, Tool]:
@@ -192,13 +190,21 @@ class Agent:
         return await session.run(input, options=options)
 
     def run_sync(
-        self, input: str | Message, *, options: RunOptions | None = None, runtime: Runtime | None = None
+        self,
+        input: str | Message,
+        *,
+        options: RunOptions | None = None,
+        runtime: Runtime | None = None,
     ) -> RunResult:
         """`run` for scripts: runs its own event loop."""
         return asyncio.run(self.run(input, options=options, runtime=runtime))
 
     async def stream(
-        self, input: str | Message, *, options: RunOptions | None = None, runtime: Runtime | None = None
+        self,
+        input: str | Message,
+        *,
+        options: RunOptions | None = None,
+        runtime: Runtime | None = None,
     ) -> AsyncIterator[Event]:
         """Run once in a fresh session, yielding its events."""
         from .runtime import Runtime
@@ -210,6 +216,16 @@ class Agent:
 
 
 _DEFAULT_SETTINGS = ModelSettings()
+_FIELDS = (
+    "name",
+    "model",
+    "instructions",
+    "tools",
+    "output_schema",
+    "settings",
+    "description",
+    "fixes",
+)
 
 
 def _strip_fences(text: str) -> str:

@@ -32,6 +32,7 @@ __all__ = [
     "WorkFinished",
 ]
 
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Base:
     origin: str = ""

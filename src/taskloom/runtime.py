@@ -27,8 +27,8 @@ from .stores import SessionStore, open_store
 from .stores.base import Entry, EntryKind, Fence, SessionMeta
 
 if TYPE_CHECKING:
-    from .background.service import BackgroundService
     from .background.notices import Delivery
+    from .background.service import BackgroundService
     from .tools import Tool
 
 __all__ = ["Runtime", "Session"]
@@ -192,7 +192,9 @@ class Session:
         base = self.agent.settings
         if not self.log.reasoning_set:
             return base
-        return ModelSettings(base.temperature, base.top_p, base.max_tokens, base.stop, self.log.reasoning, base.extra)
+        return ModelSettings(
+            base.temperature, base.top_p, base.max_tokens, base.stop, self.log.reasoning, base.extra
+        )
 
     # ------------------------------------------------------------ the log
 
@@ -255,7 +257,9 @@ class Session:
 
     # ------------------------------------------------------------ running
 
-    def _start(self, user: Message | None, options: RunOptions | None, resume: bool, origin: str) -> Callable[[Callable[[Event], None] | None], Any]:
+    def _start(
+        self, user: Message | None, options: RunOptions | None, resume: bool, origin: str
+    ) -> Callable[[Callable[[Event], None] | None], Any]:
         async def start(emit: Callable[[Event], None] | None) -> RunResult:
             if self._running:
                 raise TaskloomError(f"session {self.id} already has a run in progress")
@@ -282,7 +286,9 @@ class Session:
         """
         return await self._start(_as_user(input), options, False, origin)(emit)  # type: ignore[no-any-return]
 
-    def stream(self, input: str | Message | None = None, *, options: RunOptions | None = None) -> RunStream:
+    def stream(
+        self, input: str | Message | None = None, *, options: RunOptions | None = None
+    ) -> RunStream:
         """Run like `run`, yielding events; `stream.result` holds the result after."""
         return RunStream(self._start(_as_user(input), options, False, ""))
 
@@ -357,7 +363,11 @@ class Session:
         await self._append(
             Entry(
                 EntryKind.MODEL_CHANGE,
-                {"reasoning": reasoning.to_dict() if reasoning else None, "reasoning_changed": True, "model_changed": False},
+                {
+                    "reasoning": reasoning.to_dict() if reasoning else None,
+                    "reasoning_changed": True,
+                    "model_changed": False,
+                },
             )
         )
 
@@ -384,7 +394,9 @@ def origin_label(name: str, child_session_id: str, parent_origin: str = "") -> s
     return f"{parent_origin}>{own}" if parent_origin else own
 
 
-async def _transcript_with_children(store: SessionStore, entries: list[Entry], origin: str) -> list[Message]:
+async def _transcript_with_children(
+    store: SessionStore, entries: list[Entry], origin: str
+) -> list[Message]:
     from dataclasses import replace
 
     out: list[Message] = []
@@ -400,4 +412,3 @@ async def _transcript_with_children(store: SessionStore, entries: list[Entry], o
             child_entries = await store.load(child_id)
             out.extend(await _transcript_with_children(store, child_entries, child_origin))
     return out
-

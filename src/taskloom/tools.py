@@ -22,7 +22,7 @@ import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import pydantic
@@ -49,7 +49,7 @@ DEFAULT_MAX_OUTPUT_CHARS = 50_000
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class ToolEffect(str, Enum):
+class ToolEffect(StrEnum):
     """What calling a tool does to the world; decides what may run concurrently."""
 
     READ_ONLY = "read_only"
@@ -189,9 +189,7 @@ class Tool:
         _context_param: str | None = None,
     ) -> None:
         if not name or not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
-            raise ConfigurationError(
-                f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'"
-            )
+            raise ConfigurationError(f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'")
         if not isinstance(input_schema, Mapping) or input_schema.get("type", "object") != "object":
             raise ConfigurationError(f"tool {name!r}: input_schema must be a JSON object schema")
         self.name = name
@@ -277,7 +275,9 @@ class Tool:
         except ToolError as exc:
             return ToolOutput(exc.message, is_error=True)
         except TimeoutError:
-            return ToolOutput(f"tool {self.name!r} timed out after {self.timeout:g}s", is_error=True)
+            return ToolOutput(
+                f"tool {self.name!r} timed out after {self.timeout:g}s", is_error=True
+            )
         except Exception as exc:
             return ToolOutput(f"{type(exc).__name__}: {exc}", is_error=True)
         if isinstance(value, ToolOutput):
@@ -388,7 +388,10 @@ def _build_tool(
             **fields,
         )
         schema = _clean_schema(model.model_json_schema())
-    except (pydantic.PydanticSchemaGenerationError, pydantic.errors.PydanticInvalidForJsonSchema) as exc:
+    except (
+        pydantic.PydanticSchemaGenerationError,
+        pydantic.errors.PydanticInvalidForJsonSchema,
+    ) as exc:
         raise ConfigurationError(
             f"tool {tool_name!r}: its signature is not JSON-serialisable: {exc}"
         ) from exc

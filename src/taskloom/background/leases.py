@@ -14,9 +14,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from ..stores.base import Fence
+if TYPE_CHECKING:
+    from ..stores.base import Fence
 
 __all__ = ["Clock", "Lease", "Leases", "MemoryLeases", "system_clock"]
 
@@ -40,6 +41,8 @@ class Lease:
     @property
     def fence(self) -> Fence:
         """The fencing token every write of this holder carries."""
+        from ..stores.base import Fence
+
         return Fence(self.key, self.generation)
 
 

@@ -17,7 +17,13 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event
-from .activities import ActivityRegistry, BackgroundActivity, BackgroundNotice, NoticeInbox, NoticeStatus
+from .activities import (
+    ActivityRegistry,
+    BackgroundActivity,
+    BackgroundNotice,
+    NoticeInbox,
+    NoticeStatus,
+)
 from .lifecycle import Lifecycle, Listeners
 from .notices import Delivery, RunNotices
 
@@ -152,18 +158,26 @@ class BackgroundService:
         term = lease if lease is not None else self.lease
 
         def launch() -> None:
-            task = asyncio.get_running_loop().create_task(self._supervise(session_id, activity, work, term))
+            task = asyncio.get_running_loop().create_task(
+                self._supervise(session_id, activity, work, term)
+            )
             self._tasks[(session_id, aid)] = task
             task.add_done_callback(lambda _: self._tasks.pop((session_id, aid), None))
 
-        if not await self.lifecycle.begin(session_id, activity, launch, lease=term, kind_cap=kind_cap):
+        if not await self.lifecycle.begin(
+            session_id, activity, launch, lease=term, kind_cap=kind_cap
+        ):
             raise BackgroundCapReached(kind, kind_cap)
         if run_id is not None and run_id in self._runs:
             self._runs[run_id].mark_started(aid)
         return aid
 
-    async def _supervise(self, session_id: str, activity: BackgroundActivity, work: Work, lease: float) -> None:
-        heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(session_id, activity.id, lease))
+    async def _supervise(
+        self, session_id: str, activity: BackgroundActivity, work: Work, lease: float
+    ) -> None:
+        heartbeat = asyncio.get_running_loop().create_task(
+            self._heartbeat(session_id, activity.id, lease)
+        )
         status, text = NoticeStatus.DONE, ""
         try:
             out = await work()
@@ -175,7 +189,13 @@ class BackgroundService:
         finally:
             heartbeat.cancel()
         notice = BackgroundNotice(
-            f"{activity.id}:end", activity.id, activity.kind, text, status, time.time(), {"description": activity.description}
+            f"{activity.id}:end",
+            activity.id,
+            activity.kind,
+            text,
+            status,
+            time.time(),
+            {"description": activity.description},
         )
         # Retry a failing push a few times: until it succeeds the activity
         # stays registered (its lease lapses on its own if we give up).

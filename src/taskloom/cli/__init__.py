@@ -23,7 +23,9 @@ def default_store_url() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="taskloom", description="A runtime for tool-using LLM agents.")
+    parser = argparse.ArgumentParser(
+        prog="taskloom", description="A runtime for tool-using LLM agents."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="an offline, scripted tour of a run (no API key needed)")
@@ -32,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a prompt against a model and stream the answer")
     run.add_argument("prompt")
     run.add_argument("--model", required=True, help="PROVIDER:MODEL, e.g. openai:gpt-4.1-mini")
-    run.add_argument("--tool", action="append", default=[], help="a tool as module:attribute (repeatable)")
+    run.add_argument(
+        "--tool", action="append", default=[], help="a tool as module:attribute (repeatable)"
+    )
     run.add_argument("--system", default=None, help="instructions (system prompt)")
     run.add_argument("--base-url", default=None, help="the server's base URL")
     run.add_argument("--store", default=None, help="store URL (default: the embedded SQLite store)")

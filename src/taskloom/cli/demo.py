@@ -30,7 +30,11 @@ from .render import EventPrinter, usage_table
 
 __all__ = ["run_demo"]
 
-FORECASTS = {"Oslo": "4°C, light rain", "Bergen": "7°C, heavy rain", "Tromsø": "-3°C, clear, northern lights likely"}
+FORECASTS = {
+    "Oslo": "4°C, light rain",
+    "Bergen": "7°C, heavy rain",
+    "Tromsø": "-3°C, clear, northern lights likely",
+}
 
 
 def _make_weather_tool(pause: float) -> object:
@@ -60,8 +64,12 @@ class PackingListCheck:
         if ctx.boundary is RoundBoundary.ASSISTANT_MESSAGE_COMMITTED:
             text = ctx.assistant_message.text.lower() if ctx.assistant_message else ""
             if "pack" not in text:
-                self.printer.note("[bold yellow]⚑ strategy:[/] no packing list in the answer → injecting a correction")
-                return RoundDecision.inject("You forgot the packing list. Add one, based on the forecasts.")
+                self.printer.note(
+                    "[bold yellow]⚑ strategy:[/] no packing list in the answer → injecting a correction"
+                )
+                return RoundDecision.inject(
+                    "You forgot the packing list. Add one, based on the forecasts."
+                )
         return RoundDecision.proceed()
 
 

@@ -88,21 +88,40 @@ class EventPrinter:
             content = event.content.replace("\n", " ")
             content = content if len(content) <= 90 else content[:87] + "..."
             label = self._calls.pop(event.call_id, event.name)
-            self._line(o, Text.assemble((f"{mark} {label}", style), f" {event.duration:.2f}s → {content}"))
+            self._line(
+                o, Text.assemble((f"{mark} {label}", style), f" {event.duration:.2f}s → {content}")
+            )
         elif isinstance(event, ApprovalRequested):
-            self._line(o, Text(f"⏸ {event.name}({_args(event.arguments)}) needs approval [{event.call_id}]", style="bold yellow"))
+            self._line(
+                o,
+                Text(
+                    f"⏸ {event.name}({_args(event.arguments)}) needs approval [{event.call_id}]",
+                    style="bold yellow",
+                ),
+            )
         elif isinstance(event, NoticeDelivered):
-            self._line(o, Text(f"✉ delivered to the model: {event.text.splitlines()[0][:90]}", style="yellow"))
+            self._line(
+                o,
+                Text(
+                    f"✉ delivered to the model: {event.text.splitlines()[0][:90]}", style="yellow"
+                ),
+            )
         elif isinstance(event, RetryAttempt):
-            self._line(o, Text(f"↻ retry {event.attempt} in {event.delay:.2f}s: {event.error}", style="yellow"))
+            self._line(
+                o,
+                Text(
+                    f"↻ retry {event.attempt} in {event.delay:.2f}s: {event.error}", style="yellow"
+                ),
+            )
         elif isinstance(event, SubagentStarted):
-            self._line(o, Text(f"⇢ {event.name} started ({event.mode}): {event.task[:70]}", style="bold"))
+            self._line(
+                o, Text(f"⇢ {event.name} started ({event.mode}): {event.task[:70]}", style="bold")
+            )
         elif isinstance(event, SubagentFinished):
             self._line(o, Text(f"⇠ {event.name} {event.status}", style="bold"))
-        elif isinstance(event, RunFinished):
-            if self._in_text:
-                self.console.print()
-                self._in_text = False
+        elif isinstance(event, RunFinished) and self._in_text:
+            self.console.print()
+            self._in_text = False
 
 
 def usage_table(result: RunResult, title: str = "usage") -> Table:

@@ -44,7 +44,9 @@ async def _run(args: argparse.Namespace, console: Console) -> int:
         runtime.register_model(model)
         session = await runtime.create_session(agent)
         printer = EventPrinter(console)
-        result = await session.run(args.prompt, options=RunOptions(max_rounds=args.max_rounds), emit=printer)
+        result = await session.run(
+            args.prompt, options=RunOptions(max_rounds=args.max_rounds), emit=printer
+        )
         console.print(usage_table(result, title=f"session {session.id}"), style="dim")
         return 0 if result.ok else 1
 

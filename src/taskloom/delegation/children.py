@@ -17,7 +17,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StaleLeaseError
@@ -50,7 +50,7 @@ CHILD_LEASE = 30.0
 """Seconds a child's lease lasts without renewal (renewed every third of it)."""
 
 
-class ChildStatus(str, Enum):
+class ChildStatus(StrEnum):
     """Where a child is, derived from its log and its lease."""
 
     QUEUED = "queued"
@@ -86,7 +86,11 @@ class ChildOutcome:
         """The delegation tool's result: `{"answer": ..., "tokens": ...}` or an error."""
         if self.status is ChildStatus.DONE:
             return ToolOutput(
-                json.dumps({"answer": self.answer, "tokens": self.usage.total_tokens}, ensure_ascii=False, default=str)
+                json.dumps(
+                    {"answer": self.answer, "tokens": self.usage.total_tokens},
+                    ensure_ascii=False,
+                    default=str,
+                )
             )
         what = "was stopped" if self.status is ChildStatus.STOPPED else "failed"
         text = f"agent {self.name!r} ({self.child_id[:8]}) {what}"
@@ -131,7 +135,13 @@ async def create_child(
         agent,
         session_id=session_id,
         parent_id=ctx.session_id,
-        metadata={"name": name, "role": role, "task": summary(task, 500), "mode": mode, "parent_call_id": ctx.call_id},
+        metadata={
+            "name": name,
+            "role": role,
+            "task": summary(task, 500),
+            "mode": mode,
+            "parent_call_id": ctx.call_id,
+        },
     )
     link = {
         "child_session_id": child.id,
@@ -213,7 +223,9 @@ async def held_lease(
             await leases.release(current)
 
 
-def _outcome_of(child: Session, name: str, result: RunResult) -> tuple[ChildStatus, Any, str | None]:
+def _outcome_of(
+    child: Session, name: str, result: RunResult
+) -> tuple[ChildStatus, Any, str | None]:
     if result.status is RunStatus.COMPLETED:
         answer = result.output if child.agent.output_schema is not None else result.text
         dump = getattr(answer, "model_dump", None)
@@ -264,7 +276,12 @@ async def execute_child(
     except StaleLeaseError:
         raise
     except Exception as exc:
-        status, answer, error, usage = ChildStatus.FAILED, None, f"{type(exc).__name__}: {exc}", Usage()
+        status, answer, error, usage = (
+            ChildStatus.FAILED,
+            None,
+            f"{type(exc).__name__}: {exc}",
+            Usage(),
+        )
     await _write_terminal(child, status, answer, error, usage)
     return ChildOutcome(child.id, name, status, answer, error, usage)
 
@@ -299,12 +316,23 @@ async def run_inline(
     holder = f"inline-{uuid.uuid4().hex[:8]}"
     lease = await runtime.store.leases.acquire(lease_key(child.id), holder, CHILD_LEASE)  # type: ignore[attr-defined]
     assert lease is not None  # a fresh child's key is free
-    ctx.emit(SubagentStarted(origin=ctx.origin, session_id=ctx.session_id, child_session_id=child.id, name=name, task=task, mode="inline"))
+    ctx.emit(
+        SubagentStarted(
+            origin=ctx.origin,
+            session_id=ctx.session_id,
+            child_session_id=child.id,
+            name=name,
+            task=task,
+            mode="inline",
+        )
+    )
     stops = runtime._live_children
     stops[child.id] = options.stop
     try:
         async with held_lease(runtime, child, lease, options.stop, also_renew):
-            outcome = await execute_child(child, task, name=name, options=options, emit=_forward(ctx), origin=origin)
+            outcome = await execute_child(
+                child, task, name=name, options=options, emit=_forward(ctx), origin=origin
+            )
     finally:
         stops.pop(child.id, None)
     await ctx.session._append(
@@ -313,7 +341,13 @@ async def run_inline(
             {
                 "child_session_id": child.id,
                 "status": outcome.status.value,
-                "artifact": artifact(child.id, role, outcome.status.value, task, str(outcome.answer or outcome.error or "")),
+                "artifact": artifact(
+                    child.id,
+                    role,
+                    outcome.status.value,
+                    task,
+                    str(outcome.answer or outcome.error or ""),
+                ),
                 "edge": {"parent": ctx.session_id, "child": child.id},
             },
             ctx.run_id,
@@ -321,8 +355,12 @@ async def run_inline(
     )
     ctx.emit(
         SubagentFinished(
-            origin=ctx.origin, session_id=ctx.session_id, child_session_id=child.id, name=name,
-            status=outcome.status.value, summary=summary(str(outcome.answer or outcome.error or ""), 120),
+            origin=ctx.origin,
+            session_id=ctx.session_id,
+            child_session_id=child.id,
+            name=name,
+            status=outcome.status.value,
+            summary=summary(str(outcome.answer or outcome.error or ""), 120),
         )
     )
     return outcome
@@ -333,4 +371,3 @@ def _forward(ctx: ToolContext) -> Any:
         ctx.emit(event)
 
     return emit
-

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+
 from ..loop.context import ToolContext
 from ..loop.log import SessionLog
 from ..messages import Message
@@ -37,7 +38,9 @@ async def find_child(ctx: ToolContext, ref: str) -> SessionMeta:
         if len(matches) == 1:
             return matches[0]
         if len(matches) > 1:
-            raise ToolError(f"id prefix {ref!r} matches {len(matches)} agents; give more characters")
+            raise ToolError(
+                f"id prefix {ref!r} matches {len(matches)} agents; give more characters"
+            )
     for meta in children:
         if meta.metadata.get("name") == ref:
             return meta
@@ -48,7 +51,8 @@ async def find_child(ctx: ToolContext, ref: str) -> SessionMeta:
 def _render(message: Message) -> str:
     if message.role == "tool":
         return "\n".join(
-            f"  result[{r.tool_name}]{' (error)' if r.is_error else ''}: {summary(r.content, 300)}" for r in message.results
+            f"  result[{r.tool_name}]{' (error)' if r.is_error else ''}: {summary(r.content, 300)}"
+            for r in message.results
         )
     parts = []
     if message.text:

@@ -28,12 +28,28 @@ from ..errors import ConfigurationError, StaleLeaseError
 from ..loop.options import RunOptions
 from ..runtime import origin_label
 from ..stores.base import EntryKind
-from .children import CHILD_LEASE, ChildOutcome, ChildStatus, execute_child, held_lease, lease_key, summary, terminal_entry
+from .children import (
+    CHILD_LEASE,
+    ChildOutcome,
+    ChildStatus,
+    execute_child,
+    held_lease,
+    lease_key,
+    summary,
+    terminal_entry,
+)
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
 
-__all__ = ["ChildSpec", "ChildWorker", "Dispatcher", "InlineDispatcher", "TaskDispatcher", "report_notice_id"]
+__all__ = [
+    "ChildSpec",
+    "ChildWorker",
+    "Dispatcher",
+    "InlineDispatcher",
+    "TaskDispatcher",
+    "report_notice_id",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +103,9 @@ class Dispatcher(Protocol):
 class ChildWorker:
     """Runs background children from their specs (any process sharing the store)."""
 
-    def __init__(self, runtime: Runtime, *, worker_id: str | None = None, lease: float = CHILD_LEASE) -> None:
+    def __init__(
+        self, runtime: Runtime, *, worker_id: str | None = None, lease: float = CHILD_LEASE
+    ) -> None:
         self.runtime = runtime
         self.worker_id = worker_id or f"worker-{uuid.uuid4().hex[:8]}"
         self.lease = lease
@@ -97,10 +115,17 @@ class ChildWorker:
         rt = self.runtime
         missing = [t for t in spec.tools if t not in rt.tools]
         if missing:
-            raise ConfigurationError(f"this worker's runtime has no tool(s) {missing} (pass Runtime(tools=...))")
+            raise ConfigurationError(
+                f"this worker's runtime has no tool(s) {missing} (pass Runtime(tools=...))"
+            )
         if spec.model is None:
             raise ConfigurationError(f"child {spec.child_session_id} has no model in its spec")
-        return Agent(spec.name, rt.resolve_model(spec.model), spec.instructions, [rt.tools[t] for t in spec.tools])
+        return Agent(
+            spec.name,
+            rt.resolve_model(spec.model),
+            spec.instructions,
+            [rt.tools[t] for t in spec.tools],
+        )
 
     async def run(self, spec: ChildSpec | str | bytes) -> ChildStatus | None:
         """Run the child if no one else holds it; returns its terminal status, or
@@ -117,7 +142,12 @@ class ChildWorker:
             done = terminal_entry(entries)
             if done is not None:
                 # A previous worker ended it but may have died before reporting.
-                await self._report(spec, ChildStatus(done.data["status"]), done.data.get("report"), done.data.get("error"))
+                await self._report(
+                    spec,
+                    ChildStatus(done.data["status"]),
+                    done.data.get("report"),
+                    done.data.get("error"),
+                )
                 await leases.release(lease)
                 return ChildStatus(done.data["status"])
         except BaseException:
@@ -129,7 +159,9 @@ class ChildWorker:
         has_task = any(e.kind == EntryKind.MESSAGE for e in entries)
 
         async def keep_registered() -> None:
-            await rt.background.lifecycle.alive(spec.parent_session_id, spec.child_session_id, lease=self.lease * 10)
+            await rt.background.lifecycle.alive(
+                spec.parent_session_id, spec.child_session_id, lease=self.lease * 10
+            )
 
         try:
             async with held_lease(rt, child, lease, options.stop, keep_registered):
@@ -150,14 +182,25 @@ class ChildWorker:
         return outcome.status
 
     async def _report(
-        self, spec: ChildSpec, status: ChildStatus, answer: Any, error: str | None, outcome: ChildOutcome | None = None
+        self,
+        spec: ChildSpec,
+        status: ChildStatus,
+        answer: Any,
+        error: str | None,
+        outcome: ChildOutcome | None = None,
     ) -> None:
         if status is ChildStatus.DONE:
-            body = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False, default=str)
+            body = (
+                answer
+                if isinstance(answer, str)
+                else json.dumps(answer, ensure_ascii=False, default=str)
+            )
             text = f"background agent {spec.name!r} ({spec.child_session_id[:8]}) finished. Its report:\n{body}"
         else:
             word = "was stopped" if status is ChildStatus.STOPPED else "failed"
-            text = f"background agent {spec.name!r} ({spec.child_session_id[:8]}) {word}" + (f": {error}" if error else "")
+            text = f"background agent {spec.name!r} ({spec.child_session_id[:8]}) {word}" + (
+                f": {error}" if error else ""
+            )
         notice = BackgroundNotice(
             report_notice_id(spec.child_session_id),
             spec.child_session_id,

@@ -92,7 +92,9 @@ class Spawner:
                 raise ConfigurationError(f"two worker types named {wt.name!r}")
             absent = [t for t in wt.tools if t not in pool]
             if absent:
-                raise ConfigurationError(f"worker type {wt.name!r} names tools not in the pool: {absent}")
+                raise ConfigurationError(
+                    f"worker type {wt.name!r} names tools not in the pool: {absent}"
+                )
             type_map[wt.name] = wt
         self.model = model
         self.pool = pool
@@ -101,7 +103,9 @@ class Spawner:
             self._models[_spec_of(m)] = m
         for wt in type_map.values():
             if wt.model is not None and wt.model not in self._models:
-                raise ConfigurationError(f"worker type {wt.name!r} uses model {wt.model!r}, not in the allowlist")
+                raise ConfigurationError(
+                    f"worker type {wt.name!r} uses model {wt.model!r}, not in the allowlist"
+                )
         self.types = type_map
         self.max_children = max_children
         self.dispatcher = dispatcher
@@ -114,11 +118,19 @@ class Spawner:
     # ------------------------------------------------------------ the tool
 
     def _schema(self) -> dict[str, Any]:
-        modes = ["inline", "background"] if self.dispatcher is not None else ["inline"]
         props: dict[str, Any] = {
-            "name": {"type": "string", "description": "A short name for the worker (used to find it later)."},
-            "instructions": {"type": "string", "description": "The worker's instructions (its system prompt)."},
-            "task": {"type": "string", "description": "The complete task: the worker sees nothing else."},
+            "name": {
+                "type": "string",
+                "description": "A short name for the worker (used to find it later).",
+            },
+            "instructions": {
+                "type": "string",
+                "description": "The worker's instructions (its system prompt).",
+            },
+            "task": {
+                "type": "string",
+                "description": "The complete task: the worker sees nothing else.",
+            },
             "tools": {
                 "type": "array",
                 "items": {"type": "string"},
@@ -128,15 +140,30 @@ class Spawner:
             "mode": {
                 "type": "string",
                 "description": "inline (wait for the answer)"
-                + (" or background (a receipt now, the report later)" if self.dispatcher is not None else ""),
+                + (
+                    " or background (a receipt now, the report later)"
+                    if self.dispatcher is not None
+                    else ""
+                ),
             },
         }
         props["type"] = {
             "type": "string",
             "description": "A predefined worker type: "
-            + ("; ".join(f"{t.name} ({t.description or t.instructions[:60]})" for t in self.types.values()) or "(none)"),
+            + (
+                "; ".join(
+                    f"{t.name} ({t.description or t.instructions[:60]})"
+                    for t in self.types.values()
+                )
+                or "(none)"
+            ),
         }
-        return {"type": "object", "properties": props, "required": ["name", "task"], "additionalProperties": False}
+        return {
+            "type": "object",
+            "properties": props,
+            "required": ["name", "task"],
+            "additionalProperties": False,
+        }
 
     def tool(self) -> Tool:
         """The `spawn_agent` tool (built once)."""
@@ -145,7 +172,13 @@ class Spawner:
                 "Start a worker agent with a clean context for a focused task; only its final answer comes back. "
                 f"At most {self.max_children} workers may be live at once."
             )
-            self._tool = DelegationTool(self.name, description, self._schema(), self._spawn, needs_approval=self.needs_approval)
+            self._tool = DelegationTool(
+                self.name,
+                description,
+                self._schema(),
+                self._spawn,
+                needs_approval=self.needs_approval,
+            )
         return self._tool
 
     def _policy_error(self, message: str) -> ToolError:
@@ -161,7 +194,9 @@ class Spawner:
             wtype = self.types.get(str(args["type"]))
             if wtype is None:
                 allowed = ", ".join(self.types) or "(none defined)"
-                raise self._policy_error(f"unknown worker type {args['type']!r}; available types: {allowed}")
+                raise self._policy_error(
+                    f"unknown worker type {args['type']!r}; available types: {allowed}"
+                )
         requested = args.get("tools")
         tool_names = list(requested) if requested else list(wtype.tools if wtype else ())
         unknown = [t for t in tool_names if t not in self.pool]
@@ -169,17 +204,32 @@ class Spawner:
             raise self._policy_error(
                 f"tool(s) {', '.join(map(repr, unknown))} are not in the pool; allowed: {', '.join(self.pool) or '(none)'}"
             )
-        model_spec = str(args.get("model") or (wtype.model if wtype and wtype.model else _spec_of(self.model)))
+        model_spec = str(
+            args.get("model") or (wtype.model if wtype and wtype.model else _spec_of(self.model))
+        )
         if model_spec not in self._models:
-            raise self._policy_error(f"model {model_spec!r} is not allowed; allowed: {', '.join(self._models)}")
+            raise self._policy_error(
+                f"model {model_spec!r} is not allowed; allowed: {', '.join(self._models)}"
+            )
         mode = str(args.get("mode") or "inline")
         if mode not in ("inline", "background"):
             raise self._policy_error(f"mode must be 'inline' or 'background', not {mode!r}")
         if mode == "background" and self.dispatcher is None:
-            raise self._policy_error("mode 'background' is not available here (no dispatcher); use 'inline'")
-        instructions = "\n\n".join(
-            p for p in (self.instructions, wtype.instructions if wtype else None, args.get("instructions")) if p
-        ) or None
+            raise self._policy_error(
+                "mode 'background' is not available here (no dispatcher); use 'inline'"
+            )
+        instructions = (
+            "\n\n".join(
+                p
+                for p in (
+                    self.instructions,
+                    wtype.instructions if wtype else None,
+                    args.get("instructions"),
+                )
+                if p
+            )
+            or None
+        )
         runtime = ctx.runtime
         model = runtime.resolve_model(self._models[model_spec])
         agent = Agent(name, model, instructions, [self.pool[t] for t in tool_names])
@@ -187,11 +237,24 @@ class Spawner:
         # The cap is a per-kind cap in the parent's activity registry, checked
         # atomically with the insert: concurrent spawns, even from several
         # processes, never exceed it.
-        activity = BackgroundActivity(child_id, "subagent", f"{name}: {summary(task, 80)}", time.time(), ctx.run_id, {"name": name, "mode": mode})
+        activity = BackgroundActivity(
+            child_id,
+            "subagent",
+            f"{name}: {summary(task, 80)}",
+            time.time(),
+            ctx.run_id,
+            {"name": name, "mode": mode},
+        )
         lifecycle = runtime.background.lifecycle
         registry_lease = CHILD_LEASE * (10 if mode == "background" else 1)
-        if not await runtime.background.registry.add(ctx.session_id, activity, registry_lease, self.max_children):
-            live = [a.metadata.get("name", a.id[:8]) for a in await runtime.background.registry.list(ctx.session_id) if a.kind == "subagent"]
+        if not await runtime.background.registry.add(
+            ctx.session_id, activity, registry_lease, self.max_children
+        ):
+            live = [
+                a.metadata.get("name", a.id[:8])
+                for a in await runtime.background.registry.list(ctx.session_id)
+                if a.kind == "subagent"
+            ]
             raise self._policy_error(
                 f"at most {self.max_children} workers may be live at once; live now: {', '.join(map(str, live))}. "
                 "Wait for one to finish or stop one before spawning another."
@@ -199,13 +262,25 @@ class Spawner:
         role = wtype.name if wtype else "worker"
         try:
             if mode == "background":
-                return await self._dispatch(ctx, agent, child_id, name, task, instructions, tool_names, model, role, wtype)
-            child = await create_child(ctx, agent, name=name, task=task, mode="inline", role=role, session_id=child_id)
+                return await self._dispatch(
+                    ctx, agent, child_id, name, task, instructions, tool_names, model, role, wtype
+                )
+            child = await create_child(
+                ctx, agent, name=name, task=task, mode="inline", role=role, session_id=child_id
+            )
 
             async def keep_registered() -> None:
                 await lifecycle.alive(ctx.session_id, child_id, lease=CHILD_LEASE)
 
-            outcome = await run_inline(ctx, child, task, name=name, role=role, max_rounds=self.max_rounds, also_renew=keep_registered)
+            outcome = await run_inline(
+                ctx,
+                child,
+                task,
+                name=name,
+                role=role,
+                max_rounds=self.max_rounds,
+                also_renew=keep_registered,
+            )
         finally:
             if mode == "inline":
                 await lifecycle.discard(ctx.session_id, child_id)
@@ -242,7 +317,16 @@ class Spawner:
             parent_run_id=ctx.run_id,
         )
         try:
-            await create_child(ctx, agent, name=name, task=task, mode="background", role=role, spec=spec.to_dict(), session_id=child_id)
+            await create_child(
+                ctx,
+                agent,
+                name=name,
+                task=task,
+                mode="background",
+                role=role,
+                spec=spec.to_dict(),
+                session_id=child_id,
+            )
             notices = runtime.background._runs.get(ctx.run_id)
             if notices is not None:
                 notices.mark_started(child_id)

@@ -69,7 +69,10 @@ class DelegationTool(Tool):
 _SUBAGENT_SCHEMA = {
     "type": "object",
     "properties": {
-        "task": {"type": "string", "description": "The complete task: the agent sees nothing else."},
+        "task": {
+            "type": "string",
+            "description": "The complete task: the agent sees nothing else.",
+        },
         "name": {"type": "string", "description": "A short display name for this piece of work."},
     },
     "required": ["task"],
@@ -103,13 +106,17 @@ class SubAgent:
         **agent_options: Any,
     ) -> None:
         if not description:
-            raise ConfigurationError(f"subagent {name!r} needs a description: the parent model reads it")
+            raise ConfigurationError(
+                f"subagent {name!r} needs a description: the parent model reads it"
+            )
         tool_list = check_child_tools(f"subagent {name!r}", (as_tool(t) for t in tools))
         self.name = name
         self.description = description
         self.needs_approval = needs_approval
         self.max_rounds = max_rounds
-        self.agent = Agent(name, model, instructions, tool_list, output_schema=output_schema, **agent_options)
+        self.agent = Agent(
+            name, model, instructions, tool_list, output_schema=output_schema, **agent_options
+        )
         self._tool: DelegationTool | None = None
 
     def __repr__(self) -> str:
@@ -119,15 +126,25 @@ class SubAgent:
         """The delegation tool for a parent agent (built once)."""
         if self._tool is None:
             self._tool = DelegationTool(
-                self.name, self.description, _SUBAGENT_SCHEMA, self._delegate, needs_approval=self.needs_approval
+                self.name,
+                self.description,
+                _SUBAGENT_SCHEMA,
+                self._delegate,
+                needs_approval=self.needs_approval,
             )
         return self._tool
 
     async def _delegate(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         task = str(arguments.get("task", "")).strip()
         if not task:
-            raise ToolError(f"{self.name}: 'task' is empty; describe the complete task for the agent")
+            raise ToolError(
+                f"{self.name}: 'task' is empty; describe the complete task for the agent"
+            )
         display = str(arguments.get("name") or self.name)
-        child = await create_child(ctx, self.agent, name=display, task=task, mode="inline", role=self.name)
-        outcome = await run_inline(ctx, child, task, name=display, role=self.name, max_rounds=self.max_rounds)
+        child = await create_child(
+            ctx, self.agent, name=display, task=task, mode="inline", role=self.name
+        )
+        outcome = await run_inline(
+            ctx, child, task, name=display, role=self.name, max_rounds=self.max_rounds
+        )
         return outcome.to_tool_output()

@@ -49,7 +49,9 @@ def resolve_parked_turn(
         if decision.get("approved"):
             to_run.append(call)
         else:
-            decided[call.id] = ToolResult(call.id, denial_text(decision.get("note")), True, call.name)
+            decided[call.id] = ToolResult(
+                call.id, denial_text(decision.get("note")), True, call.name
+            )
     if missing:
         raise ApprovalsMissing(missing)
     return decided, to_run

@@ -59,7 +59,11 @@ class DeferredItem:
             return str(d.get("text", ""))
         if self.kind == "delegation_result":
             artifact = d.get("artifact") or {}
-            who = artifact.get("agent_id") or (d.get("edge") or {}).get("child") or "a delegated agent"
+            who = (
+                artifact.get("agent_id")
+                or (d.get("edge") or {}).get("child")
+                or "a delegated agent"
+            )
             return f"[delegation result from {who}]\n{d.get('content', '')}"
         if self.kind == "subagent_finished":
             return f"[subagent {d.get('id')} finished with status {d.get('status')}]"
@@ -85,7 +89,12 @@ class Deferred:
     __slots__ = ("_runtime", "id", "run_id", "session_id")
 
     def __init__(
-        self, session_id: str, *, runtime: Runtime | None = None, id: str | None = None, run_id: str | None = None
+        self,
+        session_id: str,
+        *,
+        runtime: Runtime | None = None,
+        id: str | None = None,
+        run_id: str | None = None,
     ) -> None:
         self.session_id = session_id
         self.id = id or uuid.uuid4().hex
@@ -106,7 +115,9 @@ class Deferred:
             raise RuntimeError("this Deferred is not bound to a runtime: call bind(runtime) first")
         if isinstance(item, str):
             item = DeferredItem.context(item)
-        entry = Entry(EntryKind.DEFERRED, {"deferred_id": self.id, "item": item.to_dict()}, self.run_id)
+        entry = Entry(
+            EntryKind.DEFERRED, {"deferred_id": self.id, "item": item.to_dict()}, self.run_id
+        )
         position = await self._runtime.store.append(self.session_id, entry)
         self._runtime._notify(self.session_id)
         return position
@@ -122,7 +133,17 @@ def _rebuild_deferred(session_id: str, id: str, run_id: str | None) -> Deferred:
 class ToolContext:
     """Injected into a tool when a parameter is annotated `ToolContext`."""
 
-    __slots__ = ("_emit", "agent", "call_id", "options", "origin", "run_id", "runtime", "session", "session_id")
+    __slots__ = (
+        "_emit",
+        "agent",
+        "call_id",
+        "options",
+        "origin",
+        "run_id",
+        "runtime",
+        "session",
+        "session_id",
+    )
 
     def __init__(
         self,
@@ -160,7 +181,11 @@ class ToolContext:
         """Report progress to subscribers at once; never causes a model round."""
         self._emit(
             ToolProgress(
-                call_id=self.call_id, message=message, data=data, origin=self.origin, session_id=self.session_id
+                call_id=self.call_id,
+                message=message,
+                data=data,
+                origin=self.origin,
+                session_id=self.session_id,
             )
         )
 

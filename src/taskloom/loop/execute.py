@@ -49,7 +49,15 @@ async def _run_one(
     session_id: str,
 ) -> ToolResult:
     if emit is not None:
-        emit(ToolCallStarted(call_id=call.id, name=call.name, arguments=call.arguments, origin=origin, session_id=session_id))
+        emit(
+            ToolCallStarted(
+                call_id=call.id,
+                name=call.name,
+                arguments=call.arguments,
+                origin=origin,
+                session_id=session_id,
+            )
+        )
     started = time.monotonic()
     output = result_for_unrunnable(call, tools)
     if output is None:

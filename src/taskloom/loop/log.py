@@ -36,6 +36,7 @@ class SessionLog:
     """The state derived from one session's entries (see module docstring)."""
 
     __slots__ = (
+        "_folded",
         "decisions",
         "entries",
         "messages",
@@ -46,7 +47,6 @@ class SessionLog:
         "reasoning_set",
         "requests",
         "stop_position",
-        "_folded",
     )
 
     def __init__(self) -> None:
@@ -84,7 +84,9 @@ class SessionLog:
             if folds:
                 self._folded.update(folds)
                 self.pending = [e for e in self.pending if e.position not in self._folded]
-            self.messages.append(message if message is not None else Message.from_dict(data["message"]))
+            self.messages.append(
+                message if message is not None else Message.from_dict(data["message"])
+            )
         elif kind in (EntryKind.STEER, EntryKind.DEFERRED):
             if entry.position not in self._folded:
                 self.pending.append(entry)

@@ -6,7 +6,7 @@ import asyncio
 import time
 import weakref
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from ..messages import Usage
@@ -171,6 +171,6 @@ class RunOptions:
 
 def _monotonic_deadline(deadline: float | datetime) -> float:
     if isinstance(deadline, datetime):
-        when = deadline if deadline.tzinfo else deadline.replace(tzinfo=timezone.utc)
-        return time.monotonic() + (when - datetime.now(timezone.utc)).total_seconds()
+        when = deadline if deadline.tzinfo else deadline.replace(tzinfo=UTC)
+        return time.monotonic() + (when - datetime.now(UTC)).total_seconds()
     return time.monotonic() + float(deadline)

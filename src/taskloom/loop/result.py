@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from ..messages import Usage
@@ -12,7 +12,7 @@ from ..messages import Usage
 __all__ = ["PendingCall", "RunResult", "RunStatus"]
 
 
-class RunStatus(str, Enum):
+class RunStatus(StrEnum):
     """Why a run ended. Only COMPLETED means the model gave its final answer."""
 
     COMPLETED = "completed"

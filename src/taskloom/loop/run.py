@@ -33,7 +33,7 @@ from ..events import (
     TextDelta,
     ThinkingDelta,
 )
-from ..messages import Message, ToolCall, ToolResult
+from ..messages import Message, ToolCall, ToolResult, Usage
 from ..models.base import ModelRequest, ModelResponse, ResponseCompleted
 from ..stores.base import Entry, EntryKind
 from .approvals import resolve_parked_turn
@@ -115,7 +115,11 @@ class RunLoop:
         await session._repair_interrupted(self.run_id)
         # Stop requests written before this run started are not for it.
         self.start_position = session.log.position
-        await session._append(Entry(EntryKind.RUN_STARTED, {"agent": session.agent.name, "resume": resume}, self.run_id))
+        await session._append(
+            Entry(
+                EntryKind.RUN_STARTED, {"agent": session.agent.name, "resume": resume}, self.run_id
+            )
+        )
         self._event(RunStarted, run_id=self.run_id, agent=session.agent.name)
         if user is not None:
             await session._append_message(user, self.run_id)
@@ -134,7 +138,11 @@ class RunLoop:
                 # Best effort: a failed run is visible in the log.
                 try:
                     await session._append(
-                        Entry(EntryKind.RUN_FINISHED, {"status": "error", "error": f"{type(exc).__name__}: {exc}"}, self.run_id)
+                        Entry(
+                            EntryKind.RUN_FINISHED,
+                            {"status": "error", "error": f"{type(exc).__name__}: {exc}"},
+                            self.run_id,
+                        )
                     )
                 except Exception:
                     pass
@@ -164,7 +172,12 @@ class RunLoop:
         if calls:
             await self._tool_round(calls)
             return
-        self._event(RoundCommitted, run_id=self.run_id, round=self.rounds, boundary=RoundBoundary.ASSISTANT_MESSAGE_COMMITTED.value)
+        self._event(
+            RoundCommitted,
+            run_id=self.run_id,
+            round=self.rounds,
+            boundary=RoundBoundary.ASSISTANT_MESSAGE_COMMITTED.value,
+        )
         decision = await self._strategy(
             RoundContext(
                 RoundBoundary.ASSISTANT_MESSAGE_COMMITTED,
@@ -195,7 +208,6 @@ class RunLoop:
 
     async def _tool_round(self, calls: list[ToolCall]) -> None:
         session = self.session
-        tools = session.tools
         gated = [c for c in calls if self._needs_approval(c)]
         if gated:
             for c in gated:
@@ -216,7 +228,9 @@ class RunLoop:
             # A predicate that cannot judge the arguments errs on the side of asking.
             return True
 
-    async def _execute(self, calls: Sequence[ToolCall], allowed: set[str] | None = None) -> list[ToolResult]:
+    async def _execute(
+        self, calls: Sequence[ToolCall], allowed: set[str] | None = None
+    ) -> list[ToolResult]:
         """Run calls within the tool-call budget and deadline; one result each."""
         budget = self.opts.max_tool_calls
         runnable: list[ToolCall] = []
@@ -225,15 +239,25 @@ class RunLoop:
         for i, c in enumerate(calls):
             if budget is not None and self.tool_calls + len(runnable) >= budget:
                 over = True
-                results[i] = ToolResult(c.id, f"not run: the run's tool-call budget ({budget}) is exhausted", True, c.name)
+                results[i] = ToolResult(
+                    c.id,
+                    f"not run: the run's tool-call budget ({budget}) is exhausted",
+                    True,
+                    c.name,
+                )
             else:
                 runnable.append(c)
         index = [i for i, r in enumerate(results) if r is None]
         sub: list[ToolResult | None] = [None] * len(runnable)
         ended: _Ended | None = None
         run = execute_calls(
-            runnable, self.session.tools, self._context, self.emit,
-            results=sub, origin=self.origin, session_id=self.session.id,
+            runnable,
+            self.session.tools,
+            self._context,
+            self.emit,
+            results=sub,
+            origin=self.origin,
+            session_id=self.session.id,
         )
         try:
             if self.opts._deadline_at is None:
@@ -245,7 +269,12 @@ class RunLoop:
             ended = _Ended(RunStatus.DEADLINE)
         for k, i in enumerate(index):
             c = calls[i]
-            results[i] = sub[k] or ToolResult(c.id, "not finished: the run's deadline passed; it may have partly run", True, c.name)
+            results[i] = sub[k] or ToolResult(
+                c.id,
+                "not finished: the run's deadline passed; it may have partly run",
+                True,
+                c.name,
+            )
         self.tool_calls += len(runnable)
         final = [r for r in results if r is not None]
         if ended is not None:
@@ -259,8 +288,15 @@ class RunLoop:
     def _context(self, call: ToolCall) -> ToolContext:
         s = self.session
         return ToolContext(
-            run_id=self.run_id, session_id=s.id, call_id=call.id, agent=s.agent, runtime=s.runtime,
-            session=s, options=self.opts, emit=self._emit_from_tool, origin=self.origin,
+            run_id=self.run_id,
+            session_id=s.id,
+            call_id=call.id,
+            agent=s.agent,
+            runtime=s.runtime,
+            session=s,
+            options=self.opts,
+            emit=self._emit_from_tool,
+            origin=self.origin,
         )
 
     def _emit_from_tool(self, event: Event) -> None:
@@ -274,14 +310,21 @@ class RunLoop:
         seen = self.notices.take_seen()
         if seen:
             await self.background.inbox.ack(self.session.id, seen)
-        self._event(RoundCommitted, run_id=self.run_id, round=self.rounds, boundary=RoundBoundary.TOOL_RESULTS_COMMITTED.value)
+        self._event(
+            RoundCommitted,
+            run_id=self.run_id,
+            round=self.rounds,
+            boundary=RoundBoundary.TOOL_RESULTS_COMMITTED.value,
+        )
         return await self._strategy(
             RoundContext(
                 RoundBoundary.TOOL_RESULTS_COMMITTED,
                 self.rounds,
                 self.model_requests,
                 self.transport_retries,
-                tool_results=tuple(RoundToolResult(r.tool_call_id, r.tool_name, r.is_error) for r in results),
+                tool_results=tuple(
+                    RoundToolResult(r.tool_call_id, r.tool_name, r.is_error) for r in results
+                ),
                 session_id=self.session.id,
                 run_id=self.run_id,
             )
@@ -329,8 +372,14 @@ class RunLoop:
         if o.max_rounds is not None and self.rounds >= o.max_rounds:
             raise _Ended(RunStatus.BUDGET_EXHAUSTED, f"max_rounds ({o.max_rounds}) reached")
         if o.max_model_requests is not None and self.model_requests >= o.max_model_requests:
-            raise _Ended(RunStatus.BUDGET_EXHAUSTED, f"max_model_requests ({o.max_model_requests}) reached")
-        if o.token_budget is not None and o._meter is not None and o._meter.root_tokens >= o.token_budget:
+            raise _Ended(
+                RunStatus.BUDGET_EXHAUSTED, f"max_model_requests ({o.max_model_requests}) reached"
+            )
+        if (
+            o.token_budget is not None
+            and o._meter is not None
+            and o._meter.root_tokens >= o.token_budget
+        ):
             raise _Ended(RunStatus.BUDGET_EXHAUSTED, f"token_budget ({o.token_budget}) reached")
 
     async def _fold_pending(self) -> None:
@@ -348,7 +397,9 @@ class RunLoop:
             self.output = agent.parse_output(message.text)
         except ValueError as exc:
             if self.fixes_used >= agent.fixes:
-                raise _Ended(RunStatus.FAILED, f"the answer did not match the output schema: {exc}") from None
+                raise _Ended(
+                    RunStatus.FAILED, f"the answer did not match the output schema: {exc}"
+                ) from None
             self.fixes_used += 1
             await self.session._append_message(
                 Message.user(
@@ -385,10 +436,21 @@ class RunLoop:
         policy = self.opts.retry
         retries = 0
         while True:
-            if self.opts.max_model_requests is not None and self.model_requests >= self.opts.max_model_requests:
-                raise _Ended(RunStatus.BUDGET_EXHAUSTED, "max_model_requests reached while retrying")
+            if (
+                self.opts.max_model_requests is not None
+                and self.model_requests >= self.opts.max_model_requests
+            ):
+                raise _Ended(
+                    RunStatus.BUDGET_EXHAUSTED, "max_model_requests reached while retrying"
+                )
             self.model_requests += 1
-            self._event(ModelRequestStarted, run_id=self.run_id, round=self.rounds + 1, model=model.name, attempt=retries + 1)
+            self._event(
+                ModelRequestStarted,
+                run_id=self.run_id,
+                round=self.rounds + 1,
+                model=model.name,
+                attempt=retries + 1,
+            )
             try:
                 if self.opts._deadline_at is None:
                     return await self._attempt(model, request)
@@ -402,7 +464,13 @@ class RunLoop:
                 retries += 1
                 self.transport_retries += 1
                 delay = policy.delay(retries, exc)
-                self._event(RetryAttempt, attempt=retries, delay=delay, error=str(exc), status=getattr(exc, "status", None))
+                self._event(
+                    RetryAttempt,
+                    attempt=retries,
+                    delay=delay,
+                    error=str(exc),
+                    status=getattr(exc, "status", None),
+                )
                 remaining = self.opts.remaining
                 if remaining is not None and remaining <= delay:
                     raise _Ended(RunStatus.DEADLINE) from None
@@ -440,7 +508,7 @@ class RunLoop:
             status=status,
             text=log.last_assistant_text(),
             output=self.output,
-            usage=usage if usage is not None else RunResult.__dataclass_fields__["usage"].default,
+            usage=usage if usage is not None else Usage(),
             pending=pending,
             session_id=s.id,
             run_id=self.run_id,

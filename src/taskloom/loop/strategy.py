@@ -12,7 +12,7 @@ every decision were `proceed()`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from ..messages import Message
@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 
-class RoundBoundary(str, Enum):
+class RoundBoundary(StrEnum):
     """Where in a round the strategy is asked."""
 
     TOOL_RESULTS_COMMITTED = "tool_results_committed"

@@ -28,7 +28,12 @@ class RunStream:
     turn in flight is discarded, exactly like cancelling `Session.run`.
     """
 
-    def __init__(self, start: Callable[[Callable[[Event], None]], Awaitable[RunResult]], *, buffer: int = 1024) -> None:
+    def __init__(
+        self,
+        start: Callable[[Callable[[Event], None]], Awaitable[RunResult]],
+        *,
+        buffer: int = 1024,
+    ) -> None:
         self._start = start
         self._buffer: deque[Event] = deque()
         self._limit = buffer

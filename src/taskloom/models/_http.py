@@ -156,7 +156,9 @@ async def send_json(
     except httpx2.HTTPError as exc:
         raise _transport_error(exc, provider) from exc
     if response.status_code >= 400:
-        raise error_from_response(response.status_code, response.content, response.headers, provider)
+        raise error_from_response(
+            response.status_code, response.content, response.headers, provider
+        )
     try:
         return response.json()
     except ValueError as exc:

@@ -77,7 +77,9 @@ class _Counter:
         self.n = 0
 
 
-def _build_response(item: Reply, request: ModelRequest, counter: _Counter, name: str) -> ModelResponse:
+def _build_response(
+    item: Reply, request: ModelRequest, counter: _Counter, name: str
+) -> ModelResponse:
     calls: list[ToolCall] = []
     for spec in item.tool_calls:
         if isinstance(spec, ToolCall):

@@ -7,7 +7,15 @@ from typing import Any
 from .base import Entry, EntryKind, Fence, SessionMeta, SessionStore
 from .memory import MemoryStore
 
-__all__ = ["Entry", "EntryKind", "Fence", "MemoryStore", "SessionMeta", "SessionStore", "open_store"]
+__all__ = [
+    "Entry",
+    "EntryKind",
+    "Fence",
+    "MemoryStore",
+    "SessionMeta",
+    "SessionStore",
+    "open_store",
+]
 
 
 def open_store(url: str | SessionStore | None = None, **options: Any) -> SessionStore:
@@ -22,7 +30,9 @@ def open_store(url: str | SessionStore | None = None, **options: Any) -> Session
         return url
     scheme, sep, rest = url.partition("://")
     if not sep:
-        raise ValueError(f"store URL needs a scheme (memory://, sqlite:///path, postgresql://...): {url!r}")
+        raise ValueError(
+            f"store URL needs a scheme (memory://, sqlite:///path, postgresql://...): {url!r}"
+        )
     if scheme == "memory":
         return MemoryStore(**options)
     if scheme == "sqlite":

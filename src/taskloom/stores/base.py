@@ -65,7 +65,13 @@ class Entry:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Entry:
-        return cls(d["kind"], d.get("data") or {}, d.get("run_id"), d.get("position", 0), d.get("created_at", 0.0))
+        return cls(
+            d["kind"],
+            d.get("data") or {},
+            d.get("run_id"),
+            d.get("position", 0),
+            d.get("created_at", 0.0),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,7 +65,8 @@ class MemoryStore:
         metas = [
             m
             for m in self._meta.values()
-            if (parent_id is None or m.parent_id == parent_id) and (agent is None or m.agent == agent)
+            if (parent_id is None or m.parent_id == parent_id)
+            and (agent is None or m.agent == agent)
         ]
         metas.sort(key=lambda m: m.created_at, reverse=True)
         return metas[:limit] if limit is not None else metas

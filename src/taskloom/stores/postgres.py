@@ -114,6 +114,16 @@ class PostgresStore:
             WHERE session_id = %s AND position > %s ORDER BY position"""
         self._sql_delete = f"DELETE FROM {sessions} WHERE id = %s"
 
+    @property
+    def url(self) -> str:
+        """The connection URL (other backends on the same database open it too)."""
+        return self._db.url
+
+    @property
+    def schema(self) -> str | None:
+        """The PostgreSQL schema holding the tables (None: the search path's)."""
+        return self._db.schema
+
     async def create(self, meta: SessionMeta) -> SessionMeta:
         """Create a session; raises `ValueError` if the id exists. Returns it timestamped."""
         if not meta.created_at:

@@ -95,7 +95,7 @@ class SQLiteStore:
         *,
         clock: Clock = system_clock,
         busy_timeout: float = 30.0,
-        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+        synchronous: Literal["FULL", "NORMAL"] = "NORMAL",
     ) -> None:
         self._db = SQLiteDatabase(path, busy_timeout=busy_timeout, synchronous=synchronous)
         self._clock = clock

@@ -39,8 +39,11 @@ factories must be picklable (e.g. `functools.partial` of a class).
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import multiprocessing
+import queue
 import random
+import time
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -142,19 +145,44 @@ def _race(
     for proc in procs:
         proc.start()
     try:
-        outcomes: dict[int, list[bool]] = {}
-        for _ in procs:
-            index, outcome, error = results.get(timeout=_PROCESS_TIMEOUT)
-            if error is not None:
-                raise AssertionError(f"process {index} failed:\n{error}")
-            outcomes[index] = outcome
-        return [outcomes[i] for i in range(len(procs))]
+        return _collect(procs, results)
     finally:
         for proc in procs:
-            proc.join(timeout=_PROCESS_TIMEOUT)
+            # Reported processes are exiting; after a failure the others
+            # were released by the broken barrier. Anything left is stuck.
+            proc.join(timeout=10.0)
             if proc.is_alive():
                 proc.kill()
                 proc.join()
+
+
+def _collect(procs: Sequence[Any], results: Any) -> list[list[bool]]:
+    outcomes: dict[int, list[bool]] = {}
+    deadline = time.monotonic() + _PROCESS_TIMEOUT
+    while len(outcomes) < len(procs):
+        missing = [i for i in range(len(procs)) if i not in outcomes]
+        # A process that died without reporting (one that could not even
+        # import the backend, say) fails the test now, not at the deadline;
+        # the longer wait lets a report it sent just before exiting arrive.
+        exited = {i: procs[i].exitcode for i in missing if procs[i].exitcode is not None}
+        try:
+            index, outcome, error = results.get(timeout=2.0 if exited else 0.1)
+        except queue.Empty:
+            if exited:
+                raise AssertionError(
+                    f"process(es) exited without reporting, exit codes {exited}"
+                    " (their stderr above says why)"
+                ) from None
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"process(es) {missing} did not report within {_PROCESS_TIMEOUT:.0f} s"
+                    " (their stacks are dumped to stderr)"
+                ) from None
+            continue
+        if error is not None:
+            raise AssertionError(f"process {index} failed:\n{error}")
+        outcomes[index] = outcome
+    return [outcomes[i] for i in range(len(procs))]
 
 
 def _process_main(
@@ -181,11 +209,15 @@ def _process_main(
             if close is not None:
                 await close()
 
+    # A process stuck past the deadline shows where, instead of just timing out.
+    faulthandler.dump_traceback_later(_PROCESS_TIMEOUT - 5.0)
     try:
         results.put((index, asyncio.run(main()), None))
     except BaseException:
         barrier.abort()
         results.put((index, None, traceback.format_exc()))
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 async def _push_all(

@@ -83,6 +83,9 @@ class FakeReply:
     `text` is None when the answer has no text part. `delay` waits before the
     status line (a slow first byte); `chunk_delay` waits before each streamed
     event. `usage=None` reports 10 input tokens and one output token per delta.
+    Usage fields go on the wire as they are, each under the provider's own name
+    (`Usage` keeps figures as providers report them), so a reply's usage comes
+    back unchanged from any adapter.
     """
 
     text: tuple[str, ...] | None = None
@@ -474,11 +477,8 @@ class _AnthropicWire:
 
     @staticmethod
     def usage(u: Usage, output_tokens: int | None = None) -> Json:
-        # Anthropic reports uncached input apart from cache reads and writes;
-        # `Usage.input_tokens` counts the whole prompt, as OpenAI does.
-        uncached = max(0, u.input_tokens - u.cache_read_tokens - u.cache_write_tokens)
         return {
-            "input_tokens": uncached,
+            "input_tokens": u.input_tokens,
             "cache_creation_input_tokens": u.cache_write_tokens,
             "cache_read_input_tokens": u.cache_read_tokens,
             "output_tokens": u.output_tokens if output_tokens is None else output_tokens,

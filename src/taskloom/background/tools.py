@@ -1,0 +1,454 @@
+"""The opt-in background command tools: run, status, wait, stop.
+
+`taskloom.tools.background_tools()` builds them. `background_run` starts a
+command through the runtime's `BackgroundService` and returns its id at
+once; the command runs as a child process of this process (see
+`background.process`), under a lease, and its exit code and capped output
+become a notice the model reads at a later round boundary. `background_wait`
+hands results over early, inside its own tool result, and marks those
+notices seen so the run does not deliver them a second time.
+
+Each call of the builder has its own state: which commands it started in
+this process, per session, so deleting a session kills them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import tempfile
+import time
+import uuid
+import weakref
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..errors import ConfigurationError
+from ..loop.context import ToolContext
+from ..tools import Tool, ToolEffect, ToolError, tool
+from .activities import BackgroundActivity, BackgroundNotice, NoticeStatus
+from .process import CommandNotStarted, CommandProcess, OutputCapture, format_seconds
+from .service import BackgroundCapReached, BackgroundService, WorkResult
+
+__all__ = ["build_background_tools"]
+
+KIND = "shell"
+"""The activity kind of every command these tools start."""
+
+_POLL_SECONDS = 0.5
+"""How often `background_wait` looks for notices written by other processes
+(notices written in this process wake it at once)."""
+
+_ENDED = {
+    NoticeStatus.DONE: "finished",
+    NoticeStatus.FAILED: "failed",
+    NoticeStatus.TIMED_OUT: "timed out",
+    NoticeStatus.STOPPED: "was stopped",
+}
+
+
+def build_background_tools(
+    *,
+    shell: bool = False,
+    timeout: float = 600.0,
+    max_output_chars: int = 16_384,
+    spill_dir: str | os.PathLike[str] | None = None,
+    max_running: int = 8,
+    kill_grace: float = 2.0,
+) -> list[Tool]:
+    """The four background command tools, sharing one configuration.
+
+    `shell`: run commands with `/bin/sh -c` instead of splitting them with
+    `shlex` and running the program directly. `timeout`: seconds a command
+    may run when the model gives none. `max_output_chars`: how much output a
+    result keeps, half from the start and half from the end; longer output
+    is written whole to a file in `spill_dir` (default: a private temporary
+    folder made on first use) and the result names it. `max_running`: how
+    many commands may run at once in one session. `kill_grace`: seconds a
+    command's process group gets between `SIGTERM` and `SIGKILL`.
+    """
+    if timeout <= 0:
+        raise ConfigurationError("background_tools: timeout must be positive")
+    if max_output_chars < 0:
+        raise ConfigurationError("background_tools: max_output_chars must not be negative")
+    if max_running < 1:
+        raise ConfigurationError("background_tools: max_running must be at least 1")
+    if kill_grace < 0:
+        raise ConfigurationError("background_tools: kill_grace must not be negative")
+    commands = _Commands(
+        shell=shell,
+        timeout=timeout,
+        max_output_chars=max_output_chars,
+        spill_dir=Path(spill_dir) if spill_dir is not None else None,
+        max_running=max_running,
+        kill_grace=kill_grace,
+    )
+    return _make_tools(commands)
+
+
+class _Commands:
+    """What one tool set shares: its configuration and the commands it runs here."""
+
+    def __init__(
+        self,
+        *,
+        shell: bool,
+        timeout: float,
+        max_output_chars: int,
+        spill_dir: Path | None,
+        max_running: int,
+        kill_grace: float,
+    ) -> None:
+        self.shell = shell
+        self.timeout = timeout
+        self.head_chars = max_output_chars // 2
+        self.tail_chars = max_output_chars - self.head_chars
+        self.max_running = max_running
+        self.kill_grace = kill_grace
+        self._spill_dir = spill_dir
+        # Per runtime (its background service), per session: ids of the
+        # commands running in this process. Weak: a tool set outlives runtimes.
+        self._running: weakref.WeakKeyDictionary[BackgroundService, dict[str, set[str]]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def argv(self, command: str) -> list[str]:
+        """How `command` is executed; raises `ToolError` for one that cannot be."""
+        if not command.strip():
+            raise ToolError("the command is empty")
+        if self.shell:
+            return ["/bin/sh", "-c", command]
+        try:
+            return shlex.split(command)
+        except ValueError as exc:
+            raise ToolError(f"cannot split the command into words: {exc}") from None
+
+    async def start(self, ctx: ToolContext, command: str, cwd: str | None, timeout: float) -> str:
+        """Start `command` in the background of the calling tool's session; its activity id."""
+        argv = self.argv(command)
+        service = ctx.runtime.background
+        self._watch_deletes(service)
+        session_id = ctx.session_id
+        activity_id = f"{KIND}-{uuid.uuid4().hex[:12]}"
+
+        async def work() -> WorkResult:
+            return await self._run(service, session_id, activity_id, command, argv, cwd, timeout)
+
+        # Tracked before the start: the delete hook must see a command whose
+        # task exists, even if that task has not run its first step yet.
+        self._running[service].setdefault(session_id, set()).add(activity_id)
+        try:
+            return await service.start(
+                ctx,
+                KIND,
+                command,
+                work,
+                kind_cap=self.max_running,
+                activity_id=activity_id,
+                metadata={"cwd": cwd, "timeout": timeout},
+            )
+        except BaseException:
+            self._untrack(service, session_id, activity_id)
+            raise
+
+    async def _run(
+        self,
+        service: BackgroundService,
+        session_id: str,
+        activity_id: str,
+        command: str,
+        argv: list[str],
+        cwd: str | None,
+        timeout: float,
+    ) -> WorkResult:
+        try:
+            output = OutputCapture(
+                self.head_chars, self.tail_chars, lambda: self._spill_path(activity_id)
+            )
+            try:
+                process = await CommandProcess.start(
+                    command, argv, output=output, cwd=cwd, grace=self.kill_grace
+                )
+            except CommandNotStarted as exc:
+                return NoticeStatus.FAILED, f"`{command}` could not start: {exc}"
+            async with process:
+                try:
+                    result = await process.wait(timeout)
+                except asyncio.CancelledError:
+                    # The service cancels this task to stop the command (stop,
+                    # session delete, runtime close). Answering with a stopped
+                    # result, not the cancellation, lets the notice carry what
+                    # the command printed before it was stopped; the service
+                    # finishes the activity the same way either way.
+                    result = await process.stop()
+                    task = asyncio.current_task()
+                    if task is not None:
+                        task.uncancel()
+            return result.status, result.render()
+        finally:
+            self._untrack(service, session_id, activity_id)
+
+    def owns(self, service: BackgroundService, session_id: str, activity_id: str) -> bool:
+        """Whether this tool set runs that command in this process."""
+        return activity_id in self._running.get(service, {}).get(session_id, ())
+
+    def _untrack(self, service: BackgroundService, session_id: str, activity_id: str) -> None:
+        sessions = self._running.get(service)
+        if sessions is None:
+            return
+        ids = sessions.get(session_id)
+        if ids is not None:
+            ids.discard(activity_id)
+            if not ids:
+                del sessions[session_id]
+
+    def _watch_deletes(self, service: BackgroundService) -> None:
+        if service in self._running:
+            return
+        self._running[service] = {}
+
+        async def stop_session_commands(session_id: str) -> None:
+            # Stopping cancels each command's work, which kills its process
+            # group and finishes it; the delete then clears those notices.
+            for activity_id in list(self._running.get(service, {}).get(session_id, ())):
+                await service.stop(session_id, activity_id)
+
+        service.listeners.on_delete(stop_session_commands)
+
+    def _spill_path(self, activity_id: str) -> Path:
+        if self._spill_dir is None:
+            # Made on first use, private to this user: output may hold secrets.
+            self._spill_dir = Path(tempfile.mkdtemp(prefix="taskloom-background-"))
+        return self._spill_dir / f"{activity_id}.log"
+
+
+# ---------------------------------------------------------------- reading state
+
+
+async def _snapshot(
+    ctx: ToolContext,
+) -> tuple[dict[str, BackgroundActivity], dict[str, list[BackgroundNotice]]]:
+    """The session's running activities and pending notices, by activity id."""
+    service = ctx.runtime.background
+    # Registry before inbox: `finish` pushes the notice before it removes the
+    # registration, so work missing from both reads has really ended and
+    # been reported (or never existed) — never finished in between unseen.
+    running = {a.id: a for a in await service.registry.list(ctx.session_id)}
+    finished: dict[str, list[BackgroundNotice]] = {}
+    for notice in await service.inbox.pending(ctx.session_id):
+        finished.setdefault(notice.activity_id, []).append(notice)
+    return running, finished
+
+
+def _label(activity: BackgroundActivity) -> str:
+    kind = "" if activity.kind == KIND else f" ({activity.kind})"
+    return f"{activity.id}{kind}"
+
+
+def _verb(notice: BackgroundNotice) -> str:
+    return _ENDED.get(notice.status, f"ended ({notice.status})")
+
+
+def _unknown(activity_id: str) -> str:
+    return (
+        f"{activity_id}: no running or unreported background work has this id"
+        " (finished work is listed only until its result has been shown)"
+    )
+
+
+def _dedupe(ids: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(i.strip() for i in ids if i.strip()))
+
+
+# ---------------------------------------------------------------- the tools
+
+
+def _make_tools(commands: _Commands) -> list[Tool]:
+    if commands.shell:
+        how = "The command is run by /bin/sh -c, so pipes, redirections, `&&` and variables work."
+    else:
+        how = (
+            "The command is split into words like a shell would (quotes respected)"
+            " and the program is run directly, without a shell: pipes, redirections,"
+            " `&&` and variables are not available."
+        )
+
+    @tool(
+        effect=ToolEffect.EXTERNAL,
+        description=(
+            "Start a command in the background and return its id at once. "
+            f"{how} When it ends, its exit code and output (long output cut in the"
+            " middle) arrive as a background notice in a later turn. Use"
+            " background_wait to wait for it, background_status to check on it and"
+            " background_stop to stop it. It is killed if still running after"
+            f" `timeout` seconds (default {commands.timeout:g})."
+        ),
+    )
+    async def background_run(
+        command: str, ctx: ToolContext, cwd: str | None = None, timeout: float | None = None
+    ) -> str:
+        """Start a command in the background.
+
+        Args:
+            command: The command line to run.
+            cwd: The working directory (default: the host's).
+            timeout: Seconds after which the command is killed.
+        """
+        limit = commands.timeout if timeout is None else timeout
+        if limit <= 0:
+            raise ToolError("timeout must be a positive number of seconds")
+        try:
+            activity_id = await commands.start(ctx, command, cwd, limit)
+        except BackgroundCapReached:
+            raise ToolError(
+                f"at most {commands.max_running} background commands may run at once in this"
+                " session; wait for one to finish or stop one first"
+            ) from None
+        return (
+            f"started {activity_id}: `{command}` (killed if still running after"
+            f" {format_seconds(limit)}). Its exit code and output arrive as a background"
+            " notice when it ends."
+        )
+
+    @tool(effect=ToolEffect.READ_ONLY)
+    async def background_status(ctx: ToolContext, id: str | None = None) -> str:
+        """Show which background work of this session is running or has finished, with elapsed time.
+
+        Finished work is listed until its result has been shown to you.
+
+        Args:
+            id: One id to look up; omit it to list all.
+        """
+        running, finished = await _snapshot(ctx)
+        now = time.time()
+        lines: list[str] = []
+        for activity in running.values():
+            if (id is None or activity.id == id) and activity.id not in finished:
+                lines.append(
+                    f"{_label(activity)} running for {format_seconds(now - activity.started_at)}:"
+                    f" {activity.description}"
+                )
+        for activity_id, notices in finished.items():
+            if id is not None and activity_id != id:
+                continue
+            for notice in notices:
+                first_line = notice.text.split("\n", 1)[0]
+                lines.append(
+                    f"{activity_id} {_verb(notice)} {format_seconds(max(0.0, now - notice.created_at))}"
+                    f" ago: {first_line}"
+                )
+        if lines:
+            return "\n".join(lines)
+        if id is not None:
+            return _unknown(id)
+        return "no background work is running or waiting to be reported in this session"
+
+    @tool(effect=ToolEffect.READ_ONLY)
+    async def background_wait(ids: list[str], ctx: ToolContext, timeout: float = 60) -> str:
+        """Wait until background work finishes and return its results (exit code, output).
+
+        Returns when all of `ids` have finished, or after `timeout` seconds
+        with the ones still running named. Results returned here are not
+        delivered again as notices.
+
+        Args:
+            ids: Ids returned by background_run.
+            timeout: The most seconds to wait.
+        """
+        wanted = _dedupe(ids)
+        if not wanted:
+            raise ToolError("give at least one id to wait for")
+        started = time.monotonic()
+        running, finished, stopping = await _wait_for(ctx, wanted, max(0.0, timeout))
+        waited = format_seconds(time.monotonic() - started)
+        notices = ctx.runtime.background._runs.get(ctx.run_id)
+        now = time.time()
+        parts: list[str] = []
+        for activity_id in wanted:
+            if activity_id in finished:
+                for notice in finished[activity_id]:
+                    parts.append(f"{activity_id} {_verb(notice)}: {notice.text}")
+                    if notices is not None:
+                        # Acked by the loop once this result is persisted.
+                        notices.mark_seen(notice.id)
+            elif activity_id in running:
+                elapsed = format_seconds(now - running[activity_id].started_at)
+                parts.append(
+                    f"{activity_id} is still running ({elapsed} so far, waited {waited});"
+                    " its result arrives as a notice when it ends"
+                )
+            else:
+                parts.append(_unknown(activity_id))
+        if stopping:
+            parts.insert(0, "stopped waiting early: the run is stopping")
+        return "\n\n".join(parts)
+
+    @tool(effect=ToolEffect.EXTERNAL)
+    async def background_stop(id: str, ctx: ToolContext) -> str:
+        """Stop a command started with background_run, with everything it spawned.
+
+        Its result, with the output so far, arrives as a notice saying it was stopped.
+
+        Args:
+            id: The id background_run returned.
+        """
+        service = ctx.runtime.background
+        if commands.owns(service, ctx.session_id, id) and await service.stop(ctx.session_id, id):
+            return f"stopped {id}; its notice with the output so far follows"
+        running, finished = await _snapshot(ctx)
+        if id not in finished:
+            activity = running.get(id)
+            if activity is None:
+                raise ToolError(_unknown(id))
+            if activity.kind != KIND:
+                raise ToolError(
+                    f"{id} is {activity.kind} work, not a command: background_stop stops commands"
+                )
+            # Started by another tool set of this runtime, or in another process.
+            if await service.stop(ctx.session_id, id):
+                return f"stopped {id}; its notice with the output so far follows"
+            running, finished = await _snapshot(ctx)
+            if id not in finished:
+                raise ToolError(f"{id} runs in another process and cannot be stopped from here")
+        return f"{id} had already {_verb(finished[id][-1])}; its result is waiting to be shown"
+
+    return [background_run, background_status, background_wait, background_stop]
+
+
+async def _wait_for(
+    ctx: ToolContext, ids: list[str], timeout: float
+) -> tuple[dict[str, BackgroundActivity], dict[str, list[BackgroundNotice]], bool]:
+    """Poll until none of `ids` is running any more, `timeout` passed or the run stops.
+
+    Returns the last snapshot and whether the run's stop cut the wait short.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    wanted = set(ids)
+    woken = asyncio.Event()
+    unwatch = ctx.runtime._watch(ctx.session_id, woken.set)
+    stopped = loop.create_task(ctx.stop.wait())
+    try:
+        while True:
+            # Cleared before reading: a notice written during the reads
+            # wakes the next wait instead of being missed.
+            woken.clear()
+            running, finished = await _snapshot(ctx)
+            running = {i: a for i, a in running.items() if i in wanted and i not in finished}
+            finished = {i: n for i, n in finished.items() if i in wanted}
+            remaining = deadline - loop.time()
+            if not running or remaining <= 0 or ctx.stop.is_set:
+                return running, finished, bool(running) and ctx.stop.is_set
+            wake = loop.create_task(woken.wait())
+            try:
+                await asyncio.wait(
+                    {wake, stopped},
+                    timeout=min(_POLL_SECONDS, remaining),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                wake.cancel()
+    finally:
+        unwatch()
+        stopped.cancel()
