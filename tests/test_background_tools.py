@@ -76,7 +76,9 @@ def notice(request: ModelRequest) -> str | None:
 
 
 def delivered_notices(request: ModelRequest) -> list[str]:
-    return [m.text for m in request.messages if m.role == "user" and m.text.startswith("[background]")]
+    return [
+        m.text for m in request.messages if m.role == "user" and m.text.startswith("[background]")
+    ]
 
 
 @tool(effect=ToolEffect.READ_ONLY)
@@ -203,7 +205,9 @@ def sleeper(pidfile: Path, before: str = "") -> str:
 # ---------------------------------------------------------------- runs
 
 
-async def test_a_finished_command_reaches_the_model_as_a_notice_at_a_later_round(runtime: Runtime) -> None:
+async def test_a_finished_command_reaches_the_model_as_a_notice_at_a_later_round(
+    runtime: Runtime,
+) -> None:
     model = run_then_tick_until_notice("echo hi")
     session = await runtime.create_session(Agent("main", model, tools=[*background_tools(), tick]))
     result = await session.run("go", options=OPTIONS)
@@ -255,7 +259,9 @@ async def test_with_shell_true_the_command_is_run_by_sh(runtime: Runtime, tmp_pa
 
 
 async def test_a_failing_command_reports_its_exit_code_and_output(runtime: Runtime) -> None:
-    command = shlex.join([sys.executable, "-c", "import sys; print('bad input', file=sys.stderr); sys.exit(3)"])
+    command = shlex.join(
+        [sys.executable, "-c", "import sys; print('bad input', file=sys.stderr); sys.exit(3)"]
+    )
     model = run_then_wait({"command": command})
     session = await runtime.create_session(Agent("main", model, tools=background_tools()))
     await session.run("go", options=OPTIONS)
@@ -270,7 +276,9 @@ async def test_a_timeout_kills_the_whole_process_group(runtime: Runtime, pids: P
     pidfile = pids.new()
     quoted = shlex.quote(str(pidfile))
     # sh, a sleep in the background and one in the foreground: all in one group.
-    command = f"echo $$ > {quoted}; sleep 30 & echo $! >> {quoted}; sleep 30 & echo $! >> {quoted}; wait"
+    command = (
+        f"echo $$ > {quoted}; sleep 30 & echo $! >> {quoted}; sleep 30 & echo $! >> {quoted}; wait"
+    )
     model = run_then_wait({"command": command, "timeout": 0.5})
     session = await runtime.create_session(Agent("main", model, tools=background_tools(shell=True)))
     began = time.monotonic()
@@ -278,13 +286,19 @@ async def test_a_timeout_kills_the_whole_process_group(runtime: Runtime, pids: P
 
     assert result.status is RunStatus.COMPLETED
     (waited,) = results(model.requests[2])
-    assert "timed out: " in waited and "timed out after" in waited and "was killed (killed by SIGTERM)" in waited
+    assert (
+        "timed out: " in waited
+        and "timed out after" in waited
+        and "was killed (killed by SIGTERM)" in waited
+    )
     procs = await pids.read(pidfile, 3)
     await until(lambda: not any(p.is_running for p in procs))
     assert time.monotonic() - began < 10
 
 
-async def test_flooding_output_keeps_head_and_tail_and_spills_everything(runtime: Runtime, tmp_path: Path) -> None:
+async def test_flooding_output_keeps_head_and_tail_and_spills_everything(
+    runtime: Runtime, tmp_path: Path
+) -> None:
     code = (
         "import sys\n"
         "print('FIRST LINE')\n"
@@ -292,7 +306,9 @@ async def test_flooding_output_keeps_head_and_tail_and_spills_everything(runtime
         "sys.stdout.flush()\n"
         "sys.stderr.write('LAST LINE FROM STDERR\\n')\n"
     )
-    expected = "FIRST LINE\n" + "".join(f"line {i} é\n" for i in range(20000)) + "LAST LINE FROM STDERR\n"
+    expected = (
+        "FIRST LINE\n" + "".join(f"line {i} é\n" for i in range(20000)) + "LAST LINE FROM STDERR\n"
+    )
     spill = tmp_path / "spill"
     model = run_then_wait({"command": shlex.join([sys.executable, "-c", code])})
     tools = background_tools(max_output_chars=2000, spill_dir=spill)
@@ -305,7 +321,9 @@ async def test_flooding_output_keeps_head_and_tail_and_spills_everything(runtime
     assert spilled.name == f"{activity_id}.log"
     assert spilled.read_text(encoding="utf-8") == expected
     assert f"{len(expected)} characters" in waited and str(spilled) in waited
-    assert "FIRST LINE\nline 0 é" in waited and waited.endswith("line 19999 é\nLAST LINE FROM STDERR")
+    assert "FIRST LINE\nline 0 é" in waited and waited.endswith(
+        "line 19999 é\nLAST LINE FROM STDERR"
+    )
     assert "line 10000 é" not in waited
     assert len(waited) < 3000
 
@@ -321,7 +339,9 @@ async def test_small_output_is_not_spilled(runtime: Runtime, tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-async def test_background_stop_kills_the_command_and_its_notice_says_so(runtime: Runtime, pids: PidFiles) -> None:
+async def test_background_stop_kills_the_command_and_its_notice_says_so(
+    runtime: Runtime, pids: PidFiles
+) -> None:
     pidfile = pids.new()
     procs: list[Any] = []
 
@@ -330,7 +350,9 @@ async def test_background_stop_kills_the_command_and_its_notice_says_so(runtime:
         return reply(tool_calls=[("background_stop", {"id": started(request)})])
 
     model = model_of(
-        lambda r: reply(tool_calls=[("background_run", {"command": sleeper(pidfile, "echo partial; ")})]),
+        lambda r: reply(
+            tool_calls=[("background_run", {"command": sleeper(pidfile, "echo partial; ")})]
+        ),
         stop_once_running,
         lambda r: reply("stopped it"),
     )
@@ -344,7 +366,11 @@ async def test_background_stop_kills_the_command_and_its_notice_says_so(runtime:
     assert results(final)[0].startswith(f"stopped {activity_id}")
     text = notice(final)
     assert text is not None
-    assert f"shell {activity_id} was stopped" in text and "killed by SIGTERM" in text and "partial" in text
+    assert (
+        f"shell {activity_id} was stopped" in text
+        and "killed by SIGTERM" in text
+        and "partial" in text
+    )
     assert await runtime.background.registry.list(session.id) == []
 
 
@@ -361,7 +387,9 @@ async def test_background_stop_answers_in_band_for_unknown_ids(runtime: Runtime)
 
 
 @pytest.mark.slow
-async def test_background_status_lists_running_and_finished_commands(runtime: Runtime, pids: PidFiles) -> None:
+async def test_background_status_lists_running_and_finished_commands(
+    runtime: Runtime, pids: PidFiles
+) -> None:
     pidfile = pids.new()
     model = model_of(
         lambda r: reply(
@@ -381,7 +409,9 @@ async def test_background_status_lists_running_and_finished_commands(runtime: Ru
         lambda r: reply(tool_calls=[("background_stop", {"id": started(model.requests[1], 0)})]),
         lambda r: reply("done"),
     )
-    session = await runtime.create_session(Agent("main", model, tools=[*background_tools(), settle]))
+    session = await runtime.create_session(
+        Agent("main", model, tools=[*background_tools(), settle])
+    )
     await session.run("go", options=OPTIONS)
 
     first = model.requests[1]
@@ -389,7 +419,10 @@ async def test_background_status_lists_running_and_finished_commands(runtime: Ru
     listing = results(first)[3]
     running_line, finished_line = listing.split("\n")
     assert re.fullmatch(rf"{sleeping} running for [0-9.]+s: sh -c .*sleep 30.*", running_line)
-    assert re.fullmatch(rf"{quick} finished [0-9.]+s ago: `echo finished-quickly` exited with code 0 .*", finished_line)
+    assert re.fullmatch(
+        rf"{quick} finished [0-9.]+s ago: `echo finished-quickly` exited with code 0 .*",
+        finished_line,
+    )
     one, unknown = results(model.requests[2])
     assert one.startswith(f"{sleeping} running for ") and quick not in one
     assert "no running or unreported background work" in unknown
@@ -403,7 +436,9 @@ async def test_background_wait_returns_the_result_and_it_is_not_delivered_again(
     gate = tmp_path / "gate"
     # Finishes only once the model has asked to wait: the notice cannot slip
     # into an earlier round boundary.
-    command = shlex.join(["sh", "-c", f"while [ ! -e {shlex.quote(str(gate))} ]; do sleep 0.01; done; echo waited"])
+    command = shlex.join(
+        ["sh", "-c", f"while [ ! -e {shlex.quote(str(gate))} ]; do sleep 0.01; done; echo waited"]
+    )
 
     def wait(request: ModelRequest) -> Any:
         gate.touch()
@@ -432,7 +467,11 @@ async def test_background_wait_names_what_is_still_running_after_its_timeout(
     pidfile = pids.new()
     model = model_of(
         lambda r: reply(tool_calls=[("background_run", {"command": sleeper(pidfile)})]),
-        lambda r: reply(tool_calls=[("background_wait", {"ids": [started(r), "shell-000000000000"], "timeout": 0.1})]),
+        lambda r: reply(
+            tool_calls=[
+                ("background_wait", {"ids": [started(r), "shell-000000000000"], "timeout": 0.1})
+            ]
+        ),
         lambda r: reply(tool_calls=[("background_stop", {"id": started(model.requests[1])})]),
         lambda r: reply("done"),
     )
@@ -446,7 +485,9 @@ async def test_background_wait_names_what_is_still_running_after_its_timeout(
 
 
 @pytest.mark.slow
-async def test_finishing_while_a_command_runs_gets_one_reminder(runtime: Runtime, pids: PidFiles) -> None:
+async def test_finishing_while_a_command_runs_gets_one_reminder(
+    runtime: Runtime, pids: PidFiles
+) -> None:
     pidfile = pids.new()
     model = model_of(
         lambda r: reply(tool_calls=[("background_run", {"command": sleeper(pidfile)})]),
@@ -500,7 +541,9 @@ async def test_the_running_cap_is_answered_in_band(runtime: Runtime, pids: PidFi
         lambda r: reply(tool_calls=[("background_stop", {"id": started(r)})]),
         lambda r: reply("done"),
     )
-    session = await runtime.create_session(Agent("main", model, tools=background_tools(max_running=1)))
+    session = await runtime.create_session(
+        Agent("main", model, tools=background_tools(max_running=1))
+    )
     await session.run("go", options=OPTIONS)
 
     first, second = last(model.requests[1]).results

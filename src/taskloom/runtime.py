@@ -71,7 +71,7 @@ class Runtime:
         if self._background is None:
             from .background.service import BackgroundService
 
-            self._background = BackgroundService.for_store(self)
+            self._background = BackgroundService.for_store(self.store, runtime=self)
         return self._background
 
     async def __aenter__(self) -> Runtime:

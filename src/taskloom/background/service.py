@@ -65,24 +65,23 @@ class BackgroundService:
         self.emit: Callable[[Event], None] | None = None
 
     @classmethod
-    def for_store(cls, runtime: Runtime) -> BackgroundService:
-        """The service on the same backend as the runtime's store."""
-        store = runtime.store
-        name = type(store).__name__
+    def for_store(cls, store: object, *, runtime: Runtime | None = None) -> BackgroundService:
+        """The service on the same backend as `store`: a SQLite store's file,
+        a PostgreSQL store's database and schema, else in memory."""
         registry: ActivityRegistry
         inbox: NoticeInbox
-        if name == "SQLiteStore":
-            from .sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
-
-            path = store.path  # type: ignore[attr-defined]
-            registry, inbox = SQLiteActivityRegistry(path), SQLiteNoticeInbox(path)
-        elif name == "PostgresStore":
+        url = getattr(store, "url", None)
+        path = getattr(store, "path", None)
+        if isinstance(url, str) and url.startswith(("postgres://", "postgresql://")):
             from .postgres import PostgresActivityRegistry, PostgresNoticeInbox
 
-            url = store.url  # type: ignore[attr-defined]
             schema = getattr(store, "schema", None)
             registry = PostgresActivityRegistry(url, schema=schema)
             inbox = PostgresNoticeInbox(url, schema=schema)
+        elif path is not None:
+            from .sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
+
+            registry, inbox = SQLiteActivityRegistry(path), SQLiteNoticeInbox(path)
         else:
             from .memory import MemoryActivityRegistry, MemoryNoticeInbox
 

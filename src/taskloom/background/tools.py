@@ -132,14 +132,18 @@ class _Commands:
         session_id = ctx.session_id
         activity_id = f"{KIND}-{uuid.uuid4().hex[:12]}"
 
-        async def work() -> WorkResult:
-            return await self._run(service, session_id, activity_id, command, argv, cwd, timeout)
+        spawned = asyncio.Event()
 
-        # Tracked before the start: the delete hook must see a command whose
-        # task exists, even if that task has not run its first step yet.
+        async def work() -> WorkResult:
+            return await self._run(
+                service, session_id, activity_id, command, argv, cwd, timeout, spawned
+            )
+
+        # Tracked before the start: the delete hook must see every command
+        # whose task exists.
         self._running[service].setdefault(session_id, set()).add(activity_id)
         try:
-            return await service.start(
+            await service.start(
                 ctx,
                 KIND,
                 command,
@@ -151,6 +155,26 @@ class _Commands:
         except BaseException:
             self._untrack(service, session_id, activity_id)
             raise
+        await self._until_spawned(service, session_id, activity_id, spawned)
+        return activity_id
+
+    async def _until_spawned(
+        self, service: BackgroundService, session_id: str, activity_id: str, spawned: asyncio.Event
+    ) -> None:
+        # Answer only once the process exists (or failed to start). A task
+        # cancelled before its first step never runs its work at all — no
+        # process, but no notice either — so a stop right after this call
+        # must find the work already running.
+        task = service._tasks.get((session_id, activity_id))
+        if task is None or spawned.is_set():
+            return
+        began = asyncio.get_running_loop().create_task(spawned.wait())
+        try:
+            await asyncio.wait({began, task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            began.cancel()
+        if not spawned.is_set():
+            self._untrack(service, session_id, activity_id)
 
     async def _run(
         self,
@@ -161,6 +185,7 @@ class _Commands:
         argv: list[str],
         cwd: str | None,
         timeout: float,
+        spawned: asyncio.Event,
     ) -> WorkResult:
         try:
             output = OutputCapture(
@@ -172,6 +197,8 @@ class _Commands:
                 )
             except CommandNotStarted as exc:
                 return NoticeStatus.FAILED, f"`{command}` could not start: {exc}"
+            finally:
+                spawned.set()
             async with process:
                 try:
                     result = await process.wait(timeout)

@@ -1,0 +1,88 @@
+"""A process for crash tests: runs one scenario against a durable store, then
+blocks at a named point so the test can SIGKILL (or SIGSTOP) it there.
+
+    python crash_child.py SCENARIO STORE_URL SCHEMA SESSION_ID SIDE_EFFECTS_FILE
+
+It prints `READY <point>` on stdout when it reached the point, and
+`COMMITTED <position>` after every append the store confirmed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import Any
+
+from taskloom import Agent, Runtime, ToolContext, tool
+from taskloom.models import FunctionModel, ModelRequest, reply
+from taskloom.stores import open_store
+from taskloom.stores.base import Entry, Fence
+
+SCENARIO, URL, SCHEMA, SESSION_ID, SIDE_EFFECTS = sys.argv[1:6]
+
+
+def say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+async def hang(point: str) -> None:
+    say(f"READY {point}")
+    await asyncio.sleep(3600)
+
+
+class ReportingStore:
+    """Wraps the store: reports confirmed appends, and can hang before one."""
+
+    def __init__(self, inner: Any, hang_before_results: bool) -> None:
+        self._inner = inner
+        self._hang = hang_before_results
+        self.leases = inner.leases
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def append(self, session_id: str, entry: Entry, *, fence: Fence | None = None) -> int:
+        if self._hang and entry.kind == "message" and entry.data["message"]["role"] == "tool":
+            await hang("before-results")
+        position: int = await self._inner.append(session_id, entry, fence=fence)
+        say(f"COMMITTED {position}")
+        return position
+
+
+@tool
+async def charge(amount: int, ctx: ToolContext) -> str:
+    """Charge a card (a side effect that must never run twice)."""
+    with open(SIDE_EFFECTS, "a") as f:
+        f.write(f"{ctx.call_id}\n")
+        f.flush()
+        os.fsync(f.fileno())
+    if SCENARIO == "during-tool":
+        await hang("during-tool")
+    return f"charged {amount}"
+
+
+async def model_fn(request: ModelRequest) -> Any:
+    last = request.messages[-1]
+    if SCENARIO in ("notice", "first-model") or (SCENARIO == "during-model" and len(request.messages) > 1):
+        await hang("during-model")
+    if last.role == "user" and len(request.messages) == 1:
+        return reply(tool_calls=[("charge", {"amount": 5}, "call_charge")])
+    return reply("done")
+
+
+async def main() -> None:
+    options: dict[str, Any] = {"schema": SCHEMA} if URL.startswith("postgres") and SCHEMA != "-" else {}
+    inner = open_store(URL, **options)
+    store = ReportingStore(inner, hang_before_results=SCENARIO == "before-results")
+    runtime = Runtime(store=store)  # type: ignore[arg-type]
+    model = FunctionModel(model_fn, name="crash")
+    agent = Agent("crashy", model, tools=[charge])
+    session = await runtime.open_session(SESSION_ID, agent)
+    say("STARTED")
+    await session.run("charge me 5" if SCENARIO != "notice" else "any news?")
+    say("FINISHED")
+
+
+asyncio.run(main())
