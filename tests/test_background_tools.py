@@ -167,21 +167,25 @@ class PidFiles:
         return path
 
     async def read(self, path: Path, count: int) -> list[Process]:
-        def complete() -> bool:
-            return path.exists() and len(path.read_text().split()) >= count
-
-        await until(complete)
-        procs = [Process(int(p)) for p in path.read_text().split()]
+        """The processes named in `path`, once it names `count` of them."""
+        await until(lambda: len(_pids_in(path)) >= count)
+        procs = [Process(pid) for pid in _pids_in(path)]
         self.seen.extend(procs)
         return procs
 
     def kill_all(self) -> None:
         for path in self.files:
-            if path.exists():
-                self.seen.extend(Process(int(p)) for p in path.read_text().split())
+            self.seen.extend(Process(pid) for pid in _pids_in(path))
         for proc in self.seen:
             if proc.is_running:
                 os.kill(proc.pid, signal.SIGKILL)
+
+
+def _pids_in(path: Path) -> list[int]:
+    try:
+        return [int(p) for p in path.read_text().split()]
+    except FileNotFoundError:
+        return []
 
 
 @pytest.fixture

@@ -70,7 +70,8 @@ class _Database:
         self.notices = sql.Identifier(*prefix, _NOTICES)
         # Advisory locks are database-wide: the schema keeps two deployments
         # in one database from serialising on each other's keys.
-        self.lock_prefix = f"taskloom.background:{schema or ''}:"
+        self.ddl_lock = f"taskloom.background.ddl:{schema or ''}"
+        self.kind_lock_prefix = f"taskloom.background.kind:{schema or ''}:"
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
@@ -99,18 +100,33 @@ class _Database:
             return self._pool
 
     async def _create_tables(self, pool: AsyncConnectionPool[AsyncConnection[Any]]) -> None:
-        async with pool.connection() as conn, conn.transaction():
-            await conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended('taskloom.background.ddl', 0))"
+        async with pool.connection() as conn:
+            # All of the DDL commits at once, so its last index standing means
+            # everything is there. Skipping it then matters: CREATE INDEX IF
+            # NOT EXISTS still locks the table, queueing behind live writers
+            # of other processes and holding up the writers behind it.
+            cur = await conn.execute(
+                "SELECT 1 FROM pg_indexes WHERE schemaname = coalesce(%s, current_schema())"
+                " AND indexname = 'taskloom_background_notices_pending'",
+                (self._schema,),
             )
-            if self._schema:
+            if await cur.fetchone() is not None:
+                return
+            async with conn.transaction():
                 await conn.execute(
-                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self._schema))
+                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                    (self.ddl_lock,),
                 )
-            for statement in _DDL:
-                await conn.execute(
-                    sql.SQL(statement).format(activities=self.activities, notices=self.notices)
-                )
+                if self._schema:
+                    await conn.execute(
+                        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                            sql.Identifier(self._schema)
+                        )
+                    )
+                for statement in _DDL:
+                    await conn.execute(
+                        sql.SQL(statement).format(activities=self.activities, notices=self.notices)
+                    )
 
     async def execute(self, query: sql.Composed, params: tuple[object, ...]) -> int:
         """Run one statement (its own transaction) and return how many rows it changed."""
@@ -161,7 +177,7 @@ class PostgresActivityRegistry:
             # count below the cap and both insert.
             await conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                (f"{self._db.lock_prefix}{session}:{activity.kind}",),
+                (f"{self._db.kind_lock_prefix}{session}:{activity.kind}",),
             )
             # Only this kind's lapsed rows, which the lock covers: touching
             # other kinds' rows here could deadlock with their adds.
