@@ -54,7 +54,7 @@ class ReportingStore:
 @tool
 async def charge(amount: int, ctx: ToolContext) -> str:
     """Charge a card (a side effect that must never run twice)."""
-    with open(SIDE_EFFECTS, "a") as f:
+    with open(SIDE_EFFECTS, "a") as f:  # noqa: ASYNC230 (a test's side effect, synced on purpose)
         f.write(f"{ctx.call_id}\n")
         f.flush()
         os.fsync(f.fileno())
@@ -65,7 +65,9 @@ async def charge(amount: int, ctx: ToolContext) -> str:
 
 async def model_fn(request: ModelRequest) -> Any:
     last = request.messages[-1]
-    if SCENARIO in ("notice", "first-model") or (SCENARIO == "during-model" and len(request.messages) > 1):
+    if SCENARIO in ("notice", "first-model") or (
+        SCENARIO == "during-model" and len(request.messages) > 1
+    ):
         await hang("during-model")
     if last.role == "user" and len(request.messages) == 1:
         return reply(tool_calls=[("charge", {"amount": 5}, "call_charge")])
@@ -73,7 +75,9 @@ async def model_fn(request: ModelRequest) -> Any:
 
 
 async def main() -> None:
-    options: dict[str, Any] = {"schema": SCHEMA} if URL.startswith("postgres") and SCHEMA != "-" else {}
+    options: dict[str, Any] = (
+        {"schema": SCHEMA} if URL.startswith("postgres") and SCHEMA != "-" else {}
+    )
     inner = open_store(URL, **options)
     store = ReportingStore(inner, hang_before_results=SCENARIO == "before-results")
     runtime = Runtime(store=store)  # type: ignore[arg-type]

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from taskloom import Agent, RunOptions, RunStatus, Runtime, ToolContext, ToolEffect, tool
-from taskloom.background.process import OutputCapture
+from taskloom.background.process import CommandProcess, OutputCapture
 from taskloom.messages import Message
 from taskloom.models import FunctionModel, ModelRequest, reply
 from taskloom.tools import background_tools
@@ -140,17 +140,34 @@ class Process:
             return None
         return text.rsplit(")", 1)[1].split()
 
-    @property
-    def is_running(self) -> bool:
-        """True while it runs. A zombie has ended; it must not be ours to reap."""
+    def _state(self) -> tuple[str, int] | None:
         stat = self._stat()
         if stat is None or stat[19] != self.start:
-            return False
-        state, ppid = stat[0], int(stat[1])
-        if state in ("Z", "X"):
-            assert ppid != os.getpid(), f"process {self.pid} is a zombie child of the test process"
-            return False
-        return True
+            return None
+        return stat[0], int(stat[1])
+
+    @property
+    def is_running(self) -> bool:
+        """True until it exits (a zombie has exited)."""
+        state = self._state()
+        return state is not None and state[0] not in ("Z", "X")
+
+    @property
+    def is_our_zombie(self) -> bool:
+        """Exited but not reaped, by us: a leak (init reaps the orphans)."""
+        state = self._state()
+        return state is not None and state[0] in ("Z", "X") and state[1] == os.getpid()
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except FileNotFoundError:
+        return ""
+
+
+def gone(procs: list[Process]) -> bool:
+    return not any(p.is_running or p.is_our_zombie for p in procs)
 
 
 class PidFiles:
@@ -296,8 +313,28 @@ async def test_a_timeout_kills_the_whole_process_group(runtime: Runtime, pids: P
         and "was killed (killed by SIGTERM)" in waited
     )
     procs = await pids.read(pidfile, 3)
-    await until(lambda: not any(p.is_running for p in procs))
+    await until(lambda: gone(procs))
     assert time.monotonic() - began < 10
+
+
+@pytest.mark.slow
+async def test_a_group_that_ignores_sigterm_is_killed_after_the_grace(
+    runtime: Runtime, pids: PidFiles
+) -> None:
+    pidfile = pids.new()
+    quoted = shlex.quote(str(pidfile))
+    # An ignored signal stays ignored across fork and exec: the sleep ignores it too.
+    script = f"trap '' TERM; echo $$ > {quoted}; sleep 30 & echo $! >> {quoted}; wait"
+    model = run_then_wait({"command": shlex.join(["sh", "-c", script]), "timeout": 0.3})
+    session = await runtime.create_session(
+        Agent("main", model, tools=background_tools(kill_grace=0.2))
+    )
+    await session.run("go", options=OPTIONS)
+
+    (waited,) = results(model.requests[2])
+    assert "timed out after" in waited and "(killed by SIGKILL)" in waited
+    procs = await pids.read(pidfile, 2)
+    await until(lambda: gone(procs))
 
 
 async def test_flooding_output_keeps_head_and_tail_and_spills_everything(
@@ -347,7 +384,7 @@ async def test_background_stop_kills_the_command_and_its_notice_says_so(
     runtime: Runtime, pids: PidFiles
 ) -> None:
     pidfile = pids.new()
-    procs: list[Any] = []
+    procs: list[Process] = []
 
     async def stop_once_running(request: ModelRequest) -> Any:
         procs.extend(await pids.read(pidfile, 1))
@@ -365,7 +402,7 @@ async def test_background_stop_kills_the_command_and_its_notice_says_so(
 
     assert result.status is RunStatus.COMPLETED
     activity_id = started(model.requests[1])
-    assert not procs[0].is_running
+    assert gone(procs)
     final = model.requests[2]
     assert results(final)[0].startswith(f"stopped {activity_id}")
     text = notice(final)
@@ -431,7 +468,7 @@ async def test_background_status_lists_running_and_finished_commands(
     assert one.startswith(f"{sleeping} running for ") and quick not in one
     assert "no running or unreported background work" in unknown
     (proc,) = await pids.read(pidfile, 1)
-    assert not proc.is_running
+    assert gone([proc])
 
 
 async def test_background_wait_returns_the_result_and_it_is_not_delivered_again(
@@ -510,7 +547,7 @@ async def test_finishing_while_a_command_runs_gets_one_reminder(
     (proc,) = await pids.read(pidfile, 1)
     assert proc.is_running
     await runtime.close()
-    assert not proc.is_running
+    assert gone([proc])
 
 
 @pytest.mark.slow
@@ -528,7 +565,7 @@ async def test_deleting_the_session_kills_its_commands(runtime: Runtime, pids: P
 
     await runtime.background.listeners.delete(session.id)
 
-    assert not proc.is_running
+    assert gone([proc])
     assert await runtime.background.registry.list(session.id) == []
     assert await runtime.background.inbox.pending(session.id) == []
 
@@ -574,6 +611,39 @@ async def test_invalid_commands_are_answered_in_band(runtime: Runtime) -> None:
     assert empty.is_error and "empty" in empty.content
     assert no_time.is_error and "timeout" in no_time.content
     assert await runtime.background.registry.list(session.id) == []
+
+
+# ---------------------------------------------------------------- the process itself
+
+
+@pytest.mark.slow
+async def test_leaving_the_block_kills_a_command_still_running(
+    pids: PidFiles, tmp_path: Path
+) -> None:
+    pidfile = pids.new()
+    quoted = shlex.quote(str(pidfile))
+    argv = ["sh", "-c", f"echo $$ > {quoted}; sleep 30 & echo $! >> {quoted}; wait"]
+    output = OutputCapture(100, 100, lambda: tmp_path / "spill")
+    async with await CommandProcess.start("sh", argv, output=output) as process:
+        procs = await pids.read(pidfile, 2)
+        assert procs[0].pid == process.pid and all(p.is_running for p in procs)
+    await until(lambda: gone(procs))
+
+
+async def test_stop_returns_what_the_command_printed_so_far(tmp_path: Path) -> None:
+    argv = ["sh", "-c", "echo before; exec sleep 30"]
+    output = OutputCapture(100, 100, lambda: tmp_path / "spill")
+    async with await CommandProcess.start("sleepy", argv, output=output) as process:
+        waiting = asyncio.create_task(process.wait(None))
+        # Once sh has exec'd the sleep, "before" is in the pipe.
+        await until(lambda: _comm(process.pid) == "sleep")
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        result = await process.stop()
+    assert result.status == "stopped" and result.exit_code == -signal.SIGTERM
+    assert result.output.render() == "before\n"
+    assert result.render().startswith("`sleepy` was stopped after ")
 
 
 # ---------------------------------------------------------------- output capture

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
 
+from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime, ToolContext, tool
 from taskloom.background.activities import BackgroundNotice
 from taskloom.loop.log import INTERRUPTED
-from taskloom.models import FunctionModel, ModelRequest, reply
+from taskloom.models import FunctionModel, reply
 from taskloom.stores import open_store
 
 pytestmark = pytest.mark.slow
@@ -31,7 +31,9 @@ CHILD = Path(__file__).with_name("crash_child.py")
 class Child:
     """A crash_child.py process; kill it at the point it announces."""
 
-    def __init__(self, scenario: str, url: str, schema: str, session_id: str, side_effects: Path) -> None:
+    def __init__(
+        self, scenario: str, url: str, schema: str, session_id: str, side_effects: Path
+    ) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, str(CHILD), scenario, url, schema, session_id, str(side_effects)],
             stdout=subprocess.PIPE,
@@ -111,7 +113,9 @@ async def crash_at(
     return session.id, child.committed, side_effects.read_text().split()
 
 
-async def resume_and_check(runtime: Runtime, session_id: str, committed: list[int]) -> tuple[Any, FunctionModel]:
+async def resume_and_check(
+    runtime: Runtime, session_id: str, committed: list[int]
+) -> tuple[Any, FunctionModel]:
     entries = await runtime.store.load(session_id)
     positions = [e.position for e in entries]
     assert positions == list(range(1, len(positions) + 1))
@@ -125,35 +129,51 @@ async def resume_and_check(runtime: Runtime, session_id: str, committed: list[in
     return result, model
 
 
-async def test_kill_during_the_first_model_request(runtime: Runtime, store_url: tuple[str, str], tmp_path: Path) -> None:
-    sid, committed, effects = await crash_at(runtime, store_url, "first-model", "during-model", tmp_path)
+async def test_kill_during_the_first_model_request(
+    runtime: Runtime, store_url: tuple[str, str], tmp_path: Path
+) -> None:
+    sid, committed, effects = await crash_at(
+        runtime, store_url, "first-model", "during-model", tmp_path
+    )
     assert effects == []
     _, model = await resume_and_check(runtime, sid, committed)
     # the half-asked turn is simply absent
     assert [m.role for m in model.requests[0].messages] == ["user", "user"]
 
 
-async def test_kill_during_a_tool(runtime: Runtime, store_url: tuple[str, str], tmp_path: Path) -> None:
-    sid, committed, effects = await crash_at(runtime, store_url, "during-tool", "during-tool", tmp_path)
+async def test_kill_during_a_tool(
+    runtime: Runtime, store_url: tuple[str, str], tmp_path: Path
+) -> None:
+    sid, committed, effects = await crash_at(
+        runtime, store_url, "during-tool", "during-tool", tmp_path
+    )
     assert effects == ["call_charge"]
     _, model = await resume_and_check(runtime, sid, committed)
     roles = [m.role for m in model.requests[0].messages]
     assert roles == ["user", "assistant", "tool", "user"]
     result = model.requests[0].messages[2].results[0]
-    assert result.tool_call_id == "call_charge" and result.is_error and result.content == INTERRUPTED
+    assert (
+        result.tool_call_id == "call_charge" and result.is_error and result.content == INTERRUPTED
+    )
 
 
 async def test_kill_between_the_assistant_turn_and_its_results(
     runtime: Runtime, store_url: tuple[str, str], tmp_path: Path
 ) -> None:
-    sid, committed, effects = await crash_at(runtime, store_url, "before-results", "before-results", tmp_path)
+    sid, committed, effects = await crash_at(
+        runtime, store_url, "before-results", "before-results", tmp_path
+    )
     assert effects == ["call_charge"]  # the tool ran once, its result never reached the log
     _, model = await resume_and_check(runtime, sid, committed)
     assert model.requests[0].messages[2].results[0].content == INTERRUPTED
 
 
-async def test_kill_during_a_later_model_request(runtime: Runtime, store_url: tuple[str, str], tmp_path: Path) -> None:
-    sid, committed, effects = await crash_at(runtime, store_url, "during-model", "during-model", tmp_path)
+async def test_kill_during_a_later_model_request(
+    runtime: Runtime, store_url: tuple[str, str], tmp_path: Path
+) -> None:
+    sid, committed, effects = await crash_at(
+        runtime, store_url, "during-model", "during-model", tmp_path
+    )
     assert effects == ["call_charge"]
     _, model = await resume_and_check(runtime, sid, committed)
     results = model.requests[0].messages[2].results
@@ -164,7 +184,9 @@ async def test_a_notice_delivered_but_not_persisted_is_delivered_again(
     runtime: Runtime, store_url: tuple[str, str], tmp_path: Path
 ) -> None:
     session = await runtime.create_session(Agent("crashy", recording_model()))
-    notice = BackgroundNotice("build-1:end", "build-1", "shell", "exit 0: all green", "done", time.time())
+    notice = BackgroundNotice(
+        "build-1:end", "build-1", "shell", "exit 0: all green", "done", time.time()
+    )
     assert await runtime.background.inbox.push(session.id, notice)
     child = Child("notice", *store_url, session.id, tmp_path / "unused.txt")
     try:

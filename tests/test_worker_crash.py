@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
 
+from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime, tool
 from taskloom.background.activities import BackgroundActivity
 from taskloom.delegation import ChildSpec, ChildStatus, ChildWorker, child_status
@@ -45,7 +45,9 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[
         yield PG_DSN, request.getfixturevalue("pg_schema")
 
 
-def runtime_at(url: str, schema: str, skew: float = 0.0, model: FunctionModel | None = None) -> Runtime:
+def runtime_at(
+    url: str, schema: str, skew: float = 0.0, model: FunctionModel | None = None
+) -> Runtime:
     """A runtime whose lease clock runs `skew` seconds ahead (to see leases lapse without sleeping)."""
     options: dict[str, Any] = {"schema": schema} if schema != "-" else {}
     store = open_store(url, clock=lambda: time.time() + skew, **options)
@@ -64,14 +66,23 @@ async def dispatched_child(runtime: Runtime) -> tuple[str, ChildSpec]:
     """A parent and a queued background child, as the spawn tool leaves them."""
     parent = await runtime.create_session(Agent("lead", ScriptedModel([])))
     child = await runtime.create_session(Agent("bg", "function:slowpoke"), parent_id=parent.id)
-    spec = ChildSpec(child.id, parent.id, "bg", "write a note then answer", tools=("note",), model="function:slowpoke")
+    spec = ChildSpec(
+        child.id,
+        parent.id,
+        "bg",
+        "write a note then answer",
+        tools=("note",),
+        model="function:slowpoke",
+    )
     await runtime.store.append(child.id, Entry("subagent_dispatched", {"spec": spec.to_dict()}))
     activity = BackgroundActivity(child.id, "subagent", "bg", time.time())
     assert await runtime.background.registry.add(parent.id, activity, 300)
     return parent.id, spec
 
 
-def start_worker(store_url: tuple[str, str], spec: ChildSpec, side_effects: Path) -> subprocess.Popen[str]:
+def start_worker(
+    store_url: tuple[str, str], spec: ChildSpec, side_effects: Path
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, str(WORKER), *store_url, spec.to_json(), str(side_effects)],
         stdout=subprocess.PIPE,
@@ -86,7 +97,9 @@ def wait_for(proc: subprocess.Popen[str], line: str, timeout: float = 30) -> Non
     while time.monotonic() < deadline:
         got = proc.stdout.readline()
         if not got:
-            raise AssertionError(f"worker exited before {line!r}: {proc.stderr.read() if proc.stderr else ''}")
+            raise AssertionError(
+                f"worker exited before {line!r}: {proc.stderr.read() if proc.stderr else ''}"
+            )
         if got.strip() == line:
             return
     raise AssertionError(f"worker never printed {line!r}")
@@ -121,13 +134,17 @@ async def test_a_killed_worker_is_redelivered_and_reports_once(
         os.kill(proc.pid, signal.SIGKILL)
         finish(proc)
     assert effects.read_text().split("\n")[0] == "from the first worker"
-    assert await child_status(runtime, spec.child_session_id) is ChildStatus.RUNNING  # its lease has not lapsed yet
+    assert (
+        await child_status(runtime, spec.child_session_id) is ChildStatus.RUNNING
+    )  # its lease has not lapsed yet
 
     later = runtime_at(*store_url, skew=120, model=second_worker_model())
     try:
         assert await child_status(later, spec.child_session_id) is ChildStatus.INTERRUPTED
         assert await ChildWorker(later).run(spec) is ChildStatus.DONE
-        assert await ChildWorker(later).run(spec) is ChildStatus.DONE  # delivered once more: no second report
+        assert (
+            await ChildWorker(later).run(spec) is ChildStatus.DONE
+        )  # delivered once more: no second report
         entries = await later.store.load(spec.child_session_id)
         kinds = [e.kind for e in entries]
         assert kinds.count("subagent_started") == 2 and kinds.count("subagent_result") == 1

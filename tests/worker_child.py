@@ -45,7 +45,9 @@ async def think(request: ModelRequest) -> Any:
 async def main() -> None:
     options: dict[str, Any] = {"schema": SCHEMA} if SCHEMA != "-" else {}
     model = FunctionModel(think, name="slowpoke")
-    runtime = Runtime(store=open_store(URL, **options), tools={"note": note}, models={model.spec: model})
+    runtime = Runtime(
+        store=open_store(URL, **options), tools={"note": note}, models={model.spec: model}
+    )
     try:
         status = await ChildWorker(runtime, worker_id="first").run(SPEC)
         say(f"RESULT {status.value if status else 'none'}")

@@ -8,8 +8,10 @@ answers.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
+import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +41,11 @@ class Runtime:
 
     `store` is a `SessionStore` or a URL (`memory://` — the default —,
     `sqlite:///path`, `postgresql://...`). `models` registers model instances
-    by spec so a persisted model choice resolves to them. Two runtimes never
+    by spec so a persisted model choice resolves to them; `tools` and
+    `agents` are the registries a background-child worker rebuilds from.
+    With `wake_on_notice`, a background notice for an idle session of this
+    runtime starts a follow-up run by itself (an always-on agent), at most
+    `max_wakeups` times in a row before a user turn. Two runtimes never
     share anything.
     """
 
@@ -64,6 +70,8 @@ class Runtime:
         self._watchers: dict[str, list[Callable[[], None]]] = {}
         # Stop signals of children running in this process, for stop_agent.
         self._live_children: dict[str, StopSignal] = {}
+        self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
+        self._wake_tasks: set[asyncio.Task[Any]] = set()
 
     @property
     def background(self) -> BackgroundService:
@@ -82,6 +90,9 @@ class Runtime:
 
     async def close(self) -> None:
         """Stop background work this runtime started and release the store."""
+        for task in list(self._wake_tasks):
+            task.cancel()
+        await asyncio.gather(*self._wake_tasks, return_exceptions=True)
         if self._background is not None:
             await self._background.close()
         close = getattr(self.store, "close", None)
@@ -128,6 +139,27 @@ class Runtime:
         await session._sync()
         return session
 
+    def _on_notice(self, session_id: str) -> None:
+        """A background notice was written for the session (in this process)."""
+        self._notify(session_id)
+        if not self.wake_on_notice:
+            return
+        session = self._sessions.get(session_id)
+        if session is None or session._running or session._wakeups >= self.max_wakeups:
+            # A running run delivers it at its next boundary; past the limit,
+            # it waits for the next run.
+            return
+        session._wakeups += 1
+        task = asyncio.get_running_loop().create_task(self._wake(session))
+        self._wake_tasks.add(task)
+        task.add_done_callback(self._wake_tasks.discard)
+
+    async def _wake(self, session: Session) -> None:
+        try:
+            await session._start(None, None, False, "")(None)
+        except TaskloomError:
+            pass  # a run started meanwhile; it delivers the notice
+
     def _notify(self, session_id: str) -> None:
         for wake in self._watchers.get(session_id, ()):
             wake()
@@ -154,10 +186,12 @@ class Session:
         self.agent = agent
         self.log = SessionLog()
         self._running = False
+        self._wakeups = 0
         self._specs: tuple[ToolSpec, ...] | None = None
         # Set while a lease holder (a background child's worker) writes: every
         # append carries it, and the store refuses it once the lease moved on.
         self.fence: Fence | None = None
+        runtime._sessions[session_id] = self
 
     def __repr__(self) -> str:
         return f"Session({self.id!r}, agent={self.agent.name!r})"
@@ -264,6 +298,8 @@ class Session:
             if self._running:
                 raise TaskloomError(f"session {self.id} already has a run in progress")
             self._running = True
+            if user is not None:
+                self._wakeups = 0  # a user turn ends a chain of wake-ups
             try:
                 return await RunLoop(self, options, emit, origin).run(user, resume=resume)
             finally:

@@ -233,7 +233,7 @@ class BackgroundService:
         if self.emit is not None:
             self.emit(event)
         if self._runtime is not None:
-            self._runtime._notify(event.session_id)
+            self._runtime._on_notice(event.session_id)
 
     async def close(self) -> None:
         """Stop all work this process runs and release the backends."""

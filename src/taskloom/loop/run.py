@@ -127,6 +127,10 @@ class RunLoop:
             if resume:
                 await self._decide(await self._resume_parked())
             while True:
+                # A round boundary is a scheduling point: with a model that
+                # never waits (scripted, cached), background work and other
+                # runs on this loop still get their turn.
+                await asyncio.sleep(0)
                 # 1. limits, after folding in what other processes wrote
                 await session._sync()
                 self._check_limits()

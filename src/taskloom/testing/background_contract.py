@@ -57,6 +57,7 @@ from ..background.activities import (
     BackgroundNotice,
     NoticeInbox,
 )
+from .clock import FakeClock
 
 __all__ = [
     "ActivityRegistryContract",
@@ -67,20 +68,6 @@ __all__ = [
 ]
 
 _PROCESS_TIMEOUT = 60.0
-
-
-class FakeClock:
-    """A clock (seconds) that moves only when told: `clock()`, `clock.advance(s)`."""
-
-    def __init__(self, start: float = 1_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        """Move time forward by `seconds`."""
-        self.now += seconds
 
 
 def _activity(activity_id: str, kind: str = "shell", **extra: Any) -> BackgroundActivity:

@@ -34,23 +34,9 @@ import pytest
 
 from ..background.leases import Leases
 from ..stores.base import Fence
+from .clock import FakeClock
 
 __all__ = ["FakeClock", "LeaseContract"]
-
-
-class FakeClock:
-    """A clock that moves only when told to: `clock()` is now, `advance(s)` moves it."""
-
-    def __init__(self, start: float = 1_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> float:
-        """Move time forward by `seconds` and return the new now."""
-        self.now += seconds
-        return self.now
 
 
 async def _close(obj: object) -> None:

@@ -1,0 +1,177 @@
+"""Work that answers later, as the round loop delivers it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from taskloom import Agent, NoticeDelivered, RunStatus, Runtime, ToolContext, WorkFinished, tool
+from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
+
+release = asyncio.Event()
+
+
+@tool
+async def start_job(seconds: float, ctx: ToolContext) -> str:
+    """Start a job that answers later."""
+
+    async def work() -> str:
+        await asyncio.sleep(seconds)
+        return f"job result after {seconds}s"
+
+    job = await ctx.start_background("job", f"compute for {seconds}s", work)
+    return f"started {job}"
+
+
+def user_texts(request: ModelRequest) -> list[str]:
+    return [m.text for m in request.messages if m.role == "user"]
+
+
+async def test_a_finished_job_reaches_the_model_at_the_next_boundary() -> None:
+    @tool
+    async def pause() -> str:
+        """Let time pass."""
+        await asyncio.sleep(0.1)
+        return "paused"
+
+    model = ScriptedModel(
+        [
+            reply(tool_calls=[("start_job", {"seconds": 0.05})]),
+            reply(tool_calls=[("pause", {})]),
+            reply("the job said hello"),
+        ]
+    )
+    runtime = Runtime()
+    session = await runtime.create_session(Agent("a", model, tools=[start_job, pause]))
+    events: list[Any] = []
+    result = await session.run("go", emit=events.append)
+    assert result.status is RunStatus.COMPLETED
+    third = model.requests[2]
+    notice = third.messages[-1]
+    assert (
+        notice.role == "user" and "job" in notice.text and "job result after 0.05s" in notice.text
+    )
+    assert "finished" in notice.text
+    assert not any(
+        "job result" in t for t in user_texts(model.requests[1])
+    )  # not before it finished
+    assert any(isinstance(e, NoticeDelivered) for e in events)
+    assert await runtime.background.inbox.pending(session.id) == []  # acknowledged
+
+
+async def test_the_model_is_reminded_before_it_finishes() -> None:
+    seen: list[list[str]] = []
+
+    async def answer(request: ModelRequest) -> Any:
+        seen.append(user_texts(request))
+        if len(seen) == 1:
+            return reply(tool_calls=[("start_job", {"seconds": 0.3})])
+        if len(seen) == 2:
+            return reply("all done, I think")
+        if len(seen) == 3:
+            await asyncio.sleep(0.4)  # the model decides to wait
+            return reply("waiting for it")
+        return reply("final with the job result")
+
+    runtime = Runtime()
+    session = await runtime.create_session(Agent("a", FunctionModel(answer), tools=[start_job]))
+    result = await session.run("go")
+    assert result.text == "final with the job result"
+    assert "still running" in seen[2][-1]  # one reminder for the item this run started
+    assert "job result after 0.3s" in seen[3][-1]
+    assert sum("still running" in t for r in seen for t in r[-1:]) == 1
+
+
+async def test_the_first_boundary_says_what_is_still_running() -> None:
+    model = ScriptedModel(
+        [reply(tool_calls=[("start_job", {"seconds": 5})]), reply("ok"), reply("later run")]
+    )
+    runtime = Runtime()
+    session = await runtime.create_session(Agent("a", model, tools=[start_job]))
+    await session.run("go", options=__import__("taskloom").RunOptions(max_rounds=2))
+    await session.run("status?")
+    assert "still running" in model.requests[-1].messages[-1].text
+    await runtime.close()
+
+
+async def test_wake_on_notice_starts_a_follow_up_run() -> None:
+    done = asyncio.Event()
+    answers: list[str] = []
+
+    def answer(request: ModelRequest) -> Any:
+        last = request.messages[-1].text
+        answers.append(last)
+        if len(answers) == 1:
+            return reply(tool_calls=[("start_job", {"seconds": 0.05})])
+        if "job result" in last:
+            done.set()
+            return reply("reacted to the job")
+        return reply("waiting")
+
+    runtime = Runtime(wake_on_notice=True)
+    session = await runtime.create_session(Agent("a", FunctionModel(answer), tools=[start_job]))
+    events: list[Any] = []
+    runtime.background.emit = events.append
+    first = await session.run("go", options=__import__("taskloom").RunOptions(max_rounds=2))
+    assert first.status is RunStatus.BUDGET_EXHAUSTED  # idle before the job finished
+    await asyncio.wait_for(done.wait(), 5)
+    assert any(isinstance(e, WorkFinished) for e in events)
+    transcript = await session.transcript()
+    assert transcript[-1].text == "reacted to the job"
+    await runtime.close()
+
+
+async def test_wake_ups_are_limited_per_session() -> None:
+    runs = 0
+
+    @tool
+    async def chain(ctx: ToolContext) -> str:
+        """Start a job that finishes a moment later."""
+
+        async def work() -> str:
+            await asyncio.sleep(0.02)
+            return "ping"
+
+        await ctx.start_background("job", "ping", work)
+        return "started"
+
+    def answer(request: ModelRequest) -> Any:
+        nonlocal runs
+        last = request.messages[-1]
+        if last.role == "tool" or "still running" in last.text:
+            return reply("ok")
+        runs += 1
+        return reply(tool_calls=[("chain", {})])  # every user turn or notice starts another job
+
+    runtime = Runtime(wake_on_notice=True, max_wakeups=3)
+    session = await runtime.create_session(Agent("a", FunctionModel(answer), tools=[chain]))
+    await session.run("go")
+    for _ in range(200):
+        await asyncio.sleep(0.02)
+        if session._wakeups == 3 and not runtime._wake_tasks and not session._running:
+            break
+    await asyncio.sleep(0.2)
+    assert runs == 1 + 3  # the user's run, then three chained wake-ups, then it stops
+    assert len(await runtime.background.inbox.pending(session.id)) == 1  # the last notice waits
+    await session.run("anything new?")  # a user turn delivers it and resets the chain
+    assert session._wakeups <= 1
+    await runtime.close()
+
+
+async def test_a_failing_job_says_why() -> None:
+    @tool
+    async def doomed(ctx: ToolContext) -> str:
+        """Start a job that fails."""
+
+        async def work() -> str:
+            raise RuntimeError("disk full")
+
+        return await ctx.start_background("job", "doomed", work)
+
+    model = ScriptedModel(
+        [reply(tool_calls=[("doomed", {})]), reply("hm"), reply("noted the failure")]
+    )
+    session = await Runtime().create_session(Agent("a", model, tools=[doomed]))
+    await session.run("go")
+    texts = [t for r in model.requests for t in user_texts(r)]
+    assert any("failed" in t and "RuntimeError: disk full" in t for t in texts)
