@@ -131,7 +131,8 @@ class Process:
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.start = self._stat()[19] if self._stat() else ""
+        stat = self._stat()
+        self.start = stat[19] if stat is not None else ""
 
     def _stat(self) -> list[str] | None:
         try:

@@ -51,6 +51,10 @@ class Delivery:
     text: str
     ack_ids: tuple[str, ...] = ()
 
+    def merged(self, other: Delivery) -> Delivery:
+        """One delivery carrying both texts and both sets of ids."""
+        return Delivery(self.text + "\n" + other.text, (*self.ack_ids, *other.ack_ids))
+
 
 def _label(activity: BackgroundActivity) -> str:
     return f"{activity.kind} {activity.id} ({activity.description})"

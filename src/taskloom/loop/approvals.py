@@ -26,10 +26,8 @@ def denial_text(note: str | None) -> str:
     return f"{base} Note from the user: {note}" if note else base
 
 
-def resolve_parked_turn(
-    session: Session, parked: list[ToolCall]
-) -> tuple[dict[str, ToolResult], list[ToolCall]]:
-    """Split a parked turn into ready results (denials) and calls to run.
+def resolve_parked_turn(session: Session, parked: list[ToolCall]) -> dict[str, ToolResult]:
+    """The ready results of a parked turn (denials); every other call runs.
 
     Raises `ApprovalsMissing` (before anything runs) when a gated call has no
     decision, or its decision was made for other arguments than the call has.
@@ -37,21 +35,17 @@ def resolve_parked_turn(
     log = session.log
     missing: list[str] = []
     decided: dict[str, ToolResult] = {}
-    to_run: list[ToolCall] = []
     for call in parked:
         if call.id not in log.requests:
-            to_run.append(call)
             continue
         decision = log.decisions.get(call.id)
         if decision is None or decision.get("hash") != arguments_digest(call.arguments):
             missing.append(call.id)
             continue
-        if decision.get("approved"):
-            to_run.append(call)
-        else:
+        if not decision.get("approved"):
             decided[call.id] = ToolResult(
                 call.id, denial_text(decision.get("note")), True, call.name
             )
     if missing:
         raise ApprovalsMissing(missing)
-    return decided, to_run
+    return decided

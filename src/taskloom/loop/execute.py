@@ -16,8 +16,9 @@ from ..events import Event, ToolCallFinished, ToolCallStarted
 from ..messages import ToolCall, ToolResult
 from ..tools import Tool, ToolEffect, ToolOutput
 from .context import ToolContext
+from .result import RunStatus
 
-__all__ = ["execute_calls", "result_for_unrunnable"]
+__all__ = ["execute_calls", "result_for_unrunnable", "run_batch"]
 
 
 def _overlaps(tool: Tool | None) -> bool:
@@ -113,3 +114,51 @@ async def execute_calls(
                 for k in range(i, j):
                     group.create_task(run_at(k))
         i = j
+
+
+async def run_batch(
+    calls: Sequence[ToolCall],
+    tools: Mapping[str, Tool],
+    make_ctx: Callable[[ToolCall], ToolContext],
+    emit: Callable[[Event], None] | None,
+    *,
+    budget: int | None,
+    used: int,
+    deadline_at: float | None,
+    origin: str = "",
+    session_id: str = "",
+) -> tuple[list[ToolResult], RunStatus | None, int]:
+    """One turn's calls within the tool-call budget and the deadline.
+
+    Returns a result per call (in call order), the status the run must end
+    with (BUDGET_EXHAUSTED when calls were past the budget, DEADLINE when it
+    cut the batch short) or None, and how many calls ran. Calls past the
+    budget, or cut off by the deadline, get an error result saying so.
+    """
+    runnable = list(calls) if budget is None else list(calls[: max(0, budget - used)])
+    done: list[ToolResult | None] = [None] * len(runnable)
+    status: RunStatus | None = None
+    batch = execute_calls(
+        runnable, tools, make_ctx, emit, results=done, origin=origin, session_id=session_id
+    )
+    try:
+        if deadline_at is None:
+            await batch
+        else:
+            async with asyncio.timeout_at(deadline_at):
+                await batch
+    except TimeoutError:
+        status = RunStatus.DEADLINE
+    results = [
+        r
+        or ToolResult(
+            c.id, "not finished: the run's deadline passed; it may have partly run", True, c.name
+        )
+        for c, r in zip(runnable, done, strict=True)
+    ]
+    over = calls[len(runnable) :]
+    if over:
+        note = f"not run: the run's tool-call budget ({budget}) is exhausted"
+        results += [ToolResult(c.id, note, True, c.name) for c in over]
+        status = status or RunStatus.BUDGET_EXHAUSTED
+    return results, status, len(runnable)

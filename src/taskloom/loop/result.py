@@ -9,7 +9,7 @@ from typing import Any
 
 from ..messages import Usage
 
-__all__ = ["PendingCall", "RunResult", "RunStatus"]
+__all__ = ["EndRun", "PendingCall", "RunResult", "RunStatus"]
 
 
 class RunStatus(StrEnum):
@@ -72,3 +72,12 @@ class RunResult:
     def ok(self) -> bool:
         """True when the run COMPLETED."""
         return self.status is RunStatus.COMPLETED
+
+
+class EndRun(Exception):
+    """Raised inside the loop: the run ends here with `status` (a value, not a failure)."""
+
+    def __init__(self, status: RunStatus, error: str | None = None) -> None:
+        super().__init__(status.value)
+        self.status = status
+        self.error = error

@@ -1,0 +1,112 @@
+"""Step 4 of a round: asking the model, under the retry policy and the deadline.
+
+A failed attempt leaves nothing behind (nothing is committed until a whole
+response arrived), so a retryable error is tried again as a whole. Every
+attempt counts in `model_requests`; every retry in `transport_retries` and
+emits `RetryAttempt`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ..events import Event, ModelRequestStarted, RetryAttempt, TextDelta, ThinkingDelta
+from ..models.base import Model, ModelRequest, ModelResponse, ResponseCompleted
+from .options import RunOptions
+from .result import EndRun, RunStatus
+
+__all__ = ["ask_model"]
+
+
+class _Counters(Protocol):
+    model_requests: int
+    transport_retries: int
+    rounds: int
+    run_id: str
+
+
+async def ask_model(
+    model: Model,
+    request: ModelRequest,
+    *,
+    opts: RunOptions,
+    counters: _Counters,
+    emit: Callable[[Event], None] | None,
+    origin: str,
+    session_id: str,
+) -> ModelResponse:
+    """The model's response, or `EndRun` (DEADLINE, BUDGET_EXHAUSTED); errors
+    the policy will not retry propagate."""
+    policy = opts.retry
+    retries = 0
+    while True:
+        if (
+            opts.max_model_requests is not None
+            and counters.model_requests >= opts.max_model_requests
+        ):
+            raise EndRun(RunStatus.BUDGET_EXHAUSTED, "max_model_requests reached while retrying")
+        counters.model_requests += 1
+        if emit is not None:
+            emit(
+                ModelRequestStarted(
+                    run_id=counters.run_id,
+                    round=counters.rounds + 1,
+                    model=model.name,
+                    attempt=retries + 1,
+                    origin=origin,
+                    session_id=session_id,
+                )
+            )
+        try:
+            if opts._deadline_at is None:
+                return await _attempt(model, request, emit, origin, session_id)
+            async with asyncio.timeout_at(opts._deadline_at):
+                return await _attempt(model, request, emit, origin, session_id)
+        except TimeoutError:
+            raise EndRun(RunStatus.DEADLINE) from None
+        except Exception as exc:
+            if not policy.should_retry(exc, retries):
+                raise
+            retries += 1
+            counters.transport_retries += 1
+            delay = policy.delay(retries, exc)
+            if emit is not None:
+                emit(
+                    RetryAttempt(
+                        attempt=retries,
+                        delay=delay,
+                        error=str(exc),
+                        status=getattr(exc, "status", None),
+                        origin=origin,
+                        session_id=session_id,
+                    )
+                )
+            remaining = opts.remaining
+            if remaining is not None and remaining <= delay:
+                raise EndRun(RunStatus.DEADLINE) from None
+            await asyncio.sleep(delay)
+
+
+async def _attempt(
+    model: Any,
+    request: ModelRequest,
+    emit: Callable[[Event], None] | None,
+    origin: str,
+    session_id: str,
+) -> ModelResponse:
+    if emit is None:
+        # Nobody listens: skip the per-delta events entirely.
+        return await model.request(request)  # type: ignore[no-any-return]
+    response: ModelResponse | None = None
+    async for ev in model.stream(request):
+        if isinstance(ev, ResponseCompleted):
+            response = ev.response
+        elif isinstance(ev, TextDelta):
+            emit(TextDelta(text=ev.text, origin=origin, session_id=session_id))
+        elif isinstance(ev, ThinkingDelta):
+            emit(ThinkingDelta(text=ev.text, origin=origin, session_id=session_id))
+    if response is None:
+        raise RuntimeError(f"model {model.name!r} stream ended without a response")
+    return response
