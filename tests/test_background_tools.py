@@ -112,12 +112,33 @@ def run_then_tick_until_notice(command: str) -> FunctionModel:
 
 
 def run_then_wait(arguments: dict[str, Any]) -> FunctionModel:
-    """Start a command, wait for it with background_wait, then finish."""
+    """Start a command, wait for it with background_wait (unless its notice
+    came first: fast commands may beat the next round), then finish."""
+
+    def wait(request: ModelRequest) -> Any:
+        if notice(request) is not None:
+            return reply("done")
+        return reply(tool_calls=[("background_wait", {"ids": [started(request)], "timeout": 20})])
+
     return model_of(
         lambda r: reply(tool_calls=[("background_run", arguments)]),
-        lambda r: reply(tool_calls=[("background_wait", {"ids": [started(r)], "timeout": 20})]),
+        wait,
         lambda r: reply("done"),
     )
+
+
+def outcome(model: FunctionModel) -> str:
+    """What the model learnt of the command `run_then_wait` started, after its id:
+    from background_wait, or from the notice (continuation lines unindented)."""
+    activity_id = started(model.requests[1])
+    for request in model.requests[1:]:
+        text = notice(request)
+        if text is not None and text.startswith(f"[background] shell {activity_id} "):
+            return text.removeprefix(f"[background] shell {activity_id} ").replace("\n  ", "\n")
+        for content in results(request):
+            if content.startswith(f"{activity_id} "):
+                return content.removeprefix(f"{activity_id} ")
+    raise AssertionError(f"no result for {activity_id} reached the model")
 
 
 async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -267,8 +288,7 @@ async def test_a_command_is_split_like_a_shell_would_but_run_without_one(runtime
     session = await runtime.create_session(Agent("main", model, tools=background_tools()))
     await session.run("go", options=OPTIONS)
 
-    (waited,) = results(model.requests[2])
-    assert waited.endswith("output:\na b|$HOME")
+    assert outcome(model).endswith("output:\na b|$HOME")
 
 
 async def test_with_shell_true_the_command_is_run_by_sh(runtime: Runtime, tmp_path: Path) -> None:
@@ -276,7 +296,7 @@ async def test_with_shell_true_the_command_is_run_by_sh(runtime: Runtime, tmp_pa
     session = await runtime.create_session(Agent("main", model, tools=background_tools(shell=True)))
     await session.run("go", options=OPTIONS)
 
-    (waited,) = results(model.requests[2])
+    waited = outcome(model)
     assert "exited with code 0" in waited and waited.endswith("output:\nONE\ntwo")
 
 
@@ -288,8 +308,8 @@ async def test_a_failing_command_reports_its_exit_code_and_output(runtime: Runti
     session = await runtime.create_session(Agent("main", model, tools=background_tools()))
     await session.run("go", options=OPTIONS)
 
-    (waited,) = results(model.requests[2])
-    assert waited.startswith(f"{started(model.requests[1])} failed: ")
+    waited = outcome(model)
+    assert waited.startswith("failed: ")
     assert "exited with code 3" in waited and waited.endswith("bad input")
 
 
@@ -307,9 +327,9 @@ async def test_a_timeout_kills_the_whole_process_group(runtime: Runtime, pids: P
     result = await session.run("go", options=OPTIONS)
 
     assert result.status is RunStatus.COMPLETED
-    (waited,) = results(model.requests[2])
+    waited = outcome(model)
     assert (
-        "timed out: " in waited
+        waited.startswith("timed out: ")
         and "timed out after" in waited
         and "was killed (killed by SIGTERM)" in waited
     )
@@ -332,7 +352,7 @@ async def test_a_group_that_ignores_sigterm_is_killed_after_the_grace(
     )
     await session.run("go", options=OPTIONS)
 
-    (waited,) = results(model.requests[2])
+    waited = outcome(model)
     assert "timed out after" in waited and "(killed by SIGKILL)" in waited
     procs = await pids.read(pidfile, 2)
     await until(lambda: gone(procs))
@@ -357,7 +377,7 @@ async def test_flooding_output_keeps_head_and_tail_and_spills_everything(
     session = await runtime.create_session(Agent("main", model, tools=tools))
     await session.run("go", options=OPTIONS)
 
-    (waited,) = results(model.requests[2])
+    waited = outcome(model)
     activity_id = started(model.requests[1])
     (spilled,) = spill.iterdir()
     assert spilled.name == f"{activity_id}.log"
@@ -376,7 +396,7 @@ async def test_small_output_is_not_spilled(runtime: Runtime, tmp_path: Path) -> 
     session = await runtime.create_session(Agent("main", model, tools=tools))
     await session.run("go", options=OPTIONS)
 
-    assert results(model.requests[2])[0].endswith("output:\nsmall")
+    assert outcome(model).endswith("output:\nsmall")
     assert not (tmp_path / "spill").exists()
 
 

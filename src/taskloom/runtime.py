@@ -240,7 +240,7 @@ class Session:
     async def _append(self, entry: Entry, message: Message | None = None) -> int:
         position = await self.runtime.store.append(self.id, entry, fence=self.fence)
         if position == self.log.position + 1:
-            self.log.apply(entry.placed(position), message)
+            self.log.apply(entry, message, position)
         else:
             # Someone else appended in between: read the gap (ours included).
             await self._sync()

@@ -234,14 +234,15 @@ class Tool:
         if self._model is None:
             return _check_schema(arguments, self.input_schema)
         try:
-            parsed = self._model.model_validate(arguments)
+            parsed = self._model.__pydantic_validator__.validate_python(arguments)
         except pydantic.ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}"
                 for e in exc.errors(include_url=False)
             )
             raise ArgumentsInvalid(problems) from None
-        return {k: getattr(parsed, k) for k in type(parsed).model_fields}
+        # extra="forbid": the instance holds exactly the declared fields.
+        return dict(parsed.__dict__)
 
     async def invoke(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
         """Run the tool with validated keyword arguments; override in subclasses."""

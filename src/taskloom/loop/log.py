@@ -62,13 +62,16 @@ class SessionLog:
         self._folded: set[int] = set()
         self.stop_position = 0
 
-    def apply(self, entry: Entry, message: Message | None = None) -> None:
+    def apply(self, entry: Entry, message: Message | None = None, position: int = 0) -> None:
         """Fold one entry in (entries arrive in position order; repeats are ignored).
 
         `message` may pass the already-built Message of a message entry, to
-        skip decoding what this process just encoded.
+        skip decoding what this process just encoded; `position` places an
+        entry this process just appended (the store confirmed it).
         """
-        if entry.position <= self.position:
+        if position:
+            entry = entry.placed(position)
+        elif entry.position <= self.position:
             return
         self.position = entry.position
         self.entries.append(entry)

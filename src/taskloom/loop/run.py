@@ -110,10 +110,6 @@ class RunLoop:
             if resume:
                 await self._decide(await self._resume_parked())
             while True:
-                # A round boundary is a scheduling point: with a model that
-                # never waits (scripted, cached), background work and other
-                # runs on this loop still get their turn.
-                await asyncio.sleep(0)
                 await session._sync()
                 self._check_limits()
                 await self._round()

@@ -157,6 +157,9 @@ class ScriptedModel:
     async def _next(self, request: ModelRequest) -> ModelResponse:
         index = len(self.requests)
         self.requests.append(request)
+        # Like any model call, give the event loop a turn: background work and
+        # other runs progress while a scripted run goes on.
+        await asyncio.sleep(0)
         if index >= len(self._replies):
             raise ModelScriptExhausted(
                 f"ScriptedModel {self._name!r} was asked for reply #{index + 1} "
@@ -213,6 +216,7 @@ class FunctionModel:
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)
+        await asyncio.sleep(0)  # a turn for the rest of the event loop, as in _next
         out: Any = self._fn(request)
         if inspect.isawaitable(out):
             out = await out
