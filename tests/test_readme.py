@@ -49,3 +49,11 @@ def test_demo_runs(tmp_path: Path) -> None:
     assert out.count("→ get_weather(city=") == 3
     assert "strategy" in out and "injecting a correction" in out
     assert "Packing list" in out and "status" in out and "completed" in out
+    # 2: an approval pause, then a resume from a fresh runtime over SQLite
+    assert "needs approval" in out and "awaiting_approval" in out and "confirmation TRM-2291" in out
+    # 3: a background command whose result reaches the model at a later round
+    assert "background_run(" in out and "finished" in out and "212 photos are safe" in out
+    # 4: three researchers fan out in parallel lanes, one worker reports later
+    for lane in ("[aurora#", "[sledding#", "[fjords#", "[prices#"):
+        assert lane in out, lane
+    assert "background agent 'prices'" in out and "aurora hunting" in out

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import tempfile
+from typing import Any
 
 from rich.console import Console
 from rich.panel import Panel
@@ -25,7 +27,7 @@ from .. import (
     Usage,
     tool,
 )
-from ..models import ScriptedModel, reply
+from ..models import FunctionModel, ModelRequest, ScriptedModel, reply
 from .render import EventPrinter, usage_table
 
 __all__ = ["run_demo"]
@@ -118,7 +120,183 @@ async def _part_parallel_and_strategy(console: Console, fast: bool) -> None:
     console.print(usage_table(result))
 
 
-def run_demo(*, fast: bool = False) -> int:
+async def _part_approval(console: Console, fast: bool, store: str) -> None:
+    console.print(Rule("2 · pause for a human, resume in another process"))
+
+    @tool(needs_approval=lambda args: args["amount"] > 100)
+    async def book_cabin(nights: int, amount: float) -> str:
+        """Book a cabin (needs approval above 100 EUR)."""
+        return f"booked {nights} nights for {amount:.0f} EUR, confirmation TRM-2291"
+
+    model = ScriptedModel(
+        [
+            reply(
+                "I'll book the cabin.",
+                tool_calls=[("book_cabin", {"nights": 2, "amount": 340})],
+                usage=Usage(220, 30),
+            ),
+            reply("Booked: 2 nights in Tromsø, confirmation TRM-2291.", usage=Usage(260, 16)),
+        ],
+        name="scripted-booker",
+        chunk_delay=0.0 if fast else 0.02,
+    )
+    agent = Agent("booker", model, "Book what the user asks for.", tools=[book_cabin])
+    printer = EventPrinter(console)
+    async with Runtime(store=store) as runtime:
+        session = await runtime.create_session(agent)
+        result = await session.run("Book the cabin in Tromsø for two nights.", emit=printer)
+        call = result.pending[0]
+        printer.note(
+            f"[bold yellow]⏸ run status: {result.status.value}[/] — the parked turn is in {store.split('://')[0]}"
+        )
+    # A new runtime over the same store: as if a human approved hours later,
+    # from another process that holds nothing but the session id.
+    async with Runtime(store=store) as later:
+        reopened = await later.open_session(session.id, agent)
+        await reopened.approve(call.id, note="within the trip budget")
+        printer.note(
+            f"[bold green]✔ approved[/] {call.name} \\[{call.id}] from a fresh runtime; resuming"
+        )
+        result = await reopened.resume(emit=printer)
+    console.print(Panel(result.text, title="after approval", border_style="green"))
+
+
+async def _part_background(console: Console, fast: bool) -> None:
+    console.print(Rule("3 · work that answers later"))
+    from ..tools import background_tools
+
+    pause = "0.15" if fast else "1.5"
+
+    @tool(effect=ToolEffect.READ_ONLY)
+    async def check_packing(item: str) -> str:
+        """Check an item off the packing list."""
+        await asyncio.sleep(0.1 if fast else 0.9)
+        return f"{item}: packed"
+
+    started: list[str] = []
+
+    def answer(request: ModelRequest) -> Any:
+        # Scripted, but reactive: it keeps packing until the backup's notice arrives.
+        said = " ".join(m.text for m in request.messages if m.role == "user")
+        last = request.messages[-1]
+        if len(request.messages) == 1:
+            command = f"sh -c 'sleep {pause}; echo 212 photos backed up'"
+            return reply(
+                "I'll start the photo backup and pack meanwhile.",
+                tool_calls=[("background_run", {"command": command})],
+                usage=Usage(300, 20),
+            )
+        if not started and last.role == "tool":
+            started.append(last.results[0].content.split()[1].rstrip(":"))
+        if "photos backed up" in said:
+            return reply(
+                "Packed. The backup finished too: 212 photos are safe.", usage=Usage(400, 14)
+            )
+        if "still running" in said:
+            return reply(
+                tool_calls=[("background_wait", {"ids": started, "timeout": 30})],
+                usage=Usage(380, 10),
+            )
+        items = ["thermal layers", "headlamp", "wool socks"]
+        packed = sum(1 for m in request.messages if m.role == "tool") - 1
+        if packed < len(items):
+            return reply(
+                tool_calls=[("check_packing", {"item": items[packed]})], usage=Usage(330, 12)
+            )
+        return reply("All packed; the backup is still going.", usage=Usage(350, 10))
+
+    model = FunctionModel(answer, name="scripted-assistant")
+    agent = Agent("assistant", model, tools=[*background_tools(), check_packing])
+    printer = EventPrinter(console)
+    async with Runtime() as runtime:
+        session = await runtime.create_session(agent)
+        result = await session.run(
+            "Back up my photos and get me packed.", emit=printer, options=RunOptions(max_rounds=8)
+        )
+    console.print(Panel(result.text, title="final answer", border_style="green"))
+
+
+async def _part_delegation(console: Console, fast: bool) -> None:
+    console.print(
+        Rule("4 · delegation: three researchers in parallel, one worker in the background")
+    )
+    from ..delegation import ChildWorker, Spawner, SubAgent, TaskDispatcher, console_tools
+
+    delay = 0.0 if fast else 0.5
+
+    @tool(effect=ToolEffect.READ_ONLY)
+    async def search(query: str) -> str:
+        """Search travel guides."""
+        await asyncio.sleep(delay * random.uniform(0.6, 1.2))
+        return f"3 guides found for {query!r}"
+
+    def researcher_model() -> Any:
+        def answer(request: ModelRequest) -> Any:
+            topic = request.messages[0].text
+            if len(request.messages) == 1:
+                return reply(tool_calls=[("search", {"query": topic})], usage=Usage(120, 10))
+            return reply(
+                f"On {topic}: the guides agree it is worth it in winter.", usage=Usage(180, 14)
+            )
+
+        return FunctionModel(answer, name="scripted-researcher")
+
+    researcher = SubAgent(
+        "researcher", "Researches one topic in travel guides.", researcher_model(), tools=[search]
+    )
+    runtime = Runtime()
+    dispatcher = TaskDispatcher(ChildWorker(runtime))
+    spawner = Spawner(researcher_model(), tools=[search], dispatcher=dispatcher)
+    fan_out: list[tuple[str, dict[str, Any]]] = [
+        ("researcher", {"task": "northern lights in Tromsø", "name": "aurora"}),
+        ("researcher", {"task": "dog sledding near Tromsø", "name": "sledding"}),
+        ("researcher", {"task": "fjord cruises in winter", "name": "fjords"}),
+        (
+            "spawn_agent",
+            {"name": "prices", "task": "ferry prices", "tools": ["search"], "mode": "background"},
+        ),
+    ]
+
+    def lead_answer(request: ModelRequest) -> Any:
+        if len(request.messages) == 1:
+            return reply(
+                "Three questions in parallel, and a price check in the background.",
+                tool_calls=fan_out,
+                usage=Usage(500, 60),
+            )
+        heard = " ".join(m.text for m in request.messages if m.role == "user") + " ".join(
+            r.content for m in request.messages for r in m.results
+        )
+        if "background agent 'prices'" in heard or "REPORT:" in heard:
+            return reply(
+                "Plan: aurora hunting and dog sledding around Tromsø, a fjord cruise on day two; "
+                "the background price check came back with the ferry fares.",
+                usage=Usage(1100, 40),
+            )
+        return reply(
+            tool_calls=[("read_agent", {"agent": "prices", "wait": True})], usage=Usage(900, 12)
+        )
+
+    lead = FunctionModel(lead_answer, name="scripted-lead")
+    agent = Agent(
+        "lead",
+        lead,
+        "Delegate research, then synthesise.",
+        tools=[researcher, spawner, *console_tools()],
+    )
+    printer = EventPrinter(console)
+    runtime.background.emit = printer  # the background worker's lane shows too
+    session = await runtime.create_session(agent)
+    result = await session.run(
+        "Plan three winter days around Tromsø.", emit=printer, options=RunOptions(max_rounds=8)
+    )
+    await dispatcher.drain()
+    console.print(Panel(result.text, title="synthesis", border_style="green"))
+    console.print(usage_table(result, title="usage (children included)"))
+    await runtime.close()
+
+
+def run_demo(*, fast: bool = False, store: str | None = None) -> int:
     """Run the scripted tour; returns the exit code."""
     console = Console()
     console.print(
@@ -130,4 +308,8 @@ def run_demo(*, fast: bool = False) -> int:
         )
     )
     asyncio.run(_part_parallel_and_strategy(console, fast))
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(_part_approval(console, fast, store or f"sqlite:///{tmp}/demo.db"))
+    asyncio.run(_part_background(console, fast))
+    asyncio.run(_part_delegation(console, fast))
     return 0

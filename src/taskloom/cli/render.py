@@ -46,7 +46,8 @@ class EventPrinter:
         self.console = console
         self._in_text = False
         self._lanes: dict[str, str] = {}
-        self._calls: dict[str, str] = {}
+        # Keyed by origin too: call ids repeat across child sessions.
+        self._calls: dict[tuple[str, str], str] = {}
 
     def note(self, markup: str, origin: str = "") -> None:
         """Print a line of the host's own (rich markup), between events."""
@@ -79,7 +80,7 @@ class EventPrinter:
             self._line(o, Text(f"· round {event.round}: asking {event.model}", style="dim"))
         elif isinstance(event, ToolCallStarted):
             label = f"{event.name}({_args(event.arguments)})"
-            self._calls[event.call_id] = label
+            self._calls[(o, event.call_id)] = label
             self._line(o, Text.assemble(("→ ", "bold"), label))
         elif isinstance(event, ToolProgress):
             self._line(o, Text(f"  … {event.message}", style="dim"))
@@ -87,7 +88,7 @@ class EventPrinter:
             mark, style = ("✗", "red") if event.is_error else ("✓", "green")
             content = event.content.replace("\n", " ")
             content = content if len(content) <= 90 else content[:87] + "..."
-            label = self._calls.pop(event.call_id, event.name)
+            label = self._calls.pop((o, event.call_id), event.name)
             self._line(
                 o, Text.assemble((f"{mark} {label}", style), f" {event.duration:.2f}s → {content}")
             )
