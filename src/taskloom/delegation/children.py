@@ -199,25 +199,38 @@ async def held_lease(
     leases = runtime.store.leases  # type: ignore[attr-defined]
     child.fence = lease.fence
     current = lease
+    loop = asyncio.get_running_loop()
+    beat: asyncio.Task[None] | None = None
 
     async def renew() -> None:
         nonlocal current
-        while True:
-            await asyncio.sleep(CHILD_LEASE / 3)
-            renewed = await leases.renew(current, CHILD_LEASE)
-            if renewed is None:
-                stop.set("lease lost")
-                return
-            current = renewed
-            if also_renew is not None:
-                with contextlib.suppress(Exception):
-                    await also_renew()
+        renewed = await leases.renew(current, CHILD_LEASE)
+        if renewed is None:
+            stop.set("lease lost")
+            return
+        current = renewed
+        if also_renew is not None:
+            with contextlib.suppress(Exception):
+                await also_renew()
+        schedule()
 
-    task = asyncio.get_running_loop().create_task(renew())
+    def fire() -> None:
+        nonlocal beat
+        beat = loop.create_task(renew())
+
+    def schedule() -> None:
+        nonlocal timer
+        timer = loop.call_later(CHILD_LEASE / 3, fire)
+
+    # A timer, not a task: most children end long before their first
+    # renewal, and then no renewal task is ever created.
+    timer: asyncio.TimerHandle = loop.call_later(CHILD_LEASE / 3, fire)
     try:
         yield
     finally:
-        task.cancel()
+        timer.cancel()
+        if beat is not None:
+            beat.cancel()
         child.fence = None
         with contextlib.suppress(Exception):
             await leases.release(current)
