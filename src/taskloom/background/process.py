@@ -37,6 +37,9 @@ __all__ = [
 
 _READ_SIZE = 64 * 1024
 
+_DRAIN_SECONDS = 1.0
+"""The least time the rest of the output gets to arrive once the group has ended."""
+
 
 class CommandNotStarted(Exception):
     """The command could not be started at all (not found, not executable, bad cwd).
@@ -340,7 +343,7 @@ class CommandProcess:
         # A process that left the group (its own setsid) may still hold the
         # pipe open; its output is not worth hanging for.
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self._grace):
+            async with asyncio.timeout(max(self._grace, _DRAIN_SECONDS)):
                 await asyncio.shield(self._pump)
         self._pump.cancel()
 

@@ -438,7 +438,8 @@ def _make_tools(commands: _Commands) -> list[Tool]:
             running, finished = await _snapshot(ctx)
             if id not in finished:
                 raise ToolError(f"{id} runs in another process and cannot be stopped from here")
-        return f"{id} had already {_verb(finished[id][-1])}; its result is waiting to be shown"
+        ended = finished[id][-1].status
+        return f"{id} has already ended ({ended}); its result is waiting to be shown"
 
     return [background_run, background_status, background_wait, background_stop]
 
