@@ -185,14 +185,16 @@ class CommandResult:
         if out.total_chars == 0:
             return text + "; no output"
         if not out.is_truncated:
-            return f"{text}; output:\n{out.render().rstrip(chr(10))}"
+            shown = out.render().rstrip("\n")
+            return f"{text}; output:\n{shown}"
         if out.spill_path is not None and out.spill_error is None:
             where = f"the full output is in {out.spill_path}"
         elif out.spill_error is not None:
             where = f"saving the full output failed: {out.spill_error}"
         else:
             where = "the full output was not saved"
-        return f"{text}; output ({out.total_chars} characters, middle cut; {where}):\n{out.render().rstrip(chr(10))}"
+        shown = out.render().rstrip("\n")
+        return f"{text}; output ({out.total_chars} characters, middle cut; {where}):\n{shown}"
 
     def _outcome(self) -> str:
         took = format_seconds(self.duration)

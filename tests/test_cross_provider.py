@@ -1,0 +1,176 @@
+"""One session, three wire APIs: the transcript stays acceptable to each.
+
+Anthropic answers first (thinking with a signature, a tool call); a round
+strategy switches the session to OpenAI Chat Completions, then to the
+Responses API. Thinking goes only back to the provider that produced it,
+and call ids are ones every provider accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import httpx2
+
+from taskloom import (
+    Agent,
+    Continue,
+    RoundAdjustment,
+    RoundContext,
+    RoundDecision,
+    RunOptions,
+    Runtime,
+    ToolEffect,
+    tool,
+)
+from taskloom.models import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
+
+
+@tool(effect=ToolEffect.READ_ONLY)
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key}"
+
+
+class Wire:
+    """Records request bodies and answers with canned JSON."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        self.answer = answer
+        self.bodies: list[dict[str, Any]] = []
+
+    def client(self) -> httpx2.AsyncClient:
+        def handle(request: httpx2.Request) -> httpx2.Response:
+            self.bodies.append(json.loads(request.content))
+            return httpx2.Response(200, json=self.answer)
+
+        return httpx2.AsyncClient(transport=httpx2.MockTransport(handle))
+
+
+ANTHROPIC = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-sonnet-4-5",
+    "content": [
+        {"type": "thinking", "thinking": "I should look it up.", "signature": "sig-abc"},
+        {"type": "tool_use", "id": "toolu_01A", "name": "lookup", "input": {"key": "alpha"}},
+    ],
+    "stop_reason": "tool_use",
+    "usage": {"input_tokens": 10, "output_tokens": 5},
+}
+CHAT = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "model": "gpt-4.1-mini",
+    "choices": [
+        {
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_B",
+                        "type": "function",
+                        "function": {"name": "lookup", "arguments": '{"key": "beta"}'},
+                    }
+                ],
+            },
+            "finish_reason": "tool_calls",
+        }
+    ],
+    "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25},
+}
+RESPONSES = {
+    "id": "resp_1",
+    "object": "response",
+    "status": "completed",
+    "model": "gpt-5-mini",
+    "output": [
+        {
+            "type": "message",
+            "id": "msg_r",
+            "role": "assistant",
+            "status": "completed",
+            "content": [
+                {"type": "output_text", "text": "alpha and beta looked up", "annotations": []}
+            ],
+        }
+    ],
+    "usage": {"input_tokens": 30, "output_tokens": 6, "total_tokens": 36},
+}
+
+
+class SwitchEachRound:
+    def __init__(self, *models: Any) -> None:
+        self.models = list(models)
+
+    async def on_round(self, ctx: RoundContext) -> RoundDecision:
+        if self.models:
+            return Continue(RoundAdjustment(model=self.models.pop(0)))
+        return RoundDecision.proceed()
+
+
+async def test_a_session_moves_between_providers() -> None:
+    anthropic_wire, chat_wire, responses_wire = Wire(ANTHROPIC), Wire(CHAT), Wire(RESPONSES)
+    first = AnthropicModel(
+        "claude-sonnet-4-5", api_key="k", http_client=anthropic_wire.client(), stream=False
+    )
+    second = OpenAIChatModel(
+        "gpt-4.1-mini", api_key="k", http_client=chat_wire.client(), stream=False
+    )
+    third = OpenAIResponsesModel(
+        "gpt-5-mini", api_key="k", http_client=responses_wire.client(), stream=False
+    )
+    session = await Runtime().create_session(Agent("multi", first, "Be brief.", tools=[lookup]))
+    result = await session.run(
+        "look up alpha and beta", options=RunOptions(strategy=SwitchEachRound(second, third))
+    )
+    assert result.text == "alpha and beta looked up"
+
+    chat = chat_wire.bodies[0]
+    roles = [m["role"] for m in chat["messages"]]
+    assert roles == ["system", "user", "assistant", "tool"]
+    assistant = chat["messages"][2]
+    assert "thinking" not in json.dumps(assistant) and "sig-abc" not in json.dumps(chat)
+    call_id = assistant["tool_calls"][0]["id"]
+    assert chat["messages"][3]["tool_call_id"] == call_id
+    assert chat["messages"][3]["content"] == "value of alpha"
+
+    responses = responses_wire.bodies[0]
+    kinds = [item.get("type", "message") for item in responses["input"]]
+    assert kinds.count("function_call") == 2 and kinds.count("function_call_output") == 2
+    assert "sig-abc" not in json.dumps(responses)  # Anthropic thinking is not sent to OpenAI
+    calls = [i for i in responses["input"] if i.get("type") == "function_call"]
+    outputs = [i for i in responses["input"] if i.get("type") == "function_call_output"]
+    assert [c["call_id"] for c in calls] == [o["call_id"] for o in outputs]
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", c["call_id"]) for c in calls)
+    assert [o["output"] for o in outputs] == ["value of alpha", "value of beta"]
+
+
+async def test_thinking_goes_back_to_the_provider_that_made_it() -> None:
+    wire = Wire(ANTHROPIC)
+    final = dict(ANTHROPIC, content=[{"type": "text", "text": "done"}], stop_reason="end_turn")
+    answers = iter([ANTHROPIC, final])
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        wire.bodies.append(json.loads(request.content))
+        return httpx2.Response(200, json=next(answers))
+
+    model = AnthropicModel(
+        "claude-sonnet-4-5",
+        api_key="k",
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handle)),
+        stream=False,
+    )
+    await Agent("a", model, tools=[lookup]).run("x")
+    replayed = wire.bodies[1]["messages"][1]["content"]
+    assert replayed[0] == {
+        "type": "thinking",
+        "thinking": "I should look it up.",
+        "signature": "sig-abc",
+    }
+    assert replayed[1]["type"] == "tool_use" and replayed[1]["id"] == "toolu_01A"
