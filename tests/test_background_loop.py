@@ -129,7 +129,7 @@ async def test_wake_ups_are_limited_per_session() -> None:
         """Start a job that finishes a moment later."""
 
         async def work() -> str:
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.3)  # long enough that each run ends before its job does
             return "ping"
 
         await ctx.start_background("job", "ping", work)
@@ -146,11 +146,11 @@ async def test_wake_ups_are_limited_per_session() -> None:
     runtime = Runtime(wake_on_notice=True, max_wakeups=3)
     session = await runtime.create_session(Agent("a", FunctionModel(answer), tools=[chain]))
     await session.run("go")
-    for _ in range(200):
+    for _ in range(400):
         await asyncio.sleep(0.02)
         if session._wakeups == 3 and not runtime._wake_tasks and not session._running:
             break
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.5)  # the last job finishes, and wakes nobody
     assert runs == 1 + 3  # the user's run, then three chained wake-ups, then it stops
     assert len(await runtime.background.inbox.pending(session.id)) == 1  # the last notice waits
     await session.run("anything new?")  # a user turn delivers it and resets the chain

@@ -164,7 +164,9 @@ class Runtime:
         for wake in self._watchers.get(session_id, ()):
             wake()
 
-    def _watch(self, session_id: str, wake: Callable[[], None]) -> Callable[[], None]:
+    def watch(self, session_id: str, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call `wake()` whenever something is written for the session in this
+        process (a notice, a deferred item, a steer); returns the unwatch."""
         self._watchers.setdefault(session_id, []).append(wake)
 
         def unwatch() -> None:

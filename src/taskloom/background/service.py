@@ -61,6 +61,7 @@ class BackgroundService:
         self.lifecycle = Lifecycle(registry, inbox, self._on_finished, lease=lease)
         self.listeners = Listeners(registry, inbox)
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._activities: dict[tuple[str, str], BackgroundActivity] = {}
         self._runs: dict[str, RunNotices] = {}
         self.emit: Callable[[Event], None] | None = None
 
@@ -95,6 +96,14 @@ class BackgroundService:
         notices = RunNotices(self.registry, self.inbox, session_id)
         self._runs[run_id] = notices
         return notices
+
+    def notices_for(self, run_id: str) -> RunNotices | None:
+        """The notices of a run in progress in this process (to `mark_seen` what a tool showed)."""
+        return self._runs.get(run_id)
+
+    def task_for(self, session_id: str, activity_id: str) -> asyncio.Task[None] | None:
+        """The task running a piece of work in this process, if any."""
+        return self._tasks.get((session_id, activity_id))
 
     def run_ended(self, run_id: str) -> None:
         """Forget a run's notices (called by the loop when the run ends)."""
@@ -215,15 +224,36 @@ class BackgroundService:
 
     async def stop(self, session_id: str, activity_id: str) -> bool:
         """Stop work this process runs; its notice says it was stopped. False if not ours."""
-        task = self._tasks.get((session_id, activity_id))
+        key = (session_id, activity_id)
+        task = self._tasks.get(key)
         if task is None:
             return False
+        await self._cancel(key, task)
+        return True
+
+    async def _cancel(self, key: tuple[str, str], task: asyncio.Task[None]) -> None:
+        activity = self._activities.get(key)
         task.cancel()
         try:
             await task
         except BaseException:
             pass
-        return True
+        if task.cancelled() and activity is not None:
+            # Cancelled before its first step: `_supervise` never ran, so no
+            # one else will write the notice that ends the activity.
+            notice = BackgroundNotice(
+                f"{activity.id}:end",
+                activity.id,
+                activity.kind,
+                "stopped before it started",
+                NoticeStatus.STOPPED,
+                time.time(),
+                {"description": activity.description},
+            )
+            try:
+                await self.lifecycle.finish(key[0], notice)
+            except Exception:
+                pass  # its registration lapses with its lease
 
     def running_here(self, session_id: str) -> list[str]:
         """Ids of the session's work that runs in this process."""
@@ -237,13 +267,7 @@ class BackgroundService:
 
     async def close(self) -> None:
         """Stop all work this process runs and release the backends."""
-        for task in list(self._tasks.values()):
-            task.cancel()
-        for task in list(self._tasks.values()):
-            try:
-                await task
-            except BaseException:
-                pass
+        await asyncio.gather(*(self._cancel(key, task) for key, task in list(self._tasks.items())))
         for backend in (self.registry, self.inbox):
             close = getattr(backend, "close", None)
             if close is not None:

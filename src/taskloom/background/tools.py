@@ -165,7 +165,7 @@ class _Commands:
         # cancelled before its first step never runs its work at all — no
         # process, but no notice either — so a stop right after this call
         # must find the work already running.
-        task = service._tasks.get((session_id, activity_id))
+        task = service.task_for(session_id, activity_id)
         if task is None or spawned.is_set():
             return
         began = asyncio.get_running_loop().create_task(spawned.wait())
@@ -389,7 +389,7 @@ def _make_tools(commands: _Commands) -> list[Tool]:
         started = time.monotonic()
         running, finished, stopping = await _wait_for(ctx, wanted, max(0.0, timeout))
         waited = format_seconds(time.monotonic() - started)
-        notices = ctx.runtime.background._runs.get(ctx.run_id)
+        notices = ctx.runtime.background.notices_for(ctx.run_id)
         now = time.time()
         parts: list[str] = []
         for activity_id in wanted:
@@ -455,7 +455,7 @@ async def _wait_for(
     deadline = loop.time() + timeout
     wanted = set(ids)
     woken = asyncio.Event()
-    unwatch = ctx.runtime._watch(ctx.session_id, woken.set)
+    unwatch = ctx.runtime.watch(ctx.session_id, woken.set)
     stopped = loop.create_task(ctx.stop.wait())
     try:
         while True:

@@ -201,6 +201,7 @@ async def held_lease(
     current = lease
     loop = asyncio.get_running_loop()
     beat: asyncio.Task[None] | None = None
+    timer: asyncio.TimerHandle | None = None
 
     async def renew() -> None:
         nonlocal current
@@ -219,16 +220,17 @@ async def held_lease(
         beat = loop.create_task(renew())
 
     def schedule() -> None:
+        # A timer, not a task: most children end long before their first
+        # renewal, and then no renewal task is ever created.
         nonlocal timer
         timer = loop.call_later(CHILD_LEASE / 3, fire)
 
-    # A timer, not a task: most children end long before their first
-    # renewal, and then no renewal task is ever created.
-    timer: asyncio.TimerHandle = loop.call_later(CHILD_LEASE / 3, fire)
+    schedule()
     try:
         yield
     finally:
-        timer.cancel()
+        if timer is not None:
+            timer.cancel()
         if beat is not None:
             beat.cancel()
         child.fence = None

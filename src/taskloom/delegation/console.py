@@ -115,7 +115,7 @@ def console_tools(*, wait_timeout: float = 120.0, poll_interval: float = 0.2) ->
                 body += f"\nERROR: {end.data['error']}"
             # The model now saw the report: a background child's notice need
             # not be delivered again (acked once this result is persisted).
-            notices = ctx.runtime.background._runs.get(ctx.run_id)
+            notices = ctx.runtime.background.notices_for(ctx.run_id)
             if notices is not None:
                 notices.mark_seen(report_notice_id(meta.id))
         return f"{head}\n{body}".strip()

@@ -327,7 +327,7 @@ class Spawner:
                 spec=spec.to_dict(),
                 session_id=child_id,
             )
-            notices = runtime.background._runs.get(ctx.run_id)
+            notices = runtime.background.notices_for(ctx.run_id)
             if notices is not None:
                 notices.mark_started(child_id)
             assert self.dispatcher is not None
