@@ -178,7 +178,7 @@ async def _part_background(console: Console, fast: bool) -> None:
     def answer(request: ModelRequest) -> Any:
         # Scripted, but reactive: it keeps packing until the backup's notice arrives.
         said = " ".join(m.text for m in request.messages if m.role == "user") + " ".join(
-            r.content for m in request.messages for r in m.results
+            r.content for m in request.messages for r in m.results if r.tool_name == "background_wait"
         )
         last = request.messages[-1]
         if len(request.messages) == 1:
@@ -190,7 +190,7 @@ async def _part_background(console: Console, fast: bool) -> None:
             )
         if not started and last.role == "tool":
             started.append(last.results[0].content.split()[1].rstrip(":"))
-        if "photos backed up" in said:
+        if "finished" in said and "photos backed up" in said:
             return reply(
                 "Packed. The backup finished too: 212 photos are safe.", usage=Usage(400, 14)
             )
