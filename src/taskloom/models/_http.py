@@ -7,8 +7,10 @@ adapter raises the same typed errors (`taskloom.errors`) and never lets a bare
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -48,18 +50,24 @@ _CONTEXT_MARKERS = (
     "too many tokens",
 )
 
-_shared_client: httpx2.AsyncClient | None = None
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx2.AsyncClient] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def default_client() -> httpx2.AsyncClient:
-    """One pooled client per process for adapters not given their own.
+    """One pooled client per event loop for adapters not given their own.
 
-    Created lazily so that importing or constructing an adapter does no I/O.
+    Created lazily, so importing or constructing an adapter does no I/O. Per
+    loop, because pooled connections belong to the loop that opened them: a
+    script calling `asyncio.run` twice (or `run_sync`) gets a fresh pool.
     """
-    global _shared_client
-    if _shared_client is None or _shared_client.is_closed:
-        _shared_client = httpx2.AsyncClient(timeout=DEFAULT_TIMEOUT)
-    return _shared_client
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None or client.is_closed:
+        client = httpx2.AsyncClient(timeout=DEFAULT_TIMEOUT)
+        _clients[loop] = client
+    return client
 
 
 def api_key_from_env(explicit: str | None, variable: str | None, provider: str) -> str | None:
