@@ -178,7 +178,10 @@ async def _part_background(console: Console, fast: bool) -> None:
     def answer(request: ModelRequest) -> Any:
         # Scripted, but reactive: it keeps packing until the backup's notice arrives.
         said = " ".join(m.text for m in request.messages if m.role == "user") + " ".join(
-            r.content for m in request.messages for r in m.results if r.tool_name == "background_wait"
+            r.content
+            for m in request.messages
+            for r in m.results
+            if r.tool_name == "background_wait"
         )
         last = request.messages[-1]
         if len(request.messages) == 1:
@@ -205,7 +208,9 @@ async def _part_background(console: Console, fast: bool) -> None:
             return reply(
                 tool_calls=[("check_packing", {"item": items[packed]})], usage=Usage(330, 12)
             )
-        return reply(tool_calls=[("background_wait", {"ids": started, "timeout": 30})], usage=Usage(350, 10))
+        return reply(
+            tool_calls=[("background_wait", {"ids": started, "timeout": 30})], usage=Usage(350, 10)
+        )
 
     model = FunctionModel(answer, name="scripted-assistant")
     agent = Agent("assistant", model, tools=[*background_tools(), check_packing])

@@ -42,12 +42,22 @@ async def _run(args: argparse.Namespace, console: Console) -> int:
     agent = Agent("cli", model, args.system, [load_tool(t) for t in args.tool])
     async with Runtime(store=args.store or default_store_url()) as runtime:
         runtime.register_model(model)
-        session = await runtime.create_session(agent)
+        # What `taskloom resume` needs to rebuild the agent in another process.
+        recorded = {"model": model.spec, "tools": list(args.tool), "system": args.system}
+        session = await runtime.create_session(agent, metadata=recorded)
         printer = EventPrinter(console)
         result = await session.run(
             args.prompt, options=RunOptions(max_rounds=args.max_rounds), emit=printer
         )
         console.print(usage_table(result, title=f"session {session.id}"), style="dim")
+        for call in result.pending:
+            console.print(
+                f"awaiting approval: {call.name} — run: taskloom approve {session.id} {call.id} "
+                f"(or add --deny), then: taskloom resume {session.id}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         return 0 if result.ok else 1
 
 

@@ -1,0 +1,17 @@
+"""Tools the CLI tests load with `--tool cli_tools:NAME`."""
+
+from __future__ import annotations
+
+from taskloom import ToolEffect, tool
+
+
+@tool(effect=ToolEffect.READ_ONLY)
+def weather(city: str) -> str:
+    """Today's weather in a city."""
+    return f"sunny in {city}"
+
+
+@tool(needs_approval=True)
+def book(what: str) -> str:
+    """Book something (needs approval)."""
+    return f"booked {what}"

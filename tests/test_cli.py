@@ -1,0 +1,116 @@
+"""The `taskloom` command end to end: a real process against the loopback server."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from taskloom.testing.fake_server import FakeServer
+
+TESTS = Path(__file__).parent
+
+
+def taskloom(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "TASKLOOM_HOME": str(home),
+        "PYTHONPATH": str(TESTS),
+        "COLUMNS": "200",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "taskloom", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+
+
+@pytest.fixture
+def server() -> FakeServer:
+    with FakeServer.in_thread() as s:
+        yield s  # type: ignore[misc]
+
+
+def test_run_streams_the_answer(server: FakeServer, tmp_path: Path) -> None:
+    server.script(
+        FakeServer.reply(tool_calls=[("weather", {"city": "Oslo"})]),
+        FakeServer.reply("It is sunny in Oslo."),
+    )
+    done = taskloom(
+        "run",
+        "Weather in Oslo?",
+        "--model",
+        f"openai:gpt-4.1-mini@{server.base_url}",
+        "--tool",
+        "cli_tools:weather",
+        "--system",
+        "Be brief.",
+        home=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "It is sunny in Oslo." in done.stdout
+    assert 'weather(city="Oslo")' in done.stdout and "sunny in Oslo" in done.stdout
+    sent = server.requests[0].body
+    assert sent["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert sent["stream"] is True
+    assert (tmp_path / "taskloom.db").exists()  # the embedded store by default
+
+
+def test_a_missing_key_is_a_clear_error(tmp_path: Path) -> None:
+    done = taskloom("run", "hi", "--model", "anthropic:claude-sonnet-4-5", home=tmp_path)
+    assert done.returncode == 2
+    assert "ANTHROPIC_API_KEY" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_park_list_show_approve_resume(server: FakeServer, tmp_path: Path) -> None:
+    server.script(
+        FakeServer.reply(tool_calls=[("book", {"what": "a cabin"})]),
+        FakeServer.reply("Your cabin is booked."),
+    )
+    parked = taskloom(
+        "run",
+        "Book a cabin.",
+        "--model",
+        f"openai:gpt-4.1-mini@{server.base_url}",
+        "--tool",
+        "cli_tools:book",
+        home=tmp_path,
+    )
+    assert parked.returncode == 1 and "awaiting approval" in parked.stdout
+    match = re.search(r"taskloom approve (\w+) (\S+)", parked.stdout)
+    assert match, parked.stdout
+    session_id, call_id = match.groups()
+
+    listed = taskloom("sessions", "list", home=tmp_path)
+    assert session_id in listed.stdout
+
+    shown = taskloom("sessions", "show", session_id, home=tmp_path)
+    assert (
+        "Book a cabin." in shown.stdout
+        and "book(" in shown.stdout
+        and "awaiting approval" in shown.stdout
+    )
+
+    approved = taskloom("approve", session_id, call_id, "--note", "go ahead", home=tmp_path)
+    assert approved.returncode == 0 and "approved" in approved.stdout
+    again = taskloom("approve", session_id, call_id, "--deny", home=tmp_path)
+    assert again.returncode == 2 and "already approved" in again.stderr
+
+    resumed = taskloom("resume", session_id, home=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "booked a cabin" in resumed.stdout and "Your cabin is booked." in resumed.stdout
+    final = taskloom("sessions", "show", session_id, home=tmp_path)
+    assert "✓ book: booked a cabin" in final.stdout
+    tree = taskloom("sessions", "show", session_id, "--tree", home=tmp_path)
+    assert tree.returncode == 0 and session_id[:8] in tree.stdout
+
+
+def test_unknown_session(tmp_path: Path) -> None:
+    done = taskloom("sessions", "show", "nope", home=tmp_path)
+    assert done.returncode == 2 and "nope" in done.stderr
