@@ -30,21 +30,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx2
 
-from ..errors import (
-    AuthenticationError,
-    InvalidRequest,
-    ProviderError,
-    ProviderOverloaded,
-    RateLimitError,
-    TransportError,
-)
-from ..events import TextDelta, ThinkingDelta
+from ..errors import ProviderError, TransportError
 from ..messages import (
     Block,
     ImageBlock,
@@ -55,6 +47,7 @@ from ..messages import (
     ToolResult,
     Usage,
 )
+from ._anthropic_stream import PROVIDER, StreamAssembler, parse_block, stream_error
 from ._http import api_key_from_env, default_client, iter_sse, loads_event, open_stream, send_json
 from .base import (
     ModelRequest,
@@ -63,29 +56,17 @@ from .base import (
     ReasoningOptions,
     ResponseCompleted,
     StreamEvent,
-    ToolCallDelta,
     collect,
 )
 
 __all__ = ["AnthropicModel", "wire_tool_id"]
 
-PROVIDER = "anthropic"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 _EPHEMERAL = {"type": "ephemeral"}
 _VALID_TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 _EFFORT_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32000}
 _ANSWER_HEADROOM = 8192
-_STREAM_ERRORS: dict[str, tuple[type[ProviderError], bool]] = {
-    "overloaded_error": (ProviderOverloaded, True),
-    "rate_limit_error": (RateLimitError, True),
-    "api_error": (ProviderError, True),
-    "authentication_error": (AuthenticationError, False),
-    "permission_error": (AuthenticationError, False),
-    "invalid_request_error": (InvalidRequest, False),
-    "not_found_error": (InvalidRequest, False),
-    "request_too_large": (InvalidRequest, False),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,38 +337,6 @@ def _ends_in_unthought_tool_use(body: Mapping[str, Any]) -> bool:
     return last["content"][0]["type"] not in ("thinking", "redacted_thinking")
 
 
-def _tool_call(call_id: str, name: str, raw: str) -> ToolCall:
-    """A call from its streamed JSON text: empty means `{}`, non-objects keep the raw text."""
-    if not raw.strip():
-        return ToolCall(call_id, name, {})
-    try:
-        parsed = json.loads(raw)
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict):
-        return ToolCall(call_id, name, parsed)
-    return ToolCall(call_id, name, {}, raw_arguments=raw)
-
-
-def _block(d: Mapping[str, Any]) -> Block | None:
-    """A taskloom block for one whole content block; server-side tool blocks give None."""
-    kind = d.get("type")
-    if kind == "text":
-        return TextBlock(d.get("text") or "")
-    if kind == "thinking":
-        return ThinkingBlock(
-            text=d.get("thinking") or "", signature=d.get("signature") or None, provider=PROVIDER
-        )
-    if kind == "redacted_thinking":
-        return ThinkingBlock(redacted=True, data=d.get("data"), provider=PROVIDER)
-    if kind == "tool_use":
-        value = d.get("input")
-        if isinstance(value, dict):
-            return ToolCall(str(d["id"]), str(d["name"]), value)
-        return ToolCall(str(d["id"]), str(d["name"]), {}, raw_arguments=json.dumps(value))
-    return None
-
-
 def _usage(raw: Mapping[str, Any]) -> Usage:
     details = raw.get("output_tokens_details") or {}
     read = int(raw.get("cache_read_input_tokens") or 0)
@@ -402,89 +351,6 @@ def _usage(raw: Mapping[str, Any]) -> Usage:
         reasoning_tokens=int(details.get("thinking_tokens") or 0),
         requests=1,
     )
-
-
-def _stream_error(payload: Mapping[str, Any]) -> ProviderError:
-    err = payload.get("error")
-    err = err if isinstance(err, dict) else {}
-    error_type = str(err.get("type") or "error")
-    message = str(err.get("message") or error_type)
-    cls, retryable = _STREAM_ERRORS.get(error_type, (ProviderError, True))
-    return cls(message, error_type=error_type, provider=PROVIDER, retryable=retryable, body=payload)
-
-
-class _StreamAssembler:
-    """Folds Messages API stream events into deltas and, at the end, the response."""
-
-    def __init__(self) -> None:
-        # Content blocks as a non-streamed response would carry them, by index.
-        self.blocks: dict[int, dict[str, Any]] = {}
-        # Per tool_use block index: its position among the calls, its JSON pieces.
-        self.tools: dict[int, tuple[int, list[str]]] = {}
-        self.message: dict[str, Any] = {"usage": {}}
-        self.done = False
-
-    def feed(self, payload: Mapping[str, Any]) -> Iterator[StreamEvent]:
-        kind = payload.get("type")
-        if kind == "message_start":
-            start = payload.get("message") or {}
-            self.message.update(id=start.get("id"), model=start.get("model"))
-            self.message["usage"].update(start.get("usage") or {})
-        elif kind == "content_block_start":
-            yield from self._start(int(payload["index"]), payload.get("content_block") or {})
-        elif kind == "content_block_delta":
-            yield from self._delta(int(payload["index"]), payload.get("delta") or {})
-        elif kind == "message_delta":
-            stop_reason = (payload.get("delta") or {}).get("stop_reason")
-            self.message["stop_reason"] = stop_reason or self.message.get("stop_reason")
-            # Usage here is cumulative: it replaces what message_start said,
-            # field by field, rather than adding to it.
-            usage = payload.get("usage") or {}
-            self.message["usage"].update({k: v for k, v in usage.items() if v is not None})
-        elif kind == "message_stop":
-            self.done = True
-        elif kind == "error":
-            raise _stream_error(payload)
-
-    def _start(self, index: int, start: Mapping[str, Any]) -> Iterator[StreamEvent]:
-        block = self.blocks[index] = dict(start)
-        kind = block.get("type")
-        if kind == "text" and block.get("text"):
-            yield TextDelta(text=block["text"])
-        elif kind == "thinking" and block.get("thinking"):
-            yield ThinkingDelta(text=block["thinking"])
-        elif kind == "tool_use":
-            self.tools[index] = (len(self.tools), [])
-            yield ToolCallDelta(index=len(self.tools) - 1, id=block["id"], name=block["name"])
-
-    def _delta(self, index: int, delta: Mapping[str, Any]) -> Iterator[StreamEvent]:
-        block = self.blocks.get(index)
-        kind = delta.get("type")
-        if block is None:
-            return
-        if kind == "text_delta" and block["type"] == "text" and delta.get("text"):
-            block["text"] = (block.get("text") or "") + delta["text"]
-            yield TextDelta(text=delta["text"])
-        elif kind == "thinking_delta" and block["type"] == "thinking" and delta.get("thinking"):
-            block["thinking"] = (block.get("thinking") or "") + delta["thinking"]
-            yield ThinkingDelta(text=delta["thinking"])
-        elif kind == "signature_delta" and block["type"] == "thinking":
-            block["signature"] = (block.get("signature") or "") + str(delta.get("signature") or "")
-        elif kind == "input_json_delta" and index in self.tools and delta.get("partial_json"):
-            position, pieces = self.tools[index]
-            pieces.append(str(delta["partial_json"]))
-            yield ToolCallDelta(index=position, arguments=pieces[-1])
-
-    def content(self) -> list[Block]:
-        out: list[Block | None] = []
-        for index in sorted(self.blocks):
-            block = self.blocks[index]
-            if index in self.tools:
-                raw = "".join(self.tools[index][1])
-                out.append(_tool_call(str(block["id"]), str(block["name"]), raw))
-            else:
-                out.append(_block(block))
-        return [b for b in out if b is not None]
 
 
 class AnthropicModel:
@@ -584,7 +450,7 @@ class AnthropicModel:
             return
         body, output_tool = self._body(request, True)
         client = self._client or default_client()
-        assembler = _StreamAssembler()
+        assembler = StreamAssembler()
         async with open_stream(client, self.url, body, self._request_headers(), PROVIDER) as resp:
             # Read on to the end of the body even after message_stop: a body left
             # unread makes the client close the connection instead of reusing it.
@@ -599,9 +465,9 @@ class AnthropicModel:
     def _parse(self, payload: Any, output_tool: str | None) -> ModelResponse:
         if not isinstance(payload, dict) or payload.get("type") == "error":
             if isinstance(payload, dict):
-                raise _stream_error(payload)
+                raise stream_error(payload)
             raise ProviderError(f"unexpected response: {payload!r:.200}", provider=PROVIDER)
-        built = (_block(b) for b in payload.get("content") or () if isinstance(b, dict))
+        built = (parse_block(b) for b in payload.get("content") or () if isinstance(b, dict))
         return self._response([b for b in built if b is not None], payload, output_tool)
 
     def _response(

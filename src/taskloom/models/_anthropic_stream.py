@@ -1,0 +1,163 @@
+"""Reading a Messages API answer: stream events and content blocks in, taskloom blocks out.
+
+Private to `anthropic`. `StreamAssembler` is the state machine that folds
+server-sent events into `TextDelta` / `ThinkingDelta` / `ToolCallDelta` as
+they arrive and keeps the content blocks and message fields (id, model, stop
+reason, usage) that the adapter turns into the final `ModelResponse`.
+`parse_block` converts one whole content block, streamed or not, and
+`stream_error` types an `error` event or error body. It lives apart from the
+adapter so the request side reads on its own, and it never imports the
+adapter, which imports it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ..errors import (
+    AuthenticationError,
+    InvalidRequest,
+    ProviderError,
+    ProviderOverloaded,
+    RateLimitError,
+)
+from ..events import TextDelta, ThinkingDelta
+from ..messages import Block, TextBlock, ThinkingBlock, ToolCall
+from .base import StreamEvent, ToolCallDelta
+
+__all__ = ["PROVIDER", "StreamAssembler", "parse_block", "stream_error"]
+
+# Defined here rather than in `anthropic` (which re-exports it) so that this
+# module needs nothing from the adapter.
+PROVIDER = "anthropic"
+
+_STREAM_ERRORS: dict[str, tuple[type[ProviderError], bool]] = {
+    "overloaded_error": (ProviderOverloaded, True),
+    "rate_limit_error": (RateLimitError, True),
+    "api_error": (ProviderError, True),
+    "authentication_error": (AuthenticationError, False),
+    "permission_error": (AuthenticationError, False),
+    "invalid_request_error": (InvalidRequest, False),
+    "not_found_error": (InvalidRequest, False),
+    "request_too_large": (InvalidRequest, False),
+}
+
+
+def _tool_call(call_id: str, name: str, raw: str) -> ToolCall:
+    """A call from its streamed JSON text: empty means `{}`, non-objects keep the raw text."""
+    if not raw.strip():
+        return ToolCall(call_id, name, {})
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        return ToolCall(call_id, name, parsed)
+    return ToolCall(call_id, name, {}, raw_arguments=raw)
+
+
+def parse_block(d: Mapping[str, Any]) -> Block | None:
+    """A taskloom block for one whole content block; server-side tool blocks give None."""
+    kind = d.get("type")
+    if kind == "text":
+        return TextBlock(d.get("text") or "")
+    if kind == "thinking":
+        return ThinkingBlock(
+            text=d.get("thinking") or "", signature=d.get("signature") or None, provider=PROVIDER
+        )
+    if kind == "redacted_thinking":
+        return ThinkingBlock(redacted=True, data=d.get("data"), provider=PROVIDER)
+    if kind == "tool_use":
+        value = d.get("input")
+        if isinstance(value, dict):
+            return ToolCall(str(d["id"]), str(d["name"]), value)
+        return ToolCall(str(d["id"]), str(d["name"]), {}, raw_arguments=json.dumps(value))
+    return None
+
+
+def stream_error(payload: Mapping[str, Any]) -> ProviderError:
+    """The typed error for an `error` event or error body, retryable as its type says."""
+    err = payload.get("error")
+    err = err if isinstance(err, dict) else {}
+    error_type = str(err.get("type") or "error")
+    message = str(err.get("message") or error_type)
+    cls, retryable = _STREAM_ERRORS.get(error_type, (ProviderError, True))
+    return cls(message, error_type=error_type, provider=PROVIDER, retryable=retryable, body=payload)
+
+
+class StreamAssembler:
+    """Folds Messages API stream events into deltas and, at the end, the response."""
+
+    def __init__(self) -> None:
+        # Content blocks as a non-streamed response would carry them, by index.
+        self.blocks: dict[int, dict[str, Any]] = {}
+        # Per tool_use block index: its position among the calls, its JSON pieces.
+        self.tools: dict[int, tuple[int, list[str]]] = {}
+        self.message: dict[str, Any] = {"usage": {}}
+        self.done = False
+
+    def feed(self, payload: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        """Take one event; yield the deltas it carries (an `error` event raises)."""
+        kind = payload.get("type")
+        if kind == "message_start":
+            start = payload.get("message") or {}
+            self.message.update(id=start.get("id"), model=start.get("model"))
+            self.message["usage"].update(start.get("usage") or {})
+        elif kind == "content_block_start":
+            yield from self._start(int(payload["index"]), payload.get("content_block") or {})
+        elif kind == "content_block_delta":
+            yield from self._delta(int(payload["index"]), payload.get("delta") or {})
+        elif kind == "message_delta":
+            stop_reason = (payload.get("delta") or {}).get("stop_reason")
+            self.message["stop_reason"] = stop_reason or self.message.get("stop_reason")
+            # Usage here is cumulative: it replaces what message_start said,
+            # field by field, rather than adding to it.
+            usage = payload.get("usage") or {}
+            self.message["usage"].update({k: v for k, v in usage.items() if v is not None})
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            raise stream_error(payload)
+
+    def _start(self, index: int, start: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        block = self.blocks[index] = dict(start)
+        kind = block.get("type")
+        if kind == "text" and block.get("text"):
+            yield TextDelta(text=block["text"])
+        elif kind == "thinking" and block.get("thinking"):
+            yield ThinkingDelta(text=block["thinking"])
+        elif kind == "tool_use":
+            self.tools[index] = (len(self.tools), [])
+            yield ToolCallDelta(index=len(self.tools) - 1, id=block["id"], name=block["name"])
+
+    def _delta(self, index: int, delta: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        block = self.blocks.get(index)
+        kind = delta.get("type")
+        if block is None:
+            return
+        if kind == "text_delta" and block["type"] == "text" and delta.get("text"):
+            block["text"] = (block.get("text") or "") + delta["text"]
+            yield TextDelta(text=delta["text"])
+        elif kind == "thinking_delta" and block["type"] == "thinking" and delta.get("thinking"):
+            block["thinking"] = (block.get("thinking") or "") + delta["thinking"]
+            yield ThinkingDelta(text=delta["thinking"])
+        elif kind == "signature_delta" and block["type"] == "thinking":
+            block["signature"] = (block.get("signature") or "") + str(delta.get("signature") or "")
+        elif kind == "input_json_delta" and index in self.tools and delta.get("partial_json"):
+            position, pieces = self.tools[index]
+            pieces.append(str(delta["partial_json"]))
+            yield ToolCallDelta(index=position, arguments=pieces[-1])
+
+    def content(self) -> list[Block]:
+        """The response's blocks in order, tool calls parsed from their streamed JSON."""
+        out: list[Block | None] = []
+        for index in sorted(self.blocks):
+            block = self.blocks[index]
+            if index in self.tools:
+                raw = "".join(self.tools[index][1])
+                out.append(_tool_call(str(block["id"]), str(block["name"]), raw))
+            else:
+                out.append(parse_block(block))
+        return [b for b in out if b is not None]
