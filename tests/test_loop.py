@@ -543,3 +543,22 @@ async def test_a_session_message_list_is_the_log() -> None:
     kinds = [e.kind for e in await reopened.entries()]
     assert kinds.count("run_started") == 2 and kinds.count("run_finished") == 2
     assert isinstance((await reopened.transcript())[0], Message)
+
+
+async def test_a_deferred_handle_pickles_to_its_identity() -> None:
+    import pickle
+
+    runtime = Runtime()
+    session = await runtime.create_session(Agent(model=ScriptedModel(["ok", "saw it"])))
+    await session.run("x")
+    from taskloom import Deferred
+
+    handle = Deferred(session.id, runtime=runtime)
+    copy = pickle.loads(pickle.dumps(handle))
+    assert (copy.session_id, copy.id) == (handle.session_id, handle.id)
+    with pytest.raises(RuntimeError, match="bind"):
+        await copy.push("late")
+    await copy.bind(runtime).push("late")
+    result = await session.run(None)
+    assert result.text == "saw it"
+    assert session.agent.model.requests[-1].messages[-1].text == "late"  # type: ignore[union-attr]

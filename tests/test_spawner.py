@@ -186,8 +186,7 @@ async def test_console_tools_find_read_steer_and_stop() -> None:
         return reply("final: " + request.messages[-1].text)
 
     runtime = Runtime()
-    worker = ChildWorker(runtime)
-    spawner = Spawner(FunctionModel(slow), tools=[fetch], dispatcher=TaskDispatcher(worker))
+    spawner = Spawner(FunctionModel(slow), tools=[fetch], dispatcher=TaskDispatcher())
     tools = {t.name: t for t in console_tools(wait_timeout=5, poll_interval=0.01)}
 
     lead_replies: list[Any] = [
@@ -288,6 +287,19 @@ async def test_the_parent_is_reminded_of_a_running_background_child() -> None:
     assert "still running" in seen[2]  # the reminder kept the run going
     assert "child done" in seen[3]  # then the report arrived
     assert result.text == "final"
+
+
+async def test_dispatchers_bind_to_the_spawning_runtime() -> None:
+    dispatcher = InlineDispatcher()  # no worker: it gets one on the runtime that spawns
+    spawner = Spawner(worker_model(), tools=[fetch], dispatcher=dispatcher)
+    runtime = Runtime()
+    result, results = await run_lead(
+        spawner, spawn(name="bg", task="t", mode="background"), runtime=runtime
+    )
+    assert result.ok
+    child_id = json.loads(results[0].content)["id"]
+    assert dispatcher.worker.runtime is runtime
+    assert await child_status(runtime, child_id) is ChildStatus.DONE
 
 
 async def test_exactly_one_report_even_when_delivered_twice() -> None:

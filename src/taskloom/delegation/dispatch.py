@@ -219,21 +219,44 @@ class ChildWorker:
         await self.runtime.background.lifecycle.finish(spec.parent_session_id, notice)
 
 
-class InlineDispatcher:
-    """Runs the child right away in the dispatching task (simple hosts, tests)."""
+class _WorkerDispatcher:
+    """Dispatchers that run children in this process, with a `ChildWorker`.
 
-    def __init__(self, worker: ChildWorker) -> None:
-        self.worker = worker
+    Built without a worker, they make one on the runtime of the first spawn
+    that binds them (the spawn tool calls `bind`): in-process, the worker
+    rebuilds children from the same runtime's registries.
+    """
+
+    def __init__(self, worker: ChildWorker | None = None) -> None:
+        self._worker = worker
+
+    def bind(self, runtime: Runtime) -> None:
+        """Use `runtime` for children when no worker was given."""
+        if self._worker is None:
+            self._worker = ChildWorker(runtime)
+
+    @property
+    def worker(self) -> ChildWorker:
+        """The worker that runs the children."""
+        if self._worker is None:
+            raise ConfigurationError(
+                f"{type(self).__name__} has no worker yet: pass one, or bind(runtime)"
+            )
+        return self._worker
+
+
+class InlineDispatcher(_WorkerDispatcher):
+    """Runs the child right away in the dispatching task (simple hosts, tests)."""
 
     async def dispatch(self, spec: ChildSpec) -> None:
         await self.worker.run(spec)
 
 
-class TaskDispatcher:
+class TaskDispatcher(_WorkerDispatcher):
     """Runs each child in an asyncio task of this process; `close()` cancels them."""
 
-    def __init__(self, worker: ChildWorker) -> None:
-        self.worker = worker
+    def __init__(self, worker: ChildWorker | None = None) -> None:
+        super().__init__(worker)
         self._tasks: set[asyncio.Task[Any]] = set()
 
     async def dispatch(self, spec: ChildSpec) -> None:
@@ -247,6 +270,7 @@ class TaskDispatcher:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def close(self) -> None:
+        """Cancel the children still running (each ends with a terminal entry)."""
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -331,6 +331,9 @@ class Spawner:
             if notices is not None:
                 notices.mark_started(child_id)
             assert self.dispatcher is not None
+            bind = getattr(self.dispatcher, "bind", None)
+            if callable(bind):
+                bind(runtime)
             await self.dispatcher.dispatch(spec)
         except BaseException:
             await runtime.background.lifecycle.discard(ctx.session_id, child_id)
