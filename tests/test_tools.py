@@ -166,7 +166,8 @@ async def test_hand_written_tool_checks_required_and_types() -> None:
     )
     assert (await _call(t, {"city": "oslo"})).content == "OSLO"
     assert (await _call(t, {})).is_error
-    assert "must be of type string" in (await _call(t, {"city": 3})).content
+    assert "arguments.city: expected string" in (await _call(t, {"city": 3})).content
+    assert "missing required property 'city'" in (await _call(t, {})).content
 
 
 def test_configuration_errors_name_the_culprit() -> None:

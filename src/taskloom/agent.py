@@ -12,6 +12,7 @@ import json
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ._schema import check as check_schema
 from .errors import ConfigurationError
 from .models.base import Model, ModelSettings
 from .tools import Tool, as_tool
@@ -160,7 +161,7 @@ class Agent:
                 value = json.loads(raw)
             except ValueError as exc:
                 raise ValueError(f"not valid JSON ({exc})") from None
-            _check_json_schema(value, schema)
+            check_schema(value, schema)
             return value
         import pydantic
 
@@ -235,36 +236,3 @@ def _strip_fences(text: str) -> str:
         if raw.rstrip().endswith("```"):
             raw = raw.rstrip()[:-3]
     return raw.strip()
-
-
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "object": (dict,),
-    "array": (list,),
-    "null": (type(None),),
-}
-
-
-def _check_json_schema(value: Any, schema: Mapping[str, Any], path: str = "$") -> None:
-    """A small structural check for dict schemas: type, required, properties, items, enum."""
-    expected = schema.get("type")
-    if expected is not None:
-        names = expected if isinstance(expected, list) else [expected]
-        allowed = tuple(t for n in names for t in _JSON_TYPES.get(n, (object,)))
-        if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
-            raise ValueError(f"{path}: expected {' or '.join(names)}")
-    if "enum" in schema and value not in schema["enum"]:
-        raise ValueError(f"{path}: must be one of {schema['enum']}")
-    if isinstance(value, dict):
-        for key in schema.get("required", ()):
-            if key not in value:
-                raise ValueError(f"{path}: missing required property {key!r}")
-        for key, sub in schema.get("properties", {}).items():
-            if key in value and isinstance(sub, Mapping):
-                _check_json_schema(value[key], sub, f"{path}.{key}")
-    if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
-        for i, item in enumerate(value):
-            _check_json_schema(item, schema["items"], f"{path}[{i}]")

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import pydantic
 
+from ._schema import check as check_schema
 from .errors import ConfigurationError
 from .models.base import ToolSpec
 
@@ -112,37 +113,12 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-_TYPE_CHECKS: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "object": (dict,),
-    "array": (list,),
-    "null": (type(None),),
-}
-
-
 def _check_schema(args: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
-    """Top-level checks for hand-written schemas: required keys and primitive types."""
-    missing = [k for k in schema.get("required", ()) if k not in args]
-    if missing:
-        raise ArgumentsInvalid(f"missing required argument(s): {', '.join(missing)}")
-    props: Mapping[str, Any] = schema.get("properties", {})
-    if schema.get("additionalProperties") is False:
-        extra = [k for k in args if k not in props]
-        if extra:
-            raise ArgumentsInvalid(f"unexpected argument(s): {', '.join(extra)}")
-    for key, value in args.items():
-        expected = props.get(key, {}).get("type")
-        if expected is None:
-            continue
-        names = expected if isinstance(expected, list) else [expected]
-        allowed = tuple(t for n in names for t in _TYPE_CHECKS.get(n, (object,)))
-        if isinstance(value, bool) and bool not in allowed:
-            allowed = ()
-        if not isinstance(value, allowed):
-            raise ArgumentsInvalid(f"argument {key!r} must be of type {' or '.join(names)}")
+    """Hand-written schemas: a structural check (see `taskloom._schema`)."""
+    try:
+        check_schema(dict(args), schema, "arguments")
+    except ValueError as exc:
+        raise ArgumentsInvalid(str(exc)) from None
     return dict(args)
 
 

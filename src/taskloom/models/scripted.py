@@ -117,7 +117,29 @@ async def _stream_response(response: ModelResponse) -> AsyncIterator[StreamEvent
     yield ResponseCompleted(response)
 
 
-class ScriptedModel:
+class _Scripted:
+    """What the two scripted models share: a name, and the `scripted` provider."""
+
+    _name: str
+    _kind = "scripted"
+
+    @property
+    def name(self) -> str:
+        """The name given at construction."""
+        return self._name
+
+    @property
+    def provider(self) -> str:
+        """Always `scripted`: thinking it produced is replayed only to scripted models."""
+        return "scripted"
+
+    @property
+    def spec(self) -> str:
+        """`scripted:<name>` or `function:<name>`; register the instance to resolve it."""
+        return f"{self._kind}:{self._name}"
+
+
+class ScriptedModel(_Scripted):
     """Plays `replies` in order, one per request; fails loudly past the end.
 
     An item may be a `reply(...)`, a plain string (a text reply), or an
@@ -136,18 +158,6 @@ class ScriptedModel:
         self._chunk_delay = chunk_delay
         self._counter = _Counter()
         self.requests: list[ModelRequest] = []
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def provider(self) -> str:
-        return "scripted"
-
-    @property
-    def spec(self) -> str:
-        return f"scripted:{self._name}"
 
     @property
     def remaining(self) -> int:
@@ -192,27 +202,17 @@ ModelFunction: TypeAlias = Callable[
 ]
 
 
-class FunctionModel:
+class FunctionModel(_Scripted):
     """Answers each request with `fn(request)` (sync or async), which returns
     a `reply(...)`, a plain string, or a `ModelResponse`."""
+
+    _kind = "function"
 
     def __init__(self, fn: ModelFunction, *, name: str = "function") -> None:
         self._fn = fn
         self._name = name
         self._counter = _Counter()
         self.requests: list[ModelRequest] = []
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def provider(self) -> str:
-        return "scripted"
-
-    @property
-    def spec(self) -> str:
-        return f"function:{self._name}"
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)
