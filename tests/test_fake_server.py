@@ -846,9 +846,7 @@ async def test_adapter_read_timeout_is_a_transport_error(
 
 # Adapters that stop reading at the final event leave the end of the chunked
 # body unread, so httpx2 closes the connection instead of pooling it.
-KNOWN_TO_CLOSE_STREAMS = {
-    "openai_responses": "OpenAIResponsesModel breaks out at response.completed / [DONE]",
-}
+KNOWN_TO_CLOSE_STREAMS: dict[str, str] = {}
 
 
 async def test_adapter_streams_reuse_the_connection(

@@ -133,17 +133,17 @@ class OpenAIResponsesModel:
         body = _build_body(self._name, request, self._merged(request.settings), stream=True)
         state = StreamState()
         async with open_stream(self._http(), self._url, body, self._headers, PROVIDER) as resp:
+            # Read to the end of the body even after the final event: a
+            # response closed early cannot return its connection to the pool.
             async for sse in iter_sse(resp, PROVIDER):
-                if sse.data == "[DONE]":
-                    break
+                if sse.data == "[DONE]" or state.final is not None:
+                    continue
                 event = loads_event(sse, PROVIDER)
                 if not isinstance(event, dict):
                     continue
                 for delta in state.feed(event):
                     if emit_deltas:
                         yield delta
-                if state.final is not None:
-                    break
         if state.final is None:
             raise TransportError("stream ended before the response was complete", provider=PROVIDER)
         yield ResponseCompleted(self._response(state.final, state.output()))
