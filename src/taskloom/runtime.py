@@ -12,7 +12,7 @@ import asyncio
 import re
 import uuid
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .agent import Agent
@@ -41,8 +41,9 @@ class Runtime:
 
     `store` is a `SessionStore` or a URL (`memory://` — the default —,
     `sqlite:///path`, `postgresql://...`). `models` registers model instances
-    by spec so a persisted model choice resolves to them; `tools` and
-    `agents` are the registries a background-child worker rebuilds from.
+    by spec so a persisted model choice resolves to them; `tools` (a mapping
+    by name, or tools) is the registry a background-child worker rebuilds
+    children from.
     With `wake_on_notice`, a background notice for an idle session of this
     runtime starts a follow-up run by itself (an always-on agent), at most
     `max_wakeups` times in a row before a user turn. Two runtimes never
@@ -54,16 +55,16 @@ class Runtime:
         store: SessionStore | str | None = None,
         *,
         models: Mapping[str, Model] | None = None,
-        agents: Mapping[str, Agent] | None = None,
-        tools: Mapping[str, Tool] | None = None,
+        tools: Mapping[str, Tool] | Iterable[Tool] | None = None,
         background: BackgroundService | None = None,
         wake_on_notice: bool = False,
         max_wakeups: int = 8,
     ) -> None:
         self.store: SessionStore = open_store(store)
         self._models: dict[str, Model] = dict(models or {})
-        self.agents: dict[str, Agent] = dict(agents or {})
-        self.tools: dict[str, Tool] = dict(tools or {})
+        self.tools: dict[str, Tool] = (
+            dict(tools) if isinstance(tools, Mapping) else {t.name: t for t in tools or ()}
+        )
         self._background = background
         self.wake_on_notice = wake_on_notice
         self.max_wakeups = max_wakeups
@@ -207,6 +208,7 @@ class Session:
 
     @property
     def tool_specs(self) -> tuple[ToolSpec, ...]:
+        """What the model is told about the agent's tools (built once per session)."""
         if self._specs is None:
             self._specs = tuple(t.spec for t in self.agent.tools)
         return self._specs
