@@ -35,6 +35,7 @@ class TextBlock:
     type: Literal["text"] = field(default="text", init=False)
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
         return {"type": "text", "text": self.text}
 
 
@@ -57,6 +58,7 @@ class ThinkingBlock:
     type: Literal["thinking"] = field(default="thinking", init=False)
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
         out: dict[str, Any] = {"type": "thinking", "text": self.text}
         if self.signature is not None:
             out["signature"] = self.signature
@@ -90,6 +92,7 @@ class ToolCall:
     type: Literal["tool_call"] = field(default="tool_call", init=False)
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
         out: dict[str, Any] = {
             "type": "tool_call",
             "id": self.id,
@@ -114,6 +117,7 @@ class ToolResult:
     type: Literal["tool_result"] = field(default="tool_result", init=False)
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
         out: dict[str, Any] = {
             "type": "tool_result",
             "tool_call_id": self.tool_call_id,
@@ -139,6 +143,7 @@ class ImageBlock:
             raise ValueError("ImageBlock takes exactly one of data= or url=")
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
         out: dict[str, Any] = {"type": "image", "media_type": self.media_type}
         if self.data is not None:
             out["data"] = base64.b64encode(self.data).decode("ascii")
@@ -256,6 +261,7 @@ class Message:
         return [b for b in self.blocks if isinstance(b, ThinkingBlock)]
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
         out: dict[str, Any] = {"role": self.role, "blocks": [b.to_dict() for b in self.blocks]}
         if self.provider is not None:
             out["provider"] = self.provider
@@ -267,6 +273,7 @@ class Message:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Message:
+        """The value `to_dict` described."""
         return cls(
             role=d["role"],
             blocks=tuple(_block_from_dict(b) for b in d["blocks"]),
@@ -311,6 +318,7 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
     def to_dict(self) -> dict[str, int]:
+        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
         return {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
@@ -322,4 +330,5 @@ class Usage:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Usage:
+        """The value `to_dict` described."""
         return cls(**{k: int(d.get(k, 0)) for k in cls.__dataclass_fields__})

@@ -102,6 +102,7 @@ class ChildOutcome:
 
 
 def summary(text: str, limit: int = 200) -> str:
+    """The text on one line, cut to `limit` characters with an ellipsis."""
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

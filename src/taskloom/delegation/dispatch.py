@@ -68,21 +68,25 @@ class ChildSpec:
     parent_run_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
         out = asdict(self)
         out["tools"] = list(self.tools)
         return out
 
     def to_json(self) -> str:
+        """The spec as JSON text (what crosses a queue)."""
         return json.dumps(self.to_dict())
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ChildSpec:
+        """The value `to_dict` described."""
         fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         fields["tools"] = tuple(fields.get("tools") or ())
         return cls(**fields)
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> ChildSpec:
+        """The spec a `to_json` text describes."""
         return cls.from_dict(json.loads(raw))
 
 
@@ -249,6 +253,7 @@ class InlineDispatcher(_WorkerDispatcher):
     """Runs the child right away in the dispatching task (simple hosts, tests)."""
 
     async def dispatch(self, spec: ChildSpec) -> None:
+        """Hand the child to the worker (see `Dispatcher.dispatch`)."""
         await self.worker.run(spec)
 
 
@@ -260,6 +265,7 @@ class TaskDispatcher(_WorkerDispatcher):
         self._tasks: set[asyncio.Task[Any]] = set()
 
     async def dispatch(self, spec: ChildSpec) -> None:
+        """Hand the child to the worker (see `Dispatcher.dispatch`)."""
         task = asyncio.get_running_loop().create_task(self.worker.run(spec))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

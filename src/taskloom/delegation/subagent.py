@@ -63,6 +63,7 @@ class DelegationTool(Tool):
         self._handler = handler
 
     async def invoke(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        """Run the delegation with the validated arguments."""
         return await self._handler(arguments, ctx)
 
 

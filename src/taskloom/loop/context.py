@@ -70,10 +70,12 @@ class DeferredItem:
         return f"[{self.kind}] {dict(d)}"
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
         return {"kind": self.kind, "data": dict(self.data)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> DeferredItem:
+        """The value `to_dict` described."""
         return cls(d["kind"], d.get("data") or {})
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..messages import Message, TextBlock, ToolCall, ToolResult
+from ..messages import Message, ToolCall, ToolResult
 from ..models.base import ReasoningOptions
 from ..stores.base import Entry, EntryKind
 from .context import DeferredItem
 
-__all__ = ["INTERRUPTED", "SessionLog", "fold_text"]
+__all__ = ["INTERRUPTED", "SessionLog", "fold_text", "interrupted_results"]
 
 INTERRUPTED = "interrupted; it may have run — check before retrying"
 
@@ -135,6 +135,7 @@ class SessionLog:
         return open_calls
 
     def last_assistant_text(self) -> str:
+        """The text of the latest assistant message ("" if none)."""
         for m in reversed(self.messages):
             if m.role == "assistant":
                 return m.text
@@ -150,7 +151,3 @@ def interrupted_results(calls: Iterable[ToolCall]) -> Message:
     return Message.tool_results(
         ToolResult(c.id, INTERRUPTED, is_error=True, tool_name=c.name) for c in calls
     )
-
-
-def text_of(message: Message) -> str:
-    return "".join(b.text for b in message.blocks if isinstance(b, TextBlock))

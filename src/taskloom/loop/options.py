@@ -87,6 +87,7 @@ class UsageMeter:
         self._parent = parent
 
     def add(self, usage: Usage) -> None:
+        """Add usage to this run and every run above it."""
         node: UsageMeter | None = self
         while node is not None:
             node.total = node.total + usage

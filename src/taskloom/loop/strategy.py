@@ -77,10 +77,12 @@ class ReasoningChange:
 
     @classmethod
     def set(cls, reasoning: ReasoningOptions) -> ReasoningChange:
+        """Set the session's reasoning options."""
         return cls(reasoning)
 
     @classmethod
     def clear(cls) -> ReasoningChange:
+        """Clear the session's reasoning options (provider defaults)."""
         return cls(None)
 
 
@@ -152,4 +154,6 @@ class Stop(RoundDecision):
 class RoundStrategy(Protocol):
     """Decides at each round boundary; see the module docstring."""
 
-    async def on_round(self, ctx: RoundContext) -> RoundDecision: ...
+    async def on_round(self, ctx: RoundContext) -> RoundDecision:
+        """The decision at this boundary."""
+        ...

@@ -48,10 +48,12 @@ class ReasoningOptions:
     summary: Literal["auto", "concise", "detailed"] | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
         return {k: getattr(self, k) for k in ("effort", "budget_tokens", "summary")}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ReasoningOptions:
+        """The value `to_dict` described."""
         return cls(d.get("effort"), d.get("budget_tokens"), d.get("summary"))
 
 
@@ -139,13 +141,19 @@ class Model(Protocol):
     """
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The model's name as its provider knows it."""
+        ...
 
     @property
-    def provider(self) -> str: ...
+    def provider(self) -> str:
+        """The wire API (`openai`, `openai-responses`, `anthropic`, `scripted`, ...)."""
+        ...
 
     @property
-    def spec(self) -> str: ...
+    def spec(self) -> str:
+        """The string `resolve_model` turns back into an equivalent model."""
+        ...
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Send the request and return the whole response."""

@@ -187,9 +187,11 @@ class ScriptedModel(_Scripted):
         return _build_response(item, request, self._counter, self._name)
 
     async def request(self, request: ModelRequest) -> ModelResponse:
+        """The whole response to `request` (see `Model.request`)."""
         return await self._next(request)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Deltas, then `ResponseCompleted` (see `Model.stream`)."""
         response = await self._next(request)
         async for event in _stream_response(response):
             if self._chunk_delay and not isinstance(event, ResponseCompleted):
@@ -215,6 +217,7 @@ class FunctionModel(_Scripted):
         self.requests: list[ModelRequest] = []
 
     async def request(self, request: ModelRequest) -> ModelResponse:
+        """The whole response to `request` (see `Model.request`)."""
         self.requests.append(request)
         await asyncio.sleep(0)  # a turn for the rest of the event loop, as in _next
         out: Any = self._fn(request)
@@ -233,6 +236,7 @@ class FunctionModel(_Scripted):
         return _build_response(out, request, self._counter, self._name)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Deltas, then `ResponseCompleted` (see `Model.stream`)."""
         response = await self.request(request)
         async for event in _stream_response(response):
             yield event

@@ -55,6 +55,7 @@ class Entry:
         return Entry(self.kind, self.data, self.run_id, position, self.created_at or time.time())
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
         return {
             "kind": self.kind,
             "data": dict(self.data),
@@ -65,6 +66,7 @@ class Entry:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Entry:
+        """The value `to_dict` described."""
         return cls(
             d["kind"],
             d.get("data") or {},
@@ -93,6 +95,7 @@ class SessionMeta:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
         return {
             "id": self.id,
             "agent": self.agent,
