@@ -117,7 +117,7 @@ async def test_three_children_fan_out_in_parallel() -> None:
     start = time.monotonic()
     result = await Agent("lead", lead, tools=[sub]).run("go")
     elapsed = time.monotonic() - start
-    assert elapsed < 1.0, elapsed  # three 0.5 s children, concurrently
+    assert elapsed < 1.2, elapsed  # three 0.5 s children, concurrently (1.5 s one after another)
     answers = [json.loads(r.content)["answer"] for r in lead.requests[1].messages[-1].results]
     assert answers == ["summary of tides", "summary of winds", "summary of waves"]  # call order
     assert result.usage.requests == 2 + 3 * 2

@@ -142,3 +142,47 @@ __all__ = [
     "tool",
 ]
 __version__ = "0.1.0"
+
+# Delegation, background values and stores are part of the public surface but
+# import on first use, so `import taskloom` stays as cheap as pydantic alone.
+_LAZY = {
+    "SubAgent": "taskloom.delegation",
+    "Spawner": "taskloom.delegation",
+    "WorkerType": "taskloom.delegation",
+    "console_tools": "taskloom.delegation",
+    "ChildSpec": "taskloom.delegation",
+    "ChildStatus": "taskloom.delegation",
+    "ChildWorker": "taskloom.delegation",
+    "Dispatcher": "taskloom.delegation",
+    "InlineDispatcher": "taskloom.delegation",
+    "TaskDispatcher": "taskloom.delegation",
+    "BackgroundActivity": "taskloom.background",
+    "BackgroundNotice": "taskloom.background",
+    "MemoryActivityRegistry": "taskloom.background",
+    "MemoryNoticeInbox": "taskloom.background",
+    "Lifecycle": "taskloom.background",
+    "Listeners": "taskloom.background",
+    "RunNotices": "taskloom.background",
+    "Delivery": "taskloom.background",
+    "background_tools": "taskloom.tools",
+    "SessionStore": "taskloom.stores",
+    "MemoryStore": "taskloom.stores",
+    "Entry": "taskloom.stores",
+    "resolve_model": "taskloom.models",
+    "ScriptedModel": "taskloom.models",
+    "FunctionModel": "taskloom.models",
+    "reply": "taskloom.models",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'taskloom' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
