@@ -126,3 +126,11 @@ async def test_a_new_run_while_parked_is_refused() -> None:
     await session.run("go")
     with pytest.raises(TaskloomError, match="awaiting approval"):
         await session.run("something else")
+
+
+async def test_resume_without_a_parked_turn_is_refused() -> None:
+    session = await Runtime().create_session(gift_agent(reply("hello")))
+    await session.run("hi")
+    with pytest.raises(TaskloomError, match="no turn parked"):
+        await session.resume()
+    assert [e.kind for e in await session.entries()].count("run_started") == 1

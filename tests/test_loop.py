@@ -562,3 +562,20 @@ async def test_a_deferred_handle_pickles_to_its_identity() -> None:
     result = await session.run(None)
     assert result.text == "saw it"
     assert session.agent.model.requests[-1].messages[-1].text == "late"  # type: ignore[union-attr]
+
+
+async def test_an_absolute_deadline_in_the_past_ends_the_run_at_once() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    model = ScriptedModel(["never asked"])
+    past = datetime.now(UTC) - timedelta(seconds=1)
+    result = await Agent(model=model).run("x", options=RunOptions(deadline=past))
+    assert result.status is RunStatus.DEADLINE and model.requests == []
+
+
+async def test_a_stop_set_before_the_run_stops_it_before_any_request() -> None:
+    options = RunOptions()
+    options.stop.set()
+    model = ScriptedModel(["never asked"])
+    result = await Agent(model=model).run("x", options=options)
+    assert result.status is RunStatus.STOPPED and model.requests == []

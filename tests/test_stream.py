@@ -94,3 +94,20 @@ async def test_agent_stream_shortcut() -> None:
     events = [e async for e in Agent(model=ScriptedModel(["hi"])).stream("x")]
     assert isinstance(events[0], RunStarted) and isinstance(events[-1], RunFinished)
     assert not any(isinstance(e, ToolCallStarted | ToolCallFinished) for e in events)
+
+
+async def test_progress_from_a_sync_tool_thread_reaches_the_stream() -> None:
+    @tool
+    def crunch(ctx: ToolContext) -> str:
+        """Crunch in a worker thread, reporting progress."""
+        for i in range(3):
+            ctx.progress(f"step {i}")
+        return "crunched"
+
+    model = ScriptedModel([reply(tool_calls=[("crunch", {})]), reply("done")])
+    session = await Runtime().create_session(Agent(model=model, tools=[crunch]))
+    events = [e async for e in session.stream("go")]
+    steps = [e.message for e in events if isinstance(e, ToolProgress)]
+    assert steps == ["step 0", "step 1", "step 2"]
+    finished = next(i for i, e in enumerate(events) if isinstance(e, ToolCallFinished))
+    assert all(events.index(e) < finished for e in events if isinstance(e, ToolProgress))

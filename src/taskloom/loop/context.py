@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -137,6 +139,8 @@ class ToolContext:
 
     __slots__ = (
         "_emit",
+        "_loop",
+        "_thread",
         "agent",
         "call_id",
         "options",
@@ -169,6 +173,10 @@ class ToolContext:
         self.options = options
         self.origin = origin
         self._emit = emit
+        # Sync tools run in a worker thread; events they emit must reach the
+        # subscribers through the event loop, not from that thread.
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
 
     @property
     def stop(self) -> StopSignal:
@@ -176,12 +184,15 @@ class ToolContext:
         return self.options.stop
 
     def emit(self, event: Event) -> None:
-        """Send an event to the run's subscribers."""
-        self._emit(event)
+        """Send an event to the run's subscribers (safe from a sync tool's thread)."""
+        if threading.get_ident() == self._thread:
+            self._emit(event)
+        else:
+            self._loop.call_soon_threadsafe(self._emit, event)
 
     def progress(self, message: str, **data: Any) -> None:
         """Report progress to subscribers at once; never causes a model round."""
-        self._emit(
+        self.emit(
             ToolProgress(
                 call_id=self.call_id,
                 message=message,

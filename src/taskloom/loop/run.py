@@ -95,6 +95,8 @@ class RunLoop:
                 f"session {session.id} is awaiting approval for "
                 f"{', '.join(c.id for c in parked)}: approve or deny, then resume()"
             )
+        if resume and not parked:
+            raise TaskloomError(f"session {session.id} has no turn parked for approval to resume")
         await session._repair_interrupted(self.run_id)
         # Stop requests written before this run started are not for it.
         self.start_position = session.log.position
@@ -288,8 +290,6 @@ class RunLoop:
 
     async def _resume_parked(self) -> RoundDecision:
         parked = self.session.log.parked()
-        if not parked:
-            return _PROCEED
         decided = resolve_parked_turn(self.session, parked)
         return await self._commit_results(await self._execute(parked, decided))
 
