@@ -7,6 +7,7 @@ stop, approvals. See the README for a tour.
 
 from __future__ import annotations
 
+from ._lazy import lazy_exports
 from .agent import Agent
 from .errors import (
     ApprovalConflict,
@@ -175,13 +176,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'taskloom' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:

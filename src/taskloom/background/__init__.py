@@ -7,8 +7,7 @@ SQLite and PostgreSQL backends import lazily (`SQLiteActivityRegistry`,
 
 from __future__ import annotations
 
-from typing import Any
-
+from .._lazy import lazy_exports
 from .activities import (
     ActivityRegistry,
     BackgroundActivity,
@@ -59,10 +58,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'taskloom.background' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module, __name__), name)
+__getattr__ = lazy_exports(__name__, _LAZY)

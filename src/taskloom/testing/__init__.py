@@ -8,8 +8,7 @@ they load only when asked for.
 
 from __future__ import annotations
 
-from typing import Any
-
+from .._lazy import lazy_exports
 from .clock import FakeClock
 
 __all__ = [
@@ -30,10 +29,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'taskloom.testing' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module, __name__), name)
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -1,0 +1,21 @@
+"""Lazy re-exports: a package names what it offers without importing it yet."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["lazy_exports"]
+
+
+def lazy_exports(package: str, table: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module `__getattr__` importing `table[name]` (relative to `package`) on first use."""
+
+    def __getattr__(name: str) -> Any:
+        module = table.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(module, package), name)
+
+    return __getattr__
