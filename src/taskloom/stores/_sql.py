@@ -346,3 +346,18 @@ class _TableNames(dict[str, str]):
 
     def __missing__(self, name: str) -> str:
         return self._db.table(name)
+
+
+def session_filters(
+    placeholder: str, *, parent_id: str | None, agent: str | None
+) -> tuple[list[str], list[object]]:
+    """WHERE clauses and parameters for `SessionStore.list` filters (`?` or `%s`)."""
+    where: list[str] = []
+    params: list[object] = []
+    if parent_id is not None:
+        where.append(f"parent_id = {placeholder}")
+        params.append(parent_id)
+    if agent is not None:
+        where.append(f"agent = {placeholder}")
+        params.append(agent)
+    return where, params

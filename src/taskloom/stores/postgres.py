@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..background.leases import Clock, system_clock
 from ..background.leases_postgres import PostgresLeases
 from ..errors import SessionNotFound, StaleLeaseError
-from ._sql import Migration, PostgresDatabase, dump_json
+from ._sql import Migration, PostgresDatabase, dump_json, session_filters
 from .base import Entry, Fence, SessionMeta
 
 if TYPE_CHECKING:
@@ -207,14 +207,7 @@ class PostgresStore:
         self, *, parent_id: str | None = None, agent: str | None = None, limit: int | None = None
     ) -> _list[SessionMeta]:
         """Sessions, newest first, optionally filtered by parent or agent."""
-        where: _list[str] = []
-        params: _list[object] = []
-        if parent_id is not None:
-            where.append("parent_id = %s")
-            params.append(parent_id)
-        if agent is not None:
-            where.append("agent = %s")
-            params.append(agent)
+        where, params = session_filters("%s", parent_id=parent_id, agent=agent)
         # LIMIT NULL is "no limit"; ties in created_at go to the later insert.
         params.append(None if limit is None else max(limit, 0))
         query = (

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from ..background.leases import Clock, system_clock
 from ..background.leases_sqlite import SQLiteLeases
 from ..errors import SessionNotFound, StaleLeaseError
-from ._sql import Migration, SQLiteDatabase, dump_json, immediate
+from ._sql import Migration, SQLiteDatabase, dump_json, immediate, session_filters
 from .base import Entry, Fence, SessionMeta
 
 __all__ = ["SQLITE_SESSION_MIGRATIONS", "SQLiteStore"]
@@ -174,14 +174,7 @@ class SQLiteStore:
         self, *, parent_id: str | None = None, agent: str | None = None, limit: int | None = None
     ) -> _list[SessionMeta]:
         """Sessions, newest first, optionally filtered by parent or agent."""
-        where: _list[str] = []
-        params: _list[object] = []
-        if parent_id is not None:
-            where.append("parent_id = ?")
-            params.append(parent_id)
-        if agent is not None:
-            where.append("agent = ?")
-            params.append(agent)
+        where, params = session_filters("?", parent_id=parent_id, agent=agent)
         # LIMIT -1 is SQLite for "no limit". Ties in created_at go to the
         # later insert (higher rowid), so same-instant sessions list newest first too.
         params.append(-1 if limit is None else max(limit, 0))
