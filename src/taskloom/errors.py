@@ -1,8 +1,33 @@
-"""The exceptions taskloom raises.
+"""The exceptions taskloom raises, all under `TaskloomError`.
 
 Stopping is a value (`RunResult.status`); these are for broken configuration,
-provider errors that retries could not cure, conflicting decisions and
-misuse of the API.
+provider errors that retries could not cure, contention, conflicting
+decisions and misuse of the API::
+
+    TaskloomError
+    ├── ConfigurationError      a definition is wrong (also a ValueError)
+    ├── UsageError              the API was called in a state that forbids it
+    │   ├── ApprovalConflict    a decision contradicts the recorded one
+    │   └── ApprovalsMissing    resume() while parked calls are undecided
+    ├── SessionBusy             another run holds the session (retry, or wait=True)
+    ├── SessionNotFound         no such session in the store (also a KeyError)
+    ├── StaleLeaseError         a write carried a lease generation that moved on
+    ├── StoreError              the store cannot be reached or read
+    │   ├── StoreUnavailable    connecting failed (host, port and cause named)
+    │   └── CorruptEntry        an entry cannot be decoded (session and position named)
+    ├── BackgroundCapReached    too many activities of one kind in a session
+    ├── CommandNotStarted       a background command could not start
+    ├── ModelScriptExhausted    a scripted model ran out of replies
+    └── ProviderError           the provider failed, after retries
+        ├── TransportError      the connection failed or dropped
+        ├── AuthenticationError 401/403
+        ├── RateLimitError      429
+        ├── ProviderOverloaded  529 / overloaded
+        ├── ContextWindowExceeded
+        └── InvalidRequest      400/404/422
+
+Catch `ProviderError` for "the provider is down", `SessionBusy` for "someone
+else is running this session", `UsageError` for bugs in the calling code.
 """
 
 from __future__ import annotations
@@ -11,17 +36,24 @@ __all__ = [
     "ApprovalConflict",
     "ApprovalsMissing",
     "AuthenticationError",
+    "BackgroundCapReached",
+    "CommandNotStarted",
     "ConfigurationError",
     "ContextWindowExceeded",
+    "CorruptEntry",
     "InvalidRequest",
     "ModelScriptExhausted",
     "ProviderError",
     "ProviderOverloaded",
     "RateLimitError",
+    "SessionBusy",
     "SessionNotFound",
     "StaleLeaseError",
+    "StoreError",
+    "StoreUnavailable",
     "TaskloomError",
     "TransportError",
+    "UsageError",
 ]
 
 
@@ -36,6 +68,54 @@ class ConfigurationError(TaskloomError, ValueError):
     """
 
 
+class UsageError(TaskloomError):
+    """The API was called in a state that forbids it (a bug in the calling code).
+
+    Examples: `resume()` with nothing parked, `run()` while the session is
+    parked for approval, approving a call that was never requested.
+    """
+
+
+class SessionBusy(TaskloomError):
+    """Another run (in this process or another) holds the session's lease.
+
+    `session_id` names the session, `holder` the lease holder when known.
+    Try again later, or pass `wait=True` to wait for the lease.
+    """
+
+    def __init__(self, session_id: str, holder: str | None = None) -> None:
+        self.session_id = session_id
+        self.holder = holder
+        who = f" (held by {holder})" if holder else ""
+        super().__init__(f"session {session_id} is busy: another run holds it{who}")
+
+
+class StoreError(TaskloomError):
+    """The session store cannot be reached, or what it holds cannot be read."""
+
+
+class StoreUnavailable(StoreError):
+    """Connecting to the store failed; the message names the host, port and cause."""
+
+
+class CorruptEntry(StoreError):
+    """A stored entry cannot be decoded; the message names the session and position."""
+
+
+class BackgroundCapReached(TaskloomError):
+    """Too many activities of one kind are running in the session."""
+
+    def __init__(self, kind: str, cap: int | None) -> None:
+        super().__init__(f"at most {cap} '{kind}' activities may run at once in a session")
+        self.kind = kind
+        self.cap = cap
+
+
+class CommandNotStarted(TaskloomError):
+    """A background command could not be started at all (not found, not
+    executable, bad cwd). The message says why, written for the model."""
+
+
 class SessionNotFound(TaskloomError, KeyError):
     """No session with that id exists in the store."""
 
@@ -47,11 +127,11 @@ class ModelScriptExhausted(TaskloomError, AssertionError):
     """A scripted model was asked for more replies than it was given."""
 
 
-class ApprovalConflict(TaskloomError):
+class ApprovalConflict(UsageError):
     """A decision contradicts the one already recorded for that call."""
 
 
-class ApprovalsMissing(TaskloomError):
+class ApprovalsMissing(UsageError):
     """`resume` was called while some parked calls have no decision yet."""
 
     def __init__(self, call_ids: list[str]) -> None:

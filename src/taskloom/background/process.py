@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from ..errors import CommandNotStarted
 from .activities import NoticeStatus
 
 __all__ = [
@@ -39,13 +40,6 @@ _READ_SIZE = 64 * 1024
 
 _DRAIN_SECONDS = 1.0
 """The least time the rest of the output gets to arrive once the group has ended."""
-
-
-class CommandNotStarted(Exception):
-    """The command could not be started at all (not found, not executable, bad cwd).
-
-    The message says why, written for the model.
-    """
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from ..errors import BackgroundCapReached
 from ..events import Event
 from .activities import (
     ActivityRegistry,
@@ -272,12 +273,3 @@ class BackgroundService:
             close = getattr(backend, "close", None)
             if close is not None:
                 await close()
-
-
-class BackgroundCapReached(Exception):
-    """Too many activities of one kind are running in the session."""
-
-    def __init__(self, kind: str, cap: int | None) -> None:
-        super().__init__(f"at most {cap} '{kind}' activities may run at once in a session")
-        self.kind = kind
-        self.cap = cap
