@@ -452,8 +452,14 @@ def as_tool(obj: Any) -> Tool:
 
 def background_tools(*, shell: bool = False, **options: Any) -> list[Tool]:
     """The opt-in background command tools (`background_run`, `background_status`,
-    `background_wait`, `background_stop`); commands run without a shell unless
-    `shell=True`."""
+    `background_wait`, `background_stop`).
+
+    Commands run without a shell unless `shell=True`: that stops shell syntax
+    in the model's string, not a model that runs `sh -c '...'` itself. They
+    get a minimal environment (PATH, HOME, locale and a few other basics) plus
+    `env={...}`, or the host's whole environment with `inherit_env=True`;
+    everything they start ends with them, and with the host. Options and
+    defaults: `taskloom.background.tools.build_background_tools`."""
     from .background.tools import build_background_tools
 
     return build_background_tools(shell=shell, **options)
