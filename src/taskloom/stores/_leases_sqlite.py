@@ -16,7 +16,7 @@ import os
 import sqlite3
 from typing import Literal
 
-from ..stores._sql import Migration, SQLiteDatabase
+from ._sql import Migration, SQLiteDatabase
 from .leases import Clock, Lease, system_clock
 
 __all__ = ["SQLITE_LEASE_MIGRATIONS", "SQLiteLeases"]
@@ -50,6 +50,12 @@ RETURNING generation
 _RELEASE = """
 UPDATE taskloom_leases SET holder = NULL
 WHERE key = ?1 AND generation = ?2 AND holder IS NOT NULL
+"""
+
+_TAKE_OVER = """
+UPDATE taskloom_leases SET holder = ?1, generation = generation + 1, expires_at = ?2
+WHERE key = ?3 AND generation = ?4 AND holder = ?5
+RETURNING generation
 """
 
 _CURRENT = """
@@ -112,6 +118,18 @@ class SQLiteLeases:
     async def release(self, lease: Lease) -> None:
         """Give the key up (no effect if the lease was already lost)."""
         await self._db.run(lambda conn: conn.execute(_RELEASE, (lease.key, lease.generation)))
+
+    async def take_over(self, lease: Lease, holder: str, ttl: float) -> Lease | None:
+        """Take the key from `lease`'s holder (known dead) while it is still current."""
+        expires_at = self._clock() + ttl
+
+        def take_over(conn: sqlite3.Connection) -> int | None:
+            params = (holder, expires_at, lease.key, lease.generation, lease.holder)
+            rows = conn.execute(_TAKE_OVER, params).fetchall()
+            return int(rows[0][0]) if rows else None
+
+        generation = await self._db.run(take_over)
+        return None if generation is None else Lease(lease.key, holder, generation, expires_at)
 
     async def current(self, key: str) -> Lease | None:
         """The live lease on the key, if any."""

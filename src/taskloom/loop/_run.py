@@ -9,7 +9,8 @@
     6b. no tool calls: strategy; pending work keeps the run going; else done
 
 Nothing is written for a turn until its response is complete, so cancelling
-the task discards the turn in flight and leaves the log consistent.
+the task discards the turn in flight and leaves the log consistent. Every
+append goes through the session port, fenced by the run's session lease.
 """
 
 from __future__ import annotations
@@ -18,9 +19,17 @@ import asyncio
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..errors import TaskloomError
+from ..entries import (
+    CallsStarted,
+    Entry,
+    MessageEntry,
+    Payload,
+    RunFinishedEntry,
+    RunStartedEntry,
+)
+from ..errors import UsageError
 from ..events import (
     ApprovalRequested,
     Event,
@@ -31,37 +40,38 @@ from ..events import (
 )
 from ..messages import Message, ToolCall, ToolResult
 from ..models.base import ModelRequest
-from ..stores.base import Entry, EntryKind
-from .approvals import resolve_parked_turn
+from ..results import PendingCall, RunResult, RunStatus
+from ..tools import ToolContext
+from ._approvals import gated_calls, requests_for, resolve_parked_turn
+from ._log import fold_text, with_unique_call_ids
+from ._port import Delivery, SessionPort
 from .ask import ask_model
-from .context import ToolContext
 from .execute import run_batch
-from .log import fold_text
 from .options import RunOptions
-from .result import EndRun, PendingCall, RunResult, RunStatus
+from .result import EndRun
 from .strategy import RoundAdjustment, RoundBoundary, RoundContext, RoundDecision, RoundToolResult
 
-if TYPE_CHECKING:
-    from ..background.notices import Delivery
-    from ..runtime import Session
-
-__all__ = ["RunLoop"]
+__all__ = ["STORE_GRACE", "RunLoop"]
 
 _PROCEED = RoundDecision.proceed()
 
+STORE_GRACE = 2.0
+"""Seconds past the deadline a run waits for the store before it gives up."""
+
 
 class RunLoop:
-    """One run of a session: owns the counters, talks to the session's log."""
+    """One run of a session: owns the counters, talks to the session port."""
 
     def __init__(
         self,
-        session: Session,
+        session: SessionPort,
         options: RunOptions | None,
         emit: Callable[[Event], None] | None,
         origin: str = "",
     ) -> None:
         self.session = session
-        self.opts = (options or RunOptions()).bind()
+        self.opts = options or RunOptions()
+        self.controls = self.opts.bind()
         self.emit = emit
         self.origin = origin
         self.run_id = uuid.uuid4().hex
@@ -69,7 +79,7 @@ class RunLoop:
         self.fixes_used = 0
         self.output: Any = None
         self.start_position = 0
-        self.background = session.runtime.background
+        self.background = session.notices
         self.notices = self.background.run_notices(session.id, self.run_id)
         self._held: Delivery | None = None
 
@@ -77,42 +87,67 @@ class RunLoop:
         if self.emit is not None:
             self.emit(cls(origin=self.origin, session_id=self.session.id, **fields))
 
+    async def _append(self, payload: Payload) -> int:
+        return await self.session.append(Entry.of(payload, self.run_id))
+
+    async def _append_message(
+        self, message: Message, delivered: Delivery | None = None, folds: Sequence[int] = ()
+    ) -> int:
+        payload = MessageEntry(
+            message,
+            delivered.text if delivered is not None else None,
+            delivered.ack_ids if delivered is not None else (),
+            tuple(folds),
+        )
+        return await self.session.append(Entry.of(payload, self.run_id), message)
+
     # ------------------------------------------------------------ the run
 
     async def run(self, user: Message | None, *, resume: bool = False) -> RunResult:
-        """Run to an end status; provider and configuration errors propagate."""
+        """Run to an end status; provider and configuration errors propagate.
+
+        The model and tools are cut at the deadline; a store that stalls past
+        it gets `STORE_GRACE` more seconds before the run ends DEADLINE
+        unrecorded (the next run reads whatever the store kept).
+        """
+        deadline_at = self.controls.deadline_at
         try:
-            return await self._run(user, resume)
+            if deadline_at is None:
+                return await self._run(user, resume)
+            try:
+                async with asyncio.timeout_at(deadline_at + STORE_GRACE):
+                    return await self._run(user, resume)
+            except TimeoutError:
+                return self._result(RunStatus.DEADLINE, "the store did not answer by the deadline")
         finally:
             self.background.run_ended(self.run_id)
 
     async def _run(self, user: Message | None, resume: bool) -> RunResult:
         session = self.session
-        await session._sync()
+        await session.sync()
         parked = session.log.parked()
         if parked and not resume:
-            raise TaskloomError(
+            raise UsageError(
                 f"session {session.id} is awaiting approval for "
                 f"{', '.join(c.id for c in parked)}: approve or deny, then resume()"
             )
         if resume and not parked:
-            raise TaskloomError(f"session {session.id} has no turn parked for approval to resume")
-        await session._repair_interrupted(self.run_id)
+            raise UsageError(f"session {session.id} has no turn parked for approval to resume")
+        # Calls cut off by a crash or a cancellation get their one result.
+        cut_off = session.log.cut_off_results()
+        if cut_off is not None:
+            await self._append_message(cut_off)
         # Stop requests written before this run started are not for it.
         self.start_position = session.log.position
-        await session._append(
-            Entry(
-                EntryKind.RUN_STARTED, {"agent": session.agent.name, "resume": resume}, self.run_id
-            )
-        )
+        await self._append(RunStartedEntry(session.agent.name, resume))
         self._event(RunStarted, run_id=self.run_id, agent=session.agent.name)
         if user is not None:
-            await session._append_message(user, self.run_id)
+            await self._append_message(user)
         try:
             if resume:
                 await self._decide(await self._resume_parked())
             while True:
-                await session._sync()
+                await session.sync()
                 self._check_limits()
                 await self._round()
         except EndRun as end:
@@ -127,9 +162,8 @@ class RunLoop:
         # 2. deferred items and steering, in arrival order
         pending = session.log.pending
         if pending:
-            folds = [e.position for e in pending]
-            await session._append_message(
-                Message.user(fold_text(pending)), self.run_id, folds=folds
+            await self._append_message(
+                Message.user(fold_text(pending)), folds=[e.position for e in pending]
             )
         # 3. background notices (and a reminder held from the last boundary)
         delivery = await self.notices.round_start()
@@ -143,18 +177,21 @@ class RunLoop:
             session.model,
             self._request(delivery),
             opts=self.opts,
+            controls=self.controls,
             counters=self,
             emit=self.emit,
             origin=self.origin,
             session_id=session.id,
         )
-        # 5. commit the assistant message with the notices it carried, then ack them
-        message = response.message
-        await session._append_message(message, self.run_id, delivered=delivery)
-        if delivery is not None:
-            await self.background.ack(session.id, delivery)
+        # 5. commit the assistant message with the notices it carried, then ack
+        # them. Call ids a provider reuses are made unique first, so results
+        # and decisions always pair with this turn's calls.
+        message = with_unique_call_ids(response.message, session.log.call_ids)
+        await self._append_message(message, delivered=delivery)
+        if delivery is not None and delivery.ack_ids:
+            await self.background.ack(session.id, delivery.ack_ids)
         self.rounds += 1
-        self.opts._meter.add(response.usage)  # type: ignore[union-attr]
+        self.controls.meter.add(response.usage)
         calls = message.tool_calls
         if calls:
             await self._tool_round(calls)  # 6a
@@ -162,13 +199,18 @@ class RunLoop:
             await self._final_round(message)  # 6b
 
     async def _tool_round(self, calls: list[ToolCall]) -> None:
-        gated = [c for c in calls if self._needs_approval(c)]
+        gated = gated_calls(calls, self.session.tools)
         if gated:
-            for c in gated:
-                await self.session._request_approval(c, self.run_id)
-                self._event(ApprovalRequested, call_id=c.id, name=c.name, arguments=c.arguments)
-            raise EndRun(RunStatus.AWAITING_APPROVAL)
+            await self._park(gated)
         await self._decide(await self._commit_results(await self._execute(calls)))
+
+    async def _park(self, gated: list[ToolCall]) -> None:
+        # One entry for the whole turn: a crash leaves every gated call of
+        # the turn requested, or none (and then none runs: see resume).
+        await self._append(requests_for(self.session.log.turn, gated))
+        for c in gated:
+            self._event(ApprovalRequested, call_id=c.id, name=c.name, arguments=c.arguments)
+        raise EndRun(RunStatus.AWAITING_APPROVAL)
 
     async def _final_round(self, message: Message) -> None:
         self._event(
@@ -195,7 +237,7 @@ class RunLoop:
         # A run does not return while something it started has an answer the
         # model has not seen: steering or deferred items that landed, unseen
         # completions, or a first reminder of work still running.
-        await self.session._sync()
+        await self.session.sync()
         if self.session.log.pending:
             return
         final = await self.notices.before_final()
@@ -207,16 +249,6 @@ class RunLoop:
         await self._check_output(message)
 
     # ------------------------------------------------------------ tools
-
-    def _needs_approval(self, call: ToolCall) -> bool:
-        tool = self.session.tools.get(call.name)
-        if tool is None or not tool.is_gated or call.raw_arguments is not None:
-            return False
-        try:
-            return tool.requires_approval(call.arguments)
-        except Exception:
-            # A predicate that cannot judge the arguments errs on the side of asking.
-            return True
 
     async def _execute(
         self, calls: Sequence[ToolCall], decided: Mapping[str, ToolResult] | None = None
@@ -230,7 +262,7 @@ class RunLoop:
             self.emit,
             budget=self.opts.max_tool_calls,
             used=self.tool_calls,
-            deadline_at=self.opts._deadline_at,
+            deadline_at=self.controls.deadline_at,
             origin=self.origin,
             session_id=self.session.id,
         )
@@ -239,7 +271,7 @@ class RunLoop:
         results = [decided.get(c.id) or next(it) for c in calls]
         if end is not None:
             # Every call still gets its one result before the run ends.
-            await self.session._append_message(Message.tool_results(results), self.run_id)
+            await self._append_message(Message.tool_results(results))
             raise EndRun(end)
         return results
 
@@ -250,10 +282,10 @@ class RunLoop:
             session_id=s.id,
             call_id=call.id,
             agent=s.agent,
-            runtime=s.runtime,
-            session=s,
-            options=self.opts,
+            runtime=s.host,
+            controls=self.controls,
             emit=self._emit_from_tool,
+            record=s.append,
             origin=self.origin,
         )
 
@@ -262,12 +294,12 @@ class RunLoop:
             self.emit(event)
 
     async def _commit_results(self, results: list[ToolResult]) -> RoundDecision:
-        await self.session._append_message(Message.tool_results(results), self.run_id)
+        await self._append_message(Message.tool_results(results))
         # Notices a tool showed the model itself (background_wait, read_agent)
         # are acknowledged now that the results carrying them are persisted.
         seen = self.notices.take_seen()
         if seen:
-            await self.background.inbox.ack(self.session.id, seen)
+            await self.background.ack(self.session.id, seen)
         self._event(
             RoundCommitted,
             run_id=self.run_id,
@@ -289,9 +321,17 @@ class RunLoop:
         )
 
     async def _resume_parked(self) -> RoundDecision:
-        parked = self.session.log.parked()
-        decided = resolve_parked_turn(self.session, parked)
-        return await self._commit_results(await self._execute(parked, decided))
+        log = self.session.log
+        parked = log.parked()
+        plan = resolve_parked_turn(log, parked, self.session.tools)
+        if plan.unasked:
+            # Gated calls nobody was asked about are asked about now, never run.
+            await self._park(plan.unasked)
+        if plan.run:
+            # Durably "started" before anything runs: a crash from here on
+            # answers these calls "interrupted", it never runs them again.
+            await self._append(CallsStarted(log.turn, tuple(c.id for c in plan.run)))
+        return await self._commit_results(await self._execute(parked, plan.decided))
 
     # ------------------------------------------------------------ decisions
 
@@ -302,7 +342,7 @@ class RunLoop:
     async def _decide(self, decision: RoundDecision) -> None:
         await self._apply_adjust(decision.adjust)
         if decision.action == "inject":
-            await self.session._append_message(Message.user(decision.content or ""), self.run_id)
+            await self._append_message(Message.user(decision.content or ""))
         elif decision.action == "stop":
             raise EndRun(RunStatus.STOPPED)
 
@@ -316,9 +356,10 @@ class RunLoop:
 
     def _check_limits(self) -> None:
         o = self.opts
-        if o.stop.is_set or self.session.log.stop_position > self.start_position:
+        c = self.controls
+        if c.stop.is_set or self.session.log.stop_position > self.start_position:
             raise EndRun(RunStatus.STOPPED)
-        remaining = o.remaining
+        remaining = c.remaining
         if remaining is not None and remaining <= 0:
             raise EndRun(RunStatus.DEADLINE)
         if o.max_rounds is not None and self.rounds >= o.max_rounds:
@@ -327,12 +368,8 @@ class RunLoop:
             raise EndRun(
                 RunStatus.BUDGET_EXHAUSTED, f"max_model_requests ({o.max_model_requests}) reached"
             )
-        if (
-            o.token_budget is not None
-            and o._meter is not None
-            and o._meter.root_tokens >= o.token_budget
-        ):
-            raise EndRun(RunStatus.BUDGET_EXHAUSTED, f"token_budget ({o.token_budget}) reached")
+        if c.token_budget is not None and c.meter.root_tokens >= c.token_budget:
+            raise EndRun(RunStatus.BUDGET_EXHAUSTED, f"token_budget ({c.token_budget}) reached")
 
     async def _check_output(self, message: Message) -> None:
         agent = self.session.agent
@@ -350,7 +387,7 @@ class RunLoop:
                 f"Your answer did not match the required output schema: {exc}\n"
                 "Reply again with only a JSON value that follows the schema."
             )
-            await self.session._append_message(Message.user(fix), self.run_id)
+            await self._append_message(Message.user(fix))
             return
         raise EndRun(RunStatus.COMPLETED)
 
@@ -371,18 +408,20 @@ class RunLoop:
 
     # ------------------------------------------------------------ the end
 
-    async def _finish(self, status: RunStatus, error: str | None) -> RunResult:
+    def _result(self, status: RunStatus, error: str | None) -> RunResult:
         log = self.session.log
         pending: tuple[PendingCall, ...] = ()
         if status is RunStatus.AWAITING_APPROVAL:
             pending = tuple(
-                PendingCall(c.id, c.name, c.arguments) for c in log.parked() if c.id in log.requests
+                PendingCall(c.id, c.name, c.arguments)
+                for c in log.parked()
+                if log.request(c.id) is not None
             )
-        result = RunResult(
+        return RunResult(
             status=status,
             text=log.last_assistant_text(),
             output=self.output,
-            usage=self.opts._meter.total,  # type: ignore[union-attr]
+            usage=self.controls.meter.total,
             pending=pending,
             session_id=self.session.id,
             run_id=self.run_id,
@@ -392,24 +431,36 @@ class RunLoop:
             transport_retries=self.transport_retries,
             error=error,
         )
-        record = {
-            "status": status.value,
-            "error": error,
-            "usage": result.usage.to_dict(),
-            "rounds": self.rounds,
-            "model_requests": self.model_requests,
-            "output": _jsonable(self.output),
-        }
-        await self.session._append(Entry(EntryKind.RUN_FINISHED, record, self.run_id))
+
+    async def _finish(self, status: RunStatus, error: str | None) -> RunResult:
+        result = self._result(status, error)
+        await self._append(
+            RunFinishedEntry(
+                status,
+                error,
+                result.usage,
+                self.rounds,
+                self.model_requests,
+                _jsonable(self.output),
+            )
+        )
         self._event(RunFinished, result=result)
         return result
 
     async def _record_failure(self, exc: BaseException) -> None:
-        # Best effort: a run that failed is visible in the log.
+        # Best effort: a run that failed is visible in the log as FAILED.
+        error = f"{type(exc).__name__}: {exc}"
         try:
-            record = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-            await self.session._append(Entry(EntryKind.RUN_FINISHED, record, self.run_id))
-        except Exception:
+            await self._append(
+                RunFinishedEntry(
+                    RunStatus.FAILED,
+                    error,
+                    self.controls.meter.total,
+                    self.rounds,
+                    self.model_requests,
+                )
+            )
+        except Exception:  # the store itself may be what failed
             pass
 
 

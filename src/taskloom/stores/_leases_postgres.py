@@ -12,7 +12,7 @@ never read from the server, so every backend and every test agrees on "now".
 
 from __future__ import annotations
 
-from ..stores._sql import Migration, PostgresDatabase
+from ._sql import Migration, PostgresDatabase
 from .leases import Clock, Lease, system_clock
 
 __all__ = ["POSTGRES_LEASE_MIGRATIONS", "PostgresLeases"]
@@ -73,6 +73,11 @@ class PostgresLeases:
         self._release = f"""
             UPDATE {table} SET holder = NULL
             WHERE key = %s AND generation = %s AND holder IS NOT NULL"""
+        self._take_over = f"""
+            UPDATE {table}
+            SET holder = %(holder)s, generation = generation + 1, expires_at = %(expires_at)s
+            WHERE key = %(key)s AND generation = %(generation)s AND holder = %(old)s
+            RETURNING generation"""
         self._current = f"""
             SELECT holder, generation, expires_at FROM {table}
             WHERE key = %s AND holder IS NOT NULL AND expires_at > %s"""
@@ -102,6 +107,20 @@ class PostgresLeases:
         """Give the key up (no effect if the lease was already lost)."""
         async with self._db.connection() as conn:
             await conn.execute(self._release, (lease.key, lease.generation))
+
+    async def take_over(self, lease: Lease, holder: str, ttl: float) -> Lease | None:
+        """Take the key from `lease`'s holder (known dead) while it is still current."""
+        now = self._clock()
+        params = {
+            "key": lease.key,
+            "generation": lease.generation,
+            "old": lease.holder,
+            "holder": holder,
+            "expires_at": now + ttl,
+        }
+        async with self._db.connection() as conn:
+            row = await (await conn.execute(self._take_over, params)).fetchone()
+        return None if row is None else Lease(lease.key, holder, int(row[0]), now + ttl)
 
     async def current(self, key: str) -> Lease | None:
         """The live lease on the key, if any."""

@@ -20,19 +20,19 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import pydantic
 
-from ._schema import check as check_schema
-from .errors import ConfigurationError
-from .models.base import ToolSpec
+from .._schema import check as check_schema
+from ..errors import ConfigurationError
+from ..results import ToolSpec
 
 if TYPE_CHECKING:
-    from .loop.context import ToolContext
+    from ._context import ToolContext
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",
@@ -40,7 +40,6 @@ __all__ = [
     "ToolEffect",
     "ToolError",
     "ToolOutput",
-    "background_tools",
     "cap_output",
     "tool",
 ]
@@ -127,8 +126,8 @@ class Tool:
 
     `name`, `description` and `input_schema` (a JSON schema dict) are what the
     model sees. `effect` decides concurrency: calls of one turn run together
-    only when all are `READ_ONLY` (delegation tools, `is_delegation`, always
-    run together). `needs_approval` (a bool or a predicate on the arguments)
+    only when all are `READ_ONLY`; a tool built with `concurrent=True` (such as
+    a delegation tool) overlaps with them whatever its effect. `needs_approval` (a bool or a predicate on the arguments)
     parks the run for a human decision. `timeout` bounds one call in seconds;
     `max_output_chars` caps the result text (head and tail kept).
     """
@@ -139,10 +138,10 @@ class Tool:
         "_is_async",
         "_model",
         "_spec",
+        "concurrent",
         "description",
         "effect",
         "input_schema",
-        "is_delegation",
         "max_output_chars",
         "name",
         "needs_approval",
@@ -160,7 +159,7 @@ class Tool:
         needs_approval: ApprovalRule = False,
         timeout: float | None = None,
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
-        is_delegation: bool = False,
+        concurrent: bool = False,
         _arguments_model: type[pydantic.BaseModel] | None = None,
         _context_param: str | None = None,
     ) -> None:
@@ -175,7 +174,7 @@ class Tool:
         self.needs_approval = needs_approval
         self.timeout = timeout
         self.max_output_chars = max_output_chars
-        self.is_delegation = is_delegation
+        self.concurrent = concurrent
         self._fn = fn
         self._is_async = fn is not None and inspect.iscoroutinefunction(fn)
         self._model = _arguments_model
@@ -267,7 +266,7 @@ class Tool:
 
 def _is_context(annotation: Any) -> bool:
     """ToolContext itself, Annotated[ToolContext, ...], or ToolContext | None."""
-    from .loop.context import ToolContext
+    from ._context import ToolContext
 
     if annotation is ToolContext:
         return True
@@ -448,15 +447,3 @@ def as_tool(obj: Any) -> Tool:
     if callable(obj):
         return tool(obj)
     raise ConfigurationError(f"{obj!r} is not a tool")
-
-
-def background_tools(*, shell: bool = False, **options: Any) -> list[Tool]:
-    """The opt-in background command tools (`background_run`, `background_status`,
-    `background_wait`, `background_stop`); commands run without a shell unless
-    `shell=True`."""
-    from .background.tools import build_background_tools
-
-    return build_background_tools(shell=shell, **options)
-
-
-AsyncToolFunction = Callable[..., Awaitable[Any]]
