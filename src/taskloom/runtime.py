@@ -323,9 +323,9 @@ class HeldLease:
                 callback()
             return
         self.lease = renewed
-        for callback in self._renewed:
+        for keep_alive in self._renewed:
             try:
-                await callback()
+                await keep_alive()
             except Exception:
                 logger.warning("keep-alive of session %s failed", self.session.id, exc_info=True)
         self._schedule()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_exports
+from ..errors import BackgroundCapReached
 from ..loop import Delivery
 from ..stores.leases import Clock, Lease, Leases, MemoryLeases, system_clock
 from .activities import (
@@ -23,7 +24,7 @@ from .activities import (
 from .lifecycle import DeleteHook, DeleteRefused, Lifecycle, Listeners, Reopen, StopHook
 from .memory import MemoryActivityRegistry, MemoryNoticeInbox
 from .notices import RunNotices
-from .service import BackgroundCapReached, BackgroundService
+from .service import BackgroundService
 
 if TYPE_CHECKING:
     from ..tools import Tool

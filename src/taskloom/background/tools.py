@@ -24,12 +24,12 @@ import weakref
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..errors import ConfigurationError
+from ..errors import BackgroundCapReached, ConfigurationError
 from ..runtime import Runtime
 from ..tools import Tool, ToolContext, ToolEffect, ToolError, tool
 from .activities import BackgroundActivity, BackgroundNotice, NoticeStatus
 from .process import CommandNotStarted, CommandProcess, OutputCapture, format_seconds
-from .service import BackgroundCapReached, BackgroundService, WorkResult
+from .service import BackgroundService, WorkResult
 
 __all__ = ["build_background_tools"]
 

@@ -51,7 +51,10 @@ class SessionStore(Protocol):
     append is checked against it in the append's own transaction.
     """
 
-    leases: Leases
+    @property
+    def leases(self) -> Leases:
+        """The leases on this store's database, checked by fenced appends."""
+        ...
 
     async def create(self, meta: SessionMeta) -> SessionMeta:
         """Create a session; raises `ValueError` if the id exists. Returns it timestamped."""
