@@ -34,7 +34,7 @@ from test_background_tools import (
 from taskloom import Agent, Runtime
 from taskloom.background.process import CommandProcess, OutputCapture
 from taskloom.models import ModelRequest, reply
-from taskloom.tools import background_tools
+from taskloom.background import background_tools
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/stat").exists(), reason="process checks read /proc (Linux)"

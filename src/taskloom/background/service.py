@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BackgroundCapReached
@@ -26,11 +26,11 @@ from .activities import (
     NoticeStatus,
 )
 from .lifecycle import Lifecycle, Listeners
-from .notices import Delivery, RunNotices
+from .notices import RunNotices
 
 if TYPE_CHECKING:
-    from ..loop.context import ToolContext
     from ..runtime import Runtime
+    from ..tools import ToolContext
 
 __all__ = ["BackgroundService", "Work", "WorkResult"]
 
@@ -110,10 +110,20 @@ class BackgroundService:
         """Forget a run's notices (called by the loop when the run ends)."""
         self._runs.pop(run_id, None)
 
-    async def ack(self, session_id: str, delivery: Delivery) -> None:
-        """Acknowledge what a persisted assistant message carried."""
-        if delivery.ack_ids:
-            await self.inbox.ack(session_id, delivery.ack_ids)
+    async def ack(self, session_id: str, ids: Sequence[str]) -> None:
+        """Acknowledge notices the model has seen, once what carried them is persisted."""
+        if ids:
+            await self.inbox.ack(session_id, list(ids))
+
+    @classmethod
+    def of(cls, runtime: Runtime) -> BackgroundService:
+        """The background service of `runtime` (its `background`)."""
+        service = runtime.background
+        if not isinstance(service, BackgroundService):
+            raise TypeError(
+                f"runtime.background is a {type(service).__name__}, not a BackgroundService"
+            )
+        return service
 
     # ------------------------------------------------------------ work
 
@@ -264,7 +274,7 @@ class BackgroundService:
         if self.emit is not None:
             self.emit(event)
         if self._runtime is not None:
-            self._runtime._on_notice(event.session_id)
+            self._runtime.on_notice(event.session_id)
 
     async def close(self) -> None:
         """Stop all work this process runs and release the backends."""
