@@ -20,6 +20,13 @@ from taskloom.background.process import CommandProcess, OutputCapture
 PIDFILE = Path(sys.argv[1])
 
 
+def written_pid() -> str:
+    try:
+        return PIDFILE.read_text().strip()
+    except FileNotFoundError:
+        return ""
+
+
 async def main() -> None:
     spill = Path(tempfile.mkdtemp()) / "spill.log"
     # The pid is written from inside the new session: it names an escaped process.
@@ -27,9 +34,9 @@ async def main() -> None:
     script = f"{shlex.join(['setsid', 'sh', '-c', inner])} & exec sleep 1000"
     output = OutputCapture(100, 100, lambda: spill)
     process = await CommandProcess.start("sleeper", ["sh", "-c", script], output=output)
-    while not PIDFILE.exists() or not PIDFILE.read_text().strip():
+    while not (escaped := written_pid()):
         await asyncio.sleep(0.01)
-    sys.stdout.write(f"READY {process.pid} {PIDFILE.read_text().strip()}\n")
+    sys.stdout.write(f"READY {process.pid} {escaped}\n")
     sys.stdout.flush()
     await asyncio.sleep(3600)
 

@@ -21,6 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from taskloom import Agent, Runtime
+from taskloom.background import background_tools
+from taskloom.background.process import CommandProcess, OutputCapture
+from taskloom.models import ModelRequest, reply
 from test_background_tools import (
     OPTIONS,
     PidFiles,
@@ -30,11 +35,6 @@ from test_background_tools import (
     run_then_wait,
     started,
 )
-
-from taskloom import Agent, Runtime
-from taskloom.background.process import CommandProcess, OutputCapture
-from taskloom.models import ModelRequest, reply
-from taskloom.background import background_tools
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/stat").exists(), reason="process checks read /proc (Linux)"
@@ -100,6 +100,7 @@ async def test_inherit_env_passes_the_whole_environment(secret: str) -> None:
 
 
 # ---------------------------------------------------------------- process trees
+
 
 def setsid_sleeper(pidfile: Path) -> str:
     """Shell words that start a `sleep` in a session of its own, which writes
@@ -188,7 +189,11 @@ async def test_closing_the_runtime_kills_descendants_that_left_the_group(
 @pytest.mark.slow
 async def test_a_command_that_exits_leaves_no_daemon_behind(pids: PidFiles) -> None:
     pidfile = pids.new()
-    command = f"{setsid_sleeper(pidfile)} & echo started"
+    # Exits once the daemon is known to be running, in a session of its own.
+    quoted = shlex.quote(str(pidfile))
+    command = (
+        f"{setsid_sleeper(pidfile)} & while [ ! -s {quoted} ]; do sleep 0.01; done; echo started"
+    )
     model = run_then_wait({"command": command})
     async with Runtime() as runtime:
         tools = background_tools(shell=True, kill_grace=0.5)

@@ -40,8 +40,12 @@ host the byte `T` (SIGTERM to every descendant; SIGKILL to what is left
 GRACE seconds later). The keeper exits once the command has exited and no
 descendant is left.
 
-Elsewhere than Linux there is no subreaper and no `/proc`: signals go to the
-command's process group, while its leader runs.
+Limits. A command can kill its keeper on purpose (`kill -9 $PPID`): it then
+dies by its parent-death signal, but what it started is orphaned to init. A
+host that forks without exec (multiprocessing's `fork` start method) hands
+its end of the socket to the fork too, and its keepers learn of its death
+only once the fork is gone as well. Without a subreaper or `/proc` (other
+systems than Linux) signals go to the command's process group only.
 """
 
 from __future__ import annotations
@@ -185,9 +189,12 @@ class Keeper:
             children_left = self._reap()
             # Ending the group needs the host's word: its members are not
             # our children, so their end is not seen here.
-            if self._exit_code is not None and not children_left:
-                if not self._by_group or self._told:
-                    return 0
+            if (
+                self._exit_code is not None
+                and not children_left
+                and (not self._by_group or self._told)
+            ):
+                return 0
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 deadline = None
