@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from taskloom import Agent, Runtime
+from taskloom import Agent, ConfigurationError, Runtime
 from taskloom.background import background_tools
 from taskloom.background.process import CommandProcess, OutputCapture
 from taskloom.models import ModelRequest, reply
@@ -97,6 +97,11 @@ async def test_inherit_env_passes_the_whole_environment(secret: str) -> None:
         await session.run("go", options=OPTIONS)
 
     assert outcome(model).endswith(f"output:\n{secret}")
+
+
+def test_env_that_cannot_be_an_environment_is_refused_at_build() -> None:
+    with pytest.raises(ConfigurationError, match="A=B"):
+        background_tools(env={"A=B": "x"})
 
 
 # ---------------------------------------------------------------- process trees

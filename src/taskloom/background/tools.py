@@ -16,11 +16,9 @@ session kills those commands and removes those files.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import re
 import shlex
-import tempfile
 import time
 import uuid
 import weakref
@@ -30,6 +28,7 @@ from pathlib import Path
 from ..errors import BackgroundCapReached, ConfigurationError
 from ..runtime import Runtime
 from ..tools import Tool, ToolContext, ToolEffect, ToolError, tool
+from ._spills import SpillFiles
 from .activities import BackgroundActivity, BackgroundNotice, NoticeStatus
 from .process import CommandNotStarted, CommandProcess, OutputCapture, format_seconds
 from .service import BackgroundService, WorkResult
@@ -71,9 +70,6 @@ language and encoding; none of them usually carries a secret."""
 
 _SPILL_NAME = re.compile(rf"{KIND}-[0-9a-f]{{12}}\.log")
 """What a spill file of these tools is called; no other file is ever removed."""
-
-_SWEEP_SECONDS = 60.0
-"""The least time between two looks for spill files past their retention."""
 
 _BACKSTOP_MARGIN = 5.0
 """Seconds past its timeout and grace after which a command's keeper ends it
@@ -185,16 +181,10 @@ class _Commands:
         self.kill_grace = kill_grace
         self._env = env
         self._inherit_env = inherit_env
-        self._spill_dir = spill_dir
-        self._spill_retention = spill_retention
-        self._swept_at: float | None = None
+        self._spills = SpillFiles(spill_dir, spill_retention, _SPILL_NAME)
         # Per runtime (its background service), per session: ids of the
         # commands running in this process. Weak: a tool set outlives runtimes.
         self._running: weakref.WeakKeyDictionary[BackgroundService, dict[str, set[str]]] = (
-            weakref.WeakKeyDictionary()
-        )
-        # Per runtime, per session: the spill files its commands wrote here.
-        self._spills: weakref.WeakKeyDictionary[BackgroundService, dict[str, set[Path]]] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -224,7 +214,7 @@ class _Commands:
         argv = self.argv(command)
         service = _service(ctx)
         self._watch_deletes(service)
-        self._sweep_spills()
+        self._spills.sweep()
         session_id = ctx.session_id
         activity_id = f"{KIND}-{uuid.uuid4().hex[:12]}"
 
@@ -287,7 +277,7 @@ class _Commands:
             output = OutputCapture(
                 self.head_chars,
                 self.tail_chars,
-                lambda: self._spill_path(service, session_id, activity_id),
+                lambda: self._spills.path(service, session_id, activity_id),
             )
             try:
                 process = await CommandProcess.start(
@@ -344,47 +334,12 @@ class _Commands:
             # tree and finishes it; the delete then clears those notices.
             for activity_id in list(self._running.get(service, {}).get(session_id, ())):
                 await service.stop(session_id, activity_id)
-            # After the stops: a stopped command's output is complete, and
-            # its file written, only once its stop returned. Not undone by a
-            # refused delete: the notices that named them stay, the text too.
-            for path in self._spills.get(service, {}).pop(session_id, set()):
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
+            # After the stops: a stopped command's file is complete only once
+            # its stop returned. A refused delete does not bring the files
+            # back; the notices naming them keep the head and tail.
+            self._spills.remove_session(service, session_id)
 
         service.listeners.on_delete(end_session_commands)
-
-    def _spill_path(self, service: BackgroundService, session_id: str, activity_id: str) -> Path:
-        if self._spill_dir is None:
-            # Made on first use, private to this user: output may hold secrets.
-            self._spill_dir = Path(tempfile.mkdtemp(prefix="taskloom-background-"))
-        path = self._spill_dir / f"{activity_id}.log"
-        self._spills.setdefault(service, {}).setdefault(session_id, set()).add(path)
-        return path
-
-    def _sweep_spills(self) -> None:
-        """Remove spill files older than the retention (at most once a minute)."""
-        now = time.time()
-        if self._spill_retention is None or self._spill_dir is None:
-            return
-        if self._swept_at is not None and now - self._swept_at < _SWEEP_SECONDS:
-            return
-        self._swept_at = now
-        cutoff = now - self._spill_retention
-        try:
-            entries = list(os.scandir(self._spill_dir))
-        except OSError:
-            return  # not made yet, or unreadable: nothing of ours to remove
-        for entry in entries:
-            if not _SPILL_NAME.fullmatch(entry.name):
-                continue
-            with contextlib.suppress(OSError):  # another process may remove it first
-                if entry.is_file(follow_symlinks=False) and entry.stat().st_mtime < cutoff:
-                    os.unlink(entry.path)
-        for sessions in self._spills.values():
-            for session_id, paths in list(sessions.items()):
-                paths.difference_update([p for p in paths if not p.exists()])
-                if not paths:
-                    del sessions[session_id]
 
 
 # ---------------------------------------------------------------- reading state
