@@ -99,7 +99,7 @@ async def _deferred_session() -> tuple[Runtime, Any, list[Any]]:
 
 
 async def test_push_nowait_delivers_from_another_thread() -> None:
-    runtime, session, handles = await _deferred_session()
+    _runtime, session, handles = await _deferred_session()
     done = threading.Event()
     futures: list[Any] = []
 
@@ -120,8 +120,8 @@ async def test_push_nowait_delivers_from_another_thread() -> None:
 
 
 async def test_an_unawaited_push_still_delivers() -> None:
-    runtime, session, handles = await _deferred_session()
-    pending = handles[0].push("written without await")  # noqa: RUF006 - the point of the test
+    _runtime, session, handles = await _deferred_session()
+    pending = handles[0].push("written without await")
     await asyncio.sleep(0)
     await pending  # the write started on its own; awaiting only reads the position
     kinds = [e.kind for e in await session.entries()]
@@ -160,7 +160,9 @@ def test_every_payload_round_trips_through_its_entry(payload: Any) -> None:
 
 
 def test_0_1_approval_requests_read_as_one_call_each() -> None:
-    old = Entry(EntryKind.APPROVAL_REQUEST, {"call_id": "c", "name": "t", "arguments": {}, "hash": "h"})
+    old = Entry(
+        EntryKind.APPROVAL_REQUEST, {"call_id": "c", "name": "t", "arguments": {}, "hash": "h"}
+    )
     payload = old.payload
     assert isinstance(payload, ApprovalRequests)
     assert payload.turn == 0 and [c.call_id for c in payload.calls] == ["c"]
@@ -184,7 +186,9 @@ async def test_a_failed_run_records_failed_status_not_a_bare_string() -> None:
         await session.run("go")
     finished = [e.payload for e in await session.entries() if e.kind == EntryKind.RUN_FINISHED]
     assert isinstance(finished[-1], RunFinishedEntry)
-    assert finished[-1].status is RunStatus.FAILED and "model exploded" in (finished[-1].error or "")
+    assert finished[-1].status is RunStatus.FAILED and "model exploded" in (
+        finished[-1].error or ""
+    )
     assert (await session.entries())[-1].data["status"] == "failed"
 
 
@@ -255,7 +259,11 @@ async def test_resume_with_nothing_parked_is_a_usage_error() -> None:
 
 def test_reused_call_ids_get_unique_ones() -> None:
     turn = Message.assistant(
-        tool_calls=[ToolCall("call_0", "a", {}), ToolCall("call_0", "b", {}), ToolCall("x", "c", {})]
+        tool_calls=[
+            ToolCall("call_0", "a", {}),
+            ToolCall("call_0", "b", {}),
+            ToolCall("x", "c", {}),
+        ]
     )
     fixed = with_unique_call_ids(turn, {"call_0", "call_0_2"})
     ids = [c.id for c in fixed.tool_calls]
