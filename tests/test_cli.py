@@ -19,7 +19,8 @@ def taskloom(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "TASKLOOM_HOME": str(home),
-        "PYTHONPATH": str(TESTS),
+        # tests/ for the tool modules, then the sources under test if they are not installed
+        "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH")) if p),
         "COLUMNS": "200",
     }
     return subprocess.run(

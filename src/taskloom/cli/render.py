@@ -24,7 +24,7 @@ from ..events import (
     ToolCallStarted,
     ToolProgress,
 )
-from ..loop.result import RunResult
+from ..results import RunResult
 
 __all__ = ["EventPrinter", "usage_table"]
 

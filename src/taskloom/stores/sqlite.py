@@ -15,11 +15,11 @@ import sqlite3
 from builtins import list as _list
 from typing import Any, Literal
 
-from ..background.leases import Clock, system_clock
-from ..background.leases_sqlite import SQLiteLeases
 from ..errors import SessionNotFound, StaleLeaseError
+from ._leases_sqlite import SQLiteLeases
 from ._sql import Migration, SQLiteDatabase, dump_json, immediate, session_filters
-from .base import Entry, Fence, SessionMeta
+from .base import Entry, SessionMeta
+from .leases import Clock, Fence, system_clock
 
 __all__ = ["SQLITE_SESSION_MIGRATIONS", "SQLiteStore"]
 
