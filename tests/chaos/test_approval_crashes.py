@@ -40,8 +40,8 @@ from session_child import (
 from pg import pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, Message, RunResult, RunStatus, Runtime, Session, ToolCall
 from taskloom.errors import ApprovalsMissing, SessionBusy, TaskloomError, UsageError
-from taskloom.loop.log import INTERRUPTED
-from taskloom.loop.result import arguments_digest
+from taskloom.loop import INTERRUPTED
+from taskloom.results import arguments_digest
 from taskloom.stores import MemoryStore
 from taskloom.stores.base import Entry, EntryKind, Fence
 
