@@ -150,7 +150,7 @@ class EventPrinter:
             self.console.print(approval_block(event.name, event.call_id, event.arguments))
         elif isinstance(event, NoticeDelivered):
             first = event.text.splitlines()[0] if event.text else ""
-            self._line(o, Text(f"✉ delivered to the model: {fold(first, 90)}", style="yellow"))
+            self._line(o, Text(f"✉ delivered to the model: {fold(first, 120)}", style="yellow"))
         elif isinstance(event, RetryAttempt):
             retry = f"↻ retry {event.attempt} in {event.delay:.2f}s: {fold(event.error, 200)}"
             self._line(o, Text(retry, style="yellow"))
