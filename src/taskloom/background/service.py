@@ -180,8 +180,15 @@ class BackgroundService:
             task = asyncio.get_running_loop().create_task(
                 self._supervise(session_id, activity, work, term)
             )
-            self._tasks[(session_id, aid)] = task
-            task.add_done_callback(lambda _: self._tasks.pop((session_id, aid), None))
+            key = (session_id, aid)
+            self._tasks[key] = task
+            self._activities[key] = activity
+
+            def forget(_: object) -> None:
+                self._tasks.pop(key, None)
+                self._activities.pop(key, None)
+
+            task.add_done_callback(forget)
 
         if not await self.lifecycle.begin(
             session_id, activity, launch, lease=term, kind_cap=kind_cap
@@ -245,10 +252,9 @@ class BackgroundService:
     async def _cancel(self, key: tuple[str, str], task: asyncio.Task[None]) -> None:
         activity = self._activities.get(key)
         task.cancel()
-        try:
-            await task
-        except BaseException:
-            pass
+        # Wait for the work to unwind. Only the task's own cancellation is
+        # expected here; the caller's own cancellation still propagates.
+        await asyncio.wait([task])
         if task.cancelled() and activity is not None:
             # Cancelled before its first step: `_supervise` never ran, so no
             # one else will write the notice that ends the activity.
