@@ -55,7 +55,7 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
 
 
 def chat_model(base_url: str, client: httpx2.AsyncClient, *, stream: bool) -> Any:
-    from taskloom.models.openai_chat import OpenAIChatModel
+    from taskloom.models._openai_chat import OpenAIChatModel
 
     return OpenAIChatModel(
         "gpt-4.1-mini", api_key="bench", base_url=base_url, http_client=client, stream=stream

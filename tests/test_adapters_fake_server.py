@@ -62,7 +62,7 @@ def make_model(
     stream: bool = True,
     api_key: str = "test",
 ) -> Any:
-    module = importlib.import_module(f"taskloom.models.{kind}")
+    module = importlib.import_module(f"taskloom.models._{kind}")
     base_url = server.anthropic_base_url if kind == "anthropic" else server.base_url
     model = getattr(module, _CLASSES[kind])
     return model(

@@ -29,7 +29,7 @@ from taskloom.models import (
     ToolCallDelta,
     ToolSpec,
 )
-from taskloom.models.anthropic import AnthropicModel, wire_tool_id
+from taskloom.models._anthropic import AnthropicModel, wire_tool_id
 
 Handler = Callable[[httpx2.Request], httpx2.Response]
 

@@ -24,7 +24,7 @@ from taskloom import (
     tool,
 )
 from taskloom.delegation import SubAgent, child_status
-from taskloom.delegation.children import ChildStatus
+from taskloom.delegation._children import ChildStatus
 from taskloom.models import FunctionModel, ScriptedModel, reply
 from taskloom.runtime import origin_label
 

@@ -20,7 +20,7 @@ from taskloom import Agent, RunOptions, Runtime
 from taskloom.errors import ConfigurationError, TransportError
 from taskloom.messages import Message
 from taskloom.models import ModelRequest, RetryPolicy, ToolSpec, resolve_model
-from taskloom.models.resolve import PRESETS
+from taskloom.models._resolve import PRESETS
 from taskloom.testing.fake_server import FakeServer
 
 ADAPTERS = {
@@ -33,7 +33,7 @@ SECRET = "pw-not-for-logs"
 
 def adapter_class(prefix: str) -> Any:
     module_name, class_name, _ = ADAPTERS[prefix]
-    return getattr(importlib.import_module(f"taskloom.models.{module_name}"), class_name)
+    return getattr(importlib.import_module(f"taskloom.models._{module_name}"), class_name)
 
 
 def same_model(a: Any, b: Any) -> bool:

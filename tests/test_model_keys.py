@@ -18,7 +18,7 @@ import pytest
 from taskloom.errors import AuthenticationError, ConfigurationError
 from taskloom.messages import Message
 from taskloom.models import ModelRequest, resolve_model
-from taskloom.models.resolve import PRESETS
+from taskloom.models._resolve import PRESETS
 from taskloom.testing.fake_server import FakeServer
 
 ENV_KEYS = {
@@ -95,7 +95,7 @@ async def test_adapters_built_directly_send_no_environment_key_elsewhere(
     server: FakeServer, prefix: str
 ) -> None:
     module_name, class_name = ADAPTERS[prefix]
-    cls = getattr(importlib.import_module(f"taskloom.models.{module_name}"), class_name)
+    cls = getattr(importlib.import_module(f"taskloom.models._{module_name}"), class_name)
     await ask(cls("m", base_url=loopback(prefix, server)))
     assert auth_of(server) == {}
 

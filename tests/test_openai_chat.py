@@ -30,7 +30,7 @@ from taskloom.messages import (
     ToolCall,
     ToolResult,
 )
-from taskloom.models.base import (
+from taskloom.models._base import (
     Model,
     ModelRequest,
     ModelSettings,
@@ -40,7 +40,7 @@ from taskloom.models.base import (
     ToolCallDelta,
     ToolSpec,
 )
-from taskloom.models.openai_chat import OpenAIChatModel
+from taskloom.models._openai_chat import OpenAIChatModel
 
 WIRE_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
 

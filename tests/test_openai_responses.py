@@ -42,7 +42,7 @@ from taskloom.models import (
     ToolCallDelta,
     ToolSpec,
 )
-from taskloom.models.openai_responses import OpenAIResponsesModel
+from taskloom.models._openai_responses import OpenAIResponsesModel
 
 CLOSED_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -35,7 +35,7 @@ from taskloom.messages import (
     ToolResult,
 )
 from taskloom.models import ModelRequest, ModelSettings, ReasoningOptions, ToolSpec
-from taskloom.models.anthropic import AnthropicModel
+from taskloom.models._anthropic import AnthropicModel
 
 API = "anthropic"
 HOST = "api.anthropic.com"

@@ -31,7 +31,7 @@ from taskloom.messages import (
     ToolCall,
     ToolResult,
 )
-from taskloom.models.base import (
+from taskloom.models._base import (
     ModelRequest,
     ModelResponse,
     ModelSettings,
@@ -40,7 +40,7 @@ from taskloom.models.base import (
     ToolCallDelta,
     ToolSpec,
 )
-from taskloom.models.openai_chat import OpenAIChatModel
+from taskloom.models._openai_chat import OpenAIChatModel
 
 FOLDERS = {"test_openai": "openai-chat", "test_ollama": "ollama"}
 CHAT_PATH = "/chat/completions"

@@ -46,7 +46,7 @@ from taskloom.models import (
     ToolCallDelta,
     ToolSpec,
 )
-from taskloom.models.openai_responses import OpenAIResponsesModel
+from taskloom.models._openai_responses import OpenAIResponsesModel
 
 API = "openai-responses"
 FOLDER = "test_openai_responses"

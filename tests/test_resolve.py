@@ -13,9 +13,9 @@ import pytest
 from taskloom.errors import ConfigurationError
 from taskloom.messages import Message
 from taskloom.models import resolve_model
-from taskloom.models.base import ModelRequest
-from taskloom.models.openai_chat import OpenAIChatModel
-from taskloom.models.resolve import PREFIXES, PRESETS, resolve, split_spec
+from taskloom.models._base import ModelRequest
+from taskloom.models._openai_chat import OpenAIChatModel
+from taskloom.models._resolve import PREFIXES, PRESETS, resolve, split_spec
 
 PRESET_DEFAULTS = {
     "ollama": ("http://localhost:11434/v1", "OLLAMA_API_KEY", False),
@@ -211,8 +211,8 @@ def test_bad_specs_list_the_known_prefixes_or_name_the_problem(spec: str) -> Non
 @pytest.mark.parametrize(
     ("prefix", "module_name", "class_name"),
     [
-        ("openai-responses", "taskloom.models.openai_responses", "OpenAIResponsesModel"),
-        ("anthropic", "taskloom.models.anthropic", "AnthropicModel"),
+        ("openai-responses", "taskloom.models._openai_responses", "OpenAIResponsesModel"),
+        ("anthropic", "taskloom.models._anthropic", "AnthropicModel"),
     ],
 )
 def test_other_wire_apis_are_imported_lazily_and_get_the_options(

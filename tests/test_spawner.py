@@ -26,7 +26,7 @@ from taskloom.delegation import (
     child_status,
     console_tools,
 )
-from taskloom.delegation.spawner import SPAWN_TOOL
+from taskloom.delegation._spawner import SPAWN_TOOL
 from taskloom.errors import StaleLeaseError
 from taskloom.models import FunctionModel, ScriptedModel, reply
 from taskloom.stores import MemoryStore

@@ -71,8 +71,8 @@ from .loop import (
     StopSignal,
 )
 from .messages import ImageBlock, Message, TextBlock, ThinkingBlock, ToolCall, ToolResult, Usage
-from .models.base import Model, ModelRequest, ModelResponse, ModelSettings, ReasoningOptions
-from .models.retry import RetryPolicy
+from .models._base import Model, ModelRequest, ModelResponse, ModelSettings, ReasoningOptions
+from .models._retry import RetryPolicy
 from .runtime import Runtime, Session
 from .tools import (
     Deferred,

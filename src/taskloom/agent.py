@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from ._schema import check as check_schema
 from .errors import ConfigurationError
-from .models.base import Model, ModelSettings
+from .models._base import Model, ModelSettings
 from .tools import Tool, as_tool
 
 if TYPE_CHECKING:
     from .events import Event
-    from .loop.options import RunOptions
+    from .loop._options import RunOptions
     from .messages import Message
     from .results import RunResult
     from .runtime import Runtime

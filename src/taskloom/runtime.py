@@ -46,7 +46,7 @@ from .loop import (
     SessionLog,
 )
 from .messages import Message
-from .models.base import Model, ModelSettings, ReasoningOptions
+from .models._base import Model, ModelSettings, ReasoningOptions
 from .results import ToolSpec
 from .stores import SessionStore, open_store
 from .stores.base import SessionMeta

@@ -33,7 +33,7 @@ from typing import Any
 from taskloom import Agent, RunResult, Runtime, Tool, ToolContext, tool
 from taskloom.errors import SessionBusy, UsageError
 from taskloom.models import FunctionModel, ModelRequest, reply
-from taskloom.models.scripted import Reply
+from taskloom.models._scripted import Reply
 from taskloom.stores import open_store
 from taskloom.stores.base import Entry, Fence
 

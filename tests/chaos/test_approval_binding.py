@@ -18,7 +18,7 @@ from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
 from taskloom import Agent, RunStatus, Runtime, Session, tool
 from taskloom.errors import ApprovalsMissing
 from taskloom.models import FunctionModel, ModelRequest, reply
-from taskloom.models.scripted import Reply
+from taskloom.models._scripted import Reply
 from taskloom.stores import open_store
 
 paid: list[int] = []

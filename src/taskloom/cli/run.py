@@ -11,7 +11,7 @@ from rich.console import Console
 
 from ..agent import Agent
 from ..errors import UsageError
-from ..loop.options import RunOptions
+from ..loop._options import RunOptions
 from ..results import RunResult
 from ..runtime import Runtime, Session
 from .failures import with_hint

@@ -18,10 +18,10 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..agent import Agent
-from ..delegation.children import child_status
+from ..delegation._children import child_status
 from ..errors import UsageError
 from ..loop import SessionLog
-from ..loop.options import RunOptions
+from ..loop._options import RunOptions
 from ..messages import Message
 from ..models import FunctionModel, ModelRequest
 from ..runtime import Runtime

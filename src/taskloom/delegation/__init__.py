@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from .children import ChildOutcome, ChildStatus, child_status
-from .console import console_tools
-from .dispatch import ChildSpec, ChildWorker, Dispatcher, InlineDispatcher, TaskDispatcher
-from .spawner import Spawner, WorkerType
-from .subagent import DelegationTool, SubAgent
+from ._children import ChildOutcome, ChildStatus, child_status
+from ._console import console_tools
+from ._dispatch import ChildSpec, ChildWorker, Dispatcher, InlineDispatcher, TaskDispatcher
+from ._spawner import Spawner, WorkerType
+from ._subagent import DelegationTool, SubAgent
 
 __all__ = [
     "ChildOutcome",

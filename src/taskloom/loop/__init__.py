@@ -10,10 +10,10 @@ from __future__ import annotations
 from .._control import RunControls, StopSignal, UsageMeter
 from ..results import PendingCall, RunResult, RunStatus
 from ._log import INTERRUPTED, SessionLog
+from ._options import RunOptions
 from ._port import Delivery, NoticesPort, RunNoticesPort, SessionPort
 from ._run import RunLoop
-from .options import RunOptions
-from .strategy import (
+from ._strategy import (
     Continue,
     Inject,
     ReasoningChange,
@@ -25,7 +25,7 @@ from .strategy import (
     RoundToolResult,
     Stop,
 )
-from .stream import RunStream
+from ._stream import RunStream
 
 __all__ = [
     "INTERRUPTED",

@@ -29,7 +29,7 @@ from ..entries import (
     Steer,
 )
 from ..messages import Message, ToolCall, ToolResult
-from ..models.base import ReasoningOptions
+from ..models._base import ReasoningOptions
 
 __all__ = [
     "INTERRUPTED",

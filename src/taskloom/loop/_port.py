@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..entries import Entry
 from ..messages import Message
-from ..models.base import Model, ModelSettings, ReasoningOptions
+from ..models._base import Model, ModelSettings, ReasoningOptions
 from ..results import ToolSpec
 from ..tools import AgentView, Tool, ToolHost
 

@@ -39,17 +39,17 @@ from ..events import (
     RunStarted,
 )
 from ..messages import Message, ToolCall, ToolResult
-from ..models.base import ModelRequest
+from ..models._base import ModelRequest
 from ..results import PendingCall, RunResult, RunStatus
 from ..tools import ToolContext
 from ._approvals import gated_calls, requests_for, resolve_parked_turn
+from ._ask import ask_model
+from ._execute import run_batch
 from ._log import fold_text, with_unique_call_ids
+from ._options import RunOptions
 from ._port import Delivery, SessionPort
-from .ask import ask_model
-from .execute import run_batch
-from .options import RunOptions
-from .result import EndRun
-from .strategy import RoundAdjustment, RoundBoundary, RoundContext, RoundDecision, RoundToolResult
+from ._result import EndRun
+from ._strategy import RoundAdjustment, RoundBoundary, RoundContext, RoundDecision, RoundToolResult
 
 __all__ = ["STORE_GRACE", "RunLoop"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_exports
-from .base import (
+from ._base import (
     Model,
     ModelRequest,
     ModelResponse,
@@ -22,13 +22,13 @@ from .base import (
     ToolSpec,
     collect,
 )
-from .retry import RetryPolicy
-from .scripted import FunctionModel, Reply, ScriptedModel, reply
+from ._retry import RetryPolicy
+from ._scripted import FunctionModel, Reply, ScriptedModel, reply
 
 if TYPE_CHECKING:
-    from .anthropic import AnthropicModel
-    from .openai_chat import OpenAIChatModel
-    from .openai_responses import OpenAIResponsesModel
+    from ._anthropic import AnthropicModel
+    from ._openai_chat import OpenAIChatModel
+    from ._openai_responses import OpenAIResponsesModel
 
 __all__ = [
     "AnthropicModel",
@@ -54,9 +54,9 @@ __all__ = [
 ]
 
 _LAZY = {
-    "OpenAIChatModel": ".openai_chat",
-    "OpenAIResponsesModel": ".openai_responses",
-    "AnthropicModel": ".anthropic",
+    "OpenAIChatModel": "._openai_chat",
+    "OpenAIResponsesModel": "._openai_responses",
+    "AnthropicModel": "._anthropic",
 }
 
 
@@ -77,6 +77,6 @@ def resolve_model(spec: str | Model, **options: Any) -> Model:
     """
     if not isinstance(spec, str):
         return spec
-    from .resolve import resolve
+    from ._resolve import resolve
 
     return resolve(spec, **options)

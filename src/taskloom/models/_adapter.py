@@ -26,8 +26,7 @@ from urllib.parse import urlsplit
 import httpx2
 
 from ..errors import ConfigurationError
-from ._http import SSE, Target, default_client, iter_sse, open_stream, send_json
-from .base import (
+from ._base import (
     ModelRequest,
     ModelResponse,
     ModelSettings,
@@ -35,7 +34,8 @@ from .base import (
     StreamEvent,
     collect,
 )
-from .resolve import ANTHROPIC, OPENAI_RESPONSES, PRESETS, Preset
+from ._http import SSE, Target, default_client, iter_sse, open_stream, send_json
+from ._resolve import ANTHROPIC, OPENAI_RESPONSES, PRESETS, Preset
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

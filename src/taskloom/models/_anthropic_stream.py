@@ -26,8 +26,8 @@ from ..errors import (
 )
 from ..events import TextDelta, ThinkingDelta
 from ..messages import Block, Message, TextBlock, ThinkingBlock, ToolCall, Usage
+from ._base import ModelResponse, StreamEvent, ToolCallDelta
 from ._http import SSE, loads_event
-from .base import ModelResponse, StreamEvent, ToolCallDelta
 
 __all__ = ["PROVIDER", "StreamAssembler", "decode", "parse_block", "stream_error"]
 

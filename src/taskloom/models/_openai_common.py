@@ -24,7 +24,7 @@ from ..messages import (
     ToolResult,
     Usage,
 )
-from .base import ModelRequest, StopReason, ToolSpec
+from ._base import ModelRequest, StopReason, ToolSpec
 
 __all__ = [
     "WireIds",

@@ -21,9 +21,9 @@ import httpx2
 from ..errors import ProviderError, TransportError
 from ..events import TextDelta, ThinkingDelta
 from ..messages import Block, Message, TextBlock, ThinkingBlock, ToolCall, Usage
+from ._base import ModelResponse, StreamEvent, ToolCallDelta
 from ._http import SSE, error_from_response, loads_event
 from ._openai_common import parse_arguments
-from .base import ModelResponse, StreamEvent, ToolCallDelta
 
 __all__ = ["PROVIDER", "SUMMARY_SEPARATOR", "StreamState", "decode", "event_error"]
 

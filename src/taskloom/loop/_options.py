@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from .._control import RunControls, StopSignal, UsageMeter
-from ..models.retry import RetryPolicy
+from ..models._retry import RetryPolicy
 
 if TYPE_CHECKING:
-    from .strategy import RoundStrategy
+    from ._strategy import RoundStrategy
 
 __all__ = ["RunControls", "RunOptions", "StopSignal", "UsageMeter"]
 

@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 from ..messages import Block, ImageBlock, Message, TextBlock, ThinkingBlock, ToolCall, ToolResult
 from ._adapter import WireModel
 from ._anthropic_stream import PROVIDER, StreamAssembler, decode
-from .base import ModelRequest, ModelResponse, ModelSettings, ReasoningOptions
-from .resolve import ANTHROPIC
+from ._base import ModelRequest, ModelResponse, ModelSettings, ReasoningOptions
+from ._resolve import ANTHROPIC
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -29,7 +29,7 @@ from ..errors import ConfigurationError, SessionBusy, StaleLeaseError
 from ..events import origin_label
 from ..loop import RunOptions
 from ..runtime import Runtime
-from .children import (
+from ._children import (
     CHILD_LEASE,
     ChildOutcome,
     ChildStatus,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from .base import Model
+    from ._base import Model
 
 __all__ = [
     "ANTHROPIC",
@@ -82,8 +82,8 @@ OPENAI_RESPONSES = Preset("openai-responses", "https://api.openai.com/v1", "OPEN
 """The OpenAI Responses API's server and key."""
 
 _OTHER_APIS = {
-    "openai-responses": ("taskloom.models.openai_responses", "OpenAIResponsesModel"),
-    "anthropic": ("taskloom.models.anthropic", "AnthropicModel"),
+    "openai-responses": ("taskloom.models._openai_responses", "OpenAIResponsesModel"),
+    "anthropic": ("taskloom.models._anthropic", "AnthropicModel"),
 }
 
 PREFIXES: tuple[str, ...] = ("openai", "openai-responses", "anthropic", *list(PRESETS)[1:])
@@ -142,7 +142,7 @@ def resolve(spec: str, **options: Any) -> Model:
             f"unknown model provider {prefix!r} in {spec!r}: known providers are "
             + ", ".join(PREFIXES)
         )
-    from .openai_chat import OpenAIChatModel
+    from ._openai_chat import OpenAIChatModel
 
     if options.get("base_url") is None:
         options["base_url"] = at_url or os.environ.get(preset.base_url_env) or preset.base_url

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..events import Event, ModelRequestStarted, RetryAttempt, TextDelta, ThinkingDelta
-from ..models.base import Model, ModelRequest, ModelResponse, ResponseCompleted
+from ..models._base import Model, ModelRequest, ModelResponse, ResponseCompleted
 from ..results import RunStatus
-from .options import RunControls, RunOptions
-from .result import EndRun
+from ._options import RunControls, RunOptions
+from ._result import EndRun
 
 __all__ = ["ask_model"]
 

@@ -16,7 +16,7 @@ from ..loop import SessionLog
 from ..messages import Message
 from ..stores import SessionMeta
 from ..tools import Tool, ToolContext, ToolEffect, ToolError, tool
-from .children import (
+from ._children import (
     ChildStatus,
     LiveChildren,
     child_status,
@@ -25,7 +25,7 @@ from .children import (
     summary,
     terminal_entry,
 )
-from .dispatch import report_notice_id
+from ._dispatch import report_notice_id
 
 __all__ = ["console_tools", "find_child"]
 

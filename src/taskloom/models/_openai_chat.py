@@ -18,6 +18,7 @@ from ..errors import ProviderError, TransportError
 from ..events import TextDelta, ThinkingDelta
 from ..messages import Message, ToolCall
 from ._adapter import WireModel
+from ._base import ModelRequest, ModelResponse, ModelSettings, StreamEvent, ToolCallDelta
 from ._http import SSE, error_from_response, loads_event
 from ._openai_common import (
     arguments_json,
@@ -32,8 +33,7 @@ from ._openai_common import (
     text_of,
     usage_of,
 )
-from .base import ModelRequest, ModelResponse, ModelSettings, StreamEvent, ToolCallDelta
-from .resolve import PRESETS
+from ._resolve import PRESETS
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

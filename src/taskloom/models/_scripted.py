@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 from ..errors import ModelScriptExhausted
 from ..events import TextDelta, ThinkingDelta
 from ..messages import Message, TextBlock, ThinkingBlock, ToolCall, ToolResult, Usage
-from .base import ModelRequest, ModelResponse, ResponseCompleted, StreamEvent
+from ._base import ModelRequest, ModelResponse, ResponseCompleted, StreamEvent
 
 __all__ = ["FunctionModel", "Reply", "ScriptedModel", "reply"]
 

@@ -16,10 +16,10 @@ from typing import Any
 
 from ..messages import Block, ImageBlock, Message, TextBlock, ThinkingBlock, ToolCall, ToolResult
 from ._adapter import WireModel
+from ._base import ModelRequest, ModelResponse, ModelSettings, ToolSpec
 from ._openai_common import arguments_json, strict_schema_allowed
+from ._resolve import OPENAI_RESPONSES
 from ._responses_stream import PROVIDER, StreamState, decode
-from .base import ModelRequest, ModelResponse, ModelSettings, ToolSpec
-from .resolve import OPENAI_RESPONSES
 
 __all__ = ["OpenAIResponsesModel"]
 

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent import Agent
 from ..errors import ConfigurationError
-from ..models.base import Model
+from ..models._base import Model
 from ..tools import ApprovalRule, Tool, ToolEffect, ToolError, ToolOutput, as_tool
-from .children import create_child, run_inline
+from ._children import create_child, run_inline
 
 if TYPE_CHECKING:
     from ..tools import ToolContext

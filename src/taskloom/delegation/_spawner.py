@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 from ..agent import Agent
 from ..background import BackgroundActivity, BackgroundService
 from ..errors import ConfigurationError
-from ..models.base import Model
+from ..models._base import Model
 from ..tools import ApprovalRule, Tool, ToolError, ToolOutput, as_tool
-from .children import CHILD_LEASE, create_child, host_runtime, run_inline, summary
-from .dispatch import ChildSpec, Dispatcher
-from .subagent import DelegationTool, check_child_tools
+from ._children import CHILD_LEASE, create_child, host_runtime, run_inline, summary
+from ._dispatch import ChildSpec, Dispatcher
+from ._subagent import DelegationTool, check_child_tools
 
 if TYPE_CHECKING:
     from ..tools import ToolContext
