@@ -177,6 +177,23 @@ def _start_time(pid: int) -> str | None:
     return fields[19]
 
 
+_IDENTITY: tuple[int, str] | None = None
+
+
+def _process_identity() -> str:
+    """This process's identity prefix, computed once per pid (a fork gets its own)."""
+    global _IDENTITY
+    pid = os.getpid()
+    if _IDENTITY is None or _IDENTITY[0] != pid:
+        boot, ns, started = _boot_id(), _pid_namespace(), _start_time(pid)
+        if boot is None or ns is None or started is None:
+            ident = f"{socket.gethostname()}-{pid}"
+        else:
+            ident = f"{_HOLDER_PREFIX}:{boot}:{ns}:{pid}:{started}"
+        _IDENTITY = (pid, ident)
+    return _IDENTITY[1]
+
+
 def holder_name(tag: str = "") -> str:
     """A lease holder name that identifies this process on this machine.
 
@@ -185,13 +202,10 @@ def holder_name(tag: str = "") -> str:
     for certain that the holder is gone (`holder_is_gone`). Elsewhere it is
     only unique, and a dead holder's lease lapses at its expiry.
     """
-    pid = os.getpid()
-    boot, ns, started = _boot_id(), _pid_namespace(), _start_time(pid)
-    unique = uuid.uuid4().hex[:8]
+    ident = _process_identity()
+    sep = ":" if ident.startswith(_HOLDER_PREFIX + ":") else "-"
     suffix = f"-{tag}" if tag else ""
-    if boot is None or ns is None or started is None:
-        return f"{socket.gethostname()}-{pid}-{unique}{suffix}"
-    return f"{_HOLDER_PREFIX}:{boot}:{ns}:{pid}:{started}:{unique}{suffix}"
+    return f"{ident}{sep}{uuid.uuid4().hex[:8]}{suffix}"
 
 
 def holder_is_gone(holder: str) -> bool:
