@@ -1,4 +1,4 @@
-"""Loading the recorded provider traffic in ../shared/corpora and serving it.
+"""Loading the recorded provider traffic in tests/corpora and serving it.
 
 `load(folder)` yields `Cassette`s; `transport_for(interaction)` answers every
 request with that interaction's recorded response through an
@@ -17,7 +17,7 @@ from typing import Any
 import httpx2
 import yaml
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "pydantic-ai-cassettes"
+CORPUS = Path(__file__).resolve().parent / "corpora" / "pydantic-ai-cassettes"
 
 
 @dataclass
@@ -63,6 +63,9 @@ def _text(raw: Any) -> str | None:
 
 def load(folder: str) -> Iterator[Cassette]:
     """Every cassette in a corpus folder, sorted by name."""
+    if not (CORPUS / folder).is_dir():
+        # The corpus is part of the repository: a missing folder is an error, not an empty run.
+        raise FileNotFoundError(f"no corpus folder {CORPUS / folder}")
     for path in sorted((CORPUS / folder).glob("*.yaml")):
         data = yaml.safe_load(path.read_text())
         cassette = Cassette(path)

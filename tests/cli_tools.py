@@ -15,3 +15,15 @@ def weather(city: str) -> str:
 def book(what: str) -> str:
     """Book something (needs approval)."""
     return f"booked {what}"
+
+
+@tool(effect=ToolEffect.READ_ONLY)
+def echo(text: str) -> str:
+    """Say the text back, byte for byte."""
+    return text
+
+
+@tool(needs_approval=True)
+def pay(memo: str, amount: float, currency: str, destination: str) -> str:
+    """Send a payment (needs approval)."""
+    return f"paid {amount:.2f} {currency} to {destination}"

@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 
 from taskloom import Agent, RunOptions, RunStatus, Runtime, ToolContext, ToolEffect, tool
+from taskloom.background import background_tools
 from taskloom.background.process import CommandProcess, OutputCapture
 from taskloom.messages import Message
 from taskloom.models import FunctionModel, ModelRequest, reply
-from taskloom.tools import background_tools
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/stat").exists(), reason="process checks read /proc (Linux)"

@@ -2,33 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
+import shlex
 from pathlib import Path
 
 import pytest
 
+from cli_process import taskloom_cli as taskloom
 from taskloom.testing.fake_server import FakeServer
-
-TESTS = Path(__file__).parent
-
-
-def taskloom(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "TASKLOOM_HOME": str(home),
-        "PYTHONPATH": str(TESTS),
-        "COLUMNS": "200",
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "taskloom", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
 
 
 @pytest.fixture
@@ -102,7 +83,17 @@ def test_park_list_show_approve_resume(server: FakeServer, tmp_path: Path) -> No
     again = taskloom("approve", session_id, call_id, "--deny", home=tmp_path)
     assert again.returncode == 2 and "already approved" in again.stderr
 
-    resumed = taskloom("resume", session_id, home=tmp_path)
+    # Resuming needs the agent from the command line; the run said how.
+    then = re.search(r"then: taskloom resume (.+)", parked.stdout)
+    assert then, parked.stdout
+    assert shlex.split(then.group(1)) == [
+        session_id,
+        "--model",
+        f"openai:gpt-4.1-mini@{server.base_url}",
+        "--tool",
+        "cli_tools:book",
+    ]
+    resumed = taskloom("resume", *shlex.split(then.group(1)), home=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert "booked a cabin" in resumed.stdout and "Your cabin is booked." in resumed.stdout
     final = taskloom("sessions", "show", session_id, home=tmp_path)

@@ -134,7 +134,7 @@ async def test_racing_decisions_from_two_processes_agree_on_one(store_url: tuple
         )
         decisions = [e for e in await reopened.entries() if e.kind == "approval_decision"]
         first = decisions[0].data["approved"]
-        assert reopened.log.decisions[call_id]["approved"] is first  # the first in the log wins
+        assert reopened.log.decision(call_id).approved is first  # the first in the log wins
         loser = "deny" if first else "approve"
         assert outcomes[["approve", "deny"].index(loser)] == 3
 

@@ -15,17 +15,15 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
 import yaml
 
+from cassettes import CORPUS
 from taskloom.messages import Usage
 from taskloom.testing.fake_server import FakeServer
-
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "pydantic-ai-cassettes"
 
 CHAT, RESPONSES, MESSAGES = "/v1/chat/completions", "/v1/responses", "/v1/messages"
 ALL_PATHS = (CHAT, RESPONSES, MESSAGES)
@@ -244,8 +242,7 @@ def interactions(folder: str) -> list[dict[str, Any]]:
 
 def recorded(folder: str, path: str, *, stream: bool) -> list[Any]:
     """Bodies of the successful recorded responses to `path`: SSE text or JSON."""
-    if not (CORPUS / folder).is_dir():
-        pytest.skip(f"recorded traffic not found at {CORPUS}")
+    assert (CORPUS / folder).is_dir(), f"recorded traffic not found at {CORPUS / folder}"
     bodies = []
     for item in interactions(folder):
         response, uri = item["response"], item["request"]["uri"]

@@ -25,7 +25,7 @@ from taskloom import (
     tool,
 )
 from taskloom.errors import AuthenticationError
-from taskloom.loop.log import INTERRUPTED
+from taskloom.loop import INTERRUPTED
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
 
 FAST = RetryPolicy(max_retries=3, initial_delay=0.001, max_delay=0.002)
@@ -390,17 +390,26 @@ async def test_cancel_during_a_tool_leaves_calls_answered_as_interrupted() -> No
 
 async def test_child_options_share_stop_deadline_and_tokens() -> None:
     parent = RunOptions(max_rounds=9, token_budget=100, deadline=30).bind()
-    child = parent.child(max_rounds=2)
+    child = RunOptions.for_child(parent, max_rounds=2)
     assert child.max_rounds == 2 and child.token_budget == 100
-    assert child._deadline_at == parent._deadline_at
     run_child = child.bind()
-    run_child._meter.add(Usage(40, 2))  # type: ignore[union-attr]
-    assert parent._meter.total.total_tokens == 42  # type: ignore[union-attr]
+    assert run_child.deadline_at == parent.deadline_at
+    run_child.meter.add(Usage(40, 2))
+    assert parent.meter.total.total_tokens == 42
     child.stop.set()
     assert not parent.stop.is_set  # stopping a child leaves the parent running
-    other = parent.child()
+    other = RunOptions.for_child(parent)
     parent.stop.set()
     assert other.stop.is_set  # stopping the parent reaches its children
+
+
+async def test_child_deadline_is_the_earlier_of_its_own_and_the_parents() -> None:
+    parent = RunOptions(deadline=30).bind()
+    assert parent.deadline_at is not None
+    sooner = RunOptions(deadline=5, parent=parent).bind()
+    later = RunOptions(deadline=300, parent=parent).bind()
+    assert sooner.deadline_at is not None and sooner.deadline_at < parent.deadline_at
+    assert later.deadline_at == parent.deadline_at
 
 
 # ---------------------------------------------------------------- structured output
@@ -527,7 +536,7 @@ async def test_two_runs_of_one_session_cannot_overlap() -> None:
     session = await Runtime().create_session(Agent(model=ScriptedModel([reply("a", delay=0.2)])))
     first = asyncio.create_task(session.run("x"))
     await asyncio.sleep(0.01)
-    with pytest.raises(TaskloomError, match="already has a run"):
+    with pytest.raises(TaskloomError, match="is busy"):
         await session.run("y")
     await first
 

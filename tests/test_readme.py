@@ -1,29 +1,55 @@
-"""Every code block in the README runs: python blocks in order, in one process."""
+"""Every code block in the README runs: each python block on its own, in a fresh process."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parents[1] / "README.md"
+# What a block prints that shows it did what the prose says, by section heading.
+PRINTS = {
+    "Run an agent": "Tromsø: clear skies",
+    "Watch a run happen": "get_weather -> 4°C, rain",
+}
 
 
 def blocks(language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", README.read_text(), flags=re.DOTALL)
 
 
-def test_python_blocks_run_in_order() -> None:
-    code = blocks("python")
-    assert len(code) >= 4
-    # Blocks call asyncio.run, so they run outside pytest's event loop: in a subprocess.
-    program = "\n\n".join(code)
+def python_sections() -> list[tuple[str, str]]:
+    """(heading of the section it is in, code) of every python block, in order."""
+    text = README.read_text()
+    found = []
+    for match in re.finditer(r"```python\n(.*?)```", text, flags=re.DOTALL):
+        headings = re.findall(r"^## (.+)$", text[: match.start()], flags=re.MULTILINE)
+        found.append((headings[-1] if headings else "", match.group(1)))
+    return found
+
+
+SECTIONS = python_sections()
+
+
+def test_the_readme_has_the_python_blocks_checked_here() -> None:
+    assert len(SECTIONS) >= 8
+    headings = [h for h, _ in SECTIONS]
+    assert set(PRINTS) <= set(headings)
+
+
+@pytest.mark.parametrize(("heading", "code"), SECTIONS, ids=[h for h, _ in SECTIONS])
+def test_python_block_runs_on_its_own(heading: str, code: str, tmp_path: Path) -> None:
+    # Blocks call asyncio.run, so they run outside pytest's event loop; a fresh
+    # process per block also proves a reader can paste any one of them alone.
     done = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr
-    assert "Tromsø: clear skies" in done.stdout and "get_weather -> 4°C, rain" in done.stdout
+    assert PRINTS.get(heading, "") in done.stdout
 
 
 def test_shell_blocks_are_the_two_setup_commands() -> None:
@@ -41,7 +67,13 @@ def test_demo_runs(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PATH": "/usr/bin:/bin", "TASKLOOM_HOME": str(tmp_path), "COLUMNS": "120"},
+        env={
+            "PATH": "/usr/bin:/bin",
+            "TASKLOOM_HOME": str(tmp_path),
+            "COLUMNS": "120",
+            # the sources under test, when they are not the installed copy
+            **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
+        },
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout

@@ -15,7 +15,6 @@ from taskloom import (
     ToolEffect,
     tool,
 )
-from taskloom.background.leases import MemoryLeases
 from taskloom.delegation import (
     ChildSpec,
     ChildStatus,
@@ -32,6 +31,7 @@ from taskloom.errors import StaleLeaseError
 from taskloom.models import FunctionModel, ScriptedModel, reply
 from taskloom.stores import MemoryStore
 from taskloom.stores.base import Entry
+from taskloom.stores.leases import MemoryLeases
 
 
 @tool(effect=ToolEffect.READ_ONLY)
@@ -200,7 +200,7 @@ async def test_console_tools_find_read_steer_and_stop() -> None:
     child_id = receipt["id"]
     assert result.status is RunStatus.COMPLETED
 
-    from taskloom.loop.context import ToolContext as Ctx
+    from taskloom.tools import ToolContext as Ctx
 
     ctx = Ctx(
         run_id="r",
@@ -208,9 +208,9 @@ async def test_console_tools_find_read_steer_and_stop() -> None:
         call_id="c",
         agent=session.agent,
         runtime=runtime,
-        session=session,
-        options=__import__("taskloom").RunOptions(),
+        controls=__import__("taskloom").RunOptions().bind(),
         emit=lambda e: None,
+        record=session.append,
     )
     await asyncio.sleep(0.05)  # let the worker task start
     listing = (await tools["list_agents"].call({}, ctx)).content
@@ -349,7 +349,7 @@ async def test_child_status_is_derived_from_log_and_lease() -> None:
     child = await runtime.create_session(Agent("c", ScriptedModel([])))
     await store.append(child.id, Entry("subagent_dispatched", {"spec": {}}))
     assert await child_status(runtime, child.id) is ChildStatus.QUEUED
-    lease = await store.leases.acquire(f"child:{child.id}", "w", 30)
+    lease = await store.leases.acquire(f"session:{child.id}", "w", 30)
     await store.append(child.id, Entry("subagent_started"), fence=lease.fence)  # type: ignore[union-attr]
     assert await child_status(runtime, child.id) is ChildStatus.RUNNING
     now[0] += 60  # the worker died: its lease lapsed
@@ -374,7 +374,7 @@ async def test_a_worker_redelivered_after_a_crash_continues_from_the_log() -> No
     child = await runtime.create_session(Agent("bg", model), parent_id=parent.id)
     spec = ChildSpec(child.id, parent.id, "bg", "the task", model=model.spec)
     # a first worker started the child, wrote the task, then died
-    dead = await store.leases.acquire(f"child:{child.id}", "dead", 30)
+    dead = await store.leases.acquire(f"session:{child.id}", "dead", 30)
     await store.append(child.id, Entry("subagent_started"), fence=dead.fence)  # type: ignore[union-attr]
     from taskloom import Message
 

@@ -49,11 +49,6 @@ async def test_every_store_refuses_the_same_ids(backend: Backend) -> None:  # no
         await runtime.create_session(agent, session_id="a\nb")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Runtime.create_session turns a falsy session_id into a random one "
-    "(runtime.py: `session_id or uuid...`); it must pass '' on to the store",
-)
 async def test_create_session_refuses_an_empty_id() -> None:
     with pytest.raises(ConfigurationError, match="session id must be"):
         await Runtime().create_session(Agent("a", ScriptedModel([])), session_id="")

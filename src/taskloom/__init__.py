@@ -7,6 +7,8 @@ stop, approvals. See the README for a tour.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._lazy import lazy_exports
 from .agent import Agent
 from .errors import (
@@ -52,8 +54,6 @@ from .events import (
 )
 from .loop import (
     Continue,
-    Deferred,
-    DeferredItem,
     Inject,
     PendingCall,
     ReasoningChange,
@@ -69,13 +69,21 @@ from .loop import (
     RunStream,
     Stop,
     StopSignal,
-    ToolContext,
 )
 from .messages import ImageBlock, Message, TextBlock, ThinkingBlock, ToolCall, ToolResult, Usage
 from .models.base import Model, ModelRequest, ModelResponse, ModelSettings, ReasoningOptions
 from .models.retry import RetryPolicy
 from .runtime import Runtime, Session
-from .tools import Tool, ToolEffect, ToolError, ToolOutput, tool
+from .tools import (
+    Deferred,
+    DeferredItem,
+    Tool,
+    ToolContext,
+    ToolEffect,
+    ToolError,
+    ToolOutput,
+    tool,
+)
 
 __all__ = [
     "Agent",
@@ -83,7 +91,12 @@ __all__ = [
     "ApprovalRequested",
     "ApprovalsMissing",
     "AuthenticationError",
+    "BackgroundActivity",
     "BackgroundCapReached",
+    "BackgroundNotice",
+    "ChildSpec",
+    "ChildStatus",
+    "ChildWorker",
     "CommandNotStarted",
     "ConfigurationError",
     "ContextWindowExceeded",
@@ -91,10 +104,20 @@ __all__ = [
     "CorruptEntry",
     "Deferred",
     "DeferredItem",
+    "Delivery",
+    "Dispatcher",
+    "Entry",
     "Event",
+    "FunctionModel",
     "ImageBlock",
     "Inject",
+    "InlineDispatcher",
     "InvalidRequest",
+    "Lifecycle",
+    "Listeners",
+    "MemoryActivityRegistry",
+    "MemoryNoticeInbox",
+    "MemoryStore",
     "Message",
     "Model",
     "ModelRequest",
@@ -119,22 +142,28 @@ __all__ = [
     "RoundStrategy",
     "RoundToolResult",
     "RunFinished",
+    "RunNotices",
     "RunOptions",
     "RunResult",
     "RunStarted",
     "RunStatus",
     "RunStream",
     "Runtime",
+    "ScriptedModel",
     "Session",
     "SessionBusy",
     "SessionNotFound",
+    "SessionStore",
+    "Spawner",
     "StaleLeaseError",
     "Stop",
     "StopSignal",
     "StoreError",
     "StoreUnavailable",
+    "SubAgent",
     "SubagentFinished",
     "SubagentStarted",
+    "TaskDispatcher",
     "TaskloomError",
     "TextBlock",
     "TextDelta",
@@ -154,12 +183,54 @@ __all__ = [
     "Usage",
     "UsageError",
     "WorkFinished",
+    "WorkerType",
+    "background_tools",
+    "console_tools",
+    "reply",
+    "resolve_model",
     "tool",
 ]
 __version__ = "0.1.0"
 
-# Delegation, background values and stores are part of the public surface but
-# import on first use, so `import taskloom` stays as cheap as pydantic alone.
+# Delegation, background values, stores and the model helpers are part of the
+# public surface but import on first use, so `import taskloom` stays as cheap
+# as pydantic alone. Type checkers see them through the imports below.
+if TYPE_CHECKING:
+    from .background import (
+        BackgroundActivity,
+        BackgroundNotice,
+        Delivery,
+        Lifecycle,
+        Listeners,
+        MemoryActivityRegistry,
+        MemoryNoticeInbox,
+        RunNotices,
+        background_tools,
+    )
+    from .delegation import (
+        ChildSpec,
+        ChildStatus,
+        ChildWorker,
+        Dispatcher,
+        InlineDispatcher,
+        Spawner,
+        SubAgent,
+        TaskDispatcher,
+        WorkerType,
+        console_tools,
+    )
+    from .models import (
+        FunctionModel,
+        ScriptedModel,
+        reply,
+        resolve_model,
+    )
+    from .stores import (
+        Entry,
+        MemoryStore,
+        SessionStore,
+    )
+
 _LAZY = {
     "SubAgent": "taskloom.delegation",
     "Spawner": "taskloom.delegation",
@@ -179,7 +250,7 @@ _LAZY = {
     "Listeners": "taskloom.background",
     "RunNotices": "taskloom.background",
     "Delivery": "taskloom.background",
-    "background_tools": "taskloom.tools",
+    "background_tools": "taskloom.background",
     "SessionStore": "taskloom.stores",
     "MemoryStore": "taskloom.stores",
     "Entry": "taskloom.stores",
@@ -189,9 +260,20 @@ _LAZY = {
     "reply": "taskloom.models",
 }
 
-
 __getattr__ = lazy_exports(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:
     return sorted([*globals(), *_LAZY])
+
+
+def _default_background(runtime: Runtime) -> Any:
+    # The package root is the one place that knows both the runtime and the
+    # background layer: it wires the default service without the runtime
+    # importing upward.
+    from .background import BackgroundService
+
+    return BackgroundService.for_store(runtime.store, runtime=runtime)
+
+
+Runtime.default_background = _default_background

@@ -20,8 +20,8 @@ from .tools import Tool, as_tool
 if TYPE_CHECKING:
     from .events import Event
     from .loop.options import RunOptions
-    from .loop.result import RunResult
     from .messages import Message
+    from .results import RunResult
     from .runtime import Runtime
 
 __all__ = ["Agent"]

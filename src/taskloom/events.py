@@ -7,11 +7,12 @@ origins joined with `>`; empty for the top agent.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
-    from .loop.result import RunResult
+    from .results import RunResult
 
 __all__ = [
     "ApprovalRequested",
@@ -30,6 +31,7 @@ __all__ = [
     "ToolCallStarted",
     "ToolProgress",
     "WorkFinished",
+    "origin_label",
 ]
 
 
@@ -189,3 +191,15 @@ Event: TypeAlias = (
     | WorkFinished
     | RunFinished
 )
+
+
+_LABEL_UNSAFE = re.compile(r"[#>\s]+")
+
+
+def origin_label(name: str, child_session_id: str, parent_origin: str = "") -> str:
+    """The origin of a child's events: `label#<first 8 of child id>`, nested
+    origins joined with `>`; the label is `name` sanitized (`[#>\\s]+` → `-`,
+    at most 32 characters)."""
+    label = _LABEL_UNSAFE.sub("-", name).strip("-")[:32] or "agent"
+    own = f"{label}#{child_session_id[:8]}"
+    return f"{parent_origin}>{own}" if parent_origin else own

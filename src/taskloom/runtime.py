@@ -4,84 +4,137 @@ A `Session` object is a cache of its log in the store: every decision it
 makes (what is pending, which model, what was approved) is derived from the
 entries, so another process holding only the session id reaches the same
 answers.
+
+A session has one writer at a time. Every run, resume and wake-up holds the
+session's lease (`session_lease_key`); each entry the run appends carries the
+lease's fencing generation, and the store refuses a stale one in the append's
+own transaction. A second caller gets `SessionBusy` (or waits, `wait=True`).
+Decisions, steering, stop requests and deferred items are written by anyone,
+without the lease.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
+import contextlib
+import logging
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .agent import Agent
-from .errors import ApprovalConflict, TaskloomError
-from .events import Event
-from .loop.log import SessionLog, interrupted_results
-from .loop.options import RunOptions, StopSignal
-from .loop.result import RunResult, arguments_digest
-from .loop.run import RunLoop
-from .loop.stream import RunStream
-from .messages import Message, ToolCall
-from .models.base import Model, ModelSettings, ReasoningOptions, ToolSpec
+from .entries import (
+    ApprovalDecision,
+    Entry,
+    ModelChange,
+    Payload,
+    Steer,
+    StopRequest,
+    SubagentLink,
+)
+from .errors import ApprovalConflict, SessionBusy, UsageError
+from .events import Event, origin_label
+from .loop import (
+    NoticesPort,
+    PendingCall,
+    RunLoop,
+    RunOptions,
+    RunResult,
+    RunStream,
+    SessionLog,
+)
+from .messages import Message
+from .models.base import Model, ModelSettings, ReasoningOptions
+from .results import ToolSpec
 from .stores import SessionStore, open_store
-from .stores.base import Entry, EntryKind, Fence, SessionMeta
+from .stores.base import SessionMeta
+from .stores.leases import Lease, holder_is_gone, holder_name
 
 if TYPE_CHECKING:
-    from .background.notices import Delivery
-    from .background.service import BackgroundService
     from .tools import Tool
 
-__all__ = ["Runtime", "Session"]
+__all__ = ["HeldLease", "Runtime", "Session", "session_lease_key"]
+
+logger = logging.getLogger("taskloom")
+
+T = TypeVar("T")
+
+LEASE_TTL = 30.0
+"""Seconds a session lease lasts without renewal (renewed every third of it)."""
+
+
+def session_lease_key(session_id: str) -> str:
+    """The lease whoever runs the session holds (a run, a resume, a child's runner)."""
+    return f"session:{session_id}"
 
 
 class Runtime:
-    """The services sessions share: a store, known models, background work.
+    """The services sessions share: a store, known agents and models, background work.
 
     `store` is a `SessionStore` or a URL (`memory://` — the default —,
-    `sqlite:///path`, `postgresql://...`). `models` registers model instances
-    by spec so a persisted model choice resolves to them; `tools` (a mapping
-    by name, or tools) is the registry a background-child worker rebuilds
-    children from.
-    With `wake_on_notice`, a background notice for an idle session of this
-    runtime starts a follow-up run by itself (an always-on agent), at most
-    `max_wakeups` times in a row before a user turn. Two runtimes never
-    share anything.
+    `sqlite:///path`, `postgresql://...`). `agents` (agents, or a mapping by
+    name) and `models` (model instances, registered by spec) are what a
+    process that did not create a session rebuilds it from; `tools` (a
+    mapping by name, or tools) is the registry a background-child worker
+    rebuilds children from. With `wake_on_notice`, a background notice for
+    an idle session of this runtime starts a follow-up run by itself (an
+    always-on agent), at most `max_wakeups` times in a row before a user
+    turn. `lease_ttl` is how long a run's session lease lasts unrenewed: a
+    writer that vanishes without releasing it blocks the session that long
+    (on Linux a dead holder on the same machine is taken over at once).
+
+    Two runtimes never share anything.
     """
+
+    default_background: ClassVar[Callable[[Runtime], NoticesPort] | None] = None
+    """Builds a runtime's background service when none was given (installed by
+    the `taskloom` package, which knows the background layer)."""
 
     def __init__(
         self,
         store: SessionStore | str | None = None,
         *,
-        models: Mapping[str, Model] | None = None,
+        agents: Mapping[str, Agent] | Iterable[Agent] | None = None,
+        models: Mapping[str, Model] | Iterable[Model] | None = None,
         tools: Mapping[str, Tool] | Iterable[Tool] | None = None,
-        background: BackgroundService | None = None,
+        background: NoticesPort | None = None,
         wake_on_notice: bool = False,
         max_wakeups: int = 8,
+        lease_ttl: float = LEASE_TTL,
     ) -> None:
         self.store: SessionStore = open_store(store)
-        self._models: dict[str, Model] = dict(models or {})
-        self.tools: dict[str, Tool] = (
-            dict(tools) if isinstance(tools, Mapping) else {t.name: t for t in tools or ()}
-        )
+        self.agents: dict[str, Agent] = _by_name(agents, lambda a: a.name)
+        self._models: dict[str, Model] = _by_name(models, lambda m: m.spec)
+        self.tools: dict[str, Tool] = _by_name(tools, lambda t: t.name)
         self._background = background
         self.wake_on_notice = wake_on_notice
         self.max_wakeups = max_wakeups
+        self.lease_ttl = lease_ttl
         self._watchers: dict[str, list[Callable[[], None]]] = {}
-        # Stop signals of children running in this process, for stop_agent.
-        self._live_children: dict[str, StopSignal] = {}
+        self._services: dict[type[Any], Any] = {}
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._wake_tasks: set[asyncio.Task[Any]] = set()
 
     @property
-    def background(self) -> BackgroundService:
-        """Background work (activity registry, notice inbox) on this runtime's backend."""
+    def background(self) -> Any:
+        """Background work (activity registry, notice inbox) on this runtime's
+        backend: a `taskloom.background.BackgroundService` unless one was given."""
         if self._background is None:
-            from .background.service import BackgroundService
-
-            self._background = BackgroundService.for_store(self.store, runtime=self)
+            make = Runtime.default_background
+            if make is None:
+                raise UsageError("no background service: pass Runtime(background=...)")
+            self._background = make(self)
         return self._background
+
+    def service(self, kind: type[T], make: Callable[[Runtime], T]) -> T:
+        """The runtime's one instance of `kind`, made by `make(runtime)` on first
+        use: how packages above the runtime keep per-runtime state."""
+        found = self._services.get(kind)
+        if found is None:
+            found = self._services[kind] = make(self)
+        return found  # type: ignore[no-any-return]
 
     async def __aenter__(self) -> Runtime:
         return self
@@ -95,7 +148,9 @@ class Runtime:
             task.cancel()
         await asyncio.gather(*self._wake_tasks, return_exceptions=True)
         if self._background is not None:
-            await self._background.close()
+            close = getattr(self._background, "close", None)
+            if close is not None:
+                await close()
         close = getattr(self.store, "close", None)
         if close is not None:
             await close()
@@ -129,24 +184,49 @@ class Runtime:
         metadata: Mapping[str, Any] | None = None,
     ) -> Session:
         """A new, empty session for `agent` in the store."""
-        sid = session_id or uuid.uuid4().hex
+        sid = uuid.uuid4().hex if session_id is None else session_id
         await self.store.create(SessionMeta(sid, agent.name, parent_id, 0.0, dict(metadata or {})))
         return Session(self, sid, agent)
 
-    async def open_session(self, session_id: str, agent: Agent) -> Session:
-        """An existing session (raises `SessionNotFound`), its log loaded."""
-        await self.store.get(session_id)
+    async def open_session(self, session_id: str, agent: Agent | None = None) -> Session:
+        """An existing session (raises `SessionNotFound`), its log loaded.
+
+        Without `agent`, the agent the session recorded is looked up in
+        `Runtime(agents=...)`; a name it lacks raises `ConfigurationError`.
+        """
+        meta = await self.store.get(session_id)
+        if agent is None:
+            agent = self.agent_named(meta.agent)
         session = Session(self, session_id, agent)
-        await session._sync()
+        await session.sync()
         return session
 
-    def _on_notice(self, session_id: str) -> None:
+    def agent_named(self, name: str) -> Agent:
+        """The agent registered under `name` (`Runtime(agents=...)`)."""
+        from .errors import ConfigurationError
+
+        found = self.agents.get(name)
+        if found is None:
+            known = ", ".join(sorted(self.agents)) or "none"
+            raise ConfigurationError(
+                f"this runtime has no agent named {name!r} (registered: {known}); "
+                "pass it in Runtime(agents=[...])"
+            )
+        return found
+
+    async def push_deferred(self, session_id: str, entry: Entry) -> int:
+        """Append a deferred item's entry (no lease needed) and wake the session."""
+        position = await self.store.append(session_id, entry)
+        self.notify(session_id)
+        return position
+
+    def on_notice(self, session_id: str) -> None:
         """A background notice was written for the session (in this process)."""
-        self._notify(session_id)
+        self.notify(session_id)
         if not self.wake_on_notice:
             return
         session = self._sessions.get(session_id)
-        if session is None or session._running or session._wakeups >= self.max_wakeups:
+        if session is None or session.is_running or session._wakeups >= self.max_wakeups:
             # A running run delivers it at its next boundary; past the limit,
             # it waits for the next run.
             return
@@ -157,11 +237,16 @@ class Runtime:
 
     async def _wake(self, session: Session) -> None:
         try:
-            await session._start(None, None, False, "")(None)
-        except TaskloomError:
-            pass  # a run started meanwhile; it delivers the notice
+            await session._run(None, None, resume=False, origin="", emit=None, wait=False)
+        except SessionBusy:
+            pass  # a run holds the session; it delivers the notice at its next boundary
+        except Exception:
+            # The run recorded its failure in the session's log; nobody awaits
+            # a wake-up, so say it here too.
+            logger.warning("wake-up run of session %s failed", session.id, exc_info=True)
 
-    def _notify(self, session_id: str) -> None:
+    def notify(self, session_id: str) -> None:
+        """Wake whoever watches the session in this process (`watch`)."""
         for wake in self._watchers.get(session_id, ()):
             wake()
 
@@ -180,6 +265,81 @@ class Runtime:
         return unwatch
 
 
+def _by_name(items: Mapping[str, T] | Iterable[T] | None, name: Callable[[T], str]) -> dict[str, T]:
+    if items is None:
+        return {}
+    if isinstance(items, Mapping):
+        return dict(items)
+    return {name(item): item for item in items}
+
+
+class HeldLease:
+    """A session lease this process holds (`Session.hold`), renewed on a timer
+    while held; `on_lost` and `on_renewed` hook into its beat."""
+
+    __slots__ = ("_beat", "_lost", "_renewed", "_timer", "lease", "session", "ttl")
+
+    def __init__(self, session: Session, lease: Lease, ttl: float) -> None:
+        self.session = session
+        self.lease = lease
+        self.ttl = ttl
+        self._lost: list[Callable[[], None]] = []
+        self._renewed: list[Callable[[], Awaitable[object]]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._beat: asyncio.Task[None] | None = None
+        self._schedule()
+
+    def on_lost(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback()` if a renewal finds the lease taken over; returns the undo."""
+        self._lost.append(callback)
+        return lambda: self._lost.remove(callback) if callback in self._lost else None
+
+    def on_renewed(self, callback: Callable[[], Awaitable[object]]) -> None:
+        """Await `callback()` after every renewal: keeps something else alive
+        on the lease's beat (a failure there is logged, not fatal)."""
+        self._renewed.append(callback)
+
+    def _schedule(self) -> None:
+        # A timer, not a task: most runs end long before their first renewal.
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(self.ttl / 3, self._fire)
+
+    def _fire(self) -> None:
+        self._beat = asyncio.get_running_loop().create_task(self._renew())
+
+    async def _renew(self) -> None:
+        leases = self.session.runtime.store.leases
+        try:
+            renewed = await leases.renew(self.lease, self.ttl)
+        except Exception:
+            logger.warning(
+                "renewing the lease of session %s failed", self.session.id, exc_info=True
+            )
+            self._schedule()  # the lease may still be ours; try again on the next beat
+            return
+        if renewed is None:
+            logger.warning("session %s was taken over by another writer", self.session.id)
+            for callback in list(self._lost):
+                callback()
+            return
+        self.lease = renewed
+        for keep_alive in self._renewed:
+            try:
+                await keep_alive()
+            except Exception:
+                logger.warning("keep-alive of session %s failed", self.session.id, exc_info=True)
+        self._schedule()
+
+    async def release(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._beat is not None and not self._beat.done():
+            self._beat.cancel()
+            await asyncio.wait([self._beat])
+        with contextlib.suppress(Exception):
+            await self.session.runtime.store.leases.release(self.lease)
+
+
 class Session:
     """A persistent conversation of one agent; see the module docstring."""
 
@@ -188,18 +348,35 @@ class Session:
         self.id = session_id
         self.agent = agent
         self.log = SessionLog()
+        self._held: HeldLease | None = None
         self._running = False
         self._wakeups = 0
         self._specs: tuple[ToolSpec, ...] | None = None
-        # Set while a lease holder (a background child's worker) writes: every
-        # append carries it, and the store refuses it once the lease moved on.
-        self.fence: Fence | None = None
+        # A model instance chosen in this process, and the log position of the
+        # model change that chose it: instances keep their identity here even
+        # when two share a spec (other processes resolve the spec).
+        self._chosen: tuple[int, Model] | None = None
         runtime._sessions[session_id] = self
 
     def __repr__(self) -> str:
         return f"Session({self.id!r}, agent={self.agent.name!r})"
 
     # ------------------------------------------------------------ derived state
+
+    @property
+    def is_running(self) -> bool:
+        """Whether this Session object is running a run now (in this process)."""
+        return self._running
+
+    @property
+    def host(self) -> Runtime:
+        """The runtime, as tools reach it."""
+        return self.runtime
+
+    @property
+    def notices(self) -> NoticesPort:
+        """Background notices of the runtime, as the loop reaches them."""
+        return self.runtime.background  # type: ignore[no-any-return]
 
     @property
     def tools(self) -> Mapping[str, Tool]:
@@ -216,13 +393,16 @@ class Session:
     @property
     def model(self) -> Model:
         """The model the next request goes to (the persisted choice, else the agent's)."""
-        spec = self.log.model_spec
-        if spec is not None:
-            agent_model = self.agent.model
-            if not isinstance(agent_model, str) and agent_model.spec == spec:
-                return agent_model
-            return self.runtime.resolve_model(spec)
-        return self.runtime.resolve_model(self.agent.model)
+        log = self.log
+        if log.model_spec is None:
+            return self.runtime.resolve_model(self.agent.model)
+        chosen = self._chosen
+        if chosen is not None and chosen[0] == log.model_position:
+            return chosen[1]
+        agent_model = self.agent.model
+        if not isinstance(agent_model, str) and agent_model.spec == log.model_spec:
+            return agent_model
+        return self.runtime.resolve_model(log.model_spec)
 
     @property
     def settings(self) -> ModelSettings:
@@ -230,86 +410,138 @@ class Session:
         base = self.agent.settings
         if not self.log.reasoning_set:
             return base
-        return ModelSettings(
-            base.temperature, base.top_p, base.max_tokens, base.stop, self.log.reasoning, base.extra
-        )
+        return replace(base, reasoning=self.log.reasoning)
 
     # ------------------------------------------------------------ the log
 
-    async def _sync(self) -> None:
+    async def sync(self) -> None:
         """Fold in entries other tasks or processes appended since our last look."""
         for entry in await self.runtime.store.load(self.id, after=self.log.position):
             self.log.apply(entry)
 
-    async def _append(self, entry: Entry, message: Message | None = None) -> int:
-        position = await self.runtime.store.append(self.id, entry, fence=self.fence)
+    async def append(self, entry: Entry, message: Message | None = None) -> int:
+        """Append `entry` and fold it in; returns its position.
+
+        While this Session holds the session's lease (it is running), the
+        append carries the lease's fencing token: the store refuses it with
+        `StaleLeaseError` once another writer took the session over.
+        """
+        held = self._held
+        fence = held.lease.fence if held is not None else None
+        position = await self.runtime.store.append(self.id, entry, fence=fence)
         if position == self.log.position + 1:
             self.log.apply(entry, message, position)
         else:
             # Someone else appended in between: read the gap (ours included).
-            await self._sync()
+            await self.sync()
         return position
 
-    async def _append_message(
-        self,
-        message: Message,
-        run_id: str | None,
-        *,
-        delivered: Delivery | None = None,
-        folds: list[int] | None = None,
-    ) -> int:
-        data: dict[str, Any] = {"message": message.to_dict()}
-        if delivered is not None:
-            data["delivered"] = {"text": delivered.text, "ids": list(delivered.ack_ids)}
-        if folds:
-            data["folds"] = folds
-        return await self._append(Entry(EntryKind.MESSAGE, data, run_id), message)
-
-    async def _repair_interrupted(self, run_id: str) -> None:
-        """Give calls cut off by a crash or cancellation their one result."""
-        open_calls = self.log.open_calls()
-        if open_calls and not any(c.id in self.log.requests for c in open_calls):
-            await self._append_message(interrupted_results(open_calls), run_id)
-
-    async def _request_approval(self, call: ToolCall, run_id: str) -> None:
-        data = {
-            "call_id": call.id,
-            "name": call.name,
-            "arguments": call.arguments,
-            "hash": arguments_digest(call.arguments),
-        }
-        await self._append(Entry(EntryKind.APPROVAL_REQUEST, data, run_id))
+    async def record(self, payload: Payload, run_id: str | None = None) -> int:
+        """Append a typed entry (see `append`)."""
+        return await self.append(Entry.of(payload, run_id))
 
     async def entries(self) -> list[Entry]:
         """Every entry of this session's log, in order."""
-        await self._sync()
+        await self.sync()
         return list(self.log.entries)
 
     async def transcript(self, include_children: bool = False) -> list[Message]:
         """The conversation; with `include_children`, each child's messages
         follow its link, tagged with its origin."""
-        await self._sync()
+        await self.sync()
         if not include_children:
             return list(self.log.messages)
         return await _transcript_with_children(self.runtime.store, list(self.log.entries), "")
 
+    async def pending(self) -> list[PendingCall]:
+        """The calls of the parked turn that wait for a decision, with their full
+        arguments (empty when the session is not parked)."""
+        await self.sync()
+        log = self.log
+        return [
+            PendingCall(c.id, c.name, c.arguments)
+            for c in log.parked()
+            if log.request(c.id) is not None and log.decision(c.id) is None
+        ]
+
+    # ------------------------------------------------------------ the lease
+
+    @contextlib.asynccontextmanager
+    async def hold(
+        self, *, wait: bool | float = False, ttl: float | None = None
+    ) -> AsyncIterator[HeldLease]:
+        """Hold the session's lease for the block: this Session becomes the
+        session's one writer, and its appends are fenced.
+
+        Raises `SessionBusy` when another writer holds it; with `wait=True`
+        (or a number of seconds) waits for it instead. A holder on this
+        machine that is known to be dead is taken over at once. Re-entrant
+        for this Session object: an inner hold shares the outer lease. `ttl`
+        overrides the runtime's `lease_ttl` for this hold.
+        """
+        if self._held is not None:
+            yield self._held
+            return
+        ttl = self.runtime.lease_ttl if ttl is None else ttl
+        lease = await self._acquire(wait, ttl)
+        held = self._held = HeldLease(self, lease, ttl)
+        try:
+            yield held
+        finally:
+            self._held = None
+            await held.release()
+
+    async def _acquire(self, wait: bool | float, ttl: float) -> Lease:
+        leases = self.runtime.store.leases
+        key = session_lease_key(self.id)
+        me = holder_name()
+        loop = asyncio.get_running_loop()
+        give_up = None if wait is True else loop.time() + (0.0 if wait is False else float(wait))
+        delay = 0.02
+        while True:
+            lease = await leases.acquire(key, me, ttl)
+            if lease is not None:
+                return lease
+            current = await leases.current(key)
+            if current is not None and holder_is_gone(current.holder):
+                lease = await leases.take_over(current, me, ttl)
+                if lease is not None:
+                    logger.info("session %s: took over the lease of %s", self.id, current.holder)
+                    return lease
+            if current is None:
+                continue  # released between the two calls: try again at once
+            if give_up is not None and loop.time() >= give_up:
+                raise SessionBusy(self.id, current.holder)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
     # ------------------------------------------------------------ running
 
-    def _start(
-        self, user: Message | None, options: RunOptions | None, resume: bool, origin: str
-    ) -> Callable[[Callable[[Event], None] | None], Any]:
-        async def start(emit: Callable[[Event], None] | None) -> RunResult:
-            if self._running:
-                raise TaskloomError(f"session {self.id} already has a run in progress")
-            self._running = True
-            if user is not None:
-                self._wakeups = 0  # a user turn ends a chain of wake-ups
-            try:
-                return await RunLoop(self, options, emit, origin).run(user, resume=resume)
-            finally:
-                self._running = False
-
-        return start
+    async def _run(
+        self,
+        user: Message | None,
+        options: RunOptions | None,
+        *,
+        resume: bool,
+        origin: str,
+        emit: Callable[[Event], None] | None,
+        wait: bool | float,
+    ) -> RunResult:
+        if self._running:
+            raise SessionBusy(self.id, "a run of this Session object")
+        options = options if options is not None else RunOptions()
+        self._running = True
+        try:
+            async with self.hold(wait=wait) as held:
+                if user is not None:
+                    self._wakeups = 0  # a user turn ends a chain of wake-ups
+                undo = held.on_lost(lambda: options.stop.set("the session was taken over"))
+                try:
+                    return await RunLoop(self, options, emit, origin).run(user, resume=resume)
+                finally:
+                    undo()
+        finally:
+            self._running = False
 
     async def run(
         self,
@@ -318,103 +550,123 @@ class Session:
         options: RunOptions | None = None,
         emit: Callable[[Event], None] | None = None,
         origin: str = "",
+        wait: bool | float = False,
     ) -> RunResult:
         """Append `input` as a user turn and run the loop to an end status.
 
         `emit` receives every event as it happens (it must not block);
-        `stream` is the iterator form.
+        `stream` is the iterator form. Raises `SessionBusy` if another run
+        holds the session, unless `wait` (True, or seconds) says to wait.
         """
-        return await self._start(_as_user(input), options, False, origin)(emit)  # type: ignore[no-any-return]
+        return await self._run(
+            _as_user(input), options, resume=False, origin=origin, emit=emit, wait=wait
+        )
 
     def stream(
-        self, input: str | Message | None = None, *, options: RunOptions | None = None
+        self,
+        input: str | Message | None = None,
+        *,
+        options: RunOptions | None = None,
+        wait: bool | float = False,
     ) -> RunStream:
         """Run like `run`, yielding events; `stream.result` holds the result after."""
-        return RunStream(self._start(_as_user(input), options, False, ""))
+        user = _as_user(input)
+        return RunStream(
+            lambda emit: self._run(user, options, resume=False, origin="", emit=emit, wait=wait)
+        )
 
     async def resume(
         self,
         *,
         options: RunOptions | None = None,
         emit: Callable[[Event], None] | None = None,
+        wait: bool | float = False,
     ) -> RunResult:
         """Continue a run parked for approval: approved calls run, denied ones
         get an error result carrying the note, then the loop goes on. Raises
         `ApprovalsMissing` if some parked call has no decision yet."""
-        return await self._start(None, options, True, "")(emit)  # type: ignore[no-any-return]
+        return await self._run(None, options, resume=True, origin="", emit=emit, wait=wait)
 
-    def stream_resume(self, *, options: RunOptions | None = None) -> RunStream:
+    def stream_resume(
+        self, *, options: RunOptions | None = None, wait: bool | float = False
+    ) -> RunStream:
         """`resume`, yielding events."""
-        return RunStream(self._start(None, options, True, ""))
+        return RunStream(
+            lambda emit: self._run(None, options, resume=True, origin="", emit=emit, wait=wait)
+        )
 
     # ------------------------------------------------------------ decisions
 
     async def approve(self, call_id: str, note: str | None = None) -> None:
-        """Approve a parked call (write-once; see `taskloom.loop.approvals`)."""
+        """Approve a call of the parked turn (write-once, bound to the turn and
+        the call's exact arguments; see `taskloom.loop._approvals`)."""
         await self._decide(call_id, True, note)
 
     async def deny(self, call_id: str, note: str | None = None) -> None:
-        """Deny a parked call; the model gets an error result with the note."""
+        """Deny a call of the parked turn; the model gets an error result with the note."""
         await self._decide(call_id, False, note)
 
     async def _decide(self, call_id: str, approved: bool, note: str | None) -> None:
-        await self._sync()
-        request = self.log.requests.get(call_id)
+        await self.sync()
+        log = self.log
+        request = log.request(call_id)
         if request is None:
-            raise TaskloomError(f"session {self.id} has no approval request for call {call_id!r}")
-        existing = self.log.decisions.get(call_id)
+            raise UsageError(
+                f"session {self.id} has no approval request for call {call_id!r} in its parked turn"
+            )
+        existing = log.decision(call_id)
         if existing is not None:
             _check_same(existing, approved, call_id)
             return
-        await self._append(
-            Entry(
-                EntryKind.APPROVAL_DECISION,
-                {"call_id": call_id, "approved": approved, "note": note, "hash": request["hash"]},
-            )
-        )
+        decision = ApprovalDecision(call_id, approved, request.hash, log.turn, note)
+        # Decisions need no lease: anyone may decide while the run is parked.
+        await self.runtime.store.append(self.id, Entry.of(decision))
+        await self.sync()
         # Another process may have decided first: the log order says who won.
-        _check_same(self.log.decisions[call_id], approved, call_id)
+        winner = log.decision(call_id)
+        assert winner is not None
+        _check_same(winner, approved, call_id)
 
     async def steer(self, text: str) -> None:
         """Fold `text` in as a user turn at the next round boundary (of the
         running run, or the next run). Works from any process sharing the store."""
         if not text:
-            raise ValueError("steer needs non-empty text")
-        await self.runtime.store.append(self.id, Entry(EntryKind.STEER, {"text": text}))
-        self.runtime._notify(self.id)
+            raise UsageError("steer needs non-empty text")
+        await self.runtime.store.append(self.id, Entry.of(Steer(text)))
+        self.runtime.notify(self.id)
 
     async def request_stop(self, reason: str | None = None) -> None:
         """Ask the session's running run to stop at its next boundary, from any
         process sharing the store (the run ends STOPPED; later runs are unaffected)."""
-        await self.runtime.store.append(self.id, Entry(EntryKind.STOP_REQUEST, {"reason": reason}))
-        self.runtime._notify(self.id)
+        await self.runtime.store.append(self.id, Entry.of(StopRequest(reason)))
+        self.runtime.notify(self.id)
 
     async def set_model(self, model: Model | str) -> None:
-        """Use another model from the next request on; persisted on the session."""
+        """Use another model from the next request on; persisted on the session.
+
+        An instance is used as given in this process (even if another has
+        the same spec); other processes resolve its spec.
+        """
+        spec = model if isinstance(model, str) else model.spec
+        position = await self.record(ModelChange(model=spec, model_changed=True))
         if isinstance(model, str):
-            spec = model
+            self._chosen = None
         else:
-            spec = model.spec
-            self.runtime._models[spec] = model
-        await self._append(Entry(EntryKind.MODEL_CHANGE, {"model": spec, "model_changed": True}))
+            self._chosen = (position, model)
+            self.runtime._models.setdefault(spec, model)
 
     async def set_reasoning(self, reasoning: ReasoningOptions | None) -> None:
         """Set (or clear, with None) reasoning options; persisted on the session."""
-        await self._append(
-            Entry(
-                EntryKind.MODEL_CHANGE,
-                {
-                    "reasoning": reasoning.to_dict() if reasoning else None,
-                    "reasoning_changed": True,
-                    "model_changed": False,
-                },
+        await self.record(
+            ModelChange(
+                reasoning=reasoning.to_dict() if reasoning else None, reasoning_changed=True
             )
         )
 
 
-def _check_same(existing: Mapping[str, Any], approved: bool, call_id: str) -> None:
-    if bool(existing.get("approved")) != approved:
-        first = "approved" if existing.get("approved") else "denied"
+def _check_same(existing: ApprovalDecision, approved: bool, call_id: str) -> None:
+    if existing.approved != approved:
+        first = "approved" if existing.approved else "denied"
         raise ApprovalConflict(f"call {call_id!r} was already {first}")
 
 
@@ -424,21 +676,9 @@ def _as_user(input: str | Message | None) -> Message | None:
     return Message.user(input)
 
 
-_LABEL_UNSAFE = re.compile(r"[#>\s]+")
-
-
-def origin_label(name: str, child_session_id: str, parent_origin: str = "") -> str:
-    """`label#<first 8 of child id>`, nested origins joined with `>`."""
-    label = _LABEL_UNSAFE.sub("-", name).strip("-")[:32] or "agent"
-    own = f"{label}#{child_session_id[:8]}"
-    return f"{parent_origin}>{own}" if parent_origin else own
-
-
 async def _transcript_with_children(
     store: SessionStore, entries: list[Entry], origin: str
 ) -> list[Message]:
-    from dataclasses import replace
-
     out: list[Message] = []
     log = SessionLog()
     for entry in entries:
@@ -446,9 +686,18 @@ async def _transcript_with_children(
         log.apply(entry)
         for m in log.messages[before:]:
             out.append(replace(m, origin=origin) if origin else m)
-        if entry.kind == EntryKind.SUBAGENT:
-            child_id = str(entry.data["child_session_id"])
-            child_origin = origin_label(str(entry.data.get("name", "agent")), child_id, origin)
+        payload = entry.payload
+        if isinstance(payload, SubagentLink):
+            child_id = payload.child_session_id
+            child_origin = origin_label(payload.name, child_id, origin)
             child_entries = await store.load(child_id)
             out.extend(await _transcript_with_children(store, child_entries, child_origin))
     return out
+
+
+# Used by type checkers only: the Session is the loop's SessionPort.
+if TYPE_CHECKING:
+    from .loop import SessionPort
+
+    def _is_port(session: Session) -> SessionPort:
+        return session

@@ -1,5 +1,6 @@
 """Background work: activities and notices, their registry and inbox, the
-lifecycle that orders them safely, per-run notice delivery, and leases.
+lifecycle that orders them safely, per-run notice delivery, and the
+opt-in background command tools (`background_tools()`).
 
 SQLite and PostgreSQL backends import lazily (`SQLiteActivityRegistry`,
 `SQLiteNoticeInbox`, `PostgresActivityRegistry`, `PostgresNoticeInbox`).
@@ -7,7 +8,12 @@ SQLite and PostgreSQL backends import lazily (`SQLiteActivityRegistry`,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .._lazy import lazy_exports
+from ..errors import BackgroundCapReached
+from ..loop import Delivery
+from ..stores.leases import Clock, Lease, Leases, MemoryLeases, system_clock
 from .activities import (
     ActivityRegistry,
     BackgroundActivity,
@@ -15,11 +21,15 @@ from .activities import (
     NoticeInbox,
     NoticeStatus,
 )
-from .leases import Clock, Lease, Leases, MemoryLeases, system_clock
 from .lifecycle import DeleteHook, DeleteRefused, Lifecycle, Listeners, Reopen, StopHook
 from .memory import MemoryActivityRegistry, MemoryNoticeInbox
-from .notices import Delivery, RunNotices
-from .service import BackgroundCapReached, BackgroundService
+from .notices import RunNotices
+from .service import BackgroundService
+
+if TYPE_CHECKING:
+    from ..tools import Tool
+    from .postgres import PostgresActivityRegistry, PostgresNoticeInbox
+    from .sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
 
 __all__ = [
     "ActivityRegistry",
@@ -47,6 +57,7 @@ __all__ = [
     "SQLiteActivityRegistry",
     "SQLiteNoticeInbox",
     "StopHook",
+    "background_tools",
     "system_clock",
 ]
 
@@ -59,3 +70,12 @@ _LAZY = {
 
 
 __getattr__ = lazy_exports(__name__, _LAZY)
+
+
+def background_tools(*, shell: bool = False, **options: Any) -> list[Tool]:
+    """The opt-in background command tools (`background_run`, `background_status`,
+    `background_wait`, `background_stop`); commands run without a shell unless
+    `shell=True`. Options are those of `build_background_tools`."""
+    from .tools import build_background_tools
+
+    return build_background_tools(shell=shell, **options)

@@ -11,8 +11,8 @@ from builtins import list as _list
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..stores.leases import Clock, system_clock
 from .activities import BackgroundActivity, BackgroundNotice
-from .leases import Clock, system_clock
 
 __all__ = ["MemoryActivityRegistry", "MemoryNoticeInbox"]
 

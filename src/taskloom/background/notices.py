@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from builtins import list as _list
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from ..loop import Delivery
 from .activities import (
     ActivityRegistry,
     BackgroundActivity,
@@ -39,21 +39,6 @@ _ENDED = {
     NoticeStatus.TIMED_OUT: "timed out",
     NoticeStatus.STOPPED: "was stopped",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """Text for the model and the notice ids to ack once it is persisted.
-
-    `ack_ids` may be empty: a line about running work acknowledges nothing.
-    """
-
-    text: str
-    ack_ids: tuple[str, ...] = ()
-
-    def merged(self, other: Delivery) -> Delivery:
-        """One delivery carrying both texts and both sets of ids."""
-        return Delivery(self.text + "\n" + other.text, (*self.ack_ids, *other.ack_ids))
 
 
 def _label(activity: BackgroundActivity) -> str:

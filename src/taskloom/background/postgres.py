@@ -23,8 +23,8 @@ from psycopg import AsyncConnection, sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from ..stores.leases import Clock, system_clock
 from .activities import BackgroundActivity, BackgroundNotice
-from .leases import Clock, system_clock
 
 __all__ = ["PostgresActivityRegistry", "PostgresNoticeInbox"]
 

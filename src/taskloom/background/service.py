@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BackgroundCapReached
@@ -26,11 +26,11 @@ from .activities import (
     NoticeStatus,
 )
 from .lifecycle import Lifecycle, Listeners
-from .notices import Delivery, RunNotices
+from .notices import RunNotices
 
 if TYPE_CHECKING:
-    from ..loop.context import ToolContext
     from ..runtime import Runtime
+    from ..tools import ToolContext
 
 __all__ = ["BackgroundService", "Work", "WorkResult"]
 
@@ -110,10 +110,20 @@ class BackgroundService:
         """Forget a run's notices (called by the loop when the run ends)."""
         self._runs.pop(run_id, None)
 
-    async def ack(self, session_id: str, delivery: Delivery) -> None:
-        """Acknowledge what a persisted assistant message carried."""
-        if delivery.ack_ids:
-            await self.inbox.ack(session_id, delivery.ack_ids)
+    async def ack(self, session_id: str, ids: Sequence[str]) -> None:
+        """Acknowledge notices the model has seen, once what carried them is persisted."""
+        if ids:
+            await self.inbox.ack(session_id, list(ids))
+
+    @classmethod
+    def of(cls, runtime: Runtime) -> BackgroundService:
+        """The background service of `runtime` (its `background`)."""
+        service = runtime.background
+        if not isinstance(service, BackgroundService):
+            raise TypeError(
+                f"runtime.background is a {type(service).__name__}, not a BackgroundService"
+            )
+        return service
 
     # ------------------------------------------------------------ work
 
@@ -170,8 +180,15 @@ class BackgroundService:
             task = asyncio.get_running_loop().create_task(
                 self._supervise(session_id, activity, work, term)
             )
-            self._tasks[(session_id, aid)] = task
-            task.add_done_callback(lambda _: self._tasks.pop((session_id, aid), None))
+            key = (session_id, aid)
+            self._tasks[key] = task
+            self._activities[key] = activity
+
+            def forget(_: object) -> None:
+                self._tasks.pop(key, None)
+                self._activities.pop(key, None)
+
+            task.add_done_callback(forget)
 
         if not await self.lifecycle.begin(
             session_id, activity, launch, lease=term, kind_cap=kind_cap
@@ -235,10 +252,9 @@ class BackgroundService:
     async def _cancel(self, key: tuple[str, str], task: asyncio.Task[None]) -> None:
         activity = self._activities.get(key)
         task.cancel()
-        try:
-            await task
-        except BaseException:
-            pass
+        # Wait for the work to unwind. Only the task's own cancellation is
+        # expected here; the caller's own cancellation still propagates.
+        await asyncio.wait([task])
         if task.cancelled() and activity is not None:
             # Cancelled before its first step: `_supervise` never ran, so no
             # one else will write the notice that ends the activity.
@@ -264,7 +280,7 @@ class BackgroundService:
         if self.emit is not None:
             self.emit(event)
         if self._runtime is not None:
-            self._runtime._on_notice(event.session_id)
+            self._runtime.on_notice(event.session_id)
 
     async def close(self) -> None:
         """Stop all work this process runs and release the backends."""

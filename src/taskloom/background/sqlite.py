@@ -22,8 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TypeVar
 
+from ..stores.leases import Clock, system_clock
 from .activities import BackgroundActivity, BackgroundNotice
-from .leases import Clock, system_clock
 
 __all__ = ["SQLiteActivityRegistry", "SQLiteNoticeInbox"]
 

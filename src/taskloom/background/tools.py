@@ -24,14 +24,26 @@ import weakref
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..errors import ConfigurationError
-from ..loop.context import ToolContext
-from ..tools import Tool, ToolEffect, ToolError, tool
+from ..errors import BackgroundCapReached, ConfigurationError
+from ..runtime import Runtime
+from ..tools import Tool, ToolContext, ToolEffect, ToolError, tool
 from .activities import BackgroundActivity, BackgroundNotice, NoticeStatus
 from .process import CommandNotStarted, CommandProcess, OutputCapture, format_seconds
-from .service import BackgroundCapReached, BackgroundService, WorkResult
+from .service import BackgroundService, WorkResult
 
 __all__ = ["build_background_tools"]
+
+
+def _runtime(ctx: ToolContext) -> Runtime:
+    runtime = ctx.runtime
+    if not isinstance(runtime, Runtime):
+        raise TypeError(f"background tools need a taskloom Runtime, not {type(runtime).__name__}")
+    return runtime
+
+
+def _service(ctx: ToolContext) -> BackgroundService:
+    return BackgroundService.of(_runtime(ctx))
+
 
 KIND = "shell"
 """The activity kind of every command these tools start."""
@@ -127,7 +139,7 @@ class _Commands:
     async def start(self, ctx: ToolContext, command: str, cwd: str | None, timeout: float) -> str:
         """Start `command` in the background of the calling tool's session; its activity id."""
         argv = self.argv(command)
-        service = ctx.runtime.background
+        service = _service(ctx)
         self._watch_deletes(service)
         session_id = ctx.session_id
         activity_id = f"{KIND}-{uuid.uuid4().hex[:12]}"
@@ -257,7 +269,7 @@ async def _snapshot(
     ctx: ToolContext,
 ) -> tuple[dict[str, BackgroundActivity], dict[str, list[BackgroundNotice]]]:
     """The session's running activities and pending notices, by activity id."""
-    service = ctx.runtime.background
+    service = _service(ctx)
     # Registry before inbox: `finish` pushes the notice before it removes the
     # registration, so work missing from both reads has really ended and
     # been reported (or never existed) — never finished in between unseen.
@@ -389,7 +401,7 @@ def _make_tools(commands: _Commands) -> list[Tool]:
         started = time.monotonic()
         running, finished, stopping = await _wait_for(ctx, wanted, max(0.0, timeout))
         waited = format_seconds(time.monotonic() - started)
-        notices = ctx.runtime.background.notices_for(ctx.run_id)
+        notices = _service(ctx).notices_for(ctx.run_id)
         now = time.time()
         parts: list[str] = []
         for activity_id in wanted:
@@ -420,7 +432,7 @@ def _make_tools(commands: _Commands) -> list[Tool]:
         Args:
             id: The id background_run returned.
         """
-        service = ctx.runtime.background
+        service = _service(ctx)
         if commands.owns(service, ctx.session_id, id) and await service.stop(ctx.session_id, id):
             return f"stopped {id}; its notice with the output so far follows"
         running, finished = await _snapshot(ctx)
@@ -455,7 +467,7 @@ async def _wait_for(
     deadline = loop.time() + timeout
     wanted = set(ids)
     woken = asyncio.Event()
-    unwatch = ctx.runtime.watch(ctx.session_id, woken.set)
+    unwatch = _runtime(ctx).watch(ctx.session_id, woken.set)
     stopped = loop.create_task(ctx.stop.wait())
     try:
         while True:

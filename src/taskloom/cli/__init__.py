@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 __all__ = ["default_store_url", "main"]
 
@@ -22,53 +23,84 @@ def default_store_url() -> str:
     return f"sqlite:///{Path(home) / 'taskloom.db'}"
 
 
+def _agent_options(parser: argparse.ArgumentParser) -> None:
+    """How an acting command gets its agent: from the app, or from flags."""
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--app",
+        default=None,
+        metavar="MODULE:FACTORY",
+        help="the host's factory returning its taskloom.Runtime (agents included)",
+    )
+    source.add_argument("--model", default=None, help="PROVIDER:MODEL, e.g. openai:gpt-4.1-mini")
+    parser.add_argument(
+        "--tool", action="append", default=[], help="a tool as module:attribute (repeatable)"
+    )
+    parser.add_argument("--system", default=None, help="instructions (system prompt)")
+    parser.add_argument("--base-url", default=None, help="the model server's base URL")
+    parser.add_argument("--max-rounds", type=int, default=20)
+
+
 def _parser() -> argparse.ArgumentParser:
+    # --debug is read before or after the command: the subcommands' copies
+    # leave it unset unless given, so they never reset the top-level one.
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show the traceback of an error",
+    )
     parser = argparse.ArgumentParser(
         prog="taskloom", description="A runtime for tool-using LLM agents."
     )
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="an offline, scripted tour of a run (no API key needed)")
+    def command(name: str, help: str, into: Any = sub) -> argparse.ArgumentParser:
+        made: argparse.ArgumentParser = into.add_parser(name, help=help, parents=[debug])
+        return made
+
+    demo = command("demo", "an offline, scripted tour of a run (no API key needed)")
     demo.add_argument("--fast", action="store_true", help="no pauses (for tests and CI)")
 
-    run = sub.add_parser("run", help="run a prompt against a model and stream the answer")
+    run = command("run", "run a prompt against a model and stream the answer")
     run.add_argument("prompt")
-    run.add_argument("--model", required=True, help="PROVIDER:MODEL, e.g. openai:gpt-4.1-mini")
-    run.add_argument(
-        "--tool", action="append", default=[], help="a tool as module:attribute (repeatable)"
-    )
-    run.add_argument("--system", default=None, help="instructions (system prompt)")
-    run.add_argument("--base-url", default=None, help="the server's base URL")
+    _agent_options(run)
+    run.add_argument("--session", default=None, help="go on in this session (default: a new one)")
+    run.add_argument("--agent", default=None, help="with --app: the agent to run, by name")
     run.add_argument("--store", default=None, help="store URL (default: the embedded SQLite store)")
-    run.add_argument("--max-rounds", type=int, default=20)
 
-    sessions = sub.add_parser("sessions", help="list and show stored sessions")
+    sessions = command("sessions", "list and show stored sessions")
     ssub = sessions.add_subparsers(dest="action", required=True)
-    ls = ssub.add_parser("list", help="the newest sessions")
+    ls = command("list", "the newest sessions", ssub)
     ls.add_argument("--limit", type=int, default=20)
     ls.add_argument("--store", default=None)
-    show = ssub.add_parser("show", help="a session's transcript")
+    show = command("show", "a session's transcript", ssub)
     show.add_argument("session_id")
     show.add_argument("--tree", action="store_true", help="draw the delegation tree")
     show.add_argument("--store", default=None)
 
-    approve = sub.add_parser("approve", help="approve (or --deny) a parked tool call")
+    approve = command("approve", "approve (or --deny) a parked tool call")
     approve.add_argument("session_id")
     approve.add_argument("call_id")
     approve.add_argument("--deny", action="store_true")
     approve.add_argument("--note", default=None)
     approve.add_argument("--store", default=None)
 
-    resume = sub.add_parser("resume", help="resume a session parked for approval")
+    resume = command("resume", "resume a session parked for approval")
     resume.add_argument("session_id")
-    resume.add_argument("--model", default=None, help="PROVIDER:MODEL (default: the session's)")
-    resume.add_argument("--tool", action="append", default=[])
+    _agent_options(resume)
     resume.add_argument("--store", default=None)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `taskloom` console script; returns the exit code."""
+    """Entry point of the `taskloom` console script; returns the exit code.
+
+    A failure prints one line and a hint on stderr and exits with 2
+    (`--debug` adds the traceback); an interrupt exits with 130.
+    """
     args = _parser().parse_args(argv)
     try:
         if args.command == "demo":
@@ -85,12 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
-        from ..errors import TaskloomError
+        from .failures import report
 
-        if isinstance(exc, TaskloomError):
-            print(f"taskloom: {exc}", file=sys.stderr)
-            return 2
-        raise
+        return report(exc, args)
 
 
 if __name__ == "__main__":

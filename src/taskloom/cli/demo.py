@@ -163,7 +163,7 @@ async def _part_approval(console: Console, fast: bool, store: str) -> None:
 
 async def _part_background(console: Console, fast: bool) -> None:
     console.print(Rule("3 · work that answers later"))
-    from ..tools import background_tools
+    from ..background import background_tools
 
     pause = "0.15" if fast else "1.5"
 

@@ -1,11 +1,19 @@
-"""Rendering a run's events in the terminal as they happen (rich)."""
+"""What the CLI prints: run events as they happen, transcripts, calls
+awaiting approval (rich).
+
+Everything printed here that came from a store, a model or a tool goes
+through `visible` first (see `taskloom.cli.text`), and into a `Text`, never
+into rich markup.
+"""
 
 from __future__ import annotations
 
 import json
+import shlex
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -24,16 +32,55 @@ from ..events import (
     ToolCallStarted,
     ToolProgress,
 )
-from ..loop.result import RunResult
+from ..results import PendingCall, RunResult
+from .text import visible
 
-__all__ = ["EventPrinter", "usage_table"]
+__all__ = [
+    "EventPrinter",
+    "approval_block",
+    "fold",
+    "pending_summary",
+    "usage_table",
+    "visible",
+]
 
 _LANE_STYLES = ("cyan", "magenta", "green", "yellow", "blue", "red")
 
 
-def _args(arguments: dict[str, Any]) -> str:
-    text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
-    return text if len(text) <= 80 else text[:77] + "..."
+def fold(text: str, limit: int) -> str:
+    """`text` on one line, at most `limit` characters, control characters
+    spelled out. For history and progress only: nothing a human decides on
+    is folded."""
+    one = " ".join(visible(text).split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+def _compact(arguments: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
+
+
+def approval_block(name: str, call_id: str, arguments: Mapping[str, Any]) -> RenderableType:
+    """A call awaiting a decision: its name and id, then every argument as
+    indented JSON, in full; long values wrap at the terminal's width."""
+    header = Text.assemble((visible(name), "bold yellow"), " ", (f"[{visible(call_id)}]", "dim"))
+    body = visible(json.dumps(dict(arguments), indent=2, ensure_ascii=False, default=str))
+    indented = "\n".join("    " + line for line in body.splitlines())
+    return Group(header, Text(indented, overflow="fold"))
+
+
+def pending_summary(session_id: str, pending: Iterable[PendingCall], resume_flags: str) -> Group:
+    """The calls a run parked on, each in full, with the commands that decide
+    them and resume the session (`resume_flags` say how to rebuild its agent)."""
+    parts: list[RenderableType] = []
+    for call in pending:
+        parts.append(Text("awaiting approval:", style="bold yellow"))
+        parts.append(approval_block(call.name, call.id, call.arguments))
+        command = shlex.join(["taskloom", "approve", session_id, visible(call.id)])
+        parts.append(Text(f"  decide: {command} (or add --deny)"))
+    if parts:
+        again = shlex.join(["taskloom", "resume", session_id])
+        parts.append(Text(f"  then: {again}{' ' + resume_flags if resume_flags else ''}"))
+    return Group(*parts)
 
 
 class EventPrinter:
@@ -57,12 +104,15 @@ class EventPrinter:
         if not origin:
             return Text("")
         style = self._lanes.setdefault(origin, _LANE_STYLES[len(self._lanes) % len(_LANE_STYLES)])
-        return Text(f"[{origin}] ", style=f"bold {style}")
+        return Text(f"[{visible(origin)}] ", style=f"bold {style}")
 
-    def _line(self, origin: str, body: Text | str) -> None:
+    def _end_text(self) -> None:
         if self._in_text:
             self.console.print()
             self._in_text = False
+
+    def _line(self, origin: str, body: Text | str) -> None:
+        self._end_text()
         line = self._lane(origin)
         line.append(body if isinstance(body, Text) else Text(body))
         self.console.print(line)
@@ -73,61 +123,49 @@ class EventPrinter:
             if not self._in_text:
                 self.console.print(self._lane(o), end="")
                 self._in_text = True
-            self.console.print(event.text, end="", markup=False, highlight=False)
+            self.console.print(visible(event.text), end="", markup=False, highlight=False)
         elif isinstance(event, ThinkingDelta):
             pass
         elif isinstance(event, ModelRequestStarted):
-            self._line(o, Text(f"· round {event.round}: asking {event.model}", style="dim"))
+            asking = f"· round {event.round}: asking {visible(event.model)}"
+            self._line(o, Text(asking, style="dim"))
         elif isinstance(event, ToolCallStarted):
-            label = f"{event.name}({_args(event.arguments)})"
+            label = f"{visible(event.name)}({fold(_compact(event.arguments), 80)})"
             self._calls[(o, event.call_id)] = label
             self._line(o, Text.assemble(("→ ", "bold"), label))
         elif isinstance(event, ToolProgress):
-            self._line(o, Text(f"  … {event.message}", style="dim"))
+            self._line(o, Text(f"  … {fold(event.message, 120)}", style="dim"))
         elif isinstance(event, ToolCallFinished):
             mark, style = ("✗", "red") if event.is_error else ("✓", "green")
-            content = event.content.replace("\n", " ")
-            content = content if len(content) <= 90 else content[:87] + "..."
-            label = self._calls.pop((o, event.call_id), event.name)
+            label = self._calls.pop((o, event.call_id), visible(event.name))
             self._line(
-                o, Text.assemble((f"{mark} {label}", style), f" {event.duration:.2f}s → {content}")
+                o,
+                Text.assemble(
+                    (f"{mark} {label}", style),
+                    f" {event.duration:.2f}s → {fold(event.content, 90)}",
+                ),
             )
         elif isinstance(event, ApprovalRequested):
-            self._line(
-                o,
-                Text(
-                    f"⏸ {event.name}({_args(event.arguments)}) needs approval [{event.call_id}]",
-                    style="bold yellow",
-                ),
-            )
+            self._line(o, Text("⏸ needs approval:", style="bold yellow"))
+            self.console.print(approval_block(event.name, event.call_id, event.arguments))
         elif isinstance(event, NoticeDelivered):
-            self._line(
-                o,
-                Text(
-                    f"✉ delivered to the model: {event.text.splitlines()[0][:90]}", style="yellow"
-                ),
-            )
+            first = event.text.splitlines()[0] if event.text else ""
+            self._line(o, Text(f"✉ delivered to the model: {fold(first, 120)}", style="yellow"))
         elif isinstance(event, RetryAttempt):
-            self._line(
-                o,
-                Text(
-                    f"↻ retry {event.attempt} in {event.delay:.2f}s: {event.error}", style="yellow"
-                ),
-            )
+            retry = f"↻ retry {event.attempt} in {event.delay:.2f}s: {fold(event.error, 200)}"
+            self._line(o, Text(retry, style="yellow"))
         elif isinstance(event, SubagentStarted):
-            self._line(
-                o, Text(f"⇢ {event.name} started ({event.mode}): {event.task[:70]}", style="bold")
-            )
+            started = f"⇢ {visible(event.name)} started ({visible(event.mode)}): "
+            self._line(o, Text(started + fold(event.task, 70), style="bold"))
         elif isinstance(event, SubagentFinished):
-            self._line(o, Text(f"⇠ {event.name} {event.status}", style="bold"))
-        elif isinstance(event, RunFinished) and self._in_text:
-            self.console.print()
-            self._in_text = False
+            self._line(o, Text(f"⇠ {visible(event.name)} {visible(event.status)}", style="bold"))
+        elif isinstance(event, RunFinished):
+            self._end_text()
 
 
 def usage_table(result: RunResult, title: str = "usage") -> Table:
     """A small table of a result's status, counters and token usage."""
-    table = Table(title=title, show_header=False, title_justify="left")
+    table = Table(title=Text(visible(title)), show_header=False, title_justify="left")
     u = result.usage
     rows = [
         ("status", result.status.value),

@@ -1,66 +1,77 @@
-"""`taskloom run`: one prompt against a real model, streamed to the terminal."""
+"""`taskloom run`: one prompt against a real model, streamed to the terminal,
+in a new session or (`--session`) an existing one."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 from typing import Any
 
 from rich.console import Console
 
 from ..agent import Agent
-from ..errors import ConfigurationError
+from ..errors import UsageError
 from ..loop.options import RunOptions
-from ..runtime import Runtime
-from ..tools import Tool, as_tool
-from . import default_store_url
-from .render import EventPrinter, usage_table
+from ..results import RunResult
+from ..runtime import Runtime, Session
+from .failures import with_hint
+from .loading import agent_flags, app_agent, command_line_agent, load_tool, open_runtime
+from .render import EventPrinter, pending_summary, usage_table
 
-__all__ = ["load_tool", "run_prompt"]
+__all__ = ["load_tool", "report_result", "run_prompt"]
 
 
-def load_tool(ref: str) -> Tool:
-    """A tool from `module:attribute` (a Tool or a plain function)."""
-    module_name, sep, attr = ref.partition(":")
-    if not sep or not attr:
-        raise ConfigurationError(f"--tool takes module:attribute, got {ref!r}")
-    try:
-        obj: Any = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigurationError(f"cannot load tool {ref!r}: {exc}") from exc
-    return as_tool(obj)
+def report_result(
+    console: Console, session: Session, result: RunResult, args: argparse.Namespace
+) -> int:
+    """Print a finished run's usage and what it parked on; the exit code
+    (0 when the run completed)."""
+    console.print(usage_table(result, title=f"session {session.id}"), style="dim")
+    if result.pending:
+        console.print(pending_summary(session.id, result.pending, agent_flags(args)))
+    return 0 if result.ok else 1
+
+
+async def _new_session(args: argparse.Namespace, runtime: Runtime) -> Session:
+    if args.app:
+        if not args.agent:
+            raise with_hint(
+                UsageError(f"run --app {args.app} needs the name of the agent to run"),
+                "add --agent NAME (one of the app's Runtime.agents), or --session ID",
+            )
+        agent = app_agent(runtime, args.agent, args.app, "--agent names it")
+        return await runtime.create_session(agent)
+    if not args.model:
+        raise with_hint(
+            UsageError("run needs a model"),
+            "pass --model PROVIDER:MODEL (e.g. openai:gpt-4.1-mini), or --app module:factory",
+        )
+    from ..models import resolve_model
+
+    options: dict[str, Any] = {"base_url": args.base_url} if args.base_url else {}
+    model = resolve_model(args.model, **options)
+    agent = Agent("cli", model, args.system, [load_tool(t) for t in args.tool])
+    runtime.register_model(model)
+    # For a reader of the store: how the session was started. Nothing reads
+    # these back to build an agent.
+    recorded = {"model": model.spec, "tools": list(args.tool), "system": args.system}
+    return await runtime.create_session(agent, metadata=recorded)
 
 
 async def _run(args: argparse.Namespace, console: Console) -> int:
-    from ..models import resolve_model
-
-    options: dict[str, Any] = {}
-    if args.base_url:
-        options["base_url"] = args.base_url
-    model = resolve_model(args.model, **options)
-    agent = Agent("cli", model, args.system, [load_tool(t) for t in args.tool])
-    async with Runtime(store=args.store or default_store_url()) as runtime:
-        runtime.register_model(model)
-        # What `taskloom resume` needs to rebuild the agent in another process.
-        recorded = {"model": model.spec, "tools": list(args.tool), "system": args.system}
-        session = await runtime.create_session(agent, metadata=recorded)
-        printer = EventPrinter(console)
+    async with await open_runtime(args) as runtime:
+        if args.session:
+            meta = await runtime.store.get(args.session)
+            agent = command_line_agent(args, runtime, meta, "run --session")
+            session = await runtime.open_session(meta.id, agent)
+        else:
+            session = await _new_session(args, runtime)
         result = await session.run(
-            args.prompt, options=RunOptions(max_rounds=args.max_rounds), emit=printer
+            args.prompt, options=RunOptions(max_rounds=args.max_rounds), emit=EventPrinter(console)
         )
-        console.print(usage_table(result, title=f"session {session.id}"), style="dim")
-        for call in result.pending:
-            console.print(
-                f"awaiting approval: {call.name} — run: taskloom approve {session.id} {call.id} "
-                f"(or add --deny), then: taskloom resume {session.id}",
-                markup=False,
-                highlight=False,
-                soft_wrap=True,
-            )
-        return 0 if result.ok else 1
+        return report_result(console, session, result, args)
 
 
 def run_prompt(args: argparse.Namespace) -> int:
-    """Run `args.prompt` on `args.model`; exit code 0 when the run completed."""
+    """Run `args.prompt`; exit code 0 when the run completed."""
     return asyncio.run(_run(args, Console()))

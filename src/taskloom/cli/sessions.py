@@ -1,7 +1,9 @@
 """`taskloom sessions list|show`, `taskloom approve`, `taskloom resume`.
 
 They work on the embedded store by default (`--store` for another), from any
-process: everything they need is in the session's log.
+process: everything they show is in the session's log. Reading and deciding
+build no agent and load no code; `resume` builds the session's agent from
+its own command line (see `taskloom.cli.loading`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ import argparse
 import asyncio
 import json
 from datetime import datetime
-from typing import Any
 
 from rich.console import Console
 from rich.text import Text
@@ -18,55 +19,57 @@ from rich.tree import Tree
 
 from ..agent import Agent
 from ..delegation.children import child_status
-from ..errors import TaskloomError
+from ..errors import UsageError
+from ..loop import SessionLog
 from ..loop.options import RunOptions
 from ..messages import Message
+from ..models import FunctionModel, ModelRequest
 from ..runtime import Runtime
 from ..stores.base import SessionMeta
-from . import default_store_url
-from .render import EventPrinter, usage_table
-from .run import load_tool
+from .failures import with_hint
+from .loading import command_line_agent, open_runtime
+from .render import EventPrinter, approval_block, fold
+from .run import report_result
+from .text import visible
 
-__all__ = ["dispatch", "render_message", "session_agent"]
-
-
-def _fold(text: str, limit: int = 160) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= limit else one[: limit - 1] + "…"
+__all__ = ["dispatch", "render_message"]
 
 
 def render_message(message: Message) -> list[Text]:
-    """A message as folded lines: text in full, tool calls and results on one line each."""
+    """A message as lines: text in full, tool calls and results folded to one
+    line each (calls awaiting a decision are shown in full elsewhere)."""
     lines: list[Text] = []
-    prefix = f"[{message.origin}] " if message.origin else ""
+    prefix = f"[{visible(message.origin)}] " if message.origin else ""
     style = {"user": "bold cyan", "assistant": "bold green", "tool": "bold magenta"}[message.role]
     if message.text:
-        lines.append(Text.assemble((f"{prefix}{message.role}: ", style), message.text))
+        lines.append(Text.assemble((f"{prefix}{message.role}: ", style), visible(message.text)))
     for call in message.tool_calls:
-        args = _fold(json.dumps(call.arguments, ensure_ascii=False), 100)
+        args = fold(json.dumps(call.arguments, ensure_ascii=False, default=str), 100)
         lines.append(
             Text.assemble(
-                (f"{prefix}  → ", style), f"{call.name}({args})  ", (f"[{call.id}]", "dim")
+                (f"{prefix}  → ", style),
+                f"{visible(call.name)}({args})  ",
+                (f"[{visible(call.id)}]", "dim"),
             )
         )
     for result in message.results:
         mark = ("✗", "red") if result.is_error else ("✓", "green")
         lines.append(
             Text.assemble(
-                (f"{prefix}  {mark[0]} ", mark[1]), f"{result.tool_name}: {_fold(result.content)}"
+                (f"{prefix}  {mark[0]} ", mark[1]),
+                f"{visible(result.tool_name)}: {fold(result.content, 160)}",
             )
         )
     return lines
 
 
-def session_agent(
-    meta: SessionMeta, *, model: str | None = None, tools: list[str] | None = None
-) -> Agent:
-    """The agent to continue a session with: CLI options, else what `taskloom run` recorded."""
-    md = meta.metadata
-    spec = model or md.get("model") or "openai:gpt-4.1-mini"
-    refs = tools if tools else list(md.get("tools") or [])
-    return Agent(meta.agent or "cli", spec, md.get("system"), [load_tool(t) for t in refs])
+async def _log(runtime: Runtime, session_id: str) -> tuple[SessionMeta, SessionLog]:
+    """A session's metadata and log, read from the store with no agent."""
+    meta = await runtime.store.get(session_id)
+    log = SessionLog()
+    for entry in await runtime.store.load(session_id):
+        log.apply(entry)
+    return meta, log
 
 
 async def _list(runtime: Runtime, console: Console, limit: int) -> int:
@@ -76,8 +79,8 @@ async def _list(runtime: Runtime, console: Console, limit: int) -> int:
         return 0
     for meta in metas:
         when = datetime.fromtimestamp(meta.created_at).strftime("%Y-%m-%d %H:%M:%S")
-        parent = f" (child of {meta.parent_id[:8]})" if meta.parent_id else ""
-        console.print(f"{meta.id}  {when}  {meta.agent}{parent}")
+        parent = f" (child of {visible(meta.parent_id[:8])})" if meta.parent_id else ""
+        console.print(Text(f"{visible(meta.id)}  {when}  {visible(meta.agent)}{parent}"))
     return 0
 
 
@@ -86,72 +89,89 @@ async def _tree(runtime: Runtime, meta: SessionMeta, node: Tree) -> None:
         status = await child_status(runtime, child.id)
         md = child.metadata
         label = Text.assemble(
-            (str(md.get("name", child.agent)), "bold"),
-            f" {child.id[:8]} ",
+            (visible(str(md.get("name", child.agent))), "bold"),
+            f" {visible(child.id[:8])} ",
             (f"[{status.value}]", "green" if status.value == "done" else "yellow"),
-            f" {md.get('mode', 'inline')}: {_fold(str(md.get('task', '')), 70)}",
+            f" {visible(str(md.get('mode', 'inline')))}: {fold(str(md.get('task', '')), 70)}",
         )
         await _tree(runtime, child, node.add(label))
 
 
 async def _show(runtime: Runtime, console: Console, session_id: str, tree: bool) -> int:
-    meta = await runtime.store.get(session_id)
-    session = await runtime.open_session(session_id, session_agent(meta))
+    meta, log = await _log(runtime, session_id)
     if tree:
-        root = Tree(Text.assemble((meta.agent or "session", "bold"), f" {meta.id[:8]}"))
+        title = Text.assemble(
+            (visible(meta.agent or "session"), "bold"), f" {visible(meta.id[:8])}"
+        )
+        root = Tree(title)
         await _tree(runtime, meta, root)
         console.print(root)
         return 0
-    for message in await session.transcript(include_children=False):
+    for message in log.messages:
         for line in render_message(message):
             console.print(line)
-    parked = session.log.parked()
-    if parked:
-        console.print(
-            Text(
-                "awaiting approval: " + ", ".join(f"{c.name} [{c.id}]" for c in parked),
-                style="bold yellow",
-            )
-        )
+    for call in log.parked():
+        decision = log.decision(call.id)
+        if decision is None:
+            state = "awaiting approval:"
+        else:
+            state = f"{'approved' if decision.approved else 'denied'}, awaiting resume:"
+        console.print(Text(state, style="bold yellow"))
+        console.print(approval_block(call.name, call.id, call.arguments))
     return 0
+
+
+def _no_runs(request: ModelRequest) -> str:
+    raise UsageError("this session was opened to record a decision, not to run")
 
 
 async def _approve(runtime: Runtime, console: Console, args: argparse.Namespace) -> int:
     meta = await runtime.store.get(args.session_id)
-    session = await runtime.open_session(args.session_id, session_agent(meta))
+    # Deciding needs the log, not the agent: one that can never run stands in.
+    stand_in = Agent(meta.agent or "cli", FunctionModel(_no_runs, name="decisions-only"))
+    session = await runtime.open_session(meta.id, stand_in)
     if args.deny:
         await session.deny(args.call_id, note=args.note)
-        console.print(f"denied {args.call_id}")
     else:
         await session.approve(args.call_id, note=args.note)
-        console.print(f"approved {args.call_id}")
+    request = session.log.request(args.call_id)
+    assert request is not None  # the decision above found it
+    verb = "denied" if args.deny else "approved"
+    console.print(approval_block(request.name, args.call_id, dict(request.arguments)))
+    console.print(Text(f"{verb} {visible(args.call_id)}", style="bold"))
     return 0
 
 
 async def _resume(runtime: Runtime, console: Console, args: argparse.Namespace) -> int:
     meta = await runtime.store.get(args.session_id)
-    session = await runtime.open_session(
-        args.session_id, session_agent(meta, model=args.model, tools=args.tool)
+    agent = command_line_agent(args, runtime, meta, "resume")
+    session = await runtime.open_session(meta.id, agent)
+    log = session.log
+    approved = [c for c in log.parked() if (d := log.decision(c.id)) is not None and d.approved]
+    missing = sorted({c.name for c in approved} - set(agent.tool_map))
+    if missing:
+        names = ", ".join(repr(visible(n)) for n in missing)
+        raise with_hint(
+            UsageError(f"the approved calls of session {meta.id} need the tool(s) {names}"),
+            "add a --tool module:attribute for each, or use --app module:factory",
+        )
+    result = await session.resume(
+        options=RunOptions(max_rounds=args.max_rounds), emit=EventPrinter(console)
     )
-    result = await session.resume(options=RunOptions(max_rounds=20), emit=EventPrinter(console))
-    console.print(usage_table(result, title=f"session {session.id}"), style="dim")
-    return 0 if result.ok else 1
+    return report_result(console, session, result, args)
 
 
 async def _dispatch(args: argparse.Namespace, console: Console) -> int:
-    async with Runtime(store=args.store or default_store_url()) as runtime:
+    async with await open_runtime(args) as runtime:
         if args.command == "sessions":
             if args.action == "list":
                 return await _list(runtime, console, args.limit)
             return await _show(runtime, console, args.session_id, args.tree)
         if args.command == "approve":
             return await _approve(runtime, console, args)
-        if args.command == "resume":
-            return await _resume(runtime, console, args)
-    raise TaskloomError(f"unknown command {args.command!r}")
+        return await _resume(runtime, console, args)
 
 
 def dispatch(args: argparse.Namespace) -> int:
     """Run one of the session commands; returns the exit code."""
-    result: Any = asyncio.run(_dispatch(args, Console()))
-    return int(result)
+    return asyncio.run(_dispatch(args, Console()))

@@ -14,28 +14,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..agent import Agent
+from ..entries import (
+    Entry,
+    SubagentDispatched,
+    SubagentLink,
+    SubagentReport,
+    SubagentResult,
+    SubagentStartedEntry,
+)
 from ..errors import StaleLeaseError
-from ..events import Event, SubagentFinished, SubagentStarted
-from ..loop.options import RunOptions, StopSignal
-from ..loop.result import RunResult, RunStatus
+from ..events import Event, SubagentFinished, SubagentStarted, origin_label
+from ..loop import RunOptions, RunResult, RunStatus, StopSignal
 from ..messages import Usage
-from ..runtime import origin_label
-from ..stores.base import Entry, EntryKind
-from ..tools import ToolOutput
-
-if TYPE_CHECKING:
-    from ..agent import Agent
-    from ..background.leases import Lease
-    from ..loop.context import ToolContext
-    from ..runtime import Runtime, Session
+from ..runtime import Runtime, Session, session_lease_key
+from ..tools import ToolContext, ToolOutput
 
 __all__ = [
+    "LiveChildren",
     "ChildOutcome",
     "ChildStatus",
     "child_status",
@@ -67,8 +68,50 @@ class ChildStatus(StrEnum):
 
 
 def lease_key(child_id: str) -> str:
-    """The lease a child's runner holds."""
-    return f"child:{child_id}"
+    """The lease a child's runner holds: the child session's own lease."""
+    return session_lease_key(child_id)
+
+
+class LiveChildren:
+    """Stop signals of the children running in this process, by child id (what
+    `stop_agent` sets); one per runtime (`LiveChildren.of(runtime)`)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._stops: dict[str, StopSignal] = {}
+
+    @classmethod
+    def of(cls, runtime: Runtime) -> LiveChildren:
+        """The runtime's registry."""
+        return runtime.service(cls, cls)
+
+    @contextlib.contextmanager
+    def running(self, child_id: str, stop: StopSignal) -> Iterator[None]:
+        """Register the child's stop signal for the block."""
+        self._stops[child_id] = stop
+        try:
+            yield
+        finally:
+            self._stops.pop(child_id, None)
+
+    def stop_signal(self, child_id: str) -> StopSignal | None:
+        """The stop signal of a child running in this process, if any."""
+        return self._stops.get(child_id)
+
+
+def host_runtime(ctx: ToolContext) -> Runtime:
+    """The runtime running a delegation tool's call."""
+    runtime = ctx.runtime
+    if not isinstance(runtime, Runtime):
+        raise TypeError(f"delegation needs a taskloom Runtime, not {type(runtime).__name__}")
+    return runtime
+
+
+def host_agent(ctx: ToolContext) -> Agent:
+    """The agent a delegation tool's call runs for."""
+    agent = ctx.agent
+    if not isinstance(agent, Agent):
+        raise TypeError(f"delegation needs a taskloom Agent, not {type(agent).__name__}")
+    return agent
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +174,7 @@ async def create_child(
     session_id: str | None = None,
 ) -> Session:
     """A fresh child session in the parent's store, linked from the parent's log."""
-    runtime = ctx.runtime
+    runtime = host_runtime(ctx)
     child = await runtime.create_session(
         agent,
         session_id=session_id,
@@ -144,28 +187,29 @@ async def create_child(
             "parent_call_id": ctx.call_id,
         },
     )
-    link = {
-        "child_session_id": child.id,
-        "name": name,
-        "role": role,
-        "agent": agent.name,
-        "task": task,
-        "mode": mode,
-        "call_id": ctx.call_id,
-        "artifact": artifact(child.id, role, "queued" if mode == "background" else "running", task),
-        "edge": {"parent": ctx.session_id, "child": child.id},
-    }
-    await ctx.session._append(Entry(EntryKind.SUBAGENT, link, ctx.run_id))
+    link = SubagentLink(
+        child.id,
+        name,
+        role,
+        agent.name,
+        task,
+        mode,
+        ctx.call_id,
+        artifact(child.id, role, "queued" if mode == "background" else "running", task),
+        {"parent": ctx.session_id, "child": child.id},
+    )
+    await ctx.record(Entry.of(link, ctx.run_id))
     if spec is not None:
-        await child._append(Entry(EntryKind.SUBAGENT_DISPATCHED, {"spec": dict(spec)}))
+        await child.record(SubagentDispatched(dict(spec)))
     return child
 
 
-def terminal_entry(entries: list[Entry]) -> Entry | None:
+def terminal_entry(entries: list[Entry]) -> SubagentResult | None:
     """The child's terminal entry, if it has one (the first one counts)."""
     for e in entries:
-        if e.kind == EntryKind.SUBAGENT_RESULT:
-            return e
+        payload = e.payload
+        if isinstance(payload, SubagentResult):
+            return payload
     return None
 
 
@@ -174,69 +218,12 @@ async def child_status(runtime: Runtime, child_id: str) -> ChildStatus:
     entries = await runtime.store.load(child_id)
     end = terminal_entry(entries)
     if end is not None:
-        return ChildStatus(end.data["status"])
-    started = any(e.kind == EntryKind.SUBAGENT_STARTED for e in entries)
+        return ChildStatus(end.status)
+    started = any(isinstance(e.payload, SubagentStartedEntry) for e in entries)
     if not started:
         return ChildStatus.QUEUED
-    held = await runtime.store.leases.current(lease_key(child_id))  # type: ignore[attr-defined]
+    held = await runtime.store.leases.current(lease_key(child_id))
     return ChildStatus.RUNNING if held is not None else ChildStatus.INTERRUPTED
-
-
-@contextlib.asynccontextmanager
-async def held_lease(
-    runtime: Runtime,
-    child: Session,
-    lease: Lease,
-    stop: StopSignal,
-    also_renew: Callable[[], Awaitable[Any]] | None = None,
-) -> AsyncIterator[None]:
-    """Renew the child's lease while the block runs; fence the child's writes with it.
-
-    If a renewal fails the lease has moved to someone else: our writes would
-    be refused anyway, so the run is asked to stop at its next boundary.
-    `also_renew` keeps something else alive on the same beat (the child's
-    entry in the parent's activity registry).
-    """
-    leases = runtime.store.leases  # type: ignore[attr-defined]
-    child.fence = lease.fence
-    current = lease
-    loop = asyncio.get_running_loop()
-    beat: asyncio.Task[None] | None = None
-    timer: asyncio.TimerHandle | None = None
-
-    async def renew() -> None:
-        nonlocal current
-        renewed = await leases.renew(current, CHILD_LEASE)
-        if renewed is None:
-            stop.set("lease lost")
-            return
-        current = renewed
-        if also_renew is not None:
-            with contextlib.suppress(Exception):
-                await also_renew()
-        schedule()
-
-    def fire() -> None:
-        nonlocal beat
-        beat = loop.create_task(renew())
-
-    def schedule() -> None:
-        # A timer, not a task: most children end long before their first
-        # renewal, and then no renewal task is ever created.
-        nonlocal timer
-        timer = loop.call_later(CHILD_LEASE / 3, fire)
-
-    schedule()
-    try:
-        yield
-    finally:
-        if timer is not None:
-            timer.cancel()
-        if beat is not None:
-            beat.cancel()
-        child.fence = None
-        with contextlib.suppress(Exception):
-            await leases.release(current)
 
 
 def _outcome_of(
@@ -270,7 +257,7 @@ async def execute_child(
     `task` None continues the child from its log (a redelivered background
     child). A child that hits an approval gate is denied in band and fails.
     """
-    await child._append(Entry(EntryKind.SUBAGENT_STARTED, {"name": name}))
+    await child.record(SubagentStartedEntry(name))
     try:
         result = await child.run(task, options=options, emit=emit, origin=origin)
         if result.status is RunStatus.AWAITING_APPROVAL:
@@ -278,7 +265,7 @@ async def execute_child(
                 await child.deny(call.id, note="approval is not available inside a child agent")
             # Commit the denials so the child's transcript stays replayable,
             # then end: the stop signal makes the resumed run stop at once.
-            stopped = options.child()
+            stopped = RunOptions(stop=StopSignal())
             stopped.stop.set()
             await child.resume(options=stopped)
             result = RunResult(RunStatus.AWAITING_APPROVAL, usage=result.usage, text=result.text)
@@ -305,14 +292,7 @@ async def execute_child(
 async def _write_terminal(
     child: Session, status: ChildStatus, answer: Any, error: str | None, usage: Usage | None = None
 ) -> None:
-    data: dict[str, Any] = {"status": status.value}
-    if status is ChildStatus.DONE:
-        data["report"] = answer
-    if error:
-        data["error"] = error
-    if usage is not None:
-        data["usage"] = usage.to_dict()
-    await child._append(Entry(EntryKind.SUBAGENT_RESULT, data))
+    await child.record(SubagentResult(status.value, answer, error, usage))
 
 
 async def run_inline(
@@ -326,12 +306,9 @@ async def run_inline(
     also_renew: Callable[[], Awaitable[Any]] | None = None,
 ) -> ChildOutcome:
     """Run a child to its end inside the calling tool, events tagged with its origin."""
-    runtime = ctx.runtime
+    runtime = host_runtime(ctx)
     origin = origin_label(name, child.id, ctx.origin)
-    options = ctx.options.child(max_rounds=max_rounds)
-    holder = f"inline-{uuid.uuid4().hex[:8]}"
-    lease = await runtime.store.leases.acquire(lease_key(child.id), holder, CHILD_LEASE)  # type: ignore[attr-defined]
-    assert lease is not None  # a fresh child's key is free
+    options = RunOptions.for_child(ctx.controls, max_rounds=max_rounds)
     ctx.emit(
         SubagentStarted(
             origin=ctx.origin,
@@ -342,33 +319,23 @@ async def run_inline(
             mode="inline",
         )
     )
-    stops = runtime._live_children
-    stops[child.id] = options.stop
-    try:
-        async with held_lease(runtime, child, lease, options.stop, also_renew):
+    with LiveChildren.of(runtime).running(child.id, options.stop):
+        # A fresh child: its lease is free, so no wait.
+        async with child.hold() as held:
+            held.on_lost(lambda: options.stop.set("the child was taken over"))
+            if also_renew is not None:
+                held.on_renewed(also_renew)
             outcome = await execute_child(
                 child, task, name=name, options=options, emit=_forward(ctx), origin=origin
             )
-    finally:
-        stops.pop(child.id, None)
-    await ctx.session._append(
-        Entry(
-            EntryKind.SUBAGENT_REPORT,
-            {
-                "child_session_id": child.id,
-                "status": outcome.status.value,
-                "artifact": artifact(
-                    child.id,
-                    role,
-                    outcome.status.value,
-                    task,
-                    str(outcome.answer or outcome.error or ""),
-                ),
-                "edge": {"parent": ctx.session_id, "child": child.id},
-            },
-            ctx.run_id,
-        )
+    result_text = str(outcome.answer or outcome.error or "")
+    report = SubagentReport(
+        child.id,
+        outcome.status.value,
+        artifact(child.id, role, outcome.status.value, task, result_text),
+        {"parent": ctx.session_id, "child": child.id},
     )
+    await ctx.record(Entry.of(report, ctx.run_id))
     ctx.emit(
         SubagentFinished(
             origin=ctx.origin,

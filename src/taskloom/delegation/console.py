@@ -11,19 +11,27 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ..loop.context import ToolContext
-from ..loop.log import SessionLog
+from ..background import BackgroundService
+from ..loop import SessionLog
 from ..messages import Message
-from ..stores.base import SessionMeta
-from ..tools import Tool, ToolEffect, ToolError, tool
-from .children import ChildStatus, child_status, summary, terminal_entry
+from ..stores import SessionMeta
+from ..tools import Tool, ToolContext, ToolEffect, ToolError, tool
+from .children import (
+    ChildStatus,
+    LiveChildren,
+    child_status,
+    host_agent,
+    host_runtime,
+    summary,
+    terminal_entry,
+)
 from .dispatch import report_notice_id
 
 __all__ = ["console_tools", "find_child"]
 
 
 async def _children(ctx: ToolContext) -> list[SessionMeta]:
-    return await ctx.runtime.store.list(parent_id=ctx.session_id)
+    return await host_runtime(ctx).store.list(parent_id=ctx.session_id)
 
 
 async def find_child(ctx: ToolContext, ref: str) -> SessionMeta:
@@ -74,7 +82,7 @@ def console_tools(*, wait_timeout: float = 120.0, poll_interval: float = 0.2) ->
             return "You have not started any agents."
         lines = []
         for meta in children:
-            status = await child_status(ctx.runtime, meta.id)
+            status = await child_status(host_runtime(ctx), meta.id)
             md = meta.metadata
             lines.append(
                 f"{meta.id[:8]}  {md.get('name', '?')}  [{status.value}]  ({md.get('mode', 'inline')}, {md.get('role', '')})  "
@@ -92,13 +100,13 @@ def console_tools(*, wait_timeout: float = 120.0, poll_interval: float = 0.2) ->
             wait: wait until it has finished (bounded; ends early if you are stopped)
         """
         meta = await find_child(ctx, agent)
-        status = await child_status(ctx.runtime, meta.id)
+        status = await child_status(host_runtime(ctx), meta.id)
         if wait and not status.is_terminal:
             deadline = time.monotonic() + wait_timeout
             while not status.is_terminal and time.monotonic() < deadline and not ctx.stop.is_set:
                 await asyncio.sleep(poll_interval)
-                status = await child_status(ctx.runtime, meta.id)
-        entries = await ctx.runtime.store.load(meta.id)
+                status = await child_status(host_runtime(ctx), meta.id)
+        entries = await host_runtime(ctx).store.load(meta.id)
         log = SessionLog()
         for entry in entries:
             log.apply(entry)
@@ -109,13 +117,13 @@ def console_tools(*, wait_timeout: float = 120.0, poll_interval: float = 0.2) ->
         body = "\n".join(_render(m) for m in shown)
         end = terminal_entry(entries)
         if end is not None:
-            if end.data.get("report") is not None:
-                body += f"\nREPORT: {end.data['report']}"
-            if end.data.get("error"):
-                body += f"\nERROR: {end.data['error']}"
+            if end.report is not None:
+                body += f"\nREPORT: {end.report}"
+            if end.error:
+                body += f"\nERROR: {end.error}"
             # The model now saw the report: a background child's notice need
             # not be delivered again (acked once this result is persisted).
-            notices = ctx.runtime.background.notices_for(ctx.run_id)
+            notices = BackgroundService.of(host_runtime(ctx)).notices_for(ctx.run_id)
             if notices is not None:
                 notices.mark_seen(report_notice_id(meta.id))
         return f"{head}\n{body}".strip()
@@ -129,10 +137,10 @@ def console_tools(*, wait_timeout: float = 120.0, poll_interval: float = 0.2) ->
             text: what to tell it
         """
         meta = await find_child(ctx, agent)
-        status = await child_status(ctx.runtime, meta.id)
+        status = await child_status(host_runtime(ctx), meta.id)
         if status.is_terminal or status is ChildStatus.INTERRUPTED:
             raise ToolError(f"agent {agent!r} is {status.value}; steering only reaches live agents")
-        child = await ctx.runtime.open_session(meta.id, ctx.agent)
+        child = await host_runtime(ctx).open_session(meta.id, host_agent(ctx))
         await child.steer(text)
         return f"sent to {meta.metadata.get('name', meta.id[:8])}; it reads it at its next round"
 
@@ -144,14 +152,14 @@ def console_tools(*, wait_timeout: float = 120.0, poll_interval: float = 0.2) ->
             agent: the agent's id, id prefix (8+ characters) or name
         """
         meta = await find_child(ctx, agent)
-        status = await child_status(ctx.runtime, meta.id)
+        status = await child_status(host_runtime(ctx), meta.id)
         if status.is_terminal:
             return f"agent {agent!r} already ended: {status.value}"
-        signal = ctx.runtime._live_children.get(meta.id)
+        signal = LiveChildren.of(host_runtime(ctx)).stop_signal(meta.id)
         if signal is not None:
             signal.set("stopped by its parent")
         # Through the log too: reaches a worker in another process.
-        child = await ctx.runtime.open_session(meta.id, ctx.agent)
+        child = await host_runtime(ctx).open_session(meta.id, host_agent(ctx))
         await child.request_stop("stopped by its parent")
         return f"stop requested for {meta.metadata.get('name', meta.id[:8])}; it ends at its next round boundary"
 

@@ -20,27 +20,24 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..agent import Agent
-from ..background.activities import BackgroundNotice
-from ..errors import ConfigurationError, StaleLeaseError
-from ..loop.options import RunOptions
-from ..runtime import origin_label
-from ..stores.base import EntryKind
+from ..background import BackgroundNotice, BackgroundService
+from ..entries import MessageEntry
+from ..errors import ConfigurationError, SessionBusy, StaleLeaseError
+from ..events import origin_label
+from ..loop import RunOptions
+from ..runtime import Runtime
 from .children import (
     CHILD_LEASE,
     ChildOutcome,
     ChildStatus,
+    LiveChildren,
     execute_child,
-    held_lease,
-    lease_key,
     summary,
     terminal_entry,
 )
-
-if TYPE_CHECKING:
-    from ..runtime import Runtime
 
 __all__ = [
     "ChildSpec",
@@ -137,51 +134,52 @@ class ChildWorker:
         if not isinstance(spec, ChildSpec):
             spec = ChildSpec.from_json(spec)
         rt = self.runtime
-        leases = rt.store.leases  # type: ignore[attr-defined]
-        lease = await leases.acquire(lease_key(spec.child_session_id), self.worker_id, self.lease)
-        if lease is None:
-            return None
-        try:
-            entries = await rt.store.load(spec.child_session_id)
-            done = terminal_entry(entries)
-            if done is not None:
-                # A previous worker ended it but may have died before reporting.
-                await self._report(
-                    spec,
-                    ChildStatus(done.data["status"]),
-                    done.data.get("report"),
-                    done.data.get("error"),
-                )
-                await leases.release(lease)
-                return ChildStatus(done.data["status"])
-        except BaseException:
-            await leases.release(lease)
-            raise
+        done = terminal_entry(await rt.store.load(spec.child_session_id))
+        if done is not None:
+            # A previous worker ended it but may have died before reporting;
+            # the report is idempotent, so reporting again is safe.
+            status = ChildStatus(done.status)
+            await self._report(spec, status, done.report, done.error)
+            return status
         child = await rt.open_session(spec.child_session_id, self.build_agent(spec))
         options = RunOptions(max_rounds=spec.max_rounds)
-        rt._live_children[child.id] = options.stop
-        has_task = any(e.kind == EntryKind.MESSAGE for e in entries)
+        background = BackgroundService.of(rt)
 
         async def keep_registered() -> None:
-            await rt.background.lifecycle.alive(
+            await background.lifecycle.alive(
                 spec.parent_session_id, spec.child_session_id, lease=self.lease * 10
             )
 
         try:
-            async with held_lease(rt, child, lease, options.stop, keep_registered):
-                outcome = await execute_child(
-                    child,
-                    None if has_task else spec.task,
-                    name=spec.name,
-                    options=options,
-                    emit=rt.background.emit,
-                    origin=origin_label(spec.name, child.id),
-                )
+            with LiveChildren.of(rt).running(child.id, options.stop):
+                async with child.hold(ttl=self.lease) as held:
+                    held.on_lost(lambda: options.stop.set("the child was taken over"))
+                    held.on_renewed(keep_registered)
+                    # Re-read under the lease: a worker that held it before us
+                    # may have ended the child meanwhile.
+                    await child.sync()
+                    done = terminal_entry(child.log.entries)
+                    if done is None:
+                        has_task = any(
+                            isinstance(e.payload, MessageEntry) for e in child.log.entries
+                        )
+                        outcome = await execute_child(
+                            child,
+                            None if has_task else spec.task,
+                            name=spec.name,
+                            options=options,
+                            emit=background.emit,
+                            origin=origin_label(spec.name, child.id),
+                        )
+        except SessionBusy:
+            return None  # another live worker holds it
         except StaleLeaseError:
             # Someone took the child over while we stalled: it is theirs to end and report.
             return None
-        finally:
-            rt._live_children.pop(child.id, None)
+        if done is not None:
+            status = ChildStatus(done.status)
+            await self._report(spec, status, done.report, done.error)
+            return status
         await self._report(spec, outcome.status, outcome.answer, outcome.error, outcome)
         return outcome.status
 
@@ -220,7 +218,7 @@ class ChildWorker:
             },
         )
         # Idempotent by notice id: a redelivered job reports once in all.
-        await self.runtime.background.lifecycle.finish(spec.parent_session_id, notice)
+        await BackgroundService.of(self.runtime).lifecycle.finish(spec.parent_session_id, notice)
 
 
 class _WorkerDispatcher:

@@ -18,16 +18,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..agent import Agent
-from ..background.activities import BackgroundActivity
+from ..background import BackgroundActivity, BackgroundService
 from ..errors import ConfigurationError
 from ..models.base import Model
 from ..tools import ApprovalRule, Tool, ToolError, ToolOutput, as_tool
-from .children import CHILD_LEASE, create_child, run_inline, summary
+from .children import CHILD_LEASE, create_child, host_runtime, run_inline, summary
 from .dispatch import ChildSpec, Dispatcher
 from .subagent import DelegationTool, check_child_tools
 
 if TYPE_CHECKING:
-    from ..loop.context import ToolContext
+    from ..tools import ToolContext
 
 __all__ = ["Spawner", "WorkerType"]
 
@@ -75,7 +75,7 @@ class Spawner:
     ) -> None:
         pool: dict[str, Tool] = {}
         for t in (as_tool(x) for x in tools):
-            if t.is_delegation:
+            if isinstance(t, DelegationTool):
                 raise ConfigurationError(
                     f"spawn pool: tool {t.name!r} delegates; the spawn tool cannot be in its own pool "
                     "and workers cannot delegate further"
@@ -230,7 +230,8 @@ class Spawner:
             )
             or None
         )
-        runtime = ctx.runtime
+        runtime = host_runtime(ctx)
+        background = BackgroundService.of(runtime)
         model = runtime.resolve_model(self._models[model_spec])
         agent = Agent(name, model, instructions, [self.pool[t] for t in tool_names])
         child_id = uuid.uuid4().hex
@@ -245,14 +246,14 @@ class Spawner:
             ctx.run_id,
             {"name": name, "mode": mode},
         )
-        lifecycle = runtime.background.lifecycle
+        lifecycle = background.lifecycle
         registry_lease = CHILD_LEASE * (10 if mode == "background" else 1)
-        if not await runtime.background.registry.add(
+        if not await background.registry.add(
             ctx.session_id, activity, registry_lease, self.max_children
         ):
             live = [
                 a.metadata.get("name", a.id[:8])
-                for a in await runtime.background.registry.list(ctx.session_id)
+                for a in await background.registry.list(ctx.session_id)
                 if a.kind == "subagent"
             ]
             raise self._policy_error(
@@ -299,7 +300,8 @@ class Spawner:
         role: str,
         wtype: WorkerType | None,
     ) -> ToolOutput:
-        runtime = ctx.runtime
+        runtime = host_runtime(ctx)
+        background = BackgroundService.of(runtime)
         # An in-process worker rebuilds the child from this runtime's registries.
         for t in tool_names:
             runtime.tools.setdefault(t, self.pool[t])
@@ -327,7 +329,7 @@ class Spawner:
                 spec=spec.to_dict(),
                 session_id=child_id,
             )
-            notices = runtime.background.notices_for(ctx.run_id)
+            notices = background.notices_for(ctx.run_id)
             if notices is not None:
                 notices.mark_started(child_id)
             assert self.dispatcher is not None
@@ -336,7 +338,7 @@ class Spawner:
                 bind(runtime)
             await self.dispatcher.dispatch(spec)
         except BaseException:
-            await runtime.background.lifecycle.discard(ctx.session_id, child_id)
+            await background.lifecycle.discard(ctx.session_id, child_id)
             raise
         receipt = {
             "id": child_id,

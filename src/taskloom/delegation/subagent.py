@@ -12,7 +12,7 @@ from ..tools import ApprovalRule, Tool, ToolEffect, ToolError, ToolOutput, as_to
 from .children import create_child, run_inline
 
 if TYPE_CHECKING:
-    from ..loop.context import ToolContext
+    from ..tools import ToolContext
 
 __all__ = ["DelegationTool", "SubAgent", "check_child_tools"]
 
@@ -25,7 +25,7 @@ def check_child_tools(owner: str, tools: Iterable[Tool]) -> tuple[Tool, ...]:
     """
     checked = tuple(tools)
     for t in checked:
-        if t.is_delegation:
+        if isinstance(t, DelegationTool):
             raise ConfigurationError(
                 f"{owner}: tool {t.name!r} delegates; children cannot delegate further (one level deep)"
             )
@@ -57,7 +57,7 @@ class DelegationTool(Tool):
             input_schema,
             effect=ToolEffect.WRITE,
             needs_approval=needs_approval,
-            is_delegation=True,
+            concurrent=True,
             max_output_chars=0,
         )
         self._handler = handler

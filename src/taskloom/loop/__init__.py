@@ -1,10 +1,18 @@
-"""The round loop: options, results, strategies, tool execution, approvals, streaming."""
+"""The round loop: options, strategies, tool execution, approvals, streaming.
+
+The loop talks to its session and to background notices through the ports
+in `taskloom.loop._port` (`SessionPort`, `NoticesPort`); it knows nothing of
+runtimes, stores, background work or delegation.
+"""
 
 from __future__ import annotations
 
-from .context import Deferred, DeferredItem, ToolContext
-from .options import RunOptions, StopSignal
-from .result import PendingCall, RunResult, RunStatus
+from .._control import RunControls, StopSignal, UsageMeter
+from ..results import PendingCall, RunResult, RunStatus
+from ._log import INTERRUPTED, SessionLog
+from ._port import Delivery, NoticesPort, RunNoticesPort, SessionPort
+from ._run import RunLoop
+from .options import RunOptions
 from .strategy import (
     Continue,
     Inject,
@@ -20,10 +28,11 @@ from .strategy import (
 from .stream import RunStream
 
 __all__ = [
+    "INTERRUPTED",
     "Continue",
-    "Deferred",
-    "DeferredItem",
+    "Delivery",
     "Inject",
+    "NoticesPort",
     "PendingCall",
     "ReasoningChange",
     "RoundAdjustment",
@@ -32,11 +41,16 @@ __all__ = [
     "RoundDecision",
     "RoundStrategy",
     "RoundToolResult",
+    "RunControls",
+    "RunLoop",
+    "RunNoticesPort",
     "RunOptions",
     "RunResult",
     "RunStatus",
     "RunStream",
+    "SessionLog",
+    "SessionPort",
     "Stop",
     "StopSignal",
-    "ToolContext",
+    "UsageMeter",
 ]

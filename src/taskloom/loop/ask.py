@@ -14,8 +14,9 @@ from typing import Any, Protocol
 
 from ..events import Event, ModelRequestStarted, RetryAttempt, TextDelta, ThinkingDelta
 from ..models.base import Model, ModelRequest, ModelResponse, ResponseCompleted
-from .options import RunOptions
-from .result import EndRun, RunStatus
+from ..results import RunStatus
+from .options import RunControls, RunOptions
+from .result import EndRun
 
 __all__ = ["ask_model"]
 
@@ -32,6 +33,7 @@ async def ask_model(
     request: ModelRequest,
     *,
     opts: RunOptions,
+    controls: RunControls,
     counters: _Counters,
     emit: Callable[[Event], None] | None,
     origin: str,
@@ -60,9 +62,9 @@ async def ask_model(
                 )
             )
         try:
-            if opts._deadline_at is None:
+            if controls.deadline_at is None:
                 return await _attempt(model, request, emit, origin, session_id)
-            async with asyncio.timeout_at(opts._deadline_at):
+            async with asyncio.timeout_at(controls.deadline_at):
                 return await _attempt(model, request, emit, origin, session_id)
         except TimeoutError:
             raise EndRun(RunStatus.DEADLINE) from None
@@ -83,7 +85,7 @@ async def ask_model(
                         session_id=session_id,
                     )
                 )
-            remaining = opts.remaining
+            remaining = controls.remaining
             if remaining is not None and remaining <= delay:
                 raise EndRun(RunStatus.DEADLINE) from None
             await asyncio.sleep(delay)

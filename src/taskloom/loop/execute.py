@@ -1,8 +1,9 @@
 """Executing one assistant turn's tool calls.
 
-Consecutive calls that are safe to overlap (all `READ_ONLY`, or delegation
-tools) run concurrently; any other call runs alone. Results come back in the
-model's call order whatever the finishing order, one per call.
+Consecutive calls that are safe to overlap (all `READ_ONLY`, or tools built
+`concurrent=True` such as delegation tools) run concurrently; any other call
+runs alone. Results come back in the model's call order whatever the
+finishing order, one per call.
 """
 
 from __future__ import annotations
@@ -14,15 +15,14 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ..events import Event, ToolCallFinished, ToolCallStarted
 from ..messages import ToolCall, ToolResult
-from ..tools import Tool, ToolEffect, ToolOutput
-from .context import ToolContext
-from .result import RunStatus
+from ..results import RunStatus
+from ..tools import Tool, ToolContext, ToolEffect, ToolOutput
 
 __all__ = ["execute_calls", "result_for_unrunnable", "run_batch"]
 
 
 def _overlaps(tool: Tool | None) -> bool:
-    return tool is not None and (tool.is_delegation or tool.effect is ToolEffect.READ_ONLY)
+    return tool is not None and (tool.concurrent or tool.effect is ToolEffect.READ_ONLY)
 
 
 def result_for_unrunnable(call: ToolCall, tools: Mapping[str, Tool]) -> ToolOutput | None:

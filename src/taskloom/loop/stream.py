@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from ..events import Event, RunFinished, TextDelta, ThinkingDelta, ToolProgress
-from .result import RunResult
+from ..results import RunResult
 
 __all__ = ["RunStream"]
 
@@ -83,10 +83,11 @@ class RunStream:
         finally:
             if not task.done():
                 task.cancel()
-                try:
-                    await task
-                except BaseException:
-                    pass
+                # Wait for the run to unwind; suppress only the run's own
+                # cancellation, never the caller's (which re-raises here).
+                await asyncio.wait([task])
+                if not task.cancelled():
+                    task.exception()  # retrieved: the reader left, nobody else will
 
     async def collect(self) -> RunResult:
         """Drain the stream and return the result."""

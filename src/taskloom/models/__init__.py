@@ -70,7 +70,10 @@ def resolve_model(spec: str | Model, **options: Any) -> Model:
     `anthropic:` the Messages API; OpenAI-compatible presets (`ollama:`,
     `vllm:`, `lmstudio:`, `llamacpp:`, `openrouter:`, `groq:`, `together:`,
     `deepseek:`) and `openai:<model>@<base_url>` reach any other server.
-    Keyword options go to the adapter (`api_key=`, `base_url=`, ...).
+    Keyword options go to the adapter (`api_key=`, `base_url=`, ...). A key
+    from the environment goes only to its provider's own host; `api_key=`
+    goes wherever the model points. `model.spec` turns back into an
+    equivalent model and never carries a key or a base URL's user-info.
     """
     if not isinstance(spec, str):
         return spec

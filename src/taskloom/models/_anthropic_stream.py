@@ -1,19 +1,19 @@
-"""Reading a Messages API answer: stream events and content blocks in, taskloom blocks out.
+"""Reading a Messages API answer: stream events or a whole body in, a response out.
 
 Private to `anthropic`. `StreamAssembler` is the state machine that folds
 server-sent events into `TextDelta` / `ThinkingDelta` / `ToolCallDelta` as
 they arrive and keeps the content blocks and message fields (id, model, stop
-reason, usage) that the adapter turns into the final `ModelResponse`.
-`parse_block` converts one whole content block, streamed or not, and
-`stream_error` types an `error` event or error body. It lives apart from the
-adapter so the request side reads on its own, and it never imports the
-adapter, which imports it.
+reason, usage) that make the final `ModelResponse`; `decode` reads an
+unstreamed answer. `parse_block` converts one whole content block, streamed
+or not, and `stream_error` types an `error` event or error body. It lives
+apart from the adapter so the request side reads on its own, and it never
+imports the adapter, which imports it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..errors import (
@@ -22,12 +22,14 @@ from ..errors import (
     ProviderError,
     ProviderOverloaded,
     RateLimitError,
+    TransportError,
 )
 from ..events import TextDelta, ThinkingDelta
-from ..messages import Block, TextBlock, ThinkingBlock, ToolCall
-from .base import StreamEvent, ToolCallDelta
+from ..messages import Block, Message, TextBlock, ThinkingBlock, ToolCall, Usage
+from ._http import SSE, loads_event
+from .base import ModelResponse, StreamEvent, ToolCallDelta
 
-__all__ = ["PROVIDER", "StreamAssembler", "parse_block", "stream_error"]
+__all__ = ["PROVIDER", "StreamAssembler", "decode", "parse_block", "stream_error"]
 
 # Defined here rather than in `anthropic` (which re-exports it) so that this
 # module needs nothing from the adapter.
@@ -88,9 +90,15 @@ def stream_error(payload: Mapping[str, Any]) -> ProviderError:
 
 
 class StreamAssembler:
-    """Folds Messages API stream events into deltas and, at the end, the response."""
+    """Folds Messages API stream events into deltas and, at the end, the response.
 
-    def __init__(self) -> None:
+    `output_tool` names the tool that stands in for structured output (its
+    call becomes the answer's JSON text), when one does.
+    """
+
+    def __init__(self, model_name: str, output_tool: str | None) -> None:
+        self.model = model_name
+        self.output_tool = output_tool
         # Content blocks as a non-streamed response would carry them, by index.
         self.blocks: dict[int, dict[str, Any]] = {}
         # Per tool_use block index: its position among the calls, its JSON pieces.
@@ -98,8 +106,22 @@ class StreamAssembler:
         self.message: dict[str, Any] = {"usage": {}}
         self.done = False
 
-    def feed(self, payload: Mapping[str, Any]) -> Iterator[StreamEvent]:
-        """Take one event; yield the deltas it carries (an `error` event raises)."""
+    def feed(self, sse: SSE) -> Iterable[StreamEvent]:
+        """Take one server-sent event; return the deltas it carries (an `error` event raises).
+
+        Events after `message_stop` are read and ignored.
+        """
+        if self.done:
+            return ()
+        return self._event(loads_event(sse, PROVIDER))
+
+    def finish(self) -> ModelResponse:
+        """The whole response; a stream cut before `message_stop` raises `TransportError`."""
+        if not self.done:
+            raise TransportError("stream ended before message_stop", provider=PROVIDER)
+        return _response(self.model, self.content(), self.message, self.output_tool)
+
+    def _event(self, payload: Mapping[str, Any]) -> Iterator[StreamEvent]:
         kind = payload.get("type")
         if kind == "message_start":
             start = payload.get("message") or {}
@@ -161,3 +183,60 @@ class StreamAssembler:
             else:
                 out.append(parse_block(block))
         return [b for b in out if b is not None]
+
+
+def decode(payload: Any, model_name: str, output_tool: str | None) -> ModelResponse:
+    """The response of an unstreamed answer; an error body raises its typed error."""
+    if not isinstance(payload, dict) or payload.get("type") == "error":
+        if isinstance(payload, dict):
+            raise stream_error(payload)
+        raise ProviderError(f"unexpected response: {payload!r:.200}", provider=PROVIDER)
+    built = (parse_block(b) for b in payload.get("content") or () if isinstance(b, dict))
+    return _response(model_name, [b for b in built if b is not None], payload, output_tool)
+
+
+def _response(
+    model_name: str, blocks: list[Block], message: Mapping[str, Any], output_tool: str | None
+) -> ModelResponse:
+    stop_reason = message.get("stop_reason")
+    if output_tool is not None:
+        blocks, answered = _answer_from_output_tool(blocks, output_tool)
+        if answered and not any(isinstance(b, ToolCall) for b in blocks):
+            stop_reason = "end_turn"
+    return ModelResponse(
+        message=Message("assistant", tuple(blocks), provider=PROVIDER, model=model_name),
+        usage=_usage(message.get("usage") or {}),
+        stop_reason=stop_reason or "end_turn",
+        model=message.get("model") or model_name,
+        provider=PROVIDER,
+        response_id=message.get("id"),
+    )
+
+
+def _usage(raw: Mapping[str, Any]) -> Usage:
+    details = raw.get("output_tokens_details") or {}
+    read = int(raw.get("cache_read_input_tokens") or 0)
+    written = int(raw.get("cache_creation_input_tokens") or 0)
+    return Usage(
+        # As the provider reports it (and its SDK parses it): Anthropic counts
+        # cache reads and writes apart from `input_tokens`.
+        input_tokens=int(raw.get("input_tokens") or 0),
+        output_tokens=int(raw.get("output_tokens") or 0),
+        cache_read_tokens=read,
+        cache_write_tokens=written,
+        reasoning_tokens=int(details.get("thinking_tokens") or 0),
+        requests=1,
+    )
+
+
+def _answer_from_output_tool(blocks: list[Block], output_tool: str) -> tuple[list[Block], bool]:
+    """Turn the output tool's call into the JSON text answer it stands for."""
+    out: list[Block] = []
+    answered = False
+    for block in blocks:
+        if isinstance(block, ToolCall) and block.name == output_tool and not answered:
+            answered = True
+            out.append(TextBlock(block.raw_arguments or json.dumps(block.arguments)))
+        else:
+            out.append(block)
+    return out, answered

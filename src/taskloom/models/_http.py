@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
+import time
 import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -21,7 +21,6 @@ import httpx2
 
 from ..errors import (
     AuthenticationError,
-    ConfigurationError,
     ContextWindowExceeded,
     InvalidRequest,
     ProviderError,
@@ -32,10 +31,11 @@ from ..errors import (
 
 __all__ = [
     "SSE",
-    "api_key_from_env",
+    "Target",
     "default_client",
     "error_from_response",
     "iter_sse",
+    "loads_event",
     "open_stream",
     "send_json",
 ]
@@ -70,18 +70,16 @@ def default_client() -> httpx2.AsyncClient:
     return client
 
 
-def api_key_from_env(explicit: str | None, variable: str | None, provider: str) -> str | None:
-    """The explicit key, else the environment variable; a missing key names the variable."""
-    if explicit is not None:
-        return explicit
-    if variable is None:
-        return None
-    value = os.environ.get(variable)
-    if not value:
-        raise ConfigurationError(
-            f"no API key for {provider}: set the {variable} environment variable or pass api_key="
-        )
-    return value
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a model's requests go: the endpoint, the headers every request
+    carries, the provider named in errors, and a hint added to authentication
+    errors (why no key was sent, when one was held back)."""
+
+    url: str
+    headers: Mapping[str, str]
+    provider: str
+    auth_hint: str | None = None
 
 
 def _retry_after(headers: httpx2.Headers) -> float | None:
@@ -99,8 +97,6 @@ def _retry_after(headers: httpx2.Headers) -> float | None:
     except ValueError:
         pass
     try:
-        import time
-
         return max(0.0, parsedate_to_datetime(raw).timestamp() - time.time())
     except (TypeError, ValueError):
         return None
@@ -148,57 +144,55 @@ def error_from_response(
 
 
 def _transport_error(exc: Exception, provider: str) -> TransportError:
-    return TransportError(f"{type(exc).__name__}: {exc}", provider=provider)
+    # A URL no client can reach (ftp://, no scheme) fails the same way on
+    # every attempt: retrying it would only hide the mistake.
+    retryable = not isinstance(exc, httpx2.UnsupportedProtocol)
+    return TransportError(f"{type(exc).__name__}: {exc}", provider=provider, retryable=retryable)
 
 
-async def send_json(
-    client: httpx2.AsyncClient,
-    url: str,
-    body: Mapping[str, Any],
-    headers: Mapping[str, str],
-    provider: str,
-) -> Any:
+def _failure(target: Target, response: httpx2.Response, content: bytes) -> ProviderError:
+    error = error_from_response(response.status_code, content, response.headers, target.provider)
+    if target.auth_hint is not None and isinstance(error, AuthenticationError):
+        error.message = f"{error.message} ({target.auth_hint})"
+    return error
+
+
+async def send_json(client: httpx2.AsyncClient, target: Target, body: Mapping[str, Any]) -> Any:
     """POST a JSON body and return the decoded JSON answer, or raise a typed error."""
     try:
-        response = await client.post(url, json=body, headers=dict(headers))
+        response = await client.post(target.url, json=body, headers=dict(target.headers))
     except httpx2.HTTPError as exc:
-        raise _transport_error(exc, provider) from exc
+        raise _transport_error(exc, target.provider) from exc
     if response.status_code >= 400:
-        raise error_from_response(
-            response.status_code, response.content, response.headers, provider
-        )
+        raise _failure(target, response, response.content)
     try:
         return response.json()
     except ValueError as exc:
         raise ProviderError(
             f"malformed JSON in response: {response.text[:200]!r}",
             status=response.status_code,
-            provider=provider,
+            provider=target.provider,
             retryable=True,
         ) from exc
 
 
 @asynccontextmanager
 async def open_stream(
-    client: httpx2.AsyncClient,
-    url: str,
-    body: Mapping[str, Any],
-    headers: Mapping[str, str],
-    provider: str,
+    client: httpx2.AsyncClient, target: Target, body: Mapping[str, Any]
 ) -> AsyncIterator[httpx2.Response]:
     """Open a streaming POST; error statuses raise before the body is iterated."""
-    request = client.build_request("POST", url, json=body, headers=dict(headers))
+    request = client.build_request("POST", target.url, json=body, headers=dict(target.headers))
     try:
         response = await client.send(request, stream=True)
     except httpx2.HTTPError as exc:
-        raise _transport_error(exc, provider) from exc
+        raise _transport_error(exc, target.provider) from exc
     try:
         if response.status_code >= 400:
             try:
                 content = await response.aread()
             except httpx2.HTTPError as exc:
-                raise _transport_error(exc, provider) from exc
-            raise error_from_response(response.status_code, content, response.headers, provider)
+                raise _transport_error(exc, target.provider) from exc
+            raise _failure(target, response, content)
         yield response
     finally:
         await response.aclose()

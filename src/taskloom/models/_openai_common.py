@@ -24,7 +24,7 @@ from ..messages import (
     ToolResult,
     Usage,
 )
-from .base import ModelRequest, ModelSettings, StopReason, ToolSpec
+from .base import ModelRequest, StopReason, ToolSpec
 
 __all__ = [
     "WireIds",
@@ -32,7 +32,6 @@ __all__ = [
     "assistant_blocks",
     "build_messages",
     "build_tools",
-    "merge_settings",
     "new_call_id",
     "parse_arguments",
     "reasoning_of",
@@ -57,30 +56,17 @@ _STOP_REASONS: dict[str, StopReason] = {
     "content_filter": "content_filter",
 }
 
-# JSON-schema keywords OpenAI's strict structured output does not accept.
-_NOT_STRICT = frozenset(
-    {
-        "allOf",
-        "not",
-        "if",
-        "then",
-        "else",
-        "dependentRequired",
-        "dependentSchemas",
-        "patternProperties",
-        "unevaluatedProperties",
-        "propertyNames",
-        "minProperties",
-        "maxProperties",
-        "unevaluatedItems",
-        "contains",
-        "minContains",
-        "maxContains",
-        "uniqueItems",
-        "minLength",
-        "maxLength",
-    }
-)
+# JSON-schema keywords OpenAI's strict structured output does not accept (the
+# union of what Chat Completions and the Responses API refuse: `strict: false`
+# always works, a wrong `strict: true` is a 400).
+# fmt: off
+_NOT_STRICT = frozenset({
+    "allOf", "oneOf", "not", "if", "then", "else", "default", "dependentRequired",
+    "dependentSchemas", "patternProperties", "unevaluatedProperties", "propertyNames",
+    "minProperties", "maxProperties", "unevaluatedItems", "contains", "minContains",
+    "maxContains", "uniqueItems", "minLength", "maxLength",
+})
+# fmt: on
 
 
 def new_call_id() -> str:
@@ -278,22 +264,6 @@ def response_format(schema: Mapping[str, Any], name: str) -> dict[str, Any]:
             "strict": strict_schema_allowed(schema),
         },
     }
-
-
-def merge_settings(default: ModelSettings | None, override: ModelSettings) -> ModelSettings:
-    """The request's settings on top of the model's defaults (None means unset)."""
-    if default is None:
-        return override
-    return ModelSettings(
-        temperature=override.temperature
-        if override.temperature is not None
-        else default.temperature,
-        top_p=override.top_p if override.top_p is not None else default.top_p,
-        max_tokens=override.max_tokens if override.max_tokens is not None else default.max_tokens,
-        stop=override.stop or default.stop,
-        reasoning=override.reasoning if override.reasoning is not None else default.reasoning,
-        extra={**default.extra, **override.extra},
-    )
 
 
 def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:

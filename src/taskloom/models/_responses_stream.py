@@ -1,29 +1,31 @@
-"""Reading a Responses API stream: server-sent events in, deltas and output items out.
+"""Reading Responses API answers: server-sent events or a whole body in, a response out.
 
 Private to `openai_responses`. `StreamState` is the state machine that folds
 the stream's events into `TextDelta` / `ThinkingDelta` / `ToolCallDelta` as
-they arrive and, at the end, into the response's output items (rebuilt from
-their deltas when an item never finished); the adapter turns those into the
-final `ModelResponse`. `event_error` types the errors that arrive inside a
-stream (and in a failed unstreamed response). It lives apart from the adapter
-so the request side reads on its own, and it never imports the adapter, which
-imports it.
+they arrive and, at the end, the response's output items (rebuilt from their
+deltas when an item never finished) into the final `ModelResponse`; `decode`
+reads an unstreamed answer the same way. `event_error` types the errors that
+arrive inside a stream (and in a failed unstreamed response). It lives apart
+from the adapter so the request side reads on its own, and it never imports
+the adapter, which imports it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import httpx2
 
-from ..errors import ProviderError
+from ..errors import ProviderError, TransportError
 from ..events import TextDelta, ThinkingDelta
-from ._http import error_from_response
-from .base import StreamEvent, ToolCallDelta
+from ..messages import Block, Message, TextBlock, ThinkingBlock, ToolCall, Usage
+from ._http import SSE, error_from_response, loads_event
+from ._openai_common import parse_arguments
+from .base import ModelResponse, StreamEvent, ToolCallDelta
 
-__all__ = ["PROVIDER", "SUMMARY_SEPARATOR", "StreamState", "event_error"]
+__all__ = ["PROVIDER", "SUMMARY_SEPARATOR", "StreamState", "decode", "event_error"]
 
 # Defined here rather than in `openai_responses` (which re-exports it) so that
 # this module needs nothing from the adapter.
@@ -102,15 +104,32 @@ class _Item:
 
 
 class StreamState:
-    """Folds the Responses event stream into deltas and, at the end, the output."""
+    """Folds the Responses event stream into deltas and, at the end, the response."""
 
-    __slots__ = ("_by_id", "_items", "_tools", "final")
+    __slots__ = ("_by_id", "_items", "_model", "_tools", "final")
 
-    def __init__(self) -> None:
+    def __init__(self, model_name: str) -> None:
+        self._model = model_name
         self._items: dict[int, _Item] = {}
         self._by_id: dict[str, int] = {}
         self._tools = 0
         self.final: _Json | None = None
+
+    def feed(self, sse: SSE) -> list[StreamEvent]:
+        """Take one server-sent event; return the deltas it carries.
+
+        Events after the final one (and `[DONE]`) are read and ignored.
+        """
+        if sse.data == "[DONE]" or self.final is not None:
+            return []
+        event = loads_event(sse, PROVIDER)
+        return self._event(event) if isinstance(event, dict) else []
+
+    def finish(self) -> ModelResponse:
+        """The whole response; a stream cut before its final event raises `TransportError`."""
+        if self.final is None:
+            raise TransportError("stream ended before the response was complete", provider=PROVIDER)
+        return _response(self._model, self.final, self.output())
 
     def output(self) -> list[_Json]:
         """The response's items in order; the final response's own list if none streamed."""
@@ -149,8 +168,7 @@ class StreamState:
                 item.parts[("arguments", 0)] = [data["arguments"]]
         return item, deltas
 
-    def feed(self, event: Mapping[str, Any]) -> list[StreamEvent]:
-        """Take one event; return the deltas it carries."""
+    def _event(self, event: Mapping[str, Any]) -> list[StreamEvent]:
         kind = event.get("type")
         if kind == "response.output_item.added":
             return self._track(event, dict(event.get("item") or {}))[1]
@@ -227,3 +245,104 @@ class StreamState:
         if arguments.startswith(seen) and len(arguments) > len(seen):
             return [ToolCallDelta(item.tool_index, arguments=arguments[len(seen) :])]
         return []
+
+
+def decode(data: Any, model_name: str) -> ModelResponse:
+    """The response of an unstreamed answer; a failed one raises its typed error."""
+    if not isinstance(data, dict):
+        raise ProviderError(f"unexpected response body: {str(data)[:200]!r}", provider=PROVIDER)
+    if data.get("status") == "failed" or (data.get("error") and not data.get("output")):
+        raise event_error(data.get("error") or {})
+    return _response(model_name, data, data.get("output") or ())
+
+
+def _response(model_name: str, data: Mapping[str, Any], output: Iterable[Any]) -> ModelResponse:
+    blocks, refused = _blocks(output)
+    message = Message("assistant", tuple(blocks), provider=PROVIDER, model=model_name)
+    return ModelResponse(
+        message=message,
+        usage=_usage(data.get("usage")),
+        stop_reason=_stop_reason(data, blocks, refused),
+        model=data.get("model") or model_name,
+        provider=PROVIDER,
+        response_id=data.get("id"),
+    )
+
+
+def _blocks(output: Iterable[Any]) -> tuple[list[Block], bool]:
+    """The assistant blocks of a response's `output` items, and whether it refused."""
+    blocks: list[Block] = []
+    refused = False
+    for item in output:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "message":
+            parts: list[str] = []
+            for part in item.get("content") or ():
+                if part.get("type") == "refusal":
+                    refused = True
+                    parts.append(part.get("refusal") or "")
+                else:
+                    parts.append(part.get("text") or "")
+            text = "".join(parts)
+            if text:
+                blocks.append(TextBlock(text))
+        elif kind == "function_call":
+            blocks.append(
+                _tool_call(
+                    item.get("call_id") or item.get("id") or "",
+                    item.get("name") or "",
+                    item.get("arguments") or "",
+                    item.get("id"),
+                )
+            )
+        elif kind == "reasoning":
+            blocks.append(
+                ThinkingBlock(
+                    text=_reasoning_text(item),
+                    signature=item.get("encrypted_content"),
+                    provider=PROVIDER,
+                    id=item.get("id"),
+                )
+            )
+    return blocks, refused
+
+
+def _reasoning_text(item: Mapping[str, Any]) -> str:
+    for field in ("summary", "content"):
+        texts = [p.get("text") or "" for p in item.get(field) or () if isinstance(p, dict)]
+        if any(texts):
+            return SUMMARY_SEPARATOR.join(t for t in texts if t)
+    return ""
+
+
+def _tool_call(call_id: str, name: str, raw: str, item_id: str | None) -> ToolCall:
+    arguments, raw_arguments = parse_arguments(raw)
+    return ToolCall(call_id, name, arguments, raw_arguments=raw_arguments, provider_id=item_id)
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, dict):
+        return Usage(requests=1)
+    given = raw.get("input_tokens_details") or {}
+    made = raw.get("output_tokens_details") or {}
+    return Usage(
+        input_tokens=int(raw.get("input_tokens") or 0),
+        output_tokens=int(raw.get("output_tokens") or 0),
+        cache_read_tokens=int(given.get("cached_tokens") or 0),
+        cache_write_tokens=int(given.get("cache_write_tokens") or 0),
+        reasoning_tokens=int(made.get("reasoning_tokens") or 0),
+        requests=1,
+    )
+
+
+def _stop_reason(data: Mapping[str, Any], blocks: Sequence[Block], refused: bool) -> str:
+    if any(isinstance(b, ToolCall) for b in blocks):
+        return "tool_use"
+    reason = (data.get("incomplete_details") or {}).get("reason")
+    if reason == "max_output_tokens":
+        return "max_tokens"
+    if reason == "content_filter":
+        return "content_filter"
+    return "refusal" if refused else "end_turn"

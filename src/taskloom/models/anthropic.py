@@ -30,38 +30,23 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2
+from ..messages import Block, ImageBlock, Message, TextBlock, ThinkingBlock, ToolCall, ToolResult
+from ._adapter import WireModel
+from ._anthropic_stream import PROVIDER, StreamAssembler, decode
+from .base import ModelRequest, ModelResponse, ModelSettings, ReasoningOptions
+from .resolve import ANTHROPIC
 
-from ..errors import ProviderError, TransportError
-from ..messages import (
-    Block,
-    ImageBlock,
-    Message,
-    TextBlock,
-    ThinkingBlock,
-    ToolCall,
-    ToolResult,
-    Usage,
-)
-from ._anthropic_stream import PROVIDER, StreamAssembler, parse_block, stream_error
-from ._http import api_key_from_env, default_client, iter_sse, loads_event, open_stream, send_json
-from .base import (
-    ModelRequest,
-    ModelResponse,
-    ModelSettings,
-    ReasoningOptions,
-    ResponseCompleted,
-    StreamEvent,
-    collect,
-)
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._adapter import WireOptions
 
 __all__ = ["AnthropicModel", "wire_tool_id"]
 
-DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 _EPHEMERAL = {"type": "ephemeral"}
 _VALID_TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
@@ -129,17 +114,6 @@ def wire_tool_id(call_id: str) -> str:
         return call_id
     digest = hashlib.sha256(call_id.encode()).hexdigest()[:12]
     return f"{re.sub(r'[^a-zA-Z0-9_-]', '_', call_id)}_{digest}"
-
-
-def _merge_settings(base: ModelSettings, over: ModelSettings) -> ModelSettings:
-    return ModelSettings(
-        temperature=over.temperature if over.temperature is not None else base.temperature,
-        top_p=over.top_p if over.top_p is not None else base.top_p,
-        max_tokens=over.max_tokens if over.max_tokens is not None else base.max_tokens,
-        stop=over.stop or base.stop,
-        reasoning=over.reasoning if over.reasoning is not None else base.reasoning,
-        extra={**base.extra, **over.extra},
-    )
 
 
 def _tool_input(call: ToolCall) -> dict[str, Any]:
@@ -257,9 +231,8 @@ def _build_body(
     default_max_tokens: int | None,
     stream: bool,
     cache: bool,
-) -> tuple[dict[str, Any], str | None]:
-    """The JSON body for one request, and the output tool's name when one stands in
-    for native structured output."""
+) -> dict[str, Any]:
+    """The JSON body for one request."""
     family = _Family.of(model)
     body: dict[str, Any] = {"model": model, "messages": _wire_messages(request.messages)}
     if request.system:
@@ -275,12 +248,11 @@ def _build_body(
         # by another provider): that request goes without thinking.
         thinking = None
     output_config: dict[str, Any] = {"effort": effort} if effort else {}
-    output_tool: str | None = None
-    if request.output_schema is not None and family.native_output:
+    output_tool = _output_tool(model, request)
+    if request.output_schema is not None and output_tool is None:
         schema = _strict_schema(dict(request.output_schema))
         output_config["format"] = {"type": "json_schema", "schema": schema}
-    elif request.output_schema is not None:
-        output_tool = request.output_name
+    elif request.output_schema is not None and output_tool is not None:
         tools.append(
             {
                 "name": output_tool,
@@ -316,7 +288,14 @@ def _build_body(
             body[key] = {**body[key], **value}
         else:
             body[key] = value
-    return body, output_tool
+    return body
+
+
+def _output_tool(model: str, request: ModelRequest) -> str | None:
+    """The tool standing in for structured output on models without the native kind."""
+    if request.output_schema is None or _Family.of(model).native_output:
+        return None
+    return request.output_name
 
 
 def _max_tokens(family: _Family, thinking: Mapping[str, Any] | None) -> int:
@@ -337,165 +316,54 @@ def _ends_in_unthought_tool_use(body: Mapping[str, Any]) -> bool:
     return last["content"][0]["type"] not in ("thinking", "redacted_thinking")
 
 
-def _usage(raw: Mapping[str, Any]) -> Usage:
-    details = raw.get("output_tokens_details") or {}
-    read = int(raw.get("cache_read_input_tokens") or 0)
-    written = int(raw.get("cache_creation_input_tokens") or 0)
-    return Usage(
-        # As the provider reports it (and its SDK parses it): Anthropic counts
-        # cache reads and writes apart from `input_tokens`.
-        input_tokens=int(raw.get("input_tokens") or 0),
-        output_tokens=int(raw.get("output_tokens") or 0),
-        cache_read_tokens=read,
-        cache_write_tokens=written,
-        reasoning_tokens=int(details.get("thinking_tokens") or 0),
-        requests=1,
-    )
+class AnthropicModel(WireModel):
+    """A Claude model over the Anthropic Messages API (see `WireModel` for the options).
 
-
-class AnthropicModel:
-    """A Claude model over the Anthropic Messages API.
-
-    Constructing one does no I/O; a missing key raises `ConfigurationError`
-    naming `api_key_env` at once (pass `api_key_env=None` for servers that
-    need none). `stream=True` makes `request()` read server-sent events;
-    `stream()` always yields events, ending with `ResponseCompleted`.
     `max_tokens` overrides the per-family default when the request's settings
-    give none; `settings` are defaults under each request's own settings;
-    `cache` places prompt-cache breakpoints on the system prompt and tools.
+    give none; `cache` places prompt-cache breakpoints on the system prompt
+    and tools. With `stream=False`, `stream()` yields the whole answer as one
+    `ResponseCompleted`.
     """
+
+    __slots__ = ("_cache", "_max_tokens")
+
+    _HOME = ANTHROPIC
 
     def __init__(
         self,
         model_name: str,
         *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        http_client: httpx2.AsyncClient | None = None,
-        headers: Mapping[str, str] | None = None,
-        stream: bool = True,
-        api_key_env: str | None = "ANTHROPIC_API_KEY",
         max_tokens: int | None = None,
-        settings: ModelSettings | None = None,
         cache: bool = True,
+        **options: Unpack[WireOptions],
     ) -> None:
-        self._name = model_name
-        self._api_key = api_key_from_env(api_key, api_key_env, PROVIDER)
-        self._base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
-        self._client = http_client
-        self._headers = dict(headers or {})
-        self._stream = stream
+        super().__init__(model_name, **options)
         self._max_tokens = max_tokens
-        self._settings = settings or ModelSettings()
         self._cache = cache
 
-    @property
-    def name(self) -> str:
-        """The model name sent on the wire."""
-        return self._name
+    def _endpoint(self, base_url: str) -> str:
+        return f"{base_url}/messages" if base_url.endswith("/v1") else f"{base_url}/v1/messages"
 
-    @property
-    def provider(self) -> str:
-        """Always `anthropic`."""
-        return PROVIDER
+    def _wire_headers(self, key: str | None) -> dict[str, str]:
+        headers = {"anthropic-version": API_VERSION, "content-type": "application/json"}
+        if key is not None:
+            headers["x-api-key"] = key
+        return headers
 
-    @property
-    def spec(self) -> str:
-        """`anthropic:<name>`, which `resolve_model` turns back into this model."""
-        return f"{PROVIDER}:{self._name}"
-
-    def __repr__(self) -> str:
-        return f"AnthropicModel({self._name!r}, base_url={self._base_url!r})"
-
-    @property
-    def url(self) -> str:
-        """The endpoint requests go to."""
-        base = self._base_url
-        return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
-
-    def build_body(self, request: ModelRequest, *, stream: bool | None = None) -> dict[str, Any]:
-        """The JSON body this model would send for `request` (no I/O)."""
-        return self._body(request, self._stream if stream is None else stream)[0]
-
-    def _body(self, request: ModelRequest, stream: bool) -> tuple[dict[str, Any], str | None]:
+    def _encode(
+        self, request: ModelRequest, settings: ModelSettings, stream: bool
+    ) -> dict[str, Any]:
         return _build_body(
             self._name,
             request,
-            settings=_merge_settings(self._settings, request.settings),
+            settings=settings,
             default_max_tokens=self._max_tokens,
             stream=stream,
             cache=self._cache,
         )
 
-    def _request_headers(self) -> dict[str, str]:
-        headers = {"anthropic-version": API_VERSION, "content-type": "application/json"}
-        if self._api_key is not None:
-            headers["x-api-key"] = self._api_key
-        headers.update(self._headers)
-        return headers
+    def _assembler(self, request: ModelRequest, emit: bool) -> StreamAssembler:
+        return StreamAssembler(self._name, _output_tool(self._name, request))
 
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        """Send the request and return the whole response (streamed underneath if `stream=True`)."""
-        if self._stream:
-            return await collect(self.stream(request))
-        body, output_tool = self._body(request, False)
-        client = self._client or default_client()
-        payload = await send_json(client, self.url, body, self._request_headers(), PROVIDER)
-        return self._parse(payload, output_tool)
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """Yield text, thinking and tool-call deltas as they arrive, then `ResponseCompleted`."""
-        if not self._stream:
-            yield ResponseCompleted(await self.request(request))
-            return
-        body, output_tool = self._body(request, True)
-        client = self._client or default_client()
-        assembler = StreamAssembler()
-        async with open_stream(client, self.url, body, self._request_headers(), PROVIDER) as resp:
-            # Read on to the end of the body even after message_stop: a body left
-            # unread makes the client close the connection instead of reusing it.
-            async for sse in iter_sse(resp, PROVIDER):
-                if not assembler.done:
-                    for event in assembler.feed(loads_event(sse, PROVIDER)):
-                        yield event
-        if not assembler.done:
-            raise TransportError("stream ended before message_stop", provider=PROVIDER)
-        yield ResponseCompleted(self._response(assembler.content(), assembler.message, output_tool))
-
-    def _parse(self, payload: Any, output_tool: str | None) -> ModelResponse:
-        if not isinstance(payload, dict) or payload.get("type") == "error":
-            if isinstance(payload, dict):
-                raise stream_error(payload)
-            raise ProviderError(f"unexpected response: {payload!r:.200}", provider=PROVIDER)
-        built = (parse_block(b) for b in payload.get("content") or () if isinstance(b, dict))
-        return self._response([b for b in built if b is not None], payload, output_tool)
-
-    def _response(
-        self, blocks: list[Block], message: Mapping[str, Any], output_tool: str | None
-    ) -> ModelResponse:
-        stop_reason = message.get("stop_reason")
-        if output_tool is not None:
-            blocks, answered = _answer_from_output_tool(blocks, output_tool)
-            if answered and not any(isinstance(b, ToolCall) for b in blocks):
-                stop_reason = "end_turn"
-        return ModelResponse(
-            message=Message("assistant", tuple(blocks), provider=PROVIDER, model=self._name),
-            usage=_usage(message.get("usage") or {}),
-            stop_reason=stop_reason or "end_turn",
-            model=message.get("model") or self._name,
-            provider=PROVIDER,
-            response_id=message.get("id"),
-        )
-
-
-def _answer_from_output_tool(blocks: list[Block], output_tool: str) -> tuple[list[Block], bool]:
-    """Turn the output tool's call into the JSON text answer it stands for."""
-    out: list[Block] = []
-    answered = False
-    for block in blocks:
-        if isinstance(block, ToolCall) and block.name == output_tool and not answered:
-            answered = True
-            out.append(TextBlock(block.raw_arguments or json.dumps(block.arguments)))
-        else:
-            out.append(block)
-    return out, answered
+    def _decode(self, payload: Any, request: ModelRequest) -> ModelResponse:
+        return decode(payload, self._name, _output_tool(self._name, request))

@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from ..events import TextDelta, ThinkingDelta
 from ..messages import Message, Usage
+from ..results import ToolSpec
 
 __all__ = [
     "Model",
@@ -67,15 +68,6 @@ class ModelSettings:
     stop: tuple[str, ...] = ()
     reasoning: ReasoningOptions | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    """What the model is told about one tool."""
-
-    name: str
-    description: str
-    input_schema: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,31 +9,21 @@ they differ.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 
 from ..errors import ProviderError, TransportError
 from ..events import TextDelta, ThinkingDelta
 from ..messages import Message, ToolCall
-from ._http import (
-    SSE,
-    api_key_from_env,
-    default_client,
-    error_from_response,
-    iter_sse,
-    loads_event,
-    open_stream,
-    send_json,
-)
+from ._adapter import WireModel
+from ._http import SSE, error_from_response, loads_event
 from ._openai_common import (
     arguments_json,
     assistant_blocks,
     build_messages,
     build_tools,
-    merge_settings,
     new_call_id,
     parse_arguments,
     reasoning_of,
@@ -42,108 +32,46 @@ from ._openai_common import (
     text_of,
     usage_of,
 )
-from .base import (
-    ModelRequest,
-    ModelResponse,
-    ModelSettings,
-    ResponseCompleted,
-    StreamEvent,
-    ToolCallDelta,
-)
+from .base import ModelRequest, ModelResponse, ModelSettings, StreamEvent, ToolCallDelta
 from .resolve import PRESETS
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._adapter import WireOptions
 
 __all__ = ["OpenAIChatModel"]
 
-OPENAI_BASE_URL = "https://api.openai.com/v1"
 
-
-class OpenAIChatModel:
+class OpenAIChatModel(WireModel):
     """A model behind `POST {base_url}/chat/completions`.
 
-    The key is `api_key`, else the variable `api_key_env` (a missing key
-    raises `ConfigurationError` naming it, here, not at the first request);
-    with `api_key_env=None` and no key no `Authorization` header is sent.
-    `base_url` defaults to the preset of `provider` (api.openai.com for
-    `openai`). `stream` chooses the HTTP path `request` uses; `stream()`
-    yields deltas either way. `settings` are defaults under each request's.
+    `provider` names the server (`openai`, or a preset such as `ollama`); its
+    preset gives the default `base_url` and key variable, and whether a key is
+    required (see `WireModel` for the options and where keys go). With
+    `stream=False`, `stream()` replays the whole response as deltas.
     `max_tokens` goes out as `max_completion_tokens` to OpenAI and as
     `max_tokens` to every other server. Thinking blocks are never sent.
-    Construction does no I/O; the shared pooled client is used when no
-    `http_client` is given.
     """
 
-    __slots__ = (
-        "_base_url",
-        "_client",
-        "_headers",
-        "_name",
-        "_provider",
-        "_settings",
-        "_stream",
-        "_url",
-    )
+    __slots__ = ()
+
+    _HOME = PRESETS["openai"]
 
     def __init__(
-        self,
-        model_name: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        http_client: httpx2.AsyncClient | None = None,
-        headers: Mapping[str, str] | None = None,
-        stream: bool = True,
-        provider: str = "openai",
-        api_key_env: str | None = "OPENAI_API_KEY",
-        settings: ModelSettings | None = None,
+        self, model_name: str, *, provider: str = "openai", **options: Unpack[WireOptions]
     ) -> None:
-        key = api_key_from_env(api_key, api_key_env, provider)
-        if base_url is None:
-            preset = PRESETS.get(provider)
-            base_url = preset.base_url if preset is not None else OPENAI_BASE_URL
-        self._name = model_name
-        self._provider = provider
-        self._base_url = base_url.rstrip("/")
-        self._url = f"{self._base_url}/chat/completions"
-        self._client = http_client
-        self._stream = stream
-        self._settings = settings
-        wire_headers = {"Authorization": f"Bearer {key}"} if key else {}
-        wire_headers.update(headers or {})
-        self._headers = wire_headers
+        self._configure(model_name, provider, PRESETS.get(provider, self._HOME), options)
 
-    @property
-    def name(self) -> str:
-        """The model's name as the server knows it."""
-        return self._name
+    def _endpoint(self, base_url: str) -> str:
+        return f"{base_url}/chat/completions"
 
-    @property
-    def provider(self) -> str:
-        """The server's name (`openai`, or a preset such as `ollama`)."""
-        return self._provider
-
-    @property
-    def base_url(self) -> str:
-        """Where requests go, without the trailing `/chat/completions`."""
-        return self._base_url
-
-    @property
-    def spec(self) -> str:
-        """The `resolve_model` string for an equivalent model (keys not included)."""
-        preset = PRESETS.get(self._provider)
-        if preset is not None and preset.base_url == self._base_url:
-            return f"{self._provider}:{self._name}"
-        prefix = self._provider if preset is not None else "openai"
-        return f"{prefix}:{self._name}@{self._base_url}"
-
-    def __repr__(self) -> str:
-        return f"OpenAIChatModel({self.spec!r})"
-
-    def body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
-        """The JSON body this model sends for `request`."""
+    def _encode(
+        self, request: ModelRequest, settings: ModelSettings, stream: bool
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self._name, "messages": build_messages(request)}
         if request.tools:
             body["tools"] = build_tools(request.tools)
-        settings = merge_settings(self._settings, request.settings)
         if settings.temperature is not None:
             body["temperature"] = settings.temperature
         if settings.top_p is not None:
@@ -165,57 +93,19 @@ class OpenAIChatModel:
         body.update(settings.extra)
         return body
 
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        """Send the request (streamed or not, per `stream=`) and return the response."""
-        if not self._stream:
-            return self._completion(await self._send(request))
-        state = _StreamState(self._provider, self._name, emit=False)
-        async with self._open_stream(request) as response:
-            async for sse in iter_sse(response, self._provider):
-                chunk = state.decode(sse)
-                if chunk is not None:
-                    state.feed(chunk)
-        return state.finish()
+    def _assembler(self, request: ModelRequest, emit: bool) -> _StreamState:
+        return _StreamState(self._provider, self._name, emit=emit)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """Yield text, thinking and tool call deltas, then `ResponseCompleted`.
+    def _replayed(self, response: ModelResponse) -> Iterable[StreamEvent]:
+        return _replayed_deltas(response.message)
 
-        With `stream=False` the deltas are replayed from the whole response.
-        A consumer that stops early closes the connection by closing this
-        iterator (`aclose()`, or leaving an `async for` inside `aclosing`).
-        """
-        if not self._stream:
-            response = self._completion(await self._send(request))
-            for event in _replayed_deltas(response.message):
-                yield event
-            yield ResponseCompleted(response)
-            return
-        state = _StreamState(self._provider, self._name, emit=True)
-        async with self._open_stream(request) as http_response:
-            async for sse in iter_sse(http_response, self._provider):
-                chunk = state.decode(sse)
-                if chunk is not None:
-                    for event in state.feed(chunk):
-                        yield event
-        yield ResponseCompleted(state.finish())
-
-    async def _send(self, request: ModelRequest) -> Any:
-        client = self._client or default_client()
-        body = self.body(request, stream=False)
-        return await send_json(client, self._url, body, self._headers, self._provider)
-
-    def _open_stream(self, request: ModelRequest) -> AbstractAsyncContextManager[httpx2.Response]:
-        client = self._client or default_client()
-        body = self.body(request, stream=True)
-        return open_stream(client, self._url, body, self._headers, self._provider)
-
-    def _completion(self, data: Any) -> ModelResponse:
-        if isinstance(data, Mapping) and data.get("error"):
-            raise _error_in_body(data, self._provider)
-        choices = data.get("choices") if isinstance(data, Mapping) else None
+    def _decode(self, payload: Any, request: ModelRequest) -> ModelResponse:
+        if isinstance(payload, Mapping) and payload.get("error"):
+            raise _error_in_body(payload, self._provider)
+        choices = payload.get("choices") if isinstance(payload, Mapping) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
             raise ProviderError(
-                f"response is not a chat completion: {json.dumps(data)[:200]}",
+                f"response is not a chat completion: {json.dumps(payload)[:200]}",
                 status=200,
                 provider=self._provider,
                 retryable=False,
@@ -232,8 +122,8 @@ class OpenAIChatModel:
             refusal=message.get("refusal"),
             calls=calls,
             finish_reason=choices[0].get("finish_reason"),
-            usage=data.get("usage"),
-            wire=data,
+            usage=payload.get("usage"),
+            wire=payload,
         )
 
 
@@ -360,21 +250,23 @@ class _StreamState:
         self.model: str | None = None
         self.done = False
 
-    def decode(self, sse: SSE) -> Mapping[str, Any] | None:
-        """The chunk an event carries; None for `[DONE]` and whatever follows it."""
+    def feed(self, sse: SSE) -> list[StreamEvent]:
+        """Take one event; return the deltas it carried (none when not emitting).
+
+        `[DONE]` ends the answer; whatever follows it is ignored.
+        """
         # The body is read on past [DONE] to its end (nothing follows it):
         # leaving the reader generators half-done would hand each of them to
         # the event loop's finalizer, a task apiece.
         if self.done:
-            return None
+            return []
         if sse.data == "[DONE]":
             self.done = True
-            return None
+            return []
         chunk = loads_event(sse, self.provider)
-        return chunk if isinstance(chunk, Mapping) else None
+        return self._chunk(chunk) if isinstance(chunk, Mapping) else []
 
-    def feed(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
-        """Take one chunk; return the deltas it carried (none when not emitting)."""
+    def _chunk(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
         if chunk.get("error"):
             raise _error_in_body(chunk, self.provider)
         if self.response_id is None and isinstance(chunk.get("id"), str):

@@ -5,11 +5,16 @@ Responses API, `anthropic:` the Messages API, and every name in `PRESETS` an
 OpenAI-compatible server reached through Chat Completions. A `@<base_url>`
 suffix (`"openai:my-model@http://127.0.0.1:8000/v1"`) points any of them at
 another server. Adapters are imported only when a spec asks for them.
+
+Every provider's default server and key variable is listed here (`PRESETS`,
+`ANTHROPIC`, `OPENAI_RESPONSES`): a key read from a provider's variable goes
+only to that provider's own server.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -20,17 +25,26 @@ from ..errors import ConfigurationError
 if TYPE_CHECKING:
     from .base import Model
 
-__all__ = ["PREFIXES", "PRESETS", "Preset", "resolve", "split_spec"]
+__all__ = [
+    "ANTHROPIC",
+    "OPENAI_RESPONSES",
+    "PREFIXES",
+    "PRESETS",
+    "Preset",
+    "resolve",
+    "split_spec",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class Preset:
-    """A server spoken to through Chat Completions.
+    """A provider's own server and key: the defaults a spec prefix stands for.
 
-    `base_url` is the default, overridden by the environment variable
-    `base_url_env` and then by `base_url=`. `api_key_env` names the key's
-    variable; when `key_required` is false a missing key means no
-    `Authorization` header (local servers).
+    `base_url` is the default server. `api_key_env` names the key's variable,
+    whose value is sent to `base_url`'s host and to no other; when
+    `key_required` is false a missing key means no auth header (local
+    servers). For Chat Completions prefixes `resolve` lets the environment
+    variable `base_url_env` and then `base_url=` override the server.
     """
 
     name: str
@@ -61,6 +75,12 @@ PRESETS: Mapping[str, Preset] = _table(
 )
 """Chat Completions servers by spec prefix (`openai` first); docs list this table."""
 
+ANTHROPIC = Preset("anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY", True)
+"""The Anthropic Messages API's server and key."""
+
+OPENAI_RESPONSES = Preset("openai-responses", "https://api.openai.com/v1", "OPENAI_API_KEY", True)
+"""The OpenAI Responses API's server and key."""
+
 _OTHER_APIS = {
     "openai-responses": ("taskloom.models.openai_responses", "OpenAIResponsesModel"),
     "anthropic": ("taskloom.models.anthropic", "AnthropicModel"),
@@ -70,11 +90,15 @@ PREFIXES: tuple[str, ...] = ("openai", "openai-responses", "anthropic", *list(PR
 """Every prefix `resolve` understands."""
 
 
+_AT_URL = re.compile(r"@[A-Za-z][A-Za-z0-9+.-]*://")
+
+
 def split_spec(spec: str) -> tuple[str, str, str | None]:
     """`(prefix, model, base_url)` of a spec; base_url is None without `@<url>`.
 
-    The server part starts at the first `@http://` or `@https://`, so model
-    names may contain `@` and `:` (`ollama:qwen3:8b`).
+    The server part starts at the first `@<scheme>://` (`@http://`,
+    `@https://`; any other scheme is kept so that the adapter can refuse it
+    by name), so model names may contain `@` and `:` (`ollama:qwen3:8b`).
     """
     prefix, sep, rest = spec.partition(":")
     if not sep or not prefix:
@@ -83,10 +107,9 @@ def split_spec(spec: str) -> tuple[str, str, str | None]:
             f"with a provider among {', '.join(PREFIXES)}"
         )
     base_url: str | None = None
-    cuts = [i for i in (rest.find("@http://"), rest.find("@https://")) if i >= 0]
-    if cuts:
-        cut = min(cuts)
-        rest, base_url = rest[:cut], rest[cut + 1 :].rstrip("/")
+    server = _AT_URL.search(rest)
+    if server is not None:
+        rest, base_url = rest[: server.start()], rest[server.start() + 1 :].rstrip("/")
     if not rest:
         raise ConfigurationError(f"model spec {spec!r} names no model after {prefix + ':'!r}")
     return prefix, rest, base_url
@@ -96,11 +119,11 @@ def resolve(spec: str, **options: Any) -> Model:
     """The model a spec names, built with `options` (`api_key=`, `base_url=`, ...).
 
     A Chat Completions server's URL is `base_url=`, else the spec's
-    `@<base_url>`, else `$<NAME>_BASE_URL`, else the `PRESETS` default. Its key
-    is required only where `PRESETS` says so; a spec with `@<base_url>` reads
-    no key variable unless `api_key_env=` names one, so a key meant for one
-    server is never sent to another. Unknown prefixes raise
-    `ConfigurationError` listing the known ones.
+    `@<base_url>`, else `$<NAME>_BASE_URL`, else the `PRESETS` default. A key
+    from a provider's variable is sent only to that provider's default
+    server, so a spec pointing elsewhere (a proxy, a local server, a spec read
+    back from a store) never carries one; `api_key=` goes wherever the model
+    points. Unknown prefixes raise `ConfigurationError` listing the known ones.
     """
     prefix, model_name, at_url = split_spec(spec)
     other = _OTHER_APIS.get(prefix)
@@ -119,29 +142,9 @@ def resolve(spec: str, **options: Any) -> Model:
             f"unknown model provider {prefix!r} in {spec!r}: known providers are "
             + ", ".join(PREFIXES)
         )
-    return _chat_model(preset, model_name, at_url, options)
-
-
-def _chat_model(
-    preset: Preset, model_name: str, at_url: str | None, options: dict[str, Any]
-) -> Model:
     from .openai_chat import OpenAIChatModel
 
-    base_url = options.pop("base_url", None) or at_url
-    if base_url is None:
-        base_url = os.environ.get(preset.base_url_env) or preset.base_url
-    # A spec that names its own server reads no key variable unless asked
-    # to: the preset's key belongs to the preset's server.
-    key_env = options.pop("api_key_env", preset.api_key_env if at_url is None else None)
-    api_key = options.pop("api_key", None)
-    required = preset.key_required and at_url is None
-    if api_key is None and key_env is not None and not required:
-        api_key = os.environ.get(key_env) or None
+    if options.get("base_url") is None:
+        options["base_url"] = at_url or os.environ.get(preset.base_url_env) or preset.base_url
     options.setdefault("provider", preset.name)
-    return OpenAIChatModel(
-        model_name,
-        api_key=api_key,
-        api_key_env=key_env if required else None,
-        base_url=base_url,
-        **options,
-    )
+    return OpenAIChatModel(model_name, **options)

@@ -35,7 +35,12 @@ class RetryPolicy:
     max_retry_after: float = 60.0
 
     def should_retry(self, error: BaseException, retries_so_far: int) -> bool:
-        """Whether `error` may be retried after `retries_so_far` retries."""
+        """Whether `error` may be retried after `retries_so_far` retries.
+
+        Only a `ProviderError` marked retryable is: a configuration mistake
+        (`ConfigurationError`, such as a base URL that is not http(s)) fails
+        the same way every time and is never retried.
+        """
         return (
             retries_so_far < self.max_retries
             and isinstance(error, ProviderError)

@@ -1,20 +1,27 @@
-"""Session stores: memory, SQLite, PostgreSQL, behind one `SessionStore` interface."""
+"""Session stores: memory, SQLite, PostgreSQL, behind one `SessionStore` interface,
+with the leases and fences that coordinate their writers."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .base import Entry, EntryKind, Fence, SessionMeta, SessionStore
+from .base import Entry, EntryKind, SessionMeta, SessionStore
+from .leases import Clock, Fence, Lease, Leases, MemoryLeases, system_clock
 from .memory import MemoryStore
 
 __all__ = [
+    "Clock",
     "Entry",
     "EntryKind",
     "Fence",
+    "Lease",
+    "Leases",
+    "MemoryLeases",
     "MemoryStore",
     "SessionMeta",
     "SessionStore",
     "open_store",
+    "system_clock",
 ]
 
 

@@ -15,12 +15,13 @@ one backend accepts, every backend accepts.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ..entries import Entry, EntryKind
 from ..errors import ConfigurationError
+from .leases import Fence, Leases
 
 __all__ = [
     "MAX_SESSION_ID_LENGTH",
@@ -60,70 +61,6 @@ def _preview(value: object) -> str:
     return text if len(text) <= 80 else text[:60] + f"... ({len(text)} characters)"
 
 
-class EntryKind:
-    """The entry kinds taskloom writes (a store accepts any string)."""
-
-    MESSAGE = "message"
-    STEER = "steer"
-    STOP_REQUEST = "stop_request"
-    DEFERRED = "deferred"
-    APPROVAL_REQUEST = "approval_request"
-    APPROVAL_DECISION = "approval_decision"
-    SUBAGENT = "subagent"
-    SUBAGENT_DISPATCHED = "subagent_dispatched"
-    SUBAGENT_STARTED = "subagent_started"
-    SUBAGENT_RESULT = "subagent_result"
-    SUBAGENT_REPORT = "subagent_report"
-    NOTICE_DELIVERED = "notice_delivered"
-    MODEL_CHANGE = "model_change"
-    RUN_STARTED = "run_started"
-    RUN_FINISHED = "run_finished"
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One log entry. `data` is JSON-serialisable; `position` is set by the store."""
-
-    kind: str
-    data: Mapping[str, Any] = field(default_factory=dict)
-    run_id: str | None = None
-    position: int = 0
-    created_at: float = 0.0
-
-    def placed(self, position: int) -> Entry:
-        """This entry as stored at `position` (timestamped if it was not)."""
-        return Entry(self.kind, self.data, self.run_id, position, self.created_at or time.time())
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
-        return {
-            "kind": self.kind,
-            "data": dict(self.data),
-            "run_id": self.run_id,
-            "position": self.position,
-            "created_at": self.created_at,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Entry:
-        """The value `to_dict` described."""
-        return cls(
-            d["kind"],
-            d.get("data") or {},
-            d.get("run_id"),
-            d.get("position", 0),
-            d.get("created_at", 0.0),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Fence:
-    """A lease key and the generation its holder was granted."""
-
-    key: str
-    generation: int
-
-
 @dataclass(frozen=True, slots=True)
 class SessionMeta:
     """What a store knows about a session besides its log."""
@@ -147,7 +84,16 @@ class SessionMeta:
 
 @runtime_checkable
 class SessionStore(Protocol):
-    """Persistent sessions: metadata plus an append-only log each."""
+    """Persistent sessions: metadata plus an append-only log each.
+
+    `leases` is the coordination backend on the same database: a fenced
+    append is checked against it in the append's own transaction.
+    """
+
+    @property
+    def leases(self) -> Leases:
+        """The leases on this store's database, checked by fenced appends."""
+        ...
 
     async def create(self, meta: SessionMeta) -> SessionMeta:
         """Create a session; returns it timestamped.

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from builtins import list as _list
 
-from ..background.leases import Clock, MemoryLeases, system_clock
 from ..errors import SessionNotFound, StaleLeaseError
-from .base import Entry, Fence, SessionMeta, check_session_id
+from .base import Entry, SessionMeta, check_session_id
+from .leases import Clock, Fence, MemoryLeases, system_clock
 
 __all__ = ["MemoryStore"]
 

@@ -18,11 +18,11 @@ import random
 from builtins import list as _list
 from typing import TYPE_CHECKING, Any
 
-from ..background.leases import Clock, system_clock
-from ..background.leases_postgres import PostgresLeases
 from ..errors import SessionNotFound, StaleLeaseError
+from ._leases_postgres import PostgresLeases
 from ._sql import Migration, PostgresDatabase, dump_json, load_entry_data, session_filters
-from .base import Entry, Fence, SessionMeta, check_session_id
+from .base import Entry, SessionMeta, check_session_id
+from .leases import Clock, Fence, system_clock
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection

@@ -15,9 +15,8 @@ import sqlite3
 from builtins import list as _list
 from typing import Any, Literal
 
-from ..background.leases import Clock, system_clock
-from ..background.leases_sqlite import SQLiteLeases
 from ..errors import SessionNotFound, StaleLeaseError
+from ._leases_sqlite import SQLiteLeases
 from ._sql import (
     Migration,
     SQLiteDatabase,
@@ -26,7 +25,8 @@ from ._sql import (
     load_entry_data,
     session_filters,
 )
-from .base import Entry, Fence, SessionMeta, check_session_id
+from .base import Entry, SessionMeta, check_session_id
+from .leases import Clock, Fence, system_clock
 
 __all__ = ["SQLITE_SESSION_MIGRATIONS", "SQLiteStore"]
 

@@ -32,8 +32,8 @@ from typing import Any
 
 import pytest
 
-from ..background.leases import Leases
 from ..stores.base import Fence
+from ..stores.leases import Leases
 from .clock import FakeClock
 
 __all__ = ["FakeClock", "LeaseContract"]
@@ -95,6 +95,27 @@ class LeaseContract:
         await leases.release(a)
         assert await leases.current("job-2") == b
         assert await leases.current("job-1") is None
+
+    async def test_take_over_moves_a_live_lease_to_a_new_generation(
+        self, leases: Leases, clock: FakeClock
+    ) -> None:
+        dead = await leases.acquire("job", "worker-dead", self.TTL)
+        assert dead is not None
+        taken = await leases.take_over(dead, "worker-b", self.TTL)
+        assert taken is not None
+        assert (taken.holder, taken.generation) == ("worker-b", dead.generation + 1)
+        assert taken.expires_at == clock() + self.TTL
+        assert await leases.current("job") == taken
+        assert await leases.renew(dead, self.TTL) is None  # the dead holder lost it
+
+    async def test_take_over_needs_the_lease_to_be_current(self, leases: Leases) -> None:
+        dead = await leases.acquire("job", "worker-dead", self.TTL)
+        assert dead is not None
+        first = await leases.take_over(dead, "worker-b", self.TTL)
+        assert first is not None
+        # A second taker working from the same stale view loses: one winner.
+        assert await leases.take_over(dead, "worker-c", self.TTL) is None
+        assert await leases.current("job") == first
 
     async def test_unknown_key_has_no_lease(self, leases: Leases) -> None:
         assert await leases.current("never-taken") is None

@@ -47,7 +47,7 @@ from ..stores import open_store
 from ..stores.base import Entry, EntryKind, Fence, SessionMeta, SessionStore
 
 if TYPE_CHECKING:
-    from ..background.leases import Leases
+    from ..stores.leases import Leases
 
 __all__ = ["StoreContract", "assert_multiprocess_appends"]
 

@@ -1,0 +1,122 @@
+"""The controls a run shares with its tools and children: stop signal, usage
+meter, deadline and token budget (values; the loop binds them per run)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from dataclasses import dataclass, field
+
+from .messages import Usage
+
+__all__ = ["RunControls", "StopSignal", "UsageMeter"]
+
+
+class StopSignal:
+    """A graceful stop: once set, a run ends at its next round boundary with
+    status STOPPED, its transcript kept.
+
+    A child's signal (`StopSignal(parent=...)`, made by `RunOptions.child()`)
+    is set when it or any ancestor is set, so stopping a parent reaches every
+    child while stopping a child leaves the parent running.
+    """
+
+    __slots__ = ("__weakref__", "_children", "_event", "_parent", "_set", "reason")
+
+    def __init__(self, parent: StopSignal | None = None) -> None:
+        self._set = False
+        self.reason: str | None = None
+        self._parent = parent
+        self._event: asyncio.Event | None = None
+        self._children: weakref.WeakSet[StopSignal] = weakref.WeakSet()
+        if parent is not None:
+            parent._children.add(self)
+
+    def set(self, reason: str | None = None) -> None:
+        """Ask the run (and its children) to stop at the next boundary."""
+        if not self._set:
+            self._set = True
+            self.reason = reason
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._event is not None:
+            self._event.set()
+        for child in list(self._children):
+            child._wake()
+
+    @property
+    def is_set(self) -> bool:
+        """True when this signal or an ancestor was set."""
+        node: StopSignal | None = self
+        while node is not None:
+            if node._set:
+                return True
+            node = node._parent
+        return False
+
+    async def wait(self) -> None:
+        """Return once the signal (or an ancestor) is set."""
+        if self.is_set:
+            return
+        if self._event is None:
+            self._event = asyncio.Event()
+        await self._event.wait()
+
+    def __bool__(self) -> bool:
+        return self.is_set
+
+    def __repr__(self) -> str:
+        return f"StopSignal(is_set={self.is_set})"
+
+
+class UsageMeter:
+    """Usage of one run, forwarded to the parent run's meter as it accrues,
+    so a parent's usage and token budget include its children's."""
+
+    __slots__ = ("_parent", "total")
+
+    def __init__(self, parent: UsageMeter | None = None) -> None:
+        self.total = Usage()
+        self._parent = parent
+
+    def add(self, usage: Usage) -> None:
+        """Add usage to this run and every run above it."""
+        node: UsageMeter | None = self
+        while node is not None:
+            node.total = node.total + usage
+            node = node._parent
+
+    @property
+    def root_tokens(self) -> int:
+        """Input+output tokens counted by the outermost run (the shared counter)."""
+        node = self
+        while node._parent is not None:
+            node = node._parent
+        return node.total.total_tokens
+
+
+@dataclass(slots=True)
+class RunControls:
+    """One run's bound controls, shared with its tools and passed on to children.
+
+    `stop` is the run's stop signal, `deadline_at` its deadline on the
+    `time.monotonic()` clock (None: no deadline), `meter` its usage meter
+    (forwarding to the parent's), `token_budget` the budget checked against
+    the outermost meter, `retry` the run's transport retry policy (children
+    inherit it).
+    """
+
+    stop: StopSignal = field(default_factory=StopSignal)
+    deadline_at: float | None = None
+    meter: UsageMeter = field(default_factory=UsageMeter)
+    token_budget: int | None = None
+    retry: object = None
+
+    @property
+    def remaining(self) -> float | None:
+        """Seconds until the deadline (None without one); negative once passed."""
+        if self.deadline_at is None:
+            return None
+        return self.deadline_at - time.monotonic()

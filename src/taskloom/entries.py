@@ -1,0 +1,672 @@
+"""Session log entries: every kind taskloom writes, each with a frozen payload.
+
+A store keeps `Entry(kind, data)` with `data` plain JSON and knows nothing
+else. Everything that writes or reads an entry goes through a payload class
+here: `Entry.of(payload)` encodes one, `entry.payload` decodes it. No other
+module reads entry dicts by key, so a field is named in exactly one place.
+
+Reading is tolerant of logs written by taskloom 0.1 (noted where a kind's
+shape changed); writing always uses the current shape.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+from .messages import Message, Usage
+from .results import RunStatus
+
+__all__ = [
+    "ApprovalDecision",
+    "ApprovalRequests",
+    "CallsStarted",
+    "ContextItem",
+    "DeferredEntry",
+    "DeferredItem",
+    "DelegationResult",
+    "Entry",
+    "EntryKind",
+    "MessageEntry",
+    "ModelChange",
+    "NoticeDelivered",
+    "Payload",
+    "RequestedCall",
+    "RunFinishedEntry",
+    "RunStartedEntry",
+    "Steer",
+    "StopRequest",
+    "SubagentDispatched",
+    "SubagentFinishedItem",
+    "SubagentLink",
+    "SubagentReport",
+    "SubagentResult",
+    "SubagentStartedEntry",
+]
+
+
+class EntryKind:
+    """The entry kinds taskloom writes (a store accepts any string)."""
+
+    MESSAGE = "message"
+    STEER = "steer"
+    STOP_REQUEST = "stop_request"
+    DEFERRED = "deferred"
+    APPROVAL_REQUEST = "approval_request"
+    APPROVAL_DECISION = "approval_decision"
+    CALLS_STARTED = "calls_started"
+    SUBAGENT = "subagent"
+    SUBAGENT_DISPATCHED = "subagent_dispatched"
+    SUBAGENT_STARTED = "subagent_started"
+    SUBAGENT_RESULT = "subagent_result"
+    SUBAGENT_REPORT = "subagent_report"
+    NOTICE_DELIVERED = "notice_delivered"
+    MODEL_CHANGE = "model_change"
+    RUN_STARTED = "run_started"
+    RUN_FINISHED = "run_finished"
+
+
+class Payload:
+    """Base of the entry payloads: `KIND`, `to_data()` and `from_data(data)`."""
+
+    __slots__ = ()
+    KIND: ClassVar[str]
+
+    def to_data(self) -> dict[str, Any]:
+        """The payload as plain JSON data."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_data(cls: type[P], data: Mapping[str, Any]) -> P:
+        """The payload `to_data` described."""
+        raise NotImplementedError
+
+
+P = TypeVar("P", bound=Payload)
+_KINDS: dict[str, type[Payload]] = {}
+
+
+def _kind(cls: type[P]) -> type[P]:
+    _KINDS[cls.KIND] = cls
+    return cls
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One log entry. `data` is JSON-serialisable; `position` is set by the store."""
+
+    kind: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+    run_id: str | None = None
+    position: int = 0
+    created_at: float = 0.0
+
+    @classmethod
+    def of(cls, payload: Payload, run_id: str | None = None) -> Entry:
+        """The entry that stores `payload`."""
+        return cls(payload.KIND, payload.to_data(), run_id)
+
+    @property
+    def payload(self) -> Payload | None:
+        """The typed payload of a kind taskloom writes (None for a foreign kind)."""
+        cls = _KINDS.get(self.kind)
+        return None if cls is None else cls.from_data(self.data)
+
+    def placed(self, position: int) -> Entry:
+        """This entry as stored at `position` (timestamped if it was not)."""
+        return Entry(self.kind, self.data, self.run_id, position, self.created_at or time.time())
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
+        return {
+            "kind": self.kind,
+            "data": dict(self.data),
+            "run_id": self.run_id,
+            "position": self.position,
+            "created_at": self.created_at,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Entry:
+        """The value `to_dict` described."""
+        return cls(
+            d["kind"],
+            d.get("data") or {},
+            d.get("run_id"),
+            d.get("position", 0),
+            d.get("created_at", 0.0),
+        )
+
+
+# ---------------------------------------------------------------- deferred items
+
+
+@dataclass(frozen=True, slots=True)
+class DeferredItem:
+    """Something a tool's work delivers to the model later.
+
+    Build with `context(text)`, `delegation_result(content, artifact, edge)`
+    or `subagent_finished(id, status)`; each kind renders itself (`render()`).
+    An item of a kind this version does not know renders as its raw data.
+    """
+
+    kind: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def context(cls, text: str) -> DeferredItem:
+        """Plain text for the model's context."""
+        return ContextItem("context", {"text": text})
+
+    @classmethod
+    def delegation_result(
+        cls,
+        content: str,
+        artifact: Mapping[str, Any] | None = None,
+        edge: Mapping[str, Any] | None = None,
+    ) -> DeferredItem:
+        """A delegated task's answer, with its artifact record and (parent, child) edge."""
+        return DelegationResult(
+            "delegation_result",
+            {"content": content, "artifact": dict(artifact or {}), "edge": dict(edge or {})},
+        )
+
+    @classmethod
+    def subagent_finished(cls, id: str, status: str) -> DeferredItem:
+        """A child agent reached a terminal status."""
+        return SubagentFinishedItem("subagent_finished", {"id": id, "status": status})
+
+    def render(self) -> str:
+        """The text the model reads for this item."""
+        return f"[{self.kind}] {dict(self.data)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
+        return {"kind": self.kind, "data": dict(self.data)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DeferredItem:
+        """The value `to_dict` described (of its kind's class)."""
+        kind = str(d["kind"])
+        return _ITEM_KINDS.get(kind, DeferredItem)(kind, d.get("data") or {})
+
+
+class ContextItem(DeferredItem):
+    """Plain text for the model (`DeferredItem.context`)."""
+
+    __slots__ = ()
+
+    def render(self) -> str:
+        """The text itself."""
+        return str(self.data.get("text", ""))
+
+
+class DelegationResult(DeferredItem):
+    """A delegated task's answer (`DeferredItem.delegation_result`)."""
+
+    __slots__ = ()
+
+    def render(self) -> str:
+        """The answer, headed by who gave it."""
+        artifact = self.data.get("artifact") or {}
+        edge = self.data.get("edge") or {}
+        who = artifact.get("agent_id") or edge.get("child") or "a delegated agent"
+        return f"[delegation result from {who}]\n{self.data.get('content', '')}"
+
+
+class SubagentFinishedItem(DeferredItem):
+    """A child reached a terminal status (`DeferredItem.subagent_finished`)."""
+
+    __slots__ = ()
+
+    def render(self) -> str:
+        """One line naming the child and its status."""
+        return f"[subagent {self.data.get('id')} finished with status {self.data.get('status')}]"
+
+
+_ITEM_KINDS: dict[str, Callable[[str, Mapping[str, Any]], DeferredItem]] = {
+    "context": ContextItem,
+    "delegation_result": DelegationResult,
+    "subagent_finished": SubagentFinishedItem,
+}
+
+
+# ---------------------------------------------------------------- conversation
+
+
+@dataclass(frozen=True, slots=True)
+class MessageEntry(Payload):
+    """A message of the conversation.
+
+    `delivered` is the notice text an assistant turn answered (with the
+    notice ids to acknowledge once this entry is persisted); `folds` the
+    positions of the steering and deferred entries this user turn folded in.
+    """
+
+    KIND: ClassVar[str] = EntryKind.MESSAGE
+    message: Message
+    delivered_text: str | None = None
+    delivered_ids: tuple[str, ...] = ()
+    folds: tuple[int, ...] = ()
+
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"message": self.message.to_dict()}
+        if self.delivered_text is not None:
+            data["delivered"] = {"text": self.delivered_text, "ids": list(self.delivered_ids)}
+        if self.folds:
+            data["folds"] = list(self.folds)
+        return data
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> MessageEntry:
+        delivered = data.get("delivered") or None
+        return cls(
+            Message.from_dict(data["message"]),
+            str(delivered["text"]) if delivered else None,
+            tuple(delivered.get("ids") or ()) if delivered else (),
+            tuple(data.get("folds") or ()),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Steer(Payload):
+    """Text to fold in as a user turn at the next round boundary."""
+
+    KIND: ClassVar[str] = EntryKind.STEER
+    text: str
+
+    def to_data(self) -> dict[str, Any]:
+        return {"text": self.text}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Steer:
+        return cls(str(data.get("text", "")))
+
+
+@dataclass(frozen=True, slots=True)
+class DeferredEntry(Payload):
+    """A deferred item pushed through a `Deferred` handle."""
+
+    KIND: ClassVar[str] = EntryKind.DEFERRED
+    deferred_id: str
+    item: DeferredItem
+
+    def to_data(self) -> dict[str, Any]:
+        return {"deferred_id": self.deferred_id, "item": self.item.to_dict()}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> DeferredEntry:
+        return cls(str(data.get("deferred_id", "")), DeferredItem.from_dict(data["item"]))
+
+
+@dataclass(frozen=True, slots=True)
+class StopRequest(Payload):
+    """Ask the running run to stop at its next boundary."""
+
+    KIND: ClassVar[str] = EntryKind.STOP_REQUEST
+    reason: str | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        return {"reason": self.reason}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> StopRequest:
+        return cls(data.get("reason"))
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChange(Payload):
+    """A persisted change of model (a spec) and/or reasoning options (a dict)."""
+
+    KIND: ClassVar[str] = EntryKind.MODEL_CHANGE
+    model: str | None = None
+    model_changed: bool = False
+    reasoning: Mapping[str, Any] | None = None
+    reasoning_changed: bool = False
+
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"model_changed": self.model_changed}
+        if self.model_changed:
+            data["model"] = self.model
+        if self.reasoning_changed:
+            data["reasoning"] = dict(self.reasoning) if self.reasoning else None
+            data["reasoning_changed"] = True
+        return data
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> ModelChange:
+        reasoning = data.get("reasoning")
+        return cls(
+            data.get("model"),
+            bool(data.get("model_changed", "model" in data)),
+            dict(reasoning) if reasoning else None,
+            bool(data.get("reasoning_changed", False)),
+        )
+
+
+# ---------------------------------------------------------------- approvals
+
+
+@dataclass(frozen=True, slots=True)
+class RequestedCall:
+    """One call of a parked turn that waits for a decision."""
+
+    call_id: str
+    name: str
+    arguments: Mapping[str, Any]
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequests(Payload):
+    """Every approval request of one turn, written as one entry.
+
+    `turn` is the log position of the assistant message that made the calls;
+    decisions bind to it, so a call id that a provider reuses in a later turn
+    never inherits an old decision. (0.1 logs wrote one entry per call with
+    no turn; those read as turn 0.)
+    """
+
+    KIND: ClassVar[str] = EntryKind.APPROVAL_REQUEST
+    turn: int
+    calls: tuple[RequestedCall, ...]
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "turn": self.turn,
+            "calls": [
+                {"call_id": c.call_id, "name": c.name, "arguments": c.arguments, "hash": c.hash}
+                for c in self.calls
+            ],
+        }
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> ApprovalRequests:
+        raw = data.get("calls")
+        if raw is None:  # 0.1: one call per entry
+            raw = [data]
+        calls = tuple(
+            RequestedCall(
+                str(c["call_id"]), str(c.get("name", "")), c.get("arguments") or {}, str(c["hash"])
+            )
+            for c in raw
+        )
+        return cls(int(data.get("turn", 0)), calls)
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalDecision(Payload):
+    """A human's write-once decision on one call of one turn (bound to its arguments)."""
+
+    KIND: ClassVar[str] = EntryKind.APPROVAL_DECISION
+    call_id: str
+    approved: bool
+    hash: str
+    turn: int = 0
+    note: str | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "call_id": self.call_id,
+            "approved": self.approved,
+            "hash": self.hash,
+            "turn": self.turn,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> ApprovalDecision:
+        return cls(
+            str(data["call_id"]),
+            bool(data.get("approved")),
+            str(data.get("hash", "")),
+            int(data.get("turn", 0)),
+            data.get("note"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CallsStarted(Payload):
+    """Calls of turn `turn` are about to run: written durably before they start,
+    so a crash while they run answers them "interrupted", never runs them again."""
+
+    KIND: ClassVar[str] = EntryKind.CALLS_STARTED
+    turn: int
+    call_ids: tuple[str, ...]
+
+    def to_data(self) -> dict[str, Any]:
+        return {"turn": self.turn, "call_ids": list(self.call_ids)}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> CallsStarted:
+        return cls(int(data.get("turn", 0)), tuple(str(c) for c in data.get("call_ids") or ()))
+
+
+# ---------------------------------------------------------------- runs
+
+
+@dataclass(frozen=True, slots=True)
+class RunStartedEntry(Payload):
+    """A run (or a resume) of the session began."""
+
+    KIND: ClassVar[str] = EntryKind.RUN_STARTED
+    agent: str = ""
+    resume: bool = False
+
+    def to_data(self) -> dict[str, Any]:
+        return {"agent": self.agent, "resume": self.resume}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> RunStartedEntry:
+        return cls(str(data.get("agent", "")), bool(data.get("resume", False)))
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinishedEntry(Payload):
+    """How a run ended; a run that raised is recorded as FAILED with the error."""
+
+    KIND: ClassVar[str] = EntryKind.RUN_FINISHED
+    status: RunStatus
+    error: str | None = None
+    usage: Usage = Usage()
+    rounds: int = 0
+    model_requests: int = 0
+    output: Any = None
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value,
+            "error": self.error,
+            "usage": self.usage.to_dict(),
+            "rounds": self.rounds,
+            "model_requests": self.model_requests,
+            "output": self.output,
+        }
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> RunFinishedEntry:
+        raw = str(data.get("status", "failed"))
+        status = RunStatus(raw) if raw in RunStatus._value2member_map_ else RunStatus.FAILED
+        return cls(
+            status,
+            data.get("error"),
+            Usage.from_dict(data.get("usage") or {}),
+            int(data.get("rounds", 0)),
+            int(data.get("model_requests", 0)),
+            data.get("output"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NoticeDelivered(Payload):
+    """Background notices shown to the model outside an assistant entry."""
+
+    KIND: ClassVar[str] = EntryKind.NOTICE_DELIVERED
+    text: str
+    ids: tuple[str, ...] = ()
+
+    def to_data(self) -> dict[str, Any]:
+        return {"text": self.text, "ids": list(self.ids)}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> NoticeDelivered:
+        return cls(str(data.get("text", "")), tuple(data.get("ids") or ()))
+
+
+# ---------------------------------------------------------------- delegation
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentLink(Payload):
+    """In the parent's log: a child session was created by call `call_id`."""
+
+    KIND: ClassVar[str] = EntryKind.SUBAGENT
+    child_session_id: str
+    name: str
+    role: str = ""
+    agent: str = ""
+    task: str = ""
+    mode: str = "inline"
+    call_id: str = ""
+    artifact: Mapping[str, Any] = field(default_factory=dict)
+    edge: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "child_session_id": self.child_session_id,
+            "name": self.name,
+            "role": self.role,
+            "agent": self.agent,
+            "task": self.task,
+            "mode": self.mode,
+            "call_id": self.call_id,
+            "artifact": dict(self.artifact),
+            "edge": dict(self.edge),
+        }
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> SubagentLink:
+        return cls(
+            str(data["child_session_id"]),
+            str(data.get("name", "agent")),
+            str(data.get("role", "")),
+            str(data.get("agent", "")),
+            str(data.get("task", "")),
+            str(data.get("mode", "inline")),
+            str(data.get("call_id", "")),
+            data.get("artifact") or {},
+            data.get("edge") or {},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentDispatched(Payload):
+    """In a background child's log: the spec it was dispatched with."""
+
+    KIND: ClassVar[str] = EntryKind.SUBAGENT_DISPATCHED
+    spec: Mapping[str, Any]
+
+    def to_data(self) -> dict[str, Any]:
+        return {"spec": dict(self.spec)}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> SubagentDispatched:
+        return cls(data.get("spec") or {})
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentStartedEntry(Payload):
+    """In a child's log: a runner holding its lease started it."""
+
+    KIND: ClassVar[str] = EntryKind.SUBAGENT_STARTED
+    name: str = ""
+
+    def to_data(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> SubagentStartedEntry:
+        return cls(str(data.get("name", "")))
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentResult(Payload):
+    """In a child's log: its one terminal entry (`done`, `stopped` or `failed`)."""
+
+    KIND: ClassVar[str] = EntryKind.SUBAGENT_RESULT
+    status: str
+    report: Any = None
+    error: str | None = None
+    usage: Usage | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"status": self.status}
+        if self.status == "done":
+            data["report"] = self.report
+        if self.error:
+            data["error"] = self.error
+        if self.usage is not None:
+            data["usage"] = self.usage.to_dict()
+        return data
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> SubagentResult:
+        usage = data.get("usage")
+        return cls(
+            str(data["status"]),
+            data.get("report"),
+            data.get("error"),
+            Usage.from_dict(usage) if usage else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentReport(Payload):
+    """In the parent's log: how an inline child ended."""
+
+    KIND: ClassVar[str] = EntryKind.SUBAGENT_REPORT
+    child_session_id: str
+    status: str
+    artifact: Mapping[str, Any] = field(default_factory=dict)
+    edge: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "child_session_id": self.child_session_id,
+            "status": self.status,
+            "artifact": dict(self.artifact),
+            "edge": dict(self.edge),
+        }
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> SubagentReport:
+        return cls(
+            str(data["child_session_id"]),
+            str(data.get("status", "")),
+            data.get("artifact") or {},
+            data.get("edge") or {},
+        )
+
+
+for _cls in (
+    MessageEntry,
+    Steer,
+    DeferredEntry,
+    StopRequest,
+    ModelChange,
+    ApprovalRequests,
+    ApprovalDecision,
+    CallsStarted,
+    RunStartedEntry,
+    RunFinishedEntry,
+    NoticeDelivered,
+    SubagentLink,
+    SubagentDispatched,
+    SubagentStartedEntry,
+    SubagentResult,
+    SubagentReport,
+):
+    _kind(_cls)
+del _cls

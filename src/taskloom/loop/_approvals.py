@@ -1,0 +1,93 @@
+"""Approvals: gating a turn, write-once decisions, and resuming a parked turn.
+
+A decision is a register bound to one call of one turn: the turn's log
+position, the call id and a hash of the exact arguments. The first decision
+in the log wins; the same decision again is a no-op; a conflicting one
+raises `ApprovalConflict`. Because the log is totally ordered, two processes
+deciding at once agree on which came first.
+
+A turn's approval requests are written as one entry, so a crash can never
+leave one gated call requested and another not; and a gated call that has no
+request (a log written otherwise) is asked about, never run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..entries import ApprovalRequests, RequestedCall
+from ..errors import ApprovalsMissing
+from ..messages import ToolCall, ToolResult
+from ..results import arguments_digest
+from ..tools import Tool
+from ._log import SessionLog, denial_text
+
+__all__ = ["ParkedTurn", "gated_calls", "requests_for", "resolve_parked_turn"]
+
+
+def needs_approval(call: ToolCall, tools: Mapping[str, Tool]) -> bool:
+    """Whether the call must wait for a human decision before it runs."""
+    tool = tools.get(call.name)
+    if tool is None or not tool.is_gated or call.raw_arguments is not None:
+        return False
+    try:
+        return tool.requires_approval(call.arguments)
+    except Exception:
+        # A predicate that cannot judge the arguments errs on the side of asking.
+        return True
+
+
+def gated_calls(calls: Sequence[ToolCall], tools: Mapping[str, Tool]) -> list[ToolCall]:
+    """The calls of a turn that need approval."""
+    return [c for c in calls if needs_approval(c, tools)]
+
+
+def requests_for(turn: int, calls: Sequence[ToolCall]) -> ApprovalRequests:
+    """The one entry that asks for decisions on `calls` of `turn`."""
+    return ApprovalRequests(
+        turn,
+        tuple(
+            RequestedCall(c.id, c.name, c.arguments, arguments_digest(c.arguments)) for c in calls
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedTurn:
+    """What resuming a parked turn does: `decided` results (denials), the calls
+    to `run`, and gated calls that were never asked about (`unasked`)."""
+
+    decided: dict[str, ToolResult]
+    run: list[ToolCall]
+    unasked: list[ToolCall]
+
+
+def resolve_parked_turn(
+    log: SessionLog, parked: Sequence[ToolCall], tools: Mapping[str, Tool]
+) -> ParkedTurn:
+    """Sort a parked turn's calls into denied, to run, and still to ask about.
+
+    Raises `ApprovalsMissing` (before anything runs) when a requested call
+    has no decision, or its decision was made for other arguments than the
+    call has.
+    """
+    missing: list[str] = []
+    unasked: list[ToolCall] = []
+    decided: dict[str, ToolResult] = {}
+    for call in parked:
+        request = log.request(call.id)
+        if request is None:
+            if needs_approval(call, tools):
+                unasked.append(call)
+            continue
+        decision = log.decision(call.id)
+        if decision is None or decision.hash != arguments_digest(call.arguments):
+            missing.append(call.id)
+            continue
+        if not decision.approved:
+            decided[call.id] = ToolResult(call.id, denial_text(decision.note), True, call.name)
+    if missing:
+        raise ApprovalsMissing(missing)
+    run = [c for c in parked if c.id not in decided]
+    return ParkedTurn(decided, run, unasked)

@@ -1,0 +1,291 @@
+"""The session log, folded into what the loop needs: a cache, never the truth.
+
+`SessionLog` applies entries in position order and keeps the model's view of
+the conversation (messages), the steering and deferred items not yet folded
+into a turn, the persisted model settings, and the approval registers. Any
+process can rebuild it from the store and reach the same state.
+
+A *turn* is the position of an assistant message entry: approval requests,
+decisions and started-call records name the turn they belong to, so a call id
+a provider reuses in a later turn never meets an earlier turn's decision.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import replace
+
+from ..entries import (
+    ApprovalDecision,
+    ApprovalRequests,
+    CallsStarted,
+    DeferredEntry,
+    Entry,
+    EntryKind,
+    MessageEntry,
+    ModelChange,
+    RequestedCall,
+    Steer,
+)
+from ..messages import Message, ToolCall, ToolResult
+from ..models.base import ReasoningOptions
+
+__all__ = [
+    "INTERRUPTED",
+    "SessionLog",
+    "denial_text",
+    "fold_text",
+    "interrupted_results",
+    "with_unique_call_ids",
+]
+
+INTERRUPTED = "interrupted; it may have run — check before retrying"
+
+Key = tuple[int, str]
+"""(turn, call id): what approval requests, decisions and start records bind to."""
+
+
+def fold_text(entries: Iterable[Entry]) -> str:
+    """The user-turn text for steering and deferred items, in arrival order."""
+    parts = []
+    for e in entries:
+        payload = e.payload
+        if isinstance(payload, Steer):
+            parts.append(payload.text)
+        elif isinstance(payload, DeferredEntry):
+            parts.append(payload.item.render())
+    return "\n\n".join(parts)
+
+
+def denial_text(note: str | None) -> str:
+    """The error result a denied call gets."""
+    base = "The user denied this tool call; it was not run."
+    return f"{base} Note from the user: {note}" if note else base
+
+
+class SessionLog:
+    """The state derived from one session's entries (see module docstring)."""
+
+    __slots__ = (
+        "_folded",
+        "call_ids",
+        "decisions",
+        "entries",
+        "messages",
+        "model_position",
+        "model_spec",
+        "pending",
+        "position",
+        "reasoning",
+        "reasoning_set",
+        "requests",
+        "started",
+        "stop_position",
+        "turn",
+        "turn_message",
+    )
+
+    def __init__(self) -> None:
+        self.position = 0
+        self.entries: list[Entry] = []
+        self.messages: list[Message] = []
+        self.pending: list[Entry] = []
+        self.model_spec: str | None = None
+        self.model_position = 0
+        self.reasoning: ReasoningOptions | None = None
+        self.reasoning_set = False
+        self.requests: dict[Key, RequestedCall] = {}
+        self.decisions: dict[Key, ApprovalDecision] = {}
+        self.started: set[Key] = set()
+        self.call_ids: set[str] = set()
+        self.turn = 0
+        self.turn_message: Message | None = None
+        self._folded: set[int] = set()
+        self.stop_position = 0
+
+    def apply(self, entry: Entry, message: Message | None = None, position: int = 0) -> None:
+        """Fold one entry in (entries arrive in position order; repeats are ignored).
+
+        `message` may pass the already-built Message of a message entry, to
+        skip decoding what this process just encoded; `position` places an
+        entry this process just appended (the store confirmed it).
+        """
+        if position:
+            entry = entry.placed(position)
+        elif entry.position <= self.position:
+            return
+        self.position = entry.position
+        self.entries.append(entry)
+        kind = entry.kind
+        if kind == EntryKind.MESSAGE:
+            if message is None:
+                payload = MessageEntry.from_data(entry.data)
+                message = payload.message
+                delivered, folds = payload.delivered_text, payload.folds
+            else:
+                raw = entry.data.get("delivered")
+                delivered = str(raw["text"]) if raw else None
+                folds = tuple(entry.data.get("folds") or ())
+            self._apply_message(entry.position, message, delivered, folds)
+        elif kind in (EntryKind.STEER, EntryKind.DEFERRED):
+            if entry.position not in self._folded:
+                self.pending.append(entry)
+        elif kind == EntryKind.MODEL_CHANGE:
+            change = ModelChange.from_data(entry.data)
+            if change.model_changed:
+                self.model_spec = change.model
+                self.model_position = entry.position
+            if change.reasoning_changed:
+                raw_reasoning = change.reasoning
+                self.reasoning = (
+                    ReasoningOptions.from_dict(raw_reasoning) if raw_reasoning else None
+                )
+                self.reasoning_set = True
+        elif kind == EntryKind.STOP_REQUEST:
+            self.stop_position = entry.position
+        elif kind == EntryKind.APPROVAL_REQUEST:
+            requests = ApprovalRequests.from_data(entry.data)
+            # 0.1 logs name no turn: their requests followed the turn at once.
+            turn = requests.turn or self.turn
+            for call in requests.calls:
+                self.requests.setdefault((turn, call.call_id), call)
+        elif kind == EntryKind.APPROVAL_DECISION:
+            decision = ApprovalDecision.from_data(entry.data)
+            turn = decision.turn or self._turn_requesting(decision.call_id)
+            # First decision wins: later ones are either repeats or conflicts
+            # that their writer detects and reports.
+            self.decisions.setdefault((turn, decision.call_id), decision)
+        elif kind == EntryKind.CALLS_STARTED:
+            started = CallsStarted.from_data(entry.data)
+            self.started.update((started.turn, c) for c in started.call_ids)
+
+    def _apply_message(
+        self, position: int, message: Message, delivered: str | None, folds: tuple[int, ...]
+    ) -> None:
+        if delivered:
+            # Notices ride on the assistant entry that answered them, so the
+            # pair is persisted atomically (see RunNotices).
+            self.messages.append(Message.user(delivered))
+        if folds:
+            self._folded.update(folds)
+            self.pending = [e for e in self.pending if e.position not in self._folded]
+        self.messages.append(message)
+        if message.role == "assistant":
+            self.turn = position
+            self.turn_message = message
+            for call in message.tool_calls:
+                self.call_ids.add(call.id)
+
+    def _turn_requesting(self, call_id: str) -> int:
+        turns = [turn for turn, cid in self.requests if cid == call_id]
+        return max(turns) if turns else self.turn
+
+    # ------------------------------------------------------------ the open turn
+
+    def open_calls(self) -> list[ToolCall]:
+        """Calls of the last assistant turn that have no result yet."""
+        for i in range(len(self.messages) - 1, -1, -1):
+            m = self.messages[i]
+            if m.role == "assistant":
+                calls = m.tool_calls
+                if not calls:
+                    return []
+                answered = {
+                    r.tool_call_id for later in self.messages[i + 1 :] for r in later.results
+                }
+                return [c for c in calls if c.id not in answered]
+        return []
+
+    def parked(self) -> list[ToolCall]:
+        """The open calls of a turn awaiting decisions: some call has an approval
+        request and none has started running."""
+        open_calls = self.open_calls()
+        turn = self.turn
+        if not any((turn, c.id) in self.requests for c in open_calls):
+            return []
+        if any((turn, c.id) in self.started for c in open_calls):
+            return []
+        return open_calls
+
+    def request(self, call_id: str) -> RequestedCall | None:
+        """The approval request of `call_id` in the current turn, if any."""
+        return self.requests.get((self.turn, call_id))
+
+    def decision(self, call_id: str) -> ApprovalDecision | None:
+        """The decision on `call_id` in the current turn, if any."""
+        return self.decisions.get((self.turn, call_id))
+
+    def cut_off_results(self) -> Message | None:
+        """Results for the open calls of a turn that is not parked: calls cut off
+        by a crash or a cancellation. A denied call gets its denial; any other
+        "interrupted; it may have run", never a second run."""
+        open_calls = self.open_calls()
+        if not open_calls or self.parked():
+            return None
+        results = []
+        for c in open_calls:
+            decision = self.decision(c.id)
+            if decision is not None and not decision.approved:
+                results.append(ToolResult(c.id, denial_text(decision.note), True, c.name))
+            else:
+                results.append(ToolResult(c.id, INTERRUPTED, True, c.name))
+        return Message.tool_results(results)
+
+    def last_assistant_text(self) -> str:
+        """The text of the latest assistant message ("" if none)."""
+        for m in reversed(self.messages):
+            if m.role == "assistant":
+                return m.text
+        return ""
+
+
+def interrupted_results(calls: Iterable[ToolCall]) -> Message:
+    """Error results for calls that were cut off by a crash or a cancellation."""
+    return Message.tool_results(
+        ToolResult(c.id, INTERRUPTED, is_error=True, tool_name=c.name) for c in calls
+    )
+
+
+_MAX_CALL_ID = 40  # the shortest limit among the providers' tool call ids
+
+
+def with_unique_call_ids(message: Message, seen: set[str]) -> Message:
+    """`message` with every tool call id unused in the session (`seen`) and
+    within the turn.
+
+    Some OpenAI-compatible servers number calls per turn (`call_0` every
+    turn); a reused id would pair a result or a decision with the wrong
+    call. A clashing id gets a suffix (or a short hash when that would be
+    too long); the rewritten id is what the log, the results and every
+    later request use, so replays stay consistent.
+    """
+    calls = message.tool_calls
+    if not calls:
+        return message
+    ids = [c.id for c in calls]
+    if len(set(ids)) == len(ids) and seen.isdisjoint(ids):
+        return message
+    taken = set(seen)
+    blocks = []
+    for block in message.blocks:
+        if isinstance(block, ToolCall):
+            new_id = block.id
+            if new_id in taken:
+                new_id = _fresh_id(block.id, taken)
+                block = replace(block, id=new_id)
+            taken.add(new_id)
+        blocks.append(block)
+    return replace(message, blocks=tuple(blocks))
+
+
+def _fresh_id(base: str, taken: set[str]) -> str:
+    n = 2
+    while True:
+        candidate = f"{base}_{n}"
+        if len(candidate) > _MAX_CALL_ID:
+            digest = hashlib.sha256(f"{base}\0{n}".encode()).hexdigest()[:24]
+            candidate = f"call_{digest}"
+        if candidate not in taken:
+            return candidate
+        n += 1

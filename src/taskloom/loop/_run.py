@@ -1,0 +1,475 @@
+"""The round loop. It reads like the order of operations in DESIGN.md:
+
+    1. check stop signal, deadline, budgets
+    2. apply deferred items and steering, in the order they arrived
+    3. deliver background notices
+    4. ask the model (transport retries counted)
+    5. commit the assistant message (and ack the notices it carried)
+    6a. tool calls: gate approvals, or execute and commit results; strategy
+    6b. no tool calls: strategy; pending work keeps the run going; else done
+
+Nothing is written for a turn until its response is complete, so cancelling
+the task discards the turn in flight and leaves the log consistent. Every
+append goes through the session port, fenced by the run's session lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..entries import (
+    CallsStarted,
+    Entry,
+    MessageEntry,
+    Payload,
+    RunFinishedEntry,
+    RunStartedEntry,
+)
+from ..errors import UsageError
+from ..events import (
+    ApprovalRequested,
+    Event,
+    NoticeDelivered,
+    RoundCommitted,
+    RunFinished,
+    RunStarted,
+)
+from ..messages import Message, ToolCall, ToolResult
+from ..models.base import ModelRequest
+from ..results import PendingCall, RunResult, RunStatus
+from ..tools import ToolContext
+from ._approvals import gated_calls, requests_for, resolve_parked_turn
+from ._log import fold_text, with_unique_call_ids
+from ._port import Delivery, SessionPort
+from .ask import ask_model
+from .execute import run_batch
+from .options import RunOptions
+from .result import EndRun
+from .strategy import RoundAdjustment, RoundBoundary, RoundContext, RoundDecision, RoundToolResult
+
+__all__ = ["STORE_GRACE", "RunLoop"]
+
+_PROCEED = RoundDecision.proceed()
+
+STORE_GRACE = 2.0
+"""Seconds past the deadline a run waits for the store before it gives up."""
+
+
+class RunLoop:
+    """One run of a session: owns the counters, talks to the session port."""
+
+    def __init__(
+        self,
+        session: SessionPort,
+        options: RunOptions | None,
+        emit: Callable[[Event], None] | None,
+        origin: str = "",
+    ) -> None:
+        self.session = session
+        self.opts = options or RunOptions()
+        self.controls = self.opts.bind()
+        self.emit = emit
+        self.origin = origin
+        self.run_id = uuid.uuid4().hex
+        self.rounds = self.model_requests = self.transport_retries = self.tool_calls = 0
+        self.fixes_used = 0
+        self.output: Any = None
+        self.start_position = 0
+        self.background = session.notices
+        self.notices = self.background.run_notices(session.id, self.run_id)
+        self._held: Delivery | None = None
+
+    def _event(self, cls: type[Any], **fields: Any) -> None:
+        if self.emit is not None:
+            self.emit(cls(origin=self.origin, session_id=self.session.id, **fields))
+
+    async def _append(self, payload: Payload) -> int:
+        return await self.session.append(Entry.of(payload, self.run_id))
+
+    async def _append_message(
+        self, message: Message, delivered: Delivery | None = None, folds: Sequence[int] = ()
+    ) -> int:
+        payload = MessageEntry(
+            message,
+            delivered.text if delivered is not None else None,
+            delivered.ack_ids if delivered is not None else (),
+            tuple(folds),
+        )
+        return await self.session.append(Entry.of(payload, self.run_id), message)
+
+    # ------------------------------------------------------------ the run
+
+    async def run(self, user: Message | None, *, resume: bool = False) -> RunResult:
+        """Run to an end status; provider and configuration errors propagate.
+
+        The model and tools are cut at the deadline; a store that stalls past
+        it gets `STORE_GRACE` more seconds before the run ends DEADLINE
+        unrecorded (the next run reads whatever the store kept).
+        """
+        deadline_at = self.controls.deadline_at
+        try:
+            if deadline_at is None:
+                return await self._run(user, resume)
+            try:
+                async with asyncio.timeout_at(deadline_at + STORE_GRACE):
+                    return await self._run(user, resume)
+            except TimeoutError:
+                return self._result(RunStatus.DEADLINE, "the store did not answer by the deadline")
+        finally:
+            self.background.run_ended(self.run_id)
+
+    async def _run(self, user: Message | None, resume: bool) -> RunResult:
+        session = self.session
+        await session.sync()
+        parked = session.log.parked()
+        if parked and not resume:
+            raise UsageError(
+                f"session {session.id} is awaiting approval for "
+                f"{', '.join(c.id for c in parked)}: approve or deny, then resume()"
+            )
+        if resume and not parked:
+            raise UsageError(f"session {session.id} has no turn parked for approval to resume")
+        # Calls cut off by a crash or a cancellation get their one result.
+        cut_off = session.log.cut_off_results()
+        if cut_off is not None:
+            await self._append_message(cut_off)
+        # Stop requests written before this run started are not for it.
+        self.start_position = session.log.position
+        await self._append(RunStartedEntry(session.agent.name, resume))
+        self._event(RunStarted, run_id=self.run_id, agent=session.agent.name)
+        if user is not None:
+            await self._append_message(user)
+        try:
+            if resume:
+                await self._decide(await self._resume_parked())
+            while True:
+                await session.sync()
+                self._check_limits()
+                await self._round()
+        except EndRun as end:
+            return await self._finish(end.status, end.error)
+        except BaseException as exc:
+            if not isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+                await self._record_failure(exc)
+            raise
+
+    async def _round(self) -> None:
+        session = self.session
+        # 2. deferred items and steering, in arrival order
+        pending = session.log.pending
+        if pending:
+            await self._append_message(
+                Message.user(fold_text(pending)), folds=[e.position for e in pending]
+            )
+        # 3. background notices (and a reminder held from the last boundary)
+        delivery = await self.notices.round_start()
+        if self._held is not None:
+            delivery = self._held if delivery is None else self._held.merged(delivery)
+            self._held = None
+        # 4. ask the model
+        if delivery is not None:
+            self._event(NoticeDelivered, text=delivery.text, notice_ids=tuple(delivery.ack_ids))
+        response = await ask_model(
+            session.model,
+            self._request(delivery),
+            opts=self.opts,
+            controls=self.controls,
+            counters=self,
+            emit=self.emit,
+            origin=self.origin,
+            session_id=session.id,
+        )
+        # 5. commit the assistant message with the notices it carried, then ack
+        # them. Call ids a provider reuses are made unique first, so results
+        # and decisions always pair with this turn's calls.
+        message = with_unique_call_ids(response.message, session.log.call_ids)
+        await self._append_message(message, delivered=delivery)
+        if delivery is not None and delivery.ack_ids:
+            await self.background.ack(session.id, delivery.ack_ids)
+        self.rounds += 1
+        self.controls.meter.add(response.usage)
+        calls = message.tool_calls
+        if calls:
+            await self._tool_round(calls)  # 6a
+        else:
+            await self._final_round(message)  # 6b
+
+    async def _tool_round(self, calls: list[ToolCall]) -> None:
+        gated = gated_calls(calls, self.session.tools)
+        if gated:
+            await self._park(gated)
+        await self._decide(await self._commit_results(await self._execute(calls)))
+
+    async def _park(self, gated: list[ToolCall]) -> None:
+        # One entry for the whole turn: a crash leaves every gated call of
+        # the turn requested, or none (and then none runs: see resume).
+        await self._append(requests_for(self.session.log.turn, gated))
+        for c in gated:
+            self._event(ApprovalRequested, call_id=c.id, name=c.name, arguments=c.arguments)
+        raise EndRun(RunStatus.AWAITING_APPROVAL)
+
+    async def _final_round(self, message: Message) -> None:
+        self._event(
+            RoundCommitted,
+            run_id=self.run_id,
+            round=self.rounds,
+            boundary=RoundBoundary.ASSISTANT_MESSAGE_COMMITTED.value,
+        )
+        decision = await self._strategy(
+            RoundContext(
+                RoundBoundary.ASSISTANT_MESSAGE_COMMITTED,
+                self.rounds,
+                self.model_requests,
+                self.transport_retries,
+                assistant_message=message,
+                session_id=self.session.id,
+                run_id=self.run_id,
+            )
+        )
+        if decision.action != "continue":
+            await self._decide(decision)
+            return
+        await self._apply_adjust(decision.adjust)
+        # A run does not return while something it started has an answer the
+        # model has not seen: steering or deferred items that landed, unseen
+        # completions, or a first reminder of work still running.
+        await self.session.sync()
+        if self.session.log.pending:
+            return
+        final = await self.notices.before_final()
+        if final is not None:
+            # Held for the next round: it rides on that round's assistant
+            # entry and is acknowledged only once that entry is persisted.
+            self._held = final
+            return
+        await self._check_output(message)
+
+    # ------------------------------------------------------------ tools
+
+    async def _execute(
+        self, calls: Sequence[ToolCall], decided: Mapping[str, ToolResult] | None = None
+    ) -> list[ToolResult]:
+        """One result per call, in call order: `decided` ones as given, the rest run."""
+        decided = decided or {}
+        results_run, end, ran = await run_batch(
+            [c for c in calls if c.id not in decided],
+            self.session.tools,
+            self._context,
+            self.emit,
+            budget=self.opts.max_tool_calls,
+            used=self.tool_calls,
+            deadline_at=self.controls.deadline_at,
+            origin=self.origin,
+            session_id=self.session.id,
+        )
+        self.tool_calls += ran
+        it = iter(results_run)
+        results = [decided.get(c.id) or next(it) for c in calls]
+        if end is not None:
+            # Every call still gets its one result before the run ends.
+            await self._append_message(Message.tool_results(results))
+            raise EndRun(end)
+        return results
+
+    def _context(self, call: ToolCall) -> ToolContext:
+        s = self.session
+        return ToolContext(
+            run_id=self.run_id,
+            session_id=s.id,
+            call_id=call.id,
+            agent=s.agent,
+            runtime=s.host,
+            controls=self.controls,
+            emit=self._emit_from_tool,
+            record=s.append,
+            origin=self.origin,
+        )
+
+    def _emit_from_tool(self, event: Event) -> None:
+        if self.emit is not None:
+            self.emit(event)
+
+    async def _commit_results(self, results: list[ToolResult]) -> RoundDecision:
+        await self._append_message(Message.tool_results(results))
+        # Notices a tool showed the model itself (background_wait, read_agent)
+        # are acknowledged now that the results carrying them are persisted.
+        seen = self.notices.take_seen()
+        if seen:
+            await self.background.ack(self.session.id, seen)
+        self._event(
+            RoundCommitted,
+            run_id=self.run_id,
+            round=self.rounds,
+            boundary=RoundBoundary.TOOL_RESULTS_COMMITTED.value,
+        )
+        return await self._strategy(
+            RoundContext(
+                RoundBoundary.TOOL_RESULTS_COMMITTED,
+                self.rounds,
+                self.model_requests,
+                self.transport_retries,
+                tool_results=tuple(
+                    RoundToolResult(r.tool_call_id, r.tool_name, r.is_error) for r in results
+                ),
+                session_id=self.session.id,
+                run_id=self.run_id,
+            )
+        )
+
+    async def _resume_parked(self) -> RoundDecision:
+        log = self.session.log
+        parked = log.parked()
+        plan = resolve_parked_turn(log, parked, self.session.tools)
+        if plan.unasked:
+            # Gated calls nobody was asked about are asked about now, never run.
+            await self._park(plan.unasked)
+        if plan.run:
+            # Durably "started" before anything runs: a crash from here on
+            # answers these calls "interrupted", it never runs them again.
+            await self._append(CallsStarted(log.turn, tuple(c.id for c in plan.run)))
+        return await self._commit_results(await self._execute(parked, plan.decided))
+
+    # ------------------------------------------------------------ decisions
+
+    async def _strategy(self, ctx: RoundContext) -> RoundDecision:
+        strategy = self.opts.strategy
+        return _PROCEED if strategy is None else await strategy.on_round(ctx)
+
+    async def _decide(self, decision: RoundDecision) -> None:
+        await self._apply_adjust(decision.adjust)
+        if decision.action == "inject":
+            await self._append_message(Message.user(decision.content or ""))
+        elif decision.action == "stop":
+            raise EndRun(RunStatus.STOPPED)
+
+    async def _apply_adjust(self, adjust: RoundAdjustment | None) -> None:
+        if adjust is None:
+            return
+        if adjust.model is not None:
+            await self.session.set_model(adjust.model)
+        if adjust.reasoning is not None:
+            await self.session.set_reasoning(adjust.reasoning.reasoning)
+
+    def _check_limits(self) -> None:
+        o = self.opts
+        c = self.controls
+        if c.stop.is_set or self.session.log.stop_position > self.start_position:
+            raise EndRun(RunStatus.STOPPED)
+        remaining = c.remaining
+        if remaining is not None and remaining <= 0:
+            raise EndRun(RunStatus.DEADLINE)
+        if o.max_rounds is not None and self.rounds >= o.max_rounds:
+            raise EndRun(RunStatus.BUDGET_EXHAUSTED, f"max_rounds ({o.max_rounds}) reached")
+        if o.max_model_requests is not None and self.model_requests >= o.max_model_requests:
+            raise EndRun(
+                RunStatus.BUDGET_EXHAUSTED, f"max_model_requests ({o.max_model_requests}) reached"
+            )
+        if c.token_budget is not None and c.meter.root_tokens >= c.token_budget:
+            raise EndRun(RunStatus.BUDGET_EXHAUSTED, f"token_budget ({c.token_budget}) reached")
+
+    async def _check_output(self, message: Message) -> None:
+        agent = self.session.agent
+        if agent.output_schema is None:
+            raise EndRun(RunStatus.COMPLETED)
+        try:
+            self.output = agent.parse_output(message.text)
+        except ValueError as exc:
+            if self.fixes_used >= agent.fixes:
+                raise EndRun(
+                    RunStatus.FAILED, f"the answer did not match the output schema: {exc}"
+                ) from None
+            self.fixes_used += 1
+            fix = (
+                f"Your answer did not match the required output schema: {exc}\n"
+                "Reply again with only a JSON value that follows the schema."
+            )
+            await self._append_message(Message.user(fix))
+            return
+        raise EndRun(RunStatus.COMPLETED)
+
+    def _request(self, delivery: Delivery | None) -> ModelRequest:
+        s = self.session
+        messages: Sequence[Message] = tuple(s.log.messages)
+        if delivery is not None:
+            messages = (*messages, Message.user(delivery.text))
+        agent = s.agent
+        return ModelRequest(
+            messages=messages,
+            system=agent.instructions,
+            tools=s.tool_specs,
+            settings=s.settings,
+            output_schema=agent.output_json_schema,
+            output_name=agent.output_name,
+        )
+
+    # ------------------------------------------------------------ the end
+
+    def _result(self, status: RunStatus, error: str | None) -> RunResult:
+        log = self.session.log
+        pending: tuple[PendingCall, ...] = ()
+        if status is RunStatus.AWAITING_APPROVAL:
+            pending = tuple(
+                PendingCall(c.id, c.name, c.arguments)
+                for c in log.parked()
+                if log.request(c.id) is not None
+            )
+        return RunResult(
+            status=status,
+            text=log.last_assistant_text(),
+            output=self.output,
+            usage=self.controls.meter.total,
+            pending=pending,
+            session_id=self.session.id,
+            run_id=self.run_id,
+            rounds=self.rounds,
+            model_requests=self.model_requests,
+            tool_calls=self.tool_calls,
+            transport_retries=self.transport_retries,
+            error=error,
+        )
+
+    async def _finish(self, status: RunStatus, error: str | None) -> RunResult:
+        result = self._result(status, error)
+        await self._append(
+            RunFinishedEntry(
+                status,
+                error,
+                result.usage,
+                self.rounds,
+                self.model_requests,
+                _jsonable(self.output),
+            )
+        )
+        self._event(RunFinished, result=result)
+        return result
+
+    async def _record_failure(self, exc: BaseException) -> None:
+        # Best effort: a run that failed is visible in the log as FAILED.
+        error = f"{type(exc).__name__}: {exc}"
+        try:
+            await self._append(
+                RunFinishedEntry(
+                    RunStatus.FAILED,
+                    error,
+                    self.controls.meter.total,
+                    self.rounds,
+                    self.model_requests,
+                )
+            )
+        except Exception:  # the store itself may be what failed
+            pass
+
+
+def _jsonable(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return str(value)

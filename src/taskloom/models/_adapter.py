@@ -1,0 +1,363 @@
+"""The base of the HTTP wire adapters: identity, server, key, headers, client, settings.
+
+`OpenAIChatModel`, `OpenAIResponsesModel` and `AnthropicModel` derive from
+`WireModel`. A wire module says only what is its own: how a request is
+encoded (`_encode`), how a stream is assembled (`_assembler`) and how a whole
+answer is decoded (`_decode`). What is configuration is settled here, once:
+
+- the model's default settings under each request's own (`merge_settings`);
+- the base URL, checked at construction (http or https, with a host) and
+  shown everywhere (`spec`, `base_url`, `repr`, errors) without user-info;
+- the key: `api_key=` goes wherever the model points; a key read from a
+  provider's variable goes only to that provider's own host (`KEY_HOMES`);
+- the headers, the endpoint, and the client (the shared pooled one unless the
+  model was given its own).
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict
+from urllib.parse import urlsplit
+
+import httpx2
+
+from ..errors import ConfigurationError
+from ._http import SSE, Target, default_client, iter_sse, open_stream, send_json
+from .base import (
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ResponseCompleted,
+    StreamEvent,
+    collect,
+)
+from .resolve import ANTHROPIC, OPENAI_RESPONSES, PRESETS, Preset
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = [
+    "KEY_HOMES",
+    "Assembly",
+    "WireModel",
+    "WireOptions",
+    "checked_base_url",
+    "merge_settings",
+    "public_url",
+]
+
+_Origin = tuple[str, str, int]
+_VALID_URL = "a base URL is http:// or https:// with a host, e.g. http://127.0.0.1:8000/v1"
+
+
+class WireOptions(TypedDict, total=False):
+    """The keyword options every wire adapter takes.
+
+    `api_key` is sent wherever the model points; without it the key comes
+    from the variable `api_key_env` (by default the provider's own, e.g.
+    `OPENAI_API_KEY`), and only when the model points at that provider's own
+    host. `api_key_env=None` sends no key. `base_url` defaults to the
+    provider's server; `http_client` replaces the shared pooled client;
+    `headers` go with every request; `stream` chooses the HTTP path
+    `request()` uses; `settings` are defaults under each request's own.
+    """
+
+    api_key: str | None
+    base_url: str | None
+    http_client: httpx2.AsyncClient | None
+    headers: Mapping[str, str] | None
+    stream: bool
+    api_key_env: str | None
+    settings: ModelSettings | None
+
+
+class Assembly(Protocol):
+    """Folds one streamed answer into deltas and, at its end, the whole response."""
+
+    def feed(self, sse: SSE) -> Iterable[StreamEvent]:
+        """Take one server-sent event; return the deltas it carried."""
+        ...
+
+    def finish(self) -> ModelResponse:
+        """The whole response; a stream cut before its end raises `TransportError`."""
+        ...
+
+
+def merge_settings(default: ModelSettings | None, override: ModelSettings) -> ModelSettings:
+    """A request's settings on top of a model's defaults, field by field (None means unset).
+
+    `stop` is the request's when it has any; `extra` merges, the request's
+    entries winning.
+    """
+    if default is None:
+        return override
+    return ModelSettings(
+        temperature=default.temperature if override.temperature is None else override.temperature,
+        top_p=default.top_p if override.top_p is None else override.top_p,
+        max_tokens=default.max_tokens if override.max_tokens is None else override.max_tokens,
+        stop=override.stop or default.stop,
+        reasoning=default.reasoning if override.reasoning is None else override.reasoning,
+        extra={**default.extra, **override.extra},
+    )
+
+
+def public_url(url: str) -> str:
+    """`url` without user-info (`https://me:pw@host/v1` becomes `https://host/v1`)."""
+    head, sep, rest = url.partition("://")
+    if not sep:
+        head, rest = "", url
+    authority, slash, path = rest.partition("/")
+    return head + sep + authority.rpartition("@")[2] + slash + path
+
+
+def checked_base_url(url: str) -> str:
+    """`url` without a trailing slash, or `ConfigurationError` naming what is wrong with it.
+
+    Caught here, a mistyped URL is a configuration error; caught by the
+    client, it would be a transport error the retry policy tries again.
+    """
+    problem = None
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if "://" not in url:
+        problem = "has no http:// or https:// scheme"
+    elif scheme not in ("http", "https"):
+        problem = f"uses the unsupported protocol {scheme or '(none)'}://"
+    elif not parts.hostname:
+        problem = "has no host"
+    else:
+        try:
+            parts.port  # noqa: B018 - parsing the port is the check
+        except ValueError:
+            problem = "has an invalid port"
+    if problem is not None:
+        raise ConfigurationError(f"base URL {public_url(url)!r} {problem}: {_VALID_URL}")
+    return url.rstrip("/")
+
+
+def _origin(url: str) -> _Origin:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, parts.hostname or "", parts.port or (443 if scheme == "https" else 80)
+
+
+def _shown(origin: _Origin) -> str:
+    scheme, host, port = origin
+    default = 443 if scheme == "https" else 80
+    return f"{scheme}://{host}" + ("" if port == default else f":{port}")
+
+
+KEY_HOMES: Mapping[str, _Origin] = MappingProxyType(
+    {
+        p.api_key_env: _origin(p.base_url)
+        for p in (*PRESETS.values(), OPENAI_RESPONSES, ANTHROPIC)
+        if p.api_key_env is not None
+    }
+)
+"""The host (scheme, name, port) each provider's key variable belongs to.
+
+A key read from one of these variables is sent to that host and to no other;
+a variable not listed here is the user's own and goes wherever the user
+points the model.
+"""
+
+
+def _choose_key(
+    options: WireOptions, home: Preset, url: str, provider: str
+) -> tuple[str | None, str | None]:
+    """The key to send to `url`, and why none was sent when an environment key was held back."""
+    explicit = options.get("api_key")
+    if explicit is not None:
+        return explicit, None
+    named = "api_key_env" in options
+    variable = options.get("api_key_env") if named else home.api_key_env
+    if variable is None:
+        return None, None
+    owner = KEY_HOMES.get(variable)
+    if owner is not None and owner != _origin(url):
+        why = (
+            f"no key was sent to {public_url(url)}: {variable} is sent only to "
+            f"{_shown(owner)}, keys from the environment never go to other hosts; "
+            f"pass the key explicitly (api_key=...) to send one to this server"
+        )
+        if named:
+            raise ConfigurationError(why)
+        return None, why
+    value = os.environ.get(variable)
+    if value:
+        return value, None
+    if named or home.key_required:
+        raise ConfigurationError(
+            f"no API key for {provider}: set the {variable} environment variable or pass api_key="
+        )
+    return None, None
+
+
+class WireModel(ABC):
+    """A model behind an HTTP wire API (see `WireOptions` for the options).
+
+    Construction does no I/O; a wrong base URL or a missing key raises
+    `ConfigurationError` here, not at the first request. `request()` returns
+    the whole response (read from a stream with `stream=True`); `stream()`
+    yields deltas and ends with `ResponseCompleted` either way.
+    """
+
+    __slots__ = (
+        "_base_url",
+        "_client",
+        "_home",
+        "_name",
+        "_provider",
+        "_settings",
+        "_stream",
+        "_target",
+    )
+
+    _HOME: ClassVar[Preset]
+
+    def __init__(self, model_name: str, **options: Unpack[WireOptions]) -> None:
+        self._configure(model_name, self._HOME.name, self._HOME, options)
+
+    def _configure(
+        self, model_name: str, provider: str, home: Preset, options: WireOptions
+    ) -> None:
+        unknown = options.keys() - WireOptions.__optional_keys__
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__}() got unexpected keyword arguments: "
+                + ", ".join(sorted(unknown))
+            )
+        base_url = checked_base_url(options.get("base_url") or home.base_url)
+        key, why_no_key = _choose_key(options, home, base_url, provider)
+        headers = self._wire_headers(key)
+        headers.update(options.get("headers") or {})
+        self._name = model_name
+        self._provider = provider
+        self._home = home
+        self._base_url = base_url
+        self._client = options.get("http_client")
+        self._stream = options.get("stream", True)
+        self._settings = options.get("settings")
+        self._target = Target(self._endpoint(base_url), headers, provider, why_no_key)
+
+    # -- identity ---------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The model's name as its server knows it."""
+        return self._name
+
+    @property
+    def provider(self) -> str:
+        """The wire API or server (`openai`, `openai-responses`, `anthropic`, `ollama`, ...)."""
+        return self._provider
+
+    @property
+    def base_url(self) -> str:
+        """The server requests go to, without user-info and trailing slash."""
+        return public_url(self._base_url)
+
+    @property
+    def url(self) -> str:
+        """The endpoint requests go to, without user-info."""
+        return public_url(self._target.url)
+
+    @property
+    def spec(self) -> str:
+        """The `resolve_model` string for an equivalent model.
+
+        The provider's prefix and the model's name, with `@<base_url>` when the
+        server is not the provider's default; never a key or user-info.
+        """
+        prefix = self._home.name
+        if self._base_url == self._home.base_url and self._provider == prefix:
+            return f"{prefix}:{self._name}"
+        return f"{prefix}:{self._name}@{self.base_url}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.spec!r})"
+
+    # -- requests ---------------------------------------------------------------------
+
+    def build_body(self, request: ModelRequest, *, stream: bool | None = None) -> dict[str, Any]:
+        """The JSON body this model sends for `request` (no I/O).
+
+        `stream` defaults to the model's own choice; the request's settings
+        are merged over the model's defaults.
+        """
+        settings = merge_settings(self._settings, request.settings)
+        return self._encode(request, settings, self._stream if stream is None else stream)
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Send the request (streamed or not, per `stream=`) and return the whole response."""
+        if self._stream:
+            return await collect(self._streamed(request, emit=False))
+        return await self._whole(request)
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Send the request, yielding deltas; the last event is `ResponseCompleted`.
+
+        A consumer that stops early closes the connection by closing this
+        iterator (`aclose()`, or leaving an `async for` inside `aclosing`).
+        """
+        if self._stream:
+            return self._streamed(request, emit=True)
+        return self._replay(request)
+
+    async def _whole(self, request: ModelRequest) -> ModelResponse:
+        body = self.build_body(request, stream=False)
+        payload = await send_json(self._http(), self._target, body)
+        return self._decode(payload, request)
+
+    async def _replay(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        response = await self._whole(request)
+        for event in self._replayed(response):
+            yield event
+        yield ResponseCompleted(response)
+
+    async def _streamed(self, request: ModelRequest, *, emit: bool) -> AsyncIterator[StreamEvent]:
+        assembly = self._assembler(request, emit)
+        body = self.build_body(request, stream=True)
+        async with open_stream(self._http(), self._target, body) as response:
+            # Read to the end of the body even after the last event: a body
+            # left unread makes the client close the connection, not pool it.
+            async for sse in iter_sse(response, self._provider):
+                for event in assembly.feed(sse):
+                    if emit:
+                        yield event
+        yield ResponseCompleted(assembly.finish())
+
+    def _http(self) -> httpx2.AsyncClient:
+        return self._client if self._client is not None else default_client()
+
+    # -- what each wire API says for itself -------------------------------------------
+
+    def _wire_headers(self, key: str | None) -> dict[str, str]:
+        """The headers every request carries before the user's own (here: bearer auth)."""
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    @abstractmethod
+    def _endpoint(self, base_url: str) -> str:
+        """The URL requests are posted to."""
+
+    @abstractmethod
+    def _encode(
+        self, request: ModelRequest, settings: ModelSettings, stream: bool
+    ) -> dict[str, Any]:
+        """The body for `request` with `settings` already merged."""
+
+    @abstractmethod
+    def _assembler(self, request: ModelRequest, emit: bool) -> Assembly:
+        """A fresh assembly for one streamed answer (`emit`: whether deltas are wanted)."""
+
+    @abstractmethod
+    def _decode(self, payload: Any, request: ModelRequest) -> ModelResponse:
+        """The response a whole (unstreamed) JSON answer stands for."""
+
+    def _replayed(self, response: ModelResponse) -> Iterable[StreamEvent]:
+        """Deltas `stream()` yields before `ResponseCompleted` when not streaming (none here)."""
+        return ()

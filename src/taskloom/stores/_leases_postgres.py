@@ -1,0 +1,135 @@
+"""Leases kept in PostgreSQL, shared by every process that reaches the database.
+
+Each operation is one statement: acquisition is an upsert whose conflict
+branch only fires when the held lease lapsed or was released, so two
+processes racing for a free key serialise on its row and exactly one gets it.
+A released lease keeps its row (holder cleared) because the row also carries
+the key's generation, which must keep rising for fencing to work.
+
+Time comes from the injected clock and is passed into SQL as a parameter,
+never read from the server, so every backend and every test agrees on "now".
+"""
+
+from __future__ import annotations
+
+from ._sql import Migration, PostgresDatabase
+from .leases import Clock, Lease, system_clock
+
+__all__ = ["POSTGRES_LEASE_MIGRATIONS", "PostgresLeases"]
+
+POSTGRES_LEASE_MIGRATIONS: tuple[Migration, ...] = (
+    (
+        # holder IS NULL marks a released lease; generation survives it.
+        """CREATE TABLE IF NOT EXISTS {leases} (
+            key text PRIMARY KEY,
+            holder text,
+            generation bigint NOT NULL,
+            expires_at double precision NOT NULL
+        )""",
+    ),
+)
+
+
+class PostgresLeases:
+    """`Leases` in PostgreSQL; behaves exactly like `MemoryLeases`.
+
+    `PostgresLeases(url, schema=...)` opens its own pool on first use (and
+    `close()` closes it); given a `PostgresDatabase` it shares that pool,
+    which is how `PostgresStore.leases` sits on the store's database.
+    """
+
+    def __init__(
+        self,
+        url: str | PostgresDatabase,
+        *,
+        clock: Clock = system_clock,
+        schema: str | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+    ) -> None:
+        self._owns_db = not isinstance(url, PostgresDatabase)
+        self._db = (
+            url
+            if isinstance(url, PostgresDatabase)
+            else PostgresDatabase(url, schema=schema, min_size=min_size, max_size=max_size)
+        )
+        self._clock = clock
+        self._db.require("leases", POSTGRES_LEASE_MIGRATIONS)
+        table = self._db.table("leases")
+        self._acquire = f"""
+            INSERT INTO {table} AS l (key, holder, generation, expires_at)
+            VALUES (%(key)s, %(holder)s, 1, %(expires_at)s)
+            ON CONFLICT (key) DO UPDATE
+                SET holder = EXCLUDED.holder,
+                    generation = l.generation + 1,
+                    expires_at = EXCLUDED.expires_at
+                WHERE l.holder IS NULL OR l.expires_at <= %(now)s
+            RETURNING generation"""
+        self._renew = f"""
+            UPDATE {table} SET expires_at = %(expires_at)s
+            WHERE key = %(key)s AND generation = %(generation)s
+              AND holder IS NOT NULL AND expires_at > %(now)s
+            RETURNING generation"""
+        self._release = f"""
+            UPDATE {table} SET holder = NULL
+            WHERE key = %s AND generation = %s AND holder IS NOT NULL"""
+        self._take_over = f"""
+            UPDATE {table}
+            SET holder = %(holder)s, generation = generation + 1, expires_at = %(expires_at)s
+            WHERE key = %(key)s AND generation = %(generation)s AND holder = %(old)s
+            RETURNING generation"""
+        self._current = f"""
+            SELECT holder, generation, expires_at FROM {table}
+            WHERE key = %s AND holder IS NOT NULL AND expires_at > %s"""
+
+    async def acquire(self, key: str, holder: str, ttl: float) -> Lease | None:
+        """Take the key if it is free or its lease lapsed; None if someone holds it."""
+        now = self._clock()
+        params = {"key": key, "holder": holder, "expires_at": now + ttl, "now": now}
+        async with self._db.connection() as conn:
+            row = await (await conn.execute(self._acquire, params)).fetchone()
+        return None if row is None else Lease(key, holder, int(row[0]), now + ttl)
+
+    async def renew(self, lease: Lease, ttl: float) -> Lease | None:
+        """Extend a lease still held under the same generation; None if lost."""
+        now = self._clock()
+        params = {
+            "key": lease.key,
+            "generation": lease.generation,
+            "expires_at": now + ttl,
+            "now": now,
+        }
+        async with self._db.connection() as conn:
+            row = await (await conn.execute(self._renew, params)).fetchone()
+        return None if row is None else Lease(lease.key, lease.holder, lease.generation, now + ttl)
+
+    async def release(self, lease: Lease) -> None:
+        """Give the key up (no effect if the lease was already lost)."""
+        async with self._db.connection() as conn:
+            await conn.execute(self._release, (lease.key, lease.generation))
+
+    async def take_over(self, lease: Lease, holder: str, ttl: float) -> Lease | None:
+        """Take the key from `lease`'s holder (known dead) while it is still current."""
+        now = self._clock()
+        params = {
+            "key": lease.key,
+            "generation": lease.generation,
+            "old": lease.holder,
+            "holder": holder,
+            "expires_at": now + ttl,
+        }
+        async with self._db.connection() as conn:
+            row = await (await conn.execute(self._take_over, params)).fetchone()
+        return None if row is None else Lease(lease.key, holder, int(row[0]), now + ttl)
+
+    async def current(self, key: str) -> Lease | None:
+        """The live lease on the key, if any."""
+        now = self._clock()
+        async with self._db.connection() as conn:
+            row = await (await conn.execute(self._current, (key, now))).fetchone()
+        return None if row is None else Lease(key, row[0], int(row[1]), float(row[2]))
+
+    async def close(self) -> None:
+        """Close the pool if these leases opened it (a shared one stays open)."""
+        if self._owns_db:
+            await self._db.close()

@@ -1,0 +1,143 @@
+"""Leases kept in a SQLite file, shared by every process that opens it.
+
+Each operation is one statement, so SQLite's write lock makes it atomic
+across processes. A released lease keeps its row (holder cleared) because
+the row also carries the key's generation, which must keep rising across
+releases for fencing to work.
+
+Time comes from the injected clock and is passed into SQL as a parameter,
+never read from the database, so every backend and every test agrees on
+"now".
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from typing import Literal
+
+from ._sql import Migration, SQLiteDatabase
+from .leases import Clock, Lease, system_clock
+
+__all__ = ["SQLITE_LEASE_MIGRATIONS", "SQLiteLeases"]
+
+SQLITE_LEASE_MIGRATIONS: tuple[Migration, ...] = (
+    (
+        # holder IS NULL marks a released lease; generation survives it.
+        """CREATE TABLE IF NOT EXISTS taskloom_leases (
+            key TEXT PRIMARY KEY,
+            holder TEXT,
+            generation INTEGER NOT NULL,
+            expires_at REAL NOT NULL
+        )""",
+    ),
+)
+
+_ACQUIRE = """
+INSERT INTO taskloom_leases (key, holder, generation, expires_at) VALUES (?1, ?2, 1, ?3)
+ON CONFLICT (key) DO UPDATE
+    SET holder = excluded.holder, generation = generation + 1, expires_at = excluded.expires_at
+    WHERE holder IS NULL OR expires_at <= ?4
+RETURNING generation
+"""
+
+_RENEW = """
+UPDATE taskloom_leases SET expires_at = ?1
+WHERE key = ?2 AND generation = ?3 AND holder IS NOT NULL AND expires_at > ?4
+RETURNING generation
+"""
+
+_RELEASE = """
+UPDATE taskloom_leases SET holder = NULL
+WHERE key = ?1 AND generation = ?2 AND holder IS NOT NULL
+"""
+
+_TAKE_OVER = """
+UPDATE taskloom_leases SET holder = ?1, generation = generation + 1, expires_at = ?2
+WHERE key = ?3 AND generation = ?4 AND holder = ?5
+RETURNING generation
+"""
+
+_CURRENT = """
+SELECT holder, generation, expires_at FROM taskloom_leases
+WHERE key = ?1 AND holder IS NOT NULL AND expires_at > ?2
+"""
+
+
+class SQLiteLeases:
+    """`Leases` in a SQLite file; behaves exactly like `MemoryLeases`.
+
+    `SQLiteLeases(path)` opens its own connection on first use (and
+    `close()` releases it); given a `SQLiteDatabase` it shares that
+    connection, which is how `SQLiteStore.leases` sits on the store's file.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | SQLiteDatabase,
+        *,
+        clock: Clock = system_clock,
+        busy_timeout: float = 30.0,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+    ) -> None:
+        self._owns_db = not isinstance(path, SQLiteDatabase)
+        self._db = (
+            path
+            if isinstance(path, SQLiteDatabase)
+            else SQLiteDatabase(path, busy_timeout=busy_timeout, synchronous=synchronous)
+        )
+        self._clock = clock
+        self._db.require("leases", SQLITE_LEASE_MIGRATIONS)
+
+    async def acquire(self, key: str, holder: str, ttl: float) -> Lease | None:
+        """Take the key if it is free or its lease lapsed; None if someone holds it."""
+        now = self._clock()
+        expires_at = now + ttl
+
+        def acquire(conn: sqlite3.Connection) -> int | None:
+            # fetchall: the statement must run to completion to commit.
+            rows = conn.execute(_ACQUIRE, (key, holder, expires_at, now)).fetchall()
+            return int(rows[0][0]) if rows else None
+
+        generation = await self._db.run(acquire)
+        return None if generation is None else Lease(key, holder, generation, expires_at)
+
+    async def renew(self, lease: Lease, ttl: float) -> Lease | None:
+        """Extend a lease still held under the same generation; None if lost."""
+        now = self._clock()
+        expires_at = now + ttl
+
+        def renew(conn: sqlite3.Connection) -> bool:
+            params = (expires_at, lease.key, lease.generation, now)
+            return bool(conn.execute(_RENEW, params).fetchall())
+
+        if not await self._db.run(renew):
+            return None
+        return Lease(lease.key, lease.holder, lease.generation, expires_at)
+
+    async def release(self, lease: Lease) -> None:
+        """Give the key up (no effect if the lease was already lost)."""
+        await self._db.run(lambda conn: conn.execute(_RELEASE, (lease.key, lease.generation)))
+
+    async def take_over(self, lease: Lease, holder: str, ttl: float) -> Lease | None:
+        """Take the key from `lease`'s holder (known dead) while it is still current."""
+        expires_at = self._clock() + ttl
+
+        def take_over(conn: sqlite3.Connection) -> int | None:
+            params = (holder, expires_at, lease.key, lease.generation, lease.holder)
+            rows = conn.execute(_TAKE_OVER, params).fetchall()
+            return int(rows[0][0]) if rows else None
+
+        generation = await self._db.run(take_over)
+        return None if generation is None else Lease(lease.key, holder, generation, expires_at)
+
+    async def current(self, key: str) -> Lease | None:
+        """The live lease on the key, if any."""
+        now = self._clock()
+        row = await self._db.run(lambda conn: conn.execute(_CURRENT, (key, now)).fetchone())
+        return None if row is None else Lease(key, row[0], int(row[1]), float(row[2]))
+
+    async def close(self) -> None:
+        """Release the connection if these leases opened it (a shared one stays open)."""
+        if self._owns_db:
+            await self._db.close()

@@ -1,0 +1,208 @@
+"""Leases with fencing tokens.
+
+A lease gives one holder a key for a while. Every acquisition after the
+previous lease lapsed (or was released) bumps the key's `generation`; writes
+made on behalf of a holder carry `Fence(key, generation)` and a store refuses
+them once a newer generation exists. A worker that stalls past its lease and
+wakes up therefore cannot write over its successor.
+
+Time comes from an injectable clock so tests never sleep for expiry.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+__all__ = [
+    "Clock",
+    "Fence",
+    "Lease",
+    "Leases",
+    "MemoryLeases",
+    "holder_is_gone",
+    "holder_name",
+    "system_clock",
+]
+
+Clock = Callable[[], float]
+
+
+def system_clock() -> float:
+    """Wall-clock seconds (leases are shared between processes)."""
+    return time.time()
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """A lease key and the generation its holder was granted."""
+
+    key: str
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A granted lease: who holds `key`, under which generation, until when."""
+
+    key: str
+    holder: str
+    generation: int
+    expires_at: float
+
+    @property
+    def fence(self) -> Fence:
+        """The fencing token every write of this holder carries."""
+        return Fence(self.key, self.generation)
+
+
+@runtime_checkable
+class Leases(Protocol):
+    """Time-limited exclusive ownership of keys, with fencing generations."""
+
+    async def acquire(self, key: str, holder: str, ttl: float) -> Lease | None:
+        """Take the key if it is free or its lease lapsed; None if someone holds it."""
+        ...
+
+    async def renew(self, lease: Lease, ttl: float) -> Lease | None:
+        """Extend a lease still held under the same generation; None if lost."""
+        ...
+
+    async def release(self, lease: Lease) -> None:
+        """Give the key up (no effect if the lease was already lost)."""
+        ...
+
+    async def take_over(self, lease: Lease, holder: str, ttl: float) -> Lease | None:
+        """Take the key from `lease`'s holder, known to be dead, before its
+        lease lapses: succeeds (with a new generation) only while `lease` is
+        still the current one; None otherwise."""
+        ...
+
+    async def current(self, key: str) -> Lease | None:
+        """The live lease on the key, if any."""
+        ...
+
+
+class MemoryLeases:
+    """In-process leases; `generation(key)` is read by `MemoryStore` for fencing."""
+
+    def __init__(self, clock: Clock = system_clock) -> None:
+        self._clock = clock
+        self._leases: dict[str, Lease] = {}
+        self._generations: dict[str, int] = {}
+
+    def generation(self, key: str) -> int:
+        """The newest generation ever granted for the key (0 if none)."""
+        return self._generations.get(key, 0)
+
+    async def acquire(self, key: str, holder: str, ttl: float) -> Lease | None:
+        now = self._clock()
+        held = self._leases.get(key)
+        if held is not None and held.expires_at > now:
+            return None
+        generation = self._generations.get(key, 0) + 1
+        self._generations[key] = generation
+        lease = Lease(key, holder, generation, now + ttl)
+        self._leases[key] = lease
+        return lease
+
+    async def renew(self, lease: Lease, ttl: float) -> Lease | None:
+        now = self._clock()
+        held = self._leases.get(lease.key)
+        if held is None or held.generation != lease.generation or held.expires_at <= now:
+            return None
+        renewed = Lease(lease.key, lease.holder, lease.generation, now + ttl)
+        self._leases[lease.key] = renewed
+        return renewed
+
+    async def release(self, lease: Lease) -> None:
+        held = self._leases.get(lease.key)
+        if held is not None and held.generation == lease.generation:
+            del self._leases[lease.key]
+
+    async def take_over(self, lease: Lease, holder: str, ttl: float) -> Lease | None:
+        held = self._leases.get(lease.key)
+        if held is None or held.generation != lease.generation or held.holder != lease.holder:
+            return None
+        generation = self._generations[lease.key] + 1
+        self._generations[lease.key] = generation
+        taken = Lease(lease.key, holder, generation, self._clock() + ttl)
+        self._leases[lease.key] = taken
+        return taken
+
+    async def current(self, key: str) -> Lease | None:
+        held = self._leases.get(key)
+        if held is None or held.expires_at <= self._clock():
+            return None
+        return held
+
+
+# ---------------------------------------------------------------- holders
+
+_HOLDER_PREFIX = "proc"
+
+
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _pid_namespace() -> str | None:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return None
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot; None if it is gone
+    or a zombie (killed but not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses: split after the last ')'.
+    fields = stat[stat.rfind(")") + 2 :].split()
+    if not fields or fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
+
+
+def holder_name(tag: str = "") -> str:
+    """A lease holder name that identifies this process on this machine.
+
+    On Linux it carries the boot id, the pid namespace, the pid and the
+    process's start time, so another process on the same machine can tell
+    for certain that the holder is gone (`holder_is_gone`). Elsewhere it is
+    only unique, and a dead holder's lease lapses at its expiry.
+    """
+    pid = os.getpid()
+    boot, ns, started = _boot_id(), _pid_namespace(), _start_time(pid)
+    unique = uuid.uuid4().hex[:8]
+    suffix = f"-{tag}" if tag else ""
+    if boot is None or ns is None or started is None:
+        return f"{socket.gethostname()}-{pid}-{unique}{suffix}"
+    return f"{_HOLDER_PREFIX}:{boot}:{ns}:{pid}:{started}:{unique}{suffix}"
+
+
+def holder_is_gone(holder: str) -> bool:
+    """True only when `holder` names a process of this machine (same boot,
+    same pid namespace) that no longer runs: its pid is gone, a zombie, or
+    now a different process. Anything else (another machine, an older name
+    format) is False: its lease must lapse on its own."""
+    parts = holder.split(":")
+    if len(parts) < 6 or parts[0] != _HOLDER_PREFIX:
+        return False
+    _, boot, ns, pid, started = parts[:5]
+    if boot != _boot_id() or ns != _pid_namespace() or not pid.isdigit():
+        return False
+    return _start_time(int(pid)) != started

@@ -1,0 +1,45 @@
+"""The tool contract: `Tool`, `@tool`, `ToolContext`, `Deferred`, effects and results.
+
+A tool is a function the model may call. `@tool` builds its JSON schema from
+the signature and its description from the docstring, once, at decoration.
+What a running tool can reach (its identity, the run's controls, deferred
+results) is its `ToolContext`.
+"""
+
+from __future__ import annotations
+
+from ..entries import DeferredItem
+from ._context import AgentView, BackgroundStarter, Deferred, ToolContext, ToolHost
+from ._tool import (
+    DEFAULT_MAX_OUTPUT_CHARS,
+    ApprovalRule,
+    ArgumentsInvalid,
+    Tool,
+    ToolEffect,
+    ToolError,
+    ToolOutput,
+    as_tool,
+    cap_output,
+    to_content,
+    tool,
+)
+
+__all__ = [
+    "DEFAULT_MAX_OUTPUT_CHARS",
+    "AgentView",
+    "ApprovalRule",
+    "ArgumentsInvalid",
+    "BackgroundStarter",
+    "Deferred",
+    "DeferredItem",
+    "Tool",
+    "ToolContext",
+    "ToolEffect",
+    "ToolError",
+    "ToolHost",
+    "ToolOutput",
+    "as_tool",
+    "cap_output",
+    "to_content",
+    "tool",
+]

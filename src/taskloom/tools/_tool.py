@@ -1,0 +1,560 @@
+"""Tools: what a model may call.
+
+`@tool` turns a sync or async function into a `Tool`; the JSON schema comes
+from the signature (pydantic) and the description from the docstring, both
+built once at decoration. A parameter annotated `ToolContext` is injected and
+left out of the schema. `Tool` can also be built by hand (name, description,
+schema, function) or subclassed (override `invoke`).
+
+Every call ends in exactly one result: a tool's return value becomes text, a
+`ToolError` becomes an error result with its message, any other exception an
+error result naming its type and message (never a traceback). Error text is
+capped at `max_output_chars` exactly like output, and all of it is made valid
+UTF-8 (see `taskloom.messages.valid_text`).
+
+Sync tools run on taskloom's own pool of daemon threads, not the event
+loop's default executor: `asyncio.run` (and so `run_sync`) waits for the
+default executor on exit, and a run's deadline must not wait for a tool that
+overran it. A sync tool cut off by a deadline or a cancellation keeps running
+in its thread until it returns: Python cannot kill a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import json
+import os
+import queue
+import re
+import sys
+import threading
+import types
+import typing
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+import pydantic
+
+from .._schema import check as check_schema
+from ..errors import ConfigurationError
+from ..messages import arguments_problem, valid_result_text
+from ..results import ToolSpec
+
+if TYPE_CHECKING:
+    from ._context import ToolContext
+
+__all__ = [
+    "DEFAULT_MAX_OUTPUT_CHARS",
+    "Tool",
+    "ToolEffect",
+    "ToolError",
+    "ToolOutput",
+    "cap_output",
+    "tool",
+]
+
+DEFAULT_MAX_OUTPUT_CHARS = 50_000
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ToolEffect(StrEnum):
+    """What calling a tool does to the world; decides what may run concurrently."""
+
+    READ_ONLY = "read_only"
+    WRITE = "write"
+    EXTERNAL = "external"
+
+
+class ToolError(Exception):
+    """Raise from a tool to answer the model with an error result carrying `message`."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """A tool's result when the tool wants to say more than a return value:
+    `is_error` marks it as an error result the model should act on.
+
+    `content` is made valid UTF-8; when characters had to be replaced, a
+    short note at the end says so.
+    """
+
+    content: str
+    is_error: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.content.isascii():
+            object.__setattr__(self, "content", valid_result_text(self.content))
+
+
+class ArgumentsInvalid(Exception):
+    """The model's arguments failed validation; the message is for the model."""
+
+
+ApprovalRule = bool | Callable[[dict[str, Any]], bool]
+
+
+def cap_output(text: str, limit: int) -> str:
+    """Keep the head and tail of `text` within `limit` characters, saying what was cut."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    omitted = len(text) - limit
+    note = f"\n[... output truncated: {omitted} characters omitted ...]\n"
+    head = max(0, (limit * 2) // 3)
+    tail = max(0, limit - head)
+    return text[:head] + note + (text[-tail:] if tail else "")
+
+
+def to_content(value: Any) -> str:
+    """A tool's return value as the text the model reads."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "(no output)"
+    if isinstance(value, pydantic.BaseModel):
+        return value.model_dump_json()
+    try:
+        return json.dumps(value, ensure_ascii=False, default=_json_default)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, pydantic.BaseModel):
+        return value.model_dump(mode="json")
+    return str(value)
+
+
+def _describe(exc: BaseException) -> str:
+    """`Type: message` for the model; an exception whose `str` fails is named alone."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = "(its message could not be read)"
+    return f"{type(exc).__name__}: {text}"
+
+
+class _DaemonThreads:
+    """A growing pool of daemon threads for sync tools.
+
+    Neither `asyncio.run` nor interpreter exit waits for these threads, so a
+    run ends at its deadline whatever a sync tool is doing. Threads are
+    started on demand up to `max_workers` and then reused; idle ones wait for
+    the next call.
+    """
+
+    def __init__(self, max_workers: int) -> None:
+        self._max = max_workers
+        self._work: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+
+    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._work.put((future, fn))
+        with self._lock:
+            # Each call claims a waiting thread, or starts one below the ceiling.
+            if self._idle:
+                self._idle -= 1
+            elif self._threads < self._max:
+                self._threads += 1
+                threading.Thread(
+                    target=self._worker, name=f"taskloom-tool-{self._threads}", daemon=True
+                ).start()
+        return future
+
+    def _worker(self) -> None:
+        while True:
+            future, fn = self._work.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    result = fn()
+                except BaseException as exc:  # handed to the awaiting task, as executors do
+                    future.set_exception(exc)
+                else:
+                    future.set_result(result)
+            del future, fn
+            with self._lock:
+                self._idle += 1
+
+
+_sync_pool: _DaemonThreads | None = None
+_sync_pool_lock = threading.Lock()
+
+
+def _forget_pool_after_fork() -> None:
+    # A forked child has none of the parent's threads, only their bookkeeping.
+    global _sync_pool, _sync_pool_lock
+    _sync_pool = None
+    _sync_pool_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
+def _run_in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
+    """`fn(**kwargs)` on a daemon thread, in a copy of the caller's context (as `to_thread`)."""
+    global _sync_pool
+    if _sync_pool is None:
+        with _sync_pool_lock:
+            if _sync_pool is None:
+                # The same ceiling as asyncio's default executor.
+                _sync_pool = _DaemonThreads(min(32, (os.cpu_count() or 1) + 4))
+    call = functools.partial(contextvars.copy_context().run, fn, **kwargs)
+    return asyncio.wrap_future(_sync_pool.submit(call))
+
+
+def _check_schema(args: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Hand-written schemas: a structural check (see `taskloom._schema`)."""
+    try:
+        check_schema(dict(args), schema, "arguments")
+    except ValueError as exc:
+        raise ArgumentsInvalid(str(exc)) from None
+    return dict(args)
+
+
+class Tool:
+    """A callable the model can ask for.
+
+    `name`, `description` and `input_schema` (a JSON schema dict) are what the
+    model sees. `effect` decides concurrency: calls of one turn run together
+    only when all are `READ_ONLY`; a tool built with `concurrent=True` (such as
+    a delegation tool) overlaps with them whatever its effect. `needs_approval` (a bool or a predicate on the arguments)
+    parks the run for a human decision. `timeout` bounds one call in seconds;
+    `max_output_chars` caps the result text (head and tail kept).
+    """
+
+    __slots__ = (
+        "_ctx_param",
+        "_fn",
+        "_is_async",
+        "_model",
+        "_spec",
+        "concurrent",
+        "description",
+        "effect",
+        "input_schema",
+        "max_output_chars",
+        "name",
+        "needs_approval",
+        "timeout",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        input_schema: Mapping[str, Any],
+        fn: Callable[..., Any] | None = None,
+        *,
+        effect: ToolEffect = ToolEffect.WRITE,
+        needs_approval: ApprovalRule = False,
+        timeout: float | None = None,
+        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        concurrent: bool = False,
+        _arguments_model: type[pydantic.BaseModel] | None = None,
+        _context_param: str | None = None,
+    ) -> None:
+        if not name or not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
+            raise ConfigurationError(f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'")
+        if not isinstance(input_schema, Mapping) or input_schema.get("type", "object") != "object":
+            raise ConfigurationError(f"tool {name!r}: input_schema must be a JSON object schema")
+        self.name = name
+        self.description = description
+        self.input_schema = dict(input_schema)
+        self.effect = ToolEffect(effect)
+        self.needs_approval = needs_approval
+        self.timeout = timeout
+        self.max_output_chars = max_output_chars
+        self.concurrent = concurrent
+        self._fn = fn
+        self._is_async = fn is not None and inspect.iscoroutinefunction(fn)
+        self._model = _arguments_model
+        self._ctx_param = _context_param
+        self._spec = ToolSpec(name, description, self.input_schema)
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r}, effect={self.effect.value})"
+
+    @property
+    def spec(self) -> ToolSpec:
+        """What the model is told about this tool."""
+        return self._spec
+
+    @property
+    def is_gated(self) -> bool:
+        """Whether some call of this tool may need approval."""
+        return self.needs_approval is not False
+
+    def requires_approval(self, arguments: dict[str, Any]) -> bool:
+        """Whether this particular call needs a human decision first."""
+        rule = self.needs_approval
+        if isinstance(rule, bool):
+            return rule
+        return bool(rule(arguments))
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The arguments checked against the schema, as keyword arguments.
+
+        Arguments JSON cannot carry (NaN, infinities, nesting deeper than
+        `taskloom.messages.MAX_ARGUMENT_DEPTH`) are refused first. Raises
+        `ArgumentsInvalid` with a message written for the model.
+        """
+        problem = arguments_problem(arguments)
+        if problem is not None:
+            raise ArgumentsInvalid(problem)
+        if self._model is None:
+            return _check_schema(arguments, self.input_schema)
+        try:
+            parsed = self._model.__pydantic_validator__.validate_python(arguments)
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}"
+                for e in exc.errors(include_url=False)
+            )
+            raise ArgumentsInvalid(problems) from None
+        # extra="forbid": the instance holds exactly the declared fields.
+        return dict(parsed.__dict__)
+
+    async def invoke(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        """Run the tool with validated keyword arguments; override in subclasses."""
+        if self._fn is None:
+            raise NotImplementedError(f"tool {self.name!r} has no function; override invoke()")
+        if self._ctx_param is not None:
+            arguments = {**arguments, self._ctx_param: ctx}
+        if self._is_async:
+            return await self._fn(**arguments)
+        result = await _run_in_thread(self._fn, arguments)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def call(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        """Validate, run (within `timeout`) and turn the outcome into one result.
+
+        Output and error text alike are capped at `max_output_chars`.
+        """
+        try:
+            kwargs = self.validate(arguments)
+        except ArgumentsInvalid as exc:
+            return self._error(
+                f"Invalid arguments for tool {self.name!r}: {exc}. "
+                f"Expected arguments following this JSON schema: {json.dumps(self.input_schema)}"
+            )
+        try:
+            if self.timeout is not None:
+                async with asyncio.timeout(self.timeout):
+                    value = await self.invoke(kwargs, ctx)
+            else:
+                value = await self.invoke(kwargs, ctx)
+        except ToolError as exc:
+            return self._error(str(exc.message))
+        except TimeoutError:
+            return self._error(f"tool {self.name!r} timed out after {self.timeout:g}s")
+        except Exception as exc:
+            return self._error(_describe(exc))
+        if isinstance(value, ToolOutput):
+            return ToolOutput(cap_output(value.content, self.max_output_chars), value.is_error)
+        return ToolOutput(cap_output(to_content(value), self.max_output_chars))
+
+    def _error(self, text: str) -> ToolOutput:
+        return ToolOutput(cap_output(text, self.max_output_chars), is_error=True)
+
+
+# ---------------------------------------------------------------- @tool
+
+
+def _is_context(annotation: Any) -> bool:
+    """ToolContext itself, Annotated[ToolContext, ...], or ToolContext | None."""
+    from ._context import ToolContext
+
+    if annotation is ToolContext:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _is_context(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return any(a is ToolContext for a in typing.get_args(annotation))
+    return False
+
+
+def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn, include_extras=True)
+    except NameError:
+        pass
+    # Postponed annotations naming classes local to the defining function:
+    # look them up in the frames of the code that applied the decorator.
+    frame = sys._getframe(1)
+    localns: dict[str, Any] = {}
+    for _ in range(6):
+        frame = frame.f_back  # type: ignore[assignment]
+        if frame is None:
+            break
+        localns = {**frame.f_locals, **localns}
+    return typing.get_type_hints(fn, localns=localns, include_extras=True)
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """The description (text before an Args section) and per-parameter descriptions."""
+    doc = inspect.cleandoc(doc)
+    params: dict[str, str] = {}
+    match = re.search(r"^(Args|Arguments|Parameters):\s*$", doc, re.MULTILINE)
+    if not match:
+        return doc.strip(), params
+    description = doc[: match.start()].strip()
+    current: str | None = None
+    for line in doc[match.end() :].splitlines():
+        if not line.strip():
+            current = None
+            continue
+        item = re.match(r"^\s{0,8}(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", line)
+        if item and not line.startswith(" " * 9):
+            current = item.group(1).lstrip("*")
+            params[current] = item.group(2).strip()
+        elif current is not None:
+            params[current] = (params[current] + " " + line.strip()).strip()
+        elif re.match(r"^\S", line):
+            break
+    return description, params
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        if isinstance(prop, dict):
+            prop.pop("title", None)
+    return schema
+
+
+def _build_tool(
+    fn: Callable[..., Any],
+    *,
+    name: str | None,
+    description: str | None,
+    effect: ToolEffect,
+    needs_approval: ApprovalRule,
+    timeout: float | None,
+    max_output_chars: int,
+) -> Tool:
+    tool_name = name or fn.__name__
+    try:
+        hints = _type_hints(fn)
+    except Exception as exc:
+        raise ConfigurationError(f"tool {tool_name!r}: cannot resolve annotations: {exc}") from exc
+    doc_text, param_docs = _parse_docstring(fn.__doc__ or "")
+    fields: dict[str, Any] = {}
+    ctx_param: str | None = None
+    for param in inspect.signature(fn).parameters.values():
+        annotation = hints.get(param.name, Any)
+        if _is_context(annotation):
+            ctx_param = param.name
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ConfigurationError(f"tool {tool_name!r}: *args/**kwargs are not supported")
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (
+            annotation,
+            pydantic.Field(default, description=param_docs.get(param.name)),
+        )
+    try:
+        model = pydantic.create_model(  # type: ignore[call-overload]
+            f"{tool_name}_arguments",
+            __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False),
+            **fields,
+        )
+        schema = _clean_schema(model.model_json_schema())
+    except (
+        pydantic.PydanticSchemaGenerationError,
+        pydantic.errors.PydanticInvalidForJsonSchema,
+    ) as exc:
+        raise ConfigurationError(
+            f"tool {tool_name!r}: its signature is not JSON-serialisable: {exc}"
+        ) from exc
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"tool {tool_name!r}: invalid signature: {exc}") from exc
+    return Tool(
+        tool_name,
+        description if description is not None else doc_text,
+        schema,
+        fn,
+        effect=effect,
+        needs_approval=needs_approval,
+        timeout=timeout,
+        max_output_chars=max_output_chars,
+        _arguments_model=model,
+        _context_param=ctx_param,
+    )
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    effect: ToolEffect = ToolEffect.WRITE,
+    needs_approval: ApprovalRule = False,
+    timeout: float | None = None,
+    max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    effect: ToolEffect = ToolEffect.WRITE,
+    needs_approval: ApprovalRule = False,
+    timeout: float | None = None,
+    max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a `Tool` from a function, bare (`@tool`) or with options (`@tool(...)`).
+
+    The default effect is `WRITE`, the safe assumption: such calls run alone.
+    """
+    options = {
+        "name": name,
+        "description": description,
+        "effect": effect,
+        "needs_approval": needs_approval,
+        "timeout": timeout,
+        "max_output_chars": max_output_chars,
+    }
+    if fn is not None:
+        return _build_tool(fn, **options)  # type: ignore[arg-type]
+
+    def decorate(f: Callable[..., Any]) -> Tool:
+        return _build_tool(f, **options)  # type: ignore[arg-type]
+
+    return decorate
+
+
+def as_tool(obj: Any) -> Tool:
+    """A `Tool` from a Tool, anything with a `.tool()` method, or a plain function."""
+    if isinstance(obj, Tool):
+        return obj
+    make = getattr(obj, "tool", None)
+    if callable(make) and not inspect.isfunction(obj):
+        made = make()
+        if isinstance(made, Tool):
+            return made
+    if callable(obj):
+        return tool(obj)
+    raise ConfigurationError(f"{obj!r} is not a tool")
