@@ -74,8 +74,14 @@ __getattr__ = lazy_exports(__name__, _LAZY)
 
 def background_tools(*, shell: bool = False, **options: Any) -> list[Tool]:
     """The opt-in background command tools (`background_run`, `background_status`,
-    `background_wait`, `background_stop`); commands run without a shell unless
-    `shell=True`. Options are those of `build_background_tools`."""
+    `background_wait`, `background_stop`).
+
+    Commands run without a shell unless `shell=True`: that stops shell syntax
+    in the model's string, not a model that runs `sh -c '...'` itself. They
+    get a minimal environment (PATH, HOME, locale and a few other basics) plus
+    `env={...}`, or the host's whole environment with `inherit_env=True`;
+    everything they start ends with them, and with the host. Options are
+    those of `build_background_tools`."""
     from .tools import build_background_tools
 
     return build_background_tools(shell=shell, **options)

@@ -1,14 +1,19 @@
 """One command run as a child process, for the background command tools.
 
-The command leads its own process group (`start_new_session=True`), so
-ending it means ending the group: whatever it spawned — a pipeline, a
-server it put in the background — goes with it, on timeout, on stop and
-after a normal exit alike. Ending is `SIGTERM` to the group, then `SIGKILL`
-to whatever is left after a short grace.
+Each command runs under a keeper (`_keeper.py`): a small process between
+this one and the command that answers for every process the command starts,
+also those that leave its process group or session (`setsid`, a double
+fork), and that kills them all when this process dies, even by `SIGKILL`.
+Ending a command means ending that whole tree: whatever it spawned — a
+pipeline, a server it put in the background, a daemon — goes with it, on
+timeout, on stop and after a normal exit alike. Ending is `SIGTERM` to
+every process of the tree, then `SIGKILL` to whatever is left after a short
+grace. Only processes descended from the command are ever signalled.
 
 Standard output and standard error are read together through one pipe into
 an `OutputCapture`, which keeps only the head and the tail of the text and,
-once the output outgrows them, writes all of it to a spill file.
+once the output outgrows them, writes all of it to a spill file readable by
+this user only.
 """
 
 from __future__ import annotations
@@ -18,8 +23,12 @@ import codecs
 import contextlib
 import os
 import signal
+import socket
+import subprocess
+import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -39,7 +48,14 @@ __all__ = [
 _READ_SIZE = 64 * 1024
 
 _DRAIN_SECONDS = 1.0
-"""The least time the rest of the output gets to arrive once the group has ended."""
+"""The least time the rest of the output gets to arrive once the tree has ended."""
+
+_KEEPER = Path(__file__).with_name("_keeper.py")
+
+_KEEPER_EXIT_SECONDS = 5.0
+"""How long a keeper told to kill everything gets to report that nothing is left."""
+
+_NO_SIGPIPE = getattr(socket, "MSG_NOSIGNAL", 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,10 +91,11 @@ class OutputCapture:
 
     Bytes are decoded as UTF-8 (invalid sequences replaced). While the text
     fits in head and tail it is all kept in memory; the moment it outgrows
-    them, everything so far is written to the file `spill_path()` names (its
-    folder is created), and every later chunk is appended there — memory
-    stays bounded by the caps whatever the command prints. A spill file that
-    cannot be written is reported, not raised: the capped output survives.
+    them, everything so far is written to the file `spill_path()` names
+    (created new, with mode 0600; a missing folder is made with mode 0700),
+    and every later chunk is appended there — memory stays bounded by the
+    caps whatever the command prints. A spill file that cannot be written is
+    reported, not raised: the capped output survives.
     """
 
     def __init__(self, head_chars: int, tail_chars: int, spill_path: Callable[[], Path]) -> None:
@@ -136,9 +153,16 @@ class OutputCapture:
         kept, self._unspilled = self._unspilled, None
         try:
             path = self._spill_path()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # newline="": the file holds the output byte for byte as decoded.
-            self._spill = path.open("w", encoding="utf-8", newline="")
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # Private: output may hold secrets. O_EXCL: never write through a
+            # file or a link someone else put there first.
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            try:
+                # newline="": the file holds the output byte for byte as decoded.
+                self._spill = open(fd, "w", encoding="utf-8", newline="")  # noqa: SIM115
+            except BaseException:
+                os.close(fd)
+                raise
             self._path = path
         except OSError as exc:
             self._error = str(exc)
@@ -202,29 +226,33 @@ class CommandResult:
 
 
 class CommandProcess:
-    """A started command: the leader of its own process group, its output being read.
+    """A started command, under its keeper, its output being read.
 
     Start with `await CommandProcess.start(...)`; then `wait(timeout)` for it
     to end on its own (killed when the timeout passes) or `stop()` it. Use it
-    as an async context manager: leaving the block kills the group at once
-    if neither `wait` nor `stop` finished, so no path leaves processes behind.
-    `grace` is how long the group gets between `SIGTERM` and `SIGKILL`.
+    as an async context manager: leaving the block kills the whole tree at
+    once if neither `wait` nor `stop` finished, so no path leaves processes
+    behind. `grace` is how long the tree gets between `SIGTERM` and `SIGKILL`.
     """
 
     def __init__(
         self,
         command: str,
-        process: asyncio.subprocess.Process,
+        keeper: _KeeperLink,
+        pid: int,
+        stdout: asyncio.StreamReader,
+        stdout_pipe: asyncio.BaseTransport,
         output: OutputCapture,
         grace: float,
     ) -> None:
-        assert process.stdout is not None
         self.command = command
-        self._process = process
+        self._keeper = keeper
+        self._pid = pid
+        self._stdout_pipe = stdout_pipe
         self._output = output
         self._grace = grace
         self._started = time.monotonic()
-        self._pump = asyncio.get_running_loop().create_task(self._read(process.stdout))
+        self._pump = asyncio.get_running_loop().create_task(self._read(stdout))
         self._result: CommandResult | None = None
 
     @classmethod
@@ -235,54 +263,73 @@ class CommandProcess:
         *,
         output: OutputCapture,
         cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
         grace: float = 2.0,
+        backstop: float | None = None,
     ) -> CommandProcess:
-        """Start `argv` (no shell is involved unless argv names one).
+        """Start `argv` (no shell is involved unless argv names one) under a keeper.
 
-        `command` is how the command is shown in results. Raises
-        `CommandNotStarted` when it cannot be started.
+        `command` is how the command is shown in results. `env` is its whole
+        environment (None: this process's). `backstop` is the command's own
+        deadline in seconds: past it the keeper ends the command even if this
+        process never asks (it hangs), and the result says it timed out.
+        Raises `CommandNotStarted` when it cannot be started.
         """
         if not argv:
             raise CommandNotStarted("the command is empty")
+        if not sys.executable:
+            raise CommandNotStarted("no Python interpreter to run the command's keeper")
+        loop = asyncio.get_running_loop()
+        ours, theirs = socket.socketpair()
+        out_r, out_w = os.pipe()
         try:
-            process = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                cwd=cwd,
-                start_new_session=True,
+            popen = _spawn_keeper(theirs, out_w, argv, cwd, env, grace, backstop)
+        except BaseException:
+            ours.close()
+            os.close(out_r)
+            raise
+        finally:
+            theirs.close()
+            os.close(out_w)
+        keeper = _KeeperLink(popen, ours)
+        stdout_pipe: asyncio.BaseTransport | None = None
+        try:
+            stdout = asyncio.StreamReader()
+            stdout_pipe, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(stdout), os.fdopen(out_r, "rb", buffering=0)
             )
-        except FileNotFoundError as exc:
-            # The one error shared by a missing program and a missing cwd;
-            # the file name tells them apart.
-            if cwd is not None and exc.filename == cwd:
-                raise CommandNotStarted(f"working directory not found: {cwd}") from None
-            raise CommandNotStarted(f"command not found: {argv[0]}") from None
-        except PermissionError:
-            raise CommandNotStarted(f"permission denied: {argv[0]}") from None
-        except OSError as exc:
-            raise CommandNotStarted(f"{type(exc).__name__}: {exc}") from None
-        return cls(command, process, output, grace)
+            await keeper.answered.wait()
+        except BaseException:
+            keeper.abandon()
+            if stdout_pipe is not None:
+                stdout_pipe.close()
+            raise
+        if keeper.pid is None:
+            stdout_pipe.close()
+            await keeper.reap()
+            raise CommandNotStarted(_not_started(argv[0], keeper.failure, popen.returncode))
+        return cls(command, keeper, keeper.pid, stdout, stdout_pipe, output, grace)
 
     @property
     def pid(self) -> int:
-        """The leader's process id, which is also the group id."""
-        return self._process.pid
+        """The command's process id (the leader of its own session and group)."""
+        return self._pid
 
     async def wait(self, timeout: float | None) -> CommandResult:
         """Wait for the command to exit; after `timeout` seconds, kill it.
 
-        Either way what the command left running in its group is ended too.
+        Either way whatever the command left running is ended too.
         Cancelling this call leaves the command running (call `stop`, or
         leave the context manager).
         """
         try:
             async with asyncio.timeout(timeout):
-                await self._process.wait()
+                await self._keeper.exited.wait()
         except TimeoutError:
             return await self._end(NoticeStatus.TIMED_OUT)
-        code = self._process.returncode
+        if self._keeper.deadline_passed:
+            return await self._end(NoticeStatus.TIMED_OUT)
+        code = self._keeper.exit_code
         return await self._end(NoticeStatus.DONE if code == 0 else NoticeStatus.FAILED)
 
     async def stop(self) -> CommandResult:
@@ -292,10 +339,11 @@ class CommandProcess:
         return await self._end(NoticeStatus.STOPPED)
 
     def kill(self) -> None:
-        """`SIGKILL` the whole group without waiting (for paths that cannot await)."""
+        """`SIGKILL` the whole tree without waiting (for paths that cannot await)."""
         if self._result is None:
-            _signal_group(self._process.pid, signal.SIGKILL)
+            self._keeper.abandon()
             self._pump.cancel()
+            self._stdout_pipe.close()
 
     async def __aenter__(self) -> CommandProcess:
         return self
@@ -305,13 +353,13 @@ class CommandProcess:
 
     async def _end(self, status: str) -> CommandResult:
         try:
-            await self._end_group()
+            await self._end_tree()
         except BaseException:
             # Interrupted while ending (a second cancellation): no more
-            # waiting, but nothing of the group may survive either.
+            # waiting, but nothing of the tree may survive either.
             self.kill()
             raise
-        code = self._process.returncode
+        code = self._keeper.exit_code
         self._result = CommandResult(
             self.command,
             status,
@@ -321,27 +369,31 @@ class CommandProcess:
         )
         return self._result
 
-    async def _end_group(self) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._grace
-        pgid = self._process.pid
-        # The group outlives its leader when the leader's children live on,
-        # so the group is signalled even after the leader exited by itself.
-        if _signal_group(pgid, signal.SIGTERM):
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout_at(deadline):
-                    await self._process.wait()
-                    # The pipe closes when its last writer is gone: the
-                    # earliest sign that the whole group has ended.
-                    await asyncio.shield(self._pump)
-            _signal_group(pgid, signal.SIGKILL)
-        await self._process.wait()
-        # A process that left the group (its own setsid) may still hold the
-        # pipe open; its output is not worth hanging for.
+    async def _end_tree(self) -> None:
+        keeper = self._keeper
+        # Also after the command exited by itself: what it started may live on.
+        keeper.terminate()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._grace):
+                # The keeper exits once nothing of the tree is left; the pipe
+                # closes when its last writer is gone.
+                await keeper.gone.wait()
+                await asyncio.shield(self._pump)
+        keeper.kill()
+        try:
+            async with asyncio.timeout(_KEEPER_EXIT_SECONDS):
+                await keeper.gone.wait()
+        except TimeoutError:
+            # Something cannot die yet (uninterruptible, or another user's
+            # now); the keeper goes on killing it without us.
+            keeper.abandon()
+        else:
+            await keeper.reap()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(max(self._grace, _DRAIN_SECONDS)):
                 await asyncio.shield(self._pump)
         self._pump.cancel()
+        self._stdout_pipe.close()
 
     async def _read(self, stream: asyncio.StreamReader) -> None:
         try:
@@ -351,17 +403,148 @@ class CommandProcess:
             pass  # a broken pipe ends the output; the exit code still tells
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> bool:
-    """Send `sig` to the group; False when none of its processes is left."""
+class _KeeperLink:
+    """This process's end of a command's keeper: what it reported, and the socket to it.
+
+    See `_keeper.py` for the other end. Lines are read by a reader callback
+    on the event loop; the keeper is told to end the tree by the byte `T`
+    (`SIGTERM`) and by the end of the socket (`SIGKILL`).
+    """
+
+    def __init__(self, popen: subprocess.Popen[bytes], sock: socket.socket) -> None:
+        self.popen = popen
+        self.pid: int | None = None
+        self.failure: int | None = None
+        """The errno of a command that could not be started."""
+        self.exit_code: int | None = None
+        self.deadline_passed = False
+        self.answered = asyncio.Event()
+        """Set once the keeper said whether the command started (or is gone)."""
+        self.exited = asyncio.Event()
+        """Set once the command exited (or its keeper is gone)."""
+        self.gone = asyncio.Event()
+        """Set once the keeper exited: nothing of the command's tree is left."""
+        self._sock = sock
+        self._buffer = b""
+        self._loop = asyncio.get_running_loop()
+        sock.setblocking(False)
+        self._loop.add_reader(sock.fileno(), self._readable)
+        self._listening = True
+
+    def terminate(self) -> None:
+        """`SIGTERM` to every process of the tree; `SIGKILL` a grace later."""
+        with contextlib.suppress(OSError):
+            self._sock.send(b"T", _NO_SIGPIPE)
+
+    def kill(self) -> None:
+        """`SIGKILL` to every process of the tree until none is left; the keeper then exits."""
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_WR)
+
+    def abandon(self) -> None:
+        """Kill the tree and stop listening: closing the socket tells the keeper
+        to kill everything; a thread reaps the keeper once it exits."""
+        self._detach()
+        self._sock.close()
+        if self.popen.poll() is None:
+            threading.Thread(target=self.popen.wait, name="taskloom-keeper", daemon=True).start()
+
+    async def reap(self) -> None:
+        """Collect the keeper once it is gone (it exits right after its socket closed)."""
+        await self.gone.wait()
+        if self.popen.poll() is None:
+            await asyncio.to_thread(self.popen.wait)
+        self._sock.close()
+
+    def _readable(self) -> None:
+        try:
+            data = self._sock.recv(4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._detach()
+            return
+        *lines, self._buffer = (self._buffer + data).split(b"\n")
+        for line in lines:
+            self._hear(line.decode("ascii", "replace").split())
+
+    def _hear(self, words: list[str]) -> None:
+        match words:
+            case ["started", pid] if pid.isdigit():
+                self.pid = int(pid)
+                self.answered.set()
+            case ["failed", code] if code.isdigit():
+                self.failure = int(code)
+                self.answered.set()
+            case ["exited", code] if code.lstrip("-").isdigit():
+                self.exit_code = int(code)
+                self.exited.set()
+            case ["deadline"]:
+                self.deadline_passed = True
+            case _:
+                pass  # the keeper says nothing else
+
+    def _detach(self) -> None:
+        if self._listening:
+            self._listening = False
+            self._loop.remove_reader(self._sock.fileno())
+        for event in (self.answered, self.exited, self.gone):
+            event.set()
+
+
+def _spawn_keeper(
+    sock: socket.socket,
+    out: int,
+    argv: Sequence[str],
+    cwd: str | None,
+    env: Mapping[str, str] | None,
+    grace: float,
+    backstop: float | None,
+) -> subprocess.Popen[bytes]:
+    lc_ctype = (os.environ if env is None else env).get("LC_CTYPE")
+    args = [
+        sys.executable,
+        "-I",
+        "-S",
+        str(_KEEPER),
+        str(sock.fileno()),
+        repr(float(grace)),
+        "-" if backstop is None else repr(float(backstop)),
+        "-" if lc_ctype is None else f"={lc_ctype}",
+        *argv,
+    ]
     try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        # A member that changed its user (a setuid program): out of reach,
-        # but still there.
-        return True
-    return True
+        return subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+            pass_fds=(sock.fileno(),),
+        )
+    except FileNotFoundError as exc:
+        if cwd is not None and exc.filename == cwd:
+            raise CommandNotStarted(f"working directory not found: {cwd}") from None
+        raise CommandNotStarted(f"cannot run the command's keeper: {exc}") from None
+    except PermissionError as exc:
+        raise CommandNotStarted(f"permission denied: {exc.filename or argv[0]}") from None
+    except OSError as exc:
+        raise CommandNotStarted(f"{type(exc).__name__}: {exc}") from None
+
+
+def _not_started(program: str, errno: int | None, keeper_code: int | None) -> str:
+    if errno is None:
+        return f"its keeper ended before starting it ({_exit_text(keeper_code or 0)})"
+    exc = OSError(errno, os.strerror(errno), program)
+    if isinstance(exc, FileNotFoundError):
+        return f"command not found: {program}"
+    if isinstance(exc, PermissionError):
+        return f"permission denied: {program}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _exit_text(code: int) -> str:

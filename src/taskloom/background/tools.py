@@ -9,29 +9,31 @@ hands results over early, inside its own tool result, and marks those
 notices seen so the run does not deliver them a second time.
 
 Each call of the builder has its own state: which commands it started in
-this process, per session, so deleting a session kills them.
+this process and which spill files they wrote, per session, so deleting a
+session kills those commands and removes those files.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shlex
-import tempfile
 import time
 import uuid
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..errors import BackgroundCapReached, ConfigurationError
 from ..runtime import Runtime
 from ..tools import Tool, ToolContext, ToolEffect, ToolError, tool
+from ._spills import SpillFiles
 from .activities import BackgroundActivity, BackgroundNotice, NoticeStatus
 from .process import CommandNotStarted, CommandProcess, OutputCapture, format_seconds
 from .service import BackgroundService, WorkResult
 
-__all__ = ["build_background_tools"]
+__all__ = ["SAFE_ENV_NAMES", "build_background_tools"]
 
 
 def _runtime(ctx: ToolContext) -> Runtime:
@@ -47,6 +49,31 @@ def _service(ctx: ToolContext) -> BackgroundService:
 
 KIND = "shell"
 """The activity kind of every command these tools start."""
+
+SAFE_ENV_NAMES = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TERM",
+    "TMPDIR",
+    "TZ",
+)
+"""The host's variables every command gets, when the host has them: enough to
+find programs, use a home and temporary folder and print text in the right
+language and encoding; none of them usually carries a secret."""
+
+_SPILL_NAME = re.compile(rf"{KIND}-[0-9a-f]{{12}}\.log")
+"""What a spill file of these tools is called; no other file is ever removed."""
+
+_BACKSTOP_MARGIN = 5.0
+"""Seconds past its timeout and grace after which a command's keeper ends it
+by itself: only for a host too busy or hung to do it."""
 
 _POLL_SECONDS = 0.5
 """How often `background_wait` looks for notices written by other processes
@@ -68,17 +95,40 @@ def build_background_tools(
     spill_dir: str | os.PathLike[str] | None = None,
     max_running: int = 8,
     kill_grace: float = 2.0,
+    env: Mapping[str, str] | None = None,
+    inherit_env: bool = False,
+    spill_retention: float | None = 86_400.0,
 ) -> list[Tool]:
     """The four background command tools, sharing one configuration.
 
     `shell`: run commands with `/bin/sh -c` instead of splitting them with
-    `shlex` and running the program directly. `timeout`: seconds a command
-    may run when the model gives none. `max_output_chars`: how much output a
-    result keeps, half from the start and half from the end; longer output
-    is written whole to a file in `spill_dir` (default: a private temporary
-    folder made on first use) and the result names it. `max_running`: how
-    many commands may run at once in one session. `kill_grace`: seconds a
-    command's process group gets between `SIGTERM` and `SIGKILL`.
+    `shlex` and running the program directly. Without a shell (the default)
+    the model's string cannot use shell syntax — pipes, `;`, `$(...)`,
+    redirections — but nothing stops a model that runs `sh -c '...'` as the
+    command: it limits the syntax, not what the model may run.
+    `timeout`: seconds a command may run when the model gives none.
+
+    Environment: a command gets only the host's variables named in
+    `SAFE_ENV_NAMES` (PATH, HOME, USER, LOGNAME, SHELL, LANG, LANGUAGE,
+    LC_ALL, LC_CTYPE, TERM, TMPDIR, TZ), then `env` on top — so API keys and
+    other secrets of the host are not there for the model to print.
+    `inherit_env=True` gives it the host's whole environment (then `env`).
+
+    Every process a command starts ends with it — on timeout, `background_stop`,
+    session delete, runtime close and also a normal exit — including those
+    that left its process group or session, and all of them are killed when
+    the host dies, even by `SIGKILL` (see `background.process`).
+    `kill_grace`: seconds they get between `SIGTERM` and `SIGKILL`.
+
+    `max_output_chars`: how much output a result keeps, half from the start
+    and half from the end; longer output is written whole to a file (mode
+    0600) in `spill_dir` (default: a private temporary folder made on first
+    use) and the result names it. Spill files are removed when their session
+    is deleted through a runtime of this process, and otherwise once older
+    than `spill_retention` seconds (default one day; None keeps them) — the
+    folder is checked when a command starts, at most once a minute, and only
+    files named like spill files are removed. `max_running`: how many
+    commands may run at once in one session.
     """
     if timeout <= 0:
         raise ConfigurationError("background_tools: timeout must be positive")
@@ -88,6 +138,11 @@ def build_background_tools(
         raise ConfigurationError("background_tools: max_running must be at least 1")
     if kill_grace < 0:
         raise ConfigurationError("background_tools: kill_grace must not be negative")
+    if spill_retention is not None and spill_retention <= 0:
+        raise ConfigurationError("background_tools: spill_retention must be positive (or None)")
+    for name, value in (env or {}).items():
+        if not name or "=" in name or "\0" in name or "\0" in value:
+            raise ConfigurationError(f"background_tools: env cannot hold the variable {name!r}")
     commands = _Commands(
         shell=shell,
         timeout=timeout,
@@ -95,6 +150,9 @@ def build_background_tools(
         spill_dir=Path(spill_dir) if spill_dir is not None else None,
         max_running=max_running,
         kill_grace=kill_grace,
+        env=dict(env or {}),
+        inherit_env=inherit_env,
+        spill_retention=spill_retention,
     )
     return _make_tools(commands)
 
@@ -111,6 +169,9 @@ class _Commands:
         spill_dir: Path | None,
         max_running: int,
         kill_grace: float,
+        env: dict[str, str],
+        inherit_env: bool,
+        spill_retention: float | None,
     ) -> None:
         self.shell = shell
         self.timeout = timeout
@@ -118,12 +179,24 @@ class _Commands:
         self.tail_chars = max_output_chars - self.head_chars
         self.max_running = max_running
         self.kill_grace = kill_grace
-        self._spill_dir = spill_dir
+        self._env = env
+        self._inherit_env = inherit_env
+        self._spills = SpillFiles(spill_dir, spill_retention, _SPILL_NAME)
         # Per runtime (its background service), per session: ids of the
         # commands running in this process. Weak: a tool set outlives runtimes.
         self._running: weakref.WeakKeyDictionary[BackgroundService, dict[str, set[str]]] = (
             weakref.WeakKeyDictionary()
         )
+
+    def environment(self) -> dict[str, str]:
+        """The environment a command starts with (read from the host's at each start)."""
+        if self._inherit_env:
+            env = dict(os.environ)
+        else:
+            env = {name: os.environ[name] for name in SAFE_ENV_NAMES if name in os.environ}
+            env.setdefault("PATH", os.defpath)
+        env.update(self._env)
+        return env
 
     def argv(self, command: str) -> list[str]:
         """How `command` is executed; raises `ToolError` for one that cannot be."""
@@ -141,6 +214,7 @@ class _Commands:
         argv = self.argv(command)
         service = _service(ctx)
         self._watch_deletes(service)
+        self._spills.sweep()
         session_id = ctx.session_id
         activity_id = f"{KIND}-{uuid.uuid4().hex[:12]}"
 
@@ -201,11 +275,19 @@ class _Commands:
     ) -> WorkResult:
         try:
             output = OutputCapture(
-                self.head_chars, self.tail_chars, lambda: self._spill_path(activity_id)
+                self.head_chars,
+                self.tail_chars,
+                lambda: self._spills.path(service, session_id, activity_id),
             )
             try:
                 process = await CommandProcess.start(
-                    command, argv, output=output, cwd=cwd, grace=self.kill_grace
+                    command,
+                    argv,
+                    output=output,
+                    cwd=cwd,
+                    env=self.environment(),
+                    grace=self.kill_grace,
+                    backstop=timeout + self.kill_grace + _BACKSTOP_MARGIN,
                 )
             except CommandNotStarted as exc:
                 return NoticeStatus.FAILED, f"`{command}` could not start: {exc}"
@@ -247,19 +329,17 @@ class _Commands:
             return
         self._running[service] = {}
 
-        async def stop_session_commands(session_id: str) -> None:
+        async def end_session_commands(session_id: str) -> None:
             # Stopping cancels each command's work, which kills its process
-            # group and finishes it; the delete then clears those notices.
+            # tree and finishes it; the delete then clears those notices.
             for activity_id in list(self._running.get(service, {}).get(session_id, ())):
                 await service.stop(session_id, activity_id)
+            # After the stops: a stopped command's file is complete only once
+            # its stop returned. A refused delete does not bring the files
+            # back; the notices naming them keep the head and tail.
+            self._spills.remove_session(service, session_id)
 
-        service.listeners.on_delete(stop_session_commands)
-
-    def _spill_path(self, activity_id: str) -> Path:
-        if self._spill_dir is None:
-            # Made on first use, private to this user: output may hold secrets.
-            self._spill_dir = Path(tempfile.mkdtemp(prefix="taskloom-background-"))
-        return self._spill_dir / f"{activity_id}.log"
+        service.listeners.on_delete(end_session_commands)
 
 
 # ---------------------------------------------------------------- reading state

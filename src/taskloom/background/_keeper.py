@@ -1,0 +1,325 @@
+"""The keeper: runs one background command and answers for every process it starts.
+
+`process.py` starts one keeper per command, as
+
+    python -I -S _keeper.py FD GRACE BACKSTOP LC_CTYPE ARGV...
+
+and the keeper starts ARGV as its only child, the leader of a new session.
+Standard library only: it runs in an isolated interpreter, where neither
+taskloom nor site-packages is importable, and it is single-threaded, which
+is what makes its fork-then-exec safe.
+
+Why a process of its own between the host and the command:
+
+- It is a *child subreaper* (Linux `PR_SET_CHILD_SUBREAPER`): a process the
+  command starts stays below the keeper even after it left the command's
+  group and session (`setsid`, a double fork) — orphans are reparented here,
+  not to init. So "everything the command started" is exactly the keeper's
+  descendants, found by walking `/proc`, and nothing else is ever signalled.
+  Making the host itself a subreaper would do the same for the host's every
+  other child too, and leave their orphans as zombies of the host.
+- It notices the host's death by the end of its socket (FD, a socket pair
+  whose other end only the host holds): EOF means the host is gone, or wants
+  everything killed — either way every descendant is SIGKILLed and the
+  keeper exits. A parent-death signal on the command would be tied to the
+  host *thread* that started it (it fires when that thread exits, not the
+  process) and would reach only the command, not what it started.
+- The command gets `PR_SET_PDEATHSIG=SIGKILL` towards the keeper (safe here:
+  the keeper has one thread), so it dies with a keeper killed from outside.
+- BACKSTOP (seconds, or `-`) is the command's own deadline, for a host that
+  hangs: the keeper then reports `deadline`, ends the tree itself with
+  SIGTERM and, GRACE seconds later, SIGKILL.
+
+The command gets the keeper's environment, but for one variable Python
+itself may have set at start-up (C locale coercion, PEP 538): LC_CTYPE is
+`=VALUE` for the value the command is to see, `-` for none.
+
+The socket carries lines from the keeper — `started PID`, `failed ERRNO`,
+`exited CODE` (negative: killed by that signal), `deadline` — and from the
+host the byte `T` (SIGTERM to every descendant; SIGKILL to what is left
+GRACE seconds later). The keeper exits once the command has exited and no
+descendant is left.
+
+Limits. A command can kill its keeper on purpose (`kill -9 $PPID`): it then
+dies by its parent-death signal, but what it started is orphaned to init. A
+host that forks without exec (multiprocessing's `fork` start method) hands
+its end of the socket to the fork too, and its keepers learn of its death
+only once the fork is gone as well. Without a subreaper or `/proc` (other
+systems than Linux) signals go to the command's process group only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import select
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+_ENDING_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_KILL_ROUND = 0.05
+"""Seconds between SIGKILL rounds while killing: processes forked since the
+last round are found in the next one."""
+
+
+def _prctl() -> Callable[[int, int], bool] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        call = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    call.restype = ctypes.c_int
+
+    def prctl(option: int, value: int) -> bool:
+        return int(call(option, value, 0, 0, 0)) == 0
+
+    return prctl
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """`(parent pid, start time)` of a process, None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    # The command name in parentheses may hold spaces and parentheses itself.
+    fields = data.rsplit(b")", 1)[1].split()
+    return int(fields[1]), int(fields[19])
+
+
+def descendants(root: int) -> list[tuple[int, int]]:
+    """`(pid, start time)` of every process below `root`, read from `/proc`."""
+    children: dict[int, list[tuple[int, int]]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        stat = _stat(int(name))
+        if stat is not None:
+            children.setdefault(stat[0], []).append((int(name), stat[1]))
+    found: list[tuple[int, int]] = []
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child[0])
+    return found
+
+
+def _send(pid: int, started: int, sig: int) -> None:
+    """Signal the process `pid` only if it is still the one that started at `started`.
+
+    A pid is reused once its process is gone. Through a pidfd (Linux 5.3+)
+    the check and the signal concern the same process for certain; without
+    one, the window between them is a few microseconds.
+    """
+    fd = _pidfd(pid)
+    try:
+        stat = _stat(pid)
+        if stat is None or stat[1] != started:
+            return  # gone, or the pid names another process now
+        with contextlib.suppress(OSError):
+            if fd is None:
+                os.kill(pid, sig)
+            else:
+                signal.pidfd_send_signal(fd, sig)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _pidfd(pid: int) -> int | None:
+    """A pidfd for `pid`; None where there are none, or when it is gone."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+class Keeper:
+    """One command and its descendants (see the module docstring)."""
+
+    def __init__(self, host: socket.socket, grace: float) -> None:
+        self._host: socket.socket | None = host
+        self._grace = grace
+        self._me = os.getpid()
+        self._prctl = _prctl()
+        subreaper = self._prctl is not None and self._prctl(PR_SET_CHILD_SUBREAPER, 1)
+        # Without a subreaper or /proc the tree cannot be followed; the
+        # command's process group can (a group id is not reused while the
+        # group has members).
+        self._by_group = not (subreaper and os.path.isdir("/proc/self"))
+        self._listening = True
+        self._told = False
+        self._child = 0
+        self._exit_code: int | None = None
+        self._killing = False
+        self._kill_at: float | None = None
+        self._pending: list[int] = []
+        self._wake, wake_w = os.pipe()
+        os.set_blocking(self._wake, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        for sig in (signal.SIGCHLD, *_ENDING_SIGNALS):
+            signal.signal(sig, self._note)
+
+    def run(self, argv: list[str], backstop: float | None, lc_ctype: str | None) -> int:
+        try:
+            self._child = self._spawn(argv, lc_ctype)
+        except OSError as exc:
+            self._say(f"failed {exc.errno or 0}")
+            return 127
+        self._say(f"started {self._child}")
+        deadline = None if backstop is None else time.monotonic() + backstop
+        while True:
+            children_left = self._reap()
+            # Ending the group needs the host's word: its members are not
+            # our children, so their end is not seen here.
+            if (
+                self._exit_code is not None
+                and not children_left
+                and (not self._by_group or self._told)
+            ):
+                return 0
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                deadline = None
+                self._say("deadline")
+                self._terminate()
+            if self._kill_at is not None and now >= self._kill_at:
+                self._killing = True
+            if self._killing:
+                self._signal_all(signal.SIGKILL)
+            self._wait(self._timeout(now, deadline))
+
+    def _spawn(self, argv: list[str], lc_ctype: str | None) -> int:
+        # Closed by a successful exec; otherwise it carries the exec's errno.
+        report_r, report_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child execs or exits
+            try:
+                os.close(report_r)
+                os.setsid()
+                signal.set_wakeup_fd(-1)
+                # Python ignores SIGPIPE and SIGXFSZ; the command expects the defaults.
+                for sig in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ, *_ENDING_SIGNALS):
+                    signal.signal(sig, signal.SIG_DFL)
+                if lc_ctype is None:
+                    os.environ.pop("LC_CTYPE", None)
+                else:
+                    os.environ["LC_CTYPE"] = lc_ctype
+                if self._prctl is not None:
+                    self._prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+                    if os.getppid() != self._me:
+                        os._exit(1)  # the keeper died before the signal was set
+                os.execvp(argv[0], argv)
+            except OSError as exc:
+                os.write(report_w, str(exc.errno or 0).encode())
+            finally:
+                os._exit(127)
+        os.close(report_w)
+        with open(report_r, "rb") as report:
+            failure = report.read()
+        if failure:
+            os.waitpid(pid, 0)
+            code = int(failure)
+            raise OSError(code, os.strerror(code))
+        return pid
+
+    def _reap(self) -> bool:
+        """Reap every exited child; whether any child is left."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return False
+            if pid == 0:
+                return True
+            if pid == self._child:
+                self._exit_code = os.waitstatus_to_exitcode(status)
+                self._say(f"exited {self._exit_code}")
+
+    def _terminate(self) -> None:
+        self._signal_all(signal.SIGTERM)
+        if self._kill_at is None:
+            self._kill_at = time.monotonic() + self._grace
+
+    def _signal_all(self, sig: int) -> None:
+        if self._by_group:
+            with contextlib.suppress(OSError):
+                os.killpg(self._child, sig)
+        for pid, started in descendants(self._me):
+            _send(pid, started, sig)
+
+    def _timeout(self, now: float, deadline: float | None) -> float | None:
+        moments = [m for m in (deadline, self._kill_at) if m is not None]
+        timeout = max(0.0, min(moments) - now) if moments else None
+        if self._killing:
+            timeout = _KILL_ROUND if timeout is None else min(timeout, _KILL_ROUND)
+        return timeout
+
+    def _wait(self, timeout: float | None) -> None:
+        """Until a signal, a word from the host, or `timeout` seconds."""
+        watched: list[int] = [self._wake]
+        if self._listening and self._host is not None:
+            watched.append(self._host.fileno())
+        readable, _, _ = select.select(watched, [], [], timeout)
+        if self._wake in readable:
+            with contextlib.suppress(BlockingIOError):
+                while os.read(self._wake, 512):
+                    pass
+        noted, self._pending = self._pending, []
+        if any(sig in _ENDING_SIGNALS for sig in noted):
+            self._killing = True
+        if self._host is not None and self._host.fileno() in readable:
+            try:
+                data = self._host.recv(512)
+            except OSError:
+                data = b""
+            if not data:
+                # The host is gone, or asks for the end (it still reads what
+                # follows): kill everything.
+                self._killing = self._told = True
+                self._listening = False
+            elif b"T" in data:
+                self._told = True
+                self._terminate()
+
+    def _note(self, signum: int, frame: object) -> None:
+        self._pending.append(signum)
+
+    def _say(self, line: str) -> None:
+        if self._host is not None:
+            with contextlib.suppress(OSError):
+                self._host.sendall(line.encode() + b"\n")
+
+
+def main(args: list[str]) -> int:
+    fd, grace, backstop, lc_ctype, argv = int(args[0]), float(args[1]), args[2], args[3], args[4:]
+    host = socket.socket(fileno=fd)
+    # Inherited from the host on purpose; the command must not hold it.
+    host.set_inheritable(False)
+    keeper = Keeper(host, grace)
+    return keeper.run(
+        argv,
+        None if backstop == "-" else float(backstop),
+        lc_ctype[1:] if lc_ctype.startswith("=") else None,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
