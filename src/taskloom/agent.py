@@ -197,7 +197,14 @@ class Agent:
         options: RunOptions | None = None,
         runtime: Runtime | None = None,
     ) -> RunResult:
-        """`run` for scripts: runs its own event loop."""
+        """`run` for scripts: runs its own event loop.
+
+        It returns when the run ends, at the latest at the deadline: a sync
+        tool still running then is abandoned, not waited for. Its thread (a
+        daemon) keeps running until the function returns, since Python cannot
+        kill a thread, so its effects may land after this returned, and
+        nothing keeps the process alive for it.
+        """
         return asyncio.run(self.run(input, options=options, runtime=runtime))
 
     async def stream(

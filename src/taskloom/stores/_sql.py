@@ -25,6 +25,8 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from ..errors import CorruptEntry
+
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
@@ -35,6 +37,7 @@ __all__ = [
     "SQLiteDatabase",
     "dump_json",
     "immediate",
+    "load_entry_data",
     "quote_ident",
 ]
 
@@ -56,9 +59,33 @@ def dump_json(value: object) -> str:
     ASCII-only on purpose: escaping keeps every Python string storable,
     including lone surrogates and NUL, which neither SQLite's UTF-8 text nor
     PostgreSQL text could otherwise take. NaN and infinities are refused
-    because no JSON reader is obliged to accept them.
+    because no JSON reader is obliged to accept them; so is nesting too deep
+    to read back. Either way the `ValueError` says what was refused.
     """
-    return json.dumps(value, separators=(",", ":"), allow_nan=False, default=_json_default)
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False, default=_json_default)
+    except RecursionError:
+        raise ValueError("cannot store JSON nested this deeply") from None
+    except ValueError as exc:
+        raise ValueError(f"cannot store as JSON: {exc}") from None
+
+
+def load_entry_data(text: str | bytes, session_id: str, position: int) -> Mapping[str, Any]:
+    """An entry's data decoded from its stored JSON; `CorruptEntry` names what failed."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        problem = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise CorruptEntry(
+            f"session {session_id!r}: the entry at position {position} is not valid JSON "
+            f"({problem})"
+        ) from None
+    if not isinstance(data, dict):
+        raise CorruptEntry(
+            f"session {session_id!r}: the entry at position {position} holds a "
+            f"{type(data).__name__}, not a JSON object"
+        )
+    return data
 
 
 def quote_ident(name: str) -> str:

@@ -8,6 +8,9 @@ entry is lost or reordered.
 A write may carry a `Fence` (a lease key and the generation its holder got):
 the store refuses it with `StaleLeaseError` unless that generation is still
 the current one for the key, checked atomically with the append.
+
+Session ids are checked alike by every store (`check_session_id`), so an id
+one backend accepts, every backend accepts.
 """
 
 from __future__ import annotations
@@ -17,9 +20,45 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..entries import Entry, EntryKind
+from ..errors import ConfigurationError
 from .leases import Fence, Leases
 
-__all__ = ["Entry", "EntryKind", "Fence", "SessionMeta", "SessionStore"]
+__all__ = [
+    "MAX_SESSION_ID_LENGTH",
+    "Entry",
+    "EntryKind",
+    "Fence",
+    "SessionMeta",
+    "SessionStore",
+    "check_session_id",
+]
+
+MAX_SESSION_ID_LENGTH = 255
+"""The longest session id a store accepts, in characters."""
+
+
+def check_session_id(session_id: str) -> str:
+    """`session_id` if it is a valid session id, else `ConfigurationError`.
+
+    A session id is a non-empty printable string (no control characters, line
+    breaks, tabs or unpaired surrogates; spaces are fine) of at most
+    `MAX_SESSION_ID_LENGTH` characters.
+    """
+    if (
+        isinstance(session_id, str)
+        and 0 < len(session_id) <= MAX_SESSION_ID_LENGTH
+        and session_id.isprintable()
+    ):
+        return session_id
+    raise ConfigurationError(
+        f"session id must be a non-empty printable string of at most {MAX_SESSION_ID_LENGTH} "
+        f"characters without control characters, not {_preview(session_id)}"
+    )
+
+
+def _preview(value: object) -> str:
+    text = ascii(value)
+    return text if len(text) <= 80 else text[:60] + f"... ({len(text)} characters)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +96,11 @@ class SessionStore(Protocol):
         ...
 
     async def create(self, meta: SessionMeta) -> SessionMeta:
-        """Create a session; raises `ValueError` if the id exists. Returns it timestamped."""
+        """Create a session; returns it timestamped.
+
+        Raises `ConfigurationError` for an id `check_session_id` refuses and
+        `ValueError` if the id exists.
+        """
         ...
 
     async def get(self, session_id: str) -> SessionMeta:
@@ -73,7 +116,11 @@ class SessionStore(Protocol):
         ...
 
     async def load(self, session_id: str, after: int | None = None) -> list[Entry]:
-        """Entries in position order, only those after `after` when given."""
+        """Entries in position order, only those after `after` when given.
+
+        Raises `CorruptEntry` (naming the session and position) for an entry
+        whose stored data is not a JSON object it can decode.
+        """
         ...
 
     async def list(

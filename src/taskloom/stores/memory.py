@@ -6,7 +6,7 @@ import time
 from builtins import list as _list
 
 from ..errors import SessionNotFound, StaleLeaseError
-from .base import Entry, SessionMeta
+from .base import Entry, SessionMeta, check_session_id
 from .leases import Clock, Fence, MemoryLeases, system_clock
 
 __all__ = ["MemoryStore"]
@@ -25,6 +25,12 @@ class MemoryStore:
         self.leases = MemoryLeases(clock)
 
     async def create(self, meta: SessionMeta) -> SessionMeta:
+        """Create a session; returns it timestamped.
+
+        Raises `ConfigurationError` for an id `check_session_id` refuses and
+        `ValueError` if the id exists.
+        """
+        check_session_id(meta.id)
         if meta.id in self._meta:
             raise ValueError(f"session {meta.id!r} already exists")
         if not meta.created_at:

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import SessionNotFound, StaleLeaseError
 from ._leases_postgres import PostgresLeases
-from ._sql import Migration, PostgresDatabase, dump_json, session_filters
-from .base import Entry, SessionMeta
+from ._sql import Migration, PostgresDatabase, dump_json, load_entry_data, session_filters
+from .base import Entry, SessionMeta, check_session_id
 from .leases import Clock, Fence, system_clock
 
 if TYPE_CHECKING:
@@ -109,8 +109,11 @@ class PostgresStore:
             FROM {entries} WHERE session_id = %(sid)s
             ON CONFLICT (session_id, position) DO NOTHING
             RETURNING position"""
+        # The data as text, decoded here: a row Python cannot decode (the json
+        # type takes nesting deeper than Python's parser, and any JSON value)
+        # is then reported as that entry, not as a failed fetch.
         self._sql_load = f"""
-            SELECT kind, data, run_id, position, created_at FROM {entries}
+            SELECT kind, data::text, run_id, position, created_at FROM {entries}
             WHERE session_id = %s AND position > %s ORDER BY position"""
         self._sql_delete = f"DELETE FROM {sessions} WHERE id = %s"
 
@@ -125,7 +128,12 @@ class PostgresStore:
         return self._db.schema
 
     async def create(self, meta: SessionMeta) -> SessionMeta:
-        """Create a session; raises `ValueError` if the id exists. Returns it timestamped."""
+        """Create a session; returns it timestamped.
+
+        Raises `ConfigurationError` for an id `check_session_id` refuses and
+        `ValueError` if the id exists.
+        """
+        check_session_id(meta.id)
         if not meta.created_at:
             meta = SessionMeta(meta.id, meta.agent, meta.parent_id, self._clock(), meta.metadata)
         params = (meta.id, meta.agent, meta.parent_id, meta.created_at, dump_json(meta.metadata))
@@ -193,7 +201,11 @@ class PostgresStore:
             await asyncio.sleep(random.uniform(0, min(0.0005 * attempt, 0.01)))
 
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
-        """Entries in position order, only those after `after` when given."""
+        """Entries in position order, only those after `after` when given.
+
+        Raises `CorruptEntry` (naming the session and position) for an entry
+        whose data is not a JSON object Python can decode.
+        """
         async with self._db.connection() as conn:
             cur = await conn.execute(self._sql_load, (session_id, after or 0))
             rows = await cur.fetchall()
@@ -201,7 +213,10 @@ class PostgresStore:
                 exists = await (await conn.execute(self._sql_exists, (session_id,))).fetchone()
                 if not (exists and exists[0]):
                     raise _not_found(session_id)
-        return [Entry(kind, data, run_id, pos, at) for kind, data, run_id, pos, at in rows]
+        return [
+            Entry(kind, load_entry_data(data, session_id, pos), run_id, pos, at)
+            for kind, data, run_id, pos, at in rows
+        ]
 
     async def list(
         self, *, parent_id: str | None = None, agent: str | None = None, limit: int | None = None

@@ -17,8 +17,15 @@ from typing import Any, Literal
 
 from ..errors import SessionNotFound, StaleLeaseError
 from ._leases_sqlite import SQLiteLeases
-from ._sql import Migration, SQLiteDatabase, dump_json, immediate, session_filters
-from .base import Entry, SessionMeta
+from ._sql import (
+    Migration,
+    SQLiteDatabase,
+    dump_json,
+    immediate,
+    load_entry_data,
+    session_filters,
+)
+from .base import Entry, SessionMeta, check_session_id
 from .leases import Clock, Fence, system_clock
 
 __all__ = ["SQLITE_SESSION_MIGRATIONS", "SQLiteStore"]
@@ -108,7 +115,12 @@ class SQLiteStore:
         return self._db.path
 
     async def create(self, meta: SessionMeta) -> SessionMeta:
-        """Create a session; raises `ValueError` if the id exists. Returns it timestamped."""
+        """Create a session; returns it timestamped.
+
+        Raises `ConfigurationError` for an id `check_session_id` refuses and
+        `ValueError` if the id exists.
+        """
+        check_session_id(meta.id)
         if not meta.created_at:
             meta = SessionMeta(meta.id, meta.agent, meta.parent_id, self._clock(), meta.metadata)
         params = (meta.id, meta.agent, meta.parent_id, meta.created_at, dump_json(meta.metadata))
@@ -155,7 +167,11 @@ class SQLiteStore:
         return await self._db.run(append)
 
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
-        """Entries in position order, only those after `after` when given."""
+        """Entries in position order, only those after `after` when given.
+
+        Raises `CorruptEntry` (naming the session and position) for an entry
+        whose data is not a JSON object.
+        """
 
         def load(conn: sqlite3.Connection) -> _list[tuple[Any, ...]] | None:
             rows = conn.execute(_LOAD, (session_id, after or 0)).fetchall()
@@ -167,7 +183,8 @@ class SQLiteStore:
         if rows is None:
             raise _not_found(session_id)
         return [
-            Entry(kind, json.loads(data), run_id, pos, at) for kind, data, run_id, pos, at in rows
+            Entry(kind, load_entry_data(data, session_id, pos), run_id, pos, at)
+            for kind, data, run_id, pos, at in rows
         ]
 
     async def list(

@@ -8,19 +8,33 @@ schema, function) or subclassed (override `invoke`).
 
 Every call ends in exactly one result: a tool's return value becomes text, a
 `ToolError` becomes an error result with its message, any other exception an
-error result naming its type and message (never a traceback).
+error result naming its type and message (never a traceback). Error text is
+capped at `max_output_chars` exactly like output, and all of it is made valid
+UTF-8 (see `taskloom.messages.valid_text`).
+
+Sync tools run on taskloom's own pool of daemon threads, not the event
+loop's default executor: `asyncio.run` (and so `run_sync`) waits for the
+default executor on exit, and a run's deadline must not wait for a tool that
+overran it. A sync tool cut off by a deadline or a cancellation keeps running
+in its thread until it returns: Python cannot kill a thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
 import json
+import os
+import queue
 import re
 import sys
+import threading
 import types
 import typing
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -29,6 +43,7 @@ import pydantic
 
 from .._schema import check as check_schema
 from ..errors import ConfigurationError
+from ..messages import arguments_problem, valid_result_text
 from ..results import ToolSpec
 
 if TYPE_CHECKING:
@@ -68,10 +83,18 @@ class ToolError(Exception):
 @dataclass(frozen=True, slots=True)
 class ToolOutput:
     """A tool's result when the tool wants to say more than a return value:
-    `is_error` marks it as an error result the model should act on."""
+    `is_error` marks it as an error result the model should act on.
+
+    `content` is made valid UTF-8; when characters had to be replaced, a
+    short note at the end says so.
+    """
 
     content: str
     is_error: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.content.isascii():
+            object.__setattr__(self, "content", valid_result_text(self.content))
 
 
 class ArgumentsInvalid(Exception):
@@ -110,6 +133,86 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, pydantic.BaseModel):
         return value.model_dump(mode="json")
     return str(value)
+
+
+def _describe(exc: BaseException) -> str:
+    """`Type: message` for the model; an exception whose `str` fails is named alone."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = "(its message could not be read)"
+    return f"{type(exc).__name__}: {text}"
+
+
+class _DaemonThreads:
+    """A growing pool of daemon threads for sync tools.
+
+    Neither `asyncio.run` nor interpreter exit waits for these threads, so a
+    run ends at its deadline whatever a sync tool is doing. Threads are
+    started on demand up to `max_workers` and then reused; idle ones wait for
+    the next call.
+    """
+
+    def __init__(self, max_workers: int) -> None:
+        self._max = max_workers
+        self._work: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+
+    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._work.put((future, fn))
+        with self._lock:
+            # Each call claims a waiting thread, or starts one below the ceiling.
+            if self._idle:
+                self._idle -= 1
+            elif self._threads < self._max:
+                self._threads += 1
+                threading.Thread(
+                    target=self._worker, name=f"taskloom-tool-{self._threads}", daemon=True
+                ).start()
+        return future
+
+    def _worker(self) -> None:
+        while True:
+            future, fn = self._work.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    result = fn()
+                except BaseException as exc:  # handed to the awaiting task, as executors do
+                    future.set_exception(exc)
+                else:
+                    future.set_result(result)
+            del future, fn
+            with self._lock:
+                self._idle += 1
+
+
+_sync_pool: _DaemonThreads | None = None
+_sync_pool_lock = threading.Lock()
+
+
+def _forget_pool_after_fork() -> None:
+    # A forked child has none of the parent's threads, only their bookkeeping.
+    global _sync_pool, _sync_pool_lock
+    _sync_pool = None
+    _sync_pool_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
+def _run_in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
+    """`fn(**kwargs)` on a daemon thread, in a copy of the caller's context (as `to_thread`)."""
+    global _sync_pool
+    if _sync_pool is None:
+        with _sync_pool_lock:
+            if _sync_pool is None:
+                # The same ceiling as asyncio's default executor.
+                _sync_pool = _DaemonThreads(min(32, (os.cpu_count() or 1) + 4))
+    call = functools.partial(contextvars.copy_context().run, fn, **kwargs)
+    return asyncio.wrap_future(_sync_pool.submit(call))
 
 
 def _check_schema(args: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -204,8 +307,13 @@ class Tool:
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """The arguments checked against the schema, as keyword arguments.
 
-        Raises `ArgumentsInvalid` with a message written for the model.
+        Arguments JSON cannot carry (NaN, infinities, nesting deeper than
+        `taskloom.messages.MAX_ARGUMENT_DEPTH`) are refused first. Raises
+        `ArgumentsInvalid` with a message written for the model.
         """
+        problem = arguments_problem(arguments)
+        if problem is not None:
+            raise ArgumentsInvalid(problem)
         if self._model is None:
             return _check_schema(arguments, self.input_schema)
         try:
@@ -227,20 +335,22 @@ class Tool:
             arguments = {**arguments, self._ctx_param: ctx}
         if self._is_async:
             return await self._fn(**arguments)
-        result = await asyncio.to_thread(self._fn, **arguments)
+        result = await _run_in_thread(self._fn, arguments)
         if inspect.isawaitable(result):
             result = await result
         return result
 
     async def call(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        """Validate, run (within `timeout`) and turn the outcome into one result."""
+        """Validate, run (within `timeout`) and turn the outcome into one result.
+
+        Output and error text alike are capped at `max_output_chars`.
+        """
         try:
             kwargs = self.validate(arguments)
         except ArgumentsInvalid as exc:
-            return ToolOutput(
+            return self._error(
                 f"Invalid arguments for tool {self.name!r}: {exc}. "
-                f"Expected arguments following this JSON schema: {json.dumps(self.input_schema)}",
-                is_error=True,
+                f"Expected arguments following this JSON schema: {json.dumps(self.input_schema)}"
             )
         try:
             if self.timeout is not None:
@@ -249,16 +359,17 @@ class Tool:
             else:
                 value = await self.invoke(kwargs, ctx)
         except ToolError as exc:
-            return ToolOutput(exc.message, is_error=True)
+            return self._error(str(exc.message))
         except TimeoutError:
-            return ToolOutput(
-                f"tool {self.name!r} timed out after {self.timeout:g}s", is_error=True
-            )
+            return self._error(f"tool {self.name!r} timed out after {self.timeout:g}s")
         except Exception as exc:
-            return ToolOutput(f"{type(exc).__name__}: {exc}", is_error=True)
+            return self._error(_describe(exc))
         if isinstance(value, ToolOutput):
             return ToolOutput(cap_output(value.content, self.max_output_chars), value.is_error)
         return ToolOutput(cap_output(to_content(value), self.max_output_chars))
+
+    def _error(self, text: str) -> ToolOutput:
+        return ToolOutput(cap_output(text, self.max_output_chars), is_error=True)
 
 
 # ---------------------------------------------------------------- @tool

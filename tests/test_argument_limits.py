@@ -1,0 +1,106 @@
+"""Tool-call arguments JSON cannot carry (NaN, infinities, absurd nesting)
+are answered in band on every store, and the call that carried them stays storable."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from pg import pg_schema  # noqa: F401 (fixture)
+from store_backends import Backend, backend  # noqa: F401 (fixture)
+from taskloom import Agent, RunStatus, Runtime, tool
+from taskloom.messages import MAX_ARGUMENT_DEPTH, Message, ToolCall
+from taskloom.models import ScriptedModel, reply
+
+
+def _nested(levels: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+def _strict(value: object) -> str:
+    return json.dumps(value, allow_nan=False)
+
+
+@tool
+def measure(x: object) -> str:
+    """Accept anything."""
+    return "ran"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ({"x": float("nan")}, "NaN"),
+        ({"x": [1.0, float("inf")]}, "Infinity"),
+        ({"x": {"y": -math.inf}}, "-Infinity"),
+        ({"x": _nested(10_000)}, f"deeper than {MAX_ARGUMENT_DEPTH}"),
+    ],
+)
+async def test_validation_rejects_non_finite_and_too_deep(
+    arguments: dict[str, object], problem: str
+) -> None:
+    out = await measure.call(arguments, None)  # type: ignore[arg-type]
+    assert out.is_error and problem in out.content and "x" in out.content
+    assert out.content != "ran"
+
+
+async def test_nesting_up_to_the_limit_is_accepted() -> None:
+    # The arguments object is level 1.
+    out = await measure.call({"x": _nested(MAX_ARGUMENT_DEPTH - 1)}, None)  # type: ignore[arg-type]
+    assert out.content == "ran"
+    out = await measure.call({"x": _nested(MAX_ARGUMENT_DEPTH)}, None)  # type: ignore[arg-type]
+    assert out.is_error
+
+
+def test_a_call_with_unstorable_arguments_keeps_them_as_text() -> None:
+    call = ToolCall("c1", "measure", {"x": float("nan"), "y": _nested(10_000)})
+    assert call.arguments == {}
+    assert call.raw_arguments is not None
+    assert (
+        "<NaN>" in call.raw_arguments and f"deeper than {MAX_ARGUMENT_DEPTH}" in call.raw_arguments
+    )
+    text = _strict(Message.assistant(tool_calls=[call]).to_dict())
+    assert Message.from_dict(json.loads(text)).tool_calls[0] == call
+
+
+async def test_unstorable_arguments_are_answered_in_band_on_every_store(
+    backend: Backend,  # noqa: F811
+) -> None:
+    ran: list[object] = []
+
+    @tool
+    def take(x: object) -> str:
+        """Record what arrived."""
+        ran.append(x)
+        return "ran"
+
+    model = ScriptedModel(
+        [
+            reply(tool_calls=[("take", {"x": float("nan")})]),
+            reply(tool_calls=[("take", {"x": _nested(10_000)})]),
+            reply(tool_calls=[("take", {"x": 1.5})]),
+            reply("done"),
+        ]
+    )
+    session = await Runtime(store=backend.open()).create_session(Agent("a", model, tools=[take]))
+    result = await session.run("go")
+    assert result.status is RunStatus.COMPLETED, result.error
+    assert ran == [1.5]
+    answers = [m.results[0] for m in model.requests[-1].messages if m.role == "tool"]
+    assert [a.is_error for a in answers] == [True, True, False]
+    assert "NaN" in answers[0].content
+    assert f"deeper than {MAX_ARGUMENT_DEPTH}" in answers[1].content
+    for request in model.requests:
+        _strict([m.to_dict() for m in request.messages])
+
+    reopened = await Runtime(store=backend.open()).open_session(
+        session.id, Agent("a", ScriptedModel([]), tools=[take])
+    )
+    transcript = await reopened.transcript()
+    assert [m.role for m in transcript] == ["user"] + ["assistant", "tool"] * 3 + ["assistant"]
+    _strict([m.to_dict() for m in transcript])
