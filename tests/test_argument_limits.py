@@ -104,3 +104,15 @@ async def test_unstorable_arguments_are_answered_in_band_on_every_store(
     transcript = await reopened.transcript()
     assert [m.role for m in transcript] == ["user"] + ["assistant", "tool"] * 3 + ["assistant"]
     _strict([m.to_dict() for m in transcript])
+
+
+def test_adapters_read_arguments_nested_too_deep_as_invalid_not_as_a_crash() -> None:
+    from taskloom.models._anthropic import _tool_input
+    from taskloom.models._anthropic_stream import _tool_call
+    from taskloom.models._openai_common import parse_arguments
+
+    deep = '{"x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    assert parse_arguments(deep) == ({}, deep)
+    assert _tool_call("c", "t", deep).raw_arguments == deep
+    nan = ToolCall("c", "t", {}, raw_arguments='{"x": NaN}')
+    assert _tool_input(nan) == {}

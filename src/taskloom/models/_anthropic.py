@@ -116,12 +116,17 @@ def wire_tool_id(call_id: str) -> str:
     return f"{re.sub(r'[^a-zA-Z0-9_-]', '_', call_id)}_{digest}"
 
 
+def _no_constant(name: str) -> Any:
+    # NaN and Infinity are not JSON: arguments holding them replay as {}.
+    raise ValueError(f"{name} is not JSON")
+
+
 def _tool_input(call: ToolCall) -> dict[str, Any]:
     if call.arguments or call.raw_arguments is None:
         return dict(call.arguments)
     try:
-        parsed = json.loads(call.raw_arguments)
-    except ValueError:
+        parsed = json.loads(call.raw_arguments, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
         return {}
     return parsed if isinstance(parsed, dict) else {}
 

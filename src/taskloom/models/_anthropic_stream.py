@@ -53,7 +53,7 @@ def _tool_call(call_id: str, name: str, raw: str) -> ToolCall:
         return ToolCall(call_id, name, {})
     try:
         parsed = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # nesting too deep to read is invalid too
         parsed = None
     if isinstance(parsed, dict):
         return ToolCall(call_id, name, parsed)

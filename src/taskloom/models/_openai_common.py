@@ -281,12 +281,12 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
         return {}, None
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # nesting too deep to read is invalid too
         value = None
         if raw.startswith("{}"):
             try:
                 value = json.loads(raw[2:])
-            except ValueError:
+            except (ValueError, RecursionError):
                 value = None
             if not isinstance(value, dict):
                 value = None
