@@ -71,7 +71,7 @@ def main() -> None:
         )
     )
     try:
-        from taskloom.stores.postgres import PostgresStore
+        from taskloom.stores._postgres import PostgresStore
 
         schema = f"bench_{uuid.uuid4().hex[:8]}"
         import psycopg

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from taskloom.stores import Entry, EntryKind, MemoryStore, SessionMeta, SessionStore
-from taskloom.stores.postgres import PostgresStore
-from taskloom.stores.sqlite import SQLiteStore
+from taskloom.stores._postgres import PostgresStore
+from taskloom.stores._sqlite import SQLiteStore
 
 WRITERS = 8
 LOAD_ENTRIES = 100

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from taskloom.background.process import CommandProcess, OutputCapture
+from taskloom.background._process import CommandProcess, OutputCapture
 
 PIDFILE = Path(sys.argv[1])
 

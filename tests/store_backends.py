@@ -18,8 +18,8 @@ import pytest
 
 from pg import PG_DSN
 from taskloom.stores import MemoryStore, SessionStore
-from taskloom.stores.postgres import PostgresStore
-from taskloom.stores.sqlite import SQLiteStore
+from taskloom.stores._postgres import PostgresStore
+from taskloom.stores._sqlite import SQLiteStore
 
 __all__ = ["Backend", "backend"]
 

@@ -24,7 +24,7 @@ import pytest
 
 from taskloom import Agent, ConfigurationError, Runtime
 from taskloom.background import background_tools
-from taskloom.background.process import CommandProcess, OutputCapture
+from taskloom.background._process import CommandProcess, OutputCapture
 from taskloom.models import ModelRequest, reply
 from test_background_tools import (
     OPTIONS,

@@ -13,10 +13,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from taskloom.background.activities import BackgroundActivity, BackgroundNotice, NoticeStatus
-from taskloom.background.memory import MemoryActivityRegistry, MemoryNoticeInbox
-from taskloom.background.postgres import PostgresActivityRegistry, PostgresNoticeInbox
-from taskloom.background.sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
+from taskloom.background._activities import BackgroundActivity, BackgroundNotice, NoticeStatus
+from taskloom.background._memory import MemoryActivityRegistry, MemoryNoticeInbox
+from taskloom.background._postgres import PostgresActivityRegistry, PostgresNoticeInbox
+from taskloom.background._sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
 from taskloom.testing.background_contract import (
     ActivityRegistryContract,
     FakeClock,

@@ -23,7 +23,7 @@ import pytest
 
 from taskloom import Agent, RunOptions, RunStatus, Runtime, ToolContext, ToolEffect, tool
 from taskloom.background import background_tools
-from taskloom.background.process import CommandProcess, OutputCapture
+from taskloom.background._process import CommandProcess, OutputCapture
 from taskloom.messages import Message
 from taskloom.models import FunctionModel, ModelRequest, reply
 

@@ -18,7 +18,7 @@ import pytest
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime, ToolContext, tool
-from taskloom.background.activities import BackgroundNotice
+from taskloom.background._activities import BackgroundNotice
 from taskloom.loop import INTERRUPTED
 from taskloom.models import FunctionModel, reply
 from taskloom.stores import open_store

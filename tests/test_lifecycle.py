@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from taskloom.background.activities import (
+from taskloom.background._activities import (
     ActivityRegistry,
     BackgroundActivity,
     BackgroundNotice,
     NoticeInbox,
 )
-from taskloom.background.lifecycle import DeleteRefused, Lifecycle, Listeners, Reopen
-from taskloom.background.memory import MemoryActivityRegistry, MemoryNoticeInbox
-from taskloom.background.sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
+from taskloom.background._lifecycle import DeleteRefused, Lifecycle, Listeners, Reopen
+from taskloom.background._memory import MemoryActivityRegistry, MemoryNoticeInbox
+from taskloom.background._sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
 from taskloom.events import WorkFinished
 from taskloom.testing.background_contract import FakeClock
 

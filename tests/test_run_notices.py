@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from taskloom.background.activities import (
+from taskloom.background._activities import (
     ActivityRegistry,
     BackgroundActivity,
     BackgroundNotice,
     NoticeInbox,
     NoticeStatus,
 )
-from taskloom.background.memory import MemoryActivityRegistry, MemoryNoticeInbox
-from taskloom.background.notices import Delivery, RunNotices
-from taskloom.background.sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
+from taskloom.background._memory import MemoryActivityRegistry, MemoryNoticeInbox
+from taskloom.background._notices import Delivery, RunNotices
+from taskloom.background._sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
 from taskloom.testing.background_contract import FakeClock
 
 SESSION = "s1"

@@ -30,8 +30,8 @@ from taskloom.delegation._spawner import SPAWN_TOOL
 from taskloom.errors import StaleLeaseError
 from taskloom.models import FunctionModel, ScriptedModel, reply
 from taskloom.stores import MemoryStore
-from taskloom.stores.base import Entry
-from taskloom.stores.leases import MemoryLeases
+from taskloom.stores._base import Entry
+from taskloom.stores._leases import MemoryLeases
 
 
 @tool(effect=ToolEffect.READ_ONLY)

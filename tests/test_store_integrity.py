@@ -14,9 +14,9 @@ from taskloom import Agent, Runtime
 from taskloom.errors import ConfigurationError, CorruptEntry, StoreError
 from taskloom.models import ScriptedModel
 from taskloom.stores import Entry, SessionMeta
-from taskloom.stores.base import MAX_SESSION_ID_LENGTH, check_session_id
-from taskloom.stores.postgres import PostgresStore
-from taskloom.stores.sqlite import SQLiteStore
+from taskloom.stores._base import MAX_SESSION_ID_LENGTH, check_session_id
+from taskloom.stores._postgres import PostgresStore
+from taskloom.stores._sqlite import SQLiteStore
 
 BAD_IDS = ["", " \n", "a\nb", "tab\there", "nul\x00", "esc\x1b[31m", "x" * 256, "\ud800", "del\x7f"]
 GOOD_IDS = ["a", "session-1", "x" * MAX_SESSION_ID_LENGTH, "spaces are fine", "émoji 😀", "a/b:c"]

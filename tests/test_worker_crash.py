@@ -20,11 +20,11 @@ import pytest
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime, tool
-from taskloom.background.activities import BackgroundActivity
+from taskloom.background._activities import BackgroundActivity
 from taskloom.delegation import ChildSpec, ChildStatus, ChildWorker, child_status
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
 from taskloom.stores import open_store
-from taskloom.stores.base import Entry
+from taskloom.stores._base import Entry
 
 pytestmark = pytest.mark.slow
 

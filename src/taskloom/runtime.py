@@ -49,8 +49,8 @@ from .messages import Message
 from .models._base import Model, ModelSettings, ReasoningOptions
 from .results import ToolSpec
 from .stores import SessionStore, open_store
-from .stores.base import SessionMeta
-from .stores.leases import Lease, holder_is_gone, holder_name
+from .stores._base import SessionMeta
+from .stores._leases import Lease, holder_is_gone, holder_name
 
 if TYPE_CHECKING:
     from .tools import Tool

@@ -35,7 +35,7 @@ from taskloom.errors import SessionBusy, UsageError
 from taskloom.models import FunctionModel, ModelRequest, reply
 from taskloom.models._scripted import Reply
 from taskloom.stores import open_store
-from taskloom.stores.base import Entry, Fence
+from taskloom.stores._base import Entry, Fence
 
 ROUNDS = 3
 """Tool rounds each racing `run()` makes before its final answer."""

@@ -43,7 +43,7 @@ from taskloom.errors import ApprovalsMissing, SessionBusy, TaskloomError, UsageE
 from taskloom.loop import INTERRUPTED
 from taskloom.results import arguments_digest
 from taskloom.stores import MemoryStore
-from taskloom.stores.base import Entry, EntryKind, Fence
+from taskloom.stores._base import Entry, EntryKind, Fence
 
 KILL_TRIALS = 10
 AN_HOUR = 3600.0

@@ -13,23 +13,23 @@ from typing import TYPE_CHECKING, Any
 from .._lazy import lazy_exports
 from ..errors import BackgroundCapReached
 from ..loop import Delivery
-from ..stores.leases import Clock, Lease, Leases, MemoryLeases, system_clock
-from .activities import (
+from ..stores._leases import Clock, Lease, Leases, MemoryLeases, system_clock
+from ._activities import (
     ActivityRegistry,
     BackgroundActivity,
     BackgroundNotice,
     NoticeInbox,
     NoticeStatus,
 )
-from .lifecycle import DeleteHook, DeleteRefused, Lifecycle, Listeners, Reopen, StopHook
-from .memory import MemoryActivityRegistry, MemoryNoticeInbox
-from .notices import RunNotices
-from .service import BackgroundService
+from ._lifecycle import DeleteHook, DeleteRefused, Lifecycle, Listeners, Reopen, StopHook
+from ._memory import MemoryActivityRegistry, MemoryNoticeInbox
+from ._notices import RunNotices
+from ._service import BackgroundService
 
 if TYPE_CHECKING:
     from ..tools import Tool
-    from .postgres import PostgresActivityRegistry, PostgresNoticeInbox
-    from .sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
+    from ._postgres import PostgresActivityRegistry, PostgresNoticeInbox
+    from ._sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
 
 __all__ = [
     "ActivityRegistry",
@@ -62,10 +62,10 @@ __all__ = [
 ]
 
 _LAZY = {
-    "SQLiteActivityRegistry": ".sqlite",
-    "SQLiteNoticeInbox": ".sqlite",
-    "PostgresActivityRegistry": ".postgres",
-    "PostgresNoticeInbox": ".postgres",
+    "SQLiteActivityRegistry": "._sqlite",
+    "SQLiteNoticeInbox": "._sqlite",
+    "PostgresActivityRegistry": "._postgres",
+    "PostgresNoticeInbox": "._postgres",
 }
 
 
@@ -82,6 +82,6 @@ def background_tools(*, shell: bool = False, **options: Any) -> list[Tool]:
     `env={...}`, or the host's whole environment with `inherit_env=True`;
     everything they start ends with them, and with the host. Options are
     those of `build_background_tools`."""
-    from .tools import build_background_tools
+    from ._tools import build_background_tools
 
     return build_background_tools(shell=shell, **options)

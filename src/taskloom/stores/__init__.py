@@ -3,11 +3,14 @@ with the leases and fences that coordinate their writers."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .base import Entry, EntryKind, SessionMeta, SessionStore
-from .leases import Clock, Fence, Lease, Leases, MemoryLeases, system_clock
-from .memory import MemoryStore
+from .._lazy import lazy_exports
+from ..errors import ConfigurationError
+
+from ._base import Entry, EntryKind, SessionMeta, SessionStore
+from ._leases import Clock, Fence, Lease, Leases, MemoryLeases, system_clock
+from ._memory import MemoryStore
 
 __all__ = [
     "Clock",
@@ -18,6 +21,10 @@ __all__ = [
     "Leases",
     "MemoryLeases",
     "MemoryStore",
+    "PostgresLeases",
+    "PostgresStore",
+    "SQLiteLeases",
+    "SQLiteStore",
     "SessionMeta",
     "SessionStore",
     "open_store",
@@ -37,17 +44,39 @@ def open_store(url: str | SessionStore | None = None, **options: Any) -> Session
         return url
     scheme, sep, rest = url.partition("://")
     if not sep:
-        raise ValueError(
-            f"store URL needs a scheme (memory://, sqlite:///path, postgresql://...): {url!r}"
-        )
+        raise ConfigurationError(f"store URL {url!r} has no scheme; {_VALID}")
     if scheme == "memory":
         return MemoryStore(**options)
     if scheme == "sqlite":
-        from .sqlite import SQLiteStore
+        from ._sqlite import SQLiteStore
 
         return SQLiteStore(rest[1:] if rest.startswith("/") else rest, **options)
     if scheme in ("postgresql", "postgres"):
-        from .postgres import PostgresStore
+        from ._postgres import PostgresStore
 
         return PostgresStore(url, **options)
-    raise ValueError(f"unknown store scheme {scheme!r} in {url!r}")
+    raise ConfigurationError(f"unknown store scheme {scheme!r} in {url!r}; {_VALID}")
+
+
+_VALID = (
+    "valid store URLs are memory://, sqlite:///relative/path.db (three slashes: relative "
+    "to the current folder), sqlite:////absolute/path.db (four: absolute), and "
+    "postgresql://user@host:port/database"
+)
+
+if TYPE_CHECKING:
+    from ._leases_postgres import PostgresLeases
+    from ._leases_sqlite import SQLiteLeases
+    from ._postgres import PostgresStore
+    from ._sqlite import SQLiteStore
+
+# The SQL backends import on first use: their drivers cost time to import.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "SQLiteStore": "._sqlite",
+        "PostgresStore": "._postgres",
+        "SQLiteLeases": "._leases_sqlite",
+        "PostgresLeases": "._leases_postgres",
+    },
+)

@@ -12,8 +12,8 @@ never read from the server, so every backend and every test agrees on "now".
 
 from __future__ import annotations
 
+from ._leases import Clock, Lease, system_clock
 from ._sql import Migration, PostgresDatabase
-from .leases import Clock, Lease, system_clock
 
 __all__ = ["POSTGRES_LEASE_MIGRATIONS", "PostgresLeases"]
 

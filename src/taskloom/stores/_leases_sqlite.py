@@ -16,8 +16,8 @@ import os
 import sqlite3
 from typing import Literal
 
+from ._leases import Clock, Lease, system_clock
 from ._sql import Migration, SQLiteDatabase
-from .leases import Clock, Lease, system_clock
 
 __all__ = ["SQLITE_LEASE_MIGRATIONS", "SQLiteLeases"]
 

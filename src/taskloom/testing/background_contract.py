@@ -51,7 +51,7 @@ from typing import Any
 
 import pytest
 
-from ..background.activities import (
+from ..background._activities import (
     ActivityRegistry,
     BackgroundActivity,
     BackgroundNotice,

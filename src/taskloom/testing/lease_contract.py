@@ -32,8 +32,8 @@ from typing import Any
 
 import pytest
 
-from ..stores.base import Fence
-from ..stores.leases import Leases
+from ..stores._base import Fence
+from ..stores._leases import Leases
 from .clock import FakeClock
 
 __all__ = ["FakeClock", "LeaseContract"]

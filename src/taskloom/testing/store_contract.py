@@ -44,10 +44,10 @@ import pytest
 
 from ..errors import SessionNotFound, StaleLeaseError
 from ..stores import open_store
-from ..stores.base import Entry, EntryKind, Fence, SessionMeta, SessionStore
+from ..stores._base import Entry, EntryKind, Fence, SessionMeta, SessionStore
 
 if TYPE_CHECKING:
-    from ..stores.leases import Leases
+    from ..stores._leases import Leases
 
 __all__ = ["StoreContract", "assert_multiprocess_appends"]
 

@@ -22,8 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TypeVar
 
-from ..stores.leases import Clock, system_clock
-from .activities import BackgroundActivity, BackgroundNotice
+from ..stores._leases import Clock, system_clock
+from ._activities import BackgroundActivity, BackgroundNotice
 
 __all__ = ["SQLiteActivityRegistry", "SQLiteNoticeInbox"]
 

@@ -6,8 +6,8 @@ import time
 from builtins import list as _list
 
 from ..errors import SessionNotFound, StaleLeaseError
-from .base import Entry, SessionMeta, check_session_id
-from .leases import Clock, Fence, MemoryLeases, system_clock
+from ._base import Entry, SessionMeta, check_session_id
+from ._leases import Clock, Fence, MemoryLeases, system_clock
 
 __all__ = ["MemoryStore"]
 

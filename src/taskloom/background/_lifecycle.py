@@ -16,7 +16,7 @@ from typing import TypeAlias
 
 from ..errors import TaskloomError
 from ..events import WorkFinished
-from .activities import ActivityRegistry, BackgroundActivity, BackgroundNotice, NoticeInbox
+from ._activities import ActivityRegistry, BackgroundActivity, BackgroundNotice, NoticeInbox
 
 __all__ = ["DeleteHook", "DeleteRefused", "Lifecycle", "Listeners", "Reopen", "StopHook"]
 

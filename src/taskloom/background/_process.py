@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..errors import CommandNotStarted
-from .activities import NoticeStatus
+from ._activities import NoticeStatus
 
 __all__ = [
     "CapturedOutput",

@@ -21,7 +21,7 @@ from builtins import list as _list
 from collections.abc import Iterable
 
 from ..loop import Delivery
-from .activities import (
+from ._activities import (
     ActivityRegistry,
     BackgroundActivity,
     BackgroundNotice,

@@ -23,8 +23,8 @@ from psycopg import AsyncConnection, sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from ..stores.leases import Clock, system_clock
-from .activities import BackgroundActivity, BackgroundNotice
+from ..stores._leases import Clock, system_clock
+from ._activities import BackgroundActivity, BackgroundNotice
 
 __all__ = ["PostgresActivityRegistry", "PostgresNoticeInbox"]
 

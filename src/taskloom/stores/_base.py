@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..entries import Entry, EntryKind
 from ..errors import ConfigurationError
-from .leases import Fence, Leases
+from ._leases import Fence, Leases
 
 __all__ = [
     "MAX_SESSION_ID_LENGTH",

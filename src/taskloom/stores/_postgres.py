@@ -19,10 +19,10 @@ from builtins import list as _list
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SessionNotFound, StaleLeaseError
+from ._base import Entry, SessionMeta, check_session_id
+from ._leases import Clock, Fence, system_clock
 from ._leases_postgres import PostgresLeases
 from ._sql import Migration, PostgresDatabase, dump_json, load_entry_data, session_filters
-from .base import Entry, SessionMeta, check_session_id
-from .leases import Clock, Fence, system_clock
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection

@@ -3,7 +3,7 @@
 `taskloom.tools.background_tools()` builds them. `background_run` starts a
 command through the runtime's `BackgroundService` and returns its id at
 once; the command runs as a child process of this process (see
-`background.process`), under a lease, and its exit code and capped output
+`background._process`), under a lease, and its exit code and capped output
 become a notice the model reads at a later round boundary. `background_wait`
 hands results over early, inside its own tool result, and marks those
 notices seen so the run does not deliver them a second time.
@@ -28,10 +28,10 @@ from pathlib import Path
 from ..errors import BackgroundCapReached, ConfigurationError
 from ..runtime import Runtime
 from ..tools import Tool, ToolContext, ToolEffect, ToolError, tool
+from ._activities import BackgroundActivity, BackgroundNotice, NoticeStatus
+from ._process import CommandNotStarted, CommandProcess, OutputCapture, format_seconds
+from ._service import BackgroundService, WorkResult
 from ._spills import SpillFiles
-from .activities import BackgroundActivity, BackgroundNotice, NoticeStatus
-from .process import CommandNotStarted, CommandProcess, OutputCapture, format_seconds
-from .service import BackgroundService, WorkResult
 
 __all__ = ["SAFE_ENV_NAMES", "build_background_tools"]
 
@@ -117,7 +117,7 @@ def build_background_tools(
     Every process a command starts ends with it — on timeout, `background_stop`,
     session delete, runtime close and also a normal exit — including those
     that left its process group or session, and all of them are killed when
-    the host dies, even by `SIGKILL` (see `background.process`).
+    the host dies, even by `SIGKILL` (see `background._process`).
     `kill_grace`: seconds they get between `SIGTERM` and `SIGKILL`.
 
     `max_output_chars`: how much output a result keeps, half from the start

@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BackgroundCapReached
 from ..events import Event
-from .activities import (
+from ._activities import (
     ActivityRegistry,
     BackgroundActivity,
     BackgroundNotice,
     NoticeInbox,
     NoticeStatus,
 )
-from .lifecycle import Lifecycle, Listeners
-from .notices import RunNotices
+from ._lifecycle import Lifecycle, Listeners
+from ._notices import RunNotices
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -75,17 +75,17 @@ class BackgroundService:
         url = getattr(store, "url", None)
         path = getattr(store, "path", None)
         if isinstance(url, str) and url.startswith(("postgres://", "postgresql://")):
-            from .postgres import PostgresActivityRegistry, PostgresNoticeInbox
+            from ._postgres import PostgresActivityRegistry, PostgresNoticeInbox
 
             schema = getattr(store, "schema", None)
             registry = PostgresActivityRegistry(url, schema=schema)
             inbox = PostgresNoticeInbox(url, schema=schema)
         elif path is not None:
-            from .sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
+            from ._sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
 
             registry, inbox = SQLiteActivityRegistry(path), SQLiteNoticeInbox(path)
         else:
-            from .memory import MemoryActivityRegistry, MemoryNoticeInbox
+            from ._memory import MemoryActivityRegistry, MemoryNoticeInbox
 
             registry, inbox = MemoryActivityRegistry(), MemoryNoticeInbox()
         return cls(registry, inbox, runtime=runtime)

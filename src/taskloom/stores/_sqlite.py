@@ -16,6 +16,8 @@ from builtins import list as _list
 from typing import Any, Literal
 
 from ..errors import SessionNotFound, StaleLeaseError
+from ._base import Entry, SessionMeta, check_session_id
+from ._leases import Clock, Fence, system_clock
 from ._leases_sqlite import SQLiteLeases
 from ._sql import (
     Migration,
@@ -25,8 +27,6 @@ from ._sql import (
     load_entry_data,
     session_filters,
 )
-from .base import Entry, SessionMeta, check_session_id
-from .leases import Clock, Fence, system_clock
 
 __all__ = ["SQLITE_SESSION_MIGRATIONS", "SQLiteStore"]
 
