@@ -11,6 +11,7 @@ when the backends are durable (SQLite, PostgreSQL).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -31,6 +32,8 @@ from ._notices import RunNotices
 if TYPE_CHECKING:
     from ..runtime import Runtime
     from ..tools import ToolContext
+
+logger = logging.getLogger("taskloom")
 
 __all__ = ["BackgroundService", "Work", "WorkResult"]
 
@@ -212,6 +215,13 @@ class BackgroundService:
             status, text = NoticeStatus.STOPPED, "stopped before it finished"
         except Exception as exc:
             status, text = NoticeStatus.FAILED, f"{type(exc).__name__}: {exc}"
+            logger.warning(
+                "background %s %s of session %s failed",
+                activity.kind,
+                activity.id,
+                session_id,
+                exc_info=True,
+            )
         finally:
             heartbeat.cancel()
         notice = BackgroundNotice(
@@ -231,6 +241,13 @@ class BackgroundService:
                 return
             except Exception:
                 await asyncio.sleep(0.05 * 2**attempt)
+        logger.error(
+            "the end of background %s %s of session %s could not be recorded; "
+            "its registration lapses with its lease",
+            activity.kind,
+            activity.id,
+            session_id,
+        )
 
     async def _heartbeat(self, session_id: str, activity_id: str, lease: float) -> None:
         while True:
