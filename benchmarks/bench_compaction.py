@@ -149,9 +149,7 @@ def main() -> None:
         ("the same, requests of 1,000 tokens or more", large),
         ("4 characters a token alone", cold),
     ):
-        print(
-            f"| {label} | {len(errors)} | {statistics.mean(errors):.1%} | {max(errors):.1%} |"
-        )
+        print(f"| {label} | {len(errors)} | {statistics.mean(errors):.1%} | {max(errors):.1%} |")
 
 
 if __name__ == "__main__":
