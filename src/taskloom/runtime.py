@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from .agent import Agent
 from .entries import (
     ApprovalDecision,
+    CompactionEntry,
     Entry,
     ModelChange,
     Payload,
@@ -47,6 +48,7 @@ from .loop import (
     RunStream,
     SessionLog,
 )
+from .loop._log import summary_message
 from .messages import Message
 from .models._base import Model, ModelSettings, ReasoningOptions
 from .results import ToolSpec
@@ -468,13 +470,19 @@ class Session:
         await self.sync()
         return list(self.log.entries)
 
-    async def transcript(self, include_children: bool = False) -> list[Message]:
-        """The conversation; with `include_children`, each child's messages
-        follow its link, tagged with its origin."""
+    async def transcript(
+        self, include_children: bool = False, *, mark_compactions: bool = False
+    ) -> list[Message]:
+        """The whole conversation, every message the log holds (compaction only
+        shortens what requests send). With `include_children`, each child's
+        messages follow its link, tagged with its origin; with
+        `mark_compactions`, each compaction's summary stands where it was
+        made, as a user message with origin `"compaction"`."""
         await self.sync()
-        if not include_children:
+        if not include_children and not mark_compactions:
             return list(self.log.messages)
-        return await _transcript_with_children(self.runtime.store, list(self.log.entries), "")
+        store = self.runtime.store if include_children else None
+        return await _transcript(store, list(self.log.entries), "", mark_compactions)
 
     async def pending(self) -> list[PendingCall]:
         """The calls of the parked turn that wait for a decision, with their full
@@ -679,6 +687,10 @@ class Session:
             self._chosen = (position, model)
             self.runtime._models.setdefault(spec, model)
 
+    def resolve_model(self, spec: Model | str) -> Model:
+        """A model instance for a spec, through the runtime's registry."""
+        return self.runtime.resolve_model(spec)
+
     async def set_reasoning(self, reasoning: ReasoningOptions | None) -> None:
         """Set (or clear, with None) reasoning options; persisted on the session."""
         await self.record(
@@ -700,8 +712,8 @@ def _as_user(input: str | Message | None) -> Message | None:
     return Message.user(input)
 
 
-async def _transcript_with_children(
-    store: SessionStore, entries: list[Entry], origin: str
+async def _transcript(
+    store: SessionStore | None, entries: list[Entry], origin: str, marks: bool
 ) -> list[Message]:
     out: list[Message] = []
     log = SessionLog()
@@ -711,11 +723,13 @@ async def _transcript_with_children(
         for m in log.messages[before:]:
             out.append(replace(m, origin=origin) if origin else m)
         payload = entry.payload
-        if isinstance(payload, SubagentLink):
+        if marks and isinstance(payload, CompactionEntry):
+            out.append(replace(summary_message(payload.summary), origin="compaction"))
+        elif store is not None and isinstance(payload, SubagentLink):
             child_id = payload.child_session_id
             child_origin = origin_label(payload.name, child_id, origin)
             child_entries = await store.load(child_id)
-            out.extend(await _transcript_with_children(store, child_entries, child_origin))
+            out.extend(await _transcript(store, child_entries, child_origin, marks))
     return out
 
 

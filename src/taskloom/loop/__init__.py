@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .._control import RunControls, StopSignal, UsageMeter
 from ..results import PendingCall, RunResult, RunStatus
+from ._compact import SUMMARY_PROMPT, Compaction, ContextEstimate
 from ._log import INTERRUPTED, SessionLog
 from ._options import RunOptions
 from ._port import (
@@ -44,6 +45,9 @@ __all__ = [
     "INTERRUPTED",
     "NO_OBSERVER",
     "NO_WATCH",
+    "SUMMARY_PROMPT",
+    "Compaction",
+    "ContextEstimate",
     "Continue",
     "Delivery",
     "Inject",

@@ -23,6 +23,7 @@ from ..results import RunResult, ToolSpec
 from ..tools import AgentView, Tool, ToolHost, ToolOutput
 
 if TYPE_CHECKING:
+    from ._compact import Compaction
     from ._log import SessionLog
 
 __all__ = [
@@ -82,6 +83,11 @@ class AgentSpec(AgentView, Protocol):
     @property
     def output_name(self) -> str:
         """A name for the structured output."""
+        ...
+
+    @property
+    def compaction(self) -> Compaction | None:
+        """When and how long sessions are compacted (None: never)."""
         ...
 
     def parse_output(self, text: str) -> object:
@@ -190,6 +196,10 @@ class SessionPort(Protocol):
 
     async def set_reasoning(self, reasoning: ReasoningOptions | None) -> None:
         """Persist a reasoning change."""
+        ...
+
+    def resolve_model(self, spec: Model | str) -> Model:
+        """A model instance for a spec (a summarizer named by spec, ...)."""
         ...
 
 
