@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, Self
 
 from ..entries import Entry
 from ..messages import Message, ToolCall
@@ -222,7 +222,9 @@ class RunInfo:
 
 
 class _Watch(Protocol):
-    def __enter__(self) -> Any: ...
+    def __enter__(self) -> Self:
+        """Starts the watch (a tracer makes its span current here)."""
+        ...
 
     def __exit__(
         self,

@@ -10,6 +10,7 @@ the `GenAIObserver`, which every later run of the runtime shares.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from contextlib import AbstractContextManager
@@ -37,18 +38,21 @@ class WhenConfigured:
     `trace_content` records content whatever the environment says.
     """
 
-    __slots__ = ("_observer", "_trace_content")
+    __slots__ = ("_named_provider", "_observer", "_trace_content")
 
     def __init__(self, trace_content: bool = False) -> None:
         self._trace_content = trace_content
         self._observer: GenAIObserver | None = None
+        # Read once: the variable configures the process at its start.
+        self._named_provider = _PROVIDER_ENV in os.environ
 
     def _active(self) -> RunObserver:
-        if "opentelemetry.trace" not in sys.modules and _PROVIDER_ENV not in os.environ:
-            return NO_OBSERVER
-        from opentelemetry import trace
-
-        if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        api = sys.modules.get("opentelemetry.trace")
+        if api is None:
+            if not self._named_provider:
+                return NO_OBSERVER
+            api = importlib.import_module("opentelemetry.trace")
+        if isinstance(api.get_tracer_provider(), api.ProxyTracerProvider):
             return NO_OBSERVER
         if self._observer is None:
             from ._otel import GenAIObserver

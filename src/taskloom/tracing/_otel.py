@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
@@ -183,7 +183,7 @@ class _Active:
 
     span: Span
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
         self._token = otel_context.attach(trace.set_span_in_context(self.span))
         return self
 
