@@ -67,6 +67,10 @@ LEASE_TTL = 30.0
 """Seconds a session lease lasts without renewal (renewed every third of it)."""
 
 
+RELEASE_WAIT = 1.0
+"""Seconds a lease release may wait for the store before it is left to lapse."""
+
+
 def session_lease_key(session_id: str) -> str:
     """The lease whoever runs the session holds (a run, a resume, a child's runner)."""
     return f"session:{session_id}"
@@ -338,8 +342,11 @@ class HeldLease:
         if self._beat is not None and not self._beat.done():
             self._beat.cancel()
             await asyncio.wait([self._beat])
+        # A release that cannot reach the store is harmless (the lease lapses
+        # on its own); it must not hold up a run that already ended.
         with contextlib.suppress(Exception):
-            await self.session.runtime.store.leases.release(self.lease)
+            async with asyncio.timeout(RELEASE_WAIT):
+                await self.session.runtime.store.leases.release(self.lease)
 
 
 class Session:
