@@ -9,6 +9,7 @@ import taskloom
 from taskloom import Agent, RunStatus, Runtime, ToolEffect
 from taskloom.delegation import SubAgent
 from taskloom.models import ScriptedModel, reply
+from taskloom.stores import SessionStore
 
 XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
 GIFT_ARGS = {"to": "Ada <Lovelace>", "total": 900, "wrapping": "gold & blue"}
@@ -37,7 +38,7 @@ def gifts_agent(model: ScriptedModel) -> Agent:
     return Agent(name="gifts", model=model, tools=[send_gift])
 
 
-async def parked_session(store: str) -> str:
+async def parked_session(store: str | SessionStore) -> str:
     """A session parked on one approval of `send_gift` with GIFT_ARGS."""
     async with Runtime(store=store) as runtime:
         model = ScriptedModel([reply("Let me send it.", tool_calls=[("send_gift", GIFT_ARGS)])])
@@ -47,7 +48,7 @@ async def parked_session(store: str) -> str:
         return session.id
 
 
-async def fan_out_session(store: str) -> str:
+async def fan_out_session(store: str | SessionStore) -> str:
     """A parent that delegated three tasks at once to a `researcher` subagent;
     each child answers after a short delay, so the three overlap in time."""
     async with Runtime(store=store) as runtime:
@@ -66,7 +67,7 @@ async def fan_out_session(store: str) -> str:
         return session.id
 
 
-async def xss_session(store: str) -> str:
+async def xss_session(store: str | SessionStore) -> str:
     """A transcript carrying markup everywhere text can come from: the user,
     the model (text, reasoning, call arguments) and a tool's result."""
     async with Runtime(store=store) as runtime:
@@ -81,7 +82,7 @@ async def xss_session(store: str) -> str:
         return session.id
 
 
-async def rich_session(store: str) -> str:
+async def rich_session(store: str | SessionStore) -> str:
     """Reasoning, a long tool output, steering folded in, and a finished run."""
     async with Runtime(store=store) as runtime:
         model = ScriptedModel(
@@ -104,7 +105,7 @@ def make_runtime() -> Runtime:
     return Runtime(store=os.environ["CONSOLE_TEST_STORE"], agents=[gifts_agent(model)])
 
 
-async def showcase_session(store: str) -> str:
+async def showcase_session(store: str | SessionStore) -> str:
     """What the README's picture shows: three researchers at once, then a gift
     that waits for approval."""
     async with Runtime(store=store) as runtime:

@@ -27,6 +27,7 @@ from console_sessions import (
     rich_session,
     xss_session,
 )
+from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
 from taskloom import Runtime
 from taskloom.background import BackgroundActivity, BackgroundNotice, BackgroundService
 from taskloom.console import Console
@@ -34,6 +35,8 @@ from taskloom.console._auth import COOKIE
 from taskloom.console._read import redact
 from taskloom.entries import (
     ApprovalDecision,
+    DeferredEntry,
+    DeferredItem,
     Entry,
     RunFinishedEntry,
     Steer,
@@ -41,6 +44,7 @@ from taskloom.entries import (
 )
 from taskloom.models import ScriptedModel, reply
 from taskloom.stores import SessionMeta
+from taskloom.stores.postgres import PostgresStore
 
 TOKEN = "t0ken-for-tests"
 
@@ -439,3 +443,73 @@ async def test_a_read_only_console_refuses_every_change(store: str) -> None:
             assert "started without --app" in answer.text
     kinds = [e.kind for e in await entries_of(store, sid)]
     assert "approval_decision" not in kinds and "steer" not in kinds
+
+
+@requires_postgres
+async def test_on_postgresql_pages_live_updates_and_approval(pg_schema: str) -> None:  # noqa: F811
+    def store() -> PostgresStore:
+        return PostgresStore(PG_DSN, schema=pg_schema, max_size=2)
+
+    sid = await parked_session(store())
+    runtime = Runtime(store=store(), agents=[gifts_agent(ScriptedModel([reply("Sent.")]))])
+    console = Console.acting(runtime, token=TOKEN, poll_interval=0.02)
+    async with browsing(console) as client:
+        page, csrf = await page_and_csrf(client, sid)
+        assert pre(page, "arguments") == [json.dumps(GIFT_ARGS, indent=2, sort_keys=True)]
+        live = html.unescape(re.search(r'data-live="([^"]+)"', page).group(1))  # type: ignore[union-attr]
+        waiting = asyncio.create_task(client.get(live))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+        hash_ = re.search(r'name="hash" value="([0-9a-f]+)"', page).group(1)  # type: ignore[union-attr]
+        form = {"csrf": csrf, "call_id": "call_1", "hash": hash_, "verdict": "approve"}
+        await client.post(f"/sessions/{sid}/decide", data=form)
+        assert "event: changed" in (await asyncio.wait_for(waiting, 5)).text
+        await console.wait_idle()
+        assert 'data-status="completed"' in (await client.get(f"/sessions/{sid}")).text
+
+
+async def test_a_turn_decided_elsewhere_resumes_from_the_button(store: str) -> None:
+    sid = await parked_session(store)
+    async with Runtime(store=store) as runtime:
+        session = await runtime.open_session(sid, gifts_agent(ScriptedModel([])))
+        await session.approve("call_1", note="decided in a shell")
+    console = acting(store, reply("Sent."))
+    async with browsing(console) as client:
+        page, csrf = await page_and_csrf(client, sid)
+        assert 'class="verdict approved"' in page and 'class="resume"' in page
+        assert 'class="decide"' not in page
+        await client.post(f"/sessions/{sid}/resume", data={"csrf": csrf})
+        await console.wait_idle()
+        page = (await client.get(f"/sessions/{sid}")).text
+    assert 'data-status="completed"' in page and 'class="resume"' not in page
+
+
+async def test_a_resume_needs_the_sessions_agent_in_the_app(store: str) -> None:
+    sid = await parked_session(store)
+    console = Console.acting(Runtime(store=store), token=TOKEN)  # an app without `gifts`
+    async with browsing(console) as client:
+        page, csrf = await page_and_csrf(client, sid)
+        hash_ = re.search(r'name="hash" value="([0-9a-f]+)"', page).group(1)  # type: ignore[union-attr]
+        form = {"csrf": csrf, "call_id": "call_1", "hash": hash_, "verdict": "approve"}
+        await client.post(f"/sessions/{sid}/decide", data=form)
+        await console.wait_idle()
+        page = (await client.get(f"/sessions/{sid}")).text
+    assert "resume failed: ConfigurationError" in page and "no agent named" in page
+    assert 'class="verdict approved"' in page and 'data-status="awaiting_approval"' in page
+
+
+async def test_deferred_items_land_where_they_were_pushed(store: str) -> None:
+    sid = await rich_session(store)
+    async with Runtime(store=store) as runtime:
+        item = DeferredItem.context("the <late> answer")
+        await runtime.push_deferred(sid, Entry.of(DeferredEntry("d1", item)))
+    async with browsing(reading(store)) as client:
+        page = (await client.get(f"/sessions/{sid}")).text
+        # Ids the page never showed (or that do not exist) are no error for the stream.
+        stream = await client.get("/live?watch=no-such-session,x&since=old")
+    mark = re.search(
+        r'<li class="mark mark-deferred[^"]*" id="e(\d+)-deferred">(.*?)</li>', page, re.S
+    )
+    assert mark is not None and "the &lt;late&gt; answer" in mark.group(2)
+    assert int(mark.group(1)) == 9  # after the run's end, where it was pushed
+    assert "event: changed" in stream.text

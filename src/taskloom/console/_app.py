@@ -334,11 +334,10 @@ class Console:
         return view
 
     def _service(self) -> BackgroundService:
+        # The runtime's own service, on the store's backend: the runtime
+        # releases it when it closes.
         if self._background is None:
-            if self.can_act:
-                self._background = BackgroundService.of(self.runtime)
-            else:
-                self._background = BackgroundService.for_store(self.store)
+            self._background = BackgroundService.of(self.runtime)
         return self._background
 
     async def _session_signature(self, session_id: str) -> str:
@@ -363,9 +362,13 @@ class Console:
         return self._stream(request, lambda: self._session_signature(session_id))
 
     async def _position(self, session_id: str) -> int:
-        """The session's last log position, read incrementally."""
+        """The session's last log position, read incrementally (-1 once it is gone)."""
         known = self._positions.get(session_id, 0)
-        fresh = await self.store.load(session_id, after=known)
+        try:
+            fresh = await self.store.load(session_id, after=known)
+        except SessionNotFound:
+            self._positions.pop(session_id, None)
+            return -1
         if fresh:
             known = self._positions[session_id] = fresh[-1].position
         return known

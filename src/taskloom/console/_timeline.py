@@ -18,7 +18,7 @@ from html import escape
 
 from ..entries import CallsStarted, Entry, MessageEntry, RunFinishedEntry, RunStartedEntry
 from ._read import child_links, now
-from ._tree import LogCache, _times
+from ._tree import LogCache, child_span
 
 __all__ = ["Bar", "Lane", "Timeline", "build_timeline", "run_spans", "to_svg"]
 
@@ -144,7 +144,7 @@ async def _lanes(
             for child in links.get(call.id, ()):
                 child_entries = await cache.entries(child.session_id)
                 meta = await cache.meta(child.session_id)
-                c_start, c_end, _ = _times(child_entries, meta.created_at)
+                c_start, c_end, _ = child_span(child_entries, meta.created_at)
                 start, stop = c_start, c_end if c_end is not None else end
                 href = child.session_id
                 what += f" → child {child.name}"

@@ -18,7 +18,7 @@ from ..runtime import Runtime
 from ..stores import SessionMeta
 from ._read import display_name, redact, run_state
 
-__all__ = ["CallGroup", "LogCache", "TreeNode", "delegation_tree"]
+__all__ = ["CallGroup", "LogCache", "TreeNode", "child_span", "delegation_tree"]
 
 MAX_DEPTH = 6
 """Deeper nesting is cut (delegation is one level deep; this guards odd stores)."""
@@ -90,7 +90,7 @@ class TreeNode:
         return sum(len(g.children) + sum(c.child_count for c in g.children) for g in self.groups)
 
 
-def _times(entries: list[Entry], created_at: float) -> tuple[float, float | None, int | None]:
+def child_span(entries: list[Entry], created_at: float) -> tuple[float, float | None, int | None]:
     """(start, end, tokens of the terminal entry) of a child's log."""
     start = next(
         (e.created_at for e in entries if isinstance(e.payload, SubagentStartedEntry)),
@@ -158,7 +158,7 @@ async def _child(
     meta = await cache.meta(child_id)
     entries = await cache.entries(child_id)
     status = await child_status(cache.runtime, child_id)
-    start, end, tokens = _times(entries, meta.created_at)
+    start, end, tokens = child_span(entries, meta.created_at)
     node = TreeNode(
         child_id,
         name,
