@@ -44,7 +44,7 @@ from taskloom.entries import (
 )
 from taskloom.models import ScriptedModel, reply
 from taskloom.stores import SessionMeta
-from taskloom.stores.postgres import PostgresStore
+from taskloom.stores._postgres import PostgresStore
 
 TOKEN = "t0ken-for-tests"
 

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from taskloom.stores._postgres import PostgresStore
-from taskloom.stores._sqlite import SQLiteStore
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
 from taskloom.errors import StoreError, StoreUnavailable
 from taskloom.stores import Entry, SessionMeta
 from taskloom.stores._pg_bounds import CANCEL_TIMEOUT, Watchdog
+from taskloom.stores._postgres import PostgresStore
+from taskloom.stores._sqlite import SQLiteStore
 
 
 def free_port() -> int:

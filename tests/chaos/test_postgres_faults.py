@@ -16,7 +16,6 @@ from urllib.parse import urlsplit
 
 import psycopg
 import pytest
-from taskloom.stores._postgres import PostgresStore
 
 from chaos.proxy import FaultProxy
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
@@ -24,6 +23,7 @@ from taskloom import Agent, RunOptions, RunStatus, Runtime, tool
 from taskloom.errors import StoreError, StoreUnavailable
 from taskloom.models import ScriptedModel, reply
 from taskloom.stores import Entry, Fence, SessionMeta
+from taskloom.stores._postgres import PostgresStore
 from taskloom.stores._sql import PostgresDatabase
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, requires_postgres]
