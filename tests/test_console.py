@@ -35,6 +35,7 @@ from taskloom.console._auth import COOKIE
 from taskloom.console._read import redact
 from taskloom.entries import (
     ApprovalDecision,
+    CompactionEntry,
     DeferredEntry,
     DeferredItem,
     Entry,
@@ -292,12 +293,17 @@ async def test_nothing_secret_is_shown(store: str) -> None:
 async def test_unknown_sessions_and_unknown_entry_kinds(store: str) -> None:
     sid = await rich_session(store)
     async with Runtime(store=store) as runtime:
-        await runtime.store.append(sid, Entry("compaction", {"summary": "<b>older turns</b>"}))
+        await runtime.store.append(sid, Entry("custom_note", {"summary": "<b>older turns</b>"}))
+        await runtime.store.append(
+            sid, Entry.of(CompactionEntry("<i>the summary</i>", 3, "summary", 900, 200))
+        )
     async with browsing(reading(store)) as client:
         assert (await client.get("/sessions/no-such-session")).status_code == 404
         page = (await client.get(f"/sessions/{sid}")).text
-    assert '<span class="mark-title">compaction</span>' in page
-    assert "<b>older turns</b>" not in page
+    assert '<span class="mark-title">custom_note</span>' in page
+    assert "<b>older turns</b>" not in page  # a kind this version does not know: name only
+    assert "compaction: earlier messages summarized (~900 → ~200 tokens)" in page
+    assert "&lt;i&gt;the summary&lt;/i&gt;" in page and "<i>the summary</i>" not in page
 
 
 # ---------------------------------------------------------------- live updates

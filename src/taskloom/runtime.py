@@ -35,7 +35,7 @@ from .entries import (
     StopRequest,
     SubagentLink,
 )
-from .errors import ApprovalConflict, SessionBusy, UsageError
+from .errors import ApprovalConflict, CorruptEntry, SessionBusy, UsageError
 from .events import Event, origin_label
 from .loop import (
     NoticesPort,
@@ -424,9 +424,16 @@ class Session:
     # ------------------------------------------------------------ the log
 
     async def sync(self) -> None:
-        """Fold in entries other tasks or processes appended since our last look."""
+        """Fold in entries other tasks or processes appended since our last look.
+
+        Raises `CorruptEntry` naming the session and position of an entry
+        that cannot be read.
+        """
         for entry in await self.runtime.store.load(self.id, after=self.log.position):
-            self.log.apply(entry)
+            try:
+                self.log.apply(entry)
+            except CorruptEntry as exc:
+                raise CorruptEntry(f"session {self.id!r}: {exc}") from None
 
     async def append(self, entry: Entry, message: Message | None = None) -> int:
         """Append `entry` and fold it in; returns its position.

@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 import psycopg
 import pytest
+from proxy import FaultProxy
 
-from chaos.proxy import FaultProxy
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
 from taskloom import Agent, RunOptions, RunStatus, Runtime, tool
 from taskloom.errors import StoreError, StoreUnavailable

@@ -19,6 +19,7 @@ from ..entries import (
     ApprovalDecision,
     ApprovalRequests,
     CallsStarted,
+    CompactionEntry,
     DeferredEntry,
     Entry,
     MessageEntry,
@@ -34,6 +35,7 @@ from ..entries import (
     SubagentResult,
     SubagentStartedEntry,
 )
+from ..errors import CorruptEntry
 from ..loop import SessionLog
 from ..messages import Message, ThinkingBlock
 from ..runtime import session_lease_key
@@ -361,8 +363,12 @@ def transcript(entries: Sequence[Entry]) -> list[Item]:
     links = child_links(entries)
     items: list[Item] = []
     for entry in entries:
-        payload = entry.payload
         mark = _marker(items, entry)
+        try:
+            payload = entry.payload
+        except CorruptEntry as exc:
+            mark("entry", f"{entry.kind} (unreadable)", str(exc))
+            continue
         if isinstance(payload, MessageEntry):
             if payload.delivered_text:
                 mark(
@@ -422,9 +428,15 @@ def transcript(entries: Sequence[Entry]) -> list[Item]:
         elif isinstance(payload, SubagentResult):
             text = payload.error or ("" if payload.report is None else str(payload.report))
             mark("child", f"child result: {payload.status}", text, css=payload.status)
+        elif isinstance(payload, CompactionEntry):
+            how = "summarized" if payload.method == "summary" else "left out of the view"
+            title = f"compaction: earlier messages {how} (~{payload.tokens_before} → ~{payload.tokens_after} tokens)"
+            mark(
+                "compaction", title, payload.summary + (f"\n{payload.note}" if payload.note else "")
+            )
         else:
-            # A kind this version does not type (a compaction mark, a newer
-            # kind): shown by name, its data left unread.
+            # A kind this version does not type (a newer kind): shown by
+            # name, its data left unread.
             mark("entry", entry.kind)
     return items
 

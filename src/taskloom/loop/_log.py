@@ -31,6 +31,7 @@ from ..entries import (
     RequestedCall,
     Steer,
 )
+from ..errors import CorruptEntry
 from ..messages import Message, TextBlock, ToolCall, ToolResult
 from ..models._base import ReasoningOptions
 
@@ -136,6 +137,15 @@ class SessionLog:
             entry = entry.placed(position)
         elif entry.position <= self.position:
             return
+        try:
+            self._apply(entry, message)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CorruptEntry(
+                f"entry {entry.position} ({entry.kind}) does not have its kind's shape: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
+
+    def _apply(self, entry: Entry, message: Message | None) -> None:
         self.position = entry.position
         self.entries.append(entry)
         kind = entry.kind
