@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from .errors import CorruptEntry
 from .messages import Message, Usage
 from .results import RunStatus
 
@@ -112,9 +113,20 @@ class Entry:
 
     @property
     def payload(self) -> Payload | None:
-        """The typed payload of a kind taskloom writes (None for a foreign kind)."""
+        """The typed payload of a kind taskloom writes (None for a foreign kind).
+
+        Raises `CorruptEntry` when the data does not have its kind's shape.
+        """
         cls = _KINDS.get(self.kind)
-        return None if cls is None else cls.from_data(self.data)
+        if cls is None:
+            return None
+        try:
+            return cls.from_data(self.data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CorruptEntry(
+                f"entry {self.position} ({self.kind}) does not have its kind's shape: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
 
     def placed(self, position: int) -> Entry:
         """This entry as stored at `position` (timestamped if it was not)."""

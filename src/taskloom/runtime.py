@@ -35,7 +35,7 @@ from .entries import (
     StopRequest,
     SubagentLink,
 )
-from .errors import ApprovalConflict, SessionBusy, UsageError
+from .errors import ApprovalConflict, CorruptEntry, SessionBusy, UsageError
 from .events import Event, origin_label
 from .loop import (
     NO_OBSERVER,
@@ -67,6 +67,10 @@ T = TypeVar("T")
 
 LEASE_TTL = 30.0
 """Seconds a session lease lasts without renewal (renewed every third of it)."""
+
+
+RELEASE_WAIT = 1.0
+"""Seconds a lease release may wait for the store before it is left to lapse."""
 
 
 def session_lease_key(session_id: str) -> str:
@@ -133,6 +137,7 @@ class Runtime:
         self._services: dict[type[Any], Any] = {}
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._wake_tasks: set[asyncio.Task[Any]] = set()
+        self._closing = False
 
     @property
     def background(self) -> Any:
@@ -169,6 +174,8 @@ class Runtime:
 
     async def close(self) -> None:
         """Stop background work this runtime started and release the store."""
+        # Work stopped below writes its notices; they must not wake anyone now.
+        self._closing = True
         for task in list(self._wake_tasks):
             task.cancel()
         await asyncio.gather(*self._wake_tasks, return_exceptions=True)
@@ -248,7 +255,7 @@ class Runtime:
     def on_notice(self, session_id: str) -> None:
         """A background notice was written for the session (in this process)."""
         self.notify(session_id)
-        if not self.wake_on_notice:
+        if not self.wake_on_notice or self._closing:
             return
         session = self._sessions.get(session_id)
         if session is None or session.is_running or session._wakeups >= self.max_wakeups:
@@ -361,8 +368,11 @@ class HeldLease:
         if self._beat is not None and not self._beat.done():
             self._beat.cancel()
             await asyncio.wait([self._beat])
+        # A release that cannot reach the store is harmless (the lease lapses
+        # on its own); it must not hold up a run that already ended.
         with contextlib.suppress(Exception):
-            await self.session.runtime.store.leases.release(self.lease)
+            async with asyncio.timeout(RELEASE_WAIT):
+                await self.session.runtime.store.leases.release(self.lease)
 
 
 class Session:
@@ -440,9 +450,16 @@ class Session:
     # ------------------------------------------------------------ the log
 
     async def sync(self) -> None:
-        """Fold in entries other tasks or processes appended since our last look."""
+        """Fold in entries other tasks or processes appended since our last look.
+
+        Raises `CorruptEntry` naming the session and position of an entry
+        that cannot be read.
+        """
         for entry in await self.runtime.store.load(self.id, after=self.log.position):
-            self.log.apply(entry)
+            try:
+                self.log.apply(entry)
+            except CorruptEntry as exc:
+                raise CorruptEntry(f"session {self.id!r}: {exc}") from None
 
     async def append(self, entry: Entry, message: Message | None = None) -> int:
         """Append `entry` and fold it in; returns its position.

@@ -92,6 +92,10 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("session_id")
     _agent_options(resume)
     resume.add_argument("--store", default=None)
+
+    from .serve import add_serve_command
+
+    add_serve_command(command("serve", "the web console: watch sessions, decide approvals"))
     return parser
 
 
@@ -111,6 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .run import run_prompt
 
             return run_prompt(args)
+        if args.command == "serve":
+            from .serve import serve_console
+
+            return serve_console(args)
         from .sessions import dispatch
 
         return dispatch(args)

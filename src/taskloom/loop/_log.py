@@ -32,6 +32,7 @@ from ..entries import (
     RunStartedEntry,
     Steer,
 )
+from ..errors import CorruptEntry
 from ..messages import Message, TextBlock, ToolCall, ToolResult
 from ..models._base import ReasoningOptions
 
@@ -137,6 +138,15 @@ class SessionLog:
             entry = entry.placed(position)
         elif entry.position <= self.position:
             return
+        try:
+            self._apply(entry, message)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CorruptEntry(
+                f"entry {entry.position} ({entry.kind}) does not have its kind's shape: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
+
+    def _apply(self, entry: Entry, message: Message | None) -> None:
         self.position = entry.position
         self.entries.append(entry)
         kind = entry.kind

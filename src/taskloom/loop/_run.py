@@ -59,7 +59,7 @@ __all__ = ["STORE_GRACE", "RunLoop"]
 
 _PROCEED = RoundDecision.proceed()
 
-STORE_GRACE = 2.0
+STORE_GRACE = 1.0
 """Seconds past the deadline a run waits for the store before it gives up."""
 
 
