@@ -71,22 +71,27 @@ class BackgroundService:
 
     @classmethod
     def for_store(cls, store: object, *, runtime: Runtime | None = None) -> BackgroundService:
-        """The service on the same backend as `store`: a SQLite store's file,
-        a PostgreSQL store's database and schema, else in memory."""
+        """The service on the same backend as `store`, else in memory.
+
+        A store with a SQL `database` (`SQLiteStore`, `PostgresStore`) shares
+        it: one connection and worker thread for SQLite, one pool for
+        PostgreSQL, with the store's timeouts. Closing the service leaves that
+        database open; closing the store closes it, so close the service first
+        (`Runtime.close` does).
+        """
+        from ..stores._sql import PostgresDatabase, SQLiteDatabase
+
         registry: ActivityRegistry
         inbox: NoticeInbox
-        url = getattr(store, "url", None)
-        path = getattr(store, "path", None)
-        if isinstance(url, str) and url.startswith(("postgres://", "postgresql://")):
+        database = getattr(store, "database", None)
+        if isinstance(database, PostgresDatabase):
             from ._postgres import PostgresActivityRegistry, PostgresNoticeInbox
 
-            schema = getattr(store, "schema", None)
-            registry = PostgresActivityRegistry(url, schema=schema)
-            inbox = PostgresNoticeInbox(url, schema=schema)
-        elif path is not None:
+            registry, inbox = PostgresActivityRegistry(database), PostgresNoticeInbox(database)
+        elif isinstance(database, SQLiteDatabase):
             from ._sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
 
-            registry, inbox = SQLiteActivityRegistry(path), SQLiteNoticeInbox(path)
+            registry, inbox = SQLiteActivityRegistry(database), SQLiteNoticeInbox(database)
         else:
             from ._memory import MemoryActivityRegistry, MemoryNoticeInbox
 
