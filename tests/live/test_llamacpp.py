@@ -267,6 +267,9 @@ async def test_the_openai_sdk_reads_the_same_answer_from_the_same_body(
     body = model.build_body(request)
     ours = await model.request(request)
     if stream:
+        # The SDK parses each chunk; the pieces are put together here. This
+        # server repeats a call's name in every chunk (the SDK's own
+        # accumulator would concatenate them), so a name is taken once.
         text, pieces, finish = "", {}, None
         async for chunk in await sdk.chat.completions.create(**body):
             for choice in chunk.choices:
@@ -275,7 +278,7 @@ async def test_the_openai_sdk_reads_the_same_answer_from_the_same_body(
                     name, args = pieces.get(call.index, ("", ""))
                     function = call.function
                     pieces[call.index] = (
-                        name + ((function and function.name) or ""),
+                        name or (function and function.name) or "",
                         args + ((function and function.arguments) or ""),
                     )
                 finish = choice.finish_reason or finish
