@@ -413,27 +413,27 @@ def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """The description (text before an Args section) and per-parameter descriptions."""
+    """The description (the docstring's text before its sections) and the
+    per-parameter descriptions, from a Google, Sphinx (`:param x:`) or NumPy
+    docstring (`docstring_parser` tells the style)."""
     doc = inspect.cleandoc(doc)
-    params: dict[str, str] = {}
-    match = re.search(r"^(Args|Arguments|Parameters):\s*$", doc, re.MULTILINE)
-    if not match:
-        return doc.strip(), params
-    description = doc[: match.start()].strip()
-    current: str | None = None
-    for line in doc[match.end() :].splitlines():
-        if not line.strip():
-            current = None
-            continue
-        item = re.match(r"^\s{0,8}(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", line)
-        if item and not line.startswith(" " * 9):
-            current = item.group(1).lstrip("*")
-            params[current] = item.group(2).strip()
-        elif current is not None:
-            params[current] = (params[current] + " " + line.strip()).strip()
-        elif re.match(r"^\S", line):
-            break
-    return description, params
+    if not doc:
+        return "", {}
+    import docstring_parser  # imported on first use: most imports decorate nothing
+
+    try:
+        parsed = docstring_parser.parse(doc)
+    except docstring_parser.ParseError:
+        return doc, {}
+    description = "\n\n".join(
+        part for part in (parsed.short_description, parsed.long_description) if part
+    )
+    params = {
+        p.arg_name.lstrip("*"): " ".join(line.strip() for line in p.description.splitlines())
+        for p in parsed.params
+        if p.description
+    }
+    return description.strip(), params
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
