@@ -25,6 +25,7 @@ class _Counters(Protocol):
     model_requests: int
     transport_retries: int
     rounds: int
+    round_base: int
     run_id: str
 
 
@@ -54,7 +55,7 @@ async def ask_model(
             emit(
                 ModelRequestStarted(
                     run_id=counters.run_id,
-                    round=counters.rounds + 1,
+                    round=counters.round_base + counters.rounds + 1,
                     model=model.name,
                     attempt=retries + 1,
                     origin=origin,

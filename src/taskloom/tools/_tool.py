@@ -6,6 +6,10 @@ built once at decoration. A parameter annotated `ToolContext` is injected and
 left out of the schema. `Tool` can also be built by hand (name, description,
 schema, function) or subclassed (override `invoke`).
 
+A generator function (async or sync) is a streaming tool: every value it
+yields reaches the run's subscribers at once as `ToolProgress`, and the last
+one is the result the model reads.
+
 Every call ends in exactly one result: a tool's return value becomes text, a
 `ToolError` becomes an error result with its message, any other exception an
 error result naming its type and message (never a traceback). Error text is
@@ -22,6 +26,7 @@ in its thread until it returns: Python cannot kill a thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -33,7 +38,7 @@ import sys
 import threading
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from enum import StrEnum
@@ -215,6 +220,47 @@ def _run_in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio.Fu
     return asyncio.wrap_future(_sync_pool.submit(call))
 
 
+def _kind_of(fn: Callable[..., Any] | None) -> str:
+    """How a tool's function is called: `async`, `async-generator`, `generator`
+    or `sync` (checked once, at construction)."""
+    if fn is None:
+        return "sync"
+    if inspect.isasyncgenfunction(fn):
+        return "async-generator"
+    if inspect.iscoroutinefunction(fn):
+        return "async"
+    if inspect.isgeneratorfunction(fn):
+        return "generator"
+    return "sync"
+
+
+def _progress_text(value: Any) -> str:
+    return value.content if isinstance(value, ToolOutput) else to_content(value)
+
+
+async def _drain_async(stream: AsyncGenerator[Any, None], ctx: ToolContext) -> Any:
+    """A streaming tool: every yielded value is progress, the last one the result."""
+    last: Any = None
+    try:
+        async for value in stream:
+            ctx.progress(_progress_text(value))
+            last = value
+    finally:
+        # A cut-off stream (timeout, deadline, cancellation) runs its cleanup now.
+        await stream.aclose()
+    return last
+
+
+def _drain_sync(gen: Generator[Any, None, None], ctx: ToolContext) -> Any:
+    """`_drain_async` for a sync generator function, in its worker thread."""
+    last: Any = None
+    with contextlib.closing(gen):
+        for value in gen:
+            ctx.progress(_progress_text(value))
+            last = value
+    return last
+
+
 def _check_schema(args: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
     """Hand-written schemas: a structural check (see `taskloom._schema`)."""
     try:
@@ -238,7 +284,7 @@ class Tool:
     __slots__ = (
         "_ctx_param",
         "_fn",
-        "_is_async",
+        "_kind",
         "_model",
         "_spec",
         "concurrent",
@@ -279,7 +325,7 @@ class Tool:
         self.max_output_chars = max_output_chars
         self.concurrent = concurrent
         self._fn = fn
-        self._is_async = fn is not None and inspect.iscoroutinefunction(fn)
+        self._kind = _kind_of(fn)
         self._model = _arguments_model
         self._ctx_param = _context_param
         self._spec = ToolSpec(name, description, self.input_schema)
@@ -298,11 +344,21 @@ class Tool:
         return self.needs_approval is not False
 
     def requires_approval(self, arguments: dict[str, Any]) -> bool:
-        """Whether this particular call needs a human decision first."""
+        """Whether this particular call needs a human decision first.
+
+        A predicate gets the validated arguments (defaults filled, types
+        coerced, as the tool would); arguments that fail validation need no
+        decision, since the call never runs. A predicate's exception
+        propagates (the loop parks the call and says why).
+        """
         rule = self.needs_approval
         if isinstance(rule, bool):
             return rule
-        return bool(rule(arguments))
+        try:
+            validated = self.validate(arguments)
+        except ArgumentsInvalid:
+            return False
+        return bool(rule(validated))
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """The arguments checked against the schema, as keyword arguments.
@@ -333,8 +389,13 @@ class Tool:
             raise NotImplementedError(f"tool {self.name!r} has no function; override invoke()")
         if self._ctx_param is not None:
             arguments = {**arguments, self._ctx_param: ctx}
-        if self._is_async:
+        kind = self._kind
+        if kind == "async":
             return await self._fn(**arguments)
+        if kind == "async-generator":
+            return await _drain_async(self._fn(**arguments), ctx)
+        if kind == "generator":
+            return await _run_in_thread(_drain_sync, {"gen": self._fn(**arguments), "ctx": ctx})
         result = await _run_in_thread(self._fn, arguments)
         if inspect.isawaitable(result):
             result = await result
@@ -388,10 +449,12 @@ def _is_context(annotation: Any) -> bool:
     if annotation is ToolContext:
         return True
     origin = typing.get_origin(annotation)
+    if origin is ToolContext:  # ToolContext[Deps]
+        return True
     if origin is typing.Annotated:
         return _is_context(typing.get_args(annotation)[0])
     if origin in (typing.Union, types.UnionType):
-        return any(a is ToolContext for a in typing.get_args(annotation))
+        return any(_is_context(a) for a in typing.get_args(annotation) if a is not type(None))
     return False
 
 
