@@ -124,6 +124,7 @@ class Runtime:
             weakref.WeakValueDictionary()
         )
         self._wake_tasks: set[asyncio.Task[Any]] = set()
+        self._closing = False
 
     @property
     def background(self) -> Any:
@@ -152,6 +153,8 @@ class Runtime:
 
     async def close(self) -> None:
         """Stop background work this runtime started and release the store."""
+        # Work stopped below writes its notices; they must not wake anyone now.
+        self._closing = True
         for task in list(self._wake_tasks):
             task.cancel()
         await asyncio.gather(*self._wake_tasks, return_exceptions=True)
@@ -241,7 +244,7 @@ class Runtime:
     def on_notice(self, session_id: str) -> None:
         """A background notice was written for the session (in this process)."""
         self.notify(session_id)
-        if not self.wake_on_notice:
+        if not self.wake_on_notice or self._closing:
             return
         session = self._sessions.get(session_id)
         if session is None or session.is_running or session._wakeups >= self.max_wakeups:
