@@ -89,3 +89,5 @@ def test_demo_runs(tmp_path: Path) -> None:
     for lane in ("[aurora#", "[sledding#", "[fjords#", "[prices#"):
         assert lane in out, lane
     assert "background agent 'prices'" in out and "aurora hunting" in out
+    # the lead's own counts and its children's are labelled apart
+    assert "model requests (this agent)" in out and "model requests (children)" in out
