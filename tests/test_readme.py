@@ -15,6 +15,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 PRINTS = {
     "Run an agent": "Tromsø: clear skies",
     "Watch a run happen": "get_weather -> 4°C, rain",
+    "Structured output and dependencies": "customer='acme' total=1200.0",
 }
 
 
