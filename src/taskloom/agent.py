@@ -187,25 +187,32 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         fixes: int = 2,
         compaction: Compaction | None = None,
     ) -> None:
-        if not isinstance(name, str) or not name:
+        # The checks cost little on the common path (exact types, defaults
+        # left alone): constructing an agent stays within a few microseconds.
+        if type(name) is not str or not name:
             raise ConfigurationError(f"Agent(name={name!r}): the name must be a non-empty string")
-        _check_model(name, model)
+        if type(model) not in _MODEL_TYPES:
+            _check_model(name, model)
         if instructions is not None and not isinstance(instructions, str):
             raise _invalid(
                 name, "instructions", instructions, "a string (the system prompt) or None"
             )
-        output = _output_option(name, output_type, output_schema)
+        output = None
+        if output_type is not None or output_schema is not None:
+            output = _output_option(name, output_type, output_schema)
         if deps_type is not None and not _is_type_form(deps_type):
             raise _invalid(name, "deps_type", deps_type, "a type (a class, dataclass, ...) or None")
         if settings is not None and not isinstance(settings, ModelSettings):
             raise _invalid(name, "settings", settings, "a taskloom.models.ModelSettings or None")
-        if isinstance(fixes, bool) or not isinstance(fixes, int) or fixes < 0:
+        if type(fixes) is not int or fixes < 0:
             raise _invalid(name, "fixes", fixes, "an int of at least 0")
         if compaction is not None and not isinstance(compaction, Compaction):
             raise _invalid(name, "compaction", compaction, "a taskloom.Compaction or None")
-        if not isinstance(description, str):
+        if type(description) is not str and not isinstance(description, str):
             raise _invalid(name, "description", description, "a string")
-        if isinstance(tools, str | bytes) or not isinstance(tools, Iterable):
+        if type(tools) is not list and (
+            isinstance(tools, str | bytes) or not hasattr(tools, "__iter__")
+        ):
             raise _invalid(
                 name, "tools", tools, "a list of tools (@tool functions or Tool objects)"
             )
@@ -232,8 +239,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         s(self, "description", description)
         s(self, "fixes", fixes)
         s(self, "compaction", compaction)
-        s(self, "_json_schema", _UNSET)
-        s(self, "_adapter", None)
+        # `_json_schema` and `_adapter` stay unset until first needed.
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Agent is immutable; use agent.replace(...)")
@@ -270,7 +276,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
     @property
     def output_json_schema(self) -> Mapping[str, Any] | None:
         """The output type as JSON schema (computed once, on first use)."""
-        cached = self._json_schema
+        cached = getattr(self, "_json_schema", _UNSET)
         if cached is not _UNSET:
             return cached  # type: ignore[no-any-return]
         output = self.output_type
@@ -332,7 +338,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
             raise ValueError(_problems(exc)) from None
 
     def _type_adapter(self) -> pydantic.TypeAdapter[Any]:
-        adapter = self._adapter
+        adapter = getattr(self, "_adapter", None)
         if adapter is None:
             import pydantic
 
@@ -432,6 +438,11 @@ _FIELDS = (
 )
 
 
+_MODEL_TYPES: set[type[Any]] = set()
+"""Model classes already seen to have `request` and `stream` (strings are
+checked every time: their form is the check)."""
+
+
 def _invalid(agent: str, option: str, value: object, valid: str) -> ConfigurationError:
     return ConfigurationError(
         f"agent {agent!r}: {option} must be {valid}, not {value!r} ({type(value).__name__})"
@@ -449,9 +460,9 @@ def _check_model(agent: str, model: object) -> None:
         prefix, sep, rest = model.partition(":")
         if not (prefix and sep and rest):
             raise ConfigurationError(f"agent {agent!r}: model {model!r} is not {valid}")
-    elif not (
-        callable(getattr(model, "request", None)) and callable(getattr(model, "stream", None))
-    ):
+    elif callable(getattr(model, "request", None)) and callable(getattr(model, "stream", None)):
+        _MODEL_TYPES.add(type(model))  # later agents of this model class skip the check
+    else:
         raise _invalid(agent, "model", model, valid)
 
 
