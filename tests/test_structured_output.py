@@ -233,3 +233,15 @@ async def test_an_openai_compatible_server_can_say_it_has_no_native_output() -> 
     (request,) = server.requests
     assert "response_format" not in request.body
     assert request.body["tools"][0]["function"]["name"] == "final_result"
+
+
+async def test_a_child_with_a_dataclass_output_reports_it_as_json() -> None:
+    from taskloom import SubAgent
+
+    child = ScriptedModel(['{"x": 1, "y": 2}'])
+    helper = SubAgent("pointer", "Finds a point.", child, output_type=Point)
+    parent = ScriptedModel([reply(tool_calls=[("pointer", {"task": "find it"})]), reply("ok")])
+    result = await Agent(model=parent, tools=[helper]).run("go")
+    assert result.status is RunStatus.COMPLETED
+    report = json.loads(parent.requests[1].messages[-1].results[0].content)
+    assert report["answer"] == {"x": 1, "y": 2}
