@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ._schema import check as check_schema
 from .errors import ConfigurationError
 from .models._base import Model, ModelSettings
-from .tools import Tool, as_tool
+from .tools import Tool, Toolset, as_tool
 
 if TYPE_CHECKING:
     from .events import Event
@@ -31,7 +31,8 @@ _UNSET: Any = object()
 
 class Agent:
     """What an agent is: `name`, `model` (a `Model` or a `"provider:model"`
-    string), `instructions` (the system prompt), `tools`.
+    string), `instructions` (the system prompt), `tools`: tools, functions,
+    and toolsets (such as `taskloom.mcp.MCPServer`), which land in `toolsets`.
 
     `output_schema` (a pydantic model class or a JSON schema dict) makes the
     final answer validated JSON, exposed as `RunResult.output`; the model gets
@@ -51,12 +52,14 @@ class Agent:
         "output_schema",
         "settings",
         "tools",
+        "toolsets",
     )
 
     name: str
     model: Model | str
     instructions: str | None
     tools: tuple[Tool, ...]
+    toolsets: tuple[Toolset, ...]
     output_schema: type[Any] | Mapping[str, Any] | None
     settings: ModelSettings
     description: str
@@ -78,7 +81,17 @@ class Agent:
     ) -> None:
         if model is None:
             raise ConfigurationError(f"agent {name!r} has no model: pass model=")
-        tool_tuple = tuple(t if type(t) is Tool else as_tool(t) for t in tools)
+        own: list[Tool] = []
+        sets: list[Toolset] = []
+        for t in tools:
+            if type(t) is Tool:
+                own.append(t)
+            elif isinstance(t, Toolset):
+                sets.append(t)
+            else:
+                own.append(as_tool(t))
+        tool_tuple = tuple(own)
+        toolsets = tuple(sets)
         tool_map: dict[str, Tool] = {}
         for t in tool_tuple:
             if t.name in tool_map:
@@ -89,6 +102,7 @@ class Agent:
         s(self, "model", model)
         s(self, "instructions", instructions)
         s(self, "tools", tool_tuple)
+        s(self, "toolsets", toolsets)
         s(self, "_tool_map", tool_map)
         s(self, "output_schema", output_schema)
         s(self, "settings", settings if settings is not None else _DEFAULT_SETTINGS)
@@ -103,7 +117,8 @@ class Agent:
         model = (
             self.model if isinstance(self.model, str) else getattr(self.model, "spec", self.model)
         )
-        return f"Agent({self.name!r}, model={model!r}, tools={[t.name for t in self.tools]})"
+        names = [t.name for t in self.tools] + [f"{ts.name}:*" for ts in self.toolsets]
+        return f"Agent({self.name!r}, model={model!r}, tools={names})"
 
     def replace(self, **changes: Any) -> Agent:
         """A copy with some fields changed."""
@@ -111,12 +126,13 @@ class Agent:
         if unknown:
             raise TypeError(f"Agent has no field(s) {sorted(unknown)}")
         current: dict[str, Any] = {name: getattr(self, name) for name in _FIELDS}
+        current["tools"] = (*self.tools, *self.toolsets)
         current.update(changes)
         return Agent(**current)
 
     @property
     def tool_map(self) -> Mapping[str, Tool]:
-        """Tools by name."""
+        """The agent's own tools by name (a session adds its toolsets' current ones)."""
         return self._tool_map
 
     # ------------------------------------------------------------ output

@@ -92,6 +92,10 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("session_id")
     _agent_options(resume)
     resume.add_argument("--store", default=None)
+
+    from .mcp import add_mcp_commands
+
+    add_mcp_commands(command("mcp", "serve an agent over the Model Context Protocol"), [debug])
     return parser
 
 
@@ -111,6 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .run import run_prompt
 
             return run_prompt(args)
+        if args.command == "mcp":
+            from .mcp import run_mcp
+
+            return run_mcp(args)
         from .sessions import dispatch
 
         return dispatch(args)

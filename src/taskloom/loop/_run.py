@@ -145,10 +145,14 @@ class RunLoop:
             await self._append_message(user)
         try:
             if resume:
+                # The parked turn's calls run with the tools as they are now.
+                await session.refresh_tools()
                 await self._decide(await self._resume_parked())
             while True:
                 await session.sync()
                 self._check_limits()
+                # A round boundary: a toolset's changed list takes effect here.
+                await session.refresh_tools()
                 await self._round()
         except EndRun as end:
             return await self._finish(end.status, end.error)
