@@ -36,6 +36,8 @@ from .errors import (
 )
 from .events import (
     ApprovalRequested,
+    CompactionFinished,
+    CompactionStarted,
     Event,
     ModelRequestStarted,
     NoticeDelivered,
@@ -53,6 +55,7 @@ from .events import (
     WorkFinished,
 )
 from .loop import (
+    Compaction,
     Continue,
     Inject,
     PendingCall,
@@ -86,6 +89,9 @@ from .tools import (
 )
 
 __all__ = [
+    "Compaction",
+    "CompactionFinished",
+    "CompactionStarted",
     "Agent",
     "ApprovalConflict",
     "ApprovalRequested",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._schema import check as check_schema
 from .errors import ConfigurationError
+from .loop._compact import Compaction
 from .models._base import Model, ModelSettings
 from .tools import Tool, Toolset, as_tool
 
@@ -37,13 +38,16 @@ class Agent:
     `output_schema` (a pydantic model class or a JSON schema dict) makes the
     final answer validated JSON, exposed as `RunResult.output`; the model gets
     `fixes` corrective rounds before the run ends FAILED. `settings` are the
-    model settings (temperature, reasoning, ...). Agents are immutable;
+    model settings (temperature, reasoning, context window, ...). `compaction`
+    (a `Compaction`) lets long sessions summarize their older part instead of
+    overflowing the model's window. Agents are immutable;
     `replace(...)` gives a changed copy.
     """
 
     __slots__ = (
         "_json_schema",
         "_tool_map",
+        "compaction",
         "description",
         "fixes",
         "instructions",
@@ -64,6 +68,7 @@ class Agent:
     settings: ModelSettings
     description: str
     fixes: int
+    compaction: Compaction | None
     _tool_map: dict[str, Tool]
     _json_schema: Any
 
@@ -78,6 +83,7 @@ class Agent:
         settings: ModelSettings | None = None,
         description: str = "",
         fixes: int = 2,
+        compaction: Compaction | None = None,
     ) -> None:
         if model is None:
             raise ConfigurationError(f"agent {name!r} has no model: pass model=")
@@ -108,6 +114,7 @@ class Agent:
         s(self, "settings", settings if settings is not None else _DEFAULT_SETTINGS)
         s(self, "description", description)
         s(self, "fixes", fixes)
+        s(self, "compaction", compaction)
         s(self, "_json_schema", _UNSET)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -249,6 +256,7 @@ _FIELDS = (
     "settings",
     "description",
     "fixes",
+    "compaction",
 )
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from .errors import CorruptEntry
 from .messages import Message, Usage
 from .results import RunStatus
 
@@ -23,6 +24,7 @@ __all__ = [
     "ApprovalDecision",
     "ApprovalRequests",
     "CallsStarted",
+    "CompactionEntry",
     "ContextItem",
     "DeferredEntry",
     "DeferredItem",
@@ -57,6 +59,7 @@ class EntryKind:
     APPROVAL_REQUEST = "approval_request"
     APPROVAL_DECISION = "approval_decision"
     CALLS_STARTED = "calls_started"
+    COMPACTION = "compaction"
     SUBAGENT = "subagent"
     SUBAGENT_DISPATCHED = "subagent_dispatched"
     SUBAGENT_STARTED = "subagent_started"
@@ -110,9 +113,20 @@ class Entry:
 
     @property
     def payload(self) -> Payload | None:
-        """The typed payload of a kind taskloom writes (None for a foreign kind)."""
+        """The typed payload of a kind taskloom writes (None for a foreign kind).
+
+        Raises `CorruptEntry` when the data does not have its kind's shape.
+        """
         cls = _KINDS.get(self.kind)
-        return None if cls is None else cls.from_data(self.data)
+        if cls is None:
+            return None
+        try:
+            return cls.from_data(self.data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CorruptEntry(
+                f"entry {self.position} ({self.kind}) does not have its kind's shape: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
 
     def placed(self, position: int) -> Entry:
         """This entry as stored at `position` (timestamped if it was not)."""
@@ -444,6 +458,46 @@ class CallsStarted(Payload):
         return cls(int(data.get("turn", 0)), tuple(str(c) for c in data.get("call_ids") or ()))
 
 
+@dataclass(frozen=True, slots=True)
+class CompactionEntry(Payload):
+    """The request view was compacted: messages of entries up to position
+    `up_to` are replaced by `summary` in later requests (the log keeps them).
+
+    `method` is `summary` (a model wrote it) or `dropped` (the summarizer
+    failed and the oldest whole turns were left out, as `note` says);
+    `tokens_before` / `tokens_after` are the estimated request sizes.
+    """
+
+    KIND: ClassVar[str] = EntryKind.COMPACTION
+    summary: str
+    up_to: int
+    method: str = "summary"
+    tokens_before: int = 0
+    tokens_after: int = 0
+    note: str | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary,
+            "up_to": self.up_to,
+            "method": self.method,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> CompactionEntry:
+        return cls(
+            str(data.get("summary", "")),
+            int(data["up_to"]),
+            str(data.get("method", "summary")),
+            int(data.get("tokens_before", 0)),
+            int(data.get("tokens_after", 0)),
+            data.get("note"),
+        )
+
+
 # ---------------------------------------------------------------- runs
 
 
@@ -659,6 +713,7 @@ for _cls in (
     ApprovalRequests,
     ApprovalDecision,
     CallsStarted,
+    CompactionEntry,
     RunStartedEntry,
     RunFinishedEntry,
     NoticeDelivered,

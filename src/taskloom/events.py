@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from .results import RunResult
 
 __all__ = [
+    "CompactionFinished",
+    "CompactionStarted",
     "ApprovalRequested",
     "Event",
     "ModelRequestStarted",
@@ -174,6 +176,28 @@ class RunFinished(_Base):
     result: RunResult
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionStarted(_Base):
+    """The loop is compacting the request's view: `tokens` is the estimate
+    before, `window` the model's context window."""
+
+    run_id: str
+    tokens: int
+    window: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionFinished(_Base):
+    """The view was compacted: the estimate before and after, and how
+    (`summary`, or `dropped` when the summarizer failed)."""
+
+    run_id: str
+    tokens_before: int
+    tokens_after: int
+    method: str
+    up_to: int
+
+
 Event: TypeAlias = (
     RunStarted
     | ModelRequestStarted
@@ -189,6 +213,8 @@ Event: TypeAlias = (
     | RetryAttempt
     | RoundCommitted
     | WorkFinished
+    | CompactionStarted
+    | CompactionFinished
     | RunFinished
 )
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from .agent import Agent
 from .entries import (
     ApprovalDecision,
+    CompactionEntry,
     Entry,
     ModelChange,
     Payload,
@@ -35,7 +36,7 @@ from .entries import (
     StopRequest,
     SubagentLink,
 )
-from .errors import ApprovalConflict, SessionBusy, UsageError
+from .errors import ApprovalConflict, CorruptEntry, SessionBusy, UsageError
 from .events import Event, origin_label
 from .loop import (
     NoticesPort,
@@ -46,6 +47,7 @@ from .loop import (
     RunStream,
     SessionLog,
 )
+from .loop._log import summary_message
 from .messages import Message
 from .models._base import Model, ModelSettings, ReasoningOptions
 from .results import ToolSpec
@@ -65,6 +67,10 @@ T = TypeVar("T")
 
 LEASE_TTL = 30.0
 """Seconds a session lease lasts without renewal (renewed every third of it)."""
+
+
+RELEASE_WAIT = 1.0
+"""Seconds a lease release may wait for the store before it is left to lapse."""
 
 
 def session_lease_key(session_id: str) -> str:
@@ -348,8 +354,11 @@ class HeldLease:
         if self._beat is not None and not self._beat.done():
             self._beat.cancel()
             await asyncio.wait([self._beat])
+        # A release that cannot reach the store is harmless (the lease lapses
+        # on its own); it must not hold up a run that already ended.
         with contextlib.suppress(Exception):
-            await self.session.runtime.store.leases.release(self.lease)
+            async with asyncio.timeout(RELEASE_WAIT):
+                await self.session.runtime.store.leases.release(self.lease)
 
 
 class Session:
@@ -446,9 +455,16 @@ class Session:
     # ------------------------------------------------------------ the log
 
     async def sync(self) -> None:
-        """Fold in entries other tasks or processes appended since our last look."""
+        """Fold in entries other tasks or processes appended since our last look.
+
+        Raises `CorruptEntry` naming the session and position of an entry
+        that cannot be read.
+        """
         for entry in await self.runtime.store.load(self.id, after=self.log.position):
-            self.log.apply(entry)
+            try:
+                self.log.apply(entry)
+            except CorruptEntry as exc:
+                raise CorruptEntry(f"session {self.id!r}: {exc}") from None
 
     async def append(self, entry: Entry, message: Message | None = None) -> int:
         """Append `entry` and fold it in; returns its position.
@@ -476,13 +492,19 @@ class Session:
         await self.sync()
         return list(self.log.entries)
 
-    async def transcript(self, include_children: bool = False) -> list[Message]:
-        """The conversation; with `include_children`, each child's messages
-        follow its link, tagged with its origin."""
+    async def transcript(
+        self, include_children: bool = False, *, mark_compactions: bool = False
+    ) -> list[Message]:
+        """The whole conversation, every message the log holds (compaction only
+        shortens what requests send). With `include_children`, each child's
+        messages follow its link, tagged with its origin; with
+        `mark_compactions`, each compaction's summary stands where it was
+        made, as a user message with origin `"compaction"`."""
         await self.sync()
-        if not include_children:
+        if not include_children and not mark_compactions:
             return list(self.log.messages)
-        return await _transcript_with_children(self.runtime.store, list(self.log.entries), "")
+        store = self.runtime.store if include_children else None
+        return await _transcript(store, list(self.log.entries), "", mark_compactions)
 
     async def pending(self) -> list[PendingCall]:
         """The calls of the parked turn that wait for a decision, with their full
@@ -686,6 +708,10 @@ class Session:
             self._chosen = (position, model)
             self.runtime._models.setdefault(spec, model)
 
+    def resolve_model(self, spec: Model | str) -> Model:
+        """A model instance for a spec, through the runtime's registry."""
+        return self.runtime.resolve_model(spec)
+
     async def set_reasoning(self, reasoning: ReasoningOptions | None) -> None:
         """Set (or clear, with None) reasoning options; persisted on the session."""
         await self.record(
@@ -707,8 +733,8 @@ def _as_user(input: str | Message | None) -> Message | None:
     return Message.user(input)
 
 
-async def _transcript_with_children(
-    store: SessionStore, entries: list[Entry], origin: str
+async def _transcript(
+    store: SessionStore | None, entries: list[Entry], origin: str, marks: bool
 ) -> list[Message]:
     out: list[Message] = []
     log = SessionLog()
@@ -718,11 +744,13 @@ async def _transcript_with_children(
         for m in log.messages[before:]:
             out.append(replace(m, origin=origin) if origin else m)
         payload = entry.payload
-        if isinstance(payload, SubagentLink):
+        if marks and isinstance(payload, CompactionEntry):
+            out.append(replace(summary_message(payload.summary), origin="compaction"))
+        elif store is not None and isinstance(payload, SubagentLink):
             child_id = payload.child_session_id
             child_origin = origin_label(payload.name, child_id, origin)
             child_entries = await store.load(child_id)
-            out.extend(await _transcript_with_children(store, child_entries, child_origin))
+            out.extend(await _transcript(store, child_entries, child_origin, marks))
     return out
 
 

@@ -1,10 +1,11 @@
 """PostgreSQL activity registry and notice inbox (psycopg 3, async pool).
 
-Each object opens its `psycopg_pool.AsyncConnectionPool` lazily, on the
-first call, and uses it from that event loop only. Tables (and the schema,
-when one is named) are created on first use under an advisory lock, since
-two processes racing `CREATE TABLE IF NOT EXISTS` can otherwise both try to
-create it and one fails.
+Each object opens its connection pool lazily, on the first call, and uses
+it from that event loop only; the pool is a `PostgresDatabase`'s, so every
+wait on the server is bounded and a dead connection is never handed out.
+Tables (and the schema, when one is named) are created on first use under
+an advisory lock, since two processes racing `CREATE TABLE IF NOT EXISTS`
+can otherwise both try to create it and one fails.
 
 `schema` puts the tables in a schema of their own, e.g. one per test run.
 Registry and inbox may share a schema (and the database of a
@@ -21,9 +22,9 @@ from typing import Any
 
 from psycopg import AsyncConnection, sql
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool
 
 from ..stores._leases import Clock, system_clock
+from ..stores._sql import PostgresDatabase
 from ._activities import BackgroundActivity, BackgroundNotice
 
 __all__ = ["PostgresActivityRegistry", "PostgresNoticeInbox"]
@@ -57,13 +58,14 @@ _DDL = (
 
 
 class _Database:
-    """A lazily opened pool plus the qualified names of the background tables."""
+    """A `PostgresDatabase` (its pool and bounded waits) plus the background tables' names."""
 
     def __init__(self, url: str, schema: str | None, min_size: int, max_size: int) -> None:
         self._url = url
         self._schema = schema
         self._sizes = (min_size, max_size)
-        self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
+        self._db = self._new_db()
+        self._tables_ready = False
         self._opening = asyncio.Lock()
         prefix = (schema,) if schema else ()
         self.activities = sql.Identifier(*prefix, _ACTIVITIES)
@@ -73,34 +75,25 @@ class _Database:
         self.ddl_lock = f"taskloom.background.ddl:{schema or ''}"
         self.kind_lock_prefix = f"taskloom.background.kind:{schema or ''}:"
 
+    def _new_db(self) -> PostgresDatabase:
+        min_size, max_size = self._sizes
+        return PostgresDatabase(self._url, min_size=min_size, max_size=max_size)
+
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
-        pool = self._pool if self._pool is not None else await self._open()
-        async with pool.connection() as conn:
+        if not self._tables_ready:
+            await self._open()
+        async with self._db.connection() as conn:
             yield conn
 
-    async def _open(self) -> AsyncConnectionPool[AsyncConnection[Any]]:
+    async def _open(self) -> None:
         async with self._opening:
-            if self._pool is None:
-                min_size, max_size = self._sizes
-                pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
-                    self._url,
-                    min_size=min_size,
-                    max_size=max_size,
-                    open=False,
-                    kwargs={"autocommit": True},
-                )
-                await pool.open(wait=True)
-                try:
-                    await self._create_tables(pool)
-                except BaseException:
-                    await pool.close()
-                    raise
-                self._pool = pool
-            return self._pool
+            if not self._tables_ready:
+                await self._create_tables()
+                self._tables_ready = True
 
-    async def _create_tables(self, pool: AsyncConnectionPool[AsyncConnection[Any]]) -> None:
-        async with pool.connection() as conn:
+    async def _create_tables(self) -> None:
+        async with self._db.connection() as conn:
             # All of the DDL commits at once, so its last index standing means
             # everything is there. Skipping it then matters: CREATE INDEX IF
             # NOT EXISTS still locks the table, queueing behind live writers
@@ -141,9 +134,11 @@ class _Database:
             return [row[0] for row in await cur.fetchall()]
 
     async def close(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.close()
+        # A PostgresDatabase closes for good; these objects promise that a
+        # later call opens a new pool.
+        db, self._db = self._db, self._new_db()
+        self._tables_ready = False
+        await db.close()
 
 
 class PostgresActivityRegistry:

@@ -94,7 +94,9 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("--store", default=None)
 
     from .mcp import add_mcp_commands
+    from .serve import add_serve_command
 
+    add_serve_command(command("serve", "the web console: watch sessions, decide approvals"))
     add_mcp_commands(command("mcp", "serve an agent over the Model Context Protocol"), [debug])
     return parser
 
@@ -115,6 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .run import run_prompt
 
             return run_prompt(args)
+        if args.command == "serve":
+            from .serve import serve_console
+
+            return serve_console(args)
         if args.command == "mcp":
             from .mcp import run_mcp
 

@@ -19,6 +19,7 @@ from rich.tree import Tree
 
 from ..agent import Agent
 from ..delegation._children import child_status
+from ..entries import CompactionEntry
 from ..errors import UsageError
 from ..loop import SessionLog
 from ..loop._options import RunOptions
@@ -107,9 +108,23 @@ async def _show(runtime: Runtime, console: Console, session_id: str, tree: bool)
         await _tree(runtime, meta, root)
         console.print(root)
         return 0
-    for message in log.messages:
-        for line in render_message(message):
-            console.print(line)
+    replay = SessionLog()
+    for entry in log.entries:
+        shown = len(replay.messages)
+        replay.apply(entry)
+        for message in replay.messages[shown:]:
+            for line in render_message(message):
+                console.print(line)
+        payload = entry.payload
+        if isinstance(payload, CompactionEntry):
+            how = "summarized" if payload.method == "summary" else "left out of the view"
+            console.print(
+                Text(
+                    f"── compacted: earlier messages {how} "
+                    f"(~{payload.tokens_before} → ~{payload.tokens_after} tokens) ──",
+                    style="dim",
+                )
+            )
     for call in log.parked():
         decision = log.decision(call.id)
         if decision is None:

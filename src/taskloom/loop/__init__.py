@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .._control import RunControls, StopSignal, UsageMeter
 from ..results import PendingCall, RunResult, RunStatus
+from ._compact import SUMMARY_PROMPT, Compaction, ContextEstimate
 from ._log import INTERRUPTED, SessionLog
 from ._options import RunOptions
 from ._port import Delivery, NoticesPort, RunNoticesPort, SessionPort
@@ -29,6 +30,9 @@ from ._stream import RunStream
 
 __all__ = [
     "INTERRUPTED",
+    "SUMMARY_PROMPT",
+    "Compaction",
+    "ContextEstimate",
     "Continue",
     "Delivery",
     "Inject",

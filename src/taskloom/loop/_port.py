@@ -19,6 +19,7 @@ from ..results import ToolSpec
 from ..tools import AgentView, Tool, ToolHost
 
 if TYPE_CHECKING:
+    from ._compact import Compaction
     from ._log import SessionLog
 
 __all__ = ["AgentSpec", "Delivery", "NoticesPort", "RunNoticesPort", "SessionPort"]
@@ -65,6 +66,11 @@ class AgentSpec(AgentView, Protocol):
     @property
     def output_name(self) -> str:
         """A name for the structured output."""
+        ...
+
+    @property
+    def compaction(self) -> Compaction | None:
+        """When and how long sessions are compacted (None: never)."""
         ...
 
     def parse_output(self, text: str) -> object:
@@ -177,4 +183,8 @@ class SessionPort(Protocol):
 
     async def set_reasoning(self, reasoning: ReasoningOptions | None) -> None:
         """Persist a reasoning change."""
+        ...
+
+    def resolve_model(self, spec: Model | str) -> Model:
+        """A model instance for a spec (a summarizer named by spec, ...)."""
         ...

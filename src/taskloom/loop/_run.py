@@ -19,6 +19,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..entries import (
@@ -29,7 +30,7 @@ from ..entries import (
     RunFinishedEntry,
     RunStartedEntry,
 )
-from ..errors import UsageError
+from ..errors import ContextWindowExceeded, UsageError
 from ..events import (
     ApprovalRequested,
     Event,
@@ -39,11 +40,12 @@ from ..events import (
     RunStarted,
 )
 from ..messages import Message, ToolCall, ToolResult
-from ..models._base import ModelRequest
+from ..models._base import Model, ModelRequest, ModelResponse
 from ..results import PendingCall, RunResult, RunStatus
 from ..tools import ToolContext
 from ._approvals import gated_calls, requests_for, resolve_parked_turn
 from ._ask import ask_model
+from ._compact import Compactor
 from ._execute import run_batch
 from ._log import fold_text, with_unique_call_ids
 from ._options import RunOptions
@@ -55,7 +57,7 @@ __all__ = ["STORE_GRACE", "RunLoop"]
 
 _PROCEED = RoundDecision.proceed()
 
-STORE_GRACE = 2.0
+STORE_GRACE = 1.0
 """Seconds past the deadline a run waits for the store before it gives up."""
 
 
@@ -81,14 +83,41 @@ class RunLoop:
         self.start_position = 0
         self.background = session.notices
         self.notices = self.background.run_notices(session.id, self.run_id)
+        self.compactor = Compactor(self, session.agent.compaction)
         self._held: Delivery | None = None
 
-    def _event(self, cls: type[Any], **fields: Any) -> None:
+    def event(self, cls: type[Any], **fields: Any) -> None:
+        """Emit an event of this run (tagged with its origin and session)."""
         if self.emit is not None:
             self.emit(cls(origin=self.origin, session_id=self.session.id, **fields))
 
-    async def _append(self, payload: Payload) -> int:
+    _event = event
+
+    async def record(self, payload: Payload) -> int:
+        """Append an entry of this run (fenced, through the session port)."""
         return await self.session.append(Entry.of(payload, self.run_id))
+
+    _append = record
+
+    def resolve_model(self, spec: Model | str) -> Model:
+        """A model instance for a spec (through the session's runtime)."""
+        return self.session.resolve_model(spec)
+
+    async def ask(self, model: Model, request: ModelRequest) -> ModelResponse:
+        """Ask a model under this run's retry policy, budgets and deadline; its
+        usage counts in the run's."""
+        response = await ask_model(
+            model,
+            request,
+            opts=self.opts,
+            controls=self.controls,
+            counters=self,
+            emit=self.emit,
+            origin=self.origin,
+            session_id=self.session.id,
+        )
+        self.controls.meter.add(response.usage)
+        return response
 
     async def _append_message(
         self, message: Message, delivered: Delivery | None = None, folds: Sequence[int] = ()
@@ -174,19 +203,10 @@ class RunLoop:
         if self._held is not None:
             delivery = self._held if delivery is None else self._held.merged(delivery)
             self._held = None
-        # 4. ask the model
+        # 4. ask the model (compacting the view first if it grew too long)
         if delivery is not None:
             self._event(NoticeDelivered, text=delivery.text, notice_ids=tuple(delivery.ack_ids))
-        response = await ask_model(
-            session.model,
-            self._request(delivery),
-            opts=self.opts,
-            controls=self.controls,
-            counters=self,
-            emit=self.emit,
-            origin=self.origin,
-            session_id=session.id,
-        )
+        response = await self._ask_with_compaction(delivery)
         # 5. commit the assistant message with the notices it carried, then ack
         # them. Call ids a provider reuses are made unique first, so results
         # and decisions always pair with this turn's calls.
@@ -195,12 +215,43 @@ class RunLoop:
         if delivery is not None and delivery.ack_ids:
             await self.background.ack(session.id, delivery.ack_ids)
         self.rounds += 1
-        self.controls.meter.add(response.usage)
         calls = message.tool_calls
         if calls:
             await self._tool_round(calls)  # 6a
         else:
             await self._final_round(message)  # 6b
+
+    async def _ask_with_compaction(self, delivery: Delivery | None) -> ModelResponse:
+        compactor = self.compactor
+        if compactor.policy is None:
+            return await self.ask(self.session.model, self._request(delivery))
+        extra = delivery.text if delivery is not None else ""
+        await compactor.before_request(extra)
+        for attempt in (1, 2):
+            chars = compactor.request_chars(extra)
+            try:
+                response = await self.ask(self.session.model, self._request(delivery))
+            except ContextWindowExceeded as exc:
+                # The provider counted what we estimated: compact once, retry once.
+                if attempt == 2 or not await compactor.compact(forced=True):
+                    raise EndRun(RunStatus.FAILED, self._overflow_error(exc)) from None
+                continue
+            u = response.usage
+            compactor.estimate.observe(
+                chars, u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+            )
+            return response
+        raise AssertionError("unreachable")
+
+    def _overflow_error(self, exc: ContextWindowExceeded) -> str:
+        window = self.compactor.window()
+        size = self.compactor.tokens()
+        limit = f"the model's window of {window} tokens" if window else "the model's window"
+        return (
+            f"the request (about {size} tokens) does not fit {limit}, even after compacting "
+            f"({exc}); lower Compaction(keep_recent=...), shorten tool outputs "
+            "(max_output_chars), or use a model with a larger window"
+        )
 
     async def _tool_round(self, calls: list[ToolCall]) -> None:
         gated = gated_calls(calls, self.session.tools)
@@ -341,7 +392,16 @@ class RunLoop:
 
     async def _strategy(self, ctx: RoundContext) -> RoundDecision:
         strategy = self.opts.strategy
-        return _PROCEED if strategy is None else await strategy.on_round(ctx)
+        if strategy is None:
+            return _PROCEED
+        if self.compactor.policy is not None:
+            ctx = replace(
+                ctx, context_tokens=self.compactor.tokens(), context_window=self.compactor.window()
+            )
+        decision = await strategy.on_round(ctx)
+        if decision.compaction != "auto":
+            self.compactor.hint = decision.compaction
+        return decision
 
     async def _decide(self, decision: RoundDecision) -> None:
         await self._apply_adjust(decision.adjust)
@@ -397,7 +457,7 @@ class RunLoop:
 
     def _request(self, delivery: Delivery | None) -> ModelRequest:
         s = self.session
-        messages: Sequence[Message] = tuple(s.log.messages)
+        messages: Sequence[Message] = tuple(s.log.view())
         if delivery is not None:
             messages = (*messages, Message.user(delivery.text))
         agent = s.agent

@@ -353,15 +353,21 @@ class Tool:
                 f"Expected arguments following this JSON schema: {json.dumps(self.input_schema)}"
             )
         try:
-            if self.timeout is not None:
-                async with asyncio.timeout(self.timeout):
-                    value = await self.invoke(kwargs, ctx)
-            else:
+            if self.timeout is None:
                 value = await self.invoke(kwargs, ctx)
+            else:
+                deadline = asyncio.timeout(self.timeout)
+                try:
+                    async with deadline:
+                        value = await self.invoke(kwargs, ctx)
+                except TimeoutError:
+                    # Only our own deadline is a timeout of the tool; a
+                    # TimeoutError the tool raised itself is its own error.
+                    if not deadline.expired():
+                        raise
+                    return self._error(f"tool {self.name!r} timed out after {self.timeout:g}s")
         except ToolError as exc:
             return self._error(str(exc.message))
-        except TimeoutError:
-            return self._error(f"tool {self.name!r} timed out after {self.timeout:g}s")
         except Exception as exc:
             return self._error(_describe(exc))
         if isinstance(value, ToolOutput):
