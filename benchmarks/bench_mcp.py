@@ -8,11 +8,15 @@ The same stdio server (`mcp-server-time`, `get_current_time`) answers both:
   listing is not timed);
 - loop: the same runs with a plain read-only tool answering as much text:
   the loop's own round cost (model request, appends, events), which any
-  tool pays.
+  tool pays;
+- waiting: the same with a plain tool that waits 3 ms first (for reference:
+  a round whose tool waits costs the event loop more CPU, MCP or not).
 
 The issue's goal: (taskloom - loop) per call at most 1.2x the bare call.
-Wall time per call is what counts here (the server is another process);
-trials alternate so that load on the machine hits all three alike.
+Wall time is what a run waits; CPU is this process's own time
+(`time.process_time`; the server is another process). Trials alternate so
+that load on the machine hits all three alike, and the collector is paused
+while they run, as `timeit` does.
 
     python benchmarks/bench_mcp.py [--calls 300] [--trials 5]
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import statistics
 import sys
 import time
@@ -49,6 +54,14 @@ async def plain_clock(timezone: str) -> str:
 
 Cost = tuple[float, float]
 """(wall seconds, this process's CPU seconds) per call."""
+
+
+@tool(effect=ToolEffect.READ_ONLY)
+async def napping_clock(timezone: str) -> str:
+    """A plain tool that waits 3 ms, as a call to a server does: what the
+    loop costs when a tool waits, whatever it waits for."""
+    await asyncio.sleep(0.003)
+    return SAME_SIZE
 
 
 async def bare(client: Client, calls: int) -> Cost:
@@ -81,18 +94,27 @@ async def through_a_run(runtime: Runtime, tools: list[Any], name: str, calls: in
 async def main(calls: int, trials: int) -> None:
     command = [sys.executable, "-m", "mcp_server_time"]
     server = MCPServer.stdio(command[0], command[1:])
-    rows: dict[str, list[Cost]] = {"bare": [], "taskloom": [], "loop": []}
+    rows: dict[str, list[Cost]] = {"bare": [], "taskloom": [], "loop": [], "waiting": []}
     params = StdioServerParameters(command=command[0], args=command[1:])
     async with Client(params) as client, Runtime() as runtime:
         await server.current_tools(runtime)  # opens taskloom's own connection
         await bare(client, 20)  # warm-up
         await through_a_run(runtime, [server], "get_current_time", 20)
+        # As timeit does: the collector's pauses depend on everything else
+        # alive in the process, not on the code measured.
+        gc.collect()
+        gc.disable()
         for _ in range(trials):
             rows["bare"].append(await bare(client, calls))
             rows["taskloom"].append(
                 await through_a_run(runtime, [server], "get_current_time", calls)
             )
             rows["loop"].append(await through_a_run(runtime, [plain_clock], "plain_clock", calls))
+            rows["waiting"].append(
+                await through_a_run(runtime, [napping_clock], "napping_clock", calls)
+            )
+            gc.collect()
+        gc.enable()
     print(f"{calls} calls x {trials} trials; medians of the trials, per call")
     print(f"{'':40} {'wall µs':>10} {'CPU µs':>10}")
     median: dict[str, list[float]] = {}
@@ -100,6 +122,7 @@ async def main(calls: int, trials: int) -> None:
         ("bare", "bare ClientSession.call_tool"),
         ("taskloom", "taskloom run, one MCP call per round"),
         ("loop", "taskloom run, one plain call per round"),
+        ("waiting", "... a plain call that waits 3 ms"),
     ):
         median[key] = [statistics.median(c[i] for c in rows[key]) for i in (0, 1)]
         print(f"{label:40} {median[key][0] * 1e6:10.0f} {median[key][1] * 1e6:10.0f}")

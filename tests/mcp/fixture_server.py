@@ -226,6 +226,7 @@ def main() -> None:
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", args.port))
+    sock.listen(128)  # before READY: a client that connects at once waits in the backlog
     app = server.streamable_http_app()
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     print(f"READY {sock.getsockname()[1]}", flush=True)

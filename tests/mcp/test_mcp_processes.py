@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mcp_support import alive, fixture_stdio, processes, results, start_http_fixture
+from mcp_support import HERE, alive, fixture_stdio, processes, results, start_http_fixture
 
 from conftest import SEEN_GROUPS, Started
 from taskloom import Agent, RunStatus, Runtime
@@ -136,9 +136,10 @@ async def test_closing_the_runtime_kills_the_server_and_what_it_started(started:
         sleepers = json.loads(results(await session.transcript())[0][2])["result"]
         servers = started.sample()
         table = processes()
-        assert len(servers) == 2  # one process per server, for the runtime
-        assert all(table[pid].pgrp == pid for pid in servers)  # each in its own group
-        assert all(table[pid].pgrp in servers for pid in sleepers)
+        shown = {pid: table.get(pid) for pid in [*servers, *sleepers]}
+        assert len(servers) == 2, shown  # one process per server, for the runtime
+        assert all(table[pid].pgrp == pid for pid in servers), shown  # each in its own group
+        assert all(table[pid].pgrp in servers for pid in sleepers), shown
     # `async with` closed the runtime: the servers, and the sleeps one of them
     # started (one kept its stderr, one did not), are gone.
     table = processes()
@@ -211,3 +212,30 @@ async def test_http_headers_are_never_logged_or_stored(
     assert b"sekret-7f3a9" not in stored
     assert "sekret-7f3a9" not in caplog.text
     assert all("sekret-7f3a9" not in text for text in shown)
+
+
+def odd_server(*args: str) -> MCPServer:
+    return MCPServer.stdio(sys.executable, [str(HERE / "odd_server.py"), *args], name="odd")
+
+
+async def test_names_providers_refuse_are_mapped_and_bad_output_is_an_error() -> None:
+    agent = agent_calling(odd_server(), ("files_read", {"path": "/etc/motd"}), ("weather", {}))
+    async with Runtime() as runtime:
+        session = await runtime.create_session(agent)
+        result = await session.run("go")
+        found = results(await session.transcript())
+    assert result.status is RunStatus.COMPLETED
+    # `files.read` on the server, `files_read` for the model.
+    assert found[0] == ("files_read", False, "read /etc/motd")
+    weather = found[1]
+    assert weather[1] is True
+    assert "MCP server 'odd'" in weather[2] and "Invalid structured content" in weather[2]
+
+
+async def test_a_tool_whose_schema_the_model_cannot_use_is_a_clear_error() -> None:
+    async with Runtime() as runtime:
+        with pytest.raises(ConfigurationError) as caught:
+            await odd_server("bad-schema").current_tools(runtime)
+    message = str(caught.value)
+    assert "MCP server 'odd' offers a tool the model cannot use ('broken')" in message
+    assert "its input schema is not valid JSON schema" in message and "'moment'" in message

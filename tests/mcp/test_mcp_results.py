@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from mcp_support import HttpFixture, results, start_http_fixture, wait_for_text
+from mcp_support import HttpFixture, fixture_stdio, results, start_http_fixture, wait_for_text
 
-from conftest import SEEN_GROUPS
+from conftest import SEEN_GROUPS, Started
 from taskloom import Agent, RunOptions, RunStatus, Runtime, ToolEffect, tool
 from taskloom.errors import ConfigurationError
 from taskloom.events import Event, ToolCallFinished, ToolProgress
@@ -281,15 +281,19 @@ async def test_two_servers_with_the_same_tools_clash_unless_prefixed(shared: Htt
             await session.run("go")
 
 
-async def test_sessions_of_a_runtime_share_one_connection(shared: HttpFixture) -> None:
-    server = shared.server()
+async def test_sessions_of_a_runtime_share_one_connection(started: Started) -> None:
+    server = fixture_stdio()
+
+    async def one_session(runtime: Runtime) -> str:
+        model = ScriptedModel([reply(tool_calls=[("whoami", {})]), "ok"])
+        session = await runtime.create_session(Agent("a", model, tools=[server]))
+        await session.run("go")
+        return results(await session.transcript())[0][2]
+
     async with Runtime() as runtime:
-        pids = []
-        for _ in range(2):
-            model = ScriptedModel([reply(tool_calls=[("whoami", {})]), "ok"])
-            session = await runtime.create_session(Agent("a", model, tools=[server]))
-            await session.run("go")
-            pids.append(results(await session.transcript())[0][2])
+        # Three sessions use the server for the first time at once: one start.
+        pids = await asyncio.gather(*(one_session(runtime) for _ in range(3)))
+        assert len(started.sample()) == 1
         connections = MCPConnections.of(runtime)
-        assert connections.connection(server) is connections.connection(shared.server())
-    assert pids[0] == pids[1]
+        assert connections.connection(server) is connections.connection(fixture_stdio())
+    assert len(set(pids)) == 1

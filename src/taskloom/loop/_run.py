@@ -1,6 +1,7 @@
 """The round loop. It reads like the order of operations in DESIGN.md:
 
-    1. check stop signal, deadline, budgets
+    1. check stop signal, deadline, budgets; re-read toolsets (a changed
+       tool list is offered from here on, never within a round)
     2. apply deferred items and steering, in the order they arrived
     3. deliver background notices
     4. ask the model (transport retries counted)

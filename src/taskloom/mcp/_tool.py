@@ -13,6 +13,7 @@ schema itself is checked once, when the tool is listed (with the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -44,6 +45,14 @@ def is_destructive(annotations: types.ToolAnnotations | None) -> bool:
     return annotations.destructive_hint is not False
 
 
+def model_name(remote: str, prefix: str | None) -> str:
+    """The name the model calls a server's tool by: with the prefix, and with
+    the characters providers refuse in tool names (MCP allows `.` and `/`)
+    turned into `_`."""
+    name = f"{prefix}_{remote}" if prefix else remote
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)
+
+
 def _approval_rule(approval: Approval, remote: types.Tool) -> ApprovalRule:
     if approval == "destructive":
         return is_destructive(remote.annotations)
@@ -66,7 +75,7 @@ class MCPTool(Tool):
     __slots__ = ("remote_name", "server")
 
     def __init__(self, server: MCPServer, remote: types.Tool) -> None:
-        name = f"{server.prefix}_{remote.name}" if server.prefix else remote.name
+        name = model_name(remote.name, server.prefix)
         annotations = remote.annotations
         read_only = annotations is not None and annotations.read_only_hint is True
         try:
@@ -81,7 +90,8 @@ class MCPTool(Tool):
             _check_schema(remote.input_schema)
         except ConfigurationError as exc:
             raise ConfigurationError(
-                f"MCP server {server.name!r} offers a tool the model cannot use: {exc}"
+                f"MCP server {server.name!r} offers a tool the model cannot use "
+                f"({remote.name!r}): {exc}"
             ) from None
         self.server = server
         self.remote_name = remote.name
