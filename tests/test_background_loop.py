@@ -225,3 +225,37 @@ async def test_a_failing_job_says_why() -> None:
     await session.run("go")
     texts = [t for r in model.requests for t in user_texts(r)]
     assert any("failed" in t and "RuntimeError: disk full" in t for t in texts)
+
+
+async def test_closing_the_runtime_wakes_nobody() -> None:
+    started: list[int] = []
+
+    @tool
+    async def forever(ctx: ToolContext) -> str:
+        """Start a job that never finishes on its own."""
+
+        async def work() -> str:
+            started.append(1)
+            await asyncio.Event().wait()
+            return "never"
+
+        return await ctx.start_background("job", "forever", work)
+
+    def answer(request: ModelRequest) -> Any:
+        last = request.messages[-1]
+        if last.role == "tool" or "still running" in last.text:
+            return reply("ok")
+        return reply(tool_calls=[("forever", {})])  # a notice would start another job
+
+    runtime = Runtime(wake_on_notice=True)
+    session = await runtime.create_session(Agent("a", FunctionModel(answer), tools=[forever]))
+    await session.run("go")
+    assert started == [1]
+    # Closing stops the job; its "stopped" notice must not start a wake-up
+    # run (whose new job nobody would ever stop).
+    await runtime.close()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert started == [1] and not session.is_running
+    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    assert not [t for t in pending if "_supervise" in repr(t.get_coro())]

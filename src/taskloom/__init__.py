@@ -283,3 +283,14 @@ def _default_background(runtime: Runtime) -> Any:
 
 
 Runtime.default_background = _default_background
+
+
+def _default_observer(runtime: Runtime) -> Any:
+    # Tracing sits above the runtime; deciding whether to trace imports no
+    # opentelemetry (see taskloom.tracing._default).
+    from .tracing import default_observer
+
+    return default_observer(runtime)
+
+
+Runtime.default_observer = _default_observer

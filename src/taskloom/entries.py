@@ -503,18 +503,32 @@ class CompactionEntry(Payload):
 
 @dataclass(frozen=True, slots=True)
 class RunStartedEntry(Payload):
-    """A run (or a resume) of the session began."""
+    """A run (or a resume) of the session began.
+
+    `traceparent` is the run's trace context (W3C) when it was traced: a run
+    that resumes the turn this one parks links its trace to it. Trace ids
+    only, never a secret.
+    """
 
     KIND: ClassVar[str] = EntryKind.RUN_STARTED
     agent: str = ""
     resume: bool = False
+    traceparent: str | None = None
 
     def to_data(self) -> dict[str, Any]:
-        return {"agent": self.agent, "resume": self.resume}
+        data: dict[str, Any] = {"agent": self.agent, "resume": self.resume}
+        if self.traceparent is not None:
+            data["traceparent"] = self.traceparent
+        return data
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> RunStartedEntry:
-        return cls(str(data.get("agent", "")), bool(data.get("resume", False)))
+        traceparent = data.get("traceparent")
+        return cls(
+            str(data.get("agent", "")),
+            bool(data.get("resume", False)),
+            traceparent if isinstance(traceparent, str) else None,
+        )
 
 
 @dataclass(frozen=True, slots=True)

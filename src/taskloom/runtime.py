@@ -39,9 +39,11 @@ from .entries import (
 from .errors import ApprovalConflict, CorruptEntry, SessionBusy, UsageError
 from .events import Event, origin_label
 from .loop import (
+    NO_OBSERVER,
     NoticesPort,
     PendingCall,
     RunLoop,
+    RunObserver,
     RunOptions,
     RunResult,
     RunStream,
@@ -93,12 +95,21 @@ class Runtime:
     writer that vanishes without releasing it blocks the session that long
     (on Linux a dead holder on the same machine is taken over at once).
 
+    Runs are traced (OpenTelemetry GenAI spans and metrics) while a tracer
+    provider is configured, or through `observer` when one is given;
+    `trace_content` records prompts, completions and tool arguments and
+    results in them (as does `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
+
     Two runtimes never share anything.
     """
 
     default_background: ClassVar[Callable[[Runtime], NoticesPort] | None] = None
     """Builds a runtime's background service when none was given (installed by
     the `taskloom` package, which knows the background layer)."""
+
+    default_observer: ClassVar[Callable[[Runtime], RunObserver] | None] = None
+    """Builds a runtime's run observer when none was given (installed by the
+    `taskloom` package: tracing, which sits above the runtime)."""
 
     def __init__(
         self,
@@ -111,6 +122,8 @@ class Runtime:
         wake_on_notice: bool = False,
         max_wakeups: int = 8,
         lease_ttl: float = LEASE_TTL,
+        trace_content: bool = False,
+        observer: RunObserver | None = None,
     ) -> None:
         self.store: SessionStore = open_store(store)
         self.agents: dict[str, Agent] = _by_name(agents, lambda a: a.name)
@@ -120,10 +133,13 @@ class Runtime:
         self.wake_on_notice = wake_on_notice
         self.max_wakeups = max_wakeups
         self.lease_ttl = lease_ttl
+        self.trace_content = trace_content
+        self._observer = observer
         self._watchers: dict[str, list[Callable[[], None]]] = {}
         self._services: dict[type[Any], Any] = {}
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._wake_tasks: set[asyncio.Task[Any]] = set()
+        self._closing = False
 
     @property
     def background(self) -> Any:
@@ -135,6 +151,14 @@ class Runtime:
                 raise UsageError("no background service: pass Runtime(background=...)")
             self._background = make(self)
         return self._background
+
+    @property
+    def observer(self) -> RunObserver:
+        """Who watches this runtime's runs (tracing), made on first use."""
+        if self._observer is None:
+            make = Runtime.default_observer
+            self._observer = NO_OBSERVER if make is None else make(self)
+        return self._observer
 
     def service(self, kind: type[T], make: Callable[[Runtime], T]) -> T:
         """The runtime's one instance of `kind`, made by `make(runtime)` on first
@@ -156,6 +180,8 @@ class Runtime:
     async def close(self) -> None:
         """Stop background work this runtime started, close its services
         (`service`), and release the store."""
+        # Work stopped below writes its notices; they must not wake anyone now.
+        self._closing = True
         for task in list(self._wake_tasks):
             task.cancel()
         await asyncio.gather(*self._wake_tasks, return_exceptions=True)
@@ -241,7 +267,7 @@ class Runtime:
     def on_notice(self, session_id: str) -> None:
         """A background notice was written for the session (in this process)."""
         self.notify(session_id)
-        if not self.wake_on_notice:
+        if not self.wake_on_notice or self._closing:
             return
         session = self._sessions.get(session_id)
         if session is None or session.is_running or session._wakeups >= self.max_wakeups:
@@ -590,7 +616,8 @@ class Session:
                     self._wakeups = 0  # a user turn ends a chain of wake-ups
                 undo = held.on_lost(lambda: options.stop.set("the session was taken over"))
                 try:
-                    return await RunLoop(self, options, emit, origin).run(user, resume=resume)
+                    loop = RunLoop(self, options, emit, origin, self.runtime.observer)
+                    return await loop.run(user, resume=resume)
                 finally:
                     undo()
         finally:

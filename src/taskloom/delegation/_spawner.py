@@ -317,6 +317,8 @@ class Spawner:
             type=wtype.name if wtype else None,
             max_rounds=self.max_rounds,
             parent_run_id=ctx.run_id,
+            # This runs inside the spawn call's span: the child continues it.
+            traceparent=runtime.observer.current_traceparent(),
         )
         try:
             await create_child(

@@ -29,6 +29,7 @@ from ..entries import (
     MessageEntry,
     ModelChange,
     RequestedCall,
+    RunStartedEntry,
     Steer,
 )
 from ..errors import CorruptEntry
@@ -268,6 +269,14 @@ class SessionLog:
         if any((turn, c.id) in self.started for c in open_calls):
             return []
         return open_calls
+
+    def run_traceparent(self) -> str | None:
+        """The trace context the latest run recorded (the run that parked the
+        current turn, when one is parked); None if it was not traced."""
+        for entry in reversed(self.entries):
+            if entry.kind == EntryKind.RUN_STARTED:
+                return RunStartedEntry.from_data(entry.data).traceparent
+        return None
 
     def request(self, call_id: str) -> RequestedCall | None:
         """The approval request of `call_id` in the current turn, if any."""

@@ -12,6 +12,8 @@
 Nothing is written for a turn until its response is complete, so cancelling
 the task discards the turn in flight and leaves the log consistent. Every
 append goes through the session port, fenced by the run's session lease.
+The run, each model request and each tool call happen inside a watch of the
+runtime's observer (tracing), entered in that order of nesting.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from ._compact import Compactor
 from ._execute import run_batch
 from ._log import fold_text, with_unique_call_ids
 from ._options import RunOptions
-from ._port import Delivery, SessionPort
+from ._port import NO_OBSERVER, NO_WATCH, Delivery, RunInfo, RunObserver, SessionPort
 from ._result import EndRun
 from ._strategy import RoundAdjustment, RoundBoundary, RoundContext, RoundDecision, RoundToolResult
 
@@ -71,6 +73,7 @@ class RunLoop:
         options: RunOptions | None,
         emit: Callable[[Event], None] | None,
         origin: str = "",
+        observer: RunObserver = NO_OBSERVER,
     ) -> None:
         self.session = session
         self.opts = options or RunOptions()
@@ -86,6 +89,8 @@ class RunLoop:
         self.notices = self.background.run_notices(session.id, self.run_id)
         self.compactor = Compactor(self, session.agent.compaction)
         self._held: Delivery | None = None
+        self.observer = observer
+        self.watch = NO_WATCH
 
     def event(self, cls: type[Any], **fields: Any) -> None:
         """Emit an event of this run (tagged with its origin and session)."""
@@ -116,6 +121,7 @@ class RunLoop:
             emit=self.emit,
             origin=self.origin,
             session_id=self.session.id,
+            watch=self.watch,
         )
         self.controls.meter.add(response.usage)
         return response
@@ -169,27 +175,37 @@ class RunLoop:
             await self._append_message(cut_off)
         # Stop requests written before this run started are not for it.
         self.start_position = session.log.position
-        await self._append(RunStartedEntry(session.agent.name, resume))
-        self._event(RunStarted, run_id=self.run_id, agent=session.agent.name)
-        if user is not None:
-            await self._append_message(user)
-        try:
-            if resume:
-                # The parked turn's calls run with the tools as they are now.
-                await session.refresh_tools()
-                await self._decide(await self._resume_parked())
-            while True:
-                await session.sync()
-                self._check_limits()
-                # A round boundary: a toolset's changed list takes effect here.
-                await session.refresh_tools()
-                await self._round()
-        except EndRun as end:
-            return await self._finish(end.status, end.error)
-        except BaseException as exc:
-            if not isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
-                await self._record_failure(exc)
-            raise
+        self.watch = self.observer.run(
+            RunInfo(
+                session.agent,
+                session.id,
+                self.run_id,
+                resume,
+                session.log.run_traceparent() if resume else None,
+            )
+        )
+        with self.watch:
+            await self._append(RunStartedEntry(session.agent.name, resume, self.watch.traceparent))
+            self._event(RunStarted, run_id=self.run_id, agent=session.agent.name)
+            if user is not None:
+                await self._append_message(user)
+            try:
+                if resume:
+                    # The parked turn's calls run with the tools as they are now.
+                    await session.refresh_tools()
+                    await self._decide(await self._resume_parked())
+                while True:
+                    await session.sync()
+                    self._check_limits()
+                    # A round boundary: a toolset's changed list takes effect here.
+                    await session.refresh_tools()
+                    await self._round()
+            except EndRun as end:
+                return await self._finish(end.status, end.error)
+            except BaseException as exc:
+                if not isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+                    await self._record_failure(exc)
+                raise
 
     async def _round(self) -> None:
         session = self.session
@@ -321,6 +337,7 @@ class RunLoop:
             deadline_at=self.controls.deadline_at,
             origin=self.origin,
             session_id=self.session.id,
+            watch=self.watch,
         )
         self.tool_calls += ran
         it = iter(results_run)
@@ -510,6 +527,7 @@ class RunLoop:
             )
         )
         self._event(RunFinished, result=result)
+        self.watch.finished(result)
         return result
 
     async def _record_failure(self, exc: BaseException) -> None:

@@ -48,6 +48,7 @@ __all__ = [
     "checked_base_url",
     "merge_settings",
     "public_url",
+    "same_origin",
 ]
 
 _Origin = tuple[str, str, int]
@@ -102,6 +103,9 @@ def merge_settings(default: ModelSettings | None, override: ModelSettings) -> Mo
         stop=override.stop or default.stop,
         reasoning=default.reasoning if override.reasoning is None else override.reasoning,
         extra={**default.extra, **override.extra},
+        context_window=(
+            default.context_window if override.context_window is None else override.context_window
+        ),
     )
 
 
@@ -143,6 +147,11 @@ def _origin(url: str) -> _Origin:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     return scheme, parts.hostname or "", parts.port or (443 if scheme == "https" else 80)
+
+
+def same_origin(url: str, other: str) -> bool:
+    """Whether two URLs reach the same scheme, host and port."""
+    return _origin(url) == _origin(other)
 
 
 def _shown(origin: _Origin) -> str:

@@ -137,6 +137,12 @@ class PostgresStore:
         self._sql_delete = f"DELETE FROM {sessions} WHERE id = %s"
 
     @property
+    def database(self) -> PostgresDatabase:
+        """The database this store works on, shared with `leases` and, through
+        `BackgroundService.for_store`, with background work: one pool, one set of timeouts."""
+        return self._db
+
+    @property
     def url(self) -> str:
         """The connection URL (other backends on the same database open it too)."""
         return self._db.url
