@@ -227,10 +227,12 @@ class Connection:
             cause = f"did not answer the MCP handshake within {STARTUP_TIMEOUT:g}s"
         elif isinstance(exc, FileNotFoundError | PermissionError):
             cause = f"could not be started: {exc}"
-        elif self.launch.is_process:
+        elif not self.launch.is_process:
+            cause = f"could not be reached: {_cause(exc)}"
+        elif _closed(exc):
             cause = "exited before answering the MCP handshake"
         else:
-            cause = f"could not be reached: {_cause(exc)}"
+            cause = f"failed the MCP handshake: {_cause(exc)}"
         if start.garbage is not None:
             cause += f"; it wrote something that is not JSON-RPC: {start.garbage!r}"
         tail = await _tail(start)
@@ -445,6 +447,13 @@ async def _tail(start: _Start) -> str:
         return ""
     await start.tail.settle()
     return start.tail.text()
+
+
+def _closed(exc: BaseException) -> bool:
+    """Whether `exc` (or the first error of its group) is the connection closing."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED
 
 
 def _cause(exc: BaseException) -> str:

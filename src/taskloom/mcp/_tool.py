@@ -7,8 +7,8 @@ other read-only calls of the turn; anything else is `WRITE`. Arguments get
 the structural check every hand-written tool gets (types, required and
 unknown properties, enums), which tells the model exactly what was wrong
 without a round trip; the server checks the rest of its schema itself. The
-schema itself is checked once, when the tool is listed (with the
-`jsonschema` package the SDK brings).
+schema is checked once, when the tool is listed (with the `jsonschema`
+package the SDK brings): one the model cannot use is a `ConfigurationError`.
 """
 
 from __future__ import annotations
