@@ -92,6 +92,25 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("session_id")
     _agent_options(resume)
     resume.add_argument("--store", default=None)
+
+    worker = command("worker", "run queued runs, background children and wake-ups")
+    worker.add_argument(
+        "--app", required=True, metavar="MODULE:FACTORY", help="the host's Runtime factory"
+    )
+    worker.add_argument("--concurrency", type=int, default=4, help="jobs at once (default 4)")
+    worker.add_argument("--queues", default=None, help="e.g. runs,children (default: both)")
+
+    queue = command("queue", "the work queue")
+    qsub = queue.add_subparsers(dest="action", required=True)
+    qstatus = command("status", "jobs by kind and status, and the workers alive", qsub)
+    qstatus.add_argument("url", help="the PostgreSQL URL of the queue")
+    qstatus.add_argument("--schema", default=None, help="the PostgreSQL schema of its tables")
+
+    db = command("db", "the PostgreSQL database")
+    dsub = db.add_subparsers(dest="action", required=True)
+    dmigrate = command("migrate", "create or migrate every taskloom table", dsub)
+    dmigrate.add_argument("url", help="postgresql://user@host:port/database")
+    dmigrate.add_argument("--schema", default=None, help="the PostgreSQL schema of the tables")
     return parser
 
 
@@ -111,6 +130,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .run import run_prompt
 
             return run_prompt(args)
+        if args.command == "worker":
+            from .worker import run_worker
+
+            return run_worker(args)
+        if args.command == "queue":
+            from .queue import queue_status
+
+            return queue_status(args)
+        if args.command == "db":
+            from .db import migrate
+
+            return migrate(args)
         from .sessions import dispatch
 
         return dispatch(args)
