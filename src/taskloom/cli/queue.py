@@ -38,7 +38,8 @@ async def _status(args: argparse.Namespace) -> int:
         raise queue_hint(exc, args.url, args.schema) from None
     finally:
         await queue.close()
-    kinds = sorted({kind for kind, _ in status.jobs}) or ["run", "child", "schedule"]
+    known = ["run", "child", "schedule"]
+    kinds = known + sorted({kind for kind, _ in status.jobs} - set(known))
     names = {"todo": "queued", "doing": "running"}
     header = f"{'kind':<10}" + "".join(f"{names.get(s, s):>11}" for s in _STATUSES)
     print(header)

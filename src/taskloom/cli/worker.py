@@ -32,6 +32,10 @@ def run_worker(args: argparse.Namespace) -> int:
         level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s"
     )
     logging.getLogger("taskloom.distributed").setLevel(logging.INFO)
+    # taskloom logs each job that fails in one line; procrastinate would add
+    # a traceback per job. Its worker's own trouble is still shown.
+    logging.getLogger("procrastinate.worker").setLevel(logging.CRITICAL)
+    logging.getLogger("procrastinate.worker.taskloom").setLevel(logging.WARNING)
     return asyncio.run(_serve(args))
 
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import json
-import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,7 +25,8 @@ from ..errors import ConfigurationError, StoreUnavailable, UsageError
 from ..loop import RunOptions
 from ..models._retry import RetryPolicy
 from ..runtime import RunQueue, session_lease_key
-from ._schema import JOBS_CHANNEL, queue_migrations, search_path
+from ._listen import JobListener
+from ._schema import queue_migrations, search_path
 
 if TYPE_CHECKING:
     from procrastinate import App
@@ -130,6 +129,7 @@ class WorkQueue(RunQueue):
         self._app: App | None = None
         self._pool: AsyncConnectionPool[Any] | None = None
         self._opening = asyncio.Lock()
+        self._listener: JobListener | None = None
         self.jobs: Any = None  # the job bodies a worker binds (`_tasks.JobBodies`)
 
     def __repr__(self) -> str:
@@ -236,6 +236,9 @@ class WorkQueue(RunQueue):
 
     async def close(self) -> None:
         """Close the queue's connections (idempotent)."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await listener.close()
         app, self._app = self._app, None
         pool, self._pool = self._pool, None
         if app is not None:
@@ -318,42 +321,30 @@ class WorkQueue(RunQueue):
     async def wait_idle(self, session_id: str, timeout: float | None) -> None:
         """Return once no job of the session is queued or running; `TimeoutError` after
         `timeout` seconds. Woken by the status trigger's NOTIFY, never by polling."""
-        import psycopg
-
         await self.app()
+        if self._listener is None:
+            self._listener = JobListener(self.url, self.schema, self._connect_kwargs())
+        await self._listener.start()
         lock = session_lease_key(session_id)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        conn = await psycopg.AsyncConnection.connect(
-            self.url, autocommit=True, **self._connect_kwargs()
-        )
-        async with conn:
-            # Listen first, then look: a job that ends in between still wakes us.
-            await conn.execute(f"LISTEN {JOBS_CHANNEL}")
-            while True:
-                cur = await conn.execute(
-                    "SELECT EXISTS (SELECT 1 FROM procrastinate_jobs "
-                    "WHERE lock = %s AND status IN ('todo', 'doing'))",
-                    (lock,),
-                )
-                row = await cur.fetchone()
-                if not (row and row[0]):
-                    return
-                while True:
-                    left = None if deadline is None else deadline - time.monotonic()
-                    if left is not None and left <= 0:
-                        raise TimeoutError(f"session {session_id} still has a job after {timeout}s")
-                    if await self._notified(conn, lock, left):
-                        break
+        try:
+            async with asyncio.timeout(timeout):
+                with self._listener.waiting(lock) as changed:
+                    while await self._has_job(lock):
+                        await changed.wait()
+                        changed.clear()
+        except TimeoutError:
+            raise TimeoutError(f"session {session_id} still has a job after {timeout}s") from None
 
-    async def _notified(self, conn: AsyncConnection[Any], lock: str, left: float | None) -> bool:
-        async for note in conn.notifies(timeout=left, stop_after=1):
-            try:
-                what = json.loads(note.payload)
-            except ValueError:
-                continue
-            if what.get("lock") == lock and what.get("schema") == (self.schema or ""):
-                return True
-        return False
+    async def _has_job(self, lock: str) -> bool:
+        assert self._pool is not None
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM procrastinate_jobs "
+                "WHERE lock = %s AND status IN ('todo', 'doing'))",
+                (lock,),
+            )
+            row = await cur.fetchone()
+        return bool(row and row[0])
 
     # ------------------------------------------------------------ schedules
 

@@ -13,8 +13,8 @@ coalesced: each does what the log still needs, no more.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..background import BackgroundService
@@ -47,13 +47,19 @@ def register_tasks(app: App, queue: WorkQueue) -> None:
         return queue.jobs
 
     async def run(context: JobContext, /, **args: Any) -> str:
-        return await bodies().run_session(context.job, args)
+        async with _outcome(context.job):
+            return await bodies().run_session(context.job, args)
+        raise AssertionError("unreachable")
 
     async def child(context: JobContext, /, **args: Any) -> str:
-        return await bodies().run_child(context.job, args)
+        async with _outcome(context.job):
+            return await bodies().run_child(context.job, args)
+        raise AssertionError("unreachable")
 
     async def tick(context: JobContext, /, **args: Any) -> str:
-        return await bodies().fire_schedule(args)
+        async with _outcome(context.job):
+            return await bodies().fire_schedule(args)
+        raise AssertionError("unreachable")
 
     strategy = JobStrategy()
     for name, fn, queue_name in (
@@ -62,6 +68,19 @@ def register_tasks(app: App, queue: WorkQueue) -> None:
         (TICK_TASK, tick, queue.runs),
     ):
         app.task(name=name, queue=queue_name, pass_context=True, retry=strategy)(fn)
+
+
+@asynccontextmanager
+async def _outcome(job: jobs.Job) -> AsyncIterator[None]:
+    """One log line per job that did not simply succeed, saying why."""
+    try:
+        yield
+    except (Busy, Drained, Lost) as exc:
+        logger.info("job %s (%s) goes back in the queue: %s", job.id, job.task_name, exc)
+        raise
+    except Exception as exc:
+        logger.error("job %s (%s) failed: %s: %s", job.id, job.task_name, type(exc).__name__, exc)
+        raise
 
 
 def _field(args: dict[str, Any], name: str, kind: type, job: str) -> Any:
