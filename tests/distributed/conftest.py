@@ -13,3 +13,5 @@ _HERE = Path(__file__).resolve().parent
 for path in (str(_HERE.parent), str(_HERE)):
     if path not in sys.path:
         sys.path.insert(0, path)
+
+from pg import pg_schema  # noqa: E402, F401 (the private-schema fixture, for every test here)

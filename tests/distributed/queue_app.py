@@ -35,12 +35,16 @@ def say(line: str) -> None:
     sys.stdout.flush()
 
 
+def mark(line: str) -> None:
+    with open(os.environ["TLQ_EFFECTS"], "a") as f:
+        f.write(line + "\n")
+
+
 @tool
 async def touch(ctx: ToolContext) -> str:
     """Leave a mark (a side effect that must happen at most once per call)."""
     say(f"TOOL {ctx.session_id} {ctx.call_id}")
-    with open(os.environ["TLQ_EFFECTS"], "a") as f:
-        f.write(f"{ctx.session_id} {ctx.call_id}\n")
+    mark(f"{ctx.session_id} {ctx.call_id}")
     await asyncio.sleep(float(os.environ.get("TLQ_TOOL_SLEEP", "0")))
     return "touched"
 

@@ -27,6 +27,8 @@ SRC = HERE.parents[1] / "src"
 
 __all__ = [
     "Workers",
+    "interrupted",
+    "marks",
     "WorkerProc",
     "host_runtime",
     "log_problems",
@@ -61,7 +63,8 @@ class WorkerProc:
     def __init__(
         self, env: dict[str, str], *, concurrency: int = 4, prefix: Sequence[str] = ()
     ) -> None:
-        self.stderr_file = tempfile.TemporaryFile(mode="w+")
+        # Open for the process's whole life; closed in close().
+        self.stderr_file = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
         command = [
             *prefix,
             sys.executable,
@@ -198,6 +201,11 @@ def log_problems(entries: Sequence[Entry]) -> list[str]:
         if first < last:
             problems.append(f"run {other[:8]} wrote at {first}, inside run {run[:8]} (to {last})")
     return problems
+
+
+def marks(effects: Path) -> list[str]:
+    """The lines of the side-effect file (`<session> <call id>` per call that ran)."""
+    return effects.read_text().splitlines() if effects.exists() else []
 
 
 def interrupted(entries: Iterable[Entry]) -> list[str]:

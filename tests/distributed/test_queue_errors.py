@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from queue_support import SRC, Workers, host_runtime, worker_env
 
-from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
+from pg import PG_DSN, requires_postgres
 from taskloom import Agent, RunStatus, Runtime
 from taskloom.distributed import WorkQueue
 from taskloom.distributed._jobs import FencedJobManager

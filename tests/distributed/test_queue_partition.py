@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from queue_support import Workers, host_runtime, log_problems, tool_results, worker_env
+from queue_support import Workers, host_runtime, log_problems, marks, tool_results, worker_env
 
-from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
+from pg import PG_DSN, requires_postgres
 from taskloom import RunStatus
 from taskloom.entries import RunFinishedEntry, RunStartedEntry
 from taskloom.loop import INTERRUPTED
@@ -186,7 +186,7 @@ async def test_a_partitioned_worker_appends_nothing_after_the_takeover(
         assert len(ends) == 1 and ends[0].run_id == runs[1]
         assert log_problems(entries) == []
         assert list(tool_results(entries).values()) == [[INTERRUPTED]]
-        assert len(effects.read_text().splitlines()) == 1
+        assert len(marks(effects)) == 1
         print(f"partition: takeover at position {first_of_taker}, cut-off worker refused")
     finally:
         pool.close()

@@ -11,9 +11,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from queue_support import Workers, host_runtime, log_problems, tool_results, worker_env
+from queue_support import Workers, host_runtime, log_problems, marks, tool_results, worker_env
 
-from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
+from pg import PG_DSN, requires_postgres
 from taskloom import RunStatus, Runtime
 from taskloom.background import BackgroundNotice, BackgroundService
 from taskloom.entries import DeferredEntry, DeferredItem, RunFinishedEntry, RunStartedEntry
@@ -142,7 +142,7 @@ async def test_sigterm_drains_the_run_in_flight_which_completes_on_another_worke
     assert log_problems(entries) == []
     results = tool_results(entries)
     assert list(results.values()) == [["touched"]]  # the tool ran once, to its end
-    assert len(effects.read_text().splitlines()) == 1
+    assert len(marks(effects)) == 1
 
 
 async def test_a_notice_written_by_this_process_wakes_the_session_on_a_worker(
@@ -185,7 +185,7 @@ async def test_a_background_child_runs_on_a_worker_and_its_report_wakes_the_pare
     assert len(children) == 1
     child_entries = await host.store.load(children[0].id)
     assert [e.kind for e in child_entries].count("subagent_result") == 1
-    assert effects.read_text().split()[0] == children[0].id
+    assert marks(effects)[0].split()[0] == children[0].id
 
 
 async def _reported(runtime: Runtime, parent_id: str) -> bool:

@@ -11,10 +11,18 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from queue_support import WorkerProc, Workers, host_runtime, interrupted, log_problems, tool_results
+from queue_support import (
+    WorkerProc,
+    Workers,
+    host_runtime,
+    interrupted,
+    log_problems,
+    marks,
+    tool_results,
+)
 from queue_support import worker_env as make_env
 
-from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
+from pg import PG_DSN, requires_postgres
 from taskloom import RunStatus, Runtime
 from taskloom.background import BackgroundActivity
 from taskloom.delegation import ChildSpec
@@ -138,16 +146,16 @@ async def check(
     assert len(reports) == len(expected) == PARENTS * CHILDREN_EACH
     assert set(reports) == expected  # one report per child, in its parent's inbox
     assert set(jobs) <= {"succeeded", "aborted"}, jobs  # nothing queued, running or failed
-    marks = effects.read_text().splitlines()
-    assert len(marks) == len(set(marks))  # no call ran twice
-    marked = {line.split()[1] for line in marks}
+    done = marks(effects)
+    assert len(done) == len(set(done))  # no call ran twice
+    marked = {line.split()[1] for line in done}
     for call_id, texts in all_calls.items():
         assert texts in (["touched"], [INTERRUPTED]), (call_id, texts)
         if texts == ["touched"]:
             assert call_id in marked  # a result says it ran: it did
     print(
         f"soak: {PARENTS} runs completed, {terminal} children terminal, {len(reports)} reports, "
-        f"{len(marks)} side effects, {cut_off} calls cut off and answered interrupted, "
+        f"{len(done)} side effects, {cut_off} calls cut off and answered interrupted, "
         f"jobs {jobs}"
     )
     assert terminal == PARENTS * CHILDREN_EACH
