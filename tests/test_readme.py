@@ -15,6 +15,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 PRINTS = {
     "Run an agent": "Tromsø: clear skies",
     "Watch a run happen": "get_weather -> 4°C, rain",
+    "Scale out": "triaged: the printer is on fire",
 }
 
 
@@ -43,6 +44,12 @@ def test_the_readme_has_the_python_blocks_checked_here() -> None:
 
 @pytest.mark.parametrize(("heading", "code"), SECTIONS, ids=[h for h, _ in SECTIONS])
 def test_python_block_runs_on_its_own(heading: str, code: str, tmp_path: Path) -> None:
+    if "postgresql://" in code:
+        from pg import IN_CI, postgres_reachable
+
+        problem = postgres_reachable()
+        if problem is not None and not IN_CI:
+            pytest.skip(f"the block needs PostgreSQL: {problem}")
     # Blocks call asyncio.run, so they run outside pytest's event loop; a fresh
     # process per block also proves a reader can paste any one of them alone.
     done = subprocess.run(

@@ -181,3 +181,14 @@ async def test_the_queue_tables_live_in_the_store_schema(host: Runtime, pg_schem
         ).fetchall()
     assert {r[0] for r in rows if r[0] == pg_schema} == {pg_schema}
     assert sum(1 for r in rows if r[0] == pg_schema) == 2
+
+
+async def test_submits_coalesce_while_queued_and_an_explicit_run_is_never_absorbed(
+    host: Runtime,
+) -> None:
+    session = await host.create_session(host.agent_named("bot"))
+    first, second = await session.submit("one"), await session.submit("two")
+    assert first == second
+    assert await host.queue.wake(session.id) == first  # type: ignore[union-attr]
+    explicit, again = await session.submit(), await session.submit()
+    assert explicit == again != first  # runs even without news: not folded into a wake-up

@@ -125,12 +125,12 @@ class WorkQueue(RunQueue):
         self.runs = runs
         self.children = children
         self._pool_size = pool_size
-        self._options = search_path(schema)
+        self._options = search_path(schema, url)
         self._app: App | None = None
         self._pool: AsyncConnectionPool[Any] | None = None
         self._opening = asyncio.Lock()
         self._listener: JobListener | None = None
-        self.jobs: Any = None  # the job bodies a worker binds (`_tasks.JobBodies`)
+        self._bodies: Any = None  # the job bodies of the worker serving this queue (`_tasks`)
 
     def __repr__(self) -> str:
         return f"WorkQueue({self.url!r}, schema={self.schema!r})"
@@ -258,7 +258,11 @@ class WorkQueue(RunQueue):
             "explicit": explicit,
             "options": options_to_json(options),
         }
-        return await self._defer(RUN_TASK, args, session_lease_key(session_id))
+        lock = session_lease_key(session_id)
+        # An explicit run must not be absorbed by a waiting wake-up, which runs
+        # only on news: it waits under a queueing lock of its own.
+        queueing_lock = f"explicit:{session_id}" if explicit else lock
+        return await self._defer(RUN_TASK, args, lock, queueing_lock=queueing_lock)
 
     async def wake(self, session_id: str) -> str:
         """Queue a wake-up of the session (it runs only if something waits for it)."""

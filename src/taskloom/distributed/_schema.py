@@ -35,13 +35,18 @@ migration files after this one), not a silently different schema.
 """
 
 
-def search_path(schema: str | None) -> str | None:
-    """The libpq `options` that put a connection's unqualified names in `schema`."""
+def search_path(schema: str | None, url: str = "") -> str | None:
+    """The libpq `options` that put a connection's unqualified names in `schema`
+    (after any `options` the URL itself gives, which they must not drop)."""
     if schema is None:
         return None
+    from psycopg.conninfo import conninfo_to_dict
+
+    given = conninfo_to_dict(url).get("options") if url else None
     # libpq splits options at spaces unless a backslash escapes them.
     quoted = quote_ident(schema).replace("\\", "\\\\").replace(" ", "\\ ")
-    return f"-c search_path={quoted}"
+    ours = f"-c search_path={quoted}"
+    return f"{given} {ours}" if given else ours
 
 
 def _escaped(sql: str) -> str:

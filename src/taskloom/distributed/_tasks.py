@@ -13,8 +13,8 @@ coalesced: each does what the log still needs, no more.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..background import BackgroundService
@@ -42,24 +42,18 @@ def register_tasks(app: App, queue: WorkQueue) -> None:
     """Declare taskloom's three tasks on `app`; their bodies are the bound worker's."""
 
     def bodies() -> JobBodies:
-        if not isinstance(queue.jobs, JobBodies):
+        if not isinstance(queue._bodies, JobBodies):
             raise ConfigurationError("this process runs no taskloom worker for the queue")
-        return queue.jobs
+        return queue._bodies
 
     async def run(context: JobContext, /, **args: Any) -> str:
-        async with _outcome(context.job):
-            return await bodies().run_session(context.job, args)
-        raise AssertionError("unreachable")
+        return await _logged(context.job, lambda: bodies().run_session(context.job, args))
 
     async def child(context: JobContext, /, **args: Any) -> str:
-        async with _outcome(context.job):
-            return await bodies().run_child(context.job, args)
-        raise AssertionError("unreachable")
+        return await _logged(context.job, lambda: bodies().run_child(context.job, args))
 
     async def tick(context: JobContext, /, **args: Any) -> str:
-        async with _outcome(context.job):
-            return await bodies().fire_schedule(args)
-        raise AssertionError("unreachable")
+        return await _logged(context.job, lambda: bodies().fire_schedule(args))
 
     strategy = JobStrategy()
     for name, fn, queue_name in (
@@ -70,11 +64,10 @@ def register_tasks(app: App, queue: WorkQueue) -> None:
         app.task(name=name, queue=queue_name, pass_context=True, retry=strategy)(fn)
 
 
-@asynccontextmanager
-async def _outcome(job: jobs.Job) -> AsyncIterator[None]:
-    """One log line per job that did not simply succeed, saying why."""
+async def _logged(job: jobs.Job, body: Callable[[], Awaitable[str]]) -> str:
+    """Run a job body; one log line for a job that did not simply succeed, saying why."""
     try:
-        yield
+        return await body()
     except (Busy, Drained, Lost) as exc:
         logger.info("job %s (%s) goes back in the queue: %s", job.id, job.task_name, exc)
         raise

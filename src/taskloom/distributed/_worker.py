@@ -67,9 +67,9 @@ class QueueWorker:
         from procrastinate.worker import Worker
 
         app = await self.queue.app()
-        if self.queue.jobs is not None and self.queue.jobs is not self.bodies:
+        if self.queue._bodies is not None and self.queue._bodies is not self.bodies:
             raise RuntimeError("one WorkQueue serves one worker at a time")
-        self.queue.jobs = self.bodies
+        self.queue._bodies = self.bodies
         worker = Worker(
             app,
             queues=list(self.queues),
@@ -83,15 +83,16 @@ class QueueWorker:
             stalled_worker_timeout=self.queue.stall_timeout,
         )
         self._worker = worker
-        if self._stop.is_set():
-            return
         running = asyncio.ensure_future(worker.run())  # type: ignore[no-untyped-call]
         keeper = asyncio.ensure_future(self._keep(app, worker))
         try:
             while worker.worker_id is None and not running.done():
                 await asyncio.sleep(0.01)
             self.worker_id = worker.worker_id
-            if not running.done() and on_ready is not None:
+            if self._stop.is_set():
+                # Drained before procrastinate's run() began, which clears stop requests.
+                worker.stop()  # type: ignore[no-untyped-call]
+            elif not running.done() and on_ready is not None:
                 on_ready(self)
             await running
         finally:
@@ -102,7 +103,7 @@ class QueueWorker:
                 running.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await running
-            self.queue.jobs = None
+            self.queue._bodies = None
 
     def drain(self) -> None:
         """Stop taking jobs; runs in flight stop at their next boundary (STOPPED) and
