@@ -4,6 +4,9 @@
 
 - CPU per tool round on the scripted model (and with the model's own cost
   subtracted, measured in the same run);
+- what tracing costs per tool round: runtime CPU (a) with opentelemetry not
+  importable, (b) imported but no tracer provider configured, (c) the SDK
+  with an in-memory exporter (each in fresh processes, interleaved);
 - Agent construction time and memory (1,000 agents with one tool);
 - 10,000 concurrent runs of 3 tool rounds each: wall time, peak memory per run;
 - `import taskloom` time as a ratio to `import pydantic, httpx2`.
@@ -14,15 +17,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
 import statistics
 import subprocess
 import sys
 import time
+import timeit
 import tracemalloc
+from typing import Any
 
 from taskloom import Agent, Runtime, ToolEffect, Usage, tool
-from taskloom.messages import Message
-from taskloom.models import ModelRequest, ScriptedModel, reply
+from taskloom.loop import NO_WATCH, RunInfo
+from taskloom.messages import Message, ToolCall
+from taskloom.models import ModelRequest, ModelResponse, ScriptedModel, reply
+from taskloom.tools import ToolOutput
 
 
 @tool(effect=ToolEffect.READ_ONLY)
@@ -71,6 +79,98 @@ async def cpu_per_round(runs: int) -> tuple[float, float, float]:
     model_share = short_model / (runs * 4) * 1e6
     marginal = ((long - long_model) - (short - short_model)) / (runs * 10) * 1e6
     return per_round, model_share, marginal
+
+
+TRACING_CASES = {
+    "a": "opentelemetry not importable",
+    "b": "opentelemetry imported, no provider",
+    "c": "SDK provider, in-memory exporter",
+}
+
+
+def _traced_as(case: str) -> Any:
+    """Set this process up as tracing case `case`; returns the exporter to empty (c)."""
+    if case == "a":
+        sys.modules["opentelemetry"] = None  # type: ignore[assignment]  # import fails
+        return None
+    from opentelemetry import trace
+
+    if case == "b":
+        return None
+    from opentelemetry import metrics
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+    return exporter
+
+
+async def _tracing_case(case: str, runs: int, batches: int) -> tuple[float, float]:
+    """(the least runtime CPU per round, µs, over `batches` batches of `runs`
+    runs; µs the runtime's observer takes to decide whether to trace a run,
+    for cases a and b, where it decides not to)."""
+    exporter = _traced_as(case)
+    best = float("inf")
+    for _ in range(batches):
+        total, model = await _cpu_of_runs(runs, 3)
+        best = min(best, (total - model) / (runs * 4) * 1e6)
+        if exporter is not None:
+            exporter.clear()
+    decide = 0.0
+    if case != "c":
+        observer = Runtime().observer
+        info = RunInfo(Agent("bench", ScriptedModel([])), "session", "run")
+        n = 100_000
+        decide = min(timeit.repeat(lambda: observer.run(info), number=n, repeat=5)) / n * 1e6
+    return best, decide
+
+
+def tracing_overhead(runs: int, batches: int, processes: int) -> dict[str, float]:
+    """Runtime CPU per round (µs) for each tracing case: the least over fresh
+    processes run interleaved (a, b, c, a, b, c, ...), so load drifts hit
+    every case alike; and `decide a` / `decide b`, µs per run to decide not
+    to trace (the only code that differs between a and b)."""
+    best = dict.fromkeys([*TRACING_CASES, "decide a", "decide b"], float("inf"))
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    for _ in range(processes):
+        for case in TRACING_CASES:
+            command = [sys.executable, __file__, "--tracing-case", case]
+            command += ["--runs", str(runs), "--batches", str(batches)]
+            out = subprocess.run(
+                command,
+                check=True,
+                capture_output=True,
+                text=True,
+                env=env,
+            ).stdout.split()
+            best[case] = min(best[case], float(out[-2]))
+            if case != "c":
+                best[f"decide {case}"] = min(best[f"decide {case}"], float(out[-1]))
+    return best
+
+
+def unobserved_hooks() -> float:
+    """µs per tool round the loop spends in the watch hooks of an unobserved
+    run (what the seam costs before any tracing decision)."""
+    request, response = ModelRequest(messages=()), ModelResponse(Message.user("x"))
+    call, output = ToolCall("c", "add", {}), ToolOutput("2")
+    model = ScriptedModel([])
+
+    def one_round() -> None:
+        with NO_WATCH.model_call(model, request, streamed=False) as asked:
+            asked.responded(response)
+        with NO_WATCH.tool_call(call, None) as running:
+            running.returned(output)
+
+    n = 200_000
+    return min(timeit.repeat(one_round, number=n, repeat=7)) / n * 1e6
 
 
 def agent_construction(n: int = 1000) -> tuple[float, float]:
@@ -136,11 +236,23 @@ def import_ratio(repeats: int = 9) -> tuple[float, float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument("--tracing-case", choices=TRACING_CASES, help=argparse.SUPPRESS)
+    parser.add_argument("--runs", type=int, default=500, help=argparse.SUPPRESS)
+    parser.add_argument("--batches", type=int, default=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.tracing_case:
+        print(*asyncio.run(_tracing_case(args.tracing_case, args.runs, args.batches)))
+        return
     runs = 300 if args.quick else 2000
     concurrent = 1000 if args.quick else 10_000
 
     per_round, model_share, marginal = asyncio.run(cpu_per_round(runs))
+    traced = tracing_overhead(
+        runs=200 if args.quick else 500,
+        batches=3 if args.quick else 5,
+        processes=2 if args.quick else 5,
+    )
+    hooks = unobserved_hooks()
     ctor_us, ctor_bytes = agent_construction()
     wall, per_run, failures = asyncio.run(concurrent_runs(concurrent))
     imp_ours, imp_base, imp_ratio = import_ratio()
@@ -150,6 +262,17 @@ def main() -> None:
         ("  of which the scripted model", f"{model_share:.1f} µs", ""),
         ("  runtime only", f"{per_round - model_share:.1f} µs", "≤ 50 µs"),
         ("  one more tool round (marginal, runtime)", f"{marginal:.1f} µs", "≤ 50 µs"),
+        ("runtime CPU per round, tracing (a) not importable", f"{traced['a']:.1f} µs", ""),
+        ("  (b) imported, no provider", f"{traced['b']:.1f} µs", ""),
+        ("  (b) − (a), end to end (noisy)", f"{traced['b'] - traced['a']:+.1f} µs", ""),
+        (
+            "  (b) − (a), from the per-run decision",
+            f"{(traced['decide b'] - traced['decide a']) / 4:+.2f} µs",
+            "≤ 2 µs",
+        ),
+        ("  (c) SDK, in-memory exporter", f"{traced['c']:.1f} µs", ""),
+        ("  (c) − (a)", f"{traced['c'] - traced['a']:+.1f} µs", ""),
+        ("  watch hooks of an unobserved round (in a and b)", f"{hooks:.2f} µs", ""),
         ("Agent(...) with one tool", f"{ctor_us:.2f} µs", "≤ 5 µs"),
         ("  memory per agent", f"{ctor_bytes:.0f} B", "≤ 4096 B"),
         (

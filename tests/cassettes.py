@@ -1,21 +1,22 @@
 """Loading the recorded provider traffic in tests/corpora and serving it.
 
 `load(folder)` yields `Cassette`s; `transport_for(interaction)` answers every
-request with that interaction's recorded response through an
-`httpx2.MockTransport`, recording what was sent so tests can compare it with
-the recorded request.
+request with that interaction's recorded response through a
+`taskloom.testing.RecordingTransport`, recording what was sent so tests can
+compare it with the recorded request.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import yaml
+
+from taskloom.testing import RecordingTransport
+from taskloom.testing.transport import CannedResponse
 
 CORPUS = Path(__file__).resolve().parent / "corpora" / "pydantic-ai-cassettes"
 
@@ -85,31 +86,16 @@ def load(folder: str) -> Iterator[Cassette]:
         yield cassette
 
 
-class Replay:
-    """A MockTransport that answers with one recorded interaction and keeps what was sent."""
-
-    def __init__(self, interaction: Interaction) -> None:
-        self.interaction = interaction
-        self.sent: list[httpx2.Request] = []
-
-    def handler(self, request: httpx2.Request) -> httpx2.Response:
-        self.sent.append(request)
-        i = self.interaction
-        if i.json_body is not None:
-            return httpx2.Response(i.status, json=i.json_body)
-        content = (i.text_body or "").encode()
-        ctype = (
-            "text/event-stream"
-            if i.is_stream
-            else i.headers.get("content-type", "application/json")
-        )
-        return httpx2.Response(i.status, content=content, headers={"content-type": ctype})
-
-    def client(self) -> httpx2.AsyncClient:
-        return httpx2.AsyncClient(transport=httpx2.MockTransport(self.handler))
-
-    def sent_json(self, index: int = -1) -> Any:
-        return json.loads(self.sent[index].content)
+def transport_for(interaction: Interaction) -> RecordingTransport:
+    """A transport answering every request with the interaction's recorded response."""
+    i = interaction
+    if i.json_body is not None:
+        return RecordingTransport(default=RecordingTransport.json(i.json_body, status=i.status))
+    ctype = (
+        "text/event-stream" if i.is_stream else i.headers.get("content-type", "application/json")
+    )
+    content = (i.text_body or "").encode()
+    return RecordingTransport(default=CannedResponse(i.status, content, {"content-type": ctype}))
 
 
 # Counts reported at the end of the test run (conftest's terminal summary):

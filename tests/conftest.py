@@ -1,4 +1,4 @@
-"""Shared test configuration: the replay counts summary."""
+"""Shared test configuration: fixtures every test may take, the replay counts summary."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+from pg import pg_schema, store_url  # noqa: F401 (fixtures for every test)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

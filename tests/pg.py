@@ -12,6 +12,12 @@ engineers running them side by side) never see each other's tables::
     @requires_postgres
     async def test_it(pg_schema):
         store = PostgresStore(PG_DSN, schema=pg_schema)
+
+A test that must hold on both durable stores takes the `store_url` fixture
+(registered for every test by conftest.py), a `(url, schema)` pair for SQLite
+and for PostgreSQL (which skips like the rest), and opens it with
+`open_durable(url, schema)`; a child process given the pair opens the same
+database.
 """
 
 from __future__ import annotations
@@ -20,10 +26,22 @@ import functools
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-__all__ = ["IN_CI", "PG_DSN", "pg_schema", "postgres_reachable", "requires_postgres"]
+from taskloom.stores import SessionStore, open_store
+
+__all__ = [
+    "IN_CI",
+    "PG_DSN",
+    "open_durable",
+    "pg_schema",
+    "postgres_reachable",
+    "requires_postgres",
+    "store_url",
+]
 
 PG_DSN = os.environ.get("TASKLOOM_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -72,3 +90,20 @@ def pg_schema() -> Iterator[str]:
     finally:
         with psycopg.connect(PG_DSN, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=requires_postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """`(url, schema)` of a durable store: a SQLite file in `tmp_path` (schema `"-"`),
+    or PostgreSQL with a private schema (the test module must import `pg_schema`)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'taskloom.db'}", "-"
+    else:
+        yield PG_DSN, request.getfixturevalue("pg_schema")
+
+
+def open_durable(url: str, schema: str, **options: Any) -> SessionStore:
+    """The store at a `store_url` pair; `options` go to `open_store`."""
+    if schema != "-":
+        options["schema"] = schema
+    return open_store(url, **options)

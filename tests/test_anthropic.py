@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import httpx2
@@ -30,8 +29,8 @@ from taskloom.models import (
     ToolSpec,
 )
 from taskloom.models._anthropic import AnthropicModel, wire_tool_id
-
-Handler = Callable[[httpx2.Request], httpx2.Response]
+from taskloom.testing import RecordingTransport
+from taskloom.testing.transport import Answer, CannedResponse
 
 WEATHER = ToolSpec("weather", "Weather in a city.", {"type": "object", "properties": {}})
 CLOCK = ToolSpec("clock", "The time.", {"type": "object", "properties": {}})
@@ -51,31 +50,20 @@ def reply_json(
     }
 
 
-class Server:
-    """A MockTransport that records each request and answers with a fixed response."""
-
-    def __init__(self, response: httpx2.Response | Handler) -> None:
-        self.requests: list[httpx2.Request] = []
-        self.response = response
-
-    def handler(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests.append(request)
-        if callable(self.response):
-            return self.response(request)
-        return self.response
-
-    @property
-    def body(self) -> Any:
-        return json.loads(self.requests[-1].content)
-
-    def model(self, name: str = "claude-sonnet-4-5", **options: Any) -> AnthropicModel:
-        client = httpx2.AsyncClient(transport=httpx2.MockTransport(self.handler))
-        options.setdefault("stream", False)
-        return AnthropicModel(name, api_key="sk-test", http_client=client, **options)
+def server_of(answer: Answer) -> RecordingTransport:
+    """A server answering every request with `answer`, keeping the requests."""
+    return RecordingTransport(default=answer)
 
 
-def json_server(body: dict[str, Any] | None = None) -> Server:
-    return Server(httpx2.Response(200, json=body or reply_json([{"type": "text", "text": "ok"}])))
+def model_on(
+    server: RecordingTransport, name: str = "claude-sonnet-4-5", **options: Any
+) -> AnthropicModel:
+    options.setdefault("stream", False)
+    return AnthropicModel(name, api_key="sk-test", http_client=server.client(), **options)
+
+
+def json_server(body: dict[str, Any] | None = None) -> RecordingTransport:
+    return server_of(RecordingTransport.json(body or reply_json([{"type": "text", "text": "ok"}])))
 
 
 def sse(*events: dict[str, Any], end: bool = True) -> str:
@@ -95,10 +83,8 @@ def sse(*events: dict[str, Any], end: bool = True) -> str:
     )
 
 
-def sse_server(text: str) -> Server:
-    return Server(
-        httpx2.Response(200, content=text.encode(), headers={"content-type": "text/event-stream"})
-    )
+def sse_server(text: str) -> RecordingTransport:
+    return server_of(RecordingTransport.sse(text))
 
 
 def block_start(index: int, block: dict[str, Any]) -> dict[str, Any]:
@@ -119,8 +105,8 @@ def message_delta(stop_reason: str = "end_turn", **usage: int) -> dict[str, Any]
 
 async def body_for(request: ModelRequest, name: str = "claude-sonnet-4-5", **options: Any) -> Any:
     server = json_server()
-    await server.model(name, **options).request(request)
-    return server.body
+    await model_on(server, name, **options).request(request)
+    return server.body()
 
 
 def ask(*messages: Message, **kw: Any) -> ModelRequest:
@@ -159,14 +145,14 @@ def test_missing_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None
 async def test_key_from_the_environment_is_sent(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "from-env")
     server = json_server()
-    client = httpx2.AsyncClient(transport=httpx2.MockTransport(server.handler))
+    client = server.client()
     await AnthropicModel("claude-sonnet-4-5", http_client=client, stream=False).request(ask())
     assert server.requests[0].headers["x-api-key"] == "from-env"
 
 
 async def test_url_and_headers() -> None:
     server = json_server()
-    model = server.model(base_url="http://127.0.0.1:9/proxy/", headers={"anthropic-beta": "b1"})
+    model = model_on(server, base_url="http://127.0.0.1:9/proxy/", headers={"anthropic-beta": "b1"})
     await model.request(ask())
     sent = server.requests[0]
     assert str(sent.url) == "http://127.0.0.1:9/proxy/v1/messages"
@@ -176,10 +162,10 @@ async def test_url_and_headers() -> None:
     assert sent.headers["content-type"] == "application/json"
     assert sent.headers["anthropic-beta"] == "b1"
     default = json_server()
-    await default.model().request(ask())
+    await model_on(default).request(ask())
     assert str(default.requests[0].url) == "https://api.anthropic.com/v1/messages"
     versioned = json_server()
-    await versioned.model(base_url="http://127.0.0.1:9/v1").request(ask())
+    await model_on(versioned, base_url="http://127.0.0.1:9/v1").request(ask())
     assert str(versioned.requests[0].url) == "http://127.0.0.1:9/v1/messages"
 
 
@@ -450,10 +436,10 @@ async def test_output_tool_fallback_for_older_models() -> None:
         stop_reason="tool_use",
     )
     server = json_server(answer)
-    response = await server.model("claude-sonnet-4-0").request(ask(output_schema=SCHEMA))
-    assert server.body["tools"][-1]["name"] == "output"
-    assert server.body["tools"][-1]["input_schema"] == SCHEMA
-    assert server.body["tool_choice"] == {"type": "tool", "name": "output"}
+    response = await model_on(server, "claude-sonnet-4-0").request(ask(output_schema=SCHEMA))
+    assert server.body()["tools"][-1]["name"] == "output"
+    assert server.body()["tools"][-1]["input_schema"] == SCHEMA
+    assert server.body()["tool_choice"] == {"type": "tool", "name": "output"}
     assert json.loads(response.text) == {"city": "Paris"}
     assert response.message.tool_calls == []
     assert response.stop_reason == "end_turn"
@@ -486,7 +472,7 @@ async def test_parse_whole_response() -> None:
         "output_tokens_details": {"thinking_tokens": 3},
     }
     server = json_server(reply_json(content, "tool_use", **usage))  # type: ignore[arg-type]
-    response = await server.model().request(ask())
+    response = await model_on(server).request(ask())
     message = response.message
     assert (message.role, message.provider, message.model) == (
         "assistant",
@@ -523,23 +509,23 @@ async def test_parse_whole_response() -> None:
 )
 async def test_stop_reasons_are_kept(reason: str) -> None:
     server = json_server(reply_json([{"type": "text", "text": "x"}], reason))
-    assert (await server.model().request(ask())).stop_reason == reason
+    assert (await model_on(server).request(ask())).stop_reason == reason
 
 
 async def test_stream_false_yields_one_completed_event() -> None:
     server = json_server()
-    events = [e async for e in server.model(stream=False).stream(ask())]
+    events = [e async for e in model_on(server, stream=False).stream(ask())]
     assert len(events) == 1 and isinstance(events[0], ResponseCompleted)
     assert events[0].response.text == "ok"
-    assert server.body["stream"] is False
+    assert server.body()["stream"] is False
 
 
 # --- streams --------------------------------------------------------------------------
 
 
-async def stream_events(text: str, **options: Any) -> tuple[list[Any], Server]:
+async def stream_events(text: str, **options: Any) -> tuple[list[Any], RecordingTransport]:
     server = sse_server(text)
-    model = server.model(stream=True, **options)
+    model = model_on(server, stream=True, **options)
     return [e async for e in model.stream(ask())], server
 
 
@@ -567,7 +553,7 @@ async def test_stream_text_thinking_and_tools() -> None:
         message_delta("tool_use", output_tokens=42),
     )
     events, server = await stream_events(text)
-    assert server.body["stream"] is True
+    assert server.body()["stream"] is True
     assert [e.text for e in events if isinstance(e, ThinkingDelta)] == ["Let me ", "think."]
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel", "lo"]
     tool_deltas = [e for e in events if isinstance(e, ToolCallDelta)]
@@ -663,7 +649,7 @@ async def test_stream_error_event_is_typed_and_verbatim() -> None:
     server = sse_server(text)
     seen: list[Any] = []
     with pytest.raises(ProviderOverloaded) as caught:
-        async for event in server.model(stream=True).stream(ask()):
+        async for event in model_on(server, stream=True).stream(ask()):
             seen.append(event)
     assert caught.value.message == "Overloaded"
     assert caught.value.error_type == "overloaded_error"
@@ -685,14 +671,14 @@ async def test_other_stream_errors(
     text = sse({"type": "error", "error": {"type": error_type, "message": "said so"}}, end=False)
     server = sse_server(text)
     with pytest.raises(expected) as caught:
-        await server.model(stream=True).request(ask())
+        await model_on(server, stream=True).request(ask())
     assert (caught.value.message, caught.value.retryable) == ("said so", retryable)
 
 
 async def test_stream_cut_before_message_stop_is_a_transport_error() -> None:
     text = sse(block_start(0, {"type": "text", "text": "hal"}), end=False)
     with pytest.raises(TransportError):
-        await sse_server(text).model(stream=True).request(ask())
+        await model_on(sse_server(text), stream=True).request(ask())
 
 
 async def test_malformed_event_json_is_retryable() -> None:
@@ -700,7 +686,7 @@ async def test_malformed_event_json_is_retryable() -> None:
     text = sse(block_start(0, {"type": "text", "text": ""}))
     text = text.replace("event: message_stop", bad + "event: message_stop", 1)
     with pytest.raises(ProviderError) as caught:
-        await sse_server(text).model(stream=True).request(ask())
+        await model_on(sse_server(text), stream=True).request(ask())
     assert caught.value.retryable is True
     assert "malformed" in caught.value.message
 
@@ -713,17 +699,17 @@ async def test_request_with_stream_true_collects_the_stream() -> None:
         message_delta(output_tokens=2),
     ).replace("\n", "\r\n")
     server = sse_server(text)
-    response = await server.model(stream=True).request(ask())
+    response = await model_on(server, stream=True).request(ask())
     assert response.text == "streamed"
-    assert server.body["stream"] is True
+    assert server.body()["stream"] is True
 
 
 # --- HTTP errors ---------------------------------------------------------------
 
 
-def error_response(status: int, error_type: str, message: str, **headers: str) -> httpx2.Response:
+def error_response(status: int, error_type: str, message: str, **headers: str) -> CannedResponse:
     body = {"type": "error", "error": {"type": error_type, "message": message}}
-    return httpx2.Response(status, json=body, headers=headers)
+    return RecordingTransport.json(body, status=status, headers=headers)
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -742,9 +728,9 @@ async def test_http_errors_are_typed(
     stream: bool, status: int, error_type: str, expected: type[ProviderError], retryable: bool
 ) -> None:
     message = f"{error_type}: the server's own words"
-    server = Server(error_response(status, error_type, message, **{"retry-after": "3"}))
+    server = server_of(error_response(status, error_type, message, **{"retry-after": "3"}))
     with pytest.raises(expected) as caught:
-        await server.model(stream=stream).request(ask())
+        await model_on(server, stream=stream).request(ask())
     error = caught.value
     assert (error.status, error.message, error.error_type) == (status, message, error_type)
     assert error.retryable is retryable
@@ -757,7 +743,7 @@ async def test_connection_failure_is_a_transport_error() -> None:
         raise httpx2.ConnectError("refused", request=request)
 
     with pytest.raises(TransportError):
-        await Server(refuse).model().request(ask())
+        await model_on(server_of(refuse)).request(ask())
 
 
 async def test_events_after_message_stop_are_read_but_ignored() -> None:

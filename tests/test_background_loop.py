@@ -5,22 +5,38 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from taskloom import Agent, NoticeDelivered, RunStatus, Runtime, ToolContext, WorkFinished, tool
+from barriers import Tally, set_within
+from store_signals import SignalingStore
+from taskloom import (
+    Agent,
+    NoticeDelivered,
+    RunOptions,
+    RunStatus,
+    Runtime,
+    Tool,
+    ToolContext,
+    WorkFinished,
+    tool,
+)
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
+from taskloom.runtime import session_lease_key
 
-release = asyncio.Event()
 
+def job_tool(finish: asyncio.Event) -> Tool:
+    """`start_job`, whose jobs answer once the test sets `finish` (never, if it does not)."""
 
-@tool
-async def start_job(seconds: float, ctx: ToolContext) -> str:
-    """Start a job that answers later."""
+    @tool
+    async def start_job(seconds: float, ctx: ToolContext) -> str:
+        """Start a job that answers later."""
 
-    async def work() -> str:
-        await asyncio.sleep(seconds)
-        return f"job result after {seconds}s"
+        async def work() -> str:
+            await finish.wait()
+            return f"job result after {seconds}s"
 
-    job = await ctx.start_background("job", f"compute for {seconds}s", work)
-    return f"started {job}"
+        job = await ctx.start_background("job", f"compute for {seconds}s", work)
+        return f"started {job}"
+
+    return start_job
 
 
 def user_texts(request: ModelRequest) -> list[str]:
@@ -28,10 +44,14 @@ def user_texts(request: ModelRequest) -> list[str]:
 
 
 async def test_a_finished_job_reaches_the_model_at_the_next_boundary() -> None:
+    finish, notice_written = asyncio.Event(), asyncio.Event()
+    start_job = job_tool(finish)
+
     @tool
     async def pause() -> str:
-        """Let time pass."""
-        await asyncio.sleep(0.1)
+        """Let the job finish."""
+        finish.set()
+        await set_within(notice_written)
         return "paused"
 
     model = ScriptedModel(
@@ -43,6 +63,7 @@ async def test_a_finished_job_reaches_the_model_at_the_next_boundary() -> None:
     )
     runtime = Runtime()
     session = await runtime.create_session(Agent("a", model, tools=[start_job, pause]))
+    runtime.watch(session.id, notice_written.set)
     events: list[Any] = []
     result = await session.run("go", emit=events.append)
     assert result.status is RunStatus.COMPLETED
@@ -61,6 +82,7 @@ async def test_a_finished_job_reaches_the_model_at_the_next_boundary() -> None:
 
 async def test_the_model_is_reminded_before_it_finishes() -> None:
     seen: list[list[str]] = []
+    finish, notice_written = asyncio.Event(), asyncio.Event()
 
     async def answer(request: ModelRequest) -> Any:
         seen.append(user_texts(request))
@@ -69,12 +91,16 @@ async def test_the_model_is_reminded_before_it_finishes() -> None:
         if len(seen) == 2:
             return reply("all done, I think")
         if len(seen) == 3:
-            await asyncio.sleep(0.4)  # the model decides to wait
+            # The model decides to wait, and the job finishes meanwhile.
+            finish.set()
+            await set_within(notice_written)
             return reply("waiting for it")
         return reply("final with the job result")
 
     runtime = Runtime()
-    session = await runtime.create_session(Agent("a", FunctionModel(answer), tools=[start_job]))
+    agent = Agent("a", FunctionModel(answer), tools=[job_tool(finish)])
+    session = await runtime.create_session(agent)
+    runtime.watch(session.id, notice_written.set)
     result = await session.run("go")
     assert result.text == "final with the job result"
     assert "still running" in seen[2][-1]  # one reminder for the item this run started
@@ -87,8 +113,9 @@ async def test_the_first_boundary_says_what_is_still_running() -> None:
         [reply(tool_calls=[("start_job", {"seconds": 5})]), reply("ok"), reply("later run")]
     )
     runtime = Runtime()
-    session = await runtime.create_session(Agent("a", model, tools=[start_job]))
-    await session.run("go", options=__import__("taskloom").RunOptions(max_rounds=2))
+    never = asyncio.Event()
+    session = await runtime.create_session(Agent("a", model, tools=[job_tool(never)]))
+    await session.run("go", options=RunOptions(max_rounds=2))
     await session.run("status?")
     assert "still running" in model.requests[-1].messages[-1].text
     await runtime.close()
@@ -108,13 +135,18 @@ async def test_wake_on_notice_starts_a_follow_up_run() -> None:
             return reply("reacted to the job")
         return reply("waiting")
 
-    runtime = Runtime(wake_on_notice=True)
-    session = await runtime.create_session(Agent("a", FunctionModel(answer), tools=[start_job]))
+    finish = asyncio.Event()
+    store = SignalingStore()
+    runtime = Runtime(store=store, wake_on_notice=True)
+    agent = Agent("a", FunctionModel(answer), tools=[job_tool(finish)])
+    session = await runtime.create_session(agent)
     events: list[Any] = []
     runtime.background.emit = events.append
-    first = await session.run("go", options=__import__("taskloom").RunOptions(max_rounds=2))
+    first = await session.run("go", options=RunOptions(max_rounds=2))
     assert first.status is RunStatus.BUDGET_EXHAUSTED  # idle before the job finished
-    await asyncio.wait_for(done.wait(), 5)
+    finish.set()
+    await store.runs_finished.reached(2)  # the follow-up run, started by nobody but the notice
+    assert done.is_set()
     assert any(isinstance(e, WorkFinished) for e in events)
     transcript = await session.transcript()
     assert transcript[-1].text == "reacted to the job"
@@ -123,13 +155,16 @@ async def test_wake_on_notice_starts_a_follow_up_run() -> None:
 
 async def test_wake_ups_are_limited_per_session() -> None:
     runs = 0
+    finishes: list[asyncio.Event] = []  # one per job, set by the test
 
     @tool
     async def chain(ctx: ToolContext) -> str:
-        """Start a job that finishes a moment later."""
+        """Start a job that finishes when the test says so."""
+        finish = asyncio.Event()
+        finishes.append(finish)
 
         async def work() -> str:
-            await asyncio.sleep(0.3)  # long enough that each run ends before its job does
+            await finish.wait()
             return "ping"
 
         await ctx.start_background("job", "ping", work)
@@ -143,18 +178,33 @@ async def test_wake_ups_are_limited_per_session() -> None:
         runs += 1
         return reply(tool_calls=[("chain", {})])  # every user turn or notice starts another job
 
-    runtime = Runtime(wake_on_notice=True, max_wakeups=3)
+    store = SignalingStore()
+    runtime = Runtime(store=store, wake_on_notice=True, max_wakeups=3)
     session = await runtime.create_session(Agent("a", FunctionModel(answer), tools=[chain]))
+    lease = session_lease_key(session.id)
+    runs_ended, lease_attempts = store.leases.released[lease], store.leases.attempts[lease]
+    notices = Tally()
+    runtime.watch(session.id, notices.add)
     await session.run("go")
-    for _ in range(400):
-        await asyncio.sleep(0.02)
-        if session._wakeups == 3 and not runtime._wake_tasks and not session._running:
-            break
-    await asyncio.sleep(0.5)  # the last job finishes, and wakes nobody
-    assert runs == 1 + 3  # the user's run, then three chained wake-ups, then it stops
+    for wake_up in (1, 2, 3):
+        # Each job finishes only after the run that started it ended: its notice
+        # finds the session idle and wakes it; that run starts the next job.
+        finishes[wake_up - 1].set()
+        await runs_ended.reached(1 + wake_up)
+    assert runs == 1 + 3  # the user's run, then three chained wake-ups
+    tried = lease_attempts.count
+    finishes[3].set()  # the last job finishes, and wakes nobody
+    await notices.reached(4)
+    # The wake-up decision follows the notice at once; a wake-up started then
+    # would by now have tried to take the session's lease.
+    await asyncio.sleep(0)
+    assert lease_attempts.count == tried and not session.is_running and runs == 1 + 3
     assert len(await runtime.background.inbox.pending(session.id)) == 1  # the last notice waits
     await session.run("anything new?")  # a user turn delivers it and resets the chain
-    assert session._wakeups <= 1
+    assert runs == 1 + 3 + 1 and len(finishes) == 5
+    finishes[4].set()  # the job the user's turn started: its notice wakes the session again
+    await runs_ended.reached(1 + 3 + 1 + 1)
+    assert runs == 1 + 3 + 1 + 1
     await runtime.close()
 
 
@@ -175,3 +225,37 @@ async def test_a_failing_job_says_why() -> None:
     await session.run("go")
     texts = [t for r in model.requests for t in user_texts(r)]
     assert any("failed" in t and "RuntimeError: disk full" in t for t in texts)
+
+
+async def test_closing_the_runtime_wakes_nobody() -> None:
+    started: list[int] = []
+
+    @tool
+    async def forever(ctx: ToolContext) -> str:
+        """Start a job that never finishes on its own."""
+
+        async def work() -> str:
+            started.append(1)
+            await asyncio.Event().wait()
+            return "never"
+
+        return await ctx.start_background("job", "forever", work)
+
+    def answer(request: ModelRequest) -> Any:
+        last = request.messages[-1]
+        if last.role == "tool" or "still running" in last.text:
+            return reply("ok")
+        return reply(tool_calls=[("forever", {})])  # a notice would start another job
+
+    runtime = Runtime(wake_on_notice=True)
+    session = await runtime.create_session(Agent("a", FunctionModel(answer), tools=[forever]))
+    await session.run("go")
+    assert started == [1]
+    # Closing stops the job; its "stopped" notice must not start a wake-up
+    # run (whose new job nobody would ever stop).
+    await runtime.close()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert started == [1] and not session.is_running
+    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    assert not [t for t in pending if "_supervise" in repr(t.get_coro())]

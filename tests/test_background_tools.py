@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from barriers import set_within
 from taskloom import Agent, RunOptions, RunStatus, Runtime, ToolContext, ToolEffect, tool
 from taskloom.background import background_tools
 from taskloom.background._process import CommandProcess, OutputCapture
@@ -91,9 +92,14 @@ async def tick() -> str:
 @tool  # WRITE: runs alone, so read-only calls after it in the turn see it done
 async def settle(ctx: ToolContext) -> str:
     """Wait until some background work has finished (a test aid)."""
-    async with asyncio.timeout(10):
-        while not await ctx.runtime.background.inbox.pending(ctx.session_id):
-            await asyncio.sleep(0.01)
+    written = asyncio.Event()
+    # Watch first, then look: a notice written in between still wakes us.
+    unwatch = ctx.runtime.watch(ctx.session_id, written.set)
+    try:
+        if not await ctx.runtime.background.inbox.pending(ctx.session_id):
+            await set_within(written)
+    finally:
+        unwatch()
     return "settled"
 
 

@@ -10,18 +10,17 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
+from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime, ToolContext, tool
 from taskloom.background._activities import BackgroundNotice
 from taskloom.loop import INTERRUPTED
 from taskloom.models import FunctionModel, reply
-from taskloom.stores import open_store
 
 pytestmark = pytest.mark.slow
 
@@ -64,18 +63,8 @@ class Child:
                 stream.close()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=requires_postgres)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'crash.db'}", "-"
-    else:
-        schema = request.getfixturevalue("pg_schema")
-        yield PG_DSN, schema
-
-
 def open_runtime(url: str, schema: str) -> Runtime:
-    options: dict[str, Any] = {"schema": schema} if schema != "-" else {}
-    return Runtime(store=open_store(url, **options))
+    return Runtime(store=open_durable(url, schema))
 
 
 @pytest.fixture

@@ -12,8 +12,6 @@ import json
 import re
 from typing import Any
 
-import httpx2
-
 from taskloom import (
     Agent,
     Continue,
@@ -26,6 +24,7 @@ from taskloom import (
     tool,
 )
 from taskloom.models import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
+from taskloom.testing import RecordingTransport
 
 
 @tool(effect=ToolEffect.READ_ONLY)
@@ -34,19 +33,9 @@ def lookup(key: str) -> str:
     return f"value of {key}"
 
 
-class Wire:
-    """Records request bodies and answers with canned JSON."""
-
-    def __init__(self, answer: dict[str, Any]) -> None:
-        self.answer = answer
-        self.bodies: list[dict[str, Any]] = []
-
-    def client(self) -> httpx2.AsyncClient:
-        def handle(request: httpx2.Request) -> httpx2.Response:
-            self.bodies.append(json.loads(request.content))
-            return httpx2.Response(200, json=self.answer)
-
-        return httpx2.AsyncClient(transport=httpx2.MockTransport(handle))
+def wire(answer: dict[str, Any]) -> RecordingTransport:
+    """A provider answering every request with the same canned JSON."""
+    return RecordingTransport(default=RecordingTransport.json(answer))
 
 
 ANTHROPIC = {
@@ -115,7 +104,7 @@ class SwitchEachRound:
 
 
 async def test_a_session_moves_between_providers() -> None:
-    anthropic_wire, chat_wire, responses_wire = Wire(ANTHROPIC), Wire(CHAT), Wire(RESPONSES)
+    anthropic_wire, chat_wire, responses_wire = wire(ANTHROPIC), wire(CHAT), wire(RESPONSES)
     first = AnthropicModel(
         "claude-sonnet-4-5", api_key="k", http_client=anthropic_wire.client(), stream=False
     )
@@ -131,7 +120,7 @@ async def test_a_session_moves_between_providers() -> None:
     )
     assert result.text == "alpha and beta looked up"
 
-    chat = chat_wire.bodies[0]
+    chat = chat_wire.body(0)
     roles = [m["role"] for m in chat["messages"]]
     assert roles == ["system", "user", "assistant", "tool"]
     assistant = chat["messages"][2]
@@ -140,7 +129,7 @@ async def test_a_session_moves_between_providers() -> None:
     assert chat["messages"][3]["tool_call_id"] == call_id
     assert chat["messages"][3]["content"] == "value of alpha"
 
-    responses = responses_wire.bodies[0]
+    responses = responses_wire.body(0)
     kinds = [item.get("type", "message") for item in responses["input"]]
     assert kinds.count("function_call") == 2 and kinds.count("function_call_output") == 2
     assert "sig-abc" not in json.dumps(responses)  # Anthropic thinking is not sent to OpenAI
@@ -152,22 +141,13 @@ async def test_a_session_moves_between_providers() -> None:
 
 
 async def test_thinking_goes_back_to_the_provider_that_made_it() -> None:
-    wire = Wire(ANTHROPIC)
     final = dict(ANTHROPIC, content=[{"type": "text", "text": "done"}], stop_reason="end_turn")
-    answers = iter([ANTHROPIC, final])
-
-    def handle(request: httpx2.Request) -> httpx2.Response:
-        wire.bodies.append(json.loads(request.content))
-        return httpx2.Response(200, json=next(answers))
-
+    server = RecordingTransport(RecordingTransport.json(ANTHROPIC), RecordingTransport.json(final))
     model = AnthropicModel(
-        "claude-sonnet-4-5",
-        api_key="k",
-        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handle)),
-        stream=False,
+        "claude-sonnet-4-5", api_key="k", http_client=server.client(), stream=False
     )
     await Agent("a", model, tools=[lookup]).run("x")
-    replayed = wire.bodies[1]["messages"][1]["content"]
+    replayed = server.body(1)["messages"][1]["content"]
     assert replayed[0] == {
         "type": "thinking",
         "thinking": "I should look it up.",

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Any
 
 import pydantic
 import pytest
 
+from barriers import Overlap
 from taskloom import (
     Agent,
     ConfigurationError,
@@ -19,6 +19,7 @@ from taskloom import (
     SubagentFinished,
     SubagentStarted,
     TextDelta,
+    Tool,
     ToolEffect,
     Usage,
     tool,
@@ -48,13 +49,13 @@ def researcher_model(name: str = "researcher") -> FunctionModel:
     return FunctionModel(answer, name=name)
 
 
-def researcher(**kw: Any) -> SubAgent:
+def researcher(search: Tool = slow_search, **kw: Any) -> SubAgent:
     return SubAgent(
         "researcher",
         "Researches one topic.",
         researcher_model(),
         "You research.",
-        tools=[slow_search],
+        tools=[search],
         **kw,
     )
 
@@ -107,17 +108,23 @@ async def test_a_subagent_answers_with_a_clean_context() -> None:
 
 
 async def test_three_children_fan_out_in_parallel() -> None:
-    sub = researcher()
+    overlap = Overlap(3)
+
+    @tool(name="slow_search", effect=ToolEffect.READ_ONLY)
+    async def search_together(query: str) -> str:
+        """Search, once every child is searching."""
+        async with overlap.inside(query):
+            return f"results for {query}"
+
+    sub = researcher(search_together)
     lead = ScriptedModel(
         [
             reply(tool_calls=[("researcher", {"task": t}) for t in ("tides", "winds", "waves")]),
             reply("synthesis"),
         ]
     )
-    start = time.monotonic()
     result = await Agent("lead", lead, tools=[sub]).run("go")
-    elapsed = time.monotonic() - start
-    assert elapsed < 1.2, elapsed  # three 0.5 s children, concurrently (1.5 s one after another)
+    assert overlap.overlapped, overlap.log  # every child was searching before any finished
     answers = [json.loads(r.content)["answer"] for r in lead.requests[1].messages[-1].results]
     assert answers == ["summary of tides", "summary of winds", "summary of waves"]  # call order
     assert result.usage.requests == 2 + 3 * 2
@@ -301,7 +308,6 @@ async def test_cancelling_the_parent_cancels_children_and_ends_them_stopped() ->
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await asyncio.sleep(0.05)
     child_id = next(e for e in await session.entries() if e.kind == "subagent").data[
         "child_session_id"
     ]

@@ -5,16 +5,11 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
+from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, ModelRequest, ReasoningOptions, RunStatus, Runtime, ToolContext, tool
 from taskloom.models import FunctionModel, ScriptedModel, reply
-from taskloom.stores import open_store
 
 OTHER_PROCESS = """
 import asyncio, sys
@@ -49,16 +44,8 @@ def other_process(url: str, schema: str, session_id: str, *args: str) -> subproc
     )
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=requires_postgres)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'sessions.db'}", "-"
-    else:
-        yield PG_DSN, request.getfixturevalue("pg_schema")
-
-
 def runtime_for(url: str, schema: str, **kw: Any) -> Runtime:
-    return Runtime(store=open_store(url, **({"schema": schema} if schema != "-" else {})), **kw)
+    return Runtime(store=open_durable(url, schema), **kw)
 
 
 async def test_a_steer_from_another_process_reaches_the_running_run(

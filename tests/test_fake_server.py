@@ -475,8 +475,9 @@ async def test_delay_and_hang_time_out_then_the_server_stops(server: FakeServer)
     server.script(FakeServer.hang())
     async with httpx2.AsyncClient(timeout=10) as client:
         waiting = asyncio.ensure_future(post(client, server, CHAT))
-        while len(server.requests) < 3:
-            await asyncio.sleep(0.01)
+        async with asyncio.timeout(10):  # the server has no hook: look until the request is in
+            while len(server.requests) < 3:
+                await asyncio.sleep(0.01)
         await asyncio.wait_for(server.stop(), 5)  # a hung answer does not block stopping
         with pytest.raises(httpx2.TransportError):
             await waiting

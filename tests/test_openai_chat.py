@@ -1,6 +1,7 @@
 """OpenAIChatModel: the bodies it sends and how it reads what comes back.
 
-Servers are `httpx2.MockTransport`s; streamed bodies are written by hand to
+Servers are `taskloom.testing.RecordingTransport`s, answering each request
+with the next prepared response; streamed bodies are written by hand to
 reach the edge cases real servers produce.
 """
 
@@ -41,31 +42,15 @@ from taskloom.models._base import (
     ToolSpec,
 )
 from taskloom.models._openai_chat import OpenAIChatModel
+from taskloom.testing import RecordingTransport
+from taskloom.testing.transport import CannedResponse
 
 WIRE_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
 
-class Server:
-    """Answers each request with the next prepared response and keeps the requests."""
-
-    def __init__(self, *responses: httpx2.Response) -> None:
-        self.responses = list(responses)
-        self.requests: list[httpx2.Request] = []
-
-    def handler(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests.append(request)
-        return self.responses.pop(0)
-
-    def client(self) -> httpx2.AsyncClient:
-        return httpx2.AsyncClient(transport=httpx2.MockTransport(self.handler))
-
-    def body(self, index: int = -1) -> Any:
-        return json.loads(self.requests[index].content)
-
-
 def completion(
     message: dict[str, Any], finish: str | None = "stop", usage: Any = None
-) -> httpx2.Response:
+) -> CannedResponse:
     body = {
         "id": "chatcmpl-1",
         "object": "chat.completion",
@@ -76,7 +61,7 @@ def completion(
     }
     if usage is not None:
         body["usage"] = usage
-    return httpx2.Response(200, json=body)
+    return RecordingTransport.json(body)
 
 
 def chunk(
@@ -96,13 +81,11 @@ def chunk(
     return out
 
 
-def sse(*chunks: dict[str, Any], done: bool = True) -> httpx2.Response:
+def sse(*chunks: dict[str, Any], done: bool = True) -> CannedResponse:
     text = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks)
     if done:
         text += "data: [DONE]\n\n"
-    return httpx2.Response(
-        200, content=text.encode(), headers={"content-type": "text/event-stream"}
-    )
+    return RecordingTransport.sse(text)
 
 
 def tool_delta(
@@ -120,7 +103,7 @@ def tool_delta(
     return {"tool_calls": [call]}
 
 
-def model(server: Server, **options: Any) -> OpenAIChatModel:
+def model(server: RecordingTransport, **options: Any) -> OpenAIChatModel:
     options.setdefault("api_key", "sk-test")
     options.setdefault("stream", False)
     return OpenAIChatModel(options.pop("name", "gpt-test"), http_client=server.client(), **options)
@@ -152,7 +135,7 @@ async def test_key_from_environment_and_no_io_at_construction(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
-    server = Server(completion({"content": "ok"}))
+    server = RecordingTransport(completion({"content": "ok"}))
     m = OpenAIChatModel("gpt-4o", http_client=server.client(), stream=False)
     assert server.requests == []
     assert isinstance(m, Model)
@@ -164,7 +147,7 @@ async def test_key_from_environment_and_no_io_at_construction(
 
 
 async def test_no_key_sends_no_authorization_and_custom_headers_go_out() -> None:
-    server = Server(completion({"content": "ok"}))
+    server = RecordingTransport(completion({"content": "ok"}))
     m = model(
         server,
         api_key=None,
@@ -201,7 +184,7 @@ def test_spec_names_provider_model_and_any_non_default_server() -> None:
 
 
 async def test_body_carries_the_conversation_and_drops_thinking() -> None:
-    server = Server(completion({"content": "ok"}))
+    server = RecordingTransport(completion({"content": "ok"}))
     png = b"\x89PNG\r\n\x1a\nfake"
     messages = [
         Message.user(
@@ -268,7 +251,7 @@ async def test_body_carries_the_conversation_and_drops_thinking() -> None:
 
 
 async def test_assistant_turn_with_only_thinking_is_left_out() -> None:
-    server = Server(completion({"content": "ok"}))
+    server = RecordingTransport(completion({"content": "ok"}))
     messages = [
         Message.user("a"),
         Message.assistant(thinking=[ThinkingBlock("hmm")]),
@@ -279,7 +262,7 @@ async def test_assistant_turn_with_only_thinking_is_left_out() -> None:
 
 
 async def test_tools_settings_and_extra_merged_last() -> None:
-    server = Server(completion({"content": "ok"}))
+    server = RecordingTransport(completion({"content": "ok"}))
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
     settings = ModelSettings(
         temperature=0.2,
@@ -307,7 +290,7 @@ async def test_tools_settings_and_extra_merged_last() -> None:
 
 
 async def test_compatible_servers_get_max_tokens() -> None:
-    server = Server(completion({"content": "ok"}))
+    server = RecordingTransport(completion({"content": "ok"}))
     m = model(server, provider="vllm", api_key_env=None)
     await m.request(ask(settings=ModelSettings(max_tokens=10)))
     assert server.body()["max_tokens"] == 10
@@ -315,7 +298,7 @@ async def test_compatible_servers_get_max_tokens() -> None:
 
 
 async def test_model_settings_are_defaults_under_the_request_settings() -> None:
-    server = Server(completion({"content": "ok"}), completion({"content": "ok"}))
+    server = RecordingTransport(completion({"content": "ok"}), completion({"content": "ok"}))
     defaults = ModelSettings(temperature=0.1, max_tokens=5, extra={"user": "default", "seed": 1})
     m = model(server, settings=defaults)
     await m.request(ask())
@@ -378,7 +361,7 @@ CLOSED = {
 async def test_output_schema_asks_for_strict_json_when_allowed(
     schema: dict[str, Any], strict: bool
 ) -> None:
-    server = Server(completion({"content": "{}"}))
+    server = RecordingTransport(completion({"content": "{}"}))
     await model(server).request(ask(output_schema=schema, output_name="City answer"))
     assert server.body()["response_format"] == {
         "type": "json_schema",
@@ -399,7 +382,7 @@ def _history(call_ids: list[str], result_ids: list[str]) -> list[Message]:
 
 async def test_long_and_odd_ids_are_mapped_the_same_for_call_and_result() -> None:
     ids = ["x" * 60, "tool.call/1", "y" * 60]
-    server = Server(completion({"content": "a"}), completion({"content": "b"}))
+    server = RecordingTransport(completion({"content": "a"}), completion({"content": "b"}))
     m = model(server)
     await m.request(ModelRequest(messages=_history(ids, ids)))
     await m.request(ModelRequest(messages=_history(ids, ids)))
@@ -412,7 +395,7 @@ async def test_long_and_odd_ids_are_mapped_the_same_for_call_and_result() -> Non
 
 
 async def test_empty_ids_get_positional_ids_paired_with_results_in_order() -> None:
-    server = Server(completion({"content": "a"}), completion({"content": "b"}))
+    server = RecordingTransport(completion({"content": "a"}), completion({"content": "b"}))
     m = model(server)
     await m.request(ModelRequest(messages=_history(["", ""], ["", ""])))
     await m.request(ModelRequest(messages=_history(["", ""], ["", ""])))
@@ -443,7 +426,7 @@ async def test_history_from_another_provider_is_accepted_and_its_thinking_droppe
         anthropic_turn,
         Message.tool_results([ToolResult("toolu_01A09q90qw90lq917835lq9", "found")]),
     ]
-    server = Server(completion({"content": "done"}))
+    server = RecordingTransport(completion({"content": "done"}))
     response = await model(server).request(ModelRequest(messages=messages))
     assert response.text == "done"
     raw = server.requests[0].content.decode()
@@ -478,7 +461,7 @@ async def test_text_usage_ids_and_origin() -> None:
         "prompt_tokens_details": {"cached_tokens": 100},
         "completion_tokens_details": {"reasoning_tokens": 12},
     }
-    server = Server(completion({"content": "Paris."}, usage=usage))
+    server = RecordingTransport(completion({"content": "Paris."}, usage=usage))
     m = model(server, provider="openai")
     response = await m.request(ask())
     assert response.text == "Paris."
@@ -501,7 +484,7 @@ async def test_text_usage_ids_and_origin() -> None:
 
 
 async def test_usage_missing_counts_one_request() -> None:
-    server = Server(completion({"content": "x"}))
+    server = RecordingTransport(completion({"content": "x"}))
     response = await model(server).request(ask())
     assert (response.usage.total_tokens, response.usage.requests) == (0, 1)
 
@@ -519,7 +502,9 @@ async def test_parallel_tool_calls_with_broken_arguments() -> None:
         {"id": "", "type": "function", "function": {"name": "noid1", "arguments": ""}},
         {"type": "function", "function": {"name": "noid2", "arguments": "{}"}},
     ]
-    server = Server(completion({"content": None, "tool_calls": calls}, finish="tool_calls"))
+    server = RecordingTransport(
+        completion({"content": None, "tool_calls": calls}, finish="tool_calls")
+    )
     response = await model(server).request(ask())
     got = response.message.tool_calls
     assert [(c.name, c.arguments, c.raw_arguments) for c in got] == [
@@ -538,7 +523,7 @@ async def test_parallel_tool_calls_with_broken_arguments() -> None:
 
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
 async def test_reasoning_fields_become_the_first_block(field: str) -> None:
-    server = Server(completion({"content": "4", field: "2+2 is 4"}))
+    server = RecordingTransport(completion({"content": "4", field: "2+2 is 4"}))
     response = await model(server, provider="deepseek", api_key_env=None).request(ask())
     assert response.message.blocks == (
         ThinkingBlock("2+2 is 4", provider="deepseek"),
@@ -558,12 +543,12 @@ async def test_reasoning_fields_become_the_first_block(field: str) -> None:
     ],
 )
 async def test_finish_reason_map(finish: str, expected: str) -> None:
-    server = Server(completion({"content": "x"}, finish=finish))
+    server = RecordingTransport(completion({"content": "x"}, finish=finish))
     assert (await model(server).request(ask())).stop_reason == expected
 
 
 async def test_refusal_is_text_with_refusal_stop_reason() -> None:
-    server = Server(completion({"content": None, "refusal": "I can't help with that."}))
+    server = RecordingTransport(completion({"content": None, "refusal": "I can't help with that."}))
     response = await model(server).request(ask())
     assert (response.text, response.stop_reason) == ("I can't help with that.", "refusal")
 
@@ -604,7 +589,7 @@ async def test_error_status_is_typed_with_the_message_verbatim(
     status: int, error: dict[str, Any], kind: type[ProviderError]
 ) -> None:
     for stream in (False, True):
-        server = Server(httpx2.Response(status, json={"error": error}))
+        server = RecordingTransport(RecordingTransport.json({"error": error}, status=status))
         with pytest.raises(kind) as info:
             await model(server, stream=stream).request(ask())
         assert (info.value.message, info.value.status, info.value.provider) == (
@@ -615,8 +600,8 @@ async def test_error_status_is_typed_with_the_message_verbatim(
 
 
 async def test_error_object_with_status_200_is_typed() -> None:
-    server = Server(
-        httpx2.Response(200, json={"error": {"message": "upstream overloaded", "code": 503}})
+    server = RecordingTransport(
+        RecordingTransport.json({"error": {"message": "upstream overloaded", "code": 503}})
     )
     with pytest.raises(ProviderError) as info:
         await model(server).request(ask())
@@ -628,7 +613,7 @@ async def test_error_object_with_status_200_is_typed() -> None:
 
 
 async def test_body_that_is_not_a_completion_is_a_provider_error() -> None:
-    server = Server(httpx2.Response(200, json={"pathname": "/chat/completions"}))
+    server = RecordingTransport(RecordingTransport.json({"pathname": "/chat/completions"}))
     with pytest.raises(ProviderError, match="not a chat completion"):
         await model(server).request(ask())
 
@@ -641,7 +626,7 @@ async def test_stream_false_still_streams_events_ending_with_the_response() -> N
             {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}
         ],
     }
-    server = Server(completion(message, finish="tool_calls"))
+    server = RecordingTransport(completion(message, finish="tool_calls"))
     events = await events_of(model(server, stream=False), ask())
     assert events[:3] == [
         ThinkingDelta(text="think"),
@@ -663,7 +648,7 @@ async def test_stream_text_deltas_usage_and_ids() -> None:
         "prompt_tokens_details": {"cached_tokens": 4},
         "completion_tokens_details": {"reasoning_tokens": 1},
     }
-    server = Server(
+    server = RecordingTransport(
         sse(
             chunk({"role": "assistant", "content": ""}),
             chunk({"content": "Hel"}),
@@ -695,14 +680,14 @@ async def test_stream_text_deltas_usage_and_ids() -> None:
 
 
 async def test_request_with_stream_true_reads_the_stream() -> None:
-    server = Server(sse(chunk({"content": "streamed"}), chunk({}, finish="length")))
+    server = RecordingTransport(sse(chunk({"content": "streamed"}), chunk({}, finish="length")))
     response = await model(server, stream=True).request(ask())
     assert (response.text, response.stop_reason) == ("streamed", "max_tokens")
     assert server.body()["stream"] is True
 
 
 async def test_stream_parallel_tool_calls_are_routed_by_index() -> None:
-    server = Server(
+    server = RecordingTransport(
         sse(
             chunk(tool_delta(0, id="call_a", name="first", args="")),
             chunk(tool_delta(0, args='{"x":')),
@@ -755,13 +740,13 @@ async def test_stream_argument_edge_cases(
 ) -> None:
     chunks = [chunk(tool_delta(0, id="call_1", name="f", args=pieces[0]))]
     chunks += [chunk(tool_delta(0, args=p)) for p in pieces[1:]]
-    server = Server(sse(*chunks, chunk({}, finish="tool_calls")))
+    server = RecordingTransport(sse(*chunks, chunk({}, finish="tool_calls")))
     response = await model(server, stream=True).request(ask())
     assert response.message.tool_calls == [ToolCall("call_1", "f", arguments, raw_arguments=raw)]
 
 
 async def test_stream_calls_without_ids_get_ids_and_names_are_not_doubled() -> None:
-    server = Server(
+    server = RecordingTransport(
         sse(
             chunk(tool_delta(0, name="lookup", args='{"q":')),
             chunk(tool_delta(0, name="lookup", args='"a"}')),
@@ -776,7 +761,7 @@ async def test_stream_calls_without_ids_get_ids_and_names_are_not_doubled() -> N
 
 
 async def test_stream_new_id_at_a_used_index_is_a_new_call() -> None:
-    server = Server(
+    server = RecordingTransport(
         sse(
             chunk(tool_delta(0, id="call_1", name="a", args='{"n": 1}')),
             chunk(tool_delta(0, id="call_2", name="b", args='{"n":')),
@@ -792,7 +777,7 @@ async def test_stream_new_id_at_a_used_index_is_a_new_call() -> None:
 
 
 async def test_stream_calls_without_index_follow_their_id() -> None:
-    server = Server(
+    server = RecordingTransport(
         sse(
             chunk(tool_delta(None, id="call_1", name="a", args="{}")),
             chunk(tool_delta(None, id="call_2", name="b", args='{"k"')),
@@ -809,7 +794,7 @@ async def test_stream_calls_without_index_follow_their_id() -> None:
 
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
 async def test_stream_reasoning_deltas_become_thinking(field: str) -> None:
-    server = Server(
+    server = RecordingTransport(
         sse(
             chunk({field: "step 1, "}),
             chunk({field: "step 2"}),
@@ -857,7 +842,7 @@ async def test_stream_reasoning_deltas_become_thinking(field: str) -> None:
 async def test_error_inside_the_stream_is_typed(
     error: dict[str, Any], kind: type[ProviderError], status: int | None, retryable: bool
 ) -> None:
-    server = Server(sse(chunk({"content": "par"}), {"error": error}, done=False))
+    server = RecordingTransport(sse(chunk({"content": "par"}), {"error": error}, done=False))
     with pytest.raises(kind) as info:
         await events_of(model(server, stream=True), ask())
     assert (info.value.message, info.value.status, info.value.retryable) == (
@@ -868,29 +853,27 @@ async def test_error_inside_the_stream_is_typed(
 
 
 async def test_stream_cut_before_its_end_is_a_transport_error() -> None:
-    server = Server(sse(chunk({"content": "half an ans"}), done=False))
+    server = RecordingTransport(sse(chunk({"content": "half an ans"}), done=False))
     with pytest.raises(TransportError):
         await model(server, stream=True).request(ask())
 
 
 async def test_stream_without_done_marker_but_finished_is_complete() -> None:
-    server = Server(sse(chunk({"content": "ok"}), chunk({}, finish="stop"), done=False))
+    server = RecordingTransport(sse(chunk({"content": "ok"}), chunk({}, finish="stop"), done=False))
     assert (await model(server, stream=True).request(ask())).text == "ok"
 
 
 async def test_malformed_event_is_a_retryable_provider_error() -> None:
-    bad = httpx2.Response(
-        200, content=b"data: {not json\n\n", headers={"content-type": "text/event-stream"}
-    )
+    bad = RecordingTransport.sse("data: {not json\n\n")
     with pytest.raises(ProviderError) as info:
-        await model(Server(bad), stream=True).request(ask())
+        await model(RecordingTransport(bad), stream=True).request(ask())
     assert info.value.retryable
 
 
 async def test_tool_results_answer_generated_ids_on_the_next_request() -> None:
     """A call the server sent without an id is answered under the id taskloom gave it."""
     calls = [{"type": "function", "function": {"name": "now", "arguments": "{}"}}]
-    server = Server(
+    server = RecordingTransport(
         completion({"tool_calls": calls}, finish="tool_calls"), completion({"content": "noon"})
     )
     m = model(server)
@@ -908,7 +891,7 @@ async def test_tool_results_answer_generated_ids_on_the_next_request() -> None:
 
 
 async def test_stream_refusal_is_text_with_refusal_stop_reason() -> None:
-    server = Server(
+    server = RecordingTransport(
         sse(
             chunk({"refusal": "I can't "}), chunk({"refusal": "do that."}), chunk({}, finish="stop")
         )
@@ -935,7 +918,7 @@ class Endless(httpx2.AsyncByteStream):
 
 async def test_consumer_that_stops_early_releases_the_connection() -> None:
     body = Endless()
-    server = Server(
+    server = RecordingTransport(
         httpx2.Response(200, stream=body, headers={"content-type": "text/event-stream"})
     )
     events = model(server, stream=True).stream(ask())

@@ -1,4 +1,4 @@
-"""Unit tests of the OpenAI Responses adapter over an `httpx2.MockTransport`.
+"""Unit tests of the OpenAI Responses adapter over a `RecordingTransport`.
 
 Bodies are read back from what the adapter sent; streams are hand-written SSE
 so that every edge case (argument deltas, reasoning parts, incomplete and
@@ -8,10 +8,8 @@ failed responses, cut streams) is exercised on purpose.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
-import httpx2
 import pytest
 
 from taskloom.errors import (
@@ -43,6 +41,7 @@ from taskloom.models import (
     ToolSpec,
 )
 from taskloom.models._openai_responses import OpenAIResponsesModel
+from taskloom.testing import RecordingTransport
 
 CLOSED_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -52,25 +51,11 @@ CLOSED_SCHEMA: dict[str, Any] = {
 }
 
 
-class Server:
-    """A MockTransport handler answering every request with one canned response."""
-
-    def __init__(self, response: Callable[[], httpx2.Response]) -> None:
-        self.response = response
-        self.requests: list[httpx2.Request] = []
-
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests.append(request)
-        return self.response()
-
-    @property
-    def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = json.loads(self.requests[-1].content)
-        return body
-
-
-def json_server(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Server:
-    return Server(lambda: httpx2.Response(status, json=body, headers=headers))
+def json_server(
+    body: Any, status: int = 200, headers: dict[str, str] | None = None
+) -> RecordingTransport:
+    """A server answering every request with one canned JSON response."""
+    return RecordingTransport(default=RecordingTransport.json(body, status=status, headers=headers))
 
 
 def sse(*events: dict[str, Any], named: bool = True) -> str:
@@ -81,17 +66,14 @@ def sse(*events: dict[str, Any], named: bool = True) -> str:
     return "".join(out)
 
 
-def sse_server(text: str) -> Server:
-    return Server(
-        lambda: httpx2.Response(
-            200, content=text.encode(), headers={"content-type": "text/event-stream"}
-        )
-    )
+def sse_server(text: str) -> RecordingTransport:
+    """A server answering every request with one canned event stream."""
+    return RecordingTransport(default=RecordingTransport.sse(text))
 
 
-def make_model(server: Server, **kw: Any) -> OpenAIResponsesModel:
+def make_model(server: RecordingTransport, **kw: Any) -> OpenAIResponsesModel:
     kw.setdefault("api_key", "test-key")
-    client = httpx2.AsyncClient(transport=httpx2.MockTransport(server))
+    client = server.client()
     return OpenAIResponsesModel("gpt-test", http_client=client, **kw)
 
 
@@ -138,7 +120,7 @@ def call_item(args: str, call_id: str = "call_1", item_id: str = "fc_1") -> dict
 async def body_for(request: ModelRequest, **kw: Any) -> dict[str, Any]:
     server = json_server(response_body([message_item("ok")]))
     await make_model(server, stream=False, **kw).request(request)
-    return server.body
+    return server.body()
 
 
 def ask(*messages: Message, **kw: Any) -> ModelRequest:
@@ -166,7 +148,7 @@ async def test_construction_does_no_io_and_reads_the_key_from_the_environment(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "env-key")
     server = json_server(response_body([message_item("ok")]))
-    client = httpx2.AsyncClient(transport=httpx2.MockTransport(server))
+    client = server.client()
     model = OpenAIResponsesModel("gpt-5-mini", http_client=client, stream=False)
     assert server.requests == []
     assert isinstance(model, Model)
@@ -646,7 +628,7 @@ def text_stream(*pieces: str, named: bool = True) -> str:
 async def test_text_stream_deltas_match_the_final_message() -> None:
     server = sse_server(text_stream("The capital", " is", " Paris."))
     events = await events_of(make_model(server))
-    assert server.body["stream"] is True
+    assert server.body()["stream"] is True
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["The capital", " is", " Paris."]
     assert isinstance(events[-1], ResponseCompleted)
     assert sum(isinstance(e, ResponseCompleted) for e in events) == 1
@@ -665,7 +647,7 @@ async def test_request_streams_when_stream_is_true() -> None:
     server = sse_server(text_stream("x", "y"))
     response = await make_model(server).request(ask())
     assert isinstance(response, ModelResponse) and response.text == "xy"
-    assert server.body["stream"] is True
+    assert server.body()["stream"] is True
 
 
 async def test_function_call_stream_announces_then_sends_argument_pieces() -> None:

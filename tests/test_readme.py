@@ -6,6 +6,10 @@ import os
 import re
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -15,6 +19,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 PRINTS = {
     "Run an agent": "Tromsø: clear skies",
     "Watch a run happen": "get_weather -> 4°C, rain",
+    "Structured output and dependencies": "customer='acme' total=1200.0",
     "Scale out": "triaged: the printer is on fire",
 }
 
@@ -42,6 +47,34 @@ def test_the_readme_has_the_python_blocks_checked_here() -> None:
     assert set(PRINTS) <= set(headings)
 
 
+@contextmanager
+def otlp_collector() -> Iterator[tuple[str, list[bytes]]]:
+    """A loopback OTLP/HTTP endpoint keeping the trace export bodies it receives."""
+    bodies: list[bytes] = []
+
+    class Collector(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.path == "/v1/traces":
+                bodies.append(body)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", bodies
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.mark.parametrize(("heading", "code"), SECTIONS, ids=[h for h, _ in SECTIONS])
 def test_python_block_runs_on_its_own(heading: str, code: str, tmp_path: Path) -> None:
     if "postgresql://" in code:
@@ -52,11 +85,21 @@ def test_python_block_runs_on_its_own(heading: str, code: str, tmp_path: Path) -
             pytest.skip(f"the block needs PostgreSQL: {problem}")
     # Blocks call asyncio.run, so they run outside pytest's event loop; a fresh
     # process per block also proves a reader can paste any one of them alone.
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path
-    )
+    with otlp_collector() as (endpoint, exported):
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            env={**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
+        )
     assert done.returncode == 0, done.stderr
     assert PRINTS.get(heading, "") in done.stdout
+    if heading == "Traces":
+        # the run's spans reached the collector
+        assert any(b"invoke_agent forecaster" in body for body in exported)
+        assert any(b"execute_tool get_weather" in body for body in exported)
 
 
 def test_shell_blocks_are_the_two_setup_commands() -> None:
@@ -96,3 +139,5 @@ def test_demo_runs(tmp_path: Path) -> None:
     for lane in ("[aurora#", "[sledding#", "[fjords#", "[prices#"):
         assert lane in out, lane
     assert "background agent 'prices'" in out and "aurora hunting" in out
+    # the lead's own counts and its children's are labelled apart
+    assert "model requests (this agent)" in out and "model requests (children)" in out

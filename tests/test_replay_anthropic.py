@@ -1,7 +1,7 @@
 """Replay recorded Anthropic Messages API traffic through `AnthropicModel`.
 
 For every in-scope interaction of the `test_anthropic` cassettes, the recorded
-response is served through a MockTransport, and the test checks what the
+response is served through a RecordingTransport, and the test checks what the
 adapter parsed against values computed here, independently, from the recorded
 body; it also rebuilds the recorded conversation as taskloom messages and
 checks that the body the adapter sends has the recorded request's shape.
@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from cassettes import Cassette, Interaction, Replay, count_replayed, load, note_skipped
+from cassettes import Cassette, Interaction, count_replayed, load, note_skipped, transport_for
 from taskloom.errors import (
     AuthenticationError,
     InvalidRequest,
@@ -353,7 +353,7 @@ async def test_replay(cassette: Cassette) -> None:
 
 async def replay_one(call: Interaction) -> None:
     recorded = call.request_body
-    replay = Replay(call)
+    replay = transport_for(call)
     async with replay.client() as client:
         model = AnthropicModel(
             recorded["model"], api_key="sk-test", http_client=client, stream=call.is_stream
@@ -366,11 +366,11 @@ async def replay_one(call: Interaction) -> None:
             assert caught.value.message == error["message"]
             assert caught.value.error_type == error["type"]
             assert caught.value.status == call.status
-            check_request_shape(replay.sent_json(), recorded)
+            check_request_shape(replay.body(), recorded)
             return
         response = await model.request(request)
-    check_request_shape(replay.sent_json(), recorded)
-    sent = replay.sent[-1]
+    check_request_shape(replay.body(), recorded)
+    sent = replay.requests[-1]
     assert sent.headers["x-api-key"] == "sk-test"
     assert sent.headers["anthropic-version"] == "2023-06-01"
     check_response(response, call)
@@ -426,7 +426,7 @@ SERVER_TOOL_CALLS = _server_tool_calls()
 async def test_server_tool_blocks_are_ignored_when_parsing(call: Interaction) -> None:
     """Server-side tool blocks are out of scope, but a response carrying them still parses:
     its text, thinking and usage come through and the server's calls are not ours to run."""
-    replay = Replay(call)
+    replay = transport_for(call)
     async with replay.client() as client:
         model = AnthropicModel(
             call.request_body["model"], api_key="sk-test", http_client=client, stream=call.is_stream
@@ -491,9 +491,9 @@ async def test_recorded_responses_parse_the_same_when_streamed(call: Interaction
         {"content-type": "text/event-stream"},
         text_body=as_event_stream(call.json_body),
     )
-    replay = Replay(streamed)
+    replay = transport_for(streamed)
     async with replay.client() as client:
         model = AnthropicModel(call.request_body["model"], api_key="sk-test", http_client=client)
         response = await model.request(recorded_request(call.request_body))
-    assert replay.sent_json()["stream"] is True
+    assert replay.body()["stream"] is True
     check_response(response, streamed)

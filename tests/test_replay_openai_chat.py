@@ -1,7 +1,7 @@
 """Replaying recorded Chat Completions traffic through `OpenAIChatModel`.
 
 Each recorded `/chat/completions` interaction of the `test_openai` and
-`test_ollama` corpus folders is served back through a MockTransport. The
+`test_ollama` corpus folders is served back through a RecordingTransport. The
 expected text, tool calls, thinking, usage and stop reason are computed here
 from the recorded body (never with adapter code), and the body taskloom sends
 for the recorded conversation is compared with the recorded request.
@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from cassettes import Interaction, Replay, count_replayed, load, note_skipped
+from cassettes import Interaction, count_replayed, load, note_skipped, transport_for
 from taskloom.errors import InvalidRequest, ProviderError
 from taskloom.events import TextDelta, ThinkingDelta
 from taskloom.messages import (
@@ -378,7 +378,7 @@ async def _replay(api: str, interaction: Interaction) -> None:
     body = interaction.request_body
     provider = _provider(api, interaction.uri)
     request = _read_request(body, provider)
-    replay = Replay(interaction)
+    replay = transport_for(interaction)
     model = OpenAIChatModel(
         body["model"],
         api_key="sk-replay",
@@ -417,10 +417,10 @@ async def _replay(api: str, interaction: Interaction) -> None:
         _check_response(events[-1].response, expected, model)
     else:
         _check_response(await model.request(request), _expected_json(recorded), model)
-    assert len(replay.sent) == 1
-    assert str(replay.sent[0].url) == interaction.uri
-    assert replay.sent[0].headers["authorization"] == "Bearer sk-replay"
-    _check_body(replay.sent_json(), body)
+    assert len(replay.requests) == 1
+    assert str(replay.requests[0].url) == interaction.uri
+    assert replay.requests[0].headers["authorization"] == "Bearer sk-replay"
+    _check_body(replay.body(), body)
 
 
 @pytest.mark.parametrize(("api", "cassette", "interactions"), CASES)

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from cassettes import Cassette, Interaction, Replay, count_replayed, load, note_skipped
+from cassettes import Cassette, Interaction, count_replayed, load, note_skipped, transport_for
 from taskloom.errors import ContextWindowExceeded, InvalidRequest, ProviderError
 from taskloom.events import TextDelta, ThinkingDelta
 from taskloom.messages import (
@@ -395,7 +395,7 @@ def check_response(
 async def test_replay(cassette: Cassette) -> None:
     for _, interaction in in_scope(cassette):
         recorded = interaction.request_body
-        replay = Replay(interaction)
+        replay = transport_for(interaction)
         model = OpenAIResponsesModel(
             recorded["model"],
             api_key="replay-key",
@@ -415,7 +415,7 @@ async def test_replay(cassette: Cassette) -> None:
             assert info.value.status == interaction.status
             assert info.value.message == error["message"]
             assert info.value.error_type == (error.get("type") or error.get("code"))
-        check_body(replay.sent_json(), recorded)
+        check_body(replay.body(), recorded)
         count_replayed(API)
 
 

@@ -16,6 +16,8 @@ from taskloom.models import resolve_model
 from taskloom.models._base import ModelRequest
 from taskloom.models._openai_chat import OpenAIChatModel
 from taskloom.models._resolve import PREFIXES, PRESETS, resolve, split_spec
+from taskloom.testing import RecordingTransport
+from taskloom.testing.transport import SentRequest
 
 PRESET_DEFAULTS = {
     "ollama": ("http://localhost:11434/v1", "OLLAMA_API_KEY", False),
@@ -39,26 +41,23 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(f"{name.upper()}_BASE_URL", raising=False)
 
 
-async def sent(spec: str, **options: Any) -> httpx2.Request:
+async def sent(spec: str, **options: Any) -> SentRequest:
     """What the model a spec resolves to sends for one request (through a mock server)."""
-    seen: list[httpx2.Request] = []
+    chunk = {"choices": [{"delta": {"content": "ok"}, "finish_reason": "stop"}]}
+    streamed = RecordingTransport.sse(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n")
+    whole = RecordingTransport.json(
+        {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}
+    )
 
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        seen.append(request)
-        if json.loads(request.content).get("stream"):
-            chunk = {"choices": [{"delta": {"content": "ok"}, "finish_reason": "stop"}]}
-            stream = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
-            return httpx2.Response(
-                200, content=stream, headers={"content-type": "text/event-stream"}
-            )
-        answer = {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}
-        return httpx2.Response(200, json=answer)
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        asked_to_stream = json.loads(request.content).get("stream")
+        return (streamed if asked_to_stream else whole).to_response(request)
 
-    client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+    server = RecordingTransport(answer)
     options.setdefault("stream", False)
-    model = resolve(spec, http_client=client, **options)
+    model = resolve(spec, http_client=server.client(), **options)
     await model.request(ModelRequest(messages=[Message.user("hi")]))
-    return seen[0]
+    return server.requests[0]
 
 
 def chat(spec: str, **options: Any) -> OpenAIChatModel:

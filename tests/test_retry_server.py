@@ -50,7 +50,6 @@ async def test_faults_while_opening_or_mid_stream_are_retried_as_a_whole(kind: s
         )
         session = await Runtime().create_session(Agent("a", adapter(kind, server), tools=[clock]))
         retries: list[RetryAttempt] = []
-        started = time.monotonic()
         result = await session.run(
             "time?",
             options=RunOptions(retry=FAST),
@@ -61,7 +60,9 @@ async def test_faults_while_opening_or_mid_stream_are_retried_as_a_whole(kind: s
         assert [r.attempt for r in retries] == [1, 2, 3, 4]
         assert retries[0].status == 429 and retries[0].delay >= 0.1  # Retry-After honoured
         assert retries[1].status == 500
-        assert time.monotonic() - started < 5
+        # Every wait is the policy's: Retry-After capped, backoff bounded.
+        assert all(r.delay <= FAST.max_retry_after for r in retries[:1])
+        assert all(r.delay <= FAST.max_delay for r in retries[1:])
         # nothing of the failed attempts reached the transcript
         texts = [m.text for m in await session.transcript()]
         assert "never seen" not in " ".join(texts)
@@ -85,7 +86,8 @@ async def test_retries_stop_at_the_deadline() -> None:
         started = time.monotonic()
         result = await Agent("a", model).run("hi", options=RunOptions(retry=policy, deadline=0.5))
         assert result.status.value == "deadline"
-        assert time.monotonic() - started < 2
+        # A generous bound: the deadline cut the 5 s Retry-After wait short.
+        assert time.monotonic() - started < 4
 
 
 async def test_a_hung_server_is_cut_by_the_deadline() -> None:
@@ -96,7 +98,8 @@ async def test_a_hung_server_is_cut_by_the_deadline() -> None:
         )
         started = time.monotonic()
         result = await Agent("a", model).run("hi", options=RunOptions(deadline=0.3))
-        assert result.status.value == "deadline" and time.monotonic() - started < 2
+        assert result.status.value == "deadline"
+        assert time.monotonic() - started < 4  # generous: without the deadline it never ends
 
 
 def test_run_sync_twice_with_a_real_adapter() -> None:

@@ -6,12 +6,14 @@ from typing import Any
 
 import pytest
 
+from barriers import Tally, set_within
 from taskloom import (
     Agent,
     ConfigurationError,
     ModelRequest,
     RunStatus,
     Runtime,
+    ToolCallFinished,
     ToolEffect,
     tool,
 )
@@ -146,26 +148,28 @@ def test_configuration_mistakes_raise_at_construction() -> None:
 
 async def test_max_children_is_enforced_atomically() -> None:
     gate = asyncio.Event()
-    entered = 0
+    entered = Tally()
+    refused = Tally()
 
     async def slow(request: ModelRequest) -> Any:
-        nonlocal entered
-        entered += 1
+        entered.add()
         await gate.wait()
         return reply("finished")
+
+    def on_event(event: Any) -> None:
+        if isinstance(event, ToolCallFinished) and event.is_error:
+            refused.add()
 
     spawner = Spawner(FunctionModel(slow), max_children=2)
     lead = ScriptedModel(
         [reply(tool_calls=[spawn(name=f"w{i}", task="t") for i in range(6)]), reply("done")]
     )
     session = await Runtime().create_session(Agent("lead", lead, tools=[spawner]))
-    task = asyncio.create_task(session.run("go"))
-    for _ in range(50):
-        await asyncio.sleep(0.01)
-        if entered >= 2:
-            break
-    await asyncio.sleep(0.05)
-    assert entered == 2  # never more than two live at once
+    task = asyncio.create_task(session.run("go", emit=on_event))
+    # All six spawns are decided while the first two workers still run.
+    await entered.reached(2)
+    await refused.reached(4)
+    assert entered.count == 2  # never more than two live at once
     gate.set()
     await task
     results = lead.requests[1].messages[-1].results
@@ -178,9 +182,11 @@ async def test_max_children_is_enforced_atomically() -> None:
 
 async def test_console_tools_find_read_steer_and_stop() -> None:
     gate = asyncio.Event()
+    working = asyncio.Event()
 
     async def slow(request: ModelRequest) -> Any:
         if len(request.messages) == 1:
+            working.set()
             await gate.wait()
             return reply(tool_calls=[("fetch", {"url": "x"})])
         return reply("final: " + request.messages[-1].text)
@@ -212,7 +218,7 @@ async def test_console_tools_find_read_steer_and_stop() -> None:
         emit=lambda e: None,
         record=session.append,
     )
-    await asyncio.sleep(0.05)  # let the worker task start
+    assert await set_within(working)  # the worker runs, waiting on its model
     listing = (await tools["list_agents"].call({}, ctx)).content
     assert child_id[:8] in listing and "bg" in listing and "[running]" in listing
     by_prefix = await tools["steer_agent"].call({"agent": child_id[:10], "text": "hurry up"}, ctx)

@@ -123,3 +123,16 @@ def test_dump_json_refuses_what_it_cannot_store_with_a_value_error() -> None:
     with pytest.raises(ValueError, match="cannot store"):
         dump_json({"x": float("nan")})
     assert dump_json({"s": "\ud800\x00"}) == '{"s":"\\ud800\\u0000"}'
+
+
+async def test_an_entry_without_its_kinds_shape_names_the_session_and_position() -> None:
+    from taskloom import Agent, Runtime
+    from taskloom.entries import Entry
+    from taskloom.errors import CorruptEntry
+    from taskloom.models import ScriptedModel
+
+    runtime = Runtime()
+    session = await runtime.create_session(Agent("c", ScriptedModel(["hi"])), session_id="s-bad")
+    await runtime.store.append("s-bad", Entry("approval_decision", {"approved": True}))
+    with pytest.raises(CorruptEntry, match=r"session 's-bad': entry 1 \(approval_decision\)"):
+        await session.sync()

@@ -11,6 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from barriers import Tally
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
 from taskloom.errors import StaleLeaseError
 from taskloom.stores import Entry, MemoryStore, SessionMeta, SessionStore, open_store
@@ -166,19 +167,19 @@ async def test_sqlite_waits_for_a_locked_file_without_blocking_the_loop(tmp_path
     await store.create(SessionMeta("s-1"))
     raw = sqlite3.connect(path, isolation_level=None)
     raw.execute("BEGIN IMMEDIATE")  # another process holding the write lock
-    ticks = 0
+    ticks = Tally()
 
     async def ticker() -> None:
-        nonlocal ticks
         while True:
-            ticks += 1
+            ticks.add()
             await asyncio.sleep(0.01)
 
-    ticking = asyncio.create_task(ticker())
     append = asyncio.create_task(store.append("s-1", Entry("x")))
-    await asyncio.sleep(0.3)
+    ticking = asyncio.create_task(ticker())
+    # A blocked loop could not tick: thirty turns of another task while the
+    # append waits show it waits off the loop.
+    await ticks.reached(30)
     assert not append.done()
-    assert ticks >= 5  # generous: the loop ran while the append waited
     raw.execute("ROLLBACK")
     raw.close()
     assert await asyncio.wait_for(append, 10) == 1

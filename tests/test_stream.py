@@ -1,12 +1,12 @@
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
+from store_signals import SignalingStore
 from taskloom import (
     Agent,
     ModelRequestStarted,
+    ModelScriptExhausted,
     RoundCommitted,
     RunFinished,
     RunStarted,
@@ -62,13 +62,15 @@ async def test_stream_yields_the_run_in_order_with_session_ids() -> None:
 async def test_a_slow_subscriber_does_not_slow_the_run() -> None:
     text = " ".join(["w"] * 5000)
     model = ScriptedModel([text])
-    session = await Runtime().create_session(Agent(model=model))
+    store = SignalingStore()
+    session = await Runtime(store=store).create_session(Agent(model=model))
     stream = session.stream("go")
     seen = []
     async for event in stream:
         seen.append(event)
         if len(seen) == 1:
-            await asyncio.sleep(0.2)  # the run finishes while we sleep
+            # The subscriber reads nothing more until the run has ended.
+            await store.runs_finished.reached(1)
     assert stream.result is not None and stream.result.text == text
     assert stream.dropped > 0  # deltas were dropped, not queued without bound
     assert isinstance(seen[-1], RunFinished) and any(isinstance(e, RoundCommitted) for e in seen)
@@ -85,7 +87,7 @@ async def test_leaving_the_stream_cancels_the_run() -> None:
 
 async def test_stream_reraises_run_errors() -> None:
     session = await Runtime().create_session(Agent(model=ScriptedModel([])))
-    with pytest.raises(AssertionError):
+    with pytest.raises(ModelScriptExhausted):
         async for _ in session.stream("go"):
             pass
 

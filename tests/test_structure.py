@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 import taskloom
+from barriers import GENEROUS, set_within
+from store_signals import SignalingStore
 from taskloom import (
     Agent,
     DeferredItem,
@@ -38,6 +40,7 @@ from taskloom.entries import (
 from taskloom.loop._log import with_unique_call_ids
 from taskloom.messages import Message, ToolCall, Usage
 from taskloom.models import FunctionModel, ScriptedModel, reply
+from taskloom.runtime import session_lease_key
 from taskloom.stores import MemoryStore
 from taskloom.testing import FakeClock
 
@@ -109,8 +112,8 @@ async def test_push_nowait_delivers_from_another_thread() -> None:
 
     thread = threading.Thread(target=from_thread)
     thread.start()
-    while not done.is_set():
-        await asyncio.sleep(0)
+    # Waited for off the loop: the loop stays free to run what the thread schedules.
+    assert await asyncio.to_thread(done.wait, GENEROUS)
     thread.join()
     position = await asyncio.wrap_future(futures[0])
     entries = await session.entries()
@@ -197,27 +200,35 @@ async def test_a_failed_run_records_failed_status_not_a_bare_string() -> None:
 
 async def test_a_second_session_object_on_a_running_session_is_busy() -> None:
     release = asyncio.Event()
+    asked = asyncio.Event()
+    order: list[str] = []
 
     async def slow(request: Any) -> Any:
+        turn = request.messages[-1].text
+        order.append(f"asked {turn}")
+        asked.set()
         await release.wait()
+        order.append(f"answered {turn}")
         return reply("done")
 
-    runtime = Runtime()
+    store = SignalingStore()
+    runtime = Runtime(store=store)
     first = await runtime.create_session(Agent("w", FunctionModel(slow)))
     second = await runtime.open_session(first.id, Agent("w", FunctionModel(slow)))
+    attempts = store.leases.attempts[session_lease_key(first.id)]
     running = asyncio.create_task(first.run("one"))
-    while not first.is_running:
-        await asyncio.sleep(0)
-    await asyncio.sleep(0.01)  # let it take the lease
+    assert await set_within(asked)  # the first run holds the lease, inside its model request
     with pytest.raises(SessionBusy) as busy:
         await second.run("two")
     assert busy.value.session_id == first.id
+    tried = attempts.count
     waiting = asyncio.create_task(second.run("two", wait=True))
-    await asyncio.sleep(0.05)
-    assert not waiting.done()  # waits for the lease
+    await attempts.reached(tried + 2)  # refused twice, it is still trying: it waits
+    assert not waiting.done()
     release.set()
     assert (await running).status is RunStatus.COMPLETED
     assert (await waiting).status is RunStatus.COMPLETED
+    assert order == ["asked one", "answered one", "asked two", "answered two"]  # one at a time
 
 
 async def test_a_stale_writer_is_refused_after_a_takeover() -> None:
@@ -279,6 +290,19 @@ def test_reused_call_ids_get_unique_ones() -> None:
 # ---------------------------------------------------------------- wake-ups
 
 
+class _SetOnMessage(logging.Handler):
+    """Sets `event` when a record whose message contains `text` is logged."""
+
+    def __init__(self, text: str, event: asyncio.Event) -> None:
+        super().__init__(logging.WARNING)
+        self.text = text
+        self.event = event
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.event.set()
+
+
 async def test_a_failing_wake_up_is_logged_and_recorded(caplog: pytest.LogCaptureFixture) -> None:
     calls = 0
 
@@ -297,12 +321,15 @@ async def test_a_failing_wake_up_is_logged_and_recorded(caplog: pytest.LogCaptur
     async def work() -> str:
         return "finished"
 
-    with caplog.at_level(logging.WARNING, logger="taskloom"):
-        await background.spawn(session.id, "job", "a job", work)
-        for _ in range(200):
-            if any("wake-up run" in r.message for r in caplog.records):
-                break
-            await asyncio.sleep(0.01)
+    logged = asyncio.Event()
+    watcher = _SetOnMessage("wake-up run", logged)
+    logging.getLogger("taskloom").addHandler(watcher)
+    try:
+        with caplog.at_level(logging.WARNING, logger="taskloom"):
+            await background.spawn(session.id, "job", "a job", work)
+            assert await set_within(logged)
+    finally:
+        logging.getLogger("taskloom").removeHandler(watcher)
     assert any("wake-up run" in r.message for r in caplog.records)
     finished = [e.payload for e in await session.entries() if e.kind == EntryKind.RUN_FINISHED]
     assert isinstance(finished[-1], RunFinishedEntry)

@@ -201,3 +201,26 @@ def test_needs_approval_bool_or_predicate() -> None:
 
     assert gift.is_gated
     assert gift.requires_approval({"total": 501}) and not gift.requires_approval({"total": 10})
+
+
+async def test_a_timeout_error_the_tool_raises_itself_is_its_own_error() -> None:
+    from taskloom import Agent, RunStatus
+    from taskloom.models import ScriptedModel, reply
+
+    @tool
+    async def flaky() -> str:
+        """Raise a TimeoutError of its own."""
+        raise TimeoutError("upstream timed out")
+
+    @tool(timeout=30)
+    async def flaky_with_budget() -> str:
+        """The same, with a timeout of its own that never expires."""
+        raise TimeoutError("upstream timed out")
+
+    model = ScriptedModel(
+        [reply(tool_calls=[("flaky", {}), ("flaky_with_budget", {})]), reply("ok")]
+    )
+    result = await Agent("t", model, tools=[flaky, flaky_with_budget]).run("go")
+    assert result.status is RunStatus.COMPLETED
+    results = model.requests[1].messages[-1].results
+    assert [r.content for r in results] == ["TimeoutError: upstream timed out"] * 2

@@ -12,18 +12,17 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
+from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime, tool
 from taskloom.background._activities import BackgroundActivity
 from taskloom.delegation import ChildSpec, ChildStatus, ChildWorker, child_status
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
-from taskloom.stores import open_store
 from taskloom.stores._base import Entry
 
 pytestmark = pytest.mark.slow
@@ -37,20 +36,11 @@ def note(text: str) -> str:
     return "noted"
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=requires_postgres)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'workers.db'}", "-"
-    else:
-        yield PG_DSN, request.getfixturevalue("pg_schema")
-
-
 def runtime_at(
     url: str, schema: str, skew: float = 0.0, model: FunctionModel | None = None
 ) -> Runtime:
     """A runtime whose lease clock runs `skew` seconds ahead (to see leases lapse without sleeping)."""
-    options: dict[str, Any] = {"schema": schema} if schema != "-" else {}
-    store = open_store(url, clock=lambda: time.time() + skew, **options)
+    store = open_durable(url, schema, clock=lambda: time.time() + skew)
     models = {model.spec: model} if model is not None else {}
     return Runtime(store=store, tools={"note": note}, models=models)
 
@@ -85,6 +75,7 @@ def start_worker(
 ) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, str(WORKER), *store_url, spec.to_json(), str(side_effects)],
+        stdin=subprocess.PIPE,  # the worker thinks until the test closes it (`finish`)
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

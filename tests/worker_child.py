@@ -3,8 +3,9 @@
     python worker_child.py STORE_URL SCHEMA SPEC_JSON SIDE_EFFECTS_FILE
 
 Runs `ChildWorker.run(spec)`. The child's model asks for one tool call, then
-announces `READY thinking` and thinks for a second before answering, which
-is where a test SIGKILLs or SIGSTOPs this process. Prints `RESULT <status>`.
+announces `READY thinking` and thinks until its stdin closes (the test says
+when), which is where a test SIGKILLs or SIGSTOPs this process. Prints
+`RESULT <status>`.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ async def think(request: ModelRequest) -> Any:
     if len(request.messages) == 1:
         return reply(tool_calls=[("note", {"text": "from the first worker"})])
     say("READY thinking")
-    await asyncio.sleep(1.0)
+    # Off the loop, so the lease keeps being renewed while the test decides.
+    await asyncio.to_thread(sys.stdin.read)
     return reply("answer from the first worker")
 
 

@@ -37,6 +37,8 @@ from .errors import (
 )
 from .events import (
     ApprovalRequested,
+    CompactionFinished,
+    CompactionStarted,
     Event,
     ModelRequestStarted,
     NoticeDelivered,
@@ -54,6 +56,7 @@ from .events import (
     WorkFinished,
 )
 from .loop import (
+    Compaction,
     Continue,
     Inject,
     PendingCall,
@@ -87,6 +90,9 @@ from .tools import (
 )
 
 __all__ = [
+    "Compaction",
+    "CompactionFinished",
+    "CompactionStarted",
     "Agent",
     "ApprovalConflict",
     "ApprovalRequested",
@@ -279,3 +285,14 @@ def _default_background(runtime: Runtime) -> Any:
 
 
 Runtime.default_background = _default_background
+
+
+def _default_observer(runtime: Runtime) -> Any:
+    # Tracing sits above the runtime; deciding whether to trace imports no
+    # opentelemetry (see taskloom.tracing._default).
+    from .tracing import default_observer
+
+    return default_observer(runtime)
+
+
+Runtime.default_observer = _default_observer

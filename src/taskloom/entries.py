@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from .errors import CorruptEntry
 from .messages import Message, Usage
 from .results import RunStatus
 
@@ -23,6 +24,7 @@ __all__ = [
     "ApprovalDecision",
     "ApprovalRequests",
     "CallsStarted",
+    "CompactionEntry",
     "ContextItem",
     "DeferredEntry",
     "DeferredItem",
@@ -57,6 +59,7 @@ class EntryKind:
     APPROVAL_REQUEST = "approval_request"
     APPROVAL_DECISION = "approval_decision"
     CALLS_STARTED = "calls_started"
+    COMPACTION = "compaction"
     SUBAGENT = "subagent"
     SUBAGENT_DISPATCHED = "subagent_dispatched"
     SUBAGENT_STARTED = "subagent_started"
@@ -110,9 +113,20 @@ class Entry:
 
     @property
     def payload(self) -> Payload | None:
-        """The typed payload of a kind taskloom writes (None for a foreign kind)."""
+        """The typed payload of a kind taskloom writes (None for a foreign kind).
+
+        Raises `CorruptEntry` when the data does not have its kind's shape.
+        """
         cls = _KINDS.get(self.kind)
-        return None if cls is None else cls.from_data(self.data)
+        if cls is None:
+            return None
+        try:
+            return cls.from_data(self.data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CorruptEntry(
+                f"entry {self.position} ({self.kind}) does not have its kind's shape: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
 
     def placed(self, position: int) -> Entry:
         """This entry as stored at `position` (timestamped if it was not)."""
@@ -351,12 +365,17 @@ class ModelChange(Payload):
 
 @dataclass(frozen=True, slots=True)
 class RequestedCall:
-    """One call of a parked turn that waits for a decision."""
+    """One call of a parked turn that waits for a decision.
+
+    `reason` says why it was parked when that is not simply the tool's rule
+    (its `needs_approval` predicate raised); older logs have none.
+    """
 
     call_id: str
     name: str
     arguments: Mapping[str, Any]
     hash: str
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,10 +395,7 @@ class ApprovalRequests(Payload):
     def to_data(self) -> dict[str, Any]:
         return {
             "turn": self.turn,
-            "calls": [
-                {"call_id": c.call_id, "name": c.name, "arguments": c.arguments, "hash": c.hash}
-                for c in self.calls
-            ],
+            "calls": [_requested_data(c) for c in self.calls],
         }
 
     @classmethod
@@ -389,11 +405,27 @@ class ApprovalRequests(Payload):
             raw = [data]
         calls = tuple(
             RequestedCall(
-                str(c["call_id"]), str(c.get("name", "")), c.get("arguments") or {}, str(c["hash"])
+                str(c["call_id"]),
+                str(c.get("name", "")),
+                c.get("arguments") or {},
+                str(c["hash"]),
+                str(c["reason"]) if c.get("reason") is not None else None,
             )
             for c in raw
         )
         return cls(int(data.get("turn", 0)), calls)
+
+
+def _requested_data(call: RequestedCall) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "call_id": call.call_id,
+        "name": call.name,
+        "arguments": call.arguments,
+        "hash": call.hash,
+    }
+    if call.reason is not None:
+        data["reason"] = call.reason
+    return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -444,23 +476,77 @@ class CallsStarted(Payload):
         return cls(int(data.get("turn", 0)), tuple(str(c) for c in data.get("call_ids") or ()))
 
 
+@dataclass(frozen=True, slots=True)
+class CompactionEntry(Payload):
+    """The request view was compacted: messages of entries up to position
+    `up_to` are replaced by `summary` in later requests (the log keeps them).
+
+    `method` is `summary` (a model wrote it) or `dropped` (the summarizer
+    failed and the oldest whole turns were left out, as `note` says);
+    `tokens_before` / `tokens_after` are the estimated request sizes.
+    """
+
+    KIND: ClassVar[str] = EntryKind.COMPACTION
+    summary: str
+    up_to: int
+    method: str = "summary"
+    tokens_before: int = 0
+    tokens_after: int = 0
+    note: str | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary,
+            "up_to": self.up_to,
+            "method": self.method,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> CompactionEntry:
+        return cls(
+            str(data.get("summary", "")),
+            int(data["up_to"]),
+            str(data.get("method", "summary")),
+            int(data.get("tokens_before", 0)),
+            int(data.get("tokens_after", 0)),
+            data.get("note"),
+        )
+
+
 # ---------------------------------------------------------------- runs
 
 
 @dataclass(frozen=True, slots=True)
 class RunStartedEntry(Payload):
-    """A run (or a resume) of the session began."""
+    """A run (or a resume) of the session began.
+
+    `traceparent` is the run's trace context (W3C) when it was traced: a run
+    that resumes the turn this one parks links its trace to it. Trace ids
+    only, never a secret.
+    """
 
     KIND: ClassVar[str] = EntryKind.RUN_STARTED
     agent: str = ""
     resume: bool = False
+    traceparent: str | None = None
 
     def to_data(self) -> dict[str, Any]:
-        return {"agent": self.agent, "resume": self.resume}
+        data: dict[str, Any] = {"agent": self.agent, "resume": self.resume}
+        if self.traceparent is not None:
+            data["traceparent"] = self.traceparent
+        return data
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> RunStartedEntry:
-        return cls(str(data.get("agent", "")), bool(data.get("resume", False)))
+        traceparent = data.get("traceparent")
+        return cls(
+            str(data.get("agent", "")),
+            bool(data.get("resume", False)),
+            traceparent if isinstance(traceparent, str) else None,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -659,6 +745,7 @@ for _cls in (
     ApprovalRequests,
     ApprovalDecision,
     CallsStarted,
+    CompactionEntry,
     RunStartedEntry,
     RunFinishedEntry,
     NoticeDelivered,

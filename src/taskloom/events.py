@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from .results import RunResult
 
 __all__ = [
+    "CompactionFinished",
+    "CompactionStarted",
     "ApprovalRequested",
     "Event",
     "ModelRequestStarted",
@@ -51,7 +53,9 @@ class RunStarted(_Base):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRequestStarted(_Base):
-    """The loop is about to ask the model (once per attempt)."""
+    """The loop is about to ask the model (once per attempt). `round` numbers
+    the session's rounds: a later run (a resume, a follow-up) goes on from
+    the rounds of the runs before it."""
 
     run_id: str
     round: int
@@ -104,11 +108,13 @@ class ToolCallFinished(_Base):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalRequested(_Base):
-    """A call needs a human decision; the run parks after this."""
+    """A call needs a human decision; the run parks after this. `reason` says
+    why when the tool's rule could not decide (its predicate raised)."""
 
     call_id: str
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,7 +157,8 @@ class RetryAttempt(_Base):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RoundCommitted(_Base):
-    """A round's entries are in the log (`boundary` names which)."""
+    """A round's entries are in the log (`boundary` names which); `round`
+    numbers the session's rounds, as in `ModelRequestStarted`."""
 
     run_id: str
     round: int
@@ -174,6 +181,28 @@ class RunFinished(_Base):
     result: RunResult
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionStarted(_Base):
+    """The loop is compacting the request's view: `tokens` is the estimate
+    before, `window` the model's context window."""
+
+    run_id: str
+    tokens: int
+    window: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionFinished(_Base):
+    """The view was compacted: the estimate before and after, and how
+    (`summary`, or `dropped` when the summarizer failed)."""
+
+    run_id: str
+    tokens_before: int
+    tokens_after: int
+    method: str
+    up_to: int
+
+
 Event: TypeAlias = (
     RunStarted
     | ModelRequestStarted
@@ -189,6 +218,8 @@ Event: TypeAlias = (
     | RetryAttempt
     | RoundCommitted
     | WorkFinished
+    | CompactionStarted
+    | CompactionFinished
     | RunFinished
 )
 

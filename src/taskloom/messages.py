@@ -509,6 +509,11 @@ class Usage:
     OpenAI's input includes cached tokens, Anthropic's `input_tokens` excludes
     cache reads and writes, which are counted apart in `cache_read_tokens` and
     `cache_write_tokens`. `requests` counts model requests.
+
+    `estimated` is true when some of the figures were not reported by the
+    provider but estimated from the length of the text (about four characters
+    a token), as for a server that streams no usage; token budgets count the
+    estimate. A sum is estimated when any of its parts is.
     """
 
     input_tokens: int = 0
@@ -517,6 +522,7 @@ class Usage:
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
     requests: int = 0
+    estimated: bool = False
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
@@ -528,6 +534,7 @@ class Usage:
             self.cache_write_tokens + other.cache_write_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
             self.requests + other.requests,
+            self.estimated or other.estimated,
         )
 
     @property
@@ -536,8 +543,11 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
     def to_dict(self) -> dict[str, int]:
-        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
-        return {
+        """A JSON-serialisable dict; `from_dict` turns it back into an equal value.
+
+        `estimated` appears only when true, so reported usage keeps its shape.
+        """
+        out = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cache_read_tokens": self.cache_read_tokens,
@@ -545,8 +555,12 @@ class Usage:
             "reasoning_tokens": self.reasoning_tokens,
             "requests": self.requests,
         }
+        if self.estimated:
+            out["estimated"] = True
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Usage:
         """The value `to_dict` described."""
-        return cls(**{k: int(d.get(k, 0)) for k in cls.__dataclass_fields__})
+        counts = {k: int(d.get(k, 0)) for k in cls.__dataclass_fields__ if k != "estimated"}
+        return cls(**counts, estimated=bool(d.get("estimated", False)))

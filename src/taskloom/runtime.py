@@ -27,11 +27,12 @@ import uuid
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, overload
 
-from .agent import Agent
+from .agent import Agent, AgentDepsT, AgentOutputT
 from .entries import (
     ApprovalDecision,
+    CompactionEntry,
     Entry,
     ModelChange,
     Payload,
@@ -40,18 +41,21 @@ from .entries import (
     StopRequest,
     SubagentLink,
 )
-from .errors import ApprovalConflict, ApprovalsMissing, SessionBusy, UsageError
+from .errors import ApprovalConflict, ApprovalsMissing, CorruptEntry, SessionBusy, UsageError
 from .events import Event, origin_label
 from .loop import (
+    NO_OBSERVER,
     NoticesPort,
     PendingCall,
     RunLoop,
+    RunObserver,
     RunOptions,
     RunResult,
     RunStatus,
     RunStream,
     SessionLog,
 )
+from .loop._log import summary_message
 from .messages import Message
 from .models._base import Model, ModelSettings, ReasoningOptions
 from .results import ToolSpec
@@ -70,6 +74,10 @@ T = TypeVar("T")
 
 LEASE_TTL = 30.0
 """Seconds a session lease lasts without renewal (renewed every third of it)."""
+
+
+RELEASE_WAIT = 1.0
+"""Seconds a lease release may wait for the store before it is left to lapse."""
 
 
 def session_lease_key(session_id: str) -> str:
@@ -125,6 +133,11 @@ class Runtime:
     sessions `submit` runs to worker processes; with it, `wake_on_notice`
     queues the wake-ups instead of running them here.
 
+    Runs are traced (OpenTelemetry GenAI spans and metrics) while a tracer
+    provider is configured, or through `observer` when one is given;
+    `trace_content` records prompts, completions and tool arguments and
+    results in them (as does `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
+
     Two runtimes never share anything.
     """
 
@@ -132,32 +145,43 @@ class Runtime:
     """Builds a runtime's background service when none was given (installed by
     the `taskloom` package, which knows the background layer)."""
 
+    default_observer: ClassVar[Callable[[Runtime], RunObserver] | None] = None
+    """Builds a runtime's run observer when none was given (installed by the
+    `taskloom` package: tracing, which sits above the runtime)."""
+
     def __init__(
         self,
         store: SessionStore | str | None = None,
         *,
-        agents: Mapping[str, Agent] | Iterable[Agent] | None = None,
+        agents: Mapping[str, Agent[Any, Any]] | Iterable[Agent[Any, Any]] | None = None,
         models: Mapping[str, Model] | Iterable[Model] | None = None,
         tools: Mapping[str, Tool] | Iterable[Tool] | None = None,
         background: NoticesPort | None = None,
         wake_on_notice: bool = False,
         max_wakeups: int = 8,
         lease_ttl: float = LEASE_TTL,
+        trace_content: bool = False,
+        observer: RunObserver | None = None,
         queue: RunQueue | None = None,
     ) -> None:
         self.store: SessionStore = open_store(store)
-        self.agents: dict[str, Agent] = _by_name(agents, lambda a: a.name)
+        self.agents: dict[str, Agent[Any, Any]] = _by_name(agents, lambda a: a.name)
         self._models: dict[str, Model] = _by_name(models, lambda m: m.spec)
         self.tools: dict[str, Tool] = _by_name(tools, lambda t: t.name)
         self._background = background
         self.wake_on_notice = wake_on_notice
         self.max_wakeups = max_wakeups
         self.lease_ttl = lease_ttl
+        self.trace_content = trace_content
+        self._observer = observer
         self.queue = queue
         self._watchers: dict[str, list[Callable[[], None]]] = {}
         self._services: dict[type[Any], Any] = {}
-        self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
+        self._sessions: weakref.WeakValueDictionary[str, Session[Any, Any]] = (
+            weakref.WeakValueDictionary()
+        )
         self._wake_tasks: set[asyncio.Task[Any]] = set()
+        self._closing = False
 
     @property
     def background(self) -> Any:
@@ -169,6 +193,14 @@ class Runtime:
                 raise UsageError("no background service: pass Runtime(background=...)")
             self._background = make(self)
         return self._background
+
+    @property
+    def observer(self) -> RunObserver:
+        """Who watches this runtime's runs (tracing), made on first use."""
+        if self._observer is None:
+            make = Runtime.default_observer
+            self._observer = NO_OBSERVER if make is None else make(self)
+        return self._observer
 
     def service(self, kind: type[T], make: Callable[[Runtime], T]) -> T:
         """The runtime's one instance of `kind`, made by `make(runtime)` on first
@@ -186,6 +218,8 @@ class Runtime:
 
     async def close(self) -> None:
         """Stop background work this runtime started and release the store."""
+        # Work stopped below writes its notices; they must not wake anyone now.
+        self._closing = True
         for task in list(self._wake_tasks):
             task.cancel()
         await asyncio.gather(*self._wake_tasks, return_exceptions=True)
@@ -221,18 +255,28 @@ class Runtime:
 
     async def create_session(
         self,
-        agent: Agent,
+        agent: Agent[AgentDepsT, AgentOutputT],
         *,
         session_id: str | None = None,
         parent_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
-    ) -> Session:
+    ) -> Session[AgentDepsT, AgentOutputT]:
         """A new, empty session for `agent` in the store."""
         sid = uuid.uuid4().hex if session_id is None else session_id
         await self.store.create(SessionMeta(sid, agent.name, parent_id, 0.0, dict(metadata or {})))
         return Session(self, sid, agent)
 
-    async def open_session(self, session_id: str, agent: Agent | None = None) -> Session:
+    @overload
+    async def open_session(
+        self, session_id: str, agent: Agent[AgentDepsT, AgentOutputT]
+    ) -> Session[AgentDepsT, AgentOutputT]: ...
+
+    @overload
+    async def open_session(self, session_id: str, agent: None = None) -> Session[Any, Any]: ...
+
+    async def open_session(
+        self, session_id: str, agent: Agent[Any, Any] | None = None
+    ) -> Session[Any, Any]:
         """An existing session (raises `SessionNotFound`), its log loaded.
 
         Without `agent`, the agent the session recorded is looked up in
@@ -245,7 +289,7 @@ class Runtime:
         await session.sync()
         return session
 
-    def agent_named(self, name: str) -> Agent:
+    def agent_named(self, name: str) -> Agent[Any, Any]:
         """The agent registered under `name` (`Runtime(agents=...)`)."""
         from .errors import ConfigurationError
 
@@ -270,7 +314,7 @@ class Runtime:
     def on_notice(self, session_id: str) -> None:
         """A background notice was written for the session (in this process)."""
         self.notify(session_id)
-        if not self.wake_on_notice:
+        if not self.wake_on_notice or self._closing:
             return
         if self.queue is not None:
             # A worker decides whether the session is idle: it takes the lease.
@@ -297,8 +341,9 @@ class Runtime:
             # What was written stays in the log; the session's next run reads it.
             logger.warning("queueing a wake-up of session %s failed", session_id, exc_info=True)
 
-    async def _wake(self, session: Session) -> None:
+    async def _wake(self, session: Session[Any, Any]) -> None:
         try:
+            # A wake-up has no caller to give it deps: its tools see None.
             await session._run(None, None, resume=False, origin="", emit=None, wait=False)
         except SessionBusy:
             pass  # a run holds the session; it delivers the notice at its next boundary
@@ -341,7 +386,7 @@ class HeldLease:
 
     __slots__ = ("_beat", "_lost", "_renewed", "_timer", "lease", "session", "ttl")
 
-    def __init__(self, session: Session, lease: Lease, ttl: float) -> None:
+    def __init__(self, session: Session[Any, Any], lease: Lease, ttl: float) -> None:
         self.session = session
         self.lease = lease
         self.ttl = ttl
@@ -398,14 +443,23 @@ class HeldLease:
         if self._beat is not None and not self._beat.done():
             self._beat.cancel()
             await asyncio.wait([self._beat])
+        # A release that cannot reach the store is harmless (the lease lapses
+        # on its own); it must not hold up a run that already ended.
         with contextlib.suppress(Exception):
-            await self.session.runtime.store.leases.release(self.lease)
+            async with asyncio.timeout(RELEASE_WAIT):
+                await self.session.runtime.store.leases.release(self.lease)
 
 
-class Session:
-    """A persistent conversation of one agent; see the module docstring."""
+class Session(Generic[AgentDepsT, AgentOutputT]):
+    """A persistent conversation of one agent; see the module docstring.
 
-    def __init__(self, runtime: Runtime, session_id: str, agent: Agent) -> None:
+    Its runs take the agent's `deps` (`run(..., deps=...)`, also `stream`,
+    `resume`): per run, in memory only, never written to the log.
+    """
+
+    def __init__(
+        self, runtime: Runtime, session_id: str, agent: Agent[AgentDepsT, AgentOutputT]
+    ) -> None:
         self.runtime = runtime
         self.id = session_id
         self.agent = agent
@@ -477,9 +531,16 @@ class Session:
     # ------------------------------------------------------------ the log
 
     async def sync(self) -> None:
-        """Fold in entries other tasks or processes appended since our last look."""
+        """Fold in entries other tasks or processes appended since our last look.
+
+        Raises `CorruptEntry` naming the session and position of an entry
+        that cannot be read.
+        """
         for entry in await self.runtime.store.load(self.id, after=self.log.position):
-            self.log.apply(entry)
+            try:
+                self.log.apply(entry)
+            except CorruptEntry as exc:
+                raise CorruptEntry(f"session {self.id!r}: {exc}") from None
 
     async def append(self, entry: Entry, message: Message | None = None) -> int:
         """Append `entry` and fold it in; returns its position.
@@ -507,13 +568,19 @@ class Session:
         await self.sync()
         return list(self.log.entries)
 
-    async def transcript(self, include_children: bool = False) -> list[Message]:
-        """The conversation; with `include_children`, each child's messages
-        follow its link, tagged with its origin."""
+    async def transcript(
+        self, include_children: bool = False, *, mark_compactions: bool = False
+    ) -> list[Message]:
+        """The whole conversation, every message the log holds (compaction only
+        shortens what requests send). With `include_children`, each child's
+        messages follow its link, tagged with its origin; with
+        `mark_compactions`, each compaction's summary stands where it was
+        made, as a user message with origin `"compaction"`."""
         await self.sync()
-        if not include_children:
+        if not include_children and not mark_compactions:
             return list(self.log.messages)
-        return await _transcript_with_children(self.runtime.store, list(self.log.entries), "")
+        store = self.runtime.store if include_children else None
+        return await _transcript(store, list(self.log.entries), "", mark_compactions)
 
     async def pending(self) -> list[PendingCall]:
         """The calls of the parked turn that wait for a decision, with their full
@@ -521,9 +588,9 @@ class Session:
         await self.sync()
         log = self.log
         return [
-            PendingCall(c.id, c.name, c.arguments)
+            PendingCall(c.id, c.name, c.arguments, r.reason)
             for c in log.parked()
-            if log.request(c.id) is not None and log.decision(c.id) is None
+            if (r := log.request(c.id)) is not None and log.decision(c.id) is None
         ]
 
     # ------------------------------------------------------------ the lease
@@ -588,7 +655,8 @@ class Session:
         origin: str,
         emit: Callable[[Event], None] | None,
         wait: bool | float,
-    ) -> RunResult:
+        deps: object = None,
+    ) -> RunResult[AgentOutputT]:
         if self._running:
             raise SessionBusy(self.id, "a run of this Session object")
         options = options if options is not None else RunOptions()
@@ -599,7 +667,8 @@ class Session:
                     self._wakeups = 0  # a user turn ends a chain of wake-ups
                 undo = held.on_lost(lambda: options.stop.set("the session was taken over"))
                 try:
-                    return await RunLoop(self, options, emit, origin).run(user, resume=resume)
+                    loop = RunLoop(self, options, emit, origin, self.runtime.observer, deps=deps)
+                    return await loop.run(user, resume=resume)
                 finally:
                     undo()
         finally:
@@ -609,52 +678,71 @@ class Session:
         self,
         input: str | Message | None = None,
         *,
+        deps: AgentDepsT = None,  # type: ignore[assignment]
         options: RunOptions | None = None,
         emit: Callable[[Event], None] | None = None,
         origin: str = "",
         wait: bool | float = False,
-    ) -> RunResult:
+    ) -> RunResult[AgentOutputT]:
         """Append `input` as a user turn and run the loop to an end status.
 
-        `emit` receives every event as it happens (it must not block);
-        `stream` is the iterator form. Raises `SessionBusy` if another run
-        holds the session, unless `wait` (True, or seconds) says to wait.
+        `deps` reach the tools as `ctx.deps` (see `Agent`). `emit` receives
+        every event as it happens (it must not block); `stream` is the
+        iterator form. Raises `SessionBusy` if another run holds the session,
+        unless `wait` (True, or seconds) says to wait.
         """
+        self.agent.check_deps(deps)
         return await self._run(
-            _as_user(input), options, resume=False, origin=origin, emit=emit, wait=wait
+            _as_user(input), options, resume=False, origin=origin, emit=emit, wait=wait, deps=deps
         )
 
     def stream(
         self,
         input: str | Message | None = None,
         *,
+        deps: AgentDepsT = None,  # type: ignore[assignment]
         options: RunOptions | None = None,
         wait: bool | float = False,
-    ) -> RunStream:
+    ) -> RunStream[AgentOutputT]:
         """Run like `run`, yielding events; `stream.result` holds the result after."""
+        self.agent.check_deps(deps)
         user = _as_user(input)
         return RunStream(
-            lambda emit: self._run(user, options, resume=False, origin="", emit=emit, wait=wait)
+            lambda emit: self._run(
+                user, options, resume=False, origin="", emit=emit, wait=wait, deps=deps
+            )
         )
 
     async def resume(
         self,
         *,
+        deps: AgentDepsT = None,  # type: ignore[assignment]
         options: RunOptions | None = None,
         emit: Callable[[Event], None] | None = None,
         wait: bool | float = False,
-    ) -> RunResult:
+    ) -> RunResult[AgentOutputT]:
         """Continue a run parked for approval: approved calls run, denied ones
         get an error result carrying the note, then the loop goes on. Raises
-        `ApprovalsMissing` if some parked call has no decision yet."""
-        return await self._run(None, options, resume=True, origin="", emit=emit, wait=wait)
+        `ApprovalsMissing` if some parked call has no decision yet. The
+        parked run's deps were never stored: pass them again."""
+        self.agent.check_deps(deps)
+        return await self._run(
+            None, options, resume=True, origin="", emit=emit, wait=wait, deps=deps
+        )
 
     def stream_resume(
-        self, *, options: RunOptions | None = None, wait: bool | float = False
-    ) -> RunStream:
+        self,
+        *,
+        deps: AgentDepsT = None,  # type: ignore[assignment]
+        options: RunOptions | None = None,
+        wait: bool | float = False,
+    ) -> RunStream[AgentOutputT]:
         """`resume`, yielding events."""
+        self.agent.check_deps(deps)
         return RunStream(
-            lambda emit: self._run(None, options, resume=True, origin="", emit=emit, wait=wait)
+            lambda emit: self._run(
+                None, options, resume=True, origin="", emit=emit, wait=wait, deps=deps
+            )
         )
 
     # ------------------------------------------------------------ queued runs
@@ -675,7 +763,8 @@ class Session:
         flight takes it at its next boundary). A second `submit` while one is
         queued joins that job. Without input the job runs the session even if
         nothing new was written. Only limits cross the queue in `options`
-        (rounds, requests, tool calls, tokens, deadline). `wait()` awaits the end.
+        (rounds, requests, tool calls, tokens, deadline), and no `deps`: the
+        worker's tools see `ctx.deps` None. `wait()` awaits the end.
         """
         queue = self._run_queue()
         await self.sync()
@@ -771,6 +860,10 @@ class Session:
             self._chosen = (position, model)
             self.runtime._models.setdefault(spec, model)
 
+    def resolve_model(self, spec: Model | str) -> Model:
+        """A model instance for a spec, through the runtime's registry."""
+        return self.runtime.resolve_model(spec)
+
     async def set_reasoning(self, reasoning: ReasoningOptions | None) -> None:
         """Set (or clear, with None) reasoning options; persisted on the session."""
         await self.record(
@@ -786,7 +879,7 @@ def _check_same(existing: ApprovalDecision, approved: bool, call_id: str) -> Non
         raise ApprovalConflict(f"call {call_id!r} was already {first}")
 
 
-def _last_result(session: Session) -> RunResult:
+def _last_result(session: Session[Any, Any]) -> RunResult:
     log = session.log
     for entry in reversed(log.entries):
         payload = entry.payload
@@ -820,8 +913,8 @@ def _as_user(input: str | Message | None) -> Message | None:
     return Message.user(input)
 
 
-async def _transcript_with_children(
-    store: SessionStore, entries: list[Entry], origin: str
+async def _transcript(
+    store: SessionStore | None, entries: list[Entry], origin: str, marks: bool
 ) -> list[Message]:
     out: list[Message] = []
     log = SessionLog()
@@ -831,11 +924,13 @@ async def _transcript_with_children(
         for m in log.messages[before:]:
             out.append(replace(m, origin=origin) if origin else m)
         payload = entry.payload
-        if isinstance(payload, SubagentLink):
+        if marks and isinstance(payload, CompactionEntry):
+            out.append(replace(summary_message(payload.summary), origin="compaction"))
+        elif store is not None and isinstance(payload, SubagentLink):
             child_id = payload.child_session_id
             child_origin = origin_label(payload.name, child_id, origin)
             child_entries = await store.load(child_id)
-            out.extend(await _transcript_with_children(store, child_entries, child_origin))
+            out.extend(await _transcript(store, child_entries, child_origin, marks))
     return out
 
 
@@ -843,5 +938,5 @@ async def _transcript_with_children(
 if TYPE_CHECKING:
     from .loop import SessionPort
 
-    def _is_port(session: Session) -> SessionPort:
+    def _is_port(session: Session[Any, Any]) -> SessionPort:
         return session

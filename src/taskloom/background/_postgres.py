@@ -1,153 +1,113 @@
-"""PostgreSQL activity registry and notice inbox (psycopg 3, async pool).
+"""PostgreSQL activity registry and notice inbox (psycopg 3).
 
-Each object opens its `psycopg_pool.AsyncConnectionPool` lazily, on the
-first call, and uses it from that event loop only. Tables (and the schema,
-when one is named) are created on first use under an advisory lock, since
-two processes racing `CREATE TABLE IF NOT EXISTS` can otherwise both try to
-create it and one fails.
+Both work through a `PostgresDatabase`: their own, opened lazily from a URL,
+or a store's, so that a `PostgresStore`, its leases and its background work
+share one pool and the store's bounds on every wait (connect, checkout,
+statements). The pool belongs to the event loop that first used it.
 
-`schema` puts the tables in a schema of their own, e.g. one per test run.
-Registry and inbox may share a schema (and the database of a
-`PostgresStore`): their tables do not overlap.
+The tables are the `"background"` component's versioned migrations, applied
+on first use under the database's migration lock. `schema` puts them in a
+schema of their own, e.g. one per test run. Registry and inbox may share a
+schema (and the database of a `PostgresStore`): their tables do not overlap.
 """
 
 from __future__ import annotations
 
-import asyncio
+import functools
 from builtins import list as _list
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from psycopg import AsyncConnection, sql
+from psycopg import sql
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool
 
 from ..stores._leases import Clock, system_clock
+from ..stores._sql import Migration, PostgresDatabase
 from ._activities import BackgroundActivity, BackgroundNotice
 
-__all__ = ["PostgresActivityRegistry", "PostgresNoticeInbox"]
+__all__ = ["POSTGRES_BACKGROUND_MIGRATIONS", "PostgresActivityRegistry", "PostgresNoticeInbox"]
 
-_ACTIVITIES = "taskloom_background_activities"
-_NOTICES = "taskloom_background_notices"
-
-_DDL = (
-    """CREATE TABLE IF NOT EXISTS {activities} (
-        session_id text NOT NULL,
-        id text NOT NULL,
-        kind text NOT NULL,
-        seq bigint GENERATED ALWAYS AS IDENTITY,
-        expires_at double precision NOT NULL,
-        body jsonb NOT NULL,
-        PRIMARY KEY (session_id, id)
-    )""",
-    "CREATE INDEX IF NOT EXISTS taskloom_background_activities_kind"
-    " ON {activities} (session_id, kind)",
-    """CREATE TABLE IF NOT EXISTS {notices} (
-        seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        session_id text NOT NULL,
-        id text NOT NULL,
-        acked boolean NOT NULL DEFAULT false,
-        body jsonb NOT NULL,
-        UNIQUE (session_id, id)
-    )""",
-    "CREATE INDEX IF NOT EXISTS taskloom_background_notices_pending"
-    " ON {notices} (session_id, seq) WHERE NOT acked",
+POSTGRES_BACKGROUND_MIGRATIONS: tuple[Migration, ...] = (
+    # IF NOT EXISTS: databases made before these migrations existed already
+    # hold exactly these tables; the first migration then only records version 1.
+    (
+        """CREATE TABLE IF NOT EXISTS {background_activities} (
+            session_id text NOT NULL,
+            id text NOT NULL,
+            kind text NOT NULL,
+            seq bigint GENERATED ALWAYS AS IDENTITY,
+            expires_at double precision NOT NULL,
+            body jsonb NOT NULL,
+            PRIMARY KEY (session_id, id)
+        )""",
+        "CREATE INDEX IF NOT EXISTS taskloom_background_activities_kind"
+        " ON {background_activities} (session_id, kind)",
+        """CREATE TABLE IF NOT EXISTS {background_notices} (
+            seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            session_id text NOT NULL,
+            id text NOT NULL,
+            acked boolean NOT NULL DEFAULT false,
+            body jsonb NOT NULL,
+            UNIQUE (session_id, id)
+        )""",
+        "CREATE INDEX IF NOT EXISTS taskloom_background_notices_pending"
+        " ON {background_notices} (session_id, seq) WHERE NOT acked",
+    ),
 )
 
 
 class _Database:
-    """A lazily opened pool plus the qualified names of the background tables."""
+    """The `PostgresDatabase` a registry or inbox works on (its own, or a shared
+    one), plus the background tables' names.
 
-    def __init__(self, url: str, schema: str | None, min_size: int, max_size: int) -> None:
-        self._url = url
-        self._schema = schema
-        self._sizes = (min_size, max_size)
-        self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
-        self._opening = asyncio.Lock()
+    Its own is replaced by a fresh one when closed, because these backends
+    promise that a call after `close()` opens a new pool; a shared one is left
+    to its owner (the store), which closes it once for everything on it.
+    """
+
+    def __init__(self, source: str | PostgresDatabase, **options: Any) -> None:
+        self._make: Callable[[], PostgresDatabase] | None = None
+        if isinstance(source, PostgresDatabase):
+            self.db = source
+        else:
+            self._make = functools.partial(PostgresDatabase, source, **options)
+            self.db = self._make()
+        self.db.require("background", POSTGRES_BACKGROUND_MIGRATIONS)
+        schema = self.db.schema
         prefix = (schema,) if schema else ()
-        self.activities = sql.Identifier(*prefix, _ACTIVITIES)
-        self.notices = sql.Identifier(*prefix, _NOTICES)
+        self.activities = sql.Identifier(*prefix, "taskloom_background_activities")
+        self.notices = sql.Identifier(*prefix, "taskloom_background_notices")
         # Advisory locks are database-wide: the schema keeps two deployments
         # in one database from serialising on each other's keys.
-        self.ddl_lock = f"taskloom.background.ddl:{schema or ''}"
         self.kind_lock_prefix = f"taskloom.background.kind:{schema or ''}:"
-
-    @asynccontextmanager
-    async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
-        pool = self._pool if self._pool is not None else await self._open()
-        async with pool.connection() as conn:
-            yield conn
-
-    async def _open(self) -> AsyncConnectionPool[AsyncConnection[Any]]:
-        async with self._opening:
-            if self._pool is None:
-                min_size, max_size = self._sizes
-                pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
-                    self._url,
-                    min_size=min_size,
-                    max_size=max_size,
-                    open=False,
-                    kwargs={"autocommit": True},
-                )
-                await pool.open(wait=True)
-                try:
-                    await self._create_tables(pool)
-                except BaseException:
-                    await pool.close()
-                    raise
-                self._pool = pool
-            return self._pool
-
-    async def _create_tables(self, pool: AsyncConnectionPool[AsyncConnection[Any]]) -> None:
-        async with pool.connection() as conn:
-            # All of the DDL commits at once, so its last index standing means
-            # everything is there. Skipping it then matters: CREATE INDEX IF
-            # NOT EXISTS still locks the table, queueing behind live writers
-            # of other processes and holding up the writers behind it.
-            cur = await conn.execute(
-                "SELECT 1 FROM pg_indexes WHERE schemaname = coalesce(%s, current_schema())"
-                " AND indexname = 'taskloom_background_notices_pending'",
-                (self._schema,),
-            )
-            if await cur.fetchone() is not None:
-                return
-            async with conn.transaction():
-                await conn.execute(
-                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                    (self.ddl_lock,),
-                )
-                if self._schema:
-                    await conn.execute(
-                        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                            sql.Identifier(self._schema)
-                        )
-                    )
-                for statement in _DDL:
-                    await conn.execute(
-                        sql.SQL(statement).format(activities=self.activities, notices=self.notices)
-                    )
 
     async def execute(self, query: sql.Composed, params: tuple[object, ...]) -> int:
         """Run one statement (its own transaction) and return how many rows it changed."""
-        async with self.connection() as conn:
+        async with self.db.connection() as conn:
             cur = await conn.execute(query, params)
             return cur.rowcount
 
     async def bodies(self, query: sql.Composed, params: tuple[object, ...]) -> _list[Any]:
         """The first column of every row the query returns."""
-        async with self.connection() as conn:
+        async with self.db.connection() as conn:
             cur = await conn.execute(query, params)
             return [row[0] for row in await cur.fetchall()]
 
     async def close(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.close()
+        if self._make is None:
+            return
+        db, self.db = self.db, self._make()
+        self.db.require("background", POSTGRES_BACKGROUND_MIGRATIONS)
+        await db.close()
 
 
 class PostgresActivityRegistry:
     """An `ActivityRegistry` in PostgreSQL at `url`; `clock` measures leases.
+
+    Given a URL, the registry opens its own pool on first use, with the
+    schema, sizes and timeouts as `PostgresDatabase` takes them; given a
+    `PostgresDatabase` (a store's `database`) it works on that pool, in that
+    database's schema, and those options are ignored.
 
     Lease times are stored as the clock's readings, so processes sharing the
     tables must share a clock — the default wall clock does.
@@ -155,22 +115,38 @@ class PostgresActivityRegistry:
 
     def __init__(
         self,
-        url: str,
+        url: str | PostgresDatabase,
         *,
         schema: str | None = None,
         clock: Clock = system_clock,
         min_size: int = 1,
         max_size: int = 4,
+        connect_timeout: float = 5.0,
+        checkout_timeout: float = 10.0,
+        statement_timeout: float | None = 30.0,
     ) -> None:
-        self._db = _Database(url, schema, min_size, max_size)
+        self._db = _Database(
+            url,
+            schema=schema,
+            min_size=min_size,
+            max_size=max_size,
+            connect_timeout=connect_timeout,
+            checkout_timeout=checkout_timeout,
+            statement_timeout=statement_timeout,
+        )
         self._clock = clock
+
+    @property
+    def database(self) -> PostgresDatabase:
+        """The database the registry works on now (a store's, when built on it)."""
+        return self._db.db
 
     async def add(
         self, session: str, activity: BackgroundActivity, lease: float, kind_cap: int | None = None
     ) -> bool:
         now = self._clock()
         table = self._db.activities
-        async with self._db.connection() as conn, conn.transaction():
+        async with self._db.db.connection() as conn, conn.transaction():
             # Rows that do not exist yet cannot be locked, so counting and
             # inserting are serialised per (session, kind) by a transaction-
             # scoped advisory lock instead: no two adds of one kind can both
@@ -241,21 +217,43 @@ class PostgresActivityRegistry:
         )
 
     async def close(self) -> None:
-        """Close the pool (a later call opens a new one)."""
+        """Close the pool if this object opened it (a later call opens a new one);
+        a shared database stays open until its owner closes it."""
         await self._db.close()
 
 
 class PostgresNoticeInbox:
-    """A `NoticeInbox` in PostgreSQL at `url`.
+    """A `NoticeInbox` in PostgreSQL at `url` (or on a `PostgresDatabase`, as the registry).
 
     Acknowledged notices stay (marked) until `clear`, so a late duplicate of
     a report the model already saw is still recognised and refused.
     """
 
     def __init__(
-        self, url: str, *, schema: str | None = None, min_size: int = 1, max_size: int = 4
+        self,
+        url: str | PostgresDatabase,
+        *,
+        schema: str | None = None,
+        min_size: int = 1,
+        max_size: int = 4,
+        connect_timeout: float = 5.0,
+        checkout_timeout: float = 10.0,
+        statement_timeout: float | None = 30.0,
     ) -> None:
-        self._db = _Database(url, schema, min_size, max_size)
+        self._db = _Database(
+            url,
+            schema=schema,
+            min_size=min_size,
+            max_size=max_size,
+            connect_timeout=connect_timeout,
+            checkout_timeout=checkout_timeout,
+            statement_timeout=statement_timeout,
+        )
+
+    @property
+    def database(self) -> PostgresDatabase:
+        """The database the inbox works on now (a store's, when built on it)."""
+        return self._db.db
 
     async def push(self, session: str, notice: BackgroundNotice) -> bool:
         # The unique key decides the race: a second writer of the id waits for
@@ -296,5 +294,6 @@ class PostgresNoticeInbox:
         )
 
     async def close(self) -> None:
-        """Close the pool (a later call opens a new one)."""
+        """Close the pool if this object opened it (a later call opens a new one);
+        a shared database stays open until its owner closes it."""
         await self._db.close()

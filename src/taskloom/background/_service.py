@@ -11,9 +11,10 @@ when the backends are durable (SQLite, PostgreSQL).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BackgroundCapReached
@@ -31,6 +32,8 @@ from ._notices import RunNotices
 if TYPE_CHECKING:
     from ..runtime import Runtime
     from ..tools import ToolContext
+
+logger = logging.getLogger("taskloom")
 
 __all__ = ["BackgroundService", "Work", "WorkResult"]
 
@@ -68,22 +71,27 @@ class BackgroundService:
 
     @classmethod
     def for_store(cls, store: object, *, runtime: Runtime | None = None) -> BackgroundService:
-        """The service on the same backend as `store`: a SQLite store's file,
-        a PostgreSQL store's database and schema, else in memory."""
+        """The service on the same backend as `store`, else in memory.
+
+        A store with a SQL `database` (`SQLiteStore`, `PostgresStore`) shares
+        it: one connection and worker thread for SQLite, one pool for
+        PostgreSQL, with the store's timeouts. Closing the service leaves that
+        database open; closing the store closes it, so close the service first
+        (`Runtime.close` does).
+        """
+        from ..stores._sql import PostgresDatabase, SQLiteDatabase
+
         registry: ActivityRegistry
         inbox: NoticeInbox
-        url = getattr(store, "url", None)
-        path = getattr(store, "path", None)
-        if isinstance(url, str) and url.startswith(("postgres://", "postgresql://")):
+        database = getattr(store, "database", None)
+        if isinstance(database, PostgresDatabase):
             from ._postgres import PostgresActivityRegistry, PostgresNoticeInbox
 
-            schema = getattr(store, "schema", None)
-            registry = PostgresActivityRegistry(url, schema=schema)
-            inbox = PostgresNoticeInbox(url, schema=schema)
-        elif path is not None:
+            registry, inbox = PostgresActivityRegistry(database), PostgresNoticeInbox(database)
+        elif isinstance(database, SQLiteDatabase):
             from ._sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
 
-            registry, inbox = SQLiteActivityRegistry(path), SQLiteNoticeInbox(path)
+            registry, inbox = SQLiteActivityRegistry(database), SQLiteNoticeInbox(database)
         else:
             from ._memory import MemoryActivityRegistry, MemoryNoticeInbox
 
@@ -92,9 +100,10 @@ class BackgroundService:
 
     # ------------------------------------------------------------ runs
 
-    def run_notices(self, session_id: str, run_id: str) -> RunNotices:
-        """Notice delivery for one run (registered so work it starts is reminded of)."""
-        notices = RunNotices(self.registry, self.inbox, session_id)
+    def run_notices(self, session_id: str, run_id: str, tools: Collection[str] = ()) -> RunNotices:
+        """Notice delivery for one run (registered so work it starts is reminded
+        of); `tools` are the run's tool names, which reminders stay within."""
+        notices = RunNotices(self.registry, self.inbox, session_id, tools)
         self._runs[run_id] = notices
         return notices
 
@@ -212,6 +221,13 @@ class BackgroundService:
             status, text = NoticeStatus.STOPPED, "stopped before it finished"
         except Exception as exc:
             status, text = NoticeStatus.FAILED, f"{type(exc).__name__}: {exc}"
+            logger.warning(
+                "background %s %s of session %s failed",
+                activity.kind,
+                activity.id,
+                session_id,
+                exc_info=True,
+            )
         finally:
             heartbeat.cancel()
         notice = BackgroundNotice(
@@ -231,6 +247,13 @@ class BackgroundService:
                 return
             except Exception:
                 await asyncio.sleep(0.05 * 2**attempt)
+        logger.error(
+            "the end of background %s %s of session %s could not be recorded; "
+            "its registration lapses with its lease",
+            activity.kind,
+            activity.id,
+            session_id,
+        )
 
     async def _heartbeat(self, session_id: str, activity_id: str, lease: float) -> None:
         while True:

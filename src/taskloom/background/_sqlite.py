@@ -1,135 +1,135 @@
-"""SQLite activity registry and notice inbox (stdlib `sqlite3`, WAL).
+"""SQLite activity registry and notice inbox.
 
-Each object owns one connection, used only by its own worker thread: sqlite3
-calls block, and a dedicated thread keeps them off the event loop while
-serialising them without a lock. Several processes may share the file;
-atomicity between them comes from SQLite's own locking (a cap check takes
-the write lock before it counts, see `SQLiteActivityRegistry.add`).
+Both work through a `SQLiteDatabase` (one connection on one worker thread):
+their own, opened from a path, or a store's, so that a `SQLiteStore`, its
+leases and its background work share one connection, one thread and the
+store's `busy_timeout`. Several processes may share the file; atomicity
+between them comes from SQLite's own locking (a cap check takes the write
+lock before it counts, see `SQLiteActivityRegistry.add`).
 
-Tables are created on first use. Registry and inbox may share one file (and
-the file of a `SQLiteStore`): their tables do not overlap.
+The tables are the `"background"` component's versioned migrations,
+applied on first use. Registry and inbox may share one file (and the file
+of a `SQLiteStore`): their tables do not overlap.
 """
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import json
 import os
 import sqlite3
 from builtins import list as _list
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from typing import TypeVar
+from collections.abc import Callable, Iterable
+from typing import Literal, TypeVar
 
 from ..stores._leases import Clock, system_clock
+from ..stores._sql import Migration, SQLiteDatabase, immediate
 from ._activities import BackgroundActivity, BackgroundNotice
 
-__all__ = ["SQLiteActivityRegistry", "SQLiteNoticeInbox"]
+__all__ = ["SQLITE_BACKGROUND_MIGRATIONS", "SQLiteActivityRegistry", "SQLiteNoticeInbox"]
 
 _T = TypeVar("_T")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS taskloom_background_activities (
-    session_id TEXT NOT NULL,
-    id TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    expires_at REAL NOT NULL,
-    body TEXT NOT NULL,
-    PRIMARY KEY (session_id, id)
-);
-CREATE INDEX IF NOT EXISTS taskloom_background_activities_kind
-    ON taskloom_background_activities (session_id, kind);
-CREATE TABLE IF NOT EXISTS taskloom_background_notices (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    session_id TEXT NOT NULL,
-    id TEXT NOT NULL,
-    acked INTEGER NOT NULL DEFAULT 0,
-    body TEXT NOT NULL,
-    UNIQUE (session_id, id)
-);
-CREATE INDEX IF NOT EXISTS taskloom_background_notices_pending
-    ON taskloom_background_notices (session_id, seq) WHERE acked = 0;
-"""
-
-
-def _connect(path: str) -> sqlite3.Connection:
-    # isolation_level=None: no implicit transactions; the few multi-statement
-    # operations open theirs explicitly, so every lock taken is visible here.
-    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.executescript(_SCHEMA)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-@contextmanager
-def _write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    # IMMEDIATE takes the database write lock before the first read, so what a
-    # transaction counts cannot change under it, even from another process.
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+SQLITE_BACKGROUND_MIGRATIONS: tuple[Migration, ...] = (
+    # IF NOT EXISTS: files made before these migrations existed already hold
+    # exactly these tables; the first migration then only records version 1.
+    (
+        """CREATE TABLE IF NOT EXISTS taskloom_background_activities (
+            session_id TEXT NOT NULL,
+            id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            expires_at REAL NOT NULL,
+            body TEXT NOT NULL,
+            PRIMARY KEY (session_id, id)
+        )""",
+        "CREATE INDEX IF NOT EXISTS taskloom_background_activities_kind"
+        " ON taskloom_background_activities (session_id, kind)",
+        """CREATE TABLE IF NOT EXISTS taskloom_background_notices (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL,
+            id TEXT NOT NULL,
+            acked INTEGER NOT NULL DEFAULT 0,
+            body TEXT NOT NULL,
+            UNIQUE (session_id, id)
+        )""",
+        "CREATE INDEX IF NOT EXISTS taskloom_background_notices_pending"
+        " ON taskloom_background_notices (session_id, seq) WHERE acked = 0",
+    ),
+)
 
 
 def _dumps(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-class _Connection:
-    """One sqlite3 connection, opened lazily and used only by its own thread."""
+class _Database:
+    """The `SQLiteDatabase` a registry or inbox works on: its own, or a shared one.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._path = os.fspath(path)
-        self._executor: ThreadPoolExecutor | None = None
-        self._conn: sqlite3.Connection | None = None
+    Its own is replaced by a fresh one when closed, because these backends
+    promise that a call after `close()` reopens; a shared one is left to its
+    owner (the store), which closes it once for everything on it.
+    """
+
+    def __init__(
+        self,
+        source: str | os.PathLike[str] | SQLiteDatabase,
+        busy_timeout: float,
+        synchronous: Literal["FULL", "NORMAL"],
+    ) -> None:
+        self._make: Callable[[], SQLiteDatabase] | None = None
+        if isinstance(source, SQLiteDatabase):
+            self.db = source
+        else:
+            self._make = functools.partial(
+                SQLiteDatabase, source, busy_timeout=busy_timeout, synchronous=synchronous
+            )
+            self.db = self._make()
+        self.db.require("background", SQLITE_BACKGROUND_MIGRATIONS)
 
     async def run(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix="taskloom-sqlite")
-        # A call whose awaiting task is cancelled still completes in the thread;
-        # each function is one transaction, so it lands whole or not at all.
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._call, fn)
+        # A call whose awaiting task is cancelled still completes on the
+        # worker; each function is one transaction, so it lands whole or not at all.
+        return await self.db.run(fn)
 
-    async def execute(self, sql: str, params: tuple[object, ...]) -> int:
+    async def execute(self, statement: str, params: tuple[object, ...]) -> int:
         """Run one statement (its own transaction) and return how many rows it changed."""
-        return await self.run(lambda conn: conn.execute(sql, params).rowcount)
-
-    def _call(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        if self._conn is None:
-            self._conn = _connect(self._path)
-        return fn(self._conn)
+        return await self.db.run(lambda conn: conn.execute(statement, params).rowcount)
 
     async def close(self) -> None:
-        executor, self._executor = self._executor, None
-        if executor is None:
+        if self._make is None:
             return
-        await asyncio.get_running_loop().run_in_executor(executor, self._close_conn)
-        executor.shutdown(wait=False)
-
-    def _close_conn(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
+        db, self.db = self.db, self._make()
+        self.db.require("background", SQLITE_BACKGROUND_MIGRATIONS)
+        await db.close()
 
 
 class SQLiteActivityRegistry:
     """An `ActivityRegistry` in the SQLite file at `path`; `clock` measures leases.
 
+    Given a path, the registry opens its own connection on first use, with
+    `busy_timeout` and `synchronous` as `SQLiteDatabase` takes them; given a
+    `SQLiteDatabase` (a store's `database`) it works on that connection and
+    those options are ignored.
+
     Lease times are stored as the clock's readings, so processes sharing a
     file must share a clock — the default wall clock does.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, clock: Clock = system_clock) -> None:
-        self._db = _Connection(path)
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | SQLiteDatabase,
+        *,
+        clock: Clock = system_clock,
+        busy_timeout: float = 30.0,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+    ) -> None:
+        self._db = _Database(path, busy_timeout, synchronous)
         self._clock = clock
+
+    @property
+    def database(self) -> SQLiteDatabase:
+        """The database the registry works on now (a store's, when built on it)."""
+        return self._db.db
 
     async def add(
         self, session: str, activity: BackgroundActivity, lease: float, kind_cap: int | None = None
@@ -138,7 +138,9 @@ class SQLiteActivityRegistry:
         body = _dumps(activity.to_dict())
 
         def add(conn: sqlite3.Connection) -> bool:
-            with _write_transaction(conn):
+            # BEGIN IMMEDIATE takes the write lock before the count, so what
+            # it counts cannot change under it, even from another process.
+            with immediate(conn):
                 conn.execute(
                     "DELETE FROM taskloom_background_activities"
                     " WHERE session_id = ? AND kind = ? AND expires_at <= ?",
@@ -200,19 +202,31 @@ class SQLiteActivityRegistry:
         )
 
     async def close(self) -> None:
-        """Close the connection and stop its thread (a later call reopens them)."""
+        """Close the connection and stop its thread if this object opened them (a later
+        call reopens them); a shared database stays open until its owner closes it."""
         await self._db.close()
 
 
 class SQLiteNoticeInbox:
-    """A `NoticeInbox` in the SQLite file at `path`.
+    """A `NoticeInbox` in the SQLite file at `path` (or on a `SQLiteDatabase`, as the registry).
 
     Acknowledged notices stay (marked) until `clear`, so a late duplicate of
     a report the model already saw is still recognised and refused.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._db = _Connection(path)
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | SQLiteDatabase,
+        *,
+        busy_timeout: float = 30.0,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+    ) -> None:
+        self._db = _Database(path, busy_timeout, synchronous)
+
+    @property
+    def database(self) -> SQLiteDatabase:
+        """The database the inbox works on now (a store's, when built on it)."""
+        return self._db.db
 
     async def push(self, session: str, notice: BackgroundNotice) -> bool:
         # One statement decides the race: the unique key lets exactly one writer
@@ -251,5 +265,6 @@ class SQLiteNoticeInbox:
         )
 
     async def close(self) -> None:
-        """Close the connection and stop its thread (a later call reopens them)."""
+        """Close the connection and stop its thread if this object opened them (a later
+        call reopens them); a shared database stays open until its owner closes it."""
         await self._db.close()

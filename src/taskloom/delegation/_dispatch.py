@@ -9,13 +9,16 @@ The worker takes the child's lease with a fencing token, skips a child that
 already has its terminal entry, runs it, writes exactly one terminal entry
 and reports to the parent's inbox. The report's notice id is derived from
 the child id, so a job delivered twice, or redelivered after a worker died,
-still yields exactly one report.
+still yields exactly one report. The spec carries the W3C trace context of
+the spawning tool call: a traced worker continues that trace, whatever
+process it runs in.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import uuid
 from collections.abc import Mapping
@@ -48,10 +51,16 @@ __all__ = [
     "report_notice_id",
 ]
 
+logger = logging.getLogger("taskloom")
+
 
 @dataclass(frozen=True, slots=True)
 class ChildSpec:
-    """Everything a worker needs to rebuild and run a background child (JSON-safe)."""
+    """Everything a worker needs to rebuild and run a background child (JSON-safe).
+
+    `traceparent` is the trace context (W3C) of the tool call that spawned
+    it, when that was traced: the child's run continues that trace.
+    """
 
     child_session_id: str
     parent_session_id: str
@@ -63,6 +72,7 @@ class ChildSpec:
     type: str | None = None
     max_rounds: int | None = None
     parent_run_id: str | None = None
+    traceparent: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
@@ -138,6 +148,12 @@ class ChildWorker:
         if done is not None:
             # A previous worker ended it but may have died before reporting;
             # the report is idempotent, so reporting again is safe.
+            logger.info(
+                "background child %s of session %s was delivered again after it ended; "
+                "reporting it again",
+                spec.child_session_id,
+                spec.parent_session_id,
+            )
             status = ChildStatus(done.status)
             await self._report(spec, status, done.report, done.error)
             return status
@@ -163,23 +179,43 @@ class ChildWorker:
                         has_task = any(
                             isinstance(e.payload, MessageEntry) for e in child.log.entries
                         )
-                        outcome = await execute_child(
-                            child,
-                            None if has_task else spec.task,
-                            name=spec.name,
-                            options=options,
-                            emit=background.emit,
-                            origin=origin_label(spec.name, child.id),
-                        )
+                        if has_task:
+                            logger.info(
+                                "background child %s of session %s was redelivered; "
+                                "continuing it from its log",
+                                child.id,
+                                spec.parent_session_id,
+                            )
+                        with rt.observer.continue_trace(spec.traceparent):
+                            outcome = await execute_child(
+                                child,
+                                None if has_task else spec.task,
+                                name=spec.name,
+                                options=options,
+                                emit=background.emit,
+                                origin=origin_label(spec.name, child.id),
+                            )
         except SessionBusy:
             return None  # another live worker holds it
         except StaleLeaseError:
             # Someone took the child over while we stalled: it is theirs to end and report.
+            logger.warning(
+                "background child %s of session %s was taken over by another worker",
+                spec.child_session_id,
+                spec.parent_session_id,
+            )
             return None
         if done is not None:
             status = ChildStatus(done.status)
             await self._report(spec, status, done.report, done.error)
             return status
+        if outcome.status is ChildStatus.FAILED:
+            logger.warning(
+                "background child %s of session %s failed: %s",
+                child.id,
+                spec.parent_session_id,
+                outcome.error,
+            )
         await self._report(spec, outcome.status, outcome.answer, outcome.error, outcome)
         return outcome.status
 

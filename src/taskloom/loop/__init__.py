@@ -1,17 +1,31 @@
 """The round loop: options, strategies, tool execution, approvals, streaming.
 
-The loop talks to its session and to background notices through the ports
-in `taskloom.loop._port` (`SessionPort`, `NoticesPort`); it knows nothing of
-runtimes, stores, background work or delegation.
+The loop talks to its session, to background notices and to whoever
+observes its runs through the ports in `taskloom.loop._port` (`SessionPort`,
+`NoticesPort`, `RunObserver`); it knows nothing of runtimes, stores,
+background work, delegation or tracing.
 """
 
 from __future__ import annotations
 
 from .._control import RunControls, StopSignal, UsageMeter
 from ..results import PendingCall, RunResult, RunStatus
+from ._compact import SUMMARY_PROMPT, Compaction, ContextEstimate
 from ._log import INTERRUPTED, SessionLog
 from ._options import RunOptions
-from ._port import Delivery, NoticesPort, RunNoticesPort, SessionPort
+from ._port import (
+    NO_OBSERVER,
+    NO_WATCH,
+    Delivery,
+    ModelCallWatch,
+    NoticesPort,
+    RunInfo,
+    RunNoticesPort,
+    RunObserver,
+    RunWatch,
+    SessionPort,
+    ToolCallWatch,
+)
 from ._run import RunLoop
 from ._strategy import (
     Continue,
@@ -29,9 +43,15 @@ from ._stream import RunStream
 
 __all__ = [
     "INTERRUPTED",
+    "NO_OBSERVER",
+    "NO_WATCH",
+    "SUMMARY_PROMPT",
+    "Compaction",
+    "ContextEstimate",
     "Continue",
     "Delivery",
     "Inject",
+    "ModelCallWatch",
     "NoticesPort",
     "PendingCall",
     "ReasoningChange",
@@ -42,15 +62,19 @@ __all__ = [
     "RoundStrategy",
     "RoundToolResult",
     "RunControls",
+    "RunInfo",
     "RunLoop",
     "RunNoticesPort",
+    "RunObserver",
     "RunOptions",
     "RunResult",
     "RunStatus",
     "RunStream",
+    "RunWatch",
     "SessionLog",
     "SessionPort",
     "Stop",
     "StopSignal",
+    "ToolCallWatch",
     "UsageMeter",
 ]

@@ -2,13 +2,14 @@
 
 A failed attempt leaves nothing behind (nothing is committed until a whole
 response arrived), so a retryable error is tried again as a whole. Every
-attempt counts in `model_requests`; every retry in `transport_retries` and
-emits `RetryAttempt`.
+attempt counts in `model_requests`; every retry in `transport_retries`, emits
+`RetryAttempt`, is logged (the `taskloom` logger) and told to the watch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -16,15 +17,19 @@ from ..events import Event, ModelRequestStarted, RetryAttempt, TextDelta, Thinki
 from ..models._base import Model, ModelRequest, ModelResponse, ResponseCompleted
 from ..results import RunStatus
 from ._options import RunControls, RunOptions
+from ._port import NO_WATCH, ModelCallWatch, RunWatch
 from ._result import EndRun
 
 __all__ = ["ask_model"]
+
+logger = logging.getLogger("taskloom")
 
 
 class _Counters(Protocol):
     model_requests: int
     transport_retries: int
     rounds: int
+    round_base: int
     run_id: str
 
 
@@ -38,9 +43,29 @@ async def ask_model(
     emit: Callable[[Event], None] | None,
     origin: str,
     session_id: str,
+    watch: RunWatch = NO_WATCH,
 ) -> ModelResponse:
     """The model's response, or `EndRun` (DEADLINE, BUDGET_EXHAUSTED); errors
     the policy will not retry propagate."""
+    with watch.model_call(model, request, streamed=emit is not None) as call:
+        response = await _with_retries(
+            model, request, opts, controls, counters, emit, origin, session_id, call
+        )
+        call.responded(response)
+        return response
+
+
+async def _with_retries(
+    model: Model,
+    request: ModelRequest,
+    opts: RunOptions,
+    controls: RunControls,
+    counters: _Counters,
+    emit: Callable[[Event], None] | None,
+    origin: str,
+    session_id: str,
+    call: ModelCallWatch,
+) -> ModelResponse:
     policy = opts.retry
     retries = 0
     while True:
@@ -54,7 +79,7 @@ async def ask_model(
             emit(
                 ModelRequestStarted(
                     run_id=counters.run_id,
-                    round=counters.rounds + 1,
+                    round=counters.round_base + counters.rounds + 1,
                     model=model.name,
                     attempt=retries + 1,
                     origin=origin,
@@ -74,6 +99,15 @@ async def ask_model(
             retries += 1
             counters.transport_retries += 1
             delay = policy.delay(retries, exc)
+            logger.info(
+                "session %s: model %s failed (%s); retry %d in %.2fs",
+                session_id,
+                model.name,
+                exc,
+                retries,
+                delay,
+            )
+            call.retrying(retries, delay, exc)
             if emit is not None:
                 emit(
                     RetryAttempt(

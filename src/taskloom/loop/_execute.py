@@ -3,7 +3,8 @@
 Consecutive calls that are safe to overlap (all `READ_ONLY`, or tools built
 `concurrent=True` such as delegation tools) run concurrently; any other call
 runs alone. Results come back in the model's call order whatever the
-finishing order, one per call.
+finishing order, one per call. Each call runs inside its watch (its tracing
+span is current while the tool runs), so overlapping calls are siblings.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..events import Event, ToolCallFinished, ToolCallStarted
 from ..messages import ToolCall, ToolResult
 from ..results import RunStatus
 from ..tools import Tool, ToolContext, ToolEffect, ToolOutput
+from ._port import NO_WATCH, RunWatch
 
 __all__ = ["execute_calls", "result_for_unrunnable", "run_batch"]
 
@@ -48,6 +50,7 @@ async def _run_one(
     emit: Callable[[Event], None] | None,
     origin: str,
     session_id: str,
+    watch: RunWatch,
 ) -> ToolResult:
     if emit is not None:
         emit(
@@ -60,9 +63,11 @@ async def _run_one(
             )
         )
     started = time.monotonic()
-    output = result_for_unrunnable(call, tools)
-    if output is None:
-        output = await tools[call.name].call(call.arguments, make_ctx(call))
+    with watch.tool_call(call, tools.get(call.name)) as span:
+        output = result_for_unrunnable(call, tools)
+        if output is None:
+            output = await tools[call.name].call(call.arguments, make_ctx(call))
+        span.returned(output)
     if emit is not None:
         emit(
             ToolCallFinished(
@@ -87,6 +92,7 @@ async def execute_calls(
     results: list[ToolResult | None],
     origin: str = "",
     session_id: str = "",
+    watch: RunWatch = NO_WATCH,
 ) -> None:
     """Run `calls`, filling `results` (same length, call order) as each finishes.
 
@@ -97,18 +103,20 @@ async def execute_calls(
     n = len(calls)
     while i < n:
         if not _overlaps(tools.get(calls[i].name)):
-            results[i] = await _run_one(calls[i], tools, make_ctx, emit, origin, session_id)
+            results[i] = await _run_one(calls[i], tools, make_ctx, emit, origin, session_id, watch)
             i += 1
             continue
         j = i
         while j < n and _overlaps(tools.get(calls[j].name)):
             j += 1
         if j - i == 1:
-            results[i] = await _run_one(calls[i], tools, make_ctx, emit, origin, session_id)
+            results[i] = await _run_one(calls[i], tools, make_ctx, emit, origin, session_id, watch)
         else:
 
             async def run_at(k: int) -> None:
-                results[k] = await _run_one(calls[k], tools, make_ctx, emit, origin, session_id)
+                results[k] = await _run_one(
+                    calls[k], tools, make_ctx, emit, origin, session_id, watch
+                )
 
             async with asyncio.TaskGroup() as group:
                 for k in range(i, j):
@@ -127,6 +135,7 @@ async def run_batch(
     deadline_at: float | None,
     origin: str = "",
     session_id: str = "",
+    watch: RunWatch = NO_WATCH,
 ) -> tuple[list[ToolResult], RunStatus | None, int]:
     """One turn's calls within the tool-call budget and the deadline.
 
@@ -139,7 +148,14 @@ async def run_batch(
     done: list[ToolResult | None] = [None] * len(runnable)
     status: RunStatus | None = None
     batch = execute_calls(
-        runnable, tools, make_ctx, emit, results=done, origin=origin, session_id=session_id
+        runnable,
+        tools,
+        make_ctx,
+        emit,
+        results=done,
+        origin=origin,
+        session_id=session_id,
+        watch=watch,
     )
     try:
         if deadline_at is None:

@@ -12,7 +12,9 @@ a provider reuses in a later turn never meets an earlier turn's decision.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -20,19 +22,25 @@ from ..entries import (
     ApprovalDecision,
     ApprovalRequests,
     CallsStarted,
+    CompactionEntry,
     DeferredEntry,
     Entry,
     EntryKind,
     MessageEntry,
     ModelChange,
     RequestedCall,
+    RunStartedEntry,
     Steer,
 )
-from ..messages import Message, ToolCall, ToolResult
+from ..errors import CorruptEntry
+from ..messages import Message, TextBlock, ToolCall, ToolResult
 from ..models._base import ReasoningOptions
 
 __all__ = [
     "INTERRUPTED",
+    "SUMMARY_HEADING",
+    "message_chars",
+    "summary_message",
     "SessionLog",
     "denial_text",
     "fold_text",
@@ -68,8 +76,13 @@ class SessionLog:
     """The state derived from one session's entries (see module docstring)."""
 
     __slots__ = (
+        "_before_view",
         "_folded",
+        "_sizes",
+        "_total",
+        "assistant_turns",
         "call_ids",
+        "compaction",
         "decisions",
         "entries",
         "messages",
@@ -77,6 +90,7 @@ class SessionLog:
         "model_spec",
         "pending",
         "position",
+        "positions",
         "reasoning",
         "reasoning_set",
         "requests",
@@ -84,6 +98,7 @@ class SessionLog:
         "stop_position",
         "turn",
         "turn_message",
+        "view_start",
     )
 
     def __init__(self) -> None:
@@ -101,8 +116,19 @@ class SessionLog:
         self.call_ids: set[str] = set()
         self.turn = 0
         self.turn_message: Message | None = None
+        # Assistant messages so far: one per round of every run of the session.
+        self.assistant_turns = 0
         self._folded: set[int] = set()
         self.stop_position = 0
+        # The log position of each message (a delivered notice shares its
+        # assistant entry's), and what the request view starts from.
+        self.positions: list[int] = []
+        self.compaction: CompactionEntry | None = None
+        self.view_start = 0
+        # Sizes in characters, measured only when asked (`view_chars`).
+        self._sizes: list[int] = []
+        self._total = 0
+        self._before_view = 0
 
     def apply(self, entry: Entry, message: Message | None = None, position: int = 0) -> None:
         """Fold one entry in (entries arrive in position order; repeats are ignored).
@@ -115,6 +141,15 @@ class SessionLog:
             entry = entry.placed(position)
         elif entry.position <= self.position:
             return
+        try:
+            self._apply(entry, message)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CorruptEntry(
+                f"entry {entry.position} ({entry.kind}) does not have its kind's shape: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
+
+    def _apply(self, entry: Entry, message: Message | None) -> None:
         self.position = entry.position
         self.entries.append(entry)
         kind = entry.kind
@@ -159,6 +194,11 @@ class SessionLog:
         elif kind == EntryKind.CALLS_STARTED:
             started = CallsStarted.from_data(entry.data)
             self.started.update((started.turn, c) for c in started.call_ids)
+        elif kind == EntryKind.COMPACTION:
+            compaction = CompactionEntry.from_data(entry.data)
+            self.compaction = compaction
+            self.view_start = bisect.bisect_right(self.positions, compaction.up_to)
+            self._before_view = -1  # measured on the next `view_chars`
 
     def _apply_message(
         self, position: int, message: Message, delivered: str | None, folds: tuple[int, ...]
@@ -167,19 +207,45 @@ class SessionLog:
             # Notices ride on the assistant entry that answered them, so the
             # pair is persisted atomically (see RunNotices).
             self.messages.append(Message.user(delivered))
+            self.positions.append(position)
         if folds:
             self._folded.update(folds)
             self.pending = [e for e in self.pending if e.position not in self._folded]
         self.messages.append(message)
+        self.positions.append(position)
         if message.role == "assistant":
             self.turn = position
             self.turn_message = message
+            self.assistant_turns += 1
             for call in message.tool_calls:
                 self.call_ids.add(call.id)
 
     def _turn_requesting(self, call_id: str) -> int:
         turns = [turn for turn, cid in self.requests if cid == call_id]
         return max(turns) if turns else self.turn
+
+    # ------------------------------------------------------------ the request view
+
+    def view(self) -> list[Message]:
+        """The messages the next request is built from: all of them, or after a
+        compaction its summary followed by the messages it did not replace."""
+        compaction = self.compaction
+        if compaction is None:
+            return self.messages
+        return [summary_message(compaction.summary), *self.messages[self.view_start :]]
+
+    def view_chars(self) -> int:
+        """Characters of the view's messages (measured incrementally)."""
+        sizes = self._sizes
+        for m in self.messages[len(sizes) :]:
+            size = message_chars(m)
+            sizes.append(size)
+            self._total += size
+        if self.compaction is None:
+            return self._total
+        if self._before_view < 0:
+            self._before_view = sum(sizes[: self.view_start])
+        return len(self.compaction.summary) + self._total - self._before_view
 
     # ------------------------------------------------------------ the open turn
 
@@ -207,6 +273,14 @@ class SessionLog:
         if any((turn, c.id) in self.started for c in open_calls):
             return []
         return open_calls
+
+    def run_traceparent(self) -> str | None:
+        """The trace context the latest run recorded (the run that parked the
+        current turn, when one is parked); None if it was not traced."""
+        for entry in reversed(self.entries):
+            if entry.kind == EntryKind.RUN_STARTED:
+                return RunStartedEntry.from_data(entry.data).traceparent
+        return None
 
     def request(self, call_id: str) -> RequestedCall | None:
         """The approval request of `call_id` in the current turn, if any."""
@@ -238,6 +312,28 @@ class SessionLog:
             if m.role == "assistant":
                 return m.text
         return ""
+
+
+SUMMARY_HEADING = "[Summary of the earlier conversation, written when it was compacted]"
+
+
+def summary_message(summary: str) -> Message:
+    """The user turn that stands for the compacted part of the conversation."""
+    return Message.user(f"{SUMMARY_HEADING}\n{summary}")
+
+
+def message_chars(message: Message) -> int:
+    """The characters a message puts before the model (text, calls, results)."""
+    total = 0
+    for block in message.blocks:
+        if isinstance(block, TextBlock):
+            total += len(block.text)
+        elif isinstance(block, ToolResult):
+            total += len(block.content)
+        elif isinstance(block, ToolCall):
+            raw = block.raw_arguments
+            total += len(block.name) + len(raw if raw is not None else json.dumps(block.arguments))
+    return total
 
 
 def interrupted_results(calls: Iterable[ToolCall]) -> Message:

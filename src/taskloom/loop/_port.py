@@ -1,27 +1,45 @@
-"""The ports the round loop talks through: its session and background notices.
+"""The ports the round loop talks through: its session, background notices,
+and whoever observes its runs.
 
 The loop defines what it needs as small protocols; the runtime (for the
-session) and the background service (for notices) implement them. So the
-loop knows nothing of runtimes, stores or background work, and a test can
-drive it with anything that has these methods.
+session), the background service (for notices) and the tracing package (for
+observers) implement them. So the loop knows nothing of runtimes, stores,
+background work or OpenTelemetry, and a test can drive it with anything that
+has these methods.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from types import TracebackType
+from typing import TYPE_CHECKING, Protocol, Self
 
 from ..entries import Entry
-from ..messages import Message
-from ..models._base import Model, ModelSettings, ReasoningOptions
-from ..results import ToolSpec
-from ..tools import AgentView, Tool, ToolHost
+from ..messages import Message, ToolCall
+from ..models._base import Model, ModelRequest, ModelResponse, ModelSettings, ReasoningOptions
+from ..results import RunResult, ToolSpec
+from ..tools import AgentView, Tool, ToolHost, ToolOutput
 
 if TYPE_CHECKING:
+    from ._compact import Compaction
     from ._log import SessionLog
 
-__all__ = ["AgentSpec", "Delivery", "NoticesPort", "RunNoticesPort", "SessionPort"]
+__all__ = [
+    "NO_OBSERVER",
+    "NO_WATCH",
+    "AgentSpec",
+    "Delivery",
+    "ModelCallWatch",
+    "NoticesPort",
+    "RunInfo",
+    "RunNoticesPort",
+    "RunObserver",
+    "RunWatch",
+    "SessionPort",
+    "ToolCallWatch",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +85,18 @@ class AgentSpec(AgentView, Protocol):
         """A name for the structured output."""
         ...
 
+    @property
+    def compaction(self) -> Compaction | None:
+        """When and how long sessions are compacted (None: never)."""
+        ...
+
     def parse_output(self, text: str) -> object:
-        """The final answer validated against the output schema (ValueError says why not)."""
+        """The final answer's text validated as the output type (ValueError says why not)."""
+        ...
+
+    def validate_output(self, value: object) -> object:
+        """A JSON value (a final-answer tool's arguments) validated as the output
+        type (ValueError says why not)."""
         ...
 
 
@@ -91,8 +119,11 @@ class RunNoticesPort(Protocol):
 class NoticesPort(Protocol):
     """Background notices of a runtime, as the loop sees them."""
 
-    def run_notices(self, session_id: str, run_id: str) -> RunNoticesPort:
-        """The notices of one run."""
+    def run_notices(
+        self, session_id: str, run_id: str, tools: Collection[str] = ()
+    ) -> RunNoticesPort:
+        """The notices of one run; `tools` are the names of the tools the run
+        offers the model (what a reminder may suggest)."""
         ...
 
     async def ack(self, session_id: str, ids: Sequence[str]) -> None:
@@ -174,3 +205,157 @@ class SessionPort(Protocol):
     async def set_reasoning(self, reasoning: ReasoningOptions | None) -> None:
         """Persist a reasoning change."""
         ...
+
+    def resolve_model(self, spec: Model | str) -> Model:
+        """A model instance for a spec (a summarizer named by spec, ...)."""
+        ...
+
+
+# ---------------------------------------------------------------- observers
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """What an observer learns when a run starts.
+
+    `resumes` is the trace context the run that parked this turn recorded
+    (`RunStartedEntry.traceparent`), when this run resumes one.
+    """
+
+    agent: AgentSpec
+    session_id: str
+    run_id: str
+    resume: bool = False
+    resumes: str | None = None
+
+
+class _Watch(Protocol):
+    def __enter__(self) -> Self:
+        """Starts the watch (a tracer makes its span current here)."""
+        ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Ends the watch; an exception passing through is how the watched step failed."""
+        ...
+
+
+class ModelCallWatch(_Watch, Protocol):
+    """One model request (with its transport retries), entered around it."""
+
+    def retrying(self, attempt: int, delay: float, error: BaseException) -> None:
+        """Attempt `attempt` failed with `error`; the next starts in `delay` seconds."""
+        ...
+
+    def responded(self, response: ModelResponse) -> None:
+        """The request produced `response`."""
+        ...
+
+
+class ToolCallWatch(_Watch, Protocol):
+    """One tool call, entered around its execution (the tool runs inside it)."""
+
+    def returned(self, output: ToolOutput) -> None:
+        """The call's one result (an in-band error has `is_error`)."""
+        ...
+
+
+class RunWatch(_Watch, Protocol):
+    """One run, entered around everything the run does after it started."""
+
+    @property
+    def traceparent(self) -> str | None:
+        """The run's trace context (a W3C `traceparent`), recorded in its
+        `RunStartedEntry` so a later resume can link to it; None untraced."""
+        ...
+
+    def model_call(self, model: Model, request: ModelRequest, *, streamed: bool) -> ModelCallWatch:
+        """The watch of one model request of this run."""
+        ...
+
+    def tool_call(self, call: ToolCall, tool: Tool | None) -> ToolCallWatch:
+        """The watch of one tool call of this run (`tool` None: unknown name)."""
+        ...
+
+    def finished(self, result: RunResult) -> None:
+        """The run ended with `result` (a run that raises ends through `__exit__`)."""
+        ...
+
+
+class RunObserver(Protocol):
+    """Watches runs as they happen: how tracing plugs into the loop.
+
+    The loop enters a `RunWatch` per run, a `ModelCallWatch` per model
+    request and a `ToolCallWatch` per tool call, nested as they run (tools
+    execute inside their watch, so work they start is under it). The
+    runtime holds one observer for all its runs; `NO_OBSERVER` costs a few
+    method calls per round.
+    """
+
+    def run(self, info: RunInfo) -> RunWatch:
+        """The watch of a run that starts now."""
+        ...
+
+    def current_traceparent(self) -> str | None:
+        """The trace context of the step running now (a W3C `traceparent`), for
+        work that continues it elsewhere (a background child); None untraced."""
+        ...
+
+    def continue_trace(self, traceparent: str | None) -> AbstractContextManager[object]:
+        """A block in which runs continue the trace `traceparent` names (a child
+        run in a worker process); no-op for None."""
+        ...
+
+
+class _Unobserved:
+    """Observes nothing: every watch is this object, every hook does nothing."""
+
+    __slots__ = ()
+
+    traceparent: str | None = None
+
+    def run(self, info: RunInfo) -> _Unobserved:
+        return self
+
+    def current_traceparent(self) -> str | None:
+        return None
+
+    def continue_trace(self, traceparent: str | None) -> _Unobserved:
+        return self
+
+    def __enter__(self) -> _Unobserved:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def model_call(self, model: Model, request: ModelRequest, *, streamed: bool) -> _Unobserved:
+        return self
+
+    def tool_call(self, call: ToolCall, tool: Tool | None) -> _Unobserved:
+        return self
+
+    def retrying(self, attempt: int, delay: float, error: BaseException) -> None:
+        return None
+
+    def responded(self, response: ModelResponse) -> None:
+        return None
+
+    def returned(self, output: ToolOutput) -> None:
+        return None
+
+    def finished(self, result: RunResult) -> None:
+        return None
+
+
+_NOTHING = _Unobserved()
+
+NO_OBSERVER: RunObserver = _NOTHING
+"""The observer of a runtime without tracing: watches nothing."""
+
+NO_WATCH: RunWatch = _NOTHING
+"""The watch of an unobserved run."""

@@ -11,14 +11,16 @@
 Nothing is written for a turn until its response is complete, so cancelling
 the task discards the turn in flight and leaves the log consistent. Every
 append goes through the session port, fenced by the run's session lease.
+The run, each model request and each tool call happen inside a watch of the
+runtime's observer (tracing), entered in that order of nesting.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..entries import (
@@ -29,7 +31,7 @@ from ..entries import (
     RunFinishedEntry,
     RunStartedEntry,
 )
-from ..errors import UsageError
+from ..errors import ContextWindowExceeded, UsageError
 from ..events import (
     ApprovalRequested,
     Event,
@@ -39,15 +41,17 @@ from ..events import (
     RunStarted,
 )
 from ..messages import Message, ToolCall, ToolResult
-from ..models._base import ModelRequest
+from ..models._base import Model, ModelRequest, ModelResponse
 from ..results import PendingCall, RunResult, RunStatus
 from ..tools import ToolContext
-from ._approvals import gated_calls, requests_for, resolve_parked_turn
+from ._approvals import Gate, gated_calls, requests_for, resolve_parked_turn
 from ._ask import ask_model
+from ._compact import Compactor
 from ._execute import run_batch
 from ._log import fold_text, with_unique_call_ids
 from ._options import RunOptions
-from ._port import Delivery, SessionPort
+from ._output import FinalOutput, to_jsonable
+from ._port import NO_OBSERVER, NO_WATCH, Delivery, RunInfo, RunObserver, SessionPort
 from ._result import EndRun
 from ._strategy import RoundAdjustment, RoundBoundary, RoundContext, RoundDecision, RoundToolResult
 
@@ -55,7 +59,7 @@ __all__ = ["STORE_GRACE", "RunLoop"]
 
 _PROCEED = RoundDecision.proceed()
 
-STORE_GRACE = 2.0
+STORE_GRACE = 1.0
 """Seconds past the deadline a run waits for the store before it gives up."""
 
 
@@ -68,27 +72,63 @@ class RunLoop:
         options: RunOptions | None,
         emit: Callable[[Event], None] | None,
         origin: str = "",
+        observer: RunObserver = NO_OBSERVER,
+        *,
+        deps: object = None,
     ) -> None:
         self.session = session
         self.opts = options or RunOptions()
         self.controls = self.opts.bind()
         self.emit = emit
         self.origin = origin
+        self.deps = deps
         self.run_id = uuid.uuid4().hex
         self.rounds = self.model_requests = self.transport_retries = self.tool_calls = 0
-        self.fixes_used = 0
-        self.output: Any = None
+        # Rounds of earlier runs of the session: events number rounds on from them.
+        self.round_base = 0
+        self.output = FinalOutput(session.agent)
+        self.tools = self.output.tools(session.tools)
         self.start_position = 0
         self.background = session.notices
-        self.notices = self.background.run_notices(session.id, self.run_id)
+        self.notices = self.background.run_notices(session.id, self.run_id, tuple(self.tools))
+        self.compactor = Compactor(self, session.agent.compaction)
         self._held: Delivery | None = None
+        self.observer = observer
+        self.watch = NO_WATCH
 
-    def _event(self, cls: type[Any], **fields: Any) -> None:
+    def event(self, cls: type[Any], **fields: Any) -> None:
+        """Emit an event of this run (tagged with its origin and session)."""
         if self.emit is not None:
             self.emit(cls(origin=self.origin, session_id=self.session.id, **fields))
 
-    async def _append(self, payload: Payload) -> int:
+    _event = event
+
+    async def record(self, payload: Payload) -> int:
+        """Append an entry of this run (fenced, through the session port)."""
         return await self.session.append(Entry.of(payload, self.run_id))
+
+    _append = record
+
+    def resolve_model(self, spec: Model | str) -> Model:
+        """A model instance for a spec (through the session's runtime)."""
+        return self.session.resolve_model(spec)
+
+    async def ask(self, model: Model, request: ModelRequest) -> ModelResponse:
+        """Ask a model under this run's retry policy, budgets and deadline; its
+        usage counts in the run's."""
+        response = await ask_model(
+            model,
+            request,
+            opts=self.opts,
+            controls=self.controls,
+            counters=self,
+            emit=self.emit,
+            origin=self.origin,
+            session_id=self.session.id,
+            watch=self.watch,
+        )
+        self.controls.meter.add(response.usage)
+        return response
 
     async def _append_message(
         self, message: Message, delivered: Delivery | None = None, folds: Sequence[int] = ()
@@ -139,23 +179,34 @@ class RunLoop:
             await self._append_message(cut_off)
         # Stop requests written before this run started are not for it.
         self.start_position = session.log.position
-        await self._append(RunStartedEntry(session.agent.name, resume))
-        self._event(RunStarted, run_id=self.run_id, agent=session.agent.name)
-        if user is not None:
-            await self._append_message(user)
-        try:
-            if resume:
-                await self._decide(await self._resume_parked())
-            while True:
-                await session.sync()
-                self._check_limits()
-                await self._round()
-        except EndRun as end:
-            return await self._finish(end.status, end.error)
-        except BaseException as exc:
-            if not isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
-                await self._record_failure(exc)
-            raise
+        self.round_base = session.log.assistant_turns
+        self.watch = self.observer.run(
+            RunInfo(
+                session.agent,
+                session.id,
+                self.run_id,
+                resume,
+                session.log.run_traceparent() if resume else None,
+            )
+        )
+        with self.watch:
+            await self._append(RunStartedEntry(session.agent.name, resume, self.watch.traceparent))
+            self._event(RunStarted, run_id=self.run_id, agent=session.agent.name)
+            if user is not None:
+                await self._append_message(user)
+            try:
+                if resume:
+                    await self._after_tools(await self._resume_parked())
+                while True:
+                    await session.sync()
+                    self._check_limits()
+                    await self._round()
+            except EndRun as end:
+                return await self._finish(end.status, end.error)
+            except BaseException as exc:
+                if not isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+                    await self._record_failure(exc)
+                raise
 
     async def _round(self) -> None:
         session = self.session
@@ -170,19 +221,10 @@ class RunLoop:
         if self._held is not None:
             delivery = self._held if delivery is None else self._held.merged(delivery)
             self._held = None
-        # 4. ask the model
+        # 4. ask the model (compacting the view first if it grew too long)
         if delivery is not None:
             self._event(NoticeDelivered, text=delivery.text, notice_ids=tuple(delivery.ack_ids))
-        response = await ask_model(
-            session.model,
-            self._request(delivery),
-            opts=self.opts,
-            controls=self.controls,
-            counters=self,
-            emit=self.emit,
-            origin=self.origin,
-            session_id=session.id,
-        )
+        response = await self._ask_with_compaction(delivery)
         # 5. commit the assistant message with the notices it carried, then ack
         # them. Call ids a provider reuses are made unique first, so results
         # and decisions always pair with this turn's calls.
@@ -191,32 +233,76 @@ class RunLoop:
         if delivery is not None and delivery.ack_ids:
             await self.background.ack(session.id, delivery.ack_ids)
         self.rounds += 1
-        self.controls.meter.add(response.usage)
         calls = message.tool_calls
         if calls:
             await self._tool_round(calls)  # 6a
         else:
             await self._final_round(message)  # 6b
 
+    async def _ask_with_compaction(self, delivery: Delivery | None) -> ModelResponse:
+        compactor = self.compactor
+        if compactor.policy is None:
+            model = self.session.model
+            return await self.ask(model, self._request(model, delivery))
+        extra = delivery.text if delivery is not None else ""
+        await compactor.before_request(extra)
+        for attempt in (1, 2):
+            chars = compactor.request_chars(extra)
+            model = self.session.model
+            try:
+                response = await self.ask(model, self._request(model, delivery))
+            except ContextWindowExceeded as exc:
+                # The provider counted what we estimated: compact once, retry once.
+                if attempt == 2 or not await compactor.compact(forced=True):
+                    raise EndRun(RunStatus.FAILED, self._overflow_error(exc)) from None
+                continue
+            u = response.usage
+            compactor.estimate.observe(
+                chars, u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+            )
+            return response
+        raise AssertionError("unreachable")
+
+    def _overflow_error(self, exc: ContextWindowExceeded) -> str:
+        window = self.compactor.window()
+        size = self.compactor.tokens()
+        limit = f"the model's window of {window} tokens" if window else "the model's window"
+        return (
+            f"the request (about {size} tokens) does not fit {limit}, even after compacting "
+            f"({exc}); lower Compaction(keep_recent=...), shorten tool outputs "
+            "(max_output_chars), or use a model with a larger window"
+        )
+
     async def _tool_round(self, calls: list[ToolCall]) -> None:
-        gated = gated_calls(calls, self.session.tools)
+        gated = gated_calls(calls, self.tools)
         if gated:
             await self._park(gated)
-        await self._decide(await self._commit_results(await self._execute(calls)))
+        await self._after_tools(await self._commit_results(await self._execute(calls)))
 
-    async def _park(self, gated: list[ToolCall]) -> None:
+    async def _after_tools(self, decision: RoundDecision) -> None:
+        # A final answer given through the tool ends the run like a final
+        # message would, once the strategy lets it and nothing is pending.
+        answered = self.output.after_tools()
+        await self._decide(decision)
+        if answered and decision.action == "continue":
+            await self._may_complete()
+
+    async def _park(self, gated: list[Gate]) -> None:
         # One entry for the whole turn: a crash leaves every gated call of
         # the turn requested, or none (and then none runs: see resume).
         await self._append(requests_for(self.session.log.turn, gated))
-        for c in gated:
-            self._event(ApprovalRequested, call_id=c.id, name=c.name, arguments=c.arguments)
+        for g in gated:
+            c = g.call
+            self._event(
+                ApprovalRequested, call_id=c.id, name=c.name, arguments=c.arguments, reason=g.reason
+            )
         raise EndRun(RunStatus.AWAITING_APPROVAL)
 
     async def _final_round(self, message: Message) -> None:
         self._event(
             RoundCommitted,
             run_id=self.run_id,
-            round=self.rounds,
+            round=self.round_base + self.rounds,
             boundary=RoundBoundary.ASSISTANT_MESSAGE_COMMITTED.value,
         )
         decision = await self._strategy(
@@ -234,9 +320,13 @@ class RunLoop:
             await self._decide(decision)
             return
         await self._apply_adjust(decision.adjust)
-        # A run does not return while something it started has an answer the
-        # model has not seen: steering or deferred items that landed, unseen
-        # completions, or a first reminder of work still running.
+        await self._may_complete(message)
+
+    async def _may_complete(self, message: Message | None = None) -> None:
+        """End the run COMPLETED, unless something it started has an answer the
+        model has not seen (steering or deferred items that landed, unseen
+        completions, a first reminder of work still running) or the final
+        `message` needs correcting."""
         await self.session.sync()
         if self.session.log.pending:
             return
@@ -246,7 +336,12 @@ class RunLoop:
             # entry and is acknowledged only once that entry is persisted.
             self._held = final
             return
-        await self._check_output(message)
+        if message is not None:
+            fix = self.output.check_text(message.text)
+            if fix is not None:
+                await self._append_message(Message.user(fix))
+                return
+        raise EndRun(RunStatus.COMPLETED)
 
     # ------------------------------------------------------------ tools
 
@@ -257,7 +352,7 @@ class RunLoop:
         decided = decided or {}
         results_run, end, ran = await run_batch(
             [c for c in calls if c.id not in decided],
-            self.session.tools,
+            self.tools,
             self._context,
             self.emit,
             budget=self.opts.max_tool_calls,
@@ -265,6 +360,7 @@ class RunLoop:
             deadline_at=self.controls.deadline_at,
             origin=self.origin,
             session_id=self.session.id,
+            watch=self.watch,
         )
         self.tool_calls += ran
         it = iter(results_run)
@@ -287,6 +383,7 @@ class RunLoop:
             emit=self._emit_from_tool,
             record=s.append,
             origin=self.origin,
+            deps=self.deps,
         )
 
     def _emit_from_tool(self, event: Event) -> None:
@@ -303,7 +400,7 @@ class RunLoop:
         self._event(
             RoundCommitted,
             run_id=self.run_id,
-            round=self.rounds,
+            round=self.round_base + self.rounds,
             boundary=RoundBoundary.TOOL_RESULTS_COMMITTED.value,
         )
         return await self._strategy(
@@ -323,7 +420,7 @@ class RunLoop:
     async def _resume_parked(self) -> RoundDecision:
         log = self.session.log
         parked = log.parked()
-        plan = resolve_parked_turn(log, parked, self.session.tools)
+        plan = resolve_parked_turn(log, parked, self.tools)
         if plan.unasked:
             # Gated calls nobody was asked about are asked about now, never run.
             await self._park(plan.unasked)
@@ -337,7 +434,16 @@ class RunLoop:
 
     async def _strategy(self, ctx: RoundContext) -> RoundDecision:
         strategy = self.opts.strategy
-        return _PROCEED if strategy is None else await strategy.on_round(ctx)
+        if strategy is None:
+            return _PROCEED
+        if self.compactor.policy is not None:
+            ctx = replace(
+                ctx, context_tokens=self.compactor.tokens(), context_window=self.compactor.window()
+            )
+        decision = await strategy.on_round(ctx)
+        if decision.compaction != "auto":
+            self.compactor.hint = decision.compaction
+        return decision
 
     async def _decide(self, decision: RoundDecision) -> None:
         await self._apply_adjust(decision.adjust)
@@ -371,38 +477,19 @@ class RunLoop:
         if c.token_budget is not None and c.meter.root_tokens >= c.token_budget:
             raise EndRun(RunStatus.BUDGET_EXHAUSTED, f"token_budget ({c.token_budget}) reached")
 
-    async def _check_output(self, message: Message) -> None:
-        agent = self.session.agent
-        if agent.output_schema is None:
-            raise EndRun(RunStatus.COMPLETED)
-        try:
-            self.output = agent.parse_output(message.text)
-        except ValueError as exc:
-            if self.fixes_used >= agent.fixes:
-                raise EndRun(
-                    RunStatus.FAILED, f"the answer did not match the output schema: {exc}"
-                ) from None
-            self.fixes_used += 1
-            fix = (
-                f"Your answer did not match the required output schema: {exc}\n"
-                "Reply again with only a JSON value that follows the schema."
-            )
-            await self._append_message(Message.user(fix))
-            return
-        raise EndRun(RunStatus.COMPLETED)
-
-    def _request(self, delivery: Delivery | None) -> ModelRequest:
+    def _request(self, model: Model, delivery: Delivery | None) -> ModelRequest:
         s = self.session
-        messages: Sequence[Message] = tuple(s.log.messages)
+        messages: Sequence[Message] = tuple(s.log.view())
         if delivery is not None:
             messages = (*messages, Message.user(delivery.text))
         agent = s.agent
+        output_schema, output_tool = self.output.ask(model)
         return ModelRequest(
             messages=messages,
             system=agent.instructions,
-            tools=s.tool_specs,
+            tools=(*s.tool_specs, *output_tool) if output_tool else s.tool_specs,
             settings=s.settings,
-            output_schema=agent.output_json_schema,
+            output_schema=output_schema,
             output_name=agent.output_name,
         )
 
@@ -413,15 +500,20 @@ class RunLoop:
         pending: tuple[PendingCall, ...] = ()
         if status is RunStatus.AWAITING_APPROVAL:
             pending = tuple(
-                PendingCall(c.id, c.name, c.arguments)
+                PendingCall(c.id, c.name, c.arguments, r.reason)
                 for c in log.parked()
-                if log.request(c.id) is not None
+                if (r := log.request(c.id)) is not None
             )
+        output = self.output
+        completed = status is RunStatus.COMPLETED and output.accepted
         return RunResult(
             status=status,
-            text=log.last_assistant_text(),
-            output=self.output,
+            text=output.text
+            if completed and output.text is not None
+            else log.last_assistant_text(),
+            output=output.value if completed else None,
             usage=self.controls.meter.total,
+            own_usage=self.controls.meter.own,
             pending=pending,
             session_id=self.session.id,
             run_id=self.run_id,
@@ -441,10 +533,11 @@ class RunLoop:
                 result.usage,
                 self.rounds,
                 self.model_requests,
-                _jsonable(self.output),
+                to_jsonable(result.output) if self.output.is_structured else None,
             )
         )
         self._event(RunFinished, result=result)
+        self.watch.finished(result)
         return result
 
     async def _record_failure(self, exc: BaseException) -> None:
@@ -462,14 +555,3 @@ class RunLoop:
             )
         except Exception:  # the store itself may be what failed
             pass
-
-
-def _jsonable(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
-    try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
-        return str(value)

@@ -67,6 +67,8 @@ class RoundContext:
     tool_results: tuple[RoundToolResult, ...] = ()
     session_id: str = ""
     run_id: str = ""
+    context_tokens: int | None = None
+    context_window: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,21 +98,36 @@ class RoundAdjustment:
 
 @dataclass(frozen=True, slots=True)
 class RoundDecision:
-    """What the loop does next. Build with `proceed()`, `inject(...)`, `stop()`."""
+    """What the loop does next. Build with `proceed()`, `inject(...)`, `stop()`.
+
+    `compaction` (for agents with a `Compaction` policy) is `"auto"` (the
+    policy decides), `"now"` (compact before the next request) or `"veto"`
+    (not before the next request).
+    """
 
     action: Literal["continue", "inject", "stop"] = "continue"
     content: str | None = None
     adjust: RoundAdjustment | None = None
+    compaction: Literal["auto", "now", "veto"] = "auto"
 
     @staticmethod
-    def proceed(adjust: RoundAdjustment | None = None) -> RoundDecision:
+    def proceed(
+        adjust: RoundAdjustment | None = None,
+        *,
+        compaction: Literal["auto", "now", "veto"] = "auto",
+    ) -> RoundDecision:
         """Carry on as the loop would without a strategy."""
-        return Continue(adjust)
+        return Continue(adjust, compaction=compaction)
 
     @staticmethod
-    def inject(content: str, adjust: RoundAdjustment | None = None) -> RoundDecision:
+    def inject(
+        content: str,
+        adjust: RoundAdjustment | None = None,
+        *,
+        compaction: Literal["auto", "now", "veto"] = "auto",
+    ) -> RoundDecision:
         """Append `content` as a user turn and ask the model again."""
-        return Inject(content, adjust)
+        return Inject(content, adjust, compaction=compaction)
 
     @staticmethod
     def stop() -> RoundDecision:
@@ -122,22 +139,35 @@ class RoundDecision:
 class Continue(RoundDecision):
     """Proceed, optionally adjusting model or reasoning."""
 
-    def __init__(self, adjust: RoundAdjustment | None = None) -> None:
+    def __init__(
+        self,
+        adjust: RoundAdjustment | None = None,
+        *,
+        compaction: Literal["auto", "now", "veto"] = "auto",
+    ) -> None:
         object.__setattr__(self, "action", "continue")
         object.__setattr__(self, "content", None)
         object.__setattr__(self, "adjust", adjust)
+        object.__setattr__(self, "compaction", compaction)
 
 
 @dataclass(frozen=True, slots=True, init=False)
 class Inject(RoundDecision):
     """Append a corrective user turn, optionally adjusting model or reasoning."""
 
-    def __init__(self, content: str, adjust: RoundAdjustment | None = None) -> None:
+    def __init__(
+        self,
+        content: str,
+        adjust: RoundAdjustment | None = None,
+        *,
+        compaction: Literal["auto", "now", "veto"] = "auto",
+    ) -> None:
         if not content:
             raise ValueError("Inject needs non-empty content")
         object.__setattr__(self, "action", "inject")
         object.__setattr__(self, "content", content)
         object.__setattr__(self, "adjust", adjust)
+        object.__setattr__(self, "compaction", compaction)
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -148,6 +178,7 @@ class Stop(RoundDecision):
         object.__setattr__(self, "action", "stop")
         object.__setattr__(self, "content", None)
         object.__setattr__(self, "adjust", None)
+        object.__setattr__(self, "compaction", "auto")
 
 
 @runtime_checkable

@@ -48,6 +48,7 @@ __all__ = [
     "checked_base_url",
     "merge_settings",
     "public_url",
+    "same_origin",
 ]
 
 _Origin = tuple[str, str, int]
@@ -64,6 +65,9 @@ class WireOptions(TypedDict, total=False):
     provider's server; `http_client` replaces the shared pooled client;
     `headers` go with every request; `stream` chooses the HTTP path
     `request()` uses; `settings` are defaults under each request's own.
+    `native_output=False` says the server has no structured output of its
+    own (an OpenAI-compatible server without `json_schema` response formats):
+    agents then ask for their output through a final-answer tool.
     """
 
     api_key: str | None
@@ -73,6 +77,7 @@ class WireOptions(TypedDict, total=False):
     stream: bool
     api_key_env: str | None
     settings: ModelSettings | None
+    native_output: bool
 
 
 class Assembly(Protocol):
@@ -102,6 +107,9 @@ def merge_settings(default: ModelSettings | None, override: ModelSettings) -> Mo
         stop=override.stop or default.stop,
         reasoning=default.reasoning if override.reasoning is None else override.reasoning,
         extra={**default.extra, **override.extra},
+        context_window=(
+            default.context_window if override.context_window is None else override.context_window
+        ),
     )
 
 
@@ -143,6 +151,11 @@ def _origin(url: str) -> _Origin:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     return scheme, parts.hostname or "", parts.port or (443 if scheme == "https" else 80)
+
+
+def same_origin(url: str, other: str) -> bool:
+    """Whether two URLs reach the same scheme, host and port."""
+    return _origin(url) == _origin(other)
 
 
 def _shown(origin: _Origin) -> str:
@@ -211,6 +224,7 @@ class WireModel(ABC):
         "_client",
         "_home",
         "_name",
+        "_native",
         "_provider",
         "_settings",
         "_stream",
@@ -242,6 +256,7 @@ class WireModel(ABC):
         self._client = options.get("http_client")
         self._stream = options.get("stream", True)
         self._settings = options.get("settings")
+        self._native = options.get("native_output")
         self._target = Target(self._endpoint(base_url), headers, provider, why_no_key)
 
     # -- identity ---------------------------------------------------------------------
@@ -255,6 +270,16 @@ class WireModel(ABC):
     def provider(self) -> str:
         """The wire API or server (`openai`, `openai-responses`, `anthropic`, `ollama`, ...)."""
         return self._provider
+
+    @property
+    def native_output(self) -> bool:
+        """Whether the model takes `ModelRequest.output_schema` as structured
+        output of its own (`native_output=` overrides the adapter's judgement)."""
+        native = self._native
+        return self._native_output() if native is None else native
+
+    def _native_output(self) -> bool:
+        return True
 
     @property
     def base_url(self) -> str:

@@ -346,6 +346,12 @@ class AnthropicModel(WireModel):
         self._max_tokens = max_tokens
         self._cache = cache
 
+    def _native_output(self) -> bool:
+        # Before Claude 4.5 there is no `output_config.format`: agents ask
+        # through their final-answer tool (a request that carries an output
+        # schema anyway gets the forced output tool below).
+        return _Family.of(self._name).native_output
+
     def _endpoint(self, base_url: str) -> str:
         return f"{base_url}/messages" if base_url.endswith("/v1") else f"{base_url}/v1/messages"
 

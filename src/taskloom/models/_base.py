@@ -60,7 +60,15 @@ class ReasoningOptions:
 
 @dataclass(frozen=True, slots=True)
 class ModelSettings:
-    """Sampling settings; None means the provider's default."""
+    """Sampling settings; None means the provider's default.
+
+    `extra` entries go into the request body as they are, after everything
+    else (e.g. `{"tool_choice": ..., "seed": 1}` for Chat Completions).
+    `context_window` is the model's window in tokens, when known: it is never
+    sent, but lets an adapter tell a request too long for the model from a
+    server that failed (a server that answers an over-long prompt with an
+    empty stream, such as llama.cpp's).
+    """
 
     temperature: float | None = None
     top_p: float | None = None
@@ -68,6 +76,7 @@ class ModelSettings:
     stop: tuple[str, ...] = ()
     reasoning: ReasoningOptions | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    context_window: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +139,11 @@ class Model(Protocol):
     `name` is the model's name, `provider` the wire API (`openai`,
     `openai-responses`, `anthropic`, `scripted`, ...); `spec` is the string
     `resolve_model` would turn back into an equivalent model.
+
+    A model without structured output of its own says so with a false
+    `native_output` attribute (optional; without it a model is taken to
+    honour `ModelRequest.output_schema`): agents with an output type then
+    ask it for the answer through a final-answer tool.
     """
 
     @property

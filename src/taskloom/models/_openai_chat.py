@@ -2,23 +2,31 @@
 
 One adapter serves api.openai.com and every server that speaks the same
 protocol (Ollama, vLLM, LM Studio, llama.cpp, OpenRouter, Groq, Together,
-DeepSeek, ...); `provider` names which, and decides the few places where
-they differ.
+DeepSeek, ...); `provider` names which, and its preset's `ChatQuirks` decide
+the few places where they differ. `openai:` pointed at another host is the
+generic compatible server.
+
+Compatible servers fail in ways OpenAI does not: some stream no usage (it is
+then estimated and marked so), and llama.cpp answers a prompt longer than
+its window with an empty stream (with `ModelSettings.context_window` known,
+that is `ContextWindowExceeded`, not a transport error to retry).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx2
 
-from ..errors import ProviderError, TransportError
+from ..errors import ContextWindowExceeded, ProviderError, TransportError
 from ..events import TextDelta, ThinkingDelta
 from ..messages import Message, ToolCall
-from ._adapter import WireModel
+from ._adapter import WireModel, merge_settings, same_origin
 from ._base import ModelRequest, ModelResponse, ModelSettings, StreamEvent, ToolCallDelta
+from ._estimate import estimate_tokens, estimated_usage, request_chars
 from ._http import SSE, error_from_response, loads_event
 from ._openai_common import (
     arguments_json,
@@ -33,7 +41,7 @@ from ._openai_common import (
     text_of,
     usage_of,
 )
-from ._resolve import PRESETS
+from ._resolve import COMPATIBLE, PRESETS, ChatQuirks
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -50,18 +58,29 @@ class OpenAIChatModel(WireModel):
     preset gives the default `base_url` and key variable, and whether a key is
     required (see `WireModel` for the options and where keys go). With
     `stream=False`, `stream()` replays the whole response as deltas.
-    `max_tokens` goes out as `max_completion_tokens` to OpenAI and as
-    `max_tokens` to every other server. Thinking blocks are never sent.
+    Thinking blocks are never sent.
+
+    OpenAI's own host gets `max_completion_tokens` and tool-call-only
+    assistant turns without `content`; every other host gets `max_tokens`
+    and `"content": ""` unless its preset says otherwise (`quirks`).
     """
 
-    __slots__ = ()
+    __slots__ = ("_quirks",)
 
     _HOME = PRESETS["openai"]
 
     def __init__(
         self, model_name: str, *, provider: str = "openai", **options: Unpack[WireOptions]
     ) -> None:
-        self._configure(model_name, provider, PRESETS.get(provider, self._HOME), options)
+        home = PRESETS.get(provider, self._HOME)
+        self._configure(model_name, provider, home, options)
+        on_its_host = home.name != "openai" or same_origin(self._base_url, home.base_url)
+        self._quirks = home.quirks if on_its_host else COMPATIBLE
+
+    @property
+    def quirks(self) -> ChatQuirks:
+        """How the server this model points at departs from OpenAI's own host."""
+        return self._quirks
 
     def _endpoint(self, base_url: str) -> str:
         return f"{base_url}/chat/completions"
@@ -69,7 +88,8 @@ class OpenAIChatModel(WireModel):
     def _encode(
         self, request: ModelRequest, settings: ModelSettings, stream: bool
     ) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self._name, "messages": build_messages(request)}
+        messages = build_messages(request, tool_turn_content=self._quirks.tool_turn_content)
+        body: dict[str, Any] = {"model": self._name, "messages": messages}
         if request.tools:
             body["tools"] = build_tools(request.tools)
         if settings.temperature is not None:
@@ -79,10 +99,7 @@ class OpenAIChatModel(WireModel):
         if settings.stop:
             body["stop"] = list(settings.stop)
         if settings.max_tokens is not None:
-            # OpenAI deprecated max_tokens (reasoning models refuse it);
-            # compatible servers mostly know only the old name.
-            key = "max_completion_tokens" if self._provider == "openai" else "max_tokens"
-            body[key] = settings.max_tokens
+            body[self._quirks.max_tokens_field] = settings.max_tokens
         if settings.reasoning is not None and settings.reasoning.effort is not None:
             body["reasoning_effort"] = settings.reasoning.effort
         if request.output_schema is not None:
@@ -94,7 +111,8 @@ class OpenAIChatModel(WireModel):
         return body
 
     def _assembler(self, request: ModelRequest, emit: bool) -> _StreamState:
-        return _StreamState(self._provider, self._name, emit=emit)
+        window = merge_settings(self._settings, request.settings).context_window
+        return _StreamState(self._provider, self._name, request, window, emit=emit)
 
     def _replayed(self, response: ModelResponse) -> Iterable[StreamEvent]:
         return _replayed_deltas(response.message)
@@ -221,6 +239,7 @@ class _StreamState:
         "by_id",
         "by_index",
         "calls",
+        "chunks",
         "done",
         "emit",
         "finish_reason",
@@ -228,16 +247,29 @@ class _StreamState:
         "model_name",
         "provider",
         "refusal",
+        "request",
         "response_id",
         "text",
         "thinking",
         "usage",
+        "window",
     )
 
-    def __init__(self, provider: str, model_name: str, *, emit: bool) -> None:
+    def __init__(
+        self,
+        provider: str,
+        model_name: str,
+        request: ModelRequest,
+        window: int | None,
+        *,
+        emit: bool,
+    ) -> None:
         self.provider = provider
         self.model_name = model_name
+        self.request = request
+        self.window = window
         self.emit = emit
+        self.chunks = 0
         self.text: list[str] = []
         self.thinking: list[str] = []
         self.refusal: list[str] = []
@@ -264,6 +296,7 @@ class _StreamState:
             self.done = True
             return []
         chunk = loads_event(sse, self.provider)
+        self.chunks += 1
         return self._chunk(chunk) if isinstance(chunk, Mapping) else []
 
     def _chunk(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
@@ -350,8 +383,15 @@ class _StreamState:
             )
 
     def finish(self) -> ModelResponse:
-        """The whole response; a stream cut before its end raises `TransportError`."""
+        """The whole response; a stream cut before its end raises `TransportError`.
+
+        A stream that ended without a single chunk, for a request the model's
+        window cannot hold, raises `ContextWindowExceeded` instead. Without
+        usage from the server, the usage is estimated (`Usage.estimated`).
+        """
         if not self.done and self.finish_reason is None:
+            if self.chunks == 0:
+                self._check_window()
             raise TransportError(
                 "stream ended before the response finished", provider=self.provider
             )
@@ -360,7 +400,7 @@ class _StreamState:
             arguments, raw = parse_arguments("".join(pending.arguments))
             call_id = pending.id or new_call_id()
             calls.append(ToolCall(call_id, pending.name, arguments, raw_arguments=raw))
-        return _response(
+        response = _response(
             self.provider,
             self.model_name,
             thinking="".join(self.thinking),
@@ -371,3 +411,25 @@ class _StreamState:
             usage=self.usage,
             wire={"id": self.response_id, "model": self.model},
         )
+        if self.usage is None:
+            usage = estimated_usage(self.request, response.message)
+            response = dataclasses.replace(response, usage=usage)
+        return response
+
+    def _check_window(self) -> None:
+        """An empty stream is what llama.cpp sends for a prompt over its window:
+        name that, with the sizes, when the window is known and the request
+        does not fit. Anything else stays a transport error to retry."""
+        if self.window is None:
+            return
+        chars = request_chars(self.request)
+        tokens = estimate_tokens(chars)
+        if tokens >= self.window:
+            raise ContextWindowExceeded(
+                f"the server sent an empty stream for a request of about {tokens} tokens "
+                f"(estimated from {chars} characters), which does not fit the model's "
+                f"context window of {self.window} tokens",
+                status=200,
+                provider=self.provider,
+                retryable=False,
+            )

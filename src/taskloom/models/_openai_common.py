@@ -138,7 +138,9 @@ def arguments_json(call: ToolCall) -> str:
     return json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
 
 
-def _assistant(message: Message, index: int, ids: WireIds) -> dict[str, Any] | None:
+def _assistant(
+    message: Message, index: int, ids: WireIds, tool_turn_content: str | None
+) -> dict[str, Any] | None:
     ids.new_turn()
     text: list[str] = []
     calls: list[dict[str, Any]] = []
@@ -159,6 +161,8 @@ def _assistant(message: Message, index: int, ids: WireIds) -> dict[str, Any] | N
     out: dict[str, Any] = {"role": "assistant"}
     if text:
         out["content"] = "".join(text)
+    elif tool_turn_content is not None:
+        out["content"] = tool_turn_content
     if calls:
         out["tool_calls"] = calls
     return out
@@ -185,15 +189,21 @@ def _user_side(message: Message, index: int, ids: WireIds) -> Iterable[dict[str,
         yield {"role": "user", "content": _content(parts) if parts else ""}
 
 
-def build_messages(request: ModelRequest) -> list[dict[str, Any]]:
-    """The `messages` array for a request (system prompt first, thinking dropped)."""
+def build_messages(
+    request: ModelRequest, *, tool_turn_content: str | None = None
+) -> list[dict[str, Any]]:
+    """The `messages` array for a request (system prompt first, thinking dropped).
+
+    An assistant turn with tool calls and no text carries `tool_turn_content`
+    as its content, or no `content` key when it is None (see `ChatQuirks`).
+    """
     out: list[dict[str, Any]] = []
     if request.system:
         out.append({"role": "system", "content": request.system})
     ids = WireIds()
     for index, message in enumerate(request.messages):
         if message.role == "assistant":
-            wire = _assistant(message, index, ids)
+            wire = _assistant(message, index, ids, tool_turn_content)
             if wire is not None:
                 out.append(wire)
         else:

@@ -27,13 +27,40 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ANTHROPIC",
+    "COMPATIBLE",
+    "OPENAI_HOST",
     "OPENAI_RESPONSES",
     "PREFIXES",
     "PRESETS",
+    "ChatQuirks",
     "Preset",
     "resolve",
     "split_spec",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatQuirks:
+    """What a Chat Completions server family accepts where OpenAI's own host differs.
+
+    `max_tokens_field` names the output limit (`max_tokens`, which compatible
+    servers know; OpenAI's host wants `max_completion_tokens`, and its
+    reasoning models refuse the old name). `tool_turn_content` is the
+    `content` an assistant turn with only tool calls carries: None leaves the
+    key out, as OpenAI's host allows; compatible servers whose chat templates
+    read `message.content` (llama.cpp) fail without it and refuse `null`, so
+    they get `""`.
+    """
+
+    max_tokens_field: str = "max_tokens"
+    tool_turn_content: str | None = ""
+
+
+COMPATIBLE = ChatQuirks()
+"""The quirks of any compatible server: what OpenAI's host and the others all accept."""
+
+OPENAI_HOST = ChatQuirks(max_tokens_field="max_completion_tokens", tool_turn_content=None)
+"""OpenAI's own host (`api.openai.com`), as its API reference documents it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,12 +72,14 @@ class Preset:
     `key_required` is false a missing key means no auth header (local
     servers). For Chat Completions prefixes `resolve` lets the environment
     variable `base_url_env` and then `base_url=` override the server.
+    `quirks` say how the server family departs from OpenAI's own host.
     """
 
     name: str
     base_url: str
     api_key_env: str | None
     key_required: bool
+    quirks: ChatQuirks = COMPATIBLE
 
     @property
     def base_url_env(self) -> str:
@@ -63,7 +92,7 @@ def _table(*presets: Preset) -> Mapping[str, Preset]:
 
 
 PRESETS: Mapping[str, Preset] = _table(
-    Preset("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", True),
+    Preset("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", True, OPENAI_HOST),
     Preset("ollama", "http://localhost:11434/v1", "OLLAMA_API_KEY", False),
     Preset("vllm", "http://localhost:8000/v1", "VLLM_API_KEY", False),
     Preset("lmstudio", "http://localhost:1234/v1", None, False),
@@ -95,12 +124,15 @@ _AT_URL = re.compile(r"@[A-Za-z][A-Za-z0-9+.-]*://")
 
 def split_spec(spec: str) -> tuple[str, str, str | None]:
     """`(prefix, model, base_url)` of a spec; base_url is None without `@<url>`.
+    The prefix is lower-cased (provider names are case-insensitive).
 
     The server part starts at the first `@<scheme>://` (`@http://`,
     `@https://`; any other scheme is kept so that the adapter can refuse it
     by name), so model names may contain `@` and `:` (`ollama:qwen3:8b`).
     """
     prefix, sep, rest = spec.partition(":")
+    # Provider names are names, not identifiers: `OpenAI:` is `openai:`.
+    prefix = prefix.strip().lower()
     if not sep or not prefix:
         raise ConfigurationError(
             f"model spec {spec!r} has no provider prefix: write '<provider>:<model>' "

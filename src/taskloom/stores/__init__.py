@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_exports
 from ..errors import ConfigurationError
-
 from ._base import Entry, EntryKind, SessionMeta, SessionStore
 from ._leases import Clock, Fence, Lease, Leases, MemoryLeases, system_clock
 from ._memory import MemoryStore

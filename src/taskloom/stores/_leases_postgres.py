@@ -36,6 +36,7 @@ class PostgresLeases:
     `PostgresLeases(url, schema=...)` opens its own pool on first use (and
     `close()` closes it); given a `PostgresDatabase` it shares that pool,
     which is how `PostgresStore.leases` sits on the store's database.
+    The timeouts are `PostgresDatabase`'s (ignored with a shared database).
     """
 
     def __init__(
@@ -46,12 +47,23 @@ class PostgresLeases:
         schema: str | None = None,
         min_size: int = 1,
         max_size: int = 10,
+        connect_timeout: float = 5.0,
+        checkout_timeout: float = 10.0,
+        statement_timeout: float | None = 30.0,
     ) -> None:
         self._owns_db = not isinstance(url, PostgresDatabase)
         self._db = (
             url
             if isinstance(url, PostgresDatabase)
-            else PostgresDatabase(url, schema=schema, min_size=min_size, max_size=max_size)
+            else PostgresDatabase(
+                url,
+                schema=schema,
+                min_size=min_size,
+                max_size=max_size,
+                connect_timeout=connect_timeout,
+                checkout_timeout=checkout_timeout,
+                statement_timeout=statement_timeout,
+            )
         )
         self._clock = clock
         self._db.require("leases", POSTGRES_LEASE_MIGRATIONS)

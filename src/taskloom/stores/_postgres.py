@@ -73,6 +73,14 @@ class PostgresStore:
     `leases` is a `PostgresLeases` on the same database, and
     `append(..., fence=)` checks it in the append's own transaction.
     `close()` closes the pool.
+
+    No call waits on the server unboundedly: connecting gives up after
+    `connect_timeout` seconds, waiting for a pooled connection after
+    `checkout_timeout`, a statement after `statement_timeout` (server-side,
+    and client-side shortly after when the server does not answer at all);
+    `asyncio.timeout` around any call returns promptly. A server that cannot
+    be reached raises `StoreUnavailable` naming host, port and cause; after
+    a restart or a dropped connection, the next call gets a fresh one.
     """
 
     def __init__(
@@ -83,8 +91,19 @@ class PostgresStore:
         schema: str | None = None,
         min_size: int = 1,
         max_size: int = 10,
+        connect_timeout: float = 5.0,
+        checkout_timeout: float = 10.0,
+        statement_timeout: float | None = 30.0,
     ) -> None:
-        self._db = PostgresDatabase(url, schema=schema, min_size=min_size, max_size=max_size)
+        self._db = PostgresDatabase(
+            url,
+            schema=schema,
+            min_size=min_size,
+            max_size=max_size,
+            connect_timeout=connect_timeout,
+            checkout_timeout=checkout_timeout,
+            statement_timeout=statement_timeout,
+        )
         self._clock = clock
         self._db.require("sessions", POSTGRES_SESSION_MIGRATIONS)
         self.leases = PostgresLeases(self._db, clock=clock)
@@ -116,6 +135,12 @@ class PostgresStore:
             SELECT kind, data::text, run_id, position, created_at FROM {entries}
             WHERE session_id = %s AND position > %s ORDER BY position"""
         self._sql_delete = f"DELETE FROM {sessions} WHERE id = %s"
+
+    @property
+    def database(self) -> PostgresDatabase:
+        """The database this store works on, shared with `leases` and, through
+        `BackgroundService.for_store`, with background work: one pool, one set of timeouts."""
+        return self._db
 
     @property
     def url(self) -> str:

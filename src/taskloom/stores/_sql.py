@@ -2,7 +2,8 @@
 
 `SQLiteDatabase` owns one SQLite file through one connection that lives on one
 worker thread: sqlite3 blocks, and the event loop must not. `PostgresDatabase`
-owns a psycopg connection pool, opened on first use. Both do no I/O until
+owns a psycopg connection pool, opened on first use, and bounds every wait on
+the server (connecting, checkout, statements, cancellation). Both do no I/O until
 first use, apply each component's versioned migrations before the first
 statement runs, and are shared by a store and its leases so a fenced append
 can check the lease in the same transaction that writes the entry.
@@ -16,7 +17,9 @@ released: a schema change is a new migration at the end.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import math
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -25,7 +28,8 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from ..errors import CorruptEntry
+from ..errors import CorruptEntry, StoreError, StoreUnavailable
+from ._pg_bounds import SILENCE_MARGIN, Watchdog, connection_class
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -132,6 +136,9 @@ class SQLiteDatabase:
     crashed or killed process; `"FULL"` also survives power loss, at the
     price of a disk sync per commit (5-20x slower appends).
 
+    A file that cannot be opened, or a lock another writer holds past
+    `busy_timeout`, raises `StoreUnavailable` naming the file.
+
     Use from one event loop at a time; `close()` is final.
     """
 
@@ -183,10 +190,23 @@ class SQLiteDatabase:
         executor.shutdown(wait=False)
 
     def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        conn = self._conn if self._conn is not None else self._connect()
-        if self._pending:
-            self._migrate(conn)
-        return fn(conn)
+        try:
+            conn = self._conn if self._conn is not None else self._connect()
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreUnavailable(
+                f"cannot open SQLite database {str(self.path)!r}: {exc}"
+            ) from exc
+        try:
+            if self._pending:
+                self._migrate(conn)
+            return fn(conn)
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise
+            raise StoreUnavailable(
+                f"SQLite database {str(self.path)!r} stayed locked by another writer "
+                f"past busy_timeout ({self._busy_timeout:g} s): {exc}"
+            ) from exc
 
     def _connect(self) -> sqlite3.Connection:
         if isinstance(self.path, Path):
@@ -238,6 +258,15 @@ class SQLiteDatabase:
             conn.close()
 
 
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _check_timeout(name: str, value: float | None) -> None:
+    if value is not None and not value > 0:
+        raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+
+
 class PostgresDatabase:
     """A PostgreSQL database reached through a lazily opened connection pool.
 
@@ -245,6 +274,30 @@ class PostgresDatabase:
     several tenants or tests can share one database without meeting; without
     it, tables resolve through the connection's `search_path`. Connections
     run in autocommit; multi-statement work opens an explicit transaction.
+
+    Every wait is bounded, so a slow, stalled or vanished server never holds
+    a caller for long:
+
+    - connecting gives up after `connect_timeout` seconds; failing to
+      connect raises `StoreUnavailable` naming host, port and the cause
+      (refused, timed out, authentication failed...);
+    - waiting for a pooled connection gives up after `checkout_timeout`
+      seconds with `StoreUnavailable`; a pooled connection is checked before
+      it is handed out, so after a server restart or a dropped connection
+      the next call gets a fresh one rather than a dead one;
+    - every statement runs under the server's `statement_timeout`, and an
+      open transaction under `idle_in_transaction_session_timeout`, both
+      `statement_timeout` seconds: the server cancelling a statement raises
+      `StoreError`. A server that does not answer at all (a stalled
+      network) is given up on client-side, a use of a connection lasting
+      two seconds past `statement_timeout`: `StoreUnavailable`, as for a
+      connection lost mid-call. None leaves the server's settings and sets
+      no client-side bound;
+    - cancelling the caller (`asyncio.timeout`, `Task.cancel`) cancels the
+      statement on the server and returns promptly: if the cancel request
+      cannot get through within about a second, the connection is closed
+      instead. A connection left mid-statement or mid-transaction is
+      discarded, never handed out again.
 
     Use from one event loop at a time (the pool belongs to the loop that
     opened it); `close()` is final.
@@ -257,13 +310,20 @@ class PostgresDatabase:
         schema: str | None = None,
         min_size: int = 1,
         max_size: int = 10,
-        open_timeout: float = 30.0,
+        connect_timeout: float = 5.0,
+        checkout_timeout: float = 10.0,
+        statement_timeout: float | None = 30.0,
     ) -> None:
+        _check_timeout("connect_timeout", connect_timeout)
+        _check_timeout("checkout_timeout", checkout_timeout)
+        _check_timeout("statement_timeout", statement_timeout)
         self.url = url
         self.schema = schema
         self.min_size = min_size
         self.max_size = max_size
-        self._open_timeout = open_timeout
+        self.connect_timeout = connect_timeout
+        self.checkout_timeout = checkout_timeout
+        self.statement_timeout = statement_timeout
         self._prefix = f"{quote_ident(schema)}." if schema else ""
         self._pool: AsyncConnectionPool[Any] | None = None
         self._lock = asyncio.Lock()
@@ -284,11 +344,11 @@ class PostgresDatabase:
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
-        """A pooled autocommit connection, with the schema ready."""
+        """A pooled autocommit connection, with the schema ready, used within the bounds above."""
         pool = self._pool
         if pool is None or self._pending:
             pool = await self._ready()
-        async with pool.connection() as conn:
+        async with self._use(pool) as conn:
             yield conn
 
     async def close(self) -> None:
@@ -298,38 +358,172 @@ class PostgresDatabase:
         if pool is not None:
             await pool.close()
 
+    @functools.cached_property
+    def _where(self) -> str:
+        """`host:port` for messages (never the URL: it may carry a password)."""
+        from psycopg.conninfo import conninfo_to_dict
+
+        try:
+            params = conninfo_to_dict(self.url)
+        except Exception:
+            return "an unparsable URL"
+        host = params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST")
+        port = params.get("port") or os.environ.get("PGPORT") or 5432
+        return f"{host or 'localhost'}:{port}"
+
     async def _ready(self) -> AsyncConnectionPool[Any]:
         async with self._lock:
             if self._closed:
                 raise RuntimeError("PostgreSQL database is closed")
             if self._pool is None:
-                from psycopg_pool import AsyncConnectionPool
-
-                pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-                    self.url,
-                    min_size=self.min_size,
-                    max_size=self.max_size,
-                    kwargs={"autocommit": True},
-                    open=False,
-                    name="taskloom",
-                )
+                # The first connection is made here rather than by the pool:
+                # a pool that cannot connect only logs why and keeps trying,
+                # while this tells the caller the cause at once.
+                conn = await self._connect()
                 try:
-                    await pool.open(wait=True, timeout=self._open_timeout)
-                    if self._closed:  # close() ran while the pool was opening
-                        raise RuntimeError("PostgreSQL database is closed")
-                except BaseException:
+                    if self._pending:
+                        async with self._guarded(conn):
+                            await self._migrate(conn)
+                finally:
+                    await conn.close()
+                pool = self._new_pool()
+                await pool.open(wait=False)
+                if self._closed:  # close() ran while the pool was opening
                     await pool.close()
-                    raise
+                    raise RuntimeError("PostgreSQL database is closed")
                 self._pool = pool
-            if self._pending:
-                await self._migrate(self._pool)
+            elif self._pending:
+                async with self._use(self._pool) as conn:
+                    await self._migrate(conn)
             return self._pool
 
-    async def _migrate(self, pool: AsyncConnectionPool[Any]) -> None:
+    def _new_pool(self) -> AsyncConnectionPool[Any]:
+        from psycopg_pool import AsyncConnectionPool
+
+        return AsyncConnectionPool(
+            self.url,
+            min_size=self.min_size,
+            max_size=self.max_size,
+            kwargs={"autocommit": True, "connect_timeout": self._libpq_connect_timeout},
+            connection_class=connection_class(),
+            configure=self._configure,
+            check=AsyncConnectionPool.check_connection,
+            timeout=self.checkout_timeout,
+            open=False,
+            name="taskloom",
+        )
+
+    @property
+    def _libpq_connect_timeout(self) -> int:
+        # libpq counts whole seconds, at least 2; asyncio.timeout keeps the exact bound.
+        return max(2, math.ceil(self.connect_timeout))
+
+    async def _connect(self) -> AsyncConnection[Any]:
+        """A configured connection made directly; `StoreUnavailable` says why not."""
+        from psycopg import OperationalError
+
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                conn = await connection_class().connect(
+                    self.url, autocommit=True, connect_timeout=self._libpq_connect_timeout
+                )
+                await self._configure(conn)
+        except TimeoutError as exc:
+            raise StoreUnavailable(
+                f"cannot connect to PostgreSQL at {self._where}: "
+                f"no answer within {self.connect_timeout:g} s"
+            ) from exc
+        except OperationalError as exc:
+            raise StoreUnavailable(
+                f"cannot connect to PostgreSQL at {self._where}: {_one_line(exc)}"
+            ) from exc
+        return conn
+
+    async def _configure(self, conn: AsyncConnection[Any]) -> None:
+        """Put a new connection under the statement timeouts (the pool calls this too)."""
+        if self.statement_timeout is None:
+            return
+        timeout = f"{max(1, round(self.statement_timeout * 1000))}ms"
+        try:
+            await conn.execute(
+                "SELECT set_config('statement_timeout', %s, false),"
+                " set_config('idle_in_transaction_session_timeout', %s, false)",
+                (timeout, timeout),
+            )
+        except BaseException:
+            await conn.close()
+            raise
+
+    async def _checkout(self, pool: AsyncConnectionPool[Any]) -> AsyncConnection[Any]:
+        from psycopg_pool import PoolTimeout
+
+        # The pool's own timeout covers waiting for a free connection, the
+        # outer one also the check of the connection found.
+        try:
+            async with asyncio.timeout(self.checkout_timeout):
+                conn: AsyncConnection[Any] = await pool.getconn(timeout=self.checkout_timeout)
+                return conn
+        except (PoolTimeout, TimeoutError):
+            pass
+        # The pool does not say why nothing came: connecting directly does.
+        conn = await self._connect()
+        await conn.close()
+        raise StoreUnavailable(
+            f"PostgreSQL at {self._where} answers, but no pooled connection was free within "
+            f"{self.checkout_timeout:g} s (max_size={self.max_size})"
+        )
+
+    @asynccontextmanager
+    async def _use(self, pool: AsyncConnectionPool[Any]) -> AsyncIterator[AsyncConnection[Any]]:
+        from psycopg.pq import TransactionStatus
+
+        conn = await self._checkout(pool)
+        try:
+            async with self._guarded(conn):
+                yield conn
+        finally:
+            if conn.info.transaction_status != TransactionStatus.IDLE:
+                # Interrupted mid-statement or mid-transaction: no state is
+                # known to be safe but closed, and the pool replaces it.
+                await conn.close()
+            await pool.putconn(conn)
+
+    @asynccontextmanager
+    async def _guarded(self, conn: AsyncConnection[Any]) -> AsyncIterator[None]:
+        """Bound the use of `conn` client-side; turn connection failures into store errors."""
+        from psycopg import OperationalError
+        from psycopg.errors import QueryCanceled
+
+        # The server's statement_timeout cannot fire for a statement the
+        # server never received; this bound can.
+        limit = None if self.statement_timeout is None else self.statement_timeout + SILENCE_MARGIN
+        watchdog = Watchdog(limit)
+        try:
+            yield
+        except asyncio.CancelledError as exc:
+            if not watchdog.stop():
+                raise
+            raise StoreUnavailable(
+                f"PostgreSQL at {self._where} did not answer within {limit:g} s"
+            ) from exc
+        except QueryCanceled as exc:
+            raise StoreError(
+                f"PostgreSQL at {self._where} cancelled a statement: {_one_line(exc)}"
+            ) from exc
+        except OperationalError as exc:
+            if not conn.broken:
+                raise
+            raise StoreUnavailable(
+                f"lost the connection to PostgreSQL at {self._where}: {_one_line(exc)}"
+            ) from exc
+        finally:
+            watchdog.stop()
+
+    async def _migrate(self, conn: AsyncConnection[Any]) -> None:
         pending = list(self._pending.items())
         names = _TableNames(self)
         versions = self.table("schema_version")
-        async with pool.connection() as conn, conn.transaction():
+        async with conn.transaction():
             # Several processes may open a fresh database at once; CREATE ...
             # IF NOT EXISTS alone still races in the catalog, so first use is
             # serialised per schema by an advisory lock held to commit.

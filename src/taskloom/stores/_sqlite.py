@@ -110,6 +110,12 @@ class SQLiteStore:
         self.leases = SQLiteLeases(self._db, clock=clock)
 
     @property
+    def database(self) -> SQLiteDatabase:
+        """The database this store works on, shared with `leases` and, through
+        `BackgroundService.for_store`, with background work: one connection, one thread."""
+        return self._db
+
+    @property
     def path(self) -> str | os.PathLike[str]:
         """The database file (`":memory:"` for a private in-memory database)."""
         return self._db.path

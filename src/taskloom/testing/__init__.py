@@ -1,5 +1,5 @@
 """Test support users import: contract suites for their own backends, a fake
-clock, and a fake provider server.
+clock, a fake provider server, and a recording HTTP transport for adapters.
 
 Each contract suite is the definition of its interface: subclass it and
 provide fixtures (see each module's docstring). The suites import pytest, so
@@ -8,8 +8,17 @@ they load only when asked for.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._lazy import lazy_exports
 from .clock import FakeClock
+
+if TYPE_CHECKING:
+    from .background_contract import ActivityRegistryContract, NoticeInboxContract
+    from .fake_server import FakeServer
+    from .lease_contract import LeaseContract
+    from .store_contract import StoreContract
+    from .transport import RecordingTransport
 
 __all__ = [
     "ActivityRegistryContract",
@@ -17,6 +26,7 @@ __all__ = [
     "FakeServer",
     "LeaseContract",
     "NoticeInboxContract",
+    "RecordingTransport",
     "StoreContract",
 ]
 
@@ -26,6 +36,7 @@ _LAZY = {
     "ActivityRegistryContract": ".background_contract",
     "NoticeInboxContract": ".background_contract",
     "FakeServer": ".fake_server",
+    "RecordingTransport": ".transport",
 }
 
 

@@ -1,0 +1,160 @@
+"""`taskloom serve`: the web console over a store, on loopback by default.
+
+Without `--app` the console is read-only: the store is data, and taskloom
+never loads code a session names. With `--app module:factory` it acts
+through the host's runtime (the same factory `resume` and workers use).
+The access token is printed at start (or comes from `--token` /
+`TASKLOOM_CONSOLE_TOKEN`, and is then not printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigurationError, UsageError
+from . import default_store_url
+from .failures import with_hint
+
+if TYPE_CHECKING:
+    from ..runtime import Runtime
+    from ..stores import SessionStore
+
+__all__ = ["add_serve_command", "serve_console"]
+
+TOKEN_VARIABLE = "TASKLOOM_CONSOLE_TOKEN"
+
+
+def add_serve_command(parser: argparse.ArgumentParser) -> None:
+    """The options of `taskloom serve` (imports nothing heavy: `--help` stays fast)."""
+    parser.add_argument(
+        "--store", default=None, help="store URL (default: the embedded SQLite store)"
+    )
+    parser.add_argument(
+        "--app",
+        default=None,
+        metavar="MODULE:FACTORY",
+        help="the host's factory returning its taskloom.Runtime: approve, resume, steer, stop",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    parser.add_argument("--port", type=int, default=8765, help="port (0: any free port)")
+    parser.add_argument(
+        "--token",
+        default=None,
+        help=f"the access token (default: ${TOKEN_VARIABLE}, else a fresh one, printed)",
+    )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _same_store(store: SessionStore, url: str) -> bool:
+    from ..stores import open_store
+
+    other: Any = open_store(url)
+    mine: Any = store
+    path, other_path = getattr(mine, "path", None), getattr(other, "path", None)
+    if path is not None or other_path is not None:
+        return (
+            path is not None
+            and other_path is not None
+            and Path(path).resolve() == Path(other_path).resolve()
+        )
+    address: str | None = getattr(mine, "url", None)
+    same_schema = getattr(mine, "schema", None) == getattr(other, "schema", None)
+    return address is not None and address == getattr(other, "url", None) and same_schema
+
+
+async def _runtime(args: argparse.Namespace) -> tuple[Runtime, bool]:
+    from ..runtime import Runtime
+    from .loading import load_app
+
+    if args.app:
+        runtime = await load_app(args.app)
+        if args.store and not _same_store(runtime.store, args.store):
+            await runtime.close()
+            raise with_hint(
+                UsageError(f"--app {args.app} brings a store other than --store {args.store}"),
+                "drop --store (the app's Runtime brings its store), or make them the same",
+            )
+        return runtime, True
+    url = args.store or default_store_url()
+    try:
+        return Runtime(store=url), False
+    except ValueError as exc:
+        raise with_hint(
+            ConfigurationError(f"--store {url}: {exc}"),
+            "--store takes memory://, sqlite:///path or postgresql://user@host/db",
+        ) from exc
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise with_hint(
+            UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}"),
+            "pick another --port (0 takes any free one)",
+        ) from exc
+    sock.listen(128)
+    return sock
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from ..console import Console
+    except ImportError as exc:
+        raise with_hint(
+            ConfigurationError(f"the console needs the web extra ({exc.name} is missing)"),
+            "pip install 'taskloom[web]'",
+        ) from exc
+    token = args.token or os.environ.get(TOKEN_VARIABLE) or None
+    runtime, can_act = await _runtime(args)
+    try:
+        console = Console(runtime, can_act=can_act, token=token)
+        sock = _bind(args.host, args.port)
+        host, port = sock.getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        if not is_loopback(host):
+            print(
+                f"taskloom: warning: serving on {host}, reachable from other machines; "
+                "anyone with the token can read every session",
+                file=sys.stderr,
+            )
+        mode = "acting through " + args.app if can_act else "read-only (no --app)"
+        if token is None:
+            where = f"http://{shown}:{port}/?token={console.token}"
+        else:
+            where = f"http://{shown}:{port}/ (add ?token= with your token, once)"
+        print(f"taskloom console, {mode}: {where}", flush=True)
+        config = uvicorn.Config(
+            console, log_level="warning", lifespan="on", timeout_graceful_shutdown=2
+        )
+        await uvicorn.Server(config).serve(sockets=[sock])
+    finally:
+        await runtime.close()
+    return 0
+
+
+def serve_console(args: argparse.Namespace) -> int:
+    """Run the console until interrupted; returns the exit code."""
+    return asyncio.run(_serve(args))

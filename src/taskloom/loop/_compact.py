@@ -1,0 +1,287 @@
+"""Compaction: long sessions keep their whole log, and send a shorter view.
+
+At a round boundary, before the model is asked, the loop estimates the size
+of the next request. When it passes `threshold × window` (or a strategy asks
+for it, or the provider refused the request as too long), the older part of
+the view is summarized by a model call and a `compaction` entry records the
+summary and the log position it replaces up to. Later requests are built from
+the instructions, the summary and the messages after that position; the log
+itself keeps every entry.
+
+The cut never separates an assistant turn from its tool results (nor the
+thinking blocks inside a turn, which travel with it), and it happens only
+between rounds, so a parked turn is never compacted. What arrived since the
+last turn (steering, deferred items, notices) is in the recent part, verbatim.
+
+The size estimate needs no tokenizer: the last response's reported input
+tokens, plus what was appended since converted at the characters-per-token
+ratio that exact count gave (4 before the first one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..entries import CompactionEntry
+from ..errors import ConfigurationError
+from ..events import CompactionFinished, CompactionStarted
+from ..messages import Message, ToolCall
+from ..models import Model, ModelRequest, ModelSettings
+from ..models._windows import known_context_window
+from ._log import SessionLog, message_chars
+from ._result import EndRun
+
+if TYPE_CHECKING:
+    from ._run import RunLoop
+
+__all__ = ["SUMMARY_PROMPT", "Compaction", "ContextEstimate", "cut_index", "render_for_summary"]
+
+SUMMARY_PROMPT = """\
+You compact the earlier part of a conversation between a user, an AI agent and \
+its tools, so the agent can continue with less context. Write a summary that \
+keeps everything the agent needs to go on: the user's goals and instructions \
+(verbatim where exact wording matters), decisions made, facts and results \
+learned from tools (names, numbers, identifiers, paths, URLs), work done and \
+work still open, and any commitments made to the user. Drop pleasantries and \
+repetition. If an earlier summary is included, fold it in. Write plain text, \
+in the conversation's language, without preamble."""
+"""The fixed system prompt of the summarizer call."""
+
+DEFAULT_CHARS_PER_TOKEN = 4.0
+# A ratio measured on a short request is dominated by the provider's fixed
+# overhead (roles, tool definitions): keep it within what text really has.
+_RATIO_RANGE = (3.0, 5.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """When and how an agent's long sessions are compacted.
+
+    `threshold` is the share of the model's context window an estimated
+    request may reach before the older part of the view is summarized;
+    `keep_recent` how many of the latest messages always stay verbatim (the
+    cut moves earlier to keep a turn with its results); `summarizer` the
+    model that writes the summary (a `Model` or spec; None: the agent's own
+    model), with at most `summary_tokens` tokens. The window comes from
+    `ModelSettings(context_window=...)`, else from the table of well-known
+    models; without either, only a provider's overflow error compacts.
+    """
+
+    threshold: float = 0.8
+    keep_recent: int = 6
+    summarizer: Model | str | None = None
+    summary_tokens: int = 1024
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.threshold <= 1.0:
+            raise ConfigurationError(
+                f"Compaction threshold must be in (0, 1], not {self.threshold!r}"
+            )
+        if self.keep_recent < 1:
+            raise ConfigurationError(f"Compaction keep_recent must be >= 1, not {self.keep_recent}")
+        if self.summary_tokens < 1:
+            raise ConfigurationError("Compaction summary_tokens must be >= 1")
+
+
+class ContextEstimate:
+    """The size in tokens of the next request, from the last exact count."""
+
+    __slots__ = ("chars", "ratio", "tokens")
+
+    def __init__(self) -> None:
+        self.ratio = DEFAULT_CHARS_PER_TOKEN
+        self.tokens: int | None = None
+        self.chars = 0
+
+    def observe(self, chars: int, input_tokens: int) -> None:
+        """A request of `chars` characters was counted as `input_tokens` by the provider."""
+        if input_tokens > 0 and chars > 0:
+            low, high = _RATIO_RANGE
+            self.ratio = min(high, max(low, chars / input_tokens))
+            self.tokens = input_tokens
+            self.chars = chars
+
+    def estimate(self, chars: int) -> int:
+        """Tokens of a request of `chars` characters."""
+        if self.tokens is None or chars < self.chars:
+            return int(chars / self.ratio) + 1
+        return self.tokens + int((chars - self.chars) / self.ratio)
+
+
+def _cut_allowed(messages: Sequence[Message], positions: Sequence[int], i: int) -> bool:
+    if i <= 0 or i >= len(messages):
+        return False
+    if messages[i].role == "tool" or positions[i] == positions[i - 1]:
+        return False  # a tool result goes with its turn; one entry is never split
+    before = messages[i - 1]
+    return not (before.role == "assistant" and before.tool_calls)
+
+
+def cut_index(log: SessionLog, keep_recent: int, *, forced: bool = False) -> int | None:
+    """Where to cut the view: messages before the index are summarized.
+
+    The latest allowed cut that keeps at least `keep_recent` messages; when
+    `forced` (the provider refused the request) the latest allowed cut at
+    all, keeping as little as one turn. None: nothing can be cut.
+    """
+    messages, positions = log.messages, log.positions
+    start = log.view_start
+    latest = len(messages) - keep_recent
+    for i in range(latest, start, -1):
+        if _cut_allowed(messages, positions, i):
+            return i
+    if forced:
+        for i in range(len(messages) - 1, latest, -1):
+            if i > start and _cut_allowed(messages, positions, i):
+                return i
+    return None
+
+
+def _call_text(call: ToolCall) -> str:
+    args = call.raw_arguments if call.raw_arguments is not None else str(call.arguments)
+    return f"{call.name}({args})"
+
+
+def render_for_summary(
+    messages: Sequence[Message], previous: str | None, limit: int | None = None
+) -> str:
+    """The older part of the conversation as text for the summarizer.
+
+    Beyond `limit` characters, the oldest lines are left out (the summary of
+    what came before them, if any, is kept).
+    """
+    lines: list[str] = []
+    for m in messages:
+        if m.role == "tool":
+            for r in m.results:
+                tag = "tool error" if r.is_error else "tool result"
+                lines.append(f"[{tag} {r.tool_name or r.tool_call_id}] {r.content}")
+            continue
+        text = m.text
+        if text:
+            lines.append(f"[{m.role}] {text}")
+        for call in m.tool_calls:
+            lines.append(f"[{m.role} calls] {_call_text(call)}")
+    body = "\n".join(lines)
+    if limit is not None and len(body) > limit:
+        body = "[... the oldest part was too long to show ...]\n" + body[-limit:]
+    if previous:
+        return f"[Earlier summary]\n{previous}\n\n[Conversation since]\n{body}"
+    return body
+
+
+class Compactor:
+    """A run's compaction: decides at each boundary and compacts when needed."""
+
+    __slots__ = ("estimate", "hint", "policy", "run", "tools_chars")
+
+    def __init__(self, run: RunLoop, policy: Compaction | None) -> None:
+        self.run = run
+        self.policy = policy
+        self.estimate = ContextEstimate()
+        # "now": a strategy asked for it; "veto": not at this boundary.
+        self.hint: str | None = None
+        self.tools_chars: int | None = None
+
+    def window(self) -> int | None:
+        """The model's context window in tokens, if known."""
+        session = self.run.session
+        window = session.settings.context_window
+        if window is not None:
+            return window
+        return known_context_window(session.model.name)
+
+    def request_chars(self, extra: str = "") -> int:
+        """Characters of the next request: instructions, tools, the view."""
+        session = self.run.session
+        if self.tools_chars is None:
+            self.tools_chars = sum(
+                len(t.name) + len(t.description) + len(str(t.input_schema))
+                for t in session.tool_specs
+            )
+        system = session.agent.instructions or ""
+        return len(system) + self.tools_chars + session.log.view_chars() + len(extra)
+
+    def tokens(self, extra: str = "") -> int:
+        """The estimated size in tokens of the next request."""
+        return self.estimate.estimate(self.request_chars(extra))
+
+    async def before_request(self, extra: str = "") -> None:
+        """Compact now if the policy, a strategy or the size says so."""
+        policy = self.policy
+        hint, self.hint = self.hint, None
+        if policy is None or hint == "veto":
+            return
+        if hint == "now":
+            await self.compact(forced=False)
+            return
+        window = self.window()
+        if window is None:
+            return
+        if self.tokens(extra) > policy.threshold * window:
+            await self.compact(forced=False)
+
+    async def compact(self, *, forced: bool) -> bool:
+        """Summarize the older part of the view; False if nothing could be cut."""
+        run = self.run
+        session = run.session
+        log = session.log
+        policy = self.policy or Compaction()
+        cut = cut_index(log, policy.keep_recent, forced=forced)
+        if cut is None:
+            return False
+        before = self.tokens()
+        window = self.window()
+        run.event(CompactionStarted, run_id=run.run_id, tokens=before, window=window)
+        older = log.messages[log.view_start : cut]
+        previous = log.compaction.summary if log.compaction is not None else None
+        # The summarizer's own request must fit: leave it half of the window.
+        limit = int(window * self.estimate.ratio * 0.5) if window else None
+        text = render_for_summary(older, previous, limit)
+        up_to = log.positions[cut - 1]
+        method, note = "summary", None
+        try:
+            summary = await self._summarize(text)
+        except (asyncio.CancelledError, EndRun):
+            raise
+        except Exception as exc:
+            # Nothing is lost: the log keeps the messages; the view drops them.
+            method = "dropped"
+            note = f"the summarizer failed ({type(exc).__name__}: {exc}); {len(older)} oldest messages were left out of the view"
+            summary = (previous + "\n\n" if previous else "") + f"[{note}]"
+        chars_after = len(summary) + sum(message_chars(m) for m in log.messages[cut:])
+        after = self.estimate.estimate(
+            chars_after + (self.tools_chars or 0) + len(session.agent.instructions or "")
+        )
+        await run.record(CompactionEntry(summary, up_to, method, before, after, note))
+        # The last exact count described the view before the cut.
+        self.estimate.tokens = None
+        run.event(
+            CompactionFinished,
+            run_id=run.run_id,
+            tokens_before=before,
+            tokens_after=after,
+            method=method,
+            up_to=up_to,
+        )
+        return True
+
+    async def _summarize(self, text: str) -> str:
+        run = self.run
+        session = run.session
+        policy = self.policy or Compaction()
+        summarizer = policy.summarizer
+        model = session.model if summarizer is None else run.resolve_model(summarizer)
+        request = ModelRequest(
+            messages=(Message.user(text),),
+            system=SUMMARY_PROMPT,
+            settings=ModelSettings(max_tokens=policy.summary_tokens),
+        )
+        response = await run.ask(model, request)
+        summary = response.message.text.strip()
+        if not summary:
+            raise ValueError("the summarizer returned no text")
+        return summary

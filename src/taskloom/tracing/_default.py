@@ -1,0 +1,73 @@
+"""A runtime's default observer: traces while a global tracer provider is configured.
+
+Deciding costs nearly nothing: opentelemetry is never imported here. When
+the process has not imported `opentelemetry.trace` (nor names a provider in
+`OTEL_PYTHON_TRACER_PROVIDER`), nobody can have configured a provider, and
+runs are not observed. Otherwise each run checks whether the global provider
+is still the API's placeholder; the first run that finds a real one builds
+the `GenAIObserver`, which every later run of the runtime shares.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
+
+from ..loop import NO_OBSERVER, RunInfo, RunObserver, RunWatch
+from ..runtime import Runtime
+
+if TYPE_CHECKING:
+    from ._otel import GenAIObserver
+
+__all__ = ["WhenConfigured", "default_observer"]
+
+_PROVIDER_ENV = "OTEL_PYTHON_TRACER_PROVIDER"
+
+
+def default_observer(runtime: Runtime) -> RunObserver:
+    """The observer of a runtime given none (see the module docstring)."""
+    return WhenConfigured(runtime.trace_content)
+
+
+class WhenConfigured:
+    """A `GenAIObserver` while a global tracer provider is configured, else nothing.
+
+    `trace_content` records content whatever the environment says.
+    """
+
+    __slots__ = ("_named_provider", "_observer", "_trace_content")
+
+    def __init__(self, trace_content: bool = False) -> None:
+        self._trace_content = trace_content
+        self._observer: GenAIObserver | None = None
+        # Read once: the variable configures the process at its start.
+        self._named_provider = _PROVIDER_ENV in os.environ
+
+    def _active(self) -> RunObserver:
+        api = sys.modules.get("opentelemetry.trace")
+        if api is None:
+            if not self._named_provider:
+                return NO_OBSERVER
+            api = importlib.import_module("opentelemetry.trace")
+        if isinstance(api.get_tracer_provider(), api.ProxyTracerProvider):
+            return NO_OBSERVER
+        if self._observer is None:
+            from ._otel import GenAIObserver
+
+            self._observer = GenAIObserver(capture_content=self._trace_content or None)
+        return self._observer
+
+    def run(self, info: RunInfo) -> RunWatch:
+        """The watch of a run that starts now (unobserved without a provider)."""
+        return self._active().run(info)
+
+    def current_traceparent(self) -> str | None:
+        """The current span's `traceparent`, when tracing."""
+        return self._active().current_traceparent()
+
+    def continue_trace(self, traceparent: str | None) -> AbstractContextManager[object]:
+        """A block continuing the trace `traceparent` names, when tracing."""
+        return self._active().continue_trace(traceparent)

@@ -1,0 +1,366 @@
+"""Compaction: long sessions keep their whole log and send a view that fits."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+from taskloom import (
+    Agent,
+    Compaction,
+    CompactionFinished,
+    ContextWindowExceeded,
+    ModelSettings,
+    RoundContext,
+    RoundDecision,
+    RunOptions,
+    RunStatus,
+    Runtime,
+    tool,
+)
+from taskloom.entries import CompactionEntry, EntryKind
+from taskloom.loop import SUMMARY_PROMPT
+from taskloom.loop._compact import ContextEstimate, cut_index, render_for_summary
+from taskloom.loop._log import SUMMARY_HEADING, SessionLog
+from taskloom.messages import Message, TextBlock, ToolCall, ToolResult, Usage
+from taskloom.models import FunctionModel, ModelRequest, reply
+from taskloom.models._windows import known_context_window
+from taskloom.testing.fake_server import FakeServer
+
+WINDOW = 2000
+RESULT = "x" * 792 + " result"  # ~200 tokens
+
+
+def strict_tokens(request: ModelRequest) -> int:
+    """The test's own exact count: 4 characters a token over everything sent."""
+    chars = len(request.system or "")
+    for spec in request.tools:
+        chars += len(spec.name) + len(spec.description) + len(json.dumps(spec.input_schema))
+    for m in request.messages:
+        for b in m.blocks:
+            if isinstance(b, TextBlock):
+                chars += len(b.text)
+            elif isinstance(b, ToolResult):
+                chars += len(b.content)
+            elif isinstance(b, ToolCall):
+                chars += len(b.name) + len(json.dumps(b.arguments))
+    return math.ceil(chars / 4)
+
+
+def pairing_problems(messages: list[Message]) -> list[str]:
+    """Orphan results, calls without results, or a broken turn in a request."""
+    problems = []
+    for i, m in enumerate(messages):
+        if m.role == "tool":
+            before = messages[i - 1] if i else None
+            calls = {c.id for c in before.tool_calls} if before is not None else set()
+            if (
+                before is None
+                or before.role != "assistant"
+                or {r.tool_call_id for r in m.results} != calls
+            ):
+                problems.append(f"orphan results at {i}")
+        followed = i + 1 < len(messages) and messages[i + 1].role == "tool"
+        if m.role == "assistant" and m.tool_calls and i + 1 < len(messages) and not followed:
+            problems.append(f"calls without results at {i}")
+    return problems
+
+
+@tool
+def fetch(n: int) -> str:
+    """Fetch page n."""
+    return RESULT
+
+
+class LongModel:
+    """300 tool rounds, then an answer; summarizes when asked; checks every request."""
+
+    def __init__(self, rounds: int = 300) -> None:
+        self.rounds = rounds
+        self.asked = 0
+        self.summaries = 0
+        self.largest = 0
+        self.problems: list[str] = []
+        self.saw_summary = False
+
+    def __call__(self, request: ModelRequest) -> Any:
+        tokens = strict_tokens(request)
+        self.largest = max(self.largest, tokens)
+        usage = Usage(tokens, 10)
+        if request.system == SUMMARY_PROMPT:
+            self.summaries += 1
+            return reply(f"summary {self.summaries}: fetched pages so far", usage=usage)
+        self.problems += pairing_problems(list(request.messages))
+        if any(SUMMARY_HEADING in m.text for m in request.messages if m.role == "user"):
+            self.saw_summary = True
+        self.asked += 1
+        if self.asked <= self.rounds:
+            return reply(tool_calls=[("fetch", {"n": self.asked})], usage=usage)
+        return reply("read them all", usage=usage)
+
+
+async def test_three_hundred_rounds_fit_a_small_window_and_the_log_keeps_everything() -> None:
+    model = LongModel()
+    agent = Agent(
+        "reader",
+        FunctionModel(model),
+        "Read every page.",
+        tools=[fetch],
+        settings=ModelSettings(context_window=WINDOW),
+        compaction=Compaction(threshold=0.8, keep_recent=4),
+    )
+    runtime = Runtime()
+    session = await runtime.create_session(agent)
+    events: list[Any] = []
+    result = await session.run("Read pages 1 to 300.", emit=events.append)
+    assert result.status is RunStatus.COMPLETED and result.text == "read them all"
+    assert model.largest <= WINDOW, model.largest  # by the test's exact count
+    assert model.problems == []
+    assert model.saw_summary and model.summaries > 10
+    results = [r for m in await session.transcript() for r in m.results]
+    assert len(results) == 300  # the log keeps every result
+    compactions = [e.payload for e in await session.entries() if e.kind == EntryKind.COMPACTION]
+    assert len(compactions) == model.summaries
+    finished = [e for e in events if isinstance(e, CompactionFinished)]
+    assert len(finished) == model.summaries
+    assert all(e.tokens_after < e.tokens_before for e in finished)
+    # The summarizer's usage is the run's too.
+    assert result.usage.requests == model.asked + model.summaries
+
+
+async def test_no_policy_means_no_compaction_and_the_whole_log_is_sent() -> None:
+    model = LongModel(rounds=12)
+    agent = Agent(
+        "r", FunctionModel(model), tools=[fetch], settings=ModelSettings(context_window=WINDOW)
+    )
+    result = await agent.run("go")
+    assert result.status is RunStatus.COMPLETED
+    assert model.summaries == 0 and model.largest > WINDOW
+
+
+def test_cut_never_separates_a_turn_from_its_results() -> None:
+    log = SessionLog()
+    from taskloom.entries import Entry, MessageEntry
+
+    def add(message: Message) -> None:
+        log.apply(Entry.of(MessageEntry(message)).placed(log.position + 1))
+
+    add(Message.user("go"))
+    for n in range(5):
+        add(Message.assistant(tool_calls=[ToolCall(f"c{n}", "fetch", {"n": n})]))
+        add(Message.tool_results([ToolResult(f"c{n}", "r", tool_name="fetch")]))
+    add(Message.assistant("done"))
+    for keep in range(1, len(log.messages)):
+        cut = cut_index(log, keep, forced=True)
+        assert cut is not None
+        assert log.messages[cut].role != "tool"
+        before = log.messages[cut - 1]
+        assert not (before.role == "assistant" and before.tool_calls)
+
+
+def test_render_for_summary_folds_the_previous_summary_and_caps_length() -> None:
+    messages = [
+        Message.user("find x"),
+        Message.assistant(tool_calls=[ToolCall("c", "fetch", {"n": 1})]),
+        Message.tool_results([ToolResult("c", "found x=42", tool_name="fetch")]),
+    ]
+    text = render_for_summary(messages, "earlier: asked about y")
+    assert "earlier: asked about y" in text and "found x=42" in text and "fetch(" in text
+    capped = render_for_summary(messages * 100, None, limit=500)
+    assert len(capped) < 600 and "too long" in capped
+
+
+def test_estimate_is_calibrated_by_the_last_exact_count() -> None:
+    estimate = ContextEstimate()
+    assert estimate.estimate(4000) == 1001  # 4 characters a token before any count
+    estimate.observe(4000, 1250)  # this provider counts 3.2 characters a token
+    assert estimate.estimate(5000) == 1250 + int(1000 / 3.2)
+    estimate.observe(4000, 4000)  # 1 a token: overhead, not text; the ratio stays >= 3
+    assert estimate.estimate(7000) == 4000 + 1000
+
+
+def test_known_windows_by_family() -> None:
+    assert known_context_window("gpt-4.1-mini-2025-04-14") == 1_047_576
+    assert known_context_window("claude-sonnet-4-5") == 200_000
+    assert known_context_window("my-own-model") is None
+
+
+async def test_a_strategy_can_ask_for_compaction_or_veto_it() -> None:
+    seen: list[tuple[int | None, int | None]] = []
+
+    class Asks:
+        async def on_round(self, ctx: RoundContext) -> RoundDecision:
+            seen.append((ctx.context_tokens, ctx.context_window))
+            return RoundDecision.proceed(compaction="now" if ctx.rounds_completed == 3 else "auto")
+
+    model = LongModel(rounds=5)
+    agent = Agent(
+        "r",
+        FunctionModel(model),
+        tools=[fetch],
+        settings=ModelSettings(context_window=100_000),
+        compaction=Compaction(keep_recent=2),
+    )
+    result = await agent.run("go", options=RunOptions(strategy=Asks()))
+    assert result.status is RunStatus.COMPLETED
+    assert model.summaries == 1  # far under the threshold: only the strategy's ask
+    assert all(tokens and window == 100_000 for tokens, window in seen)
+
+    class Vetoes:
+        async def on_round(self, ctx: RoundContext) -> RoundDecision:
+            return RoundDecision.proceed(compaction="veto")
+
+    model = LongModel(rounds=12)
+    agent = agent.replace(model=FunctionModel(model), settings=ModelSettings(context_window=WINDOW))
+    await agent.run("go", options=RunOptions(strategy=Vetoes()))
+    assert model.summaries == 0 and model.largest > WINDOW
+
+
+async def test_a_failing_summarizer_drops_the_oldest_turns_and_says_so() -> None:
+    def broken(request: ModelRequest) -> Any:
+        raise RuntimeError("summarizer down")
+
+    model = LongModel(rounds=12)
+    agent = Agent(
+        "r",
+        FunctionModel(model),
+        tools=[fetch],
+        settings=ModelSettings(context_window=WINDOW),
+        compaction=Compaction(keep_recent=4, summarizer=FunctionModel(broken)),
+    )
+    runtime = Runtime()
+    session = await runtime.create_session(agent)
+    result = await session.run("go")
+    assert result.status is RunStatus.COMPLETED
+    entries = [e.payload for e in await session.entries() if e.kind == EntryKind.COMPACTION]
+    assert entries and all(isinstance(e, CompactionEntry) for e in entries)
+    first = entries[0]
+    assert isinstance(first, CompactionEntry)
+    assert first.method == "dropped" and "summarizer down" in (first.note or "")
+    assert model.largest <= WINDOW
+
+
+async def test_transcript_can_mark_where_compaction_happened() -> None:
+    model = LongModel(rounds=10)
+    agent = Agent(
+        "r",
+        FunctionModel(model),
+        tools=[fetch],
+        settings=ModelSettings(context_window=WINDOW),
+        compaction=Compaction(keep_recent=4),
+    )
+    runtime = Runtime()
+    session = await runtime.create_session(agent)
+    await session.run("go")
+    plain = await session.transcript()
+    marked = await session.transcript(mark_compactions=True)
+    markers = [m for m in marked if m.origin == "compaction"]
+    assert len(marked) == len(plain) + len(markers) and markers
+    assert all(SUMMARY_HEADING in m.text for m in markers)
+
+
+# ---------------------------------------------------------------- overflow
+
+
+@pytest.mark.parametrize(
+    ("kind", "body"),
+    [
+        (
+            "openai",
+            {
+                "error": {
+                    "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.",
+                    "type": "invalid_request_error",
+                    "param": "messages",
+                    "code": "context_length_exceeded",
+                }
+            },
+        ),
+        (
+            "anthropic",
+            {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "prompt is too long: 210000 tokens > 200000 maximum",
+                },
+            },
+        ),
+    ],
+)
+async def test_a_provider_overflow_compacts_once_and_retries_once(
+    kind: str, body: dict[str, Any]
+) -> None:
+    from taskloom.models import AnthropicModel, OpenAIChatModel
+
+    async with FakeServer() as server:
+        if kind == "openai":
+            model: Any = OpenAIChatModel("gpt-test", base_url=server.base_url, api_key="k")
+        else:
+            model = AnthropicModel("claude-test", base_url=server.anthropic_base_url, api_key="k")
+        agent = Agent("o", model, compaction=Compaction(keep_recent=1))
+        runtime = Runtime()
+        session = await runtime.create_session(agent)
+        server.script(FakeServer.reply("first answer"), FakeServer.reply("second answer"))
+        await session.run("one")
+        await session.run("two")
+        server.script(
+            FakeServer.error(400, body=body),
+            FakeServer.reply("the summary"),
+            FakeServer.reply("after compaction"),
+        )
+        result = await session.run("three")
+        assert result.status is RunStatus.COMPLETED and result.text == "after compaction"
+        compactions = [e for e in await session.entries() if e.kind == EntryKind.COMPACTION]
+        assert len(compactions) == 1
+        # Still too long after compacting: the run fails and says what to change.
+        server.script(
+            FakeServer.error(400, body=body),
+            FakeServer.reply("another summary"),
+            FakeServer.error(400, body=body),
+        )
+        failed = await session.run("four")
+        assert failed.status is RunStatus.FAILED
+        assert "does not fit" in (failed.error or "") and "keep_recent" in (failed.error or "")
+        # Without a policy the provider's error reaches the caller, as any provider error.
+        bare = await runtime.create_session(agent.replace(compaction=None))
+        server.script(FakeServer.error(400, body=body))
+        with pytest.raises(ContextWindowExceeded):
+            await bare.run("too long")
+
+
+async def test_sessions_show_marks_where_compaction_happened(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    model = LongModel(rounds=10)
+    agent = Agent(
+        "r",
+        FunctionModel(model),
+        tools=[fetch],
+        settings=ModelSettings(context_window=WINDOW),
+        compaction=Compaction(keep_recent=4),
+    )
+    async with Runtime(store=url) as runtime:
+        session = await runtime.create_session(agent)
+        await session.run("go")
+    shown = subprocess.run(  # noqa: ASYNC221 - the CLI is the thing under test
+        [sys.executable, "-m", "taskloom", "sessions", "show", session.id, "--store", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", **_pythonpath()},
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.count("── compacted:") == model.summaries >= 1
+
+
+def _pythonpath() -> dict[str, str]:
+    import os
+
+    value = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": value} if value else {}
