@@ -11,6 +11,11 @@ lease's fencing generation, and the store refuses a stale one in the append's
 own transaction. A second caller gets `SessionBusy` (or waits, `wait=True`).
 Decisions, steering, stop requests and deferred items are written by anyone,
 without the lease.
+
+With `Runtime(queue=...)` runs can also be queued for worker processes
+(`Session.submit`, `submit_resume`, `wait`). The runtime knows the queue only
+through the small `RunQueue` port below; `taskloom.distributed.WorkQueue`
+implements it.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import uuid
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, overload
 
 from .agent import Agent, AgentDepsT, AgentOutputT
 from .entries import (
@@ -32,11 +37,12 @@ from .entries import (
     Entry,
     ModelChange,
     Payload,
+    RunFinishedEntry,
     Steer,
     StopRequest,
     SubagentLink,
 )
-from .errors import ApprovalConflict, CorruptEntry, SessionBusy, UsageError
+from .errors import ApprovalConflict, ApprovalsMissing, CorruptEntry, SessionBusy, UsageError
 from .events import Event, origin_label
 from .loop import (
     NO_OBSERVER,
@@ -46,6 +52,7 @@ from .loop import (
     RunObserver,
     RunOptions,
     RunResult,
+    RunStatus,
     RunStream,
     SessionLog,
 )
@@ -61,7 +68,7 @@ from .tools import ToolCatalog
 if TYPE_CHECKING:
     from .tools import Tool
 
-__all__ = ["HeldLease", "Runtime", "Session", "session_lease_key"]
+__all__ = ["HeldLease", "RunQueue", "Runtime", "Session", "session_lease_key"]
 
 logger = logging.getLogger("taskloom")
 
@@ -80,6 +87,36 @@ def session_lease_key(session_id: str) -> str:
     return f"session:{session_id}"
 
 
+class RunQueue(Protocol):
+    """Where a runtime queues runs for worker processes (the port a work queue
+    implements: `taskloom.distributed.WorkQueue`).
+
+    Every job of a session means "bring the session up to date": whatever is
+    in its log when a worker takes it (steering, deferred items, notices, a
+    parked turn with its decisions, a run cut off) decides what runs, so jobs
+    of one session coalesce safely.
+    """
+
+    async def submit_run(
+        self, session_id: str, *, reason: str, explicit: bool, options: RunOptions | None
+    ) -> str:
+        """Queue a run of the session (`reason`: submit, resume); returns the job id.
+        `explicit` asks for a run even when the log holds nothing new."""
+        ...
+
+    async def wake(self, session_id: str) -> str:
+        """Queue a wake-up of an idle session (something was written for it)."""
+        ...
+
+    async def wait_idle(self, session_id: str, timeout: float | None) -> None:
+        """Return once no job of the session is queued or running (TimeoutError after `timeout`)."""
+        ...
+
+    async def close(self) -> None:
+        """Release the queue's connections."""
+        ...
+
+
 class Runtime:
     """The services sessions share: a store, known agents and models, background work.
 
@@ -94,6 +131,9 @@ class Runtime:
     turn. `lease_ttl` is how long a run's session lease lasts unrenewed: a
     writer that vanishes without releasing it blocks the session that long
     (on Linux a dead holder on the same machine is taken over at once).
+    `queue` (a `RunQueue`, e.g. `taskloom.distributed.WorkQueue`) lets
+    sessions `submit` runs to worker processes; with it, `wake_on_notice`
+    queues the wake-ups instead of running them here.
 
     Runs are traced (OpenTelemetry GenAI spans and metrics) while a tracer
     provider is configured, or through `observer` when one is given;
@@ -124,6 +164,7 @@ class Runtime:
         lease_ttl: float = LEASE_TTL,
         trace_content: bool = False,
         observer: RunObserver | None = None,
+        queue: RunQueue | None = None,
     ) -> None:
         self.store: SessionStore = open_store(store)
         self.agents: dict[str, Agent[Any, Any]] = _by_name(agents, lambda a: a.name)
@@ -135,6 +176,7 @@ class Runtime:
         self.lease_ttl = lease_ttl
         self.trace_content = trace_content
         self._observer = observer
+        self.queue = queue
         self._watchers: dict[str, list[Callable[[], None]]] = {}
         self._services: dict[type[Any], Any] = {}
         self._sessions: weakref.WeakValueDictionary[str, Session[Any, Any]] = (
@@ -197,6 +239,8 @@ class Runtime:
             close = getattr(self._background, "close", None)
             if close is not None:
                 await close()
+        if self.queue is not None:
+            await self.queue.close()
         close = getattr(self.store, "close", None)
         if close is not None:
             await close()
@@ -271,9 +315,12 @@ class Runtime:
         return found
 
     async def push_deferred(self, session_id: str, entry: Entry) -> int:
-        """Append a deferred item's entry (no lease needed) and wake the session."""
+        """Append a deferred item's entry (no lease needed) and wake the session
+        (with a queue and `wake_on_notice`, a queued wake-up)."""
         position = await self.store.append(session_id, entry)
         self.notify(session_id)
+        if self.wake_on_notice and self.queue is not None:
+            await self._queue_wake(session_id)
         return position
 
     def on_notice(self, session_id: str) -> None:
@@ -281,15 +328,30 @@ class Runtime:
         self.notify(session_id)
         if not self.wake_on_notice or self._closing:
             return
+        if self.queue is not None:
+            # A worker decides whether the session is idle: it takes the lease.
+            self._track(self._queue_wake(session_id))
+            return
         session = self._sessions.get(session_id)
         if session is None or session.is_running or session._wakeups >= self.max_wakeups:
             # A running run delivers it at its next boundary; past the limit,
             # it waits for the next run.
             return
         session._wakeups += 1
-        task = asyncio.get_running_loop().create_task(self._wake(session))
+        self._track(self._wake(session))
+
+    def _track(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
         self._wake_tasks.add(task)
         task.add_done_callback(self._wake_tasks.discard)
+
+    async def _queue_wake(self, session_id: str) -> None:
+        assert self.queue is not None
+        try:
+            await self.queue.wake(session_id)
+        except Exception:
+            # What was written stays in the log; the session's next run reads it.
+            logger.warning("queueing a wake-up of session %s failed", session_id, exc_info=True)
 
     async def _wake(self, session: Session[Any, Any]) -> None:
         try:
@@ -714,6 +776,61 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             )
         )
 
+    # ------------------------------------------------------------ queued runs
+
+    def _run_queue(self) -> RunQueue:
+        queue = self.runtime.queue
+        if queue is None:
+            raise UsageError(
+                "this runtime has no queue: pass Runtime(queue=taskloom.distributed.WorkQueue(url))"
+            )
+        return queue
+
+    async def submit(self, input: str | None = None, *, options: RunOptions | None = None) -> str:
+        """Queue a run of the session for a worker and return its job id at once.
+
+        `input` is written to the log now, as steering: durable before the job
+        exists, folded in as the user turn of the next run (a run already in
+        flight takes it at its next boundary). A second `submit` while one is
+        queued joins that job. Without input the job runs the session even if
+        nothing new was written. Only limits cross the queue in `options`
+        (rounds, requests, tool calls, tokens, deadline), and no `deps`: the
+        worker's tools see `ctx.deps` None. `wait()` awaits the end.
+        """
+        queue = self._run_queue()
+        await self.sync()
+        if self.log.parked():
+            raise UsageError(
+                f"session {self.id} is awaiting approval: approve or deny, then submit_resume()"
+            )
+        if input is not None:
+            await self.steer(input)
+        return await queue.submit_run(
+            self.id, reason="submit", explicit=input is None, options=options
+        )
+
+    async def submit_resume(self, *, options: RunOptions | None = None) -> str:
+        """Queue the resume of a parked run whose calls are all decided; returns the job id."""
+        queue = self._run_queue()
+        undecided = [c.id for c in await self.pending()]
+        if not self.log.parked():
+            raise UsageError(f"session {self.id} has no turn parked for approval to resume")
+        if undecided:
+            raise ApprovalsMissing(undecided)
+        return await queue.submit_run(self.id, reason="resume", explicit=False, options=options)
+
+    async def wait(self, timeout: float | None = None) -> RunResult:
+        """The result of the session's latest run, once no job of it is queued or
+        running (from any process; woken by the database, not by polling).
+
+        A run a worker could not start (e.g. it lacks the session's agent) is
+        FAILED with the error it wrote to the log. Raises `TimeoutError` after
+        `timeout` seconds, `UsageError` when the session never finished a run.
+        """
+        await self._run_queue().wait_idle(self.id, timeout)
+        await self.sync()
+        return _last_result(self)
+
     # ------------------------------------------------------------ decisions
 
     async def approve(self, call_id: str, note: str | None = None) -> None:
@@ -791,6 +908,34 @@ def _check_same(existing: ApprovalDecision, approved: bool, call_id: str) -> Non
     if existing.approved != approved:
         first = "approved" if existing.approved else "denied"
         raise ApprovalConflict(f"call {call_id!r} was already {first}")
+
+
+def _last_result(session: Session[Any, Any]) -> RunResult:
+    log = session.log
+    for entry in reversed(log.entries):
+        payload = entry.payload
+        if not isinstance(payload, RunFinishedEntry):
+            continue
+        pending: tuple[PendingCall, ...] = ()
+        if payload.status is RunStatus.AWAITING_APPROVAL:
+            pending = tuple(
+                PendingCall(c.id, c.name, c.arguments)
+                for c in log.parked()
+                if log.request(c.id) is not None
+            )
+        return RunResult(
+            status=payload.status,
+            text=log.last_assistant_text(),
+            output=payload.output,
+            usage=payload.usage,
+            pending=pending,
+            session_id=session.id,
+            run_id=entry.run_id or "",
+            rounds=payload.rounds,
+            model_requests=payload.model_requests,
+            error=payload.error,
+        )
+    raise UsageError(f"session {session.id} has not finished a run yet")
 
 
 def _as_user(input: str | Message | None) -> Message | None:
