@@ -133,15 +133,18 @@ def _extra_providing(module: str) -> str | None:
         requirements = metadata.requires("taskloom") or []
     except metadata.PackageNotFoundError:
         return None
-    found: str | None = None
+    sizes: dict[str, int] = {}
+    providing: set[str] = set()
     for requirement in requirements:
         name = re.match(r"[A-Za-z0-9._-]+", requirement)
         extra = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", requirement)
         if name is None or extra is None:
             continue
+        sizes[extra.group(1)] = sizes.get(extra.group(1), 0) + 1
         dist = re.sub(r"[-.]", "_", name.group().lower())
         if dist == module or dist.startswith(module + "_"):
-            if extra.group(1) != "dev":
-                return extra.group(1)
-            found = found or extra.group(1)
-    return found
+            providing.add(extra.group(1))
+    # Several extras may bring it (`postgres`, and `distributed` on top of
+    # it): name the smallest, the one that is about this module; `dev` last.
+    ranked = sorted(providing, key=lambda e: (e == "dev", sizes[e], e))
+    return ranked[0] if ranked else None
