@@ -19,6 +19,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 PRINTS = {
     "Run an agent": "Tromsø: clear skies",
     "Watch a run happen": "get_weather -> 4°C, rain",
+    "Structured output and dependencies": "customer='acme' total=1200.0",
 }
 
 
@@ -131,3 +132,5 @@ def test_demo_runs(tmp_path: Path) -> None:
     for lane in ("[aurora#", "[sledding#", "[fjords#", "[prices#"):
         assert lane in out, lane
     assert "background agent 'prices'" in out and "aurora hunting" in out
+    # the lead's own counts and its children's are labelled apart
+    assert "model requests (this agent)" in out and "model requests (children)" in out

@@ -6,6 +6,8 @@ adapter parsed against values computed here, independently, from the recorded
 body; it also rebuilds the recorded conversation as taskloom messages and
 checks that the body the adapter sends has the recorded request's shape.
 Recorded errors must come back as typed errors with the message verbatim.
+Server-side compaction is in scope: its `compaction` blocks are kept whole and
+must go back to Anthropic byte for byte.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from taskloom.errors import (
 )
 from taskloom.messages import (
     Block,
+    CompactionBlock,
     ImageBlock,
     Message,
     TextBlock,
@@ -36,10 +39,11 @@ from taskloom.messages import (
 )
 from taskloom.models import ModelRequest, ModelSettings, ReasoningOptions, ToolSpec
 from taskloom.models._anthropic import AnthropicModel
+from taskloom.testing import RecordingTransport
 
 API = "anthropic"
 HOST = "api.anthropic.com"
-CLIENT_BLOCKS = {"text", "tool_use", "thinking", "redacted_thinking"}
+CLIENT_BLOCKS = {"text", "tool_use", "thinking", "redacted_thinking", "compaction"}
 REQUEST_BLOCKS = CLIENT_BLOCKS | {"tool_result", "image"}
 SERVER_TOOLS = {
     "web_search": "server tool: web search",
@@ -77,16 +81,15 @@ def out_of_scope(cassette: Cassette) -> str | None:
             return "MCP servers"
         if "container" in body:
             return "server tool: code execution container"
-        if "context_management" in body:
-            return "compaction"
+        edits = (body.get("context_management") or {}).get("edits") or ()
+        if any(not str(e.get("type")).startswith("compact_") for e in edits):
+            return "context editing"
         for message in body.get("messages", []):
             if message["role"] not in ("user", "assistant"):
                 return "tool search (tool additions)"
             for block in _content(message):
                 if block["type"] == "document":
                     return "documents"
-                if block["type"] == "compaction":
-                    return "compaction"
                 if block["type"] not in REQUEST_BLOCKS:
                     return f"server tool blocks in history ({block['type']})"
                 if block["type"] == "tool_result" and _has_tool_references(block["content"]):
@@ -130,6 +133,11 @@ def expected_blocks(call: Interaction) -> list[dict[str, Any]]:
             field = {"text_delta": "text", "thinking_delta": "thinking"}.get(delta["type"])
             if field is not None:
                 block[field] = block.get(field, "") + delta[field]
+            elif delta["type"] == "compaction_delta":
+                if delta.get("content") is not None:
+                    block["content"] = (block.get("content") or "") + delta["content"]
+                if delta.get("encrypted_content") is not None:
+                    block["encrypted_content"] = delta["encrypted_content"]
             elif delta["type"] == "signature_delta":
                 block["signature"] = block.get("signature", "") + delta["signature"]
             elif delta["type"] == "input_json_delta":
@@ -179,6 +187,8 @@ def recorded_messages(body: dict[str, Any]) -> list[Message]:
                 blocks.append(ThinkingBlock(b["thinking"], b["signature"], provider=API))
             elif b["type"] == "redacted_thinking":
                 blocks.append(ThinkingBlock(redacted=True, data=b["data"], provider=API))
+            elif b["type"] == "compaction":
+                blocks.append(CompactionBlock(API, dict(b)))
             elif b["type"] == "tool_use":
                 blocks.append(ToolCall(b["id"], b["name"], dict(b["input"])))
             elif b["type"] == "tool_result":
@@ -213,7 +223,9 @@ def recorded_request(body: dict[str, Any]) -> ModelRequest:
     effort = output_config.pop("effort", None)
     schema = output_config.pop("format", {}).get("schema")
     extra: dict[str, Any] = {
-        k: body[k] for k in ("top_k", "metadata", "cache_control") if k in body
+        k: body[k]
+        for k in ("top_k", "metadata", "cache_control", "context_management")
+        if k in body
     }
     if output_config:
         extra["output_config"] = output_config
@@ -270,6 +282,8 @@ def _block_shape(block: dict[str, Any]) -> tuple[Any, ...]:
         return (kind, block["thinking"], block["signature"])
     if kind == "redacted_thinking":
         return (kind, block["data"])
+    if kind == "compaction":
+        return (kind, json.dumps(block, sort_keys=True))  # byte for byte, whatever its fields
     if kind == "tool_use":
         return (kind, block["id"], block["name"], block["input"])
     if kind == "tool_result":
@@ -298,7 +312,15 @@ def check_request_shape(sent: dict[str, Any], recorded: dict[str, Any]) -> None:
         ]
     assert sent["model"] == recorded["model"]
     assert sent["stream"] == recorded.get("stream", False)
-    for key in ("max_tokens", "thinking", "output_config", "temperature", "top_p", "top_k"):
+    for key in (
+        "max_tokens",
+        "thinking",
+        "output_config",
+        "temperature",
+        "top_p",
+        "top_k",
+        "context_management",
+    ):
         assert sent.get(key) == recorded.get(key), key
     system = recorded.get("system")
     if system is None:
@@ -351,12 +373,24 @@ async def test_replay(cassette: Cassette) -> None:
         count_replayed(API)
 
 
+def compacts(body: dict[str, Any]) -> bool:
+    """Whether a recorded request used server-side compaction (it needs the beta)."""
+    return "context_management" in body or any(
+        b["type"] == "compaction" for m in body["messages"] for b in _content(m)
+    )
+
+
 async def replay_one(call: Interaction) -> None:
     recorded = call.request_body
     replay = transport_for(call)
+    betas = [AnthropicModel.COMPACTION_BETA] if compacts(recorded) else []
     async with replay.client() as client:
         model = AnthropicModel(
-            recorded["model"], api_key="sk-test", http_client=client, stream=call.is_stream
+            recorded["model"],
+            api_key="sk-test",
+            http_client=client,
+            stream=call.is_stream,
+            betas=betas,
         )
         request = recorded_request(recorded)
         if call.status >= 400:
@@ -373,6 +407,7 @@ async def replay_one(call: Interaction) -> None:
     sent = replay.requests[-1]
     assert sent.headers["x-api-key"] == "sk-test"
     assert sent.headers["anthropic-version"] == "2023-06-01"
+    assert sent.headers.get("anthropic-beta") == (",".join(betas) or None)
     check_response(response, call)
 
 
@@ -393,6 +428,10 @@ def check_response(response: Any, call: Interaction) -> None:
         if b["type"] in ("thinking", "redacted_thinking")
     ]
     assert all(t.provider == API for t in message.thinking)
+    compactions = [b for b in message.blocks if isinstance(b, CompactionBlock)]
+    assert [(c.provider, c.data) for c in compactions] == [
+        (API, b) for b in blocks if b["type"] == "compaction"
+    ]
     usage = summary["usage"]
     read = usage.get("cache_read_input_tokens") or 0
     written = usage.get("cache_creation_input_tokens") or 0
@@ -450,7 +489,15 @@ def as_event_stream(body: dict[str, Any], piece: int = 7) -> str:
     for index, block in enumerate(body["content"]):
         empty = {"text": "", "thinking": "", "signature": "", "input": {}}
         opening = {k: empty.get(k, v) for k, v in block.items()}
+        if block["type"] == "compaction":
+            # A compaction block opens empty and arrives whole in one delta.
+            opening = {"type": "compaction", "content": None}
         events.append({"type": "content_block_start", "index": index, "content_block": opening})
+        if block["type"] == "compaction":
+            delta = {**block, "type": "compaction_delta"}
+            events.append({"type": "content_block_delta", "index": index, "delta": delta})
+            events.append({"type": "content_block_stop", "index": index})
+            continue
         kind, key, text = "text_delta", "text", block.get("text", "")
         if block["type"] == "tool_use":
             kind, key, text = "input_json_delta", "partial_json", json.dumps(block["input"])
@@ -497,3 +544,69 @@ async def test_recorded_responses_parse_the_same_when_streamed(call: Interaction
         response = await model.request(recorded_request(call.request_body))
     assert replay.body()["stream"] is True
     check_response(response, streamed)
+
+
+# --- server-side compaction: the block goes back as it came ------------------
+
+
+def _compaction_call() -> Interaction:
+    cassette = next(c for c in CASSETTES if c.name == "test_anthropic_compaction_round_trip")
+    return next(i for i in cassette.interactions if is_messages_call(i))
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_a_compaction_block_goes_back_as_it_came(streamed: bool) -> None:
+    """The recorded turn that holds a compaction block, served as Anthropic's answer
+    (whole, or streamed as the API streams it: an empty block, then its delta), is
+    parsed into a `CompactionBlock`; the next request, built from the transcript that
+    answer made, is the recorded request exactly: the block goes back byte for byte."""
+    call = _compaction_call()
+    recorded = call.request_body
+    first_user, turn, follow_up = recorded["messages"]
+    answer = {**call.json_body, "content": turn["content"]}
+    wire = RecordingTransport(
+        RecordingTransport.sse(as_event_stream(answer))
+        if streamed
+        else RecordingTransport.json(answer)
+    )
+    async with wire.client() as client:
+        model = AnthropicModel(
+            recorded["model"],
+            api_key="sk-test",
+            http_client=client,
+            stream=streamed,
+            betas=[AnthropicModel.COMPACTION_BETA],
+        )
+        settings = recorded_request(recorded).settings
+        opening = recorded_messages({"messages": [first_user]})
+        response = await model.request(ModelRequest(opening, "Be brief.", settings=settings))
+    compaction, text = turn["content"]
+    assert response.message.blocks == (CompactionBlock(API, compaction), TextBlock(text["text"]))
+    assert response.message.blocks[0].summary == "Summary: user said hello."
+    assert wire.requests[0].headers["anthropic-beta"] == AnthropicModel.COMPACTION_BETA
+    assert wire.body(0)["context_management"] == recorded["context_management"]
+
+    transcript = [
+        *opening,
+        Message.from_dict(json.loads(json.dumps(response.message.to_dict()))),  # as stored
+        *recorded_messages({"messages": [follow_up]}),
+    ]
+    body = model.build_body(ModelRequest(transcript, "Be brief.", settings=settings), stream=False)
+    assert body["messages"] == recorded["messages"]
+    assert body["context_management"] == recorded["context_management"]
+
+
+async def test_a_model_without_the_compaction_beta_drops_the_block() -> None:
+    """Anthropic refuses compaction blocks without the beta (and a model switch can land
+    there): such a model sends the history the block stands for, without the block."""
+    recorded = _compaction_call().request_body
+    request = recorded_request(recorded)
+    plain = AnthropicModel(recorded["model"], api_key="sk-test").build_body(request)
+    assert plain["messages"][1]["content"] == [recorded["messages"][1]["content"][1]]
+    assert [m["content"] for m in plain["messages"][::2]] == [
+        m["content"] for m in recorded["messages"][::2]
+    ]
+    # The beta named through the headers counts as well.
+    headers = {"Anthropic-Beta": f"other-beta, {AnthropicModel.COMPACTION_BETA}"}
+    beta = AnthropicModel(recorded["model"], api_key="sk-test", headers=headers)
+    assert beta.build_body(request)["messages"] == recorded["messages"]

@@ -10,17 +10,19 @@ For every in-scope interaction of the `test_openai_responses` cassettes:
   parsed response must match what this file computes from the recorded body
   on its own: text, function calls and arguments, reasoning and its encrypted
   content, usage and stop reason; for streams, the deltas must add up to it;
-- a recorded error must come back as the typed error with the message verbatim.
+- a recorded error must come back as the typed error with the message verbatim;
+- server-side compaction items are kept whole and go back byte for byte.
 
 Features taskloom does not model (hosted tools, files, chaining by
-`previous_response_id` or `conversation`, background mode, compaction...) are
-left out with a reason, per interaction.
+`previous_response_id` or `conversation`, background mode, the standalone
+`/responses/compact` endpoint...) are left out with a reason, per interaction.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from itertools import pairwise
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,6 +33,7 @@ from taskloom.errors import ContextWindowExceeded, InvalidRequest, ProviderError
 from taskloom.events import TextDelta, ThinkingDelta
 from taskloom.messages import (
     Block,
+    CompactionBlock,
     ImageBlock,
     Message,
     TextBlock,
@@ -52,14 +55,13 @@ API = "openai-responses"
 FOLDER = "test_openai_responses"
 CASSETTES = list(load(FOLDER))
 
-ITEM_KINDS = {"message", "function_call", "function_call_output", "reasoning"}
+ITEM_KINDS = {"message", "function_call", "function_call_output", "reasoning", "compaction"}
 CONTENT_KINDS = {"input_text", "input_image", "output_text"}
-OUTPUT_KINDS = {"message", "function_call", "reasoning"}
+OUTPUT_KINDS = {"message", "function_call", "reasoning", "compaction"}
 UNSUPPORTED_OPTIONS = {
     "background": "background mode (answers are polled from /responses/{id})",
     "previous_response_id": "previous_response_id chaining (server-side state)",
     "conversation": "server-side conversations",
-    "context_management": "server-side compaction",
 }
 EFFORTS = {"minimal", "low", "medium", "high", "xhigh"}
 SUMMARIES = {"auto", "concise", "detailed"}
@@ -83,6 +85,8 @@ def sse_events(text: str) -> list[dict[str, Any]]:
 def out_of_scope(interaction: Interaction) -> str | None:
     """Why this interaction is not replayed, or None when it is."""
     url = urlsplit(interaction.uri)
+    if url.path.endswith("/responses/compact"):
+        return "the /responses/compact endpoint (compaction on demand, not a model turn)"
     if not url.path.endswith("/responses"):
         return f"not a Responses call ({url.path})"
     if not is_responses_host(url.hostname or ""):
@@ -193,6 +197,8 @@ def read_conversation(body: dict[str, Any]) -> tuple[str | None, list[Message]]:
         elif kind == "message":
             if text_of(item):
                 assistant.append(TextBlock(text_of(item)))
+        elif kind == "compaction":
+            assistant.append(CompactionBlock(API, item))
         elif kind == "reasoning":
             assistant.append(
                 ThinkingBlock(
@@ -237,6 +243,7 @@ def request_for(body: dict[str, Any]) -> ModelRequest:
             top_p=body.get("top_p"),
             max_tokens=body.get("max_output_tokens"),
             reasoning=options if options.effort or options.summary else None,
+            extra={k: body[k] for k in ("context_management",) if k in body},
         ),
         output_schema=fmt["schema"] if structured else None,
         output_name=fmt["name"] if structured else "output",
@@ -264,6 +271,8 @@ def item_shape(item: dict[str, Any]) -> tuple[Any, ...] | None:
         return (kind, item["call_id"], item["name"], json.loads(item["arguments"] or "{}"), item_id)
     if kind == "function_call_output":
         return (kind, item["call_id"], item["output"])
+    if kind == "compaction":
+        return (kind, json.dumps(item, sort_keys=True))  # byte for byte, whatever its fields
     if not item.get("encrypted_content"):
         return None
     return (kind, item.get("id"), item["encrypted_content"], summary_text(item))
@@ -288,7 +297,7 @@ def check_body(sent: dict[str, Any], recorded: dict[str, Any]) -> None:
         assert ours["strict"] or not theirs.get("strict")
     if any(i["type"] == "reasoning" for i in sent["input"]):
         assert "reasoning.encrypted_content" in sent["include"]
-    for key in ("temperature", "top_p", "max_output_tokens"):
+    for key in ("temperature", "top_p", "max_output_tokens", "context_management"):
         assert sent.get(key) == recorded.get(key)
     reasoning = recorded.get("reasoning") or {}
     wanted = {}
@@ -330,6 +339,7 @@ def check_response(
     messages = [o for o in output if o["type"] == "message"]
     calls = [o for o in output if o["type"] == "function_call"]
     reasoning = [o for o in output if o["type"] == "reasoning"]
+    compactions = [o for o in output if o["type"] == "compaction"]
 
     text = "".join(p.get("text", "") for m in messages for p in m["content"])
     assert response.text == text
@@ -347,7 +357,14 @@ def check_response(
     for block, item in zip(thinking, reasoning, strict=True):
         raw = "\n\n".join(p["text"] for p in item.get("content") or () if p.get("text"))
         assert block.text == (summary_text(item) or raw)
-    order = {"message": TextBlock, "function_call": ToolCall, "reasoning": ThinkingBlock}
+    kept = [b for b in response.message.blocks if isinstance(b, CompactionBlock)]
+    assert [(b.provider, b.data) for b in kept] == [(API, c) for c in compactions]
+    order = {
+        "message": TextBlock,
+        "function_call": ToolCall,
+        "reasoning": ThinkingBlock,
+        "compaction": CompactionBlock,
+    }
     assert [type(b) for b in response.message.blocks] == [
         order[o["type"]] for o in output if o["type"] != "message" or text_of(o)
     ]
@@ -433,6 +450,69 @@ def test_the_replay_covers_the_core_of_the_api() -> None:
         "test_openai_responses_thinking_with_modified_history",
         "test_native_output",
         "test_openai_responses_image_url_input",
+        "test_openai_responses_compact_stateful_mode",
+        "test_openai_responses_compact_messages",
+        "test_openai_responses_compact_with_auto_previous_response_id_chain",
     ):
         assert name in picked
     assert len(picked) >= 40
+
+
+# --- server-side compaction: the item goes back as it came ------------------------------
+
+
+def _compaction_follow_ups() -> list[tuple[str, Interaction, Interaction]]:
+    """In-scope pairs where the first answer holds a compaction item the next request sends."""
+    pairs = []
+    for cassette in CASSETTES:
+        calls = [(n, i) for n, i in enumerate(cassette.interactions) if out_of_scope(i) is None]
+        for (n, first), (_, then) in pairwise(calls):
+            made = [o for o in recorded_answer(first)[1] if o["type"] == "compaction"]
+            if first.status == 200 and made and made[-1] in then.request_body["input"]:
+                pairs.append((f"{cassette.name}#{n}", first, then))
+    return pairs
+
+
+FOLLOW_UPS = _compaction_follow_ups()
+
+
+def test_the_corpus_holds_a_compaction_follow_up() -> None:
+    assert FOLLOW_UPS
+
+
+@pytest.mark.parametrize(
+    ("first", "then"), [(f, t) for _, f, t in FOLLOW_UPS], ids=[n for n, _, _ in FOLLOW_UPS]
+)
+async def test_a_compaction_item_goes_back_as_it_came(
+    first: Interaction, then: Interaction
+) -> None:
+    """The answer holding a compaction item is parsed by the adapter; the next request,
+    built from the transcript that answer made (stored and read back), has the recorded
+    next request's shape, and carries the item byte for byte where it was recorded."""
+    model_name = first.request_body["model"]
+    replay = transport_for(first)
+    model = OpenAIResponsesModel(
+        model_name,
+        api_key="replay-key",
+        http_client=replay.client(),
+        stream=first.is_stream,
+    )
+    earlier = request_for(first.request_body)
+    response = await model.request(earlier)
+    made = [b for b in response.message.blocks if isinstance(b, CompactionBlock)]
+    assert made and made[-1].data == next(
+        o for o in reversed(recorded_answer(first)[1]) if o["type"] == "compaction"
+    )
+
+    later = then.request_body
+    at = later["input"].index(made[-1].data)
+    _, since = read_conversation({"input": later["input"][at + 1 :]})
+    stored = Message.from_dict(json.loads(json.dumps(response.message.to_dict())))
+    request = request_for(later)
+    transcript = [*earlier.messages, stored, *since]
+    body = model.build_body(
+        ModelRequest(transcript, request.system, request.tools, request.settings)
+    )
+    check_body(body, later)
+    sent = [i for i in body["input"] if i.get("type") == "compaction"]
+    assert sent == [i for i in later["input"] if i.get("type") == "compaction"]

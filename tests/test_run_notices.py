@@ -28,8 +28,8 @@ class Backend:
     registry: ActivityRegistry
     inbox: NoticeInbox
 
-    def run(self) -> RunNotices:
-        return RunNotices(self.registry, self.inbox, SESSION)
+    def run(self, tools: tuple[str, ...] = ("background_wait", "background_status")) -> RunNotices:
+        return RunNotices(self.registry, self.inbox, SESSION, tools)
 
     async def start(self, activity_id: str, description: str = "") -> None:
         act = BackgroundActivity(activity_id, "shell", description or f"cmd {activity_id}", 1.0)
@@ -178,11 +178,29 @@ async def test_before_final_reminds_once_per_item_this_run_started(backend: Back
     lines = reminder.text.splitlines()
     assert len(lines) == 2
     assert lines[0].startswith("[background] shell a1 (pytest -q) is still running.")
-    assert "wait for it or check its status" in lines[0]
+    assert (
+        "You may wait for it (background_wait) or check its status (background_status)"
+        " before you finish" in lines[0]
+    )
     assert lines[1].startswith("[background] shell a2 (cmd a2) is still running.")
     assert "old" not in reminder.text
     assert reminder.ack_ids == ()
     assert await notices.before_final() is None
+
+
+async def test_a_reminder_suggests_only_the_tools_the_agent_has(backend: Backend) -> None:
+    texts = {}
+    for tools in [(), ("background_status",), ("background_wait",)]:
+        notices = backend.run(tools)
+        await backend.start(f"a{len(texts)}")
+        notices.mark_started(f"a{len(texts)}")
+        texts[tools] = delivered(await notices.before_final()).text
+    assert texts[()].endswith("is still running. Its result arrives as a notice in a later turn.")
+    assert "background_wait" not in texts[()] and "status" not in texts[()]
+    assert "You may check its status (background_status) before" in texts[("background_status",)]
+    assert "wait" not in texts[("background_status",)]
+    assert "You may wait for it (background_wait) before" in texts[("background_wait",)]
+    assert "status" not in texts[("background_wait",)]
 
 
 async def test_before_final_delivers_a_completion_instead_of_a_reminder(

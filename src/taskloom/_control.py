@@ -73,16 +73,19 @@ class StopSignal:
 
 class UsageMeter:
     """Usage of one run, forwarded to the parent run's meter as it accrues,
-    so a parent's usage and token budget include its children's."""
+    so a parent's usage and token budget include its children's. `total` is
+    the run's with its children's, `own` the run's alone."""
 
-    __slots__ = ("_parent", "total")
+    __slots__ = ("_parent", "own", "total")
 
     def __init__(self, parent: UsageMeter | None = None) -> None:
         self.total = Usage()
+        self.own = Usage()
         self._parent = parent
 
     def add(self, usage: Usage) -> None:
         """Add usage to this run and every run above it."""
+        self.own = self.own + usage
         node: UsageMeter | None = self
         while node is not None:
             node.total = node.total + usage

@@ -1,58 +1,91 @@
-"""Agent: an immutable definition of model, instructions and tools.
+"""Agent: an immutable definition of model, instructions, tools and output type.
 
 Constructing one does no I/O and no schema work: tool schemas were built when
 the tools were decorated, a model given as a string is resolved when a run
-first needs it, and an output schema is turned into JSON schema lazily.
+first needs it, and an output type is turned into JSON schema lazily. It
+does check every argument, so a mistake fails here, saying what is valid.
+
+`Agent` is generic in its dependencies and its output, `Agent[Deps, Output]`,
+both inferred from the constructor (`deps_type=`, `output_type=`), so type
+checkers see `RunResult[Invoice]` from `Agent(..., output_type=Invoice).run()`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
+import typing
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, overload
+
+from typing_extensions import TypeVar
 
 from ._schema import check as check_schema
-from .errors import ConfigurationError
+from .errors import ConfigurationError, UsageError
 from .loop._compact import Compaction
+from .loop._output import OUTPUT_TOOL
 from .models._base import Model, ModelSettings
 from .tools import Tool, as_tool
 
 if TYPE_CHECKING:
+    import pydantic
+
     from .events import Event
     from .loop._options import RunOptions
     from .messages import Message
     from .results import RunResult
     from .runtime import Runtime
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "AgentDepsT", "AgentOutputT", "OutputSpec"]
+
+AgentDepsT = TypeVar("AgentDepsT", default=None)
+"""The type of the dependencies an agent's runs take (`deps_type=`; None without)."""
+
+AgentOutputT = TypeVar("AgentOutputT", default=str)
+"""The type of an agent's output (`output_type=`; `str`, the answer's text, without)."""
+
+OutputSpec = type[Any] | Mapping[str, Any]
+"""What `output_type=` takes: a type pydantic validates (a pydantic model, a
+dataclass, a TypedDict, `list[int]`, ...) or a JSON schema dict."""
 
 _UNSET: Any = object()
 
 
-class Agent:
+class Agent(Generic[AgentDepsT, AgentOutputT]):
     """What an agent is: `name`, `model` (a `Model` or a `"provider:model"`
     string), `instructions` (the system prompt), `tools`.
 
-    `output_schema` (a pydantic model class or a JSON schema dict) makes the
-    final answer validated JSON, exposed as `RunResult.output`; the model gets
-    `fixes` corrective rounds before the run ends FAILED. `settings` are the
-    model settings (temperature, reasoning, context window, ...). `compaction`
-    (a `Compaction`) lets long sessions summarize their older part instead of
-    overflowing the model's window. Agents are immutable;
-    `replace(...)` gives a changed copy.
+    `output_type` (a pydantic model, a dataclass, a TypedDict, any type
+    pydantic validates, or a JSON schema dict; `output_schema` is the same
+    option under its older name) makes the final answer a validated value,
+    `RunResult.output`: asked for natively where the model has structured
+    output, else through a `final_result` tool. The model gets `fixes`
+    corrective turns for an invalid answer before the run ends FAILED.
+
+    `deps_type` declares what a run's `deps` are (`run(..., deps=...)`):
+    tools receive them as `ctx.deps` (`ToolContext[Deps]`). Deps are per
+    run, held in memory only, never written to the session's log; a child
+    agent (SubAgent, Spawner) gets none of its parent's.
+
+    `settings` are the model settings (temperature, reasoning, context
+    window, ...). `compaction` (a `Compaction`) lets long sessions summarize
+    their older part instead of overflowing the model's window. Agents are
+    immutable; `replace(...)` gives a changed copy.
     """
 
     __slots__ = (
+        "_adapter",
         "_json_schema",
         "_tool_map",
         "compaction",
+        "deps_type",
         "description",
         "fixes",
         "instructions",
         "model",
         "name",
-        "output_schema",
+        "output_type",
         "settings",
         "tools",
     )
@@ -61,13 +94,83 @@ class Agent:
     model: Model | str
     instructions: str | None
     tools: tuple[Tool, ...]
-    output_schema: type[Any] | Mapping[str, Any] | None
+    output_type: OutputSpec | None
+    deps_type: type[Any] | None
     settings: ModelSettings
     description: str
     fixes: int
     compaction: Compaction | None
     _tool_map: dict[str, Tool]
     _json_schema: Any
+    _adapter: Any
+
+    @overload
+    def __init__(
+        self: Agent[AgentDepsT, str],
+        name: str = ...,
+        model: Model | str | None = ...,
+        instructions: str | None = ...,
+        tools: Iterable[Any] = ...,
+        *,
+        deps_type: type[AgentDepsT] = ...,
+        output_type: None = None,
+        output_schema: None = None,
+        settings: ModelSettings | None = ...,
+        description: str = ...,
+        fixes: int = ...,
+        compaction: Compaction | None = ...,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[AgentDepsT, AgentOutputT],
+        name: str = ...,
+        model: Model | str | None = ...,
+        instructions: str | None = ...,
+        tools: Iterable[Any] = ...,
+        *,
+        deps_type: type[AgentDepsT] = ...,
+        output_type: type[AgentOutputT],
+        output_schema: None = None,
+        settings: ModelSettings | None = ...,
+        description: str = ...,
+        fixes: int = ...,
+        compaction: Compaction | None = ...,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[AgentDepsT, AgentOutputT],
+        name: str = ...,
+        model: Model | str | None = ...,
+        instructions: str | None = ...,
+        tools: Iterable[Any] = ...,
+        *,
+        deps_type: type[AgentDepsT] = ...,
+        output_type: None = None,
+        output_schema: type[AgentOutputT],
+        settings: ModelSettings | None = ...,
+        description: str = ...,
+        fixes: int = ...,
+        compaction: Compaction | None = ...,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[AgentDepsT, Any],
+        name: str = ...,
+        model: Model | str | None = ...,
+        instructions: str | None = ...,
+        tools: Iterable[Any] = ...,
+        *,
+        deps_type: type[AgentDepsT] = ...,
+        output_type: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
+        settings: ModelSettings | None = ...,
+        description: str = ...,
+        fixes: int = ...,
+        compaction: Compaction | None = ...,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -76,32 +179,67 @@ class Agent:
         instructions: str | None = None,
         tools: Iterable[Any] = (),
         *,
-        output_schema: type[Any] | Mapping[str, Any] | None = None,
+        deps_type: Any = None,
+        output_type: Any = None,
+        output_schema: Any = None,
         settings: ModelSettings | None = None,
         description: str = "",
         fixes: int = 2,
         compaction: Compaction | None = None,
     ) -> None:
-        if model is None:
-            raise ConfigurationError(f"agent {name!r} has no model: pass model=")
+        # The checks cost little on the common path (exact types, defaults
+        # left alone): constructing an agent stays within a few microseconds.
+        if type(name) is not str or not name:
+            raise ConfigurationError(f"Agent(name={name!r}): the name must be a non-empty string")
+        if type(model) not in _MODEL_TYPES:
+            _check_model(name, model)
+        if instructions is not None and not isinstance(instructions, str):
+            raise _invalid(
+                name, "instructions", instructions, "a string (the system prompt) or None"
+            )
+        output = None
+        if output_type is not None or output_schema is not None:
+            output = _output_option(name, output_type, output_schema)
+        if deps_type is not None and not _is_type_form(deps_type):
+            raise _invalid(name, "deps_type", deps_type, "a type (a class, dataclass, ...) or None")
+        if settings is not None and not isinstance(settings, ModelSettings):
+            raise _invalid(name, "settings", settings, "a taskloom.models.ModelSettings or None")
+        if type(fixes) is not int or fixes < 0:
+            raise _invalid(name, "fixes", fixes, "an int of at least 0")
+        if compaction is not None and not isinstance(compaction, Compaction):
+            raise _invalid(name, "compaction", compaction, "a taskloom.Compaction or None")
+        if type(description) is not str and not isinstance(description, str):
+            raise _invalid(name, "description", description, "a string")
+        if type(tools) is not list and (
+            isinstance(tools, str | bytes) or not hasattr(tools, "__iter__")
+        ):
+            raise _invalid(
+                name, "tools", tools, "a list of tools (@tool functions or Tool objects)"
+            )
         tool_tuple = tuple(t if type(t) is Tool else as_tool(t) for t in tools)
         tool_map: dict[str, Tool] = {}
         for t in tool_tuple:
             if t.name in tool_map:
                 raise ConfigurationError(f"agent {name!r} has two tools named {t.name!r}")
             tool_map[t.name] = t
+        if output is not None and OUTPUT_TOOL in tool_map:
+            raise ConfigurationError(
+                f"agent {name!r}: the tool name {OUTPUT_TOOL!r} is reserved for the final answer "
+                "of an agent with an output_type; rename the tool"
+            )
         s = object.__setattr__
         s(self, "name", name)
         s(self, "model", model)
         s(self, "instructions", instructions)
         s(self, "tools", tool_tuple)
         s(self, "_tool_map", tool_map)
-        s(self, "output_schema", output_schema)
+        s(self, "output_type", output)
+        s(self, "deps_type", deps_type)
         s(self, "settings", settings if settings is not None else _DEFAULT_SETTINGS)
         s(self, "description", description)
         s(self, "fixes", fixes)
         s(self, "compaction", compaction)
-        s(self, "_json_schema", _UNSET)
+        # `_json_schema` and `_adapter` stay unset until first needed.
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Agent is immutable; use agent.replace(...)")
@@ -112,8 +250,10 @@ class Agent:
         )
         return f"Agent({self.name!r}, model={model!r}, tools={[t.name for t in self.tools]})"
 
-    def replace(self, **changes: Any) -> Agent:
-        """A copy with some fields changed."""
+    def replace(self, **changes: Any) -> Agent[Any, Any]:
+        """A copy with some fields changed (`output_schema` is `output_type`)."""
+        if "output_schema" in changes:
+            changes["output_type"] = changes.pop("output_schema")
         unknown = set(changes) - set(_FIELDS)
         if unknown:
             raise TypeError(f"Agent has no field(s) {sorted(unknown)}")
@@ -129,81 +269,132 @@ class Agent:
     # ------------------------------------------------------------ output
 
     @property
+    def output_schema(self) -> OutputSpec | None:
+        """The output type under its older name (see `output_type`)."""
+        return self.output_type
+
+    @property
     def output_json_schema(self) -> Mapping[str, Any] | None:
-        """The output schema as JSON schema (computed once, on first use)."""
-        cached = self._json_schema
+        """The output type as JSON schema (computed once, on first use)."""
+        cached = getattr(self, "_json_schema", _UNSET)
         if cached is not _UNSET:
             return cached  # type: ignore[no-any-return]
-        schema = self.output_schema
+        output = self.output_type
         result: Mapping[str, Any] | None
-        if schema is None:
+        if output is None:
             result = None
-        elif isinstance(schema, Mapping):
-            result = dict(schema)
+        elif isinstance(output, Mapping):
+            result = dict(output)
         else:
-            import pydantic
-
-            result = pydantic.TypeAdapter(schema).json_schema()
+            result = self._type_adapter().json_schema()
         object.__setattr__(self, "_json_schema", result)
         return result
 
     @property
     def output_name(self) -> str:
         """A name for the structured output (the schema's title or class name)."""
-        schema = self.output_schema
-        if schema is None:
+        output = self.output_type
+        if output is None:
             return "output"
-        if isinstance(schema, Mapping):
-            return str(schema.get("title") or "output")
-        return getattr(schema, "__name__", "output")
+        if isinstance(output, Mapping):
+            return str(output.get("title") or "output")
+        return getattr(output, "__name__", "output")
 
     def parse_output(self, text: str) -> Any:
-        """The final answer validated against `output_schema`; ValueError says why not."""
-        schema = self.output_schema
-        if schema is None:
+        """The final answer's text validated as the output type (the text itself
+        without one); ValueError says what is wrong."""
+        output = self.output_type
+        if output is None:
             return text
         raw = _strip_fences(text)
-        if isinstance(schema, Mapping):
+        if isinstance(output, Mapping):
             try:
                 value = json.loads(raw)
             except ValueError as exc:
                 raise ValueError(f"not valid JSON ({exc})") from None
-            check_schema(value, schema)
+            check_schema(value, output)
             return value
         import pydantic
 
         try:
-            return pydantic.TypeAdapter(schema).validate_json(raw)
+            return self._type_adapter().validate_json(raw)
         except pydantic.ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(value)'}: {e['msg']}"
-                for e in exc.errors(include_url=False)
-            )
-            raise ValueError(problems) from None
+            raise ValueError(_problems(exc)) from None
+
+    def validate_output(self, value: object) -> Any:
+        """A JSON value (a final-answer tool's arguments) validated as the output
+        type; ValueError says what is wrong."""
+        output = self.output_type
+        if output is None:
+            return value
+        if isinstance(output, Mapping):
+            check_schema(value, output)
+            return value
+        import pydantic
+
+        try:
+            return self._type_adapter().validate_python(value)
+        except pydantic.ValidationError as exc:
+            raise ValueError(_problems(exc)) from None
+
+    def _type_adapter(self) -> pydantic.TypeAdapter[Any]:
+        adapter = getattr(self, "_adapter", None)
+        if adapter is None:
+            import pydantic
+
+            try:
+                adapter = pydantic.TypeAdapter(self.output_type)  # type: ignore[arg-type]
+            except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError) as exc:
+                raise ConfigurationError(
+                    f"agent {self.name!r}: output_type {self.output_type!r} cannot be "
+                    f"validated: {exc}"
+                ) from None
+            object.__setattr__(self, "_adapter", adapter)
+        return adapter  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------ running
+
+    def check_deps(self, deps: object) -> None:
+        """Raise `UsageError` when `deps` do not fit `deps_type` (a run's first check)."""
+        expected = self.deps_type
+        if expected is None or expected is type(None):
+            return
+        if deps is None:
+            raise UsageError(
+                f"agent {self.name!r} needs deps of type {_type_name(expected)}: "
+                "pass run(..., deps=...)"
+            )
+        if isinstance(expected, type) and not isinstance(deps, expected):
+            raise UsageError(
+                f"agent {self.name!r} takes deps of type {_type_name(expected)}, "
+                f"got {type(deps).__name__}"
+            )
 
     async def run(
         self,
         input: str | Message,
         *,
+        deps: AgentDepsT = None,  # type: ignore[assignment]
         options: RunOptions | None = None,
         runtime: Runtime | None = None,
-    ) -> RunResult:
-        """Run once in a fresh session (an in-memory runtime unless one is given)."""
+    ) -> RunResult[AgentOutputT]:
+        """Run once in a fresh session (an in-memory runtime unless one is
+        given); `deps` reach the tools as `ctx.deps`."""
         from .runtime import Runtime
 
+        self.check_deps(deps)
         rt = runtime if runtime is not None else Runtime()
         session = await rt.create_session(self)
-        return await session.run(input, options=options)
+        return await session.run(input, deps=deps, options=options)
 
     def run_sync(
         self,
         input: str | Message,
         *,
+        deps: AgentDepsT = None,  # type: ignore[assignment]
         options: RunOptions | None = None,
         runtime: Runtime | None = None,
-    ) -> RunResult:
+    ) -> RunResult[AgentOutputT]:
         """`run` for scripts: runs its own event loop.
 
         It returns when the run ends, at the latest at the deadline: a sync
@@ -212,21 +403,23 @@ class Agent:
         kill a thread, so its effects may land after this returned, and
         nothing keeps the process alive for it.
         """
-        return asyncio.run(self.run(input, options=options, runtime=runtime))
+        return asyncio.run(self.run(input, deps=deps, options=options, runtime=runtime))
 
     async def stream(
         self,
         input: str | Message,
         *,
+        deps: AgentDepsT = None,  # type: ignore[assignment]
         options: RunOptions | None = None,
         runtime: Runtime | None = None,
     ) -> AsyncIterator[Event]:
         """Run once in a fresh session, yielding its events."""
         from .runtime import Runtime
 
+        self.check_deps(deps)
         rt = runtime if runtime is not None else Runtime()
         session = await rt.create_session(self)
-        async for event in session.stream(input, options=options):
+        async for event in session.stream(input, deps=deps, options=options):
             yield event
 
 
@@ -236,12 +429,85 @@ _FIELDS = (
     "model",
     "instructions",
     "tools",
-    "output_schema",
+    "deps_type",
+    "output_type",
     "settings",
     "description",
     "fixes",
     "compaction",
 )
+
+
+_MODEL_TYPES: set[type[Any]] = set()
+"""Model classes already seen to have `request` and `stream` (strings are
+checked every time: their form is the check)."""
+
+
+def _invalid(agent: str, option: str, value: object, valid: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"agent {agent!r}: {option} must be {valid}, not {value!r} ({type(value).__name__})"
+    )
+
+
+def _check_model(agent: str, model: object) -> None:
+    valid = (
+        "a Model (ScriptedModel, OpenAIChatModel, AnthropicModel, ...) or a "
+        "'provider:model' string such as 'openai:gpt-4.1-mini'"
+    )
+    if model is None:
+        raise ConfigurationError(f"agent {agent!r} has no model: pass model=, {valid}")
+    if isinstance(model, str):
+        prefix, sep, rest = model.partition(":")
+        if not (prefix and sep and rest):
+            raise ConfigurationError(f"agent {agent!r}: model {model!r} is not {valid}")
+    elif callable(getattr(model, "request", None)) and callable(getattr(model, "stream", None)):
+        _MODEL_TYPES.add(type(model))  # later agents of this model class skip the check
+    else:
+        raise _invalid(agent, "model", model, valid)
+
+
+def _is_type_form(value: object) -> bool:
+    """A class, or a typing form (`list[int]`, `Literal[...]`, `A | B`, ...)."""
+    return isinstance(value, type) or typing.get_origin(value) is not None
+
+
+def _output_option(agent: str, output_type: object, output_schema: object) -> OutputSpec | None:
+    if output_type is not None and output_schema is not None and output_type != output_schema:
+        raise ConfigurationError(
+            f"agent {agent!r}: output_schema is the older name of output_type; pass one of them"
+        )
+    output = output_type if output_type is not None else output_schema
+    if output is None or output is str:
+        return None  # the answer's text, as without an output type
+    if isinstance(output, Mapping):
+        return output
+    if _is_type_form(output):
+        if sys.version_info < (3, 12) and type(output).__module__ == "typing":
+            if typing.is_typeddict(output):
+                raise ConfigurationError(
+                    f"agent {agent!r}: output_type {_type_name(output)} is a typing.TypedDict, "
+                    "which pydantic validates only from Python 3.12 on; define it with "
+                    "typing_extensions.TypedDict"
+                )
+        return output  # type: ignore[return-value]
+    raise _invalid(
+        agent,
+        "output_type",
+        output,
+        "a type pydantic validates (a pydantic model, dataclass, TypedDict, list[...], ...) "
+        "or a JSON schema dict",
+    )
+
+
+def _type_name(t: object) -> str:
+    return getattr(t, "__name__", None) or repr(t)
+
+
+def _problems(exc: Any) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or '(value)'}: {e['msg']}"
+        for e in exc.errors(include_url=False)
+    )
 
 
 def _strip_fences(text: str) -> str:

@@ -365,12 +365,17 @@ class ModelChange(Payload):
 
 @dataclass(frozen=True, slots=True)
 class RequestedCall:
-    """One call of a parked turn that waits for a decision."""
+    """One call of a parked turn that waits for a decision.
+
+    `reason` says why it was parked when that is not simply the tool's rule
+    (its `needs_approval` predicate raised); older logs have none.
+    """
 
     call_id: str
     name: str
     arguments: Mapping[str, Any]
     hash: str
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,10 +395,7 @@ class ApprovalRequests(Payload):
     def to_data(self) -> dict[str, Any]:
         return {
             "turn": self.turn,
-            "calls": [
-                {"call_id": c.call_id, "name": c.name, "arguments": c.arguments, "hash": c.hash}
-                for c in self.calls
-            ],
+            "calls": [_requested_data(c) for c in self.calls],
         }
 
     @classmethod
@@ -403,11 +405,27 @@ class ApprovalRequests(Payload):
             raw = [data]
         calls = tuple(
             RequestedCall(
-                str(c["call_id"]), str(c.get("name", "")), c.get("arguments") or {}, str(c["hash"])
+                str(c["call_id"]),
+                str(c.get("name", "")),
+                c.get("arguments") or {},
+                str(c["hash"]),
+                str(c["reason"]) if c.get("reason") is not None else None,
             )
             for c in raw
         )
         return cls(int(data.get("turn", 0)), calls)
+
+
+def _requested_data(call: RequestedCall) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "call_id": call.call_id,
+        "name": call.name,
+        "arguments": call.arguments,
+        "hash": call.hash,
+    }
+    if call.reason is not None:
+        data["reason"] = call.reason
+    return data
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,9 @@ class RunStarted(_Base):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRequestStarted(_Base):
-    """The loop is about to ask the model (once per attempt)."""
+    """The loop is about to ask the model (once per attempt). `round` numbers
+    the session's rounds: a later run (a resume, a follow-up) goes on from
+    the rounds of the runs before it."""
 
     run_id: str
     round: int
@@ -106,11 +108,13 @@ class ToolCallFinished(_Base):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalRequested(_Base):
-    """A call needs a human decision; the run parks after this."""
+    """A call needs a human decision; the run parks after this. `reason` says
+    why when the tool's rule could not decide (its predicate raised)."""
 
     call_id: str
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,7 +157,8 @@ class RetryAttempt(_Base):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RoundCommitted(_Base):
-    """A round's entries are in the log (`boundary` names which)."""
+    """A round's entries are in the log (`boundary` names which); `round`
+    numbers the session's rounds, as in `ModelRequestStarted`."""
 
     run_id: str
     round: int

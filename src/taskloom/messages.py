@@ -24,6 +24,7 @@ from typing import Any, Literal, TypeAlias
 __all__ = [
     "MAX_ARGUMENT_DEPTH",
     "Block",
+    "CompactionBlock",
     "ImageBlock",
     "Message",
     "Role",
@@ -172,10 +173,8 @@ def _render(value: Any, depth: int) -> str:
     return f"<{type(value).__name__}>"
 
 
-def _problem_text(exc: _Unstorable) -> str:
-    path = "arguments" + "".join(
-        f"[{p}]" if isinstance(p, int) else f".{p}" for p in reversed(exc.path)
-    )
+def _problem_text(exc: _Unstorable, root: str = "arguments") -> str:
+    path = root + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in reversed(exc.path))
     return f"{path}: {exc.problem}"
 
 
@@ -375,7 +374,49 @@ class ImageBlock:
         return base64.b64encode(self.data).decode("ascii") if self.data is not None else ""
 
 
-Block: TypeAlias = TextBlock | ThinkingBlock | ToolCall | ToolResult | ImageBlock
+@dataclass(frozen=True, slots=True)
+class CompactionBlock:
+    """A provider's own compaction of the conversation before it, kept verbatim.
+
+    Where a wire API compacts on its side (Anthropic's `compaction` content
+    blocks, OpenAI Responses' `compaction` items), what it returned is kept
+    whole in `data`, exactly as it came (a JSON object, its `type` included).
+    `provider` names that wire API: adapters replay the block unchanged, in
+    place, only to it, and drop it for any other, as they do thinking. The
+    provider reads the block in place of what came before it; the session
+    log still holds every message. (taskloom's own compaction is a
+    `compaction` log entry, not a block.)
+
+    `data` must be JSON (it is copied, and text made valid UTF-8); anything
+    else raises `ValueError`.
+    """
+
+    provider: str
+    data: dict[str, Any]
+    type: Literal["compaction"] = field(default="compaction", init=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.data, Mapping):
+            raise ValueError(f"CompactionBlock data must be a JSON object, not {self.data!r:.60}")
+        try:
+            object.__setattr__(self, "data", _clean(self.data, 1))
+        except _Unstorable as exc:
+            raise ValueError(f"CompactionBlock {_problem_text(exc, 'data')}") from None
+        if not self.provider.isascii():
+            object.__setattr__(self, "provider", valid_text(self.provider))
+
+    @property
+    def summary(self) -> str | None:
+        """The readable summary, when the provider gives one (Anthropic's `content`)."""
+        content = self.data.get("content")
+        return content if isinstance(content, str) else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
+        return {"type": "compaction", "provider": self.provider, "data": self.data}
+
+
+Block: TypeAlias = TextBlock | ThinkingBlock | ToolCall | ToolResult | ImageBlock | CompactionBlock
 
 
 def _block_from_dict(d: Mapping[str, Any]) -> Block:
@@ -406,6 +447,8 @@ def _block_from_dict(d: Mapping[str, Any]) -> Block:
             is_error=d.get("is_error", False),
             tool_name=d.get("tool_name", ""),
         )
+    if kind == "compaction":
+        return CompactionBlock(provider=d["provider"], data=dict(d["data"]))
     if kind == "image":
         if "data" in d:
             return ImageBlock(data=base64.b64decode(d["data"]), media_type=d["media_type"])

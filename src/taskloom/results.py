@@ -6,11 +6,16 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Generic
+
+from typing_extensions import TypeVar
 
 from .messages import Usage
 
-__all__ = ["PendingCall", "RunResult", "RunStatus", "ToolSpec", "arguments_digest"]
+__all__ = ["OutputT", "PendingCall", "RunResult", "RunStatus", "ToolSpec", "arguments_digest"]
+
+OutputT = TypeVar("OutputT", default=Any)
+"""The type of a run's output (`Agent(output_type=...)`; `str` without one)."""
 
 
 class RunStatus(StrEnum):
@@ -26,11 +31,16 @@ class RunStatus(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class PendingCall:
-    """A call parked until a human approves or denies it."""
+    """A call parked until a human approves or denies it.
+
+    `reason` says why it was parked when the tool's rule could not decide
+    (its `needs_approval` predicate raised); None otherwise.
+    """
 
     id: str
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
 
     @property
     def arguments_hash(self) -> str:
@@ -47,18 +57,23 @@ def arguments_digest(arguments: dict[str, Any]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class RunResult:
+class RunResult(Generic[OutputT]):
     """The value a run returns; `status` says how it ended.
 
-    `text` is the last assistant text, `output` the validated structured
-    output when the agent has an `output_schema`, `usage` the run's usage with
-    its children's, `pending` the calls awaiting approval, `error` what went
-    wrong for FAILED.
+    `output` is the final answer when the run COMPLETED (None otherwise):
+    the validated value of the agent's `output_type` (a pydantic model,
+    dataclass, TypedDict, ... or, for a JSON schema, the JSON value), else
+    the answer's text. `text` is the last assistant text (the answer as JSON
+    for structured output). `usage` is the run's usage with its children's;
+    `own_usage` this agent's alone (`children_usage` the difference), while
+    `rounds`, `model_requests` and `tool_calls` count this agent's own.
+    `pending` are the calls awaiting approval, `error` what went wrong for
+    FAILED.
     """
 
     status: RunStatus
     text: str = ""
-    output: Any = None
+    output: OutputT | None = None
     usage: Usage = Usage()
     pending: tuple[PendingCall, ...] = ()
     session_id: str = ""
@@ -68,11 +83,25 @@ class RunResult:
     tool_calls: int = 0
     transport_retries: int = 0
     error: str | None = None
+    own_usage: Usage = Usage()
 
     @property
     def ok(self) -> bool:
         """True when the run COMPLETED."""
         return self.status is RunStatus.COMPLETED
+
+    @property
+    def children_usage(self) -> Usage:
+        """What the run's children used (`usage` less `own_usage`)."""
+        total, own = self.usage, self.own_usage
+        return Usage(
+            total.input_tokens - own.input_tokens,
+            total.output_tokens - own.output_tokens,
+            total.cache_read_tokens - own.cache_read_tokens,
+            total.cache_write_tokens - own.cache_write_tokens,
+            total.reasoning_tokens - own.reasoning_tokens,
+            total.requests - own.requests,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,9 +22,9 @@ import uuid
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
 
-from .agent import Agent
+from .agent import Agent, AgentDepsT, AgentOutputT
 from .entries import (
     ApprovalDecision,
     CompactionEntry,
@@ -113,7 +113,7 @@ class Runtime:
         self,
         store: SessionStore | str | None = None,
         *,
-        agents: Mapping[str, Agent] | Iterable[Agent] | None = None,
+        agents: Mapping[str, Agent[Any, Any]] | Iterable[Agent[Any, Any]] | None = None,
         models: Mapping[str, Model] | Iterable[Model] | None = None,
         tools: Mapping[str, Tool] | Iterable[Tool] | None = None,
         background: NoticesPort | None = None,
@@ -124,7 +124,7 @@ class Runtime:
         observer: RunObserver | None = None,
     ) -> None:
         self.store: SessionStore = open_store(store)
-        self.agents: dict[str, Agent] = _by_name(agents, lambda a: a.name)
+        self.agents: dict[str, Agent[Any, Any]] = _by_name(agents, lambda a: a.name)
         self._models: dict[str, Model] = _by_name(models, lambda m: m.spec)
         self.tools: dict[str, Tool] = _by_name(tools, lambda t: t.name)
         self._background = background
@@ -135,7 +135,9 @@ class Runtime:
         self._observer = observer
         self._watchers: dict[str, list[Callable[[], None]]] = {}
         self._services: dict[type[Any], Any] = {}
-        self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
+        self._sessions: weakref.WeakValueDictionary[str, Session[Any, Any]] = (
+            weakref.WeakValueDictionary()
+        )
         self._wake_tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
 
@@ -209,18 +211,28 @@ class Runtime:
 
     async def create_session(
         self,
-        agent: Agent,
+        agent: Agent[AgentDepsT, AgentOutputT],
         *,
         session_id: str | None = None,
         parent_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
-    ) -> Session:
+    ) -> Session[AgentDepsT, AgentOutputT]:
         """A new, empty session for `agent` in the store."""
         sid = uuid.uuid4().hex if session_id is None else session_id
         await self.store.create(SessionMeta(sid, agent.name, parent_id, 0.0, dict(metadata or {})))
         return Session(self, sid, agent)
 
-    async def open_session(self, session_id: str, agent: Agent | None = None) -> Session:
+    @overload
+    async def open_session(
+        self, session_id: str, agent: Agent[AgentDepsT, AgentOutputT]
+    ) -> Session[AgentDepsT, AgentOutputT]: ...
+
+    @overload
+    async def open_session(self, session_id: str, agent: None = None) -> Session[Any, Any]: ...
+
+    async def open_session(
+        self, session_id: str, agent: Agent[Any, Any] | None = None
+    ) -> Session[Any, Any]:
         """An existing session (raises `SessionNotFound`), its log loaded.
 
         Without `agent`, the agent the session recorded is looked up in
@@ -233,7 +245,7 @@ class Runtime:
         await session.sync()
         return session
 
-    def agent_named(self, name: str) -> Agent:
+    def agent_named(self, name: str) -> Agent[Any, Any]:
         """The agent registered under `name` (`Runtime(agents=...)`)."""
         from .errors import ConfigurationError
 
@@ -267,8 +279,9 @@ class Runtime:
         self._wake_tasks.add(task)
         task.add_done_callback(self._wake_tasks.discard)
 
-    async def _wake(self, session: Session) -> None:
+    async def _wake(self, session: Session[Any, Any]) -> None:
         try:
+            # A wake-up has no caller to give it deps: its tools see None.
             await session._run(None, None, resume=False, origin="", emit=None, wait=False)
         except SessionBusy:
             pass  # a run holds the session; it delivers the notice at its next boundary
@@ -311,7 +324,7 @@ class HeldLease:
 
     __slots__ = ("_beat", "_lost", "_renewed", "_timer", "lease", "session", "ttl")
 
-    def __init__(self, session: Session, lease: Lease, ttl: float) -> None:
+    def __init__(self, session: Session[Any, Any], lease: Lease, ttl: float) -> None:
         self.session = session
         self.lease = lease
         self.ttl = ttl
@@ -375,10 +388,16 @@ class HeldLease:
                 await self.session.runtime.store.leases.release(self.lease)
 
 
-class Session:
-    """A persistent conversation of one agent; see the module docstring."""
+class Session(Generic[AgentDepsT, AgentOutputT]):
+    """A persistent conversation of one agent; see the module docstring.
 
-    def __init__(self, runtime: Runtime, session_id: str, agent: Agent) -> None:
+    Its runs take the agent's `deps` (`run(..., deps=...)`, also `stream`,
+    `resume`): per run, in memory only, never written to the log.
+    """
+
+    def __init__(
+        self, runtime: Runtime, session_id: str, agent: Agent[AgentDepsT, AgentOutputT]
+    ) -> None:
         self.runtime = runtime
         self.id = session_id
         self.agent = agent
@@ -507,9 +526,9 @@ class Session:
         await self.sync()
         log = self.log
         return [
-            PendingCall(c.id, c.name, c.arguments)
+            PendingCall(c.id, c.name, c.arguments, r.reason)
             for c in log.parked()
-            if log.request(c.id) is not None and log.decision(c.id) is None
+            if (r := log.request(c.id)) is not None and log.decision(c.id) is None
         ]
 
     # ------------------------------------------------------------ the lease
@@ -574,7 +593,8 @@ class Session:
         origin: str,
         emit: Callable[[Event], None] | None,
         wait: bool | float,
-    ) -> RunResult:
+        deps: object = None,
+    ) -> RunResult[AgentOutputT]:
         if self._running:
             raise SessionBusy(self.id, "a run of this Session object")
         options = options if options is not None else RunOptions()
@@ -585,7 +605,7 @@ class Session:
                     self._wakeups = 0  # a user turn ends a chain of wake-ups
                 undo = held.on_lost(lambda: options.stop.set("the session was taken over"))
                 try:
-                    loop = RunLoop(self, options, emit, origin, self.runtime.observer)
+                    loop = RunLoop(self, options, emit, origin, self.runtime.observer, deps=deps)
                     return await loop.run(user, resume=resume)
                 finally:
                     undo()
@@ -596,52 +616,71 @@ class Session:
         self,
         input: str | Message | None = None,
         *,
+        deps: AgentDepsT = None,  # type: ignore[assignment]
         options: RunOptions | None = None,
         emit: Callable[[Event], None] | None = None,
         origin: str = "",
         wait: bool | float = False,
-    ) -> RunResult:
+    ) -> RunResult[AgentOutputT]:
         """Append `input` as a user turn and run the loop to an end status.
 
-        `emit` receives every event as it happens (it must not block);
-        `stream` is the iterator form. Raises `SessionBusy` if another run
-        holds the session, unless `wait` (True, or seconds) says to wait.
+        `deps` reach the tools as `ctx.deps` (see `Agent`). `emit` receives
+        every event as it happens (it must not block); `stream` is the
+        iterator form. Raises `SessionBusy` if another run holds the session,
+        unless `wait` (True, or seconds) says to wait.
         """
+        self.agent.check_deps(deps)
         return await self._run(
-            _as_user(input), options, resume=False, origin=origin, emit=emit, wait=wait
+            _as_user(input), options, resume=False, origin=origin, emit=emit, wait=wait, deps=deps
         )
 
     def stream(
         self,
         input: str | Message | None = None,
         *,
+        deps: AgentDepsT = None,  # type: ignore[assignment]
         options: RunOptions | None = None,
         wait: bool | float = False,
-    ) -> RunStream:
+    ) -> RunStream[AgentOutputT]:
         """Run like `run`, yielding events; `stream.result` holds the result after."""
+        self.agent.check_deps(deps)
         user = _as_user(input)
         return RunStream(
-            lambda emit: self._run(user, options, resume=False, origin="", emit=emit, wait=wait)
+            lambda emit: self._run(
+                user, options, resume=False, origin="", emit=emit, wait=wait, deps=deps
+            )
         )
 
     async def resume(
         self,
         *,
+        deps: AgentDepsT = None,  # type: ignore[assignment]
         options: RunOptions | None = None,
         emit: Callable[[Event], None] | None = None,
         wait: bool | float = False,
-    ) -> RunResult:
+    ) -> RunResult[AgentOutputT]:
         """Continue a run parked for approval: approved calls run, denied ones
         get an error result carrying the note, then the loop goes on. Raises
-        `ApprovalsMissing` if some parked call has no decision yet."""
-        return await self._run(None, options, resume=True, origin="", emit=emit, wait=wait)
+        `ApprovalsMissing` if some parked call has no decision yet. The
+        parked run's deps were never stored: pass them again."""
+        self.agent.check_deps(deps)
+        return await self._run(
+            None, options, resume=True, origin="", emit=emit, wait=wait, deps=deps
+        )
 
     def stream_resume(
-        self, *, options: RunOptions | None = None, wait: bool | float = False
-    ) -> RunStream:
+        self,
+        *,
+        deps: AgentDepsT = None,  # type: ignore[assignment]
+        options: RunOptions | None = None,
+        wait: bool | float = False,
+    ) -> RunStream[AgentOutputT]:
         """`resume`, yielding events."""
+        self.agent.check_deps(deps)
         return RunStream(
-            lambda emit: self._run(None, options, resume=True, origin="", emit=emit, wait=wait)
+            lambda emit: self._run(
+                None, options, resume=True, origin="", emit=emit, wait=wait, deps=deps
+            )
         )
 
     # ------------------------------------------------------------ decisions
@@ -754,5 +793,5 @@ async def _transcript(
 if TYPE_CHECKING:
     from .loop import SessionPort
 
-    def _is_port(session: Session) -> SessionPort:
+    def _is_port(session: Session[Any, Any]) -> SessionPort:
         return session

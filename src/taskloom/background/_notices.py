@@ -18,7 +18,7 @@ Within the run, what was delivered is remembered and not delivered twice.
 from __future__ import annotations
 
 from builtins import list as _list
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from ..loop import Delivery
 from ._activities import (
@@ -59,15 +59,32 @@ def _running(activities: Iterable[BackgroundActivity]) -> str:
     return f"{_PREFIX} still running: " + "; ".join(_label(a) for a in activities)
 
 
-def _reminder(activity: BackgroundActivity) -> str:
+WAIT_TOOL = "background_wait"
+STATUS_TOOL = "background_status"
+
+
+def _reminder(activity: BackgroundActivity, tools: Collection[str]) -> str:
+    # Only what this agent can do: suggesting a tool it lacks invites an
+    # unknown-tool call, or a model that stalls waiting for nothing.
+    can = []
+    if WAIT_TOOL in tools:
+        can.append(f"wait for it ({WAIT_TOOL})")
+    if STATUS_TOOL in tools:
+        can.append(f"check its status ({STATUS_TOOL})")
+    head = f"{_PREFIX} {_label(activity)} is still running."
+    if not can:
+        return f"{head} Its result arrives as a notice in a later turn."
     return (
-        f"{_PREFIX} {_label(activity)} is still running. You may wait for it or check its"
-        " status before you finish; otherwise its result arrives in a later turn."
+        f"{head} You may {' or '.join(can)} before you finish;"
+        " otherwise its result arrives in a later turn."
     )
 
 
 class RunNotices:
-    """Background notices for one run of `session` (create one per run).
+    """Background notices for one run of `session` (create one per run);
+    `tools` are the names of the run's tools, so that a reminder suggests
+    waiting (`background_wait`) or checking (`background_status`) only to an
+    agent that has those tools.
 
     When nothing is pending, `round_start` costs one `inbox.pending()` call
     (plus one `registry.list()` at the first boundary), and `before_final`
@@ -75,10 +92,18 @@ class RunNotices:
     reminded about.
     """
 
-    def __init__(self, registry: ActivityRegistry, inbox: NoticeInbox, session: str) -> None:
+    def __init__(
+        self,
+        registry: ActivityRegistry,
+        inbox: NoticeInbox,
+        session: str,
+        tools: Collection[str] = (),
+    ) -> None:
         self.registry = registry
         self.inbox = inbox
         self.session = session
+        # The names of the run's tools: reminders suggest only what they can do.
+        self.tools = frozenset(tools)
         self._first_boundary = True
         # Notice ids the model has seen in this run, delivered or marked.
         self._seen: set[str] = set()
@@ -141,7 +166,7 @@ class RunNotices:
                 if activity is None or activity_id in self._reminded or activity_id in self._ended:
                     continue
                 self._reminded.add(activity_id)
-                reminders.append(_reminder(activity))
+                reminders.append(_reminder(activity, self.tools))
         # Completions first: they are news; reminders are about waiting.
         return self._deliver([], unseen, reminders)
 

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BackgroundCapReached
@@ -100,9 +100,10 @@ class BackgroundService:
 
     # ------------------------------------------------------------ runs
 
-    def run_notices(self, session_id: str, run_id: str) -> RunNotices:
-        """Notice delivery for one run (registered so work it starts is reminded of)."""
-        notices = RunNotices(self.registry, self.inbox, session_id)
+    def run_notices(self, session_id: str, run_id: str, tools: Collection[str] = ()) -> RunNotices:
+        """Notice delivery for one run (registered so work it starts is reminded
+        of); `tools` are the run's tool names, which reminders stay within."""
+        notices = RunNotices(self.registry, self.inbox, session_id, tools)
         self._runs[run_id] = notices
         return notices
 

@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = ["default_store_url", "main"]
 
@@ -21,6 +21,29 @@ def default_store_url() -> str:
     under `~/.local/share/taskloom/`."""
     home = os.environ.get("TASKLOOM_HOME") or str(Path.home() / ".local" / "share" / "taskloom")
     return f"sqlite:///{Path(home) / 'taskloom.db'}"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the command's own error format: one line saying what is
+    wrong, one hint line, exit code 2 (argparse's usage dump is for `--help`)."""
+
+    def error(self, message: str) -> NoReturn:
+        from .failures import EXIT_FAILED
+
+        print(f"taskloom: {message}", file=sys.stderr)
+        print(f"  hint: see {self.prog} --help", file=sys.stderr)
+        sys.exit(EXIT_FAILED)
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a number of at least 1")
+    return value
 
 
 def _agent_options(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +61,7 @@ def _agent_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--system", default=None, help="instructions (system prompt)")
     parser.add_argument("--base-url", default=None, help="the model server's base URL")
-    parser.add_argument("--max-rounds", type=int, default=20)
+    parser.add_argument("--max-rounds", type=_positive, default=20)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -51,10 +74,11 @@ def _parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="show the traceback of an error",
     )
-    parser = argparse.ArgumentParser(
-        prog="taskloom", description="A runtime for tool-using LLM agents."
-    )
+    parser = _Parser(prog="taskloom", description="A runtime for tool-using LLM agents.")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"taskloom {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, help: str, into: Any = sub) -> argparse.ArgumentParser:
@@ -74,11 +98,13 @@ def _parser() -> argparse.ArgumentParser:
     sessions = command("sessions", "list and show stored sessions")
     ssub = sessions.add_subparsers(dest="action", required=True)
     ls = command("list", "the newest sessions", ssub)
-    ls.add_argument("--limit", type=int, default=20)
+    ls.add_argument("--limit", type=_positive, default=20, help="how many (at least 1)")
+    ls.add_argument("--json", action="store_true", help="print JSON, for scripts")
     ls.add_argument("--store", default=None)
     show = command("show", "a session's transcript", ssub)
     show.add_argument("session_id")
     show.add_argument("--tree", action="store_true", help="draw the delegation tree")
+    show.add_argument("--json", action="store_true", help="print JSON, for scripts")
     show.add_argument("--store", default=None)
 
     approve = command("approve", "approve (or --deny) a parked tool call")

@@ -299,7 +299,7 @@ async def _part_delegation(console: Console, fast: bool) -> None:
     )
     await dispatcher.drain()
     console.print(Panel(result.text, title="synthesis", border_style="green"))
-    console.print(usage_table(result, title="usage (children included)"))
+    console.print(usage_table(result))
     await runtime.close()
 
 

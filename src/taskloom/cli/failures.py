@@ -25,6 +25,7 @@ from ..errors import (
     SessionNotFound,
     StoreError,
     TaskloomError,
+    TransportError,
 )
 from .text import visible
 
@@ -97,6 +98,11 @@ def _hint(exc: BaseException, args: argparse.Namespace | None) -> str:
     if isinstance(exc, AuthenticationError):
         return (
             "check the API key in the provider's variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...)"
+        )
+    if isinstance(exc, TransportError):
+        return (
+            "check that the model server is up and reachable at that URL "
+            "(--base-url, or the @URL of --model, names another)"
         )
     if isinstance(exc, ProviderError):
         return "the provider failed after retries: try again later, or check --model"

@@ -59,13 +59,20 @@ def _compact(arguments: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
 
 
-def approval_block(name: str, call_id: str, arguments: Mapping[str, Any]) -> RenderableType:
-    """A call awaiting a decision: its name and id, then every argument as
-    indented JSON, in full; long values wrap at the terminal's width."""
+def approval_block(
+    name: str, call_id: str, arguments: Mapping[str, Any], reason: str | None = None
+) -> RenderableType:
+    """A call awaiting a decision: its name and id, why it was parked when the
+    tool's rule could not say, then every argument as indented JSON, in full;
+    long values wrap at the terminal's width."""
     header = Text.assemble((visible(name), "bold yellow"), " ", (f"[{visible(call_id)}]", "dim"))
     body = visible(json.dumps(dict(arguments), indent=2, ensure_ascii=False, default=str))
     indented = "\n".join("    " + line for line in body.splitlines())
-    return Group(header, Text(indented, overflow="fold"))
+    parts: list[RenderableType] = [header]
+    if reason:
+        parts.append(Text(f"    parked because {visible(reason)}", style="yellow"))
+    parts.append(Text(indented, overflow="fold"))
+    return Group(*parts)
 
 
 def pending_summary(session_id: str, pending: Iterable[PendingCall], resume_flags: str) -> Group:
@@ -74,7 +81,7 @@ def pending_summary(session_id: str, pending: Iterable[PendingCall], resume_flag
     parts: list[RenderableType] = []
     for call in pending:
         parts.append(Text("awaiting approval:", style="bold yellow"))
-        parts.append(approval_block(call.name, call.id, call.arguments))
+        parts.append(approval_block(call.name, call.id, call.arguments, call.reason))
         command = shlex.join(["taskloom", "approve", session_id, visible(call.id)])
         parts.append(Text(f"  decide: {command} (or add --deny)"))
     if parts:
@@ -147,7 +154,9 @@ class EventPrinter:
             )
         elif isinstance(event, ApprovalRequested):
             self._line(o, Text("⏸ needs approval:", style="bold yellow"))
-            self.console.print(approval_block(event.name, event.call_id, event.arguments))
+            self.console.print(
+                approval_block(event.name, event.call_id, event.arguments, event.reason)
+            )
         elif isinstance(event, NoticeDelivered):
             first = event.text.splitlines()[0] if event.text else ""
             self._line(o, Text(f"✉ delivered to the model: {fold(first, 120)}", style="yellow"))
@@ -164,21 +173,31 @@ class EventPrinter:
 
 
 def usage_table(result: RunResult, title: str = "usage") -> Table:
-    """A small table of a result's status, counters and token usage."""
+    """A small table of a result's status, counters and token usage: this
+    agent's own, and its children's on rows of their own."""
     table = Table(title=Text(visible(title)), show_header=False, title_justify="left")
-    u = result.usage
+    own, children = result.own_usage, result.children_usage
     rows = [
         ("status", result.status.value),
-        ("rounds", str(result.rounds)),
-        ("model requests", str(result.model_requests)),
-        ("tool calls", str(result.tool_calls)),
-        ("input tokens", str(u.input_tokens)),
-        ("output tokens", str(u.output_tokens)),
+        ("rounds (this agent)", str(result.rounds)),
+        ("model requests (this agent)", str(result.model_requests)),
+        ("tool calls (this agent)", str(result.tool_calls)),
+        ("tokens in / out (this agent)", f"{own.input_tokens} / {own.output_tokens}"),
     ]
-    if u.cache_read_tokens or u.cache_write_tokens:
-        rows.append(("cache read / write", f"{u.cache_read_tokens} / {u.cache_write_tokens}"))
-    if u.reasoning_tokens:
-        rows.append(("reasoning tokens", str(u.reasoning_tokens)))
+    if own.cache_read_tokens or own.cache_write_tokens:
+        rows.append(
+            (
+                "cache read / write (this agent)",
+                f"{own.cache_read_tokens} / {own.cache_write_tokens}",
+            )
+        )
+    if own.reasoning_tokens:
+        rows.append(("reasoning tokens (this agent)", str(own.reasoning_tokens)))
+    if children.requests or children.total_tokens:
+        rows.append(("model requests (children)", str(children.requests)))
+        rows.append(
+            ("tokens in / out (children)", f"{children.input_tokens} / {children.output_tokens}")
+        )
     for k, v in rows:
         table.add_row(k, v)
     return table

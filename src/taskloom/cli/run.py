@@ -1,11 +1,18 @@
 """`taskloom run`: one prompt against a real model, streamed to the terminal,
-in a new session or (`--session`) an existing one."""
+in a new session or (`--session`) an existing one.
+
+Ctrl-C cancels the run: the turn in flight is discarded, everything before it
+stays in the session, and the command says how to go on with it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
+import shlex
+import sys
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from rich.console import Console
 
@@ -18,11 +25,13 @@ from .failures import with_hint
 from .loading import agent_flags, app_agent, command_line_agent, load_tool, open_runtime
 from .render import EventPrinter, pending_summary, usage_table
 
-__all__ = ["load_tool", "report_result", "run_prompt"]
+__all__ = ["interruptible", "load_tool", "report_result", "run_prompt"]
+
+T = TypeVar("T")
 
 
 def report_result(
-    console: Console, session: Session, result: RunResult, args: argparse.Namespace
+    console: Console, session: Session[Any, Any], result: RunResult, args: argparse.Namespace
 ) -> int:
     """Print a finished run's usage and what it parked on; the exit code
     (0 when the run completed)."""
@@ -32,7 +41,30 @@ def report_result(
     return 0 if result.ok else 1
 
 
-async def _new_session(args: argparse.Namespace, runtime: Runtime) -> Session:
+async def interruptible(run: Awaitable[T], go_on: str) -> T:
+    """Await `run`; when Ctrl-C cancels it, say on stderr that the session was
+    kept and how to go on (`go_on`, a command line), then let the cancellation
+    end the command (exit code 130)."""
+    try:
+        return await run
+    except asyncio.CancelledError:
+        print(
+            "taskloom: interrupted; the session keeps everything up to the interrupted step",
+            file=sys.stderr,
+        )
+        print(f"  hint: go on with: {go_on}", file=sys.stderr)
+        raise
+
+
+def _go_on_command(session_id: str, args: argparse.Namespace) -> str:
+    words = ["taskloom", "run", "--session", session_id]
+    store = getattr(args, "store", None)
+    if store:
+        words += ["--store", store]
+    return f"{shlex.join(words)} {agent_flags(args)} 'PROMPT'"
+
+
+async def _new_session(args: argparse.Namespace, runtime: Runtime) -> Session[Any, Any]:
     if args.app:
         if not args.agent:
             raise with_hint(
@@ -66,9 +98,10 @@ async def _run(args: argparse.Namespace, console: Console) -> int:
             session = await runtime.open_session(meta.id, agent)
         else:
             session = await _new_session(args, runtime)
-        result = await session.run(
+        run = session.run(
             args.prompt, options=RunOptions(max_rounds=args.max_rounds), emit=EventPrinter(console)
         )
+        result = await interruptible(run, _go_on_command(session.id, args))
         return report_result(console, session, result, args)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shlex
 from datetime import datetime
 
 from rich.console import Console
@@ -28,9 +29,10 @@ from ..models import FunctionModel, ModelRequest
 from ..runtime import Runtime
 from ..stores._base import SessionMeta
 from .failures import with_hint
-from .loading import command_line_agent, open_runtime
+from .loading import agent_flags, command_line_agent, open_runtime
 from .render import EventPrinter, approval_block, fold
-from .run import report_result
+from .run import interruptible, report_result
+from .summary import summarize, to_json
 from .text import visible
 
 __all__ = ["dispatch", "render_message"]
@@ -73,15 +75,34 @@ async def _log(runtime: Runtime, session_id: str) -> tuple[SessionMeta, SessionL
     return meta, log
 
 
-async def _list(runtime: Runtime, console: Console, limit: int) -> int:
-    metas = await runtime.store.list(limit=limit)
-    if not metas:
+async def _list(runtime: Runtime, console: Console, limit: int, as_json: bool) -> int:
+    rows = [await summarize(runtime, meta) for meta in await runtime.store.list(limit=limit)]
+    if as_json:
+        print(to_json([row.to_dict() for row in rows]))
+        return 0
+    if not rows:
         console.print("no sessions")
         return 0
-    for meta in metas:
+    agents = [visible(r.meta.agent or "-") for r in rows]
+    width = max(len("AGENT"), *(len(a) for a in agents))
+    status_width = max(len("STATUS"), *(len(r.status) for r in rows))
+    id_width = max(len(r.meta.id) for r in rows)
+    head = f"{'ID':<{id_width}}  {'CREATED':<19}  {'STATUS':<{status_width}}  "
+    header = Text(f"{head}{'AGENT':<{width}}  PENDING  LAST PROMPT", style="bold")
+    console.print(header, soft_wrap=True)
+    for row, agent in zip(rows, agents, strict=True):
+        meta = row.meta
         when = datetime.fromtimestamp(meta.created_at).strftime("%Y-%m-%d %H:%M:%S")
-        parent = f" (child of {visible(meta.parent_id[:8])})" if meta.parent_id else ""
-        console.print(Text(f"{visible(meta.id)}  {when}  {visible(meta.agent)}{parent}"))
+        prompt = fold(row.last_prompt, 60) if row.last_prompt else "-"
+        if meta.parent_id:
+            prompt = f"(child of {visible(meta.parent_id)}) {prompt}"
+        pending = str(len(row.pending)) if row.pending else "-"
+        line = (
+            f"{visible(meta.id):<{id_width}}  {when}  {row.status:<{status_width}}  "
+            f"{agent:<{width}}  {pending:<7}  {prompt}"
+        )
+        # Never wrapped: ids are copied from here, whole.
+        console.print(Text(line), soft_wrap=True)
     return 0
 
 
@@ -96,6 +117,25 @@ async def _tree(runtime: Runtime, meta: SessionMeta, node: Tree) -> None:
             f" {visible(str(md.get('mode', 'inline')))}: {fold(str(md.get('task', '')), 70)}",
         )
         await _tree(runtime, child, node.add(label))
+
+
+async def _show_json(runtime: Runtime, session_id: str) -> int:
+    row = await summarize(runtime, await runtime.store.get(session_id))
+    children = [
+        {
+            "id": child.id,
+            "agent": child.agent,
+            "status": (await child_status(runtime, child.id)).value,
+        }
+        for child in reversed(await runtime.store.list(parent_id=session_id))
+    ]
+    shown = {
+        **row.to_dict(),
+        "messages": [m.to_dict() for m in row.log.messages],
+        "children": children,
+    }
+    print(to_json(shown))
+    return 0
 
 
 async def _show(runtime: Runtime, console: Console, session_id: str, tree: bool) -> int:
@@ -132,7 +172,9 @@ async def _show(runtime: Runtime, console: Console, session_id: str, tree: bool)
         else:
             state = f"{'approved' if decision.approved else 'denied'}, awaiting resume:"
         console.print(Text(state, style="bold yellow"))
-        console.print(approval_block(call.name, call.id, call.arguments))
+        request = log.request(call.id)
+        reason = request.reason if request is not None else None
+        console.print(approval_block(call.name, call.id, call.arguments, reason))
     return 0
 
 
@@ -170,9 +212,15 @@ async def _resume(runtime: Runtime, console: Console, args: argparse.Namespace) 
             UsageError(f"the approved calls of session {meta.id} need the tool(s) {names}"),
             "add a --tool module:attribute for each, or use --app module:factory",
         )
-    result = await session.resume(
-        options=RunOptions(max_rounds=args.max_rounds), emit=EventPrinter(console)
+    run = session.resume(options=RunOptions(max_rounds=args.max_rounds), emit=EventPrinter(console))
+    flags = agent_flags(args)
+    store = f" --store {shlex.quote(args.store)}" if args.store else ""
+    go_on = (
+        f"taskloom resume {meta.id}{store} {flags} while `taskloom sessions show {meta.id}"
+        f"{store}` shows calls awaiting resume, else taskloom run --session {meta.id}"
+        f"{store} {flags} 'PROMPT'"
     )
+    result = await interruptible(run, go_on)
     return report_result(console, session, result, args)
 
 
@@ -180,7 +228,9 @@ async def _dispatch(args: argparse.Namespace, console: Console) -> int:
     async with await open_runtime(args) as runtime:
         if args.command == "sessions":
             if args.action == "list":
-                return await _list(runtime, console, args.limit)
+                return await _list(runtime, console, args.limit, args.json)
+            if args.json:
+                return await _show_json(runtime, args.session_id)
             return await _show(runtime, console, args.session_id, args.tree)
         if args.command == "approve":
             return await _approve(runtime, console, args)

@@ -31,6 +31,7 @@ from ..entries import (
 from ..errors import StaleLeaseError
 from ..events import Event, SubagentFinished, SubagentStarted, origin_label
 from ..loop import RunOptions, RunResult, RunStatus, StopSignal
+from ..loop._output import to_jsonable
 from ..messages import Usage
 from ..runtime import Runtime, Session, session_lease_key
 from ..tools import ToolContext, ToolOutput
@@ -230,9 +231,10 @@ def _outcome_of(
     child: Session, name: str, result: RunResult
 ) -> tuple[ChildStatus, Any, str | None]:
     if result.status is RunStatus.COMPLETED:
-        answer = result.output if child.agent.output_schema is not None else result.text
-        dump = getattr(answer, "model_dump", None)
-        return ChildStatus.DONE, dump(mode="json") if callable(dump) else answer, None
+        if child.agent.output_schema is None:
+            return ChildStatus.DONE, result.text, None
+        # A pydantic model, a dataclass, ...: the report is stored as JSON.
+        return ChildStatus.DONE, to_jsonable(result.output), None
     if result.status is RunStatus.STOPPED:
         return ChildStatus.STOPPED, result.text or None, None
     reason = result.error or {

@@ -56,7 +56,8 @@ class Spawner:
     granted, `models` the other models they may use, `types` predefined
     worker definitions, `max_children` how many may be live at once per
     parent session (enforced atomically), `dispatcher` enables
-    `mode="background"`. `needs_approval` gates the spawn itself.
+    `mode="background"`. `needs_approval` gates the spawn itself. Workers
+    run without the parent run's `deps` (`ctx.deps` is None in their tools).
     """
 
     def __init__(

@@ -91,6 +91,8 @@ class SubAgent:
     set (the child gets `fixes` corrective rounds) — or an in-band error.
     `needs_approval` gates the delegation itself. Other keyword options go to
     the child's `Agent` (e.g. `settings=`); `max_rounds` bounds its run.
+    The child runs without the parent run's `deps` (`ctx.deps` is None in
+    its tools): deps are per run and never leave it.
     """
 
     def __init__(

@@ -23,32 +23,68 @@ from ..results import arguments_digest
 from ..tools import Tool
 from ._log import SessionLog, denial_text
 
-__all__ = ["ParkedTurn", "gated_calls", "requests_for", "resolve_parked_turn"]
+__all__ = [
+    "Gate",
+    "ParkedTurn",
+    "approval_gate",
+    "gated_calls",
+    "needs_approval",
+    "requests_for",
+    "resolve_parked_turn",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """A call that must wait for a human decision, and why when the tool's
+    rule could not say (its predicate raised)."""
+
+    call: ToolCall
+    reason: str | None = None
+
+
+def approval_gate(call: ToolCall, tools: Mapping[str, Tool]) -> Gate | None:
+    """The gate the call must pass before it runs, or None when it may run.
+
+    A predicate sees the validated arguments (defaults filled, types
+    coerced); arguments that fail validation need no decision, since the
+    call never runs (it answers with the validation error).
+    """
+    tool = tools.get(call.name)
+    if tool is None or not tool.is_gated or call.raw_arguments is not None:
+        return None
+    try:
+        gated = tool.requires_approval(call.arguments)
+    except Exception as exc:
+        # A predicate that cannot judge the arguments errs on the side of
+        # asking, and the human is told why.
+        return Gate(call, f"its needs_approval check raised {type(exc).__name__}: {exc}")
+    return Gate(call) if gated else None
 
 
 def needs_approval(call: ToolCall, tools: Mapping[str, Tool]) -> bool:
     """Whether the call must wait for a human decision before it runs."""
-    tool = tools.get(call.name)
-    if tool is None or not tool.is_gated or call.raw_arguments is not None:
-        return False
-    try:
-        return tool.requires_approval(call.arguments)
-    except Exception:
-        # A predicate that cannot judge the arguments errs on the side of asking.
-        return True
+    return approval_gate(call, tools) is not None
 
 
-def gated_calls(calls: Sequence[ToolCall], tools: Mapping[str, Tool]) -> list[ToolCall]:
-    """The calls of a turn that need approval."""
-    return [c for c in calls if needs_approval(c, tools)]
+def gated_calls(calls: Sequence[ToolCall], tools: Mapping[str, Tool]) -> list[Gate]:
+    """The calls of a turn that need approval, each with its gate."""
+    return [g for c in calls if (g := approval_gate(c, tools)) is not None]
 
 
-def requests_for(turn: int, calls: Sequence[ToolCall]) -> ApprovalRequests:
-    """The one entry that asks for decisions on `calls` of `turn`."""
+def requests_for(turn: int, gates: Sequence[Gate]) -> ApprovalRequests:
+    """The one entry that asks for decisions on the gated calls of `turn`."""
     return ApprovalRequests(
         turn,
         tuple(
-            RequestedCall(c.id, c.name, c.arguments, arguments_digest(c.arguments)) for c in calls
+            RequestedCall(
+                g.call.id,
+                g.call.name,
+                g.call.arguments,
+                arguments_digest(g.call.arguments),
+                g.reason,
+            )
+            for g in gates
         ),
     )
 
@@ -60,7 +96,7 @@ class ParkedTurn:
 
     decided: dict[str, ToolResult]
     run: list[ToolCall]
-    unasked: list[ToolCall]
+    unasked: list[Gate]
 
 
 def resolve_parked_turn(
@@ -73,13 +109,14 @@ def resolve_parked_turn(
     call has.
     """
     missing: list[str] = []
-    unasked: list[ToolCall] = []
+    unasked: list[Gate] = []
     decided: dict[str, ToolResult] = {}
     for call in parked:
         request = log.request(call.id)
         if request is None:
-            if needs_approval(call, tools):
-                unasked.append(call)
+            gate = approval_gate(call, tools)
+            if gate is not None:
+                unasked.append(gate)
             continue
         decision = log.decision(call.id)
         if decision is None or decision.hash != arguments_digest(call.arguments):

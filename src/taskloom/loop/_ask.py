@@ -29,6 +29,7 @@ class _Counters(Protocol):
     model_requests: int
     transport_retries: int
     rounds: int
+    round_base: int
     run_id: str
 
 
@@ -78,7 +79,7 @@ async def _with_retries(
             emit(
                 ModelRequestStarted(
                     run_id=counters.run_id,
-                    round=counters.rounds + 1,
+                    round=counters.round_base + counters.rounds + 1,
                     model=model.name,
                     attempt=retries + 1,
                     origin=origin,

@@ -80,6 +80,7 @@ class SessionLog:
         "_folded",
         "_sizes",
         "_total",
+        "assistant_turns",
         "call_ids",
         "compaction",
         "decisions",
@@ -115,6 +116,8 @@ class SessionLog:
         self.call_ids: set[str] = set()
         self.turn = 0
         self.turn_message: Message | None = None
+        # Assistant messages so far: one per round of every run of the session.
+        self.assistant_turns = 0
         self._folded: set[int] = set()
         self.stop_position = 0
         # The log position of each message (a delivered notice shares its
@@ -213,6 +216,7 @@ class SessionLog:
         if message.role == "assistant":
             self.turn = position
             self.turn_message = message
+            self.assistant_turns += 1
             for call in message.tool_calls:
                 self.call_ids.add(call.id)
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from .._control import RunControls, StopSignal, UsageMeter
+from ..errors import ConfigurationError
 from ..models._retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -42,6 +43,24 @@ class RunOptions:
     strategy: RoundStrategy | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     parent: RunControls | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        # Checked here, a wrong option fails where it was written, not rounds
+        # into a run (a string budget would fail at its first comparison).
+        for name, least in _COUNTS:
+            _check_count(name, getattr(self, name), least)
+        _check_deadline(self.deadline)
+        if not isinstance(self.stop, StopSignal):
+            raise _invalid("stop", self.stop, "a taskloom.StopSignal")
+        strategy = self.strategy
+        if strategy is not None and not callable(getattr(strategy, "on_round", None)):
+            raise _invalid("strategy", strategy, "a RoundStrategy (an object with on_round)")
+        retry = self.retry
+        if not (
+            callable(getattr(retry, "should_retry", None))
+            and callable(getattr(retry, "delay", None))
+        ):
+            raise _invalid("retry", retry, "a taskloom.models.RetryPolicy")
 
     def bind(self) -> RunControls:
         """The controls of one run of these options: the absolute deadline
@@ -104,6 +123,38 @@ class RunOptions:
             retry=retry,
             parent=parent,
         )
+
+
+_COUNTS = (
+    ("max_rounds", 1),
+    ("max_model_requests", 1),
+    ("max_tool_calls", 0),
+    ("token_budget", 1),
+)
+
+
+def _invalid(name: str, value: object, valid: str) -> ConfigurationError:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    got = "" if number else f", not a {type(value).__name__}"
+    return ConfigurationError(f"RunOptions({name}={value!r}): {name} must be {valid}{got}")
+
+
+def _check_count(name: str, value: object, least: int) -> None:
+    if value is None:
+        return
+    valid = f"an int of at least {least}, or None for no limit"
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise _invalid(name, value, valid)
+
+
+def _check_deadline(value: object) -> None:
+    if value is None or isinstance(value, datetime):
+        return
+    valid = "seconds from the start (an int or float, 0 or more), a datetime, or None"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _invalid("deadline", value, valid)
+    if not value >= 0:  # NaN fails this too
+        raise _invalid("deadline", value, valid)
 
 
 def _monotonic_deadline(deadline: float | datetime) -> float:

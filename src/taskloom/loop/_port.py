@@ -10,7 +10,7 @@ has these methods.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import TracebackType
@@ -91,7 +91,12 @@ class AgentSpec(AgentView, Protocol):
         ...
 
     def parse_output(self, text: str) -> object:
-        """The final answer validated against the output schema (ValueError says why not)."""
+        """The final answer's text validated as the output type (ValueError says why not)."""
+        ...
+
+    def validate_output(self, value: object) -> object:
+        """A JSON value (a final-answer tool's arguments) validated as the output
+        type (ValueError says why not)."""
         ...
 
 
@@ -114,8 +119,11 @@ class RunNoticesPort(Protocol):
 class NoticesPort(Protocol):
     """Background notices of a runtime, as the loop sees them."""
 
-    def run_notices(self, session_id: str, run_id: str) -> RunNoticesPort:
-        """The notices of one run."""
+    def run_notices(
+        self, session_id: str, run_id: str, tools: Collection[str] = ()
+    ) -> RunNoticesPort:
+        """The notices of one run; `tools` are the names of the tools the run
+        offers the model (what a reminder may suggest)."""
         ...
 
     async def ack(self, session_id: str, ids: Sequence[str]) -> None:

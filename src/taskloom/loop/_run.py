@@ -18,7 +18,6 @@ runtime's observer (tracing), entered in that order of nesting.
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -45,12 +44,13 @@ from ..messages import Message, ToolCall, ToolResult
 from ..models._base import Model, ModelRequest, ModelResponse
 from ..results import PendingCall, RunResult, RunStatus
 from ..tools import ToolContext
-from ._approvals import gated_calls, requests_for, resolve_parked_turn
+from ._approvals import Gate, gated_calls, requests_for, resolve_parked_turn
 from ._ask import ask_model
 from ._compact import Compactor
 from ._execute import run_batch
 from ._log import fold_text, with_unique_call_ids
 from ._options import RunOptions
+from ._output import FinalOutput, to_jsonable
 from ._port import NO_OBSERVER, NO_WATCH, Delivery, RunInfo, RunObserver, SessionPort
 from ._result import EndRun
 from ._strategy import RoundAdjustment, RoundBoundary, RoundContext, RoundDecision, RoundToolResult
@@ -73,19 +73,24 @@ class RunLoop:
         emit: Callable[[Event], None] | None,
         origin: str = "",
         observer: RunObserver = NO_OBSERVER,
+        *,
+        deps: object = None,
     ) -> None:
         self.session = session
         self.opts = options or RunOptions()
         self.controls = self.opts.bind()
         self.emit = emit
         self.origin = origin
+        self.deps = deps
         self.run_id = uuid.uuid4().hex
         self.rounds = self.model_requests = self.transport_retries = self.tool_calls = 0
-        self.fixes_used = 0
-        self.output: Any = None
+        # Rounds of earlier runs of the session: events number rounds on from them.
+        self.round_base = 0
+        self.output = FinalOutput(session.agent)
+        self.tools = self.output.tools(session.tools)
         self.start_position = 0
         self.background = session.notices
-        self.notices = self.background.run_notices(session.id, self.run_id)
+        self.notices = self.background.run_notices(session.id, self.run_id, tuple(self.tools))
         self.compactor = Compactor(self, session.agent.compaction)
         self._held: Delivery | None = None
         self.observer = observer
@@ -174,6 +179,7 @@ class RunLoop:
             await self._append_message(cut_off)
         # Stop requests written before this run started are not for it.
         self.start_position = session.log.position
+        self.round_base = session.log.assistant_turns
         self.watch = self.observer.run(
             RunInfo(
                 session.agent,
@@ -190,7 +196,7 @@ class RunLoop:
                 await self._append_message(user)
             try:
                 if resume:
-                    await self._decide(await self._resume_parked())
+                    await self._after_tools(await self._resume_parked())
                 while True:
                     await session.sync()
                     self._check_limits()
@@ -236,13 +242,15 @@ class RunLoop:
     async def _ask_with_compaction(self, delivery: Delivery | None) -> ModelResponse:
         compactor = self.compactor
         if compactor.policy is None:
-            return await self.ask(self.session.model, self._request(delivery))
+            model = self.session.model
+            return await self.ask(model, self._request(model, delivery))
         extra = delivery.text if delivery is not None else ""
         await compactor.before_request(extra)
         for attempt in (1, 2):
             chars = compactor.request_chars(extra)
+            model = self.session.model
             try:
-                response = await self.ask(self.session.model, self._request(delivery))
+                response = await self.ask(model, self._request(model, delivery))
             except ContextWindowExceeded as exc:
                 # The provider counted what we estimated: compact once, retry once.
                 if attempt == 2 or not await compactor.compact(forced=True):
@@ -266,24 +274,35 @@ class RunLoop:
         )
 
     async def _tool_round(self, calls: list[ToolCall]) -> None:
-        gated = gated_calls(calls, self.session.tools)
+        gated = gated_calls(calls, self.tools)
         if gated:
             await self._park(gated)
-        await self._decide(await self._commit_results(await self._execute(calls)))
+        await self._after_tools(await self._commit_results(await self._execute(calls)))
 
-    async def _park(self, gated: list[ToolCall]) -> None:
+    async def _after_tools(self, decision: RoundDecision) -> None:
+        # A final answer given through the tool ends the run like a final
+        # message would, once the strategy lets it and nothing is pending.
+        answered = self.output.after_tools()
+        await self._decide(decision)
+        if answered and decision.action == "continue":
+            await self._may_complete()
+
+    async def _park(self, gated: list[Gate]) -> None:
         # One entry for the whole turn: a crash leaves every gated call of
         # the turn requested, or none (and then none runs: see resume).
         await self._append(requests_for(self.session.log.turn, gated))
-        for c in gated:
-            self._event(ApprovalRequested, call_id=c.id, name=c.name, arguments=c.arguments)
+        for g in gated:
+            c = g.call
+            self._event(
+                ApprovalRequested, call_id=c.id, name=c.name, arguments=c.arguments, reason=g.reason
+            )
         raise EndRun(RunStatus.AWAITING_APPROVAL)
 
     async def _final_round(self, message: Message) -> None:
         self._event(
             RoundCommitted,
             run_id=self.run_id,
-            round=self.rounds,
+            round=self.round_base + self.rounds,
             boundary=RoundBoundary.ASSISTANT_MESSAGE_COMMITTED.value,
         )
         decision = await self._strategy(
@@ -301,9 +320,13 @@ class RunLoop:
             await self._decide(decision)
             return
         await self._apply_adjust(decision.adjust)
-        # A run does not return while something it started has an answer the
-        # model has not seen: steering or deferred items that landed, unseen
-        # completions, or a first reminder of work still running.
+        await self._may_complete(message)
+
+    async def _may_complete(self, message: Message | None = None) -> None:
+        """End the run COMPLETED, unless something it started has an answer the
+        model has not seen (steering or deferred items that landed, unseen
+        completions, a first reminder of work still running) or the final
+        `message` needs correcting."""
         await self.session.sync()
         if self.session.log.pending:
             return
@@ -313,7 +336,12 @@ class RunLoop:
             # entry and is acknowledged only once that entry is persisted.
             self._held = final
             return
-        await self._check_output(message)
+        if message is not None:
+            fix = self.output.check_text(message.text)
+            if fix is not None:
+                await self._append_message(Message.user(fix))
+                return
+        raise EndRun(RunStatus.COMPLETED)
 
     # ------------------------------------------------------------ tools
 
@@ -324,7 +352,7 @@ class RunLoop:
         decided = decided or {}
         results_run, end, ran = await run_batch(
             [c for c in calls if c.id not in decided],
-            self.session.tools,
+            self.tools,
             self._context,
             self.emit,
             budget=self.opts.max_tool_calls,
@@ -355,6 +383,7 @@ class RunLoop:
             emit=self._emit_from_tool,
             record=s.append,
             origin=self.origin,
+            deps=self.deps,
         )
 
     def _emit_from_tool(self, event: Event) -> None:
@@ -371,7 +400,7 @@ class RunLoop:
         self._event(
             RoundCommitted,
             run_id=self.run_id,
-            round=self.rounds,
+            round=self.round_base + self.rounds,
             boundary=RoundBoundary.TOOL_RESULTS_COMMITTED.value,
         )
         return await self._strategy(
@@ -391,7 +420,7 @@ class RunLoop:
     async def _resume_parked(self) -> RoundDecision:
         log = self.session.log
         parked = log.parked()
-        plan = resolve_parked_turn(log, parked, self.session.tools)
+        plan = resolve_parked_turn(log, parked, self.tools)
         if plan.unasked:
             # Gated calls nobody was asked about are asked about now, never run.
             await self._park(plan.unasked)
@@ -448,38 +477,19 @@ class RunLoop:
         if c.token_budget is not None and c.meter.root_tokens >= c.token_budget:
             raise EndRun(RunStatus.BUDGET_EXHAUSTED, f"token_budget ({c.token_budget}) reached")
 
-    async def _check_output(self, message: Message) -> None:
-        agent = self.session.agent
-        if agent.output_schema is None:
-            raise EndRun(RunStatus.COMPLETED)
-        try:
-            self.output = agent.parse_output(message.text)
-        except ValueError as exc:
-            if self.fixes_used >= agent.fixes:
-                raise EndRun(
-                    RunStatus.FAILED, f"the answer did not match the output schema: {exc}"
-                ) from None
-            self.fixes_used += 1
-            fix = (
-                f"Your answer did not match the required output schema: {exc}\n"
-                "Reply again with only a JSON value that follows the schema."
-            )
-            await self._append_message(Message.user(fix))
-            return
-        raise EndRun(RunStatus.COMPLETED)
-
-    def _request(self, delivery: Delivery | None) -> ModelRequest:
+    def _request(self, model: Model, delivery: Delivery | None) -> ModelRequest:
         s = self.session
         messages: Sequence[Message] = tuple(s.log.view())
         if delivery is not None:
             messages = (*messages, Message.user(delivery.text))
         agent = s.agent
+        output_schema, output_tool = self.output.ask(model)
         return ModelRequest(
             messages=messages,
             system=agent.instructions,
-            tools=s.tool_specs,
+            tools=(*s.tool_specs, *output_tool) if output_tool else s.tool_specs,
             settings=s.settings,
-            output_schema=agent.output_json_schema,
+            output_schema=output_schema,
             output_name=agent.output_name,
         )
 
@@ -490,15 +500,20 @@ class RunLoop:
         pending: tuple[PendingCall, ...] = ()
         if status is RunStatus.AWAITING_APPROVAL:
             pending = tuple(
-                PendingCall(c.id, c.name, c.arguments)
+                PendingCall(c.id, c.name, c.arguments, r.reason)
                 for c in log.parked()
-                if log.request(c.id) is not None
+                if (r := log.request(c.id)) is not None
             )
+        output = self.output
+        completed = status is RunStatus.COMPLETED and output.accepted
         return RunResult(
             status=status,
-            text=log.last_assistant_text(),
-            output=self.output,
+            text=output.text
+            if completed and output.text is not None
+            else log.last_assistant_text(),
+            output=output.value if completed else None,
             usage=self.controls.meter.total,
+            own_usage=self.controls.meter.own,
             pending=pending,
             session_id=self.session.id,
             run_id=self.run_id,
@@ -518,7 +533,7 @@ class RunLoop:
                 result.usage,
                 self.rounds,
                 self.model_requests,
-                _jsonable(self.output),
+                to_jsonable(result.output) if self.output.is_structured else None,
             )
         )
         self._event(RunFinished, result=result)
@@ -540,14 +555,3 @@ class RunLoop:
             )
         except Exception:  # the store itself may be what failed
             pass
-
-
-def _jsonable(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
-    try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
-        return str(value)

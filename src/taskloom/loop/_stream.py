@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from typing import Any, Generic
 
 from ..events import Event, RunFinished, TextDelta, ThinkingDelta, ToolProgress
-from ..results import RunResult
+from ..results import OutputT, RunResult
 
 __all__ = ["RunStream"]
 
 _DROPPABLE = (TextDelta, ThinkingDelta, ToolProgress)
 
 
-class RunStream:
+class RunStream(Generic[OutputT]):
     """An async iterator over one run's events; `result` is set once it ends.
 
     Leaving the iteration early (break, or `aclose()`) cancels the run: the
@@ -30,7 +30,7 @@ class RunStream:
 
     def __init__(
         self,
-        start: Callable[[Callable[[Event], None]], Awaitable[RunResult]],
+        start: Callable[[Callable[[Event], None]], Awaitable[RunResult[OutputT]]],
         *,
         buffer: int = 1024,
     ) -> None:
@@ -38,9 +38,9 @@ class RunStream:
         self._buffer: deque[Event] = deque()
         self._limit = buffer
         self._wakeup = asyncio.Event()
-        self._task: asyncio.Task[RunResult] | None = None
+        self._task: asyncio.Task[RunResult[OutputT]] | None = None
         self.dropped = 0
-        self.result: RunResult | None = None
+        self.result: RunResult[OutputT] | None = None
 
     def _push(self, event: Event) -> None:
         buf = self._buffer
@@ -89,12 +89,12 @@ class RunStream:
                 if not task.cancelled():
                     task.exception()  # retrieved: the reader left, nobody else will
 
-    async def collect(self) -> RunResult:
+    async def collect(self) -> RunResult[OutputT]:
         """Drain the stream and return the result."""
         async for _ in self:
             pass
         assert self.result is not None
         return self.result
 
-    def __await__(self) -> Any:
+    def __await__(self) -> Generator[Any, None, RunResult[OutputT]]:
         return self.collect().__await__()

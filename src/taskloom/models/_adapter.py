@@ -65,6 +65,9 @@ class WireOptions(TypedDict, total=False):
     provider's server; `http_client` replaces the shared pooled client;
     `headers` go with every request; `stream` chooses the HTTP path
     `request()` uses; `settings` are defaults under each request's own.
+    `native_output=False` says the server has no structured output of its
+    own (an OpenAI-compatible server without `json_schema` response formats):
+    agents then ask for their output through a final-answer tool.
     """
 
     api_key: str | None
@@ -74,6 +77,7 @@ class WireOptions(TypedDict, total=False):
     stream: bool
     api_key_env: str | None
     settings: ModelSettings | None
+    native_output: bool
 
 
 class Assembly(Protocol):
@@ -220,6 +224,7 @@ class WireModel(ABC):
         "_client",
         "_home",
         "_name",
+        "_native",
         "_provider",
         "_settings",
         "_stream",
@@ -251,6 +256,7 @@ class WireModel(ABC):
         self._client = options.get("http_client")
         self._stream = options.get("stream", True)
         self._settings = options.get("settings")
+        self._native = options.get("native_output")
         self._target = Target(self._endpoint(base_url), headers, provider, why_no_key)
 
     # -- identity ---------------------------------------------------------------------
@@ -264,6 +270,16 @@ class WireModel(ABC):
     def provider(self) -> str:
         """The wire API or server (`openai`, `openai-responses`, `anthropic`, `ollama`, ...)."""
         return self._provider
+
+    @property
+    def native_output(self) -> bool:
+        """Whether the model takes `ModelRequest.output_schema` as structured
+        output of its own (`native_output=` overrides the adapter's judgement)."""
+        native = self._native
+        return self._native_output() if native is None else native
+
+    def _native_output(self) -> bool:
+        return True
 
     @property
     def base_url(self) -> str:

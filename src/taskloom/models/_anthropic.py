@@ -23,6 +23,13 @@ Wire decisions, for readers comparing bodies with Anthropic's documentation:
 - `settings.extra` is merged into the body last (dict values one level deep);
   a `None` value removes that key, e.g. `{"thinking": None}` for effort
   without adaptive thinking.
+- Server-side compaction: `betas=[AnthropicModel.COMPACTION_BETA]` with
+  `extra={"context_management": {"edits": [{"type": "compact_20260112"}]}}`.
+  The `compaction` blocks Anthropic answers with are kept whole
+  (`CompactionBlock`) and go back unchanged, in place, like thinking; the API
+  then reads the summary instead of what came before it. A model without the
+  compaction beta (say, after a model switch) drops them rather than have
+  the request refused: the history they stand for is still sent whole.
 """
 
 from __future__ import annotations
@@ -32,9 +39,18 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..messages import Block, ImageBlock, Message, TextBlock, ThinkingBlock, ToolCall, ToolResult
+from ..messages import (
+    Block,
+    CompactionBlock,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolResult,
+)
 from ._adapter import WireModel
 from ._anthropic_stream import PROVIDER, StreamAssembler, decode
 from ._base import ModelRequest, ModelResponse, ModelSettings, ReasoningOptions
@@ -45,9 +61,11 @@ if TYPE_CHECKING:
 
     from ._adapter import WireOptions
 
-__all__ = ["AnthropicModel", "wire_tool_id"]
+__all__ = ["COMPACTION_BETA", "AnthropicModel", "wire_tool_id"]
 
 API_VERSION = "2023-06-01"
+COMPACTION_BETA = "compact-2026-01-12"
+"""The `anthropic-beta` feature of server-side compaction (see `AnthropicModel`'s `betas`)."""
 _EPHEMERAL = {"type": "ephemeral"}
 _VALID_TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 _EFFORT_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32000}
@@ -131,7 +149,11 @@ def _tool_input(call: ToolCall) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {}
 
 
-def _assistant_block(block: Block) -> dict[str, Any] | None:
+def _assistant_block(block: Block, compaction: bool) -> dict[str, Any] | None:
+    if isinstance(block, CompactionBlock):
+        if block.provider != PROVIDER or not compaction:
+            return None
+        return dict(block.data)
     if isinstance(block, ThinkingBlock):
         # Signatures bind thinking to Anthropic's own output; another provider's
         # reasoning cannot be verified there and is dropped.
@@ -172,18 +194,24 @@ def _user_block(block: Block) -> dict[str, Any] | None:
     return None
 
 
-def _wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+def _wire_messages(
+    messages: Sequence[Message], *, compaction: bool = False
+) -> list[dict[str, Any]]:
     """The conversation as Anthropic messages: strictly alternating roles.
 
     Tool results become `tool_result` blocks of a user turn; consecutive turns
     of one role are merged, and within a user turn the tool results come
     first, as Anthropic requires right after the assistant's `tool_use`.
+    Anthropic's own compaction blocks go back only when `compaction` is on.
     """
     out: list[dict[str, Any]] = []
     for message in messages:
         role = "assistant" if message.role == "assistant" else "user"
-        convert = _assistant_block if role == "assistant" else _user_block
-        content = [b for b in map(convert, message.blocks) if b is not None]
+        if role == "assistant":
+            converted = (_assistant_block(b, compaction) for b in message.blocks)
+        else:
+            converted = (_user_block(b) for b in message.blocks)
+        content = [b for b in converted if b is not None]
         if not content:
             continue
         if out and out[-1]["role"] == role:
@@ -236,10 +264,12 @@ def _build_body(
     default_max_tokens: int | None,
     stream: bool,
     cache: bool,
+    compaction: bool = False,
 ) -> dict[str, Any]:
-    """The JSON body for one request."""
+    """The JSON body for one request (`compaction`: the compaction beta is on)."""
     family = _Family.of(model)
-    body: dict[str, Any] = {"model": model, "messages": _wire_messages(request.messages)}
+    messages = _wire_messages(request.messages, compaction=compaction)
+    body: dict[str, Any] = {"model": model, "messages": messages}
     if request.system:
         body["system"] = [{"type": "text", "text": request.system}]
     tools = [
@@ -318,7 +348,9 @@ def _ends_in_unthought_tool_use(body: Mapping[str, Any]) -> bool:
     last = next((m for m in reversed(body["messages"]) if m["role"] == "assistant"), None)
     if last is None or not any(b["type"] == "tool_use" for b in last["content"]):
         return False
-    return last["content"][0]["type"] not in ("thinking", "redacted_thinking")
+    # The API reads a turn from its compaction block on: the thinking comes after it.
+    kinds = [b["type"] for b in last["content"] if b["type"] != "compaction"]
+    return kinds[0] not in ("thinking", "redacted_thinking")
 
 
 class AnthropicModel(WireModel):
@@ -326,13 +358,17 @@ class AnthropicModel(WireModel):
 
     `max_tokens` overrides the per-family default when the request's settings
     give none; `cache` places prompt-cache breakpoints on the system prompt
-    and tools. With `stream=False`, `stream()` yields the whole answer as one
-    `ResponseCompleted`.
+    and tools. `betas` names Anthropic beta features to turn on (the
+    `anthropic-beta` header; an `anthropic-beta` in `headers` replaces it),
+    e.g. `[AnthropicModel.COMPACTION_BETA]` for server-side compaction. With
+    `stream=False`, `stream()` yields the whole answer as one `ResponseCompleted`.
     """
 
-    __slots__ = ("_cache", "_max_tokens")
+    __slots__ = ("_betas", "_cache", "_compacts", "_max_tokens")
 
     _HOME = ANTHROPIC
+    COMPACTION_BETA: ClassVar[str] = COMPACTION_BETA
+    """The beta feature of server-side compaction, for `betas`."""
 
     def __init__(
         self,
@@ -340,17 +376,31 @@ class AnthropicModel(WireModel):
         *,
         max_tokens: int | None = None,
         cache: bool = True,
+        betas: Sequence[str] = (),
         **options: Unpack[WireOptions],
     ) -> None:
+        # Set before the base reads the headers (`_wire_headers`).
+        self._betas = (betas,) if isinstance(betas, str) else tuple(betas)
         super().__init__(model_name, **options)
         self._max_tokens = max_tokens
         self._cache = cache
+        sent = (v for k, v in self._target.headers.items() if k.lower() == "anthropic-beta")
+        features = {f.strip() for f in ",".join(sent).split(",")}
+        self._compacts = any(f.startswith("compact-") for f in features)
+
+    def _native_output(self) -> bool:
+        # Before Claude 4.5 there is no `output_config.format`: agents ask
+        # through their final-answer tool (a request that carries an output
+        # schema anyway gets the forced output tool below).
+        return _Family.of(self._name).native_output
 
     def _endpoint(self, base_url: str) -> str:
         return f"{base_url}/messages" if base_url.endswith("/v1") else f"{base_url}/v1/messages"
 
     def _wire_headers(self, key: str | None) -> dict[str, str]:
         headers = {"anthropic-version": API_VERSION, "content-type": "application/json"}
+        if self._betas:
+            headers["anthropic-beta"] = ",".join(self._betas)
         if key is not None:
             headers["x-api-key"] = key
         return headers
@@ -365,6 +415,7 @@ class AnthropicModel(WireModel):
             default_max_tokens=self._max_tokens,
             stream=stream,
             cache=self._cache,
+            compaction=self._compacts,
         )
 
     def _assembler(self, request: ModelRequest, emit: bool) -> StreamAssembler:

@@ -2,7 +2,8 @@
 
 Private to `anthropic`. `StreamAssembler` is the state machine that folds
 server-sent events into `TextDelta` / `ThinkingDelta` / `ToolCallDelta` as
-they arrive and keeps the content blocks and message fields (id, model, stop
+they arrive and keeps the content blocks (a server-side `compaction` block
+rebuilt from its `compaction_delta`s) and message fields (id, model, stop
 reason, usage) that make the final `ModelResponse`; `decode` reads an
 unstreamed answer. `parse_block` converts one whole content block, streamed
 or not, and `stream_error` types an `error` event or error body. It lives
@@ -25,7 +26,7 @@ from ..errors import (
     TransportError,
 )
 from ..events import TextDelta, ThinkingDelta
-from ..messages import Block, Message, TextBlock, ThinkingBlock, ToolCall, Usage
+from ..messages import Block, CompactionBlock, Message, TextBlock, ThinkingBlock, ToolCall, Usage
 from ._base import ModelResponse, StreamEvent, ToolCallDelta
 from ._http import SSE, loads_event
 
@@ -61,7 +62,10 @@ def _tool_call(call_id: str, name: str, raw: str) -> ToolCall:
 
 
 def parse_block(d: Mapping[str, Any]) -> Block | None:
-    """A taskloom block for one whole content block; server-side tool blocks give None."""
+    """A taskloom block for one whole content block; server-side tool blocks give None.
+
+    A `compaction` block is kept whole, to go back to Anthropic unchanged.
+    """
     kind = d.get("type")
     if kind == "text":
         return TextBlock(d.get("text") or "")
@@ -76,6 +80,8 @@ def parse_block(d: Mapping[str, Any]) -> Block | None:
         if isinstance(value, dict):
             return ToolCall(str(d["id"]), str(d["name"]), value)
         return ToolCall(str(d["id"]), str(d["name"]), {}, raw_arguments=json.dumps(value))
+    if kind == "compaction":
+        return CompactionBlock(PROVIDER, dict(d))
     return None
 
 
@@ -167,6 +173,13 @@ class StreamAssembler:
             yield ThinkingDelta(text=delta["thinking"])
         elif kind == "signature_delta" and block["type"] == "thinking":
             block["signature"] = (block.get("signature") or "") + str(delta.get("signature") or "")
+        elif kind == "compaction_delta" and block["type"] == "compaction":
+            # The block starts empty (`content: null`); its summary arrives in
+            # deltas, and the opaque `encrypted_content`, when sent, is whole.
+            if isinstance(delta.get("content"), str):
+                block["content"] = (block.get("content") or "") + delta["content"]
+            if delta.get("encrypted_content") is not None:
+                block["encrypted_content"] = delta["encrypted_content"]
         elif kind == "input_json_delta" and index in self.tools and delta.get("partial_json"):
             position, pieces = self.tools[index]
             pieces.append(str(delta["partial_json"]))

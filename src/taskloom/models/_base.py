@@ -139,6 +139,11 @@ class Model(Protocol):
     `name` is the model's name, `provider` the wire API (`openai`,
     `openai-responses`, `anthropic`, `scripted`, ...); `spec` is the string
     `resolve_model` would turn back into an equivalent model.
+
+    A model without structured output of its own says so with a false
+    `native_output` attribute (optional; without it a model is taken to
+    honour `ModelRequest.output_schema`): agents with an output type then
+    ask it for the answer through a final-answer tool.
     """
 
     @property

@@ -143,11 +143,21 @@ def error_from_response(
     return ProviderError(message, **kw)
 
 
-def _transport_error(exc: Exception, provider: str) -> TransportError:
+def _transport_error(exc: Exception, provider: str, url: str | None = None) -> TransportError:
     # A URL no client can reach (ftp://, no scheme) fails the same way on
     # every attempt: retrying it would only hide the mistake.
     retryable = not isinstance(exc, httpx2.UnsupportedProtocol)
-    return TransportError(f"{type(exc).__name__}: {exc}", provider=provider, retryable=retryable)
+    # The URL (without user-info) says which server a failed connection was for.
+    where = f"cannot reach {_without_userinfo(url)}: " if url is not None else ""
+    return TransportError(
+        f"{where}{type(exc).__name__}: {exc}", provider=provider, retryable=retryable
+    )
+
+
+def _without_userinfo(url: str) -> str:
+    head, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    return head + sep + authority.rpartition("@")[2] + slash + path
 
 
 def _failure(target: Target, response: httpx2.Response, content: bytes) -> ProviderError:
@@ -162,7 +172,7 @@ async def send_json(client: httpx2.AsyncClient, target: Target, body: Mapping[st
     try:
         response = await client.post(target.url, json=body, headers=dict(target.headers))
     except httpx2.HTTPError as exc:
-        raise _transport_error(exc, target.provider) from exc
+        raise _transport_error(exc, target.provider, target.url) from exc
     if response.status_code >= 400:
         raise _failure(target, response, response.content)
     try:
@@ -185,7 +195,7 @@ async def open_stream(
     try:
         response = await client.send(request, stream=True)
     except httpx2.HTTPError as exc:
-        raise _transport_error(exc, target.provider) from exc
+        raise _transport_error(exc, target.provider, target.url) from exc
     try:
         if response.status_code >= 400:
             try:

@@ -5,6 +5,12 @@ Requests are stateless (`store: false`): the whole transcript travels in
 content: it is asked for (`include: ["reasoning.encrypted_content"]`) and each
 reasoning item is kept as a `ThinkingBlock` whose `signature` holds it, to be
 replayed in place to this provider and dropped for any other.
+
+Server-side compaction (`extra={"context_management": [{"type": "compaction",
+"compact_threshold": ...}]}`) answers with `compaction` items holding
+encrypted content: each is kept whole as a `CompactionBlock` and goes back
+unchanged, in place, the same way; the API reads it instead of the items
+before it.
 """
 
 from __future__ import annotations
@@ -14,7 +20,16 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..messages import Block, ImageBlock, Message, TextBlock, ThinkingBlock, ToolCall, ToolResult
+from ..messages import (
+    Block,
+    CompactionBlock,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolResult,
+)
 from ._adapter import WireModel
 from ._base import ModelRequest, ModelResponse, ModelSettings, ToolSpec
 from ._openai_common import arguments_json, strict_schema_allowed
@@ -138,6 +153,11 @@ def _assistant_items(blocks: Sequence[Block], items: list[_Json]) -> None:
             # without encrypted content the item would be looked up and not found.
             if block.provider == PROVIDER and block.signature:
                 items.append(_reasoning_item(block))
+        elif isinstance(block, CompactionBlock):
+            # Like reasoning, only an item carrying its encrypted content
+            # resolves in a stateless request.
+            if block.provider == PROVIDER and block.data.get("encrypted_content"):
+                items.append(dict(block.data))
         elif isinstance(block, ToolResult):
             items.append(_function_call_output(block))
 

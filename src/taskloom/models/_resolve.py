@@ -124,12 +124,15 @@ _AT_URL = re.compile(r"@[A-Za-z][A-Za-z0-9+.-]*://")
 
 def split_spec(spec: str) -> tuple[str, str, str | None]:
     """`(prefix, model, base_url)` of a spec; base_url is None without `@<url>`.
+    The prefix is lower-cased (provider names are case-insensitive).
 
     The server part starts at the first `@<scheme>://` (`@http://`,
     `@https://`; any other scheme is kept so that the adapter can refuse it
     by name), so model names may contain `@` and `:` (`ollama:qwen3:8b`).
     """
     prefix, sep, rest = spec.partition(":")
+    # Provider names are names, not identifiers: `OpenAI:` is `openai:`.
+    prefix = prefix.strip().lower()
     if not sep or not prefix:
         raise ConfigurationError(
             f"model spec {spec!r} has no provider prefix: write '<provider>:<model>' "

@@ -20,7 +20,7 @@ import httpx2
 
 from ..errors import ProviderError, TransportError
 from ..events import TextDelta, ThinkingDelta
-from ..messages import Block, Message, TextBlock, ThinkingBlock, ToolCall, Usage
+from ..messages import Block, CompactionBlock, Message, TextBlock, ThinkingBlock, ToolCall, Usage
 from ._base import ModelResponse, StreamEvent, ToolCallDelta
 from ._http import SSE, error_from_response, loads_event
 from ._openai_common import parse_arguments
@@ -270,7 +270,10 @@ def _response(model_name: str, data: Mapping[str, Any], output: Iterable[Any]) -
 
 
 def _blocks(output: Iterable[Any]) -> tuple[list[Block], bool]:
-    """The assistant blocks of a response's `output` items, and whether it refused."""
+    """The assistant blocks of a response's `output` items, and whether it refused.
+
+    A `compaction` item is kept whole, to go back unchanged.
+    """
     blocks: list[Block] = []
     refused = False
     for item in output:
@@ -297,6 +300,8 @@ def _blocks(output: Iterable[Any]) -> tuple[list[Block], bool]:
                     item.get("id"),
                 )
             )
+        elif kind == "compaction":
+            blocks.append(CompactionBlock(PROVIDER, item))
         elif kind == "reasoning":
             blocks.append(
                 ThinkingBlock(

@@ -118,10 +118,13 @@ async def _stream_response(response: ModelResponse) -> AsyncIterator[StreamEvent
 
 
 class _Scripted:
-    """What the two scripted models share: a name, and the `scripted` provider."""
+    """What the two scripted models share: a name, the `scripted` provider, and
+    `native_output` (False plays a model without structured output: agents
+    then offer it their final-answer tool)."""
 
     _name: str
     _kind = "scripted"
+    native_output: bool = True
 
     @property
     def name(self) -> str:
@@ -152,9 +155,11 @@ class ScriptedModel(_Scripted):
         *,
         name: str = "scripted",
         chunk_delay: float = 0.0,
+        native_output: bool = True,
     ) -> None:
         self._replies = list(replies)
         self._name = name
+        self.native_output = native_output
         self._chunk_delay = chunk_delay
         self._counter = _Counter()
         self.requests: list[ModelRequest] = []
@@ -210,9 +215,12 @@ class FunctionModel(_Scripted):
 
     _kind = "function"
 
-    def __init__(self, fn: ModelFunction, *, name: str = "function") -> None:
+    def __init__(
+        self, fn: ModelFunction, *, name: str = "function", native_output: bool = True
+    ) -> None:
         self._fn = fn
         self._name = name
+        self.native_output = native_output
         self._counter = _Counter()
         self.requests: list[ModelRequest] = []
 

@@ -9,7 +9,7 @@ results) is its `ToolContext`.
 from __future__ import annotations
 
 from ..entries import DeferredItem
-from ._context import AgentView, BackgroundStarter, Deferred, ToolContext, ToolHost
+from ._context import AgentView, BackgroundStarter, Deferred, DepsT, ToolContext, ToolHost
 from ._tool import (
     DEFAULT_MAX_OUTPUT_CHARS,
     ApprovalRule,
@@ -32,6 +32,7 @@ __all__ = [
     "BackgroundStarter",
     "Deferred",
     "DeferredItem",
+    "DepsT",
     "Tool",
     "ToolContext",
     "ToolEffect",

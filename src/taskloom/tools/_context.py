@@ -8,7 +8,9 @@ import concurrent.futures
 import threading
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol
+
+from typing_extensions import TypeVar
 
 from .._control import RunControls, StopSignal
 from ..entries import DeferredEntry, DeferredItem, Entry
@@ -17,7 +19,10 @@ from ..events import Event, ToolProgress
 if TYPE_CHECKING:
     from ._tool import Tool
 
-__all__ = ["AgentView", "BackgroundStarter", "Deferred", "ToolContext", "ToolHost"]
+__all__ = ["AgentView", "BackgroundStarter", "Deferred", "DepsT", "ToolContext", "ToolHost"]
+
+DepsT = TypeVar("DepsT", default=Any)
+"""The type of a run's dependencies (`Agent(deps_type=...)`, `run(deps=...)`)."""
 
 
 class AgentView(Protocol):
@@ -142,13 +147,16 @@ def _rebuild_deferred(session_id: str, id: str, run_id: str | None) -> Deferred:
     return Deferred(session_id, id=id, run_id=run_id)
 
 
-class ToolContext:
-    """Injected into a tool when a parameter is annotated `ToolContext`.
+class ToolContext(Generic[DepsT]):
+    """Injected into a tool when a parameter is annotated `ToolContext` (or
+    `ToolContext[Deps]`).
 
     `run_id`, `session_id`, `call_id` identify the call; `agent` is the
     agent it runs for, `runtime` the runtime running it, `controls` the run's
     stop signal, deadline and usage meter (children take theirs from it),
-    `origin` the run's origin label in events.
+    `origin` the run's origin label in events. `deps` are the dependencies
+    the run was given (`run(..., deps=...)`; None without): per run, held in
+    memory only, never written to the session's log.
     """
 
     __slots__ = (
@@ -159,6 +167,7 @@ class ToolContext:
         "agent",
         "call_id",
         "controls",
+        "deps",
         "origin",
         "run_id",
         "runtime",
@@ -177,7 +186,9 @@ class ToolContext:
         emit: Callable[[Event], None],
         record: Callable[[Entry], Awaitable[int]],
         origin: str = "",
+        deps: DepsT = None,  # type: ignore[assignment]
     ) -> None:
+        self.deps: DepsT = deps
         self.run_id = run_id
         self.session_id = session_id
         self.call_id = call_id

@@ -6,35 +6,30 @@ built once at decoration. A parameter annotated `ToolContext` is injected and
 left out of the schema. `Tool` can also be built by hand (name, description,
 schema, function) or subclassed (override `invoke`).
 
+A generator function (async or sync) is a streaming tool: every value it
+yields reaches the run's subscribers at once as `ToolProgress`, and the last
+one is the result the model reads.
+
 Every call ends in exactly one result: a tool's return value becomes text, a
 `ToolError` becomes an error result with its message, any other exception an
 error result naming its type and message (never a traceback). Error text is
 capped at `max_output_chars` exactly like output, and all of it is made valid
 UTF-8 (see `taskloom.messages.valid_text`).
 
-Sync tools run on taskloom's own pool of daemon threads, not the event
-loop's default executor: `asyncio.run` (and so `run_sync`) waits for the
-default executor on exit, and a run's deadline must not wait for a tool that
-overran it. A sync tool cut off by a deadline or a cancellation keeps running
-in its thread until it returns: Python cannot kill a thread.
+Sync tools run on taskloom's own daemon threads (see `taskloom.tools._threads`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import functools
+import contextlib
 import inspect
 import json
-import os
-import queue
 import re
 import sys
-import threading
 import types
 import typing
-from collections.abc import Callable, Mapping
-from concurrent.futures import Future
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -45,6 +40,7 @@ from .._schema import check as check_schema
 from ..errors import ConfigurationError
 from ..messages import arguments_problem, valid_result_text
 from ..results import ToolSpec
+from ._threads import run_in_thread
 
 if TYPE_CHECKING:
     from ._context import ToolContext
@@ -144,75 +140,45 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-class _DaemonThreads:
-    """A growing pool of daemon threads for sync tools.
-
-    Neither `asyncio.run` nor interpreter exit waits for these threads, so a
-    run ends at its deadline whatever a sync tool is doing. Threads are
-    started on demand up to `max_workers` and then reused; idle ones wait for
-    the next call.
-    """
-
-    def __init__(self, max_workers: int) -> None:
-        self._max = max_workers
-        self._work: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._threads = 0
-        self._idle = 0
-
-    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
-        future: Future[Any] = Future()
-        self._work.put((future, fn))
-        with self._lock:
-            # Each call claims a waiting thread, or starts one below the ceiling.
-            if self._idle:
-                self._idle -= 1
-            elif self._threads < self._max:
-                self._threads += 1
-                threading.Thread(
-                    target=self._worker, name=f"taskloom-tool-{self._threads}", daemon=True
-                ).start()
-        return future
-
-    def _worker(self) -> None:
-        while True:
-            future, fn = self._work.get()
-            if future.set_running_or_notify_cancel():
-                try:
-                    result = fn()
-                except BaseException as exc:  # handed to the awaiting task, as executors do
-                    future.set_exception(exc)
-                else:
-                    future.set_result(result)
-            del future, fn
-            with self._lock:
-                self._idle += 1
+def _kind_of(fn: Callable[..., Any] | None) -> str:
+    """How a tool's function is called: `async`, `async-generator`, `generator`
+    or `sync` (checked once, at construction)."""
+    if fn is None:
+        return "sync"
+    if inspect.isasyncgenfunction(fn):
+        return "async-generator"
+    if inspect.iscoroutinefunction(fn):
+        return "async"
+    if inspect.isgeneratorfunction(fn):
+        return "generator"
+    return "sync"
 
 
-_sync_pool: _DaemonThreads | None = None
-_sync_pool_lock = threading.Lock()
+def _progress_text(value: Any) -> str:
+    return value.content if isinstance(value, ToolOutput) else to_content(value)
 
 
-def _forget_pool_after_fork() -> None:
-    # A forked child has none of the parent's threads, only their bookkeeping.
-    global _sync_pool, _sync_pool_lock
-    _sync_pool = None
-    _sync_pool_lock = threading.Lock()
+async def _drain_async(stream: AsyncGenerator[Any, None], ctx: ToolContext) -> Any:
+    """A streaming tool: every yielded value is progress, the last one the result."""
+    last: Any = None
+    try:
+        async for value in stream:
+            ctx.progress(_progress_text(value))
+            last = value
+    finally:
+        # A cut-off stream (timeout, deadline, cancellation) runs its cleanup now.
+        await stream.aclose()
+    return last
 
 
-os.register_at_fork(after_in_child=_forget_pool_after_fork)
-
-
-def _run_in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
-    """`fn(**kwargs)` on a daemon thread, in a copy of the caller's context (as `to_thread`)."""
-    global _sync_pool
-    if _sync_pool is None:
-        with _sync_pool_lock:
-            if _sync_pool is None:
-                # The same ceiling as asyncio's default executor.
-                _sync_pool = _DaemonThreads(min(32, (os.cpu_count() or 1) + 4))
-    call = functools.partial(contextvars.copy_context().run, fn, **kwargs)
-    return asyncio.wrap_future(_sync_pool.submit(call))
+def _drain_sync(gen: Generator[Any, None, None], ctx: ToolContext) -> Any:
+    """`_drain_async` for a sync generator function, in its worker thread."""
+    last: Any = None
+    with contextlib.closing(gen):
+        for value in gen:
+            ctx.progress(_progress_text(value))
+            last = value
+    return last
 
 
 def _check_schema(args: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -238,7 +204,7 @@ class Tool:
     __slots__ = (
         "_ctx_param",
         "_fn",
-        "_is_async",
+        "_kind",
         "_model",
         "_spec",
         "concurrent",
@@ -279,7 +245,7 @@ class Tool:
         self.max_output_chars = max_output_chars
         self.concurrent = concurrent
         self._fn = fn
-        self._is_async = fn is not None and inspect.iscoroutinefunction(fn)
+        self._kind = _kind_of(fn)
         self._model = _arguments_model
         self._ctx_param = _context_param
         self._spec = ToolSpec(name, description, self.input_schema)
@@ -298,11 +264,21 @@ class Tool:
         return self.needs_approval is not False
 
     def requires_approval(self, arguments: dict[str, Any]) -> bool:
-        """Whether this particular call needs a human decision first."""
+        """Whether this particular call needs a human decision first.
+
+        A predicate gets the validated arguments (defaults filled, types
+        coerced, as the tool would); arguments that fail validation need no
+        decision, since the call never runs. A predicate's exception
+        propagates (the loop parks the call and says why).
+        """
         rule = self.needs_approval
         if isinstance(rule, bool):
             return rule
-        return bool(rule(arguments))
+        try:
+            validated = self.validate(arguments)
+        except ArgumentsInvalid:
+            return False
+        return bool(rule(validated))
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """The arguments checked against the schema, as keyword arguments.
@@ -333,9 +309,14 @@ class Tool:
             raise NotImplementedError(f"tool {self.name!r} has no function; override invoke()")
         if self._ctx_param is not None:
             arguments = {**arguments, self._ctx_param: ctx}
-        if self._is_async:
+        kind = self._kind
+        if kind == "async":
             return await self._fn(**arguments)
-        result = await _run_in_thread(self._fn, arguments)
+        if kind == "async-generator":
+            return await _drain_async(self._fn(**arguments), ctx)
+        if kind == "generator":
+            return await run_in_thread(_drain_sync, {"gen": self._fn(**arguments), "ctx": ctx})
+        result = await run_in_thread(self._fn, arguments)
         if inspect.isawaitable(result):
             result = await result
         return result
@@ -388,10 +369,12 @@ def _is_context(annotation: Any) -> bool:
     if annotation is ToolContext:
         return True
     origin = typing.get_origin(annotation)
+    if origin is ToolContext:  # ToolContext[Deps]
+        return True
     if origin is typing.Annotated:
         return _is_context(typing.get_args(annotation)[0])
     if origin in (typing.Union, types.UnionType):
-        return any(a is ToolContext for a in typing.get_args(annotation))
+        return any(_is_context(a) for a in typing.get_args(annotation) if a is not type(None))
     return False
 
 
@@ -413,27 +396,27 @@ def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """The description (text before an Args section) and per-parameter descriptions."""
+    """The description (the docstring's text before its sections) and the
+    per-parameter descriptions, from a Google, Sphinx (`:param x:`) or NumPy
+    docstring (`docstring_parser` tells the style)."""
     doc = inspect.cleandoc(doc)
-    params: dict[str, str] = {}
-    match = re.search(r"^(Args|Arguments|Parameters):\s*$", doc, re.MULTILINE)
-    if not match:
-        return doc.strip(), params
-    description = doc[: match.start()].strip()
-    current: str | None = None
-    for line in doc[match.end() :].splitlines():
-        if not line.strip():
-            current = None
-            continue
-        item = re.match(r"^\s{0,8}(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", line)
-        if item and not line.startswith(" " * 9):
-            current = item.group(1).lstrip("*")
-            params[current] = item.group(2).strip()
-        elif current is not None:
-            params[current] = (params[current] + " " + line.strip()).strip()
-        elif re.match(r"^\S", line):
-            break
-    return description, params
+    if not doc:
+        return "", {}
+    import docstring_parser  # imported on first use: most imports decorate nothing
+
+    try:
+        parsed = docstring_parser.parse(doc)
+    except docstring_parser.ParseError:
+        return doc, {}
+    description = "\n\n".join(
+        part for part in (parsed.short_description, parsed.long_description) if part
+    )
+    params = {
+        p.arg_name.lstrip("*"): " ".join(line.strip() for line in p.description.splitlines())
+        for p in parsed.params
+        if p.description
+    }
+    return description.strip(), params
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,103 @@
+"""Where a stored session stands, read from its log and lease alone (no agent,
+no code loaded): what `taskloom sessions list` and `--json` print."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..entries import Entry, MessageEntry, RunFinishedEntry, RunStartedEntry, SubagentDispatched
+from ..loop import SessionLog
+from ..results import PendingCall
+from ..runtime import Runtime, session_lease_key
+from ..stores._base import SessionMeta
+
+__all__ = ["SessionSummary", "summarize", "to_json"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """One stored session: its metadata, status, the prompt of its last run and
+    the calls waiting for a decision (full arguments)."""
+
+    meta: SessionMeta
+    status: str
+    last_prompt: str | None
+    pending: tuple[PendingCall, ...]
+    log: SessionLog
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (what `--json` prints)."""
+        meta = self.meta
+        return {
+            "id": meta.id,
+            "agent": meta.agent,
+            "parent_id": meta.parent_id,
+            "created_at": datetime.fromtimestamp(meta.created_at).astimezone().isoformat(),
+            "status": self.status,
+            "last_prompt": self.last_prompt,
+            "pending": [
+                {"id": c.id, "name": c.name, "arguments": c.arguments, "reason": c.reason}
+                for c in self.pending
+            ],
+        }
+
+
+async def summarize(runtime: Runtime, meta: SessionMeta) -> SessionSummary:
+    """The summary of session `meta`, from its log and its lease."""
+    log = SessionLog()
+    for entry in await runtime.store.load(meta.id):
+        log.apply(entry)
+    pending = tuple(
+        PendingCall(c.id, c.name, c.arguments, r.reason)
+        for c in log.parked()
+        if (r := log.request(c.id)) is not None and log.decision(c.id) is None
+    )
+    status, open_run = _run_status(log.entries)
+    if open_run:
+        # A run that started and never finished: running while its writer
+        # holds the lease, else cut off (Ctrl-C, a crash) and resumable.
+        held = await runtime.store.leases.current(session_lease_key(meta.id))
+        status = "running" if held is not None else "interrupted"
+    elif status == "awaiting_approval" and not pending:
+        status = "decided, awaiting resume"
+    return SessionSummary(meta, status.replace("_", " "), _last_prompt(log.entries), pending, log)
+
+
+def _run_status(entries: Sequence[Entry]) -> tuple[str, bool]:
+    status, open_run, runs = "new", False, 0
+    for entry in entries:
+        payload = entry.payload
+        if isinstance(payload, RunStartedEntry):
+            open_run, runs = True, runs + 1
+        elif isinstance(payload, RunFinishedEntry):
+            open_run = False
+            status = payload.status.value
+        elif isinstance(payload, SubagentDispatched) and runs == 0:
+            status = "queued"
+    return status, open_run
+
+
+def _last_prompt(entries: Sequence[Entry]) -> str | None:
+    """The user turn that started the last run that had one."""
+    prompt: str | None = None
+    after_start = False
+    for entry in entries:
+        payload = entry.payload
+        if isinstance(payload, RunStartedEntry):
+            after_start = True
+        elif after_start and isinstance(payload, MessageEntry):
+            after_start = False
+            message = payload.message
+            if message.role == "user" and not payload.folds and message.text:
+                prompt = message.text
+    return prompt
+
+
+def to_json(value: Any) -> str:
+    """JSON for scripts: indented, ASCII-only (a log's control characters and
+    bidirectional marks arrive escaped)."""
+    return json.dumps(value, indent=2, ensure_ascii=True, default=str)
