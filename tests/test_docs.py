@@ -88,7 +88,13 @@ SHELL = [b for b in BLOCKS if b.lang == "sh"]
 def test_the_pages_have_the_blocks_checked_here() -> None:
     assert len(PYTHON) >= 30, [b.id for b in PYTHON]
     pages = {b.page for b in PYTHON}
-    for page in ("tutorial.md", "concepts/rounds.md", "howto/testing.md"):
+    for page in (
+        "tutorial.md",
+        "concepts/rounds.md",
+        "howto/structured-output.md",
+        "howto/deps.md",
+        "howto/testing.md",
+    ):
         assert page in pages
     assert {b.lang for b in BLOCKS} <= LANGUAGES, {b.id: b.lang for b in BLOCKS}
 
@@ -146,6 +152,7 @@ def test_python_block_runs_on_its_own(
     (tmp_path / name).write_text(block.code)
     if name.startswith("test_"):
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", name]
+        command += ["-o", "asyncio_default_fixture_loop_scope=function"]
     else:
         command = [sys.executable, name]
     # A fresh process per block proves a reader can paste any one of them alone;
@@ -157,7 +164,9 @@ def test_python_block_runs_on_its_own(
 
 
 def test_shell_blocks_only_install_what_exists() -> None:
-    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    extras = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    )
     assert SHELL, "the install commands are checked here"
     for block in SHELL:
         for command in re.split(r"&&|\n", block.code):
