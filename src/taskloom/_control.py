@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .messages import Usage
@@ -22,13 +23,14 @@ class StopSignal:
     child while stopping a child leaves the parent running.
     """
 
-    __slots__ = ("__weakref__", "_children", "_event", "_parent", "_set", "reason")
+    __slots__ = ("__weakref__", "_callbacks", "_children", "_event", "_parent", "_set", "reason")
 
     def __init__(self, parent: StopSignal | None = None) -> None:
         self._set = False
         self.reason: str | None = None
         self._parent = parent
         self._event: asyncio.Event | None = None
+        self._callbacks: list[Callable[[], None]] | None = None
         self._children: weakref.WeakSet[StopSignal] = weakref.WeakSet()
         if parent is not None:
             parent._children.add(self)
@@ -43,8 +45,28 @@ class StopSignal:
     def _wake(self) -> None:
         if self._event is not None:
             self._event.set()
+        callbacks, self._callbacks = self._callbacks, None
+        for callback in callbacks or ():
+            callback()
         for child in list(self._children):
             child._wake()
+
+    def on_set(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback()` once, when the signal (or an ancestor) is set; at
+        once if it is already. Returns the undo. For work that must react
+        mid-call (cancel a remote call) without a task waiting on `wait()`."""
+        if self.is_set:
+            callback()
+            return _nothing
+        if self._callbacks is None:
+            self._callbacks = []
+        self._callbacks.append(callback)
+
+        def undo() -> None:
+            if self._callbacks is not None and callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+        return undo
 
     @property
     def is_set(self) -> bool:
@@ -69,6 +91,10 @@ class StopSignal:
 
     def __repr__(self) -> str:
         return f"StopSignal(is_set={self.is_set})"
+
+
+def _nothing() -> None:
+    return None
 
 
 class UsageMeter:

@@ -26,7 +26,7 @@ from .errors import ConfigurationError, UsageError
 from .loop._compact import Compaction
 from .loop._output import OUTPUT_TOOL
 from .models._base import Model, ModelSettings
-from .tools import Tool, as_tool
+from .tools import Tool, Toolset, as_tool
 
 if TYPE_CHECKING:
     import pydantic
@@ -54,7 +54,8 @@ _UNSET: Any = object()
 
 class Agent(Generic[AgentDepsT, AgentOutputT]):
     """What an agent is: `name`, `model` (a `Model` or a `"provider:model"`
-    string), `instructions` (the system prompt), `tools`.
+    string), `instructions` (the system prompt), `tools`: tools, functions,
+    and toolsets (such as `taskloom.mcp.MCPServer`), which land in `toolsets`.
 
     `output_type` (a pydantic model, a dataclass, a TypedDict, any type
     pydantic validates, or a JSON schema dict; `output_schema` is the same
@@ -88,6 +89,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         "output_type",
         "settings",
         "tools",
+        "toolsets",
     )
 
     name: str
@@ -96,6 +98,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
     tools: tuple[Tool, ...]
     output_type: OutputSpec | None
     deps_type: type[Any] | None
+    toolsets: tuple[Toolset, ...]
     settings: ModelSettings
     description: str
     fixes: int
@@ -216,7 +219,17 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
             raise _invalid(
                 name, "tools", tools, "a list of tools (@tool functions or Tool objects)"
             )
-        tool_tuple = tuple(t if type(t) is Tool else as_tool(t) for t in tools)
+        own: list[Tool] = []
+        sets: list[Toolset] = []
+        for t in tools:
+            if type(t) is Tool:
+                own.append(t)
+            elif isinstance(t, Toolset):
+                sets.append(t)
+            else:
+                own.append(as_tool(t))
+        tool_tuple = tuple(own)
+        toolsets = tuple(sets)
         tool_map: dict[str, Tool] = {}
         for t in tool_tuple:
             if t.name in tool_map:
@@ -232,6 +245,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         s(self, "model", model)
         s(self, "instructions", instructions)
         s(self, "tools", tool_tuple)
+        s(self, "toolsets", toolsets)
         s(self, "_tool_map", tool_map)
         s(self, "output_type", output)
         s(self, "deps_type", deps_type)
@@ -248,7 +262,8 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         model = (
             self.model if isinstance(self.model, str) else getattr(self.model, "spec", self.model)
         )
-        return f"Agent({self.name!r}, model={model!r}, tools={[t.name for t in self.tools]})"
+        names = [t.name for t in self.tools] + [f"{ts.name}:*" for ts in self.toolsets]
+        return f"Agent({self.name!r}, model={model!r}, tools={names})"
 
     def replace(self, **changes: Any) -> Agent[Any, Any]:
         """A copy with some fields changed (`output_schema` is `output_type`)."""
@@ -258,12 +273,13 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         if unknown:
             raise TypeError(f"Agent has no field(s) {sorted(unknown)}")
         current: dict[str, Any] = {name: getattr(self, name) for name in _FIELDS}
+        current["tools"] = (*self.tools, *self.toolsets)
         current.update(changes)
         return Agent(**current)
 
     @property
     def tool_map(self) -> Mapping[str, Tool]:
-        """Tools by name."""
+        """The agent's own tools by name (a session adds its toolsets' current ones)."""
         return self._tool_map
 
     # ------------------------------------------------------------ output

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import uuid
 import weakref
@@ -55,6 +56,7 @@ from .results import ToolSpec
 from .stores import SessionStore, open_store
 from .stores._base import SessionMeta
 from .stores._leases import Lease, holder_is_gone, holder_name
+from .tools import ToolCatalog
 
 if TYPE_CHECKING:
     from .tools import Tool
@@ -162,7 +164,10 @@ class Runtime:
 
     def service(self, kind: type[T], make: Callable[[Runtime], T]) -> T:
         """The runtime's one instance of `kind`, made by `make(runtime)` on first
-        use: how packages above the runtime keep per-runtime state."""
+        use: how packages above the runtime keep per-runtime state.
+
+        `close()` closes the services that have an async `close()` method (the
+        newest first), so a service may own connections or processes."""
         found = self._services.get(kind)
         if found is None:
             found = self._services[kind] = make(self)
@@ -175,12 +180,19 @@ class Runtime:
         await self.close()
 
     async def close(self) -> None:
-        """Stop background work this runtime started and release the store."""
+        """Stop background work this runtime started, close its services
+        (`service`), and release the store."""
         # Work stopped below writes its notices; they must not wake anyone now.
         self._closing = True
         for task in list(self._wake_tasks):
             task.cancel()
         await asyncio.gather(*self._wake_tasks, return_exceptions=True)
+        services = list(self._services.values())
+        self._services.clear()
+        for service in reversed(services):
+            close = getattr(service, "close", None)
+            if close is not None and inspect.iscoroutinefunction(close):
+                await close()
         if self._background is not None:
             close = getattr(self._background, "close", None)
             if close is not None:
@@ -406,6 +418,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         self._running = False
         self._wakeups = 0
         self._specs: tuple[ToolSpec, ...] | None = None
+        self._catalog: ToolCatalog | None = None
         # A model instance chosen in this process, and the log position of the
         # model change that chose it: instances keep their identity here even
         # when two share a spec (other processes resolve the spec).
@@ -434,15 +447,33 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
 
     @property
     def tools(self) -> Mapping[str, Tool]:
-        """The agent's tools by name."""
-        return self.agent.tool_map
+        """The tools this session offers, by name: the agent's own, and its
+        toolsets' as of the last `refresh_tools()`."""
+        catalog = self._catalog
+        return self.agent.tool_map if catalog is None else catalog.tools
 
     @property
     def tool_specs(self) -> tuple[ToolSpec, ...]:
-        """What the model is told about the agent's tools (built once per session)."""
+        """What the model is told about the tools (rebuilt only when they change)."""
+        catalog = self._catalog
+        if catalog is not None:
+            return catalog.specs
         if self._specs is None:
             self._specs = tuple(t.spec for t in self.agent.tools)
         return self._specs
+
+    async def refresh_tools(self) -> None:
+        """Re-read the agent's toolsets (an MCP server's current tools); the
+        loop calls it at round boundaries, so a tool list never changes
+        within a round. Free for an agent without toolsets."""
+        toolsets = self.agent.toolsets
+        if not toolsets:
+            return
+        catalog = self._catalog
+        if catalog is None:
+            catalog = ToolCatalog(self.agent.name, self.agent.tools, toolsets)
+        await catalog.refresh(self.runtime)
+        self._catalog = catalog
 
     @property
     def model(self) -> Model:

@@ -119,9 +119,11 @@ def _parser() -> argparse.ArgumentParser:
     _agent_options(resume)
     resume.add_argument("--store", default=None)
 
+    from .mcp import add_mcp_commands
     from .serve import add_serve_command
 
     add_serve_command(command("serve", "the web console: watch sessions, decide approvals"))
+    add_mcp_commands(command("mcp", "serve an agent over the Model Context Protocol"), [debug])
     return parser
 
 
@@ -145,6 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .serve import serve_console
 
             return serve_console(args)
+        if args.command == "mcp":
+            from .mcp import run_mcp
+
+            return run_mcp(args)
         from .sessions import dispatch
 
         return dispatch(args)

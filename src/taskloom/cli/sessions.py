@@ -205,7 +205,9 @@ async def _resume(runtime: Runtime, console: Console, args: argparse.Namespace) 
     session = await runtime.open_session(meta.id, agent)
     log = session.log
     approved = [c for c in log.parked() if (d := log.decision(c.id)) is not None and d.approved]
-    missing = sorted({c.name for c in approved} - set(agent.tool_map))
+    # The agent's toolsets (MCP servers) offer tools too: read them first.
+    await session.refresh_tools()
+    missing = sorted({c.name for c in approved} - set(session.tools))
     if missing:
         names = ", ".join(repr(visible(n)) for n in missing)
         raise with_hint(

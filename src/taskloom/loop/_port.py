@@ -164,12 +164,16 @@ class SessionPort(Protocol):
 
     @property
     def tools(self) -> Mapping[str, Tool]:
-        """The agent's tools by name."""
+        """The tools offered, by name (as of the last `refresh_tools`)."""
         ...
 
     @property
     def tool_specs(self) -> tuple[ToolSpec, ...]:
         """What the model is told about the tools."""
+        ...
+
+    async def refresh_tools(self) -> None:
+        """Re-read the agent's toolsets; called at round boundaries only."""
         ...
 
     @property

@@ -1,6 +1,7 @@
 """The round loop. It reads like the order of operations in DESIGN.md:
 
-    1. check stop signal, deadline, budgets
+    1. check stop signal, deadline, budgets; re-read toolsets (a changed
+       tool list is offered from here on, never within a round)
     2. apply deferred items and steering, in the order they arrived
     3. deliver background notices
     4. ask the model (transport retries counted)
@@ -196,10 +197,14 @@ class RunLoop:
                 await self._append_message(user)
             try:
                 if resume:
+                    # The parked turn's calls run with the tools as they are now.
+                    await session.refresh_tools()
                     await self._after_tools(await self._resume_parked())
                 while True:
                     await session.sync()
                     self._check_limits()
+                    # A round boundary: a toolset's changed list takes effect here.
+                    await session.refresh_tools()
                     await self._round()
             except EndRun as end:
                 return await self._finish(end.status, end.error)

@@ -3,7 +3,8 @@
 A tool is a function the model may call. `@tool` builds its JSON schema from
 the signature and its description from the docstring, once, at decoration.
 What a running tool can reach (its identity, the run's controls, deferred
-results) is its `ToolContext`.
+results) is its `ToolContext`. A `Toolset` (an MCP server) offers tools that
+may change between rounds.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ._tool import (
     to_content,
     tool,
 )
+from ._toolset import ToolCatalog, Toolset
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",
@@ -34,11 +36,13 @@ __all__ = [
     "DeferredItem",
     "DepsT",
     "Tool",
+    "ToolCatalog",
     "ToolContext",
     "ToolEffect",
     "ToolError",
     "ToolHost",
     "ToolOutput",
+    "Toolset",
     "as_tool",
     "cap_output",
     "to_content",

@@ -1,0 +1,97 @@
+"""`taskloom mcp serve module:agent [--http HOST:PORT]`: an agent as an MCP server.
+
+On stdio (the default) stdin and stdout carry the protocol, so nothing else
+is printed there; with `--http` the server listens on streamable HTTP and
+prints its URL once it accepts calls. Each call runs in a fresh session of
+a runtime on `--store` (default: in memory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import sys
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigurationError, UsageError
+from .failures import with_hint
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+
+__all__ = ["add_mcp_commands", "run_mcp"]
+
+
+def add_mcp_commands(mcp: argparse.ArgumentParser, parents: list[argparse.ArgumentParser]) -> None:
+    """The `mcp` subcommands (the parser only: nothing heavy is imported here)."""
+    sub = mcp.add_subparsers(dest="action", required=True)
+    serve = sub.add_parser(
+        "serve", help="serve an agent as an MCP server with one tool", parents=parents
+    )
+    serve.add_argument("agent", metavar="MODULE:AGENT", help="an Agent, or a factory returning one")
+    serve.add_argument(
+        "--http",
+        default=None,
+        metavar="HOST:PORT",
+        help="serve streamable HTTP at http://HOST:PORT/mcp (default: stdio); port 0 picks one",
+    )
+    serve.add_argument("--store", default="memory://", help="store URL for the calls' sessions")
+
+
+def run_mcp(args: argparse.Namespace) -> int:
+    """Run an `mcp` subcommand; returns the exit code."""
+    from ..mcp import serve_agent
+    from ..runtime import Runtime
+
+    address = _address(args.http) if args.http else None
+    agent = asyncio.run(_load_agent(args.agent))
+    try:
+        runtime = Runtime(store=args.store, agents=[agent])
+    except ValueError as exc:
+        raise with_hint(
+            ConfigurationError(f"--store {args.store}: {exc}"),
+            "--store takes memory://, sqlite:///path or postgresql://user@host/db",
+        ) from exc
+
+    def ready(where: str) -> None:
+        # On stdio, stdout is the protocol's: say it on stderr.
+        out = sys.stderr if address is None else sys.stdout
+        print(f"taskloom: serving agent {agent.name!r} over MCP at {where}", file=out, flush=True)
+
+    asyncio.run(serve_agent(agent, runtime, http=address, on_ready=ready))
+    return 0
+
+
+async def _load_agent(ref: str) -> Agent:
+    from ..agent import Agent
+    from .loading import load_object
+
+    found = load_object(ref, "mcp serve", "module:agent")
+    if not isinstance(found, Agent) and callable(found):
+        try:
+            found = found()
+            if inspect.isawaitable(found):
+                found = await found
+        except Exception as exc:
+            raise with_hint(
+                ConfigurationError(f"mcp serve {ref}: the factory failed: {exc!r}"),
+                "fix the factory (--debug shows where it failed)",
+            ) from exc
+    if not isinstance(found, Agent):
+        raise with_hint(
+            ConfigurationError(f"mcp serve {ref} is a {type(found).__name__}, not an Agent"),
+            "point it at a taskloom.Agent, or a function that takes no arguments and returns one",
+        )
+    return found
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise with_hint(
+            UsageError(f"--http takes HOST:PORT, got {text!r}"),
+            "for example --http 127.0.0.1:8000 (port 0 picks a free one)",
+        )
+    return host, int(port)

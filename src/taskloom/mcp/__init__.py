@@ -1,0 +1,43 @@
+"""Tools from Model Context Protocol servers, and agents served as MCP tools.
+
+    from taskloom.mcp import MCPServer
+    agent = Agent(tools=[MCPServer.stdio("mcp-server-time", prefix="time"), my_tool])
+
+`MCPServer` is a toolset built on the official `mcp` SDK (`pip install
+'taskloom[mcp]'`); `serve_agent` (and `taskloom mcp serve module:agent`)
+exposes an agent as an MCP server with one tool.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._serve import agent_server, serve_agent
+    from ._server import MCPConnections, MCPServer
+    from ._tool import Approval, MCPTool, is_destructive
+
+__all__ = [
+    "Approval",
+    "MCPConnections",
+    "MCPServer",
+    "MCPTool",
+    "agent_server",
+    "is_destructive",
+    "serve_agent",
+]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "Approval": "._tool",
+        "MCPConnections": "._server",
+        "MCPServer": "._server",
+        "MCPTool": "._tool",
+        "agent_server": "._serve",
+        "is_destructive": "._tool",
+        "serve_agent": "._serve",
+    },
+)

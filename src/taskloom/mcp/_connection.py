@@ -1,0 +1,470 @@
+"""One connection to an MCP server, owned by a runtime.
+
+The SDK's `Client` lives in anyio task groups, which must be entered and
+left by the same task; a connection is opened on first use by whichever
+run needs it and closed by `runtime.close()` from another task. So each
+start of the server gets its own owner task: it enters the `Client`, hands
+it out, and waits to be told to leave. Calls from any task of the runtime's
+event loop go through the one client.
+
+A stdio server that goes away (its stdout ends) is noticed at once: a call
+in flight gets an in-band error naming the tail of its stderr, and the next
+use starts it again after a backoff, at most `MAX_RESTARTS` times a minute.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import mcp_types as types
+import pydantic
+from mcp.client import Client
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import CONNECTION_CLOSED
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from .._control import StopSignal
+from ..errors import ConfigurationError
+from ..tools import ToolError
+from ._transport import Launch, StderrTail, kill_leftovers, watched
+
+__all__ = ["MAX_RESTARTS", "STARTUP_TIMEOUT", "Connection"]
+
+logger = logging.getLogger("taskloom.mcp")
+
+STARTUP_TIMEOUT = 60.0
+"""Seconds a server has to start and answer the handshake (and to list its tools)."""
+
+MAX_RESTARTS = 5
+"""Restarts of a server that keeps going away, per minute; past it, calls
+get an in-band error until the minute has passed."""
+
+_BACKOFF = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
+"""Seconds to wait before the n-th restart in a row."""
+
+_LIST_PAGES = 100
+"""Pages of a tools listing read at most (a paginator that never ends cannot hang)."""
+
+
+def _client_info() -> types.Implementation:
+    try:
+        own = version("taskloom")
+    except PackageNotFoundError:
+        own = "0"
+    return types.Implementation(name="taskloom", version=own)
+
+
+class _Start:
+    """One start of the server: its owner task, its client once ready, and
+    what was learnt while it ran."""
+
+    __slots__ = ("client", "ended", "garbage", "group", "opening", "stop", "tail", "task")
+
+    def __init__(self, opening: asyncio.Future[Client], tail: StderrTail | None) -> None:
+        self.opening = opening
+        self.tail = tail
+        self.stop = asyncio.Event()
+        self.client: Client | None = None
+        self.ended = False
+        self.garbage: str | None = None
+        self.group: int | None = None
+        self.task: asyncio.Task[None] | None = None
+
+
+class Connection:
+    """The runtime's connection to one server (see the module docstring).
+
+    `label` names the server in messages. `listing()` gives the server's
+    tools, listed once and again only after the server said the list
+    changed (or it was restarted); `call()` calls one tool.
+    """
+
+    def __init__(self, launch: Launch, label: str) -> None:
+        self.launch = launch
+        self.label = label
+        self._current: _Start | None = None
+        self._owners: set[asyncio.Task[None]] = set()
+        self._exits: deque[float] = deque()
+        self._in_a_row = 0
+        self._starts = 0
+        self._closed = False
+        self._listing: tuple[types.Tool, ...] | None = None
+        self._stale = True
+        self._listing_lock = asyncio.Lock()
+        self._announced = asyncio.Condition()
+        self.announcements = 0
+        """How many times the server said its tool list changed."""
+
+    def __repr__(self) -> str:
+        return f"Connection({self.label!r}, {self.launch!r})"
+
+    # ------------------------------------------------------------ opening
+
+    async def client(self) -> Client:
+        """The connected client, starting the server if it is not running.
+
+        Raises `ConfigurationError` when the server does not start (naming
+        the command and the tail of its stderr), `ToolError` when it went
+        away too often in the last minute to be restarted now.
+        """
+        current = self._current
+        if current is not None and current.client is not None and not current.ended:
+            return current.client
+        if current is None or current.ended:
+            current = self._start()
+        # Shielded: a caller cancelled while the server starts leaves the
+        # start to finish for the next caller.
+        return await asyncio.shield(current.opening)
+
+    def _start(self) -> _Start:
+        if self._closed:
+            raise ToolError(f"MCP server {self.label!r}: its runtime was closed")
+        delay = 0.0
+        if self._starts:
+            now = time.monotonic()
+            while self._exits and self._exits[0] < now - 60:
+                self._exits.popleft()
+            if len(self._exits) >= MAX_RESTARTS:
+                wait = 60 - (now - self._exits[0])
+                raise ToolError(
+                    f"MCP server {self.label!r} went away {len(self._exits)} times in the last "
+                    f"minute; it is not restarted for another {wait:.0f}s"
+                )
+            delay = _BACKOFF[min(self._in_a_row, len(_BACKOFF) - 1)]
+        opening: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        # Whoever awaits it sees its failure; one left unawaited is not a warning.
+        opening.add_done_callback(_retrieve)
+        tail = StderrTail(self.label) if self.launch.is_process else None
+        start = self._current = _Start(opening, tail)
+        task = asyncio.get_running_loop().create_task(self._own(start, delay))
+        start.task = task
+        self._owners.add(task)
+        task.add_done_callback(self._owners.discard)
+        return start
+
+    async def _own(self, start: _Start, delay: float) -> None:
+        """The owner task of one start: enter the client, serve, leave."""
+        try:
+            if delay:
+                await asyncio.sleep(delay)
+            if start.tail is not None:
+                await start.tail.start()
+            async with contextlib.AsyncExitStack() as stack:
+                transport = watched(
+                    self.launch.transport(start.tail.writer if start.tail else None),
+                    lambda: self._went_away(start),
+                    lambda exc: self._garbage(start, exc),
+                )
+                client = Client(
+                    transport,
+                    cache=None,
+                    client_info=_client_info(),
+                    message_handler=self._on_message,
+                )
+                try:
+                    async with asyncio.timeout(STARTUP_TIMEOUT):
+                        await stack.enter_async_context(client)
+                        await self._listen(stack, client)
+                finally:
+                    if start.tail is not None:
+                        start.tail.spawned()
+                if start.tail is not None:
+                    start.group = _process_group(start.tail)
+                start.client = client
+                self._starts += 1
+                self._stale = True
+                start.opening.set_result(client)
+                await start.stop.wait()
+        except Exception as exc:
+            if not start.opening.done():
+                start.opening.set_exception(await self._start_failed(start, exc))
+            else:
+                logger.debug("MCP server %r: closing it raised %r", self.label, exc)
+        finally:
+            start.ended = True
+            start.client = None
+            if not start.opening.done():
+                start.opening.set_exception(
+                    ConfigurationError(f"MCP server {self.label!r}: closed while it was starting")
+                )
+            if start.tail is not None:
+                # The SDK kills the server's process group only when the server
+                # outlives its grace period; a server that exits at once can
+                # leave children behind (a launcher's real server, say).
+                killed = kill_leftovers(start.tail, start.group)
+                if killed:
+                    logger.info(
+                        "MCP server %r: killed what it left running: %s", self.label, killed
+                    )
+                start.tail.close()
+
+    async def _listen(self, stack: contextlib.AsyncExitStack, client: Client) -> None:
+        # Since 2026-07-28 a server announces a changed tool list only on a
+        # `subscriptions/listen` stream the client opened; earlier servers
+        # send the notification unasked. Both reach `_on_message`.
+        capabilities = client.session.server_capabilities
+        if (
+            client.protocol_version in MODERN_PROTOCOL_VERSIONS
+            and capabilities is not None
+            and capabilities.tools is not None
+            and capabilities.tools.list_changed
+        ):
+            await stack.enter_async_context(client.listen(tools_list_changed=True))
+
+    async def _start_failed(self, start: _Start, exc: Exception) -> ConfigurationError:
+        self._went_away(start)
+        what = f"MCP server {self.label!r} ({self.launch.describe()})"
+        if isinstance(exc, TimeoutError):
+            cause = f"did not answer the MCP handshake within {STARTUP_TIMEOUT:g}s"
+        elif isinstance(exc, FileNotFoundError | PermissionError):
+            cause = f"could not be started: {exc}"
+        elif not self.launch.is_process:
+            cause = f"could not be reached: {_cause(exc)}"
+        elif _closed(exc):
+            cause = "exited before answering the MCP handshake"
+        else:
+            cause = f"failed the MCP handshake: {_cause(exc)}"
+        if start.garbage is not None:
+            cause += f"; it wrote something that is not JSON-RPC: {start.garbage!r}"
+        tail = await _tail(start)
+        if tail:
+            cause += f"\nits stderr ended with:\n{tail}"
+        elif self.launch.is_process:
+            cause += " (it wrote nothing to stderr)"
+        return ConfigurationError(f"{what} {cause}")
+
+    def _went_away(self, start: _Start) -> None:
+        """The server's stream ended: expected when we closed it, else a crash."""
+        if start.ended or start.stop.is_set():
+            return
+        start.ended = True
+        self._exits.append(time.monotonic())
+        self._in_a_row += 1
+        start.stop.set()
+
+    def _garbage(self, start: _Start, exc: Exception) -> None:
+        if start.garbage is None:
+            logger.warning(
+                "MCP server %r wrote something that is not JSON-RPC: %s", self.label, exc
+            )
+        start.garbage = str(exc)[:300]
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._stale = True
+            async with self._announced:
+                self.announcements += 1
+                self._announced.notify_all()
+
+    async def announced(self, after: int = 0) -> int:
+        """Wait until the server has said its tool list changed more than
+        `after` times; returns how many times it has. (The announcement
+        travels apart from call results: over HTTP it may land after the
+        result of the call that changed the list.)"""
+        async with self._announced:
+            await self._announced.wait_for(lambda: self.announcements > after)
+            return self.announcements
+
+    # ------------------------------------------------------------ tools
+
+    async def listing(self) -> tuple[types.Tool, ...]:
+        """The server's tools: the same tuple until the list changes.
+
+        The first listing raises `ConfigurationError` when the server cannot
+        be started or listed; later, a failed re-listing keeps the last list
+        (calls then say what is wrong).
+        """
+        if self._listing is not None and not self._stale:
+            return self._listing
+        async with self._listing_lock:
+            if self._listing is not None and not self._stale:
+                return self._listing
+            try:
+                client = await self.client()
+                # Cleared before asking: a change announced while the listing
+                # is on its way is not lost.
+                self._stale = False
+                async with asyncio.timeout(STARTUP_TIMEOUT):
+                    tools = await self._list(client)
+            except Exception as exc:
+                self._stale = True
+                if self._listing is None:
+                    if isinstance(exc, ConfigurationError):
+                        raise
+                    raise ConfigurationError(
+                        f"MCP server {self.label!r} did not list its tools: {_cause(exc)}"
+                    ) from exc
+                logger.warning(
+                    "MCP server %r: re-listing its tools failed (%s); keeping the last list",
+                    self.label,
+                    _cause(exc),
+                )
+                return self._listing
+            if tools != self._listing:
+                self._listing = tools
+            return self._listing
+
+    async def _list(self, client: Client) -> tuple[types.Tool, ...]:
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        for _ in range(_LIST_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tuple(tools)
+
+    async def call(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        timeout: float | None,
+        progress: ProgressFnT | None,
+        stop: StopSignal | None,
+    ) -> types.CallToolResult:
+        """Call tool `name`; every failure is a `ToolError` for the model.
+
+        A stop of the run, a cancellation or the `timeout` cancels the call
+        on the server too (`notifications/cancelled`).
+        """
+        if stop is None:
+            return await self._call(name, dict(arguments), timeout, progress)
+        task = asyncio.current_task()
+        assert task is not None
+        stopping = False
+
+        def cancel() -> None:
+            nonlocal stopping
+            stopping = True
+            task.cancel()  # the SDK tells the server as the cancellation unwinds
+
+        undo = stop.on_set(cancel)
+        try:
+            return await self._call(name, dict(arguments), timeout, progress)
+        except asyncio.CancelledError:
+            # Ours alone (no one else cancelled the task too): an answer for the model.
+            if stopping and task.uncancel() == 0:
+                reason = f" ({stop.reason})" if stop.reason else ""
+                raise ToolError(f"cancelled: the run was asked to stop{reason}") from None
+            raise
+        finally:
+            undo()
+
+    async def _call(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        timeout: float | None,
+        progress: ProgressFnT | None,
+    ) -> types.CallToolResult:
+        try:
+            client = await self.client()
+        except ConfigurationError as exc:
+            raise ToolError(f"{exc} (it was running before; the next call tries again)") from None
+        start = self._current
+        try:
+            async with asyncio.timeout(timeout):
+                result = await client.call_tool(name, arguments, progress_callback=progress)
+        except TimeoutError:
+            note = ""
+            if start is not None and start.garbage is not None:
+                note = f"; it wrote something that is not JSON-RPC: {start.garbage!r}"
+            raise ToolError(
+                f"MCP server {self.label!r} did not answer {name!r} within {timeout:g}s; "
+                f"the call was cancelled{note}"
+            ) from None
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED and start is not None:
+                raise ToolError(await self._gone(start)) from None
+            raise ToolError(
+                f"MCP server {self.label!r} refused the call: {exc.message} "
+                f"(JSON-RPC error {exc.code})"
+            ) from None
+        except pydantic.ValidationError as exc:
+            raise ToolError(
+                f"MCP server {self.label!r} answered {name!r} with something that is not a "
+                f"valid MCP result: {_first_line(str(exc))}"
+            ) from None
+        except RuntimeError as exc:
+            # The SDK checks structured content against the tool's outputSchema.
+            raise ToolError(f"MCP server {self.label!r}: {exc}") from None
+        self._in_a_row = 0
+        return result
+
+    async def _gone(self, start: _Start) -> str:
+        self._went_away(start)
+        if not self.launch.is_process:
+            return (
+                f"MCP server {self.label!r} closed the connection mid-call; "
+                "the next call connects again"
+            )
+        tail = await _tail(start)
+        said = f": {tail}" if tail else " (it wrote nothing to stderr)"
+        return f"MCP server {self.label!r} exited mid-call{said}; the next call restarts it"
+
+    # ------------------------------------------------------------ closing
+
+    async def close(self) -> None:
+        """Stop the server (a stdio server's process group is killed if it
+        does not exit when its stdin closes) and wait until it is gone."""
+        self._closed = True
+        owners = list(self._owners)
+        current = self._current
+        if current is not None:
+            current.stop.set()
+            if not current.opening.done() and current.task is not None:
+                current.task.cancel()  # still starting: the SDK unwinds the spawn
+        if owners:
+            await asyncio.wait(owners)
+
+
+def _process_group(tail: StderrTail) -> int | None:
+    """The process group of the server we just started: the SDK starts it in
+    a session of its own, as our child, with its stderr on our pipe."""
+    me = os.getpid()
+    found = [p.pgrp for p in tail.holders() if p.ppid == me and p.pgrp == p.pid]
+    return found[0] if len(found) == 1 else None
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+async def _tail(start: _Start) -> str:
+    if start.tail is None:
+        return ""
+    await start.tail.settle()
+    return start.tail.text()
+
+
+def _closed(exc: BaseException) -> bool:
+    """Whether `exc` (or the first error of its group) is the connection closing."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED
+
+
+def _cause(exc: BaseException) -> str:
+    """The innermost useful message of `exc` (task groups wrap errors in groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, MCPError):
+        return f"{exc.message} (JSON-RPC error {exc.code})"
+    text = _first_line(str(exc))
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""

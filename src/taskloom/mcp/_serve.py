@@ -1,0 +1,203 @@
+"""Serving an agent over MCP: one tool, named after the agent, that runs it.
+
+The tool takes `{"task": "..."}` and answers with the agent's final text;
+an agent with an `output_schema` also answers with `structuredContent` (and
+the tool declares the schema as its `outputSchema`). Every call runs in a
+fresh session of the given runtime; tool progress inside the run reaches
+the caller as MCP progress notifications. A run that does not complete is
+an `isError` result saying how it ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from ..agent import Agent
+from ..errors import ConfigurationError
+from ..events import Event, ToolProgress
+from ..results import RunResult, RunStatus
+from ..runtime import Runtime
+
+__all__ = ["agent_server", "serve_agent"]
+
+_TASK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"task": {"type": "string", "description": "What the agent should do."}},
+    "required": ["task"],
+    "additionalProperties": False,
+}
+
+
+def agent_server(agent: Agent, runtime: Runtime) -> Server[Any]:
+    """An MCP server (the SDK's low-level `Server`) offering `agent` as one
+    tool; calls run in fresh sessions of `runtime`."""
+    name = agent.name
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", name):
+        raise ConfigurationError(
+            f"agent {name!r} cannot be an MCP tool name (letters, digits, '_', '-', '.')"
+        )
+    output_schema, wrapped = _output_schema(agent)
+    tool = types.Tool(
+        name=name,
+        description=agent.description or f"Give the agent {name!r} a task; it answers when done.",
+        input_schema=_TASK_SCHEMA,
+        output_schema=output_schema,
+    )
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[tool])
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        if params.name != name:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+        task = (params.arguments or {}).get("task")
+        if not isinstance(task, str) or not task.strip():
+            return _error('give the agent a task: {"task": "..."}')
+        session = await runtime.create_session(agent)
+        progress: asyncio.Queue[ToolProgress | None] = asyncio.Queue()
+
+        def emit(event: Event) -> None:
+            if isinstance(event, ToolProgress):
+                progress.put_nowait(event)
+
+        forwarder = asyncio.ensure_future(_forward(progress, ctx))
+        try:
+            result = await session.run(task, emit=emit)
+        except Exception as exc:
+            # The run recorded its failure in its session; the caller gets it in band.
+            return _error(f"the agent's run failed: {type(exc).__name__}: {exc}")
+        finally:
+            # Progress goes out before the answer; a cancelled call drops it.
+            progress.put_nowait(None)
+            with contextlib.suppress(Exception):
+                await forwarder
+        return _answer(result, wrapped)
+
+    return Server(name, version=_version(), on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def _forward(
+    progress: asyncio.Queue[ToolProgress | None], ctx: ServerRequestContext[Any]
+) -> None:
+    sent = 0
+    while (event := await progress.get()) is not None:
+        sent += 1
+        origin = f"[{event.origin}] " if event.origin else ""
+        await ctx.session.report_progress(sent, None, origin + event.message)
+
+
+def _output_schema(agent: Agent) -> tuple[dict[str, Any] | None, bool]:
+    """The tool's outputSchema, and whether the output is wrapped in
+    `{"result": ...}` (MCP structured content is always an object)."""
+    schema = agent.output_json_schema
+    if schema is None:
+        return None, False
+    if schema.get("type") == "object":
+        return dict(schema), False
+    return {"type": "object", "properties": {"result": dict(schema)}, "required": ["result"]}, True
+
+
+def _answer(result: RunResult, wrapped: bool) -> types.CallToolResult:
+    if result.status is not RunStatus.COMPLETED:
+        why = f": {result.error}" if result.error else ""
+        waiting = ""
+        if result.status is RunStatus.AWAITING_APPROVAL:
+            waiting = f" (session {result.session_id} waits for a decision)"
+        return _error(f"the agent's run ended {result.status.value}{why}{waiting}")
+    structured: Any = None
+    if result.output is not None and not isinstance(result.output, str):
+        value = _jsonable(result.output)
+        structured = {"result": value} if wrapped else value
+    text = result.text if structured is None else json.dumps(structured, ensure_ascii=False)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=structured
+    )
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _jsonable(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if callable(dump) else value
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("taskloom")
+    except PackageNotFoundError:
+        return ""
+
+
+async def serve_agent(
+    agent: Agent,
+    runtime: Runtime | None = None,
+    *,
+    http: tuple[str, int] | None = None,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve `agent` over MCP until cancelled: on stdio (stdin and stdout
+    carry the protocol) or, with `http=(host, port)`, over streamable HTTP
+    at `http://host:port/mcp` (port 0: one the OS picks). `on_ready` gets
+    where it serves once it accepts calls. The runtime (default: an
+    in-memory one) is closed at the end.
+    """
+    runtime = runtime if runtime is not None else Runtime(agents=[agent])
+    server = agent_server(agent, runtime)
+    async with runtime:
+        if http is None:
+            from mcp.server.stdio import stdio_server
+
+            async with stdio_server() as (read, write):
+                if on_ready is not None:
+                    on_ready("stdio")
+                await server.run(read, write, server.create_initialization_options())
+            return
+        await _serve_http(server, http, on_ready)
+
+
+async def _serve_http(
+    server: Server[Any], address: tuple[str, int], on_ready: Callable[[str], None] | None
+) -> None:
+    import uvicorn
+
+    host, port = address
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigurationError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    url = f"http://{shown}:{bound}/mcp"
+
+    class Announcing(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and on_ready is not None:
+                on_ready(url)
+
+    app = server.streamable_http_app(host=host)
+    with sock:
+        await Announcing(uvicorn.Config(app, log_level="warning", lifespan="on")).serve([sock])

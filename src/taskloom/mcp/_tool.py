@@ -1,0 +1,131 @@
+"""One tool of an MCP server, as a taskloom `Tool`.
+
+Its effect and approval come from the server's annotations (hints the
+server gives; `approval="always"` is the choice for a server you do not
+trust): `readOnlyHint: true` makes it `READ_ONLY`, so its calls overlap with
+other read-only calls of the turn; anything else is `WRITE`. Arguments get
+the structural check every hand-written tool gets (types, required and
+unknown properties, enums), which tells the model exactly what was wrong
+without a round trip; the server checks the rest of its schema itself. The
+schema is checked once, when the tool is listed (with the `jsonschema`
+package the SDK brings): one the model cannot use is a `ConfigurationError`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+import mcp_types as types
+
+from ..errors import ConfigurationError
+from ..tools import ApprovalRule, Tool, ToolContext, ToolEffect
+from ._results import to_output
+
+if TYPE_CHECKING:
+    from ._server import MCPServer
+
+__all__ = ["Approval", "MCPTool", "is_destructive"]
+
+Approval = Literal["destructive", "always", "never"] | Callable[[str, dict[str, Any]], bool]
+"""Which calls of an MCP server's tools park for approval: `"destructive"`
+(tools that may destroy, see `is_destructive`), `"always"`, `"never"`, or a
+predicate on (the tool's name on the server, the call's arguments)."""
+
+
+def is_destructive(annotations: types.ToolAnnotations | None) -> bool:
+    """Whether a tool may destroy something, by the MCP spec's defaults: a
+    tool that is not `readOnlyHint: true` is destructive unless it says
+    `destructiveHint: false` (unannotated tools are)."""
+    if annotations is None:
+        return True
+    if annotations.read_only_hint:
+        return False
+    return annotations.destructive_hint is not False
+
+
+def model_name(remote: str, prefix: str | None) -> str:
+    """The name the model calls a server's tool by: with the prefix, and with
+    the characters providers refuse in tool names (MCP allows `.` and `/`)
+    turned into `_`."""
+    name = f"{prefix}_{remote}" if prefix else remote
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)
+
+
+def _approval_rule(approval: Approval, remote: types.Tool) -> ApprovalRule:
+    if approval == "destructive":
+        return is_destructive(remote.annotations)
+    if approval == "always":
+        return True
+    if approval == "never":
+        return False
+    if callable(approval):
+        name = remote.name
+        return lambda arguments: bool(approval(name, arguments))
+    raise ConfigurationError(
+        f"approval={approval!r}: use 'destructive', 'always', 'never' or a predicate"
+    )
+
+
+class MCPTool(Tool):
+    """A tool of an MCP server (`server`), named on the server `remote_name`
+    and here with the server's prefix."""
+
+    __slots__ = ("remote_name", "server")
+
+    def __init__(self, server: MCPServer, remote: types.Tool) -> None:
+        name = model_name(remote.name, server.prefix)
+        annotations = remote.annotations
+        read_only = annotations is not None and annotations.read_only_hint is True
+        try:
+            super().__init__(
+                name,
+                remote.description or (annotations.title if annotations else None) or "",
+                remote.input_schema,
+                effect=ToolEffect.READ_ONLY if read_only else ToolEffect.WRITE,
+                needs_approval=_approval_rule(server.approval, remote),
+                max_output_chars=server.max_output_chars,
+            )
+            _check_schema(remote.input_schema)
+        except ConfigurationError as exc:
+            raise ConfigurationError(
+                f"MCP server {server.name!r} offers a tool the model cannot use "
+                f"({remote.name!r}): {exc}"
+            ) from None
+        self.server = server
+        self.remote_name = remote.name
+
+    def __repr__(self) -> str:
+        return f"MCPTool({self.name!r}, server={self.server.name!r}, effect={self.effect.value})"
+
+    async def invoke(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        """Call the tool on the server, through the runtime's connection."""
+        from ._server import MCPConnections
+
+        connection = MCPConnections.of(ctx.runtime).connection(self.server)
+
+        async def report(progress: float, total: float | None, message: str | None) -> None:
+            text = message or (f"{progress:g}/{total:g}" if total else f"{progress:g}")
+            ctx.progress(text, progress=progress, total=total)
+
+        result = await connection.call(
+            self.remote_name,
+            arguments,
+            timeout=self.server.timeout,
+            progress=report,
+            stop=ctx.stop,
+        )
+        return to_output(result)
+
+
+def _check_schema(schema: dict[str, Any]) -> None:
+    from jsonschema import exceptions, validators
+
+    cls = validators.validator_for(schema, default=validators.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except exceptions.SchemaError as exc:
+        raise ConfigurationError(
+            f"its input schema is not valid JSON schema: {exc.message}"
+        ) from None

@@ -1,0 +1,300 @@
+"""How taskloom reaches an MCP server: the launch (a command or a URL), the
+SDK transport built from it, the tail of a stdio server's stderr, and a read
+stream that tells the connection when the server went away.
+
+Nothing of the protocol is here: the SDK's `stdio_client` and
+`streamable_http_client` do the transport, `Client` the protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+import httpx2
+from mcp.client import Transport
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
+
+__all__ = ["HttpLaunch", "Launch", "Proc", "StderrTail", "StdioLaunch", "kill_leftovers", "watched"]
+
+logger = logging.getLogger("taskloom.mcp")
+
+TAIL_BYTES = 4096
+"""How much of a stdio server's last stderr output is kept for error messages."""
+
+
+@dataclass(frozen=True, slots=True)
+class StdioLaunch:
+    """A server run as a subprocess, spoken to over its stdin and stdout.
+
+    It gets the SDK's safe default environment (`PATH`, `HOME`, ... — see
+    `mcp.client.stdio.get_default_environment`) plus `env`, never the host's
+    whole environment. `env` is left out of the repr (it may hold keys).
+    """
+
+    command: str
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    cwd: str | None = None
+
+    @property
+    def is_process(self) -> bool:
+        """True: the server is a process taskloom starts (and restarts)."""
+        return True
+
+    def describe(self) -> str:
+        """The command line, for messages."""
+        return " ".join([self.command, *self.args])
+
+    def transport(self, errlog: IO[bytes] | None) -> Transport:
+        """The SDK's stdio transport; the server's stderr goes to `errlog`."""
+        params = StdioServerParameters(
+            command=self.command, args=list(self.args), env=dict(self.env) or None, cwd=self.cwd
+        )
+        # The SDK passes errlog to the subprocess as its stderr: any object
+        # with a file descriptor does.
+        return stdio_client(params, errlog=errlog) if errlog else stdio_client(params)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLaunch:
+    """A server reached over streamable HTTP at `url`.
+
+    `headers` (credentials, typically) are sent with every request and are
+    never logged, shown in a repr, or written to a session's log.
+    """
+
+    url: str
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    @property
+    def is_process(self) -> bool:
+        """False: the server runs elsewhere; taskloom only reconnects."""
+        return False
+
+    def describe(self) -> str:
+        """The URL, for messages."""
+        return self.url
+
+    def transport(self, errlog: IO[bytes] | None) -> Transport:
+        """The SDK's streamable HTTP transport, on a client carrying the headers."""
+        return _http_transport(self.url, dict(self.headers))
+
+
+Launch = StdioLaunch | HttpLaunch
+
+
+@contextlib.asynccontextmanager
+async def _http_transport(url: str, headers: Mapping[str, str]) -> AsyncIterator[Any]:
+    # The SDK's own defaults: 30 s to connect or write, 5 minutes to read
+    # (a server may hold a response stream open that long).
+    client = httpx2.AsyncClient(headers=dict(headers), timeout=httpx2.Timeout(30.0, read=300.0))
+    async with client, streamable_http_client(url, http_client=client) as streams:
+        yield streams
+
+
+class StderrTail:
+    """The last `TAIL_BYTES` a stdio server wrote to its stderr.
+
+    The server writes into a pipe that an asyncio reader drains as it goes,
+    so a chatty server neither blocks on a full pipe nor fills a disk; each
+    line is also logged at DEBUG on the `taskloom.mcp` logger.
+    """
+
+    def __init__(self, label: str) -> None:
+        self._label = label
+        self._tail = bytearray()
+        self._partial = b""
+        read_fd, write_fd = os.pipe()
+        self._inode = os.fstat(read_fd).st_ino
+        self.writer: IO[bytes] | None = os.fdopen(write_fd, "wb", buffering=0)
+        self._reader = os.fdopen(read_fd, "rb", buffering=0)
+        self._transport: asyncio.ReadTransport | None = None
+        self._eof = asyncio.Event()
+
+    async def start(self) -> None:
+        """Start draining the pipe."""
+        loop = asyncio.get_running_loop()
+        self._transport, _ = await loop.connect_read_pipe(lambda: _TailProtocol(self), self._reader)
+
+    def spawned(self) -> None:
+        """The server has its copy of the pipe: drop ours, so the pipe ends
+        when the server (and whatever inherited its stderr) is gone."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+    def _feed(self, data: bytes) -> None:
+        self._tail += data
+        if len(self._tail) > TAIL_BYTES:
+            del self._tail[: len(self._tail) - TAIL_BYTES]
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()[-TAIL_BYTES:]
+        for line in lines:
+            logger.debug("MCP server %r: %s", self._label, line.decode("utf-8", "replace"))
+
+    def text(self, lines: int = 8) -> str:
+        """The last few lines the server wrote to stderr (empty if none)."""
+        text = bytes(self._tail).decode("utf-8", "replace")
+        kept = [line.rstrip() for line in text.splitlines() if line.strip()]
+        return "\n".join(kept[-lines:])
+
+    async def settle(self, timeout: float = 0.5) -> None:
+        """Wait (briefly) for what the server wrote before it exited to arrive."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._eof.wait()
+
+    def holders(self) -> list[Proc]:
+        """The processes whose stderr is this pipe: the server, and whatever
+        it started that kept its stderr (empty where /proc is unreadable)."""
+        return [p for p in _processes() if p.stderr_inode == self._inode]
+
+    def close(self) -> None:
+        """Release both ends of the pipe."""
+        self.spawned()
+        if self._transport is not None:
+            self._transport.close()
+        else:
+            self._reader.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Proc:
+    """A process as /proc shows it."""
+
+    pid: int
+    ppid: int
+    pgrp: int
+    stderr_inode: int | None
+
+
+def _processes() -> list[Proc]:
+    """This user's live processes (Linux; elsewhere, none)."""
+    me = os.getpid()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            stat = Path(f"/proc/{name}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if fields[0] in ("Z", "X"):
+                continue
+            try:
+                inode: int | None = os.stat(f"/proc/{name}/fd/2").st_ino
+            except OSError:
+                inode = None  # another user's process, or no stderr
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        found.append(Proc(int(name), int(fields[1]), int(fields[2]), inode))
+    return found
+
+
+def kill_leftovers(tail: StderrTail, group: int | None) -> list[int]:
+    """SIGKILL what a stopped stdio server left behind: the processes of its
+    process group, and any process that still holds its stderr. Returns
+    their pids. The group is killed only while one of its processes is seen
+    (a group id is reused only once all its members are gone)."""
+    procs = _processes()
+    doomed = {p.pid for p in procs if p.stderr_inode == tail._inode}
+    if group is not None:
+        doomed |= {p.pid for p in procs if p.pgrp == group}
+    for pid in doomed:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return sorted(doomed)
+
+
+class _TailProtocol(asyncio.Protocol):
+    def __init__(self, tail: StderrTail) -> None:
+        self._tail = tail
+
+    def data_received(self, data: bytes) -> None:
+        self._tail._feed(data)
+
+    def eof_received(self) -> bool:
+        self._tail._eof.set()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._tail._eof.set()
+
+
+class _WatchedRead:
+    """The SDK's read stream, telling `on_end` when it ends (the server went
+    away) and `on_garbage` about anything that was not JSON-RPC."""
+
+    def __init__(
+        self, inner: Any, on_end: Callable[[], None], on_garbage: Callable[[Exception], None]
+    ) -> None:
+        self._inner = inner
+        self._on_end = on_end
+        self._on_garbage = on_garbage
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    def _seen(self, item: SessionMessage | Exception) -> SessionMessage | Exception:
+        if isinstance(item, Exception):
+            self._on_garbage(item)
+        return item
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            item = await self._inner.receive()
+        except Exception:
+            self._on_end()
+            raise
+        return self._seen(item)
+
+    def __aiter__(self) -> _WatchedRead:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            item = await self._inner.__anext__()
+        except (StopAsyncIteration, Exception):
+            self._on_end()
+            raise
+        return self._seen(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _WatchedRead:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        result: bool | None = await self._inner.__aexit__(exc_type, exc_val, exc_tb)
+        return result
+
+
+@contextlib.asynccontextmanager
+async def watched(
+    transport: Transport, on_end: Callable[[], None], on_garbage: Callable[[Exception], None]
+) -> AsyncIterator[Any]:
+    """`transport`, its read stream watched (see `_WatchedRead`)."""
+    async with transport as (read, write):
+        yield _WatchedRead(read, on_end, on_garbage), write

@@ -1,0 +1,98 @@
+"""Toolsets: tools that come from elsewhere and may change between rounds.
+
+An MCP server is the example: its tools are listed over a connection, and
+the server may announce that the list changed. A `Toolset` sits in
+`Agent(tools=[...])` beside plain tools; a session keeps a `ToolCatalog`
+of both and re-reads the toolsets at every round boundary, never in the
+middle of a round, so the tools a turn's calls run with are the tools the
+model was offered for that turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+from ..errors import ConfigurationError
+from ..results import ToolSpec
+from ._context import ToolHost
+from ._tool import Tool
+
+__all__ = ["ToolCatalog", "Toolset"]
+
+
+@runtime_checkable
+class Toolset(Protocol):
+    """A source of tools whose list may change between rounds (an MCP server).
+
+    `current_tools(host)` is asked at every round boundary of every run
+    that uses it, so it answers from a cache (no I/O) while nothing changed,
+    and returns the *same* sequence object then: a new object is how a
+    toolset says "the list changed", and the session rebuilds its tool map
+    only then. A change learnt mid-round therefore takes effect at the next
+    boundary. It raises `ConfigurationError` when the tools cannot be had at
+    all (a server that does not start). `name` is how errors name it.
+    """
+
+    @property
+    def name(self) -> str:
+        """How messages name this toolset."""
+        ...
+
+    async def current_tools(self, host: ToolHost) -> Sequence[Tool]:
+        """The tools to offer from this round on (the same object while unchanged)."""
+        ...
+
+
+class ToolCatalog:
+    """The tools one session offers: its agent's own tools and its toolsets'
+    current ones, by name.
+
+    `refresh(host)` re-reads the toolsets (at a round boundary); `tools` and
+    `specs` stay as they are between refreshes. Two tools with one name,
+    wherever they come from, are a `ConfigurationError` naming both.
+    """
+
+    __slots__ = ("_agent", "_lists", "_own", "_toolsets", "specs", "tools")
+
+    def __init__(self, agent: str, own: Sequence[Tool], toolsets: Sequence[Toolset]) -> None:
+        self._agent = agent
+        self._own = tuple(own)
+        self._toolsets = tuple(toolsets)
+        self._lists: tuple[Sequence[Tool], ...] | None = None
+        self.tools: Mapping[str, Tool] = {t.name: t for t in self._own}
+        self.specs: tuple[ToolSpec, ...] = tuple(t.spec for t in self._own)
+
+    async def refresh(self, host: ToolHost) -> bool:
+        """Re-read the toolsets; True when the offered tools changed."""
+        if len(self._toolsets) == 1:
+            lists: tuple[Sequence[Tool], ...] = (await self._toolsets[0].current_tools(host),)
+        else:
+            # Together: servers that start on first use start side by side.
+            lists = tuple(await asyncio.gather(*(ts.current_tools(host) for ts in self._toolsets)))
+        previous = self._lists
+        if previous is not None and all(a is b for a, b in zip(lists, previous, strict=True)):
+            return False
+        by_name: dict[str, Tool] = {}
+        source: dict[str, str] = {}
+        for origin, tools in (("the agent's own tools", self._own), *self._named(lists)):
+            for t in tools:
+                if t.name in by_name:
+                    raise ConfigurationError(
+                        f"agent {self._agent!r} is offered two tools named {t.name!r}: "
+                        f"one from {source[t.name]}, one from {origin} "
+                        "(give a toolset a prefix=, or rename one)"
+                    )
+                by_name[t.name] = t
+                source[t.name] = origin
+        self.tools = by_name
+        self.specs = tuple(t.spec for t in by_name.values())
+        self._lists = lists
+        return True
+
+    def _named(self, lists: tuple[Sequence[Tool], ...]) -> list[tuple[str, Sequence[Tool]]]:
+        return [
+            (f"{type(ts).__name__} {ts.name!r}", tools)
+            for ts, tools in zip(self._toolsets, lists, strict=True)
+        ]

@@ -1,0 +1,54 @@
+"""Agents `taskloom mcp serve` serves in the tests (scripted: no model needed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from taskloom import Agent, ToolContext, ToolEffect, tool
+from taskloom.models import FunctionModel, ModelRequest, reply
+
+
+class Plan(BaseModel):
+    city: str
+    days: int
+
+
+@tool(effect=ToolEffect.READ_ONLY)
+async def research(topic: str, ctx: ToolContext) -> str:
+    """Research a topic, reporting progress."""
+    ctx.progress(f"reading about {topic}")
+    ctx.progress(f"summarising {topic}")
+    return f"notes on {topic}"
+
+
+def _plans(request: ModelRequest) -> Any:
+    last = request.messages[-1]
+    if last.role == "user":
+        return reply(tool_calls=[("research", {"topic": last.text})])
+    return reply('{"city": "Tromsø", "days": 3}')
+
+
+def _echo(request: ModelRequest) -> Any:
+    task = request.messages[-1].text
+    if task == "fail":
+        raise RuntimeError("the model is down")
+    return reply(f"you said: {task}")
+
+
+planner = Agent(
+    "planner",
+    FunctionModel(_plans),
+    tools=[research],
+    output_schema=Plan,
+    description="Plans a trip to a city.",
+)
+
+
+def echo() -> Agent:
+    """A factory: an agent that answers in plain text."""
+    return Agent("echo", FunctionModel(_echo))
+
+
+not_an_agent = 42

@@ -1,0 +1,241 @@
+"""MCP servers taskloom runs itself (stdio): start failures, a server that
+exits mid-call, restarts and their limit, what a server process may see, and
+that closing the runtime leaves no process behind."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+from mcp_support import HERE, alive, fixture_stdio, processes, results, start_http_fixture
+
+from conftest import SEEN_GROUPS, Started
+from taskloom import Agent, RunStatus, Runtime
+from taskloom.errors import ConfigurationError
+from taskloom.mcp import MCPConnections, MCPServer
+from taskloom.mcp import _connection as connection_module
+from taskloom.models import ScriptedModel, reply
+
+pytestmark = pytest.mark.slow
+
+
+def stored_bytes(folder: Path) -> list[bytes]:
+    """The SQLite database and its journal files, as bytes."""
+    return [p.read_bytes() for p in folder.glob("sessions.db*")]
+
+
+def agent_calling(server: MCPServer, *calls: tuple[str, dict[str, object]]) -> Agent:
+    """An agent that makes `calls`, one per round, then says done."""
+    turns = [reply(tool_calls=[call]) for call in calls]
+    return Agent("a", ScriptedModel([*turns, reply("done")]), tools=[server])
+
+
+async def test_a_server_that_fails_to_start_names_its_command_and_stderr() -> None:
+    crash = "import sys; print('boom: no config file', file=sys.stderr); sys.exit(3)"
+    server = MCPServer.stdio(sys.executable, ["-c", crash], name="broken")
+    async with Runtime() as runtime:
+        session = await runtime.create_session(agent_calling(server))
+        with pytest.raises(ConfigurationError) as caught:
+            await session.run("go")
+    message = str(caught.value)
+    assert "MCP server 'broken'" in message and sys.executable in message
+    assert "exited before answering the MCP handshake" in message
+    assert "boom: no config file" in message
+
+
+async def test_a_command_that_does_not_exist_is_named() -> None:
+    server = MCPServer.stdio("/nonexistent/mcp-server-nothing")
+    async with Runtime() as runtime:
+        with pytest.raises(
+            ConfigurationError, match=r"/nonexistent/mcp-server-nothing\).*could not be started"
+        ):
+            await server.current_tools(runtime)
+
+
+async def test_a_server_that_writes_garbage_and_never_answers_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(connection_module, "STARTUP_TIMEOUT", 1.5)
+    chatter = "import sys, time\nprint('hello, I am not JSON-RPC', flush=True)\ntime.sleep(60)"
+    server = MCPServer.stdio(sys.executable, ["-c", chatter], name="chatty")
+    async with Runtime() as runtime:
+        with pytest.raises(ConfigurationError) as caught:
+            await server.current_tools(runtime)
+    message = str(caught.value)
+    assert "did not answer the MCP handshake within 1.5s" in message
+    assert "not JSON-RPC" in message and "hello, I am not JSON-RPC" in message
+
+
+async def test_a_server_that_exits_mid_call_is_restarted_by_the_next_call(started: Started) -> None:
+    server = fixture_stdio()
+    agent = agent_calling(server, ("whoami", {}), ("die", {"code": 3}), ("whoami", {}))
+    async with Runtime() as runtime:
+        session = await runtime.create_session(agent)
+        result = await session.run("go")
+        found = results(await session.transcript())
+        started.sample()
+    assert result.status is RunStatus.COMPLETED  # the run went on
+    first, died, second = found
+    assert died == (
+        "die",
+        True,
+        "MCP server 'fixture' exited mid-call: fixture: exiting with code 3 on request; "
+        "the next call restarts it",
+    )
+    assert not first[1] and not second[1]
+    first_pid = json.loads(first[2])["result"]
+    second_pid = json.loads(second[2])["result"]
+    assert first_pid != second_pid
+    gone = processes().get(first_pid)
+    assert gone is None or not alive(gone)
+
+
+async def test_restarts_are_limited_per_minute(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(connection_module, "MAX_RESTARTS", 2)
+    monkeypatch.setattr(connection_module, "_BACKOFF", (0.0,))
+    server = fixture_stdio()
+    die = ("die", {"code": 1})
+    agent = agent_calling(server, die, die, ("whoami", {}))
+    async with Runtime() as runtime:
+        session = await runtime.create_session(agent)
+        result = await session.run("go")
+        found = results(await session.transcript())
+    assert result.status is RunStatus.COMPLETED
+    assert [f[1] for f in found] == [True, True, True]
+    assert "exited mid-call" in found[0][2] and "exited mid-call" in found[1][2]
+    assert "went away 2 times in the last minute; it is not restarted for another" in found[2][2]
+
+
+async def test_a_stdio_server_sees_the_safe_environment_and_env_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-host-secret")
+    server = fixture_stdio(env={"GIVEN": "passed on purpose"})
+    names = ["OPENAI_API_KEY", "GIVEN", "PATH"]
+    agent = agent_calling(server, ("environment", {"names": names}))
+    async with Runtime() as runtime:
+        session = await runtime.create_session(agent)
+        await session.run("go")
+        seen = json.loads(results(await session.transcript())[0][2])
+    assert seen["OPENAI_API_KEY"] is None
+    assert seen["GIVEN"] == "passed on purpose"
+    assert seen["PATH"]  # the SDK's safe defaults
+
+
+async def test_closing_the_runtime_kills_the_server_and_what_it_started(started: Started) -> None:
+    server = fixture_stdio()
+    time_server = MCPServer.stdio(sys.executable, ["-m", "mcp_server_time"], prefix="time")
+    model = ScriptedModel([reply(tool_calls=[("sleepers", {})]), "done"])
+    async with Runtime() as runtime:
+        session = await runtime.create_session(Agent("a", model, tools=[server, time_server]))
+        await session.run("go")
+        sleepers = json.loads(results(await session.transcript())[0][2])["result"]
+        servers = started.sample()
+        table = processes()
+        shown = {pid: table.get(pid) for pid in [*servers, *sleepers]}
+        assert len(servers) == 2, shown  # one process per server, for the runtime
+        assert all(table[pid].pgrp == pid for pid in servers), shown  # each in its own group
+        assert all(table[pid].pgrp in servers for pid in sleepers), shown
+    # `async with` closed the runtime: the servers, and the sleeps one of them
+    # started (one kept its stderr, one did not), are gone.
+    table = processes()
+    left = [pid for pid in [*servers, *sleepers] if pid in table and alive(table[pid])]
+    print(f"server pids {sorted(servers)}, their children {sleepers}, left {left}")
+    assert left == []
+
+
+async def test_runtime_close_stops_a_server_that_is_still_starting(started: Started) -> None:
+    slow = "import time; time.sleep(60)"
+    server = MCPServer.stdio(sys.executable, ["-c", slow], name="sleepy")
+    runtime = Runtime()
+    listing = asyncio.ensure_future(server.current_tools(runtime))
+    while not started.sample():
+        await asyncio.sleep(0.01)  # waiting for another process to appear
+    await runtime.close()
+    with pytest.raises(ConfigurationError, match="closed while it was starting"):
+        await listing
+
+
+async def test_an_http_server_that_goes_away_is_reached_again_once_back(tmp_path: Path) -> None:
+    fixture = start_http_fixture(tmp_path / "marker.txt")
+    SEEN_GROUPS.add(fixture.process.pid)
+    server = fixture.server()
+    try:
+        async with Runtime() as runtime:
+            first = await runtime.create_session(agent_calling(server, ("die", {"code": 4})))
+            await first.run("go")
+            died = results(await first.transcript())[0]
+            second = await runtime.create_session(agent_calling(server, ("look", {"name": "x"})))
+            await second.run("go")
+            unreachable = results(await second.transcript())[0]
+            fixture.stop()
+            fixture = start_http_fixture(tmp_path / "marker.txt", port=fixture.port)
+            SEEN_GROUPS.add(fixture.process.pid)
+            third = await runtime.create_session(agent_calling(server, ("look", {"name": "y"})))
+            await third.run("go")
+            back = results(await third.transcript())[0]
+    finally:
+        fixture.stop()
+    assert died == (
+        "die",
+        True,
+        "MCP server 'fixture' closed the connection mid-call; the next call connects again",
+    )
+    assert unreachable[1] and "could not be reached" in unreachable[2]
+    assert back == ("look", False, '{"result":"looked at y"}')
+
+
+async def test_http_headers_are_never_logged_or_stored(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = "Bearer sekret-7f3a9"
+    fixture = start_http_fixture(tmp_path / "marker.txt", env={"FIXTURE_EXPECT_AUTH": secret})
+    SEEN_GROUPS.add(fixture.process.pid)
+    server = fixture.server(headers={"Authorization": secret})
+    caplog.set_level(logging.DEBUG)
+    db = tmp_path / "sessions.db"
+    try:
+        async with Runtime(f"sqlite:///{db}") as runtime:
+            session = await runtime.create_session(agent_calling(server, ("authorization", {})))
+            await session.run("go")
+            answer = results(await session.transcript())[0]
+            connection = MCPConnections.of(runtime).connection(server)
+            shown = [repr(server), repr(connection), repr(connection.launch)]
+    finally:
+        fixture.stop()
+    assert answer == ("authorization", False, '{"result":"authorized"}')  # they were sent
+    stored = b"".join(stored_bytes(tmp_path))
+    assert b"sekret-7f3a9" not in stored
+    assert "sekret-7f3a9" not in caplog.text
+    assert all("sekret-7f3a9" not in text for text in shown)
+
+
+def odd_server(*args: str) -> MCPServer:
+    return MCPServer.stdio(sys.executable, [str(HERE / "odd_server.py"), *args], name="odd")
+
+
+async def test_names_providers_refuse_are_mapped_and_bad_output_is_an_error() -> None:
+    agent = agent_calling(odd_server(), ("files_read", {"path": "/etc/motd"}), ("weather", {}))
+    async with Runtime() as runtime:
+        session = await runtime.create_session(agent)
+        result = await session.run("go")
+        found = results(await session.transcript())
+    assert result.status is RunStatus.COMPLETED
+    # `files.read` on the server, `files_read` for the model.
+    assert found[0] == ("files_read", False, "read /etc/motd")
+    weather = found[1]
+    assert weather[1] is True
+    assert "MCP server 'odd'" in weather[2] and "Invalid structured content" in weather[2]
+
+
+async def test_a_tool_whose_schema_the_model_cannot_use_is_a_clear_error() -> None:
+    async with Runtime() as runtime:
+        with pytest.raises(ConfigurationError) as caught:
+            await odd_server("bad-schema").current_tools(runtime)
+    message = str(caught.value)
+    assert "MCP server 'odd' offers a tool the model cannot use ('broken')" in message
+    assert "its input schema is not valid JSON schema" in message and "'moment'" in message
