@@ -44,7 +44,7 @@ from ..events import (
 from ..messages import Message, ToolCall, ToolResult
 from ..models._base import Model, ModelRequest, ModelResponse
 from ..results import PendingCall, RunResult, RunStatus
-from ..tools import ToolContext
+from ..tools import Tool, ToolContext
 from ._approvals import Gate, gated_calls, requests_for, resolve_parked_turn
 from ._ask import ask_model
 from ._compact import Compactor
@@ -88,7 +88,8 @@ class RunLoop:
         # Rounds of earlier runs of the session: events number rounds on from them.
         self.round_base = 0
         self.output = FinalOutput(session.agent)
-        self.tools = self.output.tools(session.tools)
+        self._tools_source: Mapping[str, Tool] = session.tools
+        self._tools = self.output.tools(self._tools_source)
         self.start_position = 0
         self.background = session.notices
         self.notices = self.background.run_notices(session.id, self.run_id, tuple(self.tools))
@@ -96,6 +97,16 @@ class RunLoop:
         self._held: Delivery | None = None
         self.observer = observer
         self.watch = NO_WATCH
+
+    @property
+    def tools(self) -> Mapping[str, Tool]:
+        """The tools calls of this run may use: the session's current ones (its
+        toolsets refresh between rounds), plus the final-answer tool if any."""
+        source = self.session.tools
+        if source is not self._tools_source:
+            self._tools_source = source
+            self._tools = self.output.tools(source)
+        return self._tools
 
     def event(self, cls: type[Any], **fields: Any) -> None:
         """Emit an event of this run (tagged with its origin and session)."""
