@@ -20,6 +20,7 @@ PRINTS = {
     "Run an agent": "Tromsø: clear skies",
     "Watch a run happen": "get_weather -> 4°C, rain",
     "Structured output and dependencies": "customer='acme' total=1200.0",
+    "Scale out": "triaged: the printer is on fire",
 }
 
 
@@ -76,6 +77,12 @@ def otlp_collector() -> Iterator[tuple[str, list[bytes]]]:
 
 @pytest.mark.parametrize(("heading", "code"), SECTIONS, ids=[h for h, _ in SECTIONS])
 def test_python_block_runs_on_its_own(heading: str, code: str, tmp_path: Path) -> None:
+    if "postgresql://" in code:
+        from pg import IN_CI, postgres_reachable
+
+        problem = postgres_reachable()
+        if problem is not None and not IN_CI:
+            pytest.skip(f"the block needs PostgreSQL: {problem}")
     # Blocks call asyncio.run, so they run outside pytest's event loop; a fresh
     # process per block also proves a reader can paste any one of them alone.
     with otlp_collector() as (endpoint, exported):

@@ -14,7 +14,8 @@ decisions and misuse of the API::
     ├── StaleLeaseError         a write carried a lease generation that moved on
     ├── StoreError              the store cannot be reached or read
     │   ├── StoreUnavailable    connecting failed (host, port and cause named)
-    │   └── CorruptEntry        an entry cannot be decoded (session and position named)
+    │   ├── CorruptEntry        an entry cannot be decoded (session and position named)
+    │   └── SchemaNotMigrated   the database lacks tables (run `taskloom db migrate`)
     ├── BackgroundCapReached    too many activities of one kind in a session
     ├── CommandNotStarted       a background command could not start
     ├── ModelScriptExhausted    a scripted model ran out of replies
@@ -46,6 +47,7 @@ __all__ = [
     "ProviderError",
     "ProviderOverloaded",
     "RateLimitError",
+    "SchemaNotMigrated",
     "SessionBusy",
     "SessionNotFound",
     "StaleLeaseError",
@@ -100,6 +102,11 @@ class StoreUnavailable(StoreError):
 
 class CorruptEntry(StoreError):
     """A stored entry cannot be decoded; the message names the session and position."""
+
+
+class SchemaNotMigrated(StoreError):
+    """The database lacks the tables (or their latest version) this taskloom needs
+    and was not to create them: run `taskloom db migrate URL`."""
 
 
 class BackgroundCapReached(TaskloomError):

@@ -124,6 +124,25 @@ def _parser() -> argparse.ArgumentParser:
 
     add_serve_command(command("serve", "the web console: watch sessions, decide approvals"))
     add_mcp_commands(command("mcp", "serve an agent over the Model Context Protocol"), [debug])
+
+    worker = command("worker", "run queued runs, background children and wake-ups")
+    worker.add_argument(
+        "--app", required=True, metavar="MODULE:FACTORY", help="the host's Runtime factory"
+    )
+    worker.add_argument("--concurrency", type=int, default=4, help="jobs at once (default 4)")
+    worker.add_argument("--queues", default=None, help="e.g. runs,children (default: both)")
+
+    queue = command("queue", "the work queue")
+    qsub = queue.add_subparsers(dest="action", required=True)
+    qstatus = command("status", "jobs by kind and status, and the workers alive", qsub)
+    qstatus.add_argument("url", help="the PostgreSQL URL of the queue")
+    qstatus.add_argument("--schema", default=None, help="the PostgreSQL schema of its tables")
+
+    db = command("db", "the PostgreSQL database")
+    dsub = db.add_subparsers(dest="action", required=True)
+    dmigrate = command("migrate", "create or migrate every taskloom table", dsub)
+    dmigrate.add_argument("url", help="postgresql://user@host:port/database")
+    dmigrate.add_argument("--schema", default=None, help="the PostgreSQL schema of the tables")
     return parser
 
 
@@ -151,6 +170,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .mcp import run_mcp
 
             return run_mcp(args)
+        if args.command == "worker":
+            from .worker import run_worker
+
+            return run_worker(args)
+        if args.command == "queue":
+            from .queue import queue_status
+
+            return queue_status(args)
+        if args.command == "db":
+            from .db import migrate
+
+            return migrate(args)
         from .sessions import dispatch
 
         return dispatch(args)

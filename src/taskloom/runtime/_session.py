@@ -1,403 +1,59 @@
-"""Runtime (the services a set of sessions share) and Session (a persistent conversation).
-
-A `Session` object is a cache of its log in the store: every decision it
-makes (what is pending, which model, what was approved) is derived from the
-entries, so another process holding only the session id reaches the same
-answers.
-
-A session has one writer at a time. Every run, resume and wake-up holds the
-session's lease (`session_lease_key`); each entry the run appends carries the
-lease's fencing generation, and the store refuses a stale one in the append's
-own transaction. A second caller gets `SessionBusy` (or waits, `wait=True`).
-Decisions, steering, stop requests and deferred items are written by anyone,
-without the lease.
-"""
+"""Session: a persistent conversation of one agent, a cache of its log."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
-import uuid
-import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .agent import Agent, AgentDepsT, AgentOutputT
-from .entries import (
+from ..agent import Agent, AgentDepsT, AgentOutputT
+from ..entries import (
     ApprovalDecision,
     CompactionEntry,
     Entry,
     ModelChange,
     Payload,
+    RunFinishedEntry,
     Steer,
     StopRequest,
     SubagentLink,
 )
-from .errors import ApprovalConflict, CorruptEntry, SessionBusy, UsageError
-from .events import Event, origin_label
-from .loop import (
-    NO_OBSERVER,
+from ..errors import ApprovalConflict, ApprovalsMissing, CorruptEntry, SessionBusy, UsageError
+from ..events import Event, origin_label
+from ..loop import (
     NoticesPort,
     PendingCall,
     RunLoop,
-    RunObserver,
     RunOptions,
     RunResult,
+    RunStatus,
     RunStream,
     SessionLog,
 )
-from .loop._log import summary_message
-from .messages import Message
-from .models._base import Model, ModelSettings, ReasoningOptions
-from .results import ToolSpec
-from .stores import SessionStore, open_store
-from .stores._base import SessionMeta
-from .stores._leases import Lease, holder_is_gone, holder_name
-from .tools import ToolCatalog
+from ..loop._log import summary_message
+from ..messages import Message
+from ..models._base import Model, ModelSettings, ReasoningOptions
+from ..results import ToolSpec
+from ..stores import SessionStore
+from ..stores._leases import Lease, holder_is_gone, holder_name
+from ..tools import ToolCatalog
 
 if TYPE_CHECKING:
-    from .tools import Tool
+    from ..tools import Tool
 
-__all__ = ["HeldLease", "Runtime", "Session", "session_lease_key"]
+from ._lease import HeldLease, session_lease_key
+
+if TYPE_CHECKING:
+    from ._runtime import RunQueue, Runtime
+
+__all__ = ["Session"]
 
 logger = logging.getLogger("taskloom")
 
 T = TypeVar("T")
-
-LEASE_TTL = 30.0
-"""Seconds a session lease lasts without renewal (renewed every third of it)."""
-
-
-RELEASE_WAIT = 1.0
-"""Seconds a lease release may wait for the store before it is left to lapse."""
-
-
-def session_lease_key(session_id: str) -> str:
-    """The lease whoever runs the session holds (a run, a resume, a child's runner)."""
-    return f"session:{session_id}"
-
-
-class Runtime:
-    """The services sessions share: a store, known agents and models, background work.
-
-    `store` is a `SessionStore` or a URL (`memory://` — the default —,
-    `sqlite:///path`, `postgresql://...`). `agents` (agents, or a mapping by
-    name) and `models` (model instances, registered by spec) are what a
-    process that did not create a session rebuilds it from; `tools` (a
-    mapping by name, or tools) is the registry a background-child worker
-    rebuilds children from. With `wake_on_notice`, a background notice for
-    an idle session of this runtime starts a follow-up run by itself (an
-    always-on agent), at most `max_wakeups` times in a row before a user
-    turn. `lease_ttl` is how long a run's session lease lasts unrenewed: a
-    writer that vanishes without releasing it blocks the session that long
-    (on Linux a dead holder on the same machine is taken over at once).
-
-    Runs are traced (OpenTelemetry GenAI spans and metrics) while a tracer
-    provider is configured, or through `observer` when one is given;
-    `trace_content` records prompts, completions and tool arguments and
-    results in them (as does `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
-
-    Two runtimes never share anything.
-    """
-
-    default_background: ClassVar[Callable[[Runtime], NoticesPort] | None] = None
-    """Builds a runtime's background service when none was given (installed by
-    the `taskloom` package, which knows the background layer)."""
-
-    default_observer: ClassVar[Callable[[Runtime], RunObserver] | None] = None
-    """Builds a runtime's run observer when none was given (installed by the
-    `taskloom` package: tracing, which sits above the runtime)."""
-
-    def __init__(
-        self,
-        store: SessionStore | str | None = None,
-        *,
-        agents: Mapping[str, Agent[Any, Any]] | Iterable[Agent[Any, Any]] | None = None,
-        models: Mapping[str, Model] | Iterable[Model] | None = None,
-        tools: Mapping[str, Tool] | Iterable[Tool] | None = None,
-        background: NoticesPort | None = None,
-        wake_on_notice: bool = False,
-        max_wakeups: int = 8,
-        lease_ttl: float = LEASE_TTL,
-        trace_content: bool = False,
-        observer: RunObserver | None = None,
-    ) -> None:
-        self.store: SessionStore = open_store(store)
-        self.agents: dict[str, Agent[Any, Any]] = _by_name(agents, lambda a: a.name)
-        self._models: dict[str, Model] = _by_name(models, lambda m: m.spec)
-        self.tools: dict[str, Tool] = _by_name(tools, lambda t: t.name)
-        self._background = background
-        self.wake_on_notice = wake_on_notice
-        self.max_wakeups = max_wakeups
-        self.lease_ttl = lease_ttl
-        self.trace_content = trace_content
-        self._observer = observer
-        self._watchers: dict[str, list[Callable[[], None]]] = {}
-        self._services: dict[type[Any], Any] = {}
-        self._sessions: weakref.WeakValueDictionary[str, Session[Any, Any]] = (
-            weakref.WeakValueDictionary()
-        )
-        self._wake_tasks: set[asyncio.Task[Any]] = set()
-        self._closing = False
-
-    @property
-    def background(self) -> Any:
-        """Background work (activity registry, notice inbox) on this runtime's
-        backend: a `taskloom.background.BackgroundService` unless one was given."""
-        if self._background is None:
-            make = Runtime.default_background
-            if make is None:
-                raise UsageError("no background service: pass Runtime(background=...)")
-            self._background = make(self)
-        return self._background
-
-    @property
-    def observer(self) -> RunObserver:
-        """Who watches this runtime's runs (tracing), made on first use."""
-        if self._observer is None:
-            make = Runtime.default_observer
-            self._observer = NO_OBSERVER if make is None else make(self)
-        return self._observer
-
-    def service(self, kind: type[T], make: Callable[[Runtime], T]) -> T:
-        """The runtime's one instance of `kind`, made by `make(runtime)` on first
-        use: how packages above the runtime keep per-runtime state.
-
-        `close()` closes the services that have an async `close()` method (the
-        newest first), so a service may own connections or processes."""
-        found = self._services.get(kind)
-        if found is None:
-            found = self._services[kind] = make(self)
-        return found  # type: ignore[no-any-return]
-
-    async def __aenter__(self) -> Runtime:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Stop background work this runtime started, close its services
-        (`service`), and release the store."""
-        # Work stopped below writes its notices; they must not wake anyone now.
-        self._closing = True
-        for task in list(self._wake_tasks):
-            task.cancel()
-        await asyncio.gather(*self._wake_tasks, return_exceptions=True)
-        services = list(self._services.values())
-        self._services.clear()
-        for service in reversed(services):
-            close = getattr(service, "close", None)
-            if close is not None and inspect.iscoroutinefunction(close):
-                await close()
-        if self._background is not None:
-            close = getattr(self._background, "close", None)
-            if close is not None:
-                await close()
-        close = getattr(self.store, "close", None)
-        if close is not None:
-            await close()
-
-    # ------------------------------------------------------------ models
-
-    def register_model(self, model: Model) -> None:
-        """Make `model.spec` resolve to this instance in this runtime."""
-        self._models[model.spec] = model
-
-    def resolve_model(self, spec: Model | str) -> Model:
-        """A model from a registered instance or a `"provider:model"` spec."""
-        if not isinstance(spec, str):
-            return spec
-        found = self._models.get(spec)
-        if found is None:
-            from .models import resolve_model
-
-            found = resolve_model(spec)
-            self._models[spec] = found
-        return found
-
-    # ------------------------------------------------------------ sessions
-
-    async def create_session(
-        self,
-        agent: Agent[AgentDepsT, AgentOutputT],
-        *,
-        session_id: str | None = None,
-        parent_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> Session[AgentDepsT, AgentOutputT]:
-        """A new, empty session for `agent` in the store."""
-        sid = uuid.uuid4().hex if session_id is None else session_id
-        await self.store.create(SessionMeta(sid, agent.name, parent_id, 0.0, dict(metadata or {})))
-        return Session(self, sid, agent)
-
-    @overload
-    async def open_session(
-        self, session_id: str, agent: Agent[AgentDepsT, AgentOutputT]
-    ) -> Session[AgentDepsT, AgentOutputT]: ...
-
-    @overload
-    async def open_session(self, session_id: str, agent: None = None) -> Session[Any, Any]: ...
-
-    async def open_session(
-        self, session_id: str, agent: Agent[Any, Any] | None = None
-    ) -> Session[Any, Any]:
-        """An existing session (raises `SessionNotFound`), its log loaded.
-
-        Without `agent`, the agent the session recorded is looked up in
-        `Runtime(agents=...)`; a name it lacks raises `ConfigurationError`.
-        """
-        meta = await self.store.get(session_id)
-        if agent is None:
-            agent = self.agent_named(meta.agent)
-        session = Session(self, session_id, agent)
-        await session.sync()
-        return session
-
-    def agent_named(self, name: str) -> Agent[Any, Any]:
-        """The agent registered under `name` (`Runtime(agents=...)`)."""
-        from .errors import ConfigurationError
-
-        found = self.agents.get(name)
-        if found is None:
-            known = ", ".join(sorted(self.agents)) or "none"
-            raise ConfigurationError(
-                f"this runtime has no agent named {name!r} (registered: {known}); "
-                "pass it in Runtime(agents=[...])"
-            )
-        return found
-
-    async def push_deferred(self, session_id: str, entry: Entry) -> int:
-        """Append a deferred item's entry (no lease needed) and wake the session."""
-        position = await self.store.append(session_id, entry)
-        self.notify(session_id)
-        return position
-
-    def on_notice(self, session_id: str) -> None:
-        """A background notice was written for the session (in this process)."""
-        self.notify(session_id)
-        if not self.wake_on_notice or self._closing:
-            return
-        session = self._sessions.get(session_id)
-        if session is None or session.is_running or session._wakeups >= self.max_wakeups:
-            # A running run delivers it at its next boundary; past the limit,
-            # it waits for the next run.
-            return
-        session._wakeups += 1
-        task = asyncio.get_running_loop().create_task(self._wake(session))
-        self._wake_tasks.add(task)
-        task.add_done_callback(self._wake_tasks.discard)
-
-    async def _wake(self, session: Session[Any, Any]) -> None:
-        try:
-            # A wake-up has no caller to give it deps: its tools see None.
-            await session._run(None, None, resume=False, origin="", emit=None, wait=False)
-        except SessionBusy:
-            pass  # a run holds the session; it delivers the notice at its next boundary
-        except Exception:
-            # The run recorded its failure in the session's log; nobody awaits
-            # a wake-up, so say it here too.
-            logger.warning("wake-up run of session %s failed", session.id, exc_info=True)
-
-    def notify(self, session_id: str) -> None:
-        """Wake whoever watches the session in this process (`watch`)."""
-        for wake in self._watchers.get(session_id, ()):
-            wake()
-
-    def watch(self, session_id: str, wake: Callable[[], None]) -> Callable[[], None]:
-        """Call `wake()` whenever something is written for the session in this
-        process (a notice, a deferred item, a steer); returns the unwatch."""
-        self._watchers.setdefault(session_id, []).append(wake)
-
-        def unwatch() -> None:
-            watchers = self._watchers.get(session_id, [])
-            if wake in watchers:
-                watchers.remove(wake)
-            if not watchers:
-                self._watchers.pop(session_id, None)
-
-        return unwatch
-
-
-def _by_name(items: Mapping[str, T] | Iterable[T] | None, name: Callable[[T], str]) -> dict[str, T]:
-    if items is None:
-        return {}
-    if isinstance(items, Mapping):
-        return dict(items)
-    return {name(item): item for item in items}
-
-
-class HeldLease:
-    """A session lease this process holds (`Session.hold`), renewed on a timer
-    while held; `on_lost` and `on_renewed` hook into its beat."""
-
-    __slots__ = ("_beat", "_lost", "_renewed", "_timer", "lease", "session", "ttl")
-
-    def __init__(self, session: Session[Any, Any], lease: Lease, ttl: float) -> None:
-        self.session = session
-        self.lease = lease
-        self.ttl = ttl
-        self._lost: list[Callable[[], None]] = []
-        self._renewed: list[Callable[[], Awaitable[object]]] = []
-        self._timer: asyncio.TimerHandle | None = None
-        self._beat: asyncio.Task[None] | None = None
-        self._schedule()
-
-    def on_lost(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Call `callback()` if a renewal finds the lease taken over; returns the undo."""
-        self._lost.append(callback)
-        return lambda: self._lost.remove(callback) if callback in self._lost else None
-
-    def on_renewed(self, callback: Callable[[], Awaitable[object]]) -> None:
-        """Await `callback()` after every renewal: keeps something else alive
-        on the lease's beat (a failure there is logged, not fatal)."""
-        self._renewed.append(callback)
-
-    def _schedule(self) -> None:
-        # A timer, not a task: most runs end long before their first renewal.
-        loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(self.ttl / 3, self._fire)
-
-    def _fire(self) -> None:
-        self._beat = asyncio.get_running_loop().create_task(self._renew())
-
-    async def _renew(self) -> None:
-        leases = self.session.runtime.store.leases
-        try:
-            renewed = await leases.renew(self.lease, self.ttl)
-        except Exception:
-            logger.warning(
-                "renewing the lease of session %s failed", self.session.id, exc_info=True
-            )
-            self._schedule()  # the lease may still be ours; try again on the next beat
-            return
-        if renewed is None:
-            logger.warning("session %s was taken over by another writer", self.session.id)
-            for callback in list(self._lost):
-                callback()
-            return
-        self.lease = renewed
-        for keep_alive in self._renewed:
-            try:
-                await keep_alive()
-            except Exception:
-                logger.warning("keep-alive of session %s failed", self.session.id, exc_info=True)
-        self._schedule()
-
-    async def release(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        if self._beat is not None and not self._beat.done():
-            self._beat.cancel()
-            await asyncio.wait([self._beat])
-        # A release that cannot reach the store is harmless (the lease lapses
-        # on its own); it must not hold up a run that already ended.
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(RELEASE_WAIT):
-                await self.session.runtime.store.leases.release(self.lease)
 
 
 class Session(Generic[AgentDepsT, AgentOutputT]):
@@ -714,6 +370,61 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             )
         )
 
+    # ------------------------------------------------------------ queued runs
+
+    def _run_queue(self) -> RunQueue:
+        queue = self.runtime.queue
+        if queue is None:
+            raise UsageError(
+                "this runtime has no queue: pass Runtime(queue=taskloom.distributed.WorkQueue(url))"
+            )
+        return queue
+
+    async def submit(self, input: str | None = None, *, options: RunOptions | None = None) -> str:
+        """Queue a run of the session for a worker and return its job id at once.
+
+        `input` is written to the log now, as steering: durable before the job
+        exists, folded in as the user turn of the next run (a run already in
+        flight takes it at its next boundary). A second `submit` while one is
+        queued joins that job. Without input the job runs the session even if
+        nothing new was written. Only limits cross the queue in `options`
+        (rounds, requests, tool calls, tokens, deadline), and no `deps`: the
+        worker's tools see `ctx.deps` None. `wait()` awaits the end.
+        """
+        queue = self._run_queue()
+        await self.sync()
+        if self.log.parked():
+            raise UsageError(
+                f"session {self.id} is awaiting approval: approve or deny, then submit_resume()"
+            )
+        if input is not None:
+            await self.steer(input)
+        return await queue.submit_run(
+            self.id, reason="submit", explicit=input is None, options=options
+        )
+
+    async def submit_resume(self, *, options: RunOptions | None = None) -> str:
+        """Queue the resume of a parked run whose calls are all decided; returns the job id."""
+        queue = self._run_queue()
+        undecided = [c.id for c in await self.pending()]
+        if not self.log.parked():
+            raise UsageError(f"session {self.id} has no turn parked for approval to resume")
+        if undecided:
+            raise ApprovalsMissing(undecided)
+        return await queue.submit_run(self.id, reason="resume", explicit=False, options=options)
+
+    async def wait(self, timeout: float | None = None) -> RunResult:
+        """The result of the session's latest run, once no job of it is queued or
+        running (from any process; woken by the database, not by polling).
+
+        A run a worker could not start (e.g. it lacks the session's agent) is
+        FAILED with the error it wrote to the log. Raises `TimeoutError` after
+        `timeout` seconds, `UsageError` when the session never finished a run.
+        """
+        await self._run_queue().wait_idle(self.id, timeout)
+        await self.sync()
+        return _last_result(self)
+
     # ------------------------------------------------------------ decisions
 
     async def approve(self, call_id: str, note: str | None = None) -> None:
@@ -793,6 +504,34 @@ def _check_same(existing: ApprovalDecision, approved: bool, call_id: str) -> Non
         raise ApprovalConflict(f"call {call_id!r} was already {first}")
 
 
+def _last_result(session: Session[Any, Any]) -> RunResult:
+    log = session.log
+    for entry in reversed(log.entries):
+        payload = entry.payload
+        if not isinstance(payload, RunFinishedEntry):
+            continue
+        pending: tuple[PendingCall, ...] = ()
+        if payload.status is RunStatus.AWAITING_APPROVAL:
+            pending = tuple(
+                PendingCall(c.id, c.name, c.arguments)
+                for c in log.parked()
+                if log.request(c.id) is not None
+            )
+        return RunResult(
+            status=payload.status,
+            text=log.last_assistant_text(),
+            output=payload.output,
+            usage=payload.usage,
+            pending=pending,
+            session_id=session.id,
+            run_id=entry.run_id or "",
+            rounds=payload.rounds,
+            model_requests=payload.model_requests,
+            error=payload.error,
+        )
+    raise UsageError(f"session {session.id} has not finished a run yet")
+
+
 def _as_user(input: str | Message | None) -> Message | None:
     if input is None or isinstance(input, Message):
         return input
@@ -821,8 +560,10 @@ async def _transcript(
 
 
 # Used by type checkers only: the Session is the loop's SessionPort.
+
+
 if TYPE_CHECKING:
-    from .loop import SessionPort
+    from ..loop import SessionPort
 
     def _is_port(session: Session[Any, Any]) -> SessionPort:
         return session

@@ -1,0 +1,302 @@
+"""The work queue on PostgreSQL workers, printed as a table.
+
+    python benchmarks/bench_queue.py [--quick] [--url postgresql://...]
+
+- background children per second through 1, 2 and 4 worker processes (a
+  scripted child: one model round, its terminal entry, its report), and the
+  queue alone (no-op jobs) through the same workers;
+- enqueue -> start latency p50 / p99 of children queued at a steady rate;
+- SIGKILL of the worker running a job -> the job running again, with the
+  default stall settings and with fast ones.
+
+Throughput is measured twice: as PostgreSQL is configured (each commit waits
+for its WAL fsync, 2.5-4 ms on this machine's disk), and with
+`synchronous_commit=off` on the benchmark's connections, which shows what
+the queue and the runtime cost apart from the disk.
+
+Times come from procrastinate's own job events (`deferred`, `started`,
+`succeeded`), so worker start-up is not counted. Each measure uses a fresh
+PostgreSQL schema, dropped after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import queue
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from typing import Any
+
+import psycopg
+
+URL = os.environ.get("TASKLOOM_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+FAST = {"heartbeat": 0.5, "stall_timeout": 2.0, "reap_every": 0.5}
+
+
+def build(url: str, schema: str, fast: bool) -> Any:
+    from taskloom import Runtime, ToolContext, tool
+    from taskloom.distributed import WorkQueue
+    from taskloom.models import FunctionModel, ModelRequest, reply
+    from taskloom.stores import PostgresStore
+
+    @tool
+    async def hold(ctx: ToolContext) -> str:
+        """Announce the call, then take a while."""
+        print(f"TOOL {ctx.session_id}", flush=True)
+        await asyncio.sleep(30)
+        return "held"
+
+    def child(request: ModelRequest) -> Any:
+        if "hold" in request.messages[0].text and len(request.messages) == 1:
+            return reply(tool_calls=[("hold", {})])
+        return reply("done")
+
+    model = FunctionModel(child, name="bench")
+    settings = FAST if fast else {}
+    queue = WorkQueue(url, schema=schema, poll_every=0.2, pool_size=8, **settings)
+    return Runtime(
+        store=PostgresStore(url, schema=schema, max_size=8),
+        queue=queue,
+        tools=[hold],
+        models=[model],
+    )
+
+
+async def serve(url: str, schema: str, concurrency: int, fast: bool) -> None:
+    """A worker process (the benchmark starts these with --serve)."""
+    runtime = build(url, schema, fast)
+    queue = runtime.queue
+    app = await queue.app()
+
+    async def noop() -> None:
+        return None
+
+    app.task(name="bench.noop", queue="children")(noop)
+    worker = queue.worker(runtime, concurrency=concurrency)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, worker.drain)
+    await worker.run(lambda w: print("READY", flush=True))
+    await runtime.close()
+
+
+class Schema:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.name = f"bench_{uuid.uuid4().hex[:10]}"
+
+    def __enter__(self) -> str:
+        return self.name
+
+    def __exit__(self, *exc: object) -> None:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{self.name}" CASCADE')
+
+
+class Worker:
+    """A worker process; its stdout lines go to a queue read by a thread."""
+
+    def __init__(self, url: str, schema: str, fast: bool) -> None:
+        cmd = [sys.executable, __file__, "--serve", schema, "--url", url, "--concurrency", "8"]
+        self.proc = subprocess.Popen(
+            cmd + (["--fast"] if fast else []), stdout=subprocess.PIPE, text=True
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def wait_for(self, prefix: str) -> None:
+        while not self.lines.get(timeout=60).startswith(prefix):
+            pass
+
+
+def start_workers(url: str, schema: str, n: int, fast: bool) -> list[Worker]:
+    workers = [Worker(url, schema, fast) for _ in range(n)]
+    for w in workers:
+        w.wait_for("READY")
+    return workers
+
+
+def stop(workers: list[Worker]) -> None:
+    for w in workers:
+        if w.proc.poll() is None:
+            w.proc.send_signal(signal.SIGTERM)
+    for w in workers:
+        try:
+            w.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            w.proc.kill()
+
+
+async def children(runtime: Any, count: int, task: str = "go", spacing: float = 0.0) -> list[str]:
+    """`count` background children of one parent, queued."""
+    from taskloom import Agent
+    from taskloom.delegation import ChildSpec
+    from taskloom.models import ScriptedModel
+
+    dispatcher = runtime.queue.dispatcher()
+    parent = await runtime.create_session(Agent("lead", ScriptedModel([])))
+    specs = []
+    for n in range(count):
+        child = await runtime.create_session(Agent("bench", "function:bench"), parent_id=parent.id)
+        tools = ("hold",) if "hold" in task else ()
+        specs.append(
+            ChildSpec(child.id, parent.id, f"c{n}", task, tools=tools, model="function:bench")
+        )
+    for spec in specs:
+        await dispatcher.dispatch(spec)
+        if spacing:
+            await asyncio.sleep(spacing)
+    return [s.child_session_id for s in specs]
+
+
+def events(url: str, schema: str, task: str) -> dict[int, dict[str, float]]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            f'SELECT e.job_id, e.type::text, EXTRACT(EPOCH FROM e.at) FROM "{schema}".procrastinate_events e '
+            f'JOIN "{schema}".procrastinate_jobs j ON j.id = e.job_id WHERE j.task_name = %s',
+            (task,),
+        ).fetchall()
+    out: dict[int, dict[str, float]] = {}
+    for job, kind, at in rows:
+        out.setdefault(job, {}).setdefault(kind, float(at))  # first of each kind
+    return out
+
+
+async def wait_done(url: str, schema: str, task: str, count: int, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        with psycopg.connect(url) as conn:
+            (done,) = conn.execute(
+                f'SELECT count(*) FROM "{schema}".procrastinate_jobs WHERE task_name = %s '
+                "AND status = 'succeeded'",
+                (task,),
+            ).fetchone() or (0,)
+        if done >= count:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{done}/{count} {task} jobs done")
+        await asyncio.sleep(0.2)
+
+
+async def throughput(url: str, n_workers: int, count: int, noops: int) -> tuple[float, float]:
+    with Schema(url) as schema:
+        runtime = build(url, schema, fast=False)
+        app = await runtime.queue.app()
+        procs = start_workers(url, schema, n_workers, fast=False)
+        try:
+            await children(runtime, count)
+            await wait_done(url, schema, "taskloom.child", count)
+            ev = events(url, schema, "taskloom.child")
+            span = max(e["succeeded"] for e in ev.values()) - min(e["started"] for e in ev.values())
+            child_rate = count / span
+            deferrer = app.configure_task("bench.noop", queue="children")
+            for start in range(0, noops, 500):
+                await deferrer.batch_defer_async(*({} for _ in range(min(500, noops - start))))
+            await wait_done(url, schema, "bench.noop", noops)
+            ev = events(url, schema, "bench.noop")
+            span = max(e["succeeded"] for e in ev.values()) - min(e["started"] for e in ev.values())
+            noop_rate = noops / span
+        finally:
+            stop(procs)
+            await runtime.close()
+    return child_rate, noop_rate
+
+
+async def latency(url: str, count: int) -> tuple[float, float]:
+    with Schema(url) as schema:
+        runtime = build(url, schema, fast=False)
+        await runtime.queue.app()
+        procs = start_workers(url, schema, 2, fast=False)
+        try:
+            await children(runtime, count, spacing=0.02)
+            await wait_done(url, schema, "taskloom.child", count)
+            ev = events(url, schema, "taskloom.child")
+            waits = sorted(e["started"] - e["deferred"] for e in ev.values())
+        finally:
+            stop(procs)
+            await runtime.close()
+    return statistics.median(waits), waits[min(len(waits) - 1, int(len(waits) * 0.99))]
+
+
+async def recovery(url: str, fast: bool) -> float:
+    with Schema(url) as schema:
+        runtime = build(url, schema, fast=fast)
+        await runtime.queue.app()
+        procs = start_workers(url, schema, 2, fast=fast)
+        try:
+            await children(runtime, 1, task="hold on")
+            victim = None
+            while victim is None:  # the worker whose tool call started
+                for w in procs:
+                    try:
+                        if w.lines.get_nowait().startswith("TOOL"):
+                            victim = w
+                    except queue.Empty:
+                        pass
+                await asyncio.sleep(0.01)
+            victim.proc.kill()
+            with psycopg.connect(url) as conn:
+                (killed,) = conn.execute(
+                    "SELECT EXTRACT(EPOCH FROM clock_timestamp())"
+                ).fetchone() or (0,)
+            deadline = time.monotonic() + 120
+            while True:
+                with psycopg.connect(url) as conn:
+                    row = conn.execute(
+                        f'SELECT EXTRACT(EPOCH FROM max(at)) FROM "{schema}".procrastinate_events '
+                        "WHERE type = 'started'"
+                    ).fetchone()
+                if row and row[0] and float(row[0]) > float(killed):
+                    return float(row[0]) - float(killed)
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.05)
+        finally:
+            stop(procs)
+            await runtime.close()
+
+
+async def main(url: str, quick: bool) -> None:
+    count, noops = (100, 500) if quick else (400, 2000)
+    sep = "&" if "?" in url else "?"
+    unsynced = f"{url}{sep}options=-csynchronous_commit%3Doff"
+    print(f"children per run: {count}, no-op jobs: {noops}\n")
+    print("| workers (x8 jobs each) | children / s | queue alone (no-op jobs / s) |")
+    print("|---|---|---|")
+    for label, where in (("", url), (", commits not waiting for fsync", unsynced)):
+        for n in (1, 2, 4):
+            child_rate, noop_rate = await throughput(where, n, count, noops)
+            print(f"| {n}{label} | {child_rate:.0f} | {noop_rate:.0f} |", flush=True)
+    p50, p99 = await latency(url, 100 if quick else 300)
+    print(f"\nenqueue -> start, 2 idle workers: p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms")
+    fast = [await recovery(url, fast=True) for _ in range(1 if quick else 3)]
+    print(
+        "SIGKILL -> running again, fast settings "
+        f"(heartbeat 0.5 s, stall 2 s, reaper 0.5 s): {', '.join(f'{t:.2f} s' for t in fast)}"
+    )
+    if not quick:
+        slow = await recovery(url, fast=False)
+        print(f"SIGKILL -> running again, defaults (5 s, 20 s, 5 s): {slow:.1f} s")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--url", default=URL)
+    parser.add_argument("--serve", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--concurrency", type=int, default=8, help=argparse.SUPPRESS)
+    parser.add_argument("--fast", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        asyncio.run(serve(args.url, args.serve, args.concurrency, args.fast))
+    else:
+        asyncio.run(main(args.url, args.quick))

@@ -1,0 +1,77 @@
+"""`taskloom db migrate URL`: create or migrate every taskloom table in a
+PostgreSQL database (sessions, leases, background work, the work queue).
+
+Each component is migrated as on first use (versioned, in one transaction,
+under the advisory lock that serialises processes): running it again, or
+beside a process that opens the database, changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+
+from ..errors import ConfigurationError, StoreError
+from .failures import with_hint
+
+__all__ = ["migrate"]
+
+
+def migrate(args: argparse.Namespace) -> int:
+    """Apply the migrations; exit code 0."""
+    if not args.url.startswith(("postgresql://", "postgres://")):
+        raise with_hint(
+            ConfigurationError(f"db migrate takes a postgresql:// URL, not {args.url!r}"),
+            "SQLite stores migrate themselves on first use",
+        )
+    try:
+        return asyncio.run(_migrate(args.url, args.schema))
+    except StoreError as exc:
+        raise with_hint(exc, "check the URL, and that PostgreSQL is up") from None
+
+
+async def _probe(url: str) -> None:
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    from ..errors import StoreUnavailable
+
+    try:
+        conn = await psycopg.AsyncConnection.connect(url, connect_timeout=10)
+    except psycopg.OperationalError as exc:
+        info = conninfo_to_dict(url)
+        where = f"{info.get('host', 'localhost')}:{info.get('port', 5432)}"
+        raise StoreUnavailable(f"{where} cannot be reached: {' '.join(str(exc).split())}") from None
+    await conn.close()
+
+
+async def _migrate(url: str, schema: str | None) -> int:
+    from ..background import PostgresActivityRegistry, PostgresNoticeInbox
+    from ..stores import PostgresStore
+
+    await _probe(url)
+    store = PostgresStore(url, schema=schema)
+    registry = PostgresActivityRegistry(url, schema=schema)
+    inbox = PostgresNoticeInbox(url, schema=schema)
+    try:
+        # Each backend migrates on its first statement.
+        await store.list(limit=0)
+        await registry.list("")
+        await inbox.pending("")
+    finally:
+        for backend in (store, registry, inbox):
+            await backend.close()
+    done = ["sessions", "leases", "background"]
+    if importlib.util.find_spec("procrastinate") is not None:
+        from ..distributed import WorkQueue
+
+        queue = WorkQueue(url, schema=schema)
+        try:
+            await queue.apply_migrations()
+        finally:
+            await queue.close()
+        done.append("queue")
+    where = f" (schema {schema})" if schema else ""
+    print(f"taskloom db migrate: {', '.join(done)} up to date in {url}{where}")
+    return 0

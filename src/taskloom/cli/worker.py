@@ -1,0 +1,96 @@
+"""`taskloom worker --app module:factory`: run queued runs, background children
+and scheduled wake-ups on this machine.
+
+The factory is the host's own (`cli/loading.py`): it returns the `Runtime`
+with the agents, tools and models a job may need, and a `WorkQueue` as its
+`queue`. SIGTERM or SIGINT drains the worker (no new job; runs in flight stop
+at their next boundary and go back in the queue; children in flight finish)
+and exits 0; a second signal exits at once, like a crash: the stall reaper of
+another worker puts its jobs back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from ..errors import ConfigurationError, StoreError
+from .failures import with_hint
+from .loading import load_app
+from .queue import queue_hint
+
+__all__ = ["run_worker"]
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    """Serve until drained; the exit code."""
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s"
+    )
+    logging.getLogger("taskloom.distributed").setLevel(logging.INFO)
+    # taskloom logs each job that fails in one line; procrastinate would add
+    # a traceback per job. Its worker's own trouble is still shown.
+    logging.getLogger("procrastinate.worker").setLevel(logging.CRITICAL)
+    logging.getLogger("procrastinate.worker.taskloom").setLevel(logging.WARNING)
+    return asyncio.run(_serve(args))
+
+
+def _queues(raw: str | None) -> tuple[str, ...] | None:
+    if not raw:
+        return None
+    names = tuple(q.strip() for q in raw.split(",") if q.strip())
+    if not names:
+        raise with_hint(
+            ConfigurationError("--queues names no queue"), "e.g. --queues runs,children"
+        )
+    return names
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from ..distributed import WorkQueue
+
+    queues = _queues(args.queues)
+    runtime = await load_app(args.app)
+    try:
+        queue = runtime.queue
+        if not isinstance(queue, WorkQueue):
+            raise with_hint(
+                ConfigurationError(f"--app {args.app}: its Runtime has no WorkQueue as its queue"),
+                "build it as Runtime(store=url, queue=taskloom.distributed.WorkQueue(url), ...)",
+            )
+        worker = queue.worker(runtime, concurrency=args.concurrency, queues=queues)
+        loop = asyncio.get_running_loop()
+        signals = 0
+
+        def on_signal() -> None:
+            nonlocal signals
+            signals += 1
+            if signals > 1:
+                print("taskloom worker: second signal, exiting now", file=sys.stderr, flush=True)
+                os._exit(1)
+            print("taskloom worker: draining", file=sys.stderr, flush=True)
+            worker.drain()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal)
+
+        def ready(w: object) -> None:
+            names = ",".join(worker.queues)
+            print(
+                f"taskloom worker ready: pid {os.getpid()}, worker {worker.worker_id}, "
+                f"queues {names}, concurrency {worker.concurrency}",
+                flush=True,
+            )
+
+        try:
+            await worker.run(ready)
+        except StoreError as exc:
+            raise queue_hint(exc, queue.url, queue.schema) from None
+        print("taskloom worker: stopped", file=sys.stderr, flush=True)
+        return 0
+    finally:
+        await runtime.close()

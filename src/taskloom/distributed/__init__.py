@@ -1,0 +1,34 @@
+"""Scale-out: runs, background children and wake-ups on PostgreSQL workers.
+
+`WorkQueue(url)` puts taskloom's jobs on procrastinate (the `distributed`
+extra), in the store's database: `Runtime(store=url, queue=WorkQueue(url),
+agents=[...])` lets sessions `submit` runs and `wait` for them;
+`queue.dispatcher()` runs background children on workers;
+`queue.schedule(session_id, every=|cron=, input=)` wakes always-on agents.
+`taskloom worker --app module:factory` (or `queue.worker(runtime).run()`)
+runs the jobs. procrastinate's locks, queueing locks, retries and stalled
+worker detection do the queue's work; the session lease does the fencing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._queue import QueueDispatcher, QueueStatus, Schedule, WorkQueue
+    from ._worker import QueueWorker
+
+__all__ = ["QueueDispatcher", "QueueStatus", "QueueWorker", "Schedule", "WorkQueue"]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "QueueDispatcher": "._queue",
+        "QueueStatus": "._queue",
+        "Schedule": "._queue",
+        "WorkQueue": "._queue",
+        "QueueWorker": "._worker",
+    },
+)

@@ -1,0 +1,142 @@
+"""How a job ends: only by the worker that still owns it, and retried only on purpose.
+
+procrastinate finishes or retries a job by id, whatever its state. A worker
+that was cut off (paused, partitioned) past the stall timeout comes back to
+a job that was meanwhile handed to another worker, or put back in the queue:
+finishing it then would mark someone else's work done, or drop a retry that
+nobody ran. So a job ends only while it is still `doing` under the worker
+that fetched it (`worker_id` as the job was read), under a row lock; the
+stall reaper passes the job as it read it, so it retries only what it saw
+stalled. A retry that would collide with a queued sibling holding the same
+queueing lock (procrastinate #1446, which leaves the row `doing` for ever)
+ends the job instead: the sibling does the same work, because every job of
+a session means "bring the session up to date", and a child's job is keyed
+by the child.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from typing import Any
+
+from procrastinate import exceptions, jobs, manager, retry
+
+__all__ = ["Busy", "Drained", "FencedJobManager", "JobStrategy", "Lost", "Malformed"]
+
+logger = logging.getLogger("taskloom.distributed")
+
+_OWNED = """SELECT id FROM procrastinate_jobs
+    WHERE id = %(job_id)s AND status = 'doing'
+      AND worker_id IS NOT DISTINCT FROM %(worker_id)s
+    FOR UPDATE"""
+
+_FINISH = f"""SELECT procrastinate_finish_job_v1(owned.id, %(status)s, %(delete_job)s)
+    FROM ({_OWNED}) AS owned"""
+
+_RETRY = f"""SELECT procrastinate_retry_job_v2(owned.id, %(retry_at)s, %(priority)s, %(queue)s,
+    %(lock)s) FROM ({_OWNED}) AS owned"""
+
+_ATTEMPTS = 6
+"""How often ending a job is tried when the database does not answer (backoff up to ~30 s)."""
+
+
+class Busy(Exception):
+    """Someone else holds the session: try again later (`attempt` sets the backoff)."""
+
+    def __init__(self, message: str, attempt: int) -> None:
+        super().__init__(message)
+        self.attempt = attempt
+
+
+class Drained(Exception):
+    """The worker is shutting down: the run stopped at a boundary and goes back in the queue."""
+
+
+class Lost(Exception):
+    """Another writer took the session over while this worker ran it."""
+
+
+class Malformed(Exception):
+    """The job's payload is not one taskloom wrote: fail it, never retry."""
+
+
+class JobStrategy(retry.BaseRetryStrategy):
+    """Retries what taskloom asks to retry, nothing else.
+
+    A run or a child that failed for any other reason has recorded it in
+    its log; running it again would not cure it.
+    """
+
+    def get_retry_decision(
+        self, *, exception: BaseException, job: jobs.Job
+    ) -> retry.RetryDecision | None:
+        """When to retry `job` after `exception` (None: do not)."""
+        if isinstance(exception, Busy):
+            delay = min(0.25 * 2 ** min(exception.attempt, 6), 10.0)
+            return retry.RetryDecision(retry_in={"seconds": delay})
+        if isinstance(exception, Drained | Lost | asyncio.CancelledError):
+            return retry.RetryDecision(retry_in={"seconds": 0})
+        return None
+
+
+class FencedJobManager(manager.JobManager):
+    """procrastinate's job manager, with finish and retry fenced by ownership."""
+
+    async def finish_job(self, job: jobs.Job, status: jobs.Status, delete_job: bool) -> None:
+        """Finish `job` if it is still ours (see the module docstring)."""
+        assert job.id is not None
+        params = {
+            "job_id": job.id,
+            "worker_id": job.worker_id,
+            "status": status.value,
+            "delete_job": delete_job,
+        }
+        if not await self._owned_call(_FINISH, params):
+            logger.info("job %s is no longer this worker's: its end is left to its owner", job.id)
+
+    async def retry_job(
+        self,
+        job: jobs.Job,
+        retry_at: datetime.datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        lock: str | None = None,
+    ) -> None:
+        """Put `job` back in the queue if it is still `doing` as it was read."""
+        assert job.id is not None
+        params = {
+            "job_id": job.id,
+            "worker_id": job.worker_id,
+            "retry_at": retry_at or datetime.datetime.now(datetime.UTC),
+            "priority": priority,
+            "queue": queue,
+            "lock": lock,
+        }
+        try:
+            retried = await self._owned_call(_RETRY, params)
+        except exceptions.UniqueViolation:
+            logger.info("job %s has a queued sibling that does its work: ended", job.id)
+            await self.finish_job(job, jobs.Status.ABORTED, False)
+            return
+        if not retried:
+            logger.info("job %s is no longer doing under this worker: not retried", job.id)
+
+    async def _owned_call(self, query: str, params: dict[str, Any]) -> bool:
+        delay = 0.5
+        for attempt in range(_ATTEMPTS):
+            try:
+                rows = await self.connector.execute_query_all_async(query, **params)  # type: ignore[arg-type]
+                return bool(rows)
+            except exceptions.UniqueViolation:
+                raise
+            except exceptions.ConnectorException:
+                # Left `doing` under a live worker, a job would never be
+                # reaped: keep trying while the database comes back.
+                if attempt == _ATTEMPTS - 1:
+                    raise
+                logger.warning("ending job %s failed; trying again", params["job_id"])
+                await asyncio.sleep(delay)
+                delay *= 2
+        return False

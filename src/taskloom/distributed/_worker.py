@@ -1,0 +1,147 @@
+"""`QueueWorker`: a procrastinate worker running taskloom's jobs, with its keeper.
+
+procrastinate detects stalled workers by heartbeat but leaves their jobs
+`doing` until someone retries them (its issue #740), and stops a worker
+whose heartbeat task fails once. So the keeper, a plain asyncio task beside
+the worker (never a procrastinate task, which could stall in turn: #1408),
+beats for this worker, tolerating database hiccups, and every `reap_every`
+seconds puts the jobs of stalled workers back in the queue through the
+fenced job manager (a concurrent reaper's retry is then a no-op, not an
+"invalid status" error). It beats on during a drain, which procrastinate's
+own heartbeat does not, so a long drain is not mistaken for a death.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ._tasks import JobBodies
+
+if TYPE_CHECKING:
+    from procrastinate import App
+
+    from ..runtime import Runtime
+    from ._queue import WorkQueue
+
+__all__ = ["QueueWorker"]
+
+logger = logging.getLogger("taskloom.distributed")
+
+
+class QueueWorker:
+    """Runs `queue`'s jobs with `runtime` until drained (see the module docstring).
+
+    `concurrency` jobs at once; `queues` limits it to some of the queue's
+    procrastinate queues (default: runs and children).
+    """
+
+    def __init__(
+        self,
+        queue: WorkQueue,
+        runtime: Runtime,
+        *,
+        concurrency: int = 1,
+        queues: tuple[str, ...] | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("a worker needs concurrency >= 1")
+        self.queue = queue
+        self.runtime = runtime
+        self.concurrency = concurrency
+        self.queues = queues or (queue.runs, queue.children)
+        self.bodies = JobBodies(queue, runtime)
+        self.worker_id: int | None = None
+        self._worker: object | None = None
+        self._stop = asyncio.Event()
+
+    async def run(self, on_ready: Callable[[QueueWorker], None] | None = None) -> None:
+        """Run jobs until `drain()` and the jobs in flight have ended.
+
+        `on_ready(self)` is called once the worker is registered (its
+        `worker_id` set) and taking jobs.
+        """
+        from procrastinate.worker import Worker
+
+        app = await self.queue.app()
+        if self.queue._bodies is not None and self.queue._bodies is not self.bodies:
+            raise RuntimeError("one WorkQueue serves one worker at a time")
+        self.queue._bodies = self.bodies
+        worker = Worker(
+            app,
+            queues=list(self.queues),
+            name="taskloom",
+            concurrency=self.concurrency,
+            fetch_job_polling_interval=self.queue.poll_every,
+            shutdown_graceful_timeout=None,
+            install_signal_handlers=False,
+            # The keeper beats instead (see the module docstring).
+            update_heartbeat_interval=10**9,
+            stalled_worker_timeout=self.queue.stall_timeout,
+        )
+        self._worker = worker
+        running = asyncio.ensure_future(worker.run())  # type: ignore[no-untyped-call]
+        keeper = asyncio.ensure_future(self._keep(app, worker))
+        try:
+            while worker.worker_id is None and not running.done():
+                await asyncio.sleep(0.01)
+            self.worker_id = worker.worker_id
+            if self._stop.is_set():
+                # Drained before procrastinate's run() began, which clears stop requests.
+                worker.stop()  # type: ignore[no-untyped-call]
+            elif not running.done() and on_ready is not None:
+                on_ready(self)
+            await running
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+            if not running.done():
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
+            self.queue._bodies = None
+
+    def drain(self) -> None:
+        """Stop taking jobs; runs in flight stop at their next boundary (STOPPED) and
+        go back in the queue; background children in flight run to their end,
+        since a child stopped here would end for good. `run()` then returns."""
+        from procrastinate.worker import Worker
+
+        self._stop.set()
+        self.bodies.drain()
+        if isinstance(self._worker, Worker):
+            self._worker.stop()  # type: ignore[no-untyped-call]
+
+    async def _keep(self, app: App, worker: object) -> None:
+        from procrastinate.worker import Worker
+
+        assert isinstance(worker, Worker)
+        queue = self.queue
+        manager = app.job_manager
+        loop = asyncio.get_running_loop()
+        next_reap = loop.time() + queue.reap_every
+        while True:
+            await asyncio.sleep(min(queue.heartbeat, queue.reap_every))
+            worker_id = worker.worker_id
+            try:
+                if worker_id is not None:
+                    await manager.update_heartbeat(worker_id)
+                if loop.time() >= next_reap and not self._stop.is_set():
+                    next_reap = loop.time() + queue.reap_every
+                    await self._reap(app)
+            except Exception:
+                # The next beat tries again: a worker is stalled only after
+                # `stall_timeout` without one.
+                logger.warning("worker keeper: the database did not answer", exc_info=True)
+
+    async def _reap(self, app: App) -> None:
+        manager = app.job_manager
+        stalled = await manager.get_stalled_jobs(seconds_since_heartbeat=self.queue.stall_timeout)
+        for job in stalled:
+            logger.info("job %s (%s) stalled with its worker: queued again", job.id, job.task_name)
+            await manager.retry_job(job)
+        await manager.prune_stalled_workers(self.queue.stall_timeout)

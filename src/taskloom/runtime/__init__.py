@@ -1,0 +1,35 @@
+"""Runtime (the services a set of sessions share) and Session (a persistent conversation).
+
+A `Session` object is a cache of its log in the store: every decision it
+makes (what is pending, which model, what was approved) is derived from the
+entries, so another process holding only the session id reaches the same
+answers.
+
+A session has one writer at a time. Every run, resume and wake-up holds the
+session's lease (`session_lease_key`); each entry the run appends carries the
+lease's fencing generation, and the store refuses a stale one in the append's
+own transaction. A second caller gets `SessionBusy` (or waits, `wait=True`).
+Decisions, steering, stop requests and deferred items are written by anyone,
+without the lease.
+
+With `Runtime(queue=...)` runs can also be queued for worker processes
+(`Session.submit`, `submit_resume`, `wait`). The runtime knows the queue only
+through the small `RunQueue` port below; `taskloom.distributed.WorkQueue`
+implements it.
+"""
+
+from __future__ import annotations
+
+from ._lease import LEASE_TTL, RELEASE_WAIT, HeldLease, session_lease_key
+from ._runtime import RunQueue, Runtime
+from ._session import Session
+
+__all__ = [
+    "LEASE_TTL",
+    "RELEASE_WAIT",
+    "HeldLease",
+    "RunQueue",
+    "Runtime",
+    "Session",
+    "session_lease_key",
+]

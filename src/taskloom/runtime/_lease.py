@@ -1,0 +1,101 @@
+"""The session lease a run holds: one writer per session, fenced appends."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..stores._leases import Lease
+
+if TYPE_CHECKING:
+    from ._session import Session
+
+__all__ = ["LEASE_TTL", "RELEASE_WAIT", "HeldLease", "session_lease_key"]
+
+logger = logging.getLogger("taskloom")
+
+T = TypeVar("T")
+
+LEASE_TTL = 30.0
+"""Seconds a session lease lasts without renewal (renewed every third of it)."""
+
+RELEASE_WAIT = 1.0
+"""Seconds a lease release may wait for the store before it is left to lapse."""
+
+
+def session_lease_key(session_id: str) -> str:
+    """The lease whoever runs the session holds (a run, a resume, a child's runner)."""
+    return f"session:{session_id}"
+
+
+class HeldLease:
+    """A session lease this process holds (`Session.hold`), renewed on a timer
+    while held; `on_lost` and `on_renewed` hook into its beat."""
+
+    __slots__ = ("_beat", "_lost", "_renewed", "_timer", "lease", "session", "ttl")
+
+    def __init__(self, session: Session[Any, Any], lease: Lease, ttl: float) -> None:
+        self.session = session
+        self.lease = lease
+        self.ttl = ttl
+        self._lost: list[Callable[[], None]] = []
+        self._renewed: list[Callable[[], Awaitable[object]]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._beat: asyncio.Task[None] | None = None
+        self._schedule()
+
+    def on_lost(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback()` if a renewal finds the lease taken over; returns the undo."""
+        self._lost.append(callback)
+        return lambda: self._lost.remove(callback) if callback in self._lost else None
+
+    def on_renewed(self, callback: Callable[[], Awaitable[object]]) -> None:
+        """Await `callback()` after every renewal: keeps something else alive
+        on the lease's beat (a failure there is logged, not fatal)."""
+        self._renewed.append(callback)
+
+    def _schedule(self) -> None:
+        # A timer, not a task: most runs end long before their first renewal.
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(self.ttl / 3, self._fire)
+
+    def _fire(self) -> None:
+        self._beat = asyncio.get_running_loop().create_task(self._renew())
+
+    async def _renew(self) -> None:
+        leases = self.session.runtime.store.leases
+        try:
+            renewed = await leases.renew(self.lease, self.ttl)
+        except Exception:
+            logger.warning(
+                "renewing the lease of session %s failed", self.session.id, exc_info=True
+            )
+            self._schedule()  # the lease may still be ours; try again on the next beat
+            return
+        if renewed is None:
+            logger.warning("session %s was taken over by another writer", self.session.id)
+            for callback in list(self._lost):
+                callback()
+            return
+        self.lease = renewed
+        for keep_alive in self._renewed:
+            try:
+                await keep_alive()
+            except Exception:
+                logger.warning("keep-alive of session %s failed", self.session.id, exc_info=True)
+        self._schedule()
+
+    async def release(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._beat is not None and not self._beat.done():
+            self._beat.cancel()
+            await asyncio.wait([self._beat])
+        # A release that cannot reach the store is harmless (the lease lapses
+        # on its own); it must not hold up a run that already ended.
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(RELEASE_WAIT):
+                await self.session.runtime.store.leases.release(self.lease)

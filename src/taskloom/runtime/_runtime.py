@@ -1,0 +1,343 @@
+"""The Runtime: the services a set of sessions share."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import uuid
+import weakref
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, overload
+
+from ..agent import Agent, AgentDepsT, AgentOutputT
+from ..entries import (
+    Entry,
+)
+from ..errors import SessionBusy, UsageError
+from ..loop import (
+    NO_OBSERVER,
+    NoticesPort,
+    RunObserver,
+    RunOptions,
+)
+from ..models._base import Model
+from ..stores import SessionStore, open_store
+from ..stores._base import SessionMeta
+
+if TYPE_CHECKING:
+    from ..tools import Tool
+
+from ._lease import LEASE_TTL
+from ._session import Session
+
+__all__ = ["RunQueue", "Runtime"]
+
+logger = logging.getLogger("taskloom")
+
+T = TypeVar("T")
+
+
+class RunQueue(Protocol):
+    """Where a runtime queues runs for worker processes (the port a work queue
+    implements: `taskloom.distributed.WorkQueue`).
+
+    Every job of a session means "bring the session up to date": whatever is
+    in its log when a worker takes it (steering, deferred items, notices, a
+    parked turn with its decisions, a run cut off) decides what runs, so jobs
+    of one session coalesce safely.
+    """
+
+    async def submit_run(
+        self, session_id: str, *, reason: str, explicit: bool, options: RunOptions | None
+    ) -> str:
+        """Queue a run of the session (`reason`: submit, resume); returns the job id.
+        `explicit` asks for a run even when the log holds nothing new."""
+        ...
+
+    async def wake(self, session_id: str) -> str:
+        """Queue a wake-up of an idle session (something was written for it)."""
+        ...
+
+    async def wait_idle(self, session_id: str, timeout: float | None) -> None:
+        """Return once no job of the session is queued or running (TimeoutError after `timeout`)."""
+        ...
+
+    async def close(self) -> None:
+        """Release the queue's connections."""
+        ...
+
+
+class Runtime:
+    """The services sessions share: a store, known agents and models, background work.
+
+    `store` is a `SessionStore` or a URL (`memory://` — the default —,
+    `sqlite:///path`, `postgresql://...`). `agents` (agents, or a mapping by
+    name) and `models` (model instances, registered by spec) are what a
+    process that did not create a session rebuilds it from; `tools` (a
+    mapping by name, or tools) is the registry a background-child worker
+    rebuilds children from. With `wake_on_notice`, a background notice for
+    an idle session of this runtime starts a follow-up run by itself (an
+    always-on agent), at most `max_wakeups` times in a row before a user
+    turn. `lease_ttl` is how long a run's session lease lasts unrenewed: a
+    writer that vanishes without releasing it blocks the session that long
+    (on Linux a dead holder on the same machine is taken over at once).
+    `queue` (a `RunQueue`, e.g. `taskloom.distributed.WorkQueue`) lets
+    sessions `submit` runs to worker processes; with it, `wake_on_notice`
+    queues the wake-ups instead of running them here.
+
+    Runs are traced (OpenTelemetry GenAI spans and metrics) while a tracer
+    provider is configured, or through `observer` when one is given;
+    `trace_content` records prompts, completions and tool arguments and
+    results in them (as does `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
+
+    Two runtimes never share anything.
+    """
+
+    default_background: ClassVar[Callable[[Runtime], NoticesPort] | None] = None
+    """Builds a runtime's background service when none was given (installed by
+    the `taskloom` package, which knows the background layer)."""
+
+    default_observer: ClassVar[Callable[[Runtime], RunObserver] | None] = None
+    """Builds a runtime's run observer when none was given (installed by the
+    `taskloom` package: tracing, which sits above the runtime)."""
+
+    def __init__(
+        self,
+        store: SessionStore | str | None = None,
+        *,
+        agents: Mapping[str, Agent[Any, Any]] | Iterable[Agent[Any, Any]] | None = None,
+        models: Mapping[str, Model] | Iterable[Model] | None = None,
+        tools: Mapping[str, Tool] | Iterable[Tool] | None = None,
+        background: NoticesPort | None = None,
+        wake_on_notice: bool = False,
+        max_wakeups: int = 8,
+        lease_ttl: float = LEASE_TTL,
+        trace_content: bool = False,
+        observer: RunObserver | None = None,
+        queue: RunQueue | None = None,
+    ) -> None:
+        self.store: SessionStore = open_store(store)
+        self.agents: dict[str, Agent[Any, Any]] = _by_name(agents, lambda a: a.name)
+        self._models: dict[str, Model] = _by_name(models, lambda m: m.spec)
+        self.tools: dict[str, Tool] = _by_name(tools, lambda t: t.name)
+        self._background = background
+        self.wake_on_notice = wake_on_notice
+        self.max_wakeups = max_wakeups
+        self.lease_ttl = lease_ttl
+        self.trace_content = trace_content
+        self._observer = observer
+        self.queue = queue
+        self._watchers: dict[str, list[Callable[[], None]]] = {}
+        self._services: dict[type[Any], Any] = {}
+        self._sessions: weakref.WeakValueDictionary[str, Session[Any, Any]] = (
+            weakref.WeakValueDictionary()
+        )
+        self._wake_tasks: set[asyncio.Task[Any]] = set()
+        self._closing = False
+
+    @property
+    def background(self) -> Any:
+        """Background work (activity registry, notice inbox) on this runtime's
+        backend: a `taskloom.background.BackgroundService` unless one was given."""
+        if self._background is None:
+            make = Runtime.default_background
+            if make is None:
+                raise UsageError("no background service: pass Runtime(background=...)")
+            self._background = make(self)
+        return self._background
+
+    @property
+    def observer(self) -> RunObserver:
+        """Who watches this runtime's runs (tracing), made on first use."""
+        if self._observer is None:
+            make = Runtime.default_observer
+            self._observer = NO_OBSERVER if make is None else make(self)
+        return self._observer
+
+    def service(self, kind: type[T], make: Callable[[Runtime], T]) -> T:
+        """The runtime's one instance of `kind`, made by `make(runtime)` on first
+        use: how packages above the runtime keep per-runtime state.
+
+        `close()` closes the services that have an async `close()` method (the
+        newest first), so a service may own connections or processes."""
+        found = self._services.get(kind)
+        if found is None:
+            found = self._services[kind] = make(self)
+        return found  # type: ignore[no-any-return]
+
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Stop background work this runtime started, close its services
+        (`service`), and release the store."""
+        # Work stopped below writes its notices; they must not wake anyone now.
+        self._closing = True
+        for task in list(self._wake_tasks):
+            task.cancel()
+        await asyncio.gather(*self._wake_tasks, return_exceptions=True)
+        services = list(self._services.values())
+        self._services.clear()
+        for service in reversed(services):
+            close = getattr(service, "close", None)
+            if close is not None and inspect.iscoroutinefunction(close):
+                await close()
+        if self._background is not None:
+            close = getattr(self._background, "close", None)
+            if close is not None:
+                await close()
+        if self.queue is not None:
+            await self.queue.close()
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            await close()
+
+    # ------------------------------------------------------------ models
+
+    def register_model(self, model: Model) -> None:
+        """Make `model.spec` resolve to this instance in this runtime."""
+        self._models[model.spec] = model
+
+    def resolve_model(self, spec: Model | str) -> Model:
+        """A model from a registered instance or a `"provider:model"` spec."""
+        if not isinstance(spec, str):
+            return spec
+        found = self._models.get(spec)
+        if found is None:
+            from ..models import resolve_model
+
+            found = resolve_model(spec)
+            self._models[spec] = found
+        return found
+
+    # ------------------------------------------------------------ sessions
+
+    async def create_session(
+        self,
+        agent: Agent[AgentDepsT, AgentOutputT],
+        *,
+        session_id: str | None = None,
+        parent_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Session[AgentDepsT, AgentOutputT]:
+        """A new, empty session for `agent` in the store."""
+        sid = uuid.uuid4().hex if session_id is None else session_id
+        await self.store.create(SessionMeta(sid, agent.name, parent_id, 0.0, dict(metadata or {})))
+        return Session(self, sid, agent)
+
+    @overload
+    async def open_session(
+        self, session_id: str, agent: Agent[AgentDepsT, AgentOutputT]
+    ) -> Session[AgentDepsT, AgentOutputT]: ...
+
+    @overload
+    async def open_session(self, session_id: str, agent: None = None) -> Session[Any, Any]: ...
+
+    async def open_session(
+        self, session_id: str, agent: Agent[Any, Any] | None = None
+    ) -> Session[Any, Any]:
+        """An existing session (raises `SessionNotFound`), its log loaded.
+
+        Without `agent`, the agent the session recorded is looked up in
+        `Runtime(agents=...)`; a name it lacks raises `ConfigurationError`.
+        """
+        meta = await self.store.get(session_id)
+        if agent is None:
+            agent = self.agent_named(meta.agent)
+        session = Session(self, session_id, agent)
+        await session.sync()
+        return session
+
+    def agent_named(self, name: str) -> Agent[Any, Any]:
+        """The agent registered under `name` (`Runtime(agents=...)`)."""
+        from ..errors import ConfigurationError
+
+        found = self.agents.get(name)
+        if found is None:
+            known = ", ".join(sorted(self.agents)) or "none"
+            raise ConfigurationError(
+                f"this runtime has no agent named {name!r} (registered: {known}); "
+                "pass it in Runtime(agents=[...])"
+            )
+        return found
+
+    async def push_deferred(self, session_id: str, entry: Entry) -> int:
+        """Append a deferred item's entry (no lease needed) and wake the session
+        (with a queue and `wake_on_notice`, a queued wake-up)."""
+        position = await self.store.append(session_id, entry)
+        self.notify(session_id)
+        if self.wake_on_notice and self.queue is not None:
+            await self._queue_wake(session_id)
+        return position
+
+    def on_notice(self, session_id: str) -> None:
+        """A background notice was written for the session (in this process)."""
+        self.notify(session_id)
+        if not self.wake_on_notice or self._closing:
+            return
+        if self.queue is not None:
+            # A worker decides whether the session is idle: it takes the lease.
+            self._track(self._queue_wake(session_id))
+            return
+        session = self._sessions.get(session_id)
+        if session is None or session.is_running or session._wakeups >= self.max_wakeups:
+            # A running run delivers it at its next boundary; past the limit,
+            # it waits for the next run.
+            return
+        session._wakeups += 1
+        self._track(self._wake(session))
+
+    def _track(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._wake_tasks.add(task)
+        task.add_done_callback(self._wake_tasks.discard)
+
+    async def _queue_wake(self, session_id: str) -> None:
+        assert self.queue is not None
+        try:
+            await self.queue.wake(session_id)
+        except Exception:
+            # What was written stays in the log; the session's next run reads it.
+            logger.warning("queueing a wake-up of session %s failed", session_id, exc_info=True)
+
+    async def _wake(self, session: Session[Any, Any]) -> None:
+        try:
+            # A wake-up has no caller to give it deps: its tools see None.
+            await session._run(None, None, resume=False, origin="", emit=None, wait=False)
+        except SessionBusy:
+            pass  # a run holds the session; it delivers the notice at its next boundary
+        except Exception:
+            # The run recorded its failure in the session's log; nobody awaits
+            # a wake-up, so say it here too.
+            logger.warning("wake-up run of session %s failed", session.id, exc_info=True)
+
+    def notify(self, session_id: str) -> None:
+        """Wake whoever watches the session in this process (`watch`)."""
+        for wake in self._watchers.get(session_id, ()):
+            wake()
+
+    def watch(self, session_id: str, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call `wake()` whenever something is written for the session in this
+        process (a notice, a deferred item, a steer); returns the unwatch."""
+        self._watchers.setdefault(session_id, []).append(wake)
+
+        def unwatch() -> None:
+            watchers = self._watchers.get(session_id, [])
+            if wake in watchers:
+                watchers.remove(wake)
+            if not watchers:
+                self._watchers.pop(session_id, None)
+
+        return unwatch
+
+
+def _by_name(items: Mapping[str, T] | Iterable[T] | None, name: Callable[[T], str]) -> dict[str, T]:
+    if items is None:
+        return {}
+    if isinstance(items, Mapping):
+        return dict(items)
+    return {name(item): item for item in items}

@@ -1,0 +1,115 @@
+"""The `--app` factory of the scale-out tests' workers (and the tests' own host runtime).
+
+    taskloom worker --app queue_app:make_runtime
+
+Configured by environment variables, so each test shapes its workers:
+`TLQ_URL`, `TLQ_SCHEMA` (the PostgreSQL schema), `TLQ_EFFECTS` (the
+side-effect file), `TLQ_AGENTS` (agent names to register; default all),
+`TLQ_TOOL_SLEEP` (seconds the `touch` tool sleeps after its side effect),
+`TLQ_LEASE_TTL`, `TLQ_WAKE` (1: wake_on_notice).
+
+The `touch` tool prints `TOOL <session> <call id>` (the READY line a test
+kills at), appends `<session> <call id>` to the side-effect file, then
+sleeps. Models answer from the transcript alone, so a run redelivered to
+another worker goes on where the log stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import Any
+
+from taskloom import Agent, Runtime, ToolContext, tool
+from taskloom.delegation import Spawner
+from taskloom.distributed import WorkQueue
+from taskloom.models import FunctionModel, ModelRequest, reply
+from taskloom.stores import PostgresStore
+
+PID = os.getpid()
+
+
+def say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def mark(line: str) -> None:
+    with open(os.environ["TLQ_EFFECTS"], "a") as f:
+        f.write(line + "\n")
+
+
+@tool
+async def touch(ctx: ToolContext) -> str:
+    """Leave a mark (a side effect that must happen at most once per call)."""
+    say(f"TOOL {ctx.session_id} {ctx.call_id}")
+    mark(f"{ctx.session_id} {ctx.call_id}")
+    await asyncio.sleep(float(os.environ.get("TLQ_TOOL_SLEEP", "0")))
+    return "touched"
+
+
+def _last(request: ModelRequest) -> Any:
+    return request.messages[-1] if request.messages else None
+
+
+def touch_then_answer(request: ModelRequest) -> Any:
+    """Touch once per user turn, then answer with the turn's text and this pid."""
+    last = _last(request)
+    if last is not None and last.role == "user":
+        return reply(tool_calls=[("touch", {})])
+    heard = [m.text for m in request.messages if m.role == "user"]
+    return reply(f"done by {PID}: {heard[-1] if heard else ''}")
+
+
+def lead(request: ModelRequest) -> Any:
+    """Spawn one background worker for a user turn; answer once its report is in."""
+    text = " ".join(m.text for m in request.messages if m.role == "user")
+    if "finished. Its report" in text:
+        return reply(f"report received by {PID}")
+    if any(m.role == "tool" for m in request.messages):
+        return reply("waiting for the report")
+    spawn = {"name": "helper", "task": "touch once", "tools": ["touch"], "mode": "background"}
+    return reply(tool_calls=[("spawn_agent", spawn)])
+
+
+def build(
+    url: str,
+    schema: str,
+    *,
+    agents: str | None = None,
+    lease_ttl: float = 30.0,
+    wake: bool = False,
+) -> Runtime:
+    """The runtime a worker (or the test's host) uses."""
+    queue = WorkQueue(
+        url, schema=schema, heartbeat=0.5, stall_timeout=2.0, reap_every=0.5, poll_every=0.2
+    )
+    child = FunctionModel(touch_then_answer, name="child")
+    spawner = Spawner(child, tools=[touch], dispatcher=queue.dispatcher(), max_children=8)
+    everyone = [
+        Agent("bot", FunctionModel(touch_then_answer, name="bot"), tools=[touch]),
+        Agent("lead", FunctionModel(lead, name="lead"), tools=[spawner.tool()]),
+    ]
+    wanted = None if agents is None else set(filter(None, agents.split(",")))
+    return Runtime(
+        store=PostgresStore(url, schema=schema, max_size=4),
+        queue=queue,
+        agents=[a for a in everyone if wanted is None or a.name in wanted],
+        tools=[touch],
+        models=[child],
+        lease_ttl=lease_ttl,
+        wake_on_notice=wake,
+    )
+
+
+def make_runtime() -> Runtime:
+    """The factory `taskloom worker --app queue_app:make_runtime` calls."""
+    env = os.environ
+    return build(
+        env["TLQ_URL"],
+        env["TLQ_SCHEMA"],
+        agents=env.get("TLQ_AGENTS"),
+        lease_ttl=float(env.get("TLQ_LEASE_TTL", "30")),
+        wake=env.get("TLQ_WAKE") == "1",
+    )
