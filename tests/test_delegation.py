@@ -26,8 +26,8 @@ from taskloom import (
 )
 from taskloom.delegation import SubAgent, child_status
 from taskloom.delegation._children import ChildStatus
+from taskloom.events import origin_label
 from taskloom.models import FunctionModel, ScriptedModel, reply
-from taskloom.runtime import origin_label
 
 
 @tool(effect=ToolEffect.READ_ONLY)
