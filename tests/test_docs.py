@@ -1,0 +1,184 @@
+"""Every code block of the docs site runs: each python block on its own, in a fresh process.
+
+The rules a page follows (checked here):
+
+- A ```` ```python ```` block is a whole program: it runs alone in a fresh
+  process, in an empty temporary folder, and must exit 0. A block that needs
+  a server starts one itself (`taskloom.testing.FakeServer`); a block that
+  needs PostgreSQL reads `DATABASE_URL` (this test points it at a private
+  schema of the test server, and skips the block like the PostgreSQL tests
+  skip when there is none).
+- A python block with a title (```` ```python title="test_store.py" ````)
+  is written to a file of that name; a `test_*.py` file runs under pytest.
+- A ```` ```sh ```` block holds only install commands (`python3 -m venv`,
+  `pip install`), and every extra it installs exists in pyproject.toml.
+- A ```` ```text ```` block is a picture or an output, not code.
+- A block that must not run says so on the line before its fence, with the
+  reason: `<!-- not run: reason -->`. There are none today; keep them rare.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pg import IN_CI, PG_DSN, postgres_reachable
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+LANGUAGES = {"python", "sh", "text"}
+FENCE = re.compile(
+    r"^(?P<indent>[ \t]*)```(?P<lang>[\w-]*)(?P<attrs>[^\n]*)\n(?P<code>.*?)^(?P=indent)```[ \t]*$",
+    flags=re.MULTILINE | re.DOTALL,
+)
+NOT_RUN = re.compile(r"<!--\s*not run:\s*(?P<reason>.*?)\s*-->\s*$")
+
+
+@dataclass(frozen=True)
+class Block:
+    page: str
+    line: int
+    lang: str
+    title: str | None
+    code: str
+    not_run: str | None
+
+    @property
+    def id(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def _blocks() -> list[Block]:
+    found = []
+    for path in sorted(DOCS.rglob("*.md")):
+        text = path.read_text()
+        for match in FENCE.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+            not_run = NOT_RUN.search(before)
+            title = re.search(r'title="([^"]+)"', match.group("attrs"))
+            found.append(
+                Block(
+                    str(path.relative_to(DOCS)),
+                    line,
+                    match.group("lang"),
+                    title.group(1) if title else None,
+                    match.group("code"),
+                    not_run.group("reason") if not_run else None,
+                )
+            )
+    return found
+
+
+BLOCKS = _blocks()
+PYTHON = [b for b in BLOCKS if b.lang == "python"]
+SHELL = [b for b in BLOCKS if b.lang == "sh"]
+
+
+def test_the_pages_have_the_blocks_checked_here() -> None:
+    assert len(PYTHON) >= 30, [b.id for b in PYTHON]
+    pages = {b.page for b in PYTHON}
+    for page in (
+        "tutorial.md",
+        "concepts/rounds.md",
+        "howto/structured-output.md",
+        "howto/deps.md",
+        "howto/testing.md",
+    ):
+        assert page in pages
+    assert {b.lang for b in BLOCKS} <= LANGUAGES, {b.id: b.lang for b in BLOCKS}
+
+
+def test_every_fence_is_one_this_test_understands() -> None:
+    # An indented fence (inside a list or an admonition) or one without a
+    # language would escape the checks above: there are none.
+    for path in sorted(DOCS.rglob("*.md")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if line.lstrip().startswith("```"):
+                assert line.startswith("```"), f"{path.name}:{number}: indented fence"
+    assert all(b.lang for b in BLOCKS), [b.id for b in BLOCKS if not b.lang]
+
+
+def test_blocks_that_do_not_run_are_rare_and_say_why() -> None:
+    skipped = [b for b in BLOCKS if b.not_run is not None]
+    assert all(b.not_run for b in skipped)
+    assert len(skipped) <= 2, [b.id for b in skipped]
+
+
+@pytest.fixture
+def postgres_env() -> Iterator[dict[str, str]]:
+    """DATABASE_URL and a private schema (PGOPTIONS search_path) for a block that needs it."""
+    import psycopg
+
+    problem = postgres_reachable()
+    if problem is not None:
+        message = f"PostgreSQL unreachable at {PG_DSN}: {problem}"
+        if IN_CI:
+            pytest.fail(message + " (CI=true: PostgreSQL tests must run)")
+        pytest.skip(message)
+    schema = f"docs_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield {"DATABASE_URL": PG_DSN, "PGOPTIONS": f"-c search_path={schema}"}
+    finally:
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.mark.parametrize("block", PYTHON, ids=[b.id for b in PYTHON])
+def test_python_block_runs_on_its_own(
+    block: Block, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if block.not_run is not None:
+        pytest.skip(f"not run: {block.not_run}")
+    env = dict(os.environ)
+    # A block never reaches a real provider, whatever keys the machine has.
+    for name in [n for n in env if n.endswith("_API_KEY")]:
+        del env[name]
+    if "DATABASE_URL" in block.code:
+        env.update(request.getfixturevalue("postgres_env"))
+    name = block.title or "block.py"
+    (tmp_path / name).write_text(block.code)
+    if name.startswith("test_"):
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", name]
+        command += ["-o", "asyncio_default_fixture_loop_scope=function"]
+    else:
+        command = [sys.executable, name]
+    # A fresh process per block proves a reader can paste any one of them alone;
+    # blocks call asyncio.run, so they run outside pytest's event loop too.
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=90, cwd=tmp_path, env=env
+    )
+    assert done.returncode == 0, f"{block.id}\n{done.stdout}\n{done.stderr}"
+
+
+def test_shell_blocks_only_install_what_exists() -> None:
+    extras = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    )
+    assert SHELL, "the install commands are checked here"
+    for block in SHELL:
+        for command in re.split(r"&&|\n", block.code):
+            words = shlex.split(command, comments=True)
+            if not words:
+                continue
+            program = Path(words[0]).name
+            if words[:3] == ["python3", "-m", "venv"]:
+                continue
+            assert program == "pip" and words[1] == "install", f"{block.id}: {command!r}"
+            for target in words[2:]:
+                named = re.fullmatch(r"(?:taskloom|\.)\[([\w,-]+)\]", target)
+                if named:
+                    unknown = set(named.group(1).split(",")) - extras
+                    assert not unknown, f"{block.id}: no extra(s) {unknown} in pyproject"
