@@ -57,7 +57,7 @@ async def main() -> None:
     numbers = with_deps.run_sync("x", deps=Deps("ada"))
     reveal_type(numbers)  # expect: taskloom.results.RunResult[list[int]]
     session = await Runtime().create_session(invoices)
-    reveal_type(session)  # expect: taskloom.runtime.Session[None, typed_example.Invoice]
+    reveal_type(session)  # expect: taskloom.runtime._session.Session[None, typed_example.Invoice]
     again = await session.run("again")
     reveal_type(again)  # expect: taskloom.results.RunResult[typed_example.Invoice]
     stream = session.stream("streamed")
