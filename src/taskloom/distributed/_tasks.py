@@ -199,7 +199,14 @@ class JobBodies:
         waiting_news = bool(log.pending) or bool(
             await BackgroundService.of(self.runtime).inbox.pending(session.id)
         )
-        if waiting_news and wakeups_in_a_row(log) < self.runtime.max_wakeups:
+        # News alone (a notice, a deferred item) runs the session only where
+        # the host asked for wake-ups: a redelivered job whose run already
+        # ended must not become one.
+        if (
+            waiting_news
+            and self.runtime.wake_on_notice
+            and wakeups_in_a_row(log) < self.runtime.max_wakeups
+        ):
             return "run"
         return None
 
