@@ -24,6 +24,7 @@ from typing import Any
 from taskloom import Agent, Runtime, ToolContext, tool
 from taskloom.delegation import Spawner
 from taskloom.distributed import WorkQueue
+from taskloom.loop import RunObserver
 from taskloom.models import FunctionModel, ModelRequest, reply
 from taskloom.stores import PostgresStore
 
@@ -80,6 +81,7 @@ def build(
     agents: str | None = None,
     lease_ttl: float = 30.0,
     wake: bool = False,
+    observer: RunObserver | None = None,
 ) -> Runtime:
     """The runtime a worker (or the test's host) uses."""
     queue = WorkQueue(
@@ -100,6 +102,7 @@ def build(
         models=[child],
         lease_ttl=lease_ttl,
         wake_on_notice=wake,
+        observer=observer,
     )
 
 

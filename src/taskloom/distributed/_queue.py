@@ -249,15 +249,24 @@ class WorkQueue(RunQueue):
     # ------------------------------------------------------------ jobs
 
     async def submit_run(
-        self, session_id: str, *, reason: str, explicit: bool, options: RunOptions | None
+        self,
+        session_id: str,
+        *,
+        reason: str,
+        explicit: bool,
+        options: RunOptions | None,
+        traceparent: str | None = None,
     ) -> str:
         """Queue a `taskloom.run` job of the session (see `RunQueue.submit_run`)."""
-        args = {
+        args: dict[str, Any] = {
             "session_id": session_id,
             "reason": reason,
             "explicit": explicit,
             "options": options_to_json(options),
         }
+        if traceparent is not None:
+            # The submitter's trace: the worker's run continues it.
+            args["traceparent"] = traceparent
         lock = session_lease_key(session_id)
         # An explicit run must not be absorbed by a waiting wake-up, which runs
         # only on news: it waits under a queueing lock of its own.

@@ -168,10 +168,14 @@ class JobBodies:
                     if self.draining:
                         raise Drained(f"session {session_id}: not started, the worker is stopping")
                     await self._mark(job, session, drained=False)
-                    if plan == "resume":
-                        result = await session.resume(options=options)
-                    else:
-                        result = await session.run(None, options=options)
+                    raw_trace = args.get("traceparent")
+                    with rt.observer.continue_trace(
+                        raw_trace if isinstance(raw_trace, str) else None
+                    ):
+                        if plan == "resume":
+                            result = await session.resume(options=options)
+                        else:
+                            result = await session.run(None, options=options)
                     if result.status is RunStatus.STOPPED and stop.reason == DRAIN_REASON:
                         await self._mark(job, session, drained=True)
                         raise Drained(f"session {session_id}: stopped to shut down; queued again")

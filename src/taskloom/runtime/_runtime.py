@@ -49,10 +49,17 @@ class RunQueue(Protocol):
     """
 
     async def submit_run(
-        self, session_id: str, *, reason: str, explicit: bool, options: RunOptions | None
+        self,
+        session_id: str,
+        *,
+        reason: str,
+        explicit: bool,
+        options: RunOptions | None,
+        traceparent: str | None = None,
     ) -> str:
         """Queue a run of the session (`reason`: submit, resume); returns the job id.
-        `explicit` asks for a run even when the log holds nothing new."""
+        `explicit` asks for a run even when the log holds nothing new;
+        `traceparent` is the submitter's trace context, which the run continues."""
         ...
 
     async def wake(self, session_id: str) -> str:

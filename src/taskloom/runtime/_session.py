@@ -400,7 +400,11 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         if input is not None:
             await self.steer(input)
         return await queue.submit_run(
-            self.id, reason="submit", explicit=input is None, options=options
+            self.id,
+            reason="submit",
+            explicit=input is None,
+            options=options,
+            traceparent=self.runtime.observer.current_traceparent(),
         )
 
     async def submit_resume(self, *, options: RunOptions | None = None) -> str:
@@ -411,7 +415,13 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             raise UsageError(f"session {self.id} has no turn parked for approval to resume")
         if undecided:
             raise ApprovalsMissing(undecided)
-        return await queue.submit_run(self.id, reason="resume", explicit=False, options=options)
+        return await queue.submit_run(
+            self.id,
+            reason="resume",
+            explicit=False,
+            options=options,
+            traceparent=self.runtime.observer.current_traceparent(),
+        )
 
     async def wait(self, timeout: float | None = None) -> RunResult:
         """The result of the session's latest run, once no job of it is queued or
