@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from taskloom import Agent, RunOptions, RunStatus, ToolEffect, tool
 from taskloom.models import ScriptedModel, reply
 
@@ -106,3 +108,109 @@ def test_a_forked_child_starts_its_own_tool_threads() -> None:
     assert _call_hello() == "hello"
     with multiprocessing.get_context("fork").Pool(1) as pool:
         assert pool.apply(_call_hello) == "hello"
+
+
+async def test_a_blocking_false_tool_runs_inline_on_the_event_loop_thread() -> None:
+    loop_thread = threading.get_ident()
+    seen: dict[str, int] = {}
+
+    @tool(blocking=False)
+    def inline(n: int) -> int:
+        """Record the thread."""
+        seen["inline"] = threading.get_ident()
+        return n + 1
+
+    @tool
+    def threaded(n: int) -> int:
+        """Record the thread."""
+        seen["threaded"] = threading.get_ident()
+        return n + 1
+
+    model = ScriptedModel(
+        [reply(tool_calls=[("inline", {"n": 1}), ("threaded", {"n": 2})]), reply("ok")]
+    )
+    result = await Agent("a", model, tools=[inline, threaded]).run("go")
+    assert result.status is RunStatus.COMPLETED
+    assert seen["inline"] == loop_thread
+    assert seen["threaded"] != loop_thread
+    assert inline.blocking is False and threaded.blocking is True
+
+
+async def test_an_inline_generator_tool_streams_its_progress() -> None:
+    loop_thread = threading.get_ident()
+    threads: set[int] = set()
+
+    @tool(blocking=False)
+    def count(n: int):  # type: ignore[no-untyped-def]
+        """Count to n."""
+        for i in range(1, n + 1):
+            threads.add(threading.get_ident())
+            yield f"at {i}"
+
+    model = ScriptedModel([reply(tool_calls=[("count", {"n": 3})]), reply("ok")])
+    from taskloom.events import ToolCallFinished, ToolProgress
+
+    progress, finished = [], []
+    async for event in Agent("a", model, tools=[count]).stream("go"):
+        if isinstance(event, ToolProgress):
+            progress.append(event.message)
+        elif isinstance(event, ToolCallFinished):
+            finished.append(event.content)
+    assert progress == ["at 1", "at 2", "at 3"]
+    assert finished == ["at 3"]
+    assert threads == {loop_thread}
+
+
+async def test_an_inline_tool_that_holds_the_loop_is_reported_once(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import taskloom.tools._tool as tool_module
+
+    monkeypatch.setattr(tool_module, "SLOW_INLINE_CALL", 0.01)
+
+    @tool(blocking=False)
+    def slow() -> str:
+        """Hold the loop (wrongly marked blocking=False)."""
+        time.sleep(0.05)
+        return "done"
+
+    @tool(blocking=False)
+    def quick() -> str:
+        """Return at once."""
+        return "done"
+
+    calls = [("slow", {}), ("quick", {}), ("slow", {})]
+    model = ScriptedModel([reply(tool_calls=calls), reply("ok")])
+    with caplog.at_level("WARNING", logger="taskloom"):
+        result = await Agent("a", model, tools=[slow, quick]).run("go")
+    assert result.status is RunStatus.COMPLETED
+    warnings = [r.getMessage() for r in caplog.records if r.name == "taskloom"]
+    assert len(warnings) == 1, warnings
+    assert "'slow'" in warnings[0] and "blocking=False" in warnings[0]
+
+
+async def test_blocking_false_is_the_only_thing_that_moves_a_sync_tool_off_its_thread() -> None:
+    # A blocking tool (the default) never stalls another run: while it waits
+    # on a thread, a second run on the same loop goes to its end.
+    release = threading.Event()
+    entered = threading.Event()
+
+    @tool
+    def wait() -> str:
+        """Block until released."""
+        entered.set()
+        release.wait(10)
+        return "released"
+
+    import asyncio
+
+    slow = asyncio.ensure_future(
+        Agent("a", ScriptedModel([reply(tool_calls=[("wait", {})]), reply("ok")]), tools=[wait]).run(
+            "go"
+        )
+    )
+    assert await asyncio.to_thread(entered.wait, 10)
+    other = await Agent("b", ScriptedModel([reply("fine")])).run("go")
+    assert other.status is RunStatus.COMPLETED and not slow.done()
+    release.set()
+    assert (await slow).status is RunStatus.COMPLETED

@@ -394,14 +394,26 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         options: RunOptions | None = None,
         runtime: Runtime | None = None,
     ) -> RunResult[AgentOutputT]:
-        """Run once in a fresh session (an in-memory runtime unless one is
-        given); `deps` reach the tools as `ctx.deps`."""
-        from .runtime import Runtime
+        """Run once in a fresh session; `deps` reach the tools as `ctx.deps`.
 
+        Without `runtime`, the session lives on the event loop's in-memory
+        default runtime (`taskloom.runtime.default_runtime`) and is forgotten
+        when the run and the work it started have ended: pass a `Runtime` to
+        keep sessions (to resume a parked run, read its log, or receive
+        deferred items after the run).
+        """
         self.check_deps(deps)
-        rt = runtime if runtime is not None else Runtime()
+        if runtime is not None:
+            session = await runtime.create_session(self)
+            return await session.run(input, deps=deps, options=options)
+        from .runtime import default_runtime
+
+        rt = default_runtime()
         session = await rt.create_session(self)
-        return await session.run(input, deps=deps, options=options)
+        try:
+            return await session.run(input, deps=deps, options=options)
+        finally:
+            await rt.forget_session(session.id)
 
     def run_sync(
         self,
@@ -429,14 +441,19 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         options: RunOptions | None = None,
         runtime: Runtime | None = None,
     ) -> AsyncIterator[Event]:
-        """Run once in a fresh session, yielding its events."""
-        from .runtime import Runtime
+        """Run once in a fresh session, yielding its events (the session as
+        with `run`)."""
+        from .runtime import default_runtime
 
         self.check_deps(deps)
-        rt = runtime if runtime is not None else Runtime()
+        rt = runtime if runtime is not None else default_runtime()
         session = await rt.create_session(self)
-        async for event in session.stream(input, deps=deps, options=options):
-            yield event
+        try:
+            async for event in session.stream(input, deps=deps, options=options):
+                yield event
+        finally:
+            if runtime is None:
+                await rt.forget_session(session.id)
 
 
 _DEFAULT_SETTINGS = ModelSettings()

@@ -299,6 +299,15 @@ class BackgroundService:
         """Ids of the session's work that runs in this process."""
         return [aid for (sid, aid) in self._tasks if sid == session_id]
 
+    def running(self, session_id: str) -> list[asyncio.Task[None]]:
+        """The tasks of the session's work that runs in this process."""
+        return [task for (sid, _), task in self._tasks.items() if sid == session_id]
+
+    async def forget(self, session_id: str) -> None:
+        """Drop the session's activities and notices (its session is being deleted)."""
+        await self.registry.clear(session_id)
+        await self.inbox.clear(session_id)
+
     async def _on_finished(self, event: Event) -> None:
         if self.emit is not None:
             self.emit(event)

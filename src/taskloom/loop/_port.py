@@ -10,11 +10,12 @@ has these methods.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from ..entries import Entry
 from ..messages import Message, ToolCall
@@ -132,6 +133,15 @@ class NoticesPort(Protocol):
 
     def run_ended(self, run_id: str) -> None:
         """Forget the run's per-run state."""
+        ...
+
+    def running(self, session_id: str) -> Sequence[asyncio.Future[Any]]:
+        """The session's work running in this process (to wait for before
+        forgetting the session)."""
+        ...
+
+    async def forget(self, session_id: str) -> None:
+        """Drop what is kept for a session being deleted (activities, notices)."""
         ...
 
 

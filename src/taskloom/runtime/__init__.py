@@ -21,7 +21,7 @@ implements it.
 from __future__ import annotations
 
 from ._lease import LEASE_TTL, RELEASE_WAIT, HeldLease, session_lease_key
-from ._runtime import RunQueue, Runtime
+from ._runtime import RunQueue, Runtime, default_runtime
 from ._session import Session
 
 __all__ = [
@@ -31,5 +31,6 @@ __all__ = [
     "RunQueue",
     "Runtime",
     "Session",
+    "default_runtime",
     "session_lease_key",
 ]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, overload
 
 from ..agent import Agent, AgentDepsT, AgentOutputT
@@ -24,14 +25,15 @@ from ..loop import (
 from ..models._base import Model
 from ..stores import SessionStore, open_store
 from ..stores._base import SessionMeta
+from ..stores._leases import MemoryLeases
 
 if TYPE_CHECKING:
     from ..tools import Tool
 
-from ._lease import LEASE_TTL
+from ._lease import LEASE_TTL, session_lease_key
 from ._session import Session
 
-__all__ = ["RunQueue", "Runtime"]
+__all__ = ["RunQueue", "Runtime", "default_runtime"]
 
 logger = logging.getLogger("taskloom")
 
@@ -142,6 +144,7 @@ class Runtime:
         )
         self._wake_tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
+        self._closer: AsyncGenerator[None, None] | None = None
 
     @property
     def background(self) -> Any:
@@ -259,6 +262,33 @@ class Runtime:
         await session.sync()
         return session
 
+    async def forget_session(self, session_id: str) -> None:
+        """Delete a session whose run has ended, with its child sessions: their
+        logs, background activities and notices, and (in memory) their leases.
+
+        Work of theirs still running in this process is waited for first, in
+        a task of the runtime's own, so this returns at once. What `Agent.run`
+        does with its one-off session on the default runtime; a session held
+        by a `Session` object that runs again must not be forgotten.
+        """
+        if self._background is not None and self._background.running(session_id):
+            self._track(self._forget_when_settled(session_id))
+            return
+        for child in await self.store.list(parent_id=session_id):
+            await self.forget_session(child.id)
+        if self._background is not None:
+            await self._background.forget(session_id)
+        await self.store.delete(session_id)
+        leases = getattr(self.store, "leases", None)
+        if isinstance(leases, MemoryLeases):
+            leases.forget(session_lease_key(session_id))
+
+    async def _forget_when_settled(self, session_id: str) -> None:
+        assert self._background is not None
+        while running := self._background.running(session_id):
+            await asyncio.wait(running)
+        await self.forget_session(session_id)
+
     def agent_named(self, name: str) -> Agent[Any, Any]:
         """The agent registered under `name` (`Runtime(agents=...)`)."""
         from ..errors import ConfigurationError
@@ -340,6 +370,47 @@ class Runtime:
                 self._watchers.pop(session_id, None)
 
         return unwatch
+
+
+_defaults: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Runtime] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def default_runtime() -> Runtime:
+    """The running event loop's default runtime: in memory, made on first use.
+
+    `Agent.run` and `Agent.stream` run on it when given no runtime, so a
+    process does not build a runtime per run; each such run's session is
+    forgotten once the run and the work it started have ended
+    (`Runtime.forget_session`). It is closed when the loop shuts down its
+    async generators, which `asyncio.run` does as it ends; a loop closed
+    otherwise just drops it.
+    """
+    loop = asyncio.get_running_loop()
+    runtime = _defaults.get(loop)
+    if runtime is None or runtime._closing:
+        runtime = _defaults[loop] = Runtime()
+        runtime._closer = _closer(runtime)
+    return runtime
+
+
+async def _closes(runtime: Runtime) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:
+        await runtime.close()
+
+
+def _closer(runtime: Runtime) -> AsyncGenerator[None, None]:
+    closer = _closes(runtime)
+    # Its first step, taken here inside the loop, registers the generator with
+    # the loop's async-generator hooks: `loop.shutdown_asyncgens()` (the last
+    # step of `asyncio.run`) closes it, and so closes the runtime. The runtime
+    # keeps it referenced: the loop's own reference is weak.
+    with contextlib.suppress(StopIteration):
+        closer.asend(None).send(None)
+    return closer
 
 
 def _by_name(items: Mapping[str, T] | Iterable[T] | None, name: Callable[[T], str]) -> dict[str, T]:

@@ -96,6 +96,12 @@ class MemoryLeases:
         self._leases: dict[str, Lease] = {}
         self._generations: dict[str, int] = {}
 
+    def forget(self, key: str) -> None:
+        """Drop a key nobody holds and nobody will write under again (its
+        session was deleted), so a long-lived process keeps no trace of it."""
+        if key not in self._leases:
+            self._generations.pop(key, None)
+
     def generation(self, key: str) -> int:
         """The newest generation ever granted for the key (0 if none)."""
         return self._generations.get(key, 0)

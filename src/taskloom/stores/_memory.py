@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from builtins import list as _list
+from collections.abc import Iterable
 
 from ..errors import SessionNotFound, StaleLeaseError
 from ._base import Entry, SessionMeta, check_session_id
@@ -22,6 +23,9 @@ class MemoryStore:
     def __init__(self, *, clock: Clock = system_clock) -> None:
         self._meta: dict[str, SessionMeta] = {}
         self._logs: dict[str, _list[Entry]] = {}
+        # Children by parent: `list(parent_id=...)` is asked after every run
+        # that may have delegated, and must not scan every session.
+        self._children: dict[str, dict[str, None]] = {}  # insertion-ordered sets
         self.leases = MemoryLeases(clock)
 
     async def create(self, meta: SessionMeta) -> SessionMeta:
@@ -37,6 +41,8 @@ class MemoryStore:
             meta = SessionMeta(meta.id, meta.agent, meta.parent_id, time.time(), meta.metadata)
         self._meta[meta.id] = meta
         self._logs[meta.id] = []
+        if meta.parent_id is not None:
+            self._children.setdefault(meta.parent_id, {})[meta.id] = None
         return meta
 
     async def get(self, session_id: str) -> SessionMeta:
@@ -68,18 +74,25 @@ class MemoryStore:
     async def list(
         self, *, parent_id: str | None = None, agent: str | None = None, limit: int | None = None
     ) -> _list[SessionMeta]:
-        metas = [
-            m
-            for m in self._meta.values()
-            if (parent_id is None or m.parent_id == parent_id)
-            and (agent is None or m.agent == agent)
-        ]
+        if parent_id is not None:
+            candidates: Iterable[SessionMeta] = [
+                self._meta[c] for c in self._children.get(parent_id, ())
+            ]
+        else:
+            candidates = self._meta.values()
+        metas = [m for m in candidates if agent is None or m.agent == agent]
         metas.sort(key=lambda m: m.created_at, reverse=True)
         return metas[:limit] if limit is not None else metas
 
     async def delete(self, session_id: str) -> None:
-        self._meta.pop(session_id, None)
+        meta = self._meta.pop(session_id, None)
         self._logs.pop(session_id, None)
+        if meta is not None and meta.parent_id is not None:
+            siblings = self._children.get(meta.parent_id)
+            if siblings is not None:
+                siblings.pop(session_id, None)
+                if not siblings:
+                    del self._children[meta.parent_id]
 
     async def close(self) -> None:
         """Nothing to release; present so every store can be closed alike."""

@@ -16,7 +16,14 @@ error result naming its type and message (never a traceback). Error text is
 capped at `max_output_chars` exactly like output, and all of it is made valid
 UTF-8 (see `taskloom.messages.valid_text`).
 
-Sync tools run on taskloom's own daemon threads (see `taskloom.tools._threads`).
+Sync tools run on taskloom's own daemon threads (see `taskloom.tools._threads`)
+unless built `blocking=False`: then they are called inline on the event loop,
+as a hand-written loop would call them. The thread is the default because
+taskloom cannot tell a sync function that returns at once from one that reads
+a file, sleeps or waits on a lock, and one such call inline would stall every
+other run on the loop; a hand-off costs ~0.1 ms, which only matters for tools
+that do pure computation on their arguments, and those are what
+`blocking=False` is for.
 """
 
 from __future__ import annotations
@@ -25,8 +32,10 @@ import asyncio
 import contextlib
 import inspect
 import json
+import logging
 import re
 import sys
+import time
 import types
 import typing
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
@@ -56,6 +65,12 @@ __all__ = [
 ]
 
 DEFAULT_MAX_OUTPUT_CHARS = 50_000
+
+SLOW_INLINE_CALL = 0.1
+"""Seconds a `blocking=False` tool may hold the event loop before the
+`taskloom` logger warns (once per tool) that it should not be inline."""
+
+logger = logging.getLogger("taskloom")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -113,14 +128,19 @@ def cap_output(text: str, limit: int) -> str:
 
 def to_content(value: Any) -> str:
     """A tool's return value as the text the model reads."""
-    if isinstance(value, str):
-        return value
+    t = type(value)
+    if t is str:
+        return value  # type: ignore[no-any-return]
+    if t is int:
+        return int.__repr__(value)  # what JSON writes, without building an encoder
     if value is None:
         return "(no output)"
+    if isinstance(value, str):
+        return value
     if isinstance(value, pydantic.BaseModel):
         return value.model_dump_json()
     try:
-        return json.dumps(value, ensure_ascii=False, default=_json_default)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError):
         return str(value)
 
@@ -129,6 +149,10 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, pydantic.BaseModel):
         return value.model_dump(mode="json")
     return str(value)
+
+
+# One encoder for every result: `json.dumps` with options builds a new one a call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default)
 
 
 def _describe(exc: BaseException) -> str:
@@ -199,6 +223,15 @@ class Tool:
     a delegation tool) overlaps with them whatever its effect. `needs_approval` (a bool or a predicate on the arguments)
     parks the run for a human decision. `timeout` bounds one call in seconds;
     `max_output_chars` caps the result text (head and tail kept).
+
+    `blocking` concerns sync functions only (async ones never leave the
+    loop): by default a sync tool runs on a daemon thread, so a tool that
+    blocks never stalls other runs. `blocking=False` promises the function
+    returns at once (pure computation on its arguments: no I/O, no sleep, no
+    lock) and has it called inline on the event loop, saving the thread
+    hand-off; a deadline or `timeout` cannot cut such a call short, and one
+    that holds the loop over `SLOW_INLINE_CALL` seconds is reported (the
+    `taskloom` logger, once per tool).
     """
 
     __slots__ = (
@@ -206,7 +239,9 @@ class Tool:
         "_fn",
         "_kind",
         "_model",
+        "_slow_reported",
         "_spec",
+        "blocking",
         "concurrent",
         "description",
         "effect",
@@ -229,6 +264,7 @@ class Tool:
         timeout: float | None = None,
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
         concurrent: bool = False,
+        blocking: bool = True,
         _arguments_model: type[pydantic.BaseModel] | None = None,
         _context_param: str | None = None,
     ) -> None:
@@ -244,6 +280,8 @@ class Tool:
         self.timeout = timeout
         self.max_output_chars = max_output_chars
         self.concurrent = concurrent
+        self.blocking = blocking
+        self._slow_reported = False
         self._fn = fn
         self._kind = _kind_of(fn)
         self._model = _arguments_model
@@ -314,9 +352,31 @@ class Tool:
             return await self._fn(**arguments)
         if kind == "async-generator":
             return await _drain_async(self._fn(**arguments), ctx)
+        if not self.blocking:
+            return await self._inline(kind, arguments, ctx)
         if kind == "generator":
             return await run_in_thread(_drain_sync, {"gen": self._fn(**arguments), "ctx": ctx})
         result = await run_in_thread(self._fn, arguments)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def _inline(self, kind: str, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        assert self._fn is not None
+        started = time.perf_counter()
+        if kind == "generator":
+            result = _drain_sync(self._fn(**arguments), ctx)
+        else:
+            result = self._fn(**arguments)
+        held = time.perf_counter() - started
+        if held > SLOW_INLINE_CALL and not self._slow_reported:
+            self._slow_reported = True
+            logger.warning(
+                "tool %r is built blocking=False but held the event loop for %.0f ms, "
+                "stalling every other run meanwhile; drop blocking=False so it runs on a thread",
+                self.name,
+                held * 1000,
+            )
         if inspect.isawaitable(result):
             result = await result
         return result
@@ -436,6 +496,7 @@ def _build_tool(
     needs_approval: ApprovalRule,
     timeout: float | None,
     max_output_chars: int,
+    blocking: bool,
 ) -> Tool:
     tool_name = name or fn.__name__
     try:
@@ -482,6 +543,7 @@ def _build_tool(
         needs_approval=needs_approval,
         timeout=timeout,
         max_output_chars=max_output_chars,
+        blocking=blocking,
         _arguments_model=model,
         _context_param=ctx_param,
     )
@@ -500,6 +562,7 @@ def tool(
     needs_approval: ApprovalRule = False,
     timeout: float | None = None,
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+    blocking: bool = True,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -513,10 +576,13 @@ def tool(
     needs_approval: ApprovalRule = False,
     timeout: float | None = None,
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+    blocking: bool = True,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a `Tool` from a function, bare (`@tool`) or with options (`@tool(...)`).
 
     The default effect is `WRITE`, the safe assumption: such calls run alone.
+    A sync function runs on a thread unless `blocking=False` says it returns
+    at once (see `Tool`).
     """
     options = {
         "name": name,
@@ -525,6 +591,7 @@ def tool(
         "needs_approval": needs_approval,
         "timeout": timeout,
         "max_output_chars": max_output_chars,
+        "blocking": blocking,
     }
     if fn is not None:
         return _build_tool(fn, **options)  # type: ignore[arg-type]

@@ -1,0 +1,124 @@
+"""`Agent.run` without a runtime: one in-memory runtime per event loop, whose
+one-off sessions are forgotten once their runs and work have ended, and which
+is closed when `asyncio.run` ends."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from taskloom import Agent, RunStatus, Runtime, ToolContext, tool
+from taskloom.background import BackgroundService
+from taskloom.delegation import SubAgent
+from taskloom.models import ScriptedModel, reply
+from taskloom.runtime import default_runtime
+
+
+def _held(rt: Runtime) -> dict[str, int]:
+    """What the runtime's memory store and leases still hold."""
+    store: Any = rt.store
+    return {
+        "sessions": len(store._meta),
+        "logs": len(store._logs),
+        "children": len(store._children),
+        "lease generations": len(store.leases._generations),
+        "leases": len(store.leases._leases),
+    }
+
+
+def _empty() -> dict[str, int]:
+    return dict.fromkeys(("sessions", "logs", "children", "lease generations", "leases"), 0)
+
+
+async def test_runs_of_one_loop_share_its_default_runtime_and_leave_nothing_behind() -> None:
+    seen: list[Runtime] = []
+
+    @tool(blocking=False)
+    def where(ctx: ToolContext) -> str:
+        """Note the runtime this call runs on."""
+        seen.append(ctx.runtime)  # type: ignore[arg-type]
+        return "noted"
+
+    agent = Agent(
+        "a", ScriptedModel([reply(tool_calls=[("where", {})]), reply("ok")] * 50), tools=[where]
+    )
+    for _ in range(50):
+        result = await agent.run("go")
+        assert result.status is RunStatus.COMPLETED
+    rt = default_runtime()
+    assert len(seen) == 50 and all(r is rt for r in seen)
+    assert _held(rt) == _empty()
+
+
+async def test_a_run_that_delegated_forgets_its_children_too() -> None:
+    child = SubAgent("helper", "Helps.", ScriptedModel([reply("helped")] * 3), "Help.")
+    lead = ScriptedModel(
+        [reply(tool_calls=[("helper", {"task": "t1"}), ("helper", {"task": "t2"})]), reply("done")]
+    )
+    rt = default_runtime()
+    result = await Agent("lead", lead, tools=[child]).run("go")
+    assert result.status is RunStatus.COMPLETED and result.text == "done"
+    assert _held(rt) == _empty()
+
+
+async def test_a_session_is_kept_while_work_it_started_still_runs() -> None:
+    release = asyncio.Event()
+    started: list[str] = []
+
+    async def work() -> str:
+        await release.wait()
+        return "finished"
+
+    @tool
+    async def launch(ctx: ToolContext) -> str:
+        """Start background work."""
+        service = BackgroundService.of(ctx.runtime)  # type: ignore[arg-type]
+        started.append(await service.start(ctx, "job", "a job", work))
+        return "started"
+
+    # The run is reminded of the work once before it may end: "ok" twice.
+    model = ScriptedModel([reply(tool_calls=[("launch", {})]), reply("ok"), reply("ok")])
+    rt = default_runtime()
+    result = await Agent("a", model, tools=[launch]).run("go")
+    assert result.status is RunStatus.COMPLETED and started
+    assert _held(rt)["sessions"] == 1  # its work still runs: nothing is lost under it
+    task = BackgroundService.of(rt).task_for(result.session_id, started[0])
+    assert task is not None
+    release.set()
+    await task
+    for _ in range(20):  # the forgetting task runs once the work's task is done
+        if _held(rt) == _empty():
+            break
+        await asyncio.sleep(0)
+    assert _held(rt) == _empty()
+
+
+def test_each_asyncio_run_gets_its_own_default_runtime_closed_at_its_end() -> None:
+    closed: list[Runtime] = []
+
+    class Probe:
+        def __init__(self, rt: Runtime) -> None:
+            self.rt = rt
+
+        async def close(self) -> None:
+            closed.append(self.rt)
+
+    async def main() -> Runtime:
+        result = await Agent("a", ScriptedModel([reply("hi")])).run("go")
+        assert result.text == "hi"
+        rt = default_runtime()
+        rt.service(Probe, Probe)
+        assert rt not in closed
+        return rt
+
+    first = asyncio.run(main())
+    second = asyncio.run(main())
+    assert first is not second
+    assert closed == [first, second]
+
+
+async def test_a_given_runtime_keeps_its_sessions() -> None:
+    rt = Runtime()
+    result = await Agent("a", ScriptedModel([reply("hi")])).run("go", runtime=rt)
+    session = await rt.open_session(result.session_id, Agent("a", ScriptedModel([])))
+    assert [m.text for m in await session.transcript()] == ["go", "hi"]
