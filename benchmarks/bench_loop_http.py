@@ -306,8 +306,36 @@ async def _batch(run: Run, runs: int, concurrency: int) -> None:
         await asyncio.gather(*(run() for _ in range(concurrency)))
 
 
-async def measure(variant: Variant, root: str, runs: int, blocks: int) -> tuple[float, float]:
-    """CPU seconds per model request of the bare loop and of taskloom."""
+class PassCounter:
+    """Counts the event loop's passes (`_run_once` calls: one per wake-up of the
+    loop, each running every callback ready then) while it is on."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.passes = 0
+        self.on = False
+        original = loop._run_once  # type: ignore[attr-defined]
+
+        def counted() -> None:
+            if self.on:
+                self.passes += 1
+            original()
+
+        loop._run_once = counted  # type: ignore[attr-defined]
+
+    async def per_request(self, run: Run, runs: int, concurrency: int) -> float:
+        self.passes, self.on = 0, True
+        try:
+            await _batch(run, runs, concurrency)
+        finally:
+            self.on = False
+        return self.passes / (runs * (ROUNDS + 1))
+
+
+async def measure(
+    variant: Variant, root: str, runs: int, blocks: int, counter: PassCounter
+) -> tuple[float, float, float, float]:
+    """CPU seconds per model request of the bare loop and of taskloom, then
+    event-loop passes per request of each (counted in runs of their own)."""
     prefix = f"/lat{variant.latency_ms}" if variant.latency_ms else ""
     base_url = f"{root}{prefix}/v1"
     limits = httpx2.Limits(max_connections=100, max_keepalive_connections=100)
@@ -329,7 +357,9 @@ async def measure(variant: Variant, root: str, runs: int, blocks: int) -> tuple[
                 await _batch(run, per_block, variant.concurrency)
                 cpu[i] += time.process_time() - started
         requests = per_block * blocks * (ROUNDS + 1)
-        return cpu[0] / requests, cpu[1] / requests
+        n = max(variant.concurrency, 20)
+        passes = [await counter.per_request(run, n, variant.concurrency) for run in (bare, ours)]
+        return cpu[0] / requests, cpu[1] / requests, passes[0], passes[1]
 
 
 async def bench(root: str, runs: int, blocks: int, only: str | None) -> None:
@@ -337,12 +367,19 @@ async def bench(root: str, runs: int, blocks: int, only: str | None) -> None:
         f"\nCPU per model request, {runs} runs x {ROUNDS} tool rounds + a final answer "
         f"({ROUNDS + 1} requests a run), per variant"
     )
-    print(f"{'variant':<46} {'bare us/req':>11} {'taskloom us/req':>15} {'ratio':>7}")
+    print(
+        f"{'variant':<46} {'bare us/req':>11} {'taskloom us/req':>15} {'ratio':>7}"
+        f" {'passes/req bare':>16} {'taskloom':>9}"
+    )
+    counter = PassCounter(asyncio.get_running_loop())
     for variant in VARIANTS:
         if only and only not in variant.name:
             continue
-        bare, ours = await measure(variant, root, runs, blocks)
-        print(f"{variant.name:<46} {bare * 1e6:>11.1f} {ours * 1e6:>15.1f} {ours / bare:>6.2f}x")
+        bare, ours, bare_passes, our_passes = await measure(variant, root, runs, blocks, counter)
+        print(
+            f"{variant.name:<46} {bare * 1e6:>11.1f} {ours * 1e6:>15.1f} {ours / bare:>6.2f}x"
+            f" {bare_passes:>16.2f} {our_passes:>9.2f}"
+        )
     print(f"target: <= {TARGET:.2f}x the bare loop in every variant but the thread row")
 
 

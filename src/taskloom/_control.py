@@ -97,6 +97,9 @@ def _nothing() -> None:
     return None
 
 
+_NONE = Usage()
+
+
 class UsageMeter:
     """Usage of one run, forwarded to the parent run's meter as it accrues,
     so a parent's usage and token budget include its children's. `total` is
@@ -105,14 +108,16 @@ class UsageMeter:
     __slots__ = ("_parent", "own", "total")
 
     def __init__(self, parent: UsageMeter | None = None) -> None:
-        self.total = Usage()
-        self.own = Usage()
+        # One object while no child has added anything: `add` then sums once.
+        self.total = self.own = _NONE
         self._parent = parent
 
     def add(self, usage: Usage) -> None:
         """Add usage to this run and every run above it."""
-        self.own = self.own + usage
-        node: UsageMeter | None = self
+        own = self.own + usage
+        self.total = own if self.total is self.own else self.total + usage
+        self.own = own
+        node = self._parent
         while node is not None:
             node.total = node.total + usage
             node = node._parent

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .events import Event
     from .loop._options import RunOptions
     from .messages import Message
-    from .results import RunResult
+    from .results import RunResult, ToolSpec
     from .runtime import Runtime
 
 __all__ = ["Agent", "AgentDepsT", "AgentOutputT", "OutputSpec"]
@@ -79,6 +79,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         "_adapter",
         "_json_schema",
         "_tool_map",
+        "_tool_specs",
         "compaction",
         "deps_type",
         "description",
@@ -104,6 +105,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
     fixes: int
     compaction: Compaction | None
     _tool_map: dict[str, Tool]
+    _tool_specs: tuple[ToolSpec, ...]
     _json_schema: Any
     _adapter: Any
 
@@ -281,6 +283,17 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
     def tool_map(self) -> Mapping[str, Tool]:
         """The agent's own tools by name (a session adds its toolsets' current ones)."""
         return self._tool_map
+
+    @property
+    def tool_specs(self) -> tuple[ToolSpec, ...]:
+        """What the model is told about the agent's own tools: one tuple for
+        all its sessions, so adapters can reuse their encoding of it."""
+        try:
+            return self._tool_specs
+        except AttributeError:  # made on first use: construction stays cheap
+            specs = tuple(t.spec for t in self.tools)
+            object.__setattr__(self, "_tool_specs", specs)
+            return specs
 
     # ------------------------------------------------------------ output
 

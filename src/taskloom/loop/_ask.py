@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..events import Event, ModelRequestStarted, RetryAttempt, TextDelta, ThinkingDelta
 from ..models._base import Model, ModelRequest, ModelResponse, ResponseCompleted
@@ -87,10 +87,16 @@ async def _with_retries(
                 )
             )
         try:
+            # Nobody listens: the whole response, no per-delta events at all.
+            attempt = (
+                model.request(request)
+                if emit is None
+                else _streamed(model, request, emit, origin, session_id)
+            )
             if controls.deadline_at is None:
-                return await _attempt(model, request, emit, origin, session_id)
+                return await attempt
             async with asyncio.timeout_at(controls.deadline_at):
-                return await _attempt(model, request, emit, origin, session_id)
+                return await attempt
         except TimeoutError:
             raise EndRun(RunStatus.DEADLINE) from None
         except Exception as exc:
@@ -125,16 +131,13 @@ async def _with_retries(
             await asyncio.sleep(delay)
 
 
-async def _attempt(
-    model: Any,
+async def _streamed(
+    model: Model,
     request: ModelRequest,
-    emit: Callable[[Event], None] | None,
+    emit: Callable[[Event], None],
     origin: str,
     session_id: str,
 ) -> ModelResponse:
-    if emit is None:
-        # Nobody listens: skip the per-delta events entirely.
-        return await model.request(request)  # type: ignore[no-any-return]
     response: ModelResponse | None = None
     async for ev in model.stream(request):
         if isinstance(ev, ResponseCompleted):

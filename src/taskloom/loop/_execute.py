@@ -20,7 +20,7 @@ from ..results import RunStatus
 from ..tools import Tool, ToolContext, ToolEffect, ToolOutput
 from ._port import NO_WATCH, RunWatch
 
-__all__ = ["execute_calls", "result_for_unrunnable", "run_batch"]
+__all__ = ["execute_calls", "result_for_unrunnable", "run_batch", "run_one"]
 
 
 def _overlaps(tool: Tool | None) -> bool:
@@ -43,7 +43,7 @@ def result_for_unrunnable(call: ToolCall, tools: Mapping[str, Tool]) -> ToolOutp
     return None
 
 
-async def _run_one(
+async def run_one(
     call: ToolCall,
     tools: Mapping[str, Tool],
     make_ctx: Callable[[ToolCall], ToolContext],
@@ -52,6 +52,7 @@ async def _run_one(
     session_id: str,
     watch: RunWatch,
 ) -> ToolResult:
+    """Run one call inside its watch, with its started and finished events."""
     if emit is not None:
         emit(
             ToolCallStarted(
@@ -103,18 +104,18 @@ async def execute_calls(
     n = len(calls)
     while i < n:
         if not _overlaps(tools.get(calls[i].name)):
-            results[i] = await _run_one(calls[i], tools, make_ctx, emit, origin, session_id, watch)
+            results[i] = await run_one(calls[i], tools, make_ctx, emit, origin, session_id, watch)
             i += 1
             continue
         j = i
         while j < n and _overlaps(tools.get(calls[j].name)):
             j += 1
         if j - i == 1:
-            results[i] = await _run_one(calls[i], tools, make_ctx, emit, origin, session_id, watch)
+            results[i] = await run_one(calls[i], tools, make_ctx, emit, origin, session_id, watch)
         else:
 
             async def run_at(k: int) -> None:
-                results[k] = await _run_one(
+                results[k] = await run_one(
                     calls[k], tools, make_ctx, emit, origin, session_id, watch
                 )
 

@@ -19,7 +19,7 @@ runtime's observer (tracing), entered in that order of nesting.
 from __future__ import annotations
 
 import asyncio
-import uuid
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -48,7 +48,7 @@ from ..tools import Tool, ToolContext
 from ._approvals import Gate, gated_calls, requests_for, resolve_parked_turn
 from ._ask import ask_model
 from ._compact import Compactor
-from ._execute import run_batch
+from ._execute import run_batch, run_one
 from ._log import fold_text, with_unique_call_ids
 from ._options import RunOptions
 from ._output import FinalOutput, to_jsonable
@@ -83,7 +83,7 @@ class RunLoop:
         self.emit = emit
         self.origin = origin
         self.deps = deps
-        self.run_id = uuid.uuid4().hex
+        self.run_id = secrets.token_hex(16)  # as uuid4().hex, at a third of its cost
         self.rounds = self.model_requests = self.transport_retries = self.tool_calls = 0
         # Rounds of earlier runs of the session: events number rounds on from them.
         self.round_base = 0
@@ -97,6 +97,8 @@ class RunLoop:
         self._held: Delivery | None = None
         self.observer = observer
         self.watch = NO_WATCH
+        # Adapters keep their wire encoding of this run's messages here.
+        self.memo: dict[Any, Any] = {}
 
     @property
     def tools(self) -> Mapping[str, Tool]:
@@ -299,7 +301,8 @@ class RunLoop:
         # A final answer given through the tool ends the run like a final
         # message would, once the strategy lets it and nothing is pending.
         answered = self.output.after_tools()
-        await self._decide(decision)
+        if decision is not _PROCEED:
+            await self._decide(decision)
         if answered and decision.action == "continue":
             await self._may_complete()
 
@@ -315,12 +318,16 @@ class RunLoop:
         raise EndRun(RunStatus.AWAITING_APPROVAL)
 
     async def _final_round(self, message: Message) -> None:
-        self._event(
-            RoundCommitted,
-            run_id=self.run_id,
-            round=self.round_base + self.rounds,
-            boundary=RoundBoundary.ASSISTANT_MESSAGE_COMMITTED.value,
-        )
+        if self.emit is not None:
+            self._event(
+                RoundCommitted,
+                run_id=self.run_id,
+                round=self.round_base + self.rounds,
+                boundary=RoundBoundary.ASSISTANT_MESSAGE_COMMITTED.value,
+            )
+        if self.opts.strategy is None:
+            await self._may_complete(message)
+            return
         decision = await self._strategy(
             RoundContext(
                 RoundBoundary.ASSISTANT_MESSAGE_COMMITTED,
@@ -365,6 +372,25 @@ class RunLoop:
         self, calls: Sequence[ToolCall], decided: Mapping[str, ToolResult] | None = None
     ) -> list[ToolResult]:
         """One result per call, in call order: `decided` ones as given, the rest run."""
+        if (
+            len(calls) == 1
+            and not decided
+            and self.opts.max_tool_calls is None
+            and self.controls.deadline_at is None
+        ):
+            # The common turn (one call, nothing to cut it short): no batch to plan.
+            self.tool_calls += 1
+            return [
+                await run_one(
+                    calls[0],
+                    self.tools,
+                    self._context,
+                    self.emit,
+                    self.origin,
+                    self.session.id,
+                    self.watch,
+                )
+            ]
         decided = decided or {}
         results_run, end, ran = await run_batch(
             [c for c in calls if c.id not in decided],
@@ -413,12 +439,15 @@ class RunLoop:
         seen = self.notices.take_seen()
         if seen:
             await self.background.ack(self.session.id, seen)
-        self._event(
-            RoundCommitted,
-            run_id=self.run_id,
-            round=self.round_base + self.rounds,
-            boundary=RoundBoundary.TOOL_RESULTS_COMMITTED.value,
-        )
+        if self.emit is not None:
+            self._event(
+                RoundCommitted,
+                run_id=self.run_id,
+                round=self.round_base + self.rounds,
+                boundary=RoundBoundary.TOOL_RESULTS_COMMITTED.value,
+            )
+        if self.opts.strategy is None:
+            return _PROCEED
         return await self._strategy(
             RoundContext(
                 RoundBoundary.TOOL_RESULTS_COMMITTED,
@@ -507,6 +536,7 @@ class RunLoop:
             settings=s.settings,
             output_schema=output_schema,
             output_name=agent.output_name,
+            memo=self.memo,
         )
 
     # ------------------------------------------------------------ the end

@@ -85,6 +85,11 @@ class ModelRequest:
 
     `output_schema` asks for a JSON answer following that schema (native
     structured output where the provider has it); `output_name` names it.
+
+    `memo` is a dict whoever sends a series of requests over one growing
+    conversation (a run) passes with each of them: an adapter keeps its wire
+    encoding of each message and of the tool list there, keyed by identity,
+    so a request encodes only what is new. None keeps nothing.
     """
 
     messages: Sequence[Message]
@@ -93,6 +98,7 @@ class ModelRequest:
     settings: ModelSettings = ModelSettings()
     output_schema: Mapping[str, Any] | None = None
     output_name: str = "output"
+    memo: dict[Any, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

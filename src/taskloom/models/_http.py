@@ -170,7 +170,7 @@ def _failure(target: Target, response: httpx2.Response, content: bytes) -> Provi
 async def send_json(client: httpx2.AsyncClient, target: Target, body: Mapping[str, Any]) -> Any:
     """POST a JSON body and return the decoded JSON answer, or raise a typed error."""
     try:
-        response = await client.post(target.url, json=body, headers=dict(target.headers))
+        response = await client.post(target.url, json=body, headers=target.headers)
     except httpx2.HTTPError as exc:
         raise _transport_error(exc, target.provider, target.url) from exc
     if response.status_code >= 400:
@@ -191,7 +191,7 @@ async def open_stream(
     client: httpx2.AsyncClient, target: Target, body: Mapping[str, Any]
 ) -> AsyncIterator[httpx2.Response]:
     """Open a streaming POST; error statuses raise before the body is iterated."""
-    request = client.build_request("POST", target.url, json=body, headers=dict(target.headers))
+    request = client.build_request("POST", target.url, json=body, headers=target.headers)
     try:
         response = await client.send(request, stream=True)
     except httpx2.HTTPError as exc:

@@ -91,7 +91,7 @@ class OpenAIChatModel(WireModel):
         messages = build_messages(request, tool_turn_content=self._quirks.tool_turn_content)
         body: dict[str, Any] = {"model": self._name, "messages": messages}
         if request.tools:
-            body["tools"] = build_tools(request.tools)
+            body["tools"] = build_tools(request.tools, request.memo)
         if settings.temperature is not None:
             body["temperature"] = settings.temperature
         if settings.top_p is not None:

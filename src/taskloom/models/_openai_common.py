@@ -201,19 +201,50 @@ def build_messages(
     if request.system:
         out.append({"role": "system", "content": request.system})
     ids = WireIds()
+    memo = request.memo
     for index, message in enumerate(request.messages):
+        if memo is not None:
+            kept = memo.get(id(message))
+            if kept is not None and kept[0] is message and kept[1] == tool_turn_content:
+                if message.role == "assistant":
+                    ids.new_turn()
+                out.extend(kept[2])
+                continue
+        start = len(out)
         if message.role == "assistant":
             wire = _assistant(message, index, ids, tool_turn_content)
             if wire is not None:
                 out.append(wire)
         else:
             out.extend(_user_side(message, index, ids))
+        if memo is not None and _placeless(message):
+            # The message object stays in the value: its id is not reused meanwhile.
+            memo[id(message)] = (message, tool_turn_content, out[start:])
     return out
 
 
-def build_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    """The `tools` array: one function per tool spec."""
-    return [
+def _placeless(message: Message) -> bool:
+    """Whether a message's wire form is the same wherever it stands: no empty
+    call or result id, the only ones `WireIds` derives from the position."""
+    for block in message.blocks:
+        if isinstance(block, ToolCall):
+            if not block.id:
+                return False
+        elif isinstance(block, ToolResult) and not block.tool_call_id:
+            return False
+    return True
+
+
+def build_tools(
+    tools: Sequence[ToolSpec], memo: dict[Any, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The `tools` array: one function per tool spec (kept in `memo` for the
+    same tuple of specs, which a run passes unchanged while its tools are)."""
+    if memo is not None:
+        kept = memo.get("tools")
+        if kept is not None and kept[0] is tools:
+            return kept[1]  # type: ignore[no-any-return]
+    wire = [
         {
             "type": "function",
             "function": {
@@ -224,6 +255,9 @@ def build_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
         }
         for t in tools
     ]
+    if memo is not None:
+        memo["tools"] = (tools, wire)
+    return wire
 
 
 def _strict_node(node: Any) -> bool:

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..stores._leases import Lease
+from ..stores._leases import Lease, MemoryLeases
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -35,11 +35,13 @@ class HeldLease:
     """A session lease this process holds (`Session.hold`), renewed on a timer
     while held; `on_lost` and `on_renewed` hook into its beat."""
 
-    __slots__ = ("_beat", "_lost", "_renewed", "_timer", "lease", "session", "ttl")
+    __slots__ = ("_beat", "_lost", "_renewed", "_timer", "fence", "lease", "session", "ttl")
 
     def __init__(self, session: Session[Any, Any], lease: Lease, ttl: float) -> None:
         self.session = session
         self.lease = lease
+        # What every append of the holder carries; renewals keep the generation.
+        self.fence = lease.fence
         self.ttl = ttl
         self._lost: list[Callable[[], None]] = []
         self._renewed: list[Callable[[], Awaitable[object]]] = []
@@ -94,8 +96,12 @@ class HeldLease:
         if self._beat is not None and not self._beat.done():
             self._beat.cancel()
             await asyncio.wait([self._beat])
+        leases = self.session.runtime.store.leases
+        if isinstance(leases, MemoryLeases):
+            await leases.release(self.lease)  # no I/O to wait for
+            return
         # A release that cannot reach the store is harmless (the lease lapses
         # on its own); it must not hold up a run that already ended.
         with contextlib.suppress(Exception):
             async with asyncio.timeout(RELEASE_WAIT):
-                await self.session.runtime.store.leases.release(self.lease)
+                await leases.release(self.lease)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -73,7 +73,6 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         self._held: HeldLease | None = None
         self._running = False
         self._wakeups = 0
-        self._specs: tuple[ToolSpec, ...] | None = None
         self._catalog: ToolCatalog | None = None
         # A model instance chosen in this process, and the log position of the
         # model change that chose it: instances keep their identity here even
@@ -114,9 +113,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         catalog = self._catalog
         if catalog is not None:
             return catalog.specs
-        if self._specs is None:
-            self._specs = tuple(t.spec for t in self.agent.tools)
-        return self._specs
+        return self.agent.tool_specs
 
     async def refresh_tools(self) -> None:
         """Re-read the agent's toolsets (an MCP server's current tools); the
@@ -175,7 +172,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         `StaleLeaseError` once another writer took the session over.
         """
         held = self._held
-        fence = held.lease.fence if held is not None else None
+        fence = held.fence if held is not None else None
         position = await self.runtime.store.append(self.id, entry, fence=fence)
         if position == self.log.position + 1:
             self.log.apply(entry, message, position)
@@ -220,12 +217,9 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
 
     # ------------------------------------------------------------ the lease
 
-    @contextlib.asynccontextmanager
-    async def hold(
-        self, *, wait: bool | float = False, ttl: float | None = None
-    ) -> AsyncIterator[HeldLease]:
-        """Hold the session's lease for the block: this Session becomes the
-        session's one writer, and its appends are fenced.
+    def hold(self, *, wait: bool | float = False, ttl: float | None = None) -> _Hold:
+        """Hold the session's lease for an `async with` block: this Session
+        becomes the session's one writer, and its appends are fenced.
 
         Raises `SessionBusy` when another writer holds it; with `wait=True`
         (or a number of seconds) waits for it instead. A holder on this
@@ -233,29 +227,22 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         for this Session object: an inner hold shares the outer lease. `ttl`
         overrides the runtime's `lease_ttl` for this hold.
         """
-        if self._held is not None:
-            yield self._held
-            return
-        ttl = self.runtime.lease_ttl if ttl is None else ttl
-        lease = await self._acquire(wait, ttl)
-        held = self._held = HeldLease(self, lease, ttl)
-        try:
-            yield held
-        finally:
-            self._held = None
-            await held.release()
+        return _Hold(self, wait, ttl)
 
     async def _acquire(self, wait: bool | float, ttl: float) -> Lease:
         leases = self.runtime.store.leases
         key = session_lease_key(self.id)
         me = holder_name()
         loop = asyncio.get_running_loop()
-        give_up = None if wait is True else loop.time() + (0.0 if wait is False else float(wait))
+        # Waiting is settled on the first refusal: most acquisitions succeed at once.
+        give_up: float | None = None
         delay = 0.02
         while True:
             lease = await leases.acquire(key, me, ttl)
             if lease is not None:
                 return lease
+            if give_up is None:
+                give_up = math.inf if wait is True else loop.time() + float(wait)
             current = await leases.current(key)
             if current is not None and holder_is_gone(current.holder):
                 lease = await leases.take_over(current, me, ttl)
@@ -264,7 +251,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
                     return lease
             if current is None:
                 continue  # released between the two calls: try again at once
-            if give_up is not None and loop.time() >= give_up:
+            if loop.time() >= give_up:
                 raise SessionBusy(self.id, current.holder)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.5)
@@ -577,3 +564,30 @@ if TYPE_CHECKING:
 
     def _is_port(session: Session[Any, Any]) -> SessionPort:
         return session
+
+
+class _Hold:
+    """`Session.hold()`: the lease for an `async with` block (re-entrant)."""
+
+    __slots__ = ("_held", "_session", "_ttl", "_wait")
+
+    def __init__(self, session: Session[Any, Any], wait: bool | float, ttl: float | None) -> None:
+        self._session = session
+        self._wait = wait
+        self._ttl = ttl
+        self._held: HeldLease | None = None
+
+    async def __aenter__(self) -> HeldLease:
+        session = self._session
+        if session._held is not None:
+            return session._held  # an inner hold: the outer one releases
+        ttl = session.runtime.lease_ttl if self._ttl is None else self._ttl
+        lease = await session._acquire(self._wait, ttl)
+        held = self._held = session._held = HeldLease(session, lease, ttl)
+        return held
+
+    async def __aexit__(self, *exc: object) -> None:
+        held = self._held
+        if held is not None:
+            self._held = self._session._held = None
+            await held.release()

@@ -12,9 +12,9 @@ Time comes from an injectable clock so tests never sleep for expiry.
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -211,7 +211,7 @@ def holder_name(tag: str = "") -> str:
     ident = _process_identity()
     sep = ":" if ident.startswith(_HOLDER_PREFIX + ":") else "-"
     suffix = f"-{tag}" if tag else ""
-    return f"{ident}{sep}{uuid.uuid4().hex[:8]}{suffix}"
+    return f"{ident}{sep}{secrets.token_hex(4)}{suffix}"
 
 
 def holder_is_gone(holder: str) -> bool:
