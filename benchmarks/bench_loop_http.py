@@ -251,9 +251,14 @@ def bare_run(client: httpx2.AsyncClient, url: str, *, stream: bool, tool: Any) -
 # --------------------------------------------------------------------------- taskloom
 
 
-def taskloom_run(base_url: str, *, stream: bool, tool: Any, **tool_options: Any) -> Run:
-    """The same conversation as `agent.run(...)`, the way the README writes it."""
-    from taskloom import Agent, tool as as_tool
+def taskloom_run(
+    base_url: str, *, stream: bool, tool: Any, events: bool = False, **tool_options: Any
+) -> Run:
+    """The same conversation as `agent.run(...)`, the way the README writes it
+    (with `events`, as `agent.stream(...)` read to its end)."""
+    from taskloom import Agent
+    from taskloom import tool as as_tool
+    from taskloom.events import RunFinished
     from taskloom.models import OpenAIChatModel
 
     model = OpenAIChatModel(MODEL, api_key="bench", base_url=base_url, stream=stream)
@@ -264,8 +269,12 @@ def taskloom_run(base_url: str, *, stream: bool, tool: Any, **tool_options: Any)
     agent = Agent(name="adder", model=model, instructions=INSTRUCTIONS, tools=[made])
 
     async def run() -> str:
-        result = await agent.run(PROMPT)
-        if result.text != ANSWER.strip() and result.text.strip() != ANSWER:
+        if events:
+            finished = [e async for e in agent.stream(PROMPT) if isinstance(e, RunFinished)]
+            result = finished[-1].result
+        else:
+            result = await agent.run(PROMPT)
+        if result.text.strip() != ANSWER:
             raise AssertionError(f"unexpected run result: {result.status} {result.text!r}")
         return result.text
 
@@ -285,6 +294,7 @@ class Variant:
     tool_options: dict[str, Any] | None = None
     concurrency: int = 1
     latency_ms: int = 0
+    events: bool = False
 
 
 VARIANTS = [
@@ -292,7 +302,15 @@ VARIANTS = [
     Variant("sequential, async tool", tool=add_async),
     Variant("50 concurrent runs, async tool", tool=add_async, concurrency=CONCURRENCY),
     Variant("streaming, sync tool (blocking=False)", stream=True, tool_options={"blocking": False}),
-    Variant("20 ms latency, sync tool (blocking=False)", tool_options={"blocking": False}, latency_ms=20),
+    Variant(
+        "streaming, every event to a subscriber",
+        stream=True,
+        tool_options={"blocking": False},
+        events=True,
+    ),
+    Variant(
+        "20 ms latency, sync tool (blocking=False)", tool_options={"blocking": False}, latency_ms=20
+    ),
     Variant("sequential, sync tool on a thread (default)"),
 ]
 
@@ -332,10 +350,16 @@ class PassCounter:
 
 
 async def measure(
-    variant: Variant, root: str, runs: int, blocks: int, counter: PassCounter
+    variant: Variant, root: str, runs: int, blocks: int
 ) -> tuple[float, float, float, float]:
     """CPU seconds per model request of the bare loop and of taskloom, then
-    event-loop passes per request of each (counted in runs of their own)."""
+    event-loop passes per request of each (counted in runs of their own).
+
+    Each variant runs in an event loop of its own (`asyncio.run`), so each
+    starts with empty connection pools: the bare loop's client and taskloom's
+    default one alike.
+    """
+    counter = PassCounter(asyncio.get_running_loop())
     prefix = f"/lat{variant.latency_ms}" if variant.latency_ms else ""
     base_url = f"{root}{prefix}/v1"
     limits = httpx2.Limits(max_connections=100, max_keepalive_connections=100)
@@ -344,7 +368,11 @@ async def measure(
             client, base_url + "/chat/completions", stream=variant.stream, tool=variant.tool
         )
         ours = taskloom_run(
-            base_url, stream=variant.stream, tool=variant.tool, **(variant.tool_options or {})
+            base_url,
+            stream=variant.stream,
+            tool=variant.tool,
+            events=variant.events,
+            **(variant.tool_options or {}),
         )
         per_block = max(variant.concurrency, runs // blocks)
         for run in (bare, ours):  # warm up: connections, imports, caches
@@ -362,7 +390,7 @@ async def measure(
         return cpu[0] / requests, cpu[1] / requests, passes[0], passes[1]
 
 
-async def bench(root: str, runs: int, blocks: int, only: str | None) -> None:
+def bench(root: str, runs: int, blocks: int, only: str | None) -> None:
     print(
         f"\nCPU per model request, {runs} runs x {ROUNDS} tool rounds + a final answer "
         f"({ROUNDS + 1} requests a run), per variant"
@@ -371,11 +399,10 @@ async def bench(root: str, runs: int, blocks: int, only: str | None) -> None:
         f"{'variant':<46} {'bare us/req':>11} {'taskloom us/req':>15} {'ratio':>7}"
         f" {'passes/req bare':>16} {'taskloom':>9}"
     )
-    counter = PassCounter(asyncio.get_running_loop())
     for variant in VARIANTS:
         if only and only not in variant.name:
             continue
-        bare, ours, bare_passes, our_passes = await measure(variant, root, runs, blocks, counter)
+        bare, ours, bare_passes, our_passes = asyncio.run(measure(variant, root, runs, blocks))
         print(
             f"{variant.name:<46} {bare * 1e6:>11.1f} {ours * 1e6:>15.1f} {ours / bare:>6.2f}x"
             f" {bare_passes:>16.2f} {our_passes:>9.2f}"
@@ -395,7 +422,7 @@ def main() -> None:
         return
     proc, root = start_server()
     try:
-        asyncio.run(bench(root, args.runs, args.blocks, args.only))
+        bench(root, args.runs, args.blocks, args.only)
     finally:
         proc.kill()
         proc.wait(timeout=10)
