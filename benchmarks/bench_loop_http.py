@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import gc
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -349,15 +350,26 @@ class PassCounter:
         return self.passes / (runs * (ROUNDS + 1))
 
 
-async def measure(
-    variant: Variant, root: str, runs: int, blocks: int
-) -> tuple[float, float, float, float]:
-    """CPU seconds per model request of the bare loop and of taskloom, then
-    event-loop passes per request of each (counted in runs of their own).
+@dataclass
+class Measured:
+    bare: float  # CPU seconds per request, all blocks
+    ours: float
+    ratio: float  # the median of the blocks' ratios
+    spread: tuple[float, float]  # their quartiles
+    bare_passes: float  # event-loop passes per request
+    our_passes: float
 
-    Each variant runs in an event loop of its own (`asyncio.run`), so each
-    starts with empty connection pools: the bare loop's client and taskloom's
-    default one alike.
+
+async def measure(variant: Variant, root: str, runs: int, blocks: int) -> Measured:
+    """CPU per model request of the bare loop and of taskloom, then event-loop
+    passes per request of each (counted in runs of their own).
+
+    The two loops take turns in `blocks` short blocks, in the order ABBA, so
+    drift in the machine's speed falls on both alike; the ratio reported is
+    the median of the blocks' ratios (a burst of load elsewhere moves a few
+    blocks, not the median). Each variant runs in an event loop of its own
+    (`asyncio.run`), so each starts with empty connection pools: the bare
+    loop's client and taskloom's default one alike.
     """
     counter = PassCounter(asyncio.get_running_loop())
     prefix = f"/lat{variant.latency_ms}" if variant.latency_ms else ""
@@ -377,35 +389,48 @@ async def measure(
         per_block = max(variant.concurrency, runs // blocks)
         for run in (bare, ours):  # warm up: connections, imports, caches
             await _batch(run, max(variant.concurrency, 20), variant.concurrency)
-        cpu = [0.0, 0.0]
+        totals = [0.0, 0.0]
+        ratios: list[float] = []
         gc.collect()
-        for _ in range(blocks):
-            for i, run in enumerate((bare, ours)):
+        for block in range(blocks):
+            cpu = [0.0, 0.0]
+            for i in (0, 1) if block % 2 == 0 else (1, 0):
                 started = time.process_time()
-                await _batch(run, per_block, variant.concurrency)
-                cpu[i] += time.process_time() - started
+                await _batch((bare, ours)[i], per_block, variant.concurrency)
+                cpu[i] = time.process_time() - started
+                totals[i] += cpu[i]
+            ratios.append(cpu[1] / cpu[0])
         requests = per_block * blocks * (ROUNDS + 1)
         n = max(variant.concurrency, 20)
         passes = [await counter.per_request(run, n, variant.concurrency) for run in (bare, ours)]
-        return cpu[0] / requests, cpu[1] / requests, passes[0], passes[1]
+        quartiles = statistics.quantiles(ratios, n=4)
+        return Measured(
+            totals[0] / requests,
+            totals[1] / requests,
+            statistics.median(ratios),
+            (quartiles[0], quartiles[2]),
+            passes[0],
+            passes[1],
+        )
 
 
 def bench(root: str, runs: int, blocks: int, only: str | None) -> None:
     print(
         f"\nCPU per model request, {runs} runs x {ROUNDS} tool rounds + a final answer "
-        f"({ROUNDS + 1} requests a run), per variant"
+        f"({ROUNDS + 1} requests a run) per loop and variant, in {blocks} blocks"
     )
     print(
-        f"{'variant':<46} {'bare us/req':>11} {'taskloom us/req':>15} {'ratio':>7}"
+        f"{'variant':<46} {'bare us/req':>11} {'taskloom':>9} {'ratio':>6} {'(quartiles)':>12}"
         f" {'passes/req bare':>16} {'taskloom':>9}"
     )
     for variant in VARIANTS:
         if only and only not in variant.name:
             continue
-        bare, ours, bare_passes, our_passes = asyncio.run(measure(variant, root, runs, blocks))
+        m = asyncio.run(measure(variant, root, runs, blocks))
+        low, high = m.spread
         print(
-            f"{variant.name:<46} {bare * 1e6:>11.1f} {ours * 1e6:>15.1f} {ours / bare:>6.2f}x"
-            f" {bare_passes:>16.2f} {our_passes:>9.2f}"
+            f"{variant.name:<46} {m.bare * 1e6:>11.1f} {m.ours * 1e6:>9.1f} {m.ratio:>5.2f}x"
+            f" ({low:.2f}-{high:.2f}) {m.bare_passes:>16.2f} {m.our_passes:>9.2f}"
         )
     print(f"target: <= {TARGET:.2f}x the bare loop in every variant but the thread row")
 
@@ -413,7 +438,7 @@ def bench(root: str, runs: int, blocks: int, only: str | None) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200, help="runs per variant and loop")
-    parser.add_argument("--blocks", type=int, default=10, help="turns the two loops take")
+    parser.add_argument("--blocks", type=int, default=40, help="turns the two loops take")
     parser.add_argument("--only", default=None, help="variants whose name contains this")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -9,6 +9,7 @@ import pytest
 
 from taskloom import (
     Agent,
+    RunStatus,
     ConfigurationError,
     Tool,
     ToolContext,
@@ -224,3 +225,51 @@ async def test_a_timeout_error_the_tool_raises_itself_is_its_own_error() -> None
     assert result.status is RunStatus.COMPLETED
     results = model.requests[1].messages[-1].results
     assert [r.content for r in results] == ["TimeoutError: upstream timed out"] * 2
+
+
+def test_only_tools_that_use_their_context_take_one() -> None:
+    @tool
+    def plain(a: int) -> int:
+        """No context."""
+        return a
+
+    @tool
+    def with_ctx(a: int, ctx: ToolContext) -> int:
+        """Reads its context."""
+        return a
+
+    @tool
+    def streams(n: int):  # type: ignore[no-untyped-def]
+        """Progress goes through the context."""
+        yield n
+
+    class Custom(Tool):
+        async def invoke(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+            return ctx.call_id
+
+    custom = Custom("custom", "A subclass.", {"type": "object", "properties": {}})
+    assert not plain.takes_context
+    assert with_ctx.takes_context and streams.takes_context and custom.takes_context
+
+
+async def test_the_loop_builds_a_context_only_for_tools_that_take_one() -> None:
+    seen: list[str] = []
+
+    @tool
+    async def who(ctx: ToolContext) -> str:
+        """Name the call."""
+        seen.append(ctx.call_id)
+        return ctx.call_id
+
+    @tool(blocking=False)
+    def plain() -> str:
+        """Nothing to read."""
+        return "plain"
+
+    model = ScriptedModel(
+        [reply(tool_calls=[("who", {})]), reply(tool_calls=[("plain", {})]), reply("ok")]
+    )
+    result = await Agent("a", model, tools=[who, plain]).run("go")
+    assert result.status is RunStatus.COMPLETED
+    assert len(seen) == 1 and seen[0]
+    assert [r.content for r in model.requests[2].messages[-1].results] == ["plain"]

@@ -67,7 +67,9 @@ async def run_one(
     with watch.tool_call(call, tools.get(call.name)) as span:
         output = result_for_unrunnable(call, tools)
         if output is None:
-            output = await tools[call.name].call(call.arguments, make_ctx(call))
+            tool = tools[call.name]
+            context = make_ctx(call) if tool.takes_context else None
+            output = await tool.call(call.arguments, context)
         span.returned(output)
     if emit is not None:
         emit(

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import secrets
+import os
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, overload
@@ -235,7 +235,7 @@ class Runtime:
         metadata: Mapping[str, Any] | None = None,
     ) -> Session[AgentDepsT, AgentOutputT]:
         """A new, empty session for `agent` in the store."""
-        sid = secrets.token_hex(16) if session_id is None else session_id
+        sid = os.urandom(16).hex() if session_id is None else session_id
         await self.store.create(SessionMeta(sid, agent.name, parent_id, 0.0, dict(metadata or {})))
         return Session(self, sid, agent)
 

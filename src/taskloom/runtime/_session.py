@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -173,9 +174,15 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         """
         held = self._held
         fence = held.fence if held is not None else None
+        # Placed where it will most likely land, so neither the store nor the
+        # log has to copy it again; a store that puts it elsewhere says so.
+        expected = self.log.position + 1
+        entry = Entry(
+            entry.kind, entry.data, entry.run_id, expected, entry.created_at or time.time()
+        )
         position = await self.runtime.store.append(self.id, entry, fence=fence)
-        if position == self.log.position + 1:
-            self.log.apply(entry, message, position)
+        if position == expected:
+            self.log.apply(entry, message)
         else:
             # Someone else appended in between: read the gap (ours included).
             await self.sync()

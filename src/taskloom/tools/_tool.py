@@ -241,6 +241,7 @@ class Tool:
         "_model",
         "_slow_reported",
         "_spec",
+        "_takes_context",
         "blocking",
         "concurrent",
         "description",
@@ -287,6 +288,13 @@ class Tool:
         self._model = _arguments_model
         self._ctx_param = _context_param
         self._spec = ToolSpec(name, description, self.input_schema)
+        cls = type(self)
+        self._takes_context = (
+            _context_param is not None
+            or self._kind in ("generator", "async-generator")  # progress goes through it
+            or cls.invoke is not Tool.invoke
+            or cls.call is not Tool.call
+        )
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r}, effect={self.effect.value})"
@@ -295,6 +303,13 @@ class Tool:
     def spec(self) -> ToolSpec:
         """What the model is told about this tool."""
         return self._spec
+
+    @property
+    def takes_context(self) -> bool:
+        """Whether a call needs its `ToolContext`: the function has a context
+        parameter, streams progress, or a subclass overrides `invoke` or
+        `call`. The loop builds a context for a call only when it does."""
+        return self._takes_context
 
     @property
     def is_gated(self) -> bool:
@@ -381,10 +396,12 @@ class Tool:
             result = await result
         return result
 
-    async def call(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+    async def call(self, arguments: dict[str, Any], ctx: ToolContext | None) -> ToolOutput:
         """Validate, run (within `timeout`) and turn the outcome into one result.
 
-        Output and error text alike are capped at `max_output_chars`.
+        Output and error text alike are capped at `max_output_chars`. `ctx`
+        may be None for a tool that does not `takes_context` (the loop passes
+        None then).
         """
         try:
             kwargs = self.validate(arguments)
@@ -395,12 +412,12 @@ class Tool:
             )
         try:
             if self.timeout is None:
-                value = await self.invoke(kwargs, ctx)
+                value = await self.invoke(kwargs, ctx)  # type: ignore[arg-type]
             else:
                 deadline = asyncio.timeout(self.timeout)
                 try:
                     async with deadline:
-                        value = await self.invoke(kwargs, ctx)
+                        value = await self.invoke(kwargs, ctx)  # type: ignore[arg-type]
                 except TimeoutError:
                     # Only our own deadline is a timeout of the tool; a
                     # TimeoutError the tool raised itself is its own error.
