@@ -9,8 +9,8 @@ import pytest
 
 from taskloom import (
     Agent,
-    RunStatus,
     ConfigurationError,
+    RunStatus,
     Tool,
     ToolContext,
     ToolEffect,
