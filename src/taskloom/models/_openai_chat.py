@@ -118,10 +118,15 @@ class OpenAIChatModel(WireModel):
         return _replayed_deltas(response.message)
 
     def _decode(self, payload: Any, request: ModelRequest) -> ModelResponse:
-        if isinstance(payload, Mapping) and payload.get("error"):
+        is_object = type(payload) is dict or isinstance(payload, Mapping)
+        if is_object and payload.get("error"):
             raise _error_in_body(payload, self._provider)
-        choices = payload.get("choices") if isinstance(payload, Mapping) else None
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        choices = payload.get("choices") if is_object else None
+        if (
+            type(choices) is not list
+            or not choices
+            or not (type(choices[0]) is dict or isinstance(choices[0], Mapping))
+        ):
             raise ProviderError(
                 f"response is not a chat completion: {json.dumps(payload)[:200]}",
                 status=200,
@@ -130,7 +135,9 @@ class OpenAIChatModel(WireModel):
             )
         message = choices[0].get("message") or {}
         calls = [
-            _tool_call(tc) for tc in message.get("tool_calls") or () if isinstance(tc, Mapping)
+            _tool_call(tc)
+            for tc in message.get("tool_calls") or ()
+            if type(tc) is dict or isinstance(tc, Mapping)
         ]
         return _response(
             self._provider,
@@ -147,7 +154,7 @@ class OpenAIChatModel(WireModel):
 
 def _tool_call(wire: Mapping[str, Any]) -> ToolCall:
     function = wire.get("function")
-    if not isinstance(function, Mapping):
+    if not (type(function) is dict or isinstance(function, Mapping)):
         function = {}
     arguments, raw_arguments = parse_arguments(function.get("arguments"))
     call_id, name = wire.get("id"), function.get("name")

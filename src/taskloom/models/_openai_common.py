@@ -135,7 +135,11 @@ def arguments_json(call: ToolCall) -> str:
     """The arguments string a call goes out with (what the model sent, when kept)."""
     if call.raw_arguments is not None:
         return call.raw_arguments
-    return json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
+    return _ARGUMENTS.encode(call.arguments)
+
+
+# `json.dumps` with options builds an encoder a call; this one is built once.
+_ARGUMENTS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def _assistant(
@@ -363,23 +367,30 @@ def reasoning_of(obj: Mapping[str, Any]) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _is_object(value: Any) -> bool:
+    # Decoded JSON objects are dicts: the exact type test spares the ABC check.
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _int(obj: Any, key: str) -> int:
-    if not isinstance(obj, Mapping):
+    if not _is_object(obj):
         return 0
     value = obj.get(key)
-    return value if isinstance(value, int) else 0
+    return value if type(value) is int else 0
 
 
 def usage_of(usage: Any) -> Usage:
     """Usage of one request from a `usage` object (absent counts as zero)."""
-    if not isinstance(usage, Mapping):
+    if not _is_object(usage):
         return Usage(requests=1)
+    get = usage.get
     return Usage(
-        input_tokens=_int(usage, "prompt_tokens"),
-        output_tokens=_int(usage, "completion_tokens"),
-        cache_read_tokens=_int(usage.get("prompt_tokens_details"), "cached_tokens"),
-        reasoning_tokens=_int(usage.get("completion_tokens_details"), "reasoning_tokens"),
-        requests=1,
+        _int(usage, "prompt_tokens"),
+        _int(usage, "completion_tokens"),
+        _int(get("prompt_tokens_details"), "cached_tokens"),
+        0,
+        _int(get("completion_tokens_details"), "reasoning_tokens"),
+        1,
     )
 
 

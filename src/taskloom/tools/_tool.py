@@ -151,6 +151,9 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+# Results no sync function returns as an awaitable: spared the awaitable check.
+_PLAIN_RESULTS = frozenset({str, int, float, bool, dict, list, tuple, type(None)})
+
 # One encoder for every result: `json.dumps` with options builds a new one a call.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default)
 
@@ -392,7 +395,7 @@ class Tool:
                 self.name,
                 held * 1000,
             )
-        if inspect.isawaitable(result):
+        if type(result) not in _PLAIN_RESULTS and inspect.isawaitable(result):
             result = await result
         return result
 
