@@ -31,8 +31,11 @@ class StopSignal:
         self._parent = parent
         self._event: asyncio.Event | None = None
         self._callbacks: list[Callable[[], None]] | None = None
-        self._children: weakref.WeakSet[StopSignal] = weakref.WeakSet()
+        # Made when a first child links up: most runs have none.
+        self._children: weakref.WeakSet[StopSignal] | None = None
         if parent is not None:
+            if parent._children is None:
+                parent._children = weakref.WeakSet()
             parent._children.add(self)
 
     def set(self, reason: str | None = None) -> None:
@@ -48,7 +51,7 @@ class StopSignal:
         callbacks, self._callbacks = self._callbacks, None
         for callback in callbacks or ():
             callback()
-        for child in list(self._children):
+        for child in list(self._children or ()):
             child._wake()
 
     def on_set(self, callback: Callable[[], None]) -> Callable[[], None]:

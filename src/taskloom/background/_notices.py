@@ -172,6 +172,8 @@ class RunNotices:
 
     async def _unseen(self) -> _list[BackgroundNotice]:
         pending = await self.inbox.pending(self.session)
+        if not pending:
+            return pending
         # Finish pushes before it unregisters, so an item can briefly be both
         # listed and finished; its notice settles it.
         self._ended.update(n.activity_id for n in pending)
@@ -180,6 +182,8 @@ class RunNotices:
     def _deliver(
         self, head: _list[str], unseen: _list[BackgroundNotice], tail: _list[str] | None = None
     ) -> Delivery | None:
+        if not head and not unseen and not tail:
+            return None  # the usual boundary: nothing to say
         lines = [*head, *(_completion(n) for n in unseen), *(tail or ())]
         if not lines:
             return None

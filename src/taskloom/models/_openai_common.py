@@ -383,13 +383,15 @@ def usage_of(usage: Any) -> Usage:
     """Usage of one request from a `usage` object (absent counts as zero)."""
     if not _is_object(usage):
         return Usage(requests=1)
-    get = usage.get
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    prompt_details = usage.get("prompt_tokens_details")
+    completion_details = usage.get("completion_tokens_details")
     return Usage(
-        _int(usage, "prompt_tokens"),
-        _int(usage, "completion_tokens"),
-        _int(get("prompt_tokens_details"), "cached_tokens"),
+        prompt if type(prompt) is int else 0,
+        completion if type(completion) is int else 0,
+        _int(prompt_details, "cached_tokens") if prompt_details else 0,
         0,
-        _int(get("completion_tokens_details"), "reasoning_tokens"),
+        _int(completion_details, "reasoning_tokens") if completion_details else 0,
         1,
     )
 
