@@ -205,9 +205,9 @@ async def test_blocking_false_is_the_only_thing_that_moves_a_sync_tool_off_its_t
     import asyncio
 
     slow = asyncio.ensure_future(
-        Agent("a", ScriptedModel([reply(tool_calls=[("wait", {})]), reply("ok")]), tools=[wait]).run(
-            "go"
-        )
+        Agent(
+            "a", ScriptedModel([reply(tool_calls=[("wait", {})]), reply("ok")]), tools=[wait]
+        ).run("go")
     )
     assert await asyncio.to_thread(entered.wait, 10)
     other = await Agent("b", ScriptedModel([reply("fine")])).run("go")

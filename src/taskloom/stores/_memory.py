@@ -62,7 +62,9 @@ class MemoryStore:
             )
         position = len(log) + 1
         # An entry already placed here (as a Session places its own) is kept as it is.
-        log.append(entry if entry.position == position and entry.created_at else entry.placed(position))
+        log.append(
+            entry if entry.position == position and entry.created_at else entry.placed(position)
+        )
         return position
 
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
