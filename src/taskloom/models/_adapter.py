@@ -34,7 +34,15 @@ from ._base import (
     StreamEvent,
     collect,
 )
-from ._http import SSE, Target, default_client, iter_sse, open_stream, send_json
+from ._http import (
+    SSE,
+    SSEDecoder,
+    Target,
+    default_client,
+    open_stream,
+    send_json,
+    transport_error,
+)
 from ._resolve import ANTHROPIC, OPENAI_RESPONSES, PRESETS, Preset
 
 if TYPE_CHECKING:
@@ -347,10 +355,21 @@ class WireModel(ABC):
     async def _streamed(self, request: ModelRequest, *, emit: bool) -> AsyncIterator[StreamEvent]:
         assembly = self._assembler(request, emit)
         body = self.build_body(request, stream=True)
+        decoder = SSEDecoder()
         async with open_stream(self._http(), self._target, body) as response:
             # Read to the end of the body even after the last event: a body
             # left unread makes the client close the connection, not pool it.
-            async for sse in iter_sse(response, self._provider):
+            try:
+                async for line in response.aiter_lines():
+                    sse = decoder.line(line)
+                    if sse is not None:
+                        for event in assembly.feed(sse):
+                            if emit:
+                                yield event
+            except httpx2.HTTPError as exc:
+                raise transport_error(exc, self._provider) from exc
+            sse = decoder.end(at_eof=True)
+            if sse is not None:
                 for event in assembly.feed(sse):
                     if emit:
                         yield event

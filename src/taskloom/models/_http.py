@@ -34,7 +34,9 @@ __all__ = [
     "Target",
     "default_client",
     "error_from_response",
+    "SSEDecoder",
     "iter_sse",
+    "transport_error",
     "loads_event",
     "open_stream",
     "send_json",
@@ -143,7 +145,7 @@ def error_from_response(
     return ProviderError(message, **kw)
 
 
-def _transport_error(exc: Exception, provider: str, url: str | None = None) -> TransportError:
+def transport_error(exc: Exception, provider: str, url: str | None = None) -> TransportError:
     # A URL no client can reach (ftp://, no scheme) fails the same way on
     # every attempt: retrying it would only hide the mistake.
     retryable = not isinstance(exc, httpx2.UnsupportedProtocol)
@@ -172,7 +174,7 @@ async def send_json(client: httpx2.AsyncClient, target: Target, body: Mapping[st
     try:
         response = await client.post(target.url, json=body, headers=target.headers)
     except httpx2.HTTPError as exc:
-        raise _transport_error(exc, target.provider, target.url) from exc
+        raise transport_error(exc, target.provider, target.url) from exc
     if response.status_code >= 400:
         raise _failure(target, response, response.content)
     try:
@@ -195,13 +197,13 @@ async def open_stream(
     try:
         response = await client.send(request, stream=True)
     except httpx2.HTTPError as exc:
-        raise _transport_error(exc, target.provider, target.url) from exc
+        raise transport_error(exc, target.provider, target.url) from exc
     try:
         if response.status_code >= 400:
             try:
                 content = await response.aread()
             except httpx2.HTTPError as exc:
-                raise _transport_error(exc, target.provider) from exc
+                raise transport_error(exc, target.provider) from exc
             raise _failure(target, response, content)
         yield response
     finally:
@@ -216,35 +218,65 @@ class SSE:
     data: str
 
 
+class SSEDecoder:
+    """Server-sent events from a body's lines: `line()` returns the event a
+    blank line completes, `end()` one the body ended without a blank line.
+
+    Tolerant of `\\r\\n` line ends and of comments; fed line by line by
+    the reading loop itself, so an event costs no generator step of its own.
+    """
+
+    __slots__ = ("_data", "_event")
+
+    def __init__(self) -> None:
+        self._event = ""
+        self._data: list[str] = []
+
+    def line(self, line: str) -> SSE | None:
+        """Take one line (without its line end); the event it completes, if any."""
+        if line.endswith("\r"):
+            line = line[:-1]
+        if not line:
+            return self.end()
+        if line[0] == ":":
+            return None
+        name, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        return None
+
+    def end(self, *, at_eof: bool = False) -> SSE | None:
+        """The event gathered so far (None when there is none), starting afresh;
+        `at_eof`: the body ended, and an event with no data line is dropped."""
+        data, event = self._data, self._event
+        if not data and (at_eof or not event):
+            self._event = ""
+            return None
+        self._data, self._event = [], ""
+        return SSE(event or "message", "\n".join(data))
+
+
 async def iter_sse(response: httpx2.Response, provider: str) -> AsyncIterator[SSE]:
     """Decode server-sent events from a streaming response.
 
     Tolerant of servers that send the wrong content type or `\\r\\n` line
     ends; a connection that drops mid-stream raises `TransportError`.
     """
-    event = ""
-    data: list[str] = []
+    decoder = SSEDecoder()
     try:
         async for line in response.aiter_lines():
-            line = line.rstrip("\r")
-            if not line:
-                if data or event:
-                    yield SSE(event or "message", "\n".join(data))
-                event, data = "", []
-                continue
-            if line.startswith(":"):
-                continue
-            name, _, value = line.partition(":")
-            if value.startswith(" "):
-                value = value[1:]
-            if name == "data":
-                data.append(value)
-            elif name == "event":
-                event = value
+            sse = decoder.line(line)
+            if sse is not None:
+                yield sse
     except httpx2.HTTPError as exc:
-        raise _transport_error(exc, provider) from exc
-    if data:
-        yield SSE(event or "message", "\n".join(data))
+        raise transport_error(exc, provider) from exc
+    last = decoder.end(at_eof=True)
+    if last is not None:
+        yield last
 
 
 def loads_event(sse: SSE, provider: str) -> Any:
