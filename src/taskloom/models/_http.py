@@ -35,7 +35,6 @@ __all__ = [
     "default_client",
     "error_from_response",
     "SSEDecoder",
-    "iter_sse",
     "transport_error",
     "loads_event",
     "open_stream",
@@ -258,25 +257,6 @@ class SSEDecoder:
             return None
         self._data, self._event = [], ""
         return SSE(event or "message", "\n".join(data))
-
-
-async def iter_sse(response: httpx2.Response, provider: str) -> AsyncIterator[SSE]:
-    """Decode server-sent events from a streaming response.
-
-    Tolerant of servers that send the wrong content type or `\\r\\n` line
-    ends; a connection that drops mid-stream raises `TransportError`.
-    """
-    decoder = SSEDecoder()
-    try:
-        async for line in response.aiter_lines():
-            sse = decoder.line(line)
-            if sse is not None:
-                yield sse
-    except httpx2.HTTPError as exc:
-        raise transport_error(exc, provider) from exc
-    last = decoder.end(at_eof=True)
-    if last is not None:
-        yield last
 
 
 def loads_event(sse: SSE, provider: str) -> Any:
