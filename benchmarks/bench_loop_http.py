@@ -36,6 +36,13 @@ from typing import Any
 
 import httpx2
 
+from taskloom.models import _http as taskloom_http
+
+# The bare loop's client is set up as taskloom's shared one is (in a tree
+# older than DEFAULT_LIMITS, httpx2's default limits).
+DEFAULT_TIMEOUT = taskloom_http.DEFAULT_TIMEOUT
+DEFAULT_LIMITS = getattr(taskloom_http, "DEFAULT_LIMITS", httpx2.Limits())
+
 ROUNDS = 3
 MODEL = "gpt-4.1-mini"
 INSTRUCTIONS = "You add numbers with the add tool, one call at a time."
@@ -375,8 +382,7 @@ async def measure(variant: Variant, root: str, runs: int, blocks: int) -> Measur
     counter = PassCounter(asyncio.get_running_loop())
     prefix = f"/lat{variant.latency_ms}" if variant.latency_ms else ""
     base_url = f"{root}{prefix}/v1"
-    limits = httpx2.Limits(max_connections=100, max_keepalive_connections=100)
-    async with httpx2.AsyncClient(timeout=30, limits=limits) as client:
+    async with httpx2.AsyncClient(timeout=DEFAULT_TIMEOUT, limits=DEFAULT_LIMITS) as client:
         bare = bare_run(
             client, base_url + "/chat/completions", stream=variant.stream, tool=variant.tool
         )

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
-from ..entries import Entry
+from ..entries import Entry, Payload
 from ..messages import Message, ToolCall
 from ..models._base import Model, ModelRequest, ModelResponse, ModelSettings, ReasoningOptions
 from ..results import RunResult, ToolSpec
@@ -210,6 +210,12 @@ class SessionPort(Protocol):
 
         `message` is the already-built message of a message entry.
         """
+        ...
+
+    async def record(
+        self, payload: Payload, run_id: str | None = None, message: Message | None = None
+    ) -> int:
+        """`append` of the entry storing `payload` (built once, where it will land)."""
         ...
 
     async def set_model(self, model: Model | str) -> None:

@@ -26,7 +26,6 @@ from typing import Any
 
 from ..entries import (
     CallsStarted,
-    Entry,
     MessageEntry,
     Payload,
     RunFinishedEntry,
@@ -119,7 +118,7 @@ class RunLoop:
 
     async def record(self, payload: Payload) -> int:
         """Append an entry of this run (fenced, through the session port)."""
-        return await self.session.append(Entry.of(payload, self.run_id))
+        return await self.session.record(payload, self.run_id)
 
     _append = record
 
@@ -153,7 +152,7 @@ class RunLoop:
             delivered.ack_ids if delivered is not None else (),
             tuple(folds),
         )
-        return await self.session.append(Entry.of(payload, self.run_id), message)
+        return await self.session.record(payload, self.run_id, message)
 
     # ------------------------------------------------------------ the run
 

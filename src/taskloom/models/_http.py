@@ -43,6 +43,11 @@ __all__ = [
 
 DEFAULT_TIMEOUT = httpx2.Timeout(600.0, connect=10.0)
 
+DEFAULT_LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=100)
+"""The shared client keeps every connection it may open: after a burst of
+concurrent runs the next burst reuses them instead of connecting again (a new
+TLS connection costs milliseconds of CPU)."""
+
 _CONTEXT_MARKERS = (
     "context_length_exceeded",
     "context window",
@@ -66,7 +71,7 @@ def default_client() -> httpx2.AsyncClient:
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
     if client is None or client.is_closed:
-        client = httpx2.AsyncClient(timeout=DEFAULT_TIMEOUT)
+        client = httpx2.AsyncClient(timeout=DEFAULT_TIMEOUT, limits=DEFAULT_LIMITS)
         _clients[loop] = client
     return client
 

@@ -172,25 +172,33 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         append carries the lease's fencing token: the store refuses it with
         `StaleLeaseError` once another writer took the session over.
         """
+        expected = self.log.position + 1
+        if entry.position != expected or not entry.created_at:
+            entry = Entry(
+                entry.kind, entry.data, entry.run_id, expected, entry.created_at or time.time()
+            )
+        return await self._append_placed(entry, message)
+
+    async def record(
+        self, payload: Payload, run_id: str | None = None, message: Message | None = None
+    ) -> int:
+        """Append a typed entry (see `append`; `message`: the payload's message)."""
+        entry = Entry(payload.KIND, payload.to_data(), run_id, self.log.position + 1, time.time())
+        return await self._append_placed(entry, message)
+
+    async def _append_placed(self, entry: Entry, message: Message | None) -> int:
+        # The entry is placed where it will most likely land, so neither the
+        # store nor the log has to copy it again; a store that puts it
+        # elsewhere says so by the position it returns.
         held = self._held
         fence = held.fence if held is not None else None
-        # Placed where it will most likely land, so neither the store nor the
-        # log has to copy it again; a store that puts it elsewhere says so.
-        expected = self.log.position + 1
-        entry = Entry(
-            entry.kind, entry.data, entry.run_id, expected, entry.created_at or time.time()
-        )
         position = await self.runtime.store.append(self.id, entry, fence=fence)
-        if position == expected:
+        if position == entry.position:
             self.log.apply(entry, message)
         else:
             # Someone else appended in between: read the gap (ours included).
             await self.sync()
         return position
-
-    async def record(self, payload: Payload, run_id: str | None = None) -> int:
-        """Append a typed entry (see `append`)."""
-        return await self.append(Entry.of(payload, run_id))
 
     async def entries(self) -> list[Entry]:
         """Every entry of this session's log, in order."""
