@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx2
 
@@ -214,9 +214,8 @@ async def open_stream(
         await response.aclose()
 
 
-@dataclass(frozen=True, slots=True)
-class SSE:
-    """One server-sent event."""
+class SSE(NamedTuple):
+    """One server-sent event (a named tuple: a stream makes one per chunk)."""
 
     event: str
     data: str

@@ -304,14 +304,14 @@ class _StreamState:
             return []
         chunk = loads_event(sse, self.provider)
         self.chunks += 1
-        return self._chunk(chunk) if isinstance(chunk, Mapping) else []
+        return self._chunk(chunk) if type(chunk) is dict or isinstance(chunk, Mapping) else []
 
     def _chunk(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
         if chunk.get("error"):
             raise _error_in_body(chunk, self.provider)
-        if self.response_id is None and isinstance(chunk.get("id"), str):
+        if self.response_id is None and type(chunk.get("id")) is str:
             self.response_id = chunk["id"]
-        if self.model is None and isinstance(chunk.get("model"), str):
+        if self.model is None and type(chunk.get("model")) is str:
             self.model = chunk["model"]
         usage = chunk.get("usage")
         if usage:
@@ -319,7 +319,9 @@ class _StreamState:
         events: list[StreamEvent] = []
         for choice in chunk.get("choices") or ():
             # Only the first choice is ours: taskloom never asks for n > 1.
-            if not isinstance(choice, Mapping) or choice.get("index", 0) != 0:
+            if not (type(choice) is dict or isinstance(choice, Mapping)):
+                continue
+            if choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
             reasoning = reasoning_of(delta)
@@ -336,7 +338,7 @@ class _StreamState:
             if isinstance(refusal, str) and refusal:
                 self.refusal.append(refusal)
             for tool_call in delta.get("tool_calls") or ():
-                if isinstance(tool_call, Mapping):
+                if type(tool_call) is dict or isinstance(tool_call, Mapping):
                     self._tool_delta(tool_call, events)
             if choice.get("finish_reason"):
                 self.finish_reason = str(choice["finish_reason"])
