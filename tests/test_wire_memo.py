@@ -57,7 +57,7 @@ def test_bodies_with_a_memo_are_the_bodies_without_one() -> None:
                 for b in message.blocks
                 if isinstance(b, ToolCall | ToolResult)
             )
-            assert (id(message) in memo) is placeless
+            assert (("openai-chat", id(message)) in memo) is placeless
 
 
 def test_a_kept_encoding_is_reused_not_rebuilt() -> None:
@@ -92,3 +92,41 @@ def test_servers_that_differ_in_tool_turn_content_do_not_share_an_encoding() -> 
         "content"
         not in home.build_body(ModelRequest(messages=tuple(messages), memo=memo))["messages"][1]
     )
+
+
+def test_responses_bodies_with_a_memo_are_the_bodies_without_one() -> None:
+    from taskloom.models import OpenAIResponsesModel
+
+    m = OpenAIResponsesModel("gpt-4.1-mini", api_key="k")
+    messages = conversation(4)
+    memo: dict[Any, Any] = {}
+    with_memo = [
+        m.build_body(ModelRequest(messages=tuple(messages[:n]), memo=memo))
+        for n in range(1, len(messages) + 1)
+    ]
+    without = [
+        m.build_body(ModelRequest(messages=tuple(messages[:n])))
+        for n in range(1, len(messages) + 1)
+    ]
+    assert with_memo == without
+    assert {
+        id(message)
+        for kind, message_id in memo
+        if kind == "openai-responses"
+        for message in messages
+        if id(message) == message_id
+    } == {id(m) for m in messages}
+
+
+def test_a_run_that_changes_wire_format_shares_its_memo_safely() -> None:
+    # A strategy may move a run from Chat Completions to Responses: each
+    # format keeps its own encodings in the run's one memo.
+    from taskloom.models import OpenAIResponsesModel
+
+    chat, responses = model(), OpenAIResponsesModel("gpt-4.1-mini", api_key="k")
+    messages = tuple(conversation(2))
+    memo: dict[Any, Any] = {}
+    for m in (chat, responses, chat, responses):
+        assert m.build_body(ModelRequest(messages=messages, memo=memo)) == m.build_body(
+            ModelRequest(messages=messages)
+        )

@@ -193,6 +193,10 @@ def _user_side(message: Message, index: int, ids: WireIds) -> Iterable[dict[str,
         yield {"role": "user", "content": _content(parts) if parts else ""}
 
 
+_MEMO = "openai-chat"
+"""This wire format's keys in a `ModelRequest.memo` (a run may change models)."""
+
+
 def build_messages(
     request: ModelRequest, *, tool_turn_content: str | None = None
 ) -> list[dict[str, Any]]:
@@ -208,7 +212,7 @@ def build_messages(
     memo = request.memo
     for index, message in enumerate(request.messages):
         if memo is not None:
-            kept = memo.get(id(message))
+            kept = memo.get((_MEMO, id(message)))
             if kept is not None and kept[0] is message and kept[1] == tool_turn_content:
                 if message.role == "assistant":
                     ids.new_turn()
@@ -223,7 +227,7 @@ def build_messages(
             out.extend(_user_side(message, index, ids))
         if memo is not None and _placeless(message):
             # The message object stays in the value: its id is not reused meanwhile.
-            memo[id(message)] = (message, tool_turn_content, out[start:])
+            memo[(_MEMO, id(message))] = (message, tool_turn_content, out[start:])
     return out
 
 
@@ -245,7 +249,7 @@ def build_tools(
     """The `tools` array: one function per tool spec (kept in `memo` for the
     same tuple of specs, which a run passes unchanged while its tools are)."""
     if memo is not None:
-        kept = memo.get("tools")
+        kept = memo.get((_MEMO, "tools"))
         if kept is not None and kept[0] is tools:
             return kept[1]  # type: ignore[no-any-return]
     wire = [
@@ -260,7 +264,7 @@ def build_tools(
         for t in tools
     ]
     if memo is not None:
-        memo["tools"] = (tools, wire)
+        memo[(_MEMO, "tools")] = (tools, wire)
     return wire
 
 

@@ -76,7 +76,11 @@ def _build_body(
     model: str, request: ModelRequest, settings: ModelSettings, *, stream: bool
 ) -> _Json:
     """The JSON body of one Responses request (stop sequences have no equivalent)."""
-    body: _Json = {"model": model, "input": _input_items(request.messages), "store": False}
+    body: _Json = {
+        "model": model,
+        "input": _input_items(request.messages, request.memo),
+        "store": False,
+    }
     if stream:
         body["stream"] = True
     if request.system:
@@ -125,13 +129,27 @@ def _holds_own_reasoning(messages: Sequence[Message]) -> bool:
     )
 
 
-def _input_items(messages: Sequence[Message]) -> list[_Json]:
+_MEMO = "openai-responses"
+"""This wire format's keys in a `ModelRequest.memo` (a run may change models)."""
+
+
+def _input_items(messages: Sequence[Message], memo: dict[Any, Any] | None) -> list[_Json]:
+    # A message's items do not depend on where it stands: each is encoded
+    # once per run and kept in the request's memo.
     items: list[_Json] = []
     for message in messages:
+        if memo is not None:
+            kept = memo.get((_MEMO, id(message)))
+            if kept is not None and kept[0] is message:
+                items.extend(kept[1])
+                continue
+        start = len(items)
         if message.role == "assistant":
             _assistant_items(message.blocks, items)
         else:
             _user_items(message.blocks, items)
+        if memo is not None:
+            memo[(_MEMO, id(message))] = (message, items[start:])
     return items
 
 
