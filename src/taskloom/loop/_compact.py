@@ -21,6 +21,7 @@ ratio that exact count gave (4 before the first one).
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -179,7 +180,10 @@ class Compactor:
     __slots__ = ("estimate", "hint", "policy", "run", "tools_chars")
 
     def __init__(self, run: RunLoop, policy: Compaction | None) -> None:
-        self.run = run
+        # Weak: the run owns its compactor, and a strong reference back would
+        # make every run (its session and log with it) a cycle that only the
+        # garbage collector frees, which then runs far more often.
+        self.run: RunLoop = weakref.proxy(run)
         self.policy = policy
         self.estimate = ContextEstimate()
         # "now": a strategy asked for it; "veto": not at this boundary.
