@@ -103,11 +103,16 @@ class RunLoop:
     def tools(self) -> Mapping[str, Tool]:
         """The tools calls of this run may use: the session's current ones (its
         toolsets refresh between rounds), plus the final-answer tool if any."""
+        return self._tools
+
+    async def _refresh_tools(self) -> None:
+        # A round boundary: a toolset's changed list takes effect here, never
+        # within a round.
+        await self.session.refresh_tools()
         source = self.session.tools
         if source is not self._tools_source:
             self._tools_source = source
             self._tools = self.output.tools(source)
-        return self._tools
 
     def event(self, cls: type[Any], **fields: Any) -> None:
         """Emit an event of this run (tagged with its origin and session)."""
@@ -210,13 +215,12 @@ class RunLoop:
             try:
                 if resume:
                     # The parked turn's calls run with the tools as they are now.
-                    await session.refresh_tools()
+                    await self._refresh_tools()
                     await self._after_tools(await self._resume_parked())
                 while True:
                     await session.sync()
                     self._check_limits()
-                    # A round boundary: a toolset's changed list takes effect here.
-                    await session.refresh_tools()
+                    await self._refresh_tools()
                     await self._round()
             except EndRun as end:
                 return await self._finish(end.status, end.error)
