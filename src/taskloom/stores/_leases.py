@@ -11,6 +11,7 @@ Time comes from an injectable clock so tests never sleep for expiry.
 
 from __future__ import annotations
 
+import itertools
 import os
 import secrets
 import socket
@@ -184,18 +185,21 @@ def _start_time(pid: int) -> str | None:
 
 
 _IDENTITY: tuple[int, str] | None = None
+_HOLDS = itertools.count(1)
 
 
 def _process_identity() -> str:
-    """This process's identity prefix, computed once per pid (a fork gets its own)."""
+    """This process's identity prefix, computed once per pid (a fork gets its
+    own), ending in a random token of the process's life."""
     global _IDENTITY
     pid = os.getpid()
     if _IDENTITY is None or _IDENTITY[0] != pid:
         boot, ns, started = _boot_id(), _pid_namespace(), _start_time(pid)
+        token = secrets.token_hex(4)
         if boot is None or ns is None or started is None:
-            ident = f"{socket.gethostname()}-{pid}"
+            ident = f"{socket.gethostname()}-{pid}-{token}"
         else:
-            ident = f"{_HOLDER_PREFIX}:{boot}:{ns}:{pid}:{started}"
+            ident = f"{_HOLDER_PREFIX}:{boot}:{ns}:{pid}:{started}:{token}"
         _IDENTITY = (pid, ident)
     return _IDENTITY[1]
 
@@ -208,10 +212,9 @@ def holder_name(tag: str = "") -> str:
     for certain that the holder is gone (`holder_is_gone`). Elsewhere it is
     only unique, and a dead holder's lease lapses at its expiry.
     """
-    ident = _process_identity()
-    sep = ":" if ident.startswith(_HOLDER_PREFIX + ":") else "-"
     suffix = f"-{tag}" if tag else ""
-    return f"{ident}{sep}{secrets.token_hex(4)}{suffix}"
+    # Unique per hold: the process's token and a counter (no system call a hold).
+    return f"{_process_identity()}.{next(_HOLDS)}{suffix}"
 
 
 def holder_is_gone(holder: str) -> bool:
