@@ -356,14 +356,15 @@ class WireModel(ABC):
         assembly = self._assembler(request, emit)
         body = self.build_body(request, stream=True)
         decoder = SSEDecoder()
+        decode, feed = decoder.line, assembly.feed
         async with open_stream(self._http(), self._target, body) as response:
             # Read to the end of the body even after the last event: a body
             # left unread makes the client close the connection, not pool it.
             try:
                 async for line in response.aiter_lines():
-                    sse = decoder.line(line)
+                    sse = decode(line)
                     if sse is not None:
-                        for event in assembly.feed(sse):
+                        for event in feed(sse):
                             if emit:
                                 yield event
             except httpx2.HTTPError as exc:

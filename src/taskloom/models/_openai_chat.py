@@ -324,12 +324,17 @@ class _StreamState:
             if choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
-            reasoning = reasoning_of(delta)
+            # Most chunks carry neither reasoning nor text: look before parsing.
+            reasoning = (
+                reasoning_of(delta) if "reasoning_content" in delta or "reasoning" in delta else ""
+            )
             if reasoning:
                 self.thinking.append(reasoning)
                 if self.emit:
                     events.append(ThinkingDelta(text=reasoning))
-            content = text_of(delta.get("content"))
+            content = delta.get("content")
+            if content and type(content) is not str:
+                content = text_of(content)
             if content:
                 self.text.append(content)
                 if self.emit:
