@@ -320,14 +320,17 @@ class RunLoop:
             )
         raise EndRun(RunStatus.AWAITING_APPROVAL)
 
-    async def _final_round(self, message: Message) -> None:
-        if self.emit is not None:
+    def _round_committed(self, boundary: RoundBoundary) -> None:
+        if self.emit is not None:  # built only for a subscriber
             self._event(
                 RoundCommitted,
                 run_id=self.run_id,
                 round=self.round_base + self.rounds,
-                boundary=RoundBoundary.ASSISTANT_MESSAGE_COMMITTED.value,
+                boundary=boundary.value,
             )
+
+    async def _final_round(self, message: Message) -> None:
+        self._round_committed(RoundBoundary.ASSISTANT_MESSAGE_COMMITTED)
         if self.opts.strategy is None:
             await self._may_complete(message)
             return
@@ -442,13 +445,7 @@ class RunLoop:
         seen = self.notices.take_seen()
         if seen:
             await self.background.ack(self.session.id, seen)
-        if self.emit is not None:
-            self._event(
-                RoundCommitted,
-                run_id=self.run_id,
-                round=self.round_base + self.rounds,
-                boundary=RoundBoundary.TOOL_RESULTS_COMMITTED.value,
-            )
+        self._round_committed(RoundBoundary.TOOL_RESULTS_COMMITTED)
         if self.opts.strategy is None:
             return _PROCEED
         return await self._strategy(
