@@ -415,18 +415,16 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         keep sessions (to resume a parked run, read its log, or receive
         deferred items after the run).
         """
-        self.check_deps(deps)
-        if runtime is not None:
-            session = await runtime.create_session(self)
-            return await session.run(input, deps=deps, options=options)
         from .runtime import default_runtime
 
-        rt = default_runtime()
+        self.check_deps(deps)
+        rt = runtime if runtime is not None else default_runtime()
         session = await rt.create_session(self)
         try:
             return await session.run(input, deps=deps, options=options)
         finally:
-            await rt.forget_session(session.id)
+            if runtime is None:
+                await rt.forget_session(session.id)
 
     def run_sync(
         self,

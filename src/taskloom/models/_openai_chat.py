@@ -33,6 +33,7 @@ from ._openai_common import (
     assistant_blocks,
     build_messages,
     build_tools,
+    is_object,
     new_call_id,
     parse_arguments,
     reasoning_of,
@@ -118,15 +119,11 @@ class OpenAIChatModel(WireModel):
         return _replayed_deltas(response.message)
 
     def _decode(self, payload: Any, request: ModelRequest) -> ModelResponse:
-        is_object = type(payload) is dict or isinstance(payload, Mapping)
-        if is_object and payload.get("error"):
+        payload_is_object = is_object(payload)
+        if payload_is_object and payload.get("error"):
             raise _error_in_body(payload, self._provider)
-        choices = payload.get("choices") if is_object else None
-        if (
-            type(choices) is not list
-            or not choices
-            or not (type(choices[0]) is dict or isinstance(choices[0], Mapping))
-        ):
+        choices = payload.get("choices") if payload_is_object else None
+        if type(choices) is not list or not choices or not is_object(choices[0]):
             raise ProviderError(
                 f"response is not a chat completion: {json.dumps(payload)[:200]}",
                 status=200,
@@ -134,11 +131,7 @@ class OpenAIChatModel(WireModel):
                 retryable=False,
             )
         message = choices[0].get("message") or {}
-        calls = [
-            _tool_call(tc)
-            for tc in message.get("tool_calls") or ()
-            if type(tc) is dict or isinstance(tc, Mapping)
-        ]
+        calls = [_tool_call(tc) for tc in message.get("tool_calls") or () if is_object(tc)]
         return _response(
             self._provider,
             self._name,
@@ -154,7 +147,7 @@ class OpenAIChatModel(WireModel):
 
 def _tool_call(wire: Mapping[str, Any]) -> ToolCall:
     function = wire.get("function")
-    if not (type(function) is dict or isinstance(function, Mapping)):
+    if not is_object(function):
         function = {}
     arguments, raw_arguments = parse_arguments(function.get("arguments"))
     call_id, name = wire.get("id"), function.get("name")
@@ -304,7 +297,7 @@ class _StreamState:
             return []
         chunk = loads_event(sse, self.provider)
         self.chunks += 1
-        return self._chunk(chunk) if type(chunk) is dict or isinstance(chunk, Mapping) else []
+        return self._chunk(chunk) if is_object(chunk) else []
 
     def _chunk(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
         if chunk.get("error"):
@@ -319,7 +312,7 @@ class _StreamState:
         events: list[StreamEvent] = []
         for choice in chunk.get("choices") or ():
             # Only the first choice is ours: taskloom never asks for n > 1.
-            if not (type(choice) is dict or isinstance(choice, Mapping)):
+            if not is_object(choice):
                 continue
             if choice.get("index", 0) != 0:
                 continue
@@ -343,7 +336,7 @@ class _StreamState:
             if isinstance(refusal, str) and refusal:
                 self.refusal.append(refusal)
             for tool_call in delta.get("tool_calls") or ():
-                if type(tool_call) is dict or isinstance(tool_call, Mapping):
+                if is_object(tool_call):
                     self._tool_delta(tool_call, events)
             if choice.get("finish_reason"):
                 self.finish_reason = str(choice["finish_reason"])

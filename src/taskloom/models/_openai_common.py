@@ -12,7 +12,7 @@ import json
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..messages import (
     Block,
@@ -32,6 +32,7 @@ __all__ = [
     "assistant_blocks",
     "build_messages",
     "build_tools",
+    "is_object",
     "new_call_id",
     "parse_arguments",
     "reasoning_of",
@@ -371,13 +372,14 @@ def reasoning_of(obj: Mapping[str, Any]) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _is_object(value: Any) -> bool:
+def is_object(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    """Whether a decoded JSON value is an object (a dict; any mapping passes)."""
     # Decoded JSON objects are dicts: the exact type test spares the ABC check.
     return type(value) is dict or isinstance(value, Mapping)
 
 
 def _int(obj: Any, key: str) -> int:
-    if not _is_object(obj):
+    if not is_object(obj):
         return 0
     value = obj.get(key)
     return value if type(value) is int else 0
@@ -385,7 +387,7 @@ def _int(obj: Any, key: str) -> int:
 
 def usage_of(usage: Any) -> Usage:
     """Usage of one request from a `usage` object (absent counts as zero)."""
-    if not _is_object(usage):
+    if not is_object(usage):
         return Usage(requests=1)
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
     prompt_details = usage.get("prompt_tokens_details")

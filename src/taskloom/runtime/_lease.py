@@ -8,7 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..stores._leases import Lease, MemoryLeases
+from ..stores._leases import Lease
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -96,12 +96,8 @@ class HeldLease:
         if self._beat is not None and not self._beat.done():
             self._beat.cancel()
             await asyncio.wait([self._beat])
-        leases = self.session.runtime.store.leases
-        if isinstance(leases, MemoryLeases):
-            await leases.release(self.lease)  # no I/O to wait for
-            return
         # A release that cannot reach the store is harmless (the lease lapses
         # on its own); it must not hold up a run that already ended.
         with contextlib.suppress(Exception):
             async with asyncio.timeout(RELEASE_WAIT):
-                await leases.release(self.lease)
+                await self.session.runtime.store.leases.release(self.lease)

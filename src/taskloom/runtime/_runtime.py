@@ -279,8 +279,8 @@ class Runtime:
         if self._background is not None:
             await self._background.forget(session_id)
         await self.store.delete(session_id)
-        leases = getattr(self.store, "leases", None)
-        if isinstance(leases, MemoryLeases):
+        leases = self.store.leases
+        if isinstance(leases, MemoryLeases):  # durable stores keep lease rows by design
             leases.forget(session_lease_key(session_id))
 
     async def _forget_when_settled(self, session_id: str) -> None:
