@@ -122,3 +122,19 @@ async def test_a_given_runtime_keeps_its_sessions() -> None:
     result = await Agent("a", ScriptedModel([reply("hi")])).run("go", runtime=rt)
     session = await rt.open_session(result.session_id, Agent("a", ScriptedModel([])))
     assert [m.text for m in await session.transcript()] == ["go", "hi"]
+
+
+async def test_the_shared_client_keeps_the_connections_of_a_burst_of_runs() -> None:
+    # httpx's default keeps 20 idle connections: a second burst of 50
+    # concurrent runs would connect 30 times again.
+    from taskloom.models import OpenAIChatModel
+    from taskloom.testing import FakeServer
+
+    async with FakeServer() as server:
+        server.script(*[FakeServer.reply("hi") for _ in range(100)])
+        model = OpenAIChatModel("gpt-4.1-mini", api_key="k", base_url=server.base_url)
+        agent = Agent("a", model)
+        for _ in range(2):
+            results = await asyncio.gather(*(agent.run("go") for _ in range(50)))
+            assert all(r.text == "hi" for r in results)
+        assert server.connections <= 50
