@@ -111,13 +111,15 @@ class PostgresLeases:
             "expires_at": now + ttl,
             "now": now,
         }
-        async with self._db.connection() as conn:
+        # On the reserved connection: a renewal queued behind the holder's own
+        # work (its children's writes) could come too late and lose the lease.
+        async with self._db.connection(urgent=True) as conn:
             row = await (await conn.execute(self._renew, params)).fetchone()
         return None if row is None else Lease(lease.key, lease.holder, lease.generation, now + ttl)
 
     async def release(self, lease: Lease) -> None:
         """Give the key up (no effect if the lease was already lost)."""
-        async with self._db.connection() as conn:
+        async with self._db.connection(urgent=True) as conn:
             await conn.execute(self._release, (lease.key, lease.generation))
 
     async def take_over(self, lease: Lease, holder: str, ttl: float) -> Lease | None:

@@ -63,6 +63,14 @@ def _not_found(session_id: str) -> SessionNotFound:
     return SessionNotFound(f"no session {session_id!r}")
 
 
+async def _lost_race(attempt: int) -> int:
+    """Wait before retrying a position another writer took; returns the next attempt."""
+    # Jitter keeps a crowd of writers on one session from colliding in lockstep.
+    attempt += 1
+    await asyncio.sleep(random.uniform(0, min(0.0005 * attempt, 0.01)))
+    return attempt
+
+
 class PostgresStore:
     """Sessions in PostgreSQL, reached through a pool of `min_size`..`max_size` connections.
 
@@ -114,26 +122,42 @@ class PostgresStore:
             INSERT INTO {sessions} ({columns}) VALUES (%s, %s, %s, %s, %s::json)
             ON CONFLICT (id) DO NOTHING RETURNING id"""
         self._sql_get = f"SELECT {columns} FROM {sessions} WHERE id = %s"
-        self._sql_exists = f"SELECT EXISTS (SELECT 1 FROM {sessions} WHERE id = %s)"
-        # FOR SHARE, not KEY SHARE: a new acquisition updates `generation`
-        # (a non-key column), and must wait until this append commits, so no
-        # write checked against the old generation can land after the new one.
-        self._sql_fence = f"""
-            SELECT EXISTS (SELECT 1 FROM {sessions} WHERE id = %s),
-                   (SELECT generation FROM {self._db.table("leases")} WHERE key = %s FOR SHARE)"""
-        self._sql_append = f"""
+        insert = f"""
             INSERT INTO {entries} (session_id, position, kind, run_id, created_at, data)
             SELECT %(sid)s, COALESCE(MAX(position), 0) + 1, %(kind)s, %(run_id)s,
                    %(created_at)s, %(data)s::json
-            FROM {entries} WHERE session_id = %(sid)s
+            FROM {entries} WHERE session_id = %(sid)s"""
+        self._sql_append = f"""{insert}
             ON CONFLICT (session_id, position) DO NOTHING
             RETURNING position"""
+        # A fenced append is one statement, so one round trip: the lease row
+        # is locked FOR SHARE before the row is made, and the lock holds to
+        # the statement's commit. FOR SHARE, not KEY SHARE: a new acquisition
+        # updates `generation` (a non-key column), and must wait until this
+        # append commits, so no write checked against the old generation can
+        # land after the new one; an acquisition that got there first is
+        # seen by the lock, which reads the row's newest version.
+        self._sql_fenced_append = f"""
+            WITH fence AS (
+                SELECT generation FROM {self._db.table("leases")} WHERE key = %(key)s FOR SHARE
+            ), placed AS ({insert}
+                HAVING COALESCE((SELECT generation FROM fence), 0) = %(generation)s
+                ON CONFLICT (session_id, position) DO NOTHING
+                RETURNING position
+            )
+            SELECT (SELECT position FROM placed),
+                   COALESCE((SELECT generation FROM fence), 0),
+                   EXISTS (SELECT 1 FROM {sessions} WHERE id = %(sid)s)"""
         # The data as text, decoded here: a row Python cannot decode (the json
         # type takes nesting deeper than Python's parser, and any JSON value)
-        # is then reported as that entry, not as a failed fetch.
+        # is then reported as that entry, not as a failed fetch. Joined from
+        # the session's row, so one statement also tells an empty tail (one
+        # row of NULLs) from an unknown session (no row).
         self._sql_load = f"""
-            SELECT kind, data::text, run_id, position, created_at FROM {entries}
-            WHERE session_id = %s AND position > %s ORDER BY position"""
+            SELECT e.kind, e.data::text, e.run_id, e.position, e.created_at
+            FROM {sessions} s
+            LEFT JOIN {entries} e ON e.session_id = s.id AND e.position > %s
+            WHERE s.id = %s ORDER BY e.position"""
         self._sql_delete = f"DELETE FROM {sessions} WHERE id = %s"
 
     @property
@@ -192,27 +216,32 @@ class PostgresStore:
             "created_at": entry.created_at or self._clock(),
             "data": dump_json(entry.data),
         }
-        async with self._db.connection() as conn:
-            if fence is None:
+        if fence is None:
+            async with self._db.connection() as conn:
                 try:
                     return await self._insert(conn, params)
                 except ForeignKeyViolation:
                     raise _not_found(session_id) from None
-            async with conn.transaction():
-                cur = await conn.execute(self._sql_fence, (session_id, fence.key))
-                exists, generation = await cur.fetchone() or (False, None)
-                if not exists:
-                    raise _not_found(session_id)
-                current = generation or 0
-                if current != fence.generation:
-                    raise StaleLeaseError(
-                        f"lease {fence.key!r} generation {fence.generation} is stale "
-                        f"(current {current})"
-                    )
+        params["key"] = fence.key
+        params["generation"] = fence.generation
+        attempt = 0
+        while True:
+            async with self._db.connection() as conn:
                 try:
-                    return await self._insert(conn, params)
+                    cur = await conn.execute(self._sql_fenced_append, params)
                 except ForeignKeyViolation:
                     raise _not_found(session_id) from None
+                position, current, exists = await cur.fetchone() or (None, 0, False)
+            if position is not None:
+                return int(position)
+            if not exists:
+                raise _not_found(session_id)
+            if current != fence.generation:
+                raise StaleLeaseError(
+                    f"lease {fence.key!r} generation {fence.generation} is stale "
+                    f"(current {current})"
+                )
+            attempt = await _lost_race(attempt)
 
     async def _insert(self, conn: AsyncConnection[Any], params: dict[str, Any]) -> int:
         attempt = 0
@@ -220,10 +249,7 @@ class PostgresStore:
             row = await (await conn.execute(self._sql_append, params)).fetchone()
             if row is not None:
                 return int(row[0])
-            # Lost the race for this position to a committed writer. Jitter
-            # keeps a crowd of writers on one session from colliding in lockstep.
-            attempt += 1
-            await asyncio.sleep(random.uniform(0, min(0.0005 * attempt, 0.01)))
+            attempt = await _lost_race(attempt)
 
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
         """Entries in position order, only those after `after` when given.
@@ -232,12 +258,12 @@ class PostgresStore:
         whose data is not a JSON object Python can decode.
         """
         async with self._db.connection() as conn:
-            cur = await conn.execute(self._sql_load, (session_id, after or 0))
+            cur = await conn.execute(self._sql_load, (after or 0, session_id))
             rows = await cur.fetchall()
-            if not rows:
-                exists = await (await conn.execute(self._sql_exists, (session_id,))).fetchone()
-                if not (exists and exists[0]):
-                    raise _not_found(session_id)
+        if not rows:
+            raise _not_found(session_id)
+        if rows[0][0] is None:
+            return []
         return [
             Entry(kind, load_entry_data(data, session_id, pos), run_id, pos, at)
             for kind, data, run_id, pos, at in rows

@@ -326,6 +326,9 @@ class PostgresDatabase:
         self.statement_timeout = statement_timeout
         self._prefix = f"{quote_ident(schema)}." if schema else ""
         self._pool: AsyncConnectionPool[Any] | None = None
+        # Ordinary work takes a slot first, so one connection is always left
+        # for urgent work (lease renewals) and it never queues behind the rest.
+        self._slots = asyncio.Semaphore(max_size - 1) if max_size > 1 else None
         self._lock = asyncio.Lock()
         self._pending: dict[str, Sequence[Migration]] = {}
         self._closed = False
@@ -343,13 +346,32 @@ class PostgresDatabase:
         self._pending[component] = migrations
 
     @asynccontextmanager
-    async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
-        """A pooled autocommit connection, with the schema ready, used within the bounds above."""
+    async def connection(self, *, urgent: bool = False) -> AsyncIterator[AsyncConnection[Any]]:
+        """A pooled autocommit connection, with the schema ready, used within the bounds above.
+
+        When `max_size` is 2 or more, ordinary callers share all but one of
+        the pool's connections, and `urgent` work (a lease renewal) may also
+        take the last: however many callers wait, it never waits behind them.
+        The process holds at most `max_size` connections either way.
+        """
         pool = self._pool
         if pool is None or self._pending:
             pool = await self._ready()
-        async with self._use(pool) as conn:
-            yield conn
+        slots = self._slots
+        if urgent or slots is None:
+            async with self._use(pool) as conn:
+                yield conn
+            return
+        try:
+            async with asyncio.timeout(self.checkout_timeout):
+                await slots.acquire()
+        except TimeoutError:
+            raise self._crowded() from None
+        try:
+            async with self._use(pool) as conn:
+                yield conn
+        finally:
+            slots.release()
 
     async def close(self) -> None:
         """Close the pool (if it was ever opened); later calls raise. Idempotent."""
@@ -357,6 +379,12 @@ class PostgresDatabase:
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
+
+    def _crowded(self) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"no pooled connection to PostgreSQL at {self._where} was free within "
+            f"{self.checkout_timeout:g} s (max_size={self.max_size}, all busy)"
+        )
 
     @functools.cached_property
     def _where(self) -> str:
@@ -407,7 +435,9 @@ class PostgresDatabase:
             kwargs={"autocommit": True, "connect_timeout": self._libpq_connect_timeout},
             connection_class=connection_class(),
             configure=self._configure,
-            check=AsyncConnectionPool.check_connection,
+            # Checked in _checkout instead, where a wait for a free connection
+            # and a check the server does not answer can be told apart.
+            check=None,
             timeout=self.checkout_timeout,
             open=False,
             name="taskloom",
@@ -455,22 +485,46 @@ class PostgresDatabase:
             raise
 
     async def _checkout(self, pool: AsyncConnectionPool[Any]) -> AsyncConnection[Any]:
+        from psycopg import OperationalError
         from psycopg_pool import PoolTimeout
 
-        # The pool's own timeout covers waiting for a free connection, the
-        # outer one also the check of the connection found.
-        try:
-            async with asyncio.timeout(self.checkout_timeout):
-                conn: AsyncConnection[Any] = await pool.getconn(timeout=self.checkout_timeout)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.checkout_timeout
+        while True:
+            try:
+                conn: AsyncConnection[Any] = await pool.getconn(
+                    timeout=max(deadline - loop.time(), 0.001)
+                )
+            except PoolTimeout:
+                # Every connection is busy: say so, and open no other one.
+                # Crowding is the caller's to bound (the runtime queues
+                # children), never this process's to answer with more
+                # connections than its pool.
+                raise self._crowded() from None
+            try:
+                async with asyncio.timeout(max(deadline - loop.time(), 0.001)):
+                    # A round trip: after a server restart or a dropped
+                    # connection the caller gets a fresh one, not a dead one.
+                    await conn.execute("")
                 return conn
-        except (PoolTimeout, TimeoutError):
-            pass
-        # The pool does not say why nothing came: connecting directly does.
+            except BaseException as exc:
+                # Dead, silent or interrupted: no state is known to be safe
+                # but closed, and the pool replaces it.
+                await conn.close()
+                await pool.putconn(conn)
+                if isinstance(exc, TimeoutError):
+                    break
+                if not isinstance(exc, OperationalError):
+                    raise
+        # The server took a connection's check without answering. The
+        # pool does not say why; connecting directly does, in the place of
+        # the connection just closed, so the process still holds no more
+        # than max_size.
         conn = await self._connect()
         await conn.close()
         raise StoreUnavailable(
-            f"PostgreSQL at {self._where} answers, but no pooled connection was free within "
-            f"{self.checkout_timeout:g} s (max_size={self.max_size})"
+            f"PostgreSQL at {self._where} answers, but a pooled connection's check got no "
+            f"answer within {self.checkout_timeout:g} s"
         )
 
     @asynccontextmanager
