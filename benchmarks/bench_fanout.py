@@ -28,7 +28,7 @@ from taskloom.entries import SubagentReport, SubagentResult
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _statements import count_statements  # noqa: E402
+from _statements import count_statements
 
 PG = os.environ.get("TASKLOOM_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 

@@ -39,6 +39,7 @@ from ..tools import ToolContext, ToolOutput
 __all__ = [
     "LiveChildren",
     "ChildOutcome",
+    "child_slot",
     "ChildStatus",
     "child_status",
     "create_child",
@@ -105,6 +106,18 @@ def host_runtime(ctx: ToolContext) -> Runtime:
     if not isinstance(runtime, Runtime):
         raise TypeError(f"delegation needs a taskloom Runtime, not {type(runtime).__name__}")
     return runtime
+
+
+def child_slot(ctx: ToolContext) -> contextlib.AbstractAsyncContextManager[None]:
+    """A place among the runtime's running children, held for the block.
+
+    A delegation from inside a child takes none: its parent already holds
+    one, and parents waiting on grandchildren for the places they hold
+    themselves would wait forever.
+    """
+    if ctx.origin:
+        return contextlib.nullcontext()
+    return host_runtime(ctx).child_slot()
 
 
 def host_agent(ctx: ToolContext) -> Agent:

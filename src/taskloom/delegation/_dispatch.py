@@ -167,34 +167,36 @@ class ChildWorker:
             )
 
         try:
-            with LiveChildren.of(rt).running(child.id, options.stop):
-                async with child.hold(ttl=self.lease) as held:
-                    held.on_lost(lambda: options.stop.set("the child was taken over"))
-                    held.on_renewed(keep_registered)
-                    # Re-read under the lease: a worker that held it before us
-                    # may have ended the child meanwhile.
-                    await child.sync()
-                    done = terminal_entry(child.log.entries)
-                    if done is None:
-                        has_task = any(
-                            isinstance(e.payload, MessageEntry) for e in child.log.entries
-                        )
-                        if has_task:
-                            logger.info(
-                                "background child %s of session %s was redelivered; "
-                                "continuing it from its log",
-                                child.id,
-                                spec.parent_session_id,
+            # Queued children wait here, not on the store's connections.
+            async with rt.child_slot():
+                with LiveChildren.of(rt).running(child.id, options.stop):
+                    async with child.hold(ttl=self.lease) as held:
+                        held.on_lost(lambda: options.stop.set("the child was taken over"))
+                        held.on_renewed(keep_registered)
+                        # Re-read under the lease: a worker that held it before us
+                        # may have ended the child meanwhile.
+                        await child.sync()
+                        done = terminal_entry(child.log.entries)
+                        if done is None:
+                            has_task = any(
+                                isinstance(e.payload, MessageEntry) for e in child.log.entries
                             )
-                        with rt.observer.continue_trace(spec.traceparent):
-                            outcome = await execute_child(
-                                child,
-                                None if has_task else spec.task,
-                                name=spec.name,
-                                options=options,
-                                emit=background.emit,
-                                origin=origin_label(spec.name, child.id),
-                            )
+                            if has_task:
+                                logger.info(
+                                    "background child %s of session %s was redelivered; "
+                                    "continuing it from its log",
+                                    child.id,
+                                    spec.parent_session_id,
+                                )
+                            with rt.observer.continue_trace(spec.traceparent):
+                                outcome = await execute_child(
+                                    child,
+                                    None if has_task else spec.task,
+                                    name=spec.name,
+                                    options=options,
+                                    emit=background.emit,
+                                    origin=origin_label(spec.name, child.id),
+                                )
         except SessionBusy:
             return None  # another live worker holds it
         except StaleLeaseError:

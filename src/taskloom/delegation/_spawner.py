@@ -22,7 +22,14 @@ from ..background import BackgroundActivity, BackgroundService
 from ..errors import ConfigurationError
 from ..models._base import Model
 from ..tools import ApprovalRule, Tool, ToolError, ToolOutput, as_tool
-from ._children import CHILD_LEASE, create_child, host_runtime, run_inline, summary
+from ._children import (
+    CHILD_LEASE,
+    child_slot,
+    create_child,
+    host_runtime,
+    run_inline,
+    summary,
+)
 from ._dispatch import ChildSpec, Dispatcher
 from ._subagent import DelegationTool, check_child_tools
 
@@ -267,22 +274,23 @@ class Spawner:
                 return await self._dispatch(
                     ctx, agent, child_id, name, task, instructions, tool_names, model, role, wtype
                 )
-            child = await create_child(
-                ctx, agent, name=name, task=task, mode="inline", role=role, session_id=child_id
-            )
 
             async def keep_registered() -> None:
                 await lifecycle.alive(ctx.session_id, child_id, lease=CHILD_LEASE)
 
-            outcome = await run_inline(
-                ctx,
-                child,
-                task,
-                name=name,
-                role=role,
-                max_rounds=self.max_rounds,
-                also_renew=keep_registered,
-            )
+            async with child_slot(ctx):
+                child = await create_child(
+                    ctx, agent, name=name, task=task, mode="inline", role=role, session_id=child_id
+                )
+                outcome = await run_inline(
+                    ctx,
+                    child,
+                    task,
+                    name=name,
+                    role=role,
+                    max_rounds=self.max_rounds,
+                    also_renew=keep_registered,
+                )
         finally:
             if mode == "inline":
                 await lifecycle.discard(ctx.session_id, child_id)

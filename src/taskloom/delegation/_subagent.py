@@ -9,7 +9,7 @@ from ..agent import Agent
 from ..errors import ConfigurationError
 from ..models._base import Model
 from ..tools import ApprovalRule, Tool, ToolEffect, ToolError, ToolOutput, as_tool
-from ._children import create_child, run_inline
+from ._children import child_slot, create_child, run_inline
 
 if TYPE_CHECKING:
     from ..tools import ToolContext
@@ -144,10 +144,11 @@ class SubAgent:
                 f"{self.name}: 'task' is empty; describe the complete task for the agent"
             )
         display = str(arguments.get("name") or self.name)
-        child = await create_child(
-            ctx, self.agent, name=display, task=task, mode="inline", role=self.name
-        )
-        outcome = await run_inline(
-            ctx, child, task, name=display, role=self.name, max_rounds=self.max_rounds
-        )
+        async with child_slot(ctx):
+            child = await create_child(
+                ctx, self.agent, name=display, task=task, mode="inline", role=self.name
+            )
+            outcome = await run_inline(
+                ctx, child, task, name=display, role=self.name, max_rounds=self.max_rounds
+            )
         return outcome.to_tool_output()

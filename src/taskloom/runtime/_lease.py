@@ -78,7 +78,7 @@ class HeldLease:
             self._schedule()  # the lease may still be ours; try again on the next beat
             return
         if renewed is None:
-            logger.warning("session %s was taken over by another writer", self.session.id)
+            await self._log_loss(leases)
             for callback in list(self._lost):
                 callback()
             return
@@ -89,6 +89,28 @@ class HeldLease:
             except Exception:
                 logger.warning("keep-alive of session %s failed", self.session.id, exc_info=True)
         self._schedule()
+
+    async def _log_loss(self, leases: Any) -> None:
+        """Say how the lease was lost: it lapsed before this renewal, or another
+        writer holds it now (only the store can tell which)."""
+        try:
+            current = await leases.current(self.lease.key)
+        except Exception:
+            current = None
+        if current is not None and current.generation != self.lease.generation:
+            logger.warning(
+                "session %s was taken over by another writer (lease generation %d, now %d)",
+                self.session.id,
+                self.lease.generation,
+                current.generation,
+            )
+        else:
+            logger.warning(
+                "the lease of session %s lapsed before it could be renewed (it expired "
+                "after %g s without renewal); its run stops",
+                self.session.id,
+                self.ttl,
+            )
 
     async def release(self) -> None:
         if self._timer is not None:

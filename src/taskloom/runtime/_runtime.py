@@ -91,6 +91,11 @@ class Runtime:
     turn. `lease_ttl` is how long a run's session lease lasts unrenewed: a
     writer that vanishes without releasing it blocks the session that long
     (on Linux a dead holder on the same machine is taken over at once).
+    `child_concurrency` is how many child agents this runtime runs at once
+    (inline, and background children run in this process); more wait their
+    turn rather than crowd the store. By default it is what the store says it
+    can carry (`store.concurrency`: a few per pooled PostgreSQL connection,
+    32 on SQLite), unbounded on memory; None there, or `0`, means unbounded.
     `queue` (a `RunQueue`, e.g. `taskloom.distributed.WorkQueue`) lets
     sessions `submit` runs to worker processes; with it, `wake_on_notice`
     queues the wake-ups instead of running them here.
@@ -125,8 +130,15 @@ class Runtime:
         trace_content: bool = False,
         observer: RunObserver | None = None,
         queue: RunQueue | None = None,
+        child_concurrency: int | None = None,
     ) -> None:
         self.store: SessionStore = open_store(store)
+        if child_concurrency is None:
+            child_concurrency = getattr(self.store, "concurrency", None)
+        if child_concurrency is not None and child_concurrency < 0:
+            raise UsageError(f"child_concurrency must be 0 or more, not {child_concurrency}")
+        self.child_concurrency: int | None = child_concurrency or None
+        self._child_slots: asyncio.Semaphore | None = None
         self.agents: dict[str, Agent[Any, Any]] = _by_name(agents, lambda a: a.name)
         self._models: dict[str, Model] = _by_name(models, lambda m: m.spec)
         self.tools: dict[str, Tool] = _by_name(tools, lambda t: t.name)
@@ -175,6 +187,20 @@ class Runtime:
         if found is None:
             found = self._services[kind] = make(self)
         return found  # type: ignore[no-any-return]
+
+    @contextlib.asynccontextmanager
+    async def child_slot(self) -> AsyncGenerator[None, None]:
+        """Hold one of the runtime's `child_concurrency` places for a child's
+        whole run; waits, first come first served, while all are taken."""
+        limit = self.child_concurrency
+        if limit is None:
+            yield
+            return
+        slots = self._child_slots
+        if slots is None:
+            slots = self._child_slots = asyncio.Semaphore(limit)
+        async with slots:
+            yield
 
     async def __aenter__(self) -> Runtime:
         return self

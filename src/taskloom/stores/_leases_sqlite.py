@@ -111,7 +111,9 @@ class SQLiteLeases:
             params = (expires_at, lease.key, lease.generation, now)
             return bool(conn.execute(_RENEW, params).fetchall())
 
-        if not await self._db.run(renew):
+        # Ahead of the holder's other work: a renewal queued behind its own
+        # children's writes could come too late and lose the lease.
+        if not await self._db.run(renew, urgent=True):
             return None
         return Lease(lease.key, lease.holder, lease.generation, expires_at)
 

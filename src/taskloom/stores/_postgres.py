@@ -27,7 +27,7 @@ from ._sql import Migration, PostgresDatabase, dump_json, load_entry_data, sessi
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
-__all__ = ["POSTGRES_SESSION_MIGRATIONS", "PostgresStore"]
+__all__ = ["CHILDREN_PER_CONNECTION", "POSTGRES_SESSION_MIGRATIONS", "PostgresStore"]
 
 POSTGRES_SESSION_MIGRATIONS: tuple[Migration, ...] = (
     (
@@ -69,6 +69,10 @@ async def _lost_race(attempt: int) -> int:
     attempt += 1
     await asyncio.sleep(random.uniform(0, min(0.0005 * attempt, 0.01)))
     return attempt
+
+
+CHILDREN_PER_CONNECTION = 4
+"""Children a runtime on a PostgreSQL store runs at once per pooled connection, by default."""
 
 
 class PostgresStore:
@@ -159,6 +163,14 @@ class PostgresStore:
             LEFT JOIN {entries} e ON e.session_id = s.id AND e.position > %s
             WHERE s.id = %s ORDER BY e.position"""
         self._sql_delete = f"DELETE FROM {sessions} WHERE id = %s"
+
+    @property
+    def concurrency(self) -> int:
+        """How many children a runtime on this store runs at once by default
+        (`Runtime(child_concurrency=)`): a few per pooled connection, since a
+        child holds one only for a statement at a time. More would only wait
+        for connections, and past `checkout_timeout` fail."""
+        return max(1, self._db.max_size - 1) * CHILDREN_PER_CONNECTION
 
     @property
     def database(self) -> PostgresDatabase:

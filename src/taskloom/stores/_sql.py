@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import json
 import math
 import os
+import queue
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -154,7 +157,7 @@ class SQLiteDatabase:
         self.path: str | Path = path if path == ":memory:" else Path(path).expanduser()
         self._busy_timeout = busy_timeout
         self._synchronous = synchronous
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: _Worker | None = None
         # Touched only on the worker thread.
         self._conn: sqlite3.Connection | None = None
         self._pending: dict[str, Sequence[Migration]] = {}
@@ -164,8 +167,12 @@ class SQLiteDatabase:
         """Have `component`'s migrations applied before the next statement runs (no I/O now)."""
         self._pending[component] = migrations
 
-    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def run(self, fn: Callable[[sqlite3.Connection], T], *, urgent: bool = False) -> T:
         """Call `fn(connection)` on the worker thread and return its result.
+
+        Calls run in the order they came, except that `urgent` ones (lease
+        renewals) go before every ordinary call still waiting: a renewal
+        must not wait behind a thousand children's writes.
 
         Cancelling the caller withdraws `fn` if it has not started; once
         started it runs to its end, so a transaction inside it either commits
@@ -174,8 +181,9 @@ class SQLiteDatabase:
         if self._closed:
             raise RuntimeError(f"SQLite database {str(self.path)!r} is closed")
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix="taskloom-sqlite")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._call, fn)
+            self._executor = _Worker("taskloom-sqlite")
+        done = self._executor.submit(functools.partial(self._call, fn), urgent=urgent)
+        return await asyncio.wrap_future(done)
 
     async def close(self) -> None:
         """Close the connection and stop the worker; later calls raise. Idempotent."""
@@ -186,8 +194,8 @@ class SQLiteDatabase:
         if executor is None:
             return
         # Queued behind any work already submitted, so that work finishes first.
-        await asyncio.get_running_loop().run_in_executor(executor, self._disconnect)
-        executor.shutdown(wait=False)
+        await asyncio.wrap_future(executor.submit(self._disconnect))
+        executor.shutdown()
 
     def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         try:
@@ -256,6 +264,46 @@ class SQLiteDatabase:
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
+
+
+class _Worker:
+    """One thread running submitted calls, urgent ones first, then in submission order."""
+
+    def __init__(self, name: str) -> None:
+        self._queue: queue.PriorityQueue[tuple[int, int, Future[Any] | None, Callable[[], Any]]]
+        self._queue = queue.PriorityQueue()
+        self._order = itertools.count()
+        # A daemon: an interpreter that exits without close() must not hang on
+        # it, and SQLite rolls back a transaction cut off at exit.
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[[], T], *, urgent: bool = False) -> Future[T]:
+        done: Future[T] = Future()
+        self._queue.put((0 if urgent else 1, next(self._order), done, fn))
+        return done
+
+    def shutdown(self) -> None:
+        """Stop once every call submitted before is done."""
+        self._queue.put((2, next(self._order), None, _nothing))
+
+    def _serve(self) -> None:
+        while True:
+            _, _, done, fn = self._queue.get()
+            if done is None:
+                return
+            if not done.set_running_or_notify_cancel():
+                continue  # withdrawn by its caller before it started
+            try:
+                result = fn()
+            except BaseException as exc:
+                done.set_exception(exc)
+            else:
+                done.set_result(result)
+
+
+def _nothing() -> None:
+    return None
 
 
 def _one_line(exc: BaseException) -> str:

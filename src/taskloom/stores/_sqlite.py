@@ -28,7 +28,7 @@ from ._sql import (
     session_filters,
 )
 
-__all__ = ["SQLITE_SESSION_MIGRATIONS", "SQLiteStore"]
+__all__ = ["SQLITE_CHILD_CONCURRENCY", "SQLITE_SESSION_MIGRATIONS", "SQLiteStore"]
 
 SQLITE_SESSION_MIGRATIONS: tuple[Migration, ...] = (
     (
@@ -85,6 +85,10 @@ def _not_found(session_id: str) -> SessionNotFound:
     return SessionNotFound(f"no session {session_id!r}")
 
 
+SQLITE_CHILD_CONCURRENCY = 32
+"""Children a runtime on a SQLite store runs at once unless told otherwise."""
+
+
 class SQLiteStore:
     """Sessions in one SQLite file (created with its parent directories on first use).
 
@@ -108,6 +112,13 @@ class SQLiteStore:
         self._clock = clock
         self._db.require("sessions", SQLITE_SESSION_MIGRATIONS)
         self.leases = SQLiteLeases(self._db, clock=clock)
+
+    @property
+    def concurrency(self) -> int:
+        """How many children a runtime on this store runs at once by default
+        (`Runtime(child_concurrency=)`): the one connection serves them in turn,
+        and a deeper queue would only delay everyone's writes."""
+        return SQLITE_CHILD_CONCURRENCY
 
     @property
     def database(self) -> SQLiteDatabase:
