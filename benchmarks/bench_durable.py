@@ -13,12 +13,16 @@ import argparse
 import asyncio
 import gc
 import os
+import sys
 import tempfile
 import time
 import uuid
 
 from taskloom import Agent, Runtime, ToolEffect, Usage, tool
 from taskloom.models import ScriptedModel, reply
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _statements import count_statements
 
 PG = os.environ.get("TASKLOOM_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -36,30 +40,33 @@ def script() -> list[object]:
     ]
 
 
-async def per_round(store: object, runs: int) -> tuple[float, float]:
-    """(CPU µs, wall µs) per round over `runs` runs."""
+async def per_round(store: object, runs: int) -> tuple[float, float, float]:
+    """(CPU µs, wall µs, statements) per round over `runs` runs."""
     async with Runtime(store=store) as runtime:  # type: ignore[arg-type]
         warm = await runtime.create_session(Agent("w", ScriptedModel(script()), tools=[add]))
         await warm.run("warm up")
         agents = [Agent("b", ScriptedModel(script()), tools=[add]) for _ in range(runs)]
         gc.collect()
         cpu, wall = time.process_time(), time.perf_counter()
-        for agent in agents:
-            session = await runtime.create_session(agent)
-            await session.run("go")
+        with count_statements() as statements:
+            for agent in agents:
+                session = await runtime.create_session(agent)
+                await session.run("go")
         rounds = runs * 4
-        return (time.process_time() - cpu) / rounds * 1e6, (
-            time.perf_counter() - wall
-        ) / rounds * 1e6
+        return (
+            (time.process_time() - cpu) / rounds * 1e6,
+            (time.perf_counter() - wall) / rounds * 1e6,
+            statements.total / rounds,
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     runs = 50 if parser.parse_args().quick else 300
-    rows: list[tuple[str, str, str, str]] = []
+    rows: list[tuple[str, str, str, str, str]] = []
     memory = asyncio.run(per_round("memory://", runs * 4))
-    rows.append(("memory", f"{memory[0]:.0f}", f"{memory[1]:.0f}", "1.00x / 1.00x"))
+    rows.append(("memory", f"{memory[0]:.0f}", f"{memory[1]:.0f}", "0", "1.00x / 1.00x"))
     with tempfile.TemporaryDirectory() as tmp:
         sqlite = asyncio.run(per_round(f"sqlite:///{tmp}/bench.db", runs))
     rows.append(
@@ -67,6 +74,7 @@ def main() -> None:
             "sqlite",
             f"{sqlite[0]:.0f}",
             f"{sqlite[1]:.0f}",
+            f"{sqlite[2]:.1f}",
             f"{sqlite[0] / memory[0]:.1f}x / {sqlite[1] / memory[1]:.1f}x",
         )
     )
@@ -85,6 +93,7 @@ def main() -> None:
                     "postgresql",
                     f"{pg[0]:.0f}",
                     f"{pg[1]:.0f}",
+                    f"{pg[2]:.1f}",
                     f"{pg[0] / memory[0]:.1f}x / {pg[1] / memory[1]:.1f}x",
                 )
             )
@@ -92,11 +101,14 @@ def main() -> None:
             with psycopg.connect(PG, autocommit=True) as conn:
                 conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
     except Exception as exc:
-        rows.append(("postgresql", "-", "-", f"skipped: {type(exc).__name__}"))
-    print(f"{'store':<12} {'CPU µs/round':>13} {'wall µs/round':>14}  ratio to memory (CPU / wall)")
-    print("-" * 72)
-    for name, cpu, wall, ratio in rows:
-        print(f"{name:<12} {cpu:>13} {wall:>14}  {ratio}")
+        rows.append(("postgresql", "-", "-", "-", f"skipped: {type(exc).__name__}"))
+    print(
+        f"{'store':<12} {'CPU µs/round':>13} {'wall µs/round':>14} {'statements/round':>17}"
+        "  ratio to memory (CPU / wall)"
+    )
+    print("-" * 90)
+    for name, cpu, wall, statements, ratio in rows:
+        print(f"{name:<12} {cpu:>13} {wall:>14} {statements:>17}  {ratio}")
 
 
 if __name__ == "__main__":

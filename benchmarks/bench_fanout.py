@@ -89,7 +89,9 @@ async def fan_out(store: object, n: int) -> dict[str, object]:
             "wall": wall,
             "cpu": cpu,
             "failed": failed,
-            "once": len(reports) == n and all(v == 1 for v in reports.values()) and terminals_ok == n,
+            "once": len(reports) == n
+            and all(v == 1 for v in reports.values())
+            and terminals_ok == n,
             "statements": statements.total,
         }
 
@@ -149,8 +151,18 @@ def main() -> None:
                 )
             )
             print(*rows[-1], sep="\t", flush=True)
-    head = ("store", "trial", "status", "wall s", "CPU ms/child", "vs memory", "failed",
-            "one terminal+report each", "statements/child", "peak conns / pool")
+    head = (
+        "store",
+        "trial",
+        "status",
+        "wall s",
+        "CPU ms/child",
+        "vs memory",
+        "failed",
+        "one terminal+report each",
+        "statements/child",
+        "peak conns / pool",
+    )
     print()
     print(" | ".join(head))
     print(" | ".join("---" for _ in head))

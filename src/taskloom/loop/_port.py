@@ -201,8 +201,13 @@ class SessionPort(Protocol):
         """Background notices of the session's runtime."""
         ...
 
-    async def sync(self) -> None:
-        """Fold in entries other tasks or processes appended since the last look."""
+    async def sync(self, *, fresh: float = 0.0) -> None:
+        """Fold in entries other tasks or processes appended since the last look.
+
+        With `fresh`, the read may be skipped when this session's own last
+        append landed right after everything it knew, less than `fresh`
+        seconds ago: the log is then known whole up to that instant.
+        """
         ...
 
     async def append(self, entry: Entry, message: Message | None = None) -> int:

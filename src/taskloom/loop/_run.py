@@ -63,6 +63,12 @@ STORE_GRACE = 1.0
 """Seconds past the deadline a run waits for the store before it gives up."""
 
 
+FRESH_BOUNDARY = 0.05
+"""Seconds after the run's own append during which a round boundary skips
+re-reading the log: longer than a boundary's own work, far shorter than a
+model round."""
+
+
 class RunLoop:
     """One run of a session: owns the counters, talks to the session port."""
 
@@ -218,7 +224,11 @@ class RunLoop:
                     await self._refresh_tools()
                     await self._after_tools(await self._resume_parked())
                 while True:
-                    await session.sync()
+                    # A boundary right after the run's own append needs no
+                    # read: that append's position proved nothing came in
+                    # between, and what lands in the next instant is folded
+                    # at the next boundary, as if it landed a moment later.
+                    await session.sync(fresh=FRESH_BOUNDARY)
                     self._check_limits()
                     await self._refresh_tools()
                     await self._round()

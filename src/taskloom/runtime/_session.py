@@ -72,6 +72,9 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         self.agent = agent
         self.log = SessionLog()
         self._held: HeldLease | None = None
+        # (position, monotonic time) of an own append known to follow every
+        # entry before it; see sync(fresh=).
+        self._whole: tuple[int, float] | None = None
         self._running = False
         self._wakeups = 0
         self._catalog: ToolCatalog | None = None
@@ -153,12 +156,19 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
 
     # ------------------------------------------------------------ the log
 
-    async def sync(self) -> None:
+    async def sync(self, *, fresh: float = 0.0) -> None:
         """Fold in entries other tasks or processes appended since our last look.
 
-        Raises `CorruptEntry` naming the session and position of an entry
-        that cannot be read.
+        With `fresh` (seconds), the read is skipped when this Session's own
+        append of the log's last entry landed where expected (nobody wrote
+        in between) less than `fresh` seconds ago. Raises `CorruptEntry`
+        naming the session and position of an entry that cannot be read.
         """
+        if fresh and self._whole is not None:
+            position, at = self._whole
+            if position == self.log.position and time.monotonic() - at < fresh:
+                return
+        self._whole = None
         for entry in await self.runtime.store.load(self.id, after=self.log.position):
             try:
                 self.log.apply(entry)
@@ -195,6 +205,9 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         position = await self.runtime.store.append(self.id, entry, fence=fence)
         if position == entry.position:
             self.log.apply(entry, message)
+            # The log is whole up to here: the store put this entry right
+            # after the last one this Session knew.
+            self._whole = (position, time.monotonic())
         else:
             # Someone else appended in between: read the gap (ours included).
             await self.sync()
