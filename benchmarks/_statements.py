@@ -1,7 +1,8 @@
 """Counting the SQL statements a process sends, for the benchmarks' tables.
 
-PostgreSQL: every query psycopg sends (including transaction control and the
-pool's connection checks). SQLite: every statement run on a `sqlite3`
+PostgreSQL: every query psycopg sends, prepared or not (including transaction
+control and the pool's connection checks, which show as "(empty)"; a
+statement's first preparation is not counted apart). SQLite: every statement run on a `sqlite3`
 connection, counted by the connection's trace callback.
 """
 
@@ -55,7 +56,15 @@ def _patch_psycopg() -> None:
             s.add(text.decode() if isinstance(text, bytes) else text)
         return exec_command(self, command, *args, **kwargs)
 
+    send_prepared = cursor._send_query_prepared
+
+    def prepared(self: Any, name: bytes, query: Any, **kwargs: Any) -> Any:
+        for s in _active:
+            s.add(bytes(query.query).decode(errors="replace"))
+        return send_prepared(self, name, query, **kwargs)
+
     cursor._execute_send = send  # type: ignore[method-assign]
+    cursor._send_query_prepared = prepared  # type: ignore[method-assign]
     _connection_base.BaseConnection._exec_command = command  # type: ignore[method-assign]
     cursor._taskloom_counted = True  # type: ignore[attr-defined]
 

@@ -25,6 +25,7 @@ import os
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import asynccontextmanager, contextmanager
@@ -223,7 +224,7 @@ class SQLiteDatabase:
             self.path, timeout=self._busy_timeout, isolation_level=None, cached_statements=256
         )
         try:
-            conn.execute("PRAGMA journal_mode = WAL")
+            self._enter_wal(conn)
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")
             conn.execute("PRAGMA foreign_keys = ON")
         except BaseException:
@@ -231,6 +232,23 @@ class SQLiteDatabase:
             raise
         self._conn = conn
         return conn
+
+    def _enter_wal(self, conn: sqlite3.Connection) -> None:
+        # Switching a fresh file to WAL needs it alone for a moment, and SQLite
+        # answers "locked" at once, without its busy handler, while another
+        # process opening the same file does the same: retry within busy_timeout.
+        give_up = time.monotonic() + self._busy_timeout
+        delay = 0.005
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                busy = exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+                if not busy or time.monotonic() + delay > give_up:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         pending = list(self._pending.items())
