@@ -144,7 +144,17 @@ class ChildWorker:
         if not isinstance(spec, ChildSpec):
             spec = ChildSpec.from_json(spec)
         rt = self.runtime
-        done = terminal_entry(await rt.store.load(spec.child_session_id))
+        try:
+            agent = self.build_agent(spec)
+        except ConfigurationError:
+            # An ended child is still reported, whatever this worker can build.
+            done = terminal_entry(await rt.store.load(spec.child_session_id))
+            if done is None:
+                raise
+        else:
+            # One read serves both the check below and the session.
+            child = await rt.open_session(spec.child_session_id, agent)
+            done = terminal_entry(child.log.entries)
         if done is not None:
             # A previous worker ended it but may have died before reporting;
             # the report is idempotent, so reporting again is safe.
@@ -157,7 +167,6 @@ class ChildWorker:
             status = ChildStatus(done.status)
             await self._report(spec, status, done.report, done.error)
             return status
-        child = await rt.open_session(spec.child_session_id, self.build_agent(spec))
         options = RunOptions(max_rounds=spec.max_rounds)
         background = BackgroundService.of(rt)
 

@@ -188,7 +188,9 @@ class RunLoop:
 
     async def _run(self, user: Message | None, resume: bool) -> RunResult:
         session = self.session
-        await session.sync()
+        # A resume must see every decision written elsewhere; a fresh run may
+        # trust a look taken under its lease an instant ago.
+        await session.sync(fresh=0.0 if resume else FRESH_BOUNDARY)
         parked = session.log.parked()
         if parked and not resume:
             raise UsageError(

@@ -281,11 +281,10 @@ class Runtime:
         Without `agent`, the agent the session recorded is looked up in
         `Runtime(agents=...)`; a name it lacks raises `ConfigurationError`.
         """
-        meta = await self.store.get(session_id)
         if agent is None:
-            agent = self.agent_named(meta.agent)
+            agent = self.agent_named((await self.store.get(session_id)).agent)
         session = Session(self, session_id, agent)
-        await session.sync()
+        await session.sync()  # raises SessionNotFound for an unknown id
         return session
 
     async def forget_session(self, session_id: str) -> None:

@@ -168,12 +168,13 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             position, at = self._whole
             if position == self.log.position and time.monotonic() - at < fresh:
                 return
-        self._whole = None
+        read_at = time.monotonic()
         for entry in await self.runtime.store.load(self.id, after=self.log.position):
             try:
                 self.log.apply(entry)
             except CorruptEntry as exc:
                 raise CorruptEntry(f"session {self.id!r}: {exc}") from None
+        self._whole = (self.log.position, read_at)
 
     async def append(self, entry: Entry, message: Message | None = None) -> int:
         """Append `entry` and fold it in; returns its position.
@@ -611,6 +612,8 @@ class _Hold:
             return session._held  # an inner hold: the outer one releases
         ttl = session.runtime.lease_ttl if self._ttl is None else self._ttl
         lease = await session._acquire(self._wait, ttl)
+        # The last holder may have written since this Session last looked.
+        session._whole = None
         held = self._held = session._held = HeldLease(session, lease, ttl)
         return held
 
