@@ -173,12 +173,10 @@ class ChildWorker:
                     held.on_renewed(keep_registered)
                     # Re-read under the lease: a worker that held it before us
                     # may have ended the child meanwhile.
-                    await child.sync()
-                    done = terminal_entry(child.log.entries)
+                    entries = await child.entries()
+                    done = terminal_entry(entries)
                     if done is None:
-                        has_task = any(
-                            isinstance(e.payload, MessageEntry) for e in child.log.entries
-                        )
+                        has_task = any(isinstance(e.payload, MessageEntry) for e in entries)
                         if has_task:
                             logger.info(
                                 "background child %s of session %s was redelivered; "
