@@ -152,9 +152,12 @@ class ChildWorker:
             if done is None:
                 raise
         else:
-            # One read serves both the check below and the session.
+            # One read serves both the check below and the session (a long
+            # child, opened from a snapshot, reads its whole log for it).
             child = await rt.open_session(spec.child_session_id, agent)
-            done = terminal_entry(child.log.entries)
+            done = terminal_entry(
+                child.log.entries if not child.log.base else await child.entries()
+            )
         if done is not None:
             # A previous worker ended it but may have died before reporting;
             # the report is idempotent, so reporting again is safe.
@@ -184,12 +187,10 @@ class ChildWorker:
                         held.on_renewed(keep_registered)
                         # Re-read under the lease: a worker that held it before us
                         # may have ended the child meanwhile.
-                        await child.sync()
-                        done = terminal_entry(child.log.entries)
+                        entries = await child.entries()
+                        done = terminal_entry(entries)
                         if done is None:
-                            has_task = any(
-                                isinstance(e.payload, MessageEntry) for e in child.log.entries
-                            )
+                            has_task = any(isinstance(e.payload, MessageEntry) for e in entries)
                             if has_task:
                                 logger.info(
                                     "background child %s of session %s was redelivered; "

@@ -13,7 +13,7 @@ coalesced: each does what the log still needs, no more.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -85,11 +85,12 @@ def _field(args: dict[str, Any], name: str, kind: type, job: str) -> Any:
     return value
 
 
-def wakeups_in_a_row(log: SessionLog) -> int:
-    """Runs started since the last user turn (input given to a run, or steering folded in)."""
+def wakeups_in_a_row(entries: Iterable[Entry]) -> int:
+    """Runs started since the last user turn (input given to a run, or steering
+    folded in), counted over a session's whole log."""
     steers: set[int] = set()
     count = 0
-    for entry in log.entries:
+    for entry in entries:
         payload = entry.payload
         if isinstance(payload, Steer):
             steers.add(entry.position)
@@ -103,12 +104,8 @@ def wakeups_in_a_row(log: SessionLog) -> int:
 
 def _run_cut_off(log: SessionLog) -> bool:
     """The log's last run has no end: its writer died (or was cancelled) mid-run."""
-    for entry in reversed(log.entries):
-        if isinstance(entry.payload, RunFinishedEntry):
-            return False
-        if isinstance(entry.payload, RunStartedEntry):
-            return True
-    return False
+    started, finished = log.last_run_started, log.last_finished
+    return started is not None and (finished is None or finished.position < started.position)
 
 
 class JobBodies:
@@ -209,7 +206,7 @@ class JobBodies:
         if (
             waiting_news
             and self.runtime.wake_on_notice
-            and wakeups_in_a_row(log) < self.runtime.max_wakeups
+            and wakeups_in_a_row(await session.entries()) < self.runtime.max_wakeups
         ):
             return "run"
         return None

@@ -15,8 +15,10 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from itertools import islice
+from typing import Any, overload
 
 from ..entries import (
     ApprovalDecision,
@@ -39,6 +41,7 @@ from ..models._base import ReasoningOptions
 __all__ = [
     "INTERRUPTED",
     "SUMMARY_HEADING",
+    "MessageView",
     "message_chars",
     "summary_message",
     "SessionLog",
@@ -78,14 +81,18 @@ class SessionLog:
     __slots__ = (
         "_before_view",
         "_folded",
+        "_messages",
         "_sizes",
         "_total",
+        "_undecoded",
         "assistant_turns",
+        "base",
         "call_ids",
         "compaction",
         "decisions",
         "entries",
-        "messages",
+        "last_finished",
+        "last_run_started",
         "model_position",
         "model_spec",
         "pending",
@@ -94,6 +101,7 @@ class SessionLog:
         "reasoning",
         "reasoning_set",
         "requests",
+        "snapshot_at",
         "started",
         "stop_position",
         "turn",
@@ -103,8 +111,18 @@ class SessionLog:
 
     def __init__(self) -> None:
         self.position = 0
+        # Restored from a snapshot, the log holds only the entries after
+        # `base` (the whole log is in the store); 0 after a full replay.
+        self.base = 0
         self.entries: list[Entry] = []
-        self.messages: list[Message] = []
+        self._messages: list[Message] = []
+        # A snapshot's message entries, (position, data), decoded on first
+        # use of `messages`: opening a session must not pay for its history.
+        self._undecoded: list[tuple[int, Mapping[str, Any]]] | None = None
+        # The position the latest snapshot of this log covers (0: none).
+        self.snapshot_at = 0
+        self.last_run_started: Entry | None = None
+        self.last_finished: Entry | None = None
         self.pending: list[Entry] = []
         self.model_spec: str | None = None
         self.model_position = 0
@@ -179,6 +197,10 @@ class SessionLog:
                 self.reasoning_set = True
         elif kind == EntryKind.STOP_REQUEST:
             self.stop_position = entry.position
+        elif kind == EntryKind.RUN_STARTED:
+            self.last_run_started = entry
+        elif kind == EntryKind.RUN_FINISHED:
+            self.last_finished = entry
         elif kind == EntryKind.APPROVAL_REQUEST:
             requests = ApprovalRequests.from_data(entry.data)
             # 0.1 logs name no turn: their requests followed the turn at once.
@@ -206,12 +228,12 @@ class SessionLog:
         if delivered:
             # Notices ride on the assistant entry that answered them, so the
             # pair is persisted atomically (see RunNotices).
-            self.messages.append(Message.user(delivered))
+            self._messages.append(Message.user(delivered))
             self.positions.append(position)
         if folds:
             self._folded.update(folds)
             self.pending = [e for e in self.pending if e.position not in self._folded]
-        self.messages.append(message)
+        self._messages.append(message)
         self.positions.append(position)
         if message.role == "assistant":
             self.turn = position
@@ -220,19 +242,43 @@ class SessionLog:
             for call in message.tool_calls:
                 self.call_ids.add(call.id)
 
+    @property
+    def messages(self) -> list[Message]:
+        """The conversation so far, every message the log holds, in order
+        (read-only to callers: the log appends to it)."""
+        if self._undecoded is not None:
+            self._decode()
+        return self._messages
+
+    def _decode(self) -> None:
+        undecoded, self._undecoded = self._undecoded, None
+        decoded: list[Message] = []
+        for _, data in undecoded or ():
+            payload = MessageEntry.from_data(data)
+            if payload.delivered_text:
+                decoded.append(Message.user(payload.delivered_text))
+            decoded.append(payload.message)
+        # A new list, never an insertion into the old one: views handed out
+        # before keep reading the list and bounds they were made with.
+        self._messages = decoded + self._messages
+
     def _turn_requesting(self, call_id: str) -> int:
         turns = [turn for turn, cid in self.requests if cid == call_id]
         return max(turns) if turns else self.turn
 
     # ------------------------------------------------------------ the request view
 
-    def view(self) -> list[Message]:
+    def view(self, extra: Message | None = None) -> MessageView:
         """The messages the next request is built from: all of them, or after a
-        compaction its summary followed by the messages it did not replace."""
+        compaction its summary followed by the messages it did not replace;
+        then `extra` when given. A read-only view, not a copy: it stays what
+        it is now while the log grows."""
         compaction = self.compaction
+        messages = self.messages
         if compaction is None:
-            return self.messages
-        return [summary_message(compaction.summary), *self.messages[self.view_start :]]
+            return MessageView(messages, 0, len(messages), None, extra)
+        head = summary_message(compaction.summary)
+        return MessageView(messages, self.view_start, len(messages), head, extra)
 
     def view_chars(self) -> int:
         """Characters of the view's messages (measured incrementally)."""
@@ -251,15 +297,14 @@ class SessionLog:
 
     def open_calls(self) -> list[ToolCall]:
         """Calls of the last assistant turn that have no result yet."""
-        for i in range(len(self.messages) - 1, -1, -1):
-            m = self.messages[i]
+        messages = self.messages
+        for i in range(len(messages) - 1, -1, -1):
+            m = messages[i]
             if m.role == "assistant":
                 calls = m.tool_calls
                 if not calls:
                     return []
-                answered = {
-                    r.tool_call_id for later in self.messages[i + 1 :] for r in later.results
-                }
+                answered = {r.tool_call_id for later in messages[i + 1 :] for r in later.results}
                 return [c for c in calls if c.id not in answered]
         return []
 
@@ -277,10 +322,10 @@ class SessionLog:
     def run_traceparent(self) -> str | None:
         """The trace context the latest run recorded (the run that parked the
         current turn, when one is parked); None if it was not traced."""
-        for entry in reversed(self.entries):
-            if entry.kind == EntryKind.RUN_STARTED:
-                return RunStartedEntry.from_data(entry.data).traceparent
-        return None
+        started = self.last_run_started
+        if started is None:
+            return None
+        return RunStartedEntry.from_data(started.data).traceparent
 
     def request(self, call_id: str) -> RequestedCall | None:
         """The approval request of `call_id` in the current turn, if any."""
@@ -308,10 +353,89 @@ class SessionLog:
 
     def last_assistant_text(self) -> str:
         """The text of the latest assistant message ("" if none)."""
-        for m in reversed(self.messages):
-            if m.role == "assistant":
-                return m.text
-        return ""
+        message = self.turn_message
+        return message.text if message is not None else ""
+
+
+class MessageView(Sequence[Message]):
+    """A read-only window on a log's messages: `head`, then `messages[start:stop]`,
+    then `tail` (each end optional).
+
+    Building one copies nothing, so a request costs the same at round 5,000
+    as at round 1. It is immutable in effect because the list it reads is
+    only ever appended to (a log that must rebuild its list makes a new one),
+    so the window bounded at `stop` never changes. Compares equal to any
+    sequence of the same messages in the same order, like a tuple would.
+    """
+
+    __slots__ = ("_head", "_messages", "_start", "_stop", "_tail")
+
+    def __init__(
+        self,
+        messages: list[Message],
+        start: int,
+        stop: int,
+        head: Message | None = None,
+        tail: Message | None = None,
+    ) -> None:
+        self._messages = messages
+        self._start = start
+        self._stop = stop
+        self._head = head
+        self._tail = tail
+
+    def __len__(self) -> int:
+        return self._stop - self._start + (self._head is not None) + (self._tail is not None)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        n = len(self)
+        i = index + n if index < 0 else index
+        if not 0 <= i < n:
+            raise IndexError("message index out of range")
+        if self._head is not None:
+            if i == 0:
+                return self._head
+            i -= 1
+        i += self._start
+        if i < self._stop:
+            return self._messages[i]
+        assert self._tail is not None
+        return self._tail
+
+    def __iter__(self) -> Iterator[Message]:
+        if self._head is not None:
+            yield self._head
+        yield from islice(self._messages, self._start, self._stop)
+        if self._tail is not None:
+            yield self._tail
+
+    def __reversed__(self) -> Iterator[Message]:
+        if self._tail is not None:
+            yield self._tail
+        messages = self._messages
+        for i in range(self._stop - 1, self._start - 1, -1):
+            yield messages[i]
+        if self._head is not None:
+            yield self._head
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"MessageView({list(self)!r})"
 
 
 SUMMARY_HEADING = "[Summary of the earlier conversation, written when it was compacted]"

@@ -536,9 +536,9 @@ class RunLoop:
 
     def _request(self, model: Model, delivery: Delivery | None) -> ModelRequest:
         s = self.session
-        messages: Sequence[Message] = tuple(s.log.view())
-        if delivery is not None:
-            messages = (*messages, Message.user(delivery.text))
+        # A view, not a copy: copying the history made every round cost in
+        # proportion to the session's length.
+        messages = s.log.view(Message.user(delivery.text) if delivery is not None else None)
         agent = s.agent
         output_schema, output_tool = self.output.ask(model)
         return ModelRequest(

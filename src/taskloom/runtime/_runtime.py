@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import os
@@ -15,7 +16,7 @@ from ..agent import Agent, AgentDepsT, AgentOutputT
 from ..entries import (
     Entry,
 )
-from ..errors import SessionBusy, UsageError
+from ..errors import ConfigurationError, SessionBusy, UsageError
 from ..loop import (
     NO_OBSERVER,
     NoticesPort,
@@ -23,7 +24,7 @@ from ..loop import (
     RunOptions,
 )
 from ..models._base import Model
-from ..stores import SessionStore, open_store
+from ..stores import SessionStore, SnapshotStore, open_store, snapshots_for
 from ..stores._base import SessionMeta
 from ..stores._leases import MemoryLeases
 
@@ -33,7 +34,10 @@ if TYPE_CHECKING:
 from ._lease import LEASE_TTL, session_lease_key
 from ._session import Session
 
-__all__ = ["RunQueue", "Runtime", "default_runtime"]
+__all__ = ["SNAPSHOT_EVERY", "RunQueue", "Runtime", "default_runtime"]
+
+SNAPSHOT_EVERY = 500
+"""Entries between two snapshots of a session's fold, by default."""
 
 logger = logging.getLogger("taskloom")
 
@@ -100,6 +104,11 @@ class Runtime:
     sessions `submit` runs to worker processes; with it, `wake_on_notice`
     queues the wake-ups instead of running them here.
 
+    A running session writes a snapshot of its log's fold every
+    `snapshot_every` entries (0: never), beside the log in the store, so
+    opening it later folds only what came after; a snapshot is a cache and
+    never changes what a session reads (see `taskloom.loop._snapshot`).
+
     Runs are traced (OpenTelemetry GenAI spans and metrics) while a tracer
     provider is configured, or through `observer` when one is given;
     `trace_content` records prompts, completions and tool arguments and
@@ -131,8 +140,12 @@ class Runtime:
         observer: RunObserver | None = None,
         queue: RunQueue | None = None,
         child_concurrency: int | None = None,
+        snapshot_every: int = SNAPSHOT_EVERY,
     ) -> None:
+        if snapshot_every < 0:
+            raise ConfigurationError(f"snapshot_every must be 0 or more, not {snapshot_every!r}")
         self.store: SessionStore = open_store(store)
+        self.snapshot_every = snapshot_every
         if child_concurrency is None:
             child_concurrency = getattr(self.store, "concurrency", None)
         if child_concurrency is not None and child_concurrency < 0:
@@ -157,6 +170,12 @@ class Runtime:
         self._wake_tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
         self._closer: AsyncGenerator[None, None] | None = None
+
+    @functools.cached_property
+    def snapshots(self) -> SnapshotStore | None:
+        """Where sessions' snapshots are kept (beside the store), or None when
+        they are off (`snapshot_every=0`) or the store is not one taskloom knows."""
+        return snapshots_for(self.store) if self.snapshot_every else None
 
     @property
     def background(self) -> Any:
@@ -263,7 +282,7 @@ class Runtime:
         """A new, empty session for `agent` in the store."""
         sid = os.urandom(16).hex() if session_id is None else session_id
         await self.store.create(SessionMeta(sid, agent.name, parent_id, 0.0, dict(metadata or {})))
-        return Session(self, sid, agent)
+        return Session(self, sid, agent, new=True)
 
     @overload
     async def open_session(
@@ -304,6 +323,9 @@ class Runtime:
         if self._background is not None:
             await self._background.forget(session_id)
         await self.store.delete(session_id)
+        snapshots = self.snapshots
+        if snapshots is not None:
+            await snapshots.delete(session_id)
         leases = self.store.leases
         if isinstance(leases, MemoryLeases):  # durable stores keep lease rows by design
             leases.forget(session_lease_key(session_id))

@@ -22,7 +22,15 @@ from ..entries import (
     StopRequest,
     SubagentLink,
 )
-from ..errors import ApprovalConflict, ApprovalsMissing, CorruptEntry, SessionBusy, UsageError
+from ..errors import (
+    ApprovalConflict,
+    ApprovalsMissing,
+    CorruptEntry,
+    SessionBusy,
+    StaleLeaseError,
+    StoreError,
+    UsageError,
+)
 from ..events import Event, origin_label
 from ..loop import (
     NoticesPort,
@@ -35,11 +43,12 @@ from ..loop import (
     SessionLog,
 )
 from ..loop._log import summary_message
+from ..loop._snapshot import encode_snapshot, read_snapshot
 from ..messages import Message
 from ..models._base import Model, ModelSettings, ReasoningOptions
 from ..results import ToolSpec
 from ..stores import SessionStore
-from ..stores._leases import Lease, holder_is_gone, holder_name
+from ..stores._leases import Fence, Lease, holder_is_gone, holder_name
 from ..tools import ToolCatalog
 
 if TYPE_CHECKING:
@@ -65,12 +74,20 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
     """
 
     def __init__(
-        self, runtime: Runtime, session_id: str, agent: Agent[AgentDepsT, AgentOutputT]
+        self,
+        runtime: Runtime,
+        session_id: str,
+        agent: Agent[AgentDepsT, AgentOutputT],
+        *,
+        new: bool = False,
     ) -> None:
         self.runtime = runtime
         self.id = session_id
         self.agent = agent
         self.log = SessionLog()
+        # The first sync of an existing session starts from its snapshot; a
+        # session just created has none to look for.
+        self._restorable = not new
         self._held: HeldLease | None = None
         # (position, monotonic time) of an own append known to follow every
         # entry before it; see sync(fresh=).
@@ -169,12 +186,63 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             if position == self.log.position and time.monotonic() - at < fresh:
                 return
         read_at = time.monotonic()
-        for entry in await self.runtime.store.load(self.id, after=self.log.position):
+        if self._restorable:
+            self._restorable = False
+            if self.log.position == 0 and await self._restore():
+                self._whole = (self.log.position, read_at)
+                return
+        self._fold(await self.runtime.store.load(self.id, after=self.log.position))
+        self._whole = (self.log.position, read_at)
+
+    def _fold(self, entries: list[Entry]) -> None:
+        for entry in entries:
             try:
                 self.log.apply(entry)
             except CorruptEntry as exc:
                 raise CorruptEntry(f"session {self.id!r}: {exc}") from None
-        self._whole = (self.log.position, read_at)
+
+    async def _restore(self) -> bool:
+        """Start the log from the session's snapshot and the entries after it;
+        False (nothing done) when there is no usable snapshot."""
+        snapshots = self.runtime.snapshots
+        if snapshots is None:
+            return False
+        snapshot = read_snapshot(await snapshots.read(self.id))
+        if snapshot is None:
+            return False
+        # From the snapshot's last entry on: it proves the log is the one the
+        # snapshot was made from.
+        entries = await self.runtime.store.load(self.id, after=snapshot.position - 1)
+        if not entries or not snapshot.matches(entries[0]):
+            return False
+        try:
+            log = snapshot.restore()
+        except (KeyError, TypeError, ValueError, AttributeError, CorruptEntry):
+            logger.warning("session %s: ignoring an unreadable snapshot", self.id)
+            return False
+        self.log = log
+        self._fold(entries[1:])
+        return True
+
+    async def _snapshot(self, fence: Fence) -> None:
+        """Write a snapshot row of the log as it is now (the lease holder only)."""
+        snapshots = self.runtime.snapshots
+        if snapshots is None:
+            return
+        log = self.log
+        position, since = log.position, log.snapshot_at
+        data = encode_snapshot(log)
+        try:
+            await snapshots.write(self.id, position, data, fence=fence)
+            if since == 0:
+                # A chain starting afresh: the rows before it are dead weight.
+                await snapshots.prune(self.id, position)
+        except (StoreError, StaleLeaseError) as exc:
+            # A cache: the log stays correct without it; the next one retries
+            # (and a writer that lost the lease learns it at its next append).
+            logger.warning("session %s: could not write a snapshot: %s", self.id, exc)
+            return
+        log.snapshot_at = position
 
     async def append(self, entry: Entry, message: Message | None = None) -> int:
         """Append `entry` and fold it in; returns its position.
@@ -204,20 +272,28 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         held = self._held
         fence = held.fence if held is not None else None
         position = await self.runtime.store.append(self.id, entry, fence=fence)
+        log = self.log
         if position == entry.position:
-            self.log.apply(entry, message)
+            log.apply(entry, message)
             # The log is whole up to here: the store put this entry right
             # after the last one this Session knew.
             self._whole = (position, time.monotonic())
         else:
             # Someone else appended in between: read the gap (ours included).
             await self.sync()
+        every = self.runtime.snapshot_every
+        if fence is not None and every and log.position - log.snapshot_at >= every:
+            await self._snapshot(fence)
         return position
 
     async def entries(self) -> list[Entry]:
         """Every entry of this session's log, in order."""
         await self.sync()
-        return list(self.log.entries)
+        log = self.log
+        if log.base:
+            # Restored from a snapshot: the older entries are only in the store.
+            return await self.runtime.store.load(self.id)
+        return list(log.entries)
 
     async def transcript(
         self, include_children: bool = False, *, mark_compactions: bool = False
@@ -231,7 +307,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         if not include_children and not mark_compactions:
             return list(self.log.messages)
         store = self.runtime.store if include_children else None
-        return await _transcript(store, list(self.log.entries), "", mark_compactions)
+        return await _transcript(store, await self.entries(), "", mark_compactions)
 
     async def pending(self) -> list[PendingCall]:
         """The calls of the parked turn that wait for a decision, with their full
@@ -532,10 +608,10 @@ def _check_same(existing: ApprovalDecision, approved: bool, call_id: str) -> Non
 
 def _last_result(session: Session[Any, Any]) -> RunResult:
     log = session.log
-    for entry in reversed(log.entries):
+    entry = log.last_finished
+    if entry is not None:
         payload = entry.payload
-        if not isinstance(payload, RunFinishedEntry):
-            continue
+        assert isinstance(payload, RunFinishedEntry)
         pending: tuple[PendingCall, ...] = ()
         if payload.status is RunStatus.AWAITING_APPROVAL:
             pending = tuple(

@@ -10,6 +10,7 @@ from ..errors import ConfigurationError
 from ._base import Entry, EntryKind, SessionMeta, SessionStore
 from ._leases import Clock, Fence, Lease, Leases, MemoryLeases, system_clock
 from ._memory import MemoryStore
+from ._snapshots import SnapshotStore, snapshots_for
 
 __all__ = [
     "Clock",
@@ -26,7 +27,9 @@ __all__ = [
     "SQLiteStore",
     "SessionMeta",
     "SessionStore",
+    "SnapshotStore",
     "open_store",
+    "snapshots_for",
     "system_clock",
 ]
 
