@@ -13,7 +13,10 @@ request over the bare loop's, measured in the same command, the loops taking
 turns in blocks so load from other processes falls on both alike.
 
 Variants: a sync tool and an async tool, runs one after another; 50 runs at
-once; streamed answers (SSE); and 20 ms of server latency per request.
+once; streamed answers (SSE); 20 ms of server latency per request; the
+default sync tool on a worker thread. Then a cold process: the first run in a
+fresh interpreter (imports, client set-up and all), against the bare loop's
+first run in one, with the interpreter's own start-up shown apart.
 
     python benchmarks/bench_loop_http.py [--runs 200] [--blocks 10] [--only NAME]
 
@@ -447,11 +450,48 @@ def bench(root: str, runs: int, blocks: int, only: str | None) -> None:
     print(f"target: <= {TARGET:.2f}x the bare loop in every variant but the thread row")
 
 
+def cold(root: str, trials: int) -> None:
+    """The first run in a fresh process, taskloom against the bare loop, taking turns."""
+    import os
+
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_cold_run.py")
+
+    def one(mode: str) -> tuple[float, int]:
+        out = subprocess.run(
+            [sys.executable, script, mode, root], capture_output=True, text=True, check=True
+        )
+        cpu, modules = out.stdout.split()
+        return float(cpu), int(modules)
+
+    runs: dict[str, list[float]] = {"nothing": [], "bare": [], "taskloom": []}
+    modules: dict[str, int] = {}
+    for _ in range(trials):
+        for mode in runs:
+            cpu, modules[mode] = one(mode)
+            runs[mode].append(cpu)
+    start = statistics.median(runs["nothing"])
+    bare, ours = statistics.median(runs["bare"]), statistics.median(runs["taskloom"])
+    print(f"\nA cold process: its first run (4 requests), median of {trials} processes each")
+    print(f"{'process':<34} {'CPU ms':>8} {'minus start-up':>15} {'modules':>8}")
+    for name, mode in (
+        ("interpreter start-up only", "nothing"),
+        ("bare httpx2 loop", "bare"),
+        ("taskloom agent.run", "taskloom"),
+    ):
+        cpu = statistics.median(runs[mode])
+        print(f"{name:<34} {cpu * 1e3:>8.1f} {(cpu - start) * 1e3:>15.1f} {modules[mode]:>8}")
+    print(
+        f"ratio taskloom / bare, whole process: {ours / bare:.2f}x; "
+        f"past start-up: {(ours - start) / (bare - start):.2f}x"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200, help="runs per variant and loop")
     parser.add_argument("--blocks", type=int, default=40, help="turns the two loops take")
     parser.add_argument("--only", default=None, help="variants whose name contains this")
+    parser.add_argument("--cold", type=int, default=9, help="fresh processes per loop (0: none)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -460,6 +500,8 @@ def main() -> None:
     proc, root = start_server()
     try:
         bench(root, args.runs, args.blocks, args.only)
+        if args.cold:
+            cold(root, args.cold)
     finally:
         proc.kill()
         proc.wait(timeout=10)
