@@ -27,11 +27,11 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..agent import Agent
 from ..background import BackgroundNotice, BackgroundService
-from ..entries import MessageEntry
+from ..entries import MessageEntry, SubagentResult
 from ..errors import ConfigurationError, SessionBusy, StaleLeaseError
 from ..events import origin_label
 from ..loop import RunOptions
-from ..runtime import Runtime
+from ..runtime import Runtime, Session
 from ._children import (
     CHILD_LEASE,
     ChildOutcome,
@@ -151,25 +151,10 @@ class ChildWorker:
             done = terminal_entry(await rt.store.load(spec.child_session_id))
             if done is None:
                 raise
-        else:
-            # One read serves both the check below and the session (a long
-            # child, opened from a snapshot, reads its whole log for it).
-            child = await rt.open_session(spec.child_session_id, agent)
-            done = terminal_entry(
-                child.log.entries if not child.log.base else await child.entries()
-            )
-        if done is not None:
-            # A previous worker ended it but may have died before reporting;
-            # the report is idempotent, so reporting again is safe.
-            logger.info(
-                "background child %s of session %s was delivered again after it ended; "
-                "reporting it again",
-                spec.child_session_id,
-                spec.parent_session_id,
-            )
-            status = ChildStatus(done.status)
-            await self._report(spec, status, done.report, done.error)
-            return status
+            return await self._report_again(spec, done)
+        # Read only under the lease below: a read before it would have to be
+        # repeated there anyway, since another worker may end the child between.
+        child = Session(rt, spec.child_session_id, agent)
         options = RunOptions(max_rounds=spec.max_rounds)
         background = BackgroundService.of(rt)
 
@@ -218,9 +203,7 @@ class ChildWorker:
             )
             return None
         if done is not None:
-            status = ChildStatus(done.status)
-            await self._report(spec, status, done.report, done.error)
-            return status
+            return await self._report_again(spec, done)
         if outcome.status is ChildStatus.FAILED:
             logger.warning(
                 "background child %s of session %s failed: %s",
@@ -230,6 +213,19 @@ class ChildWorker:
             )
         await self._report(spec, outcome.status, outcome.answer, outcome.error, outcome)
         return outcome.status
+
+    async def _report_again(self, spec: ChildSpec, done: SubagentResult) -> ChildStatus:
+        # A previous worker ended it but may have died before reporting; the
+        # report is idempotent, so reporting again is safe.
+        logger.info(
+            "background child %s of session %s was delivered again after it ended; "
+            "reporting it again",
+            spec.child_session_id,
+            spec.parent_session_id,
+        )
+        status = ChildStatus(done.status)
+        await self._report(spec, status, done.report, done.error)
+        return status
 
     async def _report(
         self,
