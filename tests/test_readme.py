@@ -102,13 +102,17 @@ def test_python_block_runs_on_its_own(heading: str, code: str, tmp_path: Path) -
         assert any(b"execute_tool get_weather" in body for body in exported)
 
 
-def test_shell_blocks_are_the_two_setup_commands() -> None:
+def test_shell_blocks_are_the_setup_commands_and_the_fast_path() -> None:
     shell = [b.strip() for b in blocks("sh")]
-    assert len(shell) == 2
+    assert len(shell) == 3
     assert shell[0].endswith("taskloom demo") and "pip install -e '.[cli]'" in shell[0]
     assert shell[1].endswith("python -m pytest")
     ci = (README.parent / ".ci" / "run").read_text()
     assert shell[1] in ci  # CI runs exactly the README's test command
+    # The fast path leaves out markers the suite declares (a typo would select nothing less).
+    assert shell[2] == '.venv/bin/python -m pytest -m "not slow and not live"'
+    declared = (README.parent / "pyproject.toml").read_text()
+    assert '"slow: ' in declared and '"live: ' in declared
 
 
 def test_demo_runs(tmp_path: Path) -> None:
