@@ -424,17 +424,19 @@ class PostgresDatabase:
         if pool is None or self._pending:
             pool = await self._ready()
         slots = self._slots
+        # One bound for the whole checkout: the wait for a slot and for the pool.
+        deadline = asyncio.get_running_loop().time() + self.checkout_timeout
         if urgent or slots is None:
-            async with self._use(pool) as conn:
+            async with self._use(pool, deadline) as conn:
                 yield conn
             return
         try:
-            async with asyncio.timeout(self.checkout_timeout):
+            async with asyncio.timeout_at(deadline):
                 await slots.acquire()
         except TimeoutError:
             raise self._crowded() from None
         try:
-            async with self._use(pool) as conn:
+            async with self._use(pool, deadline) as conn:
                 yield conn
         finally:
             slots.release()
@@ -550,12 +552,15 @@ class PostgresDatabase:
             await conn.close()
             raise
 
-    async def _checkout(self, pool: AsyncConnectionPool[Any]) -> AsyncConnection[Any]:
+    async def _checkout(
+        self, pool: AsyncConnectionPool[Any], deadline: float | None = None
+    ) -> AsyncConnection[Any]:
         from psycopg import OperationalError
         from psycopg_pool import PoolTimeout
 
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.checkout_timeout
+        if deadline is None:
+            deadline = loop.time() + self.checkout_timeout
         while True:
             try:
                 conn: AsyncConnection[Any] = await pool.getconn(
@@ -594,10 +599,12 @@ class PostgresDatabase:
         )
 
     @asynccontextmanager
-    async def _use(self, pool: AsyncConnectionPool[Any]) -> AsyncIterator[AsyncConnection[Any]]:
+    async def _use(
+        self, pool: AsyncConnectionPool[Any], deadline: float | None = None
+    ) -> AsyncIterator[AsyncConnection[Any]]:
         from psycopg.pq import TransactionStatus
 
-        conn = await self._checkout(pool)
+        conn = await self._checkout(pool, deadline)
         try:
             async with self._guarded(conn):
                 yield conn
