@@ -15,10 +15,10 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
-from itertools import islice
-from typing import Any, overload
+from itertools import chain, islice
+from typing import overload
 
 from ..entries import (
     ApprovalDecision,
@@ -118,7 +118,9 @@ class SessionLog:
         self._messages: list[Message] = []
         # A snapshot's message entries, (position, data), decoded on first
         # use of `messages`: opening a session must not pay for its history.
-        self._undecoded: list[tuple[int, Mapping[str, Any]]] | None = None
+        # A restored log's older message entries: per snapshot row, the JSON
+        # text of a list of [position, data], parsed on first read.
+        self._undecoded: list[str] | None = None
         # The position the latest snapshot of this log covers (0: none).
         self.snapshot_at = 0
         self.last_run_started: Entry | None = None
@@ -253,7 +255,8 @@ class SessionLog:
     def _decode(self) -> None:
         undecoded, self._undecoded = self._undecoded, None
         decoded: list[Message] = []
-        for _, data in undecoded or ():
+        rows = (json.loads(text) for text in undecoded or ())
+        for _, data in chain.from_iterable(rows):
             payload = MessageEntry.from_data(data)
             if payload.delivered_text:
                 decoded.append(Message.user(payload.delivered_text))

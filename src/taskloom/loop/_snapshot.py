@@ -36,8 +36,11 @@ from ._log import SessionLog
 
 __all__ = ["SNAPSHOT_VERSION", "Snapshot", "encode_snapshot", "read_snapshot"]
 
-SNAPSHOT_VERSION = 1
-"""The format rows are written in; rows of any other version are ignored."""
+SNAPSHOT_VERSION = 2
+"""The format rows are written in; rows of any other version are ignored.
+
+Version 2 keeps each row's message entries as one JSON text inside the row,
+so opening parses them only when the history is read, not to restore."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +50,10 @@ class Snapshot:
     position: int
     last: tuple[str, float]
     state: Mapping[str, Any]
-    messages: list[tuple[int, Mapping[str, Any]]]
+    messages: list[str]
+    """Each row's message entries, as the JSON text of a list of [position, data]."""
+    positions: list[int]
+    """The history's message positions (a delivered notice's twice: its text and the message)."""
     call_ids: list[str]
 
     def matches(self, entry: Entry) -> bool:
@@ -64,11 +70,7 @@ class Snapshot:
         log = SessionLog()
         log.position = log.base = log.snapshot_at = self.position
         log._undecoded = self.messages
-        positions: list[int] = []
-        for position, data in self.messages:
-            if data.get("delivered"):
-                positions.append(position)
-            positions.append(position)
+        positions = self.positions
         log.positions = positions
         log.call_ids = set(self.call_ids)
         log.pending = [Entry.from_dict(e) for e in st["pending"]]
@@ -130,13 +132,20 @@ def read_snapshot(rows: Sequence[tuple[int, str]]) -> Snapshot | None:
     if not chain:
         return None
     try:
-        messages: list[tuple[int, Mapping[str, Any]]] = []
+        messages: list[str] = []
+        positions: list[int] = []
         call_ids: list[str] = []
         for row in chain:
-            messages.extend((int(p), data) for p, data in row["messages"])
+            text = row["messages"]
+            if not isinstance(text, str):
+                return None
+            messages.append(text)
+            positions.extend(int(p) for p in row["positions"])
             call_ids.extend(str(c) for c in row["call_ids"])
         kind, created_at = chain[-1]["last"]
-        return Snapshot(end, (str(kind), float(created_at)), chain[-1]["state"], messages, call_ids)
+        return Snapshot(
+            end, (str(kind), float(created_at)), chain[-1]["state"], messages, positions, call_ids
+        )
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -147,7 +156,13 @@ def encode_snapshot(log: SessionLog) -> str:
     since = log.snapshot_at
     # Entries are dense from `base`: the ones after `since` are a slice.
     fresh = log.entries[since - log.base :]
-    messages = [[e.position, e.data] for e in fresh if e.kind == EntryKind.MESSAGE]
+    message_entries = [e for e in fresh if e.kind == EntryKind.MESSAGE]
+    messages = [[e.position, e.data] for e in message_entries]
+    positions: list[int] = []
+    for e in message_entries:
+        if e.data.get("delivered"):
+            positions.append(e.position)
+        positions.append(e.position)
     # The fresh messages, without decoding a restored log's older ones: they
     # sit at the end of its decoded list whether or not the rest is decoded.
     fresh_count = len(log.positions) - bisect.bisect_right(log.positions, since)
@@ -181,7 +196,8 @@ def encode_snapshot(log: SessionLog) -> str:
         "from": since,
         "last": [last.kind, last.created_at] if last is not None else ["", 0.0],
         "state": state,
-        "messages": messages,
+        "messages": json.dumps(messages, separators=(",", ":"), allow_nan=False, default=_plain),
+        "positions": positions,
         "call_ids": call_ids,
     }
     return json.dumps(row, separators=(",", ":"), allow_nan=False, default=_plain)
