@@ -51,7 +51,7 @@ from typing import Any
 
 import pytest
 
-from ..background._activities import (
+from ..backends import (
     ActivityRegistry,
     BackgroundActivity,
     BackgroundNotice,

@@ -32,8 +32,7 @@ from typing import Any
 
 import pytest
 
-from ..stores._base import Fence
-from ..stores._leases import Leases
+from ..backends import Fence, Leases
 from .clock import FakeClock
 
 __all__ = ["FakeClock", "LeaseContract"]

@@ -42,12 +42,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ..backends import Entry, EntryKind, Fence, SessionMeta, SessionStore
 from ..errors import SessionNotFound, StaleLeaseError
 from ..stores import open_store
-from ..stores._base import Entry, EntryKind, Fence, SessionMeta, SessionStore
 
 if TYPE_CHECKING:
-    from ..stores._leases import Leases
+    from ..backends import Leases
 
 __all__ = ["StoreContract", "assert_multiprocess_appends"]
 

@@ -1,0 +1,59 @@
+"""`SQLiteBackend`: every part in one SQLite file, through one connection and one thread."""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from .._activities import ActivityRegistry, NoticeInbox
+from .._backend import Backend, Capability
+from .._leases import Clock, system_clock
+from .._snapshots import SnapshotStore
+from ._background import SQLiteActivityRegistry, SQLiteNoticeInbox
+from ._database import SQLiteDatabase
+from ._snapshots import SQLiteSnapshots
+from ._store import SQLiteStore
+
+__all__ = ["SQLITE_CAPABILITIES", "SQLiteBackend"]
+
+SQLITE_CAPABILITIES = frozenset(Capability)
+"""Every capability: the file is shared by every process that opens it."""
+
+
+class SQLiteBackend(Backend):
+    """A `SQLiteStore`, its `SQLiteLeases`, a registry, an inbox and snapshots
+    on one `SQLiteDatabase` (one file, one connection on one worker thread).
+
+    `path` is the file (created with its parent folders on first use) or a
+    `SQLiteDatabase`; `busy_timeout` and `synchronous` are the database's
+    (see `SQLiteDatabase`); `clock` measures leases. Opening does no I/O.
+    """
+
+    store: SQLiteStore
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | SQLiteDatabase,
+        *,
+        clock: Clock = system_clock,
+        busy_timeout: float = 30.0,
+        synchronous: Literal["FULL", "NORMAL"] = "NORMAL",
+        store: SQLiteStore | None = None,
+    ) -> None:
+        if store is None:
+            store = SQLiteStore(
+                path, clock=clock, busy_timeout=busy_timeout, synchronous=synchronous
+            )
+        super().__init__(store, capabilities=SQLITE_CAPABILITIES)
+        self.database: SQLiteDatabase = store.database
+        self._clock = clock
+        store._backend = self
+
+    def _make_registry(self) -> ActivityRegistry:
+        return SQLiteActivityRegistry(self.database, clock=self._clock)
+
+    def _make_inbox(self) -> NoticeInbox:
+        return SQLiteNoticeInbox(self.database)
+
+    def _make_snapshots(self) -> SnapshotStore:
+        return SQLiteSnapshots(self.database)
