@@ -183,8 +183,8 @@ class PostgresStore:
 
     @property
     def database(self) -> PostgresDatabase:
-        """The database this store works on, shared with `leases` and, through
-        `BackgroundService.for_store`, with background work: one pool, one set of timeouts."""
+        """The database this store works on, shared with every part of its
+        `backend` (leases, registry, inbox, snapshots): one pool, one set of timeouts."""
         return self._db
 
     @property

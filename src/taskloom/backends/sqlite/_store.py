@@ -136,8 +136,8 @@ class SQLiteStore:
 
     @property
     def database(self) -> SQLiteDatabase:
-        """The database this store works on, shared with `leases` and, through
-        `BackgroundService.for_store`, with background work: one connection, one thread."""
+        """The database this store works on, shared with every part of its
+        `backend` (leases, registry, inbox, snapshots): one connection, one thread."""
         return self._db
 
     @property
