@@ -88,8 +88,9 @@ class PostgresStore:
     given a `PostgresDatabase` (its `PostgresBackend`'s), the store works on
     that pool instead. The pool opens and the schema is created (or
     migrated) on first use; `schema` puts every table in that PostgreSQL
-    schema, e.g. one per tenant or per test. Any number of processes may append to the same session;
-    positions stay dense and each writer's entries keep their order.
+    schema, e.g. one per tenant or per test. Any number of processes may
+    append to the same session; positions stay dense and each writer's
+    entries keep their order.
     `leases` is a `PostgresLeases` on the same database, and
     `append(..., fence=)` checks it in the append's own transaction.
     `close()` closes the pool.
