@@ -78,25 +78,22 @@ class Backend:
         """Whether this backend declares `capability`."""
         return Capability(capability) in self.capabilities
 
+    # The built-in backends override these three with parts built on first
+    # use, not at construction: a store used alone never creates the
+    # background or snapshot tables.
     @property
     def registry(self) -> ActivityRegistry | None:
-        """The activity registry of background work on this backend (built on first use)."""
-        if self._registry is None:
-            self._registry = self._make_registry()
+        """The activity registry of background work on this backend, if it has one."""
         return self._registry
 
     @property
     def inbox(self) -> NoticeInbox | None:
-        """The notice inbox of background work on this backend (built on first use)."""
-        if self._inbox is None:
-            self._inbox = self._make_inbox()
+        """The notice inbox of background work on this backend, if it has one."""
         return self._inbox
 
     @property
     def snapshots(self) -> SnapshotStore | None:
         """The snapshot rows beside the log, or None: sessions then open by full replay."""
-        if self._snapshots is None:
-            self._snapshots = self._make_snapshots()
         return self._snapshots
 
     async def close(self) -> None:
@@ -104,17 +101,6 @@ class Backend:
         close = getattr(self.store, "close", None)
         if close is not None:
             await close()
-
-    # Built on first use, not at construction: a store used alone never
-    # creates the background or snapshot tables.
-    def _make_registry(self) -> ActivityRegistry | None:
-        return None
-
-    def _make_inbox(self) -> NoticeInbox | None:
-        return None
-
-    def _make_snapshots(self) -> SnapshotStore | None:
-        return None
 
     def __repr__(self) -> str:
         flags = ", ".join(sorted(self.capabilities))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from .._activities import ActivityRegistry, NoticeInbox
+import functools
+
 from .._backend import Backend, Capability
 from .._leases import Clock, system_clock
-from .._snapshots import SnapshotStore
 from ._background import MemoryActivityRegistry, MemoryNoticeInbox
 from ._snapshots import MemorySnapshots
 from ._store import MemoryStore
@@ -38,11 +38,17 @@ class MemoryBackend(Backend):
         self._clock = clock
         store._backend = self
 
-    def _make_registry(self) -> ActivityRegistry:
+    @functools.cached_property
+    def registry(self) -> MemoryActivityRegistry:
+        """The activity registry on this backend's database (built on first use)."""
         return MemoryActivityRegistry(clock=self._clock)
 
-    def _make_inbox(self) -> NoticeInbox:
+    @functools.cached_property
+    def inbox(self) -> MemoryNoticeInbox:
+        """The notice inbox on this backend's database (built on first use)."""
         return MemoryNoticeInbox()
 
-    def _make_snapshots(self) -> SnapshotStore:
+    @functools.cached_property
+    def snapshots(self) -> MemorySnapshots:
+        """The snapshot rows on this backend's database (built on first use)."""
         return MemorySnapshots(self.store)

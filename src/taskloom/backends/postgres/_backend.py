@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
-from .._activities import ActivityRegistry, NoticeInbox
 from .._backend import Backend, Capability
 from .._leases import Clock, system_clock
 from .._pool import PoolOptions, PoolSettings
-from .._snapshots import SnapshotStore
 from ._background import PostgresActivityRegistry, PostgresNoticeInbox
 from ._database import PostgresDatabase
 from ._snapshots import PostgresSnapshots
@@ -55,11 +54,17 @@ class PostgresBackend(Backend):
         """The pool options every part of this backend shares."""
         return self.database.options
 
-    def _make_registry(self) -> ActivityRegistry:
+    @functools.cached_property
+    def registry(self) -> PostgresActivityRegistry:
+        """The activity registry on this backend's database (built on first use)."""
         return PostgresActivityRegistry(self.database, clock=self._clock)
 
-    def _make_inbox(self) -> NoticeInbox:
+    @functools.cached_property
+    def inbox(self) -> PostgresNoticeInbox:
+        """The notice inbox on this backend's database (built on first use)."""
         return PostgresNoticeInbox(self.database)
 
-    def _make_snapshots(self) -> SnapshotStore:
+    @functools.cached_property
+    def snapshots(self) -> PostgresSnapshots:
+        """The snapshot rows on this backend's database (built on first use)."""
         return PostgresSnapshots(self.database)

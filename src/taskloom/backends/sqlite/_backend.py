@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Literal
 
-from .._activities import ActivityRegistry, NoticeInbox
 from .._backend import Backend, Capability
 from .._leases import Clock, system_clock
-from .._snapshots import SnapshotStore
 from ._background import SQLiteActivityRegistry, SQLiteNoticeInbox
 from ._database import SQLiteDatabase
 from ._snapshots import SQLiteSnapshots
@@ -49,11 +48,17 @@ class SQLiteBackend(Backend):
         self._clock = clock
         store._backend = self
 
-    def _make_registry(self) -> ActivityRegistry:
+    @functools.cached_property
+    def registry(self) -> SQLiteActivityRegistry:
+        """The activity registry on this backend's database (built on first use)."""
         return SQLiteActivityRegistry(self.database, clock=self._clock)
 
-    def _make_inbox(self) -> NoticeInbox:
+    @functools.cached_property
+    def inbox(self) -> SQLiteNoticeInbox:
+        """The notice inbox on this backend's database (built on first use)."""
         return SQLiteNoticeInbox(self.database)
 
-    def _make_snapshots(self) -> SnapshotStore:
+    @functools.cached_property
+    def snapshots(self) -> SQLiteSnapshots:
+        """The snapshot rows on this backend's database (built on first use)."""
         return SQLiteSnapshots(self.database)
