@@ -79,7 +79,7 @@ def main() -> None:
         )
     )
     try:
-        from taskloom.stores._postgres import PostgresStore
+        from taskloom.stores import PostgresStore
 
         schema = f"bench_{uuid.uuid4().hex[:8]}"
         import psycopg

@@ -23,10 +23,16 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from taskloom.background._activities import ActivityRegistry, BackgroundNotice, NoticeInbox
-from taskloom.background._memory import MemoryActivityRegistry, MemoryNoticeInbox
+from taskloom.background import (
+    ActivityRegistry,
+    BackgroundNotice,
+    MemoryActivityRegistry,
+    MemoryNoticeInbox,
+    NoticeInbox,
+    SQLiteActivityRegistry,
+    SQLiteNoticeInbox,
+)
 from taskloom.background._notices import RunNotices
-from taskloom.background._sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
 
 PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
 BATCH = 10
@@ -117,7 +123,7 @@ async def _postgres() -> AsyncIterator[Backend | None]:
         import psycopg
         from psycopg import sql
 
-        from taskloom.background._postgres import PostgresActivityRegistry, PostgresNoticeInbox
+        from taskloom.background import PostgresActivityRegistry, PostgresNoticeInbox
 
         probe = await psycopg.AsyncConnection.connect(PG_DSN, connect_timeout=3)
         await probe.close()

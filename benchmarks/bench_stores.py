@@ -24,9 +24,15 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from taskloom.stores import Entry, EntryKind, MemoryStore, SessionMeta, SessionStore
-from taskloom.stores._postgres import PostgresStore
-from taskloom.stores._sqlite import SQLiteStore
+from taskloom.stores import (
+    Entry,
+    EntryKind,
+    MemoryStore,
+    PostgresStore,
+    SessionMeta,
+    SessionStore,
+    SQLiteStore,
+)
 
 WRITERS = 8
 LOAD_ENTRIES = 100

@@ -15,9 +15,9 @@ import sys
 from typing import Any
 
 from taskloom import Agent, Runtime, ToolContext, tool
+from taskloom.backends import Entry, Fence
 from taskloom.models import FunctionModel, ModelRequest, reply
 from taskloom.stores import open_store
-from taskloom.stores._base import Entry, Fence
 
 SCENARIO, URL, SCHEMA, SESSION_ID, SIDE_EFFECTS = sys.argv[1:6]
 

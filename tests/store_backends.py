@@ -17,9 +17,7 @@ from pathlib import Path
 import pytest
 
 from pg import PG_DSN
-from taskloom.stores import MemoryStore, SessionStore
-from taskloom.stores._postgres import PostgresStore
-from taskloom.stores._sqlite import SQLiteStore
+from taskloom.stores import MemoryStore, PostgresStore, SessionStore, SQLiteStore
 
 __all__ = ["Backend", "backend"]
 

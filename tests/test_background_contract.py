@@ -13,10 +13,17 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from taskloom.background._activities import BackgroundActivity, BackgroundNotice, NoticeStatus
-from taskloom.background._memory import MemoryActivityRegistry, MemoryNoticeInbox
-from taskloom.background._postgres import PostgresActivityRegistry, PostgresNoticeInbox
-from taskloom.background._sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
+from taskloom.background import (
+    BackgroundActivity,
+    BackgroundNotice,
+    MemoryActivityRegistry,
+    MemoryNoticeInbox,
+    NoticeStatus,
+    PostgresActivityRegistry,
+    PostgresNoticeInbox,
+    SQLiteActivityRegistry,
+    SQLiteNoticeInbox,
+)
 from taskloom.testing.background_contract import (
     ActivityRegistryContract,
     FakeClock,

@@ -13,10 +13,15 @@ from psycopg import sql
 
 from pg import PG_DSN, requires_postgres
 from taskloom import Runtime
-from taskloom.background import BackgroundService
-from taskloom.background._activities import BackgroundActivity, BackgroundNotice
-from taskloom.background._postgres import PostgresActivityRegistry, PostgresNoticeInbox
-from taskloom.background._sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
+from taskloom.background import (
+    BackgroundActivity,
+    BackgroundNotice,
+    BackgroundService,
+    PostgresActivityRegistry,
+    PostgresNoticeInbox,
+    SQLiteActivityRegistry,
+    SQLiteNoticeInbox,
+)
 from taskloom.errors import StoreUnavailable
 from taskloom.stores import PostgresStore, SessionMeta, SQLiteStore
 

@@ -44,8 +44,7 @@ from taskloom.entries import (
     StopRequest,
 )
 from taskloom.models import ScriptedModel, reply
-from taskloom.stores import SessionMeta
-from taskloom.stores._postgres import PostgresStore
+from taskloom.stores import PostgresStore, SessionMeta
 
 TOKEN = "t0ken-for-tests"
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from taskloom.stores._leases import holder_is_gone, holder_name
+from taskloom.backends import holder_is_gone, holder_name
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="holder liveness uses /proc (Linux)"
@@ -23,7 +23,7 @@ def test_a_finished_process_is_gone() -> None:
         [
             sys.executable,
             "-c",
-            "from taskloom.stores._leases import holder_name; print(holder_name())",
+            "from taskloom.backends import holder_name; print(holder_name())",
         ],
         capture_output=True,
         text=True,

@@ -8,10 +8,8 @@ from pathlib import Path
 import pytest
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
-from taskloom.stores._leases import Leases, MemoryLeases
-from taskloom.stores._leases_postgres import PostgresLeases
-from taskloom.stores._leases_sqlite import SQLiteLeases
-from taskloom.stores._sqlite import SQLiteStore
+from taskloom.backends import Leases, MemoryLeases
+from taskloom.stores import PostgresLeases, SQLiteLeases, SQLiteStore
 from taskloom.testing.lease_contract import FakeClock, LeaseContract
 
 

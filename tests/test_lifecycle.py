@@ -9,15 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from taskloom.background._activities import (
+from taskloom.background import (
     ActivityRegistry,
     BackgroundActivity,
     BackgroundNotice,
+    MemoryActivityRegistry,
+    MemoryNoticeInbox,
     NoticeInbox,
+    SQLiteActivityRegistry,
+    SQLiteNoticeInbox,
 )
 from taskloom.background._lifecycle import DeleteRefused, Lifecycle, Listeners, Reopen
-from taskloom.background._memory import MemoryActivityRegistry, MemoryNoticeInbox
-from taskloom.background._sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
 from taskloom.events import WorkFinished
 from taskloom.testing.background_contract import FakeClock
 

@@ -8,16 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from taskloom.background._activities import (
+from taskloom.background import (
     ActivityRegistry,
     BackgroundActivity,
     BackgroundNotice,
+    MemoryActivityRegistry,
+    MemoryNoticeInbox,
     NoticeInbox,
     NoticeStatus,
+    SQLiteActivityRegistry,
+    SQLiteNoticeInbox,
 )
-from taskloom.background._memory import MemoryActivityRegistry, MemoryNoticeInbox
 from taskloom.background._notices import Delivery, RunNotices
-from taskloom.background._sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
 from taskloom.testing.background_contract import FakeClock
 
 SESSION = "s1"

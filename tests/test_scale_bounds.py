@@ -23,11 +23,11 @@ import pytest
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
 from taskloom import Agent, RunOptions, Runtime, SubAgent, Usage
+from taskloom.backends import PostgresDatabase, SQLiteDatabase
 from taskloom.entries import SubagentReport, SubagentResult
 from taskloom.errors import StoreUnavailable, UsageError
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
 from taskloom.stores import MemoryStore, PostgresStore, SQLiteStore
-from taskloom.stores._sql import PostgresDatabase, SQLiteDatabase
 from taskloom.testing import FakeClock
 
 

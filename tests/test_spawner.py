@@ -17,6 +17,7 @@ from taskloom import (
     ToolEffect,
     tool,
 )
+from taskloom.backends import Entry, MemoryLeases
 from taskloom.delegation import (
     ChildSpec,
     ChildStatus,
@@ -32,8 +33,6 @@ from taskloom.delegation._spawner import SPAWN_TOOL
 from taskloom.errors import StaleLeaseError
 from taskloom.models import FunctionModel, ScriptedModel, reply
 from taskloom.stores import MemoryStore
-from taskloom.stores._base import Entry
-from taskloom.stores._leases import MemoryLeases
 
 
 @tool(effect=ToolEffect.READ_ONLY)

@@ -20,11 +20,9 @@ import psycopg
 import pytest
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
+from taskloom.backends.postgres._bounds import CANCEL_TIMEOUT, Watchdog
 from taskloom.errors import StoreError, StoreUnavailable
-from taskloom.stores import Entry, SessionMeta
-from taskloom.stores._pg_bounds import CANCEL_TIMEOUT, Watchdog
-from taskloom.stores._postgres import PostgresStore
-from taskloom.stores._sqlite import SQLiteStore
+from taskloom.stores import Entry, PostgresStore, SessionMeta, SQLiteStore
 
 
 def free_port() -> int:

@@ -11,12 +11,10 @@ import pytest
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
 from store_backends import Backend, backend  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime
+from taskloom.backends import MAX_SESSION_ID_LENGTH, check_session_id
 from taskloom.errors import ConfigurationError, CorruptEntry, StoreError
 from taskloom.models import ScriptedModel
-from taskloom.stores import Entry, SessionMeta
-from taskloom.stores._base import MAX_SESSION_ID_LENGTH, check_session_id
-from taskloom.stores._postgres import PostgresStore
-from taskloom.stores._sqlite import SQLiteStore
+from taskloom.stores import Entry, PostgresStore, SessionMeta, SQLiteStore
 
 BAD_IDS = ["", " \n", "a\nb", "tab\there", "nul\x00", "esc\x1b[31m", "x" * 256, "\ud800", "del\x7f"]
 GOOD_IDS = ["a", "session-1", "x" * MAX_SESSION_ID_LENGTH, "spaces are fine", "émoji 😀", "a/b:c"]
@@ -113,7 +111,7 @@ async def test_postgres_corrupt_entry_names_session_and_position(
 
 
 def test_dump_json_refuses_what_it_cannot_store_with_a_value_error() -> None:
-    from taskloom.stores._sql import dump_json
+    from taskloom.backends._sql import dump_json
 
     deep: list[object] = []
     for _ in range(10_000):

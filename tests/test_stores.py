@@ -14,10 +14,16 @@ import pytest
 from barriers import Tally
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
 from taskloom.errors import StaleLeaseError
-from taskloom.stores import Entry, MemoryStore, SessionMeta, SessionStore, open_store
-from taskloom.stores._leases_sqlite import SQLiteLeases
-from taskloom.stores._postgres import PostgresStore
-from taskloom.stores._sqlite import SQLiteStore
+from taskloom.stores import (
+    Entry,
+    MemoryStore,
+    PostgresStore,
+    SessionMeta,
+    SessionStore,
+    SQLiteLeases,
+    SQLiteStore,
+    open_store,
+)
 from taskloom.testing.store_contract import StoreContract, assert_multiprocess_appends
 
 # -- the contract on each backend --------------------------------------------------

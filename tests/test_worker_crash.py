@@ -20,10 +20,10 @@ import pytest
 
 from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime, tool
-from taskloom.background._activities import BackgroundActivity
+from taskloom.backends import Entry
+from taskloom.background import BackgroundActivity
 from taskloom.delegation import ChildSpec, ChildStatus, ChildWorker, child_status
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
-from taskloom.stores._base import Entry
 
 pytestmark = pytest.mark.slow
 

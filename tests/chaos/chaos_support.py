@@ -18,8 +18,8 @@ from session_child import effect_tools
 
 from pg import PG_DSN, requires_postgres
 from taskloom import Agent, Message, RunStatus, Runtime
+from taskloom.backends import Entry, EntryKind
 from taskloom.models import ScriptedModel, reply
-from taskloom.stores._base import Entry, EntryKind
 
 CHILD = Path(__file__).with_name("session_child.py")
 

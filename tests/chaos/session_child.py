@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from taskloom import Agent, RunResult, Runtime, Tool, ToolContext, tool
+from taskloom.backends import Entry, Fence
 from taskloom.errors import SessionBusy, UsageError
 from taskloom.models import FunctionModel, ModelRequest, reply
 from taskloom.models._scripted import Reply
 from taskloom.stores import open_store
-from taskloom.stores._base import Entry, Fence
 
 ROUNDS = 3
 """Tool rounds each racing `run()` makes before its final answer."""

@@ -20,11 +20,10 @@ from proxy import FaultProxy
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
 from taskloom import Agent, RunOptions, RunStatus, Runtime, tool
+from taskloom.backends.postgres import PostgresDatabase
 from taskloom.errors import StoreError, StoreUnavailable
 from taskloom.models import ScriptedModel, reply
-from taskloom.stores import Entry, Fence, SessionMeta
-from taskloom.stores._postgres import PostgresStore
-from taskloom.stores._sql import PostgresDatabase
+from taskloom.stores import Entry, Fence, PostgresStore, SessionMeta
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, requires_postgres]
 

@@ -2,8 +2,11 @@
 lifecycle that orders them safely, per-run notice delivery, and the
 opt-in background command tools (`background_tools()`).
 
-SQLite and PostgreSQL backends import lazily (`SQLiteActivityRegistry`,
-`SQLiteNoticeInbox`, `PostgresActivityRegistry`, `PostgresNoticeInbox`).
+The registry and inbox interfaces, their values and their implementations
+live with the backends (`taskloom.backends`, one per database) and are
+re-exported here; the SQLite and PostgreSQL ones import lazily
+(`SQLiteActivityRegistry`, `SQLiteNoticeInbox`, `PostgresActivityRegistry`,
+`PostgresNoticeInbox`).
 """
 
 from __future__ import annotations
@@ -11,25 +14,34 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_exports
-from ..errors import BackgroundCapReached
-from ..loop import Delivery
-from ..stores._leases import Clock, Lease, Leases, MemoryLeases, system_clock
-from ._activities import (
+from ..backends import (
     ActivityRegistry,
     BackgroundActivity,
     BackgroundNotice,
+    Clock,
+    Lease,
+    Leases,
+    MemoryActivityRegistry,
+    MemoryLeases,
+    MemoryNoticeInbox,
     NoticeInbox,
     NoticeStatus,
+    system_clock,
 )
+from ..errors import BackgroundCapReached
+from ..loop import Delivery
 from ._lifecycle import DeleteHook, DeleteRefused, Lifecycle, Listeners, Reopen, StopHook
-from ._memory import MemoryActivityRegistry, MemoryNoticeInbox
 from ._notices import RunNotices
 from ._service import BackgroundService
 
 if TYPE_CHECKING:
+    from ..backends import (
+        PostgresActivityRegistry,
+        PostgresNoticeInbox,
+        SQLiteActivityRegistry,
+        SQLiteNoticeInbox,
+    )
     from ..tools import Tool
-    from ._postgres import PostgresActivityRegistry, PostgresNoticeInbox
-    from ._sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
 
 __all__ = [
     "ActivityRegistry",
@@ -62,10 +74,10 @@ __all__ = [
 ]
 
 _LAZY = {
-    "SQLiteActivityRegistry": "._sqlite",
-    "SQLiteNoticeInbox": "._sqlite",
-    "PostgresActivityRegistry": "._postgres",
-    "PostgresNoticeInbox": "._postgres",
+    "SQLiteActivityRegistry": "..backends.sqlite",
+    "SQLiteNoticeInbox": "..backends.sqlite",
+    "PostgresActivityRegistry": "..backends.postgres",
+    "PostgresNoticeInbox": "..backends.postgres",
 }
 
 

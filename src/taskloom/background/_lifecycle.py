@@ -14,9 +14,9 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeAlias
 
+from ..backends import ActivityRegistry, BackgroundActivity, BackgroundNotice, NoticeInbox
 from ..errors import TaskloomError
 from ..events import WorkFinished
-from ._activities import ActivityRegistry, BackgroundActivity, BackgroundNotice, NoticeInbox
 
 __all__ = ["DeleteHook", "DeleteRefused", "Lifecycle", "Listeners", "Reopen", "StopHook"]
 

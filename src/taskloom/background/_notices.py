@@ -20,14 +20,14 @@ from __future__ import annotations
 from builtins import list as _list
 from collections.abc import Collection, Iterable
 
-from ..loop import Delivery
-from ._activities import (
+from ..backends import (
     ActivityRegistry,
     BackgroundActivity,
     BackgroundNotice,
     NoticeInbox,
     NoticeStatus,
 )
+from ..loop import Delivery
 
 __all__ = ["Delivery", "RunNotices"]
 

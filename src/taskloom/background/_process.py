@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from ..backends import NoticeStatus
 from ..errors import CommandNotStarted
-from ._activities import NoticeStatus
 
 __all__ = [
     "CapturedOutput",

@@ -17,15 +17,18 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BackgroundCapReached
-from ..events import Event
-from ._activities import (
+from ..backends import (
     ActivityRegistry,
     BackgroundActivity,
     BackgroundNotice,
+    MemoryActivityRegistry,
+    MemoryNoticeInbox,
     NoticeInbox,
     NoticeStatus,
+    backend_of,
 )
+from ..errors import BackgroundCapReached
+from ..events import Event
 from ._lifecycle import Lifecycle, Listeners
 from ._notices import RunNotices
 
@@ -71,32 +74,23 @@ class BackgroundService:
 
     @classmethod
     def for_store(cls, store: object, *, runtime: Runtime | None = None) -> BackgroundService:
-        """The service on the same backend as `store`, else in memory.
+        """The service on the backend `store` belongs to (`store.backend`), else in memory.
 
-        A store with a SQL `database` (`SQLiteStore`, `PostgresStore`) shares
-        it: one connection and worker thread for SQLite, one pool for
-        PostgreSQL, with the store's timeouts. Closing the service leaves that
-        database open; closing the store closes it, so close the service first
-        (`Runtime.close` does).
+        A store taskloom ships shares its backend's database: one connection
+        and worker thread for SQLite, one pool for PostgreSQL, with the
+        store's timeouts. Closing the service leaves that database open;
+        closing the store closes it, so close the service first
+        (`Runtime.close` does). A store of your own with no backend gets a
+        registry and inbox in process memory.
         """
-        from ..stores._sql import PostgresDatabase, SQLiteDatabase
-
-        registry: ActivityRegistry
-        inbox: NoticeInbox
-        database = getattr(store, "database", None)
-        if isinstance(database, PostgresDatabase):
-            from ._postgres import PostgresActivityRegistry, PostgresNoticeInbox
-
-            registry, inbox = PostgresActivityRegistry(database), PostgresNoticeInbox(database)
-        elif isinstance(database, SQLiteDatabase):
-            from ._sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
-
-            registry, inbox = SQLiteActivityRegistry(database), SQLiteNoticeInbox(database)
-        else:
-            from ._memory import MemoryActivityRegistry, MemoryNoticeInbox
-
-            registry, inbox = MemoryActivityRegistry(), MemoryNoticeInbox()
-        return cls(registry, inbox, runtime=runtime)
+        backend = backend_of(store)
+        registry = backend.registry if backend is not None else None
+        inbox = backend.inbox if backend is not None else None
+        return cls(
+            registry if registry is not None else MemoryActivityRegistry(),
+            inbox if inbox is not None else MemoryNoticeInbox(),
+            runtime=runtime,
+        )
 
     # ------------------------------------------------------------ runs
 

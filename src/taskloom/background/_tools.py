@@ -25,10 +25,10 @@ import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from ..backends import BackgroundActivity, BackgroundNotice, NoticeStatus
 from ..errors import BackgroundCapReached, ConfigurationError
 from ..runtime import Runtime
 from ..tools import Tool, ToolContext, ToolEffect, ToolError, tool
-from ._activities import BackgroundActivity, BackgroundNotice, NoticeStatus
 from ._process import CommandNotStarted, CommandProcess, OutputCapture, format_seconds
 from ._service import BackgroundService, WorkResult
 from ._spills import SpillFiles

@@ -22,7 +22,7 @@ from typing import Any
 from ..agent import Agent
 from ..errors import ConfigurationError, UsageError
 from ..runtime import Runtime
-from ..stores._base import SessionMeta
+from ..stores import SessionMeta
 from ..tools import Tool, as_tool
 from . import default_store_url
 from .failures import with_hint

@@ -27,7 +27,7 @@ from ..loop._options import RunOptions
 from ..messages import Message
 from ..models import FunctionModel, ModelRequest
 from ..runtime import Runtime
-from ..stores._base import SessionMeta
+from ..stores import SessionMeta
 from .failures import with_hint
 from .loading import agent_flags, command_line_agent, open_runtime
 from .render import EventPrinter, approval_block, fold

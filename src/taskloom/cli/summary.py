@@ -13,7 +13,7 @@ from ..entries import Entry, MessageEntry, RunFinishedEntry, RunStartedEntry, Su
 from ..loop import SessionLog
 from ..results import PendingCall
 from ..runtime import Runtime, session_lease_key
-from ..stores._base import SessionMeta
+from ..stores import SessionMeta
 
 __all__ = ["SessionSummary", "summarize", "to_json"]
 

@@ -174,7 +174,7 @@ class WorkQueue(RunQueue):
     async def apply_migrations(self) -> None:
         """Create or migrate the queue's tables (idempotent; the store's advisory lock
         serialises processes doing it at once)."""
-        from ..stores._sql import PostgresDatabase
+        from ..backends.postgres import PostgresDatabase
 
         db = PostgresDatabase(self.url, schema=self.schema, min_size=1, max_size=1)
         db.require("queue", queue_migrations(self.schema))
@@ -187,8 +187,8 @@ class WorkQueue(RunQueue):
     async def _check_migrated(self) -> None:
         import psycopg
 
+        from ..backends.postgres import quote_ident
         from ..errors import SchemaNotMigrated
-        from ..stores._sql import quote_ident
 
         versions = (quote_ident(self.schema) + "." if self.schema else "") + (
             "taskloom_schema_version"

@@ -19,8 +19,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from ..backends.postgres import Migration, quote_ident
 from ..errors import ConfigurationError
-from ..stores._sql import Migration, quote_ident
 
 __all__ = ["JOBS_CHANNEL", "KNOWN_PROCRASTINATE_MIGRATION", "queue_migrations", "search_path"]
 

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..stores._leases import Lease
+from ..backends import Lease
 
 if TYPE_CHECKING:
     from ._session import Session

@@ -13,6 +13,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mappi
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, overload
 
 from ..agent import Agent, AgentDepsT, AgentOutputT
+from ..backends import MemoryLeases, SessionMeta, SessionStore, SnapshotStore, snapshots_for
 from ..entries import (
     Entry,
 )
@@ -24,9 +25,7 @@ from ..loop import (
     RunOptions,
 )
 from ..models._base import Model
-from ..stores import SessionStore, SnapshotStore, open_store, snapshots_for
-from ..stores._base import SessionMeta
-from ..stores._leases import MemoryLeases
+from ..stores import open_store
 
 if TYPE_CHECKING:
     from ..tools import Tool

@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..agent import Agent, AgentDepsT, AgentOutputT
+from ..backends import Fence, Lease, SessionStore, holder_is_gone, holder_name
 from ..entries import (
     ApprovalDecision,
     CompactionEntry,
@@ -47,8 +48,6 @@ from ..loop._snapshot import encode_snapshot, read_snapshot
 from ..messages import Message
 from ..models._base import Model, ModelSettings, ReasoningOptions
 from ..results import ToolSpec
-from ..stores import SessionStore
-from ..stores._leases import Fence, Lease, holder_is_gone, holder_name
 from ..tools import ToolCatalog
 
 if TYPE_CHECKING:

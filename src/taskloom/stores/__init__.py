@@ -1,18 +1,39 @@
-"""Session stores: memory, SQLite, PostgreSQL, behind one `SessionStore` interface,
-with the leases and fences that coordinate their writers."""
+"""The session-store face of the backends: memory, SQLite, PostgreSQL stores
+behind one `SessionStore` interface, with the leases and fences that
+coordinate their writers.
+
+The classes live in `taskloom.backends` (one backend per database, where the
+activity registry, notice inbox and snapshots sit beside the store); this
+module re-exports the store side of them under the names users know. Every
+store here knows its backend (`store.backend`).
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_exports
-from ..errors import ConfigurationError
-from ._base import Entry, EntryKind, SessionMeta, SessionStore
-from ._leases import Clock, Fence, Lease, Leases, MemoryLeases, system_clock
-from ._memory import MemoryStore
-from ._snapshots import SnapshotStore, snapshots_for
+from ..backends import (
+    Backend,
+    Clock,
+    Entry,
+    EntryKind,
+    Fence,
+    Lease,
+    Leases,
+    MemoryLeases,
+    MemoryStore,
+    PoolOptions,
+    SessionMeta,
+    SessionStore,
+    SnapshotStore,
+    open_backend,
+    snapshots_for,
+    system_clock,
+)
 
 __all__ = [
+    "Backend",
     "Clock",
     "Entry",
     "EntryKind",
@@ -21,6 +42,7 @@ __all__ = [
     "Leases",
     "MemoryLeases",
     "MemoryStore",
+    "PoolOptions",
     "PostgresLeases",
     "PostgresStore",
     "SQLiteLeases",
@@ -28,6 +50,7 @@ __all__ = [
     "SessionMeta",
     "SessionStore",
     "SnapshotStore",
+    "open_backend",
     "open_store",
     "snapshots_for",
     "system_clock",
@@ -37,48 +60,27 @@ __all__ = [
 def open_store(url: str | SessionStore | None = None, **options: Any) -> SessionStore:
     """A store from a URL: `memory://`, `sqlite:///path`, `postgresql://...`.
 
-    A `SessionStore` instance passes through; None means a fresh memory store.
-    Opening does no I/O: durable stores connect on first use.
+    The store of `open_backend(url, **options)`; a `SessionStore` instance
+    passes through; None means a fresh memory store. Opening does no I/O:
+    durable stores connect on first use.
     """
     if url is None:
         return MemoryStore(**options)
     if not isinstance(url, str):
         return url
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        raise ConfigurationError(f"store URL {url!r} has no scheme; {_VALID}")
-    if scheme == "memory":
-        return MemoryStore(**options)
-    if scheme == "sqlite":
-        from ._sqlite import SQLiteStore
+    return open_backend(url, **options).store
 
-        return SQLiteStore(rest[1:] if rest.startswith("/") else rest, **options)
-    if scheme in ("postgresql", "postgres"):
-        from ._postgres import PostgresStore
-
-        return PostgresStore(url, **options)
-    raise ConfigurationError(f"unknown store scheme {scheme!r} in {url!r}; {_VALID}")
-
-
-_VALID = (
-    "valid store URLs are memory://, sqlite:///relative/path.db (three slashes: relative "
-    "to the current folder), sqlite:////absolute/path.db (four: absolute), and "
-    "postgresql://user@host:port/database"
-)
 
 if TYPE_CHECKING:
-    from ._leases_postgres import PostgresLeases
-    from ._leases_sqlite import SQLiteLeases
-    from ._postgres import PostgresStore
-    from ._sqlite import SQLiteStore
+    from ..backends import PostgresLeases, PostgresStore, SQLiteLeases, SQLiteStore
 
 # The SQL backends import on first use: their drivers cost time to import.
 __getattr__ = lazy_exports(
     __name__,
     {
-        "SQLiteStore": "._sqlite",
-        "PostgresStore": "._postgres",
-        "SQLiteLeases": "._leases_sqlite",
-        "PostgresLeases": "._leases_postgres",
+        "SQLiteStore": "..backends.sqlite",
+        "PostgresStore": "..backends.postgres",
+        "SQLiteLeases": "..backends.sqlite",
+        "PostgresLeases": "..backends.postgres",
     },
 )

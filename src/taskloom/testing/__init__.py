@@ -2,8 +2,11 @@
 clock, a fake provider server, and a recording HTTP transport for adapters.
 
 Each contract suite is the definition of its interface: subclass it and
-provide fixtures (see each module's docstring). The suites import pytest, so
-they load only when asked for.
+provide fixtures (see each module's docstring). A backend declares its
+capabilities (`taskloom.backends.Capability`), and the suites skip, with the
+reason, the tests of capabilities it does not declare
+(`taskloom.testing.capabilities`). The suites import pytest, so they load
+only when asked for.
 """
 
 from __future__ import annotations

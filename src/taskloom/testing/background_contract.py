@@ -31,6 +31,11 @@ keep its data between tests. The tests are async and carry the asyncio
 marker, so they run under pytest-asyncio in auto or strict mode (in strict
 mode, declare async fixtures with `pytest_asyncio.fixture`).
 
+The suites need the backend to declare `Capability.ACTIVITY_REGISTRY` or
+`Capability.NOTICE_INBOX`, and their multi-process checks
+`Capability.SPANS_PROCESSES`; override the `capabilities` fixture to declare
+less, and those tests are skipped with the reason.
+
 `push_from_processes` and `add_from_processes` are the helpers the
 multi-process checks use; they start processes with the "spawn" method, so
 factories must be picklable (e.g. `functools.partial` of a class).
@@ -51,12 +56,14 @@ from typing import Any
 
 import pytest
 
-from ..background._activities import (
+from ..backends import (
     ActivityRegistry,
     BackgroundActivity,
     BackgroundNotice,
+    Capability,
     NoticeInbox,
 )
+from .capabilities import CapabilityGate, requires
 from .clock import FakeClock
 
 __all__ = [
@@ -235,7 +242,7 @@ async def _add_all(
 # ---------------------------------------------------------------- suites
 
 
-class _Contract:
+class _Contract(CapabilityGate):
     pytestmark = [pytest.mark.asyncio]
 
     @pytest.fixture
@@ -255,6 +262,8 @@ class ActivityRegistryContract(_Contract):
     Override `registry_factory` to return a picklable factory of an
     equivalent registry to run the multi-process cap check (skipped if None).
     """
+
+    REQUIRES = frozenset({Capability.ACTIVITY_REGISTRY})
 
     @pytest.fixture
     def registry_factory(self) -> Callable[[], ActivityRegistry] | None:
@@ -370,6 +379,7 @@ class ActivityRegistryContract(_Contract):
         assert await registry.list(session) == []
         assert [a.id for a in await registry.list(other)] == ["a", "b"]
 
+    @requires(Capability.SPANS_PROCESSES)
     async def test_adds_from_several_processes_never_exceed_the_cap(
         self,
         registry: ActivityRegistry,
@@ -398,6 +408,8 @@ class NoticeInboxContract(_Contract):
     Override `inbox_factory` to return a picklable factory of an equivalent
     inbox to run the multi-process push check (skipped if None).
     """
+
+    REQUIRES = frozenset({Capability.NOTICE_INBOX})
 
     @pytest.fixture
     def inbox_factory(self) -> Callable[[], NoticeInbox] | None:
@@ -482,6 +494,7 @@ class NoticeInboxContract(_Contract):
         assert await inbox.pending(session) == []
         assert [n.id for n in await inbox.pending(other)] == ["a", "b"]
 
+    @requires(Capability.SPANS_PROCESSES)
     async def test_pushes_from_several_processes_store_each_once(
         self,
         inbox: NoticeInbox,

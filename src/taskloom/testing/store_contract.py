@@ -24,6 +24,13 @@ fixture if your store checks fences against leases kept elsewhere. With
 pytest-asyncio in strict mode, decorate async fixtures with
 `@pytest_asyncio.fixture`; the tests themselves carry the asyncio mark.
 
+Tests of a capability the backend does not declare are skipped with the
+reason (`taskloom.testing.capabilities`): the `capabilities` fixture reads
+`store.backend.capabilities` when the store has a `Backend`, else declares
+everything; override it to declare less (a store kept in one process
+leaves out `Capability.SPANS_PROCESSES`, a store without fences
+`Capability.FENCED_APPENDS`).
+
 `assert_multiprocess_appends(url)` is the cross-process half of the
 contract: it starts real processes appending to one session through
 `open_store(url)` and checks that nothing was lost or reordered.
@@ -42,12 +49,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ..backends import Backend, Capability, Entry, EntryKind, Fence, SessionMeta, SessionStore
 from ..errors import SessionNotFound, StaleLeaseError
 from ..stores import open_store
-from ..stores._base import Entry, EntryKind, Fence, SessionMeta, SessionStore
+from .capabilities import ALL_CAPABILITIES, CapabilityGate, requires
 
 if TYPE_CHECKING:
-    from ..stores._leases import Leases
+    from ..backends import Leases
 
 __all__ = ["StoreContract", "assert_multiprocess_appends"]
 
@@ -117,8 +125,15 @@ def _new_id(prefix: str = "s") -> str:
 
 
 @pytest.mark.asyncio
-class StoreContract:
+class StoreContract(CapabilityGate):
     """Sessions, ordering, concurrency, JSON fidelity, listing, deletion and fencing."""
+
+    @pytest.fixture
+    def capabilities(self, store: SessionStore) -> frozenset[Capability]:
+        """What the backend under test declares: `store.backend.capabilities`
+        when the store has a backend, else everything; override to declare less."""
+        backend = getattr(store, "backend", None)
+        return backend.capabilities if isinstance(backend, Backend) else ALL_CAPABILITIES
 
     @pytest.fixture
     def store(self) -> SessionStore:
@@ -257,6 +272,7 @@ class StoreContract:
         for sid in ids:
             assert [e.data["i"] for e in await store.load(sid)] == list(range(6))
 
+    @requires(Capability.SPANS_PROCESSES)
     async def test_reopened_store_sees_everything(
         self, store: SessionStore, reopen: Callable[[], SessionStore]
     ) -> None:
@@ -373,6 +389,7 @@ class StoreContract:
 
     # -- fencing ------------------------------------------------------------------
 
+    @requires(Capability.FENCED_APPENDS)
     async def test_fenced_append_with_current_generation(
         self, store: SessionStore, leases: Leases
     ) -> None:
@@ -386,6 +403,7 @@ class StoreContract:
         with pytest.raises(SessionNotFound):
             await store.append("missing", Entry("x"), fence=lease.fence)
 
+    @requires(Capability.FENCED_APPENDS)
     async def test_stale_fence_is_refused_and_writes_nothing(
         self, store: SessionStore, leases: Leases
     ) -> None:
@@ -403,6 +421,7 @@ class StoreContract:
         # An unfenced write is not subject to any lease.
         assert await store.append("s-1", Entry("x", {"by": "unfenced"})) == 3
 
+    @requires(Capability.FENCED_APPENDS)
     async def test_fence_for_a_key_never_leased_is_stale(
         self, store: SessionStore, leases: Leases
     ) -> None:
@@ -413,6 +432,7 @@ class StoreContract:
             await store.append("s-1", Entry("x"), fence=Fence("never-leased", other.generation))
         assert await store.load("s-1") == []
 
+    @requires(Capability.FENCED_APPENDS)
     async def test_no_stale_write_lands_after_takeover(
         self, store: SessionStore, leases: Leases
     ) -> None:

@@ -16,14 +16,19 @@ from __future__ import annotations
 import functools
 from builtins import list as _list
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ..stores._leases import Clock, system_clock
-from ..stores._sql import Migration, PostgresDatabase
-from ._activities import BackgroundActivity, BackgroundNotice
+from .._activities import BackgroundActivity, BackgroundNotice
+from .._leases import Clock, system_clock
+from .._pool import PoolOptions, PoolSettings
+from .._sql import Migration
+from ._database import PostgresDatabase
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["POSTGRES_BACKGROUND_MIGRATIONS", "PostgresActivityRegistry", "PostgresNoticeInbox"]
 
@@ -65,12 +70,16 @@ class _Database:
     to its owner (the store), which closes it once for everything on it.
     """
 
-    def __init__(self, source: str | PostgresDatabase, **options: Any) -> None:
+    def __init__(
+        self, source: str | PostgresDatabase, pool: PoolOptions | None, options: PoolSettings
+    ) -> None:
         self._make: Callable[[], PostgresDatabase] | None = None
         if isinstance(source, PostgresDatabase):
             self.db = source
         else:
-            self._make = functools.partial(PostgresDatabase, source, **options)
+            self._make = functools.partial(
+                PostgresDatabase, source, (pool or PoolOptions()).replace(**options)
+            )
             self.db = self._make()
         self.db.require("background", POSTGRES_BACKGROUND_MIGRATIONS)
         schema = self.db.schema
@@ -104,9 +113,9 @@ class _Database:
 class PostgresActivityRegistry:
     """An `ActivityRegistry` in PostgreSQL at `url`; `clock` measures leases.
 
-    Given a URL, the registry opens its own pool on first use, with the
-    schema, sizes and timeouts as `PostgresDatabase` takes them; given a
-    `PostgresDatabase` (a store's `database`) it works on that pool, in that
+    Given a URL, the registry opens its own pool on first use, sized and
+    bounded by `pool` (a `PoolOptions`, or its fields as keywords); given a
+    `PostgresDatabase` (its backend's) it works on that pool, in that
     database's schema, and those options are ignored.
 
     Lease times are stored as the clock's readings, so processes sharing the
@@ -117,23 +126,11 @@ class PostgresActivityRegistry:
         self,
         url: str | PostgresDatabase,
         *,
-        schema: str | None = None,
         clock: Clock = system_clock,
-        min_size: int = 1,
-        max_size: int = 4,
-        connect_timeout: float = 5.0,
-        checkout_timeout: float = 10.0,
-        statement_timeout: float | None = 30.0,
+        pool: PoolOptions | None = None,
+        **options: Unpack[PoolSettings],
     ) -> None:
-        self._db = _Database(
-            url,
-            schema=schema,
-            min_size=min_size,
-            max_size=max_size,
-            connect_timeout=connect_timeout,
-            checkout_timeout=checkout_timeout,
-            statement_timeout=statement_timeout,
-        )
+        self._db = _Database(url, pool, options)
         self._clock = clock
 
     @property
@@ -233,22 +230,10 @@ class PostgresNoticeInbox:
         self,
         url: str | PostgresDatabase,
         *,
-        schema: str | None = None,
-        min_size: int = 1,
-        max_size: int = 4,
-        connect_timeout: float = 5.0,
-        checkout_timeout: float = 10.0,
-        statement_timeout: float | None = 30.0,
+        pool: PoolOptions | None = None,
+        **options: Unpack[PoolSettings],
     ) -> None:
-        self._db = _Database(
-            url,
-            schema=schema,
-            min_size=min_size,
-            max_size=max_size,
-            connect_timeout=connect_timeout,
-            checkout_timeout=checkout_timeout,
-            statement_timeout=statement_timeout,
-        )
+        self._db = _Database(url, pool, options)
 
     @property
     def database(self) -> PostgresDatabase:

@@ -11,8 +11,8 @@ from builtins import list as _list
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..stores._leases import Clock, system_clock
-from ._activities import BackgroundActivity, BackgroundNotice
+from .._activities import BackgroundActivity, BackgroundNotice
+from .._leases import Clock, system_clock
 
 __all__ = ["MemoryActivityRegistry", "MemoryNoticeInbox"]
 

@@ -22,9 +22,10 @@ from builtins import list as _list
 from collections.abc import Callable, Iterable
 from typing import Literal, TypeVar
 
-from ..stores._leases import Clock, system_clock
-from ..stores._sql import Migration, SQLiteDatabase, immediate
-from ._activities import BackgroundActivity, BackgroundNotice
+from .._activities import BackgroundActivity, BackgroundNotice
+from .._leases import Clock, system_clock
+from .._sql import Migration
+from ._database import SQLiteDatabase, immediate
 
 __all__ = ["SQLITE_BACKGROUND_MIGRATIONS", "SQLiteActivityRegistry", "SQLiteNoticeInbox"]
 

@@ -12,8 +12,15 @@ never read from the server, so every backend and every test agrees on "now".
 
 from __future__ import annotations
 
-from ._leases import Clock, Lease, system_clock
-from ._sql import Migration, PostgresDatabase
+from typing import TYPE_CHECKING
+
+from .._leases import Clock, Lease, system_clock
+from .._pool import PoolOptions, PoolSettings
+from .._sql import Migration
+from ._database import PostgresDatabase
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["POSTGRES_LEASE_MIGRATIONS", "PostgresLeases"]
 
@@ -33,10 +40,11 @@ POSTGRES_LEASE_MIGRATIONS: tuple[Migration, ...] = (
 class PostgresLeases:
     """`Leases` in PostgreSQL; behaves exactly like `MemoryLeases`.
 
-    `PostgresLeases(url, schema=...)` opens its own pool on first use (and
-    `close()` closes it); given a `PostgresDatabase` it shares that pool,
-    which is how `PostgresStore.leases` sits on the store's database.
-    The timeouts are `PostgresDatabase`'s (ignored with a shared database).
+    `PostgresLeases(url, pool=PoolOptions(...))` (or the options' fields as
+    keywords) opens its own pool on first use (and `close()` closes it);
+    given a `PostgresDatabase` it shares that pool, which is how a
+    `PostgresBackend`'s leases sit on the backend's one database (the
+    options are then ignored).
     """
 
     def __init__(
@@ -44,26 +52,12 @@ class PostgresLeases:
         url: str | PostgresDatabase,
         *,
         clock: Clock = system_clock,
-        schema: str | None = None,
-        min_size: int = 1,
-        max_size: int = 10,
-        connect_timeout: float = 5.0,
-        checkout_timeout: float = 10.0,
-        statement_timeout: float | None = 30.0,
+        pool: PoolOptions | None = None,
+        **options: Unpack[PoolSettings],
     ) -> None:
         self._owns_db = not isinstance(url, PostgresDatabase)
         self._db = (
-            url
-            if isinstance(url, PostgresDatabase)
-            else PostgresDatabase(
-                url,
-                schema=schema,
-                min_size=min_size,
-                max_size=max_size,
-                connect_timeout=connect_timeout,
-                checkout_timeout=checkout_timeout,
-                statement_timeout=statement_timeout,
-            )
+            url if isinstance(url, PostgresDatabase) else PostgresDatabase(url, pool, **options)
         )
         self._clock = clock
         self._db.require("leases", POSTGRES_LEASE_MIGRATIONS)

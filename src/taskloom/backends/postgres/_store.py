@@ -18,14 +18,19 @@ import random
 from builtins import list as _list
 from typing import TYPE_CHECKING, Any
 
-from ..errors import SessionNotFound, StaleLeaseError
-from ._base import Entry, SessionMeta, check_session_id
-from ._leases import Clock, Fence, system_clock
-from ._leases_postgres import PostgresLeases
-from ._sql import Migration, PostgresDatabase, dump_json, load_entry_data, session_filters
+from ...errors import SessionNotFound, StaleLeaseError
+from .._leases import Clock, Fence, system_clock
+from .._pool import PoolOptions, PoolSettings
+from .._sql import Migration, dump_json, load_entry_data, session_filters
+from .._store import Entry, SessionMeta, check_session_id
+from ._database import PostgresDatabase
+from ._leases import PostgresLeases
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
+    from typing_extensions import Unpack
+
+    from ._backend import PostgresBackend
 
 __all__ = ["CHILDREN_PER_CONNECTION", "POSTGRES_SESSION_MIGRATIONS", "PostgresStore"]
 
@@ -76,12 +81,16 @@ CHILDREN_PER_CONNECTION = 4
 
 
 class PostgresStore:
-    """Sessions in PostgreSQL, reached through a pool of `min_size`..`max_size` connections.
+    """Sessions in PostgreSQL, reached through one pool (`PoolOptions`).
 
-    The pool opens and the schema is created (or migrated) on first use;
-    `schema` puts every table in that PostgreSQL schema, e.g. one per tenant
-    or per test. Any number of processes may append to the same session;
-    positions stay dense and each writer's entries keep their order.
+    `pool` (a `PoolOptions`, or its fields as keywords: `schema`,
+    `min_size`, `max_size`, the timeouts) says how to reach the server;
+    given a `PostgresDatabase` (its `PostgresBackend`'s), the store works on
+    that pool instead. The pool opens and the schema is created (or
+    migrated) on first use; `schema` puts every table in that PostgreSQL
+    schema, e.g. one per tenant or per test. Any number of processes may
+    append to the same session; positions stay dense and each writer's
+    entries keep their order.
     `leases` is a `PostgresLeases` on the same database, and
     `append(..., fence=)` checks it in the append's own transaction.
     `close()` closes the pool.
@@ -97,26 +106,17 @@ class PostgresStore:
 
     def __init__(
         self,
-        url: str,
+        url: str | PostgresDatabase,
         *,
         clock: Clock = system_clock,
-        schema: str | None = None,
-        min_size: int = 1,
-        max_size: int = 10,
-        connect_timeout: float = 5.0,
-        checkout_timeout: float = 10.0,
-        statement_timeout: float | None = 30.0,
+        pool: PoolOptions | None = None,
+        **options: Unpack[PoolSettings],
     ) -> None:
-        self._db = PostgresDatabase(
-            url,
-            schema=schema,
-            min_size=min_size,
-            max_size=max_size,
-            connect_timeout=connect_timeout,
-            checkout_timeout=checkout_timeout,
-            statement_timeout=statement_timeout,
+        self._db = (
+            url if isinstance(url, PostgresDatabase) else PostgresDatabase(url, pool, **options)
         )
         self._clock = clock
+        self._backend: PostgresBackend | None = None
         self._db.require("sessions", POSTGRES_SESSION_MIGRATIONS)
         self.leases = PostgresLeases(self._db, clock=clock)
         sessions, entries = self._db.table("sessions"), self._db.table("entries")
@@ -165,6 +165,16 @@ class PostgresStore:
         self._sql_delete = f"DELETE FROM {sessions} WHERE id = %s"
 
     @property
+    def backend(self) -> PostgresBackend:
+        """The `PostgresBackend` this store is part of (one is made around its database
+        if it was built alone): leases, background work and snapshots share it."""
+        if self._backend is None:
+            from ._backend import PostgresBackend
+
+            self._backend = PostgresBackend(self._db, store=self)
+        return self._backend
+
+    @property
     def concurrency(self) -> int:
         """How many children a runtime on this store runs at once by default
         (`Runtime(child_concurrency=)`): a few per pooled connection, since a
@@ -174,8 +184,8 @@ class PostgresStore:
 
     @property
     def database(self) -> PostgresDatabase:
-        """The database this store works on, shared with `leases` and, through
-        `BackgroundService.for_store`, with background work: one pool, one set of timeouts."""
+        """The database this store works on, shared with every part of its
+        `backend` (leases, registry, inbox, snapshots): one pool, one set of timeouts."""
         return self._db
 
     @property

@@ -13,20 +13,17 @@ import json
 import os
 import sqlite3
 from builtins import list as _list
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import SessionNotFound, StaleLeaseError
-from ._base import Entry, SessionMeta, check_session_id
-from ._leases import Clock, Fence, system_clock
-from ._leases_sqlite import SQLiteLeases
-from ._sql import (
-    Migration,
-    SQLiteDatabase,
-    dump_json,
-    immediate,
-    load_entry_data,
-    session_filters,
-)
+from ...errors import SessionNotFound, StaleLeaseError
+from .._leases import Clock, Fence, system_clock
+from .._sql import Migration, dump_json, load_entry_data, session_filters
+from .._store import Entry, SessionMeta, check_session_id
+from ._database import SQLiteDatabase, immediate
+from ._leases import SQLiteLeases
+
+if TYPE_CHECKING:
+    from ._backend import SQLiteBackend
 
 __all__ = ["SQLITE_CHILD_CONCURRENCY", "SQLITE_SESSION_MIGRATIONS", "SQLiteStore"]
 
@@ -98,20 +95,37 @@ class SQLiteStore:
     into one dense order per session. `leases` is a `SQLiteLeases` on the
     same file, and `append(..., fence=)` checks it in the append's own
     transaction. Opening does no I/O; `close()` releases the connection.
+    Given a `SQLiteDatabase` (its `SQLiteBackend`'s), the store works on it
+    and `busy_timeout`/`synchronous` are the database's.
     """
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | SQLiteDatabase,
         *,
         clock: Clock = system_clock,
         busy_timeout: float = 30.0,
         synchronous: Literal["FULL", "NORMAL"] = "NORMAL",
     ) -> None:
-        self._db = SQLiteDatabase(path, busy_timeout=busy_timeout, synchronous=synchronous)
+        self._db = (
+            path
+            if isinstance(path, SQLiteDatabase)
+            else SQLiteDatabase(path, busy_timeout=busy_timeout, synchronous=synchronous)
+        )
         self._clock = clock
+        self._backend: SQLiteBackend | None = None
         self._db.require("sessions", SQLITE_SESSION_MIGRATIONS)
         self.leases = SQLiteLeases(self._db, clock=clock)
+
+    @property
+    def backend(self) -> SQLiteBackend:
+        """The `SQLiteBackend` this store is part of (one is made around its database
+        if it was built alone): leases, background work and snapshots share it."""
+        if self._backend is None:
+            from ._backend import SQLiteBackend
+
+            self._backend = SQLiteBackend(self._db, store=self)
+        return self._backend
 
     @property
     def concurrency(self) -> int:
@@ -122,8 +136,8 @@ class SQLiteStore:
 
     @property
     def database(self) -> SQLiteDatabase:
-        """The database this store works on, shared with `leases` and, through
-        `BackgroundService.for_store`, with background work: one connection, one thread."""
+        """The database this store works on, shared with every part of its
+        `backend` (leases, registry, inbox, snapshots): one connection, one thread."""
         return self._db
 
     @property

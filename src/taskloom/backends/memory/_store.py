@@ -5,10 +5,14 @@ from __future__ import annotations
 import time
 from builtins import list as _list
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from ..errors import SessionNotFound, StaleLeaseError
-from ._base import Entry, SessionMeta, check_session_id
-from ._leases import Clock, Fence, MemoryLeases, system_clock
+from ...errors import SessionNotFound, StaleLeaseError
+from .._leases import Clock, Fence, MemoryLeases, system_clock
+from .._store import Entry, SessionMeta, check_session_id
+
+if TYPE_CHECKING:
+    from ._backend import MemoryBackend
 
 __all__ = ["MemoryStore"]
 
@@ -27,6 +31,17 @@ class MemoryStore:
         # that may have delegated, and must not scan every session.
         self._children: dict[str, dict[str, None]] = {}  # insertion-ordered sets
         self.leases = MemoryLeases(clock)
+        self._backend: MemoryBackend | None = None
+
+    @property
+    def backend(self) -> MemoryBackend:
+        """The `MemoryBackend` this store is part of (one is made around it if
+        it was built alone): background work and snapshots live there."""
+        if self._backend is None:
+            from ._backend import MemoryBackend
+
+            self._backend = MemoryBackend(store=self)
+        return self._backend
 
     async def create(self, meta: SessionMeta) -> SessionMeta:
         """Create a session; returns it timestamped.

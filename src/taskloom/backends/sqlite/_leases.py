@@ -16,8 +16,9 @@ import os
 import sqlite3
 from typing import Literal
 
-from ._leases import Clock, Lease, system_clock
-from ._sql import Migration, SQLiteDatabase
+from .._leases import Clock, Lease, system_clock
+from .._sql import Migration
+from ._database import SQLiteDatabase
 
 __all__ = ["SQLITE_LEASE_MIGRATIONS", "SQLiteLeases"]
 

@@ -1,0 +1,120 @@
+"""`Backend`: one database's parts, and what it can do (`Capability`).
+
+A backend is everything taskloom keeps in one database: the session store,
+the leases (with fences) that coordinate its writers, the activity registry
+and notice inbox of background work, and the snapshot rows beside the log.
+The built-in ones (`MemoryBackend`, `SQLiteBackend`, `PostgresBackend`) build
+every part on one database object, so a fenced append checks its lease in
+its own transaction and a PostgreSQL backend holds one pool.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._activities import ActivityRegistry, NoticeInbox
+    from ._leases import Leases
+    from ._snapshots import SnapshotStore
+    from ._store import SessionStore
+
+__all__ = ["Backend", "Capability", "backend_of", "snapshots_for"]
+
+
+class Capability(enum.StrEnum):
+    """What a backend promises; the contract suites in `taskloom.testing`
+    run the tests of each capability a backend declares, and skip the rest
+    with the reason."""
+
+    SPANS_PROCESSES = "spans_processes"
+    """Several processes (and a reopened instance) see the same data."""
+    FENCED_APPENDS = "fenced_appends"
+    """`append(..., fence=)` refuses a stale lease generation in the append's own transaction."""
+    SNAPSHOTS = "snapshots"
+    """Snapshot rows beside the log (`Backend.snapshots`)."""
+    ACTIVITY_REGISTRY = "activity_registry"
+    """A background `ActivityRegistry` on the same database."""
+    NOTICE_INBOX = "notice_inbox"
+    """A background `NoticeInbox` on the same database."""
+
+
+class Backend:
+    """One database's session store, leases, activity registry, notice inbox
+    and snapshots, with the capabilities it declares.
+
+    Build one around your own store to run taskloom on it:
+    `Backend(store, registry=..., inbox=..., capabilities={...})`; parts left
+    out are None (background work then keeps its registry and inbox in
+    process memory; sessions open by full replay), and `leases` defaults to
+    `store.leases`. The built-in backends build every
+    part on one database object and set `store.backend` to themselves, which
+    is how `BackgroundService.for_store` and the runtime find the rest.
+
+    `close()` closes the store, and with it the database every part shares.
+    """
+
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        leases: Leases | None = None,
+        registry: ActivityRegistry | None = None,
+        inbox: NoticeInbox | None = None,
+        snapshots: SnapshotStore | None = None,
+        capabilities: Iterable[Capability | str] = (),
+    ) -> None:
+        self.store = store
+        self.leases: Leases = leases if leases is not None else store.leases
+        self._registry = registry
+        self._inbox = inbox
+        self._snapshots = snapshots
+        self.capabilities: frozenset[Capability] = frozenset(
+            Capability(flag) for flag in capabilities
+        )
+
+    def supports(self, capability: Capability | str) -> bool:
+        """Whether this backend declares `capability`."""
+        return Capability(capability) in self.capabilities
+
+    # The built-in backends override these three with parts built on first
+    # use, not at construction: a store used alone never creates the
+    # background or snapshot tables.
+    @property
+    def registry(self) -> ActivityRegistry | None:
+        """The activity registry of background work on this backend, if it has one."""
+        return self._registry
+
+    @property
+    def inbox(self) -> NoticeInbox | None:
+        """The notice inbox of background work on this backend, if it has one."""
+        return self._inbox
+
+    @property
+    def snapshots(self) -> SnapshotStore | None:
+        """The snapshot rows beside the log, or None: sessions then open by full replay."""
+        return self._snapshots
+
+    async def close(self) -> None:
+        """Close the store (and the database every part shares). Idempotent."""
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            await close()
+
+    def __repr__(self) -> str:
+        flags = ", ".join(sorted(self.capabilities))
+        return f"<{type(self).__name__} {type(self.store).__name__} [{flags}]>"
+
+
+def backend_of(store: object) -> Backend | None:
+    """The backend `store` belongs to (`store.backend`), or None for a store without one."""
+    backend = getattr(store, "backend", None)
+    return backend if isinstance(backend, Backend) else None
+
+
+def snapshots_for(store: SessionStore) -> SnapshotStore | None:
+    """The snapshot rows beside `store` (on its backend's database), or None
+    for a store with no backend: its sessions then open by full replay."""
+    backend = backend_of(store)
+    return backend.snapshots if backend is not None else None

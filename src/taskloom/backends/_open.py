@@ -1,0 +1,51 @@
+"""`open_backend(url)`: a backend from a URL, importing only the one it names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ConfigurationError
+from ._backend import Backend
+
+__all__ = ["open_backend"]
+
+
+def open_backend(url: str | None = None, **options: Any) -> Backend:
+    """A backend from a URL: `memory://`, `sqlite:///path`, `postgresql://...`.
+
+    None means a fresh memory backend. `options` go to the backend's
+    constructor: `clock` for all; `busy_timeout`, `synchronous` for SQLite;
+    `pool` (a `PoolOptions`) or its fields (`schema`, `max_size`, the
+    timeouts...) for PostgreSQL. Opening does no I/O: durable backends
+    connect on first use. A URL taskloom cannot read raises
+    `ConfigurationError` saying which URLs it can.
+    """
+    if url is None:
+        from .memory import MemoryBackend
+
+        return MemoryBackend(**options)
+    if not isinstance(url, str):
+        raise ConfigurationError(f"a backend URL must be a string, not {type(url).__name__}")
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        raise ConfigurationError(f"store URL {url!r} has no scheme; {_VALID}")
+    if scheme == "memory":
+        from .memory import MemoryBackend
+
+        return MemoryBackend(**options)
+    if scheme == "sqlite":
+        from .sqlite import SQLiteBackend
+
+        return SQLiteBackend(rest[1:] if rest.startswith("/") else rest, **options)
+    if scheme in ("postgresql", "postgres"):
+        from .postgres import PostgresBackend
+
+        return PostgresBackend(url, **options)
+    raise ConfigurationError(f"unknown store scheme {scheme!r} in {url!r}; {_VALID}")
+
+
+_VALID = (
+    "valid store URLs are memory://, sqlite:///relative/path.db (three slashes: relative "
+    "to the current folder), sqlite:////absolute/path.db (four: absolute), and "
+    "postgresql://user@host:port/database"
+)

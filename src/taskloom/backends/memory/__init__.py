@@ -1,0 +1,19 @@
+"""The memory backend: the default, and the reference for every contract."""
+
+from __future__ import annotations
+
+from .._leases import MemoryLeases
+from ._backend import MEMORY_CAPABILITIES, MemoryBackend
+from ._background import MemoryActivityRegistry, MemoryNoticeInbox
+from ._snapshots import MemorySnapshots
+from ._store import MemoryStore
+
+__all__ = [
+    "MEMORY_CAPABILITIES",
+    "MemoryActivityRegistry",
+    "MemoryBackend",
+    "MemoryLeases",
+    "MemoryNoticeInbox",
+    "MemorySnapshots",
+    "MemoryStore",
+]

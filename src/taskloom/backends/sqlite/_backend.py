@@ -1,0 +1,64 @@
+"""`SQLiteBackend`: every part in one SQLite file, through one connection and one thread."""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Literal
+
+from .._backend import Backend, Capability
+from .._leases import Clock, system_clock
+from ._background import SQLiteActivityRegistry, SQLiteNoticeInbox
+from ._database import SQLiteDatabase
+from ._snapshots import SQLiteSnapshots
+from ._store import SQLiteStore
+
+__all__ = ["SQLITE_CAPABILITIES", "SQLiteBackend"]
+
+SQLITE_CAPABILITIES = frozenset(Capability)
+"""Every capability: the file is shared by every process that opens it."""
+
+
+class SQLiteBackend(Backend):
+    """A `SQLiteStore`, its `SQLiteLeases`, a registry, an inbox and snapshots
+    on one `SQLiteDatabase` (one file, one connection on one worker thread).
+
+    `path` is the file (created with its parent folders on first use) or a
+    `SQLiteDatabase`; `busy_timeout` and `synchronous` are the database's
+    (see `SQLiteDatabase`); `clock` measures leases. Opening does no I/O.
+    """
+
+    store: SQLiteStore
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | SQLiteDatabase,
+        *,
+        clock: Clock = system_clock,
+        busy_timeout: float = 30.0,
+        synchronous: Literal["FULL", "NORMAL"] = "NORMAL",
+        store: SQLiteStore | None = None,
+    ) -> None:
+        if store is None:
+            store = SQLiteStore(
+                path, clock=clock, busy_timeout=busy_timeout, synchronous=synchronous
+            )
+        super().__init__(store, capabilities=SQLITE_CAPABILITIES)
+        self.database: SQLiteDatabase = store.database
+        self._clock = clock
+        store._backend = self
+
+    @functools.cached_property
+    def registry(self) -> SQLiteActivityRegistry:
+        """The activity registry on this backend's database (built on first use)."""
+        return SQLiteActivityRegistry(self.database, clock=self._clock)
+
+    @functools.cached_property
+    def inbox(self) -> SQLiteNoticeInbox:
+        """The notice inbox on this backend's database (built on first use)."""
+        return SQLiteNoticeInbox(self.database)
+
+    @functools.cached_property
+    def snapshots(self) -> SQLiteSnapshots:
+        """The snapshot rows on this backend's database (built on first use)."""
+        return SQLiteSnapshots(self.database)

@@ -1,0 +1,69 @@
+"""Snapshot rows in the `taskloom_snapshots` table of a SQLite backend."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ...errors import StaleLeaseError
+from .._leases import Fence
+from .._sql import Migration
+from ._database import SQLiteDatabase, immediate
+
+__all__ = ["SQLITE_SNAPSHOT_MIGRATIONS", "SQLiteSnapshots"]
+
+SQLITE_SNAPSHOT_MIGRATIONS: tuple[Migration, ...] = (
+    (
+        """CREATE TABLE IF NOT EXISTS taskloom_snapshots (
+            session_id TEXT NOT NULL
+                REFERENCES taskloom_sessions (id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            data TEXT NOT NULL,
+            PRIMARY KEY (session_id, position)
+        )""",
+    ),
+)
+
+
+class SQLiteSnapshots:
+    """Rows in the `taskloom_snapshots` table of a store's SQLite database."""
+
+    def __init__(self, db: SQLiteDatabase) -> None:
+        self._db = db
+        db.require("snapshots", SQLITE_SNAPSHOT_MIGRATIONS)
+
+    async def read(self, session_id: str) -> list[tuple[int, str]]:
+        sql = "SELECT position, data FROM taskloom_snapshots WHERE session_id = ? ORDER BY position"
+        rows = await self._db.run(lambda conn: conn.execute(sql, (session_id,)).fetchall())
+        return [(int(p), str(d)) for p, d in rows]
+
+    async def write(
+        self, session_id: str, position: int, data: str, *, fence: Fence | None = None
+    ) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            with immediate(conn):
+                if fence is not None:
+                    row = conn.execute(
+                        "SELECT generation FROM taskloom_leases WHERE key = ?", (fence.key,)
+                    ).fetchone()
+                    current = int(row[0]) if row else 0
+                    if current != fence.generation:
+                        raise StaleLeaseError(
+                            f"lease {fence.key!r} generation {fence.generation} is stale "
+                            f"(current {current})"
+                        )
+                # The session may be gone (deleted meanwhile): then nothing is written.
+                conn.execute(
+                    "INSERT INTO taskloom_snapshots (session_id, position, data)"
+                    " SELECT id, ?, ? FROM taskloom_sessions WHERE id = ?"
+                    " ON CONFLICT (session_id, position) DO NOTHING",
+                    (position, data, session_id),
+                )
+
+        await self._db.run(write)
+
+    async def prune(self, session_id: str, before: int) -> None:
+        sql = "DELETE FROM taskloom_snapshots WHERE session_id = ? AND position < ?"
+        await self._db.run(lambda conn: conn.execute(sql, (session_id, before)))
+
+    async def delete(self, session_id: str) -> None:
+        await self.prune(session_id, 2**62)
