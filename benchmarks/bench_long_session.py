@@ -4,7 +4,7 @@
 
 - CPU of a tool round near round `--rounds` as a ratio to one near round 1,
   on the memory, SQLite and PostgreSQL stores (one session, one run; mean
-  CPU of 200 rounds at each end, snapshot writes included, collector paused);
+  CPU of 500 rounds at each end, snapshot writes included, collector paused);
 - CPU to open the resulting session (about 2 × rounds entries) on SQLite and
   PostgreSQL: from its snapshot, and by full replay (`snapshot_every=0`).
 
@@ -28,7 +28,10 @@ from taskloom import Agent, Runtime, ToolEffect, Usage, tool
 from taskloom.models import FunctionModel, ModelRequest, reply
 
 PG = os.environ.get("TASKLOOM_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
-WINDOW = 200
+WINDOW = 500
+"""Rounds averaged at each end: a multiple of the rounds between two snapshot
+writes (250 at the default 500 entries, two entries a round), so both ends
+include as many writes whatever the phase."""
 
 
 @tool(effect=ToolEffect.READ_ONLY)
