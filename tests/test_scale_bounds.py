@@ -246,6 +246,30 @@ async def test_children_beyond_child_concurrency_wait_their_turn() -> None:
     assert peak == 3
 
 
+def test_a_runtime_queues_children_in_one_event_loop_after_another() -> None:
+    # The places belong to the loop they were taken in: a runtime reused by a
+    # second asyncio.run must not find a semaphore bound to the first.
+    runtime = Runtime(child_concurrency=2)
+
+    async def fan_out() -> str:
+        lead = ScriptedModel(
+            [reply(tool_calls=[("worker", {"task": f"t{i}"}) for i in range(6)]), reply("ok")]
+        )
+
+        async def child(request: ModelRequest) -> object:
+            await asyncio.sleep(0.001)
+            return reply("done")
+
+        sub = SubAgent("worker", "Works.", FunctionModel(child))
+        session = await runtime.create_session(Agent("lead", lead, tools=[sub]))
+        result = await session.run("go")
+        assert not any(r.is_error for r in lead.requests[1].messages[-1].results)
+        return result.text
+
+    assert asyncio.run(fan_out()) == "ok"
+    assert asyncio.run(fan_out()) == "ok"
+
+
 def test_child_concurrency_defaults_to_what_the_store_carries(tmp_path: Path) -> None:
     assert Runtime().child_concurrency is None
     assert Runtime(store=SQLiteStore(tmp_path / "a.db")).child_concurrency == 32

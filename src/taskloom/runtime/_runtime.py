@@ -150,7 +150,11 @@ class Runtime:
         if child_concurrency is not None and child_concurrency < 0:
             raise UsageError(f"child_concurrency must be 0 or more, not {child_concurrency}")
         self.child_concurrency: int | None = child_concurrency or None
-        self._child_slots: asyncio.Semaphore | None = None
+        # Per event loop: a runtime may serve one asyncio.run after another,
+        # and places held in a loop that ended are gone with it.
+        self._child_slots: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, asyncio.Semaphore
+        ] = weakref.WeakKeyDictionary()
         self.agents: dict[str, Agent[Any, Any]] = _by_name(agents, lambda a: a.name)
         self._models: dict[str, Model] = _by_name(models, lambda m: m.spec)
         self.tools: dict[str, Tool] = _by_name(tools, lambda t: t.name)
@@ -214,9 +218,10 @@ class Runtime:
         if limit is None:
             yield
             return
-        slots = self._child_slots
+        loop = asyncio.get_running_loop()
+        slots = self._child_slots.get(loop)
         if slots is None:
-            slots = self._child_slots = asyncio.Semaphore(limit)
+            slots = self._child_slots[loop] = asyncio.Semaphore(limit)
         async with slots:
             yield
 
