@@ -90,6 +90,8 @@ class PostgresDatabase:
         self._lock = asyncio.Lock()
         self._pending: dict[str, Sequence[Migration]] = {}
         self._closed = False
+        self._diagnosing = False
+        self._in_use = 0  # connections checked out of the pool now
 
     def table(self, name: str) -> str:
         """The qualified name of the taskloom table `name` (e.g. `"sessions"`)."""
@@ -259,11 +261,7 @@ class PostgresDatabase:
                     timeout=max(deadline - loop.time(), 0.001)
                 )
             except PoolTimeout:
-                # Every connection is busy: say so, and open no other one.
-                # Crowding is the caller's to bound (the runtime queues
-                # children), never this process's to answer with more
-                # connections than its pool.
-                raise self._crowded() from None
+                raise await self._no_connection(pool) from None
             try:
                 async with asyncio.timeout(max(deadline - loop.time(), 0.001)):
                     # A round trip: after a server restart or a dropped
@@ -290,6 +288,31 @@ class PostgresDatabase:
             f"answer within {self.checkout_timeout:g} s"
         )
 
+    async def _no_connection(self, pool: AsyncConnectionPool[Any]) -> StoreUnavailable:
+        """Why no pooled connection came in time."""
+        # Counted here, not read from the pool: its size also counts the
+        # connection attempts it keeps retrying against a server that is gone.
+        size = self._in_use
+        if size >= self.max_size or self._diagnosing:
+            # Every connection is busy: say so, and open no other one.
+            # Crowding is the caller's to bound (the runtime queues
+            # children), never this process's to answer with more
+            # connections than its pool.
+            return self._crowded()
+        # The pool holds fewer than max_size, so it could not open more:
+        # connecting directly says why, in a place the pool left free (one
+        # such attempt at a time, so the process stays within max_size).
+        self._diagnosing = True
+        try:
+            conn = await self._connect()  # raises StoreUnavailable naming the cause
+            await conn.close()
+        finally:
+            self._diagnosing = False
+        return StoreUnavailable(
+            f"PostgreSQL at {self._where} answers now, but the pool could not open a "
+            f"connection within {self.checkout_timeout:g} s ({size} of {self.max_size} in use)"
+        )
+
     @asynccontextmanager
     async def _use(
         self, pool: AsyncConnectionPool[Any], deadline: float | None = None
@@ -297,10 +320,12 @@ class PostgresDatabase:
         from psycopg.pq import TransactionStatus
 
         conn = await self._checkout(pool, deadline)
+        self._in_use += 1
         try:
             async with self._guarded(conn):
                 yield conn
         finally:
+            self._in_use -= 1
             if conn.info.transaction_status != TransactionStatus.IDLE:
                 # Interrupted mid-statement or mid-transaction: no state is
                 # known to be safe but closed, and the pool replaces it.
