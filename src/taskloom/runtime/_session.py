@@ -69,7 +69,9 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
     """A persistent conversation of one agent; see the module docstring.
 
     Its runs take the agent's `deps` (`run(..., deps=...)`, also `stream`,
-    `resume`): per run, in memory only, never written to the log.
+    `resume`): per run, in memory only, never written to the log. With
+    `new`, its first read of the log looks for no snapshot (a session just
+    created, or one known to be short) and folds every entry.
     """
 
     def __init__(
