@@ -155,7 +155,7 @@ class ChildWorker:
         # Read only under the lease below: a read before it would have to be
         # repeated there anyway, since another worker may end the child between.
         # Children are short as a rule, so no snapshot is looked for (`new`):
-        # one more statement a child, where a long one just replays in full.
+        # a statement saved a child, where a long one just replays in full.
         child = Session(rt, spec.child_session_id, agent, new=True)
         options = RunOptions(max_rounds=spec.max_rounds)
         background = BackgroundService.of(rt)

@@ -27,6 +27,7 @@ from ._port import (
     ToolCallWatch,
 )
 from ._run import RunLoop
+from ._snapshot import SNAPSHOT_VERSION, Snapshot, encode_snapshot, read_snapshot
 from ._strategy import (
     Continue,
     Inject,
@@ -64,6 +65,8 @@ __all__ = [
     "RunControls",
     "RunInfo",
     "RunLoop",
+    "SNAPSHOT_VERSION",
+    "Snapshot",
     "RunNoticesPort",
     "RunObserver",
     "RunOptions",
@@ -72,6 +75,8 @@ __all__ = [
     "RunStream",
     "RunWatch",
     "SessionLog",
+    "encode_snapshot",
+    "read_snapshot",
     "SessionPort",
     "Stop",
     "StopSignal",

@@ -116,10 +116,9 @@ class SessionLog:
         self.base = 0
         self.entries: list[Entry] = []
         self._messages: list[Message] = []
-        # A snapshot's message entries, (position, data), decoded on first
-        # use of `messages`: opening a session must not pay for its history.
         # A restored log's older message entries: per snapshot row, the JSON
-        # text of a list of [position, data], parsed on first read.
+        # text of a list of [position, data], parsed on first use of
+        # `messages`: opening a session must not pay for its history.
         self._undecoded: list[str] | None = None
         # The position the latest snapshot of this log covers (0: none).
         self.snapshot_at = 0

@@ -31,7 +31,7 @@ from ..entries import (
     EntryKind,
 )
 from ..messages import Message
-from ..models._base import ReasoningOptions
+from ..models import ReasoningOptions
 from ._log import SessionLog
 
 __all__ = ["SNAPSHOT_VERSION", "Snapshot", "encode_snapshot", "read_snapshot"]

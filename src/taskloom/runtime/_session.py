@@ -42,9 +42,10 @@ from ..loop import (
     RunStatus,
     RunStream,
     SessionLog,
+    encode_snapshot,
+    read_snapshot,
 )
 from ..loop._log import summary_message
-from ..loop._snapshot import encode_snapshot, read_snapshot
 from ..messages import Message
 from ..models._base import Model, ModelSettings, ReasoningOptions
 from ..results import ToolSpec
@@ -187,12 +188,12 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             if position == self.log.position and time.monotonic() - at < fresh:
                 return
         read_at = time.monotonic()
+        restored = False
         if self._restorable:
             self._restorable = False
-            if self.log.position == 0 and await self._restore():
-                self._whole = (self.log.position, read_at)
-                return
-        self._fold(await self.runtime.store.load(self.id, after=self.log.position))
+            restored = self.log.position == 0 and await self._restore()
+        if not restored:
+            self._fold(await self.runtime.store.load(self.id, after=self.log.position))
         self._whole = (self.log.position, read_at)
 
     def _fold(self, entries: list[Entry]) -> None:
@@ -304,8 +305,8 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         messages follow its link, tagged with its origin; with
         `mark_compactions`, each compaction's summary stands where it was
         made, as a user message with origin `"compaction"`."""
-        await self.sync()
         if not include_children and not mark_compactions:
+            await self.sync()
             return list(self.log.messages)
         store = self.runtime.store if include_children else None
         return await _transcript(store, await self.entries(), "", mark_compactions)
