@@ -77,7 +77,9 @@ async def test_a_call_that_meets_another_writers_lock_waits_on_the_worker_and_la
         def insert(conn: sqlite3.Connection) -> int:
             ran_on.append(threading.get_ident())
             with immediate(conn):
-                return int(conn.execute("INSERT INTO t (v) VALUES ('x') RETURNING id").fetchone()[0])
+                return int(
+                    conn.execute("INSERT INTO t (v) VALUES ('x') RETURNING id").fetchone()[0]
+                )
 
         write = asyncio.ensure_future(db.run(insert))
         ticks = 0
@@ -148,7 +150,7 @@ async def test_the_log_is_checkpointed_although_no_commit_does_it(tmp_path: Path
 
             await db.run(insert)
         await db.run(lambda conn: None)  # behind the last checkpoint handed to the worker
-        wal = os.path.getsize(f"{path}-wal")
+        wal = await asyncio.to_thread(os.path.getsize, f"{path}-wal")
         print(f"write-ahead log after ~8 MB of rows: {wal / 1e6:.1f} MB")
         # Without checkpoints it would hold every row written (over 8 MB).
         assert wal < 4_000_000
