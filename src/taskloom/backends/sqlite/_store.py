@@ -1,10 +1,11 @@
 """The SQLite session store: one file, safe for several processes at once.
 
-Entries are JSON text with a unique `(session_id, position)`. An append takes
-SQLite's write lock at BEGIN (`BEGIN IMMEDIATE`), so "check the session,
-check the fence, take max + 1, insert" is one atomic step even when other
-processes append to the same session: nothing is lost or reordered, and a
-fenced write is checked against the very lease row a successor would bump.
+Entries are JSON text with a unique `(session_id, position)`. An append is
+one INSERT statement, which takes SQLite's write lock before it reads, so
+"check the session, check the fence, take max + 1, insert" is one atomic
+step even when other processes append to the same session: nothing is lost
+or reordered, and a fenced write is checked against the very lease row a
+successor would bump.
 """
 
 from __future__ import annotations
@@ -61,10 +62,14 @@ VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING
 _GET = "SELECT id, agent, parent_id, created_at, metadata FROM taskloom_sessions WHERE id = ?"
 _EXISTS = "SELECT 1 FROM taskloom_sessions WHERE id = ?"
 _GENERATION = "SELECT generation FROM taskloom_leases WHERE key = ?"
+# Nothing is inserted unless the session exists and the fence (?6, ?7), when
+# given, is the lease's current generation; `_refused` then says which failed.
 _APPEND = """
 INSERT INTO taskloom_entries (session_id, position, kind, run_id, created_at, data)
 SELECT ?1, COALESCE(MAX(position), 0) + 1, ?2, ?3, ?4, ?5
 FROM taskloom_entries WHERE session_id = ?1
+HAVING EXISTS (SELECT 1 FROM taskloom_sessions WHERE id = ?1)
+   AND (?6 IS NULL OR COALESCE((SELECT generation FROM taskloom_leases WHERE key = ?6), 0) = ?7)
 RETURNING position
 """
 _LOAD = """
@@ -80,6 +85,24 @@ def _meta(row: tuple[Any, ...]) -> SessionMeta:
 
 def _not_found(session_id: str) -> SessionNotFound:
     return SessionNotFound(f"no session {session_id!r}")
+
+
+def _append_checked(conn: sqlite3.Connection, params: tuple[Any, ...], fence: Fence | None) -> int:
+    """The append that was refused, under the write lock: raise why, or land it now."""
+    session_id = params[0]
+    with immediate(conn):
+        if conn.execute(_EXISTS, (session_id,)).fetchone() is None:
+            raise _not_found(session_id)
+        if fence is not None:
+            row = conn.execute(_GENERATION, (fence.key,)).fetchone()
+            current = int(row[0]) if row else 0
+            if current != fence.generation:
+                raise StaleLeaseError(
+                    f"lease {fence.key!r} generation {fence.generation} is stale "
+                    f"(current {current})"
+                )
+        # What refused it changed in between (the session was just created).
+        return int(conn.execute(_APPEND, params).fetchone()[0])
 
 
 SQLITE_CHILD_CONCURRENCY = 32
@@ -180,20 +203,20 @@ class SQLiteStore:
         created_at = entry.created_at or self._clock()
         data = dump_json(entry.data)
 
+        params = (
+            session_id,
+            entry.kind,
+            entry.run_id,
+            created_at,
+            data,
+            None if fence is None else fence.key,
+            None if fence is None else fence.generation,
+        )
+
         def append(conn: sqlite3.Connection) -> int:
-            with immediate(conn):
-                if conn.execute(_EXISTS, (session_id,)).fetchone() is None:
-                    raise _not_found(session_id)
-                if fence is not None:
-                    row = conn.execute(_GENERATION, (fence.key,)).fetchone()
-                    current = int(row[0]) if row else 0
-                    if current != fence.generation:
-                        raise StaleLeaseError(
-                            f"lease {fence.key!r} generation {fence.generation} is stale "
-                            f"(current {current})"
-                        )
-                params = (session_id, entry.kind, entry.run_id, created_at, data)
-                return int(conn.execute(_APPEND, params).fetchone()[0])
+            # One statement is one transaction: it lands whole or not at all.
+            row = conn.execute(_APPEND, params).fetchone()
+            return int(row[0]) if row is not None else _append_checked(conn, params, fence)
 
         return await self._db.run(append)
 
