@@ -1,8 +1,9 @@
 """The SQLite backend: one file, safe for several processes at once.
 
 Every part (store, leases, activity registry, notice inbox, snapshots) works
-through one `SQLiteDatabase`: one connection on one worker thread, lease
-renewals ahead of queued work (`run(fn, urgent=True)`).
+through one `SQLiteDatabase`: one connection, used on the caller's thread
+when a call can finish at once and on one worker thread when it would wait,
+lease renewals ahead of queued work (`run(fn, urgent=True)`).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ SQLITE_CAPABILITIES = frozenset(Capability)
 
 class SQLiteBackend(Backend):
     """A `SQLiteStore`, its `SQLiteLeases`, a registry, an inbox and snapshots
-    on one `SQLiteDatabase` (one file, one connection on one worker thread).
+    on one `SQLiteDatabase` (one file, one connection and its worker thread).
 
     `path` is the file (created with its parent folders on first use) or a
     `SQLiteDatabase`; `busy_timeout` and `synchronous` are the database's

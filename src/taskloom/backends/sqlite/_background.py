@@ -1,6 +1,6 @@
 """SQLite activity registry and notice inbox.
 
-Both work through a `SQLiteDatabase` (one connection on one worker thread):
+Both work through a `SQLiteDatabase` (one connection and its worker thread):
 their own, opened from a path, or a store's, so that a `SQLiteStore`, its
 leases and its background work share one connection, one thread and the
 store's `busy_timeout`. Several processes may share the file; atomicity

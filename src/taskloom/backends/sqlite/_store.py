@@ -112,8 +112,10 @@ SQLITE_CHILD_CONCURRENCY = 32
 class SQLiteStore:
     """Sessions in one SQLite file (created with its parent directories on first use).
 
-    Every statement runs on one dedicated worker thread owning the store's
-    only connection, so the event loop never waits on the disk. Several
+    Every statement runs on the store's only connection, on the caller's
+    thread when it can finish at once and on the database's worker thread
+    when it would wait (see `SQLiteDatabase`), so the event loop never waits
+    for a lock or the disk. Several
     processes may open the same file; appends from all of them interleave
     into one dense order per session. `leases` is a `SQLiteLeases` on the
     same file, and `append(..., fence=)` checks it in the append's own
