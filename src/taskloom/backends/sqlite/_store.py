@@ -63,13 +63,15 @@ _GET = "SELECT id, agent, parent_id, created_at, metadata FROM taskloom_sessions
 _EXISTS = "SELECT 1 FROM taskloom_sessions WHERE id = ?"
 _GENERATION = "SELECT generation FROM taskloom_leases WHERE key = ?"
 # Nothing is inserted unless the session exists and the fence (?6, ?7), when
-# given, is the lease's current generation; `_refused` then says which failed.
+# given, is the lease's current generation; `_append_checked` then says which
+# failed. MAX stands alone in its subquery, so it reads one index entry
+# (an aggregate beside other conditions would scan the session's entries).
 _APPEND = """
 INSERT INTO taskloom_entries (session_id, position, kind, run_id, created_at, data)
-SELECT ?1, COALESCE(MAX(position), 0) + 1, ?2, ?3, ?4, ?5
-FROM taskloom_entries WHERE session_id = ?1
-HAVING EXISTS (SELECT 1 FROM taskloom_sessions WHERE id = ?1)
-   AND (?6 IS NULL OR COALESCE((SELECT generation FROM taskloom_leases WHERE key = ?6), 0) = ?7)
+SELECT ?1, COALESCE((SELECT MAX(position) FROM taskloom_entries WHERE session_id = ?1), 0) + 1,
+       ?2, ?3, ?4, ?5
+WHERE EXISTS (SELECT 1 FROM taskloom_sessions WHERE id = ?1)
+  AND (?6 IS NULL OR COALESCE((SELECT generation FROM taskloom_leases WHERE key = ?6), 0) = ?7)
 RETURNING position
 """
 _LOAD = """
