@@ -4,14 +4,41 @@ meter, deadline and token budget (values; the loop binds them per run)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .messages import Usage
 
-__all__ = ["RunControls", "StopSignal", "UsageMeter"]
+__all__ = ["RunControls", "StopSignal", "UsageMeter", "let_go"]
+
+_let_go: set[asyncio.Future[Any]] = set()
+
+
+def let_go(task: asyncio.Future[Any]) -> None:
+    """Stop waiting for `task` but keep it alive until it ends on its own.
+
+    For cleanup that is bounded but should not hold up its caller (a
+    cancelled statement's cancel request, a lease release to a silent
+    store): the task is kept referenced so it is not collected mid-flight,
+    and an error it ends with is logged, never lost.
+    """
+    _let_go.add(task)
+    task.add_done_callback(_ended)
+
+
+def _ended(task: asyncio.Future[Any]) -> None:
+    _let_go.discard(task)
+    if task.cancelled():
+        return
+    exc = task.exception()
+    if exc is not None:
+        logging.getLogger("taskloom").warning(
+            "cleanup left to finish on its own failed", exc_info=exc
+        )
 
 
 class StopSignal:

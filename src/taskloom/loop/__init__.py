@@ -26,7 +26,7 @@ from ._port import (
     SessionPort,
     ToolCallWatch,
 )
-from ._run import RunLoop
+from ._run import STORE_GRACE, RunLoop
 from ._snapshot import SNAPSHOT_VERSION, Snapshot, encode_snapshot, read_snapshot
 from ._strategy import (
     Continue,
@@ -66,6 +66,7 @@ __all__ = [
     "RunInfo",
     "RunLoop",
     "SNAPSHOT_VERSION",
+    "STORE_GRACE",
     "Snapshot",
     "RunNoticesPort",
     "RunObserver",

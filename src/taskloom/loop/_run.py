@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from .._control import let_go
 from ..entries import (
     CallsStarted,
     MessageEntry,
@@ -60,7 +61,9 @@ __all__ = ["STORE_GRACE", "RunLoop"]
 _PROCEED = RoundDecision.proceed()
 
 STORE_GRACE = 1.0
-"""Seconds past the deadline a run waits for the store before it gives up."""
+"""Seconds past the deadline a run waits for the store before it gives up:
+a run with a deadline returns by deadline + STORE_GRACE, lease release
+included, however the store behaves."""
 
 
 FRESH_BOUNDARY = 0.05
@@ -178,13 +181,35 @@ class RunLoop:
         try:
             if deadline_at is None:
                 return await self._run(user, resume)
-            try:
-                async with asyncio.timeout_at(deadline_at + STORE_GRACE):
-                    return await self._run(user, resume)
-            except TimeoutError:
-                return self._result(RunStatus.DEADLINE, "the store did not answer by the deadline")
+            return await self._within(deadline_at + STORE_GRACE, user, resume)
         finally:
             self.background.run_ended(self.run_id)
+
+    @property
+    def returns_by(self) -> float | None:
+        """Loop time by which `run` returns, whatever the store does (None: no deadline)."""
+        deadline_at = self.controls.deadline_at
+        return None if deadline_at is None else deadline_at + STORE_GRACE
+
+    async def _within(self, end: float, user: Message | None, resume: bool) -> RunResult:
+        # In a task of its own, so that a store which does not answer by
+        # `end` is not waited for at all: cancelling a statement on a silent
+        # server (its cancel request, the connection's close) takes time of
+        # its own, which the run's caller must not pay.
+        run = asyncio.ensure_future(self._run(user, resume))
+        try:
+            await asyncio.wait({run}, timeout=max(end - asyncio.get_running_loop().time(), 0))
+        except asyncio.CancelledError:
+            # The caller's own cancel: the run winds down whole, as without
+            # a deadline, before the cancel goes on.
+            run.cancel()
+            await asyncio.wait({run})
+            raise
+        if run.done():
+            return run.result()
+        run.cancel()
+        let_go(run)
+        return self._result(RunStatus.DEADLINE, "the store did not answer by the deadline")
 
     async def _run(self, user: Message | None, resume: bool) -> RunResult:
         session = self.session

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._control import let_go
 from ..backends import Lease
 
 if TYPE_CHECKING:
@@ -35,7 +36,17 @@ class HeldLease:
     """A session lease this process holds (`Session.hold`), renewed on a timer
     while held; `on_lost` and `on_renewed` hook into its beat."""
 
-    __slots__ = ("_beat", "_lost", "_renewed", "_timer", "fence", "lease", "session", "ttl")
+    __slots__ = (
+        "_beat",
+        "_lost",
+        "_renewed",
+        "_timer",
+        "fence",
+        "lease",
+        "release_by",
+        "session",
+        "ttl",
+    )
 
     def __init__(self, session: Session[Any, Any], lease: Lease, ttl: float) -> None:
         self.session = session
@@ -47,6 +58,9 @@ class HeldLease:
         self._renewed: list[Callable[[], Awaitable[object]]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._beat: asyncio.Task[None] | None = None
+        # Loop time past which the release does not hold its caller up (a
+        # run with a deadline sets it: it returns by then).
+        self.release_by: float | None = None
         self._schedule()
 
     def on_lost(self, callback: Callable[[], None]) -> Callable[[], None]:
@@ -112,12 +126,28 @@ class HeldLease:
                 self.ttl,
             )
 
-    async def release(self) -> None:
+    async def release(self, by: float | None = None) -> None:
+        """Stop renewing and give the lease up, waiting at most `RELEASE_WAIT`
+        seconds for the store, and when `by` (a loop time) is given, not past
+        it: what is not done then finishes on its own."""
         if self._timer is not None:
             self._timer.cancel()
-        if self._beat is not None and not self._beat.done():
-            self._beat.cancel()
-            await asyncio.wait([self._beat])
+        beat = self._beat
+        if beat is not None and not beat.done():
+            beat.cancel()
+        if by is None:
+            await self._release(beat)
+            return
+        # A renewal cancelled mid-statement, and the release after it, may
+        # each wait on a silent store; the run's caller does not.
+        release = asyncio.ensure_future(self._release(beat))
+        await asyncio.wait({release}, timeout=max(by - asyncio.get_running_loop().time(), 0))
+        if not release.done():
+            let_go(release)
+
+    async def _release(self, beat: asyncio.Task[None] | None) -> None:
+        if beat is not None:
+            await asyncio.wait([beat])
         # A release that cannot reach the store is harmless (the lease lapses
         # on its own); it must not hold up a run that already ended.
         with contextlib.suppress(Exception):

@@ -385,8 +385,9 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
                 if user is not None:
                     self._wakeups = 0  # a user turn ends a chain of wake-ups
                 undo = held.on_lost(lambda: options.stop.set("the session was taken over"))
+                loop = RunLoop(self, options, emit, origin, self.runtime.observer, deps=deps)
+                held.release_by = loop.returns_by
                 try:
-                    loop = RunLoop(self, options, emit, origin, self.runtime.observer, deps=deps)
                     return await loop.run(user, resume=resume)
                 finally:
                     undo()
@@ -699,4 +700,4 @@ class _Hold:
         held = self._held
         if held is not None:
             self._held = self._session._held = None
-            await held.release()
+            await held.release(held.release_by)
