@@ -116,6 +116,7 @@ async def test_an_async_generator_tool_streams_progress_and_its_last_value_is_th
 async def test_a_sync_generator_tool_streams_too() -> None:
     @tool
     def lines() -> Iterator[dict[str, int]]:
+        """Lines."""
         yield {"done": 1}
         yield {"done": 2}
 
@@ -134,6 +135,7 @@ async def test_a_sync_generator_tool_streams_too() -> None:
 async def test_a_streaming_tool_that_raises_is_an_error_result() -> None:
     @tool
     async def flaky() -> AsyncIterator[str]:
+        """Flaky."""
         yield "started"
         raise RuntimeError("disk full")
 
@@ -155,6 +157,7 @@ async def test_an_approval_predicate_sees_validated_arguments() -> None:
 
     @tool(needs_approval=expensive)
     def order(total: float, quantity: int = 1) -> str:
+        """Order."""
         return "ordered"
 
     # "60" is coerced to 60.0 and quantity gets its default: 60 * 1 runs at once.
@@ -169,6 +172,7 @@ async def test_arguments_that_fail_validation_need_no_approval_and_never_run() -
 
     @tool(needs_approval=lambda args: True)
     def order(total: float) -> str:
+        """Order."""
         ran.append("ran")
         return "ordered"
 
@@ -181,6 +185,7 @@ async def test_arguments_that_fail_validation_need_no_approval_and_never_run() -
 async def test_a_raising_predicate_parks_the_call_and_says_why() -> None:
     @tool(needs_approval=lambda args: args["budget"]["limit"] < args["total"])
     def order(total: float, budget: dict[str, float]) -> str:
+        """Order."""
         return "ordered"
 
     model = ScriptedModel([reply(tool_calls=[("order", {"total": 5, "budget": {}})])])

@@ -20,6 +20,7 @@ class Deps:
 
 @tool
 def whoami(ctx: ToolContext[Deps]) -> str:
+    """Whoami."""
     return f"user={ctx.deps.user}"
 
 
@@ -66,6 +67,7 @@ def test_run_sync_agent_run_and_stream_pass_deps() -> None:
 async def test_session_stream_and_resume_pass_deps_per_run() -> None:
     @tool(needs_approval=True)
     def gated(ctx: ToolContext[Deps]) -> str:
+        """Gated."""
         return f"gated for {ctx.deps.user}"
 
     model = ScriptedModel(
@@ -107,6 +109,7 @@ async def test_missing_or_mistyped_deps_are_refused_before_the_run() -> None:
 async def test_a_child_gets_no_deps_of_its_parent() -> None:
     @tool
     def peek(ctx: ToolContext) -> str:
+        """Peek."""
         return f"child deps: {ctx.deps!r}"
 
     child_model = ScriptedModel([reply(tool_calls=[("peek", {})]), reply("nothing here")])

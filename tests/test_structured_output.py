@@ -91,6 +91,7 @@ async def test_no_output_unless_the_run_completed() -> None:
 
     @tool(needs_approval=True)
     def slow() -> str:
+        """Slow."""
         return ""
 
     result = await Agent(model=model, tools=[slow], output_type=Invoice).run("go")
@@ -139,6 +140,7 @@ async def test_a_model_without_native_output_answers_through_the_final_result_to
 async def test_the_tool_fallback_runs_with_the_agents_tools() -> None:
     @tool
     def lookup(number: str) -> float:
+        """Lookup."""
         return 12.5
 
     model = ScriptedModel(
@@ -197,6 +199,7 @@ def test_a_typing_typeddict_is_refused_at_construction_before_python_3_12() -> N
 def test_final_result_is_a_reserved_tool_name_with_an_output_type() -> None:
     @tool
     def final_result() -> str:
+        """Final result."""
         return ""
 
     Agent(model=ScriptedModel([]), tools=[final_result])  # fine without an output type

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from taskloom import tool
+import pytest
+
+from taskloom import ToolDefinitionWarning, tool
 
 
 def _described(t: Any) -> tuple[str, dict[str, str | None]]:
@@ -94,9 +96,11 @@ def test_plain_docstring_and_none() -> None:
         """
         return "pong"
 
-    @tool
-    def bare(x: int) -> int:
-        return x
+    with pytest.warns(ToolDefinitionWarning, match="no docstring"):
+
+        @tool
+        def bare(x: int) -> int:
+            return x
 
     assert ping.description == "Answer pong.\n\nUseful to check the tool path works."
     assert bare.description == ""

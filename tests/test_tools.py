@@ -184,7 +184,10 @@ def test_configuration_errors_name_the_culprit() -> None:
     class Opaque:
         pass
 
-    with pytest.raises(ConfigurationError, match=r"'weird'.*not JSON-serialisable"):
+    with pytest.raises(
+        ConfigurationError,
+        match=r"'weird': parameter 'thing' has type .*Opaque, which a model cannot send",
+    ):
 
         @tool
         def weird(thing: Opaque) -> None:

@@ -32,6 +32,7 @@ from .errors import (
     StoreError,
     StoreUnavailable,
     TaskloomError,
+    ToolDefinitionWarning,
     TransportError,
     UsageError,
 )
@@ -182,6 +183,7 @@ __all__ = [
     "ToolCallFinished",
     "ToolCallStarted",
     "ToolContext",
+    "ToolDefinitionWarning",
     "ToolEffect",
     "ToolError",
     "ToolOutput",

@@ -27,6 +27,10 @@ decisions and misuse of the API::
         ├── ContextWindowExceeded
         └── InvalidRequest      400/404/422
 
+One warning, `ToolDefinitionWarning` (a `UserWarning`), flags a tool
+definition that works but leaves the model guessing (an untyped parameter,
+no description).
+
 Catch `ProviderError` for "the provider is down", `SessionBusy` for "someone
 else is running this session", `UsageError` for bugs in the calling code.
 """
@@ -54,6 +58,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "TaskloomError",
+    "ToolDefinitionWarning",
     "TransportError",
     "UsageError",
 ]
@@ -68,6 +73,13 @@ class ConfigurationError(TaskloomError, ValueError):
 
     Raised at construction, naming the culprit, never in the middle of a run.
     """
+
+
+class ToolDefinitionWarning(UserWarning):
+    """A tool definition that works but tells the model too little: a
+    parameter without a type annotation (the model is told any JSON value
+    will do) or a tool without a docstring or `description=` (the model sees
+    only its name). Issued once per definition, pointing at the function."""
 
 
 class UsageError(TaskloomError):

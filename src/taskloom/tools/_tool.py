@@ -38,6 +38,7 @@ import sys
 import time
 import types
 import typing
+import warnings
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -46,7 +47,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import pydantic
 
 from .._schema import check as check_schema
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ToolDefinitionWarning
 from ..messages import arguments_problem, valid_result_text
 from ..results import ToolSpec
 from ._threads import run_in_thread
@@ -526,6 +527,7 @@ def _build_tool(
     doc_text, param_docs = _parse_docstring(fn.__doc__ or "")
     fields: dict[str, Any] = {}
     ctx_param: str | None = None
+    untyped: list[str] = []
     for param in inspect.signature(fn).parameters.values():
         annotation = hints.get(param.name, Any)
         if _is_context(annotation):
@@ -533,6 +535,8 @@ def _build_tool(
             continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ConfigurationError(f"tool {tool_name!r}: *args/**kwargs are not supported")
+        if param.name not in hints:
+            untyped.append(param.name)
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (
             annotation,
@@ -549,11 +553,12 @@ def _build_tool(
         pydantic.PydanticSchemaGenerationError,
         pydantic.errors.PydanticInvalidForJsonSchema,
     ) as exc:
-        raise ConfigurationError(
-            f"tool {tool_name!r}: its signature is not JSON-serialisable: {exc}"
-        ) from exc
+        # pydantic's advice (arbitrary_types_allowed) does not apply: a
+        # model sends JSON, so name the parameter and what it can be instead.
+        raise ConfigurationError(_unserialisable(tool_name, fields, exc)) from None
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(f"tool {tool_name!r}: invalid signature: {exc}") from exc
+    _warn_vague(fn, tool_name, untyped, described=description is not None or bool(doc_text))
     return Tool(
         tool_name,
         description if description is not None else doc_text,
@@ -567,6 +572,49 @@ def _build_tool(
         _arguments_model=model,
         _context_param=ctx_param,
     )
+
+
+def _unserialisable(tool_name: str, fields: Mapping[str, Any], exc: Exception) -> str:
+    """Which parameter has a type with no JSON schema, in one line."""
+    for name, (annotation, _) in fields.items():
+        try:
+            pydantic.TypeAdapter(annotation).json_schema()
+        except Exception:
+            shown = getattr(annotation, "__qualname__", None) or repr(annotation)
+            module = getattr(annotation, "__module__", "")
+            if module and module != "builtins" and isinstance(shown, str):
+                shown = f"{module}.{shown}"
+            return (
+                f"tool {tool_name!r}: parameter {name!r} has type {shown}, which a model "
+                "cannot send (its arguments are JSON): use str, int, float, bool, a list, "
+                "dict, Literal, Enum, dataclass or pydantic model, or take the object from "
+                "ctx.deps"
+            )
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"tool {tool_name!r}: its signature is not JSON-serialisable: {first}"
+
+
+def _warn_vague(
+    fn: Callable[..., Any], tool_name: str, untyped: list[str], described: bool
+) -> None:
+    """`ToolDefinitionWarning`s for what leaves the model guessing, at the function's line."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return
+    problems = [
+        f"parameter {name!r} has no type annotation: the model is told any JSON value will do"
+        for name in untyped
+    ]
+    if not described:
+        problems.append("it has no docstring or description=: the model sees only its name")
+    for problem in problems:
+        warnings.warn_explicit(
+            f"tool {tool_name!r}: {problem}",
+            ToolDefinitionWarning,
+            filename=code.co_filename,
+            lineno=code.co_firstlineno,
+            module=getattr(fn, "__module__", None) or "taskloom",
+        )
 
 
 @overload
