@@ -26,7 +26,7 @@ from .errors import ConfigurationError, UsageError
 from .loop._compact import Compaction
 from .loop._output import OUTPUT_TOOL
 from .models._base import Model, ModelSettings
-from .tools import Tool, Toolset, as_tool
+from .tools import Tool, ToolLike, Toolset, as_tool
 
 if TYPE_CHECKING:
     import pydantic
@@ -115,7 +115,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         name: str = ...,
         model: Model | str | None = ...,
         instructions: str | None = ...,
-        tools: Iterable[Any] = ...,
+        tools: Iterable[ToolLike] = ...,
         *,
         deps_type: type[AgentDepsT] = ...,
         output_type: None = None,
@@ -132,7 +132,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         name: str = ...,
         model: Model | str | None = ...,
         instructions: str | None = ...,
-        tools: Iterable[Any] = ...,
+        tools: Iterable[ToolLike] = ...,
         *,
         deps_type: type[AgentDepsT] = ...,
         output_type: type[AgentOutputT],
@@ -149,7 +149,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         name: str = ...,
         model: Model | str | None = ...,
         instructions: str | None = ...,
-        tools: Iterable[Any] = ...,
+        tools: Iterable[ToolLike] = ...,
         *,
         deps_type: type[AgentDepsT] = ...,
         output_type: None = None,
@@ -166,7 +166,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         name: str = ...,
         model: Model | str | None = ...,
         instructions: str | None = ...,
-        tools: Iterable[Any] = ...,
+        tools: Iterable[ToolLike] = ...,
         *,
         deps_type: type[AgentDepsT] = ...,
         output_type: Mapping[str, Any] | None = None,
@@ -182,11 +182,11 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         name: str = "agent",
         model: Model | str | None = None,
         instructions: str | None = None,
-        tools: Iterable[Any] = (),
+        tools: Iterable[ToolLike] = (),
         *,
-        deps_type: Any = None,
-        output_type: Any = None,
-        output_schema: Any = None,
+        deps_type: type[Any] | None = None,
+        output_type: type[Any] | Mapping[str, Any] | None = None,
+        output_schema: type[Any] | Mapping[str, Any] | None = None,
         settings: ModelSettings | None = None,
         description: str = "",
         fixes: int = 2,

@@ -23,7 +23,8 @@ def llama_build() -> Path:
     if build is None:
         message = (
             "the llama.cpp server is not built: run tests/live/build_server.sh "
-            "(about 4 minutes on 2 cores; the build is cached outside the checkout)"
+            "(minutes on an idle 2-core machine, far longer under load; the build is "
+            "cached outside the checkout)"
         )
         if os.environ.get("CI") == "true":
             pytest.fail(message + " — under CI, .ci/run builds it first", pytrace=False)

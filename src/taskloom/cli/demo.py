@@ -22,6 +22,7 @@ from .. import (
     RoundDecision,
     RunOptions,
     Runtime,
+    Tool,
     ToolContext,
     ToolEffect,
     Usage,
@@ -39,7 +40,7 @@ FORECASTS = {
 }
 
 
-def _make_weather_tool(pause: float) -> object:
+def _make_weather_tool(pause: float) -> Tool:
     @tool(effect=ToolEffect.READ_ONLY)
     async def get_weather(city: str, ctx: ToolContext) -> str:
         """Today's forecast for a Norwegian city.

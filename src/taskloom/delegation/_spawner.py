@@ -21,7 +21,7 @@ from ..agent import Agent
 from ..background import BackgroundActivity, BackgroundService
 from ..errors import ConfigurationError
 from ..models._base import Model
-from ..tools import ApprovalRule, Tool, ToolError, ToolOutput, as_tool
+from ..tools import ApprovalRule, Tool, ToolError, ToolLike, ToolOutput, as_tool
 from ._children import (
     CHILD_LEASE,
     child_slot,
@@ -70,7 +70,7 @@ class Spawner:
     def __init__(
         self,
         model: Model | str,
-        tools: Iterable[Any] = (),
+        tools: Iterable[ToolLike] = (),
         models: Iterable[Model | str] = (),
         types: Iterable[WorkerType] | Mapping[str, WorkerType] = (),
         max_children: int = 4,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ..agent import Agent
 from ..errors import ConfigurationError
 from ..models._base import Model
-from ..tools import ApprovalRule, Tool, ToolEffect, ToolError, ToolOutput, as_tool
+from ..tools import ApprovalRule, Tool, ToolEffect, ToolError, ToolLike, ToolOutput, as_tool
 from ._children import child_slot, create_child, run_inline
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ class SubAgent:
         description: str,
         model: Model | str,
         instructions: str | None = None,
-        tools: Iterable[Any] = (),
+        tools: Iterable[ToolLike] = (),
         output_schema: type[Any] | Mapping[str, Any] | None = None,
         needs_approval: ApprovalRule = False,
         *,

@@ -1,7 +1,7 @@
 """The round loop: options, strategies, tool execution, approvals, streaming.
 
 The loop talks to its session, to background notices and to whoever
-observes its runs through the ports in `taskloom.loop._port` (`SessionPort`,
+observes its runs through the ports defined here (`SessionPort`,
 `NoticesPort`, `RunObserver`); it knows nothing of runtimes, stores,
 background work, delegation or tracing.
 """

@@ -533,8 +533,9 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
     # ------------------------------------------------------------ decisions
 
     async def approve(self, call_id: str, note: str | None = None) -> None:
-        """Approve a call of the parked turn (write-once, bound to the turn and
-        the call's exact arguments; see `taskloom.loop._approvals`)."""
+        """Approve a call of the parked turn: write-once, and bound to the turn
+        and the call's exact arguments, so a decision never applies to another
+        call or to changed arguments (see "Durability and approvals" in the docs)."""
         await self._decide(call_id, True, note)
 
     async def deny(self, call_id: str, note: str | None = None) -> None:

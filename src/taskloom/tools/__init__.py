@@ -24,7 +24,7 @@ from ._tool import (
     to_content,
     tool,
 )
-from ._toolset import ToolCatalog, Toolset
+from ._toolset import ToolCatalog, ToolLike, ToolProvider, Toolset
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",
@@ -42,6 +42,8 @@ __all__ = [
     "ToolError",
     "ToolHost",
     "ToolOutput",
+    "ToolLike",
+    "ToolProvider",
     "Toolset",
     "as_tool",
     "cap_output",

@@ -11,15 +11,15 @@ model was offered for that turn.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from ..errors import ConfigurationError
 from ..results import ToolSpec
 from ._context import ToolHost
 from ._tool import Tool
 
-__all__ = ["ToolCatalog", "Toolset"]
+__all__ = ["ToolCatalog", "ToolLike", "ToolProvider", "Toolset"]
 
 
 @runtime_checkable
@@ -43,6 +43,20 @@ class Toolset(Protocol):
     async def current_tools(self, host: ToolHost) -> Sequence[Tool]:
         """The tools to offer from this round on (the same object while unchanged)."""
         ...
+
+
+class ToolProvider(Protocol):
+    """Anything that makes a tool: a `SubAgent`, the spawn tool's `Spawner`."""
+
+    def tool(self) -> Tool:
+        """The tool to offer."""
+        ...
+
+
+ToolLike: TypeAlias = "Tool | Toolset | ToolProvider | Callable[..., Any]"
+"""What an agent's `tools=` list holds: a `Tool`, a `Toolset` (an MCP
+server), anything with a `.tool()` method, or a plain function (made a tool
+as `@tool` would)."""
 
 
 class ToolCatalog:
