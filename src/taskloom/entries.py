@@ -485,8 +485,7 @@ class CompactionEntry(Payload):
     failed, did not answer in time, or wrote a summary that would not have
     made the request smaller, and the oldest whole turns were left out, as
     `note` says); `note` also says when a summary was cut to its budget;
-    `tokens_before` / `tokens_after` are the estimated request sizes (the
-    second never above the first).
+    `tokens_before` / `tokens_after` are the estimated request sizes.
     """
 
     KIND: ClassVar[str] = EntryKind.COMPACTION
