@@ -9,7 +9,10 @@
   recorded traffic (tests/corpora): each request of a multi-request cassette
   estimated from the previous request's reported input tokens plus what was
   appended since (the loop's method), and, for comparison, from 4 characters
-  a token alone.
+  a token alone;
+- a run of 120 tool rounds in a 1,500-token window whose summarizer writes
+  160 kB whatever it is asked for: how many rounds compacted and the largest
+  request the model saw.
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ from typing import Any
 
 import yaml
 
-from taskloom import Agent, Compaction, ModelSettings, Runtime
+from taskloom import Agent, Compaction, CompactionFinished, ModelSettings, Runtime, tool
 from taskloom.entries import Entry, MessageEntry
-from taskloom.loop import ContextEstimate
+from taskloom.loop import SUMMARY_PROMPT, ContextEstimate
 from taskloom.loop._compact import Compactor
+from taskloom.loop._log import message_chars
 from taskloom.loop._run import RunLoop
-from taskloom.messages import Message
-from taskloom.models import ScriptedModel
+from taskloom.messages import Message, Usage
+from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpora" / "pydantic-ai-cassettes"
 
@@ -56,6 +60,43 @@ async def decision_cost(rounds: int = 200_000) -> tuple[float, float]:
             await compactor.before_request()
         timings.append((time.process_time() - start) / rounds * 1e6)
     return timings[0], timings[1]
+
+
+@tool
+def page(n: int) -> str:
+    """Fetch page n."""
+    return "r" * 200
+
+
+async def verbose_summarizer(rounds: int = 120, window: int = 1_500) -> tuple[int, int]:
+    """Rounds that compacted and the largest request (characters) of a run in
+    a small window whose summarizer writes 160 kB."""
+    largest = asked = 0
+
+    def model(request: ModelRequest) -> Any:
+        nonlocal largest, asked
+        chars = len(request.system or "") + sum(message_chars(m) for m in request.messages)
+        usage = Usage(chars // 4 + 1, 10)
+        if request.system == SUMMARY_PROMPT:
+            return reply("s" * 160_000, usage=usage)
+        largest = max(largest, chars)
+        asked += 1
+        if asked <= rounds:
+            return reply(tool_calls=[("page", {"n": asked})], usage=usage)
+        return reply("done", usage=usage)
+
+    agent = Agent(
+        "bench",
+        FunctionModel(model),
+        "Read.",
+        tools=[page],
+        settings=ModelSettings(context_window=window),
+        compaction=Compaction(summary_tokens=1024),
+    )
+    session = await Runtime().create_session(agent)
+    events: list[Any] = []
+    await session.run("go", emit=events.append)
+    return sum(isinstance(e, CompactionFinished) for e in events), largest
 
 
 _NOT_TEXT = {
@@ -150,6 +191,12 @@ def main() -> None:
         ("4 characters a token alone", cold),
     ):
         print(f"| {label} | {len(errors)} | {statistics.mean(errors):.1%} | {max(errors):.1%} |")
+    compactions, largest = asyncio.run(verbose_summarizer())
+    print()
+    print("| 120 rounds, 1,500-token window, a summarizer writing 160 kB | |")
+    print("|---|---|")
+    print(f"| rounds that compacted | {compactions} |")
+    print(f"| largest request, characters | {largest:,} |")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import time
 from typing import Any
 
 import pytest
@@ -21,12 +23,14 @@ from taskloom import (
     Runtime,
     tool,
 )
-from taskloom.entries import CompactionEntry, EntryKind
+from taskloom.entries import CompactionEntry, Entry, EntryKind, MessageEntry
+from taskloom.errors import ConfigurationError
 from taskloom.loop import SUMMARY_PROMPT
 from taskloom.loop._compact import ContextEstimate, cut_index, render_for_summary
-from taskloom.loop._log import SUMMARY_HEADING, SessionLog
+from taskloom.loop._log import SUMMARY_HEADING, SessionLog, message_chars
+from taskloom.loop._run import RunLoop
 from taskloom.messages import Message, TextBlock, ToolCall, ToolResult, Usage
-from taskloom.models import FunctionModel, ModelRequest, reply
+from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
 from taskloom.models._windows import known_context_window
 from taskloom.testing.fake_server import FakeServer
 
@@ -364,3 +368,171 @@ def _pythonpath() -> dict[str, str]:
 
     value = os.environ.get("PYTHONPATH")
     return {"PYTHONPATH": value} if value else {}
+
+
+# ---------------------------------------------------------------- summarizers that misbehave
+
+
+def test_summary_timeout_must_be_positive() -> None:
+    assert Compaction().summary_timeout > 0
+    assert Compaction(summary_timeout=None).summary_timeout is None
+    with pytest.raises(ConfigurationError):
+        Compaction(summary_timeout=0)
+
+
+async def test_a_summarizer_that_never_answers_times_out_and_the_oldest_turns_are_dropped() -> None:
+    never = asyncio.Event()  # never set: the summarizer hangs
+
+    async def hangs(request: ModelRequest) -> Any:
+        await never.wait()
+
+    model = LongModel(rounds=12)
+    agent = Agent(
+        "r",
+        FunctionModel(model),
+        tools=[fetch],
+        settings=ModelSettings(context_window=WINDOW),
+        compaction=Compaction(keep_recent=4, summarizer=FunctionModel(hangs), summary_timeout=0.1),
+    )
+    runtime = Runtime()
+    session = await runtime.create_session(agent)
+    started = time.monotonic()
+    # The deadline only bounds the test: the run must end well before it.
+    result = await session.run("go", options=RunOptions(deadline=60))
+    assert result.status is RunStatus.COMPLETED, result.error
+    assert time.monotonic() - started < 30
+    entries = [e.payload for e in await session.entries() if e.kind == EntryKind.COMPACTION]
+    assert entries and all(isinstance(e, CompactionEntry) for e in entries)
+    first = entries[0]
+    assert isinstance(first, CompactionEntry)
+    assert first.method == "dropped" and "0.1" in (first.note or "")
+    assert "oldest messages were left out" in first.summary
+    assert model.largest <= WINDOW
+
+
+def _request_chars(request: ModelRequest) -> int:
+    return len(request.system or "") + sum(message_chars(m) for m in request.messages)
+
+
+def _largest_summary_chars(tokens: int) -> int:
+    """The most characters `tokens` can stand for by the estimator's ratio."""
+    estimate = ContextEstimate()
+    estimate.observe(5_000_000, 1)  # as many characters a token as it ever takes
+    return int(tokens * estimate.ratio)
+
+
+async def test_an_oversized_summary_is_cut_to_its_budget_and_says_so() -> None:
+    verbose = FunctionModel(lambda request: reply("s" * 160_000))
+    model = LongModel(rounds=12)
+    agent = Agent(
+        "r",
+        FunctionModel(model),
+        tools=[fetch],
+        settings=ModelSettings(context_window=WINDOW),
+        compaction=Compaction(keep_recent=4, summarizer=verbose, summary_tokens=200),
+    )
+    runtime = Runtime()
+    session = await runtime.create_session(agent)
+    result = await session.run("go")
+    assert result.status is RunStatus.COMPLETED
+    entries = [e.payload for e in await session.entries() if e.kind == EntryKind.COMPACTION]
+    summaries = [e for e in entries if isinstance(e, CompactionEntry) and e.method == "summary"]
+    assert summaries
+    for entry in summaries:
+        assert len(entry.summary) <= _largest_summary_chars(200)
+        assert "cut" in entry.summary and "cut" in (entry.note or "")
+    # The summarizer is asked for no more than the budget either.
+    assert {r.settings.max_tokens for r in verbose.requests} == {200}
+    assert model.largest <= WINDOW
+
+
+@pytest.mark.parametrize("summary_chars", [10, 300, 2_000, 8_000, 160_000])
+@pytest.mark.parametrize("message_chars_each", [3, 150, 3_000])
+async def test_compaction_never_makes_the_request_larger(
+    summary_chars: int, message_chars_each: int
+) -> None:
+    summarizer = FunctionModel(lambda request: reply("s" * summary_chars))
+    agent = Agent(
+        "r",
+        ScriptedModel([]),
+        "Be brief.",
+        settings=ModelSettings(context_window=100_000),
+        compaction=Compaction(keep_recent=2, summarizer=summarizer),
+    )
+    runtime = Runtime()
+    session = await runtime.create_session(agent)
+    loop = RunLoop(session, None, None)
+
+    async def add(n: int) -> None:
+        for i in range(n):
+            message = (Message.user if i % 2 == 0 else Message.assistant)("m" * message_chars_each)
+            await session.append(Entry.of(MessageEntry(message)), message)
+
+    for _ in range(3):  # the second and third compact on top of a summary
+        await add(6)
+        before = _request_chars(loop._request(session.model, None))
+        compacted = await loop.compactor.compact(forced=False)
+        after = _request_chars(loop._request(session.model, None))
+        assert after <= before, (before, after)
+        assert compacted
+        # The estimate the loop decides by counts what the request holds.
+        assert loop.compactor.request_chars() == after + loop.compactor.tools_chars
+
+
+class ManyRounds:
+    """Tool rounds with short results; summaries as long as the summarizer likes."""
+
+    def __init__(self, rounds: int, summary: Any) -> None:
+        self.rounds = rounds
+        self.summary = summary
+        self.asked = 0
+        self.largest = 0
+
+    def __call__(self, request: ModelRequest) -> Any:
+        tokens = strict_tokens(request)
+        usage = Usage(tokens, 10)
+        if request.system == SUMMARY_PROMPT:
+            return reply(self.summary(request), usage=usage)
+        self.largest = max(self.largest, tokens)
+        self.asked += 1
+        if self.asked <= self.rounds:
+            return reply(tool_calls=[("short", {"n": self.asked})], usage=usage)
+        return reply("done", usage=usage)
+
+
+@tool
+def short(n: int) -> str:
+    """Fetch a short page."""
+    return "r" * 200
+
+
+@pytest.mark.parametrize(
+    "summary",
+    [
+        pytest.param(lambda request: "s" * 160_000, id="ignores-max-tokens"),
+        pytest.param(
+            lambda request: "s" * (request.settings.max_tokens * 4), id="fills-max-tokens"
+        ),
+    ],
+)
+async def test_a_verbose_summarizer_in_a_small_window_does_not_compact_every_round(
+    summary: Any,
+) -> None:
+    model = ManyRounds(120, summary)
+    agent = Agent(
+        "r",
+        FunctionModel(model),
+        "Read.",
+        tools=[short],
+        settings=ModelSettings(context_window=1_500),
+        compaction=Compaction(summary_tokens=1024),
+    )
+    runtime = Runtime()
+    session = await runtime.create_session(agent)
+    events: list[Any] = []
+    result = await session.run("go", emit=events.append)
+    assert result.status is RunStatus.COMPLETED
+    finished = [e for e in events if isinstance(e, CompactionFinished)]
+    assert finished and len(finished) <= model.asked // 4, len(finished)
+    assert all(e.tokens_after < e.tokens_before for e in finished)
+    assert model.largest <= 1_500, model.largest

@@ -482,7 +482,9 @@ class CompactionEntry(Payload):
     `up_to` are replaced by `summary` in later requests (the log keeps them).
 
     `method` is `summary` (a model wrote it) or `dropped` (the summarizer
-    failed and the oldest whole turns were left out, as `note` says);
+    failed, did not answer in time, or wrote a summary that would not have
+    made the request smaller, and the oldest whole turns were left out, as
+    `note` says); `note` also says when a summary was cut to its budget;
     `tokens_before` / `tokens_after` are the estimated request sizes.
     """
 

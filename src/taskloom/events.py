@@ -194,7 +194,8 @@ class CompactionStarted(_Base):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompactionFinished(_Base):
     """The view was compacted: the estimate before and after, and how
-    (`summary`, or `dropped` when the summarizer failed)."""
+    (`summary`, or `dropped` when the summarizer failed, timed out or would
+    not have made the request smaller)."""
 
     run_id: str
     tokens_before: int

@@ -16,6 +16,12 @@ last turn (steering, deferred items, notices) is in the recent part, verbatim.
 The size estimate needs no tokenizer: the last response's reported input
 tokens, plus what was appended since converted at the characters-per-token
 ratio that exact count gave (4 before the first one).
+
+A summary is held to its budget whatever the summarizer returns, and the
+summarizer to `summary_timeout`. Compaction never makes the request larger:
+when a summary would not make it smaller, or the summarizer fails or does not
+answer in time, the older part is left out of the view instead, and the
+summary says so where that still makes the request smaller.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from ..events import CompactionFinished, CompactionStarted
 from ..messages import Message, ToolCall
 from ..models import Model, ModelRequest, ModelSettings
 from ..models._windows import known_context_window
-from ._log import SessionLog, message_chars
+from ._log import SessionLog, message_chars, summary_chars
 from ._result import EndRun
 
 if TYPE_CHECKING:
@@ -66,15 +72,22 @@ class Compaction:
     `keep_recent` how many of the latest messages always stay verbatim (the
     cut moves earlier to keep a turn with its results); `summarizer` the
     model that writes the summary (a `Model` or spec; None: the agent's own
-    model), with at most `summary_tokens` tokens. The window comes from
-    `ModelSettings(context_window=...)`, else from the table of well-known
-    models; without either, only a provider's overflow error compacts.
+    model). A summary has at most `summary_tokens` tokens, and at most half
+    of what the threshold allows of the window (so the recent part has room
+    to grow before the next compaction); a longer one is cut to that budget
+    and says so. A summarizer that has not answered after `summary_timeout`
+    seconds (None: only the run's deadline bounds it) is given up on, as one
+    that fails: the older part is left out of the view instead. The window
+    comes from `ModelSettings(context_window=...)`, else from the table of
+    well-known models; without either, only a provider's overflow error
+    compacts.
     """
 
     threshold: float = 0.8
     keep_recent: int = 6
     summarizer: Model | str | None = None
     summary_tokens: int = 1024
+    summary_timeout: float | None = 120.0
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
@@ -85,6 +98,18 @@ class Compaction:
             raise ConfigurationError(f"Compaction keep_recent must be >= 1, not {self.keep_recent}")
         if self.summary_tokens < 1:
             raise ConfigurationError("Compaction summary_tokens must be >= 1")
+        if self.summary_timeout is not None and not self.summary_timeout > 0:
+            raise ConfigurationError(
+                f"Compaction summary_timeout must be > 0 seconds or None, not {self.summary_timeout!r}"
+            )
+
+    def summary_budget(self, window: int | None) -> int:
+        """The most tokens a summary may take in a model with this `window`
+        (None: unknown): `summary_tokens`, and at most half of what the
+        threshold allows of the window."""
+        if window is None:
+            return self.summary_tokens
+        return max(1, min(self.summary_tokens, int(window * self.threshold / 2)))
 
 
 class ContextEstimate:
@@ -174,6 +199,29 @@ def render_for_summary(
     return body
 
 
+def fit_text(text: str, limit: int, marker: str) -> str:
+    """`text` if it has at most `limit` characters, else its beginning with
+    `marker` after it, `limit` characters in all (the beginning alone when
+    even the marker does not fit)."""
+    if len(text) <= limit:
+        return text
+    room = limit - len(marker) - 1
+    if room <= 0:
+        return text[:limit]
+    return f"{text[:room].rstrip()}\n{marker}"[:limit]
+
+
+def with_note(previous: str, note: str, limit: int) -> str:
+    """An earlier summary with `note` after it, at most `limit` characters:
+    the summary is cut to make room for the note."""
+    if not previous:
+        return fit_text(note, limit, "[...]")
+    room = limit - len(note) - 2
+    if room <= 0:
+        return fit_text(note, limit, "[...]")
+    return f"{fit_text(previous, room, '[...]')}\n\n{note}"
+
+
 class Compactor:
     """A run's compaction: decides at each boundary and compacts when needed."""
 
@@ -229,7 +277,12 @@ class Compactor:
             await self.compact(forced=False)
 
     async def compact(self, *, forced: bool) -> bool:
-        """Summarize the older part of the view; False if nothing could be cut."""
+        """Summarize the older part of the view; False if nothing could be cut.
+
+        The request it leaves is never larger than before: a summary that
+        would not make it smaller is not used, and the older part is left out
+        of the view instead, as when the summarizer fails.
+        """
         run = self.run
         session = run.session
         log = session.log
@@ -237,7 +290,8 @@ class Compactor:
         cut = cut_index(log, policy.keep_recent, forced=forced)
         if cut is None:
             return False
-        before = self.tokens()
+        before_chars = self.request_chars()
+        before = self.estimate.estimate(before_chars)
         window = self.window()
         run.event(CompactionStarted, run_id=run.run_id, tokens=before, window=window)
         older = log.messages[log.view_start : cut]
@@ -246,20 +300,41 @@ class Compactor:
         limit = int(window * self.estimate.ratio * 0.5) if window else None
         text = render_for_summary(older, previous, limit)
         up_to = log.positions[cut - 1]
-        method, note = "summary", None
+        budget = policy.summary_budget(window)
+        cap = int(budget * self.estimate.ratio)
+        method, note, failure = "summary", None, None
         try:
-            summary = await self._summarize(text)
+            written = await self._summarize(text, budget)
         except (asyncio.CancelledError, EndRun):
             raise
         except Exception as exc:
+            failure = f"the summarizer failed ({type(exc).__name__}: {str(exc)[:200]})"
+            written = ""
+        # Everything the request holds besides the summary, after the cut.
+        kept = (
+            len(session.agent.instructions or "")
+            + (self.tools_chars or 0)
+            + sum(message_chars(m) for m in log.messages[cut:])
+        )
+        summary = fit_text(written, cap, f"[... cut to its budget of {budget} tokens]")
+        if failure is None:
+            if len(summary) < len(written):
+                note = f"the summary was cut from {len(written)} characters to {len(summary)}"
+            if kept + summary_chars(summary) >= before_chars:
+                failure = (
+                    f"a summary of {len(summary)} characters would not have made "
+                    "the request smaller"
+                )
+        if failure is not None:
             # Nothing is lost: the log keeps the messages; the view drops them.
             method = "dropped"
-            note = f"the summarizer failed ({type(exc).__name__}: {exc}); {len(older)} oldest messages were left out of the view"
-            summary = (previous + "\n\n" if previous else "") + f"[{note}]"
-        chars_after = len(summary) + sum(message_chars(m) for m in log.messages[cut:])
-        after = self.estimate.estimate(
-            chars_after + (self.tools_chars or 0) + len(session.agent.instructions or "")
-        )
+            note = f"{failure}; {len(older)} oldest messages were left out of the view"
+            summary = with_note(previous or "", f"[{note}]", cap)
+            if kept + summary_chars(summary) >= before_chars:
+                # No room to say so in the view: the entry's note still does.
+                summary = fit_text(previous or "", cap, "[...]")
+        after_chars = kept + summary_chars(summary)
+        after = self.estimate.estimate(after_chars)
         await run.record(CompactionEntry(summary, up_to, method, before, after, note))
         # The last exact count described the view before the cut.
         self.estimate.tokens = None
@@ -273,7 +348,7 @@ class Compactor:
         )
         return True
 
-    async def _summarize(self, text: str) -> str:
+    async def _summarize(self, text: str, budget: int) -> str:
         run = self.run
         session = run.session
         policy = self.policy or Compaction()
@@ -282,9 +357,16 @@ class Compactor:
         request = ModelRequest(
             messages=(Message.user(text),),
             system=SUMMARY_PROMPT,
-            settings=ModelSettings(max_tokens=policy.summary_tokens),
+            settings=ModelSettings(max_tokens=budget),
         )
-        response = await run.ask(model, request)
+        timeout = policy.summary_timeout
+        try:
+            async with asyncio.timeout(timeout) as scope:
+                response = await run.ask(model, request)
+        except TimeoutError:
+            if not scope.expired():
+                raise  # the model's own, not ours
+            raise TimeoutError(f"no answer within {timeout:g} s") from None
         summary = response.message.text.strip()
         if not summary:
             raise ValueError("the summarizer returned no text")

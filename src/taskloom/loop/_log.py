@@ -43,6 +43,7 @@ __all__ = [
     "SUMMARY_HEADING",
     "MessageView",
     "message_chars",
+    "summary_chars",
     "summary_message",
     "SessionLog",
     "denial_text",
@@ -272,14 +273,15 @@ class SessionLog:
 
     def view(self, extra: Message | None = None) -> MessageView:
         """The messages the next request is built from: all of them, or after a
-        compaction its summary followed by the messages it did not replace;
+        compaction its summary (if it has any text) followed by the messages
+        it did not replace;
         then `extra` when given. A read-only view, not a copy: it stays what
         it is now while the log grows."""
         compaction = self.compaction
         messages = self.messages
         if compaction is None:
             return MessageView(messages, 0, len(messages), None, extra)
-        head = summary_message(compaction.summary)
+        head = summary_message(compaction.summary) if compaction.summary else None
         return MessageView(messages, self.view_start, len(messages), head, extra)
 
     def view_chars(self) -> int:
@@ -293,7 +295,7 @@ class SessionLog:
             return self._total
         if self._before_view < 0:
             self._before_view = sum(sizes[: self.view_start])
-        return len(self.compaction.summary) + self._total - self._before_view
+        return summary_chars(self.compaction.summary) + self._total - self._before_view
 
     # ------------------------------------------------------------ the open turn
 
@@ -446,6 +448,12 @@ SUMMARY_HEADING = "[Summary of the earlier conversation, written when it was com
 def summary_message(summary: str) -> Message:
     """The user turn that stands for the compacted part of the conversation."""
     return Message.user(f"{SUMMARY_HEADING}\n{summary}")
+
+
+def summary_chars(summary: str) -> int:
+    """The characters a compaction's summary puts before the model (none
+    when it is empty: the view then has no summary turn)."""
+    return len(SUMMARY_HEADING) + 1 + len(summary) if summary else 0
 
 
 def message_chars(message: Message) -> int:
