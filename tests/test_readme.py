@@ -104,7 +104,7 @@ def test_python_block_runs_on_its_own(heading: str, code: str, tmp_path: Path) -
 
 def test_shell_blocks_are_the_setup_commands_and_the_fast_path() -> None:
     shell = [b.strip() for b in blocks("sh")]
-    assert len(shell) == 3
+    assert len(shell) == 4
     assert shell[0].endswith("taskloom demo") and "pip install -e '.[cli]'" in shell[0]
     assert shell[1].endswith("python -m pytest")
     ci = (README.parent / ".ci" / "run").read_text()
@@ -113,6 +113,10 @@ def test_shell_blocks_are_the_setup_commands_and_the_fast_path() -> None:
     assert shell[2] == '.venv/bin/python -m pytest -m "not slow and not live"'
     declared = (README.parent / "pyproject.toml").read_text()
     assert '"slow: ' in declared and '"live: ' in declared
+    # The docs site: built as CI builds it, and served.
+    docs = [line.split("#")[0].strip() for line in shell[3].splitlines()]
+    assert docs == [".venv/bin/mkdocs build --strict", ".venv/bin/mkdocs serve"]
+    assert "mkdocs build --strict" in ci
 
 
 def test_demo_runs(tmp_path: Path) -> None:
