@@ -155,8 +155,11 @@ class ProviderError(TaskloomError):
 
     `status` is the HTTP status (None for transport failures), `error_type`
     the provider's own error type string, `message` the provider's message
-    verbatim. `retryable` says whether the transport retry policy may try the
-    request again; `retry_after` is the server's hint in seconds, if any.
+    verbatim, and `body` its decoded answer, except that a model's adapter
+    replaces the credentials it sends (its key, its credential headers) with
+    `[redacted]` wherever the provider echoed them. `retryable` says whether
+    the transport retry policy may try the request again; `retry_after` is
+    the server's hint in seconds, if any.
     """
 
     def __init__(

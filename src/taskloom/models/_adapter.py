@@ -11,7 +11,9 @@ answer is decoded (`_decode`). What is configuration is settled here, once:
 - the key: `api_key=` goes wherever the model points; a key read from a
   provider's variable goes only to that provider's own host (`KEY_HOMES`);
 - the headers, the endpoint, and the client (the shared pooled one unless the
-  model was given its own).
+  model was given its own);
+- the credentials among them (the key, credential headers' values), which
+  every error the model raises has redacted (`credentials`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ProviderError
 from ._base import (
     ModelRequest,
     ModelResponse,
@@ -40,6 +42,7 @@ from ._http import (
     Target,
     default_client,
     open_stream,
+    redact_error,
     send_json,
     transport_error,
 )
@@ -54,6 +57,7 @@ __all__ = [
     "WireModel",
     "WireOptions",
     "checked_base_url",
+    "credentials",
     "merge_settings",
     "public_url",
     "same_origin",
@@ -119,6 +123,31 @@ def merge_settings(default: ModelSettings | None, override: ModelSettings) -> Mo
             default.context_window if override.context_window is None else override.context_window
         ),
     )
+
+
+_CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+_CREDENTIAL_WORDS = ("key", "token", "secret", "auth", "password", "signature")
+
+_MIN_SECRET_LENGTH = 8
+"""Shorter values are placeholders (`ollama`, `none`, `test`), not credentials:
+redacting them would only mangle error messages that happen to contain them."""
+
+
+def credentials(key: str | None, headers: Mapping[str, str]) -> tuple[str, ...]:
+    """The secrets requests with `key` and `headers` carry, longest first: the
+    key, and the value of each credential header (`Authorization`, `x-api-key`,
+    `api-key`, ... any name with key, token, secret, auth, password or
+    signature in it), also without its scheme (`Bearer <value>` gives
+    `<value>` too). Values shorter than 8 characters are left out."""
+    found: set[str] = set()
+    if key:
+        found.add(key)
+    for name, value in headers.items():
+        lowered = name.lower()
+        if lowered in _CREDENTIAL_HEADERS or any(w in lowered for w in _CREDENTIAL_WORDS):
+            found.add(value.strip())
+            found.add(value.partition(" ")[2].strip())
+    return tuple(sorted((s for s in found if len(s) >= _MIN_SECRET_LENGTH), key=len, reverse=True))
 
 
 def public_url(url: str) -> str:
@@ -265,7 +294,9 @@ class WireModel(ABC):
         self._stream = options.get("stream", True)
         self._settings = options.get("settings")
         self._native = options.get("native_output")
-        self._target = Target(self._endpoint(base_url), headers, provider, why_no_key)
+        self._target = Target(
+            self._endpoint(base_url), headers, provider, why_no_key, credentials(key, headers)
+        )
 
     # -- identity ---------------------------------------------------------------------
 
@@ -343,8 +374,14 @@ class WireModel(ABC):
 
     async def _whole(self, request: ModelRequest) -> ModelResponse:
         body = self.build_body(request, stream=False)
-        payload = await send_json(self._http(), self._target, body)
-        return self._decode(payload, request)
+        try:
+            payload = await send_json(self._http(), self._target, body)
+            return self._decode(payload, request)
+        except ProviderError as exc:
+            # Errors the wire module built from the answer (an error object
+            # with a 200, an unexpected body) may quote it: credentials too.
+            redact_error(exc, self._target.secrets)
+            raise
 
     async def _replay(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         response = await self._whole(request)
@@ -357,24 +394,30 @@ class WireModel(ABC):
         body = self.build_body(request, stream=True)
         decoder = SSEDecoder()
         decode, feed = decoder.line, assembly.feed
-        async with open_stream(self._http(), self._target, body) as response:
-            # Read to the end of the body even after the last event: a body
-            # left unread makes the client close the connection, not pool it.
-            try:
-                async for line in response.aiter_lines():
-                    sse = decode(line)
-                    if sse is not None:
-                        for event in feed(sse):
-                            if emit:
-                                yield event
-            except httpx2.HTTPError as exc:
-                raise transport_error(exc, self._provider) from exc
-            sse = decoder.end(at_eof=True)
-            if sse is not None:
-                for event in assembly.feed(sse):
-                    if emit:
-                        yield event
-        yield ResponseCompleted(assembly.finish())
+        try:
+            async with open_stream(self._http(), self._target, body) as response:
+                # Read to the end of the body even after the last event: a body
+                # left unread makes the client close the connection, not pool it.
+                try:
+                    async for line in response.aiter_lines():
+                        sse = decode(line)
+                        if sse is not None:
+                            for event in feed(sse):
+                                if emit:
+                                    yield event
+                except httpx2.HTTPError as exc:
+                    raise transport_error(exc, self._provider) from exc
+                sse = decoder.end(at_eof=True)
+                if sse is not None:
+                    for event in assembly.feed(sse):
+                        if emit:
+                            yield event
+            completed = assembly.finish()
+        except ProviderError as exc:
+            # An error event in the stream may quote what the server was sent.
+            redact_error(exc, self._target.secrets)
+            raise
+        yield ResponseCompleted(completed)
 
     def _http(self) -> httpx2.AsyncClient:
         return self._client if self._client is not None else default_client()
