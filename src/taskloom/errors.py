@@ -214,7 +214,12 @@ class ProviderOverloaded(ProviderError):
 
 
 class ContextWindowExceeded(ProviderError):
-    """The request does not fit the model's context window."""
+    """The request does not fit the model's context window.
+
+    Raised when the provider says so, and by the wire adapters when a server
+    answers a request estimated over the model's known window with an empty
+    stream or an empty answer (no text, no tool calls) instead.
+    """
 
 
 class InvalidRequest(ProviderError):

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from ..errors import ConfigurationError, ProviderError
+from ..errors import ConfigurationError, ContextWindowExceeded, ProviderError
 from ._base import (
     ModelRequest,
     ModelResponse,
@@ -36,6 +36,7 @@ from ._base import (
     StreamEvent,
     collect,
 )
+from ._estimate import estimate_tokens, request_chars
 from ._http import (
     SSE,
     SSEDecoder,
@@ -47,6 +48,7 @@ from ._http import (
     transport_error,
 )
 from ._resolve import ANTHROPIC, OPENAI_RESPONSES, PRESETS, Preset
+from ._windows import known_context_window
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -57,6 +59,7 @@ __all__ = [
     "WireModel",
     "WireOptions",
     "checked_base_url",
+    "context_overflow",
     "credentials",
     "merge_settings",
     "public_url",
@@ -148,6 +151,28 @@ def credentials(key: str | None, headers: Mapping[str, str]) -> tuple[str, ...]:
             found.add(value.strip())
             found.add(value.partition(" ")[2].strip())
     return tuple(sorted((s for s in found if len(s) >= _MIN_SECRET_LENGTH), key=len, reverse=True))
+
+
+def context_overflow(
+    request: ModelRequest, window: int | None, provider: str, answer: str
+) -> ContextWindowExceeded | None:
+    """`ContextWindowExceeded` for a request estimated not to fit `window`
+    (None when it fits or the window is unknown); `answer` says what the
+    server sent instead of saying so (`an empty stream`, ...)."""
+    if window is None:
+        return None
+    chars = request_chars(request)
+    tokens = estimate_tokens(chars)
+    if tokens < window:
+        return None
+    return ContextWindowExceeded(
+        f"the server sent {answer} for a request of about {tokens} tokens "
+        f"(estimated from {chars} characters), which does not fit the model's "
+        f"context window of {window} tokens",
+        status=200,
+        provider=provider,
+        retryable=False,
+    )
 
 
 def public_url(url: str) -> str:
@@ -376,7 +401,7 @@ class WireModel(ABC):
         body = self.build_body(request, stream=False)
         try:
             payload = await send_json(self._http(), self._target, body)
-            return self._decode(payload, request)
+            return self._checked(self._decode(payload, request), request)
         except ProviderError as exc:
             # Errors the wire module built from the answer (an error object
             # with a 200, an unexpected body) may quote it: credentials too.
@@ -412,7 +437,7 @@ class WireModel(ABC):
                     for event in assembly.feed(sse):
                         if emit:
                             yield event
-            completed = assembly.finish()
+            completed = self._checked(assembly.finish(), request)
         except ProviderError as exc:
             # An error event in the stream may quote what the server was sent.
             redact_error(exc, self._target.secrets)
@@ -421,6 +446,26 @@ class WireModel(ABC):
 
     def _http(self) -> httpx2.AsyncClient:
         return self._client if self._client is not None else default_client()
+
+    def _window(self, request: ModelRequest) -> int | None:
+        """The model's context window for `request`: its settings' (the request's
+        over the model's), else the well-known window of the model's name."""
+        window = merge_settings(self._settings, request.settings).context_window
+        return known_context_window(self._name) if window is None else window
+
+    def _checked(self, response: ModelResponse, request: ModelRequest) -> ModelResponse:
+        """`response`, unless it is empty (no text, no tool calls) and the
+        request is estimated over the window: some servers (llama.cpp behind a
+        router) answer an overflow with an empty answer that looks finished."""
+        message = response.message
+        if message.text or message.tool_calls:
+            return response
+        overflow = context_overflow(
+            request, self._window(request), self._provider, "an empty answer"
+        )
+        if overflow is not None:
+            raise overflow
+        return response
 
     # -- what each wire API says for itself -------------------------------------------
 
