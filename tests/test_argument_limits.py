@@ -1,5 +1,6 @@
 """Tool-call arguments JSON cannot carry (NaN, infinities, absurd nesting)
-are answered in band on every store, and the call that carried them stays storable."""
+are answered in band on every store, and the call that carried them stays
+storable; so is a tool result nested too deeply to encode."""
 
 from __future__ import annotations
 
@@ -116,3 +117,51 @@ def test_adapters_read_arguments_nested_too_deep_as_invalid_not_as_a_crash() -> 
     assert _tool_call("c", "t", deep).raw_arguments == deep
     nan = ToolCall("c", "t", {}, raw_arguments='{"x": NaN}')
     assert _tool_input(nan) == {}
+
+
+@tool
+def deep_result() -> list[object]:
+    """Return a list nested 3,000 levels deep."""
+    return _nested(3_000)
+
+
+@tool
+async def deep_progress():  # type: ignore[no-untyped-def]
+    """Report progress nested 3,000 levels deep, then finish."""
+    yield _nested(3_000)
+    yield "finished"
+
+
+async def test_a_result_nested_too_deeply_is_answered_in_band_on_every_store(
+    backend: Backend,  # noqa: F811
+) -> None:
+    model = ScriptedModel(
+        [
+            reply(tool_calls=[("deep_result", {})]),
+            reply(tool_calls=[("deep_progress", {})]),
+            reply("done"),
+        ]
+    )
+    agent = Agent("a", model, tools=[deep_result, deep_progress])
+    session = await Runtime(store=backend.open()).create_session(agent)
+    result = await session.run("go")
+    assert result.status is RunStatus.COMPLETED, result.error
+    answers = [m.results[0] for m in model.requests[-1].messages if m.role == "tool"]
+    assert [a.is_error for a in answers] == [True, True]
+    for answer in answers:
+        assert "nests 3000 levels deep" in answer.content, answer.content
+    reopened = await Runtime(store=backend.open()).open_session(
+        session.id, Agent("a", ScriptedModel([]), tools=[deep_result, deep_progress])
+    )
+    stored = [m.results[0] for m in await reopened.transcript() if m.role == "tool"]
+    assert stored == answers
+
+
+async def test_a_result_nested_within_reach_is_encoded() -> None:
+    @tool
+    def nested() -> list[object]:
+        """Return a list nested 100 levels deep."""
+        return _nested(100)
+
+    out = await nested.call({}, None)  # type: ignore[arg-type]
+    assert not out.is_error and json.loads(out.content) == _nested(100)

@@ -3,22 +3,29 @@
 A key from the environment goes only to its provider's own host; a key passed
 as `api_key=` goes wherever the model points. Proven against a loopback server
 that records the headers of every request, for the three wire adapters and
-every preset.
+every preset. A key the provider echoes back in an error never reaches the
+error's text, the log or the logs.
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
 
+from taskloom import Agent, RetryAttempt, RunOptions, RunStatus, Runtime
+from taskloom.entries import RunFinishedEntry
 from taskloom.errors import AuthenticationError, ConfigurationError
+from taskloom.events import Event
 from taskloom.messages import Message
-from taskloom.models import ModelRequest, resolve_model
+from taskloom.models import ModelRequest, RetryPolicy, resolve_model
 from taskloom.models._resolve import PRESETS
+from taskloom.stores import SQLiteStore
 from taskloom.testing.fake_server import FakeServer
 
 ENV_KEYS = {
@@ -193,3 +200,68 @@ def test_a_missing_key_at_home_names_the_variable(monkeypatch: pytest.MonkeyPatc
             resolve_model(spec)
     # Keyless servers elsewhere need nothing at all.
     resolve_model("anthropic:m@http://127.0.0.1:9")
+
+
+SECRET = "sk-live-5f0c2a9e71d84b36a0e1c7d2b9f4e815"
+
+
+def _no_secret(text: object, secret: str = SECRET) -> None:
+    assert secret not in str(text)
+
+
+@pytest.mark.parametrize("prefix", sorted(ADAPTERS))
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_key_the_provider_echoes_is_redacted_everywhere(
+    server: FakeServer,
+    prefix: str,
+    stream: bool,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    echo = f"Incorrect API key provided: Bearer {SECRET}; x-api-key: {SECRET}"
+    server.script(
+        # Mid-stream (or, unstreamed, a 529): retried, so logged and told as an event.
+        FakeServer.stream_error(message=f"upstream said no to Bearer {SECRET}"),
+        FakeServer.error(401, message=echo),
+    )
+    model = resolve_model(f"{prefix}:m@{loopback(prefix, server)}", api_key=SECRET, stream=stream)
+    events: list[Event] = []
+    retry = RetryPolicy(max_retries=2, initial_delay=0.001, max_delay=0.001)
+    async with Runtime(store=SQLiteStore(tmp_path / "log.db")) as runtime:
+        session = await runtime.create_session(Agent("a", model))
+        with (
+            caplog.at_level(logging.INFO, logger="taskloom"),
+            pytest.raises(AuthenticationError) as caught,
+        ):
+            await session.run("hi", options=RunOptions(retry=retry), emit=events.append)
+        entries = await runtime.store.load(session.id)
+    error = caught.value
+    assert "Incorrect API key provided" in str(error)
+    for text in (str(error), repr(error), error.message, error.args, error.body):
+        _no_secret(text)
+    retries = [e for e in events if isinstance(e, RetryAttempt)]
+    assert len(retries) == 1 and "upstream said no" in retries[0].error
+    _no_secret(retries[0].error)
+    assert "upstream said no" in caplog.text
+    _no_secret(caplog.text)
+    [finished] = [e.payload for e in entries if isinstance(e.payload, RunFinishedEntry)]
+    assert finished.status is RunStatus.FAILED
+    assert finished.error is not None and "Incorrect API key provided" in finished.error
+    _no_secret(finished.error)
+
+
+async def test_credentials_given_as_headers_are_redacted_too(server: FakeServer) -> None:
+    token = "dXNlcjpjb3JyZWN0LWhvcnNlLWJhdHRlcnk="
+    server.script(FakeServer.error(403, message=f"denied: Basic {token} / api-key {SECRET}"))
+    model = resolve_model(
+        f"openai:m@{server.base_url}",
+        headers={"Authorization": f"Basic {token}", "api-key": SECRET, "x-team": "research-2"},
+    )
+    with pytest.raises(AuthenticationError) as caught:
+        await ask(model)
+    message = str(caught.value)
+    assert (
+        message.startswith("openai 403 ") and "denied: [redacted] / api-key [redacted]" in message
+    )
+    _no_secret(message)
+    _no_secret(message, token)

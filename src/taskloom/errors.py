@@ -167,8 +167,11 @@ class ProviderError(TaskloomError):
 
     `status` is the HTTP status (None for transport failures), `error_type`
     the provider's own error type string, `message` the provider's message
-    verbatim. `retryable` says whether the transport retry policy may try the
-    request again; `retry_after` is the server's hint in seconds, if any.
+    verbatim, and `body` its decoded answer, except that a model's adapter
+    replaces the credentials it sends (its key, its credential headers) with
+    `[redacted]` wherever the provider echoed them. `retryable` says whether
+    the transport retry policy may try the request again; `retry_after` is
+    the server's hint in seconds, if any.
     """
 
     def __init__(
@@ -223,7 +226,12 @@ class ProviderOverloaded(ProviderError):
 
 
 class ContextWindowExceeded(ProviderError):
-    """The request does not fit the model's context window."""
+    """The request does not fit the model's context window.
+
+    Raised when the provider says so, and by the wire adapters when a server
+    answers a request estimated over the model's known window with an empty
+    stream or an empty answer (no text, no tool calls) instead.
+    """
 
 
 class InvalidRequest(ProviderError):

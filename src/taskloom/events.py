@@ -18,6 +18,7 @@ __all__ = [
     "CompactionFinished",
     "CompactionStarted",
     "ApprovalRequested",
+    "EmptyAnswer",
     "Event",
     "ModelRequestStarted",
     "NoticeDelivered",
@@ -166,6 +167,20 @@ class RoundCommitted(_Base):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class EmptyAnswer(_Base):
+    """The model answered a round with no text and no tool calls (thinking
+    aside). The loop treats it like any final answer, so unless something
+    keeps the run going it ends COMPLETED with empty `text` and
+    `RunResult.empty_answer` set. (An empty answer to a request estimated
+    over the model's known context window is `ContextWindowExceeded`
+    instead, raised by the model.) `round` numbers the session's rounds, as
+    in `ModelRequestStarted`."""
+
+    run_id: str
+    round: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WorkFinished(_Base):
     """Background work finished and its notice was written (exactly once)."""
 
@@ -218,6 +233,7 @@ Event: TypeAlias = (
     | SubagentFinished
     | RetryAttempt
     | RoundCommitted
+    | EmptyAnswer
     | WorkFinished
     | CompactionStarted
     | CompactionFinished

@@ -68,7 +68,10 @@ class RunResult(Generic[OutputT]):
     `own_usage` this agent's alone (`children_usage` the difference), while
     `rounds`, `model_requests` and `tool_calls` count this agent's own.
     `pending` are the calls awaiting approval, `error` what went wrong for
-    FAILED.
+    FAILED. `empty_answer` is True when the run COMPLETED on an answer with
+    no text and no tool calls: the model said nothing (`text` is empty),
+    which is worth telling apart from a short answer (an `EmptyAnswer` event
+    was emitted when it came).
     """
 
     status: RunStatus
@@ -84,6 +87,7 @@ class RunResult(Generic[OutputT]):
     transport_retries: int = 0
     error: str | None = None
     own_usage: Usage = Usage()
+    empty_answer: bool = False
 
     @property
     def ok(self) -> bool:

@@ -19,6 +19,7 @@ from rich.text import Text
 
 from ..events import (
     ApprovalRequested,
+    EmptyAnswer,
     Event,
     ModelRequestStarted,
     NoticeDelivered,
@@ -168,6 +169,11 @@ class EventPrinter:
             self._line(o, Text(started + fold(event.task, 70), style="bold"))
         elif isinstance(event, SubagentFinished):
             self._line(o, Text(f"⇠ {visible(event.name)} {visible(event.status)}", style="bold"))
+        elif isinstance(event, EmptyAnswer):
+            self._line(
+                o,
+                Text("∅ the model answered with nothing (no text, no tool calls)", style="yellow"),
+            )
         elif isinstance(event, RunFinished):
             self._end_text()
 
@@ -178,7 +184,7 @@ def usage_table(result: RunResult, title: str = "usage") -> Table:
     table = Table(title=Text(visible(title)), show_header=False, title_justify="left")
     own, children = result.own_usage, result.children_usage
     rows = [
-        ("status", result.status.value),
+        ("status", result.status.value + (" (empty answer)" if result.empty_answer else "")),
         ("rounds (this agent)", str(result.rounds)),
         ("model requests (this agent)", str(result.model_requests)),
         ("tool calls (this agent)", str(result.tool_calls)),

@@ -360,6 +360,11 @@ class SessionLog:
         message = self.turn_message
         return message.text if message is not None else ""
 
+    def last_answer_is_empty(self) -> bool:
+        """Whether the latest assistant message has no text and no tool calls."""
+        message = self.turn_message
+        return message is not None and not message.text and not message.tool_calls
+
 
 class MessageView(Sequence[Message]):
     """A read-only window on a log's messages: `head`, then `messages[start:stop]`,

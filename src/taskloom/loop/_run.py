@@ -8,6 +8,7 @@
     5. commit the assistant message (and ack the notices it carried)
     6a. tool calls: gate approvals, or execute and commit results; strategy
     6b. no tool calls: strategy; pending work keeps the run going; else done
+        (an answer with no text either is told: `EmptyAnswer`)
 
 Nothing is written for a turn until its response is complete, so cancelling
 the task discards the turn in flight and leaves the log consistent. Every
@@ -35,6 +36,7 @@ from ..entries import (
 from ..errors import ContextWindowExceeded, UsageError
 from ..events import (
     ApprovalRequested,
+    EmptyAnswer,
     Event,
     NoticeDelivered,
     RoundCommitted,
@@ -368,6 +370,10 @@ class RunLoop:
 
     async def _final_round(self, message: Message) -> None:
         self._round_committed(RoundBoundary.ASSISTANT_MESSAGE_COMMITTED)
+        if not message.text:
+            # No text and no calls: an answer of nothing is told, never passed
+            # off as a short one.
+            self._event(EmptyAnswer, run_id=self.run_id, round=self.round_base + self.rounds)
         if self.opts.strategy is None:
             await self._may_complete(message)
             return
@@ -605,6 +611,7 @@ class RunLoop:
             tool_calls=self.tool_calls,
             transport_retries=self.transport_retries,
             error=error,
+            empty_answer=status is RunStatus.COMPLETED and log.last_answer_is_empty(),
         )
 
     async def _finish(self, status: RunStatus, error: str | None) -> RunResult:

@@ -11,7 +11,9 @@ answer is decoded (`_decode`). What is configuration is settled here, once:
 - the key: `api_key=` goes wherever the model points; a key read from a
   provider's variable goes only to that provider's own host (`KEY_HOMES`);
 - the headers, the endpoint, and the client (the shared pooled one unless the
-  model was given its own).
+  model was given its own);
+- the credentials among them (the key, credential headers' values), which
+  every error the model raises has redacted (`credentials`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ContextWindowExceeded, ProviderError
 from ._base import (
     ModelRequest,
     ModelResponse,
@@ -34,16 +36,19 @@ from ._base import (
     StreamEvent,
     collect,
 )
+from ._estimate import estimate_tokens, request_chars
 from ._http import (
     SSE,
     SSEDecoder,
     Target,
     default_client,
     open_stream,
+    redact_error,
     send_json,
     transport_error,
 )
 from ._resolve import ANTHROPIC, OPENAI_RESPONSES, PRESETS, Preset
+from ._windows import known_context_window
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -54,6 +59,8 @@ __all__ = [
     "WireModel",
     "WireOptions",
     "checked_base_url",
+    "context_overflow",
+    "credentials",
     "merge_settings",
     "public_url",
     "same_origin",
@@ -118,6 +125,53 @@ def merge_settings(default: ModelSettings | None, override: ModelSettings) -> Mo
         context_window=(
             default.context_window if override.context_window is None else override.context_window
         ),
+    )
+
+
+_CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+_CREDENTIAL_WORDS = ("key", "token", "secret", "auth", "password", "signature")
+
+_MIN_SECRET_LENGTH = 8
+"""Shorter values are placeholders (`ollama`, `none`, `test`), not credentials:
+redacting them would only mangle error messages that happen to contain them."""
+
+
+def credentials(key: str | None, headers: Mapping[str, str]) -> tuple[str, ...]:
+    """The secrets requests with `key` and `headers` carry, longest first: the
+    key, and the value of each credential header (`Authorization`, `x-api-key`,
+    `api-key`, ... any name with key, token, secret, auth, password or
+    signature in it), also without its scheme (`Bearer <value>` gives
+    `<value>` too). Values shorter than 8 characters are left out."""
+    found: set[str] = set()
+    if key:
+        found.add(key)
+    for name, value in headers.items():
+        lowered = name.lower()
+        if lowered in _CREDENTIAL_HEADERS or any(w in lowered for w in _CREDENTIAL_WORDS):
+            found.add(value.strip())
+            found.add(value.partition(" ")[2].strip())
+    return tuple(sorted((s for s in found if len(s) >= _MIN_SECRET_LENGTH), key=len, reverse=True))
+
+
+def context_overflow(
+    request: ModelRequest, window: int | None, provider: str, answer: str
+) -> ContextWindowExceeded | None:
+    """`ContextWindowExceeded` for a request estimated not to fit `window`
+    (None when it fits or the window is unknown); `answer` says what the
+    server sent instead of saying so (`an empty stream`, ...)."""
+    if window is None:
+        return None
+    chars = request_chars(request)
+    tokens = estimate_tokens(chars)
+    if tokens < window:
+        return None
+    return ContextWindowExceeded(
+        f"the server sent {answer} for a request of about {tokens} tokens "
+        f"(estimated from {chars} characters), which does not fit the model's "
+        f"context window of {window} tokens",
+        status=200,
+        provider=provider,
+        retryable=False,
     )
 
 
@@ -265,7 +319,9 @@ class WireModel(ABC):
         self._stream = options.get("stream", True)
         self._settings = options.get("settings")
         self._native = options.get("native_output")
-        self._target = Target(self._endpoint(base_url), headers, provider, why_no_key)
+        self._target = Target(
+            self._endpoint(base_url), headers, provider, why_no_key, credentials(key, headers)
+        )
 
     # -- identity ---------------------------------------------------------------------
 
@@ -343,8 +399,14 @@ class WireModel(ABC):
 
     async def _whole(self, request: ModelRequest) -> ModelResponse:
         body = self.build_body(request, stream=False)
-        payload = await send_json(self._http(), self._target, body)
-        return self._decode(payload, request)
+        try:
+            payload = await send_json(self._http(), self._target, body)
+            return self._checked(self._decode(payload, request), request)
+        except ProviderError as exc:
+            # Errors the wire module built from the answer (an error object
+            # with a 200, an unexpected body) may quote it: credentials too.
+            redact_error(exc, self._target.secrets)
+            raise
 
     async def _replay(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         response = await self._whole(request)
@@ -357,27 +419,53 @@ class WireModel(ABC):
         body = self.build_body(request, stream=True)
         decoder = SSEDecoder()
         decode, feed = decoder.line, assembly.feed
-        async with open_stream(self._http(), self._target, body) as response:
-            # Read to the end of the body even after the last event: a body
-            # left unread makes the client close the connection, not pool it.
-            try:
-                async for line in response.aiter_lines():
-                    sse = decode(line)
-                    if sse is not None:
-                        for event in feed(sse):
-                            if emit:
-                                yield event
-            except httpx2.HTTPError as exc:
-                raise transport_error(exc, self._provider) from exc
-            sse = decoder.end(at_eof=True)
-            if sse is not None:
-                for event in assembly.feed(sse):
-                    if emit:
-                        yield event
-        yield ResponseCompleted(assembly.finish())
+        try:
+            async with open_stream(self._http(), self._target, body) as response:
+                # Read to the end of the body even after the last event: a body
+                # left unread makes the client close the connection, not pool it.
+                try:
+                    async for line in response.aiter_lines():
+                        sse = decode(line)
+                        if sse is not None:
+                            for event in feed(sse):
+                                if emit:
+                                    yield event
+                except httpx2.HTTPError as exc:
+                    raise transport_error(exc, self._provider) from exc
+                sse = decoder.end(at_eof=True)
+                if sse is not None:
+                    for event in assembly.feed(sse):
+                        if emit:
+                            yield event
+            completed = self._checked(assembly.finish(), request)
+        except ProviderError as exc:
+            # An error event in the stream may quote what the server was sent.
+            redact_error(exc, self._target.secrets)
+            raise
+        yield ResponseCompleted(completed)
 
     def _http(self) -> httpx2.AsyncClient:
         return self._client if self._client is not None else default_client()
+
+    def _window(self, request: ModelRequest) -> int | None:
+        """The model's context window for `request`: its settings' (the request's
+        over the model's), else the well-known window of the model's name."""
+        window = merge_settings(self._settings, request.settings).context_window
+        return known_context_window(self._name) if window is None else window
+
+    def _checked(self, response: ModelResponse, request: ModelRequest) -> ModelResponse:
+        """`response`, unless it is empty (no text, no tool calls) and the
+        request is estimated over the window: some servers (llama.cpp behind a
+        router) answer an overflow with an empty answer that looks finished."""
+        message = response.message
+        if message.text or message.tool_calls:
+            return response
+        overflow = context_overflow(
+            request, self._window(request), self._provider, "an empty answer"
+        )
+        if overflow is not None:
+            raise overflow
+        return response
 
     # -- what each wire API says for itself -------------------------------------------
 

@@ -2,7 +2,10 @@
 
 Every adapter sends requests through `send_json` / `open_stream`, so every
 adapter raises the same typed errors (`taskloom.errors`) and never lets a bare
-`httpx2` exception escape.
+`httpx2` exception escape. An error carries the provider's words, but never
+the request's own credentials: a server that echoes the key it was sent
+(`Incorrect API key provided: Bearer sk-...`) has it replaced by
+`[redacted]` before the error is raised (`redact_error`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ __all__ = [
     "transport_error",
     "loads_event",
     "open_stream",
+    "redact",
+    "redact_error",
     "send_json",
 ]
 
@@ -79,13 +84,53 @@ def default_client() -> httpx2.AsyncClient:
 @dataclass(frozen=True, slots=True)
 class Target:
     """Where a model's requests go: the endpoint, the headers every request
-    carries, the provider named in errors, and a hint added to authentication
-    errors (why no key was sent, when one was held back)."""
+    carries, the provider named in errors, a hint added to authentication
+    errors (why no key was sent, when one was held back), and the credentials
+    the requests carry, which no error built from an answer may repeat."""
 
     url: str
     headers: Mapping[str, str]
     provider: str
     auth_hint: str | None = None
+    secrets: tuple[str, ...] = ()
+
+
+REDACTED = "[redacted]"
+
+
+def redact(text: str, secrets: tuple[str, ...]) -> str:
+    """`text` with every occurrence of each of `secrets` replaced by `[redacted]`
+    (`secrets` longest first, so a secret that contains another goes whole)."""
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def _redact_value(value: Any, secrets: tuple[str, ...]) -> Any:
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, dict):
+        return {k: _redact_value(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_value(v, secrets) for v in value]
+    return value
+
+
+def redact_error(error: ProviderError, secrets: tuple[str, ...]) -> ProviderError:
+    """`error` (changed in place) with `secrets` redacted from its message,
+    arguments and body, so whatever shows it (the raised error, the log's
+    `run_finished` entry, events, logs) shows none of them."""
+    if not secrets:
+        return error
+    error.message = redact(error.message, secrets)
+    error.args = tuple(redact(a, secrets) if isinstance(a, str) else a for a in error.args)
+    try:
+        error.body = _redact_value(error.body, secrets)
+    except RecursionError:
+        # A body nested too deeply to walk is dropped rather than kept unredacted.
+        error.body = None
+    return error
 
 
 def _retry_after(headers: httpx2.Headers) -> float | None:
@@ -170,7 +215,8 @@ def _failure(target: Target, response: httpx2.Response, content: bytes) -> Provi
     error = error_from_response(response.status_code, content, response.headers, target.provider)
     if target.auth_hint is not None and isinstance(error, AuthenticationError):
         error.message = f"{error.message} ({target.auth_hint})"
-    return error
+        error.args = (error.message,)
+    return redact_error(error, target.secrets)
 
 
 async def send_json(client: httpx2.AsyncClient, target: Target, body: Mapping[str, Any]) -> Any:

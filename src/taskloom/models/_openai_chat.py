@@ -8,8 +8,10 @@ generic compatible server.
 
 Compatible servers fail in ways OpenAI does not: some stream no usage (it is
 then estimated and marked so), and llama.cpp answers a prompt longer than
-its window with an empty stream (with `ModelSettings.context_window` known,
-that is `ContextWindowExceeded`, not a transport error to retry).
+its window with an empty stream, or (behind a router) with an empty answer
+that looks finished. With the window known (`ModelSettings.context_window`,
+or the model's well-known one) either is `ContextWindowExceeded`, not a
+transport error to retry nor an empty success.
 """
 
 from __future__ import annotations
@@ -21,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2
 
-from ..errors import ContextWindowExceeded, ProviderError, TransportError
+from ..errors import ProviderError, TransportError
 from ..events import TextDelta, ThinkingDelta
 from ..messages import Message, ToolCall
-from ._adapter import WireModel, merge_settings, same_origin
+from ._adapter import WireModel, context_overflow, same_origin
 from ._base import ModelRequest, ModelResponse, ModelSettings, StreamEvent, ToolCallDelta
-from ._estimate import estimate_tokens, estimated_usage, request_chars
+from ._estimate import estimated_usage
 from ._http import SSE, error_from_response, loads_event
 from ._openai_common import (
     arguments_json,
@@ -112,8 +114,7 @@ class OpenAIChatModel(WireModel):
         return body
 
     def _assembler(self, request: ModelRequest, emit: bool) -> _StreamState:
-        window = merge_settings(self._settings, request.settings).context_window
-        return _StreamState(self._provider, self._name, request, window, emit=emit)
+        return _StreamState(self._provider, self._name, request, self._window(request), emit=emit)
 
     def _replayed(self, response: ModelResponse) -> Iterable[StreamEvent]:
         return _replayed_deltas(response.message)
@@ -427,16 +428,6 @@ class _StreamState:
         """An empty stream is what llama.cpp sends for a prompt over its window:
         name that, with the sizes, when the window is known and the request
         does not fit. Anything else stays a transport error to retry."""
-        if self.window is None:
-            return
-        chars = request_chars(self.request)
-        tokens = estimate_tokens(chars)
-        if tokens >= self.window:
-            raise ContextWindowExceeded(
-                f"the server sent an empty stream for a request of about {tokens} tokens "
-                f"(estimated from {chars} characters), which does not fit the model's "
-                f"context window of {self.window} tokens",
-                status=200,
-                provider=self.provider,
-                retryable=False,
-            )
+        overflow = context_overflow(self.request, self.window, self.provider, "an empty stream")
+        if overflow is not None:
+            raise overflow

@@ -634,6 +634,7 @@ def _last_result(session: Session[Any, Any]) -> RunResult:
             rounds=payload.rounds,
             model_requests=payload.model_requests,
             error=payload.error,
+            empty_answer=payload.status is RunStatus.COMPLETED and log.last_answer_is_empty(),
         )
     raise UsageError(f"session {session.id} has not finished a run yet")
 

@@ -128,7 +128,13 @@ def cap_output(text: str, limit: int) -> str:
 
 
 def to_content(value: Any) -> str:
-    """A tool's return value as the text the model reads."""
+    """A tool's return value as the text the model reads: JSON when it is
+    JSON data, else its `str`.
+
+    Raises `ToolError` (an error result, in band) when the value nests too
+    deeply to be encoded at all, instead of letting a `RecursionError` end
+    the run.
+    """
     t = type(value)
     if t is str:
         return value  # type: ignore[no-any-return]
@@ -138,12 +144,52 @@ def to_content(value: Any) -> str:
         return "(no output)"
     if isinstance(value, str):
         return value
-    if isinstance(value, pydantic.BaseModel):
-        return value.model_dump_json()
     try:
-        return _ENCODER.encode(value)
-    except (TypeError, ValueError):
-        return str(value)
+        if isinstance(value, pydantic.BaseModel):
+            try:
+                return value.model_dump_json()
+            except ValueError:
+                return str(value)
+        try:
+            return _ENCODER.encode(value)
+        except (TypeError, ValueError):
+            return str(value)
+    except RecursionError:
+        raise ToolError(_too_deep(value)) from None
+
+
+def _too_deep(value: Any) -> str:
+    depth = _nesting(value)
+    if depth < _DEEP:
+        # The recursion was in the value's own `__str__`, not in its nesting.
+        return "the tool's result could not be turned into text: its conversion recursed endlessly"
+    return (
+        f"the tool's result nests {depth} levels deep (lists and objects within each "
+        "other), too deep to encode as text; return a flatter value"
+    )
+
+
+_DEEP = 100
+"""Below this many levels a `RecursionError` is not the nesting's doing."""
+
+
+def _nesting(value: Any) -> int:
+    """How many levels of lists, tuples, mappings and pydantic models `value`
+    nests (without recursing: this runs on values too deep for recursion)."""
+    deepest = 0
+    seen: set[int] = set()
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, pydantic.BaseModel):
+            item = item.__dict__
+        if not isinstance(item, list | tuple | Mapping) or id(item) in seen:
+            continue
+        seen.add(id(item))
+        deepest = max(deepest, depth)
+        children = item.values() if isinstance(item, Mapping) else item
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _json_default(value: Any) -> Any:
@@ -434,7 +480,11 @@ class Tool:
             return self._error(_describe(exc))
         if isinstance(value, ToolOutput):
             return ToolOutput(cap_output(value.content, self.max_output_chars), value.is_error)
-        return ToolOutput(cap_output(to_content(value), self.max_output_chars))
+        try:
+            content = to_content(value)
+        except ToolError as exc:
+            return self._error(exc.message)
+        return ToolOutput(cap_output(content, self.max_output_chars))
 
     def _error(self, text: str) -> ToolOutput:
         return ToolOutput(cap_output(text, self.max_output_chars), is_error=True)
