@@ -162,7 +162,7 @@ def error_from_response(
     error_type: str | None = None
     try:
         payload = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # nesting too deep to read: keep the text
         payload = None
     if isinstance(payload, dict):
         err = payload.get("error", payload)
@@ -229,7 +229,7 @@ async def send_json(client: httpx2.AsyncClient, target: Target, body: Mapping[st
         raise _failure(target, response, response.content)
     try:
         return response.json()
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ProviderError(
             f"malformed JSON in response: {response.text[:200]!r}",
             status=response.status_code,
@@ -313,7 +313,7 @@ def loads_event(sse: SSE, provider: str) -> Any:
     """Parse an event's JSON data; malformed JSON is a retryable provider error."""
     try:
         return json.loads(sse.data)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ProviderError(
             f"malformed JSON in stream event: {sse.data[:200]!r}", provider=provider, retryable=True
         ) from exc
