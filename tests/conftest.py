@@ -1,4 +1,5 @@
-"""Shared test configuration: fixtures every test may take, the replay counts summary."""
+"""Shared test configuration: fixtures every test may take, and a summary of
+what was replayed and what did not run (with the reasons)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pg import pg_schema, store_url  # noqa: F401 (fixtures for every test)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    _skipped_outside_cassettes(terminalreporter)
     try:
         import cassettes
     except ImportError:
@@ -27,3 +29,22 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
         for name, reason in sorted(skipped.items()):
             terminalreporter.write_line(f"    skipped {name}: {reason}")
+
+
+def _skipped_outside_cassettes(terminalreporter: pytest.TerminalReporter) -> None:
+    """Skips other than cassette files (those are listed below), grouped by reason:
+    a whole group (the live tests without their server, PostgreSQL away) must
+    never pass unnoticed."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        if "replay" in report.nodeid:
+            continue
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if not reasons:
+        return
+    terminalreporter.section("skipped")
+    for reason, count in sorted(reasons.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"{count} skipped: {reason}")
