@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import taskloom
+from taskloom.stores import open_store
 
 TESTS = Path(__file__).parent
 # The sources under test, ahead of whatever copy the interpreter has installed.
@@ -37,3 +39,19 @@ def taskloom_cli(
         env=env,
         cwd=cwd,
     )
+
+
+def empty_store(home: Path) -> Path:
+    """Create the embedded store of `$TASKLOOM_HOME=home`, with no session in
+    it (reading commands never create one); returns its path."""
+    path = home / "taskloom.db"
+
+    async def create() -> None:
+        store = open_store(f"sqlite:///{path}")
+        try:
+            await store.list(limit=1)
+        finally:
+            await store.close()  # type: ignore[attr-defined]
+
+    asyncio.run(create())
+    return path

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_process import empty_store
 from cli_process import taskloom_cli as taskloom
 from taskloom.testing.fake_server import FakeServer
 
@@ -103,5 +104,6 @@ def test_park_list_show_approve_resume(server: FakeServer, tmp_path: Path) -> No
 
 
 def test_unknown_session(tmp_path: Path) -> None:
+    empty_store(tmp_path)
     done = taskloom("sessions", "show", "nope", home=tmp_path)
     assert done.returncode == 2 and "nope" in done.stderr

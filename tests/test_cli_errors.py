@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cli_process import taskloom_cli
+from cli_process import empty_store, taskloom_cli
 
 
 def _without(module: str, *argv: str) -> list[str]:
@@ -47,6 +47,7 @@ def test_a_missing_database_driver_names_the_postgres_extra(tmp_path: Path) -> N
 
 
 def test_an_unknown_session_suggests_listing_them(tmp_path: Path) -> None:
+    empty_store(tmp_path)
     done = taskloom_cli("sessions", "show", "nope", home=tmp_path)
     assert done.returncode == 2
     error, hint = _error_and_hint(done.stderr)
@@ -71,6 +72,7 @@ def test_a_bad_tool_names_the_module_and_attribute(tmp_path: Path) -> None:
 
 
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    empty_store(tmp_path)
     done = taskloom_cli("--debug", "sessions", "show", "nope", home=tmp_path)
     assert done.returncode == 2
     assert "Traceback" in done.stderr and "SessionNotFound" in done.stderr

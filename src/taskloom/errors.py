@@ -14,6 +14,7 @@ decisions and misuse of the API::
     ├── StaleLeaseError         a write carried a lease generation that moved on
     ├── StoreError              the store cannot be reached or read
     │   ├── StoreUnavailable    connecting failed (host, port and cause named)
+    │   │   └── StoreNotFound   the store is not there, and was not to be created
     │   ├── CorruptEntry        an entry cannot be decoded (session and position named)
     │   └── SchemaNotMigrated   the database lacks tables (run `taskloom db migrate`)
     ├── BackgroundCapReached    too many activities of one kind in a session
@@ -56,6 +57,7 @@ __all__ = [
     "SessionNotFound",
     "StaleLeaseError",
     "StoreError",
+    "StoreNotFound",
     "StoreUnavailable",
     "TaskloomError",
     "ToolDefinitionWarning",
@@ -110,6 +112,12 @@ class StoreError(TaskloomError):
 
 class StoreUnavailable(StoreError):
     """Connecting to the store failed; the message names the host, port and cause."""
+
+
+class StoreNotFound(StoreUnavailable):
+    """The store does not exist, and was opened not to create it
+    (`open_backend(url, create=False)`); the message names it. Nothing was
+    created in looking for it."""
 
 
 class CorruptEntry(StoreError):

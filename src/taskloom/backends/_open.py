@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._extras import needs_extra
 from ..errors import ConfigurationError
 from ._backend import Backend
 
 __all__ = ["open_backend"]
 
 
-def open_backend(url: str | None = None, **options: Any) -> Backend:
+def open_backend(url: str | None = None, *, create: bool = True, **options: Any) -> Backend:
     """A backend from a URL: `memory://`, `sqlite:///path`, `postgresql://...`.
 
     None means a fresh memory backend. `options` go to the backend's
@@ -19,6 +20,11 @@ def open_backend(url: str | None = None, **options: Any) -> Backend:
     timeouts...) for PostgreSQL. Opening does no I/O: durable backends
     connect on first use. A URL taskloom cannot read raises
     `ConfigurationError` saying which URLs it can.
+
+    `create=False` is for readers: a SQLite file that does not exist then
+    raises `StoreNotFound` at first use, and neither it nor its folder is
+    created. A PostgreSQL database is never created by taskloom (its tables
+    are, as on any first use); a memory backend is always new.
     """
     if url is None:
         from .memory import MemoryBackend
@@ -36,9 +42,10 @@ def open_backend(url: str | None = None, **options: Any) -> Backend:
     if scheme == "sqlite":
         from .sqlite import SQLiteBackend
 
-        return SQLiteBackend(rest[1:] if rest.startswith("/") else rest, **options)
+        return SQLiteBackend(rest[1:] if rest.startswith("/") else rest, create=create, **options)
     if scheme in ("postgresql", "postgres"):
-        from .postgres import PostgresBackend
+        with needs_extra("a postgresql:// store"):
+            from .postgres import PostgresBackend
 
         return PostgresBackend(url, **options)
     raise ConfigurationError(f"unknown store scheme {scheme!r} in {url!r}; {_VALID}")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-__all__ = ["default_store_url", "main"]
+__all__ = ["default_store_url", "main", "store_options"]
 
 
 def default_store_url() -> str:
@@ -21,6 +21,29 @@ def default_store_url() -> str:
     under `~/.local/share/taskloom/`."""
     home = os.environ.get("TASKLOOM_HOME") or str(Path.home() / ".local" / "share" / "taskloom")
     return f"sqlite:///{Path(home) / 'taskloom.db'}"
+
+
+def store_options(args: argparse.Namespace) -> list[str]:
+    """The options that name the store this command line worked on, for a
+    command printed to run next: `--app` or `--store` as given, none for the
+    default store."""
+    app: str | None = getattr(args, "app", None)
+    if app:
+        return ["--app", app]
+    store: str | None = getattr(args, "store", None)
+    return ["--store", store] if store else []
+
+
+EXIT_CODES = """\
+exit codes:
+  0    done; for run and resume: the run completed
+  1    the run ended without completing: awaiting approval (taskloom approve,
+       then taskloom resume, as printed), stopped, out of rounds or budget,
+       past its deadline, or failed (the table printed says which)
+  2    an error: one line and a hint on stderr (--debug adds the traceback)
+  130  interrupted (Ctrl-C); the session keeps every step before the interrupted one
+  141  standard output was closed early (piped into head, say); the rest is dropped
+"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,15 +69,20 @@ def _positive(text: str) -> int:
     return value
 
 
+_APP_HELP = "the host's factory returning its taskloom.Runtime (agents and store included)"
+_STORE_HELP = "store URL (default: the embedded SQLite store)"
+_MUST_EXIST = "store URL of an existing store (default: the embedded SQLite store)"
+
+
+def _app_option(parser: Any) -> None:
+    """`--app`: an argparse parser or group."""
+    parser.add_argument("--app", default=None, metavar="MODULE:FACTORY", help=_APP_HELP)
+
+
 def _agent_options(parser: argparse.ArgumentParser) -> None:
     """How an acting command gets its agent: from the app, or from flags."""
     source = parser.add_mutually_exclusive_group()
-    source.add_argument(
-        "--app",
-        default=None,
-        metavar="MODULE:FACTORY",
-        help="the host's factory returning its taskloom.Runtime (agents included)",
-    )
+    _app_option(source)
     source.add_argument("--model", default=None, help="PROVIDER:MODEL, e.g. openai:gpt-4.1-mini")
     parser.add_argument(
         "--tool", action="append", default=[], help="a tool as module:attribute (repeatable)"
@@ -74,7 +102,12 @@ def _parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="show the traceback of an error",
     )
-    parser = _Parser(prog="taskloom", description="A runtime for tool-using LLM agents.")
+    parser = _Parser(
+        prog="taskloom",
+        description="A runtime for tool-using LLM agents.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     from .. import __version__
 
@@ -93,31 +126,36 @@ def _parser() -> argparse.ArgumentParser:
     _agent_options(run)
     run.add_argument("--session", default=None, help="go on in this session (default: a new one)")
     run.add_argument("--agent", default=None, help="with --app: the agent to run, by name")
-    run.add_argument("--store", default=None, help="store URL (default: the embedded SQLite store)")
+    run.add_argument(
+        "--store", default=None, help=_STORE_HELP + "; with --session, an existing one"
+    )
 
     sessions = command("sessions", "list and show stored sessions")
     ssub = sessions.add_subparsers(dest="action", required=True)
     ls = command("list", "the newest sessions", ssub)
     ls.add_argument("--limit", type=_positive, default=20, help="how many (at least 1)")
     ls.add_argument("--json", action="store_true", help="print JSON, for scripts")
-    ls.add_argument("--store", default=None)
+    ls.add_argument("--store", default=None, help=_MUST_EXIST)
+    _app_option(ls)
     show = command("show", "a session's transcript", ssub)
     show.add_argument("session_id")
     show.add_argument("--tree", action="store_true", help="draw the delegation tree")
     show.add_argument("--json", action="store_true", help="print JSON, for scripts")
-    show.add_argument("--store", default=None)
+    show.add_argument("--store", default=None, help=_MUST_EXIST)
+    _app_option(show)
 
     approve = command("approve", "approve (or --deny) a parked tool call")
     approve.add_argument("session_id")
     approve.add_argument("call_id")
     approve.add_argument("--deny", action="store_true")
     approve.add_argument("--note", default=None)
-    approve.add_argument("--store", default=None)
+    approve.add_argument("--store", default=None, help=_MUST_EXIST)
+    _app_option(approve)
 
     resume = command("resume", "resume a session parked for approval")
     resume.add_argument("session_id")
     _agent_options(resume)
-    resume.add_argument("--store", default=None)
+    resume.add_argument("--store", default=None, help=_MUST_EXIST)
 
     from .mcp import add_mcp_commands
     from .serve import add_serve_command
@@ -147,11 +185,31 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `taskloom` console script; returns the exit code.
+    """Entry point of the `taskloom` console script; returns the exit code
+    (see `EXIT_CODES`).
 
     A failure prints one line and a hint on stderr and exits with 2
-    (`--debug` adds the traceback); an interrupt exits with 130.
+    (`--debug` adds the traceback); an interrupt exits with 130; a reader
+    that closes standard output early (`taskloom ... | head`) ends the
+    command quietly with 141, as a tool killed by SIGPIPE would.
     """
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        from .failures import EXIT_CLOSED_PIPE
+
+        # Python would try to flush the rest at exit and complain: the rest
+        # goes nowhere instead.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass  # stdout is no file (embedded): nothing will flush to the pipe
+        return EXIT_CLOSED_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "demo":
@@ -187,6 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return dispatch(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        raise
     except Exception as exc:
         from .failures import report
 

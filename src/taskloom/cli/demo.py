@@ -29,7 +29,7 @@ from .. import (
     tool,
 )
 from ..models import FunctionModel, ModelRequest, ScriptedModel, reply
-from .render import EventPrinter, usage_table
+from .render import EventPrinter, terminal, usage_table
 
 __all__ = ["run_demo"]
 
@@ -306,7 +306,7 @@ async def _part_delegation(console: Console, fast: bool) -> None:
 
 def run_demo(*, fast: bool = False, store: str | None = None) -> int:
     """Run the scripted tour; returns the exit code."""
-    console = Console()
+    console = terminal()
     console.print(
         Panel(
             "A [bold]scripted[/] demo: the model's replies are pre-written (no API key, no network);\n"

@@ -10,11 +10,12 @@ This module imports nothing optional: it must work when an extra is missing.
 from __future__ import annotations
 
 import argparse
-import re
+import shlex
 import sys
 import traceback
 from typing import TypeVar
 
+from .._extras import EXTRAS, extra_providing, install_command
 from ..errors import (
     ApprovalConflict,
     ApprovalsMissing,
@@ -24,15 +25,22 @@ from ..errors import (
     SessionBusy,
     SessionNotFound,
     StoreError,
+    StoreNotFound,
     TaskloomError,
     TransportError,
 )
+from . import store_options
 from .text import visible
 
-__all__ = ["EXIT_FAILED", "report", "with_hint"]
+__all__ = ["EXIT_CLOSED_PIPE", "EXIT_FAILED", "report", "with_hint"]
 
 EXIT_FAILED = 2
 """The exit code of every failure the command reports."""
+
+EXIT_CLOSED_PIPE = 141
+"""The exit code when the reader of standard output went away early: 128 +
+SIGPIPE, what `cat` or `grep` report then, so `set -o pipefail` sees the
+same from taskloom as from them."""
 
 _HINT = "hint: "
 
@@ -70,7 +78,12 @@ def _one_line(text: str) -> str:
 
 def _message(exc: BaseException) -> str:
     if isinstance(exc, ModuleNotFoundError) and exc.name:
-        return f"the module {exc.name.partition('.')[0]!r} is not installed ({exc})"
+        module = exc.name.partition(".")[0]
+        extra = extra_providing(module)
+        if extra is not None:
+            purpose = EXTRAS[extra][0]
+            return f"{purpose} needs the {extra} extra: no module named {module!r}"
+        return f"the module {module!r} is not installed ({exc})"
     text = str(exc)
     if isinstance(exc, TaskloomError) and text:
         return text
@@ -83,16 +96,34 @@ def _hint(exc: BaseException, args: argparse.Namespace | None) -> str:
             return note[len(_HINT) :]
     session = getattr(args, "session_id", None) or getattr(args, "session", None)
     command = getattr(args, "command", None) or "COMMAND"
+    where = shlex.join(store_options(args)) if args is not None else ""
+    on = f" {where}" if where else ""
     if isinstance(exc, ModuleNotFoundError) and exc.name:
-        return _install_hint(exc.name.partition(".")[0])
+        module = exc.name.partition(".")[0]
+        extra = extra_providing(module)
+        if extra is not None:
+            return install_command(extra)
+        return f"install the package that provides {module!r} into the environment taskloom runs in"
     if isinstance(exc, ApprovalConflict):
-        return f"the first decision stands; see it with: taskloom sessions show {session or 'ID'}"
+        return (
+            f"the first decision stands; see it with: taskloom sessions show {session or 'ID'}{on}"
+        )
     if isinstance(exc, ApprovalsMissing):
-        return f"decide each parked call first: taskloom approve {session or 'ID'} CALL_ID [--deny]"
+        return (
+            f"decide each parked call first: "
+            f"taskloom approve {session or 'ID'} CALL_ID{on} [--deny]"
+        )
     if isinstance(exc, SessionNotFound):
+        if where:
+            return f"see the stored sessions with: taskloom sessions list {where}"
         return "see the stored sessions with: taskloom sessions list (--store names another store)"
     if isinstance(exc, SessionBusy):
         return "another process is running this session; try again once it has finished"
+    if isinstance(exc, StoreNotFound):
+        return (
+            "check the path; a store is created by the first taskloom run on it "
+            "(default: $TASKLOOM_HOME/taskloom.db, --store names another)"
+        )
     if isinstance(exc, StoreError):
         return "check --store (default: $TASKLOOM_HOME/taskloom.db) and that its database is up"
     if isinstance(exc, AuthenticationError):
@@ -110,41 +141,8 @@ def _hint(exc: BaseException, args: argparse.Namespace | None) -> str:
         return f"check the options: taskloom {command} --help"
     if isinstance(exc, TaskloomError):
         if session:
-            return f"see where the session stands: taskloom sessions show {session}"
+            return f"see where the session stands: taskloom sessions show {session}{on}"
         return f"check the options: taskloom {command} --help"
     if isinstance(exc, OSError):
         return "check the path, its permissions and free space"
     return "this looks like a bug in taskloom: rerun with --debug and report the traceback"
-
-
-def _install_hint(module: str) -> str:
-    extra = _extra_providing(module)
-    if extra is not None:
-        return f"pip install 'taskloom[{extra}]'"
-    return f"install the package that provides {module!r} into the environment taskloom runs in"
-
-
-def _extra_providing(module: str) -> str | None:
-    """The optional extra of taskloom whose requirements provide `module`
-    (read from the installed package's metadata, so it follows pyproject)."""
-    from importlib import metadata
-
-    try:
-        requirements = metadata.requires("taskloom") or []
-    except metadata.PackageNotFoundError:
-        return None
-    sizes: dict[str, int] = {}
-    providing: set[str] = set()
-    for requirement in requirements:
-        name = re.match(r"[A-Za-z0-9._-]+", requirement)
-        extra = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", requirement)
-        if name is None or extra is None:
-            continue
-        sizes[extra.group(1)] = sizes.get(extra.group(1), 0) + 1
-        dist = re.sub(r"[-.]", "_", name.group().lower())
-        if dist == module or dist.startswith(module + "_"):
-            providing.add(extra.group(1))
-    # Several extras may bring it (`postgres`, and `distributed` on top of
-    # it): name the smallest, the one that is about this module; `dev` last.
-    ranked = sorted(providing, key=lambda e: (e == "dev", sizes[e], e))
-    return ranked[0] if ranked else None

@@ -1,11 +1,13 @@
 """The code a CLI command runs comes from its own command line, never from a store.
 
 A session's log and metadata are data: a tampered store must not be able to
-make `taskloom` import anything. Reading commands build no agent at all.
-Acting commands (`resume`, `run --session`) build the session's agent from
-`--app module:factory` — the host's factory returning its `Runtime`, whose
-`agents` include the one the session records — or from `--model` and
-`--tool` given on that same command line.
+make `taskloom` import anything. Reading and deciding commands build no
+agent: they work on `--store`, or on the store of the Runtime that `--app`
+returns, and import nothing else. Acting commands (`resume`, `run
+--session`) build the session's agent from `--app module:factory` — the
+host's factory returning its `Runtime`, whose `agents` include the one the
+session records — or from `--model` and `--tool` given on that same command
+line.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ from typing import Any
 from ..agent import Agent
 from ..errors import ConfigurationError, UsageError
 from ..runtime import Runtime
-from ..stores import SessionMeta
+from ..stores import SessionMeta, open_store
 from ..tools import Tool, as_tool
-from . import default_store_url
+from . import default_store_url, store_options
 from .failures import with_hint
 from .text import visible
 
@@ -68,6 +70,15 @@ def load_object(ref: str, flag: str, shape: str = "module:attribute") -> Any:
             ConfigurationError(f"{flag} {ref}: importing {module_name!r} failed: {exc!r}"),
             "fix the module (--debug shows where it failed)",
         ) from exc
+    except SystemExit as exc:
+        # A script's exit at import would end taskloom without a word.
+        raise with_hint(
+            ConfigurationError(
+                f"{flag} {ref}: importing {module_name!r} called exit({exc.code!r})"
+            ),
+            "a module taskloom loads must not exit when imported: "
+            "put its script part under if __name__ == '__main__':",
+        ) from exc
     try:
         return getattr(module, attr)
     except AttributeError:
@@ -107,6 +118,11 @@ async def load_app(ref: str) -> Runtime:
             ConfigurationError(f"--app {ref}: the factory failed: {exc!r}"),
             "fix the factory (--debug shows where it failed)",
         ) from exc
+    except SystemExit as exc:
+        raise with_hint(
+            ConfigurationError(f"--app {ref}: the factory called exit({exc.code!r})"),
+            "the factory must return the host's taskloom.Runtime, not exit",
+        ) from exc
     if not isinstance(runtime, Runtime):
         raise with_hint(
             ConfigurationError(f"--app {ref} returned {type(runtime).__name__}, not a Runtime"),
@@ -135,9 +151,14 @@ def app_agent(runtime: Runtime, name: str, ref: str, needed_by: str) -> Agent:
 _MODEL_FLAGS = ("tool", "system", "base_url")
 
 
-async def open_runtime(args: argparse.Namespace) -> Runtime:
+async def open_runtime(args: argparse.Namespace, *, create: bool = True) -> Runtime:
     """The runtime a command works in: the app's with `--app`, else one on
-    `--store` (default: the embedded store)."""
+    `--store` (default: the embedded store).
+
+    `create=False` is for commands that read or go on with sessions: a store
+    that does not exist is then an error naming it (`StoreNotFound`, at
+    first use), and nothing is created. The app's store is the app's to open.
+    """
     app: str | None = getattr(args, "app", None)
     if app:
         if getattr(args, "store", None):
@@ -154,7 +175,7 @@ async def open_runtime(args: argparse.Namespace) -> Runtime:
         return await load_app(app)
     url = getattr(args, "store", None) or default_store_url()
     try:
-        return Runtime(store=url)
+        return Runtime(store=open_store(url, create=create))
     except ValueError as exc:
         raise with_hint(
             ConfigurationError(f"--store {url}: {exc}"),
@@ -191,12 +212,14 @@ def command_line_agent(
 
 
 def agent_flags(args: argparse.Namespace) -> str:
-    """The options of this command line that rebuild its agent, for a hint."""
-    if args.app:
-        return shlex.join(["--app", args.app])
-    words = ["--model", args.model]
-    for ref in args.tool:
-        words += ["--tool", ref]
-    if args.base_url:
-        words += ["--base-url", args.base_url]
+    """The options of this command line that find its session again and
+    rebuild its agent, for a printed command: `--app`, or `--store` (when
+    given) with `--model`, `--tool` and `--base-url`."""
+    words = store_options(args)
+    if not args.app:
+        words += ["--model", args.model]
+        for ref in args.tool:
+            words += ["--tool", ref]
+        if args.base_url:
+            words += ["--base-url", args.base_url]
     return shlex.join(words)

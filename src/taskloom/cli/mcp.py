@@ -78,6 +78,11 @@ async def _load_agent(ref: str) -> Agent:
                 ConfigurationError(f"mcp serve {ref}: the factory failed: {exc!r}"),
                 "fix the factory (--debug shows where it failed)",
             ) from exc
+        except SystemExit as exc:
+            raise with_hint(
+                ConfigurationError(f"mcp serve {ref}: the factory called exit({exc.code!r})"),
+                "the factory must return a taskloom.Agent, not exit",
+            ) from exc
     if not isinstance(found, Agent):
         raise with_hint(
             ConfigurationError(f"mcp serve {ref} is a {type(found).__name__}, not an Agent"),

@@ -8,6 +8,7 @@ into rich markup.
 
 from __future__ import annotations
 
+import errno
 import json
 import shlex
 from collections.abc import Iterable, Mapping
@@ -39,8 +40,10 @@ from .text import visible
 __all__ = [
     "EventPrinter",
     "approval_block",
+    "command_line",
     "fold",
     "pending_summary",
+    "terminal",
     "usage_table",
     "visible",
 ]
@@ -76,19 +79,44 @@ def approval_block(
     return Group(*parts)
 
 
-def pending_summary(session_id: str, pending: Iterable[PendingCall], resume_flags: str) -> Group:
+def pending_summary(
+    session_id: str, pending: Iterable[PendingCall], resume_flags: str, store_flags: str = ""
+) -> Group:
     """The calls a run parked on, each in full, with the commands that decide
-    them and resume the session (`resume_flags` say how to rebuild its agent)."""
+    them and resume the session: `store_flags` name its store for `approve`
+    (`--store URL` or `--app MODULE:FACTORY`, empty for the default store),
+    `resume_flags` name it and say how to rebuild its agent for `resume`."""
     parts: list[RenderableType] = []
     for call in pending:
         parts.append(Text("awaiting approval:", style="bold yellow"))
         parts.append(approval_block(call.name, call.id, call.arguments, call.reason))
         command = shlex.join(["taskloom", "approve", session_id, visible(call.id)])
-        parts.append(Text(f"  decide: {command} (or add --deny)"))
+        where = f" {store_flags}" if store_flags else ""
+        parts.append(command_line(f"  decide: {command}{where} (or add --deny)"))
     if parts:
         again = shlex.join(["taskloom", "resume", session_id])
-        parts.append(Text(f"  then: {again}{' ' + resume_flags if resume_flags else ''}"))
+        parts.append(command_line(f"  then: {again}{' ' + resume_flags if resume_flags else ''}"))
     return Group(*parts)
+
+
+def command_line(text: str) -> Text:
+    """A command to copy and run, never wrapped or cut (print it with
+    `crop=False`): a line break inside it would break it."""
+    return Text(text, no_wrap=True, overflow="ignore")
+
+
+class _Terminal(Console):
+    """rich's Console, but a closed standard output is left to `taskloom.cli.main`."""
+
+    def on_broken_pipe(self) -> None:
+        # rich would exit(1) here; main() ends the command as a closed pipe should.
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "standard output was closed")
+
+
+def terminal() -> Console:
+    """The console a command prints to (standard output)."""
+    return _Terminal()
 
 
 class EventPrinter:

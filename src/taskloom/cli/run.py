@@ -21,9 +21,10 @@ from ..errors import UsageError
 from ..loop._options import RunOptions
 from ..results import RunResult
 from ..runtime import Runtime, Session
+from . import store_options
 from .failures import with_hint
 from .loading import agent_flags, app_agent, command_line_agent, load_tool, open_runtime
-from .render import EventPrinter, pending_summary, usage_table
+from .render import EventPrinter, pending_summary, terminal, usage_table
 
 __all__ = ["interruptible", "load_tool", "report_result", "run_prompt"]
 
@@ -37,7 +38,9 @@ def report_result(
     (0 when the run completed)."""
     console.print(usage_table(result, title=f"session {session.id}"), style="dim")
     if result.pending:
-        console.print(pending_summary(session.id, result.pending, agent_flags(args)))
+        where = shlex.join(store_options(args))
+        summary = pending_summary(session.id, result.pending, agent_flags(args), where)
+        console.print(summary, crop=False)
     return 0 if result.ok else 1
 
 
@@ -58,9 +61,6 @@ async def interruptible(run: Awaitable[T], go_on: str) -> T:
 
 def _go_on_command(session_id: str, args: argparse.Namespace) -> str:
     words = ["taskloom", "run", "--session", session_id]
-    store = getattr(args, "store", None)
-    if store:
-        words += ["--store", store]
     return f"{shlex.join(words)} {agent_flags(args)} 'PROMPT'"
 
 
@@ -91,7 +91,8 @@ async def _new_session(args: argparse.Namespace, runtime: Runtime) -> Session[An
 
 
 async def _run(args: argparse.Namespace, console: Console) -> int:
-    async with await open_runtime(args) as runtime:
+    # Going on with a session needs its store; only a new session may make one.
+    async with await open_runtime(args, create=not args.session) as runtime:
         if args.session:
             meta = await runtime.store.get(args.session)
             agent = command_line_agent(args, runtime, meta, "run --session")
@@ -106,5 +107,6 @@ async def _run(args: argparse.Namespace, console: Console) -> int:
 
 
 def run_prompt(args: argparse.Namespace) -> int:
-    """Run `args.prompt`; exit code 0 when the run completed."""
-    return asyncio.run(_run(args, Console()))
+    """Run `args.prompt`; exit code 0 when the run completed, 1 when it ended
+    otherwise (awaiting approval, stopped, out of rounds...)."""
+    return asyncio.run(_run(args, terminal()))

@@ -1,7 +1,7 @@
 """`taskloom serve`: the web console over a store, on loopback by default.
 
 Without `--app` the console is read-only: the store is data, and taskloom
-never loads code a session names. With `--app module:factory` it acts
+never loads code a session names; the store must exist (it is not created). With `--app module:factory` it acts
 through the host's runtime (the same factory `resume` and workers use).
 The access token is printed at start (or comes from `--token` /
 `TASKLOOM_CONSOLE_TOKEN`, and is then not printed).
@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._extras import install_command
 from ..errors import ConfigurationError, UsageError
 from . import default_store_url
 from .failures import with_hint
@@ -43,12 +44,25 @@ def add_serve_command(parser: argparse.ArgumentParser) -> None:
         help="the host's factory returning its taskloom.Runtime: approve, resume, steer, stop",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
-    parser.add_argument("--port", type=int, default=8765, help="port (0: any free port)")
+    parser.add_argument(
+        "--port", type=_port, default=8765, help="port, 0 to 65535 (0: any free port)"
+    )
     parser.add_argument(
         "--token",
         default=None,
         help=f"the access token (default: ${TOKEN_VARIABLE}, else a fresh one, printed)",
     )
+
+
+def _port(text: str) -> int:
+    """An argparse type: a TCP port number, 0 (any free one) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535)") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port number (0 to 65535)")
+    return value
 
 
 def is_loopback(host: str) -> bool:
@@ -80,6 +94,7 @@ def _same_store(store: SessionStore, url: str) -> bool:
 
 async def _runtime(args: argparse.Namespace) -> tuple[Runtime, bool]:
     from ..runtime import Runtime
+    from ..stores import open_store
     from .loading import load_app
 
     if args.app:
@@ -93,12 +108,19 @@ async def _runtime(args: argparse.Namespace) -> tuple[Runtime, bool]:
         return runtime, True
     url = args.store or default_store_url()
     try:
-        return Runtime(store=url), False
+        # Read-only: the console never makes a store to show.
+        runtime = Runtime(store=open_store(url, create=False))
     except ValueError as exc:
         raise with_hint(
             ConfigurationError(f"--store {url}: {exc}"),
             "--store takes memory://, sqlite:///path or postgresql://user@host/db",
         ) from exc
+    try:
+        await runtime.store.list(limit=1)  # a missing store is said now, not per page
+    except BaseException:
+        await runtime.close()
+        raise
+    return runtime, False
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -124,8 +146,8 @@ async def _serve(args: argparse.Namespace) -> int:
         from ..console import Console
     except ImportError as exc:
         raise with_hint(
-            ConfigurationError(f"the console needs the web extra ({exc.name} is missing)"),
-            "pip install 'taskloom[web]'",
+            ConfigurationError(f"the console needs the web extra (no module named {exc.name!r})"),
+            install_command("web"),
         ) from exc
     token = args.token or os.environ.get(TOKEN_VARIABLE) or None
     runtime, can_act = await _runtime(args)

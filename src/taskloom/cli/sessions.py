@@ -1,9 +1,11 @@
 """`taskloom sessions list|show`, `taskloom approve`, `taskloom resume`.
 
-They work on the embedded store by default (`--store` for another), from any
-process: everything they show is in the session's log. Reading and deciding
-build no agent and load no code; `resume` builds the session's agent from
-its own command line (see `taskloom.cli.loading`).
+They work on the embedded store by default (`--store` for another, or the
+store of the Runtime `--app` returns), from any process: everything they
+show is in the session's log. None of them creates a store: a store that is
+not there is an error naming it. Reading and deciding build no agent; `resume`
+builds the session's agent from its own command line (see
+`taskloom.cli.loading`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 import json
 import shlex
 from datetime import datetime
+from urllib.parse import urlsplit, urlunsplit
 
 from rich.console import Console
 from rich.text import Text
@@ -28,9 +31,10 @@ from ..messages import Message
 from ..models import FunctionModel, ModelRequest
 from ..runtime import Runtime
 from ..stores import SessionMeta
+from . import default_store_url, store_options
 from .failures import with_hint
 from .loading import agent_flags, command_line_agent, open_runtime
-from .render import EventPrinter, approval_block, fold
+from .render import EventPrinter, approval_block, command_line, fold, terminal
 from .run import interruptible, report_result
 from .summary import summarize, to_json
 from .text import visible
@@ -75,13 +79,29 @@ async def _log(runtime: Runtime, session_id: str) -> tuple[SessionMeta, SessionL
     return meta, log
 
 
-async def _list(runtime: Runtime, console: Console, limit: int, as_json: bool) -> int:
+def _store_named(args: argparse.Namespace) -> str:
+    """The store this command read, as `--store` names it (a password in
+    the URL shown as ***)."""
+    if args.app:
+        return f"the store of --app {args.app}"
+    if not args.store:
+        return f"{default_store_url()} (the default store; --store names another)"
+    parts = urlsplit(str(args.store))
+    if parts.password is None:
+        return str(args.store)
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+async def _list(
+    runtime: Runtime, console: Console, args: argparse.Namespace, limit: int, as_json: bool
+) -> int:
     rows = [await summarize(runtime, meta) for meta in await runtime.store.list(limit=limit)]
     if as_json:
         print(to_json([row.to_dict() for row in rows]))
         return 0
     if not rows:
-        console.print("no sessions")
+        console.print(Text(f"no sessions in {_store_named(args)}"), soft_wrap=True)
         return 0
     agents = [visible(r.meta.agent or "-") for r in rows]
     width = max(len("AGENT"), *(len(a) for a in agents))
@@ -191,11 +211,30 @@ async def _approve(runtime: Runtime, console: Console, args: argparse.Namespace)
         await session.deny(args.call_id, note=args.note)
     else:
         await session.approve(args.call_id, note=args.note)
-    request = session.log.request(args.call_id)
+    log = session.log
+    request = log.request(args.call_id)
     assert request is not None  # the decision above found it
     verb = "denied" if args.deny else "approved"
     console.print(approval_block(request.name, args.call_id, dict(request.arguments)))
     console.print(Text(f"{verb} {visible(args.call_id)}", style="bold"))
+    where = store_options(args)
+    undecided = [c for c in log.parked() if log.decision(c.id) is None]
+    for call in undecided:
+        command = shlex.join(["taskloom", "approve", meta.id, visible(call.id), *where])
+        console.print(command_line(f"  decide: {command} (or add --deny)"), crop=False)
+    resume = shlex.join(["taskloom", "resume", meta.id, *where])
+    if args.app:
+        console.print(command_line(f"  then: {resume}"), crop=False)
+    else:
+        # Deciding builds no agent, so this command cannot know the agent's
+        # options (and never takes them from the store, which is data).
+        console.print(command_line(f"  then: {resume} AGENT"), crop=False)
+        console.print(
+            Text(
+                "        AGENT: --app MODULE:FACTORY, or --model PROVIDER:MODEL and a "
+                "--tool MODULE:ATTRIBUTE per tool, as the run that parked printed them"
+            )
+        )
     return 0
 
 
@@ -216,21 +255,21 @@ async def _resume(runtime: Runtime, console: Console, args: argparse.Namespace) 
         )
     run = session.resume(options=RunOptions(max_rounds=args.max_rounds), emit=EventPrinter(console))
     flags = agent_flags(args)
-    store = f" --store {shlex.quote(args.store)}" if args.store else ""
+    where = shlex.join(["taskloom", "sessions", "show", meta.id, *store_options(args)])
     go_on = (
-        f"taskloom resume {meta.id}{store} {flags} while `taskloom sessions show {meta.id}"
-        f"{store}` shows calls awaiting resume, else taskloom run --session {meta.id}"
-        f"{store} {flags} 'PROMPT'"
+        f"taskloom resume {meta.id} {flags} while `{where}` shows calls awaiting resume, "
+        f"else taskloom run --session {meta.id} {flags} 'PROMPT'"
     )
     result = await interruptible(run, go_on)
     return report_result(console, session, result, args)
 
 
 async def _dispatch(args: argparse.Namespace, console: Console) -> int:
-    async with await open_runtime(args) as runtime:
+    # Each of these needs sessions that are already stored: none makes a store.
+    async with await open_runtime(args, create=False) as runtime:
         if args.command == "sessions":
             if args.action == "list":
-                return await _list(runtime, console, args.limit, args.json)
+                return await _list(runtime, console, args, args.limit, args.json)
             if args.json:
                 return await _show_json(runtime, args.session_id)
             return await _show(runtime, console, args.session_id, args.tree)
@@ -241,4 +280,4 @@ async def _dispatch(args: argparse.Namespace, console: Console) -> int:
 
 def dispatch(args: argparse.Namespace) -> int:
     """Run one of the session commands; returns the exit code."""
-    return asyncio.run(_dispatch(args, Console()))
+    return asyncio.run(_dispatch(args, terminal()))

@@ -1,5 +1,5 @@
 """The web console: watch sessions, their delegation tree and timeline, and
-decide approvals in a browser (`taskloom serve`, extra `taskloom[web]`).
+decide approvals in a browser (`taskloom serve`, the `web` extra).
 
 `Console.reading(store)` is read-only; `Console.acting(runtime)` decides,
 resumes, steers and stops through the host's runtime. A `Console` is an ASGI
@@ -12,6 +12,9 @@ server-sent events.
 
 from __future__ import annotations
 
-from ._app import READ_ONLY, Console
+from .._extras import needs_extra
+
+with needs_extra("taskloom.console"):
+    from ._app import READ_ONLY, Console
 
 __all__ = ["READ_ONLY", "Console"]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from .._extras import install_command
 from ..delegation import ChildSpec
 from ..errors import ConfigurationError, StoreUnavailable, UsageError
 from ..loop import RunOptions
@@ -108,7 +109,8 @@ class WorkQueue(RunQueue):
     ) -> None:
         if importlib.util.find_spec("procrastinate") is None:
             raise ConfigurationError(
-                "WorkQueue needs procrastinate: pip install 'taskloom[distributed]'"
+                "WorkQueue needs the distributed extra (no module named 'procrastinate'): "
+                + install_command("distributed")
             )
         if not url.startswith(("postgresql://", "postgres://")):
             raise ConfigurationError(f"WorkQueue needs a postgresql:// URL, not {url!r}")

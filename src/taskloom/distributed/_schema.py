@@ -63,7 +63,7 @@ def _procrastinate_schema() -> str:
         raise ConfigurationError(
             f"the installed procrastinate's schema goes up to migration {latest}, but this "
             f"taskloom knows it up to {KNOWN_PROCRASTINATE_MIGRATION}: install the "
-            "procrastinate version taskloom[distributed] pins, or upgrade taskloom"
+            "procrastinate version the distributed extra pins, or upgrade taskloom"
         )
     return SchemaManager.get_schema()
 

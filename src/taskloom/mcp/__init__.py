@@ -3,9 +3,10 @@
     from taskloom.mcp import MCPServer
     agent = Agent(tools=[MCPServer.stdio("mcp-server-time", prefix="time"), my_tool])
 
-`MCPServer` is a toolset built on the official `mcp` SDK (`pip install
-'taskloom[mcp]'`); `serve_agent` (and `taskloom mcp serve module:agent`)
-exposes an agent as an MCP server with one tool.
+`MCPServer` is a toolset built on the official `mcp` SDK (the `mcp`
+extra: `pip install -e '.[mcp]'` in a clone of taskloom); `serve_agent`
+(and `taskloom mcp serve module:agent`) exposes an agent as an MCP server
+with one tool.
 """
 
 from __future__ import annotations

@@ -57,18 +57,22 @@ __all__ = [
 ]
 
 
-def open_store(url: str | SessionStore | None = None, **options: Any) -> SessionStore:
+def open_store(
+    url: str | SessionStore | None = None, *, create: bool = True, **options: Any
+) -> SessionStore:
     """A store from a URL: `memory://`, `sqlite:///path`, `postgresql://...`.
 
-    The store of `open_backend(url, **options)`; a `SessionStore` instance
-    passes through; None means a fresh memory store. Opening does no I/O:
-    durable stores connect on first use.
+    The store of `open_backend(url, create=create, **options)`; a
+    `SessionStore` instance passes through; None means a fresh memory store.
+    Opening does no I/O: durable stores connect on first use. With
+    `create=False` a SQLite store must exist already: first use raises
+    `StoreNotFound` rather than create it (see `open_backend`).
     """
     if url is None:
         return MemoryStore(**options)
     if not isinstance(url, str):
         return url
-    return open_backend(url, **options).store
+    return open_backend(url, create=create, **options).store
 
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""Tracing: OpenTelemetry GenAI spans and metrics for runs (`pip install 'taskloom[otel]'`).
+"""Tracing: OpenTelemetry GenAI spans and metrics for runs (the `otel` extra).
 
 With a tracer provider configured, every run emits `invoke_agent {agent}`
 with its `chat {model}` and `execute_tool {tool}` spans, and the

@@ -23,9 +23,10 @@ class SQLiteBackend(Backend):
     """A `SQLiteStore`, its `SQLiteLeases`, a registry, an inbox and snapshots
     on one `SQLiteDatabase` (one file, one connection and its worker thread).
 
-    `path` is the file (created with its parent folders on first use) or a
-    `SQLiteDatabase`; `busy_timeout` and `synchronous` are the database's
-    (see `SQLiteDatabase`); `clock` measures leases. Opening does no I/O.
+    `path` is the file (created with its parent folders on first use, mode
+    0600, unless `create=False`: then it must exist) or a `SQLiteDatabase`;
+    `busy_timeout`, `synchronous` and `create` are the database's (see
+    `SQLiteDatabase`); `clock` measures leases. Opening does no I/O.
     """
 
     store: SQLiteStore
@@ -37,11 +38,16 @@ class SQLiteBackend(Backend):
         clock: Clock = system_clock,
         busy_timeout: float = 30.0,
         synchronous: Literal["FULL", "NORMAL"] = "NORMAL",
+        create: bool = True,
         store: SQLiteStore | None = None,
     ) -> None:
         if store is None:
             store = SQLiteStore(
-                path, clock=clock, busy_timeout=busy_timeout, synchronous=synchronous
+                path,
+                clock=clock,
+                busy_timeout=busy_timeout,
+                synchronous=synchronous,
+                create=create,
             )
         super().__init__(store, capabilities=SQLITE_CAPABILITIES)
         self.database: SQLiteDatabase = store.database

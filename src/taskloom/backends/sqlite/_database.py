@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from ...errors import StoreUnavailable
+from ...errors import StoreNotFound, StoreUnavailable
 from .._sql import VERSION_TABLE, Migration, check_version
 
 __all__ = ["SQLiteDatabase", "immediate"]
@@ -57,9 +57,9 @@ def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 class SQLiteDatabase:
     """One SQLite file (or `":memory:"`), used through one dedicated worker thread.
 
-    The connection is opened on the worker at first use (creating parent
-    directories), in WAL mode so readers in other processes never wait for a
-    writer, with `busy_timeout` so concurrent writers queue rather than fail.
+    The connection is opened on the worker at first use, in WAL mode so
+    readers in other processes never wait for a writer, with `busy_timeout`
+    so concurrent writers queue rather than fail.
     `synchronous="NORMAL"` (the default, WAL's usual pairing) survives a
     crashed or killed process; `"FULL"` also survives power loss, at the
     price of a disk sync per commit (5-20x slower appends).
@@ -70,6 +70,13 @@ class SQLiteDatabase:
     thread; otherwise it goes to the worker, which waits for the lock. The
     log is checkpointed into the file on the worker, never on the caller's
     thread. With `"FULL"` every call goes to the worker.
+
+    With `create=True` (the default) a missing file is created with its
+    parent directories, readable and writable by its owner only (0600, as
+    SQLite then makes its -wal and -shm files); an existing file keeps its
+    mode. With `create=False` the file must exist: first use raises
+    `StoreNotFound` naming it, and nothing is created, neither the file nor
+    a directory.
 
     A file that cannot be opened, or a lock another writer holds past
     `busy_timeout`, raises `StoreUnavailable` naming the file.
@@ -83,12 +90,14 @@ class SQLiteDatabase:
         *,
         busy_timeout: float = 30.0,
         synchronous: Literal["FULL", "NORMAL"] = "NORMAL",
+        create: bool = True,
     ) -> None:
         if synchronous not in ("FULL", "NORMAL"):
             raise ValueError(f"synchronous must be 'FULL' or 'NORMAL', not {synchronous!r}")
         self.path: str | Path = path if path == ":memory:" else Path(path).expanduser()
         self._busy_timeout = busy_timeout
         self._synchronous = synchronous
+        self._create = create
         self._executor: _Worker | None = None
         # Used by one thread at a time: the worker's, or the caller's when
         # no call is queued on or running in the worker (`_queued == 0`).
@@ -224,10 +233,20 @@ class SQLiteDatabase:
         return max(0, round(self._busy_timeout * 1000))
 
     def _connect(self) -> sqlite3.Connection:
+        target: str | Path = self.path
+        uri = False
         if isinstance(self.path, Path):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self._create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                _create_private(self.path)
+            elif not self.path.is_file():
+                raise StoreNotFound(f"SQLite database {str(self.path)!r} does not exist")
+            else:
+                # mode=rw: SQLite never creates the file, even one removed since.
+                target, uri = f"{self.path.absolute().as_uri()}?mode=rw", True
         conn = sqlite3.connect(
-            self.path,
+            target,
+            uri=uri,
             timeout=self._busy_timeout,
             isolation_level=None,
             cached_statements=256,
@@ -297,6 +316,21 @@ class SQLiteDatabase:
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
+
+
+def _create_private(path: Path) -> None:
+    """Create `path` empty with mode 0600 unless it exists.
+
+    Sessions hold prompts, tool results and approvals: other local users must
+    not read them. Made before SQLite opens it, the file carries the mode
+    SQLite gives the -wal and -shm files it creates beside it; the process's
+    umask is left alone (other threads create files too).
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
 
 
 class _Worker:

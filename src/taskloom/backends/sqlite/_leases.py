@@ -71,6 +71,7 @@ class SQLiteLeases:
     `SQLiteLeases(path)` opens its own connection on first use (and
     `close()` releases it); given a `SQLiteDatabase` it shares that
     connection, which is how `SQLiteStore.leases` sits on the store's file.
+    `create` is the database's (see `SQLiteDatabase`).
     """
 
     def __init__(
@@ -80,12 +81,15 @@ class SQLiteLeases:
         clock: Clock = system_clock,
         busy_timeout: float = 30.0,
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
+        create: bool = True,
     ) -> None:
         self._owns_db = not isinstance(path, SQLiteDatabase)
         self._db = (
             path
             if isinstance(path, SQLiteDatabase)
-            else SQLiteDatabase(path, busy_timeout=busy_timeout, synchronous=synchronous)
+            else SQLiteDatabase(
+                path, busy_timeout=busy_timeout, synchronous=synchronous, create=create
+            )
         )
         self._clock = clock
         self._db.require("leases", SQLITE_LEASE_MIGRATIONS)

@@ -112,7 +112,9 @@ SQLITE_CHILD_CONCURRENCY = 32
 
 
 class SQLiteStore:
-    """Sessions in one SQLite file (created with its parent directories on first use).
+    """Sessions in one SQLite file (created with its parent directories on
+    first use, readable by its owner only; with `create=False` it must exist,
+    see `SQLiteDatabase`).
 
     Every statement runs on the store's only connection, on the caller's
     thread when it can finish at once and on the database's worker thread
@@ -123,7 +125,7 @@ class SQLiteStore:
     same file, and `append(..., fence=)` checks it in the append's own
     transaction. Opening does no I/O; `close()` releases the connection.
     Given a `SQLiteDatabase` (its `SQLiteBackend`'s), the store works on it
-    and `busy_timeout`/`synchronous` are the database's.
+    and `busy_timeout`/`synchronous`/`create` are the database's.
     """
 
     def __init__(
@@ -133,11 +135,14 @@ class SQLiteStore:
         clock: Clock = system_clock,
         busy_timeout: float = 30.0,
         synchronous: Literal["FULL", "NORMAL"] = "NORMAL",
+        create: bool = True,
     ) -> None:
         self._db = (
             path
             if isinstance(path, SQLiteDatabase)
-            else SQLiteDatabase(path, busy_timeout=busy_timeout, synchronous=synchronous)
+            else SQLiteDatabase(
+                path, busy_timeout=busy_timeout, synchronous=synchronous, create=create
+            )
         )
         self._clock = clock
         self._backend: SQLiteBackend | None = None

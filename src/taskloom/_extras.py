@@ -1,0 +1,71 @@
+"""The optional extras: which modules each brings, and how to install one.
+
+A module an extra brings that is missing is reported as that extra, with
+the command that installs it, by the Python API (`needs_extra`) and the
+`taskloom` command alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+__all__ = ["EXTRAS", "extra_providing", "install_command", "missing_extra", "needs_extra"]
+
+EXTRAS: Mapping[str, tuple[str, tuple[str, ...]]] = {
+    "cli": ("the taskloom command", ("rich",)),
+    "postgres": ("PostgreSQL stores", ("psycopg", "psycopg_pool")),
+    "otel": ("OpenTelemetry tracing", ("opentelemetry",)),
+    "web": ("the web console", ("starlette", "uvicorn", "jinja2")),
+    # mcp_types comes with the SDK as a distribution of its own.
+    "mcp": ("MCP servers and taskloom mcp serve", ("mcp", "mcp_types")),
+    "distributed": ("the work queue", ("procrastinate",)),
+}
+"""Each extra of pyproject.toml: what it is for, and the top-level modules of
+its requirements (and of their requirements whose names differ)."""
+
+
+def install_command(extra: str) -> str:
+    """How to install `extra`: from a clone of the repository, which works
+    today, and from the package index, once taskloom is published there."""
+    return (
+        f"pip install -e '.[{extra}]' in a clone of taskloom, "
+        f"or pip install 'taskloom[{extra}]' once taskloom is published"
+    )
+
+
+def extra_providing(module: str) -> str | None:
+    """The extra that brings `module` (`psycopg.pq` counts as `psycopg`), or None."""
+    top = module.partition(".")[0]
+    for extra, (_, modules) in EXTRAS.items():
+        if top in modules:
+            return extra
+    return None
+
+
+def missing_extra(exc: ModuleNotFoundError, what: str) -> ModuleNotFoundError | None:
+    """`exc` told as the extra `what` needs, with how to install it; None
+    when the missing module is not one an extra brings."""
+    extra = extra_providing(exc.name or "")
+    if extra is None:
+        return None
+    told = ModuleNotFoundError(
+        f"{what} needs the {extra} extra (no module named {exc.name!r}): {install_command(extra)}",
+        name=exc.name,
+        path=exc.path,
+    )
+    return told
+
+
+@contextmanager
+def needs_extra(what: str) -> Iterator[None]:
+    """Inside, an import that fails for a module an extra brings raises a
+    `ModuleNotFoundError` naming `what` needs that extra and how to install
+    it (the module's name is kept in `.name`); other errors pass unchanged."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        told = missing_extra(exc, what)
+        if told is None:
+            raise
+        raise told from exc

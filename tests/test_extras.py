@@ -1,0 +1,101 @@
+"""A missing optional extra is named, with the command that installs it from
+a clone and once published, by the Python API and the `taskloom` command
+alike. Each case runs in a fresh interpreter where the extra's module is
+made unimportable (`sys.modules[name] = None`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from cli_process import SOURCES, TESTS, taskloom_cli
+from taskloom._extras import EXTRAS
+
+FROM_A_CLONE = "pip install -e '.[{extra}]'"
+ONCE_PUBLISHED = "pip install 'taskloom[{extra}]'"
+
+
+def _python(code: str, *, without: str) -> subprocess.CompletedProcess[str]:
+    prelude = f"import sys\nsys.modules[{without!r}] = None\n"
+    return subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": f"{SOURCES}:{TESTS}", "PATH": "/usr/bin:/bin"},
+    )
+
+
+def _says_install(text: str, extra: str) -> None:
+    assert f"the {extra} extra" in text, text
+    assert FROM_A_CLONE.format(extra=extra) in text, text
+    assert ONCE_PUBLISHED.format(extra=extra) in text, text
+
+
+API_CASES = [
+    (
+        "psycopg",
+        "postgres",
+        "from taskloom import Runtime\nRuntime(store='postgresql://127.0.0.1/test')",
+    ),
+    ("psycopg", "postgres", "from taskloom.stores import PostgresStore"),
+    ("mcp_types", "mcp", "from taskloom.mcp import MCPServer"),
+    ("mcp", "mcp", "from taskloom.mcp import serve_agent"),
+    ("starlette", "web", "from taskloom.console import Console"),
+    ("opentelemetry", "otel", "from taskloom.tracing import GenAIObserver"),
+]
+
+
+@pytest.mark.parametrize(("module", "extra", "code"), API_CASES)
+def test_the_python_api_names_the_missing_extra(module: str, extra: str, code: str) -> None:
+    done = _python(
+        f"""
+        try:
+            {code.replace(chr(10), chr(10) + " " * 12)}
+        except ModuleNotFoundError as exc:
+            assert exc.name.partition(".")[0] == {module!r}, exc.name
+            print(exc)
+        else:
+            print("imported")
+        """,
+        without=module,
+    )
+    assert done.returncode == 0, done.stderr
+    _says_install(done.stdout, extra)
+
+
+def _cli_without(module: str, *argv: str) -> tuple[str, ...]:
+    code = f"import sys; sys.modules[{module!r}] = None; from taskloom.cli import main; "
+    return ("-c", code + f"sys.exit(main({list(argv)!r}))")
+
+
+@pytest.mark.parametrize(
+    ("module", "extra", "argv"),
+    [
+        ("psycopg", "postgres", ("sessions", "list", "--store", "postgresql://127.0.0.1/test")),
+        ("mcp_types", "mcp", ("mcp", "serve", "cli_tools:nothing")),
+        ("uvicorn", "web", ("serve",)),
+        ("rich", "cli", ("sessions", "list")),
+    ],
+)
+def test_the_command_names_the_missing_extra(
+    module: str, extra: str, argv: tuple[str, ...], tmp_path: Path
+) -> None:
+    done = taskloom_cli(home=tmp_path, python_args=_cli_without(module, *argv))
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    error, hint = done.stderr.strip().splitlines()
+    assert error.startswith("taskloom: ") and module in error, error
+    _says_install(error + hint, extra)
+    assert "install the package that provides" not in hint
+
+
+def test_the_extras_table_covers_every_extra_of_pyproject() -> None:
+    pyproject = tomllib.loads((SOURCES.parent / "pyproject.toml").read_text())
+    declared = set(pyproject["project"]["optional-dependencies"])
+    assert set(EXTRAS) == declared - {"dev", "docs"}
