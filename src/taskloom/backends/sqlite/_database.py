@@ -55,7 +55,7 @@ def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 class SQLiteDatabase:
-    """One SQLite file (or `":memory:"`), used through one dedicated worker thread.
+    """One SQLite file (or `":memory:"`), one connection, and a worker thread for calls that wait.
 
     The connection is opened on the worker at first use, in WAL mode so
     readers in other processes never wait for a writer, with `busy_timeout`
