@@ -7,11 +7,25 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import select
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from mcp_support import HERE, alive, fixture_stdio, processes, results, start_http_fixture
+from mcp_support import (
+    HERE,
+    Pid,
+    alive,
+    descendants,
+    fixture_stdio,
+    processes,
+    results,
+    start_http_fixture,
+)
 
 from conftest import SEEN_GROUPS, Started
 from taskloom import Agent, RunStatus, Runtime
@@ -21,6 +35,9 @@ from taskloom.mcp import _connection as connection_module
 from taskloom.models import ScriptedModel, reply
 
 pytestmark = pytest.mark.slow
+
+SILENT = HERE / "silent_server.py"
+HOST_CHILD = HERE / "mcp_host_child.py"
 
 
 def stored_bytes(folder: Path) -> list[bytes]:
@@ -133,19 +150,56 @@ async def test_closing_the_runtime_kills_the_server_and_what_it_started(started:
     async with Runtime() as runtime:
         session = await runtime.create_session(Agent("a", model, tools=[server, time_server]))
         await session.run("go")
-        sleepers = json.loads(results(await session.transcript())[0][2])["result"]
-        servers = started.sample()
-        table = processes()
-        shown = {pid: table.get(pid) for pid in [*servers, *sleepers]}
-        assert len(servers) == 2, shown  # one process per server, for the runtime
-        assert all(table[pid].pgrp == pid for pid in servers), shown  # each in its own group
-        assert all(table[pid].pgrp in servers for pid in sleepers), shown
-    # `async with` closed the runtime: the servers, and the sleeps one of them
-    # started (one kept its stderr, one did not), are gone.
-    table = processes()
-    left = [pid for pid in [*servers, *sleepers] if pid in table and alive(table[pid])]
-    print(f"server pids {sorted(servers)}, their children {sleepers}, left {left}")
-    assert left == []
+        pids = json.loads(results(await session.transcript())[0][2])["result"]
+        sleepers = [Pid(pid) for pid in pids]
+        servers = [Pid(pid) for pid in started.sample()]
+        tree = [Pid(pid) for pid in descendants({s.pid for s in servers})]
+    try:
+        assert len(servers) == 2  # one process per server, for the runtime
+        assert len(sleepers) == 3 and all(s.start is not None for s in sleepers)
+        assert {s.pid for s in sleepers} <= {t.pid for t in tree}
+        # `async with` closed the runtime, and close returns once they are
+        # gone: the servers, what runs them, and the sleeps one of them
+        # started (in its group with its stderr, without it, in a session
+        # of its own).
+        left = [p.pid for p in [*servers, *tree] if p.running]
+        assert left == []
+    finally:
+        for process in [*servers, *tree]:
+            process.kill()
+
+
+def test_a_stdio_server_dies_with_a_sigkilled_host(tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    host = subprocess.Popen(
+        [sys.executable, str(HOST_CHILD), str(notes)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    silent: Pid | None = None
+    try:
+        assert host.stdout is not None
+        ready, _, _ = select.select([host.stdout], [], [], 60)
+        line = host.stdout.readline() if ready else ""
+        assert line.startswith("READY "), (line, host.stderr and host.stderr.read())
+        silent = Pid(int(line.split()[1]))
+        assert silent.running
+        os.kill(host.pid, signal.SIGKILL)
+        host.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while silent.running and time.monotonic() < deadline:
+            time.sleep(0.01)  # another process's end: nothing to wait on but /proc
+        assert not silent.running
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait()
+        for stream in (host.stdout, host.stderr):
+            if stream is not None:
+                stream.close()
+        if silent is not None:
+            silent.kill()
 
 
 async def test_runtime_close_stops_a_server_that_is_still_starting(started: Started) -> None:
