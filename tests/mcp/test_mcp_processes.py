@@ -22,9 +22,11 @@ from mcp_support import (
     alive,
     descendants,
     fixture_stdio,
+    noted,
     processes,
     results,
     start_http_fixture,
+    until,
 )
 
 from conftest import SEEN_GROUPS, Started
@@ -38,6 +40,8 @@ pytestmark = pytest.mark.slow
 
 SILENT = HERE / "silent_server.py"
 HOST_CHILD = HERE / "mcp_host_child.py"
+CLOSE_BOUND = 30.0
+"""Seconds `runtime.close()` may take at most (its own bounds are far shorter)."""
 
 
 def stored_bytes(folder: Path) -> list[bytes]:
@@ -167,6 +171,54 @@ async def test_closing_the_runtime_kills_the_server_and_what_it_started(started:
     finally:
         for process in [*servers, *tree]:
             process.kill()
+
+
+async def test_closing_while_a_silent_server_is_given_up_returns_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The handshake times out; the runtime closes while the transport is
+    # still stopping the server (its stdin closed, the server ignoring it).
+    monkeypatch.setattr(connection_module, "STARTUP_TIMEOUT", 0.5)
+    notes = tmp_path / "notes"
+    server = MCPServer.stdio(sys.executable, [str(SILENT), str(notes)], name="silent")
+    runtime = Runtime()
+    listing = asyncio.ensure_future(server.current_tools(runtime))
+    await until(lambda: noted(notes, "stdin closed"))
+    silent = Pid(int(noted(notes, "pid")[0]))
+    try:
+        async with asyncio.timeout(CLOSE_BOUND):
+            await runtime.close()
+        assert not silent.running
+    finally:
+        silent.kill()
+    with pytest.raises(ConfigurationError, match="MCP server 'silent'"):
+        await listing
+
+
+async def test_close_returns_at_its_bound_and_what_is_left_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Far shorter than the transport takes to give up on a server that
+    # ignores its stdin closing: close stops waiting, and kills.
+    monkeypatch.setattr(connection_module, "CLOSE_TIMEOUT", 0.2)
+    notes = tmp_path / "notes"
+    server = MCPServer.stdio(sys.executable, [str(SILENT), str(notes)], name="silent")
+    runtime = Runtime()
+    listing = asyncio.ensure_future(server.current_tools(runtime))
+    await until(lambda: noted(notes, "pid"))
+    silent = Pid(int(noted(notes, "pid")[0]))
+    owners = set(MCPConnections.of(runtime).connection(server)._owners)
+    try:
+        async with asyncio.timeout(CLOSE_BOUND):
+            await runtime.close()
+        assert "MCP server 'silent' did not stop within 0.2s" in caplog.text
+        await until(lambda: not silent.running)
+        async with asyncio.timeout(CLOSE_BOUND):
+            await asyncio.wait(owners)  # the owner unwinds once the server is gone
+    finally:
+        silent.kill()
+    with pytest.raises(ConfigurationError, match="MCP server 'silent'"):
+        await listing
 
 
 def test_a_stdio_server_dies_with_a_sigkilled_host(tmp_path: Path) -> None:
