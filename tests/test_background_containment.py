@@ -211,6 +211,49 @@ async def test_a_command_that_exits_leaves_no_daemon_behind(pids: PidFiles) -> N
         assert dead(escaped)
 
 
+def killing_its_parent(pidfile: Path) -> str:
+    """A command that puts a `sleep` in a session of its own, waits until it
+    is there, then SIGKILLs its own parent (the nearest process above it
+    that answers for its tree)."""
+    quoted = shlex.quote(str(pidfile))
+    return (
+        f"{setsid_sleeper(pidfile)} & while [ ! -s {quoted} ]; do sleep 0.01; done; "
+        "kill -9 $PPID; exec sleep 1000"
+    )
+
+
+@pytest.mark.slow
+async def test_a_command_that_kills_its_parent_leaves_nothing_behind(
+    pids: PidFiles, tmp_path: Path
+) -> None:
+    output = OutputCapture(100, 100, lambda: tmp_path / "spill")
+    pidfile = pids.new()
+    argv = ["sh", "-c", killing_its_parent(pidfile)]
+    async with await CommandProcess.start(
+        "parent killer", argv, output=output, grace=0.2
+    ) as process:
+        command = Process(process.pid)
+        result = await process.wait(30)
+        escaped = await pids.read(pidfile, 1)
+    assert "killed by SIGKILL" in result.render()
+    assert dead([command, *escaped])
+
+
+@pytest.mark.slow
+async def test_closing_the_runtime_after_a_command_killed_its_parent_leaves_nothing(
+    pids: PidFiles,
+) -> None:
+    pidfile = pids.new()
+    model = run_then_wait({"command": killing_its_parent(pidfile)})
+    async with Runtime() as runtime:
+        tools = background_tools(shell=True, kill_grace=0.5)
+        session = await runtime.create_session(Agent("main", model, tools=tools))
+        await session.run("go", options=OPTIONS)
+        escaped = await pids.read(pidfile, 1)
+    assert "killed by SIGKILL" in outcome(model)
+    assert dead(escaped)
+
+
 @pytest.mark.slow
 async def test_the_command_ends_on_its_own_after_its_backstop(
     pids: PidFiles, tmp_path: Path

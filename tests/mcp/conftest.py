@@ -17,6 +17,7 @@ if HERE not in sys.path:
 
 from mcp_support import (  # noqa: E402
     HttpFixture,
+    descendants,
     live_in_groups,
     my_children,
     processes,
@@ -36,10 +37,12 @@ class Started:
 
     def sample(self) -> set[int]:
         """The children started since the test began that are alive now
-        (their process groups are remembered for the checks)."""
+        (their process groups, and those of what runs below them, are
+        remembered for the checks)."""
         new = my_children() - self.before
         table = processes()
-        groups = {table[p].pgrp for p in new if p in table} - {os.getpgid(0)}
+        below = new | descendants(new)
+        groups = {table[p].pgrp for p in below if p in table} - {os.getpgid(0)}
         self.groups |= groups
         SEEN_GROUPS.update(groups)
         return new

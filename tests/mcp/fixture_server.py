@@ -195,12 +195,16 @@ def authorization(ctx: Context) -> str:
 
 @server.tool(annotations=READ_ONLY)
 def sleepers() -> list[int]:
-    """Start two long sleeps in this server's process group: one keeps the
-    server's stderr, one does not. Their pids."""
+    """Start three long sleeps: two in this server's process group (one keeps
+    the server's stderr, one does not), and one in a session of its own
+    without the server's stderr. Their pids."""
     quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL}
     keeps = subprocess.Popen(["sleep", "300"], **quiet)
     apart = subprocess.Popen(["sleep", "300"], stderr=subprocess.DEVNULL, **quiet)
-    return [keeps.pid, apart.pid]
+    away = subprocess.Popen(
+        ["sleep", "300"], stderr=subprocess.DEVNULL, start_new_session=True, **quiet
+    )
+    return [keeps.pid, apart.pid, away.pid]
 
 
 @server.tool(annotations=READ_ONLY)

@@ -4,11 +4,13 @@ seen whoever started it)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,6 +127,62 @@ def my_children() -> set[int]:
     """The live children of this process."""
     me = os.getpid()
     return {p.pid for p in processes().values() if p.ppid == me and alive(p)}
+
+
+class Pid:
+    """A process known by its pid and start time (a pid is reused once its process is gone)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.start = self._start()
+
+    def _start(self) -> str | None:
+        try:
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+        except OSError:
+            return None
+        fields = stat[stat.rindex(")") + 2 :].split()
+        return None if fields[0] in ("Z", "X") else fields[19]
+
+    @property
+    def running(self) -> bool:
+        """True until it exits (a zombie has exited)."""
+        return self.start is not None and self._start() == self.start
+
+    def kill(self) -> None:
+        """SIGKILL it if it is still the process first seen (test cleanup)."""
+        if self.running:
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def noted(path: Path, word: str) -> list[str]:
+    """What follows `word` on the lines of `path` that start with it."""
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    return [line.removeprefix(word).strip() for line in lines if line.startswith(word)]
+
+
+async def until(condition: Callable[[], object], timeout: float = 30.0) -> None:
+    """Return once `condition()` is true (another process makes it so); fail after `timeout`."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+def descendants(roots: Iterable[int]) -> set[int]:
+    """The live processes below `roots` (by parent pid, now)."""
+    table = processes()
+    found: set[int] = set()
+    todo = list(roots)
+    while todo:
+        parent = todo.pop()
+        for p in table.values():
+            if p.ppid == parent and alive(p) and p.pid not in found:
+                found.add(p.pid)
+                todo.append(p.pid)
+    return found
 
 
 def live_in_groups(groups: Iterable[int]) -> list[Proc]:

@@ -7,11 +7,27 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import select
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from mcp_support import HERE, alive, fixture_stdio, processes, results, start_http_fixture
+from mcp_support import (
+    HERE,
+    Pid,
+    alive,
+    descendants,
+    fixture_stdio,
+    noted,
+    processes,
+    results,
+    start_http_fixture,
+    until,
+)
 
 from conftest import SEEN_GROUPS, Started
 from taskloom import Agent, RunStatus, Runtime
@@ -21,6 +37,11 @@ from taskloom.mcp import _connection as connection_module
 from taskloom.models import ScriptedModel, reply
 
 pytestmark = pytest.mark.slow
+
+SILENT = HERE / "silent_server.py"
+HOST_CHILD = HERE / "mcp_host_child.py"
+CLOSE_BOUND = 30.0
+"""Seconds `runtime.close()` may take at most (its own bounds are far shorter)."""
 
 
 def stored_bytes(folder: Path) -> list[bytes]:
@@ -133,19 +154,104 @@ async def test_closing_the_runtime_kills_the_server_and_what_it_started(started:
     async with Runtime() as runtime:
         session = await runtime.create_session(Agent("a", model, tools=[server, time_server]))
         await session.run("go")
-        sleepers = json.loads(results(await session.transcript())[0][2])["result"]
-        servers = started.sample()
-        table = processes()
-        shown = {pid: table.get(pid) for pid in [*servers, *sleepers]}
-        assert len(servers) == 2, shown  # one process per server, for the runtime
-        assert all(table[pid].pgrp == pid for pid in servers), shown  # each in its own group
-        assert all(table[pid].pgrp in servers for pid in sleepers), shown
-    # `async with` closed the runtime: the servers, and the sleeps one of them
-    # started (one kept its stderr, one did not), are gone.
-    table = processes()
-    left = [pid for pid in [*servers, *sleepers] if pid in table and alive(table[pid])]
-    print(f"server pids {sorted(servers)}, their children {sleepers}, left {left}")
-    assert left == []
+        pids = json.loads(results(await session.transcript())[0][2])["result"]
+        sleepers = [Pid(pid) for pid in pids]
+        servers = [Pid(pid) for pid in started.sample()]
+        tree = [Pid(pid) for pid in descendants({s.pid for s in servers})]
+    try:
+        assert len(servers) == 2  # one process per server, for the runtime
+        assert len(sleepers) == 3 and all(s.start is not None for s in sleepers)
+        assert {s.pid for s in sleepers} <= {t.pid for t in tree}
+        # `async with` closed the runtime, and close returns once they are
+        # gone: the servers, what runs them, and the sleeps one of them
+        # started (in its group with its stderr, without it, in a session
+        # of its own).
+        left = [p.pid for p in [*servers, *tree] if p.running]
+        assert left == []
+    finally:
+        for process in [*servers, *tree]:
+            process.kill()
+
+
+async def test_closing_while_a_silent_server_is_given_up_returns_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The handshake times out; the runtime closes while the transport is
+    # still stopping the server (its stdin closed, the server ignoring it).
+    monkeypatch.setattr(connection_module, "STARTUP_TIMEOUT", 0.5)
+    notes = tmp_path / "notes"
+    server = MCPServer.stdio(sys.executable, [str(SILENT), str(notes)], name="silent")
+    runtime = Runtime()
+    listing = asyncio.ensure_future(server.current_tools(runtime))
+    await until(lambda: noted(notes, "stdin closed"))
+    silent = Pid(int(noted(notes, "pid")[0]))
+    try:
+        async with asyncio.timeout(CLOSE_BOUND):
+            await runtime.close()
+        assert not silent.running
+    finally:
+        silent.kill()
+    with pytest.raises(ConfigurationError, match="MCP server 'silent'"):
+        await listing
+
+
+async def test_close_returns_at_its_bound_and_what_is_left_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Far shorter than the transport takes to give up on a server that
+    # ignores its stdin closing: close stops waiting, and kills.
+    monkeypatch.setattr(connection_module, "CLOSE_TIMEOUT", 0.2)
+    notes = tmp_path / "notes"
+    server = MCPServer.stdio(sys.executable, [str(SILENT), str(notes)], name="silent")
+    runtime = Runtime()
+    listing = asyncio.ensure_future(server.current_tools(runtime))
+    await until(lambda: noted(notes, "pid"))
+    silent = Pid(int(noted(notes, "pid")[0]))
+    owners = set(MCPConnections.of(runtime).connection(server)._owners)
+    try:
+        async with asyncio.timeout(CLOSE_BOUND):
+            await runtime.close()
+        assert "MCP server 'silent' did not stop within 0.2s" in caplog.text
+        await until(lambda: not silent.running)
+        async with asyncio.timeout(CLOSE_BOUND):
+            await asyncio.wait(owners)  # the owner unwinds once the server is gone
+    finally:
+        silent.kill()
+    with pytest.raises(ConfigurationError, match="MCP server 'silent'"):
+        await listing
+
+
+def test_a_stdio_server_dies_with_a_sigkilled_host(tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    host = subprocess.Popen(
+        [sys.executable, str(HOST_CHILD), str(notes)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    silent: Pid | None = None
+    try:
+        assert host.stdout is not None
+        ready, _, _ = select.select([host.stdout], [], [], 60)
+        line = host.stdout.readline() if ready else ""
+        assert line.startswith("READY "), (line, host.stderr and host.stderr.read())
+        silent = Pid(int(line.split()[1]))
+        assert silent.running
+        os.kill(host.pid, signal.SIGKILL)
+        host.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while silent.running and time.monotonic() < deadline:
+            time.sleep(0.01)  # another process's end: nothing to wait on but /proc
+        assert not silent.running
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait()
+        for stream in (host.stdout, host.stderr):
+            if stream is not None:
+                stream.close()
+        if silent is not None:
+            silent.kill()
 
 
 async def test_runtime_close_stops_a_server_that_is_still_starting(started: Started) -> None:

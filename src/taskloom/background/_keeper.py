@@ -1,11 +1,16 @@
-"""The keeper: runs one background command and answers for every process it starts.
+"""The keeper: runs one command and answers for every process it starts.
 
-`process.py` starts one keeper per command, as
+Background commands (`_process.py`) start one keeper per command, as
 
     python -I -S _keeper.py FD GRACE BACKSTOP LC_CTYPE ARGV...
 
-and the keeper starts ARGV as its only child, the leader of a new session.
-Standard library only: it runs in an isolated interpreter, where neither
+and stdio MCP servers (`taskloom.mcp`) one per server, as
+
+    python -I -S _keeper.py stdio:PID GRACE - LC_CTYPE ARGV...
+
+The keeper starts ARGV, the leader of a new session, below a *nanny*: a fork
+of the keeper that only waits for the command and passes its exit status
+up. Standard library only: it runs in an isolated interpreter, where neither
 taskloom nor site-packages is importable, and it is single-threaded, which
 is what makes its fork-then-exec safe.
 
@@ -18,14 +23,19 @@ Why a process of its own between the host and the command:
   descendants, found by walking `/proc`, and nothing else is ever signalled.
   Making the host itself a subreaper would do the same for the host's every
   other child too, and leave their orphans as zombies of the host.
+- It is not the command's parent: the nanny is. A command that kills its
+  parent (`kill -9 $PPID`) kills the nanny, dies of its own parent-death
+  signal, and what it started is reparented to the keeper, which still
+  holds it and reports the command as killed by SIGKILL.
 - It notices the host's death by the end of its socket (FD, a socket pair
   whose other end only the host holds): EOF means the host is gone, or wants
   everything killed — either way every descendant is SIGKILLed and the
   keeper exits. A parent-death signal on the command would be tied to the
   host *thread* that started it (it fires when that thread exits, not the
   process) and would reach only the command, not what it started.
-- The command gets `PR_SET_PDEATHSIG=SIGKILL` towards the keeper (safe here:
-  the keeper has one thread), so it dies with a keeper killed from outside.
+- The nanny gets `PR_SET_PDEATHSIG=SIGKILL` towards the keeper, the command
+  towards the nanny (safe here: both have one thread), so the command dies
+  with a keeper killed from outside.
 - BACKSTOP (seconds, or `-`) is the command's own deadline, for a host that
   hangs: the keeper then reports `deadline`, ends the tree itself with
   SIGTERM and, GRACE seconds later, SIGKILL.
@@ -34,24 +44,37 @@ The command gets the keeper's environment, but for one variable Python
 itself may have set at start-up (C locale coercion, PEP 538): LC_CTYPE is
 `=VALUE` for the value the command is to see, `-` for none.
 
-The socket carries lines from the keeper — `started PID`, `failed ERRNO`,
-`exited CODE` (negative: killed by that signal), `deadline` — and from the
-host the byte `T` (SIGTERM to every descendant; SIGKILL to what is left
-GRACE seconds later). The keeper exits once the command has exited and no
-descendant is left.
+With a socket, it carries lines from the keeper — `started PID`, `failed
+ERRNO`, `exited CODE` (negative: killed by that signal), `deadline` — and
+from the host the byte `T` (SIGTERM to every descendant; SIGKILL to what is
+left GRACE seconds later). The keeper exits once the command has exited and
+no descendant is left.
 
-Limits. A command can kill its keeper on purpose (`kill -9 $PPID`): it then
-dies by its parent-death signal, but what it started is orphaned to init. A
-host that forks without exec (multiprocessing's `fork` start method) hands
-its end of the socket to the fork too, and its keepers learn of its death
-only once the fork is gone as well. Without a subreaper or `/proc` (other
-systems than Linux) signals go to the command's process group only.
+With `stdio:PID` there is no socket: the command speaks over the keeper's
+stdin and stdout, which it inherits (the keeper and the nanny keep no copy,
+so the host sees them end with the command). The tree ends — SIGTERM, then
+SIGKILL GRACE seconds later — once the command exited; at once with SIGKILL
+when the keeper gets SIGTERM, SIGINT or SIGHUP (the host stopping it), or
+when the host, process PID, dies (the keeper's own parent-death signal; for
+this use it is bound to the host thread that started the keeper, the one
+running the host's event loop). A command that cannot be started is named
+on stderr, and the keeper exits with status 127.
+
+Limits. A command that finds and kills the keeper itself (its grandparent)
+dies by its parent-death signal, but what it started is orphaned to init; so
+does everything when the keeper is SIGKILLed from outside. A host that forks
+without exec (multiprocessing's `fork` start method) hands its end of the
+socket to the fork too, and its keepers learn of its death only once the
+fork is gone as well. Without a subreaper or `/proc` (other systems than
+Linux) signals go to the command's process group only: what left it
+survives.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import select
 import signal
@@ -59,6 +82,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
+from typing import NoReturn
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -151,10 +175,15 @@ def _pidfd(pid: int) -> int | None:
 
 
 class Keeper:
-    """One command and its descendants (see the module docstring)."""
+    """One command and its descendants (see the module docstring).
 
-    def __init__(self, host: socket.socket, grace: float) -> None:
-        self._host: socket.socket | None = host
+    `host` is the socket to the host; None when the command serves over the
+    keeper's stdin and stdout (`stdio:PID`).
+    """
+
+    def __init__(self, host: socket.socket | None, grace: float) -> None:
+        self._host = host
+        self._serving = host is None
         self._grace = grace
         self._me = os.getpid()
         self._prctl = _prctl()
@@ -166,27 +195,47 @@ class Keeper:
         self._listening = True
         self._told = False
         self._child = 0
+        self._nanny = 0
+        self._status = -1
+        self._heard: list[int] = []
         self._exit_code: int | None = None
         self._killing = False
         self._kill_at: float | None = None
         self._pending: list[int] = []
-        self._wake, wake_w = os.pipe()
+        self._wake, self._wake_w = os.pipe()
         os.set_blocking(self._wake, False)
-        os.set_blocking(wake_w, False)
-        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        os.set_blocking(self._wake_w, False)
+        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
         for sig in (signal.SIGCHLD, *_ENDING_SIGNALS):
             signal.signal(sig, self._note)
+
+    def die_with(self, host_pid: int) -> bool:
+        """Have the tree ended when process `host_pid`, our parent, dies; False
+        if it is already gone."""
+        if self._prctl is not None:
+            self._prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+        return os.getppid() == host_pid
 
     def run(self, argv: list[str], backstop: float | None, lc_ctype: str | None) -> int:
         try:
             self._child = self._spawn(argv, lc_ctype)
         except OSError as exc:
             self._say(f"failed {exc.errno or 0}")
+            if self._serving:
+                with contextlib.suppress(OSError):
+                    os.write(2, f"taskloom: cannot run {argv[0]}: {exc.strerror}\n".encode())
             return 127
+        if self._serving:
+            # The command's stdin and stdout are its own: the host sees them
+            # end once the command (and what inherited them) is gone.
+            _release_stdio((0, 1))
         self._say(f"started {self._child}")
         deadline = None if backstop is None else time.monotonic() + backstop
         while True:
             children_left = self._reap()
+            if self._serving and self._exit_code is not None and not self._told:
+                self._told = True
+                self._terminate()
             # Ending the group needs the host's word: its members are not
             # our children, so their end is not seen here.
             if (
@@ -194,7 +243,7 @@ class Keeper:
                 and not children_left
                 and (not self._by_group or self._told)
             ):
-                return 0
+                return _status_of(self._exit_code)
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 deadline = None
@@ -207,38 +256,95 @@ class Keeper:
             self._wait(self._timeout(now, deadline))
 
     def _spawn(self, argv: list[str], lc_ctype: str | None) -> int:
+        """Start the nanny, and through it the command; the command's pid."""
         # Closed by a successful exec; otherwise it carries the exec's errno.
         report_r, report_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child execs or exits
-            try:
-                os.close(report_r)
-                os.setsid()
-                signal.set_wakeup_fd(-1)
-                # Python ignores SIGPIPE and SIGXFSZ; the command expects the defaults.
-                for sig in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ, *_ENDING_SIGNALS):
-                    signal.signal(sig, signal.SIG_DFL)
-                if lc_ctype is None:
-                    os.environ.pop("LC_CTYPE", None)
-                else:
-                    os.environ["LC_CTYPE"] = lc_ctype
-                if self._prctl is not None:
-                    self._prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
-                    if os.getppid() != self._me:
-                        os._exit(1)  # the keeper died before the signal was set
-                os.execvp(argv[0], argv)
-            except OSError as exc:
-                os.write(report_w, str(exc.errno or 0).encode())
-            finally:
-                os._exit(127)
+        # The nanny's word: the command's pid, then its exit code.
+        status_r, status_w = os.pipe()
+        nanny = os.fork()
+        if nanny == 0:  # pragma: no cover - the nanny exits
+            os.close(report_r)
+            os.close(status_r)
+            self._be_nanny(argv, lc_ctype, report_w, status_w)
         os.close(report_w)
+        os.close(status_w)
+        self._nanny, self._status = nanny, status_r
         with open(report_r, "rb") as report:
             failure = report.read()
         if failure:
-            os.waitpid(pid, 0)
+            os.waitpid(nanny, 0)
             code = int(failure)
             raise OSError(code, os.strerror(code))
-        return pid
+        # The nanny wrote the pid before it let go of the report pipe.
+        self._hear_nanny()
+        if not self._heard:
+            os.waitpid(nanny, 0)  # it died before starting the command
+            raise OSError(errno.ECHILD, os.strerror(errno.ECHILD))
+        return self._heard[0]
+
+    def _be_nanny(
+        self, argv: list[str], lc_ctype: str | None, report_w: int, status_w: int
+    ) -> NoReturn:  # pragma: no cover - runs in the nanny
+        """Start the command as our child, wait for it, pass its exit code up."""
+        try:
+            signal.set_wakeup_fd(-1)
+            os.close(self._wake)
+            os.close(self._wake_w)
+            if self._host is not None:
+                self._host.close()
+            # The tree's SIGTERM is for the command; the nanny goes when it does.
+            for sig in _ENDING_SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            if self._prctl is not None:
+                self._prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+                if os.getppid() != self._me:
+                    os._exit(1)  # the keeper died before the signal was set
+            me = os.getpid()
+            pid = os.fork()
+            if pid == 0:
+                os.close(status_w)
+                self._exec(argv, lc_ctype, me, report_w)
+            os.write(status_w, f"{pid}\n".encode())
+            os.close(report_w)
+            _release_stdio((0, 1, 2))
+            _, status = os.waitpid(pid, 0)
+            os.write(status_w, f"{os.waitstatus_to_exitcode(status)}\n".encode())
+        finally:
+            os._exit(0)
+
+    def _exec(
+        self, argv: list[str], lc_ctype: str | None, parent: int, report_w: int
+    ) -> NoReturn:  # pragma: no cover - the command execs or exits
+        try:
+            os.setsid()
+            # Python ignores SIGPIPE and SIGXFSZ; the command expects the defaults.
+            for sig in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ, *_ENDING_SIGNALS):
+                signal.signal(sig, signal.SIG_DFL)
+            if lc_ctype is None:
+                os.environ.pop("LC_CTYPE", None)
+            else:
+                os.environ["LC_CTYPE"] = lc_ctype
+            if self._prctl is not None:
+                self._prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+                if os.getppid() != parent:
+                    os._exit(1)  # the nanny died before the signal was set
+            os.execvp(argv[0], argv)
+        except OSError as exc:
+            os.write(report_w, str(exc.errno or 0).encode())
+        finally:
+            os._exit(127)
+
+    def _hear_nanny(self) -> None:
+        """Add what the nanny has written to `_heard`: the command's pid, then
+        its exit code (each line is written at once, so whole)."""
+        data = b""
+        with contextlib.suppress(OSError):
+            while chunk := os.read(self._status, 64):
+                data += chunk
+                if data.endswith(b"\n"):
+                    break
+        self._heard += [int(word) for word in data.split()]
 
     def _reap(self) -> bool:
         """Reap every exited child; whether any child is left."""
@@ -249,8 +355,16 @@ class Keeper:
                 return False
             if pid == 0:
                 return True
-            if pid == self._child:
-                self._exit_code = os.waitstatus_to_exitcode(status)
+            if pid == self._nanny:
+                # The command's exit code; a nanny killed before it could
+                # tell took the command with it (parent-death signal).
+                os.set_blocking(self._status, False)
+                self._hear_nanny()
+                os.close(self._status)
+                if len(self._heard) > 1:
+                    self._exit_code = self._heard[1]
+                else:
+                    self._exit_code = os.waitstatus_to_exitcode(status)
                 self._say(f"exited {self._exit_code}")
 
     def _terminate(self) -> None:
@@ -284,7 +398,7 @@ class Keeper:
                     pass
         noted, self._pending = self._pending, []
         if any(sig in _ENDING_SIGNALS for sig in noted):
-            self._killing = True
+            self._killing = self._told = True
         if self._host is not None and self._host.fileno() in readable:
             try:
                 data = self._host.recv(512)
@@ -308,12 +422,30 @@ class Keeper:
                 self._host.sendall(line.encode() + b"\n")
 
 
+def _release_stdio(fds: tuple[int, ...]) -> None:
+    """Point `fds` at /dev/null: the command's pipes are no longer held here."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in fds:
+        os.dup2(null, fd)
+    os.close(null)
+
+
+def _status_of(code: int) -> int:
+    """The exit status that tells `code` (negative: killed by that signal)."""
+    return code if code >= 0 else 128 - code
+
+
 def main(args: list[str]) -> int:
-    fd, grace, backstop, lc_ctype, argv = int(args[0]), float(args[1]), args[2], args[3], args[4:]
-    host = socket.socket(fileno=fd)
-    # Inherited from the host on purpose; the command must not hold it.
-    host.set_inheritable(False)
-    keeper = Keeper(host, grace)
+    where, grace, backstop, lc_ctype, argv = args[0], float(args[1]), args[2], args[3], args[4:]
+    if where.startswith("stdio:"):
+        keeper = Keeper(None, grace)
+        if not keeper.die_with(int(where.removeprefix("stdio:"))):
+            return 1  # the host died while we started: nothing to serve
+    else:
+        host = socket.socket(fileno=int(where))
+        # Inherited from the host on purpose; the command must not hold it.
+        host.set_inheritable(False)
+        keeper = Keeper(host, grace)
     return keeper.run(
         argv,
         None if backstop == "-" else float(backstop),

@@ -3,7 +3,8 @@
 Each command runs under a keeper (`_keeper.py`): a small process between
 this one and the command that answers for every process the command starts,
 also those that leave its process group or session (`setsid`, a double
-fork), and that kills them all when this process dies, even by `SIGKILL`.
+fork) or whose command killed its own parent, and that kills them all when
+this process dies, even by `SIGKILL` (on Linux; see the keeper's limits).
 Ending a command means ending that whole tree: whatever it spawned — a
 pipeline, a server it put in the background, a daemon — goes with it, on
 timeout, on stop and after a normal exit alike. Ending is `SIGTERM` to
@@ -43,6 +44,7 @@ __all__ = [
     "CommandResult",
     "OutputCapture",
     "format_seconds",
+    "stdio_keeper_argv",
 ]
 
 _READ_SIZE = 64 * 1024
@@ -504,17 +506,7 @@ def _spawn_keeper(
     backstop: float | None,
 ) -> subprocess.Popen[bytes]:
     lc_ctype = (os.environ if env is None else env).get("LC_CTYPE")
-    args = [
-        sys.executable,
-        "-I",
-        "-S",
-        str(_KEEPER),
-        str(sock.fileno()),
-        repr(float(grace)),
-        "-" if backstop is None else repr(float(backstop)),
-        "-" if lc_ctype is None else f"={lc_ctype}",
-        *argv,
-    ]
+    args = _keeper_args(str(sock.fileno()), argv, grace, backstop, lc_ctype)
     try:
         return subprocess.Popen(
             args,
@@ -534,6 +526,37 @@ def _spawn_keeper(
         raise CommandNotStarted(f"permission denied: {exc.filename or argv[0]}") from None
     except OSError as exc:
         raise CommandNotStarted(f"{type(exc).__name__}: {exc}") from None
+
+
+def stdio_keeper_argv(argv: Sequence[str], env: Mapping[str, str], grace: float) -> list[str]:
+    """The command line that runs `argv` under a keeper of its own, speaking
+    over the keeper's stdin and stdout (a stdio server, say).
+
+    Run it as a child of this process, with `env` as its environment. The
+    whole tree `argv` starts ends once `argv` exits (`SIGTERM`, then
+    `SIGKILL` after `grace` seconds), at once when the keeper gets `SIGTERM`
+    (`SIGKILL` to all of it), and when this process dies. Raises
+    `CommandNotStarted` when there is no Python interpreter to run it.
+    """
+    if not sys.executable:
+        raise CommandNotStarted("no Python interpreter to run the command's keeper")
+    return _keeper_args(f"stdio:{os.getpid()}", argv, grace, None, env.get("LC_CTYPE"))
+
+
+def _keeper_args(
+    where: str, argv: Sequence[str], grace: float, backstop: float | None, lc_ctype: str | None
+) -> list[str]:
+    return [
+        sys.executable,
+        "-I",
+        "-S",
+        str(_KEEPER),
+        where,
+        repr(float(grace)),
+        "-" if backstop is None else repr(float(backstop)),
+        "-" if lc_ctype is None else f"={lc_ctype}",
+        *argv,
+    ]
 
 
 def _not_started(program: str, errno: int | None, keeper_code: int | None) -> str:

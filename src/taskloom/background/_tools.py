@@ -116,8 +116,12 @@ def build_background_tools(
 
     Every process a command starts ends with it — on timeout, `background_stop`,
     session delete, runtime close and also a normal exit — including those
-    that left its process group or session, and all of them are killed when
-    the host dies, even by `SIGKILL` (see `background._process`).
+    that left its process group or session, also when the command killed its
+    own parent, and all of them are killed when the host dies, even by
+    `SIGKILL`. That takes Linux (a subreaper and `/proc`); elsewhere only the
+    command's process group is ended, and what left it survives. A command
+    that hunts down its keeper process and SIGKILLs it orphans what it
+    started (see `background._keeper`).
     `kill_grace`: seconds they get between `SIGTERM` and `SIGKILL`.
 
     `max_output_chars`: how much output a result keeps, half from the start

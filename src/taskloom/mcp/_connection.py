@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -37,12 +38,17 @@ from ..errors import ConfigurationError
 from ..tools import ToolError
 from ._transport import Launch, StderrTail, kill_leftovers, watched
 
-__all__ = ["MAX_RESTARTS", "STARTUP_TIMEOUT", "Connection"]
+__all__ = ["CLOSE_TIMEOUT", "MAX_RESTARTS", "STARTUP_TIMEOUT", "Connection"]
 
 logger = logging.getLogger("taskloom.mcp")
 
 STARTUP_TIMEOUT = 60.0
 """Seconds a server has to start and answer the handshake (and to list its tools)."""
+
+CLOSE_TIMEOUT = 15.0
+"""Seconds `close()` waits for a server to stop. The SDK's own steps are
+bounded well within it (stdin closed, a grace, SIGTERM, SIGKILL); past it,
+what is left is killed and `close()` returns."""
 
 MAX_RESTARTS = 5
 """Restarts of a server that keeps going away, per minute; past it, calls
@@ -67,7 +73,17 @@ class _Start:
     """One start of the server: its owner task, its client once ready, and
     what was learnt while it ran."""
 
-    __slots__ = ("client", "ended", "garbage", "group", "opening", "stop", "tail", "task")
+    __slots__ = (
+        "aborted",
+        "client",
+        "ended",
+        "garbage",
+        "group",
+        "opening",
+        "stop",
+        "tail",
+        "task",
+    )
 
     def __init__(self, opening: asyncio.Future[Client], tail: StderrTail | None) -> None:
         self.opening = opening
@@ -78,6 +94,9 @@ class _Start:
         self.garbage: str | None = None
         self.group: int | None = None
         self.task: asyncio.Task[None] | None = None
+        self.aborted: str | None = None
+        """Why the start was cancelled ("deadline", "closed"); "entered" once
+        it can no longer be."""
 
 
 class Connection:
@@ -92,7 +111,7 @@ class Connection:
         self.launch = launch
         self.label = label
         self._current: _Start | None = None
-        self._owners: set[asyncio.Task[None]] = set()
+        self._owners: dict[asyncio.Task[None], _Start] = {}
         self._exits: deque[float] = deque()
         self._in_a_row = 0
         self._starts = 0
@@ -147,36 +166,22 @@ class Connection:
         start = self._current = _Start(opening, tail)
         task = asyncio.get_running_loop().create_task(self._own(start, delay))
         start.task = task
-        self._owners.add(task)
-        task.add_done_callback(self._owners.discard)
+        self._owners[task] = start
+
+        def ended(_: object) -> None:
+            del self._owners[task]
+            self._settle(start)  # also for an owner cancelled before it ran
+
+        task.add_done_callback(ended)
         return start
 
     async def _own(self, start: _Start, delay: float) -> None:
         """The owner task of one start: enter the client, serve, leave."""
         try:
-            if delay:
-                await asyncio.sleep(delay)
-            if start.tail is not None:
-                await start.tail.start()
             async with contextlib.AsyncExitStack() as stack:
-                transport = watched(
-                    self.launch.transport(start.tail.writer if start.tail else None),
-                    lambda: self._went_away(start),
-                    lambda exc: self._garbage(start, exc),
-                )
-                client = Client(
-                    transport,
-                    cache=None,
-                    client_info=_client_info(),
-                    message_handler=self._on_message,
-                )
-                try:
-                    async with asyncio.timeout(STARTUP_TIMEOUT):
-                        await stack.enter_async_context(client)
-                        await self._listen(stack, client)
-                finally:
-                    if start.tail is not None:
-                        start.tail.spawned()
+                client = await self._enter(start, delay, stack)
+                if client is None:
+                    return  # closed while it was starting
                 if start.tail is not None:
                     start.group = _process_group(start.tail)
                 start.client = client
@@ -190,22 +195,77 @@ class Connection:
             else:
                 logger.debug("MCP server %r: closing it raised %r", self.label, exc)
         finally:
-            start.ended = True
-            start.client = None
-            if not start.opening.done():
-                start.opening.set_exception(
-                    ConfigurationError(f"MCP server {self.label!r}: closed while it was starting")
-                )
+            self._settle(start)
             if start.tail is not None:
-                # The SDK kills the server's process group only when the server
-                # outlives its grace period; a server that exits at once can
-                # leave children behind (a launcher's real server, say).
+                # The keeper ends what the server left running; this is for
+                # a server run without one, or a keeper killed from outside.
                 killed = kill_leftovers(start.tail, start.group)
                 if killed:
                     logger.info(
                         "MCP server %r: killed what it left running: %s", self.label, killed
                     )
                 start.tail.close()
+
+    def _settle(self, start: _Start) -> None:
+        """The start is over: no client, and callers waiting for one are told."""
+        start.ended = True
+        start.client = None
+        if not start.opening.done():
+            start.opening.set_exception(
+                ConfigurationError(f"MCP server {self.label!r}: closed while it was starting")
+            )
+        if start.tail is not None and start.task is not None and start.task.done():
+            start.tail.close()
+
+    async def _enter(
+        self, start: _Start, delay: float, stack: contextlib.AsyncExitStack
+    ) -> Client | None:
+        """Start the server and enter its client on `stack`; None when the
+        connection was closed meanwhile. Raises `TimeoutError` past
+        `STARTUP_TIMEOUT`."""
+        loop = asyncio.get_running_loop()
+        timer: asyncio.TimerHandle | None = None
+        try:
+            if delay:
+                await asyncio.sleep(delay)
+            timer = loop.call_later(STARTUP_TIMEOUT, self._abort, start, "deadline")
+            if start.tail is not None:
+                await start.tail.start()
+            transport = watched(
+                self.launch.transport(start.tail.writer if start.tail else None),
+                lambda: self._went_away(start),
+                lambda exc: self._garbage(start, exc),
+            )
+            client = Client(
+                transport, cache=None, client_info=_client_info(), message_handler=self._on_message
+            )
+            try:
+                await stack.enter_async_context(client)
+                await self._listen(stack, client)
+            finally:
+                if start.tail is not None:
+                    start.tail.spawned()
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            # Ours alone (nobody else cancelled the task too): a deadline or a close.
+            if start.aborted is None or task is None or task.uncancel() > 0:
+                raise
+            if start.aborted == "deadline":
+                raise TimeoutError from None
+            return None
+        finally:
+            start.aborted = start.aborted or "entered"
+            if timer is not None:
+                timer.cancel()
+        return client
+
+    def _abort(self, start: _Start, why: str) -> None:
+        """Cancel a start that has not entered its client yet, once: the SDK
+        stops the server in a shielded block that a second cancel would
+        break into, leaving it waiting on the server for ever."""
+        if start.aborted is None and start.task is not None:
+            start.aborted = why
+            start.task.cancel()
 
     async def _listen(self, stack: contextlib.AsyncExitStack, client: Client) -> None:
         # Since 2026-07-28 a server announces a changed tool list only on a
@@ -416,25 +476,52 @@ class Connection:
     # ------------------------------------------------------------ closing
 
     async def close(self) -> None:
-        """Stop the server (a stdio server's process group is killed if it
-        does not exit when its stdin closes) and wait until it is gone."""
+        """Stop the server and wait until it is gone, `CLOSE_TIMEOUT` seconds
+        at most; always returns.
+
+        A stdio server gets its stdin closed; if it does not exit, it and
+        everything it started is killed (see `StdioLaunch`). Past the
+        bound, what is left is killed without waiting for it.
+        """
         self._closed = True
-        owners = list(self._owners)
+        owners = dict(self._owners)
         current = self._current
         if current is not None:
             current.stop.set()
-            if not current.opening.done() and current.task is not None:
-                current.task.cancel()  # still starting: the SDK unwinds the spawn
-        if owners:
-            await asyncio.wait(owners)
+            self._abort(current, "closed")  # still starting: the SDK unwinds the spawn
+        if not owners:
+            return
+        _, stuck = await asyncio.wait(owners, timeout=CLOSE_TIMEOUT)
+        if stuck:
+            logger.warning(
+                "MCP server %r did not stop within %gs; killing what is left of it",
+                self.label,
+                CLOSE_TIMEOUT,
+            )
+            for task in stuck:
+                task.cancel()
+                tail = owners[task].tail
+                if tail is not None:
+                    _stop_group(tail)
 
 
 def _process_group(tail: StderrTail) -> int | None:
-    """The process group of the server we just started: the SDK starts it in
-    a session of its own, as our child, with its stderr on our pipe."""
+    """The process group of the server we started (its keeper's, as a rule):
+    the SDK starts it in a session of its own, as our child, with its stderr
+    on our pipe. The group id is the leader's pid."""
     me = os.getpid()
     found = [p.pgrp for p in tail.holders() if p.ppid == me and p.pgrp == p.pid]
     return found[0] if len(found) == 1 else None
+
+
+def _stop_group(tail: StderrTail) -> None:
+    """SIGTERM the process group of the server we started: its keeper then
+    kills the server and all it started, and exits (the owner's end kills
+    whatever is left of a server run without one)."""
+    group = _process_group(tail)
+    if group is not None:
+        with contextlib.suppress(OSError):
+            os.killpg(group, signal.SIGTERM)
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:

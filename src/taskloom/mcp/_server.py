@@ -85,8 +85,13 @@ class MCPServer:
 
         The process gets the SDK's safe default environment (`PATH`, `HOME`,
         `USER`, ...) plus `env`, never the host's whole environment: API
-        keys stay out of it unless passed. It runs in its own process group,
-        killed when the runtime closes; one that exits mid-call is started
+        keys stay out of it unless passed. It runs under a keeper process
+        (see `taskloom.background._keeper`) that ends it and everything it
+        started — also what left its process group or session — when the
+        runtime closes, when the server exits (what it left running), and
+        when this process dies, even by `SIGKILL`. That takes Linux (a
+        subreaper and `/proc`); elsewhere the server's process group is
+        ended and what left it survives. One that exits mid-call is started
         again by the next call.
         """
         if isinstance(args, str):

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
+import shutil
 import signal
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,9 +23,11 @@ from typing import IO, Any
 
 import httpx2
 from mcp.client import Transport
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
+
+from ..background._process import CommandNotStarted, stdio_keeper_argv
 
 __all__ = ["HttpLaunch", "Launch", "Proc", "StderrTail", "StdioLaunch", "kill_leftovers", "watched"]
 
@@ -31,6 +35,10 @@ logger = logging.getLogger("taskloom.mcp")
 
 TAIL_BYTES = 4096
 """How much of a stdio server's last stderr output is kept for error messages."""
+
+LEFTOVER_GRACE = 1.0
+"""Seconds what a stdio server left running gets between `SIGTERM` and
+`SIGKILL` once the server exited."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +65,19 @@ class StdioLaunch:
         return " ".join([self.command, *self.args])
 
     def transport(self, errlog: IO[bytes] | None) -> Transport:
-        """The SDK's stdio transport; the server's stderr goes to `errlog`."""
+        """The SDK's stdio transport to the server run under a keeper (see
+        `taskloom.background._keeper`); the server's stderr goes to `errlog`.
+
+        Raises `FileNotFoundError` or `PermissionError` when the command
+        cannot be run, as starting it directly would.
+        """
+        env = get_default_environment() | dict(self.env)
+        _check_runnable(self.command, env.get("PATH", os.defpath), self.cwd)
+        argv = [self.command, *self.args]
+        with contextlib.suppress(CommandNotStarted):  # no interpreter: run it directly
+            argv = stdio_keeper_argv(argv, env, LEFTOVER_GRACE)
         params = StdioServerParameters(
-            command=self.command, args=list(self.args), env=dict(self.env) or None, cwd=self.cwd
+            command=argv[0], args=argv[1:], env=dict(self.env) or None, cwd=self.cwd
         )
         # The SDK passes errlog to the subprocess as its stderr: any object
         # with a file descriptor does.
@@ -92,6 +110,17 @@ class HttpLaunch:
 
 
 Launch = StdioLaunch | HttpLaunch
+
+
+def _check_runnable(command: str, path: str, cwd: str | None) -> None:
+    """Raise what exec would if `command` cannot be run: the keeper would
+    only say so on the server's stderr."""
+    where = os.path.join(cwd or "", command) if os.sep in command else command
+    if shutil.which(where, path=path) is not None:
+        return
+    if os.sep in command and os.path.exists(where):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), command)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
 
 
 @contextlib.asynccontextmanager
