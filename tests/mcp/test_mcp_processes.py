@@ -196,7 +196,10 @@ async def test_closing_while_a_silent_server_is_given_up_returns_and_leaves_noth
 
 
 async def test_close_returns_at_its_bound_and_what_is_left_is_killed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    started: Started,
 ) -> None:
     # Far shorter than the transport takes to give up on a server that
     # ignores its stdin closing: close stops waiting, and kills.
@@ -215,6 +218,8 @@ async def test_close_returns_at_its_bound_and_what_is_left_is_killed(
         await until(lambda: not silent.running)
         async with asyncio.timeout(CLOSE_BOUND):
             await asyncio.wait(owners)  # the owner unwinds once the server is gone
+        # The keeper above the server ends too, once it has reaped what was below it.
+        await until(lambda: not started.sample())
     finally:
         silent.kill()
     with pytest.raises(ConfigurationError, match="MCP server 'silent'"):
