@@ -20,11 +20,14 @@ implements it.
 
 from __future__ import annotations
 
+from ._fork import FORK_NOT_RUN, FORKED_FROM, fork_session
 from ._lease import LEASE_TTL, RELEASE_WAIT, HeldLease, session_lease_key
 from ._runtime import RunQueue, Runtime, default_runtime
 from ._session import Session
 
 __all__ = [
+    "FORKED_FROM",
+    "FORK_NOT_RUN",
     "LEASE_TTL",
     "RELEASE_WAIT",
     "HeldLease",
@@ -32,5 +35,6 @@ __all__ = [
     "Runtime",
     "Session",
     "default_runtime",
+    "fork_session",
     "session_lease_key",
 ]
