@@ -187,3 +187,41 @@ async def test_a_fork_can_live_in_another_store(runtime: Runtime) -> None:
         assert fork.runtime is elsewhere
         assert shape((await fork.entries())[:10]) == shape((await original.entries())[:10])
         assert (await fork.run("go")).status is RunStatus.COMPLETED
+
+
+def test_the_cli_prints_the_fork_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    from taskloom.cli import main
+    from taskloom.stores import open_store
+
+    store = f"sqlite:///{tmp_path / 'cli.db'}"
+
+    async def record() -> str:
+        async with Runtime(store=store) as runtime:
+            return str((await recorded_session(runtime)).id)
+
+    original = asyncio.run(record())
+    assert main(["sessions", "fork", original, "--at", "7", "--store", store]) == 0
+    fork_id = capsys.readouterr().out.strip()
+    assert main(["sessions", "fork", original, "--round", "3", "--store", store]) == 0
+    by_round = capsys.readouterr().out.strip()
+
+    async def read() -> tuple[Any, ...]:
+        opened = open_store(store)
+        try:
+            return (
+                await opened.get(fork_id),
+                await opened.load(fork_id),
+                await opened.load(original),
+                await opened.get(by_round),
+            )
+        finally:
+            await opened.close()  # type: ignore[attr-defined]
+
+    meta, forked, entries, round_meta = asyncio.run(read())
+    assert meta.metadata[FORKED_FROM] == {"session_id": original, "position": 7}
+    assert shape(forked[:7]) == shape(entries[:7])
+    assert round_meta.metadata[FORKED_FROM]["session_id"] == original
+    assert main(["sessions", "fork", original, "--at", "999", "--store", store]) == 2
+    assert "cannot fork at 999" in capsys.readouterr().err

@@ -20,12 +20,19 @@ implements it.
 
 from __future__ import annotations
 
+from ._diff import ASPECTS, Difference, Round, SessionDiff, diff_sessions, rounds_of
 from ._fork import FORK_NOT_RUN, FORKED_FROM, fork_session
 from ._lease import LEASE_TTL, RELEASE_WAIT, HeldLease, session_lease_key
 from ._runtime import RunQueue, Runtime, default_runtime
 from ._session import Session
 
 __all__ = [
+    "ASPECTS",
+    "Difference",
+    "Round",
+    "SessionDiff",
+    "diff_sessions",
+    "rounds_of",
     "FORKED_FROM",
     "FORK_NOT_RUN",
     "LEASE_TTL",
