@@ -22,6 +22,7 @@ from ._base import (
     ToolSpec,
     collect,
 )
+from ._replay import RecordingModel, ReplayModel
 from ._retry import RetryPolicy
 from ._scripted import FunctionModel, Reply, ScriptedModel, reply
 
@@ -42,6 +43,8 @@ __all__ = [
     "ReasoningOptions",
     "Reply",
     "ResponseCompleted",
+    "RecordingModel",
+    "ReplayModel",
     "RetryPolicy",
     "ScriptedModel",
     "StopReason",
