@@ -158,3 +158,25 @@ async def test_the_environment_variable_chooses_to_record(
     with recorded_model(path, lambda: pytest.fail("replaying")) as model:
         assert isinstance(model, ReplayModel)
         assert (await run_agent(model, tools=[]))[0].text == "hello"
+
+
+async def test_a_stored_session_replays_from_its_log() -> None:
+    async with FakeServer() as server:
+        script(server)
+        live = OpenAIChatModel("gpt-4.1-mini", api_key="k", base_url=server.base_url)
+        async with Runtime() as runtime:
+            session = await runtime.create_session(Agent("adder", live, "You add.", tools=[add]))
+            recorded = await session.run("what is 2+3, plus 10?")
+            entries = await session.entries()
+            transcript = await session.transcript()
+    model = ReplayModel.from_entries(entries)
+    replayed, replayed_transcript = await run_agent(model)
+    model.check_done()
+    assert replayed.text == recorded.text
+    assert replayed.usage == recorded.usage
+    assert replayed_transcript == transcript
+    changed = ReplayModel.from_entries(entries)
+    with pytest.raises(ReplayMismatch, match=r"starts at request\.messages\[0\]"):
+        async with Runtime() as runtime:
+            session = await runtime.create_session(Agent("adder", changed, tools=[add]))
+            await session.run("what is 2+4?")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..entries import Entry, MessageEntry
 from ..errors import ReplayMismatch
 from ..events import TextDelta
 from ..messages import Message, ToolResult, Usage
@@ -74,8 +75,10 @@ def request_data(request: ModelRequest) -> dict[str, Any]:
             "extra": dict(settings.extra),
         },
     }
-    if request.output_schema is not None:
-        data["output"] = {"name": request.output_name, "schema": dict(request.output_schema)}
+    schema = request.output_schema
+    data["output"] = (
+        None if schema is None else {"name": request.output_name, "schema": dict(schema)}
+    )
     # Through JSON once, so a live request compares equal to a loaded one.
     return json.loads(json.dumps(data, ensure_ascii=False, default=str))  # type: ignore[no-any-return]
 
@@ -206,6 +209,35 @@ class ReplayModel:
         return cls(exchanges, model=data.get("model"))
 
     @classmethod
+    def from_entries(cls, entries: Iterable[Entry]) -> ReplayModel:
+        """A replay of a session's log (`await session.entries()`): each
+        assistant message answers the request made of the messages before it
+        (with the usage its entry recorded). A log keeps no system prompt,
+        tool schemas or settings, so only the messages are compared; a
+        compacted session's later requests do not match."""
+        exchanges: list[Exchange] = []
+        messages: list[dict[str, Any]] = []
+        for entry in entries:
+            payload = entry.payload
+            if not isinstance(payload, MessageEntry):
+                continue
+            if payload.delivered_text:
+                messages.append(Message.user(payload.delivered_text).to_dict())
+            message = payload.message
+            if message.role == "assistant":
+                response = ModelResponse(
+                    message,
+                    payload.usage or Usage(),
+                    "tool_use" if message.tool_calls else "end_turn",
+                    message.model,
+                    message.provider,
+                )
+                request = json.loads(json.dumps({"messages": messages}, ensure_ascii=False))
+                exchanges.append(Exchange(request, response_data(response)))
+            messages.append(message.to_dict())
+        return cls(exchanges)
+
+    @classmethod
     def load(cls, path: str | Path) -> ReplayModel:
         """A replay of the recording file at `path`."""
         return cls.loads(Path(path).read_text(encoding="utf-8"))
@@ -243,7 +275,7 @@ class ReplayModel:
         """The response recorded for this request (`ReplayMismatch` if none)."""
         wanted = request_data(request)
         for i in self._open:
-            if self.exchanges[i].request == wanted:
+            if _matches(self.exchanges[i].request, wanted):
                 self._open.remove(i)
                 return response_from(self.exchanges[i].response)
         raise ReplayMismatch(self._mismatch(wanted))
@@ -262,7 +294,9 @@ class ReplayModel:
                 f"only {len(self.exchanges)}; the request was:\n{_pretty(wanted)}"
             )
         nearest = max(self._open, key=lambda i: _likeness(self.exchanges[i].request, wanted))
-        recorded = _pretty(self.exchanges[nearest].request).splitlines()
+        compared = self.exchanges[nearest].request
+        wanted = {key: wanted.get(key) for key in compared}
+        recorded = _pretty(compared).splitlines()
         asked = _pretty(wanted).splitlines()
         diff = difflib.unified_diff(
             recorded,
@@ -317,6 +351,12 @@ def _recorded_tool(tool: Tool, results: Mapping[str, ToolResult]) -> Tool:
     )
 
 
+def _matches(recorded: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    # A request made from a session's log names only its messages: the
+    # parts a recording does not have are not compared.
+    return all(wanted.get(key) == value for key, value in recorded.items())
+
+
 def _first_difference(a: Any, b: Any, path: str) -> str:
     """The path of the first place where `a` and `b` differ (e.g.
     `request.tools[0].input_schema.properties.carry`)."""
@@ -345,7 +385,5 @@ def _likeness(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[int, int]:
         if x != y:
             break
         same += 1
-    rest = {k: v for k, v in a.items() if k != "messages"} == {
-        k: v for k, v in b.items() if k != "messages"
-    }
+    rest = all(b.get(k) == v for k, v in a.items() if k != "messages")
     return same, int(rest)
