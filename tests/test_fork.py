@@ -151,6 +151,21 @@ async def test_a_fork_inside_a_parked_turn_answers_the_call_not_run(runtime: Run
     assert [c.id for c in await session.pending()] == [parked.pending[0].id]
 
 
+async def test_a_fork_after_a_denial_answers_the_call_with_it(runtime: Runtime) -> None:
+    model = ScriptedModel([reply(tool_calls=[("pay", {"amount": 5.0}), ("add", {"a": 1, "b": 1})])])
+    session = await runtime.create_session(lead(model))
+    parked = await session.run("pay and add")
+    assert parked.status is RunStatus.AWAITING_APPROVAL
+    await session.deny(parked.pending[0].id, note="too much")
+    fork = await session.fork(agent=lead(ScriptedModel([reply("fine")])))
+    assert (await fork.run("ok")).status is RunStatus.COMPLETED
+    results = (await fork.transcript())[2].results
+    assert [(r.tool_name, r.content) for r in results] == [
+        ("pay", "The user denied this tool call; it was not run. Note from the user: too much"),
+        ("add", FORK_NOT_RUN),
+    ]
+
+
 async def test_fork_by_round_lets_the_model_answer_that_round_again(runtime: Runtime) -> None:
     original = await recorded_session(runtime)
     fork = await original.fork(

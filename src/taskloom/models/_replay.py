@@ -19,7 +19,6 @@ the real tools run again otherwise.
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -293,6 +292,8 @@ class ReplayModel:
                 f"the run asked request {len(self.exchanges) + 1}, but the recording holds "
                 f"only {len(self.exchanges)}; the request was:\n{_pretty(wanted)}"
             )
+        import difflib  # only a failing replay needs it
+
         nearest = max(self._open, key=lambda i: _likeness(self.exchanges[i].request, wanted))
         compared = self.exchanges[nearest].request
         wanted = {key: wanted.get(key) for key in compared}
