@@ -442,7 +442,7 @@ async def test_a_read_only_console_refuses_every_change(store: str) -> None:
     async with browsing(reading(store)) as client:
         page = (await client.get(f"/sessions/{sid}")).text
         assert 'name="csrf"' not in page
-        for action in ("decide", "resume", "steer", "stop"):
+        for action in ("decide", "resume", "steer", "stop", "fork"):
             answer = await client.post(f"/sessions/{sid}/{action}", data={"text": "x"})
             assert answer.status_code == 403
             assert "started without --app" in answer.text
@@ -518,3 +518,36 @@ async def test_deferred_items_land_where_they_were_pushed(store: str) -> None:
     assert mark is not None and "the &lt;late&gt; answer" in mark.group(2)
     assert int(mark.group(1)) == 9  # after the run's end, where it was pushed
     assert "event: changed" in stream.text
+
+
+async def test_fork_here_copies_the_history_and_opens_the_fork(store: str) -> None:
+    sid = await parked_session(store)
+    console = acting(store)
+    async with browsing(console) as client:
+        page, csrf = await page_and_csrf(client, sid)
+        positions = [int(p) for p in re.findall(r'name="at" value="(\d+)"', page)]
+        assert positions, "every message offers a fork"
+        at = positions[-1]  # the assistant turn parked for approval
+        refused = await client.post(f"/sessions/{sid}/fork", data={"at": str(at)})
+        assert refused.status_code == 403
+        foreign = await client.post(
+            f"/sessions/{sid}/fork",
+            data={"csrf": csrf, "at": str(at)},
+            headers={"origin": "http://evil.example"},
+        )
+        assert foreign.status_code == 403
+        bad = await client.post(f"/sessions/{sid}/fork", data={"csrf": csrf, "at": "x"})
+        assert bad.headers["location"] == f"/sessions/{sid}#actions"
+        assert "not an entry position" in (await client.get(f"/sessions/{sid}")).text
+        done = await client.post(f"/sessions/{sid}/fork", data={"csrf": csrf, "at": str(at)})
+        assert done.status_code == 303
+        fork_id = re.fullmatch(r"/sessions/(\w+)#actions", done.headers["location"]).group(1)  # type: ignore[union-attr]
+        assert fork_id != sid
+        fork_page = (await client.get(f"/sessions/{fork_id}")).text
+    assert f"forked from {sid} at entry #{at}" in fork_page
+    assert 'class="forked-from"' in fork_page and "Nothing awaits a decision." in fork_page
+    original, forked = await entries_of(store, sid), await entries_of(store, fork_id)
+    assert [(e.kind, dict(e.data)) for e in forked[:at]] == [
+        (e.kind, dict(e.data)) for e in original[:at]
+    ]
+    assert [e.kind for e in forked[at:]] == ["message"]  # the open call, answered

@@ -256,7 +256,9 @@ class MessageEntry(Payload):
 
     `delivered` is the notice text an assistant turn answered (with the
     notice ids to acknowledge once this entry is persisted); `folds` the
-    positions of the steering and deferred entries this user turn folded in.
+    positions of the steering and deferred entries this user turn folded in;
+    `usage` what the model request that produced an assistant message cost
+    (None for other messages, and in logs written before it was recorded).
     """
 
     KIND: ClassVar[str] = EntryKind.MESSAGE
@@ -264,6 +266,7 @@ class MessageEntry(Payload):
     delivered_text: str | None = None
     delivered_ids: tuple[str, ...] = ()
     folds: tuple[int, ...] = ()
+    usage: Usage | None = None
 
     def to_data(self) -> dict[str, Any]:
         data: dict[str, Any] = {"message": self.message.to_dict()}
@@ -271,16 +274,20 @@ class MessageEntry(Payload):
             data["delivered"] = {"text": self.delivered_text, "ids": list(self.delivered_ids)}
         if self.folds:
             data["folds"] = list(self.folds)
+        if self.usage is not None:
+            data["usage"] = self.usage.to_dict()
         return data
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> MessageEntry:
         delivered = data.get("delivered") or None
+        usage = data.get("usage")
         return cls(
             Message.from_dict(data["message"]),
             str(delivered["text"]) if delivered else None,
             tuple(delivered.get("ids") or ()) if delivered else (),
             tuple(data.get("folds") or ()),
+            Usage.from_dict(usage) if usage else None,
         )
 
 

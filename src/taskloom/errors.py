@@ -20,6 +20,7 @@ decisions and misuse of the API::
     ├── BackgroundCapReached    too many activities of one kind in a session
     ├── CommandNotStarted       a background command could not start
     ├── ModelScriptExhausted    a scripted model ran out of replies
+    ├── ReplayMismatch          a replayed run asked what its recording does not hold
     └── ProviderError           the provider failed, after retries
         ├── TransportError      the connection failed or dropped
         ├── AuthenticationError 401/403
@@ -49,6 +50,7 @@ __all__ = [
     "CorruptEntry",
     "InvalidRequest",
     "ModelScriptExhausted",
+    "ReplayMismatch",
     "ProviderError",
     "ProviderOverloaded",
     "RateLimitError",
@@ -152,6 +154,11 @@ class SessionNotFound(TaskloomError, KeyError):
 
 class ModelScriptExhausted(TaskloomError, AssertionError):
     """A scripted model was asked for more replies than it was given."""
+
+
+class ReplayMismatch(TaskloomError, AssertionError):
+    """A replayed run asked a request its recording does not hold (the message
+    shows the difference), or ended before asking every recorded one."""
 
 
 class ApprovalConflict(UsageError):

@@ -39,7 +39,8 @@ exit codes:
   0    done; for run and resume: the run completed
   1    the run ended without completing: awaiting approval (taskloom approve,
        then taskloom resume, as printed), stopped, out of rounds or budget,
-       past its deadline, or failed (the table printed says which)
+       past its deadline, or failed (the table printed says which);
+       for sessions diff: the two sessions differ
   2    an error: one line and a hint on stderr (--debug adds the traceback)
   130  interrupted (Ctrl-C); the session keeps every step before the interrupted one
   141  standard output was closed early (piped into head, say); the rest is dropped
@@ -130,7 +131,7 @@ def _parser() -> argparse.ArgumentParser:
         "--store", default=None, help=_STORE_HELP + "; with --session, an existing one"
     )
 
-    sessions = command("sessions", "list and show stored sessions")
+    sessions = command("sessions", "list, show, fork and diff stored sessions")
     ssub = sessions.add_subparsers(dest="action", required=True)
     ls = command("list", "the newest sessions", ssub)
     ls.add_argument("--limit", type=_positive, default=20, help="how many (at least 1)")
@@ -143,6 +144,27 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="print JSON, for scripts")
     show.add_argument("--store", default=None, help=_MUST_EXIST)
     _app_option(show)
+    fork = command("fork", "copy a session's history up to an entry into a new session", ssub)
+    fork.add_argument("session_id")
+    at = fork.add_mutually_exclusive_group()
+    at.add_argument(
+        "--at", type=int, default=None, metavar="N", help="keep entries 1..N (default: all)"
+    )
+    at.add_argument(
+        "--round",
+        type=_positive,
+        default=None,
+        metavar="R",
+        help="keep what came before round R, so the model answers it afresh",
+    )
+    fork.add_argument("--store", default=None, help=_MUST_EXIST)
+    _app_option(fork)
+    diff = command("diff", "where two sessions' rounds first differ", ssub)
+    diff.add_argument("a", metavar="A")
+    diff.add_argument("b", metavar="B")
+    diff.add_argument("--json", action="store_true", help="print JSON, for scripts")
+    diff.add_argument("--store", default=None, help=_MUST_EXIST)
+    _app_option(diff)
 
     approve = command("approve", "approve (or --deny) a parked tool call")
     approve.add_argument("session_id")

@@ -1,9 +1,10 @@
-"""`taskloom sessions list|show`, `taskloom approve`, `taskloom resume`.
+"""`taskloom sessions list|show|fork|diff`, `taskloom approve`, `taskloom resume`.
 
 They work on the embedded store by default (`--store` for another, or the
 store of the Runtime `--app` returns), from any process: everything they
 show is in the session's log. None of them creates a store: a store that is
-not there is an error naming it. Reading and deciding build no agent; `resume`
+not there is an error naming it. Reading, forking, diffing and deciding build
+no agent; `resume`
 builds the session's agent from its own command line (see
 `taskloom.cli.loading`).
 """
@@ -29,7 +30,7 @@ from ..loop import SessionLog
 from ..loop._options import RunOptions
 from ..messages import Message
 from ..models import FunctionModel, ModelRequest
-from ..runtime import Runtime
+from ..runtime import Runtime, diff_sessions, fork_session
 from ..stores import SessionMeta
 from . import default_store_url, store_options
 from .failures import with_hint
@@ -264,12 +265,37 @@ async def _resume(runtime: Runtime, console: Console, args: argparse.Namespace) 
     return report_result(console, session, result, args)
 
 
+async def _fork(runtime: Runtime, console: Console, args: argparse.Namespace) -> int:
+    meta = await fork_session(runtime.store, args.session_id, args.at, round=args.round)
+    # The id alone on stdout, so `$(taskloom sessions fork ...)` captures it.
+    print(meta.id)
+    return 0
+
+
+async def _diff(runtime: Runtime, console: Console, args: argparse.Namespace) -> int:
+    store = runtime.store
+    a = await store.get(args.a)
+    b = await store.get(args.b)
+    found = diff_sessions(await store.load(a.id), await store.load(b.id), a_id=a.id, b_id=b.id)
+    if args.json:
+        print(to_json(found.to_dict()))
+    else:
+        for line in found.render().splitlines():
+            console.print(Text(visible(line)), soft_wrap=True)
+    # Like diff(1): 0 when the same, 1 when they differ.
+    return 0 if found.identical else 1
+
+
 async def _dispatch(args: argparse.Namespace, console: Console) -> int:
     # Each of these needs sessions that are already stored: none makes a store.
     async with await open_runtime(args, create=False) as runtime:
         if args.command == "sessions":
             if args.action == "list":
                 return await _list(runtime, console, args, args.limit, args.json)
+            if args.action == "fork":
+                return await _fork(runtime, console, args)
+            if args.action == "diff":
+                return await _diff(runtime, console, args)
             if args.json:
                 return await _show_json(runtime, args.session_id)
             return await _show(runtime, console, args.session_id, args.tree)

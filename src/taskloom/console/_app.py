@@ -39,7 +39,7 @@ from ..background import BackgroundActivity, BackgroundNotice, BackgroundService
 from ..errors import SessionNotFound, TaskloomError, UsageError
 from ..loop import SessionLog
 from ..models import FunctionModel, ModelRequest
-from ..runtime import Runtime, Session, session_lease_key
+from ..runtime import FORKED_FROM, Runtime, Session, fork_session, session_lease_key
 from ..stores import SessionStore
 from ._auth import AccessGuard, new_token
 from ._read import STATUSES, Item, SessionSummary, now, pending_calls, summarize, transcript
@@ -198,6 +198,7 @@ class Console:
                 Route("/sessions/{session_id:path}/resume", self._resume, methods=["POST"]),
                 Route("/sessions/{session_id:path}/steer", self._steer, methods=["POST"]),
                 Route("/sessions/{session_id:path}/stop", self._stop, methods=["POST"]),
+                Route("/sessions/{session_id:path}/fork", self._fork, methods=["POST"]),
                 Route("/sessions/{session_id:path}", self._session_page),
                 Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
             ],
@@ -317,6 +318,7 @@ class Console:
             flash=self._flash.pop(session_id, []),
             running_here=running_here,
             agent_known=meta.agent in self.runtime.agents,
+            forked_from=_origin(meta.metadata.get(FORKED_FROM)),
             sid=quote(session_id, safe=""),
             live_url=f"/sessions/{quote(session_id, safe='')}/live?" + _query({"since": since}),
             now=now(),
@@ -529,9 +531,37 @@ class Console:
 
         return await self._acting(request, act)
 
+    async def _fork(self, request: Request) -> Response:
+        """Fork the session at the posted entry position and show the fork."""
+        session_id = request.path_params["session_id"]
+        form = await self._form(request)
+        if isinstance(form, Response):
+            return form
+        at = form.get("at", "")
+        if not at.isdigit():
+            return self._back(session_id, f"cannot fork at {at!r}: not an entry position")
+        try:
+            fork = await fork_session(self.store, session_id, int(at))
+        except SessionNotFound:
+            return self._not_found(session_id)
+        except TaskloomError as exc:
+            return self._back(session_id, f"{type(exc).__name__}: {exc}")
+        self._flash.setdefault(fork.id, []).append(f"forked from {session_id} at entry #{at}")
+        return RedirectResponse(f"/sessions/{quote(fork.id, safe='')}#actions", 303)
+
 
 def _query(params: Mapping[str, str]) -> str:
     return "&".join(f"{quote(k)}={quote(v, safe='')}" for k, v in params.items() if v)
+
+
+def _origin(value: object) -> tuple[str, int] | None:
+    """(session id, position) of a fork's origin, when its metadata names one."""
+    if not isinstance(value, Mapping):
+        return None
+    session_id, position = value.get("session_id"), value.get("position")
+    if not isinstance(session_id, str) or not isinstance(position, int):
+        return None
+    return session_id, position
 
 
 def _digest(parts: list[object]) -> str:

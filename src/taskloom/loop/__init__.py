@@ -11,7 +11,7 @@ from __future__ import annotations
 from .._control import RunControls, StopSignal, UsageMeter
 from ..results import PendingCall, RunResult, RunStatus
 from ._compact import SUMMARY_PROMPT, Compaction, ContextEstimate
-from ._log import INTERRUPTED, SessionLog
+from ._log import INTERRUPTED, SessionLog, denial_text
 from ._options import RunOptions
 from ._port import (
     NO_OBSERVER,
@@ -76,6 +76,7 @@ __all__ = [
     "RunStream",
     "RunWatch",
     "SessionLog",
+    "denial_text",
     "encode_snapshot",
     "read_snapshot",
     "SessionPort",

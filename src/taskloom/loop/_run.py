@@ -43,7 +43,7 @@ from ..events import (
     RunFinished,
     RunStarted,
 )
-from ..messages import Message, ToolCall, ToolResult
+from ..messages import Message, ToolCall, ToolResult, Usage
 from ..models._base import Model, ModelRequest, ModelResponse
 from ..results import PendingCall, RunResult, RunStatus
 from ..tools import Tool, ToolContext
@@ -160,13 +160,18 @@ class RunLoop:
         return response
 
     async def _append_message(
-        self, message: Message, delivered: Delivery | None = None, folds: Sequence[int] = ()
+        self,
+        message: Message,
+        delivered: Delivery | None = None,
+        folds: Sequence[int] = (),
+        usage: Usage | None = None,
     ) -> int:
         payload = MessageEntry(
             message,
             delivered.text if delivered is not None else None,
             delivered.ack_ids if delivered is not None else (),
             tuple(folds),
+            usage,
         )
         return await self.session.record(payload, self.run_id, message)
 
@@ -289,7 +294,7 @@ class RunLoop:
         # them. Call ids a provider reuses are made unique first, so results
         # and decisions always pair with this turn's calls.
         message = with_unique_call_ids(response.message, session.log.call_ids)
-        await self._append_message(message, delivered=delivery)
+        await self._append_message(message, delivered=delivery, usage=response.usage)
         if delivery is not None and delivery.ack_ids:
             await self.background.ack(session.id, delivery.ack_ids)
         self.rounds += 1

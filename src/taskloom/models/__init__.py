@@ -1,7 +1,8 @@
 """Models: the provider seam, scripted models, wire adapters and their resolver.
 
 Wire adapters import lazily (`OpenAIChatModel`, `OpenAIResponsesModel`,
-`AnthropicModel`), so `import taskloom` never pays for them.
+`AnthropicModel`), and so do the recording and replay models, so `import
+taskloom` never pays for them.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from ._anthropic import AnthropicModel
     from ._openai_chat import OpenAIChatModel
     from ._openai_responses import OpenAIResponsesModel
+    from ._replay import RecordingModel, ReplayModel
 
 __all__ = [
     "AnthropicModel",
@@ -42,6 +44,8 @@ __all__ = [
     "ReasoningOptions",
     "Reply",
     "ResponseCompleted",
+    "RecordingModel",
+    "ReplayModel",
     "RetryPolicy",
     "ScriptedModel",
     "StopReason",
@@ -57,6 +61,8 @@ _LAZY = {
     "OpenAIChatModel": "._openai_chat",
     "OpenAIResponsesModel": "._openai_responses",
     "AnthropicModel": "._anthropic",
+    "RecordingModel": "._replay",
+    "ReplayModel": "._replay",
 }
 
 

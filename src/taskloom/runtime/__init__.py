@@ -16,21 +16,47 @@ With `Runtime(queue=...)` runs can also be queued for worker processes
 (`Session.submit`, `submit_resume`, `wait`). The runtime knows the queue only
 through the small `RunQueue` port below; `taskloom.distributed.WorkQueue`
 implements it.
+
+A session's past is a place to start from: `Session.fork` (and
+`fork_session`, on stores alone) copies its history up to a cut into a new
+session; `diff_sessions` compares two sessions round by round.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+from ._fork import FORK_NOT_RUN, FORKED_FROM, fork_session
 from ._lease import LEASE_TTL, RELEASE_WAIT, HeldLease, session_lease_key
 from ._runtime import RunQueue, Runtime, default_runtime
 from ._session import Session
 
+if TYPE_CHECKING:
+    from ._diff import ASPECTS, Difference, Round, SessionDiff, diff_sessions, rounds_of
+
 __all__ = [
+    "ASPECTS",
+    "FORKED_FROM",
+    "FORK_NOT_RUN",
     "LEASE_TTL",
     "RELEASE_WAIT",
+    "Difference",
     "HeldLease",
+    "Round",
     "RunQueue",
     "Runtime",
     "Session",
+    "SessionDiff",
     "default_runtime",
+    "diff_sessions",
+    "fork_session",
+    "rounds_of",
     "session_lease_key",
 ]
+
+# Comparing sessions is for tools and tests: `import taskloom` does not pay for it.
+_LAZY = {name: "._diff" for name in ("ASPECTS", "Difference", "Round", "SessionDiff")}
+_LAZY.update({"diff_sessions": "._diff", "rounds_of": "._diff"})
+
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -54,6 +54,7 @@ from ..tools import ToolCatalog
 if TYPE_CHECKING:
     from ..tools import Tool
 
+from ._fork import fork_session
 from ._lease import HeldLease, session_lease_key
 
 if TYPE_CHECKING:
@@ -310,6 +311,42 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             return list(self.log.messages)
         store = self.runtime.store if include_children else None
         return await _transcript(store, await self.entries(), "", mark_compactions)
+
+    async def fork(
+        self,
+        at: int | Message | None = None,
+        *,
+        round: int | None = None,
+        runtime: Runtime | None = None,
+        agent: Agent[Any, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session[Any, Any]:
+        """A new session whose history is this one's up to a cut; this one is
+        only read.
+
+        The cut is `at` (keep entries up to that position, or up to the entry
+        holding that message), or `round` (keep what came before round
+        `round`'s assistant message, counted from 1 over the session, so the
+        model answers that round afresh), or the whole log. The fork starts
+        at rest, never parked, with no leases, background work or queued
+        jobs; calls the cut left open get one result each (see
+        `taskloom.runtime.fork_session`). It lives in `runtime`'s store (this
+        one's by default), runs `agent` (this one's by default), and names
+        its origin in its metadata under `"forked_from"`.
+        """
+        await self.sync()
+        target = self.runtime if runtime is None else runtime
+        chosen = self.agent if agent is None else agent
+        meta = await fork_session(
+            self.runtime.store,
+            self.id,
+            at,
+            round=round,
+            into=target.store,
+            new_id=session_id,
+            agent=chosen.name,
+        )
+        return Session(target, meta.id, chosen, new=True)
 
     async def pending(self) -> list[PendingCall]:
         """The calls of the parked turn that wait for a decision, with their full

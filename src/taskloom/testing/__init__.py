@@ -1,5 +1,6 @@
 """Test support users import: contract suites for their own backends, a fake
-clock, a fake provider server, and a recording HTTP transport for adapters.
+clock, a fake provider server, a recording HTTP transport for adapters, and
+`recorded_model` to record a real run once and replay it offline.
 
 Each contract suite is the definition of its interface: subclass it and
 provide fixtures (see each module's docstring). A backend declares its
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from .background_contract import ActivityRegistryContract, NoticeInboxContract
     from .fake_server import FakeServer
     from .lease_contract import LeaseContract
+    from .recordings import recorded_model
     from .store_contract import StoreContract
     from .transport import RecordingTransport
 
@@ -31,6 +33,7 @@ __all__ = [
     "NoticeInboxContract",
     "RecordingTransport",
     "StoreContract",
+    "recorded_model",
 ]
 
 _LAZY = {
@@ -40,6 +43,7 @@ _LAZY = {
     "NoticeInboxContract": ".background_contract",
     "FakeServer": ".fake_server",
     "RecordingTransport": ".transport",
+    "recorded_model": ".recordings",
 }
 
 

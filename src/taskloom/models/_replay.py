@@ -1,0 +1,390 @@
+"""Recording a model's exchanges and replaying them: a real run as an offline test.
+
+`RecordingModel(model)` passes every request to `model` and keeps each
+request with the response it got. `recording.save(path)` writes them as one
+small JSON file: requests as the loop built them (system prompt, messages,
+tool schemas, settings) and responses as the model returned them (message,
+usage, stop reason, ids). The exchange is recorded above the wire, so no
+URL, key or header is ever in it.
+
+`ReplayModel.load(path)` answers each request with the response recorded for
+the same request, wherever it comes in the run (concurrent children may ask
+in any order), and raises `ReplayMismatch` with a readable diff against the
+nearest recorded request when the run asks something the recording does not
+hold: a changed prompt, tool schema, argument or tool result fails loudly.
+`replay.tools(agent_tools)` stands in for the tools with ones that answer
+each call with the result recorded for it, to test the agent's logic alone;
+the real tools run again otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..entries import Entry, MessageEntry
+from ..errors import ReplayMismatch
+from ..events import TextDelta
+from ..messages import Message, ToolResult, Usage
+from ._base import (
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ResponseCompleted,
+    StreamEvent,
+)
+
+if TYPE_CHECKING:
+    from ..tools import Tool, ToolContext, ToolOutput
+
+__all__ = ["RECORDING_FORMAT", "Exchange", "RecordingModel", "ReplayModel"]
+
+RECORDING_FORMAT = "taskloom-recording/1"
+"""The `format` of the recording files this version writes and reads."""
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """One recorded request and the response it got, as plain JSON data."""
+
+    request: Mapping[str, Any]
+    response: Mapping[str, Any]
+
+
+def request_data(request: ModelRequest) -> dict[str, Any]:
+    """A request as the JSON a recording keeps (and compares): everything that
+    decides the answer, nothing of the transport."""
+    settings = request.settings
+    data: dict[str, Any] = {
+        "system": request.system,
+        "messages": [m.to_dict() for m in request.messages],
+        "tools": [
+            {"name": t.name, "description": t.description, "input_schema": dict(t.input_schema)}
+            for t in request.tools
+        ],
+        "settings": {
+            "temperature": settings.temperature,
+            "top_p": settings.top_p,
+            "max_tokens": settings.max_tokens,
+            "stop": list(settings.stop),
+            "reasoning": settings.reasoning.to_dict() if settings.reasoning else None,
+            "extra": dict(settings.extra),
+        },
+    }
+    schema = request.output_schema
+    data["output"] = (
+        None if schema is None else {"name": request.output_name, "schema": dict(schema)}
+    )
+    # Through JSON once, so a live request compares equal to a loaded one.
+    return json.loads(json.dumps(data, ensure_ascii=False, default=str))  # type: ignore[no-any-return]
+
+
+def response_data(response: ModelResponse) -> dict[str, Any]:
+    """A response as the JSON a recording keeps."""
+    return {
+        "message": response.message.to_dict(),
+        "usage": response.usage.to_dict(),
+        "stop_reason": response.stop_reason,
+        "model": response.model,
+        "provider": response.provider,
+        "response_id": response.response_id,
+    }
+
+
+def response_from(data: Mapping[str, Any]) -> ModelResponse:
+    """The response `response_data` described."""
+    return ModelResponse(
+        Message.from_dict(data["message"]),
+        Usage.from_dict(data.get("usage") or {}),
+        str(data.get("stop_reason") or "end_turn"),
+        data.get("model"),
+        data.get("provider"),
+        data.get("response_id"),
+    )
+
+
+def dump_recording(model: Mapping[str, Any], exchanges: Sequence[Exchange]) -> str:
+    """The text of a recording file: stable key order and layout, so the same
+    exchanges always make the same bytes and a changed recording diffs well."""
+    data = {
+        "format": RECORDING_FORMAT,
+        "model": dict(model),
+        "exchanges": [{"request": e.request, "response": e.response} for e in exchanges],
+    }
+    return json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+class RecordingModel:
+    """A model that passes requests to `model` and records each exchange
+    (`exchanges`); `save(path)` writes them for `ReplayModel.load`."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        self.exchanges: list[Exchange] = []
+
+    @property
+    def name(self) -> str:
+        """The recorded model's name."""
+        return self.model.name
+
+    @property
+    def provider(self) -> str:
+        """The recorded model's provider."""
+        return self.model.provider
+
+    @property
+    def spec(self) -> str:
+        """The recorded model's spec."""
+        return self.model.spec
+
+    @property
+    def native_output(self) -> bool:
+        """Whether the recorded model has structured output of its own."""
+        return bool(getattr(self.model, "native_output", True))
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Ask the model and record the exchange."""
+        response = await self.model.request(request)
+        self._keep(request, response)
+        return response
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Stream from the model and record the exchange once it is complete."""
+        async for event in self.model.stream(request):
+            if isinstance(event, ResponseCompleted):
+                self._keep(request, event.response)
+            yield event
+
+    def _keep(self, request: ModelRequest, response: ModelResponse) -> None:
+        self.exchanges.append(Exchange(request_data(request), response_data(response)))
+
+    def dumps(self) -> str:
+        """The recording file's text (see `dump_recording`)."""
+        # Not the spec: it may name a server's URL, which says nothing of the
+        # answers and would change the file whenever the server moves.
+        model = {"name": self.name, "provider": self.provider, "native_output": self.native_output}
+        return dump_recording(model, self.exchanges)
+
+    def save(self, path: str | Path) -> None:
+        """Write the recording to `path` (its folder is made if missing)."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(self.dumps(), encoding="utf-8")
+
+
+class ReplayModel:
+    """A model that answers from a recording (see the module docstring).
+
+    Build it with `ReplayModel.load(path)`, `ReplayModel.loads(text)` or
+    `ReplayModel(exchanges, model=...)`. `used` counts the exchanges
+    answered; `check_done()` raises `ReplayMismatch` while some are left.
+    It reports the recorded model's name and provider, so the run builds
+    the same requests it built when it was recorded.
+    """
+
+    def __init__(
+        self, exchanges: Iterable[Exchange], *, model: Mapping[str, Any] | None = None
+    ) -> None:
+        self.exchanges = list(exchanges)
+        info = dict(model or {})
+        self._name = str(info.get("name", "replay"))
+        self._provider = str(info.get("provider", "replay"))
+        self.native_output = bool(info.get("native_output", True))
+        self._open = list(range(len(self.exchanges)))
+
+    @classmethod
+    def loads(cls, text: str) -> ReplayModel:
+        """A replay of the recording in `text` (a recording file's content)."""
+        data = json.loads(text)
+        if data.get("format") != RECORDING_FORMAT:
+            raise ReplayMismatch(
+                f"not a recording this version reads: format {data.get('format')!r}, "
+                f"expected {RECORDING_FORMAT!r}"
+            )
+        exchanges = [Exchange(e["request"], e["response"]) for e in data.get("exchanges") or ()]
+        return cls(exchanges, model=data.get("model"))
+
+    @classmethod
+    def from_entries(cls, entries: Iterable[Entry]) -> ReplayModel:
+        """A replay of a session's log (`await session.entries()`): each
+        assistant message answers the request made of the messages before it
+        (with the usage its entry recorded). A log keeps no system prompt,
+        tool schemas or settings, so only the messages are compared; a
+        compacted session's later requests do not match."""
+        exchanges: list[Exchange] = []
+        messages: list[dict[str, Any]] = []
+        for entry in entries:
+            payload = entry.payload
+            if not isinstance(payload, MessageEntry):
+                continue
+            if payload.delivered_text:
+                messages.append(Message.user(payload.delivered_text).to_dict())
+            message = payload.message
+            if message.role == "assistant":
+                response = ModelResponse(
+                    message,
+                    payload.usage or Usage(),
+                    "tool_use" if message.tool_calls else "end_turn",
+                    message.model,
+                    message.provider,
+                )
+                request = json.loads(json.dumps({"messages": messages}, ensure_ascii=False))
+                exchanges.append(Exchange(request, response_data(response)))
+            messages.append(message.to_dict())
+        return cls(exchanges)
+
+    @classmethod
+    def load(cls, path: str | Path) -> ReplayModel:
+        """A replay of the recording file at `path`."""
+        return cls.loads(Path(path).read_text(encoding="utf-8"))
+
+    @property
+    def name(self) -> str:
+        """The recorded model's name."""
+        return self._name
+
+    @property
+    def provider(self) -> str:
+        """The recorded model's provider."""
+        return self._provider
+
+    @property
+    def spec(self) -> str:
+        """`provider:name` of the recorded model (a recording keeps no URL)."""
+        return f"{self._provider}:{self._name}"
+
+    @property
+    def used(self) -> int:
+        """How many recorded exchanges have answered a request."""
+        return len(self.exchanges) - len(self._open)
+
+    def check_done(self) -> None:
+        """Raise `ReplayMismatch` unless every recorded exchange was asked."""
+        if self._open:
+            first = self._open[0]
+            raise ReplayMismatch(
+                f"the run asked {self.used} of the {len(self.exchanges)} recorded requests; "
+                f"request {first + 1} and {len(self._open) - 1} more were never asked"
+            )
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """The response recorded for this request (`ReplayMismatch` if none)."""
+        wanted = request_data(request)
+        for i in self._open:
+            if _matches(self.exchanges[i].request, wanted):
+                self._open.remove(i)
+                return response_from(self.exchanges[i].response)
+        raise ReplayMismatch(self._mismatch(wanted))
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """`request`, streamed: the text as one delta, then the response."""
+        response = await self.request(request)
+        if response.message.text:
+            yield TextDelta(text=response.message.text)
+        yield ResponseCompleted(response)
+
+    def _mismatch(self, wanted: Mapping[str, Any]) -> str:
+        if not self._open:
+            return (
+                f"the run asked request {len(self.exchanges) + 1}, but the recording holds "
+                f"only {len(self.exchanges)}; the request was:\n{_pretty(wanted)}"
+            )
+        import difflib  # only a failing replay needs it
+
+        nearest = max(self._open, key=lambda i: _likeness(self.exchanges[i].request, wanted))
+        compared = self.exchanges[nearest].request
+        wanted = {key: wanted.get(key) for key in compared}
+        recorded = _pretty(compared).splitlines()
+        asked = _pretty(wanted).splitlines()
+        diff = difflib.unified_diff(
+            recorded,
+            asked,
+            f"recorded request {nearest + 1}",
+            "request of this run",
+            lineterm="",
+            n=3,
+        )
+        where = _first_difference(self.exchanges[nearest].request, wanted, "request")
+        return (
+            "the run asked a request the recording does not hold; its difference from the "
+            f"nearest recorded one (request {nearest + 1} of {len(self.exchanges)}) "
+            f"starts at {where}:\n" + "\n".join(diff)
+        )
+
+    def tools(self, tools: Iterable[Tool]) -> list[Tool]:
+        """Stand-ins for `tools` that answer each call with its recorded result
+        (same names, schemas, effects and approval rules; nothing runs). A call
+        with no recorded result gets an error result saying so."""
+        results: dict[str, ToolResult] = {}
+        for exchange in self.exchanges:
+            for m in exchange.request.get("messages") or ():
+                for block in Message.from_dict(m).blocks:
+                    if isinstance(block, ToolResult):
+                        results.setdefault(block.tool_call_id, block)
+        return [_recorded_tool(t, results) for t in tools]
+
+
+def _recorded_tool(tool: Tool, results: Mapping[str, ToolResult]) -> Tool:
+    from ..tools import Tool, ToolOutput
+
+    class RecordedTool(Tool):
+        __slots__ = ()
+
+        async def call(self, arguments: dict[str, Any], ctx: ToolContext | None) -> ToolOutput:
+            found = results.get(ctx.call_id) if ctx is not None else None
+            if found is None:
+                call_id = ctx.call_id if ctx is not None else "?"
+                return ToolOutput(f"no recorded result for call {call_id} of {self.name}", True)
+            return ToolOutput(found.content, found.is_error)
+
+    return RecordedTool(
+        tool.name,
+        tool.description,
+        tool.input_schema,
+        effect=tool.effect,
+        needs_approval=tool.needs_approval,
+        timeout=tool.timeout,
+        max_output_chars=tool.max_output_chars,
+        concurrent=tool.concurrent,
+    )
+
+
+def _matches(recorded: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    # A request made from a session's log names only its messages: the
+    # parts a recording does not have are not compared.
+    return all(wanted.get(key) == value for key, value in recorded.items())
+
+
+def _first_difference(a: Any, b: Any, path: str) -> str:
+    """The path of the first place where `a` and `b` differ (e.g.
+    `request.tools[0].input_schema.properties.carry`)."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key) or (key in a) != (key in b):
+                return _first_difference(a.get(key), b.get(key), f"{path}.{key}")
+    elif isinstance(a, list) and isinstance(b, list):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            if x != y:
+                return _first_difference(x, y, f"{path}[{i}]")
+        if len(a) != len(b):
+            return f"{path}[{min(len(a), len(b))}]"
+    return path
+
+
+def _pretty(data: Mapping[str, Any]) -> str:
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def _likeness(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[int, int]:
+    """How alike two requests are: messages in common from the start, then
+    whether everything but the messages is the same."""
+    same = 0
+    for x, y in zip(a.get("messages") or (), b.get("messages") or (), strict=False):
+        if x != y:
+            break
+        same += 1
+    rest = all(b.get(k) == v for k, v in a.items() if k != "messages")
+    return same, int(rest)

@@ -1,0 +1,149 @@
+"""Forking a session: a new session whose history is another's up to an entry.
+
+A fork copies the entries up to the cut with their positions, run ids and
+times, so everything that names a position (a turn, a fold, a compaction)
+means the same in the copy. It starts *at rest*: whatever the cut left open
+is closed by one entry of its own, so the fork can `run` at once.
+
+- Calls of the last turn that have no result at the cut get their one
+  result, as calls cut off by a crash do: a denied call its denial, a call
+  that may have started "interrupted; it may have run". The calls of a
+  turn parked for approval never ran, and a fork does not inherit pending
+  approvals: they are answered "not run" (`FORK_NOT_RUN`).
+- Leases, background activities and notices, and queued jobs belong to the
+  original: the fork has none. Steering and deferred items written before
+  the cut and not yet folded are history: the fork's next run folds them.
+- Child sessions are not copied: the fork's links name the original's
+  children, whose logs are read, never written, through them.
+
+The origin is recorded in the fork's metadata, under `forked_from`:
+`{"session_id": ..., "position": ...}`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ..backends import SessionMeta, SessionStore
+from ..entries import Entry, MessageEntry
+from ..errors import UsageError
+from ..loop import SessionLog, denial_text
+from ..messages import Message, ToolResult
+
+__all__ = ["FORK_NOT_RUN", "FORKED_FROM", "cut_position", "fork_entries", "fork_session"]
+
+FORKED_FROM = "forked_from"
+"""The metadata key naming a fork's origin: `{"session_id": ..., "position": ...}`."""
+
+FORK_NOT_RUN = "not run: the session was forked before this call was decided"
+"""The result a fork gives each call of a turn that was parked for approval at the cut."""
+
+
+def cut_position(
+    entries: list[Entry], at: int | Message | None = None, *, round: int | None = None
+) -> int:
+    """The last position a fork keeps: `at` itself (a position), the entry that
+    holds message `at`, the entry just before round `round`'s assistant message
+    (rounds count from 1 over the whole session), or the last entry.
+
+    Raises `UsageError` for a position past the log, a message it does not hold
+    (or holds more than once, when not the very object), or a round it lacks.
+    """
+    last = entries[-1].position if entries else 0
+    if round is not None:
+        if at is not None:
+            raise UsageError("fork at a position, a message or a round, not two of them")
+        n = 0
+        for entry in entries:
+            payload = entry.payload
+            if isinstance(payload, MessageEntry) and payload.message.role == "assistant":
+                n += 1
+                if n == round:
+                    return entry.position - 1
+        raise UsageError(f"the session has {n} rounds; there is no round {round}")
+    if at is None:
+        return last
+    if isinstance(at, Message):
+        return _message_position(entries, at)
+    if not 0 <= at <= last:
+        raise UsageError(f"the session's entries are 1..{last}; cannot fork at {at}")
+    return at
+
+
+def _message_position(entries: list[Entry], message: Message) -> int:
+    log = SessionLog()
+    for entry in entries:
+        log.apply(entry)
+    messages, positions = log.messages, log.positions
+    same = [positions[i] for i, m in enumerate(messages) if m is message]
+    if not same:
+        same = [positions[i] for i, m in enumerate(messages) if m == message]
+    if not same:
+        raise UsageError("the session does not hold that message")
+    if len(set(same)) > 1:
+        raise UsageError(
+            f"the session holds that message {len(same)} times (entries "
+            f"{', '.join(map(str, same))}): fork at one of those positions"
+        )
+    return same[0]
+
+
+def fork_entries(entries: list[Entry], cut: int) -> list[Entry]:
+    """The fork's log for a cut at position `cut`: the entries up to it, then
+    the entry that closes what the cut left open (see the module docstring)."""
+    kept = [e for e in entries if e.position <= cut]
+    log = SessionLog()
+    for entry in kept:
+        log.apply(entry)
+    closing = _closing_results(log)
+    if closing is not None:
+        kept.append(Entry.of(MessageEntry(closing)).placed(cut + 1))
+    return kept
+
+
+def _closing_results(log: SessionLog) -> Message | None:
+    if not log.parked():
+        return log.cut_off_results()
+    results = []
+    for call in log.open_calls():
+        decision = log.decision(call.id)
+        if decision is not None and not decision.approved:
+            results.append(ToolResult(call.id, denial_text(decision.note), True, call.name))
+        else:
+            results.append(ToolResult(call.id, FORK_NOT_RUN, True, call.name))
+    return Message.tool_results(results)
+
+
+async def fork_session(
+    store: SessionStore,
+    session_id: str,
+    at: int | Message | None = None,
+    *,
+    round: int | None = None,
+    into: SessionStore | None = None,
+    new_id: str | None = None,
+    agent: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> SessionMeta:
+    """Fork session `session_id` of `store` at a cut (`cut_position`) into a
+    new session of `into` (the same store by default); returns its metadata.
+
+    The fork keeps the original's agent name and metadata (`agent` and
+    `metadata` override them), is nobody's child, and names its origin under
+    `FORKED_FROM`. The original is only read.
+    """
+    meta = await store.get(session_id)
+    entries = await store.load(session_id)
+    cut = cut_position(entries, at, round=round)
+    target = store if into is None else into
+    recorded: dict[str, Any] = dict(meta.metadata if metadata is None else metadata)
+    recorded[FORKED_FROM] = {"session_id": session_id, "position": cut}
+    fork_id = os.urandom(16).hex() if new_id is None else new_id
+    created = await target.create(
+        SessionMeta(fork_id, meta.agent if agent is None else agent, None, 0.0, recorded)
+    )
+    for entry in fork_entries(entries, cut):
+        await target.append(fork_id, entry)
+    return created

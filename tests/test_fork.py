@@ -1,0 +1,242 @@
+"""Forking a session at any entry: the copy resumes, the original is untouched."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pg import open_durable, pg_schema, requires_postgres  # noqa: F401 (fixture)
+from taskloom import Agent, Message, RunStatus, Runtime, SubAgent, ToolEffect, tool
+from taskloom.entries import Entry, EntryKind
+from taskloom.errors import UsageError
+from taskloom.models import ScriptedModel, reply
+from taskloom.runtime import FORK_NOT_RUN, FORKED_FROM
+
+
+@tool(effect=ToolEffect.READ_ONLY)
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool(needs_approval=True)
+def pay(amount: float) -> str:
+    """Pay an amount."""
+    return f"paid {amount}"
+
+
+def researcher() -> SubAgent:
+    return SubAgent(
+        "researcher",
+        "Researches one topic.",
+        ScriptedModel([reply("tides are tidal")]),
+        "You research.",
+    )
+
+
+def lead(model: Any) -> Agent[Any, Any]:
+    return Agent("lead", model, "Lead.", tools=[add, pay, researcher().tool()])
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=requires_postgres)])
+def make_runtime(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Runtime]:
+    if request.param == "memory":
+        runtime = Runtime()
+        return lambda: runtime
+    if request.param == "sqlite":
+        url, schema = f"sqlite:///{tmp_path / 'fork.db'}", "-"
+    else:
+        from pg import PG_DSN
+
+        url, schema = PG_DSN, request.getfixturevalue("pg_schema")
+    return lambda: Runtime(store=open_durable(url, schema))
+
+
+@pytest.fixture
+async def runtime(make_runtime: Callable[[], Runtime]) -> AsyncIterator[Runtime]:
+    async with make_runtime() as rt:
+        yield rt
+
+
+async def recorded_session(runtime: Runtime) -> Any:
+    """A session of three runs: tool rounds, a delegation, an approval, a steer."""
+    model = ScriptedModel(
+        [
+            reply("adding", tool_calls=[("add", {"a": 1, "b": 2})]),
+            reply("asking", tool_calls=[("researcher", {"task": "tides"})]),
+            reply("three, and tides are tidal"),
+            reply("paying", tool_calls=[("pay", {"amount": 10.0})]),
+            reply("paid"),
+            reply(tool_calls=[("add", {"a": 2, "b": 2}), ("add", {"a": 3, "b": 3})]),
+            reply("and one more", tool_calls=[("add", {"a": 5, "b": 5})]),
+            reply("four, six and ten"),
+        ]
+    )
+    session = await runtime.create_session(lead(model), metadata={"system": "Lead."})
+    assert (await session.run("add and research")).status is RunStatus.COMPLETED
+    parked = await session.run("pay ten")
+    assert parked.status is RunStatus.AWAITING_APPROVAL
+    await session.approve(parked.pending[0].id)
+    assert (await session.resume()).status is RunStatus.COMPLETED
+    await session.steer("be brief")
+    assert (await session.run("more sums")).status is RunStatus.COMPLETED
+    return session
+
+
+def assert_replayable(messages: list[Message]) -> None:
+    """Every tool call has exactly one result, in call order, right after its turn."""
+    for i, m in enumerate(messages):
+        if m.role == "assistant" and m.tool_calls:
+            answer = messages[i + 1]
+            assert answer.role == "tool", f"turn {i} has no results: {messages[i + 1 :]}"
+            assert [r.tool_call_id for r in answer.results] == [c.id for c in m.tool_calls]
+        if m.role == "tool":
+            before = messages[i - 1]
+            assert before.role == "assistant"
+            assert {r.tool_call_id for r in m.results} == {c.id for c in before.tool_calls}
+
+
+def shape(entries: list[Entry]) -> list[tuple[Any, ...]]:
+    return [(e.kind, dict(e.data), e.run_id, e.position) for e in entries]
+
+
+async def test_a_fork_at_every_entry_resumes(runtime: Runtime) -> None:
+    original = await recorded_session(runtime)
+    entries = await original.entries()
+    kinds = {e.kind for e in entries}
+    assert len(entries) >= 30, len(entries)
+    assert {EntryKind.APPROVAL_REQUEST, EntryKind.SUBAGENT, EntryKind.STEER} <= kinds
+    before = shape(entries)
+    closed = 0
+    for cut in range(len(entries) + 1):
+        fork = await original.fork(at=cut, agent=lead(ScriptedModel([reply("ok")])))
+        forked = await fork.entries()
+        assert shape(forked[:cut]) == before[:cut]
+        assert len(forked) in (cut, cut + 1)
+        closed += len(forked) == cut + 1
+        meta = await runtime.store.get(fork.id)
+        assert meta.metadata[FORKED_FROM] == {"session_id": original.id, "position": cut}
+        assert meta.metadata["system"] == "Lead."
+        assert meta.parent_id is None
+        assert await fork.pending() == []
+        result = await fork.run("go on")
+        assert result.status is RunStatus.COMPLETED, (cut, result)
+        assert result.text == "ok"
+        messages = await fork.transcript()
+        assert_replayable(messages)
+        # A steer written before the cut and not yet folded follows the new turn.
+        assert Message.user("go on") in messages[-3:-1]
+        # Forked children are the original's: reading the tree still works.
+        await fork.transcript(include_children=True)
+    # Cuts inside the three tool rounds and the delegation needed closing.
+    assert closed >= 4
+    assert shape(await original.entries()) == before
+
+
+async def test_a_fork_inside_a_parked_turn_answers_the_call_not_run(runtime: Runtime) -> None:
+    model = ScriptedModel([reply(tool_calls=[("pay", {"amount": 5.0})])])
+    session = await runtime.create_session(lead(model))
+    parked = await session.run("pay")
+    assert parked.status is RunStatus.AWAITING_APPROVAL
+    fork = await session.fork(agent=lead(ScriptedModel([reply("not paid then")])))
+    assert await fork.pending() == []
+    result = await fork.run("never mind")
+    assert result.status is RunStatus.COMPLETED
+    tool_message = (await fork.transcript())[-3]
+    assert [(r.content, r.is_error) for r in tool_message.results] == [(FORK_NOT_RUN, True)]
+    # The original still waits for its decision.
+    assert [c.id for c in await session.pending()] == [parked.pending[0].id]
+
+
+async def test_a_fork_after_a_denial_answers_the_call_with_it(runtime: Runtime) -> None:
+    model = ScriptedModel([reply(tool_calls=[("pay", {"amount": 5.0}), ("add", {"a": 1, "b": 1})])])
+    session = await runtime.create_session(lead(model))
+    parked = await session.run("pay and add")
+    assert parked.status is RunStatus.AWAITING_APPROVAL
+    await session.deny(parked.pending[0].id, note="too much")
+    fork = await session.fork(agent=lead(ScriptedModel([reply("fine")])))
+    assert (await fork.run("ok")).status is RunStatus.COMPLETED
+    results = (await fork.transcript())[2].results
+    assert [(r.tool_name, r.content) for r in results] == [
+        ("pay", "The user denied this tool call; it was not run. Note from the user: too much"),
+        ("add", FORK_NOT_RUN),
+    ]
+
+
+async def test_fork_by_round_lets_the_model_answer_that_round_again(runtime: Runtime) -> None:
+    original = await recorded_session(runtime)
+    fork = await original.fork(
+        round=3, agent=lead(ScriptedModel([reply("a different third answer")]))
+    )
+    messages = await fork.transcript()
+    assert messages[-1].role == "tool"  # the delegation's result, round 2's end
+    result = await fork.run(None)
+    assert result.text == "a different third answer"
+    by_message = await original.fork(at=(await original.transcript())[0])
+    assert [e.kind for e in await by_message.entries()] == [
+        EntryKind.RUN_STARTED,
+        EntryKind.MESSAGE,
+    ]
+
+
+async def test_fork_refuses_cuts_the_log_does_not_have(runtime: Runtime) -> None:
+    original = await recorded_session(runtime)
+    last = len(await original.entries())
+    with pytest.raises(UsageError, match="cannot fork at"):
+        await original.fork(at=last + 1)
+    with pytest.raises(UsageError, match="no round 99"):
+        await original.fork(round=99)
+    with pytest.raises(UsageError, match="does not hold"):
+        await original.fork(at=Message.user("never said"))
+
+
+async def test_a_fork_can_live_in_another_store(runtime: Runtime) -> None:
+    original = await recorded_session(runtime)
+    async with Runtime() as elsewhere:
+        fork = await original.fork(
+            at=10, runtime=elsewhere, agent=lead(ScriptedModel([reply("ok")]))
+        )
+        assert fork.runtime is elsewhere
+        assert shape((await fork.entries())[:10]) == shape((await original.entries())[:10])
+        assert (await fork.run("go")).status is RunStatus.COMPLETED
+
+
+def test_the_cli_prints_the_fork_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    from taskloom.cli import main
+    from taskloom.stores import open_store
+
+    store = f"sqlite:///{tmp_path / 'cli.db'}"
+
+    async def record() -> str:
+        async with Runtime(store=store) as runtime:
+            return str((await recorded_session(runtime)).id)
+
+    original = asyncio.run(record())
+    assert main(["sessions", "fork", original, "--at", "7", "--store", store]) == 0
+    fork_id = capsys.readouterr().out.strip()
+    assert main(["sessions", "fork", original, "--round", "3", "--store", store]) == 0
+    by_round = capsys.readouterr().out.strip()
+
+    async def read() -> tuple[Any, ...]:
+        opened = open_store(store)
+        try:
+            return (
+                await opened.get(fork_id),
+                await opened.load(fork_id),
+                await opened.load(original),
+                await opened.get(by_round),
+            )
+        finally:
+            await opened.close()  # type: ignore[attr-defined]
+
+    meta, forked, entries, round_meta = asyncio.run(read())
+    assert meta.metadata[FORKED_FROM] == {"session_id": original, "position": 7}
+    assert shape(forked[:7]) == shape(entries[:7])
+    assert round_meta.metadata[FORKED_FROM]["session_id"] == original
+    assert main(["sessions", "fork", original, "--at", "999", "--store", store]) == 2
+    assert "cannot fork at 999" in capsys.readouterr().err
