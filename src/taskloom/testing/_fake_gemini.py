@@ -76,17 +76,23 @@ class GeminiWire:
     retry_in_body = True
 
     @staticmethod
-    def usage(u: Usage, *, final: bool = True) -> Json:
-        meta: Json = {"promptTokenCount": u.input_tokens}
-        if final:
-            meta["candidatesTokenCount"] = u.output_tokens - u.reasoning_tokens
+    def usage(u: Usage, *, so_far: int | None = None) -> Json:
+        """`usageMetadata` for `u`; `so_far` answer tokens instead, mid-stream."""
+        candidates = u.output_tokens - u.reasoning_tokens
+        if so_far is not None:
+            candidates = min(so_far, candidates)
+        meta: Json = {
+            "promptTokenCount": u.input_tokens,
+            "candidatesTokenCount": candidates,
+            "totalTokenCount": u.input_tokens + candidates,
+            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": u.input_tokens}],
+        }
+        if so_far is None:
             if u.reasoning_tokens:
                 meta["thoughtsTokenCount"] = u.reasoning_tokens
             if u.cache_read_tokens:
                 meta["cachedContentTokenCount"] = u.cache_read_tokens
             meta["totalTokenCount"] = u.input_tokens + u.output_tokens
-        else:
-            meta["totalTokenCount"] = u.input_tokens
         return meta
 
     @staticmethod
@@ -125,9 +131,11 @@ class GeminiWire:
 
     def events(self, r: FakeReply, c: _Call) -> list[bytes]:
         usage = r.resolved_usage()
-        partial = self.usage(usage, final=False)
-        frames = [_frame(self._chunk(c, [{"text": d}], partial)) for d in r.text or ()]
-        frames += [_frame(self._chunk(c, [part], partial)) for part in self._calls(r, c)]
+        parts = [{"text": d} for d in r.text or ()] + self._calls(r, c)
+        frames = [
+            _frame(self._chunk(c, [part], self.usage(usage, so_far=n + 1)))
+            for n, part in enumerate(parts)
+        ]
         finish = _FINISH.get(r.resolved_stop(), "STOP")
         frames.append(_frame(self._chunk(c, [{"text": ""}], self.usage(usage), finish)))
         return frames
