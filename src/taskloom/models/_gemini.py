@@ -231,7 +231,7 @@ class GeminiModel(WireModel):
             config["thinkingConfig"] = thinking
         if request.output_schema is not None and output_tool is None:
             config["responseMimeType"] = "application/json"
-            config["responseJsonSchema"] = gemini_schema(request.output_schema, "output schema")
+            config["responseJsonSchema"] = _response_schema(request.output_schema, request.memo)
         if config:
             body["generationConfig"] = config
         for key, value in settings.extra.items():
@@ -378,6 +378,18 @@ def _vertex_url(project: str | None, location: str | None) -> str:
         host = f"{location}-{host}"
     url = f"https://{host}/v1beta1/projects/{project}/locations/{location}/publishers/google"
     return checked_base_url(url)
+
+
+def _response_schema(schema: Mapping[str, Any], memo: dict[Any, Any] | None) -> _Json:
+    """The output schema as `responseJsonSchema` (kept in `memo` for the same schema)."""
+    key = (_MEMO, "output")
+    kept = memo.get(key) if memo is not None else None
+    if kept is not None and kept[0] is schema:
+        return kept[1]  # type: ignore[no-any-return]
+    mapped = gemini_schema(schema, "output schema")
+    if memo is not None:
+        memo[key] = (schema, mapped)
+    return mapped
 
 
 def _declaration(spec: ToolSpec, vertex: bool) -> _Json:
