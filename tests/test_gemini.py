@@ -199,6 +199,17 @@ def test_thinking_and_signatures_go_back_exactly_to_the_model_that_wrote_them() 
     assert SIG_A not in json.dumps(vertex.build_body(ModelRequest(transcript)))
 
 
+def test_a_models_own_unsigned_calls_go_back_unsigned() -> None:
+    # Gemini before 3 (or without thinking) signs nothing: its turn goes back as it came.
+    turn = Message.assistant(
+        tool_calls=[ToolCall("c1", "clock", {})], provider="google", model="gemini-2.0-flash"
+    )
+    body = body_of("gemini-2.0-flash", ModelRequest([Message.user("time?"), turn]))
+    assert body["contents"][1]["parts"] == [
+        {"functionCall": {"name": "clock", "args": {}, "id": "c1"}}
+    ]
+
+
 def test_images_go_inline_or_by_uri_and_empty_turns_keep_their_place() -> None:
     image = ImageBlock(data=b"\x89PNG", media_type="image/png")
     linked = ImageBlock(url="gs://bucket/cat.jpg", media_type="image/jpeg")

@@ -15,10 +15,10 @@ Wire decisions, for readers comparing bodies with Google's documentation:
   error result, `{"error": text}`. Consecutive contents of one role merge.
 - Thought signatures go back exactly where Gemini put them (see
   `_gemini_stream`): only to the provider and model that wrote them, like
-  thinking. The first function call of a turn that carries no signature (a
-  call another provider or model made) gets the signature Google documents
-  for that case, `skip_thought_signature_validator`, base64-encoded as every
-  signature is: Gemini 3 refuses unsigned calls in the current turn.
+  thinking. In a turn another provider or model wrote, the first function
+  call carries the signature Google documents for that case,
+  `skip_thought_signature_validator` (base64-encoded, as every signature
+  is): Gemini 3 refuses unsigned calls in the current turn.
 - Tools: one `functionDeclarations` list; each tool's schema is mapped onto
   what Gemini reads (`_gemini_schema`), and what cannot be expressed is a
   `ConfigurationError` naming the tool.
@@ -325,7 +325,7 @@ class GeminiModel(WireModel):
                 if block.id:
                     call["id"] = block.id
                 part = {"functionCall": call}
-                if pending is None and not signed_call:
+                if pending is None and not signed_call and not own:
                     pending = SKIP_SIGNATURE
                 signed_call = True
             else:
