@@ -669,6 +669,21 @@ async def test_vertex_takes_project_location_and_a_bearer_token() -> None:
     assert "ya29" not in model.spec
 
 
+@pytest.mark.parametrize(
+    ("location", "host"),
+    [
+        ("global", "aiplatform.googleapis.com"),
+        ("us-central1", "us-central1-aiplatform.googleapis.com"),
+        ("eu", "aiplatform.eu.rep.googleapis.com"),
+    ],
+)
+def test_vertex_hosts_by_location(location: str, host: str) -> None:
+    model = GeminiModel.vertex("gemini-2.5-flash", project="p", location=location, token="t-tok")
+    assert model.base_url == (
+        f"https://{host}/v1beta1/projects/p/locations/{location}/publishers/google"
+    )
+
+
 def test_vertex_reads_project_and_location_from_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

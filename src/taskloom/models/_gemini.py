@@ -83,6 +83,8 @@ SKIP_SIGNATURE = base64.b64encode(b"skip_thought_signature_validator").decode()
 _EFFORT_BUDGET = {"minimal": 512, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 24576}
 _VERSION = re.compile(r"gemini-(\d+)(?:\.(\d+))?(?:-|$)")
 _PATH_PART = re.compile(r"[A-Za-z0-9_-]+")
+_MULTI_REGIONS = frozenset({"us", "eu"})
+"""Vertex AI locations served from `aiplatform.{location}.rep.googleapis.com`."""
 _MEMO = "gemini"
 """This wire format's keys in a `ModelRequest.memo` (a run may change models)."""
 
@@ -151,7 +153,9 @@ class GeminiModel(WireModel):
 
         `project` and `location` (else `GOOGLE_CLOUD_PROJECT` and
         `GOOGLE_CLOUD_LOCATION`, the location `global` by default) name the
-        server, unless `base_url=` gives it whole. `token` is an OAuth access
+        server (`{location}-aiplatform.googleapis.com`;
+        `aiplatform.googleapis.com` for `global`, `aiplatform.{us,eu}.rep.googleapis.com`
+        for the multi-regions), unless `base_url=` gives it whole. `token` is an OAuth access
         token (`gcloud auth print-access-token`), sent as `Authorization:
         Bearer` (`api_key=` is taken the same way); one lasts about an hour, so
         a long-lived process gives an `http_client` whose `auth` refreshes it
@@ -374,7 +378,9 @@ def _vertex_url(project: str | None, location: str | None) -> str:
         if not _PATH_PART.fullmatch(value):
             raise ConfigurationError(f"{value!r} is not a Vertex AI {what}")
     host = "aiplatform.googleapis.com"
-    if location != "global":
+    if location in _MULTI_REGIONS:
+        host = f"aiplatform.{location}.rep.googleapis.com"
+    elif location != "global":
         host = f"{location}-{host}"
     url = f"https://{host}/v1beta1/projects/{project}/locations/{location}/publishers/google"
     return checked_base_url(url)
