@@ -153,13 +153,15 @@ class GeminiModel(WireModel):
 
         `project` and `location` (else `GOOGLE_CLOUD_PROJECT` and
         `GOOGLE_CLOUD_LOCATION`, the location `global` by default) name the
-        server (`{location}-aiplatform.googleapis.com`;
-        `aiplatform.googleapis.com` for `global`, `aiplatform.{us,eu}.rep.googleapis.com`
-        for the multi-regions), unless `base_url=` gives it whole. `token` is an OAuth access
-        token (`gcloud auth print-access-token`), sent as `Authorization:
-        Bearer` (`api_key=` is taken the same way); one lasts about an hour, so
-        a long-lived process gives an `http_client` whose `auth` refreshes it
-        instead. No environment variable is read for it.
+        server (`{location}-aiplatform.googleapis.com`; for `global`,
+        `aiplatform.googleapis.com`; for the multi-regions `us` and `eu`,
+        `aiplatform.{location}.rep.googleapis.com`), unless `base_url=` gives
+        it whole. `token` is an OAuth access token (`gcloud auth
+        print-access-token`), sent as `Authorization: Bearer` (`api_key=` is
+        taken the same way); one lasts about an hour, so a long-lived process
+        gives an `http_client` whose `auth` refreshes it instead. No
+        environment variable is read for it. Without a project, or without a
+        token, an Authorization header or a client, `ConfigurationError`.
         """
         model = cls.__new__(cls)
         model._family = _Family.of(model_name)
