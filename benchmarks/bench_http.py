@@ -1,13 +1,14 @@
-"""CPU per model request over HTTP: `OpenAIChatModel.request()` against a bare httpx2 loop.
+"""CPU per model request over HTTP, per wire API: each adapter's `request()` against a bare httpx2 loop.
 
-Both sides post the same Chat Completions request (the body and headers the
-adapter sends, captured once) to a `FakeServer` running in a separate process
-on loopback, so only this process's CPU (`time.process_time`) is counted. The
-bare loop parses the answer minimally: `response.json()` for JSON, and
-`json.loads` of each `data:` line for a stream, read to its end. DESIGN.md's
-budget is an adapter at most 1.25x the bare loop.
+For each wire (Chat Completions, Responses, Anthropic Messages, Gemini), both
+sides post the same request (the URL, body and headers the adapter sends,
+captured once) to a `FakeServer` running in a separate process on loopback,
+so only this process's CPU (`time.process_time`) is counted. The bare loop
+parses the answer minimally: `response.json()` and the answer's text for
+JSON, and `json.loads` of each `data:` line for a stream, read to its end.
+DESIGN.md's budget is an adapter at most 1.25x the bare loop.
 
-    python benchmarks/bench_http.py [--n 2000] [--warmup 100] [--rounds 10]
+    python benchmarks/bench_http.py [--n 2000] [--warmup 100] [--rounds 10] [--wires chat,gemini]
 
 Prints a table; asserts nothing.
 """
@@ -16,11 +17,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx2
@@ -34,8 +37,101 @@ ANSWER = (
     "the last thousand years and is its largest city."
 )
 TARGET = 1.25
+SENT_HEADERS = ("authorization", "content-type", "x-api-key", "anthropic-version", "x-goog-api-key")
 
 Request = Callable[[], Awaitable[Any]]
+Json = dict[str, Any]
+
+
+def _chat_text(data: Json) -> str:
+    return str(data["choices"][0]["message"]["content"])
+
+
+def _chat_delta(event: Json) -> str:
+    return "".join(c["delta"].get("content") or "" for c in event["choices"])
+
+
+def _responses_text(data: Json) -> str:
+    return str(data["output"][0]["content"][0]["text"])
+
+
+def _responses_delta(event: Json) -> str:
+    return str(event["delta"]) if event["type"] == "response.output_text.delta" else ""
+
+
+def _anthropic_text(data: Json) -> str:
+    return str(data["content"][0]["text"])
+
+
+def _anthropic_delta(event: Json) -> str:
+    return str(event["delta"].get("text") or "") if event["type"] == "content_block_delta" else ""
+
+
+def _gemini_text(data: Json) -> str:
+    return "".join(p.get("text") or "" for p in data["candidates"][0]["content"]["parts"])
+
+
+@dataclass(frozen=True)
+class Wire:
+    """One wire API: its adapter, where the fake server answers it, and a minimal parser."""
+
+    name: str
+    module: str
+    adapter: str
+    model_name: str
+    base_url: Callable[[str], str]
+    text: Callable[[Json], str]
+    delta: Callable[[Json], str]
+
+    def model(self, root: str, client: httpx2.AsyncClient, *, stream: bool) -> Any:
+        cls = getattr(importlib.import_module(self.module), self.adapter)
+        return cls(
+            self.model_name,
+            api_key="bench-key",
+            base_url=self.base_url(root),
+            http_client=client,
+            stream=stream,
+        )
+
+
+WIRES = {
+    "chat": Wire(
+        "chat",
+        "taskloom.models._openai_chat",
+        "OpenAIChatModel",
+        "gpt-4.1-mini",
+        lambda root: root + "/v1",
+        _chat_text,
+        _chat_delta,
+    ),
+    "responses": Wire(
+        "responses",
+        "taskloom.models._openai_responses",
+        "OpenAIResponsesModel",
+        "gpt-5-mini",
+        lambda root: root + "/v1",
+        _responses_text,
+        _responses_delta,
+    ),
+    "anthropic": Wire(
+        "anthropic",
+        "taskloom.models._anthropic",
+        "AnthropicModel",
+        "claude-sonnet-4-5",
+        lambda root: root,
+        _anthropic_text,
+        _anthropic_delta,
+    ),
+    "gemini": Wire(
+        "gemini",
+        "taskloom.models._gemini",
+        "GeminiModel",
+        "gemini-2.5-flash",
+        lambda root: root + "/v1beta",
+        _gemini_text,
+        _gemini_text,
+    ),
+}
 
 
 def start_server() -> tuple[subprocess.Popen[str], str]:
@@ -54,38 +150,47 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
     return proc, url
 
 
-def chat_model(base_url: str, client: httpx2.AsyncClient, *, stream: bool) -> Any:
-    from taskloom.models._openai_chat import OpenAIChatModel
-
-    return OpenAIChatModel(
-        "gpt-4.1-mini", api_key="bench", base_url=base_url, http_client=client, stream=stream
-    )
-
-
-async def captured_request(stream: bool) -> tuple[dict[str, Any], dict[str, str]]:
-    """The body and headers the adapter sends, so the bare loop sends exactly the same."""
-    async with FakeServer() as server, httpx2.AsyncClient() as client:
-        await chat_model(server.base_url, client, stream=stream).request(prompt())
-        sent = server.requests[0]
-    headers = {k: v for k, v in sent.headers.items() if k in ("authorization", "content-type")}
-    return sent.body, headers
-
-
 def prompt() -> ModelRequest:
     return ModelRequest(messages=[Message.user("What is the capital of France?")])
 
 
-def bare_json(client: httpx2.AsyncClient, url: str, body: Any, headers: Any) -> Request:
+async def captured_request(wire: Wire, *, stream: bool) -> tuple[str, Any, dict[str, str]]:
+    """The path, body and headers the adapter sends, so the bare loop sends exactly the same."""
+    async with FakeServer() as server, httpx2.AsyncClient() as client:
+        await wire.model(server.url, client, stream=stream).request(prompt())
+        sent = server.requests[0]
+    headers = {k: v for k, v in sent.headers.items() if k in SENT_HEADERS}
+    return sent.path, sent.body, headers
+
+
+def bare_json(client: httpx2.AsyncClient, url: str, body: Any, headers: Any, wire: Wire) -> Request:
+    text = wire.text
+
     async def run() -> str:
         response = await client.post(url, json=body, headers=headers)
-        data = response.json()
-        return str(data["choices"][0]["message"]["content"])
+        return text(response.json())
 
     return run
 
 
 def bare_stream(
-    client: httpx2.AsyncClient, url: str, body: Any, headers: Any, *, stop_at_done: bool = False
+    client: httpx2.AsyncClient, url: str, body: Any, headers: Any, wire: Wire
+) -> Request:
+    delta = wire.delta
+
+    async def run() -> str:
+        text = []
+        async with client.stream("POST", url, json=body, headers=headers) as response:
+            async for line in response.aiter_lines():
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    text.append(delta(json.loads(line[6:])))
+        return "".join(text)
+
+    return run
+
+
+def bare_stream_stopping_at_done(
+    client: httpx2.AsyncClient, url: str, body: Any, headers: Any
 ) -> Request:
     async def run() -> str:
         text = []
@@ -94,19 +199,14 @@ def bare_stream(
                 if not line.startswith("data: "):
                     continue
                 if line == "data: [DONE]":
-                    if stop_at_done:
-                        break
-                    continue
-                for choice in json.loads(line[6:])["choices"]:
-                    text.append(choice["delta"].get("content") or "")
+                    break
+                text.append(_chat_delta(json.loads(line[6:])))
         return "".join(text)
 
     return run
 
 
-def adapter_run(model: Any) -> Request | None:
-    if model is None:
-        return None
+def adapter_run(model: Any) -> Request:
     request = prompt()
     return lambda: model.request(request)
 
@@ -135,55 +235,50 @@ async def measure(
     return [(c / total, w / total) for c, w in zip(cpu, wall, strict=True)]
 
 
-async def bench(root: str, n: int, warmup: int, rounds: int) -> None:
-    base_url = root + "/v1"
-    url = base_url + "/chat/completions"
-    rows: list[tuple[str, str, tuple[float, float] | None]] = []
+Row = tuple[str, str, str, tuple[float, float] | None]
+
+
+async def bench(root: str, wires: list[Wire], n: int, warmup: int, rounds: int) -> list[Row]:
+    rows: list[Row] = []
     async with httpx2.AsyncClient(timeout=30) as client:
-        try:
-            json_body, json_headers = await captured_request(stream=False)
-            sse_body, sse_headers = await captured_request(stream=True)
-            adapters: dict[bool, Any] = {
-                s: chat_model(base_url, client, stream=s) for s in (False, True)
-            }
-        except ImportError as exc:
-            print(f"OpenAIChatModel unavailable ({exc}); measuring the bare loop only")
-            json_body, json_headers = {"model": "gpt-4.1-mini", "messages": []}, {}
-            sse_body = json_body | {"stream": True, "stream_options": {"include_usage": True}}
-            sse_headers, adapters = {}, {}
-        bare = "bare httpx2 loop"
-        adapter = "OpenAIChatModel.request()"
-        plan: list[tuple[str, str, Request | None]] = [
-            ("json", bare, bare_json(client, url, json_body, json_headers)),
-            ("json", adapter, adapter_run(adapters.get(False))),
-            ("sse", bare, bare_stream(client, url, sse_body, sse_headers)),
-            ("sse", adapter, adapter_run(adapters.get(True))),
-            (
-                "sse",
-                "bare loop, stops at [DONE]",
-                bare_stream(client, url, sse_body, sse_headers, stop_at_done=True),
-            ),
-        ]
-        runs = [run for _, _, run in plan if run is not None]
-        results = iter(await measure(runs, n, warmup, rounds))
-        for mode, name, run in plan:
-            rows.append((mode, name, None if run is None else next(results)))
-    report(rows, n)
+        plan: list[tuple[str, str, str, Request]] = []
+        for wire in wires:
+            adapter = f"{wire.adapter}.request()"
+            for stream in (False, True):
+                path, body, headers = await captured_request(wire, stream=stream)
+                url = root + path
+                mode = "sse" if stream else "json"
+                bare = (bare_stream if stream else bare_json)(client, url, body, headers, wire)
+                model = wire.model(root, client, stream=stream)
+                plan.append((wire.name, mode, "bare httpx2 loop", bare))
+                plan.append((wire.name, mode, adapter, adapter_run(model)))
+                if stream and wire.name == "chat":
+                    stops = bare_stream_stopping_at_done(client, url, body, headers)
+                    plan.append((wire.name, mode, "bare loop, stops at [DONE]", stops))
+        results = iter(await measure([run for *_, run in plan], n, warmup, rounds))
+        for wire_name, mode, name, _ in plan:
+            rows.append((wire_name, mode, name, next(results)))
+    return rows
 
 
-def report(rows: list[tuple[str, str, tuple[float, float] | None]], n: int) -> None:
-    print(f"\nCPU per Chat Completions request over loopback HTTP, N={n} each")
-    print(f"{'mode':<6} {'client':<30} {'CPU us/req':>11} {'wall us/req':>12} {'vs bare':>8}")
-    bare: dict[str, float] = {}
-    for mode, name, result in rows:
+def report(rows: list[Row], n: int) -> None:
+    print(f"\nCPU per model request over loopback HTTP, per wire API, N={n} each")
+    print(
+        f"{'wire':<10} {'mode':<5} {'client':<34} {'CPU us/req':>11} {'wall us/req':>12} "
+        f"{'vs bare':>8}"
+    )
+    bare: dict[tuple[str, str], float] = {}
+    for wire, mode, name, result in rows:
         if result is None:
-            print(f"{mode:<6} {name:<30} {'n/a':>11} {'n/a':>12} {'':>8}")
+            print(f"{wire:<10} {mode:<5} {name:<34} {'n/a':>11} {'n/a':>12} {'':>8}")
             continue
         cpu, wall = result
-        bare.setdefault(mode, cpu)
-        ratio = cpu / bare[mode]
-        print(f"{mode:<6} {name:<30} {cpu * 1e6:>11.1f} {wall * 1e6:>12.1f} {ratio:>7.2f}x")
-    print(f"target (DESIGN.md): OpenAIChatModel <= {TARGET:.2f}x the bare loop")
+        bare.setdefault((wire, mode), cpu)
+        ratio = cpu / bare[(wire, mode)]
+        print(
+            f"{wire:<10} {mode:<5} {name:<34} {cpu * 1e6:>11.1f} {wall * 1e6:>12.1f} {ratio:>7.2f}x"
+        )
+    print(f"target (DESIGN.md): each adapter <= {TARGET:.2f}x the bare loop of its wire")
 
 
 def main() -> None:
@@ -191,15 +286,20 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=2000, help="requests per variant")
     parser.add_argument("--warmup", type=int, default=100, help="unmeasured requests first")
     parser.add_argument("--rounds", type=int, default=10, help="turns the variants take")
+    parser.add_argument(
+        "--wires", default=",".join(WIRES), help=f"which wires, of {', '.join(WIRES)}"
+    )
     args = parser.parse_args()
+    wires = [WIRES[name.strip()] for name in args.wires.split(",") if name.strip()]
     proc, root = start_server()
     try:
-        asyncio.run(bench(root, args.n, args.warmup, args.rounds))
+        rows = asyncio.run(bench(root, wires, args.n, args.warmup, args.rounds))
     finally:
         proc.kill()
         proc.wait(timeout=10)
         if proc.stdout is not None:
             proc.stdout.close()
+    report(rows, args.n)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ class Interaction:
     headers: dict[str, str]
     json_body: Any = None
     text_body: str | None = None
+    request_text: str | None = None  # the request body as recorded, when not parsed
 
     @property
     def is_stream(self) -> bool:
@@ -81,6 +82,7 @@ def load(folder: str) -> Iterator[Cassette]:
                     headers=_headers(resp.get("headers")),
                     json_body=resp.get("parsed_body"),
                     text_body=_text(body.get("string")) if isinstance(body, dict) else None,
+                    request_text=_text(req.get("body")),
                 )
             )
         yield cassette

@@ -1,4 +1,4 @@
-"""The three wire adapters against the fake server: streaming, tool calls,
+"""The four wire adapters against the fake server: streaming, tool calls,
 usage, every fault the server can script, and connection reuse."""
 
 from __future__ import annotations
@@ -35,12 +35,26 @@ async def client() -> AsyncIterator[httpx2.AsyncClient]:
 
 # --- the wire adapters against the server ---------------------------------------------------
 
-ADAPTERS = ["openai_chat", "openai_responses", "anthropic"]
+ADAPTERS = ["openai_chat", "openai_responses", "anthropic", "gemini"]
 _CLASSES = {
     "openai_chat": "OpenAIChatModel",
     "openai_responses": "OpenAIResponsesModel",
     "anthropic": "AnthropicModel",
+    "gemini": "GeminiModel",
 }
+
+
+def base_url_for(kind: str, server: FakeServer) -> str:
+    if kind == "anthropic":
+        return server.anthropic_base_url
+    return server.gemini_base_url if kind == "gemini" else server.base_url
+
+
+def streamed(kind: str, sent: Any) -> bool:
+    """Whether a recorded request asked for a stream (Gemini says so in its path)."""
+    if kind == "gemini":
+        return ":streamGenerateContent" in sent.path
+    return sent.body.get("stream", False) is True
 
 
 @pytest.fixture(params=ADAPTERS)
@@ -63,7 +77,7 @@ def make_model(
     api_key: str = "test",
 ) -> Any:
     module = importlib.import_module(f"taskloom.models._{kind}")
-    base_url = server.anthropic_base_url if kind == "anthropic" else server.base_url
+    base_url = base_url_for(kind, server)
     model = getattr(module, _CLASSES[kind])
     return model(
         "fake-model", api_key=api_key, base_url=base_url, http_client=client, stream=stream
@@ -88,10 +102,14 @@ async def test_adapter_streams_text_deltas_in_order(
     assert response.stop_reason == "end_turn"
     assert (response.usage.input_tokens, response.usage.output_tokens) == (12, 4)
     (sent,) = keyed_server.requests
-    assert sent.body["stream"] is True and sent.body["model"] == "fake-model"
+    assert streamed(adapter, sent)
+    if adapter == "gemini":
+        assert sent.path == "/v1beta/models/fake-model:streamGenerateContent?alt=sse"
+    else:
+        assert sent.body["model"] == "fake-model"
     if adapter == "anthropic":
         assert sent.path == MESSAGES and sent.headers.get("anthropic-version")
-    else:
+    elif adapter != "gemini":
         assert sent.path == (CHAT if adapter == "openai_chat" else RESPONSES)
 
 
@@ -115,7 +133,7 @@ async def test_adapter_tool_calls_with_arguments(
     ]
     assert response.stop_reason == "tool_use"
     assert (response.usage.input_tokens, response.usage.output_tokens) == (40, 20)
-    assert keyed_server.requests[0].body.get("stream", False) is stream
+    assert streamed(adapter, keyed_server.requests[0]) is stream
 
 
 async def test_adapter_non_streamed_text(
@@ -135,7 +153,7 @@ async def test_adapter_usage_with_cache_comes_back_unchanged(
     keyed_server: FakeServer, client: httpx2.AsyncClient, adapter: str, stream: bool
 ) -> None:
     model = make_model(adapter, keyed_server, client, stream=stream)
-    # OpenAI reports no cache writes; Anthropic no reasoning tokens apart.
+    # OpenAI and Gemini report no cache writes; Anthropic no reasoning tokens apart.
     written, reasoning = (6, 0) if adapter == "anthropic" else (0, 3)
     usage = Usage(
         50, 9, cache_read_tokens=20, cache_write_tokens=written, reasoning_tokens=reasoning

@@ -1,9 +1,11 @@
-"""One session, three wire APIs: the transcript stays acceptable to each.
+"""One session, several wire APIs: the transcript stays acceptable to each.
 
 Anthropic answers first (thinking with a signature, a tool call); a round
 strategy switches the session to OpenAI Chat Completions, then to the
-Responses API. Thinking goes only back to the provider that produced it,
-and call ids are ones every provider accepts.
+Responses API; another run goes between Anthropic, Gemini and Chat
+Completions and back to Gemini. Thinking and thought signatures go only back
+to the provider that produced them, and call ids are ones every provider
+accepts.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from taskloom import (
     ToolEffect,
     tool,
 )
-from taskloom.models import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
+from taskloom.models import AnthropicModel, GeminiModel, OpenAIChatModel, OpenAIResponsesModel
+from taskloom.models._gemini import SKIP_SIGNATURE
 from taskloom.testing import RecordingTransport
 
 
@@ -154,3 +157,118 @@ async def test_thinking_goes_back_to_the_provider_that_made_it() -> None:
         "signature": "sig-abc",
     }
     assert replayed[1]["type"] == "tool_use" and replayed[1]["id"] == "toolu_01A"
+
+
+GEMINI_CALL = {
+    "candidates": [
+        {
+            "content": {
+                "role": "model",
+                "parts": [
+                    {"text": "Beta next.", "thought": True},
+                    {
+                        "functionCall": {"name": "lookup", "args": {"key": "beta"}},
+                        "thoughtSignature": "CiQBcsjafGemini+sig/A==",
+                    },
+                ],
+            },
+            "finishReason": "STOP",
+        }
+    ],
+    "usageMetadata": {"promptTokenCount": 40, "candidatesTokenCount": 5, "thoughtsTokenCount": 9},
+    "modelVersion": "gemini-3-pro-preview",
+    "responseId": "g-1",
+}
+GEMINI_TEXT = {
+    "candidates": [
+        {
+            "content": {
+                "role": "model",
+                "parts": [{"text": "alpha, beta and gamma", "thoughtSignature": "CiQBtext/sig=="}],
+            },
+            "finishReason": "STOP",
+        }
+    ],
+    "usageMetadata": {"promptTokenCount": 90, "candidatesTokenCount": 6},
+    "modelVersion": "gemini-3-pro-preview",
+    "responseId": "g-2",
+}
+CHAT_GAMMA = json.loads(json.dumps(CHAT).replace("beta", "gamma").replace("call_B", "call_G"))
+
+
+async def test_a_session_moves_between_gemini_and_other_providers() -> None:
+    """Anthropic, then Gemini, then Chat Completions, then Gemini again, in one run:
+    each request is one its provider accepts. Gemini gets no other provider's
+    thinking, a signature it accepts on calls it did not make, and its own turn back
+    exactly as it came; the others get none of Gemini's signatures, and every call
+    its result under the same id."""
+    anthropic_wire, chat_wire = wire(ANTHROPIC), wire(CHAT_GAMMA)
+    gemini_wire = RecordingTransport(
+        RecordingTransport.json(GEMINI_CALL), RecordingTransport.json(GEMINI_TEXT)
+    )
+    first = AnthropicModel(
+        "claude-sonnet-4-5", api_key="k", http_client=anthropic_wire.client(), stream=False
+    )
+    gemini = GeminiModel(
+        "gemini-3-pro-preview", api_key="k", http_client=gemini_wire.client(), stream=False
+    )
+    chat = OpenAIChatModel(
+        "gpt-4.1-mini", api_key="k", http_client=chat_wire.client(), stream=False
+    )
+    session = await Runtime().create_session(Agent("multi", first, "Be brief.", tools=[lookup]))
+    result = await session.run(
+        "look up alpha, beta and gamma",
+        options=RunOptions(strategy=SwitchEachRound(gemini, chat, gemini)),
+    )
+    assert result.text == "alpha, beta and gamma"
+
+    to_gemini = gemini_wire.body(0)
+    assert "sig-abc" not in json.dumps(to_gemini)  # Anthropic's thinking stays with Anthropic
+    user, claude_turn, results = to_gemini["contents"]
+    assert user == {"role": "user", "parts": [{"text": "look up alpha, beta and gamma"}]}
+    assert claude_turn["parts"] == [
+        {
+            "functionCall": {"name": "lookup", "args": {"key": "alpha"}, "id": "toolu_01A"},
+            "thoughtSignature": SKIP_SIGNATURE,
+        }
+    ]
+    assert results["parts"] == [
+        {
+            "functionResponse": {
+                "name": "lookup",
+                "response": {"output": "value of alpha"},
+                "id": "toolu_01A",
+            }
+        }
+    ]
+
+    to_chat = chat_wire.body(0)
+    for secret in ("sig-abc", "CiQBcsjafGemini", "Beta next."):  # nobody's thinking
+        assert secret not in json.dumps(to_chat)
+    assert [m["role"] for m in to_chat["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
+    gemini_call = to_chat["messages"][4]["tool_calls"][0]
+    assert gemini_call["function"] == {"name": "lookup", "arguments": '{"key":"beta"}'}
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,40}", gemini_call["id"])
+    assert to_chat["messages"][5]["tool_call_id"] == gemini_call["id"]
+
+    again = gemini_wire.body(1)["contents"]
+    assert [c["role"] for c in again] == ["user", "model", "user", "model", "user", "model", "user"]
+    own_turn = again[3]["parts"]
+    assert own_turn == [
+        {"text": "Beta next.", "thought": True},
+        {
+            "functionCall": {"name": "lookup", "args": {"key": "beta"}, "id": gemini_call["id"]},
+            "thoughtSignature": "CiQBcsjafGemini+sig/A==",
+        },
+    ]
+    chat_turn = again[5]["parts"]
+    assert chat_turn[0]["thoughtSignature"] == SKIP_SIGNATURE
+    assert chat_turn[0]["functionCall"]["id"] == "call_G"
+    assert again[6]["parts"][0]["functionResponse"]["id"] == "call_G"

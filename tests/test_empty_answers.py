@@ -26,7 +26,7 @@ from taskloom.models import RetryPolicy, resolve_model
 from taskloom.runtime._session import _last_result
 from taskloom.testing.fake_server import FakeServer
 
-WIRES = ["openai", "openai-responses", "anthropic"]
+WIRES = ["openai", "openai-responses", "anthropic", "google"]
 WINDOW = 4096
 OVER_THE_WINDOW = "word " * 5000  # 25,000 characters: about 6,250 tokens
 FAST_RETRY = RetryPolicy(max_retries=2, initial_delay=0.001, max_delay=0.001)
@@ -40,6 +40,8 @@ async def server() -> AsyncIterator[FakeServer]:
 
 def model_on(wire: str, server: FakeServer, **options: Any) -> Any:
     url = server.anthropic_base_url if wire == "anthropic" else server.base_url
+    if wire == "google":
+        url = server.gemini_base_url
     return resolve_model(f"{wire}:local-model@{url}", api_key="test", **options)
 
 

@@ -2,7 +2,7 @@
 
 The first part drives `FakeServer` with raw `httpx2` requests and checks what
 a real client would see, including a comparison with recorded provider
-traffic. The second part runs the three wire adapters against it.
+traffic. The second part runs wire adapters against it.
 """
 
 from __future__ import annotations
@@ -337,6 +337,93 @@ async def test_json_bodies_carry_the_recorded_fields(
     assert not common_keys(inner) - set(nested(ours))
 
 
+GEMINI = "/v1beta/models/gemini-2.5-flash"
+
+
+def gemini_recorded(*, stream: bool) -> list[dict[str, Any]]:
+    """Recorded Gemini answers (each stream's chunks) that carry text or a function call."""
+    method = ":streamGenerateContent" if stream else ":generateContent"
+    found: list[dict[str, Any]] = []
+    for item in interactions("test_google"):
+        uri, response = item["request"]["uri"], item["response"]
+        if not uri.partition("?")[0].endswith(method):
+            continue
+        text = (response.get("body") or {}).get("string")
+        if stream and isinstance(text, str) and text.lstrip().startswith("data:"):
+            found += [json.loads(d) for _, d in parse_sse(text.replace("\r\n", "\n"))]
+        elif not stream and isinstance(response.get("parsed_body"), dict):
+            found.append(response["parsed_body"])
+    return [
+        b
+        for b in found
+        if any(
+            "text" in p or "functionCall" in p
+            for c in b.get("candidates") or ()
+            for p in (c.get("content") or {}).get("parts") or ()
+        )
+    ]
+
+
+def gemini_fields(bodies: list[dict[str, Any]]) -> dict[str, set[str]]:
+    """The fields every body, candidate and usage block has."""
+    candidates = [b["candidates"][0] for b in bodies]
+    return {
+        "body": common_keys(bodies),
+        "candidate": common_keys(candidates),
+        "content": common_keys([c["content"] for c in candidates]),
+        "usage": common_keys([b["usageMetadata"] for b in bodies]),
+    }
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+async def test_gemini_answers_carry_the_recorded_fields(
+    server: FakeServer, client: httpx2.AsyncClient, stream: bool
+) -> None:
+    server.script(FakeServer.reply("Hi there", tool_calls=[("weather", TOOL_ARGS)]))
+    path = GEMINI + (":streamGenerateContent?alt=sse" if stream else ":generateContent")
+    response = await client.post(server.url + path, json={"contents": []})
+    assert response.status_code == 200
+    if stream:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        assert response.text.endswith("\r\n\r\n")  # Gemini ends events with CRLF CRLF
+        ours = [json.loads(d) for _, d in parse_sse(response.text.replace("\r\n", "\n"))]
+        assert ours[-1]["candidates"][0]["finishReason"] == "STOP"
+        assert all("finishReason" not in o["candidates"][0] for o in ours[:-1])
+    else:
+        ours = [response.json()]
+    real = gemini_fields(gemini_recorded(stream=stream))
+    mine = gemini_fields(ours)
+    for level, keys in real.items():
+        # A recorded stream's last chunk alone has the finish reason; the
+        # candidate's fields are compared on what every chunk has.
+        assert not keys - mine[level] - {"finishReason"}, f"{level} lacks {keys - mine[level]}"
+    parts = [p for o in ours for p in o["candidates"][0]["content"]["parts"]]
+    assert "".join(p.get("text", "") for p in parts) == "Hi there"
+    [call] = [p["functionCall"] for p in parts if "functionCall" in p]
+    assert (call["name"], call["args"]) == ("weather", TOOL_ARGS) and call["id"]
+    assert ours[0]["modelVersion"] == "gemini-2.5-flash"
+
+
+async def test_gemini_errors_have_googles_shape_and_retry_info(
+    server: FakeServer, client: httpx2.AsyncClient
+) -> None:
+    server.script(FakeServer.rate_limit(retry_after=3), FakeServer.error(503))
+    limited = await client.post(server.url + GEMINI + ":generateContent", json={})
+    assert limited.status_code == 429 and "retry-after" not in limited.headers
+    assert limited.json() == {
+        "error": {
+            "code": 429,
+            "message": "Resource has been exhausted (e.g. check quota).",
+            "status": "RESOURCE_EXHAUSTED",
+            "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "3s"}],
+        }
+    }
+    vertex = server.vertex_base_url + "/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    overloaded = await client.post(vertex, json={})
+    assert overloaded.status_code == 503
+    assert overloaded.json()["error"]["status"] == "UNAVAILABLE"
+
+
 # --- faults -----------------------------------------------------------------------------------
 
 
@@ -542,6 +629,13 @@ async def test_api_key_is_checked_per_provider(client: httpx2.AsyncClient) -> No
         ok = await client.post(server.url + CHAT, json={}, headers={"authorization": "Bearer k"})
         assert ok.status_code == 200
         ok = await client.post(server.url + MESSAGES, json={}, headers={"x-api-key": "k"})
+        assert ok.status_code == 200 and server.pending == 0
+        gemini = server.gemini_base_url + "/models/m:generateContent"
+        server.script(FakeServer.reply("c"), FakeServer.reply("d"))
+        assert (await client.post(gemini, json={})).status_code == 401
+        ok = await client.post(gemini, json={}, headers={"x-goog-api-key": "k"})
+        assert ok.status_code == 200
+        ok = await client.post(gemini, json={}, headers={"authorization": "Bearer k"})
         assert ok.status_code == 200 and server.pending == 0
 
 

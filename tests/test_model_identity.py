@@ -27,6 +27,7 @@ ADAPTERS = {
     "openai": ("openai_chat", "OpenAIChatModel", "https://api.openai.com/v1"),
     "openai-responses": ("openai_responses", "OpenAIResponsesModel", "https://api.openai.com/v1"),
     "anthropic": ("anthropic", "AnthropicModel", "https://api.anthropic.com"),
+    "google": ("gemini", "GeminiModel", "https://generativelanguage.googleapis.com/v1beta"),
 }
 SECRET = "pw-not-for-logs"
 
@@ -60,6 +61,20 @@ def test_spec_round_trips_with_its_base_url(prefix: str, base_url: str | None) -
     expected = f"{prefix}:some-model" + (f"@{base_url}" if base_url else "")
     assert model.spec == expected
     again = resolve_model(model.spec, api_key="k")
+    assert same_model(again, model)
+
+
+def test_a_vertex_spec_names_its_project_and_location_and_round_trips() -> None:
+    model = resolve_model(
+        "vertex:gemini-2.5-flash", project="proj-1", location="us-central1", token="ya29.tok"
+    )
+    url = (
+        "https://us-central1-aiplatform.googleapis.com/v1beta1/projects/proj-1"
+        "/locations/us-central1/publishers/google"
+    )
+    assert (model.provider, model.base_url) == ("vertex", url)
+    assert model.spec == f"vertex:gemini-2.5-flash@{url}"
+    again = resolve_model(model.spec, token="ya29.tok")
     assert same_model(again, model)
 
 
@@ -159,12 +174,19 @@ async def server() -> AsyncIterator[FakeServer]:
 @pytest.mark.parametrize("stream", [True, False])
 async def test_build_body_is_the_body_sent(server: FakeServer, prefix: str, stream: bool) -> None:
     base_url = server.anthropic_base_url if prefix == "anthropic" else server.base_url
+    if prefix == "google":
+        base_url = server.gemini_base_url
     model = adapter_class(prefix)("m", api_key="k", base_url=base_url, stream=stream)
     tool = ToolSpec("clock", "The time.", {"type": "object", "properties": {}})
     request = ModelRequest(messages=[Message.user("hi")], system="Be brief.", tools=[tool])
     await model.request(request)
     assert server.requests[0].body == model.build_body(request)
-    assert model.build_body(request, stream=not stream) != model.build_body(request)
+    if prefix == "google":
+        # Gemini streams from an endpoint of its own; the body is the same.
+        assert model.build_body(request, stream=not stream) == model.build_body(request)
+        assert server.requests[0].path.endswith(model.url.rpartition("/")[2])
+    else:
+        assert model.build_body(request, stream=not stream) != model.build_body(request)
 
 
 async def test_a_redirect_to_an_unsupported_protocol_is_not_retried() -> None:

@@ -2,7 +2,7 @@
 
 A key from the environment goes only to its provider's own host; a key passed
 as `api_key=` goes wherever the model points. Proven against a loopback server
-that records the headers of every request, for the three wire adapters and
+that records the headers of every request, for the four wire adapters and
 every preset. A key the provider echoes back in an error never reaches the
 error's text, the log or the logs.
 """
@@ -31,15 +31,19 @@ from taskloom.testing.fake_server import FakeServer
 ENV_KEYS = {
     "OPENAI_API_KEY": "sk-openai-env",
     "ANTHROPIC_API_KEY": "sk-ant-env",
+    "GOOGLE_API_KEY": "sk-google-env",
+    "GEMINI_API_KEY": "sk-gemini-env",
     **{p.api_key_env: f"sk-{p.name}-env" for p in PRESETS.values() if p.api_key_env},
 }
-AUTH_HEADERS = ("authorization", "x-api-key")
+AUTH_HEADERS = ("authorization", "x-api-key", "x-goog-api-key")
 ADAPTERS = {
     "openai": ("openai_chat", "OpenAIChatModel"),
     "openai-responses": ("openai_responses", "OpenAIResponsesModel"),
     "anthropic": ("anthropic", "AnthropicModel"),
+    "google": ("gemini", "GeminiModel"),
 }
-PREFIXES = ["openai-responses", "anthropic", *PRESETS]
+PREFIXES = ["openai-responses", "anthropic", "google", *PRESETS]
+HOME_VARIABLE = {"anthropic": "ANTHROPIC_API_KEY", "google": "GOOGLE_API_KEY"}
 
 
 @pytest.fixture(autouse=True)
@@ -57,6 +61,8 @@ async def server() -> AsyncIterator[FakeServer]:
 
 
 def loopback(prefix: str, server: FakeServer) -> str:
+    if prefix == "google":
+        return server.gemini_base_url
     return server.anthropic_base_url if prefix == "anthropic" else server.base_url
 
 
@@ -112,9 +118,9 @@ async def test_an_explicit_key_goes_where_the_user_points_it(
     server: FakeServer, prefix: str
 ) -> None:
     await ask(resolve_model(f"{prefix}:m@{loopback(prefix, server)}", api_key="sk-given"))
-    expected = (
-        {"x-api-key": "sk-given"} if prefix == "anthropic" else {"authorization": "Bearer sk-given"}
-    )
+    expected = {"authorization": "Bearer sk-given"}
+    if prefix in ("anthropic", "google"):
+        expected = {"x-api-key" if prefix == "anthropic" else "x-goog-api-key": "sk-given"}
     assert auth_of(server) == expected
 
 
@@ -142,12 +148,24 @@ async def home_headers(spec: str, **options: Any) -> httpx2.Headers:
         ("groq:llama", "authorization", "Bearer sk-groq-env"),
         ("ollama:qwen3", "authorization", "Bearer sk-ollama-env"),
         ("anthropic:claude-sonnet-4-5@https://api.anthropic.com/v1", "x-api-key", "sk-ant-env"),
+        ("google:gemini-2.5-flash", "x-goog-api-key", "sk-google-env"),
     ],
 )
 async def test_environment_keys_still_reach_their_own_host(
     spec: str, header: str, value: str
 ) -> None:
     assert (await home_headers(spec))[header] == value
+
+
+async def test_gemini_takes_google_api_key_first_then_gemini_api_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The order Google's own SDK reads them in.
+    assert (await home_headers("google:gemini-2.5-flash"))["x-goog-api-key"] == "sk-google-env"
+    monkeypatch.delenv("GOOGLE_API_KEY")
+    assert (await home_headers("google:gemini-2.5-flash"))["x-goog-api-key"] == "sk-gemini-env"
+    headers = await home_headers("google:gemini-2.5-flash@https://gemini-proxy.example/v1beta")
+    assert "x-goog-api-key" not in headers and "authorization" not in headers
 
 
 async def test_a_key_variable_does_not_follow_a_scheme_downgrade() -> None:
@@ -181,7 +199,7 @@ async def test_a_refusal_from_a_foreign_host_says_the_key_was_withheld(prefix: s
         model = resolve_model(f"{prefix}:m@{loopback(prefix, keyed)}")
         with pytest.raises(AuthenticationError) as caught:
             await ask(model)
-    variable = "ANTHROPIC_API_KEY" if prefix == "anthropic" else "OPENAI_API_KEY"
+    variable = HOME_VARIABLE.get(prefix, "OPENAI_API_KEY")
     message = str(caught.value)
     assert variable in message and "api_key=" in message
     assert ENV_KEYS[variable] not in message
@@ -195,6 +213,7 @@ def test_a_missing_key_at_home_names_the_variable(monkeypatch: pytest.MonkeyPatc
         ("openai-responses:gpt-5", "OPENAI_API_KEY"),
         ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
         ("deepseek:chat", "DEEPSEEK_API_KEY"),
+        ("google:gemini-2.5-flash", "GOOGLE_API_KEY or GEMINI_API_KEY"),
     ]:
         with pytest.raises(ConfigurationError, match=variable):
             resolve_model(spec)

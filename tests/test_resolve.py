@@ -202,7 +202,7 @@ def test_bad_specs_list_the_known_prefixes_or_name_the_problem(spec: str) -> Non
     if spec in ("openai:", "openai:@http://127.0.0.1/v1"):
         assert "names no model" in message
     else:
-        for prefix in ("openai", "openai-responses", "anthropic", "ollama", "deepseek"):
+        for prefix in ("openai", "openai-responses", "anthropic", "google", "vertex", "deepseek"):
             assert prefix in message
     assert set(PREFIXES) >= {"openai", "openai-responses", "anthropic", *PRESET_DEFAULTS}
 
@@ -212,6 +212,7 @@ def test_bad_specs_list_the_known_prefixes_or_name_the_problem(spec: str) -> Non
     [
         ("openai-responses", "taskloom.models._openai_responses", "OpenAIResponsesModel"),
         ("anthropic", "taskloom.models._anthropic", "AnthropicModel"),
+        ("google", "taskloom.models._gemini", "GeminiModel"),
     ],
 )
 def test_other_wire_apis_are_imported_lazily_and_get_the_options(
@@ -233,6 +234,28 @@ def test_other_wire_apis_are_imported_lazily_and_get_the_options(
     assert made == [
         ("the-model", {"api_key": "k"}),
         ("other", {"base_url": "http://127.0.0.1:9/v1"}),
+    ]
+
+
+def test_vertex_is_gemini_on_vertex_ai_with_its_own_options(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made: list[tuple[str, dict[str, Any]]] = []
+
+    class Fake:
+        @classmethod
+        def vertex(cls, model_name: str, **options: Any) -> Fake:
+            made.append((model_name, options))
+            return cls()
+
+    module = types.ModuleType("taskloom.models._gemini")
+    module.GeminiModel = Fake  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "taskloom.models._gemini", module)
+    assert isinstance(resolve("vertex:gemini-2.5-flash", project="p", token="t"), Fake)
+    assert isinstance(resolve("vertex:g@https://proxy.example/v1beta1", token="t"), Fake)
+    assert made == [
+        ("gemini-2.5-flash", {"project": "p", "token": "t"}),
+        ("g", {"token": "t", "base_url": "https://proxy.example/v1beta1"}),
     ]
 
 

@@ -17,7 +17,7 @@ from taskloom import (
     ToolEffect,
     tool,
 )
-from taskloom.models import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
+from taskloom.models import AnthropicModel, GeminiModel, OpenAIChatModel, OpenAIResponsesModel
 from taskloom.testing.fake_server import FakeServer
 
 FAST = RetryPolicy(max_retries=4, initial_delay=0.01, max_delay=0.05, max_retry_after=0.2)
@@ -34,10 +34,12 @@ def adapter(kind: str, server: FakeServer) -> Any:
         return OpenAIChatModel("gpt-4.1-mini", base_url=server.base_url, api_key="test")
     if kind == "responses":
         return OpenAIResponsesModel("gpt-5-mini", base_url=server.base_url, api_key="test")
+    if kind == "gemini":
+        return GeminiModel("gemini-2.5-flash", base_url=server.gemini_base_url, api_key="test")
     return AnthropicModel("claude-sonnet-4-5", base_url=server.anthropic_base_url, api_key="test")
 
 
-@pytest.mark.parametrize("kind", ["chat", "responses", "anthropic"])
+@pytest.mark.parametrize("kind", ["chat", "responses", "anthropic", "gemini"])
 async def test_faults_while_opening_or_mid_stream_are_retried_as_a_whole(kind: str) -> None:
     async with FakeServer() as server:
         server.script(

@@ -34,6 +34,7 @@ from taskloom.loop import NO_OBSERVER
 from taskloom.models import (
     AnthropicModel,
     FunctionModel,
+    GeminiModel,
     ModelRequest,
     OpenAIChatModel,
     ScriptedModel,
@@ -209,7 +210,11 @@ async def test_an_in_band_tool_error_fails_its_span_not_the_run(traced: Traced) 
 # ---------------------------------------------------------------- a real adapter
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+PROVIDER_NAMES = {"openai": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini"}
+RESPONSE_IDS = {"openai": "chatcmpl-fake", "anthropic": "msg_", "gemini": "fake"}
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "gemini"])
 async def test_a_retried_request_over_http(
     traced: Traced, kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -223,6 +228,8 @@ async def test_a_retried_request_over_http(
         )
         if kind == "openai":
             model: Any = OpenAIChatModel("gpt-4.1-mini", base_url=server.base_url, api_key=SECRET)
+        elif kind == "gemini":
+            model = GeminiModel("gemini-2.5-flash", base_url=server.gemini_base_url, api_key=SECRET)
         else:
             model = AnthropicModel(
                 "claude-sonnet-4-5", base_url=server.anthropic_base_url, api_key=SECRET
@@ -236,12 +243,13 @@ async def test_a_retried_request_over_http(
 
     (chat,) = traced.named("chat")
     a = dict(chat.attributes or {})
-    expected_input = 120 if kind == "openai" else 120 + 30 + 5  # cached tokens included
+    # cached tokens included (Anthropic counts them apart)
+    expected_input = 120 + 30 + 5 if kind == "anthropic" else 120
     assert chat.name == f"chat {model.name}"
-    assert a["gen_ai.provider.name"] == kind
+    assert a["gen_ai.provider.name"] == PROVIDER_NAMES[kind]
     assert a["gen_ai.request.model"] == model.name
     assert a["gen_ai.response.model"] == model.name
-    assert str(a["gen_ai.response.id"]).startswith("chatcmpl-fake" if kind == "openai" else "msg_")
+    assert str(a["gen_ai.response.id"]).startswith(RESPONSE_IDS[kind])
     assert a["server.address"] == "127.0.0.1" and a["server.port"] == port
     assert a["gen_ai.usage.input_tokens"] == expected_input
     assert a["gen_ai.usage.output_tokens"] == 7
@@ -262,7 +270,7 @@ async def test_a_retried_request_over_http(
     assert duration.count == 1 and tuple(duration.explicit_bounds) == DURATION_BUCKETS
     common = {
         "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": kind,
+        "gen_ai.provider.name": PROVIDER_NAMES[kind],
         "gen_ai.request.model": model.name,
         "gen_ai.response.model": model.name,
         "server.address": "127.0.0.1",

@@ -130,3 +130,31 @@ def test_a_run_that_changes_wire_format_shares_its_memo_safely() -> None:
         assert m.build_body(ModelRequest(messages=messages, memo=memo)) == m.build_body(
             ModelRequest(messages=messages)
         )
+
+
+def test_gemini_bodies_with_a_memo_are_the_bodies_without_one() -> None:
+    from taskloom.models import GeminiModel
+
+    own = Message("assistant", (ToolCall("c9", "add", {"a": 9}),), "google", "gemini-2.5-flash")
+    for empty_names in (False, True):
+        messages = conversation(4)
+        if empty_names:
+            # A result without its tool's name takes it from its call, found by id.
+            messages[2] = Message.tool_results([ToolResult("call_0", "0")])
+        messages += [own, Message.tool_results([ToolResult("c9", "9", False, "add")])]
+        memo: dict[Any, Any] = {}
+        for name in ("gemini-2.5-flash", "gemini-3-pro-preview"):
+            m = GeminiModel(name, api_key="k-gemini-test")
+            with_memo = gemini_bodies(m, messages, memo)
+            assert with_memo == gemini_bodies(m, messages, None)
+        assert (("gemini", "google", "gemini-2.5-flash", id(messages[2])) in memo) is not (
+            empty_names
+        )
+        assert with_memo[-1]["contents"][2]["parts"][0]["functionResponse"]["name"] == "add"
+
+
+def gemini_bodies(m: Any, messages: list[Message], memo: dict[Any, Any] | None) -> list[Any]:
+    return [
+        m.build_body(ModelRequest(messages=tuple(messages[:n]), tools=(SPEC,), memo=memo))
+        for n in range(1, len(messages) + 1)
+    ]

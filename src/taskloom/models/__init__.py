@@ -1,8 +1,8 @@
 """Models: the provider seam, scripted models, wire adapters and their resolver.
 
 Wire adapters import lazily (`OpenAIChatModel`, `OpenAIResponsesModel`,
-`AnthropicModel`), and so do the recording and replay models, so `import
-taskloom` never pays for them.
+`AnthropicModel`, `GeminiModel`), and so do the recording and replay models,
+so `import taskloom` never pays for them.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from ._scripted import FunctionModel, Reply, ScriptedModel, reply
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicModel
+    from ._gemini import GeminiModel
     from ._openai_chat import OpenAIChatModel
     from ._openai_responses import OpenAIResponsesModel
     from ._replay import RecordingModel, ReplayModel
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AnthropicModel",
     "FunctionModel",
+    "GeminiModel",
     "Model",
     "ModelRequest",
     "ModelResponse",
@@ -61,6 +63,7 @@ _LAZY = {
     "OpenAIChatModel": "._openai_chat",
     "OpenAIResponsesModel": "._openai_responses",
     "AnthropicModel": "._anthropic",
+    "GeminiModel": "._gemini",
     "RecordingModel": "._replay",
     "ReplayModel": "._replay",
 }
@@ -73,7 +76,9 @@ def resolve_model(spec: str | Model, **options: Any) -> Model:
     """Turn `"provider:model"` into a model (a `Model` passes through unchanged).
 
     `openai:` is Chat Completions, `openai-responses:` the Responses API,
-    `anthropic:` the Messages API; OpenAI-compatible presets (`ollama:`,
+    `anthropic:` the Messages API, `google:` Gemini on the Gemini API and
+    `vertex:` Gemini on Vertex AI (`project=`, `location=`, `token=`; see
+    `GeminiModel.vertex`); OpenAI-compatible presets (`ollama:`,
     `vllm:`, `lmstudio:`, `llamacpp:`, `openrouter:`, `groq:`, `together:`,
     `deepseek:`) and `openai:<model>@<base_url>` reach any other server.
     Keyword options go to the adapter (`api_key=`, `base_url=`, ...). A key

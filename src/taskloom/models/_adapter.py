@@ -1,7 +1,7 @@
 """The base of the HTTP wire adapters: identity, server, key, headers, client, settings.
 
-`OpenAIChatModel`, `OpenAIResponsesModel` and `AnthropicModel` derive from
-`WireModel`. A wire module says only what is its own: how a request is
+`OpenAIChatModel`, `OpenAIResponsesModel`, `AnthropicModel` and `GeminiModel`
+derive from `WireModel`. A wire module says only what is its own: how a request is
 encoded (`_encode`), how a stream is assembled (`_assembler`) and how a whole
 answer is decoded (`_decode`). What is configuration is settled here, once:
 
@@ -18,6 +18,7 @@ answer is decoded (`_decode`). What is configuration is settled here, once:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -47,7 +48,7 @@ from ._http import (
     send_json,
     transport_error,
 )
-from ._resolve import ANTHROPIC, OPENAI_RESPONSES, PRESETS, Preset
+from ._resolve import ANTHROPIC, GOOGLE, OPENAI_RESPONSES, PRESETS, VERTEX, Preset
 from ._windows import known_context_window
 
 if TYPE_CHECKING:
@@ -228,9 +229,9 @@ def _shown(origin: _Origin) -> str:
 
 KEY_HOMES: Mapping[str, _Origin] = MappingProxyType(
     {
-        p.api_key_env: _origin(p.base_url)
-        for p in (*PRESETS.values(), OPENAI_RESPONSES, ANTHROPIC)
-        if p.api_key_env is not None
+        variable: _origin(p.base_url)
+        for p in (*PRESETS.values(), OPENAI_RESPONSES, ANTHROPIC, GOOGLE, VERTEX)
+        for variable in p.key_envs
     }
 )
 """The host (scheme, name, port) each provider's key variable belongs to.
@@ -249,25 +250,32 @@ def _choose_key(
     if explicit is not None:
         return explicit, None
     named = "api_key_env" in options
-    variable = options.get("api_key_env") if named else home.api_key_env
-    if variable is None:
+    if named:
+        variable = options.get("api_key_env")
+        variables: tuple[str, ...] = () if variable is None else (variable,)
+    else:
+        variables = home.key_envs
+    if not variables:
         return None, None
-    owner = KEY_HOMES.get(variable)
+    shown = " or ".join(variables)
+    owner = KEY_HOMES.get(variables[0])
     if owner is not None and owner != _origin(url):
+        verb = "is" if len(variables) == 1 else "are"
         why = (
-            f"no key was sent to {public_url(url)}: {variable} is sent only to "
+            f"no key was sent to {public_url(url)}: {shown} {verb} sent only to "
             f"{_shown(owner)}, keys from the environment never go to other hosts; "
             f"pass the key explicitly (api_key=...) to send one to this server"
         )
         if named:
             raise ConfigurationError(why)
         return None, why
-    value = os.environ.get(variable)
-    if value:
-        return value, None
+    for variable in variables:
+        value = os.environ.get(variable)
+        if value:
+            return value, None
     if named or home.key_required:
         raise ConfigurationError(
-            f"no API key for {provider}: set the {variable} environment variable or pass api_key="
+            f"no API key for {provider}: set the {shown} environment variable or pass api_key="
         )
     return None, None
 
@@ -290,6 +298,7 @@ class WireModel(ABC):
         "_provider",
         "_settings",
         "_stream",
+        "_stream_target",
         "_target",
     )
 
@@ -322,6 +331,12 @@ class WireModel(ABC):
         self._target = Target(
             self._endpoint(base_url), headers, provider, why_no_key, credentials(key, headers)
         )
+        stream_url = self._stream_endpoint(base_url)
+        self._stream_target = (
+            self._target
+            if stream_url == self._target.url
+            else dataclasses.replace(self._target, url=stream_url)
+        )
 
     # -- identity ---------------------------------------------------------------------
 
@@ -352,8 +367,9 @@ class WireModel(ABC):
 
     @property
     def url(self) -> str:
-        """The endpoint requests go to, without user-info."""
-        return public_url(self._target.url)
+        """The endpoint `request()` posts to (the streaming one with `stream=True`),
+        without user-info."""
+        return public_url((self._stream_target if self._stream else self._target).url)
 
     @property
     def spec(self) -> str:
@@ -420,7 +436,7 @@ class WireModel(ABC):
         decoder = SSEDecoder()
         decode, feed = decoder.line, assembly.feed
         try:
-            async with open_stream(self._http(), self._target, body) as response:
+            async with open_stream(self._http(), self._stream_target, body) as response:
                 # Read to the end of the body even after the last event: a body
                 # left unread makes the client close the connection, not pool it.
                 try:
@@ -476,6 +492,11 @@ class WireModel(ABC):
     @abstractmethod
     def _endpoint(self, base_url: str) -> str:
         """The URL requests are posted to."""
+
+    def _stream_endpoint(self, base_url: str) -> str:
+        """The URL streamed requests are posted to (the same one, unless the
+        wire API streams from an endpoint of its own)."""
+        return self._endpoint(base_url)
 
     @abstractmethod
     def _encode(

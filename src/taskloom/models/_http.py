@@ -59,7 +59,13 @@ _CONTEXT_MARKERS = (
     "maximum context length",
     "prompt is too long",
     "too many tokens",
+    # Gemini: "The input token count (N) exceeds the maximum number of tokens allowed (M)."
+    "exceeds the maximum number of tokens",
 )
+
+_GOOGLE_RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
+_GOOGLE_ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+_GOOGLE_BAD_KEYS = frozenset({"API_KEY_INVALID", "API_KEY_EXPIRED", "API_KEY_SERVICE_BLOCKED"})
 
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx2.AsyncClient] = (
     weakref.WeakKeyDictionary()
@@ -153,13 +159,43 @@ def _retry_after(headers: httpx2.Headers) -> float | None:
         return None
 
 
+def _google_details(err: dict[str, Any]) -> tuple[float | None, str | None]:
+    """The retry delay (`RetryInfo.retryDelay`, "37s") and the `ErrorInfo` reason of
+    an error in Google's shape (`google.rpc.Status`, its `details` list)."""
+    delay: float | None = None
+    reason: str | None = None
+    details = err.get("details")
+    for detail in details if isinstance(details, list) else ():
+        if not isinstance(detail, dict):
+            continue
+        kind = detail.get("@type")
+        if kind == _GOOGLE_RETRY_INFO:
+            raw = detail.get("retryDelay")
+            if isinstance(raw, str) and raw.endswith("s"):
+                try:
+                    delay = max(0.0, float(raw[:-1]))
+                except ValueError:
+                    pass
+        elif kind == _GOOGLE_ERROR_INFO and isinstance(detail.get("reason"), str):
+            reason = detail["reason"]
+    return delay, reason
+
+
 def error_from_response(
     status: int, body: bytes, headers: httpx2.Headers, provider: str
 ) -> ProviderError:
-    """Map an error response to the typed hierarchy, keeping the provider's message verbatim."""
+    """Map an error response to the typed hierarchy, keeping the provider's message verbatim.
+
+    Google's error shape counts too: its `status` string ("RESOURCE_EXHAUSTED")
+    is the error type, a `RetryInfo` delay in its details stands in for a
+    missing `Retry-After`, and a key it refuses (a 400 with `ErrorInfo`
+    reason `API_KEY_INVALID`) is an authentication error.
+    """
     payload: Any = None
     message = body.decode("utf-8", "replace").strip() or f"HTTP {status}"
     error_type: str | None = None
+    retry_after = _retry_after(headers)
+    reason: str | None = None
     try:
         payload = json.loads(body)
     except (ValueError, RecursionError):  # nesting too deep to read: keep the text
@@ -168,20 +204,27 @@ def error_from_response(
         err = payload.get("error", payload)
         if isinstance(err, dict):
             message = str(err.get("message") or message)
-            error_type = err.get("type") or err.get("code")
+            google_status = err.get("status")
+            error_type = err.get("type") or (
+                google_status if isinstance(google_status, str) else None
+            )
+            error_type = error_type or err.get("code")
             if error_type is not None:
                 error_type = str(error_type)
+            delay, reason = _google_details(err)
+            if retry_after is None:
+                retry_after = delay
         elif isinstance(err, str):
             message = err
     kw: dict[str, Any] = {
         "status": status,
         "error_type": error_type,
         "provider": provider,
-        "retry_after": _retry_after(headers),
+        "retry_after": retry_after,
         "body": payload,
     }
     lowered = f"{error_type or ''} {message}".lower()
-    if status in (401, 403):
+    if status in (401, 403) or reason in _GOOGLE_BAD_KEYS:
         return AuthenticationError(message, **kw)
     if status == 429:
         return RateLimitError(message, **kw)

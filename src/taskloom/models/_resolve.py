@@ -1,14 +1,15 @@
 """Turning `"provider:model"` strings into models.
 
 `resolve("openai:gpt-4.1-mini")` is Chat Completions, `openai-responses:` the
-Responses API, `anthropic:` the Messages API, and every name in `PRESETS` an
+Responses API, `anthropic:` the Messages API, `google:` the Gemini API,
+`vertex:` Gemini on Vertex AI, and every name in `PRESETS` an
 OpenAI-compatible server reached through Chat Completions. A `@<base_url>`
 suffix (`"openai:my-model@http://127.0.0.1:8000/v1"`) points any of them at
 another server. Adapters are imported only when a spec asks for them.
 
-Every provider's default server and key variable is listed here (`PRESETS`,
-`ANTHROPIC`, `OPENAI_RESPONSES`): a key read from a provider's variable goes
-only to that provider's own server.
+Every provider's default server and key variables are listed here
+(`PRESETS`, `ANTHROPIC`, `OPENAI_RESPONSES`, `GOOGLE`, `VERTEX`): a key read
+from a provider's variable goes only to that provider's own server.
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ if TYPE_CHECKING:
 __all__ = [
     "ANTHROPIC",
     "COMPATIBLE",
+    "GOOGLE",
     "OPENAI_HOST",
     "OPENAI_RESPONSES",
     "PREFIXES",
     "PRESETS",
+    "VERTEX",
     "ChatQuirks",
     "Preset",
     "resolve",
@@ -68,7 +71,8 @@ class Preset:
     """A provider's own server and key: the defaults a spec prefix stands for.
 
     `base_url` is the default server. `api_key_env` names the key's variable,
-    whose value is sent to `base_url`'s host and to no other; when
+    whose value is sent to `base_url`'s host and to no other; `more_key_envs`
+    are variables read after it when it is unset, under the same rule. When
     `key_required` is false a missing key means no auth header (local
     servers). For Chat Completions prefixes `resolve` lets the environment
     variable `base_url_env` and then `base_url=` override the server.
@@ -80,6 +84,13 @@ class Preset:
     api_key_env: str | None
     key_required: bool
     quirks: ChatQuirks = COMPATIBLE
+    more_key_envs: tuple[str, ...] = ()
+
+    @property
+    def key_envs(self) -> tuple[str, ...]:
+        """Every variable the key is read from, in the order they are tried."""
+        first = () if self.api_key_env is None else (self.api_key_env,)
+        return (*first, *self.more_key_envs)
 
     @property
     def base_url_env(self) -> str:
@@ -110,12 +121,35 @@ ANTHROPIC = Preset("anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY"
 OPENAI_RESPONSES = Preset("openai-responses", "https://api.openai.com/v1", "OPENAI_API_KEY", True)
 """The OpenAI Responses API's server and key."""
 
+GOOGLE = Preset(
+    "google",
+    "https://generativelanguage.googleapis.com/v1beta",
+    "GOOGLE_API_KEY",
+    True,
+    more_key_envs=("GEMINI_API_KEY",),
+)
+"""The Gemini API's server and keys: `GOOGLE_API_KEY`, else `GEMINI_API_KEY` (the
+order Google's own SDK reads them in)."""
+
+VERTEX = Preset("vertex", "https://aiplatform.googleapis.com/v1beta1", None, False)
+"""Gemini on Vertex AI: no key variable (the access token is the caller's to
+give); the server's path names the project and location (`GeminiModel.vertex`)."""
+
 _OTHER_APIS = {
     "openai-responses": ("taskloom.models._openai_responses", "OpenAIResponsesModel"),
     "anthropic": ("taskloom.models._anthropic", "AnthropicModel"),
+    "google": ("taskloom.models._gemini", "GeminiModel"),
+    "vertex": ("taskloom.models._gemini", "GeminiModel.vertex"),
 }
 
-PREFIXES: tuple[str, ...] = ("openai", "openai-responses", "anthropic", *list(PRESETS)[1:])
+PREFIXES: tuple[str, ...] = (
+    "openai",
+    "openai-responses",
+    "anthropic",
+    "google",
+    "vertex",
+    *list(PRESETS)[1:],
+)
 """Every prefix `resolve` understands."""
 
 
@@ -155,7 +189,9 @@ def resolve(spec: str, **options: Any) -> Model:
     from a provider's variable is sent only to that provider's default
     server, so a spec pointing elsewhere (a proxy, a local server, a spec read
     back from a store) never carries one; `api_key=` goes wherever the model
-    points. Unknown prefixes raise `ConfigurationError` listing the known ones.
+    points. `vertex:` also takes `project=`, `location=` and `token=` (see
+    `GeminiModel.vertex`). Unknown prefixes raise `ConfigurationError`
+    listing the known ones.
     """
     prefix, model_name, at_url = split_spec(spec)
     other = _OTHER_APIS.get(prefix)
@@ -164,9 +200,11 @@ def resolve(spec: str, **options: Any) -> Model:
             options.setdefault("base_url", at_url)
         import importlib
 
-        module_name, class_name = other
-        cls = getattr(importlib.import_module(module_name), class_name)
-        model: Model = cls(model_name, **options)
+        module_name, factory_name = other
+        factory: Any = importlib.import_module(module_name)
+        for attribute in factory_name.split("."):
+            factory = getattr(factory, attribute)
+        model: Model = factory(model_name, **options)
         return model
     preset = PRESETS.get(prefix)
     if preset is None:

@@ -22,6 +22,9 @@ KNOWN_CONTEXT_WINDOWS: dict[str, int] = {
     "o4-mini": 200_000,
     # Anthropic
     "claude-": 200_000,
+    # Google (the input limit; Gemini counts its output apart)
+    "gemini-": 1_048_576,
+    "gemini-1.5-pro": 2_097_152,
     # Common open models as OpenAI-compatible servers name them
     "llama3.1": 131_072,
     "llama3.2": 131_072,

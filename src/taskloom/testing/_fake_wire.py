@@ -1,8 +1,9 @@
-"""The scripted answers of `FakeServer` and the three wire formats it speaks.
+"""The scripted answers of `FakeServer` and the wire formats it speaks.
 
 Kept apart from the server: this half is about what OpenAI Chat Completions,
 OpenAI Responses and Anthropic Messages bodies and server-sent events look
-like; `fake_server` is about sockets, HTTP and scripting.
+like (Gemini's are in `_fake_gemini`); `fake_server` is about sockets, HTTP
+and scripting.
 """
 
 from __future__ import annotations
@@ -173,13 +174,20 @@ class _Call:
     body: Json
     number: int
     created: int = field(default_factory=lambda: int(time.time()))
+    # Gemini names the model and the streaming in the path, not the body.
+    path_model: str | None = None
+    path_stream: bool | None = None
 
     @property
     def model(self) -> str:
+        if self.path_model is not None:
+            return self.path_model
         return str(self.body.get("model") or "fake-model")
 
     @property
     def is_stream(self) -> bool:
+        if self.path_stream is not None:
+            return self.path_stream
         return self.body.get("stream") is True
 
     def tool_id(self, prefix: str, index: int, call: FakeToolCall) -> str:
@@ -199,12 +207,22 @@ class _Wire(Protocol):
     """How one provider API renders replies and errors."""
 
     provider: str
+    retry_in_body: bool
 
     def body(self, r: FakeReply, c: _Call) -> Json: ...
 
     def events(self, r: FakeReply, c: _Call) -> list[bytes]: ...
 
-    def error_body(self, status: int, error_type: str | None, message: str | None) -> Json: ...
+    def error_body(
+        self,
+        status: int,
+        error_type: str | None,
+        message: str | None,
+        retry_after: str | None = None,
+    ) -> Json:
+        """The error answer's body; `retry_after` is given only to a wire whose
+        `retry_in_body` is true (the hint then travels in the body, not a header)."""
+        ...
 
     def stream_error(self, c: _Call, error_type: str, message: str, seq: int) -> bytes: ...
 
@@ -294,7 +312,15 @@ class _ChatWire:
         frames.append(b"data: [DONE]\n\n")
         return frames
 
-    def error_body(self, status: int, error_type: str | None, message: str | None) -> Json:
+    retry_in_body = False
+
+    def error_body(
+        self,
+        status: int,
+        error_type: str | None,
+        message: str | None,
+        retry_after: str | None = None,
+    ) -> Json:
         kind, code, text = _OPENAI_ERRORS.get(status, _OPENAI_ERRORS[500])
         error = {"message": message or text, "type": error_type or kind, "param": None}
         return {"error": error | {"code": code}}
@@ -498,7 +524,15 @@ class _AnthropicWire:
         emit("message_stop")
         return frames
 
-    def error_body(self, status: int, error_type: str | None, message: str | None) -> Json:
+    retry_in_body = False
+
+    def error_body(
+        self,
+        status: int,
+        error_type: str | None,
+        message: str | None,
+        retry_after: str | None = None,
+    ) -> Json:
         kind, text = _ANTHROPIC_ERRORS.get(status, _ANTHROPIC_ERRORS[500])
         error = {"type": error_type or kind, "message": message or text}
         return {"type": "error", "error": error, "request_id": "req_fake"}

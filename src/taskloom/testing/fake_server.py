@@ -1,14 +1,17 @@
-"""A fake OpenAI- and Anthropic-compatible HTTP server on loopback, for tests.
+"""A fake OpenAI-, Anthropic- and Gemini-compatible HTTP server on loopback, for tests.
 
 `FakeServer` speaks HTTP/1.1 on real sockets (keep-alive, chunked server-sent
-events) and answers three wire APIs in the providers' own formats:
+events) and answers four wire APIs in the providers' own formats:
 
 - `POST /v1/chat/completions` — OpenAI Chat Completions (JSON, or SSE chunks
   ending in `data: [DONE]`, with a usage chunk when
   `stream_options.include_usage` is set);
 - `POST /v1/responses` — OpenAI Responses (JSON, or `response.*` events);
 - `POST /v1/messages` — Anthropic Messages (JSON, or `message_start` ...
-  `message_stop` events).
+  `message_stop` events);
+- `POST /v1beta/models/{model}:generateContent` and
+  `:streamGenerateContent?alt=sse` — Gemini (the same paths under a Vertex
+  AI prefix too, `/v1beta1/projects/{p}/locations/{l}/publishers/google`).
 
 Each request to one of them takes the next item of a script: a reply
 (`FakeServer.reply`) rendered in that endpoint's format, or a fault
@@ -24,7 +27,9 @@ is recorded in `server.requests`.
 
 `base_url` (`http://127.0.0.1:PORT/v1`) is what OpenAI clients take;
 `anthropic_base_url` (`http://127.0.0.1:PORT`) is what Anthropic clients take,
-since they add `/v1/messages` themselves. `FakeServer.in_thread()` runs the
+since they add `/v1/messages` themselves; `gemini_base_url`
+(`http://127.0.0.1:PORT/v1beta`) and `vertex_base_url` are what Gemini
+clients take. `FakeServer.in_thread()` runs the
 same server on its own loop in a daemon thread, for tests that drive a
 subprocess; `python -m taskloom.testing.fake_server` runs one in its own
 process and prints its root URL.
@@ -42,6 +47,7 @@ from http import HTTPStatus
 from typing import Any
 
 from ..messages import Usage
+from ._fake_gemini import GeminiWire, gemini_route
 from ._fake_wire import (
     _PING,
     _ROUTES,
@@ -130,13 +136,17 @@ def _chunk(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 
+_GEMINI = GeminiWire()
+
+
 class FakeServer:
-    """An OpenAI/Anthropic-compatible HTTP server on 127.0.0.1 that plays a script.
+    """An OpenAI/Anthropic/Gemini-compatible HTTP server on 127.0.0.1 that plays a script.
 
     `port=0` picks a free port. `default` answers requests the script does not
     cover (None: HTTP 500, `script_exhausted`). With `api_key`, requests
     without that key (`Authorization: Bearer` for OpenAI paths, `x-api-key`
-    for Anthropic) get 401 without consuming the script. Requests to unknown
+    for Anthropic, `x-goog-api-key` or a bearer token for Gemini) get 401
+    without consuming the script. Requests to unknown
     paths get 404 and requests whose body is not a JSON object 400, neither
     consuming the script. `connections` counts accepted TCP connections.
     """
@@ -206,7 +216,8 @@ class FakeServer:
 
     @staticmethod
     def rate_limit(retry_after: float | None = 1.0) -> ErrorReply:
-        """429 with a `Retry-After` header (seconds)."""
+        """429 with a `Retry-After` header (seconds); on the Gemini wire, a
+        `RetryInfo` delay in the body instead, as Google sends it."""
         return FakeServer.error(429, retry_after=retry_after)
 
     @staticmethod
@@ -292,6 +303,17 @@ class FakeServer:
     def anthropic_base_url(self) -> str:
         """The Anthropic base URL, `http://127.0.0.1:PORT` (clients add `/v1/messages`)."""
         return self.url
+
+    @property
+    def gemini_base_url(self) -> str:
+        """The Gemini API base URL, `http://127.0.0.1:PORT/v1beta` (clients add
+        `/models/{model}:generateContent`)."""
+        return self.url + "/v1beta"
+
+    @property
+    def vertex_base_url(self) -> str:
+        """A Vertex AI base URL for Gemini (project `fake`, location `global`)."""
+        return self.url + "/v1beta1/projects/fake/locations/global/publishers/google"
 
     async def start(self) -> None:
         """Listen on loopback in the running loop."""
@@ -380,6 +402,9 @@ class FakeServer:
         self.requests.append(RecordedRequest(method, target, headers, body, raw))
         keep_alive = headers.get("connection", "").lower() != "close"
         wire = _ROUTES.get(path)
+        gemini = None if wire is not None else gemini_route(path)
+        if gemini is not None:
+            wire = _GEMINI
         if wire is None or method != "POST":
             await self._send_error(writer, _ROUTES["/v1/chat/completions"], ErrorReply(404), None)
             return keep_alive
@@ -396,9 +421,10 @@ class FakeServer:
         if item is None:
             message = "FakeServer script exhausted: no scripted answer left for this request"
             item = ErrorReply(500, error_type="script_exhausted", message=message)
-        return (
-            await self._play(item, wire, _Call(body, self._answered), reader, writer) and keep_alive
-        )
+        call = _Call(body, self._answered)
+        if gemini is not None:
+            call.path_model, call.path_stream = gemini
+        return await self._play(item, wire, call, reader, writer) and keep_alive
 
     async def _play(
         self,
@@ -453,7 +479,10 @@ class FakeServer:
     def _is_authorized(self, wire: _Wire, headers: Mapping[str, str]) -> bool:
         if wire.provider == "anthropic":
             return headers.get("x-api-key") == self._api_key
-        return headers.get("authorization") == f"Bearer {self._api_key}"
+        bearer = headers.get("authorization") == f"Bearer {self._api_key}"
+        if wire.provider == "google":
+            return bearer or headers.get("x-goog-api-key") == self._api_key
+        return bearer
 
     @staticmethod
     def _common_headers(wire: _Wire, call: _Call | None) -> dict[str, str]:
@@ -477,13 +506,15 @@ class FakeServer:
     async def _send_error(
         self, writer: asyncio.StreamWriter, wire: _Wire, error: ErrorReply, call: _Call | None
     ) -> None:
+        extra = dict(error.headers)
         if error.body is None:
-            payload = _dumps(wire.error_body(error.status, error.error_type, error.message))
+            retry = extra.pop("retry-after", None) if wire.retry_in_body else None
+            payload = _dumps(wire.error_body(error.status, error.error_type, error.message, retry))
         elif isinstance(error.body, Mapping):
             payload = _dumps(dict(error.body))
         else:
             payload = error.body.encode() if isinstance(error.body, str) else error.body
-        headers = self._json_headers(wire, call, payload) | dict(error.headers)
+        headers = self._json_headers(wire, call, payload) | extra
         await self._send(writer, error.status, headers, payload)
 
     async def _stream(

@@ -51,11 +51,12 @@ _FINISH = {
     "error": "error",
 }
 
-_PROVIDERS = {"openai-responses": "openai"}
+_PROVIDERS = {"openai-responses": "openai", "google": "gcp.gemini", "vertex": "gcp.vertex_ai"}
 
 
 def provider_name(provider: str) -> str:
-    """`gen_ai.provider.name` for a taskloom provider (both OpenAI APIs are `openai`)."""
+    """`gen_ai.provider.name` for a taskloom provider (both OpenAI APIs are `openai`;
+    Gemini is `gcp.gemini` on the Gemini API and `gcp.vertex_ai` on Vertex AI)."""
     return _PROVIDERS.get(provider, provider)
 
 
@@ -68,7 +69,7 @@ def input_tokens(usage: Usage, provider: str) -> int:
     """Input tokens as the conventions count them: cached ones included.
 
     Anthropic reports cache reads and writes apart from `input_tokens`;
-    OpenAI's input already includes its cached tokens.
+    OpenAI's and Gemini's input already includes their cached tokens.
     """
     if provider == "anthropic":
         return usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens

@@ -1,0 +1,431 @@
+"""Reading a Gemini answer: stream chunks or a whole body in, a response out.
+
+Private to `gemini`. Streamed or not, an answer is a list of parts; `_Parts`
+folds them into taskloom blocks as they arrive, yielding `ThinkingDelta`,
+`TextDelta` and `ToolCallDelta`:
+
+- a thought part (`thought: true`) is a `ThinkingBlock` (consecutive ones
+  merge, as a stream splits one thought into many chunks);
+- a text part is a `TextBlock` (consecutive ones merge likewise);
+- a function call is a `ToolCall`, with Gemini's id or, when it sent none
+  (before Gemini 3), a fresh one; arguments come whole, never in pieces;
+- a thought signature (`thoughtSignature`) on a text or function call part
+  is kept as a `ThinkingBlock` with no text and that signature, right before
+  the block of its part; on a thought part it is that thought's signature.
+  The request side puts each one back on the part that follows it, so the
+  parts go back with their signatures where Gemini put them.
+
+`StreamAssembler` reads `streamGenerateContent?alt=sse` chunks (usage is
+cumulative: the last chunk's counts are the answer's), `decode` a whole
+`generateContent` body. A prompt Gemini blocked, and an answer blocked or
+failed before it said anything, raise (see `_failure`); an answer blocked
+partway is the part that came, with stop reason `content_filter`.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+
+from ..errors import InvalidRequest, ProviderError, TransportError
+from ..events import TextDelta, ThinkingDelta
+from ..messages import Block, Message, TextBlock, ThinkingBlock, ToolCall, Usage
+from ._base import ModelRequest, ModelResponse, StopReason, StreamEvent, ToolCallDelta
+from ._estimate import estimated_usage
+from ._http import SSE, error_from_response, loads_event
+
+__all__ = ["OutputTool", "StreamAssembler", "decode", "error_in_body", "new_call_id"]
+
+_BLOCKED = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+        "MODEL_ARMOR",
+    }
+)
+"""Finish reasons that mean a filter stopped the answer: stop reason `content_filter`."""
+
+_RETRYABLE_FINISH = frozenset(
+    {"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "MALFORMED_RESPONSE", "OTHER"}
+)
+"""Finish reasons of a sample gone wrong, which another sample may get right."""
+
+_ARGUMENTS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def new_call_id() -> str:
+    """An id for a function call Gemini sent without one."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+@dataclass(frozen=True, slots=True)
+class OutputTool:
+    """The function standing in for structured output, when the model cannot take
+    both tools and a response schema: its call comes back as the JSON text answer
+    (the value of its one `response` argument when `wrapped`)."""
+
+    name: str
+    wrapped: bool
+
+
+def error_in_body(payload: Mapping[str, Any], provider: str) -> ProviderError:
+    """The typed error for an `error` object in a 200 answer (a failure mid-stream)."""
+    err = payload.get("error")
+    code = err.get("code") if isinstance(err, Mapping) else None
+    status = code if isinstance(code, int) and 400 <= code <= 599 else None
+    raw = json.dumps(payload).encode()
+    # Without a status of its own the failure is the server's (retryable).
+    error = error_from_response(status or 500, raw, httpx2.Headers(), provider)
+    if status is None:
+        error.status = None
+    return error
+
+
+class _Parts:
+    """Parts in, blocks out (see the module's docstring)."""
+
+    __slots__ = ("calls", "entries", "provider")
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+        # [kind, ...]: ["thought", pieces, signature], ["text", pieces],
+        # ["signature", signature], ["call", ToolCall]; mutable while streaming.
+        self.entries: list[list[Any]] = []
+        self.calls = 0
+
+    def add(self, part: Mapping[str, Any], events: list[StreamEvent] | None) -> None:
+        signature = part.get("thoughtSignature")
+        if not isinstance(signature, str) or not signature:
+            signature = None
+        text = part.get("text")
+        entries = self.entries
+        last = entries[-1] if entries else None
+        if part.get("thought") is True:
+            text = text if isinstance(text, str) else ""
+            if last is not None and last[0] == "thought" and last[2] is None:
+                last[1].append(text)
+                last[2] = signature
+            else:
+                entries.append(["thought", [text], signature])
+            if text and events is not None:
+                events.append(ThinkingDelta(text=text))
+        elif isinstance(text, str):
+            if signature is not None:
+                entries.append(["signature", signature])
+                last = None
+            if text:
+                if last is not None and last[0] == "text":
+                    last[1].append(text)
+                else:
+                    entries.append(["text", [text]])
+                if events is not None:
+                    events.append(TextDelta(text=text))
+        elif isinstance(part.get("functionCall"), Mapping):
+            if signature is not None:
+                entries.append(["signature", signature])
+            call = _tool_call(part["functionCall"])
+            entries.append(["call", call])
+            if events is not None:
+                arguments = call.raw_arguments or _ARGUMENTS.encode(call.arguments)
+                events.append(
+                    ToolCallDelta(self.calls, id=call.id, name=call.name, arguments=arguments)
+                )
+            self.calls += 1
+        # Other parts (server-side tools, code execution, media) are not this
+        # adapter's to read.
+
+    def blocks(self) -> list[Block]:
+        out: list[Block] = []
+        provider = self.provider
+        for entry in self.entries:
+            kind = entry[0]
+            if kind == "text":
+                out.append(TextBlock("".join(entry[1])))
+            elif kind == "call":
+                out.append(entry[1])
+            elif kind == "thought":
+                out.append(ThinkingBlock("".join(entry[1]), entry[2], provider=provider))
+            else:
+                out.append(ThinkingBlock("", entry[1], provider=provider))
+        return out
+
+
+def _tool_call(call: Mapping[str, Any]) -> ToolCall:
+    name, call_id, args = call.get("name"), call.get("id"), call.get("args")
+    if not isinstance(call_id, str) or not call_id:
+        call_id = new_call_id()
+    name = name if isinstance(name, str) else ""
+    if args is None:
+        return ToolCall(call_id, name, {})
+    if isinstance(args, dict):
+        return ToolCall(call_id, name, args)
+    return ToolCall(call_id, name, {}, raw_arguments=json.dumps(args))
+
+
+class StreamAssembler:
+    """Folds `streamGenerateContent` chunks into deltas and, at the end, the response."""
+
+    __slots__ = (
+        "emit",
+        "feedback",
+        "finish_message",
+        "finish_reason",
+        "model",
+        "model_name",
+        "output_tool",
+        "parts",
+        "provider",
+        "request",
+        "response_id",
+        "usage",
+    )
+
+    def __init__(
+        self,
+        provider: str,
+        model_name: str,
+        request: ModelRequest,
+        output_tool: OutputTool | None,
+        *,
+        emit: bool,
+    ) -> None:
+        self.provider = provider
+        self.model_name = model_name
+        self.request = request
+        self.output_tool = output_tool
+        self.emit = emit
+        self.parts = _Parts(provider)
+        self.finish_reason: str | None = None
+        self.finish_message: str | None = None
+        self.usage: Any = None
+        self.model: Any = None
+        self.response_id: Any = None
+        self.feedback: Any = None
+
+    def feed(self, sse: SSE) -> list[StreamEvent]:
+        """Take one chunk; return the deltas it carried (an `error` chunk raises)."""
+        chunk = loads_event(sse, self.provider)
+        if not isinstance(chunk, dict):
+            return []
+        if "error" in chunk:
+            raise error_in_body(chunk, self.provider)
+        events: list[StreamEvent] | None = [] if self.emit else None
+        usage = chunk.get("usageMetadata")
+        if usage:
+            self.usage = usage
+        if self.response_id is None:
+            self.response_id = chunk.get("responseId")
+            self.model = chunk.get("modelVersion")
+        if "promptFeedback" in chunk:
+            self.feedback = chunk["promptFeedback"]
+        candidates = chunk.get("candidates")
+        if candidates:
+            # Only the first candidate is ours: taskloom never asks for more.
+            candidate = candidates[0]
+            content = candidate.get("content")
+            parts = content.get("parts") if isinstance(content, dict) else None
+            if parts:
+                add = self.parts.add
+                for part in parts:
+                    if isinstance(part, dict):
+                        add(part, events)
+            if candidate.get("finishReason"):
+                self.finish_reason = str(candidate["finishReason"])
+                self.finish_message = candidate.get("finishMessage")
+        return events or []
+
+    def finish(self) -> ModelResponse:
+        """The whole response; a stream cut before its finish reason raises `TransportError`."""
+        if self.finish_reason is None:
+            blocked = _prompt_blocked(self.feedback, self.provider)
+            if blocked is not None:
+                raise blocked
+            raise TransportError(
+                "stream ended before the response finished", provider=self.provider
+            )
+        return _response(
+            self.provider,
+            self.model_name,
+            self.request,
+            self.parts.blocks(),
+            {
+                "finishReason": self.finish_reason,
+                "finishMessage": self.finish_message,
+                "usageMetadata": self.usage,
+                "modelVersion": self.model,
+                "responseId": self.response_id,
+            },
+            self.output_tool,
+        )
+
+
+def decode(
+    payload: Any,
+    provider: str,
+    model_name: str,
+    request: ModelRequest,
+    output_tool: OutputTool | None,
+) -> ModelResponse:
+    """The response of a whole `generateContent` answer; an error body raises its typed error."""
+    if not isinstance(payload, dict):
+        raise ProviderError(
+            f"response is not a Gemini answer: {json.dumps(payload)[:200]}",
+            status=200,
+            provider=provider,
+            retryable=False,
+        )
+    if "error" in payload:
+        raise error_in_body(payload, provider)
+    candidates = payload.get("candidates")
+    parts = _Parts(provider)
+    finish: dict[str, Any] = {
+        "usageMetadata": payload.get("usageMetadata"),
+        "modelVersion": payload.get("modelVersion"),
+        "responseId": payload.get("responseId"),
+    }
+    if not candidates:
+        blocked = _prompt_blocked(payload.get("promptFeedback"), provider)
+        if blocked is not None:
+            raise blocked
+    else:
+        candidate = candidates[0]
+        content = candidate.get("content")
+        for part in content.get("parts") or () if isinstance(content, dict) else ():
+            if isinstance(part, dict):
+                parts.add(part, None)
+        finish["finishReason"] = candidate.get("finishReason")
+        finish["finishMessage"] = candidate.get("finishMessage")
+    return _response(provider, model_name, request, parts.blocks(), finish, output_tool)
+
+
+def _prompt_blocked(feedback: Any, provider: str) -> ProviderError | None:
+    """The error for a prompt Gemini refused to answer (`promptFeedback.blockReason`)."""
+    if not isinstance(feedback, Mapping) or not feedback.get("blockReason"):
+        return None
+    reason = str(feedback["blockReason"])
+    message = feedback.get("blockReasonMessage") or f"the prompt was blocked ({reason})"
+    return InvalidRequest(
+        str(message),
+        status=200,
+        error_type=reason,
+        provider=provider,
+        retryable=False,
+        body={"promptFeedback": dict(feedback)},
+    )
+
+
+def _stop_reason(finish: str | None, has_calls: bool) -> StopReason | str:
+    if finish in (None, "STOP", "FINISH_REASON_UNSPECIFIED"):
+        return "tool_use" if has_calls else "end_turn"
+    if finish == "MAX_TOKENS":
+        return "max_tokens"
+    if finish in _BLOCKED:
+        return "content_filter"
+    return finish.lower()
+
+
+def _failure(finish: str | None, message: Any, provider: str) -> ProviderError | None:
+    """The error for an answer that ended with nothing said, when its finish
+    reason makes that a failure (a filter, a malformed call) rather than an
+    empty answer (STOP) or a cut one (MAX_TOKENS)."""
+    if finish in (None, "STOP", "FINISH_REASON_UNSPECIFIED", "MAX_TOKENS"):
+        return None
+    if finish in _BLOCKED:
+        text = message or f"the answer was blocked ({finish})"
+    else:
+        text = message or f"the answer failed ({finish})"
+    return ProviderError(
+        str(text),
+        status=200,
+        error_type=finish,
+        provider=provider,
+        retryable=finish in _RETRYABLE_FINISH,
+        body={"finishReason": finish, "finishMessage": message},
+    )
+
+
+def _int(meta: Mapping[str, Any], key: str) -> int:
+    value = meta.get(key)
+    return value if type(value) is int else 0
+
+
+def usage_of(meta: Any) -> Usage | None:
+    """Usage from `usageMetadata` (None when the answer carried no counts).
+
+    Gemini counts thinking apart from the answer (`thoughtsTokenCount` beside
+    `candidatesTokenCount`); both are output, so `output_tokens` is their sum,
+    as every other wire API reports it, and `reasoning_tokens` the thinking.
+    `promptTokenCount` includes cached tokens (`cache_read_tokens`), as
+    OpenAI's input does; prompt tokens of server-side tools count as input.
+    """
+    if not isinstance(meta, Mapping) or not (
+        "promptTokenCount" in meta or "candidatesTokenCount" in meta
+    ):
+        return None
+    thoughts = _int(meta, "thoughtsTokenCount")
+    return Usage(
+        _int(meta, "promptTokenCount") + _int(meta, "toolUsePromptTokenCount"),
+        _int(meta, "candidatesTokenCount") + thoughts,
+        _int(meta, "cachedContentTokenCount"),
+        0,
+        thoughts,
+        1,
+    )
+
+
+def _response(
+    provider: str,
+    model_name: str,
+    request: ModelRequest,
+    blocks: list[Block],
+    finish: Mapping[str, Any],
+    output_tool: OutputTool | None,
+) -> ModelResponse:
+    reason = finish.get("finishReason")
+    reason = str(reason) if reason else None
+    if output_tool is not None:
+        blocks = _answer_from_output_tool(blocks, output_tool)
+    has_calls = any(type(b) is ToolCall for b in blocks)
+    said = has_calls or any(type(b) is TextBlock and b.text for b in blocks)
+    if not said:
+        failure = _failure(reason, finish.get("finishMessage"), provider)
+        if failure is not None:
+            raise failure
+    message = Message("assistant", tuple(blocks), provider=provider, model=model_name)
+    usage = usage_of(finish.get("usageMetadata"))
+    model, response_id = finish.get("modelVersion"), finish.get("responseId")
+    return ModelResponse(
+        message=message,
+        usage=estimated_usage(request, message) if usage is None else usage,
+        stop_reason=_stop_reason(reason, has_calls),
+        model=model if isinstance(model, str) else None,
+        provider=provider,
+        response_id=response_id if isinstance(response_id, str) else None,
+    )
+
+
+def _answer_from_output_tool(blocks: Iterable[Block], tool: OutputTool) -> list[Block]:
+    """The output function's first call turned into the JSON text answer it stands for."""
+    out: list[Block] = []
+    answered = False
+    for block in blocks:
+        if type(block) is ToolCall and block.name == tool.name and not answered:
+            answered = True
+            value: Any = block.arguments
+            if tool.wrapped:
+                value = value.get("response")
+            out.append(TextBlock(block.raw_arguments or json.dumps(value, ensure_ascii=False)))
+        else:
+            out.append(block)
+    return out
