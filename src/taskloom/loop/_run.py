@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .._control import let_go
+from .._control import let_go, wait_until
 from ..entries import (
     CallsStarted,
     MessageEntry,
@@ -205,7 +205,7 @@ class RunLoop:
         # its own, which the run's caller must not pay.
         run = asyncio.ensure_future(self._run(user, resume))
         try:
-            await asyncio.wait({run}, timeout=max(end - asyncio.get_running_loop().time(), 0))
+            await wait_until(run, end)
         except asyncio.CancelledError:
             # The caller's own cancel: the run winds down whole, as without
             # a deadline, before the cancel goes on.

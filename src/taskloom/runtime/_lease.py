@@ -8,7 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._control import let_go
+from .._control import let_go, wait_until
 from ..backends import Lease
 
 if TYPE_CHECKING:
@@ -135,14 +135,15 @@ class HeldLease:
         beat = self._beat
         if beat is not None and not beat.done():
             beat.cancel()
-        if by is None:
+        if by is None or by - asyncio.get_running_loop().time() > 2 * RELEASE_WAIT:
+            # Time enough for the release's own wait and for the store to wind
+            # down a call it cancelled (a second at most on the built-in stores).
             await self._release(beat)
             return
         # A renewal cancelled mid-statement, and the release after it, may
         # each wait on a silent store; the run's caller does not.
         release = asyncio.ensure_future(self._release(beat))
-        await asyncio.wait({release}, timeout=max(by - asyncio.get_running_loop().time(), 0))
-        if not release.done():
+        if not await wait_until(release, by):
             let_go(release)
 
     async def _release(self, beat: asyncio.Task[None] | None) -> None:
