@@ -240,3 +240,30 @@ def test_the_cli_prints_the_fork_id(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert round_meta.metadata[FORKED_FROM]["session_id"] == original
     assert main(["sessions", "fork", original, "--at", "999", "--store", store]) == 2
     assert "cannot fork at 999" in capsys.readouterr().err
+
+
+async def test_a_fork_that_fails_midway_leaves_no_session(runtime: Runtime) -> None:
+    from taskloom.runtime import fork_session
+
+    original = await recorded_session(runtime)
+    target = runtime.store
+    before = {m.id for m in await target.list()}
+
+    class Failing:
+        """The runtime's store, failing the fifth append of the copy."""
+
+        def __init__(self) -> None:
+            self.appends = 0
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(target, name)
+
+        async def append(self, session_id: str, entry: Entry, **kw: Any) -> int:
+            self.appends += 1
+            if self.appends == 5:
+                raise OSError("disk full")
+            return await target.append(session_id, entry, **kw)
+
+    with pytest.raises(OSError, match="disk full"):
+        await fork_session(target, original.id, 10, into=Failing())  # type: ignore[arg-type]
+    assert {m.id for m in await target.list()} == before

@@ -22,6 +22,7 @@ The origin is recorded in the fork's metadata, under `forked_from`:
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -144,6 +145,14 @@ async def fork_session(
     created = await target.create(
         SessionMeta(fork_id, meta.agent if agent is None else agent, None, 0.0, recorded)
     )
-    for entry in fork_entries(entries, cut):
-        await target.append(fork_id, entry)
+    try:
+        for entry in fork_entries(entries, cut):
+            await target.append(fork_id, entry)
+    except BaseException:
+        # A fork is whole or absent: one that failed midway is removed (a
+        # process killed midway can still leave one with fewer entries than
+        # its `forked_from` position says).
+        with contextlib.suppress(Exception):
+            await target.delete(fork_id)
+        raise
     return created
