@@ -267,3 +267,19 @@ async def test_a_fork_that_fails_midway_leaves_no_session(runtime: Runtime) -> N
     with pytest.raises(OSError, match="disk full"):
         await fork_session(target, original.id, 10, into=Failing())  # type: ignore[arg-type]
     assert {m.id for m in await target.list()} == before
+
+
+async def test_a_fork_at_a_message_object_finds_that_very_message(runtime: Runtime) -> None:
+    session = await runtime.create_session(
+        Agent("a", ScriptedModel([reply("same"), reply("same")]))
+    )
+    await session.run("hi")
+    await session.run("hi")
+    first = session.log.messages[1]
+    assert first.text == "same" and session.log.messages[3] == first  # equal, not the same
+    fork = await session.fork(first)
+    await fork.sync()
+    assert [m.text for m in fork.log.messages] == ["hi", "same"]
+    second = await session.fork(session.log.messages[3])
+    await second.sync()
+    assert [m.text for m in second.log.messages] == ["hi", "same", "hi", "same"]

@@ -185,12 +185,12 @@ class RunLoop:
         unrecorded (the next run reads whatever the store kept).
         """
         deadline_at = self.controls.deadline_at
-        try:
-            if deadline_at is None:
+        if deadline_at is None:
+            try:
                 return await self._run(user, resume)
-            return await self._within(deadline_at + STORE_GRACE, user, resume)
-        finally:
-            self.background.run_ended(self.run_id)
+            finally:
+                self.background.run_ended(self.run_id)
+        return await self._within(deadline_at + STORE_GRACE, user, resume)
 
     @property
     def returns_by(self) -> float | None:
@@ -204,19 +204,24 @@ class RunLoop:
         # server (its cancel request, the connection's close) takes time of
         # its own, which the run's caller must not pay.
         run = asyncio.ensure_future(self._run(user, resume))
+        # The run's notices end with the run itself, however long it winds down.
+        run.add_done_callback(lambda _: self.background.run_ended(self.run_id))
         try:
             await wait_until(run, end)
+            if run.done():
+                return run.result()
+            run.cancel()
+            # Writes it had under way may still land; the next run reads them.
+            return self._result(RunStatus.DEADLINE, "the store did not answer by the deadline")
         except asyncio.CancelledError:
             # The caller's own cancel: the run winds down whole, as without
             # a deadline, before the cancel goes on.
             run.cancel()
             await asyncio.wait({run})
             raise
-        if run.done():
-            return run.result()
-        run.cancel()
-        let_go(run)
-        return self._result(RunStatus.DEADLINE, "the store did not answer by the deadline")
+        finally:
+            if not run.done():
+                let_go(run)  # cancelled, or the caller cancelled twice
 
     async def _run(self, user: Message | None, resume: bool) -> RunResult:
         session = self.session

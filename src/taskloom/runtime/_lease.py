@@ -43,7 +43,6 @@ class HeldLease:
         "_timer",
         "fence",
         "lease",
-        "release_by",
         "session",
         "ttl",
     )
@@ -58,9 +57,6 @@ class HeldLease:
         self._renewed: list[Callable[[], Awaitable[object]]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._beat: asyncio.Task[None] | None = None
-        # Loop time past which the release does not hold its caller up (a
-        # run with a deadline sets it: it returns by then).
-        self.release_by: float | None = None
         self._schedule()
 
     def on_lost(self, callback: Callable[[], None]) -> Callable[[], None]:
@@ -143,8 +139,11 @@ class HeldLease:
         # A renewal cancelled mid-statement, and the release after it, may
         # each wait on a silent store; the run's caller does not.
         release = asyncio.ensure_future(self._release(beat))
-        if not await wait_until(release, by):
-            let_go(release)
+        try:
+            await wait_until(release, by)
+        finally:
+            if not release.done():
+                let_go(release)
 
     async def _release(self, beat: asyncio.Task[None] | None) -> None:
         if beat is not None:

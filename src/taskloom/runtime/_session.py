@@ -335,6 +335,13 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         its origin in its metadata under `"forked_from"`.
         """
         await self.sync()
+        if isinstance(at, Message):
+            # The very object, found in this Session's log (the store's copy
+            # is another object, equal to every message that reads the same).
+            log = self.log
+            same = [p for m, p in zip(log.messages, log.positions, strict=True) if m is at]
+            if same:
+                at = same[0]
         target = self.runtime if runtime is None else runtime
         chosen = self.agent if agent is None else agent
         meta = await fork_session(
@@ -418,12 +425,15 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         options = options if options is not None else RunOptions()
         self._running = True
         try:
-            async with self.hold(wait=wait) as held:
+            hold = self.hold(wait=wait)
+            async with hold as held:
                 if user is not None:
                     self._wakeups = 0  # a user turn ends a chain of wake-ups
                 undo = held.on_lost(lambda: options.stop.set("the session was taken over"))
                 loop = RunLoop(self, options, emit, origin, self.runtime.observer, deps=deps)
-                held.release_by = loop.returns_by
+                # Only a lease this run took is released by its bound; an
+                # outer hold's release waits as that hold's exit always does.
+                hold.release_by = loop.returns_by
                 try:
                     return await loop.run(user, resume=resume)
                 finally:
@@ -716,13 +726,16 @@ if TYPE_CHECKING:
 class _Hold:
     """`Session.hold()`: the lease for an `async with` block (re-entrant)."""
 
-    __slots__ = ("_held", "_session", "_ttl", "_wait")
+    __slots__ = ("_held", "_session", "_ttl", "_wait", "release_by")
 
     def __init__(self, session: Session[Any, Any], wait: bool | float, ttl: float | None) -> None:
         self._session = session
         self._wait = wait
         self._ttl = ttl
         self._held: HeldLease | None = None
+        # Loop time past which the release, if this hold took the lease, does
+        # not hold its caller up (a run with a deadline returns by then).
+        self.release_by: float | None = None
 
     async def __aenter__(self) -> HeldLease:
         session = self._session
@@ -739,4 +752,4 @@ class _Hold:
         held = self._held
         if held is not None:
             self._held = self._session._held = None
-            await held.release(held.release_by)
+            await held.release(self.release_by)
