@@ -75,3 +75,15 @@ def test_a_tool_without_a_description_warns_unless_given_one() -> None:
     ]
     assert _defined(described) == []
     assert _defined(documented) == []
+
+
+def test_a_definition_built_again_warns_once() -> None:
+    def lookup(key: str) -> str:
+        return key
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        for _ in range(3):
+            tool(lookup)
+    found = [w for w in caught if issubclass(w.category, ToolDefinitionWarning)]
+    assert len(found) == 1, [str(w.message) for w in found]

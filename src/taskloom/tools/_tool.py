@@ -657,6 +657,10 @@ def _warn_vague(
     ]
     if not described:
         problems.append("it has no docstring or description=: the model sees only its name")
+    module_globals = getattr(fn, "__globals__", None)
+    # The function's module's registry, as `warnings.warn` would use: a
+    # definition built again (an agent per request) warns once, not each time.
+    registry = module_globals.setdefault("__warningregistry__", {}) if module_globals else None
     for problem in problems:
         warnings.warn_explicit(
             f"tool {tool_name!r}: {problem}",
@@ -664,6 +668,7 @@ def _warn_vague(
             filename=code.co_filename,
             lineno=code.co_firstlineno,
             module=getattr(fn, "__module__", None) or "taskloom",
+            registry=registry,
         )
 
 
