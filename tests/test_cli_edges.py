@@ -14,6 +14,7 @@ import pytest
 
 from cli_process import SOURCES, TESTS, taskloom_cli
 from taskloom import Agent, Runtime
+from taskloom.cli import main as cli_main
 from taskloom.models import ScriptedModel, reply
 
 
@@ -120,3 +121,20 @@ def test_the_long_transcript_is_whole_when_read_whole(long_session: tuple[Path, 
     done = taskloom_cli("sessions", "show", session_id, "--json", home=home)
     assert done.returncode == 0, done.stderr
     assert len(json.loads(done.stdout)["messages"]) == 80
+
+
+def test_a_broken_pipe_that_is_not_standard_output_is_reported(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A command's own pipe or a socket breaking is a failure to report, not
+    # a reader that went away: the quiet 141 is for standard output only.
+    import taskloom.cli.sessions as sessions_cli
+
+    def broken(args: object) -> int:
+        raise BrokenPipeError(32, "Broken pipe (to a background command)")
+
+    monkeypatch.setattr(sessions_cli, "dispatch", broken)
+    code = cli_main(["sessions", "list"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("taskloom: ") and "Broken pipe" in err

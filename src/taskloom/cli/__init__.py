@@ -231,6 +231,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CLOSED_PIPE
 
 
+def _stdout_closed() -> bool:
+    """Whether the reader of standard output went away (a pipe's write end
+    then polls as an error)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
 def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -267,8 +281,12 @@ def _main(argv: Sequence[str] | None) -> int:
         return dispatch(args)
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        raise
+    except BrokenPipeError as exc:
+        if _stdout_closed():
+            raise
+        from .failures import report  # another pipe broke (a command's, a socket): a failure
+
+        return report(exc, args)
     except Exception as exc:
         from .failures import report
 
