@@ -156,3 +156,31 @@ async def test_the_log_is_checkpointed_although_no_commit_does_it(tmp_path: Path
         assert wal < 4_000_000
     finally:
         await db.close()
+
+
+async def test_a_call_from_another_thread_goes_to_the_worker(tmp_path: Path) -> None:
+    db = SQLiteDatabase(tmp_path / "threads.db")
+    try:
+        assert await db.run(_thread) != threading.get_ident()  # opens on the worker
+        mine = threading.get_ident()
+        assert await db.run(_thread) == mine  # the first caller's thread runs inline
+
+        def elsewhere() -> tuple[int, int]:
+            async def call() -> int:
+                return await db.run(_thread)
+
+            return threading.get_ident(), asyncio.run(call())
+
+        other, ran_on = await asyncio.to_thread(elsewhere)
+        assert ran_on not in (other, mine)  # the worker's, never a second caller's
+    finally:
+        await db.close()
+
+
+async def test_a_call_marked_large_goes_to_the_worker(tmp_path: Path) -> None:
+    db = SQLiteDatabase(tmp_path / "large.db")
+    try:
+        await db.run(_thread)
+        assert await db.run(_thread, inline=False) != threading.get_ident()
+    finally:
+        await db.close()

@@ -108,13 +108,22 @@ class SQLiteDatabase:
         self._queued = 0  # calls handed to the worker and not done yet
         self._count_lock = threading.Lock()  # the worker's thread decrements it
         self._calls = 0  # since the last checkpoint
+        self._owner: int | None = None  # the thread whose calls may run inline
 
     def require(self, component: str, migrations: Sequence[Migration]) -> None:
         """Have `component`'s migrations applied before the next statement runs (no I/O now)."""
         self._pending[component] = migrations
 
-    async def run(self, fn: Callable[[sqlite3.Connection], T], *, urgent: bool = False) -> T:
+    async def run(
+        self, fn: Callable[[sqlite3.Connection], T], *, urgent: bool = False, inline: bool = True
+    ) -> T:
         """Call `fn(connection)` and return its result.
+
+        It runs on the caller's thread when it can finish at once: nothing is
+        queued on the worker, and the caller is the thread that first used
+        this database. `inline=False` sends it to the worker anyway, for a
+        read that may be large (a whole log, every session), so the event
+        loop is not held while it runs.
 
         `fn` must be one statement or one transaction (`immediate`), so that
         when it fails on another writer's lock it has left nothing behind:
@@ -131,7 +140,18 @@ class SQLiteDatabase:
         """
         if self._closed:
             raise RuntimeError(f"SQLite database {str(self.path)!r} is closed")
-        if self._queued == 0 and self._inline and self._conn is not None and not self._pending:
+        if self._owner is None:
+            self._owner = threading.get_ident()
+        if (
+            inline
+            and self._queued == 0
+            and self._inline
+            and self._conn is not None
+            and not self._pending
+            # One thread only besides the worker: two event loops in two
+            # threads would otherwise use the connection at once.
+            and threading.get_ident() == self._owner
+        ):
             result = self._call_inline(self._conn, fn)
             if result is not _MISSED:
                 return result  # type: ignore[no-any-return]

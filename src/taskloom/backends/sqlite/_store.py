@@ -116,10 +116,11 @@ class SQLiteStore:
     first use, readable by its owner only; with `create=False` it must exist,
     see `SQLiteDatabase`).
 
-    Every statement runs on the store's only connection, on the caller's
-    thread when it can finish at once and on the database's worker thread
-    when it would wait (see `SQLiteDatabase`), so the event loop never waits
-    for a lock or the disk. Several
+    Every statement runs on the store's only connection: on the caller's
+    thread when it can finish at once, on the database's worker thread when
+    it would wait for another writer's lock or may read a lot (a whole log,
+    an unbounded listing; see `SQLiteDatabase`). The event loop never waits
+    for another process, nor for the disk to sync (with "NORMAL"). Several
     processes may open the same file; appends from all of them interleave
     into one dense order per session. `leases` is a `SQLiteLeases` on the
     same file, and `append(..., fence=)` checks it in the append's own
@@ -242,7 +243,8 @@ class SQLiteStore:
                 return None
             return rows
 
-        rows = await self._db.run(load)
+        # A whole log may be long: read on the worker, not the caller's thread.
+        rows = await self._db.run(load, inline=after is not None)
         if rows is None:
             raise _not_found(session_id)
         return [
@@ -263,7 +265,9 @@ class SQLiteStore:
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY created_at DESC, rowid DESC LIMIT ?"
         )
-        rows = await self._db.run(lambda conn: conn.execute(query, params).fetchall())
+        rows = await self._db.run(
+            lambda conn: conn.execute(query, params).fetchall(), inline=limit is not None
+        )
         return [_meta(row) for row in rows]
 
     async def delete(self, session_id: str) -> None:
