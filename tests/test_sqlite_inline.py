@@ -184,3 +184,31 @@ async def test_a_call_marked_large_goes_to_the_worker(tmp_path: Path) -> None:
         assert await db.run(_thread, inline=False) != threading.get_ident()
     finally:
         await db.close()
+
+
+async def test_a_close_whose_caller_gives_up_still_closes(tmp_path: Path) -> None:
+    path = tmp_path / "close.db"
+    before = set(threading.enumerate())
+    db = SQLiteDatabase(path, busy_timeout=10)
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        await _with_table(db)
+        other.execute("BEGIN IMMEDIATE")
+        write = asyncio.ensure_future(
+            db.run(lambda conn: conn.execute("INSERT INTO t (v) VALUES ('x')").rowcount)
+        )
+        await asyncio.sleep(0.05)  # the write waits on the worker for the lock
+        workers = {t for t in set(threading.enumerate()) - before if t.name == "taskloom-sqlite"}
+        assert len(workers) == 1
+        closing = asyncio.ensure_future(db.close())
+        await asyncio.sleep(0.05)
+        closing.cancel()  # the caller gives up while the close waits its turn
+        other.execute("COMMIT")
+        assert await write == 1
+        for worker in workers:  # the disconnect ran after all, and the worker stopped
+            await asyncio.to_thread(worker.join, 10)
+            assert not worker.is_alive()
+    finally:
+        if other.in_transaction:
+            other.execute("ROLLBACK")
+        other.close()

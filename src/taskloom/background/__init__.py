@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         SQLiteNoticeInbox,
     )
     from ..tools import Tool
+    from ._process import stdio_keeper_argv
 
 __all__ = [
     "ActivityRegistry",
@@ -70,6 +71,7 @@ __all__ = [
     "SQLiteNoticeInbox",
     "StopHook",
     "background_tools",
+    "stdio_keeper_argv",
     "system_clock",
 ]
 
@@ -78,6 +80,7 @@ _LAZY = {
     "SQLiteNoticeInbox": "..backends.sqlite",
     "PostgresActivityRegistry": "..backends.postgres",
     "PostgresNoticeInbox": "..backends.postgres",
+    "stdio_keeper_argv": "._process",
 }
 
 

@@ -538,7 +538,7 @@ class Console:
         if isinstance(form, Response):
             return form
         at = form.get("at", "")
-        if not at.isdigit():
+        if not (at.isascii() and at.isdigit()):
             return self._back(session_id, f"cannot fork at {at!r}: not an entry position")
         try:
             fork = await fork_session(self.store, session_id, int(at))

@@ -27,7 +27,8 @@ from mcp.client.stdio import StdioServerParameters, get_default_environment, std
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
-from ..background._process import CommandNotStarted, stdio_keeper_argv
+from ..background import stdio_keeper_argv
+from ..errors import CommandNotStarted
 
 __all__ = ["HttpLaunch", "Launch", "Proc", "StderrTail", "StdioLaunch", "kill_leftovers", "watched"]
 

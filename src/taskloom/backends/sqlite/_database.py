@@ -165,10 +165,13 @@ class SQLiteDatabase:
         executor = self._executor
         if executor is None:
             return
-        # Queued behind any work already submitted, so that work finishes first.
-        await asyncio.wrap_future(self._submit(self._disconnect))
+        # Queued behind any work already submitted, so that work finishes first;
+        # the worker then stops. Shielded: a caller that gives up waiting must
+        # not withdraw the disconnect and leave the thread and file open.
+        done = self._submit(self._disconnect)
         self._executor = None
         executor.shutdown()
+        await asyncio.shield(asyncio.wrap_future(done))
 
     def _submit(self, fn: Callable[[], T], urgent: bool = False) -> Future[T]:
         if self._executor is None:
