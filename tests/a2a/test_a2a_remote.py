@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 from typing import Any
@@ -123,3 +124,23 @@ def test_a_remote_agent_needs_a_description_and_an_http_url() -> None:
     with pytest.raises(ConfigurationError, match="not an http"):
         RemoteAgent("r", "ftp://example/", description="d")
     assert "s3cret" not in repr(RemoteAgent("r", "http://x/", description="d", token="s3cret"))
+
+
+async def test_cancelling_the_parents_run_cancels_the_remote_task() -> None:
+    async with serving() as (url, executor):
+        remote = RemoteAgent("remote", url, description="An agent elsewhere.")
+        parent = Agent("parent", _delegating("hang"), tools=[remote.tool()])
+        started: asyncio.Queue[str] = asyncio.Queue()
+
+        def emit(event: Event) -> None:
+            if isinstance(event, SubagentStarted):
+                started.put_nowait(event.child_session_id)
+
+        async with Runtime(agents=[parent]) as runtime:
+            session = await runtime.create_session(parent)
+            run = asyncio.create_task(session.run("go", emit=emit))
+            task_id = await asyncio.wait_for(started.get(), 30)
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+        assert executor.cancelled == [task_id]
