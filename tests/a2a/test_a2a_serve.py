@@ -155,3 +155,16 @@ async def test_a_bearer_token_guards_every_call_but_the_card() -> None:
         assert task.status.state == TaskState.TASK_STATE_COMPLETED
         entries = await (await runtime.open_session(task.id, agent)).entries()
     assert "s3cret" not in repr(entries)
+
+
+async def test_a_session_not_begun_over_a2a_is_no_task() -> None:
+    agent = echo()
+    async with (
+        Runtime(agents=[agent]) as runtime,
+        served(agent, runtime) as url,
+        client_for(url) as client,
+    ):
+        private = await runtime.create_session(agent)
+        await private.run("my own business")
+        with pytest.raises(Exception, match=r"(?i)not found"):
+            await client.get_task(GetTaskRequest(id=private.id))

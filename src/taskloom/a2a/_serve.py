@@ -18,6 +18,7 @@ import contextlib
 import hmac
 import json
 import socket
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -174,7 +175,9 @@ class SessionTaskStore(TaskStore):
             meta = await self.runtime.store.get(task_id)
         except SessionNotFound:
             return None
-        if meta.agent != self.agent.name:
+        # Only sessions begun as A2A tasks of this agent are tasks: the store
+        # may hold the host's other sessions, which are not the client's to read.
+        if meta.agent != self.agent.name or CONTEXT_KEY not in meta.metadata:
             return None
         session = await self.runtime.open_session(task_id, self.agent)
         return await task_of(session, str(meta.metadata.get(CONTEXT_KEY, "")))
@@ -249,7 +252,7 @@ def _answer(result: RunResult) -> Part:
 
 def _agent_message(text: str, task_id: str, context_id: str) -> Message:
     return Message(
-        message_id=f"{task_id}-{abs(hash(text)):x}",
+        message_id=uuid.uuid4().hex,
         role=Role.ROLE_AGENT,
         task_id=task_id,
         context_id=context_id,
