@@ -27,7 +27,8 @@ async def served(agent: Agent, runtime: Runtime, token: str | None = None) -> As
     try:
         done, _ = await asyncio.wait({server, ready}, timeout=30, return_when="FIRST_COMPLETED")
         if ready not in done:
-            server.result() if server.done() else None
+            if server.done():
+                server.result()  # raises why the server could not start
             raise TimeoutError("the A2A server did not start")
         yield ready.result()
     finally:
