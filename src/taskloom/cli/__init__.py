@@ -179,11 +179,13 @@ def _parser() -> argparse.ArgumentParser:
     _agent_options(resume)
     resume.add_argument("--store", default=None, help=_MUST_EXIST)
 
+    from .a2a import add_a2a_commands
     from .mcp import add_mcp_commands
     from .serve import add_serve_command
 
     add_serve_command(command("serve", "the web console: watch sessions, decide approvals"))
     add_mcp_commands(command("mcp", "serve an agent over the Model Context Protocol"), [debug])
+    add_a2a_commands(command("a2a", "serve an agent over the Agent2Agent protocol"), [debug])
 
     worker = command("worker", "run queued runs, background children and wake-ups")
     worker.add_argument(
@@ -264,6 +266,10 @@ def _main(argv: Sequence[str] | None) -> int:
             from .mcp import run_mcp
 
             return run_mcp(args)
+        if args.command == "a2a":
+            from .a2a import run_a2a
+
+            return run_a2a(args)
         if args.command == "worker":
             from .worker import run_worker
 

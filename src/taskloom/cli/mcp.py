@@ -63,11 +63,11 @@ def run_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _load_agent(ref: str) -> Agent:
+async def _load_agent(ref: str, command: str = "mcp serve") -> Agent:
     from ..agent import Agent
     from .loading import load_object
 
-    found = load_object(ref, "mcp serve", "module:agent")
+    found = load_object(ref, command, "module:agent")
     if not isinstance(found, Agent) and callable(found):
         try:
             found = found()
@@ -75,17 +75,17 @@ async def _load_agent(ref: str) -> Agent:
                 found = await found
         except Exception as exc:
             raise with_hint(
-                ConfigurationError(f"mcp serve {ref}: the factory failed: {exc!r}"),
+                ConfigurationError(f"{command} {ref}: the factory failed: {exc!r}"),
                 "fix the factory (--debug shows where it failed)",
             ) from exc
         except SystemExit as exc:
             raise with_hint(
-                ConfigurationError(f"mcp serve {ref}: the factory called exit({exc.code!r})"),
+                ConfigurationError(f"{command} {ref}: the factory called exit({exc.code!r})"),
                 "the factory must return a taskloom.Agent, not exit",
             ) from exc
     if not isinstance(found, Agent):
         raise with_hint(
-            ConfigurationError(f"mcp serve {ref} is a {type(found).__name__}, not an Agent"),
+            ConfigurationError(f"{command} {ref} is a {type(found).__name__}, not an Agent"),
             "point it at a taskloom.Agent, or a function that takes no arguments and returns one",
         )
     return found

@@ -577,6 +577,14 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         await self.sync()
         return _last_result(self)
 
+    def latest_result(self) -> RunResult | None:
+        """The result of the session's latest finished run, from the log as
+        last synced (`sync()` first to see other processes' runs); None
+        before any run finished."""
+        if self.log.last_finished is None:
+            return None
+        return _last_result(self)
+
     # ------------------------------------------------------------ decisions
 
     async def approve(self, call_id: str, note: str | None = None) -> None:

@@ -1,0 +1,61 @@
+"""Agents served over the Agent2Agent (A2A) protocol, and remote A2A agents as subagents.
+
+    from taskloom.a2a import a2a_app
+    app = a2a_app(agent, runtime, url="https://agents.example.com/", token=secret)
+
+    researcher = RemoteAgent("researcher", "https://agents.example.com/", description="...")
+    agent = Agent(tools=[researcher.tool(), my_tool])
+
+`RemoteAgent` hands a task to an agent served over A2A, as a subagent.
+`a2a_app` is an ASGI app to mount in a host's own server; `serve_agent`
+(and `taskloom a2a serve module:factory`) runs one. Each A2A task is a
+taskloom session, so it survives a restart and any process on the same store
+can read it. Built on the protocol's own SDK (the `a2a` extra:
+`pip install -e '.[a2a]'` in a clone of taskloom).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._remote import RemoteAgent
+    from ._serve import (
+        ANSWER,
+        CONTEXT_KEY,
+        SessionTaskStore,
+        a2a_app,
+        agent_card,
+        approves,
+        serve_agent,
+        task_of,
+    )
+
+__all__ = [
+    "ANSWER",
+    "CONTEXT_KEY",
+    "RemoteAgent",
+    "SessionTaskStore",
+    "a2a_app",
+    "agent_card",
+    "approves",
+    "serve_agent",
+    "task_of",
+]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "ANSWER": "._serve",
+        "CONTEXT_KEY": "._serve",
+        "RemoteAgent": "._remote",
+        "SessionTaskStore": "._serve",
+        "a2a_app": "._serve",
+        "agent_card": "._serve",
+        "approves": "._serve",
+        "serve_agent": "._serve",
+        "task_of": "._serve",
+    },
+)

@@ -1,0 +1,67 @@
+"""`taskloom a2a serve module:agent [--http HOST:PORT]`: an agent as an A2A server.
+
+Prints the URL once it accepts calls. Each A2A task is a session of a
+runtime on `--store` (default: in memory; with a database, tasks outlive
+the process). The bearer token is read from an environment variable, never
+from the command line, where other users of the machine could see it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+
+from ..errors import ConfigurationError
+from .failures import with_hint
+from .mcp import _address, _load_agent
+
+__all__ = ["TOKEN_VARIABLE", "add_a2a_commands", "run_a2a"]
+
+TOKEN_VARIABLE = "TASKLOOM_A2A_TOKEN"
+"""The default environment variable holding the bearer token clients must send."""
+
+
+def add_a2a_commands(a2a: argparse.ArgumentParser, parents: list[argparse.ArgumentParser]) -> None:
+    """The `a2a` subcommands (the parser only: nothing heavy is imported here)."""
+    sub = a2a.add_subparsers(dest="action", required=True)
+    serve = sub.add_parser("serve", help="serve an agent over A2A", parents=parents)
+    serve.add_argument("agent", metavar="MODULE:AGENT", help="an Agent, or a factory returning one")
+    serve.add_argument(
+        "--http",
+        default="127.0.0.1:8000",
+        metavar="HOST:PORT",
+        help="listen at http://HOST:PORT/ (default 127.0.0.1:8000); port 0 picks one",
+    )
+    serve.add_argument("--store", default="memory://", help="store URL for the tasks' sessions")
+    serve.add_argument(
+        "--token-env",
+        default=TOKEN_VARIABLE,
+        metavar="NAME",
+        help=f"environment variable with the bearer token clients must send (default "
+        f"{TOKEN_VARIABLE}; unset: no token)",
+    )
+
+
+def run_a2a(args: argparse.Namespace) -> int:
+    """Run an `a2a` subcommand; returns the exit code."""
+    from ..a2a import serve_agent
+    from ..runtime import Runtime
+
+    host, port = _address(args.http)
+    agent = asyncio.run(_load_agent(args.agent, "a2a serve"))
+    token = os.environ.get(args.token_env) or None
+    try:
+        runtime = Runtime(store=args.store, agents=[agent])
+    except ValueError as exc:
+        raise with_hint(
+            ConfigurationError(f"--store {args.store}: {exc}"),
+            "--store takes memory://, sqlite:///path or postgresql://user@host/db",
+        ) from exc
+
+    def ready(url: str) -> None:
+        guarded = "with a bearer token" if token else "without a token"
+        print(f"taskloom: serving agent {agent.name!r} over A2A at {url} ({guarded})", flush=True)
+
+    asyncio.run(serve_agent(agent, runtime, host=host, port=port, token=token, on_ready=ready))
+    return 0

@@ -1,0 +1,148 @@
+"""A minimal agent on the a2a-sdk's own server (no taskloom in it): what
+it does depends on the task's first word."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+
+import uvicorn
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+from google.protobuf.struct_pb2 import Struct, Value
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+HUGE = 300_000
+
+
+class EchoExecutor(AgentExecutor):
+    """`echo X` answers X; `fail`, `cancel`, `ask` end the task that way;
+    `hang` never answers; `huge` answers HUGE characters; `file` answers
+    text with a file and data part."""
+
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id, context_id = context.task_id or "", context.context_id or ""
+        await event_queue.enqueue_event(
+            Task(
+                id=task_id,
+                context_id=context_id,
+                status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+            )
+        )
+        updater = TaskUpdater(event_queue, task_id, context_id)
+        word, _, rest = context.get_user_input().partition(" ")
+
+        def say(text: str) -> Message:
+            return Message(
+                message_id=f"{task_id}-{len(text)}",
+                role=Role.ROLE_AGENT,
+                parts=[Part(text=text)],
+                task_id=task_id,
+                context_id=context_id,
+            )
+
+        await updater.update_status(TaskState.TASK_STATE_WORKING, message=say("thinking"))
+        if word == "echo":
+            await updater.add_artifact([Part(text=rest)], name="answer")
+            await updater.complete()
+        elif word == "fail":
+            await updater.failed(say("the disk is full"))
+        elif word == "cancel":
+            await updater.cancel(say("cancelled by its operator"))
+        elif word == "ask":
+            await updater.requires_input(say("which city?"))
+        elif word == "hang":
+            await asyncio.Event().wait()
+        elif word == "huge":
+            await updater.add_artifact([Part(text="x" * HUGE)], name="answer")
+            await updater.complete()
+        elif word == "file":
+            parts = [
+                Part(text="see the chart"),
+                Part(raw=b"\x89PNG....", filename="chart.png", media_type="image/png"),
+                Part(data=Value(struct_value=Struct(fields={"rows": Value(number_value=3)}))),
+            ]
+            await updater.add_artifact(parts, name="answer")
+            await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        self.cancelled.append(context.task_id or "")
+        await TaskUpdater(event_queue, context.task_id or "", context.context_id or "").cancel()
+
+
+def card(url: str) -> AgentCard:
+    return AgentCard(
+        name="sdk-echo",
+        description="An echo built on the a2a-sdk.",
+        version="1",
+        supported_interfaces=[
+            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
+        ],
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[AgentSkill(id="echo", name="echo", description="echoes", tags=["echo"])],
+    )
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    app_for: object = None, *, broken_card: bool = False
+) -> AsyncIterator[tuple[str, EchoExecutor]]:
+    """The SDK agent (or a server whose card is not JSON) on a free loopback
+    port while inside; yields its URL and executor."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    executor = EchoExecutor()
+    if broken_card:
+
+        async def garbage(request: object) -> PlainTextResponse:
+            return PlainTextResponse("<html>not a card</html>")
+
+        app = Starlette(routes=[Route("/.well-known/agent-card.json", garbage)])
+    else:
+        agent_card = card(url)
+        handler = DefaultRequestHandler(executor, InMemoryTaskStore(), agent_card)
+        app = Starlette(
+            routes=[
+                *create_agent_card_routes(agent_card),
+                *create_jsonrpc_routes(handler, rpc_url="/"),
+            ]
+        )
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    serve = asyncio.create_task(server.serve([sock]))
+    try:
+        while not server.started:
+            if serve.done():
+                serve.result()
+            await asyncio.sleep(0.01)
+        yield url, executor
+    finally:
+        server.should_exit = True
+        serve.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serve
+        sock.close()
