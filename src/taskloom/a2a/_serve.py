@@ -48,6 +48,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .. import __version__
 from ..agent import Agent
 from ..entries import RunFinishedEntry, RunStartedEntry, StopRequest
 from ..errors import ConfigurationError, SessionNotFound
@@ -89,7 +90,7 @@ def agent_card(agent: Agent, url: str) -> AgentCard:
     return AgentCard(
         name=agent.name,
         description=description,
-        version=_version() or "0",
+        version=__version__,
         supported_interfaces=[
             AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
         ],
@@ -335,15 +336,6 @@ class _SessionExecutor(AgentExecutor):
             await session.request_stop("cancelled over A2A")
         updater = TaskUpdater(event_queue, task_id, context.context_id or "")
         await updater.cancel()
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("taskloom")
-    except PackageNotFoundError:
-        return ""
 
 
 async def serve_agent(

@@ -23,6 +23,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
+from .. import __version__
 from ..agent import Agent
 from ..errors import ConfigurationError
 from ..events import Event, ToolProgress
@@ -88,7 +89,7 @@ def agent_server(agent: Agent, runtime: Runtime) -> Server[Any]:
                 await forwarder
         return _answer(result, wrapped)
 
-    return Server(name, version=_version(), on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server(name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
 async def _forward(
@@ -136,15 +137,6 @@ def _error(text: str) -> types.CallToolResult:
 def _jsonable(value: Any) -> Any:
     dump = getattr(value, "model_dump", None)
     return dump(mode="json") if callable(dump) else value
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("taskloom")
-    except PackageNotFoundError:
-        return ""
 
 
 async def serve_agent(
