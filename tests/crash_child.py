@@ -63,6 +63,17 @@ async def charge(amount: int, ctx: ToolContext) -> str:
     return f"charged {amount}"
 
 
+@tool(idempotent=True)
+async def upsert(amount: int, ctx: ToolContext) -> str:
+    """Record a payment keyed by the call's idempotency key (safe to run again)."""
+    with open(SIDE_EFFECTS, "a") as f:  # noqa: ASYNC230 (a test's side effect, synced on purpose)
+        f.write(f"{ctx.idempotency_key}\n")
+        f.flush()
+        os.fsync(f.fileno())
+    await hang("during-tool")
+    return f"upserted {amount}"
+
+
 async def model_fn(request: ModelRequest) -> Any:
     last = request.messages[-1]
     if SCENARIO in ("notice", "first-model") or (
@@ -70,6 +81,8 @@ async def model_fn(request: ModelRequest) -> Any:
     ):
         await hang("during-model")
     if last.role == "user" and len(request.messages) == 1:
+        if SCENARIO == "idempotent":
+            return reply(tool_calls=[("upsert", {"amount": 5}, "call_upsert")])
         return reply(tool_calls=[("charge", {"amount": 5}, "call_charge")])
     return reply("done")
 
@@ -82,7 +95,7 @@ async def main() -> None:
     store = ReportingStore(inner, hang_before_results=SCENARIO == "before-results")
     runtime = Runtime(store=store)  # type: ignore[arg-type]
     model = FunctionModel(model_fn, name="crash")
-    agent = Agent("crashy", model, tools=[charge])
+    agent = Agent("crashy", model, tools=[charge, upsert])
     session = await runtime.open_session(SESSION_ID, agent)
     say("STARTED")
     await session.run("charge me 5" if SCENARIO != "notice" else "any news?")

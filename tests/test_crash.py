@@ -21,6 +21,7 @@ from taskloom import Agent, Runtime, ToolContext, tool
 from taskloom.background import BackgroundNotice
 from taskloom.loop import INTERRUPTED
 from taskloom.models import FunctionModel, reply
+from taskloom.tools import IDEMPOTENT_RETRIES
 
 pytestmark = pytest.mark.slow
 
@@ -193,3 +194,58 @@ async def test_a_notice_delivered_but_not_persisted_is_delivered_again(
     entries = await reopened.entries()
     carried = [e for e in entries if e.kind == "message" and e.data.get("delivered")]
     assert len(carried) == 1 and carried[0].data["delivered"]["ids"] == ["build-1:end"]
+
+
+@tool(idempotent=True)
+async def upsert(amount: int, ctx: ToolContext) -> str:
+    """Record a payment keyed by the call's idempotency key."""
+    ran_here.append(ctx.idempotency_key)
+    return f"upserted {amount}"
+
+
+async def test_kill_during_an_idempotent_tool_runs_it_again_with_the_same_key(
+    runtime: Runtime, store_url: tuple[str, str], tmp_path: Path
+) -> None:
+    sid, committed, effects = await crash_at(
+        runtime, store_url, "idempotent", "during-tool", tmp_path
+    )
+    assert len(effects) == 1  # the child ran it once, then died inside it
+    model = recording_model()
+    session = await runtime.open_session(sid, Agent("crashy", model, tools=[upsert]))
+    ran_here.clear()
+    result = await session.run("are we done?")
+    assert result.status.value == "completed"
+    # Run again, once, with the key the first run had.
+    assert ran_here == effects
+    messages = model.requests[0].messages
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "user"]
+    answered = messages[2].results[0]
+    assert (answered.tool_call_id, answered.content, answered.is_error) == (
+        "call_upsert",
+        "upserted 5",
+        False,
+    )
+
+
+async def test_an_idempotent_call_that_keeps_crashing_is_given_up_on(
+    runtime: Runtime, store_url: tuple[str, str], tmp_path: Path
+) -> None:
+    sid, _, _ = await crash_at(runtime, store_url, "idempotent", "during-tool", tmp_path)
+    side_effects = tmp_path / "side-effects.txt"
+    for attempt in range(IDEMPOTENT_RETRIES):
+        # Each new process runs the cut-off call again, and dies in it again.
+        child = Child("idempotent", *store_url, sid, side_effects)
+        try:
+            child.wait_for("during-tool")
+        finally:
+            child.kill()
+        print(f"retry {attempt + 1}: killed inside the call again")
+    keys = side_effects.read_text().split()
+    assert len(keys) == 1 + IDEMPOTENT_RETRIES and len(set(keys)) == 1
+    model = recording_model()
+    session = await runtime.open_session(sid, Agent("crashy", model, tools=[upsert]))
+    ran_here.clear()
+    await session.run("are we done?")
+    assert ran_here == []  # retried enough: answered "interrupted" like any call
+    answered = model.requests[0].messages[2].results[0]
+    assert answered.content == INTERRUPTED and answered.is_error

@@ -132,7 +132,9 @@ class SessionLog:
         self.reasoning_set = False
         self.requests: dict[Key, RequestedCall] = {}
         self.decisions: dict[Key, ApprovalDecision] = {}
-        self.started: set[Key] = set()
+        # How many times each call was durably started after its turn was
+        # committed (a parked turn's resume, an idempotent call's retry).
+        self.started: dict[Key, int] = {}
         self.call_ids: set[str] = set()
         self.turn = 0
         self.turn_message: Message | None = None
@@ -217,7 +219,9 @@ class SessionLog:
             self.decisions.setdefault((turn, decision.call_id), decision)
         elif kind == EntryKind.CALLS_STARTED:
             started = CallsStarted.from_data(entry.data)
-            self.started.update((started.turn, c) for c in started.call_ids)
+            for c in started.call_ids:
+                key = (started.turn, c)
+                self.started[key] = self.started.get(key, 0) + 1
         elif kind == EntryKind.COMPACTION:
             compaction = CompactionEntry.from_data(entry.data)
             self.compaction = compaction
@@ -339,21 +343,32 @@ class SessionLog:
         """The decision on `call_id` in the current turn, if any."""
         return self.decisions.get((self.turn, call_id))
 
-    def cut_off_results(self) -> Message | None:
-        """Results for the open calls of a turn that is not parked: calls cut off
-        by a crash or a cancellation. A denied call gets its denial; any other
-        "interrupted; it may have run", never a second run."""
+    def cut_off(self) -> list[ToolCall]:
+        """The open calls of a turn that is not parked: calls cut off by a crash
+        or a cancellation."""
         open_calls = self.open_calls()
-        if not open_calls or self.parked():
-            return None
-        results = []
-        for c in open_calls:
-            decision = self.decision(c.id)
-            if decision is not None and not decision.approved:
-                results.append(ToolResult(c.id, denial_text(decision.note), True, c.name))
-            else:
-                results.append(ToolResult(c.id, INTERRUPTED, True, c.name))
-        return Message.tool_results(results)
+        return [] if not open_calls or self.parked() else open_calls
+
+    def retryable(self, call: ToolCall, limit: int) -> bool:
+        """Whether cut-off `call` may run again: not denied, and started again
+        fewer than `limit` times (the caller knows whether its tool allows it)."""
+        decision = self.decision(call.id)
+        if decision is not None and not decision.approved:
+            return False
+        return self.started.get((self.turn, call.id), 0) < limit
+
+    def cut_off_result(self, call: ToolCall) -> ToolResult:
+        """The result a cut-off call gets when it does not run again: a denied
+        call its denial; any other "interrupted; it may have run"."""
+        decision = self.decision(call.id)
+        if decision is not None and not decision.approved:
+            return ToolResult(call.id, denial_text(decision.note), True, call.name)
+        return ToolResult(call.id, INTERRUPTED, True, call.name)
+
+    def cut_off_results(self) -> Message | None:
+        """Results for every cut-off call (see `cut_off_result`), or None."""
+        calls = self.cut_off()
+        return Message.tool_results([self.cut_off_result(c) for c in calls]) if calls else None
 
     def last_assistant_text(self) -> str:
         """The text of the latest assistant message ("" if none)."""

@@ -46,7 +46,7 @@ from ..events import (
 from ..messages import Message, ToolCall, ToolResult, Usage
 from ..models._base import Model, ModelRequest, ModelResponse
 from ..results import PendingCall, RunResult, RunStatus
-from ..tools import Tool, ToolContext
+from ..tools import IDEMPOTENT_RETRIES, Tool, ToolContext
 from ._approvals import Gate, gated_calls, requests_for, resolve_parked_turn
 from ._ask import ask_model
 from ._compact import Compactor
@@ -236,10 +236,14 @@ class RunLoop:
             )
         if resume and not parked:
             raise UsageError(f"session {session.id} has no turn parked for approval to resume")
-        # Calls cut off by a crash or a cancellation get their one result.
-        cut_off = session.log.cut_off_results()
-        if cut_off is not None:
-            await self._append_message(cut_off)
+        # Calls cut off by a crash or a cancellation get their one result;
+        # those of idempotent tools get it by running again, in this run.
+        cut_off = session.log.cut_off()
+        if cut_off:
+            await self._refresh_tools()  # toolsets' tools too may be idempotent
+        again = self._to_run_again(cut_off)
+        if cut_off and not again:
+            await self._append_message(Message.tool_results(self._cut_off_results(cut_off)))
         # Stop requests written before this run started are not for it.
         self.start_position = session.log.position
         self.round_base = session.log.assistant_turns
@@ -255,9 +259,11 @@ class RunLoop:
         with self.watch:
             await self._append(RunStartedEntry(session.agent.name, resume, self.watch.traceparent))
             self._event(RunStarted, run_id=self.run_id, agent=session.agent.name)
-            if user is not None:
-                await self._append_message(user)
             try:
+                if again:
+                    await self._run_again(cut_off, again)
+                if user is not None:
+                    await self._append_message(user)
                 if resume:
                     # The parked turn's calls run with the tools as they are now.
                     await self._refresh_tools()
@@ -485,6 +491,7 @@ class RunLoop:
             record=s.append,
             origin=self.origin,
             deps=self.deps,
+            turn=s.log.turn,
         )
 
     def _emit_from_tool(self, event: Event) -> None:
@@ -514,6 +521,30 @@ class RunLoop:
                 run_id=self.run_id,
             )
         )
+
+    def _to_run_again(self, cut_off: list[ToolCall]) -> list[ToolCall]:
+        log, tools = self.session.log, self.tools
+        return [
+            c
+            for c in cut_off
+            if (t := tools.get(c.name)) is not None
+            and t.idempotent
+            and log.retryable(c, IDEMPOTENT_RETRIES)
+        ]
+
+    def _cut_off_results(self, cut_off: list[ToolCall]) -> list[ToolResult]:
+        return [self.session.log.cut_off_result(c) for c in cut_off]
+
+    async def _run_again(self, cut_off: list[ToolCall], again: list[ToolCall]) -> None:
+        log = self.session.log
+        # Durably "started" again before it runs, so a call that keeps taking
+        # its process down stops being retried after IDEMPOTENT_RETRIES.
+        await self._append(CallsStarted(log.turn, tuple(c.id for c in again)))
+        ids = {c.id for c in again}
+        decided = {
+            r.tool_call_id: r for r in self._cut_off_results(cut_off) if r.tool_call_id not in ids
+        }
+        await self._after_tools(await self._commit_results(await self._execute(cut_off, decided)))
 
     async def _resume_parked(self) -> RoundDecision:
         log = self.session.log

@@ -36,7 +36,7 @@ from ._log import SessionLog
 
 __all__ = ["SNAPSHOT_VERSION", "Snapshot", "encode_snapshot", "read_snapshot"]
 
-SNAPSHOT_VERSION = 2
+SNAPSHOT_VERSION = 3
 """The format rows are written in; rows of any other version are ignored.
 
 Version 2 keeps each row's message entries as one JSON text inside the row,
@@ -85,7 +85,7 @@ class Snapshot:
         for turn, data in st["decisions"]:
             decision = ApprovalDecision.from_data(data)
             log.decisions[(int(turn), decision.call_id)] = decision
-        log.started = {(int(turn), str(call_id)) for turn, call_id in st["started"]}
+        log.started = {(int(turn), str(call_id)): int(n) for turn, call_id, n in st["started"]}
         log.turn = int(st["turn"])
         turn_message = st["turn_message"]
         log.turn_message = Message.from_dict(turn_message) if turn_message else None
@@ -181,7 +181,7 @@ def encode_snapshot(log: SessionLog) -> str:
             for (turn, _), call in log.requests.items()
         ],
         "decisions": [[turn, d.to_data()] for (turn, _), d in log.decisions.items()],
-        "started": sorted(log.started),
+        "started": sorted([turn, call_id, n] for (turn, call_id), n in log.started.items()),
         "turn": log.turn,
         "turn_message": log.turn_message.to_dict() if log.turn_message is not None else None,
         "assistant_turns": log.assistant_turns,

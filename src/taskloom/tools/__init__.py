@@ -13,6 +13,7 @@ from ..entries import DeferredItem
 from ._context import AgentView, BackgroundStarter, Deferred, DepsT, ToolContext, ToolHost
 from ._tool import (
     DEFAULT_MAX_OUTPUT_CHARS,
+    IDEMPOTENT_RETRIES,
     ApprovalRule,
     ArgumentsInvalid,
     Tool,
@@ -28,6 +29,7 @@ from ._toolset import ToolCatalog, ToolLike, ToolProvider, Toolset
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",
+    "IDEMPOTENT_RETRIES",
     "AgentView",
     "ApprovalRule",
     "ArgumentsInvalid",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import hashlib
 import threading
 import uuid
 from collections.abc import Awaitable, Callable
@@ -154,7 +155,8 @@ class ToolContext(Generic[DepsT]):
     `run_id`, `session_id`, `call_id` identify the call; `agent` is the
     agent it runs for, `runtime` the runtime running it, `controls` the run's
     stop signal, deadline and usage meter (children take theirs from it),
-    `origin` the run's origin label in events. `deps` are the dependencies
+    `origin` the run's origin label in events. `turn` is the log position of
+    the assistant message that asked for the call. `deps` are the dependencies
     the run was given (`run(..., deps=...)`; None without): per run, held in
     memory only, never written to the session's log.
     """
@@ -172,6 +174,7 @@ class ToolContext(Generic[DepsT]):
         "run_id",
         "runtime",
         "session_id",
+        "turn",
     )
 
     def __init__(
@@ -187,8 +190,10 @@ class ToolContext(Generic[DepsT]):
         record: Callable[[Entry], Awaitable[int]],
         origin: str = "",
         deps: DepsT = None,  # type: ignore[assignment]
+        turn: int = 0,
     ) -> None:
         self.deps: DepsT = deps
+        self.turn = turn
         self.run_id = run_id
         self.session_id = session_id
         self.call_id = call_id
@@ -202,6 +207,17 @@ class ToolContext(Generic[DepsT]):
         # subscribers through the event loop, not from that thread.
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
+
+    @property
+    def idempotency_key(self) -> str:
+        """A key for this one call, the same however often it runs: after a
+        crash, on resume, on another worker (32 hex digits, from the session,
+        the turn and the call id). Send it as an API's `Idempotency-Key`, or
+        key an upsert by it, and a second run of the call has no second
+        effect; declare the tool `idempotent=True` and a call cut off by a
+        crash is run again rather than answered "interrupted"."""
+        ident = f"{self.session_id}\0{self.turn}\0{self.call_id}".encode()
+        return hashlib.sha256(ident).hexdigest()[:32]
 
     @property
     def stop(self) -> StopSignal:

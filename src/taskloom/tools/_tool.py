@@ -66,6 +66,10 @@ __all__ = [
 ]
 
 DEFAULT_MAX_OUTPUT_CHARS = 50_000
+IDEMPOTENT_RETRIES = 3
+"""How many times a call of an `idempotent` tool cut off by crashes is run
+again; a call that keeps being cut off (one that takes its process down, say)
+is then answered "interrupted" like any other."""
 
 SLOW_INLINE_CALL = 0.1
 """Seconds a `blocking=False` tool may hold the event loop before the
@@ -274,6 +278,13 @@ class Tool:
     parks the run for a human decision. `timeout` bounds one call in seconds;
     `max_output_chars` caps the result text (head and tail kept).
 
+    `idempotent=True` promises that running a call twice with the same
+    `ToolContext.idempotency_key` has the effect of running it once (the key
+    sent as an API's `Idempotency-Key`, or an upsert keyed by it). A call cut
+    off by a crash is then run again with that key, up to
+    `IDEMPOTENT_RETRIES` times, instead of being answered "interrupted; it
+    may have run".
+
     `blocking` concerns sync functions only (async ones never leave the
     loop): by default a sync tool runs on a daemon thread, so a tool that
     blocks never stalls other runs. `blocking=False` promises the function
@@ -296,6 +307,7 @@ class Tool:
         "concurrent",
         "description",
         "effect",
+        "idempotent",
         "input_schema",
         "max_output_chars",
         "name",
@@ -316,6 +328,7 @@ class Tool:
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
         concurrent: bool = False,
         blocking: bool = True,
+        idempotent: bool = False,
         _arguments_model: type[pydantic.BaseModel] | None = None,
         _context_param: str | None = None,
     ) -> None:
@@ -332,6 +345,7 @@ class Tool:
         self.max_output_chars = max_output_chars
         self.concurrent = concurrent
         self.blocking = blocking
+        self.idempotent = idempotent
         self._slow_reported = False
         self._fn = fn
         self._kind = _kind_of(fn)
@@ -568,6 +582,7 @@ def _build_tool(
     timeout: float | None,
     max_output_chars: int,
     blocking: bool,
+    idempotent: bool,
 ) -> Tool:
     tool_name = name or fn.__name__
     try:
@@ -619,6 +634,7 @@ def _build_tool(
         timeout=timeout,
         max_output_chars=max_output_chars,
         blocking=blocking,
+        idempotent=idempotent,
         _arguments_model=model,
         _context_param=ctx_param,
     )
@@ -686,6 +702,7 @@ def tool(
     timeout: float | None = None,
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
     blocking: bool = True,
+    idempotent: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -700,12 +717,14 @@ def tool(
     timeout: float | None = None,
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
     blocking: bool = True,
+    idempotent: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a `Tool` from a function, bare (`@tool`) or with options (`@tool(...)`).
 
     The default effect is `WRITE`, the safe assumption: such calls run alone.
     A sync function runs on a thread unless `blocking=False` says it returns
-    at once (see `Tool`).
+    at once (see `Tool`); `idempotent=True` has a call cut off by a crash
+    run again with the same `ctx.idempotency_key` (see `Tool`).
     """
     options = {
         "name": name,
@@ -715,6 +734,7 @@ def tool(
         "timeout": timeout,
         "max_output_chars": max_output_chars,
         "blocking": blocking,
+        "idempotent": idempotent,
     }
     if fn is not None:
         return _build_tool(fn, **options)  # type: ignore[arg-type]
