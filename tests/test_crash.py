@@ -206,9 +206,7 @@ async def upsert(amount: int, ctx: ToolContext) -> str:
 async def test_kill_during_an_idempotent_tool_runs_it_again_with_the_same_key(
     runtime: Runtime, store_url: tuple[str, str], tmp_path: Path
 ) -> None:
-    sid, _, effects = await crash_at(
-        runtime, store_url, "idempotent", "during-tool", tmp_path
-    )
+    sid, _, effects = await crash_at(runtime, store_url, "idempotent", "during-tool", tmp_path)
     assert len(effects) == 1  # the child ran it once, then died inside it
     model = recording_model()
     session = await runtime.open_session(sid, Agent("crashy", model, tools=[upsert]))
