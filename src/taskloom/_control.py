@@ -194,7 +194,8 @@ class RunControls:
     `time.monotonic()` clock (None: no deadline), `meter` its usage meter
     (forwarding to the parent's), `token_budget` the budget checked against
     the outermost meter, `retry` the run's transport retry policy (children
-    inherit it).
+    inherit it), `tree` the delegation tree's `TreeBudget` every run under
+    the root charges (None: no tree budget).
     """
 
     stop: StopSignal = field(default_factory=StopSignal)
@@ -202,6 +203,7 @@ class RunControls:
     meter: UsageMeter = field(default_factory=UsageMeter)
     token_budget: int | None = None
     retry: object = None
+    tree: Any = None
 
     @property
     def remaining(self) -> float | None:

@@ -21,6 +21,7 @@ EXTRAS: Mapping[str, tuple[str, tuple[str, ...]]] = {
     "mcp": ("MCP servers and taskloom mcp serve", ("mcp", "mcp_types")),
     "distributed": ("the work queue", ("procrastinate",)),
     "a2a": ("A2A serving and remote A2A subagents", ("a2a",)),
+    "prices": ("dollar ceilings priced from the genai-prices table", ("genai_prices",)),
 }
 """Each extra of pyproject.toml: what it is for, and the top-level modules of
 its requirements (and of their requirements whose names differ)."""

@@ -12,7 +12,16 @@ from typing_extensions import TypeVar
 
 from .messages import Usage
 
-__all__ = ["OutputT", "PendingCall", "RunResult", "RunStatus", "ToolSpec", "arguments_digest"]
+__all__ = [
+    "NANO",
+    "BudgetLeft",
+    "OutputT",
+    "PendingCall",
+    "RunResult",
+    "RunStatus",
+    "ToolSpec",
+    "arguments_digest",
+]
 
 OutputT = TypeVar("OutputT", default=Any)
 """The type of a run's output (`Agent(output_type=...)`; `str` without one)."""
@@ -27,6 +36,23 @@ class RunStatus(StrEnum):
     BUDGET_EXHAUSTED = "budget_exhausted"
     DEADLINE = "deadline"
     FAILED = "failed"
+
+
+NANO = 1_000_000_000
+"""Nano-dollars per US dollar: budget ledgers keep money as integers of these."""
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetLeft:
+    """What a delegation tree's `Budget` has left: tokens and nano-dollars (None: no such ceiling)."""
+
+    tokens: int | None
+    nano_usd: int | None
+
+    @property
+    def usd(self) -> float | None:
+        """Dollars left (None: no dollar ceiling)."""
+        return None if self.nano_usd is None else self.nano_usd / NANO
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +97,8 @@ class RunResult(Generic[OutputT]):
     FAILED. `empty_answer` is True when the run COMPLETED on an answer with
     no text and no tool calls: the model said nothing (`text` is empty),
     which is worth telling apart from a short answer (an `EmptyAnswer` event
-    was emitted when it came).
+    was emitted when it came). `budget_left` is what the delegation tree's
+    `Budget` had left when the run ended (None: the run had none).
     """
 
     status: RunStatus
@@ -88,6 +115,7 @@ class RunResult(Generic[OutputT]):
     error: str | None = None
     own_usage: Usage = Usage()
     empty_answer: bool = False
+    budget_left: BudgetLeft | None = None
 
     @property
     def ok(self) -> bool:

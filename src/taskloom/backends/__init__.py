@@ -32,6 +32,7 @@ from ._activities import (
     NoticeStatus,
 )
 from ._backend import Backend, Capability, backend_of, snapshots_for
+from ._budgets import NANO, BudgetLedger, BudgetLeft, MemoryBudgets
 from ._leases import (
     Clock,
     Fence,
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from .postgres import (
         PostgresActivityRegistry,
         PostgresBackend,
+        PostgresBudgets,
         PostgresDatabase,
         PostgresLeases,
         PostgresNoticeInbox,
@@ -74,6 +76,7 @@ if TYPE_CHECKING:
     from .sqlite import (
         SQLiteActivityRegistry,
         SQLiteBackend,
+        SQLiteBudgets,
         SQLiteDatabase,
         SQLiteLeases,
         SQLiteNoticeInbox,
@@ -84,10 +87,13 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_SIZE",
     "MAX_SESSION_ID_LENGTH",
+    "NANO",
     "ActivityRegistry",
     "Backend",
     "BackgroundActivity",
     "BackgroundNotice",
+    "BudgetLedger",
+    "BudgetLeft",
     "Capability",
     "Clock",
     "Entry",
@@ -97,6 +103,7 @@ __all__ = [
     "Leases",
     "MemoryActivityRegistry",
     "MemoryBackend",
+    "MemoryBudgets",
     "MemoryLeases",
     "MemoryNoticeInbox",
     "MemorySnapshots",
@@ -106,6 +113,7 @@ __all__ = [
     "PoolOptions",
     "PostgresActivityRegistry",
     "PostgresBackend",
+    "PostgresBudgets",
     "PostgresDatabase",
     "PostgresLeases",
     "PostgresNoticeInbox",
@@ -113,6 +121,7 @@ __all__ = [
     "PostgresStore",
     "SQLiteActivityRegistry",
     "SQLiteBackend",
+    "SQLiteBudgets",
     "SQLiteDatabase",
     "SQLiteLeases",
     "SQLiteNoticeInbox",
@@ -138,6 +147,7 @@ __getattr__ = lazy_exports(
             for name in (
                 "SQLiteActivityRegistry",
                 "SQLiteBackend",
+                "SQLiteBudgets",
                 "SQLiteDatabase",
                 "SQLiteLeases",
                 "SQLiteNoticeInbox",
@@ -150,6 +160,7 @@ __getattr__ = lazy_exports(
             for name in (
                 "PostgresActivityRegistry",
                 "PostgresBackend",
+                "PostgresBudgets",
                 "PostgresDatabase",
                 "PostgresLeases",
                 "PostgresNoticeInbox",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ._activities import ActivityRegistry, NoticeInbox
+    from ._budgets import BudgetLedger
     from ._leases import Leases
     from ._snapshots import SnapshotStore
     from ._store import SessionStore
@@ -38,11 +39,13 @@ class Capability(enum.StrEnum):
     """A background `ActivityRegistry` on the same database."""
     NOTICE_INBOX = "notice_inbox"
     """A background `NoticeInbox` on the same database."""
+    TREE_BUDGETS = "tree_budgets"
+    """A `BudgetLedger` on the same database (`Backend.budgets`)."""
 
 
 class Backend:
-    """One database's session store, leases, activity registry, notice inbox
-    and snapshots, with the capabilities it declares.
+    """One database's session store, leases, activity registry, notice inbox,
+    snapshots and tree budgets, with the capabilities it declares.
 
     Build one around your own store to run taskloom on it:
     `Backend(store, registry=..., inbox=..., capabilities={...})`; parts left
@@ -63,6 +66,7 @@ class Backend:
         registry: ActivityRegistry | None = None,
         inbox: NoticeInbox | None = None,
         snapshots: SnapshotStore | None = None,
+        budgets: BudgetLedger | None = None,
         capabilities: Iterable[Capability | str] = (),
     ) -> None:
         self.store = store
@@ -70,6 +74,7 @@ class Backend:
         self._registry = registry
         self._inbox = inbox
         self._snapshots = snapshots
+        self._budgets = budgets
         self.capabilities: frozenset[Capability] = frozenset(
             Capability(flag) for flag in capabilities
         )
@@ -78,7 +83,7 @@ class Backend:
         """Whether this backend declares `capability`."""
         return Capability(capability) in self.capabilities
 
-    # The built-in backends override these three with parts built on first
+    # The built-in backends override these four with parts built on first
     # use, not at construction: a store used alone never creates the
     # background or snapshot tables.
     @property
@@ -95,6 +100,12 @@ class Backend:
     def snapshots(self) -> SnapshotStore | None:
         """The snapshot rows beside the log, or None: sessions then open by full replay."""
         return self._snapshots
+
+    @property
+    def budgets(self) -> BudgetLedger | None:
+        """The tree budgets on this backend's database, or None: a runtime then
+        keeps them in its own memory, and a tree's ceiling holds in one process."""
+        return self._budgets
 
     async def close(self) -> None:
         """Close the store (and the database every part shares). Idempotent."""

@@ -9,7 +9,8 @@ background work, delegation or tracing.
 from __future__ import annotations
 
 from .._control import RunControls, StopSignal, UsageMeter
-from ..results import PendingCall, RunResult, RunStatus
+from ..results import BudgetLeft, PendingCall, RunResult, RunStatus
+from ._budget import MIN_ANSWER_TOKENS, Budget, Price, TreeBudget
 from ._compact import SUMMARY_PROMPT, Compaction, ContextEstimate
 from ._log import INTERRUPTED, SessionLog, denial_text
 from ._options import RunOptions
@@ -44,9 +45,14 @@ from ._stream import RunStream
 
 __all__ = [
     "INTERRUPTED",
+    "MIN_ANSWER_TOKENS",
     "NO_OBSERVER",
     "NO_WATCH",
+    "SNAPSHOT_VERSION",
+    "STORE_GRACE",
     "SUMMARY_PROMPT",
+    "Budget",
+    "BudgetLeft",
     "Compaction",
     "ContextEstimate",
     "Continue",
@@ -55,6 +61,7 @@ __all__ = [
     "ModelCallWatch",
     "NoticesPort",
     "PendingCall",
+    "Price",
     "ReasoningChange",
     "RoundAdjustment",
     "RoundBoundary",
@@ -65,9 +72,6 @@ __all__ = [
     "RunControls",
     "RunInfo",
     "RunLoop",
-    "SNAPSHOT_VERSION",
-    "STORE_GRACE",
-    "Snapshot",
     "RunNoticesPort",
     "RunObserver",
     "RunOptions",
@@ -76,12 +80,14 @@ __all__ = [
     "RunStream",
     "RunWatch",
     "SessionLog",
-    "denial_text",
-    "encode_snapshot",
-    "read_snapshot",
     "SessionPort",
+    "Snapshot",
     "Stop",
     "StopSignal",
     "ToolCallWatch",
+    "TreeBudget",
     "UsageMeter",
+    "denial_text",
+    "encode_snapshot",
+    "read_snapshot",
 ]

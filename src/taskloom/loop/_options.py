@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from .._control import RunControls, StopSignal, UsageMeter
 from ..errors import ConfigurationError
 from ..models._retry import RetryPolicy
+from ._budget import Budget
 
 if TYPE_CHECKING:
     from ._strategy import RoundStrategy
@@ -28,7 +29,9 @@ class RunOptions:
     start, or an absolute `datetime`) ends it with DEADLINE, cutting a model
     request or tool batch in flight; `stop` ends it gracefully with STOPPED.
     `strategy` decides at every round boundary; `retry` is the transport
-    retry policy. None means no limit.
+    retry policy. `budget` (a `Budget`) sets ceilings on tokens and dollars
+    for this run and every run under it, in any process (a child's own
+    `budget` is ignored: its tree's applies). None means no limit.
 
     `parent` is set on a child's options (`child()`, `for_child()`): the
     child shares that run's deadline and usage meter.
@@ -42,6 +45,7 @@ class RunOptions:
     stop: StopSignal = field(default_factory=StopSignal)
     strategy: RoundStrategy | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    budget: Budget | None = None
     parent: RunControls | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -50,6 +54,8 @@ class RunOptions:
         for name, least in _COUNTS:
             _check_count(name, getattr(self, name), least)
         _check_deadline(self.deadline)
+        if self.budget is not None and not isinstance(self.budget, Budget):
+            raise _invalid("budget", self.budget, "a taskloom.Budget")
         if not isinstance(self.stop, StopSignal):
             raise _invalid("stop", self.stop, "a taskloom.StopSignal")
         strategy = self.strategy
@@ -77,6 +83,7 @@ class RunOptions:
             meter=UsageMeter(parent.meter if parent is not None else None),
             token_budget=self.token_budget,
             retry=self.retry,
+            tree=parent.tree if parent is not None else None,
         )
 
     def child(

@@ -24,6 +24,7 @@ from ..results import RunResult, ToolSpec
 from ..tools import AgentView, Tool, ToolHost, ToolOutput
 
 if TYPE_CHECKING:
+    from ..backends import BudgetLedger
     from ._compact import Compaction
     from ._log import SessionLog
 
@@ -199,6 +200,11 @@ class SessionPort(Protocol):
     @property
     def notices(self) -> NoticesPort:
         """Background notices of the session's runtime."""
+        ...
+
+    @property
+    def budgets(self) -> BudgetLedger:
+        """Where the runtime keeps delegation trees' budgets (its backend's ledger)."""
         ...
 
     async def sync(self, *, fresh: float = 0.0) -> None:

@@ -45,10 +45,11 @@ from ..events import (
 )
 from ..messages import Message, ToolCall, ToolResult, Usage
 from ..models._base import Model, ModelRequest, ModelResponse
-from ..results import PendingCall, RunResult, RunStatus
+from ..results import BudgetLeft, PendingCall, RunResult, RunStatus
 from ..tools import IDEMPOTENT_RETRIES, Tool, ToolContext
 from ._approvals import Gate, gated_calls, requests_for, resolve_parked_turn
 from ._ask import ask_model
+from ._budget import BudgetSpent, InputBound, TreeBudget
 from ._compact import Compactor
 from ._execute import run_batch, run_one
 from ._log import fold_text, with_unique_call_ids
@@ -109,6 +110,8 @@ class RunLoop:
         self.watch = NO_WATCH
         # Adapters keep their wire encoding of this run's messages here.
         self.memo: dict[Any, Any] = {}
+        self._input_bound = InputBound()
+        self._budget_left: BudgetLeft | None = None
 
     @property
     def tools(self) -> Mapping[str, Tool]:
@@ -144,8 +147,30 @@ class RunLoop:
 
     async def ask(self, model: Model, request: ModelRequest) -> ModelResponse:
         """Ask a model under this run's retry policy, budgets and deadline; its
-        usage counts in the run's."""
-        response = await ask_model(
+        usage counts in the run's (and, with a tree budget, in the tree's)."""
+        tree: TreeBudget | None = self.controls.tree
+        if tree is None:
+            response = await self._ask(model, request)
+            self.controls.meter.add(response.usage)
+            return response
+        try:
+            request, charge = await tree.reserve(model.name, request, self._input_bound.of(request))
+        except BudgetSpent as spent:
+            raise EndRun(RunStatus.BUDGET_EXHAUSTED, str(spent)) from None
+        try:
+            response = await self._ask(model, request)
+        except BaseException:
+            # Failed requests are taken as unbilled; a process that dies
+            # here leaves the worst case charged, which is never too little.
+            await tree.settle(charge, None)
+            raise
+        self.controls.meter.add(response.usage)
+        self._input_bound.reported(response.usage)
+        await tree.settle(charge, response.usage)
+        return response
+
+    async def _ask(self, model: Model, request: ModelRequest) -> ModelResponse:
+        return await ask_model(
             model,
             request,
             opts=self.opts,
@@ -156,8 +181,6 @@ class RunLoop:
             session_id=self.session.id,
             watch=self.watch,
         )
-        self.controls.meter.add(response.usage)
-        return response
 
     async def _append_message(
         self,
@@ -244,6 +267,11 @@ class RunLoop:
         again = self._to_run_again(cut_off)
         if cut_off and not again:
             await self._append_message(Message.tool_results(self._cut_off_results(cut_off)))
+        if self.opts.budget is not None and self.controls.tree is None:
+            # A root run's budget: the tree every run under it charges.
+            tree = TreeBudget(session.budgets, f"tree-{self.run_id}", self.opts.budget)
+            await tree.open()
+            self.controls.tree = tree
         # Stop requests written before this run started are not for it.
         self.start_position = session.log.position
         self.round_base = session.log.assistant_turns
@@ -653,9 +681,13 @@ class RunLoop:
             transport_retries=self.transport_retries,
             error=error,
             empty_answer=status is RunStatus.COMPLETED and log.last_answer_is_empty(),
+            budget_left=self._budget_left,
         )
 
     async def _finish(self, status: RunStatus, error: str | None) -> RunResult:
+        tree: TreeBudget | None = self.controls.tree
+        if tree is not None:
+            self._budget_left = await tree.left()
         result = self._result(status, error)
         await self._append(
             RunFinishedEntry(

@@ -13,7 +13,16 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mappi
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, overload
 
 from ..agent import Agent, AgentDepsT, AgentOutputT
-from ..backends import MemoryLeases, SessionMeta, SessionStore, SnapshotStore, snapshots_for
+from ..backends import (
+    BudgetLedger,
+    MemoryBudgets,
+    MemoryLeases,
+    SessionMeta,
+    SessionStore,
+    SnapshotStore,
+    backend_of,
+    snapshots_for,
+)
 from ..entries import (
     Entry,
 )
@@ -179,6 +188,15 @@ class Runtime:
         """Where sessions' snapshots are kept (beside the store), or None when
         they are off (`snapshot_every=0`) or the store is not one taskloom knows."""
         return snapshots_for(self.store) if self.snapshot_every else None
+
+    @functools.cached_property
+    def budgets(self) -> BudgetLedger:
+        """Where delegation trees' budgets are kept: the backend's ledger, so a
+        tree's ceiling holds across every process on the database; for a store
+        without one, this runtime's memory (one process)."""
+        backend = backend_of(self.store)
+        ledger = backend.budgets if backend is not None else None
+        return ledger if ledger is not None else MemoryBudgets()
 
     @property
     def background(self) -> Any:

@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..agent import Agent, AgentDepsT, AgentOutputT
-from ..backends import Fence, Lease, SessionStore, holder_is_gone, holder_name
+from ..backends import BudgetLedger, Fence, Lease, SessionStore, holder_is_gone, holder_name
 from ..entries import (
     ApprovalDecision,
     CompactionEntry,
@@ -123,6 +123,11 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
     def notices(self) -> NoticesPort:
         """Background notices of the runtime, as the loop reaches them."""
         return self.runtime.background  # type: ignore[no-any-return]
+
+    @property
+    def budgets(self) -> BudgetLedger:
+        """Where the runtime keeps delegation trees' budgets, as the loop reaches them."""
+        return self.runtime.budgets
 
     @property
     def tools(self) -> Mapping[str, Tool]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 from .._backend import Backend, Capability
+from .._budgets import MemoryBudgets
 from .._leases import Clock, system_clock
 from ._background import MemoryActivityRegistry, MemoryNoticeInbox
 from ._snapshots import MemorySnapshots
@@ -18,6 +19,7 @@ MEMORY_CAPABILITIES = frozenset(
         Capability.SNAPSHOTS,
         Capability.ACTIVITY_REGISTRY,
         Capability.NOTICE_INBOX,
+        Capability.TREE_BUDGETS,
     }
 )
 """Everything but `SPANS_PROCESSES`: another process never sees this memory."""
@@ -52,3 +54,8 @@ class MemoryBackend(Backend):
     def snapshots(self) -> MemorySnapshots:
         """The snapshot rows on this backend's database (built on first use)."""
         return MemorySnapshots(self.store)
+
+    @functools.cached_property
+    def budgets(self) -> MemoryBudgets:
+        """The tree budgets on this backend's database (built on first use)."""
+        return MemoryBudgets()

@@ -13,6 +13,7 @@ from .._pool import PoolOptions
 from .._sql import Migration, quote_ident
 from ._backend import POSTGRES_CAPABILITIES, PostgresBackend
 from ._background import PostgresActivityRegistry, PostgresNoticeInbox
+from ._budgets import PostgresBudgets
 from ._database import PostgresDatabase
 from ._leases import PostgresLeases
 from ._snapshots import PostgresSnapshots
@@ -25,6 +26,7 @@ __all__ = [
     "PoolOptions",
     "PostgresActivityRegistry",
     "PostgresBackend",
+    "PostgresBudgets",
     "PostgresDatabase",
     "PostgresLeases",
     "PostgresNoticeInbox",

@@ -9,6 +9,7 @@ from .._backend import Backend, Capability
 from .._leases import Clock, system_clock
 from .._pool import PoolOptions, PoolSettings
 from ._background import PostgresActivityRegistry, PostgresNoticeInbox
+from ._budgets import PostgresBudgets
 from ._database import PostgresDatabase
 from ._snapshots import PostgresSnapshots
 from ._store import PostgresStore
@@ -68,3 +69,8 @@ class PostgresBackend(Backend):
     def snapshots(self) -> PostgresSnapshots:
         """The snapshot rows on this backend's database (built on first use)."""
         return PostgresSnapshots(self.database)
+
+    @functools.cached_property
+    def budgets(self) -> PostgresBudgets:
+        """The tree budgets on this backend's database (built on first use)."""
+        return PostgresBudgets(self.database)

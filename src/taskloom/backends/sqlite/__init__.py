@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ._backend import SQLITE_CAPABILITIES, SQLiteBackend
 from ._background import SQLiteActivityRegistry, SQLiteNoticeInbox
+from ._budgets import SQLiteBudgets
 from ._database import SQLiteDatabase, immediate
 from ._leases import SQLiteLeases
 from ._snapshots import SQLiteSnapshots
@@ -20,6 +21,7 @@ __all__ = [
     "SQLITE_CHILD_CONCURRENCY",
     "SQLiteActivityRegistry",
     "SQLiteBackend",
+    "SQLiteBudgets",
     "SQLiteDatabase",
     "SQLiteLeases",
     "SQLiteNoticeInbox",

@@ -9,6 +9,7 @@ from typing import Literal
 from .._backend import Backend, Capability
 from .._leases import Clock, system_clock
 from ._background import SQLiteActivityRegistry, SQLiteNoticeInbox
+from ._budgets import SQLiteBudgets
 from ._database import SQLiteDatabase
 from ._snapshots import SQLiteSnapshots
 from ._store import SQLiteStore
@@ -68,3 +69,8 @@ class SQLiteBackend(Backend):
     def snapshots(self) -> SQLiteSnapshots:
         """The snapshot rows on this backend's database (built on first use)."""
         return SQLiteSnapshots(self.database)
+
+    @functools.cached_property
+    def budgets(self) -> SQLiteBudgets:
+        """The tree budgets on this backend's database (built on first use)."""
+        return SQLiteBudgets(self.database)

@@ -1,0 +1,335 @@
+"""Ceilings for a whole delegation tree (`Budget`), enforced across processes.
+
+A root run given `RunOptions(budget=Budget(...))` opens a tree in its
+backend's `BudgetLedger`; every run under it (inline children, background
+children, children on queue workers) charges the same tree. Before each
+model request a run charges the request's worst case: a bound on its input
+tokens plus the output tokens it may write (its `max_tokens`, which the
+charge sets), priced. Once the response is in, the difference to the actual
+usage is given back. A charge is all or nothing and atomic in the database,
+so concurrent runs cannot pass a ceiling together; one that does not fit
+first shrinks the request's `max_tokens` to what is left, and if even a
+small answer does not fit, the run ends BUDGET_EXHAUSTED.
+
+The input bound: the first request of a run (and one after its view was
+compacted or its tools changed) counts a token for every byte of what it
+sends, which no tokenizer exceeds; later requests count the previous
+request's reported input and output plus a token a byte of what is new.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from .._extras import install_command
+from ..errors import ConfigurationError
+from ..messages import Message, Usage
+from ..models._base import ModelRequest
+from ..results import NANO, BudgetLeft
+
+if TYPE_CHECKING:
+    from ..backends import BudgetLedger
+
+__all__ = ["MIN_ANSWER_TOKENS", "Budget", "BudgetSpent", "Price", "TreeBudget"]
+
+logger = logging.getLogger("taskloom")
+
+MIN_ANSWER_TOKENS = 256
+"""A request is not sent with fewer output tokens than this (or than its
+own `max_tokens`, if smaller): the run ends BUDGET_EXHAUSTED instead."""
+
+_PER_MESSAGE = 16  # tokens of framing a provider adds around each message, at most
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """A model's price in US dollars per million tokens: `input`, `output`,
+    and `cached_input` (cache reads; None: as `input`)."""
+
+    input: float
+    output: float
+    cached_input: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("input", "output", "cached_input"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int | float) or value < 0):
+                raise ConfigurationError(f"Price({name}={value!r}) must be a number >= 0")
+
+    def nano_usd(self, usage: Usage) -> int:
+        """What `usage` costs at this price, in nano-dollars (rounded up)."""
+        cached = self.input if self.cached_input is None else self.cached_input
+        dollars_per_mtok = (
+            usage.input_tokens * self.input
+            + usage.cache_read_tokens * cached
+            + usage.cache_write_tokens * self.input
+            + usage.output_tokens * self.output
+        )
+        return math.ceil(dollars_per_mtok * 1000)  # 1e9 nano-dollars / 1e6 tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Ceilings for a root run and every run under it, in any process:
+    `tokens` (input + output, as `Usage.total_tokens` counts them) and `usd`
+    (priced by `prices`, by model name, then by the `genai-prices` table of
+    the `prices` extra). At least one ceiling is given.
+
+    `max_output_tokens` is what a request that sets no `max_tokens` is
+    allowed to write (and charged for in advance); a request's `max_tokens`
+    is lowered to what the tree has left. A model with no known price under
+    a `usd` ceiling is a `ConfigurationError` at its first request, never a
+    silent zero.
+    """
+
+    tokens: int | None = None
+    usd: float | None = None
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    max_output_tokens: int = 4096
+
+    def __post_init__(self) -> None:
+        if self.tokens is None and self.usd is None:
+            raise ConfigurationError("Budget needs a ceiling: tokens=, usd= or both")
+        if self.tokens is not None and (
+            not isinstance(self.tokens, int) or isinstance(self.tokens, bool) or self.tokens < 1
+        ):
+            raise ConfigurationError(f"Budget(tokens={self.tokens!r}) must be an integer >= 1")
+        if self.usd is not None and (
+            not isinstance(self.usd, int | float) or isinstance(self.usd, bool) or self.usd <= 0
+        ):
+            raise ConfigurationError(f"Budget(usd={self.usd!r}) must be a number > 0")
+        if not isinstance(self.max_output_tokens, int) or self.max_output_tokens < 1:
+            raise ConfigurationError(
+                f"Budget(max_output_tokens={self.max_output_tokens!r}) must be an integer >= 1"
+            )
+        for name, price in self.prices.items():
+            if not isinstance(price, Price):
+                raise ConfigurationError(f"Budget(prices={{{name!r}: ...}}) must be a Price")
+
+    @property
+    def nano_usd(self) -> int | None:
+        """The dollar ceiling in nano-dollars (None: none)."""
+        return None if self.usd is None else round(self.usd * NANO)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
+        return {
+            "tokens": self.tokens,
+            "usd": self.usd,
+            "prices": {
+                k: [p.input, p.output, p.cached_input] for k, p in sorted(self.prices.items())
+            },
+            "max_output_tokens": self.max_output_tokens,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Budget:
+        """The value `to_dict` described."""
+        prices = {str(k): Price(*v) for k, v in (d.get("prices") or {}).items()}
+        return cls(d.get("tokens"), d.get("usd"), prices, int(d.get("max_output_tokens", 4096)))
+
+
+class BudgetSpent(Exception):
+    """A request's worst case does not fit in what its tree has left."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Charge:
+    tokens: int
+    nano_usd: int
+    model: str
+
+
+def _genai_price(model: str, usage: Usage) -> int | None:
+    """Nano-dollars from the `genai-prices` table, or None (unknown model, or
+    the extra is not installed)."""
+    try:
+        from genai_prices import Usage as PriceUsage
+        from genai_prices import calc_price
+    except ModuleNotFoundError:
+        return None
+    try:
+        result = calc_price(
+            PriceUsage(
+                input_tokens=usage.input_tokens + usage.cache_read_tokens,
+                cache_read_tokens=usage.cache_read_tokens or None,
+                output_tokens=usage.output_tokens,
+            ),
+            model,
+        )
+    except LookupError:
+        return None
+    return int((Decimal(result.total_price) * NANO).to_integral_value(rounding="ROUND_CEILING"))
+
+
+class TreeBudget:
+    """One tree's budget as a run charges it: the ledger, the tree's id and
+    its `Budget`. Children share their parent's (in process) or rebuild it
+    from `to_dict()` on their backend's ledger (on a worker)."""
+
+    __slots__ = ("budget", "ledger", "tree_id")
+
+    def __init__(self, ledger: BudgetLedger, tree_id: str, budget: Budget) -> None:
+        self.ledger = ledger
+        self.tree_id = tree_id
+        self.budget = budget
+
+    async def open(self) -> None:
+        """Create the tree's ceilings in the ledger (a tree that exists keeps them)."""
+        await self.ledger.open(self.tree_id, self.budget.tokens, self.budget.nano_usd)
+
+    def to_dict(self) -> dict[str, Any]:
+        """What a worker needs to charge this tree: its id and its budget."""
+        return {"tree": self.tree_id, "budget": self.budget.to_dict()}
+
+    def price(self, model: str, usage: Usage) -> int:
+        """`usage` of `model` in nano-dollars; 0 without a dollar ceiling."""
+        if self.budget.usd is None:
+            return 0
+        price = self.budget.prices.get(model)
+        if price is not None:
+            return price.nano_usd(usage)
+        cost = _genai_price(model, usage)
+        if cost is None:
+            raise ConfigurationError(
+                f"Budget(usd=...): no price known for model {model!r}; give it in "
+                f"Budget(prices={{{model!r}: Price(input=..., output=...)}}) (dollars per "
+                f"million tokens), or {install_command('prices')} for the genai-prices table"
+            )
+        return cost
+
+    async def reserve(
+        self, model: str, request: ModelRequest, input_bound: int
+    ) -> tuple[ModelRequest, _Charge]:
+        """Charge the request's worst case; the request with its `max_tokens`
+        set to what was charged. Raises `BudgetSpent` when even a small
+        answer does not fit."""
+        wanted = request.settings.max_tokens or self.budget.max_output_tokens
+        charge = self._charge(model, input_bound, wanted)
+        if await self.ledger.charge(self.tree_id, charge.tokens, charge.nano_usd) is None:
+            left = await self.ledger.left(self.tree_id)
+            output = self._affordable(model, input_bound, wanted, left)
+            charge = self._charge(model, input_bound, output)
+            if (
+                output < min(wanted, MIN_ANSWER_TOKENS)
+                or await self.ledger.charge(self.tree_id, charge.tokens, charge.nano_usd) is None
+            ):
+                raise BudgetSpent(self._spent(left, input_bound))
+            wanted = output
+        if request.settings.max_tokens != wanted:
+            request = replace(request, settings=replace(request.settings, max_tokens=wanted))
+        return request, charge
+
+    async def settle(self, charge: _Charge, usage: Usage | None) -> None:
+        """Give back what `charge` held beyond `usage` (all of it for None: a
+        request that failed). Usage past the charge is charged too, and logged."""
+        tokens = usage.total_tokens if usage is not None else 0
+        cost = self.price(charge.model, usage) if usage is not None else 0
+        if tokens > charge.tokens or cost > charge.nano_usd:
+            logger.warning(
+                "tree budget %s: a %s request used %d tokens against %d charged in advance",
+                self.tree_id,
+                charge.model,
+                tokens,
+                charge.tokens,
+            )
+        await self.ledger.refund(self.tree_id, charge.tokens - tokens, charge.nano_usd - cost)
+
+    async def left(self) -> BudgetLeft | None:
+        """What the tree has left now."""
+        return await self.ledger.left(self.tree_id)
+
+    def _charge(self, model: str, input_bound: int, output: int) -> _Charge:
+        return _Charge(
+            input_bound + output,
+            self.price(model, Usage(input_tokens=input_bound, output_tokens=output)),
+            model,
+        )
+
+    def _affordable(
+        self, model: str, input_bound: int, wanted: int, left: BudgetLeft | None
+    ) -> int:
+        """The most output tokens (up to `wanted`) that fit in `left`."""
+        if left is None:
+            return 0
+        output = wanted
+        if left.tokens is not None:
+            output = min(output, left.tokens - input_bound)
+        if left.nano_usd is not None and output > 0:
+            # Prices rise with usage (tiers included): halve until it fits.
+            lo, hi = 0, output
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if self._charge(model, input_bound, mid).nano_usd <= left.nano_usd:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            output = lo
+        return max(output, 0)
+
+    def _spent(self, left: BudgetLeft | None, input_bound: int) -> str:
+        if left is None:
+            return f"tree budget {self.tree_id!r} is not in this store"
+        parts = []
+        if left.tokens is not None:
+            parts.append(f"{max(left.tokens, 0)} tokens left of {self.budget.tokens}")
+        if left.usd is not None:
+            parts.append(f"${max(left.usd, 0):.4f} left of ${self.budget.usd}")
+        return (
+            f"the tree's budget is spent ({', '.join(parts)}; the next request needs "
+            f"up to {input_bound} input tokens and an answer)"
+        )
+
+
+def _message_bytes(message: Message) -> int:
+    return len(json.dumps(message.to_dict(), ensure_ascii=False).encode()) + _PER_MESSAGE
+
+
+class InputBound:
+    """A bound on a run's next request's input tokens (see the module docstring)."""
+
+    __slots__ = ("_count", "_reported", "_system", "_tail", "_tools")
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._tail: Message | None = None
+        self._tools: object = None
+        self._system: str | None = None
+        self._reported = 0
+
+    def of(self, request: ModelRequest) -> int:
+        """The bound for `request` (remembered for the next one)."""
+        messages: Sequence[Message] = request.messages
+        count = len(messages)
+        known = self._count
+        if (
+            self._reported
+            and 0 < known <= count
+            and messages[known - 1] is self._tail
+            and request.tools is self._tools
+            and request.system == self._system
+        ):
+            bound = self._reported + sum(_message_bytes(m) for m in messages[known:count])
+        else:
+            bound = sum(_message_bytes(m) for m in messages) + len((request.system or "").encode())
+            bound += sum(
+                len(s.name) + len(s.description.encode()) + len(json.dumps(s.input_schema))
+                for s in request.tools
+            )
+        self._count = count
+        self._tail = messages[-1] if messages else None
+        self._tools = request.tools
+        self._system = request.system
+        self._reported = 0
+        return bound
+
+    def reported(self, usage: Usage) -> None:
+        """The last request's usage: the next bound starts from its input (the
+        answer it wrote is among the new messages, counted by the byte)."""
+        self._reported = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
