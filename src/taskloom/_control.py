@@ -9,11 +9,21 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .messages import Usage
 
-__all__ = ["RunControls", "StopSignal", "UsageMeter", "let_go", "wait_until"]
+if TYPE_CHECKING:
+    from .results import BudgetLeft
+
+__all__ = [
+    "BudgetLedger",
+    "RunControls",
+    "StopSignal",
+    "UsageMeter",
+    "let_go",
+    "wait_until",
+]
 
 _let_go: set[asyncio.Future[Any]] = set()
 
@@ -211,3 +221,32 @@ class RunControls:
         if self.deadline_at is None:
             return None
         return self.deadline_at - time.monotonic()
+
+
+@runtime_checkable
+class BudgetLedger(Protocol):
+    """Ceilings and charges per delegation tree, kept in a backend's database.
+
+    Money is kept in nano-dollars, so sums are exact integers. A charge is
+    all or nothing and atomic against every other process on the database,
+    so concurrent runs cannot pass a ceiling together. The built-in
+    backends each have one (`Backend.budgets`).
+    """
+
+    async def open(self, tree_id: str, tokens: int | None, nano_usd: int | None) -> None:
+        """Create the tree's row with these ceilings (None: none); a tree that
+        exists keeps its row."""
+        ...
+
+    async def charge(self, tree_id: str, tokens: int, nano_usd: int) -> BudgetLeft | None:
+        """Charge both amounts if neither ceiling would be passed, and return
+        what is left; None (charging nothing) otherwise, or for an unknown tree."""
+        ...
+
+    async def refund(self, tree_id: str, tokens: int, nano_usd: int) -> None:
+        """Give back part of an earlier charge."""
+        ...
+
+    async def left(self, tree_id: str) -> BudgetLeft | None:
+        """What the tree has left (None: no such tree)."""
+        ...

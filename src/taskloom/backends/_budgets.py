@@ -12,34 +12,10 @@ case: the ceiling may be reached early, never passed.
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
-
+from .._control import BudgetLedger
 from ..results import NANO, BudgetLeft
 
 __all__ = ["NANO", "BudgetLeft", "BudgetLedger", "MemoryBudgets"]
-
-
-@runtime_checkable
-class BudgetLedger(Protocol):
-    """Ceilings and charges per tree (see the module docstring)."""
-
-    async def open(self, tree_id: str, tokens: int | None, nano_usd: int | None) -> None:
-        """Create the tree's row with these ceilings (None: none); a tree that
-        exists keeps its row."""
-        ...
-
-    async def charge(self, tree_id: str, tokens: int, nano_usd: int) -> BudgetLeft | None:
-        """Charge both amounts if neither ceiling would be passed, and return
-        what is left; None (charging nothing) otherwise, or for an unknown tree."""
-        ...
-
-    async def refund(self, tree_id: str, tokens: int, nano_usd: int) -> None:
-        """Give back part of an earlier charge."""
-        ...
-
-    async def left(self, tree_id: str) -> BudgetLeft | None:
-        """What the tree has left (None: no such tree)."""
-        ...
 
 
 def _left(limit: int | None, used: int) -> int | None:

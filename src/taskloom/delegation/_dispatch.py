@@ -30,7 +30,7 @@ from ..background import BackgroundNotice, BackgroundService
 from ..entries import MessageEntry, SubagentResult
 from ..errors import ConfigurationError, SessionBusy, StaleLeaseError
 from ..events import origin_label
-from ..loop import RunOptions
+from ..loop import Budget, RunOptions, TreeBudget
 from ..runtime import Runtime, Session
 from ._children import (
     CHILD_LEASE,
@@ -60,6 +60,8 @@ class ChildSpec:
 
     `traceparent` is the trace context (W3C) of the tool call that spawned
     it, when that was traced: the child's run continues that trace.
+    `budget` is the spawning run's tree budget (`TreeBudget.to_dict()`), which
+    the child charges on its worker's backend; None without one.
     """
 
     child_session_id: str
@@ -73,6 +75,7 @@ class ChildSpec:
     max_rounds: int | None = None
     parent_run_id: str | None = None
     traceparent: str | None = None
+    budget: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
@@ -157,7 +160,13 @@ class ChildWorker:
         # Children are short as a rule, so no snapshot is looked for (`new`):
         # a statement saved a child, where a long one just replays in full.
         child = Session(rt, spec.child_session_id, agent, new=True)
-        options = RunOptions(max_rounds=spec.max_rounds)
+        tree = None
+        if spec.budget is not None:
+            # The tree's row is in the database every worker shares.
+            tree = TreeBudget(
+                rt.budgets, spec.budget["tree"], Budget.from_dict(spec.budget["budget"])
+            )
+        options = RunOptions(max_rounds=spec.max_rounds, tree=tree)
         background = BackgroundService.of(rt)
 
         async def keep_registered() -> None:

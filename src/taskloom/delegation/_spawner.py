@@ -328,6 +328,7 @@ class Spawner:
             parent_run_id=ctx.run_id,
             # This runs inside the spawn call's span: the child continues it.
             traceparent=runtime.observer.current_traceparent(),
+            budget=ctx.controls.tree.to_dict() if ctx.controls.tree is not None else None,
         )
         try:
             await create_child(

@@ -25,16 +25,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .._control import BudgetLedger
 from .._extras import install_command
 from ..errors import ConfigurationError
 from ..messages import Message, Usage
 from ..models._base import ModelRequest
 from ..results import NANO, BudgetLeft
-
-if TYPE_CHECKING:
-    from ..backends import BudgetLedger
 
 __all__ = ["MIN_ANSWER_TOKENS", "Budget", "BudgetSpent", "Price", "TreeBudget"]
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from .._control import RunControls, StopSignal, UsageMeter
 from ..errors import ConfigurationError
 from ..models._retry import RetryPolicy
-from ._budget import Budget
+from ._budget import Budget, TreeBudget
 
 if TYPE_CHECKING:
     from ._strategy import RoundStrategy
@@ -34,7 +34,9 @@ class RunOptions:
     `budget` is ignored: its tree's applies). None means no limit.
 
     `parent` is set on a child's options (`child()`, `for_child()`): the
-    child shares that run's deadline and usage meter.
+    child shares that run's deadline, usage meter and tree budget. `tree` is
+    set instead for a child rebuilt in another process: the `TreeBudget` it
+    charges.
     """
 
     max_rounds: int | None = None
@@ -46,6 +48,7 @@ class RunOptions:
     strategy: RoundStrategy | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     budget: Budget | None = None
+    tree: TreeBudget | None = field(default=None, repr=False)
     parent: RunControls | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -83,7 +86,7 @@ class RunOptions:
             meter=UsageMeter(parent.meter if parent is not None else None),
             token_budget=self.token_budget,
             retry=self.retry,
-            tree=parent.tree if parent is not None else None,
+            tree=self.tree if self.tree is not None else parent.tree if parent else None,
         )
 
     def child(

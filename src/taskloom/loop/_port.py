@@ -24,7 +24,7 @@ from ..results import RunResult, ToolSpec
 from ..tools import AgentView, Tool, ToolHost, ToolOutput
 
 if TYPE_CHECKING:
-    from ..backends import BudgetLedger
+    from .._control import BudgetLedger
     from ._compact import Compaction
     from ._log import SessionLog
 
