@@ -21,7 +21,7 @@ import os
 import sys
 from typing import Any
 
-from taskloom import Agent, Runtime, ToolContext, tool
+from taskloom import Agent, Runtime, ToolContext, Usage, tool
 from taskloom.delegation import Spawner
 from taskloom.distributed import WorkQueue
 from taskloom.loop import RunObserver
@@ -74,6 +74,24 @@ def lead(request: ModelRequest) -> Any:
     return reply(tool_calls=[("spawn_agent", spawn)])
 
 
+def spend(request: ModelRequest) -> Any:
+    """A child that answers at once, reporting a token per four characters of
+    its input and 2,000 output tokens (or its `max_tokens`, if fewer)."""
+    chars = sum(len(m.text) for m in request.messages) + len(request.system or "")
+    cap = request.settings.max_tokens
+    return reply("spent", usage=Usage(chars // 4, 2000 if cap is None else min(2000, cap)))
+
+
+def boss(request: ModelRequest) -> Any:
+    """Spawn TLQ_FANOUT background children in one turn, then stop talking."""
+    if any(m.role == "tool" for m in request.messages):
+        return reply("spawned", usage=Usage(10, 5))
+    spawn = {"name": "spender", "task": "spend", "mode": "background"}
+    count = int(os.environ.get("TLQ_FANOUT", "20"))
+    calls = [("spawn_agent", {**spawn, "name": f"spender{i}"}, f"s{i}") for i in range(count)]
+    return reply(tool_calls=calls, usage=Usage(10, 5))
+
+
 def build(
     url: str,
     schema: str,
@@ -88,10 +106,13 @@ def build(
         url, schema=schema, heartbeat=0.5, stall_timeout=2.0, reap_every=0.5, poll_every=0.2
     )
     child = FunctionModel(touch_then_answer, name="child")
+    spender = FunctionModel(spend, name="spender")
     spawner = Spawner(child, tools=[touch], dispatcher=queue.dispatcher(), max_children=8)
+    fanout = Spawner(spender, dispatcher=queue.dispatcher(), max_children=64)
     everyone = [
         Agent("bot", FunctionModel(touch_then_answer, name="bot"), tools=[touch]),
         Agent("lead", FunctionModel(lead, name="lead"), tools=[spawner.tool()]),
+        Agent("boss", FunctionModel(boss, name="boss"), tools=[fanout.tool()]),
     ]
     wanted = None if agents is None else set(filter(None, agents.split(",")))
     return Runtime(
@@ -99,7 +120,7 @@ def build(
         queue=queue,
         agents=[a for a in everyone if wanted is None or a.name in wanted],
         tools=[touch],
-        models=[child],
+        models=[child, spender],
         lease_ttl=lease_ttl,
         wake_on_notice=wake,
         observer=observer,

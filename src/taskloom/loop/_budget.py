@@ -12,9 +12,10 @@ first shrinks the request's `max_tokens` to what is left, and if even a
 small answer does not fit, the run ends BUDGET_EXHAUSTED.
 
 The input bound: the first request of a run (and one after its view was
-compacted or its tools changed) counts a token for every byte of what it
-sends, which no tokenizer exceeds; later requests count the previous
-request's reported input and output plus a token a byte of what is new.
+compacted or its tools changed) counts a token for every byte of the text it
+sends (strings and numbers, a few tokens of framing per message, 2,000 an
+image), which no tokenizer exceeds; later requests count the previous
+request's reported input plus a token a byte of what is new since.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 from .._control import BudgetLedger
 from .._extras import install_command
 from ..errors import ConfigurationError
-from ..messages import Message, Usage
+from ..messages import ImageBlock, Message, Usage
 from ..models._base import ModelRequest
 from ..results import NANO, BudgetLeft
 
@@ -285,8 +286,28 @@ class TreeBudget:
         )
 
 
+_IMAGE_TOKENS = 2000  # more than any provider bills for one image
+
+
+def _leaf_bytes(value: object) -> int:
+    """Bytes of what a provider tokenizes in a block: its strings and numbers,
+    not the names of the fields that hold them."""
+    if isinstance(value, str):
+        return len(value.encode())
+    if isinstance(value, Mapping):
+        return sum(_leaf_bytes(v) for v in value.values()) + 2 * len(value)
+    if isinstance(value, list | tuple):
+        return sum(_leaf_bytes(v) for v in value) + len(value)
+    return 0 if value is None else len(str(value))
+
+
 def _message_bytes(message: Message) -> int:
-    return len(json.dumps(message.to_dict(), ensure_ascii=False).encode()) + _PER_MESSAGE
+    total = _PER_MESSAGE
+    for block in message.blocks:
+        total += (
+            _IMAGE_TOKENS if isinstance(block, ImageBlock) else _leaf_bytes(block.to_dict())
+        )
+    return total
 
 
 class InputBound:
