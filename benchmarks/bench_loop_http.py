@@ -263,10 +263,17 @@ def bare_run(client: httpx2.AsyncClient, url: str, *, stream: bool, tool: Any) -
 
 
 def taskloom_run(
-    base_url: str, *, stream: bool, tool: Any, events: bool = False, **tool_options: Any
+    base_url: str,
+    *,
+    stream: bool,
+    tool: Any,
+    events: bool = False,
+    budget: bool = False,
+    **tool_options: Any,
 ) -> Run:
     """The same conversation as `agent.run(...)`, the way the README writes it
-    (with `events`, as `agent.stream(...)` read to its end)."""
+    (with `events`, as `agent.stream(...)` read to its end; with `budget`,
+    under a tree budget that each request charges and settles)."""
     from taskloom import Agent
     from taskloom import tool as as_tool
     from taskloom.events import RunFinished
@@ -278,13 +285,18 @@ def taskloom_run(
     except TypeError:  # a taskloom tree older than the option (measuring "before")
         made = tool
     agent = Agent(name="adder", model=model, instructions=INSTRUCTIONS, tools=[made])
+    options = None
+    if budget:
+        from taskloom import Budget, RunOptions
+
+        options = RunOptions(budget=Budget(tokens=10**12))
 
     async def run() -> str:
         if events:
             finished = [e async for e in agent.stream(PROMPT) if isinstance(e, RunFinished)]
             result = finished[-1].result
         else:
-            result = await agent.run(PROMPT)
+            result = await agent.run(PROMPT, options=options)
         if result.text.strip() != ANSWER:
             raise AssertionError(f"unexpected run result: {result.status} {result.text!r}")
         return result.text
@@ -306,6 +318,7 @@ class Variant:
     concurrency: int = 1
     latency_ms: int = 0
     events: bool = False
+    budget: bool = False
 
 
 VARIANTS = [
@@ -323,6 +336,11 @@ VARIANTS = [
         "20 ms latency, sync tool (blocking=False)", tool_options={"blocking": False}, latency_ms=20
     ),
     Variant("sequential, sync tool on a thread (default)"),
+    Variant(
+        "sequential, sync tool (blocking=False), Budget",
+        tool_options={"blocking": False},
+        budget=True,
+    ),
 ]
 
 
@@ -394,6 +412,7 @@ async def measure(variant: Variant, root: str, runs: int, blocks: int) -> Measur
             stream=variant.stream,
             tool=variant.tool,
             events=variant.events,
+            budget=variant.budget,
             **(variant.tool_options or {}),
         )
         per_block = max(variant.concurrency, runs // blocks)

@@ -31,7 +31,7 @@ from typing import Any
 from .._control import BudgetLedger
 from .._extras import install_command
 from ..errors import ConfigurationError
-from ..messages import ImageBlock, Message, Usage
+from ..messages import ImageBlock, Message, TextBlock, ToolCall, ToolResult, Usage
 from ..models._base import ModelRequest
 from ..results import NANO, BudgetLeft
 
@@ -301,13 +301,23 @@ def _leaf_bytes(value: object) -> int:
     return 0 if value is None else len(str(value))
 
 
+def _block_bytes(block: object) -> int:
+    # The common blocks directly: this runs for every new message of a run.
+    if isinstance(block, TextBlock):
+        return len(block.text.encode())
+    if isinstance(block, ToolResult):
+        return len(block.content.encode()) + len(block.tool_call_id) + len(block.tool_name)
+    if isinstance(block, ToolCall):
+        raw = block.raw_arguments or ""
+        return len(block.id) + len(block.name) + _leaf_bytes(block.arguments) + len(raw)
+    if isinstance(block, ImageBlock):
+        return _IMAGE_TOKENS
+    to_dict = getattr(block, "to_dict", None)
+    return _leaf_bytes(to_dict()) if to_dict is not None else 0
+
+
 def _message_bytes(message: Message) -> int:
-    total = _PER_MESSAGE
-    for block in message.blocks:
-        total += (
-            _IMAGE_TOKENS if isinstance(block, ImageBlock) else _leaf_bytes(block.to_dict())
-        )
-    return total
+    return _PER_MESSAGE + sum(_block_bytes(b) for b in message.blocks)
 
 
 class InputBound:
