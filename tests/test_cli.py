@@ -10,6 +10,7 @@ import pytest
 
 from cli_process import empty_store
 from cli_process import taskloom_cli as taskloom
+from taskloom import Usage
 from taskloom.testing.fake_server import FakeServer
 
 
@@ -107,3 +108,28 @@ def test_unknown_session(tmp_path: Path) -> None:
     empty_store(tmp_path)
     done = taskloom("sessions", "show", "nope", home=tmp_path)
     assert done.returncode == 2 and "nope" in done.stderr
+
+
+def test_run_under_a_tree_budget_caps_the_answer_and_prints_what_is_left(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    server.script(FakeServer.reply("Short.", usage=Usage(30, 2)))
+    done = taskloom(
+        "run",
+        "Say something short.",
+        "--model",
+        f"openai:gpt-4.1-mini@{server.base_url}",
+        "--budget-tokens",
+        "1000",
+        home=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    # The request may write no more than what the budget has left...
+    cap = server.requests[0].body.get("max_completion_tokens") or server.requests[0].body.get(
+        "max_tokens"
+    )
+    assert isinstance(cap, int) and 256 <= cap < 1000
+    # ...and the run tells what is left after its 32 tokens.
+    assert re.search(r"budget left \(the tree's\)\W+968 tokens", done.stdout), done.stdout
+    bad = taskloom("run", "hi", "--model", "openai:x", "--budget-usd", "-1", home=tmp_path)
+    assert bad.returncode == 2 and "not an amount above 0" in bad.stderr

@@ -28,7 +28,7 @@ from console_sessions import (
     xss_session,
 )
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
-from taskloom import Runtime
+from taskloom import Agent, Budget, Price, RunOptions, Runtime, Usage
 from taskloom.background import BackgroundActivity, BackgroundNotice, BackgroundService
 from taskloom.console import Console
 from taskloom.console._auth import COOKIE
@@ -551,3 +551,17 @@ async def test_fork_here_copies_the_history_and_opens_the_fork(store: str) -> No
         (e.kind, dict(e.data)) for e in original[:at]
     ]
     assert [e.kind for e in forked[at:]] == ["message"]  # the open call, answered
+
+
+async def test_a_run_under_a_tree_budget_shows_what_it_left(store: str) -> None:
+    model = ScriptedModel([reply("ok", usage=Usage(40, 10))])
+    async with Runtime(store=store) as runtime:
+        session = await runtime.create_session(Agent("spender", model))
+        budget = Budget(tokens=5000, usd=1.0, prices={"scripted": Price(input=1, output=4)})
+        await session.run("hi", options=RunOptions(budget=budget))
+    async with browsing(reading(store)) as client:
+        page = (await client.get(f"/sessions/{session.id}")).text
+    # 50 tokens used; $0.00004 + $0.00004 spent of $1.
+    assert (
+        "run ended: completed · 1 rounds · 50 tokens · budget left: 4,950 tokens · $0.9999" in page
+    )

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, TypeVar
 
 from .errors import CorruptEntry
 from .messages import Message, Usage
-from .results import RunStatus
+from .results import BudgetLeft, RunStatus
 
 __all__ = [
     "ApprovalDecision",
@@ -560,7 +560,8 @@ class RunStartedEntry(Payload):
 
 @dataclass(frozen=True, slots=True)
 class RunFinishedEntry(Payload):
-    """How a run ended; a run that raised is recorded as FAILED with the error."""
+    """How a run ended; a run that raised is recorded as FAILED with the error.
+    `budget_left` is what its tree's `Budget` had left then (None: none)."""
 
     KIND: ClassVar[str] = EntryKind.RUN_FINISHED
     status: RunStatus
@@ -569,9 +570,10 @@ class RunFinishedEntry(Payload):
     rounds: int = 0
     model_requests: int = 0
     output: Any = None
+    budget_left: BudgetLeft | None = None
 
     def to_data(self) -> dict[str, Any]:
-        return {
+        out = {
             "status": self.status.value,
             "error": self.error,
             "usage": self.usage.to_dict(),
@@ -579,6 +581,10 @@ class RunFinishedEntry(Payload):
             "model_requests": self.model_requests,
             "output": self.output,
         }
+        left = self.budget_left
+        if left is not None:  # runs without a budget keep their shape
+            out["budget_left"] = {"tokens": left.tokens, "nano_usd": left.nano_usd}
+        return out
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> RunFinishedEntry:
@@ -591,7 +597,18 @@ class RunFinishedEntry(Payload):
             int(data.get("rounds", 0)),
             int(data.get("model_requests", 0)),
             data.get("output"),
+            _budget_left(data.get("budget_left")),
         )
+
+
+def _budget_left(data: object) -> BudgetLeft | None:
+    if not isinstance(data, Mapping):
+        return None
+    tokens, nano_usd = data.get("tokens"), data.get("nano_usd")
+    return BudgetLeft(
+        int(tokens) if tokens is not None else None,
+        int(nano_usd) if nano_usd is not None else None,
+    )
 
 
 @dataclass(frozen=True, slots=True)

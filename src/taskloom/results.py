@@ -54,6 +54,16 @@ class BudgetLeft:
         """Dollars left (None: no dollar ceiling)."""
         return None if self.nano_usd is None else self.nano_usd / NANO
 
+    def __str__(self) -> str:
+        """As "1,200 tokens · $0.0450" (nothing below zero)."""
+        parts = []
+        if self.tokens is not None:
+            parts.append(f"{max(self.tokens, 0):,} tokens")
+        usd = self.usd
+        if usd is not None:
+            parts.append(f"${max(usd, 0):.4f}")
+        return " · ".join(parts)
+
 
 @dataclass(frozen=True, slots=True)
 class PendingCall:

@@ -59,6 +59,17 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_FAILED)
 
 
+def _dollars(text: str) -> float:
+    """An argparse type: an amount of dollars above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an amount of dollars") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} is not an amount above 0")
+    return value
+
+
 def _positive(text: str) -> int:
     """An argparse type: a whole number of at least 1."""
     try:
@@ -91,6 +102,18 @@ def _agent_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--system", default=None, help="instructions (system prompt)")
     parser.add_argument("--base-url", default=None, help="the model server's base URL")
     parser.add_argument("--max-rounds", type=_positive, default=20)
+    parser.add_argument(
+        "--budget-tokens",
+        type=_positive,
+        default=None,
+        help="a token ceiling for the run and every child under it",
+    )
+    parser.add_argument(
+        "--budget-usd",
+        type=_dollars,
+        default=None,
+        help="a dollar ceiling for the run and every child under it (priced by genai-prices)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:

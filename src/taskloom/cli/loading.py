@@ -23,6 +23,7 @@ from typing import Any
 
 from ..agent import Agent
 from ..errors import ConfigurationError, UsageError
+from ..loop import Budget, RunOptions
 from ..runtime import Runtime
 from ..stores import SessionMeta, open_store
 from ..tools import Tool, as_tool
@@ -38,6 +39,7 @@ __all__ = [
     "load_object",
     "load_tool",
     "open_runtime",
+    "run_options",
 ]
 
 
@@ -223,3 +225,11 @@ def agent_flags(args: argparse.Namespace) -> str:
         if args.base_url:
             words += ["--base-url", args.base_url]
     return shlex.join(words)
+
+
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """The run's limits from `--max-rounds`, `--budget-tokens` and `--budget-usd`."""
+    budget = None
+    if args.budget_tokens is not None or args.budget_usd is not None:
+        budget = Budget(tokens=args.budget_tokens, usd=args.budget_usd)
+    return RunOptions(max_rounds=args.max_rounds, budget=budget)

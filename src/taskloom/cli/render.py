@@ -232,6 +232,9 @@ def usage_table(result: RunResult, title: str = "usage") -> Table:
         rows.append(
             ("tokens in / out (children)", f"{children.input_tokens} / {children.output_tokens}")
         )
+    left = result.budget_left
+    if left is not None:
+        rows.append(("budget left (the tree's)", str(left)))
     for k, v in rows:
         table.add_row(k, v)
     return table

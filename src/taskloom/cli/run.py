@@ -18,12 +18,18 @@ from rich.console import Console
 
 from ..agent import Agent
 from ..errors import UsageError
-from ..loop._options import RunOptions
 from ..results import RunResult
 from ..runtime import Runtime, Session
 from . import store_options
 from .failures import with_hint
-from .loading import agent_flags, app_agent, command_line_agent, load_tool, open_runtime
+from .loading import (
+    agent_flags,
+    app_agent,
+    command_line_agent,
+    load_tool,
+    open_runtime,
+    run_options,
+)
 from .render import EventPrinter, pending_summary, terminal, usage_table
 
 __all__ = ["interruptible", "load_tool", "report_result", "run_prompt"]
@@ -99,9 +105,7 @@ async def _run(args: argparse.Namespace, console: Console) -> int:
             session = await runtime.open_session(meta.id, agent)
         else:
             session = await _new_session(args, runtime)
-        run = session.run(
-            args.prompt, options=RunOptions(max_rounds=args.max_rounds), emit=EventPrinter(console)
-        )
+        run = session.run(args.prompt, options=run_options(args), emit=EventPrinter(console))
         result = await interruptible(run, _go_on_command(session.id, args))
         return report_result(console, session, result, args)
 

@@ -27,14 +27,13 @@ from ..delegation._children import child_status
 from ..entries import CompactionEntry
 from ..errors import UsageError
 from ..loop import SessionLog
-from ..loop._options import RunOptions
 from ..messages import Message
 from ..models import FunctionModel, ModelRequest
 from ..runtime import Runtime, diff_sessions, fork_session
 from ..stores import SessionMeta
 from . import default_store_url, store_options
 from .failures import with_hint
-from .loading import agent_flags, command_line_agent, open_runtime
+from .loading import agent_flags, command_line_agent, open_runtime, run_options
 from .render import EventPrinter, approval_block, command_line, fold, terminal
 from .run import interruptible, report_result
 from .summary import summarize, to_json
@@ -254,7 +253,7 @@ async def _resume(runtime: Runtime, console: Console, args: argparse.Namespace) 
             UsageError(f"the approved calls of session {meta.id} need the tool(s) {names}"),
             "add a --tool module:attribute for each, or use --app module:factory",
         )
-    run = session.resume(options=RunOptions(max_rounds=args.max_rounds), emit=EventPrinter(console))
+    run = session.resume(options=run_options(args), emit=EventPrinter(console))
     flags = agent_flags(args)
     where = shlex.join(["taskloom", "sessions", "show", meta.id, *store_options(args)])
     go_on = (

@@ -411,6 +411,8 @@ def transcript(entries: Sequence[Entry]) -> list[Item]:
         elif isinstance(payload, RunFinishedEntry):
             title = f"run ended: {payload.status.value} · {payload.rounds} rounds · "
             title += f"{payload.usage.total_tokens} tokens"
+            if payload.budget_left is not None:
+                title += f" · budget left: {payload.budget_left}"
             mark("run", title, payload.error or "", css=payload.status.value)
         elif isinstance(payload, SubagentLink):
             mark(

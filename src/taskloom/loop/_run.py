@@ -697,6 +697,7 @@ class RunLoop:
                 self.rounds,
                 self.model_requests,
                 to_jsonable(result.output) if self.output.is_structured else None,
+                result.budget_left,
             )
         )
         self._event(RunFinished, result=result)
