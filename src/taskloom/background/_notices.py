@@ -18,7 +18,7 @@ Within the run, what was delivered is remembered and not delivered twice.
 from __future__ import annotations
 
 from builtins import list as _list
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from ..backends import (
     ActivityRegistry,
@@ -84,7 +84,8 @@ class RunNotices:
     """Background notices for one run of `session` (create one per run);
     `tools` are the names of the run's tools, so that a reminder suggests
     waiting (`background_wait`) or checking (`background_status`) only to an
-    agent that has those tools.
+    agent that has those tools. `on_live` is told, once per run, the work
+    still registered as running when the run's first boundary looks.
 
     When nothing is pending, `round_start` costs one `inbox.pending()` call
     (plus one `registry.list()` at the first boundary), and `before_final`
@@ -98,8 +99,10 @@ class RunNotices:
         inbox: NoticeInbox,
         session: str,
         tools: Collection[str] = (),
+        on_live: Callable[[_list[BackgroundActivity]], None] | None = None,
     ) -> None:
         self.registry = registry
+        self._on_live = on_live
         self.inbox = inbox
         self.session = session
         # The names of the run's tools: reminders suggest only what they can do.
@@ -149,6 +152,8 @@ class RunNotices:
             running = [a for a in listed if a.id not in self._ended]
             if running:
                 head.append(_running(running))
+                if self._on_live is not None:
+                    self._on_live(running)
         return self._deliver(head, unseen)
 
     async def before_final(self) -> Delivery | None:

@@ -14,8 +14,8 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..backends import (
     ActivityRegistry,
@@ -38,12 +38,18 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("taskloom")
 
-__all__ = ["BackgroundService", "Work", "WorkResult"]
+__all__ = ["BackgroundService", "Recover", "Work", "WorkResult"]
 
 WorkResult = str | tuple[str, str]
 """What work returns: its text, or `(status, text)` with a `NoticeStatus`."""
 
 Work = Callable[[], Awaitable[WorkResult]]
+
+Recover = Callable[
+    ["Runtime", str, Sequence[BackgroundActivity], Mapping[str, Any]], Awaitable[None]
+]
+"""Takes up work whose process died: called with the runtime, a session id,
+the session's work still registered as running, and the run's tools."""
 
 
 class BackgroundService:
@@ -51,7 +57,15 @@ class BackgroundService:
 
     `lease` is how long a registration lives without renewal; work renews
     it every `lease / 3` seconds while it runs.
+
+    `recoverers` (on the class: every runtime's) are called, in tasks of
+    their own, at the first boundary of a run that finds work still
+    registered as running for its session: the work of a process that died
+    is taken up again there (delegation registers one for background
+    children). They must leave alone work that a live holder still runs.
     """
+
+    recoverers: ClassVar[list[Recover]] = []
 
     def __init__(
         self,
@@ -70,6 +84,7 @@ class BackgroundService:
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._activities: dict[tuple[str, str], BackgroundActivity] = {}
         self._runs: dict[str, RunNotices] = {}
+        self._recovering: set[asyncio.Task[None]] = set()
         self.emit: Callable[[Event], None] | None = None
 
     @classmethod
@@ -94,12 +109,45 @@ class BackgroundService:
 
     # ------------------------------------------------------------ runs
 
-    def run_notices(self, session_id: str, run_id: str, tools: Collection[str] = ()) -> RunNotices:
+    def run_notices(
+        self,
+        session_id: str,
+        run_id: str,
+        tools: Collection[str] = (),
+        *,
+        offered: Mapping[str, Any] | None = None,
+    ) -> RunNotices:
         """Notice delivery for one run (registered so work it starts is reminded
-        of); `tools` are the run's tool names, which reminders stay within."""
-        notices = RunNotices(self.registry, self.inbox, session_id, tools)
+        of); `tools` are the run's tool names, which reminders stay within,
+        `offered` its tools, handed to the `recoverers`."""
+        on_live = None
+        if self.recoverers and self._runtime is not None and offered is not None:
+
+            def on_live(activities: list[BackgroundActivity]) -> None:
+                self._recover(session_id, activities, offered)
+
+        notices = RunNotices(self.registry, self.inbox, session_id, tools, on_live)
         self._runs[run_id] = notices
         return notices
+
+    def _recover(
+        self, session_id: str, activities: list[BackgroundActivity], offered: Mapping[str, Any]
+    ) -> None:
+        runtime = self._runtime
+        assert runtime is not None
+        for recover in self.recoverers:
+            task = asyncio.get_running_loop().create_task(
+                self._logged(recover(runtime, session_id, activities, offered), session_id)
+            )
+            self._recovering.add(task)
+            task.add_done_callback(self._recovering.discard)
+
+    @staticmethod
+    async def _logged(work: Awaitable[None], session_id: str) -> None:
+        try:
+            await work
+        except Exception:
+            logger.exception("session %s: taking up interrupted background work failed", session_id)
 
     def notices_for(self, run_id: str) -> RunNotices | None:
         """The notices of a run in progress in this process (to `mark_seen` what a tool showed)."""
@@ -310,6 +358,9 @@ class BackgroundService:
 
     async def close(self) -> None:
         """Stop all work this process runs and release the backends."""
+        for task in list(self._recovering):
+            task.cancel()
+        await asyncio.gather(*self._recovering, return_exceptions=True)
         await asyncio.gather(*(self._cancel(key, task) for key, task in list(self._tasks.items())))
         for backend in (self.registry, self.inbox):
             close = getattr(backend, "close", None)

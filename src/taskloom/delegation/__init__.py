@@ -5,6 +5,7 @@ from __future__ import annotations
 from ._children import ChildOutcome, ChildStatus, child_status
 from ._console import console_tools
 from ._dispatch import ChildSpec, ChildWorker, Dispatcher, InlineDispatcher, TaskDispatcher
+from ._recover import recover_children
 from ._spawner import Spawner, WorkerType
 from ._subagent import DelegationTool, SubAgent
 
@@ -22,4 +23,5 @@ __all__ = [
     "WorkerType",
     "child_status",
     "console_tools",
+    "recover_children",
 ]

@@ -141,14 +141,18 @@ class ChildWorker:
             [rt.tools[t] for t in spec.tools],
         )
 
-    async def run(self, spec: ChildSpec | str | bytes) -> ChildStatus | None:
+    async def run(
+        self, spec: ChildSpec | str | bytes, *, agent: Agent | None = None
+    ) -> ChildStatus | None:
         """Run the child if no one else holds it; returns its terminal status, or
-        None when another live worker holds its lease (nothing was done)."""
+        None when another live worker holds its lease (nothing was done).
+        `agent` is the child's agent when the caller has it (a subagent's own
+        definition); otherwise it is rebuilt from the runtime's registries."""
         if not isinstance(spec, ChildSpec):
             spec = ChildSpec.from_json(spec)
         rt = self.runtime
         try:
-            agent = self.build_agent(spec)
+            agent = agent if agent is not None else self.build_agent(spec)
         except ConfigurationError:
             # An ended child is still reported, whatever this worker can build.
             done = terminal_entry(await rt.store.load(spec.child_session_id))
@@ -237,6 +241,11 @@ class ChildWorker:
         status = ChildStatus(done.status)
         await self._report(spec, status, done.report, done.error)
         return status
+
+    async def report(self, spec: ChildSpec, outcome: ChildOutcome) -> None:
+        """Put the ended child's report in its parent's inbox (idempotent: a
+        child is reported once however often this is called)."""
+        await self._report(spec, outcome.status, outcome.answer, outcome.error, outcome)
 
     async def _report(
         self,

@@ -122,10 +122,16 @@ class NoticesPort(Protocol):
     """Background notices of a runtime, as the loop sees them."""
 
     def run_notices(
-        self, session_id: str, run_id: str, tools: Collection[str] = ()
+        self,
+        session_id: str,
+        run_id: str,
+        tools: Collection[str] = (),
+        *,
+        offered: Mapping[str, Tool] | None = None,
     ) -> RunNoticesPort:
         """The notices of one run; `tools` are the names of the tools the run
-        offers the model (what a reminder may suggest)."""
+        offers the model (what a reminder may suggest), `offered` the tools
+        themselves (with which work whose process died may be taken up again)."""
         ...
 
     async def ack(self, session_id: str, ids: Sequence[str]) -> None:

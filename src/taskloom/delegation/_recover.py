@@ -1,0 +1,77 @@
+"""Taking up background children whose process died.
+
+A background child runs under its own lease; when the process running it
+dies, the child is left started, unended and unheld, and its registration
+under the parent lives on until its lease runs out. At the first boundary of
+the parent's next run (in any process), the background service hands the
+recoverer the parent's work still registered as running: each child here
+that no live holder runs is run on from its log by a `ChildWorker`, which
+takes its lease (so two recoverers never both run it), and its report
+reaches the parent's inbox once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..agent import Agent
+from ..background import BackgroundActivity, BackgroundService
+from ..entries import SubagentDispatched, SubagentStartedEntry
+from ..errors import ConfigurationError
+from ..runtime import Runtime
+from ._children import LiveChildren
+from ._dispatch import ChildSpec, ChildWorker
+
+__all__ = ["recover_children"]
+
+logger = logging.getLogger("taskloom")
+
+
+async def recover_children(
+    runtime: Runtime,
+    session_id: str,
+    activities: Sequence[BackgroundActivity],
+    offered: Mapping[str, Any],
+) -> None:
+    """Run on the session's started, unended background children that nobody
+    in this process runs (a `BackgroundService` recoverer). A child held by a
+    live worker elsewhere is left to it; one never started is left to its
+    queue; one this runtime cannot rebuild is left for a process that can."""
+    live = LiveChildren.of(runtime)
+    for activity in activities:
+        if activity.kind != "subagent" or live.stop_signal(activity.id) is not None:
+            continue
+        entries = await runtime.store.load(activity.id)
+        specs = [e.payload.spec for e in entries if isinstance(e.payload, SubagentDispatched)]
+        started = any(isinstance(e.payload, SubagentStartedEntry) for e in entries)
+        if not specs or not started:
+            continue
+        spec = ChildSpec.from_dict(specs[0])
+        # A subagent's own definition, when the parent still offers it.
+        tool = offered.get(spec.type or "")
+        agent = getattr(tool, "child_agent", None)
+        try:
+            status = await ChildWorker(runtime).run(
+                spec, agent=agent if isinstance(agent, Agent) else None
+            )
+        except ConfigurationError as exc:
+            logger.info(
+                "background child %s of session %s is interrupted; this runtime cannot "
+                "run it on (%s)",
+                activity.id,
+                session_id,
+                exc,
+            )
+            continue
+        if status is not None:
+            logger.info(
+                "background child %s of session %s was interrupted; ran it on to %s",
+                activity.id,
+                session_id,
+                status.value,
+            )
+
+
+BackgroundService.recoverers.append(recover_children)
