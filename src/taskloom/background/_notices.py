@@ -17,8 +17,9 @@ Within the run, what was delivered is remembered and not delivered twice.
 
 from __future__ import annotations
 
+import logging
 from builtins import list as _list
-from collections.abc import Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 
 from ..backends import (
     ActivityRegistry,
@@ -30,6 +31,8 @@ from ..backends import (
 from ..loop import Delivery
 
 __all__ = ["Delivery", "RunNotices"]
+
+logger = logging.getLogger("taskloom")
 
 _PREFIX = "[background]"
 
@@ -98,8 +101,11 @@ class RunNotices:
         inbox: NoticeInbox,
         session: str,
         tools: Collection[str] = (),
+        hooks: Sequence[Callable[[str], Awaitable[None]]] = (),
     ) -> None:
         self.registry = registry
+        # Awaited at the first boundary (`BackgroundService.on_run_start`).
+        self._hooks = hooks
         self.inbox = inbox
         self.session = session
         # The names of the run's tools: reminders suggest only what they can do.
@@ -141,6 +147,15 @@ class RunNotices:
 
     async def round_start(self) -> Delivery | None:
         """What to tell the model before this round's request, or None."""
+        if self._first_boundary:
+            # Before the inbox is read: a hook may finish work (push its notice).
+            for hook in _list(self._hooks):
+                try:
+                    await hook(self.session)
+                except Exception:
+                    logger.warning(
+                        "a run-start hook of session %s failed", self.session, exc_info=True
+                    )
         unseen = await self._unseen()
         head: _list[str] = []
         if self._first_boundary:

@@ -70,6 +70,7 @@ class BackgroundService:
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._activities: dict[tuple[str, str], BackgroundActivity] = {}
         self._runs: dict[str, RunNotices] = {}
+        self._run_hooks: list[Callable[[str], Awaitable[None]]] = []
         self.emit: Callable[[Event], None] | None = None
 
     @classmethod
@@ -97,9 +98,20 @@ class BackgroundService:
     def run_notices(self, session_id: str, run_id: str, tools: Collection[str] = ()) -> RunNotices:
         """Notice delivery for one run (registered so work it starts is reminded
         of); `tools` are the run's tool names, which reminders stay within."""
-        notices = RunNotices(self.registry, self.inbox, session_id, tools)
+        notices = RunNotices(self.registry, self.inbox, session_id, tools, self._run_hooks)
         self._runs[run_id] = notices
         return notices
+
+    def on_run_start(
+        self, hook: Callable[[str], Awaitable[None]]
+    ) -> Callable[[str], Awaitable[None]]:
+        """Await `hook(session_id)` at the first round boundary of every run of
+        this runtime, before the run lists what is still running: how work
+        that outlives its process (an MCP task) is taken up again by the next
+        run of its session, in whatever process. A hook that raises is logged
+        and skipped. Returns the hook."""
+        self._run_hooks.append(hook)
+        return hook
 
     def notices_for(self, run_id: str) -> RunNotices | None:
         """The notices of a run in progress in this process (to `mark_seen` what a tool showed)."""
