@@ -9,7 +9,8 @@ delivery background commands have, with the same reminders while it runs.
 
 What makes it last: before the activity is registered, the task is written
 to the session's log (`MCPTaskStarted`: the server's key, the tool, the task
-id). The poller of this process renews the activity's lease while it polls;
+id). The poller of this process renews the activity's lease (the background
+service's `lease`, 30 seconds by default) while it polls;
 when the process dies the lease lapses, and the first run of the session in
 any process that has the server among its tools takes polling up again
 (`BackgroundService.on_run_start`). Once the task ended its outcome is
@@ -54,10 +55,6 @@ logger = logging.getLogger("taskloom.mcp")
 
 KIND = "mcp_task"
 """The activity kind of a tool call running as an MCP task."""
-
-LEASE = 30.0
-"""Seconds a poller's registration lives unrenewed: after a crash, how long
-until another process's run takes the task up."""
 
 DEFAULT_POLL = 1.0
 """Seconds between polls when the server suggests none."""
@@ -235,7 +232,7 @@ class TaskCalls:
 
             task.add_done_callback(forget)
 
-        await self.service.lifecycle.begin(session_id, activity, launch, lease=LEASE)
+        await self.service.lifecycle.begin(session_id, activity, launch, lease=self.service.lease)
         if run_id is not None:
             notices = self.service.notices_for(run_id)
             if notices is not None:
@@ -327,9 +324,11 @@ class TaskCalls:
 
     async def _heartbeat(self, session_id: str, record: MCPTaskStarted) -> None:
         while True:
-            await asyncio.sleep(LEASE / 3)
+            await asyncio.sleep(self.service.lease / 3)
             with contextlib.suppress(Exception):
-                await self.service.lifecycle.alive(session_id, record.activity_id, lease=LEASE)
+                await self.service.lifecycle.alive(
+                    session_id, record.activity_id, lease=self.service.lease
+                )
 
     async def _end(self, session_id: str, record: MCPTaskStarted, status: str, text: str) -> None:
         ended = MCPTaskEnded(record.activity_id, status, text)
