@@ -64,6 +64,8 @@ async def wait_for_gate(ctx: ToolContext) -> str:
     gate = Path(os.environ["TASKLOOM_TEST_GATE"])
     ctx.progress("waiting for the gate")
     while not gate.exists():
+        if ctx.stop.is_set:
+            return "stopped before the gate opened"
         await asyncio.sleep(0.05)
     return f"the gate opened: {gate.read_text().strip()}"
 

@@ -31,6 +31,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from .._control import StopSignal
 from ..agent import Agent
 from ..entries import (
     ApprovalDecision,
@@ -39,9 +40,11 @@ from ..entries import (
     RunFinishedEntry,
     RunStartedEntry,
 )
+from ..errors import SessionBusy
 from ..events import Event, ToolProgress
+from ..loop import RunOptions
 from ..results import RunStatus
-from ..runtime import Runtime, session_lease_key
+from ..runtime import Runtime
 from ._tasks import TASKS_EXTENSION
 
 __all__ = ["POLL_MS", "ServedTasks"]
@@ -91,6 +94,7 @@ class ServedTasks:
         self.answer = answer
         self._runs: dict[str, asyncio.Task[Any]] = {}
         self._said: dict[str, str] = {}
+        self._stops: dict[str, StopSignal] = {}
 
     def install(self, server: Server[Any]) -> None:
         """Serve tasks on `server`: advertise them, answer task-augmented
@@ -181,20 +185,29 @@ class ServedTasks:
     async def create(self, task: str) -> dict[str, Any]:
         """Start a task: a new session running the agent on `task`."""
         session = await self.runtime.create_session(self.agent, metadata={MARK: self.tool})
-        self._launch(session.id, lambda s: s.run(task, emit=self._emitter(s.id)))
+        self._launch(session.id, lambda s, o: s.run(task, options=o, emit=self._emitter(s.id)))
         return await self.view(session.id)
 
-    def _launch(self, task_id: str, run: Callable[[Any], Any]) -> None:
+    def _launch(self, task_id: str, run: Callable[[Any, RunOptions], Any]) -> None:
+        stop = self._stops[task_id] = StopSignal()
+
         async def go() -> None:
             session = await self.runtime.open_session(task_id, self.agent)
             try:
-                await run(session)
+                await run(session, RunOptions(stop=stop))
+            except SessionBusy:
+                pass  # another process runs it
             except Exception:
                 logger.warning("the run of MCP task %s failed", task_id, exc_info=True)
 
         job = asyncio.get_running_loop().create_task(go())
         self._runs[task_id] = job
-        job.add_done_callback(lambda _: self._runs.pop(task_id, None))
+
+        def forget(_: object) -> None:
+            self._runs.pop(task_id, None)
+            self._stops.pop(task_id, None)
+
+        job.add_done_callback(forget)
 
     def _emitter(self, task_id: str) -> Callable[[Event], None]:
         def emit(event: Event) -> None:
@@ -208,8 +221,12 @@ class ServedTasks:
         """Stop the task's run (its session records the stop)."""
         await self._meta(task_id)
         job = self._runs.get(task_id)
+        reason = "cancelled by the MCP client"
+        stop = self._stops.get(task_id)
+        if stop is not None:
+            stop.set(reason)  # a run of this process: its tools see it at once
         session = await self.runtime.open_session(task_id, self.agent)
-        await session.request_stop("cancelled by the MCP client")
+        await session.request_stop(reason)
         if job is not None:
             await asyncio.wait([job], timeout=30)
 
@@ -256,16 +273,20 @@ class ServedTasks:
         }
         running_here = task_id in self._runs
         if finished is None:
-            if not running_here and not await self._held(task_id):
-                # Cut off (the server restarted): run on from the log.
-                self._launch(task_id, lambda s: s.run(None, emit=self._emitter(s.id)))
+            if not running_here:
+                # Cut off (the server restarted): run on from the log. A run
+                # alive elsewhere keeps the session (`SessionBusy`); a dead
+                # one's lease is taken over.
+                self._launch(task_id, lambda s, o: s.run(None, options=o, emit=self._emitter(s.id)))
             return {**view, "status": "working"}
         status = finished.status
         if status is RunStatus.AWAITING_APPROVAL and parked is not None:
             calls = list(parked.calls)
             if calls and all(c.call_id in decided for c in calls):
                 if not running_here:
-                    self._launch(task_id, lambda s: s.resume(emit=self._emitter(s.id)))
+                    self._launch(
+                        task_id, lambda s, o: s.resume(options=o, emit=self._emitter(s.id))
+                    )
                 return {**view, "status": "working"}
             waiting = ", ".join(
                 f"{c.name} ({c.call_id})" for c in calls if c.call_id not in decided
@@ -280,14 +301,6 @@ class ServedTasks:
             return {**view, "status": "cancelled", "message": finished.error or "cancelled"}
         result = self.answer(status, finished.error, last_text, finished.output, task_id)
         return {**view, "status": "completed", "result": result}
-
-    async def _held(self, task_id: str) -> bool:
-        """Whether a live run elsewhere holds the session."""
-        try:
-            lease = await self.runtime.store.leases.current(session_lease_key(task_id))
-        except Exception:
-            return False
-        return lease is not None
 
     async def close(self) -> None:
         """Stop the runs of this process (their tasks go on after a restart)."""
