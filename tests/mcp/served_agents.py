@@ -63,11 +63,12 @@ async def wait_for_gate(ctx: ToolContext) -> str:
 
     gate = Path(os.environ["TASKLOOM_TEST_GATE"])
     ctx.progress("waiting for the gate")
-    while not gate.exists():
+    while not await asyncio.to_thread(gate.exists):
         if ctx.stop.is_set:
             return "stopped before the gate opened"
         await asyncio.sleep(0.05)
-    return f"the gate opened: {gate.read_text().strip()}"
+    opened = await asyncio.to_thread(gate.read_text)
+    return f"the gate opened: {opened.strip()}"
 
 
 def _gated(request: ModelRequest) -> Any:

@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import SEEN_GROUPS
 from mcp_support import HERE
-from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from tasks_support import REPORT, client_agent, news
 
 import taskloom
+from conftest import SEEN_GROUPS
+from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from taskloom import Runtime, WorkFinished
 from taskloom.entries import MCPTaskEnded, MCPTaskStarted
 from taskloom.models import FunctionModel
@@ -92,13 +92,9 @@ def served(tmp_path: Path) -> Iterator[Served]:
         server.stop()
 
 
-async def test_a_task_outlives_a_sigkilled_client_and_its_result_arrives_once(
-    served: Served, store_url: tuple[str, str]
-) -> None:
-    url, schema = store_url
-    session_id = uuid.uuid4().hex
+def _start_child(url: str, store: str, schema: str, session_id: str) -> subprocess.Popen[str]:
     child = subprocess.Popen(
-        [sys.executable, "tasks_child.py", served.url, url, schema, session_id],
+        [sys.executable, "tasks_child.py", url, store, schema, session_id],
         stdout=subprocess.PIPE,
         text=True,
         cwd=HERE,
@@ -106,6 +102,15 @@ async def test_a_task_outlives_a_sigkilled_client_and_its_result_arrives_once(
         start_new_session=True,
     )
     SEEN_GROUPS.add(child.pid)
+    return child
+
+
+async def test_a_task_outlives_a_sigkilled_client_and_its_result_arrives_once(
+    served: Served, store_url: tuple[str, str]
+) -> None:
+    url, schema = store_url
+    session_id = uuid.uuid4().hex
+    child = _start_child(served.url, url, schema, session_id)
     try:
         assert child.stdout is not None
         line = child.stdout.readline()
