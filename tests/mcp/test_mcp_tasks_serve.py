@@ -140,3 +140,29 @@ async def test_the_2026_07_28_extension_and_cancel(tmp_path: Path) -> None:
             assert "for the second" in answer.content[0].text  # type: ignore[union-attr]
     finally:
         served.stop()
+
+
+async def test_deleting_a_session_cancels_its_task_on_the_server(tmp_path: Path) -> None:
+    from tasks_support import client_agent
+
+    from taskloom import Runtime
+    from taskloom.background import BackgroundService
+    from taskloom.entries import MCPTaskStarted
+
+    served = Served(tmp_path)
+    served.start()
+    try:
+        async with Runtime() as runtime:
+            session = await runtime.create_session(client_agent(served.url))
+            await session.run("Open the gate, please.")
+            started = [
+                e.payload
+                for e in await runtime.store.load(session.id)
+                if isinstance(e.payload, MCPTaskStarted)
+            ]
+            assert len(started) == 1
+            await BackgroundService.of(runtime).listeners.delete(session.id)
+        async with Client(served.url, extensions=[Tasks()]) as client:
+            await _until(client, started[0].task_id, "cancelled")
+    finally:
+        served.stop()
