@@ -31,6 +31,8 @@ __all__ = [
     "DelegationResult",
     "Entry",
     "EntryKind",
+    "MCPTaskEnded",
+    "MCPTaskStarted",
     "MessageEntry",
     "ModelChange",
     "NoticeDelivered",
@@ -69,6 +71,8 @@ class EntryKind:
     MODEL_CHANGE = "model_change"
     RUN_STARTED = "run_started"
     RUN_FINISHED = "run_finished"
+    MCP_TASK = "mcp_task"
+    MCP_TASK_ENDED = "mcp_task_ended"
 
 
 class Payload:
@@ -783,3 +787,72 @@ for _cls in (
 ):
     _kind(_cls)
 del _cls
+
+
+# ---------------------------------------------------------------- MCP tasks
+
+
+@dataclass(frozen=True, slots=True)
+class MCPTaskStarted(Payload):
+    """A tool call an MCP server runs as a task (`taskloom.mcp`): what any
+    process needs to go on polling it. `server` names the server as
+    `MCPServer.key` does (no credentials); `activity_id` is the background
+    activity that stands for it; `ttl` and `poll` are in seconds."""
+
+    KIND: ClassVar[str] = EntryKind.MCP_TASK
+    activity_id: str
+    server: str
+    tool: str
+    task_id: str
+    created_at: float
+    ttl: float | None = None
+    poll: float | None = None
+    call_id: str = ""
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "activity_id": self.activity_id,
+            "server": self.server,
+            "tool": self.tool,
+            "task_id": self.task_id,
+            "created_at": self.created_at,
+            "ttl": self.ttl,
+            "poll": self.poll,
+            "call_id": self.call_id,
+        }
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> MCPTaskStarted:
+        ttl, poll = data.get("ttl"), data.get("poll")
+        return cls(
+            str(data["activity_id"]),
+            str(data["server"]),
+            str(data["tool"]),
+            str(data["task_id"]),
+            float(data.get("created_at", 0.0)),
+            None if ttl is None else float(ttl),
+            None if poll is None else float(poll),
+            str(data.get("call_id", "")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MCPTaskEnded(Payload):
+    """An MCP task reached its end (`status` is a `NoticeStatus`); `text` is
+    what its notice carries, so its result is never fetched twice."""
+
+    KIND: ClassVar[str] = EntryKind.MCP_TASK_ENDED
+    activity_id: str
+    status: str
+    text: str
+
+    def to_data(self) -> dict[str, Any]:
+        return {"activity_id": self.activity_id, "status": self.status, "text": self.text}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> MCPTaskEnded:
+        return cls(str(data["activity_id"]), str(data["status"]), str(data.get("text", "")))
+
+
+_kind(MCPTaskStarted)
+_kind(MCPTaskEnded)

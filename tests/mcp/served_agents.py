@@ -52,3 +52,32 @@ def echo() -> Agent:
 
 
 not_an_agent = 42
+
+
+@tool(effect=ToolEffect.READ_ONLY)
+async def wait_for_gate(ctx: ToolContext) -> str:
+    """Wait until the file named by $TASKLOOM_TEST_GATE exists."""
+    import asyncio
+    import os
+    from pathlib import Path
+
+    gate = Path(os.environ["TASKLOOM_TEST_GATE"])
+    ctx.progress("waiting for the gate")
+    while not await asyncio.to_thread(gate.exists):
+        if ctx.stop.is_set:
+            return "stopped before the gate opened"
+        await asyncio.sleep(0.05)
+    opened = await asyncio.to_thread(gate.read_text)
+    return f"the gate opened: {opened.strip()}"
+
+
+def _gated(request: ModelRequest) -> Any:
+    last = request.messages[-1]
+    if last.role == "user":
+        return reply(tool_calls=[("wait_for_gate", {})])
+    return reply(f"report: {last.results[0].content}")
+
+
+gated = Agent(
+    "gated", FunctionModel(_gated), tools=[wait_for_gate], description="Waits for a gate."
+)

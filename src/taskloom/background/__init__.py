@@ -31,7 +31,7 @@ from ..backends import (
 from ..errors import BackgroundCapReached
 from ..loop import Delivery
 from ._lifecycle import DeleteHook, DeleteRefused, Lifecycle, Listeners, Reopen, StopHook
-from ._notices import RunNotices
+from ._notices import RunNotices, RunStart, RunStartHook
 from ._service import BackgroundService
 
 if TYPE_CHECKING:
@@ -67,6 +67,8 @@ __all__ = [
     "PostgresNoticeInbox",
     "Reopen",
     "RunNotices",
+    "RunStart",
+    "RunStartHook",
     "SQLiteActivityRegistry",
     "SQLiteNoticeInbox",
     "StopHook",

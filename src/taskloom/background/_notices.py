@@ -17,8 +17,11 @@ Within the run, what was delivered is remembered and not delivered twice.
 
 from __future__ import annotations
 
+import logging
 from builtins import list as _list
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..backends import (
     ActivityRegistry,
@@ -29,7 +32,9 @@ from ..backends import (
 )
 from ..loop import Delivery
 
-__all__ = ["Delivery", "RunNotices"]
+__all__ = ["Delivery", "RunNotices", "RunStart", "RunStartHook"]
+
+logger = logging.getLogger("taskloom")
 
 _PREFIX = "[background]"
 
@@ -80,12 +85,36 @@ def _reminder(activity: BackgroundActivity, tools: Collection[str]) -> str:
     )
 
 
+RunStartHook = Callable[["RunStart"], Awaitable[None]]
+"""Awaited at the first round boundary of every run (`BackgroundService.on_run_start`)."""
+
+
+@dataclass(slots=True)
+class RunStart:
+    """What a run-start hook is told: the session, the run's tools (`offered`,
+    by name), the runtime, and `live()`, the session's work still registered
+    as running (read once, and shared with the run's own first look)."""
+
+    session_id: str
+    offered: Mapping[str, Any]
+    runtime: Any
+    registry: ActivityRegistry
+    _listed: _list[BackgroundActivity] | None = field(default=None, repr=False)
+
+    async def live(self) -> _list[BackgroundActivity]:
+        """The session's registered work, read at the first call."""
+        if self._listed is None:
+            self._listed = await self.registry.list(self.session_id)
+        return self._listed
+
+
 class RunNotices:
     """Background notices for one run of `session` (create one per run);
     `tools` are the names of the run's tools, so that a reminder suggests
     waiting (`background_wait`) or checking (`background_status`) only to an
-    agent that has those tools. `on_live` is told, once per run, the work
-    still registered as running when the run's first boundary looks.
+    agent that has those tools. `hooks` are awaited at the first boundary,
+    before the inbox is read, with a `RunStart` (`offered`, the run's tools,
+    and `runtime` go into it).
 
     When nothing is pending, `round_start` costs one `inbox.pending()` call
     (plus one `registry.list()` at the first boundary), and `before_final`
@@ -99,10 +128,15 @@ class RunNotices:
         inbox: NoticeInbox,
         session: str,
         tools: Collection[str] = (),
-        on_live: Callable[[_list[BackgroundActivity]], None] | None = None,
+        hooks: Sequence[RunStartHook] = (),
+        offered: Mapping[str, Any] | None = None,
+        runtime: Any = None,
     ) -> None:
         self.registry = registry
-        self._on_live = on_live
+        # Awaited at the first boundary (`BackgroundService.on_run_start`).
+        self._hooks = hooks
+        self._offered = offered if offered is not None else {}
+        self._runtime = runtime
         self.inbox = inbox
         self.session = session
         # The names of the run's tools: reminders suggest only what they can do.
@@ -144,16 +178,26 @@ class RunNotices:
 
     async def round_start(self) -> Delivery | None:
         """What to tell the model before this round's request, or None."""
+        start: RunStart | None = None
+        if self._first_boundary and self._hooks:
+            # Before the inbox is read: a hook may finish work (push its notice).
+            start = RunStart(self.session, self._offered, self._runtime, self.registry)
+            for hook in _list(self._hooks):
+                try:
+                    await hook(start)
+                except Exception:
+                    logger.warning(
+                        "a run-start hook of session %s failed", self.session, exc_info=True
+                    )
         unseen = await self._unseen()
         head: _list[str] = []
         if self._first_boundary:
-            listed = await self.registry.list(self.session)
+            # A hook's look at the registry, if it took one, is this look too.
+            listed = await (start.live() if start is not None else self.registry.list(self.session))
             self._first_boundary = False
             running = [a for a in listed if a.id not in self._ended]
             if running:
                 head.append(_running(running))
-                if self._on_live is not None:
-                    self._on_live(running)
         return self._deliver(head, unseen)
 
     async def before_final(self) -> Delivery | None:

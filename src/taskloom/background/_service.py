@@ -30,7 +30,7 @@ from ..backends import (
 from ..errors import BackgroundCapReached
 from ..events import Event
 from ._lifecycle import Lifecycle, Listeners
-from ._notices import RunNotices
+from ._notices import RunNotices, RunStartHook
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -38,18 +38,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("taskloom")
 
-__all__ = ["BackgroundService", "Recover", "Work", "WorkResult"]
+__all__ = ["BackgroundService", "Work", "WorkResult"]
 
 WorkResult = str | tuple[str, str]
 """What work returns: its text, or `(status, text)` with a `NoticeStatus`."""
 
 Work = Callable[[], Awaitable[WorkResult]]
-
-Recover = Callable[
-    ["Runtime", str, Sequence[BackgroundActivity], Mapping[str, Any]], Awaitable[None]
-]
-"""Takes up work whose process died: called with the runtime, a session id,
-the session's work still registered as running, and the run's tools."""
 
 
 class BackgroundService:
@@ -58,14 +52,12 @@ class BackgroundService:
     `lease` is how long a registration lives without renewal; work renews
     it every `lease / 3` seconds while it runs.
 
-    `recoverers` (on the class: every runtime's) are called, in tasks of
-    their own, at the first boundary of a run that finds work still
-    registered as running for its session: the work of a process that died
-    is taken up again there (delegation registers one for background
-    children). They must leave alone work that a live holder still runs.
+    `default_run_hooks` (on the class) are every new service's first
+    run-start hooks (`on_run_start`): delegation's takes up background
+    children whose process died.
     """
 
-    recoverers: ClassVar[list[Recover]] = []
+    default_run_hooks: ClassVar[list[RunStartHook]] = []
 
     def __init__(
         self,
@@ -84,7 +76,9 @@ class BackgroundService:
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._activities: dict[tuple[str, str], BackgroundActivity] = {}
         self._runs: dict[str, RunNotices] = {}
-        self._recovering: set[asyncio.Task[None]] = set()
+        self._run_hooks: list[RunStartHook] = list(self.default_run_hooks)
+        # Work a hook leaves running (a background child taken up again).
+        self._hooked: set[asyncio.Task[None]] = set()
         self.emit: Callable[[Event], None] | None = None
 
     @classmethod
@@ -119,35 +113,43 @@ class BackgroundService:
     ) -> RunNotices:
         """Notice delivery for one run (registered so work it starts is reminded
         of); `tools` are the run's tool names, which reminders stay within,
-        `offered` its tools, handed to the `recoverers`."""
-        on_live = None
-        if self.recoverers and self._runtime is not None and offered is not None:
-
-            def on_live(activities: list[BackgroundActivity]) -> None:
-                self._recover(session_id, activities, offered)
-
-        notices = RunNotices(self.registry, self.inbox, session_id, tools, on_live)
+        `offered` its tools, which run-start hooks are shown."""
+        notices = RunNotices(
+            self.registry,
+            self.inbox,
+            session_id,
+            tools,
+            self._run_hooks,
+            offered,
+            self._runtime,
+        )
         self._runs[run_id] = notices
         return notices
 
-    def _recover(
-        self, session_id: str, activities: list[BackgroundActivity], offered: Mapping[str, Any]
-    ) -> None:
-        runtime = self._runtime
-        assert runtime is not None
-        for recover in self.recoverers:
-            task = asyncio.get_running_loop().create_task(
-                self._logged(recover(runtime, session_id, activities, offered), session_id)
-            )
-            self._recovering.add(task)
-            task.add_done_callback(self._recovering.discard)
+    def on_run_start(self, hook: RunStartHook) -> RunStartHook:
+        """Await `hook(start)` (a `RunStart`) at the first round boundary of
+        every run of this runtime, before the run reads its inbox: how work
+        that outlives its process (an MCP task, a background child) is taken
+        up again by the next run of its session, in whatever process. A hook
+        must leave alone work a live holder still runs, and return soon (see
+        `keep`). A hook that raises is logged and skipped. Returns the hook."""
+        self._run_hooks.append(hook)
+        return hook
 
-    @staticmethod
-    async def _logged(work: Awaitable[None], session_id: str) -> None:
-        try:
-            await work
-        except Exception:
-            logger.exception("session %s: taking up interrupted background work failed", session_id)
+    def keep(self, work: Awaitable[None], what: str) -> asyncio.Task[None]:
+        """Run `work` in a task this service owns (cancelled by `close`), its
+        failure logged as `what`: for work a run-start hook starts."""
+
+        async def logged() -> None:
+            try:
+                await work
+            except Exception:
+                logger.exception("%s failed", what)
+
+        task = asyncio.get_running_loop().create_task(logged())
+        self._hooked.add(task)
+        task.add_done_callback(self._hooked.discard)
+        return task
 
     def notices_for(self, run_id: str) -> RunNotices | None:
         """The notices of a run in progress in this process (to `mark_seen` what a tool showed)."""
@@ -358,9 +360,9 @@ class BackgroundService:
 
     async def close(self) -> None:
         """Stop all work this process runs and release the backends."""
-        for task in list(self._recovering):
+        for task in list(self._hooked):
             task.cancel()
-        await asyncio.gather(*self._recovering, return_exceptions=True)
+        await asyncio.gather(*self._hooked, return_exceptions=True)
         await asyncio.gather(*(self._cancel(key, task) for key, task in list(self._tasks.items())))
         for backend in (self.registry, self.inbox):
             close = getattr(backend, "close", None)

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..agent import Agent
-from ..background import BackgroundActivity, BackgroundService
+from ..background import BackgroundActivity, BackgroundService, RunStart
 from ..entries import SubagentDispatched, SubagentStartedEntry
 from ..errors import ConfigurationError
 from ..runtime import Runtime
@@ -74,4 +74,14 @@ async def recover_children(
             )
 
 
-BackgroundService.recoverers.append(recover_children)
+async def _on_run_start(start: RunStart) -> None:
+    children = [a for a in await start.live() if a.kind == "subagent"]
+    if children and isinstance(start.runtime, Runtime):
+        # In a task: running a child on takes as long as the child.
+        BackgroundService.of(start.runtime).keep(
+            recover_children(start.runtime, start.session_id, children, start.offered),
+            f"taking up the background children of session {start.session_id}",
+        )
+
+
+BackgroundService.default_run_hooks.append(_on_run_start)

@@ -6,7 +6,9 @@
 `MCPServer` is a toolset built on the official `mcp` SDK (the `mcp`
 extra: `pip install -e '.[mcp]'` in a clone of taskloom); `serve_agent`
 (and `taskloom mcp serve module:agent`) exposes an agent as an MCP server
-with one tool.
+with one tool. Tools a server runs as MCP tasks become durable background
+work (see `MCPServer` and docs/concepts/mcp-tasks.md); a served agent's
+tool is task-capable.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._serve import agent_server, serve_agent
-    from ._server import MCPConnections, MCPServer
+    from ._server import MCPConnections, MCPServer, TaskMode
     from ._tool import Approval, MCPTool, is_destructive
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "MCPConnections",
     "MCPServer",
     "MCPTool",
+    "TaskMode",
     "agent_server",
     "is_destructive",
     "serve_agent",
@@ -37,6 +40,7 @@ __getattr__ = lazy_exports(
         "MCPConnections": "._server",
         "MCPServer": "._server",
         "MCPTool": "._tool",
+        "TaskMode": "._server",
         "agent_server": "._serve",
         "is_destructive": "._tool",
         "serve_agent": "._serve",

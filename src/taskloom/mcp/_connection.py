@@ -36,9 +36,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from .._control import StopSignal
 from ..errors import ConfigurationError
 from ..tools import ToolError
+from ._tasks import TasksClient, TaskState, cancel_task, get_task, start_task, task_capable
 from ._transport import Launch, StderrTail, kill_leftovers, watched
 
-__all__ = ["CLOSE_TIMEOUT", "MAX_RESTARTS", "STARTUP_TIMEOUT", "Connection"]
+__all__ = ["CLOSE_TIMEOUT", "MAX_RESTARTS", "STARTUP_TIMEOUT", "Connection", "TaskRefused"]
 
 logger = logging.getLogger("taskloom.mcp")
 
@@ -237,7 +238,11 @@ class Connection:
                 lambda exc: self._garbage(start, exc),
             )
             client = Client(
-                transport, cache=None, client_info=_client_info(), message_handler=self._on_message
+                transport,
+                cache=None,
+                client_info=_client_info(),
+                message_handler=self._on_message,
+                extensions=[TasksClient()],
             )
             try:
                 await stack.enter_async_context(client)
@@ -428,14 +433,25 @@ class Connection:
         timeout: float | None,
         progress: ProgressFnT | None,
     ) -> types.CallToolResult:
+        client = await self._client_for_call()
+        async with self._answers(name, timeout):
+            result = await client.call_tool(name, arguments, progress_callback=progress)
+        return result
+
+    async def _client_for_call(self) -> Client:
         try:
-            client = await self.client()
+            return await self.client()
         except ConfigurationError as exc:
             raise ToolError(f"{exc} (it was running before; the next call tries again)") from None
+
+    @contextlib.asynccontextmanager
+    async def _answers(self, name: str, timeout: float | None) -> Any:
+        """Bound a request by `timeout` and turn what can go wrong into a
+        `ToolError` for the model."""
         start = self._current
         try:
             async with asyncio.timeout(timeout):
-                result = await client.call_tool(name, arguments, progress_callback=progress)
+                yield
         except TimeoutError:
             note = ""
             if start is not None and start.garbage is not None:
@@ -447,9 +463,10 @@ class Connection:
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED and start is not None:
                 raise ToolError(await self._gone(start)) from None
-            raise ToolError(
+            raise TaskRefused(
                 f"MCP server {self.label!r} refused the call: {exc.message} "
-                f"(JSON-RPC error {exc.code})"
+                f"(JSON-RPC error {exc.code})",
+                exc.code,
             ) from None
         except pydantic.ValidationError as exc:
             raise ToolError(
@@ -460,7 +477,41 @@ class Connection:
             # The SDK checks structured content against the tool's outputSchema.
             raise ToolError(f"MCP server {self.label!r}: {exc}") from None
         self._in_a_row = 0
-        return result
+
+    # ------------------------------------------------------------ tasks
+
+    async def task_capable(self, tool: types.Tool) -> bool:
+        """Whether the server runs calls of `tool` as tasks (False when it
+        cannot be reached: the plain call then says what is wrong)."""
+        try:
+            client = await self.client()
+        except (ConfigurationError, ToolError):
+            return False
+        return task_capable(client, tool)
+
+    async def start_task(
+        self, name: str, arguments: Mapping[str, Any], *, ttl: float | None, timeout: float | None
+    ) -> TaskState | types.CallToolResult:
+        """Call `name` as a task: the task, or the result when the server
+        answered at once. Failures are `ToolError`s (`TaskRefused` when the
+        server answered with a JSON-RPC error)."""
+        client = await self._client_for_call()
+        async with self._answers(name, timeout):
+            started = await start_task(client, name, dict(arguments), ttl=ttl, timeout=timeout)
+        return started
+
+    async def get_task(self, task_id: str, *, timeout: float | None) -> TaskState:
+        """The task's state (its result once completed); failures as `start_task`'s."""
+        client = await self._client_for_call()
+        async with self._answers(f"task {task_id}", timeout):
+            state = await get_task(client, task_id, timeout=timeout)
+        return state
+
+    async def cancel_task(self, task_id: str, *, timeout: float | None) -> None:
+        """Ask the server to cancel the task; failures as `start_task`'s."""
+        client = await self._client_for_call()
+        async with self._answers(f"task {task_id}", timeout):
+            await cancel_task(client, task_id, timeout=timeout)
 
     async def _gone(self, start: _Start) -> str:
         self._went_away(start)
@@ -503,6 +554,14 @@ class Connection:
                 tail = owners[task].tail
                 if tail is not None:
                     _stop_group(tail)
+
+
+class TaskRefused(ToolError):
+    """The server answered a request with a JSON-RPC error (`code`)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _process_group(tail: StderrTail) -> int | None:

@@ -40,9 +40,14 @@ _TASK_SCHEMA: dict[str, Any] = {
 }
 
 
-def agent_server(agent: Agent, runtime: Runtime) -> Server[Any]:
+def agent_server(agent: Agent, runtime: Runtime, *, tasks: bool = True) -> Server[Any]:
     """An MCP server (the SDK's low-level `Server`) offering `agent` as one
-    tool; calls run in fresh sessions of `runtime`."""
+    tool; calls run in fresh sessions of `runtime`.
+
+    With `tasks` (the default) the tool is task-capable (2025-11-25 tasks
+    and the 2026-07-28 tasks extension): a client that asks for a task gets
+    its id at once and polls it; the task id is the session's id, so a
+    server restarted on the same store answers for it (see `_taskserve`)."""
     name = agent.name
     if not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", name):
         raise ConfigurationError(
@@ -54,6 +59,7 @@ def agent_server(agent: Agent, runtime: Runtime) -> Server[Any]:
         description=agent.description or f"Give the agent {name!r} a task; it answers when done.",
         input_schema=_TASK_SCHEMA,
         output_schema=output_schema,
+        execution=types.ToolExecution(task_support="optional") if tasks else None,
     )
 
     async def list_tools(
@@ -89,7 +95,24 @@ def agent_server(agent: Agent, runtime: Runtime) -> Server[Any]:
                 await forwarder
         return _answer(result, wrapped)
 
-    return Server(name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool)
+    server = Server(name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool)
+    if tasks:
+        from ._taskserve import ServedTasks
+
+        def answer(
+            status: RunStatus, error: str | None, text: str, output: Any, session_id: str
+        ) -> types.CallToolResult:
+            return _answer(
+                RunResult(
+                    status=status, text=text, output=output, error=error, session_id=session_id
+                ),
+                wrapped,
+            )
+
+        served = ServedTasks(agent, runtime, name, answer)
+        served.install(server)
+        runtime.service(ServedTasks, lambda _: served)
+    return server
 
 
 async def _forward(

@@ -4,9 +4,10 @@ registry of connections (`MCPConnections`)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from ..errors import ConfigurationError
@@ -16,10 +17,25 @@ from ._connection import Connection
 from ._tool import Approval, MCPTool
 from ._transport import HttpLaunch, Launch, StdioLaunch
 
-__all__ = ["MCPConnections", "MCPServer"]
+__all__ = ["DEFAULT_TASK_AFTER", "MCPConnections", "MCPServer", "TaskMode"]
 
 DEFAULT_TIMEOUT = 60.0
 """Seconds one tool call may take by default (`timeout=None`: no limit)."""
+
+DEFAULT_TASK_AFTER = 10.0
+"""Seconds a call running as an MCP task is waited for before it turns into
+background work (with `tasks="auto"`)."""
+
+TaskMode = Literal["auto", "always", "never"]
+"""How calls of a tool that a server can run as MCP tasks are made:
+
+- `"auto"`: as a task; answered inline if it ends within `task_after`
+  seconds, else it goes on in the background and its result arrives later;
+- `"always"`: as a task that goes to the background at once;
+- `"never"`: inline, the call waiting for the result (a task the server
+  makes anyway is waited for within the call)."""
+
+_MODES = ("auto", "always", "never")
 
 
 class MCPServer:
@@ -39,9 +55,28 @@ class MCPServer:
     `taskloom.mcp.Approval`; default `"destructive"`), `timeout` bounds one
     call in seconds (the call is cancelled on the server), and
     `max_output_chars` caps a result like any tool's.
+
+    Servers that run tool calls as MCP tasks (2025-11-25 tasks, or the
+    2026-07-28 tasks extension): `tasks` is a `TaskMode` for all tools or a
+    mapping from the tool's name on the server to one (tools left out are
+    `"auto"`), `task_after` the seconds an `"auto"` call waits before it
+    turns into background work, and `task_ttl` the seconds the server is
+    asked to keep a task (None: the server's default). A task in the
+    background is written to the session's log, so any process's next run
+    of the session goes on polling it after a crash; see `docs/concepts/mcp-tasks.md`.
     """
 
-    __slots__ = ("_launch", "approval", "max_output_chars", "name", "prefix", "timeout")
+    __slots__ = (
+        "_launch",
+        "approval",
+        "max_output_chars",
+        "name",
+        "prefix",
+        "task_after",
+        "task_ttl",
+        "tasks",
+        "timeout",
+    )
 
     def __init__(
         self,
@@ -52,7 +87,20 @@ class MCPServer:
         approval: Approval = "destructive",
         timeout: float | None = DEFAULT_TIMEOUT,
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        tasks: TaskMode | Mapping[str, TaskMode] = "auto",
+        task_after: float = DEFAULT_TASK_AFTER,
+        task_ttl: float | None = None,
     ) -> None:
+        modes = [tasks] if isinstance(tasks, str) else list(tasks.values())
+        if any(mode not in _MODES for mode in modes):
+            raise ConfigurationError(
+                f"MCP server {name!r}: tasks={tasks!r}; use 'auto', 'always', 'never' "
+                "or a mapping from tool name to one of them"
+            )
+        if task_after < 0:
+            raise ConfigurationError(f"MCP server {name!r}: task_after must not be negative")
+        if task_ttl is not None and task_ttl <= 0:
+            raise ConfigurationError(f"MCP server {name!r}: task_ttl must be positive")
         if approval not in ("destructive", "always", "never") and not callable(approval):
             raise ConfigurationError(
                 f"MCP server {name!r}: approval={approval!r}; use 'destructive', 'always', "
@@ -66,6 +114,22 @@ class MCPServer:
         self.approval = approval
         self.timeout = timeout
         self.max_output_chars = max_output_chars
+        self.tasks = tasks if isinstance(tasks, str) else dict(tasks)
+        self.task_after = task_after
+        self.task_ttl = task_ttl
+
+    @property
+    def key(self) -> str:
+        """Who this server is across processes: its name and its command or
+        URL (never its environment or headers). A task is polled again only
+        on a server with the same key."""
+        return f"{self.name}|{self._launch.describe()}"
+
+    def task_mode(self, tool: str) -> TaskMode:
+        """How calls of `tool` (its name on the server) use tasks."""
+        if isinstance(self.tasks, str):
+            return self.tasks  # type: ignore[return-value]
+        return self.tasks.get(tool, "auto")
 
     @classmethod
     def stdio(
@@ -80,6 +144,9 @@ class MCPServer:
         approval: Approval = "destructive",
         timeout: float | None = DEFAULT_TIMEOUT,
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        tasks: TaskMode | Mapping[str, TaskMode] = "auto",
+        task_after: float = DEFAULT_TASK_AFTER,
+        task_ttl: float | None = None,
     ) -> MCPServer:
         """A server taskloom runs as `command args` and speaks to over stdio.
 
@@ -109,6 +176,9 @@ class MCPServer:
             approval=approval,
             timeout=timeout,
             max_output_chars=max_output_chars,
+            tasks=tasks,
+            task_after=task_after,
+            task_ttl=task_ttl,
         )
 
     @classmethod
@@ -122,6 +192,9 @@ class MCPServer:
         approval: Approval = "destructive",
         timeout: float | None = DEFAULT_TIMEOUT,
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        tasks: TaskMode | Mapping[str, TaskMode] = "auto",
+        task_after: float = DEFAULT_TASK_AFTER,
+        task_ttl: float | None = None,
     ) -> MCPServer:
         """A server at `url` (streamable HTTP). `headers` go with every
         request; they are never logged, shown, or stored in a session."""
@@ -136,6 +209,9 @@ class MCPServer:
             approval=approval,
             timeout=timeout,
             max_output_chars=max_output_chars,
+            tasks=tasks,
+            task_after=task_after,
+            task_ttl=task_ttl,
         )
 
     def __repr__(self) -> str:
@@ -162,6 +238,7 @@ class MCPConnections:
     (`MCPConnections.of(runtime)`)."""
 
     def __init__(self, runtime: Any) -> None:
+        self._runtime = runtime
         self._connections: dict[Launch, Connection] = {}
         self._tools: dict[MCPServer, tuple[object, tuple[Tool, ...]]] = {}
 
@@ -182,6 +259,12 @@ class MCPConnections:
     async def tools_for(self, server: MCPServer) -> tuple[Tool, ...]:
         """`server`'s tools as taskloom tools: the same tuple while its list is unchanged."""
         listing = await self.connection(server).listing()
+        from ._taskcalls import TaskCalls
+
+        # A runtime with a background service of its own runs no tasks in
+        # the background; its calls are still made.
+        with contextlib.suppress(TypeError):
+            TaskCalls.of(self._runtime).know(server)
         cached = self._tools.get(server)
         if cached is not None and cached[0] is listing:
             return cached[1]

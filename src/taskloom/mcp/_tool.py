@@ -72,7 +72,7 @@ class MCPTool(Tool):
     """A tool of an MCP server (`server`), named on the server `remote_name`
     and here with the server's prefix."""
 
-    __slots__ = ("remote_name", "server")
+    __slots__ = ("remote", "remote_name", "server")
 
     def __init__(self, server: MCPServer, remote: types.Tool) -> None:
         name = model_name(remote.name, server.prefix)
@@ -94,13 +94,16 @@ class MCPTool(Tool):
                 f"({remote.name!r}): {exc}"
             ) from None
         self.server = server
+        self.remote = remote
         self.remote_name = remote.name
 
     def __repr__(self) -> str:
         return f"MCPTool({self.name!r}, server={self.server.name!r}, effect={self.effect.value})"
 
     async def invoke(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
-        """Call the tool on the server, through the runtime's connection."""
+        """Call the tool on the server, through the runtime's connection: as
+        an MCP task when the server runs it as one and the server's
+        `task_mode` for it is not `"never"` (see `MCPServer`)."""
         from ._server import MCPConnections
 
         connection = MCPConnections.of(ctx.runtime).connection(self.server)
@@ -109,6 +112,19 @@ class MCPTool(Tool):
             text = message or (f"{progress:g}/{total:g}" if total else f"{progress:g}")
             ctx.progress(text, progress=progress, total=total)
 
+        mode = self.server.task_mode(self.remote_name)
+        if mode != "never" and await connection.task_capable(self.remote):
+            from ._taskcalls import TaskCalls
+
+            try:
+                calls = TaskCalls.of(ctx.runtime)
+            except TypeError:
+                calls = None
+            if calls is not None:
+                wait = 0.0 if mode == "always" else self.server.task_after
+                return await calls.call(
+                    self.server, connection, self.remote_name, arguments, ctx, wait, report
+                )
         result = await connection.call(
             self.remote_name,
             arguments,

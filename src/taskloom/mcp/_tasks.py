@@ -1,0 +1,326 @@
+"""MCP Tasks on the wire, both revisions, for the client.
+
+A server may answer a `tools/call` with a task instead of a result; the
+client then polls the task until it ends. Two spellings exist:
+
+- 2025-11-25 (in the core protocol): the server declares
+  `capabilities.tasks.requests.tools.call`, each tool its
+  `execution.taskSupport`; the client asks for a task with `params.task`
+  and gets `{"task": {...}}`; `tasks/get` gives the status, `tasks/result`
+  the final `CallToolResult`, `tasks/cancel` cancels.
+- 2026-07-28 (the `io.modelcontextprotocol/tasks` extension, SEP-2663): the
+  client declares the extension in each request's capabilities and the
+  server decides per call; a task answer is `{"resultType": "task", ...}`,
+  and `tasks/get` carries the final result (or error) inline once it ended.
+
+The SDK (2.3) has the types but does not dispatch `tasks/*`: the
+2026-07-28 task answer is claimed through a `ClientExtension`, and the
+requests are sent with the session's `send_request`. This module only
+speaks the protocol; `_taskcalls` runs tasks as background work.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import mcp_types as types
+from mcp.client import Client
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.session import ClientSession
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+__all__ = [
+    "TASKS_EXTENSION",
+    "TERMINAL",
+    "TaskState",
+    "TasksClient",
+    "cancel_task",
+    "get_task",
+    "start_task",
+    "task_capable",
+]
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+"""The identifier of the tasks extension (2026-07-28)."""
+
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+"""Task statuses after which nothing changes."""
+
+
+class ClaimedTask(types.Result):
+    """A 2026-07-28 `CreateTaskResult`: a task in place of a tool result."""
+
+    result_type: Literal["task"] = "task"
+    task_id: str
+    status: str = "working"
+    status_message: str | None = None
+    created_at: str | None = None
+    last_updated_at: str | None = None
+    ttl_ms: int | None = None
+    poll_interval_ms: int | None = None
+
+
+class _DetailedTask(types.Result):
+    """A 2026-07-28 `tasks/get` answer: the task, with its result, error or
+    input requests inline."""
+
+    task_id: str
+    status: str
+    status_message: str | None = None
+    created_at: str | None = None
+    last_updated_at: str | None = None
+    ttl_ms: int | None = None
+    poll_interval_ms: int | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    input_requests: dict[str, Any] | None = None
+
+
+class _TaskIdParams(types.RequestParams):
+    task_id: str
+
+
+class _GetTask(types.Request[_TaskIdParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    params: _TaskIdParams
+    # 2026-07-28 over HTTP: `Mcp-Name` carries the task id, for routing.
+    name_param: ClassVar[str | None] = "taskId"
+
+
+class _TaskResult(types.Request[_TaskIdParams, Literal["tasks/result"]]):
+    method: Literal["tasks/result"] = "tasks/result"
+    params: _TaskIdParams
+
+
+class _CancelTask(types.Request[_TaskIdParams, Literal["tasks/cancel"]]):
+    method: Literal["tasks/cancel"] = "tasks/cancel"
+    params: _TaskIdParams
+    name_param: ClassVar[str | None] = "taskId"
+
+
+class _Ack(types.Result):
+    """Any answer (the acknowledgement of `tasks/cancel`, which differs by revision)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskState:
+    """What a server said of a task, in either revision's spelling.
+
+    `poll` and `ttl` are in seconds (None: not said, or unlimited);
+    `created_at` is a Unix time (None when the server did not say).
+    `result` is set once a task completed (a 2025-11-25 server gives it on
+    `tasks/result`, which `get_task` fetches); `error` once it failed.
+    """
+
+    task_id: str
+    status: str
+    message: str | None = None
+    poll: float | None = None
+    ttl: float | None = None
+    created_at: float | None = None
+    result: types.CallToolResult | None = None
+    error: str | None = None
+    input_requests: dict[str, Any] | None = None
+
+    @property
+    def ended(self) -> bool:
+        """Whether the task reached a terminal status."""
+        return self.status in TERMINAL
+
+
+def _seconds(ms: int | None) -> float | None:
+    return None if ms is None else max(0.0, ms / 1000)
+
+
+def _instant(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _error_text(error: dict[str, Any] | None) -> str:
+    if not error:
+        return "the task failed without saying why"
+    message = error.get("message") or "no message"
+    code = error.get("code")
+    return f"{message} (JSON-RPC error {code})" if code is not None else str(message)
+
+
+def _modern(client: Client) -> bool:
+    return client.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def _from_claim(claim: ClaimedTask) -> TaskState:
+    return TaskState(
+        claim.task_id,
+        claim.status,
+        claim.status_message,
+        _seconds(claim.poll_interval_ms),
+        _seconds(claim.ttl_ms),
+        _instant(claim.created_at),
+    )
+
+
+def _from_legacy(task: types.Task) -> TaskState:
+    return TaskState(
+        task.task_id,
+        task.status,
+        task.status_message,
+        _seconds(task.poll_interval),
+        _seconds(task.ttl),
+        _instant(task.created_at),
+    )
+
+
+async def _resolve_inline(claim: ClaimedTask, ctx: ClaimContext) -> types.CallToolResult:
+    """A task the server made of a call that was to be answered inline
+    (`task="never"`): wait for it here, as the call itself would have."""
+    import anyio
+
+    state = _from_claim(claim)
+    while True:
+        state = await _get(ctx.session, state.task_id, modern=True)
+        if state.ended:
+            return _final(state)
+        await anyio.sleep(state.poll if state.poll is not None else 1.0)
+
+
+def _final(state: TaskState) -> types.CallToolResult:
+    if state.result is not None:
+        return state.result
+    if state.status == "cancelled":
+        text = "the server cancelled the task" + (f": {state.message}" if state.message else "")
+    else:
+        text = state.error or state.message or "the task failed"
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+class TasksClient(ClientExtension):
+    """The client side of the tasks extension: declares it and claims the
+    `resultType: "task"` answer (which taskloom's calls take as it is)."""
+
+    identifier = TASKS_EXTENSION
+
+    def claims(self) -> tuple[ResultClaim[Any], ...]:
+        return (ResultClaim(result_type="task", model=ClaimedTask, resolve=_resolve_inline),)
+
+
+def task_capable(client: Client, tool: types.Tool) -> bool:
+    """Whether calls of `tool` may run as tasks on this connection."""
+    capabilities = client.server_capabilities
+    if _modern(client):
+        return TASKS_EXTENSION in (capabilities.extensions or {})
+    tasks = capabilities.tasks
+    if tasks is None or tasks.requests is None or tasks.requests.tools is None:
+        return False
+    if tasks.requests.tools.call is None:
+        return False
+    support = tool.execution.task_support if tool.execution is not None else None
+    return support in ("optional", "required")
+
+
+async def start_task(
+    client: Client,
+    name: str,
+    arguments: dict[str, Any],
+    *,
+    ttl: float | None,
+    timeout: float | None,
+) -> TaskState | types.CallToolResult:
+    """Call tool `name` asking for a task; the task, or the result when the
+    server answered at once (a 2026-07-28 server decides per call)."""
+    if _modern(client):
+        answer = await client.session.call_tool(
+            name, arguments, read_timeout_seconds=timeout, allow_claimed=True
+        )
+        if isinstance(answer, ClaimedTask):
+            return _from_claim(answer)
+        if isinstance(answer, types.CallToolResult):
+            return answer
+        raise MCPError(types.INVALID_REQUEST, f"unexpected answer to a tool call: {answer!r}")
+    params: dict[str, Any] = {"name": name, "arguments": arguments, "task": {}}
+    if ttl is not None:
+        params["task"]["ttl"] = int(ttl * 1000)
+    raw = await _raw_request(client.session, "tools/call", params, timeout)
+    if "task" in raw:
+        return _from_legacy(types.CreateTaskResult.model_validate(raw).task)
+    return types.CallToolResult.model_validate(raw)
+
+
+async def get_task(client: Client, task_id: str, *, timeout: float | None = None) -> TaskState:
+    """The task's state; once it completed, with its result."""
+    return await _get(client.session, task_id, modern=_modern(client), timeout=timeout)
+
+
+async def _get(
+    session: ClientSession, task_id: str, *, modern: bool, timeout: float | None = None
+) -> TaskState:
+    request = _GetTask(params=_TaskIdParams(task_id=task_id))
+    if modern:
+        got = await session.send_request(request, _DetailedTask, timeout)
+        result = None
+        if got.status == "completed" and got.result is not None:
+            result = types.CallToolResult.model_validate(got.result)
+        return TaskState(
+            got.task_id,
+            got.status,
+            got.status_message,
+            _seconds(got.poll_interval_ms),
+            _seconds(got.ttl_ms),
+            _instant(got.created_at),
+            result,
+            _error_text(got.error) if got.status == "failed" else None,
+            got.input_requests,
+        )
+    task = _from_legacy(await session.send_request(request, types.GetTaskResult, timeout))
+    if task.status not in ("completed", "failed"):
+        return task
+    # 2025-11-25 keeps the outcome apart: `tasks/result` gives the tool's
+    # result, or the JSON-RPC error the task failed with.
+    fetch = _TaskResult(params=_TaskIdParams(task_id=task_id))
+    try:
+        result = await session.send_request(fetch, types.CallToolResult, timeout)
+    except MCPError as exc:
+        if task.status == "failed":
+            return _replace(task, error=f"{exc.message} (JSON-RPC error {exc.code})")
+        raise
+    return _replace(task, result=result)
+
+
+def _replace(state: TaskState, **changes: Any) -> TaskState:
+    import dataclasses
+
+    return dataclasses.replace(state, **changes)
+
+
+async def cancel_task(client: Client, task_id: str, *, timeout: float | None = None) -> None:
+    """Ask the server to cancel the task (it may finish first all the same)."""
+    await client.session.send_request(
+        _CancelTask(params=_TaskIdParams(task_id=task_id)), _Ack, timeout
+    )
+
+
+async def _raw_request(
+    session: ClientSession, method: str, params: dict[str, Any], timeout: float | None
+) -> dict[str, Any]:
+    # The SDK checks every `tools/call` answer against the revision's
+    # `CallToolResult`, which a 2025-11-25 `CreateTaskResult` is not; so this
+    # one request goes out below that check, stamped as the session stamps
+    # every request. (Private parts of the SDK: kept to this one function.)
+    data: dict[str, Any] = {"method": method, "params": params}
+    opts: dict[str, Any] = {}
+    session._stamp(data, opts)  # type: ignore[arg-type]
+    if timeout is not None:
+        opts["timeout"] = timeout
+    raw: dict[str, Any] = await session._dispatcher.send_raw_request(
+        method,
+        data.get("params"),
+        opts,  # type: ignore[arg-type]
+    )
+    return raw

@@ -1,0 +1,338 @@
+"""A served agent's calls as MCP tasks (the server side of `_tasks`).
+
+A client that asks for a task — `params.task` on 2025-11-25, the
+`io.modelcontextprotocol/tasks` extension in the request's capabilities on
+2026-07-28 — gets one at once: a fresh session of the serving runtime,
+whose id is the task id, and a run of the agent in the background. Every
+answer about the task is read from that session's log, so a server
+restarted on the same store answers `tasks/get` for tasks an earlier
+process started; a task whose run was cut off by the restart is run on
+from its log.
+
+Statuses: `working` while the run goes on; `completed` once it ended (a
+run that did not complete is a completed task whose result is an `isError`
+result saying how it ended, as the inline call answers); `cancelled` once
+`tasks/cancel` stopped it; `input_required` while the run waits for a
+person to approve a call (`taskloom approve`, the console or code): once
+decided, the run resumes by itself at the next `tasks/get`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import CallNext, ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from .._control import StopSignal
+from ..agent import Agent
+from ..entries import (
+    ApprovalDecision,
+    ApprovalRequests,
+    MessageEntry,
+    RunFinishedEntry,
+    RunStartedEntry,
+)
+from ..errors import SessionBusy
+from ..events import Event, ToolProgress
+from ..loop import RunOptions
+from ..results import RunStatus
+from ..runtime import Runtime
+from ._tasks import TASKS_EXTENSION
+
+__all__ = ["POLL_MS", "ServedTasks"]
+
+logger = logging.getLogger("taskloom.mcp")
+
+POLL_MS = 500
+"""The polling interval suggested to clients, in milliseconds."""
+
+MARK = "mcp_task"
+"""The session metadata key that makes a session a task of this server."""
+
+_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+
+
+class _TaskIdParams(types.RequestParams):
+    task_id: str
+
+
+class _UpdateParams(types.RequestParams):
+    task_id: str
+    input_responses: dict[str, Any] | None = None
+
+
+def _iso(ts: float) -> str:
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).isoformat().replace("+00:00", "Z")
+
+
+class ServedTasks:
+    """The tasks of one served agent (see the module docstring).
+
+    `answer(status, error, text, output, session_id)` builds the tool's
+    result, as the inline call would answer; `start(session, task)` runs the
+    agent on a new task.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        runtime: Runtime,
+        tool: str,
+        answer: Callable[..., types.CallToolResult],
+    ) -> None:
+        self.agent = agent
+        self.runtime = runtime
+        self.tool = tool
+        self.answer = answer
+        self._runs: dict[str, asyncio.Task[Any]] = {}
+        self._said: dict[str, str] = {}
+        self._stops: dict[str, StopSignal] = {}
+
+    def install(self, server: Server[Any]) -> None:
+        """Serve tasks on `server`: advertise them, answer task-augmented
+        calls with a task, and serve the `tasks/*` requests."""
+        server.extensions[TASKS_EXTENSION] = {}
+        server.middleware.append(self._middleware)
+        server.add_request_handler("tasks/get", _TaskIdParams, self._get)
+        server.add_request_handler("tasks/result", _TaskIdParams, self._result)
+        server.add_request_handler("tasks/cancel", _TaskIdParams, self._cancel)
+        server.add_request_handler("tasks/update", _UpdateParams, self._update)
+
+    # ------------------------------------------------------------ the wire
+
+    async def _middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+        if ctx.method == "initialize":
+            result = await call_next(ctx)
+            if isinstance(result, dict):
+                capabilities = dict(result.get("capabilities") or {})
+                capabilities["tasks"] = {"cancel": {}, "requests": {"tools": {"call": {}}}}
+                result = {**result, "capabilities": capabilities}
+            return result
+        if ctx.method != "tools/call" or not self._wants_task(ctx):
+            return await call_next(ctx)
+        params = dict(ctx.params or {})
+        if params.get("name") != self.tool:
+            return await call_next(ctx)  # the handler says the tool is unknown
+        task = (params.get("arguments") or {}).get("task")
+        if not isinstance(task, str) or not task.strip():
+            return await call_next(ctx)  # answered inline with what is wrong
+        view = await self.create(task)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return {"resultType": "task", **_modern(view)}
+        return {"task": _legacy(view)}
+
+    def _wants_task(self, ctx: ServerRequestContext[Any, Any]) -> bool:
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            meta: dict[str, Any] = dict(ctx.meta or {})
+            capabilities = meta.get(_CAPABILITIES_KEY)
+            if isinstance(capabilities, types.ClientCapabilities):
+                extensions = capabilities.extensions or {}
+            elif isinstance(capabilities, dict):
+                extensions = capabilities.get("extensions") or {}
+            else:
+                extensions = {}
+            return TASKS_EXTENSION in extensions
+        return isinstance((ctx.params or {}).get("task"), dict)
+
+    async def _get(self, ctx: ServerRequestContext[Any, Any], params: _TaskIdParams) -> Any:
+        view = await self.view(params.task_id)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            out = _modern(view)
+            if view["status"] == "completed":
+                out["result"] = view["result"].model_dump(
+                    by_alias=True, mode="json", exclude_none=True
+                )
+            if view["status"] == "input_required":
+                out["inputRequests"] = view["input_requests"]
+            return out
+        return _legacy(view)
+
+    async def _result(self, ctx: ServerRequestContext[Any, Any], params: _TaskIdParams) -> Any:
+        # 2025-11-25: blocks until the task ends, then gives its result.
+        while True:
+            view = await self.view(params.task_id)
+            if view["status"] in ("completed", "cancelled"):
+                break
+            await asyncio.sleep(POLL_MS / 1000)
+        if view["status"] == "cancelled":
+            raise MCPError(code=types.INVALID_PARAMS, message="the task was cancelled")
+        result: types.CallToolResult = view["result"]
+        return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: _TaskIdParams) -> Any:
+        await self.cancel(params.task_id)
+        view = await self.view(params.task_id)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return {}
+        return _legacy(view)
+
+    async def _update(self, ctx: ServerRequestContext[Any, Any], params: _UpdateParams) -> Any:
+        # Decisions on parked calls come from a person (`taskloom approve`);
+        # the update is acknowledged, and the task is seen again.
+        await self.view(params.task_id)
+        return {}
+
+    # ------------------------------------------------------------ tasks
+
+    async def create(self, task: str) -> dict[str, Any]:
+        """Start a task: a new session running the agent on `task`."""
+        session = await self.runtime.create_session(self.agent, metadata={MARK: self.tool})
+        self._launch(session.id, lambda s, o: s.run(task, options=o, emit=self._emitter(s.id)))
+        return await self.view(session.id)
+
+    def _launch(self, task_id: str, run: Callable[[Any, RunOptions], Any]) -> None:
+        stop = self._stops[task_id] = StopSignal()
+
+        async def go() -> None:
+            session = await self.runtime.open_session(task_id, self.agent)
+            try:
+                await run(session, RunOptions(stop=stop))
+            except SessionBusy:
+                pass  # another process runs it
+            except Exception:
+                logger.warning("the run of MCP task %s failed", task_id, exc_info=True)
+
+        job = asyncio.get_running_loop().create_task(go())
+        self._runs[task_id] = job
+
+        def forget(_: object) -> None:
+            self._runs.pop(task_id, None)
+            self._stops.pop(task_id, None)
+
+        job.add_done_callback(forget)
+
+    def _emitter(self, task_id: str) -> Callable[[Event], None]:
+        def emit(event: Event) -> None:
+            if isinstance(event, ToolProgress):
+                origin = f"[{event.origin}] " if event.origin else ""
+                self._said[task_id] = origin + event.message
+
+        return emit
+
+    async def cancel(self, task_id: str) -> None:
+        """Stop the task's run (its session records the stop)."""
+        await self._meta(task_id)
+        job = self._runs.get(task_id)
+        reason = "cancelled by the MCP client"
+        stop = self._stops.get(task_id)
+        if stop is not None:
+            stop.set(reason)  # a run of this process: its tools see it at once
+        session = await self.runtime.open_session(task_id, self.agent)
+        await session.request_stop(reason)
+        if job is not None:
+            await asyncio.wait([job], timeout=30)
+
+    async def _meta(self, task_id: str) -> Any:
+        try:
+            meta = await self.runtime.store.get(task_id)
+        except Exception:
+            meta = None
+        if meta is None or (meta.metadata or {}).get(MARK) != self.tool:
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"Failed to retrieve task: Task not found ({task_id})",
+            )
+        return meta
+
+    async def view(self, task_id: str) -> dict[str, Any]:
+        """The task as its session's log tells it (taking up a run cut off by
+        a restart, and resuming one whose parked calls were decided)."""
+        meta = await self._meta(task_id)
+        entries = await self.runtime.store.load(task_id)
+        finished: RunFinishedEntry | None = None
+        started_at = meta.created_at or (entries[0].created_at if entries else 0.0)
+        updated = entries[-1].created_at if entries else started_at
+        last_text = ""
+        parked: ApprovalRequests | None = None
+        decided: set[str] = set()
+        for entry in entries:
+            payload = entry.payload
+            if isinstance(payload, RunStartedEntry):
+                finished = None
+            elif isinstance(payload, RunFinishedEntry):
+                finished = payload
+            elif isinstance(payload, MessageEntry) and payload.message.role == "assistant":
+                last_text = payload.message.text
+            elif isinstance(payload, ApprovalRequests):
+                parked, decided = payload, set()
+            elif isinstance(payload, ApprovalDecision):
+                decided.add(payload.call_id)
+        view: dict[str, Any] = {
+            "task_id": task_id,
+            "created_at": _iso(started_at),
+            "updated_at": _iso(updated),
+            "message": self._said.get(task_id),
+        }
+        running_here = task_id in self._runs
+        if finished is None:
+            if not running_here:
+                # Cut off (the server restarted): run on from the log. A run
+                # alive elsewhere keeps the session (`SessionBusy`); a dead
+                # one's lease is taken over.
+                self._launch(task_id, lambda s, o: s.run(None, options=o, emit=self._emitter(s.id)))
+            return {**view, "status": "working"}
+        status = finished.status
+        if status is RunStatus.AWAITING_APPROVAL and parked is not None:
+            calls = list(parked.calls)
+            if calls and all(c.call_id in decided for c in calls):
+                if not running_here:
+                    self._launch(
+                        task_id, lambda s, o: s.resume(options=o, emit=self._emitter(s.id))
+                    )
+                return {**view, "status": "working"}
+            waiting = ", ".join(
+                f"{c.name} ({c.call_id})" for c in calls if c.call_id not in decided
+            )
+            return {
+                **view,
+                "status": "input_required",
+                "message": f"session {task_id} waits for a person to approve: {waiting}",
+                "input_requests": {},
+            }
+        if status is RunStatus.STOPPED:
+            return {**view, "status": "cancelled", "message": finished.error or "cancelled"}
+        result = self.answer(status, finished.error, last_text, finished.output, task_id)
+        return {**view, "status": "completed", "result": result}
+
+    async def close(self) -> None:
+        """Stop the runs of this process (their tasks go on after a restart)."""
+        jobs = list(self._runs.values())
+        for job in jobs:
+            job.cancel()
+        await asyncio.gather(*jobs, return_exceptions=True)
+
+
+def _modern(view: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "taskId": view["task_id"],
+        "status": view.get("status", "working"),
+        "createdAt": view["created_at"],
+        "lastUpdatedAt": view["updated_at"],
+        "ttlMs": None,
+        "pollIntervalMs": POLL_MS,
+    }
+    if view.get("message"):
+        out["statusMessage"] = view["message"]
+    return out
+
+
+def _legacy(view: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "taskId": view["task_id"],
+        "status": view.get("status", "working"),
+        "createdAt": view["created_at"],
+        "lastUpdatedAt": view["updated_at"],
+        "ttl": None,
+        "pollInterval": POLL_MS,
+    }
+    if view.get("message"):
+        out["statusMessage"] = view["message"]
+    return out
