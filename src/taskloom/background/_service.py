@@ -14,8 +14,8 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..backends import (
     ActivityRegistry,
@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("taskloom")
 
 __all__ = ["BackgroundService", "Work", "WorkResult"]
+
+T = TypeVar("T")
 
 WorkResult = str | tuple[str, str]
 """What work returns: its text, or `(status, text)` with a `NoticeStatus`."""
@@ -78,7 +80,7 @@ class BackgroundService:
         self._runs: dict[str, RunNotices] = {}
         self._run_hooks: list[RunStartHook] = list(self.default_run_hooks)
         # Work a hook leaves running (a background child taken up again).
-        self._hooked: set[asyncio.Task[None]] = set()
+        self._hooked: set[asyncio.Task[Any]] = set()
         self.emit: Callable[[Event], None] | None = None
 
     @classmethod
@@ -136,17 +138,11 @@ class BackgroundService:
         self._run_hooks.append(hook)
         return hook
 
-    def keep(self, work: Awaitable[None], what: str) -> asyncio.Task[None]:
-        """Run `work` in a task this service owns (cancelled by `close`), its
-        failure logged as `what`: for work a run-start hook starts."""
-
-        async def logged() -> None:
-            try:
-                await work
-            except Exception:
-                logger.exception("%s failed", what)
-
-        task = asyncio.get_running_loop().create_task(logged())
+    def keep(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Run `work` in a task this service owns, cancelled by `close`: for
+        work that outlives the call that started it (a background child taken
+        up again, a delegation handed off to the background)."""
+        task = asyncio.get_running_loop().create_task(work)
         self._hooked.add(task)
         task.add_done_callback(self._hooked.discard)
         return task

@@ -41,10 +41,12 @@ __all__ = [
     "ChildOutcome",
     "child_slot",
     "ChildStatus",
+    "child_started",
     "child_status",
     "create_child",
     "execute_child",
     "lease_key",
+    "report_inline",
     "run_inline",
     "terminal_entry",
 ]
@@ -324,16 +326,7 @@ async def run_inline(
     runtime = host_runtime(ctx)
     origin = origin_label(name, child.id, ctx.origin)
     options = RunOptions.for_child(ctx.controls, max_rounds=max_rounds)
-    ctx.emit(
-        SubagentStarted(
-            origin=ctx.origin,
-            session_id=ctx.session_id,
-            child_session_id=child.id,
-            name=name,
-            task=task,
-            mode="inline",
-        )
-    )
+    child_started(ctx, child.id, name, task)
     with LiveChildren.of(runtime).running(child.id, options.stop):
         # A fresh child: its lease is free, so no wait.
         async with child.hold() as held:
@@ -343,25 +336,44 @@ async def run_inline(
             outcome = await execute_child(
                 child, task, name=name, options=options, emit=_forward(ctx), origin=origin
             )
+    await report_inline(ctx, outcome, role=role, task=task)
+    return outcome
+
+
+def child_started(ctx: ToolContext, child_id: str, name: str, task: str) -> None:
+    """Tell the parent's subscribers an inline child started."""
+    ctx.emit(
+        SubagentStarted(
+            origin=ctx.origin,
+            session_id=ctx.session_id,
+            child_session_id=child_id,
+            name=name,
+            task=task,
+            mode="inline",
+        )
+    )
+
+
+async def report_inline(ctx: ToolContext, outcome: ChildOutcome, *, role: str, task: str) -> None:
+    """Record an inline child's end in the parent's log and tell its subscribers."""
     result_text = str(outcome.answer or outcome.error or "")
     report = SubagentReport(
-        child.id,
+        outcome.child_id,
         outcome.status.value,
-        artifact(child.id, role, outcome.status.value, task, result_text),
-        {"parent": ctx.session_id, "child": child.id},
+        artifact(outcome.child_id, role, outcome.status.value, task, result_text),
+        {"parent": ctx.session_id, "child": outcome.child_id},
     )
     await ctx.record(Entry.of(report, ctx.run_id))
     ctx.emit(
         SubagentFinished(
             origin=ctx.origin,
             session_id=ctx.session_id,
-            child_session_id=child.id,
-            name=name,
+            child_session_id=outcome.child_id,
+            name=outcome.name,
             status=outcome.status.value,
-            summary=summary(str(outcome.answer or outcome.error or ""), 120),
+            summary=summary(result_text, 120),
         )
     )
-    return outcome
 
 
 def _forward(ctx: ToolContext) -> Any:

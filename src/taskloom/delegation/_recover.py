@@ -13,7 +13,7 @@ reaches the parent's inbox once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 from ..agent import Agent
@@ -79,9 +79,15 @@ async def _on_run_start(start: RunStart) -> None:
     if children and isinstance(start.runtime, Runtime):
         # In a task: running a child on takes as long as the child.
         BackgroundService.of(start.runtime).keep(
-            recover_children(start.runtime, start.session_id, children, start.offered),
-            f"taking up the background children of session {start.session_id}",
+            _logged(recover_children(start.runtime, start.session_id, children, start.offered))
         )
+
+
+async def _logged(work: Awaitable[None]) -> None:
+    try:
+        await work
+    except Exception:
+        logger.exception("taking up interrupted background children failed")
 
 
 BackgroundService.default_run_hooks.append(_on_run_start)

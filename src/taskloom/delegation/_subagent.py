@@ -10,6 +10,7 @@ from ..errors import ConfigurationError
 from ..models._base import Model
 from ..tools import ApprovalRule, Tool, ToolEffect, ToolError, ToolLike, ToolOutput, as_tool
 from ._children import child_slot, create_child, run_inline
+from ._handoff import delegate_with_handoff
 
 if TYPE_CHECKING:
     from ..tools import ToolContext
@@ -38,9 +39,11 @@ def check_child_tools(owner: str, tools: Iterable[Tool]) -> tuple[Tool, ...]:
 
 
 class DelegationTool(Tool):
-    """A tool that runs child agents; delegation calls of one turn run concurrently."""
+    """A tool that runs child agents; delegation calls of one turn run concurrently.
+    `child_agent` is the agent its children run (a `SubAgent`'s), if it has one:
+    with it a background child of this tool is taken up again after a crash."""
 
-    __slots__ = ("_handler",)
+    __slots__ = ("_handler", "child_agent")
 
     def __init__(
         self,
@@ -50,6 +53,7 @@ class DelegationTool(Tool):
         handler: Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutput]],
         *,
         needs_approval: ApprovalRule = False,
+        child_agent: Agent | None = None,
     ) -> None:
         super().__init__(
             name,
@@ -61,6 +65,7 @@ class DelegationTool(Tool):
             max_output_chars=0,
         )
         self._handler = handler
+        self.child_agent = child_agent
 
     async def invoke(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
         """Run the delegation with the validated arguments."""
@@ -91,6 +96,11 @@ class SubAgent:
     set (the child gets `fixes` corrective rounds) — or an in-band error.
     `needs_approval` gates the delegation itself. Other keyword options go to
     the child's `Agent` (e.g. `settings=`); `max_rounds` bounds its run.
+    With `background_after` (seconds), a call that takes longer answers at
+    once that the child is still running, and the child goes on as a
+    background child: its answer reaches the parent as a notice at a later
+    round, once, even if the process dies meanwhile (the parent's next run
+    takes it up again).
     The child runs without the parent run's `deps` (`ctx.deps` is None in
     its tools): deps are per run and never leave it.
     """
@@ -106,8 +116,18 @@ class SubAgent:
         needs_approval: ApprovalRule = False,
         *,
         max_rounds: int | None = None,
+        background_after: float | None = None,
         **agent_options: Any,
     ) -> None:
+        if background_after is not None and (
+            not isinstance(background_after, int | float)
+            or isinstance(background_after, bool)
+            or not background_after > 0
+        ):
+            raise ConfigurationError(
+                f"subagent {name!r}: background_after={background_after!r} must be a number "
+                "of seconds above 0, or None"
+            )
         if not description:
             raise ConfigurationError(
                 f"subagent {name!r} needs a description: the parent model reads it"
@@ -117,6 +137,7 @@ class SubAgent:
         self.description = description
         self.needs_approval = needs_approval
         self.max_rounds = max_rounds
+        self.background_after = background_after
         self.agent = Agent(
             name, model, instructions, tool_list, output_schema=output_schema, **agent_options
         )
@@ -134,6 +155,7 @@ class SubAgent:
                 _SUBAGENT_SCHEMA,
                 self._delegate,
                 needs_approval=self.needs_approval,
+                child_agent=self.agent,
             )
         return self._tool
 
@@ -144,6 +166,8 @@ class SubAgent:
                 f"{self.name}: 'task' is empty; describe the complete task for the agent"
             )
         display = str(arguments.get("name") or self.name)
+        if self.background_after is not None:
+            return await delegate_with_handoff(self, ctx, task, display, self.background_after)
         async with child_slot(ctx):
             child = await create_child(
                 ctx, self.agent, name=display, task=task, mode="inline", role=self.name
