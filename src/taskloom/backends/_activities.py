@@ -36,6 +36,8 @@ class NoticeStatus:
     FAILED = "failed"
     TIMED_OUT = "timed_out"
     STOPPED = "stopped"
+    ASKED = "asked"
+    """Not an end: the work asks the session a question (a child's `ask_parent`)."""
 
 
 @dataclass(frozen=True, slots=True)

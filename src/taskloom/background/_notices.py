@@ -43,6 +43,7 @@ _ENDED = {
     NoticeStatus.FAILED: "failed",
     NoticeStatus.TIMED_OUT: "timed out",
     NoticeStatus.STOPPED: "was stopped",
+    NoticeStatus.ASKED: "needs an answer",
 }
 
 

@@ -1,13 +1,21 @@
-"""A subagent call that outlasts `background_after` goes on in the background.
+"""Subagent calls whose child runs in a task: hand-offs and questions.
 
-The child runs in a task the background service owns, under its own lease,
-registered under the parent like any background child, with its `ChildSpec`
-in its log. If it ends within `background_after` seconds, the call answers
-as an inline delegation does. Otherwise the call answers at once that the
-child is still running; its report reaches the parent's inbox when it ends
+A `SubAgent` with `background_after` or `ask_parent` runs its child in a
+task the background service owns, under the child's own lease, registered
+under the parent like any background child, with its `ChildSpec` in its log.
+The call waits for whichever comes first:
+
+- the child ends: the call answers as an inline delegation does;
+- the child asks its parent a question: the call answers with the question
+  (`{"question": ..., "child": ...}`); the parent answers with the same tool
+  (`child=`, `reply=`), and that call waits on the child the same way;
+- `background_after` seconds pass: the call answers that the child is still
+  running.
+
+A child that ends while no call waits on it reports to the parent's inbox
 (once: the notice id is the child's), delivered at a later round. If the
-process dies meanwhile, the parent's next run takes the child up again from
-its log (`recover_children`).
+process dies meanwhile, the parent's next run takes the child up from its
+log (`recover_children`).
 """
 
 from __future__ import annotations
@@ -17,12 +25,15 @@ import json
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..background import BackgroundActivity, BackgroundService
 from ..events import Event, origin_label
 from ..loop import RunOptions
-from ..tools import ToolContext, ToolOutput
+from ..runtime import Runtime
+from ..tools import ToolContext, ToolError, ToolOutput
+from ._ask import Questions
 from ._children import (
     CHILD_LEASE,
     ChildOutcome,
@@ -40,10 +51,35 @@ from ._dispatch import ChildSpec, ChildWorker
 if TYPE_CHECKING:
     from ._subagent import SubAgent
 
-__all__ = ["delegate_with_handoff"]
+__all__ = ["delegate_in_task", "reply_to_child"]
 
 _REGISTRATION = CHILD_LEASE * 10
-"""Seconds a handed-off child's registration lives without renewal, as a background child's."""
+"""Seconds a child's registration lives without renewal, as a background child's."""
+
+
+@dataclass(slots=True)
+class _Child:
+    """A child running in a task of this process, and who waits on it."""
+
+    sub: SubAgent
+    task_text: str
+    spec: ChildSpec
+    running: asyncio.Task[ChildOutcome]
+    questions: asyncio.Queue[tuple[str, str]]
+    # True while a tool call waits on the child: it, not a notice, reports the end.
+    waiting: bool = False
+    relay: list[Callable[[Event], None] | None] = field(default_factory=lambda: [None])
+
+
+class _Running:
+    """The children of this runtime running in tasks, by id (`_Running.of(runtime)`)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.children: dict[str, _Child] = {}
+
+    @classmethod
+    def of(cls, runtime: Runtime) -> _Running:
+        return runtime.service(cls, cls)
 
 
 def _spec(sub: SubAgent, ctx: ToolContext, child_id: str, name: str, task: str) -> ChildSpec:
@@ -65,10 +101,8 @@ def _spec(sub: SubAgent, ctx: ToolContext, child_id: str, name: str, task: str) 
     )
 
 
-async def delegate_with_handoff(
-    sub: SubAgent, ctx: ToolContext, task: str, name: str, after: float
-) -> ToolOutput:
-    """Run the subagent's child; hand it to the background after `after` seconds."""
+async def delegate_in_task(sub: SubAgent, ctx: ToolContext, task: str, name: str) -> ToolOutput:
+    """Start the subagent's child in a task and wait on it (see the module docstring)."""
     runtime = host_runtime(ctx)
     background = BackgroundService.of(runtime)
     child_id = uuid.uuid4().hex
@@ -97,13 +131,11 @@ async def delegate_with_handoff(
         await background.lifecycle.discard(ctx.session_id, child_id)
         raise
     options = RunOptions.for_child(ctx.controls, max_rounds=sub.max_rounds)
-    handed_off = False
-    # Events go to the parent's subscribers until the hand-off, then to the
-    # runtime's (the parent's run may be over by the time the child ends).
-    relay: list[Callable[[Event], None] | None] = [ctx.emit]
+    running_children = _Running.of(runtime)
+    questions = Questions.of(runtime)
 
     def emit(event: Event) -> None:
-        target = relay[0]
+        target = state.relay[0]
         if target is not None:
             target(event)
 
@@ -111,52 +143,104 @@ async def delegate_with_handoff(
         await background.lifecycle.alive(ctx.session_id, child_id, lease=_REGISTRATION)
 
     async def run() -> ChildOutcome:
-        async with child_slot(ctx):
-            with LiveChildren.of(runtime).running(child_id, options.stop):
-                async with child.hold() as held:
-                    held.on_lost(lambda: options.stop.set("the child was taken over"))
-                    held.on_renewed(keep_registered)
-                    outcome = await execute_child(
-                        child,
-                        task,
-                        name=name,
-                        options=options,
-                        emit=emit,
-                        origin=origin_label(name, child_id, ctx.origin),
-                    )
-        # No await between this check and the return: the hand-off happens
-        # either before it (reported here) or after the task ended (not).
-        if handed_off:
+        try:
+            async with child_slot(ctx):
+                with LiveChildren.of(runtime).running(child_id, options.stop):
+                    async with child.hold() as held:
+                        held.on_lost(lambda: options.stop.set("the child was taken over"))
+                        held.on_renewed(keep_registered)
+                        outcome = await execute_child(
+                            child,
+                            task,
+                            name=name,
+                            options=options,
+                            emit=emit,
+                            origin=origin_label(name, child_id, ctx.origin),
+                        )
+        finally:
+            running_children.children.pop(child_id, None)
+            questions.forget(child_id)
+        # No await between this check and the return: a call waiting now
+        # gets the outcome from the task; otherwise the parent's inbox does.
+        if not state.waiting:
             await ChildWorker(runtime).report(spec, outcome)
         return outcome
 
     child_started(ctx, child_id, name, task)
-    running = background.keep(run())
+    state = _Child(sub, task, spec, background.keep(run()), questions.watch(child_id))
+    running_children.children[child_id] = state
+    return await _wait_on(ctx, state, background)
+
+
+async def reply_to_child(sub: SubAgent, ctx: ToolContext, child_id: str, answer: str) -> ToolOutput:
+    """Answer the question child `child_id` waits on; wait on it again if it runs here."""
+    runtime = host_runtime(ctx)
+    await Questions.of(runtime).reply(ctx, child_id, answer)
+    state = _Running.of(runtime).children.get(child_id)
+    if state is None:
+        note = "Answer sent; the agent runs elsewhere, and its report arrives as a notice later."
+        return ToolOutput(json.dumps({"child": child_id, "status": "answered", "note": note}))
+    if state.waiting:
+        raise ToolError(f"another call already waits on agent {child_id[:8]}")
+    return await _wait_on(ctx, state, BackgroundService.of(runtime))
+
+
+async def _wait_on(ctx: ToolContext, state: _Child, background: BackgroundService) -> ToolOutput:
+    child_id = state.spec.child_session_id
+    sub = state.sub
+    # Questions asked while no call waited went to the parent's inbox as notices.
+    while not state.questions.empty():
+        state.questions.get_nowait()
+    asked: asyncio.Task[tuple[str, str]] = asyncio.ensure_future(state.questions.get())
+    state.waiting = True
+    state.relay[0] = ctx.emit
     try:
-        done, _ = await asyncio.wait({running}, timeout=after)
+        # A child that ends while this waits is in `done` (asyncio.wait sorts
+        # after it wakes), so its end is reported here, never lost between.
+        done, _ = await asyncio.wait(
+            {state.running, asked},
+            timeout=sub.background_after,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
     except asyncio.CancelledError:
-        # The parent's call was cancelled before the hand-off: so is its child.
-        running.cancel()
-        await asyncio.gather(running, return_exceptions=True)
+        # The parent's call was cancelled while it waited: so is its child.
+        state.running.cancel()
+        await asyncio.gather(state.running, return_exceptions=True)
         await background.lifecycle.discard(ctx.session_id, child_id)
         raise
-    if done:
+    finally:
+        state.waiting = False
+        if not asked.done():
+            asked.cancel()
+    if state.running in done:
         await background.lifecycle.discard(ctx.session_id, child_id)
-        outcome = running.result()
-        await report_inline(ctx, outcome, role=sub.name, task=task)
+        outcome = state.running.result()
+        await report_inline(ctx, outcome, role=sub.name, task=state.task_text)
         return outcome.to_tool_output()
-    handed_off = True
-    relay[0] = background.emit
+    # The call answers before the child ends: from here the child's events
+    # go to the runtime's subscribers, and its end to the parent's inbox.
+    state.relay[0] = background.emit
     notices = background.notices_for(ctx.run_id)
+    if asked in done:
+        question, notice_id = asked.result()
+        if notices is not None:
+            # Shown here, in band: not delivered again as a notice.
+            notices.mark_seen(notice_id)
+        body = {
+            "question": question,
+            "child": child_id,
+            "note": f"Answer with {sub.name}(child={child_id!r}, reply=...).",
+        }
+        return ToolOutput(json.dumps(body, ensure_ascii=False))
     if notices is not None:
         notices.mark_started(child_id)
     receipt: dict[str, Any] = {
         "id": child_id,
-        "name": name,
+        "name": state.spec.name,
         "status": "running",
         "note": (
-            f"Still running after {after:g} s, so it goes on in the background; "
-            "its answer arrives as a notice at a later round."
+            f"Still running after {sub.background_after:g} s, so it goes on in the "
+            "background; its answer arrives as a notice at a later round."
         ),
     }
     return ToolOutput(json.dumps(receipt))

@@ -9,8 +9,9 @@ from ..agent import Agent
 from ..errors import ConfigurationError
 from ..models._base import Model
 from ..tools import ApprovalRule, Tool, ToolEffect, ToolError, ToolLike, ToolOutput, as_tool
+from ._ask import ask_parent_tool
 from ._children import child_slot, create_child, run_inline
-from ._handoff import delegate_with_handoff
+from ._handoff import delegate_in_task, reply_to_child
 
 if TYPE_CHECKING:
     from ..tools import ToolContext
@@ -86,6 +87,20 @@ _SUBAGENT_SCHEMA = {
 }
 
 
+_ASKING_SCHEMA = {
+    "type": "object",
+    "properties": {
+        **_SUBAGENT_SCHEMA["properties"],  # type: ignore[dict-item]
+        "child": {
+            "type": "string",
+            "description": "Only to answer a question an agent asked: the child id it gave.",
+        },
+        "reply": {"type": "string", "description": "Your answer to that question."},
+    },
+    "additionalProperties": False,
+}
+
+
 class SubAgent:
     """A named specialist. `.tool()` gives the parent a tool named after it
     taking `task` (and an optional display `name`).
@@ -100,8 +115,12 @@ class SubAgent:
     once that the child is still running, and the child goes on as a
     background child: its answer reaches the parent as a notice at a later
     round, once, even if the process dies meanwhile (the parent's next run
-    takes it up again).
-    The child runs without the parent run's `deps` (`ctx.deps` is None in
+    takes it up again). With `ask_parent=True` the child gets an
+    `ask_parent` tool: its question comes back as the call's result
+    (`{"question": ..., "child": ...}`; a background child's as a notice),
+    the parent answers with this tool's `child=` and `reply=`, and the child
+    goes on; a question unanswered for `ask_timeout` seconds is answered
+    "no answer". The child runs without the parent run's `deps` (`ctx.deps` is None in
     its tools): deps are per run and never leave it.
     """
 
@@ -117,6 +136,8 @@ class SubAgent:
         *,
         max_rounds: int | None = None,
         background_after: float | None = None,
+        ask_parent: bool = False,
+        ask_timeout: float = 600.0,
         **agent_options: Any,
     ) -> None:
         if background_after is not None and (
@@ -133,11 +154,14 @@ class SubAgent:
                 f"subagent {name!r} needs a description: the parent model reads it"
             )
         tool_list = check_child_tools(f"subagent {name!r}", (as_tool(t) for t in tools))
+        if ask_parent:
+            tool_list = (*tool_list, ask_parent_tool(ask_timeout))
         self.name = name
         self.description = description
         self.needs_approval = needs_approval
         self.max_rounds = max_rounds
         self.background_after = background_after
+        self.ask_parent = ask_parent
         self.agent = Agent(
             name, model, instructions, tool_list, output_schema=output_schema, **agent_options
         )
@@ -152,7 +176,7 @@ class SubAgent:
             self._tool = DelegationTool(
                 self.name,
                 self.description,
-                _SUBAGENT_SCHEMA,
+                _ASKING_SCHEMA if self.ask_parent else _SUBAGENT_SCHEMA,
                 self._delegate,
                 needs_approval=self.needs_approval,
                 child_agent=self.agent,
@@ -160,14 +184,19 @@ class SubAgent:
         return self._tool
 
     async def _delegate(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        child = arguments.get("child")
+        if child:
+            if "reply" not in arguments:
+                raise ToolError(f"{self.name}: give 'reply' (your answer) with 'child'")
+            return await reply_to_child(self, ctx, str(child), str(arguments["reply"]))
         task = str(arguments.get("task", "")).strip()
         if not task:
             raise ToolError(
                 f"{self.name}: 'task' is empty; describe the complete task for the agent"
             )
         display = str(arguments.get("name") or self.name)
-        if self.background_after is not None:
-            return await delegate_with_handoff(self, ctx, task, display, self.background_after)
+        if self.background_after is not None or self.ask_parent:
+            return await delegate_in_task(self, ctx, task, display)
         async with child_slot(ctx):
             child = await create_child(
                 ctx, self.agent, name=display, task=task, mode="inline", role=self.name

@@ -1,0 +1,163 @@
+"""Children that ask their parent: the `ask_parent` tool and the way back.
+
+A child's question and its parent's answer both go through the store, so
+they hold across processes: the question is a notice in the parent's inbox
+(id `<child>:ask:<call>`), the answer a notice in the child's inbox (id
+`<child>:reply:<call>`), which the child's waiting `ask_parent` call reads
+and acknowledges. An inline delegation sees the question at once (in this
+process) and hands it to the parent's model as the delegation's result; a
+background child's question reaches the parent as a notice at its next round.
+Either way the parent answers with the subagent's tool: `child=` and
+`reply=`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from ..background import BackgroundNotice, BackgroundService, NoticeStatus
+from ..entries import MessageEntry
+from ..messages import ToolCall
+from ..runtime import Runtime
+from ..tools import Tool, ToolContext, ToolEffect, ToolError, tool
+from ._children import host_runtime
+
+__all__ = ["ASK_TOOL", "Questions", "ask_parent_tool", "ask_notice_id", "reply_notice_id"]
+
+ASK_TOOL = "ask_parent"
+
+POLL = 0.2
+"""Seconds between looks at the child's inbox while it waits for an answer."""
+
+
+def ask_notice_id(child_id: str, call_id: str) -> str:
+    """The id of a child's question in its parent's inbox."""
+    return f"{child_id}:ask:{call_id}"
+
+
+def reply_notice_id(child_id: str, call_id: str) -> str:
+    """The id of the parent's answer in the child's inbox."""
+    return f"{child_id}:reply:{call_id}"
+
+
+class Questions:
+    """The questions children of this runtime asked and wait on
+    (`Questions.of(runtime)`): the in-process signal an inline delegation
+    waits for; the questions themselves are in the store."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._asked: dict[str, asyncio.Queue[tuple[str, str]]] = {}
+
+    @classmethod
+    def of(cls, runtime: Runtime) -> Questions:
+        """The runtime's instance."""
+        return runtime.service(cls, cls)
+
+    def watch(self, child_id: str) -> asyncio.Queue[tuple[str, str]]:
+        """Where questions of `child_id` asked in this process arrive, as
+        (question, the id of its notice in the parent's inbox)."""
+        return self._asked.setdefault(child_id, asyncio.Queue())
+
+    def forget(self, child_id: str) -> None:
+        """Stop watching `child_id`."""
+        self._asked.pop(child_id, None)
+
+    async def ask(self, ctx: ToolContext, question: str, timeout: float) -> str:
+        """Put the child's question to its parent and wait for the answer."""
+        runtime = self.runtime
+        meta = await runtime.store.get(ctx.session_id)
+        if meta.parent_id is None:
+            raise ToolError("ask_parent: this agent has no parent to ask")
+        name = str(meta.metadata.get("name") or meta.agent)
+        role = str(meta.metadata.get("role") or name)
+        background = BackgroundService.of(runtime)
+        text = (
+            f"agent {name!r} ({ctx.session_id[:8]}) asks: {question}\n"
+            f"Answer it with {role}(child={ctx.session_id!r}, reply=...)."
+        )
+        notice = BackgroundNotice(
+            ask_notice_id(ctx.session_id, ctx.call_id),
+            f"{ctx.session_id}:ask",
+            "question",
+            text,
+            NoticeStatus.ASKED,
+            time.time(),
+            {"child_session_id": ctx.session_id, "question": question, "call_id": ctx.call_id},
+        )
+        await background.inbox.push(meta.parent_id, notice)
+        watching = self._asked.get(ctx.session_id)
+        if watching is not None:
+            watching.put_nowait((question, notice.id))
+        return await self._answer(ctx, background, timeout)
+
+    async def _answer(self, ctx: ToolContext, background: BackgroundService, timeout: float) -> str:
+        wanted = reply_notice_id(ctx.session_id, ctx.call_id)
+        ends = time.monotonic() + timeout
+        while True:
+            for notice in await background.inbox.pending(ctx.session_id):
+                if notice.id == wanted:
+                    await background.inbox.ack(ctx.session_id, [wanted])
+                    return f"Your parent answers: {notice.text}"
+            if ctx.stop.is_set:
+                return "Your run is stopping; no answer came."
+            left = ends - time.monotonic()
+            if left <= 0:
+                return f"Your parent did not answer within {timeout:g} s; go on without it."
+            await asyncio.sleep(min(POLL, left))
+
+    async def reply(self, ctx: ToolContext, child_id: str, answer: str) -> None:
+        """Send the parent's answer to the question `child_id` waits on."""
+        runtime = host_runtime(ctx)
+        try:
+            meta = await runtime.store.get(child_id)
+        except Exception:
+            raise ToolError(f"no agent {child_id!r} of yours is waiting for an answer") from None
+        if meta.parent_id != ctx.session_id:
+            raise ToolError(f"agent {child_id!r} is not one of yours")
+        call = _open_question(await runtime.store.load(child_id))
+        if call is None:
+            raise ToolError(f"agent {child_id[:8]} has no question waiting for an answer")
+        notice = BackgroundNotice(
+            reply_notice_id(child_id, call.id),
+            f"{child_id}:reply",
+            "answer",
+            answer,
+            "answered",
+            time.time(),
+        )
+        await BackgroundService.of(runtime).inbox.push(child_id, notice)
+
+
+def _open_question(entries: list[Any]) -> ToolCall | None:
+    """The child's `ask_parent` call still waiting for its result, if any."""
+    answered: set[str] = set()
+    asking: ToolCall | None = None
+    for entry in entries:
+        payload = entry.payload
+        if not isinstance(payload, MessageEntry):
+            continue
+        message = payload.message
+        for call in message.tool_calls:
+            if call.name == ASK_TOOL:
+                asking = call
+        answered.update(r.tool_call_id for r in message.results)
+    return asking if asking is not None and asking.id not in answered else None
+
+
+def ask_parent_tool(timeout: float) -> Tool:
+    """The `ask_parent` tool a subagent's child gets (`SubAgent(ask_parent=True)`)."""
+
+    @tool(name=ASK_TOOL, effect=ToolEffect.READ_ONLY)
+    async def ask_parent(question: str, ctx: ToolContext) -> str:
+        """Ask the agent that gave you this task a question, and wait for its
+        answer. Ask only what you cannot find out yourself.
+
+        Args:
+            question: The question, complete: the parent sees nothing else of your work.
+        """
+        return await Questions.of(host_runtime(ctx)).ask(ctx, question, timeout)
+
+    return ask_parent
