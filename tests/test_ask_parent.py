@@ -9,8 +9,6 @@ import asyncio
 import json
 from typing import Any
 
-import pytest
-
 from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime
 from taskloom.delegation import SubAgent
