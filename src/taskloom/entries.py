@@ -22,6 +22,7 @@ from .results import BudgetLeft, RunStatus
 
 __all__ = [
     "ApprovalDecision",
+    "ApprovalEscalated",
     "ApprovalRequests",
     "CallsStarted",
     "CompactionEntry",
@@ -73,6 +74,7 @@ class EntryKind:
     RUN_FINISHED = "run_finished"
     MCP_TASK = "mcp_task"
     MCP_TASK_ENDED = "mcp_task_ended"
+    APPROVAL_ESCALATED = "approval_escalated"
 
 
 class Payload:
@@ -473,7 +475,8 @@ class ApprovalDecision(Payload):
 @dataclass(frozen=True, slots=True)
 class CallsStarted(Payload):
     """Calls of turn `turn` are about to run: written durably before they start,
-    so a crash while they run answers them "interrupted", never runs them again."""
+    so a crash while they run answers them "interrupted" (an idempotent tool's
+    call is run again instead, a bounded number of times)."""
 
     KIND: ClassVar[str] = EntryKind.CALLS_STARTED
     turn: int
@@ -856,3 +859,32 @@ class MCPTaskEnded(Payload):
 
 _kind(MCPTaskStarted)
 _kind(MCPTaskEnded)
+
+
+@_kind
+@dataclass(frozen=True, slots=True)
+class ApprovalEscalated(Payload):
+    """In a parent's log: its child `child_session_id` (named `name`) parked
+    on calls `call_ids`, which it escalated to the parent's people instead of
+    denying them (`on_approval="escalate"`). The parent's `pending()` lists
+    them while undecided; deciding one resumes the child."""
+
+    KIND: ClassVar[str] = EntryKind.APPROVAL_ESCALATED
+    child_session_id: str
+    name: str
+    call_ids: tuple[str, ...]
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "child_session_id": self.child_session_id,
+            "name": self.name,
+            "call_ids": list(self.call_ids),
+        }
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> ApprovalEscalated:
+        return cls(
+            str(data["child_session_id"]),
+            str(data.get("name", "")),
+            tuple(str(c) for c in data.get("call_ids") or ()),
+        )

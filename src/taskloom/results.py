@@ -70,13 +70,17 @@ class PendingCall:
     """A call parked until a human approves or denies it.
 
     `reason` says why it was parked when the tool's rule could not decide
-    (its `needs_approval` predicate raised); None otherwise.
+    (its `needs_approval` predicate raised); None otherwise. `session_id` and
+    `origin` name the child session whose call it is, for a call a child
+    escalated to its parent ("" for the session's own).
     """
 
     id: str
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
     reason: str | None = None
+    session_id: str = ""
+    origin: str = ""
 
     @property
     def arguments_hash(self) -> str:

@@ -56,10 +56,13 @@ class BackgroundService:
 
     `default_run_hooks` (on the class) are every new service's first
     run-start hooks (`on_run_start`): delegation's takes up background
-    children whose process died.
+    children whose process died. `decision_hooks` are awaited by `decided`.
     """
 
     default_run_hooks: ClassVar[list[RunStartHook]] = []
+    decision_hooks: ClassVar[
+        list[Callable[[Runtime, str, Mapping[str, Any]], Awaitable[None]]]
+    ] = []
 
     def __init__(
         self,
@@ -146,6 +149,17 @@ class BackgroundService:
         self._hooked.add(task)
         task.add_done_callback(self._hooked.discard)
         return task
+
+    async def decided(self, session_id: str, offered: Mapping[str, Any] | None = None) -> None:
+        """Every call of the session's parked turn is now decided: the
+        `decision_hooks` go on with its work (delegation resumes a child that
+        escalated its approvals). Called by `Session.approve` and `deny`, with
+        the deciding session's tools as `offered`."""
+        runtime = self._runtime
+        if runtime is None:
+            return
+        for hook in list(self.decision_hooks):
+            await hook(runtime, session_id, offered or {})
 
     def notices_for(self, run_id: str) -> RunNotices | None:
         """The notices of a run in progress in this process (to `mark_seen` what a tool showed)."""

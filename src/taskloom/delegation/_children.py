@@ -21,6 +21,7 @@ from typing import Any
 
 from ..agent import Agent
 from ..entries import (
+    ApprovalEscalated,
     Entry,
     SubagentDispatched,
     SubagentLink,
@@ -30,7 +31,7 @@ from ..entries import (
 )
 from ..errors import StaleLeaseError
 from ..events import Event, SubagentFinished, SubagentStarted, origin_label
-from ..loop import RunOptions, RunResult, RunStatus, StopSignal
+from ..loop import RunOptions, RunResult, RunStatus, SessionLog, StopSignal
 from ..loop._output import to_jsonable
 from ..messages import Usage
 from ..runtime import Runtime, Session, session_lease_key
@@ -60,6 +61,7 @@ class ChildStatus(StrEnum):
 
     QUEUED = "queued"
     RUNNING = "running"
+    AWAITING_APPROVAL = "awaiting_approval"
     INTERRUPTED = "interrupted"
     DONE = "done"
     STOPPED = "stopped"
@@ -239,7 +241,12 @@ async def child_status(runtime: Runtime, child_id: str) -> ChildStatus:
     if not started:
         return ChildStatus.QUEUED
     held = await runtime.store.leases.current(lease_key(child_id))
-    return ChildStatus.RUNNING if held is not None else ChildStatus.INTERRUPTED
+    if held is not None:
+        return ChildStatus.RUNNING
+    log = SessionLog()
+    for entry in entries:
+        log.apply(entry)
+    return ChildStatus.AWAITING_APPROVAL if log.parked() else ChildStatus.INTERRUPTED
 
 
 def _outcome_of(
@@ -268,15 +275,35 @@ async def execute_child(
     options: RunOptions,
     emit: Any,
     origin: str,
+    escalate_to: str | None = None,
 ) -> ChildOutcome:
     """Run the child (fenced by whoever holds its lease) and write its one terminal entry.
 
     `task` None continues the child from its log (a redelivered background
-    child). A child that hits an approval gate is denied in band and fails.
+    child, or one whose escalated calls were decided: it resumes). A child
+    that hits an approval gate is denied in band and fails; with
+    `escalate_to` (its parent's id), its calls are escalated to the parent
+    instead (`ApprovalEscalated` in the parent's log) and it stays parked,
+    unended (AWAITING_APPROVAL), until they are decided.
     """
+    parked: list[Any] = []
+    if task is None:
+        await child.sync()
+        parked = child.log.parked()
+        if any(child.log.decision(c.id) is None for c in parked):
+            return ChildOutcome(child.id, name, ChildStatus.AWAITING_APPROVAL)
     await child.record(SubagentStartedEntry(name))
     try:
-        result = await child.run(task, options=options, emit=emit, origin=origin)
+        if parked:
+            result = await child.resume(options=options, emit=emit, origin=origin)
+        else:
+            result = await child.run(task, options=options, emit=emit, origin=origin)
+        if result.status is RunStatus.AWAITING_APPROVAL and escalate_to is not None:
+            calls = tuple(c.id for c in result.pending)
+            await child.runtime.store.append(
+                escalate_to, Entry.of(ApprovalEscalated(child.id, name, calls))
+            )
+            return ChildOutcome(child.id, name, ChildStatus.AWAITING_APPROVAL, usage=result.usage)
         if result.status is RunStatus.AWAITING_APPROVAL:
             for call in result.pending:
                 await child.deny(call.id, note="approval is not available inside a child agent")

@@ -62,6 +62,8 @@ class ChildSpec:
     it, when that was traced: the child's run continues that trace.
     `budget` is the spawning run's tree budget (`TreeBudget.to_dict()`), which
     the child charges on its worker's backend; None without one.
+    `on_approval` is what the child does with an approval-gated call:
+    `"deny"` it, or `"escalate"` it to the parent's people.
     """
 
     child_session_id: str
@@ -76,6 +78,7 @@ class ChildSpec:
     parent_run_id: str | None = None
     traceparent: str | None = None
     budget: dict[str, Any] | None = None
+    on_approval: str = "deny"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
@@ -206,6 +209,9 @@ class ChildWorker:
                                     options=options,
                                     emit=background.emit,
                                     origin=origin_label(spec.name, child.id),
+                                    escalate_to=spec.parent_session_id
+                                    if spec.on_approval == "escalate"
+                                    else None,
                                 )
         except SessionBusy:
             return None  # another live worker holds it
@@ -219,6 +225,9 @@ class ChildWorker:
             return None
         if done is not None:
             return await self._report_again(spec, done)
+        if outcome.status is ChildStatus.AWAITING_APPROVAL:
+            # Parked on calls escalated to its parent: deciding them resumes it.
+            return outcome.status
         if outcome.status is ChildStatus.FAILED:
             logger.warning(
                 "background child %s of session %s failed: %s",

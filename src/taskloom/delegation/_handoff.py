@@ -37,6 +37,7 @@ from ._ask import Questions
 from ._children import (
     CHILD_LEASE,
     ChildOutcome,
+    ChildStatus,
     LiveChildren,
     child_slot,
     child_started,
@@ -98,6 +99,7 @@ def _spec(sub: SubAgent, ctx: ToolContext, child_id: str, name: str, task: str) 
         max_rounds=sub.max_rounds,
         parent_run_id=ctx.run_id,
         budget=tree.to_dict() if tree is not None else None,
+        on_approval=sub.on_approval,
     )
 
 
@@ -156,13 +158,14 @@ async def delegate_in_task(sub: SubAgent, ctx: ToolContext, task: str, name: str
                             options=options,
                             emit=emit,
                             origin=origin_label(name, child_id, ctx.origin),
+                            escalate_to=ctx.session_id if sub.escalates else None,
                         )
         finally:
             running_children.children.pop(child_id, None)
             questions.forget(child_id)
         # No await between this check and the return: a call waiting now
         # gets the outcome from the task; otherwise the parent's inbox does.
-        if not state.waiting:
+        if not state.waiting and outcome.status.is_terminal:
             await ChildWorker(runtime).report(spec, outcome)
         return outcome
 
@@ -215,6 +218,8 @@ async def _wait_on(ctx: ToolContext, state: _Child, background: BackgroundServic
     if state.running in done:
         await background.lifecycle.discard(ctx.session_id, child_id)
         outcome = state.running.result()
+        if outcome.status is ChildStatus.AWAITING_APPROVAL:
+            return _awaiting(child_id, state.spec.name)
         await report_inline(ctx, outcome, role=sub.name, task=state.task_text)
         return outcome.to_tool_output()
     # The call answers before the child ends: from here the child's events
@@ -244,3 +249,16 @@ async def _wait_on(ctx: ToolContext, state: _Child, background: BackgroundServic
         ),
     }
     return ToolOutput(json.dumps(receipt))
+
+
+def _awaiting(child_id: str, name: str) -> ToolOutput:
+    body = {
+        "id": child_id,
+        "name": name,
+        "status": "awaiting_approval",
+        "note": (
+            "It asked for approval of a call, which a person decides; once decided, it "
+            "goes on, and its answer arrives as a notice at a later round."
+        ),
+    }
+    return ToolOutput(json.dumps(body))

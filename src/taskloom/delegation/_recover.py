@@ -24,7 +24,7 @@ from ..runtime import Runtime
 from ._children import LiveChildren
 from ._dispatch import ChildSpec, ChildWorker
 
-__all__ = ["recover_children"]
+__all__ = ["recover_children", "resume_decided_child"]
 
 logger = logging.getLogger("taskloom")
 
@@ -90,4 +90,37 @@ async def _logged(work: Awaitable[None]) -> None:
         logger.exception("taking up interrupted background children failed")
 
 
+async def resume_decided_child(
+    runtime: Runtime, session_id: str, offered: Mapping[str, Any]
+) -> None:
+    """Go on with a child whose escalated calls are all decided (a
+    `BackgroundService` decision hook): on the runtime's queue if it has one
+    (a worker resumes it), else here, now (`approve` returns once the child
+    ended or parked again). Sessions that are not dispatched children are
+    left alone."""
+    entries = await runtime.store.load(session_id)
+    specs = [e.payload.spec for e in entries if isinstance(e.payload, SubagentDispatched)]
+    if not specs:
+        return
+    spec = ChildSpec.from_dict(specs[0])
+    # A work queue that carries children (taskloom.distributed's) hands it to a worker.
+    dispatch = getattr(runtime.queue, "dispatch_child", None)
+    if dispatch is not None:
+        await dispatch(spec)
+        return
+    await ChildWorker(runtime).run(spec, agent=_subagent_agent(runtime, spec, offered))
+
+
+def _subagent_agent(runtime: Runtime, spec: ChildSpec, offered: Mapping[str, Any]) -> Agent | None:
+    """The agent of the `SubAgent` that started the child: from the deciding
+    session's tools, or an agent of the runtime that offers it (None:
+    rebuild it from the registries)."""
+    for tools in (offered, *(a.tool_map for a in runtime.agents.values())):
+        found = getattr(tools.get(spec.type or ""), "child_agent", None)
+        if isinstance(found, Agent):
+            return found
+    return None
+
+
 BackgroundService.default_run_hooks.append(_on_run_start)
+BackgroundService.decision_hooks.append(resume_decided_child)

@@ -31,7 +31,7 @@ from ._children import (
     summary,
 )
 from ._dispatch import ChildSpec, Dispatcher
-from ._subagent import DelegationTool, check_child_tools
+from ._subagent import DelegationTool, check_child_tools, check_on_approval
 
 if TYPE_CHECKING:
     from ..tools import ToolContext
@@ -65,6 +65,9 @@ class Spawner:
     parent session (enforced atomically), `dispatcher` enables
     `mode="background"`. `needs_approval` gates the spawn itself. Workers
     run without the parent run's `deps` (`ctx.deps` is None in their tools).
+    `on_approval="escalate"` lets the pool hold tools that need approval: a
+    background worker's gated call is escalated to the parent's people (see
+    `SubAgent`) instead of being refused.
     """
 
     def __init__(
@@ -80,7 +83,9 @@ class Spawner:
         instructions: str | None = None,
         max_rounds: int | None = None,
         name: str = SPAWN_TOOL,
+        on_approval: str = "deny",
     ) -> None:
+        self.on_approval = check_on_approval("spawn pool", on_approval)
         pool: dict[str, Tool] = {}
         for t in (as_tool(x) for x in tools):
             if isinstance(t, DelegationTool):
@@ -91,7 +96,7 @@ class Spawner:
             if t.name in pool:
                 raise ConfigurationError(f"spawn pool: two tools named {t.name!r}")
             pool[t.name] = t
-        check_child_tools("spawn pool", pool.values())
+        check_child_tools("spawn pool", pool.values(), on_approval)
         if max_children < 1:
             raise ConfigurationError("max_children must be at least 1")
         type_map: dict[str, WorkerType] = {}
@@ -329,6 +334,7 @@ class Spawner:
             # This runs inside the spawn call's span: the child continues it.
             traceparent=runtime.observer.current_traceparent(),
             budget=ctx.controls.tree.to_dict() if ctx.controls.tree is not None else None,
+            on_approval=self.on_approval,
         )
         try:
             await create_child(

@@ -19,11 +19,28 @@ if TYPE_CHECKING:
 __all__ = ["DelegationTool", "SubAgent", "check_child_tools"]
 
 
-def check_child_tools(owner: str, tools: Iterable[Tool]) -> tuple[Tool, ...]:
-    """Tools a child may have: no delegation (one level deep), no approval gates.
+ON_APPROVAL = ("deny", "escalate")
+"""What a child may do with an approval-gated call: deny it, or escalate it."""
 
-    A child has no human to ask, so a gated tool could never run there:
-    refuse it now rather than fail mid-run. Gate the delegation instead.
+
+def check_on_approval(owner: str, on_approval: str) -> str:
+    """`on_approval`, checked."""
+    if on_approval not in ON_APPROVAL:
+        raise ConfigurationError(
+            f"{owner}: on_approval={on_approval!r} must be 'deny' or 'escalate'"
+        )
+    return on_approval
+
+
+def check_child_tools(
+    owner: str, tools: Iterable[Tool], on_approval: str = "deny"
+) -> tuple[Tool, ...]:
+    """Tools a child may have: no delegation (one level deep), and approval
+    gates only when the child escalates them (`on_approval="escalate"`).
+
+    A child that denies has no human to ask, so a gated tool could never run
+    there: refuse it now rather than fail mid-run. Gate the delegation
+    instead, or escalate.
     """
     checked = tuple(tools)
     for t in checked:
@@ -31,10 +48,11 @@ def check_child_tools(owner: str, tools: Iterable[Tool]) -> tuple[Tool, ...]:
             raise ConfigurationError(
                 f"{owner}: tool {t.name!r} delegates; children cannot delegate further (one level deep)"
             )
-        if t.is_gated:
+        if t.is_gated and on_approval != "escalate":
             raise ConfigurationError(
                 f"{owner}: tool {t.name!r} needs approval, which children cannot ask for; "
-                "gate the delegation itself with needs_approval= instead"
+                "gate the delegation itself with needs_approval=, or escalate the child's "
+                "approvals to the parent with on_approval='escalate'"
             )
     return checked
 
@@ -120,7 +138,11 @@ class SubAgent:
     (`{"question": ..., "child": ...}`; a background child's as a notice),
     the parent answers with this tool's `child=` and `reply=`, and the child
     goes on; a question unanswered for `ask_timeout` seconds is answered
-    "no answer". The child runs without the parent run's `deps` (`ctx.deps` is None in
+    "no answer". With `on_approval="escalate"` the child may have tools that
+    need approval: a gated call parks the child and shows among the parent's
+    `pending()` (and the root's people decide it: CLI, console, code); the
+    call answers that the child awaits approval, and the decision resumes
+    the child, whose answer then arrives as a notice. The child runs without the parent run's `deps` (`ctx.deps` is None in
     its tools): deps are per run and never leave it.
     """
 
@@ -138,6 +160,7 @@ class SubAgent:
         background_after: float | None = None,
         ask_parent: bool = False,
         ask_timeout: float = 600.0,
+        on_approval: str = "deny",
         **agent_options: Any,
     ) -> None:
         if background_after is not None and (
@@ -153,7 +176,10 @@ class SubAgent:
             raise ConfigurationError(
                 f"subagent {name!r} needs a description: the parent model reads it"
             )
-        tool_list = check_child_tools(f"subagent {name!r}", (as_tool(t) for t in tools))
+        self.on_approval = check_on_approval(f"subagent {name!r}", on_approval)
+        tool_list = check_child_tools(
+            f"subagent {name!r}", (as_tool(t) for t in tools), on_approval
+        )
         if ask_parent:
             tool_list = (*tool_list, ask_parent_tool(ask_timeout))
         self.name = name
@@ -169,6 +195,11 @@ class SubAgent:
 
     def __repr__(self) -> str:
         return f"SubAgent({self.name!r})"
+
+    @property
+    def escalates(self) -> bool:
+        """Whether the child escalates its approval-gated calls to the parent."""
+        return self.on_approval == "escalate"
 
     def tool(self) -> Tool:
         """The delegation tool for a parent agent (built once)."""
@@ -195,7 +226,7 @@ class SubAgent:
                 f"{self.name}: 'task' is empty; describe the complete task for the agent"
             )
         display = str(arguments.get("name") or self.name)
-        if self.background_after is not None or self.ask_parent:
+        if self.background_after is not None or self.ask_parent or self.escalates:
             return await delegate_in_task(self, ctx, task, display)
         async with child_slot(ctx):
             child = await create_child(

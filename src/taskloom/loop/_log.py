@@ -22,6 +22,7 @@ from typing import overload
 
 from ..entries import (
     ApprovalDecision,
+    ApprovalEscalated,
     ApprovalRequests,
     CallsStarted,
     CompactionEntry,
@@ -92,6 +93,7 @@ class SessionLog:
         "compaction",
         "decisions",
         "entries",
+        "escalated",
         "last_finished",
         "last_run_started",
         "model_position",
@@ -135,6 +137,8 @@ class SessionLog:
         # How many times each call was durably started after its turn was
         # committed (a parked turn's resume, an idempotent call's retry).
         self.started: dict[Key, int] = {}
+        # Children that escalated approvals to this session, by child id (latest).
+        self.escalated: dict[str, ApprovalEscalated] = {}
         self.call_ids: set[str] = set()
         self.turn = 0
         self.turn_message: Message | None = None
@@ -222,6 +226,9 @@ class SessionLog:
             for c in started.call_ids:
                 key = (started.turn, c)
                 self.started[key] = self.started.get(key, 0) + 1
+        elif kind == EntryKind.APPROVAL_ESCALATED:
+            escalated = ApprovalEscalated.from_data(entry.data)
+            self.escalated[escalated.child_session_id] = escalated
         elif kind == EntryKind.COMPACTION:
             compaction = CompactionEntry.from_data(entry.data)
             self.compaction = compaction

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..entries import (
     ApprovalDecision,
+    ApprovalEscalated,
     ApprovalRequests,
     CompactionEntry,
     Entry,
@@ -86,6 +87,9 @@ class Snapshot:
             decision = ApprovalDecision.from_data(data)
             log.decisions[(int(turn), decision.call_id)] = decision
         log.started = {(int(turn), str(call_id)): int(n) for turn, call_id, n in st["started"]}
+        log.escalated = {
+            str(e["child_session_id"]): ApprovalEscalated.from_data(e) for e in st["escalated"]
+        }
         log.turn = int(st["turn"])
         turn_message = st["turn_message"]
         log.turn_message = Message.from_dict(turn_message) if turn_message else None
@@ -182,6 +186,7 @@ def encode_snapshot(log: SessionLog) -> str:
         ],
         "decisions": [[turn, d.to_data()] for (turn, _), d in log.decisions.items()],
         "started": sorted([turn, call_id, n] for (turn, call_id), n in log.started.items()),
+        "escalated": [e.to_data() for e in log.escalated.values()],
         "turn": log.turn,
         "turn_message": log.turn_message.to_dict() if log.turn_message is not None else None,
         "assistant_turns": log.assistant_turns,

@@ -362,14 +362,15 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
 
     async def pending(self) -> list[PendingCall]:
         """The calls of the parked turn that wait for a decision, with their full
-        arguments (empty when the session is not parked)."""
+        arguments (empty when the session is not parked); then the calls its
+        children escalated to it and nobody decided yet (`on_approval=
+        "escalate"`), each naming the child (`session_id`, `origin`)."""
         await self.sync()
-        log = self.log
-        return [
-            PendingCall(c.id, c.name, c.arguments, r.reason)
-            for c in log.parked()
-            if (r := log.request(c.id)) is not None and log.decision(c.id) is None
-        ]
+        calls = _undecided(self.log)
+        for child_id, escalated in self.log.escalated.items():
+            child_log = await _folded(self.runtime.store, child_id)
+            calls += _undecided(child_log, child_id, origin_label(escalated.name, child_id))
+        return calls
 
     # ------------------------------------------------------------ the lease
 
@@ -491,15 +492,17 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         deps: AgentDepsT = None,  # type: ignore[assignment]
         options: RunOptions | None = None,
         emit: Callable[[Event], None] | None = None,
+        origin: str = "",
         wait: bool | float = False,
     ) -> RunResult[AgentOutputT]:
         """Continue a run parked for approval: approved calls run, denied ones
         get an error result carrying the note, then the loop goes on. Raises
         `ApprovalsMissing` if some parked call has no decision yet. The
-        parked run's deps were never stored: pass them again."""
+        parked run's deps were never stored: pass them again. `origin` tags
+        its events as `run`'s does."""
         self.agent.check_deps(deps)
         return await self._run(
-            None, options, resume=True, origin="", emit=emit, wait=wait, deps=deps
+            None, options, resume=True, origin=origin, emit=emit, wait=wait, deps=deps
         )
 
     def stream_resume(
@@ -592,23 +595,45 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
 
     # ------------------------------------------------------------ decisions
 
-    async def approve(self, call_id: str, note: str | None = None) -> None:
+    async def approve(
+        self, call_id: str, note: str | None = None, *, session_id: str | None = None
+    ) -> None:
         """Approve a call of the parked turn: write-once, and bound to the turn
         and the call's exact arguments, so a decision never applies to another
-        call or to changed arguments (see "Durability and approvals" in the docs)."""
-        await self._decide(call_id, True, note)
+        call or to changed arguments (see "Durability and approvals" in the docs).
 
-    async def deny(self, call_id: str, note: str | None = None) -> None:
-        """Deny a call of the parked turn; the model gets an error result with the note."""
-        await self._decide(call_id, False, note)
+        A call a child escalated to this session is decided in the child's log
+        (`session_id` names the child when the call id is not enough); once
+        none of the child's calls waits, the child is resumed (see
+        `BackgroundService.decided`)."""
+        await self._decide(call_id, True, note, session_id)
 
-    async def _decide(self, call_id: str, approved: bool, note: str | None) -> None:
+    async def deny(
+        self, call_id: str, note: str | None = None, *, session_id: str | None = None
+    ) -> None:
+        """Deny a call of the parked turn (or one a child escalated, as for
+        `approve`); the model gets an error result with the note."""
+        await self._decide(call_id, False, note, session_id)
+
+    async def _decide(
+        self, call_id: str, approved: bool, note: str | None, session_id: str | None = None
+    ) -> None:
         await self.sync()
-        log = self.log
+        target = await self._deciding(call_id, session_id)
+        own = target == self.id
+        log = self.log if own else await _folded(self.runtime.store, target)
+
+        async def resync() -> None:
+            if own:
+                await self.sync()
+                return
+            for entry in await self.runtime.store.load(target, after=log.position):
+                log.apply(entry)
+
         request = log.request(call_id)
         if request is None:
             raise UsageError(
-                f"session {self.id} has no approval request for call {call_id!r} in its parked turn"
+                f"session {target} has no approval request for call {call_id!r} in its parked turn"
             )
         existing = log.decision(call_id)
         if existing is not None:
@@ -616,12 +641,40 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             return
         decision = ApprovalDecision(call_id, approved, request.hash, log.turn, note)
         # Decisions need no lease: anyone may decide while the run is parked.
-        await self.runtime.store.append(self.id, Entry.of(decision))
-        await self.sync()
+        await self.runtime.store.append(target, Entry.of(decision))
+        await resync()
         # Another process may have decided first: the log order says who won.
         winner = log.decision(call_id)
         assert winner is not None
         _check_same(winner, approved, call_id)
+        if not _undecided(log):
+            # Every call of the turn is decided: whoever runs the session's
+            # kind of work may go on with it (a child escalated, say).
+            decided = getattr(self.runtime.background, "decided", None)
+            if decided is not None:
+                await decided(target, self.agent.tool_map)
+
+    async def _deciding(self, call_id: str, session_id: str | None) -> str:
+        """Whose parked turn `call_id` is decided in: this session's, or a child's
+        that escalated to it."""
+        escalated = self.log.escalated
+        if session_id is not None and session_id != self.id:
+            if session_id not in escalated:
+                raise UsageError(f"session {session_id} escalated no approval to session {self.id}")
+            return session_id
+        if session_id is not None or self.log.request(call_id) is not None or not escalated:
+            return self.id
+        found = [
+            child_id
+            for child_id in escalated
+            if any(c.id == call_id for c in _undecided(await _folded(self.runtime.store, child_id)))
+        ]
+        if len(found) > 1:
+            raise UsageError(
+                f"call {call_id!r} waits in {len(found)} children of session {self.id}: "
+                f"name one with session_id= ({', '.join(found)})"
+            )
+        return found[0] if found else self.id
 
     async def steer(self, text: str) -> None:
         """Fold `text` in as a user turn at the next round boundary (of the
@@ -662,6 +715,23 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
                 reasoning=reasoning.to_dict() if reasoning else None, reasoning_changed=True
             )
         )
+
+
+def _undecided(log: SessionLog, session_id: str = "", origin: str = "") -> list[PendingCall]:
+    """The calls of `log`'s parked turn that wait for a decision."""
+    return [
+        PendingCall(c.id, c.name, c.arguments, r.reason, session_id, origin)
+        for c in log.parked()
+        if (r := log.request(c.id)) is not None and log.decision(c.id) is None
+    ]
+
+
+async def _folded(store: SessionStore, session_id: str) -> SessionLog:
+    """Another session's log, folded (to read or decide its parked turn)."""
+    log = SessionLog()
+    for entry in await store.load(session_id):
+        log.apply(entry)
+    return log
 
 
 def _check_same(existing: ApprovalDecision, approved: bool, call_id: str) -> None:

@@ -1,0 +1,112 @@
+"""A child escalates its approval-gated calls (`on_approval="escalate"`):
+they show among the root's pending approvals with the child's origin, and
+the decision resumes the child, whose answer arrives once. In process here
+(memory, SQLite, PostgreSQL); across processes, with the CLI deciding, in
+tests/distributed/test_queue_escalation.py and below."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from pg import open_durable, pg_schema  # noqa: F401 (fixture)
+from taskloom import Agent, ConfigurationError, Runtime, tool
+from taskloom.delegation import ChildStatus, Spawner, SubAgent, child_status
+from taskloom.entries import MessageEntry
+from taskloom.models import FunctionModel, ModelRequest, reply
+
+transfers: list[int] = []
+
+
+@tool(needs_approval=True)
+async def transfer(amount: int) -> str:
+    """Move money (a person approves each transfer)."""
+    transfers.append(amount)
+    return f"moved {amount}"
+
+
+def child(request: ModelRequest) -> Any:
+    results = [r.content for m in request.messages for r in m.results]
+    if not results:
+        return reply(tool_calls=[("transfer", {"amount": 70})])
+    return reply(f"transfer done: {results[-1]}")
+
+
+def lead(request: ModelRequest) -> Any:
+    texts = "\n".join(m.text for m in request.messages if m.role == "user")
+    if "finished. Its report" in texts:
+        return reply("report: " + texts.rsplit("Its report:", 1)[1].strip())
+    if any(m.role == "tool" for m in request.messages):
+        return reply("waiting for approval")
+    return reply(tool_calls=[("treasurer", {"task": "Pay the invoice."})])
+
+
+def test_gated_tools_need_escalation_in_a_child() -> None:
+    with pytest.raises(ConfigurationError, match="on_approval='escalate'"):
+        SubAgent("treasurer", "Pays.", FunctionModel(child), tools=[transfer])
+    with pytest.raises(ConfigurationError, match="on_approval"):
+        SubAgent("t", "Pays.", FunctionModel(child), on_approval="ask")
+    Spawner(FunctionModel(child), tools=[transfer], on_approval="escalate")
+
+
+async def test_an_escalated_call_is_decided_at_the_root_and_resumes_the_child(
+    store_url: tuple[str, str],
+) -> None:
+    transfers.clear()
+    treasurer = SubAgent(
+        "treasurer", "Pays.", FunctionModel(child), tools=[transfer], on_approval="escalate"
+    )
+    model = FunctionModel(lead)
+    async with Runtime(store=open_durable(*store_url)) as runtime:
+        root = await runtime.create_session(Agent("lead", model, tools=[treasurer.tool()]))
+        first = await root.run("Pay the invoice.")
+        assert first.text == "waiting for approval"
+        answer = json.loads(model.requests[1].messages[-1].results[0].content)
+        assert answer["status"] == "awaiting_approval"
+        child_id = answer["id"]
+        assert await child_status(runtime, child_id) is ChildStatus.AWAITING_APPROVAL
+        [pending] = await root.pending()
+        assert (pending.name, pending.arguments, pending.session_id) == (
+            "transfer",
+            {"amount": 70},
+            child_id,
+        )
+        assert pending.origin.startswith("treasurer#")
+        assert transfers == []  # nothing ran unapproved
+        await root.approve(pending.id, note="within budget")
+        # The decision resumed the child here (no queue), which ran the call and ended.
+        assert transfers == [70]
+        assert await child_status(runtime, child_id) is ChildStatus.DONE
+        assert await root.pending() == []
+        final = await root.run("Done?")
+        assert final.text == "report: transfer done: moved 70"
+        delivered = [
+            i
+            for e in await root.entries()
+            if isinstance(e.payload, MessageEntry)
+            for i in e.payload.delivered_ids
+        ]
+        assert delivered == [f"subagent:{child_id}"]  # once
+
+
+async def test_a_denied_escalation_resumes_the_child_with_the_denial() -> None:
+    transfers.clear()
+    treasurer = SubAgent(
+        "treasurer", "Pays.", FunctionModel(child), tools=[transfer], on_approval="escalate"
+    )
+    async with Runtime() as runtime:
+        root = await runtime.create_session(
+            Agent("lead", FunctionModel(lead), tools=[treasurer.tool()])
+        )
+        await root.run("Pay the invoice.")
+        [pending] = await root.pending()
+        await root.deny(pending.id, note="not this month")
+        assert transfers == []
+        async with asyncio.timeout(5):
+            while not await runtime.background.inbox.pending(root.id):
+                await asyncio.sleep(0.01)
+        final = await root.run("Done?")
+        assert "not this month" in final.text
