@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +22,7 @@ from taskloom.delegation import ChildStatus, Spawner, SubAgent, child_status
 from taskloom.entries import MessageEntry
 from taskloom.models import FunctionModel, ModelRequest, reply
 
+HERE = Path(__file__).parent
 transfers: list[int] = []
 
 
@@ -110,3 +115,52 @@ async def test_a_denied_escalation_resumes_the_child_with_the_denial() -> None:
                 await asyncio.sleep(0.01)
         final = await root.run("Done?")
         assert "not this month" in final.text
+
+
+async def test_the_cli_approves_an_escalated_call_on_sqlite_and_resumes_the_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'taskloom.db'}"
+    effects = tmp_path / "effects.txt"
+    monkeypatch.setenv("ESC_URL", url)
+    monkeypatch.setenv("ESC_EFFECTS", str(effects))
+    import escalation_app
+
+    async with escalation_app.make_runtime() as host:
+        root = await host.create_session(host.agent_named("treasurer"))
+        assert (await root.run("Pay the invoice.")).text == "a worker is paying"
+        async with asyncio.timeout(10):
+            while not (pending := await root.pending()):
+                await asyncio.sleep(0.02)
+        [call] = pending
+        assert call.name == "pay" and call.origin.startswith("payer#")
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+        }
+        # Another process decides; with no queue, it resumes the child itself.
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [
+                sys.executable,
+                "-m",
+                "taskloom",
+                "approve",
+                root.id,
+                call.id,
+                "--app",
+                "escalation_app:make_runtime",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        [paid] = effects.read_text().splitlines()
+        assert paid.startswith(f"PAID {call.session_id} 70 ") and not paid.endswith(
+            f" {os.getpid()}"
+        )  # ran once, in the deciding process
+        assert await child_status(host, call.session_id) is ChildStatus.DONE
+        final = await root.run("Done?")
+        assert final.text == "report: done: paid 70"

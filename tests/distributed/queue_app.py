@@ -74,6 +74,32 @@ def lead(request: ModelRequest) -> Any:
     return reply(tool_calls=[("spawn_agent", spawn)])
 
 
+@tool(needs_approval=True)
+async def pay(amount: int, ctx: ToolContext) -> str:
+    """Pay an amount (a person approves each payment)."""
+    mark(f"PAID {ctx.session_id} {ctx.call_id} {amount}")
+    return f"paid {amount}"
+
+
+def payer(request: ModelRequest) -> Any:
+    """Pay 70 (a gated call, escalated to the parent), then say so."""
+    results = [r.content for m in request.messages for r in m.results]
+    if not results:
+        return reply(tool_calls=[("pay", {"amount": 70})])
+    return reply(f"done: {results[-1]}")
+
+
+def treasurer(request: ModelRequest) -> Any:
+    """Send a background worker to pay; answer once its report is in."""
+    text = " ".join(m.text for m in request.messages if m.role == "user")
+    if "finished. Its report" in text:
+        return reply("report: " + text.rsplit("Its report:", 1)[1].strip())
+    if any(m.role == "tool" for m in request.messages):
+        return reply("a worker is paying")
+    spawn = {"name": "payer", "task": "pay 70", "tools": ["pay"], "mode": "background"}
+    return reply(tool_calls=[("spawn_agent", spawn)])
+
+
 def spend(request: ModelRequest) -> Any:
     """A child that answers at once, reporting a token per four characters of
     its input and 2,000 output tokens (or its `max_tokens`, if fewer)."""
@@ -109,18 +135,21 @@ def build(
     spender = FunctionModel(spend, name="spender")
     spawner = Spawner(child, tools=[touch], dispatcher=queue.dispatcher(), max_children=8)
     fanout = Spawner(spender, dispatcher=queue.dispatcher(), max_children=64)
+    paying = FunctionModel(payer, name="payer")
+    payers = Spawner(paying, tools=[pay], dispatcher=queue.dispatcher(), on_approval="escalate")
     everyone = [
         Agent("bot", FunctionModel(touch_then_answer, name="bot"), tools=[touch]),
         Agent("lead", FunctionModel(lead, name="lead"), tools=[spawner.tool()]),
         Agent("boss", FunctionModel(boss, name="boss"), tools=[fanout.tool()]),
+        Agent("treasurer", FunctionModel(treasurer, name="treasurer"), tools=[payers.tool()]),
     ]
     wanted = None if agents is None else set(filter(None, agents.split(",")))
     return Runtime(
         store=PostgresStore(url, schema=schema, max_size=4),
         queue=queue,
         agents=[a for a in everyone if wanted is None or a.name in wanted],
-        tools=[touch],
-        models=[child, spender],
+        tools=[touch, pay],
+        models=[child, spender, paying],
         lease_ttl=lease_ttl,
         wake_on_notice=wake,
         observer=observer,

@@ -195,6 +195,17 @@ async def _show(runtime: Runtime, console: Console, session_id: str, tree: bool)
         request = log.request(call.id)
         reason = request.reason if request is not None else None
         console.print(approval_block(call.name, call.id, call.arguments, reason))
+    for child_id, escalated in log.escalated.items():
+        _, child_log = await _log(runtime, child_id)
+        for call in child_log.parked():
+            request = child_log.request(call.id)
+            if child_log.decision(call.id) is not None or request is None:
+                continue
+            who = f"{visible(escalated.name)} {visible(child_id[:8])}"
+            console.print(Text(f"awaiting approval, escalated by {who}:", style="bold yellow"))
+            console.print(approval_block(call.name, call.id, call.arguments, request.reason))
+            decide = shlex.join(["taskloom", "approve", meta.id, visible(call.id)])
+            console.print(command_line(f"  decide: {decide} (or add --deny)"), crop=False)
     return 0
 
 
@@ -207,14 +218,22 @@ async def _approve(runtime: Runtime, console: Console, args: argparse.Namespace)
     # Deciding needs the log, not the agent: one that can never run stands in.
     stand_in = Agent(meta.agent or "cli", FunctionModel(_no_runs, name="decisions-only"))
     session = await runtime.open_session(meta.id, stand_in)
+    waiting = {c.id: c for c in reversed(await session.pending())}  # its own first
     if args.deny:
         await session.deny(args.call_id, note=args.note)
     else:
         await session.approve(args.call_id, note=args.note)
     log = session.log
+    verb = "denied" if args.deny else "approved"
+    escalated = waiting.get(args.call_id)
+    if escalated is not None and escalated.session_id:
+        # A call a child escalated: deciding it went on with the child.
+        console.print(approval_block(escalated.name, escalated.id, escalated.arguments))
+        by = visible(escalated.origin)
+        console.print(Text(f"{verb} {visible(escalated.id)} for {by}", style="bold"))
+        return 0
     request = log.request(args.call_id)
     assert request is not None  # the decision above found it
-    verb = "denied" if args.deny else "approved"
     console.print(approval_block(request.name, args.call_id, dict(request.arguments)))
     console.print(Text(f"{verb} {visible(args.call_id)}", style="bold"))
     where = store_options(args)
