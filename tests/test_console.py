@@ -33,6 +33,7 @@ from taskloom.background import BackgroundActivity, BackgroundNotice, Background
 from taskloom.console import Console
 from taskloom.console._auth import COOKIE
 from taskloom.console._read import redact
+from taskloom.delegation import SubAgent
 from taskloom.entries import (
     ApprovalDecision,
     CompactionEntry,
@@ -43,7 +44,7 @@ from taskloom.entries import (
     Steer,
     StopRequest,
 )
-from taskloom.models import ScriptedModel, reply
+from taskloom.models import FunctionModel, ScriptedModel, reply
 from taskloom.stores import PostgresStore, SessionMeta
 
 TOKEN = "t0ken-for-tests"
@@ -565,3 +566,34 @@ async def test_a_run_under_a_tree_budget_shows_what_it_left(store: str) -> None:
     assert (
         "run ended: completed · 1 rounds · 50 tokens · budget left: 4,950 tokens · $0.9999" in page
     )
+
+
+async def test_a_childs_escalated_call_shows_at_the_root_and_is_decided_on_its_page(
+    store: str,
+) -> None:
+    import test_escalation as esc
+
+    esc.transfers.clear()
+    treasurer = SubAgent(
+        "treasurer", "Pays.", FunctionModel(esc.child), tools=[esc.transfer], on_approval="escalate"
+    )
+    lead = Agent("lead", FunctionModel(esc.lead), tools=[treasurer.tool()])
+    async with Runtime(store=store) as runtime:
+        root = await runtime.create_session(lead)
+        await root.run("Pay the invoice.")
+        [call] = await root.pending()
+    console = Console.acting(Runtime(store=store, agents=[lead]), token=TOKEN, poll_interval=0.02)
+    async with browsing(console) as client:
+        page = (await client.get(f"/sessions/{root.id}")).text
+        assert "Escalated by" in page and f'href="/sessions/{call.session_id}"' in page
+        child_page, csrf = await page_and_csrf(client, call.session_id)
+        hash_ = re.search(r'name="hash" value="([0-9a-f]+)"', child_page).group(1)  # type: ignore[union-attr]
+        form = {"csrf": csrf, "call_id": call.id, "hash": hash_, "verdict": "approve"}
+        done = await client.post(f"/sessions/{call.session_id}/decide", data=form)
+        assert done.status_code == 303
+        await console.wait_idle()
+        child_page = (await client.get(f"/sessions/{call.session_id}")).text
+        assert f"approved {call.id}; it goes on" in child_page
+        root_page = (await client.get(f"/sessions/{root.id}")).text
+    assert esc.transfers == [70]  # run once, by the decision
+    assert "Escalated by" not in root_page

@@ -42,7 +42,16 @@ from ..models import FunctionModel, ModelRequest
 from ..runtime import FORKED_FROM, Runtime, Session, fork_session, session_lease_key
 from ..stores import SessionStore
 from ._auth import AccessGuard, new_token
-from ._read import STATUSES, Item, SessionSummary, now, pending_calls, summarize, transcript
+from ._read import (
+    STATUSES,
+    Item,
+    PendingView,
+    SessionSummary,
+    now,
+    pending_calls,
+    summarize,
+    transcript,
+)
 from ._timeline import build_timeline, to_svg
 from ._tree import LogCache, delegation_tree
 
@@ -313,6 +322,7 @@ class Console:
             run_index=run_index,
             runs=runs,
             pending=pending_calls(log, decided=True),
+            escalated=await _escalated(cache, log),
             parked=bool(log.parked()),
             background=await self._background_view(session_id, items),
             flash=self._flash.pop(session_id, []),
@@ -457,6 +467,8 @@ class Console:
         return await self._acting(request, self._record_decision)
 
     async def _record_decision(self, session_id: str, form: Mapping[str, str]) -> str | None:
+        # A child's escalated call is decided on the child's page: the
+        # decision hook goes on with the child, and nothing is left to resume.
         session = await self._open(session_id)
         call_id = form.get("call_id", "")
         request = session.log.request(call_id)
@@ -473,6 +485,9 @@ class Console:
             done = f"approved {call_id}"
         if await session.pending():
             return done
+        await session.sync()
+        if not session.log.parked():
+            return f"{done}; it goes on"  # a child that escalated, resumed by the decision
         # Every call of the parked turn is decided: carry on, as the CLI's
         # `approve` followed by `resume` would.
         return f"{done}; {self._start_resume(session_id) or 'resuming'}"
@@ -566,3 +581,24 @@ def _origin(value: object) -> tuple[str, int] | None:
 
 def _digest(parts: list[object]) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:20]
+
+
+@dataclass(frozen=True, slots=True)
+class _Escalated:
+    """A child's calls escalated to the page's session and still undecided."""
+
+    id: str
+    name: str
+    calls: list[PendingView]
+
+
+async def _escalated(cache: LogCache, log: SessionLog) -> list[_Escalated]:
+    out = []
+    for child_id, escalated in log.escalated.items():
+        child_log = SessionLog()
+        for entry in await cache.entries(child_id):
+            child_log.apply(entry)
+        calls = pending_calls(child_log)
+        if calls:
+            out.append(_Escalated(child_id, escalated.name, calls))
+    return out
