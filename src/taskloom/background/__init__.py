@@ -32,7 +32,7 @@ from ..errors import BackgroundCapReached
 from ..loop import Delivery
 from ._lifecycle import DeleteHook, DeleteRefused, Lifecycle, Listeners, Reopen, StopHook
 from ._notices import RunNotices
-from ._service import BackgroundService
+from ._service import BackgroundService, ResumesWork
 
 if TYPE_CHECKING:
     from ..backends import (
@@ -66,6 +66,7 @@ __all__ = [
     "PostgresActivityRegistry",
     "PostgresNoticeInbox",
     "Reopen",
+    "ResumesWork",
     "RunNotices",
     "SQLiteActivityRegistry",
     "SQLiteNoticeInbox",

@@ -18,7 +18,7 @@ Within the run, what was delivered is remembered and not delivered twice.
 from __future__ import annotations
 
 from builtins import list as _list
-from collections.abc import Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 
 from ..backends import (
     ActivityRegistry,
@@ -86,6 +86,10 @@ class RunNotices:
     waiting (`background_wait`) or checking (`background_status`) only to an
     agent that has those tools.
 
+    `resume`, when given, is awaited at the first boundary before anything
+    is listed: work it starts again under this run is told of as running,
+    and reminded of like work the run started itself.
+
     When nothing is pending, `round_start` costs one `inbox.pending()` call
     (plus one `registry.list()` at the first boundary), and `before_final`
     one `pending()` plus one `list()` only while a started item has not been
@@ -98,6 +102,8 @@ class RunNotices:
         inbox: NoticeInbox,
         session: str,
         tools: Collection[str] = (),
+        *,
+        resume: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.registry = registry
         self.inbox = inbox
@@ -105,6 +111,7 @@ class RunNotices:
         # The names of the run's tools: reminders suggest only what they can do.
         self.tools = frozenset(tools)
         self._first_boundary = True
+        self._resume = resume
         # Notice ids the model has seen in this run, delivered or marked.
         self._seen: set[str] = set()
         # Ids marked seen by other means, not yet handed out by `take_seen`.
@@ -144,6 +151,9 @@ class RunNotices:
         unseen = await self._unseen()
         head: _list[str] = []
         if self._first_boundary:
+            if self._resume is not None:
+                resume, self._resume = self._resume, None
+                await resume()
             listed = await self.registry.list(self.session)
             self._first_boundary = False
             running = [a for a in listed if a.id not in self._ended]

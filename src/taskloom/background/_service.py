@@ -14,8 +14,8 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..backends import (
     ActivityRegistry,
@@ -38,12 +38,43 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("taskloom")
 
-__all__ = ["BackgroundService", "Work", "WorkResult"]
+__all__ = ["BackgroundService", "ResumesWork", "Work", "WorkResult"]
 
 WorkResult = str | tuple[str, str]
 """What work returns: its text, or `(status, text)` with a `NoticeStatus`."""
 
 Work = Callable[[], Awaitable[WorkResult]]
+
+
+@runtime_checkable
+class ResumesWork(Protocol):
+    """A tool whose background work can outlive the process that started it
+    (a task on a remote server, say), and be followed again from another.
+
+    At the first round boundary of every run that offers the tool, the
+    service awaits `resume_work(runtime, session_id, run_id)`: the tool
+    starts again (with `BackgroundService.spawn`, under the run's id, so the
+    run reminds of it) whatever of its work in the session no live process
+    follows any more. It must be cheap when there is nothing to resume, and
+    what it raises is logged, never raised into the run.
+    """
+
+    async def resume_work(self, runtime: Runtime, session_id: str, run_id: str) -> None:
+        """Follow again the session's work of this tool that nobody follows."""
+        ...
+
+
+def end_notice(activity: BackgroundActivity, status: str, text: str) -> BackgroundNotice:
+    """The one notice that ends `activity` (its id is derived from the activity's)."""
+    return BackgroundNotice(
+        f"{activity.id}:end",
+        activity.id,
+        activity.kind,
+        text,
+        status,
+        time.time(),
+        {"description": activity.description},
+    )
 
 
 class BackgroundService:
@@ -96,10 +127,40 @@ class BackgroundService:
 
     def run_notices(self, session_id: str, run_id: str, tools: Collection[str] = ()) -> RunNotices:
         """Notice delivery for one run (registered so work it starts is reminded
-        of); `tools` are the run's tool names, which reminders stay within."""
-        notices = RunNotices(self.registry, self.inbox, session_id, tools)
+        of); `tools` are the run's tool names, which reminders stay within.
+
+        Given the run's tools by name (a mapping), those that `ResumesWork`
+        resume their work at the run's first boundary, before it is listed."""
+        resume = self._resumer(session_id, run_id, tools)
+        notices = RunNotices(self.registry, self.inbox, session_id, tools, resume=resume)
         self._runs[run_id] = notices
         return notices
+
+    def _resumer(
+        self, session_id: str, run_id: str, tools: Collection[str]
+    ) -> Callable[[], Awaitable[None]] | None:
+        runtime = self._runtime
+        if runtime is None or not isinstance(tools, Mapping):
+            return None
+        resumable = [t for t in tools.values() if isinstance(t, ResumesWork)]
+        if not resumable:
+            return None
+
+        async def resume() -> None:
+            for tool in resumable:
+                try:
+                    await tool.resume_work(runtime, session_id, run_id)
+                except Exception:
+                    # The run goes on: the work is resumed by a later run, or
+                    # its registration simply lapses.
+                    logger.warning(
+                        "resuming the background work of tool %r in session %s failed",
+                        getattr(tool, "name", tool),
+                        session_id,
+                        exc_info=True,
+                    )
+
+        return resume
 
     def notices_for(self, run_id: str) -> RunNotices | None:
         """The notices of a run in progress in this process (to `mark_seen` what a tool showed)."""
@@ -224,15 +285,7 @@ class BackgroundService:
             )
         finally:
             heartbeat.cancel()
-        notice = BackgroundNotice(
-            f"{activity.id}:end",
-            activity.id,
-            activity.kind,
-            text,
-            status,
-            time.time(),
-            {"description": activity.description},
-        )
+        notice = end_notice(activity, status, text)
         # Retry a failing push a few times: until it succeeds the activity
         # stays registered (its lease lapses on its own if we give up).
         for attempt in range(5):
@@ -257,6 +310,20 @@ class BackgroundService:
             except Exception:
                 pass  # the next beat tries again; the lease covers two misses
 
+    async def deliver(self, session_id: str, activity_id: str, result: WorkResult) -> bool:
+        """Push the result of work running here now, before its work returns.
+
+        The notice is the very one the service writes when the work returns
+        (same id), so the result lands once however many times it is pushed,
+        from this process or any other following the same work. For work
+        that writes a record of its own only once its result is safely in
+        the inbox. True if this push was the first; raises `KeyError` for
+        work this process does not run.
+        """
+        activity = self._activities[(session_id, activity_id)]
+        status, text = result if isinstance(result, tuple) else (NoticeStatus.DONE, result)
+        return await self.lifecycle.finish(session_id, end_notice(activity, status, text))
+
     async def stop(self, session_id: str, activity_id: str) -> bool:
         """Stop work this process runs; its notice says it was stopped. False if not ours."""
         key = (session_id, activity_id)
@@ -275,15 +342,7 @@ class BackgroundService:
         if task.cancelled() and activity is not None:
             # Cancelled before its first step: `_supervise` never ran, so no
             # one else will write the notice that ends the activity.
-            notice = BackgroundNotice(
-                f"{activity.id}:end",
-                activity.id,
-                activity.kind,
-                "stopped before it started",
-                NoticeStatus.STOPPED,
-                time.time(),
-                {"description": activity.description},
-            )
+            notice = end_notice(activity, NoticeStatus.STOPPED, "stopped before it started")
             try:
                 await self.lifecycle.finish(key[0], notice)
             except Exception:

@@ -123,8 +123,9 @@ class NoticesPort(Protocol):
     def run_notices(
         self, session_id: str, run_id: str, tools: Collection[str] = ()
     ) -> RunNoticesPort:
-        """The notices of one run; `tools` are the names of the tools the run
-        offers the model (what a reminder may suggest)."""
+        """The notices of one run; `tools` are the tools the run offers the
+        model, by name (the names: what a reminder may suggest; the loop
+        passes a mapping, so the tools themselves can be reached)."""
         ...
 
     async def ack(self, session_id: str, ids: Sequence[str]) -> None:

@@ -102,7 +102,9 @@ class RunLoop:
         self._tools = self.output.tools(self._tools_source)
         self.start_position = 0
         self.background = session.notices
-        self.notices = self.background.run_notices(session.id, self.run_id, tuple(self.tools))
+        # The tools themselves, by name: a tool whose background work can
+        # outlive its process resumes it at the run's first boundary.
+        self.notices = self.background.run_notices(session.id, self.run_id, self.tools)
         self.compactor = Compactor(self, session.agent.compaction)
         self._held: Delivery | None = None
         self.observer = observer
