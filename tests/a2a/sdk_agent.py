@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import socket
+import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import uvicorn
@@ -95,7 +98,7 @@ class EchoExecutor(AgentExecutor):
             await asyncio.Event().wait()
         elif word == "gate":
             path, _, answer = rest.partition(" ")
-            while not Path(path).exists():
+            while not Path(path).exists():  # noqa: ASYNC240 (a test's gate, a cheap stat)
                 await asyncio.sleep(0.02)
             await updater.add_artifact([Part(text=answer)], name="answer")
             await updater.complete()
@@ -170,6 +173,24 @@ async def serving(
         with contextlib.suppress(asyncio.CancelledError):
             await serve
         sock.close()
+
+
+@contextlib.contextmanager
+def serving_process() -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """The SDK agent in a process of its own on a free loopback port while
+    inside; yields its URL and the process, which it SIGKILLs (by pid) after."""
+    proc = subprocess.Popen(
+        [sys.executable, __file__], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("URL "), f"the SDK agent did not start: {line!r}"
+        yield line.split()[1], proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
 
 
 async def _serve_forever() -> None:

@@ -106,9 +106,11 @@ async def test_an_answer_to_a_task_that_asks_nothing_is_an_error_result() -> Non
         task_id = json.loads(text[3:])["task_id"]
         remote = RemoteAgent("remote", url, description="An agent elsewhere.")
         parent_model = FunctionModel(
-            lambda request: reply(tool_calls=[("remote", {"task": "x", "task_id": task_id})])
-            if len(request.messages) == 1
-            else reply(request.messages[-1].results[0].content)
+            lambda request: (
+                reply(tool_calls=[("remote", {"task": "x", "task_id": task_id})])
+                if len(request.messages) == 1
+                else reply(request.messages[-1].results[0].content)
+            )
         )
         parent = Agent("parent", parent_model, tools=[remote.tool()])
         async with Runtime() as runtime:

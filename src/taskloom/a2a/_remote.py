@@ -41,6 +41,7 @@ from a2a.types import (
     StreamResponse,
     Task,
     TaskState,
+    TaskStatus,
 )
 from a2a.utils.errors import A2AError
 
@@ -319,7 +320,9 @@ class RemoteAgent:
             task_id=task_id,
             context_id=current.context_id,
         )
-        return await self._send(client, watch, message, answer, None)
+        # Until the agent takes the answer in, the task reads as it did: that
+        # state is not its end.
+        return await self._send(client, watch, message, answer, None, stale=current.status)
 
     async def _send(
         self,
@@ -328,38 +331,64 @@ class RemoteAgent:
         message: Message,
         task: str,
         record: Callable[[str, str], Awaitable[None]] | None,
+        *,
+        stale: TaskStatus | None = None,
     ) -> Outcome:
         stream = client.send_message(SendMessageRequest(message=message))
         try:
-            while True:
+            while not watch.task_id:
                 try:
                     response = await anext(stream)
                 except StopAsyncIteration:
-                    break
+                    return Outcome("failed", "it answered with a message, not a task it worked on")
                 except Exception as exc:
-                    if not watch.task_id:
-                        return Outcome("failed", f"the call failed: {why(exc)}")
-                    # The stream broke, not the task: it goes on over there.
-                    logger.info("the stream of remote task %s broke: %s", watch.task_id, why(exc))
-                    break
-                known = watch.task_id
+                    return Outcome("failed", f"the call failed: {why(exc)}")
                 context_id = watch.see(response, task)
-                if record is not None and watch.task_id and not known:
+                if record is not None and watch.task_id:
                     # Kept before anything else happens: from here on, a
                     # crash leaves a task someone can follow again.
                     await record(watch.task_id, context_id)
+            # The stream tells what the agent says as it works; reading the
+            # task beside it is what notices a server gone silent, and the
+            # task as the agent holds it is the whole answer.
+            ended = asyncio.Event()
+            listening = asyncio.get_running_loop().create_task(
+                self._listen(stream, watch, task, ended)
+            )
+            try:
+                return await self._poll(client, watch.task_id, ended, stale)
+            finally:
+                listening.cancel()
+                await asyncio.wait([listening])
         finally:
             close = getattr(stream, "aclose", None)
             if close is not None:
                 with contextlib.suppress(Exception):
                     await close()
-        if not watch.task_id:
-            return Outcome("failed", "it answered with a message, not a task it worked on")
-        # The stream tells changes; the task as the agent holds it is the whole.
-        return await self._poll(client, watch.task_id)
 
-    async def _poll(self, client: Client, task_id: str) -> Outcome:
-        """Read the task until it ends, trying again while its server does not answer."""
+    async def _listen(
+        self, stream: AsyncIterator[StreamResponse], watch: Watch, task: str, ended: asyncio.Event
+    ) -> None:
+        """The rest of the stream, to `watch`; sets `ended` when it ends."""
+        try:
+            async for response in stream:
+                watch.see(response, task)
+        except Exception as exc:
+            # The stream broke, not the task: reading the task goes on.
+            logger.info("the stream of remote task %s broke: %s", watch.task_id, why(exc))
+        finally:
+            ended.set()
+
+    async def _poll(
+        self,
+        client: Client,
+        task_id: str,
+        ended: asyncio.Event | None = None,
+        stale: TaskStatus | None = None,
+    ) -> Outcome:
+        """Read the task until it ends, trying again while its server does not
+        answer; every `poll_interval` seconds, and at once when its stream
+        has `ended`. A task still in the `stale` status has not moved yet."""
         tries = _Tries(self.unreachable_for)
         while True:
             try:
@@ -371,9 +400,13 @@ class RemoteAgent:
                     )
                 continue
             tries.reset()
-            if task.status.state in _ENDED:
+            if task.status.state in _ENDED and task.status != stale:
                 return self._outcome(task)
-            await asyncio.sleep(self.poll_interval)
+            if ended is None or ended.is_set():
+                await asyncio.sleep(self.poll_interval)
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(ended.wait(), self.poll_interval)
 
     async def _get(self, client: Client, task_id: str) -> Task:
         async with asyncio.timeout(self.connect_timeout + 5):

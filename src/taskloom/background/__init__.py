@@ -32,7 +32,7 @@ from ..errors import BackgroundCapReached
 from ..loop import Delivery
 from ._lifecycle import DeleteHook, DeleteRefused, Lifecycle, Listeners, Reopen, StopHook
 from ._notices import RunNotices
-from ._service import BackgroundService, ResumesWork
+from ._service import BackgroundService, ResumesWork, Work, WorkResult
 
 if TYPE_CHECKING:
     from ..backends import (
@@ -71,6 +71,8 @@ __all__ = [
     "SQLiteActivityRegistry",
     "SQLiteNoticeInbox",
     "StopHook",
+    "Work",
+    "WorkResult",
     "background_tools",
     "stdio_keeper_argv",
     "system_clock",
