@@ -166,14 +166,18 @@ async def resume_following(
     for meta in await _open_children(remote, runtime, session_id):
         if service.task_for(session_id, meta.id) is not None:
             continue  # followed here already
+        if _ended(await runtime.store.load(meta.id)):
+            continue
         lease = await _take(runtime, meta.id)
         if lease is None:
             continue  # a live process follows it
         try:
+            # Read again under the hold: the follower before may have ended
+            # it just before it let go.
             entries = await runtime.store.load(meta.id)
             if _ended(entries):
                 await _release(runtime, lease)
-                continue  # ended between the two looks
+                continue
             record = _record(entries)
             started_at = float(meta.metadata.get("started_at") or meta.created_at)
             follower = _Follower(remote, runtime, session_id, meta.id, lease, started_at)
