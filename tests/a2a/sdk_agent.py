@@ -1,12 +1,21 @@
 """A minimal agent on the a2a-sdk's own server (no taskloom in it): what
-it does depends on the task's first word."""
+it does depends on the task's first word.
+
+Run as a program (`python sdk_agent.py`), it serves on a free loopback port,
+prints `URL <url>` and serves until it is killed.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import socket
-from collections.abc import AsyncIterator
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import uvicorn
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -35,15 +44,27 @@ HUGE = 300_000
 
 
 class EchoExecutor(AgentExecutor):
-    """`echo X` answers X; `fail`, `cancel`, `ask` end the task that way;
-    `hang` never answers; `huge` answers HUGE characters; `file` answers
-    text with a file and data part."""
+    """`echo X` answers X; `fail`, `cancel`, `ask` end the task that way
+    (`ask` asks "which city?", and the reply to it answers "weather in
+    <reply>"); `hang` never answers; `gate PATH X` answers X once the file
+    PATH exists; `huge` answers HUGE characters; `file` answers text with a
+    file and data part."""
 
     def __init__(self) -> None:
         self.cancelled: list[str] = []
+        self.started: list[str] = []
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id, context_id = context.task_id or "", context.context_id or ""
+        current = context.current_task
+        if current is not None and current.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            updater = TaskUpdater(event_queue, task_id, context_id)
+            await updater.update_status(TaskState.TASK_STATE_WORKING)
+            answer = f"weather in {context.get_user_input()}"
+            await updater.add_artifact([Part(text=answer)], name="answer")
+            await updater.complete()
+            return
+        self.started.append(task_id)
         await event_queue.enqueue_event(
             Task(
                 id=task_id,
@@ -75,6 +96,12 @@ class EchoExecutor(AgentExecutor):
             await updater.requires_input(say("which city?"))
         elif word == "hang":
             await asyncio.Event().wait()
+        elif word == "gate":
+            path, _, answer = rest.partition(" ")
+            while not Path(path).exists():  # noqa: ASYNC240 (a test's gate, a cheap stat)
+                await asyncio.sleep(0.02)
+            await updater.add_artifact([Part(text=answer)], name="answer")
+            await updater.complete()
         elif word == "huge":
             await updater.add_artifact([Part(text="x" * HUGE)], name="answer")
             await updater.complete()
@@ -146,3 +173,32 @@ async def serving(
         with contextlib.suppress(asyncio.CancelledError):
             await serve
         sock.close()
+
+
+@contextlib.contextmanager
+def serving_process() -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """The SDK agent in a process of its own on a free loopback port while
+    inside; yields its URL and the process, which it SIGKILLs (by pid) after."""
+    proc = subprocess.Popen(
+        [sys.executable, __file__], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("URL "), f"the SDK agent did not start: {line!r}"
+        yield line.split()[1], proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
+async def _serve_forever() -> None:
+    async with serving() as (url, _):
+        sys.stdout.write(f"URL {url}\n")
+        sys.stdout.flush()
+        await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(_serve_forever())

@@ -63,7 +63,6 @@ async def test_the_remote_answer_returns_like_a_childs_with_origin_tagged_events
     [
         ("fail", "failed: the disk is full"),
         ("cancel", "was cancelled: cancelled by its operator"),
-        ("ask", "asks for input: which city?"),
     ],
 )
 async def test_a_task_that_does_not_complete_is_an_error_result(task: str, expected: str) -> None:
@@ -73,6 +72,51 @@ async def test_a_task_that_does_not_complete_is_an_error_result(task: str, expec
     assert expected in text
     finished = [e.status for e in events if isinstance(e, SubagentFinished)]
     assert finished == ["stopped" if task == "cancel" else "failed"]
+
+
+async def test_a_question_comes_back_in_band_and_the_answer_continues_the_task() -> None:
+    def answer(request: ModelRequest) -> Any:
+        results = [b for b in request.messages[-1].blocks if isinstance(b, ToolResult)]
+        if not results:
+            return reply(tool_calls=[("remote", {"task": "ask"})])
+        said = json.loads(results[0].content)
+        if "question" in said:
+            return reply(tool_calls=[("remote", {"task": "Paris", "task_id": said["task_id"]})])
+        return reply(f"{said['answer']} ({said['task_id']})")
+
+    async with serving() as (url, executor):
+        remote = RemoteAgent("remote", url, description="An agent elsewhere.")
+        parent_model = FunctionModel(answer)
+        parent = Agent("parent", parent_model, tools=[remote.tool()])
+        async with Runtime() as runtime:
+            session = await runtime.create_session(parent)
+            result = await session.run("go")
+        started = list(executor.started)
+    question = parent_model.requests[1].messages[-1].results[0]
+    assert not question.is_error
+    assert json.loads(question.content) == {"question": "which city?", "task_id": started[0]}
+    # One remote task: the answer went on with it rather than starting another.
+    assert result.text == f"weather in Paris ({started[0]})"
+    assert len(started) == 1
+
+
+async def test_an_answer_to_a_task_that_asks_nothing_is_an_error_result() -> None:
+    async with serving() as (url, _):
+        text, _, _ = await _delegate(url, "echo hi")
+        task_id = json.loads(text[3:])["task_id"]
+        remote = RemoteAgent("remote", url, description="An agent elsewhere.")
+        parent_model = FunctionModel(
+            lambda request: (
+                reply(tool_calls=[("remote", {"task": "x", "task_id": task_id})])
+                if len(request.messages) == 1
+                else reply(request.messages[-1].results[0].content)
+            )
+        )
+        parent = Agent("parent", parent_model, tools=[remote.tool()])
+        async with Runtime() as runtime:
+            result = await (await runtime.create_session(parent)).run("go")
+    assert parent_model.requests[1].messages[-1].results[0].is_error
+    assert f"task {task_id} asks nothing to answer: it completed" in result.text
 
 
 async def test_a_hanging_agent_times_out_and_its_task_is_cancelled() -> None:

@@ -6,7 +6,9 @@
     researcher = RemoteAgent("researcher", "https://agents.example.com/", description="...")
     agent = Agent(tools=[researcher.tool(), my_tool])
 
-`RemoteAgent` hands a task to an agent served over A2A, as a subagent.
+`RemoteAgent` hands a task to an agent served over A2A, as a subagent:
+inline, or in the background (`background=True`), where its answer arrives
+as a notice, exactly once, also after the parent's process crashed.
 `a2a_app` is an ASGI app to mount in a host's own server; `serve_agent`
 (and `taskloom a2a serve module:factory`) runs one. Each A2A task is a
 taskloom session, so it survives a restart and any process on the same store

@@ -1,12 +1,20 @@
 """Remote A2A agents as named subagents: a task handed over the protocol.
 
-Inline, like a `SubAgent`: the parent model calls a tool named after the
-remote agent with a `task`; the remote agent sees only that task; its text
-as it works reaches event subscribers tagged with its origin, and only its
-final answer returns. Everything that can go wrong on the way (no agent at
-the URL, a card that is not one, no answer in time, a task that failed or
-was cancelled over there, an answer too long, parts that are not text)
-becomes an in-band error result or a note in the answer, never an
+Inline by default, like a `SubAgent`: the parent model calls a tool named
+after the remote agent with a `task`; the remote agent sees only that task;
+its text as it works reaches event subscribers tagged with its origin, and
+only its final answer returns. In the background (`background=True`), like
+a background child: the call answers at once, and the answer arrives as a
+notice at a later round boundary (see `_follow`).
+
+A remote agent that asks for input (`input-required`) asks the parent's
+model: its question comes back in band with the task's id, and the model
+answers by calling the tool again with that `task_id` and its answer as
+`task`, which continues the same remote task. Everything else that can go
+wrong (no agent at the URL, a card that is not one, no answer in time, a
+task that failed or was cancelled over there, a server that stays
+unreachable while its task is followed, an answer too long, parts that are
+not text) becomes an in-band error result or a note in the answer, never an
 exception out of the run.
 """
 
@@ -15,12 +23,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import uuid
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import httpx
-from a2a.client import ClientConfig, create_client
+from a2a.client import A2AClientError, ClientConfig, create_client
 from a2a.client.client import Client
 from a2a.types import (
     CancelTaskRequest,
@@ -30,25 +39,41 @@ from a2a.types import (
     Role,
     SendMessageRequest,
     StreamResponse,
+    Task,
     TaskState,
+    TaskStatus,
 )
+from a2a.utils.errors import A2AError
 
 from ..delegation import DelegationTool
 from ..errors import ConfigurationError
-from ..events import SubagentFinished, SubagentStarted, TextDelta, origin_label
+from ..events import Event, SubagentFinished, SubagentStarted, TextDelta, origin_label
 from ..tools import DEFAULT_MAX_OUTPUT_CHARS, ApprovalRule, Tool, ToolOutput, cap_output
 
 if TYPE_CHECKING:
+    from ..background import RunStart
     from ..tools import ToolContext
 
 __all__ = ["RemoteAgent"]
+
+logger = logging.getLogger("taskloom")
 
 _SCHEMA = {
     "type": "object",
     "properties": {
         "task": {
             "type": "string",
-            "description": "The complete task: the agent sees nothing else.",
+            "description": (
+                "The complete task: the agent sees nothing else. When you answer a"
+                " question the agent asked, your answer."
+            ),
+        },
+        "task_id": {
+            "type": "string",
+            "description": (
+                "Only to answer a question the agent asked: the task_id its question"
+                " came with. The agent then goes on with that same task."
+            ),
         },
     },
     "required": ["task"],
@@ -63,17 +88,54 @@ _ENDED = {
     TaskState.TASK_STATE_INPUT_REQUIRED: "asks for input",
     TaskState.TASK_STATE_AUTH_REQUIRED: "asks for authentication",
 }
+"""The states a followed task ends in, as the parent's model is told them."""
+
+_FIRST_RETRY = 0.25
+_LAST_RETRY = 10.0
+"""Seconds between tries while a followed task's server does not answer:
+doubling from the first to the last."""
+
+
+class Outcome(NamedTuple):
+    """How one exchange with the remote agent ended."""
+
+    kind: Literal["answer", "question", "failed", "stopped"]
+    text: str
+    task_id: str = ""
+
+
+class Unreachable(Exception):
+    """The agent card could not be read (nothing was sent)."""
 
 
 class RemoteAgent:
     """An agent served over A2A at `url`, as a subagent: `.tool()` gives a
     parent a tool named `name` that takes `task`, hands it to the remote
-    agent as a new A2A task, and answers `{"answer": ..., "task_id": ...}`
+    agent as a new A2A task and answers `{"answer": ..., "task_id": ...}`
     once the task completes — or an in-band error saying what went wrong.
 
-    `timeout` bounds a whole call (a task still running then is cancelled
-    over there, best effort), `connect_timeout` each connection; `token`
-    is sent as `Authorization: Bearer`; the answer is capped at
+    When the remote agent asks for input, the result is
+    `{"question": ..., "task_id": ...}` (not an error): the parent's model
+    answers by calling the tool again with `task_id` and its answer as
+    `task`, and the same remote task goes on.
+
+    With `background=True` the call answers at once with a receipt and the
+    remote task is followed in the background of the parent's session: its
+    answer (or question, or error) arrives as a notice at a later round
+    boundary, exactly once, and the run is reminded of it while it runs.
+    The remote task's id is kept in the parent's store as soon as the
+    remote server gives it, so after a crash the session's next run in any
+    process (with this agent among its tools) follows it again from there.
+    Stopping the run that started it, deleting the session or closing the
+    runtime cancels the remote task (best effort).
+
+    `timeout` bounds a whole call, in the background from its start (a task
+    still running then is cancelled over there, best effort),
+    `connect_timeout` each connection; a followed task's server that does
+    not answer is tried again, less and less often, for `unreachable_for`
+    seconds before the call ends in an error; `poll_interval` is how often a
+    task whose stream ended early is read (`tasks/get`). `token` is sent as
+    `Authorization: Bearer` and never stored; the answer is capped at
     `max_answer_chars` like any tool output. `needs_approval` gates the
     delegation itself. Building one does no I/O: the card is read per call.
     """
@@ -85,8 +147,11 @@ class RemoteAgent:
         *,
         description: str,
         token: str | None = None,
+        background: bool = False,
         timeout: float = 600.0,
         connect_timeout: float = 10.0,
+        unreachable_for: float = 120.0,
+        poll_interval: float = 2.0,
         max_answer_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
         needs_approval: ApprovalRule = False,
     ) -> None:
@@ -96,13 +161,18 @@ class RemoteAgent:
             )
         if not url.startswith(("http://", "https://")):
             raise ConfigurationError(f"remote agent {name!r}: {url!r} is not an http(s) URL")
-        if timeout <= 0 or connect_timeout <= 0:
-            raise ConfigurationError(f"remote agent {name!r}: timeouts must be positive")
+        if min(timeout, connect_timeout, unreachable_for, poll_interval) <= 0:
+            raise ConfigurationError(
+                f"remote agent {name!r}: timeouts, unreachable_for and poll_interval must be positive"
+            )
         self.name = name
         self.url = url
         self.description = description
+        self.background = background
         self.timeout = timeout
         self.connect_timeout = connect_timeout
+        self.unreachable_for = unreachable_for
+        self.poll_interval = poll_interval
         self.max_answer_chars = max_answer_chars
         self.needs_approval = needs_approval
         self._token = token
@@ -115,111 +185,352 @@ class RemoteAgent:
     def tool(self) -> Tool:
         """The delegation tool for a parent agent (built once)."""
         if self._tool is None:
-            self._tool = DelegationTool(
-                self.name,
-                self.description,
-                _SCHEMA,
-                self._delegate,
-                needs_approval=self.needs_approval,
-            )
+            args = (self.name, self.description, _SCHEMA, self._delegate)
+            if self.background:
+                self._tool = _BackgroundTool(self, *args, needs_approval=self.needs_approval)
+            else:
+                self._tool = DelegationTool(*args, needs_approval=self.needs_approval)
         return self._tool
+
+    # ------------------------------------------------------------ a call
 
     async def _delegate(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         task = str(arguments.get("task", "")).strip()
+        task_id = str(arguments.get("task_id") or "").strip()
         if not task:
-            return self._error("'task' is empty; describe the complete task for the agent")
+            return self.error("'task' is empty; describe the complete task for the agent")
+        if self.background:
+            from ._follow import start_following
+
+            return await start_following(self, ctx, task, task_id)
+        watch = Watch(self.name, ctx.emit, ctx.origin, ctx.session_id)
+        try:
+            async with self.client() as client:
+                outcome = await self.exchange(client, watch, self.timeout, task, task_id)
+        except Unreachable as exc:
+            return self.error(str(exc))
+        watch.finish(outcome)
+        return self._tool_output(outcome)
+
+    def _tool_output(self, outcome: Outcome) -> ToolOutput:
+        if outcome.kind == "answer":
+            body = {"answer": outcome.text, "task_id": outcome.task_id}
+        elif outcome.kind == "question":
+            body = {"question": outcome.text, "task_id": outcome.task_id}
+        else:
+            return self.error(outcome.text)
+        return ToolOutput(json.dumps(body, ensure_ascii=False))
+
+    def error(self, text: str) -> ToolOutput:
+        """An in-band error result naming this agent."""
+        return ToolOutput(f"{self.describe()}: {text}", is_error=True)
+
+    def describe(self) -> str:
+        """How results name this agent: its name and URL."""
+        return f"remote agent {self.name!r} ({self.url})"
+
+    # ------------------------------------------------------------ the protocol
+
+    @contextlib.asynccontextmanager
+    async def client(self, *, patient: bool = False) -> AsyncIterator[Client]:
+        """A client for the agent, its card read; raises `Unreachable` when
+        the card cannot be had — at once, or `patient`ly after trying again
+        for `unreachable_for` seconds (a task to follow is waiting there)."""
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
         timeouts = httpx.Timeout(self.timeout, connect=self.connect_timeout)
         async with httpx.AsyncClient(headers=headers, timeout=timeouts) as http:
-            try:
-                client = await asyncio.wait_for(
-                    create_client(self.url, ClientConfig(httpx_client=http, streaming=True)),
-                    self.connect_timeout + 5,
-                )
-            except Exception as exc:
-                return self._error(f"cannot read its agent card at {self.url}: {_why(exc)}")
+            config = ClientConfig(httpx_client=http, streaming=True)
+            tries = _Tries(self.unreachable_for if patient else 0.0)
+            while True:
+                try:
+                    client = await asyncio.wait_for(
+                        create_client(self.url, config), self.connect_timeout + 5
+                    )
+                    break
+                except Exception as exc:
+                    if not await tries.again():
+                        raise Unreachable(
+                            f"cannot read its agent card at {self.url}: {why(exc)}" + tries.said()
+                        ) from None
             async with client:
-                return await self._run(client, task, ctx)
+                yield client
 
-    async def _run(self, client: Client, task: str, ctx: ToolContext) -> ToolOutput:
-        watch = _Watch(self.name, ctx)
-        request = SendMessageRequest(
-            message=Message(
-                message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=task)]
-            )
-        )
+    async def exchange(
+        self,
+        client: Client,
+        watch: Watch,
+        timeout: float,
+        task: str = "",
+        task_id: str = "",
+        *,
+        follow: str = "",
+        record: Callable[[str, str], Awaitable[None]] | None = None,
+    ) -> Outcome:
+        """Hand `task` over (a new task, or the answer to `task_id`'s question),
+        or `follow` a task handed over before, to its end — within `timeout`
+        seconds, after which the task is cancelled over there. `record(task
+        id, context id)` is awaited as soon as the task's id is known. If the
+        caller is cancelled, so is the remote task (best effort)."""
         try:
-            async with asyncio.timeout(self.timeout):
-                async for response in client.send_message(request):
-                    watch.see(response, task)
+            async with asyncio.timeout(max(timeout, 0.0)):
+                if follow:
+                    watch.started(follow, "")
+                    return await self._poll(client, follow)
+                if task_id:
+                    return await self._answer(client, watch, task_id, task, record)
+                message = Message(
+                    message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=task)]
+                )
+                return await self._send(client, watch, message, task, record)
         except TimeoutError:
-            await _cancel(client, watch.task_id)
-            watch.finish("failed", "no answer in time")
-            return self._error(f"no answer within {self.timeout:g} s; the task was cancelled")
-        except Exception as exc:
-            watch.finish("failed", _why(exc))
-            return self._error(f"the call failed: {_why(exc)}")
+            await cancel_task(client, watch.task_id)
+            return Outcome(
+                "failed",
+                f"no answer within {self.timeout:g} s; the task was cancelled",
+                watch.task_id,
+            )
         except asyncio.CancelledError:
-            # The parent's run was cancelled: do not leave the remote task running.
-            await asyncio.shield(_cancel(client, watch.task_id))
+            await asyncio.shield(cancel_task(client, watch.task_id))
             raise
-        if not watch.task_id:
-            return self._error("it answered with a message, not a task it worked on")
+
+    async def _answer(
+        self,
+        client: Client,
+        watch: Watch,
+        task_id: str,
+        answer: str,
+        record: Callable[[str, str], Awaitable[None]] | None,
+    ) -> Outcome:
+        """Answer the question task `task_id` asked, and follow it on."""
         try:
-            # The stream tells changes; the task as the agent holds it is the whole.
-            async with asyncio.timeout(self.connect_timeout + 5):
-                final = await client.get_task(GetTaskRequest(id=watch.task_id))
+            current = await self._get(client, task_id)
         except Exception as exc:
-            watch.finish("failed", _why(exc))
-            return self._error(f"cannot read task {watch.task_id} back: {_why(exc)}")
+            return Outcome("failed", f"cannot read task {task_id}: {why(exc)}", task_id)
+        state = current.status.state
+        if state != TaskState.TASK_STATE_INPUT_REQUIRED:
+            what = _ENDED.get(state, f"in state {TaskState.Name(state)}")
+            return Outcome("failed", f"task {task_id} asks nothing to answer: it {what}", task_id)
+        watch.started(task_id, answer)
+        if record is not None:
+            await record(task_id, current.context_id)
+        message = Message(
+            message_id=uuid.uuid4().hex,
+            role=Role.ROLE_USER,
+            parts=[Part(text=answer)],
+            task_id=task_id,
+            context_id=current.context_id,
+        )
+        # Until the agent takes the answer in, the task reads as it did: that
+        # state is not its end.
+        return await self._send(client, watch, message, answer, None, stale=current.status)
+
+    async def _send(
+        self,
+        client: Client,
+        watch: Watch,
+        message: Message,
+        task: str,
+        record: Callable[[str, str], Awaitable[None]] | None,
+        *,
+        stale: TaskStatus | None = None,
+    ) -> Outcome:
+        stream = client.send_message(SendMessageRequest(message=message))
+        try:
+            while not watch.task_id:
+                try:
+                    response = await anext(stream)
+                except StopAsyncIteration:
+                    return Outcome("failed", "it answered with a message, not a task it worked on")
+                except Exception as exc:
+                    return Outcome("failed", f"the call failed: {why(exc)}")
+                context_id = watch.see(response, task)
+                if record is not None and watch.task_id:
+                    # Kept before anything else happens: from here on, a
+                    # crash leaves a task someone can follow again.
+                    await record(watch.task_id, context_id)
+            # The stream tells what the agent says as it works; reading the
+            # task beside it is what notices a server gone silent, and the
+            # task as the agent holds it is the whole answer.
+            ended = asyncio.Event()
+            listening = asyncio.get_running_loop().create_task(
+                self._listen(stream, watch, task, ended)
+            )
+            try:
+                return await self._poll(client, watch.task_id, ended, stale)
+            finally:
+                listening.cancel()
+                await asyncio.wait([listening])
+        finally:
+            close = getattr(stream, "aclose", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    await close()
+
+    async def _listen(
+        self, stream: AsyncIterator[StreamResponse], watch: Watch, task: str, ended: asyncio.Event
+    ) -> None:
+        """The rest of the stream, to `watch`; sets `ended` when it ends."""
+        try:
+            async for response in stream:
+                watch.see(response, task)
+        except Exception as exc:
+            # The stream broke, not the task: reading the task goes on.
+            logger.info("the stream of remote task %s broke: %s", watch.task_id, why(exc))
+        finally:
+            ended.set()
+
+    async def _poll(
+        self,
+        client: Client,
+        task_id: str,
+        ended: asyncio.Event | None = None,
+        stale: TaskStatus | None = None,
+    ) -> Outcome:
+        """Read the task until it ends, trying again while its server does not
+        answer; every `poll_interval` seconds, and at once when its stream
+        has `ended`. A task still in the `stale` status has not moved yet."""
+        tries = _Tries(self.unreachable_for)
+        while True:
+            try:
+                task = await self._get(client, task_id)
+            except Exception as exc:
+                if answered(exc) or not await tries.again():
+                    return Outcome(
+                        "failed", f"cannot read task {task_id}: {why(exc)}{tries.said()}", task_id
+                    )
+                continue
+            tries.reset()
+            if task.status.state in _ENDED and task.status != stale:
+                return self._outcome(task)
+            if ended is None or ended.is_set():
+                await asyncio.sleep(self.poll_interval)
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(ended.wait(), self.poll_interval)
+
+    async def _get(self, client: Client, task_id: str) -> Task:
+        async with asyncio.timeout(self.connect_timeout + 5):
+            return await client.get_task(GetTaskRequest(id=task_id))
+
+    def _outcome(self, final: Task) -> Outcome:
         state = final.status.state
-        said = _text(final.status.message.parts) if final.status.HasField("message") else ""
-        if state != TaskState.TASK_STATE_COMPLETED:
-            what = _ENDED.get(state, f"stopped in state {TaskState.Name(state)}")
-            watch.finish("stopped" if state == TaskState.TASK_STATE_CANCELED else "failed", said)
-            return self._error(f"task {final.id} {what}" + (f": {said}" if said else ""))
-        answer = _text(part for artifact in final.artifacts for part in artifact.parts)
-        if not answer.strip():
-            answer = said
-        answer = cap_output(answer, self.max_answer_chars)
-        watch.finish("done", answer)
-        return ToolOutput(json.dumps({"answer": answer, "task_id": final.id}, ensure_ascii=False))
+        said = text_of(final.status.message.parts) if final.status.HasField("message") else ""
+        if state == TaskState.TASK_STATE_COMPLETED:
+            answer = text_of(part for artifact in final.artifacts for part in artifact.parts)
+            if not answer.strip():
+                answer = said
+            return Outcome("answer", cap_output(answer, self.max_answer_chars), final.id)
+        if state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            question = said or "(it asks for input without saying what)"
+            return Outcome("question", cap_output(question, self.max_answer_chars), final.id)
+        what = _ENDED.get(state, f"stopped in state {TaskState.Name(state)}")
+        kind: Literal["failed", "stopped"] = (
+            "stopped" if state == TaskState.TASK_STATE_CANCELED else "failed"
+        )
+        return Outcome(kind, f"task {final.id} {what}" + (f": {said}" if said else ""), final.id)
 
-    def _error(self, text: str) -> ToolOutput:
-        return ToolOutput(f"remote agent {self.name!r} ({self.url}): {text}", is_error=True)
+
+class _BackgroundTool(DelegationTool):
+    """The tool of a background `RemoteAgent`: it also resumes following the
+    remote tasks of a session that nobody follows any more."""
+
+    __slots__ = ("remote",)
+
+    def __init__(
+        self,
+        remote: RemoteAgent,
+        name: str,
+        description: str,
+        input_schema: dict[str, Any],
+        handler: Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutput]],
+        *,
+        needs_approval: ApprovalRule = False,
+    ) -> None:
+        super().__init__(name, description, input_schema, handler, needs_approval=needs_approval)
+        self.remote = remote
+
+    async def resume_work(self, start: RunStart) -> None:
+        """Follow again the session's remote tasks of this agent that no live
+        process follows (see `taskloom.background.ResumesWork`)."""
+        from ._follow import resume_following
+
+        await resume_following(self.remote, start.runtime, start.session_id, start.run_id)
 
 
-class _Watch:
-    """The task as the stream tells it, and the events a child's would give."""
+class _Tries:
+    """Tries again, after longer and longer pauses, for `patience` seconds in
+    a row (0: never)."""
 
-    def __init__(self, name: str, ctx: ToolContext) -> None:
+    def __init__(self, patience: float) -> None:
+        self.patience = patience
+        self._since: float | None = None
+        self._pause = _FIRST_RETRY
+
+    async def again(self) -> bool:
+        """Whether to try again (after a pause, taken here)."""
+        now = asyncio.get_running_loop().time()
+        if self._since is None:
+            self._since = now
+        left = self._since + self.patience - now
+        if left <= 0:
+            return False
+        await asyncio.sleep(min(self._pause, left))
+        self._pause = min(self._pause * 2, _LAST_RETRY)
+        return True
+
+    def reset(self) -> None:
+        """An answer came: the next failure starts a new count."""
+        self._since = None
+        self._pause = _FIRST_RETRY
+
+    def said(self) -> str:
+        """What the error adds about the tries, if there were any."""
+        if not self.patience:
+            return ""
+        return f" (it did not answer for {self.patience:g} s)"
+
+
+class Watch:
+    """The task as the stream tells it, and the events a child's would give
+    (to `emit`, which may be None: then no one listens)."""
+
+    def __init__(
+        self, name: str, emit: Callable[[Event], None] | None, origin: str, session_id: str
+    ) -> None:
         self.name = name
-        self.ctx = ctx
+        self._emit = emit
+        self._origin = origin
+        self._session_id = session_id
         self.task_id = ""
         self.origin = ""
 
-    def see(self, response: StreamResponse, task: str) -> None:
+    def see(self, response: StreamResponse, task: str) -> str:
+        """Take in one streamed response; returns the context id it names."""
         if response.HasField("task"):
             if not self.task_id:
-                self._started(response.task.id, task)
-        elif response.HasField("status_update"):
+                self.started(response.task.id, task)
+            return str(response.task.context_id)
+        if response.HasField("status_update"):
             update = response.status_update
             if not self.task_id:
-                self._started(update.task_id, task)
+                self.started(update.task_id, task)
             if update.status.state == TaskState.TASK_STATE_WORKING and update.status.HasField(
                 "message"
             ):
-                text = _text(update.status.message.parts)
+                text = text_of(update.status.message.parts)
                 if text:
-                    self.ctx.emit(TextDelta(origin=self.origin, session_id=self.task_id, text=text))
+                    self._send(TextDelta(origin=self.origin, session_id=self.task_id, text=text))
+            return str(update.context_id)
+        return ""
 
-    def _started(self, task_id: str, task: str) -> None:
+    def started(self, task_id: str, task: str) -> None:
+        """The task is known by its id now."""
         self.task_id = task_id
-        self.origin = origin_label(self.name, task_id, self.ctx.origin)
-        self.ctx.emit(
+        self.origin = origin_label(self.name, task_id, self._origin)
+        self._send(
             SubagentStarted(
-                origin=self.ctx.origin,
-                session_id=self.ctx.session_id,
+                origin=self._origin,
+                session_id=self._session_id,
                 child_session_id=task_id,
                 name=self.name,
                 task=task,
@@ -227,22 +538,28 @@ class _Watch:
             )
         )
 
-    def finish(self, status: str, text: str) -> None:
+    def finish(self, outcome: Outcome) -> None:
+        """Say how the task ended (nothing if it never started)."""
         if not self.task_id:
             return
-        self.ctx.emit(
+        status = {"answer": "done", "question": "done"}.get(outcome.kind, outcome.kind)
+        self._send(
             SubagentFinished(
-                origin=self.ctx.origin,
-                session_id=self.ctx.session_id,
+                origin=self._origin,
+                session_id=self._session_id,
                 child_session_id=self.task_id,
                 name=self.name,
                 status=status,
-                summary=" ".join(text.split())[:120],
+                summary=" ".join(outcome.text.split())[:120],
             )
         )
 
+    def _send(self, event: Event) -> None:
+        if self._emit is not None:
+            self._emit(event)
 
-def _text(parts: Iterable[Part]) -> str:
+
+def text_of(parts: Iterable[Part]) -> str:
     """The parts as text: data as JSON, and a file named by what it is, so
     nothing the agent sent disappears without a word."""
     pieces: list[str] = []
@@ -275,15 +592,23 @@ def _plain(value: Any) -> Any:
     return None
 
 
-async def _cancel(client: Client, task_id: str) -> None:
+async def cancel_task(client: Client, task_id: str) -> None:
+    """Ask the agent to cancel the task; best effort, never raises."""
     if not task_id:
         return
-    # Best effort: the remote agent may be gone, which is why we are here.
+    # The remote agent may be gone, which may be why we are here.
     with contextlib.suppress(Exception):
         async with asyncio.timeout(5):
             await client.cancel_task(CancelTaskRequest(id=task_id))
 
 
-def _why(exc: BaseException) -> str:
+def answered(exc: BaseException) -> bool:
+    """Whether the agent's server itself answered with this error (a task it
+    does not know, say): trying again would get the same answer."""
+    return isinstance(exc, A2AError) and not isinstance(exc, A2AClientError)
+
+
+def why(exc: BaseException) -> str:
+    """The exception in one bounded line."""
     text = str(exc) or type(exc).__name__
     return text if len(text) <= 300 else text[:299] + "…"

@@ -32,7 +32,7 @@ from ..errors import BackgroundCapReached
 from ..loop import Delivery
 from ._lifecycle import DeleteHook, DeleteRefused, Lifecycle, Listeners, Reopen, StopHook
 from ._notices import RunNotices, RunStart, RunStartHook
-from ._service import BackgroundService
+from ._service import BackgroundService, ResumesWork, Work, WorkResult
 
 if TYPE_CHECKING:
     from ..backends import (
@@ -66,12 +66,15 @@ __all__ = [
     "PostgresActivityRegistry",
     "PostgresNoticeInbox",
     "Reopen",
+    "ResumesWork",
     "RunNotices",
     "RunStart",
     "RunStartHook",
     "SQLiteActivityRegistry",
     "SQLiteNoticeInbox",
     "StopHook",
+    "Work",
+    "WorkResult",
     "background_tools",
     "stdio_keeper_argv",
     "system_clock",

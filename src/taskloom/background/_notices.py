@@ -21,7 +21,7 @@ import logging
 from builtins import list as _list
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ..backends import (
     ActivityRegistry,
@@ -32,7 +32,7 @@ from ..backends import (
 )
 from ..loop import Delivery
 
-__all__ = ["Delivery", "RunNotices", "RunStart", "RunStartHook"]
+__all__ = ["Delivery", "ResumesWork", "RunNotices", "RunStart", "RunStartHook"]
 
 logger = logging.getLogger("taskloom")
 
@@ -92,30 +92,63 @@ RunStartHook = Callable[["RunStart"], Awaitable[None]]
 
 @dataclass(slots=True)
 class RunStart:
-    """What a run-start hook is told: the session, the run's tools (`offered`,
-    by name), the runtime, and `live()`, the session's work still registered
-    as running (read once, and shared with the run's own first look)."""
+    """What a run-start hook (and a tool that `ResumesWork`) is told: the
+    session, the run, the run's tools by name (`offered`), the runtime, and
+    `live()`, the session's work still registered as running (read once;
+    the run's own first look reuses it when nothing ran after the read)."""
 
     session_id: str
+    run_id: str
     offered: Mapping[str, Any]
     runtime: Any
     registry: ActivityRegistry
+    claimed: set[str] = field(default_factory=set)
+    """What hooks took care of at this run start, by a name of their kind's
+    (so several tools of one kind take their work up once)."""
     _listed: _list[BackgroundActivity] | None = field(default=None, repr=False)
+    _hooks_run: int = field(default=0, repr=False)
+    _listed_after: int = field(default=-1, repr=False)
 
     async def live(self) -> _list[BackgroundActivity]:
         """The session's registered work, read at the first call."""
         if self._listed is None:
             self._listed = await self.registry.list(self.session_id)
+            self._listed_after = self._hooks_run
         return self._listed
+
+    def listed_last(self) -> _list[BackgroundActivity] | None:
+        """The listing, if no hook that came after it could have changed it."""
+        return self._listed if self._listed_after == self._hooks_run - 1 else None
+
+
+@runtime_checkable
+class ResumesWork(Protocol):
+    """A tool whose background work can outlive the process that started it
+    (a task on a remote server, a background child), and be taken up again
+    from another.
+
+    At the first round boundary of every run that offers the tool, the run
+    awaits `resume_work(start)` (a `RunStart`): the tool takes up again
+    whatever of its work in the session no live process follows any more
+    (under `start.run_id`, so the run reminds of it). It must be cheap when
+    there is nothing to resume, return soon (long work goes in a task), and
+    what it raises is logged, never raised into the run.
+    """
+
+    async def resume_work(self, start: RunStart) -> None:
+        """Take up again the session's work of this tool that nobody follows."""
+        ...
 
 
 class RunNotices:
     """Background notices for one run of `session` (create one per run);
     `tools` are the names of the run's tools, so that a reminder suggests
     waiting (`background_wait`) or checking (`background_status`) only to an
-    agent that has those tools. `hooks` are awaited at the first boundary,
-    before the inbox is read, with a `RunStart` (`offered`, the run's tools,
-    and `runtime` go into it).
+    agent that has those tools. At the first boundary, before the inbox is
+    read, `hooks` and the `offered` tools that `ResumesWork` are awaited with
+    a `RunStart` (`runtime` and `run_id` go into it): work they take up again
+    under this run is told of as running, and reminded of like work the run
+    started itself.
 
     When nothing is pending, `round_start` costs one `inbox.pending()` call
     (plus one `registry.list()` at the first boundary), and `before_final`
@@ -129,15 +162,21 @@ class RunNotices:
         inbox: NoticeInbox,
         session: str,
         tools: Collection[str] = (),
+        *,
         hooks: Sequence[RunStartHook] = (),
         offered: Mapping[str, Any] | None = None,
         runtime: Any = None,
+        run_id: str = "",
     ) -> None:
         self.registry = registry
-        # Awaited at the first boundary (`BackgroundService.on_run_start`).
-        self._hooks = hooks
         self._offered = offered if offered is not None else {}
+        # Awaited at the first boundary: the service's hooks, then the tools'.
+        self._hooks: _list[RunStartHook] = [
+            *hooks,
+            *(t.resume_work for t in self._offered.values() if isinstance(t, ResumesWork)),
+        ]
         self._runtime = runtime
+        self._run_id = run_id
         self.inbox = inbox
         self.session = session
         # The names of the run's tools: reminders suggest only what they can do.
@@ -182,19 +221,25 @@ class RunNotices:
         start: RunStart | None = None
         if self._first_boundary and self._hooks:
             # Before the inbox is read: a hook may finish work (push its notice).
-            start = RunStart(self.session, self._offered, self._runtime, self.registry)
-            for hook in _list(self._hooks):
+            start = RunStart(
+                self.session, self._run_id, self._offered, self._runtime, self.registry
+            )
+            for hook in self._hooks:
                 try:
                     await hook(start)
                 except Exception:
+                    # The run goes on: a later run takes the work up, or its
+                    # registration simply lapses.
                     logger.warning(
                         "a run-start hook of session %s failed", self.session, exc_info=True
                     )
+                start._hooks_run += 1
         unseen = await self._unseen()
         head: _list[str] = []
         if self._first_boundary:
-            # A hook's look at the registry, if it took one, is this look too.
-            listed = await (start.live() if start is not None else self.registry.list(self.session))
+            listed = start.listed_last() if start is not None else None
+            if listed is None:
+                listed = await self.registry.list(self.session)
             self._first_boundary = False
             running = [a for a in listed if a.id not in self._ended]
             if running:

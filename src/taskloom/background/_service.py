@@ -30,7 +30,7 @@ from ..backends import (
 from ..errors import BackgroundCapReached
 from ..events import Event
 from ._lifecycle import Lifecycle, Listeners
-from ._notices import RunNotices, RunStartHook
+from ._notices import ResumesWork, RunNotices, RunStartHook
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("taskloom")
 
-__all__ = ["BackgroundService", "Work", "WorkResult"]
+__all__ = ["BackgroundService", "ResumesWork", "Work", "WorkResult"]
 
 T = TypeVar("T")
 
@@ -48,18 +48,30 @@ WorkResult = str | tuple[str, str]
 Work = Callable[[], Awaitable[WorkResult]]
 
 
+def end_notice(activity: BackgroundActivity, status: str, text: str) -> BackgroundNotice:
+    """The one notice that ends `activity` (its id is derived from the activity's)."""
+    return BackgroundNotice(
+        f"{activity.id}:end",
+        activity.id,
+        activity.kind,
+        text,
+        status,
+        time.time(),
+        {"description": activity.description},
+    )
+
+
 class BackgroundService:
     """Background work of one runtime (see the module docstring).
 
     `lease` is how long a registration lives without renewal; work renews
     it every `lease / 3` seconds while it runs.
 
-    `default_run_hooks` (on the class) are every new service's first
-    run-start hooks (`on_run_start`): delegation's takes up background
-    children whose process died. `decision_hooks` are awaited by `decided`.
+    `decision_hooks` (on the class: every runtime's) are awaited by
+    `decided`; delegation's resumes a child whose escalated calls were
+    decided.
     """
 
-    default_run_hooks: ClassVar[list[RunStartHook]] = []
     decision_hooks: ClassVar[
         list[Callable[[Runtime, str, Mapping[str, Any]], Awaitable[None]]]
     ] = []
@@ -81,7 +93,7 @@ class BackgroundService:
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._activities: dict[tuple[str, str], BackgroundActivity] = {}
         self._runs: dict[str, RunNotices] = {}
-        self._run_hooks: list[RunStartHook] = list(self.default_run_hooks)
+        self._run_hooks: list[RunStartHook] = []
         # Work a hook leaves running (a background child taken up again).
         self._hooked: set[asyncio.Task[Any]] = set()
         self.emit: Callable[[Event], None] | None = None
@@ -118,15 +130,17 @@ class BackgroundService:
     ) -> RunNotices:
         """Notice delivery for one run (registered so work it starts is reminded
         of); `tools` are the run's tool names, which reminders stay within,
-        `offered` its tools, which run-start hooks are shown."""
+        `offered` its tools: those that `ResumesWork` take up their work at
+        the run's first boundary, as the `on_run_start` hooks do."""
         notices = RunNotices(
             self.registry,
             self.inbox,
             session_id,
             tools,
-            self._run_hooks,
-            offered,
-            self._runtime,
+            hooks=self._run_hooks,
+            offered=offered,
+            runtime=self._runtime,
+            run_id=run_id,
         )
         self._runs[run_id] = notices
         return notices
@@ -284,15 +298,7 @@ class BackgroundService:
             )
         finally:
             heartbeat.cancel()
-        notice = BackgroundNotice(
-            f"{activity.id}:end",
-            activity.id,
-            activity.kind,
-            text,
-            status,
-            time.time(),
-            {"description": activity.description},
-        )
+        notice = end_notice(activity, status, text)
         # Retry a failing push a few times: until it succeeds the activity
         # stays registered (its lease lapses on its own if we give up).
         for attempt in range(5):
@@ -317,6 +323,20 @@ class BackgroundService:
             except Exception:
                 pass  # the next beat tries again; the lease covers two misses
 
+    async def deliver(self, session_id: str, activity_id: str, result: WorkResult) -> bool:
+        """Push the result of work running here now, before its work returns.
+
+        The notice is the very one the service writes when the work returns
+        (same id), so the result lands once however many times it is pushed,
+        from this process or any other following the same work. For work
+        that writes a record of its own only once its result is safely in
+        the inbox. True if this push was the first; raises `KeyError` for
+        work this process does not run.
+        """
+        activity = self._activities[(session_id, activity_id)]
+        status, text = result if isinstance(result, tuple) else (NoticeStatus.DONE, result)
+        return await self.lifecycle.finish(session_id, end_notice(activity, status, text))
+
     async def stop(self, session_id: str, activity_id: str) -> bool:
         """Stop work this process runs; its notice says it was stopped. False if not ours."""
         key = (session_id, activity_id)
@@ -335,15 +355,7 @@ class BackgroundService:
         if task.cancelled() and activity is not None:
             # Cancelled before its first step: `_supervise` never ran, so no
             # one else will write the notice that ends the activity.
-            notice = BackgroundNotice(
-                f"{activity.id}:end",
-                activity.id,
-                activity.kind,
-                "stopped before it started",
-                NoticeStatus.STOPPED,
-                time.time(),
-                {"description": activity.description},
-            )
+            notice = end_notice(activity, NoticeStatus.STOPPED, "stopped before it started")
             try:
                 await self.lifecycle.finish(key[0], notice)
             except Exception:

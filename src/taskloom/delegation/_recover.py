@@ -3,11 +3,11 @@
 A background child runs under its own lease; when the process running it
 dies, the child is left started, unended and unheld, and its registration
 under the parent lives on until its lease runs out. At the first boundary of
-the parent's next run (in any process), the background service hands the
-recoverer the parent's work still registered as running: each child here
-that no live holder runs is run on from its log by a `ChildWorker`, which
-takes its lease (so two recoverers never both run it), and its report
-reaches the parent's inbox once.
+the parent's next run (in any process), each delegation tool the run offers
+takes up (`ResumesWork`, once for all of them) the parent's children still
+registered as running: each that no live holder runs is run on from its log
+by a `ChildWorker`, which takes its lease (so two processes never both run
+it), and its report reaches the parent's inbox once.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ..runtime import Runtime
 from ._children import LiveChildren
 from ._dispatch import ChildSpec, ChildWorker
 
-__all__ = ["recover_children", "resume_decided_child"]
+__all__ = ["recover_children", "resume_children", "resume_decided_child"]
 
 logger = logging.getLogger("taskloom")
 
@@ -74,9 +74,14 @@ async def recover_children(
             )
 
 
-async def _on_run_start(start: RunStart) -> None:
+async def resume_children(start: RunStart) -> None:
+    """Take up, in a task, the session's background children that nobody runs
+    (what a delegation tool does at a run's first boundary: `ResumesWork`)."""
+    if "delegation" in start.claimed or not isinstance(start.runtime, Runtime):
+        return
+    start.claimed.add("delegation")
     children = [a for a in await start.live() if a.kind == "subagent"]
-    if children and isinstance(start.runtime, Runtime):
+    if children:
         # In a task: running a child on takes as long as the child.
         BackgroundService.of(start.runtime).keep(
             _logged(recover_children(start.runtime, start.session_id, children, start.offered))
@@ -122,5 +127,4 @@ def _subagent_agent(runtime: Runtime, spec: ChildSpec, offered: Mapping[str, Any
     return None
 
 
-BackgroundService.default_run_hooks.append(_on_run_start)
 BackgroundService.decision_hooks.append(resume_decided_child)

@@ -14,6 +14,7 @@ from ._children import child_slot, create_child, run_inline
 from ._handoff import delegate_in_task, reply_to_child
 
 if TYPE_CHECKING:
+    from ..background import RunStart
     from ..tools import ToolContext
 
 __all__ = ["DelegationTool", "SubAgent", "check_child_tools"]
@@ -89,6 +90,13 @@ class DelegationTool(Tool):
     async def invoke(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
         """Run the delegation with the validated arguments."""
         return await self._handler(arguments, ctx)
+
+    async def resume_work(self, start: RunStart) -> None:
+        """Take up the session's background children whose process died
+        (`taskloom.background.ResumesWork`; see `recover_children`)."""
+        from ._recover import resume_children
+
+        await resume_children(start)
 
 
 _SUBAGENT_SCHEMA = {
