@@ -143,3 +143,30 @@ async def test_the_price_table_prices_known_models() -> None:
     assert result.budget_left is not None
     cost = (result.usage.input_tokens * 2.5 + 1_000_000 * 10) / 1e6
     assert result.budget_left.usd == pytest.approx(100 - cost)
+
+
+async def test_a_charged_request_keeps_every_field_but_its_cap() -> None:
+    from dataclasses import fields
+
+    from taskloom.loop import TreeBudget
+    from taskloom.messages import Message
+    from taskloom.models import ModelRequest, ModelSettings
+    from taskloom.results import ToolSpec
+
+    ledger = MemoryBudgets()
+    tree = TreeBudget(ledger, "t", Budget(tokens=10_000, max_output_tokens=500))
+    await tree.open()
+    request = ModelRequest(
+        (Message.user("hi"),),
+        "be brief",
+        (ToolSpec("t", "a tool", {"type": "object"}),),
+        ModelSettings(temperature=0.5),
+        {"type": "object"},
+        "answer",
+        {},
+    )
+    charged, _ = await tree.reserve("m", request, 100)
+    assert charged.settings.max_tokens == 500 and charged.settings.temperature == 0.5
+    for f in fields(ModelRequest):
+        if f.name != "settings":
+            assert getattr(charged, f.name) is getattr(request, f.name), f.name

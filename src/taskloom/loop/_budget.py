@@ -32,7 +32,7 @@ from .._control import BudgetLedger
 from .._extras import install_command
 from ..errors import ConfigurationError
 from ..messages import ImageBlock, Message, TextBlock, ToolCall, ToolResult, Usage
-from ..models._base import ModelRequest
+from ..models._base import ModelRequest, ModelSettings
 from ..results import NANO, BudgetLeft
 
 __all__ = ["MIN_ANSWER_TOKENS", "Budget", "BudgetSpent", "Price", "TreeBudget"]
@@ -172,12 +172,23 @@ class TreeBudget:
     its `Budget`. Children share their parent's (in process) or rebuild it
     from `to_dict()` on their backend's ledger (on a worker)."""
 
-    __slots__ = ("budget", "ledger", "tree_id")
+    __slots__ = ("_last_capped", "budget", "ledger", "tree_id")
 
     def __init__(self, ledger: BudgetLedger, tree_id: str, budget: Budget) -> None:
         self.ledger = ledger
         self.tree_id = tree_id
         self.budget = budget
+        self._last_capped: tuple[ModelSettings, int, ModelSettings] | None = None
+
+    def _capped(self, settings: ModelSettings, max_tokens: int) -> ModelSettings:
+        # A run asks with the same settings and cap request after request:
+        # one copy serves them all.
+        last = self._last_capped
+        if last is not None and last[0] is settings and last[1] == max_tokens:
+            return last[2]
+        capped = replace(settings, max_tokens=max_tokens)
+        self._last_capped = (settings, max_tokens, capped)
+        return capped
 
     async def open(self) -> None:
         """Create the tree's ceilings in the ledger (a tree that exists keeps them)."""
@@ -222,7 +233,16 @@ class TreeBudget:
                 raise BudgetSpent(self._spent(left, input_bound))
             wanted = output
         if request.settings.max_tokens != wanted:
-            request = replace(request, settings=replace(request.settings, max_tokens=wanted))
+            # Built directly: `dataclasses.replace` costs as much as the rest of the charge.
+            request = ModelRequest(
+                request.messages,
+                request.system,
+                request.tools,
+                self._capped(request.settings, wanted),
+                request.output_schema,
+                request.output_name,
+                request.memo,
+            )
         return request, charge
 
     async def settle(self, charge: _Charge, usage: Usage | None) -> None:
@@ -344,7 +364,8 @@ class InputBound:
             and request.tools is self._tools
             and request.system == self._system
         ):
-            bound = self._reported + sum(_message_bytes(m) for m in messages[known:count])
+            # By index: a slice of a view would copy the whole history.
+            bound = self._reported + sum(_message_bytes(messages[i]) for i in range(known, count))
         else:
             bound = sum(_message_bytes(m) for m in messages) + len((request.system or "").encode())
             bound += sum(
