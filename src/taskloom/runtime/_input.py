@@ -87,9 +87,7 @@ def pending_inputs(entries: Iterable[Entry]) -> list[PendingInput]:
     asked, answered = read_inputs(entries)
     ended = ended_activities(entries)
     return [
-        pending(r)
-        for i, r in asked.items()
-        if i not in answered and r.activity_id not in ended
+        pending(r) for i, r in asked.items() if i not in answered and r.activity_id not in ended
     ]
 
 

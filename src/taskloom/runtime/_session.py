@@ -56,7 +56,14 @@ if TYPE_CHECKING:
     from ..tools import Tool
 
 from ._fork import fork_session
-from ._input import check_answer, ended_activities, pending, pending_inputs, read_inputs, same_answer
+from ._input import (
+    check_answer,
+    ended_activities,
+    pending,
+    pending_inputs,
+    read_inputs,
+    same_answer,
+)
 from ._lease import HeldLease, session_lease_key
 
 if TYPE_CHECKING:
