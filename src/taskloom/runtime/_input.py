@@ -138,7 +138,7 @@ def _check_value(question: str, name: str, spec: Mapping[str, Any], value: Any) 
         not isinstance(value, wanted) or (kind != "boolean" and isinstance(value, bool))
     )
     if wrong:
-        raise UsageError(f"question {question}: {name!r} is a {kind}, not {value!r}")
+        raise UsageError(f"question {question}: {name!r} takes {kind} values, not {value!r}")
     allowed = [str(v) for v in spec.get("enum") or ()]
     allowed += [str(o["const"]) for o in spec.get("oneOf") or () if isinstance(o, Mapping)]
     if allowed and kind != "array" and str(value) not in allowed:
