@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ._lazy import lazy_exports
 from .agent import Agent
 from .errors import (
+    AnswerConflict,
     ApprovalConflict,
     ApprovalsMissing,
     AuthenticationError,
@@ -66,6 +67,7 @@ from .loop import (
     Continue,
     Inject,
     PendingCall,
+    PendingInput,
     Price,
     ReasoningChange,
     RoundAdjustment,
@@ -98,6 +100,7 @@ from .tools import (
 
 __all__ = [
     "Agent",
+    "AnswerConflict",
     "ApprovalConflict",
     "ApprovalRequested",
     "ApprovalsMissing",
@@ -144,6 +147,7 @@ __all__ = [
     "ModelSettings",
     "NoticeDelivered",
     "PendingCall",
+    "PendingInput",
     "Price",
     "ProviderError",
     "ProviderOverloaded",

@@ -7,6 +7,7 @@ decisions and misuse of the API::
     TaskloomError
     ├── ConfigurationError      a definition is wrong (also a ValueError)
     ├── UsageError              the API was called in a state that forbids it
+    │   ├── AnswerConflict      an answer contradicts the recorded one
     │   ├── ApprovalConflict    a decision contradicts the recorded one
     │   └── ApprovalsMissing    resume() while parked calls are undecided
     ├── SessionBusy             another run holds the session (retry, or wait=True)
@@ -40,6 +41,7 @@ else is running this session", `UsageError` for bugs in the calling code.
 from __future__ import annotations
 
 __all__ = [
+    "AnswerConflict",
     "ApprovalConflict",
     "ApprovalsMissing",
     "AuthenticationError",
@@ -163,6 +165,10 @@ class ReplayMismatch(TaskloomError, AssertionError):
 
 class ApprovalConflict(UsageError):
     """A decision contradicts the one already recorded for that call."""
+
+
+class AnswerConflict(UsageError):
+    """An answer contradicts the one already recorded for that input request."""
 
 
 class ApprovalsMissing(UsageError):

@@ -17,6 +17,7 @@ __all__ = [
     "BudgetLeft",
     "OutputT",
     "PendingCall",
+    "PendingInput",
     "RunResult",
     "RunStatus",
     "ToolSpec",
@@ -86,6 +87,28 @@ class PendingCall:
     def arguments_hash(self) -> str:
         """The hash a decision is bound to (see `arguments_digest`)."""
         return arguments_digest(self.arguments)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingInput:
+    """A question work of the session asked a person, not answered yet: an
+    MCP server's elicitation during a task the session's call started.
+
+    `message` is what the server asks; `schema` the JSON schema of the
+    answer it wants (a flat object of strings, numbers, booleans and
+    enums), or None when it asks the person to visit `url` instead;
+    `source` names the server, tool and task; `activity_id` the background
+    activity waiting for it. Answer with `Session.answer(id, content)`
+    (or `action="decline"` / `"cancel"`), `taskloom answer`, or the console.
+    """
+
+    id: str
+    message: str
+    schema: dict[str, Any] | None = None
+    url: str | None = None
+    source: str = ""
+    activity_id: str = ""
+    requested_at: float = 0.0
 
 
 def arguments_digest(arguments: dict[str, Any]) -> str:

@@ -81,3 +81,24 @@ def _gated(request: ModelRequest) -> Any:
 gated = Agent(
     "gated", FunctionModel(_gated), tools=[wait_for_gate], description="Waits for a gate."
 )
+
+
+@tool(needs_approval=True)
+async def launch(target: str) -> str:
+    """Launch at a target (a person approves each launch)."""
+    return f"launched at {target}"
+
+
+def _guarded(request: ModelRequest) -> Any:
+    last = request.messages[-1]
+    if last.role == "user":
+        return reply(tool_calls=[("launch", {"target": last.text})])
+    return reply(f"report: {last.results[0].content}")
+
+
+guarded = Agent(
+    "guarded",
+    FunctionModel(_guarded),
+    tools=[launch],
+    description="Launches, once a person approved.",
+)

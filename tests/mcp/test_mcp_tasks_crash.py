@@ -31,10 +31,13 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([SOURCES, str(HERE)])}
 
 
 class Served:
-    """`taskloom mcp serve served_agents:gated` over HTTP, on its own SQLite store."""
+    """`taskloom mcp serve served_agents:AGENT` over HTTP (`gated` unless
+    named), on its own SQLite store (`store`)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, agent: str = "gated") -> None:
         self.folder = folder
+        self.agent = agent
+        self.store = f"sqlite:///{folder / 'served.db'}"
         self.gate = folder / "gate"
         self.process: subprocess.Popen[str] | None = None
         self.url = ""
@@ -47,11 +50,11 @@ class Served:
                 "taskloom",
                 "mcp",
                 "serve",
-                "served_agents:gated",
+                f"served_agents:{self.agent}",
                 "--http",
                 f"127.0.0.1:{port}",
                 "--store",
-                f"sqlite:///{self.folder / 'served.db'}",
+                self.store,
             ],
             stdout=subprocess.PIPE,
             text=True,
@@ -62,7 +65,7 @@ class Served:
         SEEN_GROUPS.add(self.process.pid)
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
-        assert "serving agent 'gated' over MCP at" in line, line
+        assert f"serving agent '{self.agent}' over MCP at" in line, line
         self.url = line.split()[-1]
 
     def kill(self) -> None:

@@ -8,6 +8,8 @@ an earlier process started."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -16,7 +18,11 @@ import pytest
 from mcp.client import Client
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.shared.exceptions import MCPError
-from test_mcp_tasks_crash import Served
+from test_mcp_tasks_crash import ENV, Served
+
+from taskloom import Agent, Runtime
+from taskloom.models import FunctionModel
+from taskloom.stores import open_store
 
 pytestmark = pytest.mark.slow
 
@@ -164,5 +170,85 @@ async def test_deleting_a_session_cancels_its_task_on_the_server(tmp_path: Path)
             await BackgroundService.of(runtime).listeners.delete(session.id)
         async with Client(served.url, extensions=[Tasks()]) as client:
             await _until(client, started[0].task_id, "cancelled")
+    finally:
+        served.stop()
+
+
+def _approve_from_the_cli(store: str, session_id: str, call_id: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "taskloom", "approve", session_id, call_id, "--store", store],
+        capture_output=True,
+        text=True,
+        env={**ENV, "COLUMNS": "200"},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+async def _pending_of(store: str, session_id: str) -> list[Any]:
+    """The served run's parked calls, read from its store by code in this
+    process (not the server's)."""
+    async with Runtime(store=open_store(store)) as runtime:
+        meta = await runtime.store.get(session_id)
+        session = await runtime.open_session(
+            session_id, Agent(meta.agent or "x", FunctionModel(lambda r: "unused"))
+        )
+        return list(await session.pending())
+
+
+@pytest.mark.parametrize("revision", ["2025-11-25", "2026-07-28"])
+async def test_a_served_run_parked_for_approval_is_input_required_until_approved(
+    tmp_path: Path, revision: str
+) -> None:
+    served = Served(tmp_path, agent="guarded")
+    served.start()
+    try:
+        modern = revision == "2026-07-28"
+        opened = (
+            Client(served.url, extensions=[Tasks()])
+            if modern
+            else Client(served.url, mode="legacy")
+        )
+        async with opened as client:
+            assert client.protocol_version == revision
+            await client.list_tools()
+            if modern:
+                made = await client.session.call_tool(
+                    "guarded", {"task": "the moon"}, allow_claimed=True
+                )
+                assert isinstance(made, Created)
+                task_id = made.task_id
+            else:
+                raw = await client.session._dispatcher.send_raw_request(
+                    "tools/call",
+                    {"name": "guarded", "arguments": {"task": "the moon"}, "task": {}},
+                    {"headers": {"mcp-protocol-version": client.protocol_version}},
+                )
+                task_id = raw["task"]["taskId"]
+            waiting = await _until(client, task_id, "input_required")
+            assert "launch" in waiting["statusMessage"]
+            # It stays so while nobody decided.
+            await asyncio.sleep(1.0)
+            still = await client.session.send_request(Get(params=TaskId(task_id=task_id)), Anything)
+            assert still.model_dump(by_alias=True)["status"] == "input_required"
+
+            # Another process (this test's, then the CLI) decides it, from the
+            # served session's log: the task id is the session id.
+            [call] = await _pending_of(served.store, task_id)
+            assert call.name == "launch" and call.arguments == {"target": "the moon"}
+            said = await asyncio.to_thread(_approve_from_the_cli, served.store, task_id, call.id)
+            assert f"approved {call.id}" in said
+
+            done = await _until(client, task_id, "completed")
+            if modern:
+                text = done["result"]["content"][0]["text"]
+            else:
+                result = await client.session.send_request(
+                    Fetch(params=TaskId(task_id=task_id)), types.CallToolResult
+                )
+                assert not result.is_error
+                text = result.content[0].text  # type: ignore[union-attr]
+            assert text == "report: launched at the moon"
     finally:
         served.stop()

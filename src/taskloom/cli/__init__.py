@@ -197,6 +197,23 @@ def _parser() -> argparse.ArgumentParser:
     approve.add_argument("--store", default=None, help=_MUST_EXIST)
     _app_option(approve)
 
+    answer = command("answer", "answer a question an MCP task asks a person")
+    answer.add_argument("session_id")
+    answer.add_argument("input_id")
+    answer.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a field of the answer (again for each field)",
+    )
+    answer.add_argument("--json", default=None, help="the answer's fields as a JSON object")
+    refuse = answer.add_mutually_exclusive_group()
+    refuse.add_argument("--decline", action="store_true", help="decline to answer")
+    refuse.add_argument("--cancel", action="store_true", help="dismiss the question")
+    answer.add_argument("--store", default=None, help=_MUST_EXIST)
+    _app_option(answer)
+
     resume = command("resume", "resume a session parked for approval")
     resume.add_argument("session_id")
     _agent_options(resume)

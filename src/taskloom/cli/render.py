@@ -34,7 +34,7 @@ from ..events import (
     ToolCallStarted,
     ToolProgress,
 )
-from ..results import PendingCall, RunResult
+from ..results import PendingCall, PendingInput, RunResult
 from .text import visible
 
 __all__ = [
@@ -76,6 +76,31 @@ def approval_block(
     if reason:
         parts.append(Text(f"    parked because {visible(reason)}", style="yellow"))
     parts.append(Text(indented, overflow="fold"))
+    return Group(*parts)
+
+
+def question_block(question: PendingInput) -> RenderableType:
+    """A question an MCP task asks a person: who asks, the message, and the
+    fields of the answer it wants (or the page to visit)."""
+    header = Text.assemble(("question", "bold yellow"), " ", (f"[{visible(question.id)}]", "dim"))
+    parts: list[RenderableType] = [header]
+    if question.source:
+        parts.append(Text(f"    from {visible(question.source)}", style="dim"))
+    parts.append(Text("    " + visible(question.message), overflow="fold"))
+    if question.url:
+        parts.append(Text(f"    visit {visible(question.url)}, then answer (no fields)"))
+    schema = question.schema or {}
+    required = set(schema.get("required") or ())
+    for name, spec in (schema.get("properties") or {}).items():
+        spec = spec if isinstance(spec, Mapping) else {}
+        kind = str(spec.get("type", "string"))
+        choices = [str(c) for c in spec.get("enum") or ()]
+        choices += [str(o.get("const")) for o in spec.get("oneOf") or () if isinstance(o, Mapping)]
+        said = f" one of {', '.join(choices)}" if choices else ""
+        need = "" if name in required else " (optional)"
+        title = spec.get("title") or spec.get("description") or ""
+        about = f" — {visible(str(title))}" if title else ""
+        parts.append(Text(f"    {visible(name)}: {kind}{said}{need}{about}", overflow="fold"))
     return Group(*parts)
 
 

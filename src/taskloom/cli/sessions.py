@@ -1,4 +1,5 @@
-"""`taskloom sessions list|show|fork|diff`, `taskloom approve`, `taskloom resume`.
+"""`taskloom sessions list|show|fork|diff`, `taskloom approve`, `taskloom answer`,
+`taskloom resume`.
 
 They work on the embedded store by default (`--store` for another, or the
 store of the Runtime `--app` returns), from any process: everything they
@@ -15,7 +16,9 @@ import argparse
 import asyncio
 import json
 import shlex
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from rich.console import Console
@@ -29,12 +32,20 @@ from ..errors import UsageError
 from ..loop import SessionLog
 from ..messages import Message
 from ..models import FunctionModel, ModelRequest
-from ..runtime import Runtime, diff_sessions, fork_session
+from ..results import PendingInput
+from ..runtime import Runtime, diff_sessions, fork_session, pending_inputs
 from ..stores import SessionMeta
 from . import default_store_url, store_options
 from .failures import with_hint
 from .loading import agent_flags, command_line_agent, open_runtime, run_options
-from .render import EventPrinter, approval_block, command_line, fold, terminal
+from .render import (
+    EventPrinter,
+    approval_block,
+    command_line,
+    fold,
+    question_block,
+    terminal,
+)
 from .run import interruptible, report_result
 from .summary import summarize, to_json
 from .text import visible
@@ -206,7 +217,17 @@ async def _show(runtime: Runtime, console: Console, session_id: str, tree: bool)
             console.print(approval_block(call.name, call.id, call.arguments, request.reason))
             decide = shlex.join(["taskloom", "approve", meta.id, visible(call.id)])
             console.print(command_line(f"  decide: {decide} (or add --deny)"), crop=False)
+    for question in pending_inputs(log.entries):
+        console.print(Text("awaiting an answer:", style="bold yellow"))
+        console.print(question_block(question))
+        console.print(command_line(f"  answer: {_answer_command(meta.id, question)}"), crop=False)
     return 0
+
+
+def _answer_command(session_id: str, question: PendingInput, where: Sequence[str] = ()) -> str:
+    fields = [f"--set {name}=..." for name in (question.schema or {}).get("properties") or {}]
+    head = shlex.join(["taskloom", "answer", session_id, visible(question.id), *where])
+    return " ".join([head, *fields]) + " (or --decline)"
 
 
 def _no_runs(request: ModelRequest) -> str:
@@ -255,6 +276,63 @@ async def _approve(runtime: Runtime, console: Console, args: argparse.Namespace)
             )
         )
     return 0
+
+
+async def _answer(runtime: Runtime, console: Console, args: argparse.Namespace) -> int:
+    meta = await runtime.store.get(args.session_id)
+    stand_in = Agent(meta.agent or "cli", FunctionModel(_no_runs, name="answers-only"))
+    session = await runtime.open_session(meta.id, stand_in)
+    asked = {q.id: q for q in await session.pending_input()}
+    question = asked.get(args.input_id)
+    action = "decline" if args.decline else "cancel" if args.cancel else "accept"
+    content: dict[str, Any] | None = None
+    if action == "accept" and (args.json is not None or args.set):
+        content = _content(args, question)
+    await session.answer(args.input_id, content, action=action)
+    if question is not None:
+        console.print(question_block(question))
+    console.print(Text(f"answered {visible(args.input_id)}: {action}", style="bold"))
+    where = store_options(args)
+    for other in asked.values():
+        if other.id != args.input_id:
+            console.print(
+                command_line(f"  answer: {_answer_command(meta.id, other, where)}"), crop=False
+            )
+    return 0
+
+
+def _content(args: argparse.Namespace, question: PendingInput | None) -> dict[str, Any]:
+    content: dict[str, Any] = {}
+    if args.json is not None:
+        try:
+            given = json.loads(args.json)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--json is not JSON: {exc}") from None
+        if not isinstance(given, dict):
+            raise UsageError("--json must be a JSON object of the answer's fields")
+        content.update(given)
+    properties = ((question.schema if question else None) or {}).get("properties") or {}
+    for item in args.set:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--set takes NAME=VALUE, not {item!r}")
+        content[name] = _typed(text, (properties.get(name) or {}).get("type"))
+    return content
+
+
+def _typed(text: str, kind: object) -> Any:
+    """A --set value as the field's type wants it (the answer's check says
+    what is wrong with one that is not)."""
+    try:
+        if kind == "integer":
+            return int(text)
+        if kind == "number":
+            return float(text)
+    except ValueError:
+        return text
+    if kind == "boolean" and text.lower() in ("true", "false", "yes", "no"):
+        return text.lower() in ("true", "yes")
+    return text
 
 
 async def _resume(runtime: Runtime, console: Console, args: argparse.Namespace) -> int:
@@ -319,6 +397,8 @@ async def _dispatch(args: argparse.Namespace, console: Console) -> int:
             return await _show(runtime, console, args.session_id, args.tree)
         if args.command == "approve":
             return await _approve(runtime, console, args)
+        if args.command == "answer":
+            return await _answer(runtime, console, args)
         return await _resume(runtime, console, args)
 
 

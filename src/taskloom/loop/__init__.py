@@ -9,7 +9,7 @@ background work, delegation or tracing.
 from __future__ import annotations
 
 from .._control import RunControls, StopSignal, UsageMeter
-from ..results import BudgetLeft, PendingCall, RunResult, RunStatus
+from ..results import BudgetLeft, PendingCall, PendingInput, RunResult, RunStatus
 from ._budget import MIN_ANSWER_TOKENS, Budget, Price, TreeBudget
 from ._compact import SUMMARY_PROMPT, Compaction, ContextEstimate
 from ._log import INTERRUPTED, SessionLog, denial_text
@@ -61,6 +61,7 @@ __all__ = [
     "ModelCallWatch",
     "NoticesPort",
     "PendingCall",
+    "PendingInput",
     "Price",
     "ReasoningChange",
     "RoundAdjustment",

@@ -21,13 +21,14 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import mcp_types as types
 import pydantic
 from mcp.client import Client
+from mcp.client.session import ClientRequestContext
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED
@@ -36,10 +37,31 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from .._control import StopSignal
 from ..errors import ConfigurationError
 from ..tools import ToolError
-from ._tasks import TasksClient, TaskState, cancel_task, get_task, start_task, task_capable
+from ._tasks import (
+    TasksClient,
+    TaskState,
+    cancel_task,
+    fetch_result,
+    get_task,
+    related_task,
+    start_task,
+    task_capable,
+    update_task,
+)
 from ._transport import Launch, StderrTail, kill_leftovers, watched
 
-__all__ = ["CLOSE_TIMEOUT", "MAX_RESTARTS", "STARTUP_TIMEOUT", "Connection", "TaskRefused"]
+__all__ = [
+    "CLOSE_TIMEOUT",
+    "MAX_RESTARTS",
+    "STARTUP_TIMEOUT",
+    "Asker",
+    "Connection",
+    "TaskRefused",
+]
+
+Asker = Callable[[str, dict[str, Any]], Awaitable[types.ElicitResult | types.ErrorData]]
+"""Who answers what a server asks during task `task_id` (its `elicitation/create`
+request as `{"method": ..., "params": ...}`)."""
 
 logger = logging.getLogger("taskloom.mcp")
 
@@ -123,6 +145,10 @@ class Connection:
         self._announced = asyncio.Condition()
         self.announcements = 0
         """How many times the server said its tool list changed."""
+        self.asker: Asker | None = None
+        """Who answers the server's questions during a task (2025-11-25, where
+        they come as requests of the server's); None: they are refused."""
+        self._fetching: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"Connection({self.label!r}, {self.launch!r})"
@@ -242,6 +268,7 @@ class Connection:
                 cache=None,
                 client_info=_client_info(),
                 message_handler=self._on_message,
+                elicitation_callback=self._on_elicit,
                 extensions=[TasksClient()],
             )
             try:
@@ -329,6 +356,24 @@ class Connection:
             async with self._announced:
                 self.announcements += 1
                 self._announced.notify_all()
+
+    async def _on_elicit(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        # Only a task can wait for a person (its question is parked in the
+        # session's log); a question during a plain call cannot, and is refused.
+        task_id = related_task(context.meta)
+        if task_id is None and len(self._fetching) == 1:
+            # Sent on the stream of the one `tasks/result` open: that task's.
+            [task_id] = self._fetching
+        if task_id is None or self.asker is None:
+            return types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message="taskloom asks a person only for calls that run as MCP tasks",
+            )
+        asked = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        asked.pop("_meta", None)
+        return await self.asker(task_id, {"method": "elicitation/create", "params": asked})
 
     async def announced(self, after: int = 0) -> int:
         """Wait until the server has said its tool list changed more than
@@ -512,6 +557,38 @@ class Connection:
         client = await self._client_for_call()
         async with self._answers(f"task {task_id}", timeout):
             await cancel_task(client, task_id, timeout=timeout)
+
+    async def update_task(
+        self, task_id: str, responses: dict[str, Any], *, timeout: float | None
+    ) -> None:
+        """Answer a 2026-07-28 task's input requests; failures as `start_task`'s."""
+        client = await self._client_for_call()
+        async with self._answers(f"task {task_id}", timeout):
+            await update_task(client, task_id, responses, timeout=timeout)
+
+    async def fetch_result(self, task_id: str) -> types.CallToolResult:
+        """2025-11-25: wait on `tasks/result` for the task to end, letting the
+        server send its questions meanwhile (to `asker`); failures as
+        `start_task`'s."""
+        client = await self._client_for_call()
+        self._fetching[task_id] = self._fetching.get(task_id, 0) + 1
+        try:
+            async with self._answers(f"task {task_id}", None):
+                result = await fetch_result(client, task_id)
+        finally:
+            left = self._fetching[task_id] - 1
+            if left:
+                self._fetching[task_id] = left
+            else:
+                del self._fetching[task_id]
+        return result
+
+    def modern(self) -> bool | None:
+        """Whether the connection speaks 2026-07-28 (None: not connected)."""
+        current = self._current
+        if current is None or current.client is None:
+            return None
+        return current.client.protocol_version in MODERN_PROTOCOL_VERSIONS
 
     async def _gone(self, start: _Start) -> str:
         self._went_away(start)

@@ -19,6 +19,18 @@ that dies in between leaves the outcome for the next run to push, and the
 notice id — derived from the task — makes every push after the first a
 no-op, so the result arrives once.
 
+A task whose server needs input (`input_required`) waits for a person:
+each question the server asks (2026-07-28: the `inputRequests` of
+`tasks/get`; 2025-11-25: the `elicitation/create` requests it sends while the
+client waits on `tasks/result`) is written to the log as an `InputRequest`,
+which `Session.pending_input()` lists. A person answers from any process
+(`Session.answer`, `taskloom answer`, the console): the `InputAnswer` goes
+to the log, and whoever polls the task sends it to the server
+(`tasks/update`, or as the answer to the server's request) and polls on.
+Sending is driven by the log — a question the server still asks and the log
+has an answer for is answered — so a poller taken up after a crash sends
+what the dead one did not.
+
 A stop of the run that started a task, and a delete of its session, cancel
 it on the server (`tasks/cancel`); closing the runtime only stops polling
 here (the task goes on, and the next run takes it up).
@@ -28,7 +40,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -44,9 +58,9 @@ from ..background import (
     NoticeStatus,
     RunStart,
 )
-from ..entries import Entry, MCPTaskEnded, MCPTaskStarted
+from ..entries import Entry, InputAnswer, InputRequest, MCPTaskEnded, MCPTaskStarted
 from ..events import ToolProgress
-from ..runtime import Runtime
+from ..runtime import Runtime, input_id_for
 from ..tools import ToolContext, ToolError, ToolOutput
 from ._connection import Connection, TaskRefused
 from ._results import to_output
@@ -77,6 +91,12 @@ after which the task ends with an error."""
 
 _BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 30.0)
 
+ANSWER_POLL = 0.5
+"""Seconds between looks at the log for a person's answer (an answer given in
+this process wakes the poller at once)."""
+
+_KINDS = (MCPTaskStarted.KIND, MCPTaskEnded.KIND, InputRequest.KIND, InputAnswer.KIND)
+
 
 def activity_id_for(server_key: str, task_id: str) -> str:
     """The background activity (and notice) id of a task: the same in every
@@ -93,7 +113,25 @@ class _Known:
     started: dict[str, MCPTaskStarted] = field(default_factory=dict)
     ended: dict[str, MCPTaskEnded] = field(default_factory=dict)
     pushed: set[str] = field(default_factory=set)
+    asked: dict[str, InputRequest] = field(default_factory=dict)
+    answered: dict[str, InputAnswer] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+@dataclass
+class _Waiting:
+    """What one poller knows of its task's questions."""
+
+    session_id: str
+    record: MCPTaskStarted
+    server: MCPServer
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    sent: set[str] = field(default_factory=set)
+    """Keys answered to the server by this poller (2026-07-28)."""
+    delivered: set[str] = field(default_factory=set)
+    """Input ids answered to the server by this process (2025-11-25)."""
+    fetch: asyncio.Task[types.CallToolResult] | None = None
+    """The open `tasks/result` (2025-11-25) the server sends its questions on."""
 
 
 class TaskCalls:
@@ -109,6 +147,9 @@ class TaskCalls:
         self._why: dict[tuple[str, str], str] = {}
         self._known: dict[str, _Known] = {}
         self._closing = False
+        self._waiting: dict[tuple[str, str], _Waiting] = {}
+        """Polled tasks by (server key, task id): whose questions a server's
+        request is (2025-11-25)."""
         self.service.on_run_start(self.resume)
         self.service.listeners.on_delete(self._on_delete)
 
@@ -160,6 +201,8 @@ class TaskCalls:
             if state.message and state.message != said:
                 said = state.message
                 ctx.progress(state.message, task_id=state.task_id, status=state.status)
+            if state.status == "input_required":
+                break  # a person answers: that is background work
         if state.ended:
             return _output(server, remote, state)
         return await self._background(server, connection, remote, state, ctx)
@@ -259,10 +302,16 @@ class TaskCalls:
         poll = record.poll
         said: str | None = None
         failures = 0
+        waiting = _Waiting(session_id, record, server)
+        self._waiting[(server.key, record.task_id)] = waiting
+        connection.asker = self._asker(server.key)
+        unwatch = self.runtime.watch(session_id, waiting.wake.set)
         try:
             while True:
                 try:
                     state = await connection.get_task(record.task_id, timeout=REQUEST_TIMEOUT)
+                    if state.status == "input_required" and not state.ended:
+                        state = await self._input(connection, waiting, state, emit)
                 except TaskRefused as exc:
                     # A server answers an unknown task id with an error: it
                     # forgot the task (expired, or restarted without it).
@@ -306,7 +355,7 @@ class TaskCalls:
                         f"time to live ({_duration(ttl)}) ran out"
                     )
                     break
-                await asyncio.sleep(_clamp(poll))
+                await _sleep_or_wake(_clamp(poll), waiting.wake)
         except asyncio.CancelledError:
             why = self._why.get(key)
             if why is None:
@@ -326,7 +375,142 @@ class TaskCalls:
             )
         finally:
             heartbeat.cancel()
+            unwatch()
+            if self._waiting.get((server.key, record.task_id)) is waiting:
+                del self._waiting[(server.key, record.task_id)]
+            if waiting.fetch is not None:
+                waiting.fetch.cancel()
         await asyncio.shield(self._end(session_id, record, status, text))
+
+    # ------------------------------------------------------------ input
+
+    async def _input(
+        self,
+        connection: Connection,
+        waiting: _Waiting,
+        state: TaskState,
+        emit: Callable[[Any], None] | None,
+    ) -> TaskState:
+        """The task waits for input: log what it asks, send what the log
+        answers; the state to go on with (the task's end, when a 2025-11-25
+        `tasks/result` brought it)."""
+        record = waiting.record
+        if state.input_requests:
+            responses: dict[str, Any] = {}
+            for key, request in state.input_requests.items():
+                if not isinstance(request, dict):
+                    continue
+                answer = await self._question(waiting, str(key), request, emit)
+                if answer is not None and key not in waiting.sent:
+                    responses[str(key)] = answer
+            if responses:
+                await connection.update_task(record.task_id, responses, timeout=REQUEST_TIMEOUT)
+                waiting.sent.update(responses)
+            return state
+        if connection.modern():
+            return state  # asks nothing yet: polled on
+        # 2025-11-25: the server sends its questions on the stream of an open
+        # `tasks/result`, which then answers with the task's end.
+        fetch = waiting.fetch
+        if fetch is None or (fetch.done() and not _ended_with_result(fetch)):
+            if fetch is not None and fetch.done() and not fetch.cancelled():
+                logger.info(
+                    "MCP task %s: tasks/result failed (%s); asking again",
+                    record.task_id,
+                    fetch.exception(),
+                )
+            waiting.fetch = asyncio.get_running_loop().create_task(
+                connection.fetch_result(record.task_id)
+            )
+            waiting.fetch.add_done_callback(lambda _: waiting.wake.set())
+            return state
+        if fetch.done():
+            return dataclasses.replace(state, status="completed", result=fetch.result())
+        return state
+
+    async def _question(
+        self,
+        waiting: _Waiting,
+        key: str,
+        request: dict[str, Any],
+        emit: Callable[[Any], None] | None,
+    ) -> dict[str, Any] | None:
+        """Log question `key` (once); its answer as the server takes it, once
+        the log has one."""
+        session_id, record = waiting.session_id, waiting.record
+        input_id = input_id_for(record.activity_id, key)
+        known = await self._scan(session_id)
+        if input_id not in known.asked:
+            server = waiting.server
+            asked = InputRequest(
+                input_id,
+                record.activity_id,
+                key,
+                request,
+                f"MCP server {server.name!r}, tool {record.tool!r}, task {record.task_id}",
+                time.time(),
+            )
+            await self.runtime.store.append(session_id, Entry.of(asked))
+            known.asked[input_id] = asked
+            message = str((request.get("params") or {}).get("message", ""))
+            logger.info("MCP task %s asks a person (%s): %s", record.task_id, input_id, message)
+            if emit is not None:
+                with contextlib.suppress(Exception):
+                    emit(
+                        ToolProgress(
+                            call_id=record.call_id,
+                            message=f"asks a person ({input_id}): {message}",
+                            data={
+                                "task_id": record.task_id,
+                                "status": "input_required",
+                                "input_id": input_id,
+                            },
+                            session_id=session_id,
+                        )
+                    )
+        answer = known.answered.get(input_id)
+        if answer is None:
+            return None
+        result: dict[str, Any] = {"action": answer.action}
+        if answer.content is not None:
+            result["content"] = answer.content
+        return result
+
+    def _asker(self, server_key: str) -> Callable[[str, dict[str, Any]], Awaitable[Any]]:
+        async def ask(task_id: str, request: dict[str, Any]) -> Any:
+            waiting = self._waiting.get((server_key, task_id))
+            if waiting is None:
+                return types.ErrorData(
+                    code=types.INVALID_REQUEST,
+                    message=f"taskloom polls no task {task_id} of this server",
+                )
+            return await self._asked(waiting, request)
+
+        return ask
+
+    async def _asked(self, waiting: _Waiting, request: dict[str, Any]) -> Any:
+        """A 2025-11-25 server's question: logged, and answered once a person
+        did. Its key is a digest of the question, so the same question sent
+        again (after a crash of this process) is the same; asked again after
+        this process answered it, it is a new one."""
+        digest = hashlib.sha256(
+            json.dumps(request, sort_keys=True, separators=(",", ":")).encode()
+        ).hexdigest()[:16]
+        key, n = digest, 0
+        while input_id_for(waiting.record.activity_id, key) in waiting.delivered:
+            n += 1
+            key = f"{digest}-{n}"
+        input_id = input_id_for(waiting.record.activity_id, key)
+        while True:
+            if self._waiting.get((waiting.server.key, waiting.record.task_id)) is not waiting:
+                # Nobody polls the task here any more: the next poller asks again.
+                return types.ErrorData(code=types.INTERNAL_ERROR, message="no longer polled")
+            answer = await self._question(waiting, key, request, None)
+            if answer is not None:
+                waiting.delivered.add(input_id)
+                return types.ElicitResult.model_validate(answer)
+            waiting.wake.clear()
+            await _sleep_or_wake(ANSWER_POLL, waiting.wake)
 
     async def _heartbeat(self, session_id: str, record: MCPTaskStarted) -> None:
         while True:
@@ -389,13 +573,17 @@ class TaskCalls:
         entries = await self.runtime.store.load(session_id, after=known.scanned or None)
         for entry in entries:
             known.scanned = max(known.scanned, entry.position)
-            if entry.kind not in (MCPTaskStarted.KIND, MCPTaskEnded.KIND):
+            if entry.kind not in _KINDS:
                 continue
             payload = entry.payload
             if isinstance(payload, MCPTaskStarted):
                 known.started[payload.activity_id] = payload
             elif isinstance(payload, MCPTaskEnded):
                 known.ended.setdefault(payload.activity_id, payload)
+            elif isinstance(payload, InputRequest):
+                known.asked.setdefault(payload.input_id, payload)
+            elif isinstance(payload, InputAnswer):
+                known.answered.setdefault(payload.input_id, payload)
         return known
 
     async def resume(self, start: RunStart) -> None:
@@ -497,6 +685,16 @@ def _clamp(poll: float | None) -> float:
 
 def _poll_of(state: TaskState) -> float:
     return _clamp(state.poll)
+
+
+async def _sleep_or_wake(seconds: float, wake: asyncio.Event) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(wake.wait(), seconds)
+    wake.clear()
+
+
+def _ended_with_result(fetch: asyncio.Task[Any]) -> bool:
+    return not fetch.cancelled() and fetch.exception() is None
 
 
 async def _sleep_or_stop(seconds: float, ctx: ToolContext) -> None:

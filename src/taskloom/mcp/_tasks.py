@@ -38,9 +38,12 @@ __all__ = [
     "TaskState",
     "TasksClient",
     "cancel_task",
+    "fetch_result",
     "get_task",
+    "related_task",
     "start_task",
     "task_capable",
+    "update_task",
 ]
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
@@ -48,6 +51,10 @@ TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 """Task statuses after which nothing changes."""
+
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+"""The `_meta` key by which a 2025-11-25 server names the task a request of
+its belongs to."""
 
 
 class ClaimedTask(types.Result):
@@ -101,6 +108,17 @@ class _CancelTask(types.Request[_TaskIdParams, Literal["tasks/cancel"]]):
     name_param: ClassVar[str | None] = "taskId"
 
 
+class _UpdateParams(types.RequestParams):
+    task_id: str
+    input_responses: dict[str, Any]
+
+
+class _UpdateTask(types.Request[_UpdateParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    params: _UpdateParams
+    name_param: ClassVar[str | None] = "taskId"
+
+
 class _Ack(types.Result):
     """Any answer (the acknowledgement of `tasks/cancel`, which differs by revision)."""
 
@@ -113,6 +131,9 @@ class TaskState:
     `created_at` is a Unix time (None when the server did not say).
     `result` is set once a task completed (a 2025-11-25 server gives it on
     `tasks/result`, which `get_task` fetches); `error` once it failed.
+    `input_requests` are what a 2026-07-28 server asks while the task is
+    `input_required` (key: `{"method": ..., "params": ...}`); a 2025-11-25
+    server sends them as requests of its own (see `fetch_result`).
     """
 
     task_id: str
@@ -324,3 +345,36 @@ async def _raw_request(
         opts,  # type: ignore[arg-type]
     )
     return raw
+
+
+async def update_task(
+    client: Client, task_id: str, responses: dict[str, Any], *, timeout: float | None = None
+) -> None:
+    """Answer a 2026-07-28 task's `inputRequests` (`tasks/update`; keys as
+    the server named them, values the results, e.g. an `ElicitResult`)."""
+    params = _UpdateParams(task_id=task_id, input_responses=responses)
+    await client.session.send_request(_UpdateTask(params=params), _Ack, timeout)
+
+
+async def fetch_result(client: Client, task_id: str) -> types.CallToolResult:
+    """2025-11-25: ask for the task's result before it ended, which is how a
+    client lets the server send what it asks of the task (its
+    `elicitation/create` requests, naming the task in `_meta`, reach the
+    client's elicitation callback meanwhile); returns once the task ended."""
+    fetch = _TaskResult(params=_TaskIdParams(task_id=task_id))
+    return await client.session.send_request(fetch, types.CallToolResult, None)
+
+
+def related_task(meta: Any) -> str | None:
+    """The task a server's request names as its own (2025-11-25), if any."""
+    if not isinstance(meta, dict):
+        return None
+    related = meta.get(RELATED_TASK)
+    if isinstance(related, dict) and isinstance(related.get("taskId"), str):
+        return str(related["taskId"])
+    return None
+
+
+def is_modern(client: Client) -> bool:
+    """Whether the connection speaks 2026-07-28 (tasks as the extension)."""
+    return _modern(client)

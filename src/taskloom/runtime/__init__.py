@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 from ._fork import FORK_NOT_RUN, FORKED_FROM, fork_session
+from ._input import input_id_for, pending_inputs
 from ._lease import LEASE_TTL, RELEASE_WAIT, HeldLease, session_lease_key
 from ._runtime import RunQueue, Runtime, default_runtime
 from ._session import Session
@@ -51,6 +52,8 @@ __all__ = [
     "default_runtime",
     "diff_sessions",
     "fork_session",
+    "input_id_for",
+    "pending_inputs",
     "rounds_of",
     "session_lease_key",
 ]

@@ -16,6 +16,7 @@ from ..entries import (
     ApprovalDecision,
     CompactionEntry,
     Entry,
+    InputAnswer,
     ModelChange,
     Payload,
     RunFinishedEntry,
@@ -48,13 +49,21 @@ from ..loop import (
 from ..loop._log import summary_message
 from ..messages import Message
 from ..models._base import Model, ModelSettings, ReasoningOptions
-from ..results import ToolSpec
+from ..results import PendingInput, ToolSpec
 from ..tools import ToolCatalog
 
 if TYPE_CHECKING:
     from ..tools import Tool
 
 from ._fork import fork_session
+from ._input import (
+    check_answer,
+    ended_activities,
+    pending,
+    pending_inputs,
+    read_inputs,
+    same_answer,
+)
 from ._lease import HeldLease, session_lease_key
 
 if TYPE_CHECKING:
@@ -675,6 +684,51 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
                 f"name one with session_id= ({', '.join(found)})"
             )
         return found[0] if found else self.id
+
+    # ------------------------------------------------------------ input
+
+    async def pending_input(self) -> list[PendingInput]:
+        """The questions the session's work asked a person and nobody answered
+        yet (an MCP server asking for input during a task a call started),
+        oldest first; read from the log, so from any process."""
+        # The whole log, not the folded one: a snapshot may have left early
+        # entries out of it.
+        return pending_inputs(await self.runtime.store.load(self.id))
+
+    async def answer(
+        self,
+        input_id: str,
+        content: Mapping[str, Any] | None = None,
+        *,
+        action: str = "accept",
+    ) -> None:
+        """Answer a pending question: `content` (checked against the schema it
+        asked for) with `action="accept"`, or `action="decline"` / `"cancel"`
+        with none. Write-once, as approvals: the first answer in the log is
+        the answer, the same again is a no-op, another raises
+        `AnswerConflict`. The answer is written to the log; whoever polls the
+        task (this process, another, or the session's next run) sends it to
+        the server, and the task goes on."""
+        entries = await self.runtime.store.load(self.id)
+        asked, answered = read_inputs(entries)
+        request = asked.get(input_id)
+        if request is None:
+            raise UsageError(f"session {self.id} asked no question {input_id!r}")
+        question = pending(request)
+        given = check_answer(question, action, content)
+        existing = answered.get(input_id)
+        if existing is not None:
+            same_answer(existing, action, given)
+            return
+        if request.activity_id in ended_activities(entries):
+            raise UsageError(f"the work that asked {input_id!r} ended: nobody waits for the answer")
+        # Answers need no lease: anyone may answer while the task waits.
+        await self.runtime.store.append(self.id, Entry.of(InputAnswer(input_id, action, given)))
+        # Another process may have answered first: the log order says whose counts.
+        after = entries[-1].position if entries else None
+        _, answered = read_inputs(entries + await self.runtime.store.load(self.id, after=after))
+        same_answer(answered[input_id], action, given)
+        self.runtime.notify(self.id)
 
     async def steer(self, text: str) -> None:
         """Fold `text` in as a user turn at the next round boundary (of the
