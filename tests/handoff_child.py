@@ -19,7 +19,6 @@ from taskloom.entries import SubagentLink
 from taskloom.models import FunctionModel, ModelRequest, reply
 from taskloom.stores import open_store
 
-URL, SCHEMA, SESSION_ID = sys.argv[1:4]
 asking = asyncio.Event()
 
 
@@ -43,10 +42,10 @@ def build(child_model: FunctionModel) -> Agent:
     return Agent("lead", FunctionModel(lead, name="lead"), tools=[helper.tool()])
 
 
-async def main() -> None:
-    options: dict[str, Any] = {"schema": SCHEMA} if SCHEMA != "-" else {}
-    runtime = Runtime(store=open_store(URL, **options))
-    session = await runtime.open_session(SESSION_ID, build(FunctionModel(never, name="deep")))
+async def main(url: str, schema: str, session_id: str) -> None:
+    options: dict[str, Any] = {"schema": schema} if schema != "-" else {}
+    runtime = Runtime(store=open_store(url, **options))
+    session = await runtime.open_session(session_id, build(FunctionModel(never, name="deep")))
     result = await session.run("go")
     await asyncio.wait_for(asking.wait(), 30)
     [link] = [e.payload for e in await session.entries() if isinstance(e.payload, SubagentLink)]
@@ -55,4 +54,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(*sys.argv[1:4]))
