@@ -597,3 +597,54 @@ async def test_a_childs_escalated_call_shows_at_the_root_and_is_decided_on_its_p
         root_page = (await client.get(f"/sessions/{root.id}")).text
     assert esc.transfers == [70]  # run once, by the decision
     assert "Escalated by" not in root_page
+
+
+async def test_a_question_an_mcp_task_asked_is_answered_from_its_form(store: str) -> None:
+    from taskloom.entries import InputAnswer, InputRequest
+    from taskloom.runtime import input_id_for
+
+    asked = {
+        "method": "elicitation/create",
+        "params": {
+            "message": "How many <copies>?",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "count": {"type": "integer", "title": "Copies"},
+                    "colour": {"type": "string", "enum": ["red", "blue"]},
+                    "urgent": {"type": "boolean"},
+                },
+                "required": ["count"],
+            },
+        },
+    }
+    sneaky = {
+        "method": "elicitation/create",
+        "params": {"mode": "url", "message": "Visit", "url": "javascript:alert(1)"},
+    }
+    async with Runtime(store=store) as runtime:
+        session = await runtime.create_session(Agent("a", ScriptedModel([reply("ok")])))
+        for activity, request in (("act-1", asked), ("act-2", sneaky)):
+            question = InputRequest(input_id_for(activity, "k"), activity, "k", request, "srv", 1.0)
+            await runtime.store.append(session.id, Entry.of(question))
+    sid = session.id
+    first = input_id_for("act-1", "k")
+    console = acting(store)
+    async with browsing(console) as client:
+        page, csrf = await page_and_csrf(client, sid)
+        assert "How many &lt;copies&gt;?" in page and 'name="f:count"' in page
+        assert '<option value="blue">' in page and 'href="javascript:' not in page
+        bad = {"csrf": csrf, "input_id": first, "action": "accept", "f:count": "many"}
+        await client.post(f"/sessions/{sid}/answer", data=bad)
+        page = (await client.get(f"/sessions/{sid}")).text
+        assert "takes integer values" in page  # told, nothing written
+        good = {**bad, "f:count": "3", "f:colour": "blue", "f:urgent": "on"}
+        assert (await client.post(f"/sessions/{sid}/answer", data=good)).status_code == 303
+        page = (await client.get(f"/sessions/{sid}")).text
+    assert f"answered {first}" in page
+    answers = [
+        e.payload for e in await entries_of(store, sid) if isinstance(e.payload, InputAnswer)
+    ]
+    assert [(a.action, a.content) for a in answers] == [
+        ("accept", {"count": 3, "colour": "blue", "urgent": True})
+    ]

@@ -39,7 +39,15 @@ from ..background import BackgroundActivity, BackgroundNotice, BackgroundService
 from ..errors import SessionNotFound, TaskloomError, UsageError
 from ..loop import SessionLog
 from ..models import FunctionModel, ModelRequest
-from ..runtime import FORKED_FROM, Runtime, Session, fork_session, session_lease_key
+from ..results import PendingInput
+from ..runtime import (
+    FORKED_FROM,
+    Runtime,
+    Session,
+    fork_session,
+    pending_inputs,
+    session_lease_key,
+)
 from ..stores import SessionStore
 from ._auth import AccessGuard, new_token
 from ._read import (
@@ -204,6 +212,7 @@ class Console:
                 Route("/live", self._sessions_live),
                 Route("/sessions/{session_id:path}/live", self._session_live),
                 Route("/sessions/{session_id:path}/decide", self._decide, methods=["POST"]),
+                Route("/sessions/{session_id:path}/answer", self._answer, methods=["POST"]),
                 Route("/sessions/{session_id:path}/resume", self._resume, methods=["POST"]),
                 Route("/sessions/{session_id:path}/steer", self._steer, methods=["POST"]),
                 Route("/sessions/{session_id:path}/stop", self._stop, methods=["POST"]),
@@ -323,6 +332,7 @@ class Console:
             runs=runs,
             pending=pending_calls(log, decided=True),
             escalated=await _escalated(cache, log),
+            questions=[_question(q) for q in pending_inputs(entries)],
             parked=bool(log.parked()),
             background=await self._background_view(session_id, items),
             flash=self._flash.pop(session_id, []),
@@ -466,6 +476,20 @@ class Console:
     async def _decide(self, request: Request) -> Response:
         return await self._acting(request, self._record_decision)
 
+    async def _answer(self, request: Request) -> Response:
+        async def act(session_id: str, form: Mapping[str, str]) -> str | None:
+            session = await self._open(session_id)
+            input_id = form.get("input_id", "")
+            asked = {q.id: q for q in await session.pending_input()}.get(input_id)
+            if asked is None:
+                return f"no question {input_id!r} waits for an answer in this session"
+            action = form.get("action", "accept")
+            content = _answer_content(asked.schema, form) if action == "accept" else None
+            await session.answer(input_id, content, action=action)
+            return f"answered {input_id}" if action == "accept" else f"{action}d {input_id}"
+
+        return await self._acting(request, act)
+
     async def _record_decision(self, session_id: str, form: Mapping[str, str]) -> str | None:
         # A child's escalated call is decided on the child's page: the
         # decision hook goes on with the child, and nothing is left to resume.
@@ -602,3 +626,64 @@ async def _escalated(cache: LogCache, log: SessionLog) -> list[_Escalated]:
         if calls:
             out.append(_Escalated(child_id, escalated.name, calls))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    """One field of a question's form."""
+
+    name: str
+    kind: str  # text, number, integer, boolean, choice
+    title: str
+    required: bool
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Question:
+    """A question an MCP task asked, as its form shows it."""
+
+    id: str
+    message: str
+    source: str
+    url: str | None
+    fields: list[_Field]
+
+
+def _question(asked: PendingInput) -> _Question:
+    schema = asked.schema or {}
+    required = set(schema.get("required") or ())
+    fields = []
+    for name, prop in (schema.get("properties") or {}).items():
+        prop = prop if isinstance(prop, Mapping) else {}
+        choices = tuple(str(c) for c in prop.get("enum") or ())
+        kind = "choice" if choices else str(prop.get("type", "string"))
+        if kind not in ("number", "integer", "boolean", "choice"):
+            kind = "text"
+        title = str(prop.get("title") or prop.get("description") or name)
+        fields.append(_Field(str(name), kind, title, name in required, choices))
+    # Only a web address is a link: a server's `javascript:` is shown as text.
+    url = asked.url if asked.url and asked.url.startswith(("https://", "http://")) else None
+    return _Question(asked.id, asked.message, asked.source, url, fields)
+
+
+def _answer_content(schema: Mapping[str, Any] | None, form: Mapping[str, str]) -> dict[str, Any]:
+    """The answer's content from the form's `f:<name>` fields, typed by the
+    schema; an empty optional field is left out (the session checks the rest)."""
+    content: dict[str, Any] = {}
+    properties = (schema or {}).get("properties") or {}
+    for name, prop in properties.items():
+        kind = prop.get("type") if isinstance(prop, Mapping) else None
+        raw = form.get(f"f:{name}")
+        if kind == "boolean":
+            content[name] = raw in ("on", "true", "yes")
+            continue
+        if raw is None or raw == "":
+            continue
+        try:
+            content[name] = (
+                int(raw) if kind == "integer" else float(raw) if kind == "number" else raw
+            )
+        except ValueError:
+            content[name] = raw  # the session's check says what is wrong with it
+    return content
