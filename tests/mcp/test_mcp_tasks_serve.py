@@ -252,3 +252,61 @@ async def test_a_served_run_parked_for_approval_is_input_required_until_approved
             assert text == "report: launched at the moon"
     finally:
         served.stop()
+
+
+class Answers(types.RequestParams):
+    task_id: str
+    input_responses: dict[str, Any]
+
+
+class Update(types.Request[Answers, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    params: Answers
+    name_param: ClassVar[str | None] = "taskId"
+
+
+@pytest.mark.parametrize("approve", [True, False], ids=["approved", "denied"])
+async def test_a_parked_call_is_an_input_request_the_client_answers(
+    tmp_path: Path, approve: bool
+) -> None:
+    served = Served(tmp_path, agent="guarded")
+    served.start()
+    try:
+        async with Client(served.url, extensions=[Tasks()]) as client:
+            await client.list_tools()
+            made = await client.session.call_tool(
+                "guarded", {"task": "the moon"}, allow_claimed=True
+            )
+            assert isinstance(made, Created)
+            waiting = await _until(client, made.task_id, "input_required")
+            [(call_id, asked)] = waiting["inputRequests"].items()
+            assert asked["method"] == "elicitation/create"
+            assert 'launch({"target": "the moon"})' in asked["params"]["message"]
+            assert asked["params"]["requestedSchema"]["required"] == ["approve"]
+            # An answer to something it did not ask changes nothing.
+            await client.session.send_request(
+                Update(params=Answers(task_id=made.task_id, input_responses={"nope": {}})),
+                Anything,
+            )
+            answer = {"action": "accept", "content": {"approve": approve, "note": "go"}}
+            await client.session.send_request(
+                Update(params=Answers(task_id=made.task_id, input_responses={call_id: answer})),
+                Anything,
+            )
+            done = await _until(client, made.task_id, "completed")
+            text = done["result"]["content"][0]["text"]
+            if approve:
+                assert text == "report: launched at the moon"
+            else:
+                assert text == (
+                    "report: The user denied this tool call; it was not run. Note from the user: go"
+                )
+        # The decision is in the served session's log, bound to the call.
+        async with Runtime(store=open_store(served.store)) as runtime:
+            entries = await runtime.store.load(made.task_id)
+        decisions = [e.data for e in entries if e.kind == "approval_decision"]
+        assert [(d["call_id"], d["approved"], d.get("note")) for d in decisions] == [
+            (call_id, approve, "go")
+        ]
+    finally:
+        served.stop()

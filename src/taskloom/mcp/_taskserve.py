@@ -14,13 +14,18 @@ run that did not complete is a completed task whose result is an `isError`
 result saying how it ended, as the inline call answers); `cancelled` once
 `tasks/cancel` stopped it; `input_required` while the run waits for a
 person to approve a call (`taskloom approve`, the console or code): once
-decided, the run resumes by itself at the next `tasks/get`.
+decided, the run resumes by itself at the next `tasks/get`. On 2026-07-28
+each waiting call is also one of the task's `inputRequests` (an
+`elicitation/create` asking `approve`, a boolean, and an optional `note`),
+so the client's person can decide it in the protocol (`tasks/update`): a
+decision like any other, bound to the call's arguments and written once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -37,10 +42,11 @@ from ..entries import (
     ApprovalDecision,
     ApprovalRequests,
     MessageEntry,
+    RequestedCall,
     RunFinishedEntry,
     RunStartedEntry,
 )
-from ..errors import SessionBusy
+from ..errors import ApprovalConflict, SessionBusy
 from ..events import Event, ToolProgress
 from ..loop import RunOptions
 from ..results import RunStatus
@@ -175,8 +181,25 @@ class ServedTasks:
         return _legacy(view)
 
     async def _update(self, ctx: ServerRequestContext[Any, Any], params: _UpdateParams) -> Any:
-        # Decisions on parked calls come from a person (`taskloom approve`);
-        # the update is acknowledged, and the task is seen again.
+        # An answer to one of the task's inputRequests decides that parked
+        # call; anything else (an unknown key, a `cancel`) leaves it waiting.
+        responses = params.input_responses or {}
+        if responses:
+            await self._meta(params.task_id)
+            session = await self.runtime.open_session(params.task_id, self.agent)
+            waiting = {c.id for c in await session.pending()}
+            for call_id, response in responses.items():
+                decision = _decision(response) if call_id in waiting else None
+                if decision is None:
+                    continue
+                approved, note = decision
+                try:
+                    if approved:
+                        await session.approve(call_id, note=note)
+                    else:
+                        await session.deny(call_id, note=note)
+                except ApprovalConflict:
+                    pass  # decided first elsewhere: that decision stands
         await self.view(params.task_id)
         return {}
 
@@ -288,14 +311,13 @@ class ServedTasks:
                         task_id, lambda s, o: s.resume(options=o, emit=self._emitter(s.id))
                     )
                 return {**view, "status": "working"}
-            waiting = ", ".join(
-                f"{c.name} ({c.call_id})" for c in calls if c.call_id not in decided
-            )
+            undecided = [c for c in calls if c.call_id not in decided]
+            waiting = ", ".join(f"{c.name} ({c.call_id})" for c in undecided)
             return {
                 **view,
                 "status": "input_required",
                 "message": f"session {task_id} waits for a person to approve: {waiting}",
-                "input_requests": {},
+                "input_requests": {c.call_id: _approval_request(c) for c in undecided},
             }
         if status is RunStatus.STOPPED:
             return {**view, "status": "cancelled", "message": finished.error or "cancelled"}
@@ -336,3 +358,40 @@ def _legacy(view: dict[str, Any]) -> dict[str, Any]:
     if view.get("message"):
         out["statusMessage"] = view["message"]
     return out
+
+
+_APPROVAL_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "approve": {"type": "boolean", "title": "Approve this call"},
+        "note": {"type": "string", "title": "A note for the agent (optional)"},
+    },
+    "required": ["approve"],
+}
+
+
+def _approval_request(call: RequestedCall) -> dict[str, Any]:
+    """A parked call as the elicitation a client's person answers."""
+    arguments = json.dumps(dict(call.arguments), ensure_ascii=False, sort_keys=True)
+    return {
+        "method": "elicitation/create",
+        "params": {
+            "message": f"Approve the call {call.name}({arguments})?",
+            "requestedSchema": _APPROVAL_SCHEMA,
+        },
+    }
+
+
+def _decision(response: object) -> tuple[bool, str | None] | None:
+    """(approved, note) from an elicitation answer; None to leave the call waiting."""
+    if not isinstance(response, dict):
+        return None
+    action = response.get("action")
+    raw = response.get("content")
+    content: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    note = content.get("note") if isinstance(content.get("note"), str) else None
+    if action == "decline":
+        return False, note or "declined by the client's person"
+    if action != "accept" or not isinstance(content.get("approve"), bool):
+        return None
+    return content["approve"], note
