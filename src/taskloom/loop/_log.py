@@ -38,7 +38,7 @@ from ..entries import (
 )
 from ..errors import CorruptEntry
 from ..messages import Message, TextBlock, ToolCall, ToolResult, Usage
-from ..models._base import ReasoningOptions
+from ..models import ReasoningOptions
 from ..results import PendingCall, RunResult, RunStatus
 
 if TYPE_CHECKING:

@@ -44,7 +44,7 @@ from ..events import (
     RunStarted,
 )
 from ..messages import Message, ToolCall, ToolResult, Usage
-from ..models._base import Model, ModelRequest, ModelResponse
+from ..models import Model, ModelRequest, ModelResponse
 from ..results import BudgetLeft, PendingCall, RunResult, RunStatus
 from ..tools import IDEMPOTENT_RETRIES, Tool, ToolContext
 from ._approvals import Gate, gated_calls, requests_for, resolve_parked_turn

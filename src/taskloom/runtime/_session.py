@@ -42,10 +42,10 @@ from ..loop import (
     SessionLog,
     encode_snapshot,
     read_snapshot,
+    summary_message,
 )
-from ..loop._log import summary_message
 from ..messages import Message
-from ..models._base import Model, ModelSettings, ReasoningOptions
+from ..models import Model, ModelSettings, ReasoningOptions
 from ..results import ToolSpec
 from ..tools import ToolCatalog
 
