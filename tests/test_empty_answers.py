@@ -23,7 +23,6 @@ from taskloom.entries import RunFinishedEntry
 from taskloom.errors import ContextWindowExceeded
 from taskloom.events import Event
 from taskloom.models import RetryPolicy, resolve_model
-from taskloom.runtime._session import _last_result
 from taskloom.testing.fake_server import FakeServer
 
 WIRES = ["openai", "openai-responses", "anthropic", "google"]
@@ -90,13 +89,13 @@ async def test_an_empty_final_answer_is_reported_not_silent(
         assert (said.run_id, said.round, said.session_id) == (result.run_id, 1, session.id)
         # The session's latest result as read back from its log (what
         # `Session.wait` returns) says so too.
-        assert _last_result(session).empty_answer
+        assert session.latest_result() == result
 
         events.clear()
         second = await session.run("and now?", emit=events.append)
         assert second.ok and second.text == "Now with words." and not second.empty_answer
         assert not [e for e in events if isinstance(e, EmptyAnswer)]
-        assert not _last_result(session).empty_answer
+        assert session.latest_result() == second
 
 
 @pytest.mark.parametrize("wire", WIRES)

@@ -152,6 +152,9 @@ async def test_push_nowait_without_a_loop_says_how_to_bind() -> None:
         ApprovalDecision("c1", True, "h", 7, "ok"),
         CallsStarted(7, ("c1", "c2")),
         RunFinishedEntry(RunStatus.FAILED, "boom", Usage(1, 2), 3, 4, {"x": 1}),
+        RunFinishedEntry(
+            RunStatus.COMPLETED, None, Usage(9, 2), 2, 3, None, None, 4, 1, Usage(5, 1), '{"a": 1}'
+        ),
         SubagentLink("child", "researcher", "worker", "r", "task", "inline", "c9", {}, {}),
         SubagentResult("done", {"a": 1}, None, Usage(5, 6)),
     ],

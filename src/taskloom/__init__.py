@@ -84,8 +84,14 @@ from .loop import (
     StopSignal,
 )
 from .messages import ImageBlock, Message, TextBlock, ThinkingBlock, ToolCall, ToolResult, Usage
-from .models._base import Model, ModelRequest, ModelResponse, ModelSettings, ReasoningOptions
-from .models._retry import RetryPolicy
+from .models import (
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ReasoningOptions,
+    RetryPolicy,
+)
 from .runtime import Runtime, Session
 from .tools import (
     Deferred,

@@ -23,16 +23,15 @@ from typing_extensions import TypeVar
 
 from ._schema import check as check_schema
 from .errors import ConfigurationError, UsageError
-from .loop._compact import Compaction
-from .loop._output import OUTPUT_TOOL
-from .models._base import Model, ModelSettings
+from .loop import OUTPUT_TOOL, Compaction
+from .models import Model, ModelSettings
 from .tools import Tool, ToolLike, Toolset, as_tool
 
 if TYPE_CHECKING:
     import pydantic
 
     from .events import Event
-    from .loop._options import RunOptions
+    from .loop import RunOptions
     from .messages import Message
     from .results import RunResult, ToolSpec
     from .runtime import Runtime

@@ -572,7 +572,18 @@ class RunStartedEntry(Payload):
 @dataclass(frozen=True, slots=True)
 class RunFinishedEntry(Payload):
     """How a run ended; a run that raised is recorded as FAILED with the error.
-    `budget_left` is what its tree's `Budget` had left then (None: none)."""
+
+    It holds what the run's `RunResult` reports that the rest of the log does
+    not tell: `usage` (with its children's), `own_usage` (this agent's
+    alone), the counts of `rounds`, `model_requests`, `tool_calls` and
+    `transport_retries`, and `budget_left`, what its tree's `Budget` had left
+    then (None: none). `output` is a structured answer as JSON data (None
+    for a text answer: its text is the last assistant message); `text` is
+    the answer's text only when it is not that message's (a structured
+    answer given through the final-answer tool). Logs written before
+    `own_usage`, `tool_calls`, `transport_retries` and `text` were recorded
+    read as None, 0, 0 and None.
+    """
 
     KIND: ClassVar[str] = EntryKind.RUN_FINISHED
     status: RunStatus
@@ -582,6 +593,10 @@ class RunFinishedEntry(Payload):
     model_requests: int = 0
     output: Any = None
     budget_left: BudgetLeft | None = None
+    tool_calls: int = 0
+    transport_retries: int = 0
+    own_usage: Usage | None = None
+    text: str | None = None
 
     def to_data(self) -> dict[str, Any]:
         out = {
@@ -591,7 +606,13 @@ class RunFinishedEntry(Payload):
             "rounds": self.rounds,
             "model_requests": self.model_requests,
             "output": self.output,
+            "tool_calls": self.tool_calls,
+            "transport_retries": self.transport_retries,
         }
+        if self.own_usage is not None:
+            out["own_usage"] = self.own_usage.to_dict()
+        if self.text is not None:
+            out["text"] = self.text
         left = self.budget_left
         if left is not None:  # runs without a budget keep their shape
             out["budget_left"] = {"tokens": left.tokens, "nano_usd": left.nano_usd}
@@ -601,6 +622,8 @@ class RunFinishedEntry(Payload):
     def from_data(cls, data: Mapping[str, Any]) -> RunFinishedEntry:
         raw = str(data.get("status", "failed"))
         status = RunStatus(raw) if raw in RunStatus._value2member_map_ else RunStatus.FAILED
+        own = data.get("own_usage")
+        text = data.get("text")
         return cls(
             status,
             data.get("error"),
@@ -609,6 +632,10 @@ class RunFinishedEntry(Payload):
             int(data.get("model_requests", 0)),
             data.get("output"),
             _budget_left(data.get("budget_left")),
+            int(data.get("tool_calls", 0)),
+            int(data.get("transport_retries", 0)),
+            Usage.from_dict(own) if isinstance(own, Mapping) else None,
+            text if isinstance(text, str) else None,
         )
 
 

@@ -6,7 +6,9 @@ Configured by environment variables, so each test shapes its workers:
 `TLQ_URL`, `TLQ_SCHEMA` (the PostgreSQL schema), `TLQ_EFFECTS` (the
 side-effect file), `TLQ_AGENTS` (agent names to register; default all),
 `TLQ_TOOL_SLEEP` (seconds the `touch` tool sleeps after its side effect),
-`TLQ_LEASE_TTL`, `TLQ_WAKE` (1: wake_on_notice).
+`TLQ_LEASE_TTL`, `TLQ_WAKE` (1: wake_on_notice), `TLQ_RESULTS` (1: print
+`RESULT <session> <json>` with the counts and usage of every run's own
+`RunResult` as it ends).
 
 The `touch` tool prints `TOOL <session> <call id>` (the READY line a test
 kills at), appends `<session> <call id>` to the side-effect file, then
@@ -17,14 +19,16 @@ another worker goes on where the log stops.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from typing import Any
 
-from taskloom import Agent, Runtime, ToolContext, Usage, tool
+from taskloom import Agent, RunResult, Runtime, ToolContext, Usage, tool
 from taskloom.delegation import Spawner
 from taskloom.distributed import WorkQueue
-from taskloom.loop import RunObserver
+from taskloom.errors import ProviderError
+from taskloom.loop import NO_OBSERVER, RunInfo, RunObserver
 from taskloom.models import FunctionModel, ModelRequest, reply
 from taskloom.stores import PostgresStore
 
@@ -118,6 +122,72 @@ def boss(request: ModelRequest) -> Any:
     return reply(tool_calls=calls, usage=Usage(10, 5))
 
 
+_failed_once: set[int] = set()
+
+
+def tally(request: ModelRequest) -> Any:
+    """Touch twice per user turn, the first attempt of it failing with a
+    retryable 503 (one transport retry); then answer. Every reply has usage."""
+    last = _last(request)
+    if last is not None and last.role == "user":
+        if len(request.messages) not in _failed_once:
+            _failed_once.add(len(request.messages))
+            raise ProviderError("overloaded", status=503)
+        calls = [("touch", {}, "t1"), ("touch", {}, "t2")]
+        return reply(tool_calls=calls, usage=Usage(100, 10))
+    return reply("tallied", usage=Usage(50, 5))
+
+
+def result_line(result: RunResult) -> str:
+    """What `RESULT` lines carry of a run's result (also what tests compare with)."""
+    return json.dumps(
+        {
+            "status": result.status.value,
+            "text": result.text,
+            "rounds": result.rounds,
+            "model_requests": result.model_requests,
+            "tool_calls": result.tool_calls,
+            "transport_retries": result.transport_retries,
+            "usage": result.usage.to_dict(),
+            "own_usage": result.own_usage.to_dict(),
+        },
+        sort_keys=True,
+    )
+
+
+class _PrintedWatch:
+    """An unobserved run's watch that prints the result the run returns."""
+
+    def __init__(self, info: RunInfo) -> None:
+        self._session_id = info.session_id
+        self._inner = NO_OBSERVER.run(info)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def __enter__(self) -> _PrintedWatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def finished(self, result: RunResult) -> None:
+        say(f"RESULT {self._session_id} {result_line(result)}")
+
+
+class PrintResults:
+    """Observes nothing but the end of each run (`TLQ_RESULTS=1`)."""
+
+    def run(self, info: RunInfo) -> Any:
+        return _PrintedWatch(info)
+
+    def current_traceparent(self) -> str | None:
+        return None
+
+    def continue_trace(self, traceparent: str | None) -> Any:
+        return NO_OBSERVER.continue_trace(traceparent)
+
+
 def build(
     url: str,
     schema: str,
@@ -142,6 +212,7 @@ def build(
         Agent("lead", FunctionModel(lead, name="lead"), tools=[spawner.tool()]),
         Agent("boss", FunctionModel(boss, name="boss"), tools=[fanout.tool()]),
         Agent("treasurer", FunctionModel(treasurer, name="treasurer"), tools=[payers.tool()]),
+        Agent("tally", FunctionModel(tally, name="tally"), tools=[touch]),
     ]
     wanted = None if agents is None else set(filter(None, agents.split(",")))
     return Runtime(
@@ -165,4 +236,5 @@ def make_runtime() -> Runtime:
         agents=env.get("TLQ_AGENTS"),
         lease_ttl=float(env.get("TLQ_LEASE_TTL", "30")),
         wake=env.get("TLQ_WAKE") == "1",
+        observer=PrintResults() if env.get("TLQ_RESULTS") == "1" else None,
     )

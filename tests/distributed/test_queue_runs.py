@@ -11,10 +11,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from queue_app import result_line
 from queue_support import Workers, host_runtime, log_problems, marks, tool_results, worker_env
 
 from pg import PG_DSN, requires_postgres
-from taskloom import RunStatus, Runtime
+from taskloom import RunStatus, Runtime, Usage
 from taskloom.background import BackgroundNotice, BackgroundService
 from taskloom.entries import DeferredEntry, DeferredItem, RunFinishedEntry, RunStartedEntry
 from taskloom.errors import UsageError
@@ -76,6 +77,30 @@ async def test_submit_twice_while_queued_is_one_run_on_a_worker(
     assert started(entries) == 1
     assert log_problems(entries) == []
     assert result.run_id and all(e.run_id in (None, result.run_id) for e in entries)
+
+
+async def test_wait_returns_the_result_the_worker_s_run_returned(
+    host: Runtime, workers: Workers, pg_schema: str
+) -> None:
+    worker = workers.start(TLQ_RESULTS="1")
+    session = await host.create_session(host.agent_named("tally"))
+    await session.submit("count")
+    result = await session.wait(timeout=30)
+    # What the run itself returned in the worker, printed as it ended.
+    ran = worker.expect(f"RESULT {session.id} ").split(" ", 2)[2]
+    assert result_line(result) == ran
+    assert result.status is RunStatus.COMPLETED and result.text == "tallied"
+    assert (result.tool_calls, result.transport_retries, result.model_requests) == (2, 1, 3)
+    assert result.usage == result.own_usage == Usage(150, 15, requests=2)
+    assert session.latest_result() == result
+    # Another process reading the log alone sees the same result.
+    other = host_runtime(PG_DSN, pg_schema)
+    try:
+        reader = await other.open_session(session.id, other.agent_named("tally"))
+        await reader.sync()
+        assert reader.latest_result() == result
+    finally:
+        await other.close()
 
 
 async def test_two_workers_never_run_one_session_at_once(host: Runtime, workers: Workers) -> None:

@@ -26,7 +26,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..agent import Agent
-from ..delegation._children import child_status
+from ..delegation import child_status
 from ..entries import CompactionEntry
 from ..errors import UsageError
 from ..loop import SessionLog

@@ -51,11 +51,7 @@ async def summarize(runtime: Runtime, meta: SessionMeta) -> SessionSummary:
     log = SessionLog()
     for entry in await runtime.store.load(meta.id):
         log.apply(entry)
-    pending = tuple(
-        PendingCall(c.id, c.name, c.arguments, r.reason)
-        for c in log.parked()
-        if (r := log.request(c.id)) is not None and log.decision(c.id) is None
-    )
+    pending = tuple(log.pending_calls(undecided=True))
     status, open_run = _run_status(log.entries)
     if open_run:
         # A run that started and never finished: running while its writer

@@ -31,8 +31,7 @@ from ..entries import (
 )
 from ..errors import StaleLeaseError
 from ..events import Event, SubagentFinished, SubagentStarted, origin_label
-from ..loop import RunOptions, RunResult, RunStatus, SessionLog, StopSignal
-from ..loop._output import to_jsonable
+from ..loop import RunOptions, RunResult, RunStatus, SessionLog, StopSignal, to_jsonable
 from ..messages import Usage
 from ..runtime import Runtime, Session, session_lease_key
 from ..tools import ToolContext, ToolOutput

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..agent import Agent
 from ..background import BackgroundActivity, BackgroundService
 from ..errors import ConfigurationError
-from ..models._base import Model
+from ..models import Model
 from ..tools import ApprovalRule, Tool, ToolError, ToolLike, ToolOutput, as_tool
 from ._children import (
     CHILD_LEASE,

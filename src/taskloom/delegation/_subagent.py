@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent import Agent
 from ..errors import ConfigurationError
-from ..models._base import Model
+from ..models import Model
 from ..tools import ApprovalRule, Tool, ToolEffect, ToolError, ToolLike, ToolOutput, as_tool
 from ._ask import ask_parent_tool
 from ._children import child_slot, create_child, run_inline

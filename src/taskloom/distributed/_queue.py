@@ -24,7 +24,7 @@ from .._extras import install_command
 from ..delegation import ChildSpec
 from ..errors import ConfigurationError, StoreUnavailable, UsageError
 from ..loop import RunOptions
-from ..models._retry import RetryPolicy
+from ..models import RetryPolicy
 from ..runtime import RunQueue, session_lease_key
 from ._listen import JobListener
 from ._schema import queue_migrations, search_path

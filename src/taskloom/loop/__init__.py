@@ -3,7 +3,9 @@
 The loop talks to its session, to background notices and to whoever
 observes its runs through the ports defined here (`SessionPort`,
 `NoticesPort`, `RunObserver`); it knows nothing of runtimes, stores,
-background work, delegation or tracing.
+background work, delegation or tracing. What other packages use of it is
+exported here, never read from its private modules (`SessionLog` and its
+`finished_result`, `summary_message`, `to_jsonable`, `EndRun`, ...).
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from .._control import RunControls, StopSignal, UsageMeter
 from ..results import BudgetLeft, PendingCall, PendingInput, RunResult, RunStatus
 from ._budget import MIN_ANSWER_TOKENS, Budget, Price, TreeBudget
 from ._compact import SUMMARY_PROMPT, Compaction, ContextEstimate
-from ._log import INTERRUPTED, SessionLog, denial_text
+from ._log import INTERRUPTED, SessionLog, denial_text, summary_message
 from ._options import RunOptions
+from ._output import OUTPUT_TOOL, to_jsonable
 from ._port import (
     NO_OBSERVER,
     NO_WATCH,
+    AgentSpec,
     Delivery,
     ModelCallWatch,
     NoticesPort,
@@ -27,6 +31,7 @@ from ._port import (
     SessionPort,
     ToolCallWatch,
 )
+from ._result import EndRun
 from ._run import STORE_GRACE, RunLoop
 from ._snapshot import SNAPSHOT_VERSION, Snapshot, encode_snapshot, read_snapshot
 from ._strategy import (
@@ -48,15 +53,18 @@ __all__ = [
     "MIN_ANSWER_TOKENS",
     "NO_OBSERVER",
     "NO_WATCH",
+    "OUTPUT_TOOL",
     "SNAPSHOT_VERSION",
     "STORE_GRACE",
     "SUMMARY_PROMPT",
+    "AgentSpec",
     "Budget",
     "BudgetLeft",
     "Compaction",
     "ContextEstimate",
     "Continue",
     "Delivery",
+    "EndRun",
     "Inject",
     "ModelCallWatch",
     "NoticesPort",
@@ -91,4 +99,6 @@ __all__ = [
     "denial_text",
     "encode_snapshot",
     "read_snapshot",
+    "summary_message",
+    "to_jsonable",
 ]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..events import Event, ModelRequestStarted, RetryAttempt, TextDelta, ThinkingDelta
-from ..models._base import Model, ModelRequest, ModelResponse, ResponseCompleted
+from ..models import Model, ModelRequest, ModelResponse, ResponseCompleted
 from ..results import RunStatus
 from ._options import RunControls, RunOptions
 from ._port import NO_WATCH, ModelCallWatch, RunWatch

@@ -32,7 +32,7 @@ from .._control import BudgetLedger
 from .._extras import install_command
 from ..errors import ConfigurationError
 from ..messages import ImageBlock, Message, TextBlock, ToolCall, ToolResult, Usage
-from ..models._base import ModelRequest, ModelSettings
+from ..models import ModelRequest, ModelSettings
 from ..results import NANO, BudgetLeft
 
 __all__ = ["MIN_ANSWER_TOKENS", "Budget", "BudgetSpent", "Price", "TreeBudget"]

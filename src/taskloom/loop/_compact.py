@@ -36,8 +36,7 @@ from ..entries import CompactionEntry
 from ..errors import ConfigurationError
 from ..events import CompactionFinished, CompactionStarted
 from ..messages import Message, ToolCall
-from ..models import Model, ModelRequest, ModelSettings
-from ..models._windows import known_context_window
+from ..models import Model, ModelRequest, ModelSettings, known_context_window
 from ._log import SessionLog, message_chars, summary_chars
 from ._result import EndRun
 

@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from itertools import chain, islice
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 from ..entries import (
     ApprovalDecision,
@@ -32,12 +32,17 @@ from ..entries import (
     MessageEntry,
     ModelChange,
     RequestedCall,
+    RunFinishedEntry,
     RunStartedEntry,
     Steer,
 )
 from ..errors import CorruptEntry
-from ..messages import Message, TextBlock, ToolCall, ToolResult
-from ..models._base import ReasoningOptions
+from ..messages import Message, TextBlock, ToolCall, ToolResult, Usage
+from ..models import ReasoningOptions
+from ..results import PendingCall, RunResult, RunStatus
+
+if TYPE_CHECKING:
+    from ._port import AgentSpec
 
 __all__ = [
     "INTERRUPTED",
@@ -333,6 +338,65 @@ class SessionLog:
         if any((turn, c.id) in self.started for c in open_calls):
             return []
         return open_calls
+
+    def pending_calls(
+        self, *, undecided: bool = False, session_id: str = "", origin: str = ""
+    ) -> list[PendingCall]:
+        """The calls of the parked turn that have an approval request, as
+        `PendingCall`s (with the request's reason); with `undecided`, only
+        those no decision was recorded for yet. `session_id` and `origin`
+        name the child whose log this is, for calls it escalated."""
+        return [
+            PendingCall(c.id, c.name, c.arguments, r.reason, session_id, origin)
+            for c in self.parked()
+            if (r := self.request(c.id)) is not None
+            and not (undecided and self.decision(c.id) is not None)
+        ]
+
+    def finished_result(self, session_id: str, agent: AgentSpec | None = None) -> RunResult | None:
+        """The `RunResult` of the latest finished run, read from the log (None
+        before any run finished): what the run itself returned, for a run of
+        any process. With `agent`, a completed run's `output` is what the run
+        returned too: the answer's text for a text agent, the recorded JSON
+        data validated as the output type otherwise; without, the JSON data
+        as recorded (None for a text answer). Runs recorded before
+        `own_usage`, `tool_calls` and `transport_retries` were written
+        report zero for them."""
+        entry = self.last_finished
+        if entry is None:
+            return None
+        payload = entry.payload
+        if not isinstance(payload, RunFinishedEntry):
+            raise CorruptEntry(f"entry {entry.position} is not a run's end")
+        status = payload.status
+        completed = status is RunStatus.COMPLETED
+        text = payload.text if payload.text is not None else self.last_assistant_text()
+        output = payload.output
+        if completed and agent is not None:
+            if agent.output_json_schema is None:
+                output = text
+            elif output is not None:
+                try:
+                    output = agent.validate_output(output)
+                except ValueError:
+                    pass  # the output type changed since: the data as recorded
+        return RunResult(
+            status=status,
+            text=text,
+            output=output if completed else None,
+            usage=payload.usage,
+            pending=tuple(self.pending_calls()) if status is RunStatus.AWAITING_APPROVAL else (),
+            session_id=session_id,
+            run_id=entry.run_id or "",
+            rounds=payload.rounds,
+            model_requests=payload.model_requests,
+            tool_calls=payload.tool_calls,
+            transport_retries=payload.transport_retries,
+            error=payload.error,
+            own_usage=payload.own_usage if payload.own_usage is not None else Usage(),
+            empty_answer=completed and self.last_answer_is_empty(),
+            budget_left=payload.budget_left,
+        )
 
     def run_traceparent(self) -> str | None:
         """The trace context the latest run recorded (the run that parked the

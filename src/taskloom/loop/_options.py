@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from .._control import RunControls, StopSignal, UsageMeter
 from ..errors import ConfigurationError
-from ..models._retry import RetryPolicy
+from ..models import RetryPolicy
 from ._budget import Budget, TreeBudget
 
 if TYPE_CHECKING:

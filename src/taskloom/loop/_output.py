@@ -24,10 +24,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..messages import arguments_problem
-from ..models._base import Model
+from ..models import Model
 from ..results import RunStatus, ToolSpec
-from ..tools import ArgumentsInvalid, Tool, ToolEffect
-from ..tools._context import ToolContext
+from ..tools import ArgumentsInvalid, Tool, ToolContext, ToolEffect
 from ._result import EndRun
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from ..entries import Entry, Payload
 from ..messages import Message, ToolCall
-from ..models._base import Model, ModelRequest, ModelResponse, ModelSettings, ReasoningOptions
+from ..models import Model, ModelRequest, ModelResponse, ModelSettings, ReasoningOptions
 from ..results import RunResult, ToolSpec
 from ..tools import AgentView, Tool, ToolHost, ToolOutput
 

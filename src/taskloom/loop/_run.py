@@ -44,7 +44,7 @@ from ..events import (
     RunStarted,
 )
 from ..messages import Message, ToolCall, ToolResult, Usage
-from ..models._base import Model, ModelRequest, ModelResponse
+from ..models import Model, ModelRequest, ModelResponse
 from ..results import BudgetLeft, PendingCall, RunResult, RunStatus
 from ..tools import IDEMPOTENT_RETRIES, Tool, ToolContext
 from ._approvals import Gate, gated_calls, requests_for, resolve_parked_turn
@@ -659,11 +659,7 @@ class RunLoop:
         log = self.session.log
         pending: tuple[PendingCall, ...] = ()
         if status is RunStatus.AWAITING_APPROVAL:
-            pending = tuple(
-                PendingCall(c.id, c.name, c.arguments, r.reason)
-                for c in log.parked()
-                if (r := log.request(c.id)) is not None
-            )
+            pending = tuple(log.pending_calls())
         output = self.output
         completed = status is RunStatus.COMPLETED and output.accepted
         return RunResult(
@@ -691,6 +687,9 @@ class RunLoop:
         if tree is not None:
             self._budget_left = await tree.left()
         result = self._result(status, error)
+        text = result.text
+        # Everything the result reports, so a reader of the log (`wait()` in
+        # another process) rebuilds this very result (`finished_result`).
         await self._append(
             RunFinishedEntry(
                 status,
@@ -700,6 +699,10 @@ class RunLoop:
                 self.model_requests,
                 to_jsonable(result.output) if self.output.is_structured else None,
                 result.budget_left,
+                result.tool_calls,
+                result.transport_retries,
+                result.own_usage,
+                text if text != self.session.log.last_assistant_text() else None,
             )
         )
         self._event(RunFinished, result=result)
@@ -717,6 +720,9 @@ class RunLoop:
                     self.controls.meter.total,
                     self.rounds,
                     self.model_requests,
+                    tool_calls=self.tool_calls,
+                    transport_retries=self.transport_retries,
+                    own_usage=self.controls.meter.own,
                 )
             )
         except Exception:  # the store itself may be what failed

@@ -16,10 +16,10 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from ..messages import Message
-from ..models._base import ReasoningOptions
+from ..models import ReasoningOptions
 
 if TYPE_CHECKING:
-    from ..models._base import Model
+    from ..models import Model
 
 __all__ = [
     "Continue",

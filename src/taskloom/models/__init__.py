@@ -25,6 +25,7 @@ from ._base import (
 )
 from ._retry import RetryPolicy
 from ._scripted import FunctionModel, Reply, ScriptedModel, reply
+from ._windows import known_context_window
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicModel
@@ -55,6 +56,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolSpec",
     "collect",
+    "known_context_window",
     "reply",
     "resolve_model",
 ]

@@ -33,7 +33,7 @@ from ..loop import (
     RunObserver,
     RunOptions,
 )
-from ..models._base import Model
+from ..models import Model
 from ..stores import open_store
 
 if TYPE_CHECKING:

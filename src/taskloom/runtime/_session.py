@@ -19,7 +19,6 @@ from ..entries import (
     InputAnswer,
     ModelChange,
     Payload,
-    RunFinishedEntry,
     Steer,
     StopRequest,
     SubagentLink,
@@ -40,15 +39,14 @@ from ..loop import (
     RunLoop,
     RunOptions,
     RunResult,
-    RunStatus,
     RunStream,
     SessionLog,
     encode_snapshot,
     read_snapshot,
+    summary_message,
 )
-from ..loop._log import summary_message
 from ..messages import Message
-from ..models._base import Model, ModelSettings, ReasoningOptions
+from ..models import Model, ModelSettings, ReasoningOptions
 from ..results import PendingInput, ToolSpec
 from ..tools import ToolCatalog
 
@@ -375,10 +373,12 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         children escalated to it and nobody decided yet (`on_approval=
         "escalate"`), each naming the child (`session_id`, `origin`)."""
         await self.sync()
-        calls = _undecided(self.log)
+        calls = self.log.pending_calls(undecided=True)
         for child_id, escalated in self.log.escalated.items():
             child_log = await _folded(self.runtime.store, child_id)
-            calls += _undecided(child_log, child_id, origin_label(escalated.name, child_id))
+            calls += child_log.pending_calls(
+                undecided=True, session_id=child_id, origin=origin_label(escalated.name, child_id)
+            )
         return calls
 
     # ------------------------------------------------------------ the lease
@@ -584,7 +584,9 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
 
     async def wait(self, timeout: float | None = None) -> RunResult:
         """The result of the session's latest run, once no job of it is queued or
-        running (from any process; woken by the database, not by polling).
+        running (from any process; woken by the database, not by polling): the
+        `RunResult` the run returned in its worker, read from the log (see
+        `SessionLog.finished_result`).
 
         A run a worker could not start (e.g. it lacks the session's agent) is
         FAILED with the error it wrote to the log. Raises `TimeoutError` after
@@ -592,15 +594,16 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         """
         await self._run_queue().wait_idle(self.id, timeout)
         await self.sync()
-        return _last_result(self)
+        result = self.log.finished_result(self.id, self.agent)
+        if result is None:
+            raise UsageError(f"session {self.id} has not finished a run yet")
+        return result
 
     def latest_result(self) -> RunResult | None:
-        """The result of the session's latest finished run, from the log as
-        last synced (`sync()` first to see other processes' runs); None
-        before any run finished."""
-        if self.log.last_finished is None:
-            return None
-        return _last_result(self)
+        """The result of the session's latest finished run, as the run returned
+        it, from the log as last synced (`sync()` first to see other
+        processes' runs); None before any run finished."""
+        return self.log.finished_result(self.id, self.agent)
 
     # ------------------------------------------------------------ decisions
 
@@ -656,7 +659,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         winner = log.decision(call_id)
         assert winner is not None
         _check_same(winner, approved, call_id)
-        if not _undecided(log):
+        if not log.pending_calls(undecided=True):
             # Every call of the turn is decided: whoever runs the session's
             # kind of work may go on with it (a child escalated, say).
             decided = getattr(self.runtime.background, "decided", None)
@@ -676,7 +679,10 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         found = [
             child_id
             for child_id in escalated
-            if any(c.id == call_id for c in _undecided(await _folded(self.runtime.store, child_id)))
+            if any(
+                c.id == call_id
+                for c in (await _folded(self.runtime.store, child_id)).pending_calls(undecided=True)
+            )
         ]
         if len(found) > 1:
             raise UsageError(
@@ -771,15 +777,6 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         )
 
 
-def _undecided(log: SessionLog, session_id: str = "", origin: str = "") -> list[PendingCall]:
-    """The calls of `log`'s parked turn that wait for a decision."""
-    return [
-        PendingCall(c.id, c.name, c.arguments, r.reason, session_id, origin)
-        for c in log.parked()
-        if (r := log.request(c.id)) is not None and log.decision(c.id) is None
-    ]
-
-
 async def _folded(store: SessionStore, session_id: str) -> SessionLog:
     """Another session's log, folded (to read or decide its parked turn)."""
     log = SessionLog()
@@ -792,35 +789,6 @@ def _check_same(existing: ApprovalDecision, approved: bool, call_id: str) -> Non
     if existing.approved != approved:
         first = "approved" if existing.approved else "denied"
         raise ApprovalConflict(f"call {call_id!r} was already {first}")
-
-
-def _last_result(session: Session[Any, Any]) -> RunResult:
-    log = session.log
-    entry = log.last_finished
-    if entry is not None:
-        payload = entry.payload
-        assert isinstance(payload, RunFinishedEntry)
-        pending: tuple[PendingCall, ...] = ()
-        if payload.status is RunStatus.AWAITING_APPROVAL:
-            pending = tuple(
-                PendingCall(c.id, c.name, c.arguments)
-                for c in log.parked()
-                if log.request(c.id) is not None
-            )
-        return RunResult(
-            status=payload.status,
-            text=log.last_assistant_text(),
-            output=payload.output,
-            usage=payload.usage,
-            pending=pending,
-            session_id=session.id,
-            run_id=entry.run_id or "",
-            rounds=payload.rounds,
-            model_requests=payload.model_requests,
-            error=payload.error,
-            empty_answer=payload.status is RunStatus.COMPLETED and log.last_answer_is_empty(),
-        )
-    raise UsageError(f"session {session.id} has not finished a run yet")
 
 
 def _as_user(input: str | Message | None) -> Message | None:

@@ -34,10 +34,9 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from opentelemetry.util.types import AttributeValue
 
 from ..errors import ProviderError
-from ..loop import RunInfo, RunStatus
-from ..loop._result import EndRun
+from ..loop import EndRun, RunInfo, RunStatus
 from ..messages import ToolCall
-from ..models._base import Model, ModelRequest, ModelResponse
+from ..models import Model, ModelRequest, ModelResponse
 from ..results import RunResult
 from ..tools import Tool, ToolOutput
 from ._content import (
