@@ -26,6 +26,7 @@ from taskloom import (
 )
 from taskloom.backends import MemoryBudgets
 from taskloom.delegation import SubAgent
+from taskloom.loop import BudgetSpent
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
 
 
@@ -170,3 +171,32 @@ async def test_a_charged_request_keeps_every_field_but_its_cap() -> None:
     for f in fields(ModelRequest):
         if f.name != "settings":
             assert getattr(charged, f.name) is getattr(request, f.name), f.name
+
+
+def test_cached_input_is_priced_once_whatever_the_provider_counts() -> None:
+    price = Price(input=2.0, output=8.0, cached_input=0.5)
+    # OpenAI: 10,000 input of which 9,000 cached; Anthropic: 1,000 input plus 9,000 cache reads.
+    openai = Usage(10_000, 0, cache_read_tokens=9_000)
+    anthropic = Usage(1_000, 0, cache_read_tokens=9_000)
+    expected = (1_000 * 2.0 + 9_000 * 0.5) * 1000  # nano-dollars
+    assert price.nano_usd(openai, "openai") == expected
+    assert price.nano_usd(anthropic, "anthropic") == expected
+
+
+async def test_a_thinking_request_keeps_room_for_its_thinking() -> None:
+    from taskloom.loop import TreeBudget
+    from taskloom.messages import Message
+    from taskloom.models import ModelRequest, ModelSettings, ReasoningOptions
+
+    tree = TreeBudget(MemoryBudgets(), "t", Budget(tokens=100_000, max_output_tokens=4096))
+    await tree.open()
+    thinking = ModelSettings(reasoning=ReasoningOptions(budget_tokens=10_000))
+    request = ModelRequest((Message.user("think"),), settings=thinking)
+    charged, charge = await tree.reserve("m", request, 100, "anthropic")
+    assert charged.settings.max_tokens == 14_096  # the answer's room plus the thinking's
+    assert charge.tokens == 14_196
+    # With less left than the thinking needs, the run ends instead of asking.
+    small = TreeBudget(MemoryBudgets(), "s", Budget(tokens=9_000))
+    await small.open()
+    with pytest.raises(BudgetSpent):
+        await small.reserve("m", request, 100, "anthropic")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .._control import RunControls, StopSignal, UsageMeter
 from ..results import BudgetLeft, PendingCall, PendingInput, RunResult, RunStatus
-from ._budget import MIN_ANSWER_TOKENS, Budget, Price, TreeBudget
+from ._budget import MIN_ANSWER_TOKENS, Budget, BudgetSpent, Price, TreeBudget
 from ._compact import SUMMARY_PROMPT, Compaction, ContextEstimate
 from ._log import INTERRUPTED, SessionLog, denial_text, summary_message
 from ._options import RunOptions
@@ -59,6 +59,7 @@ __all__ = [
     "SUMMARY_PROMPT",
     "AgentSpec",
     "Budget",
+    "BudgetSpent",
     "BudgetLeft",
     "Compaction",
     "ContextEstimate",

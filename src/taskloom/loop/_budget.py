@@ -61,11 +61,13 @@ class Price:
             if value is not None and (not isinstance(value, int | float) or value < 0):
                 raise ConfigurationError(f"Price({name}={value!r}) must be a number >= 0")
 
-    def nano_usd(self, usage: Usage) -> int:
-        """What `usage` costs at this price, in nano-dollars (rounded up)."""
+    def nano_usd(self, usage: Usage, provider: str = "") -> int:
+        """What `usage` costs at this price, in nano-dollars (rounded up).
+        `provider` says how to read it (see `Usage`): Anthropic's input
+        excludes cache reads, every other provider's includes them."""
         cached = self.input if self.cached_input is None else self.cached_input
         dollars_per_mtok = (
-            usage.input_tokens * self.input
+            _uncached_input(usage, provider) * self.input
             + usage.cache_read_tokens * cached
             + usage.cache_write_tokens * self.input
             + usage.output_tokens * self.output
@@ -143,11 +145,23 @@ class _Charge:
     tokens: int
     nano_usd: int
     model: str
+    provider: str = ""
 
 
-def _genai_price(model: str, usage: Usage) -> int | None:
+def _excludes_cache(provider: str) -> bool:
+    """Whether `provider` reports input tokens without the cached ones (see `Usage`)."""
+    return provider == "anthropic"
+
+
+def _uncached_input(usage: Usage, provider: str) -> int:
+    if _excludes_cache(provider):
+        return usage.input_tokens
+    return max(usage.input_tokens - usage.cache_read_tokens, 0)
+
+
+def _genai_price(model: str, usage: Usage, provider: str = "") -> int | None:
     """Nano-dollars from the `genai-prices` table, or None (unknown model, or
-    the extra is not installed)."""
+    the extra is not installed). The table counts cache reads within the input."""
     try:
         from genai_prices import Usage as PriceUsage
         from genai_prices import calc_price
@@ -156,7 +170,12 @@ def _genai_price(model: str, usage: Usage) -> int | None:
     try:
         result = calc_price(
             PriceUsage(
-                input_tokens=usage.input_tokens + usage.cache_read_tokens,
+                input_tokens=usage.input_tokens
+                + (
+                    usage.cache_read_tokens + usage.cache_write_tokens
+                    if _excludes_cache(provider)
+                    else 0
+                ),
                 cache_read_tokens=usage.cache_read_tokens or None,
                 output_tokens=usage.output_tokens,
             ),
@@ -198,14 +217,15 @@ class TreeBudget:
         """What a worker needs to charge this tree: its id and its budget."""
         return {"tree": self.tree_id, "budget": self.budget.to_dict()}
 
-    def price(self, model: str, usage: Usage) -> int:
-        """`usage` of `model` in nano-dollars; 0 without a dollar ceiling."""
+    def price(self, model: str, usage: Usage, provider: str = "") -> int:
+        """`usage` of `model` (on `provider`'s wire) in nano-dollars; 0 without
+        a dollar ceiling."""
         if self.budget.usd is None:
             return 0
         price = self.budget.prices.get(model)
         if price is not None:
-            return price.nano_usd(usage)
-        cost = _genai_price(model, usage)
+            return price.nano_usd(usage, provider)
+        cost = _genai_price(model, usage, provider)
         if cost is None:
             raise ConfigurationError(
                 f"Budget(usd=...): no price known for model {model!r}; give it in "
@@ -215,19 +235,32 @@ class TreeBudget:
         return cost
 
     async def reserve(
-        self, model: str, request: ModelRequest, input_bound: int
+        self, model: str, request: ModelRequest, input_bound: int, provider: str = ""
     ) -> tuple[ModelRequest, _Charge]:
         """Charge the request's worst case; the request with its `max_tokens`
         set to what was charged. Raises `BudgetSpent` when even a small
-        answer does not fit."""
-        wanted = request.settings.max_tokens or self.budget.max_output_tokens
-        charge = self._charge(model, input_bound, wanted)
+        answer does not fit.
+
+        A request that thinks (`settings.reasoning`) keeps room for its
+        thinking on top of the answer: its thinking budget, or another
+        `max_output_tokens` when it names only an effort, since providers
+        count thinking within `max_tokens`."""
+        settings = request.settings
+        reasoning = settings.reasoning
+        thinking = 0
+        if reasoning is not None:
+            thinking = reasoning.budget_tokens or (
+                self.budget.max_output_tokens if reasoning.effort else 0
+            )
+        wanted = settings.max_tokens or self.budget.max_output_tokens + thinking
+        least = min(wanted, MIN_ANSWER_TOKENS + thinking)
+        charge = self._charge(model, input_bound, wanted, provider)
         if await self.ledger.charge(self.tree_id, charge.tokens, charge.nano_usd) is None:
             left = await self.ledger.left(self.tree_id)
-            output = self._affordable(model, input_bound, wanted, left)
-            charge = self._charge(model, input_bound, output)
+            output = self._affordable(model, input_bound, wanted, left, provider)
+            charge = self._charge(model, input_bound, output, provider)
             if (
-                output < min(wanted, MIN_ANSWER_TOKENS)
+                output < least
                 or await self.ledger.charge(self.tree_id, charge.tokens, charge.nano_usd) is None
             ):
                 raise BudgetSpent(self._spent(left, input_bound))
@@ -249,7 +282,7 @@ class TreeBudget:
         """Give back what `charge` held beyond `usage` (all of it for None: a
         request that failed). Usage past the charge is charged too, and logged."""
         tokens = usage.total_tokens if usage is not None else 0
-        cost = self.price(charge.model, usage) if usage is not None else 0
+        cost = self.price(charge.model, usage, charge.provider) if usage is not None else 0
         if tokens > charge.tokens or cost > charge.nano_usd:
             logger.warning(
                 "tree budget %s: a %s request used %d tokens against %d charged in advance",
@@ -264,15 +297,16 @@ class TreeBudget:
         """What the tree has left now."""
         return await self.ledger.left(self.tree_id)
 
-    def _charge(self, model: str, input_bound: int, output: int) -> _Charge:
+    def _charge(self, model: str, input_bound: int, output: int, provider: str) -> _Charge:
         return _Charge(
             input_bound + output,
-            self.price(model, Usage(input_tokens=input_bound, output_tokens=output)),
+            self.price(model, Usage(input_tokens=input_bound, output_tokens=output), provider),
             model,
+            provider,
         )
 
     def _affordable(
-        self, model: str, input_bound: int, wanted: int, left: BudgetLeft | None
+        self, model: str, input_bound: int, wanted: int, left: BudgetLeft | None, provider: str
     ) -> int:
         """The most output tokens (up to `wanted`) that fit in `left`."""
         if left is None:
@@ -285,7 +319,7 @@ class TreeBudget:
             lo, hi = 0, output
             while lo < hi:
                 mid = (lo + hi + 1) // 2
-                if self._charge(model, input_bound, mid).nano_usd <= left.nano_usd:
+                if self._charge(model, input_bound, mid, provider).nano_usd <= left.nano_usd:
                     lo = mid
                 else:
                     hi = mid - 1

@@ -20,6 +20,7 @@ runtime's observer (tracing), entered in that order of nesting.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -60,6 +61,8 @@ from ._result import EndRun
 from ._strategy import RoundAdjustment, RoundBoundary, RoundContext, RoundDecision, RoundToolResult
 
 __all__ = ["STORE_GRACE", "RunLoop"]
+
+logger = logging.getLogger("taskloom")
 
 _PROCEED = RoundDecision.proceed()
 
@@ -156,7 +159,9 @@ class RunLoop:
             self.controls.meter.add(response.usage)
             return response
         try:
-            request, charge = await tree.reserve(model.name, request, self._input_bound.of(request))
+            request, charge = await tree.reserve(
+                model.name, request, self._input_bound.of(request), model.provider
+            )
         except BudgetSpent as spent:
             raise EndRun(RunStatus.BUDGET_EXHAUSTED, str(spent)) from None
         try:
@@ -685,7 +690,11 @@ class RunLoop:
     async def _finish(self, status: RunStatus, error: str | None) -> RunResult:
         tree: TreeBudget | None = self.controls.tree
         if tree is not None:
-            self._budget_left = await tree.left()
+            try:
+                self._budget_left = await tree.left()
+            except Exception:
+                # What is left is for show: the run's end is what must be recorded.
+                logger.warning("reading what tree budget %s has left failed", tree.tree_id)
         result = self._result(status, error)
         text = result.text
         # Everything the result reports, so a reader of the log (`wait()` in
@@ -702,7 +711,9 @@ class RunLoop:
                 result.tool_calls,
                 result.transport_retries,
                 result.own_usage,
-                text if text != self.session.log.last_assistant_text() else None,
+                # Always: read back while a later run goes on, the log's last
+                # assistant text would be that run's, not this one's.
+                text,
             )
         )
         self._event(RunFinished, result=result)
