@@ -96,6 +96,7 @@ class BackgroundService:
         self._run_hooks: list[RunStartHook] = []
         # Work a hook leaves running (a background child taken up again).
         self._hooked: set[asyncio.Task[Any]] = set()
+        self.closing = False
         self.emit: Callable[[Event], None] | None = None
 
     @classmethod
@@ -380,8 +381,17 @@ class BackgroundService:
         if self._runtime is not None:
             self._runtime.on_notice(event.session_id)
 
+    async def wait_kept(self) -> None:
+        """Wait until the work `keep` started has ended (a command that decided
+        an escalated call waits for the child it resumed, before it exits)."""
+        while self._hooked:
+            await asyncio.gather(*list(self._hooked), return_exceptions=True)
+
     async def close(self) -> None:
-        """Stop all work this process runs and release the backends."""
+        """Stop all work this process runs and release the backends. Work
+        `keep` runs is cancelled with `closing` set, so that background
+        children are left for a later run to take up rather than ended."""
+        self.closing = True
         for task in list(self._hooked):
             task.cancel()
         await asyncio.gather(*self._hooked, return_exceptions=True)

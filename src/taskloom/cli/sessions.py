@@ -246,6 +246,8 @@ async def _approve(runtime: Runtime, console: Console, args: argparse.Namespace)
         await session.approve(args.call_id, note=args.note)
     log = session.log
     verb = "denied" if args.deny else "approved"
+    # A decision that resumed a child here (no queue) runs it to its end first.
+    await runtime.background.wait_kept()
     escalated = waiting.get(args.call_id)
     if escalated is not None and escalated.session_id:
         # A call a child escalated: deciding it went on with the child.

@@ -41,6 +41,7 @@ __all__ = [
     "ChildOutcome",
     "child_slot",
     "ChildStatus",
+    "all_decided",
     "child_started",
     "child_status",
     "create_child",
@@ -221,6 +222,15 @@ async def create_child(
     return child
 
 
+async def all_decided(runtime: Runtime, child_id: str) -> bool:
+    """Whether the child is parked and every call it waits on is decided."""
+    log = SessionLog()
+    for entry in await runtime.store.load(child_id):
+        log.apply(entry)
+    parked = log.parked()
+    return bool(parked) and all(log.decision(c.id) is not None for c in parked)
+
+
 def terminal_entry(entries: list[Entry]) -> SubagentResult | None:
     """The child's terminal entry, if it has one (the first one counts)."""
     for e in entries:
@@ -275,6 +285,7 @@ async def execute_child(
     emit: Any,
     origin: str,
     escalate_to: str | None = None,
+    leave_open: bool = False,
 ) -> ChildOutcome:
     """Run the child (fenced by whoever holds its lease) and write its one terminal entry.
 
@@ -284,6 +295,11 @@ async def execute_child(
     `escalate_to` (its parent's id), its calls are escalated to the parent
     instead (`ApprovalEscalated` in the parent's log) and it stays parked,
     unended (AWAITING_APPROVAL), until they are decided.
+
+    A cancelled child gets a terminal STOPPED entry (its parent was
+    cancelled), except with `leave_open` while its runtime closes: a
+    background child is then left unended, for the parent's next run to
+    take up (see `recover_children`).
     """
     parked: list[Any] = []
     if task is None:
@@ -315,6 +331,8 @@ async def execute_child(
         status, answer, error = _outcome_of(child, name, result)
         usage = result.usage
     except asyncio.CancelledError:
+        if leave_open and getattr(child.runtime.background, "closing", False):
+            raise  # the process winds down: the child is taken up later, not ended
         # The parent was cancelled: the child still gets its one terminal entry.
         with contextlib.suppress(Exception):
             await asyncio.shield(_write_terminal(child, ChildStatus.STOPPED, None, "cancelled"))

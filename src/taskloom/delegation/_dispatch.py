@@ -37,6 +37,7 @@ from ._children import (
     ChildOutcome,
     ChildStatus,
     LiveChildren,
+    all_decided,
     execute_child,
     summary,
     terminal_entry,
@@ -145,12 +146,18 @@ class ChildWorker:
         )
 
     async def run(
-        self, spec: ChildSpec | str | bytes, *, agent: Agent | None = None
+        self,
+        spec: ChildSpec | str | bytes,
+        *,
+        agent: Agent | None = None,
+        wait: bool | float = False,
     ) -> ChildStatus | None:
-        """Run the child if no one else holds it; returns its terminal status, or
-        None when another live worker holds its lease (nothing was done).
-        `agent` is the child's agent when the caller has it (a subagent's own
-        definition); otherwise it is rebuilt from the runtime's registries."""
+        """Run the child if no one else holds it; returns its terminal status
+        (or AWAITING_APPROVAL for a child parked on escalated calls), or None
+        when another live worker holds its lease (nothing was done; `wait`
+        seconds for it first). `agent` is the child's agent when the caller
+        has it (a subagent's own definition); otherwise it is rebuilt from the
+        runtime's registries."""
         if not isinstance(spec, ChildSpec):
             spec = ChildSpec.from_json(spec)
         rt = self.runtime
@@ -185,7 +192,7 @@ class ChildWorker:
             # Queued children wait here, not on the store's connections.
             async with rt.child_slot():
                 with LiveChildren.of(rt).running(child.id, options.stop):
-                    async with child.hold(ttl=self.lease) as held:
+                    async with child.hold(ttl=self.lease, wait=wait) as held:
                         held.on_lost(lambda: options.stop.set("the child was taken over"))
                         held.on_renewed(keep_registered)
                         # Re-read under the lease: a worker that held it before us
@@ -212,6 +219,7 @@ class ChildWorker:
                                     escalate_to=spec.parent_session_id
                                     if spec.on_approval == "escalate"
                                     else None,
+                                    leave_open=True,
                                 )
         except SessionBusy:
             return None  # another live worker holds it
@@ -227,6 +235,10 @@ class ChildWorker:
             return await self._report_again(spec, done)
         if outcome.status is ChildStatus.AWAITING_APPROVAL:
             # Parked on calls escalated to its parent: deciding them resumes it.
+            # A decision taken while we still held the lease found it busy:
+            # with nothing left to decide now, go on here.
+            if await all_decided(rt, child.id):
+                return await self.run(spec, agent=agent, wait=wait)
             return outcome.status
         if outcome.status is ChildStatus.FAILED:
             logger.warning(

@@ -39,6 +39,7 @@ from ._children import (
     ChildOutcome,
     ChildStatus,
     LiveChildren,
+    all_decided,
     child_slot,
     child_started,
     create_child,
@@ -47,7 +48,7 @@ from ._children import (
     report_inline,
     summary,
 )
-from ._dispatch import ChildSpec, ChildWorker
+from ._dispatch import ChildSpec, ChildWorker, report_notice_id
 
 if TYPE_CHECKING:
     from ._subagent import SubAgent
@@ -159,10 +160,16 @@ async def delegate_in_task(sub: SubAgent, ctx: ToolContext, task: str, name: str
                             emit=emit,
                             origin=origin_label(name, child_id, ctx.origin),
                             escalate_to=ctx.session_id if sub.escalates else None,
+                            leave_open=True,
                         )
         finally:
             running_children.children.pop(child_id, None)
             questions.forget(child_id)
+        if outcome.status is ChildStatus.AWAITING_APPROVAL and await all_decided(runtime, child_id):
+            # Decided while this still held the child's lease (the decision's
+            # resume found it busy): go on here; its end reaches the inbox.
+            await ChildWorker(runtime).run(spec, agent=sub.agent)
+            return outcome
         # No await between this check and the return: a call waiting now
         # gets the outcome from the task; otherwise the parent's inbox does.
         if not state.waiting and outcome.status.is_terminal:
@@ -216,10 +223,18 @@ async def _wait_on(ctx: ToolContext, state: _Child, background: BackgroundServic
         if not asked.done():
             asked.cancel()
     if state.running in done:
-        await background.lifecycle.discard(ctx.session_id, child_id)
         outcome = state.running.result()
         if outcome.status is ChildStatus.AWAITING_APPROVAL:
+            await background.lifecycle.discard(ctx.session_id, child_id)
             return _awaiting(child_id, state.spec.name)
+        notices = background.notices_for(ctx.run_id)
+        if notices is not None:
+            # Reported to the inbox too, and marked seen: acknowledged once
+            # this call's result is stored, delivered if a crash comes first.
+            await ChildWorker(host_runtime(ctx)).report(state.spec, outcome)
+            notices.mark_seen(report_notice_id(child_id))
+        else:
+            await background.lifecycle.discard(ctx.session_id, child_id)
         await report_inline(ctx, outcome, role=sub.name, task=state.task_text)
         return outcome.to_tool_output()
     # The call answers before the child ends: from here the child's events

@@ -21,7 +21,7 @@ from ..background import BackgroundActivity, BackgroundService, RunStart
 from ..entries import SubagentDispatched, SubagentStartedEntry
 from ..errors import ConfigurationError
 from ..runtime import Runtime
-from ._children import LiveChildren
+from ._children import CHILD_LEASE, LiveChildren
 from ._dispatch import ChildSpec, ChildWorker
 
 __all__ = ["recover_children", "resume_children", "resume_decided_child"]
@@ -80,19 +80,20 @@ async def resume_children(start: RunStart) -> None:
     if "delegation" in start.claimed or not isinstance(start.runtime, Runtime):
         return
     start.claimed.add("delegation")
-    children = [a for a in await start.live() if a.kind == "subagent"]
-    if children:
-        # In a task: running a child on takes as long as the child.
-        BackgroundService.of(start.runtime).keep(
-            _logged(recover_children(start.runtime, start.session_id, children, start.offered))
+    service = BackgroundService.of(start.runtime)
+    for child in (a for a in await start.live() if a.kind == "subagent"):
+        # A task each: running a child on takes as long as the child, and
+        # one child's run must not hold up the others'.
+        service.keep(
+            _logged(recover_children(start.runtime, start.session_id, [child], start.offered))
         )
 
 
-async def _logged(work: Awaitable[None]) -> None:
+async def _logged(work: Awaitable[object]) -> None:
     try:
         await work
     except Exception:
-        logger.exception("taking up interrupted background children failed")
+        logger.exception("going on with a background child failed")
 
 
 async def resume_decided_child(
@@ -103,6 +104,8 @@ async def resume_decided_child(
     (a worker resumes it), else here, now (`approve` returns once the child
     ended or parked again). Sessions that are not dispatched children are
     left alone."""
+    if (await runtime.store.get(session_id)).parent_id is None:
+        return  # a root session: its own resume is its owner's to start
     entries = await runtime.store.load(session_id)
     specs = [e.payload.spec for e in entries if isinstance(e.payload, SubagentDispatched)]
     if not specs:
@@ -113,7 +116,13 @@ async def resume_decided_child(
     if dispatch is not None:
         await dispatch(spec)
         return
-    await ChildWorker(runtime).run(spec, agent=_subagent_agent(runtime, spec, offered))
+    # Here, in a task: the decision is recorded whatever the child does next,
+    # and whoever decided (a console request, an MCP update) is not held up.
+    # The runner that parked it may still hold its lease for a moment.
+    agent = _subagent_agent(runtime, spec, offered)
+    BackgroundService.of(runtime).keep(
+        _logged(ChildWorker(runtime).run(spec, agent=agent, wait=CHILD_LEASE))
+    )
 
 
 def _subagent_agent(runtime: Runtime, spec: ChildSpec, offered: Mapping[str, Any]) -> Agent | None:
