@@ -7,7 +7,6 @@ answered inline, after the sleep.
 
     python napping_server.py MARKER            # prints "READY <url>", serves over HTTP
     python napping_server.py MARKER --stdio    # serves over stdio
-    python napping_server.py MARKER --quiet    # writes only start and cancel lines
 
 What it sees goes to MARKER as JSON lines: `{"event": "serving", "pid": ...}`
 once, then `start`, `get` and `cancel` with the task id and label (the test
@@ -35,7 +34,6 @@ POLL_MS = int(os.environ.get("NAPPING_POLL_MS", "100"))
 """The poll interval the server suggests."""
 
 marker = Path(sys.argv[1])
-quiet = "--quiet" in sys.argv
 tasks: dict[str, dict[str, Any]] = {}
 
 
@@ -44,8 +42,6 @@ class TaskId(types.RequestParams):
 
 
 def _note(event: str, **fields: Any) -> None:
-    if quiet and event == "get":
-        return
     with marker.open("a") as f:
         f.write(json.dumps({"event": event, **fields}) + "\n")
 
