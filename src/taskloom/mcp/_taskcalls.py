@@ -91,6 +91,10 @@ after which the task ends with an error."""
 
 _BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 30.0)
 
+CANCEL_GRACE = 5.0
+"""Seconds `close()` gives the `tasks/cancel`s of calls cut off while they
+waited inline."""
+
 ANSWER_POLL = 0.5
 """Seconds between looks at the log for a person's answer (an answer given in
 this process wakes the poller at once)."""
@@ -147,6 +151,8 @@ class TaskCalls:
         self._why: dict[tuple[str, str], str] = {}
         self._known: dict[str, _Known] = {}
         self._closing = False
+        self._cancels: set[asyncio.Task[None]] = set()
+        """`tasks/cancel`s sent for calls cut off while they waited inline."""
         self._waiting: dict[tuple[str, str], _Waiting] = {}
         """Polled tasks by (server key, task id): whose questions a server's
         request is (2025-11-25)."""
@@ -188,21 +194,30 @@ class TaskCalls:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         said = state.message
-        while not state.ended and loop.time() < deadline:
-            if ctx.stop.is_set:
-                await self._cancel_quietly(connection, state.task_id)
-                reason = f" ({ctx.stop.reason})" if ctx.stop.reason else ""
-                raise ToolError(f"cancelled: the run was asked to stop{reason}")
-            pause = min(_poll_of(state), max(0.0, deadline - loop.time()))
-            await _sleep_or_stop(pause, ctx)
-            if loop.time() >= deadline and not ctx.stop.is_set:
-                break
-            state = await connection.get_task(state.task_id, timeout=server.timeout)
-            if state.message and state.message != said:
-                said = state.message
-                ctx.progress(state.message, task_id=state.task_id, status=state.status)
-            if state.status == "input_required":
-                break  # a person answers: that is background work
+        task_id = state.task_id
+        try:
+            while not state.ended and loop.time() < deadline:
+                if ctx.stop.is_set:
+                    await self._cancel_quietly(connection, state.task_id)
+                    reason = f" ({ctx.stop.reason})" if ctx.stop.reason else ""
+                    raise ToolError(f"cancelled: the run was asked to stop{reason}")
+                pause = min(_poll_of(state), max(0.0, deadline - loop.time()))
+                await _sleep_or_stop(pause, ctx)
+                if loop.time() >= deadline and not ctx.stop.is_set:
+                    break
+                state = await connection.get_task(state.task_id, timeout=server.timeout)
+                if state.message and state.message != said:
+                    said = state.message
+                    ctx.progress(state.message, task_id=state.task_id, status=state.status)
+                if state.status == "input_required":
+                    break  # a person answers: that is background work
+        except asyncio.CancelledError:
+            # Cut off while waited for here (the run's deadline, or the run
+            # itself cancelled): the task is in no log, so nobody would ever
+            # poll it again. It is cancelled on the server, not left running;
+            # in the background, so that the cut is not delayed by it.
+            self._cancel_later(connection, task_id)
+            raise
         if state.ended:
             return _output(server, remote, state)
         return await self._background(server, connection, remote, state, ctx)
@@ -560,6 +575,11 @@ class TaskCalls:
             session_id,
         )
 
+    def _cancel_later(self, connection: Connection, task_id: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._cancel_quietly(connection, task_id))
+        self._cancels.add(task)
+        task.add_done_callback(self._cancels.discard)
+
     async def _cancel_quietly(self, connection: Connection, task_id: str) -> None:
         try:
             await asyncio.shield(connection.cancel_task(task_id, timeout=REQUEST_TIMEOUT))
@@ -677,6 +697,10 @@ class TaskCalls:
             task.cancel()
         if pollers:
             await asyncio.gather(*pollers, return_exceptions=True)
+        if self._cancels:
+            # Cancels of cut-off calls go out before the connections close,
+            # within a bound: a server that does not answer is not waited for.
+            await asyncio.wait(set(self._cancels), timeout=CANCEL_GRACE)
 
 
 def _clamp(poll: float | None) -> float:
