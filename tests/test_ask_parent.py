@@ -101,3 +101,77 @@ async def test_a_background_child_asks_through_the_inbox(store_url: tuple[str, s
         ]
         print(f"delivered notices: {delivered}")
         assert len(delivered) == len(set(delivered)) == 2  # the question, the report: once each
+
+
+async def test_two_questions_at_once_each_get_their_own_answer() -> None:
+    def two_asks(request: ModelRequest) -> Any:
+        said = [r.content for m in request.messages for r in m.results]
+        if not said:
+            return reply(
+                tool_calls=[
+                    ("ask_parent", {"question": "Which city?"}),
+                    ("ask_parent", {"question": "Which day?"}),
+                ]
+            )
+        return reply(" | ".join(said))
+
+    def answering(request: ModelRequest) -> Any:
+        results = [r.content for m in request.messages for r in m.results]
+        if not results:
+            return reply(tool_calls=[("weather", {"task": "What is the weather?"})])
+        last = json.loads(results[-1]) if results[-1].startswith("{") else {}
+        if "question" in last:
+            answer = "Oslo" if last["question"] == "Which city?" else "Monday"
+            call = {"child": last["child"], "question": last["question_id"], "reply": answer}
+            return reply(tool_calls=[("weather", call)])
+        return reply("done: " + results[-1])
+
+    helper = SubAgent("weather", "Knows.", FunctionModel(two_asks), ask_parent=True, ask_timeout=30)
+    async with Runtime() as runtime:
+        session = await runtime.create_session(
+            Agent("lead", FunctionModel(answering), tools=[helper.tool()])
+        )
+        result = await session.run("Weather?")
+    answers = json.loads(result.text.removeprefix("done: "))["answer"]
+    assert answers == "Your parent answers: Oslo | Your parent answers: Monday"
+
+
+async def test_a_reply_to_a_question_given_up_on_is_refused() -> None:
+    def impatient(request: ModelRequest) -> Any:
+        said = [r.content for m in request.messages for r in m.results]
+        if not said:
+            return reply(tool_calls=[("ask_parent", {"question": "Which city?"})])
+        return reply(said[-1])
+
+    asked: dict[str, Any] = {}
+
+    def late(request: ModelRequest) -> Any:
+        results = [r.content for m in request.messages for r in m.results]
+        if not results:
+            return reply(tool_calls=[("weather", {"task": "What is the weather?"})])
+        told = any("now answer" in m.text for m in request.messages if m.role == "user")
+        replied = any("reply" in c.arguments for m in request.messages for c in m.tool_calls)
+        if told and not replied:
+            call = {"child": asked["child"], "question": asked["question_id"], "reply": "Oslo"}
+            return reply(tool_calls=[("weather", call)])
+        last = json.loads(results[-1]) if results[-1].startswith("{") else {}
+        if "question" in last and not told:
+            asked.update(last)
+            return reply("thinking it over")
+        return reply("done")
+
+    helper = SubAgent(
+        "weather", "Knows.", FunctionModel(impatient), ask_parent=True, ask_timeout=0.2
+    )
+    model = FunctionModel(late)
+    async with Runtime() as runtime:
+        session = await runtime.create_session(Agent("lead", model, tools=[helper.tool()]))
+        await session.run("Weather?")
+        assert asked["question"] == "Which city?"
+        await runtime.background.wait_kept()  # the child gave up waiting, and ended
+        # Given up on: withdrawn from the parent's inbox (only the child's report is left).
+        pending = await runtime.background.inbox.pending(session.id)
+        assert [n.kind for n in pending] == ["subagent"]
+        await session.run("now answer the question")
+        refused = [r for m in model.requests[-1].messages for r in m.results][-1]
+        assert refused.is_error and "no longer waits on question" in refused.content

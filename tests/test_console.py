@@ -592,6 +592,7 @@ async def test_a_childs_escalated_call_shows_at_the_root_and_is_decided_on_its_p
         done = await client.post(f"/sessions/{call.session_id}/decide", data=form)
         assert done.status_code == 303
         await console.wait_idle()
+        await console.runtime.background.wait_kept()  # the child goes on in a task
         child_page = (await client.get(f"/sessions/{call.session_id}")).text
         assert f"approved {call.id}; it goes on" in child_page
         root_page = (await client.get(f"/sessions/{root.id}")).text

@@ -82,7 +82,8 @@ async def test_an_escalated_call_is_decided_at_the_root_and_resumes_the_child(
         assert pending.origin.startswith("treasurer#")
         assert transfers == []  # nothing ran unapproved
         await root.approve(pending.id, note="within budget")
-        # The decision resumed the child here (no queue), which ran the call and ended.
+        # The decision resumed the child here (no queue), in a task: it ran the call and ended.
+        await runtime.background.wait_kept()
         assert transfers == [70]
         assert await child_status(runtime, child_id) is ChildStatus.DONE
         assert await root.pending() == []
@@ -109,6 +110,7 @@ async def test_a_denied_escalation_resumes_the_child_with_the_denial() -> None:
         await root.run("Pay the invoice.")
         [pending] = await root.pending()
         await root.deny(pending.id, note="not this month")
+        await runtime.background.wait_kept()
         assert transfers == []
         async with asyncio.timeout(5):
             while not await runtime.background.inbox.pending(root.id):

@@ -36,6 +36,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..agent import Agent
 from ..background import BackgroundActivity, BackgroundNotice, BackgroundService
+from ..entries import SubagentDispatched
 from ..errors import SessionNotFound, TaskloomError, UsageError
 from ..loop import SessionLog
 from ..models import FunctionModel, ModelRequest
@@ -509,9 +510,9 @@ class Console:
             done = f"approved {call_id}"
         if await session.pending():
             return done
-        await session.sync()
-        if not session.log.parked():
-            return f"{done}; it goes on"  # a child that escalated, resumed by the decision
+        if any(isinstance(e.payload, SubagentDispatched) for e in await session.entries()):
+            # A child that escalated its calls: the decision resumes it.
+            return f"{done}; it goes on"
         # Every call of the parked turn is decided: carry on, as the CLI's
         # `approve` followed by `resume` would.
         return f"{done}; {self._start_resume(session_id) or 'resuming'}"

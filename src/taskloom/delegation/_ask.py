@@ -24,7 +24,14 @@ from ..runtime import Runtime
 from ..tools import Tool, ToolContext, ToolEffect, ToolError, tool
 from ._children import host_runtime
 
-__all__ = ["ASK_TOOL", "Questions", "ask_parent_tool", "ask_notice_id", "reply_notice_id"]
+__all__ = [
+    "ASK_TOOL",
+    "Questions",
+    "ask_notice_id",
+    "ask_parent_tool",
+    "open_questions",
+    "reply_notice_id",
+]
 
 ASK_TOOL = "ask_parent"
 
@@ -49,16 +56,16 @@ class Questions:
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self._asked: dict[str, asyncio.Queue[tuple[str, str]]] = {}
+        self._asked: dict[str, asyncio.Queue[tuple[str, str, str]]] = {}
 
     @classmethod
     def of(cls, runtime: Runtime) -> Questions:
         """The runtime's instance."""
         return runtime.service(cls, cls)
 
-    def watch(self, child_id: str) -> asyncio.Queue[tuple[str, str]]:
+    def watch(self, child_id: str) -> asyncio.Queue[tuple[str, str, str]]:
         """Where questions of `child_id` asked in this process arrive, as
-        (question, the id of its notice in the parent's inbox)."""
+        (question, its id, the id of its notice in the parent's inbox)."""
         return self._asked.setdefault(child_id, asyncio.Queue())
 
     def forget(self, child_id: str) -> None:
@@ -76,7 +83,8 @@ class Questions:
         background = BackgroundService.of(runtime)
         text = (
             f"agent {name!r} ({ctx.session_id[:8]}) asks: {question}\n"
-            f"Answer it with {role}(child={ctx.session_id!r}, reply=...)."
+            f"Answer it with {role}(child={ctx.session_id!r}, question={ctx.call_id!r}, "
+            "reply=...)."
         )
         notice = BackgroundNotice(
             ask_notice_id(ctx.session_id, ctx.call_id),
@@ -90,10 +98,20 @@ class Questions:
         await background.inbox.push(meta.parent_id, notice)
         watching = self._asked.get(ctx.session_id)
         if watching is not None:
-            watching.put_nowait((question, notice.id))
-        return await self._answer(ctx, background, timeout)
+            watching.put_nowait((question, ctx.call_id, notice.id))
+        answer = await self._answer(ctx, background, timeout)
+        if answer is None:
+            # Unanswered: the question is withdrawn, so the parent is not shown
+            # it later, and a late reply to it is refused (see `reply`).
+            await background.inbox.ack(meta.parent_id, [notice.id])
+            if ctx.stop.is_set:
+                return "Your run is stopping; no answer came."
+            return f"Your parent did not answer within {timeout:g} s; go on without it."
+        return answer
 
-    async def _answer(self, ctx: ToolContext, background: BackgroundService, timeout: float) -> str:
+    async def _answer(
+        self, ctx: ToolContext, background: BackgroundService, timeout: float
+    ) -> str | None:
         wanted = reply_notice_id(ctx.session_id, ctx.call_id)
         ends = time.monotonic() + timeout
         while True:
@@ -101,15 +119,17 @@ class Questions:
                 if notice.id == wanted:
                     await background.inbox.ack(ctx.session_id, [wanted])
                     return f"Your parent answers: {notice.text}"
-            if ctx.stop.is_set:
-                return "Your run is stopping; no answer came."
             left = ends - time.monotonic()
-            if left <= 0:
-                return f"Your parent did not answer within {timeout:g} s; go on without it."
+            if ctx.stop.is_set or left <= 0:
+                return None
             await asyncio.sleep(min(POLL, left))
 
-    async def reply(self, ctx: ToolContext, child_id: str, answer: str) -> None:
-        """Send the parent's answer to the question `child_id` waits on."""
+    async def reply(
+        self, ctx: ToolContext, child_id: str, answer: str, question: str | None = None
+    ) -> None:
+        """Send the parent's answer to the question `question` (its id, as the
+        question named it) of `child_id`; without an id, to the one question
+        the child waits on (an error when it waits on several)."""
         runtime = host_runtime(ctx)
         try:
             meta = await runtime.store.get(child_id)
@@ -117,8 +137,20 @@ class Questions:
             raise ToolError(f"no agent {child_id!r} of yours is waiting for an answer") from None
         if meta.parent_id != ctx.session_id:
             raise ToolError(f"agent {child_id!r} is not one of yours")
-        call = _open_question(await runtime.store.load(child_id))
-        if call is None:
+        waiting = _open_questions(await runtime.store.load(child_id))
+        if question is not None:
+            call = next((c for c in waiting if c.id == question), None)
+            if call is None:
+                raise ToolError(
+                    f"agent {child_id[:8]} no longer waits on question {question!r} "
+                    "(answered, or given up on)"
+                )
+        elif len(waiting) == 1:
+            call = waiting[0]
+        elif waiting:
+            ids = ", ".join(repr(c.id) for c in waiting)
+            raise ToolError(f"agent {child_id[:8]} waits on several questions ({ids}): name one")
+        else:
             raise ToolError(f"agent {child_id[:8]} has no question waiting for an answer")
         notice = BackgroundNotice(
             reply_notice_id(child_id, call.id),
@@ -131,20 +163,23 @@ class Questions:
         await BackgroundService.of(runtime).inbox.push(child_id, notice)
 
 
-def _open_question(entries: list[Any]) -> ToolCall | None:
-    """The child's `ask_parent` call still waiting for its result, if any."""
+async def open_questions(runtime: Runtime, child_id: str) -> set[str]:
+    """The ids of the questions `child_id` still waits on."""
+    return {c.id for c in _open_questions(await runtime.store.load(child_id))}
+
+
+def _open_questions(entries: list[Any]) -> list[ToolCall]:
+    """The child's `ask_parent` calls still waiting for their result."""
+    asking: list[ToolCall] = []
     answered: set[str] = set()
-    asking: ToolCall | None = None
     for entry in entries:
         payload = entry.payload
         if not isinstance(payload, MessageEntry):
             continue
         message = payload.message
-        for call in message.tool_calls:
-            if call.name == ASK_TOOL:
-                asking = call
+        asking.extend(c for c in message.tool_calls if c.name == ASK_TOOL)
         answered.update(r.tool_call_id for r in message.results)
-    return asking if asking is not None and asking.id not in answered else None
+    return [c for c in asking if c.id not in answered]
 
 
 def ask_parent_tool(timeout: float) -> Tool:

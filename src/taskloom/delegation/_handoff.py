@@ -33,7 +33,7 @@ from ..events import Event, origin_label
 from ..loop import RunOptions
 from ..runtime import Runtime
 from ..tools import ToolContext, ToolError, ToolOutput
-from ._ask import Questions
+from ._ask import Questions, open_questions
 from ._children import (
     CHILD_LEASE,
     ChildOutcome,
@@ -67,7 +67,7 @@ class _Child:
     task_text: str
     spec: ChildSpec
     running: asyncio.Task[ChildOutcome]
-    questions: asyncio.Queue[tuple[str, str]]
+    questions: asyncio.Queue[tuple[str, str, str]]
     # True while a tool call waits on the child: it, not a notice, reports the end.
     waiting: bool = False
     relay: list[Callable[[Event], None] | None] = field(default_factory=lambda: [None])
@@ -182,10 +182,12 @@ async def delegate_in_task(sub: SubAgent, ctx: ToolContext, task: str, name: str
     return await _wait_on(ctx, state, background)
 
 
-async def reply_to_child(sub: SubAgent, ctx: ToolContext, child_id: str, answer: str) -> ToolOutput:
+async def reply_to_child(
+    sub: SubAgent, ctx: ToolContext, child_id: str, answer: str, question: str | None = None
+) -> ToolOutput:
     """Answer the question child `child_id` waits on; wait on it again if it runs here."""
     runtime = host_runtime(ctx)
-    await Questions.of(runtime).reply(ctx, child_id, answer)
+    await Questions.of(runtime).reply(ctx, child_id, answer, question)
     state = _Running.of(runtime).children.get(child_id)
     if state is None:
         note = "Answer sent; the agent runs elsewhere, and its report arrives as a notice later."
@@ -198,20 +200,31 @@ async def reply_to_child(sub: SubAgent, ctx: ToolContext, child_id: str, answer:
 async def _wait_on(ctx: ToolContext, state: _Child, background: BackgroundService) -> ToolOutput:
     child_id = state.spec.child_session_id
     sub = state.sub
-    # Questions asked while no call waited went to the parent's inbox as notices.
-    while not state.questions.empty():
-        state.questions.get_nowait()
-    asked: asyncio.Task[tuple[str, str]] = asyncio.ensure_future(state.questions.get())
     state.waiting = True
     state.relay[0] = ctx.emit
+    clock = asyncio.get_running_loop()
+    after = sub.background_after
+    ends = None if after is None else clock.time() + after
     try:
-        # A child that ends while this waits is in `done` (asyncio.wait sorts
-        # after it wakes), so its end is reported here, never lost between.
-        done, _ = await asyncio.wait(
-            {state.running, asked},
-            timeout=sub.background_after,
-            return_when=asyncio.FIRST_COMPLETED,
-        )
+        while True:
+            asked = asyncio.ensure_future(state.questions.get())
+            try:
+                # A child that ends while this waits is in `done` (asyncio.wait
+                # sorts after it wakes), so its end is reported here.
+                done, _ = await asyncio.wait(
+                    {state.running, asked},
+                    timeout=None if ends is None else max(ends - clock.time(), 0.0),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                if not asked.done():
+                    asked.cancel()
+            if asked in done and state.running not in done:
+                _, question_id, _ = asked.result()
+                waiting = await open_questions(host_runtime(ctx), child_id)
+                if question_id not in waiting:
+                    continue  # answered meanwhile, or given up on
+            break
     except asyncio.CancelledError:
         # The parent's call was cancelled while it waited: so is its child.
         state.running.cancel()
@@ -220,8 +233,6 @@ async def _wait_on(ctx: ToolContext, state: _Child, background: BackgroundServic
         raise
     finally:
         state.waiting = False
-        if not asked.done():
-            asked.cancel()
     if state.running in done:
         outcome = state.running.result()
         if outcome.status is ChildStatus.AWAITING_APPROVAL:
@@ -242,14 +253,17 @@ async def _wait_on(ctx: ToolContext, state: _Child, background: BackgroundServic
     state.relay[0] = background.emit
     notices = background.notices_for(ctx.run_id)
     if asked in done:
-        question, notice_id = asked.result()
+        question, question_id, notice_id = asked.result()
         if notices is not None:
             # Shown here, in band: not delivered again as a notice.
             notices.mark_seen(notice_id)
         body = {
             "question": question,
             "child": child_id,
-            "note": f"Answer with {sub.name}(child={child_id!r}, reply=...).",
+            "question_id": question_id,
+            "note": (
+                f"Answer with {sub.name}(child={child_id!r}, question={question_id!r}, reply=...)."
+            ),
         }
         return ToolOutput(json.dumps(body, ensure_ascii=False))
     if notices is not None:

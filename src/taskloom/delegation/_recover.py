@@ -12,8 +12,9 @@ it), and its report reaches the parent's inbox once.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from ..agent import Agent
@@ -85,13 +86,19 @@ async def resume_children(start: RunStart) -> None:
         # A task each: running a child on takes as long as the child, and
         # one child's run must not hold up the others'.
         service.keep(
-            _logged(recover_children(start.runtime, start.session_id, [child], start.offered))
+            _logged(
+                functools.partial(
+                    recover_children, start.runtime, start.session_id, [child], start.offered
+                )
+            )
         )
 
 
-async def _logged(work: Awaitable[object]) -> None:
+async def _logged(work: Callable[[], Awaitable[object]]) -> None:
+    # Made here, not by the caller: a task cancelled before its first step
+    # leaves no coroutine behind that was never awaited.
     try:
-        await work
+        await work()
     except Exception:
         logger.exception("going on with a background child failed")
 
@@ -121,7 +128,7 @@ async def resume_decided_child(
     # The runner that parked it may still hold its lease for a moment.
     agent = _subagent_agent(runtime, spec, offered)
     BackgroundService.of(runtime).keep(
-        _logged(ChildWorker(runtime).run(spec, agent=agent, wait=CHILD_LEASE))
+        _logged(functools.partial(ChildWorker(runtime).run, spec, agent=agent, wait=CHILD_LEASE))
     )
 
 

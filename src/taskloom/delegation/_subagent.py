@@ -121,6 +121,10 @@ _ASKING_SCHEMA = {
             "type": "string",
             "description": "Only to answer a question an agent asked: the child id it gave.",
         },
+        "question": {
+            "type": "string",
+            "description": "With child: the id of the question you answer, as it gave it.",
+        },
         "reply": {"type": "string", "description": "Your answer to that question."},
     },
     "additionalProperties": False,
@@ -227,7 +231,10 @@ class SubAgent:
         if child:
             if "reply" not in arguments:
                 raise ToolError(f"{self.name}: give 'reply' (your answer) with 'child'")
-            return await reply_to_child(self, ctx, str(child), str(arguments["reply"]))
+            question = arguments.get("question")
+            return await reply_to_child(
+                self, ctx, str(child), str(arguments["reply"]), str(question) if question else None
+            )
         task = str(arguments.get("task", "")).strip()
         if not task:
             raise ToolError(
