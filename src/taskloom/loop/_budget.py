@@ -16,6 +16,14 @@ compacted or its tools changed) counts a token for every byte of the text it
 sends (strings and numbers, a few tokens of framing per message, 2,000 an
 image), which no tokenizer exceeds; later requests count the previous
 request's reported input plus a token a byte of what is new since.
+
+What the ceiling holds against, and what not: concurrent charges never pass
+it. Usage a provider reports beyond a request's charge (a system prompt of
+its own around tools, which the bound does not see) is charged as it
+comes, and logged, so the sum can pass the ceiling by that much. A request
+that failed is given back whole, so a provider that bills a stream cut off
+midway is undercounted. Each root run opens a tree of its own: a `resume()`
+of a parked run starts with the whole budget again.
 """
 
 from __future__ import annotations
