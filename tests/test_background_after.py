@@ -86,3 +86,40 @@ async def test_a_slow_child_goes_on_in_the_background_and_reports_once(
         reports = [i for e in carried for i in e.payload.delivered_ids if receipt["id"] in i]
         assert len(reports) == 1  # delivered once
         assert await runtime.background.registry.list(session.id) == []
+
+
+async def test_closing_the_runtime_leaves_a_handed_off_child_for_the_next_run(
+    tmp_path: Any,
+) -> None:
+    from taskloom.delegation import ChildStatus, child_status
+    from taskloom.entries import SubagentLink, SubagentResult
+
+    async def slow(request: ModelRequest) -> Any:
+        await asyncio.sleep(0.3)
+        return reply("forty-two")
+
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    helper = SubAgent("helper", "Helps.", FunctionModel(slow), background_after=0.05)
+    agent = Agent("lead", FunctionModel(lead), tools=[helper.tool()])
+    async with Runtime(store=url) as runtime:
+        session = await runtime.create_session(agent)
+        assert (await session.run("go")).text == "waiting for the helper"
+    # Closed with the child running (a one-shot process ends here).
+    async with Runtime(store=url) as runtime:
+        [link] = [
+            e.payload
+            for e in await runtime.store.load(session.id)
+            if isinstance(e.payload, SubagentLink)
+        ]
+        child_id = link.child_session_id
+        ended = [
+            e for e in await runtime.store.load(child_id) if isinstance(e.payload, SubagentResult)
+        ]
+        assert ended == []  # not ended as stopped: left to be taken up
+        assert await child_status(runtime, child_id) is ChildStatus.INTERRUPTED
+        reopened = await runtime.open_session(session.id, agent)
+        await reopened.run("any news?")  # its first boundary takes the child up
+        async with asyncio.timeout(10):
+            while not await runtime.background.inbox.pending(session.id):
+                await asyncio.sleep(0.02)
+        assert (await reopened.run("and now?")).text == "the helper said: forty-two"

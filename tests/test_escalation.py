@@ -166,3 +166,38 @@ async def test_the_cli_approves_an_escalated_call_on_sqlite_and_resumes_the_chil
         assert await child_status(host, call.session_id) is ChildStatus.DONE
         final = await root.run("Done?")
         assert final.text == "report: done: paid 70"
+
+
+async def test_a_decision_taken_while_the_child_still_holds_its_lease_resumes_it() -> None:
+    # An automatic approver decides the moment the call shows; the runner that
+    # parked the child releases its lease a database round trip later.
+    transfers.clear()
+    treasurer = SubAgent(
+        "treasurer", "Pays.", FunctionModel(child), tools=[transfer], on_approval="escalate"
+    )
+    async with Runtime() as runtime:
+        leases = runtime.store.leases
+        release = leases.release
+
+        async def slow_release(lease: Any) -> Any:
+            await asyncio.sleep(0.05)
+            return await release(lease)
+
+        leases.release = slow_release  # type: ignore[method-assign]
+        root = await runtime.create_session(
+            Agent("lead", FunctionModel(lead), tools=[treasurer.tool()])
+        )
+
+        async def approver() -> str:
+            while not (pending := await root.pending()):
+                await asyncio.sleep(0.001)
+            await root.approve(pending[0].id)
+            return pending[0].session_id
+
+        approving = asyncio.create_task(approver())
+        await root.run("Pay the invoice.")
+        child_id = await approving
+        async with asyncio.timeout(10):
+            while (await child_status(runtime, child_id)) is not ChildStatus.DONE:
+                await asyncio.sleep(0.01)
+        assert transfers == [70]
