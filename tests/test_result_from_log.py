@@ -4,6 +4,7 @@ written before `RunFinishedEntry` recorded counts and own usage still read."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pydantic
@@ -142,3 +143,36 @@ def test_a_run_end_written_before_counts_were_recorded_still_reads() -> None:
 
 def test_a_log_without_a_finished_run_has_no_result() -> None:
     assert SessionLog().finished_result("s1") is None
+
+
+async def test_the_latest_result_is_the_finished_runs_while_another_run_goes_on() -> None:
+    from taskloom import tool
+
+    gate, inside = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def slow() -> str:
+        """Take a while."""
+        inside.set()
+        await gate.wait()
+        return "ok"
+
+    def answers(request: ModelRequest) -> Any:
+        users = [m for m in request.messages if m.role == "user"]
+        if len(users) == 1:
+            return reply("first answer")
+        if request.messages[-1].role != "tool":
+            return reply("let me look (second run, unfinished)", tool_calls=[("slow", {})])
+        return reply("second answer")
+
+    async with Runtime() as runtime:
+        session = await runtime.create_session(Agent("a", FunctionModel(answers), tools=[slow]))
+        first = await session.run("one")
+        second = asyncio.create_task(session.run("two"))
+        await inside.wait()
+        other = await runtime.open_session(session.id, session.agent)
+        seen = other.latest_result()
+        gate.set()
+        await second
+    assert seen is not None
+    assert (seen.run_id, seen.status, seen.text) == (first.run_id, first.status, "first answer")
