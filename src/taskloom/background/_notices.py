@@ -173,7 +173,8 @@ class RunNotices:
         # Awaited at the first boundary: the service's hooks, then the tools'.
         self._hooks: _list[RunStartHook] = [
             *hooks,
-            *(t.resume_work for t in self._offered.values() if isinstance(t, ResumesWork)),
+            # getattr, not isinstance on the protocol: this runs for every run.
+            *(r for t in self._offered.values() if (r := getattr(t, "resume_work", None))),
         ]
         self._runtime = runtime
         self._run_id = run_id

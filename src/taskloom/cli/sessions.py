@@ -84,10 +84,7 @@ def render_message(message: Message) -> list[Text]:
 async def _log(runtime: Runtime, session_id: str) -> tuple[SessionMeta, SessionLog]:
     """A session's metadata and log, read from the store with no agent."""
     meta = await runtime.store.get(session_id)
-    log = SessionLog()
-    for entry in await runtime.store.load(session_id):
-        log.apply(entry)
-    return meta, log
+    return meta, SessionLog.folded(await runtime.store.load(session_id))
 
 
 def _store_named(args: argparse.Namespace) -> str:

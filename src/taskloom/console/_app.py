@@ -308,9 +308,7 @@ class Console:
         except SessionNotFound:
             return self._not_found(session_id)
         entries = await cache.entries(session_id)
-        log = SessionLog()
-        for entry in entries:
-            log.apply(entry)
+        log = SessionLog.folded(entries)
         summary = await summarize(self.store, meta, entries)
         items = transcript(entries)
         tree = await delegation_tree(cache, session_id)
@@ -620,10 +618,7 @@ class _Escalated:
 async def _escalated(cache: LogCache, log: SessionLog) -> list[_Escalated]:
     out = []
     for child_id, escalated in log.escalated.items():
-        child_log = SessionLog()
-        for entry in await cache.entries(child_id):
-            child_log.apply(entry)
-        calls = pending_calls(child_log)
+        calls = pending_calls(SessionLog.folded(await cache.entries(child_id)))
         if calls:
             out.append(_Escalated(child_id, escalated.name, calls))
     return out

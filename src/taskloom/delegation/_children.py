@@ -224,11 +224,8 @@ async def create_child(
 
 async def all_decided(runtime: Runtime, child_id: str) -> bool:
     """Whether the child is parked and every call it waits on is decided."""
-    log = SessionLog()
-    for entry in await runtime.store.load(child_id):
-        log.apply(entry)
-    parked = log.parked()
-    return bool(parked) and all(log.decision(c.id) is not None for c in parked)
+    log = SessionLog.folded(await runtime.store.load(child_id))
+    return bool(log.parked()) and not log.pending_calls(undecided=True)
 
 
 def terminal_entry(entries: list[Entry]) -> SubagentResult | None:
@@ -252,10 +249,8 @@ async def child_status(runtime: Runtime, child_id: str) -> ChildStatus:
     held = await runtime.store.leases.current(lease_key(child_id))
     if held is not None:
         return ChildStatus.RUNNING
-    log = SessionLog()
-    for entry in entries:
-        log.apply(entry)
-    return ChildStatus.AWAITING_APPROVAL if log.parked() else ChildStatus.INTERRUPTED
+    parked = SessionLog.folded(entries).parked()
+    return ChildStatus.AWAITING_APPROVAL if parked else ChildStatus.INTERRUPTED
 
 
 def _outcome_of(

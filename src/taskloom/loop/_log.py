@@ -161,6 +161,15 @@ class SessionLog:
         self._total = 0
         self._before_view = 0
 
+    @classmethod
+    def folded(cls, entries: Iterable[Entry]) -> SessionLog:
+        """A log with `entries` folded in, in order (another session's, say,
+        to read its parked turn or its status)."""
+        log = cls()
+        for entry in entries:
+            log.apply(entry)
+        return log
+
     def apply(self, entry: Entry, message: Message | None = None, position: int = 0) -> None:
         """Fold one entry in (entries arrive in position order; repeats are ignored).
 

@@ -779,10 +779,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
 
 async def _folded(store: SessionStore, session_id: str) -> SessionLog:
     """Another session's log, folded (to read or decide its parked turn)."""
-    log = SessionLog()
-    for entry in await store.load(session_id):
-        log.apply(entry)
-    return log
+    return SessionLog.folded(await store.load(session_id))
 
 
 def _check_same(existing: ApprovalDecision, approved: bool, call_id: str) -> None:
