@@ -13,13 +13,16 @@ from taskloom.background import (
     ActivityRegistry,
     BackgroundActivity,
     BackgroundNotice,
+    DeleteRefused,
+    Lifecycle,
+    Listeners,
     MemoryActivityRegistry,
     MemoryNoticeInbox,
     NoticeInbox,
+    Reopen,
     SQLiteActivityRegistry,
     SQLiteNoticeInbox,
 )
-from taskloom.background._lifecycle import DeleteRefused, Lifecycle, Listeners, Reopen
 from taskloom.events import WorkFinished
 from taskloom.testing.background_contract import FakeClock
 

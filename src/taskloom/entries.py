@@ -38,7 +38,7 @@ __all__ = [
     "MCPTaskStarted",
     "MessageEntry",
     "ModelChange",
-    "NoticeDelivered",
+    "NoticeDeliveredEntry",
     "Payload",
     "RequestedCall",
     "RunFinishedEntry",
@@ -650,7 +650,7 @@ def _budget_left(data: object) -> BudgetLeft | None:
 
 
 @dataclass(frozen=True, slots=True)
-class NoticeDelivered(Payload):
+class NoticeDeliveredEntry(Payload):
     """Background notices shown to the model outside an assistant entry."""
 
     KIND: ClassVar[str] = EntryKind.NOTICE_DELIVERED
@@ -661,7 +661,7 @@ class NoticeDelivered(Payload):
         return {"text": self.text, "ids": list(self.ids)}
 
     @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> NoticeDelivered:
+    def from_data(cls, data: Mapping[str, Any]) -> NoticeDeliveredEntry:
         return cls(str(data.get("text", "")), tuple(data.get("ids") or ()))
 
 
@@ -812,7 +812,7 @@ for _cls in (
     CompactionEntry,
     RunStartedEntry,
     RunFinishedEntry,
-    NoticeDelivered,
+    NoticeDeliveredEntry,
     SubagentLink,
     SubagentDispatched,
     SubagentStartedEntry,

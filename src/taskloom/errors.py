@@ -20,6 +20,7 @@ decisions and misuse of the API::
     │   └── SchemaNotMigrated   the database lacks tables (run `taskloom db migrate`)
     ├── BackgroundCapReached    too many activities of one kind in a session
     ├── CommandNotStarted       a background command could not start
+    ├── DeleteRefused           a delete hook keeps its session from being deleted
     ├── ModelScriptExhausted    a scripted model ran out of replies
     ├── ReplayMismatch          a replayed run asked what its recording does not hold
     └── ProviderError           the provider failed, after retries
@@ -50,6 +51,7 @@ __all__ = [
     "ConfigurationError",
     "ContextWindowExceeded",
     "CorruptEntry",
+    "DeleteRefused",
     "InvalidRequest",
     "ModelScriptExhausted",
     "ReplayMismatch",
@@ -145,6 +147,10 @@ class BackgroundCapReached(TaskloomError):
 class CommandNotStarted(TaskloomError):
     """A background command could not be started at all (not found, not
     executable, bad cwd). The message says why, written for the model."""
+
+
+class DeleteRefused(TaskloomError):
+    """A delete hook refuses to let its session be deleted (say why in the message)."""
 
 
 class SessionNotFound(TaskloomError, KeyError):

@@ -28,9 +28,9 @@ from ..backends import (
     NoticeStatus,
     system_clock,
 )
-from ..errors import BackgroundCapReached
+from ..errors import BackgroundCapReached, DeleteRefused
 from ..loop import Delivery
-from ._lifecycle import DeleteHook, DeleteRefused, Lifecycle, Listeners, Reopen, StopHook
+from ._lifecycle import DeleteHook, Lifecycle, Listeners, Reopen, StopHook
 from ._notices import RunNotices, RunStart, RunStartHook
 from ._service import BackgroundService, ResumesWork, Work, WorkResult
 

@@ -15,10 +15,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeAlias
 
 from ..backends import ActivityRegistry, BackgroundActivity, BackgroundNotice, NoticeInbox
-from ..errors import TaskloomError
 from ..events import WorkFinished
 
-__all__ = ["DeleteHook", "DeleteRefused", "Lifecycle", "Listeners", "Reopen", "StopHook"]
+__all__ = ["DeleteHook", "Lifecycle", "Listeners", "Reopen", "StopHook"]
 
 Emit: TypeAlias = Callable[[WorkFinished], object]
 """Where `Lifecycle.finish` sends `WorkFinished`; may return an awaitable."""
@@ -155,10 +154,6 @@ class Lifecycle:
 
     def _lease_for(self, lease: float | None) -> float:
         return self._lease if lease is None else lease
-
-
-class DeleteRefused(TaskloomError):
-    """A delete hook refuses to let its session be deleted (say why in the message)."""
 
 
 class Listeners:

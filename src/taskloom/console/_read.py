@@ -24,7 +24,7 @@ from ..entries import (
     Entry,
     MessageEntry,
     ModelChange,
-    NoticeDelivered,
+    NoticeDeliveredEntry,
     RunFinishedEntry,
     RunStartedEntry,
     Steer,
@@ -384,7 +384,7 @@ def transcript(entries: Sequence[Entry]) -> list[Item]:
             mark("steer", "steering", payload.text)
         elif isinstance(payload, DeferredEntry):
             mark("deferred", f"deferred item ({payload.item.kind})", payload.item.render())
-        elif isinstance(payload, NoticeDelivered):
+        elif isinstance(payload, NoticeDeliveredEntry):
             mark("notice", "background notices delivered", payload.text)
         elif isinstance(payload, StopRequest):
             mark("stop", "stop requested", payload.reason or "")

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..entries import Entry, MessageEntry, NoticeDelivered
+from ..entries import Entry, MessageEntry, NoticeDeliveredEntry
 from ..messages import Message
 
 __all__ = ["ASPECTS", "Difference", "Round", "SessionDiff", "diff_sessions", "rounds_of"]
@@ -140,7 +140,7 @@ def rounds_of(entries: Iterable[Entry]) -> list[Round]:
     pending_input: list[str] = []
     for entry in entries:
         payload = entry.payload
-        if isinstance(payload, NoticeDelivered):
+        if isinstance(payload, NoticeDeliveredEntry):
             pending_input.append(payload.text)
         if not isinstance(payload, MessageEntry):
             continue

@@ -23,7 +23,7 @@ import pytest
 
 from ..backends import Capability
 
-__all__ = ["ALL_CAPABILITIES", "CapabilityGate", "requires"]
+__all__ = ["ALL_CAPABILITIES", "CapabilityGate", "missing", "requires"]
 
 F = TypeVar("F", bound=Callable[..., object])
 

@@ -81,6 +81,7 @@ __all__ = [
     "ScriptItem",
     "StreamError",
     "ToolCallSpec",
+    "main",
 ]
 
 

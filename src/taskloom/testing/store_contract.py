@@ -97,19 +97,19 @@ def _payload(kind: str) -> dict[str, Any]:
     }
 
 
-def assert_same_json(actual: object, expected: object, where: str = "data") -> None:
+def _assert_same_json(actual: object, expected: object, where: str = "data") -> None:
     """Assert `actual` equals `expected` down to types and object key order."""
     assert type(actual) is type(expected), f"{where}: {actual!r} is not {expected!r}"
     if isinstance(expected, dict):
         assert isinstance(actual, dict)
         assert list(actual) == list(expected), f"{where}: keys {list(actual)} != {list(expected)}"
         for key, value in expected.items():
-            assert_same_json(actual[key], value, f"{where}[{key!r}]")
+            _assert_same_json(actual[key], value, f"{where}[{key!r}]")
     elif isinstance(expected, list):
         assert isinstance(actual, list)
         assert len(actual) == len(expected), f"{where}: length {len(actual)} != {len(expected)}"
         for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
-            assert_same_json(a, e, f"{where}[{i}]")
+            _assert_same_json(a, e, f"{where}[{i}]")
     else:
         assert actual == expected, f"{where}: {actual!r} != {expected!r}"
 
@@ -301,14 +301,14 @@ class StoreContract(CapabilityGate):
         await store.append("s-1", Entry(kind, payload, run_id="run-1"))
         [entry] = await store.load("s-1")
         assert (entry.kind, entry.run_id, entry.position) == (kind, "run-1", 1)
-        assert_same_json(entry.data, payload)
+        _assert_same_json(entry.data, payload)
 
     async def test_session_metadata_round_trips(self, store: SessionStore) -> None:
         metadata = _payload("metadata")
         await store.create(SessionMeta("s-1", "planner", None, 5.0, metadata))
-        assert_same_json((await store.get("s-1")).metadata, metadata, "metadata")
+        _assert_same_json((await store.get("s-1")).metadata, metadata, "metadata")
         [listed] = await store.list()
-        assert_same_json(listed.metadata, metadata, "metadata")
+        _assert_same_json(listed.metadata, metadata, "metadata")
 
     async def test_large_entry(self, store: SessionStore) -> None:
         await store.create(SessionMeta("s-1"))
@@ -327,7 +327,7 @@ class StoreContract(CapabilityGate):
         await store.append(sid, Entry("kïnd-✓", data, run_id="rün-👩🏽‍💻"))
         [entry] = await store.load(sid)
         assert (entry.kind, entry.run_id) == ("kïnd-✓", "rün-👩🏽‍💻")
-        assert_same_json(entry.data, data)
+        _assert_same_json(entry.data, data)
         meta = await store.get(sid)
         assert (meta.agent, dict(meta.metadata)) == ("agént-日本", {"ключ": "значение"})
         assert [m.id for m in await store.list(agent="agént-日本")] == [sid]
