@@ -163,9 +163,6 @@ class GeminiModel(WireModel):
         environment variable is read for it. Without a project, or without a
         token, an Authorization header or a client, `ConfigurationError`.
         """
-        model = cls.__new__(cls)
-        model._family = _Family.of(model_name)
-        model._vertex = True
         if token is not None:
             if options.get("api_key") not in (None, token):
                 raise ConfigurationError("give Vertex AI's access token once: token= or api_key=")
@@ -176,15 +173,21 @@ class GeminiModel(WireModel):
             raise ConfigurationError(
                 "give Vertex AI's project and location, or a base_url= naming them, not both"
             )
-        model._configure(model_name, VERTEX.name, VERTEX, options)
-        has_auth = any(k.lower() == "authorization" for k in model._target.headers)
+        model = cls.__new__(cls)
+        model._on_vertex(model_name, options)
+        return model
+
+    def _on_vertex(self, model_name: str, options: WireOptions) -> None:
+        self._family = _Family.of(model_name)
+        self._vertex = True
+        self._configure(model_name, VERTEX.name, VERTEX, options)
+        has_auth = any(k.lower() == "authorization" for k in self._target.headers)
         if not has_auth and options.get("http_client") is None:
             raise ConfigurationError(
                 "no access token for Vertex AI: pass token= (e.g. the output of "
                 "`gcloud auth print-access-token`), an Authorization header, or an "
                 "http_client whose auth adds one"
             )
-        return model
 
     def _native_output(self) -> bool:
         # Before Gemini 3, a response schema cannot go with tools: agents ask
