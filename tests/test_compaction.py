@@ -25,13 +25,11 @@ from taskloom import (
 )
 from taskloom.entries import CompactionEntry, Entry, EntryKind, MessageEntry
 from taskloom.errors import ConfigurationError
-from taskloom.loop import SUMMARY_PROMPT
+from taskloom.loop import SUMMARY_PROMPT, RunLoop
 from taskloom.loop._compact import ContextEstimate, cut_index, render_for_summary
 from taskloom.loop._log import SUMMARY_HEADING, SessionLog, message_chars
-from taskloom.loop._run import RunLoop
 from taskloom.messages import Message, TextBlock, ToolCall, ToolResult, Usage
-from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
-from taskloom.models._windows import known_context_window
+from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, known_context_window, reply
 from taskloom.testing.fake_server import FakeServer
 
 WINDOW = 2000

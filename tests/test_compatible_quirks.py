@@ -17,8 +17,7 @@ import pytest
 from taskloom import Agent, ModelSettings, RunOptions, RunStatus, tool
 from taskloom.errors import ContextWindowExceeded, TransportError
 from taskloom.messages import Message, ToolCall, ToolResult, Usage
-from taskloom.models import ModelRequest, RetryPolicy, resolve_model
-from taskloom.models._openai_chat import OpenAIChatModel
+from taskloom.models import ModelRequest, OpenAIChatModel, RetryPolicy, resolve_model
 from taskloom.models._resolve import COMPATIBLE, OPENAI_HOST
 from taskloom.testing.fake_server import FakeServer
 

@@ -24,8 +24,7 @@ from taskloom import (
     Usage,
     tool,
 )
-from taskloom.delegation import SubAgent, child_status
-from taskloom.delegation._children import ChildStatus
+from taskloom.delegation import ChildStatus, SubAgent, child_status
 from taskloom.events import origin_label
 from taskloom.models import FunctionModel, ScriptedModel, reply
 

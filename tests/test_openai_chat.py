@@ -31,17 +31,17 @@ from taskloom.messages import (
     ToolCall,
     ToolResult,
 )
-from taskloom.models._base import (
+from taskloom.models import (
     Model,
     ModelRequest,
     ModelSettings,
+    OpenAIChatModel,
     ReasoningOptions,
     ResponseCompleted,
     StreamEvent,
     ToolCallDelta,
     ToolSpec,
 )
-from taskloom.models._openai_chat import OpenAIChatModel
 from taskloom.testing import RecordingTransport
 from taskloom.testing.transport import CannedResponse
 

@@ -35,12 +35,12 @@ from taskloom.models import (
     ModelRequest,
     ModelResponse,
     ModelSettings,
+    OpenAIResponsesModel,
     ReasoningOptions,
     ResponseCompleted,
     ToolCallDelta,
     ToolSpec,
 )
-from taskloom.models._openai_responses import OpenAIResponsesModel
 from taskloom.testing import RecordingTransport
 
 CLOSED_SCHEMA: dict[str, Any] = {

@@ -37,8 +37,7 @@ from taskloom.messages import (
     ToolCall,
     ToolResult,
 )
-from taskloom.models import ModelRequest, ModelSettings, ReasoningOptions, ToolSpec
-from taskloom.models._anthropic import AnthropicModel
+from taskloom.models import AnthropicModel, ModelRequest, ModelSettings, ReasoningOptions, ToolSpec
 from taskloom.testing import RecordingTransport
 
 API = "anthropic"

@@ -31,16 +31,16 @@ from taskloom.messages import (
     ToolCall,
     ToolResult,
 )
-from taskloom.models._base import (
+from taskloom.models import (
     ModelRequest,
     ModelResponse,
     ModelSettings,
+    OpenAIChatModel,
     ReasoningOptions,
     ResponseCompleted,
     ToolCallDelta,
     ToolSpec,
 )
-from taskloom.models._openai_chat import OpenAIChatModel
 
 FOLDERS = {"test_openai": "openai-chat", "test_ollama": "ollama"}
 CHAT_PATH = "/chat/completions"

@@ -44,12 +44,12 @@ from taskloom.messages import (
 from taskloom.models import (
     ModelRequest,
     ModelSettings,
+    OpenAIResponsesModel,
     ReasoningOptions,
     ResponseCompleted,
     ToolCallDelta,
     ToolSpec,
 )
-from taskloom.models._openai_responses import OpenAIResponsesModel
 
 API = "openai-responses"
 FOLDER = "test_openai_responses"

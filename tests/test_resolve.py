@@ -12,9 +12,7 @@ import pytest
 
 from taskloom.errors import ConfigurationError
 from taskloom.messages import Message
-from taskloom.models import resolve_model
-from taskloom.models._base import ModelRequest
-from taskloom.models._openai_chat import OpenAIChatModel
+from taskloom.models import ModelRequest, OpenAIChatModel, resolve_model
 from taskloom.models._resolve import PREFIXES, PRESETS, resolve, split_spec
 from taskloom.testing import RecordingTransport
 from taskloom.testing.transport import SentRequest

@@ -12,14 +12,15 @@ from taskloom.background import (
     ActivityRegistry,
     BackgroundActivity,
     BackgroundNotice,
+    Delivery,
     MemoryActivityRegistry,
     MemoryNoticeInbox,
     NoticeInbox,
     NoticeStatus,
+    RunNotices,
     SQLiteActivityRegistry,
     SQLiteNoticeInbox,
 )
-from taskloom.background._notices import Delivery, RunNotices
 from taskloom.testing.background_contract import FakeClock
 
 SESSION = "s1"

@@ -33,8 +33,7 @@ from typing import Any
 from taskloom import Agent, RunResult, Runtime, Tool, ToolContext, tool
 from taskloom.backends import Entry, Fence
 from taskloom.errors import SessionBusy, UsageError
-from taskloom.models import FunctionModel, ModelRequest, reply
-from taskloom.models._scripted import Reply
+from taskloom.models import FunctionModel, ModelRequest, Reply, reply
 from taskloom.stores import open_store
 
 ROUNDS = 3

@@ -17,8 +17,7 @@ import pytest
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
 from taskloom import Agent, RunStatus, Runtime, Session, tool
 from taskloom.errors import ApprovalsMissing
-from taskloom.models import FunctionModel, ModelRequest, reply
-from taskloom.models._scripted import Reply
+from taskloom.models import FunctionModel, ModelRequest, Reply, reply
 from taskloom.stores import open_store
 
 paid: list[int] = []

@@ -36,8 +36,7 @@ from taskloom import (
 from taskloom.errors import ContextWindowExceeded, ProviderError, TransportError
 from taskloom.events import TextDelta
 from taskloom.messages import Message
-from taskloom.models import ModelRequest, RetryPolicy, ToolSpec
-from taskloom.models._openai_chat import OpenAIChatModel
+from taskloom.models import ModelRequest, OpenAIChatModel, RetryPolicy, ToolSpec
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
 
