@@ -1,0 +1,42 @@
+"""The import layers say what they mean: no sibling groups, one declared edge.
+
+import-linter (run by `.ci/run`) checks the code against the contracts in
+pyproject.toml; this checks the contracts themselves. A layer written
+`a : b` lets two parts import each other, which is a cycle by agreement; a
+layer written `a | b` keeps them independent. The only edge against the
+layers is `Agent.run`'s convenience, declared once.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+
+DECLARED_EDGES = {"taskloom.agent -> taskloom.runtime"}
+
+
+def contracts() -> list[dict[str, Any]]:
+    config = tomllib.loads(PYPROJECT.read_text())
+    found: list[dict[str, Any]] = config["tool"]["importlinter"]["contracts"]
+    return found
+
+
+def test_no_layer_groups_siblings_that_import_each_other() -> None:
+    layered = [c for c in contracts() if c["type"] == "layers"]
+    assert layered
+    siblings = [layer for c in layered for layer in c["layers"] if ":" in layer]
+    assert siblings == []
+
+
+def test_the_only_edges_against_the_layers_are_declared_ones() -> None:
+    ignored = {edge for c in contracts() for edge in c.get("ignore_imports", [])}
+    assert ignored <= DECLARED_EDGES
+
+
+def test_type_only_imports_are_the_only_ones_left_out() -> None:
+    config = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]
+    assert config["exclude_type_checking_imports"] is True
+    assert config["root_package"] == "taskloom"
