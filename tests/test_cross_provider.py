@@ -10,6 +10,7 @@ accepts.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from typing import Any
@@ -26,8 +27,10 @@ from taskloom import (
     tool,
 )
 from taskloom.models import AnthropicModel, GeminiModel, OpenAIChatModel, OpenAIResponsesModel
-from taskloom.models._gemini import SKIP_SIGNATURE
 from taskloom.testing import RecordingTransport
+
+# Google's documented placeholder for a call that carries no thought signature.
+SKIP_SIGNATURE = base64.b64encode(b"skip_thought_signature_validator").decode()
 
 
 @tool(effect=ToolEffect.READ_ONLY)
