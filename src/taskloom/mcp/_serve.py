@@ -99,17 +99,7 @@ def agent_server(agent: Agent, runtime: Runtime, *, tasks: bool = True) -> Serve
     if tasks:
         from ._taskserve import ServedTasks
 
-        def answer(
-            status: RunStatus, error: str | None, text: str, output: Any, session_id: str
-        ) -> types.CallToolResult:
-            return _answer(
-                RunResult(
-                    status=status, text=text, output=output, error=error, session_id=session_id
-                ),
-                wrapped,
-            )
-
-        served = ServedTasks(agent, runtime, name, answer)
+        served = ServedTasks(agent, runtime, name, lambda result: _answer(result, wrapped))
         served.install(server)
         runtime.service(ServedTasks, lambda _: served)
     return server

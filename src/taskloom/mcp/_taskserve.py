@@ -38,18 +38,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._control import StopSignal
 from ..agent import Agent
-from ..entries import (
-    ApprovalDecision,
-    ApprovalRequests,
-    MessageEntry,
-    RequestedCall,
-    RunFinishedEntry,
-    RunStartedEntry,
-)
 from ..errors import ApprovalConflict, SessionBusy
 from ..events import Event, ToolProgress
-from ..loop import RunOptions
-from ..results import RunStatus
+from ..loop import PendingCall, RunOptions, SessionLog
+from ..results import RunResult, RunStatus
 from ..runtime import Runtime
 from ._tasks import TASKS_EXTENSION
 
@@ -82,8 +74,8 @@ def _iso(ts: float) -> str:
 class ServedTasks:
     """The tasks of one served agent (see the module docstring).
 
-    `answer(status, error, text, output, session_id)` builds the tool's
-    result, as the inline call would answer; `start(session, task)` runs the
+    `answer(result)` builds the tool's result from a finished run's
+    `RunResult`, as the inline call answers; `start(session, task)` runs the
     agent on a new task.
     """
 
@@ -92,7 +84,7 @@ class ServedTasks:
         agent: Agent,
         runtime: Runtime,
         tool: str,
-        answer: Callable[..., types.CallToolResult],
+        answer: Callable[[RunResult], types.CallToolResult],
     ) -> None:
         self.agent = agent
         self.runtime = runtime
@@ -272,59 +264,41 @@ class ServedTasks:
         a restart, and resuming one whose parked calls were decided)."""
         meta = await self._meta(task_id)
         entries = await self.runtime.store.load(task_id)
-        finished: RunFinishedEntry | None = None
+        log = SessionLog.folded(entries)
         started_at = meta.created_at or (entries[0].created_at if entries else 0.0)
-        updated = entries[-1].created_at if entries else started_at
-        last_text = ""
-        parked: ApprovalRequests | None = None
-        decided: set[str] = set()
-        for entry in entries:
-            payload = entry.payload
-            if isinstance(payload, RunStartedEntry):
-                finished = None
-            elif isinstance(payload, RunFinishedEntry):
-                finished = payload
-            elif isinstance(payload, MessageEntry) and payload.message.role == "assistant":
-                last_text = payload.message.text
-            elif isinstance(payload, ApprovalRequests):
-                parked, decided = payload, set()
-            elif isinstance(payload, ApprovalDecision):
-                decided.add(payload.call_id)
         view: dict[str, Any] = {
             "task_id": task_id,
             "created_at": _iso(started_at),
-            "updated_at": _iso(updated),
+            "updated_at": _iso(entries[-1].created_at if entries else started_at),
             "message": self._said.get(task_id),
         }
         running_here = task_id in self._runs
-        if finished is None:
+        result = log.finished_result(task_id, self.agent) if _run_ended(log) else None
+        if result is None:
             if not running_here:
                 # Cut off (the server restarted): run on from the log. A run
                 # alive elsewhere keeps the session (`SessionBusy`); a dead
                 # one's lease is taken over.
                 self._launch(task_id, lambda s, o: s.run(None, options=o, emit=self._emitter(s.id)))
             return {**view, "status": "working"}
-        status = finished.status
-        if status is RunStatus.AWAITING_APPROVAL and parked is not None:
-            calls = list(parked.calls)
-            if calls and all(c.call_id in decided for c in calls):
+        if result.status is RunStatus.AWAITING_APPROVAL and log.pending_calls():
+            undecided = log.pending_calls(undecided=True)
+            if not undecided:
                 if not running_here:
                     self._launch(
                         task_id, lambda s, o: s.resume(options=o, emit=self._emitter(s.id))
                     )
                 return {**view, "status": "working"}
-            undecided = [c for c in calls if c.call_id not in decided]
-            waiting = ", ".join(f"{c.name} ({c.call_id})" for c in undecided)
+            waiting = ", ".join(f"{c.name} ({c.id})" for c in undecided)
             return {
                 **view,
                 "status": "input_required",
                 "message": f"session {task_id} waits for a person to approve: {waiting}",
-                "input_requests": {c.call_id: _approval_request(c) for c in undecided},
+                "input_requests": {c.id: _approval_request(c) for c in undecided},
             }
-        if status is RunStatus.STOPPED:
-            return {**view, "status": "cancelled", "message": finished.error or "cancelled"}
-        result = self.answer(status, finished.error, last_text, finished.output, task_id)
-        return {**view, "status": "completed", "result": result}
+        if result.status is RunStatus.STOPPED:
+            return {**view, "status": "cancelled", "message": result.error or "cancelled"}
+        return {**view, "status": "completed", "result": self.answer(result)}
 
     async def close(self) -> None:
         """Stop the runs of this process (their tasks go on after a restart)."""
@@ -372,7 +346,13 @@ _APPROVAL_SCHEMA = {
 }
 
 
-def _approval_request(call: RequestedCall) -> dict[str, Any]:
+def _run_ended(log: SessionLog) -> bool:
+    """Whether the session's latest run has ended (no run started since)."""
+    ended, started = log.last_finished, log.last_run_started
+    return ended is not None and (started is None or ended.position > started.position)
+
+
+def _approval_request(call: PendingCall) -> dict[str, Any]:
     """A parked call as the elicitation a client's person answers."""
     arguments = json.dumps(dict(call.arguments), ensure_ascii=False, sort_keys=True)
     return {
