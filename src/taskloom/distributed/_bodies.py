@@ -13,7 +13,6 @@ the log still needs, no more.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -33,8 +32,6 @@ if TYPE_CHECKING:
     from procrastinate import jobs
 
 __all__ = ["DRAIN_REASON", "JobBodies", "wakeups_in_a_row"]
-
-logger = logging.getLogger("taskloom.distributed")
 
 DRAIN_REASON = "the worker is shutting down"
 
@@ -72,9 +69,9 @@ def _run_cut_off(log: SessionLog) -> bool:
 
 
 class JobBodies:
-    """The job bodies of one worker process, running with its `runtime`: runs
-    and wake-ups (`runs` queues a parent's), children, and `scheduler`'s
-    firings; `database` keeps where each run job started."""
+    """The job bodies of one worker process, running with its `runtime`. A
+    child that ends wakes its parent through `runs`, a tick fires through
+    `scheduler`, and `database` keeps where each run job started its run."""
 
     def __init__(
         self, database: QueueDatabase, runs: RunJobs, scheduler: Scheduler, runtime: Runtime

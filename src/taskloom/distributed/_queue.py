@@ -158,8 +158,7 @@ class WorkQueue(RunQueue):
         options: RunOptions | None,
         traceparent: str | None = None,
     ) -> str:
-        """Queue a `taskloom.run` job of the session (see `RunQueue.submit_run`;
-        `explicit` is `RunDemand.ALWAYS`)."""
+        """Queue a `taskloom.run` job of the session (see `RunQueue.submit_run`)."""
         return await self.run_jobs.submit(
             session_id, RunDemand(explicit), reason=reason, options=options, traceparent=traceparent
         )
