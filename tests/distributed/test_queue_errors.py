@@ -4,6 +4,7 @@ collides with a queued sibling, and the CLI that shows and migrates it all."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -15,7 +16,7 @@ from queue_support import SRC, Workers, host_runtime, worker_env
 
 from pg import PG_DSN, requires_postgres
 from taskloom import Agent, RunStatus, Runtime
-from taskloom.distributed import WorkQueue
+from taskloom.distributed import QueueWorker, WorkQueue
 from taskloom.distributed._jobs import FencedJobManager
 from taskloom.entries import Steer
 from taskloom.errors import SchemaNotMigrated, StoreUnavailable
@@ -46,15 +47,34 @@ async def host(
     await runtime.close()
 
 
-def taskloom(*args: str) -> subprocess.CompletedProcess[str]:
-    env_path = f"{SRC}"
+def python(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "taskloom", *args],
+        [sys.executable, *args],
         capture_output=True,
         text=True,
         timeout=60,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": env_path},
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(SRC)},
     )
+
+
+def taskloom(*args: str) -> subprocess.CompletedProcess[str]:
+    return python("-m", "taskloom", *args)
+
+
+def test_without_the_extra_making_a_queue_says_how_to_install_it() -> None:
+    made = python(
+        "-c",
+        "import sys; sys.modules['procrastinate'] = None\n"
+        "from taskloom.distributed import WorkQueue\n"
+        "from taskloom.errors import ConfigurationError\n"
+        "try:\n"
+        "    WorkQueue('postgresql://127.0.0.1/test')\n"
+        "except ConfigurationError as exc:\n"
+        "    print(exc)\n",
+    )
+    assert made.returncode == 0, made.stderr
+    assert "WorkQueue needs the distributed extra" in made.stdout
+    assert "pip install 'taskloom[distributed]'" in made.stdout
 
 
 async def test_an_unreachable_queue_fails_the_submit_clearly_and_keeps_the_input() -> None:
@@ -192,3 +212,33 @@ async def test_submits_coalesce_while_queued_and_an_explicit_run_is_never_absorb
     assert await host.queue.wake(session.id) == first  # type: ignore[union-attr]
     explicit, again = await session.submit(), await session.submit()
     assert explicit == again != first  # runs even without news: not folded into a wake-up
+
+
+async def _serving(worker: QueueWorker) -> asyncio.Task[None]:
+    """`worker` running in this process, once it takes jobs."""
+    ready = asyncio.Event()
+    running = asyncio.create_task(worker.run(lambda _: ready.set()))
+    await asyncio.wait_for(ready.wait(), 30)
+    return running
+
+
+async def test_a_queue_serves_one_worker_at_a_time_and_the_next_once_it_stops(
+    host: Runtime,
+) -> None:
+    queue = host.queue
+    assert isinstance(queue, WorkQueue)
+    first, second = queue.worker(host), queue.worker(host)
+    running = await _serving(first)
+    with pytest.raises(RuntimeError, match="one worker at a time"):
+        await asyncio.wait_for(second.run(), 30)
+    first.drain()
+    await asyncio.wait_for(running, 30)
+    running = await _serving(second)
+    try:
+        session = await host.create_session(host.agent_named("bot"))
+        await session.submit("hello")
+        result = await session.wait(timeout=30)
+        assert result.status is RunStatus.COMPLETED  # its jobs reach the worker now serving
+    finally:
+        second.drain()
+        await asyncio.wait_for(running, 30)

@@ -17,7 +17,8 @@ from queue_support import Workers, host_runtime, log_problems, marks, tool_resul
 from pg import PG_DSN, requires_postgres
 from taskloom import RunStatus, Runtime, Usage
 from taskloom.background import BackgroundNotice, BackgroundService
-from taskloom.entries import DeferredEntry, DeferredItem, RunFinishedEntry, RunStartedEntry
+from taskloom.distributed import WorkQueue
+from taskloom.entries import DeferredEntry, DeferredItem, RunFinishedEntry, RunStartedEntry, Steer
 from taskloom.errors import UsageError
 from taskloom.stores import Entry
 
@@ -252,3 +253,20 @@ async def test_scheduled_wake_ups_fire_list_and_cancel(host: Runtime, workers: W
     await session.wait(timeout=30)
     assert len(finished(await session.entries())) == runs
     assert log_problems(await session.entries()) == []
+
+
+async def test_a_schedule_without_input_runs_the_session_on_what_it_has(
+    host: Runtime, workers: Workers
+) -> None:
+    """Its firing writes nothing, so its run must not be one that runs only on news."""
+    queue = host.queue
+    assert isinstance(queue, WorkQueue)
+    session = await host.create_session(host.agent_named("bot"))
+    workers.start()
+    beat = await queue.schedule(session.id, every=timedelta(seconds=1))
+    await until(lambda: _has_runs(host, session.id), timeout=30)
+    assert await queue.cancel_schedule(beat.id)
+    await session.wait(timeout=30)
+    entries = await session.entries()
+    assert finished(entries)[0].status is RunStatus.COMPLETED
+    assert not any(isinstance(e.payload, Steer) for e in entries)

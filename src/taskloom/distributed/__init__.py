@@ -17,7 +17,10 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ._queue import QueueDispatcher, QueueStatus, Schedule, WorkQueue
+    from ._admin import QueueStatus
+    from ._dispatch import QueueDispatcher
+    from ._queue import WorkQueue
+    from ._schedules import Schedule
     from ._worker import QueueWorker
 
 __all__ = ["QueueDispatcher", "QueueStatus", "QueueWorker", "Schedule", "WorkQueue"]
@@ -25,9 +28,9 @@ __all__ = ["QueueDispatcher", "QueueStatus", "QueueWorker", "Schedule", "WorkQue
 __getattr__ = lazy_exports(
     __name__,
     {
-        "QueueDispatcher": "._queue",
-        "QueueStatus": "._queue",
-        "Schedule": "._queue",
+        "QueueDispatcher": "._dispatch",
+        "QueueStatus": "._admin",
+        "Schedule": "._schedules",
         "WorkQueue": "._queue",
         "QueueWorker": "._worker",
     },

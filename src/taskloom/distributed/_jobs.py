@@ -19,11 +19,12 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from procrastinate import exceptions, jobs, manager, retry
 
-__all__ = ["Busy", "Drained", "FencedJobManager", "JobStrategy", "Lost", "Malformed"]
+__all__ = ["Busy", "Drained", "FencedJobManager", "JobStrategy", "Lost", "Malformed", "logged"]
 
 logger = logging.getLogger("taskloom.distributed")
 
@@ -79,6 +80,18 @@ class JobStrategy(retry.BaseRetryStrategy):
         if isinstance(exception, Drained | Lost | asyncio.CancelledError):
             return retry.RetryDecision(retry_in={"seconds": 0})
         return None
+
+
+async def logged(job: jobs.Job, body: Callable[[], Awaitable[str]]) -> str:
+    """Run a job's body; one log line for a job that did not simply succeed, saying why."""
+    try:
+        return await body()
+    except (Busy, Drained, Lost) as exc:
+        logger.info("job %s (%s) goes back in the queue: %s", job.id, job.task_name, exc)
+        raise
+    except Exception as exc:
+        logger.error("job %s (%s) failed: %s: %s", job.id, job.task_name, type(exc).__name__, exc)
+        raise
 
 
 class FencedJobManager(manager.JobManager):

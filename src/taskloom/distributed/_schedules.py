@@ -1,4 +1,4 @@
-"""Scheduled wake-ups: when a schedule fires next, and what a firing does.
+"""Scheduled wake-ups: `Scheduler` keeps them, and fires them as their time comes.
 
 procrastinate's periodic tasks are declared in code, one registry per worker
 process; a schedule made at run time for one session cannot be one. So each
@@ -10,20 +10,152 @@ queues that tick in the same transaction, then queues the session's run.
 
 from __future__ import annotations
 
-import logging
+import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..entries import Entry, Steer
 from ..errors import UsageError
+from ._database import QueueDatabase
+from ._runs import RunDemand, RunJobs
+from ._tasks import TICK_TASK
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
-    from ._queue import Schedule, WorkQueue
+    from psycopg import AsyncConnection
 
-__all__ = ["fire", "first_time", "next_time", "schedule_of"]
+    from ..stores import SessionStore
 
-logger = logging.getLogger("taskloom.distributed")
+__all__ = ["Schedule", "Scheduler", "first_time", "next_time"]
+
+_COLUMNS = "id, session_id, every_seconds, cron, input, next_at"
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A scheduled wake-up of a session: every `every`, or on `cron` (with seconds
+    as an optional sixth field); `input` is written as steering when it fires."""
+
+    id: str
+    session_id: str
+    every: timedelta | None
+    cron: str | None
+    input: str | None
+    next_at: datetime
+
+
+def _schedule_of(row: tuple[Any, ...]) -> Schedule:
+    """A `Schedule` from its table row (`_COLUMNS`, in order)."""
+    sid, session_id, every_seconds, cron, text, next_at = row
+    every = timedelta(seconds=every_seconds) if every_seconds is not None else None
+    return Schedule(sid, session_id, every, cron, text, next_at)
+
+
+class Scheduler:
+    """The scheduled wake-ups in `database`; a firing queues its run with `runs`,
+    and its next tick on the procrastinate queue `queue`."""
+
+    def __init__(self, database: QueueDatabase, runs: RunJobs, *, queue: str) -> None:
+        self._database = database
+        self._runs = runs
+        self._queue = queue
+
+    async def schedule(
+        self,
+        session_id: str,
+        *,
+        every: timedelta | None = None,
+        cron: str | None = None,
+        input: str | None = None,
+    ) -> Schedule:
+        """Wake the session every `every`, or on `cron`; `input` is written as
+        steering each time (without it, the session runs on what it has)."""
+        if (every is None) == (cron is None):
+            raise UsageError("schedule() takes one of every= or cron=")
+        if every is not None and every.total_seconds() <= 0:
+            raise UsageError("schedule(every=...) must be positive")
+        first = first_time(every, cron, datetime.now(UTC))
+        schedule = Schedule(uuid.uuid4().hex, session_id, every, cron, input, first)
+        async with self._database.connection() as conn, conn.transaction():
+            await conn.execute(
+                f"INSERT INTO taskloom_queue_schedules ({_COLUMNS}) "
+                "VALUES (%s, %s, %s, %s, %s, %s)",
+                (
+                    schedule.id,
+                    session_id,
+                    every.total_seconds() if every is not None else None,
+                    cron,
+                    input,
+                    first,
+                ),
+            )
+            await self._defer_tick(schedule.id, first, conn)
+        return schedule
+
+    async def schedules(self, session_id: str | None = None) -> list[Schedule]:
+        """The scheduled wake-ups, of one session or all, by next firing time."""
+        async with self._database.connection() as conn:
+            cur = await conn.execute(
+                f"SELECT {_COLUMNS} FROM taskloom_queue_schedules "
+                "WHERE %(sid)s::text IS NULL OR session_id = %(sid)s ORDER BY next_at, id",
+                {"sid": session_id},
+            )
+            return [_schedule_of(row) for row in await cur.fetchall()]
+
+    async def cancel(self, schedule_id: str) -> bool:
+        """Stop a scheduled wake-up; False if there was none with that id."""
+        async with self._database.connection() as conn:
+            cur = await conn.execute(
+                "DELETE FROM taskloom_queue_schedules WHERE id = %s RETURNING id", (schedule_id,)
+            )
+            gone = await cur.fetchone() is not None
+        # A firing already queued finds no schedule and does nothing; cancel it anyway.
+        manager = (await self._database.app()).job_manager
+        for job in await manager.list_jobs_async(
+            queueing_lock=f"schedule:{schedule_id}", status="todo"
+        ):
+            assert job.id is not None
+            await manager.cancel_job_by_id_async(job.id)
+        return gone
+
+    async def fire(self, store: SessionStore, schedule_id: str, due: float) -> str:
+        """Fire the schedule if it is still due at `due` (epoch seconds), writing its
+        input to the session in `store`; what happened."""
+        async with self._database.connection() as conn, conn.transaction():
+            cur = await conn.execute(
+                f"SELECT {_COLUMNS} FROM taskloom_queue_schedules WHERE id = %s FOR UPDATE",
+                (schedule_id,),
+            )
+            row = await cur.fetchone()
+            if row is None:
+                return "cancelled"
+            schedule = _schedule_of(row)
+            if abs(schedule.next_at.timestamp() - due) > 0.001:
+                return "already fired"  # a redelivered tick of a firing that went through
+            nxt = next_time(schedule.every, schedule.cron, schedule.next_at, datetime.now(UTC))
+            await conn.execute(
+                "UPDATE taskloom_queue_schedules SET next_at = %s WHERE id = %s", (nxt, schedule_id)
+            )
+            await self._defer_tick(schedule_id, nxt, conn)
+        # After the commit: a crash here skips one firing rather than doubling its input.
+        if schedule.input is None:
+            demand = RunDemand.ALWAYS
+        else:
+            await store.append(schedule.session_id, Entry.of(Steer(schedule.input)))
+            demand = RunDemand.IF_NEEDED  # the steering is the news it runs on
+        await self._runs.submit(schedule.session_id, demand, reason="schedule", options=None)
+        return f"fired; next at {nxt.isoformat()}"
+
+    async def _defer_tick(self, schedule_id: str, at: datetime, conn: AsyncConnection[Any]) -> None:
+        await self._database.defer(
+            TICK_TASK,
+            {"schedule_id": schedule_id, "due": at.timestamp()},
+            queue=self._queue,
+            lock=None,
+            queueing_lock=f"schedule:{schedule_id}",
+            at=at,
+            connection=conn,
+        )
 
 
 def _cron_next(cron: str, after: datetime) -> datetime:
@@ -54,42 +186,3 @@ def next_time(every: timedelta | None, cron: str | None, due: datetime, now: dat
         missed = (now - due) // every
         nxt = due + every * (missed + 1)
     return nxt
-
-
-def schedule_of(row: tuple[Any, ...]) -> Schedule:
-    """A `Schedule` from its table row."""
-    from ._queue import Schedule
-
-    sid, session_id, every_seconds, cron, text, next_at = row
-    every = timedelta(seconds=every_seconds) if every_seconds is not None else None
-    return Schedule(sid, session_id, every, cron, text, next_at)
-
-
-async def fire(queue: WorkQueue, runtime: Runtime, schedule_id: str, due: float) -> str:
-    """Fire the schedule if it is still due at `due` (epoch seconds); what happened."""
-    pool = queue._pool
-    assert pool is not None
-    async with pool.connection() as conn, conn.transaction():
-        cur = await conn.execute(
-            "SELECT id, session_id, every_seconds, cron, input, next_at "
-            "FROM taskloom_queue_schedules WHERE id = %s FOR UPDATE",
-            (schedule_id,),
-        )
-        row = await cur.fetchone()
-        if row is None:
-            return "cancelled"
-        schedule = schedule_of(row)
-        if abs(schedule.next_at.timestamp() - due) > 0.001:
-            return "already fired"  # a redelivered tick of a firing that went through
-        nxt = next_time(schedule.every, schedule.cron, schedule.next_at, datetime.now(UTC))
-        await conn.execute(
-            "UPDATE taskloom_queue_schedules SET next_at = %s WHERE id = %s", (nxt, schedule_id)
-        )
-        await queue._defer_tick(schedule_id, nxt, conn)
-    # After the commit: a crash here skips one firing rather than doubling its input.
-    if schedule.input is not None:
-        await runtime.store.append(schedule.session_id, Entry.of(Steer(schedule.input)))
-    await queue.submit_run(
-        schedule.session_id, reason="schedule", explicit=schedule.input is None, options=None
-    )
-    return f"fired; next at {nxt.isoformat()}"

@@ -1,265 +1,75 @@
-"""What a worker does with each kind of job.
+"""taskloom's three procrastinate tasks, run by the worker serving the queue.
 
-A `taskloom.run` job brings its session up to date, from the log alone: a
-parked turn whose calls are all decided is resumed; steering that waits, a
-run cut off (by a crash, or by a drain that put the job back), or a job that
-asked for a run explicitly, runs the session; deferred items and notices
-that wait wake it, at most `Runtime.max_wakeups` runs in a row before a user
-turn; anything else means the job has nothing to do (another run already did
-it). So any number of jobs of one session may be queued, redelivered or
-coalesced: each does what the log still needs, no more.
+procrastinate finds a job's code by its task name on the app, which opens
+before any worker exists (a host only queues jobs). So the tasks are
+declared once, as the app opens, and hand each job to the `JobBodies` of the
+worker serving the queue: `QueueWorker.run` binds its bodies for as long as
+it runs (`JobTasks.serving`), one worker per queue at a time; a job taken
+while none is bound fails with a `ConfigurationError`.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..background import BackgroundService
-from ..delegation import ChildSpec, ChildWorker
-from ..entries import Entry, MessageEntry, RunFinishedEntry, RunStartedEntry, Steer
-from ..errors import ConfigurationError, SessionBusy, StaleLeaseError
-from ..loop import RunStatus, SessionLog, StopSignal
-from ..runtime import Runtime, Session
-from ._jobs import Busy, Drained, JobStrategy, Lost, Malformed
-from ._queue import CHILD_TASK, RUN_TASK, TICK_TASK, options_from_json
+from ..errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from procrastinate import App, JobContext, jobs
+    from procrastinate import App, JobContext
 
-    from ._queue import WorkQueue
+    from ._bodies import JobBodies
 
-__all__ = ["DRAIN_REASON", "JobBodies", "register_tasks", "wakeups_in_a_row"]
+__all__ = ["CHILD_TASK", "RUN_TASK", "TICK_TASK", "JobTasks"]
 
-logger = logging.getLogger("taskloom.distributed")
+RUN_TASK = "taskloom.run"
+"""Bring a session up to date: a submitted run, a resume, a wake-up."""
 
-DRAIN_REASON = "the worker is shutting down"
+CHILD_TASK = "taskloom.child"
+"""Run a background child from its `ChildSpec`."""
 
-
-def register_tasks(app: App, queue: WorkQueue) -> None:
-    """Declare taskloom's three tasks on `app`; their bodies are the bound worker's."""
-
-    def bodies() -> JobBodies:
-        if not isinstance(queue._bodies, JobBodies):
-            raise ConfigurationError("this process runs no taskloom worker for the queue")
-        return queue._bodies
-
-    async def run(context: JobContext, /, **args: Any) -> str:
-        return await _logged(context.job, lambda: bodies().run_session(context.job, args))
-
-    async def child(context: JobContext, /, **args: Any) -> str:
-        return await _logged(context.job, lambda: bodies().run_child(context.job, args))
-
-    async def tick(context: JobContext, /, **args: Any) -> str:
-        return await _logged(context.job, lambda: bodies().fire_schedule(args))
-
-    strategy = JobStrategy()
-    for name, fn, queue_name in (
-        (RUN_TASK, run, queue.runs),
-        (CHILD_TASK, child, queue.children),
-        (TICK_TASK, tick, queue.runs),
-    ):
-        app.task(name=name, queue=queue_name, pass_context=True, retry=strategy)(fn)
+TICK_TASK = "taskloom.tick"
+"""Fire a scheduled wake-up."""
 
 
-async def _logged(job: jobs.Job, body: Callable[[], Awaitable[str]]) -> str:
-    """Run a job body; one log line for a job that did not simply succeed, saying why."""
-    try:
-        return await body()
-    except (Busy, Drained, Lost) as exc:
-        logger.info("job %s (%s) goes back in the queue: %s", job.id, job.task_name, exc)
-        raise
-    except Exception as exc:
-        logger.error("job %s (%s) failed: %s: %s", job.id, job.task_name, type(exc).__name__, exc)
-        raise
+class JobTasks:
+    """The three tasks on a queue's app, and the worker bodies their jobs run with."""
 
+    def __init__(self) -> None:
+        self._bodies: JobBodies | None = None
 
-def _field(args: dict[str, Any], name: str, kind: type, job: str) -> Any:
-    value = args.get(name)
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise Malformed(
-            f"malformed {job} job: {name!r} must be a {kind.__name__}, got {value!r}"[:300]
-        )
-    return value
+    def declare(self, app: App) -> None:
+        """Declare the three tasks on `app`."""
+        # procrastinate is the distributed extra: imported once the queue is used.
+        from ._jobs import JobStrategy, logged
 
+        async def run(context: JobContext, /, **args: Any) -> str:
+            return await logged(context.job, lambda: self._bound().run_session(context.job, args))
 
-def wakeups_in_a_row(entries: Iterable[Entry]) -> int:
-    """Runs started since the last user turn (input given to a run, or steering
-    folded in), counted over a session's whole log."""
-    steers: set[int] = set()
-    count = 0
-    for entry in entries:
-        payload = entry.payload
-        if isinstance(payload, Steer):
-            steers.add(entry.position)
-        elif isinstance(payload, MessageEntry) and payload.message.role == "user":
-            if not payload.folds or steers.intersection(payload.folds):
-                count = 0
-        elif isinstance(payload, RunStartedEntry) and not payload.resume:
-            count += 1
-    return count
+        async def child(context: JobContext, /, **args: Any) -> str:
+            return await logged(context.job, lambda: self._bound().run_child(context.job, args))
 
+        async def tick(context: JobContext, /, **args: Any) -> str:
+            return await logged(context.job, lambda: self._bound().fire_schedule(args))
 
-def _run_cut_off(log: SessionLog) -> bool:
-    """The log's last run has no end: its writer died (or was cancelled) mid-run."""
-    started, finished = log.last_run_started, log.last_finished
-    return started is not None and (finished is None or finished.position < started.position)
-
-
-class JobBodies:
-    """The job bodies of one worker process, running with its `runtime`."""
-
-    def __init__(self, queue: WorkQueue, runtime: Runtime) -> None:
-        self.queue = queue
-        self.runtime = runtime
-        self.draining = False
-        self._stops: set[StopSignal] = set()
-
-    def drain(self) -> None:
-        """Stop every run in flight at its next boundary; their jobs go back in the queue."""
-        self.draining = True
-        for stop in list(self._stops):
-            stop.set(DRAIN_REASON)
+        strategy = JobStrategy()
+        for name, body in ((RUN_TASK, run), (CHILD_TASK, child), (TICK_TASK, tick)):
+            app.task(name=name, pass_context=True, retry=strategy)(body)
 
     @contextmanager
-    def _running(self, stop: StopSignal) -> Iterator[None]:
-        self._stops.add(stop)
-        if self.draining:
-            stop.set(DRAIN_REASON)
+    def serving(self, bodies: JobBodies) -> Iterator[None]:
+        """Run this process's jobs with `bodies` until the block ends; a second
+        worker serving the same queue at once is a `RuntimeError`."""
+        if self._bodies is not None:
+            raise RuntimeError("one WorkQueue serves one worker at a time")
+        self._bodies = bodies
         try:
             yield
         finally:
-            self._stops.discard(stop)
+            self._bodies = None
 
-    # ------------------------------------------------------------ runs
-
-    async def run_session(self, job: jobs.Job, args: dict[str, Any]) -> str:
-        """Bring the session up to date (see the module docstring); what was done."""
-        session_id = _field(args, "session_id", str, "run")
-        explicit = _field(args, "explicit", bool, "run")
-        try:
-            options = options_from_json(args.get("options"))
-        except ValueError as exc:
-            raise Malformed(f"malformed run job: {exc}") from None
-        rt = self.runtime
-        meta = await rt.store.get(session_id)
-        try:
-            agent = rt.agent_named(meta.agent)
-        except ConfigurationError as exc:
-            # In the log, where whoever waits on the session looks; the job
-            # fails for good: retrying on this worker would not cure it.
-            failure = RunFinishedEntry(RunStatus.FAILED, f"ConfigurationError: {exc}")
-            await rt.store.append(session_id, Entry.of(failure, f"job-{job.id}"))
-            raise
-        session = Session(rt, session_id, agent)
-        stop = options.stop
-        with self._running(stop):
-            try:
-                async with session.hold():
-                    await session.sync()
-                    plan = await self._plan(session, job, explicit)
-                    if plan is None:
-                        return "nothing to do"
-                    if self.draining:
-                        raise Drained(f"session {session_id}: not started, the worker is stopping")
-                    await self._mark(job, session, drained=False)
-                    raw_trace = args.get("traceparent")
-                    with rt.observer.continue_trace(
-                        raw_trace if isinstance(raw_trace, str) else None
-                    ):
-                        if plan == "resume":
-                            result = await session.resume(options=options)
-                        else:
-                            result = await session.run(None, options=options)
-                    if result.status is RunStatus.STOPPED and stop.reason == DRAIN_REASON:
-                        await self._mark(job, session, drained=True)
-                        raise Drained(f"session {session_id}: stopped to shut down; queued again")
-            except SessionBusy as exc:
-                raise Busy(str(exc), job.attempts) from None
-            except StaleLeaseError as exc:
-                raise Lost(f"session {session_id} was taken over: {exc}") from None
-        return result.status.value
-
-    async def _plan(self, session: Session, job: jobs.Job, explicit: bool) -> str | None:
-        log = session.log
-        parked = log.parked()
-        if parked:
-            waiting = [c for c in parked if log.request(c.id) and not log.decision(c.id)]
-            return None if waiting else "resume"
-        mark = await self._marked(job)
-        if explicit and mark is None:
-            return "run"
-        if mark is not None and mark[1]:
-            return "run"  # this job was drained mid-run: go on with it
-        if any(isinstance(e.payload, Steer) for e in log.pending):
-            return "run"
-        if _run_cut_off(log) or log.open_calls():
-            return "run"
-        waiting_news = bool(log.pending) or bool(
-            await BackgroundService.of(self.runtime).inbox.pending(session.id)
-        )
-        # News alone (a notice, a deferred item) runs the session only where
-        # the host asked for wake-ups: a redelivered job whose run already
-        # ended must not become one.
-        if (
-            waiting_news
-            and self.runtime.wake_on_notice
-            and wakeups_in_a_row(await session.entries()) < self.runtime.max_wakeups
-        ):
-            return "run"
-        return None
-
-    async def _marked(self, job: jobs.Job) -> tuple[int, bool] | None:
-        pool = self.queue._pool
-        assert pool is not None
-        async with pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT position, drained FROM taskloom_queue_runs WHERE job_id = %s", (job.id,)
-            )
-            row = await cur.fetchone()
-        return None if row is None else (int(row[0]), bool(row[1]))
-
-    async def _mark(self, job: jobs.Job, session: Session, *, drained: bool) -> None:
-        pool = self.queue._pool
-        assert pool is not None
-        async with pool.connection() as conn:
-            await conn.execute(
-                "INSERT INTO taskloom_queue_runs (job_id, session_id, position, drained) "
-                "VALUES (%s, %s, %s, %s) ON CONFLICT (job_id) DO UPDATE "
-                "SET position = EXCLUDED.position, drained = EXCLUDED.drained",
-                (job.id, session.id, session.log.position, drained),
-            )
-
-    # ------------------------------------------------------------ children
-
-    async def run_child(self, job: jobs.Job, args: dict[str, Any]) -> str:
-        """Run a background child with the fenced `ChildWorker`; its status."""
-        raw = _field(args, "spec", dict, "child")
-        try:
-            spec = ChildSpec.from_dict(raw)
-        except TypeError as exc:
-            raise Malformed(f"malformed child job: {exc}") from None
-        for name in ("child_session_id", "parent_session_id", "name", "task"):
-            if not isinstance(getattr(spec, name), str):
-                raise Malformed(f"malformed child job: spec.{name} must be a string")
-        status = await ChildWorker(self.runtime, worker_id=f"job-{job.id}").run(spec)
-        if status is None:
-            raise Busy(f"child {spec.child_session_id} is held by another worker", job.attempts)
-        if self.runtime.wake_on_notice:
-            # Also after a redelivery, whose report (already pushed) wakes no one.
-            await self.queue.wake(spec.parent_session_id)
-        return status.value
-
-    # ------------------------------------------------------------ schedules
-
-    async def fire_schedule(self, args: dict[str, Any]) -> str:
-        """Fire a scheduled wake-up (see `_schedules`)."""
-        from ._schedules import fire
-
-        schedule_id = _field(args, "schedule_id", str, "tick")
-        due = args.get("due")
-        if not isinstance(due, int | float) or isinstance(due, bool):
-            raise Malformed(f"malformed tick job: 'due' must be a number, got {due!r}")
-        return await fire(self.queue, self.runtime, schedule_id, float(due))
+    def _bound(self) -> JobBodies:
+        if self._bodies is None:
+            raise ConfigurationError("this process runs no taskloom worker for the queue")
+        return self._bodies

@@ -19,7 +19,9 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ._tasks import JobBodies
+from procrastinate.worker import Worker
+
+from ._bodies import JobBodies
 
 if TYPE_CHECKING:
     from procrastinate import App
@@ -53,9 +55,9 @@ class QueueWorker:
         self.runtime = runtime
         self.concurrency = concurrency
         self.queues = queues or (queue.runs, queue.children)
-        self.bodies = JobBodies(queue, runtime)
+        self.bodies = JobBodies(queue.database, queue.run_jobs, queue.scheduler, runtime)
         self.worker_id: int | None = None
-        self._worker: object | None = None
+        self._worker: Worker | None = None
         self._stop = asyncio.Event()
 
     async def run(self, on_ready: Callable[[QueueWorker], None] | None = None) -> None:
@@ -64,12 +66,11 @@ class QueueWorker:
         `on_ready(self)` is called once the worker is registered (its
         `worker_id` set) and taking jobs.
         """
-        from procrastinate.worker import Worker
+        app = await self.queue.database.app()
+        with self.queue.tasks.serving(self.bodies):
+            await self._serve(app, on_ready)
 
-        app = await self.queue.app()
-        if self.queue._bodies is not None and self.queue._bodies is not self.bodies:
-            raise RuntimeError("one WorkQueue serves one worker at a time")
-        self.queue._bodies = self.bodies
+    async def _serve(self, app: App, on_ready: Callable[[QueueWorker], None] | None) -> None:
         worker = Worker(
             app,
             queues=list(self.queues),
@@ -103,23 +104,17 @@ class QueueWorker:
                 running.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await running
-            self.queue._bodies = None
 
     def drain(self) -> None:
         """Stop taking jobs; runs in flight stop at their next boundary (STOPPED) and
         go back in the queue; background children in flight run to their end,
         since a child stopped here would end for good. `run()` then returns."""
-        from procrastinate.worker import Worker
-
         self._stop.set()
         self.bodies.drain()
-        if isinstance(self._worker, Worker):
+        if self._worker is not None:
             self._worker.stop()  # type: ignore[no-untyped-call]
 
-    async def _keep(self, app: App, worker: object) -> None:
-        from procrastinate.worker import Worker
-
-        assert isinstance(worker, Worker)
+    async def _keep(self, app: App, worker: Worker) -> None:
         queue = self.queue
         manager = app.job_manager
         loop = asyncio.get_running_loop()

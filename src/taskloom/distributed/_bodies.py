@@ -1,0 +1,234 @@
+"""What a worker does with each kind of job (`JobBodies`).
+
+A `taskloom.run` job brings its session up to date, from the log alone: a
+parked turn whose calls are all decided is resumed; steering that waits, a
+run cut off (by a crash, or by a drain that put the job back), or a job that
+asked for a run whatever the log holds (`RunDemand.ALWAYS`), runs the
+session; deferred items and notices that wait wake it, at most
+`Runtime.max_wakeups` runs in a row before a user turn; anything else means
+the job has nothing to do (another run already did it). So any number of
+jobs of one session may be queued, redelivered or coalesced: each does what
+the log still needs, no more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from ..background import BackgroundService
+from ..delegation import ChildSpec, ChildWorker
+from ..entries import Entry, MessageEntry, RunFinishedEntry, RunStartedEntry, Steer
+from ..errors import ConfigurationError, SessionBusy, StaleLeaseError
+from ..loop import RunStatus, SessionLog, StopSignal
+from ..runtime import Runtime, Session
+from ._database import QueueDatabase
+from ._jobs import Busy, Drained, Lost, Malformed
+from ._runs import RunDemand, RunJobs, options_from_json
+from ._schedules import Scheduler
+
+if TYPE_CHECKING:
+    from procrastinate import jobs
+
+__all__ = ["DRAIN_REASON", "JobBodies", "wakeups_in_a_row"]
+
+DRAIN_REASON = "the worker is shutting down"
+
+
+def _field(args: dict[str, Any], name: str, kind: type, job: str) -> Any:
+    value = args.get(name)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise Malformed(
+            f"malformed {job} job: {name!r} must be a {kind.__name__}, got {value!r}"[:300]
+        )
+    return value
+
+
+def wakeups_in_a_row(entries: Iterable[Entry]) -> int:
+    """Runs started since the last user turn (input given to a run, or steering
+    folded in), counted over a session's whole log."""
+    steers: set[int] = set()
+    count = 0
+    for entry in entries:
+        payload = entry.payload
+        if isinstance(payload, Steer):
+            steers.add(entry.position)
+        elif isinstance(payload, MessageEntry) and payload.message.role == "user":
+            if not payload.folds or steers.intersection(payload.folds):
+                count = 0
+        elif isinstance(payload, RunStartedEntry) and not payload.resume:
+            count += 1
+    return count
+
+
+def _run_cut_off(log: SessionLog) -> bool:
+    """The log's last run has no end: its writer died (or was cancelled) mid-run."""
+    started, finished = log.last_run_started, log.last_finished
+    return started is not None and (finished is None or finished.position < started.position)
+
+
+class JobBodies:
+    """The job bodies of one worker process, running with its `runtime`. A
+    child that ends wakes its parent through `runs`, a tick fires through
+    `scheduler`, and `database` keeps where each run job started its run."""
+
+    def __init__(
+        self, database: QueueDatabase, runs: RunJobs, scheduler: Scheduler, runtime: Runtime
+    ) -> None:
+        self.runtime = runtime
+        self._database = database
+        self._runs = runs
+        self._scheduler = scheduler
+        self.draining = False
+        self._stops: set[StopSignal] = set()
+
+    def drain(self) -> None:
+        """Stop every run in flight at its next boundary; their jobs go back in the queue."""
+        self.draining = True
+        for stop in list(self._stops):
+            stop.set(DRAIN_REASON)
+
+    @contextmanager
+    def _running(self, stop: StopSignal) -> Iterator[None]:
+        self._stops.add(stop)
+        if self.draining:
+            stop.set(DRAIN_REASON)
+        try:
+            yield
+        finally:
+            self._stops.discard(stop)
+
+    # ------------------------------------------------------------ runs
+
+    async def run_session(self, job: jobs.Job, args: dict[str, Any]) -> str:
+        """Bring the session up to date (see the module docstring); what was done."""
+        session_id = _field(args, "session_id", str, "run")
+        demand = RunDemand(_field(args, "explicit", bool, "run"))
+        try:
+            options = options_from_json(args.get("options"))
+        except ValueError as exc:
+            raise Malformed(f"malformed run job: {exc}") from None
+        rt = self.runtime
+        meta = await rt.store.get(session_id)
+        try:
+            agent = rt.agent_named(meta.agent)
+        except ConfigurationError as exc:
+            # In the log, where whoever waits on the session looks; the job
+            # fails for good: retrying on this worker would not cure it.
+            failure = RunFinishedEntry(RunStatus.FAILED, f"ConfigurationError: {exc}")
+            await rt.store.append(session_id, Entry.of(failure, f"job-{job.id}"))
+            raise
+        session = Session(rt, session_id, agent)
+        stop = options.stop
+        with self._running(stop):
+            try:
+                async with session.hold():
+                    await session.sync()
+                    plan = await self._plan(session, job, demand)
+                    if plan is None:
+                        return "nothing to do"
+                    if self.draining:
+                        raise Drained(f"session {session_id}: not started, the worker is stopping")
+                    await self._mark_started(job, session)
+                    raw_trace = args.get("traceparent")
+                    with rt.observer.continue_trace(
+                        raw_trace if isinstance(raw_trace, str) else None
+                    ):
+                        if plan == "resume":
+                            result = await session.resume(options=options)
+                        else:
+                            result = await session.run(None, options=options)
+                    if result.status is RunStatus.STOPPED and stop.reason == DRAIN_REASON:
+                        await self._mark_drained(job, session)
+                        raise Drained(f"session {session_id}: stopped to shut down; queued again")
+            except SessionBusy as exc:
+                raise Busy(str(exc), job.attempts) from None
+            except StaleLeaseError as exc:
+                raise Lost(f"session {session_id} was taken over: {exc}") from None
+        return result.status.value
+
+    async def _plan(self, session: Session, job: jobs.Job, demand: RunDemand) -> str | None:
+        log = session.log
+        parked = log.parked()
+        if parked:
+            waiting = [c for c in parked if log.request(c.id) and not log.decision(c.id)]
+            return None if waiting else "resume"
+        mark = await self._marked(job)
+        if demand is RunDemand.ALWAYS and mark is None:
+            return "run"
+        if mark is not None and mark[1]:
+            return "run"  # this job was drained mid-run: go on with it
+        if any(isinstance(e.payload, Steer) for e in log.pending):
+            return "run"
+        if _run_cut_off(log) or log.open_calls():
+            return "run"
+        waiting_news = bool(log.pending) or bool(
+            await BackgroundService.of(self.runtime).inbox.pending(session.id)
+        )
+        # News alone (a notice, a deferred item) runs the session only where
+        # the host asked for wake-ups: a redelivered job whose run already
+        # ended must not become one.
+        if (
+            waiting_news
+            and self.runtime.wake_on_notice
+            and wakeups_in_a_row(await session.entries()) < self.runtime.max_wakeups
+        ):
+            return "run"
+        return None
+
+    async def _marked(self, job: jobs.Job) -> tuple[int, bool] | None:
+        async with self._database.connection() as conn:
+            cur = await conn.execute(
+                "SELECT position, drained FROM taskloom_queue_runs WHERE job_id = %s", (job.id,)
+            )
+            row = await cur.fetchone()
+        return None if row is None else (int(row[0]), bool(row[1]))
+
+    async def _mark_started(self, job: jobs.Job, session: Session) -> None:
+        """Where the job's run starts: its redelivery does not start it again."""
+        async with self._database.connection() as conn:
+            await conn.execute(
+                "INSERT INTO taskloom_queue_runs (job_id, session_id, position, drained) "
+                "VALUES (%s, %s, %s, false) ON CONFLICT (job_id) DO UPDATE "
+                "SET position = EXCLUDED.position, drained = false",
+                (job.id, session.id, session.log.position),
+            )
+
+    async def _mark_drained(self, job: jobs.Job, session: Session) -> None:
+        """A drain cut the job's run: its redelivery goes on with it."""
+        async with self._database.connection() as conn:
+            await conn.execute(
+                "UPDATE taskloom_queue_runs SET position = %s, drained = true WHERE job_id = %s",
+                (session.log.position, job.id),
+            )
+
+    # ------------------------------------------------------------ children
+
+    async def run_child(self, job: jobs.Job, args: dict[str, Any]) -> str:
+        """Run a background child with the fenced `ChildWorker`; its status."""
+        raw = _field(args, "spec", dict, "child")
+        try:
+            spec = ChildSpec.from_dict(raw)
+        except TypeError as exc:
+            raise Malformed(f"malformed child job: {exc}") from None
+        for name in ("child_session_id", "parent_session_id", "name", "task"):
+            if not isinstance(getattr(spec, name), str):
+                raise Malformed(f"malformed child job: spec.{name} must be a string")
+        status = await ChildWorker(self.runtime, worker_id=f"job-{job.id}").run(spec)
+        if status is None:
+            raise Busy(f"child {spec.child_session_id} is held by another worker", job.attempts)
+        if self.runtime.wake_on_notice:
+            # Also after a redelivery, whose report (already pushed) wakes no one.
+            await self._runs.wake(spec.parent_session_id)
+        return status.value
+
+    # ------------------------------------------------------------ schedules
+
+    async def fire_schedule(self, args: dict[str, Any]) -> str:
+        """Fire a scheduled wake-up (see `Scheduler.fire`)."""
+        schedule_id = _field(args, "schedule_id", str, "tick")
+        due = args.get("due")
+        if not isinstance(due, int | float) or isinstance(due, bool):
+            raise Malformed(f"malformed tick job: 'due' must be a number, got {due!r}")
+        return await self._scheduler.fire(self.runtime.store, schedule_id, float(due))

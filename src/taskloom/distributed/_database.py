@@ -1,0 +1,213 @@
+"""`QueueDatabase`: the one PostgreSQL database every part of a work queue shares.
+
+It owns what the parts must not each open for themselves: the procrastinate
+app (with taskloom's fenced job manager and its three tasks), the connection
+pool beside it, the connection options that put unqualified names in the
+store's schema, and the queue's migrations. It opens lazily, once, in the
+event loop that first uses it; `close()` releases it and a later use opens
+it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from ..backends.postgres import PostgresDatabase, quote_ident
+from ..errors import SchemaNotMigrated, StoreUnavailable, UsageError
+from ._schema import queue_migrations, search_path
+
+if TYPE_CHECKING:
+    from procrastinate import App
+    from psycopg_pool import AsyncConnectionPool
+
+    from ._tasks import JobTasks
+
+__all__ = ["QueueDatabase"]
+
+_DEFER_ATTEMPTS = 10
+"""How often a coalescing defer looks for the waiting job it joins before giving up."""
+
+
+class QueueDatabase:
+    """The work queue's database at `url`, with the queue's tables in `schema`.
+
+    With `migrate`, opening creates or migrates the tables; without, it
+    refuses a database whose tables are missing or out of date. `tasks` are
+    declared on the app as it opens. Connecting gives up after
+    `connect_timeout` seconds; the pool holds up to `pool_size` connections.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        tasks: JobTasks,
+        schema: str | None = None,
+        migrate: bool = True,
+        connect_timeout: float = 10.0,
+        pool_size: int = 4,
+    ) -> None:
+        self.url = url
+        self.schema = schema
+        self.migrate = migrate
+        self.connect_timeout = connect_timeout
+        self._tasks = tasks
+        self._pool_size = pool_size
+        self._options = search_path(schema, url)
+        self._app: App | None = None
+        self._pool: AsyncConnectionPool[Any] | None = None
+        self._opening = asyncio.Lock()
+
+    @property
+    def connect_kwargs(self) -> dict[str, Any]:
+        """What every connection to the queue passes psycopg beside the URL."""
+        return {"options": self._options} if self._options else {}
+
+    async def app(self) -> App:
+        """The procrastinate app, opened (and the tables checked or migrated) once."""
+        if self._app is not None:
+            return self._app
+        async with self._opening:
+            if self._app is None:
+                await self._probe()
+                if self.migrate:
+                    await self.apply_migrations()
+                else:
+                    await self._check_migrated()
+                self._app = await self._open_app()
+        return self._app
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A pooled connection (opening the database first)."""
+        await self.app()
+        assert self._pool is not None
+        async with self._pool.connection() as conn:
+            yield conn
+
+    async def defer(
+        self,
+        task: str,
+        args: Mapping[str, Any],
+        *,
+        queue: str,
+        lock: str | None,
+        queueing_lock: str,
+        at: datetime | None = None,
+        connection: psycopg.AsyncConnection[Any] | None = None,
+    ) -> str:
+        """Queue a job of `task` on `queue`, or join the one already waiting under
+        `queueing_lock`; its id. With `connection`, inside that connection's
+        transaction (a joined job leaves the transaction usable)."""
+        from procrastinate import exceptions
+
+        app = await self.app()
+        for _ in range(_DEFER_ATTEMPTS):
+            deferrer = app.configure_task(
+                task,
+                lock=lock,
+                queueing_lock=queueing_lock,
+                queue=queue,
+                schedule_at=at,
+                connection=connection,
+            )
+            try:
+                if connection is None:
+                    return str(await deferrer.defer_async(**args))
+                # A savepoint: a coalesced defer must not abort the caller's transaction.
+                async with connection.transaction():
+                    return str(await deferrer.defer_async(**args))
+            except exceptions.AlreadyEnqueued:
+                # Coalesce into the waiting job, unless a worker took it meanwhile.
+                waiting = await app.job_manager.list_jobs_async(
+                    queueing_lock=queueing_lock, status="todo"
+                )
+                for job in waiting:
+                    return str(job.id)
+        raise UsageError(f"could not queue {task} under {queueing_lock}: it kept being taken")
+
+    async def apply_migrations(self) -> None:
+        """Create or migrate the queue's tables (idempotent; the store's advisory lock
+        serialises processes doing it at once)."""
+        db = PostgresDatabase(self.url, schema=self.schema, min_size=1, max_size=1)
+        db.require("queue", queue_migrations(self.schema))
+        try:
+            async with db.connection():
+                pass
+        finally:
+            await db.close()
+
+    async def close(self) -> None:
+        """Close the app and its pool (idempotent)."""
+        app, self._app = self._app, None
+        pool, self._pool = self._pool, None
+        if app is not None:
+            await app.close_async()
+        if pool is not None:
+            await pool.close()
+
+    async def _probe(self) -> None:
+        info = conninfo_to_dict(self.url)
+        where = f"{info.get('host', 'localhost')}:{info.get('port', 5432)}"
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                self.url, connect_timeout=max(1, round(self.connect_timeout))
+            )
+        except psycopg.OperationalError as exc:
+            cause = " ".join(str(exc).split())
+            raise StoreUnavailable(
+                f"the work queue's database at {where} cannot be reached: {cause}"
+            ) from None
+        await conn.close()
+
+    async def _check_migrated(self) -> None:
+        versions = (quote_ident(self.schema) + "." if self.schema else "") + (
+            "taskloom_schema_version"
+        )
+        wanted = len(queue_migrations(self.schema))
+        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+            try:
+                cur = await conn.execute(
+                    f"SELECT version FROM {versions} WHERE component = 'queue'"
+                )
+                row = await cur.fetchone()
+            except psycopg.errors.UndefinedTable:
+                row = None
+        if row is None or int(row[0]) < wanted:
+            where = f" (schema {self.schema})" if self.schema else ""
+            raise SchemaNotMigrated(
+                f"the work queue's tables are missing or out of date in {self.url}{where}: "
+                f"run `taskloom db migrate {self.url}"
+                + (f" --schema {self.schema}`" if self.schema else "`")
+            )
+
+    async def _open_app(self) -> App:
+        # procrastinate is the distributed extra: imported once the queue is used.
+        from procrastinate import App, PsycopgConnector
+        from psycopg_pool import AsyncConnectionPool
+
+        from ._jobs import FencedJobManager
+
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=self._pool_size,
+            kwargs=self.connect_kwargs,
+            open=False,
+            check=AsyncConnectionPool.check_connection,
+            name="taskloom-queue",
+        )
+        await pool.open(wait=True, timeout=self.connect_timeout)
+        app = App(connector=PsycopgConnector())
+        app.job_manager = FencedJobManager(app.connector)
+        self._tasks.declare(app)
+        await app.open_async(pool=pool)
+        self._pool = pool
+        return app
