@@ -183,8 +183,8 @@ class RemoteAgent:
         return f"RemoteAgent({self.name!r}, {self.url!r})"
 
     def tool(self) -> Tool:
-        """A delegation tool for a parent agent (a new one each call: an agent
-        holds the one it was given)."""
+        """A delegation tool for a parent agent (a new one each call, kept by the agent
+        given it)."""
         if self.background:
             return _BackgroundTool(self)
         return DelegationTool(

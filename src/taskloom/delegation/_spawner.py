@@ -193,7 +193,7 @@ class Spawner:
         )
 
     def tool(self) -> Tool:
-        """A `spawn_agent` tool (a new one each call: an agent holds the one it was given)."""
+        """A `spawn_agent` tool (a new one each call, kept by the agent given it)."""
         description = (
             "Start a worker agent with a clean context for a focused task; only its final answer comes back. "
             f"At most {self.max_children} workers may be live at once."

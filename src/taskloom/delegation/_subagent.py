@@ -246,8 +246,11 @@ class SubAgent:
         return self.on_approval == "escalate"
 
     def tool(self) -> Tool:
-        """A delegation tool for a parent agent (a new one each call: an agent
-        holds the one it was given)."""
+        """A delegation tool for a parent agent (a new one each call, kept by the agent
+        given it)."""
+        # Not kept here: its copies bound to runtimes call back into this
+        # SubAgent, so keeping it would keep them alive as long as the
+        # runtimes (see `BindsRuntime`).
         return DelegationTool(
             self.name,
             self.description,
