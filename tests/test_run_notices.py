@@ -160,8 +160,8 @@ async def test_marked_notices_are_not_delivered_and_are_taken_once(backend: Back
     delivery = delivered(await notices.round_start())
     assert delivery.ack_ids == (other,)
     assert "a1" not in delivery.text
-    assert notices.take_seen() == (waited,)
-    assert notices.take_seen() == ()
+    assert notices.take_seen() == [waited]
+    assert notices.take_seen() == []
     # Delivered ids are acknowledged through their Delivery, never via take_seen.
     assert other not in notices.take_seen()
 

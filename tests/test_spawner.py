@@ -199,6 +199,7 @@ async def test_console_tools_find_read_steer_and_stop() -> None:
     ]
     lead = ScriptedModel([*lead_replies, reply("spawned"), reply("still waiting, fine")])
     session = await runtime.create_session(Agent("lead", lead, tools=[spawner, *tools.values()]))
+    tools = dict(session.tools)  # as the runtime offers them: bound to it
     result = await session.run("go")
     receipt = json.loads(lead.requests[1].messages[-1].results[0].content)
     assert receipt["status"] == "queued" and receipt["name"] == "bg"

@@ -7,7 +7,7 @@ stop, approvals. See the README for a tour.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
 from .agent import Agent
@@ -299,26 +299,3 @@ __getattr__ = lazy_exports(__name__, _LAZY)
 
 def __dir__() -> list[str]:
     return sorted([*globals(), *_LAZY])
-
-
-def _default_background(runtime: Runtime) -> Any:
-    # The package root is the one place that knows both the runtime and the
-    # background layer: it wires the default service without the runtime
-    # importing upward.
-    from .background import BackgroundService
-
-    return BackgroundService.for_store(runtime.store, runtime=runtime)
-
-
-Runtime.default_background = _default_background
-
-
-def _default_observer(runtime: Runtime) -> Any:
-    # Tracing sits above the runtime; deciding whether to trace imports no
-    # opentelemetry (see taskloom.tracing._default).
-    from .tracing import default_observer
-
-    return default_observer(runtime)
-
-
-Runtime.default_observer = _default_observer

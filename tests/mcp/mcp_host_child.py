@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from taskloom import Runtime
-from taskloom.mcp import MCPServer
+from taskloom.mcp import MCPConnections, MCPServer
 
 NOTES = Path(sys.argv[1])
 SILENT = Path(__file__).with_name("silent_server.py")
@@ -31,7 +31,7 @@ def noted_pid() -> str:
 async def main() -> None:
     runtime = Runtime()
     server = MCPServer.stdio(sys.executable, [str(SILENT), str(NOTES)], name="silent")
-    listing = asyncio.ensure_future(server.current_tools(runtime))
+    listing = asyncio.ensure_future(MCPConnections.of(runtime).tools_for(server))
     while not (pid := noted_pid()):
         await asyncio.sleep(0.01)
     sys.stdout.write(f"READY {pid}\n")

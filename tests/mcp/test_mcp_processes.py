@@ -74,7 +74,7 @@ async def test_a_command_that_does_not_exist_is_named() -> None:
         with pytest.raises(
             ConfigurationError, match=r"/nonexistent/mcp-server-nothing\).*could not be started"
         ):
-            await server.current_tools(runtime)
+            await MCPConnections.of(runtime).tools_for(server)
 
 
 async def test_a_server_that_writes_garbage_and_never_answers_is_a_clear_error(
@@ -85,7 +85,7 @@ async def test_a_server_that_writes_garbage_and_never_answers_is_a_clear_error(
     server = MCPServer.stdio(sys.executable, ["-c", chatter], name="chatty")
     async with Runtime() as runtime:
         with pytest.raises(ConfigurationError) as caught:
-            await server.current_tools(runtime)
+            await MCPConnections.of(runtime).tools_for(server)
     message = str(caught.value)
     assert "did not answer the MCP handshake within 1.5s" in message
     assert "not JSON-RPC" in message and "hello, I am not JSON-RPC" in message
@@ -182,7 +182,7 @@ async def test_closing_while_a_silent_server_is_given_up_returns_and_leaves_noth
     notes = tmp_path / "notes"
     server = MCPServer.stdio(sys.executable, [str(SILENT), str(notes)], name="silent")
     runtime = Runtime()
-    listing = asyncio.ensure_future(server.current_tools(runtime))
+    listing = asyncio.ensure_future(MCPConnections.of(runtime).tools_for(server))
     await until(lambda: noted(notes, "stdin closed"))
     silent = Pid(int(noted(notes, "pid")[0]))
     try:
@@ -207,7 +207,7 @@ async def test_close_returns_at_its_bound_and_what_is_left_is_killed(
     notes = tmp_path / "notes"
     server = MCPServer.stdio(sys.executable, [str(SILENT), str(notes)], name="silent")
     runtime = Runtime()
-    listing = asyncio.ensure_future(server.current_tools(runtime))
+    listing = asyncio.ensure_future(MCPConnections.of(runtime).tools_for(server))
     await until(lambda: noted(notes, "pid"))
     silent = Pid(int(noted(notes, "pid")[0]))
     owners = set(MCPConnections.of(runtime).connection(server)._owners)
@@ -263,7 +263,7 @@ async def test_runtime_close_stops_a_server_that_is_still_starting(started: Star
     slow = "import time; time.sleep(60)"
     server = MCPServer.stdio(sys.executable, ["-c", slow], name="sleepy")
     runtime = Runtime()
-    listing = asyncio.ensure_future(server.current_tools(runtime))
+    listing = asyncio.ensure_future(MCPConnections.of(runtime).tools_for(server))
     while not started.sample():
         await asyncio.sleep(0.01)  # waiting for another process to appear
     await runtime.close()
@@ -346,7 +346,7 @@ async def test_names_providers_refuse_are_mapped_and_bad_output_is_an_error() ->
 async def test_a_tool_whose_schema_the_model_cannot_use_is_a_clear_error() -> None:
     async with Runtime() as runtime:
         with pytest.raises(ConfigurationError) as caught:
-            await odd_server("bad-schema").current_tools(runtime)
+            await MCPConnections.of(runtime).tools_for(odd_server("bad-schema"))
     message = str(caught.value)
     assert "MCP server 'odd' offers a tool the model cannot use ('broken')" in message
     assert "its input schema is not valid JSON schema" in message and "'moment'" in message

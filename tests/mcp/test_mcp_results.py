@@ -108,13 +108,13 @@ async def test_annotations_decide_effect_and_approval(shared: HttpFixture) -> No
         by_policy = {}
         for policy in ("destructive", "always", "never"):
             server = shared.server(approval=policy, prefix=policy[:3])
-            tools = {t.remote_name: t for t in await server.current_tools(runtime)}  # type: ignore[attr-defined]
+            tools = {t.remote_name: t for t in await MCPConnections.of(runtime).tools_for(server)}  # type: ignore[attr-defined]
             by_policy[policy] = {n: t.is_gated for n, t in tools.items()}
             effects = {n: t.effect for n, t in tools.items()}
         predicate = shared.server(
             approval=lambda name, args: name == "add_thing" and args.get("name") == "gold"
         )
-        gated = {t.name: t for t in await predicate.current_tools(runtime)}
+        gated = {t.name: t for t in await MCPConnections.of(runtime).tools_for(predicate)}
     assert effects["look"] is ToolEffect.READ_ONLY
     assert effects["delete_thing"] is effects["add_thing"] is ToolEffect.WRITE
     assert effects["unannotated"] is ToolEffect.WRITE

@@ -78,12 +78,11 @@ it has (one hook per agent, per runtime)."""
 
 
 async def start_following(
-    remote: RemoteAgent, ctx: ToolContext, task: str, task_id: str
+    remote: RemoteAgent, runtime: Runtime, ctx: ToolContext, task: str, task_id: str
 ) -> ToolOutput:
     """Hand `task` to the remote agent in the background of the caller's
-    session (or answer the question of `task_id`); a receipt at once."""
-    runtime = _runtime(ctx)
-    service = BackgroundService.of(runtime)
+    session on `runtime` (or answer the question of `task_id`); a receipt at once."""
+    service = runtime.background
     _watch_deletes(remote, runtime)
     child_id = uuid.uuid4().hex
     started_at = time.time()
@@ -444,13 +443,6 @@ def _watch_deletes(remote: RemoteAgent, runtime: Runtime) -> None:
                     await cancel_task(client, str(record["task_id"]))
 
     service.listeners.on_delete(cancel_remote_tasks)
-
-
-def _runtime(ctx: ToolContext) -> Runtime:
-    runtime = ctx.runtime
-    if not isinstance(runtime, Runtime):
-        raise TypeError(f"remote agents need a taskloom Runtime, not {type(runtime).__name__}")
-    return runtime
 
 
 def _summary(text: str, limit: int = 200) -> str:

@@ -52,6 +52,7 @@ from ..tools import DEFAULT_MAX_OUTPUT_CHARS, ApprovalRule, Tool, ToolOutput, ca
 
 if TYPE_CHECKING:
     from ..background import RunStart
+    from ..runtime import Runtime
     from ..tools import ToolContext
 
 __all__ = ["RemoteAgent"]
@@ -176,25 +177,29 @@ class RemoteAgent:
         self.max_answer_chars = max_answer_chars
         self.needs_approval = needs_approval
         self._token = token
-        self._tool: DelegationTool | None = None
 
     def __repr__(self) -> str:
         # Never the token.
         return f"RemoteAgent({self.name!r}, {self.url!r})"
 
     def tool(self) -> Tool:
-        """The delegation tool for a parent agent (built once)."""
-        if self._tool is None:
-            args = (self.name, self.description, _SCHEMA, self._delegate)
-            if self.background:
-                self._tool = _BackgroundTool(self, *args, needs_approval=self.needs_approval)
-            else:
-                self._tool = DelegationTool(*args, needs_approval=self.needs_approval)
-        return self._tool
+        """A delegation tool for a parent agent (a new one each call, kept by the agent
+        given it)."""
+        if self.background:
+            return _BackgroundTool(self)
+        return DelegationTool(
+            self.name,
+            self.description,
+            _SCHEMA,
+            self._delegate,
+            needs_approval=self.needs_approval,
+        )
 
     # ------------------------------------------------------------ a call
 
-    async def _delegate(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+    async def _delegate(
+        self, runtime: Runtime, arguments: dict[str, Any], ctx: ToolContext
+    ) -> ToolOutput:
         task = str(arguments.get("task", "")).strip()
         task_id = str(arguments.get("task_id") or "").strip()
         if not task:
@@ -202,7 +207,7 @@ class RemoteAgent:
         if self.background:
             from ._follow import start_following
 
-            return await start_following(self, ctx, task, task_id)
+            return await start_following(self, runtime, ctx, task, task_id)
         watch = Watch(self.name, ctx.emit, ctx.origin, ctx.session_id)
         try:
             async with self.client() as client:
@@ -436,17 +441,14 @@ class _BackgroundTool(DelegationTool):
 
     __slots__ = ("remote",)
 
-    def __init__(
-        self,
-        remote: RemoteAgent,
-        name: str,
-        description: str,
-        input_schema: dict[str, Any],
-        handler: Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutput]],
-        *,
-        needs_approval: ApprovalRule = False,
-    ) -> None:
-        super().__init__(name, description, input_schema, handler, needs_approval=needs_approval)
+    def __init__(self, remote: RemoteAgent) -> None:
+        super().__init__(
+            remote.name,
+            remote.description,
+            _SCHEMA,
+            remote._delegate,
+            needs_approval=remote.needs_approval,
+        )
         self.remote = remote
 
     async def resume_work(self, start: RunStart) -> None:
@@ -454,7 +456,7 @@ class _BackgroundTool(DelegationTool):
         process follows (see `taskloom.background.ResumesWork`)."""
         from ._follow import resume_following
 
-        await resume_following(self.remote, start.runtime, start.session_id, start.run_id)
+        await resume_following(self.remote, self.runtime, start.session_id, start.run_id)
 
 
 class _Tries:

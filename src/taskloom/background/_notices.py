@@ -21,7 +21,7 @@ import logging
 from builtins import list as _list
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..backends import (
     ActivityRegistry,
@@ -31,6 +31,10 @@ from ..backends import (
     NoticeStatus,
 )
 from ..loop import Delivery
+
+if TYPE_CHECKING:
+    from ..runtime import Runtime
+    from ..tools import Tool
 
 __all__ = ["Delivery", "ResumesWork", "RunNotices", "RunStart", "RunStartHook"]
 
@@ -99,8 +103,8 @@ class RunStart:
 
     session_id: str
     run_id: str
-    offered: Mapping[str, Any]
-    runtime: Any
+    offered: Mapping[str, Tool]
+    runtime: Runtime | None
     registry: ActivityRegistry
     claimed: set[str] = field(default_factory=set)
     """What hooks took care of at this run start, by a name of their kind's
@@ -164,8 +168,8 @@ class RunNotices:
         tools: Collection[str] = (),
         *,
         hooks: Sequence[RunStartHook] = (),
-        offered: Mapping[str, Any] | None = None,
-        runtime: Any = None,
+        offered: Mapping[str, Tool] | None = None,
+        runtime: Runtime | None = None,
         run_id: str = "",
     ) -> None:
         self.registry = registry
@@ -208,13 +212,13 @@ class RunNotices:
                 self._seen.add(notice_id)
                 self._marked.append(notice_id)
 
-    def take_seen(self) -> tuple[str, ...]:
+    def take_seen(self) -> _list[str]:
         """The ids passed to `mark_seen` since the last call, in marking order.
 
         Delivery ids are not among them: a `Delivery` carries its own
         `ack_ids`, acknowledged when its own message is persisted.
         """
-        taken, self._marked = tuple(self._marked), []
+        taken, self._marked = self._marked, []
         return taken
 
     async def round_start(self) -> Delivery | None:

@@ -34,7 +34,7 @@ from ._notices import ResumesWork, RunNotices, RunStartHook
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
-    from ..tools import ToolContext
+    from ..tools import Tool, ToolContext
 
 logger = logging.getLogger("taskloom")
 
@@ -73,7 +73,7 @@ class BackgroundService:
     """
 
     decision_hooks: ClassVar[
-        list[Callable[[Runtime, str, Mapping[str, Any]], Awaitable[None]]]
+        list[Callable[[Runtime, str, Mapping[str, Tool]], Awaitable[None]]]
     ] = []
 
     def __init__(
@@ -127,7 +127,7 @@ class BackgroundService:
         run_id: str,
         tools: Collection[str] = (),
         *,
-        offered: Mapping[str, Any] | None = None,
+        offered: Mapping[str, Tool] | None = None,
     ) -> RunNotices:
         """Notice delivery for one run (registered so work it starts is reminded
         of); `tools` are the run's tool names, which reminders stay within,
@@ -165,7 +165,7 @@ class BackgroundService:
         task.add_done_callback(self._hooked.discard)
         return task
 
-    async def decided(self, session_id: str, offered: Mapping[str, Any] | None = None) -> None:
+    async def decided(self, session_id: str, offered: Mapping[str, Tool] | None = None) -> None:
         """Every call of the session's parked turn is now decided: the
         `decision_hooks` go on with its work (delegation resumes a child that
         escalated its approvals). Called by `Session.approve` and `deny`, with
@@ -196,12 +196,7 @@ class BackgroundService:
     @classmethod
     def of(cls, runtime: Runtime) -> BackgroundService:
         """The background service of `runtime` (its `background`)."""
-        service = runtime.background
-        if not isinstance(service, BackgroundService):
-            raise TypeError(
-                f"runtime.background is a {type(service).__name__}, not a BackgroundService"
-            )
-        return service
+        return runtime.background
 
     # ------------------------------------------------------------ work
 

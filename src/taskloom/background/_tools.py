@@ -10,7 +10,9 @@ notices seen so the run does not deliver them a second time.
 
 Each call of the builder has its own state: which commands it started in
 this process and which spill files they wrote, per session, so deleting a
-session kills those commands and removes those files.
+session kills those commands and removes those files. Its tools are
+`UnboundTool`s: a runtime offering them binds each, once, to the tool set's
+work on that runtime (`_OnRuntime`), whose methods are the tools' functions.
 """
 
 from __future__ import annotations
@@ -24,27 +26,19 @@ import uuid
 import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..backends import BackgroundActivity, BackgroundNotice, NoticeStatus
 from ..errors import BackgroundCapReached, ConfigurationError
-from ..runtime import Runtime
-from ..tools import Tool, ToolContext, ToolEffect, ToolError, tool
+from ..tools import Tool, ToolContext, ToolEffect, ToolError, UnboundTool, tool
 from ._process import CommandNotStarted, CommandProcess, OutputCapture, format_seconds
 from ._service import BackgroundService, WorkResult
 from ._spills import SpillFiles
 
+if TYPE_CHECKING:
+    from ..runtime import Runtime
+
 __all__ = ["SAFE_ENV_NAMES", "build_background_tools"]
-
-
-def _runtime(ctx: ToolContext) -> Runtime:
-    runtime = ctx.runtime
-    if not isinstance(runtime, Runtime):
-        raise TypeError(f"background tools need a taskloom Runtime, not {type(runtime).__name__}")
-    return runtime
-
-
-def _service(ctx: ToolContext) -> BackgroundService:
-    return BackgroundService.of(_runtime(ctx))
 
 
 KIND = "shell"
@@ -147,7 +141,7 @@ def build_background_tools(
     for name, value in (env or {}).items():
         if not name or "=" in name or "\0" in name or "\0" in value:
             raise ConfigurationError(f"background_tools: env cannot hold the variable {name!r}")
-    commands = _Commands(
+    return _Commands(
         shell=shell,
         timeout=timeout,
         max_output_chars=max_output_chars,
@@ -157,8 +151,7 @@ def build_background_tools(
         env=dict(env or {}),
         inherit_env=inherit_env,
         spill_retention=spill_retention,
-    )
-    return _make_tools(commands)
+    ).tools()
 
 
 class _Commands:
@@ -213,10 +206,52 @@ class _Commands:
         except ValueError as exc:
             raise ToolError(f"cannot split the command into words: {exc}") from None
 
-    async def start(self, ctx: ToolContext, command: str, cwd: str | None, timeout: float) -> str:
+    def tools(self) -> list[Tool]:
+        """The four tools, each bound by the runtime offering it to this tool
+        set's work on that runtime."""
+        if self.shell:
+            how = (
+                "The command is run by /bin/sh -c, so pipes, redirections, `&&` and variables work."
+            )
+        else:
+            how = (
+                "The command is split into words like a shell would (quotes respected)"
+                " and the program is run directly, without a shell: pipes, redirections,"
+                " `&&` and variables are not available."
+            )
+        run = tool(
+            effect=ToolEffect.EXTERNAL,
+            description=(
+                "Start a command in the background and return its id at once. "
+                f"{how} When it ends, its exit code and output (long output cut in the"
+                " middle) arrive as a background notice in a later turn. Use"
+                " background_wait to wait for it, background_status to check on it and"
+                " background_stop to stop it. It is killed if still running after"
+                f" `timeout` seconds (default {self.timeout:g})."
+            ),
+        )(_OnRuntime.background_run)
+        templates = (
+            run,
+            _OnRuntime.background_status,
+            _OnRuntime.background_wait,
+            _OnRuntime.background_stop,
+        )
+        return [UnboundTool(template, self.on) for template in templates]
+
+    def on(self, runtime: Runtime) -> _OnRuntime:
+        """This tool set's work on `runtime`."""
+        return _OnRuntime(self, runtime)
+
+    async def start(
+        self,
+        service: BackgroundService,
+        ctx: ToolContext,
+        command: str,
+        cwd: str | None,
+        timeout: float,
+    ) -> str:
         """Start `command` in the background of the calling tool's session; its activity id."""
         argv = self.argv(command)
-        service = _service(ctx)
         self._watch_deletes(service)
         self._spills.sweep()
         session_id = ctx.session_id
@@ -346,22 +381,7 @@ class _Commands:
         service.listeners.on_delete(end_session_commands)
 
 
-# ---------------------------------------------------------------- reading state
-
-
-async def _snapshot(
-    ctx: ToolContext,
-) -> tuple[dict[str, BackgroundActivity], dict[str, list[BackgroundNotice]]]:
-    """The session's running activities and pending notices, by activity id."""
-    service = _service(ctx)
-    # Registry before inbox: `finish` pushes the notice before it removes the
-    # registration, so work missing from both reads has really ended and
-    # been reported (or never existed) — never finished in between unseen.
-    running = {a.id: a for a in await service.registry.list(ctx.session_id)}
-    finished: dict[str, list[BackgroundNotice]] = {}
-    for notice in await service.inbox.pending(ctx.session_id):
-        finished.setdefault(notice.activity_id, []).append(notice)
-    return running, finished
+# ---------------------------------------------------------------- the tools
 
 
 def _label(activity: BackgroundActivity) -> str:
@@ -384,32 +404,27 @@ def _dedupe(ids: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(i.strip() for i in ids if i.strip()))
 
 
-# ---------------------------------------------------------------- the tools
+class _OnRuntime:
+    """One tool set's commands on one runtime, through its background service.
 
+    The methods taking `self` positional-only are the tools' functions:
+    `@tool` leaves `self` out of the schema, and binding a tool to a runtime
+    fills it (`Tool.partial`). `background_run`'s description depends on the
+    tool set, so `_Commands.tools` decorates it.
+    """
 
-def _make_tools(commands: _Commands) -> list[Tool]:
-    if commands.shell:
-        how = "The command is run by /bin/sh -c, so pipes, redirections, `&&` and variables work."
-    else:
-        how = (
-            "The command is split into words like a shell would (quotes respected)"
-            " and the program is run directly, without a shell: pipes, redirections,"
-            " `&&` and variables are not available."
-        )
+    def __init__(self, commands: _Commands, runtime: Runtime) -> None:
+        self.commands = commands
+        self.runtime = runtime
+        self.service = runtime.background
 
-    @tool(
-        effect=ToolEffect.EXTERNAL,
-        description=(
-            "Start a command in the background and return its id at once. "
-            f"{how} When it ends, its exit code and output (long output cut in the"
-            " middle) arrive as a background notice in a later turn. Use"
-            " background_wait to wait for it, background_status to check on it and"
-            " background_stop to stop it. It is killed if still running after"
-            f" `timeout` seconds (default {commands.timeout:g})."
-        ),
-    )
     async def background_run(
-        command: str, ctx: ToolContext, cwd: str | None = None, timeout: float | None = None
+        self,
+        /,
+        command: str,
+        ctx: ToolContext,
+        cwd: str | None = None,
+        timeout: float | None = None,
     ) -> str:
         """Start a command in the background.
 
@@ -418,11 +433,12 @@ def _make_tools(commands: _Commands) -> list[Tool]:
             cwd: The working directory (default: the host's).
             timeout: Seconds after which the command is killed.
         """
+        commands = self.commands
         limit = commands.timeout if timeout is None else timeout
         if limit <= 0:
             raise ToolError("timeout must be a positive number of seconds")
         try:
-            activity_id = await commands.start(ctx, command, cwd, limit)
+            activity_id = await commands.start(self.service, ctx, command, cwd, limit)
         except BackgroundCapReached:
             raise ToolError(
                 f"at most {commands.max_running} background commands may run at once in this"
@@ -435,7 +451,7 @@ def _make_tools(commands: _Commands) -> list[Tool]:
         )
 
     @tool(effect=ToolEffect.READ_ONLY)
-    async def background_status(ctx: ToolContext, id: str | None = None) -> str:
+    async def background_status(self, /, ctx: ToolContext, id: str | None = None) -> str:
         """Show which background work of this session is running or has finished, with elapsed time.
 
         Finished work is listed until its result has been shown to you.
@@ -443,7 +459,7 @@ def _make_tools(commands: _Commands) -> list[Tool]:
         Args:
             id: One id to look up; omit it to list all.
         """
-        running, finished = await _snapshot(ctx)
+        running, finished = await self._snapshot(ctx.session_id)
         now = time.time()
         lines: list[str] = []
         for activity in running.values():
@@ -468,7 +484,9 @@ def _make_tools(commands: _Commands) -> list[Tool]:
         return "no background work is running or waiting to be reported in this session"
 
     @tool(effect=ToolEffect.READ_ONLY)
-    async def background_wait(ids: list[str], ctx: ToolContext, timeout: float = 60) -> str:
+    async def background_wait(
+        self, /, ids: list[str], ctx: ToolContext, timeout: float = 60
+    ) -> str:
         """Wait until background work finishes and return its results (exit code, output).
 
         Returns when all of `ids` have finished, or after `timeout` seconds
@@ -483,9 +501,9 @@ def _make_tools(commands: _Commands) -> list[Tool]:
         if not wanted:
             raise ToolError("give at least one id to wait for")
         started = time.monotonic()
-        running, finished, stopping = await _wait_for(ctx, wanted, max(0.0, timeout))
+        running, finished, stopping = await self._wait_for(ctx, wanted, max(0.0, timeout))
         waited = format_seconds(time.monotonic() - started)
-        notices = _service(ctx).notices_for(ctx.run_id)
+        notices = self.service.notices_for(ctx.run_id)
         now = time.time()
         parts: list[str] = []
         for activity_id in wanted:
@@ -508,7 +526,7 @@ def _make_tools(commands: _Commands) -> list[Tool]:
         return "\n\n".join(parts)
 
     @tool(effect=ToolEffect.EXTERNAL)
-    async def background_stop(id: str, ctx: ToolContext) -> str:
+    async def background_stop(self, /, id: str, ctx: ToolContext) -> str:
         """Stop a command started with background_run, with everything it spawned.
 
         Its result, with the output so far, arrives as a notice saying it was stopped.
@@ -516,10 +534,10 @@ def _make_tools(commands: _Commands) -> list[Tool]:
         Args:
             id: The id background_run returned.
         """
-        service = _service(ctx)
-        if commands.owns(service, ctx.session_id, id) and await service.stop(ctx.session_id, id):
+        service, session_id = self.service, ctx.session_id
+        if self.commands.owns(service, session_id, id) and await service.stop(session_id, id):
             return f"stopped {id}; its notice with the output so far follows"
-        running, finished = await _snapshot(ctx)
+        running, finished = await self._snapshot(session_id)
         if id not in finished:
             activity = running.get(id)
             if activity is None:
@@ -529,50 +547,61 @@ def _make_tools(commands: _Commands) -> list[Tool]:
                     f"{id} is {activity.kind} work, not a command: background_stop stops commands"
                 )
             # Started by another tool set of this runtime, or in another process.
-            if await service.stop(ctx.session_id, id):
+            if await service.stop(session_id, id):
                 return f"stopped {id}; its notice with the output so far follows"
-            running, finished = await _snapshot(ctx)
+            running, finished = await self._snapshot(session_id)
             if id not in finished:
                 raise ToolError(f"{id} runs in another process and cannot be stopped from here")
         ended = finished[id][-1].status
         return f"{id} has already ended ({ended}); its result is waiting to be shown"
 
-    return [background_run, background_status, background_wait, background_stop]
+    async def _snapshot(
+        self, session_id: str
+    ) -> tuple[dict[str, BackgroundActivity], dict[str, list[BackgroundNotice]]]:
+        """The session's running activities and pending notices, by activity id."""
+        service = self.service
+        # Registry before inbox: `finish` pushes the notice before it removes the
+        # registration, so work missing from both reads has really ended and
+        # been reported (or never existed) — never finished in between unseen.
+        running = {a.id: a for a in await service.registry.list(session_id)}
+        finished: dict[str, list[BackgroundNotice]] = {}
+        for notice in await service.inbox.pending(session_id):
+            finished.setdefault(notice.activity_id, []).append(notice)
+        return running, finished
 
+    async def _wait_for(
+        self, ctx: ToolContext, ids: list[str], timeout: float
+    ) -> tuple[dict[str, BackgroundActivity], dict[str, list[BackgroundNotice]], bool]:
+        """Poll until none of `ids` is running any more, `timeout` passed or the run stops.
 
-async def _wait_for(
-    ctx: ToolContext, ids: list[str], timeout: float
-) -> tuple[dict[str, BackgroundActivity], dict[str, list[BackgroundNotice]], bool]:
-    """Poll until none of `ids` is running any more, `timeout` passed or the run stops.
-
-    Returns the last snapshot and whether the run's stop cut the wait short.
-    """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    wanted = set(ids)
-    woken = asyncio.Event()
-    unwatch = _runtime(ctx).watch(ctx.session_id, woken.set)
-    stopped = loop.create_task(ctx.stop.wait())
-    try:
-        while True:
-            # Cleared before reading: a notice written during the reads
-            # wakes the next wait instead of being missed.
-            woken.clear()
-            running, finished = await _snapshot(ctx)
-            running = {i: a for i, a in running.items() if i in wanted and i not in finished}
-            finished = {i: n for i, n in finished.items() if i in wanted}
-            remaining = deadline - loop.time()
-            if not running or remaining <= 0 or ctx.stop.is_set:
-                return running, finished, bool(running) and ctx.stop.is_set
-            wake = loop.create_task(woken.wait())
-            try:
-                await asyncio.wait(
-                    {wake, stopped},
-                    timeout=min(_POLL_SECONDS, remaining),
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-            finally:
-                wake.cancel()
-    finally:
-        unwatch()
-        stopped.cancel()
+        Returns the last snapshot and whether the run's stop cut the wait short.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        wanted = set(ids)
+        woken = asyncio.Event()
+        unwatch = self.runtime.watch(ctx.session_id, woken.set)
+        stopped = loop.create_task(ctx.stop.wait())
+        try:
+            while True:
+                # Cleared before reading: a notice written during the reads
+                # wakes the next wait instead of being missed.
+                woken.clear()
+                running, finished = await self._snapshot(ctx.session_id)
+                running = {i: a for i, a in running.items() if i in wanted and i not in finished}
+                finished = {i: n for i, n in finished.items() if i in wanted}
+                remaining = deadline - loop.time()
+                if not running or remaining <= 0 or ctx.stop.is_set:
+                    return running, finished, bool(running) and ctx.stop.is_set
+                wake = loop.create_task(woken.wait())
+                try:
+                    await asyncio.wait(
+                        {wake, stopped},
+                        timeout=min(_POLL_SECONDS, remaining),
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                finally:
+                    wake.cancel()
+        finally:
+            unwatch()
+            stopped.cancel()

@@ -21,8 +21,7 @@ from ..background import BackgroundNotice, BackgroundService, NoticeStatus
 from ..entries import MessageEntry
 from ..messages import ToolCall
 from ..runtime import Runtime
-from ..tools import Tool, ToolContext, ToolEffect, ToolError, tool
-from ._children import host_runtime
+from ..tools import Tool, ToolContext, ToolEffect, ToolError, UnboundTool, tool
 
 __all__ = [
     "ASK_TOOL",
@@ -130,7 +129,7 @@ class Questions:
         """Send the parent's answer to the question `question` (its id, as the
         question named it) of `child_id`; without an id, to the one question
         the child waits on (an error when it waits on several)."""
-        runtime = host_runtime(ctx)
+        runtime = self.runtime
         try:
             meta = await runtime.store.get(child_id)
         except Exception:
@@ -182,17 +181,20 @@ def _open_questions(entries: list[Any]) -> list[ToolCall]:
     return [c for c in asking if c.id not in answered]
 
 
+@tool(name=ASK_TOOL, effect=ToolEffect.READ_ONLY)
+async def _ask_parent(
+    timeout: float, questions: Questions, /, question: str, ctx: ToolContext
+) -> str:
+    """Ask the agent that gave you this task a question, and wait for its
+    answer. Ask only what you cannot find out yourself.
+
+    Args:
+        question: The question, complete: the parent sees nothing else of your work.
+    """
+    return await questions.ask(ctx, question, timeout)
+
+
 def ask_parent_tool(timeout: float) -> Tool:
-    """The `ask_parent` tool a subagent's child gets (`SubAgent(ask_parent=True)`)."""
-
-    @tool(name=ASK_TOOL, effect=ToolEffect.READ_ONLY)
-    async def ask_parent(question: str, ctx: ToolContext) -> str:
-        """Ask the agent that gave you this task a question, and wait for its
-        answer. Ask only what you cannot find out yourself.
-
-        Args:
-            question: The question, complete: the parent sees nothing else of your work.
-        """
-        return await Questions.of(host_runtime(ctx)).ask(ctx, question, timeout)
-
-    return ask_parent
+    """The `ask_parent` tool a subagent's child gets (`SubAgent(ask_parent=True)`),
+    bound by the runtime running the child to its `Questions`."""
+    return UnboundTool(_ask_parent.partial(timeout), Questions.of)

@@ -104,16 +104,8 @@ class LiveChildren:
         return self._stops.get(child_id)
 
 
-def host_runtime(ctx: ToolContext) -> Runtime:
-    """The runtime running a delegation tool's call."""
-    runtime = ctx.runtime
-    if not isinstance(runtime, Runtime):
-        raise TypeError(f"delegation needs a taskloom Runtime, not {type(runtime).__name__}")
-    return runtime
-
-
-def child_slot(ctx: ToolContext) -> contextlib.AbstractAsyncContextManager[None]:
-    """A place among the runtime's running children, held for the block.
+def child_slot(runtime: Runtime, ctx: ToolContext) -> contextlib.AbstractAsyncContextManager[None]:
+    """A place among `runtime`'s running children, held for the block.
 
     A delegation from inside a child takes none: its parent already holds
     one, and parents waiting on grandchildren for the places they hold
@@ -121,15 +113,7 @@ def child_slot(ctx: ToolContext) -> contextlib.AbstractAsyncContextManager[None]
     """
     if ctx.origin:
         return contextlib.nullcontext()
-    return host_runtime(ctx).child_slot()
-
-
-def host_agent(ctx: ToolContext) -> Agent:
-    """The agent a delegation tool's call runs for."""
-    agent = ctx.agent
-    if not isinstance(agent, Agent):
-        raise TypeError(f"delegation needs a taskloom Agent, not {type(agent).__name__}")
-    return agent
+    return runtime.child_slot()
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +165,7 @@ def artifact(child_id: str, role: str, status: str, task: str, result: str = "")
 
 
 async def create_child(
+    runtime: Runtime,
     ctx: ToolContext,
     agent: Agent,
     *,
@@ -192,7 +177,6 @@ async def create_child(
     session_id: str | None = None,
 ) -> Session:
     """A fresh child session in the parent's store, linked from the parent's log."""
-    runtime = host_runtime(ctx)
     child = await runtime.create_session(
         agent,
         session_id=session_id,
@@ -326,7 +310,7 @@ async def execute_child(
         status, answer, error = _outcome_of(child, name, result)
         usage = result.usage
     except asyncio.CancelledError:
-        if leave_open and getattr(child.runtime.background, "closing", False):
+        if leave_open and child.runtime.background.closing:
             raise  # the process winds down: the child is taken up later, not ended
         # The parent was cancelled: the child still gets its one terminal entry.
         with contextlib.suppress(Exception):
@@ -352,6 +336,7 @@ async def _write_terminal(
 
 
 async def run_inline(
+    runtime: Runtime,
     ctx: ToolContext,
     child: Session,
     task: str,
@@ -362,7 +347,6 @@ async def run_inline(
     also_renew: Callable[[], Awaitable[Any]] | None = None,
 ) -> ChildOutcome:
     """Run a child to its end inside the calling tool, events tagged with its origin."""
-    runtime = host_runtime(ctx)
     origin = origin_label(name, child.id, ctx.origin)
     options = RunOptions.for_child(ctx.controls, max_rounds=max_rounds)
     child_started(ctx, child.id, name, task)

@@ -4,6 +4,9 @@
 its id, an id prefix of 8 or more characters, or its name (the latest spawn
 with that name wins). Everything is read from the store, so workers running
 in another process are seen and controlled the same way.
+
+The tools are `UnboundTool`s: the runtime offering them binds each to a
+`_Console` on itself, whose methods are the tools' functions.
 """
 
 from __future__ import annotations
@@ -11,49 +14,37 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ..background import BackgroundService
 from ..loop import SessionLog
 from ..messages import Message
+from ..runtime import Runtime
 from ..stores import SessionMeta
-from ..tools import Tool, ToolContext, ToolEffect, ToolError, tool
+from ..tools import Tool, ToolContext, ToolEffect, ToolError, UnboundTool, tool
 from ._children import (
     ChildStatus,
     LiveChildren,
     child_status,
-    host_agent,
-    host_runtime,
     summary,
     terminal_entry,
 )
 from ._dispatch import report_notice_id
 
-__all__ = ["console_tools", "find_child"]
+__all__ = ["console_tools"]
 
 
-async def _children(ctx: ToolContext) -> list[SessionMeta]:
-    return await host_runtime(ctx).store.list(parent_id=ctx.session_id)
+def console_tools(*, wait_timeout: float = 120.0, poll_interval: float = 0.2) -> list[Tool]:
+    """The four console tools. `read_agent(wait=True)` waits at most
+    `wait_timeout` seconds, polling the store every `poll_interval`."""
 
+    def on(runtime: Runtime) -> _Console:
+        return _Console(runtime, wait_timeout, poll_interval)
 
-async def find_child(ctx: ToolContext, ref: str) -> SessionMeta:
-    """The caller's worker named by id, id prefix (8+ chars) or name; ToolError if none."""
-    ref = ref.strip()
-    children = await _children(ctx)  # newest first
-    for meta in children:
-        if meta.id == ref:
-            return meta
-    if len(ref) >= 8:
-        matches = [m for m in children if m.id.startswith(ref)]
-        if len(matches) == 1:
-            return matches[0]
-        if len(matches) > 1:
-            raise ToolError(
-                f"id prefix {ref!r} matches {len(matches)} agents; give more characters"
-            )
-    for meta in children:
-        if meta.metadata.get("name") == ref:
-            return meta
-    known = ", ".join(f"{m.metadata.get('name', '?')} ({m.id[:8]})" for m in children) or "(none)"
-    raise ToolError(f"no agent {ref!r}; your agents: {known}")
+    templates = (
+        _Console.list_agents,
+        _Console.read_agent,
+        _Console.steer_agent,
+        _Console.stop_agent,
+    )
+    return [UnboundTool(template, on) for template in templates]
 
 
 def _render(message: Message) -> str:
@@ -70,19 +61,28 @@ def _render(message: Message) -> str:
     return "\n".join(parts) or f"{message.role}: (empty)"
 
 
-def console_tools(*, wait_timeout: float = 120.0, poll_interval: float = 0.2) -> list[Tool]:
-    """The four console tools. `read_agent(wait=True)` waits at most
-    `wait_timeout` seconds, polling the store every `poll_interval`."""
+class _Console:
+    """The console on one runtime: what a parent sees of its workers there.
+
+    The methods taking `self` positional-only are the tools' functions:
+    `@tool` leaves `self` out of the schema, and binding a tool to a runtime
+    fills it (`Tool.partial`).
+    """
+
+    def __init__(self, runtime: Runtime, wait_timeout: float, poll_interval: float) -> None:
+        self.runtime = runtime
+        self.wait_timeout = wait_timeout
+        self.poll_interval = poll_interval
 
     @tool(effect=ToolEffect.READ_ONLY)
-    async def list_agents(ctx: ToolContext) -> str:
+    async def list_agents(self, /, ctx: ToolContext) -> str:
         """List the agents you started, newest first, with their status."""
-        children = await _children(ctx)
+        children = await self._children(ctx.session_id)
         if not children:
             return "You have not started any agents."
         lines = []
         for meta in children:
-            status = await child_status(host_runtime(ctx), meta.id)
+            status = await child_status(self.runtime, meta.id)
             md = meta.metadata
             lines.append(
                 f"{meta.id[:8]}  {md.get('name', '?')}  [{status.value}]  ({md.get('mode', 'inline')}, {md.get('role', '')})  "
@@ -91,7 +91,9 @@ def console_tools(*, wait_timeout: float = 120.0, poll_interval: float = 0.2) ->
         return "\n".join(lines)
 
     @tool(effect=ToolEffect.READ_ONLY)
-    async def read_agent(agent: str, ctx: ToolContext, tail: int = 20, wait: bool = False) -> str:
+    async def read_agent(
+        self, /, agent: str, ctx: ToolContext, tail: int = 20, wait: bool = False
+    ) -> str:
         """Read an agent's status, latest messages and report.
 
         Args:
@@ -99,14 +101,15 @@ def console_tools(*, wait_timeout: float = 120.0, poll_interval: float = 0.2) ->
             tail: how many of its latest messages to show
             wait: wait until it has finished (bounded; ends early if you are stopped)
         """
-        meta = await find_child(ctx, agent)
-        status = await child_status(host_runtime(ctx), meta.id)
+        runtime = self.runtime
+        meta = await self._find(ctx.session_id, agent)
+        status = await child_status(runtime, meta.id)
         if wait and not status.is_terminal:
-            deadline = time.monotonic() + wait_timeout
+            deadline = time.monotonic() + self.wait_timeout
             while not status.is_terminal and time.monotonic() < deadline and not ctx.stop.is_set:
-                await asyncio.sleep(poll_interval)
-                status = await child_status(host_runtime(ctx), meta.id)
-        entries = await host_runtime(ctx).store.load(meta.id)
+                await asyncio.sleep(self.poll_interval)
+                status = await child_status(runtime, meta.id)
+        entries = await runtime.store.load(meta.id)
         log = SessionLog()
         for entry in entries:
             log.apply(entry)
@@ -123,44 +126,66 @@ def console_tools(*, wait_timeout: float = 120.0, poll_interval: float = 0.2) ->
                 body += f"\nERROR: {end.error}"
             # The model now saw the report: a background child's notice need
             # not be delivered again (acked once this result is persisted).
-            notices = BackgroundService.of(host_runtime(ctx)).notices_for(ctx.run_id)
+            notices = runtime.background.notices_for(ctx.run_id)
             if notices is not None:
                 notices.mark_seen(report_notice_id(meta.id))
         return f"{head}\n{body}".strip()
 
     @tool
-    async def steer_agent(agent: str, text: str, ctx: ToolContext) -> str:
+    async def steer_agent(self, /, agent: str, text: str, ctx: ToolContext) -> str:
         """Send a live agent a message; it reads it at its next round.
 
         Args:
             agent: the agent's id, id prefix (8+ characters) or name
             text: what to tell it
         """
-        meta = await find_child(ctx, agent)
-        status = await child_status(host_runtime(ctx), meta.id)
+        meta = await self._find(ctx.session_id, agent)
+        status = await child_status(self.runtime, meta.id)
         if status.is_terminal or status is ChildStatus.INTERRUPTED:
             raise ToolError(f"agent {agent!r} is {status.value}; steering only reaches live agents")
-        child = await host_runtime(ctx).open_session(meta.id, host_agent(ctx))
-        await child.steer(text)
+        await self.runtime.steer(meta.id, text)
         return f"sent to {meta.metadata.get('name', meta.id[:8])}; it reads it at its next round"
 
     @tool
-    async def stop_agent(agent: str, ctx: ToolContext) -> str:
+    async def stop_agent(self, /, agent: str, ctx: ToolContext) -> str:
         """Stop an agent at its next round boundary; you keep running.
 
         Args:
             agent: the agent's id, id prefix (8+ characters) or name
         """
-        meta = await find_child(ctx, agent)
-        status = await child_status(host_runtime(ctx), meta.id)
+        meta = await self._find(ctx.session_id, agent)
+        status = await child_status(self.runtime, meta.id)
         if status.is_terminal:
             return f"agent {agent!r} already ended: {status.value}"
-        signal = LiveChildren.of(host_runtime(ctx)).stop_signal(meta.id)
+        signal = LiveChildren.of(self.runtime).stop_signal(meta.id)
         if signal is not None:
             signal.set("stopped by its parent")
         # Through the log too: reaches a worker in another process.
-        child = await host_runtime(ctx).open_session(meta.id, host_agent(ctx))
-        await child.request_stop("stopped by its parent")
+        await self.runtime.request_stop(meta.id, "stopped by its parent")
         return f"stop requested for {meta.metadata.get('name', meta.id[:8])}; it ends at its next round boundary"
 
-    return [list_agents, read_agent, steer_agent, stop_agent]
+    async def _children(self, session_id: str) -> list[SessionMeta]:
+        return await self.runtime.store.list(parent_id=session_id)
+
+    async def _find(self, session_id: str, ref: str) -> SessionMeta:
+        """The session's worker named by id, id prefix (8+ chars) or name; ToolError if none."""
+        ref = ref.strip()
+        children = await self._children(session_id)  # newest first
+        for meta in children:
+            if meta.id == ref:
+                return meta
+        if len(ref) >= 8:
+            matches = [m for m in children if m.id.startswith(ref)]
+            if len(matches) == 1:
+                return matches[0]
+            if len(matches) > 1:
+                raise ToolError(
+                    f"id prefix {ref!r} matches {len(matches)} agents; give more characters"
+                )
+        for meta in children:
+            if meta.metadata.get("name") == ref:
+                return meta
+        known = (
+            ", ".join(f"{m.metadata.get('name', '?')} ({m.id[:8]})" for m in children) or "(none)"
+        )
+        raise ToolError(f"no agent {ref!r}; your agents: {known}")

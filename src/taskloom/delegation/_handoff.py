@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..background import BackgroundActivity, BackgroundService
+from ..background import BackgroundActivity
 from ..events import Event, origin_label
 from ..loop import RunOptions
 from ..runtime import Runtime
@@ -44,7 +44,6 @@ from ._children import (
     child_started,
     create_child,
     execute_child,
-    host_runtime,
     report_inline,
     summary,
 )
@@ -104,10 +103,11 @@ def _spec(sub: SubAgent, ctx: ToolContext, child_id: str, name: str, task: str) 
     )
 
 
-async def delegate_in_task(sub: SubAgent, ctx: ToolContext, task: str, name: str) -> ToolOutput:
-    """Start the subagent's child in a task and wait on it (see the module docstring)."""
-    runtime = host_runtime(ctx)
-    background = BackgroundService.of(runtime)
+async def delegate_in_task(
+    sub: SubAgent, runtime: Runtime, ctx: ToolContext, task: str, name: str
+) -> ToolOutput:
+    """Start the subagent's child in a task on `runtime` and wait on it (see the module docstring)."""
+    background = runtime.background
     child_id = uuid.uuid4().hex
     spec = _spec(sub, ctx, child_id, name, task)
     activity = BackgroundActivity(
@@ -121,6 +121,7 @@ async def delegate_in_task(sub: SubAgent, ctx: ToolContext, task: str, name: str
     await background.registry.add(ctx.session_id, activity, _REGISTRATION)
     try:
         child = await create_child(
+            runtime,
             ctx,
             sub.agent,
             name=name,
@@ -147,7 +148,7 @@ async def delegate_in_task(sub: SubAgent, ctx: ToolContext, task: str, name: str
 
     async def run() -> ChildOutcome:
         try:
-            async with child_slot(ctx):
+            async with child_slot(runtime, ctx):
                 with LiveChildren.of(runtime).running(child_id, options.stop):
                     async with child.hold() as held:
                         held.on_lost(lambda: options.stop.set("the child was taken over"))
@@ -179,14 +180,18 @@ async def delegate_in_task(sub: SubAgent, ctx: ToolContext, task: str, name: str
     child_started(ctx, child_id, name, task)
     state = _Child(sub, task, spec, background.keep(run()), questions.watch(child_id))
     running_children.children[child_id] = state
-    return await _wait_on(ctx, state, background)
+    return await _wait_on(runtime, ctx, state)
 
 
 async def reply_to_child(
-    sub: SubAgent, ctx: ToolContext, child_id: str, answer: str, question: str | None = None
+    sub: SubAgent,
+    runtime: Runtime,
+    ctx: ToolContext,
+    child_id: str,
+    answer: str,
+    question: str | None = None,
 ) -> ToolOutput:
     """Answer the question child `child_id` waits on; wait on it again if it runs here."""
-    runtime = host_runtime(ctx)
     await Questions.of(runtime).reply(ctx, child_id, answer, question)
     state = _Running.of(runtime).children.get(child_id)
     if state is None:
@@ -194,10 +199,11 @@ async def reply_to_child(
         return ToolOutput(json.dumps({"child": child_id, "status": "answered", "note": note}))
     if state.waiting:
         raise ToolError(f"another call already waits on agent {child_id[:8]}")
-    return await _wait_on(ctx, state, BackgroundService.of(runtime))
+    return await _wait_on(runtime, ctx, state)
 
 
-async def _wait_on(ctx: ToolContext, state: _Child, background: BackgroundService) -> ToolOutput:
+async def _wait_on(runtime: Runtime, ctx: ToolContext, state: _Child) -> ToolOutput:
+    background = runtime.background
     child_id = state.spec.child_session_id
     sub = state.sub
     state.waiting = True
@@ -221,7 +227,7 @@ async def _wait_on(ctx: ToolContext, state: _Child, background: BackgroundServic
                     asked.cancel()
             if asked in done and state.running not in done:
                 _, question_id, _ = asked.result()
-                waiting = await open_questions(host_runtime(ctx), child_id)
+                waiting = await open_questions(runtime, child_id)
                 if question_id not in waiting:
                     continue  # answered meanwhile, or given up on
             break
@@ -242,7 +248,7 @@ async def _wait_on(ctx: ToolContext, state: _Child, background: BackgroundServic
         if notices is not None:
             # Reported to the inbox too, and marked seen: acknowledged once
             # this call's result is stored, delivered if a crash comes first.
-            await ChildWorker(host_runtime(ctx)).report(state.spec, outcome)
+            await ChildWorker(runtime).report(state.spec, outcome)
             notices.mark_seen(report_notice_id(child_id))
         else:
             await background.lifecycle.discard(ctx.session_id, child_id)

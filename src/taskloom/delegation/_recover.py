@@ -15,15 +15,16 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
 
 from ..agent import Agent
 from ..background import BackgroundActivity, BackgroundService, RunStart
 from ..entries import SubagentDispatched, SubagentStartedEntry
 from ..errors import ConfigurationError
 from ..runtime import Runtime
+from ..tools import Tool
 from ._children import CHILD_LEASE, LiveChildren
 from ._dispatch import ChildSpec, ChildWorker
+from ._subagent import DelegationTool
 
 __all__ = ["recover_children", "resume_children", "resume_decided_child"]
 
@@ -34,7 +35,7 @@ async def recover_children(
     runtime: Runtime,
     session_id: str,
     activities: Sequence[BackgroundActivity],
-    offered: Mapping[str, Any],
+    offered: Mapping[str, Tool],
 ) -> None:
     """Run on the session's started, unended background children that nobody
     in this process runs (a `BackgroundService` recoverer). A child held by a
@@ -50,13 +51,9 @@ async def recover_children(
         if not specs or not started:
             continue
         spec = ChildSpec.from_dict(specs[0])
-        # A subagent's own definition, when the parent still offers it.
-        tool = offered.get(spec.type or "")
-        agent = getattr(tool, "child_agent", None)
         try:
-            status = await ChildWorker(runtime).run(
-                spec, agent=agent if isinstance(agent, Agent) else None
-            )
+            # A subagent's own definition, when the parent still offers it.
+            status = await ChildWorker(runtime).run(spec, agent=_child_agent(offered, spec))
         except ConfigurationError as exc:
             logger.info(
                 "background child %s of session %s is interrupted; this runtime cannot "
@@ -75,20 +72,21 @@ async def recover_children(
             )
 
 
-async def resume_children(start: RunStart) -> None:
+async def resume_children(runtime: Runtime, start: RunStart) -> None:
     """Take up, in a task, the session's background children that nobody runs
-    (what a delegation tool does at a run's first boundary: `ResumesWork`)."""
-    if "delegation" in start.claimed or not isinstance(start.runtime, Runtime):
+    on `runtime` (what a delegation tool does at a run's first boundary:
+    `ResumesWork`)."""
+    if "delegation" in start.claimed:
         return
     start.claimed.add("delegation")
-    service = BackgroundService.of(start.runtime)
+    service = runtime.background
     for child in (a for a in await start.live() if a.kind == "subagent"):
         # A task each: running a child on takes as long as the child, and
         # one child's run must not hold up the others'.
         service.keep(
             _logged(
                 functools.partial(
-                    recover_children, start.runtime, start.session_id, [child], start.offered
+                    recover_children, runtime, start.session_id, [child], start.offered
                 )
             )
         )
@@ -104,7 +102,7 @@ async def _logged(work: Callable[[], Awaitable[object]]) -> None:
 
 
 async def resume_decided_child(
-    runtime: Runtime, session_id: str, offered: Mapping[str, Any]
+    runtime: Runtime, session_id: str, offered: Mapping[str, Tool]
 ) -> None:
     """Go on with a child whose escalated calls are all decided (a
     `BackgroundService` decision hook): on the runtime's queue if it has one
@@ -132,15 +130,21 @@ async def resume_decided_child(
     )
 
 
-def _subagent_agent(runtime: Runtime, spec: ChildSpec, offered: Mapping[str, Any]) -> Agent | None:
+def _subagent_agent(runtime: Runtime, spec: ChildSpec, offered: Mapping[str, Tool]) -> Agent | None:
     """The agent of the `SubAgent` that started the child: from the deciding
     session's tools, or an agent of the runtime that offers it (None:
     rebuild it from the registries)."""
     for tools in (offered, *(a.tool_map for a in runtime.agents.values())):
-        found = getattr(tools.get(spec.type or ""), "child_agent", None)
-        if isinstance(found, Agent):
+        found = _child_agent(tools, spec)
+        if found is not None:
             return found
     return None
+
+
+def _child_agent(tools: Mapping[str, Tool], spec: ChildSpec) -> Agent | None:
+    """The child agent of the delegation tool among `tools` that started the child, if any."""
+    tool = tools.get(spec.type or "")
+    return tool.child_agent if isinstance(tool, DelegationTool) else None
 
 
 BackgroundService.decision_hooks.append(resume_decided_child)

@@ -17,19 +17,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import pydantic
+
 from ..agent import Agent
 from ..background import BackgroundActivity, BackgroundService
 from ..errors import ConfigurationError
 from ..models import Model
+from ..runtime import Runtime
 from ..tools import ApprovalRule, Tool, ToolError, ToolLike, ToolOutput, as_tool
-from ._children import (
-    CHILD_LEASE,
-    child_slot,
-    create_child,
-    host_runtime,
-    run_inline,
-    summary,
-)
+from ._children import CHILD_LEASE, child_slot, create_child, run_inline, summary
 from ._dispatch import ChildSpec, Dispatcher
 from ._subagent import DelegationTool, check_child_tools, check_on_approval
 
@@ -52,8 +48,35 @@ class WorkerType:
     description: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class _Worker:
+    """One spawn's worker, within the policy: what it is told and may use."""
+
+    name: str
+    task: str
+    instructions: str | None
+    tools: tuple[str, ...]
+    model: str
+    type: WorkerType | None
+    background: bool
+
+    @property
+    def role(self) -> str:
+        """How its delegation record names its kind."""
+        return self.type.name if self.type else "worker"
+
+
 def _spec_of(model: Model | str) -> str:
     return model if isinstance(model, str) else model.spec
+
+
+def _as_offered(schema: dict[str, Any]) -> None:
+    # What the model is shown: no titles, and no defaults, since what an
+    # omitted field means depends on the worker type and the policy.
+    schema.pop("title", None)
+    for field in schema["properties"].values():
+        field.pop("title", None)
+        field.pop("default", None)
 
 
 class Spawner:
@@ -126,209 +149,207 @@ class Spawner:
         self.instructions = instructions
         self.max_rounds = max_rounds
         self.name = name
-        self._tool: DelegationTool | None = None
+        self._arguments = self._arguments_model()
 
     # ------------------------------------------------------------ the tool
 
-    def _schema(self) -> dict[str, Any]:
-        props: dict[str, Any] = {
-            "name": {
-                "type": "string",
-                "description": "A short name for the worker (used to find it later).",
-            },
-            "instructions": {
-                "type": "string",
-                "description": "The worker's instructions (its system prompt).",
-            },
-            "task": {
-                "type": "string",
-                "description": "The complete task: the worker sees nothing else.",
-            },
-            "tools": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": "Tools to grant, from: " + (", ".join(self.pool) or "(none)"),
-            },
-            "model": {"type": "string", "description": "Model, from: " + ", ".join(self._models)},
-            "mode": {
-                "type": "string",
-                "description": "inline (wait for the answer)"
-                + (
-                    " or background (a receipt now, the report later)"
-                    if self.dispatcher is not None
-                    else ""
-                ),
-            },
-        }
-        props["type"] = {
-            "type": "string",
-            "description": "A predefined worker type: "
-            + (
-                "; ".join(
-                    f"{t.name} ({t.description or t.instructions[:60]})"
-                    for t in self.types.values()
-                )
-                or "(none)"
+    def _arguments_model(self) -> type[pydantic.BaseModel]:
+        """The spawn tool's arguments, described by this policy: the schema
+        the model is shown, and what validates its calls."""
+        types = "; ".join(
+            f"{t.name} ({t.description or t.instructions[:60]})" for t in self.types.values()
+        )
+        mode = "inline (wait for the answer)"
+        if self.dispatcher is not None:
+            mode += " or background (a receipt now, the report later)"
+        return pydantic.create_model(
+            "spawn_arguments",
+            __config__=pydantic.ConfigDict(extra="forbid", json_schema_extra=_as_offered),
+            name=(
+                str,
+                pydantic.Field(description="A short name for the worker (used to find it later)."),
             ),
-        }
-        return {
-            "type": "object",
-            "properties": props,
-            "required": ["name", "task"],
-            "additionalProperties": False,
-        }
+            instructions=(
+                str,
+                pydantic.Field("", description="The worker's instructions (its system prompt)."),
+            ),
+            task=(
+                str,
+                pydantic.Field(description="The complete task: the worker sees nothing else."),
+            ),
+            tools=(
+                list[str],
+                pydantic.Field(
+                    default_factory=list,
+                    description="Tools to grant, from: " + (", ".join(self.pool) or "(none)"),
+                ),
+            ),
+            model=(str, pydantic.Field("", description="Model, from: " + ", ".join(self._models))),
+            mode=(str, pydantic.Field("", description=mode)),
+            type=(
+                str,
+                pydantic.Field("", description="A predefined worker type: " + (types or "(none)")),
+            ),
+        )
 
     def tool(self) -> Tool:
-        """The `spawn_agent` tool (built once)."""
-        if self._tool is None:
-            description = (
-                "Start a worker agent with a clean context for a focused task; only its final answer comes back. "
-                f"At most {self.max_children} workers may be live at once."
-            )
-            self._tool = DelegationTool(
-                self.name,
-                description,
-                self._schema(),
-                self._spawn,
-                needs_approval=self.needs_approval,
-            )
-        return self._tool
+        """A `spawn_agent` tool (a new one each call, kept by the agent given it)."""
+        description = (
+            "Start a worker agent with a clean context for a focused task; only its final answer comes back. "
+            f"At most {self.max_children} workers may be live at once."
+        )
+        return DelegationTool(
+            self.name,
+            description,
+            self._arguments.model_json_schema(),
+            self._spawn,
+            needs_approval=self.needs_approval,
+            arguments=self._arguments,
+        )
 
     def _policy_error(self, message: str) -> ToolError:
         return ToolError(f"{self.name}: {message}")
 
-    async def _spawn(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        name = str(args.get("name") or "").strip() or "worker"
-        task = str(args.get("task") or "").strip()
+    async def _spawn(self, runtime: Runtime, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        worker = self._worker(args)
+        if worker.background:
+            return await self._spawn_background(runtime, ctx, worker)
+        return await self._spawn_inline(runtime, ctx, worker)
+
+    def _worker(self, args: dict[str, Any]) -> _Worker:
+        """The worker the call asks for, or a `ToolError` saying what the policy allows."""
+        task = args["task"].strip()
         if not task:
             raise self._policy_error("'task' is empty; give the worker its complete task")
         wtype: WorkerType | None = None
-        if args.get("type"):
-            wtype = self.types.get(str(args["type"]))
+        if args["type"]:
+            wtype = self.types.get(args["type"])
             if wtype is None:
                 allowed = ", ".join(self.types) or "(none defined)"
                 raise self._policy_error(
                     f"unknown worker type {args['type']!r}; available types: {allowed}"
                 )
-        requested = args.get("tools")
-        tool_names = list(requested) if requested else list(wtype.tools if wtype else ())
-        unknown = [t for t in tool_names if t not in self.pool]
+        tools = tuple(args["tools"] or (wtype.tools if wtype else ()))
+        unknown = [t for t in tools if t not in self.pool]
         if unknown:
             raise self._policy_error(
                 f"tool(s) {', '.join(map(repr, unknown))} are not in the pool; allowed: {', '.join(self.pool) or '(none)'}"
             )
-        model_spec = str(
-            args.get("model") or (wtype.model if wtype and wtype.model else _spec_of(self.model))
-        )
-        if model_spec not in self._models:
+        model = args["model"] or (wtype.model if wtype and wtype.model else _spec_of(self.model))
+        if model not in self._models:
             raise self._policy_error(
-                f"model {model_spec!r} is not allowed; allowed: {', '.join(self._models)}"
+                f"model {model!r} is not allowed; allowed: {', '.join(self._models)}"
             )
-        mode = str(args.get("mode") or "inline")
+        mode = args["mode"] or "inline"
         if mode not in ("inline", "background"):
             raise self._policy_error(f"mode must be 'inline' or 'background', not {mode!r}")
         if mode == "background" and self.dispatcher is None:
             raise self._policy_error(
                 "mode 'background' is not available here (no dispatcher); use 'inline'"
             )
-        instructions = (
-            "\n\n".join(
-                p
-                for p in (
-                    self.instructions,
-                    wtype.instructions if wtype else None,
-                    args.get("instructions"),
-                )
-                if p
-            )
-            or None
+        parts = (self.instructions, wtype.instructions if wtype else None, args["instructions"])
+        return _Worker(
+            name=args["name"].strip() or "worker",
+            task=task,
+            instructions="\n\n".join(p for p in parts if p) or None,
+            tools=tools,
+            model=model,
+            type=wtype,
+            background=mode == "background",
         )
-        runtime = host_runtime(ctx)
-        background = BackgroundService.of(runtime)
-        model = runtime.resolve_model(self._models[model_spec])
-        agent = Agent(name, model, instructions, [self.pool[t] for t in tool_names])
-        child_id = uuid.uuid4().hex
-        # The cap is a per-kind cap in the parent's activity registry, checked
-        # atomically with the insert: concurrent spawns, even from several
-        # processes, never exceed it.
+
+    async def _register(
+        self, background: BackgroundService, ctx: ToolContext, worker: _Worker, child_id: str
+    ) -> None:
+        """Count the worker among the session's live ones, or refuse it when
+        `max_children` are live: the cap is checked atomically with the
+        insert, so concurrent spawns, even from several processes, never
+        exceed it."""
         activity = BackgroundActivity(
             child_id,
             "subagent",
-            f"{name}: {summary(task, 80)}",
+            f"{worker.name}: {summary(worker.task, 80)}",
             time.time(),
             ctx.run_id,
-            {"name": name, "mode": mode},
+            {"name": worker.name, "mode": "background" if worker.background else "inline"},
         )
-        lifecycle = background.lifecycle
-        registry_lease = CHILD_LEASE * (10 if mode == "background" else 1)
-        if not await background.registry.add(
-            ctx.session_id, activity, registry_lease, self.max_children
-        ):
-            live = [
-                a.metadata.get("name", a.id[:8])
-                for a in await background.registry.list(ctx.session_id)
-                if a.kind == "subagent"
-            ]
-            raise self._policy_error(
-                f"at most {self.max_children} workers may be live at once; live now: {', '.join(map(str, live))}. "
-                "Wait for one to finish or stop one before spawning another."
-            )
-        role = wtype.name if wtype else "worker"
+        lease = CHILD_LEASE * (10 if worker.background else 1)
+        if await background.registry.add(ctx.session_id, activity, lease, self.max_children):
+            return
+        live = [
+            a.metadata.get("name", a.id[:8])
+            for a in await background.registry.list(ctx.session_id)
+            if a.kind == "subagent"
+        ]
+        raise self._policy_error(
+            f"at most {self.max_children} workers may be live at once; live now: {', '.join(map(str, live))}. "
+            "Wait for one to finish or stop one before spawning another."
+        )
+
+    def _agent(self, worker: _Worker, model: Model) -> Agent:
+        return Agent(worker.name, model, worker.instructions, [self.pool[t] for t in worker.tools])
+
+    async def _spawn_inline(
+        self, runtime: Runtime, ctx: ToolContext, worker: _Worker
+    ) -> ToolOutput:
+        """Run the worker inside this call, to its end."""
+        agent = self._agent(worker, runtime.resolve_model(self._models[worker.model]))
+        background = runtime.background
+        child_id = uuid.uuid4().hex
+        await self._register(background, ctx, worker, child_id)
+
+        async def keep_registered() -> None:
+            await background.lifecycle.alive(ctx.session_id, child_id, lease=CHILD_LEASE)
+
         try:
-            if mode == "background":
-                return await self._dispatch(
-                    ctx, agent, child_id, name, task, instructions, tool_names, model, role, wtype
-                )
-
-            async def keep_registered() -> None:
-                await lifecycle.alive(ctx.session_id, child_id, lease=CHILD_LEASE)
-
-            async with child_slot(ctx):
+            async with child_slot(runtime, ctx):
                 child = await create_child(
-                    ctx, agent, name=name, task=task, mode="inline", role=role, session_id=child_id
+                    runtime,
+                    ctx,
+                    agent,
+                    name=worker.name,
+                    task=worker.task,
+                    mode="inline",
+                    role=worker.role,
+                    session_id=child_id,
                 )
                 outcome = await run_inline(
+                    runtime,
                     ctx,
                     child,
-                    task,
-                    name=name,
-                    role=role,
+                    worker.task,
+                    name=worker.name,
+                    role=worker.role,
                     max_rounds=self.max_rounds,
                     also_renew=keep_registered,
                 )
         finally:
-            if mode == "inline":
-                await lifecycle.discard(ctx.session_id, child_id)
+            await background.lifecycle.discard(ctx.session_id, child_id)
         return outcome.to_tool_output()
 
-    async def _dispatch(
-        self,
-        ctx: ToolContext,
-        agent: Agent,
-        child_id: str,
-        name: str,
-        task: str,
-        instructions: str | None,
-        tool_names: list[str],
-        model: Model,
-        role: str,
-        wtype: WorkerType | None,
+    async def _spawn_background(
+        self, runtime: Runtime, ctx: ToolContext, worker: _Worker
     ) -> ToolOutput:
-        runtime = host_runtime(ctx)
-        background = BackgroundService.of(runtime)
+        """Hand the worker to the dispatcher; a receipt now, its report as a notice later."""
+        assert self.dispatcher is not None  # `_worker` refuses background without one
+        model = runtime.resolve_model(self._models[worker.model])
+        agent = self._agent(worker, model)
+        background = runtime.background
+        child_id = uuid.uuid4().hex
+        await self._register(background, ctx, worker, child_id)
         # An in-process worker rebuilds the child from this runtime's registries.
-        for t in tool_names:
+        for t in worker.tools:
             runtime.tools.setdefault(t, self.pool[t])
         runtime.register_model(model)
         spec = ChildSpec(
             child_session_id=child_id,
             parent_session_id=ctx.session_id,
-            name=name,
-            task=task,
-            instructions=instructions,
-            tools=tuple(tool_names),
+            name=worker.name,
+            task=worker.task,
+            instructions=worker.instructions,
+            tools=worker.tools,
             model=model.spec,
-            type=wtype.name if wtype else None,
+            type=worker.type.name if worker.type else None,
             max_rounds=self.max_rounds,
             parent_run_id=ctx.run_id,
             # This runs inside the spawn call's span: the child continues it.
@@ -338,19 +359,19 @@ class Spawner:
         )
         try:
             await create_child(
+                runtime,
                 ctx,
                 agent,
-                name=name,
-                task=task,
+                name=worker.name,
+                task=worker.task,
                 mode="background",
-                role=role,
+                role=worker.role,
                 spec=spec.to_dict(),
                 session_id=child_id,
             )
             notices = background.notices_for(ctx.run_id)
             if notices is not None:
                 notices.mark_started(child_id)
-            assert self.dispatcher is not None
             bind = getattr(self.dispatcher, "bind", None)
             if callable(bind):
                 bind(runtime)
@@ -360,7 +381,7 @@ class Spawner:
             raise
         receipt = {
             "id": child_id,
-            "name": name,
+            "name": worker.name,
             "status": "queued",
             "note": "Running in the background; its report arrives as a notice at a later round.",
         }

@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..agent import Agent
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, UsageError
 from ..models import Model
+from ..runtime import Runtime
 from ..tools import ApprovalRule, Tool, ToolEffect, ToolError, ToolLike, ToolOutput, as_tool
 from ._ask import ask_parent_tool
 from ._children import child_slot, create_child, run_inline
 from ._handoff import delegate_in_task, reply_to_child
 
 if TYPE_CHECKING:
+    import pydantic
+
     from ..background import RunStart
     from ..tools import ToolContext
 
 __all__ = ["DelegationTool", "SubAgent", "check_child_tools"]
+
+Handler: TypeAlias = "Callable[[Runtime, dict[str, Any], ToolContext], Awaitable[ToolOutput]]"
+"""What a delegation tool runs: given the runtime it is bound to, the call's
+validated arguments and its context, the call's result."""
 
 
 ON_APPROVAL = ("deny", "escalate")
@@ -61,19 +69,27 @@ def check_child_tools(
 class DelegationTool(Tool):
     """A tool that runs child agents; delegation calls of one turn run concurrently.
     `child_agent` is the agent its children run (a `SubAgent`'s), if it has one:
-    with it a background child of this tool is taken up again after a crash."""
+    with it a background child of this tool is taken up again after a crash.
 
-    __slots__ = ("_handler", "child_agent")
+    Children live in the runtime's store and run on its services, so the
+    tool runs bound to the runtime offering it (`bind_runtime`, see
+    `taskloom.runtime.BindsRuntime`): the bound copy calls `handler` with
+    that runtime. `arguments`, a pydantic model (`extra="forbid"`),
+    validates the calls instead of `input_schema`'s structural check.
+    """
+
+    __slots__ = ("__weakref__", "_handler", "_runtime", "child_agent")
 
     def __init__(
         self,
         name: str,
         description: str,
         input_schema: Mapping[str, Any],
-        handler: Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutput]],
+        handler: Handler,
         *,
         needs_approval: ApprovalRule = False,
         child_agent: Agent | None = None,
+        arguments: type[pydantic.BaseModel] | None = None,
     ) -> None:
         super().__init__(
             name,
@@ -83,20 +99,37 @@ class DelegationTool(Tool):
             needs_approval=needs_approval,
             concurrent=True,
             max_output_chars=0,
+            _arguments_model=arguments,
         )
         self._handler = handler
+        self._runtime: Runtime | None = None
         self.child_agent = child_agent
 
+    def bind_runtime(self, runtime: Runtime) -> DelegationTool:
+        """A copy of this tool that runs its children on `runtime`."""
+        bound = copy.copy(self)
+        bound._runtime = runtime
+        return bound
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime this copy is bound to (`UsageError` for an unbound tool)."""
+        if self._runtime is None:
+            raise UsageError(
+                f"tool {self.name!r} runs only as a runtime offers it (in one of its sessions)"
+            )
+        return self._runtime
+
     async def invoke(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
-        """Run the delegation with the validated arguments."""
-        return await self._handler(arguments, ctx)
+        """Run the delegation with the validated arguments, on the bound runtime."""
+        return await self._handler(self.runtime, arguments, ctx)
 
     async def resume_work(self, start: RunStart) -> None:
         """Take up the session's background children whose process died
         (`taskloom.background.ResumesWork`; see `recover_children`)."""
         from ._recover import resume_children
 
-        await resume_children(start)
+        await resume_children(self.runtime, start)
 
 
 _SUBAGENT_SCHEMA = {
@@ -203,7 +236,6 @@ class SubAgent:
         self.agent = Agent(
             name, model, instructions, tool_list, output_schema=output_schema, **agent_options
         )
-        self._tool: DelegationTool | None = None
 
     def __repr__(self) -> str:
         return f"SubAgent({self.name!r})"
@@ -214,26 +246,35 @@ class SubAgent:
         return self.on_approval == "escalate"
 
     def tool(self) -> Tool:
-        """The delegation tool for a parent agent (built once)."""
-        if self._tool is None:
-            self._tool = DelegationTool(
-                self.name,
-                self.description,
-                _ASKING_SCHEMA if self.ask_parent else _SUBAGENT_SCHEMA,
-                self._delegate,
-                needs_approval=self.needs_approval,
-                child_agent=self.agent,
-            )
-        return self._tool
+        """A delegation tool for a parent agent (a new one each call, kept by the agent
+        given it)."""
+        # Not kept here: its copies bound to runtimes call back into this
+        # SubAgent, so keeping it would keep them alive as long as the
+        # runtimes (see `BindsRuntime`).
+        return DelegationTool(
+            self.name,
+            self.description,
+            _ASKING_SCHEMA if self.ask_parent else _SUBAGENT_SCHEMA,
+            self._delegate,
+            needs_approval=self.needs_approval,
+            child_agent=self.agent,
+        )
 
-    async def _delegate(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+    async def _delegate(
+        self, runtime: Runtime, arguments: dict[str, Any], ctx: ToolContext
+    ) -> ToolOutput:
         child = arguments.get("child")
         if child:
             if "reply" not in arguments:
                 raise ToolError(f"{self.name}: give 'reply' (your answer) with 'child'")
             question = arguments.get("question")
             return await reply_to_child(
-                self, ctx, str(child), str(arguments["reply"]), str(question) if question else None
+                self,
+                runtime,
+                ctx,
+                str(child),
+                str(arguments["reply"]),
+                str(question) if question else None,
             )
         task = str(arguments.get("task", "")).strip()
         if not task:
@@ -242,12 +283,12 @@ class SubAgent:
             )
         display = str(arguments.get("name") or self.name)
         if self.background_after is not None or self.ask_parent or self.escalates:
-            return await delegate_in_task(self, ctx, task, display)
-        async with child_slot(ctx):
+            return await delegate_in_task(self, runtime, ctx, task, display)
+        async with child_slot(runtime, ctx):
             child = await create_child(
-                ctx, self.agent, name=display, task=task, mode="inline", role=self.name
+                runtime, ctx, self.agent, name=display, task=task, mode="inline", role=self.name
             )
             outcome = await run_inline(
-                ctx, child, task, name=display, role=self.name, max_rounds=self.max_rounds
+                runtime, ctx, child, task, name=display, role=self.name, max_rounds=self.max_rounds
             )
         return outcome.to_tool_output()

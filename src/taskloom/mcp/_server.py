@@ -4,16 +4,17 @@ registry of connections (`MCPConnections`)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import copy
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, UsageError
 from ..runtime import Runtime
 from ..tools import DEFAULT_MAX_OUTPUT_CHARS, Tool, ToolHost
 from ._connection import Connection
+from ._taskcalls import TaskCalls
 from ._tool import Approval, MCPTool
 from ._transport import HttpLaunch, Launch, StdioLaunch
 
@@ -46,7 +47,8 @@ class MCPServer:
     `MCPServer.http(...)` (a streamable HTTP endpoint). It holds no
     connection itself: each `Runtime` opens one connection per server on
     first use, shares it among its sessions, and closes it in
-    `runtime.close()`. The tools are listed once; when the server announces
+    `runtime.close()` (a runtime offers the server bound to its connections:
+    `bind_runtime`). The tools are listed once; when the server announces
     that its list changed, the new list is offered from the next round on.
 
     `name` names it in messages (default: the command or host), `prefix`
@@ -67,6 +69,8 @@ class MCPServer:
     """
 
     __slots__ = (
+        "__weakref__",
+        "_connections",
         "_launch",
         "approval",
         "max_output_chars",
@@ -117,6 +121,7 @@ class MCPServer:
         self.tasks = tasks if isinstance(tasks, str) else dict(tasks)
         self.task_after = task_after
         self.task_ttl = task_ttl
+        self._connections: MCPConnections | None = None
 
     @property
     def key(self) -> str:
@@ -218,12 +223,25 @@ class MCPServer:
         kind = "stdio" if isinstance(self._launch, StdioLaunch) else "http"
         return f"MCPServer.{kind}({self._launch.describe()!r}, name={self.name!r})"
 
+    def bind_runtime(self, runtime: Runtime) -> MCPServer:
+        """This server as `runtime` offers it: listed and called through the
+        runtime's connection (see `taskloom.runtime.BindsRuntime`)."""
+        bound = copy.copy(self)
+        bound._connections = MCPConnections.of(runtime)
+        return bound
+
     async def current_tools(self, host: ToolHost) -> Sequence[Tool]:
-        """The server's tools as of now (the `Toolset` protocol): listed on
-        first use, then answered from the runtime's cache until the server
-        says its list changed. Raises `ConfigurationError` when the server
-        does not start or its tools cannot be used."""
-        return await MCPConnections.of(host).tools_for(self)
+        """The server's tools as of now (the `Toolset` protocol), on the
+        runtime it is bound to: listed on first use, then answered from the
+        runtime's cache until the server says its list changed. Raises
+        `ConfigurationError` when the server does not start or its tools
+        cannot be used, `UsageError` for a server no runtime bound (list
+        those with `MCPConnections.of(runtime).tools_for(server)`)."""
+        if self._connections is None:
+            raise UsageError(
+                f"MCP server {self.name!r} lists its tools through a runtime that binds it"
+            )
+        return await self._connections.tools_for(self)
 
 
 def _command_name(command: str, args: tuple[str, ...]) -> str:
@@ -237,17 +255,15 @@ class MCPConnections:
     command or URL share one), opened on first use, closed with the runtime
     (`MCPConnections.of(runtime)`)."""
 
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
         self._connections: dict[Launch, Connection] = {}
         self._tools: dict[MCPServer, tuple[object, tuple[Tool, ...]]] = {}
 
     @classmethod
-    def of(cls, host: ToolHost) -> MCPConnections:
-        """The registry of the runtime `host` (a `taskloom.Runtime`)."""
-        if not isinstance(host, Runtime):
-            raise TypeError(f"MCP servers need a taskloom Runtime, not {type(host).__name__}")
-        return host.service(cls, cls)
+    def of(cls, runtime: Runtime) -> MCPConnections:
+        """The registry of `runtime`."""
+        return runtime.service(cls, cls)
 
     def connection(self, server: MCPServer) -> Connection:
         """The connection `server`'s tools go through."""
@@ -258,17 +274,14 @@ class MCPConnections:
 
     async def tools_for(self, server: MCPServer) -> tuple[Tool, ...]:
         """`server`'s tools as taskloom tools: the same tuple while its list is unchanged."""
-        listing = await self.connection(server).listing()
-        from ._taskcalls import TaskCalls
-
-        # A runtime with a background service of its own runs no tasks in
-        # the background; its calls are still made.
-        with contextlib.suppress(TypeError):
-            TaskCalls.of(self._runtime).know(server)
+        connection = self.connection(server)
+        listing = await connection.listing()
+        calls = TaskCalls.of(self._runtime)
+        calls.know(server)
         cached = self._tools.get(server)
         if cached is not None and cached[0] is listing:
             return cached[1]
-        tools = tuple(MCPTool(server, remote) for remote in listing)
+        tools = tuple(MCPTool(server, remote, connection, calls) for remote in listing)
         names = [t.name for t in tools]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:

@@ -160,10 +160,8 @@ class TaskCalls:
         self.service.listeners.on_delete(self._on_delete)
 
     @classmethod
-    def of(cls, runtime: Any) -> TaskCalls:
+    def of(cls, runtime: Runtime) -> TaskCalls:
         """The runtime's instance (made on first use)."""
-        if not isinstance(runtime, Runtime):
-            raise TypeError(f"MCP tasks need a taskloom Runtime, not {type(runtime).__name__}")
         return runtime.service(cls, cls)
 
     def know(self, server: MCPServer) -> None:

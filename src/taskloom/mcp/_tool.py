@@ -24,7 +24,9 @@ from ..tools import ApprovalRule, Tool, ToolContext, ToolEffect
 from ._results import to_output
 
 if TYPE_CHECKING:
+    from ._connection import Connection
     from ._server import MCPServer
+    from ._taskcalls import TaskCalls
 
 __all__ = ["Approval", "MCPTool", "is_destructive"]
 
@@ -70,11 +72,14 @@ def _approval_rule(approval: Approval, remote: types.Tool) -> ApprovalRule:
 
 class MCPTool(Tool):
     """A tool of an MCP server (`server`), named on the server `remote_name`
-    and here with the server's prefix."""
+    and here with the server's prefix, called through a runtime's
+    `connection` to the server (as an MCP task through its `calls`)."""
 
-    __slots__ = ("remote", "remote_name", "server")
+    __slots__ = ("calls", "connection", "remote", "remote_name", "server")
 
-    def __init__(self, server: MCPServer, remote: types.Tool) -> None:
+    def __init__(
+        self, server: MCPServer, remote: types.Tool, connection: Connection, calls: TaskCalls
+    ) -> None:
         name = model_name(remote.name, server.prefix)
         annotations = remote.annotations
         read_only = annotations is not None and annotations.read_only_hint is True
@@ -96,6 +101,8 @@ class MCPTool(Tool):
         self.server = server
         self.remote = remote
         self.remote_name = remote.name
+        self.connection = connection
+        self.calls = calls
 
     def __repr__(self) -> str:
         return f"MCPTool({self.name!r}, server={self.server.name!r}, effect={self.effect.value})"
@@ -104,9 +111,7 @@ class MCPTool(Tool):
         """Call the tool on the server, through the runtime's connection: as
         an MCP task when the server runs it as one and the server's
         `task_mode` for it is not `"never"` (see `MCPServer`)."""
-        from ._server import MCPConnections
-
-        connection = MCPConnections.of(ctx.runtime).connection(self.server)
+        connection = self.connection
 
         async def report(progress: float, total: float | None, message: str | None) -> None:
             text = message or (f"{progress:g}/{total:g}" if total else f"{progress:g}")
@@ -114,17 +119,10 @@ class MCPTool(Tool):
 
         mode = self.server.task_mode(self.remote_name)
         if mode != "never" and await connection.task_capable(self.remote):
-            from ._taskcalls import TaskCalls
-
-            try:
-                calls = TaskCalls.of(ctx.runtime)
-            except TypeError:
-                calls = None
-            if calls is not None:
-                wait = 0.0 if mode == "always" else self.server.task_after
-                return await calls.call(
-                    self.server, connection, self.remote_name, arguments, ctx, wait, report
-                )
+            wait = 0.0 if mode == "always" else self.server.task_after
+            return await self.calls.call(
+                self.server, connection, self.remote_name, arguments, ctx, wait, report
+            )
         result = await connection.call(
             self.remote_name,
             arguments,

@@ -30,7 +30,7 @@ from .._lazy import lazy_exports
 from ._fork import FORK_NOT_RUN, FORKED_FROM, fork_session
 from ._input import input_id_for, pending_inputs
 from ._lease import LEASE_TTL, RELEASE_WAIT, HeldLease, session_lease_key
-from ._runtime import RunQueue, Runtime, default_runtime
+from ._runtime import BindsRuntime, RunQueue, Runtime, default_runtime
 from ._session import Session
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ASPECTS",
+    "BindsRuntime",
     "FORKED_FROM",
     "FORK_NOT_RUN",
     "LEASE_TTL",

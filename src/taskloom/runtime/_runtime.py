@@ -10,7 +10,7 @@ import logging
 import os
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from ..agent import Agent, AgentDepsT, AgentOutputT
 from ..backends import (
@@ -23,26 +23,20 @@ from ..backends import (
     backend_of,
     snapshots_for,
 )
-from ..entries import (
-    Entry,
-)
+from ..entries import Entry, Steer, StopRequest
 from ..errors import ConfigurationError, SessionBusy, UsageError
-from ..loop import (
-    NO_OBSERVER,
-    NoticesPort,
-    RunObserver,
-    RunOptions,
-)
+from ..loop import RunObserver, RunOptions
 from ..models import Model
 from ..stores import open_store
+from ..tools import Tool, ToolCatalog
 
 if TYPE_CHECKING:
-    from ..tools import Tool
+    from ..background import BackgroundService
 
 from ._lease import LEASE_TTL, session_lease_key
 from ._session import Session
 
-__all__ = ["SNAPSHOT_EVERY", "RunQueue", "Runtime", "default_runtime"]
+__all__ = ["SNAPSHOT_EVERY", "BindsRuntime", "RunQueue", "Runtime", "default_runtime"]
 
 SNAPSHOT_EVERY = 500
 """Entries between two snapshots of a session's fold, by default."""
@@ -50,6 +44,25 @@ SNAPSHOT_EVERY = 500
 logger = logging.getLogger("taskloom")
 
 T = TypeVar("T")
+BoundT_co = TypeVar("BoundT_co", covariant=True)
+
+
+class BindsRuntime(Protocol[BoundT_co]):
+    """A tool (or toolset) that needs the services of the runtime offering it
+    (its store, its background service, its connections), and gets them by
+    being bound to it: a runtime offers `bind_runtime(runtime)`'s result in
+    its place (see `Runtime.tools_for`).
+
+    A runtime binds each such object once and keeps the bound copy as long
+    as the object lives (weakly: a class that binds allows weak references),
+    so every session of the runtime offers the same copy and a round pays
+    nothing for it. The bound copy should not refer back to the object it
+    was bound from, or it lives as long as the runtime does.
+    """
+
+    def bind_runtime(self, runtime: Runtime) -> BoundT_co:
+        """This object as `runtime` offers it."""
+        ...
 
 
 class RunQueue(Protocol):
@@ -122,16 +135,12 @@ class Runtime:
     `trace_content` records prompts, completions and tool arguments and
     results in them (as does `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
 
+    Tools that need the runtime's services (`BindsRuntime`: delegation,
+    background commands, MCP servers) are bound to it, once, and its
+    sessions offer the bound copies (`tools_for`).
+
     Two runtimes never share anything.
     """
-
-    default_background: ClassVar[Callable[[Runtime], NoticesPort] | None] = None
-    """Builds a runtime's background service when none was given (installed by
-    the `taskloom` package, which knows the background layer)."""
-
-    default_observer: ClassVar[Callable[[Runtime], RunObserver] | None] = None
-    """Builds a runtime's run observer when none was given (installed by the
-    `taskloom` package: tracing, which sits above the runtime)."""
 
     def __init__(
         self,
@@ -140,7 +149,7 @@ class Runtime:
         agents: Mapping[str, Agent[Any, Any]] | Iterable[Agent[Any, Any]] | None = None,
         models: Mapping[str, Model] | Iterable[Model] | None = None,
         tools: Mapping[str, Tool] | Iterable[Tool] | None = None,
-        background: NoticesPort | None = None,
+        background: BackgroundService | None = None,
         wake_on_notice: bool = False,
         max_wakeups: int = 8,
         lease_ttl: float = LEASE_TTL,
@@ -176,6 +185,8 @@ class Runtime:
         self.queue = queue
         self._watchers: dict[str, list[Callable[[], None]]] = {}
         self._services: dict[type[Any], Any] = {}
+        # Unbound object -> its copy bound to this runtime (see BindsRuntime).
+        self._bound: weakref.WeakKeyDictionary[object, Any] = weakref.WeakKeyDictionary()
         self._sessions: weakref.WeakValueDictionary[str, Session[Any, Any]] = (
             weakref.WeakValueDictionary()
         )
@@ -199,23 +210,59 @@ class Runtime:
         return ledger if ledger is not None else MemoryBudgets()
 
     @property
-    def background(self) -> Any:
+    def background(self) -> BackgroundService:
         """Background work (activity registry, notice inbox) on this runtime's
-        backend: a `taskloom.background.BackgroundService` unless one was given."""
+        backend, made on first use unless one was given."""
         if self._background is None:
-            make = Runtime.default_background
-            if make is None:
-                raise UsageError("no background service: pass Runtime(background=...)")
-            self._background = make(self)
+            # Imported on first use: `import taskloom` does not pay for it.
+            from ..background import BackgroundService
+
+            self._background = BackgroundService.for_store(self.store, runtime=self)
         return self._background
 
     @property
     def observer(self) -> RunObserver:
-        """Who watches this runtime's runs (tracing), made on first use."""
+        """Who watches this runtime's runs (tracing while a tracer provider is
+        configured, unless an observer was given), made on first use."""
         if self._observer is None:
-            make = Runtime.default_observer
-            self._observer = NO_OBSERVER if make is None else make(self)
+            from ..tracing import default_observer
+
+            self._observer = default_observer(self)
         return self._observer
+
+    def tools_for(self, agent: Agent[Any, Any]) -> Mapping[str, Tool]:
+        """The agent's own tools by name, as this runtime's sessions offer them:
+        each that needs the runtime (`BindsRuntime`) bound to this one, the
+        others as they are (the agent's own map when none binds)."""
+        own = agent.tool_map
+        offered: dict[str, Tool] | None = None
+        for name, tool in own.items():
+            bound = self._bound_to(tool)
+            if bound is not tool:
+                if offered is None:
+                    offered = dict(own)
+                offered[name] = bound
+        return own if offered is None else offered
+
+    def catalog_for(self, agent: Agent[Any, Any]) -> ToolCatalog:
+        """The catalog of the agent's tools and toolsets, bound as `tools_for` binds them."""
+        return ToolCatalog(
+            agent.name,
+            tuple(self.tools_for(agent).values()),
+            tuple(self._bound_to(toolset) for toolset in agent.toolsets),
+        )
+
+    def _bound_to(self, item: T) -> T:
+        # An attribute, not an isinstance on the protocol: cheap for the
+        # many tools that do not bind.
+        bind = getattr(item, "bind_runtime", None)
+        if bind is None:
+            return item
+        found: T | None = self._bound.get(item)
+        if found is None:
+            found = bind(self)
+            self._bound[item] = found
+        return found
 
     def service(self, kind: type[T], make: Callable[[Runtime], T]) -> T:
         """The runtime's one instance of `kind`, made by `make(runtime)` on first
@@ -264,9 +311,7 @@ class Runtime:
             if close is not None and inspect.iscoroutinefunction(close):
                 await close()
         if self._background is not None:
-            close = getattr(self._background, "close", None)
-            if close is not None:
-                await close()
+            await self._background.close()
         if self.queue is not None:
             await self.queue.close()
         close = getattr(self.store, "close", None)
@@ -379,6 +424,21 @@ class Runtime:
         if self.wake_on_notice and self.queue is not None:
             await self._queue_wake(session_id)
         return position
+
+    async def steer(self, session_id: str, text: str) -> None:
+        """Fold `text` into the session as a user turn at its next round
+        boundary (of the running run, or the next run). Needs no lease, so it
+        works from any process sharing the store."""
+        if not text:
+            raise UsageError("steer needs non-empty text")
+        await self.store.append(session_id, Entry.of(Steer(text)))
+        self.notify(session_id)
+
+    async def request_stop(self, session_id: str, reason: str | None = None) -> None:
+        """Ask the session's running run to stop at its next boundary, from any
+        process sharing the store (the run ends STOPPED; later runs are unaffected)."""
+        await self.store.append(session_id, Entry.of(StopRequest(reason)))
+        self.notify(session_id)
 
     def on_notice(self, session_id: str) -> None:
         """A background notice was written for the session (in this process)."""

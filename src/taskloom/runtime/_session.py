@@ -19,8 +19,6 @@ from ..entries import (
     InputAnswer,
     ModelChange,
     Payload,
-    Steer,
-    StopRequest,
     SubagentLink,
 )
 from ..errors import (
@@ -105,6 +103,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         self._running = False
         self._wakeups = 0
         self._catalog: ToolCatalog | None = None
+        self._tools = runtime.tools_for(agent)
         # A model instance chosen in this process, and the log position of the
         # model change that chose it: instances keep their identity here even
         # when two share a spec (other processes resolve the spec).
@@ -129,7 +128,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
     @property
     def notices(self) -> NoticesPort:
         """Background notices of the runtime, as the loop reaches them."""
-        return self.runtime.background  # type: ignore[no-any-return]
+        return self.runtime.background
 
     @property
     def budgets(self) -> BudgetLedger:
@@ -141,7 +140,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         """The tools this session offers, by name: the agent's own, and its
         toolsets' as of the last `refresh_tools()`."""
         catalog = self._catalog
-        return self.agent.tool_map if catalog is None else catalog.tools
+        return self._tools if catalog is None else catalog.tools
 
     @property
     def tool_specs(self) -> tuple[ToolSpec, ...]:
@@ -160,7 +159,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             return
         catalog = self._catalog
         if catalog is None:
-            catalog = ToolCatalog(self.agent.name, self.agent.tools, toolsets)
+            catalog = self.runtime.catalog_for(self.agent)
         await catalog.refresh(self.runtime)
         self._catalog = catalog
 
@@ -662,9 +661,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         if not log.pending_calls(undecided=True):
             # Every call of the turn is decided: whoever runs the session's
             # kind of work may go on with it (a child escalated, say).
-            decided = getattr(self.runtime.background, "decided", None)
-            if decided is not None:
-                await decided(target, self.agent.tool_map)
+            await self.runtime.background.decided(target, self.agent.tool_map)
 
     async def _deciding(self, call_id: str, session_id: str | None) -> str:
         """Whose parked turn `call_id` is decided in: this session's, or a child's
@@ -739,16 +736,12 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
     async def steer(self, text: str) -> None:
         """Fold `text` in as a user turn at the next round boundary (of the
         running run, or the next run). Works from any process sharing the store."""
-        if not text:
-            raise UsageError("steer needs non-empty text")
-        await self.runtime.store.append(self.id, Entry.of(Steer(text)))
-        self.runtime.notify(self.id)
+        await self.runtime.steer(self.id, text)
 
     async def request_stop(self, reason: str | None = None) -> None:
         """Ask the session's running run to stop at its next boundary, from any
         process sharing the store (the run ends STOPPED; later runs are unaffected)."""
-        await self.runtime.store.append(self.id, Entry.of(StopRequest(reason)))
-        self.runtime.notify(self.id)
+        await self.runtime.request_stop(self.id, reason)
 
     async def set_model(self, model: Model | str) -> None:
         """Use another model from the next request on; persisted on the session.

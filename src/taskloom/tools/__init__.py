@@ -4,7 +4,8 @@ A tool is a function the model may call. `@tool` builds its JSON schema from
 the signature and its description from the docstring, once, at decoration.
 What a running tool can reach (its identity, the run's controls, deferred
 results) is its `ToolContext`. A `Toolset` (an MCP server) offers tools that
-may change between rounds.
+may change between rounds. A tool that needs what only the runtime offering
+it has is an `UnboundTool` until that runtime binds it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ._tool import (
     ToolEffect,
     ToolError,
     ToolOutput,
+    UnboundTool,
     as_tool,
     cap_output,
     to_content,
@@ -47,6 +49,7 @@ __all__ = [
     "ToolLike",
     "ToolProvider",
     "Toolset",
+    "UnboundTool",
     "as_tool",
     "cap_output",
     "to_content",

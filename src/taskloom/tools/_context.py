@@ -44,7 +44,16 @@ class BackgroundStarter(Protocol):
     """The part of a runtime's background service a tool starts work through."""
 
     async def start(
-        self, ctx: ToolContext, kind: str, description: str, work: Any, **options: Any
+        self,
+        ctx: ToolContext,
+        kind: str,
+        description: str,
+        work: Any,
+        *,
+        lease: float | None = None,
+        kind_cap: int | None = None,
+        activity_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> str:
         """Start `work`; its result reaches the model as a notice later. Returns its id."""
         ...

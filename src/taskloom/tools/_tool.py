@@ -6,6 +6,11 @@ built once at decoration. A parameter annotated `ToolContext` is injected and
 left out of the schema. `Tool` can also be built by hand (name, description,
 schema, function) or subclassed (override `invoke`).
 
+A function's positional-only parameters (before `/`) are not the model's:
+`@tool` leaves them out of the schema, and `Tool.partial` fills them, once,
+with what only the tool's host has (a runtime's services; see
+`UnboundTool`).
+
 A generator function (async or sync) is a streaming tool: every value it
 yields reaches the run's subscribers at once as `ToolProgress`, and the last
 one is the result the model reads.
@@ -30,6 +35,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
+import functools
 import inspect
 import json
 import logging
@@ -42,7 +49,7 @@ import warnings
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, overload
 
 import pydantic
 
@@ -61,6 +68,7 @@ __all__ = [
     "ToolEffect",
     "ToolError",
     "ToolOutput",
+    "UnboundTool",
     "cap_output",
     "tool",
 ]
@@ -78,6 +86,7 @@ SLOW_INLINE_CALL = 0.1
 logger = logging.getLogger("taskloom")
 
 F = TypeVar("F", bound=Callable[..., Any])
+H = TypeVar("H")
 
 
 class ToolEffect(StrEnum):
@@ -503,6 +512,61 @@ class Tool:
     def _error(self, text: str) -> ToolOutput:
         return ToolOutput(cap_output(text, self.max_output_chars), is_error=True)
 
+    def partial(self, *values: object) -> Self:
+        """A copy of this tool whose function gets `values` first, before the
+        model's arguments: they fill its positional-only parameters, which
+        `@tool` leaves out of the schema. Name, schema, validation and
+        options are this tool's."""
+        fn = self._fn
+        if fn is None:
+            raise ConfigurationError(f"tool {self.name!r} has no function to give values to")
+        given = copy.copy(self)
+        given._fn = functools.partial(fn, *values)
+        return given
+
+
+class UnboundTool(Tool, Generic[H]):
+    """A tool whose function needs what only the runtime offering it has (its
+    background service, its store): it stands for `template` in an agent's
+    definition (name, description, schema, effect, approval), and the
+    runtime that offers it binds it once (`bind_runtime`, see
+    `taskloom.runtime.BindsRuntime`) to `template.partial(given(runtime))`.
+
+    It is never run itself: called unbound (outside a runtime's session), it
+    answers with an error.
+    """
+
+    __slots__ = ("__weakref__", "_given", "template")
+
+    def __init__(self, template: Tool, given: Callable[[H], object]) -> None:
+        super().__init__(
+            template.name,
+            template.description,
+            template.input_schema,
+            effect=template.effect,
+            needs_approval=template.needs_approval,
+            timeout=template.timeout,
+            max_output_chars=template.max_output_chars,
+            concurrent=template.concurrent,
+            blocking=template.blocking,
+            idempotent=template.idempotent,
+        )
+        self.template = template
+        self._given = given
+
+    def __repr__(self) -> str:
+        return f"UnboundTool({self.name!r}, effect={self.effect.value})"
+
+    def bind_runtime(self, runtime: H) -> Tool:
+        """The tool that runs on `runtime`: the template given what `runtime` gives it."""
+        return self.template.partial(self._given(runtime))
+
+    async def invoke(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        """Refuse: only the copy a runtime binds runs."""
+        raise ToolError(
+            f"tool {self.name!r} runs only as a runtime offers it (in one of its sessions)"
+        )
+
 
 # ---------------------------------------------------------------- @tool
 
@@ -594,6 +658,8 @@ def _build_tool(
     ctx_param: str | None = None
     untyped: list[str] = []
     for param in inspect.signature(fn).parameters.values():
+        if param.kind is param.POSITIONAL_ONLY:
+            continue  # filled by `Tool.partial`, never by the model
         annotation = hints.get(param.name, Any)
         if _is_context(annotation):
             ctx_param = param.name

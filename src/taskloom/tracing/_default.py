@@ -17,9 +17,9 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from ..loop import NO_OBSERVER, RunInfo, RunObserver, RunWatch
-from ..runtime import Runtime
 
 if TYPE_CHECKING:
+    from ..runtime import Runtime
     from ._otel import GenAIObserver
 
 __all__ = ["WhenConfigured", "default_observer"]

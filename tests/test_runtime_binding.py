@@ -1,0 +1,157 @@
+"""Tools that need the runtime offering them are bound to it: once per
+runtime, and the bound copies are what its sessions offer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from taskloom import Agent, Runtime, ToolEffect, tool
+from taskloom.background import BackgroundService, background_tools
+from taskloom.delegation import DelegationTool, Spawner, SubAgent, WorkerType, console_tools
+from taskloom.errors import UsageError
+from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
+from taskloom.tools import Tool, UnboundTool
+
+
+def calling(name: str, rounds: int) -> FunctionModel:
+    """A model that calls `name` for `rounds` rounds, then answers with the last result."""
+
+    async def answer(request: ModelRequest) -> Any:
+        if len(request.messages) < 2 * rounds:
+            return reply(tool_calls=[(name, {})])
+        return reply(request.messages[-1].results[0].content)
+
+    return FunctionModel(answer)
+
+
+@tool(effect=ToolEffect.READ_ONLY)
+async def _whose(runtime: Runtime, /) -> str:
+    """Say which runtime runs this call."""
+    return hex(id(runtime))
+
+
+async def test_a_tool_is_bound_once_per_runtime_not_per_round_or_session() -> None:
+    bound_to: list[Runtime] = []
+
+    def given(runtime: Runtime) -> Runtime:
+        bound_to.append(runtime)
+        return runtime
+
+    whose = UnboundTool(_whose, given)
+    agent = Agent("a", calling("_whose", rounds=3), tools=[whose])
+    first, second = Runtime(), Runtime()
+    sessions = [await first.create_session(agent) for _ in range(2)]
+    for session in sessions:
+        assert (await session.run("go")).text == hex(id(first))
+    # Two sessions of three tool rounds each: one binding.
+    assert bound_to == [first]
+    offered = sessions[0].tools["_whose"]
+    assert offered is sessions[1].tools["_whose"] is first.tools_for(agent)["_whose"]
+    assert offered is not whose and agent.tool_map["_whose"] is whose
+
+    other = await second.create_session(agent)
+    assert (await other.run("go")).text == hex(id(second))
+    assert bound_to == [first, second]
+    await first.close()
+    await second.close()
+
+
+def test_the_model_is_offered_what_the_unbound_tool_describes() -> None:
+    whose = UnboundTool(_whose, lambda runtime: runtime)
+    assert whose.spec == _whose.spec
+    assert "runtime" not in whose.input_schema["properties"]
+    assert whose.effect is ToolEffect.READ_ONLY
+
+
+async def test_an_unbound_tool_does_not_run() -> None:
+    whose = UnboundTool(_whose, lambda runtime: runtime)
+    out = await whose.call({}, None)  # type: ignore[arg-type]
+    assert out.is_error and "runs only as a runtime offers it" in out.content
+
+
+def test_a_bound_delegation_tool_is_still_one_and_runs_on_its_runtime() -> None:
+    sub = SubAgent("helper", "Helps.", ScriptedModel([]))
+    agent = Agent("lead", ScriptedModel([]), tools=[sub, *console_tools()])
+    runtime = Runtime()
+    unbound = agent.tool_map["helper"]
+    offered = runtime.tools_for(agent)["helper"]
+    assert isinstance(unbound, DelegationTool) and isinstance(offered, DelegationTool)
+    assert offered is not unbound and offered is runtime.tools_for(agent)["helper"]
+    # What identifies a delegation tool survives binding: the loop runs it
+    # concurrently, a crash recovery finds its child agent, a run start its work.
+    assert offered.concurrent and offered.child_agent is sub.agent
+    assert offered.spec is unbound.spec
+    assert callable(getattr(offered, "resume_work", None))
+    assert offered.runtime is runtime
+    with pytest.raises(UsageError, match="runs only as a runtime offers it"):
+        _ = unbound.runtime
+
+
+def test_an_agent_without_tools_that_bind_offers_its_own_map() -> None:
+    @tool
+    def plain() -> str:
+        """Nothing to bind."""
+        return "x"
+
+    agent = Agent("a", ScriptedModel([]), tools=[plain])
+    assert Runtime().tools_for(agent) is agent.tool_map
+
+
+def test_the_runtime_builds_its_own_background_service() -> None:
+    runtime = Runtime()
+    assert isinstance(runtime.background, BackgroundService)
+    assert runtime.background is BackgroundService.of(runtime)
+    assert not hasattr(Runtime, "default_background")
+
+
+def test_the_spawn_tools_schema_is_the_one_the_model_was_always_shown() -> None:
+    @tool
+    def look(q: str) -> str:
+        """Look."""
+        return q
+
+    model = ScriptedModel([])
+    spawn: Tool = Spawner(
+        model, tools=[look], types=[WorkerType("r", "research", ("look",))]
+    ).tool()
+
+    def text(description: str) -> dict[str, str]:
+        return {"type": "string", "description": description}
+
+    assert spawn.input_schema == {
+        "type": "object",
+        "properties": {
+            "name": text("A short name for the worker (used to find it later)."),
+            "instructions": text("The worker's instructions (its system prompt)."),
+            "task": text("The complete task: the worker sees nothing else."),
+            "tools": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Tools to grant, from: look",
+            },
+            "model": text(f"Model, from: {model.spec}"),
+            "mode": text("inline (wait for the answer)"),
+            "type": text("A predefined worker type: r (research)"),
+        },
+        "required": ["name", "task"],
+        "additionalProperties": False,
+    }
+
+
+def test_the_command_and_console_tools_keep_their_names_and_schemas() -> None:
+    commands = {t.name: t.input_schema for t in background_tools()}
+    assert list(commands) == [
+        "background_run",
+        "background_status",
+        "background_wait",
+        "background_stop",
+    ]
+    assert commands["background_wait"]["required"] == ["ids"]
+    console = {t.name: t.input_schema for t in console_tools()}
+    assert list(console) == ["list_agents", "read_agent", "steer_agent", "stop_agent"]
+    # `self`, filled by the binding, is not the model's to give.
+    assert console["list_agents"]["properties"] == {}
+    assert console["steer_agent"]["required"] == ["agent", "text"]
+    assert all("self" not in schema["properties"] for schema in [*commands.values()])
