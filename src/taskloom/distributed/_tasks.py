@@ -158,7 +158,7 @@ class JobBodies:
         with self._running(stop):
             try:
                 async with session.hold():
-                    await session.sync()
+                    await session.journal.sync()
                     plan = await self._plan(session, job, explicit)
                     if plan is None:
                         return "nothing to do"
@@ -183,7 +183,7 @@ class JobBodies:
         return result.status.value
 
     async def _plan(self, session: Session, job: jobs.Job, explicit: bool) -> str | None:
-        log = session.log
+        log = session.journal.log
         parked = log.parked()
         if parked:
             waiting = [c for c in parked if log.request(c.id) and not log.decision(c.id)]
@@ -229,7 +229,7 @@ class JobBodies:
                 "INSERT INTO taskloom_queue_runs (job_id, session_id, position, drained) "
                 "VALUES (%s, %s, %s, %s) ON CONFLICT (job_id) DO UPDATE "
                 "SET position = EXCLUDED.position, drained = EXCLUDED.drained",
-                (job.id, session.id, session.log.position, drained),
+                (job.id, session.id, session.journal.log.position, drained),
             )
 
     # ------------------------------------------------------------ children
