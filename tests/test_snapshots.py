@@ -170,7 +170,7 @@ def _snapshot_rows(entries: list[Entry], cuts: list[int]) -> list[tuple[int, str
             log.apply(e)
         done = cut
         rows.append((cut, encode_snapshot(log)))
-        log.snapshot_at = cut
+        log.snapshotted(cut)
     return rows
 
 

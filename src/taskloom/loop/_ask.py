@@ -52,9 +52,18 @@ class ModelAsker:
         controls = self._controls
         tree: TreeBudget | None = controls.tree
         if tree is None:
-            response = await self._watched(model, request)
+            scope = self._scope
+            with scope.watch.model_call(model, request, streamed=scope.emit is not None) as call:
+                response = await self._with_retries(model, request, call)
+                call.responded(response)
             controls.meter.add(response.usage)
             return response
+        return await self._charged(tree, model, request)
+
+    async def _charged(
+        self, tree: TreeBudget, model: Model, request: ModelRequest
+    ) -> ModelResponse:
+        controls = self._controls
         try:
             request, charge = await tree.reserve(
                 model.name, request, self._bound.of(request), model.provider

@@ -240,12 +240,22 @@ def with_note(previous: str, note: str, limit: int) -> str:
 class Compactor:
     """A run's compaction: decides at each boundary and compacts when needed."""
 
-    __slots__ = ("_asker", "_instructions", "_ports", "estimate", "hint", "policy", "tools_chars")
+    __slots__ = (
+        "_asker",
+        "_instructions",
+        "_log",
+        "_ports",
+        "estimate",
+        "hint",
+        "policy",
+        "tools_chars",
+    )
 
     def __init__(self, agent: AgentSpec, ports: RunPorts, asker: ModelAsker) -> None:
         self.policy = agent.compaction
         self._instructions = agent.instructions or ""
         self._ports = ports
+        self._log = ports.journal.log
         self._asker = asker
         self.estimate = ContextEstimate()
         # "now": a strategy asked for it; "veto": not at this boundary.
@@ -267,7 +277,7 @@ class Compactor:
                 len(t.name) + len(t.description) + len(str(t.input_schema))
                 for t in self._ports.tools.tool_specs
             )
-        log = self._ports.journal.log
+        log = self._log
         return len(self._instructions) + self.tools_chars + log.view_chars() + len(extra)
 
     def tokens(self, extra: str = "") -> int:
@@ -298,21 +308,21 @@ class Compactor:
         of the view instead, as when the summarizer fails.
         """
         policy = self.policy or Compaction()
-        return await self._compact(cut_index(self._ports.journal.log, policy.keep_recent))
+        return await self._compact(cut_index(self._log, policy.keep_recent))
 
     async def compact_to_fit(self) -> bool:
         """`compact` for a request the provider refused as too long: when the
         policy's recent messages leave nothing to cut, cut later, keeping as
         little as one turn."""
         policy = self.policy or Compaction()
-        return await self._compact(cut_index_to_fit(self._ports.journal.log, policy.keep_recent))
+        return await self._compact(cut_index_to_fit(self._log, policy.keep_recent))
 
     async def _compact(self, cut: int | None) -> bool:
         if cut is None:
             return False
         journal = self._ports.journal
         scope = self._asker.scope
-        log = journal.log
+        log = self._log
         policy = self.policy or Compaction()
         before_chars = self.request_chars()
         before = self.estimate.estimate(before_chars)

@@ -34,7 +34,7 @@ class Decisions:
 
     def __init__(
         self,
-        strategy: RoundStrategy | None,
+        strategy: RoundStrategy,
         compactor: Compactor,
         journal: Journal,
         models: ModelChoice,
@@ -86,9 +86,6 @@ class Decisions:
         tool_results: tuple[RoundToolResult, ...] = (),
         assistant_message: Message | None = None,
     ) -> RoundDecision:
-        strategy = self._strategy
-        if strategy is None:
-            return PROCEED
         counters, scope = self._counters, self._scope
         ctx = RoundContext(
             boundary,
@@ -103,7 +100,7 @@ class Decisions:
         compactor = self._compactor
         if compactor.policy is not None:
             ctx = replace(ctx, context_tokens=compactor.tokens(), context_window=compactor.window())
-        decision = await strategy.on_round(ctx)
+        decision = await self._strategy.on_round(ctx)
         if decision.compaction != "auto":
             compactor.hint = decision.compaction
         return decision

@@ -132,7 +132,7 @@ async def execute_calls(
 class ToolContexts:
     """Makes the `ToolContext` of each call of one run (for tools that take one)."""
 
-    __slots__ = ("_agent", "_controls", "_deps", "_host", "_journal", "_scope")
+    __slots__ = ("_agent", "_controls", "_deps", "_host", "_journal", "_log", "_scope")
 
     def __init__(
         self,
@@ -146,13 +146,13 @@ class ToolContexts:
         self._agent = agent
         self._host = ports.tools.host
         self._journal = ports.journal
+        self._log = ports.journal.log
         self._controls = controls
         self._deps = deps
 
     def __call__(self, call: ToolCall) -> ToolContext:
         """The context of `call`."""
         scope = self._scope
-        journal = self._journal
         return ToolContext(
             run_id=scope.run_id,
             session_id=scope.session_id,
@@ -161,10 +161,10 @@ class ToolContexts:
             runtime=self._host,
             controls=self._controls,
             emit=self._emit,
-            record=journal.append,
+            record=self._journal.append,
             origin=scope.origin,
             deps=self._deps,
-            turn=journal.log.turn,
+            turn=self._log.turn,
         )
 
     def _emit(self, event: Event) -> None:

@@ -165,7 +165,9 @@ class Journal(Protocol):
 
     @property
     def log(self) -> SessionLog:
-        """The session's log as folded so far (a cache of the store)."""
+        """The session's log as folded so far (a cache of the store): one
+        object for the journal's life, which a run may keep (what is folded
+        into it changes, never the object)."""
         ...
 
     async def sync(self, *, fresh: float = 0.0) -> None:

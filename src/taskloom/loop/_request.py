@@ -3,6 +3,7 @@ too long, and compacted once more when the provider still finds it too long."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from ..errors import ContextWindowExceeded
@@ -24,7 +25,7 @@ class Requests:
     __slots__ = (
         "_agent",
         "_asker",
-        "_journal",
+        "_log",
         "_models",
         "_output",
         "_tools",
@@ -36,7 +37,7 @@ class Requests:
         self, agent: AgentSpec, ports: RunPorts, output: FinalOutput, asker: ModelAsker
     ) -> None:
         self._agent = agent
-        self._journal = ports.journal
+        self._log = ports.journal.log
         self._models = ports.models
         self._tools = ports.tools
         self._output = output
@@ -49,9 +50,7 @@ class Requests:
         """The request to `model` for the next round, with `delivery`'s notices last."""
         # A view, not a copy: copying the history made every round cost in
         # proportion to the session's length.
-        messages = self._journal.log.view(
-            Message.user(delivery.text) if delivery is not None else None
-        )
+        messages = self._log.view(Message.user(delivery.text) if delivery is not None else None)
         agent = self._agent
         specs = self._tools.tool_specs
         output_schema, output_tool = self._output.ask(model)
@@ -65,14 +64,17 @@ class Requests:
             memo=self.memo,
         )
 
-    async def ask(self, delivery: Delivery | None) -> ModelResponse:
+    def ask(self, delivery: Delivery | None) -> Awaitable[ModelResponse]:
         """The model's answer to the next round's request (compacting the view
-        first if it grew too long)."""
+        first if it grew too long), awaited."""
+        if self.compactor.policy is None:
+            model = self._models.model
+            return self._asker.ask(model, self.build(model, delivery))
+        return self._ask_compacting(delivery)
+
+    async def _ask_compacting(self, delivery: Delivery | None) -> ModelResponse:
         compactor = self.compactor
         models = self._models
-        if compactor.policy is None:
-            model = models.model
-            return await self._asker.ask(model, self.build(model, delivery))
         extra = delivery.text if delivery is not None else ""
         await compactor.before_request(extra)
         for attempt in (1, 2):

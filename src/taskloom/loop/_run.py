@@ -76,6 +76,8 @@ class RunLoop:
         self.agent = agent
         self.ports = ports
         self.journal = ports.journal
+        # One object for the journal's life: kept, not looked up every round.
+        self.log = ports.journal.log
         self.scope = scope
         self.opts = options or RunOptions()
         self.controls = self.opts.bind()
@@ -115,8 +117,8 @@ class RunLoop:
 
     # ------------------------------------------------------------ entry points
 
-    async def start(self, user: Message | None) -> RunResult:
-        """Run with `user` (if any) as the next user turn, to an end status;
+    def start(self, user: Message | None) -> Coroutine[Any, Any, RunResult]:
+        """The run, with `user` (if any) as the next user turn, to an end status;
         provider and configuration errors propagate. A session parked for
         approval raises `UsageError` (it is resumed, not started).
 
@@ -124,43 +126,41 @@ class RunLoop:
         it gets `STORE_GRACE` more seconds before the run ends DEADLINE
         unrecorded (the next run reads whatever the store kept).
         """
-        return await self._bounded(self._started(user))
-
-    async def resume(self) -> RunResult:
-        """Run the session's parked turn on (its calls all decided), then rounds
-        to an end status, as `start` does. A session not parked raises `UsageError`."""
-        return await self._bounded(self._resumed())
-
-    async def _started(self, user: Message | None) -> RunResult:
-        journal = self.journal
-        # A fresh run may trust a look taken under its lease an instant ago.
-        await journal.sync(fresh=FRESH_BOUNDARY)
-        parked = journal.log.parked()
-        if parked:
-            raise UsageError(
-                f"session {self.scope.session_id} is awaiting approval for "
-                f"{', '.join(c.id for c in parked)}: approve or deny, then resume()"
-            )
 
         async def first() -> None:
             if user is not None:
-                await append_message(journal, self.scope.run_id, user)
+                await append_message(self.journal, self.scope.run_id, user)
 
-        info = RunInfo(self.agent, self.scope.session_id, self.scope.run_id)
-        return await self._go(info, first)
+        return self._bounded(self._go(self._fresh, first))
 
-    async def _resumed(self) -> RunResult:
-        journal = self.journal
+    def resume(self) -> Coroutine[Any, Any, RunResult]:
+        """The run of the session's parked turn (its calls all decided), then
+        rounds to an end status, as `start`'s. A session not parked raises
+        `UsageError`."""
+        return self._bounded(self._go(self._parked, self._resume_parked))
+
+    async def _fresh(self) -> RunInfo:
+        journal, scope = self.journal, self.scope
+        # A fresh run may trust a look taken under its lease an instant ago.
+        await journal.sync(fresh=FRESH_BOUNDARY)
+        parked = self.log.parked()
+        if parked:
+            raise UsageError(
+                f"session {scope.session_id} is awaiting approval for "
+                f"{', '.join(c.id for c in parked)}: approve or deny, then resume()"
+            )
+        return RunInfo(self.agent, scope.session_id, scope.run_id)
+
+    async def _parked(self) -> RunInfo:
+        journal, scope = self.journal, self.scope
         # A resume must see every decision written elsewhere.
         await journal.sync()
-        log = journal.log
+        log = self.log
         if not log.parked():
             raise UsageError(
-                f"session {self.scope.session_id} has no turn parked for approval to resume"
+                f"session {scope.session_id} has no turn parked for approval to resume"
             )
-        scope = self.scope
-        info = RunInfo(self.agent, scope.session_id, scope.run_id, True, log.run_traceparent())
-        return await self._go(info, self._resume_parked)
+        return RunInfo(self.agent, scope.session_id, scope.run_id, True, log.run_traceparent())
 
     async def _resume_parked(self) -> None:
         # The parked turn's calls run with the tools as they are now.
@@ -191,7 +191,7 @@ class RunLoop:
             run.cancel()
             # Writes it had under way may still land; the next run reads them.
             stalled = EndRun(RunStatus.DEADLINE, "the store did not answer by the deadline")
-            return run_result(stalled, self.journal.log, self.output, self.counters, self.scope)
+            return run_result(stalled, self.log, self.output, self.counters, self.scope)
         except asyncio.CancelledError:
             # The caller's own cancel: the run winds down whole, as without
             # a deadline, before the cancel goes on.
@@ -204,21 +204,26 @@ class RunLoop:
 
     # ------------------------------------------------------------ the run
 
-    async def _go(self, info: RunInfo, first: Callable[[], Awaitable[None]]) -> RunResult:
-        """Open the run (calls cut off by a crash, the tree budget, the watch),
-        take its `first` step, then rounds until an end status."""
-        journal, ports = self.journal, self.ports
-        log = journal.log
+    async def _go(
+        self, opening: Callable[[], Awaitable[RunInfo]], first: Callable[[], Awaitable[None]]
+    ) -> RunResult:
+        """Open the run (`opening`'s checks, calls cut off by a crash, the tree
+        budget, the watch), take its `first` step, then rounds until an end
+        status."""
+        info = await opening()
+        journal, ports, log = self.journal, self.ports, self.log
         # Calls cut off by a crash or a cancellation get their one result;
         # those of idempotent tools get it by running again, in this run.
         cut_off = log.cut_off()
         if cut_off:
             await self._refresh_tools()  # toolsets' tools too may be idempotent
-        again = to_run_again(log, cut_off, self._tools)
+        again = to_run_again(log, cut_off, self._tools) if cut_off else []
         if cut_off and not again:
             answers = Message.tool_results(cut_off_results(log, cut_off))
             await append_message(journal, self.scope.run_id, answers)
-        tree = await self._tree()
+        if self.opts.budget is not None and self.controls.tree is None:
+            await self._open_tree()
+        tree: TreeBudget | None = self.controls.tree
         self._start_position = log.position
         self.counters.round_base = log.assistant_turns
         watch = ports.observer.run(info)
@@ -251,21 +256,22 @@ class RunLoop:
                     await record_failure(exc, journal, self.counters, scope)
                 raise
 
-    async def _tree(self) -> TreeBudget | None:
-        controls = self.controls
-        if self.opts.budget is not None and controls.tree is None:
-            # A root run's budget: the tree every run under it charges.
-            tree = TreeBudget(self.ports.budgets, f"tree-{self.scope.run_id}", self.opts.budget)
-            await tree.open()
-            controls.tree = tree
-        found: TreeBudget | None = controls.tree
-        return found
+    async def _open_tree(self) -> None:
+        # A root run's budget: the tree every run under it charges.
+        budget = self.opts.budget
+        assert budget is not None
+        tree = TreeBudget(self.ports.budgets, f"tree-{self.scope.run_id}", budget)
+        await tree.open()
+        self.controls.tree = tree
 
     def _open(self, watch: RunWatch) -> None:
         """The run's parts, made once its watch is known (their events and
         calls happen inside it)."""
-        s = self.scope
-        scope = self.scope = RunScope(s.session_id, s.run_id, s.origin, s.emit, watch)
+        scope = self.scope
+        if watch is not scope.watch:  # an observed run (an unobserved one's is NO_WATCH)
+            scope = self.scope = RunScope(
+                scope.session_id, scope.run_id, scope.origin, scope.emit, watch
+            )
         ports, counters, controls = self.ports, self.counters, self.controls
         asker = ModelAsker(scope, counters, self.opts, controls)
         self._requests = Requests(self.agent, ports, self.output, asker)
@@ -273,14 +279,20 @@ class RunLoop:
         calls = ToolCalls(scope, counters, controls, self.opts.max_tool_calls, contexts)
         journal, notices = self.journal, self.notices
         self._turns = ToolRound(scope, counters, journal, notices, ports.notices, calls)
-        compactor = self._requests.compactor
         strategy = self.opts.strategy
-        self._decisions = Decisions(strategy, compactor, journal, ports.models, scope, counters)
+        # Without a strategy every boundary proceeds: nothing to decide.
+        self._decisions = (
+            None
+            if strategy is None
+            else Decisions(
+                strategy, self._requests.compactor, journal, ports.models, scope, counters
+            )
+        )
 
     def _check_limits(self) -> None:
         o = self.opts
         c = self.controls
-        if c.stop.is_set or self.journal.log.stop_position > self._start_position:
+        if c.stop.is_set or self.log.stop_position > self._start_position:
             raise EndRun(RunStatus.STOPPED)
         remaining = c.remaining
         if remaining is not None and remaining <= 0:
@@ -300,7 +312,7 @@ class RunLoop:
     async def _round(self) -> None:
         journal, scope = self.journal, self.scope
         # 2. deferred items and steering, in arrival order
-        pending = journal.log.pending
+        pending = self.log.pending
         if pending:
             folded = Message.user(fold_text(pending))
             await append_message(journal, scope.run_id, folded, folds=[e.position for e in pending])
@@ -317,7 +329,7 @@ class RunLoop:
         # 5. commit the assistant message with the notices it carried, then ack
         # them. Call ids a provider reuses are made unique first, so results
         # and decisions always pair with this turn's calls.
-        message = with_unique_call_ids(response.message, journal.log.call_ids)
+        message = with_unique_call_ids(response.message, self.log.call_ids)
         await append_message(journal, scope.run_id, message, delivery, usage=response.usage)
         if delivery is not None and delivery.ack_ids:
             await self.ports.notices.ack(scope.session_id, delivery.ack_ids)
@@ -335,28 +347,32 @@ class RunLoop:
             await self._final_round(message)
 
     async def _after_tools(self, results: list[ToolResult]) -> None:
-        strategy = self.opts.strategy
-        decision = PROCEED if strategy is None else await self._decisions.after_results(results)
+        decisions = self._decisions
+        decision = PROCEED if decisions is None else await decisions.after_results(results)
         # A final answer given through the tool ends the run like a final
         # message would, once the strategy lets it and nothing is pending.
         answered = self.output.after_tools()
-        if decision is not PROCEED:
-            await self._decisions.apply(decision)
+        if decisions is not None and decision is not PROCEED:
+            await decisions.apply(decision)
         if answered and decision.action == "continue":
             await self._may_complete()
 
     async def _final_round(self, message: Message) -> None:
         scope, counters = self.scope, self.counters
-        scope.round_committed(counters.round, RoundBoundary.ASSISTANT_MESSAGE_COMMITTED)
+        scope.round_committed(counters, RoundBoundary.ASSISTANT_MESSAGE_COMMITTED)
         if not message.text:
             # No text and no calls: an answer of nothing is told, never passed
             # off as a short one.
             scope.event(EmptyAnswer, run_id=scope.run_id, round=counters.round)
-        decision = await self._decisions.after_answer(message)
-        if decision.action != "continue":
-            await self._decisions.apply(decision)
+        decisions = self._decisions
+        if decisions is None:
+            await self._may_complete(message)
             return
-        await self._decisions.adjust(decision.adjust)
+        decision = await decisions.after_answer(message)
+        if decision.action != "continue":
+            await decisions.apply(decision)
+            return
+        await decisions.adjust(decision.adjust)
         await self._may_complete(message)
 
     async def _may_complete(self, message: Message | None = None) -> None:
@@ -366,7 +382,7 @@ class RunLoop:
         `message` needs correcting."""
         journal = self.journal
         await journal.sync()
-        if journal.log.pending:
+        if self.log.pending:
             return
         final = await self.notices.before_final()
         if final is not None:

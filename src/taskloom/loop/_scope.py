@@ -4,7 +4,7 @@ and its counters, handed to each part of the loop instead of loose values."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,10 +40,12 @@ class RunScope:
         if self.emit is not None:
             self.emit(cls(origin=self.origin, session_id=self.session_id, **fields))
 
-    def round_committed(self, round: int, boundary: RoundBoundary) -> None:
-        """Emit `RoundCommitted` for the session's round `round` (built only for a subscriber)."""
+    def round_committed(self, counters: RunCounters, boundary: RoundBoundary) -> None:
+        """Emit `RoundCommitted` for the round `counters` are at (built only for a subscriber)."""
         if self.emit is not None:
-            self.event(RoundCommitted, run_id=self.run_id, round=round, boundary=boundary.value)
+            self.event(
+                RoundCommitted, run_id=self.run_id, round=counters.round, boundary=boundary.value
+            )
 
 
 class RunCounters:
@@ -72,16 +74,17 @@ class RunCounters:
         return self.round_base + self.rounds
 
 
-async def append_message(
+def append_message(
     journal: Journal,
     run_id: str,
     message: Message,
     delivered: Delivery | None = None,
     folds: Sequence[int] = (),
     usage: Usage | None = None,
-) -> int:
+) -> Awaitable[int]:
     """Append a message of run `run_id` with the notices it carried
-    (`delivered`) and the steering or deferred entries it folds in; its position."""
+    (`delivered`) and the steering or deferred entries it folds in; awaited,
+    its position."""
     payload = MessageEntry(
         message,
         delivered.text if delivered is not None else None,
@@ -89,4 +92,4 @@ async def append_message(
         tuple(folds),
         usage,
     )
-    return await journal.record(payload, run_id, message)
+    return journal.record(payload, run_id, message)

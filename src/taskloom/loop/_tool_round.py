@@ -45,7 +45,7 @@ def cut_off_results(log: SessionLog, cut_off: Sequence[ToolCall]) -> list[ToolRe
 class ToolRound:
     """The tool calls of one run's turns: gated, run, committed."""
 
-    __slots__ = ("_background", "_calls", "_counters", "_journal", "_notices", "_scope")
+    __slots__ = ("_background", "_calls", "_counters", "_journal", "_log", "_notices", "_scope")
 
     def __init__(
         self,
@@ -59,6 +59,7 @@ class ToolRound:
         self._scope = scope
         self._counters = counters
         self._journal = journal
+        self._log = journal.log
         self._notices = notices
         self._background = background
         self._calls = calls
@@ -69,7 +70,7 @@ class ToolRound:
         # One entry for the whole turn: a crash leaves every gated call of
         # the turn requested, or none (and then none runs: see resume).
         scope = self._scope
-        await self._journal.record(requests_for(self._journal.log.turn, gated), scope.run_id)
+        await self._journal.record(requests_for(self._log.turn, gated), scope.run_id)
         for g in gated:
             c = g.call
             scope.event(
@@ -103,14 +104,14 @@ class ToolRound:
         seen = self._notices.take_seen()
         if seen:
             await self._background.ack(scope.session_id, seen)
-        scope.round_committed(self._counters.round, RoundBoundary.TOOL_RESULTS_COMMITTED)
+        scope.round_committed(self._counters, RoundBoundary.TOOL_RESULTS_COMMITTED)
 
     async def run_again(
         self, cut_off: Sequence[ToolCall], again: Sequence[ToolCall], tools: Mapping[str, Tool]
     ) -> list[ToolResult]:
         """Run the `again` calls of a turn whose calls were cut off and commit a
         result for every cut-off call; the results."""
-        log = self._journal.log
+        log = self._log
         # Durably "started" again before it runs, so a call that keeps taking
         # its process down stops being retried after IDEMPOTENT_RETRIES.
         await self._journal.record(
@@ -127,7 +128,7 @@ class ToolRound:
     async def resume_parked(self, tools: Mapping[str, Tool]) -> list[ToolResult]:
         """Run the parked turn's approved calls, answer its denied ones, commit;
         the results. Gated calls nobody was asked about are asked about now."""
-        log = self._journal.log
+        log = self._log
         parked = log.parked()
         plan = resolve_parked_turn(log, parked, tools)
         if plan.unasked:

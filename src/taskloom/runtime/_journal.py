@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
 
 from ..backends import Fence
 from ..entries import Entry, Payload
@@ -97,7 +98,7 @@ class SessionJournal:
             return await self._runtime.store.load(self.id)
         return list(log.entries)
 
-    async def append(self, entry: Entry, message: Message | None = None) -> int:
+    def append(self, entry: Entry, message: Message | None = None) -> Coroutine[Any, Any, int]:
         """Append `entry` and fold it in; returns its position (see the class
         docstring for the fence). `message`: the entry's already-built message."""
         expected = self._log.position + 1
@@ -105,14 +106,16 @@ class SessionJournal:
             entry = Entry(
                 entry.kind, entry.data, entry.run_id, expected, entry.created_at or time.time()
             )
-        return await self._append_placed(entry, message)
+        # The append itself, awaited by the caller: no coroutine of its own
+        # in between on a run's every append.
+        return self._append_placed(entry, message)
 
-    async def record(
+    def record(
         self, payload: Payload, run_id: str | None = None, message: Message | None = None
-    ) -> int:
+    ) -> Coroutine[Any, Any, int]:
         """Append a typed entry (see `append`; `message`: the payload's message)."""
         entry = Entry(payload.KIND, payload.to_data(), run_id, self._log.position + 1, time.time())
-        return await self._append_placed(entry, message)
+        return self._append_placed(entry, message)
 
     async def _append_placed(self, entry: Entry, message: Message | None) -> int:
         # The entry is placed where it will most likely land, so neither the
@@ -132,7 +135,7 @@ class SessionJournal:
             # Someone else appended in between: read the gap (ours included).
             await self.sync()
         every = runtime.snapshot_every
-        if fence is not None and every and log.position - log.snapshot_at >= every:
+        if fence is not None and every and log.snapshot_due(every):
             await self._snapshot(fence)
         return position
 
@@ -159,11 +162,10 @@ class SessionJournal:
         if not entries or not snapshot.matches(entries[0]):
             return False
         try:
-            log = snapshot.restore()
+            snapshot.restore_into(self._log)
         except (KeyError, TypeError, ValueError, AttributeError, CorruptEntry):
             logger.warning("session %s: ignoring an unreadable snapshot", self.id)
             return False
-        self._log = log
         self._fold(entries[1:])
         return True
 
@@ -185,4 +187,4 @@ class SessionJournal:
             # (and a writer that lost the lease learns it at its next append).
             logger.warning("session %s: could not write a snapshot: %s", self.id, exc)
             return
-        log.snapshot_at = position
+        log.snapshotted(position)

@@ -20,12 +20,13 @@ class SessionModel:
     """A session's model choice, read from and written to its journal (the
     loop's `taskloom.loop.ModelChoice`)."""
 
-    __slots__ = ("_agent", "_chosen", "_journal", "_runtime")
+    __slots__ = ("_agent", "_chosen", "_journal", "_log", "_runtime")
 
     def __init__(self, runtime: Runtime, agent: Agent[Any, Any], journal: SessionJournal) -> None:
         self._runtime = runtime
         self._agent = agent
         self._journal = journal
+        self._log = journal.log
         # A model instance chosen in this process, and the log position of the
         # model change that chose it: instances keep their identity here even
         # when two share a spec (other processes resolve the spec).
@@ -34,7 +35,7 @@ class SessionModel:
     @property
     def model(self) -> Model:
         """The model the next request goes to (the persisted choice, else the agent's)."""
-        log = self._journal.log
+        log = self._log
         spec = log.model_spec
         if spec is None:
             return self._runtime.resolve_model(self._agent.model)
@@ -50,7 +51,7 @@ class SessionModel:
     def settings(self) -> ModelSettings:
         """The agent's settings with the session's persisted reasoning choice."""
         base = self._agent.settings
-        log = self._journal.log
+        log = self._log
         if not log.reasoning_set:
             return base
         return replace(base, reasoning=log.reasoning)

@@ -87,6 +87,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         self.journal = SessionJournal(runtime, session_id, new=new)
         self._model = SessionModel(runtime, agent, self.journal)
         self._tools = SessionTools(runtime, agent)
+        self._run_ports: RunPorts | None = None
         self._running = False
         self._wakeups = 0
         runtime.register_session(self)
@@ -164,10 +165,10 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         )
 
     def _starting(self, user: Message | None) -> Begin:
-        async def begin(loop: RunLoop) -> RunResult:
+        def begin(loop: RunLoop) -> Coroutine[Any, Any, RunResult]:
             if user is not None:
                 self._wakeups = 0  # a user turn ends a chain of wake-ups
-            return await loop.start(user)
+            return loop.start(user)
 
         return begin
 
@@ -189,17 +190,8 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             hold = self.hold(wait=wait)
             async with hold as held:
                 undo = held.on_lost(lambda: options.stop.set("the session was taken over"))
-                runtime = self.runtime
-                ports = RunPorts(
-                    self.journal,
-                    self._model,
-                    self._tools,
-                    runtime.background,
-                    runtime.budgets,
-                    runtime.observer,
-                )
                 scope = RunScope(self.id, origin=origin, emit=emit)
-                loop = RunLoop(self.agent, ports, scope, options, deps)
+                loop = RunLoop(self.agent, self._ports(), scope, options, deps)
                 # Only a lease this run took is released by its bound; an
                 # outer hold's release waits as that hold's exit always does.
                 hold.release_by = loop.returns_by
@@ -209,6 +201,22 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
                     undo()
         finally:
             self._running = False
+
+    def _ports(self) -> RunPorts:
+        ports = self._run_ports
+        if ports is None:
+            # Made on the first run: the runtime makes its background service
+            # and observer on first use.
+            runtime = self.runtime
+            ports = self._run_ports = RunPorts(
+                self.journal,
+                self._model,
+                self._tools,
+                runtime.background,
+                runtime.budgets,
+                runtime.observer,
+            )
+        return ports
 
     # ------------------------------------------------------------ the lease
 
