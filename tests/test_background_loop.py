@@ -198,7 +198,7 @@ async def test_wake_ups_are_limited_per_session() -> None:
     # The wake-up decision follows the notice at once; a wake-up started then
     # would by now have tried to take the session's lease.
     await asyncio.sleep(0)
-    assert lease_attempts.count == tried and not session.is_running and runs == 1 + 3
+    assert lease_attempts.count == tried and session.journal.held is None and runs == 1 + 3
     assert len(await runtime.background.inbox.pending(session.id)) == 1  # the last notice waits
     await session.run("anything new?")  # a user turn delivers it and resets the chain
     assert runs == 1 + 3 + 1 and len(finishes) == 5
@@ -256,6 +256,6 @@ async def test_closing_the_runtime_wakes_nobody() -> None:
     await runtime.close()
     for _ in range(5):
         await asyncio.sleep(0)
-    assert started == [1] and not session.is_running
+    assert started == [1] and session.journal.held is None
     pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     assert not [t for t in pending if "_supervise" in repr(t.get_coro())]

@@ -25,11 +25,16 @@ from taskloom import (
 )
 from taskloom.entries import CompactionEntry, Entry, EntryKind, MessageEntry
 from taskloom.errors import ConfigurationError
-from taskloom.loop import SUMMARY_PROMPT, RunLoop
-from taskloom.loop._compact import ContextEstimate, cut_index, render_for_summary
+from taskloom.loop import NO_OBSERVER, SUMMARY_PROMPT, RunPorts, RunScope, UsageMeter
+from taskloom.loop._ask import ModelAsker
+from taskloom.loop._compact import ContextEstimate, cut_index_to_fit, render_for_summary
 from taskloom.loop._log import SUMMARY_HEADING, SessionLog, message_chars
+from taskloom.loop._output import FinalOutput
+from taskloom.loop._request import Requests
+from taskloom.loop._scope import RunCounters
 from taskloom.messages import Message, TextBlock, ToolCall, ToolResult, Usage
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, known_context_window, reply
+from taskloom.runtime import SessionModel, SessionTools
 from taskloom.testing.fake_server import FakeServer
 
 WINDOW = 2000
@@ -156,7 +161,7 @@ def test_cut_never_separates_a_turn_from_its_results() -> None:
         add(Message.tool_results([ToolResult(f"c{n}", "r", tool_name="fetch")]))
     add(Message.assistant("done"))
     for keep in range(1, len(log.messages)):
-        cut = cut_index(log, keep, forced=True)
+        cut = cut_index_to_fit(log, keep)
         assert cut is not None
         assert log.messages[cut].role != "tool"
         before = log.messages[cut - 1]
@@ -459,22 +464,29 @@ async def test_compaction_never_makes_the_request_larger(
     )
     runtime = Runtime()
     session = await runtime.create_session(agent)
-    loop = RunLoop(session, None, None)
+    journal = session.journal
+    models = SessionModel(runtime, agent, journal)
+    tools = SessionTools(runtime, agent)
+    ports = RunPorts(journal, models, tools, runtime.background, runtime.budgets, NO_OBSERVER)
+    options = RunOptions()
+    asker = ModelAsker(RunScope(session.id), RunCounters(UsageMeter()), options, options.bind())
+    requests = Requests(agent, ports, FinalOutput(agent), asker)
+    compactor = requests.compactor
 
     async def add(n: int) -> None:
         for i in range(n):
             message = (Message.user if i % 2 == 0 else Message.assistant)("m" * message_chars_each)
-            await session.append(Entry.of(MessageEntry(message)), message)
+            await journal.append(Entry.of(MessageEntry(message)), message)
 
     for _ in range(3):  # the second and third compact on top of a summary
         await add(6)
-        before = _request_chars(loop._request(session.model, None))
-        compacted = await loop.compactor.compact(forced=False)
-        after = _request_chars(loop._request(session.model, None))
+        before = _request_chars(requests.build(models.model, None))
+        compacted = await compactor.compact()
+        after = _request_chars(requests.build(models.model, None))
         assert after <= before, (before, after)
         assert compacted
         # The estimate the loop decides by counts what the request holds.
-        assert loop.compactor.request_chars() == after + loop.compactor.tools_chars
+        assert compactor.request_chars() == after + compactor.tools_chars
 
 
 class ManyRounds:

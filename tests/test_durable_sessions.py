@@ -10,6 +10,7 @@ from typing import Any
 from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, ModelRequest, ReasoningOptions, RunStatus, Runtime, ToolContext, tool
 from taskloom.models import FunctionModel, ScriptedModel, reply
+from taskloom.runtime import SessionModel
 
 OTHER_PROCESS = """
 import asyncio, sys
@@ -121,7 +122,7 @@ async def test_racing_decisions_from_two_processes_agree_on_one(store_url: tuple
         )
         decisions = [e for e in await reopened.entries() if e.kind == "approval_decision"]
         first = decisions[0].data["approved"]
-        assert reopened.log.decision(call_id).approved is first  # the first in the log wins
+        assert reopened.journal.log.decision(call_id).approved is first  # the first in the log wins
         loser = "deny" if first else "approve"
         assert outcomes[["approve", "deny"].index(loser)] == 3
 
@@ -136,7 +137,7 @@ async def test_model_and_reasoning_choices_survive_reopening(store_url: tuple[st
         await session.set_reasoning(ReasoningOptions(effort="high", budget_tokens=2048))
     async with runtime_for(*store_url, models=models) as runtime:
         reopened = await runtime.open_session(session.id, Agent("a", small))
-        assert reopened.model is big
+        assert SessionModel(runtime, reopened.agent, reopened.journal).model is big
         result = await reopened.run("hi")
         assert result.text == "big"
         request: ModelRequest = big.requests[-1]

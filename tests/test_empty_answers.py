@@ -89,13 +89,13 @@ async def test_an_empty_final_answer_is_reported_not_silent(
         assert (said.run_id, said.round, said.session_id) == (result.run_id, 1, session.id)
         # The session's latest result as read back from its log (what
         # `Session.wait` returns) says so too.
-        assert session.latest_result() == result
+        assert session.journal.log.finished_result(session.id, agent) == result
 
         events.clear()
         second = await session.run("and now?", emit=events.append)
         assert second.ok and second.text == "Now with words." and not second.empty_answer
         assert not [e for e in events if isinstance(e, EmptyAnswer)]
-        assert session.latest_result() == second
+        assert session.journal.log.finished_result(session.id, agent) == second
 
 
 @pytest.mark.parametrize("wire", WIRES)

@@ -275,11 +275,11 @@ async def test_a_fork_at_a_message_object_finds_that_very_message(runtime: Runti
     )
     await session.run("hi")
     await session.run("hi")
-    first = session.log.messages[1]
-    assert first.text == "same" and session.log.messages[3] == first  # equal, not the same
+    first = session.journal.log.messages[1]
+    assert first.text == "same" and session.journal.log.messages[3] == first  # equal, not the same
     fork = await session.fork(first)
-    await fork.sync()
-    assert [m.text for m in fork.log.messages] == ["hi", "same"]
-    second = await session.fork(session.log.messages[3])
-    await second.sync()
-    assert [m.text for m in second.log.messages] == ["hi", "same", "hi", "same"]
+    await fork.journal.sync()
+    assert [m.text for m in fork.journal.log.messages] == ["hi", "same"]
+    second = await session.fork(session.journal.log.messages[3])
+    await second.journal.sync()
+    assert [m.text for m in second.journal.log.messages] == ["hi", "same", "hi", "same"]

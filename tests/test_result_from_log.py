@@ -1,4 +1,4 @@
-"""The result of a finished run read back from the log (`Session.latest_result`,
+"""The result of a finished run read back from the log (`SessionLog.finished_result`,
 `Session.wait`, any process): the very `RunResult` the run returned, and logs
 written before `RunFinishedEntry` recorded counts and own usage still read."""
 
@@ -15,6 +15,7 @@ from taskloom.errors import ProviderError
 from taskloom.loop import RunOptions, SessionLog
 from taskloom.messages import Message, Usage
 from taskloom.models import FunctionModel, ModelRequest, RetryPolicy, ScriptedModel, reply
+from taskloom.runtime import Session
 from taskloom.stores import MemoryStore
 
 FAST = RetryPolicy(initial_delay=0.001, max_delay=0.001)
@@ -23,8 +24,12 @@ FAST = RetryPolicy(initial_delay=0.001, max_delay=0.001)
 async def read_back(store: MemoryStore, session_id: str, agent: Agent) -> RunResult | None:
     """The latest result as another process sees it: a fresh runtime on the store."""
     session = await Runtime(store=store).open_session(session_id, agent)
-    await session.sync()
-    return session.latest_result()
+    return latest_result(session)
+
+
+def latest_result(session: Session[Any, Any]) -> RunResult | None:
+    """The result of the session's latest finished run, from its log as last synced."""
+    return session.journal.log.finished_result(session.id, session.agent)
 
 
 @tool
@@ -52,7 +57,7 @@ async def test_a_run_with_tool_calls_and_retries_reads_back_as_it_returned() -> 
 
     assert (result.tool_calls, result.transport_retries, result.model_requests) == (2, 1, 3)
     assert result.own_usage == result.usage == Usage(140, 14, requests=2)
-    assert session.latest_result() == result
+    assert latest_result(session) == result
     assert await read_back(store, session.id, agent) == result
 
 
@@ -171,7 +176,7 @@ async def test_the_latest_result_is_the_finished_runs_while_another_run_goes_on(
         second = asyncio.create_task(session.run("two"))
         await inside.wait()
         other = await runtime.open_session(session.id, session.agent)
-        seen = other.latest_result()
+        seen = latest_result(other)
         gate.set()
         await second
     assert seen is not None

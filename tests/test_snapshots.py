@@ -169,7 +169,7 @@ def _snapshot_rows(entries: list[Entry], cuts: list[int]) -> list[tuple[int, str
             log.apply(e)
         done = cut
         rows.append((cut, encode_snapshot(log)))
-        log.snapshot_at = cut
+        log.snapshotted(cut)
     return rows
 
 
@@ -287,9 +287,9 @@ async def test_a_session_opens_from_its_snapshot_like_a_full_replay(store: Any) 
         full = Runtime(store=store, snapshot_every=0)
         replayed = await full.open_session(session.id, _agent(0))
         opened = await Runtime(store=store, snapshot_every=7).open_session(session.id, _agent(0))
-        assert replayed.log.base == 0
-        assert 0 < opened.log.base <= opened.log.position
-        assert _fingerprint(opened.log) == _fingerprint(replayed.log)
+        assert replayed.journal.log.base == 0
+        assert 0 < opened.journal.log.base <= opened.journal.log.position
+        assert _fingerprint(opened.journal.log) == _fingerprint(replayed.journal.log)
         assert await opened.entries() == await replayed.entries()
         assert await opened.transcript() == await replayed.transcript()
 
@@ -302,14 +302,14 @@ async def test_a_log_from_before_snapshots_opens_by_replay_and_gains_one(store: 
     assert runtime.snapshots is not None
     assert await runtime.snapshots.read(session.id) == []
     reopened = await runtime.open_session(session.id, _agent(3))
-    assert reopened.log.base == 0
+    assert reopened.journal.log.base == 0
     await reopened.run("more")
     rows = await runtime.snapshots.read(session.id)
     assert rows and json.loads(rows[0][1])["from"] == 0
     again = await Runtime(store=store, snapshot_every=5).open_session(session.id, _agent(0))
     full = await Runtime(store=store, snapshot_every=0).open_session(session.id, _agent(0))
-    assert again.log.base > 0
-    assert _fingerprint(again.log) == _fingerprint(full.log)
+    assert again.journal.log.base > 0
+    assert _fingerprint(again.journal.log) == _fingerprint(full.journal.log)
     await runtime.close()
 
 

@@ -216,7 +216,7 @@ async def test_console_tools_find_read_steer_and_stop() -> None:
         runtime=runtime,
         controls=__import__("taskloom").RunOptions().bind(),
         emit=lambda e: None,
-        record=session.append,
+        record=session.journal.append,
     )
     assert await set_within(working)  # the worker runs, waiting on its model
     listing = (await tools["list_agents"].call({}, ctx)).content

@@ -133,4 +133,4 @@ async def test_an_entry_without_its_kinds_shape_names_the_session_and_position()
     session = await runtime.create_session(Agent("c", ScriptedModel(["hi"])), session_id="s-bad")
     await runtime.store.append("s-bad", Entry("approval_decision", {"approved": True}))
     with pytest.raises(CorruptEntry, match=r"session 's-bad': entry 1 \(approval_decision\)"):
-        await session.sync()
+        await session.journal.sync()

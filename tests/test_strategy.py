@@ -20,6 +20,7 @@ from taskloom import (
     tool,
 )
 from taskloom.models import ModelRequest, ScriptedModel, reply
+from taskloom.runtime import SessionModel
 
 
 @tool(effect=ToolEffect.READ_ONLY)
@@ -170,11 +171,12 @@ async def test_adjustments_switch_model_and_reasoning_and_persist() -> None:
     assert big.requests[0].settings.reasoning == ReasoningOptions(effort="high")
     # persisted: a fresh Session object over the same log keeps the choice
     reopened = await runtime.open_session(session.id, agent)
-    assert reopened.model is big
+    choice = SessionModel(runtime, agent, reopened.journal)
+    assert choice.model is big
     await reopened.run("more")
     assert big.requests[1].settings.reasoning == ReasoningOptions(effort="high")
     await reopened.set_reasoning(None)
-    assert reopened.settings.reasoning is None
+    assert choice.settings.reasoning is None
     kinds = [e.kind for e in await reopened.entries()]
     assert kinds.count("model_change") == 3
 

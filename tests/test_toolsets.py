@@ -11,6 +11,7 @@ import pytest
 from taskloom import Agent, RunStatus, Runtime, Tool, ToolEffect, tool
 from taskloom.errors import ConfigurationError
 from taskloom.models import ScriptedModel, reply
+from taskloom.runtime import SessionTools
 from taskloom.tools import ToolHost, Toolset
 
 
@@ -116,5 +117,7 @@ async def test_an_agent_without_toolsets_pays_nothing_for_them() -> None:
     runtime = Runtime()
     session = await runtime.create_session(Agent("a", model, tools=[alpha]))
     await session.run("go")
-    assert session._catalog is None
     assert model.requests[0].tools is model.requests[1].tools
+    board = SessionTools(runtime, session.agent)
+    await board.refresh_tools()
+    assert board.tool_specs is session.agent.tool_specs  # nothing re-read, nothing rebuilt

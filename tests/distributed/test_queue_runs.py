@@ -93,13 +93,12 @@ async def test_wait_returns_the_result_the_worker_s_run_returned(
     assert result.status is RunStatus.COMPLETED and result.text == "tallied"
     assert (result.tool_calls, result.transport_retries, result.model_requests) == (2, 1, 3)
     assert result.usage == result.own_usage == Usage(150, 15, requests=2)
-    assert session.latest_result() == result
+    assert session.journal.log.finished_result(session.id, session.agent) == result
     # Another process reading the log alone sees the same result.
     other = host_runtime(PG_DSN, pg_schema)
     try:
         reader = await other.open_session(session.id, other.agent_named("tally"))
-        await reader.sync()
-        assert reader.latest_result() == result
+        assert reader.journal.log.finished_result(reader.id, reader.agent) == result
     finally:
         await other.close()
 

@@ -53,6 +53,7 @@ from ..agent import Agent
 from ..entries import RunFinishedEntry, RunStartedEntry, StopRequest
 from ..errors import ConfigurationError, SessionNotFound
 from ..events import TextDelta
+from ..loop import RunStream
 from ..results import RunResult, RunStatus
 from ..runtime import Runtime, Session
 
@@ -205,7 +206,7 @@ async def task_of(session: Session[Any, Any], context_id: str) -> Task:
             finished = at
         elif isinstance(entry.payload, StopRequest):
             stopped = at
-    result = session.latest_result()
+    result = session.journal.log.finished_result(session.id, session.agent)
     task = Task(id=session.id, context_id=context_id)
     if result is None or started > finished:
         state = TaskState.TASK_STATE_CANCELED if stopped > started else TaskState.TASK_STATE_WORKING
@@ -302,7 +303,7 @@ class _SessionExecutor(AgentExecutor):
                         await session.approve(call.id, note=text)
                     else:
                         await session.deny(call.id, note=text)
-                stream = session.stream_resume()
+                stream = RunStream(lambda emit: session.resume(emit=emit))
             else:
                 stream = session.stream(text)
         await updater.start_work()

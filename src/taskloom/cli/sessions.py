@@ -33,7 +33,7 @@ from ..loop import SessionLog
 from ..messages import Message
 from ..models import FunctionModel, ModelRequest
 from ..results import PendingInput
-from ..runtime import Runtime, diff_sessions, fork_session, pending_inputs
+from ..runtime import Runtime, SessionTools, diff_sessions, fork_session, pending_inputs
 from ..stores import SessionMeta
 from . import default_store_url, store_options
 from .failures import with_hint
@@ -241,7 +241,7 @@ async def _approve(runtime: Runtime, console: Console, args: argparse.Namespace)
         await session.deny(args.call_id, note=args.note)
     else:
         await session.approve(args.call_id, note=args.note)
-    log = session.log
+    log = session.journal.log
     verb = "denied" if args.deny else "approved"
     # A decision that resumed a child here (no queue) runs it to its end first.
     await runtime.background.wait_kept()
@@ -338,11 +338,12 @@ async def _resume(runtime: Runtime, console: Console, args: argparse.Namespace) 
     meta = await runtime.store.get(args.session_id)
     agent = command_line_agent(args, runtime, meta, "resume")
     session = await runtime.open_session(meta.id, agent)
-    log = session.log
+    log = session.journal.log
     approved = [c for c in log.parked() if (d := log.decision(c.id)) is not None and d.approved]
     # The agent's toolsets (MCP servers) offer tools too: read them first.
-    await session.refresh_tools()
-    missing = sorted({c.name for c in approved} - set(session.tools))
+    offered = SessionTools(runtime, agent)
+    await offered.refresh_tools()
+    missing = sorted({c.name for c in approved} - set(offered.tools))
     if missing:
         names = ", ".join(repr(visible(n)) for n in missing)
         raise with_hint(

@@ -452,7 +452,7 @@ class Console:
         if agent is None:
             agent = Agent(meta.agent or "console", FunctionModel(_no_runs, name="decisions-only"))
         session = Session(self.runtime, session_id, agent)
-        await session.sync()
+        await session.journal.sync()
         return session
 
     async def _acting(
@@ -494,8 +494,8 @@ class Console:
         # decision hook goes on with the child, and nothing is left to resume.
         session = await self._open(session_id)
         call_id = form.get("call_id", "")
-        request = session.log.request(call_id)
-        if request is None or not any(c.id == call_id for c in session.log.parked()):
+        request = session.journal.log.request(call_id)
+        if request is None or not any(c.id == call_id for c in session.journal.log.parked()):
             return f"no call {call_id!r} awaits a decision in this session"
         if form.get("hash") != request.hash:
             return f"the arguments of {call_id!r} are not the ones shown; look again"
@@ -518,7 +518,7 @@ class Console:
     async def _resume(self, request: Request) -> Response:
         async def act(session_id: str, form: Mapping[str, str]) -> str | None:
             session = await self._open(session_id)
-            if not session.log.parked():
+            if not session.journal.log.parked():
                 return "nothing to resume: no turn of this session is parked for approval"
             if await session.pending():
                 return "every parked call needs a decision before the run can resume"

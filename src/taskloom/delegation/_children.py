@@ -202,7 +202,7 @@ async def create_child(
     )
     await ctx.record(Entry.of(link, ctx.run_id))
     if spec is not None:
-        await child.record(SubagentDispatched(dict(spec)))
+        await child.journal.record(SubagentDispatched(dict(spec)))
     return child
 
 
@@ -282,11 +282,11 @@ async def execute_child(
     """
     parked: list[Any] = []
     if task is None:
-        await child.sync()
-        parked = child.log.parked()
-        if any(child.log.decision(c.id) is None for c in parked):
+        await child.journal.sync()
+        parked = child.journal.log.parked()
+        if any(child.journal.log.decision(c.id) is None for c in parked):
             return ChildOutcome(child.id, name, ChildStatus.AWAITING_APPROVAL)
-    await child.record(SubagentStartedEntry(name))
+    await child.journal.record(SubagentStartedEntry(name))
     try:
         if parked:
             result = await child.resume(options=options, emit=emit, origin=origin)
@@ -332,7 +332,7 @@ async def execute_child(
 async def _write_terminal(
     child: Session, status: ChildStatus, answer: Any, error: str | None, usage: Usage | None = None
 ) -> None:
-    await child.record(SubagentResult(status.value, answer, error, usage))
+    await child.journal.record(SubagentResult(status.value, answer, error, usage))
 
 
 async def run_inline(

@@ -124,7 +124,7 @@ class JobBodies:
         with self._running(stop):
             try:
                 async with session.hold():
-                    await session.sync()
+                    await session.journal.sync()
                     plan = await self._plan(session, job, demand)
                     if plan is None:
                         return "nothing to do"
@@ -149,7 +149,7 @@ class JobBodies:
         return result.status.value
 
     async def _plan(self, session: Session, job: jobs.Job, demand: RunDemand) -> str | None:
-        log = session.log
+        log = session.journal.log
         parked = log.parked()
         if parked:
             waiting = [c for c in parked if log.request(c.id) and not log.decision(c.id)]
@@ -192,7 +192,7 @@ class JobBodies:
                 "INSERT INTO taskloom_queue_runs (job_id, session_id, position, drained) "
                 "VALUES (%s, %s, %s, false) ON CONFLICT (job_id) DO UPDATE "
                 "SET position = EXCLUDED.position, drained = false",
-                (job.id, session.id, session.log.position),
+                (job.id, session.id, session.journal.log.position),
             )
 
     async def _mark_drained(self, job: jobs.Job, session: Session) -> None:
@@ -200,7 +200,7 @@ class JobBodies:
         async with self._database.connection() as conn:
             await conn.execute(
                 "UPDATE taskloom_queue_runs SET position = %s, drained = true WHERE job_id = %s",
-                (session.log.position, job.id),
+                (session.journal.log.position, job.id),
             )
 
     # ------------------------------------------------------------ children

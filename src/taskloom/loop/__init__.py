@@ -1,9 +1,11 @@
 """The round loop: options, strategies, tool execution, approvals, streaming.
 
-The loop talks to its session, to background notices and to whoever
-observes its runs through the ports defined here (`SessionPort`,
-`NoticesPort`, `RunObserver`); it knows nothing of runtimes, stores,
-background work, delegation or tracing. What other packages use of it is
+The loop talks to the session's journal, model choice and tool board, to
+background notices and to whoever observes its runs through the small ports
+defined here (`Journal`, `ModelChoice`, `ToolBoard`, `NoticesPort`,
+`RunObserver`), handed to a run together as `RunPorts` with its `RunScope`;
+it knows nothing of runtimes, stores, background work, delegation or
+tracing. What other packages use of it is
 exported here, never read from its private modules (`SessionLog` and its
 `finished_result`, `summary_message`, `to_jsonable`, `EndRun`, ...).
 """
@@ -22,17 +24,21 @@ from ._port import (
     NO_WATCH,
     AgentSpec,
     Delivery,
+    Journal,
     ModelCallWatch,
+    ModelChoice,
     NoticesPort,
     RunInfo,
     RunNoticesPort,
     RunObserver,
+    RunPorts,
     RunWatch,
-    SessionPort,
+    ToolBoard,
     ToolCallWatch,
 )
 from ._result import EndRun
 from ._run import STORE_GRACE, RunLoop
+from ._scope import RunScope
 from ._snapshot import SNAPSHOT_VERSION, Snapshot, encode_snapshot, read_snapshot
 from ._strategy import (
     Continue,
@@ -67,7 +73,9 @@ __all__ = [
     "Delivery",
     "EndRun",
     "Inject",
+    "Journal",
     "ModelCallWatch",
+    "ModelChoice",
     "NoticesPort",
     "PendingCall",
     "PendingInput",
@@ -85,15 +93,17 @@ __all__ = [
     "RunNoticesPort",
     "RunObserver",
     "RunOptions",
+    "RunPorts",
     "RunResult",
+    "RunScope",
     "RunStatus",
     "RunStream",
     "RunWatch",
     "SessionLog",
-    "SessionPort",
     "Snapshot",
     "Stop",
     "StopSignal",
+    "ToolBoard",
     "ToolCallWatch",
     "TreeBudget",
     "UsageMeter",

@@ -1,4 +1,5 @@
-"""Step 4 of a round: asking the model, under the retry policy and the deadline.
+"""Step 4 of a round: asking the model, under the retry policy, the deadline
+and the budgets.
 
 A failed attempt leaves nothing behind (nothing is committed until a whole
 response arrived), so a retryable error is tried again as a whole. Every
@@ -10,142 +11,158 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from typing import Protocol
 
-from ..events import Event, ModelRequestStarted, RetryAttempt, TextDelta, ThinkingDelta
+from ..events import ModelRequestStarted, RetryAttempt, TextDelta, ThinkingDelta
 from ..models import Model, ModelRequest, ModelResponse, ResponseCompleted
 from ..results import RunStatus
+from ._budget import BudgetSpent, InputBound, TreeBudget
 from ._options import RunControls, RunOptions
-from ._port import NO_WATCH, ModelCallWatch, RunWatch
+from ._port import ModelCallWatch
 from ._result import EndRun
+from ._scope import RunCounters, RunScope
 
-__all__ = ["ask_model"]
+__all__ = ["ModelAsker"]
 
 logger = logging.getLogger("taskloom")
 
 
-class _Counters(Protocol):
-    model_requests: int
-    transport_retries: int
-    rounds: int
-    round_base: int
-    run_id: str
+class ModelAsker:
+    """Asks models for one run: its retry policy, deadline and budgets apply,
+    and usage counts in the run's (and, with a tree budget, in the tree's)."""
 
+    __slots__ = ("_bound", "_controls", "_counters", "_opts", "_scope")
 
-async def ask_model(
-    model: Model,
-    request: ModelRequest,
-    *,
-    opts: RunOptions,
-    controls: RunControls,
-    counters: _Counters,
-    emit: Callable[[Event], None] | None,
-    origin: str,
-    session_id: str,
-    watch: RunWatch = NO_WATCH,
-) -> ModelResponse:
-    """The model's response, or `EndRun` (DEADLINE, BUDGET_EXHAUSTED); errors
-    the policy will not retry propagate."""
-    with watch.model_call(model, request, streamed=emit is not None) as call:
-        response = await _with_retries(
-            model, request, opts, controls, counters, emit, origin, session_id, call
-        )
-        call.responded(response)
+    def __init__(
+        self, scope: RunScope, counters: RunCounters, opts: RunOptions, controls: RunControls
+    ) -> None:
+        self._scope = scope
+        self._counters = counters
+        self._opts = opts
+        self._controls = controls
+        self._bound = InputBound()
+
+    @property
+    def scope(self) -> RunScope:
+        """The run the requests are made for."""
+        return self._scope
+
+    async def ask(self, model: Model, request: ModelRequest) -> ModelResponse:
+        """The model's response, or `EndRun` (DEADLINE, BUDGET_EXHAUSTED); errors
+        the policy will not retry propagate."""
+        controls = self._controls
+        tree: TreeBudget | None = controls.tree
+        if tree is None:
+            scope = self._scope
+            with scope.watch.model_call(model, request, streamed=scope.emit is not None) as call:
+                response = await self._with_retries(model, request, call)
+                call.responded(response)
+            controls.meter.add(response.usage)
+            return response
+        return await self._charged(tree, model, request)
+
+    async def _charged(
+        self, tree: TreeBudget, model: Model, request: ModelRequest
+    ) -> ModelResponse:
+        controls = self._controls
+        try:
+            request, charge = await tree.reserve(
+                model.name, request, self._bound.of(request), model.provider
+            )
+        except BudgetSpent as spent:
+            raise EndRun(RunStatus.BUDGET_EXHAUSTED, str(spent)) from None
+        try:
+            response = await self._watched(model, request)
+        except BaseException:
+            # Failed requests are taken as unbilled; a process that dies
+            # here leaves the worst case charged, which is never too little.
+            await tree.settle(charge, None)
+            raise
+        controls.meter.add(response.usage)
+        self._bound.reported(response.usage)
+        await tree.settle(charge, response.usage)
         return response
 
+    async def _watched(self, model: Model, request: ModelRequest) -> ModelResponse:
+        scope = self._scope
+        with scope.watch.model_call(model, request, streamed=scope.emit is not None) as call:
+            response = await self._with_retries(model, request, call)
+            call.responded(response)
+            return response
 
-async def _with_retries(
-    model: Model,
-    request: ModelRequest,
-    opts: RunOptions,
-    controls: RunControls,
-    counters: _Counters,
-    emit: Callable[[Event], None] | None,
-    origin: str,
-    session_id: str,
-    call: ModelCallWatch,
-) -> ModelResponse:
-    policy = opts.retry
-    retries = 0
-    while True:
-        if (
-            opts.max_model_requests is not None
-            and counters.model_requests >= opts.max_model_requests
-        ):
-            raise EndRun(RunStatus.BUDGET_EXHAUSTED, "max_model_requests reached while retrying")
-        counters.model_requests += 1
-        if emit is not None:
-            emit(
-                ModelRequestStarted(
-                    run_id=counters.run_id,
-                    round=counters.round_base + counters.rounds + 1,
-                    model=model.name,
-                    attempt=retries + 1,
-                    origin=origin,
-                    session_id=session_id,
+    async def _with_retries(
+        self, model: Model, request: ModelRequest, call: ModelCallWatch
+    ) -> ModelResponse:
+        scope, counters, controls = self._scope, self._counters, self._controls
+        emit = scope.emit
+        limit = self._opts.max_model_requests
+        policy = self._opts.retry
+        retries = 0
+        while True:
+            if limit is not None and counters.model_requests >= limit:
+                raise EndRun(
+                    RunStatus.BUDGET_EXHAUSTED, "max_model_requests reached while retrying"
                 )
-            )
-        try:
-            # Nobody listens: the whole response, no per-delta events at all.
-            attempt = (
-                model.request(request)
-                if emit is None
-                else _streamed(model, request, emit, origin, session_id)
-            )
-            if controls.deadline_at is None:
-                return await attempt
-            async with asyncio.timeout_at(controls.deadline_at):
-                return await attempt
-        except TimeoutError:
-            raise EndRun(RunStatus.DEADLINE) from None
-        except Exception as exc:
-            if not policy.should_retry(exc, retries):
-                raise
-            retries += 1
-            counters.transport_retries += 1
-            delay = policy.delay(retries, exc)
-            logger.info(
-                "session %s: model %s failed (%s); retry %d in %.2fs",
-                session_id,
-                model.name,
-                exc,
-                retries,
-                delay,
-            )
-            call.retrying(retries, delay, exc)
+            counters.model_requests += 1
             if emit is not None:
                 emit(
-                    RetryAttempt(
-                        attempt=retries,
-                        delay=delay,
-                        error=str(exc),
-                        status=getattr(exc, "status", None),
-                        origin=origin,
-                        session_id=session_id,
+                    ModelRequestStarted(
+                        run_id=scope.run_id,
+                        round=counters.round + 1,
+                        model=model.name,
+                        attempt=retries + 1,
+                        origin=scope.origin,
+                        session_id=scope.session_id,
                     )
                 )
-            remaining = controls.remaining
-            if remaining is not None and remaining <= delay:
+            try:
+                # Nobody listens: the whole response, no per-delta events at all.
+                attempt = model.request(request) if emit is None else self._streamed(model, request)
+                if controls.deadline_at is None:
+                    return await attempt
+                async with asyncio.timeout_at(controls.deadline_at):
+                    return await attempt
+            except TimeoutError:
                 raise EndRun(RunStatus.DEADLINE) from None
-            await asyncio.sleep(delay)
+            except Exception as exc:
+                if not policy.should_retry(exc, retries):
+                    raise
+                retries += 1
+                counters.transport_retries += 1
+                delay = policy.delay(retries, exc)
+                logger.info(
+                    "session %s: model %s failed (%s); retry %d in %.2fs",
+                    scope.session_id,
+                    model.name,
+                    exc,
+                    retries,
+                    delay,
+                )
+                call.retrying(retries, delay, exc)
+                scope.event(
+                    RetryAttempt,
+                    attempt=retries,
+                    delay=delay,
+                    error=str(exc),
+                    status=getattr(exc, "status", None),
+                )
+                remaining = controls.remaining
+                if remaining is not None and remaining <= delay:
+                    raise EndRun(RunStatus.DEADLINE) from None
+                await asyncio.sleep(delay)
 
-
-async def _streamed(
-    model: Model,
-    request: ModelRequest,
-    emit: Callable[[Event], None],
-    origin: str,
-    session_id: str,
-) -> ModelResponse:
-    response: ModelResponse | None = None
-    async for ev in model.stream(request):
-        if isinstance(ev, ResponseCompleted):
-            response = ev.response
-        elif isinstance(ev, TextDelta):
-            emit(TextDelta(text=ev.text, origin=origin, session_id=session_id))
-        elif isinstance(ev, ThinkingDelta):
-            emit(ThinkingDelta(text=ev.text, origin=origin, session_id=session_id))
-    if response is None:
-        raise RuntimeError(f"model {model.name!r} stream ended without a response")
-    return response
+    async def _streamed(self, model: Model, request: ModelRequest) -> ModelResponse:
+        scope = self._scope
+        emit = scope.emit
+        assert emit is not None
+        origin, session_id = scope.origin, scope.session_id
+        response: ModelResponse | None = None
+        async for ev in model.stream(request):
+            if isinstance(ev, ResponseCompleted):
+                response = ev.response
+            elif isinstance(ev, TextDelta):
+                emit(TextDelta(text=ev.text, origin=origin, session_id=session_id))
+            elif isinstance(ev, ThinkingDelta):
+                emit(ThinkingDelta(text=ev.text, origin=origin, session_id=session_id))
+        if response is None:
+            raise RuntimeError(f"model {model.name!r} stream ended without a response")
+        return response

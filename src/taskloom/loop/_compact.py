@@ -27,7 +27,6 @@ summary says so where that still makes the request smaller.
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -41,9 +40,18 @@ from ._log import SessionLog, message_chars, summary_chars
 from ._result import EndRun
 
 if TYPE_CHECKING:
-    from ._run import RunLoop
+    from ._ask import ModelAsker
+    from ._port import AgentSpec, RunPorts
 
-__all__ = ["SUMMARY_PROMPT", "Compaction", "ContextEstimate", "cut_index", "render_for_summary"]
+__all__ = [
+    "SUMMARY_PROMPT",
+    "Compaction",
+    "Compactor",
+    "ContextEstimate",
+    "cut_index",
+    "cut_index_to_fit",
+    "render_for_summary",
+]
 
 SUMMARY_PROMPT = """\
 You compact the earlier part of a conversation between a user, an AI agent and \
@@ -145,23 +153,31 @@ def _cut_allowed(messages: Sequence[Message], positions: Sequence[int], i: int) 
     return not (before.role == "assistant" and before.tool_calls)
 
 
-def cut_index(log: SessionLog, keep_recent: int, *, forced: bool = False) -> int | None:
+def cut_index(log: SessionLog, keep_recent: int) -> int | None:
     """Where to cut the view: messages before the index are summarized.
 
-    The latest allowed cut that keeps at least `keep_recent` messages; when
-    `forced` (the provider refused the request) the latest allowed cut at
-    all, keeping as little as one turn. None: nothing can be cut.
+    The latest allowed cut that keeps at least `keep_recent` messages; None:
+    nothing can be cut.
     """
     messages, positions = log.messages, log.positions
     start = log.view_start
-    latest = len(messages) - keep_recent
-    for i in range(latest, start, -1):
+    for i in range(len(messages) - keep_recent, start, -1):
         if _cut_allowed(messages, positions, i):
             return i
-    if forced:
-        for i in range(len(messages) - 1, latest, -1):
-            if i > start and _cut_allowed(messages, positions, i):
-                return i
+    return None
+
+
+def cut_index_to_fit(log: SessionLog, keep_recent: int) -> int | None:
+    """`cut_index`, or when that finds none (the provider refused the
+    request), the latest allowed cut at all, keeping as little as one turn."""
+    cut = cut_index(log, keep_recent)
+    if cut is not None:
+        return cut
+    messages, positions = log.messages, log.positions
+    start = log.view_start
+    for i in range(len(messages) - 1, len(messages) - keep_recent, -1):
+        if i > start and _cut_allowed(messages, positions, i):
+            return i
     return None
 
 
@@ -224,14 +240,23 @@ def with_note(previous: str, note: str, limit: int) -> str:
 class Compactor:
     """A run's compaction: decides at each boundary and compacts when needed."""
 
-    __slots__ = ("estimate", "hint", "policy", "run", "tools_chars")
+    __slots__ = (
+        "_asker",
+        "_instructions",
+        "_log",
+        "_ports",
+        "estimate",
+        "hint",
+        "policy",
+        "tools_chars",
+    )
 
-    def __init__(self, run: RunLoop, policy: Compaction | None) -> None:
-        # Weak: the run owns its compactor, and a strong reference back would
-        # make every run (its session and log with it) a cycle that only the
-        # garbage collector frees, which then runs far more often.
-        self.run: RunLoop = weakref.proxy(run)
-        self.policy = policy
+    def __init__(self, agent: AgentSpec, ports: RunPorts, asker: ModelAsker) -> None:
+        self.policy = agent.compaction
+        self._instructions = agent.instructions or ""
+        self._ports = ports
+        self._log = ports.journal.log
+        self._asker = asker
         self.estimate = ContextEstimate()
         # "now": a strategy asked for it; "veto": not at this boundary.
         self.hint: str | None = None
@@ -239,22 +264,21 @@ class Compactor:
 
     def window(self) -> int | None:
         """The model's context window in tokens, if known."""
-        session = self.run.session
-        window = session.settings.context_window
+        models = self._ports.models
+        window = models.settings.context_window
         if window is not None:
             return window
-        return known_context_window(session.model.name)
+        return known_context_window(models.model.name)
 
     def request_chars(self, extra: str = "") -> int:
         """Characters of the next request: instructions, tools, the view."""
-        session = self.run.session
         if self.tools_chars is None:
             self.tools_chars = sum(
                 len(t.name) + len(t.description) + len(str(t.input_schema))
-                for t in session.tool_specs
+                for t in self._ports.tools.tool_specs
             )
-        system = session.agent.instructions or ""
-        return len(system) + self.tools_chars + session.log.view_chars() + len(extra)
+        log = self._log
+        return len(self._instructions) + self.tools_chars + log.view_chars() + len(extra)
 
     def tokens(self, extra: str = "") -> int:
         """The estimated size in tokens of the next request."""
@@ -267,32 +291,43 @@ class Compactor:
         if policy is None or hint == "veto":
             return
         if hint == "now":
-            await self.compact(forced=False)
+            await self.compact()
             return
         window = self.window()
         if window is None:
             return
         if self.tokens(extra) > policy.threshold * window:
-            await self.compact(forced=False)
+            await self.compact()
 
-    async def compact(self, *, forced: bool) -> bool:
-        """Summarize the older part of the view; False if nothing could be cut.
+    async def compact(self) -> bool:
+        """Summarize the older part of the view, keeping the policy's recent
+        messages; False if nothing could be cut.
 
         The request it leaves is never larger than before: a summary that
         would not make it smaller is not used, and the older part is left out
         of the view instead, as when the summarizer fails.
         """
-        run = self.run
-        session = run.session
-        log = session.log
         policy = self.policy or Compaction()
-        cut = cut_index(log, policy.keep_recent, forced=forced)
+        return await self._compact(cut_index(self._log, policy.keep_recent))
+
+    async def compact_to_fit(self) -> bool:
+        """`compact` for a request the provider refused as too long: when the
+        policy's recent messages leave nothing to cut, cut later, keeping as
+        little as one turn."""
+        policy = self.policy or Compaction()
+        return await self._compact(cut_index_to_fit(self._log, policy.keep_recent))
+
+    async def _compact(self, cut: int | None) -> bool:
         if cut is None:
             return False
+        journal = self._ports.journal
+        scope = self._asker.scope
+        log = self._log
+        policy = self.policy or Compaction()
         before_chars = self.request_chars()
         before = self.estimate.estimate(before_chars)
         window = self.window()
-        run.event(CompactionStarted, run_id=run.run_id, tokens=before, window=window)
+        scope.event(CompactionStarted, run_id=scope.run_id, tokens=before, window=window)
         older = log.messages[log.view_start : cut]
         previous = log.compaction.summary if log.compaction is not None else None
         # The summarizer's own request must fit: leave it half of the window.
@@ -311,7 +346,7 @@ class Compactor:
             written = ""
         # Everything the request holds besides the summary, after the cut.
         kept = (
-            len(session.agent.instructions or "")
+            len(self._instructions)
             + (self.tools_chars or 0)
             + sum(message_chars(m) for m in log.messages[cut:])
         )
@@ -334,12 +369,14 @@ class Compactor:
                 summary = fit_text(previous or "", cap, "[...]")
         after_chars = kept + summary_chars(summary)
         after = self.estimate.estimate(after_chars)
-        await run.record(CompactionEntry(summary, up_to, method, before, after, note))
+        await journal.record(
+            CompactionEntry(summary, up_to, method, before, after, note), scope.run_id
+        )
         # The last exact count described the view before the cut.
         self.estimate.tokens = None
-        run.event(
+        scope.event(
             CompactionFinished,
-            run_id=run.run_id,
+            run_id=scope.run_id,
             tokens_before=before,
             tokens_after=after,
             method=method,
@@ -348,11 +385,10 @@ class Compactor:
         return True
 
     async def _summarize(self, text: str, budget: int) -> str:
-        run = self.run
-        session = run.session
+        models = self._ports.models
         policy = self.policy or Compaction()
         summarizer = policy.summarizer
-        model = session.model if summarizer is None else run.resolve_model(summarizer)
+        model = models.model if summarizer is None else models.resolve_model(summarizer)
         request = ModelRequest(
             messages=(Message.user(text),),
             system=SUMMARY_PROMPT,
@@ -361,7 +397,7 @@ class Compactor:
         timeout = policy.summary_timeout
         try:
             async with asyncio.timeout(timeout) as scope:
-                response = await run.ask(model, request)
+                response = await self._asker.ask(model, request)
         except TimeoutError:
             if not scope.expired():
                 raise  # the model's own, not ours

@@ -14,13 +14,22 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from .._control import RunControls
 from ..events import Event, ToolCallFinished, ToolCallStarted
 from ..messages import ToolCall, ToolResult
 from ..results import RunStatus
 from ..tools import Tool, ToolContext, ToolEffect, ToolOutput
-from ._port import NO_WATCH, RunWatch
+from ._port import AgentSpec, RunPorts
+from ._scope import RunCounters, RunScope
 
-__all__ = ["execute_calls", "result_for_unrunnable", "run_batch", "run_one"]
+__all__ = [
+    "CutShort",
+    "ToolCalls",
+    "ToolContexts",
+    "execute_calls",
+    "result_for_unrunnable",
+    "run_one",
+]
 
 
 def _overlaps(tool: Tool | None) -> bool:
@@ -47,24 +56,22 @@ async def run_one(
     call: ToolCall,
     tools: Mapping[str, Tool],
     make_ctx: Callable[[ToolCall], ToolContext],
-    emit: Callable[[Event], None] | None,
-    origin: str,
-    session_id: str,
-    watch: RunWatch,
+    scope: RunScope,
 ) -> ToolResult:
     """Run one call inside its watch, with its started and finished events."""
+    emit = scope.emit
     if emit is not None:
         emit(
             ToolCallStarted(
                 call_id=call.id,
                 name=call.name,
                 arguments=call.arguments,
-                origin=origin,
-                session_id=session_id,
+                origin=scope.origin,
+                session_id=scope.session_id,
             )
         )
     started = time.monotonic()
-    with watch.tool_call(call, tools.get(call.name)) as span:
+    with scope.watch.tool_call(call, tools.get(call.name)) as span:
         output = result_for_unrunnable(call, tools)
         if output is None:
             tool = tools[call.name]
@@ -79,8 +86,8 @@ async def run_one(
                 content=output.content,
                 is_error=output.is_error,
                 duration=time.monotonic() - started,
-                origin=origin,
-                session_id=session_id,
+                origin=scope.origin,
+                session_id=scope.session_id,
             )
         )
     return ToolResult(call.id, output.content, output.is_error, call.name)
@@ -90,12 +97,9 @@ async def execute_calls(
     calls: Sequence[ToolCall],
     tools: Mapping[str, Tool],
     make_ctx: Callable[[ToolCall], ToolContext],
-    emit: Callable[[Event], None] | None,
+    scope: RunScope,
     *,
     results: list[ToolResult | None],
-    origin: str = "",
-    session_id: str = "",
-    watch: RunWatch = NO_WATCH,
 ) -> None:
     """Run `calls`, filling `results` (same length, call order) as each finishes.
 
@@ -106,20 +110,18 @@ async def execute_calls(
     n = len(calls)
     while i < n:
         if not _overlaps(tools.get(calls[i].name)):
-            results[i] = await run_one(calls[i], tools, make_ctx, emit, origin, session_id, watch)
+            results[i] = await run_one(calls[i], tools, make_ctx, scope)
             i += 1
             continue
         j = i
         while j < n and _overlaps(tools.get(calls[j].name)):
             j += 1
         if j - i == 1:
-            results[i] = await run_one(calls[i], tools, make_ctx, emit, origin, session_id, watch)
+            results[i] = await run_one(calls[i], tools, make_ctx, scope)
         else:
 
             async def run_at(k: int) -> None:
-                results[k] = await run_one(
-                    calls[k], tools, make_ctx, emit, origin, session_id, watch
-                )
+                results[k] = await run_one(calls[k], tools, make_ctx, scope)
 
             async with asyncio.TaskGroup() as group:
                 for k in range(i, j):
@@ -127,57 +129,140 @@ async def execute_calls(
         i = j
 
 
-async def run_batch(
-    calls: Sequence[ToolCall],
-    tools: Mapping[str, Tool],
-    make_ctx: Callable[[ToolCall], ToolContext],
-    emit: Callable[[Event], None] | None,
-    *,
-    budget: int | None,
-    used: int,
-    deadline_at: float | None,
-    origin: str = "",
-    session_id: str = "",
-    watch: RunWatch = NO_WATCH,
-) -> tuple[list[ToolResult], RunStatus | None, int]:
-    """One turn's calls within the tool-call budget and the deadline.
+class ToolContexts:
+    """Makes the `ToolContext` of each call of one run (for tools that take one)."""
 
-    Returns a result per call (in call order), the status the run must end
-    with (BUDGET_EXHAUSTED when calls were past the budget, DEADLINE when it
-    cut the batch short) or None, and how many calls ran. Calls past the
-    budget, or cut off by the deadline, get an error result saying so.
-    """
-    runnable = list(calls) if budget is None else list(calls[: max(0, budget - used)])
-    done: list[ToolResult | None] = [None] * len(runnable)
-    status: RunStatus | None = None
-    batch = execute_calls(
-        runnable,
-        tools,
-        make_ctx,
-        emit,
-        results=done,
-        origin=origin,
-        session_id=session_id,
-        watch=watch,
-    )
-    try:
-        if deadline_at is None:
-            await batch
-        else:
-            async with asyncio.timeout_at(deadline_at):
-                await batch
-    except TimeoutError:
-        status = RunStatus.DEADLINE
-    results = [
-        r
-        or ToolResult(
-            c.id, "not finished: the run's deadline passed; it may have partly run", True, c.name
+    __slots__ = ("_agent", "_controls", "_deps", "_host", "_journal", "_log", "_scope")
+
+    def __init__(
+        self,
+        scope: RunScope,
+        agent: AgentSpec,
+        ports: RunPorts,
+        controls: RunControls,
+        deps: object,
+    ) -> None:
+        self._scope = scope
+        self._agent = agent
+        self._host = ports.tools.host
+        self._journal = ports.journal
+        self._log = ports.journal.log
+        self._controls = controls
+        self._deps = deps
+
+    def __call__(self, call: ToolCall) -> ToolContext:
+        """The context of `call`."""
+        scope = self._scope
+        return ToolContext(
+            run_id=scope.run_id,
+            session_id=scope.session_id,
+            call_id=call.id,
+            agent=self._agent,
+            runtime=self._host,
+            controls=self._controls,
+            emit=self._emit,
+            record=self._journal.append,
+            origin=scope.origin,
+            deps=self._deps,
+            turn=self._log.turn,
         )
-        for c, r in zip(runnable, done, strict=True)
-    ]
-    over = calls[len(runnable) :]
-    if over:
-        note = f"not run: the run's tool-call budget ({budget}) is exhausted"
-        results += [ToolResult(c.id, note, True, c.name) for c in over]
-        status = status or RunStatus.BUDGET_EXHAUSTED
-    return results, status, len(runnable)
+
+    def _emit(self, event: Event) -> None:
+        emit = self._scope.emit
+        if emit is not None:
+            emit(event)
+
+
+class ToolCalls:
+    """Runs the calls of one run's turns, within its tool-call budget and
+    deadline, counting them."""
+
+    __slots__ = ("_controls", "_counters", "_limit", "_make_ctx", "_scope")
+
+    def __init__(
+        self,
+        scope: RunScope,
+        counters: RunCounters,
+        controls: RunControls,
+        limit: int | None,
+        make_ctx: Callable[[ToolCall], ToolContext],
+    ) -> None:
+        self._scope = scope
+        self._counters = counters
+        self._controls = controls
+        self._limit = limit
+        self._make_ctx = make_ctx
+
+    async def run(
+        self,
+        calls: Sequence[ToolCall],
+        tools: Mapping[str, Tool],
+        decided: Mapping[str, ToolResult] | None = None,
+    ) -> list[ToolResult]:
+        """One result per call, in call order: `decided` ones as given, the rest
+        run. Raises `CutShort` with every call's result when calls were past
+        the budget or the deadline cut the batch short."""
+        if (
+            len(calls) == 1
+            and not decided
+            and self._limit is None
+            and self._controls.deadline_at is None
+        ):
+            # The common turn (one call, nothing to cut it short): no batch to plan.
+            self._counters.tool_calls += 1
+            return [await run_one(calls[0], tools, self._make_ctx, self._scope)]
+        decided = decided or {}
+        results_run, end = await self._batch([c for c in calls if c.id not in decided], tools)
+        it = iter(results_run)
+        results = [decided.get(c.id) or next(it) for c in calls]
+        if end is not None:
+            raise CutShort(results, end)
+        return results
+
+    async def _batch(
+        self, calls: Sequence[ToolCall], tools: Mapping[str, Tool]
+    ) -> tuple[list[ToolResult], RunStatus | None]:
+        limit = self._limit
+        counters = self._counters
+        runnable = (
+            list(calls) if limit is None else list(calls[: max(0, limit - counters.tool_calls)])
+        )
+        done: list[ToolResult | None] = [None] * len(runnable)
+        status: RunStatus | None = None
+        batch = execute_calls(runnable, tools, self._make_ctx, self._scope, results=done)
+        deadline_at = self._controls.deadline_at
+        try:
+            if deadline_at is None:
+                await batch
+            else:
+                async with asyncio.timeout_at(deadline_at):
+                    await batch
+        except TimeoutError:
+            status = RunStatus.DEADLINE
+        counters.tool_calls += len(runnable)
+        results = [
+            r
+            or ToolResult(
+                c.id,
+                "not finished: the run's deadline passed; it may have partly run",
+                True,
+                c.name,
+            )
+            for c, r in zip(runnable, done, strict=True)
+        ]
+        over = calls[len(runnable) :]
+        if over:
+            note = f"not run: the run's tool-call budget ({limit}) is exhausted"
+            results += [ToolResult(c.id, note, True, c.name) for c in over]
+            status = status or RunStatus.BUDGET_EXHAUSTED
+        return results, status
+
+
+class CutShort(Exception):
+    """A turn's calls were cut short (by the tool-call budget or the deadline):
+    every call has its one `results` entry, and the run ends with `status`."""
+
+    def __init__(self, results: list[ToolResult], status: RunStatus) -> None:
+        super().__init__(status.value)
+        self.results = results
+        self.status = status

@@ -15,10 +15,11 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from itertools import chain, islice
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from ..entries import (
     ApprovalDecision,
@@ -86,80 +87,202 @@ class SessionLog:
     """The state derived from one session's entries (see module docstring)."""
 
     __slots__ = (
+        "_assistant_turns",
+        "_base",
         "_before_view",
+        "_call_ids",
+        "_compaction",
+        "_decisions",
+        "_entries",
+        "_escalated",
         "_folded",
+        "_last_finished",
+        "_last_run_started",
         "_messages",
+        "_model_position",
+        "_model_spec",
+        "_pending",
+        "_position",
+        "_positions",
+        "_reasoning",
+        "_reasoning_set",
+        "_requests",
         "_sizes",
+        "_snapshot_at",
+        "_started",
+        "_stop_position",
         "_total",
+        "_turn",
+        "_turn_message",
         "_undecoded",
-        "assistant_turns",
-        "base",
-        "call_ids",
-        "compaction",
-        "decisions",
-        "entries",
-        "escalated",
-        "last_finished",
-        "last_run_started",
-        "model_position",
-        "model_spec",
-        "pending",
-        "position",
-        "positions",
-        "reasoning",
-        "reasoning_set",
-        "requests",
-        "snapshot_at",
-        "started",
-        "stop_position",
-        "turn",
-        "turn_message",
-        "view_start",
+        "_view_start",
     )
 
     def __init__(self) -> None:
-        self.position = 0
+        self._position = 0
         # Restored from a snapshot, the log holds only the entries after
         # `base` (the whole log is in the store); 0 after a full replay.
-        self.base = 0
-        self.entries: list[Entry] = []
+        self._base = 0
+        self._entries: list[Entry] = []
         self._messages: list[Message] = []
         # A restored log's older message entries: per snapshot row, the JSON
         # text of a list of [position, data], parsed on first use of
         # `messages`: opening a session must not pay for its history.
         self._undecoded: list[str] | None = None
         # The position the latest snapshot of this log covers (0: none).
-        self.snapshot_at = 0
-        self.last_run_started: Entry | None = None
-        self.last_finished: Entry | None = None
-        self.pending: list[Entry] = []
-        self.model_spec: str | None = None
-        self.model_position = 0
-        self.reasoning: ReasoningOptions | None = None
-        self.reasoning_set = False
-        self.requests: dict[Key, RequestedCall] = {}
-        self.decisions: dict[Key, ApprovalDecision] = {}
+        self._snapshot_at = 0
+        self._last_run_started: Entry | None = None
+        self._last_finished: Entry | None = None
+        self._pending: list[Entry] = []
+        self._model_spec: str | None = None
+        self._model_position = 0
+        self._reasoning: ReasoningOptions | None = None
+        self._reasoning_set = False
+        self._requests: dict[Key, RequestedCall] = {}
+        self._decisions: dict[Key, ApprovalDecision] = {}
         # How many times each call was durably started after its turn was
         # committed (a parked turn's resume, an idempotent call's retry).
-        self.started: dict[Key, int] = {}
+        self._started: dict[Key, int] = {}
         # Children that escalated approvals to this session, by child id (latest).
-        self.escalated: dict[str, ApprovalEscalated] = {}
-        self.call_ids: set[str] = set()
-        self.turn = 0
-        self.turn_message: Message | None = None
+        self._escalated: dict[str, ApprovalEscalated] = {}
+        self._call_ids: set[str] = set()
+        self._turn = 0
+        self._turn_message: Message | None = None
         # Assistant messages so far: one per round of every run of the session.
-        self.assistant_turns = 0
+        self._assistant_turns = 0
         self._folded: set[int] = set()
-        self.stop_position = 0
+        self._stop_position = 0
         # The log position of each message (a delivered notice shares its
         # assistant entry's), and what the request view starts from.
-        self.positions: list[int] = []
-        self.compaction: CompactionEntry | None = None
-        self.view_start = 0
+        self._positions: list[int] = []
+        self._compaction: CompactionEntry | None = None
+        self._view_start = 0
         # Sizes in characters, measured only when asked (`view_chars`).
         self._sizes: list[int] = []
         self._total = 0
         self._before_view = 0
+
+    # ------------------------------------------------------------ what it holds
+
+    @property
+    def position(self) -> int:
+        """The position of the last entry folded in (0: none)."""
+        return self._position
+
+    @property
+    def base(self) -> int:
+        """0 after a full replay; restored from a snapshot, the position the
+        snapshot covers (the entries up to it are only in the store)."""
+        return self._base
+
+    @property
+    def entries(self) -> Sequence[Entry]:
+        """The entries folded in, from `base` on, in order."""
+        return self._entries
+
+    @property
+    def snapshot_at(self) -> int:
+        """The position the latest snapshot of this log covers (0: none)."""
+        return self._snapshot_at
+
+    @property
+    def pending(self) -> Sequence[Entry]:
+        """Steering and deferred entries no user turn has folded in yet, in arrival order."""
+        return self._pending
+
+    @property
+    def model_spec(self) -> str | None:
+        """The model the session chose last (a spec), or None: its agent's."""
+        return self._model_spec
+
+    @property
+    def model_position(self) -> int:
+        """The position of the entry that chose `model_spec` (0: none)."""
+        return self._model_position
+
+    @property
+    def reasoning(self) -> ReasoningOptions | None:
+        """The reasoning options the session chose last (see `reasoning_set`)."""
+        return self._reasoning
+
+    @property
+    def reasoning_set(self) -> bool:
+        """Whether the session chose its reasoning options (else its agent's apply)."""
+        return self._reasoning_set
+
+    @property
+    def requests(self) -> Mapping[Key, RequestedCall]:
+        """Approval requests by (turn, call id)."""
+        return self._requests
+
+    @property
+    def decisions(self) -> Mapping[Key, ApprovalDecision]:
+        """Approval decisions by (turn, call id): the first recorded for each."""
+        return self._decisions
+
+    @property
+    def started(self) -> Mapping[Key, int]:
+        """How many times each call was durably started after its turn was
+        committed (a parked turn's resume, an idempotent call's retry)."""
+        return self._started
+
+    @property
+    def escalated(self) -> Mapping[str, ApprovalEscalated]:
+        """Children that escalated approvals to this session, by child id (the latest)."""
+        return self._escalated
+
+    @property
+    def call_ids(self) -> AbstractSet[str]:
+        """Every tool call id the session's assistant messages used."""
+        return self._call_ids
+
+    @property
+    def turn(self) -> int:
+        """The position of the latest assistant message (0: none yet)."""
+        return self._turn
+
+    @property
+    def turn_message(self) -> Message | None:
+        """The latest assistant message."""
+        return self._turn_message
+
+    @property
+    def assistant_turns(self) -> int:
+        """Assistant messages so far: one per round of every run of the session."""
+        return self._assistant_turns
+
+    @property
+    def stop_position(self) -> int:
+        """The position of the latest stop request (0: none)."""
+        return self._stop_position
+
+    @property
+    def last_run_started(self) -> Entry | None:
+        """The latest run's start entry."""
+        return self._last_run_started
+
+    @property
+    def last_finished(self) -> Entry | None:
+        """The latest run's end entry."""
+        return self._last_finished
+
+    @property
+    def positions(self) -> Sequence[int]:
+        """The log position of each message (a delivered notice shares its
+        assistant entry's)."""
+        return self._positions
+
+    @property
+    def compaction(self) -> CompactionEntry | None:
+        """The latest compaction."""
+        return self._compaction
+
+    @property
+    def view_start(self) -> int:
+        """The index of the first message the request view holds after `compaction`."""
+        return self._view_start
+
+    # ------------------------------------------------------------ folding
 
     @classmethod
     def folded(cls, entries: Iterable[Entry]) -> SessionLog:
@@ -179,7 +302,7 @@ class SessionLog:
         """
         if position:
             entry = entry.placed(position)
-        elif entry.position <= self.position:
+        elif entry.position <= self._position:
             return
         try:
             self._apply(entry, message)
@@ -190,8 +313,8 @@ class SessionLog:
             ) from None
 
     def _apply(self, entry: Entry, message: Message | None) -> None:
-        self.position = entry.position
-        self.entries.append(entry)
+        self._position = entry.position
+        self._entries.append(entry)
         kind = entry.kind
         if kind == EntryKind.MESSAGE:
             if message is None:
@@ -205,48 +328,48 @@ class SessionLog:
             self._apply_message(entry.position, message, delivered, folds)
         elif kind in (EntryKind.STEER, EntryKind.DEFERRED):
             if entry.position not in self._folded:
-                self.pending.append(entry)
+                self._pending.append(entry)
         elif kind == EntryKind.MODEL_CHANGE:
             change = ModelChange.from_data(entry.data)
             if change.model_changed:
-                self.model_spec = change.model
-                self.model_position = entry.position
+                self._model_spec = change.model
+                self._model_position = entry.position
             if change.reasoning_changed:
                 raw_reasoning = change.reasoning
-                self.reasoning = (
+                self._reasoning = (
                     ReasoningOptions.from_dict(raw_reasoning) if raw_reasoning else None
                 )
-                self.reasoning_set = True
+                self._reasoning_set = True
         elif kind == EntryKind.STOP_REQUEST:
-            self.stop_position = entry.position
+            self._stop_position = entry.position
         elif kind == EntryKind.RUN_STARTED:
-            self.last_run_started = entry
+            self._last_run_started = entry
         elif kind == EntryKind.RUN_FINISHED:
-            self.last_finished = entry
+            self._last_finished = entry
         elif kind == EntryKind.APPROVAL_REQUEST:
             requests = ApprovalRequests.from_data(entry.data)
             # 0.1 logs name no turn: their requests followed the turn at once.
-            turn = requests.turn or self.turn
+            turn = requests.turn or self._turn
             for call in requests.calls:
-                self.requests.setdefault((turn, call.call_id), call)
+                self._requests.setdefault((turn, call.call_id), call)
         elif kind == EntryKind.APPROVAL_DECISION:
             decision = ApprovalDecision.from_data(entry.data)
             turn = decision.turn or self._turn_requesting(decision.call_id)
             # First decision wins: later ones are either repeats or conflicts
             # that their writer detects and reports.
-            self.decisions.setdefault((turn, decision.call_id), decision)
+            self._decisions.setdefault((turn, decision.call_id), decision)
         elif kind == EntryKind.CALLS_STARTED:
             started = CallsStarted.from_data(entry.data)
             for c in started.call_ids:
                 key = (started.turn, c)
-                self.started[key] = self.started.get(key, 0) + 1
+                self._started[key] = self._started.get(key, 0) + 1
         elif kind == EntryKind.APPROVAL_ESCALATED:
             escalated = ApprovalEscalated.from_data(entry.data)
-            self.escalated[escalated.child_session_id] = escalated
+            self._escalated[escalated.child_session_id] = escalated
         elif kind == EntryKind.COMPACTION:
             compaction = CompactionEntry.from_data(entry.data)
-            self.compaction = compaction
-            self.view_start = bisect.bisect_right(self.positions, compaction.up_to)
+            self._compaction = compaction
+            self._view_start = bisect.bisect_right(self._positions, compaction.up_to)
             self._before_view = -1  # measured on the next `view_chars`
 
     def _apply_message(
@@ -256,23 +379,22 @@ class SessionLog:
             # Notices ride on the assistant entry that answered them, so the
             # pair is persisted atomically (see RunNotices).
             self._messages.append(Message.user(delivered))
-            self.positions.append(position)
+            self._positions.append(position)
         if folds:
             self._folded.update(folds)
-            self.pending = [e for e in self.pending if e.position not in self._folded]
+            self._pending = [e for e in self._pending if e.position not in self._folded]
         self._messages.append(message)
-        self.positions.append(position)
+        self._positions.append(position)
         if message.role == "assistant":
-            self.turn = position
-            self.turn_message = message
-            self.assistant_turns += 1
+            self._turn = position
+            self._turn_message = message
+            self._assistant_turns += 1
             for call in message.tool_calls:
-                self.call_ids.add(call.id)
+                self._call_ids.add(call.id)
 
     @property
-    def messages(self) -> list[Message]:
-        """The conversation so far, every message the log holds, in order
-        (read-only to callers: the log appends to it)."""
+    def messages(self) -> Sequence[Message]:
+        """The conversation so far, every message the log holds, in order."""
         if self._undecoded is not None:
             self._decode()
         return self._messages
@@ -291,8 +413,125 @@ class SessionLog:
         self._messages = decoded + self._messages
 
     def _turn_requesting(self, call_id: str) -> int:
-        turns = [turn for turn, cid in self.requests if cid == call_id]
-        return max(turns) if turns else self.turn
+        turns = [turn for turn, cid in self._requests if cid == call_id]
+        return max(turns) if turns else self._turn
+
+    # ------------------------------------------------------------ snapshots
+
+    def snapshot_due(self, every: int) -> bool:
+        """Whether `every` entries or more were folded in since the latest snapshot."""
+        return self._position - self._snapshot_at >= every
+
+    def snapshotted(self, position: int) -> None:
+        """A snapshot of this log up to `position` was written."""
+        self._snapshot_at = position
+
+    def snapshot_state(self) -> dict[str, Any]:
+        """The fold's small state as JSON values (everything but the entries
+        and messages): what a snapshot row keeps, for `restore`."""
+        reasoning = self._reasoning
+        turn_message = self._turn_message
+        compaction = self._compaction
+        return {
+            "pending": [e.to_dict() for e in self._pending],
+            "model_spec": self._model_spec,
+            "model_position": self._model_position,
+            "reasoning": reasoning.to_dict() if reasoning is not None else None,
+            "reasoning_set": self._reasoning_set,
+            "requests": [
+                [turn, ApprovalRequests(turn, (call,)).to_data()]
+                for (turn, _), call in self._requests.items()
+            ],
+            "decisions": [[turn, d.to_data()] for (turn, _), d in self._decisions.items()],
+            "started": sorted([turn, call_id, n] for (turn, call_id), n in self._started.items()),
+            "escalated": [e.to_data() for e in self._escalated.values()],
+            "turn": self._turn,
+            "turn_message": turn_message.to_dict() if turn_message is not None else None,
+            "assistant_turns": self._assistant_turns,
+            "folded": sorted(self._folded),
+            "stop_position": self._stop_position,
+            "compaction": compaction.to_data() if compaction is not None else None,
+            "last_run_started": _entry_dict(self._last_run_started),
+            "last_finished": _entry_dict(self._last_finished),
+        }
+
+    def messages_since(self, position: int) -> list[Message]:
+        """The messages of the entries after `position`, without decoding a
+        restored log's older ones (they sit at the end of its list whether or
+        not the rest is decoded)."""
+        count = len(self._positions) - bisect.bisect_right(self._positions, position)
+        messages = self._messages
+        return messages[len(messages) - count :] if count else []
+
+    def restore(
+        self,
+        position: int,
+        state: Mapping[str, Any],
+        messages: list[str],
+        positions: list[int],
+        call_ids: list[str],
+    ) -> None:
+        """Start this log, still empty, from a snapshot up to `position`: its
+        `state` (see `snapshot_state`), its message entries still encoded
+        (`messages`: per row, the JSON text of a list of [position, data];
+        decoded when first read), their `positions` and tool call ids.
+
+        Raises `ValueError` (or another error of a malformed value), leaving
+        the log as it was, when the state does not have the shape
+        `snapshot_state` gives.
+        """
+        st = state
+        pending = [Entry.from_dict(e) for e in st["pending"]]
+        model_spec = st["model_spec"]
+        model_position = int(st["model_position"])
+        raw_reasoning = st["reasoning"]
+        reasoning = ReasoningOptions.from_dict(raw_reasoning) if raw_reasoning else None
+        reasoning_set = bool(st["reasoning_set"])
+        requests: dict[Key, RequestedCall] = {}
+        for turn, data in st["requests"]:
+            call = ApprovalRequests.from_data(data).calls[0]
+            requests[(int(turn), call.call_id)] = call
+        decisions: dict[Key, ApprovalDecision] = {}
+        for turn, data in st["decisions"]:
+            decision = ApprovalDecision.from_data(data)
+            decisions[(int(turn), decision.call_id)] = decision
+        started = {(int(turn), str(call_id)): int(n) for turn, call_id, n in st["started"]}
+        escalated = {
+            str(e["child_session_id"]): ApprovalEscalated.from_data(e) for e in st["escalated"]
+        }
+        turn = int(st["turn"])
+        raw_message = st["turn_message"]
+        turn_message = Message.from_dict(raw_message) if raw_message else None
+        assistant_turns = int(st["assistant_turns"])
+        folded = {int(p) for p in st["folded"]}
+        stop_position = int(st["stop_position"])
+        raw_compaction = st["compaction"]
+        compaction = (
+            CompactionEntry.from_data(raw_compaction) if raw_compaction is not None else None
+        )
+        raw_started = st["last_run_started"]
+        last_run_started = Entry.from_dict(raw_started) if raw_started else None
+        raw_finished = st["last_finished"]
+        last_finished = Entry.from_dict(raw_finished) if raw_finished else None
+        # Every value read: only now does the log change, all at once.
+        self._position = self._base = self._snapshot_at = position
+        self._undecoded = messages
+        self._positions = positions
+        self._call_ids = set(call_ids)
+        self._pending = pending
+        self._model_spec, self._model_position = model_spec, model_position
+        self._reasoning, self._reasoning_set = reasoning, reasoning_set
+        self._requests, self._decisions, self._started = requests, decisions, started
+        self._escalated = escalated
+        self._turn, self._turn_message = turn, turn_message
+        self._assistant_turns = assistant_turns
+        self._folded = folded
+        self._stop_position = stop_position
+        self._last_run_started, self._last_finished = last_run_started, last_finished
+        if compaction is not None:
+            self._compaction = compaction
+            self._view_start = bisect.bisect_right(positions, compaction.up_to)
+            self._before_view = -1
 
     # ------------------------------------------------------------ the request view
 
@@ -302,12 +541,14 @@ class SessionLog:
         it did not replace;
         then `extra` when given. A read-only view, not a copy: it stays what
         it is now while the log grows."""
-        compaction = self.compaction
-        messages = self.messages
+        compaction = self._compaction
+        if self._undecoded is not None:
+            self._decode()
+        messages = self._messages
         if compaction is None:
             return MessageView(messages, 0, len(messages), None, extra)
         head = summary_message(compaction.summary) if compaction.summary else None
-        return MessageView(messages, self.view_start, len(messages), head, extra)
+        return MessageView(messages, self._view_start, len(messages), head, extra)
 
     def view_chars(self) -> int:
         """Characters of the view's messages (measured incrementally)."""
@@ -316,11 +557,11 @@ class SessionLog:
             size = message_chars(m)
             sizes.append(size)
             self._total += size
-        if self.compaction is None:
+        if self._compaction is None:
             return self._total
         if self._before_view < 0:
-            self._before_view = sum(sizes[: self.view_start])
-        return summary_chars(self.compaction.summary) + self._total - self._before_view
+            self._before_view = sum(sizes[: self._view_start])
+        return summary_chars(self._compaction.summary) + self._total - self._before_view
 
     # ------------------------------------------------------------ the open turn
 
@@ -341,10 +582,10 @@ class SessionLog:
         """The open calls of a turn awaiting decisions: some call has an approval
         request and none has started running."""
         open_calls = self.open_calls()
-        turn = self.turn
-        if not any((turn, c.id) in self.requests for c in open_calls):
+        turn = self._turn
+        if not any((turn, c.id) in self._requests for c in open_calls):
             return []
-        if any((turn, c.id) in self.started for c in open_calls):
+        if any((turn, c.id) in self._started for c in open_calls):
             return []
         return open_calls
 
@@ -371,7 +612,7 @@ class SessionLog:
         as recorded (None for a text answer). Runs recorded before
         `own_usage`, `tool_calls` and `transport_retries` were written
         report zero for them."""
-        entry = self.last_finished
+        entry = self._last_finished
         if entry is None:
             return None
         payload = entry.payload
@@ -410,18 +651,18 @@ class SessionLog:
     def run_traceparent(self) -> str | None:
         """The trace context the latest run recorded (the run that parked the
         current turn, when one is parked); None if it was not traced."""
-        started = self.last_run_started
+        started = self._last_run_started
         if started is None:
             return None
         return RunStartedEntry.from_data(started.data).traceparent
 
     def request(self, call_id: str) -> RequestedCall | None:
         """The approval request of `call_id` in the current turn, if any."""
-        return self.requests.get((self.turn, call_id))
+        return self._requests.get((self._turn, call_id))
 
     def decision(self, call_id: str) -> ApprovalDecision | None:
         """The decision on `call_id` in the current turn, if any."""
-        return self.decisions.get((self.turn, call_id))
+        return self._decisions.get((self._turn, call_id))
 
     def cut_off(self) -> list[ToolCall]:
         """The open calls of a turn that is not parked: calls cut off by a crash
@@ -435,7 +676,7 @@ class SessionLog:
         decision = self.decision(call.id)
         if decision is not None and not decision.approved:
             return False
-        return self.started.get((self.turn, call.id), 0) < limit
+        return self._started.get((self._turn, call.id), 0) < limit
 
     def cut_off_result(self, call: ToolCall) -> ToolResult:
         """The result a cut-off call gets when it does not run again: a denied
@@ -452,12 +693,12 @@ class SessionLog:
 
     def last_assistant_text(self) -> str:
         """The text of the latest assistant message ("" if none)."""
-        message = self.turn_message
+        message = self._turn_message
         return message.text if message is not None else ""
 
     def last_answer_is_empty(self) -> bool:
         """Whether the latest assistant message has no text and no tool calls."""
-        message = self.turn_message
+        message = self._turn_message
         return message is not None and not message.text and not message.tool_calls
 
 
@@ -580,7 +821,7 @@ def interrupted_results(calls: Iterable[ToolCall]) -> Message:
 _MAX_CALL_ID = 40  # the shortest limit among the providers' tool call ids
 
 
-def with_unique_call_ids(message: Message, seen: set[str]) -> Message:
+def with_unique_call_ids(message: Message, seen: AbstractSet[str]) -> Message:
     """`message` with every tool call id unused in the session (`seen`) and
     within the turn.
 
@@ -607,6 +848,10 @@ def with_unique_call_ids(message: Message, seen: set[str]) -> Message:
             taken.add(new_id)
         blocks.append(block)
     return replace(message, blocks=tuple(blocks))
+
+
+def _entry_dict(entry: Entry | None) -> dict[str, Any] | None:
+    return entry.to_dict() if entry is not None else None
 
 
 def _fresh_id(base: str, taken: set[str]) -> str:

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 __all__ = ["RunControls", "RunOptions", "StopSignal", "UsageMeter"]
 
 
+_DEFAULT_RETRY = RetryPolicy()
+
+
 @dataclass(slots=True)
 class RunOptions:
     """Limits and controls of one run.
@@ -46,7 +49,9 @@ class RunOptions:
     deadline: float | datetime | None = None
     stop: StopSignal = field(default_factory=StopSignal)
     strategy: RoundStrategy | None = None
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # One shared default: a policy is a frozen value, and building one per
+    # run cost more than the rest of these options together.
+    retry: RetryPolicy = _DEFAULT_RETRY
     budget: Budget | None = None
     tree: TreeBudget | None = field(default=None, repr=False)
     parent: RunControls | None = field(default=None, repr=False)
@@ -65,7 +70,7 @@ class RunOptions:
         if strategy is not None and not callable(getattr(strategy, "on_round", None)):
             raise _invalid("strategy", strategy, "a RoundStrategy (an object with on_round)")
         retry = self.retry
-        if not (
+        if retry is not _DEFAULT_RETRY and not (
             callable(getattr(retry, "should_retry", None))
             and callable(getattr(retry, "delay", None))
         ):

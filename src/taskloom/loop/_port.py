@@ -1,11 +1,11 @@
-"""The ports the round loop talks through: its session, background notices,
-and whoever observes its runs.
+"""The ports the round loop talks through: the session's journal, model
+choice and tool board, background notices, and whoever observes its runs.
 
 The loop defines what it needs as small protocols; the runtime (for the
-session), the background service (for notices) and the tracing package (for
-observers) implement them. So the loop knows nothing of runtimes, stores,
-background work or OpenTelemetry, and a test can drive it with anything that
-has these methods.
+session's parts), the background service (for notices) and the tracing
+package (for observers) implement them, and `RunPorts` hands them to a run.
+So the loop knows nothing of runtimes, stores, background work or
+OpenTelemetry, and a test can drive it with anything that has these methods.
 """
 
 from __future__ import annotations
@@ -33,13 +33,16 @@ __all__ = [
     "NO_WATCH",
     "AgentSpec",
     "Delivery",
+    "Journal",
     "ModelCallWatch",
+    "ModelChoice",
     "NoticesPort",
     "RunInfo",
     "RunNoticesPort",
     "RunObserver",
+    "RunPorts",
     "RunWatch",
-    "SessionPort",
+    "ToolBoard",
     "ToolCallWatch",
 ]
 
@@ -152,32 +155,72 @@ class NoticesPort(Protocol):
         ...
 
 
-class SessionPort(Protocol):
-    """The session a run belongs to, as the loop sees it.
+class Journal(Protocol):
+    """The session's log as a run reads and writes it.
 
-    `append` is for the run's own entries: they carry the run's fencing
-    token, and the store refuses them once another run holds the session.
+    `append` and `record` are for the run's own entries: they carry the
+    fencing token of the lease the run holds, and the store refuses them
+    once another writer took the session over.
     """
 
     @property
-    def id(self) -> str:
-        """The session id."""
-        ...
-
-    @property
-    def agent(self) -> AgentSpec:
-        """The agent definition."""
-        ...
-
-    @property
-    def host(self) -> ToolHost:
-        """The runtime, as tools reach it."""
-        ...
-
-    @property
     def log(self) -> SessionLog:
-        """The session's log as folded so far (a cache of the store)."""
+        """The session's log as folded so far (a cache of the store): one
+        object for the journal's life, which a run may keep (what is folded
+        into it changes, never the object)."""
         ...
+
+    async def sync(self, *, fresh: float = 0.0) -> None:
+        """Fold in entries other tasks or processes appended since the last look.
+
+        With `fresh`, the read may be skipped when this journal's own last
+        append landed right after everything it knew, less than `fresh`
+        seconds ago: the log is then known whole up to that instant.
+        """
+        ...
+
+    async def append(self, entry: Entry, message: Message | None = None) -> int:
+        """Append an entry (fenced) and fold it in; returns its position.
+
+        `message` is the already-built message of a message entry.
+        """
+        ...
+
+    async def record(
+        self, payload: Payload, run_id: str | None = None, message: Message | None = None
+    ) -> int:
+        """`append` of the entry storing `payload` (built once, where it will land)."""
+        ...
+
+
+class ModelChoice(Protocol):
+    """Which model a run's next request goes to, and with which settings."""
+
+    @property
+    def model(self) -> Model:
+        """The model the next request goes to."""
+        ...
+
+    @property
+    def settings(self) -> ModelSettings:
+        """The model settings for the next request."""
+        ...
+
+    def resolve_model(self, spec: Model | str) -> Model:
+        """A model instance for a spec (a summarizer named by spec, ...)."""
+        ...
+
+    async def set_model(self, model: Model | str) -> None:
+        """Persist a model change."""
+        ...
+
+    async def set_reasoning(self, reasoning: ReasoningOptions | None) -> None:
+        """Persist a reasoning change."""
+        ...
+
+
+class ToolBoard(Protocol):
+    """The tools a run offers, and the runtime they reach."""
 
     @property
     def tools(self) -> Mapping[str, Tool]:
@@ -194,58 +237,23 @@ class SessionPort(Protocol):
         ...
 
     @property
-    def model(self) -> Model:
-        """The model the next request goes to."""
+    def host(self) -> ToolHost:
+        """The runtime, as tools reach it."""
         ...
 
-    @property
-    def settings(self) -> ModelSettings:
-        """The model settings for the next request."""
-        ...
 
-    @property
-    def notices(self) -> NoticesPort:
-        """Background notices of the session's runtime."""
-        ...
+@dataclass(frozen=True, slots=True)
+class RunPorts:
+    """Everything a run talks to, each through the small port it needs: the
+    session's journal, its model choice and tool board, the runtime's
+    background notices, budget ledger and observer."""
 
-    @property
-    def budgets(self) -> BudgetLedger:
-        """Where the runtime keeps delegation trees' budgets (its backend's ledger)."""
-        ...
-
-    async def sync(self, *, fresh: float = 0.0) -> None:
-        """Fold in entries other tasks or processes appended since the last look.
-
-        With `fresh`, the read may be skipped when this session's own last
-        append landed right after everything it knew, less than `fresh`
-        seconds ago: the log is then known whole up to that instant.
-        """
-        ...
-
-    async def append(self, entry: Entry, message: Message | None = None) -> int:
-        """Append an entry of the run (fenced) and fold it in; returns its position.
-
-        `message` is the already-built message of a message entry.
-        """
-        ...
-
-    async def record(
-        self, payload: Payload, run_id: str | None = None, message: Message | None = None
-    ) -> int:
-        """`append` of the entry storing `payload` (built once, where it will land)."""
-        ...
-
-    async def set_model(self, model: Model | str) -> None:
-        """Persist a model change."""
-        ...
-
-    async def set_reasoning(self, reasoning: ReasoningOptions | None) -> None:
-        """Persist a reasoning change."""
-        ...
-
-    def resolve_model(self, spec: Model | str) -> Model:
-        """A model instance for a spec (a summarizer named by spec, ...)."""
-        ...
+    journal: Journal
+    models: ModelChoice
+    tools: ToolBoard
+    notices: NoticesPort
+    budgets: BudgetLedger
+    observer: RunObserver
 
 
 # ---------------------------------------------------------------- observers

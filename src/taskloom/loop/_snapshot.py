@@ -17,22 +17,12 @@ correctness.
 
 from __future__ import annotations
 
-import bisect
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..entries import (
-    ApprovalDecision,
-    ApprovalEscalated,
-    ApprovalRequests,
-    CompactionEntry,
-    Entry,
-    EntryKind,
-)
-from ..messages import Message
-from ..models import ReasoningOptions
+from ..entries import Entry, EntryKind
 from ._log import SessionLog
 
 __all__ = ["SNAPSHOT_VERSION", "Snapshot", "encode_snapshot", "read_snapshot"]
@@ -67,45 +57,14 @@ class Snapshot:
         Raises `ValueError` (or another error of a malformed value) when the
         state does not have the shape this version writes.
         """
-        st = self.state
         log = SessionLog()
-        log.position = log.base = log.snapshot_at = self.position
-        log._undecoded = self.messages
-        positions = self.positions
-        log.positions = positions
-        log.call_ids = set(self.call_ids)
-        log.pending = [Entry.from_dict(e) for e in st["pending"]]
-        log.model_spec = st["model_spec"]
-        log.model_position = int(st["model_position"])
-        reasoning = st["reasoning"]
-        log.reasoning = ReasoningOptions.from_dict(reasoning) if reasoning else None
-        log.reasoning_set = bool(st["reasoning_set"])
-        for turn, data in st["requests"]:
-            call = ApprovalRequests.from_data(data).calls[0]
-            log.requests[(int(turn), call.call_id)] = call
-        for turn, data in st["decisions"]:
-            decision = ApprovalDecision.from_data(data)
-            log.decisions[(int(turn), decision.call_id)] = decision
-        log.started = {(int(turn), str(call_id)): int(n) for turn, call_id, n in st["started"]}
-        log.escalated = {
-            str(e["child_session_id"]): ApprovalEscalated.from_data(e) for e in st["escalated"]
-        }
-        log.turn = int(st["turn"])
-        turn_message = st["turn_message"]
-        log.turn_message = Message.from_dict(turn_message) if turn_message else None
-        log.assistant_turns = int(st["assistant_turns"])
-        log._folded = {int(p) for p in st["folded"]}
-        log.stop_position = int(st["stop_position"])
-        compaction = st["compaction"]
-        if compaction is not None:
-            log.compaction = CompactionEntry.from_data(compaction)
-            log.view_start = bisect.bisect_right(positions, log.compaction.up_to)
-            log._before_view = -1
-        started = st["last_run_started"]
-        log.last_run_started = Entry.from_dict(started) if started else None
-        finished = st["last_finished"]
-        log.last_finished = Entry.from_dict(finished) if finished else None
+        self.restore_into(log)
         return log
+
+    def restore_into(self, log: SessionLog) -> None:
+        """Start `log`, still empty, from this snapshot (see `restore`); a
+        state of the wrong shape raises and leaves `log` as it was."""
+        log.restore(self.position, self.state, self.messages, self.positions, self.call_ids)
 
 
 def read_snapshot(rows: Sequence[tuple[int, str]]) -> Snapshot | None:
@@ -167,40 +126,13 @@ def encode_snapshot(log: SessionLog) -> str:
         if e.data.get("delivered"):
             positions.append(e.position)
         positions.append(e.position)
-    # The fresh messages, without decoding a restored log's older ones: they
-    # sit at the end of its decoded list whether or not the rest is decoded.
-    fresh_count = len(log.positions) - bisect.bisect_right(log.positions, since)
-    fresh_messages = log._messages[len(log._messages) - fresh_count :] if fresh_count else []
-    call_ids = [c.id for m in fresh_messages for c in m.tool_calls]
+    call_ids = [c.id for m in log.messages_since(since) for c in m.tool_calls]
     last = log.entries[-1] if log.entries else None
-    reasoning = log.reasoning
-    state = {
-        "pending": [e.to_dict() for e in log.pending],
-        "model_spec": log.model_spec,
-        "model_position": log.model_position,
-        "reasoning": reasoning.to_dict() if reasoning is not None else None,
-        "reasoning_set": log.reasoning_set,
-        "requests": [
-            [turn, ApprovalRequests(turn, (call,)).to_data()]
-            for (turn, _), call in log.requests.items()
-        ],
-        "decisions": [[turn, d.to_data()] for (turn, _), d in log.decisions.items()],
-        "started": sorted([turn, call_id, n] for (turn, call_id), n in log.started.items()),
-        "escalated": [e.to_data() for e in log.escalated.values()],
-        "turn": log.turn,
-        "turn_message": log.turn_message.to_dict() if log.turn_message is not None else None,
-        "assistant_turns": log.assistant_turns,
-        "folded": sorted(log._folded),
-        "stop_position": log.stop_position,
-        "compaction": log.compaction.to_data() if log.compaction is not None else None,
-        "last_run_started": _entry(log.last_run_started),
-        "last_finished": _entry(log.last_finished),
-    }
     row = {
         "v": SNAPSHOT_VERSION,
         "from": since,
         "last": [last.kind, last.created_at] if last is not None else ["", 0.0],
-        "state": state,
+        "state": log.snapshot_state(),
         "messages": json.dumps(messages, separators=(",", ":"), allow_nan=False, default=_plain),
         "positions": positions,
         "call_ids": call_ids,
@@ -212,7 +144,3 @@ def _plain(value: object) -> object:
     if isinstance(value, Mapping):
         return dict(value)
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def _entry(entry: Entry | None) -> dict[str, Any] | None:
-    return entry.to_dict() if entry is not None else None

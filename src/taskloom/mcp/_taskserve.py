@@ -180,8 +180,8 @@ class ServedTasks:
             await self._meta(params.task_id)
             session = await self.runtime.open_session(params.task_id, self.agent)
             # Only the task's own parked calls: what view() offers as inputRequests.
-            await session.sync()
-            waiting = {c.id for c in session.log.pending_calls(undecided=True)}
+            await session.journal.sync()
+            waiting = {c.id for c in session.journal.log.pending_calls(undecided=True)}
             for call_id, response in responses.items():
                 decision = _decision(response) if call_id in waiting else None
                 if decision is None:

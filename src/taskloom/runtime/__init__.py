@@ -8,7 +8,7 @@ answers.
 A session has one writer at a time. Every run, resume and wake-up holds the
 session's lease (`session_lease_key`); each entry the run appends carries the
 lease's fencing generation, and the store refuses a stale one in the append's
-own transaction. A second caller gets `SessionBusy` (or waits, `wait=True`).
+own transaction. A second caller gets `SessionBusy` (or waits: `wait=` seconds).
 Decisions, steering, stop requests and deferred items are written by anyone,
 without the lease.
 
@@ -29,9 +29,12 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 from ._fork import FORK_NOT_RUN, FORKED_FROM, fork_session
 from ._input import input_id_for, pending_inputs
-from ._lease import LEASE_TTL, RELEASE_WAIT, HeldLease, session_lease_key
+from ._journal import SessionJournal
+from ._lease import LEASE_TTL, RELEASE_WAIT, HeldLease, SessionHold, session_lease_key
+from ._model_choice import SessionModel
 from ._runtime import BindsRuntime, RunQueue, Runtime, default_runtime
 from ._session import Session
+from ._tool_board import SessionTools
 
 if TYPE_CHECKING:
     from ._diff import ASPECTS, Difference, Round, SessionDiff, diff_sessions, rounds_of
@@ -50,6 +53,10 @@ __all__ = [
     "Runtime",
     "Session",
     "SessionDiff",
+    "SessionHold",
+    "SessionJournal",
+    "SessionModel",
+    "SessionTools",
     "default_runtime",
     "diff_sessions",
     "fork_session",

@@ -5,16 +5,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .._control import let_go, wait_until
-from ..backends import Lease
+from ..backends import Lease, Leases, holder_is_gone, holder_name
+from ..errors import SessionBusy
 
 if TYPE_CHECKING:
-    from ._session import Session
+    from ._journal import SessionJournal
 
-__all__ = ["LEASE_TTL", "RELEASE_WAIT", "HeldLease", "session_lease_key"]
+__all__ = [
+    "LEASE_TTL",
+    "RELEASE_WAIT",
+    "HeldLease",
+    "SessionHold",
+    "acquire_session_lease",
+    "session_lease_key",
+]
 
 logger = logging.getLogger("taskloom")
 
@@ -32,23 +41,68 @@ def session_lease_key(session_id: str) -> str:
     return f"session:{session_id}"
 
 
+async def acquire_session_lease(
+    leases: Leases, session_id: str, wait: float | None, ttl: float
+) -> Lease:
+    """The lease of session `session_id`, for `ttl` seconds.
+
+    Raises `SessionBusy` when another writer holds it, after waiting up to
+    `wait` seconds for it (None: not at all; `math.inf`: as long as it
+    takes). A holder on this machine that is known to be dead is taken over
+    at once.
+    """
+    key = session_lease_key(session_id)
+    me = holder_name()
+    loop = asyncio.get_running_loop()
+    # Waiting is settled on the first refusal: most acquisitions succeed at once.
+    give_up: float | None = None
+    delay = 0.02
+    while True:
+        lease = await leases.acquire(key, me, ttl)
+        if lease is not None:
+            return lease
+        if give_up is None:
+            give_up = loop.time() + _patience(wait)
+        current = await leases.current(key)
+        if current is not None and holder_is_gone(current.holder):
+            lease = await leases.take_over(current, me, ttl)
+            if lease is not None:
+                logger.info("session %s: took over the lease of %s", session_id, current.holder)
+                return lease
+        if current is None:
+            continue  # released between the two calls: try again at once
+        if loop.time() >= give_up:
+            raise SessionBusy(session_id, current.holder)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
+def _patience(wait: float | None) -> float:
+    if wait is None:
+        return 0.0
+    # `wait=True` said "as long as it takes" before waits were seconds; it still does.
+    return math.inf if wait is True else float(wait)
+
+
 class HeldLease:
     """A session lease this process holds (`Session.hold`), renewed on a timer
     while held; `on_lost` and `on_renewed` hook into its beat."""
 
     __slots__ = (
         "_beat",
+        "_leases",
         "_lost",
         "_renewed",
         "_timer",
         "fence",
         "lease",
-        "session",
+        "session_id",
         "ttl",
     )
 
-    def __init__(self, session: Session[Any, Any], lease: Lease, ttl: float) -> None:
-        self.session = session
+    def __init__(self, leases: Leases, session_id: str, lease: Lease, ttl: float) -> None:
+        self._leases = leases
+        self.session_id = session_id
         self.lease = lease
         # What every append of the holder carries; renewals keep the generation.
         self.fence = lease.fence
@@ -78,12 +132,12 @@ class HeldLease:
         self._beat = asyncio.get_running_loop().create_task(self._renew())
 
     async def _renew(self) -> None:
-        leases = self.session.runtime.store.leases
+        leases = self._leases
         try:
             renewed = await leases.renew(self.lease, self.ttl)
         except Exception:
             logger.warning(
-                "renewing the lease of session %s failed", self.session.id, exc_info=True
+                "renewing the lease of session %s failed", self.session_id, exc_info=True
             )
             self._schedule()  # the lease may still be ours; try again on the next beat
             return
@@ -97,10 +151,10 @@ class HeldLease:
             try:
                 await keep_alive()
             except Exception:
-                logger.warning("keep-alive of session %s failed", self.session.id, exc_info=True)
+                logger.warning("keep-alive of session %s failed", self.session_id, exc_info=True)
         self._schedule()
 
-    async def _log_loss(self, leases: Any) -> None:
+    async def _log_loss(self, leases: Leases) -> None:
         """Say how the lease was lost: it lapsed before this renewal, or another
         writer holds it now (only the store can tell which)."""
         try:
@@ -110,7 +164,7 @@ class HeldLease:
         if current is not None and current.generation != self.lease.generation:
             logger.warning(
                 "session %s was taken over by another writer (lease generation %d, now %d)",
-                self.session.id,
+                self.session_id,
                 self.lease.generation,
                 current.generation,
             )
@@ -118,7 +172,7 @@ class HeldLease:
             logger.warning(
                 "the lease of session %s lapsed before it could be renewed (it expired "
                 "after %g s without renewal); its run stops",
-                self.session.id,
+                self.session_id,
                 self.ttl,
             )
 
@@ -152,4 +206,41 @@ class HeldLease:
         # on its own); it must not hold up a run that already ended.
         with contextlib.suppress(Exception):
             async with asyncio.timeout(RELEASE_WAIT):
-                await self.session.runtime.store.leases.release(self.lease)
+                await self._leases.release(self.lease)
+
+
+class SessionHold:
+    """`Session.hold()`: the session's lease for an `async with` block, its
+    journal's appends fenced while it is held (re-entrant: an inner hold
+    shares the outer lease, which the outer one releases)."""
+
+    __slots__ = ("_held", "_journal", "_leases", "_ttl", "_wait", "release_by")
+
+    def __init__(
+        self, journal: SessionJournal, leases: Leases, wait: float | None, ttl: float
+    ) -> None:
+        self._journal = journal
+        self._leases = leases
+        self._wait = wait
+        self._ttl = ttl
+        self._held: HeldLease | None = None
+        self.release_by: float | None = None
+        """Loop time past which the release, if this hold took the lease, does
+        not hold its caller up (a run with a deadline returns by then)."""
+
+    async def __aenter__(self) -> HeldLease:
+        journal = self._journal
+        outer = journal.held
+        if outer is not None:
+            return outer  # an inner hold: the outer one releases
+        lease = await acquire_session_lease(self._leases, journal.id, self._wait, self._ttl)
+        held = self._held = HeldLease(self._leases, journal.id, lease, self._ttl)
+        journal.lease_taken(held)
+        return held
+
+    async def __aexit__(self, *exc: object) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            self._journal.lease_released()
+            await held.release(self.release_by)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ..background import BackgroundService
 
 from ._lease import LEASE_TTL, session_lease_key
-from ._session import Session
+from ._session import Session, wake_up
 
 __all__ = ["SNAPSHOT_EVERY", "BindsRuntime", "RunQueue", "Runtime", "default_runtime"]
 
@@ -324,6 +324,11 @@ class Runtime:
         """Make `model.spec` resolve to this instance in this runtime."""
         self._models[model.spec] = model
 
+    def adopt_model(self, model: Model) -> None:
+        """Make `model.spec` resolve to this instance in this runtime, unless
+        it already resolves to another (a session chose `model` by instance)."""
+        self._models.setdefault(model.spec, model)
+
     def resolve_model(self, spec: Model | str) -> Model:
         """A model from a registered instance or a `"provider:model"` spec."""
         if not isinstance(spec, str):
@@ -370,8 +375,13 @@ class Runtime:
         if agent is None:
             agent = self.agent_named((await self.store.get(session_id)).agent)
         session = Session(self, session_id, agent)
-        await session.sync()  # raises SessionNotFound for an unknown id
+        await session.journal.sync()  # raises SessionNotFound for an unknown id
         return session
+
+    def register_session(self, session: Session[Any, Any]) -> None:
+        """Keep `session` (weakly) as this process's object for its id: news
+        written for it wakes it (`wake_on_notice`)."""
+        self._sessions[session.id] = session
 
     async def forget_session(self, session_id: str) -> None:
         """Delete a session whose run has ended, with its child sessions: their
@@ -450,12 +460,11 @@ class Runtime:
             self._track(self._queue_wake(session_id))
             return
         session = self._sessions.get(session_id)
-        if session is None or session.is_running or session._wakeups >= self.max_wakeups:
-            # A running run delivers it at its next boundary; past the limit,
-            # it waits for the next run.
-            return
-        session._wakeups += 1
-        self._track(self._wake(session))
+        # A running run delivers it at its next boundary; past the limit, it
+        # waits for the next run.
+        run = None if session is None else wake_up(session, self.max_wakeups)
+        if run is not None:
+            self._track(self._wake(session_id, run))
 
     def _track(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
@@ -470,16 +479,15 @@ class Runtime:
             # What was written stays in the log; the session's next run reads it.
             logger.warning("queueing a wake-up of session %s failed", session_id, exc_info=True)
 
-    async def _wake(self, session: Session[Any, Any]) -> None:
+    async def _wake(self, session_id: str, run: Awaitable[object]) -> None:
         try:
-            # A wake-up has no caller to give it deps: its tools see None.
-            await session._run(None, None, resume=False, origin="", emit=None, wait=False)
+            await run
         except SessionBusy:
             pass  # a run holds the session; it delivers the notice at its next boundary
         except Exception:
             # The run recorded its failure in the session's log; nobody awaits
             # a wake-up, so say it here too.
-            logger.warning("wake-up run of session %s failed", session.id, exc_info=True)
+            logger.warning("wake-up run of session %s failed", session_id, exc_info=True)
 
     def notify(self, session_id: str) -> None:
         """Wake whoever watches the session in this process (`watch`)."""

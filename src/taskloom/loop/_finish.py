@@ -1,0 +1,117 @@
+"""The end of a run: its `RunResult`, and the `RunFinishedEntry` that lets any
+reader of the log rebuild that very result (`SessionLog.finished_result`)."""
+
+from __future__ import annotations
+
+import logging
+
+from ..entries import RunFinishedEntry
+from ..events import RunFinished
+from ..results import BudgetLeft, PendingCall, RunResult, RunStatus
+from ._budget import TreeBudget
+from ._log import SessionLog
+from ._output import FinalOutput, to_jsonable
+from ._port import Journal
+from ._result import EndRun
+from ._scope import RunCounters, RunScope
+
+__all__ = ["finish", "record_failure", "run_result"]
+
+logger = logging.getLogger("taskloom")
+
+
+def run_result(
+    end: EndRun,
+    log: SessionLog,
+    output: FinalOutput,
+    counters: RunCounters,
+    scope: RunScope,
+    budget_left: BudgetLeft | None = None,
+) -> RunResult:
+    """The result of a run that ends as `end` says, its log as it is now."""
+    status = end.status
+    pending: tuple[PendingCall, ...] = ()
+    if status is RunStatus.AWAITING_APPROVAL:
+        pending = tuple(log.pending_calls())
+    completed = status is RunStatus.COMPLETED and output.accepted
+    meter = counters.meter
+    return RunResult(
+        status=status,
+        text=output.text if completed and output.text is not None else log.last_assistant_text(),
+        output=output.value if completed else None,
+        usage=meter.total,
+        own_usage=meter.own,
+        pending=pending,
+        session_id=scope.session_id,
+        run_id=scope.run_id,
+        rounds=counters.rounds,
+        model_requests=counters.model_requests,
+        tool_calls=counters.tool_calls,
+        transport_retries=counters.transport_retries,
+        error=end.error,
+        empty_answer=status is RunStatus.COMPLETED and log.last_answer_is_empty(),
+        budget_left=budget_left,
+    )
+
+
+async def finish(
+    end: EndRun,
+    journal: Journal,
+    output: FinalOutput,
+    counters: RunCounters,
+    scope: RunScope,
+    tree: TreeBudget | None,
+) -> RunResult:
+    """Record the end of the run (`tree`: the budget whose remainder it
+    reports) and return its result."""
+    budget_left: BudgetLeft | None = None
+    if tree is not None:
+        try:
+            budget_left = await tree.left()
+        except Exception:
+            # What is left is for show: the run's end is what must be recorded.
+            logger.warning("reading what tree budget %s has left failed", tree.tree_id)
+    result = run_result(end, journal.log, output, counters, scope, budget_left)
+    # Everything the result reports, so a reader of the log (`wait()` in
+    # another process) rebuilds this very result (`finished_result`).
+    entry = RunFinishedEntry(
+        result.status,
+        result.error,
+        result.usage,
+        result.rounds,
+        result.model_requests,
+        to_jsonable(result.output) if output.is_structured else None,
+        result.budget_left,
+        result.tool_calls,
+        result.transport_retries,
+        result.own_usage,
+        # Always: read back while a later run goes on, the log's last
+        # assistant text would be that run's, not this one's.
+        result.text,
+    )
+    await journal.record(entry, scope.run_id)
+    scope.event(RunFinished, result=result)
+    scope.watch.finished(result)
+    return result
+
+
+async def record_failure(
+    exc: BaseException, journal: Journal, counters: RunCounters, scope: RunScope
+) -> None:
+    """Record that the run failed with `exc`, best effort: the store itself
+    may be what failed."""
+    meter = counters.meter
+    entry = RunFinishedEntry(
+        RunStatus.FAILED,
+        f"{type(exc).__name__}: {exc}",
+        meter.total,
+        counters.rounds,
+        counters.model_requests,
+        tool_calls=counters.tool_calls,
+        transport_retries=counters.transport_retries,
+        own_usage=meter.own,
+    )
+    try:
+        await journal.record(entry, scope.run_id)
+    except Exception:  # the store itself may be what failed
+        pass

@@ -1,0 +1,105 @@
+"""A round's request: built from the log's view, compacted first when it grew
+too long, and compacted once more when the provider still finds it too long."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any
+
+from ..errors import ContextWindowExceeded
+from ..messages import Message
+from ..models import Model, ModelRequest, ModelResponse
+from ..results import RunStatus
+from ._ask import ModelAsker
+from ._compact import Compactor
+from ._output import FinalOutput
+from ._port import AgentSpec, Delivery, RunPorts
+from ._result import EndRun
+
+__all__ = ["Requests"]
+
+
+class Requests:
+    """The requests of one run's rounds (step 4 of a round)."""
+
+    __slots__ = (
+        "_agent",
+        "_asker",
+        "_log",
+        "_models",
+        "_output",
+        "_tools",
+        "compactor",
+        "memo",
+    )
+
+    def __init__(
+        self, agent: AgentSpec, ports: RunPorts, output: FinalOutput, asker: ModelAsker
+    ) -> None:
+        self._agent = agent
+        self._log = ports.journal.log
+        self._models = ports.models
+        self._tools = ports.tools
+        self._output = output
+        self._asker = asker
+        self.compactor = Compactor(agent, ports, asker)
+        # Adapters keep their wire encoding of this run's messages here.
+        self.memo: dict[Any, Any] = {}
+
+    def build(self, model: Model, delivery: Delivery | None) -> ModelRequest:
+        """The request to `model` for the next round, with `delivery`'s notices last."""
+        # A view, not a copy: copying the history made every round cost in
+        # proportion to the session's length.
+        messages = self._log.view(Message.user(delivery.text) if delivery is not None else None)
+        agent = self._agent
+        specs = self._tools.tool_specs
+        output_schema, output_tool = self._output.ask(model)
+        return ModelRequest(
+            messages=messages,
+            system=agent.instructions,
+            tools=(*specs, *output_tool) if output_tool else specs,
+            settings=self._models.settings,
+            output_schema=output_schema,
+            output_name=agent.output_name,
+            memo=self.memo,
+        )
+
+    def ask(self, delivery: Delivery | None) -> Awaitable[ModelResponse]:
+        """The model's answer to the next round's request (compacting the view
+        first if it grew too long), awaited."""
+        if self.compactor.policy is None:
+            model = self._models.model
+            return self._asker.ask(model, self.build(model, delivery))
+        return self._ask_compacting(delivery)
+
+    async def _ask_compacting(self, delivery: Delivery | None) -> ModelResponse:
+        compactor = self.compactor
+        models = self._models
+        extra = delivery.text if delivery is not None else ""
+        await compactor.before_request(extra)
+        for attempt in (1, 2):
+            chars = compactor.request_chars(extra)
+            model = models.model
+            try:
+                response = await self._asker.ask(model, self.build(model, delivery))
+            except ContextWindowExceeded as exc:
+                # The provider counted what we estimated: compact once, retry once.
+                if attempt == 2 or not await compactor.compact_to_fit():
+                    raise EndRun(RunStatus.FAILED, self._overflow_error(exc)) from None
+                continue
+            u = response.usage
+            compactor.estimate.observe(
+                chars, u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+            )
+            return response
+        raise AssertionError("unreachable")
+
+    def _overflow_error(self, exc: ContextWindowExceeded) -> str:
+        window = self.compactor.window()
+        size = self.compactor.tokens()
+        limit = f"the model's window of {window} tokens" if window else "the model's window"
+        return (
+            f"the request (about {size} tokens) does not fit {limit}, even after compacting "
+            f"({exc}); lower Compaction(keep_recent=...), shorten tool outputs "
+            "(max_output_chars), or use a model with a larger window"
+        )

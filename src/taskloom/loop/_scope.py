@@ -1,0 +1,95 @@
+"""Who a run is and what it has used: its scope (ids, origin, events, watch)
+and its counters, handed to each part of the loop instead of loose values."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._control import UsageMeter
+from ..entries import MessageEntry
+from ..events import Event, RoundCommitted
+from ..messages import Message, Usage
+from ._port import NO_WATCH, Delivery, Journal, RunWatch
+from ._strategy import RoundBoundary
+
+__all__ = ["RunCounters", "RunScope", "append_message", "new_run_id"]
+
+
+def new_run_id() -> str:
+    """A fresh run id: as random as `uuid4().hex`, at a third of its cost."""
+    return os.urandom(16).hex()
+
+
+@dataclass(frozen=True, slots=True)
+class RunScope:
+    """One run's identity: the session and run ids (a fresh one by default),
+    the origin its events are tagged with (a child's, "" for the top), where
+    they go (`emit`, None: nobody listens) and the watch of its observer."""
+
+    session_id: str
+    run_id: str = field(default_factory=new_run_id)
+    origin: str = ""
+    emit: Callable[[Event], None] | None = None
+    watch: RunWatch = NO_WATCH
+
+    def event(self, cls: type[Any], **fields: Any) -> None:
+        """Emit an event of this run (tagged with its origin and session)."""
+        if self.emit is not None:
+            self.emit(cls(origin=self.origin, session_id=self.session_id, **fields))
+
+    def round_committed(self, counters: RunCounters, boundary: RoundBoundary) -> None:
+        """Emit `RoundCommitted` for the round `counters` are at (built only for a subscriber)."""
+        if self.emit is not None:
+            self.event(
+                RoundCommitted, run_id=self.run_id, round=counters.round, boundary=boundary.value
+            )
+
+
+class RunCounters:
+    """What a run has used so far: rounds, model requests (retries included),
+    transport retries, tool calls, and its usage meter (shared with its
+    children's)."""
+
+    __slots__ = (
+        "meter",
+        "model_requests",
+        "round_base",
+        "rounds",
+        "tool_calls",
+        "transport_retries",
+    )
+
+    def __init__(self, meter: UsageMeter) -> None:
+        self.rounds = self.model_requests = self.transport_retries = self.tool_calls = 0
+        # Rounds of earlier runs of the session: events number rounds on from them.
+        self.round_base = 0
+        self.meter = meter
+
+    @property
+    def round(self) -> int:
+        """The session's latest round, counted over all its runs (events carry it)."""
+        return self.round_base + self.rounds
+
+
+def append_message(
+    journal: Journal,
+    run_id: str,
+    message: Message,
+    delivered: Delivery | None = None,
+    folds: Sequence[int] = (),
+    usage: Usage | None = None,
+) -> Awaitable[int]:
+    """Append a message of run `run_id` with the notices it carried
+    (`delivered`) and the steering or deferred entries it folds in; awaited,
+    its position."""
+    payload = MessageEntry(
+        message,
+        delivered.text if delivered is not None else None,
+        delivered.ack_ids if delivered is not None else (),
+        tuple(folds),
+        usage,
+    )
+    return journal.record(payload, run_id, message)

@@ -1,0 +1,145 @@
+"""Step 6a of a round: a turn's tool calls parked for approval, or run and
+their results committed; and the turns a run takes up where an earlier one
+left them (calls cut off by a crash, a turn parked for approval)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import NoReturn
+
+from ..entries import CallsStarted
+from ..events import ApprovalRequested
+from ..messages import Message, ToolCall, ToolResult
+from ..results import RunStatus
+from ..tools import IDEMPOTENT_RETRIES, Tool
+from ._approvals import Gate, requests_for, resolve_parked_turn
+from ._execute import CutShort, ToolCalls
+from ._log import SessionLog
+from ._port import Journal, NoticesPort, RunNoticesPort
+from ._result import EndRun
+from ._scope import RunCounters, RunScope, append_message
+from ._strategy import RoundBoundary
+
+__all__ = ["ToolRound", "cut_off_results", "to_run_again"]
+
+
+def to_run_again(
+    log: SessionLog, cut_off: Sequence[ToolCall], tools: Mapping[str, Tool]
+) -> list[ToolCall]:
+    """The cut-off calls that run again: those of idempotent tools, not denied,
+    started again fewer than `IDEMPOTENT_RETRIES` times."""
+    return [
+        c
+        for c in cut_off
+        if (t := tools.get(c.name)) is not None
+        and t.idempotent
+        and log.retryable(c, IDEMPOTENT_RETRIES)
+    ]
+
+
+def cut_off_results(log: SessionLog, cut_off: Sequence[ToolCall]) -> list[ToolResult]:
+    """The result each cut-off call gets when it does not run again."""
+    return [log.cut_off_result(c) for c in cut_off]
+
+
+class ToolRound:
+    """The tool calls of one run's turns: gated, run, committed."""
+
+    __slots__ = ("_background", "_calls", "_counters", "_journal", "_log", "_notices", "_scope")
+
+    def __init__(
+        self,
+        scope: RunScope,
+        counters: RunCounters,
+        journal: Journal,
+        notices: RunNoticesPort,
+        background: NoticesPort,
+        calls: ToolCalls,
+    ) -> None:
+        self._scope = scope
+        self._counters = counters
+        self._journal = journal
+        self._log = journal.log
+        self._notices = notices
+        self._background = background
+        self._calls = calls
+
+    async def park(self, gated: Sequence[Gate]) -> NoReturn:
+        """Ask for decisions on the turn's gated calls and end the run
+        AWAITING_APPROVAL."""
+        # One entry for the whole turn: a crash leaves every gated call of
+        # the turn requested, or none (and then none runs: see resume).
+        scope = self._scope
+        await self._journal.record(requests_for(self._log.turn, gated), scope.run_id)
+        for g in gated:
+            c = g.call
+            scope.event(
+                ApprovalRequested, call_id=c.id, name=c.name, arguments=c.arguments, reason=g.reason
+            )
+        raise EndRun(RunStatus.AWAITING_APPROVAL)
+
+    async def execute(
+        self,
+        calls: Sequence[ToolCall],
+        tools: Mapping[str, Tool],
+        decided: Mapping[str, ToolResult] | None = None,
+    ) -> list[ToolResult]:
+        """One result per call, in call order: `decided` ones as given, the rest
+        run. Calls cut short by the budget or the deadline end the run, once
+        every call's result is committed."""
+        try:
+            return await self._calls.run(calls, tools, decided)
+        except CutShort as cut:
+            results = Message.tool_results(cut.results)
+            await append_message(self._journal, self._scope.run_id, results)
+            raise EndRun(cut.status) from None
+
+    async def commit(self, results: list[ToolResult]) -> None:
+        """Append the turn's results, then acknowledge the notices a tool
+        showed the model itself (they are persisted with the results)."""
+        scope = self._scope
+        await append_message(self._journal, scope.run_id, Message.tool_results(results))
+        # Notices a tool showed the model itself (background_wait, read_agent)
+        # are acknowledged now that the results carrying them are persisted.
+        seen = self._notices.take_seen()
+        if seen:
+            await self._background.ack(scope.session_id, seen)
+        scope.round_committed(self._counters, RoundBoundary.TOOL_RESULTS_COMMITTED)
+
+    async def run_again(
+        self, cut_off: Sequence[ToolCall], again: Sequence[ToolCall], tools: Mapping[str, Tool]
+    ) -> list[ToolResult]:
+        """Run the `again` calls of a turn whose calls were cut off and commit a
+        result for every cut-off call; the results."""
+        log = self._log
+        # Durably "started" again before it runs, so a call that keeps taking
+        # its process down stops being retried after IDEMPOTENT_RETRIES.
+        await self._journal.record(
+            CallsStarted(log.turn, tuple(c.id for c in again)), self._scope.run_id
+        )
+        ids = {c.id for c in again}
+        decided = {
+            r.tool_call_id: r for r in cut_off_results(log, cut_off) if r.tool_call_id not in ids
+        }
+        results = await self.execute(cut_off, tools, decided)
+        await self.commit(results)
+        return results
+
+    async def resume_parked(self, tools: Mapping[str, Tool]) -> list[ToolResult]:
+        """Run the parked turn's approved calls, answer its denied ones, commit;
+        the results. Gated calls nobody was asked about are asked about now."""
+        log = self._log
+        parked = log.parked()
+        plan = resolve_parked_turn(log, parked, tools)
+        if plan.unasked:
+            # Gated calls nobody was asked about are asked about now, never run.
+            await self.park(plan.unasked)
+        if plan.run:
+            # Durably "started" before anything runs: a crash from here on
+            # answers these calls "interrupted", it never runs them again.
+            await self._journal.record(
+                CallsStarted(log.turn, tuple(c.id for c in plan.run)), self._scope.run_id
+            )
+        results = await self.execute(parked, tools, plan.decided)
+        await self.commit(results)
+        return results

@@ -1,0 +1,190 @@
+"""A session's journal: its log as this process has folded it (a cache of
+the store), and the one way entries are written while a lease is held."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+from ..backends import Fence
+from ..entries import Entry, Payload
+from ..errors import CorruptEntry, StaleLeaseError, StoreError
+from ..loop import SessionLog, encode_snapshot, read_snapshot
+from ..messages import Message
+
+if TYPE_CHECKING:
+    from ._lease import HeldLease
+    from ._runtime import Runtime
+
+__all__ = ["SessionJournal"]
+
+logger = logging.getLogger("taskloom")
+
+
+class SessionJournal:
+    """The log of session `id` as this process has folded it, kept up to date
+    by `sync` and by its own appends.
+
+    While a lease is held through it (`Session.hold`, every run), its
+    appends carry the lease's fencing token: the store refuses them with
+    `StaleLeaseError` once another writer took the session over. With
+    `new`, its first read looks for no snapshot (a session just created,
+    or one known to be short) and folds every entry.
+    """
+
+    __slots__ = ("_held", "_log", "_restorable", "_runtime", "_whole", "id")
+
+    def __init__(self, runtime: Runtime, session_id: str, *, new: bool = False) -> None:
+        self.id = session_id
+        self._runtime = runtime
+        self._log = SessionLog()
+        # The first sync of an existing session starts from its snapshot; a
+        # session just created has none to look for.
+        self._restorable = not new
+        self._held: HeldLease | None = None
+        # (position, monotonic time) of an own append known to follow every
+        # entry before it; see sync(fresh=).
+        self._whole: tuple[int, float] | None = None
+
+    @property
+    def log(self) -> SessionLog:
+        """The session's log as folded so far (call `sync` to see others' entries)."""
+        return self._log
+
+    @property
+    def held(self) -> HeldLease | None:
+        """The session's lease, while this journal's appends are fenced by it."""
+        return self._held
+
+    def lease_taken(self, held: HeldLease) -> None:
+        """Fence this journal's appends with `held` from now on."""
+        self._held = held
+        # The last holder may have written since this journal last looked.
+        self._whole = None
+
+    def lease_released(self) -> None:
+        """Stop fencing appends: the lease is being given up."""
+        self._held = None
+
+    async def sync(self, *, fresh: float = 0.0) -> None:
+        """Fold in entries other tasks or processes appended since our last look.
+
+        With `fresh` (seconds), the read is skipped when this journal's own
+        append of the log's last entry landed where expected (nobody wrote
+        in between) less than `fresh` seconds ago. Raises `CorruptEntry`
+        naming the session and position of an entry that cannot be read.
+        """
+        if fresh and self._whole is not None:
+            position, at = self._whole
+            if position == self._log.position and time.monotonic() - at < fresh:
+                return
+        read_at = time.monotonic()
+        restored = False
+        if self._restorable:
+            self._restorable = False
+            restored = self._log.position == 0 and await self._restore()
+        if not restored:
+            self._fold(await self._runtime.store.load(self.id, after=self._log.position))
+        self._whole = (self._log.position, read_at)
+
+    async def entries(self) -> list[Entry]:
+        """Every entry of the session's log, in order."""
+        await self.sync()
+        log = self._log
+        if log.base:
+            # Restored from a snapshot: the older entries are only in the store.
+            return await self._runtime.store.load(self.id)
+        return list(log.entries)
+
+    def append(self, entry: Entry, message: Message | None = None) -> Coroutine[Any, Any, int]:
+        """Append `entry` and fold it in; returns its position (see the class
+        docstring for the fence). `message`: the entry's already-built message."""
+        expected = self._log.position + 1
+        if entry.position != expected or not entry.created_at:
+            entry = Entry(
+                entry.kind, entry.data, entry.run_id, expected, entry.created_at or time.time()
+            )
+        # The append itself, awaited by the caller: no coroutine of its own
+        # in between on a run's every append.
+        return self._append_placed(entry, message)
+
+    def record(
+        self, payload: Payload, run_id: str | None = None, message: Message | None = None
+    ) -> Coroutine[Any, Any, int]:
+        """Append a typed entry (see `append`; `message`: the payload's message)."""
+        entry = Entry(payload.KIND, payload.to_data(), run_id, self._log.position + 1, time.time())
+        return self._append_placed(entry, message)
+
+    async def _append_placed(self, entry: Entry, message: Message | None) -> int:
+        # The entry is placed where it will most likely land, so neither the
+        # store nor the log has to copy it again; a store that puts it
+        # elsewhere says so by the position it returns.
+        held = self._held
+        fence = held.fence if held is not None else None
+        runtime = self._runtime
+        position = await runtime.store.append(self.id, entry, fence=fence)
+        log = self._log
+        if position == entry.position:
+            log.apply(entry, message)
+            # The log is whole up to here: the store put this entry right
+            # after the last one this journal knew.
+            self._whole = (position, time.monotonic())
+        else:
+            # Someone else appended in between: read the gap (ours included).
+            await self.sync()
+        every = runtime.snapshot_every
+        if fence is not None and every and log.snapshot_due(every):
+            await self._snapshot(fence)
+        return position
+
+    def _fold(self, entries: list[Entry]) -> None:
+        for entry in entries:
+            try:
+                self._log.apply(entry)
+            except CorruptEntry as exc:
+                raise CorruptEntry(f"session {self.id!r}: {exc}") from None
+
+    async def _restore(self) -> bool:
+        """Start the log from the session's snapshot and the entries after it;
+        False (nothing done) when there is no usable snapshot."""
+        runtime = self._runtime
+        snapshots = runtime.snapshots
+        if snapshots is None:
+            return False
+        snapshot = read_snapshot(await snapshots.read(self.id))
+        if snapshot is None:
+            return False
+        # From the snapshot's last entry on: it proves the log is the one the
+        # snapshot was made from.
+        entries = await runtime.store.load(self.id, after=snapshot.position - 1)
+        if not entries or not snapshot.matches(entries[0]):
+            return False
+        try:
+            snapshot.restore_into(self._log)
+        except (KeyError, TypeError, ValueError, AttributeError, CorruptEntry):
+            logger.warning("session %s: ignoring an unreadable snapshot", self.id)
+            return False
+        self._fold(entries[1:])
+        return True
+
+    async def _snapshot(self, fence: Fence) -> None:
+        """Write a snapshot row of the log as it is now (the lease holder only)."""
+        snapshots = self._runtime.snapshots
+        if snapshots is None:
+            return
+        log = self._log
+        position, since = log.position, log.snapshot_at
+        data = encode_snapshot(log)
+        try:
+            await snapshots.write(self.id, position, data, fence=fence)
+            if since == 0:
+                # A chain starting afresh: the rows before it are dead weight.
+                await snapshots.prune(self.id, position)
+        except (StoreError, StaleLeaseError) as exc:
+            # A cache: the log stays correct without it; the next one retries
+            # (and a writer that lost the lease learns it at its next append).
+            logger.warning("session %s: could not write a snapshot: %s", self.id, exc)
+            return
+        log.snapshotted(position)
