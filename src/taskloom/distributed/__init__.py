@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ._database import QueueDatabase
     from ._dispatch import QueueDispatcher
     from ._queue import WorkQueue
-    from ._runs import RunDemand, RunJobs
+    from ._runs import RunJobs
     from ._schedules import Schedule, Scheduler
     from ._tasks import JobTasks
     from ._worker import QueueWorker
@@ -40,7 +40,6 @@ __all__ = [
     "QueueDispatcher",
     "QueueStatus",
     "QueueWorker",
-    "RunDemand",
     "RunJobs",
     "Schedule",
     "Scheduler",
@@ -55,7 +54,6 @@ __getattr__ = lazy_exports(
         "QueueDatabase": "._database",
         "QueueDispatcher": "._dispatch",
         "QueueStatus": "._admin",
-        "RunDemand": "._runs",
         "RunJobs": "._runs",
         "Schedule": "._schedules",
         "Scheduler": "._schedules",

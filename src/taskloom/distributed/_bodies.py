@@ -22,10 +22,10 @@ from ..delegation import ChildSpec, ChildWorker
 from ..entries import Entry, MessageEntry, RunFinishedEntry, RunStartedEntry, Steer
 from ..errors import ConfigurationError, SessionBusy, StaleLeaseError
 from ..loop import RunStatus, SessionLog, StopSignal
-from ..runtime import Runtime, Session
+from ..runtime import RunDemand, Runtime, Session
 from ._database import QueueDatabase
 from ._jobs import Busy, Drained, Lost, Malformed
-from ._runs import RunDemand, RunJobs, options_from_json
+from ._runs import RunJobs, options_from_json
 from ._schedules import Scheduler
 
 if TYPE_CHECKING:

@@ -25,11 +25,11 @@ from .._extras import install_command
 from ..delegation import ChildSpec
 from ..errors import ConfigurationError
 from ..loop import RunOptions
-from ..runtime import RunQueue
+from ..runtime import RunDemand, RunQueue
 from ._admin import QueueAdmin, QueueStatus
 from ._database import QueueDatabase
 from ._dispatch import QueueDispatcher
-from ._runs import RunDemand, RunJobs
+from ._runs import RunJobs
 from ._schedules import Schedule, Scheduler
 from ._tasks import JobTasks
 
@@ -152,15 +152,15 @@ class WorkQueue(RunQueue):
     async def submit_run(
         self,
         session_id: str,
+        demand: RunDemand,
         *,
         reason: str,
-        explicit: bool,
         options: RunOptions | None,
         traceparent: str | None = None,
     ) -> str:
         """Queue a `taskloom.run` job of the session (see `RunQueue.submit_run`)."""
         return await self.run_jobs.submit(
-            session_id, RunDemand(explicit), reason=reason, options=options, traceparent=traceparent
+            session_id, demand, reason=reason, options=options, traceparent=traceparent
         )
 
     async def wake(self, session_id: str) -> str:

@@ -10,32 +10,17 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
-from enum import Enum
 from typing import Any
 
 from ..errors import UsageError
 from ..loop import RunOptions
 from ..models import RetryPolicy
-from ..runtime import session_lease_key
+from ..runtime import RunDemand, session_lease_key
 from ._database import QueueDatabase
 from ._listen import JobListener
 from ._tasks import RUN_TASK
 
-__all__ = ["RunDemand", "RunJobs", "options_from_json", "options_to_json"]
-
-
-class RunDemand(Enum):
-    """What a run job asks of the worker that takes it.
-
-    The value is the job's `explicit` field, as `RunQueue.submit_run` takes it.
-    """
-
-    IF_NEEDED = False
-    """Bring the session up to date: run only for what its log holds (steering,
-    news, a parked turn decided, a run cut off). Joins a waiting wake-up."""
-
-    ALWAYS = True
-    """Run the session even when nothing new was written."""
+__all__ = ["RunJobs", "options_from_json", "options_to_json"]
 
 
 class RunJobs:

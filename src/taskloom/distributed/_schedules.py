@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..entries import Entry, Steer
 from ..errors import UsageError
+from ..runtime import RunDemand
 from ._database import QueueDatabase
-from ._runs import RunDemand, RunJobs
+from ._runs import RunJobs
 from ._tasks import TICK_TASK
 
 if TYPE_CHECKING:

@@ -32,7 +32,8 @@ from ._input import input_id_for, pending_inputs
 from ._journal import SessionJournal
 from ._lease import LEASE_TTL, RELEASE_WAIT, HeldLease, SessionHold, session_lease_key
 from ._model_choice import SessionModel
-from ._runtime import BindsRuntime, RunQueue, Runtime, default_runtime
+from ._run_queue import RunDemand, RunQueue
+from ._runtime import BindsRuntime, Runtime, default_runtime
 from ._session import Session
 from ._tool_board import SessionTools
 
@@ -49,6 +50,7 @@ __all__ = [
     "Difference",
     "HeldLease",
     "Round",
+    "RunDemand",
     "RunQueue",
     "Runtime",
     "Session",

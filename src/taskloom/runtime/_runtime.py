@@ -25,7 +25,7 @@ from ..backends import (
 )
 from ..entries import Entry, Steer, StopRequest
 from ..errors import ConfigurationError, SessionBusy, UsageError
-from ..loop import RunObserver, RunOptions
+from ..loop import RunObserver
 from ..models import Model
 from ..stores import open_store
 from ..tools import Tool, ToolCatalog
@@ -34,9 +34,10 @@ if TYPE_CHECKING:
     from ..background import BackgroundService
 
 from ._lease import LEASE_TTL, session_lease_key
+from ._run_queue import RunQueue
 from ._session import Session, wake_up
 
-__all__ = ["SNAPSHOT_EVERY", "BindsRuntime", "RunQueue", "Runtime", "default_runtime"]
+__all__ = ["SNAPSHOT_EVERY", "BindsRuntime", "Runtime", "default_runtime"]
 
 SNAPSHOT_EVERY = 500
 """Entries between two snapshots of a session's fold, by default."""
@@ -62,43 +63,6 @@ class BindsRuntime(Protocol[BoundT_co]):
 
     def bind_runtime(self, runtime: Runtime) -> BoundT_co:
         """This object as `runtime` offers it."""
-        ...
-
-
-class RunQueue(Protocol):
-    """Where a runtime queues runs for worker processes (the port a work queue
-    implements: `taskloom.distributed.WorkQueue`).
-
-    Every job of a session means "bring the session up to date": whatever is
-    in its log when a worker takes it (steering, deferred items, notices, a
-    parked turn with its decisions, a run cut off) decides what runs, so jobs
-    of one session coalesce safely.
-    """
-
-    async def submit_run(
-        self,
-        session_id: str,
-        *,
-        reason: str,
-        explicit: bool,
-        options: RunOptions | None,
-        traceparent: str | None = None,
-    ) -> str:
-        """Queue a run of the session (`reason`: submit, resume); returns the job id.
-        `explicit` asks for a run even when the log holds nothing new;
-        `traceparent` is the submitter's trace context, which the run continues."""
-        ...
-
-    async def wake(self, session_id: str) -> str:
-        """Queue a wake-up of an idle session (something was written for it)."""
-        ...
-
-    async def wait_idle(self, session_id: str, timeout: float | None) -> None:
-        """Return once no job of the session is queued or running (TimeoutError after `timeout`)."""
-        ...
-
-    async def close(self) -> None:
-        """Release the queue's connections."""
         ...
 
 

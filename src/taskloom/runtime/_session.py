@@ -49,11 +49,13 @@ from ._input import (
 from ._journal import SessionJournal
 from ._lease import SessionHold
 from ._model_choice import SessionModel
+from ._run_queue import RunDemand
 from ._tool_board import SessionTools
 
 if TYPE_CHECKING:
     from ..tools import Tool
-    from ._runtime import RunQueue, Runtime
+    from ._run_queue import RunQueue
+    from ._runtime import Runtime
 
 __all__ = ["Session", "wake_up"]
 
@@ -341,8 +343,8 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             await self.steer(input)
         return await queue.submit_run(
             self.id,
+            RunDemand.ALWAYS if input is None else RunDemand.IF_NEEDED,
             reason="submit",
-            explicit=input is None,
             options=options,
             traceparent=self.runtime.observer.current_traceparent(),
         )
@@ -357,8 +359,8 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             raise ApprovalsMissing(undecided)
         return await queue.submit_run(
             self.id,
+            RunDemand.IF_NEEDED,
             reason="resume",
-            explicit=False,
             options=options,
             traceparent=self.runtime.observer.current_traceparent(),
         )
