@@ -53,7 +53,7 @@ async def dispatch_children(host: Runtime, parent_id: str) -> list[str]:
             tools=("touch",),
             model="function:child",
         )
-        await child.record(SubagentDispatched(spec.to_dict()))
+        await child.journal.record(SubagentDispatched(spec.to_dict()))
         activity = BackgroundActivity(child.id, "subagent", f"helper{n}", time.time())
         assert await host.background.registry.add(parent_id, activity, 600)
         await dispatcher.dispatch(spec)
