@@ -304,12 +304,10 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         children escalated to it and nobody decided yet (`on_approval=
         "escalate"`), each naming the child (`session_id`, `origin`)."""
         await self.journal.sync()
-        calls = self.journal.log.pending_calls(undecided=True)
+        calls = self.journal.log.undecided_calls()
         for child_id, escalated in self.journal.log.escalated.items():
             child_log = await _folded(self.runtime.store, child_id)
-            calls += child_log.pending_calls(
-                undecided=True, session_id=child_id, origin=origin_label(escalated.name, child_id)
-            )
+            calls += child_log.undecided_calls(child_id, origin_label(escalated.name, child_id))
         return calls
 
     # ------------------------------------------------------------ queued runs
@@ -436,7 +434,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         winner = log.decision(call_id)
         assert winner is not None
         _check_same(winner, approved, call_id)
-        if not log.pending_calls(undecided=True):
+        if not log.undecided_calls():
             # Every call of the turn is decided: whoever runs the session's
             # kind of work may go on with it (a child escalated, say).
             decided = getattr(self.runtime.background, "decided", None)
@@ -458,7 +456,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             for child_id in escalated
             if any(
                 c.id == call_id
-                for c in (await _folded(self.runtime.store, child_id)).pending_calls(undecided=True)
+                for c in (await _folded(self.runtime.store, child_id)).undecided_calls()
             )
         ]
         if len(found) > 1:
