@@ -265,9 +265,7 @@ class RunLoop:
         calls happen inside it)."""
         scope = self.scope
         if watch is not scope.watch:  # an observed run (an unobserved one's is NO_WATCH)
-            scope = self.scope = RunScope(
-                scope.session_id, scope.run_id, scope.origin, scope.emit, watch
-            )
+            scope = self.scope = scope._replace(watch=watch)
         ports, counters, controls = self.ports, self.counters, self.controls
         asker = ModelAsker(scope, counters, self.opts, controls)
         self._requests = Requests(self.agent, ports, self.output, asker)

@@ -34,6 +34,7 @@ from ..loop import (
     RunScope,
     RunStream,
     SessionLog,
+    new_run_id,
     summary_message,
 )
 from ..messages import Message
@@ -190,7 +191,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             hold = self.hold(wait=wait)
             async with hold as held:
                 undo = held.on_lost(lambda: options.stop.set("the session was taken over"))
-                scope = RunScope(self.id, origin=origin, emit=emit)
+                scope = RunScope(self.id, new_run_id(), origin, emit)
                 loop = RunLoop(self.agent, self._ports(), scope, options, deps)
                 # Only a lease this run took is released by its bound; an
                 # outer hold's release waits as that hold's exit always does.
