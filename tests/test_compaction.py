@@ -25,7 +25,14 @@ from taskloom import (
 )
 from taskloom.entries import CompactionEntry, Entry, EntryKind, MessageEntry
 from taskloom.errors import ConfigurationError
-from taskloom.loop import NO_OBSERVER, SUMMARY_PROMPT, RunPorts, RunScope, UsageMeter
+from taskloom.loop import (
+    NO_OBSERVER,
+    SUMMARY_PROMPT,
+    RunPorts,
+    RunScope,
+    UsageMeter,
+    new_run_id,
+)
 from taskloom.loop._ask import ModelAsker
 from taskloom.loop._compact import ContextEstimate, cut_index_to_fit, render_for_summary
 from taskloom.loop._log import SUMMARY_HEADING, SessionLog, message_chars
@@ -469,9 +476,12 @@ async def test_compaction_never_makes_the_request_larger(
     tools = SessionTools(runtime, agent)
     ports = RunPorts(journal, models, tools, runtime.background, runtime.budgets, NO_OBSERVER)
     options = RunOptions()
-    asker = ModelAsker(RunScope(session.id), RunCounters(UsageMeter()), options, options.bind())
+    asker = ModelAsker(
+        RunScope(session.id, new_run_id()), RunCounters(UsageMeter()), options, options.bind()
+    )
     requests = Requests(agent, ports, FinalOutput(agent), asker)
     compactor = requests.compactor
+    assert compactor is not None
 
     async def add(n: int) -> None:
         for i in range(n):

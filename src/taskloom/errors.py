@@ -10,7 +10,7 @@ decisions and misuse of the API::
     │   ├── AnswerConflict      an answer contradicts the recorded one
     │   ├── ApprovalConflict    a decision contradicts the recorded one
     │   └── ApprovalsMissing    resume() while parked calls are undecided
-    ├── SessionBusy             another run holds the session (retry, or wait=True)
+    ├── SessionBusy             another run holds the session (retry, or wait=seconds)
     ├── SessionNotFound         no such session in the store (also a KeyError)
     ├── StaleLeaseError         a write carried a lease generation that moved on
     ├── StoreError              the store cannot be reached or read
@@ -102,7 +102,8 @@ class SessionBusy(TaskloomError):
     """Another run (in this process or another) holds the session's lease.
 
     `session_id` names the session, `holder` the lease holder when known.
-    Try again later, or pass `wait=True` to wait for the lease.
+    Try again later, or pass `wait=` (seconds, `math.inf` for as long as it
+    takes) to wait for the lease.
     """
 
     def __init__(self, session_id: str, holder: str | None = None) -> None:

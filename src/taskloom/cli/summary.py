@@ -51,7 +51,7 @@ async def summarize(runtime: Runtime, meta: SessionMeta) -> SessionSummary:
     log = SessionLog()
     for entry in await runtime.store.load(meta.id):
         log.apply(entry)
-    pending = tuple(log.pending_calls(undecided=True))
+    pending = tuple(log.undecided_calls())
     status, open_run = _run_status(log.entries)
     if open_run:
         # A run that started and never finished: running while its writer

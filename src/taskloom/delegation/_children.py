@@ -209,7 +209,7 @@ async def create_child(
 async def all_decided(runtime: Runtime, child_id: str) -> bool:
     """Whether the child is parked and every call it waits on is decided."""
     log = SessionLog.folded(await runtime.store.load(child_id))
-    return bool(log.parked()) and not log.pending_calls(undecided=True)
+    return bool(log.parked()) and not log.undecided_calls()
 
 
 def terminal_entry(entries: list[Entry]) -> SubagentResult | None:

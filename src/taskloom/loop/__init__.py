@@ -38,7 +38,7 @@ from ._port import (
 )
 from ._result import EndRun
 from ._run import STORE_GRACE, RunLoop
-from ._scope import RunScope
+from ._scope import RunScope, new_run_id
 from ._snapshot import SNAPSHOT_VERSION, Snapshot, encode_snapshot, read_snapshot
 from ._strategy import (
     Continue,
@@ -109,6 +109,7 @@ __all__ = [
     "UsageMeter",
     "denial_text",
     "encode_snapshot",
+    "new_run_id",
     "read_snapshot",
     "summary_message",
     "to_jsonable",

@@ -39,7 +39,8 @@ class ModelAsker:
         self._counters = counters
         self._opts = opts
         self._controls = controls
-        self._bound = InputBound()
+        # What the tree budget charges a request in advance (made for one).
+        self._bound: InputBound | None = None
 
     @property
     def scope(self) -> RunScope:
@@ -64,9 +65,12 @@ class ModelAsker:
         self, tree: TreeBudget, model: Model, request: ModelRequest
     ) -> ModelResponse:
         controls = self._controls
+        bound = self._bound
+        if bound is None:
+            bound = self._bound = InputBound()
         try:
             request, charge = await tree.reserve(
-                model.name, request, self._bound.of(request), model.provider
+                model.name, request, bound.of(request), model.provider
             )
         except BudgetSpent as spent:
             raise EndRun(RunStatus.BUDGET_EXHAUSTED, str(spent)) from None
@@ -78,7 +82,7 @@ class ModelAsker:
             await tree.settle(charge, None)
             raise
         controls.meter.add(response.usage)
-        self._bound.reported(response.usage)
+        bound.reported(response.usage)
         await tree.settle(charge, response.usage)
         return response
 

@@ -238,7 +238,8 @@ def with_note(previous: str, note: str, limit: int) -> str:
 
 
 class Compactor:
-    """A run's compaction: decides at each boundary and compacts when needed."""
+    """A run's compaction under `policy`: decides at each boundary and
+    compacts when needed."""
 
     __slots__ = (
         "_asker",
@@ -251,8 +252,10 @@ class Compactor:
         "tools_chars",
     )
 
-    def __init__(self, agent: AgentSpec, ports: RunPorts, asker: ModelAsker) -> None:
-        self.policy = agent.compaction
+    def __init__(
+        self, policy: Compaction, agent: AgentSpec, ports: RunPorts, asker: ModelAsker
+    ) -> None:
+        self.policy = policy
         self._instructions = agent.instructions or ""
         self._ports = ports
         self._log = ports.journal.log
@@ -288,7 +291,7 @@ class Compactor:
         """Compact now if the policy, a strategy or the size says so."""
         policy = self.policy
         hint, self.hint = self.hint, None
-        if policy is None or hint == "veto":
+        if hint == "veto":
             return
         if hint == "now":
             await self.compact()
@@ -307,15 +310,13 @@ class Compactor:
         would not make it smaller is not used, and the older part is left out
         of the view instead, as when the summarizer fails.
         """
-        policy = self.policy or Compaction()
-        return await self._compact(cut_index(self._log, policy.keep_recent))
+        return await self._compact(cut_index(self._log, self.policy.keep_recent))
 
     async def compact_to_fit(self) -> bool:
         """`compact` for a request the provider refused as too long: when the
         policy's recent messages leave nothing to cut, cut later, keeping as
         little as one turn."""
-        policy = self.policy or Compaction()
-        return await self._compact(cut_index_to_fit(self._log, policy.keep_recent))
+        return await self._compact(cut_index_to_fit(self._log, self.policy.keep_recent))
 
     async def _compact(self, cut: int | None) -> bool:
         if cut is None:
@@ -323,7 +324,7 @@ class Compactor:
         journal = self._ports.journal
         scope = self._asker.scope
         log = self._log
-        policy = self.policy or Compaction()
+        policy = self.policy
         before_chars = self.request_chars()
         before = self.estimate.estimate(before_chars)
         window = self.window()
@@ -386,7 +387,7 @@ class Compactor:
 
     async def _summarize(self, text: str, budget: int) -> str:
         models = self._ports.models
-        policy = self.policy or Compaction()
+        policy = self.policy
         summarizer = policy.summarizer
         model = models.model if summarizer is None else models.resolve_model(summarizer)
         request = ModelRequest(

@@ -35,7 +35,7 @@ class Decisions:
     def __init__(
         self,
         strategy: RoundStrategy,
-        compactor: Compactor,
+        compactor: Compactor | None,
         journal: Journal,
         models: ModelChoice,
         scope: RunScope,
@@ -98,9 +98,9 @@ class Decisions:
             run_id=scope.run_id,
         )
         compactor = self._compactor
-        if compactor.policy is not None:
+        if compactor is not None:
             ctx = replace(ctx, context_tokens=compactor.tokens(), context_window=compactor.window())
         decision = await self._strategy.on_round(ctx)
-        if decision.compaction != "auto":
+        if compactor is not None and decision.compaction != "auto":
             compactor.hint = decision.compaction
         return decision

@@ -589,19 +589,20 @@ class SessionLog:
             return []
         return open_calls
 
-    def pending_calls(
-        self, *, undecided: bool = False, session_id: str = "", origin: str = ""
-    ) -> list[PendingCall]:
+    def pending_calls(self, session_id: str = "", origin: str = "") -> list[PendingCall]:
         """The calls of the parked turn that have an approval request, as
-        `PendingCall`s (with the request's reason); with `undecided`, only
-        those no decision was recorded for yet. `session_id` and `origin`
-        name the child whose log this is, for calls it escalated."""
+        `PendingCall`s (with the request's reason), decided or not.
+        `session_id` and `origin` name the child whose log this is, for calls
+        it escalated."""
         return [
             PendingCall(c.id, c.name, c.arguments, r.reason, session_id, origin)
             for c in self.parked()
             if (r := self.request(c.id)) is not None
-            and not (undecided and self.decision(c.id) is not None)
         ]
+
+    def undecided_calls(self, session_id: str = "", origin: str = "") -> list[PendingCall]:
+        """`pending_calls` no decision was recorded for yet."""
+        return [c for c in self.pending_calls(session_id, origin) if self.decision(c.id) is None]
 
     def finished_result(self, session_id: str, agent: AgentSpec | None = None) -> RunResult | None:
         """The `RunResult` of the latest finished run, read from the log (None

@@ -42,7 +42,9 @@ class Requests:
         self._tools = ports.tools
         self._output = output
         self._asker = asker
-        self.compactor = Compactor(agent, ports, asker)
+        policy = agent.compaction
+        # An agent without a compaction policy sends the whole view, and has nothing to decide.
+        self.compactor = None if policy is None else Compactor(policy, agent, ports, asker)
         # Adapters keep their wire encoding of this run's messages here.
         self.memo: dict[Any, Any] = {}
 
@@ -67,13 +69,15 @@ class Requests:
     def ask(self, delivery: Delivery | None) -> Awaitable[ModelResponse]:
         """The model's answer to the next round's request (compacting the view
         first if it grew too long), awaited."""
-        if self.compactor.policy is None:
+        compactor = self.compactor
+        if compactor is None:
             model = self._models.model
             return self._asker.ask(model, self.build(model, delivery))
-        return self._ask_compacting(delivery)
+        return self._ask_compacting(compactor, delivery)
 
-    async def _ask_compacting(self, delivery: Delivery | None) -> ModelResponse:
-        compactor = self.compactor
+    async def _ask_compacting(
+        self, compactor: Compactor, delivery: Delivery | None
+    ) -> ModelResponse:
         models = self._models
         extra = delivery.text if delivery is not None else ""
         await compactor.before_request(extra)
@@ -85,7 +89,7 @@ class Requests:
             except ContextWindowExceeded as exc:
                 # The provider counted what we estimated: compact once, retry once.
                 if attempt == 2 or not await compactor.compact_to_fit():
-                    raise EndRun(RunStatus.FAILED, self._overflow_error(exc)) from None
+                    raise EndRun(RunStatus.FAILED, _overflow_error(compactor, exc)) from None
                 continue
             u = response.usage
             compactor.estimate.observe(
@@ -94,12 +98,13 @@ class Requests:
             return response
         raise AssertionError("unreachable")
 
-    def _overflow_error(self, exc: ContextWindowExceeded) -> str:
-        window = self.compactor.window()
-        size = self.compactor.tokens()
-        limit = f"the model's window of {window} tokens" if window else "the model's window"
-        return (
-            f"the request (about {size} tokens) does not fit {limit}, even after compacting "
-            f"({exc}); lower Compaction(keep_recent=...), shorten tool outputs "
-            "(max_output_chars), or use a model with a larger window"
-        )
+
+def _overflow_error(compactor: Compactor, exc: ContextWindowExceeded) -> str:
+    window = compactor.window()
+    size = compactor.tokens()
+    limit = f"the model's window of {window} tokens" if window else "the model's window"
+    return (
+        f"the request (about {size} tokens) does not fit {limit}, even after compacting "
+        f"({exc}); lower Compaction(keep_recent=...), shorten tool outputs "
+        "(max_output_chars), or use a model with a larger window"
+    )

@@ -84,6 +84,8 @@ class RunLoop:
         self.counters = RunCounters(self.controls.meter)
         self.output = FinalOutput(agent)
         self._deps = deps
+        # The tools calls of this run may use: the session's current ones (its
+        # toolsets refresh between rounds), plus the final-answer tool if any.
         self._tools_source: Mapping[str, Tool] = ports.tools.tools
         self._tools = self.output.tools(self._tools_source)
         self.notices = ports.notices.run_notices(
@@ -92,12 +94,6 @@ class RunLoop:
         self._held: Delivery | None = None
         # Stop requests written before this run started are not for it.
         self._start_position = 0
-
-    @property
-    def tools(self) -> Mapping[str, Tool]:
-        """The tools calls of this run may use: the session's current ones (its
-        toolsets refresh between rounds), plus the final-answer tool if any."""
-        return self._tools
 
     @property
     def returns_by(self) -> float | None:
@@ -269,9 +265,7 @@ class RunLoop:
         calls happen inside it)."""
         scope = self.scope
         if watch is not scope.watch:  # an observed run (an unobserved one's is NO_WATCH)
-            scope = self.scope = RunScope(
-                scope.session_id, scope.run_id, scope.origin, scope.emit, watch
-            )
+            scope = self.scope = scope._replace(watch=watch)
         ports, counters, controls = self.ports, self.counters, self.controls
         asker = ModelAsker(scope, counters, self.opts, controls)
         self._requests = Requests(self.agent, ports, self.output, asker)

@@ -181,7 +181,7 @@ class ServedTasks:
             session = await self.runtime.open_session(params.task_id, self.agent)
             # Only the task's own parked calls: what view() offers as inputRequests.
             await session.journal.sync()
-            waiting = {c.id for c in session.journal.log.pending_calls(undecided=True)}
+            waiting = {c.id for c in session.journal.log.undecided_calls()}
             for call_id, response in responses.items():
                 decision = _decision(response) if call_id in waiting else None
                 if decision is None:

@@ -21,7 +21,6 @@ __all__ = [
     "RELEASE_WAIT",
     "HeldLease",
     "SessionHold",
-    "acquire_session_lease",
     "session_lease_key",
 ]
 
@@ -41,9 +40,7 @@ def session_lease_key(session_id: str) -> str:
     return f"session:{session_id}"
 
 
-async def acquire_session_lease(
-    leases: Leases, session_id: str, wait: float | None, ttl: float
-) -> Lease:
+async def _acquire(leases: Leases, session_id: str, wait: float | None, ttl: float) -> Lease:
     """The lease of session `session_id`, for `ttl` seconds.
 
     Raises `SessionBusy` when another writer holds it, after waiting up to
@@ -233,7 +230,7 @@ class SessionHold:
         outer = journal.held
         if outer is not None:
             return outer  # an inner hold: the outer one releases
-        lease = await acquire_session_lease(self._leases, journal.id, self._wait, self._ttl)
+        lease = await _acquire(self._leases, journal.id, self._wait, self._ttl)
         held = self._held = HeldLease(self._leases, journal.id, lease, self._ttl)
         journal.lease_taken(held)
         return held

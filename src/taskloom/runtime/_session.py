@@ -32,6 +32,7 @@ from ..loop import (
     RunScope,
     RunStream,
     SessionLog,
+    new_run_id,
     summary_message,
 )
 from ..messages import Message
@@ -190,7 +191,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             hold = self.hold(wait=wait)
             async with hold as held:
                 undo = held.on_lost(lambda: options.stop.set("the session was taken over"))
-                scope = RunScope(self.id, origin=origin, emit=emit)
+                scope = RunScope(self.id, new_run_id(), origin, emit)
                 loop = RunLoop(self.agent, self._ports(), scope, options, deps)
                 # Only a lease this run took is released by its bound; an
                 # outer hold's release waits as that hold's exit always does.
@@ -304,12 +305,10 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         children escalated to it and nobody decided yet (`on_approval=
         "escalate"`), each naming the child (`session_id`, `origin`)."""
         await self.journal.sync()
-        calls = self.journal.log.pending_calls(undecided=True)
+        calls = self.journal.log.undecided_calls()
         for child_id, escalated in self.journal.log.escalated.items():
             child_log = await _folded(self.runtime.store, child_id)
-            calls += child_log.pending_calls(
-                undecided=True, session_id=child_id, origin=origin_label(escalated.name, child_id)
-            )
+            calls += child_log.undecided_calls(child_id, origin_label(escalated.name, child_id))
         return calls
 
     # ------------------------------------------------------------ queued runs
@@ -436,7 +435,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         winner = log.decision(call_id)
         assert winner is not None
         _check_same(winner, approved, call_id)
-        if not log.pending_calls(undecided=True):
+        if not log.undecided_calls():
             # Every call of the turn is decided: whoever runs the session's
             # kind of work may go on with it (a child escalated, say).
             await self.runtime.background.decided(target, self._tools.tools)
@@ -456,7 +455,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             for child_id in escalated
             if any(
                 c.id == call_id
-                for c in (await _folded(self.runtime.store, child_id)).pending_calls(undecided=True)
+                for c in (await _folded(self.runtime.store, child_id)).undecided_calls()
             )
         ]
         if len(found) > 1:
