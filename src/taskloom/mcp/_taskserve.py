@@ -282,7 +282,7 @@ class ServedTasks:
                 self._launch(task_id, lambda s, o: s.run(None, options=o, emit=self._emitter(s.id)))
             return {**view, "status": "working"}
         if result.status is RunStatus.AWAITING_APPROVAL and log.pending_calls():
-            undecided = log.pending_calls(undecided=True)
+            undecided = log.undecided_calls()
             if not undecided:
                 if not running_here:
                     self._launch(
