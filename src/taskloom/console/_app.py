@@ -57,9 +57,10 @@ from ._read import (
     PendingView,
     SessionSummary,
     now,
-    pending_calls,
+    parked_calls,
     summarize,
     transcript,
+    undecided_calls,
 )
 from ._timeline import build_timeline, to_svg
 from ._tree import LogCache, delegation_tree
@@ -329,7 +330,7 @@ class Console:
             svg=svg,
             run_index=run_index,
             runs=runs,
-            pending=pending_calls(log, decided=True),
+            pending=parked_calls(log),
             escalated=await _escalated(cache, log),
             questions=[_question(q) for q in pending_inputs(entries)],
             parked=bool(log.parked()),
@@ -618,7 +619,7 @@ class _Escalated:
 async def _escalated(cache: LogCache, log: SessionLog) -> list[_Escalated]:
     out = []
     for child_id, escalated in log.escalated.items():
-        calls = pending_calls(SessionLog.folded(await cache.entries(child_id)))
+        calls = undecided_calls(SessionLog.folded(await cache.entries(child_id)))
         if calls:
             out.append(_Escalated(child_id, escalated.name, calls))
     return out

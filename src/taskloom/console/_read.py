@@ -50,7 +50,8 @@ __all__ = [
     "ResultView",
     "SessionSummary",
     "fold_long",
-    "pending_calls",
+    "parked_calls",
+    "undecided_calls",
     "redact",
     "run_state",
     "summarize",
@@ -192,7 +193,7 @@ async def summarize(
         last_model(log),
         last,
         state.tokens,
-        len(pending_calls(log)),
+        len(undecided_calls(log)),
         log.position,
     )
 
@@ -209,17 +210,14 @@ class PendingView:
     note: str | None = None
 
 
-def pending_calls(log: SessionLog, *, decided: bool = False) -> list[PendingView]:
-    """Calls of the parked turn awaiting a decision (with `decided`, also those
-    decided and waiting for a resume)."""
+def parked_calls(log: SessionLog) -> list[PendingView]:
+    """The calls of the parked turn that asked for approval, each with its
+    decision when one was recorded (decided calls wait for a resume)."""
     out = []
-    for call in log.parked():
+    for call in log.pending_calls():
         request = log.request(call.id)
-        if request is None:
-            continue
+        assert request is not None  # pending_calls are the requested ones
         decision = log.decision(call.id)
-        if decision is not None and not decided:
-            continue
         verdict = None if decision is None else ("approved" if decision.approved else "denied")
         out.append(
             PendingView(
@@ -232,6 +230,11 @@ def pending_calls(log: SessionLog, *, decided: bool = False) -> list[PendingView
             )
         )
     return out
+
+
+def undecided_calls(log: SessionLog) -> list[PendingView]:
+    """The calls of the parked turn still awaiting a decision."""
+    return [view for view in parked_calls(log) if view.decided is None]
 
 
 # ---------------------------------------------------------------- transcript
