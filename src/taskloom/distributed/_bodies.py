@@ -21,7 +21,7 @@ from ..background import BackgroundService
 from ..delegation import ChildSpec, ChildWorker
 from ..entries import Entry, MessageEntry, RunFinishedEntry, RunStartedEntry, Steer
 from ..errors import ConfigurationError, SessionBusy, StaleLeaseError
-from ..loop import RunStatus, SessionLog, StopSignal
+from ..loop import RunStatus, StopSignal
 from ..runtime import RunDemand, Runtime, Session
 from ._database import QueueDatabase
 from ._jobs import Busy, Drained, Lost, Malformed
@@ -60,12 +60,6 @@ def wakeups_in_a_row(entries: Iterable[Entry]) -> int:
         elif isinstance(payload, RunStartedEntry) and not payload.resume:
             count += 1
     return count
-
-
-def _run_cut_off(log: SessionLog) -> bool:
-    """The log's last run has no end: its writer died (or was cancelled) mid-run."""
-    started, finished = log.last_run_started, log.last_finished
-    return started is not None and (finished is None or finished.position < started.position)
 
 
 class JobBodies:
@@ -161,7 +155,7 @@ class JobBodies:
             return "run"  # this job was drained mid-run: go on with it
         if any(isinstance(e.payload, Steer) for e in log.pending):
             return "run"
-        if _run_cut_off(log) or log.open_calls():
+        if log.run_open or log.open_calls():
             return "run"
         waiting_news = bool(log.pending) or bool(
             await BackgroundService.of(self.runtime).inbox.pending(session.id)

@@ -267,6 +267,13 @@ class SessionLog:
         return self._last_finished
 
     @property
+    def run_open(self) -> bool:
+        """Whether the latest run started and has no end yet: it runs still,
+        or its writer died (or was cancelled) mid-run."""
+        started, finished = self._last_run_started, self._last_finished
+        return started is not None and (finished is None or finished.position < started.position)
+
+    @property
     def positions(self) -> Sequence[int]:
         """The log position of each message (a delivered notice shares its
         assistant entry's)."""

@@ -273,7 +273,7 @@ class ServedTasks:
             "message": self._said.get(task_id),
         }
         running_here = task_id in self._runs
-        result = log.finished_result(task_id, self.agent) if _run_ended(log) else None
+        result = None if log.run_open else log.finished_result(task_id, self.agent)
         if result is None:
             if not running_here:
                 # Cut off (the server restarted): run on from the log. A run
@@ -344,12 +344,6 @@ _APPROVAL_SCHEMA = {
     },
     "required": ["approve"],
 }
-
-
-def _run_ended(log: SessionLog) -> bool:
-    """Whether the session's latest run has ended (no run started since)."""
-    ended, started = log.last_finished, log.last_run_started
-    return ended is not None and (started is None or ended.position > started.position)
 
 
 def _approval_request(call: PendingCall) -> dict[str, Any]:
