@@ -155,3 +155,37 @@ def test_the_command_and_console_tools_keep_their_names_and_schemas() -> None:
     assert console["list_agents"]["properties"] == {}
     assert console["steer_agent"]["required"] == ["agent", "text"]
     assert all("self" not in schema["properties"] for schema in [*commands.values()])
+
+
+async def test_decision_hooks_are_the_runtimes_own() -> None:
+    heard: list[tuple[str, str]] = []
+
+    def hearing(label: str) -> Any:
+        async def hook(session_id: str, offered: Any) -> None:
+            heard.append((label, session_id))
+
+        return hook
+
+    one, other = Runtime(), Runtime()
+    one.background.on_decided(hearing("one"))
+    await other.background.decided("s1")
+    assert heard == []  # a hook on one runtime never hears another's decisions
+    await one.background.decided("s2")
+    assert heard == [("one", "s2")]
+
+
+def test_a_runtime_binds_its_agents_tools_as_it_is_made() -> None:
+    """What a tool brings to its runtime (a delegation tool: resuming the
+    children decided through it) is there before any session opens, so a
+    process that only decides (the CLI, the console) resumes children too."""
+    bound_to: list[Runtime] = []
+
+    def given(runtime: Runtime) -> Runtime:
+        bound_to.append(runtime)
+        return runtime
+
+    whose = UnboundTool(_whose, given)
+    runtime = Runtime(agents=[Agent("lead", calling("_whose", 1), tools=[whose])])
+    assert bound_to == [runtime]
+    runtime.tools_for(runtime.agents["lead"])
+    assert bound_to == [runtime]  # once

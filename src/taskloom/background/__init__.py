@@ -32,7 +32,7 @@ from ..errors import BackgroundCapReached, DeleteRefused
 from ..loop import Delivery
 from ._lifecycle import DeleteHook, Lifecycle, Listeners, Reopen, StopHook
 from ._notices import RunNotices, RunStart, RunStartHook
-from ._service import BackgroundService, ResumesWork, Work, WorkResult
+from ._service import BackgroundService, DecisionHook, ResumesWork, Work, WorkResult
 
 if TYPE_CHECKING:
     from ..backends import (
@@ -51,6 +51,7 @@ __all__ = [
     "BackgroundNotice",
     "BackgroundService",
     "Clock",
+    "DecisionHook",
     "DeleteHook",
     "DeleteRefused",
     "Delivery",

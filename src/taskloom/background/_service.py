@@ -15,7 +15,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from ..backends import (
     ActivityRegistry,
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("taskloom")
 
-__all__ = ["BackgroundService", "ResumesWork", "Work", "WorkResult"]
+__all__ = ["BackgroundService", "DecisionHook", "ResumesWork", "Work", "WorkResult"]
 
 T = TypeVar("T")
 
@@ -46,6 +46,10 @@ WorkResult = str | tuple[str, str]
 """What work returns: its text, or `(status, text)` with a `NoticeStatus`."""
 
 Work = Callable[[], Awaitable[WorkResult]]
+
+DecisionHook: TypeAlias = "Callable[[str, Mapping[str, Tool]], Awaitable[None]]"
+"""Awaited with a session's id and the deciding session's tools once every
+call of its parked turn is decided (`BackgroundService.on_decided`)."""
 
 
 def end_notice(activity: BackgroundActivity, status: str, text: str) -> BackgroundNotice:
@@ -66,15 +70,7 @@ class BackgroundService:
 
     `lease` is how long a registration lives without renewal; work renews
     it every `lease / 3` seconds while it runs.
-
-    `decision_hooks` (on the class: every runtime's) are awaited by
-    `decided`; delegation's resumes a child whose escalated calls were
-    decided.
     """
-
-    decision_hooks: ClassVar[
-        list[Callable[[Runtime, str, Mapping[str, Tool]], Awaitable[None]]]
-    ] = []
 
     def __init__(
         self,
@@ -94,6 +90,7 @@ class BackgroundService:
         self._activities: dict[tuple[str, str], BackgroundActivity] = {}
         self._runs: dict[str, RunNotices] = {}
         self._run_hooks: list[RunStartHook] = []
+        self._decision_hooks: list[DecisionHook] = []
         # Work a hook leaves running (a background child taken up again).
         self._hooked: set[asyncio.Task[Any]] = set()
         self.closing = False
@@ -165,16 +162,20 @@ class BackgroundService:
         task.add_done_callback(self._hooked.discard)
         return task
 
+    def on_decided(self, hook: DecisionHook) -> DecisionHook:
+        """Await `hook(session_id, offered)` each time every call of a session's
+        parked turn is decided through this runtime (`decided`): how the
+        work that parked goes on (delegation resumes a child that escalated
+        its approvals). Returns the hook."""
+        self._decision_hooks.append(hook)
+        return hook
+
     async def decided(self, session_id: str, offered: Mapping[str, Tool] | None = None) -> None:
         """Every call of the session's parked turn is now decided: the
-        `decision_hooks` go on with its work (delegation resumes a child that
-        escalated its approvals). Called by `Session.approve` and `deny`, with
-        the deciding session's tools as `offered`."""
-        runtime = self._runtime
-        if runtime is None:
-            return
-        for hook in list(self.decision_hooks):
-            await hook(runtime, session_id, offered or {})
+        `on_decided` hooks go on with its work. Called by `Session.approve`
+        and `deny`, with the deciding session's tools as `offered`."""
+        for hook in list(self._decision_hooks):
+            await hook(session_id, offered or {})
 
     def notices_for(self, run_id: str) -> RunNotices | None:
         """The notices of a run in progress in this process (to `mark_seen` what a tool showed)."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 from ._children import ChildOutcome, ChildStatus, child_status
 from ._console import console_tools
 from ._dispatch import ChildSpec, ChildWorker, Dispatcher, InlineDispatcher, TaskDispatcher
-from ._recover import recover_children
 from ._spawner import Spawner, WorkerType
-from ._subagent import DelegationTool, SubAgent
+from ._subagent import SubAgent
+from ._tool import DelegationTool, recover_children
 
 __all__ = [
     "ChildOutcome",

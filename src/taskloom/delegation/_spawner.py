@@ -27,7 +27,8 @@ from ..runtime import Runtime
 from ..tools import ApprovalRule, Tool, ToolError, ToolLike, ToolOutput, as_tool
 from ._children import CHILD_LEASE, child_slot, create_child, run_inline, summary
 from ._dispatch import ChildSpec, Dispatcher
-from ._subagent import DelegationTool, check_child_tools, check_on_approval
+from ._subagent import check_child_tools, check_on_approval
+from ._tool import DelegationTool
 
 if TYPE_CHECKING:
     from ..tools import ToolContext

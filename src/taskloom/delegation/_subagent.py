@@ -2,31 +2,23 @@
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeAlias
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..agent import Agent
-from ..errors import ConfigurationError, UsageError
+from ..errors import ConfigurationError
 from ..models import Model
 from ..runtime import Runtime
-from ..tools import ApprovalRule, Tool, ToolEffect, ToolError, ToolLike, ToolOutput, as_tool
+from ..tools import ApprovalRule, Tool, ToolError, ToolLike, ToolOutput, as_tool
 from ._ask import ask_parent_tool
 from ._children import child_slot, create_child, run_inline
 from ._handoff import delegate_in_task, reply_to_child
+from ._tool import DelegationTool
 
 if TYPE_CHECKING:
-    import pydantic
-
-    from ..background import RunStart
     from ..tools import ToolContext
 
-__all__ = ["DelegationTool", "SubAgent", "check_child_tools"]
-
-Handler: TypeAlias = "Callable[[Runtime, dict[str, Any], ToolContext], Awaitable[ToolOutput]]"
-"""What a delegation tool runs: given the runtime it is bound to, the call's
-validated arguments and its context, the call's result."""
-
+__all__ = ["SubAgent", "check_child_tools"]
 
 ON_APPROVAL = ("deny", "escalate")
 """What a child may do with an approval-gated call: deny it, or escalate it."""
@@ -64,72 +56,6 @@ def check_child_tools(
                 "approvals to the parent with on_approval='escalate'"
             )
     return checked
-
-
-class DelegationTool(Tool):
-    """A tool that runs child agents; delegation calls of one turn run concurrently.
-    `child_agent` is the agent its children run (a `SubAgent`'s), if it has one:
-    with it a background child of this tool is taken up again after a crash.
-
-    Children live in the runtime's store and run on its services, so the
-    tool runs bound to the runtime offering it (`bind_runtime`, see
-    `taskloom.runtime.BindsRuntime`): the bound copy calls `handler` with
-    that runtime. `arguments`, a pydantic model (`extra="forbid"`),
-    validates the calls instead of `input_schema`'s structural check.
-    """
-
-    __slots__ = ("__weakref__", "_handler", "_runtime", "child_agent")
-
-    def __init__(
-        self,
-        name: str,
-        description: str,
-        input_schema: Mapping[str, Any],
-        handler: Handler,
-        *,
-        needs_approval: ApprovalRule = False,
-        child_agent: Agent | None = None,
-        arguments: type[pydantic.BaseModel] | None = None,
-    ) -> None:
-        super().__init__(
-            name,
-            description,
-            input_schema,
-            effect=ToolEffect.WRITE,
-            needs_approval=needs_approval,
-            concurrent=True,
-            max_output_chars=0,
-            _arguments_model=arguments,
-        )
-        self._handler = handler
-        self._runtime: Runtime | None = None
-        self.child_agent = child_agent
-
-    def bind_runtime(self, runtime: Runtime) -> DelegationTool:
-        """A copy of this tool that runs its children on `runtime`."""
-        bound = copy.copy(self)
-        bound._runtime = runtime
-        return bound
-
-    @property
-    def runtime(self) -> Runtime:
-        """The runtime this copy is bound to (`UsageError` for an unbound tool)."""
-        if self._runtime is None:
-            raise UsageError(
-                f"tool {self.name!r} runs only as a runtime offers it (in one of its sessions)"
-            )
-        return self._runtime
-
-    async def invoke(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
-        """Run the delegation with the validated arguments, on the bound runtime."""
-        return await self._handler(self.runtime, arguments, ctx)
-
-    async def resume_work(self, start: RunStart) -> None:
-        """Take up the session's background children whose process died
-        (`taskloom.background.ResumesWork`; see `recover_children`)."""
-        from ._recover import resume_children
-
-        await resume_children(self.runtime, start)
 
 
 _SUBAGENT_SCHEMA = {

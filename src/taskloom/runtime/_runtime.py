@@ -72,7 +72,8 @@ class Runtime:
     `store` is a `SessionStore` or a URL (`memory://` — the default —,
     `sqlite:///path`, `postgresql://...`). `agents` (agents, or a mapping by
     name) and `models` (model instances, registered by spec) are what a
-    process that did not create a session rebuilds it from; `tools` (a
+    process that did not create a session rebuilds it from (their tools
+    are bound to this runtime as it is made: see `BindsRuntime`); `tools` (a
     mapping by name, or tools) is the registry a background-child worker
     rebuilds children from. With `wake_on_notice`, a background notice for
     an idle session of this runtime starts a follow-up run by itself (an
@@ -157,6 +158,11 @@ class Runtime:
         self._wake_tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
         self._closer: AsyncGenerator[None, None] | None = None
+        # Bound now, not at a session's first run: what a tool brings to the
+        # runtime it is bound to (delegation resuming the children decided
+        # through it) serves a process that only decides, too.
+        for agent in self.agents.values():
+            self.tools_for(agent)
 
     @functools.cached_property
     def snapshots(self) -> SnapshotStore | None:

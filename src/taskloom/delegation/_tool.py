@@ -1,0 +1,243 @@
+"""The delegation tool, and the taking up again of the children it started.
+
+A background child runs under its own lease; when the process running it
+dies, the child is left started, unended and unheld, and its registration
+under the parent lives on until its lease runs out. At the first boundary of
+the parent's next run (in any process), each delegation tool the run offers
+takes up (`ResumesWork`, once for all of them) the parent's children still
+registered as running: each that no live holder runs is run on from its log
+by a `ChildWorker`, which takes its lease (so two processes never both run
+it), and its report reaches the parent's inbox once.
+
+A child parked on calls it escalated goes on once every one of them is
+decided, in whatever process decides the last: the runtime a delegation tool
+is bound to resumes it (`DecidedChildren`).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from ..agent import Agent
+from ..background import BackgroundActivity, RunStart
+from ..entries import SubagentDispatched, SubagentStartedEntry
+from ..errors import ConfigurationError, UsageError
+from ..runtime import Runtime
+from ..tools import ApprovalRule, Tool, ToolEffect, ToolOutput
+from ._children import CHILD_LEASE, LiveChildren
+from ._dispatch import ChildSpec, ChildWorker
+
+if TYPE_CHECKING:
+    import pydantic
+
+    from ..tools import ToolContext
+
+__all__ = ["DecidedChildren", "DelegationTool", "recover_children", "resume_children"]
+
+logger = logging.getLogger("taskloom")
+
+Handler: TypeAlias = "Callable[[Runtime, dict[str, Any], ToolContext], Awaitable[ToolOutput]]"
+"""What a delegation tool runs: given the runtime it is bound to, the call's
+validated arguments and its context, the call's result."""
+
+
+class DelegationTool(Tool):
+    """A tool that runs child agents; delegation calls of one turn run concurrently.
+    `child_agent` is the agent its children run (a `SubAgent`'s), if it has one:
+    with it a background child of this tool is taken up again after a crash.
+
+    Children live in the runtime's store and run on its services, so the
+    tool runs bound to the runtime offering it (`bind_runtime`, see
+    `taskloom.runtime.BindsRuntime`): the bound copy calls `handler` with
+    that runtime, and the runtime resumes a child of any delegation tool
+    once its escalated calls are decided (`DecidedChildren`). `arguments`, a pydantic model (`extra="forbid"`),
+    validates the calls instead of `input_schema`'s structural check.
+    """
+
+    __slots__ = ("__weakref__", "_handler", "_runtime", "child_agent")
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        input_schema: Mapping[str, Any],
+        handler: Handler,
+        *,
+        needs_approval: ApprovalRule = False,
+        child_agent: Agent | None = None,
+        arguments: type[pydantic.BaseModel] | None = None,
+    ) -> None:
+        super().__init__(
+            name,
+            description,
+            input_schema,
+            effect=ToolEffect.WRITE,
+            needs_approval=needs_approval,
+            concurrent=True,
+            max_output_chars=0,
+            _arguments_model=arguments,
+        )
+        self._handler = handler
+        self._runtime: Runtime | None = None
+        self.child_agent = child_agent
+
+    def bind_runtime(self, runtime: Runtime) -> DelegationTool:
+        """A copy of this tool that runs its children on `runtime`."""
+        bound = copy.copy(self)
+        bound._runtime = runtime
+        DecidedChildren.of(runtime)
+        return bound
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime this copy is bound to (`UsageError` for an unbound tool)."""
+        if self._runtime is None:
+            raise UsageError(
+                f"tool {self.name!r} runs only as a runtime offers it (in one of its sessions)"
+            )
+        return self._runtime
+
+    async def invoke(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        """Run the delegation with the validated arguments, on the bound runtime."""
+        return await self._handler(self.runtime, arguments, ctx)
+
+    async def resume_work(self, start: RunStart) -> None:
+        """Take up the session's background children whose process died
+        (`taskloom.background.ResumesWork`; see `recover_children`)."""
+        await resume_children(self.runtime, start)
+
+
+async def recover_children(
+    runtime: Runtime,
+    session_id: str,
+    activities: Sequence[BackgroundActivity],
+    offered: Mapping[str, Tool],
+) -> None:
+    """Run on the session's started, unended background children that nobody
+    in this process runs (a `BackgroundService` recoverer). A child held by a
+    live worker elsewhere is left to it; one never started is left to its
+    queue; one this runtime cannot rebuild is left for a process that can."""
+    live = LiveChildren.of(runtime)
+    for activity in activities:
+        if activity.kind != "subagent" or live.stop_signal(activity.id) is not None:
+            continue
+        entries = await runtime.store.load(activity.id)
+        specs = [e.payload.spec for e in entries if isinstance(e.payload, SubagentDispatched)]
+        started = any(isinstance(e.payload, SubagentStartedEntry) for e in entries)
+        if not specs or not started:
+            continue
+        spec = ChildSpec.from_dict(specs[0])
+        try:
+            # A subagent's own definition, when the parent still offers it.
+            status = await ChildWorker(runtime).run(spec, agent=_child_agent(offered, spec))
+        except ConfigurationError as exc:
+            logger.info(
+                "background child %s of session %s is interrupted; this runtime cannot "
+                "run it on (%s)",
+                activity.id,
+                session_id,
+                exc,
+            )
+            continue
+        if status is not None:
+            logger.info(
+                "background child %s of session %s was interrupted; ran it on to %s",
+                activity.id,
+                session_id,
+                status.value,
+            )
+
+
+async def resume_children(runtime: Runtime, start: RunStart) -> None:
+    """Take up, in a task, the session's background children that nobody runs
+    on `runtime` (what a delegation tool does at a run's first boundary:
+    `ResumesWork`)."""
+    if "delegation" in start.claimed:
+        return
+    start.claimed.add("delegation")
+    service = runtime.background
+    for child in (a for a in await start.live() if a.kind == "subagent"):
+        # A task each: running a child on takes as long as the child, and
+        # one child's run must not hold up the others'.
+        service.keep(
+            _logged(
+                functools.partial(
+                    recover_children, runtime, start.session_id, [child], start.offered
+                )
+            )
+        )
+
+
+async def _logged(work: Callable[[], Awaitable[object]]) -> None:
+    # Made here, not by the caller: a task cancelled before its first step
+    # leaves no coroutine behind that was never awaited.
+    try:
+        await work()
+    except Exception:
+        logger.exception("going on with a background child failed")
+
+
+class DecidedChildren:
+    """Goes on, on one runtime, with children whose escalated calls are all
+    decided: registered with the runtime's background service
+    (`BackgroundService.on_decided`) by the first delegation tool bound to
+    it, so any process whose runtime offers delegation resumes them, on the
+    queue if the runtime has one (a worker resumes it), else there and then."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        runtime.background.on_decided(self.resume)
+
+    @classmethod
+    def of(cls, runtime: Runtime) -> DecidedChildren:
+        """The runtime's one (registering it on first use)."""
+        return runtime.service(cls, cls)
+
+    async def resume(self, session_id: str, offered: Mapping[str, Tool]) -> None:
+        """Go on with `session_id` if it is a dispatched child (other sessions
+        are left alone: a root's resume is its owner's to start). `offered`
+        are the deciding session's tools, where the child's agent is looked
+        for first. Without a queue the child runs in a task of this runtime:
+        the decision is recorded whatever the child does next, and whoever
+        decided (a console request, an MCP update) is not held up."""
+        runtime = self.runtime
+        if (await runtime.store.get(session_id)).parent_id is None:
+            return
+        entries = await runtime.store.load(session_id)
+        specs = [e.payload.spec for e in entries if isinstance(e.payload, SubagentDispatched)]
+        if not specs:
+            return
+        spec = ChildSpec.from_dict(specs[0])
+        # A work queue that carries children (taskloom.distributed's) hands it to a worker.
+        dispatch = getattr(runtime.queue, "dispatch_child", None)
+        if dispatch is not None:
+            await dispatch(spec)
+            return
+        # The runner that parked it may still hold its lease for a moment.
+        agent = _subagent_agent(runtime, spec, offered)
+        runtime.background.keep(
+            _logged(
+                functools.partial(ChildWorker(runtime).run, spec, agent=agent, wait=CHILD_LEASE)
+            )
+        )
+
+
+def _subagent_agent(runtime: Runtime, spec: ChildSpec, offered: Mapping[str, Tool]) -> Agent | None:
+    """The agent of the `SubAgent` that started the child: from the deciding
+    session's tools, or an agent of the runtime that offers it (None:
+    rebuild it from the registries)."""
+    for tools in (offered, *(a.tool_map for a in runtime.agents.values())):
+        found = _child_agent(tools, spec)
+        if found is not None:
+            return found
+    return None
+
+
+def _child_agent(tools: Mapping[str, Tool], spec: ChildSpec) -> Agent | None:
+    """The child agent of the delegation tool among `tools` that started the child, if any."""
+    tool = tools.get(spec.type or "")
+    return tool.child_agent if isinstance(tool, DelegationTool) else None
