@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pydantic
 import pytest
 
 from taskloom import Agent, Runtime, ToolEffect, tool
 from taskloom.background import BackgroundService, background_tools
 from taskloom.delegation import DelegationTool, Spawner, SubAgent, WorkerType, console_tools
-from taskloom.errors import UsageError
+from taskloom.errors import ConfigurationError, UsageError
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
-from taskloom.tools import Tool, UnboundTool
+from taskloom.tools import ArgumentsInvalid, Tool, UnboundTool
 
 
 def calling(name: str, rounds: int) -> FunctionModel:
@@ -138,6 +139,53 @@ def test_the_spawn_tools_schema_is_the_one_the_model_was_always_shown() -> None:
         "required": ["name", "task"],
         "additionalProperties": False,
     }
+
+
+def test_a_subagents_schema_is_the_one_the_model_was_always_shown() -> None:
+    def text(description: str) -> dict[str, str]:
+        return {"type": "string", "description": description}
+
+    model = FunctionModel(lambda r: reply("ok"))
+    plain = SubAgent("helper", "Helps.", model).tool()
+    asking = SubAgent("asker", "Asks.", model, ask_parent=True).tool()
+    delegating = {
+        "task": text("The complete task: the agent sees nothing else."),
+        "name": text("A short display name for this piece of work."),
+    }
+    assert plain.input_schema == {
+        "type": "object",
+        "properties": delegating,
+        "required": ["task"],
+        "additionalProperties": False,
+    }
+    assert asking.input_schema == {
+        "type": "object",
+        "properties": {
+            **delegating,
+            "child": text("Only to answer a question an agent asked: the child id it gave."),
+            "question": text("With child: the id of the question you answer, as it gave it."),
+            "reply": text("Your answer to that question."),
+        },
+        "additionalProperties": False,
+    }
+    assert list(asking.input_schema["properties"]) == ["task", "name", "child", "question", "reply"]
+    # Its arguments model validates: every field filled, nothing undeclared.
+    assert plain.validate({"task": "t"}) == {"task": "t", "name": ""}
+    with pytest.raises(ArgumentsInvalid, match="child: Extra inputs"):
+        plain.validate({"task": "t", "child": "c"})
+    with pytest.raises(ArgumentsInvalid, match="task"):
+        plain.validate({"name": "n"})
+
+
+def test_a_delegation_tool_needs_a_closed_arguments_model() -> None:
+    class Loose(pydantic.BaseModel):
+        task: str
+
+    async def handler(runtime: Runtime, arguments: dict[str, Any], ctx: Any) -> str:
+        return ""
+
+    with pytest.raises(ConfigurationError, match="extra='forbid'"):
+        DelegationTool("loose", "Delegates.", Loose, handler)
 
 
 def test_the_command_and_console_tools_keep_their_names_and_schemas() -> None:

@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import httpx
+import pydantic
 from a2a.client import A2AClientError, ClientConfig, create_client
 from a2a.client.client import Client
 from a2a.types import (
@@ -59,27 +60,25 @@ __all__ = ["RemoteAgent"]
 
 logger = logging.getLogger("taskloom")
 
-_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "task": {
-            "type": "string",
-            "description": (
-                "The complete task: the agent sees nothing else. When you answer a"
-                " question the agent asked, your answer."
-            ),
-        },
-        "task_id": {
-            "type": "string",
-            "description": (
-                "Only to answer a question the agent asked: the task_id its question"
-                " came with. The agent then goes on with that same task."
-            ),
-        },
-    },
-    "required": ["task"],
-    "additionalProperties": False,
-}
+
+class _Arguments(pydantic.BaseModel, extra="forbid"):
+    """A remote agent tool's arguments: a task, or the answer to a question
+    its task asked."""
+
+    task: str = pydantic.Field(
+        description=(
+            "The complete task: the agent sees nothing else. When you answer a"
+            " question the agent asked, your answer."
+        )
+    )
+    task_id: str = pydantic.Field(
+        "",
+        description=(
+            "Only to answer a question the agent asked: the task_id its question"
+            " came with. The agent then goes on with that same task."
+        ),
+    )
+
 
 _ENDED = {
     TaskState.TASK_STATE_COMPLETED: "completed",
@@ -190,7 +189,7 @@ class RemoteAgent:
         return DelegationTool(
             self.name,
             self.description,
-            _SCHEMA,
+            _Arguments,
             self._delegate,
             needs_approval=self.needs_approval,
         )
@@ -200,8 +199,8 @@ class RemoteAgent:
     async def _delegate(
         self, runtime: Runtime, arguments: dict[str, Any], ctx: ToolContext
     ) -> ToolOutput:
-        task = str(arguments.get("task", "")).strip()
-        task_id = str(arguments.get("task_id") or "").strip()
+        task = arguments["task"].strip()
+        task_id = arguments["task_id"].strip()
         if not task:
             return self.error("'task' is empty; describe the complete task for the agent")
         if self.background:
@@ -445,7 +444,7 @@ class _BackgroundTool(DelegationTool):
         super().__init__(
             remote.name,
             remote.description,
-            _SCHEMA,
+            _Arguments,
             remote._delegate,
             needs_approval=remote.needs_approval,
         )

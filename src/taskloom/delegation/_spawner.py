@@ -71,15 +71,6 @@ def _spec_of(model: Model | str) -> str:
     return model if isinstance(model, str) else model.spec
 
 
-def _as_offered(schema: dict[str, Any]) -> None:
-    # What the model is shown: no titles, and no defaults, since what an
-    # omitted field means depends on the worker type and the policy.
-    schema.pop("title", None)
-    for field in schema["properties"].values():
-        field.pop("title", None)
-        field.pop("default", None)
-
-
 class Spawner:
     """Builds the `spawn_agent` tool (see the module docstring).
 
@@ -165,7 +156,7 @@ class Spawner:
             mode += " or background (a receipt now, the report later)"
         return pydantic.create_model(
             "spawn_arguments",
-            __config__=pydantic.ConfigDict(extra="forbid", json_schema_extra=_as_offered),
+            __config__=pydantic.ConfigDict(extra="forbid"),
             name=(
                 str,
                 pydantic.Field(description="A short name for the worker (used to find it later)."),
@@ -202,10 +193,9 @@ class Spawner:
         return DelegationTool(
             self.name,
             description,
-            self._arguments.model_json_schema(),
+            self._arguments,
             self._spawn,
             needs_approval=self.needs_approval,
-            arguments=self._arguments,
         )
 
     def _policy_error(self, message: str) -> ToolError:

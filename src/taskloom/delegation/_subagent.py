@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import pydantic
+
 from ..agent import Agent
 from ..errors import ConfigurationError
 from ..models import Model
@@ -58,36 +60,25 @@ def check_child_tools(
     return checked
 
 
-_SUBAGENT_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "task": {
-            "type": "string",
-            "description": "The complete task: the agent sees nothing else.",
-        },
-        "name": {"type": "string", "description": "A short display name for this piece of work."},
-    },
-    "required": ["task"],
-    "additionalProperties": False,
-}
+class _Delegation(pydantic.BaseModel, extra="forbid"):
+    """A subagent tool's arguments."""
+
+    task: str = pydantic.Field(description="The complete task: the agent sees nothing else.")
+    name: str = pydantic.Field("", description="A short display name for this piece of work.")
 
 
-_ASKING_SCHEMA = {
-    "type": "object",
-    "properties": {
-        **_SUBAGENT_SCHEMA["properties"],  # type: ignore[dict-item]
-        "child": {
-            "type": "string",
-            "description": "Only to answer a question an agent asked: the child id it gave.",
-        },
-        "question": {
-            "type": "string",
-            "description": "With child: the id of the question you answer, as it gave it.",
-        },
-        "reply": {"type": "string", "description": "Your answer to that question."},
-    },
-    "additionalProperties": False,
-}
+class _Asking(_Delegation):
+    """A subagent tool's arguments when its child may ask: a call either
+    delegates a task or answers a question the child asked."""
+
+    task: str = pydantic.Field("", description="The complete task: the agent sees nothing else.")
+    child: str = pydantic.Field(
+        "", description="Only to answer a question an agent asked: the child id it gave."
+    )
+    question: str = pydantic.Field(
+        "", description="With child: the id of the question you answer, as it gave it."
+    )
+    reply: str = pydantic.Field("", description="Your answer to that question.")
 
 
 class SubAgent:
@@ -180,7 +171,7 @@ class SubAgent:
         return DelegationTool(
             self.name,
             self.description,
-            _ASKING_SCHEMA if self.ask_parent else _SUBAGENT_SCHEMA,
+            _Asking if self.ask_parent else _Delegation,
             self._delegate,
             needs_approval=self.needs_approval,
             child_agent=self.agent,
@@ -191,23 +182,18 @@ class SubAgent:
     ) -> ToolOutput:
         child = arguments.get("child")
         if child:
-            if "reply" not in arguments:
+            reply = arguments["reply"]
+            if not reply:
                 raise ToolError(f"{self.name}: give 'reply' (your answer) with 'child'")
-            question = arguments.get("question")
             return await reply_to_child(
-                self,
-                runtime,
-                ctx,
-                str(child),
-                str(arguments["reply"]),
-                str(question) if question else None,
+                self, runtime, ctx, child, reply, arguments["question"] or None
             )
-        task = str(arguments.get("task", "")).strip()
+        task = arguments["task"].strip()
         if not task:
             raise ToolError(
                 f"{self.name}: 'task' is empty; describe the complete task for the agent"
             )
-        display = str(arguments.get("name") or self.name)
+        display = arguments["name"] or self.name
         if self.background_after is not None or self.ask_parent or self.escalates:
             return await delegate_in_task(self, runtime, ctx, task, display)
         async with child_slot(runtime, ctx):

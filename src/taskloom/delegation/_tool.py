@@ -22,6 +22,8 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+import pydantic
+
 from ..agent import Agent
 from ..background import BackgroundActivity, RunStart
 from ..entries import SubagentDispatched, SubagentStartedEntry
@@ -32,8 +34,6 @@ from ._children import CHILD_LEASE, LiveChildren
 from ._dispatch import ChildSpec, ChildWorker
 
 if TYPE_CHECKING:
-    import pydantic
-
     from ..tools import ToolContext
 
 __all__ = ["DecidedChildren", "DelegationTool", "recover_children", "resume_children"]
@@ -45,6 +45,21 @@ Handler: TypeAlias = "Callable[[Runtime, dict[str, Any], ToolContext], Awaitable
 validated arguments and its context, the call's result."""
 
 
+def _offered(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` as the model is shown it: no titles, no defaults, and no
+    description of its own (the tool's says what it does; the model's
+    docstring is for whoever reads the code), in the usual key order."""
+    properties = {
+        name: {k: v for k, v in field.items() if k not in ("title", "default")}
+        for name, field in schema["properties"].items()
+    }
+    shown: dict[str, Any] = {"type": "object", "properties": properties}
+    if "required" in schema:
+        shown["required"] = schema["required"]
+    shown |= {k: v for k, v in schema.items() if k not in ("title", "description", *shown)}
+    return shown
+
+
 class DelegationTool(Tool):
     """A tool that runs child agents; delegation calls of one turn run concurrently.
     `child_agent` is the agent its children run (a `SubAgent`'s), if it has one:
@@ -54,8 +69,12 @@ class DelegationTool(Tool):
     tool runs bound to the runtime offering it (`bind_runtime`, see
     `taskloom.runtime.BindsRuntime`): the bound copy calls `handler` with
     that runtime, and the runtime resumes a child of any delegation tool
-    once its escalated calls are decided (`DecidedChildren`). `arguments`, a pydantic model (`extra="forbid"`),
-    validates the calls instead of `input_schema`'s structural check.
+    once its escalated calls are decided (`DecidedChildren`).
+
+    `arguments`, a pydantic model with `extra="forbid"`, is both what the
+    model is shown (its JSON schema, without titles, and without defaults,
+    which are the handler's to interpret) and what validates the calls the
+    handler gets.
     """
 
     __slots__ = ("__weakref__", "_handler", "_runtime", "child_agent")
@@ -64,17 +83,19 @@ class DelegationTool(Tool):
         self,
         name: str,
         description: str,
-        input_schema: Mapping[str, Any],
+        arguments: type[pydantic.BaseModel],
         handler: Handler,
         *,
         needs_approval: ApprovalRule = False,
         child_agent: Agent | None = None,
-        arguments: type[pydantic.BaseModel] | None = None,
     ) -> None:
+        if arguments.model_config.get("extra") != "forbid":
+            # Validated calls must hold exactly the declared fields.
+            raise ConfigurationError(f"tool {name!r}: its arguments model needs extra='forbid'")
         super().__init__(
             name,
             description,
-            input_schema,
+            _offered(arguments.model_json_schema()),
             effect=ToolEffect.WRITE,
             needs_approval=needs_approval,
             concurrent=True,
