@@ -25,6 +25,7 @@ from taskloom import (
 )
 from taskloom.entries import CompactionEntry, Entry, EntryKind, MessageEntry
 from taskloom.errors import ConfigurationError
+from taskloom.log import SUMMARY_HEADING, SessionLog, message_chars
 from taskloom.loop import (
     NO_OBSERVER,
     SUMMARY_PROMPT,
@@ -35,7 +36,6 @@ from taskloom.loop import (
 )
 from taskloom.loop._ask import ModelAsker
 from taskloom.loop._compact import ContextEstimate, cut_index_to_fit, render_for_summary
-from taskloom.loop._log import SUMMARY_HEADING, SessionLog, message_chars
 from taskloom.loop._output import FinalOutput
 from taskloom.loop._request import Requests
 from taskloom.loop._scope import RunCounters

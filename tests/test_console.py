@@ -602,7 +602,7 @@ async def test_a_childs_escalated_call_shows_at_the_root_and_is_decided_on_its_p
 
 async def test_a_question_an_mcp_task_asked_is_answered_from_its_form(store: str) -> None:
     from taskloom.entries import InputAnswer, InputRequest
-    from taskloom.runtime import input_id_for
+    from taskloom.log import input_id_for
 
     asked = {
         "method": "elicitation/create",

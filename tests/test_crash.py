@@ -19,7 +19,7 @@ import pytest
 from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime, ToolContext, tool
 from taskloom.background import BackgroundNotice
-from taskloom.loop import INTERRUPTED
+from taskloom.log import INTERRUPTED
 from taskloom.models import FunctionModel, reply
 from taskloom.tools import IDEMPOTENT_RETRIES
 

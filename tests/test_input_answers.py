@@ -8,8 +8,8 @@ import pytest
 
 from taskloom import Agent, AnswerConflict, Runtime, UsageError
 from taskloom.entries import Entry, InputAnswer, InputRequest, MCPTaskEnded
+from taskloom.log import input_id_for
 from taskloom.models import FunctionModel, reply
-from taskloom.runtime import input_id_for
 
 FORM = {
     "method": "elicitation/create",

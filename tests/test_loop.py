@@ -26,7 +26,7 @@ from taskloom import (
     tool,
 )
 from taskloom.errors import AuthenticationError
-from taskloom.loop import INTERRUPTED
+from taskloom.log import INTERRUPTED
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
 
 FAST = RetryPolicy(max_retries=3, initial_delay=0.001, max_delay=0.002)

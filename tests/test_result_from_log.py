@@ -12,7 +12,8 @@ import pydantic
 from taskloom import Agent, RunResult, RunStatus, Runtime, tool
 from taskloom.entries import Entry, EntryKind, MessageEntry, RunFinishedEntry
 from taskloom.errors import ProviderError
-from taskloom.loop import RunOptions, SessionLog
+from taskloom.log import SessionLog
+from taskloom.loop import RunOptions
 from taskloom.messages import Message, Usage
 from taskloom.models import FunctionModel, ModelRequest, RetryPolicy, ScriptedModel, reply
 from taskloom.runtime import Session

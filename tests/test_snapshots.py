@@ -37,8 +37,8 @@ from taskloom.entries import (
     SubagentLink,
     SubagentReport,
 )
-from taskloom.loop import SNAPSHOT_VERSION, RunStatus, SessionLog, encode_snapshot, read_snapshot
-from taskloom.loop._log import MessageView
+from taskloom.log import SNAPSHOT_VERSION, MessageView, SessionLog, encode_snapshot, read_snapshot
+from taskloom.loop import RunStatus
 from taskloom.messages import Message, ToolCall, ToolResult
 from taskloom.models import ScriptedModel, reply
 

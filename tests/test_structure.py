@@ -37,7 +37,7 @@ from taskloom.entries import (
     SubagentLink,
     SubagentResult,
 )
-from taskloom.loop._log import with_unique_call_ids
+from taskloom.log import with_unique_call_ids
 from taskloom.messages import Message, ToolCall, Usage
 from taskloom.models import FunctionModel, ScriptedModel, reply
 from taskloom.runtime import session_lease_key

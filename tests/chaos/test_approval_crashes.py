@@ -41,7 +41,7 @@ from pg import pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, Message, RunResult, RunStatus, Runtime, Session, ToolCall
 from taskloom.backends import Entry, EntryKind, Fence
 from taskloom.errors import ApprovalsMissing, SessionBusy, TaskloomError, UsageError
-from taskloom.loop import INTERRUPTED
+from taskloom.log import INTERRUPTED
 from taskloom.results import arguments_digest
 from taskloom.stores import MemoryStore
 

@@ -25,7 +25,7 @@ from session_child import effect_tools, open_runtime, ran, text_model
 from pg import pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, RunStatus
 from taskloom.errors import SessionBusy
-from taskloom.loop import INTERRUPTED
+from taskloom.log import INTERRUPTED
 
 TRIALS = 10
 

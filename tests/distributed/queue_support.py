@@ -18,7 +18,7 @@ from typing import Any
 import queue_app
 
 from taskloom import Runtime
-from taskloom.loop import INTERRUPTED
+from taskloom.log import INTERRUPTED
 from taskloom.messages import Message
 from taskloom.stores import Entry, EntryKind
 

@@ -21,7 +21,7 @@ from queue_support import Workers, host_runtime, log_problems, marks, tool_resul
 from pg import PG_DSN, requires_postgres
 from taskloom import RunStatus
 from taskloom.entries import RunFinishedEntry, RunStartedEntry
-from taskloom.loop import INTERRUPTED
+from taskloom.log import INTERRUPTED
 
 pytestmark = [requires_postgres, pytest.mark.slow]
 

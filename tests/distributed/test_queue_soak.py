@@ -28,7 +28,7 @@ from taskloom.background import BackgroundActivity
 from taskloom.delegation import ChildSpec
 from taskloom.distributed import WorkQueue
 from taskloom.entries import RunFinishedEntry, SubagentDispatched, SubagentResult
-from taskloom.loop import INTERRUPTED
+from taskloom.log import INTERRUPTED
 
 pytestmark = [requires_postgres, pytest.mark.slow]
 

@@ -29,11 +29,11 @@ from ..agent import Agent
 from ..delegation import child_status
 from ..entries import CompactionEntry
 from ..errors import UsageError
-from ..loop import SessionLog
+from ..log import SessionLog, conversation, pending_inputs
 from ..messages import Message
 from ..models import FunctionModel, ModelRequest
 from ..results import PendingInput
-from ..runtime import Runtime, SessionTools, diff_sessions, fork_session, pending_inputs
+from ..runtime import Runtime, SessionTools, diff_sessions, fork_session
 from ..stores import SessionMeta
 from . import default_store_url, store_options
 from .failures import with_hint
@@ -176,11 +176,8 @@ async def _show(runtime: Runtime, console: Console, session_id: str, tree: bool)
         await _tree(runtime, meta, root)
         console.print(root)
         return 0
-    replay = SessionLog()
-    for entry in log.entries:
-        shown = len(replay.messages)
-        replay.apply(entry)
-        for message in replay.messages[shown:]:
+    for entry, said in conversation(log.entries):
+        for message in said:
             for line in render_message(message):
                 console.print(line)
         payload = entry.payload

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from ..entries import Entry, MessageEntry, RunFinishedEntry, RunStartedEntry, SubagentDispatched
-from ..loop import SessionLog
+from ..log import SessionLog
 from ..results import PendingCall
 from ..runtime import Runtime, session_lease_key
 from ..stores import SessionMeta

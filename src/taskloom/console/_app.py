@@ -38,7 +38,7 @@ from ..agent import Agent
 from ..background import BackgroundActivity, BackgroundNotice, BackgroundService
 from ..entries import SubagentDispatched
 from ..errors import SessionNotFound, TaskloomError, UsageError
-from ..loop import SessionLog
+from ..log import SessionLog, pending_inputs
 from ..models import FunctionModel, ModelRequest
 from ..results import PendingInput
 from ..runtime import (
@@ -46,7 +46,6 @@ from ..runtime import (
     Runtime,
     Session,
     fork_session,
-    pending_inputs,
     session_lease_key,
 )
 from ..stores import SessionStore

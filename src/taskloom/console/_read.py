@@ -36,7 +36,7 @@ from ..entries import (
     SubagentStartedEntry,
 )
 from ..errors import CorruptEntry
-from ..loop import SessionLog
+from ..log import SessionLog, entry_messages
 from ..messages import Message, ThinkingBlock
 from ..runtime import session_lease_key
 from ..stores import SessionMeta, SessionStore
@@ -373,13 +373,10 @@ def transcript(entries: Sequence[Entry]) -> list[Item]:
             mark("entry", f"{entry.kind} (unreadable)", str(exc))
             continue
         if isinstance(payload, MessageEntry):
-            if payload.delivered_text:
-                mark(
-                    "notice",
-                    "background notices delivered with the next answer",
-                    payload.delivered_text,
-                )
-            item = _message_item(entry, payload.message, links)
+            *delivered, message = entry_messages(payload)
+            for notices in delivered:
+                mark("notice", "background notices delivered with the next answer", notices.text)
+            item = _message_item(entry, message, links)
             if payload.folds:
                 item.title = "folds in " + ", ".join(f"#{p}" for p in payload.folds)
             items.append(item)

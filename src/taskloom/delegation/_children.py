@@ -31,7 +31,8 @@ from ..entries import (
 )
 from ..errors import StaleLeaseError
 from ..events import Event, SubagentFinished, SubagentStarted, origin_label
-from ..loop import RunOptions, RunResult, RunStatus, SessionLog, StopSignal, to_jsonable
+from ..log import SessionLog
+from ..loop import RunOptions, RunResult, RunStatus, StopSignal, to_jsonable
 from ..messages import Usage
 from ..runtime import Runtime, Session, session_lease_key
 from ..tools import ToolContext, ToolOutput

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ..loop import SessionLog
+from ..log import SessionLog
 from ..messages import Message
 from ..runtime import Runtime
 from ..stores import SessionMeta

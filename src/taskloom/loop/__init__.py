@@ -5,9 +5,9 @@ background notices and to whoever observes its runs through the small ports
 defined here (`Journal`, `ModelChoice`, `ToolBoard`, `NoticesPort`,
 `RunObserver`), handed to a run together as `RunPorts` with its `RunScope`;
 it knows nothing of runtimes, stores, background work, delegation or
-tracing. What other packages use of it is
-exported here, never read from its private modules (`SessionLog` and its
-`finished_result`, `summary_message`, `to_jsonable`, `EndRun`, ...).
+tracing. It reads the session's log through `taskloom.log`, below it. What
+other packages use of it is exported here, never read from its private
+modules (`to_jsonable`, `EndRun`, ...).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from .._control import RunControls, StopSignal, UsageMeter
 from ..results import BudgetLeft, PendingCall, PendingInput, RunResult, RunStatus
 from ._budget import MIN_ANSWER_TOKENS, Budget, BudgetSpent, Price, TreeBudget
 from ._compact import SUMMARY_PROMPT, Compaction, ContextEstimate
-from ._log import INTERRUPTED, SessionLog, denial_text, summary_message
 from ._options import RunOptions
 from ._output import OUTPUT_TOOL, to_jsonable
 from ._port import (
@@ -39,7 +38,6 @@ from ._port import (
 from ._result import EndRun
 from ._run import STORE_GRACE, RunLoop
 from ._scope import RunScope, new_run_id
-from ._snapshot import SNAPSHOT_VERSION, Snapshot, encode_snapshot, read_snapshot
 from ._strategy import (
     Continue,
     Inject,
@@ -55,12 +53,10 @@ from ._strategy import (
 from ._stream import RunStream
 
 __all__ = [
-    "INTERRUPTED",
     "MIN_ANSWER_TOKENS",
     "NO_OBSERVER",
     "NO_WATCH",
     "OUTPUT_TOOL",
-    "SNAPSHOT_VERSION",
     "STORE_GRACE",
     "SUMMARY_PROMPT",
     "AgentSpec",
@@ -99,18 +95,12 @@ __all__ = [
     "RunStatus",
     "RunStream",
     "RunWatch",
-    "SessionLog",
-    "Snapshot",
     "Stop",
     "StopSignal",
     "ToolBoard",
     "ToolCallWatch",
     "TreeBudget",
     "UsageMeter",
-    "denial_text",
-    "encode_snapshot",
     "new_run_id",
-    "read_snapshot",
-    "summary_message",
     "to_jsonable",
 ]

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 from ..entries import ApprovalRequests, RequestedCall
 from ..errors import ApprovalsMissing
+from ..log import SessionLog, denial_text
 from ..messages import ToolCall, ToolResult
 from ..results import arguments_digest
 from ..tools import Tool
-from ._log import SessionLog, denial_text
 
 __all__ = [
     "Gate",

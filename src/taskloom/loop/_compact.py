@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING
 from ..entries import CompactionEntry
 from ..errors import ConfigurationError
 from ..events import CompactionFinished, CompactionStarted
+from ..log import SessionLog, message_chars, summary_chars
 from ..messages import Message, ToolCall
 from ..models import Model, ModelRequest, ModelSettings, known_context_window
-from ._log import SessionLog, message_chars, summary_chars
 from ._result import EndRun
 
 if TYPE_CHECKING:

@@ -7,9 +7,9 @@ import logging
 
 from ..entries import RunFinishedEntry
 from ..events import RunFinished
+from ..log import SessionLog
 from ..results import BudgetLeft, PendingCall, RunResult, RunStatus
 from ._budget import TreeBudget
-from ._log import SessionLog
 from ._output import FinalOutput, to_jsonable
 from ._port import Journal
 from ._result import EndRun

@@ -25,8 +25,8 @@ from ..tools import AgentView, Tool, ToolHost, ToolOutput
 
 if TYPE_CHECKING:
     from .._control import BudgetLedger
+    from ..log import SessionLog
     from ._compact import Compaction
-    from ._log import SessionLog
 
 __all__ = [
     "NO_OBSERVER",

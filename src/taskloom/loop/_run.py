@@ -28,6 +28,7 @@ from .._control import let_go, wait_until
 from ..entries import RunStartedEntry
 from ..errors import UsageError
 from ..events import EmptyAnswer, NoticeDelivered, RunStarted
+from ..log import fold_text, with_unique_call_ids
 from ..messages import Message, ToolResult
 from ..results import RunResult, RunStatus
 from ..tools import Tool
@@ -37,7 +38,6 @@ from ._budget import TreeBudget
 from ._decide import PROCEED, Decisions
 from ._execute import ToolCalls, ToolContexts
 from ._finish import finish, record_failure, run_result
-from ._log import fold_text, with_unique_call_ids
 from ._options import RunOptions
 from ._output import FinalOutput
 from ._port import AgentSpec, Delivery, RunInfo, RunPorts, RunWatch

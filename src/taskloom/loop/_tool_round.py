@@ -9,12 +9,12 @@ from typing import NoReturn
 
 from ..entries import CallsStarted
 from ..events import ApprovalRequested
+from ..log import SessionLog
 from ..messages import Message, ToolCall, ToolResult
 from ..results import RunStatus
 from ..tools import IDEMPOTENT_RETRIES, Tool
 from ._approvals import Gate, requests_for, resolve_parked_turn
 from ._execute import CutShort, ToolCalls
-from ._log import SessionLog
 from ._port import Journal, NoticesPort, RunNoticesPort
 from ._result import EndRun
 from ._scope import RunCounters, RunScope, append_message

@@ -60,7 +60,8 @@ from ..background import (
 )
 from ..entries import Entry, InputAnswer, InputRequest, MCPTaskEnded, MCPTaskStarted
 from ..events import ToolProgress
-from ..runtime import Runtime, input_id_for
+from ..log import input_id_for
+from ..runtime import Runtime
 from ..tools import ToolContext, ToolError, ToolOutput
 from ._connection import Connection, TaskRefused
 from ._results import to_output

@@ -40,7 +40,8 @@ from .._control import StopSignal
 from ..agent import Agent
 from ..errors import ApprovalConflict, SessionBusy
 from ..events import Event, ToolProgress
-from ..loop import PendingCall, RunOptions, SessionLog
+from ..log import SessionLog
+from ..loop import PendingCall, RunOptions
 from ..results import RunResult, RunStatus
 from ..runtime import Runtime
 from ._tasks import TASKS_EXTENSION

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 from ._fork import FORK_NOT_RUN, FORKED_FROM, fork_session
-from ._input import input_id_for, pending_inputs
 from ._journal import SessionJournal
 from ._lease import LEASE_TTL, RELEASE_WAIT, HeldLease, SessionHold, session_lease_key
 from ._model_choice import SessionModel
@@ -62,8 +61,6 @@ __all__ = [
     "default_runtime",
     "diff_sessions",
     "fork_session",
-    "input_id_for",
-    "pending_inputs",
     "rounds_of",
     "session_lease_key",
 ]

@@ -30,7 +30,7 @@ from typing import Any
 from ..backends import SessionMeta, SessionStore
 from ..entries import Entry, MessageEntry
 from ..errors import UsageError
-from ..loop import SessionLog, denial_text
+from ..log import SessionLog, denial_text
 from ..messages import Message, ToolResult
 
 __all__ = ["FORK_NOT_RUN", "FORKED_FROM", "cut_position", "fork_entries", "fork_session"]

@@ -1,94 +1,19 @@
-"""Questions work of a session asks a person (an MCP server's elicitation
-during a task), read from the session's log, and the checks an answer
-passes before it is written.
-
-A question is an `InputRequest` entry, its answer an `InputAnswer`; both
-are keyed by an `input_id` derived from the activity and the asker's key,
-so every process that records the same question records the same id, and
-the first answer in the log is the answer."""
+"""The checks an answer to a question a session's work asked (see
+`taskloom.log.pending_inputs`) passes before it is written."""
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from ..entries import Entry, InputAnswer, InputRequest, MCPTaskEnded
+from ..entries import InputAnswer
 from ..errors import AnswerConflict, UsageError
 from ..results import PendingInput
 
-__all__ = [
-    "ACTIONS",
-    "check_answer",
-    "ended_activities",
-    "input_id_for",
-    "pending",
-    "pending_inputs",
-    "read_inputs",
-    "same_answer",
-]
+__all__ = ["ACTIONS", "check_answer", "same_answer"]
 
 ACTIONS = ("accept", "decline", "cancel")
 """What a person may do with a question (MCP elicitation's actions)."""
-
-
-def input_id_for(activity_id: str, key: str) -> str:
-    """The session-wide id of the question `key` of activity `activity_id`."""
-    digest = hashlib.sha256(f"{activity_id}\0{key}".encode()).hexdigest()[:12]
-    return f"input-{digest}"
-
-
-def read_inputs(
-    entries: Iterable[Entry],
-) -> tuple[dict[str, InputRequest], dict[str, InputAnswer]]:
-    """The questions of a log and their answers (the first for each id)."""
-    asked: dict[str, InputRequest] = {}
-    answered: dict[str, InputAnswer] = {}
-    for entry in entries:
-        if entry.kind == InputRequest.KIND:
-            request = entry.payload
-            assert isinstance(request, InputRequest)
-            asked.setdefault(request.input_id, request)
-        elif entry.kind == InputAnswer.KIND:
-            answer = entry.payload
-            assert isinstance(answer, InputAnswer)
-            answered.setdefault(answer.input_id, answer)
-    return asked, answered
-
-
-def pending(request: InputRequest) -> PendingInput:
-    """The question as a person sees it."""
-    params = request.request.get("params") or {}
-    schema = params.get("requestedSchema")
-    return PendingInput(
-        request.input_id,
-        str(params.get("message", "")),
-        dict(schema) if isinstance(schema, Mapping) else None,
-        str(params["url"]) if params.get("url") else None,
-        request.source,
-        request.activity_id,
-        request.requested_at,
-    )
-
-
-def ended_activities(entries: Iterable[Entry]) -> set[str]:
-    """The activities of a log that ended (nobody waits for their answers)."""
-    return {
-        e.payload.activity_id
-        for e in entries
-        if e.kind == MCPTaskEnded.KIND and isinstance(e.payload, MCPTaskEnded)
-    }
-
-
-def pending_inputs(entries: Iterable[Entry]) -> list[PendingInput]:
-    """The questions of a log nobody answered, oldest first (those of
-    activities that ended left out: nobody waits for their answers)."""
-    entries = list(entries)
-    asked, answered = read_inputs(entries)
-    ended = ended_activities(entries)
-    return [
-        pending(r) for i, r in asked.items() if i not in answered and r.activity_id not in ended
-    ]
 
 
 _TYPES: dict[str, tuple[type, ...]] = {

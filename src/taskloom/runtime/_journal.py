@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..backends import Fence
 from ..entries import Entry, Payload
 from ..errors import CorruptEntry, StaleLeaseError, StoreError
-from ..loop import SessionLog, encode_snapshot, read_snapshot
+from ..log import SessionLog, encode_snapshot, read_snapshot
 from ..messages import Message
 
 if TYPE_CHECKING:

@@ -93,7 +93,7 @@ class Runtime:
     A running session writes a snapshot of its log's fold every
     `snapshot_every` entries (0: never), beside the log in the store, so
     opening it later folds only what came after; a snapshot is a cache and
-    never changes what a session reads (see `taskloom.loop.Snapshot`).
+    never changes what a session reads (see `taskloom.log.Snapshot`).
 
     Runs are traced (OpenTelemetry GenAI spans and metrics) while a tracer
     provider is configured, or through `observer` when one is given;

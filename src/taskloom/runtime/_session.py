@@ -9,20 +9,19 @@ its tool board (`SessionTools`), handed to each run together as `RunPorts`.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic
 
 from ..agent import Agent, AgentDepsT, AgentOutputT
 from ..backends import SessionStore
 from ..entries import (
     ApprovalDecision,
-    CompactionEntry,
     Entry,
     InputAnswer,
-    SubagentLink,
 )
 from ..errors import ApprovalConflict, ApprovalsMissing, SessionBusy, UsageError
 from ..events import Event, origin_label
+from ..log import SessionLog, ended_activities, pending_input, pending_inputs, read_inputs
+from ..log import transcript as read_transcript
 from ..loop import (
     PendingCall,
     RunLoop,
@@ -31,22 +30,13 @@ from ..loop import (
     RunResult,
     RunScope,
     RunStream,
-    SessionLog,
     new_run_id,
-    summary_message,
 )
 from ..messages import Message
 from ..models import Model, ReasoningOptions
 from ..results import PendingInput
 from ._fork import fork_session
-from ._input import (
-    check_answer,
-    ended_activities,
-    pending,
-    pending_inputs,
-    read_inputs,
-    same_answer,
-)
+from ._input import check_answer, same_answer
 from ._journal import SessionJournal
 from ._lease import SessionHold
 from ._model_choice import SessionModel
@@ -253,8 +243,10 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         if not include_children and not mark_compactions:
             await self.journal.sync()
             return list(self.journal.log.messages)
-        store = self.runtime.store if include_children else None
-        return await _transcript(store, await self.entries(), "", mark_compactions)
+        load = self.runtime.store.load if include_children else None
+        return await read_transcript(
+            await self.entries(), load=load, mark_compactions=mark_compactions
+        )
 
     async def fork(
         self,
@@ -494,7 +486,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         request = asked.get(input_id)
         if request is None:
             raise UsageError(f"session {self.id} asked no question {input_id!r}")
-        question = pending(request)
+        question = pending_input(request)
         given = check_answer(question, action, content)
         existing = answered.get(input_id)
         if existing is not None:
@@ -563,24 +555,3 @@ def _as_user(input: str | Message | None) -> Message | None:
     if input is None or isinstance(input, Message):
         return input
     return Message.user(input)
-
-
-async def _transcript(
-    store: SessionStore | None, entries: list[Entry], origin: str, marks: bool
-) -> list[Message]:
-    out: list[Message] = []
-    log = SessionLog()
-    for entry in entries:
-        before = len(log.messages)
-        log.apply(entry)
-        for m in log.messages[before:]:
-            out.append(replace(m, origin=origin) if origin else m)
-        payload = entry.payload
-        if marks and isinstance(payload, CompactionEntry):
-            out.append(replace(summary_message(payload.summary), origin="compaction"))
-        elif store is not None and isinstance(payload, SubagentLink):
-            child_id = payload.child_session_id
-            child_origin = origin_label(payload.name, child_id, origin)
-            child_entries = await store.load(child_id)
-            out.extend(await _transcript(store, child_entries, child_origin, marks))
-    return out

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..entries import Entry, EntryKind
-from ._log import SessionLog
+from ._fold import SessionLog
 
 __all__ = ["SNAPSHOT_VERSION", "Snapshot", "encode_snapshot", "read_snapshot"]
 

@@ -1,4 +1,4 @@
-"""The session log, folded into what the loop needs: a cache, never the truth.
+"""The session log, folded into what its readers need: a cache, never the truth.
 
 `SessionLog` applies entries in position order and keeps the model's view of
 the conversation (messages), the steering and deferred items not yet folded
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from itertools import chain, islice
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, Protocol, overload
 
 from ..entries import (
     ApprovalDecision,
@@ -42,13 +42,11 @@ from ..messages import Message, TextBlock, ToolCall, ToolResult, Usage
 from ..models import ReasoningOptions
 from ..results import PendingCall, RunResult, RunStatus
 
-if TYPE_CHECKING:
-    from ._port import AgentSpec
-
 __all__ = [
     "INTERRUPTED",
     "SUMMARY_HEADING",
     "MessageView",
+    "OutputSpec",
     "message_chars",
     "summary_chars",
     "summary_message",
@@ -58,6 +56,20 @@ __all__ = [
     "interrupted_results",
     "with_unique_call_ids",
 ]
+
+
+class OutputSpec(Protocol):
+    """What reading a run's result back needs of its agent: its output type."""
+
+    @property
+    def output_json_schema(self) -> Mapping[str, object] | None:
+        """The output type as JSON schema (None: free text)."""
+        ...
+
+    def validate_output(self, value: object) -> object:
+        """A JSON value validated as the output type (ValueError says why not)."""
+        ...
+
 
 INTERRUPTED = "interrupted; it may have run — check before retrying"
 
@@ -611,7 +623,7 @@ class SessionLog:
         """`pending_calls` no decision was recorded for yet."""
         return [c for c in self.pending_calls(session_id, origin) if self.decision(c.id) is None]
 
-    def finished_result(self, session_id: str, agent: AgentSpec | None = None) -> RunResult | None:
+    def finished_result(self, session_id: str, agent: OutputSpec | None = None) -> RunResult | None:
         """The `RunResult` of the latest finished run, read from the log (None
         before any run finished): what the run itself returned, for a run of
         any process. With `agent`, a completed run's `output` is what the run

@@ -1,0 +1,66 @@
+"""Transcripts: the conversation a session's log holds, read one way for
+every reader (a `Session`, the `taskloom show` command, the console)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
+
+from ..entries import CompactionEntry, Entry, MessageEntry, SubagentLink
+from ..events import origin_label
+from ..messages import Message
+from ._fold import summary_message
+
+__all__ = ["Load", "conversation", "entry_messages", "transcript"]
+
+Load = Callable[[str], Awaitable[Sequence[Entry]]]
+"""Reads a session's whole log by id (a store's `load`)."""
+
+
+def entry_messages(payload: MessageEntry) -> tuple[Message, ...]:
+    """What one message entry adds to the conversation, as `SessionLog` folds
+    it: its message, after the user turn of the background notices it
+    delivered (they ride on the entry that answered them)."""
+    if payload.delivered_text:
+        return Message.user(payload.delivered_text), payload.message
+    return (payload.message,)
+
+
+def conversation(entries: Iterable[Entry]) -> Iterator[tuple[Entry, tuple[Message, ...]]]:
+    """Each entry of the log with the messages it adds to the conversation
+    (none for entries of other kinds), in log order."""
+    for entry in entries:
+        payload = entry.payload
+        yield entry, entry_messages(payload) if isinstance(payload, MessageEntry) else ()
+
+
+async def transcript(
+    entries: Iterable[Entry],
+    *,
+    load: Load | None = None,
+    mark_compactions: bool = False,
+    origin: str = "",
+) -> list[Message]:
+    """Every message the log holds, in order (compaction only shortens what
+    requests send), tagged with `origin` when one is given.
+
+    With `load`, each child's transcript follows the entry linking it, its
+    messages tagged with the child's origin; with `mark_compactions`, each
+    compaction's summary stands where it was made, as a user message with
+    origin `"compaction"`.
+    """
+    out: list[Message] = []
+    for entry, said in conversation(entries):
+        out.extend(replace(m, origin=origin) if origin else m for m in said)
+        payload = entry.payload
+        if mark_compactions and isinstance(payload, CompactionEntry):
+            out.append(replace(summary_message(payload.summary), origin="compaction"))
+        elif load is not None and isinstance(payload, SubagentLink):
+            child_id = payload.child_session_id
+            out += await transcript(
+                await load(child_id),
+                load=load,
+                mark_compactions=mark_compactions,
+                origin=origin_label(payload.name, child_id, origin),
+            )
+    return out
