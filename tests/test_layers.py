@@ -40,3 +40,23 @@ def test_type_only_imports_are_the_only_ones_left_out() -> None:
     config = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]
     assert config["exclude_type_checking_imports"] is True
     assert config["root_package"] == "taskloom"
+
+
+def test_every_part_of_the_package_sits_in_a_layer() -> None:
+    """A module no layers contract names is checked by none: a new top-level
+    module must take its place in one."""
+    package = PYPROJECT.parent / "src" / "taskloom"
+    parts = {
+        f"taskloom.{p.stem}"
+        for p in package.iterdir()
+        if (p.suffix == ".py" or (p / "__init__.py").exists())
+        and p.stem not in ("__init__", "__main__")
+    }
+    layered = {
+        name.strip()
+        for c in contracts()
+        if c["type"] == "layers"
+        for layer in c["layers"]
+        for name in layer.split("|")
+    }
+    assert parts - layered == set()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
+from ._output_type import OutputType
 from .agent import Agent
 from .errors import (
     AnswerConflict,
@@ -154,6 +155,7 @@ __all__ = [
     "ModelScriptExhausted",
     "ModelSettings",
     "NoticeDelivered",
+    "OutputType",
     "PendingCall",
     "PendingInput",
     "Price",

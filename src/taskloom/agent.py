@@ -13,7 +13,6 @@ checkers see `RunResult[Invoice]` from `Agent(..., output_type=Invoice).run()`.
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import typing
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -21,15 +20,13 @@ from typing import TYPE_CHECKING, Any, Generic, overload
 
 from typing_extensions import TypeVar
 
-from ._schema import check as check_schema
+from ._output_type import OutputType
 from .errors import ConfigurationError, UsageError
 from .loop import OUTPUT_TOOL, Compaction
 from .models import Model, ModelSettings
 from .tools import Tool, ToolLike, Toolset, as_tool
 
 if TYPE_CHECKING:
-    import pydantic
-
     from .events import Event
     from .loop import RunOptions
     from .messages import Message
@@ -48,8 +45,6 @@ OutputSpec = type[Any] | Mapping[str, Any]
 """What `output_type=` takes: a type pydantic validates (a pydantic model, a
 dataclass, a TypedDict, `list[int]`, ...) or a JSON schema dict."""
 
-_UNSET: Any = object()
-
 
 class Agent(Generic[AgentDepsT, AgentOutputT]):
     """What an agent is: `name`, `model` (a `Model` or a `"provider:model"`
@@ -62,6 +57,8 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
     `RunResult.output`: asked for natively where the model has structured
     output, else through a `final_result` tool. The model gets `fixes`
     corrective turns for an invalid answer before the run ends FAILED.
+    `output` is that type made usable (`taskloom.OutputType`: its JSON
+    schema and the checks an answer passes), None for a text answer.
 
     `deps_type` declares what a run's `deps` are (`run(..., deps=...)`):
     tools receive them as `ctx.deps` (`ToolContext[Deps]`). Deps are per
@@ -75,8 +72,6 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
     """
 
     __slots__ = (
-        "_adapter",
-        "_json_schema",
         "_tool_map",
         "_tool_specs",
         "compaction",
@@ -86,6 +81,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         "instructions",
         "model",
         "name",
+        "output",
         "output_type",
         "settings",
         "tools",
@@ -97,6 +93,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
     instructions: str | None
     tools: tuple[Tool, ...]
     output_type: OutputSpec | None
+    output: OutputType | None
     deps_type: type[Any] | None
     toolsets: tuple[Toolset, ...]
     settings: ModelSettings
@@ -105,8 +102,6 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
     compaction: Compaction | None
     _tool_map: dict[str, Tool]
     _tool_specs: tuple[ToolSpec, ...]
-    _json_schema: Any
-    _adapter: Any
 
     @overload
     def __init__(
@@ -249,12 +244,12 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         s(self, "toolsets", toolsets)
         s(self, "_tool_map", tool_map)
         s(self, "output_type", output)
+        s(self, "output", None if output is None else OutputType(output, name))
         s(self, "deps_type", deps_type)
         s(self, "settings", settings if settings is not None else _DEFAULT_SETTINGS)
         s(self, "description", description)
         s(self, "fixes", fixes)
         s(self, "compaction", compaction)
-        # `_json_schema` and `_adapter` stay unset until first needed.
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Agent is immutable; use agent.replace(...)")
@@ -300,85 +295,6 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
     def output_schema(self) -> OutputSpec | None:
         """The output type under its older name (see `output_type`)."""
         return self.output_type
-
-    @property
-    def output_json_schema(self) -> Mapping[str, Any] | None:
-        """The output type as JSON schema (computed once, on first use)."""
-        cached = getattr(self, "_json_schema", _UNSET)
-        if cached is not _UNSET:
-            return cached  # type: ignore[no-any-return]
-        output = self.output_type
-        result: Mapping[str, Any] | None
-        if output is None:
-            result = None
-        elif isinstance(output, Mapping):
-            result = dict(output)
-        else:
-            result = self._type_adapter().json_schema()
-        object.__setattr__(self, "_json_schema", result)
-        return result
-
-    @property
-    def output_name(self) -> str:
-        """A name for the structured output (the schema's title or class name)."""
-        output = self.output_type
-        if output is None:
-            return "output"
-        if isinstance(output, Mapping):
-            return str(output.get("title") or "output")
-        return getattr(output, "__name__", "output")
-
-    def parse_output(self, text: str) -> Any:
-        """The final answer's text validated as the output type (the text itself
-        without one); ValueError says what is wrong."""
-        output = self.output_type
-        if output is None:
-            return text
-        raw = _strip_fences(text)
-        if isinstance(output, Mapping):
-            try:
-                value = json.loads(raw)
-            except ValueError as exc:
-                raise ValueError(f"not valid JSON ({exc})") from None
-            check_schema(value, output)
-            return value
-        import pydantic
-
-        try:
-            return self._type_adapter().validate_json(raw)
-        except pydantic.ValidationError as exc:
-            raise ValueError(_problems(exc)) from None
-
-    def validate_output(self, value: object) -> Any:
-        """A JSON value (a final-answer tool's arguments) validated as the output
-        type; ValueError says what is wrong."""
-        output = self.output_type
-        if output is None:
-            return value
-        if isinstance(output, Mapping):
-            check_schema(value, output)
-            return value
-        import pydantic
-
-        try:
-            return self._type_adapter().validate_python(value)
-        except pydantic.ValidationError as exc:
-            raise ValueError(_problems(exc)) from None
-
-    def _type_adapter(self) -> pydantic.TypeAdapter[Any]:
-        adapter = getattr(self, "_adapter", None)
-        if adapter is None:
-            import pydantic
-
-            try:
-                adapter = pydantic.TypeAdapter(self.output_type)  # type: ignore[arg-type]
-            except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError) as exc:
-                raise ConfigurationError(
-                    f"agent {self.name!r}: output_type {self.output_type!r} cannot be "
-                    f"validated: {exc}"
-                ) from None
-            object.__setattr__(self, "_adapter", adapter)
-        return adapter  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------ running
 
@@ -544,19 +460,3 @@ def _output_option(agent: str, output_type: object, output_schema: object) -> Ou
 
 def _type_name(t: object) -> str:
     return getattr(t, "__name__", None) or repr(t)
-
-
-def _problems(exc: Any) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or '(value)'}: {e['msg']}"
-        for e in exc.errors(include_url=False)
-    )
-
-
-def _strip_fences(text: str) -> str:
-    raw = text.strip()
-    if raw.startswith("```"):
-        raw = raw.split("\n", 1)[1] if "\n" in raw else raw[3:]
-        if raw.rstrip().endswith("```"):
-            raw = raw.rstrip()[:-3]
-    return raw.strip()

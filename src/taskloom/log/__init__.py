@@ -15,8 +15,8 @@ from __future__ import annotations
 from ._fold import (
     INTERRUPTED,
     SUMMARY_HEADING,
+    HasOutput,
     MessageView,
-    OutputSpec,
     SessionLog,
     denial_text,
     fold_text,
@@ -41,7 +41,7 @@ __all__ = [
     "SUMMARY_HEADING",
     "Load",
     "MessageView",
-    "OutputSpec",
+    "HasOutput",
     "SessionLog",
     "Snapshot",
     "conversation",

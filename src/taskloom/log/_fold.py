@@ -21,6 +21,7 @@ from dataclasses import replace
 from itertools import chain, islice
 from typing import Any, Protocol, overload
 
+from .._output_type import OutputType
 from ..entries import (
     ApprovalDecision,
     ApprovalEscalated,
@@ -45,8 +46,8 @@ from ..results import PendingCall, RunResult, RunStatus
 __all__ = [
     "INTERRUPTED",
     "SUMMARY_HEADING",
+    "HasOutput",
     "MessageView",
-    "OutputSpec",
     "message_chars",
     "summary_chars",
     "summary_message",
@@ -58,16 +59,12 @@ __all__ = [
 ]
 
 
-class OutputSpec(Protocol):
-    """What reading a run's result back needs of its agent: its output type."""
+class HasOutput(Protocol):
+    """What reading a run's result back needs of its agent (a `taskloom.Agent`)."""
 
     @property
-    def output_json_schema(self) -> Mapping[str, object] | None:
-        """The output type as JSON schema (None: free text)."""
-        ...
-
-    def validate_output(self, value: object) -> object:
-        """A JSON value validated as the output type (ValueError says why not)."""
+    def output(self) -> OutputType | None:
+        """The output type (None: the answer's text)."""
         ...
 
 
@@ -623,7 +620,7 @@ class SessionLog:
         """`pending_calls` no decision was recorded for yet."""
         return [c for c in self.pending_calls(session_id, origin) if self.decision(c.id) is None]
 
-    def finished_result(self, session_id: str, agent: OutputSpec | None = None) -> RunResult | None:
+    def finished_result(self, session_id: str, agent: HasOutput | None = None) -> RunResult | None:
         """The `RunResult` of the latest finished run, read from the log (None
         before any run finished): what the run itself returned, for a run of
         any process. With `agent`, a completed run's `output` is what the run
@@ -643,11 +640,11 @@ class SessionLog:
         text = payload.text if payload.text is not None else self.last_assistant_text()
         output = payload.output
         if completed and agent is not None:
-            if agent.output_json_schema is None:
+            if agent.output is None:
                 output = text
             elif output is not None:
                 try:
-                    output = agent.validate_output(output)
+                    output = agent.output.validate(output)
                 except ValueError:
                     pass  # the output type changed since: the data as recorded
         return RunResult(

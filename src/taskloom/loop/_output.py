@@ -30,6 +30,7 @@ from ..tools import ArgumentsInvalid, Tool, ToolContext, ToolEffect
 from ._result import EndRun
 
 if TYPE_CHECKING:
+    from .._output_type import OutputType
     from ._port import AgentSpec
 
 __all__ = [
@@ -75,10 +76,10 @@ class OutputTool(Tool):
     """The final-answer tool of one run: validates its arguments as the agent's
     output and keeps what the current turn gave (`take`)."""
 
-    __slots__ = ("_accepted", "_agent", "_problem", "_value", "_wrapped")
+    __slots__ = ("_accepted", "_output", "_problem", "_value", "_wrapped")
 
-    def __init__(self, agent: AgentSpec, schema: Mapping[str, Any]) -> None:
-        input_schema, wrapped = output_tool_schema(schema)
+    def __init__(self, output: OutputType) -> None:
+        input_schema, wrapped = output_tool_schema(output.json_schema)
         super().__init__(
             OUTPUT_TOOL,
             "Give your final answer with this tool, once you have it: its arguments are the"
@@ -86,7 +87,7 @@ class OutputTool(Tool):
             input_schema,
             effect=ToolEffect.READ_ONLY,
         )
-        self._agent = agent
+        self._output = output
         self._wrapped = wrapped
         self._accepted = False
         self._value: object = None
@@ -103,7 +104,7 @@ class OutputTool(Tool):
                 value = arguments.get(_WRAPPED)
             if problem is None:
                 try:
-                    return {"output": self._agent.validate_output(value)}
+                    return {"output": self._output.validate(value)}
                 except ValueError as exc:
                     problem = str(exc)
         self._problem = problem
@@ -129,6 +130,7 @@ class FinalOutput:
     __slots__ = (
         "_agent",
         "_by_tool",
+        "_output",
         "_schema",
         "_tool",
         "accepted",
@@ -139,8 +141,9 @@ class FinalOutput:
 
     def __init__(self, agent: AgentSpec) -> None:
         self._agent = agent
-        self._schema = agent.output_json_schema
-        self._tool = OutputTool(agent, self._schema) if self._schema is not None else None
+        self._output = output = agent.output
+        self._schema = None if output is None else output.json_schema
+        self._tool = None if output is None else OutputTool(output)
         self.fixes_used = 0
         self.accepted = False
         self.value: object = None
@@ -188,11 +191,11 @@ class FinalOutput:
     def check_text(self, text: str) -> str | None:
         """Accept a final text answer, or return the corrective user turn to
         send; past the last fix, end the run FAILED."""
-        if self._schema is None:
+        if self._output is None:
             self._accept(text, None)
             return None
         try:
-            value = self._agent.parse_output(text)
+            value = self._output.parse(text)
         except ValueError as exc:
             if self.accepted:
                 # The answer came through the tool; this text only followed

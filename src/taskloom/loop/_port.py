@@ -25,6 +25,7 @@ from ..tools import AgentView, Tool, ToolHost, ToolOutput
 
 if TYPE_CHECKING:
     from .._control import BudgetLedger
+    from .._output_type import OutputType
     from ..log import SessionLog
     from ._compact import Compaction
 
@@ -76,32 +77,13 @@ class AgentSpec(AgentView, Protocol):
         ...
 
     @property
-    def output_schema(self) -> object:
-        """The output schema, if any (None: free text)."""
-        ...
-
-    @property
-    def output_json_schema(self) -> Mapping[str, object] | None:
-        """The output schema as JSON schema."""
-        ...
-
-    @property
-    def output_name(self) -> str:
-        """A name for the structured output."""
+    def output(self) -> OutputType | None:
+        """The output type (None: the answer's text)."""
         ...
 
     @property
     def compaction(self) -> Compaction | None:
         """When and how long sessions are compacted (None: never)."""
-        ...
-
-    def parse_output(self, text: str) -> object:
-        """The final answer's text validated as the output type (ValueError says why not)."""
-        ...
-
-    def validate_output(self, value: object) -> object:
-        """A JSON value (a final-answer tool's arguments) validated as the output
-        type (ValueError says why not)."""
         ...
 
 

@@ -62,7 +62,7 @@ class Requests:
             tools=(*specs, *output_tool) if output_tool else specs,
             settings=self._models.settings,
             output_schema=output_schema,
-            output_name=agent.output_name,
+            output_name="output" if agent.output is None else agent.output.name,
             memo=self.memo,
         )
 

@@ -118,9 +118,9 @@ async def _forward(
 def _output_schema(agent: Agent) -> tuple[dict[str, Any] | None, bool]:
     """The tool's outputSchema, and whether the output is wrapped in
     `{"result": ...}` (MCP structured content is always an object)."""
-    schema = agent.output_json_schema
-    if schema is None:
+    if agent.output is None:
         return None, False
+    schema = agent.output.json_schema
     if schema.get("type") == "object":
         return dict(schema), False
     return {"type": "object", "properties": {"result": dict(schema)}, "required": ["result"]}, True
