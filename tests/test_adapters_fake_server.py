@@ -4,13 +4,13 @@ usage, every fault the server can script, and connection reuse."""
 from __future__ import annotations
 
 import asyncio
-import importlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
 import pytest
 
+import taskloom.models
 from taskloom.errors import (
     AuthenticationError,
     ProviderError,
@@ -76,9 +76,8 @@ def make_model(
     stream: bool = True,
     api_key: str = "test",
 ) -> Any:
-    module = importlib.import_module(f"taskloom.models._{kind}")
     base_url = base_url_for(kind, server)
-    model = getattr(module, _CLASSES[kind])
+    model = getattr(taskloom.models, _CLASSES[kind])
     return model(
         "fake-model", api_key=api_key, base_url=base_url, http_client=client, stream=stream
     )

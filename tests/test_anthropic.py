@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import httpx2
@@ -20,6 +21,7 @@ from taskloom.errors import (
 from taskloom.events import TextDelta, ThinkingDelta
 from taskloom.messages import ImageBlock, Message, TextBlock, ThinkingBlock, ToolCall, ToolResult
 from taskloom.models import (
+    AnthropicModel,
     Model,
     ModelRequest,
     ModelSettings,
@@ -28,7 +30,6 @@ from taskloom.models import (
     ToolCallDelta,
     ToolSpec,
 )
-from taskloom.models._anthropic import AnthropicModel, wire_tool_id
 from taskloom.testing import RecordingTransport
 from taskloom.testing.transport import Answer, CannedResponse
 
@@ -266,19 +267,37 @@ async def test_cross_provider_history_drops_reasoning_and_maps_ids() -> None:
     tool_use = body["messages"][1]["content"][0]
     result = body["messages"][2]["content"][0]
     assert tool_use["type"] == "tool_use"
-    assert tool_use["id"] == result["tool_use_id"] == wire_tool_id("functions.weather:0")
+    assert tool_use["id"] == result["tool_use_id"] and VALID_ID.match(tool_use["id"])
     assert [b["type"] for b in body["messages"][2]["content"]] == ["tool_result", "text"]
 
 
-def test_tool_id_mapping() -> None:
-    for valid in ("toolu_01AbC", "call_abc-123"):
-        assert wire_tool_id(valid) == valid
-    mapped = wire_tool_id("fn.a:1")
-    assert mapped == wire_tool_id("fn.a:1")
-    assert all(c.isalnum() or c in "_-" for c in mapped)
-    # Ids that sanitize alike must still differ.
-    assert wire_tool_id("a.b") != wire_tool_id("a:b")
-    assert wire_tool_id("") != ""
+VALID_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+"""The tool call ids Anthropic accepts."""
+
+
+async def sent_ids(*call_ids: str) -> list[tuple[str, str]]:
+    """The (tool_use id, tool_result id) pairs a history with these call ids is sent with."""
+    body = await body_for(
+        ask(
+            Message.user("go"),
+            Message.assistant(tool_calls=[ToolCall(i, "weather", {}) for i in call_ids]),
+            Message.tool_results([ToolResult(i, "x") for i in call_ids]),
+        )
+    )
+    uses = [b["id"] for b in body["messages"][1]["content"]]
+    results = [b["tool_use_id"] for b in body["messages"][2]["content"]]
+    return list(zip(uses, results, strict=True))
+
+
+async def test_tool_ids_are_sent_as_anthropic_accepts_them() -> None:
+    valid = await sent_ids("toolu_01AbC", "call_abc-123")
+    assert valid == [("toolu_01AbC", "toolu_01AbC"), ("call_abc-123", "call_abc-123")]
+    # Ids that would sanitize alike (or to nothing) stay apart, the same every time.
+    odd = ("fn.a:1", "a.b", "a:b", "")
+    mapped = await sent_ids(*odd)
+    assert all(use == result and VALID_ID.match(use) for use, result in mapped)
+    assert len({use for use, _ in mapped}) == len(odd)
+    assert await sent_ids(*odd) == mapped
 
 
 async def test_tool_inputs_from_raw_arguments() -> None:

@@ -7,13 +7,15 @@ from __future__ import annotations
 import json
 import math
 
+import httpx2
 import pytest
 
 from pg import pg_schema  # noqa: F401 (fixture)
 from store_backends import Backend, backend  # noqa: F401 (fixture)
 from taskloom import Agent, RunStatus, Runtime, tool
-from taskloom.messages import MAX_ARGUMENT_DEPTH, Message, ToolCall
-from taskloom.models import ScriptedModel, reply
+from taskloom.messages import MAX_ARGUMENT_DEPTH, Message, ToolCall, ToolResult
+from taskloom.models import AnthropicModel, ModelRequest, OpenAIChatModel, ScriptedModel, reply
+from taskloom.testing import RecordingTransport
 
 
 def _nested(levels: int) -> list[object]:
@@ -107,16 +109,74 @@ async def test_unstorable_arguments_are_answered_in_band_on_every_store(
     _strict([m.to_dict() for m in transcript])
 
 
-def test_adapters_read_arguments_nested_too_deep_as_invalid_not_as_a_crash() -> None:
-    from taskloom.models._anthropic import _tool_input
-    from taskloom.models._anthropic_stream import _tool_call
-    from taskloom.models._openai_common import parse_arguments
+DEEP = '{"x": ' + "[" * 100_000 + "]" * 100_000 + "}"
 
-    deep = '{"x": ' + "[" * 100_000 + "]" * 100_000 + "}"
-    assert parse_arguments(deep) == ({}, deep)
-    assert _tool_call("c", "t", deep).raw_arguments == deep
+
+def _answering(body: dict[str, object] | str) -> httpx2.AsyncClient:
+    answer = (
+        RecordingTransport.sse(body) if isinstance(body, str) else RecordingTransport.json(body)
+    )
+    return RecordingTransport(default=answer).client()
+
+
+async def test_openai_arguments_nested_too_deep_are_invalid_not_a_crash() -> None:
+    call = {"id": "c", "type": "function", "function": {"name": "t", "arguments": DEEP}}
+    answer = {"choices": [{"message": {"tool_calls": [call]}, "finish_reason": "tool_calls"}]}
+    model = OpenAIChatModel(
+        "m",
+        api_key="k",
+        base_url="http://127.0.0.1:9/v1",
+        http_client=_answering(answer),
+        stream=False,
+    )
+    response = await model.request(ModelRequest(messages=[Message.user("go")]))
+    assert response.message.tool_calls == [ToolCall("c", "t", {}, raw_arguments=DEEP)]
+
+
+async def test_anthropic_arguments_nested_too_deep_are_invalid_not_a_crash() -> None:
+    events = [
+        {"type": "message_start", "message": {"id": "m", "model": "c", "usage": {}}},
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "tool_use", "id": "c", "name": "t", "input": {}},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": DEEP},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {}},
+        {"type": "message_stop"},
+    ]
+    body = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+    model = AnthropicModel("c", api_key="k", http_client=_answering(body), stream=True)
+    response = await model.request(ModelRequest(messages=[Message.user("go")]))
+    assert response.message.tool_calls == [ToolCall("c", "t", {}, raw_arguments=DEEP)]
+
+
+async def test_anthropic_sends_arguments_json_cannot_carry_as_no_arguments() -> None:
+    answer = {
+        "id": "m",
+        "type": "message",
+        "role": "assistant",
+        "model": "c",
+        "content": [],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
+    server = RecordingTransport(default=RecordingTransport.json(answer))
+    model = AnthropicModel("c", api_key="k", http_client=server.client(), stream=False)
     nan = ToolCall("c", "t", {}, raw_arguments='{"x": NaN}')
-    assert _tool_input(nan) == {}
+    history = [
+        Message.user("go"),
+        Message.assistant(tool_calls=[nan]),
+        Message.tool_results([ToolResult("c", "r")]),
+    ]
+    await model.request(ModelRequest(messages=history))
+    (tool_use,) = server.body()["messages"][1]["content"]
+    assert tool_use["input"] == {}
 
 
 @tool

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
@@ -159,22 +160,22 @@ def test_every_postgres_part_takes_the_same_options() -> None:
         PostgresDatabase(url, pool),
     ]
     assert {db.options for db in databases} == {pool}
-    assert PostgresLeases(url, pool=pool, max_size=2)._db.options == pool.replace(max_size=2)
+    assert PostgresLeases(url, pool=pool, max_size=2).database.options == pool.replace(max_size=2)
 
 
 @requires_postgres
 async def test_a_postgres_backend_holds_one_pool_for_every_part(pg_schema: str) -> None:  # noqa: F811
     pool = PoolOptions(schema=pg_schema, max_size=3)
-    backend = open_backend(PG_DSN, pool=pool)
+    name = f"taskloom-{pg_schema}"  # how the server tells this backend's connections
+    backend = open_backend(f"{PG_DSN}?application_name={name}", pool=pool)
     assert isinstance(backend, PostgresBackend)
     db = backend.database
     try:
         assert backend.options is pool
         assert backend.store.database is db
-        assert backend.store.leases._db is db  # type: ignore[attr-defined]
-        for part in (backend.registry, backend.inbox, backend.snapshots):
-            assert part is not None
-            assert getattr(part, "database", getattr(part, "_db", None)) is db
+        assert backend.store.leases.database is db
+        for part in (backend.registry, backend.inbox, backend.snapshots, backend.budgets):
+            assert part is not None and part.database is db
         await backend.store.create(SessionMeta("s", "agent"))
         lease = await backend.leases.acquire("child:s", "me", 30.0)
         assert await backend.store.append("s", Entry("x"), fence=lease.fence) == 1
@@ -185,9 +186,11 @@ async def test_a_postgres_backend_holds_one_pool_for_every_part(pg_schema: str) 
         await backend.snapshots.write("s", 1, "{}", fence=lease.fence)
         assert await backend.leases.renew(lease, 30.0)
         # Everything went through one pool, never past its size.
-        assert db._pool is not None
-        stats = db._pool.get_stats()
-        assert stats["pool_max"] == 3 and stats["pool_size"] <= 3
+        with psycopg.connect(PG_DSN) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,)
+            ).fetchone()
+        assert row is not None and 0 < row[0] <= 3
     finally:
         await backend.close()
 

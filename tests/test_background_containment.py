@@ -24,7 +24,6 @@ import pytest
 
 from taskloom import Agent, ConfigurationError, Runtime
 from taskloom.background import background_tools
-from taskloom.background._process import CommandProcess, OutputCapture
 from taskloom.models import ModelRequest, reply
 from test_background_tools import (
     OPTIONS,
@@ -223,20 +222,17 @@ def killing_its_parent(pidfile: Path) -> str:
 
 
 @pytest.mark.slow
-async def test_a_command_that_kills_its_parent_leaves_nothing_behind(
-    pids: PidFiles, tmp_path: Path
-) -> None:
-    output = OutputCapture(100, 100, lambda: tmp_path / "spill")
+async def test_a_command_that_kills_its_parent_leaves_nothing_behind(pids: PidFiles) -> None:
     pidfile = pids.new()
-    argv = ["sh", "-c", killing_its_parent(pidfile)]
-    async with await CommandProcess.start(
-        "parent killer", argv, output=output, grace=0.2
-    ) as process:
-        command = Process(process.pid)
-        result = await process.wait(30)
+    model = run_then_wait({"command": killing_its_parent(pidfile)})
+    async with Runtime() as runtime:
+        tools = background_tools(shell=True, kill_grace=0.2)
+        session = await runtime.create_session(Agent("main", model, tools=tools))
+        await session.run("go", options=OPTIONS)
         escaped = await pids.read(pidfile, 1)
-    assert "killed by SIGKILL" in result.render()
-    assert dead([command, *escaped])
+        assert "killed by SIGKILL" in outcome(model)
+        # Dead once its end is reported, not merely when the runtime closes.
+        assert dead(escaped)
 
 
 @pytest.mark.slow
@@ -254,54 +250,70 @@ async def test_closing_the_runtime_after_a_command_killed_its_parent_leaves_noth
     assert dead(escaped)
 
 
+def _host(pidfile: Path, *args: str) -> subprocess.Popen[str]:
+    """`background_host_child.py` started on `pidfile`."""
+    return subprocess.Popen(
+        [sys.executable, str(HOST_CHILD), str(pidfile), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _ready(host: subprocess.Popen[str], pids: PidFiles) -> list[Process]:
+    """The command and the process it let escape, once the host says it is ready."""
+    line = _read_line(host, timeout=30)
+    assert line.startswith("READY "), (line, host.stderr and host.stderr.read())
+    procs = [Process(int(pid)) for pid in line.split()[1:]]
+    pids.seen.extend(procs)
+    assert len(procs) == 2 and all(p.is_running for p in procs)
+    return procs
+
+
+def _end(host: subprocess.Popen[str]) -> None:
+    if host.poll() is None:
+        host.kill()
+        host.wait()
+    for stream in (host.stdout, host.stderr):
+        if stream is not None:
+            stream.close()
+
+
+def _dead_within(procs: list[Process], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not dead(procs) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return dead(procs)
+
+
 @pytest.mark.slow
-async def test_the_command_ends_on_its_own_after_its_backstop(
-    pids: PidFiles, tmp_path: Path
-) -> None:
-    # A host that hangs (or stops reading) never asks for the end; the
-    # command's own deadline still ends it and everything it started.
-    pidfile = pids.new()
-    script = f"{setsid_sleeper(pidfile)} & exec sleep 1000"
-    output = OutputCapture(100, 100, lambda: tmp_path / "spill")
-    async with await CommandProcess.start(
-        "sleeper", ["sh", "-c", script], output=output, grace=0.2, backstop=0.3
-    ) as process:
-        procs = [Process(process.pid), *await pids.read(pidfile, 1)]
-        result = await process.wait(None)
-    assert result.status == "timed_out" and "killed by SIGTERM" in result.render()
-    assert dead(procs)
+def test_the_command_ends_on_its_own_when_its_host_hangs(pids: PidFiles) -> None:
+    # A host that hangs (or stops reading) never asks for the end; past its
+    # timeout, grace and margin the command's own deadline still ends it and
+    # everything it started.
+    host = _host(pids.new(), "2")
+    try:
+        procs = _ready(host, pids)
+        os.kill(host.pid, signal.SIGSTOP)
+        time.sleep(2.5)
+        assert all(p.is_running for p in procs)  # past its timeout: the hung host did nothing
+        assert _dead_within(procs, 20)
+    finally:
+        _end(host)
 
 
 @pytest.mark.slow
 def test_commands_die_with_a_sigkilled_host(pids: PidFiles) -> None:
     trials, survivors = 5, 0
     for trial in range(trials):
-        pidfile = pids.new()
-        host = subprocess.Popen(
-            [sys.executable, str(HOST_CHILD), str(pidfile)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        host = _host(pids.new())
         try:
-            line = _read_line(host, timeout=30)
-            assert line.startswith("READY "), (line, host.stderr and host.stderr.read())
-            procs = [Process(int(pid)) for pid in line.split()[1:]]
-            pids.seen.extend(procs)
-            assert all(p.is_running for p in procs)
+            procs = _ready(host, pids)
             os.kill(host.pid, signal.SIGKILL)
             host.wait(timeout=10)
         finally:
-            if host.poll() is None:
-                host.kill()
-                host.wait()
-            for stream in (host.stdout, host.stderr):
-                if stream is not None:
-                    stream.close()
-        deadline = time.monotonic() + 10
-        while not dead(procs) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if not dead(procs):
+            _end(host)
+        if not _dead_within(procs, 10):
             survivors += 1
         print(f"trial {trial}: command and escaped pid dead: {dead(procs)}")
     print(f"host SIGKILLed {trials} times; trials with survivors: {survivors}")

@@ -24,7 +24,6 @@ import pytest
 from barriers import set_within
 from taskloom import Agent, RunOptions, RunStatus, Runtime, ToolContext, ToolEffect, tool
 from taskloom.background import background_tools
-from taskloom.background._process import CommandProcess, OutputCapture
 from taskloom.messages import Message
 from taskloom.models import FunctionModel, ModelRequest, reply
 
@@ -644,60 +643,82 @@ async def test_invalid_commands_are_answered_in_band(runtime: Runtime) -> None:
 
 
 @pytest.mark.slow
-async def test_leaving_the_block_kills_a_command_still_running(
-    pids: PidFiles, tmp_path: Path
-) -> None:
+async def test_closing_the_runtime_kills_a_command_still_running(pids: PidFiles) -> None:
     pidfile = pids.new()
     quoted = shlex.quote(str(pidfile))
-    argv = ["sh", "-c", f"echo $$ > {quoted}; sleep 30 & echo $! >> {quoted}; wait"]
-    output = OutputCapture(100, 100, lambda: tmp_path / "spill")
-    async with await CommandProcess.start("sh", argv, output=output) as process:
-        procs = await pids.read(pidfile, 2)
-        assert procs[0].pid == process.pid and all(p.is_running for p in procs)
+    command = shlex.join(["sh", "-c", f"echo $$ > {quoted}; sleep 30 & echo $! >> {quoted}; wait"])
+    model = model_of(
+        lambda r: reply(tool_calls=[("background_run", {"command": command})]),
+        lambda r: reply("started"),
+        lambda r: reply("leaving it running"),
+    )
+    runtime = Runtime()
+    session = await runtime.create_session(Agent("main", model, tools=background_tools()))
+    await session.run("go", options=OPTIONS)
+    procs = await pids.read(pidfile, 2)
+    assert all(p.is_running for p in procs)
+    await runtime.close()
     await until(lambda: gone(procs))
 
 
-async def test_stop_returns_what_the_command_printed_so_far(tmp_path: Path) -> None:
-    argv = ["sh", "-c", "echo before; exec sleep 30"]
-    output = OutputCapture(100, 100, lambda: tmp_path / "spill")
-    async with await CommandProcess.start("sleepy", argv, output=output) as process:
-        waiting = asyncio.create_task(process.wait(None))
+async def test_stop_reports_what_the_command_printed_so_far(
+    runtime: Runtime, pids: PidFiles
+) -> None:
+    pidfile = pids.new()
+
+    async def stop_once_sleeping(request: ModelRequest) -> Any:
+        (command,) = await pids.read(pidfile, 1)
         # Once sh has exec'd the sleep, "before" is in the pipe.
-        await until(lambda: _comm(process.pid) == "sleep")
-        waiting.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await waiting
-        result = await process.stop()
-    assert result.status == "stopped" and result.exit_code == -signal.SIGTERM
-    assert result.output.render() == "before\n"
-    assert result.render().startswith("`sleepy` was stopped after ")
+        await until(lambda: _comm(command.pid) == "sleep")
+        return reply(tool_calls=[("background_stop", {"id": started(request)})])
+
+    model = model_of(
+        lambda r: reply(
+            tool_calls=[("background_run", {"command": sleeper(pidfile, "echo before; ")})]
+        ),
+        stop_once_sleeping,
+        lambda r: reply("stopped it"),
+    )
+    session = await runtime.create_session(Agent("main", model, tools=background_tools()))
+    await session.run("go", options=OPTIONS)
+
+    shown = outcome(model)
+    assert "` was stopped after " in shown and "(killed by SIGTERM)" in shown
+    assert shown.endswith("; output:\nbefore")
 
 
 # ---------------------------------------------------------------- output capture
 
 
-def test_output_capture_decodes_across_chunks_and_spills_once_past_the_caps(tmp_path: Path) -> None:
-    made: list[Path] = []
+async def test_output_cut_inside_characters_is_decoded_and_spilled_once_past_the_caps(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    # Byte by byte, so its multibyte characters reach the host split.
+    code = (
+        "import sys, time\n"
+        "for byte in 'héllo wörld'.encode():\n"
+        "    sys.stdout.buffer.write(bytes([byte])); sys.stdout.flush(); time.sleep(0.002)\n"
+    )
+    spill = tmp_path / "spill"
+    model = run_then_wait({"command": shlex.join([sys.executable, "-c", code])})
+    tools = background_tools(max_output_chars=7, spill_dir=spill)
+    session = await runtime.create_session(Agent("main", model, tools=tools))
+    await session.run("go", options=OPTIONS)
 
-    def spill_path() -> Path:
-        made.append(tmp_path / "sub" / "out.log")
-        return made[-1]
-
-    capture = OutputCapture(4, 3, spill_path)
-    data = "héllo wörld".encode()
-    for i in range(len(data)):  # byte by byte: multibyte characters arrive split
-        capture.feed(data[i : i + 1])
-    out = capture.finish()
-
-    assert (out.head, out.tail, out.total_chars) == ("héll", "rld", 11)
-    assert out.is_truncated and out.render() == "héll\n[... 4 characters omitted ...]\nrld"
-    assert made == [tmp_path / "sub" / "out.log"] and out.spill_path == made[0]
-    assert made[0].read_text(encoding="utf-8") == "héllo wörld"
+    (spilled,) = spill.iterdir()
+    assert spilled.read_text(encoding="utf-8") == "héllo wörld"
+    shown = outcome(model)
+    assert f"(11 characters, middle cut; the full output is in {spilled})" in shown
+    assert shown.endswith(":\nhél\n[... 4 characters omitted ...]\nörld")
 
 
-def test_output_capture_within_the_caps_keeps_everything_in_memory(tmp_path: Path) -> None:
-    capture = OutputCapture(4, 3, lambda: tmp_path / "never")
-    capture.feed(b"abcdefg")
-    out = capture.finish()
-    assert out.render() == "abcdefg" and not out.is_truncated and out.spill_path is None
-    assert not (tmp_path / "never").exists()
+async def test_output_within_the_caps_is_kept_whole_and_not_spilled(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    model = run_then_wait({"command": "printf abcdefg"})
+    tools = background_tools(max_output_chars=7, spill_dir=tmp_path / "spill")
+    session = await runtime.create_session(Agent("main", model, tools=tools))
+    await session.run("go", options=OPTIONS)
+
+    assert outcome(model).endswith("; output:\nabcdefg")
+    assert not (tmp_path / "spill").exists()

@@ -24,7 +24,7 @@ from cli_process import SOURCES, TESTS
 from cli_process import taskloom_cli as taskloom
 from taskloom import RunResult, RunStatus, Usage, __version__
 from taskloom.cli.render import usage_table
-from taskloom.models._resolve import split_spec
+from taskloom.models import resolve_model
 from taskloom.testing.fake_server import FakeServer
 
 
@@ -120,7 +120,8 @@ def test_a_postgres_connect_failure_names_host_port_and_cause_within_seconds(
 
 
 def test_provider_names_are_case_insensitive(server: FakeServer, tmp_path: Path) -> None:
-    assert split_spec("OpenAI:gpt-4.1") == ("openai", "gpt-4.1", None)
+    model = resolve_model("OpenAI:gpt-4.1", api_key="k")
+    assert (model.provider, model.name, model.spec) == ("openai", "gpt-4.1", "openai:gpt-4.1")
     server.script(FakeServer.reply("hello"))
     done = taskloom("run", "hi", "--model", f"OpenAI:gpt-4.1-mini@{server.base_url}", home=tmp_path)
     assert done.returncode == 0, done.stderr

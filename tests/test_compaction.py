@@ -23,29 +23,18 @@ from taskloom import (
     Runtime,
     tool,
 )
-from taskloom.entries import CompactionEntry, Entry, EntryKind, MessageEntry
+from taskloom.entries import CompactionEntry, EntryKind
 from taskloom.errors import ConfigurationError
-from taskloom.log import SUMMARY_HEADING, SessionLog, message_chars
-from taskloom.loop import (
-    NO_OBSERVER,
-    SUMMARY_PROMPT,
-    RunPorts,
-    RunScope,
-    UsageMeter,
-    new_run_id,
-)
-from taskloom.loop._ask import ModelAsker
-from taskloom.loop._compact import ContextEstimate, cut_index_to_fit, render_for_summary
-from taskloom.loop._output import FinalOutput
-from taskloom.loop._request import Requests
-from taskloom.loop._scope import RunCounters
+from taskloom.log import summary_message
+from taskloom.loop import SUMMARY_PROMPT, ContextEstimate
 from taskloom.messages import Message, TextBlock, ToolCall, ToolResult, Usage
-from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, known_context_window, reply
-from taskloom.runtime import SessionModel, SessionTools
+from taskloom.models import FunctionModel, ModelRequest, known_context_window, reply
 from taskloom.testing.fake_server import FakeServer
 
 WINDOW = 2000
 RESULT = "x" * 792 + " result"  # ~200 tokens
+SUMMARY_HEADING = summary_message("").text.strip()
+"""What the turn standing for the compacted part of a conversation starts with."""
 
 
 def strict_tokens(request: ModelRequest) -> int:
@@ -155,36 +144,58 @@ async def test_no_policy_means_no_compaction_and_the_whole_log_is_sent() -> None
     assert model.summaries == 0 and model.largest > WINDOW
 
 
-def test_cut_never_separates_a_turn_from_its_results() -> None:
-    log = SessionLog()
-    from taskloom.entries import Entry, MessageEntry
+@pytest.mark.parametrize("keep", range(1, 15))
+async def test_a_cut_never_separates_a_turn_from_its_results(keep: int) -> None:
+    # A request the provider refuses as too long is compacted as late as
+    # needs be, keeping as little as one turn: never inside a turn.
+    sent: list[list[Message]] = []
 
-    def add(message: Message) -> None:
-        log.apply(Entry.of(MessageEntry(message)).placed(log.position + 1))
+    def model(request: ModelRequest) -> Any:
+        if request.system == SUMMARY_PROMPT:
+            return reply("what was fetched")
+        sent.append(list(request.messages))
+        if len(sent) <= 5:
+            return reply(tool_calls=[("fetch", {"n": len(sent)})])
+        if len(sent) == 7:
+            raise ContextWindowExceeded("prompt is too long", provider="test")
+        return reply("done")
 
-    add(Message.user("go"))
-    for n in range(5):
-        add(Message.assistant(tool_calls=[ToolCall(f"c{n}", "fetch", {"n": n})]))
-        add(Message.tool_results([ToolResult(f"c{n}", "r", tool_name="fetch")]))
-    add(Message.assistant("done"))
-    for keep in range(1, len(log.messages)):
-        cut = cut_index_to_fit(log, keep)
-        assert cut is not None
-        assert log.messages[cut].role != "tool"
-        before = log.messages[cut - 1]
-        assert not (before.role == "assistant" and before.tool_calls)
+    agent = Agent("r", FunctionModel(model), tools=[fetch], compaction=Compaction(keep_recent=keep))
+    session = await Runtime().create_session(agent)
+    assert (await session.run("go")).text == "done"
+    result = await session.run("again")
+    assert result.status is RunStatus.COMPLETED and result.text == "done"
+    assert len([e for e in await session.entries() if e.kind == EntryKind.COMPACTION]) == 1
+    refused, retried = sent[-2:]
+    kept = [m for m in retried if SUMMARY_HEADING not in m.text]
+    assert len(refused) == 13 and 0 < len(kept) < len(refused)
+    assert kept == refused[-len(kept) :] and pairing_problems(retried) == []
 
 
-def test_render_for_summary_folds_the_previous_summary_and_caps_length() -> None:
-    messages = [
-        Message.user("find x"),
-        Message.assistant(tool_calls=[ToolCall("c", "fetch", {"n": 1})]),
-        Message.tool_results([ToolResult("c", "found x=42", tool_name="fetch")]),
-    ]
-    text = render_for_summary(messages, "earlier: asked about y")
-    assert "earlier: asked about y" in text and "found x=42" in text and "fetch(" in text
-    capped = render_for_summary(messages * 100, None, limit=500)
-    assert len(capped) < 600 and "too long" in capped
+async def test_the_summarizer_reads_the_turns_and_the_last_summary_within_half_the_window() -> None:
+    asked: list[str] = []
+
+    def summarize(request: ModelRequest) -> Any:
+        asked.append(request.messages[0].text)
+        return reply(f"summary {len(asked)}: found x=42")
+
+    model = LongModel(rounds=40)
+    agent = Agent(
+        "r",
+        FunctionModel(model),
+        tools=[fetch],
+        settings=ModelSettings(context_window=WINDOW),
+        compaction=Compaction(keep_recent=2, summarizer=FunctionModel(summarize)),
+    )
+    result = await agent.run("go")
+    assert result.status is RunStatus.COMPLETED and len(asked) >= 2
+    assert "fetch(" in asked[0] and RESULT in asked[0]
+    for earlier, text in enumerate(asked[1:], start=1):
+        assert f"summary {earlier}: found x=42" in text  # folded in, not lost
+    # The summarizer's own request must fit: half the window, at the
+    # provider's 4 characters a token, and a line saying what was left out.
+    assert any("too long" in text for text in asked)
+    assert max(len(text) for text in asked) < WINDOW * 4 // 2 + 200
 
 
 def test_estimate_is_calibrated_by_the_last_exact_count() -> None:
@@ -421,7 +432,8 @@ async def test_a_summarizer_that_never_answers_times_out_and_the_oldest_turns_ar
 
 
 def _request_chars(request: ModelRequest) -> int:
-    return len(request.system or "") + sum(message_chars(m) for m in request.messages)
+    """The characters of a request of text turns only: its instructions and messages."""
+    return len(request.system or "") + sum(len(m.text) for m in request.messages)
 
 
 def _largest_summary_chars(tokens: int) -> int:
@@ -461,42 +473,50 @@ async def test_an_oversized_summary_is_cut_to_its_budget_and_says_so() -> None:
 async def test_compaction_never_makes_the_request_larger(
     summary_chars: int, message_chars_each: int
 ) -> None:
+    sent: list[ModelRequest] = []
+
+    def answer(request: ModelRequest) -> Any:
+        sent.append(request)
+        # No count of its own: the loop estimates 4 characters a token.
+        return reply("m" * message_chars_each, usage=Usage(0, 1))
+
+    instructions = "Be brief."
+    window = int((len(instructions) + 6 * message_chars_each) / 4 / 0.8)  # ~6 messages
     summarizer = FunctionModel(lambda request: reply("s" * summary_chars))
     agent = Agent(
         "r",
-        ScriptedModel([]),
-        "Be brief.",
-        settings=ModelSettings(context_window=100_000),
+        FunctionModel(answer),
+        instructions,
+        settings=ModelSettings(context_window=window),
         compaction=Compaction(keep_recent=2, summarizer=summarizer),
     )
-    runtime = Runtime()
-    session = await runtime.create_session(agent)
-    journal = session.journal
-    models = SessionModel(runtime, agent, journal)
-    tools = SessionTools(runtime, agent)
-    ports = RunPorts(journal, models, tools, runtime.background, runtime.budgets, NO_OBSERVER)
-    options = RunOptions()
-    asker = ModelAsker(
-        RunScope(session.id, new_run_id()), RunCounters(UsageMeter()), options, options.bind()
-    )
-    requests = Requests(agent, ports, FinalOutput(agent), asker)
-    compactor = requests.compactor
-    assert compactor is not None
+    session = await Runtime().create_session(agent)
+    finished: list[CompactionFinished] = []
 
-    async def add(n: int) -> None:
-        for i in range(n):
-            message = (Message.user if i % 2 == 0 else Message.assistant)("m" * message_chars_each)
-            await journal.append(Entry.of(MessageEntry(message)), message)
+    def emit(event: object) -> None:
+        if isinstance(event, CompactionFinished):
+            finished.append(event)
 
-    for _ in range(3):  # the second and third compact on top of a summary
-        await add(6)
-        before = _request_chars(requests.build(models.model, None))
-        compacted = await compactor.compact()
-        after = _request_chars(requests.build(models.model, None))
+    compactions = 0
+    for _ in range(12):  # the later ones compact on top of a summary
+        finished.clear()
+        last = sent[-1] if sent else None
+        await session.run("m" * message_chars_each, emit=emit)
+        if not finished:
+            continue
+        assert last is not None
+        (compaction,) = finished
+        # Before: the last request, its answer and this run's prompt.
+        before = _request_chars(last) + 2 * message_chars_each
+        after = _request_chars(sent[-1])
         assert after <= before, (before, after)
-        assert compacted
         # The estimate the loop decides by counts what the request holds.
-        assert compactor.request_chars() == after + compactor.tools_chars
+        assert (compaction.tokens_before, compaction.tokens_after) == (
+            int(before / 4) + 1,
+            int(after / 4) + 1,
+        )
+        compactions += 1
+    assert compactions >= 3
 
 
 class ManyRounds:

@@ -5,32 +5,41 @@ is closed when `asyncio.run` ends."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import tracemalloc
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
 
 from taskloom import Agent, RunStatus, Runtime, ToolContext, tool
 from taskloom.background import BackgroundService
 from taskloom.delegation import SubAgent
+from taskloom.errors import SessionNotFound
 from taskloom.models import ScriptedModel, reply
-from taskloom.runtime import default_runtime
+from taskloom.runtime import default_runtime, session_lease_key
 
 
-def _held(rt: Runtime) -> dict[str, int]:
-    """What the runtime's memory store and leases still hold."""
-    store: Any = rt.store
-    return {
-        "sessions": len(store._meta),
-        "logs": len(store._logs),
-        "children": len(store._children),
-        "lease generations": len(store.leases._generations),
-        "leases": len(store.leases._leases),
-    }
+@pytest.fixture
+def traced() -> Iterator[None]:
+    tracemalloc.start()
+    yield
+    tracemalloc.stop()
 
 
-def _empty() -> dict[str, int]:
-    return dict.fromkeys(("sessions", "logs", "children", "lease generations", "leases"), 0)
+def _held_by_backends() -> int:
+    """Bytes that taskloom's backends (the stores, leases, registries and
+    inboxes) allocated and still hold."""
+    gc.collect()
+    kept = tracemalloc.take_snapshot().filter_traces(
+        [tracemalloc.Filter(True, "*/taskloom/backends/*")]
+    )
+    return sum(stat.size for stat in kept.statistics("filename"))
 
 
-async def test_runs_of_one_loop_share_its_default_runtime_and_leave_nothing_behind() -> None:
+async def test_runs_of_one_loop_share_its_default_runtime_and_leave_nothing_behind(
+    traced: None,
+) -> None:
     seen: list[Runtime] = []
 
     @tool(blocking=False)
@@ -40,25 +49,35 @@ async def test_runs_of_one_loop_share_its_default_runtime_and_leave_nothing_behi
         return "noted"
 
     agent = Agent(
-        "a", ScriptedModel([reply(tool_calls=[("where", {})]), reply("ok")] * 50), tools=[where]
+        "a", ScriptedModel([reply(tool_calls=[("where", {})]), reply("ok")] * 55), tools=[where]
     )
+    for _ in range(5):  # what a process sets up once is not a run's
+        await agent.run("go")
+    before = _held_by_backends()
     for _ in range(50):
         result = await agent.run("go")
         assert result.status is RunStatus.COMPLETED
     rt = default_runtime()
-    assert len(seen) == 50 and all(r is rt for r in seen)
-    assert _held(rt) == _empty()
+    assert len(seen) == 55 and all(r is rt for r in seen)
+    assert await rt.store.list() == []
+    # A session a run left behind holds a few hundred bytes: fifty, far more.
+    assert _held_by_backends() - before < 1_000
 
 
-async def test_a_run_that_delegated_forgets_its_children_too() -> None:
-    child = SubAgent("helper", "Helps.", ScriptedModel([reply("helped")] * 3), "Help.")
-    lead = ScriptedModel(
-        [reply(tool_calls=[("helper", {"task": "t1"}), ("helper", {"task": "t2"})]), reply("done")]
-    )
-    rt = default_runtime()
-    result = await Agent("lead", lead, tools=[child]).run("go")
-    assert result.status is RunStatus.COMPLETED and result.text == "done"
-    assert _held(rt) == _empty()
+async def test_a_run_that_delegated_forgets_its_children_too(traced: None) -> None:
+    child = SubAgent("helper", "Helps.", ScriptedModel([reply("helped")] * 22), "Help.")
+    turns = [
+        reply(tool_calls=[("helper", {"task": "t1"}), ("helper", {"task": "t2"})]),
+        reply("done"),
+    ]
+    lead = Agent("lead", ScriptedModel(turns * 11), tools=[child])
+    await lead.run("go")
+    before = _held_by_backends()
+    for _ in range(10):
+        result = await lead.run("go")
+        assert result.status is RunStatus.COMPLETED and result.text == "done"
+    assert await default_runtime().store.list() == []
+    assert _held_by_backends() - before < 1_000
 
 
 async def test_a_session_is_kept_while_work_it_started_still_runs() -> None:
@@ -81,16 +100,23 @@ async def test_a_session_is_kept_while_work_it_started_still_runs() -> None:
     rt = default_runtime()
     result = await Agent("a", model, tools=[launch]).run("go")
     assert result.status is RunStatus.COMPLETED and started
-    assert _held(rt)["sessions"] == 1  # its work still runs: nothing is lost under it
-    task = BackgroundService.of(rt).task_for(result.session_id, started[0])
+    sid = result.session_id
+    # Its work still runs: nothing is lost under it.
+    assert [meta.id for meta in await rt.store.list()] == [sid]
+    task = BackgroundService.of(rt).task_for(sid, started[0])
     assert task is not None
     release.set()
     await task
     for _ in range(20):  # the forgetting task runs once the work's task is done
-        if _held(rt) == _empty():
+        if not await rt.store.list():
             break
         await asyncio.sleep(0)
-    assert _held(rt) == _empty()
+    assert await rt.store.list() == []
+    with pytest.raises(SessionNotFound):
+        await rt.store.load(sid)
+    leases: Any = rt.store.leases  # the default runtime's memory leases
+    key = session_lease_key(sid)
+    assert leases.generation(key) == 0 and await leases.current(key) is None
 
 
 def test_each_asyncio_run_gets_its_own_default_runtime_closed_at_its_end() -> None:

@@ -5,16 +5,19 @@ made unimportable (`sys.modules[name] = None`)."""
 
 from __future__ import annotations
 
+import functools
+import re
 import subprocess
 import sys
 import textwrap
 import tomllib
+from importlib.metadata import packages_distributions
 from pathlib import Path
 
 import pytest
 
 from cli_process import SOURCES, TESTS, taskloom_cli
-from taskloom._extras import EXTRAS
+from taskloom.cli import main
 
 FROM_A_CLONE = "pip install -e '.[{extra}]'"
 ONCE_PUBLISHED = "pip install 'taskloom[{extra}]'"
@@ -95,7 +98,52 @@ def test_the_command_names_the_missing_extra(
     assert "install the package that provides" not in hint
 
 
-def test_the_extras_table_covers_every_extra_of_pyproject() -> None:
+def _normalized(distribution: str) -> str:
+    return re.sub(r"[-_.]+", "-", distribution).lower()
+
+
+@functools.cache
+def _installed_modules() -> dict[str, list[str]]:
+    """The top-level modules of every installed distribution, by its normalized name."""
+    modules: dict[str, list[str]] = {}
+    for module, distributions in packages_distributions().items():
+        for distribution in distributions:
+            modules.setdefault(_normalized(distribution), []).append(module)
+    return modules
+
+
+def _modules_of(requirement: str) -> list[str]:
+    """The top-level modules the installed distribution `requirement` names brings."""
+    distribution = re.split(r"[\s\[<>=~!;]", requirement, maxsplit=1)[0]
+    return sorted(_installed_modules().get(_normalized(distribution), []))
+
+
+def test_every_extra_of_pyproject_is_named_for_a_module_it_brings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A host's module that needs one the environment lacks: the command says
+    # which extra brings it, whichever extra that is.
     pyproject = tomllib.loads((SOURCES.parent / "pyproject.toml").read_text())
-    declared = set(pyproject["project"]["optional-dependencies"])
-    assert set(EXTRAS) == declared - {"dev", "docs"}
+    extras = pyproject["project"]["optional-dependencies"]
+    monkeypatch.setenv("TASKLOOM_HOME", str(tmp_path / "home"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    named: set[str] = set()
+    for extra, requirements in extras.items():
+        if extra in ("dev", "docs"):
+            continue
+        for requirement in requirements:
+            if requirement.startswith("taskloom["):
+                continue  # another extra's requirements, checked as that extra's
+            modules = _modules_of(requirement)
+            assert modules, f"{requirement} (the {extra} extra) is not installed"
+            for module in modules:
+                host = f"host_needing_{module}"
+                (tmp_path / f"{host}.py").write_text(
+                    f"raise ModuleNotFoundError(name={module!r})\n"
+                )
+                assert main(["sessions", "list", "--app", f"{host}:app"]) == 2
+                error = capsys.readouterr().err
+                assert f"no module named {module!r}" in error, error
+                _says_install(error, extra)
+                named.add(extra)
+    assert named == set(extras) - {"dev", "docs"}

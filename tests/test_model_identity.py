@@ -9,32 +9,30 @@ the model really sends.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
 import pytest
 
+import taskloom.models
 from taskloom import Agent, RunOptions, Runtime
 from taskloom.errors import ConfigurationError, TransportError
 from taskloom.messages import Message
-from taskloom.models import ModelRequest, RetryPolicy, ToolSpec, resolve_model
-from taskloom.models._resolve import PRESETS
+from taskloom.models import PRESETS, ModelRequest, RetryPolicy, ToolSpec, resolve_model
 from taskloom.testing.fake_server import FakeServer
 
 ADAPTERS = {
-    "openai": ("openai_chat", "OpenAIChatModel", "https://api.openai.com/v1"),
-    "openai-responses": ("openai_responses", "OpenAIResponsesModel", "https://api.openai.com/v1"),
-    "anthropic": ("anthropic", "AnthropicModel", "https://api.anthropic.com"),
-    "google": ("gemini", "GeminiModel", "https://generativelanguage.googleapis.com/v1beta"),
+    "openai": ("OpenAIChatModel", "https://api.openai.com/v1"),
+    "openai-responses": ("OpenAIResponsesModel", "https://api.openai.com/v1"),
+    "anthropic": ("AnthropicModel", "https://api.anthropic.com"),
+    "google": ("GeminiModel", "https://generativelanguage.googleapis.com/v1beta"),
 }
 SECRET = "pw-not-for-logs"
 
 
 def adapter_class(prefix: str) -> Any:
-    module_name, class_name, _ = ADAPTERS[prefix]
-    return getattr(importlib.import_module(f"taskloom.models._{module_name}"), class_name)
+    return getattr(taskloom.models, ADAPTERS[prefix][0])
 
 
 def same_model(a: Any, b: Any) -> bool:
@@ -56,7 +54,7 @@ def no_base_url_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
 )
 def test_spec_round_trips_with_its_base_url(prefix: str, base_url: str | None) -> None:
     model = adapter_class(prefix)("some-model", api_key="k", base_url=base_url)
-    default = ADAPTERS[prefix][2]
+    default = ADAPTERS[prefix][1]
     assert model.base_url == (base_url or default)
     expected = f"{prefix}:some-model" + (f"@{base_url}" if base_url else "")
     assert model.spec == expected

@@ -9,7 +9,6 @@ error's text, the log or the logs.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,13 +17,13 @@ from typing import Any
 import httpx2
 import pytest
 
+import taskloom.models
 from taskloom import Agent, RetryAttempt, RunOptions, RunStatus, Runtime
 from taskloom.entries import RunFinishedEntry
 from taskloom.errors import AuthenticationError, ConfigurationError
 from taskloom.events import Event
 from taskloom.messages import Message
-from taskloom.models import ModelRequest, RetryPolicy, resolve_model
-from taskloom.models._resolve import PRESETS
+from taskloom.models import PRESETS, ModelRequest, RetryPolicy, resolve_model
 from taskloom.stores import SQLiteStore
 from taskloom.testing.fake_server import FakeServer
 
@@ -37,10 +36,10 @@ ENV_KEYS = {
 }
 AUTH_HEADERS = ("authorization", "x-api-key", "x-goog-api-key")
 ADAPTERS = {
-    "openai": ("openai_chat", "OpenAIChatModel"),
-    "openai-responses": ("openai_responses", "OpenAIResponsesModel"),
-    "anthropic": ("anthropic", "AnthropicModel"),
-    "google": ("gemini", "GeminiModel"),
+    "openai": "OpenAIChatModel",
+    "openai-responses": "OpenAIResponsesModel",
+    "anthropic": "AnthropicModel",
+    "google": "GeminiModel",
 }
 PREFIXES = ["openai-responses", "anthropic", "google", *PRESETS]
 HOME_VARIABLE = {"anthropic": "ANTHROPIC_API_KEY", "google": "GOOGLE_API_KEY"}
@@ -107,8 +106,7 @@ async def test_base_url_from_the_environment_gets_no_environment_key(
 async def test_adapters_built_directly_send_no_environment_key_elsewhere(
     server: FakeServer, prefix: str
 ) -> None:
-    module_name, class_name = ADAPTERS[prefix]
-    cls = getattr(importlib.import_module(f"taskloom.models._{module_name}"), class_name)
+    cls = getattr(taskloom.models, ADAPTERS[prefix])
     await ask(cls("m", base_url=loopback(prefix, server)))
     assert auth_of(server) == {}
 

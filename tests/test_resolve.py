@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
-import types
 from typing import Any
 
 import httpx2
 import pytest
 
-from taskloom.errors import ConfigurationError
+import taskloom.models
+from cli_process import SOURCES
+from taskloom.errors import ConfigurationError, ProviderError
 from taskloom.messages import Message
-from taskloom.models import ModelRequest, OpenAIChatModel, resolve_model
-from taskloom.models._resolve import PREFIXES, PRESETS, resolve, split_spec
+from taskloom.models import PRESETS, ModelRequest, OpenAIChatModel, resolve_model
 from taskloom.testing import RecordingTransport
 from taskloom.testing.transport import SentRequest
 
@@ -53,13 +54,13 @@ async def sent(spec: str, **options: Any) -> SentRequest:
 
     server = RecordingTransport(answer)
     options.setdefault("stream", False)
-    model = resolve(spec, http_client=server.client(), **options)
+    model = resolve_model(spec, http_client=server.client(), **options)
     await model.request(ModelRequest(messages=[Message.user("hi")]))
     return server.requests[0]
 
 
 def chat(spec: str, **options: Any) -> OpenAIChatModel:
-    model = resolve(spec, **options)
+    model = resolve_model(spec, **options)
     assert isinstance(model, OpenAIChatModel)
     return model
 
@@ -78,13 +79,13 @@ def test_openai_is_chat_completions_with_the_openai_key(monkeypatch: pytest.Monk
 
 def test_openai_without_a_key_names_the_variable() -> None:
     with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
-        resolve("openai:gpt-4o")
+        resolve_model("openai:gpt-4o")
 
 
 async def test_openai_at_a_base_url_needs_no_key_and_never_sends_the_openai_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    model = resolve("openai:my-model@http://127.0.0.1:8000/v1/")
+    model = resolve_model("openai:my-model@http://127.0.0.1:8000/v1/")
     assert isinstance(model, OpenAIChatModel)
     assert (model.name, model.base_url, model.provider) == (
         "my-model",
@@ -103,15 +104,19 @@ async def test_openai_at_a_base_url_needs_no_key_and_never_sends_the_openai_one(
     assert named.headers["authorization"] == "Bearer sk-named"
 
 
+def test_the_presets_table_is_the_one_checked_here() -> None:
+    assert list(PRESETS) == ["openai", *PRESET_DEFAULTS]  # `openai` first, as resolve reads it
+
+
 @pytest.mark.parametrize("name", sorted(PRESET_DEFAULTS))
 def test_presets_reach_their_default_servers(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     base_url, key_env, required = PRESET_DEFAULTS[name]
     if required:
         assert key_env is not None
         with pytest.raises(ConfigurationError, match=key_env):
-            resolve(f"{name}:some-model")
+            resolve_model(f"{name}:some-model")
         monkeypatch.setenv(key_env, "sk-preset")
-    model = resolve(f"{name}:some-model")
+    model = resolve_model(f"{name}:some-model")
     assert isinstance(model, OpenAIChatModel)
     assert (model.provider, model.name, model.base_url) == (name, "some-model", base_url)
     assert model.spec == f"{name}:some-model"
@@ -151,14 +156,16 @@ async def test_optional_keys_are_sent_when_set(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_model_names_may_contain_colons_and_at_signs() -> None:
-    model = resolve("ollama:qwen3:8b")
+    model = resolve_model("ollama:qwen3:8b")
     assert (model.name, model.provider) == ("qwen3:8b", "ollama")
-    assert split_spec("vllm:org/model@v2@http://127.0.0.1:9/v1") == (
-        "vllm",
-        "org/model@v2",
-        "http://127.0.0.1:9/v1",
+    at = chat("vllm:org/model@v2@http://127.0.0.1:9/v1")
+    assert (at.provider, at.name, at.base_url) == ("vllm", "org/model@v2", "http://127.0.0.1:9/v1")
+    plain = chat("openai:gpt-4o", api_key="k")
+    assert (plain.provider, plain.name, plain.base_url) == (
+        "openai",
+        "gpt-4o",
+        "https://api.openai.com/v1",
     )
-    assert split_spec("openai:gpt-4o") == ("openai", "gpt-4o", None)
 
 
 @pytest.mark.parametrize(
@@ -195,68 +202,89 @@ async def test_options_reach_the_adapter() -> None:
 )
 def test_bad_specs_list_the_known_prefixes_or_name_the_problem(spec: str) -> None:
     with pytest.raises(ConfigurationError) as info:
-        resolve(spec)
+        resolve_model(spec)
     message = str(info.value)
     if spec in ("openai:", "openai:@http://127.0.0.1/v1"):
         assert "names no model" in message
     else:
-        for prefix in ("openai", "openai-responses", "anthropic", "google", "vertex", "deepseek"):
+        for prefix in ("openai", "openai-responses", "anthropic", "google", "vertex", *PRESETS):
             assert prefix in message
-    assert set(PREFIXES) >= {"openai", "openai-responses", "anthropic", *PRESET_DEFAULTS}
+
+
+KEY_HEADERS = {
+    "openai-responses": ("authorization", "Bearer k"),
+    "anthropic": ("x-api-key", "k"),
+    "google": ("x-goog-api-key", "k"),
+}
 
 
 @pytest.mark.parametrize(
-    ("prefix", "module_name", "class_name"),
+    ("prefix", "class_name"),
     [
-        ("openai-responses", "taskloom.models._openai_responses", "OpenAIResponsesModel"),
-        ("anthropic", "taskloom.models._anthropic", "AnthropicModel"),
-        ("google", "taskloom.models._gemini", "GeminiModel"),
+        ("openai-responses", "OpenAIResponsesModel"),
+        ("anthropic", "AnthropicModel"),
+        ("google", "GeminiModel"),
     ],
 )
-def test_other_wire_apis_are_imported_lazily_and_get_the_options(
-    prefix: str, module_name: str, class_name: str, monkeypatch: pytest.MonkeyPatch
+async def test_other_wire_apis_get_the_model_the_server_and_the_options(
+    prefix: str, class_name: str
 ) -> None:
-    made: list[tuple[str, dict[str, Any]]] = []
+    server = RecordingTransport(default=RecordingTransport.json({"error": "no"}, status=400))
+    model = resolve_model(
+        f"{prefix}:the-model@http://127.0.0.1:9/v1", api_key="k", http_client=server.client()
+    )
+    assert type(model) is getattr(taskloom.models, class_name)
+    assert (model.name, model.base_url) == ("the-model", "http://127.0.0.1:9/v1")
+    with pytest.raises(ProviderError):
+        await model.request(ModelRequest(messages=[Message.user("hi")]))
+    (request,) = server.requests
+    header, value = KEY_HEADERS[prefix]
+    assert (
+        str(request.url).startswith("http://127.0.0.1:9/v1/") and request.headers[header] == value
+    )
+    assert "the-model" in str(request.url) + request.content.decode()
+    home = resolve_model(f"{prefix}:the-model", api_key="k")
+    assert type(home) is type(model) and home.base_url != model.base_url
 
-    class Fake:
-        def __init__(self, model_name: str, **options: Any) -> None:
-            made.append((model_name, options))
 
-    module = types.ModuleType(module_name)
-    setattr(module, class_name, Fake)
-    monkeypatch.setitem(sys.modules, module_name, module)
-    model = resolve(f"{prefix}:the-model", api_key="k")
-    assert isinstance(model, Fake)
-    at = resolve(f"{prefix}:other@http://127.0.0.1:9/v1")
-    assert isinstance(at, Fake)
-    assert made == [
-        ("the-model", {"api_key": "k"}),
-        ("other", {"base_url": "http://127.0.0.1:9/v1"}),
-    ]
+def test_a_spec_loads_only_its_own_wire_api() -> None:
+    code = (
+        "import sys\n"
+        "from taskloom.models import resolve_model\n"
+        "resolve_model('openai:m@http://127.0.0.1:9/v1')\n"
+        "print(sorted(n for n in sys.modules for api in ('anthropic', 'gemini', 'responses')"
+        " if api in n))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": str(SOURCES), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
-def test_vertex_is_gemini_on_vertex_ai_with_its_own_options(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    made: list[tuple[str, dict[str, Any]]] = []
-
-    class Fake:
-        @classmethod
-        def vertex(cls, model_name: str, **options: Any) -> Fake:
-            made.append((model_name, options))
-            return cls()
-
-    module = types.ModuleType("taskloom.models._gemini")
-    module.GeminiModel = Fake  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "taskloom.models._gemini", module)
-    assert isinstance(resolve("vertex:gemini-2.5-flash", project="p", token="t"), Fake)
-    assert isinstance(resolve("vertex:g@https://proxy.example/v1beta1", token="t"), Fake)
-    assert made == [
-        ("gemini-2.5-flash", {"project": "p", "token": "t"}),
-        ("g", {"token": "t", "base_url": "https://proxy.example/v1beta1"}),
-    ]
+async def test_vertex_is_gemini_on_vertex_ai_with_its_own_options() -> None:
+    model = resolve_model("vertex:gemini-2.5-flash", project="p", token="t")
+    assert type(model) is taskloom.models.GeminiModel
+    assert (model.name, model.provider) == ("gemini-2.5-flash", "vertex")
+    assert model.base_url == (
+        "https://aiplatform.googleapis.com/v1beta1/projects/p/locations/global/publishers/google"
+    )
+    server = RecordingTransport(default=RecordingTransport.json({"error": "no"}, status=400))
+    at = resolve_model(
+        "vertex:g@https://proxy.example/v1beta1", token="t", http_client=server.client()
+    )
+    assert (at.name, at.provider, at.base_url) == ("g", "vertex", "https://proxy.example/v1beta1")
+    with pytest.raises(ProviderError):
+        await at.request(ModelRequest(messages=[Message.user("hi")]))
+    (request,) = server.requests
+    assert str(request.url).startswith("https://proxy.example/v1beta1/models/g:")
+    assert request.headers["authorization"] == "Bearer t"
 
 
 def test_resolve_model_passes_models_through() -> None:
-    model = resolve("lmstudio:m")
+    model = resolve_model("lmstudio:m")
     assert resolve_model(model) is model

@@ -29,7 +29,6 @@ from taskloom.delegation import (
     child_status,
     console_tools,
 )
-from taskloom.delegation._spawner import SPAWN_TOOL
 from taskloom.errors import StaleLeaseError
 from taskloom.models import FunctionModel, ScriptedModel, reply
 from taskloom.stores import MemoryStore
@@ -57,7 +56,8 @@ def worker_model(name: str = "small") -> FunctionModel:
 
 
 def spawn(**args: Any) -> tuple[str, dict[str, Any]]:
-    return (SPAWN_TOOL, args)
+    """A call of the spawn tool by its default name."""
+    return ("spawn_agent", args)
 
 
 async def run_lead(

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from taskloom.backends.sqlite import SQLiteDatabase, immediate
-from taskloom.backends.sqlite._database import CHECKPOINT_EVERY
 from taskloom.errors import StoreUnavailable
 
 
@@ -142,7 +141,7 @@ async def test_the_log_is_checkpointed_although_no_commit_does_it(tmp_path: Path
             lambda conn: conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
         )
         assert autocheckpoint == 0  # so no commit on the caller's thread checkpoints
-        for _ in range(8 * CHECKPOINT_EVERY):  # about 8 MB through the log
+        for _ in range(2048):  # about 8 MB through the log
 
             def insert(conn: sqlite3.Connection) -> None:
                 with immediate(conn):

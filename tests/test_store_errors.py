@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
-from taskloom.backends.postgres._bounds import CANCEL_TIMEOUT, Watchdog
+from taskloom.backends.postgres import PostgresDatabase
 from taskloom.errors import StoreError, StoreUnavailable
 from taskloom.stores import Entry, PostgresStore, SessionMeta, SQLiteStore
 
@@ -142,43 +142,56 @@ async def test_a_callers_timeout_cancels_the_statement_on_the_server(
 # -- the client-side bound --------------------------------------------------------
 
 
-async def test_the_watchdog_cancels_again_when_its_first_cancel_is_spent() -> None:
+@pytest.fixture
+async def bounded(pg_schema: str) -> AsyncIterator[PostgresDatabase]:  # noqa: F811
+    """A database whose connections may be used for 0.05 + 2 seconds, its pool open."""
+    db = PostgresDatabase(PG_DSN, schema=pg_schema, statement_timeout=0.05)
+    async with db.connection():
+        pass
+    yield db
+    await db.close()
+
+
+@requires_postgres
+async def test_the_bound_cancels_again_when_its_first_cancel_is_spent(
+    bounded: PostgresDatabase,
+) -> None:
     # psycopg answers a cancel with cleanup that may itself wait on a silent
     # server: one cancel is not enough to bound the block.
     started = time.monotonic()
-    watchdog = Watchdog(0.05)
     cleanups_interrupted = 0
-    try:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            try:
-                await asyncio.sleep(30)  # a cleanup that would wait forever
-            except asyncio.CancelledError:
-                cleanups_interrupted += 1
-                raise
-            raise
-    except asyncio.CancelledError:
-        assert watchdog.stop()  # the watchdog's own cancellation, and only its own
+    with pytest.raises(StoreUnavailable, match=r"did not answer within 2\.05 s"):
+        async with asyncio.timeout(30):  # only so a regression cannot hang the suite
+            async with bounded.connection():
+                try:
+                    await asyncio.sleep(30)
+                except asyncio.CancelledError:
+                    try:
+                        await asyncio.sleep(30)  # a cleanup that would wait forever
+                    except asyncio.CancelledError:
+                        cleanups_interrupted += 1
+                        raise
+                    raise
+    elapsed = time.monotonic() - started
+    print(f"the bounded use ended after {elapsed:.2f}s")
     assert cleanups_interrupted == 1
-    assert time.monotonic() - started < 0.05 + CANCEL_TIMEOUT + 1
+    assert elapsed < 2.05 + 1 + 1  # the bound, then a second cancel about a second later
     task = asyncio.current_task()
-    assert task is not None and task.cancelling() == 0
+    assert task is not None and task.cancelling() == 0  # its own cancels withdrawn
 
 
-async def test_the_watchdog_leaves_an_outer_timeout_its_own_timeout_error() -> None:
+@requires_postgres
+async def test_the_bound_leaves_an_outer_timeout_its_own_timeout_error(
+    bounded: PostgresDatabase,
+) -> None:
     with pytest.raises(TimeoutError):
-        async with asyncio.timeout(0.1):
-            watchdog = Watchdog(0.02)
-            try:
+        async with asyncio.timeout(2.3):
+            async with bounded.connection():
                 try:
                     await asyncio.sleep(30)
                 except asyncio.CancelledError:
                     await asyncio.sleep(30)  # interrupted by the outer timeout
                     raise
-            except asyncio.CancelledError:
-                assert not watchdog.stop()  # someone else cancelled too: not ours to keep
-                raise
 
 
 # -- SQLite ------------------------------------------------------------------------

@@ -110,17 +110,18 @@ async def test_postgres_corrupt_entry_names_session_and_position(
         await store.close()
 
 
-def test_dump_json_refuses_what_it_cannot_store_with_a_value_error() -> None:
-    from taskloom.backends._sql import dump_json
-
-    deep: list[object] = []
-    for _ in range(10_000):
-        deep = [deep]
-    with pytest.raises(ValueError, match="nested"):
-        dump_json({"x": deep})
-    with pytest.raises(ValueError, match="cannot store"):
-        dump_json({"x": float("nan")})
-    assert dump_json({"s": "\ud800\x00"}) == '{"s":"\\ud800\\u0000"}'
+async def test_sqlite_keeps_every_string_as_ascii_json(tmp_path: Path) -> None:
+    # Escaped, a lone surrogate and a NUL fit a column of UTF-8 text.
+    store = SQLiteStore(tmp_path / "t.db")
+    try:
+        await store.create(SessionMeta("s1", "agent"))
+        await store.append("s1", Entry("note", {"s": "\ud800\x00"}))
+        with sqlite3.connect(tmp_path / "t.db") as conn:
+            (stored,) = conn.execute("SELECT data FROM taskloom_entries").fetchone()
+        assert stored == '{"s":"\\ud800\\u0000"}'
+        assert [e.data for e in await store.load("s1")] == [{"s": "\ud800\x00"}]
+    finally:
+        await store.close()
 
 
 async def test_an_entry_without_its_kinds_shape_names_the_session_and_position() -> None:

@@ -98,8 +98,18 @@ async def test_strings_text_columns_could_not_hold_round_trip(durable: SessionSt
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 async def test_non_json_numbers_are_refused(durable: SessionStore, bad: float) -> None:
     await durable.create(SessionMeta("s-1"))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="cannot store"):
         await durable.append("s-1", Entry("message", {"x": bad}))
+    assert await durable.load("s-1") == []
+
+
+async def test_nesting_too_deep_to_read_back_is_refused(durable: SessionStore) -> None:
+    await durable.create(SessionMeta("s-1"))
+    deep: list[object] = []
+    for _ in range(10_000):
+        deep = [deep]
+    with pytest.raises(ValueError, match="nested"):
+        await durable.append("s-1", Entry("message", {"x": deep}))
     assert await durable.load("s-1") == []
 
 

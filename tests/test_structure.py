@@ -37,8 +37,7 @@ from taskloom.entries import (
     SubagentLink,
     SubagentResult,
 )
-from taskloom.log import with_unique_call_ids
-from taskloom.messages import Message, ToolCall, Usage
+from taskloom.messages import Message, Usage
 from taskloom.models import FunctionModel, ScriptedModel, reply
 from taskloom.runtime import session_lease_key
 from taskloom.stores import MemoryStore
@@ -271,23 +270,42 @@ async def test_resume_with_nothing_parked_is_a_usage_error() -> None:
 # ---------------------------------------------------------------- call ids
 
 
-def test_reused_call_ids_get_unique_ones() -> None:
-    turn = Message.assistant(
-        tool_calls=[
-            ToolCall("call_0", "a", {}),
-            ToolCall("call_0", "b", {}),
-            ToolCall("x", "c", {}),
+@tool
+def echo(tag: str) -> str:
+    """Say the tag back."""
+    return tag
+
+
+async def test_reused_call_ids_get_unique_ones() -> None:
+    # Some OpenAI-compatible servers number calls per turn (`call_0` every
+    # turn), and providers cap ids at 40 characters.
+    long = "c" * 40
+    model = ScriptedModel(
+        [
+            reply(tool_calls=[("echo", {"tag": "a"}, "call_0"), ("echo", {"tag": "b"}, "call_0")]),
+            reply(tool_calls=[("echo", {"tag": "c"}, "call_0"), ("echo", {"tag": "d"}, "x")]),
+            reply(tool_calls=[("echo", {"tag": "e"}, "call_0_2")]),
+            reply(tool_calls=[("echo", {"tag": "f"}, long)]),
+            reply(tool_calls=[("echo", {"tag": "g"}, long)]),
+            reply(tool_calls=[("echo", {"tag": "h"}, "fresh")]),
+            reply("done"),
         ]
     )
-    fixed = with_unique_call_ids(turn, {"call_0", "call_0_2"})
-    ids = [c.id for c in fixed.tool_calls]
-    assert len(set(ids)) == 3 and ids[2] == "x"
-    assert not {"call_0", "call_0_2"} & set(ids[:2])
-    assert all(len(i) <= 40 for i in ids)
-    long = Message.assistant(tool_calls=[ToolCall("c" * 40, "a", {})])
-    assert len(with_unique_call_ids(long, {"c" * 40}).tool_calls[0].id) <= 40
-    untouched = Message.assistant(tool_calls=[ToolCall("fresh", "a", {})])
-    assert with_unique_call_ids(untouched, {"old"}) is untouched
+    session = await Runtime().create_session(Agent("ids", model, tools=[echo]))
+    assert (await session.run("go")).status is RunStatus.COMPLETED
+    transcript = await session.transcript()
+    calls = [c for m in transcript for c in m.tool_calls]
+    ids = [c.id for c in calls]
+    assert len(set(ids)) == len(ids) == 8 and all(len(i) <= 40 for i in ids)
+    # Only a clashing id changes.
+    tags = {c.arguments["tag"]: c.id for c in calls}
+    assert (tags["a"], tags["d"], tags["f"], tags["h"]) == ("call_0", "x", long, "fresh")
+    # Each result answers its own call, under the id the log keeps, and the
+    # model is sent that same history.
+    results = {r.tool_call_id: r.content for m in transcript for r in m.results}
+    assert results == {call_id: tag for tag, call_id in tags.items()}
+    sent = [c.id for m in model.requests[-1].messages for c in m.tool_calls]
+    assert sent == ids
 
 
 # ---------------------------------------------------------------- wake-ups

@@ -41,8 +41,6 @@ from taskloom.models import (
     reply,
 )
 from taskloom.testing.fake_server import FakeServer
-from taskloom.tracing._content import MAX_CONTENT_CHARS
-from taskloom.tracing._otel import DURATION_BUCKETS, TOKEN_BUCKETS
 from tracing_support import (
     Traced,
     everything_exported,
@@ -53,6 +51,12 @@ from tracing_support import (
     trace_id,
 )
 
+# The bucket boundaries the GenAI semantic conventions advise for
+# gen_ai.client.token.usage and gen_ai.client.operation.duration (seconds).
+TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304,
+                 16777216, 67108864)  # fmt: skip
+DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48,
+                    40.96, 81.92)  # fmt: skip
 FAST = RetryPolicy(max_retries=3, initial_delay=0.01, max_delay=0.02, max_retry_after=0.05)
 SECRET = "sk-test-SECRET-0123456789abcdef"
 CONTENT_KEYS = {
@@ -424,7 +428,8 @@ async def test_content_is_capped_and_stays_valid_json(traced: Traced) -> None:
         return big
 
     model = ScriptedModel([reply("a" * 30_000), reply(tool_calls=[("dump", {})]), reply("done")])
-    session = await traced.runtime(capture_content=True).create_session(
+    observer = traced.observer(capture_content=True)  # the default cap
+    session = await Runtime(observer=observer).create_session(
         Agent("a", model, "y" * 40_000, [dump])
     )
     await session.run("first")
@@ -432,7 +437,7 @@ async def test_content_is_capped_and_stays_valid_json(traced: Traced) -> None:
     for span in traced.spans:
         for key in CONTENT_KEYS & set(span.attributes or {}):
             value = str(dict(span.attributes or {})[key])
-            assert len(value) <= MAX_CONTENT_CHARS, (span.name, key, len(value))
+            assert len(value) <= observer.max_content_chars, (span.name, key, len(value))
             if key not in ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result"):
                 assert isinstance(json.loads(value), list)
     last = json.loads(str(dict(traced.named("chat")[-1].attributes or {})["gen_ai.input.messages"]))

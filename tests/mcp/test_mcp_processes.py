@@ -32,8 +32,7 @@ from mcp_support import (
 from conftest import SEEN_GROUPS, Started
 from taskloom import Agent, RunStatus, Runtime
 from taskloom.errors import ConfigurationError
-from taskloom.mcp import MCPConnections, MCPServer
-from taskloom.mcp import _connection as connection_module
+from taskloom.mcp import MCPConnections, MCPLimits, MCPServer
 from taskloom.models import ScriptedModel, reply
 
 pytestmark = pytest.mark.slow
@@ -77,12 +76,27 @@ async def test_a_command_that_does_not_exist_is_named() -> None:
             await MCPConnections.of(runtime).tools_for(server)
 
 
-async def test_a_server_that_writes_garbage_and_never_answers_is_a_clear_error(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(connection_module, "STARTUP_TIMEOUT", 1.5)
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"startup": 0},
+        {"close": -1.0},
+        {"restarts": 0},
+        {"give_up_after": 0},
+        {"restart_backoff": ()},
+        {"poll_backoff": (1.0, -0.5)},
+    ],
+)
+def test_limits_that_could_not_hold_are_refused(bad: dict[str, object]) -> None:
+    with pytest.raises(ConfigurationError, match=f"MCPLimits: .*{next(iter(bad))}"):
+        MCPLimits(**bad)  # type: ignore[arg-type]
+
+
+async def test_a_server_that_writes_garbage_and_never_answers_is_a_clear_error() -> None:
     chatter = "import sys, time\nprint('hello, I am not JSON-RPC', flush=True)\ntime.sleep(60)"
-    server = MCPServer.stdio(sys.executable, ["-c", chatter], name="chatty")
+    server = MCPServer.stdio(
+        sys.executable, ["-c", chatter], name="chatty", limits=MCPLimits(startup=1.5)
+    )
     async with Runtime() as runtime:
         with pytest.raises(ConfigurationError) as caught:
             await MCPConnections.of(runtime).tools_for(server)
@@ -115,10 +129,8 @@ async def test_a_server_that_exits_mid_call_is_restarted_by_the_next_call(starte
     assert gone is None or not alive(gone)
 
 
-async def test_restarts_are_limited_per_minute(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(connection_module, "MAX_RESTARTS", 2)
-    monkeypatch.setattr(connection_module, "_BACKOFF", (0.0,))
-    server = fixture_stdio()
+async def test_restarts_are_limited_per_minute() -> None:
+    server = fixture_stdio(limits=MCPLimits(restarts=2, restart_backoff=(0.0,)))
     die = ("die", {"code": 1})
     agent = agent_calling(server, die, die, ("whoami", {}))
     async with Runtime() as runtime:
@@ -174,13 +186,14 @@ async def test_closing_the_runtime_kills_the_server_and_what_it_started(started:
 
 
 async def test_closing_while_a_silent_server_is_given_up_returns_and_leaves_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     # The handshake times out; the runtime closes while the transport is
     # still stopping the server (its stdin closed, the server ignoring it).
-    monkeypatch.setattr(connection_module, "STARTUP_TIMEOUT", 0.5)
     notes = tmp_path / "notes"
-    server = MCPServer.stdio(sys.executable, [str(SILENT), str(notes)], name="silent")
+    server = MCPServer.stdio(
+        sys.executable, [str(SILENT), str(notes)], name="silent", limits=MCPLimits(startup=0.5)
+    )
     runtime = Runtime()
     listing = asyncio.ensure_future(MCPConnections.of(runtime).tools_for(server))
     await until(lambda: noted(notes, "stdin closed"))
@@ -197,27 +210,29 @@ async def test_closing_while_a_silent_server_is_given_up_returns_and_leaves_noth
 
 async def test_close_returns_at_its_bound_and_what_is_left_is_killed(
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
     started: Started,
 ) -> None:
     # Far shorter than the transport takes to give up on a server that
     # ignores its stdin closing: close stops waiting, and kills.
-    monkeypatch.setattr(connection_module, "CLOSE_TIMEOUT", 0.2)
     notes = tmp_path / "notes"
-    server = MCPServer.stdio(sys.executable, [str(SILENT), str(notes)], name="silent")
+    server = MCPServer.stdio(
+        sys.executable, [str(SILENT), str(notes)], name="silent", limits=MCPLimits(close=0.2)
+    )
     runtime = Runtime()
     listing = asyncio.ensure_future(MCPConnections.of(runtime).tools_for(server))
     await until(lambda: noted(notes, "pid"))
     silent = Pid(int(noted(notes, "pid")[0]))
-    owners = set(MCPConnections.of(runtime).connection(server)._owners)
+    # What the runtime runs for the server, its owner task among it.
+    serving = asyncio.all_tasks() - {asyncio.current_task(), listing}
+    assert serving
     try:
         async with asyncio.timeout(CLOSE_BOUND):
             await runtime.close()
         assert "MCP server 'silent' did not stop within 0.2s" in caplog.text
         await until(lambda: not silent.running)
         async with asyncio.timeout(CLOSE_BOUND):
-            await asyncio.wait(owners)  # the owner unwinds once the server is gone
+            await asyncio.wait(serving)  # the owner unwinds once the server is gone
         # The keeper above the server ends too, once it has reaped what was below it.
         await until(lambda: not started.sample())
     finally:

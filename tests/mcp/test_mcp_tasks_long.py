@@ -32,7 +32,7 @@ from taskloom import (
     tool,
 )
 from taskloom.entries import MCPTaskEnded, MCPTaskStarted
-from taskloom.mcp import MCPServer
+from taskloom.mcp import MCPLimits, MCPServer
 from taskloom.models import FunctionModel, ModelRequest, reply
 
 pytestmark = pytest.mark.slow
@@ -206,9 +206,7 @@ def _forever_agent(server: MCPServer, *extra: Any) -> tuple[Agent[Any, Any], Fun
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
-async def test_a_server_killed_mid_task_is_one_clear_error(
-    transport: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_server_killed_mid_task_is_one_clear_error(transport: str, tmp_path: Path) -> None:
     napping: Napping | None = None
     if transport == "stdio":
         marker = tmp_path / "stdio.jsonl"
@@ -222,12 +220,15 @@ async def test_a_server_killed_mid_task_is_one_clear_error(
     else:
         napping = Napping(tmp_path)
         marker = napping.marker
-        server = MCPServer.http(napping.url, name="napping", approval="never", tasks="always")
-        # Gone for good, the server is given up on after GIVE_UP_AFTER failed
-        # polls; their pauses (half a second to 30 s by default) are cut.
-        from taskloom.mcp import _taskcalls
-
-        monkeypatch.setattr(_taskcalls, "_BACKOFF", (0.05,) * 8)
+        # Gone for good, the server is given up on after `give_up_after`
+        # failed polls; their pauses (half a second to 30 s by default) are cut.
+        server = MCPServer.http(
+            napping.url,
+            name="napping",
+            approval="never",
+            tasks="always",
+            limits=MCPLimits(poll_backoff=(0.05,)),
+        )
     agent, model = _forever_agent(server)
     notices: list[WorkFinished] = []
     try:

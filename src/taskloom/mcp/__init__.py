@@ -8,7 +8,7 @@ extra: `pip install -e '.[mcp]'` in a clone of taskloom); `serve_agent`
 (and `taskloom mcp serve module:agent`) exposes an agent as an MCP server
 with one tool. Tools a server runs as MCP tasks become durable background
 work (see `MCPServer` and docs/concepts/mcp-tasks.md); a served agent's
-tool is task-capable.
+tool is task-capable. `MCPLimits` bound the waits on a server.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from ._connection import MCPLimits
     from ._serve import agent_server, serve_agent
     from ._server import MCPConnections, MCPServer, TaskMode
     from ._tool import Approval, MCPTool, is_destructive
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Approval",
     "MCPConnections",
+    "MCPLimits",
     "MCPServer",
     "MCPTool",
     "TaskMode",
@@ -38,6 +40,7 @@ __getattr__ = lazy_exports(
     {
         "Approval": "._tool",
         "MCPConnections": "._server",
+        "MCPLimits": "._connection",
         "MCPServer": "._server",
         "MCPTool": "._tool",
         "TaskMode": "._server",

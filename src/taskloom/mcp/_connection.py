@@ -9,7 +9,7 @@ event loop go through the one client.
 
 A stdio server that goes away (its stdout ends) is noticed at once: a call
 in flight gets an in-band error naming the tail of its stderr, and the next
-use starts it again after a backoff, at most `MAX_RESTARTS` times a minute.
+use starts it again after a backoff, at most `MCPLimits.restarts` times a minute.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import signal
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -51,11 +52,9 @@ from ._tasks import (
 from ._transport import Launch, StderrTail, kill_leftovers, watched
 
 __all__ = [
-    "CLOSE_TIMEOUT",
-    "MAX_RESTARTS",
-    "STARTUP_TIMEOUT",
     "Asker",
     "Connection",
+    "MCPLimits",
     "TaskRefused",
 ]
 
@@ -65,20 +64,53 @@ request as `{"method": ..., "params": ...}`)."""
 
 logger = logging.getLogger("taskloom.mcp")
 
-STARTUP_TIMEOUT = 60.0
-"""Seconds a server has to start and answer the handshake (and to list its tools)."""
 
-CLOSE_TIMEOUT = 15.0
-"""Seconds `close()` waits for a server to stop. The SDK's own steps are
-bounded well within it (stdin closed, a grace, SIGTERM, SIGKILL); past it,
-what is left is killed and `close()` returns."""
+@dataclass(frozen=True, slots=True)
+class MCPLimits:
+    """How long taskloom waits on an MCP server, and how often it tries again
+    (`MCPServer.stdio(..., limits=MCPLimits(startup=180))` for a server that
+    takes long to start).
 
-MAX_RESTARTS = 5
-"""Restarts of a server that keeps going away, per minute; past it, calls
-get an in-band error until the minute has passed."""
+    `startup`: seconds a server has to start and answer the handshake (and
+    to list its tools). `close`: seconds closing the runtime waits for the
+    server to stop; the SDK's own steps (stdin closed, a grace, SIGTERM,
+    SIGKILL) are bounded well within the default, and past it what is left
+    is killed. `restarts`: restarts per minute of a server that keeps going
+    away (past them, calls get an in-band error until the minute has
+    passed), each after the pause `restart_backoff` gives the n-th restart
+    in a row (its last pause repeats). `poll_backoff`: the pauses between
+    polls of a background MCP task that keep failing (the server
+    unreachable, or answering garbage; its last pause repeats), and the
+    task ends with an error once `give_up_after` polls in a row have failed.
+    """
 
-_BACKOFF = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
-"""Seconds to wait before the n-th restart in a row."""
+    startup: float = 60.0
+    close: float = 15.0
+    restarts: int = 5
+    restart_backoff: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
+    poll_backoff: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+    give_up_after: int = 8
+
+    def __post_init__(self) -> None:
+        if not (self.startup > 0 and self.close > 0):
+            raise ConfigurationError("MCPLimits: startup and close must be positive")
+        if self.restarts < 1 or self.give_up_after < 1:
+            raise ConfigurationError("MCPLimits: restarts and give_up_after must be at least 1")
+        for name in ("restart_backoff", "poll_backoff"):
+            pauses = getattr(self, name)
+            if not pauses or any(not pause >= 0 for pause in pauses):
+                raise ConfigurationError(
+                    f"MCPLimits: {name} must be one pause or more, none negative"
+                )
+
+    def restart_pause(self, in_a_row: int) -> float:
+        """Seconds before the restart that follows `in_a_row` restarts in a row."""
+        return self.restart_backoff[min(in_a_row, len(self.restart_backoff) - 1)]
+
+    def poll_pause(self, failures: int) -> float:
+        """Seconds before the poll that follows `failures` failed polls in a row."""
+        return self.poll_backoff[min(failures - 1, len(self.poll_backoff) - 1)]
+
 
 _LIST_PAGES = 100
 """Pages of a tools listing read at most (a paginator that never ends cannot hang)."""
@@ -125,14 +157,16 @@ class _Start:
 class Connection:
     """The runtime's connection to one server (see the module docstring).
 
-    `label` names the server in messages. `listing()` gives the server's
-    tools, listed once and again only after the server said the list
-    changed (or it was restarted); `call()` calls one tool.
+    `label` names the server in messages, `limits` bound the waits on it.
+    `listing()` gives the server's tools, listed once and again only after
+    the server said the list changed (or it was restarted); `call()` calls
+    one tool.
     """
 
-    def __init__(self, launch: Launch, label: str) -> None:
+    def __init__(self, launch: Launch, label: str, limits: MCPLimits) -> None:
         self.launch = launch
         self.label = label
+        self.limits = limits
         self._current: _Start | None = None
         self._owners: dict[asyncio.Task[None], _Start] = {}
         self._exits: deque[float] = deque()
@@ -179,13 +213,13 @@ class Connection:
             now = time.monotonic()
             while self._exits and self._exits[0] < now - 60:
                 self._exits.popleft()
-            if len(self._exits) >= MAX_RESTARTS:
+            if len(self._exits) >= self.limits.restarts:
                 wait = 60 - (now - self._exits[0])
                 raise ToolError(
                     f"MCP server {self.label!r} went away {len(self._exits)} times in the last "
                     f"minute; it is not restarted for another {wait:.0f}s"
                 )
-            delay = _BACKOFF[min(self._in_a_row, len(_BACKOFF) - 1)]
+            delay = self.limits.restart_pause(self._in_a_row)
         opening: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         # Whoever awaits it sees its failure; one left unawaited is not a warning.
         opening.add_done_callback(_retrieve)
@@ -249,13 +283,13 @@ class Connection:
     ) -> Client | None:
         """Start the server and enter its client on `stack`; None when the
         connection was closed meanwhile. Raises `TimeoutError` past
-        `STARTUP_TIMEOUT`."""
+        `limits.startup`."""
         loop = asyncio.get_running_loop()
         timer: asyncio.TimerHandle | None = None
         try:
             if delay:
                 await asyncio.sleep(delay)
-            timer = loop.call_later(STARTUP_TIMEOUT, self._abort, start, "deadline")
+            timer = loop.call_later(self.limits.startup, self._abort, start, "deadline")
             if start.tail is not None:
                 await start.tail.start()
             transport = watched(
@@ -316,7 +350,7 @@ class Connection:
         self._went_away(start)
         what = f"MCP server {self.label!r} ({self.launch.describe()})"
         if isinstance(exc, TimeoutError):
-            cause = f"did not answer the MCP handshake within {STARTUP_TIMEOUT:g}s"
+            cause = f"did not answer the MCP handshake within {self.limits.startup:g}s"
         elif isinstance(exc, FileNotFoundError | PermissionError):
             cause = f"could not be started: {exc}"
         elif not self.launch.is_process:
@@ -403,7 +437,7 @@ class Connection:
                 # Cleared before asking: a change announced while the listing
                 # is on its way is not lost.
                 self._stale = False
-                async with asyncio.timeout(STARTUP_TIMEOUT):
+                async with asyncio.timeout(self.limits.startup):
                     tools = await self._list(client)
             except Exception as exc:
                 self._stale = True
@@ -604,7 +638,7 @@ class Connection:
     # ------------------------------------------------------------ closing
 
     async def close(self) -> None:
-        """Stop the server and wait until it is gone, `CLOSE_TIMEOUT` seconds
+        """Stop the server and wait until it is gone, `limits.close` seconds
         at most; always returns.
 
         A stdio server gets its stdin closed; if it does not exit, it and
@@ -619,12 +653,12 @@ class Connection:
             self._abort(current, "closed")  # still starting: the SDK unwinds the spawn
         if not owners:
             return
-        _, stuck = await asyncio.wait(owners, timeout=CLOSE_TIMEOUT)
+        _, stuck = await asyncio.wait(owners, timeout=self.limits.close)
         if stuck:
             logger.warning(
                 "MCP server %r did not stop within %gs; killing what is left of it",
                 self.label,
-                CLOSE_TIMEOUT,
+                self.limits.close,
             )
             for task in stuck:
                 task.cancel()

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from ..errors import ConfigurationError, UsageError
 from ..runtime import Runtime
 from ..tools import DEFAULT_MAX_OUTPUT_CHARS, Tool, ToolHost
-from ._connection import Connection
+from ._connection import Connection, MCPLimits
 from ._taskcalls import TaskCalls
 from ._tool import Approval, MCPTool
 from ._transport import HttpLaunch, Launch, StdioLaunch
@@ -22,6 +22,9 @@ __all__ = ["DEFAULT_TASK_AFTER", "MCPConnections", "MCPServer", "TaskMode"]
 
 DEFAULT_TIMEOUT = 60.0
 """Seconds one tool call may take by default (`timeout=None`: no limit)."""
+
+DEFAULT_LIMITS = MCPLimits()
+"""The waits on a server unless it is given `limits` of its own."""
 
 DEFAULT_TASK_AFTER = 10.0
 """Seconds a call running as an MCP task is waited for before it turns into
@@ -66,6 +69,9 @@ class MCPServer:
     asked to keep a task (None: the server's default). A task in the
     background is written to the session's log, so any process's next run
     of the session goes on polling it after a crash; see `docs/concepts/mcp-tasks.md`.
+
+    `limits` bound the waits on the server: its start, its stop, its
+    restarts and the polls of its tasks (`MCPLimits`).
     """
 
     __slots__ = (
@@ -73,6 +79,7 @@ class MCPServer:
         "_connections",
         "_launch",
         "approval",
+        "limits",
         "max_output_chars",
         "name",
         "prefix",
@@ -94,6 +101,7 @@ class MCPServer:
         tasks: TaskMode | Mapping[str, TaskMode] = "auto",
         task_after: float = DEFAULT_TASK_AFTER,
         task_ttl: float | None = None,
+        limits: MCPLimits = DEFAULT_LIMITS,
     ) -> None:
         modes = [tasks] if isinstance(tasks, str) else list(tasks.values())
         if any(mode not in _MODES for mode in modes):
@@ -121,6 +129,7 @@ class MCPServer:
         self.tasks = tasks if isinstance(tasks, str) else dict(tasks)
         self.task_after = task_after
         self.task_ttl = task_ttl
+        self.limits = limits
         self._connections: MCPConnections | None = None
 
     @property
@@ -152,6 +161,7 @@ class MCPServer:
         tasks: TaskMode | Mapping[str, TaskMode] = "auto",
         task_after: float = DEFAULT_TASK_AFTER,
         task_ttl: float | None = None,
+        limits: MCPLimits = DEFAULT_LIMITS,
     ) -> MCPServer:
         """A server taskloom runs as `command args` and speaks to over stdio.
 
@@ -184,6 +194,7 @@ class MCPServer:
             tasks=tasks,
             task_after=task_after,
             task_ttl=task_ttl,
+            limits=limits,
         )
 
     @classmethod
@@ -200,6 +211,7 @@ class MCPServer:
         tasks: TaskMode | Mapping[str, TaskMode] = "auto",
         task_after: float = DEFAULT_TASK_AFTER,
         task_ttl: float | None = None,
+        limits: MCPLimits = DEFAULT_LIMITS,
     ) -> MCPServer:
         """A server at `url` (streamable HTTP). `headers` go with every
         request; they are never logged, shown, or stored in a session."""
@@ -217,6 +229,7 @@ class MCPServer:
             tasks=tasks,
             task_after=task_after,
             task_ttl=task_ttl,
+            limits=limits,
         )
 
     def __repr__(self) -> str:
@@ -252,12 +265,12 @@ def _command_name(command: str, args: tuple[str, ...]) -> str:
 
 class MCPConnections:
     """A runtime's MCP connections: one per server (servers with the same
-    command or URL share one), opened on first use, closed with the runtime
-    (`MCPConnections.of(runtime)`)."""
+    command or URL and the same limits share one), opened on first use,
+    closed with the runtime (`MCPConnections.of(runtime)`)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
-        self._connections: dict[Launch, Connection] = {}
+        self._connections: dict[tuple[Launch, MCPLimits], Connection] = {}
         self._tools: dict[MCPServer, tuple[object, tuple[Tool, ...]]] = {}
 
     @classmethod
@@ -267,9 +280,10 @@ class MCPConnections:
 
     def connection(self, server: MCPServer) -> Connection:
         """The connection `server`'s tools go through."""
-        found = self._connections.get(server._launch)
+        key = (server._launch, server.limits)
+        found = self._connections.get(key)
         if found is None:
-            found = self._connections[server._launch] = Connection(server._launch, server.name)
+            found = self._connections[key] = Connection(server._launch, server.name, server.limits)
         return found
 
     async def tools_for(self, server: MCPServer) -> tuple[Tool, ...]:

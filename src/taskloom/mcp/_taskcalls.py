@@ -86,12 +86,6 @@ MAX_POLL = 60.0
 REQUEST_TIMEOUT = 30.0
 """Seconds one `tasks/get` or `tasks/cancel` may take."""
 
-GIVE_UP_AFTER = 8
-"""Polls in a row that fail (the server unreachable, or answering garbage)
-after which the task ends with an error."""
-
-_BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 30.0)
-
 CANCEL_GRACE = 5.0
 """Seconds `close()` gives the `tasks/cancel`s of calls cut off while they
 waited inline."""
@@ -333,14 +327,14 @@ class TaskCalls:
                     break
                 except ToolError as exc:
                     failures += 1
-                    if failures >= GIVE_UP_AFTER:
+                    if failures >= server.limits.give_up_after:
                         status = NoticeStatus.FAILED
                         text = (
                             f"{record.tool!r} (MCP task {record.task_id}): gave up after "
                             f"{failures} failed polls: {exc.message}"
                         )
                         break
-                    await asyncio.sleep(_BACKOFF[min(failures - 1, len(_BACKOFF) - 1)])
+                    await asyncio.sleep(server.limits.poll_pause(failures))
                     continue
                 failures = 0
                 if state.poll is not None:

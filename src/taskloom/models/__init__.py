@@ -2,7 +2,8 @@
 
 Wire adapters import lazily (`OpenAIChatModel`, `OpenAIResponsesModel`,
 `AnthropicModel`, `GeminiModel`), and so do the recording and replay models,
-so `import taskloom` never pays for them.
+so `import taskloom` never pays for them. `PRESETS` is the resolver's table of
+OpenAI-compatible servers (`Preset`, each with its `ChatQuirks`), read-only.
 """
 
 from __future__ import annotations
@@ -33,9 +34,12 @@ if TYPE_CHECKING:
     from ._openai_chat import OpenAIChatModel
     from ._openai_responses import OpenAIResponsesModel
     from ._replay import RecordingModel, ReplayModel
+    from ._resolve import PRESETS, ChatQuirks, Preset
 
 __all__ = [
+    "PRESETS",
     "AnthropicModel",
+    "ChatQuirks",
     "FunctionModel",
     "GeminiModel",
     "Model",
@@ -44,6 +48,7 @@ __all__ = [
     "ModelSettings",
     "OpenAIChatModel",
     "OpenAIResponsesModel",
+    "Preset",
     "ReasoningOptions",
     "Reply",
     "ResponseCompleted",
@@ -68,6 +73,9 @@ _LAZY = {
     "GeminiModel": "._gemini",
     "RecordingModel": "._replay",
     "ReplayModel": "._replay",
+    "PRESETS": "._resolve",
+    "Preset": "._resolve",
+    "ChatQuirks": "._resolve",
 }
 
 

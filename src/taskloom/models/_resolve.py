@@ -113,7 +113,9 @@ PRESETS: Mapping[str, Preset] = _table(
     Preset("together", "https://api.together.xyz/v1", "TOGETHER_API_KEY", True),
     Preset("deepseek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY", True),
 )
-"""Chat Completions servers by spec prefix (`openai` first); docs list this table."""
+"""Chat Completions servers by spec prefix (`openai` first), read-only: the
+prefixes `resolve_model` knows besides the other wire APIs', each with its
+default server, its key's variables and its quirks; docs list this table."""
 
 ANTHROPIC = Preset("anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY", True)
 """The Anthropic Messages API's server and key."""

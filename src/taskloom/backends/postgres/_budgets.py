@@ -54,6 +54,11 @@ class PostgresBudgets:
         )
         self._sql_left = f"SELECT {_LEFT} FROM {table} WHERE tree_id = %s"
 
+    @property
+    def database(self) -> PostgresDatabase:
+        """The database the ledger works on (the store's)."""
+        return self._db
+
     async def open(self, tree_id: str, tokens: int | None, nano_usd: int | None) -> None:
         async with self._db.connection() as conn:
             await conn.execute(self._sql_open, (tree_id, tokens, nano_usd))

@@ -88,6 +88,11 @@ class PostgresLeases:
             SELECT holder, generation, expires_at FROM {table}
             WHERE key = %s AND holder IS NOT NULL AND expires_at > %s"""
 
+    @property
+    def database(self) -> PostgresDatabase:
+        """The database the leases work on (a store's, when built on it)."""
+        return self._db
+
     async def acquire(self, key: str, holder: str, ttl: float) -> Lease | None:
         """Take the key if it is free or its lease lapsed; None if someone holds it."""
         now = self._clock()

@@ -40,6 +40,11 @@ class PostgresSnapshots:
             ON CONFLICT (session_id, position) DO NOTHING"""
         self._sql_prune = f"DELETE FROM {table} WHERE session_id = %s AND position < %s"
 
+    @property
+    def database(self) -> PostgresDatabase:
+        """The database the snapshots are kept in (the store's)."""
+        return self._db
+
     async def read(self, session_id: str) -> list[tuple[int, str]]:
         async with self._db.connection() as conn:
             rows = await (await conn.execute(self._sql_read, (session_id,))).fetchall()

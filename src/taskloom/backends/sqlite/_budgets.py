@@ -48,6 +48,11 @@ class SQLiteBudgets:
         self._db = db
         db.require("budgets", SQLITE_BUDGET_MIGRATIONS)
 
+    @property
+    def database(self) -> SQLiteDatabase:
+        """The database the ledger works on (the store's)."""
+        return self._db
+
     async def open(self, tree_id: str, tokens: int | None, nano_usd: int | None) -> None:
         sql = (
             "INSERT INTO taskloom_budgets (tree_id, tokens_limit, usd_limit) VALUES (?, ?, ?)"

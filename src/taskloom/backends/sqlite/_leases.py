@@ -94,6 +94,11 @@ class SQLiteLeases:
         self._clock = clock
         self._db.require("leases", SQLITE_LEASE_MIGRATIONS)
 
+    @property
+    def database(self) -> SQLiteDatabase:
+        """The database the leases work on (a store's, when built on it)."""
+        return self._db
+
     async def acquire(self, key: str, holder: str, ttl: float) -> Lease | None:
         """Take the key if it is free or its lease lapsed; None if someone holds it."""
         now = self._clock()

@@ -31,6 +31,11 @@ class SQLiteSnapshots:
         self._db = db
         db.require("snapshots", SQLITE_SNAPSHOT_MIGRATIONS)
 
+    @property
+    def database(self) -> SQLiteDatabase:
+        """The database the snapshots are kept in (the store's)."""
+        return self._db
+
     async def read(self, session_id: str) -> list[tuple[int, str]]:
         sql = "SELECT position, data FROM taskloom_snapshots WHERE session_id = ? ORDER BY position"
         rows = await self._db.run(lambda conn: conn.execute(sql, (session_id,)).fetchall())
