@@ -29,9 +29,8 @@ import yaml
 from taskloom import Agent, Compaction, CompactionFinished, ModelSettings, Runtime, tool
 from taskloom.entries import Entry, MessageEntry
 from taskloom.log import message_chars
-from taskloom.loop import SUMMARY_PROMPT, ContextEstimate
+from taskloom.loop import SUMMARY_PROMPT, ContextEstimate, RunLoop
 from taskloom.loop._compact import Compactor
-from taskloom.loop._run import RunLoop
 from taskloom.messages import Message, Usage
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
 

@@ -29,10 +29,10 @@ from taskloom.background import (
     MemoryActivityRegistry,
     MemoryNoticeInbox,
     NoticeInbox,
+    RunNotices,
     SQLiteActivityRegistry,
     SQLiteNoticeInbox,
 )
-from taskloom.background._notices import RunNotices
 
 PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
 BATCH = 10
