@@ -18,7 +18,7 @@ import pytest
 
 from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, ConfigurationError, Runtime, tool
-from taskloom.delegation import ChildStatus, Spawner, SubAgent, child_status
+from taskloom.delegation import ChildStatus, DecidedChildren, Spawner, SubAgent, child_status
 from taskloom.entries import MessageEntry
 from taskloom.models import FunctionModel, ModelRequest, reply
 
@@ -201,3 +201,45 @@ async def test_a_decision_taken_while_the_child_still_holds_its_lease_resumes_it
             while (await child_status(runtime, child_id)) is not ChildStatus.DONE:
                 await asyncio.sleep(0.01)
         assert transfers == [70]
+
+
+async def test_a_runtime_offering_no_delegation_resumes_a_decided_child_once_it_registers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process of the app's own that decides with a runtime listing no
+    agents, through a session opened with a stand-in agent: the decision is
+    recorded either way; the child goes on only where `DecidedChildren`
+    serves the runtime (the CLI and the console register it themselves)."""
+    url = f"sqlite:///{tmp_path / 'taskloom.db'}"
+    effects = tmp_path / "effects.txt"
+    monkeypatch.setenv("ESC_URL", url)
+    monkeypatch.setenv("ESC_EFFECTS", str(effects))
+    import escalation_app
+
+    async def escalated(host: Runtime) -> tuple[str, str, str]:
+        root = await host.create_session(host.agent_named("treasurer"))
+        await root.run("Pay the invoice.")
+        async with asyncio.timeout(10):
+            while not (pending := await root.pending()):
+                await asyncio.sleep(0.02)
+        [call] = pending
+        return root.id, call.id, call.session_id
+
+    async def decide(registers: bool, root_id: str, call_id: str) -> None:
+        payer = FunctionModel(escalation_app.payer, name="payer")
+        async with Runtime(store=url, tools=[escalation_app.pay], models=[payer]) as decider:
+            if registers:
+                DecidedChildren.of(decider)
+            stand_in = Agent("treasurer", FunctionModel(lambda r: reply("-")))
+            await (await decider.open_session(root_id, stand_in)).approve(call_id)
+            await decider.background.wait_kept()
+
+    async with escalation_app.make_runtime() as host:
+        left = await escalated(host)
+        resumed = await escalated(host)
+        await decide(False, *left[:2])
+        await decide(True, *resumed[:2])
+        assert await child_status(host, left[2]) is ChildStatus.AWAITING_APPROVAL
+        assert await child_status(host, resumed[2]) is ChildStatus.DONE
+        [paid] = effects.read_text().splitlines()
+        assert paid.startswith(f"PAID {resumed[2]} 70 ")

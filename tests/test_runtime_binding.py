@@ -186,6 +186,9 @@ def test_a_delegation_tool_needs_a_closed_arguments_model() -> None:
 
     with pytest.raises(ConfigurationError, match="extra='forbid'"):
         DelegationTool("loose", "Delegates.", Loose, handler)
+    schema = {"type": "object", "properties": {"task": {"type": "string"}}}
+    with pytest.raises(ConfigurationError, match="a pydantic model class"):
+        DelegationTool("schema", "Delegates.", schema, handler)  # type: ignore[arg-type]
 
 
 def test_the_command_and_console_tools_keep_their_names_and_schemas() -> None:
@@ -220,6 +223,24 @@ async def test_decision_hooks_are_the_runtimes_own() -> None:
     assert heard == []  # a hook on one runtime never hears another's decisions
     await one.background.decided("s2")
     assert heard == [("one", "s2")]
+
+
+async def test_every_decision_hook_runs_and_the_first_failure_is_raised_after() -> None:
+    heard: list[str] = []
+    runtime = Runtime()
+
+    async def failing(session_id: str, offered: Any) -> None:
+        heard.append("failing")
+        raise RuntimeError("queue down")
+
+    async def after(session_id: str, offered: Any) -> None:
+        heard.append("after")
+
+    runtime.background.on_decided(failing)
+    runtime.background.on_decided(after)
+    with pytest.raises(RuntimeError, match="queue down"):
+        await runtime.background.decided("s")
+    assert heard == ["failing", "after"]
 
 
 def test_a_runtime_binds_its_agents_tools_as_it_is_made() -> None:

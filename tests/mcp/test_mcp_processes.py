@@ -92,6 +92,12 @@ def test_limits_that_could_not_hold_are_refused(bad: dict[str, object]) -> None:
         MCPLimits(**bad)  # type: ignore[arg-type]
 
 
+def test_limits_given_as_lists_are_kept_as_tuples_and_can_key_a_connection() -> None:
+    limits = MCPLimits(restart_backoff=[0.0, 1.0], poll_backoff=[0.5])  # type: ignore[arg-type]
+    assert (limits.restart_backoff, limits.poll_backoff) == ((0.0, 1.0), (0.5,))
+    assert hash(limits) == hash(MCPLimits(restart_backoff=(0.0, 1.0), poll_backoff=(0.5,)))
+
+
 async def test_a_server_that_writes_garbage_and_never_answers_is_a_clear_error() -> None:
     chatter = "import sys, time\nprint('hello, I am not JSON-RPC', flush=True)\ntime.sleep(60)"
     server = MCPServer.stdio(

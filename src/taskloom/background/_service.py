@@ -173,9 +173,18 @@ class BackgroundService:
     async def decided(self, session_id: str, offered: Mapping[str, Tool] | None = None) -> None:
         """Every call of the session's parked turn is now decided: the
         `on_decided` hooks go on with its work. Called by `Session.approve`
-        and `deny`, with the deciding session's tools as `offered`."""
+        and `deny`, with the deciding session's tools as `offered`. Every
+        hook runs; the first that raised is raised again after the last."""
+        failed: BaseException | None = None
         for hook in list(self._decision_hooks):
-            await hook(session_id, offered or {})
+            # Every hook goes on with its own work, whichever failed before it.
+            try:
+                await hook(session_id, offered or {})
+            except Exception as exc:
+                logger.exception("a decision hook failed for session %s", session_id)
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
     def notices_for(self, run_id: str) -> RunNotices | None:
         """The notices of a run in progress in this process (to `mark_seen` what a tool showed)."""

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..agent import Agent
+from ..delegation import DecidedChildren
 from ..errors import ConfigurationError, UsageError
 from ..loop import Budget, RunOptions
 from ..runtime import Runtime
@@ -174,15 +175,20 @@ async def open_runtime(args: argparse.Namespace, *, create: bool = True) -> Runt
                 UsageError(f"{', '.join(given)} would be ignored with --app"),
                 "drop them: the app's agent brings its own tools and instructions",
             )
-        return await load_app(app)
-    url = getattr(args, "store", None) or default_store_url()
-    try:
-        return Runtime(store=open_store(url, create=create))
-    except ValueError as exc:
-        raise with_hint(
-            ConfigurationError(f"--store {url}: {exc}"),
-            "--store takes memory://, sqlite:///path or postgresql://user@host/db",
-        ) from exc
+        runtime = await load_app(app)
+    else:
+        url = getattr(args, "store", None) or default_store_url()
+        try:
+            runtime = Runtime(store=open_store(url, create=create))
+        except ValueError as exc:
+            raise with_hint(
+                ConfigurationError(f"--store {url}: {exc}"),
+                "--store takes memory://, sqlite:///path or postgresql://user@host/db",
+            ) from exc
+    # A command may decide a child's escalated calls (`approve`, `deny`):
+    # the child goes on even when no agent of the app offers delegation.
+    DecidedChildren.of(runtime)
+    return runtime
 
 
 def command_line_agent(

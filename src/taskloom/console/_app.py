@@ -36,6 +36,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..agent import Agent
 from ..background import BackgroundActivity, BackgroundNotice, BackgroundService
+from ..delegation import DecidedChildren
 from ..entries import SubagentDispatched
 from ..errors import SessionNotFound, TaskloomError, UsageError
 from ..log import SessionLog, pending_inputs
@@ -155,6 +156,10 @@ class Console:
     ) -> None:
         self.runtime = runtime
         self.can_act = can_act
+        if can_act:
+            # Deciding a child's escalated calls here lets the child go on,
+            # even when no agent of the app offers delegation.
+            DecidedChildren.of(runtime)
         self.read_only_reason = read_only_reason
         self.token = token or new_token()
         self.poll_interval = poll_interval

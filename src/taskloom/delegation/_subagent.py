@@ -89,7 +89,9 @@ class SubAgent:
     the parent's log; only the child's final answer returns, as
     `{"answer": ..., "tokens": ...}` — validated JSON when `output_schema` is
     set (the child gets `fixes` corrective rounds) — or an in-band error.
-    `needs_approval` gates the delegation itself. Other keyword options go to
+    `needs_approval` gates the delegation itself (a predicate gets the
+    call's validated arguments: every field present, `""` where the model
+    gave none). Other keyword options go to
     the child's `Agent` (e.g. `settings=`); `max_rounds` bounds its run.
     With `background_after` (seconds), a call that takes longer answers at
     once that the child is still running, and the child goes on as a

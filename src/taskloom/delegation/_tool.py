@@ -89,6 +89,10 @@ class DelegationTool(Tool):
         needs_approval: ApprovalRule = False,
         child_agent: Agent | None = None,
     ) -> None:
+        if not (isinstance(arguments, type) and issubclass(arguments, pydantic.BaseModel)):
+            raise ConfigurationError(
+                f"tool {name!r}: arguments must be a pydantic model class, not {arguments!r}"
+            )
         if arguments.model_config.get("extra") != "forbid":
             # Validated calls must hold exactly the declared fields.
             raise ConfigurationError(f"tool {name!r}: its arguments model needs extra='forbid'")
@@ -139,7 +143,7 @@ async def recover_children(
     offered: Mapping[str, Tool],
 ) -> None:
     """Run on the session's started, unended background children that nobody
-    in this process runs (a `BackgroundService` recoverer). A child held by a
+    in this process runs (what `resume_children` does for each, in a task). A child held by a
     live worker elsewhere is left to it; one never started is left to its
     queue; one this runtime cannot rebuild is left for a process that can."""
     live = LiveChildren.of(runtime)
@@ -204,10 +208,16 @@ async def _logged(work: Callable[[], Awaitable[object]]) -> None:
 
 class DecidedChildren:
     """Goes on, on one runtime, with children whose escalated calls are all
-    decided: registered with the runtime's background service
-    (`BackgroundService.on_decided`) by the first delegation tool bound to
-    it, so any process whose runtime offers delegation resumes them, on the
-    queue if the runtime has one (a worker resumes it), else there and then."""
+    decided, on the queue if the runtime has one (a worker resumes them),
+    else there and then. `DecidedChildren.of(runtime)` registers it with the
+    runtime's background service (`BackgroundService.on_decided`), once.
+
+    The first delegation tool bound to a runtime registers it (a runtime
+    binds its `agents`' tools as it is made), and so do the `taskloom`
+    command and a console that may act. A process of your own that decides
+    escalated calls with a runtime offering no delegation calls
+    `DecidedChildren.of(runtime)` itself, or the child waits until its
+    parent's next run takes it up."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime

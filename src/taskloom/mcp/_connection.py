@@ -97,7 +97,9 @@ class MCPLimits:
         if self.restarts < 1 or self.give_up_after < 1:
             raise ConfigurationError("MCPLimits: restarts and give_up_after must be at least 1")
         for name in ("restart_backoff", "poll_backoff"):
-            pauses = getattr(self, name)
+            # A tuple whatever was given: the limits are part of a connection's key.
+            pauses = tuple(getattr(self, name))
+            object.__setattr__(self, name, pauses)
             if not pauses or any(not pause >= 0 for pause in pauses):
                 raise ConfigurationError(
                     f"MCPLimits: {name} must be one pause or more, none negative"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..entries import Entry, MessageEntry, NoticeDeliveredEntry
+from ..log import entry_messages
 from ..messages import Message
 
 __all__ = ["ASPECTS", "Difference", "Round", "SessionDiff", "diff_sessions", "rounds_of"]
@@ -144,35 +145,34 @@ def rounds_of(entries: Iterable[Entry]) -> list[Round]:
             pending_input.append(payload.text)
         if not isinstance(payload, MessageEntry):
             continue
-        message = payload.message
-        if payload.delivered_text:
-            pending_input.append(payload.delivered_text)
-        if message.role == "user":
-            pending_input.append(message.text)
-        elif message.role == "tool" and rounds:
-            last = rounds[-1]
-            rounds[-1] = Round(
-                last.number,
-                last.input,
-                last.message,
-                last.tool_calls,
-                last.results + _results(message),
-                last.usage,
-            )
-        elif message.role == "assistant":
-            rounds.append(
-                Round(
-                    len(rounds) + 1,
-                    tuple(pending_input),
-                    message.text,
-                    tuple(
-                        {"name": c.name, "arguments": dict(c.arguments)} for c in message.tool_calls
-                    ),
-                    (),
-                    payload.usage.to_dict() if payload.usage is not None else None,
+        for message in entry_messages(payload):
+            if message.role == "user":
+                pending_input.append(message.text)
+            elif message.role == "tool" and rounds:
+                last = rounds[-1]
+                rounds[-1] = Round(
+                    last.number,
+                    last.input,
+                    last.message,
+                    last.tool_calls,
+                    last.results + _results(message),
+                    last.usage,
                 )
-            )
-            pending_input = []
+            elif message.role == "assistant":
+                rounds.append(
+                    Round(
+                        len(rounds) + 1,
+                        tuple(pending_input),
+                        message.text,
+                        tuple(
+                            {"name": c.name, "arguments": dict(c.arguments)}
+                            for c in message.tool_calls
+                        ),
+                        (),
+                        payload.usage.to_dict() if payload.usage is not None else None,
+                    )
+                )
+                pending_input = []
     return rounds
 
 

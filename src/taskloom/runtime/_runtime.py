@@ -59,6 +59,11 @@ class BindsRuntime(Protocol[BoundT_co]):
     so every session of the runtime offers the same copy and a round pays
     nothing for it. The bound copy should not refer back to the object it
     was bound from, or it lives as long as the runtime does.
+
+    The tools of the runtime's `agents` are bound as the runtime is made,
+    perhaps before any event loop runs: binding is synchronous, cheap and
+    does no I/O (what it registers with the runtime, such as a decision
+    hook, is the point of binding early; connections open at first use).
     """
 
     def bind_runtime(self, runtime: Runtime) -> BoundT_co:
