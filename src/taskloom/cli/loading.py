@@ -41,6 +41,7 @@ __all__ = [
     "load_tool",
     "open_runtime",
     "run_options",
+    "store_runtime",
 ]
 
 
@@ -177,18 +178,23 @@ async def open_runtime(args: argparse.Namespace, *, create: bool = True) -> Runt
             )
         runtime = await load_app(app)
     else:
-        url = getattr(args, "store", None) or default_store_url()
-        try:
-            runtime = Runtime(store=open_store(url, create=create))
-        except ValueError as exc:
-            raise with_hint(
-                ConfigurationError(f"--store {url}: {exc}"),
-                "--store takes memory://, sqlite:///path or postgresql://user@host/db",
-            ) from exc
+        runtime = store_runtime(getattr(args, "store", None) or default_store_url(), create)
     # A command may decide a child's escalated calls (`approve`, `deny`):
     # the child goes on even when no agent of the app offers delegation.
     DecidedChildren.of(runtime)
     return runtime
+
+
+def store_runtime(url: str, create: bool) -> Runtime:
+    """A runtime on the store `url` names (`--store`); a URL of no known
+    scheme is a `ConfigurationError` saying which ones are."""
+    try:
+        return Runtime(store=open_store(url, create=create))
+    except ValueError as exc:
+        raise with_hint(
+            ConfigurationError(f"--store {url}: {exc}"),
+            "--store takes memory://, sqlite:///path or postgresql://user@host/db",
+        ) from exc
 
 
 def command_line_agent(

@@ -93,9 +93,7 @@ def _same_store(store: SessionStore, url: str) -> bool:
 
 
 async def _runtime(args: argparse.Namespace) -> tuple[Runtime, bool]:
-    from ..runtime import Runtime
-    from ..stores import open_store
-    from .loading import load_app
+    from .loading import load_app, store_runtime
 
     if args.app:
         runtime = await load_app(args.app)
@@ -107,14 +105,8 @@ async def _runtime(args: argparse.Namespace) -> tuple[Runtime, bool]:
             )
         return runtime, True
     url = args.store or default_store_url()
-    try:
-        # Read-only: the console never makes a store to show.
-        runtime = Runtime(store=open_store(url, create=False))
-    except ValueError as exc:
-        raise with_hint(
-            ConfigurationError(f"--store {url}: {exc}"),
-            "--store takes memory://, sqlite:///path or postgresql://user@host/db",
-        ) from exc
+    # Read-only: the console never makes a store to show.
+    runtime = store_runtime(url, create=False)
     try:
         await runtime.store.list(limit=1)  # a missing store is said now, not per page
     except BaseException:
