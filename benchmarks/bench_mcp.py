@@ -123,7 +123,7 @@ async def main(calls: int, trials: int) -> None:
     rows: dict[str, list[Cost]] = {"bare": [], "taskloom": [], "loop": [], "waiting": []}
     params = StdioServerParameters(command=command[0], args=command[1:])
     async with Client(params) as client, Runtime() as runtime:
-        await server.current_tools(runtime)  # opens taskloom's own connection
+        await server.bind_runtime(runtime).current_tools(runtime)  # opens taskloom's own connection
         await bare(client, 20)  # warm-up
         await through_a_run(runtime, [server], "get_current_time", 20)
         # As timeit does: the collector's pauses depend on everything else
@@ -201,7 +201,7 @@ async def inline_pairs(store: str, marker: Path, n: int) -> tuple[Measured, Meas
     server = napping(marker, "auto")
     with count_statements() as statements:
         async with Runtime(store=store) as runtime:
-            await server.current_tools(runtime)
+            await server.bind_runtime(runtime).current_tools(runtime)
             sessions = []
             for i in range(n + 1):
                 model = FunctionModel(napper(0, f"n{i}"))
@@ -237,7 +237,7 @@ async def task_pairs(store: str, marker: Path, n: int) -> Measured:
     with count_statements() as statements:
         async with Runtime(store=store) as runtime:
             runtime.background.emit = seen
-            await server.current_tools(runtime)
+            await server.bind_runtime(runtime).current_tools(runtime)
             sessions = []
             for i in range(n):
                 model = FunctionModel(napper(TASK_SECONDS, f"t{i}"))
@@ -261,7 +261,7 @@ async def idle_polls(store: str, marker: Path, n: int) -> Measured:
     server = napping(marker, "always")
     with count_statements() as statements:
         async with Runtime(store=store) as runtime:
-            await server.current_tools(runtime)
+            await server.bind_runtime(runtime).current_tools(runtime)
             for i in range(n):
                 model = FunctionModel(napper(-1, f"f{i}"))
                 session = await runtime.create_session(Agent("b", model, tools=[server]))
