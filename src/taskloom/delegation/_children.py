@@ -32,7 +32,7 @@ from ..entries import (
 from ..errors import StaleLeaseError
 from ..events import Event, SubagentFinished, SubagentStarted, origin_label
 from ..log import SessionLog
-from ..loop import RunOptions, RunResult, RunStatus, StopSignal, to_jsonable
+from ..loop import DEFAULT_MAX_ROUNDS, RunOptions, RunResult, RunStatus, StopSignal, to_jsonable
 from ..messages import Usage
 from ..runtime import Runtime, Session, session_lease_key
 from ..tools import ToolContext, ToolOutput
@@ -344,7 +344,7 @@ async def run_inline(
     *,
     name: str,
     role: str,
-    max_rounds: int | None = None,
+    max_rounds: int | None = DEFAULT_MAX_ROUNDS,
     also_renew: Callable[[], Awaitable[Any]] | None = None,
 ) -> ChildOutcome:
     """Run a child to its end inside the calling tool, events tagged with its origin."""

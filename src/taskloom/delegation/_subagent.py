@@ -9,6 +9,7 @@ import pydantic
 
 from ..agent import Agent
 from ..errors import ConfigurationError
+from ..loop import DEFAULT_MAX_ROUNDS
 from ..models import Model
 from ..runtime import Runtime
 from ..tools import ApprovalRule, Tool, ToolError, ToolLike, ToolOutput, as_tool
@@ -92,7 +93,7 @@ class SubAgent:
     `needs_approval` gates the delegation itself (a predicate gets the
     call's validated arguments: every field present, `""` where the model
     gave none). Other keyword options go to
-    the child's `Agent` (e.g. `settings=`); `max_rounds` bounds its run.
+    the child's `Agent` (e.g. `settings=`); `max_rounds` bounds its run (`DEFAULT_MAX_ROUNDS` unless given; None lifts it).
     With `background_after` (seconds), a call that takes longer answers at
     once that the child is still running, and the child goes on as a
     background child: its answer reaches the parent as a notice at a later
@@ -120,7 +121,7 @@ class SubAgent:
         output_schema: type[Any] | Mapping[str, Any] | None = None,
         needs_approval: ApprovalRule = False,
         *,
-        max_rounds: int | None = None,
+        max_rounds: int | None = DEFAULT_MAX_ROUNDS,
         background_after: float | None = None,
         ask_parent: bool = False,
         ask_timeout: float = 600.0,
