@@ -341,7 +341,7 @@ async def _report_escalated(
                 Text(f"  going on with {who} here failed: {visible(handover.error)}", style="red"),
                 soft_wrap=True,
             )
-            console.print(Text(_next_run(root_id, where)))
+            console.print(Text(_next_run(root_id, args.call_id)), soft_wrap=True)
             return EXIT_FAILED
         if handover.status is None:
             console.print(Text(f"  {who} is run on by another live process"))
@@ -349,17 +349,24 @@ async def _report_escalated(
             console.print(Text(f"  {who} went on here: {handover.status.value}"))
         return 0
     console.print(
-        Text(f"  {who} did not go on: {visible(handover.detail)}", style="yellow"), soft_wrap=True
+        Text(
+            f"  {who} did not go on: this command cannot run it ({visible(handover.detail)}), "
+            "and no work queue carries it",
+            style="yellow",
+        ),
+        soft_wrap=True,
     )
-    console.print(Text(_next_run(root_id, where)), soft_wrap=True)
+    console.print(Text(_next_run(root_id, args.call_id)), soft_wrap=True)
     return 1
 
 
-def _next_run(root_id: str, where: Sequence[str]) -> str:
-    again = shlex.join(["taskloom", "approve", root_id, "CALL", "--app", "MODULE:FACTORY"])
+def _next_run(root_id: str, call_id: str) -> str:
+    again = shlex.join(
+        ["taskloom", "approve", root_id, visible(call_id), "--app", "MODULE:FACTORY"]
+    )
     return (
         f"  it goes on at the next run of session {root_id}, in a process that has its "
-        f"tools (or now: {again}, with the app that has them)"
+        f"tools (or now: {again}, with an app that has them)"
     )
 
 
