@@ -169,7 +169,8 @@ async def test_a_deleted_escalating_child_leaves_nothing_pending(
     root, call = await _escalated(host)
     await host.store.delete(call.session_id)
     assert await root.pending() == []
-    shown = subprocess.run(
+    shown = await asyncio.to_thread(
+        subprocess.run,
         [sys.executable, "-m", "taskloom", "sessions", "show", root.id, "--store", store_url[0]],
         env=_env(),
         capture_output=True,
