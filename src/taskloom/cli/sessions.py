@@ -330,6 +330,12 @@ async def _report_escalated(
     if handover is None or handover.where == "ended":
         console.print(Text(f"  {who} has ended: nothing waits for this decision"))
         return 0
+    if handover.where == "parent":
+        resume = shlex.join(["taskloom", "resume", root_id, *where])
+        console.print(Text(f"  session {root_id} is parked on {who}: resuming it runs {who} on"))
+        agent = "" if args.app else " AGENT (--app MODULE:FACTORY, or --model and --tool)"
+        console.print(command_line(f"  then: {resume}{agent}"), crop=False)
+        return 0
     if handover.where == "queue":
         console.print(
             Text(f"  {who} goes on: handed to the work queue (job {handover.detail}) for a worker")

@@ -14,7 +14,7 @@ from ..models import Model
 from ..runtime import Runtime
 from ..tools import ApprovalRule, Tool, ToolError, ToolLike, ToolOutput, as_tool
 from ._ask import ask_parent_tool
-from ._children import child_slot, create_child, run_inline
+from ._children import child_slot, create_child, linked_child, run_inline
 from ._handoff import delegate_in_task, reply_to_child
 from ._tool import DelegationTool
 
@@ -197,6 +197,11 @@ class SubAgent:
                 f"{self.name}: 'task' is empty; describe the complete task for the agent"
             )
         display = arguments["name"] or self.name
+        if self.escalates:
+            # Run again by its parent's resume of a turn parked on its child.
+            earlier = await linked_child(runtime, ctx)
+            if earlier is not None:
+                return await delegate_in_task(self, runtime, ctx, task, display, child_id=earlier)
         if self.background_after is not None or self.ask_parent or self.escalates:
             return await delegate_in_task(self, runtime, ctx, task, display)
         async with child_slot(runtime, ctx):

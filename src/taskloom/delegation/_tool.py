@@ -30,6 +30,7 @@ from ..agent import Agent
 from ..background import BackgroundActivity, RunStart
 from ..entries import SubagentDispatched, SubagentStartedEntry
 from ..errors import ConfigurationError, UsageError
+from ..log import SessionLog
 from ..runtime import Runtime
 from ..tools import ApprovalRule, Tool, ToolEffect, ToolOutput
 from ._children import CHILD_LEASE, ChildStatus, LiveChildren, summary, terminal_entry
@@ -240,7 +241,10 @@ class ChildHandover:
     None while it runs or when a live holder elsewhere runs it; `error` if
     it could not), `"next run"` (this process cannot run its tools and no
     queue carries it: the parent's next run takes it up, in any process
-    that can; `detail` says why) or `"ended"` (it had ended: nothing to do).
+    that can; `detail` says why), `"parent"` (its parent's turn is parked on
+    the delegation call that waits on it, an inline escalation: the
+    parent's `resume()` runs it on, then the parent) or `"ended"` (it had
+    ended: nothing to do).
     """
 
     child_id: str
@@ -309,6 +313,12 @@ class DecidedChildren:
         handover = self._handovers[session_id] = ChildHandover(session_id, meta.parent_id, "")
         if terminal_entry(entries) is not None:
             handover.where = "ended"
+            return
+        parent = SessionLog.folded(await runtime.store.load(meta.parent_id))
+        if session_id in parent.held_calls().values():
+            # An inline escalation: the parent's turn is parked on the call
+            # that waits on the child, and the parent's resume runs it on.
+            handover.where = "parent"
             return
         # A work queue that carries children (taskloom.distributed's) hands it to a worker.
         dispatch = getattr(runtime.queue, "dispatch_child", None)
