@@ -246,3 +246,22 @@ async def test_a_runtime_offering_no_delegation_resumes_a_decided_child_once_it_
         assert await child_status(host, resumed[2]) is ChildStatus.DONE
         [paid] = effects.read_text().splitlines()
         assert paid.startswith(f"PAID {resumed[2]} 70 ")
+
+
+async def test_a_root_that_delegates_every_round_parks_on_its_first_child() -> None:
+    """A root model that delegates again whatever it hears starts one child:
+    the first child's escalation parks the root before a second round."""
+    transfers.clear()
+    treasurer = SubAgent(
+        "treasurer", "Pays.", FunctionModel(child), tools=[transfer], on_approval="escalate"
+    )
+    again = FunctionModel(lambda r: reply(tool_calls=[("treasurer", {"task": "Pay again."})]))
+    async with Runtime() as runtime:
+        root = await runtime.create_session(Agent("lead", again, tools=[treasurer.tool()]))
+        async with asyncio.timeout(5):
+            first = await root.run("Pay the invoice.")
+        assert first.status is RunStatus.AWAITING_APPROVAL
+        assert len(again.requests) == 1
+        assert len(await root.pending()) == 1
+        assert len(await runtime.store.list(parent_id=root.id)) == 1
+        assert transfers == []

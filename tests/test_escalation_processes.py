@@ -10,6 +10,7 @@ tests/distributed/test_queue_escalation.py."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 from pg import pg_schema  # noqa: F401 (fixture)
-from taskloom import Runtime, Session
+from taskloom import RunStatus, Runtime, Session
 from taskloom.delegation import ChildStatus, child_status
 from taskloom.entries import MessageEntry
 from taskloom.loop import PendingCall
@@ -179,3 +180,36 @@ async def test_a_deleted_escalating_child_leaves_nothing_pending(
     )
     assert shown.returncode == 0, shown.stderr
     assert "a worker is paying" in shown.stdout and "awaiting approval" not in shown.stdout
+
+
+async def test_an_inline_escalation_parks_the_root_until_the_cli_decides_and_resumes(
+    host: Runtime, store_url: tuple[str, str]
+) -> None:
+    root = await host.create_session(host.agent_named("cashier"))
+    first = await root.run("Pay the invoice.")
+    assert first.status is RunStatus.AWAITING_APPROVAL
+    [call] = await root.pending()
+    assert call.name == "pay" and call.origin.startswith("payer#")
+    code, out, err = await _finished(_approve(root.id, call.id, "--store", store_url[0]))
+    print(f"approve: exit {code}\n{out}{err}")
+    assert code == 0, err
+    assert f"taskloom resume {root.id}" in out
+    assert _payments(host, call.session_id) == []  # the root's resume runs the child on
+    resume = [sys.executable, "-m", "taskloom", "resume", root.id]
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [*resume, "--app", "escalation_app:make_runtime"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    print(f"resume: exit {done.returncode}\n{done.stdout}{done.stderr}")
+    assert done.returncode == 0, done.stderr
+    assert len(_payments(host, call.session_id)) == 1
+    assert await child_status(host, call.session_id) is ChildStatus.DONE
+    await root.journal.sync()
+    final = root.journal.log.finished_result(root.id)
+    assert final is not None and final.status is RunStatus.COMPLETED
+    said = final.text.removeprefix("cashier: ")
+    assert json.loads(said)["answer"] == "done: paid 70"  # the child's answer, as the call's result
