@@ -118,7 +118,9 @@ async def test_three_hundred_rounds_fit_a_small_window_and_the_log_keeps_everyth
     runtime = Runtime()
     session = await runtime.create_session(agent)
     events: list[Any] = []
-    result = await session.run("Read pages 1 to 300.", emit=events.append)
+    # 300 rounds: past the default bound on rounds, lifted.
+    unbounded = RunOptions(max_rounds=None)
+    result = await session.run("Read pages 1 to 300.", emit=events.append, options=unbounded)
     assert result.status is RunStatus.COMPLETED and result.text == "read them all"
     assert model.largest <= WINDOW, model.largest  # by the test's exact count
     assert model.problems == []

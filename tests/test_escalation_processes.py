@@ -190,6 +190,17 @@ async def test_an_inline_escalation_parks_the_root_until_the_cli_decides_and_res
     assert first.status is RunStatus.AWAITING_APPROVAL
     [call] = await root.pending()
     assert call.name == "pay" and call.origin.startswith("payer#")
+    shown = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "taskloom", "sessions", "show", root.id, "--store", store_url[0]],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert f"waiting on {call.session_id[:8]}" in shown.stdout
+    assert f"escalated by payer {call.session_id[:8]}" in shown.stdout
     code, out, err = await _finished(_approve(root.id, call.id, "--store", store_url[0]))
     print(f"approve: exit {code}\n{out}{err}")
     assert code == 0, err

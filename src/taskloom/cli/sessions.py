@@ -193,8 +193,20 @@ async def _show(runtime: Runtime, console: Console, session_id: str, tree: bool)
                     style="dim",
                 )
             )
+    held = log.held_calls()
     for call in log.parked():
         decision = log.decision(call.id)
+        if call.id in held:
+            # Its child's escalated calls, shown below, are what it waits on.
+            child = held[call.id]
+            console.print(
+                Text(
+                    f"waiting on {visible(child[:8])}, whose calls await approval:",
+                    style="bold yellow",
+                )
+            )
+            console.print(approval_block(call.name, call.id, call.arguments))
+            continue
         if decision is None:
             state = "awaiting approval:"
         else:

@@ -93,7 +93,8 @@ class SubAgent:
     `needs_approval` gates the delegation itself (a predicate gets the
     call's validated arguments: every field present, `""` where the model
     gave none). Other keyword options go to
-    the child's `Agent` (e.g. `settings=`); `max_rounds` bounds its run (`DEFAULT_MAX_ROUNDS` unless given; None lifts it).
+    the child's `Agent` (e.g. `settings=`); `max_rounds` bounds its run
+    (`DEFAULT_MAX_ROUNDS` unless given; None lifts it).
     With `background_after` (seconds), a call that takes longer answers at
     once that the child is still running, and the child goes on as a
     background child: its answer reaches the parent as a notice at a later
@@ -105,9 +106,12 @@ class SubAgent:
     goes on; a question unanswered for `ask_timeout` seconds is answered
     "no answer". With `on_approval="escalate"` the child may have tools that
     need approval: a gated call parks the child and shows among the parent's
-    `pending()` (and the root's people decide it: CLI, console, code); the
-    call answers that the child awaits approval, and the decision resumes
-    the child, whose answer then arrives as a notice. The child runs without the parent run's `deps` (`ctx.deps` is None in
+    `pending()` (and the root's people decide it: CLI, console, code). While
+    the call waits on the child, the parent parks too (AWAITING_APPROVAL, its
+    turn held by the call); the parent's `resume()` runs the call again,
+    which takes the child up once decided and answers with its result. A
+    child that escalates after its call answered "still running" is resumed
+    by the decision, and its answer arrives as a notice. The child runs without the parent run's `deps` (`ctx.deps` is None in
     its tools): deps are per run and never leave it.
     """
 
