@@ -628,7 +628,11 @@ class _Escalated:
 async def _escalated(cache: LogCache, log: SessionLog) -> list[_Escalated]:
     out = []
     for child_id, escalated in log.escalated.items():
-        calls = undecided_calls(SessionLog.folded(await cache.entries(child_id)))
+        try:
+            entries = await cache.entries(child_id)
+        except SessionNotFound:
+            continue  # a deleted child's calls wait for nobody
+        calls = undecided_calls(SessionLog.folded(entries))
         if calls:
             out.append(_Escalated(child_id, escalated.name, calls))
     return out
