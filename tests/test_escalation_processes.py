@@ -185,11 +185,25 @@ async def test_a_deleted_escalating_child_leaves_nothing_pending(
 async def test_an_inline_escalation_parks_the_root_until_the_cli_decides_and_resumes(
     host: Runtime, store_url: tuple[str, str]
 ) -> None:
-    root = await host.create_session(host.agent_named("cashier"))
-    first = await root.run("Pay the invoice.")
-    assert first.status is RunStatus.AWAITING_APPROVAL
+    app = ("--app", "escalation_app:make_runtime")
+    started = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "taskloom", "run", *app, "--agent", "cashier", "Pay it."],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    print(f"run: exit {started.returncode}\n{started.stdout}{started.stderr}")
+    # Parked, with the way on printed: see the child's calls, decide, resume.
+    assert started.returncode == 1, started.stderr
+    assert "awaiting approval of calls a child agent escalated" in started.stdout
+    [root_meta] = [m for m in await host.store.list() if m.agent == "cashier"]
+    root = await host.open_session(root_meta.id, host.agent_named("cashier"))
+    assert f"taskloom sessions show {root.id}" in started.stdout
     [call] = await root.pending()
     assert call.name == "pay" and call.origin.startswith("payer#")
+    assert len(await host.store.list(parent_id=root.id)) == 1  # the root took no second round
     shown = await asyncio.to_thread(
         subprocess.run,
         [sys.executable, "-m", "taskloom", "sessions", "show", root.id, "--store", store_url[0]],

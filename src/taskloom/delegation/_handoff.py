@@ -303,6 +303,7 @@ async def _wait_on(runtime: Runtime, ctx: ToolContext, state: _Child) -> ToolOut
                 # (this result is never committed), and its resume runs the
                 # call again, which takes the child up once decided.
                 await hold_turn(runtime, ctx, child_id, state.spec.name)
+                return _awaiting(child_id, state.spec.name, held=True)
             return _awaiting(child_id, state.spec.name)
         notices = background.notices_for(ctx.run_id)
         if notices is not None:
@@ -346,14 +347,14 @@ async def _wait_on(runtime: Runtime, ctx: ToolContext, state: _Child) -> ToolOut
     return ToolOutput(json.dumps(receipt))
 
 
-def _awaiting(child_id: str, name: str) -> ToolOutput:
-    body = {
-        "id": child_id,
-        "name": name,
-        "status": "awaiting_approval",
-        "note": (
-            "It asked for approval of a call, which a person decides; once decided, it "
-            "goes on, and its answer arrives as a notice at a later round."
-        ),
-    }
+def _awaiting(child_id: str, name: str, *, held: bool = False) -> ToolOutput:
+    note = (
+        # Shown in the call's events only: the parked turn never commits it.
+        "It asked for approval of a call, which a person decides; the run parks until "
+        "then, and resuming it runs the agent on."
+        if held
+        else "It asked for approval of a call, which a person decides; once decided, it "
+        "goes on, and its answer arrives as a notice at a later round."
+    )
+    body = {"id": child_id, "name": name, "status": "awaiting_approval", "note": note}
     return ToolOutput(json.dumps(body))
