@@ -265,3 +265,22 @@ async def test_a_root_that_delegates_every_round_parks_on_its_first_child() -> N
         assert len(await root.pending()) == 1
         assert len(await runtime.store.list(parent_id=root.id)) == 1
         assert transfers == []
+
+
+async def test_resuming_a_root_before_its_childs_calls_are_decided_parks_it_again() -> None:
+    transfers.clear()
+    treasurer = SubAgent(
+        "treasurer", "Pays.", FunctionModel(child), tools=[transfer], on_approval="escalate"
+    )
+    async with Runtime() as runtime:
+        root = await runtime.create_session(
+            Agent("lead", FunctionModel(lead), tools=[treasurer.tool()])
+        )
+        await root.run("Pay the invoice.")
+        [pending] = await root.pending()
+        again = await root.resume()
+        assert again.status is RunStatus.AWAITING_APPROVAL
+        assert await root.pending() == [pending] and transfers == []
+        await root.approve(pending.id)
+        final = await root.resume()
+        assert final.text == "report: transfer done: moved 70" and transfers == [70]

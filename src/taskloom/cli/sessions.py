@@ -339,7 +339,12 @@ async def _report_escalated(
         console.print(Text("  the agent goes on once each of its calls is decided"))
         return 0
     handover = DecidedChildren.of(runtime).handover(child_id)
-    if handover is None or handover.where == "ended":
+    if handover is None:
+        # Decided before, and gone on since: whoever decided first went on with it.
+        status = (await child_status(runtime, child_id)).value
+        console.print(Text(f"  {who} went on after the first decision; it is {status}"))
+        return 0
+    if handover.where == "ended":
         console.print(Text(f"  {who} has ended: nothing waits for this decision"))
         return 0
     if handover.where == "parent":

@@ -612,13 +612,14 @@ class SessionLog:
     def parked(self) -> list[ToolCall]:
         """The open calls of a turn awaiting decisions: some call has an approval
         request (or waits on a child that escalated its calls: `held_calls`)
-        and none has started running."""
+        and none has started running, except a held call: its child escalated
+        since it last started, and running it again only takes that child up."""
         open_calls = self.open_calls()
         turn = self._turn
         held = self.held_calls()
         if not any((turn, c.id) in self._requests or c.id in held for c in open_calls):
             return []
-        if any((turn, c.id) in self._started for c in open_calls):
+        if any((turn, c.id) in self._started and c.id not in held for c in open_calls):
             return []
         return open_calls
 
