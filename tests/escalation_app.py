@@ -1,5 +1,6 @@
-"""The `--app` factory of the SQLite escalation test (and the test's host):
-a treasurer whose background payer escalates its gated `pay` call.
+"""The `--app` factory of the escalation tests (and the tests' host): a
+treasurer whose background payer escalates its gated `pay` call, and a
+cashier whose inline payer (a `SubAgent`) does, parking the cashier.
 
     taskloom approve ROOT CALL --app escalation_app:make_runtime
 
@@ -12,7 +13,7 @@ import os
 from typing import Any
 
 from taskloom import Agent, Runtime, ToolContext, tool
-from taskloom.delegation import Spawner, TaskDispatcher
+from taskloom.delegation import Spawner, SubAgent, TaskDispatcher
 from taskloom.models import FunctionModel, ModelRequest, reply
 
 
@@ -41,9 +42,18 @@ def treasurer(request: ModelRequest) -> Any:
     return reply(tool_calls=[("spawn_agent", spawn)])
 
 
+def cashier(request: ModelRequest) -> Any:
+    results = [r.content for m in request.messages for r in m.results]
+    if results:
+        return reply(f"cashier: {results[-1]}")
+    return reply(tool_calls=[("payer", {"task": "pay 70"})])
+
+
 def make_runtime() -> Runtime:
     """The runtime of the host and of the CLI that decides."""
     paying = FunctionModel(payer, name="payer")
     payers = Spawner(paying, tools=[pay], dispatcher=TaskDispatcher(), on_approval="escalate")
     lead = Agent("treasurer", FunctionModel(treasurer, name="treasurer"), tools=[payers.tool()])
-    return Runtime(store=os.environ["ESC_URL"], agents=[lead], tools=[pay], models=[paying])
+    inline = SubAgent("payer", "Pays.", paying, tools=[pay], on_approval="escalate")
+    desk = Agent("cashier", FunctionModel(cashier, name="cashier"), tools=[inline.tool()])
+    return Runtime(store=os.environ["ESC_URL"], agents=[lead, desk], tools=[pay], models=[paying])

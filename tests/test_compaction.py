@@ -118,7 +118,9 @@ async def test_three_hundred_rounds_fit_a_small_window_and_the_log_keeps_everyth
     runtime = Runtime()
     session = await runtime.create_session(agent)
     events: list[Any] = []
-    result = await session.run("Read pages 1 to 300.", emit=events.append)
+    # 300 rounds: past the default bound on rounds, lifted.
+    unbounded = RunOptions(max_rounds=None)
+    result = await session.run("Read pages 1 to 300.", emit=events.append, options=unbounded)
     assert result.status is RunStatus.COMPLETED and result.text == "read them all"
     assert model.largest <= WINDOW, model.largest  # by the test's exact count
     assert model.problems == []
@@ -570,7 +572,8 @@ async def test_a_verbose_summarizer_in_a_small_window_does_not_compact_every_rou
     runtime = Runtime()
     session = await runtime.create_session(agent)
     events: list[Any] = []
-    result = await session.run("go", emit=events.append)
+    # 120 rounds: past the default bound on rounds, lifted.
+    result = await session.run("go", emit=events.append, options=RunOptions(max_rounds=None))
     assert result.status is RunStatus.COMPLETED
     finished = [e for e in events if isinstance(e, CompactionFinished)]
     assert finished and len(finished) <= model.asked // 4, len(finished)

@@ -607,6 +607,23 @@ async def test_a_childs_escalated_call_shows_at_the_root_and_is_decided_on_its_p
     assert "Escalated by" not in root_page
 
 
+async def test_a_deleted_escalating_child_leaves_its_roots_page_readable(store: str) -> None:
+    import test_escalation as esc
+
+    treasurer = SubAgent(
+        "treasurer", "Pays.", FunctionModel(esc.child), tools=[esc.transfer], on_approval="escalate"
+    )
+    lead = Agent("lead", FunctionModel(esc.lead), tools=[treasurer.tool()])
+    async with Runtime(store=store) as runtime:
+        root = await runtime.create_session(lead)
+        await root.run("Pay the invoice.")
+        [call] = await root.pending()
+        await runtime.store.delete(call.session_id)
+    async with browsing(reading(store)) as client:
+        page = await client.get(f"/sessions/{root.id}")
+    assert page.status_code == 200 and "Escalated by" not in page.text
+
+
 async def test_a_question_an_mcp_task_asked_is_answered_from_its_form(store: str) -> None:
     from taskloom.entries import InputAnswer, InputRequest
     from taskloom.log import input_id_for

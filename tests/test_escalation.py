@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from pg import open_durable, pg_schema  # noqa: F401 (fixture)
-from taskloom import Agent, ConfigurationError, Runtime, tool
+from taskloom import Agent, ConfigurationError, RunStatus, Runtime, tool
 from taskloom.delegation import ChildStatus, DecidedChildren, Spawner, SubAgent, child_status
 from taskloom.entries import MessageEntry
 from taskloom.models import FunctionModel, ModelRequest, reply
@@ -44,8 +44,11 @@ def lead(request: ModelRequest) -> Any:
     texts = "\n".join(m.text for m in request.messages if m.role == "user")
     if "finished. Its report" in texts:
         return reply("report: " + texts.rsplit("Its report:", 1)[1].strip())
-    if any(m.role == "tool" for m in request.messages):
-        return reply("waiting for approval")
+    results = [r.content for m in request.messages for r in m.results]
+    if results:
+        # The delegation's answer, once the child went on (the root's resume).
+        answer = json.loads(results[-1]).get("answer")
+        return reply(f"report: {answer}" if answer else "waiting for approval")
     return reply(tool_calls=[("treasurer", {"task": "Pay the invoice."})])
 
 
@@ -60,6 +63,9 @@ def test_gated_tools_need_escalation_in_a_child() -> None:
 async def test_an_escalated_call_is_decided_at_the_root_and_resumes_the_child(
     store_url: tuple[str, str],
 ) -> None:
+    """An inline child's escalation parks its root: the child's call is among
+    the root's pending approvals, and the root's resume runs the child on,
+    then the root, which gets the child's answer as the delegation's result."""
     transfers.clear()
     treasurer = SubAgent(
         "treasurer", "Pays.", FunctionModel(child), tools=[transfer], on_approval="escalate"
@@ -68,34 +74,35 @@ async def test_an_escalated_call_is_decided_at_the_root_and_resumes_the_child(
     async with Runtime(store=open_durable(*store_url)) as runtime:
         root = await runtime.create_session(Agent("lead", model, tools=[treasurer.tool()]))
         first = await root.run("Pay the invoice.")
-        assert first.text == "waiting for approval"
-        answer = json.loads(model.requests[1].messages[-1].results[0].content)
-        assert answer["status"] == "awaiting_approval"
-        child_id = answer["id"]
-        assert await child_status(runtime, child_id) is ChildStatus.AWAITING_APPROVAL
+        assert first.status is RunStatus.AWAITING_APPROVAL
+        assert len(model.requests) == 1  # the root did not go on
         [pending] = await root.pending()
-        assert (pending.name, pending.arguments, pending.session_id) == (
-            "transfer",
-            {"amount": 70},
-            child_id,
-        )
+        child_id = pending.session_id
+        assert await child_status(runtime, child_id) is ChildStatus.AWAITING_APPROVAL
+        assert (pending.name, pending.arguments) == ("transfer", {"amount": 70})
         assert pending.origin.startswith("treasurer#")
         assert transfers == []  # nothing ran unapproved
         await root.approve(pending.id, note="within budget")
-        # The decision resumed the child here (no queue), in a task: it ran the call and ended.
         await runtime.background.wait_kept()
+        assert transfers == []  # the root's resume runs the child on
+        final = await root.resume()
+        assert (final.status, final.text) == (
+            RunStatus.COMPLETED,
+            "report: transfer done: moved 70",
+        )
         assert transfers == [70]
         assert await child_status(runtime, child_id) is ChildStatus.DONE
         assert await root.pending() == []
-        final = await root.run("Done?")
-        assert final.text == "report: transfer done: moved 70"
         delivered = [
             i
             for e in await root.entries()
             if isinstance(e.payload, MessageEntry)
             for i in e.payload.delivered_ids
         ]
-        assert delivered == [f"subagent:{child_id}"]  # once
+        # The answer came as the delegation's result, never again as a notice.
+        assert delivered == []
+        assert await runtime.background.inbox.pending(root.id) == []
+        assert [s.id for s in await runtime.store.list(parent_id=root.id)] == [child_id]
 
 
 async def test_a_denied_escalation_resumes_the_child_with_the_denial() -> None:
@@ -110,13 +117,9 @@ async def test_a_denied_escalation_resumes_the_child_with_the_denial() -> None:
         await root.run("Pay the invoice.")
         [pending] = await root.pending()
         await root.deny(pending.id, note="not this month")
-        await runtime.background.wait_kept()
+        final = await root.resume()
         assert transfers == []
-        async with asyncio.timeout(5):
-            while not await runtime.background.inbox.pending(root.id):
-                await asyncio.sleep(0.01)
-        final = await root.run("Done?")
-        assert "not this month" in final.text
+        assert final.status is RunStatus.COMPLETED and "not this month" in final.text
 
 
 async def test_the_cli_approves_an_escalated_call_on_sqlite_and_resumes_the_child(
@@ -243,3 +246,41 @@ async def test_a_runtime_offering_no_delegation_resumes_a_decided_child_once_it_
         assert await child_status(host, resumed[2]) is ChildStatus.DONE
         [paid] = effects.read_text().splitlines()
         assert paid.startswith(f"PAID {resumed[2]} 70 ")
+
+
+async def test_a_root_that_delegates_every_round_parks_on_its_first_child() -> None:
+    """A root model that delegates again whatever it hears starts one child:
+    the first child's escalation parks the root before a second round."""
+    transfers.clear()
+    treasurer = SubAgent(
+        "treasurer", "Pays.", FunctionModel(child), tools=[transfer], on_approval="escalate"
+    )
+    again = FunctionModel(lambda r: reply(tool_calls=[("treasurer", {"task": "Pay again."})]))
+    async with Runtime() as runtime:
+        root = await runtime.create_session(Agent("lead", again, tools=[treasurer.tool()]))
+        async with asyncio.timeout(5):
+            first = await root.run("Pay the invoice.")
+        assert first.status is RunStatus.AWAITING_APPROVAL
+        assert len(again.requests) == 1
+        assert len(await root.pending()) == 1
+        assert len(await runtime.store.list(parent_id=root.id)) == 1
+        assert transfers == []
+
+
+async def test_resuming_a_root_before_its_childs_calls_are_decided_parks_it_again() -> None:
+    transfers.clear()
+    treasurer = SubAgent(
+        "treasurer", "Pays.", FunctionModel(child), tools=[transfer], on_approval="escalate"
+    )
+    async with Runtime() as runtime:
+        root = await runtime.create_session(
+            Agent("lead", FunctionModel(lead), tools=[treasurer.tool()])
+        )
+        await root.run("Pay the invoice.")
+        [pending] = await root.pending()
+        again = await root.resume()
+        assert again.status is RunStatus.AWAITING_APPROVAL
+        assert await root.pending() == [pending] and transfers == []
+        await root.approve(pending.id)
+        final = await root.resume()
+        assert final.text == "report: transfer done: moved 70" and transfers == [70]

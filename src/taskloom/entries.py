@@ -970,24 +970,37 @@ class ApprovalEscalated(Payload):
     """In a parent's log: its child `child_session_id` (named `name`) parked
     on calls `call_ids`, which it escalated to the parent's people instead of
     denying them (`on_approval="escalate"`). The parent's `pending()` lists
-    them while undecided; deciding one resumes the child."""
+    them while undecided; deciding one resumes the child.
+
+    `call_id` and `turn` name the parent's delegation call that waits on the
+    child (an inline escalation): that call holds the parent's turn parked
+    until the parent's resume runs the child on; None for a child that
+    escalated from the background."""
 
     KIND: ClassVar[str] = EntryKind.APPROVAL_ESCALATED
     child_session_id: str
     name: str
     call_ids: tuple[str, ...]
+    call_id: str | None = None
+    turn: int | None = None
 
     def to_data(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "child_session_id": self.child_session_id,
             "name": self.name,
             "call_ids": list(self.call_ids),
         }
+        if self.call_id is not None:
+            data["call_id"], data["turn"] = self.call_id, self.turn
+        return data
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> ApprovalEscalated:
+        call_id, turn = data.get("call_id"), data.get("turn")
         return cls(
             str(data["child_session_id"]),
             str(data.get("name", "")),
             tuple(str(c) for c in data.get("call_ids") or ()),
+            str(call_id) if call_id is not None else None,
+            int(turn) if turn is not None else None,
         )

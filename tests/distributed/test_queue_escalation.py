@@ -103,3 +103,52 @@ async def test_the_cli_approves_a_workers_escalated_call_and_the_child_finishes(
     assert len(paid) == 1 and delivered == [f"subagent:{call.session_id}"]
     assert await root.pending() == []
     assert os.environ.get("TLQ_EFFECTS") == str(effects)
+
+
+async def test_a_store_only_decision_hands_a_workers_child_back_to_the_queue(
+    host: Runtime, workers: Workers, pg_schema: str, effects: Path
+) -> None:
+    """`taskloom approve ROOT CALL --store URL`, no --app: the command cannot
+    run the child's tools, but the store's database holds the work queue the
+    child ran on, so the child goes back to it and a worker runs it on."""
+    workers.start()
+    root = await host.create_session(host.agent_named("treasurer"))
+    assert (await root.run("Pay the invoice.")).text == "a worker is paying"
+    deadline = time.monotonic() + 30
+    while not (pending := await root.pending()):
+        assert time.monotonic() < deadline, "the child never escalated"
+        await asyncio.sleep(0.05)
+    [call] = pending
+    env = worker_env(PG_DSN, pg_schema, effects)
+    # The schema reaches the command as it would any libpq client's.
+    env = {**env, "TERM": "dumb", "PGOPTIONS": f"-c search_path={pg_schema}"}
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "taskloom", "approve", root.id, call.id, "--store", PG_DSN],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    print(done.stdout, done.stderr)
+    assert done.returncode == 0, done.stderr
+    assert "handed to the work queue" in done.stdout
+    assert "has no tool" not in done.stderr
+    deadline = time.monotonic() + 30
+    while (await child_status(host, call.session_id)) is not ChildStatus.DONE:
+        assert time.monotonic() < deadline, "no worker took the child up after the approval"
+        await asyncio.sleep(0.05)
+    while not await host.background.inbox.pending(root.id):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    final = await root.run("Done?")
+    assert final.text == "report: done: paid 70"
+    paid = [m for m in marks(effects) if m.startswith("PAID")]
+    delivered = [
+        i
+        for e in await root.entries()
+        if isinstance(e.payload, MessageEntry)
+        for i in e.payload.delivered_ids
+    ]
+    print(f"payments: {paid}; delivered: {delivered}")
+    assert len(paid) == 1 and delivered == [f"subagent:{call.session_id}"]

@@ -40,7 +40,9 @@ exit codes:
   1    the run ended without completing: awaiting approval (taskloom approve,
        then taskloom resume, as printed), stopped, out of rounds or budget,
        past its deadline, or failed (the table printed says which);
-       for sessions diff: the two sessions differ
+       for sessions diff: the two sessions differ; for approve: the decision is
+       recorded, but the child agent it unblocks did not go on (this process
+       cannot run it; the output says who takes it up)
   2    an error: one line and a hint on stderr (--debug adds the traceback)
   130  interrupted (Ctrl-C); the session keeps every step before the interrupted one
   141  standard output was closed early (piped into head, say); the rest is dropped

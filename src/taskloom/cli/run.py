@@ -15,10 +15,11 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from rich.console import Console
+from rich.text import Text
 
 from ..agent import Agent
 from ..errors import UsageError
-from ..results import RunResult
+from ..results import RunResult, RunStatus
 from ..runtime import Runtime, Session
 from . import store_options
 from .failures import with_hint
@@ -30,7 +31,7 @@ from .loading import (
     open_runtime,
     run_options,
 )
-from .render import EventPrinter, pending_summary, terminal, usage_table
+from .render import EventPrinter, command_line, pending_summary, terminal, usage_table
 
 __all__ = ["interruptible", "load_tool", "report_result", "run_prompt"]
 
@@ -47,6 +48,15 @@ def report_result(
         where = shlex.join(store_options(args))
         summary = pending_summary(session.id, result.pending, agent_flags(args), where)
         console.print(summary, crop=False)
+    elif result.status is RunStatus.AWAITING_APPROVAL:
+        # Parked on a child agent's escalated calls, which live in its log.
+        show = shlex.join(["taskloom", "sessions", "show", session.id, *store_options(args)])
+        console.print(
+            Text("awaiting approval of calls a child agent escalated:", style="bold yellow")
+        )
+        console.print(command_line(f"  see them: {show}"), crop=False)
+        again = shlex.join(["taskloom", "resume", session.id])
+        console.print(command_line(f"  decide each, then: {again} {agent_flags(args)}"), crop=False)
     return 0 if result.ok else 1
 
 

@@ -18,7 +18,7 @@ import json
 import shlex
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from rich.console import Console
@@ -26,9 +26,9 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..agent import Agent
-from ..delegation import child_status
-from ..entries import CompactionEntry
-from ..errors import UsageError
+from ..delegation import ChildSpec, DecidedChildren, child_status
+from ..entries import CompactionEntry, RequestedCall
+from ..errors import ConfigurationError, SessionNotFound, StoreError, UsageError
 from ..log import SessionLog, conversation, pending_inputs
 from ..messages import Message
 from ..models import FunctionModel, ModelRequest
@@ -36,7 +36,7 @@ from ..results import PendingInput
 from ..runtime import Runtime, SessionTools, diff_sessions, fork_session
 from ..stores import SessionMeta
 from . import default_store_url, store_options
-from .failures import with_hint
+from .failures import EXIT_FAILED, with_hint
 from .loading import agent_flags, command_line_agent, open_runtime, run_options
 from .render import (
     EventPrinter,
@@ -49,6 +49,9 @@ from .render import (
 from .run import interruptible, report_result
 from .summary import summarize, to_json
 from .text import visible
+
+if TYPE_CHECKING:
+    from ..distributed import WorkQueue
 
 __all__ = ["dispatch", "render_message"]
 
@@ -190,8 +193,20 @@ async def _show(runtime: Runtime, console: Console, session_id: str, tree: bool)
                     style="dim",
                 )
             )
+    held = log.held_calls()
     for call in log.parked():
         decision = log.decision(call.id)
+        if call.id in held:
+            # Its child's escalated calls, shown below, are what it waits on.
+            child = held[call.id]
+            console.print(
+                Text(
+                    f"waiting on {visible(child[:8])}, whose calls await approval:",
+                    style="bold yellow",
+                )
+            )
+            console.print(approval_block(call.name, call.id, call.arguments))
+            continue
         if decision is None:
             state = "awaiting approval:"
         else:
@@ -201,7 +216,10 @@ async def _show(runtime: Runtime, console: Console, session_id: str, tree: bool)
         reason = request.reason if request is not None else None
         console.print(approval_block(call.name, call.id, call.arguments, reason))
     for child_id, escalated in log.escalated.items():
-        _, child_log = await _log(runtime, child_id)
+        try:
+            _, child_log = await _log(runtime, child_id)
+        except SessionNotFound:
+            continue  # a deleted child's calls wait for nobody
         for call in child_log.parked():
             request = child_log.request(call.id)
             if child_log.decision(call.id) is not None or request is None:
@@ -233,22 +251,23 @@ async def _approve(runtime: Runtime, console: Console, args: argparse.Namespace)
     # Deciding needs the log, not the agent: one that can never run stands in.
     stand_in = Agent(meta.agent or "cli", FunctionModel(_no_runs, name="decisions-only"))
     session = await runtime.open_session(meta.id, stand_in)
-    waiting = {c.id: c for c in reversed(await session.pending())}  # its own first
-    if args.deny:
-        await session.deny(args.call_id, note=args.note)
-    else:
-        await session.approve(args.call_id, note=args.note)
+    # Found before deciding: a child that goes on leaves the turn that asked.
+    escalated = await _escalating_child(runtime, session.journal.log, args.call_id)
+    queue = _store_queue(runtime, args)
+    try:
+        if args.deny:
+            await session.deny(args.call_id, note=args.note)
+        else:
+            await session.approve(args.call_id, note=args.note)
+        # A decision that resumed a child here (no queue) runs it to its end first.
+        await runtime.background.wait_kept()
+    finally:
+        if queue is not None:
+            await queue.close()
     log = session.journal.log
     verb = "denied" if args.deny else "approved"
-    # A decision that resumed a child here (no queue) runs it to its end first.
-    await runtime.background.wait_kept()
-    escalated = waiting.get(args.call_id)
-    if escalated is not None and escalated.session_id:
-        # A call a child escalated: deciding it went on with the child.
-        console.print(approval_block(escalated.name, escalated.id, escalated.arguments))
-        by = visible(escalated.origin)
-        console.print(Text(f"{verb} {visible(escalated.id)} for {by}", style="bold"))
-        return 0
+    if escalated is not None:
+        return await _report_escalated(runtime, console, args, meta.id, verb, *escalated)
     request = log.request(args.call_id)
     assert request is not None  # the decision above found it
     console.print(approval_block(request.name, args.call_id, dict(request.arguments)))
@@ -272,6 +291,145 @@ async def _approve(runtime: Runtime, console: Console, args: argparse.Namespace)
             )
         )
     return 0
+
+
+async def _escalating_child(
+    runtime: Runtime, log: SessionLog, call_id: str
+) -> tuple[str, str, RequestedCall] | None:
+    """The child that escalated `call_id` to the session of `log` (its id and
+    name, and the call's request), if one did; decided calls count (a
+    decision taken again)."""
+    if log.request(call_id) is not None:
+        return None
+    for child_id, escalated in log.escalated.items():
+        try:
+            _, child_log = await _log(runtime, child_id)
+        except SessionNotFound:
+            continue
+        for (_, asked), request in child_log.requests.items():
+            if asked == call_id:
+                return child_id, escalated.name, request
+    return None
+
+
+async def _report_escalated(
+    runtime: Runtime,
+    console: Console,
+    args: argparse.Namespace,
+    root_id: str,
+    verb: str,
+    child_id: str,
+    name: str,
+    request: RequestedCall,
+) -> int:
+    """Say what deciding a child's call did and what happens next; the exit
+    code: 0 when the child went on (here, or on the work queue), 1 when it
+    did not go on now (its parent's next run takes it up), 2 when going on
+    with it failed."""
+    console.print(approval_block(request.name, args.call_id, dict(request.arguments)))
+    who = f"{visible(name)} {visible(child_id[:8])}"
+    console.print(Text(f"{verb} {visible(args.call_id)} for {who}", style="bold"))
+    where = store_options(args)
+    _, child_log = await _log(runtime, child_id)
+    undecided = child_log.undecided_calls()
+    if undecided:
+        for call in undecided:
+            command = shlex.join(["taskloom", "approve", root_id, visible(call.id), *where])
+            console.print(command_line(f"  decide: {command} (or add --deny)"), crop=False)
+        console.print(Text("  the agent goes on once each of its calls is decided"))
+        return 0
+    handover = DecidedChildren.of(runtime).handover(child_id)
+    if handover is None:
+        # Decided before, and gone on since: whoever decided first went on with it.
+        status = (await child_status(runtime, child_id)).value
+        console.print(Text(f"  {who} went on after the first decision; it is {status}"))
+        return 0
+    if handover.where == "ended":
+        console.print(Text(f"  {who} has ended: nothing waits for this decision"))
+        return 0
+    if handover.where == "parent":
+        resume = shlex.join(["taskloom", "resume", root_id, *where])
+        console.print(Text(f"  session {root_id} is parked on {who}: resuming it runs {who} on"))
+        agent = "" if args.app else " AGENT (--app MODULE:FACTORY, or --model and --tool)"
+        console.print(command_line(f"  then: {resume}{agent}"), crop=False)
+        return 0
+    if handover.where == "queue":
+        console.print(
+            Text(f"  {who} goes on: handed to the work queue (job {handover.detail}) for a worker")
+        )
+        return 0
+    if handover.where == "here":
+        if handover.error is not None:
+            console.print(
+                Text(f"  going on with {who} here failed: {visible(handover.error)}", style="red"),
+                soft_wrap=True,
+            )
+            console.print(Text(_next_run(root_id, args.call_id)), soft_wrap=True)
+            return EXIT_FAILED
+        if handover.status is None:
+            console.print(Text(f"  {who} is run on by another live process"))
+        else:
+            console.print(Text(f"  {who} went on here: {handover.status.value}"))
+        return 0
+    console.print(
+        Text(
+            f"  {who} did not go on: this command cannot run it ({visible(handover.detail)}), "
+            "and no work queue carries it",
+            style="yellow",
+        ),
+        soft_wrap=True,
+    )
+    console.print(Text(_next_run(root_id, args.call_id)), soft_wrap=True)
+    return 1
+
+
+def _next_run(root_id: str, call_id: str) -> str:
+    again = shlex.join(
+        ["taskloom", "approve", root_id, visible(call_id), "--app", "MODULE:FACTORY"]
+    )
+    return (
+        f"  it goes on at the next run of session {root_id}, in a process that has its "
+        f"tools (or now: {again}, with an app that has them)"
+    )
+
+
+def _store_queue(runtime: Runtime, args: argparse.Namespace) -> WorkQueue | None:
+    """The work queue in the database of a `--store postgresql://` URL, given to
+    `DecidedChildren` for children that ran on it (this command cannot run
+    their tools); None for other stores, with `--app`, or without the
+    distributed extra."""
+    if args.app or runtime.queue is not None:
+        return None
+    url = str(args.store or default_store_url())
+    if not url.startswith(("postgresql://", "postgres://")):
+        return None
+    try:
+        from ..distributed import WorkQueue
+    except ImportError:
+        return None
+    try:
+        queue = WorkQueue(url, migrate=False)
+    except ConfigurationError:
+        return None  # no distributed extra: no queue can exist
+    DecidedChildren.of(runtime).use_queue(_QueueIfThere(queue))
+    return queue
+
+
+class _QueueIfThere:
+    """A store's work queue, read as carrying nothing when its database has
+    no queue tables (a store that never ran workers)."""
+
+    def __init__(self, queue: WorkQueue) -> None:
+        self._queue = queue
+
+    async def dispatch_child(self, spec: ChildSpec) -> str:
+        return await self._queue.dispatch_child(spec)
+
+    async def carries(self, child_id: str) -> bool:
+        try:
+            return await self._queue.carries(child_id)
+        except StoreError:
+            return False
 
 
 async def _answer(runtime: Runtime, console: Console, args: argparse.Namespace) -> int:

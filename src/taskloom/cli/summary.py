@@ -10,6 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from ..entries import Entry, MessageEntry, RunFinishedEntry, RunStartedEntry, SubagentDispatched
+from ..errors import SessionNotFound
+from ..events import origin_label
 from ..log import SessionLog
 from ..results import PendingCall
 from ..runtime import Runtime, session_lease_key
@@ -52,6 +54,14 @@ async def summarize(runtime: Runtime, meta: SessionMeta) -> SessionSummary:
     for entry in await runtime.store.load(meta.id):
         log.apply(entry)
     pending = tuple(log.undecided_calls())
+    for child_id in dict.fromkeys(log.held_calls().values()):
+        # Its turn is parked on a child's escalated calls: they are what it waits on.
+        try:
+            child = SessionLog.folded(await runtime.store.load(child_id))
+        except SessionNotFound:
+            continue
+        name = log.escalated[child_id].name
+        pending += tuple(child.undecided_calls(child_id, origin_label(name, child_id)))
     status, open_run = _run_status(log.entries)
     if open_run:
         # A run that started and never finished: running while its writer

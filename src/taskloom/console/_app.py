@@ -514,7 +514,12 @@ class Console:
         if await session.pending():
             return done
         if any(isinstance(e.payload, SubagentDispatched) for e in await session.entries()):
-            # A child that escalated its calls: the decision resumes it.
+            # A child that escalated its calls: the decision resumes it, or,
+            # when its parent's turn is parked on it (an inline escalation),
+            # the parent's resume runs it on, then the parent.
+            handover = DecidedChildren.of(self.runtime).handover(session_id)
+            if handover is not None and handover.where == "parent":
+                return f"{done}; {self._start_resume(handover.parent_id) or 'it goes on'}"
             return f"{done}; it goes on"
         # Every call of the parked turn is decided: carry on, as the CLI's
         # `approve` followed by `resume` would.
@@ -623,7 +628,11 @@ class _Escalated:
 async def _escalated(cache: LogCache, log: SessionLog) -> list[_Escalated]:
     out = []
     for child_id, escalated in log.escalated.items():
-        calls = undecided_calls(SessionLog.folded(await cache.entries(child_id)))
+        try:
+            entries = await cache.entries(child_id)
+        except SessionNotFound:
+            continue  # a deleted child's calls wait for nobody
+        calls = undecided_calls(SessionLog.folded(entries))
         if calls:
             out.append(_Escalated(child_id, escalated.name, calls))
     return out

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from html import escape
 
 from ..entries import CallsStarted, Entry, MessageEntry, RunFinishedEntry, RunStartedEntry
+from ..errors import SessionNotFound
 from ._read import child_links, now
 from ._tree import LogCache, child_span
 
@@ -142,8 +143,11 @@ async def _lanes(
             stop = results_at.get(call.id, end)
             href, what = "", f"{call.name} [{call.id}]"
             for child in links.get(call.id, ()):
-                child_entries = await cache.entries(child.session_id)
-                meta = await cache.meta(child.session_id)
+                try:
+                    child_entries = await cache.entries(child.session_id)
+                    meta = await cache.meta(child.session_id)
+                except SessionNotFound:
+                    continue  # deleted since: the link outlives it in the log
                 c_start, c_end, _ = child_span(child_entries, meta.created_at)
                 start, stop = c_start, c_end if c_end is not None else end
                 href = child.session_id

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from ..delegation import child_status
 from ..entries import Entry, MessageEntry, SubagentLink, SubagentResult, SubagentStartedEntry
+from ..errors import SessionNotFound
 from ..events import origin_label
 from ..runtime import Runtime
 from ..stores import SessionMeta
@@ -140,10 +141,14 @@ async def _grow(cache: LogCache, node: TreeNode, entries: list[Entry], depth: in
     groups: dict[str, CallGroup] = {}
     seen: set[str] = set()
     for link in links:
+        try:
+            child = await _child(cache, node, link.child_session_id, link.name, depth)
+        except SessionNotFound:
+            continue  # deleted since: the link outlives it in the log
         group = groups.get(link.call_id)
         if group is None:
             group = groups[link.call_id] = CallGroup(link.call_id, tools.get(link.call_id, ""))
-        group.children.append(await _child(cache, node, link.child_session_id, link.name, depth))
+        group.children.append(child)
         seen.add(link.child_session_id)
     for meta in await cache.children(node.session_id):
         if meta.id not in seen:

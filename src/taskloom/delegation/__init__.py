@@ -7,10 +7,12 @@ from ._console import console_tools
 from ._dispatch import ChildSpec, ChildWorker, Dispatcher, InlineDispatcher, TaskDispatcher
 from ._spawner import Spawner, WorkerType
 from ._subagent import SubAgent
-from ._tool import DecidedChildren, DelegationTool, recover_children
+from ._tool import ChildHandover, ChildQueue, DecidedChildren, DelegationTool, recover_children
 
 __all__ = [
+    "ChildHandover",
     "ChildOutcome",
+    "ChildQueue",
     "ChildSpec",
     "ChildStatus",
     "ChildWorker",

@@ -32,7 +32,7 @@ from ..entries import (
 from ..errors import StaleLeaseError
 from ..events import Event, SubagentFinished, SubagentStarted, origin_label
 from ..log import SessionLog
-from ..loop import RunOptions, RunResult, RunStatus, StopSignal, to_jsonable
+from ..loop import DEFAULT_MAX_ROUNDS, RunOptions, RunResult, RunStatus, StopSignal, to_jsonable
 from ..messages import Usage
 from ..runtime import Runtime, Session, session_lease_key
 from ..tools import ToolContext, ToolOutput
@@ -46,8 +46,11 @@ __all__ = [
     "child_started",
     "child_status",
     "create_child",
+    "ended_outcome",
     "execute_child",
+    "hold_turn",
     "lease_key",
+    "linked_child",
     "report_inline",
     "run_inline",
     "terminal_entry",
@@ -213,6 +216,34 @@ async def all_decided(runtime: Runtime, child_id: str) -> bool:
     return bool(log.parked()) and not log.undecided_calls()
 
 
+async def linked_child(runtime: Runtime, ctx: ToolContext) -> str | None:
+    """The child an earlier run of this very call started, if any: the call
+    runs again when its parent resumes a turn parked on the child (an inline
+    escalation), and takes that child up rather than start another."""
+    # From the turn's assistant message on: the link is written after it.
+    for e in await runtime.store.load(ctx.session_id, after=ctx.turn):
+        payload = e.payload
+        if isinstance(payload, SubagentLink) and payload.call_id == ctx.call_id:
+            return payload.child_session_id
+    return None
+
+
+async def hold_turn(runtime: Runtime, ctx: ToolContext, child_id: str, name: str) -> None:
+    """Park the parent's turn on the calling delegation, whose child waits on
+    calls it escalated: the parent's run ends AWAITING_APPROVAL with the
+    child's calls among its `pending()`, and its resume runs this call again."""
+    calls = tuple(c.id for c in SessionLog.folded(await runtime.store.load(child_id)).parked())
+    held = ApprovalEscalated(child_id, name, calls, ctx.call_id, ctx.turn)
+    await ctx.record(Entry.of(held, ctx.run_id))
+
+
+def ended_outcome(child_id: str, name: str, end: SubagentResult) -> ChildOutcome:
+    """How a child that ended earlier ended, from its terminal entry."""
+    return ChildOutcome(
+        child_id, name, ChildStatus(end.status), end.report, end.error, end.usage or Usage()
+    )
+
+
 def terminal_entry(entries: list[Entry]) -> SubagentResult | None:
     """The child's terminal entry, if it has one (the first one counts)."""
     for e in entries:
@@ -344,7 +375,7 @@ async def run_inline(
     *,
     name: str,
     role: str,
-    max_rounds: int | None = None,
+    max_rounds: int | None = DEFAULT_MAX_ROUNDS,
     also_renew: Callable[[], Awaitable[Any]] | None = None,
 ) -> ChildOutcome:
     """Run a child to its end inside the calling tool, events tagged with its origin."""

@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..background import BackgroundActivity
+from ..entries import SubagentDispatched
 from ..events import Event, origin_label
 from ..loop import RunOptions
-from ..runtime import Runtime
+from ..runtime import Runtime, Session
 from ..tools import ToolContext, ToolError, ToolOutput
 from ._ask import Questions, open_questions
 from ._children import (
@@ -43,9 +44,12 @@ from ._children import (
     child_slot,
     child_started,
     create_child,
+    ended_outcome,
     execute_child,
+    hold_turn,
     report_inline,
     summary,
+    terminal_entry,
 )
 from ._dispatch import ChildSpec, ChildWorker, report_notice_id
 
@@ -104,10 +108,21 @@ def _spec(sub: SubAgent, ctx: ToolContext, child_id: str, name: str, task: str) 
 
 
 async def delegate_in_task(
-    sub: SubAgent, runtime: Runtime, ctx: ToolContext, task: str, name: str
+    sub: SubAgent,
+    runtime: Runtime,
+    ctx: ToolContext,
+    task: str,
+    name: str,
+    *,
+    child_id: str | None = None,
 ) -> ToolOutput:
-    """Start the subagent's child in a task on `runtime` and wait on it (see the module docstring)."""
+    """Start the subagent's child in a task on `runtime` and wait on it (see
+    the module docstring). With `child_id`, the child this call started in an
+    earlier run (its parent resumed a turn parked on it): that child goes on
+    from its log, or, ended meanwhile, answers with how it ended."""
     background = runtime.background
+    if child_id is not None:
+        return await _take_up(sub, runtime, ctx, child_id)
     child_id = uuid.uuid4().hex
     spec = _spec(sub, ctx, child_id, name, task)
     activity = BackgroundActivity(
@@ -134,6 +149,41 @@ async def delegate_in_task(
     except BaseException:
         await background.lifecycle.discard(ctx.session_id, child_id)
         raise
+    return await _run_and_wait(sub, runtime, ctx, child, spec, task)
+
+
+async def _take_up(sub: SubAgent, runtime: Runtime, ctx: ToolContext, child_id: str) -> ToolOutput:
+    """Go on with the child this call started before (see `delegate_in_task`)."""
+    entries = await runtime.store.load(child_id)
+    spec = next(
+        ChildSpec.from_dict(e.payload.spec)
+        for e in entries
+        if isinstance(e.payload, SubagentDispatched)
+    )
+    activity = BackgroundActivity(
+        child_id,
+        "subagent",
+        f"{spec.name}: {summary(spec.task, 80)}",
+        time.time(),
+        ctx.run_id,
+        {"name": spec.name, "mode": "inline"},
+    )
+    await runtime.background.registry.add(ctx.session_id, activity, _REGISTRATION)
+    child = Session(runtime, child_id, sub.agent, new=True)
+    return await _run_and_wait(sub, runtime, ctx, child, spec, None)
+
+
+async def _run_and_wait(
+    sub: SubAgent,
+    runtime: Runtime,
+    ctx: ToolContext,
+    child: Session,
+    spec: ChildSpec,
+    task: str | None,
+) -> ToolOutput:
+    """Run the child (`task` None: on from its log) in a task and wait on it."""
+    background = runtime.background
+    child_id, name = child.id, spec.name
     options = RunOptions.for_child(ctx.controls, max_rounds=sub.max_rounds)
     running_children = _Running.of(runtime)
     questions = Questions.of(runtime)
@@ -150,9 +200,14 @@ async def delegate_in_task(
         try:
             async with child_slot(runtime, ctx):
                 with LiveChildren.of(runtime).running(child_id, options.stop):
-                    async with child.hold() as held:
+                    # A child taken up again may still be held for a moment
+                    # by whoever parked it.
+                    async with child.hold(wait=None if task else CHILD_LEASE) as held:
                         held.on_lost(lambda: options.stop.set("the child was taken over"))
                         held.on_renewed(keep_registered)
+                        end = None if task else terminal_entry(await child.entries())
+                        if end is not None:
+                            return ended_outcome(child_id, name, end)
                         outcome = await execute_child(
                             child,
                             task,
@@ -177,8 +232,8 @@ async def delegate_in_task(
             await ChildWorker(runtime).report(spec, outcome)
         return outcome
 
-    child_started(ctx, child_id, name, task)
-    state = _Child(sub, task, spec, background.keep(run()), questions.watch(child_id))
+    child_started(ctx, child_id, name, spec.task)
+    state = _Child(sub, spec.task, spec, background.keep(run()), questions.watch(child_id))
     running_children.children[child_id] = state
     return await _wait_on(runtime, ctx, state)
 
@@ -243,6 +298,12 @@ async def _wait_on(runtime: Runtime, ctx: ToolContext, state: _Child) -> ToolOut
         outcome = state.running.result()
         if outcome.status is ChildStatus.AWAITING_APPROVAL:
             await background.lifecycle.discard(ctx.session_id, child_id)
+            if not await all_decided(runtime, child_id):
+                # An inline escalation: the parent's turn parks on this call
+                # (this result is never committed), and its resume runs the
+                # call again, which takes the child up once decided.
+                await hold_turn(runtime, ctx, child_id, state.spec.name)
+                return _awaiting(child_id, state.spec.name, held=True)
             return _awaiting(child_id, state.spec.name)
         notices = background.notices_for(ctx.run_id)
         if notices is not None:
@@ -286,14 +347,14 @@ async def _wait_on(runtime: Runtime, ctx: ToolContext, state: _Child) -> ToolOut
     return ToolOutput(json.dumps(receipt))
 
 
-def _awaiting(child_id: str, name: str) -> ToolOutput:
-    body = {
-        "id": child_id,
-        "name": name,
-        "status": "awaiting_approval",
-        "note": (
-            "It asked for approval of a call, which a person decides; once decided, it "
-            "goes on, and its answer arrives as a notice at a later round."
-        ),
-    }
+def _awaiting(child_id: str, name: str, *, held: bool = False) -> ToolOutput:
+    note = (
+        # Shown in the call's events only: the parked turn never commits it.
+        "It asked for approval of a call, which a person decides; the run parks until "
+        "then, and resuming it runs the agent on."
+        if held
+        else "It asked for approval of a call, which a person decides; once decided, it "
+        "goes on, and its answer arrives as a notice at a later round."
+    )
+    body = {"id": child_id, "name": name, "status": "awaiting_approval", "note": note}
     return ToolOutput(json.dumps(body))

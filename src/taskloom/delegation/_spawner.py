@@ -22,6 +22,7 @@ import pydantic
 from ..agent import Agent
 from ..background import BackgroundActivity, BackgroundService
 from ..errors import ConfigurationError
+from ..loop import DEFAULT_MAX_ROUNDS
 from ..models import Model
 from ..runtime import Runtime
 from ..tools import ApprovalRule, Tool, ToolError, ToolLike, ToolOutput, as_tool
@@ -96,7 +97,7 @@ class Spawner:
         *,
         needs_approval: ApprovalRule = False,
         instructions: str | None = None,
-        max_rounds: int | None = None,
+        max_rounds: int | None = DEFAULT_MAX_ROUNDS,
         name: str = SPAWN_TOOL,
         on_approval: str = "deny",
     ) -> None:

@@ -9,11 +9,12 @@ import pydantic
 
 from ..agent import Agent
 from ..errors import ConfigurationError
+from ..loop import DEFAULT_MAX_ROUNDS
 from ..models import Model
 from ..runtime import Runtime
 from ..tools import ApprovalRule, Tool, ToolError, ToolLike, ToolOutput, as_tool
 from ._ask import ask_parent_tool
-from ._children import child_slot, create_child, run_inline
+from ._children import child_slot, create_child, linked_child, run_inline
 from ._handoff import delegate_in_task, reply_to_child
 from ._tool import DelegationTool
 
@@ -92,7 +93,8 @@ class SubAgent:
     `needs_approval` gates the delegation itself (a predicate gets the
     call's validated arguments: every field present, `""` where the model
     gave none). Other keyword options go to
-    the child's `Agent` (e.g. `settings=`); `max_rounds` bounds its run.
+    the child's `Agent` (e.g. `settings=`); `max_rounds` bounds its run
+    (`DEFAULT_MAX_ROUNDS` unless given; None lifts it).
     With `background_after` (seconds), a call that takes longer answers at
     once that the child is still running, and the child goes on as a
     background child: its answer reaches the parent as a notice at a later
@@ -104,9 +106,12 @@ class SubAgent:
     goes on; a question unanswered for `ask_timeout` seconds is answered
     "no answer". With `on_approval="escalate"` the child may have tools that
     need approval: a gated call parks the child and shows among the parent's
-    `pending()` (and the root's people decide it: CLI, console, code); the
-    call answers that the child awaits approval, and the decision resumes
-    the child, whose answer then arrives as a notice. The child runs without the parent run's `deps` (`ctx.deps` is None in
+    `pending()` (and the root's people decide it: CLI, console, code). While
+    the call waits on the child, the parent parks too (AWAITING_APPROVAL, its
+    turn held by the call); the parent's `resume()` runs the call again,
+    which takes the child up once decided and answers with its result. A
+    child that escalates after its call answered "still running" is resumed
+    by the decision, and its answer arrives as a notice. The child runs without the parent run's `deps` (`ctx.deps` is None in
     its tools): deps are per run and never leave it.
     """
 
@@ -120,7 +125,7 @@ class SubAgent:
         output_schema: type[Any] | Mapping[str, Any] | None = None,
         needs_approval: ApprovalRule = False,
         *,
-        max_rounds: int | None = None,
+        max_rounds: int | None = DEFAULT_MAX_ROUNDS,
         background_after: float | None = None,
         ask_parent: bool = False,
         ask_timeout: float = 600.0,
@@ -196,6 +201,11 @@ class SubAgent:
                 f"{self.name}: 'task' is empty; describe the complete task for the agent"
             )
         display = arguments["name"] or self.name
+        if self.escalates:
+            # Run again by its parent's resume of a turn parked on its child.
+            earlier = await linked_child(runtime, ctx)
+            if earlier is not None:
+                return await delegate_in_task(self, runtime, ctx, task, display, child_id=earlier)
         if self.background_after is not None or self.ask_parent or self.escalates:
             return await delegate_in_task(self, runtime, ctx, task, display)
         async with child_slot(runtime, ctx):

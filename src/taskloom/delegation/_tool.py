@@ -19,8 +19,10 @@ from __future__ import annotations
 import copy
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 import pydantic
 
@@ -28,15 +30,23 @@ from ..agent import Agent
 from ..background import BackgroundActivity, RunStart
 from ..entries import SubagentDispatched, SubagentStartedEntry
 from ..errors import ConfigurationError, UsageError
+from ..log import SessionLog
 from ..runtime import Runtime
 from ..tools import ApprovalRule, Tool, ToolEffect, ToolOutput
-from ._children import CHILD_LEASE, LiveChildren
+from ._children import CHILD_LEASE, ChildStatus, LiveChildren, summary, terminal_entry
 from ._dispatch import ChildSpec, ChildWorker
 
 if TYPE_CHECKING:
     from ..tools import ToolContext
 
-__all__ = ["DecidedChildren", "DelegationTool", "recover_children", "resume_children"]
+__all__ = [
+    "ChildHandover",
+    "ChildQueue",
+    "DecidedChildren",
+    "DelegationTool",
+    "recover_children",
+    "resume_children",
+]
 
 logger = logging.getLogger("taskloom")
 
@@ -206,10 +216,53 @@ async def _logged(work: Callable[[], Awaitable[object]]) -> None:
         logger.exception("going on with a background child failed")
 
 
+@runtime_checkable
+class ChildQueue(Protocol):
+    """A work queue that can take a decided child from a process that cannot
+    run it (`taskloom.distributed.WorkQueue` is one): what
+    `DecidedChildren.use_queue` takes."""
+
+    async def dispatch_child(self, spec: ChildSpec) -> str:
+        """Queue the child (or join its job still waiting); the job id."""
+        ...
+
+    async def carries(self, child_id: str) -> bool:
+        """Whether the child ran on this queue (so its workers can run it on)."""
+        ...
+
+
+@dataclass(slots=True)
+class ChildHandover:
+    """Where a child goes on once its escalated calls are all decided, as the
+    deciding process handed it over (`DecidedChildren.handover`).
+
+    `where` is `"queue"` (a worker runs it on; `detail` is the job id),
+    `"here"` (this process runs it on in a task; `status` once that ended,
+    None while it runs or when a live holder elsewhere runs it; `error` if
+    it could not), `"next run"` (this process cannot run its tools and no
+    queue carries it: the parent's next run takes it up, in any process
+    that can; `detail` says why), `"parent"` (its parent's turn is parked on
+    the delegation call that waits on it, an inline escalation: the
+    parent's `resume()` runs it on, then the parent) or `"ended"` (it had
+    ended: nothing to do).
+    """
+
+    child_id: str
+    parent_id: str
+    where: str
+    detail: str = ""
+    status: ChildStatus | None = None
+    error: str | None = None
+
+
 class DecidedChildren:
     """Goes on, on one runtime, with children whose escalated calls are all
-    decided, on the queue if the runtime has one (a worker resumes them),
-    else there and then. `DecidedChildren.of(runtime)` registers it with the
+    decided: on the runtime's queue if it has one (a worker resumes them),
+    else there and then when this runtime can run the child's tools, else on
+    the queue given to `use_queue` when the child ran on it, else at its
+    parent's next run (the child is registered under its parent again, and
+    that run takes it up, in any process). Never quietly: `handover(child_id)`
+    says which happened. `DecidedChildren.of(runtime)` registers it with the
     runtime's background service (`BackgroundService.on_decided`), once.
 
     The first delegation tool bound to a runtime registers it (a runtime
@@ -221,12 +274,25 @@ class DecidedChildren:
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        self._queue: ChildQueue | None = None
+        self._handovers: dict[str, ChildHandover] = {}
         runtime.background.on_decided(self.resume)
 
     @classmethod
     def of(cls, runtime: Runtime) -> DecidedChildren:
         """The runtime's one (registering it on first use)."""
         return runtime.service(cls, cls)
+
+    def use_queue(self, queue: ChildQueue) -> None:
+        """Hand to `queue` the decided children that ran on it and that this
+        runtime cannot run (the `taskloom` command does, for a PostgreSQL
+        store whose database holds a work queue)."""
+        self._queue = queue
+
+    def handover(self, child_id: str) -> ChildHandover | None:
+        """How the child was handed over by the latest decision through this
+        runtime (None: no decision here went on with it)."""
+        return self._handovers.get(child_id)
 
     async def resume(self, session_id: str, offered: Mapping[str, Tool]) -> None:
         """Go on with `session_id` if it is a dispatched child (other sessions
@@ -236,25 +302,77 @@ class DecidedChildren:
         the decision is recorded whatever the child does next, and whoever
         decided (a console request, an MCP update) is not held up."""
         runtime = self.runtime
-        if (await runtime.store.get(session_id)).parent_id is None:
+        meta = await runtime.store.get(session_id)
+        if meta.parent_id is None:
             return
         entries = await runtime.store.load(session_id)
         specs = [e.payload.spec for e in entries if isinstance(e.payload, SubagentDispatched)]
         if not specs:
             return
         spec = ChildSpec.from_dict(specs[0])
+        handover = self._handovers[session_id] = ChildHandover(session_id, meta.parent_id, "")
+        if terminal_entry(entries) is not None:
+            handover.where = "ended"
+            return
+        parent = SessionLog.folded(await runtime.store.load(meta.parent_id))
+        if session_id in parent.held_calls().values():
+            # An inline escalation: the parent's turn is parked on the call
+            # that waits on the child, and the parent's resume runs it on.
+            handover.where = "parent"
+            return
         # A work queue that carries children (taskloom.distributed's) hands it to a worker.
         dispatch = getattr(runtime.queue, "dispatch_child", None)
         if dispatch is not None:
-            await dispatch(spec)
+            handover.where, handover.detail = "queue", str(await dispatch(spec))
             return
-        # The runner that parked it may still hold its lease for a moment.
         agent = _subagent_agent(runtime, spec, offered)
-        runtime.background.keep(
-            _logged(
-                functools.partial(ChildWorker(runtime).run, spec, agent=agent, wait=CHILD_LEASE)
-            )
-        )
+        worker = ChildWorker(runtime)
+        cannot = None
+        if agent is None:
+            try:
+                agent = worker.build_agent(spec)
+            except ConfigurationError as exc:
+                cannot = str(exc)
+        if cannot is None:
+            handover.where = "here"
+            runtime.background.keep(self._run_here(handover, worker, spec, agent))
+            return
+        queue = self._queue
+        if queue is not None and await queue.carries(session_id):
+            handover.where, handover.detail = "queue", await queue.dispatch_child(spec)
+            return
+        # The parent's next run takes up the children registered under it
+        # (`resume_children`); the registration the child's runner kept may
+        # have lapsed while it waited for the decision.
+        await runtime.background.registry.add(meta.parent_id, _registration(spec), WAITS_FOR_PARENT)
+        handover.where, handover.detail = "next run", cannot
+
+    async def _run_here(
+        self, handover: ChildHandover, worker: ChildWorker, spec: ChildSpec, agent: Agent | None
+    ) -> None:
+        try:
+            # The runner that parked it may still hold its lease for a moment.
+            handover.status = await worker.run(spec, agent=agent, wait=CHILD_LEASE)
+        except Exception as exc:
+            logger.exception("going on with child %s failed", spec.child_session_id)
+            handover.error = f"{type(exc).__name__}: {exc}"
+
+
+WAITS_FOR_PARENT = 30 * 24 * 3600.0
+"""Seconds a decided child stays registered under its parent for the
+parent's next run to take it up, when the deciding process could not."""
+
+
+def _registration(spec: ChildSpec) -> BackgroundActivity:
+    """The child's registration under its parent, as a background child's."""
+    return BackgroundActivity(
+        spec.child_session_id,
+        "subagent",
+        f"{spec.name}: {summary(spec.task, 80)}",
+        time.time(),
+        spec.parent_run_id,
+        {"name": spec.name, "mode": "background"},
+    )
 
 
 def _subagent_agent(runtime: Runtime, spec: ChildSpec, offered: Mapping[str, Tool]) -> Agent | None:

@@ -31,3 +31,13 @@ class QueueDispatcher:
             lock=session_lease_key(spec.child_session_id),
             queueing_lock=f"child:{spec.child_session_id}",
         )
+
+    async def carries(self, child_id: str) -> bool:
+        """Whether a job of this child was ever queued here, in any status."""
+        async with self._database.connection() as conn:
+            cur = await conn.execute(
+                "SELECT 1 FROM procrastinate_jobs WHERE task_name = %s AND queueing_lock = %s "
+                "LIMIT 1",
+                (CHILD_TASK, f"child:{child_id}"),
+            )
+            return await cur.fetchone() is not None

@@ -379,6 +379,11 @@ class SessionLog:
             for c in started.call_ids:
                 key = (started.turn, c)
                 self._started[key] = self._started.get(key, 0) + 1
+            for child_id, e in list(self._escalated.items()):
+                if e.call_id in started.call_ids and e.turn == started.turn:
+                    # The call that waited on the child runs again (the
+                    # parent's resume): it holds the turn no longer.
+                    self._escalated[child_id] = replace(e, call_id=None, turn=None)
         elif kind == EntryKind.APPROVAL_ESCALATED:
             escalated = ApprovalEscalated.from_data(entry.data)
             self._escalated[escalated.child_session_id] = escalated
@@ -594,14 +599,27 @@ class SessionLog:
                 return [c for c in calls if c.id not in answered]
         return []
 
+    def held_calls(self) -> dict[str, str]:
+        """The current turn's calls that wait on a child parked on escalated
+        calls (an inline escalation), each with the child's id."""
+        turn = self._turn
+        return {
+            e.call_id: child_id
+            for child_id, e in self._escalated.items()
+            if e.call_id is not None and e.turn == turn
+        }
+
     def parked(self) -> list[ToolCall]:
         """The open calls of a turn awaiting decisions: some call has an approval
-        request and none has started running."""
+        request (or waits on a child that escalated its calls: `held_calls`)
+        and none has started running, except a held call: its child escalated
+        since it last started, and running it again only takes that child up."""
         open_calls = self.open_calls()
         turn = self._turn
-        if not any((turn, c.id) in self._requests for c in open_calls):
+        held = self.held_calls()
+        if not any((turn, c.id) in self._requests or c.id in held for c in open_calls):
             return []
-        if any((turn, c.id) in self._started for c in open_calls):
+        if any((turn, c.id) in self._started and c.id not in held for c in open_calls):
             return []
         return open_calls
 

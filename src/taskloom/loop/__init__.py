@@ -16,7 +16,7 @@ from .._control import RunControls, StopSignal, UsageMeter
 from ..results import BudgetLeft, PendingCall, PendingInput, RunResult, RunStatus
 from ._budget import MIN_ANSWER_TOKENS, Budget, BudgetSpent, Price, TreeBudget
 from ._compact import SUMMARY_PROMPT, Compaction, ContextEstimate
-from ._options import RunOptions
+from ._options import DEFAULT_MAX_ROUNDS, RunOptions
 from ._output import OUTPUT_TOOL, to_jsonable
 from ._port import (
     NO_OBSERVER,
@@ -53,6 +53,7 @@ from ._strategy import (
 from ._stream import RunStream
 
 __all__ = [
+    "DEFAULT_MAX_ROUNDS",
     "MIN_ANSWER_TOKENS",
     "NO_OBSERVER",
     "NO_WATCH",

@@ -16,7 +16,13 @@ from ._budget import Budget, TreeBudget
 if TYPE_CHECKING:
     from ._strategy import RoundStrategy
 
-__all__ = ["RunControls", "RunOptions", "StopSignal", "UsageMeter"]
+__all__ = ["DEFAULT_MAX_ROUNDS", "RunControls", "RunOptions", "StopSignal", "UsageMeter"]
+
+DEFAULT_MAX_ROUNDS = 50
+"""Model rounds a run may take unless its `RunOptions` say otherwise: a
+model that never stops calling tools (delegating again every round, say)
+ends BUDGET_EXHAUSTED with "max_rounds (50) reached" instead of running up
+a bill. `RunOptions(max_rounds=None)` lifts the bound."""
 
 
 _DEFAULT_RETRY = RetryPolicy()
@@ -26,15 +32,17 @@ _DEFAULT_RETRY = RetryPolicy()
 class RunOptions:
     """Limits and controls of one run.
 
-    `max_rounds` (model rounds), `max_model_requests` (retries included),
-    `max_tool_calls`, `token_budget` (input+output, children included) end
-    the run with BUDGET_EXHAUSTED at a boundary; `deadline` (seconds from the
+    `max_rounds` (model rounds; `DEFAULT_MAX_ROUNDS`, 50, unless given: None
+    lifts it), `max_model_requests` (retries included), `max_tool_calls`,
+    `token_budget` (input+output, children included) end the run with
+    BUDGET_EXHAUSTED at a boundary, its `error` naming the limit reached; `deadline` (seconds from the
     start, or an absolute `datetime`) ends it with DEADLINE, cutting a model
     request or tool batch in flight; `stop` ends it gracefully with STOPPED.
     `strategy` decides at every round boundary; `retry` is the transport
     retry policy. `budget` (a `Budget`) sets ceilings on tokens and dollars
     for this run and every run under it, in any process (a child's own
-    `budget` is ignored: its tree's applies). None means no limit.
+    `budget` is ignored: its tree's applies). None means no limit (for
+    `max_rounds` too, given explicitly).
 
     `parent` is set on a child's options (`child()`, `for_child()`): the
     child shares that run's deadline, usage meter and tree budget. `tree` is
@@ -42,7 +50,7 @@ class RunOptions:
     charges.
     """
 
-    max_rounds: int | None = None
+    max_rounds: int | None = DEFAULT_MAX_ROUNDS
     max_model_requests: int | None = None
     max_tool_calls: int | None = None
     token_budget: int | None = None
@@ -97,7 +105,7 @@ class RunOptions:
     def child(
         self,
         *,
-        max_rounds: int | None = None,
+        max_rounds: int | None = DEFAULT_MAX_ROUNDS,
         max_model_requests: int | None = None,
         max_tool_calls: int | None = None,
         strategy: RoundStrategy | None = None,
@@ -119,7 +127,7 @@ class RunOptions:
         cls,
         parent: RunControls,
         *,
-        max_rounds: int | None = None,
+        max_rounds: int | None = DEFAULT_MAX_ROUNDS,
         max_model_requests: int | None = None,
         max_tool_calls: int | None = None,
         strategy: RoundStrategy | None = None,

@@ -96,8 +96,19 @@ class ToolRound:
 
     async def commit(self, results: list[ToolResult]) -> None:
         """Append the turn's results, then acknowledge the notices a tool
-        showed the model itself (they are persisted with the results)."""
+        showed the model itself (they are persisted with the results).
+
+        A call that waits on a child parked on escalated calls (an inline
+        escalation: `SessionLog.held_calls`) gets no result: the others'
+        are committed and the run ends AWAITING_APPROVAL, the turn parked on
+        it until a resume runs the call again (which takes up the child)."""
         scope = self._scope
+        held = self._log.held_calls()
+        if held and any(r.tool_call_id in held for r in results):
+            done = [r for r in results if r.tool_call_id not in held]
+            if done:
+                await append_message(self._journal, scope.run_id, Message.tool_results(done))
+            raise EndRun(RunStatus.AWAITING_APPROVAL)
         await append_message(self._journal, scope.run_id, Message.tool_results(results))
         # Notices a tool showed the model itself (background_wait, read_agent)
         # are acknowledged now that the results carrying them are persisted.

@@ -17,8 +17,15 @@ from ..entries import (
     ApprovalDecision,
     Entry,
     InputAnswer,
+    RequestedCall,
 )
-from ..errors import ApprovalConflict, ApprovalsMissing, SessionBusy, UsageError
+from ..errors import (
+    ApprovalConflict,
+    ApprovalsMissing,
+    SessionBusy,
+    SessionNotFound,
+    UsageError,
+)
 from ..events import Event, origin_label
 from ..log import SessionLog, ended_activities, pending_input, pending_inputs, read_inputs
 from ..log import transcript as read_transcript
@@ -411,6 +418,12 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
                 log.apply(entry)
 
         request = log.request(call_id)
+        earlier = None if request is not None or own else _requested(log, call_id)
+        if earlier is not None and earlier[1] is not None:
+            # Decided in a turn the child has gone on from: the same decision
+            # again is a no-op, another a conflict.
+            _check_same(earlier[1], approved, call_id)
+            return
         if request is None:
             raise UsageError(
                 f"session {target} has no approval request for call {call_id!r} in its parked turn"
@@ -418,6 +431,11 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         existing = log.decision(call_id)
         if existing is not None:
             _check_same(existing, approved, call_id)
+            if not own and not log.undecided_calls():
+                # The same decision again: a no-op, except that the child goes
+                # on if whoever decided first could not make it (the hooks
+                # leave alone a child that runs or has ended).
+                await self.runtime.background.decided(target, self._tools.tools)
             return
         decision = ApprovalDecision(call_id, approved, request.hash, log.turn, note)
         # Decisions need no lease: anyone may decide while the run is parked.
@@ -442,13 +460,12 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             return session_id
         if session_id is not None or self.journal.log.request(call_id) is not None or not escalated:
             return self.id
+        # Decided calls count too: deciding one again is a no-op (or a
+        # conflict), whichever process decided it first.
         found = [
             child_id
             for child_id in escalated
-            if any(
-                c.id == call_id
-                for c in (await _folded(self.runtime.store, child_id)).undecided_calls()
-            )
+            if _requested(await _folded(self.runtime.store, child_id), call_id) is not None
         ]
         if len(found) > 1:
             raise UsageError(
@@ -541,8 +558,25 @@ def wake_up(session: Session[Any, Any], limit: int) -> Coroutine[Any, Any, RunRe
 
 
 async def _folded(store: SessionStore, session_id: str) -> SessionLog:
-    """Another session's log, folded (to read or decide its parked turn)."""
-    return SessionLog.folded(await store.load(session_id))
+    """Another session's log, folded (to read or decide its parked turn); an
+    empty log for a session deleted meanwhile (a deleted child's calls are
+    simply not pending)."""
+    try:
+        return SessionLog.folded(await store.load(session_id))
+    except SessionNotFound:
+        return SessionLog.folded([])
+
+
+def _requested(
+    log: SessionLog, call_id: str
+) -> tuple[RequestedCall, ApprovalDecision | None] | None:
+    """The approval request of `call_id` in whichever turn of `log` asked it,
+    with its decision if one was taken (call ids are unique in a session): a
+    call decided and run since is told apart from one never asked about."""
+    for (turn, asked), request in log.requests.items():
+        if asked == call_id:
+            return request, log.decisions.get((turn, call_id))
+    return None
 
 
 def _check_same(existing: ApprovalDecision, approved: bool, call_id: str) -> None:
