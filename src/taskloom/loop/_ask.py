@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from .._control import Aborted, CancelScope
 from ..events import ModelRequestStarted, RetryAttempt, TextDelta, ThinkingDelta
 from ..models import Model, ModelRequest, ModelResponse, ResponseCompleted
 from ..results import RunStatus
@@ -48,8 +49,17 @@ class ModelAsker:
         return self._scope
 
     async def ask(self, model: Model, request: ModelRequest) -> ModelResponse:
-        """The model's response, or `EndRun` (DEADLINE, BUDGET_EXHAUSTED); errors
-        the policy will not retry propagate."""
+        """The model's response, or `EndRun` (DEADLINE, BUDGET_EXHAUSTED, and
+        STOPPED when the run is cancelled meanwhile: the request is aborted);
+        errors the policy will not retry propagate."""
+        stop = self._controls.stop
+        try:
+            with CancelScope(stop):
+                return await self._ask(model, request)
+        except Aborted:
+            raise EndRun(RunStatus.STOPPED, stop.cancel_reason) from None
+
+    async def _ask(self, model: Model, request: ModelRequest) -> ModelResponse:
         controls = self._controls
         tree: TreeBudget | None = controls.tree
         if tree is None:

@@ -12,7 +12,11 @@
         (an answer with no text either is told: `EmptyAnswer`)
 
 Nothing is written for a turn until its response is complete, so cancelling
-the task discards the turn in flight and leaves the log consistent. Every
+the task discards the turn in flight and leaves the log consistent. A stop
+(`StopSignal.set`) that comes while the model answers ends the run at the
+boundary right after the answer is committed, its calls answered as not run;
+a cancel (`StopSignal.cancel`) aborts the model request or the tools in
+flight (`CancelScope`) and the run ends at once, its end recorded. Every
 append goes through the run's journal, fenced by the run's session lease.
 The run, each model request and each tool call happen inside a watch of the
 runtime's observer (tracing), entered in that order of nesting.
@@ -21,6 +25,7 @@ runtime's observer (tracing), entered in that order of nesting.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
@@ -59,6 +64,22 @@ FRESH_BOUNDARY = 0.05
 """Seconds after the run's own append during which a round boundary skips
 re-reading the log: longer than a boundary's own work, far shorter than a
 model round."""
+
+
+async def _whole(work: Coroutine[Any, Any, None]) -> None:
+    """Await `work` to its end even if the caller is cancelled meanwhile (it
+    then goes on by itself: `let_go`)."""
+    task = asyncio.ensure_future(work)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        let_go(task)
+        raise
+    except Exception:
+        # Recorded best effort: the store itself may be what failed.
+        logging.getLogger("taskloom").warning(
+            "recording a cancelled run's end failed", exc_info=True
+        )
 
 
 class RunLoop:
@@ -247,10 +268,33 @@ class RunLoop:
                     await self._round()
             except EndRun as end:
                 return await finish(end, journal, self.output, self.counters, scope, tree)
+            except asyncio.CancelledError:
+                if self.controls.stop.is_cancelled:
+                    # Cancelled, and the task with it (a parent cancelled too,
+                    # whose abort reached the task running this child): the
+                    # run still ends whole before the cancellation goes on.
+                    await _whole(self._end_cancelled(tree))
+                raise
             except BaseException as exc:
-                if not isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+                if not isinstance(exc, KeyboardInterrupt):
                     await record_failure(exc, journal, self.counters, scope)
                 raise
+
+    async def _end_cancelled(self, tree: TreeBudget | None) -> None:
+        """Record the end of a run whose task was cancelled with its stop signal:
+        the calls its turn left open answered in band, then its end."""
+        journal, log, scope = self.journal, self.log, self.scope
+        cut_off = log.cut_off()
+        if cut_off:
+            answers = Message.tool_results(cut_off_results(log, cut_off))
+            await append_message(journal, scope.run_id, answers)
+        await finish(self._stopped(), journal, self.output, self.counters, scope, tree)
+
+    def _stopped(self) -> EndRun:
+        return EndRun(RunStatus.STOPPED, self.controls.stop.cancel_reason)
+
+    def _stop_requested(self) -> bool:
+        return self.controls.stop.is_set or self.log.stop_position > self._start_position
 
     async def _open_tree(self) -> None:
         # A root run's budget: the tree every run under it charges.
@@ -286,8 +330,8 @@ class RunLoop:
     def _check_limits(self) -> None:
         o = self.opts
         c = self.controls
-        if c.stop.is_set or self.log.stop_position > self._start_position:
-            raise EndRun(RunStatus.STOPPED)
+        if self._stop_requested():
+            raise self._stopped()
         remaining = c.remaining
         if remaining is not None and remaining <= 0:
             raise EndRun(RunStatus.DEADLINE)
@@ -329,6 +373,13 @@ class RunLoop:
             await self.ports.notices.ack(scope.session_id, delivery.ack_ids)
         self.counters.rounds += 1
         calls = message.tool_calls
+        if self._stop_requested():
+            # Asked to stop while the model answered: the answer is kept, and
+            # its calls do not start (each is answered as not run).
+            if calls:
+                await self._turns.not_run(calls, self._stopped())
+            scope.round_committed(self.counters, RoundBoundary.ASSISTANT_MESSAGE_COMMITTED)
+            raise self._stopped()
         if calls:  # 6a
             tools = self._tools
             gated = gated_calls(calls, tools)

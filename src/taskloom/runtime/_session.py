@@ -187,7 +187,8 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
                 # outer hold's release waits as that hold's exit always does.
                 hold.release_by = loop.returns_by
                 try:
-                    return await begin(loop)
+                    with self.runtime.running(self.id, options.stop):
+                        return await begin(loop)
                 finally:
                     undo()
         finally:
@@ -506,6 +507,17 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         """Fold `text` in as a user turn at the next round boundary (of the
         running run, or the next run). Works from any process sharing the store."""
         await self.runtime.steer(self.id, text)
+
+    async def cancel(self, reason: str | None = None) -> int:
+        """Cancel the session's run in progress in this process, and wait until
+        it ended; 1 if there was one, else 0 (see `Runtime.cancel_runs`).
+
+        Unlike `request_stop`, which the run obeys at its next boundary, a
+        cancel aborts the model request and the tool calls in flight: the
+        run returns STOPPED within moments, its `error` saying it was
+        cancelled, its log whole. To cancel one run you started, cancel its
+        own signal instead: `options.stop.cancel()`."""
+        return await self.runtime.cancel_runs(self.id, reason)
 
     async def request_stop(self, reason: str | None = None) -> None:
         """Ask the session's running run to stop at its next boundary, from any
