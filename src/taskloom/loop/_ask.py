@@ -52,21 +52,10 @@ class ModelAsker:
         """The model's response, or `EndRun` (DEADLINE, BUDGET_EXHAUSTED, and
         STOPPED when the run is cancelled meanwhile: the request is aborted);
         errors the policy will not retry propagate."""
-        stop = self._controls.stop
-        try:
-            with CancelScope(stop):
-                return await self._ask(model, request)
-        except Aborted:
-            raise EndRun(RunStatus.STOPPED, stop.cancel_reason) from None
-
-    async def _ask(self, model: Model, request: ModelRequest) -> ModelResponse:
         controls = self._controls
         tree: TreeBudget | None = controls.tree
         if tree is None:
-            scope = self._scope
-            with scope.watch.model_call(model, request, streamed=scope.emit is not None) as call:
-                response = await self._with_retries(model, request, call)
-                call.responded(response)
+            response = await self._watched(model, request)
             controls.meter.add(response.usage)
             return response
         return await self._charged(tree, model, request)
@@ -98,8 +87,15 @@ class ModelAsker:
 
     async def _watched(self, model: Model, request: ModelRequest) -> ModelResponse:
         scope = self._scope
+        stop = self._controls.stop
         with scope.watch.model_call(model, request, streamed=scope.emit is not None) as call:
-            response = await self._with_retries(model, request, call)
+            try:
+                # The request and its retries, not the store work around them,
+                # are what a cancel aborts.
+                with CancelScope(stop):
+                    response = await self._with_retries(model, request, call)
+            except Aborted:
+                raise EndRun(RunStatus.STOPPED, stop.cancel_reason) from None
             call.responded(response)
             return response
 
