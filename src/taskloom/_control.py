@@ -256,7 +256,7 @@ class CancelScope:
     normally: its caller checks `stop.is_cancelled` after.
     """
 
-    __slots__ = ("_aborting", "_active", "_base", "_stop", "_task", "_undo")
+    __slots__ = ("_aborting", "_active", "_base", "_stop", "_task")
 
     def __init__(self, stop: StopSignal) -> None:
         self._stop = stop
@@ -272,10 +272,15 @@ class CancelScope:
         self._task = task
         self._base = task.cancelling()
         self._active = True
-        self._undo = stop.on_cancel(self._abort)
+        # The scope itself is the callback (no closure per block: a round
+        # enters two).
+        callbacks = stop._cancel_callbacks
+        if callbacks is None:
+            callbacks = stop._cancel_callbacks = []
+        callbacks.append(self)
         return self
 
-    def _abort(self) -> None:
+    def __call__(self) -> None:
         if asyncio.current_task() is self._task:
             # Cancelled from inside the block (a tool cancelling its own run):
             # the task is running, so cancel it once it waits, if still inside.
@@ -290,7 +295,9 @@ class CancelScope:
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         self._active = False
-        self._undo()
+        callbacks = self._stop._cancel_callbacks
+        if callbacks is not None and self in callbacks:
+            callbacks.remove(self)
         if not self._aborting:
             return
         # Our cancel request is taken back whatever became of it, so the

@@ -54,11 +54,19 @@ class ModelAsker:
         errors the policy will not retry propagate."""
         controls = self._controls
         tree: TreeBudget | None = controls.tree
-        if tree is None:
-            response = await self._watched(model, request)
-            controls.meter.add(response.usage)
-            return response
-        return await self._charged(tree, model, request)
+        if tree is not None:
+            return await self._charged(tree, model, request)
+        scope, stop = self._scope, controls.stop
+        # `_watched`, inlined: one coroutine less on every round's path.
+        with scope.watch.model_call(model, request, streamed=scope.emit is not None) as call:
+            try:
+                with CancelScope(stop):
+                    response = await self._with_retries(model, request, call)
+            except Aborted:
+                raise EndRun(RunStatus.STOPPED, stop.cancel_reason) from None
+            call.responded(response)
+        controls.meter.add(response.usage)
+        return response
 
     async def _charged(
         self, tree: TreeBudget, model: Model, request: ModelRequest

@@ -217,17 +217,19 @@ class ToolCalls:
             and not decided
             and self._limit is None
             and self._controls.deadline_at is None
-            and not stop.is_cancelled
         ):
             # The common turn (one call, nothing to cut it short but a cancel):
             # no batch to plan.
             self._counters.tool_calls += 1
             call = calls[0]
+            started = False
             try:
                 with CancelScope(stop):
+                    started = True
                     result = await run_one(call, tools, self._make_ctx, self._scope)
             except Aborted:
-                result = ToolResult(call.id, CANCELLED, True, call.name)
+                text = CANCELLED if started else NOT_RUN_CANCELLED
+                result = ToolResult(call.id, text, True, call.name)
             if stop.is_cancelled:
                 raise CutShort([result], RunStatus.STOPPED, stop.cancel_reason)
             return [result]

@@ -4,8 +4,7 @@ session (`Runtime.cancel_runs`, deleting it) reaches."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 
 from .._control import StopSignal
 
@@ -23,22 +22,11 @@ class LiveRuns:
     __slots__ = ("_runs",)
 
     def __init__(self) -> None:
-        self._runs: dict[str, dict[StopSignal, asyncio.Future[None]]] = {}
+        self._runs: dict[str, dict[StopSignal, _Run]] = {}
 
-    @contextlib.contextmanager
-    def running(self, session_id: str, stop: StopSignal) -> Iterator[None]:
+    def running(self, session_id: str, stop: StopSignal) -> AbstractContextManager[None]:
         """Count a run of `session_id`, stopped by `stop`, in progress for the block."""
-        ended = asyncio.get_running_loop().create_future()
-        runs = self._runs.setdefault(session_id, {})
-        runs[stop] = ended
-        try:
-            yield
-        finally:
-            if runs.get(stop) is ended:
-                del runs[stop]
-            if not runs and self._runs.get(session_id) is runs:
-                del self._runs[session_id]
-            ended.set_result(None)
+        return _Run(self._runs, session_id, stop)
 
     def __contains__(self, session_id: str) -> bool:
         return session_id in self._runs
@@ -46,9 +34,40 @@ class LiveRuns:
     async def cancel(self, session_id: str, reason: str | None, wait: float = CANCEL_WAIT) -> int:
         """Cancel the session's runs (`StopSignal.cancel`) and wait until they
         ended, at most `wait` seconds; how many were cancelled."""
-        runs = dict(self._runs.get(session_id, {}))
-        for stop in runs:
-            stop.cancel(reason)
+        runs = list(self._runs.get(session_id, {}).values())
+        ended = [run.ended() for run in runs]
+        for run in runs:
+            run.stop.cancel(reason)
         if runs:
-            await asyncio.wait(runs.values(), timeout=wait)
+            await asyncio.wait(ended, timeout=wait)
         return len(runs)
+
+
+class _Run:
+    """One run in progress (a context manager: a class, as it is entered per run)."""
+
+    __slots__ = ("_ended", "_key", "_runs", "stop")
+
+    def __init__(self, runs: dict[str, dict[StopSignal, _Run]], key: str, stop: StopSignal) -> None:
+        self._runs = runs
+        self._key = key
+        self.stop = stop
+        # Made only for a cancel that waits: most runs end unwatched.
+        self._ended: asyncio.Future[None] | None = None
+
+    def ended(self) -> asyncio.Future[None]:
+        if self._ended is None:
+            self._ended = asyncio.get_running_loop().create_future()
+        return self._ended
+
+    def __enter__(self) -> None:
+        self._runs.setdefault(self._key, {})[self.stop] = self
+
+    def __exit__(self, *_: object) -> None:
+        runs = self._runs.get(self._key)
+        if runs is not None and runs.get(self.stop) is self:
+            del runs[self.stop]
+            if not runs:
+                del self._runs[self._key]
+        if self._ended is not None and not self._ended.done():
+            self._ended.set_result(None)
