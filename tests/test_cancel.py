@@ -443,3 +443,65 @@ async def test_cancelling_a_child_alone_leaves_its_parent_running() -> None:
     async with asyncio.timeout(GENEROUS):
         result = await task
     assert result.status is RunStatus.COMPLETED and result.text == "went on"
+
+
+# ---------------------------------------------------------------- a cancel at any instant
+
+
+@pytest.mark.parametrize("how", ["cancel", "set"])
+async def test_a_stop_or_cancel_at_any_instant_leaves_the_log_whole(
+    runtime: Runtime, how: str
+) -> None:
+    """Trials stopping or cancelling a run of quick rounds at random instants:
+    wherever it lands (model request, tools, commits, boundary), the run
+    returns STOPPED (at once for a cancel), every call has its one result in
+    order, the run's end is recorded once, and the next run goes on."""
+    import random
+
+    rng = random.Random(36)
+
+    @tool(effect=ToolEffect.READ_ONLY)
+    async def look(n: int) -> str:
+        """Look."""
+        await asyncio.sleep(rng.random() * 0.004)
+        return f"seen {n}"
+
+    @tool
+    def note(n: int) -> str:
+        """Note (a sync tool)."""
+        time.sleep(rng.random() * 0.002)
+        return f"noted {n}"
+
+    async def answer(request: ModelRequest) -> Any:
+        await asyncio.sleep(rng.random() * 0.004)
+        if request.messages[-1].role == "user" and request.messages[-1].text == "again":
+            return reply("fine")
+        n = len(request.messages)
+        return reply(tool_calls=[("look", {"n": n}), ("look", {"n": n + 1}), ("note", {"n": n})])
+
+    landed: dict[str, int] = {}
+    trials = 25
+    for _ in range(trials):
+        session = await runtime.create_session(
+            Agent("a", FunctionModel(answer), tools=[look, note])
+        )
+        options = RunOptions()
+        task = asyncio.ensure_future(session.run("go", options=options))
+        await asyncio.sleep(rng.random() * 0.05)
+        at = time.monotonic()
+        getattr(options.stop, how)()
+        async with asyncio.timeout(GENEROUS):
+            result = await task
+        assert time.monotonic() - at < BOUND
+        assert result.status is RunStatus.STOPPED
+        assert result.error == ("cancelled" if how == "cancel" else None)
+        transcript = await session.transcript()
+        assert_replayable(transcript)
+        entries = await session.entries()
+        assert_ends_stopped(entries, cancelled=how == "cancel")
+        last = transcript[-1]
+        cut = last.role == "tool" and any(r.content.startswith("not ") for r in last.results)
+        where = "in a tool round" if cut else f"after a {last.role} message"
+        landed[where] = landed.get(where, 0) + 1
+        assert (await session.run("again")).text == "fine"
+    print(f"{trials} {how}s landed: {landed}")
