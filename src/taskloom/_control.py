@@ -84,8 +84,9 @@ class StopSignal:
     `set()` is a graceful stop: the run ends at its next round boundary with
     status STOPPED, its transcript kept. A model answer already on its way
     is awaited and committed whole; the tool calls of that answer do not
-    start once the stop is set (each is answered in band as not run), while
-    tools already running finish.
+    start once the stop is set (each is answered in band as not run). The
+    loop does not interrupt tools already running (a tool may watch
+    `ctx.stop` itself, as MCP calls do: they are cancelled on the server).
 
     `cancel()` is a stop that does not wait: it sets the signal as `set()`
     does and also aborts what the run is waiting on, the model request (the
@@ -93,7 +94,8 @@ class StopSignal:
     tool calls (async tools are cancelled; a sync tool's thread cannot be
     killed, so it is left behind, not awaited). Calls that did not finish
     are answered in band, and the run ends STOPPED with its `error` saying
-    it was cancelled, its end recorded in the log.
+    it was cancelled, its end recorded in the log. Only code that swallows
+    its own cancellation (which no tool should) can hold the run longer.
 
     A child's signal (`StopSignal(parent=...)`, made by `RunOptions.child()`)
     is set (or cancelled) when it or any ancestor is, so stopping or
