@@ -404,27 +404,42 @@ async def test_cancelling_or_deleting_a_session_cancels_its_run_in_flight(
 # ---------------------------------------------------------------- inline children
 
 
-async def test_cancelling_a_parent_cancels_its_inline_child_in_flight(runtime: Runtime) -> None:
-    asked = asyncio.Event()
-    sub = SubAgent("helper", "Helps.", slow_model(asked, 30.0, "never"))
-    lead = FunctionModel(lambda r: reply(tool_calls=[("helper", {"task": "help"})]))
+@pytest.mark.parametrize("children", [1, 2])
+async def test_cancelling_a_parent_cancels_its_inline_children_in_flight(
+    runtime: Runtime, children: int
+) -> None:
+    asked, asking = asyncio.Event(), []
+
+    async def thinking(request: ModelRequest) -> Any:
+        asking.append(request)
+        if len(asking) == children:
+            asked.set()
+        await asyncio.sleep(30)
+        return reply("never")
+
+    sub = SubAgent("helper", "Helps.", FunctionModel(thinking))
+    calls = [("helper", {"task": f"help {n}"}) for n in range(children)]
+    lead = FunctionModel(lambda r: reply(tool_calls=calls))
     session = await runtime.create_session(Agent("lead", lead, tools=[sub]))
     options = RunOptions()
     result, took = await stopped_in(session.run("go", options=options), asked, options.stop.cancel)
 
     assert took < BOUND, f"the cancelled parent returned after {took:.2f}s"
     assert result.status is RunStatus.STOPPED and result.error == "cancelled"
-    assert_ends_stopped(await session.entries(), cancelled=True)
-    (answer,) = (await session.transcript())[2].results
-    assert answer.is_error
-    child_id = next(e for e in await session.entries() if e.kind == "subagent").data[
-        "child_session_id"
-    ]
-    child = await runtime.store.load(child_id)
-    terminal = [e for e in child if e.kind == "subagent_result"]
-    assert [e.data["status"] for e in terminal] == ["stopped"]
-    assert_ends_stopped([e for e in child if e.kind != "subagent_result"], cancelled=True)
-    assert not any(e.kind == "message" and e.data["message"]["role"] == "assistant" for e in child)
+    entries = await session.entries()
+    assert_ends_stopped(entries, cancelled=True)
+    answers = (await session.transcript())[2].results
+    assert len(answers) == children and all(a.is_error for a in answers)
+    child_ids = [e.data["child_session_id"] for e in entries if e.kind == "subagent"]
+    assert len(child_ids) == children
+    for child_id in child_ids:
+        child = await runtime.store.load(child_id)
+        terminal = [e for e in child if e.kind == "subagent_result"]
+        assert [e.data["status"] for e in terminal] == ["stopped"]
+        assert_ends_stopped([e for e in child if e.kind != "subagent_result"], cancelled=True)
+        assert not any(
+            e.kind == "message" and e.data["message"]["role"] == "assistant" for e in child
+        )
 
 
 async def test_cancelling_a_child_alone_leaves_its_parent_running() -> None:
