@@ -520,3 +520,30 @@ async def test_a_stop_or_cancel_at_any_instant_leaves_the_log_whole(
         landed[where] = landed.get(where, 0) + 1
         assert (await session.run("again")).text == "fine"
     print(f"{trials} {how}s landed: {landed}")
+
+
+@pytest.mark.parametrize("where", ["model", "tool"])
+async def test_a_cancel_under_a_deadline_ends_stopped_not_at_the_deadline(where: str) -> None:
+    started = asyncio.Event()
+
+    @tool
+    async def wait_long() -> str:
+        """Wait a long time."""
+        started.set()
+        await asyncio.sleep(30)
+        return "never"
+
+    async def answer(request: ModelRequest) -> Any:
+        if where == "model":
+            started.set()
+            await asyncio.sleep(30)
+        return reply(tool_calls=[("wait_long", {})])
+
+    session = await Runtime().create_session(Agent("a", FunctionModel(answer), tools=[wait_long]))
+    options = RunOptions(deadline=60)
+    result, took = await stopped_in(
+        session.run("go", options=options), started, options.stop.cancel
+    )
+    assert took < BOUND and result.status is RunStatus.STOPPED and result.error == "cancelled"
+    assert_replayable(await session.transcript())
+    assert_ends_stopped(await session.entries(), cancelled=True)
