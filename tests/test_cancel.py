@@ -154,6 +154,32 @@ async def test_a_stop_while_the_model_answers_keeps_the_answer_and_runs_no_tool(
     assert (await session.run("again")).text == "after"
 
 
+async def test_a_stop_request_written_while_the_model_answers_runs_no_tool(
+    runtime: Runtime,
+) -> None:
+    """`request_stop` (what another process sharing the store uses) lands in the
+    log while the model answers: the run's commit of the answer reads it."""
+    asked, ran = asyncio.Event(), []
+
+    @tool
+    def act(what: str) -> str:
+        """Act."""
+        ran.append(what)
+        return "done"
+
+    model = slow_model(asked, 1.0, reply(tool_calls=[("act", {"what": "a"})]))
+    session = await runtime.create_session(Agent("a", model, tools=[act]))
+    task = asyncio.ensure_future(session.run("go"))
+    assert await set_within(asked)
+    await session.request_stop("from elsewhere")
+    async with asyncio.timeout(GENEROUS):
+        result = await task
+    assert result.status is RunStatus.STOPPED and ran == []
+    transcript = await session.transcript()
+    assert [m.role for m in transcript] == ["user", "assistant", "tool"]
+    assert transcript[2].results[0].content.startswith("not run: the run was stopped")
+
+
 async def test_a_stop_while_the_final_answer_comes_ends_stopped_not_completed() -> None:
     asked = asyncio.Event()
     session = await Runtime().create_session(Agent("a", slow_model(asked, 3.0, "the answer")))
