@@ -12,11 +12,10 @@
         (an answer with no text either is told: `EmptyAnswer`)
 
 Nothing is written for a turn until its response is complete, so cancelling
-the task discards the turn in flight and leaves the log consistent. A stop
-(`StopSignal.set`) that comes while the model answers ends the run at the
-boundary right after the answer is committed, its calls answered as not run;
-a cancel (`StopSignal.cancel`) aborts the model request or the tools in
-flight (`CancelScope`) and the run ends at once, its end recorded. Every
+the task discards the turn in flight and leaves the log consistent; so does
+a cancel (`StopSignal.cancel`, through `CancelScope`), which records the
+run's end too. A stop that comes while the model answers ends the run right
+after the answer is committed, its calls answered as not run. Every
 append goes through the run's journal, fenced by the run's session lease.
 The run, each model request and each tool call happen inside a watch of the
 runtime's observer (tracing), entered in that order of nesting.
@@ -25,7 +24,6 @@ runtime's observer (tracing), entered in that order of nesting.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
@@ -42,7 +40,7 @@ from ._ask import ModelAsker
 from ._budget import TreeBudget
 from ._decide import PROCEED, Decisions
 from ._execute import ToolCalls, ToolContexts
-from ._finish import finish, record_failure, run_result
+from ._finish import finish, finish_cancelled, record_failure, run_result
 from ._options import RunOptions
 from ._output import FinalOutput
 from ._port import AgentSpec, Delivery, RunInfo, RunPorts, RunWatch
@@ -64,22 +62,6 @@ FRESH_BOUNDARY = 0.05
 """Seconds after the run's own append during which a round boundary skips
 re-reading the log: longer than a boundary's own work, far shorter than a
 model round."""
-
-
-async def _whole(work: Coroutine[Any, Any, None]) -> None:
-    """Await `work` to its end even if the caller is cancelled meanwhile (it
-    then goes on by itself: `let_go`)."""
-    task = asyncio.ensure_future(work)
-    try:
-        await asyncio.shield(task)
-    except asyncio.CancelledError:
-        let_go(task)
-        raise
-    except Exception:
-        # Recorded best effort: the store itself may be what failed.
-        logging.getLogger("taskloom").warning(
-            "recording a cancelled run's end failed", exc_info=True
-        )
 
 
 class RunLoop:
@@ -273,22 +255,14 @@ class RunLoop:
                     # Cancelled, and the task with it (a parent cancelled too,
                     # whose abort reached the task running this child): the
                     # run still ends whole before the cancellation goes on.
-                    await _whole(self._end_cancelled(tree))
+                    stopped = self._stopped()
+                    counters = self.counters
+                    await finish_cancelled(stopped, journal, self.output, counters, scope, tree)
                 raise
             except BaseException as exc:
                 if not isinstance(exc, KeyboardInterrupt):
                     await record_failure(exc, journal, self.counters, scope)
                 raise
-
-    async def _end_cancelled(self, tree: TreeBudget | None) -> None:
-        """Record the end of a run whose task was cancelled with its stop signal:
-        the calls its turn left open answered in band, then its end."""
-        journal, log, scope = self.journal, self.log, self.scope
-        cut_off = log.cut_off()
-        if cut_off:
-            answers = Message.tool_results(cut_off_results(log, cut_off))
-            await append_message(journal, scope.run_id, answers)
-        await finish(self._stopped(), journal, self.output, self.counters, scope, tree)
 
     def _stopped(self) -> EndRun:
         return EndRun(RunStatus.STOPPED, self.controls.stop.cancel_reason)
