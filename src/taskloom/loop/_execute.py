@@ -249,9 +249,8 @@ class ToolCalls:
         counters = self._counters
         stop = self._controls.stop
         if stop.is_cancelled:
-            return [ToolResult(c.id, NOT_RUN_CANCELLED, True, c.name) for c in calls], (
-                RunStatus.STOPPED
-            )
+            not_run = [ToolResult(c.id, NOT_RUN_CANCELLED, True, c.name) for c in calls]
+            return not_run, RunStatus.STOPPED
         runnable = (
             list(calls) if limit is None else list(calls[: max(0, limit - counters.tool_calls)])
         )

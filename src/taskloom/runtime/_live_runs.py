@@ -4,7 +4,7 @@ session (`Runtime.cancel_runs`, deleting it) reaches."""
 from __future__ import annotations
 
 import asyncio
-from contextlib import AbstractContextManager
+from collections.abc import Callable
 
 from .._control import StopSignal
 
@@ -24,9 +24,12 @@ class LiveRuns:
     def __init__(self) -> None:
         self._runs: dict[str, dict[StopSignal, _Run]] = {}
 
-    def running(self, session_id: str, stop: StopSignal) -> AbstractContextManager[None]:
-        """Count a run of `session_id`, stopped by `stop`, in progress for the block."""
-        return _Run(self._runs, session_id, stop)
+    def started(self, session_id: str, stop: StopSignal) -> Callable[[], None]:
+        """Count a run of `session_id`, stopped by `stop`, in progress until the
+        returned callable is called."""
+        run = _Run(self._runs, session_id, stop)
+        self._runs.setdefault(session_id, {})[stop] = run
+        return run.ended
 
     def __contains__(self, session_id: str) -> bool:
         return session_id in self._runs
@@ -35,7 +38,7 @@ class LiveRuns:
         """Cancel the session's runs (`StopSignal.cancel`) and wait until they
         ended, at most `wait` seconds; how many were cancelled."""
         runs = list(self._runs.get(session_id, {}).values())
-        ended = [run.ended() for run in runs]
+        ended = [run.waiter() for run in runs]
         for run in runs:
             run.stop.cancel(reason)
         if runs:
@@ -44,30 +47,29 @@ class LiveRuns:
 
 
 class _Run:
-    """One run in progress (a context manager: a class, as it is entered per run)."""
+    """One run in progress."""
 
-    __slots__ = ("_ended", "_key", "_runs", "stop")
+    __slots__ = ("_key", "_runs", "_waiter", "stop")
 
     def __init__(self, runs: dict[str, dict[StopSignal, _Run]], key: str, stop: StopSignal) -> None:
         self._runs = runs
         self._key = key
         self.stop = stop
         # Made only for a cancel that waits: most runs end unwatched.
-        self._ended: asyncio.Future[None] | None = None
+        self._waiter: asyncio.Future[None] | None = None
 
-    def ended(self) -> asyncio.Future[None]:
-        if self._ended is None:
-            self._ended = asyncio.get_running_loop().create_future()
-        return self._ended
+    def waiter(self) -> asyncio.Future[None]:
+        """Done once the run ended."""
+        if self._waiter is None:
+            self._waiter = asyncio.get_running_loop().create_future()
+        return self._waiter
 
-    def __enter__(self) -> None:
-        self._runs.setdefault(self._key, {})[self.stop] = self
-
-    def __exit__(self, *_: object) -> None:
+    def ended(self) -> None:
+        """The run ended: it is no longer counted."""
         runs = self._runs.get(self._key)
         if runs is not None and runs.get(self.stop) is self:
             del runs[self.stop]
             if not runs:
                 del self._runs[self._key]
-        if self._ended is not None and not self._ended.done():
-            self._ended.set_result(None)
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)

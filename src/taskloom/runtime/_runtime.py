@@ -443,16 +443,15 @@ class Runtime:
         await self.store.append(session_id, Entry.of(StopRequest(reason)))
         self.notify(session_id)
 
-    def running(self, session_id: str, stop: StopSignal) -> contextlib.AbstractContextManager[None]:
+    def run_started(self, session_id: str, stop: StopSignal) -> Callable[[], None]:
         """Count a run of the session, stopped by `stop`, as in progress in this
-        process for the block: what `cancel_runs` reaches. A `Session`'s runs
-        do it themselves."""
-        return self._live_runs.running(session_id, stop)
+        process (what `cancel_runs` reaches) until the returned callable is
+        called. A `Session`'s runs do it themselves."""
+        return self._live_runs.started(session_id, stop)
 
     async def cancel_runs(self, session_id: str, reason: str | None = None) -> int:
         """Cancel the session's runs in progress in this process and wait until
-        they ended (`CANCEL_WAIT` seconds at most); how many
-        there were.
+        they ended (`CANCEL_WAIT` seconds at most); how many there were.
 
         Each run's stop signal is cancelled (`StopSignal.cancel`): the run
         aborts its model request and tool calls in flight, answers its open

@@ -177,24 +177,25 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             raise SessionBusy(self.id, "a run of this Session object")
         options = options if options is not None else RunOptions()
         self._running = True
+        # Counted from before the lease to after its release: a cancel
+        # (`Runtime.cancel_runs`) returns once the session is free again.
+        ended = self.runtime.run_started(self.id, options.stop)
         try:
-            # Counted from before the lease to after its release: a cancel
-            # (`Runtime.cancel_runs`) returns once the session is free again.
-            with self.runtime.running(self.id, options.stop):
-                hold = self.hold(wait=wait)
-                async with hold as held:
-                    undo = held.on_lost(lambda: options.stop.set("the session was taken over"))
-                    scope = RunScope(self.id, new_run_id(), origin, emit)
-                    loop = RunLoop(self.agent, self._ports(), scope, options, deps)
-                    # Only a lease this run took is released by its bound; an
-                    # outer hold's release waits as that hold's exit always does.
-                    hold.release_by = loop.returns_by
-                    try:
-                        return await begin(loop)
-                    finally:
-                        undo()
+            hold = self.hold(wait=wait)
+            async with hold as held:
+                undo = held.on_lost(lambda: options.stop.set("the session was taken over"))
+                scope = RunScope(self.id, new_run_id(), origin, emit)
+                loop = RunLoop(self.agent, self._ports(), scope, options, deps)
+                # Only a lease this run took is released by its bound; an
+                # outer hold's release waits as that hold's exit always does.
+                hold.release_by = loop.returns_by
+                try:
+                    return await begin(loop)
+                finally:
+                    undo()
         finally:
             self._running = False
+            ended()
 
     def _ports(self) -> RunPorts:
         ports = self._run_ports
