@@ -26,6 +26,7 @@ from taskloom import (
     RunStatus,
     Runtime,
     Session,
+    StopSignal,
     SubAgent,
     ToolContext,
     ToolEffect,
@@ -573,3 +574,18 @@ async def test_a_cancel_under_a_deadline_ends_stopped_not_at_the_deadline(where:
     assert took < BOUND and result.status is RunStatus.STOPPED and result.error == "cancelled"
     assert_replayable(await session.transcript())
     assert_ends_stopped(await session.entries(), cancelled=True)
+
+
+def test_a_cancel_after_a_stop_says_why_it_was_cancelled() -> None:
+    parent = StopSignal()
+    child = StopSignal(parent=parent)
+    parent.set("wrapping up")
+    assert child.is_set and not child.is_cancelled and child.cancel_reason is None
+    parent.cancel("the user left")
+    parent.cancel("again")  # the first cancel's reason stays
+    assert child.is_cancelled and child.cancel_reason == "cancelled: the user left"
+    assert parent.reason == "the user left"
+    other = StopSignal()
+    other.set("wrapping up")
+    other.cancel()  # no reason of its own: the stop's stays
+    assert other.cancel_reason == "cancelled: wrapping up"

@@ -141,10 +141,12 @@ class StopSignal:
     def cancel(self, reason: str | None = None) -> None:
         """Stop the run (and its children) now: abort its model request and
         tool calls in flight; the run returns STOPPED within moments (see
-        the class docstring). Cancelling again, or after `set`, is harmless."""
-        if not self._set:
-            self._set = True
+        the class docstring). Cancelling again is harmless; cancelling after
+        `set` turns the stop into a cancel (`reason`, if given, replaces the
+        stop's)."""
+        if not self._cancelled and (not self._set or reason is not None):
             self.reason = reason
+        self._set = True
         self._cancelled = True
         self._wake(True)
 
@@ -298,6 +300,8 @@ class CancelScope:
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         self._active = False
         callbacks = self._stop._cancel_callbacks
+        # None once the cancel fired; a membership test is cheaper than
+        # catching the miss (this runs twice a round).
         if callbacks is not None and self in callbacks:
             callbacks.remove(self)
         if not self._aborting:
