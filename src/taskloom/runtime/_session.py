@@ -512,8 +512,9 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         await self.runtime.steer(self.id, text)
 
     async def cancel(self, reason: str | None = None) -> int:
-        """Cancel the session's run in progress in this process, and wait until
-        it ended; 1 if there was one, else 0 (see `Runtime.cancel_runs`).
+        """Cancel the session's run in progress in this process (and one waiting
+        for the session's lease here), and wait until it ended; how many
+        were cancelled, 0 when none (see `Runtime.cancel_runs`).
 
         Unlike `request_stop`, which the run obeys at its next boundary, a
         cancel aborts the model request and the tool calls in flight: the
