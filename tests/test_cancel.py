@@ -591,3 +591,28 @@ def test_a_cancel_after_a_stop_says_why_it_was_cancelled() -> None:
     other.set("wrapping up")
     other.cancel()  # no reason of its own: the stop's stays
     assert other.cancel_reason == "cancelled: wrapping up"
+
+
+async def test_a_sync_tool_may_cancel_its_own_run_from_its_thread() -> None:
+    @tool
+    def give_up(ctx: ToolContext) -> str:
+        """Cancel the run from the tool's thread, then keep busy."""
+        ctx.stop.cancel("gave up")
+        time.sleep(0.2)
+        return "done anyway"
+
+    @tool
+    async def wait_long() -> str:
+        """Wait a long time."""
+        await asyncio.sleep(30)
+        return "never"
+
+    model = FunctionModel(lambda r: reply(tool_calls=[("give_up", {}), ("wait_long", {})]))
+    session = await Runtime().create_session(Agent("a", model, tools=[give_up, wait_long]))
+    async with asyncio.timeout(BOUND):
+        result = await session.run("go")
+    assert result.status is RunStatus.STOPPED and result.error == "cancelled: gave up"
+    results = (await session.transcript())[2].results
+    # The tool's thread was left behind (its answer never awaited); the call
+    # after it never started.
+    assert all(r.is_error and "cancelled" in r.content for r in results), results

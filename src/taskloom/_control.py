@@ -100,8 +100,9 @@ class StopSignal:
     A child's signal (`StopSignal(parent=...)`, made by `RunOptions.child()`)
     is set (or cancelled) when it or any ancestor is, so stopping or
     cancelling a parent reaches every child while stopping a child leaves
-    the parent running. Use it from the event loop's thread (from another
-    thread, `loop.call_soon_threadsafe(signal.cancel)`).
+    the parent running. Use it from the event loop's thread; a sync tool,
+    which runs on a thread of its own, may call `ctx.stop.set()` or
+    `ctx.stop.cancel()` too (what must happen on the loop is handed to it).
     """
 
     __slots__ = (
@@ -285,12 +286,20 @@ class CancelScope:
         return self
 
     def __call__(self) -> None:
-        if asyncio.current_task() is self._task:
+        loop = self._task.get_loop()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not loop:
+            # Cancelled from another thread (a sync tool's): the loop does it.
+            loop.call_soon_threadsafe(self._cancel_task)
+        elif asyncio.current_task() is self._task:
             # Cancelled from inside the block (a tool cancelling its own run):
             # the task is running, so cancel it once it waits, if still inside.
-            asyncio.get_running_loop().call_soon(self._cancel_task)
-            return
-        self._cancel_task()
+            loop.call_soon(self._cancel_task)
+        else:
+            self._cancel_task()
 
     def _cancel_task(self) -> None:
         if self._active and not self._aborting:
