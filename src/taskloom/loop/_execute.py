@@ -109,22 +109,29 @@ async def execute_calls(
     scope: RunScope,
     *,
     results: list[ToolResult | None],
+    started: list[bool] | None = None,
 ) -> None:
-    """Run `calls`, filling `results` (same length, call order) as each finishes.
+    """Run `calls`, filling `results` (same length, call order) as each finishes
+    (and `started`, if given, as each starts).
 
     Filling in place lets the caller keep the results that finished when a
-    deadline cuts the batch short.
+    deadline or a cancel cuts the batch short, and tell the calls that never
+    started.
     """
     i = 0
     n = len(calls)
     while i < n:
         if not _overlaps(tools.get(calls[i].name)):
+            if started is not None:
+                started[i] = True
             results[i] = await run_one(calls[i], tools, make_ctx, scope)
             i += 1
             continue
         j = i
         while j < n and _overlaps(tools.get(calls[j].name)):
             j += 1
+        if started is not None:
+            started[i:j] = [True] * (j - i)
         if j - i == 1:
             results[i] = await run_one(calls[i], tools, make_ctx, scope)
         else:
@@ -255,8 +262,11 @@ class ToolCalls:
             list(calls) if limit is None else list(calls[: max(0, limit - counters.tool_calls)])
         )
         done: list[ToolResult | None] = [None] * len(runnable)
+        started = [False] * len(runnable)
         status: RunStatus | None = None
-        batch = execute_calls(runnable, tools, self._make_ctx, self._scope, results=done)
+        batch = execute_calls(
+            runnable, tools, self._make_ctx, self._scope, results=done, started=started
+        )
         deadline_at = self._controls.deadline_at
         unfinished = "not finished: the run's deadline passed; it may have partly run"
         try:
@@ -273,6 +283,12 @@ class ToolCalls:
         if status is None and stop.is_cancelled:
             status = RunStatus.STOPPED  # every call finished, and the run ends here
         counters.tool_calls += len(runnable)
+        if status is RunStatus.STOPPED:
+            # A cancel tells the calls it kept from starting.
+            done = [
+                r if r or ran else ToolResult(c.id, NOT_RUN_CANCELLED, True, c.name)
+                for c, r, ran in zip(runnable, done, started, strict=True)
+            ]
         results = [
             r or ToolResult(c.id, unfinished, True, c.name)
             for c, r in zip(runnable, done, strict=True)
