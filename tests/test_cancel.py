@@ -1,28 +1,32 @@
-"""Stop and cancel, defined: a graceful stop ends the run at the boundary right
-after the answer in flight is committed (its tools do not start); a cancel
+"""The cancel (`StopSignal.cancel`, `Session.cancel`, deleting a session): it
 aborts the model request and the tool calls in flight and ends the run
-STOPPED within 2 s, its log whole. On memory, SQLite and PostgreSQL."""
+STOPPED within 2 s, its log whole and its transcript replayable. On memory,
+SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from barriers import GENEROUS, set_within
-from pg import PG_DSN, open_durable, requires_postgres
+from stop_support import (  # noqa: F401 (the fixtures `runtime` and `store`)
+    BOUND,
+    assert_ends_stopped,
+    assert_replayable,
+    on_request,
+    runtime_fixture,
+    slow_model,
+    stopped_in,
+    store_fixture,
+)
 from taskloom import (
     Agent,
-    Event,
-    Message,
-    ModelRequestStarted,
+    ModelRequest,
     RunOptions,
-    RunResult,
     RunStatus,
     Runtime,
     Session,
@@ -32,202 +36,8 @@ from taskloom import (
     ToolEffect,
     tool,
 )
-from taskloom.entries import Entry
-from taskloom.models import FunctionModel, ModelRequest, OpenAIChatModel, reply
-from taskloom.stores import SessionStore
+from taskloom.models import FunctionModel, OpenAIChatModel, reply
 from taskloom.testing.fake_server import FakeServer
-
-BOUND = 2.0
-"""Seconds within which a cancelled run returns (the promise under test)."""
-
-
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=requires_postgres)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> str | SessionStore:
-    if request.param == "memory":
-        return "memory://"
-    if request.param == "sqlite":
-        return open_durable(f"sqlite:///{tmp_path / 'taskloom.db'}", "-")
-    return open_durable(PG_DSN, request.getfixturevalue("pg_schema"))
-
-
-@pytest.fixture
-async def runtime(store: str | SessionStore) -> AsyncIterator[Runtime]:
-    async with Runtime(store=store) as rt:
-        yield rt
-
-
-def slow_model(
-    asked: asyncio.Event, seconds: float, *answers: Any, calls: list[ModelRequest] | None = None
-) -> FunctionModel:
-    """A model whose first answer takes `seconds`; then `answers` in turn."""
-    script = list(answers)
-
-    async def answer(request: ModelRequest) -> Any:
-        if calls is not None:
-            calls.append(request)
-        answer = script.pop(0)  # taken even if the request is cut off
-        if not asked.is_set():
-            asked.set()
-            await asyncio.sleep(seconds)
-        return answer
-
-    return FunctionModel(answer)
-
-
-async def stopped_in(
-    run: Awaitable[RunResult], started: asyncio.Event, stop: Callable[[], None]
-) -> tuple[RunResult, float]:
-    """Start `run`, call `stop()` 0.5 s after `started` is set; the result and
-    the seconds from the stop to the run's return."""
-    task = asyncio.ensure_future(run)
-    assert await set_within(started), "the model or tool never started"
-    await asyncio.sleep(0.5)
-    at = time.monotonic()
-    stop()
-    async with asyncio.timeout(GENEROUS * 4):
-        result = await task
-    took = time.monotonic() - at
-    print(f"returned {took:.3f}s after the stop, {result.status.value}")
-    return result, took
-
-
-def on_request(asked: asyncio.Event) -> Callable[[Event], None]:
-    """An `emit` that sets `asked` once a model request started."""
-
-    def emit(event: Event) -> None:
-        if isinstance(event, ModelRequestStarted):
-            asked.set()
-
-    return emit
-
-
-def kinds(entries: list[Entry]) -> list[str]:
-    return [e.kind for e in entries]
-
-
-def assert_ends_stopped(entries: list[Entry], cancelled: bool) -> None:
-    """The log's last run ended STOPPED, once, and says whether it was cancelled."""
-    finished = [e for e in entries if e.kind == "run_finished"]
-    assert finished and finished[-1] is entries[-1], kinds(entries)
-    assert finished[-1].data["status"] == "stopped"
-    error = finished[-1].data["error"]
-    assert (error is not None and error.startswith("cancelled")) is cancelled, error
-    assert kinds(entries).count("run_started") == len(finished)
-
-
-def assert_replayable(messages: list[Message]) -> None:
-    """Every tool call has exactly one result, in call order, right after its turn."""
-    for i, m in enumerate(messages):
-        if m.role == "assistant" and m.tool_calls:
-            answer = messages[i + 1]
-            assert answer.role == "tool", f"turn {i} has no results: {messages[i + 1 :]}"
-            assert [r.tool_call_id for r in answer.results] == [c.id for c in m.tool_calls]
-
-
-# ---------------------------------------------------------------- the graceful stop
-
-
-async def test_a_stop_while_the_model_answers_keeps_the_answer_and_runs_no_tool(
-    runtime: Runtime,
-) -> None:
-    asked, ran = asyncio.Event(), []
-
-    @tool
-    def act(what: str) -> str:
-        """Act."""
-        ran.append(what)
-        return "done"
-
-    model = slow_model(asked, 3.0, reply("on it", tool_calls=[("act", {"what": "a"})]), "after")
-    session = await runtime.create_session(Agent("a", model, tools=[act]))
-    options = RunOptions()
-    result, _ = await stopped_in(session.run("go", options=options), asked, options.stop.set)
-
-    assert result.status is RunStatus.STOPPED and result.error is None
-    assert ran == []  # the turn's tool never started
-    transcript = await session.transcript()
-    assert [m.role for m in transcript] == ["user", "assistant", "tool"]
-    assert transcript[1].text == "on it"  # the answer is in the log, whole
-    (answer,) = transcript[2].results
-    assert answer.is_error and answer.content.startswith("not run: the run was stopped")
-    entries = await session.entries()
-    assert_ends_stopped(entries, cancelled=False)
-    assert_replayable(transcript)
-    # The next run goes on from there.
-    assert (await session.run("again")).text == "after"
-
-
-async def test_a_stop_request_written_while_the_model_answers_runs_no_tool(
-    runtime: Runtime,
-) -> None:
-    """`request_stop` (what another process sharing the store uses) lands in the
-    log while the model answers: the run's commit of the answer reads it."""
-    asked, ran = asyncio.Event(), []
-
-    @tool
-    def act(what: str) -> str:
-        """Act."""
-        ran.append(what)
-        return "done"
-
-    model = slow_model(asked, 1.0, reply(tool_calls=[("act", {"what": "a"})]))
-    session = await runtime.create_session(Agent("a", model, tools=[act]))
-    task = asyncio.ensure_future(session.run("go"))
-    assert await set_within(asked)
-    await session.request_stop("from elsewhere")
-    async with asyncio.timeout(GENEROUS):
-        result = await task
-    assert result.status is RunStatus.STOPPED and ran == []
-    transcript = await session.transcript()
-    assert [m.role for m in transcript] == ["user", "assistant", "tool"]
-    assert transcript[2].results[0].content.startswith("not run: the run was stopped")
-
-
-async def test_a_stop_while_the_final_answer_comes_ends_stopped_not_completed() -> None:
-    asked = asyncio.Event()
-    session = await Runtime().create_session(Agent("a", slow_model(asked, 3.0, "the answer")))
-    options = RunOptions()
-    result, _ = await stopped_in(session.run("go", options=options), asked, options.stop.set)
-    assert result.status is RunStatus.STOPPED
-    assert result.text == "the answer"
-    assert [m.role for m in await session.transcript()] == ["user", "assistant"]
-
-
-@pytest.mark.parametrize("streamed", [False, True])
-async def test_a_stop_during_an_http_model_call_keeps_its_answer(streamed: bool) -> None:
-    ran: list[str] = []
-
-    @tool
-    def act(what: str) -> str:
-        """Act."""
-        ran.append(what)
-        return "done"
-
-    async with FakeServer() as server:
-        server.script(FakeServer.reply("on it", tool_calls=[("act", {"what": "a"})], delay=3.0))
-        model = OpenAIChatModel("gpt-4.1-mini", base_url=server.base_url, api_key="test")
-        session = await Runtime().create_session(Agent("a", model, tools=[act]))
-        options = RunOptions()
-        asked = asyncio.Event()
-
-        async def run() -> RunResult:
-            if not streamed:
-                return await session.run("go", options=options, emit=on_request(asked))
-            stream = session.stream("go", options=options)
-            async for event in stream:
-                on_request(asked)(event)
-            assert stream.result is not None
-            return stream.result
-
-        result, _ = await stopped_in(run(), asked, options.stop.set)
-        assert len(server.requests) == 1
-
-    assert result.status is RunStatus.STOPPED
-    assert ran == []
-    transcript = await session.transcript()
-    assert [m.role for m in transcript] == ["user", "assistant", "tool"]
-    assert transcript[1].text == "on it" and transcript[1].tool_calls[0].name == "act"
-
 
 # ---------------------------------------------------------------- the cancel
 
@@ -487,68 +297,6 @@ async def test_cancelling_a_child_alone_leaves_its_parent_running() -> None:
     async with asyncio.timeout(GENEROUS):
         result = await task
     assert result.status is RunStatus.COMPLETED and result.text == "went on"
-
-
-# ---------------------------------------------------------------- a cancel at any instant
-
-
-@pytest.mark.parametrize("how", ["cancel", "set"])
-async def test_a_stop_or_cancel_at_any_instant_leaves_the_log_whole(
-    runtime: Runtime, how: str
-) -> None:
-    """Trials stopping or cancelling a run of quick rounds at random instants:
-    wherever it lands (model request, tools, commits, boundary), the run
-    returns STOPPED (at once for a cancel), every call has its one result in
-    order, the run's end is recorded once, and the next run goes on."""
-    import random
-
-    rng = random.Random(36)
-
-    @tool(effect=ToolEffect.READ_ONLY)
-    async def look(n: int) -> str:
-        """Look."""
-        await asyncio.sleep(rng.random() * 0.004)
-        return f"seen {n}"
-
-    @tool
-    def note(n: int) -> str:
-        """Note (a sync tool)."""
-        time.sleep(rng.random() * 0.002)
-        return f"noted {n}"
-
-    async def answer(request: ModelRequest) -> Any:
-        await asyncio.sleep(rng.random() * 0.004)
-        if request.messages[-1].role == "user" and request.messages[-1].text == "again":
-            return reply("fine")
-        n = len(request.messages)
-        return reply(tool_calls=[("look", {"n": n}), ("look", {"n": n + 1}), ("note", {"n": n})])
-
-    landed: dict[str, int] = {}
-    trials = 25
-    for _ in range(trials):
-        session = await runtime.create_session(
-            Agent("a", FunctionModel(answer), tools=[look, note])
-        )
-        options = RunOptions()
-        task = asyncio.ensure_future(session.run("go", options=options))
-        await asyncio.sleep(rng.random() * 0.05)
-        at = time.monotonic()
-        getattr(options.stop, how)()
-        async with asyncio.timeout(GENEROUS):
-            result = await task
-        assert time.monotonic() - at < BOUND
-        assert result.status is RunStatus.STOPPED
-        assert result.error == ("cancelled" if how == "cancel" else None)
-        transcript = await session.transcript()
-        assert_replayable(transcript)
-        entries = await session.entries()
-        assert_ends_stopped(entries, cancelled=how == "cancel")
-        last = transcript[-1]
-        cut = last.role == "tool" and any(r.content.startswith("not ") for r in last.results)
-        where = "in a tool round" if cut else f"after a {last.role} message"
-        landed[where] = landed.get(where, 0) + 1
-        assert (await session.run("again")).text == "fine"
-    print(f"{trials} {how}s landed: {landed}")
 
 
 @pytest.mark.parametrize("where", ["model", "tool"])
