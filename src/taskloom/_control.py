@@ -17,7 +17,9 @@ if TYPE_CHECKING:
     from .results import BudgetLeft
 
 __all__ = [
+    "Aborted",
     "BudgetLedger",
+    "CancelScope",
     "RunControls",
     "StopSignal",
     "UsageMeter",
@@ -77,22 +79,52 @@ def _ended(task: asyncio.Future[Any]) -> None:
 
 
 class StopSignal:
-    """A graceful stop: once set, a run ends at its next round boundary with
-    status STOPPED, its transcript kept.
+    """How a run is asked to end early: gracefully (`set`) or at once (`cancel`).
+
+    `set()` is a graceful stop: the run ends at its next round boundary with
+    status STOPPED, its transcript kept. A model answer already on its way
+    is awaited and committed whole; the tool calls of that answer do not
+    start once the stop is set (each is answered in band as not run). The
+    loop does not interrupt tools already running (a tool may watch
+    `ctx.stop` itself, as MCP calls do: they are cancelled on the server).
+
+    `cancel()` is a stop that does not wait: it sets the signal as `set()`
+    does and also aborts what the run is waiting on, the model request (the
+    turn in flight is discarded: nothing of it is written) and the running
+    tool calls (async tools are cancelled; a sync tool's thread cannot be
+    killed, so it is left behind, not awaited). Calls that did not finish
+    are answered in band, and the run ends STOPPED with its `error` saying
+    it was cancelled, its end recorded in the log. Only code that swallows
+    its own cancellation (which no tool should) can hold the run longer.
 
     A child's signal (`StopSignal(parent=...)`, made by `RunOptions.child()`)
-    is set when it or any ancestor is set, so stopping a parent reaches every
-    child while stopping a child leaves the parent running.
+    is set (or cancelled) when it or any ancestor is, so stopping or
+    cancelling a parent reaches every child while stopping a child leaves
+    the parent running. Use it from the event loop's thread; a sync tool,
+    which runs on a thread of its own, may call `ctx.stop.set()` or
+    `ctx.stop.cancel()` too (what must happen on the loop is handed to it).
     """
 
-    __slots__ = ("__weakref__", "_callbacks", "_children", "_event", "_parent", "_set", "reason")
+    __slots__ = (
+        "__weakref__",
+        "_callbacks",
+        "_cancel_callbacks",
+        "_cancelled",
+        "_children",
+        "_event",
+        "_parent",
+        "_set",
+        "reason",
+    )
 
     def __init__(self, parent: StopSignal | None = None) -> None:
         self._set = False
+        self._cancelled = False
         self.reason: str | None = None
         self._parent = parent
         self._event: asyncio.Event | None = None
         self._callbacks: list[Callable[[], None]] | None = None
+        self._cancel_callbacks: list[Callable[[], None]] | None = None
         # Made when a first child links up: most runs have none.
         self._children: weakref.WeakSet[StopSignal] | None = None
         if parent is not None:
@@ -105,16 +137,34 @@ class StopSignal:
         if not self._set:
             self._set = True
             self.reason = reason
-        self._wake()
+        self._wake(False)
 
-    def _wake(self) -> None:
+    def cancel(self, reason: str | None = None) -> None:
+        """Stop the run (and its children) now: abort its model request and
+        tool calls in flight; the run returns STOPPED within moments (see
+        the class docstring). Cancelling again is harmless; cancelling after
+        `set` turns the stop into a cancel (`reason`, if given, replaces the
+        stop's)."""
+        if not self._cancelled and (not self._set or reason is not None):
+            self.reason = reason
+        self._set = True
+        self._cancelled = True
+        self._wake(True)
+
+    def _wake(self, cancel: bool) -> None:
         if self._event is not None:
             self._event.set()
         callbacks, self._callbacks = self._callbacks, None
         for callback in callbacks or ():
             callback()
+        if cancel:
+            aborts, self._cancel_callbacks = self._cancel_callbacks, None
+            for abort in aborts or ():
+                abort()
+        # Children after their parent: a parent's abort is requested before
+        # its children's, which a task running both relies on (`CancelScope`).
         for child in list(self._children or ()):
-            child._wake()
+            child._wake(cancel)
 
     def on_set(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call `callback()` once, when the signal (or an ancestor) is set; at
@@ -125,23 +175,48 @@ class StopSignal:
             return _nothing
         if self._callbacks is None:
             self._callbacks = []
-        self._callbacks.append(callback)
+        return _undoable(self._callbacks, callback)
 
-        def undo() -> None:
-            if self._callbacks is not None and callback in self._callbacks:
-                self._callbacks.remove(callback)
-
-        return undo
+    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback()` once, when the signal (or an ancestor) is
+        cancelled; at once if it is already. Returns the undo."""
+        if self.is_cancelled:
+            callback()
+            return _nothing
+        if self._cancel_callbacks is None:
+            self._cancel_callbacks = []
+        return _undoable(self._cancel_callbacks, callback)
 
     @property
     def is_set(self) -> bool:
-        """True when this signal or an ancestor was set."""
+        """True when this signal or an ancestor was set (or cancelled)."""
         node: StopSignal | None = self
         while node is not None:
             if node._set:
                 return True
             node = node._parent
         return False
+
+    @property
+    def is_cancelled(self) -> bool:
+        """True when this signal or an ancestor was cancelled."""
+        node: StopSignal | None = self
+        while node is not None:
+            if node._cancelled:
+                return True
+            node = node._parent
+        return False
+
+    @property
+    def cancel_reason(self) -> str | None:
+        """What a cancelled run reports (`RunResult.error`): that it was
+        cancelled, and why if the cancel said so; None while not cancelled."""
+        node: StopSignal | None = self
+        while node is not None:
+            if node._cancelled:
+                return f"cancelled: {node.reason}" if node.reason else "cancelled"
+            node = node._parent
+        return None
 
     async def wait(self) -> None:
         """Return once the signal (or an ancestor) is set."""
@@ -155,7 +230,95 @@ class StopSignal:
         return self.is_set
 
     def __repr__(self) -> str:
-        return f"StopSignal(is_set={self.is_set})"
+        return f"StopSignal(is_set={self.is_set}, is_cancelled={self.is_cancelled})"
+
+
+def _undoable(
+    callbacks: list[Callable[[], None]], callback: Callable[[], None]
+) -> Callable[[], None]:
+    callbacks.append(callback)
+
+    def undo() -> None:
+        if callback in callbacks:
+            callbacks.remove(callback)
+
+    return undo
+
+
+class Aborted(Exception):
+    """A `CancelScope`'s work was cut off by its stop signal's cancel."""
+
+
+class CancelScope:
+    """A stretch of a run that the run's cancel aborts: `with CancelScope(stop):`.
+
+    While inside, `stop.cancel()` cancels the task running the block, and
+    that cancellation leaves the block as `Aborted`; the block is not
+    entered at all (`Aborted`) when the signal is already cancelled. Like
+    `asyncio.timeout`, for a cancel instead of a deadline: a cancellation of
+    the task from elsewhere too (the caller's, a cancelled parent's) still
+    leaves as `CancelledError`. A block the cancel came too late for ends
+    normally: its caller checks `stop.is_cancelled` after.
+    """
+
+    __slots__ = ("_aborting", "_active", "_base", "_stop", "_task")
+
+    def __init__(self, stop: StopSignal) -> None:
+        self._stop = stop
+        self._aborting = False
+        self._active = False
+
+    def __enter__(self) -> CancelScope:
+        stop = self._stop
+        if stop.is_cancelled:
+            raise Aborted
+        task = asyncio.current_task()
+        assert task is not None, "a CancelScope is entered inside a task"
+        self._task = task
+        self._base = task.cancelling()
+        self._active = True
+        # The scope itself is the callback (no closure per block: a round
+        # enters two).
+        callbacks = stop._cancel_callbacks
+        if callbacks is None:
+            callbacks = stop._cancel_callbacks = []
+        callbacks.append(self)
+        return self
+
+    def __call__(self) -> None:
+        loop = self._task.get_loop()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not loop:
+            # Cancelled from another thread (a sync tool's): the loop does it.
+            loop.call_soon_threadsafe(self._cancel_task)
+        elif asyncio.current_task() is self._task:
+            # Cancelled from inside the block (a tool cancelling its own run):
+            # the task is running, so cancel it once it waits, if still inside.
+            loop.call_soon(self._cancel_task)
+        else:
+            self._cancel_task()
+
+    def _cancel_task(self) -> None:
+        if self._active and not self._aborting:
+            self._aborting = True
+            self._task.cancel()
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        self._active = False
+        callbacks = self._stop._cancel_callbacks
+        # None once the cancel fired; a membership test is cheaper than
+        # catching the miss (this runs twice a round).
+        if callbacks is not None and self in callbacks:
+            callbacks.remove(self)
+        if not self._aborting:
+            return
+        # Our cancel request is taken back whatever became of it, so the
+        # task's count of requests stays the caller's own.
+        if self._task.uncancel() <= self._base and exc_type is asyncio.CancelledError:
+            raise Aborted
 
 
 def _nothing() -> None:

@@ -131,7 +131,8 @@ class RunResult(Generic[OutputT]):
     `own_usage` this agent's alone (`children_usage` the difference), while
     `rounds`, `model_requests` and `tool_calls` count this agent's own.
     `pending` are the calls awaiting approval, `error` what went wrong for
-    FAILED. `empty_answer` is True when the run COMPLETED on an answer with
+    FAILED (and, for a run STOPPED by `StopSignal.cancel`, `"cancelled"`
+    and the cancel's reason). `empty_answer` is True when the run COMPLETED on an answer with
     no text and no tool calls: the model said nothing (`text` is empty),
     which is worth telling apart from a short answer (an `EmptyAnswer` event
     was emitted when it came). `budget_left` is what the delegation tree's

@@ -14,7 +14,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from .._control import RunControls
+from .._control import Aborted, CancelScope, RunControls
 from ..events import Event, ToolCallFinished, ToolCallStarted
 from ..messages import ToolCall, ToolResult
 from ..results import RunStatus
@@ -23,6 +23,8 @@ from ._port import AgentSpec, RunPorts
 from ._scope import RunCounters, RunScope
 
 __all__ = [
+    "CANCELLED",
+    "NOT_RUN_CANCELLED",
     "CutShort",
     "ToolCalls",
     "ToolContexts",
@@ -30,6 +32,13 @@ __all__ = [
     "result_for_unrunnable",
     "run_one",
 ]
+
+
+CANCELLED = "not finished: the run was cancelled; it may have partly run"
+"""The result of a call the run's cancel cut off."""
+
+NOT_RUN_CANCELLED = "not run: the run was cancelled"
+"""The result of a call the run was cancelled before it started."""
 
 
 def _overlaps(tool: Tool | None) -> bool:
@@ -100,22 +109,29 @@ async def execute_calls(
     scope: RunScope,
     *,
     results: list[ToolResult | None],
+    started: list[bool] | None = None,
 ) -> None:
-    """Run `calls`, filling `results` (same length, call order) as each finishes.
+    """Run `calls`, filling `results` (same length, call order) as each finishes
+    (and `started`, if given, as each starts).
 
     Filling in place lets the caller keep the results that finished when a
-    deadline cuts the batch short.
+    deadline or a cancel cuts the batch short, and tell the calls that never
+    started.
     """
     i = 0
     n = len(calls)
     while i < n:
         if not _overlaps(tools.get(calls[i].name)):
+            if started is not None:
+                started[i] = True
             results[i] = await run_one(calls[i], tools, make_ctx, scope)
             i += 1
             continue
         j = i
         while j < n and _overlaps(tools.get(calls[j].name)):
             j += 1
+        if started is not None:
+            started[i:j] = [True] * (j - i)
         if j - i == 1:
             results[i] = await run_one(calls[i], tools, make_ctx, scope)
         else:
@@ -201,22 +217,36 @@ class ToolCalls:
     ) -> list[ToolResult]:
         """One result per call, in call order: `decided` ones as given, the rest
         run. Raises `CutShort` with every call's result when calls were past
-        the budget or the deadline cut the batch short."""
+        the budget, or the deadline or the run's cancel cut the batch short."""
+        stop = self._controls.stop
         if (
             len(calls) == 1
             and not decided
             and self._limit is None
             and self._controls.deadline_at is None
         ):
-            # The common turn (one call, nothing to cut it short): no batch to plan.
+            # The common turn (one call, nothing to cut it short but a cancel):
+            # no batch to plan.
             self._counters.tool_calls += 1
-            return [await run_one(calls[0], tools, self._make_ctx, self._scope)]
+            call = calls[0]
+            started = False
+            try:
+                with CancelScope(stop):
+                    started = True
+                    result = await run_one(call, tools, self._make_ctx, self._scope)
+            except Aborted:
+                text = CANCELLED if started else NOT_RUN_CANCELLED
+                result = ToolResult(call.id, text, True, call.name)
+            if stop.is_cancelled:
+                raise CutShort([result], RunStatus.STOPPED, stop.cancel_reason)
+            return [result]
         decided = decided or {}
         results_run, end = await self._batch([c for c in calls if c.id not in decided], tools)
         it = iter(results_run)
         results = [decided.get(c.id) or next(it) for c in calls]
         if end is not None:
-            raise CutShort(results, end)
+            error = stop.cancel_reason if end is RunStatus.STOPPED else None
+            raise CutShort(results, end, error)
         return results
 
     async def _batch(
@@ -224,45 +254,65 @@ class ToolCalls:
     ) -> tuple[list[ToolResult], RunStatus | None]:
         limit = self._limit
         counters = self._counters
+        stop = self._controls.stop
+        if stop.is_cancelled:
+            not_run = [ToolResult(c.id, NOT_RUN_CANCELLED, True, c.name) for c in calls]
+            return not_run, RunStatus.STOPPED
         runnable = (
             list(calls) if limit is None else list(calls[: max(0, limit - counters.tool_calls)])
         )
         done: list[ToolResult | None] = [None] * len(runnable)
+        started = [False] * len(runnable)
         status: RunStatus | None = None
-        batch = execute_calls(runnable, tools, self._make_ctx, self._scope, results=done)
+        batch = execute_calls(
+            runnable, tools, self._make_ctx, self._scope, results=done, started=started
+        )
         deadline_at = self._controls.deadline_at
+        unfinished = "not finished: the run's deadline passed; it may have partly run"
         try:
-            if deadline_at is None:
-                await batch
-            else:
-                async with asyncio.timeout_at(deadline_at):
+            with CancelScope(stop):
+                if deadline_at is None:
                     await batch
+                else:
+                    async with asyncio.timeout_at(deadline_at):
+                        await batch
         except TimeoutError:
             status = RunStatus.DEADLINE
+        except Aborted:
+            status, unfinished = RunStatus.STOPPED, CANCELLED
+        if status is None and stop.is_cancelled:
+            status = RunStatus.STOPPED  # every call finished, and the run ends here
         counters.tool_calls += len(runnable)
+        if status is RunStatus.STOPPED:
+            # A cancel tells the calls it kept from starting.
+            done = [
+                r if r or ran else ToolResult(c.id, NOT_RUN_CANCELLED, True, c.name)
+                for c, r, ran in zip(runnable, done, started, strict=True)
+            ]
         results = [
-            r
-            or ToolResult(
-                c.id,
-                "not finished: the run's deadline passed; it may have partly run",
-                True,
-                c.name,
-            )
+            r or ToolResult(c.id, unfinished, True, c.name)
             for c, r in zip(runnable, done, strict=True)
         ]
         over = calls[len(runnable) :]
         if over:
-            note = f"not run: the run's tool-call budget ({limit}) is exhausted"
-            results += [ToolResult(c.id, note, True, c.name) for c in over]
-            status = status or RunStatus.BUDGET_EXHAUSTED
+            if status is RunStatus.STOPPED:
+                results += [ToolResult(c.id, NOT_RUN_CANCELLED, True, c.name) for c in over]
+            else:
+                note = f"not run: the run's tool-call budget ({limit}) is exhausted"
+                results += [ToolResult(c.id, note, True, c.name) for c in over]
+                status = status or RunStatus.BUDGET_EXHAUSTED
         return results, status
 
 
 class CutShort(Exception):
-    """A turn's calls were cut short (by the tool-call budget or the deadline):
-    every call has its one `results` entry, and the run ends with `status`."""
+    """A turn's calls were cut short (by the tool-call budget, the deadline or
+    the run's cancel): every call has its one `results` entry, and the run
+    ends with `status` (and `error`, for the result)."""
 
-    def __init__(self, results: list[ToolResult], status: RunStatus) -> None:
+    def __init__(
+        self, results: list[ToolResult], status: RunStatus, error: str | None = None
+    ) -> None:
         super().__init__(status.value)
         self.results = results
         self.status = status
+        self.error = error

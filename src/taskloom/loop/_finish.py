@@ -3,8 +3,10 @@ reader of the log rebuild that very result (`SessionLog.finished_result`)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
+from .._control import let_go
 from ..entries import RunFinishedEntry
 from ..events import RunFinished
 from ..log import SessionLog
@@ -13,9 +15,9 @@ from ._budget import TreeBudget
 from ._output import FinalOutput, to_jsonable
 from ._port import Journal
 from ._result import EndRun
-from ._scope import RunCounters, RunScope
+from ._scope import RunCounters, RunScope, append_message
 
-__all__ = ["finish", "record_failure", "run_result"]
+__all__ = ["finish", "finish_cancelled", "record_failure", "run_result"]
 
 logger = logging.getLogger("taskloom")
 
@@ -93,6 +95,35 @@ async def finish(
     scope.event(RunFinished, result=result)
     scope.watch.finished(result)
     return result
+
+
+async def finish_cancelled(
+    end: EndRun,
+    journal: Journal,
+    output: FinalOutput,
+    counters: RunCounters,
+    scope: RunScope,
+    tree: TreeBudget | None,
+) -> None:
+    """Record the end of a run whose task is being cancelled along with its stop
+    signal: the calls its turn left open answered in band, then its end (as
+    `finish`). Done whole even if the caller is cancelled again meanwhile
+    (it then goes on by itself); best effort, as the store may have failed."""
+
+    async def record() -> None:
+        answers = journal.log.cut_off_results()
+        if answers is not None:
+            await append_message(journal, scope.run_id, answers)
+        await finish(end, journal, output, counters, scope, tree)
+
+    task = asyncio.ensure_future(record())
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        let_go(task)
+        raise
+    except Exception:
+        logger.warning("recording the end of cancelled run %s failed", scope.run_id, exc_info=True)
 
 
 async def record_failure(

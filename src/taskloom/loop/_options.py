@@ -37,7 +37,8 @@ class RunOptions:
     `token_budget` (input+output, children included) end the run with
     BUDGET_EXHAUSTED at a boundary, its `error` naming the limit reached; `deadline` (seconds from the
     start, or an absolute `datetime`) ends it with DEADLINE, cutting a model
-    request or tool batch in flight; `stop` ends it gracefully with STOPPED.
+    request or tool batch in flight; `stop` ends it gracefully with STOPPED
+    (`stop.cancel()`: at once, aborting the model request and tools in flight).
     `strategy` decides at every round boundary; `retry` is the transport
     retry policy. `budget` (a `Budget`) sets ceilings on tokens and dollars
     for this run and every run under it, in any process (a child's own

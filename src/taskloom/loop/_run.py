@@ -12,7 +12,10 @@
         (an answer with no text either is told: `EmptyAnswer`)
 
 Nothing is written for a turn until its response is complete, so cancelling
-the task discards the turn in flight and leaves the log consistent. Every
+the task discards the turn in flight and leaves the log consistent; so does
+a cancel (`StopSignal.cancel`, through `CancelScope`), which records the
+run's end too. A stop that comes while the model answers ends the run right
+after the answer is committed, its calls answered as not run. Every
 append goes through the run's journal, fenced by the run's session lease.
 The run, each model request and each tool call happen inside a watch of the
 runtime's observer (tracing), entered in that order of nesting.
@@ -37,7 +40,7 @@ from ._ask import ModelAsker
 from ._budget import TreeBudget
 from ._decide import PROCEED, Decisions
 from ._execute import ToolCalls, ToolContexts
-from ._finish import finish, record_failure, run_result
+from ._finish import finish, finish_cancelled, record_failure, run_result
 from ._options import RunOptions
 from ._output import FinalOutput
 from ._port import AgentSpec, Delivery, RunInfo, RunPorts, RunWatch
@@ -247,10 +250,25 @@ class RunLoop:
                     await self._round()
             except EndRun as end:
                 return await finish(end, journal, self.output, self.counters, scope, tree)
+            except asyncio.CancelledError:
+                if self.controls.stop.is_cancelled:
+                    # Cancelled, and the task with it (a parent cancelled too,
+                    # whose abort reached the task running this child): the
+                    # run still ends whole before the cancellation goes on.
+                    stopped = self._stopped()
+                    counters = self.counters
+                    await finish_cancelled(stopped, journal, self.output, counters, scope, tree)
+                raise
             except BaseException as exc:
-                if not isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+                if not isinstance(exc, KeyboardInterrupt):
                     await record_failure(exc, journal, self.counters, scope)
                 raise
+
+    def _stopped(self) -> EndRun:
+        return EndRun(RunStatus.STOPPED, self.controls.stop.cancel_reason)
+
+    def _stop_requested(self) -> bool:
+        return self.controls.stop.is_set or self.log.stop_position > self._start_position
 
     async def _open_tree(self) -> None:
         # A root run's budget: the tree every run under it charges.
@@ -286,8 +304,8 @@ class RunLoop:
     def _check_limits(self) -> None:
         o = self.opts
         c = self.controls
-        if c.stop.is_set or self.log.stop_position > self._start_position:
-            raise EndRun(RunStatus.STOPPED)
+        if self._stop_requested():
+            raise self._stopped()
         remaining = c.remaining
         if remaining is not None and remaining <= 0:
             raise EndRun(RunStatus.DEADLINE)
@@ -329,6 +347,13 @@ class RunLoop:
             await self.ports.notices.ack(scope.session_id, delivery.ack_ids)
         self.counters.rounds += 1
         calls = message.tool_calls
+        if self._stop_requested():
+            # Asked to stop while the model answered: the answer is kept, and
+            # its calls do not start (each is answered as not run).
+            if calls:
+                await self._turns.not_run(calls, self._stopped())
+            scope.round_committed(self.counters, RoundBoundary.ASSISTANT_MESSAGE_COMMITTED)
+            raise self._stopped()
         if calls:  # 6a
             tools = self._tools
             gated = gated_calls(calls, tools)

@@ -92,7 +92,15 @@ class ToolRound:
         except CutShort as cut:
             results = Message.tool_results(cut.results)
             await append_message(self._journal, self._scope.run_id, results)
-            raise EndRun(cut.status) from None
+            raise EndRun(cut.status, cut.error) from None
+
+    async def not_run(self, calls: Sequence[ToolCall], end: EndRun) -> NoReturn:
+        """Answer every call of the turn as not run, the run having been
+        stopped before its tools started, and end the run as `end` says."""
+        why = "cancelled" if end.error else "stopped"
+        text = f"not run: the run was {why} before its tools started"
+        await self.commit([ToolResult(c.id, text, True, c.name) for c in calls])
+        raise end
 
     async def commit(self, results: list[ToolResult]) -> None:
         """Append the turn's results, then acknowledge the notices a tool

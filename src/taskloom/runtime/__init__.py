@@ -10,7 +10,9 @@ session's lease (`session_lease_key`); each entry the run appends carries the
 lease's fencing generation, and the store refuses a stale one in the append's
 own transaction. A second caller gets `SessionBusy` (or waits: `wait=` seconds).
 Decisions, steering, stop requests and deferred items are written by anyone,
-without the lease.
+without the lease. A run in progress in this process can also be cancelled
+(`Session.cancel`, `Runtime.cancel_runs`; deleting the session does it): it
+aborts what it waits on and ends STOPPED within `CANCEL_WAIT` seconds.
 
 With `Runtime(queue=...)` runs can also be queued for worker processes
 (`Session.submit`, `submit_resume`, `wait`). The runtime knows the queue only
@@ -30,6 +32,7 @@ from .._lazy import lazy_exports
 from ._fork import FORK_NOT_RUN, FORKED_FROM, fork_session
 from ._journal import SessionJournal
 from ._lease import LEASE_TTL, RELEASE_WAIT, HeldLease, SessionHold, session_lease_key
+from ._live_runs import CANCEL_WAIT
 from ._model_choice import SessionModel
 from ._run_queue import RunDemand, RunQueue
 from ._runtime import BindsRuntime, Runtime, default_runtime
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ASPECTS",
+    "CANCEL_WAIT",
     "BindsRuntime",
     "FORKED_FROM",
     "FORK_NOT_RUN",

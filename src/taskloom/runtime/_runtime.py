@@ -25,7 +25,7 @@ from ..backends import (
 )
 from ..entries import Entry, Steer, StopRequest
 from ..errors import ConfigurationError, SessionBusy, UsageError
-from ..loop import RunObserver
+from ..loop import RunObserver, StopSignal
 from ..models import Model
 from ..stores import open_store
 from ..tools import Tool, ToolCatalog
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ..background import BackgroundService
 
 from ._lease import LEASE_TTL, session_lease_key
+from ._live_runs import LiveRuns
 from ._run_queue import RunQueue
 from ._session import Session, wake_up
 
@@ -160,9 +161,13 @@ class Runtime:
         self._sessions: weakref.WeakValueDictionary[str, Session[Any, Any]] = (
             weakref.WeakValueDictionary()
         )
+        # The runs of this runtime's sessions in progress in this process.
+        self._live_runs = LiveRuns()
         self._wake_tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
         self._closer: AsyncGenerator[None, None] | None = None
+        if background is not None:
+            self._cancel_on_delete(background)
         # Bound now, not at a session's first run: what a tool brings to the
         # runtime it is bound to (delegation resuming the children decided
         # through it) serves a process that only decides, too.
@@ -193,7 +198,16 @@ class Runtime:
             from ..background import BackgroundService
 
             self._background = BackgroundService.for_store(self.store, runtime=self)
+            self._cancel_on_delete(self._background)
         return self._background
+
+    def _cancel_on_delete(self, background: BackgroundService) -> None:
+        async def cancel_runs(session_id: str) -> None:
+            await self.cancel_runs(session_id, "the session was deleted")
+
+        # Deleting a session (`background.listeners.delete`, from this process)
+        # cancels its run here: a deleted session's run has no one to answer.
+        background.listeners.on_delete(cancel_runs)
 
     @property
     def observer(self) -> RunObserver:
@@ -362,11 +376,15 @@ class Runtime:
         """Delete a session whose run has ended, with its child sessions: their
         logs, background activities and notices, and (in memory) their leases.
 
-        Work of theirs still running in this process is waited for first, in
-        a task of the runtime's own, so this returns at once. What `Agent.run`
-        does with its one-off session on the default runtime; a session held
-        by a `Session` object that runs again must not be forgotten.
+        A run of the session still in progress in this process is cancelled
+        first (`cancel_runs`). Work of theirs still running in this process
+        is waited for first, in a task of the runtime's own, so this returns
+        at once. What `Agent.run` does with its one-off session on the
+        default runtime; a session held by a `Session` object that runs
+        again must not be forgotten.
         """
+        if session_id in self._live_runs:
+            await self.cancel_runs(session_id, "the session was deleted")
         if self._background is not None and self._background.running(session_id):
             self._track(self._forget_when_settled(session_id))
             return
@@ -424,6 +442,27 @@ class Runtime:
         process sharing the store (the run ends STOPPED; later runs are unaffected)."""
         await self.store.append(session_id, Entry.of(StopRequest(reason)))
         self.notify(session_id)
+
+    def run_started(self, session_id: str, stop: StopSignal) -> Callable[[], None]:
+        """Count a run of the session, stopped by `stop`, as in progress in this
+        process (what `cancel_runs` reaches) until the returned callable is
+        called. A `Session`'s runs do it themselves."""
+        return self._live_runs.started(session_id, stop)
+
+    async def cancel_runs(self, session_id: str, reason: str | None = None) -> int:
+        """Cancel the session's runs in progress in this process and wait until
+        they ended (`CANCEL_WAIT` seconds at most); how many there were.
+
+        Each run's stop signal is cancelled (`StopSignal.cancel`): the run
+        aborts its model request and tool calls in flight, answers its open
+        calls in band, records its end and returns STOPPED, its `error`
+        saying it was cancelled (and `reason`). Its inline children are
+        cancelled with it. A run in another process is not reached: ask it
+        to stop at its next boundary with `request_stop`. Deleting a
+        session (`background.listeners.delete`, `forget_session`) cancels
+        its runs here this way.
+        """
+        return await self._live_runs.cancel(session_id, reason)
 
     def on_notice(self, session_id: str) -> None:
         """A background notice was written for the session (in this process)."""

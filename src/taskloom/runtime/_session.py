@@ -184,6 +184,9 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             raise SessionBusy(self.id, "a run of this Session object")
         options = options if options is not None else RunOptions()
         self._running = True
+        # Counted from before the lease to after its release: a cancel
+        # (`Runtime.cancel_runs`) returns once the session is free again.
+        ended = self.runtime.run_started(self.id, options.stop)
         try:
             hold = self.hold(wait=wait)
             async with hold as held:
@@ -199,6 +202,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
                     undo()
         finally:
             self._running = False
+            ended()
 
     def _ports(self) -> RunPorts:
         ports = self._run_ports
@@ -523,6 +527,18 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         """Fold `text` in as a user turn at the next round boundary (of the
         running run, or the next run). Works from any process sharing the store."""
         await self.runtime.steer(self.id, text)
+
+    async def cancel(self, reason: str | None = None) -> int:
+        """Cancel the session's run in progress in this process (and one waiting
+        for the session's lease here), and wait until it ended; how many
+        were cancelled, 0 when none (see `Runtime.cancel_runs`).
+
+        Unlike `request_stop`, which the run obeys at its next boundary, a
+        cancel aborts the model request and the tool calls in flight: the
+        run returns STOPPED within moments, its `error` saying it was
+        cancelled, its log whole. To cancel one run you started, cancel its
+        own signal instead: `options.stop.cancel()`."""
+        return await self.runtime.cancel_runs(self.id, reason)
 
     async def request_stop(self, reason: str | None = None) -> None:
         """Ask the session's running run to stop at its next boundary, from any
