@@ -30,9 +30,21 @@ from ..backends import (
 )
 from ..errors import BackgroundCapReached, DeleteRefused
 from ..loop import Delivery
+from ._follow import (
+    FOLLOW_LEASE,
+    MAX_ENTRIES_PER_POLL,
+    MAX_QUESTIONS,
+    MAX_TEXT_BYTES,
+    Followed,
+    FollowJob,
+    FollowRefused,
+    Follows,
+    MakeFollowed,
+    bounded_text,
+)
 from ._lifecycle import DeleteHook, Lifecycle, Listeners, Reopen, StopHook
 from ._notices import RunNotices, RunStart, RunStartHook
-from ._service import BackgroundService, DecisionHook, ResumesWork, Work, WorkResult
+from ._service import BackgroundService, DecisionHook, Detached, ResumesWork, Work, WorkResult
 
 if TYPE_CHECKING:
     from ..backends import (
@@ -45,6 +57,10 @@ if TYPE_CHECKING:
     from ._process import stdio_keeper_argv
 
 __all__ = [
+    "FOLLOW_LEASE",
+    "MAX_ENTRIES_PER_POLL",
+    "MAX_QUESTIONS",
+    "MAX_TEXT_BYTES",
     "ActivityRegistry",
     "BackgroundActivity",
     "BackgroundCapReached",
@@ -55,12 +71,18 @@ __all__ = [
     "DeleteHook",
     "DeleteRefused",
     "Delivery",
+    "Detached",
+    "FollowJob",
+    "FollowRefused",
+    "Followed",
+    "Follows",
     "Lease",
     "Leases",
     "Lifecycle",
     "Listeners",
     "MemoryActivityRegistry",
     "MemoryLeases",
+    "MakeFollowed",
     "MemoryNoticeInbox",
     "NoticeInbox",
     "NoticeStatus",
@@ -77,6 +99,7 @@ __all__ = [
     "Work",
     "WorkResult",
     "background_tools",
+    "bounded_text",
     "stdio_keeper_argv",
     "system_clock",
 ]

@@ -11,6 +11,7 @@ when the backends are durable (SQLite, PostgreSQL).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -38,7 +39,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("taskloom")
 
-__all__ = ["BackgroundService", "DecisionHook", "ResumesWork", "Work", "WorkResult"]
+__all__ = [
+    "BackgroundService",
+    "DecisionHook",
+    "Detached",
+    "ResumesWork",
+    "Work",
+    "WorkResult",
+]
 
 T = TypeVar("T")
 
@@ -46,6 +54,12 @@ WorkResult = str | tuple[str, str]
 """What work returns: its text, or `(status, text)` with a `NoticeStatus`."""
 
 Work = Callable[[], Awaitable[WorkResult]]
+
+
+class Detached(Exception):
+    """Raised by work that goes on elsewhere (the runtime closes while it
+    follows remote work): its registration is dropped, no notice is written."""
+
 
 DecisionHook: TypeAlias = "Callable[[str, Mapping[str, Tool]], Awaitable[None]]"
 """Awaited with a session's id and the deciding session's tools once every
@@ -291,6 +305,11 @@ class BackgroundService:
         try:
             out = await work()
             status, text = out if isinstance(out, tuple) else (NoticeStatus.DONE, out)
+        except Detached:
+            heartbeat.cancel()
+            with contextlib.suppress(Exception):
+                await self.lifecycle.discard(session_id, activity.id)
+            return
         except asyncio.CancelledError:
             status, text = NoticeStatus.STOPPED, "stopped before it finished"
         except Exception as exc:

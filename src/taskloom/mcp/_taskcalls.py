@@ -1,35 +1,35 @@
-"""Tool calls that run as MCP tasks, as background work of their session.
+"""Tool calls that run as MCP tasks, followed in the background of their session.
 
 A call whose server runs it as a task and that does not end within the
-server's `task_after` seconds turns into a background activity: the tool
-answers the model at once ("started ..."), and the task's result reaches it
-as a notice at a later round boundary, through the session's inbox,
-acknowledged once the message that carried it is stored — the same
-delivery background commands have, with the same reminders while it runs.
+server's `task_after` seconds turns into followed work
+(`taskloom.background.Follows`): the tool answers the model at once
+("started ..."), and the task's result reaches it as a notice at a later
+round boundary, acknowledged once the message that carried it is stored,
+with the reminders every background activity has.
 
-What makes it last: before the activity is registered, the task is written
-to the session's log (`MCPTaskStarted`: the server's key, the tool, the task
-id). The poller of this process renews the activity's lease (the background
-service's `lease`, 30 seconds by default) while it polls;
-when the process dies the lease lapses, and the first run of the session in
-any process that has the server among its tools takes polling up again
-(`BackgroundService.on_run_start`). Once the task ended its outcome is
-written to the log (`MCPTaskEnded`) before its notice is pushed: a process
-that dies in between leaves the outcome for the next run to push, and the
-notice id — derived from the task — makes every push after the first a
-no-op, so the result arrives once.
+What makes it last is the record every followed piece of work has: a child
+session of the caller's (mode `mcp_task`) whose log keeps the server's key,
+the tool and the task id (`SubagentDispatched`) and, once the task ended,
+its outcome (`SubagentResult`, written after the notice is pushed: the
+notice id is the child's, so the result lands once). The process that polls
+holds the child's lease; at the first boundary of the session's next run, in
+any process that has the server among its tools, the task is polled again:
+at once when its poller died on this machine, after its lease otherwise.
+This module keeps only what is MCP's: polling, cancelling, and questions.
 
 A task whose server needs input (`input_required`) waits for a person:
 each question the server asks (2026-07-28: the `inputRequests` of
 `tasks/get`; 2025-11-25: the `elicitation/create` requests it sends while the
-client waits on `tasks/result`) is written to the log as an `InputRequest`,
-which `Session.pending_input()` lists. A person answers from any process
-(`Session.answer`, `taskloom answer`, the console): the `InputAnswer` goes
-to the log, and whoever polls the task sends it to the server
-(`tasks/update`, or as the answer to the server's request) and polls on.
-Sending is driven by the log — a question the server still asks and the log
-has an answer for is answered — so a poller taken up after a crash sends
-what the dead one did not.
+client waits on `tasks/result`) is written to the session's log as an
+`InputRequest`, which `Session.pending_input()` lists. A person answers from
+any process (`Session.answer`, `taskloom answer`, the console): the
+`InputAnswer` goes to the log, and whoever polls the task sends it to the
+server (`tasks/update`, or as the answer to the server's request) and polls
+on. Sending is driven by the log, so a poller taken up after a crash sends
+what the dead one did not. Once such a task ended, `MCPTaskEnded` in the
+session's log closes its questions. A server gets `MAX_QUESTIONS` questions
+per task, `MAX_ENTRIES_PER_POLL` per answer, and must answer about the task
+it was asked about; otherwise the task fails with a message saying so.
 
 A stop of the run that started a task, and a delete of its session, cancel
 it on the server (`tasks/cancel`); closing the runtime only stops polling
@@ -45,20 +45,27 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 
+from ..backends import SessionMeta
 from ..background import (
-    BackgroundActivity,
-    BackgroundNotice,
+    MAX_ENTRIES_PER_POLL,
+    MAX_TEXT_BYTES,
     BackgroundService,
+    FollowJob,
+    FollowRefused,
+    Follows,
     NoticeStatus,
     RunStart,
+    WorkResult,
+    bounded_text,
 )
-from ..entries import Entry, InputAnswer, InputRequest, MCPTaskEnded, MCPTaskStarted
+from ..entries import Entry, InputAnswer, InputRequest, MCPTaskEnded
 from ..events import ToolProgress
 from ..log import input_id_for
 from ..runtime import Runtime
@@ -70,12 +77,12 @@ from ._tasks import TaskState
 if TYPE_CHECKING:
     from ._server import MCPServer
 
-__all__ = ["KIND", "TaskCalls", "activity_id_for"]
+__all__ = ["KIND", "TaskCalls"]
 
 logger = logging.getLogger("taskloom.mcp")
 
 KIND = "mcp_task"
-"""The activity kind of a tool call running as an MCP task."""
+"""The mode (and activity kind) of a tool call running as an MCP task."""
 
 DEFAULT_POLL = 1.0
 """Seconds between polls when the server suggests none."""
@@ -94,43 +101,42 @@ ANSWER_POLL = 0.5
 """Seconds between looks at the log for a person's answer (an answer given in
 this process wakes the poller at once)."""
 
-_KINDS = (MCPTaskStarted.KIND, MCPTaskEnded.KIND, InputRequest.KIND, InputAnswer.KIND)
-
-
-def activity_id_for(server_key: str, task_id: str) -> str:
-    """The background activity (and notice) id of a task: the same in every
-    process, so a task taken up again is the same activity."""
-    digest = hashlib.sha256(f"{server_key}\0{task_id}".encode()).hexdigest()[:12]
-    return f"{KIND}-{digest}"
-
 
 @dataclass
 class _Known:
-    """What this process has read of one session's MCP tasks."""
+    """What this process has read of one session's questions."""
 
     scanned: int = 0
-    started: dict[str, MCPTaskStarted] = field(default_factory=dict)
-    ended: dict[str, MCPTaskEnded] = field(default_factory=dict)
-    pushed: set[str] = field(default_factory=set)
     asked: dict[str, InputRequest] = field(default_factory=dict)
     answered: dict[str, InputAnswer] = field(default_factory=dict)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 @dataclass
 class _Waiting:
-    """What one poller knows of its task's questions."""
+    """What one follower knows of its task's questions."""
 
-    session_id: str
-    record: MCPTaskStarted
+    job: FollowJob
+    task_id: str
+    tool: str
+    call_id: str
     server: MCPServer
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     sent: set[str] = field(default_factory=set)
-    """Keys answered to the server by this poller (2026-07-28)."""
+    """Keys answered to the server by this follower (2026-07-28)."""
     delivered: set[str] = field(default_factory=set)
     """Input ids answered to the server by this process (2025-11-25)."""
     fetch: asyncio.Task[types.CallToolResult] | None = None
     """The open `tasks/result` (2025-11-25) the server sends its questions on."""
+    refused: FollowRefused | None = None
+    """A bound the server's questions broke (2025-11-25, where they come apart)."""
+
+    @property
+    def session_id(self) -> str:
+        return self.job.session_id
+
+    @property
+    def activity_id(self) -> str:
+        return self.job.child_id
 
 
 class TaskCalls:
@@ -139,20 +145,18 @@ class TaskCalls:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.service = BackgroundService.of(runtime)
+        self.follows = Follows.of(runtime)
         self.servers: dict[str, MCPServer] = {}
         """Servers this runtime has listed tools of, by key: whom a task taken
         up again is polled on."""
-        self._pollers: dict[tuple[str, str], asyncio.Task[None]] = {}
-        self._why: dict[tuple[str, str], str] = {}
         self._known: dict[str, _Known] = {}
-        self._closing = False
         self._cancels: set[asyncio.Task[None]] = set()
         """`tasks/cancel`s sent for calls cut off while they waited inline."""
         self._waiting: dict[tuple[str, str], _Waiting] = {}
-        """Polled tasks by (server key, task id): whose questions a server's
+        """Followed tasks by (server key, task id): whose questions a server's
         request is (2025-11-25)."""
         self.service.on_run_start(self.resume)
-        self.service.listeners.on_delete(self._on_delete)
+        self.follows.register(KIND, "mcp", self._followed)
 
     @classmethod
     def of(cls, runtime: Runtime) -> TaskCalls:
@@ -176,7 +180,7 @@ class TaskCalls:
         report: Callable[[float, float | None, str | None], Awaitable[None]],
     ) -> ToolOutput:
         """Call `remote` as a task; its result if it ends within `wait`
-        seconds, else a background activity the model is told about."""
+        seconds, else followed work the model is told about."""
         self.know(server)
         started = await connection.start_task(
             remote, arguments, ttl=server.task_ttl, timeout=server.timeout
@@ -198,12 +202,19 @@ class TaskCalls:
                 await _sleep_or_stop(pause, ctx)
                 if loop.time() >= deadline and not ctx.stop.is_set:
                     break
-                state = await connection.get_task(state.task_id, timeout=server.timeout)
+                state = _same_task(
+                    await connection.get_task(state.task_id, timeout=server.timeout), task_id
+                )
                 if state.message and state.message != said:
                     said = state.message
-                    ctx.progress(state.message, task_id=state.task_id, status=state.status)
+                    ctx.progress(
+                        bounded_text(state.message), task_id=state.task_id, status=state.status
+                    )
                 if state.status == "input_required":
                     break  # a person answers: that is background work
+        except FollowRefused as exc:
+            self._cancel_later(connection, task_id)
+            raise ToolError(f"{remote!r} (MCP task {task_id}): {exc}") from None
         except asyncio.CancelledError:
             # Cut off while waited for here (the run's deadline, or the run
             # itself cancelled): the task is in no log, so nobody would ever
@@ -223,218 +234,64 @@ class TaskCalls:
         state: TaskState,
         ctx: ToolContext,
     ) -> ToolOutput:
-        aid = activity_id_for(server.key, state.task_id)
-        record = MCPTaskStarted(
-            aid,
-            server.key,
-            remote,
-            state.task_id,
-            state.created_at or time.time(),
-            state.ttl,
-            state.poll,
-            ctx.call_id,
+        record = {
+            "server": server.key,
+            "tool": remote,
+            "task_id": state.task_id,
+            "created_at": state.created_at or time.time(),
+            "ttl": state.ttl,
+            "poll": state.poll,
+            "call_id": ctx.call_id,
+        }
+        follow = _TaskFollow(self, server, connection, ctx.emit)
+        # The task is in the log (the child's record) before it is followed:
+        # a crash in between leaves a task the next run takes up.
+        aid = await self.follows.begin(
+            ctx,
+            follow,
+            mode=KIND,
+            name=remote,
+            task=f"{remote} on MCP server {server.name} (task {state.task_id})",
+            description=f"{remote} on MCP server {server.name} (task {state.task_id})",
+            record=record,
+            metadata={"server": server.key, "tool": remote, "task_id": state.task_id},
+            child_id=f"{KIND}-{uuid.uuid4().hex[:12]}",
         )
-        # Logged before it is registered: a crash in between leaves a task
-        # the next run takes up, never one nobody knows of.
-        await ctx.record(Entry.of(record))
-        emit = ctx.emit
-        await self._begin(ctx.session_id, record, server, connection, emit, ctx.run_id)
-        key = (ctx.session_id, aid)
-
-        def stop_it() -> None:
-            self.stop(key, "the run that started it was stopped")
-
-        undo = ctx.stop.on_set(stop_it)
-        poller = self._pollers.get(key)
-        if poller is not None:
-            poller.add_done_callback(lambda _: undo())
-        else:
-            undo()
         ttl = f"; the server keeps it {_duration(state.ttl)}" if state.ttl else ""
+        message = bounded_text(state.message) if state.message else ""
         return ToolOutput(
             f"started {aid}: {remote!r} runs on MCP server {server.name!r} as task "
-            f"{state.task_id} ({state.status}{': ' + state.message if state.message else ''}"
+            f"{state.task_id} ({state.status}{': ' + message if message else ''}"
             f"{ttl}). Its result arrives as a background notice when it ends."
         )
 
-    async def _begin(
-        self,
-        session_id: str,
-        record: MCPTaskStarted,
-        server: MCPServer,
-        connection: Connection,
-        emit: Callable[[Any], None] | None,
-        run_id: str | None,
-    ) -> None:
-        activity = BackgroundActivity(
-            record.activity_id,
-            KIND,
-            f"{record.tool} on MCP server {server.name} (task {record.task_id})",
-            record.created_at,
-            run_id,
-            {"server": record.server, "tool": record.tool, "task_id": record.task_id},
-        )
-        key = (session_id, record.activity_id)
+    async def resume(self, start: RunStart) -> None:
+        """Follow again the session's MCP tasks that no live process follows
+        (called at the first boundary of every run)."""
+        await self.follows.resume(start, KIND, self._followed)
 
-        def launch() -> None:
-            task = asyncio.get_running_loop().create_task(
-                self._poll(session_id, record, server, connection, emit)
-            )
-            self._pollers[key] = task
+    def _followed(self, meta: SessionMeta, record: Mapping[str, Any] | None) -> _TaskFollow | None:
+        server = self.servers.get(str((record or meta.metadata).get("server", "")))
+        if server is None:
+            return None  # not among this runtime's servers: left for one that has it
+        from ._server import MCPConnections
 
-            def forget(_: object) -> None:
-                if self._pollers.get(key) is task:
-                    del self._pollers[key]
-                self._why.pop(key, None)
+        connection = MCPConnections.of(self.runtime).connection(server)
+        return _TaskFollow(self, server, connection, None)
 
-            task.add_done_callback(forget)
+    # ------------------------------------------------------------ questions
 
-        await self.service.lifecycle.begin(session_id, activity, launch, lease=self.service.lease)
-        if run_id is not None:
-            notices = self.service.notices_for(run_id)
-            if notices is not None:
-                notices.mark_started(record.activity_id)
-
-    # ------------------------------------------------------------ polling
-
-    async def _poll(
-        self,
-        session_id: str,
-        record: MCPTaskStarted,
-        server: MCPServer,
-        connection: Connection,
-        emit: Callable[[Any], None] | None,
-    ) -> None:
-        key = (session_id, record.activity_id)
-        heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(session_id, record))
-        poll = record.poll
-        said: str | None = None
-        failures = 0
-        waiting = _Waiting(session_id, record, server)
-        self._waiting[(server.key, record.task_id)] = waiting
-        connection.asker = self._asker(server.key)
-        unwatch = self.runtime.watch(session_id, waiting.wake.set)
-        try:
-            while True:
-                try:
-                    state = await connection.get_task(record.task_id, timeout=REQUEST_TIMEOUT)
-                    if state.status == "input_required" and not state.ended:
-                        state = await self._input(connection, waiting, state, emit)
-                except TaskRefused as exc:
-                    # A server answers an unknown task id with an error: it
-                    # forgot the task (expired, or restarted without it).
-                    status, text = NoticeStatus.FAILED, _forgotten(server, record, exc)
-                    break
-                except ToolError as exc:
-                    failures += 1
-                    if failures >= server.limits.give_up_after:
-                        status = NoticeStatus.FAILED
-                        text = (
-                            f"{record.tool!r} (MCP task {record.task_id}): gave up after "
-                            f"{failures} failed polls: {exc.message}"
-                        )
-                        break
-                    await asyncio.sleep(server.limits.poll_pause(failures))
-                    continue
-                failures = 0
-                if state.poll is not None:
-                    poll = state.poll
-                if state.message and state.message != said:
-                    said = state.message
-                    if emit is not None:
-                        with contextlib.suppress(Exception):
-                            emit(
-                                ToolProgress(
-                                    call_id=record.call_id,
-                                    message=state.message,
-                                    data={"task_id": record.task_id, "status": state.status},
-                                    session_id=session_id,
-                                )
-                            )
-                if state.ended:
-                    status, text = _outcome(server, record.tool, state)
-                    break
-                ttl = state.ttl if state.ttl is not None else record.ttl
-                if ttl is not None and time.time() > record.created_at + ttl:
-                    status = NoticeStatus.TIMED_OUT
-                    text = (
-                        f"{record.tool!r} (MCP task {record.task_id}) on MCP server "
-                        f"{server.name!r} expired: it was still {state.status} when its "
-                        f"time to live ({_duration(ttl)}) ran out"
-                    )
-                    break
-                await _sleep_or_wake(_clamp(poll), waiting.wake)
-        except asyncio.CancelledError:
-            why = self._why.get(key)
-            if why is None:
-                # Detached (the runtime closes): the task goes on; the next
-                # run of the session takes it up.
-                heartbeat.cancel()
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(self.service.lifecycle.discard(session_id, key[1]))
-                raise
-            current = asyncio.current_task()
-            if current is not None:
-                current.uncancel()  # ours: a stop, answered with a notice below
-            await self._cancel_quietly(connection, record.task_id)
-            status, text = (
-                NoticeStatus.STOPPED,
-                (f"{record.tool!r} (MCP task {record.task_id}) was cancelled: {why}"),
-            )
-        finally:
-            heartbeat.cancel()
-            unwatch()
-            if self._waiting.get((server.key, record.task_id)) is waiting:
-                del self._waiting[(server.key, record.task_id)]
-            if waiting.fetch is not None:
-                waiting.fetch.cancel()
-        await asyncio.shield(self._end(session_id, record, status, text))
-
-    # ------------------------------------------------------------ input
-
-    async def _input(
-        self,
-        connection: Connection,
-        waiting: _Waiting,
-        state: TaskState,
-        emit: Callable[[Any], None] | None,
-    ) -> TaskState:
-        """The task waits for input: log what it asks, send what the log
-        answers; the state to go on with (the task's end, when a 2025-11-25
-        `tasks/result` brought it)."""
-        record = waiting.record
-        if state.input_requests:
-            responses: dict[str, Any] = {}
-            for key, request in state.input_requests.items():
-                if not isinstance(request, dict):
-                    continue
-                answer = await self._question(waiting, str(key), request, emit)
-                if answer is not None and key not in waiting.sent:
-                    responses[str(key)] = answer
-            if responses:
-                await connection.update_task(record.task_id, responses, timeout=REQUEST_TIMEOUT)
-                waiting.sent.update(responses)
-            return state
-        if connection.modern():
-            return state  # asks nothing yet: polled on
-        # 2025-11-25: the server sends its questions on the stream of an open
-        # `tasks/result`, which then answers with the task's end.
-        fetch = waiting.fetch
-        if fetch is None or (fetch.done() and not _ended_with_result(fetch)):
-            if fetch is not None and fetch.done() and not fetch.cancelled():
-                logger.info(
-                    "MCP task %s: tasks/result failed (%s); asking again",
-                    record.task_id,
-                    fetch.exception(),
-                )
-            waiting.fetch = asyncio.get_running_loop().create_task(
-                connection.fetch_result(record.task_id)
-            )
-            waiting.fetch.add_done_callback(lambda _: waiting.wake.set())
-            return state
-        if fetch.done():
-            return dataclasses.replace(state, status="completed", result=fetch.result())
-        return state
+    async def _scan(self, session_id: str) -> _Known:
+        known = self._known.setdefault(session_id, _Known())
+        entries = await self.runtime.store.load(session_id, after=known.scanned or None)
+        for entry in entries:
+            known.scanned = max(known.scanned, entry.position)
+            payload = entry.payload
+            if isinstance(payload, InputRequest):
+                known.asked.setdefault(payload.input_id, payload)
+            elif isinstance(payload, InputAnswer):
+                known.answered.setdefault(payload.input_id, payload)
+        return known
 
     async def _question(
         self,
@@ -445,37 +302,34 @@ class TaskCalls:
     ) -> dict[str, Any] | None:
         """Log question `key` (once); its answer as the server takes it, once
         the log has one."""
-        session_id, record = waiting.session_id, waiting.record
-        input_id = input_id_for(record.activity_id, key)
+        session_id = waiting.session_id
+        input_id = input_id_for(waiting.activity_id, key)
         known = await self._scan(session_id)
         if input_id not in known.asked:
+            if len(json.dumps(request, default=str)) > MAX_TEXT_BYTES:
+                raise FollowRefused(
+                    f"the MCP server asked a question of more than {MAX_TEXT_BYTES} bytes"
+                )
+            waiting.job.asked()
             server = waiting.server
             asked = InputRequest(
                 input_id,
-                record.activity_id,
+                waiting.activity_id,
                 key,
                 request,
-                f"MCP server {server.name!r}, tool {record.tool!r}, task {record.task_id}",
+                f"MCP server {server.name!r}, tool {waiting.tool!r}, task {waiting.task_id}",
                 time.time(),
             )
             await self.runtime.store.append(session_id, Entry.of(asked))
             known.asked[input_id] = asked
             message = str((request.get("params") or {}).get("message", ""))
-            logger.info("MCP task %s asks a person (%s): %s", record.task_id, input_id, message)
-            if emit is not None:
-                with contextlib.suppress(Exception):
-                    emit(
-                        ToolProgress(
-                            call_id=record.call_id,
-                            message=f"asks a person ({input_id}): {message}",
-                            data={
-                                "task_id": record.task_id,
-                                "status": "input_required",
-                                "input_id": input_id,
-                            },
-                            session_id=session_id,
-                        )
-                    )
+            logger.info("MCP task %s asks a person (%s): %s", waiting.task_id, input_id, message)
+            _progress(
+                emit,
+                waiting,
+                f"asks a person ({input_id}): {message}",
+                {"status": "input_required", "input_id": input_id},
+            )
         answer = known.answered.get(input_id)
         if answer is None:
             return None
@@ -505,68 +359,28 @@ class TaskCalls:
             json.dumps(request, sort_keys=True, separators=(",", ":")).encode()
         ).hexdigest()[:16]
         key, n = digest, 0
-        while input_id_for(waiting.record.activity_id, key) in waiting.delivered:
+        while input_id_for(waiting.activity_id, key) in waiting.delivered:
             n += 1
             key = f"{digest}-{n}"
-        input_id = input_id_for(waiting.record.activity_id, key)
+        input_id = input_id_for(waiting.activity_id, key)
         while True:
-            if self._waiting.get((waiting.server.key, waiting.record.task_id)) is not waiting:
+            if self._waiting.get((waiting.server.key, waiting.task_id)) is not waiting:
                 # Nobody polls the task here any more: the next poller asks again.
                 return types.ErrorData(code=types.INTERNAL_ERROR, message="no longer polled")
-            answer = await self._question(waiting, key, request, None)
+            try:
+                answer = await self._question(waiting, key, request, None)
+            except FollowRefused as exc:
+                # The follower fails the task; the server is told no.
+                waiting.refused = waiting.refused or exc
+                waiting.wake.set()
+                return types.ErrorData(code=types.INVALID_REQUEST, message=str(exc))
             if answer is not None:
                 waiting.delivered.add(input_id)
                 return types.ElicitResult.model_validate(answer)
             waiting.wake.clear()
             await _sleep_or_wake(ANSWER_POLL, waiting.wake)
 
-    async def _heartbeat(self, session_id: str, record: MCPTaskStarted) -> None:
-        while True:
-            await asyncio.sleep(self.service.lease / 3)
-            with contextlib.suppress(Exception):
-                await self.service.lifecycle.alive(
-                    session_id, record.activity_id, lease=self.service.lease
-                )
-
-    async def _end(self, session_id: str, record: MCPTaskStarted, status: str, text: str) -> None:
-        ended = MCPTaskEnded(record.activity_id, status, text)
-        # The outcome goes to the log first: a crash before the push below
-        # leaves it for the next run to push (`resume`).
-        for attempt in range(5):
-            try:
-                await self.runtime.store.append(session_id, Entry.of(ended))
-                break
-            except Exception:
-                await asyncio.sleep(0.05 * 2**attempt)
-        known = self._known.get(session_id)
-        if known is not None:
-            known.ended[record.activity_id] = ended
-        await self._push(session_id, record, ended)
-
-    async def _push(self, session_id: str, record: MCPTaskStarted, ended: MCPTaskEnded) -> None:
-        notice = BackgroundNotice(
-            f"{record.activity_id}:end",
-            record.activity_id,
-            KIND,
-            ended.text,
-            ended.status,
-            time.time(),
-            {"task_id": record.task_id, "tool": record.tool, "server": record.server},
-        )
-        for attempt in range(5):
-            try:
-                await self.service.lifecycle.finish(session_id, notice)
-                known = self._known.get(session_id)
-                if known is not None:
-                    known.pushed.add(record.activity_id)
-                return
-            except Exception:
-                await asyncio.sleep(0.05 * 2**attempt)
-        logger.error(
-            "the end of MCP task %s of session %s could not be delivered; the next run retries",
-            record.task_id,
-            session_id,
-        )
+    # ------------------------------------------------------------ cancelling
 
     def _cancel_later(self, connection: Connection, task_id: str) -> None:
         task = asyncio.get_running_loop().create_task(self._cancel_quietly(connection, task_id))
@@ -579,121 +393,194 @@ class TaskCalls:
         except Exception as exc:
             logger.info("cancelling MCP task %s failed: %s", task_id, exc)
 
-    # ------------------------------------------------------------ taking up again
-
-    async def _scan(self, session_id: str) -> _Known:
-        known = self._known.setdefault(session_id, _Known())
-        entries = await self.runtime.store.load(session_id, after=known.scanned or None)
-        for entry in entries:
-            known.scanned = max(known.scanned, entry.position)
-            if entry.kind not in _KINDS:
-                continue
-            payload = entry.payload
-            if isinstance(payload, MCPTaskStarted):
-                known.started[payload.activity_id] = payload
-            elif isinstance(payload, MCPTaskEnded):
-                known.ended.setdefault(payload.activity_id, payload)
-            elif isinstance(payload, InputRequest):
-                known.asked.setdefault(payload.input_id, payload)
-            elif isinstance(payload, InputAnswer):
-                known.answered.setdefault(payload.input_id, payload)
-        return known
-
-    async def resume(self, start: RunStart) -> None:
-        """Take up the session's MCP tasks that no live process polls (their
-        poller died with its process), and deliver outcomes that were logged
-        but not pushed. Called at the first boundary of every run."""
-        session_id = start.session_id
-        if self._closing:
-            return
-        known = self._known.get(session_id) or _Known()
-        self._known.setdefault(session_id, known)
-        async with known.lock:
-            await self._scan(session_id)
-            open_ids = [
-                aid
-                for aid in known.started
-                if aid not in known.ended and (session_id, aid) not in self._pollers
-            ]
-            unpushed = [aid for aid in known.ended if aid not in known.pushed]
-            for aid in unpushed:
-                ended = known.ended[aid]
-                record = known.started.get(aid)
-                if record is not None:
-                    await self._push(session_id, record, ended)
-                else:
-                    known.pushed.add(aid)
-            if not open_ids:
-                return
-            live = {a.id for a in await start.live()}
-            for aid in open_ids:
-                if aid in live:
-                    continue  # another process polls it
-                record = known.started[aid]
-                server = self.servers.get(record.server)
-                if server is None:
-                    logger.debug(
-                        "MCP task %s of session %s: its server %r is not among this runtime's",
-                        record.task_id,
-                        session_id,
-                        record.server,
-                    )
-                    continue
-                from ._server import MCPConnections
-
-                connection = MCPConnections.of(self.runtime).connection(server)
-                logger.info(
-                    "taking up MCP task %s (%s) of session %s again",
-                    record.task_id,
-                    record.tool,
-                    session_id,
-                )
-                await self._begin(session_id, record, server, connection, None, None)
-
-    # ------------------------------------------------------------ stopping
-
-    def stop(self, key: tuple[str, str], why: str) -> bool:
-        """Cancel a task this process polls, on the server too; its notice
-        says it was cancelled. False if it is not polled here."""
-        poller = self._pollers.get(key)
-        if poller is None or poller.done():
-            return False
-        self._why.setdefault(key, why)
-        poller.cancel()
-        return True
-
-    async def _on_delete(self, session_id: str) -> None:
-        # Tasks of a session being deleted are cancelled on their servers:
-        # those polled here by stopping their pollers, the others directly.
-        pollers = [(key, task) for key, task in self._pollers.items() if key[0] == session_id]
-        for key, _ in pollers:
-            self.stop(key, "its session was deleted")
-        if pollers:
-            await asyncio.wait([task for _, task in pollers], timeout=REQUEST_TIMEOUT)
-        known = await self._scan(session_id)
-        from ._server import MCPConnections
-
-        for aid, record in known.started.items():
-            if aid in known.ended or any(key[1] == aid for key, _ in pollers):
-                continue
-            server = self.servers.get(record.server)
-            if server is not None:
-                connection = MCPConnections.of(self.runtime).connection(server)
-                await self._cancel_quietly(connection, record.task_id)
-        self._known.pop(session_id, None)
-
     async def close(self) -> None:
-        """Stop polling here; the tasks go on, and the next run takes them up."""
-        self._closing = True
-        pollers = list(self._pollers.values())
-        for task in pollers:
-            task.cancel()
-        if pollers:
-            await asyncio.gather(*pollers, return_exceptions=True)
+        """Let the `tasks/cancel`s of cut-off calls go out before the
+        connections close, within a bound (a server that does not answer is
+        not waited for). Followed tasks go on; the next run takes them up."""
         if self._cancels:
-            # Cancels of cut-off calls go out before the connections close,
-            # within a bound: a server that does not answer is not waited for.
             await asyncio.wait(set(self._cancels), timeout=CANCEL_GRACE)
+
+
+class _TaskFollow:
+    """Follows one MCP task (`taskloom.background.Followed`)."""
+
+    def __init__(
+        self,
+        calls: TaskCalls,
+        server: MCPServer,
+        connection: Connection,
+        emit: Callable[[Any], None] | None,
+    ) -> None:
+        self.calls = calls
+        self.server = server
+        self.connection = connection
+        self.emit = emit
+
+    async def cancel(self, record: Mapping[str, Any]) -> None:
+        """Cancel the task on its server (`tasks/cancel`)."""
+        await self.calls._cancel_quietly(self.connection, str(record["task_id"]))
+
+    async def follow(self, job: FollowJob) -> WorkResult:
+        """Poll the task to its end, passing questions and answers on."""
+        record = job.record or {}
+        server, connection, calls = self.server, self.connection, self.calls
+        task_id, tool = str(record["task_id"]), str(record.get("tool", ""))
+        created_at = float(record.get("created_at") or time.time())
+        ttl_kept = record.get("ttl")
+        poll = record.get("poll")
+        said: str | None = None
+        failures = 0
+        waiting = _Waiting(job, task_id, tool, str(record.get("call_id", "")), server)
+        calls._waiting[(server.key, task_id)] = waiting
+        connection.asker = calls._asker(server.key)
+        unwatch = calls.runtime.watch(job.session_id, waiting.wake.set)
+        try:
+            while True:
+                if waiting.refused is not None:
+                    raise waiting.refused
+                try:
+                    state = _same_task(
+                        await connection.get_task(task_id, timeout=REQUEST_TIMEOUT), task_id
+                    )
+                    if state.status == "input_required" and not state.ended:
+                        state = await self._input(waiting, state)
+                except TaskRefused as exc:
+                    # A server answers an unknown task id with an error: it
+                    # forgot the task (expired, or restarted without it).
+                    result: WorkResult = NoticeStatus.FAILED, _forgotten(server, tool, task_id, exc)
+                    break
+                except ToolError as exc:
+                    failures += 1
+                    if failures >= server.limits.give_up_after:
+                        result = (
+                            NoticeStatus.FAILED,
+                            (
+                                f"{tool!r} (MCP task {task_id}): gave up after "
+                                f"{failures} failed polls: {exc.message}"
+                            ),
+                        )
+                        break
+                    await asyncio.sleep(server.limits.poll_pause(failures))
+                    continue
+                failures = 0
+                if state.poll is not None:
+                    poll = state.poll
+                if state.message and state.message != said:
+                    said = state.message
+                    _progress(
+                        self.emit, waiting, bounded_text(state.message), {"status": state.status}
+                    )
+                if state.ended:
+                    result = _outcome(server, tool, state)
+                    break
+                ttl = state.ttl if state.ttl is not None else ttl_kept
+                if ttl is not None and time.time() > created_at + float(ttl):
+                    result = (
+                        NoticeStatus.TIMED_OUT,
+                        (
+                            f"{tool!r} (MCP task {task_id}) on MCP server "
+                            f"{server.name!r} expired: it was still {state.status} when its "
+                            f"time to live ({_duration(float(ttl))}) ran out"
+                        ),
+                    )
+                    break
+                await _sleep_or_wake(_clamp(poll), waiting.wake)
+        except FollowRefused as exc:
+            await calls._cancel_quietly(connection, task_id)
+            result = NoticeStatus.FAILED, f"{tool!r} (MCP task {task_id}): {exc}"
+        except asyncio.CancelledError:
+            if job.detaching:
+                raise  # the task goes on; the next run of the session takes it up
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()  # ours: a stop, answered with a notice
+            await calls._cancel_quietly(connection, task_id)
+            why = job.why or "it was stopped"
+            result = NoticeStatus.STOPPED, f"{tool!r} (MCP task {task_id}) was cancelled: {why}"
+        finally:
+            unwatch()
+            if calls._waiting.get((server.key, task_id)) is waiting:
+                del calls._waiting[(server.key, task_id)]
+            if waiting.fetch is not None:
+                waiting.fetch.cancel()
+        known = await calls._scan(job.session_id)
+        if any(r.activity_id == job.child_id for r in known.asked.values()):
+            # Its questions close: nobody waits for their answers any more.
+            status, text = result if isinstance(result, tuple) else (NoticeStatus.DONE, result)
+            await calls.runtime.store.append(
+                job.session_id, Entry.of(MCPTaskEnded(job.child_id, status, text))
+            )
+        return result
+
+    async def _input(self, waiting: _Waiting, state: TaskState) -> TaskState:
+        """The task waits for input: log what it asks, send what the log
+        answers; the state to go on with (the task's end, when a 2025-11-25
+        `tasks/result` brought it)."""
+        connection, calls = self.connection, self.calls
+        if state.input_requests:
+            if len(state.input_requests) > MAX_ENTRIES_PER_POLL:
+                raise FollowRefused(
+                    f"the MCP server asked {len(state.input_requests)} questions in one"
+                    f" answer (at most {MAX_ENTRIES_PER_POLL} are taken)"
+                )
+            responses: dict[str, Any] = {}
+            for key, request in state.input_requests.items():
+                if not isinstance(request, dict):
+                    continue
+                answer = await calls._question(waiting, str(key), request, self.emit)
+                if answer is not None and key not in waiting.sent:
+                    responses[str(key)] = answer
+            if responses:
+                await connection.update_task(waiting.task_id, responses, timeout=REQUEST_TIMEOUT)
+                waiting.sent.update(responses)
+            return state
+        if connection.modern():
+            return state  # asks nothing yet: polled on
+        # 2025-11-25: the server sends its questions on the stream of an open
+        # `tasks/result`, which then answers with the task's end.
+        fetch = waiting.fetch
+        if fetch is None or (fetch.done() and not _ended_with_result(fetch)):
+            if fetch is not None and fetch.done() and not fetch.cancelled():
+                logger.info(
+                    "MCP task %s: tasks/result failed (%s); asking again",
+                    waiting.task_id,
+                    fetch.exception(),
+                )
+            waiting.fetch = asyncio.get_running_loop().create_task(
+                connection.fetch_result(waiting.task_id)
+            )
+            waiting.fetch.add_done_callback(lambda _: waiting.wake.set())
+            return state
+        if fetch.done():
+            return dataclasses.replace(state, status="completed", result=fetch.result())
+        return state
+
+
+def _same_task(state: TaskState, task_id: str) -> TaskState:
+    """`state`, if it is about task `task_id` (`FollowRefused` otherwise: a
+    server's answer about another task is never taken as this one's)."""
+    if state.task_id != task_id:
+        raise FollowRefused(
+            f"protocol error: the MCP server answered about task {state.task_id!r}"
+            f" when asked about task {task_id!r}"
+        )
+    return state
+
+
+def _progress(
+    emit: Callable[[Any], None] | None, waiting: _Waiting, message: str, data: dict[str, Any]
+) -> None:
+    if emit is None:
+        return
+    with contextlib.suppress(Exception):
+        emit(
+            ToolProgress(
+                call_id=waiting.call_id,
+                message=message,
+                data={"task_id": waiting.task_id, **data},
+                session_id=waiting.session_id,
+            )
+        )
 
 
 def _clamp(poll: float | None) -> float:
@@ -766,8 +653,8 @@ def _output(server: MCPServer, tool: str, state: TaskState) -> ToolOutput:
     )
 
 
-def _forgotten(server: MCPServer, record: MCPTaskStarted, exc: TaskRefused) -> str:
+def _forgotten(server: MCPServer, tool: str, task_id: str, exc: TaskRefused) -> str:
     return (
-        f"{record.tool!r} (MCP task {record.task_id}): MCP server {server.name!r} no longer "
+        f"{tool!r} (MCP task {task_id}): MCP server {server.name!r} no longer "
         f"knows the task (it expired, or the server lost it): {exc.message}"
     )
