@@ -65,13 +65,11 @@ async def test_the_reference_servers_task_tool_runs_in_the_background() -> None:
         assert len(started) == 1
         assert started[0].content.startswith("started mcp_task-")
         assert first.text == "Waiting for the report."
-        log = [e.payload for e in await runtime.store.load(session.id)]
         assert len(await mcp_tasks(runtime, session.id)) == 1
 
         await asyncio.wait_for(finished.wait(), 60)
         second = await session.run("Anything new?")
         third = await session.run("And now?")
-        log = [e.payload for e in await runtime.store.load(session.id)]
         pending = await runtime.background.inbox.pending(session.id)
         ended = [t for t in await mcp_tasks(runtime, session.id) if t.status is not None]
 

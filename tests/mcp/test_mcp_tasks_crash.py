@@ -94,9 +94,11 @@ def served(tmp_path: Path) -> Iterator[Served]:
         server.stop()
 
 
-def _start_child(url: str, store: str, schema: str, session_id: str) -> subprocess.Popen[str]:
+def _start_child(
+    url: str, store: str, schema: str, session_id: str, lease: str = "1.0"
+) -> subprocess.Popen[str]:
     child = subprocess.Popen(
-        [sys.executable, "tasks_child.py", url, store, schema, session_id],
+        [sys.executable, "tasks_child.py", url, store, schema, session_id, lease],
         stdout=subprocess.PIPE,
         text=True,
         cwd=HERE,

@@ -110,10 +110,6 @@ async def _until(check: Any, timeout: float = 30) -> None:
             await asyncio.sleep(0.05)
 
 
-async def _log(runtime: Runtime, session_id: str) -> list[Any]:
-    return [e.payload for e in await runtime.store.load(session_id)]
-
-
 LABELS = ("north", "east", "south")
 
 
@@ -172,7 +168,6 @@ async def test_three_tasks_run_while_the_run_works_on_and_each_result_arrives_on
             assert runs < 10
         last = await session.run("Anything else?")
         transcript = await session.transcript()
-        log = await _log(runtime, session.id)
         tasks = await mcp_tasks(runtime, session.id)
         pending = await runtime.background.inbox.pending(session.id)
 
@@ -249,7 +244,6 @@ async def test_a_server_killed_mid_task_is_one_clear_error(transport: str, tmp_p
             await _until(lambda: bool(notices), timeout=60)
             await session.run("Any news?")
             await session.run("And now?")
-            log = await _log(runtime, session.id)
             tasks = await mcp_tasks(runtime, session.id)
     finally:
         if napping is not None:
@@ -335,7 +329,6 @@ async def test_stopping_a_run_cancels_its_task_on_the_server(napping: Napping, w
         await _until(lambda: bool(napping.seen("cancel")))
         if where == "background":
             await _until(lambda: bool(finished))
-        log = await _log(runtime, session.id)
         tasks = await mcp_tasks(runtime, session.id)
         transcript = await session.transcript()
 

@@ -149,11 +149,10 @@ async def test_the_2026_07_28_extension_and_cancel(tmp_path: Path) -> None:
 
 
 async def test_deleting_a_session_cancels_its_task_on_the_server(tmp_path: Path) -> None:
-    from tasks_support import client_agent
+    from tasks_support import client_agent, mcp_tasks
 
     from taskloom import Runtime
     from taskloom.background import BackgroundService
-    from tasks_support import mcp_tasks
 
     served = Served(tmp_path)
     served.start()
