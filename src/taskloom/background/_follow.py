@@ -243,6 +243,7 @@ class Follows:
         followed: Followed,
         *,
         mode: str,
+        kind: str = "",
         name: str,
         task: str,
         description: str,
@@ -253,8 +254,9 @@ class Follows:
         """Start following new work of the calling tool's session: its child
         session and link are written, its lease taken, and `followed` run in
         the background (`record`, when the work is already known, kept at
-        once). Returns the child's id, which is the activity's. Stopping the
-        run that started it stops the follow."""
+        once). `kind` is the activity's kind (`mode` unless given). Returns
+        the child's id, which is the activity's. Stopping the run that
+        started it stops the follow."""
         runtime = self.runtime
         child_id = child_id or uuid.uuid4().hex
         started_at = time.time()
@@ -297,7 +299,7 @@ class Follows:
             await job.append(SubagentStartedEntry(name))
             if record is not None:
                 await job.keep(record)
-            await self._spawn(job, followed, description, ctx.run_id, dict(meta))
+            await self._spawn(job, followed, kind or mode, description, ctx.run_id, dict(meta))
         except BaseException:
             await job.release()
             raise
@@ -319,11 +321,14 @@ class Follows:
             task_of.add_done_callback(lambda _: undo())
         return child_id
 
-    async def resume(self, start: RunStart, mode: str, make: MakeFollowed) -> None:
+    async def resume(
+        self, start: RunStart, mode: str, make: MakeFollowed, *, kind: str = ""
+    ) -> None:
         """Follow again, under the run of `start`, the session's children of
         `mode` that have no terminal entry and that no live process follows
-        (the take-over rule of the module docstring); `make` builds their
-        followers, and children it gives None for are left alone."""
+        (the take-over rule of the module docstring), as activities of `kind`
+        (`mode` unless given); `make` builds their followers, and children
+        it gives None for are left alone."""
         if self.closing:
             return
         session_id, runtime = start.session_id, self.runtime
@@ -351,6 +356,7 @@ class Follows:
                 await self._spawn(
                     job,
                     followed,
+                    kind or mode,
                     f"{meta.agent}: {_summary(str(meta.metadata.get('task', '')), 80)}",
                     start.run_id,
                     dict(meta.metadata),
@@ -363,6 +369,7 @@ class Follows:
         self,
         job: FollowJob,
         followed: Followed,
+        kind: str,
         description: str,
         run_id: str | None,
         metadata: dict[str, Any],
@@ -376,7 +383,7 @@ class Follows:
         try:
             await self.service.spawn(
                 job.session_id,
-                str(metadata.get("mode", "follow")),
+                kind,
                 description,
                 work,
                 run_id=run_id,
