@@ -28,7 +28,7 @@ from ..backends import (
     NoticeStatus,
     system_clock,
 )
-from ..errors import BackgroundCapReached, DeleteRefused
+from ..errors import BackgroundCapReached, DeleteRefused, FollowRefused
 from ..loop import Delivery
 from ._follow import (
     FOLLOW_LEASE,
@@ -37,14 +37,13 @@ from ._follow import (
     MAX_TEXT_BYTES,
     Followed,
     FollowJob,
-    FollowRefused,
     Follows,
     MakeFollowed,
     bounded_text,
 )
 from ._lifecycle import DeleteHook, Lifecycle, Listeners, Reopen, StopHook
 from ._notices import RunNotices, RunStart, RunStartHook
-from ._service import BackgroundService, DecisionHook, Detached, ResumesWork, Work, WorkResult
+from ._service import BackgroundService, DecisionHook, ResumesWork, Work, WorkResult
 
 if TYPE_CHECKING:
     from ..backends import (
@@ -71,7 +70,6 @@ __all__ = [
     "DeleteHook",
     "DeleteRefused",
     "Delivery",
-    "Detached",
     "FollowJob",
     "FollowRefused",
     "Followed",

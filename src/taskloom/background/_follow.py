@@ -36,7 +36,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..backends import (
@@ -54,7 +54,7 @@ from ..entries import (
     SubagentResult,
     SubagentStartedEntry,
 )
-from ..errors import StaleLeaseError, TaskloomError
+from ..errors import FollowRefused, StaleLeaseError
 from ._notices import RunStart
 from ._service import BackgroundService, Detached, WorkResult
 
@@ -68,7 +68,6 @@ __all__ = [
     "MAX_QUESTIONS",
     "MAX_TEXT_BYTES",
     "FollowJob",
-    "FollowRefused",
     "Followed",
     "Follows",
     "MakeFollowed",
@@ -91,11 +90,6 @@ MAX_ENTRIES_PER_POLL = 8
 MAX_TEXT_BYTES = 64 * 1024
 """Bytes of one text a remote party gives (a status message, a question)
 that are kept; the rest is cut, and the cut said."""
-
-
-class FollowRefused(TaskloomError):
-    """A remote party broke the protocol or a bound (`MAX_QUESTIONS`, an
-    answer about another task): the followed work fails with this message."""
 
 
 def bounded_text(text: str, limit: int = MAX_TEXT_BYTES) -> str:
@@ -146,7 +140,6 @@ class FollowJob:
         self.record = record
         self._follows = follows
         self.lease: Lease | None = lease
-        self.questions = 0
         self.why = ""
         """Why the follow was stopped, when it was (`Follows.stop`)."""
 
@@ -172,20 +165,6 @@ class FollowJob:
             )
         except StaleLeaseError:
             self.lease = None
-
-    def asked(self, count: int = 1) -> None:
-        """Count `count` new questions of the work; `FollowRefused` past
-        `MAX_ENTRIES_PER_POLL` in one answer or `MAX_QUESTIONS` in all."""
-        if count > MAX_ENTRIES_PER_POLL:
-            raise FollowRefused(
-                f"the remote party asked {count} questions in one answer"
-                f" (at most {MAX_ENTRIES_PER_POLL} are taken)"
-            )
-        self.questions += count
-        if self.questions > MAX_QUESTIONS:
-            raise FollowRefused(
-                f"the remote party asked more than {MAX_QUESTIONS} questions; the work was given up"
-            )
 
     async def keep_lease(self) -> None:
         """Renew the follower's hold every third of `FOLLOW_LEASE` until it is
@@ -225,6 +204,8 @@ class Follows:
         self._here: dict[tuple[str, str], FollowJob] = {}
         self._makers: dict[str, dict[str, MakeFollowed]] = {}
         self._stopping: set[asyncio.Future[bool]] = set()
+        # Child sessions seen ended: a terminal entry is for good.
+        self._ended: set[str] = set()
         self.service.listeners.on_delete(self._on_delete)
 
     @classmethod
@@ -332,10 +313,9 @@ class Follows:
         if self.closing:
             return
         session_id, runtime = start.session_id, self.runtime
-        for meta in await runtime.store.list(parent_id=session_id):
-            if meta.metadata.get("mode") != mode or (session_id, meta.id) in self._here:
-                continue
-            if _ended(await runtime.store.load(meta.id)):
+        for meta, entries in await self.open_children(start, (mode,)):
+            followed = make(meta, _record(entries))
+            if followed is None or (session_id, meta.id) in self._here:
                 continue
             leases = runtime.store.leases
             lease = await acquire_or_take_over(leases, session_lease_key(meta.id), FOLLOW_LEASE)
@@ -346,11 +326,10 @@ class Follows:
                 # Read again under the hold: the follower before may have
                 # ended it just before it let go.
                 entries = await runtime.store.load(meta.id)
-                record = _record(entries)
-                followed = None if _ended(entries) else make(meta, record)
-                if followed is None:
+                if _ended(entries):
                     await job.release()
                     continue
+                record = _record(entries)
                 logger.info("following %s work %s of session %s again", mode, meta.id, session_id)
                 job.record = record or {}
                 await self._spawn(
@@ -364,6 +343,27 @@ class Follows:
             except BaseException:
                 await job.release()
                 raise
+
+    async def open_children(
+        self, start: RunStart, modes: Collection[str]
+    ) -> list[tuple[SessionMeta, list[Entry]]]:
+        """The session's child sessions of `modes` that have no terminal entry,
+        with their logs: the work a run start may take up (followed work, and
+        background children). The children are listed once per run start,
+        and a child seen ended is not read again in this process."""
+        store = self.runtime.store
+        if start.children is None:
+            start.children = await store.list(parent_id=start.session_id)
+        found: list[tuple[SessionMeta, list[Entry]]] = []
+        for meta in start.children:
+            if meta.metadata.get("mode") not in modes or meta.id in self._ended:
+                continue
+            entries = await store.load(meta.id)
+            if _ended(entries):
+                self._ended.add(meta.id)
+            else:
+                found.append((meta, entries))
+        return found
 
     async def _spawn(
         self,

@@ -29,6 +29,7 @@ from ..backends import (
     BackgroundNotice,
     NoticeInbox,
     NoticeStatus,
+    SessionMeta,
 )
 from ..loop import Delivery
 
@@ -109,6 +110,8 @@ class RunStart:
     claimed: set[str] = field(default_factory=set)
     """What hooks took care of at this run start, by a name of their kind's
     (so several tools of one kind take their work up once)."""
+    children: _list[SessionMeta] | None = field(default=None, repr=False)
+    """The session's child sessions, once listed (`Follows.open_children`)."""
     _listed: _list[BackgroundActivity] | None = field(default=None, repr=False)
     _hooks_run: int = field(default=0, repr=False)
     _listed_after: int = field(default=-1, repr=False)

@@ -40,6 +40,7 @@ import mcp_types as types
 
 from ..backends import SessionMeta
 from ..background import (
+    MAX_QUESTIONS,
     MAX_TEXT_BYTES,
     BackgroundService,
     FollowRefused,
@@ -94,7 +95,7 @@ class TaskCalls:
         up again is polled on."""
         self._cancels: set[asyncio.Task[None]] = set()
         """`tasks/cancel`s sent for calls cut off while they waited inline."""
-        self._waiting: dict[tuple[str, str], Waiting] = {}
+        self.waiting: dict[tuple[str, str], Waiting] = {}
         """Followed tasks by (server key, task id): whose questions a server's
         request is (2025-11-25)."""
         self.service.on_run_start(self.resume)
@@ -137,7 +138,7 @@ class TaskCalls:
         try:
             while not state.ended and loop.time() < deadline:
                 if ctx.stop.is_set:
-                    await self._cancel_quietly(connection, state.task_id)
+                    await self.cancel_quietly(connection, state.task_id)
                     reason = f" ({ctx.stop.reason})" if ctx.stop.reason else ""
                     raise ToolError(f"cancelled: the run was asked to stop{reason}")
                 pause = min(clamp_poll(state.poll), max(0.0, deadline - loop.time()))
@@ -223,7 +224,7 @@ class TaskCalls:
 
     # ------------------------------------------------------------ questions
 
-    async def _question(
+    async def question(
         self,
         waiting: Waiting,
         key: str,
@@ -240,7 +241,11 @@ class TaskCalls:
                 raise FollowRefused(
                     f"the MCP server asked a question of more than {MAX_TEXT_BYTES} bytes"
                 )
-            waiting.job.asked()
+            if sum(r.activity_id == waiting.activity_id for r in asked.values()) >= MAX_QUESTIONS:
+                raise FollowRefused(
+                    f"the MCP server asked more than {MAX_QUESTIONS} questions;"
+                    " the task was given up"
+                )
             server = waiting.server
             question = InputRequest(
                 input_id,
@@ -268,9 +273,9 @@ class TaskCalls:
             result["content"] = answer.content
         return result
 
-    def _asker(self, server_key: str) -> Callable[[str, dict[str, Any]], Awaitable[Any]]:
+    def asker(self, server_key: str) -> Callable[[str, dict[str, Any]], Awaitable[Any]]:
         async def ask(task_id: str, request: dict[str, Any]) -> Any:
-            waiting = self._waiting.get((server_key, task_id))
+            waiting = self.waiting.get((server_key, task_id))
             if waiting is None:
                 return types.ErrorData(
                     code=types.INVALID_REQUEST,
@@ -294,11 +299,11 @@ class TaskCalls:
             key = f"{digest}-{n}"
         input_id = input_id_for(waiting.activity_id, key)
         while True:
-            if self._waiting.get((waiting.server.key, waiting.task_id)) is not waiting:
+            if self.waiting.get((waiting.server.key, waiting.task_id)) is not waiting:
                 # Nobody polls the task here any more: the next poller asks again.
                 return types.ErrorData(code=types.INTERNAL_ERROR, message="no longer polled")
             try:
-                answer = await self._question(waiting, key, request, None)
+                answer = await self.question(waiting, key, request, None)
             except FollowRefused as exc:
                 # The follower fails the task; the server is told no.
                 waiting.refused = waiting.refused or exc
@@ -313,11 +318,11 @@ class TaskCalls:
     # ------------------------------------------------------------ cancelling
 
     def _cancel_later(self, connection: Connection, task_id: str) -> None:
-        task = asyncio.get_running_loop().create_task(self._cancel_quietly(connection, task_id))
+        task = asyncio.get_running_loop().create_task(self.cancel_quietly(connection, task_id))
         self._cancels.add(task)
         task.add_done_callback(self._cancels.discard)
 
-    async def _cancel_quietly(self, connection: Connection, task_id: str) -> None:
+    async def cancel_quietly(self, connection: Connection, task_id: str) -> None:
         try:
             await asyncio.shield(connection.cancel_task(task_id, timeout=REQUEST_TIMEOUT))
         except Exception as exc:

@@ -110,7 +110,7 @@ class TaskFollow:
 
     async def cancel(self, record: Mapping[str, Any]) -> None:
         """Cancel the task on its server (`tasks/cancel`)."""
-        await self.calls._cancel_quietly(self.connection, str(record["task_id"]))
+        await self.calls.cancel_quietly(self.connection, str(record["task_id"]))
 
     async def follow(self, job: FollowJob) -> WorkResult:
         """Poll the task to its end, passing questions and answers on."""
@@ -123,8 +123,8 @@ class TaskFollow:
         said: str | None = None
         failures = 0
         waiting = Waiting(job, task_id, tool, str(record.get("call_id", "")), server)
-        calls._waiting[(server.key, task_id)] = waiting
-        connection.asker = calls._asker(server.key)
+        calls.waiting[(server.key, task_id)] = waiting
+        connection.asker = calls.asker(server.key)
         unwatch = calls.runtime.watch(job.session_id, waiting.wake.set)
         try:
             while True:
@@ -178,7 +178,7 @@ class TaskFollow:
                     break
                 await sleep_or_wake(clamp_poll(poll), waiting.wake)
         except FollowRefused as exc:
-            await calls._cancel_quietly(connection, task_id)
+            await calls.cancel_quietly(connection, task_id)
             result = NoticeStatus.FAILED, f"{tool!r} (MCP task {task_id}): {exc}"
         except asyncio.CancelledError:
             if job.detaching:
@@ -186,13 +186,13 @@ class TaskFollow:
             current = asyncio.current_task()
             if current is not None:
                 current.uncancel()  # ours: a stop, answered with a notice
-            await calls._cancel_quietly(connection, task_id)
+            await calls.cancel_quietly(connection, task_id)
             why = job.why or "it was stopped"
             result = NoticeStatus.STOPPED, f"{tool!r} (MCP task {task_id}) was cancelled: {why}"
         finally:
             unwatch()
-            if calls._waiting.get((server.key, task_id)) is waiting:
-                del calls._waiting[(server.key, task_id)]
+            if calls.waiting.get((server.key, task_id)) is waiting:
+                del calls.waiting[(server.key, task_id)]
             if waiting.fetch is not None:
                 waiting.fetch.cancel()
         if waiting.asked:
@@ -218,7 +218,7 @@ class TaskFollow:
             for key, request in state.input_requests.items():
                 if not isinstance(request, dict):
                     continue
-                answer = await calls._question(waiting, str(key), request, self.emit)
+                answer = await calls.question(waiting, str(key), request, self.emit)
                 if answer is not None and key not in waiting.sent:
                     responses[str(key)] = answer
             if responses:
