@@ -115,6 +115,11 @@ class TaskFollow:
     async def follow(self, job: FollowJob) -> WorkResult:
         """Poll the task to its end, passing questions and answers on."""
         record = job.record or {}
+        if not record.get("task_id"):
+            return NoticeStatus.FAILED, (
+                "the call was cut off before its MCP task was recorded; whether it"
+                " runs on the server is unknown"
+            )
         server, connection, calls = self.server, self.connection, self.calls
         task_id, tool = str(record["task_id"]), str(record.get("tool", ""))
         created_at = float(record.get("created_at") or time.time())
