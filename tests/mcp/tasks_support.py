@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskloom import Agent, Runtime
-from taskloom.entries import SubagentDispatched, SubagentResult
+from taskloom.entries import SubagentResult
 from taskloom.mcp import MCPServer
 from taskloom.models import FunctionModel, ModelRequest, reply
 
@@ -57,7 +57,7 @@ async def mcp_tasks(runtime: Runtime, session_id: str) -> list[TaskRecord]:
         if meta.metadata.get("mode") != "mcp_task":
             continue
         entries = [e.payload for e in await runtime.store.load(meta.id)]
-        [spec] = [p.spec for p in entries if isinstance(p, SubagentDispatched)]
+        spec = meta.metadata["record"]
         ends = [p for p in entries if isinstance(p, SubagentResult)]
         assert len(ends) <= 1, ends
         end = ends[0] if ends else None

@@ -31,6 +31,7 @@ from ..backends import (
 from ..errors import BackgroundCapReached, DeleteRefused, FollowRefused
 from ..loop import Delivery
 from ._follow import (
+    CHILDREN_LOOKED_AT,
     FOLLOW_LEASE,
     MAX_ENTRIES_PER_POLL,
     MAX_QUESTIONS,
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from ._process import stdio_keeper_argv
 
 __all__ = [
+    "CHILDREN_LOOKED_AT",
     "FOLLOW_LEASE",
     "MAX_ENTRIES_PER_POLL",
     "MAX_QUESTIONS",

@@ -6,8 +6,9 @@ session it belongs to, in the same store:
 
 - `SubagentLink` in the parent's log (its `mode` names the kind);
 - `SubagentStartedEntry` in the child's log when a follower first starts it;
-- `SubagentDispatched` with what the kind needs to go on after a crash (the
-  remote task's id, say), written as soon as it is known;
+- what the kind needs to go on after a crash (the remote task's id, say):
+  in the child's metadata when known at the start, else in a
+  `SubagentDispatched` entry written as soon as it is known;
 - `SubagentResult`, the one terminal entry, written once the result is in
   the parent's inbox.
 
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     from ..tools import ToolContext
 
 __all__ = [
+    "CHILDREN_LOOKED_AT",
     "FOLLOW_LEASE",
     "MAX_ENTRIES_PER_POLL",
     "MAX_QUESTIONS",
@@ -79,6 +81,10 @@ logger = logging.getLogger("taskloom")
 FOLLOW_LEASE = 30.0
 """Seconds a follower's hold on its child session lasts without renewal
 (renewed every third of it); a dead holder on this machine is taken over at once."""
+
+CHILDREN_LOOKED_AT = 1000
+"""How many of a session's newest child sessions a run start looks at for
+work to take up (a bounded read, however many children a session had)."""
 
 MAX_QUESTIONS = 20
 """Questions one piece of followed work may ask a person in all; one more
@@ -235,7 +241,7 @@ class Follows:
         """Start following new work of the calling tool's session: its child
         session and link are written, its lease taken, and `followed` run in
         the background (`record`, when the work is already known, kept at
-        once). `kind` is the activity's kind (`mode` unless given). Returns
+        in its metadata). `kind` is the activity's kind (`mode` unless given). Returns
         the child's id, which is the activity's. Stopping the run that
         started it stops the follow."""
         runtime = self.runtime
@@ -250,6 +256,8 @@ class Follows:
             "started_at": started_at,
             **(metadata or {}),
         }
+        if record is not None:
+            meta["record"] = dict(record)
         await runtime.store.create(SessionMeta(child_id, name, ctx.session_id, started_at, meta))
         link = SubagentLink(
             child_id,
@@ -278,8 +286,7 @@ class Follows:
         job = FollowJob(self, ctx.session_id, child_id, lease, None)
         try:
             await job.append(SubagentStartedEntry(name))
-            if record is not None:
-                await job.keep(record)
+            job.record = record
             await self._spawn(job, followed, kind or mode, description, ctx.run_id, dict(meta))
         except BaseException:
             await job.release()
@@ -314,7 +321,7 @@ class Follows:
             return
         session_id, runtime = start.session_id, self.runtime
         for meta, entries in await self.open_children(start, (mode,)):
-            followed = make(meta, _record(entries))
+            followed = make(meta, _record(meta, entries))
             if followed is None or (session_id, meta.id) in self._here:
                 continue
             leases = runtime.store.leases
@@ -329,7 +336,7 @@ class Follows:
                 if _ended(entries):
                     await job.release()
                     continue
-                record = _record(entries)
+                record = _record(meta, entries)
                 logger.info("following %s work %s of session %s again", mode, meta.id, session_id)
                 job.record = record or {}
                 await self._spawn(
@@ -353,7 +360,7 @@ class Follows:
         and a child seen ended is not read again in this process."""
         store = self.runtime.store
         if start.children is None:
-            start.children = await store.list(parent_id=start.session_id)
+            start.children = await store.list(parent_id=start.session_id, limit=CHILDREN_LOOKED_AT)
         found: list[tuple[SessionMeta, list[Entry]]] = []
         for meta in start.children:
             if meta.metadata.get("mode") not in modes or meta.id in self._ended:
@@ -426,6 +433,9 @@ class Follows:
                 logger.warning("delivering followed work %s failed", job.child_id, exc_info=True)
                 return result
             await job.append(_terminal(result))
+            if job.lease is not None:
+                # Ended for good: its lease guards nothing more, and lapses.
+                job.lease = None
             return result
         finally:
             keeper.cancel()
@@ -451,7 +461,7 @@ class Follows:
             if await self.stop(session_id, meta.id, "its session was deleted"):
                 continue
             entries = await self.runtime.store.load(meta.id)
-            record = _record(entries)
+            record = _record(meta, entries)
             if _ended(entries) or not record:
                 continue
             for make in list(makers.values()):
@@ -483,9 +493,10 @@ def _ended(entries: list[Entry]) -> bool:
     return any(entry.kind == SubagentResult.KIND for entry in entries)
 
 
-def _record(entries: list[Entry]) -> dict[str, Any] | None:
+def _record(meta: SessionMeta, entries: list[Entry]) -> dict[str, Any] | None:
     """What the last follower kept of the work (None: nothing yet)."""
-    found: dict[str, Any] | None = None
+    kept = meta.metadata.get("record")
+    found: dict[str, Any] | None = dict(kept) if isinstance(kept, Mapping) else None
     for entry in entries:
         if isinstance(entry.payload, SubagentDispatched):
             found = dict(entry.payload.spec)

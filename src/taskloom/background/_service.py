@@ -102,6 +102,8 @@ class BackgroundService:
         self.listeners = Listeners(registry, inbox)
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._activities: dict[tuple[str, str], BackgroundActivity] = {}
+        # Work whose notice `deliver` pushed (and whose registration it removed).
+        self._delivered: set[tuple[str, str]] = set()
         self._runs: dict[str, RunNotices] = {}
         self._run_hooks: list[RunStartHook] = []
         self._decision_hooks: list[DecisionHook] = []
@@ -284,6 +286,7 @@ class BackgroundService:
             def forget(_: object) -> None:
                 self._tasks.pop(key, None)
                 self._activities.pop(key, None)
+                self._delivered.discard(key)
 
             task.add_done_callback(forget)
 
@@ -323,6 +326,8 @@ class BackgroundService:
             )
         finally:
             heartbeat.cancel()
+        if (session_id, activity.id) in self._delivered:
+            return  # its notice is in, and its registration gone (`deliver`)
         notice = end_notice(activity, status, text)
         # Retry a failing push a few times: until it succeeds the activity
         # stays registered (its lease lapses on its own if we give up).
@@ -358,9 +363,13 @@ class BackgroundService:
         the inbox. True if this push was the first; raises `KeyError` for
         work this process does not run.
         """
-        activity = self._activities[(session_id, activity_id)]
+        key = (session_id, activity_id)
         status, text = result if isinstance(result, tuple) else (NoticeStatus.DONE, result)
-        return await self.lifecycle.finish(session_id, end_notice(activity, status, text))
+        first = await self.lifecycle.finish(
+            session_id, end_notice(self._activities[key], status, text)
+        )
+        self._delivered.add(key)
+        return first
 
     async def stop(self, session_id: str, activity_id: str) -> bool:
         """Stop work this process runs; its notice says it was stopped. False if not ours."""

@@ -197,7 +197,6 @@ class TaskCalls:
             task=f"{remote} on MCP server {server.name} (task {state.task_id})",
             description=f"{remote} on MCP server {server.name} (task {state.task_id})",
             record=record,
-            metadata={"server": server.key, "tool": remote, "task_id": state.task_id},
             child_id=f"{KIND}-{uuid.uuid4().hex[:12]}",
         )
         ttl = f"; the server keeps it {duration(state.ttl)}" if state.ttl else ""
@@ -214,7 +213,7 @@ class TaskCalls:
         await self.follows.resume(start, KIND, self._followed)
 
     def _followed(self, meta: SessionMeta, record: Mapping[str, Any] | None) -> TaskFollow | None:
-        server = self.servers.get(str((record or meta.metadata).get("server", "")))
+        server = self.servers.get(str((record or {}).get("server", "")))
         if server is None:
             return None  # not among this runtime's servers: left for one that has it
         from ._server import MCPConnections
