@@ -21,7 +21,7 @@ from remote_background import (
 )
 from sdk_agent import HUGE, STRANGER, serving, serving_process
 
-from pg import pg_schema  # noqa: F401 (fixture)
+from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from store_backends import Backend, backend  # noqa: F401 (fixture)
 from taskloom import RunOptions, RunStatus, Runtime
 from taskloom.delegation import ChildStatus, child_status
@@ -247,10 +247,12 @@ async def test_a_task_nobody_follows_is_followed_again_by_the_next_run(tmp_path:
 
 
 @pytest.mark.slow
-async def test_a_stream_event_about_another_task_is_a_protocol_error() -> None:
+async def test_a_stream_event_about_another_task_is_a_protocol_error(
+    store_url: tuple[str, str],
+) -> None:
     with serving_process() as (url, _):
         model = parent_model()
-        async with Runtime() as runtime:
+        async with Runtime(store=open_durable(*store_url)) as runtime:
             finished = Finished(runtime)
             session = await runtime.create_session(parent(url, model))
             await session.run("delegate: stranger")

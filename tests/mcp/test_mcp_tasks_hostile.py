@@ -14,6 +14,7 @@ from input_app import greeter
 from tasks_support import mcp_tasks
 from test_mcp_tasks_input import Asking
 
+from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from taskloom import Runtime, WorkFinished
 from taskloom.background import MAX_QUESTIONS
 
@@ -53,8 +54,10 @@ async def _followed(runtime: Runtime) -> tuple[list[WorkFinished], asyncio.Event
     return finished, ended
 
 
-async def test_an_answer_about_another_task_is_a_protocol_error(liar: Asking) -> None:
-    async with Runtime() as runtime:
+async def test_an_answer_about_another_task_is_a_protocol_error(
+    liar: Asking, store_url: tuple[str, str]
+) -> None:
+    async with Runtime(store=open_durable(*store_url)) as runtime:
         finished, ended = await _followed(runtime)
         session = await runtime.create_session(greeter(liar.url))
         await session.run("Greet someone.")
@@ -70,8 +73,10 @@ async def test_an_answer_about_another_task_is_a_protocol_error(liar: Asking) ->
     assert "protocol error" in transcript
 
 
-async def test_a_server_asking_on_every_poll_cannot_grow_the_log(pester: Asking) -> None:
-    async with Runtime() as runtime:
+async def test_a_server_asking_on_every_poll_cannot_grow_the_log(
+    pester: Asking, store_url: tuple[str, str]
+) -> None:
+    async with Runtime(store=open_durable(*store_url)) as runtime:
         finished, ended = await _followed(runtime)
         session = await runtime.create_session(greeter(pester.url))
         await session.run("Greet someone.")
