@@ -55,7 +55,7 @@ from ..entries import (
     SubagentResult,
     SubagentStartedEntry,
 )
-from ..errors import FollowRefused, StaleLeaseError
+from ..errors import FollowRefused, SessionBusy, StaleLeaseError
 from ._notices import RunStart
 from ._service import BackgroundService, Detached, WorkResult
 
@@ -282,7 +282,7 @@ class Follows:
             runtime.store.leases, session_lease_key(child_id), FOLLOW_LEASE
         )
         if lease is None:
-            raise RuntimeError(f"the new child session {child_id} is held by another process")
+            raise SessionBusy(child_id)
         job = FollowJob(self, ctx.session_id, child_id, lease, None)
         try:
             await job.append(SubagentStartedEntry(name))
