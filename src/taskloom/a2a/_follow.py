@@ -49,7 +49,6 @@ async def start_following(
         kind=KIND,
         name=remote.name,
         task=task,
-        description=f"{remote.name}: {_summary(task, 80)}",
         metadata={"url": remote.url},
     )
     receipt = {
@@ -162,8 +161,3 @@ class _RemoteFollow:
             )
         status = NoticeStatus.STOPPED if outcome.kind == "stopped" else NoticeStatus.FAILED
         return status, f"{self.remote.describe()}: {outcome.text}"
-
-
-def _summary(text: str, limit: int = 200) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -233,17 +233,16 @@ class Follows:
         kind: str = "",
         name: str,
         task: str,
-        description: str,
         record: Mapping[str, Any] | None = None,
         metadata: Mapping[str, Any] | None = None,
         child_id: str | None = None,
     ) -> str:
-        """Start following new work of the calling tool's session: its child
-        session and link are written, its lease taken, and `followed` run in
-        the background (`record`, when the work is already known, kept at
-        in its metadata). `kind` is the activity's kind (`mode` unless given). Returns
-        the child's id, which is the activity's. Stopping the run that
-        started it stops the follow."""
+        """Start following new work of the calling tool's session, `task` for
+        `name`: its child session and link are written (`record`, what is
+        known of the work already, in the child's metadata), its lease
+        taken, and `followed` run in the background as an activity of
+        `kind` (`mode` unless given). Returns the child's id, which is the
+        activity's. Stopping the run that started it stops the follow."""
         runtime = self.runtime
         child_id = child_id or uuid.uuid4().hex
         started_at = time.time()
@@ -287,6 +286,7 @@ class Follows:
         try:
             await job.append(SubagentStartedEntry(name))
             job.record = record
+            description = _described(name, task)
             await self._spawn(job, followed, kind or mode, description, ctx.run_id, dict(meta))
         except BaseException:
             await job.release()
@@ -343,7 +343,7 @@ class Follows:
                     job,
                     followed,
                     kind or mode,
-                    f"{meta.agent}: {_summary(str(meta.metadata.get('task', '')), 80)}",
+                    _described(meta.agent, str(meta.metadata.get("task", ""))),
                     start.run_id,
                     dict(meta.metadata),
                 )
@@ -501,6 +501,10 @@ def _record(meta: SessionMeta, entries: list[Entry]) -> dict[str, Any] | None:
         if isinstance(entry.payload, SubagentDispatched):
             found = dict(entry.payload.spec)
     return found
+
+
+def _described(name: str, task: str) -> str:
+    return f"{name}: {_summary(task, 80)}"
 
 
 def _summary(text: str, limit: int = 200) -> str:

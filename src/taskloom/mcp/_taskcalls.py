@@ -194,8 +194,7 @@ class TaskCalls:
             follow,
             mode=KIND,
             name=remote,
-            task=f"{remote} on MCP server {server.name} (task {state.task_id})",
-            description=f"{remote} on MCP server {server.name} (task {state.task_id})",
+            task=f"on MCP server {server.name} (task {state.task_id})",
             record=record,
             child_id=f"{KIND}-{uuid.uuid4().hex[:12]}",
         )
