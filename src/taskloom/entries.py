@@ -35,7 +35,6 @@ __all__ = [
     "InputAnswer",
     "InputRequest",
     "MCPTaskEnded",
-    "MCPTaskStarted",
     "MessageEntry",
     "ModelChange",
     "NoticeDeliveredEntry",
@@ -74,7 +73,6 @@ class EntryKind:
     MODEL_CHANGE = "model_change"
     RUN_STARTED = "run_started"
     RUN_FINISHED = "run_finished"
-    MCP_TASK = "mcp_task"
     MCP_TASK_ENDED = "mcp_task_ended"
     APPROVAL_ESCALATED = "approval_escalated"
     INPUT_REQUEST = "input_request"
@@ -827,53 +825,10 @@ del _cls
 
 
 @dataclass(frozen=True, slots=True)
-class MCPTaskStarted(Payload):
-    """A tool call an MCP server runs as a task (`taskloom.mcp`): what any
-    process needs to go on polling it. `server` names the server as
-    `MCPServer.key` does (no credentials); `activity_id` is the background
-    activity that stands for it; `ttl` and `poll` are in seconds."""
-
-    KIND: ClassVar[str] = EntryKind.MCP_TASK
-    activity_id: str
-    server: str
-    tool: str
-    task_id: str
-    created_at: float
-    ttl: float | None = None
-    poll: float | None = None
-    call_id: str = ""
-
-    def to_data(self) -> dict[str, Any]:
-        return {
-            "activity_id": self.activity_id,
-            "server": self.server,
-            "tool": self.tool,
-            "task_id": self.task_id,
-            "created_at": self.created_at,
-            "ttl": self.ttl,
-            "poll": self.poll,
-            "call_id": self.call_id,
-        }
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> MCPTaskStarted:
-        ttl, poll = data.get("ttl"), data.get("poll")
-        return cls(
-            str(data["activity_id"]),
-            str(data["server"]),
-            str(data["tool"]),
-            str(data["task_id"]),
-            float(data.get("created_at", 0.0)),
-            None if ttl is None else float(ttl),
-            None if poll is None else float(poll),
-            str(data.get("call_id", "")),
-        )
-
-
-@dataclass(frozen=True, slots=True)
 class MCPTaskEnded(Payload):
-    """An MCP task reached its end (`status` is a `NoticeStatus`); `text` is
-    what its notice carries, so its result is never fetched twice."""
+    """In the session's log: an MCP task that asked a person something ended
+    (`status` is a `NoticeStatus`, `text` what its notice carries), so its
+    questions are no longer open. Its record is its child session's log."""
 
     KIND: ClassVar[str] = EntryKind.MCP_TASK_ENDED
     activity_id: str
@@ -888,7 +843,6 @@ class MCPTaskEnded(Payload):
         return cls(str(data["activity_id"]), str(data["status"]), str(data.get("text", "")))
 
 
-_kind(MCPTaskStarted)
 _kind(MCPTaskEnded)
 
 

@@ -21,6 +21,7 @@ decisions and misuse of the API::
     ├── BackgroundCapReached    too many activities of one kind in a session
     ├── CommandNotStarted       a background command could not start
     ├── DeleteRefused           a delete hook keeps its session from being deleted
+    ├── FollowRefused           a remote party broke the protocol or a bound
     ├── ModelScriptExhausted    a scripted model ran out of replies
     ├── ReplayMismatch          a replayed run asked what its recording does not hold
     └── ProviderError           the provider failed, after retries
@@ -52,6 +53,7 @@ __all__ = [
     "ContextWindowExceeded",
     "CorruptEntry",
     "DeleteRefused",
+    "FollowRefused",
     "InvalidRequest",
     "ModelScriptExhausted",
     "ReplayMismatch",
@@ -152,6 +154,13 @@ class CommandNotStarted(TaskloomError):
 
 class DeleteRefused(TaskloomError):
     """A delete hook refuses to let its session be deleted (say why in the message)."""
+
+
+class FollowRefused(TaskloomError):
+    """A remote party broke the protocol (an answer about another task than
+    the one asked about) or a bound on what it may make taskloom write
+    (`taskloom.background.MAX_QUESTIONS`): the followed work fails with
+    this message."""
 
 
 class SessionNotFound(TaskloomError, KeyError):

@@ -43,7 +43,11 @@ def parent_model(answer: str = "Paris") -> FunctionModel:
 
 
 def remote_agent(url: str, **options: Any) -> RemoteAgent:
+    """The remote agent at `url` in the background (polled every 0.05 s unless
+    `poll_interval` says otherwise: None is the agent's own default)."""
     options.setdefault("poll_interval", 0.05)
+    if options["poll_interval"] is None:
+        del options["poll_interval"]
     return RemoteAgent("remote", url, description="An agent elsewhere.", background=True, **options)
 
 

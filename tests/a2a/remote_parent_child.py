@@ -1,10 +1,11 @@
 """A parent process for the crash tests: hands a task to a remote agent in
 the background, then blocks while following it, to be SIGKILLed.
 
-    python remote_parent_child.py STORE_URL SCHEMA SESSION_ID REMOTE_URL TASK
+    python remote_parent_child.py STORE_URL SCHEMA SESSION_ID REMOTE_URL TASK [POLL]
 
 Once the parent's run ended and the child's log keeps the remote task's id,
 it prints `READY <child session id>` and waits (its follower still following).
+POLL is the remote agent's `poll_interval` (`default`: its own).
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from taskloom import Runtime
 from taskloom.stores import open_store
 
 STORE, SCHEMA, SESSION_ID, REMOTE_URL, TASK = sys.argv[1:6]
+POLL = sys.argv[6] if len(sys.argv) > 6 else "0.05"
 
 
 async def main() -> None:
     options: dict[str, Any] = {"schema": SCHEMA} if SCHEMA != "-" else {}
-    agent = parent(REMOTE_URL)
+    agent = parent(REMOTE_URL, **({} if POLL == "default" else {"poll_interval": float(POLL)}))
     async with Runtime(store=open_store(STORE, **options)) as runtime:
         session = await runtime.create_session(agent, session_id=SESSION_ID)
         await session.run(f"delegate: {TASK}")

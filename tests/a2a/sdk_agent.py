@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -16,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -41,6 +43,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 HUGE = 300_000
+STRANGER = "a stranger's answer"
 
 
 class EchoExecutor(AgentExecutor):
@@ -48,7 +51,8 @@ class EchoExecutor(AgentExecutor):
     (`ask` asks "which city?", and the reply to it answers "weather in
     <reply>"); `hang` never answers; `gate PATH X` answers X once the file
     PATH exists; `huge` answers HUGE characters; `file` answers text with a
-    file and data part."""
+    file and data part; `stranger` streams the end of another task (with a
+    STRANGER answer: see `Stranger`) and never answers about its own."""
 
     def __init__(self) -> None:
         self.cancelled: list[str] = []
@@ -96,6 +100,11 @@ class EchoExecutor(AgentExecutor):
             await updater.requires_input(say("which city?"))
         elif word == "hang":
             await asyncio.Event().wait()
+        elif word == "stranger":
+            # The SDK refuses events about another task: `Stranger` rewrites
+            # this one on its way out.
+            await updater.update_status(TaskState.TASK_STATE_WORKING, message=say(STRANGER))
+            await asyncio.Event().wait()
         elif word == "gate":
             path, _, answer = rest.partition(" ")
             while not Path(path).exists():  # noqa: ASYNC240 (a test's gate, a cheap stat)
@@ -117,6 +126,37 @@ class EchoExecutor(AgentExecutor):
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         self.cancelled.append(context.task_id or "")
         await TaskUpdater(event_queue, context.task_id or "", context.context_id or "").cancel()
+
+
+class Stranger:
+    """ASGI middleware that makes the server lie: a streamed status update
+    that says STRANGER is sent as the completion of another task
+    (`someone-else`), which the SDK itself would never send."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def lying(message: dict[str, Any]) -> None:
+            body = message.get("body", b"")
+            if message["type"] == "http.response.body" and STRANGER.encode() in body:
+                message = {**message, "body": _lie(body)}
+            await send(message)
+
+        await self.app(scope, receive, lying if scope["type"] == "http" else send)
+
+
+def _lie(body: bytes) -> bytes:
+    lines = []
+    for line in body.decode().split("\n"):
+        if line.startswith("data: ") and STRANGER in line:
+            event = json.loads(line.removeprefix("data: "))
+            update = event["result"]["statusUpdate"]
+            update["taskId"] = "someone-else"
+            update["status"]["state"] = "TASK_STATE_COMPLETED"
+            line = "data: " + json.dumps(event)
+        lines.append(line)
+    return "\n".join(lines).encode()
 
 
 def card(url: str) -> AgentCard:
@@ -153,11 +193,13 @@ async def serving(
     else:
         agent_card = card(url)
         handler = DefaultRequestHandler(executor, InMemoryTaskStore(), agent_card)
-        app = Starlette(
-            routes=[
-                *create_agent_card_routes(agent_card),
-                *create_jsonrpc_routes(handler, rpc_url="/"),
-            ]
+        app = Stranger(
+            Starlette(
+                routes=[
+                    *create_agent_card_routes(agent_card),
+                    *create_jsonrpc_routes(handler, rpc_url="/"),
+                ]
+            )
         )
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     serve = asyncio.create_task(server.serve([sock]))

@@ -19,9 +19,9 @@ from remote_background import (
     receipts,
     recorded_task_id,
 )
-from sdk_agent import HUGE, serving, serving_process
+from sdk_agent import HUGE, STRANGER, serving, serving_process
 
-from pg import pg_schema  # noqa: F401 (fixture)
+from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from store_backends import Backend, backend  # noqa: F401 (fixture)
 from taskloom import RunOptions, RunStatus, Runtime
 from taskloom.delegation import ChildStatus, child_status
@@ -244,3 +244,24 @@ async def test_a_task_nobody_follows_is_followed_again_by_the_next_run(tmp_path:
     assert "cut off before the remote agent gave its task an id" in cut_off
     assert "again" in told.text
     assert statuses == [ChildStatus.DONE, ChildStatus.FAILED]
+
+
+@pytest.mark.slow
+async def test_a_stream_event_about_another_task_is_a_protocol_error(
+    store_url: tuple[str, str],
+) -> None:
+    with serving_process() as (url, _):
+        model = parent_model()
+        async with Runtime(store=open_durable(*store_url)) as runtime:
+            finished = Finished(runtime)
+            session = await runtime.create_session(parent(url, model))
+            await session.run("delegate: stranger")
+            [event] = await finished.count(1)
+            told = await session.run("news?")
+            entries = await session.entries()
+            child = receipts(model)[0]["id"]
+            status = await child_status(runtime, child)
+    [delivered] = deliveries(entries, child)
+    assert "protocol error" in event.text and "'someone-else'" in event.text
+    assert STRANGER not in delivered and STRANGER not in told.text
+    assert status is ChildStatus.FAILED

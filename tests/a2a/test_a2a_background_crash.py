@@ -25,12 +25,13 @@ TRIALS = 4
 
 
 def _start_parent(
-    store: tuple[str, str], session_id: str, url: str, task: str
+    store: tuple[str, str], session_id: str, url: str, task: str, poll: str = "0.05"
 ) -> tuple[subprocess.Popen[str], str]:
     """The parent process, once its follower follows; and the child session's id."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(HERE.parent)]))
+    script = str(HERE / "remote_parent_child.py")
     proc = subprocess.Popen(
-        [sys.executable, str(HERE / "remote_parent_child.py"), *store, session_id, url, task],
+        [sys.executable, script, *store, session_id, url, task, poll],
         env=env,
         stdout=subprocess.PIPE,
         text=True,
@@ -87,3 +88,41 @@ async def test_a_parent_killed_while_its_remote_task_runs_gets_the_answer_once_a
             assert all(f"answered:\n  bonjour {trial}" in text for text in delivered)
     print(f"deliveries of the remote answer per trial: {counts}")
     assert counts == [1] * TRIALS
+
+
+@pytest.mark.slow
+async def test_a_resumed_follow_hears_of_the_remote_end_within_a_second(
+    store_url: tuple[str, str],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """With the agent's own `poll_interval` (2 s): the resumed follow listens
+    to the task's stream, so it does not wait for its next read."""
+    delays: list[float] = []
+    with serving_process() as (url, _):
+        for trial in range(3):
+            gate = tmp_path / f"gate-{trial}"
+            session_id = f"parent-{trial}"
+            task = f"gate {gate} bonjour {trial}"
+            proc, child = _start_parent(store_url, session_id, url, task, "default")
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+            async with Runtime(store=open_durable(*store_url)) as runtime:
+                finished = Finished(runtime)
+                session = await runtime.open_session(session_id, parent(url, poll_interval=None))
+                await session.run("anything?")  # follows the remote task again
+                assert runtime.background.task_for(session_id, child) is not None
+                await asyncio.sleep(0.3)  # the follow reads the task, and listens
+                loop = asyncio.get_running_loop()
+                opened = loop.time()
+                gate.touch()
+                await finished.count(1)
+                delays.append(loop.time() - opened)
+                await session.run("news?")
+                delivered = deliveries(await session.entries(), child)
+            assert len(delivered) == 1
+            assert f"answered:\n  bonjour {trial}" in delivered[0]
+    print(
+        "seconds from the remote task's end to its answer in the inbox: "
+        + ", ".join(f"{d:.2f}" for d in delays)
+    )
+    assert max(delays) < 1.0

@@ -4,10 +4,14 @@
 (`input_required`, with an `elicitation/create` in `inputRequests`) and,
 once `tasks/update` answered it, completes with a greeting.
 
-    python asking_server.py MARKER     # prints "READY <url>", serves over HTTP
+    python asking_server.py MARKER [MODE]   # prints "READY <url>", serves over HTTP
 
 Every `tasks/update` it receives is written to MARKER as a JSON line. Its
 tasks live in this process: it outlives the clients that poll it.
+
+MODE makes it hostile: `liar` answers `tasks/get` about another task (one
+that completed, with a stranger's result); `pester` stays `input_required`
+and asks a new question on every poll.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ QUESTION = {
 }
 
 marker = Path(sys.argv[1])
+MODE = sys.argv[2] if len(sys.argv) > 2 else ""
+STRANGER = "a stranger's result"
 tasks: dict[str, dict[str, Any]] = {}
 
 
@@ -69,6 +75,19 @@ def _view(task_id: str) -> dict[str, Any]:
     if answer is None:
         if time.time() - task["created"] < 0.3:
             return {**out, "status": "working", "statusMessage": "looking around"}
+        if MODE == "liar":
+            result = {"content": [{"type": "text", "text": STRANGER}], "isError": False}
+            return {**out, "taskId": "someone-else", "status": "completed", "result": result}
+        if MODE == "pester":
+            task["asked"] = task.get("asked", 0) + 1
+            n = task["asked"]
+            asked = {**QUESTION["params"], "message": f"question {n}: whom shall I greet?"}
+            return {
+                **out,
+                "pollIntervalMs": 50,
+                "status": "input_required",
+                "inputRequests": {f"q{n}": {**QUESTION, "params": asked}},
+            }
         return {
             **out,
             "status": "input_required",

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from taskloom import Agent
+from taskloom import Agent, Runtime
+from taskloom.entries import SubagentResult
 from taskloom.mcp import MCPServer
 from taskloom.models import FunctionModel, ModelRequest, reply
 
@@ -35,3 +37,32 @@ def client_agent(url: str) -> Agent:
     """The agent, with the served agent at `url` as its one MCP tool."""
     server = MCPServer.http(url, name="gated", tasks="always", approval="never")
     return Agent("keeper", FunctionModel(_assistant), tools=[server])
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """What the store keeps of one MCP task a session followed: its child
+    session, the server's task id, and its end (status None while open)."""
+
+    child_id: str
+    task_id: str
+    status: str | None
+    text: str
+
+
+async def mcp_tasks(runtime: Runtime, session_id: str) -> list[TaskRecord]:
+    """The session's MCP tasks, from their records (child sessions of mode `mcp_task`)."""
+    found: list[TaskRecord] = []
+    for meta in await runtime.store.list(parent_id=session_id):
+        if meta.metadata.get("mode") != "mcp_task":
+            continue
+        entries = [e.payload for e in await runtime.store.load(meta.id)]
+        spec = meta.metadata["record"]
+        ends = [p for p in entries if isinstance(p, SubagentResult)]
+        assert len(ends) <= 1, ends
+        end = ends[0] if ends else None
+        text = "" if end is None else str(end.report if end.status == "done" else end.error)
+        found.append(
+            TaskRecord(meta.id, str(spec["task_id"]), None if end is None else end.status, text)
+        )
+    return found

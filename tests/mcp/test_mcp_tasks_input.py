@@ -44,10 +44,10 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([SOURCES, str(HERE)])}
 class Asking:
     """`asking_server.py` over HTTP; `updates()` are the `tasks/update`s it got."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, mode: str = "") -> None:
         self.marker = folder / "updates.jsonl"
         self.process = subprocess.Popen(
-            [sys.executable, "asking_server.py", str(self.marker)],
+            [sys.executable, "asking_server.py", str(self.marker), mode],
             stdout=subprocess.PIPE,
             text=True,
             cwd=HERE,

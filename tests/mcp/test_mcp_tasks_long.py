@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from mcp_support import HERE
+from tasks_support import mcp_tasks
 
 from conftest import SEEN_GROUPS
 from taskloom import (
@@ -31,7 +32,6 @@ from taskloom import (
     WorkFinished,
     tool,
 )
-from taskloom.entries import MCPTaskEnded, MCPTaskStarted
 from taskloom.mcp import MCPLimits, MCPServer
 from taskloom.models import FunctionModel, ModelRequest, reply
 
@@ -110,10 +110,6 @@ async def _until(check: Any, timeout: float = 30) -> None:
             await asyncio.sleep(0.05)
 
 
-async def _log(runtime: Runtime, session_id: str) -> list[Any]:
-    return [e.payload for e in await runtime.store.load(session_id)]
-
-
 LABELS = ("north", "east", "south")
 
 
@@ -125,8 +121,8 @@ async def test_three_tasks_run_while_the_run_works_on_and_each_result_arrives_on
     @tool(effect=ToolEffect.READ_ONLY)
     async def chores(n: int, *, ctx: ToolContext) -> str:
         """Does chore n."""
-        log = await ctx.runtime.store.load(ctx.session_id)  # type: ignore[attr-defined]
-        ended_when_working.append(sum(isinstance(e.payload, MCPTaskEnded) for e in log))
+        tasks = await mcp_tasks(ctx.runtime, ctx.session_id)  # type: ignore[arg-type]
+        ended_when_working.append(sum(t.status is not None for t in tasks))
         return f"chore {n} done"
 
     def assistant(request: ModelRequest) -> Any:
@@ -172,13 +168,13 @@ async def test_three_tasks_run_while_the_run_works_on_and_each_result_arrives_on
             assert runs < 10
         last = await session.run("Anything else?")
         transcript = await session.transcript()
-        log = await _log(runtime, session.id)
+        tasks = await mcp_tasks(runtime, session.id)
         pending = await runtime.background.inbox.pending(session.id)
 
     assert last.text == "chores done; waiting for the naps"
     assert pending == []
-    started = [p for p in log if isinstance(p, MCPTaskStarted)]
-    ended = [p for p in log if isinstance(p, MCPTaskEnded)]
+    started = tasks
+    ended = [t for t in tasks if t.status is not None]
     assert len(started) == 3 and len({p.task_id for p in started}) == 3
     assert sorted(p.status for p in ended) == ["done", "done", "done"]
     for label in LABELS:
@@ -248,12 +244,12 @@ async def test_a_server_killed_mid_task_is_one_clear_error(transport: str, tmp_p
             await _until(lambda: bool(notices), timeout=60)
             await session.run("Any news?")
             await session.run("And now?")
-            log = await _log(runtime, session.id)
+            tasks = await mcp_tasks(runtime, session.id)
     finally:
         if napping is not None:
             napping.stop()
 
-    [ended] = [p for p in log if isinstance(p, MCPTaskEnded)]
+    [ended] = [t for t in tasks if t.status is not None]
     assert ended.status == "failed"
     if transport == "stdio":
         # The next poll started the server again, which knows no such task.
@@ -333,14 +329,14 @@ async def test_stopping_a_run_cancels_its_task_on_the_server(napping: Napping, w
         await _until(lambda: bool(napping.seen("cancel")))
         if where == "background":
             await _until(lambda: bool(finished))
-        log = await _log(runtime, session.id)
+        tasks = await mcp_tasks(runtime, session.id)
         transcript = await session.transcript()
 
     # Seen by the server while the task still worked: it is cancelled there.
     assert [(c["task"], c["status"]) for c in napping.seen("cancel")] == [
         (start["task"], "cancelled")
     ]
-    ended = [p for p in log if isinstance(p, MCPTaskEnded)]
+    ended = [t for t in tasks if t.status is not None]
     if where == "background":
         assert [p.status for p in ended] == ["stopped"]
         assert "the run that started it was stopped" in ended[0].text

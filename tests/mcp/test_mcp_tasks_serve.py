@@ -149,11 +149,10 @@ async def test_the_2026_07_28_extension_and_cancel(tmp_path: Path) -> None:
 
 
 async def test_deleting_a_session_cancels_its_task_on_the_server(tmp_path: Path) -> None:
-    from tasks_support import client_agent
+    from tasks_support import client_agent, mcp_tasks
 
     from taskloom import Runtime
     from taskloom.background import BackgroundService
-    from taskloom.entries import MCPTaskStarted
 
     served = Served(tmp_path)
     served.start()
@@ -161,11 +160,7 @@ async def test_deleting_a_session_cancels_its_task_on_the_server(tmp_path: Path)
         async with Runtime() as runtime:
             session = await runtime.create_session(client_agent(served.url))
             await session.run("Open the gate, please.")
-            started = [
-                e.payload
-                for e in await runtime.store.load(session.id)
-                if isinstance(e.payload, MCPTaskStarted)
-            ]
+            started = await mcp_tasks(runtime, session.id)
             assert len(started) == 1
             await BackgroundService.of(runtime).listeners.delete(session.id)
         async with Client(served.url, extensions=[Tasks()]) as client:

@@ -40,6 +40,7 @@ from a2a.types import (
     Role,
     SendMessageRequest,
     StreamResponse,
+    SubscribeToTaskRequest,
     Task,
     TaskState,
     TaskStatus,
@@ -279,7 +280,7 @@ class RemoteAgent:
             async with asyncio.timeout(max(timeout, 0.0)):
                 if follow:
                     watch.started(follow, "")
-                    return await self._poll(client, follow)
+                    return await self._resubscribe(client, watch, follow)
                 if task_id:
                     return await self._answer(client, watch, task_id, task, record)
                 message = Message(
@@ -310,6 +311,8 @@ class RemoteAgent:
             current = await self._get(client, task_id)
         except Exception as exc:
             return Outcome("failed", f"cannot read task {task_id}: {why(exc)}", task_id)
+        if current.id != task_id:
+            return _foreign(task_id, current.id)
         state = current.status.state
         if state != TaskState.TASK_STATE_INPUT_REQUIRED:
             what = _ENDED.get(state, f"in state {TaskState.Name(state)}")
@@ -348,27 +351,44 @@ class RemoteAgent:
                 except Exception as exc:
                     return Outcome("failed", f"the call failed: {why(exc)}")
                 context_id = watch.see(response, task)
+                if watch.foreign:
+                    return watch.refusal()
                 if record is not None and watch.task_id:
                     # Kept before anything else happens: from here on, a
                     # crash leaves a task someone can follow again.
                     await record(watch.task_id, context_id)
-            # The stream tells what the agent says as it works; reading the
-            # task beside it is what notices a server gone silent, and the
-            # task as the agent holds it is the whole answer.
-            ended = asyncio.Event()
-            listening = asyncio.get_running_loop().create_task(
-                self._listen(stream, watch, task, ended)
-            )
-            try:
-                return await self._poll(client, watch.task_id, ended, stale)
-            finally:
-                listening.cancel()
-                await asyncio.wait([listening])
+            return await self._listen_and_poll(client, watch, stream, task, stale)
         finally:
-            close = getattr(stream, "aclose", None)
-            if close is not None:
-                with contextlib.suppress(Exception):
-                    await close()
+            await _close(stream)
+
+    async def _resubscribe(self, client: Client, watch: Watch, task_id: str) -> Outcome:
+        """Follow a task handed over before: its stream (`tasks/subscribe`)
+        tells at once when it ends, reading it every `poll_interval` seconds
+        notices a server gone silent; a server without streams is read only."""
+        stream = client.subscribe(SubscribeToTaskRequest(id=task_id))
+        try:
+            return await self._listen_and_poll(client, watch, stream, "")
+        finally:
+            await _close(stream)
+
+    async def _listen_and_poll(
+        self,
+        client: Client,
+        watch: Watch,
+        stream: AsyncIterator[StreamResponse],
+        task: str,
+        stale: TaskStatus | None = None,
+    ) -> Outcome:
+        # The stream tells what the agent says as it works; reading the task
+        # beside it is what notices a server gone silent, and the task as the
+        # agent holds it is the whole answer.
+        ended = asyncio.Event()
+        listening = asyncio.get_running_loop().create_task(self._listen(stream, watch, task, ended))
+        try:
+            return await self._poll(client, watch.task_id, ended, stale, watch)
+        finally:
+            listening.cancel()
+            await asyncio.wait([listening])
 
     async def _listen(
         self, stream: AsyncIterator[StreamResponse], watch: Watch, task: str, ended: asyncio.Event
@@ -377,6 +397,8 @@ class RemoteAgent:
         try:
             async for response in stream:
                 watch.see(response, task)
+                if watch.foreign:
+                    break  # a server that streams another task's events is not believed
         except Exception as exc:
             # The stream broke, not the task: reading the task goes on.
             logger.info("the stream of remote task %s broke: %s", watch.task_id, why(exc))
@@ -389,12 +411,17 @@ class RemoteAgent:
         task_id: str,
         ended: asyncio.Event | None = None,
         stale: TaskStatus | None = None,
+        watch: Watch | None = None,
     ) -> Outcome:
         """Read the task until it ends, trying again while its server does not
         answer; every `poll_interval` seconds, and at once when its stream
-        has `ended`. A task still in the `stale` status has not moved yet."""
+        has `ended`. A task still in the `stale` status has not moved yet.
+        An answer about another task (read, or streamed to `watch`) is a
+        protocol error, never this task's end."""
         tries = _Tries(self.unreachable_for)
         while True:
+            if watch is not None and watch.foreign:
+                return watch.refusal()
             try:
                 task = await self._get(client, task_id)
             except Exception as exc:
@@ -404,6 +431,8 @@ class RemoteAgent:
                     )
                 continue
             tries.reset()
+            if task.id != task_id:
+                return _foreign(task_id, task.id)
             if task.status.state in _ENDED and task.status != stale:
                 return self._outcome(task)
             if ended is None or ended.is_set():
@@ -455,7 +484,7 @@ class _BackgroundTool(DelegationTool):
         process follows (see `taskloom.background.ResumesWork`)."""
         from ._follow import resume_following
 
-        await resume_following(self.remote, self.runtime, start.session_id, start.run_id)
+        await resume_following(self.remote, self.runtime, start)
 
 
 class _Tries:
@@ -504,9 +533,21 @@ class Watch:
         self._session_id = session_id
         self.task_id = ""
         self.origin = ""
+        self.foreign = ""
+        """The id of another task an event was about (a protocol error)."""
+
+    def refusal(self) -> Outcome:
+        """The outcome of a server that streamed another task's events."""
+        return _foreign(self.task_id, self.foreign)
 
     def see(self, response: StreamResponse, task: str) -> str:
-        """Take in one streamed response; returns the context id it names."""
+        """Take in one streamed response; returns the context id it names.
+        An event about another task than the one followed is not taken in
+        (`foreign` names it)."""
+        about = _task_of(response)
+        if self.task_id and about and about != self.task_id:
+            self.foreign = self.foreign or about
+            return ""
         if response.HasField("task"):
             if not self.task_id:
                 self.started(response.task.id, task)
@@ -558,6 +599,33 @@ class Watch:
     def _send(self, event: Event) -> None:
         if self._emit is not None:
             self._emit(event)
+
+
+def _task_of(response: StreamResponse) -> str:
+    """The id of the task a streamed response is about ("" when it names none)."""
+    if response.HasField("task"):
+        return str(response.task.id)
+    if response.HasField("status_update"):
+        return str(response.status_update.task_id)
+    if response.HasField("artifact_update"):
+        return str(response.artifact_update.task_id)
+    return ""
+
+
+def _foreign(task_id: str, other: str) -> Outcome:
+    return Outcome(
+        "failed",
+        f"protocol error: the remote agent answered about task {other!r} when"
+        f" following task {task_id!r}; its answer was not taken",
+        task_id,
+    )
+
+
+async def _close(stream: AsyncIterator[StreamResponse]) -> None:
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            await close()
 
 
 def text_of(parts: Iterable[Part]) -> str:

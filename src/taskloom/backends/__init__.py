@@ -39,8 +39,10 @@ from ._leases import (
     Lease,
     Leases,
     MemoryLeases,
+    acquire_or_take_over,
     holder_is_gone,
     holder_name,
+    session_lease_key,
     system_clock,
 )
 from ._open import open_backend
@@ -132,8 +134,10 @@ __all__ = [
     "SnapshotStore",
     "backend_of",
     "check_session_id",
+    "acquire_or_take_over",
     "holder_is_gone",
     "holder_name",
+    "session_lease_key",
     "open_backend",
     "snapshots_for",
     "system_clock",

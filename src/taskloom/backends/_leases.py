@@ -26,8 +26,10 @@ __all__ = [
     "Lease",
     "Leases",
     "MemoryLeases",
+    "acquire_or_take_over",
     "holder_is_gone",
     "holder_name",
+    "session_lease_key",
     "system_clock",
 ]
 
@@ -229,3 +231,26 @@ def holder_is_gone(holder: str) -> bool:
     if boot != _boot_id() or ns != _pid_namespace() or not pid.isdigit():
         return False
     return _start_time(int(pid)) != started
+
+
+def session_lease_key(session_id: str) -> str:
+    """The lease whoever runs the session holds (a run, a resume, a child's
+    runner, the follower of remote work)."""
+    return f"session:{session_id}"
+
+
+async def acquire_or_take_over(leases: Leases, key: str, ttl: float) -> Lease | None:
+    """Lease `key` for `ttl` seconds for this process: free, or held by a
+    process of this machine known to be dead (taken over at once); None
+    while a live holder (or one that cannot be told dead) holds it. The one
+    take-over rule of sessions and of the work followed as child sessions."""
+    me = holder_name()
+    lease = await leases.acquire(key, me, ttl)
+    if lease is not None:
+        return lease
+    current = await leases.current(key)
+    if current is None:
+        return await leases.acquire(key, me, ttl)  # released between the two calls
+    if holder_is_gone(current.holder):
+        return await leases.take_over(current, me, ttl)
+    return None

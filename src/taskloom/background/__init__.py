@@ -28,8 +28,20 @@ from ..backends import (
     NoticeStatus,
     system_clock,
 )
-from ..errors import BackgroundCapReached, DeleteRefused
+from ..errors import BackgroundCapReached, DeleteRefused, FollowRefused
 from ..loop import Delivery
+from ._follow import (
+    CHILDREN_LOOKED_AT,
+    FOLLOW_LEASE,
+    MAX_ENTRIES_PER_POLL,
+    MAX_QUESTIONS,
+    MAX_TEXT_BYTES,
+    Followed,
+    FollowJob,
+    Follows,
+    MakeFollowed,
+    bounded_text,
+)
 from ._lifecycle import DeleteHook, Lifecycle, Listeners, Reopen, StopHook
 from ._notices import RunNotices, RunStart, RunStartHook
 from ._service import BackgroundService, DecisionHook, ResumesWork, Work, WorkResult
@@ -45,6 +57,11 @@ if TYPE_CHECKING:
     from ._process import stdio_keeper_argv
 
 __all__ = [
+    "CHILDREN_LOOKED_AT",
+    "FOLLOW_LEASE",
+    "MAX_ENTRIES_PER_POLL",
+    "MAX_QUESTIONS",
+    "MAX_TEXT_BYTES",
     "ActivityRegistry",
     "BackgroundActivity",
     "BackgroundCapReached",
@@ -55,12 +72,17 @@ __all__ = [
     "DeleteHook",
     "DeleteRefused",
     "Delivery",
+    "FollowJob",
+    "FollowRefused",
+    "Followed",
+    "Follows",
     "Lease",
     "Leases",
     "Lifecycle",
     "Listeners",
     "MemoryActivityRegistry",
     "MemoryLeases",
+    "MakeFollowed",
     "MemoryNoticeInbox",
     "NoticeInbox",
     "NoticeStatus",
@@ -77,6 +99,7 @@ __all__ = [
     "Work",
     "WorkResult",
     "background_tools",
+    "bounded_text",
     "stdio_keeper_argv",
     "system_clock",
 ]

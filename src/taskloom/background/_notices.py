@@ -29,6 +29,7 @@ from ..backends import (
     BackgroundNotice,
     NoticeInbox,
     NoticeStatus,
+    SessionMeta,
 )
 from ..loop import Delivery
 
@@ -97,32 +98,17 @@ RunStartHook = Callable[["RunStart"], Awaitable[None]]
 @dataclass(slots=True)
 class RunStart:
     """What a run-start hook (and a tool that `ResumesWork`) is told: the
-    session, the run, the run's tools by name (`offered`), the runtime, and
-    `live()`, the session's work still registered as running (read once;
-    the run's own first look reuses it when nothing ran after the read)."""
+    session, the run, the run's tools by name (`offered`) and the runtime."""
 
     session_id: str
     run_id: str
     offered: Mapping[str, Tool]
     runtime: Runtime | None
-    registry: ActivityRegistry
     claimed: set[str] = field(default_factory=set)
     """What hooks took care of at this run start, by a name of their kind's
     (so several tools of one kind take their work up once)."""
-    _listed: _list[BackgroundActivity] | None = field(default=None, repr=False)
-    _hooks_run: int = field(default=0, repr=False)
-    _listed_after: int = field(default=-1, repr=False)
-
-    async def live(self) -> _list[BackgroundActivity]:
-        """The session's registered work, read at the first call."""
-        if self._listed is None:
-            self._listed = await self.registry.list(self.session_id)
-            self._listed_after = self._hooks_run
-        return self._listed
-
-    def listed_last(self) -> _list[BackgroundActivity] | None:
-        """The listing, if no hook that came after it could have changed it."""
-        return self._listed if self._listed_after == self._hooks_run - 1 else None
+    children: _list[SessionMeta] | None = field(default=None, repr=False)
+    """The session's child sessions, once listed (`Follows.open_children`)."""
 
 
 @runtime_checkable
@@ -223,12 +209,9 @@ class RunNotices:
 
     async def round_start(self) -> Delivery | None:
         """What to tell the model before this round's request, or None."""
-        start: RunStart | None = None
         if self._first_boundary and self._hooks:
             # Before the inbox is read: a hook may finish work (push its notice).
-            start = RunStart(
-                self.session, self._run_id, self._offered, self._runtime, self.registry
-            )
+            start = RunStart(self.session, self._run_id, self._offered, self._runtime)
             for hook in self._hooks:
                 try:
                     await hook(start)
@@ -238,13 +221,10 @@ class RunNotices:
                     logger.warning(
                         "a run-start hook of session %s failed", self.session, exc_info=True
                     )
-                start._hooks_run += 1
         unseen = await self._unseen()
         head: _list[str] = []
         if self._first_boundary:
-            listed = start.listed_last() if start is not None else None
-            if listed is None:
-                listed = await self.registry.list(self.session)
+            listed = await self.registry.list(self.session)
             self._first_boundary = False
             running = [a for a in listed if a.id not in self._ended]
             if running:

@@ -11,6 +11,7 @@ when the backends are durable (SQLite, PostgreSQL).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -38,7 +39,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("taskloom")
 
-__all__ = ["BackgroundService", "DecisionHook", "ResumesWork", "Work", "WorkResult"]
+__all__ = [
+    "BackgroundService",
+    "DecisionHook",
+    "Detached",
+    "ResumesWork",
+    "Work",
+    "WorkResult",
+]
 
 T = TypeVar("T")
 
@@ -46,6 +54,12 @@ WorkResult = str | tuple[str, str]
 """What work returns: its text, or `(status, text)` with a `NoticeStatus`."""
 
 Work = Callable[[], Awaitable[WorkResult]]
+
+
+class Detached(Exception):
+    """Raised by work that goes on elsewhere (the runtime closes while it
+    follows remote work): its registration is dropped, no notice is written."""
+
 
 DecisionHook: TypeAlias = "Callable[[str, Mapping[str, Tool]], Awaitable[None]]"
 """Awaited with a session's id and the deciding session's tools once every
@@ -88,6 +102,8 @@ class BackgroundService:
         self.listeners = Listeners(registry, inbox)
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._activities: dict[tuple[str, str], BackgroundActivity] = {}
+        # Work whose notice `deliver` pushed (and whose registration it removed).
+        self._delivered: set[tuple[str, str]] = set()
         self._runs: dict[str, RunNotices] = {}
         self._run_hooks: list[RunStartHook] = []
         self._decision_hooks: list[DecisionHook] = []
@@ -270,6 +286,7 @@ class BackgroundService:
             def forget(_: object) -> None:
                 self._tasks.pop(key, None)
                 self._activities.pop(key, None)
+                self._delivered.discard(key)
 
             task.add_done_callback(forget)
 
@@ -291,6 +308,11 @@ class BackgroundService:
         try:
             out = await work()
             status, text = out if isinstance(out, tuple) else (NoticeStatus.DONE, out)
+        except Detached:
+            heartbeat.cancel()
+            with contextlib.suppress(Exception):
+                await self.lifecycle.discard(session_id, activity.id)
+            return
         except asyncio.CancelledError:
             status, text = NoticeStatus.STOPPED, "stopped before it finished"
         except Exception as exc:
@@ -304,6 +326,8 @@ class BackgroundService:
             )
         finally:
             heartbeat.cancel()
+        if (session_id, activity.id) in self._delivered:
+            return  # its notice is in, and its registration gone (`deliver`)
         notice = end_notice(activity, status, text)
         # Retry a failing push a few times: until it succeeds the activity
         # stays registered (its lease lapses on its own if we give up).
@@ -339,9 +363,13 @@ class BackgroundService:
         the inbox. True if this push was the first; raises `KeyError` for
         work this process does not run.
         """
-        activity = self._activities[(session_id, activity_id)]
+        key = (session_id, activity_id)
         status, text = result if isinstance(result, tuple) else (NoticeStatus.DONE, result)
-        return await self.lifecycle.finish(session_id, end_notice(activity, status, text))
+        first = await self.lifecycle.finish(
+            session_id, end_notice(self._activities[key], status, text)
+        )
+        self._delivered.add(key)
+        return first
 
     async def stop(self, session_id: str, activity_id: str) -> bool:
         """Stop work this process runs; its notice says it was stopped. False if not ours."""

@@ -1,13 +1,15 @@
 """The delegation tool, and the taking up again of the children it started.
 
 A background child runs under its own lease; when the process running it
-dies, the child is left started, unended and unheld, and its registration
-under the parent lives on until its lease runs out. At the first boundary of
-the parent's next run (in any process), each delegation tool the run offers
-takes up (`ResumesWork`, once for all of them) the parent's children still
-registered as running: each that no live holder runs is run on from its log
-by a `ChildWorker`, which takes its lease (so two processes never both run
-it), and its report reaches the parent's inbox once.
+dies, the child is left started, unended and unheld. At the first boundary
+of the parent's next run (in any process), each delegation tool the run
+offers takes up (`ResumesWork`, once for all of them) the parent's children
+that have no terminal entry, found as every followed piece of work is
+(`taskloom.background.Follows.open_children`): each that no live holder runs
+is run on from its log by a `ChildWorker`, which takes its lease by the one
+take-over rule (at once from a dead holder on this machine, after its lease
+otherwise; so two processes never both run it), and its report reaches the
+parent's inbox once.
 
 A child parked on calls it escalated goes on once every one of them is
 decided, in whatever process decides the last: the runtime a delegation tool
@@ -27,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 import pydantic
 
 from ..agent import Agent
-from ..background import BackgroundActivity, RunStart
-from ..entries import SubagentDispatched, SubagentStartedEntry
+from ..background import BackgroundActivity, Follows, RunStart
+from ..entries import Entry, SubagentDispatched, SubagentStartedEntry
 from ..errors import ConfigurationError, UsageError
 from ..log import SessionLog
 from ..runtime import Runtime
@@ -152,58 +154,76 @@ async def recover_children(
     activities: Sequence[BackgroundActivity],
     offered: Mapping[str, Tool],
 ) -> None:
-    """Run on the session's started, unended background children that nobody
-    in this process runs (what `resume_children` does for each, in a task). A child held by a
-    live worker elsewhere is left to it; one never started is left to its
-    queue; one this runtime cannot rebuild is left for a process that can."""
-    live = LiveChildren.of(runtime)
+    """Run on the session's started, unended background children among
+    `activities` that nobody in this process runs (what `resume_children`
+    does for each, in a task). A child held by a live worker elsewhere is
+    left to it; one never started is left to its queue; one this runtime
+    cannot rebuild is left for a process that can."""
     for activity in activities:
-        if activity.kind != "subagent" or live.stop_signal(activity.id) is not None:
-            continue
-        entries = await runtime.store.load(activity.id)
-        specs = [e.payload.spec for e in entries if isinstance(e.payload, SubagentDispatched)]
-        started = any(isinstance(e.payload, SubagentStartedEntry) for e in entries)
-        if not specs or not started:
-            continue
-        spec = ChildSpec.from_dict(specs[0])
-        try:
-            # A subagent's own definition, when the parent still offers it.
-            status = await ChildWorker(runtime).run(spec, agent=_child_agent(offered, spec))
-        except ConfigurationError as exc:
-            logger.info(
-                "background child %s of session %s is interrupted; this runtime cannot "
-                "run it on (%s)",
-                activity.id,
-                session_id,
-                exc,
-            )
-            continue
-        if status is not None:
-            logger.info(
-                "background child %s of session %s was interrupted; ran it on to %s",
-                activity.id,
-                session_id,
-                status.value,
-            )
+        if activity.kind == "subagent":
+            spec = _resumable(runtime, await runtime.store.load(activity.id))
+            if spec is not None:
+                await _run_on(runtime, session_id, spec, offered)
 
 
 async def resume_children(runtime: Runtime, start: RunStart) -> None:
     """Take up, in a task, the session's background children that nobody runs
-    on `runtime` (what a delegation tool does at a run's first boundary:
-    `ResumesWork`)."""
+    (what a delegation tool does at a run's first boundary: `ResumesWork`).
+    They are found the way every followed piece of work is
+    (`Follows.open_children`), and taken over by the same rule: at once from
+    a dead holder on this machine, after its lease otherwise (`Session.hold`)."""
     if "delegation" in start.claimed:
         return
     start.claimed.add("delegation")
-    service = runtime.background
-    for child in (a for a in await start.live() if a.kind == "subagent"):
-        # A task each: running a child on takes as long as the child, and
-        # one child's run must not hold up the others'.
-        service.keep(
-            _logged(
-                functools.partial(
-                    recover_children, runtime, start.session_id, [child], start.offered
-                )
+    for _, entries in await Follows.of(runtime).open_children(start, _CHILD_MODES):
+        spec = _resumable(runtime, entries)
+        if spec is not None:
+            # A task each: running a child on takes as long as the child, and
+            # one child's run must not hold up the others'.
+            runtime.background.keep(
+                _logged(functools.partial(_run_on, runtime, start.session_id, spec, start.offered))
             )
+
+
+_CHILD_MODES = ("background", "inline")
+"""The modes of the child sessions a delegation tool takes up again."""
+
+
+def _resumable(runtime: Runtime, entries: list[Entry]) -> ChildSpec | None:
+    """The spec of a child to run on: dispatched with one, started, not run
+    in this process, and not parked on calls a person has yet to decide."""
+    specs = [e.payload.spec for e in entries if isinstance(e.payload, SubagentDispatched)]
+    if not specs or not any(isinstance(e.payload, SubagentStartedEntry) for e in entries):
+        return None
+    spec = ChildSpec.from_dict(specs[0])
+    if LiveChildren.of(runtime).stop_signal(spec.child_session_id) is not None:
+        return None
+    log = SessionLog.folded(entries)
+    if log.parked() and log.undecided_calls():
+        return None  # deciding them resumes it (`DecidedChildren`)
+    return spec
+
+
+async def _run_on(
+    runtime: Runtime, session_id: str, spec: ChildSpec, offered: Mapping[str, Tool]
+) -> None:
+    try:
+        # A subagent's own definition, when the parent still offers it.
+        status = await ChildWorker(runtime).run(spec, agent=_child_agent(offered, spec))
+    except ConfigurationError as exc:
+        logger.info(
+            "background child %s of session %s is interrupted; this runtime cannot run it on (%s)",
+            spec.child_session_id,
+            session_id,
+            exc,
+        )
+        return
+    if status is not None:
+        logger.info(
+            "background child %s of session %s was interrupted; ran it on to %s",
+            spec.child_session_id,
+            session_id,
+            status.value,
         )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from .._control import let_go, wait_until
-from ..backends import Lease, Leases, holder_is_gone, holder_name
+from ..backends import Lease, Leases, acquire_or_take_over, session_lease_key
 from ..errors import SessionBusy
 
 if TYPE_CHECKING:
@@ -35,11 +35,6 @@ RELEASE_WAIT = 1.0
 """Seconds a lease release may wait for the store before it is left to lapse."""
 
 
-def session_lease_key(session_id: str) -> str:
-    """The lease whoever runs the session holds (a run, a resume, a child's runner)."""
-    return f"session:{session_id}"
-
-
 async def _acquire(leases: Leases, session_id: str, wait: float | None, ttl: float) -> Lease:
     """The lease of session `session_id`, for `ttl` seconds.
 
@@ -49,26 +44,20 @@ async def _acquire(leases: Leases, session_id: str, wait: float | None, ttl: flo
     at once.
     """
     key = session_lease_key(session_id)
-    me = holder_name()
     loop = asyncio.get_running_loop()
     # Waiting is settled on the first refusal: most acquisitions succeed at once.
     give_up: float | None = None
     delay = 0.02
     while True:
-        lease = await leases.acquire(key, me, ttl)
+        lease = await acquire_or_take_over(leases, key, ttl)
         if lease is not None:
             return lease
         if give_up is None:
             give_up = loop.time() + _patience(wait)
-        current = await leases.current(key)
-        if current is not None and holder_is_gone(current.holder):
-            lease = await leases.take_over(current, me, ttl)
-            if lease is not None:
-                logger.info("session %s: took over the lease of %s", session_id, current.holder)
-                return lease
-        if current is None:
-            continue  # released between the two calls: try again at once
         if loop.time() >= give_up:
+            current = await leases.current(key)
+            if current is None:
+                continue  # released meanwhile: try again at once
             raise SessionBusy(session_id, current.holder)
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.5)

@@ -1,0 +1,512 @@
+"""Work that answers later and lives elsewhere, followed durably: one mechanism
+for every kind (an MCP task, an A2A task; a kind implements `Followed`).
+
+The one durable record of a piece of followed work is a child session of the
+session it belongs to, in the same store:
+
+- `SubagentLink` in the parent's log (its `mode` names the kind);
+- `SubagentStartedEntry` in the child's log when a follower first starts it;
+- what the kind needs to go on after a crash (the remote task's id, say):
+  in the child's metadata when known at the start, else in a
+  `SubagentDispatched` entry written as soon as it is known;
+- `SubagentResult`, the one terminal entry, written once the result is in
+  the parent's inbox.
+
+One lease: whoever follows the work holds the child session's lease (fenced
+appends; the child reads `running` meanwhile), so one process follows it at
+a time. One owner: the follow runs as background work of the parent's
+session (`BackgroundService.spawn`), registered, reminded of, stopped with
+the run that started it, and ended by one notice whose id is derived from
+the child's: however many followers a crash leads to, the result lands once.
+
+One take-over rule (`Follows.resume`): at the first round boundary of any
+run of the session, in any process, each such child without a terminal entry
+is followed again from its record, at once when its holder is a dead process
+of this machine, once its lease lapsed otherwise (`acquire_or_take_over`).
+
+What a remote party can make a follower write is bounded (`MAX_QUESTIONS`,
+`MAX_ENTRIES_PER_POLL`, `MAX_TEXT_BYTES`): past them the work fails with a
+message saying so (`FollowRefused`), and so does an answer about another
+task than the one asked about.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..backends import (
+    Lease,
+    NoticeStatus,
+    SessionMeta,
+    acquire_or_take_over,
+    session_lease_key,
+)
+from ..entries import (
+    Entry,
+    Payload,
+    SubagentDispatched,
+    SubagentLink,
+    SubagentResult,
+    SubagentStartedEntry,
+)
+from ..errors import FollowRefused, SessionBusy, StaleLeaseError
+from ._notices import RunStart
+from ._service import BackgroundService, Detached, WorkResult
+
+if TYPE_CHECKING:
+    from ..runtime import Runtime
+    from ..tools import ToolContext
+
+__all__ = [
+    "CHILDREN_LOOKED_AT",
+    "FOLLOW_LEASE",
+    "MAX_ENTRIES_PER_POLL",
+    "MAX_QUESTIONS",
+    "MAX_TEXT_BYTES",
+    "FollowJob",
+    "Followed",
+    "Follows",
+    "MakeFollowed",
+    "bounded_text",
+]
+
+logger = logging.getLogger("taskloom")
+
+FOLLOW_LEASE = 30.0
+"""Seconds a follower's hold on its child session lasts without renewal
+(renewed every third of it); a dead holder on this machine is taken over at once."""
+
+CHILDREN_LOOKED_AT = 1000
+"""How many of a session's newest child sessions a run start looks at for
+work to take up (a bounded read, however many children a session had)."""
+
+MAX_QUESTIONS = 20
+"""Questions one piece of followed work may ask a person in all; one more
+fails it (a server that asks anew on every poll cannot grow a log without end)."""
+
+MAX_ENTRIES_PER_POLL = 8
+"""Questions one answer of a remote party may carry; more fail the work."""
+
+MAX_TEXT_BYTES = 64 * 1024
+"""Bytes of one text a remote party gives (a status message, a question)
+that are kept; the rest is cut, and the cut said."""
+
+
+def bounded_text(text: str, limit: int = MAX_TEXT_BYTES) -> str:
+    """`text` cut to `limit` bytes of UTF-8 (the cut said at its end)."""
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    kept = data[:limit].decode(errors="ignore")
+    return f"{kept}\n[... cut: {len(data) - limit} more bytes]"
+
+
+class Followed(Protocol):
+    """The kind-specific part of following one piece of work (an MCP task, an
+    A2A task): how it starts, is followed to its end, and is cancelled."""
+
+    async def follow(self, job: FollowJob) -> WorkResult:
+        """Follow the work to its end and return its result (the notice's
+        text, or `(status, text)`). `job.record` is None for work this call
+        starts, else what an earlier follower kept (`job.keep`). Cancelled:
+        cancel the work over there (unless `job.detaching`), then re-raise."""
+        ...
+
+    async def cancel(self, record: Mapping[str, Any]) -> None:
+        """Cancel, from its record, work nobody follows here (a session delete)."""
+        ...
+
+
+MakeFollowed = Callable[[SessionMeta, "Mapping[str, Any] | None"], "Followed | None"]
+"""The follower of a child session of one kind, from its metadata and record
+(None: this runtime cannot follow it, e.g. a server it does not know)."""
+
+
+class FollowJob:
+    """What a `Followed` is given: the child session standing for the work,
+    its record so far, and how to write to its log under the follower's hold."""
+
+    def __init__(
+        self,
+        follows: Follows,
+        session_id: str,
+        child_id: str,
+        lease: Lease,
+        record: Mapping[str, Any] | None,
+    ) -> None:
+        self.runtime = follows.runtime
+        self.session_id = session_id
+        self.child_id = child_id
+        self.record = record
+        self._follows = follows
+        self.lease: Lease | None = lease
+        self.why = ""
+        """Why the follow was stopped, when it was (`Follows.stop`)."""
+
+    @property
+    def detaching(self) -> bool:
+        """Whether the follow is cut off by the runtime's close (the work goes
+        on over there and the next run takes it up), not stopped."""
+        return self._follows.closing
+
+    async def keep(self, record: Mapping[str, Any]) -> None:
+        """Keep what a later follower needs to go on (`SubagentDispatched`)."""
+        self.record = dict(record)
+        await self.append(SubagentDispatched(dict(record)))
+
+    async def append(self, payload: Payload) -> None:
+        """Write to the child's log under this follower's hold; nothing once
+        the hold is lost (the process that took the work over writes its own)."""
+        if self.lease is None:
+            return
+        try:
+            await self.runtime.store.append(
+                self.child_id, Entry.of(payload), fence=self.lease.fence
+            )
+        except StaleLeaseError:
+            self.lease = None
+
+    async def keep_lease(self) -> None:
+        """Renew the follower's hold every third of `FOLLOW_LEASE` until it is
+        lost (taken over after a stall: the follow goes on, since its result
+        is the same whoever delivers it first, but writes nothing more)."""
+        leases = self.runtime.store.leases
+        while self.lease is not None:
+            await asyncio.sleep(FOLLOW_LEASE / 3)
+            try:
+                renewed = await leases.renew(self.lease, FOLLOW_LEASE)
+            except Exception:
+                continue  # the lease covers two misses; the next beat tries again
+            if renewed is None:
+                logger.warning("the follow of %s was taken over", self.child_id)
+                self.lease = None
+                return
+            self.lease = renewed
+
+    async def release(self) -> None:
+        """Give the hold up (harmless if it fails: the lease lapses on its own)."""
+        lease, self.lease = self.lease, None
+        if lease is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(5):
+                    await self.runtime.store.leases.release(lease)
+
+
+class Follows:
+    """The followed work of one runtime (`Follows.of(runtime)`): see the module
+    docstring. The background service runs every follow; this keeps only
+    which ones it started, to detach them when the runtime closes."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.service = BackgroundService.of(runtime)
+        self.closing = False
+        self._here: dict[tuple[str, str], FollowJob] = {}
+        self._makers: dict[str, dict[str, MakeFollowed]] = {}
+        self._stopping: set[asyncio.Future[bool]] = set()
+        # Child sessions seen ended: a terminal entry is for good.
+        self._ended: set[str] = set()
+        self.service.listeners.on_delete(self._on_delete)
+
+    @classmethod
+    def of(cls, runtime: Runtime) -> Follows:
+        """The runtime's one (made on first use)."""
+        return runtime.service(cls, cls)
+
+    def register(self, mode: str, key: str, make: MakeFollowed) -> None:
+        """Have `make` build followers of `mode`'s children (for a session
+        delete to cancel them); `key` names the maker (one per key)."""
+        self._makers.setdefault(mode, {})[key] = make
+
+    async def begin(
+        self,
+        ctx: ToolContext,
+        followed: Followed,
+        *,
+        mode: str,
+        kind: str = "",
+        name: str,
+        task: str,
+        record: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        child_id: str | None = None,
+    ) -> str:
+        """Start following new work of the calling tool's session, `task` for
+        `name`: its child session and link are written (`record`, what is
+        known of the work already, in the child's metadata), its lease
+        taken, and `followed` run in the background as an activity of
+        `kind` (`mode` unless given). Returns the child's id, which is the
+        activity's. Stopping the run that started it stops the follow."""
+        runtime = self.runtime
+        child_id = child_id or uuid.uuid4().hex
+        started_at = time.time()
+        meta = {
+            "name": name,
+            "role": mode,
+            "mode": mode,
+            "task": _summary(task, 500),
+            "parent_call_id": ctx.call_id,
+            "started_at": started_at,
+            **(metadata or {}),
+        }
+        if record is not None:
+            meta["record"] = dict(record)
+        await runtime.store.create(SessionMeta(child_id, name, ctx.session_id, started_at, meta))
+        link = SubagentLink(
+            child_id,
+            name,
+            mode,
+            name,
+            task,
+            mode,
+            ctx.call_id,
+            {
+                "kind": "delegation",
+                "agent_id": child_id,
+                "role": mode,
+                "status": "running",
+                "task_summary": _summary(task),
+            },
+            {"parent": ctx.session_id, "child": child_id},
+        )
+        await ctx.record(Entry.of(link, ctx.run_id))
+        # A child no one knew a moment ago: its lease is free.
+        lease = await acquire_or_take_over(
+            runtime.store.leases, session_lease_key(child_id), FOLLOW_LEASE
+        )
+        if lease is None:
+            raise SessionBusy(child_id)
+        job = FollowJob(self, ctx.session_id, child_id, lease, None)
+        try:
+            await job.append(SubagentStartedEntry(name))
+            job.record = record
+            description = _described(name, task)
+            await self._spawn(job, followed, kind or mode, description, ctx.run_id, dict(meta))
+        except BaseException:
+            await job.release()
+            raise
+        key = (ctx.session_id, child_id)
+
+        def stop_it() -> None:
+            if key in self._here:
+                stopping = asyncio.ensure_future(
+                    self.stop(*key, "the run that started it was stopped")
+                )
+                self._stopping.add(stopping)
+                stopping.add_done_callback(self._stopping.discard)
+
+        undo = ctx.stop.on_set(stop_it)
+        task_of = self.service.task_for(*key)
+        if task_of is None:
+            undo()
+        else:
+            task_of.add_done_callback(lambda _: undo())
+        return child_id
+
+    async def resume(
+        self, start: RunStart, mode: str, make: MakeFollowed, *, kind: str = ""
+    ) -> None:
+        """Follow again, under the run of `start`, the session's children of
+        `mode` that have no terminal entry and that no live process follows
+        (the take-over rule of the module docstring), as activities of `kind`
+        (`mode` unless given); `make` builds their followers, and children
+        it gives None for are left alone."""
+        if self.closing:
+            return
+        session_id, runtime = start.session_id, self.runtime
+        for meta, entries in await self.open_children(start, (mode,)):
+            followed = make(meta, _record(meta, entries))
+            if followed is None or (session_id, meta.id) in self._here:
+                continue
+            leases = runtime.store.leases
+            lease = await acquire_or_take_over(leases, session_lease_key(meta.id), FOLLOW_LEASE)
+            if lease is None:
+                continue  # a live process follows it
+            job = FollowJob(self, session_id, meta.id, lease, None)
+            try:
+                # Read again under the hold: the follower before may have
+                # ended it just before it let go.
+                entries = await runtime.store.load(meta.id)
+                if _ended(entries):
+                    await job.release()
+                    continue
+                record = _record(meta, entries)
+                logger.info("following %s work %s of session %s again", mode, meta.id, session_id)
+                job.record = record or {}
+                await self._spawn(
+                    job,
+                    followed,
+                    kind or mode,
+                    _described(meta.agent, str(meta.metadata.get("task", ""))),
+                    start.run_id,
+                    dict(meta.metadata),
+                )
+            except BaseException:
+                await job.release()
+                raise
+
+    async def open_children(
+        self, start: RunStart, modes: Collection[str]
+    ) -> list[tuple[SessionMeta, list[Entry]]]:
+        """The session's child sessions of `modes` that have no terminal entry,
+        with their logs: the work a run start may take up (followed work, and
+        background children). The children are listed once per run start,
+        and a child seen ended is not read again in this process."""
+        store = self.runtime.store
+        if start.children is None:
+            start.children = await store.list(parent_id=start.session_id, limit=CHILDREN_LOOKED_AT)
+        found: list[tuple[SessionMeta, list[Entry]]] = []
+        for meta in start.children:
+            if meta.metadata.get("mode") not in modes or meta.id in self._ended:
+                continue
+            entries = await store.load(meta.id)
+            if _ended(entries):
+                self._ended.add(meta.id)
+            else:
+                found.append((meta, entries))
+        return found
+
+    async def _spawn(
+        self,
+        job: FollowJob,
+        followed: Followed,
+        kind: str,
+        description: str,
+        run_id: str | None,
+        metadata: dict[str, Any],
+    ) -> None:
+        key = (job.session_id, job.child_id)
+
+        async def work() -> WorkResult:
+            return await self._run(job, followed)
+
+        self._here[key] = job
+        try:
+            await self.service.spawn(
+                job.session_id,
+                kind,
+                description,
+                work,
+                run_id=run_id,
+                activity_id=job.child_id,
+                metadata=metadata,
+            )
+        except BaseException:
+            self._here.pop(key, None)
+            raise
+
+    async def _run(self, job: FollowJob, followed: Followed) -> WorkResult:
+        """The work: follow to the end, deliver, then write the terminal entry."""
+        keeper = asyncio.get_running_loop().create_task(job.keep_lease())
+        try:
+            try:
+                result = await followed.follow(job)
+            except FollowRefused as exc:
+                result = NoticeStatus.FAILED, str(exc)
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if self.closing:
+                    # Cut off by the runtime's close: the work goes on over
+                    # there, and the next run of the session takes it up.
+                    if current is not None:
+                        current.uncancel()
+                    raise Detached() from None
+                # Stopped (the run that started it, a delete): the kind
+                # cancelled it over there on the way out; say so, which
+                # needs this task un-cancelled.
+                if current is not None:
+                    current.uncancel()
+                why = f" ({job.why})" if job.why else ""
+                result = NoticeStatus.STOPPED, f"stopped before it finished{why}; it was cancelled"
+            # Into the parent's inbox first, then the terminal entry: a crash
+            # in between leaves work someone follows again, whose result
+            # (same notice id) lands once.
+            try:
+                await self.service.deliver(job.session_id, job.child_id, result)
+            except Exception:
+                logger.warning("delivering followed work %s failed", job.child_id, exc_info=True)
+                return result
+            await job.append(_terminal(result))
+            if job.lease is not None:
+                # Ended for good: its lease guards nothing more, and lapses.
+                job.lease = None
+            return result
+        finally:
+            keeper.cancel()
+            self._here.pop((job.session_id, job.child_id), None)
+            await job.release()
+
+    async def stop(self, session_id: str, child_id: str, why: str) -> bool:
+        """Stop following work followed here, cancelling it over there; its
+        notice says `why`. False if it is not followed here."""
+        job = self._here.get((session_id, child_id))
+        if job is None:
+            return False
+        job.why = job.why or why
+        return await self.service.stop(session_id, child_id)
+
+    async def _on_delete(self, session_id: str) -> None:
+        # Work of a session being deleted is cancelled over there: followed
+        # here, by stopping its follow; else from its record.
+        for meta in await self.runtime.store.list(parent_id=session_id):
+            makers = self._makers.get(str(meta.metadata.get("mode", "")))
+            if not makers:
+                continue
+            if await self.stop(session_id, meta.id, "its session was deleted"):
+                continue
+            entries = await self.runtime.store.load(meta.id)
+            record = _record(meta, entries)
+            if _ended(entries) or not record:
+                continue
+            for make in list(makers.values()):
+                followed = make(meta, record)
+                if followed is not None:
+                    with contextlib.suppress(Exception):
+                        await followed.cancel(record)
+                    break
+
+    async def close(self) -> None:
+        """Stop following here: the work goes on over there, and the next run
+        of its session takes it up."""
+        self.closing = True
+        tasks = [t for key in list(self._here) if (t := self.service.task_for(*key)) is not None]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+
+def _terminal(result: WorkResult) -> SubagentResult:
+    status, text = result if isinstance(result, tuple) else (NoticeStatus.DONE, result)
+    if status == NoticeStatus.DONE:
+        return SubagentResult("done", text)
+    return SubagentResult("stopped" if status == NoticeStatus.STOPPED else "failed", None, text)
+
+
+def _ended(entries: list[Entry]) -> bool:
+    return any(entry.kind == SubagentResult.KIND for entry in entries)
+
+
+def _record(meta: SessionMeta, entries: list[Entry]) -> dict[str, Any] | None:
+    """What the last follower kept of the work (None: nothing yet)."""
+    kept = meta.metadata.get("record")
+    found: dict[str, Any] | None = dict(kept) if isinstance(kept, Mapping) else None
+    for entry in entries:
+        if isinstance(entry.payload, SubagentDispatched):
+            found = dict(entry.payload.spec)
+    return found
+
+
+def _described(name: str, task: str) -> str:
+    return f"{name}: {_summary(task, 80)}"
+
+
+def _summary(text: str, limit: int = 200) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
