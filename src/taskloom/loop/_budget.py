@@ -142,9 +142,7 @@ class Budget:
         # a ledger makes, and inf or a huge count overflows its columns.
         for name in ("tokens", "max_output_tokens"):
             value = getattr(self, name)
-            if value is not None and not (
-                type(value) is int and 1 <= value <= MAX_CEILING_TOKENS
-            ):
+            if value is not None and not (type(value) is int and 1 <= value <= MAX_CEILING_TOKENS):
                 raise ConfigurationError(
                     f"Budget({name}={value!r}) must be an integer from 1 to {MAX_CEILING_TOKENS:,}"
                 )
