@@ -232,10 +232,8 @@ def within_range(response: ModelResponse, model: str, session_id: str = "") -> M
         wrong,
         MAX_REPORTED_TOKENS,
     )
-    sane = replace(
-        usage, **{name: min(max(value, 0), MAX_REPORTED_TOKENS) for name, value in wrong.items()}
-    )
-    return replace(response, usage=sane)
+    kept = dict(zip(_FIGURES, (min(max(v, 0), MAX_REPORTED_TOKENS) for v in figures), strict=True))
+    return replace(response, usage=Usage.from_dict({**kept, "estimated": usage.estimated}))
 
 
 class BudgetSpent(Exception):
