@@ -87,7 +87,8 @@ _PER_MESSAGE = 16  # tokens of framing a provider adds around each message, at m
 @dataclass(frozen=True, slots=True)
 class Price:
     """A model's price in US dollars per million tokens: `input`, `output`,
-    and `cached_input` (cache reads; None: as `input`)."""
+    and `cached_input` (cache reads; None: as `input`). Each is a finite
+    number from 0 to `MAX_PRICE`, or a `ConfigurationError` when made."""
 
     input: float
     output: float
@@ -127,7 +128,10 @@ class Budget:
     allowed to write (and charged for in advance); a request's `max_tokens`
     is lowered to what the tree has left. A model with no known price under
     a `usd` ceiling is a `ConfigurationError` at its first request, never a
-    silent zero.
+    silent zero. A ceiling that cannot be enforced is one when the budget is
+    made: `tokens` and `max_output_tokens` are integers from 1 to
+    `MAX_CEILING_TOKENS`, `usd` a finite number above 0 and at most
+    `MAX_CEILING_USD` (never nan or infinite).
     """
 
     tokens: int | None = None
