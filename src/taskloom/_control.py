@@ -407,7 +407,7 @@ class BudgetLedger(Protocol):
         ...
 
     async def refund(self, tree_id: str, tokens: int, nano_usd: int) -> None:
-        """Give back part of an earlier charge."""
+        """Give back part of an earlier charge; what is charged never falls below 0."""
         ...
 
     async def left(self, tree_id: str) -> BudgetLeft | None:

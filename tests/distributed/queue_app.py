@@ -109,7 +109,10 @@ def spend(request: ModelRequest) -> Any:
     its input and 2,000 output tokens (or its `max_tokens`, if fewer)."""
     chars = sum(len(m.text) for m in request.messages) + len(request.system or "")
     cap = request.settings.max_tokens
-    return reply("spent", usage=Usage(chars // 4, 2000 if cap is None else min(2000, cap)))
+    # A provider that misreports its input (negative, or absurd): TLQ_SPEND_INPUT.
+    given = os.environ.get("TLQ_SPEND_INPUT")
+    reported = chars // 4 if given is None else int(given)
+    return reply("spent", usage=Usage(reported, 2000 if cap is None else min(2000, cap)))
 
 
 def boss(request: ModelRequest) -> Any:

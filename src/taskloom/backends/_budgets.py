@@ -50,8 +50,9 @@ class MemoryBudgets:
         row = self._trees.get(tree_id)
         if row is not None:
             assert isinstance(row[2], int) and isinstance(row[3], int)
-            row[2] -= tokens
-            row[3] -= nano_usd
+            # Never below nothing spent: a refund gives back at most what was charged.
+            row[2] = max(row[2] - tokens, 0)
+            row[3] = max(row[3] - nano_usd, 0)
 
     async def left(self, tree_id: str) -> BudgetLeft | None:
         row = self._trees.get(tree_id)

@@ -16,7 +16,7 @@ from .._control import Aborted, CancelScope
 from ..events import ModelRequestStarted, RetryAttempt, TextDelta, ThinkingDelta
 from ..models import Model, ModelRequest, ModelResponse, ResponseCompleted
 from ..results import RunStatus
-from ._budget import BudgetSpent, InputBound, TreeBudget
+from ._budget import BudgetSpent, InputBound, TreeBudget, within_range
 from ._options import RunControls, RunOptions
 from ._port import ModelCallWatch
 from ._result import EndRun
@@ -136,9 +136,12 @@ class ModelAsker:
                 # Nobody listens: the whole response, no per-delta events at all.
                 attempt = model.request(request) if emit is None else self._streamed(model, request)
                 if controls.deadline_at is None:
-                    return await attempt
-                async with asyncio.timeout_at(controls.deadline_at):
-                    return await attempt
+                    response = await attempt
+                else:
+                    async with asyncio.timeout_at(controls.deadline_at):
+                        response = await attempt
+                # Where every response's usage enters accounting, whatever made it.
+                return within_range(response, model.name, scope.session_id)
             except TimeoutError:
                 raise EndRun(RunStatus.DEADLINE) from None
             except Exception as exc:

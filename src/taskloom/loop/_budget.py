@@ -20,7 +20,12 @@ request's reported input plus a token a byte of what is new since.
 What the ceiling holds against, and what not: concurrent charges never pass
 it. Usage a provider reports beyond a request's charge (a system prompt of
 its own around tools, which the bound does not see) is charged as it
-comes, and logged, so the sum can pass the ceiling by that much. A request
+comes, and logged, so the sum can pass the ceiling by that much. Usage is
+taken in range where it enters accounting (`within_range`): a negative
+figure counts as 0, so a refund never exceeds its charge, and a figure past
+`MAX_REPORTED_TOKENS` counts as that; a response counted past its charge by
+more than the whole ceiling is counted as that much, which spends the tree
+(and keeps every sum within the ledgers' 64-bit columns). A request
 that failed is given back whole, so a provider that bills a stream cut off
 midway is undercounted. Each root run opens a tree of its own: a `resume()`
 of a parked run starts with the whole budget again.
@@ -40,10 +45,21 @@ from .._control import BudgetLedger
 from .._extras import install_command
 from ..errors import ConfigurationError
 from ..messages import ImageBlock, Message, TextBlock, ToolCall, ToolResult, Usage
-from ..models import ModelRequest, ModelSettings
+from ..models import ModelRequest, ModelResponse, ModelSettings
 from ..results import NANO, BudgetLeft
 
-__all__ = ["MIN_ANSWER_TOKENS", "Budget", "BudgetSpent", "Price", "TreeBudget"]
+__all__ = [
+    "MAX_CEILING_TOKENS",
+    "MAX_CEILING_USD",
+    "MAX_PRICE",
+    "MAX_REPORTED_TOKENS",
+    "MIN_ANSWER_TOKENS",
+    "Budget",
+    "BudgetSpent",
+    "Price",
+    "TreeBudget",
+    "within_range",
+]
 
 logger = logging.getLogger("taskloom")
 
@@ -51,13 +67,28 @@ MIN_ANSWER_TOKENS = 256
 """A request is not sent with fewer output tokens than this (or than its
 own `max_tokens`, if smaller): the run ends BUDGET_EXHAUSTED instead."""
 
+MAX_REPORTED_TOKENS = 10**12
+"""The most tokens one figure of one response's usage is counted as (no
+context window is within a factor of 10,000 of it); a figure past it is an
+anomaly, logged and counted as this."""
+
+MAX_CEILING_TOKENS = 10**15
+"""The largest `Budget(tokens=...)` (and `max_output_tokens`) taken."""
+
+MAX_CEILING_USD = 10**6
+"""The largest `Budget(usd=...)` taken, in dollars."""
+
+MAX_PRICE = 10**6
+"""The largest `Price` taken, in dollars per million tokens (a dollar a token)."""
+
 _PER_MESSAGE = 16  # tokens of framing a provider adds around each message, at most
 
 
 @dataclass(frozen=True, slots=True)
 class Price:
     """A model's price in US dollars per million tokens: `input`, `output`,
-    and `cached_input` (cache reads; None: as `input`)."""
+    and `cached_input` (cache reads; None: as `input`). Each is a finite
+    number from 0 to `MAX_PRICE`, or a `ConfigurationError` when made."""
 
     input: float
     output: float
@@ -66,8 +97,11 @@ class Price:
     def __post_init__(self) -> None:
         for name in ("input", "output", "cached_input"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int | float) or value < 0):
-                raise ConfigurationError(f"Price({name}={value!r}) must be a number >= 0")
+            if value is not None and not _number_within(value, 0, MAX_PRICE):
+                raise ConfigurationError(
+                    f"Price({name}={value!r}) must be a finite number of dollars per million "
+                    f"tokens, from 0 to {MAX_PRICE:,}"
+                )
 
     def nano_usd(self, usage: Usage, provider: str = "") -> int:
         """What `usage` costs at this price, in nano-dollars (rounded up).
@@ -94,7 +128,10 @@ class Budget:
     allowed to write (and charged for in advance); a request's `max_tokens`
     is lowered to what the tree has left. A model with no known price under
     a `usd` ceiling is a `ConfigurationError` at its first request, never a
-    silent zero.
+    silent zero. A ceiling that cannot be enforced is one when the budget is
+    made: `tokens` and `max_output_tokens` are integers from 1 to
+    `MAX_CEILING_TOKENS`, `usd` a finite number above 0 and at most
+    `MAX_CEILING_USD` (never nan or infinite).
     """
 
     tokens: int | None = None
@@ -105,17 +142,20 @@ class Budget:
     def __post_init__(self) -> None:
         if self.tokens is None and self.usd is None:
             raise ConfigurationError("Budget needs a ceiling: tokens=, usd= or both")
-        if self.tokens is not None and (
-            not isinstance(self.tokens, int) or isinstance(self.tokens, bool) or self.tokens < 1
+        # Refused here, not at the first request: nan passes every comparison
+        # a ledger makes, and inf or a huge count overflows its columns.
+        for name in ("tokens", "max_output_tokens"):
+            value = getattr(self, name)
+            if value is not None and not (type(value) is int and 1 <= value <= MAX_CEILING_TOKENS):
+                raise ConfigurationError(
+                    f"Budget({name}={value!r}) must be an integer from 1 to {MAX_CEILING_TOKENS:,}"
+                )
+        if self.usd is not None and not (
+            _number_within(self.usd, 0, MAX_CEILING_USD) and self.usd > 0
         ):
-            raise ConfigurationError(f"Budget(tokens={self.tokens!r}) must be an integer >= 1")
-        if self.usd is not None and (
-            not isinstance(self.usd, int | float) or isinstance(self.usd, bool) or self.usd <= 0
-        ):
-            raise ConfigurationError(f"Budget(usd={self.usd!r}) must be a number > 0")
-        if not isinstance(self.max_output_tokens, int) or self.max_output_tokens < 1:
             raise ConfigurationError(
-                f"Budget(max_output_tokens={self.max_output_tokens!r}) must be an integer >= 1"
+                f"Budget(usd={self.usd!r}) must be a finite number of dollars above 0 "
+                f"and at most {MAX_CEILING_USD:,}"
             )
         for name, price in self.prices.items():
             if not isinstance(price, Price):
@@ -142,6 +182,62 @@ class Budget:
         """The value `to_dict` described."""
         prices = {str(k): Price(*v) for k, v in (d.get("prices") or {}).items()}
         return cls(d.get("tokens"), d.get("usd"), prices, int(d.get("max_output_tokens", 4096)))
+
+
+def _number_within(value: object, low: float, high: float) -> bool:
+    """Whether `value` is an int or float (not a bool) from `low` to `high`;
+    false for nan and infinities."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and low <= value <= high
+    )
+
+
+_FIGURES = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "requests",
+)
+
+
+def within_range(response: ModelResponse, model: str, session_id: str = "") -> ModelResponse:
+    """`response` with every usage figure from 0 to `MAX_REPORTED_TOKENS`.
+
+    Every response a run is given passes here before its usage is counted
+    (run usage, token and tree budgets, the log), whatever wire or test
+    double made it: a negative count would give back budget never charged,
+    a huge one overflow a ledger's columns. An out-of-range figure is logged
+    (once for the response, figures only) and counted as its bound."""
+    usage = response.usage
+    figures = (
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+        usage.reasoning_tokens,
+        usage.requests,
+    )
+    if min(figures) >= 0 and max(figures) <= MAX_REPORTED_TOKENS:
+        return response
+    wrong = {
+        name: value
+        for name, value in zip(_FIGURES, figures, strict=True)
+        if not 0 <= value <= MAX_REPORTED_TOKENS
+    }
+    logger.warning(
+        "session %s: model %s reported usage out of range %s; counted within 0..%d",
+        session_id or "-",
+        model,
+        wrong,
+        MAX_REPORTED_TOKENS,
+    )
+    kept = dict(zip(_FIGURES, (min(max(v, 0), MAX_REPORTED_TOKENS) for v in figures), strict=True))
+    return replace(response, usage=Usage.from_dict({**kept, "estimated": usage.estimated}))
 
 
 class BudgetSpent(Exception):
@@ -260,7 +356,10 @@ class TreeBudget:
             thinking = reasoning.budget_tokens or (
                 self.budget.max_output_tokens if reasoning.effort else 0
             )
-        wanted = settings.max_tokens or self.budget.max_output_tokens + thinking
+        # A cap past any ceiling is taken as that ceiling: charged, it fits the ledger.
+        wanted = min(
+            settings.max_tokens or self.budget.max_output_tokens + thinking, MAX_CEILING_TOKENS
+        )
         least = min(wanted, MIN_ANSWER_TOKENS + thinking)
         charge = self._charge(model, input_bound, wanted, provider)
         if await self.ledger.charge(self.tree_id, charge.tokens, charge.nano_usd) is None:
@@ -288,9 +387,17 @@ class TreeBudget:
 
     async def settle(self, charge: _Charge, usage: Usage | None) -> None:
         """Give back what `charge` held beyond `usage` (all of it for None: a
-        request that failed). Usage past the charge is charged too, and logged."""
-        tokens = usage.total_tokens if usage is not None else 0
-        cost = self.price(charge.model, usage, charge.provider) if usage is not None else 0
+        request that failed), never more than the charge. Usage past the
+        charge is charged too, and logged, up to the whole ceiling past it:
+        more spends the tree just the same."""
+        tokens = max(usage.total_tokens, 0) if usage is not None else 0
+        cost = max(self.price(charge.model, usage, charge.provider), 0) if usage is not None else 0
+        ceiling = self.budget
+        if ceiling.tokens is not None:
+            tokens = min(tokens, charge.tokens + ceiling.tokens)
+        nano_usd = ceiling.nano_usd
+        if nano_usd is not None:
+            cost = min(cost, charge.nano_usd + nano_usd)
         if tokens > charge.tokens or cost > charge.nano_usd:
             logger.warning(
                 "tree budget %s: a %s request used %d tokens against %d charged in advance",
@@ -306,12 +413,13 @@ class TreeBudget:
         return await self.ledger.left(self.tree_id)
 
     def _charge(self, model: str, input_bound: int, output: int, provider: str) -> _Charge:
-        return _Charge(
-            input_bound + output,
-            self.price(model, Usage(input_tokens=input_bound, output_tokens=output), provider),
-            model,
-            provider,
-        )
+        cost = self.price(model, Usage(input_tokens=input_bound, output_tokens=output), provider)
+        nano_usd = self.budget.nano_usd
+        if nano_usd is not None:
+            # Past the ceiling is refused however far past: a bounded figure
+            # keeps a costly worst case within the ledger's columns.
+            cost = min(cost, nano_usd + 1)
+        return _Charge(input_bound + output, cost, model, provider)
 
     def _affordable(
         self, model: str, input_bound: int, wanted: int, left: BudgetLeft | None, provider: str

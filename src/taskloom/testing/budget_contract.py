@@ -123,6 +123,16 @@ class BudgetLedgerContract(CapabilityGate):
         left = await ledger.left(tree)
         assert left is not None and left.tokens == 350
 
+    async def test_a_refund_never_takes_back_more_than_was_charged(
+        self, ledger: BudgetLedger, tree: str
+    ) -> None:
+        await ledger.open(tree, 1000, NANO)
+        await ledger.charge(tree, 100, 10)
+        await ledger.refund(tree, 1_000_000, 2 * NANO)  # a provider's negative usage, say
+        left = await ledger.left(tree)
+        assert left is not None and (left.tokens, left.nano_usd) == (1000, NANO)
+        assert await ledger.charge(tree, 1001, 0) is None  # the ceiling stands
+
     async def test_an_unknown_tree_takes_no_charge(self, ledger: BudgetLedger, tree: str) -> None:
         assert await ledger.charge(tree, 1, 0) is None
         assert await ledger.left(tree) is None

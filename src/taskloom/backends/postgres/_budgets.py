@@ -48,9 +48,10 @@ class PostgresBudgets:
               AND (tokens_limit IS NULL OR tokens_used + %(t)s <= tokens_limit)
               AND (usd_limit IS NULL OR usd_used + %(u)s <= usd_limit)
             RETURNING {_LEFT}"""
+        # Never below nothing spent: a refund gives back at most what was charged.
         self._sql_refund = (
-            f"UPDATE {table} SET tokens_used = tokens_used - %s, usd_used = usd_used - %s"
-            " WHERE tree_id = %s"
+            f"UPDATE {table} SET tokens_used = GREATEST(tokens_used - %s, 0),"
+            " usd_used = GREATEST(usd_used - %s, 0) WHERE tree_id = %s"
         )
         self._sql_left = f"SELECT {_LEFT} FROM {table} WHERE tree_id = %s"
 

@@ -67,9 +67,10 @@ class SQLiteBudgets:
         )
 
     async def refund(self, tree_id: str, tokens: int, nano_usd: int) -> None:
+        # Never below nothing spent: a refund gives back at most what was charged.
         sql = (
-            "UPDATE taskloom_budgets SET tokens_used = tokens_used - ?, usd_used = usd_used - ?"
-            " WHERE tree_id = ?"
+            "UPDATE taskloom_budgets SET tokens_used = MAX(tokens_used - ?, 0),"
+            " usd_used = MAX(usd_used - ?, 0) WHERE tree_id = ?"
         )
         await self._db.run(lambda conn: conn.execute(sql, (tokens, nano_usd, tree_id)))
 
