@@ -198,8 +198,9 @@ class ServedRuns:
         The stop request is the durable record every process reads; the run
         in flight here is cancelled (its turn in flight discarded, its lease
         released) and waited for, within 2 s. A run in another process stops
-        at its next boundary."""
-        await self.runtime.request_stop(task_id, reason)
+        at its next boundary. Cancelling a cancelled task changes nothing."""
+        if not _cancelled(SessionLog.folded(await self.runtime.store.load(task_id))):
+            await self.runtime.request_stop(task_id, reason)
         self._known.discard(task_id)
         job = self._runs.get(task_id)
         if job is not None:
@@ -208,10 +209,11 @@ class ServedRuns:
 
     # ------------------------------------------------------------ reading
 
-    async def read(self, task_id: str) -> ServedTask | None:
+    async def read(self, task_id: str, *, take_up: bool = True) -> ServedTask | None:
         """The task (None if the store has no such task of this server),
-        launching the run its log says is due."""
-        self._start_soon()
+        launching the run its log says is due (unless not `take_up`)."""
+        if take_up:
+            self._start_soon()
         try:
             meta = await self.runtime.store.get(task_id)
         except SessionNotFound:
@@ -227,7 +229,7 @@ class ServedRuns:
         if _cancelled(log):
             state = ServedState.CANCELLED
         elif due is not None or log.run_open or task_id in self._runs:
-            if due is not None:
+            if due is not None and take_up:
                 self._launch(task_id)
             questions = tuple(pending_inputs(entries))
             state = ServedState.INPUT_REQUIRED if questions else ServedState.WORKING
@@ -240,7 +242,7 @@ class ServedRuns:
                 questions = tuple(pending_inputs(entries))
         if state.is_final:
             self._known.discard(task_id)
-        else:
+        elif take_up:
             self._known.add(task_id)
             self._look_on()
         created = meta.created_at or (entries[0].created_at if entries else 0.0)
