@@ -14,13 +14,14 @@ session.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import json
 import socket
 import string
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -40,10 +41,12 @@ from a2a.types import (
     Message,
     Part,
     Role,
+    SendMessageRequest,
     Task,
     TaskState,
     TaskStatus,
 )
+from a2a.utils.errors import InvalidParamsError
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -76,6 +79,7 @@ ANSWER = "answer"
 """The id of the artifact that carries a completed task's answer."""
 
 _CARD_PATH = "/.well-known/agent-card.json"
+_LOOK = 0.5  # seconds between reads of a task run by another process
 _SETTLED = {
     TaskState.TASK_STATE_COMPLETED,
     TaskState.TASK_STATE_FAILED,
@@ -112,9 +116,7 @@ def a2a_app(agent: Agent, runtime: Runtime, *, url: str, token: str | None = Non
     call but the card's needs `Authorization: Bearer <token>`."""
     card = agent_card(agent, url)
     store = SessionTaskStore(agent, runtime)
-    handler = DefaultRequestHandler(
-        agent_executor=_SessionExecutor(store.runs), task_store=store, agent_card=card
-    )
+    handler = _Handler(store.runs, _SessionExecutor(store.runs), store, card)
     routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url="/")]
     app = Starlette(routes=routes)
     app.state.served_runs = store.runs
@@ -360,6 +362,44 @@ def _note(data: dict[str, Any]) -> str | None:
     return note if isinstance(note, str) else None
 
 
+class _Handler(DefaultRequestHandler):
+    """The SDK's handler, refusing a decision sent to a task nothing of which
+    waits for one: answered with an error saying so, never with the task's
+    end as if the reply had been taken."""
+
+    def __init__(
+        self, runs: ServedRuns, executor: AgentExecutor, store: TaskStore, card: AgentCard
+    ) -> None:
+        super().__init__(agent_executor=executor, task_store=store, agent_card=card)
+        self.runs = runs
+
+    async def _refuse_stray(self, message: Message) -> None:
+        if not message.task_id:
+            return
+        each, every = _decisions(message)
+        if not each and every is None:
+            return
+        found = await self.runs.read(message.task_id)
+        if found is not None and found.state is ServedState.WORKING:
+            raise InvalidParamsError(
+                message=f"task {found.id} is working: nothing waits for a decision"
+            )
+
+    async def on_message_send(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> Message | Task:
+        await self._refuse_stray(params.message)
+        answer: Message | Task = await super().on_message_send(params, context)
+        return answer
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Any, None]:
+        await self._refuse_stray(params.message)
+        async for event in super().on_message_send_stream(params, context):
+            yield event
+
+
 class _SessionExecutor(AgentExecutor):
     """Runs the session an A2A task is (through its `ServedRuns`), publishing
     its events on the task."""
@@ -389,16 +429,22 @@ class _SessionExecutor(AgentExecutor):
         # the next step of the event loop.
         events = self.runs.follow(task_id)
         await updater.start_work()
-        async for event in events:
-            # Only the agent's own words: a child's text stays inside its tool.
-            if isinstance(event, TextDelta) and not event.origin and event.text:
-                await updater.update_status(
-                    TaskState.TASK_STATE_WORKING,
-                    message=_agent_message(event.text, task_id, context_id),
-                )
-        found = await self.runs.read(task_id)
-        if found is None or found.state is ServedState.WORKING:
-            return  # another process runs it: tasks/get reads how it goes on
+        while True:
+            async for event in events:
+                # Only the agent's own words: a child's text stays inside its tool.
+                if isinstance(event, TextDelta) and not event.origin and event.text:
+                    await updater.update_status(
+                        TaskState.TASK_STATE_WORKING,
+                        message=_agent_message(event.text, task_id, context_id),
+                    )
+            found = await self.runs.read(task_id)
+            if found is None or found.state is not ServedState.WORKING:
+                break
+            # Run by another process (or about to be run here): read it on.
+            await asyncio.sleep(_LOOK)
+            events = self.runs.follow(task_id)
+        if found is None:
+            return
         task = _task(found)
         if found.state is ServedState.COMPLETED:
             await updater.add_artifact(
@@ -429,19 +475,11 @@ class _SessionExecutor(AgentExecutor):
                 message = _agent_message(heard + _question(found), task_id, context_id)
                 await updater.requires_input(message=message)
                 return False
-            return self.runs.running(task_id)
-        if found.state is ServedState.WORKING and self.runs.running(task_id):
-            each, every = _decisions(context.message)
-            if each or every is not None or context.message is None:
-                note = "nothing waits for a decision: the task is working"
-                await updater.update_status(
-                    TaskState.TASK_STATE_WORKING, message=_agent_message(note, task_id, context_id)
-                )
-                return False
+            return True
+        if found.state is ServedState.WORKING and context.get_user_input():
             # A new message for the run in flight: it reads it at its next round.
             await self.runs.steer(task_id, context.get_user_input())
-            return True
-        return False
+        return found.state is ServedState.WORKING
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id or ""
