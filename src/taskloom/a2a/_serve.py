@@ -1,15 +1,17 @@
 """Serving an agent over A2A: every A2A task is a taskloom session.
 
 The task id is the session id, so a task outlives the server process: any
-process with the same store answers `tasks/get` for it, derived from the
-session's log. `message/send` and `message/stream` run the session (text as
-it is written goes out as `working` status updates, the answer as the
-`answer` artifact); an approval parks the task in `input-required`, and the
-client's reply decides every parked call (a reply starting with "approve" or
-"yes" approves, anything else denies with the reply as the note) and resumes
-the run; `tasks/cancel` stops it. With a bearer token, every call but the
-agent card's must carry it; the token is the host's and never reaches a
-session.
+process with the same store answers `tasks/get` for it, read from the
+session's log through `taskloom.runtime.ServedRuns` (the layer `taskloom mcp
+serve` uses too): a run a restart cut off is run on, a parked run decided
+anywhere (`taskloom approve`, the console, code) is resumed. `message/send`
+and `message/stream` run the session (text as it is written goes out as
+`working` status updates, the answer as the `answer` artifact); an approval
+parks the task in `input-required`, and the client's reply decides the
+parked calls when it is a clear yes or no or a structured decision (see
+`_replies`), else the question is asked again; `tasks/cancel` cancels the
+run within 2 s. With a bearer token, every call but the agent card's must
+carry it; the token is the host's and never reaches a session.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import contextlib
 import hmac
 import json
 import socket
-import string
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
@@ -47,7 +48,6 @@ from a2a.types import (
     TaskStatus,
 )
 from a2a.utils.errors import InvalidParamsError
-from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -60,6 +60,7 @@ from ..errors import ApprovalConflict, ConfigurationError
 from ..events import TextDelta
 from ..results import RunResult
 from ..runtime import Runtime, ServedRuns, ServedState, ServedTask, Session
+from ._replies import APPROVAL_HOWTO, approves, decisions_in, question
 
 __all__ = [
     "ANSWER",
@@ -104,7 +105,13 @@ def agent_card(agent: Agent, url: str) -> AgentCard:
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[
-            AgentSkill(id=agent.name, name=agent.name, description=description, tags=["agent"])
+            AgentSkill(
+                id=agent.name,
+                name=agent.name,
+                description=f"{description} A call that needs approval parks the task in "
+                f"input-required, naming the calls. {APPROVAL_HOWTO}",
+                tags=["agent"],
+            )
         ],
     )
 
@@ -251,33 +258,11 @@ def _state(served: ServedTask) -> tuple[TaskState, str]:
         case ServedState.COMPLETED:
             return TaskState.TASK_STATE_COMPLETED, ""
         case ServedState.INPUT_REQUIRED:
-            return TaskState.TASK_STATE_INPUT_REQUIRED, _question(served)
+            return TaskState.TASK_STATE_INPUT_REQUIRED, question(served)
         case ServedState.CANCELLED:
             return TaskState.TASK_STATE_CANCELED, f"the run stopped{why}" if why else ""
     status = result.status.value if result is not None else "before it began"
     return TaskState.TASK_STATE_FAILED, f"the run ended {status}{why}"
-
-
-def _question(served: ServedTask) -> str:
-    """What a parked task asks its client (and how to answer)."""
-    asked: list[str] = []
-    if served.waiting:
-        calls = "; ".join(
-            f"{c.name}({json.dumps(c.arguments, ensure_ascii=False)})" for c in served.waiting
-        )
-        ids = ", ".join(c.id for c in served.waiting)
-        asked.append(
-            f"approval needed for: {calls}. Reply 'yes' to run them or 'no' to deny them "
-            "(what follows 'no' is the reason given), or send a data part "
-            '{"decisions": {"<call id>": {"approve": true, "note": "..."}}} '
-            f"to decide each (call ids: {ids})."
-        )
-    for question in served.questions:
-        asked.append(
-            f"the task's work asks: {question.message} (answer {question.id} with "
-            "`taskloom answer` or the console)."
-        )
-    return " ".join(asked)
 
 
 def _answer(result: RunResult) -> Part:
@@ -299,69 +284,6 @@ def _agent_message(text: str, task_id: str, context_id: str) -> Message:
     )
 
 
-_YES = frozenset({"yes", "y", "approve", "approved", "ok", "okay", "allow", "accept"})
-_NO = frozenset({"no", "n", "deny", "denied", "reject", "rejected", "decline", "declined"})
-
-
-def reading(reply: str) -> bool | None:
-    """How a client's text reply to `input-required` decides the parked calls:
-    True (approve) or False (deny) when its first word is an unambiguous
-    yes or no ("yes", "approve", "no, too much", "Denied."); None otherwise
-    ("go ahead", "maybe"), which decides nothing."""
-    words = reply.strip().split(maxsplit=1)
-    first = words[0].strip(string.punctuation).lower() if words else ""
-    if first in _YES:
-        return True
-    if first in _NO:
-        return False
-    return None
-
-
-def approves(reply: str) -> bool:
-    """Whether a client's reply to `input-required` approves the parked calls
-    (see `reading`: a reply that is no clear yes or no approves nothing, and
-    denies nothing either)."""
-    return reading(reply) is True
-
-
-Decision = tuple[bool, str | None]
-
-
-def _decisions(message: Message | None) -> tuple[dict[str, Decision], Decision | None]:
-    """What a reply decides: per call id, and for every waiting call.
-
-    A data part `{"decisions": {call_id: {"approve": bool, "note": str}}}`
-    (or `{call_id: bool}`) decides the calls it names; `{"approve": bool,
-    "note": str}` decides every waiting call; a text reply decides them all
-    when `reading` reads it as a yes or a no, the reply being the note."""
-    each: dict[str, Decision] = {}
-    every: Decision | None = None
-    if message is None:
-        return each, every
-    for part in message.parts:
-        data = MessageToDict(part.data) if part.HasField("data") else None
-        if not isinstance(data, dict):
-            continue
-        if isinstance(data.get("approve"), bool):
-            every = (data["approve"], _note(data))
-        given = data.get("decisions")
-        for call_id, decision in (given if isinstance(given, dict) else {}).items():
-            if isinstance(decision, bool):
-                each[str(call_id)] = (decision, None)
-            elif isinstance(decision, dict) and isinstance(decision.get("approve"), bool):
-                each[str(call_id)] = (decision["approve"], _note(decision))
-    text = " ".join(p.text for p in message.parts if p.text).strip()
-    said = reading(text) if not each and every is None and text else None
-    if said is not None:
-        every = (said, text)
-    return each, every
-
-
-def _note(data: dict[str, Any]) -> str | None:
-    note = data.get("note")
-    return note if isinstance(note, str) else None
-
-
 class _Handler(DefaultRequestHandler):
     """The SDK's handler, refusing a decision sent to a task nothing of which
     waits for one: answered with an error saying so, never with the task's
@@ -376,7 +298,7 @@ class _Handler(DefaultRequestHandler):
     async def _refuse_stray(self, message: Message) -> None:
         if not message.task_id:
             return
-        each, every = _decisions(message)
+        each, every = decisions_in(message)
         if not each and every is None:
             return
         found = await self.runs.read(message.task_id)
@@ -461,7 +383,7 @@ class _SessionExecutor(AgentExecutor):
         if found is None:
             return False
         if found.state is ServedState.INPUT_REQUIRED:
-            each, every = _decisions(context.message)
+            each, every = decisions_in(context.message)
             decisions = {c.id: d for c in found.waiting if (d := each.get(c.id, every)) is not None}
             session = await self.runs.runtime.open_session(task_id, self.runs.agent)
             for call_id, (approved, note) in decisions.items():
@@ -472,7 +394,7 @@ class _SessionExecutor(AgentExecutor):
             if found is not None and found.state is ServedState.INPUT_REQUIRED:
                 # Not a decision, or not of every call: ask again, never guess.
                 heard = "" if decisions else "That reply decides nothing. "
-                message = _agent_message(heard + _question(found), task_id, context_id)
+                message = _agent_message(heard + question(found), task_id, context_id)
                 await updater.requires_input(message=message)
                 return False
             return True
