@@ -8,8 +8,10 @@ they are a clear yes/no or a structured decision."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from a2a.types import (
     Part,
     Role,
     SendMessageRequest,
+    StreamResponse,
     Task,
     TaskState,
 )
@@ -42,16 +45,22 @@ PARKED = TaskState.TASK_STATE_INPUT_REQUIRED
 DONE = TaskState.TASK_STATE_COMPLETED
 
 
+async def _working(stream: AsyncIterator[StreamResponse]) -> str:
+    """The task id of a streamed send, once the task works."""
+    async for response in stream:
+        update = response.status_update
+        if response.HasField("status_update") and update.status.state == WORKING:
+            return update.task_id
+    raise AssertionError("the task never worked")
+
+
 async def _start_slow_task(url: str, text: str) -> str:
     """Send `text` (a slow model call), return the task id once it works."""
     async with client_for(url, streaming=True) as client:
         stream = client.send_message(user_message(text))
-        async for response in stream:
-            update = response.status_update
-            if response.HasField("status_update") and update.status.state == WORKING:
-                await stream.aclose()
-                return update.task_id
-    raise AssertionError("the task never worked")
+        task_id = await _working(stream)
+        await stream.aclose()
+        return task_id
 
 
 async def _until(url: str, task_id: str, state: TaskState, timeout: float = 30) -> Task:
@@ -111,9 +120,14 @@ async def test_a_run_cut_off_by_a_restart_completes_after_it(
     server = ServedProcess("a2a", url, schema, tmp_path)
     try:
         first = server.start()
-        task_id = await _start_slow_task(first, "hello")
-        await server.said(IN_FLIGHT)  # the model call is in progress
-        server.signal(sig)
+        async with client_for(first, streaming=True) as client:
+            # The client's stream stays open: the server must end anyway.
+            stream = client.send_message(user_message("hello"))
+            task_id = await _working(stream)
+            await server.said(IN_FLIGHT)  # the model call is in progress
+            server.signal(sig)
+            with contextlib.suppress(Exception):
+                await stream.aclose()
         server.gate.touch()
         again = server.start()
         # Run on at the server's start, before any client asks.

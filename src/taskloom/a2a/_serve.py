@@ -169,7 +169,7 @@ class SessionTaskStore(TaskStore):
     def __init__(self, agent: Agent, runtime: Runtime, runs: ServedRuns | None = None) -> None:
         self.agent = agent
         self.runtime = runtime
-        self.runs = runs if runs is not None else served_runs(agent, runtime)
+        self.runs = runs if runs is not None else _served_runs(agent, runtime)
         self._live: dict[str, Task] = {}
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
@@ -211,7 +211,7 @@ class SessionTaskStore(TaskStore):
         await self.runs.close()
 
 
-def served_runs(agent: Agent, runtime: Runtime) -> ServedRuns:
+def _served_runs(agent: Agent, runtime: Runtime) -> ServedRuns:
     """The `ServedRuns` of `agent`'s A2A tasks: sessions of the agent begun as
     A2A tasks (the store may hold the host's other sessions, which are not
     the client's to read)."""

@@ -31,7 +31,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 from ..agent import Agent
 from ..backends import SessionMeta
@@ -301,7 +301,10 @@ class ServedRuns:
         await asyncio.gather(*jobs, return_exceptions=True)
 
 
-def _due(log: SessionLog) -> str | None:
+_Due = Literal["run on", "resume"]
+
+
+def _due(log: SessionLog) -> _Due | None:
     """What a run of the task must do now: "run on" (its run was cut off),
     "resume" (every parked call is decided), or None."""
     if _cancelled(log):
