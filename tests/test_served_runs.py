@@ -1,10 +1,12 @@
-"""`ServedRuns`, the layer both servers map runs to tasks with: two servers
-on one store read a decided task at once, many times over, and its run
-resumes once (SQLite and PostgreSQL)."""
+"""`ServedRuns`, the layer both servers map runs to tasks with, as two
+servers on one store (SQLite and PostgreSQL): both read a decided task at
+once, many times over, and its run resumes once; one cancels a task the
+other runs, and the run there is cancelled within 2 s."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -60,6 +62,8 @@ async def test_a_decided_task_read_by_two_servers_at_once_resumes_once(
     ):
         first = ServedRuns(one, agent, lambda meta: True)
         second = ServedRuns(other, agent, lambda meta: True)
+        one.service(ServedRuns, lambda _: first)  # closed with its runtime, as a server's
+        other.service(ServedRuns, lambda _: second)
         for _ in range(TRIALS):
             task_id = await first.create("pay")
             await _until(first, task_id, ServedState.INPUT_REQUIRED)
@@ -73,3 +77,37 @@ async def test_a_decided_task_read_by_two_servers_at_once_resumes_once(
     print(f"trials {TRIALS}: resumes per task {sorted(set(resumes))}, payments {len(paid)}")
     assert resumes == [1] * TRIALS
     assert paid == [600] * TRIALS
+
+
+async def _in_flight(request: ModelRequest) -> Any:
+    await asyncio.Event().wait()  # a model call that never answers by itself
+
+
+async def test_a_cancel_through_another_server_cancels_the_run_within_2s(
+    store_url: tuple[str, str],
+) -> None:
+    url, schema = store_url
+    agent = Agent("waiter", FunctionModel(_in_flight))
+    took: list[float] = []
+    async with (
+        Runtime(store=open_durable(url, schema), agents=[agent]) as one,
+        Runtime(store=open_durable(url, schema), agents=[agent]) as other,
+    ):
+        running = ServedRuns(one, agent, lambda meta: True, look_every=0.2)
+        cancelling = ServedRuns(other, agent, lambda meta: True)
+        one.service(ServedRuns, lambda _: running)  # closed with its runtime, as a server's
+        other.service(ServedRuns, lambda _: cancelling)
+        for _ in range(5):
+            task_id = await running.create("wait")
+            await _until(running, task_id, ServedState.WORKING)
+            began = time.monotonic()
+            await cancelling.cancel(task_id)
+            found = await cancelling.read(task_id)
+            assert found is not None and found.state is ServedState.CANCELLED
+            while running.running(task_id):
+                assert time.monotonic() - began < 2, "the run here was not cancelled"
+                await asyncio.sleep(0.02)
+            took.append(time.monotonic() - began)
+            found = await running.read(task_id)
+            assert found is not None and found.state is ServedState.CANCELLED
+    print(f"runs cancelled through the other server in {max(took):.2f}s at most")

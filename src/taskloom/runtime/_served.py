@@ -12,8 +12,9 @@ store answers for it and a server restarted on the store takes it up:
 - `input-required`: the run is parked on calls nobody decided yet, or its
   work asked a person a question nobody answered (`pending_inputs`);
 - `completed`, `failed`: how the latest run ended;
-- `cancelled`: the run stopped, or a stop was asked for a run in flight or
-  parked (`cancel`, `taskloom stop`): nothing runs it on after that.
+- `cancelled`: the run stopped, or a stop was asked for the task (`cancel`,
+  `Session.request_stop`, from any process): nothing runs it on after that,
+  and a run of it in flight here is cancelled within a look.
 
 A due run is launched when the state is read (`read`), and by a cheap look
 at the tasks this process knows every `look_every` seconds, so a decision
@@ -35,6 +36,7 @@ from typing import Any, Literal
 
 from ..agent import Agent
 from ..backends import SessionMeta
+from ..entries import StopRequest
 from ..errors import SessionBusy, SessionNotFound
 from ..events import Event
 from ..log import SessionLog, pending_inputs
@@ -112,6 +114,9 @@ class ServedRuns:
         self._known: set[str] = set()
         self._looking: asyncio.Task[None] | None = None
         self._chores: set[asyncio.Task[None]] = set()
+        # The log position each run here began at: a stop request after it
+        # (written by any process) cancels the run.
+        self._seen: dict[str, int] = {}
         self._started = False
 
     # ------------------------------------------------------------ runs
@@ -154,6 +159,7 @@ class ServedRuns:
 
         def ended(_: object) -> None:
             self._runs.pop(task_id, None)
+            self._seen.pop(task_id, None)
             for queue in self._followers.pop(task_id, []):
                 queue.put_nowait(None)
 
@@ -173,10 +179,13 @@ class ServedRuns:
             # process's run may have ended between the read that launched this
             # and now, and must not be run again).
             async with session.hold():
+                await session.journal.sync()
+                self._seen[task_id] = session.journal.log.position
+                if _cancelled(session.journal.log):
+                    return  # cancelled before its run began
                 if input is not None:
                     await session.run(input, emit=emit)
                     return
-                await session.journal.sync()
                 due = _due(session.journal.log)
                 if due == "run on":
                     await session.run(None, emit=emit)
@@ -271,7 +280,13 @@ class ServedRuns:
     def _runs_task(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
         self._chores.add(task)
-        task.add_done_callback(self._chores.discard)
+
+        def done(_: object) -> None:
+            self._chores.discard(task)
+            if not task.cancelled() and task.exception() is not None:
+                logger.warning("taking up served tasks failed", exc_info=task.exception())
+
+        task.add_done_callback(done)
 
     def _look_on(self) -> None:
         if self._looking is None or self._looking.done():
@@ -283,13 +298,29 @@ class ServedRuns:
         while self._known:
             await asyncio.sleep(self.look_every)
             for task_id in list(self._known):
-                if task_id in self._runs:
-                    continue
                 try:
-                    await self.read(task_id)
+                    if task_id in self._runs:
+                        await self._stop_if_cancelled(task_id)
+                    else:
+                        await self.read(task_id)
                 except Exception:
                     logger.warning("reading served task %s failed", task_id, exc_info=True)
                     self._known.discard(task_id)
+
+    async def _stop_if_cancelled(self, task_id: str) -> None:
+        # Cancelled through another process (a replica on the same store):
+        # the stop request is in the log, and the run here would go on to its
+        # next boundary; cancel it as a cancel here does.
+        seen = self._seen.get(task_id)
+        if seen is None:
+            return
+        news = await self.runtime.store.load(task_id, after=seen)
+        if news:
+            self._seen[task_id] = news[-1].position
+        if any(e.kind == StopRequest.KIND for e in news):
+            job = self._runs.get(task_id)
+            if job is not None:
+                job.cancel()
 
     async def close(self) -> None:
         """Stop the runs of this process (their tasks go on after a restart)."""
@@ -323,17 +354,11 @@ def _due(log: SessionLog) -> _Due | None:
 
 
 def _cancelled(log: SessionLog) -> bool:
-    """Whether a stop was asked for the latest run while it ran or was parked."""
-    started = log.last_run_started
-    if started is None or log.stop_position < started.position:
-        return False
-    if log.run_open:
-        return True
-    finished = log.finished_result("")
-    return finished is not None and finished.status in (
-        RunStatus.AWAITING_APPROVAL,
-        RunStatus.STOPPED,
-    )
+    """Whether a stop was asked for the task. A served task is one piece of
+    work (its first turn; later messages steer it), so any stop request in
+    its log, from any process and at any point, ends it for good: one
+    written before its run began too."""
+    return log.stop_position > 0
 
 
 def _ended(status: RunStatus) -> ServedState:
