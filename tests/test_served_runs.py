@@ -99,7 +99,7 @@ async def test_a_cancel_through_another_server_cancels_the_run_within_2s(
         other.service(ServedRuns, lambda _: cancelling)
         for _ in range(5):
             task_id = await running.create("wait")
-            await _until(running, task_id, ServedState.WORKING)
+            await _until(cancelling, task_id, ServedState.WORKING)  # read by the other only
             began = time.monotonic()
             await cancelling.cancel(task_id)
             found = await cancelling.read(task_id)

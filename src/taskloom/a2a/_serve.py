@@ -102,7 +102,7 @@ def agent_card(agent: Agent, url: str) -> AgentCard:
             AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
         ],
         capabilities=AgentCapabilities(streaming=True),
-        default_input_modes=["text/plain"],
+        default_input_modes=["text/plain", "application/json"],
         default_output_modes=["text/plain"],
         skills=[
             AgentSkill(

@@ -3,18 +3,20 @@
 A client that asks for a task — `params.task` on 2025-11-25, the
 `io.modelcontextprotocol/tasks` extension in the request's capabilities on
 2026-07-28 — gets one at once: a fresh session of the serving runtime,
-whose id is the task id, and a run of the agent in the background. Every
-answer about the task is read from that session's log, so a server
-restarted on the same store answers `tasks/get` for tasks an earlier
-process started; a task whose run was cut off by the restart is run on
-from its log.
+whose id is the task id, and a run of the agent in the background. The
+mapping from run to task is `taskloom.runtime.ServedRuns` (the one `taskloom
+a2a serve` uses too): every answer about the task is read from that
+session's log, so a server restarted on the same store answers `tasks/get`
+for tasks an earlier process started, and runs on from its log a run the
+restart cut off (at its start, or at the task's first read).
 
 Statuses: `working` while the run goes on; `completed` once it ended (a
 run that did not complete is a completed task whose result is an `isError`
 result saying how it ended, as the inline call answers); `cancelled` once
-`tasks/cancel` stopped it; `input_required` while the run waits for a
-person to approve a call (`taskloom approve`, the console or code): once
-decided, the run resumes by itself at the next `tasks/get`. On 2026-07-28
+`tasks/cancel` cancelled it (within 2 s, for good); `input_required` while
+the run waits for a person to approve a call (`taskloom approve`, the
+console or code, in any process): once decided, the run resumes by itself,
+at the next `tasks/get` or the server's next look. On 2026-07-28
 each waiting call is also one of the task's `inputRequests` (an
 `elicitation/create` asking `approve`, a boolean, and an optional `note`),
 so the client's person can decide it in the protocol (`tasks/update`): a

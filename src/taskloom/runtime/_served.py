@@ -114,8 +114,9 @@ class ServedRuns:
         self._known: set[str] = set()
         self._looking: asyncio.Task[None] | None = None
         self._chores: set[asyncio.Task[None]] = set()
-        # The log position each run here began at: a stop request after it
-        # (written by any process) cancels the run.
+        # How far this process read each known task's log: the look reads a
+        # task again only when it grew, and a stop request past it cancels
+        # the task's run here.
         self._seen: dict[str, int] = {}
         self._started = False
 
@@ -159,7 +160,6 @@ class ServedRuns:
 
         def ended(_: object) -> None:
             self._runs.pop(task_id, None)
-            self._seen.pop(task_id, None)
             for queue in self._followers.pop(task_id, []):
                 queue.put_nowait(None)
 
@@ -180,7 +180,6 @@ class ServedRuns:
             # and now, and must not be run again).
             async with session.hold():
                 await session.journal.sync()
-                self._seen[task_id] = session.journal.log.position
                 if _cancelled(session.journal.log):
                     return  # cancelled before its run began
                 if input is not None:
@@ -237,6 +236,9 @@ class ServedRuns:
         due = _due(log)
         if _cancelled(log):
             state = ServedState.CANCELLED
+            job = self._runs.get(task_id)
+            if job is not None:
+                job.cancel()  # cancelled through another process: not on here
         elif due is not None or log.run_open or task_id in self._runs:
             if due is not None and take_up:
                 self._launch(task_id)
@@ -251,8 +253,10 @@ class ServedRuns:
                 questions = tuple(pending_inputs(entries))
         if state.is_final:
             self._known.discard(task_id)
+            self._seen.pop(task_id, None)
         elif take_up:
             self._known.add(task_id)
+            self._seen[task_id] = log.position
             self._look_on()
         created = meta.created_at or (entries[0].created_at if entries else 0.0)
         updated = entries[-1].created_at if entries else created
@@ -293,34 +297,33 @@ class ServedRuns:
             self._looking = asyncio.get_running_loop().create_task(self._look())
 
     async def _look(self) -> None:
-        # A decision written by another process (the CLI, the console) has no
-        # way to tell this one: read the tasks that wait, now and then.
+        # A decision or a cancel written by another process (the CLI, the
+        # console, another replica) has no way to tell this one: look at the
+        # tasks this process knows, now and then, reading one whole only
+        # when its log grew.
         while self._known:
             await asyncio.sleep(self.look_every)
             for task_id in list(self._known):
                 try:
-                    if task_id in self._runs:
-                        await self._stop_if_cancelled(task_id)
-                    else:
-                        await self.read(task_id)
+                    await self._look_at(task_id)
                 except Exception:
                     logger.warning("reading served task %s failed", task_id, exc_info=True)
                     self._known.discard(task_id)
 
-    async def _stop_if_cancelled(self, task_id: str) -> None:
-        # Cancelled through another process (a replica on the same store):
-        # the stop request is in the log, and the run here would go on to its
-        # next boundary; cancel it as a cancel here does.
+    async def _look_at(self, task_id: str) -> None:
         seen = self._seen.get(task_id)
         if seen is None:
+            await self.read(task_id)
             return
         news = await self.runtime.store.load(task_id, after=seen)
-        if news:
-            self._seen[task_id] = news[-1].position
-        if any(e.kind == StopRequest.KIND for e in news):
-            job = self._runs.get(task_id)
-            if job is not None:
-                job.cancel()
+        if task_id in self._runs:
+            # The run here writes most of the news: only a stop request matters.
+            if news:
+                self._seen[task_id] = news[-1].position
+            if any(e.kind == StopRequest.KIND for e in news):
+                self._runs[task_id].cancel()
+        elif news:
+            await self.read(task_id)
 
     async def close(self) -> None:
         """Stop the runs of this process (their tasks go on after a restart)."""
