@@ -111,3 +111,29 @@ async def test_a_cancel_through_another_server_cancels_the_run_within_2s(
             found = await running.read(task_id)
             assert found is not None and found.state is ServedState.CANCELLED
     print(f"runs cancelled through the other server in {max(took):.2f}s at most")
+
+
+async def test_a_run_cut_off_is_run_on_at_the_first_read_of_its_task(
+    store_url: tuple[str, str],
+) -> None:
+    url, schema = store_url
+    gate = asyncio.Event()
+
+    async def model(request: ModelRequest) -> Any:
+        await gate.wait()
+        return reply("answered")
+
+    agent = Agent("waiter", FunctionModel(model))
+    async with Runtime(store=open_durable(url, schema), agents=[agent]) as old:
+        served = ServedRuns(old, agent, lambda meta: True)
+        task_id = await served.create("wait")
+        await _until(served, task_id, ServedState.WORKING)
+        await served.close()  # the server goes away: its run is cut off mid model call
+    gate.set()
+    async with Runtime(store=open_durable(url, schema), agents=[agent]) as new:
+        again = ServedRuns(new, agent, lambda meta: True)
+        new.service(ServedRuns, lambda _: again)
+        await _until(again, task_id, ServedState.COMPLETED)
+        found = await again.read(task_id)
+    assert found is not None and found.result is not None
+    assert found.result.text == "answered"

@@ -18,7 +18,15 @@ from google.protobuf.json_format import MessageToDict  # type: ignore[import-unt
 
 from ..runtime import ServedTask
 
-__all__ = ["APPROVAL_HOWTO", "Decision", "approves", "decisions_in", "question", "reading"]
+__all__ = [
+    "APPROVAL_HOWTO",
+    "Decision",
+    "approves",
+    "decisions_in",
+    "message_text",
+    "question",
+    "reading",
+]
 
 APPROVAL_HOWTO = (
     "Reply 'yes' (just that) to run them or 'no' to deny them (what follows 'no' is the "
@@ -85,6 +93,20 @@ def decisions_in(message: Message | None) -> tuple[dict[str, Decision], Decision
     if said is not None:
         every = (said, text)
     return each, every
+
+
+def message_text(message: Message | None) -> str:
+    """A client's message as the agent reads it: its text parts, and its data
+    parts as JSON (a message of data alone is a task too)."""
+    if message is None:
+        return ""
+    pieces = [p.text for p in message.parts if p.text]
+    pieces += [
+        json.dumps(MessageToDict(p.data), ensure_ascii=False)
+        for p in message.parts
+        if p.HasField("data")
+    ]
+    return "\n".join(pieces)
 
 
 def _note(data: dict[str, Any]) -> str | None:

@@ -60,7 +60,7 @@ from ..errors import ApprovalConflict, ConfigurationError
 from ..events import TextDelta
 from ..results import RunResult
 from ..runtime import Runtime, ServedRuns, ServedState, ServedTask, Session
-from ._replies import APPROVAL_HOWTO, approves, decisions_in, question
+from ._replies import APPROVAL_HOWTO, approves, decisions_in, message_text, question
 
 __all__ = [
     "ANSWER",
@@ -343,7 +343,7 @@ class _SessionExecutor(AgentExecutor):
             # The task before the session: the handler reads the store to see
             # whether the task is new, and a session would already be one.
             await event_queue.enqueue_event(first)
-            text = context.get_user_input()
+            text = message_text(context.message) or "(an empty message)"
             await self.runs.create(text, task_id=task_id, metadata={CONTEXT_KEY: context_id})
         elif not await self._reply(task_id, context, updater):
             return
@@ -398,9 +398,10 @@ class _SessionExecutor(AgentExecutor):
                 await updater.requires_input(message=message)
                 return False
             return True
-        if found.state is ServedState.WORKING and context.get_user_input():
+        text = message_text(context.message)
+        if found.state is ServedState.WORKING and text:
             # A new message for the run in flight: it reads it at its next round.
-            await self.runs.steer(task_id, context.get_user_input())
+            await self.runs.steer(task_id, text)
         return found.state is ServedState.WORKING
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:

@@ -131,7 +131,11 @@ class ServedRuns:
         session = await self.runtime.create_session(
             self.agent, session_id=task_id, metadata=dict(metadata or {})
         )
-        self._launch(session.id, input)
+        # The input is in the log before the run begins (its first turn, as
+        # the run folds it in), so a server gone before the run began leaves
+        # a task the next one runs on.
+        await self.runtime.steer(session.id, input)
+        self._launch(session.id)
         return session.id
 
     def running(self, task_id: str) -> bool:
@@ -148,12 +152,12 @@ class ServedRuns:
             queue.put_nowait(None)
         return _drain(queue)
 
-    def _launch(self, task_id: str, input: str | None = None) -> None:
-        """Run the task in the background of this process, unless it runs here
-        already: with `input`, a new turn; without, whatever its log says is due."""
+    def _launch(self, task_id: str) -> None:
+        """Run what the task's log says is due in the background of this
+        process, unless a run of it is in flight here already."""
         if task_id in self._runs:
             return
-        job = asyncio.get_running_loop().create_task(self._run(task_id, input))
+        job = asyncio.get_running_loop().create_task(self._run(task_id))
         self._runs[task_id] = job
         self._known.add(task_id)
         self._look_on()
@@ -165,7 +169,7 @@ class ServedRuns:
 
         job.add_done_callback(ended)
 
-    async def _run(self, task_id: str, input: str | None) -> None:
+    async def _run(self, task_id: str) -> None:
         def emit(event: Event) -> None:
             for queue in self._followers.get(task_id, ()):
                 queue.put_nowait(event)
@@ -180,11 +184,6 @@ class ServedRuns:
             # and now, and must not be run again).
             async with session.hold():
                 await session.journal.sync()
-                if _cancelled(session.journal.log):
-                    return  # cancelled before its run began
-                if input is not None:
-                    await session.run(input, emit=emit)
-                    return
                 due = _due(session.journal.log)
                 if due == "run on":
                     await session.run(None, emit=emit)
@@ -245,7 +244,7 @@ class ServedRuns:
             questions = tuple(pending_inputs(entries))
             state = ServedState.INPUT_REQUIRED if questions else ServedState.WORKING
         elif result is None:
-            state = ServedState.FAILED  # cut off before its run began: nothing to run on
+            state = ServedState.FAILED  # no input was ever written: nothing to run
         else:
             state = _ended(result.status)
             if state is ServedState.INPUT_REQUIRED:
@@ -347,10 +346,9 @@ def _due(log: SessionLog) -> _Due | None:
         # Alive elsewhere or not: `_run` takes the lease to find out (a dead
         # holder is taken over, a live one answers `SessionBusy`).
         return "run on"
-    result = log.last_finished
-    if result is None:
-        # Created, and cut off before its run began: the log has its input.
-        return "run on" if log.messages else None
+    if log.last_finished is None:
+        # Not begun yet, or cut off before it began: the log has its input.
+        return "run on" if log.messages or log.pending else None
     if log.pending_calls() and not log.undecided_calls():
         return "resume"
     return None
