@@ -119,6 +119,7 @@ class ServedRuns:
         # the task's run here.
         self._seen: dict[str, int] = {}
         self._started = False
+        self._closed = False
 
     # ------------------------------------------------------------ runs
 
@@ -155,7 +156,7 @@ class ServedRuns:
     def _launch(self, task_id: str) -> None:
         """Run what the task's log says is due in the background of this
         process, unless a run of it is in flight here already."""
-        if task_id in self._runs:
+        if task_id in self._runs or self._closed:
             return
         job = asyncio.get_running_loop().create_task(self._run(task_id))
         self._runs[task_id] = job
@@ -204,8 +205,10 @@ class ServedRuns:
 
         The stop request is the durable record every process reads; the run
         in flight here is cancelled (its turn in flight discarded, its lease
-        released) and waited for, within 2 s. A run in another process stops
-        at its next boundary. Cancelling a cancelled task changes nothing."""
+        released) and waited for, within 2 s. A run in another process is
+        cancelled by that process's look when it serves the task too, else
+        it stops at its next boundary. Cancelling a cancelled task changes
+        nothing."""
         if not _cancelled(SessionLog.folded(await self.runtime.store.load(task_id))):
             await self.runtime.request_stop(task_id, reason)
         self._known.discard(task_id)
@@ -276,11 +279,11 @@ class ServedRuns:
     def _start_soon(self) -> None:
         # A server that was not started explicitly (an app mounted in a
         # host's server) takes its tasks up at its first read.
-        if not self._started:
+        if not self._started and not self._closed:
             self._started = True
-            self._runs_task(self.start())
+            self._chore(self.start())
 
-    def _runs_task(self, work: Coroutine[Any, Any, None]) -> None:
+    def _chore(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
         self._chores.add(task)
 
@@ -292,6 +295,8 @@ class ServedRuns:
         task.add_done_callback(done)
 
     def _look_on(self) -> None:
+        if self._closed:
+            return
         if self._looking is None or self._looking.done():
             self._looking = asyncio.get_running_loop().create_task(self._look())
 
@@ -326,6 +331,7 @@ class ServedRuns:
 
     async def close(self) -> None:
         """Stop the runs of this process (their tasks go on after a restart)."""
+        self._closed = True
         jobs = [*self._runs.values(), *self._chores]
         if self._looking is not None:
             jobs.append(self._looking)
