@@ -117,9 +117,10 @@ async def test_a_run_cut_off_is_run_on_at_the_first_read_of_its_task(
     store_url: tuple[str, str],
 ) -> None:
     url, schema = store_url
-    gate = asyncio.Event()
+    gate, asked = asyncio.Event(), asyncio.Event()
 
     async def model(request: ModelRequest) -> Any:
+        asked.set()
         await gate.wait()
         return reply("answered")
 
@@ -127,7 +128,7 @@ async def test_a_run_cut_off_is_run_on_at_the_first_read_of_its_task(
     async with Runtime(store=open_durable(url, schema), agents=[agent]) as old:
         served = ServedRuns(old, agent, lambda meta: True)
         task_id = await served.create("wait")
-        await _until(served, task_id, ServedState.WORKING)
+        await asked.wait()
         await served.close()  # the server goes away: its run is cut off mid model call
     gate.set()
     async with Runtime(store=open_durable(url, schema), agents=[agent]) as new:

@@ -50,6 +50,9 @@ logger = logging.getLogger("taskloom.runtime")
 TAKE_UP_LIMIT = 200
 """How many of the agent's newest sessions `ServedRuns.start` looks at."""
 
+CLOSE_WAIT = 5.0
+"""Seconds `ServedRuns.close` waits for the runs it cancels."""
+
 
 class ServedState(Enum):
     """What a served task is doing, as every protocol's task states say it."""
@@ -337,7 +340,13 @@ class ServedRuns:
             jobs.append(self._looking)
         for job in jobs:
             job.cancel()
-        await asyncio.gather(*jobs, return_exceptions=True)
+        if not jobs:
+            return
+        # Bounded: a server shutting down must not wait on a run that does
+        # not wind down (its task is run on after the restart all the same).
+        _, pending = await asyncio.wait(jobs, timeout=CLOSE_WAIT)
+        if pending:
+            logger.warning("%d served runs did not stop within %ss", len(pending), CLOSE_WAIT)
 
 
 _Due = Literal["run on", "resume"]
