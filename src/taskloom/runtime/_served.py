@@ -135,11 +135,7 @@ class ServedRuns:
         session = await self.runtime.create_session(
             self.agent, session_id=task_id, metadata=dict(metadata or {})
         )
-        # The input is in the log before the run begins (its first turn, as
-        # the run folds it in), so a server gone before the run began leaves
-        # a task the next one runs on.
-        await self.runtime.steer(session.id, input)
-        self._launch(session.id)
+        self._launch(session.id, input)
         return session.id
 
     def running(self, task_id: str) -> bool:
@@ -156,12 +152,13 @@ class ServedRuns:
             queue.put_nowait(None)
         return _drain(queue)
 
-    def _launch(self, task_id: str) -> None:
-        """Run what the task's log says is due in the background of this
-        process, unless a run of it is in flight here already."""
+    def _launch(self, task_id: str, input: str | None = None) -> None:
+        """Run the task in the background of this process, unless a run of it
+        is in flight here already: its first turn on `input`, or what its log
+        says is due."""
         if task_id in self._runs or self._closed:
             return
-        job = asyncio.get_running_loop().create_task(self._run(task_id))
+        job = asyncio.get_running_loop().create_task(self._run(task_id, input))
         self._runs[task_id] = job
         self._known.add(task_id)
         self._look_on()
@@ -173,7 +170,7 @@ class ServedRuns:
 
         job.add_done_callback(ended)
 
-    async def _run(self, task_id: str) -> None:
+    async def _run(self, task_id: str, input: str | None) -> None:
         def emit(event: Event) -> None:
             for queue in self._followers.get(task_id, ()):
                 queue.put_nowait(event)
@@ -187,6 +184,11 @@ class ServedRuns:
             # process's run may have ended between the read that launched this
             # and now, and must not be run again).
             async with session.hold():
+                if input is not None:
+                    # A new task: its first turn, at once (a cancel meanwhile
+                    # cancels this job, here or through the look).
+                    await session.run(input, emit=emit)
+                    return
                 await session.journal.sync()
                 due = _due(session.journal.log)
                 if due == "run on":
@@ -362,7 +364,7 @@ def _due(log: SessionLog) -> _Due | None:
         # holder is taken over, a live one answers `SessionBusy`).
         return "run on"
     if log.last_finished is None:
-        # Not begun yet, or cut off before it began: the log has its input.
+        # Cut off before its run began: its input, if written, is in the log.
         return "run on" if log.messages or log.pending else None
     if log.pending_calls() and not log.undecided_calls():
         return "resume"
