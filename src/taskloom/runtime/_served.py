@@ -217,10 +217,17 @@ class ServedRuns:
         if not _cancelled(SessionLog.folded(await self.runtime.store.load(task_id))):
             await self.runtime.request_stop(task_id, reason)
         self._known.discard(task_id)
+        job = self._stop_here(task_id)
+        if job is not None:
+            await asyncio.wait([job], timeout=2)
+
+    def _stop_here(self, task_id: str) -> asyncio.Task[None] | None:
+        """Cancel the task's run in flight in this process (the hard stop: its
+        turn in flight discarded, its lease released); the job, if any."""
         job = self._runs.get(task_id)
         if job is not None:
             job.cancel()
-            await asyncio.wait([job], timeout=2)
+        return job
 
     # ------------------------------------------------------------ reading
 
@@ -243,9 +250,7 @@ class ServedRuns:
         due = _due(log)
         if _cancelled(log):
             state = ServedState.CANCELLED
-            job = self._runs.get(task_id)
-            if job is not None:
-                job.cancel()  # cancelled through another process: not on here
+            self._stop_here(task_id)  # cancelled through another process: not on here
         elif due is not None or log.run_open or task_id in self._runs:
             if due is not None and take_up:
                 self._launch(task_id)
@@ -330,7 +335,7 @@ class ServedRuns:
             if news:
                 self._seen[task_id] = news[-1].position
             if any(e.kind == StopRequest.KIND for e in news):
-                self._runs[task_id].cancel()
+                self._stop_here(task_id)
         elif news:
             await self.read(task_id)
 
