@@ -1,25 +1,28 @@
 """Serving an agent over A2A: every A2A task is a taskloom session.
 
 The task id is the session id, so a task outlives the server process: any
-process with the same store answers `tasks/get` for it, derived from the
-session's log. `message/send` and `message/stream` run the session (text as
-it is written goes out as `working` status updates, the answer as the
-`answer` artifact); an approval parks the task in `input-required`, and the
-client's reply decides every parked call (a reply starting with "approve" or
-"yes" approves, anything else denies with the reply as the note) and resumes
-the run; `tasks/cancel` stops it. With a bearer token, every call but the
-agent card's must carry it; the token is the host's and never reaches a
-session.
+process with the same store answers `tasks/get` for it, read from the
+session's log through `taskloom.runtime.ServedRuns` (the layer `taskloom mcp
+serve` uses too): a run a restart cut off is run on, a parked run decided
+anywhere (`taskloom approve`, the console, code) is resumed. `message/send`
+and `message/stream` run the session (text as it is written goes out as
+`working` status updates, the answer as the `answer` artifact); an approval
+parks the task in `input-required`, and the client's reply decides the
+parked calls when it is a clear yes or no or a structured decision (see
+`_replies`), else the question is asked again; `tasks/cancel` cancels the
+run within 2 s. With a bearer token, every call but the agent card's must
+carry it; the token is the host's and never reaches a session.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import json
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -39,10 +42,12 @@ from a2a.types import (
     Message,
     Part,
     Role,
+    SendMessageRequest,
     Task,
     TaskState,
     TaskStatus,
 )
+from a2a.utils.errors import InvalidParamsError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -50,12 +55,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import __version__
 from ..agent import Agent
-from ..entries import RunFinishedEntry, RunStartedEntry, StopRequest
-from ..errors import ConfigurationError, SessionNotFound
+from ..backends import SessionMeta
+from ..errors import ApprovalConflict, ConfigurationError
 from ..events import TextDelta
-from ..loop import RunStream
-from ..results import RunResult, RunStatus
-from ..runtime import Runtime, Session
+from ..results import RunResult
+from ..runtime import Runtime, ServedRuns, ServedState, ServedTask, Session
+from ._replies import APPROVAL_HOWTO, approves, decisions_in, message_text, question
 
 __all__ = [
     "ANSWER",
@@ -75,6 +80,7 @@ ANSWER = "answer"
 """The id of the artifact that carries a completed task's answer."""
 
 _CARD_PATH = "/.well-known/agent-card.json"
+_LOOK = 0.5  # seconds between reads of a task run by another process
 _SETTLED = {
     TaskState.TASK_STATE_COMPLETED,
     TaskState.TASK_STATE_FAILED,
@@ -96,10 +102,16 @@ def agent_card(agent: Agent, url: str) -> AgentCard:
             AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
         ],
         capabilities=AgentCapabilities(streaming=True),
-        default_input_modes=["text/plain"],
+        default_input_modes=["text/plain", "application/json"],
         default_output_modes=["text/plain"],
         skills=[
-            AgentSkill(id=agent.name, name=agent.name, description=description, tags=["agent"])
+            AgentSkill(
+                id=agent.name,
+                name=agent.name,
+                description=f"{description} A call that needs approval parks the task in "
+                f"input-required, naming the calls. {APPROVAL_HOWTO}",
+                tags=["agent"],
+            )
         ],
     )
 
@@ -110,13 +122,13 @@ def a2a_app(agent: Agent, runtime: Runtime, *, url: str, token: str | None = Non
     is where clients reach the app (the card names it); with `token`, every
     call but the card's needs `Authorization: Bearer <token>`."""
     card = agent_card(agent, url)
-    handler = DefaultRequestHandler(
-        agent_executor=_SessionExecutor(agent, runtime),
-        task_store=SessionTaskStore(agent, runtime),
-        agent_card=card,
-    )
+    store = SessionTaskStore(agent, runtime)
+    handler = _Handler(store.runs, _SessionExecutor(store.runs), store, card)
     routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url="/")]
     app = Starlette(routes=routes)
+    app.state.served_runs = store.runs
+    # The runtime's close stops the runs of this process.
+    runtime.service(SessionTaskStore, lambda _: store)
     if token is not None:
         if not token:
             raise ConfigurationError("the A2A bearer token is empty")
@@ -147,18 +159,25 @@ class _BearerGuard:
 
 
 class SessionTaskStore(TaskStore):
-    """A2A tasks read from taskloom sessions: a task settled (or parked) is
-    derived from its session's log; a task in flight in this process is
-    the latest state the protocol handler saved, a cache the log replaces
-    once the task settles."""
+    """A2A tasks read from taskloom sessions through `runs` (a `ServedRuns`):
+    a task is derived from its session's log, and reading it runs on what
+    the log says is due (a run a restart cut off, a parked run decided
+    elsewhere). While a run is in flight in this process, the task is the
+    latest state the protocol handler saved, a cache the log replaces once
+    the run ends."""
 
-    def __init__(self, agent: Agent, runtime: Runtime) -> None:
+    def __init__(self, agent: Agent, runtime: Runtime, runs: ServedRuns | None = None) -> None:
         self.agent = agent
         self.runtime = runtime
+        self.runs = runs if runs is not None else _served_runs(agent, runtime)
         self._live: dict[str, Task] = {}
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
-        """Keep the handler's view of a task in flight; drop it once settled."""
+        """Keep the handler's view of a task in flight; drop it once settled.
+        A task the handler cancels without this process running it (a run
+        taken up after a restart) is cancelled here."""
+        if task.status.state == TaskState.TASK_STATE_CANCELED:
+            await self.runs.cancel(task.id, "cancelled over A2A")
         if task.status.state in _SETTLED:
             self._live.pop(task.id, None)
         else:
@@ -169,20 +188,14 @@ class SessionTaskStore(TaskStore):
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         """The task in flight here, else the one derived from the session's log."""
         live = self._live.get(task_id)
-        if live is not None:
+        if live is not None and self.runs.running(task_id):
             copy = Task()
             copy.CopyFrom(live)
             return copy
-        try:
-            meta = await self.runtime.store.get(task_id)
-        except SessionNotFound:
-            return None
-        # Only sessions begun as A2A tasks of this agent are tasks: the store
-        # may hold the host's other sessions, which are not the client's to read.
-        if meta.agent != self.agent.name or CONTEXT_KEY not in meta.metadata:
-            return None
-        session = await self.runtime.open_session(task_id, self.agent)
-        return await task_of(session, str(meta.metadata.get(CONTEXT_KEY, "")))
+        found = await self.runs.read(task_id)
+        if found is None:
+            return live  # the handler's new task, before its session exists
+        return _task(found)
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         """The tasks in flight in this process (the store keeps sessions, not a task index)."""
@@ -193,54 +206,63 @@ class SessionTaskStore(TaskStore):
         """Forget the cached state; the session stays in the store."""
         self._live.pop(task_id, None)
 
+    async def close(self) -> None:
+        """Stop the runs of this process (their tasks go on after a restart)."""
+        await self.runs.close()
+
+
+def _served_runs(agent: Agent, runtime: Runtime) -> ServedRuns:
+    """The `ServedRuns` of `agent`'s A2A tasks: sessions of the agent begun as
+    A2A tasks (the store may hold the host's other sessions, which are not
+    the client's to read)."""
+
+    def owns(meta: SessionMeta) -> bool:
+        return meta.agent == agent.name and CONTEXT_KEY in meta.metadata
+
+    return ServedRuns(runtime, agent, owns)
+
 
 async def task_of(session: Session[Any, Any], context_id: str) -> Task:
-    """The A2A task that `session` is, from its log: a run in flight is
-    `working`, or `canceled` once a stop was asked for it (a cancelled run
-    writes no end of its own)."""
-    started = finished = stopped = -1
-    for at, entry in enumerate(await session.entries()):
-        if isinstance(entry.payload, RunStartedEntry):
-            started = at
-        elif isinstance(entry.payload, RunFinishedEntry):
-            finished = at
-        elif isinstance(entry.payload, StopRequest):
-            stopped = at
-    result = session.journal.log.finished_result(session.id, session.agent)
-    task = Task(id=session.id, context_id=context_id)
-    if result is None or started > finished:
-        state = TaskState.TASK_STATE_CANCELED if stopped > started else TaskState.TASK_STATE_WORKING
-        task.status.CopyFrom(TaskStatus(state=state))
-        return task
-    state, note = _state(result)
-    status = TaskStatus(state=state)
-    if note:
-        status.message.CopyFrom(_agent_message(note, session.id, context_id))
-    task.status.CopyFrom(status)
-    if result.status is RunStatus.COMPLETED:
-        task.artifacts.append(Artifact(artifact_id=ANSWER, name=ANSWER, parts=[_answer(result)]))
+    """The A2A task that `session` is, from its log (read only: nothing due is run)."""
+    runs = ServedRuns(session.runtime, session.agent, lambda meta: True)
+    found = await runs.read(session.id, take_up=False)
+    assert found is not None
+    task = _task(found)
+    task.context_id = context_id
     return task
 
 
-def _state(result: RunResult) -> tuple[TaskState, str]:
-    """The task state a run's end is, and what to tell the client about it."""
-    why = f": {result.error}" if result.error else ""
-    match result.status:
-        case RunStatus.COMPLETED:
+def _task(served: ServedTask) -> Task:
+    """A served task as the A2A task it is."""
+    context_id = str(served.meta.metadata.get(CONTEXT_KEY, ""))
+    task = Task(id=served.id, context_id=context_id)
+    state, note = _state(served)
+    status = TaskStatus(state=state)
+    if note:
+        status.message.CopyFrom(_agent_message(note, served.id, context_id))
+    task.status.CopyFrom(status)
+    if served.state is ServedState.COMPLETED and served.result is not None:
+        task.artifacts.append(
+            Artifact(artifact_id=ANSWER, name=ANSWER, parts=[_answer(served.result)])
+        )
+    return task
+
+
+def _state(served: ServedTask) -> tuple[TaskState, str]:
+    """The A2A state of a served task, and what to tell the client about it."""
+    result = served.result
+    why = f": {result.error}" if result is not None and result.error else ""
+    match served.state:
+        case ServedState.WORKING:
+            return TaskState.TASK_STATE_WORKING, ""
+        case ServedState.COMPLETED:
             return TaskState.TASK_STATE_COMPLETED, ""
-        case RunStatus.AWAITING_APPROVAL:
-            calls = "; ".join(
-                f"{c.name}({json.dumps(c.arguments, ensure_ascii=False)})" for c in result.pending
-            )
-            return (
-                TaskState.TASK_STATE_INPUT_REQUIRED,
-                f"approval needed for: {calls}. Reply 'approve' to run them, "
-                "anything else to deny them (your reply is the reason given).",
-            )
-        case RunStatus.STOPPED:
-            return TaskState.TASK_STATE_CANCELED, f"the run stopped{why}"
-        case _:
-            return TaskState.TASK_STATE_FAILED, f"the run ended {result.status.value}{why}"
+        case ServedState.INPUT_REQUIRED:
+            return TaskState.TASK_STATE_INPUT_REQUIRED, question(served)
+        case ServedState.CANCELLED:
+            return TaskState.TASK_STATE_CANCELED, f"the run stopped{why}" if why else ""
+    status = result.status.value if result is not None else "before it began"
+    return TaskState.TASK_STATE_FAILED, f"the run ended {status}{why}"
 
 
 def _answer(result: RunResult) -> Part:
@@ -262,23 +284,54 @@ def _agent_message(text: str, task_id: str, context_id: str) -> Message:
     )
 
 
-def approves(reply: str) -> bool:
-    """Whether a client's reply to `input-required` approves the parked calls."""
-    word = reply.strip().lower()
-    return word.startswith(("approve", "yes"))
+class _Handler(DefaultRequestHandler):
+    """The SDK's handler, refusing a decision sent to a task nothing of which
+    waits for one: answered with an error saying so, never with the task's
+    end as if the reply had been taken."""
+
+    def __init__(
+        self, runs: ServedRuns, executor: AgentExecutor, store: TaskStore, card: AgentCard
+    ) -> None:
+        super().__init__(agent_executor=executor, task_store=store, agent_card=card)
+        self.runs = runs
+
+    async def _refuse_stray(self, message: Message) -> None:
+        if not message.task_id:
+            return
+        each, every = decisions_in(message)
+        if not each and every is None:
+            return
+        found = await self.runs.read(message.task_id)
+        if found is not None and found.state is ServedState.WORKING:
+            raise InvalidParamsError(
+                message=f"task {found.id} is working: nothing waits for a decision"
+            )
+
+    async def on_message_send(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> Message | Task:
+        await self._refuse_stray(params.message)
+        answer: Message | Task = await super().on_message_send(params, context)
+        return answer
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Any, None]:
+        await self._refuse_stray(params.message)
+        async for event in super().on_message_send_stream(params, context):
+            yield event
 
 
 class _SessionExecutor(AgentExecutor):
-    """Runs the session an A2A task is, publishing its events on the task."""
+    """Runs the session an A2A task is (through its `ServedRuns`), publishing
+    its events on the task."""
 
-    def __init__(self, agent: Agent, runtime: Runtime) -> None:
-        self.agent = agent
-        self.runtime = runtime
+    def __init__(self, runs: ServedRuns) -> None:
+        self.runs = runs
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id, context_id = context.task_id or "", context.context_id or ""
         updater = TaskUpdater(event_queue, task_id, context_id)
-        text = context.get_user_input()
         if context.current_task is None:
             first = Task(
                 id=task_id,
@@ -290,51 +343,70 @@ class _SessionExecutor(AgentExecutor):
             # The task before the session: the handler reads the store to see
             # whether the task is new, and a session would already be one.
             await event_queue.enqueue_event(first)
-            session = await self.runtime.create_session(
-                self.agent, session_id=task_id, metadata={CONTEXT_KEY: context_id}
-            )
-            stream = session.stream(text)
-        else:
-            session = await self.runtime.open_session(task_id, self.agent)
-            pending = await session.pending()
-            if pending:
-                for call in pending:
-                    if approves(text):
-                        await session.approve(call.id, note=text)
-                    else:
-                        await session.deny(call.id, note=text)
-                stream = RunStream(lambda emit: session.resume(emit=emit))
-            else:
-                stream = session.stream(text)
+            text = message_text(context.message) or "(an empty message)"
+            await self.runs.create(text, task_id=task_id, metadata={CONTEXT_KEY: context_id})
+        elif not await self._reply(task_id, context, updater):
+            return
+        # Followed at once: the run is launched, and its events start with
+        # the next step of the event loop.
+        events = self.runs.follow(task_id)
         await updater.start_work()
-        try:
-            async for event in stream:
+        while True:
+            async for event in events:
                 # Only the agent's own words: a child's text stays inside its tool.
                 if isinstance(event, TextDelta) and not event.origin and event.text:
                     await updater.update_status(
                         TaskState.TASK_STATE_WORKING,
                         message=_agent_message(event.text, task_id, context_id),
                     )
-        except Exception as exc:
-            # The run recorded its failure in its session; the client gets it in band.
-            why = f"the agent's run failed: {type(exc).__name__}: {exc}"
-            await updater.failed(_agent_message(why, task_id, context_id))
+            found = await self.runs.read(task_id)
+            if found is None or found.state is not ServedState.WORKING:
+                break
+            # Run by another process (or about to be run here): read it on.
+            await asyncio.sleep(_LOOK)
+            events = self.runs.follow(task_id)
+        if found is None:
             return
-        result = stream.result
-        assert result is not None
-        state, note = _state(result)
-        if state is TaskState.TASK_STATE_COMPLETED:
-            await updater.add_artifact([_answer(result)], artifact_id=ANSWER, name=ANSWER)
-        message = _agent_message(note, task_id, context_id) if note else None
-        await updater.update_status(state, message=message)
+        task = _task(found)
+        if found.state is ServedState.COMPLETED:
+            await updater.add_artifact(
+                list(task.artifacts[0].parts), artifact_id=ANSWER, name=ANSWER
+            )
+        message = task.status.message if task.status.HasField("message") else None
+        await updater.update_status(task.status.state, message=message)
+
+    async def _reply(self, task_id: str, context: RequestContext, updater: TaskUpdater) -> bool:
+        """Take a client's message on an existing task; whether a run of it
+        is now in flight here to follow."""
+        context_id = context.context_id or ""
+        found = await self.runs.read(task_id)
+        if found is None:
+            return False
+        if found.state is ServedState.INPUT_REQUIRED:
+            each, every = decisions_in(context.message)
+            decisions = {c.id: d for c in found.waiting if (d := each.get(c.id, every)) is not None}
+            session = await self.runs.runtime.open_session(task_id, self.runs.agent)
+            for call_id, (approved, note) in decisions.items():
+                decide = session.approve if approved else session.deny
+                with contextlib.suppress(ApprovalConflict):  # decided first elsewhere: it stands
+                    await decide(call_id, note=note)
+            found = await self.runs.read(task_id)  # runs the resume once nothing is left
+            if found is not None and found.state is ServedState.INPUT_REQUIRED:
+                # Not a decision, or not of every call: ask again, never guess.
+                heard = "" if decisions else "That reply decides nothing. "
+                message = _agent_message(heard + question(found), task_id, context_id)
+                await updater.requires_input(message=message)
+                return False
+            return True
+        text = message_text(context.message)
+        if found.state is ServedState.WORKING and text:
+            # A new message for the run in flight: it reads it at its next round.
+            await self.runs.steer(task_id, text)
+        return found.state is ServedState.WORKING
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id or ""
-        # The handler has cancelled a run in this process; a run elsewhere
-        # (a worker on the same store) stops at its next boundary.
-        with contextlib.suppress(SessionNotFound):
-            session = await self.runtime.open_session(task_id, self.agent)
-            await session.request_stop("cancelled over A2A")
+        await self.runs.cancel(task_id, "cancelled over A2A")
         updater = TaskUpdater(event_queue, task_id, context.context_id or "")
         await updater.cancel()
 
@@ -373,6 +445,8 @@ async def serve_agent(
                 on_ready(url)
 
     async with runtime:
+        # Tasks a restart cut off run on now, not at a client's first read.
+        await app.state.served_runs.start()
         with sock:
             config = uvicorn.Config(app, log_level="warning", lifespan="off")
             await Announcing(config).serve([sock])

@@ -16,7 +16,7 @@ import json
 import re
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -29,6 +29,9 @@ from ..errors import ConfigurationError
 from ..events import Event, ToolProgress
 from ..results import RunResult, RunStatus
 from ..runtime import Runtime
+
+if TYPE_CHECKING:
+    from ._taskserve import ServedTasks
 
 __all__ = ["agent_server", "serve_agent"]
 
@@ -48,6 +51,13 @@ def agent_server(agent: Agent, runtime: Runtime, *, tasks: bool = True) -> Serve
     and the 2026-07-28 tasks extension): a client that asks for a task gets
     its id at once and polls it; the task id is the session's id, so a
     server restarted on the same store answers for it (see `_taskserve`)."""
+    return _agent_server(agent, runtime, tasks)[0]
+
+
+def _agent_server(
+    agent: Agent, runtime: Runtime, tasks: bool
+) -> tuple[Server[Any], ServedTasks | None]:
+    """The server, and its `ServedTasks` (None without tasks)."""
     name = agent.name
     if not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", name):
         raise ConfigurationError(
@@ -96,13 +106,14 @@ def agent_server(agent: Agent, runtime: Runtime, *, tasks: bool = True) -> Serve
         return _answer(result, wrapped)
 
     server = Server(name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool)
-    if tasks:
-        from ._taskserve import ServedTasks
+    if not tasks:
+        return server, None
+    from ._taskserve import ServedTasks
 
-        served = ServedTasks(agent, runtime, name, lambda result: _answer(result, wrapped))
-        served.install(server)
-        runtime.service(ServedTasks, lambda _: served)
-    return server
+    served = ServedTasks(agent, runtime, name, lambda result: _answer(result, wrapped))
+    served.install(server)
+    runtime.service(ServedTasks, lambda _: served)
+    return server, served
 
 
 async def _forward(
@@ -166,8 +177,11 @@ async def serve_agent(
     in-memory one) is closed at the end.
     """
     runtime = runtime if runtime is not None else Runtime(agents=[agent])
-    server = agent_server(agent, runtime)
+    server, served = _agent_server(agent, runtime, True)
     async with runtime:
+        assert served is not None
+        # Tasks a restart cut off run on now, not at a client's first read.
+        await served.runs.start()
         if http is None:
             from mcp.server.stdio import stdio_server
 

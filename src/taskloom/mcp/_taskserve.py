@@ -3,18 +3,20 @@
 A client that asks for a task — `params.task` on 2025-11-25, the
 `io.modelcontextprotocol/tasks` extension in the request's capabilities on
 2026-07-28 — gets one at once: a fresh session of the serving runtime,
-whose id is the task id, and a run of the agent in the background. Every
-answer about the task is read from that session's log, so a server
-restarted on the same store answers `tasks/get` for tasks an earlier
-process started; a task whose run was cut off by the restart is run on
-from its log.
+whose id is the task id, and a run of the agent in the background. The
+mapping from run to task is `taskloom.runtime.ServedRuns` (the one `taskloom
+a2a serve` uses too): every answer about the task is read from that
+session's log, so a server restarted on the same store answers `tasks/get`
+for tasks an earlier process started, and runs on from its log a run the
+restart cut off (at its start, or at the task's first read).
 
 Statuses: `working` while the run goes on; `completed` once it ended (a
 run that did not complete is a completed task whose result is an `isError`
 result saying how it ended, as the inline call answers); `cancelled` once
-`tasks/cancel` stopped it; `input_required` while the run waits for a
-person to approve a call (`taskloom approve`, the console or code): once
-decided, the run resumes by itself at the next `tasks/get`. On 2026-07-28
+`tasks/cancel` cancelled it (within 2 s, for good); `input_required` while
+the run waits for a person to approve a call (`taskloom approve`, the
+console or code, in any process): once decided, the run resumes by itself,
+at the next `tasks/get` or the server's next look. On 2026-07-28
 each waiting call is also one of the task's `inputRequests` (an
 `elicitation/create` asking `approve`, a boolean, and an optional `note`),
 so the client's person can decide it in the protocol (`tasks/update`): a
@@ -26,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -36,19 +37,14 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .._control import StopSignal
 from ..agent import Agent
-from ..errors import ApprovalConflict, SessionBusy
+from ..errors import ApprovalConflict
 from ..events import Event, ToolProgress
-from ..log import SessionLog
-from ..loop import PendingCall, RunOptions
-from ..results import RunResult, RunStatus
-from ..runtime import Runtime
+from ..results import PendingCall, RunResult
+from ..runtime import Runtime, ServedRuns, ServedState, ServedTask
 from ._tasks import TASKS_EXTENSION
 
 __all__ = ["POLL_MS", "ServedTasks"]
-
-logger = logging.getLogger("taskloom.mcp")
 
 POLL_MS = 500
 """The polling interval suggested to clients, in milliseconds."""
@@ -91,9 +87,13 @@ class ServedTasks:
         self.runtime = runtime
         self.tool = tool
         self.answer = answer
-        self._runs: dict[str, asyncio.Task[Any]] = {}
         self._said: dict[str, str] = {}
-        self._stops: dict[str, StopSignal] = {}
+        self.runs = ServedRuns(
+            runtime,
+            agent,
+            lambda meta: (meta.metadata or {}).get(MARK) == tool,
+            on_event=self._heard,
+        )
 
     def install(self, server: Server[Any]) -> None:
         """Serve tasks on `server`: advertise them, answer task-augmented
@@ -178,11 +178,10 @@ class ServedTasks:
         # call; anything else (an unknown key, a `cancel`) leaves it waiting.
         responses = params.input_responses or {}
         if responses:
-            await self._meta(params.task_id)
+            task = await self._read(params.task_id)
             session = await self.runtime.open_session(params.task_id, self.agent)
             # Only the task's own parked calls: what view() offers as inputRequests.
-            await session.journal.sync()
-            waiting = {c.id for c in session.journal.log.undecided_calls()}
+            waiting = {c.id for c in task.waiting}
             for call_id, response in responses.items():
                 decision = _decision(response) if call_id in waiting else None
                 if decision is None:
@@ -202,111 +201,59 @@ class ServedTasks:
 
     async def create(self, task: str) -> dict[str, Any]:
         """Start a task: a new session running the agent on `task`."""
-        session = await self.runtime.create_session(self.agent, metadata={MARK: self.tool})
-        self._launch(session.id, lambda s, o: s.run(task, options=o, emit=self._emitter(s.id)))
-        return await self.view(session.id)
+        task_id = await self.runs.create(task, metadata={MARK: self.tool})
+        return await self.view(task_id)
 
-    def _launch(self, task_id: str, run: Callable[[Any, RunOptions], Any]) -> None:
-        stop = self._stops[task_id] = StopSignal()
-
-        async def go() -> None:
-            session = await self.runtime.open_session(task_id, self.agent)
-            try:
-                await run(session, RunOptions(stop=stop))
-            except SessionBusy:
-                pass  # another process runs it
-            except Exception:
-                logger.warning("the run of MCP task %s failed", task_id, exc_info=True)
-
-        job = asyncio.get_running_loop().create_task(go())
-        self._runs[task_id] = job
-
-        def forget(_: object) -> None:
-            self._runs.pop(task_id, None)
-            self._stops.pop(task_id, None)
-
-        job.add_done_callback(forget)
-
-    def _emitter(self, task_id: str) -> Callable[[Event], None]:
-        def emit(event: Event) -> None:
-            if isinstance(event, ToolProgress):
-                origin = f"[{event.origin}] " if event.origin else ""
-                self._said[task_id] = origin + event.message
-
-        return emit
+    def _heard(self, task_id: str, event: Event) -> None:
+        if isinstance(event, ToolProgress):
+            origin = f"[{event.origin}] " if event.origin else ""
+            self._said[task_id] = origin + event.message
 
     async def cancel(self, task_id: str) -> None:
-        """Stop the task's run (its session records the stop)."""
-        await self._meta(task_id)
-        job = self._runs.get(task_id)
-        reason = "cancelled by the MCP client"
-        stop = self._stops.get(task_id)
-        if stop is not None:
-            stop.set(reason)  # a run of this process: its tools see it at once
-        session = await self.runtime.open_session(task_id, self.agent)
-        await session.request_stop(reason)
-        if job is not None:
-            await asyncio.wait([job], timeout=30)
+        """Cancel the task's run: it reads `cancelled` from now on."""
+        await self._read(task_id)
+        await self.runs.cancel(task_id, "cancelled by the MCP client")
 
-    async def _meta(self, task_id: str) -> Any:
-        try:
-            meta = await self.runtime.store.get(task_id)
-        except Exception:
-            meta = None
-        if meta is None or (meta.metadata or {}).get(MARK) != self.tool:
+    async def _read(self, task_id: str) -> ServedTask:
+        found = await self.runs.read(task_id)
+        if found is None:
             raise MCPError(
                 code=types.INVALID_PARAMS,
                 message=f"Failed to retrieve task: Task not found ({task_id})",
             )
-        return meta
+        return found
 
     async def view(self, task_id: str) -> dict[str, Any]:
-        """The task as its session's log tells it (taking up a run cut off by
-        a restart, and resuming one whose parked calls were decided)."""
-        meta = await self._meta(task_id)
-        entries = await self.runtime.store.load(task_id)
-        log = SessionLog.folded(entries)
-        started_at = meta.created_at or (entries[0].created_at if entries else 0.0)
+        """The task as its session's log tells it (see `ServedRuns.read`)."""
+        task = await self._read(task_id)
         view: dict[str, Any] = {
             "task_id": task_id,
-            "created_at": _iso(started_at),
-            "updated_at": _iso(entries[-1].created_at if entries else started_at),
+            "created_at": _iso(task.created_at),
+            "updated_at": _iso(task.updated_at),
             "message": self._said.get(task_id),
         }
-        running_here = task_id in self._runs
-        result = None if log.run_open else log.finished_result(task_id, self.agent)
-        if result is None:
-            if not running_here:
-                # Cut off (the server restarted): run on from the log. A run
-                # alive elsewhere keeps the session (`SessionBusy`); a dead
-                # one's lease is taken over.
-                self._launch(task_id, lambda s, o: s.run(None, options=o, emit=self._emitter(s.id)))
-            return {**view, "status": "working"}
-        if result.status is RunStatus.AWAITING_APPROVAL and log.pending_calls():
-            undecided = log.undecided_calls()
-            if not undecided:
-                if not running_here:
-                    self._launch(
-                        task_id, lambda s, o: s.resume(options=o, emit=self._emitter(s.id))
-                    )
+        match task.state:
+            case ServedState.WORKING:
                 return {**view, "status": "working"}
-            waiting = ", ".join(f"{c.name} ({c.id})" for c in undecided)
-            return {
-                **view,
-                "status": "input_required",
-                "message": f"session {task_id} waits for a person to approve: {waiting}",
-                "input_requests": {c.id: _approval_request(c) for c in undecided},
-            }
-        if result.status is RunStatus.STOPPED:
-            return {**view, "status": "cancelled", "message": result.error or "cancelled"}
-        return {**view, "status": "completed", "result": self.answer(result)}
+            case ServedState.INPUT_REQUIRED:
+                asked = [f"{c.name} ({c.id})" for c in task.waiting]
+                asked += [f"{q.message!r} ({q.id})" for q in task.questions]
+                return {
+                    **view,
+                    "status": "input_required",
+                    "message": f"session {task_id} waits for a person to approve: "
+                    + ", ".join(asked),
+                    "input_requests": {c.id: _approval_request(c) for c in task.waiting},
+                }
+            case ServedState.CANCELLED:
+                why = task.result.error if task.result is not None else None
+                return {**view, "status": "cancelled", "message": why or "cancelled"}
+        assert task.result is not None
+        return {**view, "status": "completed", "result": self.answer(task.result)}
 
     async def close(self) -> None:
         """Stop the runs of this process (their tasks go on after a restart)."""
-        jobs = list(self._runs.values())
-        for job in jobs:
-            job.cancel()
-        await asyncio.gather(*jobs, return_exceptions=True)
+        await self.runs.close()
 
 
 def _modern(view: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,10 @@ implements it.
 A session's past is a place to start from: `Session.fork` (and
 `fork_session`, on stores alone) copies its history up to a cut into a new
 session; `diff_sessions` compares two sessions round by round.
+
+A run served as a protocol task (MCP Tasks, A2A) is mapped by `ServedRuns`,
+the one layer both servers use: the task's state read from its log, its
+run launched, resumed once decided and run on after a restart, and cancel.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from ._tool_board import SessionTools
 
 if TYPE_CHECKING:
     from ._diff import ASPECTS, Difference, Round, SessionDiff, diff_sessions, rounds_of
+    from ._served import ServedRuns, ServedState, ServedTask
 
 __all__ = [
     "ASPECTS",
@@ -62,6 +67,9 @@ __all__ = [
     "SessionJournal",
     "SessionModel",
     "SessionTools",
+    "ServedRuns",
+    "ServedState",
+    "ServedTask",
     "default_runtime",
     "diff_sessions",
     "fork_session",
@@ -72,5 +80,7 @@ __all__ = [
 # Comparing sessions is for tools and tests: `import taskloom` does not pay for it.
 _LAZY = {name: "._diff" for name in ("ASPECTS", "Difference", "Round", "SessionDiff")}
 _LAZY.update({"diff_sessions": "._diff", "rounds_of": "._diff"})
+# Only servers (`taskloom mcp serve`, `taskloom a2a serve`) serve runs as tasks.
+_LAZY.update({name: "._served" for name in ("ServedRuns", "ServedState", "ServedTask")})
 
 __getattr__ = lazy_exports(__name__, _LAZY)

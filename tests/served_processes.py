@@ -1,0 +1,98 @@
+"""`taskloom a2a serve` and `taskloom mcp serve` as real processes on a
+loopback port and a durable store (SQLite or PostgreSQL, from the
+`store_url` fixture), serving `served_task_agent:clerk`; and `taskloom
+approve` in a process of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import taskloom
+
+TESTS = Path(__file__).resolve().parent
+SOURCES = Path(taskloom.__file__).resolve().parents[1]
+
+
+def store_env(schema: str) -> dict[str, str]:
+    """The environment of a process that opens the `store_url` pair's store
+    by its URL alone: PostgreSQL's private schema through `search_path`."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SOURCES), str(TESTS)]))
+    if schema != "-":
+        env["PGOPTIONS"] = f"-c search_path={schema}"
+    return env
+
+
+class ServedProcess:
+    """One `taskloom KIND serve served_task_agent:clerk --http 127.0.0.1:0`
+    on the store at `url` (schema `schema`); its model waits for `gate`."""
+
+    def __init__(self, kind: str, url: str, schema: str, folder: Path) -> None:
+        self.kind = kind
+        self.store = url
+        self.schema = schema
+        self.gate = folder / "gate"
+        self.process: subprocess.Popen[str] | None = None
+        self.url = ""
+
+    def start(self) -> str:
+        """Start the server; returns its URL once it accepts calls."""
+        command = [sys.executable, "-m", "taskloom", self.kind, "serve"]
+        command += ["served_task_agent:clerk", "--http", "127.0.0.1:0", "--store", self.store]
+        self.process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**store_env(self.schema), "TASKLOOM_TEST_GATE": str(self.gate)},
+            start_new_session=True,
+        )
+        line = self._line()
+        assert f"serving agent 'clerk' over {self.kind.upper()} at" in line, line
+        self.url = line.split()[-1] if self.kind == "mcp" else line.split(" at ")[1].split()[0]
+        return self.url
+
+    def _line(self) -> str:
+        assert self.process is not None and self.process.stdout is not None
+        return self.process.stdout.readline()
+
+    async def said(self, text: str, timeout: float = 30) -> None:
+        """Wait until the server prints a line starting with `text`."""
+        async with asyncio.timeout(timeout):
+            while not (line := await asyncio.to_thread(self._line)).startswith(text):
+                assert line, f"the server ended before saying {text!r}"
+
+    def signal(self, sig: signal.Signals) -> None:
+        """Send `sig` to the server (the pid this started) and wait for it to end."""
+        process = self.process
+        if process is None:
+            return
+        self.process = None
+        os.kill(process.pid, sig)
+        try:
+            process.wait(15)
+        finally:
+            if process.poll() is None:
+                os.kill(process.pid, signal.SIGKILL)
+                process.wait(15)
+            assert process.stdout is not None
+            process.stdout.close()
+
+    def stop(self) -> None:
+        self.signal(signal.SIGKILL)
+
+
+def approve_from_the_cli(store: str, schema: str, session_id: str, call_id: str) -> str:
+    """`taskloom approve SESSION CALL --store URL` in a process of its own."""
+    done = subprocess.run(
+        [sys.executable, "-m", "taskloom", "approve", session_id, call_id, "--store", store],
+        capture_output=True,
+        text=True,
+        env={**store_env(schema), "COLUMNS": "200"},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
