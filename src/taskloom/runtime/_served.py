@@ -209,14 +209,19 @@ class ServedRuns:
         """Cancel the task: it reads `cancelled` from now on, in every process.
 
         The stop request is the durable record every process reads; the run
-        in flight here is cancelled (its turn in flight discarded, its lease
-        released) and waited for, within 2 s. A run in another process is
+        in flight here is cancelled (`Runtime.cancel_runs`: its model request
+        and tools in flight aborted, its end recorded, its lease released)
+        and waited for, within 2 s. A run in another process is
         cancelled by that process's look when it serves the task too, else
         it stops at its next boundary. Cancelling a cancelled task changes
         nothing."""
         if not _cancelled(SessionLog.folded(await self.runtime.store.load(task_id))):
             await self.runtime.request_stop(task_id, reason)
         self._known.discard(task_id)
+        # The run's own cancel: it aborts its model request and tools in
+        # flight and records its end (STOPPED) before it returns. Cancelling
+        # the job after it is the backstop for a run that has not begun.
+        await self.runtime.cancel_runs(task_id, reason)
         job = self._stop_here(task_id)
         if job is not None:
             await asyncio.wait([job], timeout=2)
