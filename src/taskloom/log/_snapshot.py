@@ -8,8 +8,8 @@ encoded. Restoring reads the chain, keeps the messages encoded until someone
 asks for them, and folds the entries after the chain's end as usual.
 
 A snapshot is a cache, never the truth. Each row carries the position it
-covers, the position it continues from and a SHA-256 checksum of its text,
-all verified when the row is read (when a session opens, never per round;
+covers, the position it continues from and a SHA-256 checksum of its text
+and its session's id (so another session's row does not pass), all verified when the row is read (when a session opens, never per round;
 hashing the text costs about a millisecond a megabyte). A row of another
 format version, or one that does not continue the chain (one left before a
 chain that started afresh), is passed over; a row of this version that is
@@ -89,21 +89,21 @@ class _Damaged(Exception):
     """A row of this version that cannot be trusted (why, without content)."""
 
 
-def read_snapshot(
-    rows: Sequence[tuple[int, str]], *, session_id: str | None = None
-) -> Snapshot | None:
-    """The longest usable chain among `rows` (position order), or None.
+def read_snapshot(rows: Sequence[tuple[int, str]], *, session_id: str = "") -> Snapshot | None:
+    """The longest usable chain among `rows` (position order) of session
+    `session_id` (the id `encode_snapshot` was given), or None.
 
     A row starting from 0 begins a chain afresh; a row continues the chain
     only from the position where it ends; a row of another version, or one
     that continues nothing, is skipped. A damaged row (see the module
-    docstring) rejects every row: None, and a warning naming `session_id`.
+    docstring) rejects every row: None, and a warning naming the session
+    and the row's position (never its content).
     """
     chain: list[Mapping[str, Any]] = []
     end = 0
     for position, text in rows:
         try:
-            row = _verified(position, text)
+            row = _verified(session_id, position, text)
         except _Damaged as exc:
             logger.warning(
                 "session %s: snapshot row at %d rejected (%s); replaying the log in full",
@@ -150,7 +150,7 @@ def read_snapshot(
         return None
 
 
-def _verified(position: int, text: str) -> dict[str, Any] | None:
+def _verified(session_id: str, position: int, text: str) -> dict[str, Any] | None:
     """The row at `position`, checked; None for a row of another version.
 
     Raises `_Damaged` for a row of this version (or of none) that is not
@@ -170,7 +170,7 @@ def _verified(position: int, text: str) -> dict[str, Any] | None:
         raise _Damaged("no checksum: cut short?")
     covered = text[: found.start()]
     try:
-        digest = hashlib.sha256(covered.encode()).hexdigest()
+        digest = _checksum(session_id, covered)
     except UnicodeError as exc:
         raise _Damaged("unreadable") from exc
     if digest != found.group(1):
@@ -187,10 +187,11 @@ def _verified(position: int, text: str) -> dict[str, Any] | None:
     return row
 
 
-def encode_snapshot(log: SessionLog) -> str:
+def encode_snapshot(log: SessionLog, *, session_id: str = "") -> str:
     """A row continuing `log`'s chain, covering the log up to its position:
     its state now, and the message entries since `log.snapshot_at` (the
-    whole log's when it has no snapshot yet), with their checksum."""
+    whole log's when it has no snapshot yet), with their checksum, which
+    `read_snapshot` checks against the same `session_id`."""
     since = log.snapshot_at
     # Entries are dense from `base`: the ones after `since` are a slice.
     fresh = log.entries[since - log.base :]
@@ -214,7 +215,14 @@ def encode_snapshot(log: SessionLog) -> str:
     # ASCII (json.dumps escapes the rest), so the checksum reads the same
     # text whatever a store's encoding.
     covered = f'{_HEAD}{log.position},"from":{since},"row":{body}'
-    return f'{covered},"sum":"{hashlib.sha256(covered.encode()).hexdigest()}"}}'
+    return f'{covered},"sum":"{_checksum(session_id, covered)}"}}'
+
+
+def _checksum(session_id: str, covered: str) -> str:
+    digest = hashlib.sha256(session_id.encode())
+    digest.update(b"\n")
+    digest.update(covered.encode())
+    return digest.hexdigest()
 
 
 def _plain(value: object) -> object:

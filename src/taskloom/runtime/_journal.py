@@ -188,7 +188,7 @@ class SessionJournal:
             return
         log = self._log
         position, since = log.position, log.snapshot_at
-        data = encode_snapshot(log)
+        data = encode_snapshot(log, session_id=self.id)
         try:
             if since == 0 and self._unused_rows:
                 # Rows this journal could not use may sit anywhere, even past
