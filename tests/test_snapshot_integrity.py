@@ -31,7 +31,7 @@ from taskloom.loop import RunStatus
 from taskloom.models import ScriptedModel, reply
 from taskloom.stores import SnapshotStore
 
-CASES = 100
+CASES = 1_000
 EVERY = 7
 """Entries between two snapshot rows: the session below has four."""
 

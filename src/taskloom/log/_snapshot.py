@@ -99,7 +99,7 @@ def read_snapshot(rows: Sequence[tuple[int, str]], *, session_id: str = "") -> S
     docstring) rejects every row: None, and a warning naming the session
     and the row's position (never its content).
     """
-    chain: list[Mapping[str, Any]] = []
+    chain: list[dict[str, Any]] = []
     end = 0
     for position, text in rows:
         try:
@@ -128,8 +128,8 @@ def read_snapshot(rows: Sequence[tuple[int, str]], *, session_id: str = "") -> S
         messages: list[str] = []
         positions: list[int] = []
         call_ids: list[str] = []
-        for row in chain:
-            body = row["row"]
+        for link in chain:
+            body = link["row"]
             text = body["messages"]
             if not isinstance(text, str):
                 raise TypeError("messages")
@@ -176,12 +176,14 @@ def _verified(session_id: str, position: int, text: str) -> dict[str, Any] | Non
     if digest != found.group(1):
         raise _Damaged("checksum mismatch")
     try:
-        row = json.loads(covered + "}")
+        row: dict[str, Any] = json.loads(covered + "}")
     except (ValueError, RecursionError) as exc:
         raise _Damaged("unreadable") from exc
     at, start = row.get("at"), row.get("from")
-    if at != position or type(at) is not int:
-        raise _Damaged(f"written for position {at!r}")
+    if type(at) is not int:
+        raise _Damaged("wrong shape")
+    if at != position:
+        raise _Damaged(f"written for position {at}")
     if type(start) is not int or not 0 <= start < position or not isinstance(row.get("row"), dict):
         raise _Damaged("wrong shape")
     return row
