@@ -168,15 +168,16 @@ def _verified(session_id: str, position: int, text: str) -> dict[str, Any] | Non
     found = _SUM.search(text, len(text) - _SUM_CHARS)
     if found is None:
         raise _Damaged("no checksum: cut short?")
-    covered = text[: found.start()]
     try:
-        digest = _checksum(session_id, covered)
+        encoded = text.encode()
     except UnicodeError as exc:
         raise _Damaged("unreadable") from exc
-    if digest != found.group(1):
+    # The covered part, found from the end in bytes (what follows it is ASCII).
+    covered = memoryview(encoded)[: len(encoded) - (len(text) - found.start())]
+    if _checksum(session_id, covered) != found.group(1):
         raise _Damaged("checksum mismatch")
     try:
-        row: dict[str, Any] = json.loads(covered + "}")
+        row: dict[str, Any] = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise _Damaged("unreadable") from exc
     at, start = row.get("at"), row.get("from")
@@ -217,13 +218,13 @@ def encode_snapshot(log: SessionLog, *, session_id: str = "") -> str:
     # ASCII (json.dumps escapes the rest), so the checksum reads the same
     # text whatever a store's encoding.
     covered = f'{_HEAD}{log.position},"from":{since},"row":{body}'
-    return f'{covered},"sum":"{_checksum(session_id, covered)}"}}'
+    return f'{covered},"sum":"{_checksum(session_id, covered.encode())}"}}'
 
 
-def _checksum(session_id: str, covered: str) -> str:
+def _checksum(session_id: str, covered: bytes | memoryview) -> str:
     digest = hashlib.sha256(session_id.encode())
     digest.update(b"\n")
-    digest.update(covered.encode())
+    digest.update(covered)
     return digest.hexdigest()
 
 
