@@ -7,8 +7,8 @@ verify each row (its checksum and the position it says it covers, see
 `taskloom.log.read_snapshot`) and replay the log instead of using a row
 they cannot trust, so a row may be stale, foreign or damaged without harm:
 a store must hand back the text it holds, even text that is not what was
-written, rather than fail the read. Rows go with their session: SQL rows by foreign key, memory rows by
-`delete`.
+written, rather than fail the read. Rows go with their session: SQL rows by
+foreign key, memory rows by `delete`.
 
 A write may carry the session lease's `Fence`: it is refused (nothing
 written) unless the generation is current, so only the session's one writer
