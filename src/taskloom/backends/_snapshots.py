@@ -1,12 +1,14 @@
 """Snapshots of a session's fold: a cache beside the log, never the truth.
 
 A snapshot row covers the log up to its `position` and holds opaque JSON
-text that its writer (the session, through the loop's fold) knows how to
+text that its writer (the session, through the log's fold) knows how to
 read; the store only keeps rows, in position order, per session. Readers
-that cannot use a row (another format version, a gap, corrupt text) ignore
-it and replay the log, so a row may be stale, foreign or damaged without
-harm. Rows go with their session: SQL rows by foreign key, memory rows by
-`delete`.
+verify each row (its checksum and the position it says it covers, see
+`taskloom.log.read_snapshot`) and replay the log instead of using a row
+they cannot trust, so a row may be stale, foreign or damaged without harm:
+a store must hand back the text it holds, even text that is not what was
+written, rather than fail the read. Rows go with their session: SQL rows by
+foreign key, memory rows by `delete`.
 
 A write may carry the session lease's `Fence`: it is refused (nothing
 written) unless the generation is current, so only the session's one writer

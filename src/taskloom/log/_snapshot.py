@@ -7,17 +7,26 @@ compaction...) plus the message entries since the previous row, still
 encoded. Restoring reads the chain, keeps the messages encoded until someone
 asks for them, and folds the entries after the chain's end as usual.
 
-A snapshot is a cache, never the truth: a row of another format version, a
-row that does not continue the chain, text that does not decode, or a chain
-whose last entry is not the one the log holds at that position (a session
-deleted and created again under the same id) is ignored, and what remains
-is replayed from the log. So a stale or foreign row costs time, never
-correctness.
+A snapshot is a cache, never the truth. Each row carries the position it
+covers, the position it continues from and a SHA-256 checksum of its text
+and its session's id (so another session's row does not pass), all verified when the row is read (when a session opens, never per round;
+hashing the text costs about a millisecond a megabyte). A row of another
+format version, or one that does not continue the chain (one left before a
+chain that started afresh), is passed over; a row of this version that is
+damaged (its checksum, its position or its shape wrong, its text cut or
+garbled) rejects the whole snapshot, with a warning that names the session
+and the row's position but no content, and the log is replayed in full. So
+a stale, foreign or damaged row costs time, never correctness. The
+checksum guards against damage, not against someone able to write the
+store: they can write the log itself.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,13 +34,22 @@ from typing import Any
 from ..entries import Entry, EntryKind
 from ._fold import SessionLog
 
+logger = logging.getLogger("taskloom")
+
 __all__ = ["SNAPSHOT_VERSION", "Snapshot", "encode_snapshot", "read_snapshot"]
 
-SNAPSHOT_VERSION = 3
+SNAPSHOT_VERSION = 4
 """The format rows are written in; rows of any other version are ignored.
 
 Version 2 keeps each row's message entries as one JSON text inside the row,
-so opening parses them only when the history is read, not to restore."""
+so opening parses them only when the history is read, not to restore.
+Version 4 adds the position a row covers and a checksum of its text."""
+
+# A row is `{"v":4,"at":P,"from":S,"row":{...},"sum":"<sha256 hex>"}`: the
+# checksum covers the text before `,"sum"`, so it is hashed once as written.
+_HEAD = f'{{"v":{SNAPSHOT_VERSION},"at":'
+_SUM = re.compile(r',"sum":"([0-9a-f]{64})"\}\Z')
+_SUM_CHARS = 74
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,24 +85,36 @@ class Snapshot:
         log.restore(self.position, self.state, self.messages, self.positions, self.call_ids)
 
 
-def read_snapshot(rows: Sequence[tuple[int, str]]) -> Snapshot | None:
-    """The longest usable chain among `rows` (position order), or None.
+class _Damaged(Exception):
+    """A row of this version that cannot be trusted (why, without content)."""
+
+
+def read_snapshot(rows: Sequence[tuple[int, str]], *, session_id: str = "") -> Snapshot | None:
+    """The longest usable chain among `rows` (position order) of session
+    `session_id` (the id `encode_snapshot` was given), or None.
 
     A row starting from 0 begins a chain afresh; a row continues the chain
-    only from the position where it ends; any other row is skipped.
+    only from the position where it ends; a row of another version, or one
+    that continues nothing, is skipped. A damaged row (see the module
+    docstring) rejects every row: None, and a warning naming the session
+    and the row's position (never its content).
     """
-    chain: list[Mapping[str, Any]] = []
+    chain: list[dict[str, Any]] = []
     end = 0
     for position, text in rows:
         try:
-            row = json.loads(text)
-            if not isinstance(row, dict) or row.get("v") != SNAPSHOT_VERSION:
-                continue
-            start = row["from"]
-            if not isinstance(start, int) or position <= start:
-                continue
-        except (ValueError, RecursionError, KeyError, TypeError):
+            row = _verified(session_id, position, text)
+        except _Damaged as exc:
+            logger.warning(
+                "session %s: snapshot row at %d rejected (%s); replaying the log in full",
+                session_id or "?",
+                position,
+                exc,
+            )
+            return None
+        if row is None:
             continue
+        start = row["from"]
         if start == 0:
             chain = [row]
         elif chain and start == end:
@@ -98,24 +128,73 @@ def read_snapshot(rows: Sequence[tuple[int, str]]) -> Snapshot | None:
         messages: list[str] = []
         positions: list[int] = []
         call_ids: list[str] = []
-        for row in chain:
-            text = row["messages"]
+        for link in chain:
+            body = link["row"]
+            text = body["messages"]
             if not isinstance(text, str):
-                return None
+                raise TypeError("messages")
             messages.append(text)
-            positions.extend(int(p) for p in row["positions"])
-            call_ids.extend(str(c) for c in row["call_ids"])
-        kind, created_at = chain[-1]["last"]
-        return Snapshot(
-            end, (str(kind), float(created_at)), chain[-1]["state"], messages, positions, call_ids
-        )
+            positions.extend(int(p) for p in body["positions"])
+            call_ids.extend(str(c) for c in body["call_ids"])
+        last = chain[-1]["row"]
+        kind, created_at = last["last"]
+        state = last["state"]
+        if not isinstance(state, Mapping):
+            raise TypeError("state")
+        return Snapshot(end, (str(kind), float(created_at)), state, messages, positions, call_ids)
     except (KeyError, TypeError, ValueError):
+        logger.warning(
+            "session %s: snapshot rejected (a row of the wrong shape); replaying the log in full",
+            session_id or "?",
+        )
         return None
 
 
-def encode_snapshot(log: SessionLog) -> str:
-    """A row continuing `log`'s chain: its state now, and the message entries
-    since `log.snapshot_at` (the whole log's when it has no snapshot yet)."""
+def _verified(session_id: str, position: int, text: str) -> dict[str, Any] | None:
+    """The row at `position`, checked; None for a row of another version.
+
+    Raises `_Damaged` for a row of this version (or of none) that is not
+    what its writer wrote there.
+    """
+    if not text.startswith(_HEAD):
+        # Another version's row (skipped), or one too garbled to say.
+        try:
+            version = json.loads(text).get("v")
+        except (ValueError, RecursionError, AttributeError) as exc:
+            raise _Damaged("unreadable") from exc
+        if type(version) is int and version != SNAPSHOT_VERSION:
+            return None
+        raise _Damaged("unreadable")
+    found = _SUM.search(text, len(text) - _SUM_CHARS)
+    if found is None:
+        raise _Damaged("no checksum: cut short?")
+    try:
+        encoded = text.encode()
+    except UnicodeError as exc:
+        raise _Damaged("unreadable") from exc
+    # The covered part, found from the end in bytes (what follows it is ASCII).
+    covered = memoryview(encoded)[: len(encoded) - (len(text) - found.start())]
+    if _checksum(session_id, covered) != found.group(1):
+        raise _Damaged("checksum mismatch")
+    try:
+        row: dict[str, Any] = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise _Damaged("unreadable") from exc
+    at, start = row.get("at"), row.get("from")
+    if type(at) is not int:
+        raise _Damaged("wrong shape")
+    if at != position:
+        raise _Damaged(f"written for position {at}")
+    if type(start) is not int or not 0 <= start < position or not isinstance(row.get("row"), dict):
+        raise _Damaged("wrong shape")
+    return row
+
+
+def encode_snapshot(log: SessionLog, *, session_id: str = "") -> str:
+    """A row continuing `log`'s chain, covering the log up to its position:
+    its state now, and the message entries since `log.snapshot_at` (the
+    whole log's when it has no snapshot yet), with their checksum, which
+    `read_snapshot` checks against the same `session_id`."""
     since = log.snapshot_at
     # Entries are dense from `base`: the ones after `since` are a slice.
     fresh = log.entries[since - log.base :]
@@ -129,15 +208,24 @@ def encode_snapshot(log: SessionLog) -> str:
     call_ids = [c.id for m in log.messages_since(since) for c in m.tool_calls]
     last = log.entries[-1] if log.entries else None
     row = {
-        "v": SNAPSHOT_VERSION,
-        "from": since,
         "last": [last.kind, last.created_at] if last is not None else ["", 0.0],
         "state": log.snapshot_state(),
         "messages": json.dumps(messages, separators=(",", ":"), allow_nan=False, default=_plain),
         "positions": positions,
         "call_ids": call_ids,
     }
-    return json.dumps(row, separators=(",", ":"), allow_nan=False, default=_plain)
+    body = json.dumps(row, separators=(",", ":"), allow_nan=False, default=_plain)
+    # ASCII (json.dumps escapes the rest), so the checksum reads the same
+    # text whatever a store's encoding.
+    covered = f'{_HEAD}{log.position},"from":{since},"row":{body}'
+    return f'{covered},"sum":"{_checksum(session_id, covered.encode())}"}}'
+
+
+def _checksum(session_id: str, covered: bytes | memoryview) -> str:
+    digest = hashlib.sha256(session_id.encode())
+    digest.update(b"\n")
+    digest.update(covered)
+    return digest.hexdigest()
 
 
 def _plain(value: object) -> object:

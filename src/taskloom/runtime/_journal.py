@@ -34,7 +34,7 @@ class SessionJournal:
     or one known to be short) and folds every entry.
     """
 
-    __slots__ = ("_held", "_log", "_restorable", "_runtime", "_whole", "id")
+    __slots__ = ("_held", "_log", "_restorable", "_runtime", "_unused_rows", "_whole", "id")
 
     def __init__(self, runtime: Runtime, session_id: str, *, new: bool = False) -> None:
         self.id = session_id
@@ -43,6 +43,9 @@ class SessionJournal:
         # The first sync of an existing session starts from its snapshot; a
         # session just created has none to look for.
         self._restorable = not new
+        # Snapshot rows were found at open and not used (damaged, or of
+        # another log): the next snapshot replaces them all.
+        self._unused_rows = False
         self._held: HeldLease | None = None
         # (position, monotonic time) of an own append known to follow every
         # entry before it; see sync(fresh=).
@@ -153,19 +156,28 @@ class SessionJournal:
         snapshots = runtime.snapshots
         if snapshots is None:
             return False
-        snapshot = read_snapshot(await snapshots.read(self.id))
+        rows = await snapshots.read(self.id)
+        snapshot = read_snapshot(rows, session_id=self.id)
+        self._unused_rows = bool(rows)
         if snapshot is None:
             return False
         # From the snapshot's last entry on: it proves the log is the one the
         # snapshot was made from.
         entries = await runtime.store.load(self.id, after=snapshot.position - 1)
         if not entries or not snapshot.matches(entries[0]):
+            logger.warning(
+                "session %s: snapshot at %d does not end at the log's entry there; "
+                "replaying the log in full",
+                self.id,
+                snapshot.position,
+            )
             return False
         try:
             snapshot.restore_into(self._log)
         except (KeyError, TypeError, ValueError, AttributeError, CorruptEntry):
             logger.warning("session %s: ignoring an unreadable snapshot", self.id)
             return False
+        self._unused_rows = False
         self._fold(entries[1:])
         return True
 
@@ -176,12 +188,17 @@ class SessionJournal:
             return
         log = self._log
         position, since = log.position, log.snapshot_at
-        data = encode_snapshot(log)
+        data = encode_snapshot(log, session_id=self.id)
         try:
+            if since == 0 and self._unused_rows:
+                # Rows this journal could not use may sit anywhere, even past
+                # the log's end: the fresh chain replaces them all.
+                await snapshots.delete(self.id)
             await snapshots.write(self.id, position, data, fence=fence)
             if since == 0:
                 # A chain starting afresh: the rows before it are dead weight.
                 await snapshots.prune(self.id, position)
+            self._unused_rows = False
         except (StoreError, StaleLeaseError) as exc:
             # A cache: the log stays correct without it; the next one retries
             # (and a writer that lost the lease learns it at its next append).

@@ -37,9 +37,14 @@ class SQLiteSnapshots:
         return self._db
 
     async def read(self, session_id: str) -> list[tuple[int, str]]:
-        sql = "SELECT position, data FROM taskloom_snapshots WHERE session_id = ? ORDER BY position"
+        # As bytes, decoded here: a damaged row (bytes that are not UTF-8)
+        # must reach the reader as text it rejects, not fail the read.
+        sql = (
+            "SELECT position, CAST(data AS BLOB) FROM taskloom_snapshots"
+            " WHERE session_id = ? ORDER BY position"
+        )
         rows = await self._db.run(lambda conn: conn.execute(sql, (session_id,)).fetchall())
-        return [(int(p), str(d)) for p, d in rows]
+        return [(int(p), bytes(d).decode(errors="replace")) for p, d in rows]
 
     async def write(
         self, session_id: str, position: int, data: str, *, fence: Fence | None = None
