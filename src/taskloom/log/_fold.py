@@ -282,6 +282,32 @@ class SessionLog:
         started, finished = self._last_run_started, self._last_finished
         return started is not None and (finished is None or finished.position < started.position)
 
+    def unended_answer(self) -> MessageEntry | None:
+        """The final answer of the latest run when that run has no end and the
+        answer is the log's last message (an assistant message with no tool
+        calls, written by that run, after which nothing but entries that need
+        no model came: model changes, steering, deferred items, stop
+        requests); else None. Its `delivered_ids` are the notices it carried
+        (empty when a snapshot holds the entry and not the log).
+
+        Such a run was cut off (its process killed, its task cancelled)
+        between its answer and its end, where the loop only decides whether
+        the run completes: running it on must decide that again, not ask the
+        model once more."""
+        started, message = self._last_run_started, self._turn_message
+        if started is None or message is None or message.tool_calls or not self.run_open:
+            return None
+        turn = self._turn
+        if turn < started.position or self._positions[-1] != turn:
+            return None  # an earlier run's answer, or a message followed it
+        for entry in reversed(self._entries):
+            if entry.position == turn:
+                payload = MessageEntry.from_data(entry.data)
+                return replace(payload, message=message)
+            if entry.position < turn:
+                break
+        return MessageEntry(message)
+
     @property
     def positions(self) -> Sequence[int]:
         """The log position of each message (a delivered notice shares its
