@@ -12,8 +12,9 @@ import pytest
 
 from pg import pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, RunStatus, ToolContext, tool
-from taskloom.entries import RunFinishedEntry
-from taskloom.models import FunctionModel, reply
+from taskloom.entries import CallsStarted, RunFinishedEntry
+from taskloom.log import INTERRUPTED, NOT_STARTED
+from taskloom.models import FunctionModel, ModelRequest, reply
 from test_crash import Child, open_runtime
 
 pytestmark = pytest.mark.slow
@@ -79,5 +80,53 @@ async def test_a_run_killed_after_its_final_answer_is_ended_without_asking_again
         # The session goes on as any other from there.
         again = await reopened.run("and now?")
         assert again.text == "recovered" and len(model.requests) == 1
+    finally:
+        await runtime.close()
+
+
+@pytest.mark.parametrize("second", ["charge", "upsert"])
+async def test_a_call_queued_behind_a_killed_one_is_told_it_did_not_run(
+    store_url: tuple[str, str], tmp_path: Path, second: str
+) -> None:
+    runtime = open_runtime(*store_url)
+    try:
+        session = await runtime.create_session(Agent("crashy", answering_model()))
+        effects = tmp_path / "effects.txt"
+        effects.touch()
+        scenario = "two-then-idempotent" if second == "upsert" else "two-writes"
+        kill_at(store_url, scenario, session.id, effects)
+        assert effects.read_text().split() == ["call_1"]  # the second never started
+        seen: list[ModelRequest] = []
+
+        def model_fn(request: ModelRequest) -> object:
+            seen.append(request)
+            return reply("recovered")
+
+        model = FunctionModel(model_fn, name="crash")
+        ran_here.clear()
+        agent = Agent("crashy", model, tools=[charge, upsert])
+        reopened = await runtime.open_session(session.id, agent)
+        result = await reopened.run("are we done?")
+        assert result.status is RunStatus.COMPLETED
+        results = {r.tool_call_id: r for m in seen[0].messages for r in m.results}
+        print(
+            f"{second}: ran again {ran_here}, first {results['call_1'].content!r}, "
+            f"second {results['call_2'].content!r}"
+        )
+        assert (results["call_1"].content, results["call_1"].is_error) == (INTERRUPTED, True)
+        if second == "upsert":
+            # Idempotent and never started: run now, once, for the first time
+            # (no retry of its bounded few is spent on it).
+            assert ran_here == ["call_2"]
+            assert (results["call_2"].content, results["call_2"].is_error) == ("upserted 6", False)
+            starts = [
+                p
+                for e in await reopened.entries()
+                if isinstance(p := e.payload, CallsStarted) and "call_2" in p.call_ids
+            ]
+            assert starts and all(p.step for p in starts), starts
+        else:
+            assert ran_here == []
+            assert (results["call_2"].content, results["call_2"].is_error) == (NOT_STARTED, True)
     finally:
         await runtime.close()
