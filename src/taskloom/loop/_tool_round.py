@@ -97,7 +97,7 @@ class ToolRound:
         have run", as it should."""
         log = self._log
         to_run = calls if not decided else [c for c in calls if c.id not in decided]
-        stepped = log.in_steps or step_count(to_run, tools) > 1
+        stepped = log.in_steps or (len(to_run) > 1 and step_count(to_run, tools) > 1)
         try:
             return await self._calls.run(
                 calls, tools, decided, self._record_step if stepped else None
