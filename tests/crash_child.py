@@ -35,9 +35,10 @@ async def hang(point: str) -> None:
 class ReportingStore:
     """Wraps the store: reports confirmed appends, and can hang before one."""
 
-    def __init__(self, inner: Any, hang_before_results: bool) -> None:
+    def __init__(self, inner: Any, hang_before_results: bool, hang_before_end: bool) -> None:
         self._inner = inner
         self._hang = hang_before_results
+        self._hang_before_end = hang_before_end
         self.leases = inner.leases
 
     def __getattr__(self, name: str) -> Any:
@@ -46,6 +47,8 @@ class ReportingStore:
     async def append(self, session_id: str, entry: Entry, *, fence: Fence | None = None) -> int:
         if self._hang and entry.kind == "message" and entry.data["message"]["role"] == "tool":
             await hang("before-results")
+        if self._hang_before_end and entry.kind == "run_finished":
+            await hang("before-end")  # the final answer is stored, the run's end is not
         position: int = await self._inner.append(session_id, entry, fence=fence)
         say(f"COMMITTED {position}")
         return position
@@ -58,7 +61,7 @@ async def charge(amount: int, ctx: ToolContext) -> str:
         f.write(f"{ctx.call_id}\n")
         f.flush()
         os.fsync(f.fileno())
-    if SCENARIO == "during-tool":
+    if SCENARIO == "during-tool" or (SCENARIO.startswith("two-") and ctx.call_id == "call_1"):
         await hang("during-tool")
     return f"charged {amount}"
 
@@ -83,6 +86,11 @@ async def model_fn(request: ModelRequest) -> Any:
     if last.role == "user" and len(request.messages) == 1:
         if SCENARIO == "idempotent":
             return reply(tool_calls=[("upsert", {"amount": 5}, "call_upsert")])
+        if SCENARIO.startswith("two-"):
+            # Two calls that each run alone: the second waits for the first.
+            second = "upsert" if SCENARIO == "two-then-idempotent" else "charge"
+            calls = [("charge", {"amount": 5}, "call_1"), (second, {"amount": 6}, "call_2")]
+            return reply(tool_calls=calls)
         return reply(tool_calls=[("charge", {"amount": 5}, "call_charge")])
     return reply("done")
 
@@ -92,7 +100,11 @@ async def main() -> None:
         {"schema": SCHEMA} if URL.startswith("postgres") and SCHEMA != "-" else {}
     )
     inner = open_store(URL, **options)
-    store = ReportingStore(inner, hang_before_results=SCENARIO == "before-results")
+    store = ReportingStore(
+        inner,
+        hang_before_results=SCENARIO == "before-results",
+        hang_before_end=SCENARIO == "before-end",
+    )
     runtime = Runtime(store=store)  # type: ignore[arg-type]
     model = FunctionModel(model_fn, name="crash")
     agent = Agent("crashy", model, tools=[charge, upsert])

@@ -478,18 +478,32 @@ class ApprovalDecision(Payload):
 class CallsStarted(Payload):
     """Calls of turn `turn` are about to run: written durably before they start,
     so a crash while they run answers them "interrupted" (an idempotent tool's
-    call is run again instead, a bounded number of times)."""
+    call is run again instead, a bounded number of times).
+
+    With `step`, the calls are one step of a turn run in several (a call that
+    runs alone, or a group that overlaps), written before that step starts:
+    it records how far the turn got, so a call no step record names never
+    started; it does not count as a start against an idempotent call's
+    retries."""
 
     KIND: ClassVar[str] = EntryKind.CALLS_STARTED
     turn: int
     call_ids: tuple[str, ...]
+    step: bool = False
 
     def to_data(self) -> dict[str, Any]:
-        return {"turn": self.turn, "call_ids": list(self.call_ids)}
+        data: dict[str, Any] = {"turn": self.turn, "call_ids": list(self.call_ids)}
+        if self.step:
+            data["step"] = True
+        return data
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> CallsStarted:
-        return cls(int(data.get("turn", 0)), tuple(str(c) for c in data.get("call_ids") or ()))
+        return cls(
+            int(data.get("turn", 0)),
+            tuple(str(c) for c in data.get("call_ids") or ()),
+            bool(data.get("step", False)),
+        )
 
 
 @dataclass(frozen=True, slots=True)

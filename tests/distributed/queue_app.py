@@ -8,7 +8,9 @@ side-effect file), `TLQ_AGENTS` (agent names to register; default all),
 `TLQ_TOOL_SLEEP` (seconds the `touch` tool sleeps after its side effect),
 `TLQ_LEASE_TTL`, `TLQ_WAKE` (1: wake_on_notice), `TLQ_RESULTS` (1: print
 `RESULT <session> <json>` with the counts and usage of every run's own
-`RunResult` as it ends).
+`RunResult` as it ends), `TLQ_HANG_AT_END` (1: print `READY end <session>`
+and hang before appending any run's end: a run's answer is stored, its end
+is not, the point a test kills at).
 
 The `touch` tool prints `TOOL <session> <call id>` (the READY line a test
 kills at), appends `<session> <call id>` to the side-effect file, then
@@ -27,10 +29,11 @@ from typing import Any
 from taskloom import Agent, RunResult, Runtime, ToolContext, Usage, tool
 from taskloom.delegation import Spawner
 from taskloom.distributed import WorkQueue
+from taskloom.entries import Entry, EntryKind
 from taskloom.errors import ProviderError
 from taskloom.loop import NO_OBSERVER, RunInfo, RunObserver
 from taskloom.models import FunctionModel, ModelRequest, reply
-from taskloom.stores import PostgresStore
+from taskloom.stores import Fence, PostgresStore
 
 PID = os.getpid()
 
@@ -65,6 +68,22 @@ def touch_then_answer(request: ModelRequest) -> Any:
         return reply(tool_calls=[("touch", {})])
     heard = [m.text for m in request.messages if m.role == "user"]
     return reply(f"done by {PID}: {heard[-1] if heard else ''}")
+
+
+def answer_at_once(request: ModelRequest) -> Any:
+    """Answer at once, marking `ASKED <pid>` in the side-effect file (a paid request)."""
+    mark(f"ASKED {PID}")
+    return reply(f"answered by {PID}")
+
+
+class EndHangingStore(PostgresStore):
+    """A store that hangs before appending a run's end (`TLQ_HANG_AT_END=1`)."""
+
+    async def append(self, session_id: str, entry: Entry, *, fence: Fence | None = None) -> int:
+        if entry.kind == EntryKind.RUN_FINISHED:
+            say(f"READY end {session_id}")
+            await asyncio.Event().wait()
+        return await super().append(session_id, entry, fence=fence)
 
 
 def lead(request: ModelRequest) -> Any:
@@ -199,6 +218,7 @@ def build(
     lease_ttl: float = 30.0,
     wake: bool = False,
     observer: RunObserver | None = None,
+    hang_at_end: bool = False,
 ) -> Runtime:
     """The runtime a worker (or the test's host) uses."""
     queue = WorkQueue(
@@ -216,10 +236,11 @@ def build(
         Agent("boss", FunctionModel(boss, name="boss"), tools=[fanout.tool()]),
         Agent("treasurer", FunctionModel(treasurer, name="treasurer"), tools=[payers.tool()]),
         Agent("tally", FunctionModel(tally, name="tally"), tools=[touch]),
+        Agent("answerer", FunctionModel(answer_at_once, name="answerer")),
     ]
     wanted = None if agents is None else set(filter(None, agents.split(",")))
     return Runtime(
-        store=PostgresStore(url, schema=schema, max_size=4),
+        store=(EndHangingStore if hang_at_end else PostgresStore)(url, schema=schema, max_size=4),
         queue=queue,
         agents=[a for a in everyone if wanted is None or a.name in wanted],
         tools=[touch, pay],
@@ -240,4 +261,5 @@ def make_runtime() -> Runtime:
         lease_ttl=float(env.get("TLQ_LEASE_TTL", "30")),
         wake=env.get("TLQ_WAKE") == "1",
         observer=PrintResults() if env.get("TLQ_RESULTS") == "1" else None,
+        hang_at_end=env.get("TLQ_HANG_AT_END") == "1",
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ._fold import (
     INTERRUPTED,
+    NOT_STARTED,
     SUMMARY_HEADING,
     HasOutput,
     MessageView,
@@ -32,6 +33,7 @@ from ._transcript import Load, conversation, entry_messages, transcript
 
 __all__ = [
     "INTERRUPTED",
+    "NOT_STARTED",
     "SNAPSHOT_VERSION",
     "SUMMARY_HEADING",
     "HasOutput",

@@ -45,6 +45,7 @@ from ..results import PendingCall, RunResult, RunStatus
 
 __all__ = [
     "INTERRUPTED",
+    "NOT_STARTED",
     "SUMMARY_HEADING",
     "HasOutput",
     "MessageView",
@@ -69,6 +70,13 @@ class HasOutput(Protocol):
 
 
 INTERRUPTED = "interrupted; it may have run — check before retrying"
+
+NOT_STARTED = (
+    "not run: the process running this turn stopped before this call started; "
+    "call it again if it is still needed"
+)
+"""The result of a call cut off before it started: a call of a turn run in
+steps that no step record names (see `CallsStarted.step`)."""
 
 Key = tuple[int, str]
 """(turn, call id): what approval requests, decisions and start records bind to."""
@@ -119,6 +127,8 @@ class SessionLog:
         "_sizes",
         "_snapshot_at",
         "_started",
+        "_stepped",
+        "_stepped_turn",
         "_stop_position",
         "_total",
         "_turn",
@@ -152,6 +162,10 @@ class SessionLog:
         # How many times each call was durably started after its turn was
         # committed (a parked turn's resume, an idempotent call's retry).
         self._started: dict[Key, int] = {}
+        # The calls of turn `_stepped_turn` (0: none) named by step records:
+        # of a turn run in steps, any other call never started.
+        self._stepped_turn = 0
+        self._stepped: set[str] = set()
         # Children that escalated approvals to this session, by child id (latest).
         self._escalated: dict[str, ApprovalEscalated] = {}
         self._call_ids: set[str] = set()
@@ -282,6 +296,32 @@ class SessionLog:
         started, finished = self._last_run_started, self._last_finished
         return started is not None and (finished is None or finished.position < started.position)
 
+    def unended_answer(self) -> MessageEntry | None:
+        """The final answer of the latest run when that run has no end and the
+        answer is the log's last message (an assistant message with no tool
+        calls, written by that run, after which nothing but entries that need
+        no model came: model changes, steering, deferred items, stop
+        requests); else None. Its `delivered_ids` are the notices it carried
+        (empty when a snapshot holds the entry and not the log).
+
+        Such a run was cut off (its process killed, its task cancelled)
+        between its answer and its end, where the loop only decides whether
+        the run completes: running it on must decide that again, not ask the
+        model once more."""
+        started, message = self._last_run_started, self._turn_message
+        if started is None or message is None or message.tool_calls or not self.run_open:
+            return None
+        turn = self._turn
+        if turn < started.position or self._positions[-1] != turn:
+            return None  # an earlier run's answer, or a message followed it
+        for entry in reversed(self._entries):
+            if entry.position == turn:
+                payload = MessageEntry.from_data(entry.data)
+                return replace(payload, message=message)
+            if entry.position < turn:
+                break
+        return MessageEntry(message)
+
     @property
     def positions(self) -> Sequence[int]:
         """The log position of each message (a delivered notice shares its
@@ -376,6 +416,11 @@ class SessionLog:
             self._decisions.setdefault((turn, decision.call_id), decision)
         elif kind == EntryKind.CALLS_STARTED:
             started = CallsStarted.from_data(entry.data)
+            if started.step:
+                if started.turn != self._stepped_turn:
+                    self._stepped_turn, self._stepped = started.turn, set()
+                self._stepped.update(started.call_ids)
+                return
             for c in started.call_ids:
                 key = (started.turn, c)
                 self._started[key] = self._started.get(key, 0) + 1
@@ -465,6 +510,7 @@ class SessionLog:
             ],
             "decisions": [[turn, d.to_data()] for (turn, _), d in self._decisions.items()],
             "started": sorted([turn, call_id, n] for (turn, call_id), n in self._started.items()),
+            "stepped": [self._stepped_turn, sorted(self._stepped)],
             "escalated": [e.to_data() for e in self._escalated.values()],
             "turn": self._turn,
             "turn_message": turn_message.to_dict() if turn_message is not None else None,
@@ -517,6 +563,9 @@ class SessionLog:
             decision = ApprovalDecision.from_data(data)
             decisions[(int(turn), decision.call_id)] = decision
         started = {(int(turn), str(call_id)): int(n) for turn, call_id, n in st["started"]}
+        # Snapshots written before step records have none.
+        stepped_turn, stepped = st.get("stepped") or (0, ())
+        stepped_turn, stepped = int(stepped_turn), {str(c) for c in stepped}
         escalated = {
             str(e["child_session_id"]): ApprovalEscalated.from_data(e) for e in st["escalated"]
         }
@@ -543,6 +592,7 @@ class SessionLog:
         self._model_spec, self._model_position = model_spec, model_position
         self._reasoning, self._reasoning_set = reasoning, reasoning_set
         self._requests, self._decisions, self._started = requests, decisions, started
+        self._stepped_turn, self._stepped = stepped_turn, stepped
         self._escalated = escalated
         self._turn, self._turn_message = turn, turn_message
         self._assistant_turns = assistant_turns
@@ -713,12 +763,26 @@ class SessionLog:
             return False
         return self._started.get((self._turn, call.id), 0) < limit
 
+    @property
+    def in_steps(self) -> bool:
+        """Whether the current turn's calls were run in steps, each recorded
+        before it started (see `CallsStarted.step`)."""
+        return self._stepped_turn == self._turn != 0
+
+    def never_started(self, call: ToolCall) -> bool:
+        """Whether `call` of the current turn is known never to have started: its
+        turn was run in steps and no step record names it."""
+        return self.in_steps and call.id not in self._stepped
+
     def cut_off_result(self, call: ToolCall) -> ToolResult:
         """The result a cut-off call gets when it does not run again: a denied
-        call its denial; any other "interrupted; it may have run"."""
+        call its denial; a call that never started `NOT_STARTED`; any other
+        "interrupted; it may have run"."""
         decision = self.decision(call.id)
         if decision is not None and not decision.approved:
             return ToolResult(call.id, denial_text(decision.note), True, call.name)
+        if self.never_started(call):
+            return ToolResult(call.id, NOT_STARTED, True, call.name)
         return ToolResult(call.id, INTERRUPTED, True, call.name)
 
     def cut_off_results(self) -> Message | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from .._control import Aborted, CancelScope, RunControls
 from ..events import Event, ToolCallFinished, ToolCallStarted
@@ -31,7 +31,11 @@ __all__ = [
     "execute_calls",
     "result_for_unrunnable",
     "run_one",
+    "step_count",
 ]
+
+BeforeStep = Callable[[Sequence[ToolCall]], Awaitable[None]]
+"""Awaited before each step of a batch starts, with the step's calls."""
 
 
 CANCELLED = "not finished: the run was cancelled; it may have partly run"
@@ -43,6 +47,19 @@ NOT_RUN_CANCELLED = "not run: the run was cancelled"
 
 def _overlaps(tool: Tool | None) -> bool:
     return tool is not None and (tool.concurrent or tool.effect is ToolEffect.READ_ONLY)
+
+
+def step_count(calls: Sequence[ToolCall], tools: Mapping[str, Tool]) -> int:
+    """How many steps `execute_calls` runs `calls` in: each call that runs
+    alone is one, each group of consecutive calls that overlap is one."""
+    count = 0
+    grouping = False
+    for call in calls:
+        overlaps = _overlaps(tools.get(call.name))
+        if not (overlaps and grouping):
+            count += 1
+        grouping = overlaps
+    return count
 
 
 def result_for_unrunnable(call: ToolCall, tools: Mapping[str, Tool]) -> ToolOutput | None:
@@ -110,9 +127,11 @@ async def execute_calls(
     *,
     results: list[ToolResult | None],
     started: list[bool] | None = None,
+    before_step: BeforeStep | None = None,
 ) -> None:
     """Run `calls`, filling `results` (same length, call order) as each finishes
-    (and `started`, if given, as each starts).
+    (and `started`, if given, as each starts), awaiting `before_step`, if
+    given, before each step (see `step_count`) starts.
 
     Filling in place lets the caller keep the results that finished when a
     deadline or a cancel cuts the batch short, and tell the calls that never
@@ -122,6 +141,8 @@ async def execute_calls(
     n = len(calls)
     while i < n:
         if not _overlaps(tools.get(calls[i].name)):
+            if before_step is not None:
+                await before_step(calls[i : i + 1])
             if started is not None:
                 started[i] = True
             results[i] = await run_one(calls[i], tools, make_ctx, scope)
@@ -130,6 +151,8 @@ async def execute_calls(
         j = i
         while j < n and _overlaps(tools.get(calls[j].name)):
             j += 1
+        if before_step is not None:
+            await before_step(calls[i:j])
         if started is not None:
             started[i:j] = [True] * (j - i)
         if j - i == 1:
@@ -214,13 +237,16 @@ class ToolCalls:
         calls: Sequence[ToolCall],
         tools: Mapping[str, Tool],
         decided: Mapping[str, ToolResult] | None = None,
+        before_step: BeforeStep | None = None,
     ) -> list[ToolResult]:
         """One result per call, in call order: `decided` ones as given, the rest
-        run. Raises `CutShort` with every call's result when calls were past
-        the budget, or the deadline or the run's cancel cut the batch short."""
+        run (`before_step` awaited before each step starts). Raises `CutShort`
+        with every call's result when calls were past the budget, or the
+        deadline or the run's cancel cut the batch short."""
         stop = self._controls.stop
         if (
             len(calls) == 1
+            and before_step is None
             and not decided
             and self._limit is None
             and self._controls.deadline_at is None
@@ -241,7 +267,8 @@ class ToolCalls:
                 raise CutShort([result], RunStatus.STOPPED, stop.cancel_reason)
             return [result]
         decided = decided or {}
-        results_run, end = await self._batch([c for c in calls if c.id not in decided], tools)
+        to_run = [c for c in calls if c.id not in decided]
+        results_run, end = await self._batch(to_run, tools, before_step)
         it = iter(results_run)
         results = [decided.get(c.id) or next(it) for c in calls]
         if end is not None:
@@ -250,7 +277,7 @@ class ToolCalls:
         return results
 
     async def _batch(
-        self, calls: Sequence[ToolCall], tools: Mapping[str, Tool]
+        self, calls: Sequence[ToolCall], tools: Mapping[str, Tool], before_step: BeforeStep | None
     ) -> tuple[list[ToolResult], RunStatus | None]:
         limit = self._limit
         counters = self._counters
@@ -265,7 +292,13 @@ class ToolCalls:
         started = [False] * len(runnable)
         status: RunStatus | None = None
         batch = execute_calls(
-            runnable, tools, self._make_ctx, self._scope, results=done, started=started
+            runnable,
+            tools,
+            self._make_ctx,
+            self._scope,
+            results=done,
+            started=started,
+            before_step=before_step,
         )
         deadline_at = self._controls.deadline_at
         unfinished = "not finished: the run's deadline passed; it may have partly run"

@@ -130,7 +130,7 @@ class RunLoop:
             if user is not None:
                 await append_message(self.journal, self.scope.run_id, user)
 
-        return self._bounded(self._go(self._fresh, first))
+        return self._bounded(self._go(self._fresh, first, runs_on=user is None))
 
     def resume(self) -> Coroutine[Any, Any, RunResult]:
         """The run of the session's parked turn (its calls all decided), then
@@ -204,13 +204,19 @@ class RunLoop:
     # ------------------------------------------------------------ the run
 
     async def _go(
-        self, opening: Callable[[], Awaitable[RunInfo]], first: Callable[[], Awaitable[None]]
+        self,
+        opening: Callable[[], Awaitable[RunInfo]],
+        first: Callable[[], Awaitable[None]],
+        runs_on: bool = False,
     ) -> RunResult:
         """Open the run (`opening`'s checks, calls cut off by a crash, the tree
         budget, the watch), take its `first` step, then rounds until an end
-        status."""
+        status. A run that `runs_on` (no new input) after a run cut off
+        between its final answer and its end decides that answer first."""
         info = await opening()
         journal, ports, log = self.journal, self.ports, self.log
+        # Read before this run's own start entry makes it the latest run.
+        answer = log.unended_answer() if runs_on else None
         # Calls cut off by a crash or a cancellation get their one result;
         # those of idempotent tools get it by running again, in this run.
         cut_off = log.cut_off()
@@ -238,6 +244,16 @@ class RunLoop:
                 if again:
                     results = await self._turns.run_again(cut_off, again, self._tools)
                     await self._after_tools(results)
+                if answer is not None:
+                    # Its run only had to ack the notices the answer carried
+                    # and decide whether it completes (5, 6b): done here as
+                    # there, so a crash in between costs no second request
+                    # and no second answer. What would have kept that run
+                    # going (steering, unseen completions, a strategy's
+                    # turn, a fix) keeps this one going.
+                    if answer.delivered_ids:
+                        await ports.notices.ack(scope.session_id, answer.delivered_ids)
+                    await self._answered(answer.message)
                 await first()
                 while True:
                     # A boundary right after the run's own append needs no
@@ -383,6 +399,11 @@ class RunLoop:
             # No text and no calls: an answer of nothing is told, never passed
             # off as a short one.
             scope.event(EmptyAnswer, run_id=scope.run_id, round=counters.round)
+        await self._answered(message)
+
+    async def _answered(self, message: Message) -> None:
+        """6b's decision on the final `message`: the strategy's, then
+        `_may_complete`'s."""
         decisions = self._decisions
         if decisions is None:
             await self._may_complete(message)

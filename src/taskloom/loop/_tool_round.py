@@ -14,7 +14,7 @@ from ..messages import Message, ToolCall, ToolResult
 from ..results import RunStatus
 from ..tools import IDEMPOTENT_RETRIES, Tool
 from ._approvals import Gate, requests_for, resolve_parked_turn
-from ._execute import CutShort, ToolCalls
+from ._execute import CutShort, ToolCalls, step_count
 from ._port import Journal, NoticesPort, RunNoticesPort
 from ._result import EndRun
 from ._scope import RunCounters, RunScope, append_message
@@ -27,7 +27,8 @@ def to_run_again(
     log: SessionLog, cut_off: Sequence[ToolCall], tools: Mapping[str, Tool]
 ) -> list[ToolCall]:
     """The cut-off calls that run again: those of idempotent tools, not denied,
-    started again fewer than `IDEMPOTENT_RETRIES` times."""
+    started again fewer than `IDEMPOTENT_RETRIES` times (a call that never
+    started runs now, as the turn would have run it)."""
     return [
         c
         for c in cut_off
@@ -86,13 +87,29 @@ class ToolRound:
     ) -> list[ToolResult]:
         """One result per call, in call order: `decided` ones as given, the rest
         run. Calls cut short by the budget or the deadline end the run, once
-        every call's result is committed."""
+        every call's result is committed.
+
+        A turn run in several steps (calls that run alone: see `step_count`)
+        records each step before it starts, so that after a crash a call no
+        step record names is known not to have run (`SessionLog.never_started`);
+        a turn once run in steps records every later pass of it too. A turn
+        of one step records nothing: a crash leaves every call of it "may
+        have run", as it should."""
+        log = self._log
+        to_run = calls if not decided else [c for c in calls if c.id not in decided]
+        stepped = log.in_steps or (len(to_run) > 1 and step_count(to_run, tools) > 1)
         try:
-            return await self._calls.run(calls, tools, decided)
+            return await self._calls.run(
+                calls, tools, decided, self._record_step if stepped else None
+            )
         except CutShort as cut:
             results = Message.tool_results(cut.results)
             await append_message(self._journal, self._scope.run_id, results)
             raise EndRun(cut.status, cut.error) from None
+
+    async def _record_step(self, calls: Sequence[ToolCall]) -> None:
+        ids = tuple(c.id for c in calls)
+        await self._journal.record(CallsStarted(self._log.turn, ids, step=True), self._scope.run_id)
 
     async def not_run(self, calls: Sequence[ToolCall], end: EndRun) -> NoReturn:
         """Answer every call of the turn as not run, the run having been
@@ -132,10 +149,12 @@ class ToolRound:
         result for every cut-off call; the results."""
         log = self._log
         # Durably "started" again before it runs, so a call that keeps taking
-        # its process down stops being retried after IDEMPOTENT_RETRIES.
-        await self._journal.record(
-            CallsStarted(log.turn, tuple(c.id for c in again)), self._scope.run_id
-        )
+        # its process down stops being retried after IDEMPOTENT_RETRIES. A
+        # call that never started is not retried but run for the first time:
+        # no retry is counted (its step record says it started).
+        retried = tuple(c.id for c in again if not log.never_started(c))
+        if retried:
+            await self._journal.record(CallsStarted(log.turn, retried), self._scope.run_id)
         ids = {c.id for c in again}
         decided = {
             r.tool_call_id: r for r in cut_off_results(log, cut_off) if r.tool_call_id not in ids
