@@ -24,7 +24,7 @@ import time
 import uuid
 from typing import Any
 
-from taskloom import Agent, Runtime, ToolEffect, Usage, tool
+from taskloom import Agent, RunOptions, Runtime, ToolEffect, Usage, tool
 from taskloom.models import FunctionModel, ModelRequest, reply
 
 PG = os.environ.get("TASKLOOM_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -61,7 +61,8 @@ async def _long_session(store: Any, rounds: int) -> tuple[float, float, str]:
     gc.collect()
     gc.disable()
     try:
-        await session.run("go")
+        # One run of every round: the default bound on rounds lifted.
+        await session.run("go", options=RunOptions(max_rounds=None))
     finally:
         gc.enable()
     per_round = [b - a for a, b in itertools.pairwise(stamps)]
@@ -84,7 +85,7 @@ async def _open_cpu(store: Any, session_id: str, snapshot_every: int) -> tuple[f
             best = min(best, time.process_time() - start)
         finally:
             gc.enable()
-        position = session.log.position
+        position = session.journal.log.position
     return best * 1e3, position
 
 
