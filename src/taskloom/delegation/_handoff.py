@@ -15,7 +15,7 @@ The call waits for whichever comes first:
 A child that ends while no call waits on it reports to the parent's inbox
 (once: the notice id is the child's), delivered at a later round. If the
 process dies meanwhile, the parent's next run takes the child up from its
-log (`recover_children`).
+log (`resume_children`).
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ async def _run_and_wait(
                             emit=emit,
                             origin=origin_label(name, child_id, ctx.origin),
                             escalate_to=ctx.session_id if sub.escalates else None,
-                            leave_open=True,
+                            leave_open=lambda: runtime.background.closing,
                         )
         finally:
             running_children.children.pop(child_id, None)
