@@ -17,6 +17,7 @@ process it runs in.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -28,10 +29,16 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..agent import Agent
 from ..backends import Lease
-from ..background import BackgroundNotice, BackgroundService, Detached, FollowJob
+from ..background import (
+    BackgroundActivity,
+    BackgroundNotice,
+    BackgroundService,
+    Detached,
+    FollowJob,
+)
 from ..entries import Entry, MessageEntry, SubagentResult
 from ..errors import ConfigurationError, SessionBusy, StaleLeaseError
-from ..events import origin_label
+from ..events import Event, origin_label
 from ..loop import Budget, RunOptions, TreeBudget
 from ..runtime import Runtime, Session
 from ._children import (
@@ -53,6 +60,7 @@ __all__ = [
     "FollowedChild",
     "InlineDispatcher",
     "TaskDispatcher",
+    "registration",
     "report_notice",
     "report_notice_id",
 ]
@@ -107,6 +115,16 @@ class ChildSpec:
     def from_json(cls, raw: str | bytes) -> ChildSpec:
         """The spec a `to_json` text describes."""
         return cls.from_dict(json.loads(raw))
+
+
+def registration(spec: ChildSpec, run_id: str | None, mode: str = "inline") -> BackgroundActivity:
+    """The child's registration under its parent (an activity of the parent's
+    session while something runs it or its report is due)."""
+    description = f"{spec.name}: {summary(spec.task, 80)}"
+    meta = {"name": spec.name, "mode": mode}
+    return BackgroundActivity(
+        spec.child_session_id, "subagent", description, time.time(), run_id, meta
+    )
 
 
 def report_notice_id(child_id: str) -> str:
@@ -179,13 +197,23 @@ class ChildWorker:
         wait: bool | float = False,
         lease: Lease | None = None,
         leave_open: Callable[[], bool] | None = None,
+        options: RunOptions | None = None,
+        emit: Callable[[Event], None] | None = None,
+        origin: str | None = None,
+        slot: contextlib.AbstractAsyncContextManager[None] | None = None,
+        go_on: bool = True,
     ) -> ChildOutcome | None:
         """Run the child on to its end (or to a park on escalated calls still
         undecided), unreported: its outcome, how it ended before if it had,
         or None when another live worker holds it or took it over. `lease`
         is the child's lease already taken (its follower's), used rather
         than taken and left to its taker to release. Cancelled, the child is
-        ended STOPPED unless `leave_open()` (default: the runtime closes)."""
+        ended STOPPED unless `leave_open()` (default: the runtime closes).
+        A parent that waits on the child gives its run's `options`, `emit`,
+        `origin` and place among running children (`slot`); by default the
+        child runs on its spec's bounds, its events go to the runtime's
+        subscribers, and it waits for a place (`Runtime.child_slot`). With
+        `go_on`, a child whose calls were decided while it was held runs on."""
         rt = self.runtime
         background = BackgroundService.of(rt)
         try:
@@ -215,13 +243,13 @@ class ChildWorker:
             # for (`new`): a statement saved a child, where a long one just
             # replays in full.
             child = Session(rt, spec.child_session_id, agent, new=True)
-            options = RunOptions(max_rounds=spec.max_rounds, tree=tree)
+            run = options or RunOptions(max_rounds=spec.max_rounds, tree=tree)
             try:
                 # Queued children wait here, not on the store's connections.
-                async with rt.child_slot():
-                    with LiveChildren.of(rt).running(child.id, options.stop):
+                async with slot or rt.child_slot():
+                    with LiveChildren.of(rt).running(child.id, run.stop):
                         async with child.hold(ttl=self.lease, wait=wait, lease=lease) as held:
-                            held.on_lost(partial(options.stop.set, "the child was taken over"))
+                            held.on_lost(partial(run.stop.set, "the child was taken over"))
                             held.on_renewed(keep_registered)
                             # Re-read under the lease: a worker that held it
                             # before may have ended the child meanwhile.
@@ -229,7 +257,13 @@ class ChildWorker:
                             done = terminal_entry(entries)
                             if done is None:
                                 outcome = await self._execute(
-                                    spec, child, entries, options, leave_open
+                                    spec,
+                                    child,
+                                    entries,
+                                    run,
+                                    leave_open,
+                                    emit or background.emit,
+                                    origin or origin_label(spec.name, child.id),
                                 )
             except SessionBusy:
                 return None  # another live worker holds it
@@ -243,7 +277,8 @@ class ChildWorker:
                 return None
             if done is not None:
                 return self._ended(spec, done)
-            if outcome.status is ChildStatus.AWAITING_APPROVAL and await all_decided(rt, child.id):
+            parked = outcome.status is ChildStatus.AWAITING_APPROVAL
+            if go_on and parked and await all_decided(rt, child.id):
                 # A decision taken while we still held the lease found it
                 # busy: with nothing left to decide now, go on here.
                 continue
@@ -263,6 +298,8 @@ class ChildWorker:
         entries: list[Entry],
         options: RunOptions,
         leave_open: Callable[[], bool] | None,
+        emit: Callable[[Event], None] | None,
+        origin: str,
     ) -> ChildOutcome:
         rt = self.runtime
         background = BackgroundService.of(rt)
@@ -279,8 +316,8 @@ class ChildWorker:
                 None if has_task else spec.task,
                 name=spec.name,
                 options=options,
-                emit=background.emit,
-                origin=origin_label(spec.name, child.id),
+                emit=emit,
+                origin=origin,
                 escalate_to=spec.parent_session_id if spec.on_approval == "escalate" else None,
                 leave_open=leave_open or (lambda: background.closing),
             )

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
@@ -29,14 +28,14 @@ import pydantic
 
 from ..agent import Agent
 from ..backends import SessionMeta
-from ..background import BackgroundActivity, Follows, RunStart
+from ..background import Follows, RunStart
 from ..entries import Entry, SubagentDispatched, SubagentStartedEntry
 from ..errors import ConfigurationError, UsageError
 from ..log import SessionLog
 from ..runtime import Runtime
 from ..tools import ApprovalRule, Tool, ToolEffect, ToolOutput
-from ._children import CHILD_LEASE, ChildStatus, summary, terminal_entry
-from ._dispatch import ChildSpec, ChildWorker, FollowedChild
+from ._children import CHILD_LEASE, ChildStatus, terminal_entry
+from ._dispatch import ChildSpec, ChildWorker, FollowedChild, registration
 
 if TYPE_CHECKING:
     from ..tools import ToolContext
@@ -325,7 +324,8 @@ class DecidedChildren:
         # The parent's next run takes up the children registered under it
         # (`resume_children`); the registration the child's runner kept may
         # have lapsed while it waited for the decision.
-        await runtime.background.registry.add(meta.parent_id, _registration(spec), WAITS_FOR_PARENT)
+        registered = registration(spec, spec.parent_run_id, mode="background")
+        await runtime.background.registry.add(meta.parent_id, registered, WAITS_FOR_PARENT)
         handover.where, handover.detail = "next run", cannot
 
     async def _run_here(
@@ -342,18 +342,6 @@ class DecidedChildren:
 WAITS_FOR_PARENT = 30 * 24 * 3600.0
 """Seconds a decided child stays registered under its parent for the
 parent's next run to take it up, when the deciding process could not."""
-
-
-def _registration(spec: ChildSpec) -> BackgroundActivity:
-    """The child's registration under its parent, as a background child's."""
-    return BackgroundActivity(
-        spec.child_session_id,
-        "subagent",
-        f"{spec.name}: {summary(spec.task, 80)}",
-        time.time(),
-        spec.parent_run_id,
-        {"name": spec.name, "mode": "background"},
-    )
 
 
 def _subagent_agent(runtime: Runtime, spec: ChildSpec, offered: Mapping[str, Tool]) -> Agent | None:
