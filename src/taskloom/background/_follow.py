@@ -146,7 +146,7 @@ class FollowJob:
         session_id: str,
         child_id: str,
         lease: Lease,
-        record: Mapping[str, Any] | None,
+        record: Mapping[str, Any] | None = None,
     ) -> None:
         self.runtime = follows.runtime
         self.session_id = session_id
@@ -290,10 +290,9 @@ class Follows:
         )
         if lease is None:
             raise SessionBusy(child_id)
-        job = FollowJob(self, ctx.session_id, child_id, lease, None)
+        job = FollowJob(self, ctx.session_id, child_id, lease, record)
         try:
             await job.append(SubagentStartedEntry(name))
-            job.record = record
             description = _described(name, task)
             await self._spawn(job, followed, kind or mode, description, ctx.run_id, dict(meta))
         except BaseException:
@@ -348,7 +347,7 @@ class Follows:
             lease = await acquire_or_take_over(leases, session_lease_key(meta.id), FOLLOW_LEASE)
             if lease is None:
                 continue  # a live process follows it
-            job = FollowJob(self, session_id, meta.id, lease, None)
+            job = FollowJob(self, session_id, meta.id, lease)
             try:
                 # Read again under the hold: the follower before may have
                 # ended it just before it let go.

@@ -163,20 +163,17 @@ async def resume_children(runtime: Runtime, start: RunStart) -> None:
         if record is None:
             return None
         spec = ChildSpec.from_dict(record)
-        agent = _child_agent(start.offered, spec)
-        if agent is None:
-            try:
-                agent = worker.build_agent(spec)
-            except ConfigurationError as exc:
-                logger.info(
-                    "background child %s of session %s is interrupted; "
-                    "this runtime cannot run it on (%s)",
-                    meta.id,
-                    start.session_id,
-                    exc,
-                )
-                return None
-        return FollowedChild(worker, spec, agent)
+        try:
+            return FollowedChild(worker, spec, _agent_for(worker, spec, start.offered))
+        except ConfigurationError as exc:
+            logger.info(
+                "background child %s of session %s is interrupted; "
+                "this runtime cannot run it on (%s)",
+                meta.id,
+                start.session_id,
+                exc,
+            )
+            return None
 
     follows = Follows.of(runtime)
     for mode in ("background", "inline"):
@@ -305,15 +302,12 @@ class DecidedChildren:
         if dispatch is not None:
             handover.where, handover.detail = "queue", str(await dispatch(spec))
             return
-        agent = _subagent_agent(runtime, spec, offered)
         worker = ChildWorker(runtime)
-        cannot = None
-        if agent is None:
-            try:
-                agent = worker.build_agent(spec)
-            except ConfigurationError as exc:
-                cannot = str(exc)
-        if cannot is None:
+        try:
+            agent = _agent_for(worker, spec, offered)
+        except ConfigurationError as exc:
+            cannot = str(exc)
+        else:
             handover.where = "here"
             runtime.background.keep(self._run_here(handover, worker, spec, agent))
             return
@@ -329,7 +323,7 @@ class DecidedChildren:
         handover.where, handover.detail = "next run", cannot
 
     async def _run_here(
-        self, handover: ChildHandover, worker: ChildWorker, spec: ChildSpec, agent: Agent | None
+        self, handover: ChildHandover, worker: ChildWorker, spec: ChildSpec, agent: Agent
     ) -> None:
         try:
             # The runner that parked it may still hold its lease for a moment.
@@ -344,15 +338,16 @@ WAITS_FOR_PARENT = 30 * 24 * 3600.0
 parent's next run to take it up, when the deciding process could not."""
 
 
-def _subagent_agent(runtime: Runtime, spec: ChildSpec, offered: Mapping[str, Tool]) -> Agent | None:
-    """The agent of the `SubAgent` that started the child: from the deciding
-    session's tools, or an agent of the runtime that offers it (None:
-    rebuild it from the registries)."""
-    for tools in (offered, *(a.tool_map for a in runtime.agents.values())):
+def _agent_for(worker: ChildWorker, spec: ChildSpec, offered: Mapping[str, Tool]) -> Agent:
+    """The agent of the `SubAgent` that started the child: from `offered`
+    (the deciding or resuming session's tools), or an agent of the runtime
+    that offers it, else rebuilt from the registries (`ConfigurationError`
+    when this runtime cannot)."""
+    for tools in (offered, *(a.tool_map for a in worker.runtime.agents.values())):
         found = _child_agent(tools, spec)
         if found is not None:
             return found
-    return None
+    return worker.build_agent(spec)
 
 
 def _child_agent(tools: Mapping[str, Tool], spec: ChildSpec) -> Agent | None:

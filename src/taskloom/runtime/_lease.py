@@ -173,11 +173,8 @@ class HeldLease:
         """Stop renewing and give the lease up, waiting at most `RELEASE_WAIT`
         seconds for the store, and when `by` (a loop time) is given, not past
         it: what is not done then finishes on its own."""
-        if self._timer is not None:
-            self._timer.cancel()
         beat = self._beat
-        if beat is not None and not beat.done():
-            beat.cancel()
+        self.stop_renewing()
         if by is None or by - asyncio.get_running_loop().time() > 2 * RELEASE_WAIT:
             # Time enough for the release's own wait and for the store to wind
             # down a call it cancelled (a second at most on the built-in stores).
