@@ -44,7 +44,7 @@ from ._follow import (
 )
 from ._lifecycle import DeleteHook, Lifecycle, Listeners, Reopen, StopHook
 from ._notices import RunNotices, RunStart, RunStartHook
-from ._service import BackgroundService, DecisionHook, ResumesWork, Work, WorkResult
+from ._service import BackgroundService, DecisionHook, Detached, ResumesWork, Work, WorkResult
 
 if TYPE_CHECKING:
     from ..backends import (
@@ -72,6 +72,7 @@ __all__ = [
     "DeleteHook",
     "DeleteRefused",
     "Delivery",
+    "Detached",
     "FollowJob",
     "FollowRefused",
     "Followed",

@@ -1,5 +1,6 @@
 """Work that answers later and lives elsewhere, followed durably: one mechanism
-for every kind (an MCP task, an A2A task; a kind implements `Followed`).
+for every kind (an MCP task, an A2A task, a background child; a kind
+implements `Followed`).
 
 The one durable record of a piece of followed work is a child session of the
 session it belongs to, in the same store:
@@ -10,7 +11,8 @@ session it belongs to, in the same store:
   in the child's metadata when known at the start, else in a
   `SubagentDispatched` entry written as soon as it is known;
 - `SubagentResult`, the one terminal entry, written once the result is in
-  the parent's inbox.
+  the parent's inbox (by the child's own run, for a kind whose work is one:
+  a background child).
 
 One lease: whoever follows the work holds the child session's lease (fenced
 appends; the child reads `running` meanwhile), so one process follows it at
@@ -41,6 +43,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..backends import (
+    BackgroundNotice,
     Lease,
     NoticeStatus,
     SessionMeta,
@@ -109,13 +112,18 @@ def bounded_text(text: str, limit: int = MAX_TEXT_BYTES) -> str:
 
 class Followed(Protocol):
     """The kind-specific part of following one piece of work (an MCP task, an
-    A2A task): how it starts, is followed to its end, and is cancelled."""
+    A2A task, a background child): how it starts, is followed to its end,
+    and is cancelled."""
 
-    async def follow(self, job: FollowJob) -> WorkResult:
+    async def follow(self, job: FollowJob) -> WorkResult | BackgroundNotice:
         """Follow the work to its end and return its result (the notice's
-        text, or `(status, text)`). `job.record` is None for work this call
+        text, or `(status, text)`), or the whole notice, whose id is the
+        kind's, when the work wrote its own terminal entry (a child's run
+        does, under `job.lease`). `job.record` is None for work this call
         starts, else what an earlier follower kept (`job.keep`). Cancelled:
-        cancel the work over there (unless `job.detaching`), then re-raise."""
+        cancel the work over there (unless `job.detaching`), then re-raise.
+        Raises `Detached` for work that ends nothing yet (a child parked on
+        calls a person decides): no notice, no terminal entry."""
         ...
 
     async def cancel(self, record: Mapping[str, Any]) -> None:
@@ -138,7 +146,7 @@ class FollowJob:
         session_id: str,
         child_id: str,
         lease: Lease,
-        record: Mapping[str, Any] | None,
+        record: Mapping[str, Any] | None = None,
     ) -> None:
         self.runtime = follows.runtime
         self.session_id = session_id
@@ -282,10 +290,9 @@ class Follows:
         )
         if lease is None:
             raise SessionBusy(child_id)
-        job = FollowJob(self, ctx.session_id, child_id, lease, None)
+        job = FollowJob(self, ctx.session_id, child_id, lease, record)
         try:
             await job.append(SubagentStartedEntry(name))
-            job.record = record
             description = _described(name, task)
             await self._spawn(job, followed, kind or mode, description, ctx.run_id, dict(meta))
         except BaseException:
@@ -310,17 +317,29 @@ class Follows:
         return child_id
 
     async def resume(
-        self, start: RunStart, mode: str, make: MakeFollowed, *, kind: str = ""
+        self,
+        start: RunStart,
+        mode: str,
+        make: MakeFollowed,
+        *,
+        kind: str = "",
+        when: Callable[[list[Entry]], bool] | None = None,
+        remind: bool = True,
     ) -> None:
         """Follow again, under the run of `start`, the session's children of
         `mode` that have no terminal entry and that no live process follows
         (the take-over rule of the module docstring), as activities of `kind`
         (`mode` unless given); `make` builds their followers, and children
-        it gives None for are left alone."""
+        it gives None for are left alone, as are those whose log `when`
+        refuses (a child not started yet, say). With `remind`, the run of
+        `start` is reminded of the work before it ends (as of work it
+        started); else the result reaches a later run."""
         if self.closing:
             return
         session_id, runtime = start.session_id, self.runtime
         for meta, entries in await self.open_children(start, (mode,)):
+            if when is not None and not when(entries):
+                continue
             followed = make(meta, _record(meta, entries))
             if followed is None or (session_id, meta.id) in self._here:
                 continue
@@ -328,12 +347,12 @@ class Follows:
             lease = await acquire_or_take_over(leases, session_lease_key(meta.id), FOLLOW_LEASE)
             if lease is None:
                 continue  # a live process follows it
-            job = FollowJob(self, session_id, meta.id, lease, None)
+            job = FollowJob(self, session_id, meta.id, lease)
             try:
                 # Read again under the hold: the follower before may have
                 # ended it just before it let go.
                 entries = await runtime.store.load(meta.id)
-                if _ended(entries):
+                if _ended(entries) or (when is not None and not when(entries)):
                     await job.release()
                     continue
                 record = _record(meta, entries)
@@ -344,7 +363,7 @@ class Follows:
                     followed,
                     kind or mode,
                     _described(meta.agent, str(meta.metadata.get("task", ""))),
-                    start.run_id,
+                    start.run_id if remind else None,
                     dict(meta.metadata),
                 )
             except BaseException:
@@ -431,7 +450,10 @@ class Follows:
                 await self.service.deliver(job.session_id, job.child_id, result)
             except Exception:
                 logger.warning("delivering followed work %s failed", job.child_id, exc_info=True)
-                return result
+                return _result(result)
+            if isinstance(result, BackgroundNotice):
+                # The child's own run wrote its terminal entry.
+                return _result(result)
             await job.append(_terminal(result))
             if job.lease is not None:
                 # Ended for good: its lease guards nothing more, and lapses.
@@ -480,6 +502,12 @@ class Follows:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
+
+
+def _result(result: WorkResult | BackgroundNotice) -> WorkResult:
+    if isinstance(result, BackgroundNotice):
+        return result.status, result.text
+    return result
 
 
 def _terminal(result: WorkResult) -> SubagentResult:

@@ -353,21 +353,27 @@ class BackgroundService:
             except Exception:
                 pass  # the next beat tries again; the lease covers two misses
 
-    async def deliver(self, session_id: str, activity_id: str, result: WorkResult) -> bool:
+    async def deliver(
+        self, session_id: str, activity_id: str, result: WorkResult | BackgroundNotice
+    ) -> bool:
         """Push the result of work running here now, before its work returns.
 
         The notice is the very one the service writes when the work returns
-        (same id), so the result lands once however many times it is pushed,
-        from this process or any other following the same work. For work
-        that writes a record of its own only once its result is safely in
-        the inbox. True if this push was the first; raises `KeyError` for
-        work this process does not run.
+        (same id), or the one given, so the result lands once however many
+        times it is pushed, from this process or any other following the
+        same work. For work that writes a record of its own only once its
+        result is safely in the inbox. True if this push was the first;
+        raises `KeyError` for work this process does not run.
         """
         key = (session_id, activity_id)
-        status, text = result if isinstance(result, tuple) else (NoticeStatus.DONE, result)
-        first = await self.lifecycle.finish(
-            session_id, end_notice(self._activities[key], status, text)
-        )
+        if isinstance(result, BackgroundNotice):
+            notice = result
+        else:
+            status, text = result if isinstance(result, tuple) else (NoticeStatus.DONE, result)
+            notice = end_notice(self._activities[key], status, text)
+        if key not in self._activities:
+            raise KeyError(key)
+        first = await self.lifecycle.finish(session_id, notice)
         self._delivered.add(key)
         return first
 

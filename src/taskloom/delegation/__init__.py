@@ -7,7 +7,7 @@ from ._console import console_tools
 from ._dispatch import ChildSpec, ChildWorker, Dispatcher, InlineDispatcher, TaskDispatcher
 from ._spawner import Spawner, WorkerType
 from ._subagent import SubAgent
-from ._tool import ChildHandover, ChildQueue, DecidedChildren, DelegationTool, recover_children
+from ._tool import ChildHandover, ChildQueue, DecidedChildren, DelegationTool
 
 __all__ = [
     "ChildHandover",
@@ -26,5 +26,4 @@ __all__ = [
     "WorkerType",
     "child_status",
     "console_tools",
-    "recover_children",
 ]

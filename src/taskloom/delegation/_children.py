@@ -296,7 +296,7 @@ async def execute_child(
     emit: Any,
     origin: str,
     escalate_to: str | None = None,
-    leave_open: bool = False,
+    leave_open: Callable[[], bool] | None = None,
 ) -> ChildOutcome:
     """Run the child (fenced by whoever holds its lease) and write its one terminal entry.
 
@@ -308,9 +308,9 @@ async def execute_child(
     unended (AWAITING_APPROVAL), until they are decided.
 
     A cancelled child gets a terminal STOPPED entry (its parent was
-    cancelled), except with `leave_open` while its runtime closes: a
-    background child is then left unended, for the parent's next run to
-    take up (see `recover_children`).
+    cancelled), except when `leave_open()` says its runner winds down (its
+    runtime closes): a background child is then left unended, for the
+    parent's next run to take up (`resume_children`).
     """
     parked: list[Any] = []
     if task is None:
@@ -342,7 +342,7 @@ async def execute_child(
         status, answer, error = _outcome_of(child, name, result)
         usage = result.usage
     except asyncio.CancelledError:
-        if leave_open and child.runtime.background.closing:
+        if leave_open is not None and leave_open():
             raise  # the process winds down: the child is taken up later, not ended
         # The parent was cancelled: the child still gets its one terminal entry.
         with contextlib.suppress(Exception):

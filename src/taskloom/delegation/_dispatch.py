@@ -17,19 +17,28 @@ process it runs in.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
 from ..agent import Agent
-from ..background import BackgroundNotice, BackgroundService
-from ..entries import MessageEntry, SubagentResult
+from ..backends import Lease
+from ..background import (
+    BackgroundActivity,
+    BackgroundNotice,
+    BackgroundService,
+    Detached,
+    FollowJob,
+)
+from ..entries import Entry, MessageEntry, SubagentResult
 from ..errors import ConfigurationError, SessionBusy, StaleLeaseError
-from ..events import origin_label
+from ..events import Event, origin_label
 from ..loop import Budget, RunOptions, TreeBudget
 from ..runtime import Runtime, Session
 from ._children import (
@@ -38,6 +47,7 @@ from ._children import (
     ChildStatus,
     LiveChildren,
     all_decided,
+    ended_outcome,
     execute_child,
     summary,
     terminal_entry,
@@ -47,8 +57,11 @@ __all__ = [
     "ChildSpec",
     "ChildWorker",
     "Dispatcher",
+    "FollowedChild",
     "InlineDispatcher",
     "TaskDispatcher",
+    "registration",
+    "report_notice",
     "report_notice_id",
 ]
 
@@ -104,6 +117,16 @@ class ChildSpec:
         return cls.from_dict(json.loads(raw))
 
 
+def registration(spec: ChildSpec, run_id: str | None, mode: str = "inline") -> BackgroundActivity:
+    """The child's registration under its parent (an activity of the parent's
+    session while something runs it or its report is due)."""
+    description = f"{spec.name}: {summary(spec.task, 80)}"
+    meta = {"name": spec.name, "mode": mode}
+    return BackgroundActivity(
+        spec.child_session_id, "subagent", description, time.time(), run_id, meta
+    )
+
+
 def report_notice_id(child_id: str) -> str:
     """The one notice id a child's report is pushed under."""
     return f"subagent:{child_id}"
@@ -152,15 +175,47 @@ class ChildWorker:
         agent: Agent | None = None,
         wait: bool | float = False,
     ) -> ChildStatus | None:
-        """Run the child if no one else holds it; returns its terminal status
-        (or AWAITING_APPROVAL for a child parked on escalated calls), or None
-        when another live worker holds its lease (nothing was done; `wait`
-        seconds for it first). `agent` is the child's agent when the caller
-        has it (a subagent's own definition); otherwise it is rebuilt from the
-        runtime's registries."""
+        """Run the child if no one else holds it and report its end to its
+        parent's inbox; returns its terminal status (or AWAITING_APPROVAL for
+        a child parked on escalated calls), or None when another live worker
+        holds its lease (nothing was done; `wait` seconds for it first).
+        `agent` is the child's agent when the caller has it (a subagent's own
+        definition); otherwise it is rebuilt from the runtime's registries."""
         if not isinstance(spec, ChildSpec):
             spec = ChildSpec.from_json(spec)
+        outcome = await self.take_up(spec, agent=agent, wait=wait)
+        if outcome is None or not outcome.status.is_terminal:
+            return None if outcome is None else outcome.status
+        await self.report(spec, outcome)
+        return outcome.status
+
+    async def take_up(
+        self,
+        spec: ChildSpec,
+        *,
+        agent: Agent | None = None,
+        wait: bool | float = False,
+        lease: Lease | None = None,
+        leave_open: Callable[[], bool] | None = None,
+        options: RunOptions | None = None,
+        emit: Callable[[Event], None] | None = None,
+        origin: str | None = None,
+        slot: contextlib.AbstractAsyncContextManager[None] | None = None,
+        go_on: bool = True,
+    ) -> ChildOutcome | None:
+        """Run the child on to its end (or to a park on escalated calls still
+        undecided), unreported: its outcome, how it ended before if it had,
+        or None when another live worker holds it or took it over. `lease`
+        is the child's lease already taken (its follower's), used rather
+        than taken and left to its taker to release. Cancelled, the child is
+        ended STOPPED unless `leave_open()` (default: the runtime closes).
+        A parent that waits on the child gives its run's `options`, `emit`,
+        `origin` and place among running children (`slot`); by default the
+        child runs on its spec's bounds, its events go to the runtime's
+        subscribers, and it waits for a place (`Runtime.child_slot`). With
+        `go_on`, a child whose calls were decided while it was held runs on."""
         rt = self.runtime
+        background = BackgroundService.of(rt)
         try:
             agent = agent if agent is not None else self.build_agent(spec)
         except ConfigurationError:
@@ -168,89 +223,106 @@ class ChildWorker:
             done = terminal_entry(await rt.store.load(spec.child_session_id))
             if done is None:
                 raise
-            return await self._report_again(spec, done)
-        # Read only under the lease below: a read before it would have to be
-        # repeated there anyway, since another worker may end the child between.
-        # Children are short as a rule, so no snapshot is looked for (`new`):
-        # a statement saved a child, where a long one just replays in full.
-        child = Session(rt, spec.child_session_id, agent, new=True)
+            return self._ended(spec, done)
         tree = None
         if spec.budget is not None:
             # The tree's row is in the database every worker shares.
             tree = TreeBudget(
                 rt.budgets, spec.budget["tree"], Budget.from_dict(spec.budget["budget"])
             )
-        options = RunOptions(max_rounds=spec.max_rounds, tree=tree)
-        background = BackgroundService.of(rt)
 
         async def keep_registered() -> None:
             await background.lifecycle.alive(
                 spec.parent_session_id, spec.child_session_id, lease=self.lease * 10
             )
 
-        try:
-            # Queued children wait here, not on the store's connections.
-            async with rt.child_slot():
-                with LiveChildren.of(rt).running(child.id, options.stop):
-                    async with child.hold(ttl=self.lease, wait=wait) as held:
-                        held.on_lost(lambda: options.stop.set("the child was taken over"))
-                        held.on_renewed(keep_registered)
-                        # Re-read under the lease: a worker that held it before us
-                        # may have ended the child meanwhile.
-                        entries = await child.entries()
-                        done = terminal_entry(entries)
-                        if done is None:
-                            has_task = any(isinstance(e.payload, MessageEntry) for e in entries)
-                            if has_task:
-                                logger.info(
-                                    "background child %s of session %s was redelivered; "
-                                    "continuing it from its log",
-                                    child.id,
-                                    spec.parent_session_id,
-                                )
-                            with rt.observer.continue_trace(spec.traceparent):
-                                outcome = await execute_child(
+        while True:
+            # Read only under the lease below: a read before it would have to
+            # be repeated there anyway, since another worker may end the child
+            # between. Children are short as a rule, so no snapshot is looked
+            # for (`new`): a statement saved a child, where a long one just
+            # replays in full.
+            child = Session(rt, spec.child_session_id, agent, new=True)
+            run = options or RunOptions(max_rounds=spec.max_rounds, tree=tree)
+            try:
+                # Queued children wait here, not on the store's connections.
+                async with slot or rt.child_slot():
+                    with LiveChildren.of(rt).running(child.id, run.stop):
+                        async with child.hold(ttl=self.lease, wait=wait, lease=lease) as held:
+                            held.on_lost(partial(run.stop.set, "the child was taken over"))
+                            held.on_renewed(keep_registered)
+                            # Re-read under the lease: a worker that held it
+                            # before may have ended the child meanwhile.
+                            entries = await child.entries()
+                            done = terminal_entry(entries)
+                            if done is None:
+                                outcome = await self._execute(
+                                    spec,
                                     child,
-                                    None if has_task else spec.task,
-                                    name=spec.name,
-                                    options=options,
-                                    emit=background.emit,
-                                    origin=origin_label(spec.name, child.id),
-                                    escalate_to=spec.parent_session_id
-                                    if spec.on_approval == "escalate"
-                                    else None,
-                                    leave_open=True,
+                                    entries,
+                                    run,
+                                    leave_open,
+                                    emit or background.emit,
+                                    origin or origin_label(spec.name, child.id),
                                 )
-        except SessionBusy:
-            return None  # another live worker holds it
-        except StaleLeaseError:
-            # Someone took the child over while we stalled: it is theirs to end and report.
-            logger.warning(
-                "background child %s of session %s was taken over by another worker",
-                spec.child_session_id,
-                spec.parent_session_id,
-            )
-            return None
-        if done is not None:
-            return await self._report_again(spec, done)
-        if outcome.status is ChildStatus.AWAITING_APPROVAL:
-            # Parked on calls escalated to its parent: deciding them resumes it.
-            # A decision taken while we still held the lease found it busy:
-            # with nothing left to decide now, go on here.
-            if await all_decided(rt, child.id):
-                return await self.run(spec, agent=agent, wait=wait)
-            return outcome.status
-        if outcome.status is ChildStatus.FAILED:
-            logger.warning(
-                "background child %s of session %s failed: %s",
+            except SessionBusy:
+                return None  # another live worker holds it
+            except StaleLeaseError:
+                # Taken over while we stalled: it is theirs to end and report.
+                logger.warning(
+                    "background child %s of session %s was taken over by another worker",
+                    spec.child_session_id,
+                    spec.parent_session_id,
+                )
+                return None
+            if done is not None:
+                return self._ended(spec, done)
+            parked = outcome.status is ChildStatus.AWAITING_APPROVAL
+            if go_on and parked and await all_decided(rt, child.id):
+                # A decision taken while we still held the lease found it
+                # busy: with nothing left to decide now, go on here.
+                continue
+            if outcome.status is ChildStatus.FAILED:
+                logger.warning(
+                    "background child %s of session %s failed: %s",
+                    child.id,
+                    spec.parent_session_id,
+                    outcome.error,
+                )
+            return outcome
+
+    async def _execute(
+        self,
+        spec: ChildSpec,
+        child: Session,
+        entries: list[Entry],
+        options: RunOptions,
+        leave_open: Callable[[], bool] | None,
+        emit: Callable[[Event], None] | None,
+        origin: str,
+    ) -> ChildOutcome:
+        rt = self.runtime
+        background = BackgroundService.of(rt)
+        has_task = any(isinstance(e.payload, MessageEntry) for e in entries)
+        if has_task:
+            logger.info(
+                "background child %s of session %s was redelivered; continuing it from its log",
                 child.id,
                 spec.parent_session_id,
-                outcome.error,
             )
-        await self._report(spec, outcome.status, outcome.answer, outcome.error, outcome)
-        return outcome.status
+        with rt.observer.continue_trace(spec.traceparent):
+            return await execute_child(
+                child,
+                None if has_task else spec.task,
+                name=spec.name,
+                options=options,
+                emit=emit,
+                origin=origin,
+                escalate_to=spec.parent_session_id if spec.on_approval == "escalate" else None,
+                leave_open=leave_open or (lambda: background.closing),
+            )
 
-    async def _report_again(self, spec: ChildSpec, done: SubagentResult) -> ChildStatus:
+    def _ended(self, spec: ChildSpec, done: SubagentResult) -> ChildOutcome:
         # A previous worker ended it but may have died before reporting; the
         # report is idempotent, so reporting again is safe.
         logger.info(
@@ -259,51 +331,87 @@ class ChildWorker:
             spec.child_session_id,
             spec.parent_session_id,
         )
-        status = ChildStatus(done.status)
-        await self._report(spec, status, done.report, done.error)
-        return status
+        return ended_outcome(spec.child_session_id, spec.name, done)
 
     async def report(self, spec: ChildSpec, outcome: ChildOutcome) -> None:
         """Put the ended child's report in its parent's inbox (idempotent: a
         child is reported once however often this is called)."""
-        await self._report(spec, outcome.status, outcome.answer, outcome.error, outcome)
-
-    async def _report(
-        self,
-        spec: ChildSpec,
-        status: ChildStatus,
-        answer: Any,
-        error: str | None,
-        outcome: ChildOutcome | None = None,
-    ) -> None:
-        if status is ChildStatus.DONE:
-            body = (
-                answer
-                if isinstance(answer, str)
-                else json.dumps(answer, ensure_ascii=False, default=str)
-            )
-            text = f"background agent {spec.name!r} ({spec.child_session_id[:8]}) finished. Its report:\n{body}"
-        else:
-            word = "was stopped" if status is ChildStatus.STOPPED else "failed"
-            text = f"background agent {spec.name!r} ({spec.child_session_id[:8]}) {word}" + (
-                f": {error}" if error else ""
-            )
-        notice = BackgroundNotice(
-            report_notice_id(spec.child_session_id),
-            spec.child_session_id,
-            "subagent",
-            text,
-            status.value,
-            time.time(),
-            {
-                "child_session_id": spec.child_session_id,
-                "name": spec.name,
-                "result_summary": summary(str(answer or error or "")),
-                "tokens": outcome.usage.total_tokens if outcome is not None else None,
-            },
-        )
         # Idempotent by notice id: a redelivered job reports once in all.
-        await BackgroundService.of(self.runtime).lifecycle.finish(spec.parent_session_id, notice)
+        lifecycle = BackgroundService.of(self.runtime).lifecycle
+        await lifecycle.finish(spec.parent_session_id, report_notice(spec, outcome))
+
+
+def report_notice(spec: ChildSpec, outcome: ChildOutcome) -> BackgroundNotice:
+    """The one notice that reports the ended child to its parent (its id is
+    `report_notice_id`'s, whoever pushes it)."""
+    name, short = spec.name, spec.child_session_id[:8]
+    if outcome.status is ChildStatus.DONE:
+        answer = outcome.answer
+        body = (
+            answer
+            if isinstance(answer, str)
+            else json.dumps(answer, ensure_ascii=False, default=str)
+        )
+        text = f"background agent {name!r} ({short}) finished. Its report:\n{body}"
+    else:
+        word = "was stopped" if outcome.status is ChildStatus.STOPPED else "failed"
+        text = f"background agent {name!r} ({short}) {word}" + (
+            f": {outcome.error}" if outcome.error else ""
+        )
+    return BackgroundNotice(
+        report_notice_id(spec.child_session_id),
+        spec.child_session_id,
+        "subagent",
+        text,
+        outcome.status.value,
+        time.time(),
+        {
+            "child_session_id": spec.child_session_id,
+            "name": name,
+            "result_summary": summary(str(outcome.answer or outcome.error or "")),
+            "tokens": outcome.usage.total_tokens,
+        },
+    )
+
+
+class FollowedChild:
+    """A background child as one kind of followed work (`Followed`): the
+    follower's hold of the child's lease runs it on from its log, in this
+    process, and its report is the follow's one notice."""
+
+    def __init__(self, worker: ChildWorker, spec: ChildSpec, agent: Agent | None) -> None:
+        self.worker = worker
+        self.spec = spec
+        self.agent = agent
+
+    async def follow(self, job: FollowJob) -> BackgroundNotice:
+        """Run the child on under `job.lease`; its report (see `Followed.follow`)."""
+        background = self.worker.runtime.background
+        try:
+            outcome = await self.worker.take_up(
+                self.spec,
+                agent=self.agent,
+                lease=job.lease,
+                leave_open=lambda: job.detaching or background.closing,
+            )
+        except asyncio.CancelledError:
+            if job.detaching or background.closing:
+                raise
+            # Stopped: the run wrote its terminal entry; say so as it says.
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            outcome = ChildOutcome(
+                self.spec.child_session_id, self.spec.name, ChildStatus.STOPPED, error="cancelled"
+            )
+        if outcome is None or not outcome.status.is_terminal:
+            # Taken over (its taker reports it), or parked on calls a
+            # person decides (deciding them resumes it).
+            raise Detached()
+        return report_notice(self.spec, outcome)
+
+    async def cancel(self, record: Mapping[str, Any]) -> None:
+        """Nothing: a child nobody runs does nothing until taken up."""
 
 
 class _WorkerDispatcher:

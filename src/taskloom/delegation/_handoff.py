@@ -15,43 +15,37 @@ The call waits for whichever comes first:
 A child that ends while no call waits on it reports to the parent's inbox
 (once: the notice id is the child's), delivered at a later round. If the
 process dies meanwhile, the parent's next run takes the child up from its
-log (`recover_children`).
+log (`resume_children`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..background import BackgroundActivity
 from ..entries import SubagentDispatched
+from ..errors import SessionBusy
 from ..events import Event, origin_label
 from ..loop import RunOptions
-from ..runtime import Runtime, Session
+from ..runtime import Runtime
 from ..tools import ToolContext, ToolError, ToolOutput
 from ._ask import Questions, open_questions
 from ._children import (
     CHILD_LEASE,
     ChildOutcome,
     ChildStatus,
-    LiveChildren,
     all_decided,
     child_slot,
     child_started,
     create_child,
-    ended_outcome,
-    execute_child,
     hold_turn,
     report_inline,
-    summary,
-    terminal_entry,
 )
-from ._dispatch import ChildSpec, ChildWorker, report_notice_id
+from ._dispatch import ChildSpec, ChildWorker, registration, report_notice_id
 
 if TYPE_CHECKING:
     from ._subagent import SubAgent
@@ -122,20 +116,19 @@ async def delegate_in_task(
     from its log, or, ended meanwhile, answers with how it ended."""
     background = runtime.background
     if child_id is not None:
-        return await _take_up(sub, runtime, ctx, child_id)
+        entries = await runtime.store.load(child_id)
+        spec = next(
+            ChildSpec.from_dict(e.payload.spec)
+            for e in entries
+            if isinstance(e.payload, SubagentDispatched)
+        )
+        await background.registry.add(ctx.session_id, registration(spec, ctx.run_id), _REGISTRATION)
+        return await _run_and_wait(sub, runtime, ctx, spec, False)
     child_id = uuid.uuid4().hex
     spec = _spec(sub, ctx, child_id, name, task)
-    activity = BackgroundActivity(
-        child_id,
-        "subagent",
-        f"{name}: {summary(task, 80)}",
-        time.time(),
-        ctx.run_id,
-        {"name": name, "mode": "inline"},
-    )
-    await background.registry.add(ctx.session_id, activity, _REGISTRATION)
+    await background.registry.add(ctx.session_id, registration(spec, ctx.run_id), _REGISTRATION)
     try:
-        child = await create_child(
+        await create_child(
             runtime,
             ctx,
             sub.agent,
@@ -149,41 +142,19 @@ async def delegate_in_task(
     except BaseException:
         await background.lifecycle.discard(ctx.session_id, child_id)
         raise
-    return await _run_and_wait(sub, runtime, ctx, child, spec, task)
-
-
-async def _take_up(sub: SubAgent, runtime: Runtime, ctx: ToolContext, child_id: str) -> ToolOutput:
-    """Go on with the child this call started before (see `delegate_in_task`)."""
-    entries = await runtime.store.load(child_id)
-    spec = next(
-        ChildSpec.from_dict(e.payload.spec)
-        for e in entries
-        if isinstance(e.payload, SubagentDispatched)
-    )
-    activity = BackgroundActivity(
-        child_id,
-        "subagent",
-        f"{spec.name}: {summary(spec.task, 80)}",
-        time.time(),
-        ctx.run_id,
-        {"name": spec.name, "mode": "inline"},
-    )
-    await runtime.background.registry.add(ctx.session_id, activity, _REGISTRATION)
-    child = Session(runtime, child_id, sub.agent, new=True)
-    return await _run_and_wait(sub, runtime, ctx, child, spec, None)
+    return await _run_and_wait(sub, runtime, ctx, spec, True)
 
 
 async def _run_and_wait(
     sub: SubAgent,
     runtime: Runtime,
     ctx: ToolContext,
-    child: Session,
     spec: ChildSpec,
-    task: str | None,
+    fresh: bool,
 ) -> ToolOutput:
-    """Run the child (`task` None: on from its log) in a task and wait on it."""
+    """Run the child (new, or on from its log) in a task and wait on it."""
     background = runtime.background
-    child_id, name = child.id, spec.name
+    child_id, name = spec.child_session_id, spec.name
     options = RunOptions.for_child(ctx.controls, max_rounds=sub.max_rounds)
     running_children = _Running.of(runtime)
     questions = Questions.of(runtime)
@@ -193,34 +164,25 @@ async def _run_and_wait(
         if target is not None:
             target(event)
 
-    async def keep_registered() -> None:
-        await background.lifecycle.alive(ctx.session_id, child_id, lease=_REGISTRATION)
-
     async def run() -> ChildOutcome:
         try:
-            async with child_slot(runtime, ctx):
-                with LiveChildren.of(runtime).running(child_id, options.stop):
-                    # A child taken up again may still be held for a moment
-                    # by whoever parked it.
-                    async with child.hold(wait=None if task else CHILD_LEASE) as held:
-                        held.on_lost(lambda: options.stop.set("the child was taken over"))
-                        held.on_renewed(keep_registered)
-                        end = None if task else terminal_entry(await child.entries())
-                        if end is not None:
-                            return ended_outcome(child_id, name, end)
-                        outcome = await execute_child(
-                            child,
-                            task,
-                            name=name,
-                            options=options,
-                            emit=emit,
-                            origin=origin_label(name, child_id, ctx.origin),
-                            escalate_to=ctx.session_id if sub.escalates else None,
-                            leave_open=True,
-                        )
+            outcome = await ChildWorker(runtime).take_up(
+                spec,
+                agent=sub.agent,
+                # A child taken up again may still be held for a moment by
+                # whoever parked it.
+                wait=False if fresh else CHILD_LEASE,
+                options=options,
+                emit=emit,
+                origin=origin_label(name, child_id, ctx.origin),
+                slot=child_slot(runtime, ctx),
+                go_on=False,
+            )
         finally:
             running_children.children.pop(child_id, None)
             questions.forget(child_id)
+        if outcome is None:
+            raise SessionBusy(child_id)  # taken over, or run by a live holder elsewhere
         if outcome.status is ChildStatus.AWAITING_APPROVAL and await all_decided(runtime, child_id):
             # Decided while this still held the child's lease (the decision's
             # resume found it busy): go on here; its end reaches the inbox.

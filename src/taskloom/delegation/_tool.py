@@ -4,12 +4,12 @@ A background child runs under its own lease; when the process running it
 dies, the child is left started, unended and unheld. At the first boundary
 of the parent's next run (in any process), each delegation tool the run
 offers takes up (`ResumesWork`, once for all of them) the parent's children
-that have no terminal entry, found as every followed piece of work is
-(`taskloom.background.Follows.open_children`): each that no live holder runs
-is run on from its log by a `ChildWorker`, which takes its lease by the one
-take-over rule (at once from a dead holder on this machine, after its lease
-otherwise; so two processes never both run it), and its report reaches the
-parent's inbox once.
+that have no terminal entry, as one more kind of followed work
+(`taskloom.background.Follows.resume`): the follower takes the child's
+lease by the one take-over rule (at once from a dead holder on this
+machine, after its lease otherwise; so two processes never both run it),
+runs it on from its log under that lease (`FollowedChild`), and pushes its
+one report to the parent's inbox.
 
 A child parked on calls it escalated goes on once every one of them is
 decided, in whatever process decides the last: the runtime a delegation tool
@@ -19,24 +19,23 @@ is bound to resumes it (`DecidedChildren`).
 from __future__ import annotations
 
 import copy
-import functools
 import logging
-import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 import pydantic
 
 from ..agent import Agent
-from ..background import BackgroundActivity, Follows, RunStart
+from ..backends import SessionMeta
+from ..background import Follows, RunStart
 from ..entries import Entry, SubagentDispatched, SubagentStartedEntry
 from ..errors import ConfigurationError, UsageError
 from ..log import SessionLog
 from ..runtime import Runtime
 from ..tools import ApprovalRule, Tool, ToolEffect, ToolOutput
-from ._children import CHILD_LEASE, ChildStatus, LiveChildren, summary, terminal_entry
-from ._dispatch import ChildSpec, ChildWorker
+from ._children import CHILD_LEASE, ChildStatus, terminal_entry
+from ._dispatch import ChildSpec, ChildWorker, FollowedChild, registration
 
 if TYPE_CHECKING:
     from ..tools import ToolContext
@@ -46,7 +45,6 @@ __all__ = [
     "ChildQueue",
     "DecidedChildren",
     "DelegationTool",
-    "recover_children",
     "resume_children",
 ]
 
@@ -144,96 +142,55 @@ class DelegationTool(Tool):
 
     async def resume_work(self, start: RunStart) -> None:
         """Take up the session's background children whose process died
-        (`taskloom.background.ResumesWork`; see `recover_children`)."""
+        (`taskloom.background.ResumesWork`; see `resume_children`)."""
         await resume_children(self.runtime, start)
 
 
-async def recover_children(
-    runtime: Runtime,
-    session_id: str,
-    activities: Sequence[BackgroundActivity],
-    offered: Mapping[str, Tool],
-) -> None:
-    """Run on the session's started, unended background children among
-    `activities` that nobody in this process runs (what `resume_children`
-    does for each, in a task). A child held by a live worker elsewhere is
-    left to it; one never started is left to its queue; one this runtime
-    cannot rebuild is left for a process that can."""
-    for activity in activities:
-        if activity.kind == "subagent":
-            spec = _resumable(runtime, await runtime.store.load(activity.id))
-            if spec is not None:
-                await _run_on(runtime, session_id, spec, offered)
-
-
 async def resume_children(runtime: Runtime, start: RunStart) -> None:
-    """Take up, in a task, the session's background children that nobody runs
-    (what a delegation tool does at a run's first boundary: `ResumesWork`).
-    They are found the way every followed piece of work is
-    (`Follows.open_children`), and taken over by the same rule: at once from
-    a dead holder on this machine, after its lease otherwise (`Session.hold`)."""
+    """Take up the session's background children that nobody runs (what a
+    delegation tool does at a run's first boundary: `ResumesWork`): each is
+    followed again like every piece of followed work (`Follows.resume`, the
+    one take-over rule), by a `FollowedChild` run on from its log. One never
+    started is left to its queue, one parked on calls a person has yet to
+    decide to the decision (`DecidedChildren`), and one this runtime cannot
+    rebuild to a process that can."""
     if "delegation" in start.claimed:
         return
     start.claimed.add("delegation")
-    for _, entries in await Follows.of(runtime).open_children(start, _CHILD_MODES):
-        spec = _resumable(runtime, entries)
-        if spec is not None:
-            # A task each: running a child on takes as long as the child, and
-            # one child's run must not hold up the others'.
-            runtime.background.keep(
-                _logged(functools.partial(_run_on, runtime, start.session_id, spec, start.offered))
+    worker = ChildWorker(runtime)
+
+    def make(meta: SessionMeta, record: Mapping[str, Any] | None) -> FollowedChild | None:
+        if record is None:
+            return None
+        spec = ChildSpec.from_dict(record)
+        try:
+            return FollowedChild(worker, spec, _agent_for(worker, spec, start.offered))
+        except ConfigurationError as exc:
+            logger.info(
+                "background child %s of session %s is interrupted; "
+                "this runtime cannot run it on (%s)",
+                meta.id,
+                start.session_id,
+                exc,
             )
+            return None
+
+    follows = Follows.of(runtime)
+    for mode in ("background", "inline"):
+        # The run that takes a child up did not start it: its report comes
+        # at a later round, however this run ends.
+        await follows.resume(start, mode, make, kind="subagent", when=_resumable, remind=False)
 
 
-_CHILD_MODES = ("background", "inline")
-"""The modes of the child sessions a delegation tool takes up again."""
-
-
-def _resumable(runtime: Runtime, entries: list[Entry]) -> ChildSpec | None:
-    """The spec of a child to run on: dispatched with one, started, not run
-    in this process, and not parked on calls a person has yet to decide."""
-    specs = [e.payload.spec for e in entries if isinstance(e.payload, SubagentDispatched)]
-    if not specs or not any(isinstance(e.payload, SubagentStartedEntry) for e in entries):
-        return None
-    spec = ChildSpec.from_dict(specs[0])
-    if LiveChildren.of(runtime).stop_signal(spec.child_session_id) is not None:
-        return None
+def _resumable(entries: list[Entry]) -> bool:
+    """Whether a child is to run on: dispatched with a spec, started, and not
+    parked on calls a person has yet to decide."""
+    if not any(isinstance(e.payload, SubagentDispatched) for e in entries):
+        return False
+    if not any(isinstance(e.payload, SubagentStartedEntry) for e in entries):
+        return False
     log = SessionLog.folded(entries)
-    if log.parked() and log.undecided_calls():
-        return None  # deciding them resumes it (`DecidedChildren`)
-    return spec
-
-
-async def _run_on(
-    runtime: Runtime, session_id: str, spec: ChildSpec, offered: Mapping[str, Tool]
-) -> None:
-    try:
-        # A subagent's own definition, when the parent still offers it.
-        status = await ChildWorker(runtime).run(spec, agent=_child_agent(offered, spec))
-    except ConfigurationError as exc:
-        logger.info(
-            "background child %s of session %s is interrupted; this runtime cannot run it on (%s)",
-            spec.child_session_id,
-            session_id,
-            exc,
-        )
-        return
-    if status is not None:
-        logger.info(
-            "background child %s of session %s was interrupted; ran it on to %s",
-            spec.child_session_id,
-            session_id,
-            status.value,
-        )
-
-
-async def _logged(work: Callable[[], Awaitable[object]]) -> None:
-    # Made here, not by the caller: a task cancelled before its first step
-    # leaves no coroutine behind that was never awaited.
-    try:
-        await work()
-    except Exception:
-        logger.exception("going on with a background child failed")
+    return not (log.parked() and log.undecided_calls())
 
 
 @runtime_checkable
@@ -345,15 +302,12 @@ class DecidedChildren:
         if dispatch is not None:
             handover.where, handover.detail = "queue", str(await dispatch(spec))
             return
-        agent = _subagent_agent(runtime, spec, offered)
         worker = ChildWorker(runtime)
-        cannot = None
-        if agent is None:
-            try:
-                agent = worker.build_agent(spec)
-            except ConfigurationError as exc:
-                cannot = str(exc)
-        if cannot is None:
+        try:
+            agent = _agent_for(worker, spec, offered)
+        except ConfigurationError as exc:
+            cannot = str(exc)
+        else:
             handover.where = "here"
             runtime.background.keep(self._run_here(handover, worker, spec, agent))
             return
@@ -364,11 +318,12 @@ class DecidedChildren:
         # The parent's next run takes up the children registered under it
         # (`resume_children`); the registration the child's runner kept may
         # have lapsed while it waited for the decision.
-        await runtime.background.registry.add(meta.parent_id, _registration(spec), WAITS_FOR_PARENT)
+        registered = registration(spec, spec.parent_run_id, mode="background")
+        await runtime.background.registry.add(meta.parent_id, registered, WAITS_FOR_PARENT)
         handover.where, handover.detail = "next run", cannot
 
     async def _run_here(
-        self, handover: ChildHandover, worker: ChildWorker, spec: ChildSpec, agent: Agent | None
+        self, handover: ChildHandover, worker: ChildWorker, spec: ChildSpec, agent: Agent
     ) -> None:
         try:
             # The runner that parked it may still hold its lease for a moment.
@@ -383,27 +338,16 @@ WAITS_FOR_PARENT = 30 * 24 * 3600.0
 parent's next run to take it up, when the deciding process could not."""
 
 
-def _registration(spec: ChildSpec) -> BackgroundActivity:
-    """The child's registration under its parent, as a background child's."""
-    return BackgroundActivity(
-        spec.child_session_id,
-        "subagent",
-        f"{spec.name}: {summary(spec.task, 80)}",
-        time.time(),
-        spec.parent_run_id,
-        {"name": spec.name, "mode": "background"},
-    )
-
-
-def _subagent_agent(runtime: Runtime, spec: ChildSpec, offered: Mapping[str, Tool]) -> Agent | None:
-    """The agent of the `SubAgent` that started the child: from the deciding
-    session's tools, or an agent of the runtime that offers it (None:
-    rebuild it from the registries)."""
-    for tools in (offered, *(a.tool_map for a in runtime.agents.values())):
+def _agent_for(worker: ChildWorker, spec: ChildSpec, offered: Mapping[str, Tool]) -> Agent:
+    """The agent of the `SubAgent` that started the child: from `offered`
+    (the deciding or resuming session's tools), or an agent of the runtime
+    that offers it, else rebuilt from the registries (`ConfigurationError`
+    when this runtime cannot)."""
+    for tools in (offered, *(a.tool_map for a in worker.runtime.agents.values())):
         found = _child_agent(tools, spec)
         if found is not None:
             return found
-    return None
+    return worker.build_agent(spec)
 
 
 def _child_agent(tools: Mapping[str, Tool], spec: ChildSpec) -> Agent | None:

@@ -373,8 +373,3 @@ def related_task(meta: Any) -> str | None:
     if isinstance(related, dict) and isinstance(related.get("taskId"), str):
         return str(related["taskId"])
     return None
-
-
-def is_modern(client: Client) -> bool:
-    """Whether the connection speaks 2026-07-28 (tasks as the extension)."""
-    return _modern(client)

@@ -162,15 +162,19 @@ class HeldLease:
                 self.ttl,
             )
 
+    def stop_renewing(self) -> None:
+        """Stop renewing the lease, leaving it held (whoever gave it releases it)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._beat is not None and not self._beat.done():
+            self._beat.cancel()
+
     async def release(self, by: float | None = None) -> None:
         """Stop renewing and give the lease up, waiting at most `RELEASE_WAIT`
         seconds for the store, and when `by` (a loop time) is given, not past
         it: what is not done then finishes on its own."""
-        if self._timer is not None:
-            self._timer.cancel()
         beat = self._beat
-        if beat is not None and not beat.done():
-            beat.cancel()
+        self.stop_renewing()
         if by is None or by - asyncio.get_running_loop().time() > 2 * RELEASE_WAIT:
             # Time enough for the release's own wait and for the store to wind
             # down a call it cancelled (a second at most on the built-in stores).
@@ -200,15 +204,21 @@ class SessionHold:
     journal's appends fenced while it is held (re-entrant: an inner hold
     shares the outer lease, which the outer one releases)."""
 
-    __slots__ = ("_held", "_journal", "_leases", "_ttl", "_wait", "release_by")
+    __slots__ = ("_given", "_held", "_journal", "_leases", "_ttl", "_wait", "release_by")
 
     def __init__(
-        self, journal: SessionJournal, leases: Leases, wait: float | None, ttl: float
+        self,
+        journal: SessionJournal,
+        leases: Leases,
+        wait: float | None,
+        ttl: float,
+        given: Lease | None = None,
     ) -> None:
         self._journal = journal
         self._leases = leases
         self._wait = wait
         self._ttl = ttl
+        self._given = given
         self._held: HeldLease | None = None
         self.release_by: float | None = None
         """Loop time past which the release, if this hold took the lease, does
@@ -219,7 +229,7 @@ class SessionHold:
         outer = journal.held
         if outer is not None:
             return outer  # an inner hold: the outer one releases
-        lease = await _acquire(self._leases, journal.id, self._wait, self._ttl)
+        lease = self._given or await _acquire(self._leases, journal.id, self._wait, self._ttl)
         held = self._held = HeldLease(self._leases, journal.id, lease, self._ttl)
         journal.lease_taken(held)
         return held
@@ -229,4 +239,7 @@ class SessionHold:
         if held is not None:
             self._held = None
             self._journal.lease_released()
-            await held.release(self.release_by)
+            if self._given is None:
+                await held.release(self.release_by)
+            else:
+                held.stop_renewing()  # its giver releases it

@@ -12,7 +12,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
 from ..agent import Agent, AgentDepsT, AgentOutputT
-from ..backends import SessionStore
+from ..backends import Lease, SessionStore
 from ..entries import (
     ApprovalDecision,
     Entry,
@@ -222,7 +222,9 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
 
     # ------------------------------------------------------------ the lease
 
-    def hold(self, *, wait: float | None = None, ttl: float | None = None) -> SessionHold:
+    def hold(
+        self, *, wait: float | None = None, ttl: float | None = None, lease: Lease | None = None
+    ) -> SessionHold:
         """Hold the session's lease for an `async with` block: this Session
         becomes the session's one writer, and its appends are fenced.
 
@@ -231,11 +233,13 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         it takes). A holder on this machine that is known to be dead is
         taken over at once. Re-entrant for this Session object: an inner
         hold shares the outer lease. `ttl` overrides the runtime's
-        `lease_ttl` for this hold.
+        `lease_ttl` for this hold. `lease`, the session's lease already taken
+        (the follower of a background child holds it), is used rather than
+        taken; it is renewed while held, and its taker releases it.
         """
         runtime = self.runtime
         lease_ttl = runtime.lease_ttl if ttl is None else ttl
-        return SessionHold(self.journal, runtime.store.leases, wait, lease_ttl)
+        return SessionHold(self.journal, runtime.store.leases, wait, lease_ttl, lease)
 
     # ------------------------------------------------------------ the log
 
