@@ -212,7 +212,7 @@ async def test_a_cancel_before_the_run_starts_nothing() -> None:
 # ---------------------------------------------------------------- cancelling a session
 
 
-@pytest.mark.parametrize("how", ["session.cancel", "listeners.delete", "forget_session"])
+@pytest.mark.parametrize("how", ["cancel_runs", "listeners.delete", "forget_session"])
 async def test_cancelling_or_deleting_a_session_cancels_its_run_in_flight(
     runtime: Runtime, how: str
 ) -> None:
@@ -222,8 +222,8 @@ async def test_cancelling_or_deleting_a_session_cancels_its_run_in_flight(
     assert await set_within(asked)
     await asyncio.sleep(0.5)
     at = time.monotonic()
-    if how == "session.cancel":
-        assert await session.cancel("no longer wanted") == 1
+    if how == "cancel_runs":
+        assert await runtime.cancel_runs(session.id, "no longer wanted") == 1
     elif how == "listeners.delete":
         await runtime.background.listeners.delete(session.id)
     else:
@@ -233,11 +233,11 @@ async def test_cancelling_or_deleting_a_session_cancels_its_run_in_flight(
     took = time.monotonic() - at
     assert took < BOUND, f"the run ended {took:.2f}s after its session was cancelled"
     assert result.status is RunStatus.STOPPED
-    reason = "no longer wanted" if how == "session.cancel" else "the session was deleted"
+    reason = "no longer wanted" if how == "cancel_runs" else "the session was deleted"
     assert result.error == f"cancelled: {reason}"
     if how != "forget_session":
         assert_ends_stopped(await session.entries(), cancelled=True)
-    assert await session.cancel() == 0  # nothing runs any more
+    assert await runtime.cancel_runs(session.id) == 0  # nothing runs any more
 
 
 # ---------------------------------------------------------------- inline children

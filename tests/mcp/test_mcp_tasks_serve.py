@@ -97,6 +97,14 @@ async def test_the_2025_11_25_spelling_get_result_and_a_restart(tmp_path: Path) 
             assert raw["task"]["status"] == "working"
             working = await _until(client, task_id, "working")
             assert working["pollInterval"] > 0
+            # The kill below must cut off the tool call itself: wait for it to have started.
+            for _ in range(200):
+                got = await client.session.send_request(
+                    Get(params=TaskId(task_id=task_id)), Anything
+                )
+                if "waiting for the gate" in str(got.model_dump(by_alias=True)):
+                    break
+                await asyncio.sleep(0.05)
         # Restarted before the task ended: the new process answers for it
         # and runs it on from the session's log, where the tool call the
         # restart cut off is answered as interrupted (never run twice).

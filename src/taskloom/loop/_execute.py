@@ -119,32 +119,40 @@ async def run_one(
     return ToolResult(call.id, output.content, output.is_error, call.name)
 
 
+class BatchProgress:
+    """How far a batch of calls got: each call's result once it finished, and
+    whether it started (both in call order)."""
+
+    __slots__ = ("results", "started")
+
+    def __init__(self, n: int) -> None:
+        self.results: list[ToolResult | None] = [None] * n
+        self.started = [False] * n
+
+
 async def execute_calls(
     calls: Sequence[ToolCall],
     tools: Mapping[str, Tool],
     make_ctx: Callable[[ToolCall], ToolContext],
     scope: RunScope,
-    *,
-    results: list[ToolResult | None],
-    started: list[bool] | None = None,
+    progress: BatchProgress,
     before_step: BeforeStep | None = None,
 ) -> None:
-    """Run `calls`, filling `results` (same length, call order) as each finishes
-    (and `started`, if given, as each starts), awaiting `before_step`, if
-    given, before each step (see `step_count`) starts.
+    """Run `calls`, filling `progress` as each starts and finishes, awaiting
+    `before_step`, if given, before each step (see `step_count`) starts.
 
     Filling in place lets the caller keep the results that finished when a
     deadline or a cancel cuts the batch short, and tell the calls that never
     started.
     """
+    results, started = progress.results, progress.started
     i = 0
     n = len(calls)
     while i < n:
         if not _overlaps(tools.get(calls[i].name)):
             if before_step is not None:
                 await before_step(calls[i : i + 1])
-            if started is not None:
-                started[i] = True
+            started[i] = True
             results[i] = await run_one(calls[i], tools, make_ctx, scope)
             i += 1
             continue
@@ -153,8 +161,7 @@ async def execute_calls(
             j += 1
         if before_step is not None:
             await before_step(calls[i:j])
-        if started is not None:
-            started[i:j] = [True] * (j - i)
+        started[i:j] = [True] * (j - i)
         if j - i == 1:
             results[i] = await run_one(calls[i], tools, make_ctx, scope)
         else:
@@ -288,18 +295,10 @@ class ToolCalls:
         runnable = (
             list(calls) if limit is None else list(calls[: max(0, limit - counters.tool_calls)])
         )
-        done: list[ToolResult | None] = [None] * len(runnable)
-        started = [False] * len(runnable)
+        progress = BatchProgress(len(runnable))
+        done, started = progress.results, progress.started
         status: RunStatus | None = None
-        batch = execute_calls(
-            runnable,
-            tools,
-            self._make_ctx,
-            self._scope,
-            results=done,
-            started=started,
-            before_step=before_step,
-        )
+        batch = execute_calls(runnable, tools, self._make_ctx, self._scope, progress, before_step)
         deadline_at = self._controls.deadline_at
         unfinished = "not finished: the run's deadline passed; it may have partly run"
         try:

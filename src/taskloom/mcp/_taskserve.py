@@ -248,7 +248,10 @@ class ServedTasks:
             case ServedState.CANCELLED:
                 why = task.result.error if task.result is not None else None
                 return {**view, "status": "cancelled", "message": why or "cancelled"}
-        assert task.result is not None
+        if task.result is None:
+            # Cut off before its run wrote its input: nothing is left to run.
+            why = "the server stopped before the task's run began; send the request again"
+            return {**view, "status": "failed", "message": why}
         return {**view, "status": "completed", "result": self.answer(task.result)}
 
     async def close(self) -> None:

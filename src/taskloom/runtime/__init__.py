@@ -11,7 +11,7 @@ lease's fencing generation, and the store refuses a stale one in the append's
 own transaction. A second caller gets `SessionBusy` (or waits: `wait=` seconds).
 Decisions, steering, stop requests and deferred items are written by anyone,
 without the lease. A run in progress in this process can also be cancelled
-(`Session.cancel`, `Runtime.cancel_runs`; deleting the session does it): it
+(`Runtime.cancel_runs`; deleting the session does it): it
 aborts what it waits on and ends STOPPED within `CANCEL_WAIT` seconds.
 
 With `Runtime(queue=...)` runs can also be queued for worker processes

@@ -532,18 +532,6 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         running run, or the next run). Works from any process sharing the store."""
         await self.runtime.steer(self.id, text)
 
-    async def cancel(self, reason: str | None = None) -> int:
-        """Cancel the session's run in progress in this process (and one waiting
-        for the session's lease here), and wait until it ended; how many
-        were cancelled, 0 when none (see `Runtime.cancel_runs`).
-
-        Unlike `request_stop`, which the run obeys at its next boundary, a
-        cancel aborts the model request and the tool calls in flight: the
-        run returns STOPPED within moments, its `error` saying it was
-        cancelled, its log whole. To cancel one run you started, cancel its
-        own signal instead: `options.stop.cancel()`."""
-        return await self.runtime.cancel_runs(self.id, reason)
-
     async def request_stop(self, reason: str | None = None) -> None:
         """Ask the session's running run to stop at its next boundary, from any
         process sharing the store (the run ends STOPPED; later runs are unaffected)."""
