@@ -177,16 +177,6 @@ class StopSignal:
             self._callbacks = []
         return _undoable(self._callbacks, callback)
 
-    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Call `callback()` once, when the signal (or an ancestor) is
-        cancelled; at once if it is already. Returns the undo."""
-        if self.is_cancelled:
-            callback()
-            return _nothing
-        if self._cancel_callbacks is None:
-            self._cancel_callbacks = []
-        return _undoable(self._cancel_callbacks, callback)
-
     @property
     def is_set(self) -> bool:
         """True when this signal or an ancestor was set (or cancelled)."""
