@@ -239,11 +239,18 @@ def session_lease_key(session_id: str) -> str:
     return f"session:{session_id}"
 
 
-async def acquire_or_take_over(leases: Leases, key: str, ttl: float) -> Lease | None:
+async def acquire_or_take_over(
+    leases: Leases, key: str, ttl: float, *, ended: str | None = None
+) -> Lease | None:
     """Lease `key` for `ttl` seconds for this process: free, or held by a
     process of this machine known to be dead (taken over at once); None
     while a live holder (or one that cannot be told dead) holds it. The one
-    take-over rule of sessions and of the work followed as child sessions."""
+    take-over rule of sessions and of the work followed as child sessions.
+
+    `ended` names a hold of this process that is over although its release
+    may not have landed (a busy or silent store): it is taken over at once
+    too, under a new generation, so nothing of the old hold writes after it.
+    A name of another process is never taken over this way."""
     me = holder_name()
     lease = await leases.acquire(key, me, ttl)
     if lease is not None:
@@ -251,6 +258,7 @@ async def acquire_or_take_over(leases: Leases, key: str, ttl: float) -> Lease | 
     current = await leases.current(key)
     if current is None:
         return await leases.acquire(key, me, ttl)  # released between the two calls
-    if holder_is_gone(current.holder):
+    ours = ended is not None and ended.startswith(f"{_process_identity()}.")
+    if (ours and current.holder == ended) or holder_is_gone(current.holder):
         return await leases.take_over(current, me, ttl)
     return None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -32,7 +31,21 @@ LEASE_TTL = 30.0
 """Seconds a session lease lasts without renewal (renewed every third of it)."""
 
 RELEASE_WAIT = 1.0
-"""Seconds a lease release may wait for the store before it is left to lapse."""
+"""Seconds a run's end waits for its lease release; a release not done by
+then is not withdrawn but lands on its own, and meanwhile the same process's
+next run of the session takes the lease over."""
+
+_ended: dict[str, str] = {}
+"""Lease key -> the holder name of a hold of this process that is over but
+whose release has not landed (yet): the next acquisition here takes it over."""
+
+_ENDED_MAX = 4096  # releases that failed for sessions never run again must not pile up
+
+
+def _end(lease: Lease) -> None:
+    if len(_ended) >= _ENDED_MAX:
+        del _ended[next(iter(_ended))]  # the oldest: its lease lapses on its own
+    _ended[lease.key] = lease.holder
 
 
 async def _acquire(leases: Leases, session_id: str, wait: float | None, ttl: float) -> Lease:
@@ -49,8 +62,9 @@ async def _acquire(leases: Leases, session_id: str, wait: float | None, ttl: flo
     give_up: float | None = None
     delay = 0.02
     while True:
-        lease = await acquire_or_take_over(leases, key, ttl)
+        lease = await acquire_or_take_over(leases, key, ttl, ended=_ended.get(key))
         if lease is not None:
+            _ended.pop(key, None)  # released, lapsed or taken over: nothing to take over
             return lease
         if give_up is None:
             give_up = loop.time() + _patience(wait)
@@ -177,7 +191,7 @@ class HeldLease:
         self.stop_renewing()
         if by is None or by - asyncio.get_running_loop().time() > 2 * RELEASE_WAIT:
             # Time enough for the release's own wait and for the store to wind
-            # down a call it cancelled (a second at most on the built-in stores).
+            # down a renewal cancelled mid-call (a second at most on the built-in stores).
             await self._release(beat)
             return
         # A renewal cancelled mid-statement, and the release after it, may
@@ -192,11 +206,33 @@ class HeldLease:
     async def _release(self, beat: asyncio.Task[None] | None) -> None:
         if beat is not None:
             await asyncio.wait([beat])
-        # A release that cannot reach the store is harmless (the lease lapses
-        # on its own); it must not hold up a run that already ended.
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(RELEASE_WAIT):
-                await self._leases.release(self.lease)
+        lease = self.lease
+        # The hold is over now. A release stuck behind a busy store must
+        # neither hold up the run that ended nor lock the session until the
+        # lease lapses: it is left to land, and meanwhile this process's next
+        # run of the session takes the lease over (a new generation: nothing
+        # of this hold writes after that, its late release included).
+        _end(lease)
+        release = asyncio.ensure_future(self._give_up(lease))
+        let_go(release)
+        await wait_until(release, asyncio.get_running_loop().time() + RELEASE_WAIT)
+
+    async def _give_up(self, lease: Lease) -> None:
+        try:
+            await self._leases.release(lease)
+        except Exception as exc:
+            # The store's errors name no credentials (hosts and ports only).
+            logger.warning(
+                "releasing the lease of session %s failed (%s: %s); it stays held until it "
+                "lapses (%g s) or this process runs the session again",
+                self.session_id,
+                type(exc).__name__,
+                exc,
+                self.ttl,
+            )
+            return
+        if _ended.get(lease.key) == lease.holder:
+            del _ended[lease.key]
 
 
 class SessionHold:

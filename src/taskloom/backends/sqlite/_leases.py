@@ -129,7 +129,11 @@ class SQLiteLeases:
 
     async def release(self, lease: Lease) -> None:
         """Give the key up (no effect if the lease was already lost)."""
-        await self._db.run(lambda conn: conn.execute(_RELEASE, (lease.key, lease.generation)))
+        # Ahead of queued writes too: a release waiting behind them locks the
+        # session for everyone else until it lands.
+        await self._db.run(
+            lambda conn: conn.execute(_RELEASE, (lease.key, lease.generation)), urgent=True
+        )
 
     async def take_over(self, lease: Lease, holder: str, ttl: float) -> Lease | None:
         """Take the key from `lease`'s holder (known dead) while it is still current."""
