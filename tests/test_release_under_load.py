@@ -79,9 +79,7 @@ async def test_runs_of_busy_sessions_find_them_free_while_the_writer_queue_is_de
         finally:
             hammering = False
             await asyncio.gather(*writers)
-        held = [
-            s.id for s in sessions if await store.leases.current(session_lease_key(s.id))
-        ]
+        held = [s.id for s in sessions if await store.leases.current(session_lease_key(s.id))]
         print(f"\n{completed} runs completed, {refused} refused SessionBusy, {len(held)} held")
         assert refused == 0
         assert held == []  # every release landed in the end

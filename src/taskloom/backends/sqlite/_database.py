@@ -2,9 +2,10 @@
 
 sqlite3 blocks, and the event loop must not: a call that would wait (for
 another writer's lock, for the disk, behind other calls) runs on the
-database's own thread, urgent work (lease renewals) ahead of the queue. A call
-that can finish at once runs at once, on the caller's thread: handing it to
-the thread and back costs about 100 µs of CPU, ten times the statements.
+database's own thread, urgent work (lease renewals and releases) ahead of
+the queue. A call that can finish at once runs at once, on the caller's
+thread: handing it to the thread and back costs about 100 µs of CPU, ten
+times the statements.
 """
 
 from __future__ import annotations
@@ -131,8 +132,8 @@ class SQLiteDatabase:
         lock up to `busy_timeout`.
 
         Calls run in the order they came, except that `urgent` ones (lease
-        renewals) go before every ordinary call still waiting: a renewal
-        must not wait behind a thousand children's writes.
+        renewals and releases) go before every ordinary call still waiting: a
+        renewal must not wait behind a thousand children's writes.
 
         Cancelling the caller withdraws `fn` if it has not started; once
         started it runs to its end, so a transaction inside it either commits
