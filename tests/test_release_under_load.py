@@ -24,7 +24,14 @@ import pytest
 
 from pg import open_durable, pg_schema  # noqa: F401 (pg_schema is a fixture)
 from taskloom import Agent, RunStatus, Runtime
-from taskloom.backends import Entry, Lease, holder_name, session_lease_key
+from taskloom.backends import (
+    Entry,
+    Lease,
+    MemoryLeases,
+    acquire_or_take_over,
+    holder_name,
+    session_lease_key,
+)
 from taskloom.backends.sqlite import SQLiteStore
 from taskloom.errors import SessionBusy, StaleLeaseError, StoreUnavailable
 from taskloom.models import FunctionModel, reply
@@ -190,3 +197,17 @@ async def test_a_live_hold_of_this_process_is_never_taken_over(store: SessionSto
             other = await runtime.open_session(session.id, _agent())
             with pytest.raises(SessionBusy):
                 await other.run("x")
+
+
+async def test_only_an_ended_hold_of_this_process_is_taken_over() -> None:
+    leases = MemoryLeases()
+    mine = await leases.acquire("k", holder_name(), 30)
+    assert mine is not None
+    assert await acquire_or_take_over(leases, "k", 30) is None  # not said to be over
+    taken = await acquire_or_take_over(leases, "k", 30, ended=mine.holder)
+    assert taken is not None and taken.generation == mine.generation + 1
+    await leases.release(taken)
+    # A name of another process (a live one elsewhere, or one forged) is never taken over.
+    other = await leases.acquire("k", "worker-elsewhere-1", 30)
+    assert other is not None
+    assert await acquire_or_take_over(leases, "k", 30, ended=other.holder) is None
