@@ -1,7 +1,7 @@
 """Streamed function-call arguments on the Gemini wire (Vertex AI's
 `streamFunctionCallArguments`): the pieces of one call (`partialArgs`,
 `willContinue`) become that one call with its whole arguments, as Google's
-SDKs assemble them; a stream that never ends a call, or whose pieces cannot
+Go SDK assembles them; a stream that never ends a call, or whose pieces cannot
 be placed, is a clear error."""
 
 from __future__ import annotations

@@ -119,11 +119,12 @@ class _Text(list[str]):
 
 class _StreamedCall:
     """A function call whose arguments arrive as `partialArgs`, assembled as
-    Google's SDKs do: each piece sets the value at its JSON path (objects and
-    arrays made on the way), a string piece extends the string its path's
-    previous piece left open (`willContinue`), any other piece replaces a
-    value, and a piece that would put a value where an object or array is, or
-    reach through a value, is refused. Unlike the SDKs, an array index past
+    Google's Gen AI SDK for Go does (the Python one leaves it to the caller):
+    each piece sets the value at its JSON path (objects and arrays made on
+    the way), a string piece extends the string its path's previous piece
+    left open (`willContinue`), any other piece replaces a value, and a piece
+    that would put a value where an object or array is, or reach through a
+    value, is refused. Unlike that SDK, an array index past
     the array's end is refused rather than padded with nulls: padding would let
     a few bytes of a hostile stream allocate any amount of memory. So memory
     stays proportional to the bytes received, and paths are at most
