@@ -16,6 +16,7 @@ from typing import Any
 
 from taskloom import Agent, Runtime, ToolContext, tool
 from taskloom.backends import Entry, Fence
+from taskloom.errors import UsageError
 from taskloom.models import FunctionModel, ModelRequest, reply
 from taskloom.stores import open_store
 
@@ -66,7 +67,7 @@ async def charge(amount: int, ctx: ToolContext) -> str:
     return f"charged {amount}"
 
 
-@tool(idempotent=True)
+@tool(idempotent=True, needs_approval=SCENARIO == "approved")
 async def upsert(amount: int, ctx: ToolContext) -> str:
     """Record a payment keyed by the call's idempotency key (safe to run again)."""
     with open(SIDE_EFFECTS, "a") as f:  # noqa: ASYNC230 (a test's side effect, synced on purpose)
@@ -84,7 +85,7 @@ async def model_fn(request: ModelRequest) -> Any:
     ):
         await hang("during-model")
     if last.role == "user" and len(request.messages) == 1:
-        if SCENARIO == "idempotent":
+        if SCENARIO in ("idempotent", "approved"):
             return reply(tool_calls=[("upsert", {"amount": 5}, "call_upsert")])
         if SCENARIO.startswith("two-"):
             # Two calls that each run alone: the second waits for the first.
@@ -110,7 +111,15 @@ async def main() -> None:
     agent = Agent("crashy", model, tools=[charge, upsert])
     session = await runtime.open_session(SESSION_ID, agent)
     say("STARTED")
-    await session.run("charge me 5" if SCENARIO != "notice" else "any news?")
+    if SCENARIO == "approved":
+        # The parked turn the test approved, then (once its call started)
+        # the runs that take up the call cut off in it.
+        try:
+            await session.resume()
+        except UsageError:
+            await session.run()
+    else:
+        await session.run("charge me 5" if SCENARIO != "notice" else "any news?")
     say("FINISHED")
 
 

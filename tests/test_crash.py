@@ -247,3 +247,40 @@ async def test_an_idempotent_call_that_keeps_crashing_is_given_up_on(
     assert ran_here == []  # retried enough: answered "interrupted" like any call
     answered = model.requests[0].messages[2].results[0]
     assert answered.content == INTERRUPTED and answered.is_error
+
+
+@tool(name="upsert", idempotent=True, needs_approval=True)
+async def gated_upsert(amount: int, ctx: ToolContext) -> str:
+    """Record a payment keyed by the call's idempotency key, once approved."""
+    ran_here.append(ctx.idempotency_key)
+    return f"upserted {amount}"
+
+
+async def test_an_approved_idempotent_call_is_retried_as_often_as_any(
+    runtime: Runtime, store_url: tuple[str, str], tmp_path: Path
+) -> None:
+    # Parked for approval here, approved, then each child process runs the
+    # call (the first by resuming the parked turn, the others as cut off)
+    # and dies in it: as many runs as an ungated call's 1 + IDEMPOTENT_RETRIES.
+    calls = [("upsert", {"amount": 5}, "call_upsert")]
+    model = FunctionModel(lambda r: reply(tool_calls=calls) if len(r.messages) == 1 else reply("x"))
+    session = await runtime.create_session(Agent("crashy", model, tools=[gated_upsert]))
+    assert (await session.run("pay 5")).status.value == "awaiting_approval"
+    await session.approve("call_upsert")
+    side_effects = tmp_path / "side-effects.txt"
+    for attempt in range(1 + IDEMPOTENT_RETRIES):
+        child = Child("approved", *store_url, session.id, side_effects)
+        try:
+            child.wait_for("during-tool")
+        finally:
+            child.kill()
+        print(f"run {attempt + 1}: killed inside the approved call")
+    keys = side_effects.read_text().split()
+    assert len(keys) == 1 + IDEMPOTENT_RETRIES and len(set(keys)) == 1
+    final = recording_model()
+    reopened = await runtime.open_session(session.id, Agent("crashy", final, tools=[gated_upsert]))
+    ran_here.clear()
+    await reopened.run()
+    assert ran_here == []  # retried enough: answered "interrupted" like any call
+    answered = final.requests[0].messages[2].results[0]
+    assert answered.content == INTERRUPTED and answered.is_error

@@ -42,7 +42,7 @@ from taskloom.models import (
     ToolCallDelta,
     ToolSpec,
 )
-from taskloom.testing import RecordingTransport
+from taskloom.testing import FakeServer, RecordingTransport
 from taskloom.testing.transport import CannedResponse
 
 WIRE_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
@@ -926,3 +926,38 @@ async def test_consumer_that_stops_early_releases_the_connection() -> None:
     assert first == TextDelta(text="1 ")
     await events.aclose()  # type: ignore[attr-defined]
     assert body.closed
+
+
+AZURE_PROMPT_FILTER = {
+    "choices": [],
+    "created": 0,
+    "id": "",
+    "model": "",
+    "object": "",
+    "prompt_filter_results": [
+        {
+            "prompt_index": 0,
+            "content_filter_results": {
+                kind: {"filtered": False, "severity": "safe"}
+                for kind in ("hate", "self_harm", "sexual", "violence")
+            },
+        }
+    ],
+}
+"""The first event of an Azure OpenAI stream (a model router's too): the
+prompt's content-filter results, not a completion chunk."""
+
+
+@pytest.mark.slow
+async def test_a_content_filter_event_before_the_chunks_is_skipped() -> None:
+    async with FakeServer() as server:
+        server.script(FakeServer.prelude(AZURE_PROMPT_FILTER, reply=FakeServer.reply("hi there")))
+        answer = OpenAIChatModel("model-router", base_url=server.base_url, api_key="k", stream=True)
+        events = [e async for e in answer.stream(ask())]
+    done = events[-1]
+    assert isinstance(done, ResponseCompleted)
+    # The first real chunk's id and model, not the filter event's empty ones.
+    assert done.response.response_id == "chatcmpl-fake1"
+    assert done.response.model == "model-router"
+    assert done.response.text == "hi there"
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "hi there"

@@ -761,7 +761,10 @@ class SessionLog:
         decision = self.decision(call.id)
         if decision is not None and not decision.approved:
             return False
-        return self._started.get((self._turn, call.id), 0) < limit
+        started = self._started.get((self._turn, call.id), 0)
+        # An approved call's first run is recorded too (it unparks the turn):
+        # that one is no retry, so it gets as many as an ungated call.
+        return started - (decision is not None) < limit
 
     @property
     def in_steps(self) -> bool:

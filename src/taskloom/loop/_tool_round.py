@@ -174,7 +174,8 @@ class ToolRound:
             await self.park(plan.unasked)
         if plan.run:
             # Durably "started" before anything runs: a crash from here on
-            # answers these calls "interrupted", it never runs them again.
+            # takes these calls up as cut off (the turn is parked no more),
+            # answered "interrupted" or, idempotent ones, run again.
             await self._journal.record(
                 CallsStarted(log.turn, tuple(c.id for c in plan.run)), self._scope.run_id
             )

@@ -8,7 +8,11 @@ folds them into taskloom blocks as they arrive, yielding `ThinkingDelta`,
   merge, as a stream splits one thought into many chunks);
 - a text part is a `TextBlock` (consecutive ones merge likewise);
 - a function call is a `ToolCall`, with Gemini's id or, when it sent none
-  (before Gemini 3), a fresh one; arguments come whole, never in pieces;
+  (before Gemini 3), a fresh one. Its arguments come whole (`args`) or, with
+  Vertex AI's `streamFunctionCallArguments`, in pieces (`_StreamedCall`): the
+  call's later parts (`willContinue`) carry no name, only `partialArgs`, and
+  are folded into the one call, which is a `ToolCall` (and its one
+  `ToolCallDelta`) once a part without `willContinue` ends it;
 - a thought signature (`thoughtSignature`) on a text or function call part
   is kept as a `ThinkingBlock` with no text and that signature, right before
   the block of its part; on a thought part it is that thought's signature.
@@ -24,7 +28,9 @@ partway is the part that came, with stop reason `content_filter`.
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -34,7 +40,15 @@ import httpx2
 
 from ..errors import InvalidRequest, ProviderError, TransportError
 from ..events import TextDelta, ThinkingDelta
-from ..messages import Block, Message, TextBlock, ThinkingBlock, ToolCall, Usage
+from ..messages import (
+    MAX_ARGUMENT_DEPTH,
+    Block,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    Usage,
+)
 from ._base import ModelRequest, ModelResponse, StopReason, StreamEvent, ToolCallDelta
 from ._estimate import estimated_usage
 from ._http import SSE, error_from_response, loads_event
@@ -62,6 +76,9 @@ _RETRYABLE_FINISH = frozenset(
 """Finish reasons of a sample gone wrong, which another sample may get right."""
 
 _ARGUMENTS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+_PATH_STEP = re.compile(r"\.([^.\[\]'\"]+)|\[(\d{1,9})\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
+"""One step of a `partialArgs` JSON path (RFC 9535's member and index selectors)."""
 
 
 def new_call_id() -> str:
@@ -92,10 +109,171 @@ def error_in_body(payload: Mapping[str, Any], provider: str) -> ProviderError:
     return error
 
 
+class _Text(list[str]):
+    """A string argument arriving in pieces; `more` while its last piece said
+    `willContinue` (the next piece at its path extends it)."""
+
+    __slots__ = ("more",)
+    more: bool
+
+
+class _StreamedCall:
+    """A function call whose arguments arrive as `partialArgs`, assembled as
+    Google's Gen AI SDK for Go does (the Python one leaves it to the caller):
+    each piece sets the value at its JSON path (objects and arrays made on
+    the way), a string piece extends the string its path's previous piece
+    left open (`willContinue`), any other piece replaces a value, and a piece
+    that would put a value where an object or array is, or reach through a
+    value, is refused. Unlike that SDK, an array index past
+    the array's end is refused rather than padded with nulls: padding would let
+    a few bytes of a hostile stream allocate any amount of memory. So memory
+    stays proportional to the bytes received, and paths are at most
+    `MAX_ARGUMENT_DEPTH` steps deep."""
+
+    __slots__ = ("args", "id", "name", "texts")
+
+    def __init__(self, call: Mapping[str, Any], provider: str) -> None:
+        self.id: str | None = None
+        self.name: str | None = None
+        self.args: dict[str, Any] = {}
+        self.texts: list[tuple[Any, Any, _Text]] = []
+        self.add(call, provider)
+
+    def add(self, call: Mapping[str, Any], provider: str) -> None:
+        """Fold in one part of the call (its name and id may come again)."""
+        for key in ("id", "name"):
+            value, held = call.get(key), getattr(self, key)
+            if isinstance(value, str) and value:
+                if held is not None and value != held:
+                    raise _malformed(
+                        f"a streamed function call's {key} changed mid-call: "
+                        f"{held!r}, then {value!r}",
+                        provider,
+                    )
+                setattr(self, key, value)
+        args = call.get("args")
+        if isinstance(args, Mapping):
+            for name, value in args.items():
+                self._put([str(name)], value, False, provider)
+        pieces = call.get("partialArgs")
+        for piece in pieces if isinstance(pieces, list) else ():
+            if isinstance(piece, Mapping):
+                path = _json_path(piece.get("jsonPath"), provider)
+                self._put(
+                    path, _piece_value(piece, provider), piece.get("willContinue") is True, provider
+                )
+
+    def _put(self, path: list[str | int], value: Any, more: bool, provider: str) -> None:
+        parent: Any = self.args
+        for step, following in itertools.pairwise(path):
+            child = _child(parent, step, provider)
+            if child is _MISSING:
+                child = [] if isinstance(following, int) else {}
+                _place(parent, step, child)
+            elif type(child) is not (list if isinstance(following, int) else dict):
+                raise _malformed(f"path {_shown(path)} reaches through a {_kind(child)}", provider)
+            parent = child
+        last = path[-1]
+        held = _child(parent, last, provider)
+        if type(held) is _Text and held.more:
+            if not isinstance(value, str):
+                raise _malformed(f"string at {_shown(path)} continued with a non-string", provider)
+            held.append(value)
+            held.more = more
+            return
+        if isinstance(held, (dict, list)) and type(held) is not _Text:
+            raise _malformed(f"a value at {_shown(path)} would replace its {_kind(held)}", provider)
+        if isinstance(value, str):
+            value = _Text((value,))
+            value.more = more
+            self.texts.append((parent, last, value))
+        _place(parent, last, value)
+
+    def tool_call(self, provider: str) -> ToolCall:
+        """The finished call (its strings joined)."""
+        if not self.name:
+            raise _malformed("a streamed function call came without a name", provider)
+        for parent, key, text in self.texts:
+            if parent[key] is text:
+                parent[key] = "".join(text)
+        return ToolCall(self.id or new_call_id(), self.name, self.args)
+
+
+_MISSING: Any = object()
+
+
+def _child(container: Any, step: str | int, provider: str) -> Any:
+    if isinstance(step, int):
+        if step > len(container):
+            raise _malformed(
+                f"array index {step} is past the array's end ({len(container)})", provider
+            )
+        return container[step] if step < len(container) else _MISSING
+    return container.get(step, _MISSING)
+
+
+def _place(container: Any, step: str | int, value: Any) -> None:
+    if isinstance(step, int) and step == len(container):
+        container.append(value)
+    else:
+        container[step] = value
+
+
+def _kind(value: Any) -> str:
+    return "object" if type(value) is dict else "array" if type(value) is list else "value"
+
+
+def _shown(path: list[str | int]) -> str:
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+
+
+def _json_path(path: Any, provider: str) -> list[str | int]:
+    """The steps of a `partialArgs` JSON path (`$.a.b`, `$['c d'][0]`)."""
+    if not isinstance(path, str) or not path.startswith("$") or len(path) < 2:
+        raise _malformed(f"unreadable partialArgs jsonPath {str(path)[:100]!r}", provider)
+    steps: list[str | int] = []
+    at = 1
+    while at < len(path):
+        found = _PATH_STEP.match(path, at)
+        if found is None or len(steps) >= MAX_ARGUMENT_DEPTH:
+            why = f"deeper than {MAX_ARGUMENT_DEPTH} steps" if found else "unreadable"
+            raise _malformed(f"{why} partialArgs jsonPath {path[:100]!r}", provider)
+        member, index, quoted, double = found.groups()
+        steps.append(int(index) if index is not None else (member or quoted or double or ""))
+        at = found.end()
+    if isinstance(steps[0], int):
+        raise _malformed(
+            f"partialArgs jsonPath {path[:100]!r} indexes the arguments object", provider
+        )
+    return steps
+
+
+def _piece_value(piece: Mapping[str, Any], provider: str) -> Any:
+    for key, kinds in (("stringValue", str), ("numberValue", (int, float)), ("boolValue", bool)):
+        if key in piece:
+            value = piece[key]
+            if not isinstance(value, kinds) or (kinds is not bool and isinstance(value, bool)):
+                raise _malformed(f"partialArgs {key} {str(value)[:100]!r}", provider)
+            return value
+    return None  # nullValue, or a piece naming no value
+
+
+def _malformed(why: str, provider: str) -> ProviderError:
+    # Another sample may well stream a readable call: retryable, as
+    # Gemini's own MALFORMED_FUNCTION_CALL finish is.
+    return ProviderError(
+        f"Gemini streamed function call arguments that cannot be assembled: {why}",
+        status=200,
+        error_type="MALFORMED_FUNCTION_CALL",
+        provider=provider,
+        retryable=True,
+    )
+
+
 class _Parts:
     """Parts in, blocks out (see the module's docstring)."""
 
-    __slots__ = ("calls", "entries", "provider")
+    __slots__ = ("calls", "entries", "provider", "streaming")
 
     def __init__(self, provider: str) -> None:
         self.provider = provider
@@ -103,6 +281,9 @@ class _Parts:
         # ["signature", signature], ["call", ToolCall]; mutable while streaming.
         self.entries: list[list[Any]] = []
         self.calls = 0
+        # The call whose arguments are still arriving, and its entry (a
+        # ["call", None] until it ends).
+        self.streaming: tuple[_StreamedCall, list[Any]] | None = None
 
     def add(self, part: Mapping[str, Any], events: list[StreamEvent] | None) -> None:
         signature = part.get("thoughtSignature")
@@ -132,20 +313,51 @@ class _Parts:
                 if events is not None:
                     events.append(TextDelta(text=text))
         elif isinstance(part.get("functionCall"), Mapping):
-            if signature is not None:
+            function_call = part["functionCall"]
+            streamed = self.streaming is not None or (
+                function_call.get("willContinue") is True or "partialArgs" in function_call
+            )
+            if not streamed and not function_call:
+                return  # an empty call: the end marker of a streamed one, none open
+            # A signature comes on a call's first part (a later one's would
+            # land after the call's block, on the wrong part).
+            if signature is not None and self.streaming is None:
                 entries.append(["signature", signature])
-            call = _tool_call(part["functionCall"])
-            entries.append(["call", call])
-            if events is not None:
-                arguments = call.raw_arguments or _ARGUMENTS.encode(call.arguments)
-                events.append(
-                    ToolCallDelta(self.calls, id=call.id, name=call.name, arguments=arguments)
-                )
-            self.calls += 1
+            if not streamed:
+                entry = ["call", None]
+                entries.append(entry)
+                self._called(_tool_call(function_call), entry, events)
+                return
+            if self.streaming is None:
+                entry = ["call", None]
+                entries.append(entry)
+                self.streaming = (_StreamedCall(function_call, self.provider), entry)
+            else:
+                self.streaming[0].add(function_call, self.provider)
+            if function_call.get("willContinue") is not True:
+                call, entry = self.streaming
+                self.streaming = None
+                self._called(call.tool_call(self.provider), entry, events)
         # Other parts (server-side tools, code execution, media) are not this
         # adapter's to read.
 
+    def _called(self, call: ToolCall, entry: list[Any], events: list[StreamEvent] | None) -> None:
+        entry[1] = call
+        if events is not None:
+            arguments = call.raw_arguments or _ARGUMENTS.encode(call.arguments)
+            events.append(
+                ToolCallDelta(self.calls, id=call.id, name=call.name, arguments=arguments)
+            )
+        self.calls += 1
+
     def blocks(self) -> list[Block]:
+        if self.streaming is not None:
+            name = self.streaming[0].name
+            raise _malformed(
+                f"the answer ended while function call {name!r} was still streaming its "
+                "arguments (no part ended it: willContinue stayed true)",
+                self.provider,
+            )
         out: list[Block] = []
         provider = self.provider
         for entry in self.entries:

@@ -303,9 +303,15 @@ class _StreamState:
     def _chunk(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
         if chunk.get("error"):
             raise _error_in_body(chunk, self.provider)
-        if self.response_id is None and type(chunk.get("id")) is str:
+        kind = chunk.get("object")
+        if isinstance(kind, str) and not kind.startswith("chat.completion"):
+            # Not a completion chunk: Azure OpenAI's content-filter events
+            # (`object: ""`, `id: ""`, no delta), skipped as OpenAI's SDK
+            # skips them. A server that names no object is read as before.
+            return []
+        if not self.response_id and type(chunk.get("id")) is str:
             self.response_id = chunk["id"]
-        if self.model is None and type(chunk.get("model")) is str:
+        if not self.model and type(chunk.get("model")) is str:
             self.model = chunk["model"]
         usage = chunk.get("usage")
         if usage:

@@ -131,7 +131,18 @@ class Hang:
     closes it or the server stops."""
 
 
-ScriptItem: TypeAlias = FakeReply | ErrorReply | Drop | Malformed | StreamError | Hang
+@dataclass(frozen=True, slots=True)
+class Prelude:
+    """`events` streamed verbatim (each as one `data:` event) before `reply`'s
+    own, as servers send events that are not part of the answer (Azure
+    OpenAI's content-filter results first of all). A non-streamed request gets
+    `reply` alone."""
+
+    events: tuple[Mapping[str, Any], ...]
+    reply: FakeReply | None = None
+
+
+ScriptItem: TypeAlias = FakeReply | ErrorReply | Drop | Malformed | StreamError | Hang | Prelude
 ToolCallSpec: TypeAlias = (
     tuple[str, Mapping[str, Any] | str] | tuple[str, Mapping[str, Any] | str, str]
 )

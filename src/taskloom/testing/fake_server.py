@@ -16,7 +16,8 @@ events) and answers four wire APIs in the providers' own formats:
 Each request to one of them takes the next item of a script: a reply
 (`FakeServer.reply`) rendered in that endpoint's format, or a fault
 (`error`, `rate_limit`, `overloaded`, `drop`, `malformed`, `stream_error`,
-`hang`). When the script is empty the server answers its `default` item — a
+`hang`), or a reply after events that are not part of it (`prelude`). When
+the script is empty the server answers its `default` item — a
 short text reply unless configured otherwise; `default=None` makes it answer
 500 instead, for tests that must notice an unscripted request. Every request
 is recorded in `server.requests`.
@@ -58,6 +59,7 @@ from ._fake_wire import (
     FakeToolCall,
     Hang,
     Malformed,
+    Prelude,
     RecordedRequest,
     ScriptItem,
     StopReason,
@@ -77,6 +79,7 @@ __all__ = [
     "FakeToolCall",
     "Hang",
     "Malformed",
+    "Prelude",
     "RecordedRequest",
     "ScriptItem",
     "StreamError",
@@ -259,6 +262,11 @@ class FakeServer:
     ) -> StreamError:
         """An error event inside a 200 stream (see `StreamError`)."""
         return StreamError(after_events, error_type, message, status, reply)
+
+    @staticmethod
+    def prelude(*events: Mapping[str, Any], reply: FakeReply | None = None) -> Prelude:
+        """`events` streamed as they are before `reply` (see `Prelude`)."""
+        return Prelude(events, reply)
 
     @staticmethod
     def hang() -> Hang:
@@ -461,6 +469,8 @@ class FakeServer:
             await self._send(writer, 200, self._json_headers(wire, call, payload), payload)
             return True
         frames = wire.events(reply, call)
+        if isinstance(item, Prelude):
+            frames = [b"data: " + _dumps(dict(event)) + b"\n\n" for event in item.events] + frames
         if isinstance(item, Drop | Malformed | StreamError):
             n = max(0, min(item.after_events, len(frames) - 1))
             kept = frames[:n]
