@@ -12,8 +12,8 @@ from pg import open_durable, pg_schema, requires_postgres  # noqa: F401 (fixture
 from taskloom import Agent, Message, RunStatus, Runtime, SubAgent, ToolEffect, tool
 from taskloom.entries import Entry, EntryKind
 from taskloom.errors import UsageError
-from taskloom.models import ScriptedModel, reply
 from taskloom.log import SessionLog
+from taskloom.models import ScriptedModel, reply
 from taskloom.runtime import FORKED_FROM
 
 

@@ -42,6 +42,7 @@ __all__ = ["FORKED_FROM", "cut_position", "fork_entries", "fork_session"]
 FORKED_FROM = "forked_from"
 """The metadata key naming a fork's origin: `{"session_id": ..., "position": ...}`."""
 
+
 def cut_position(
     entries: list[Entry], at: int | Message | None = None, *, round: int | None = None
 ) -> int:
@@ -81,9 +82,7 @@ def _check_count(value: object, name: str, what: str) -> None:
     # One rule for the API and the CLI, which passes its numbers through:
     # 1.5, True or "3" are not positions, and a fork of nothing is no fork.
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(
-            f"fork {name}= takes {what} (a whole number of at least 1), not {value!r}"
-        )
+        raise UsageError(f"fork {name}= takes {what} (a whole number of at least 1), not {value!r}")
 
 
 def _message_position(entries: list[Entry], message: Message) -> int:
