@@ -124,9 +124,12 @@ async def fork_session(
     """Fork session `session_id` of `store` at a cut (`cut_position`) into a
     new session of `into` (the same store by default); returns its metadata.
 
-    The fork keeps the original's agent name and metadata (`agent` and
-    `metadata` override them), is nobody's child, and names its origin under
-    `FORKED_FROM`. The original is only read.
+    The fork's entries are the original's up to the cut, as they were, then
+    a `ForkLink` to it (see the module docstring). It keeps the original's
+    agent name and metadata (`agent` and `metadata` override them), is
+    nobody's child, and names its origin under `FORKED_FROM` too. The
+    original is only read. Raises `UsageError` for a cut `cut_position`
+    refuses, before anything is written.
     """
     meta = await store.get(session_id)
     entries = await store.load(session_id)
