@@ -12,8 +12,8 @@ from pg import open_durable, pg_schema, requires_postgres  # noqa: F401 (fixture
 from taskloom import Agent, Message, RunStatus, Runtime, SubAgent, ToolEffect, tool
 from taskloom.entries import Entry, EntryKind
 from taskloom.errors import UsageError
-from taskloom.log import SessionLog
-from taskloom.models import ScriptedModel, reply
+from taskloom.log import INTERRUPTED, SessionLog
+from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
 from taskloom.runtime import FORKED_FROM
 
 
@@ -394,3 +394,47 @@ async def test_a_fork_at_a_message_object_finds_that_very_message(runtime: Runti
     second = await session.fork(session.journal.log.messages[3])
     await second.journal.sync()
     assert [m.text for m in second.journal.log.messages] == ["hi", "same", "hi", "same"]
+
+
+async def test_a_fork_of_a_turn_held_on_a_childs_escalation_leaves_the_child_alone(
+    runtime: Runtime,
+) -> None:
+    paid: list[float] = []
+
+    @tool(needs_approval=True)
+    def transfer(amount: float) -> str:
+        """Move money."""
+        paid.append(amount)
+        return f"moved {amount}"
+
+    def child(request: ModelRequest) -> Any:
+        if any(m.results for m in request.messages):
+            return reply("moved")
+        return reply(tool_calls=[("transfer", {"amount": 70.0})])
+
+    def boss(request: ModelRequest) -> Any:
+        results = [r.content for m in request.messages for r in m.results]
+        return (
+            reply(f"got: {results[-1]}")
+            if results
+            else reply(tool_calls=[("payer", {"task": "pay"})])
+        )
+
+    payer = SubAgent(
+        "payer", "Pays.", FunctionModel(child), tools=[transfer], on_approval="escalate"
+    )
+    agent = Agent("boss", FunctionModel(boss), tools=[payer.tool()])
+    root = await runtime.create_session(agent)
+    assert (await root.run("pay")).status is RunStatus.AWAITING_APPROVAL
+    [escalated] = await root.pending()
+    child_entries = shape(await runtime.store.load(escalated.session_id))
+    fork = await root.fork()
+    assert await fork.pending() == []
+    result = await fork.run(None)
+    # The delegation was cut off where the fork was made: answered as a crash
+    # answers it, its child (the origin's) neither resumed nor written.
+    assert result.status is RunStatus.COMPLETED, result
+    assert result.text == f"got: {INTERRUPTED}"
+    assert shape(await runtime.store.load(escalated.session_id)) == child_entries
+    assert paid == []
+    assert [c.id for c in await root.pending()] == [escalated.id]

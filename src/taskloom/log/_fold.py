@@ -487,7 +487,9 @@ class SessionLog:
         # The origin's approvals stay with it: what it asked, what was decided
         # for a turn still parked and what its children escalated are not the
         # fork's to decide. Nothing is written in their place: the fork's
-        # first run takes the turn up (`reopened`).
+        # first run takes the turn up (`reopened`). A call that waited on a
+        # child's escalation is cut off in the fork: its child is the
+        # origin's, never written through the fork.
         self._escalated = {}
         if self.parked():
             turn = self._reopened = self._turn

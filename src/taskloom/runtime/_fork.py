@@ -13,7 +13,8 @@ the cut, and it can `run` at once.
   never ran, and the fork's first run takes that turn up as a resume does
   (its gated calls are asked about again, the others run).
 - Nothing is pending in a fork: the origin's approval requests, decisions
-  on a turn still parked and its children's escalations stay with it.
+  on a turn still parked and its children's escalations stay with it (a
+  call that waited on a child's escalation is cut off in the fork).
 - Leases, background activities and notices, and queued jobs belong to the
   original: the fork has none. Steering and deferred items written before
   the cut and not yet folded are history: the fork's next run folds them.
