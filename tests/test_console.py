@@ -558,7 +558,7 @@ async def test_fork_here_copies_the_history_and_opens_the_fork(store: str) -> No
     assert [(e.kind, dict(e.data)) for e in forked[:at]] == [
         (e.kind, dict(e.data)) for e in original[:at]
     ]
-    assert [e.kind for e in forked[at:]] == ["message"]  # the open call, answered
+    assert [e.kind for e in forked[at:]] == ["fork_link"]  # nothing made up, the link
 
 
 async def test_a_run_under_a_tree_budget_shows_what_it_left(store: str) -> None:

@@ -12,8 +12,9 @@ from pg import open_durable, pg_schema, requires_postgres  # noqa: F401 (fixture
 from taskloom import Agent, Message, RunStatus, Runtime, SubAgent, ToolEffect, tool
 from taskloom.entries import Entry, EntryKind
 from taskloom.errors import UsageError
-from taskloom.models import ScriptedModel, reply
-from taskloom.runtime import FORK_NOT_RUN, FORKED_FROM
+from taskloom.log import INTERRUPTED, SessionLog
+from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
+from taskloom.runtime import FORKED_FROM
 
 
 @tool(effect=ToolEffect.READ_ONLY)
@@ -103,67 +104,155 @@ def shape(entries: list[Entry]) -> list[tuple[Any, ...]]:
     return [(e.kind, dict(e.data), e.run_id, e.position) for e in entries]
 
 
-async def test_a_fork_at_every_entry_resumes(runtime: Runtime) -> None:
+async def test_a_fork_at_every_entry_of_a_tree_runs_on(runtime: Runtime) -> None:
     original = await recorded_session(runtime)
     entries = await original.entries()
-    kinds = {e.kind for e in entries}
-    assert len(entries) >= 30, len(entries)
-    assert {EntryKind.APPROVAL_REQUEST, EntryKind.SUBAGENT, EntryKind.STEER} <= kinds
+    assert EntryKind.SUBAGENT in {e.kind for e in entries}
     before = shape(entries)
-    closed = 0
-    for cut in range(len(entries) + 1):
+    for cut in range(1, len(entries) + 1):
         fork = await original.fork(at=cut, agent=lead(ScriptedModel([reply("ok")])))
-        forked = await fork.entries()
-        assert shape(forked[:cut]) == before[:cut]
-        assert len(forked) in (cut, cut + 1)
-        closed += len(forked) == cut + 1
-        meta = await runtime.store.get(fork.id)
-        assert meta.metadata[FORKED_FROM] == {"session_id": original.id, "position": cut}
-        assert meta.metadata["system"] == "Lead."
-        assert meta.parent_id is None
+        assert shape((await fork.entries())[:-1]) == before[:cut]
         assert await fork.pending() == []
         result = await fork.run("go on")
+        if result.status is RunStatus.AWAITING_APPROVAL:
+            for call in result.pending:
+                await fork.approve(call.id)
+            result = await fork.resume()
         assert result.status is RunStatus.COMPLETED, (cut, result)
         assert result.text == "ok"
         messages = await fork.transcript()
         assert_replayable(messages)
-        # A steer written before the cut and not yet folded follows the new turn.
-        assert Message.user("go on") in messages[-3:-1]
+        assert Message.user("go on") in messages
         # Forked children are the original's: reading the tree still works.
         await fork.transcript(include_children=True)
-    # Cuts inside the three tool rounds and the delegation needed closing.
-    assert closed >= 4
     assert shape(await original.entries()) == before
 
 
-async def test_a_fork_inside_a_parked_turn_answers_the_call_not_run(runtime: Runtime) -> None:
-    model = ScriptedModel([reply(tool_calls=[("pay", {"amount": 5.0})])])
-    session = await runtime.create_session(lead(model))
-    parked = await session.run("pay")
-    assert parked.status is RunStatus.AWAITING_APPROVAL
-    fork = await session.fork(agent=lead(ScriptedModel([reply("not paid then")])))
-    assert await fork.pending() == []
-    result = await fork.run("never mind")
-    assert result.status is RunStatus.COMPLETED
-    tool_message = (await fork.transcript())[-3]
-    assert [(r.content, r.is_error) for r in tool_message.results] == [(FORK_NOT_RUN, True)]
-    # The original still waits for its decision.
-    assert [c.id for c in await session.pending()] == [parked.pending[0].id]
+@tool(effect=ToolEffect.READ_ONLY, idempotent=True)
+def look(item: str) -> str:
+    """Look an item up (safe to run twice)."""
+    return f"{item} is on the shelf"
 
 
-async def test_a_fork_after_a_denial_answers_the_call_with_it(runtime: Runtime) -> None:
+@tool(effect=ToolEffect.WRITE)
+def note(text: str) -> str:
+    """Write a note (runs alone, not idempotent)."""
+    return f"noted {text}"
+
+
+def clerk(model: Any) -> Agent[Any, Any]:
+    return Agent("clerk", model, "Clerk.", tools=[add, look, note, pay])
+
+
+async def clerk_session(runtime: Runtime) -> Any:
+    """Three runs: a parallel batch, a turn run in steps, an approved payment,
+    a steer, and at the end a turn parked on a payment nobody decided."""
+    model = ScriptedModel(
+        [
+            reply("looking", tool_calls=[("look", {"item": "tea"}), ("add", {"a": 1, "b": 2})]),
+            reply(
+                tool_calls=[
+                    ("note", {"text": "tea"}),
+                    ("look", {"item": "cake"}),
+                    ("add", {"a": 2, "b": 2}),
+                ]
+            ),
+            reply("tea and cake"),
+            reply("paying", tool_calls=[("pay", {"amount": 10.0}), ("add", {"a": 3, "b": 3})]),
+            reply("paid"),
+            reply(tool_calls=[("pay", {"amount": 5.0}), ("look", {"item": "milk"})]),
+        ]
+    )
+    session = await runtime.create_session(clerk(model))
+    assert (await session.run("tea?")).status is RunStatus.COMPLETED
+    parked = await session.run("pay ten")
+    await session.approve(parked.pending[0].id)
+    assert (await session.resume()).status is RunStatus.COMPLETED
+    await session.steer("be brief")
+    assert (await session.run("pay five")).status is RunStatus.AWAITING_APPROVAL
+    return session
+
+
+def answers() -> ScriptedModel:
+    return ScriptedModel([reply("ok")] * 3)
+
+
+async def test_a_fork_at_every_cut_is_its_origin_and_runs_on_as_a_resume_would(
+    runtime: Runtime,
+) -> None:
+    original = await clerk_session(runtime)
+    entries = await original.entries()
+    kinds = {e.kind for e in entries}
+    assert {EntryKind.APPROVAL_REQUEST, EntryKind.CALLS_STARTED, EntryKind.STEER} <= kinds
+    before = shape(entries)
+    seen = {"parked": 0, "cut off": 0, "at rest": 0}
+    for cut in range(1, len(entries) + 1):
+        fork = await original.fork(at=cut, agent=clerk(answers()))
+        # Nothing made up: the origin's history, then the link to it.
+        origin = SessionLog.folded(entries[:cut])
+        assert list(await fork.transcript()) == list(origin.messages), cut
+        assert await fork.pending() == [], cut
+        forked = await fork.entries()
+        assert shape(forked[:cut]) == before[:cut], cut
+        assert [shape([e])[0][:2] for e in forked[cut:]] == [
+            (EntryKind.FORK_LINK, {"session_id": original.id, "position": cut})
+        ]
+        # The origin cut off right there, then run on: what the fork's first
+        # run must do with what the cut left open.
+        crashed = await runtime.create_session(clerk(answers()))
+        for entry in entries[:cut]:
+            await runtime.store.append(crashed.id, entry)
+        crashed = await runtime.open_session(crashed.id, clerk(answers()))
+        result = await fork.run(None)
+        if origin.parked():
+            seen["parked"] += 1
+            # The payment is asked about again, in the fork; nothing ran.
+            gated = [c.id for c in origin.parked() if c.name == "pay"]
+            assert result.status is RunStatus.AWAITING_APPROVAL, (cut, result)
+            assert [p.id for p in result.pending] == gated
+            assert [c.id for c in await fork.pending()] == gated
+            assert await fork.transcript() == origin.messages
+            for call_id in gated:
+                await fork.approve(call_id)
+            for call in await crashed.pending():
+                await crashed.approve(call.id)
+            result, expected = await fork.resume(), await crashed.resume()
+        else:
+            seen["cut off" if origin.cut_off() else "at rest"] += 1
+            expected = await crashed.run(None)
+        assert (result.status, result.text) == (expected.status, expected.text), cut
+        assert await fork.transcript() == await crashed.transcript(), cut
+    assert seen["parked"] >= 4 and seen["cut off"] >= 4, seen
+    assert shape(await original.entries()) == before
+
+
+async def test_a_fork_of_a_parked_turn_asks_again_and_keeps_the_input(runtime: Runtime) -> None:
     model = ScriptedModel([reply(tool_calls=[("pay", {"amount": 5.0}), ("add", {"a": 1, "b": 1})])])
     session = await runtime.create_session(lead(model))
     parked = await session.run("pay and add")
     assert parked.status is RunStatus.AWAITING_APPROVAL
     await session.deny(parked.pending[0].id, note="too much")
-    fork = await session.fork(agent=lead(ScriptedModel([reply("fine")])))
-    assert (await fork.run("ok")).status is RunStatus.COMPLETED
-    results = (await fork.transcript())[2].results
-    assert [(r.tool_name, r.content) for r in results] == [
-        ("pay", "The user denied this tool call; it was not run. Note from the user: too much"),
-        ("add", FORK_NOT_RUN),
+    fork = await session.fork(agent=lead(ScriptedModel([reply("not paid then")])))
+    # The origin's request and its denial stay with the origin.
+    assert await fork.pending() == []
+    asked = await fork.run("never mind")
+    assert asked.status is RunStatus.AWAITING_APPROVAL
+    assert [p.id for p in asked.pending] == [parked.pending[0].id]
+    assert [m.role for m in await fork.transcript()] == ["user", "assistant"]
+    await fork.deny(parked.pending[0].id, note="no")
+    result = await fork.resume()
+    assert result.status is RunStatus.COMPLETED
+    messages = await fork.transcript()
+    assert [(r.tool_name, r.content) for r in messages[2].results] == [
+        ("pay", "The user denied this tool call; it was not run. Note from the user: no"),
+        ("add", "2"),
     ]
+    assert messages[3] == Message.user("never mind")  # kept, after the turn's results
+    assert messages[4].text == "not paid then"
+    # The original still waits, with its own decision.
+    await session.journal.sync()
+    decision = session.journal.log.decision(parked.pending[0].id)
+    assert decision is not None and decision.note == "too much"
 
 
 async def test_fork_by_round_lets_the_model_answer_that_round_again(runtime: Runtime) -> None:
@@ -179,6 +268,7 @@ async def test_fork_by_round_lets_the_model_answer_that_round_again(runtime: Run
     assert [e.kind for e in await by_message.entries()] == [
         EntryKind.RUN_STARTED,
         EntryKind.MESSAGE,
+        EntryKind.FORK_LINK,
     ]
 
 
@@ -191,6 +281,17 @@ async def test_fork_refuses_cuts_the_log_does_not_have(runtime: Runtime) -> None
         await original.fork(round=99)
     with pytest.raises(UsageError, match="does not hold"):
         await original.fork(at=Message.user("never said"))
+
+
+@pytest.mark.parametrize("at", [1.5, True, False, "3", 0, -1])
+async def test_fork_refuses_a_position_that_is_not_one(runtime: Runtime, at: Any) -> None:
+    original = await recorded_session(runtime)
+    before = {m.id for m in await runtime.store.list()}
+    with pytest.raises(UsageError, match=r"fork at= takes .* whole number of at least 1"):
+        await original.fork(at=at)
+    with pytest.raises(UsageError, match=r"fork round= takes .* whole number of at least 1"):
+        await original.fork(round=at)
+    assert {m.id for m in await runtime.store.list()} == before
 
 
 async def test_a_fork_can_live_in_another_store(runtime: Runtime) -> None:
@@ -240,6 +341,16 @@ def test_the_cli_prints_the_fork_id(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert round_meta.metadata[FORKED_FROM]["session_id"] == original
     assert main(["sessions", "fork", original, "--at", "999", "--store", store]) == 2
     assert "cannot fork at 999" in capsys.readouterr().err
+    # The CLI's numbers meet the API's rule, with the API's words.
+    for option in ("--at", "--round"):
+        for bad in ("0", "-1"):
+            assert main(["sessions", "fork", original, option, bad, "--store", store]) == 2
+            assert "whole number of at least 1" in capsys.readouterr().err, (option, bad)
+        for bad in ("1.5", "3x", "true"):
+            with pytest.raises(SystemExit) as refused:
+                main(["sessions", "fork", original, option, bad, "--store", store])
+            assert refused.value.code == 2
+            assert "invalid int value" in capsys.readouterr().err
 
 
 async def test_a_fork_that_fails_midway_leaves_no_session(runtime: Runtime) -> None:
@@ -283,3 +394,47 @@ async def test_a_fork_at_a_message_object_finds_that_very_message(runtime: Runti
     second = await session.fork(session.journal.log.messages[3])
     await second.journal.sync()
     assert [m.text for m in second.journal.log.messages] == ["hi", "same", "hi", "same"]
+
+
+async def test_a_fork_of_a_turn_held_on_a_childs_escalation_leaves_the_child_alone(
+    runtime: Runtime,
+) -> None:
+    paid: list[float] = []
+
+    @tool(needs_approval=True)
+    def transfer(amount: float) -> str:
+        """Move money."""
+        paid.append(amount)
+        return f"moved {amount}"
+
+    def child(request: ModelRequest) -> Any:
+        if any(m.results for m in request.messages):
+            return reply("moved")
+        return reply(tool_calls=[("transfer", {"amount": 70.0})])
+
+    def boss(request: ModelRequest) -> Any:
+        results = [r.content for m in request.messages for r in m.results]
+        return (
+            reply(f"got: {results[-1]}")
+            if results
+            else reply(tool_calls=[("payer", {"task": "pay"})])
+        )
+
+    payer = SubAgent(
+        "payer", "Pays.", FunctionModel(child), tools=[transfer], on_approval="escalate"
+    )
+    agent = Agent("boss", FunctionModel(boss), tools=[payer.tool()])
+    root = await runtime.create_session(agent)
+    assert (await root.run("pay")).status is RunStatus.AWAITING_APPROVAL
+    [escalated] = await root.pending()
+    child_entries = shape(await runtime.store.load(escalated.session_id))
+    fork = await root.fork()
+    assert await fork.pending() == []
+    result = await fork.run(None)
+    # The delegation was cut off where the fork was made: answered as a crash
+    # answers it, its child (the origin's) neither resumed nor written.
+    assert result.status is RunStatus.COMPLETED, result
+    assert result.text == f"got: {INTERRUPTED}"
+    assert shape(await runtime.store.load(escalated.session_id)) == child_entries
+    assert paid == []
+    assert [c.id for c in await root.pending()] == [escalated.id]

@@ -28,6 +28,7 @@ from taskloom.entries import (
     DeferredEntry,
     DeferredItem,
     Entry,
+    ForkLink,
     MessageEntry,
     ModelChange,
     Payload,
@@ -120,6 +121,9 @@ def _random_log(rng: random.Random, length: int) -> list[Entry]:
             add(RunFinishedEntry(RunStatus.COMPLETED, None, Usage(3, 4), 2, 2))
         elif roll < 0.98:
             add(SubagentLink(f"child{len(entries)}", "helper", call_id="call_1"))
+        elif roll < 0.99:
+            # A fork's link (it reopens a turn parked there).
+            add(ForkLink("origin", len(entries)))
         else:
             add(SubagentReport(f"child{len(entries)}", "done"))
     return entries
@@ -147,6 +151,8 @@ def _fingerprint(log: SessionLog) -> dict[str, Any]:
         "compaction": log.compaction,
         "open_calls": log.open_calls(),
         "parked": log.parked(),
+        "reopened": log.reopened(),
+        "escalated": dict(log.escalated),
         "cut_off": cut_off.to_dict() if cut_off else None,
         "last_text": log.last_assistant_text(),
         "traceparent": log.run_traceparent(),
@@ -346,3 +352,29 @@ async def test_a_snapshot_of_a_stale_writer_is_refused(store: Any) -> None:
         await snapshots.write(session.id, 1, "{}", fence=Fence(key, 10_000))
     assert await snapshots.read(session.id) == []
     await runtime.close()
+
+
+def test_a_fork_link_reopens_a_parked_turn_and_a_snapshot_keeps_it() -> None:
+    calls = [ToolCall("c1", "pay", {"amount": 5}), ToolCall("c2", "add", {"a": 1})]
+    payloads: list[Payload] = [
+        MessageEntry(Message.user("pay")),
+        MessageEntry(Message.assistant("", tool_calls=calls)),
+        ApprovalRequests(2, (RequestedCall("c1", "pay", {"amount": 5}, "h"),)),
+        ApprovalDecision("c1", False, "h", 2, "no"),
+        ForkLink("origin", 4),
+    ]
+    entries = [
+        Entry(p.KIND, json.loads(json.dumps(p.to_data())), "run", i, 1000.0 + i)
+        for i, p in enumerate(payloads, 1)
+    ]
+    before = _replay(entries[:4])
+    assert before.parked() == calls and before.undecided_calls() == []
+    log = _replay(entries)
+    # Nothing pending, nothing decided, nothing cut off: the next run takes it up.
+    assert (log.parked(), log.pending_calls(), log.cut_off()) == ([], [], [])
+    assert (dict(log.requests), dict(log.decisions)) == ({}, {})
+    assert log.reopened() == calls
+    for cut in (4, 5):
+        restored = _restored(entries, _snapshot_rows(entries, [cut]))
+        assert restored.reopened() == calls
+        assert _fingerprint(restored) == _fingerprint(log)

@@ -32,6 +32,7 @@ __all__ = [
     "DelegationResult",
     "Entry",
     "EntryKind",
+    "ForkLink",
     "InputAnswer",
     "InputRequest",
     "MCPTaskEnded",
@@ -77,6 +78,7 @@ class EntryKind:
     APPROVAL_ESCALATED = "approval_escalated"
     INPUT_REQUEST = "input_request"
     INPUT_ANSWER = "input_answer"
+    FORK_LINK = "fork_link"
 
 
 class Payload:
@@ -343,6 +345,24 @@ class StopRequest(Payload):
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> StopRequest:
         return cls(data.get("reason"))
+
+
+@dataclass(frozen=True, slots=True)
+class ForkLink(Payload):
+    """A fork's link to its origin: the entries before it are the origin's
+    `session_id` up to `position`, copied as they were. A turn parked for
+    approval there is not parked in the fork (see `SessionLog.reopened`)."""
+
+    KIND: ClassVar[str] = EntryKind.FORK_LINK
+    session_id: str
+    position: int
+
+    def to_data(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "position": self.position}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> ForkLink:
+        return cls(str(data["session_id"]), int(data["position"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -817,6 +837,7 @@ for _cls in (
     Steer,
     DeferredEntry,
     StopRequest,
+    ForkLink,
     ModelChange,
     ApprovalRequests,
     ApprovalDecision,

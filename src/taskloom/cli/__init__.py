@@ -171,13 +171,14 @@ def _parser() -> argparse.ArgumentParser:
     _app_option(show)
     fork = command("fork", "copy a session's history up to an entry into a new session", ssub)
     fork.add_argument("session_id")
+    # Both numbers are checked where the API checks them (`cut_position`).
     at = fork.add_mutually_exclusive_group()
     at.add_argument(
         "--at", type=int, default=None, metavar="N", help="keep entries 1..N (default: all)"
     )
     at.add_argument(
         "--round",
-        type=_positive,
+        type=int,
         default=None,
         metavar="R",
         help="keep what came before round R, so the model answers it afresh",

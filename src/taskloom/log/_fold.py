@@ -123,6 +123,7 @@ class SessionLog:
         "_positions",
         "_reasoning",
         "_reasoning_set",
+        "_reopened",
         "_requests",
         "_sizes",
         "_snapshot_at",
@@ -168,6 +169,8 @@ class SessionLog:
         self._stepped: set[str] = set()
         # Children that escalated approvals to this session, by child id (latest).
         self._escalated: dict[str, ApprovalEscalated] = {}
+        # The turn a fork link found parked for approval (0: none).
+        self._reopened = 0
         self._call_ids: set[str] = set()
         self._turn = 0
         self._turn_message: Message | None = None
@@ -432,6 +435,8 @@ class SessionLog:
         elif kind == EntryKind.APPROVAL_ESCALATED:
             escalated = ApprovalEscalated.from_data(entry.data)
             self._escalated[escalated.child_session_id] = escalated
+        elif kind == EntryKind.FORK_LINK:
+            self._fork_link()
         elif kind == EntryKind.COMPACTION:
             compaction = CompactionEntry.from_data(entry.data)
             self._compaction = compaction
@@ -478,6 +483,19 @@ class SessionLog:
         # before keep reading the list and bounds they were made with.
         self._messages = decoded + self._messages
 
+    def _fork_link(self) -> None:
+        # The origin's approvals stay with it: what it asked, what was decided
+        # for a turn still parked and what its children escalated are not the
+        # fork's to decide. Nothing is written in their place: the fork's
+        # first run takes the turn up (`reopened`). A call that waited on a
+        # child's escalation is cut off in the fork: its child is the
+        # origin's, never written through the fork.
+        self._escalated = {}
+        if self.parked():
+            turn = self._reopened = self._turn
+            self._requests = {k: v for k, v in self._requests.items() if k[0] != turn}
+            self._decisions = {k: v for k, v in self._decisions.items() if k[0] != turn}
+
     def _turn_requesting(self, call_id: str) -> int:
         turns = [turn for turn, cid in self._requests if cid == call_id]
         return max(turns) if turns else self._turn
@@ -512,6 +530,7 @@ class SessionLog:
             "started": sorted([turn, call_id, n] for (turn, call_id), n in self._started.items()),
             "stepped": [self._stepped_turn, sorted(self._stepped)],
             "escalated": [e.to_data() for e in self._escalated.values()],
+            "reopened": self._reopened,
             "turn": self._turn,
             "turn_message": turn_message.to_dict() if turn_message is not None else None,
             "assistant_turns": self._assistant_turns,
@@ -569,6 +588,8 @@ class SessionLog:
         escalated = {
             str(e["child_session_id"]): ApprovalEscalated.from_data(e) for e in st["escalated"]
         }
+        # Snapshots written before fork links have none.
+        reopened = int(st.get("reopened") or 0)
         turn = int(st["turn"])
         raw_message = st["turn_message"]
         turn_message = Message.from_dict(raw_message) if raw_message else None
@@ -593,7 +614,7 @@ class SessionLog:
         self._reasoning, self._reasoning_set = reasoning, reasoning_set
         self._requests, self._decisions, self._started = requests, decisions, started
         self._stepped_turn, self._stepped = stepped_turn, stepped
-        self._escalated = escalated
+        self._escalated, self._reopened = escalated, reopened
         self._turn, self._turn_message = turn, turn_message
         self._assistant_turns = assistant_turns
         self._folded = folded
@@ -670,6 +691,21 @@ class SessionLog:
         if not any((turn, c.id) in self._requests or c.id in held for c in open_calls):
             return []
         if any((turn, c.id) in self._started and c.id not in held for c in open_calls):
+            return []
+        return open_calls
+
+    def reopened(self) -> list[ToolCall]:
+        """The open calls of a turn that was parked for approval where this
+        session (a fork) links to its origin, while nothing of it was asked
+        about or started since: nothing is pending, and the next run takes
+        the turn up as a resume takes up a parked one (its gated calls are
+        asked about again, the others run). Empty for any other turn."""
+        turn = self._turn
+        if not turn or turn != self._reopened:
+            return []
+        open_calls = self.open_calls()
+        keys = [(turn, c.id) for c in open_calls]
+        if any(k in self._requests or k in self._started for k in keys):
             return []
         return open_calls
 
@@ -750,10 +786,10 @@ class SessionLog:
         return self._decisions.get((self._turn, call_id))
 
     def cut_off(self) -> list[ToolCall]:
-        """The open calls of a turn that is not parked: calls cut off by a crash
-        or a cancellation."""
+        """The open calls of a turn that is neither parked nor `reopened`: calls
+        cut off by a crash or a cancellation."""
         open_calls = self.open_calls()
-        return [] if not open_calls or self.parked() else open_calls
+        return [] if not open_calls or self.parked() or self.reopened() else open_calls
 
     def retryable(self, call: ToolCall, limit: int) -> bool:
         """Whether cut-off `call` may run again: not denied, and started again

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 from .._control import let_go, wait_until
-from ..entries import RunStartedEntry
+from ..entries import RunStartedEntry, Steer
 from ..errors import UsageError
 from ..events import EmptyAnswer, NoticeDelivered, RunStarted
 from ..log import fold_text, with_unique_call_ids
@@ -127,7 +127,14 @@ class RunLoop:
         """
 
         async def first() -> None:
-            if user is not None:
+            if self.log.reopened():
+                # A fork's turn that was parked at its cut, taken up as a
+                # resume takes up a parked turn. It may park again: the input
+                # waits as steering, folded in once the turn is answered.
+                if user is not None:
+                    await self.journal.record(Steer(user.text), self.scope.run_id)
+                await self._resume_parked()
+            elif user is not None:
                 await append_message(self.journal, self.scope.run_id, user)
 
         return self._bounded(self._go(self._fresh, first, runs_on=user is None))

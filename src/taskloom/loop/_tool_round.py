@@ -164,10 +164,11 @@ class ToolRound:
         return results
 
     async def resume_parked(self, tools: Mapping[str, Tool]) -> list[ToolResult]:
-        """Run the parked turn's approved calls, answer its denied ones, commit;
-        the results. Gated calls nobody was asked about are asked about now."""
+        """Run the parked (or `reopened`) turn's approved calls, answer its
+        denied ones, commit; the results. Gated calls nobody was asked about
+        are asked about now."""
         log = self._log
-        parked = log.parked()
+        parked = log.parked() or log.reopened()
         plan = resolve_parked_turn(log, parked, tools)
         if plan.unasked:
             # Gated calls nobody was asked about are asked about now, never run.

@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
-from ._fork import FORK_NOT_RUN, FORKED_FROM, fork_session
+from ._fork import FORKED_FROM, fork_session
 from ._journal import SessionJournal
 from ._lease import LEASE_TTL, RELEASE_WAIT, HeldLease, SessionHold, session_lease_key
 from ._live_runs import CANCEL_WAIT
@@ -52,7 +52,6 @@ __all__ = [
     "CANCEL_WAIT",
     "BindsRuntime",
     "FORKED_FROM",
-    "FORK_NOT_RUN",
     "LEASE_TTL",
     "RELEASE_WAIT",
     "Difference",

@@ -2,14 +2,19 @@
 
 A fork copies the entries up to the cut with their positions, run ids and
 times, so everything that names a position (a turn, a fold, a compaction)
-means the same in the copy. It starts *at rest*: whatever the cut left open
-is closed by one entry of its own, so the fork can `run` at once.
+means the same in the copy, then links to its origin (one `ForkLink`
+entry). Nothing else is written: the fork's history is its origin's up to
+the cut, and it can `run` at once.
 
-- Calls of the last turn that have no result at the cut get their one
-  result, as calls cut off by a crash do: a denied call its denial, a call
-  that may have started "interrupted; it may have run". The calls of a
-  turn parked for approval never ran, and a fork does not inherit pending
-  approvals: they are answered "not run" (`FORK_NOT_RUN`).
+- Calls of the last turn that have no result at the cut are answered by the
+  fork's first run, as a resumed session answers them: calls cut off by a
+  crash are run again when idempotent, else get the crash-recovery result
+  (`SessionLog.cut_off_result`); the calls of a turn parked for approval
+  never ran, and the fork's first run takes that turn up as a resume does
+  (its gated calls are asked about again, the others run).
+- Nothing is pending in a fork: the origin's approval requests, decisions
+  on a turn still parked and its children's escalations stay with it (a
+  call that waited on a child's escalation is cut off in the fork).
 - Leases, background activities and notices, and queued jobs belong to the
   original: the fork has none. Steering and deferred items written before
   the cut and not yet folded are history: the fork's next run folds them.
@@ -28,18 +33,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..backends import SessionMeta, SessionStore
-from ..entries import Entry, MessageEntry
+from ..entries import Entry, ForkLink, MessageEntry
 from ..errors import UsageError
-from ..log import SessionLog, denial_text
-from ..messages import Message, ToolResult
+from ..log import SessionLog
+from ..messages import Message
 
-__all__ = ["FORK_NOT_RUN", "FORKED_FROM", "cut_position", "fork_entries", "fork_session"]
+__all__ = ["FORKED_FROM", "cut_position", "fork_entries", "fork_session"]
 
 FORKED_FROM = "forked_from"
 """The metadata key naming a fork's origin: `{"session_id": ..., "position": ...}`."""
-
-FORK_NOT_RUN = "not run: the session was forked before this call was decided"
-"""The result a fork gives each call of a turn that was parked for approval at the cut."""
 
 
 def cut_position(
@@ -49,13 +51,16 @@ def cut_position(
     holds message `at`, the entry just before round `round`'s assistant message
     (rounds count from 1 over the whole session), or the last entry.
 
-    Raises `UsageError` for a position past the log, a message it does not hold
-    (or holds more than once, when not the very object), or a round it lacks.
+    Raises `UsageError` for a position or round that is not a whole number
+    of at least 1 (a bool is not one), a position past the log, a message it
+    does not hold (or holds more than once, when not the very object), or a
+    round it lacks.
     """
     last = entries[-1].position if entries else 0
     if round is not None:
         if at is not None:
             raise UsageError("fork at a position, a message or a round, not two of them")
+        _check_count(round, "round", "a round number")
         n = 0
         for entry in entries:
             payload = entry.payload
@@ -68,9 +73,17 @@ def cut_position(
         return last
     if isinstance(at, Message):
         return _message_position(entries, at)
-    if not 0 <= at <= last:
+    _check_count(at, "at", "an entry position or a message")
+    if at > last:
         raise UsageError(f"the session's entries are 1..{last}; cannot fork at {at}")
     return at
+
+
+def _check_count(value: object, name: str, what: str) -> None:
+    # One rule for the API and the CLI, which passes its numbers through:
+    # 1.5, True or "3" are not positions, and a fork of nothing is no fork.
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"fork {name}= takes {what} (a whole number of at least 1), not {value!r}")
 
 
 def _message_position(entries: list[Entry], message: Message) -> int:
@@ -91,30 +104,11 @@ def _message_position(entries: list[Entry], message: Message) -> int:
     return same[0]
 
 
-def fork_entries(entries: list[Entry], cut: int) -> list[Entry]:
-    """The fork's log for a cut at position `cut`: the entries up to it, then
-    the entry that closes what the cut left open (see the module docstring)."""
+def fork_entries(entries: list[Entry], cut: int, origin: str) -> list[Entry]:
+    """The fork's log for a cut at position `cut` of session `origin`'s
+    `entries`: the entries up to it as they are, then the link to the origin."""
     kept = [e for e in entries if e.position <= cut]
-    log = SessionLog()
-    for entry in kept:
-        log.apply(entry)
-    closing = _closing_results(log)
-    if closing is not None:
-        kept.append(Entry.of(MessageEntry(closing)).placed(cut + 1))
-    return kept
-
-
-def _closing_results(log: SessionLog) -> Message | None:
-    if not log.parked():
-        return log.cut_off_results()
-    results = []
-    for call in log.open_calls():
-        decision = log.decision(call.id)
-        if decision is not None and not decision.approved:
-            results.append(ToolResult(call.id, denial_text(decision.note), True, call.name))
-        else:
-            results.append(ToolResult(call.id, FORK_NOT_RUN, True, call.name))
-    return Message.tool_results(results)
+    return [*kept, Entry.of(ForkLink(origin, cut)).placed(cut + 1)]
 
 
 async def fork_session(
@@ -131,9 +125,12 @@ async def fork_session(
     """Fork session `session_id` of `store` at a cut (`cut_position`) into a
     new session of `into` (the same store by default); returns its metadata.
 
-    The fork keeps the original's agent name and metadata (`agent` and
-    `metadata` override them), is nobody's child, and names its origin under
-    `FORKED_FROM`. The original is only read.
+    The fork's entries are the original's up to the cut, as they were, then
+    a `ForkLink` to it (see the module docstring). It keeps the original's
+    agent name and metadata (`agent` and `metadata` override them), is
+    nobody's child, and names its origin under `FORKED_FROM` too. The
+    original is only read. Raises `UsageError` for a cut `cut_position`
+    refuses, before anything is written.
     """
     meta = await store.get(session_id)
     entries = await store.load(session_id)
@@ -146,7 +143,7 @@ async def fork_session(
         SessionMeta(fork_id, meta.agent if agent is None else agent, None, 0.0, recorded)
     )
     try:
-        for entry in fork_entries(entries, cut):
+        for entry in fork_entries(entries, cut, session_id):
             await target.append(fork_id, entry)
     except BaseException:
         # A fork is whole or absent: one that failed midway is removed (a

@@ -278,12 +278,15 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         The cut is `at` (keep entries up to that position, or up to the entry
         holding that message), or `round` (keep what came before round
         `round`'s assistant message, counted from 1 over the session, so the
-        model answers that round afresh), or the whole log. The fork starts
-        at rest, never parked, with no leases, background work or queued
-        jobs; calls the cut left open get one result each (see
-        `taskloom.runtime.fork_session`). It lives in `runtime`'s store (this
-        one's by default), runs `agent` (this one's by default), and names
-        its origin in its metadata under `"forked_from"`.
+        model answers that round afresh), or the whole log; positions and
+        rounds are whole numbers of at least 1 (else `UsageError`). The
+        fork's history is exactly this one's up to the cut, then a link to
+        it: nothing is pending in it, and it has no leases, background work
+        or queued jobs; its first run answers the calls the cut left open as
+        a resume would (see `taskloom.runtime.fork_session`). It lives in
+        `runtime`'s store (this one's by default), runs `agent` (this one's
+        by default), and names its origin in its metadata under
+        `"forked_from"`.
         """
         await self.journal.sync()
         if isinstance(at, Message):
