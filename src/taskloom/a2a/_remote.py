@@ -47,10 +47,10 @@ from a2a.types import (
 )
 from a2a.utils.errors import A2AError
 
-from ..delegation import DelegationTool
+from ..delegation import DEFAULT_MAX_ANSWER_CHARS, DelegationTool, cap_answer, check_answer_cap
 from ..errors import ConfigurationError
 from ..events import Event, SubagentFinished, SubagentStarted, TextDelta, origin_label
-from ..tools import DEFAULT_MAX_OUTPUT_CHARS, ApprovalRule, Tool, ToolOutput, cap_output
+from ..tools import ApprovalRule, Tool, ToolOutput
 
 if TYPE_CHECKING:
     from ..background import RunStart
@@ -136,8 +136,9 @@ class RemoteAgent:
     not answer is tried again, less and less often, for `unreachable_for`
     seconds before the call ends in an error; `poll_interval` is how often a
     task whose stream ended early is read (`tasks/get`). `token` is sent as
-    `Authorization: Bearer` and never stored; the answer is capped at
-    `max_answer_chars` like any tool output. `needs_approval` gates the
+    `Authorization: Bearer` and never stored; the answer (or question) is
+    cut at `max_answer_chars`, as every delegated agent's is
+    (`taskloom.delegation.DEFAULT_MAX_ANSWER_CHARS`). `needs_approval` gates the
     delegation itself. Building one does no I/O: the card is read per call.
     """
 
@@ -153,7 +154,7 @@ class RemoteAgent:
         connect_timeout: float = 10.0,
         unreachable_for: float = 120.0,
         poll_interval: float = 2.0,
-        max_answer_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
         needs_approval: ApprovalRule = False,
     ) -> None:
         if not description:
@@ -174,7 +175,7 @@ class RemoteAgent:
         self.connect_timeout = connect_timeout
         self.unreachable_for = unreachable_for
         self.poll_interval = poll_interval
-        self.max_answer_chars = max_answer_chars
+        self.max_answer_chars = check_answer_cap(f"remote agent {name!r}", max_answer_chars)
         self.needs_approval = needs_approval
         self._token = token
 
@@ -445,6 +446,11 @@ class RemoteAgent:
         async with asyncio.timeout(self.connect_timeout + 5):
             return await client.get_task(GetTaskRequest(id=task_id))
 
+    def _capped(self, text: str, task_id: str) -> str:
+        # The cap of every delegation; what is cut stays with the remote task.
+        how = f"the whole text stays with the remote agent's task {task_id}"
+        return cap_answer(text, self.max_answer_chars, how)
+
     def _outcome(self, final: Task) -> Outcome:
         state = final.status.state
         said = text_of(final.status.message.parts) if final.status.HasField("message") else ""
@@ -452,10 +458,10 @@ class RemoteAgent:
             answer = text_of(part for artifact in final.artifacts for part in artifact.parts)
             if not answer.strip():
                 answer = said
-            return Outcome("answer", cap_output(answer, self.max_answer_chars), final.id)
+            return Outcome("answer", self._capped(answer, final.id), final.id)
         if state == TaskState.TASK_STATE_INPUT_REQUIRED:
             question = said or "(it asks for input without saying what)"
-            return Outcome("question", cap_output(question, self.max_answer_chars), final.id)
+            return Outcome("question", self._capped(question, final.id), final.id)
         what = _ENDED.get(state, f"stopped in state {TaskState.Name(state)}")
         kind: Literal["failed", "stopped"] = (
             "stopped" if state == TaskState.TASK_STATE_CANCELED else "failed"
