@@ -135,10 +135,12 @@ class Questions:
 
     async def reply(
         self, ctx: ToolContext, child_id: str, answer: str, question: str | None = None
-    ) -> None:
+    ) -> str:
         """Send the parent's answer to the question `question` (its id, as the
         question named it) of `child_id`; without an id, to the one question
-        the child waits on (an error when it waits on several)."""
+        the child waits on (an error when it waits on several). Returns the
+        id of the question answered, which no longer waits for its parent
+        (see `watch`)."""
         runtime = self.runtime
         try:
             meta = await runtime.store.get(child_id)
@@ -170,6 +172,15 @@ class Questions:
             time.time(),
         )
         await BackgroundService.of(runtime).inbox.push(child_id, notice)
+        asked = self._asked.get(child_id)
+        if asked is not None:
+            # Answered now: a call that waits on the child must not be given
+            # it again before the child reads the answer.
+            waiting = [asked.get_nowait() for _ in range(asked.qsize())]
+            for item in waiting:
+                if item[1] != call.id:
+                    asked.put_nowait(item)
+        return call.id
 
 
 async def open_questions(runtime: Runtime, child_id: str) -> set[str]:

@@ -179,12 +179,9 @@ class _Console:
             raise ToolError(
                 f"offset must be from 0 to {len(text) - 1}: its {what} has {len(text)} characters"
             )
-        page = text[offset : offset + READ_PAGE]
-        end_at = offset + len(page)
-        shown = f"{name}, {what}, characters {offset} to {end_at} of {len(text)}:\n{page}"
-        if end_at < len(text):
-            shown += f"\n[... {len(text) - end_at} more characters; {read_on(meta.id, end_at, question)} ...]"
-        return shown
+        end_at = min(len(text), offset + READ_PAGE)
+        page = cap_answer(text[offset:], READ_PAGE, read_on(meta.id, end_at, question))
+        return f"{name}, {what}, characters {offset} to {end_at} of {len(text)}:\n{page}"
 
     @tool
     async def steer_agent(self, /, agent: str, text: str, ctx: ToolContext) -> str:
