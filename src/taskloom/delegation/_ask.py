@@ -176,8 +176,8 @@ class Questions:
         if asked is not None:
             # Answered now: a call that waits on the child must not be given
             # it again before the child reads the answer.
-            waiting = [asked.get_nowait() for _ in range(asked.qsize())]
-            for item in waiting:
+            queued = [asked.get_nowait() for _ in range(asked.qsize())]
+            for item in queued:
                 if item[1] != call.id:
                     asked.put_nowait(item)
         return call.id
