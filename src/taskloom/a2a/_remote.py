@@ -136,9 +136,8 @@ class RemoteAgent:
     not answer is tried again, less and less often, for `unreachable_for`
     seconds before the call ends in an error; `poll_interval` is how often a
     task whose stream ended early is read (`tasks/get`). `token` is sent as
-    `Authorization: Bearer` and never stored; the answer (or question) is
-    cut at `max_answer_chars`, as every delegated agent's is
-    (`taskloom.delegation.DEFAULT_MAX_ANSWER_CHARS`). `needs_approval` gates the
+    `Authorization: Bearer` and never stored; the answer is cut at
+    `max_answer_chars`, as every delegation's. `needs_approval` gates the
     delegation itself. Building one does no I/O: the card is read per call.
     """
 
@@ -446,22 +445,17 @@ class RemoteAgent:
         async with asyncio.timeout(self.connect_timeout + 5):
             return await client.get_task(GetTaskRequest(id=task_id))
 
-    def _capped(self, text: str, task_id: str) -> str:
-        # The cap of every delegation; what is cut stays with the remote task.
-        how = f"the whole text stays with the remote agent's task {task_id}"
-        return cap_answer(text, self.max_answer_chars, how)
-
     def _outcome(self, final: Task) -> Outcome:
         state = final.status.state
         said = text_of(final.status.message.parts) if final.status.HasField("message") else ""
+        rest = f"the rest stays with the remote agent's task {final.id}"  # not kept here
         if state == TaskState.TASK_STATE_COMPLETED:
             answer = text_of(part for artifact in final.artifacts for part in artifact.parts)
-            if not answer.strip():
-                answer = said
-            return Outcome("answer", self._capped(answer, final.id), final.id)
+            answer = answer if answer.strip() else said
+            return Outcome("answer", cap_answer(answer, self.max_answer_chars, rest), final.id)
         if state == TaskState.TASK_STATE_INPUT_REQUIRED:
             question = said or "(it asks for input without saying what)"
-            return Outcome("question", self._capped(question, final.id), final.id)
+            return Outcome("question", cap_answer(question, self.max_answer_chars, rest), final.id)
         what = _ENDED.get(state, f"stopped in state {TaskState.Name(state)}")
         kind: Literal["failed", "stopped"] = (
             "stopped" if state == TaskState.TASK_STATE_CANCELED else "failed"
