@@ -222,17 +222,24 @@ async def test_a_spawned_workers_huge_answer_is_capped_inline_and_in_the_backgro
         assert reader.read() == [HUGE], mode
 
 
-async def test_the_cap_is_each_delegations_to_set() -> None:
-    helper = SubAgent("weather", "Knows.", FunctionModel(huge_answer), max_answer_chars=1_000)
+async def test_the_cap_and_the_page_are_the_hosts_to_set() -> None:
+    long = HUGE[:200_000]
+    helper = SubAgent(
+        "weather", "Knows.", FunctionModel(lambda r: reply(long)), max_answer_chars=1_000
+    )
     reader = Reader("weather", {"task": "What is the weather?"})
-    agent = Agent("lead", FunctionModel(reader), tools=[helper.tool(), *console_tools()])
-    session = await Runtime().create_session(agent)
+    tools = [helper.tool(), *console_tools(page_chars=5_000)]
+    session = await Runtime().create_session(Agent("lead", FunctionModel(reader), tools=tools))
     result = await session.run("Weather?", options=UNBOUNDED)
     assert result.text == "done"
-    assert reader.sizes[1] <= 1_000 + SLACK
-    assert reader.read() == [HUGE]
+    assert reader.sizes[1] <= 1_000 + SLACK  # the delegation's cap
+    growth = [b - a for a, b in zip(reader.sizes[1:], reader.sizes[2:], strict=False)]
+    assert max(growth) <= 5_000 + SLACK  # each page read on
+    assert reader.read() == [long]
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ConfigurationError, match="max_answer_chars"):
             SubAgent("w", "Knows.", FunctionModel(huge_answer), max_answer_chars=bad)
         with pytest.raises(ConfigurationError, match="max_answer_chars"):
             Spawner(FunctionModel(huge_answer), max_answer_chars=bad)
+        with pytest.raises(ConfigurationError, match="page_chars"):
+            console_tools(page_chars=bad)

@@ -83,11 +83,12 @@ def cap_answer(text: str, limit: int, how: str) -> str:
     return f"{text[:limit]}\n[... output truncated: {len(text) - limit} more characters; {how} ...]"
 
 
-def check_answer_cap(owner: str, limit: object) -> int:
-    """`limit`, checked: a whole number of characters above 0."""
+def check_answer_cap(owner: str, limit: object, name: str = "max_answer_chars") -> int:
+    """`limit` (the option `name` of `owner`), checked: a whole number of
+    characters above 0."""
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise ConfigurationError(
-            f"{owner}: max_answer_chars={limit!r} must be a whole number of characters above 0"
+            f"{owner}: {name}={limit!r} must be a whole number of characters above 0"
         )
     return limit
 

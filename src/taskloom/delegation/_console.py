@@ -25,6 +25,7 @@ from ._children import (
     ChildStatus,
     LiveChildren,
     cap_answer,
+    check_answer_cap,
     child_status,
     read_on,
     report_text,
@@ -33,22 +34,22 @@ from ._children import (
 )
 from ._dispatch import report_notice_id
 
-__all__ = ["READ_PAGE", "console_tools"]
-
-READ_PAGE = 40_000
-"""The most characters of a child's report or question `read_agent` shows at
-once (within its own output cap); a longer one is read on by `offset`."""
+__all__ = ["console_tools"]
 
 
-def console_tools(*, wait_timeout: float = 120.0, poll_interval: float = 0.2) -> list[Tool]:
+def console_tools(
+    *, wait_timeout: float = 120.0, poll_interval: float = 0.2, page_chars: int = 40_000
+) -> list[Tool]:
     """The four console tools. `read_agent(wait=True)` waits at most
     `wait_timeout` seconds, polling the store every `poll_interval`;
     `read_agent(offset=...)` reads a long report (or, with `question=`, a
-    question) from that character on, `READ_PAGE` characters at a time: how
-    a parent reads the rest of a child's text its delegation cut."""
+    question) from that character on, at most `page_chars` characters at a
+    time (the default fits `read_agent`'s own output cap): how a parent
+    reads the rest of a child's text its delegation cut."""
+    page_chars = check_answer_cap("console_tools", page_chars, "page_chars")
 
     def on(runtime: Runtime) -> _Console:
-        return _Console(runtime, wait_timeout, poll_interval)
+        return _Console(runtime, wait_timeout, poll_interval, page_chars)
 
     templates = (
         _Console.list_agents,
@@ -81,10 +82,13 @@ class _Console:
     fills it (`Tool.partial`).
     """
 
-    def __init__(self, runtime: Runtime, wait_timeout: float, poll_interval: float) -> None:
+    def __init__(
+        self, runtime: Runtime, wait_timeout: float, poll_interval: float, page: int
+    ) -> None:
         self.runtime = runtime
         self.wait_timeout = wait_timeout
         self.poll_interval = poll_interval
+        self.page = page
 
     @tool(effect=ToolEffect.READ_ONLY)
     async def list_agents(self, /, ctx: ToolContext) -> str:
@@ -145,7 +149,8 @@ class _Console:
         if end is not None:
             if end.report is not None:
                 report = report_text(end.report)
-                body += f"\nREPORT: {cap_answer(report, READ_PAGE, read_on(meta.id, READ_PAGE))}"
+                report = cap_answer(report, self.page, read_on(meta.id, self.page))
+                body += f"\nREPORT: {report}"
             if end.error:
                 body += f"\nERROR: {end.error}"
             # The model now saw the report: a background child's notice need
@@ -179,8 +184,8 @@ class _Console:
             raise ToolError(
                 f"offset must be from 0 to {len(text) - 1}: its {what} has {len(text)} characters"
             )
-        end_at = min(len(text), offset + READ_PAGE)
-        page = cap_answer(text[offset:], READ_PAGE, read_on(meta.id, end_at, question))
+        end_at = min(len(text), offset + self.page)
+        page = cap_answer(text[offset:], self.page, read_on(meta.id, end_at, question))
         return f"{name}, {what}, characters {offset} to {end_at} of {len(text)}:\n{page}"
 
     @tool
