@@ -19,10 +19,10 @@ ratio that exact count gave (4 before the first one).
 
 A summary is held to its budget whatever the summarizer returns, and the
 summarizer to `summary_timeout` and, in a run with a deadline, to
-`SUMMARY_SHARE` of the time the run has left. Compaction never makes the request larger:
-when a summary would not make it smaller, or the summarizer fails or does not
-answer in time, the older part is left out of the view instead, and the
-summary says so where that still makes the request smaller.
+`SUMMARY_SHARE` of the time the run has left. Compaction never makes the
+request larger: when a summary would not make it smaller, or the summarizer
+fails or does not answer in time, the older part is left out of the view
+instead, and the summary says so where that still makes the request smaller.
 """
 
 from __future__ import annotations
@@ -90,13 +90,12 @@ class Compaction:
     of what the threshold allows of the window (so the recent part has room
     to grow before the next compaction); a longer one is cut to that budget
     and says so. A summarizer that has not answered after `summary_timeout`
-    seconds, or in a run with a deadline after `SUMMARY_SHARE` (a quarter)
-    of the time the run had left, whichever comes first, is given up on, as
-    one that fails: the older part is left out of the view instead, and the
-    run goes on. The window
-    comes from `ModelSettings(context_window=...)`, else from the table of
-    well-known models; without either, only a provider's overflow error
-    compacts.
+    seconds (None: no bound of its own), or in a run with a deadline after
+    `SUMMARY_SHARE` (a quarter) of the time the run had left, whichever comes
+    first, is given up on, as one that fails: the older part is left out of
+    the view instead, and the run goes on. The window comes from
+    `ModelSettings(context_window=...)`, else from the table of well-known
+    models; without either, only a provider's overflow error compacts.
     """
 
     threshold: float = 0.8
