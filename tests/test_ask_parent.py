@@ -175,3 +175,30 @@ async def test_a_reply_to_a_question_given_up_on_is_refused() -> None:
         await session.run("now answer the question")
         refused = [r for m in model.requests[-1].messages for r in m.results][-1]
         assert refused.is_error and "no longer waits on question" in refused.content
+
+
+async def test_the_call_answering_a_question_is_not_given_that_question_again() -> None:
+    # The child reads its answer at its next look at its inbox: until then
+    # its question is still open, but the call that answered it must wait on
+    # the child, not show the parent the same question a second time.
+    gates = [asyncio.Event(), asyncio.Event()]
+
+    async def slow_child(request: ModelRequest) -> Any:
+        await gates[any(m.results for m in request.messages)].wait()
+        return child(request)
+
+    helper = SubAgent(
+        "weather", "Knows.", FunctionModel(slow_child), ask_parent=True, background_after=0.05
+    )
+    model = FunctionModel(parent)
+    async with Runtime() as runtime:
+        session = await runtime.create_session(Agent("lead", model, tools=[helper.tool()]))
+        assert (await session.run("Weather?")).text == "waiting"
+        gates[0].set()
+        async with asyncio.timeout(20):
+            while not await runtime.background.inbox.pending(session.id):
+                await asyncio.sleep(0.02)
+        await session.run("Any news?")  # the question's notice; the parent answers it
+        [*_, answering] = [r.content for m in await session.transcript() for r in m.results]
+        assert json.loads(answering).get("status") == "running", answering
+        gates[1].set()

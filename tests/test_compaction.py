@@ -579,3 +579,35 @@ async def test_a_verbose_summarizer_in_a_small_window_does_not_compact_every_rou
     assert finished and len(finished) <= model.asked // 4, len(finished)
     assert all(e.tokens_after < e.tokens_before for e in finished)
     assert model.largest <= 1_500, model.largest
+
+
+async def test_a_hung_summarizer_takes_a_share_of_the_deadline_and_the_run_goes_on() -> None:
+    # The default summary_timeout (120 s) is far beyond this run's deadline:
+    # the summary gets a share of what the run has left, then a cut without
+    # a summary, and the run completes its remaining rounds.
+    never = asyncio.Event()
+
+    async def hangs(request: ModelRequest) -> Any:
+        await never.wait()
+
+    model = LongModel(rounds=12)
+    agent = Agent(
+        "r",
+        FunctionModel(model),
+        tools=[fetch],
+        settings=ModelSettings(context_window=WINDOW),
+        compaction=Compaction(keep_recent=4, summarizer=FunctionModel(hangs)),
+    )
+    assert Compaction().summary_timeout == 120.0
+    session = await Runtime().create_session(agent)
+    result = await session.run("go", options=RunOptions(deadline=6))
+    # Before, the summary waited out the run's deadline: the run ended DEADLINE.
+    assert result.status is RunStatus.COMPLETED, (result.status, result.error)
+    assert result.text == "read them all" and model.asked == 13
+    entries = [e.payload for e in await session.entries() if e.kind == EntryKind.COMPACTION]
+    print(f"{len(entries)} compaction(s): {[getattr(e, 'note', None) for e in entries]}")
+    assert entries
+    for entry in entries:
+        assert isinstance(entry, CompactionEntry)
+        assert entry.method == "dropped"
+        assert "of the time the run had left" in (entry.note or ""), entry.note

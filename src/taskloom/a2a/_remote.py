@@ -47,10 +47,10 @@ from a2a.types import (
 )
 from a2a.utils.errors import A2AError
 
-from ..delegation import DelegationTool
+from ..delegation import DEFAULT_MAX_ANSWER_CHARS, DelegationTool, cap_answer, check_answer_cap
 from ..errors import ConfigurationError
 from ..events import Event, SubagentFinished, SubagentStarted, TextDelta, origin_label
-from ..tools import DEFAULT_MAX_OUTPUT_CHARS, ApprovalRule, Tool, ToolOutput, cap_output
+from ..tools import ApprovalRule, Tool, ToolOutput
 
 if TYPE_CHECKING:
     from ..background import RunStart
@@ -136,8 +136,8 @@ class RemoteAgent:
     not answer is tried again, less and less often, for `unreachable_for`
     seconds before the call ends in an error; `poll_interval` is how often a
     task whose stream ended early is read (`tasks/get`). `token` is sent as
-    `Authorization: Bearer` and never stored; the answer is capped at
-    `max_answer_chars` like any tool output. `needs_approval` gates the
+    `Authorization: Bearer` and never stored; the answer is cut at
+    `max_answer_chars`, as every delegation's. `needs_approval` gates the
     delegation itself. Building one does no I/O: the card is read per call.
     """
 
@@ -153,7 +153,7 @@ class RemoteAgent:
         connect_timeout: float = 10.0,
         unreachable_for: float = 120.0,
         poll_interval: float = 2.0,
-        max_answer_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
         needs_approval: ApprovalRule = False,
     ) -> None:
         if not description:
@@ -174,7 +174,7 @@ class RemoteAgent:
         self.connect_timeout = connect_timeout
         self.unreachable_for = unreachable_for
         self.poll_interval = poll_interval
-        self.max_answer_chars = max_answer_chars
+        self.max_answer_chars = check_answer_cap(f"remote agent {name!r}", max_answer_chars)
         self.needs_approval = needs_approval
         self._token = token
 
@@ -448,14 +448,14 @@ class RemoteAgent:
     def _outcome(self, final: Task) -> Outcome:
         state = final.status.state
         said = text_of(final.status.message.parts) if final.status.HasField("message") else ""
+        rest = f"the rest stays with the remote agent's task {final.id}"  # not kept here
         if state == TaskState.TASK_STATE_COMPLETED:
             answer = text_of(part for artifact in final.artifacts for part in artifact.parts)
-            if not answer.strip():
-                answer = said
-            return Outcome("answer", cap_output(answer, self.max_answer_chars), final.id)
+            answer = answer if answer.strip() else said
+            return Outcome("answer", cap_answer(answer, self.max_answer_chars, rest), final.id)
         if state == TaskState.TASK_STATE_INPUT_REQUIRED:
             question = said or "(it asks for input without saying what)"
-            return Outcome("question", cap_output(question, self.max_answer_chars), final.id)
+            return Outcome("question", cap_answer(question, self.max_answer_chars, rest), final.id)
         what = _ENDED.get(state, f"stopped in state {TaskState.Name(state)}")
         kind: Literal["failed", "stopped"] = (
             "stopped" if state == TaskState.TASK_STATE_CANCELED else "failed"

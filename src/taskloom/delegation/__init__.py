@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from ._children import ChildOutcome, ChildStatus, child_status
+from ._children import (
+    DEFAULT_MAX_ANSWER_CHARS,
+    ChildOutcome,
+    ChildStatus,
+    cap_answer,
+    check_answer_cap,
+    child_status,
+)
 from ._console import console_tools
 from ._dispatch import ChildSpec, ChildWorker, Dispatcher, InlineDispatcher, TaskDispatcher
 from ._spawner import Spawner, WorkerType
@@ -10,6 +17,7 @@ from ._subagent import SubAgent
 from ._tool import ChildHandover, ChildQueue, DecidedChildren, DelegationTool
 
 __all__ = [
+    "DEFAULT_MAX_ANSWER_CHARS",
     "ChildHandover",
     "ChildOutcome",
     "ChildQueue",
@@ -24,6 +32,8 @@ __all__ = [
     "SubAgent",
     "TaskDispatcher",
     "WorkerType",
+    "cap_answer",
+    "check_answer_cap",
     "child_status",
     "console_tools",
 ]

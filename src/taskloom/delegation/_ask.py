@@ -22,6 +22,7 @@ from ..entries import MessageEntry
 from ..messages import ToolCall
 from ..runtime import Runtime
 from ..tools import Tool, ToolContext, ToolEffect, ToolError, UnboundTool, tool
+from ._children import DEFAULT_MAX_ANSWER_CHARS, cap_answer, read_on
 
 __all__ = [
     "ASK_TOOL",
@@ -71,8 +72,16 @@ class Questions:
         """Stop watching `child_id`."""
         self._asked.pop(child_id, None)
 
-    async def ask(self, ctx: ToolContext, question: str, timeout: float) -> str:
-        """Put the child's question to its parent and wait for the answer."""
+    async def ask(
+        self,
+        ctx: ToolContext,
+        question: str,
+        timeout: float,
+        limit: int = DEFAULT_MAX_ANSWER_CHARS,
+    ) -> str:
+        """Put the child's question to its parent and wait for the answer. The
+        parent's inbox gets at most `limit` characters of it, and how to read
+        on: the whole question stays in the child's log (this very call)."""
         runtime = self.runtime
         meta = await runtime.store.get(ctx.session_id)
         if meta.parent_id is None:
@@ -80,8 +89,9 @@ class Questions:
         name = str(meta.metadata.get("name") or meta.agent)
         role = str(meta.metadata.get("role") or name)
         background = BackgroundService.of(runtime)
+        shown = cap_answer(question, limit, read_on(ctx.session_id, limit, ctx.call_id))
         text = (
-            f"agent {name!r} ({ctx.session_id[:8]}) asks: {question}\n"
+            f"agent {name!r} ({ctx.session_id[:8]}) asks: {shown}\n"
             f"Answer it with {role}(child={ctx.session_id!r}, question={ctx.call_id!r}, "
             "reply=...)."
         )
@@ -92,7 +102,7 @@ class Questions:
             text,
             NoticeStatus.ASKED,
             time.time(),
-            {"child_session_id": ctx.session_id, "question": question, "call_id": ctx.call_id},
+            {"child_session_id": ctx.session_id, "question": shown, "call_id": ctx.call_id},
         )
         await background.inbox.push(meta.parent_id, notice)
         watching = self._asked.get(ctx.session_id)
@@ -125,10 +135,12 @@ class Questions:
 
     async def reply(
         self, ctx: ToolContext, child_id: str, answer: str, question: str | None = None
-    ) -> None:
+    ) -> str:
         """Send the parent's answer to the question `question` (its id, as the
         question named it) of `child_id`; without an id, to the one question
-        the child waits on (an error when it waits on several)."""
+        the child waits on (an error when it waits on several). Returns the
+        id of the question answered, which no longer waits for its parent
+        (see `watch`)."""
         runtime = self.runtime
         try:
             meta = await runtime.store.get(child_id)
@@ -160,6 +172,15 @@ class Questions:
             time.time(),
         )
         await BackgroundService.of(runtime).inbox.push(child_id, notice)
+        asked = self._asked.get(child_id)
+        if asked is not None:
+            # Answered now: a call that waits on the child must not be given
+            # it again before the child reads the answer.
+            queued = [asked.get_nowait() for _ in range(asked.qsize())]
+            for item in queued:
+                if item[1] != call.id:
+                    asked.put_nowait(item)
+        return call.id
 
 
 async def open_questions(runtime: Runtime, child_id: str) -> set[str]:
@@ -183,7 +204,7 @@ def _open_questions(entries: list[Any]) -> list[ToolCall]:
 
 @tool(name=ASK_TOOL, effect=ToolEffect.READ_ONLY)
 async def _ask_parent(
-    timeout: float, questions: Questions, /, question: str, ctx: ToolContext
+    timeout: float, limit: int, questions: Questions, /, question: str, ctx: ToolContext
 ) -> str:
     """Ask the agent that gave you this task a question, and wait for its
     answer. Ask only what you cannot find out yourself.
@@ -191,10 +212,11 @@ async def _ask_parent(
     Args:
         question: The question, complete: the parent sees nothing else of your work.
     """
-    return await questions.ask(ctx, question, timeout)
+    return await questions.ask(ctx, question, timeout, limit)
 
 
-def ask_parent_tool(timeout: float) -> Tool:
+def ask_parent_tool(timeout: float, limit: int = DEFAULT_MAX_ANSWER_CHARS) -> Tool:
     """The `ask_parent` tool a subagent's child gets (`SubAgent(ask_parent=True)`),
-    bound by the runtime running the child to its `Questions`."""
-    return UnboundTool(_ask_parent.partial(timeout), Questions.of)
+    bound by the runtime running the child to its `Questions`; the parent is
+    shown at most `limit` characters of a question at once."""
+    return UnboundTool(_ask_parent.partial(timeout, limit), Questions.of)

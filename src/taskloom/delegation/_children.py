@@ -29,7 +29,7 @@ from ..entries import (
     SubagentResult,
     SubagentStartedEntry,
 )
-from ..errors import StaleLeaseError
+from ..errors import ConfigurationError, StaleLeaseError
 from ..events import Event, SubagentFinished, SubagentStarted, origin_label
 from ..log import SessionLog
 from ..loop import DEFAULT_MAX_ROUNDS, RunOptions, RunResult, RunStatus, StopSignal, to_jsonable
@@ -38,8 +38,14 @@ from ..runtime import Runtime, Session, session_lease_key
 from ..tools import ToolContext, ToolOutput
 
 __all__ = [
+    "DEFAULT_MAX_ANSWER_CHARS",
     "LiveChildren",
     "ChildOutcome",
+    "cap_answer",
+    "capped_error",
+    "check_answer_cap",
+    "read_on",
+    "report_text",
     "child_slot",
     "ChildStatus",
     "all_decided",
@@ -58,6 +64,53 @@ __all__ = [
 
 CHILD_LEASE = 30.0
 """Seconds a child's lease lasts without renewal (renewed every third of it)."""
+
+DEFAULT_MAX_ANSWER_CHARS = 50_000
+"""The most characters of a delegated agent's answer or question that reach
+its parent's model in one piece: inline and background children, spawned
+workers, `ask_parent` questions and remote (A2A) agents alike. `SubAgent`,
+`Spawner` and `RemoteAgent` take `max_answer_chars=` to change it. The rest of
+a child's text stays in the child's log, and the cut says how to read on
+(`read_agent(agent=..., offset=...)`)."""
+
+
+def cap_answer(text: str, limit: int, how: str) -> str:
+    """`text` when it has at most `limit` characters (0 or less: no cap), else
+    its first `limit` characters and a line saying how many more there are
+    and `how` to read them (a clause, e.g. from `read_on`)."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[... output truncated: {len(text) - limit} more characters; {how} ...]"
+
+
+def check_answer_cap(owner: str, limit: object, name: str = "max_answer_chars") -> int:
+    """`limit` (the option `name` of `owner`), checked: a whole number of
+    characters above 0."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise ConfigurationError(
+            f"{owner}: {name}={limit!r} must be a whole number of characters above 0"
+        )
+    return limit
+
+
+def read_on(child_id: str, offset: int, question: str = "") -> str:
+    """How a parent reads a child's report (or, with `question`, the question
+    of that id) from character `offset` on, with the console's `read_agent`."""
+    which = f", question={question!r}" if question else ""
+    return f"read them with read_agent(agent={child_id!r}{which}, offset={offset})"
+
+
+def report_text(report: Any) -> str:
+    """A child's report as the text its parent is shown (JSON unless text)."""
+    if isinstance(report, str):
+        return report
+    return json.dumps(report, ensure_ascii=False, default=str)
+
+
+def capped_error(error: str, limit: int) -> str:
+    """An error about a child, at most `limit` characters of it (errors are
+    not kept for reading on: taskloom writes them, and they are short)."""
+    return cap_answer(error, limit, "the rest is left out")
 
 
 class ChildStatus(StrEnum):
@@ -131,12 +184,19 @@ class ChildOutcome:
     error: str | None = None
     usage: Usage = Usage()
 
-    def to_tool_output(self) -> ToolOutput:
-        """The delegation tool's result: `{"answer": ..., "tokens": ...}` or an error."""
+    def to_tool_output(self, limit: int = DEFAULT_MAX_ANSWER_CHARS) -> ToolOutput:
+        """The delegation tool's result: `{"answer": ..., "tokens": ...}` or an
+        error. An answer longer than `limit` characters is cut there (a
+        structured one then comes as text), saying how to read on."""
+        answer = self.answer
+        if answer is not None:
+            text = report_text(answer)
+            if limit > 0 and len(text) > limit:
+                answer = cap_answer(text, limit, read_on(self.child_id, limit))
         if self.status is ChildStatus.DONE:
             return ToolOutput(
                 json.dumps(
-                    {"answer": self.answer, "tokens": self.usage.total_tokens},
+                    {"answer": answer, "tokens": self.usage.total_tokens},
                     ensure_ascii=False,
                     default=str,
                 )
@@ -144,9 +204,9 @@ class ChildOutcome:
         what = "was stopped" if self.status is ChildStatus.STOPPED else "failed"
         text = f"agent {self.name!r} ({self.child_id[:8]}) {what}"
         if self.error:
-            text += f": {self.error}"
-        if self.answer:
-            text += f"\nIts last answer: {self.answer}"
+            text += f": {capped_error(self.error, limit)}"
+        if answer:
+            text += f"\nIts last answer: {answer}"
         return ToolOutput(text, is_error=True)
 
 

@@ -14,15 +14,21 @@ from __future__ import annotations
 import asyncio
 import time
 
+from ..entries import MessageEntry
 from ..log import SessionLog
 from ..messages import Message
 from ..runtime import Runtime
 from ..stores import SessionMeta
 from ..tools import Tool, ToolContext, ToolEffect, ToolError, UnboundTool, tool
+from ._ask import ASK_TOOL
 from ._children import (
     ChildStatus,
     LiveChildren,
+    cap_answer,
+    check_answer_cap,
     child_status,
+    read_on,
+    report_text,
     summary,
     terminal_entry,
 )
@@ -31,12 +37,19 @@ from ._dispatch import report_notice_id
 __all__ = ["console_tools"]
 
 
-def console_tools(*, wait_timeout: float = 120.0, poll_interval: float = 0.2) -> list[Tool]:
+def console_tools(
+    *, wait_timeout: float = 120.0, poll_interval: float = 0.2, page_chars: int = 40_000
+) -> list[Tool]:
     """The four console tools. `read_agent(wait=True)` waits at most
-    `wait_timeout` seconds, polling the store every `poll_interval`."""
+    `wait_timeout` seconds, polling the store every `poll_interval`;
+    `read_agent(offset=...)` reads a long report (or, with `question=`, a
+    question) from that character on, at most `page_chars` characters at a
+    time (the default fits `read_agent`'s own output cap): how a parent
+    reads the rest of a child's text its delegation cut."""
+    page_chars = check_answer_cap("console_tools", page_chars, "page_chars")
 
     def on(runtime: Runtime) -> _Console:
-        return _Console(runtime, wait_timeout, poll_interval)
+        return _Console(runtime, wait_timeout, poll_interval, page_chars)
 
     templates = (
         _Console.list_agents,
@@ -69,10 +82,13 @@ class _Console:
     fills it (`Tool.partial`).
     """
 
-    def __init__(self, runtime: Runtime, wait_timeout: float, poll_interval: float) -> None:
+    def __init__(
+        self, runtime: Runtime, wait_timeout: float, poll_interval: float, page: int
+    ) -> None:
         self.runtime = runtime
         self.wait_timeout = wait_timeout
         self.poll_interval = poll_interval
+        self.page = page
 
     @tool(effect=ToolEffect.READ_ONLY)
     async def list_agents(self, /, ctx: ToolContext) -> str:
@@ -92,7 +108,14 @@ class _Console:
 
     @tool(effect=ToolEffect.READ_ONLY)
     async def read_agent(
-        self, /, agent: str, ctx: ToolContext, tail: int = 20, wait: bool = False
+        self,
+        /,
+        agent: str,
+        ctx: ToolContext,
+        tail: int = 20,
+        wait: bool = False,
+        offset: int = 0,
+        question: str = "",
     ) -> str:
         """Read an agent's status, latest messages and report.
 
@@ -100,9 +123,13 @@ class _Console:
             agent: the agent's id, id prefix (8+ characters) or name
             tail: how many of its latest messages to show
             wait: wait until it has finished (bounded; ends early if you are stopped)
+            offset: read its report (or, with question, that question) from this character on
+            question: the id of a question it asked you, to read from offset
         """
         runtime = self.runtime
         meta = await self._find(ctx.session_id, agent)
+        if offset or question:
+            return await self._read_on(meta, offset, question)
         status = await child_status(runtime, meta.id)
         if wait and not status.is_terminal:
             deadline = time.monotonic() + self.wait_timeout
@@ -121,7 +148,9 @@ class _Console:
         end = terminal_entry(entries)
         if end is not None:
             if end.report is not None:
-                body += f"\nREPORT: {end.report}"
+                report = report_text(end.report)
+                report = cap_answer(report, self.page, read_on(meta.id, self.page))
+                body += f"\nREPORT: {report}"
             if end.error:
                 body += f"\nERROR: {end.error}"
             # The model now saw the report: a background child's notice need
@@ -130,6 +159,34 @@ class _Console:
             if notices is not None:
                 notices.mark_seen(report_notice_id(meta.id))
         return f"{head}\n{body}".strip()
+
+    async def _read_on(self, meta: SessionMeta, offset: int, question: str) -> str:
+        """A page of the child's report or question, from character `offset`."""
+        name = f"agent {meta.metadata.get('name', '?')} ({meta.id[:8]})"
+        entries = await self.runtime.store.load(meta.id)
+        if question:
+            asked = [
+                c.arguments.get("question")
+                for e in entries
+                if isinstance(e.payload, MessageEntry)
+                for c in e.payload.message.tool_calls
+                if c.id == question and c.name == ASK_TOOL
+            ]
+            if not asked:
+                raise ToolError(f"{name} asked no question {question!r}")
+            text, what = str(asked[0]), f"question {question!r}"
+        else:
+            end = terminal_entry(entries)
+            if end is None or end.report is None:
+                raise ToolError(f"{name} has no report to read")
+            text, what = report_text(end.report), "report"
+        if not 0 <= offset < len(text):
+            raise ToolError(
+                f"offset must be from 0 to {len(text) - 1}: its {what} has {len(text)} characters"
+            )
+        end_at = min(len(text), offset + self.page)
+        page = cap_answer(text[offset:], self.page, read_on(meta.id, end_at, question))
+        return f"{name}, {what}, characters {offset} to {end_at} of {len(text)}:\n{page}"
 
     @tool
     async def steer_agent(self, /, agent: str, text: str, ctx: ToolContext) -> str:

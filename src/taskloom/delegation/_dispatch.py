@@ -43,12 +43,17 @@ from ..loop import Budget, RunOptions, TreeBudget
 from ..runtime import Runtime, Session
 from ._children import (
     CHILD_LEASE,
+    DEFAULT_MAX_ANSWER_CHARS,
     ChildOutcome,
     ChildStatus,
     LiveChildren,
     all_decided,
+    cap_answer,
+    capped_error,
     ended_outcome,
     execute_child,
+    read_on,
+    report_text,
     summary,
     terminal_entry,
 )
@@ -78,6 +83,8 @@ class ChildSpec:
     the child charges on its worker's backend; None without one.
     `on_approval` is what the child does with an approval-gated call:
     `"deny"` it, or `"escalate"` it to the parent's people.
+    `max_answer_chars` caps its report in the parent's notice (see
+    `DEFAULT_MAX_ANSWER_CHARS`).
     """
 
     child_session_id: str
@@ -93,6 +100,7 @@ class ChildSpec:
     traceparent: str | None = None
     budget: dict[str, Any] | None = None
     on_approval: str = "deny"
+    max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
@@ -344,19 +352,14 @@ class ChildWorker:
 def report_notice(spec: ChildSpec, outcome: ChildOutcome) -> BackgroundNotice:
     """The one notice that reports the ended child to its parent (its id is
     `report_notice_id`'s, whoever pushes it)."""
-    name, short = spec.name, spec.child_session_id[:8]
+    name, short, limit = spec.name, spec.child_session_id[:8], spec.max_answer_chars
     if outcome.status is ChildStatus.DONE:
-        answer = outcome.answer
-        body = (
-            answer
-            if isinstance(answer, str)
-            else json.dumps(answer, ensure_ascii=False, default=str)
-        )
+        body = cap_answer(report_text(outcome.answer), limit, read_on(spec.child_session_id, limit))
         text = f"background agent {name!r} ({short}) finished. Its report:\n{body}"
     else:
         word = "was stopped" if outcome.status is ChildStatus.STOPPED else "failed"
         text = f"background agent {name!r} ({short}) {word}" + (
-            f": {outcome.error}" if outcome.error else ""
+            f": {capped_error(outcome.error, limit)}" if outcome.error else ""
         )
     return BackgroundNotice(
         report_notice_id(spec.child_session_id),

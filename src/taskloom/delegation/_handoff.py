@@ -39,10 +39,12 @@ from ._children import (
     ChildOutcome,
     ChildStatus,
     all_decided,
+    cap_answer,
     child_slot,
     child_started,
     create_child,
     hold_turn,
+    read_on,
     report_inline,
 )
 from ._dispatch import ChildSpec, ChildWorker, registration, report_notice_id
@@ -98,6 +100,7 @@ def _spec(sub: SubAgent, ctx: ToolContext, child_id: str, name: str, task: str) 
         parent_run_id=ctx.run_id,
         budget=tree.to_dict() if tree is not None else None,
         on_approval=sub.on_approval,
+        max_answer_chars=sub.max_answer_chars,
     )
 
 
@@ -276,7 +279,7 @@ async def _wait_on(runtime: Runtime, ctx: ToolContext, state: _Child) -> ToolOut
         else:
             await background.lifecycle.discard(ctx.session_id, child_id)
         await report_inline(ctx, outcome, role=sub.name, task=state.task_text)
-        return outcome.to_tool_output()
+        return outcome.to_tool_output(sub.max_answer_chars)
     # The call answers before the child ends: from here the child's events
     # go to the runtime's subscribers, and its end to the parent's inbox.
     state.relay[0] = background.emit
@@ -286,8 +289,10 @@ async def _wait_on(runtime: Runtime, ctx: ToolContext, state: _Child) -> ToolOut
         if notices is not None:
             # Shown here, in band: not delivered again as a notice.
             notices.mark_seen(notice_id)
+        limit = sub.max_answer_chars
         body = {
-            "question": question,
+            # The whole question stays in the child's log (its ask_parent call).
+            "question": cap_answer(question, limit, read_on(child_id, limit, question_id)),
             "child": child_id,
             "question_id": question_id,
             "note": (

@@ -26,7 +26,15 @@ from ..loop import DEFAULT_MAX_ROUNDS
 from ..models import Model
 from ..runtime import Runtime
 from ..tools import ApprovalRule, Tool, ToolError, ToolLike, ToolOutput, as_tool
-from ._children import CHILD_LEASE, child_slot, create_child, run_inline, summary
+from ._children import (
+    CHILD_LEASE,
+    DEFAULT_MAX_ANSWER_CHARS,
+    check_answer_cap,
+    child_slot,
+    create_child,
+    run_inline,
+    summary,
+)
 from ._dispatch import ChildSpec, Dispatcher
 from ._subagent import check_child_tools, check_on_approval
 from ._tool import DelegationTool
@@ -83,7 +91,9 @@ class Spawner:
     run without the parent run's `deps` (`ctx.deps` is None in their tools).
     `on_approval="escalate"` lets the pool hold tools that need approval: a
     background worker's gated call is escalated to the parent's people (see
-    `SubAgent`) instead of being refused.
+    `SubAgent`) instead of being refused. A worker's answer longer than
+    `max_answer_chars` reaches the parent cut there, saying how to read on
+    (see `DEFAULT_MAX_ANSWER_CHARS`).
     """
 
     def __init__(
@@ -100,8 +110,10 @@ class Spawner:
         max_rounds: int | None = DEFAULT_MAX_ROUNDS,
         name: str = SPAWN_TOOL,
         on_approval: str = "deny",
+        max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
     ) -> None:
         self.on_approval = check_on_approval("spawn pool", on_approval)
+        self.max_answer_chars = check_answer_cap("spawn pool", max_answer_chars)
         pool: dict[str, Tool] = {}
         for t in (as_tool(x) for x in tools):
             if isinstance(t, DelegationTool):
@@ -317,7 +329,7 @@ class Spawner:
                 )
         finally:
             await background.lifecycle.discard(ctx.session_id, child_id)
-        return outcome.to_tool_output()
+        return outcome.to_tool_output(self.max_answer_chars)
 
     async def _spawn_background(
         self, runtime: Runtime, ctx: ToolContext, worker: _Worker
@@ -348,6 +360,7 @@ class Spawner:
             traceparent=runtime.observer.current_traceparent(),
             budget=ctx.controls.tree.to_dict() if ctx.controls.tree is not None else None,
             on_approval=self.on_approval,
+            max_answer_chars=self.max_answer_chars,
         )
         try:
             await create_child(

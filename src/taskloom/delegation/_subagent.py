@@ -14,7 +14,14 @@ from ..models import Model
 from ..runtime import Runtime
 from ..tools import ApprovalRule, Tool, ToolError, ToolLike, ToolOutput, as_tool
 from ._ask import ask_parent_tool
-from ._children import child_slot, create_child, linked_child, run_inline
+from ._children import (
+    DEFAULT_MAX_ANSWER_CHARS,
+    check_answer_cap,
+    child_slot,
+    create_child,
+    linked_child,
+    run_inline,
+)
 from ._handoff import delegate_in_task, reply_to_child
 from ._tool import DelegationTool
 
@@ -112,7 +119,10 @@ class SubAgent:
     which takes the child up once decided and answers with its result. A
     child that escalates after its call answered "still running" is resumed
     by the decision, and its answer arrives as a notice. The child runs without the parent run's `deps` (`ctx.deps` is None in
-    its tools): deps are per run and never leave it.
+    its tools): deps are per run and never leave it. An answer or question
+    longer than `max_answer_chars` reaches the parent cut there, saying how
+    to read on (the whole of it stays in the child's log, which the
+    console's `read_agent` pages through; see `DEFAULT_MAX_ANSWER_CHARS`).
     """
 
     def __init__(
@@ -130,6 +140,7 @@ class SubAgent:
         ask_parent: bool = False,
         ask_timeout: float = 600.0,
         on_approval: str = "deny",
+        max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
         **agent_options: Any,
     ) -> None:
         if background_after is not None and (
@@ -149,8 +160,9 @@ class SubAgent:
         tool_list = check_child_tools(
             f"subagent {name!r}", (as_tool(t) for t in tools), on_approval
         )
+        self.max_answer_chars = check_answer_cap(f"subagent {name!r}", max_answer_chars)
         if ask_parent:
-            tool_list = (*tool_list, ask_parent_tool(ask_timeout))
+            tool_list = (*tool_list, ask_parent_tool(ask_timeout, max_answer_chars))
         self.name = name
         self.description = description
         self.needs_approval = needs_approval
@@ -215,4 +227,4 @@ class SubAgent:
             outcome = await run_inline(
                 runtime, ctx, child, task, name=display, role=self.name, max_rounds=self.max_rounds
             )
-        return outcome.to_tool_output()
+        return outcome.to_tool_output(self.max_answer_chars)

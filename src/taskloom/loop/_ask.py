@@ -48,6 +48,11 @@ class ModelAsker:
         """The run the requests are made for."""
         return self._scope
 
+    @property
+    def remaining(self) -> float | None:
+        """Seconds until the run's deadline (None without one; negative once passed)."""
+        return self._controls.remaining
+
     async def ask(self, model: Model, request: ModelRequest) -> ModelResponse:
         """The model's response, or `EndRun` (DEADLINE, BUDGET_EXHAUSTED, and
         STOPPED when the run is cancelled meanwhile: the request is aborted);

@@ -18,10 +18,11 @@ tokens, plus what was appended since converted at the characters-per-token
 ratio that exact count gave (4 before the first one).
 
 A summary is held to its budget whatever the summarizer returns, and the
-summarizer to `summary_timeout`. Compaction never makes the request larger:
-when a summary would not make it smaller, or the summarizer fails or does not
-answer in time, the older part is left out of the view instead, and the
-summary says so where that still makes the request smaller.
+summarizer to `summary_timeout` and, in a run with a deadline, to
+`SUMMARY_SHARE` of the time the run has left. Compaction never makes the
+request larger: when a summary would not make it smaller, or the summarizer
+fails or does not answer in time, the older part is left out of the view
+instead, and the summary says so where that still makes the request smaller.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SUMMARY_PROMPT",
+    "SUMMARY_SHARE",
     "Compaction",
     "Compactor",
     "ContextEstimate",
@@ -63,6 +65,11 @@ work still open, and any commitments made to the user. Drop pleasantries and \
 repetition. If an earlier summary is included, fold it in. Write plain text, \
 in the conversation's language, without preamble."""
 """The fixed system prompt of the summarizer call."""
+
+SUMMARY_SHARE = 0.25
+"""The most of a run's remaining time (until its deadline) a summary may
+take: a summarizer that hangs then leaves the run three quarters of its time,
+to go on from a cut without a summary."""
 
 DEFAULT_CHARS_PER_TOKEN = 4.0
 # A ratio measured on a short request is dominated by the provider's fixed
@@ -83,11 +90,12 @@ class Compaction:
     of what the threshold allows of the window (so the recent part has room
     to grow before the next compaction); a longer one is cut to that budget
     and says so. A summarizer that has not answered after `summary_timeout`
-    seconds (None: only the run's deadline bounds it) is given up on, as one
-    that fails: the older part is left out of the view instead. The window
-    comes from `ModelSettings(context_window=...)`, else from the table of
-    well-known models; without either, only a provider's overflow error
-    compacts.
+    seconds (None: no bound of its own), or in a run with a deadline after
+    `SUMMARY_SHARE` (a quarter) of the time the run had left, whichever comes
+    first, is given up on, as one that fails: the older part is left out of
+    the view instead, and the run goes on. The window comes from
+    `ModelSettings(context_window=...)`, else from the table of well-known
+    models; without either, only a provider's overflow error compacts.
     """
 
     threshold: float = 0.8
@@ -395,14 +403,22 @@ class Compactor:
             system=SUMMARY_PROMPT,
             settings=ModelSettings(max_tokens=budget),
         )
-        timeout = policy.summary_timeout
+        timeout, why = policy.summary_timeout, ""
+        remaining = self._asker.remaining
+        if remaining is not None:
+            # A hung summarizer must not cost the whole run: the run goes on
+            # from a cut without a summary, in the time still left.
+            share = max(0.0, remaining) * SUMMARY_SHARE
+            if timeout is None or share < timeout:
+                timeout = share
+                why = f" ({SUMMARY_SHARE:.0%} of the time the run had left)"
         try:
             async with asyncio.timeout(timeout) as scope:
                 response = await self._asker.ask(model, request)
         except TimeoutError:
             if not scope.expired():
                 raise  # the model's own, not ours
-            raise TimeoutError(f"no answer within {timeout:g} s") from None
+            raise TimeoutError(f"no answer within {timeout:.3g} s{why}") from None
         summary = response.message.text.strip()
         if not summary:
             raise ValueError("the summarizer returned no text")
