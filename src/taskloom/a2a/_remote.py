@@ -47,6 +47,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import A2AError
 
+from .._redact import credentials, safe_url
 from ..delegation import DelegationTool
 from ..errors import ConfigurationError
 from ..events import Event, SubagentFinished, SubagentStarted, TextDelta, origin_label
@@ -136,7 +137,10 @@ class RemoteAgent:
     not answer is tried again, less and less often, for `unreachable_for`
     seconds before the call ends in an error; `poll_interval` is how often a
     task whose stream ended early is read (`tasks/get`). `token` is sent as
-    `Authorization: Bearer` and never stored; the answer is capped at
+    `Authorization: Bearer` and never stored (whatever the server echoes of
+    it is stored `[redacted]`, as are the URL's user-info and credential
+    query parameters: the agent is shown and recorded by `public_url`,
+    see `taskloom._redact.safe_url`); the answer is capped at
     `max_answer_chars` like any tool output. `needs_approval` gates the
     delegation itself. Building one does no I/O: the card is read per call.
     """
@@ -177,23 +181,31 @@ class RemoteAgent:
         self.max_answer_chars = max_answer_chars
         self.needs_approval = needs_approval
         self._token = token
+        self.public_url = safe_url(url)
+        self.secrets = credentials(
+            headers={"Authorization": f"Bearer {token}"} if token else {}, urls=(url,)
+        )
 
     def __repr__(self) -> str:
-        # Never the token.
-        return f"RemoteAgent({self.name!r}, {self.url!r})"
+        # Never the token, nor the URL's credentials.
+        return f"RemoteAgent({self.name!r}, {self.public_url!r})"
 
     def tool(self) -> Tool:
         """A delegation tool for a parent agent (a new one each call, kept by the agent
         given it)."""
+        made: Tool
         if self.background:
-            return _BackgroundTool(self)
-        return DelegationTool(
-            self.name,
-            self.description,
-            _Arguments,
-            self._delegate,
-            needs_approval=self.needs_approval,
-        )
+            made = _BackgroundTool(self)
+        else:
+            made = DelegationTool(
+                self.name,
+                self.description,
+                _Arguments,
+                self._delegate,
+                needs_approval=self.needs_approval,
+            )
+        made.secrets = self.secrets
+        return made
 
     # ------------------------------------------------------------ a call
 
@@ -232,7 +244,7 @@ class RemoteAgent:
 
     def describe(self) -> str:
         """How results name this agent: its name and URL."""
-        return f"remote agent {self.name!r} ({self.url})"
+        return f"remote agent {self.name!r} ({self.public_url})"
 
     # ------------------------------------------------------------ the protocol
 
@@ -255,7 +267,7 @@ class RemoteAgent:
                 except Exception as exc:
                     if not await tries.again():
                         raise Unreachable(
-                            f"cannot read its agent card at {self.url}: {why(exc)}" + tries.said()
+                            f"cannot read its agent card at {self.public_url}: {why(exc)}" + tries.said()
                         ) from None
             async with client:
                 yield client

@@ -133,9 +133,17 @@ class MCPServer:
         self._connections: MCPConnections | None = None
 
     @property
+    def secrets(self) -> tuple[str, ...]:
+        """The credentials this server is sent (its credential headers, its
+        URL's user-info and credential query values, its credential-named
+        environment variables): redacted from everything its tools and tasks
+        write to a log."""
+        return self._launch.secrets()
+
+    @property
     def key(self) -> str:
         """Who this server is across processes: its name and its command or
-        URL (never its environment or headers). A task is polled again only
+        URL (never its environment, headers or URL credentials). A task is polled again only
         on a server with the same key."""
         return f"{self.name}|{self._launch.describe()}"
 
@@ -214,7 +222,10 @@ class MCPServer:
         limits: MCPLimits = DEFAULT_LIMITS,
     ) -> MCPServer:
         """A server at `url` (streamable HTTP). `headers` go with every
-        request; they are never logged, shown, or stored in a session."""
+        request; they are never logged, shown, or stored in a session, nor
+        are the URL's user-info and credential query parameters (the server
+        is shown and recorded by `taskloom._redact.safe_url` of its URL), and
+        whatever the server echoes of them is stored `[redacted]`."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigurationError(f"MCPServer.http: {url!r} is not an http(s) URL")

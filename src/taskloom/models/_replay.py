@@ -159,7 +159,15 @@ class RecordingModel:
             yield event
 
     def _keep(self, request: ModelRequest, response: ModelResponse) -> None:
-        self.exchanges.append(Exchange(request_data(request), response_data(response)))
+        # A server may echo what it was sent (a key in a reflected header):
+        # no recording holds the model's credentials.
+        secrets = tuple(getattr(self.model, "credentials", ()))
+        self.exchanges.append(
+            Exchange(
+                redact_value(request_data(request), secrets),
+                redact_value(response_data(response), secrets),
+            )
+        )
 
     def dumps(self) -> str:
         """The recording file's text (see `dump_recording`)."""

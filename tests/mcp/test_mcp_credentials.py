@@ -1,0 +1,66 @@
+"""An MCP server that echoes the credentials it was sent gets none of them
+stored or printed: not the headers, not the URL's user-info or token."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+from mcp_support import results, start_http_fixture
+
+from conftest import SEEN_GROUPS
+from credentials_support import everything_stored, sessions_show
+from pg import open_durable
+from taskloom import Agent, Runtime
+from taskloom.mcp import MCPServer
+from taskloom.models import ScriptedModel, reply
+
+pytestmark = pytest.mark.slow
+
+BEARER = "htok-5c1d9e0a7b"
+API_KEY = "xkey-81f0e2d4c6"
+QUERY_TOKEN = "qtok-3a7e9b1f55"
+PASSWORD = "pw-9d2c4e6a8b"
+
+
+def _calling(server: MCPServer) -> Agent:
+    turns = [reply(tool_calls=[("quote_credentials", {})]), reply("done")]
+    return Agent("a", ScriptedModel(turns), tools=[server])
+
+
+async def test_a_server_quoting_its_credentials_gets_none_stored_or_shown(
+    tmp_path: Path, store_url: tuple[str, str]
+) -> None:
+    url, schema = store_url
+    fixture = start_http_fixture(tmp_path / "marker.txt")
+    SEEN_GROUPS.add(fixture.process.pid)
+    with_headers = MCPServer.http(
+        f"{fixture.url}?token={QUERY_TOKEN}",
+        name="fixture",
+        headers={"Authorization": f"Bearer {BEARER}", "X-API-Key": API_KEY},
+    )
+    with_userinfo = MCPServer.http(
+        fixture.url.replace("://", f"://me:{PASSWORD}@"), name="fixture"
+    )
+    basic = base64.b64encode(f"me:{PASSWORD}".encode()).decode()
+    try:
+        async with Runtime(store=open_durable(url, schema)) as runtime:
+            first = await runtime.create_session(_calling(with_headers))
+            await first.run("go")
+            second = await runtime.create_session(_calling(with_userinfo))
+            await second.run("go")
+            answers = [results(await s.transcript())[0] for s in (first, second)]
+            stored = await everything_stored(runtime.store)
+    finally:
+        fixture.stop()
+    # The server did quote them: the credentials were sent.
+    assert answers[0][1] and answers[0][2].count("[redacted]") == 2, answers[0]
+    assert answers[1][1] and "Basic [redacted]" in answers[1][2], answers[1]
+    printed = sessions_show(url, schema, first.id) + sessions_show(url, schema, second.id)
+    shown = [repr(with_headers), repr(with_userinfo), with_headers.key, with_userinfo.key]
+    for secret in (BEARER, API_KEY, QUERY_TOKEN, PASSWORD, basic):
+        assert secret not in stored
+        assert secret not in printed
+        assert all(secret not in text for text in shown)
+    assert "access denied for Authorization: [redacted] and x-api-key [redacted]" in printed
