@@ -28,8 +28,9 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from .._redact import credentials, safe_url
+from .._redact import credentials, redact_value, safe_url
 from ..errors import ConfigurationError, ContextWindowExceeded, ProviderError
+from ..messages import Message
 from ._base import (
     ModelRequest,
     ModelResponse,
@@ -448,8 +449,17 @@ class WireModel(ABC):
     def _checked(self, response: ModelResponse, request: ModelRequest) -> ModelResponse:
         """`response`, unless it is empty (no text, no tool calls) and the
         request is estimated over the window: some servers (llama.cpp behind a
-        router) answer an overflow with an empty answer that looks finished."""
+        router) answer an overflow with an empty answer that looks finished.
+        A server that echoes what it was sent gets its answer stored with the
+        model's credentials redacted, as its errors are."""
         message = response.message
+        secrets = self._target.secrets
+        if secrets:
+            data = message.to_dict()
+            cleaned = redact_value(data, secrets)
+            if cleaned != data:
+                message = Message.from_dict(cleaned)
+                response = dataclasses.replace(response, message=message)
         if message.text or message.tool_calls:
             return response
         overflow = context_overflow(

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._redact import redact_value
 from ..entries import Entry, MessageEntry
 from ..errors import ReplayMismatch
 from ..events import TextDelta
