@@ -32,10 +32,10 @@ def sessions_show(url: str, schema: str, session_id: str) -> str:
     if schema != "-":
         env["PGOPTIONS"] = f"-c search_path={schema}"
     printed = []
+    command = [sys.executable, "-m", "taskloom", "sessions", "show", session_id]
     for extra in ([], ["--json"]):
         done = subprocess.run(
-            [sys.executable, "-m", "taskloom", "sessions", "show", session_id, *extra]
-            + ["--store", url],
+            [*command, *extra, "--store", url],
             capture_output=True,
             text=True,
             timeout=60,

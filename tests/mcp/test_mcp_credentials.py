@@ -40,9 +40,7 @@ async def test_a_server_quoting_its_credentials_gets_none_stored_or_shown(
         name="fixture",
         headers={"Authorization": f"Bearer {BEARER}", "X-API-Key": API_KEY},
     )
-    with_userinfo = MCPServer.http(
-        fixture.url.replace("://", f"://me:{PASSWORD}@"), name="fixture"
-    )
+    with_userinfo = MCPServer.http(fixture.url.replace("://", f"://me:{PASSWORD}@"), name="fixture")
     basic = base64.b64encode(f"me:{PASSWORD}".encode()).decode()
     try:
         async with Runtime(store=open_durable(url, schema)) as runtime:

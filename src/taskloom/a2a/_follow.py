@@ -138,9 +138,7 @@ class _RemoteFollow:
             )
 
         async def keep(task_id: str, context_id: str) -> None:
-            await job.keep(
-                {"task_id": task_id, "context_id": context_id, "url": remote.public_url}
-            )
+            await job.keep({"task_id": task_id, "context_id": context_id, "url": remote.public_url})
 
         try:
             async with remote.client(patient=record is not None) as client:

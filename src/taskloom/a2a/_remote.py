@@ -267,7 +267,8 @@ class RemoteAgent:
                 except Exception as exc:
                     if not await tries.again():
                         raise Unreachable(
-                            f"cannot read its agent card at {self.public_url}: {why(exc)}" + tries.said()
+                            f"cannot read its agent card at {self.public_url}: {why(exc)}"
+                            + tries.said()
                         ) from None
             async with client:
                 yield client
