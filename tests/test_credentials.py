@@ -17,8 +17,9 @@ import pytest
 from credentials_support import everything_stored, sessions_show
 from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime
-from taskloom._redact import credentials, is_credential_name, redact, safe_url, safe_urls
+from taskloom.a2a import RemoteAgent
 from taskloom.background import background_tools
+from taskloom.mcp import MCPServer
 from taskloom.models import FunctionModel, ModelRequest, OpenAIChatModel, ScriptedModel, reply
 from taskloom.testing import FakeServer, recorded_model
 
@@ -42,30 +43,13 @@ PASSWORD = "pw-url-6d4b2f0e8c"
         ),
         ("https://h/p?monkey=1&keyboard=2&q=token", "https://h/p?monkey=1&keyboard=2&q=token"),
         ("https://h/user@example/p", "https://h/user@example/p"),
+        ("https://h/p?pwd=secret1&sessionid=s2", "https://h/p?pwd=[redacted]&sessionid=[redacted]"),
     ],
 )
-def test_a_safe_url_has_no_user_info_and_no_credential_query_value(url: str, shown: str) -> None:
-    assert safe_url(url) == shown
-
-
-def test_credential_names_and_values() -> None:
-    for name in ("Authorization", "X-API-Key", "api-key", "OPENAI_API_KEY", "DB_PASSWORD", "sig"):
-        assert is_credential_name(name), name
-    for name in ("Content-Type", "LANG", "PATH", "monkey", "X-Tenant"):
-        assert not is_credential_name(name), name
-    basic = base64.b64encode(f"me:{PASSWORD}".encode()).decode()
-    found = credentials(
-        keys=(KEY, "short"),
-        headers={"Authorization": f"Bearer {HEADER_TOKEN}", "X-Tenant": "acme-corporation"},
-        urls=(f"https://me:{PASSWORD}@h/v1?token=qqqqqqqqqq",),
-    )
-    assert {KEY, HEADER_TOKEN, f"Bearer {HEADER_TOKEN}", PASSWORD, basic, "qqqqqqqqqq"} <= set(
-        found
-    )
-    assert "short" not in found and "acme-corporation" not in found
-    assert list(found) == sorted(found, key=len, reverse=True)
-    assert redact(f"got Bearer {HEADER_TOKEN}.", found) == "got [redacted]."
-    assert safe_urls(f"see https://me:{PASSWORD}@h/x and more") == "see https://h/x and more"
+def test_a_url_is_shown_without_user_info_and_credential_query_values(url: str, shown: str) -> None:
+    assert RemoteAgent("r", url, description="d").public_url == shown
+    server = MCPServer.http(url, name="m")
+    assert server.key == f"m|{shown}" and shown in repr(server)
 
 
 # ---------------------------------------------------------------- recordings
