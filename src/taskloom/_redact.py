@@ -21,7 +21,7 @@ import binascii
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import parse_qsl, unquote
+from urllib.parse import unquote
 
 __all__ = [
     "MIN_SECRET_LENGTH",
@@ -122,13 +122,11 @@ def _url_secrets(url: str) -> set[str]:
         basic = base64.b64encode(plain.encode()).decode()
         found.update((userinfo, plain, unquote(userinfo.partition(":")[2]), basic))
     query = url.partition("?")[2].partition("#")[0]
-    for name, value in parse_qsl(query, keep_blank_values=True):
-        if is_credential_name(name):
-            found.add(value)
-    for raw in query.split("&"):
-        name, _, value = raw.partition("=")
+    for pair in re.split(r"[&;]", query):
+        name, _, value = pair.partition("=")
         if is_credential_name(unquote(name)):
-            found.add(value)
+            # As sent, and as a server that decoded it would quote it.
+            found.update((value, unquote(value.replace("+", " "))))
     return found
 
 

@@ -109,7 +109,8 @@ class _RemoteFollow:
 
     async def follow(self, job: FollowJob) -> WorkResult:
         """Hand the task over (or go on from its id), follow it to its end."""
-        watch = Watch(self.remote.name, job.runtime.background.emit, "", job.session_id)
+        remote = self.remote
+        watch = Watch(remote.name, job.runtime.background.emit, "", job.session_id, remote.secrets)
         try:
             outcome = await self._follow(job, watch)
         except asyncio.CancelledError:

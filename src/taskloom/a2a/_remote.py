@@ -47,7 +47,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import A2AError
 
-from .._redact import credentials, safe_url
+from .._redact import credentials, redact, safe_url
 from ..delegation import DelegationTool
 from ..errors import ConfigurationError
 from ..events import Event, SubagentFinished, SubagentStarted, TextDelta, origin_label
@@ -137,10 +137,9 @@ class RemoteAgent:
     not answer is tried again, less and less often, for `unreachable_for`
     seconds before the call ends in an error; `poll_interval` is how often a
     task whose stream ended early is read (`tasks/get`). `token` is sent as
-    `Authorization: Bearer` and never stored (whatever the server echoes of
-    it is stored `[redacted]`, as are the URL's user-info and credential
-    query parameters: the agent is shown and recorded by `public_url`,
-    see `taskloom._redact.safe_url`); the answer is capped at
+    `Authorization: Bearer`, never stored (an echo of it is stored
+    `[redacted]`; the URL is shown and stored as `public_url`, without
+    credentials); the answer is capped at
     `max_answer_chars` like any tool output. `needs_approval` gates the
     delegation itself. Building one does no I/O: the card is read per call.
     """
@@ -220,7 +219,7 @@ class RemoteAgent:
             from ._follow import start_following
 
             return await start_following(self, runtime, ctx, task, task_id)
-        watch = Watch(self.name, ctx.emit, ctx.origin, ctx.session_id)
+        watch = Watch(self.name, ctx.emit, ctx.origin, ctx.session_id, self.secrets)
         try:
             async with self.client() as client:
                 outcome = await self.exchange(client, watch, self.timeout, task, task_id)
@@ -535,12 +534,19 @@ class _Tries:
 
 class Watch:
     """The task as the stream tells it, and the events a child's would give
-    (to `emit`, which may be None: then no one listens)."""
+    (to `emit`, which may be None: then no one listens), with `secrets`
+    redacted from the remote agent's words."""
 
     def __init__(
-        self, name: str, emit: Callable[[Event], None] | None, origin: str, session_id: str
+        self,
+        name: str,
+        emit: Callable[[Event], None] | None,
+        origin: str,
+        session_id: str,
+        secrets: tuple[str, ...] = (),
     ) -> None:
         self.name = name
+        self.secrets = secrets
         self._emit = emit
         self._origin = origin
         self._session_id = session_id
@@ -572,7 +578,7 @@ class Watch:
             if update.status.state == TaskState.TASK_STATE_WORKING and update.status.HasField(
                 "message"
             ):
-                text = text_of(update.status.message.parts)
+                text = redact(text_of(update.status.message.parts), self.secrets)
                 if text:
                     self._send(TextDelta(origin=self.origin, session_id=self.task_id, text=text))
             return str(update.context_id)
@@ -605,7 +611,7 @@ class Watch:
                 child_session_id=self.task_id,
                 name=self.name,
                 status=status,
-                summary=" ".join(outcome.text.split())[:120],
+                summary=" ".join(redact(outcome.text, self.secrets).split())[:120],
             )
         )
 
