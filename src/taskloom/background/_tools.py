@@ -110,9 +110,9 @@ def build_background_tools(
     other secrets of the host are not there for the model to print.
     `inherit_env=True` gives it the host's whole environment (then `env`).
     Whatever a command prints of a credential-named variable of its
-    environment (`OPENAI_API_KEY`, `GITHUB_TOKEN`, `DB_PASSWORD`, ... see
-    `taskloom._redact.is_credential_name`) reaches results and notices as
-    `[redacted]`.
+    environment (`OPENAI_API_KEY`, `GITHUB_TOKEN`, `DB_PASSWORD`: a name
+    with token, secret, password, key, auth, ... in it) reaches results and
+    notices as `[redacted]`.
 
     Every process a command starts ends with it — on timeout, `background_stop`,
     session delete, runtime close and also a normal exit — including those

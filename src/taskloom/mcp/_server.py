@@ -121,6 +121,7 @@ class MCPServer:
         if timeout is not None and timeout <= 0:
             raise ConfigurationError(f"MCP server {name!r}: timeout must be positive")
         self._launch = launch
+        self._secrets = launch.secrets()
         self.name = name
         self.prefix = prefix or None
         self.approval = approval
@@ -138,13 +139,13 @@ class MCPServer:
         URL's user-info and credential query values, its credential-named
         environment variables): redacted from everything its tools and tasks
         write to a log."""
-        return self._launch.secrets()
+        return self._secrets
 
     @property
     def key(self) -> str:
         """Who this server is across processes: its name and its command or
-        URL (never its environment, headers or URL credentials). A task is polled again only
-        on a server with the same key."""
+        URL (never its environment, headers or URL credentials). A task is
+        polled again only on a server with the same key."""
         return f"{self.name}|{self._launch.describe()}"
 
     def task_mode(self, tool: str) -> TaskMode:
@@ -223,9 +224,9 @@ class MCPServer:
     ) -> MCPServer:
         """A server at `url` (streamable HTTP). `headers` go with every
         request; they are never logged, shown, or stored in a session, nor
-        are the URL's user-info and credential query parameters (the server
-        is shown and recorded by `taskloom._redact.safe_url` of its URL), and
-        whatever the server echoes of them is stored `[redacted]`."""
+        are the URL's user-info and credential query values (the URL is
+        shown and recorded without them), and whatever the server echoes of
+        them is stored `[redacted]`."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigurationError(f"MCPServer.http: {url!r} is not an http(s) URL")

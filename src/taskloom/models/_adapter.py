@@ -333,8 +333,8 @@ class WireModel(ABC):
     @property
     def credentials(self) -> tuple[str, ...]:
         """The secrets this model's requests carry (its key, credential
-        headers, base URL user-info), which no error it raises and no
-        recording of it holds (`taskloom._redact.credentials`)."""
+        headers, base URL user-info), longest first: no error it raises, no
+        answer it returns and no recording of it holds them."""
         return self._target.secrets
 
     @property

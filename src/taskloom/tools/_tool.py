@@ -308,7 +308,7 @@ class Tool:
     (an MCP server's headers, an A2A token, a command's secret
     environment), longest first: `call` replaces each with `[redacted]` in
     every result and error, so a server that echoes one never gets it into
-    a log (`taskloom._redact.credentials` gathers them).
+    a log.
     """
 
     __slots__ = (
