@@ -78,6 +78,7 @@ class MCPServer:
         "__weakref__",
         "_connections",
         "_launch",
+        "_secrets",
         "approval",
         "limits",
         "max_output_chars",
