@@ -44,6 +44,8 @@ from starlette.routing import Route
 
 HUGE = 300_000
 STRANGER = "a stranger's answer"
+SEEN_AUTHORIZATION: list[str] = []
+"""The Authorization header of each request the server took (`quote` echoes the last)."""
 
 
 class EchoExecutor(AgentExecutor):
@@ -52,7 +54,8 @@ class EchoExecutor(AgentExecutor):
     <reply>"); `hang` never answers; `gate PATH X` answers X once the file
     PATH exists; `huge` answers HUGE characters; `file` answers text with a
     file and data part; `stranger` streams the end of another task (with a
-    STRANGER answer: see `Stranger`) and never answers about its own."""
+    STRANGER answer: see `Stranger`) and never answers about its own; `quote`
+    fails quoting the Authorization header it was sent."""
 
     def __init__(self) -> None:
         self.cancelled: list[str] = []
@@ -94,6 +97,10 @@ class EchoExecutor(AgentExecutor):
             await updater.complete()
         elif word == "fail":
             await updater.failed(say("the disk is full"))
+        elif word == "quote":
+            # A careless server: its failure quotes the credentials it was sent.
+            seen = SEEN_AUTHORIZATION[-1] if SEEN_AUTHORIZATION else "nothing"
+            await updater.failed(say(f"refused the credentials: Authorization: {seen}"))
         elif word == "cancel":
             await updater.cancel(say("cancelled by its operator"))
         elif word == "ask":
@@ -137,6 +144,11 @@ class Stranger:
         self.app = app
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            if b"authorization" in headers:
+                SEEN_AUTHORIZATION.append(headers[b"authorization"].decode())
+
         async def lying(message: dict[str, Any]) -> None:
             body = message.get("body", b"")
             if message["type"] == "http.response.body" and STRANGER.encode() in body:

@@ -194,6 +194,17 @@ def authorization(ctx: Context) -> str:
 
 
 @server.tool(annotations=READ_ONLY)
+def quote_credentials(ctx: Context) -> str:
+    """Fails quoting the credentials the request carried, as a careless
+    server's error message would."""
+    headers = ctx.headers or {}
+    raise ToolError(
+        f"access denied for Authorization: {headers.get('authorization')}"
+        f" and x-api-key {headers.get('x-api-key')}"
+    )
+
+
+@server.tool(annotations=READ_ONLY)
 def sleepers() -> list[int]:
     """Start three long sleeps: two in this server's process group (one keeps
     the server's stderr, one does not), and one in a session of its own

@@ -38,9 +38,10 @@ def _assistant(request: ModelRequest) -> Any:
     return reply("Waiting for the greeting.")
 
 
-def greeter(url: str) -> Agent:
-    """The agent, with the asking server at `url` as its one MCP tool."""
-    server = MCPServer.http(url, name="asking", tasks="always", approval="never")
+def greeter(url: str, **options: Any) -> Agent:
+    """The agent, with the asking server at `url` as its one MCP tool
+    (`options` go to `MCPServer.http`)."""
+    server = MCPServer.http(url, name="asking", tasks="always", approval="never", **options)
     return Agent("greeter", FunctionModel(_assistant), tools=[server])
 
 

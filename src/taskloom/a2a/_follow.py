@@ -49,7 +49,7 @@ async def start_following(
         kind=KIND,
         name=remote.name,
         task=task,
-        metadata={"url": remote.url},
+        metadata={"url": remote.public_url},
     )
     receipt = {
         "id": child_id,
@@ -70,13 +70,15 @@ async def resume_following(remote: RemoteAgent, runtime: Runtime, start: RunStar
 def _follows(remote: RemoteAgent, runtime: Runtime) -> Follows:
     follows = Follows.of(runtime)
     # Deleting a session cancels this agent's remote tasks in it.
-    follows.register(MODE, f"{remote.name} {remote.url}", _maker(remote))
+    follows.register(MODE, f"{remote.name} {remote.public_url}", _maker(remote))
     return follows
 
 
 def _maker(remote: RemoteAgent) -> Any:
     def make(meta: SessionMeta, record: Mapping[str, Any] | None) -> _RemoteFollow | None:
-        if meta.metadata.get("name") != remote.name or meta.metadata.get("url") != remote.url:
+        # Children recorded before URLs were stored without credentials name the raw URL.
+        url = meta.metadata.get("url")
+        if meta.metadata.get("name") != remote.name or url not in (remote.public_url, remote.url):
             return None
         started_at = float(meta.metadata.get("started_at") or meta.created_at)
         return _RemoteFollow(remote, started_at)
@@ -94,6 +96,7 @@ class _RemoteFollow:
         self.started_at = started_at
         self.task = task
         self.task_id = task_id
+        self.secrets = remote.secrets
 
     async def cancel(self, record: Mapping[str, Any]) -> None:
         """Cancel the remote task (best effort)."""
@@ -106,7 +109,8 @@ class _RemoteFollow:
 
     async def follow(self, job: FollowJob) -> WorkResult:
         """Hand the task over (or go on from its id), follow it to its end."""
-        watch = Watch(self.remote.name, job.runtime.background.emit, "", job.session_id)
+        remote = self.remote
+        watch = Watch(remote.name, job.runtime.background.emit, "", job.session_id, remote.secrets)
         try:
             outcome = await self._follow(job, watch)
         except asyncio.CancelledError:
@@ -135,7 +139,7 @@ class _RemoteFollow:
             )
 
         async def keep(task_id: str, context_id: str) -> None:
-            await job.keep({"task_id": task_id, "context_id": context_id, "url": remote.url})
+            await job.keep({"task_id": task_id, "context_id": context_id, "url": remote.public_url})
 
         try:
             async with remote.client(patient=record is not None) as client:

@@ -47,6 +47,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import A2AError
 
+from .._redact import credentials, redact, safe_url
 from ..delegation import DEFAULT_MAX_ANSWER_CHARS, DelegationTool, cap_answer, check_answer_cap
 from ..errors import ConfigurationError
 from ..events import Event, SubagentFinished, SubagentStarted, TextDelta, origin_label
@@ -136,8 +137,10 @@ class RemoteAgent:
     not answer is tried again, less and less often, for `unreachable_for`
     seconds before the call ends in an error; `poll_interval` is how often a
     task whose stream ended early is read (`tasks/get`). `token` is sent as
-    `Authorization: Bearer` and never stored; the answer is cut at
-    `max_answer_chars`, as every delegation's. `needs_approval` gates the
+    `Authorization: Bearer`, never stored (an echo of it is stored
+    `[redacted]`; the URL is shown and stored as `public_url`, without
+    credentials); the answer is cut at `max_answer_chars`, as every
+    delegation's. `needs_approval` gates the
     delegation itself. Building one does no I/O: the card is read per call.
     """
 
@@ -177,23 +180,31 @@ class RemoteAgent:
         self.max_answer_chars = check_answer_cap(f"remote agent {name!r}", max_answer_chars)
         self.needs_approval = needs_approval
         self._token = token
+        self.public_url = safe_url(url)
+        self.secrets = credentials(
+            headers={"Authorization": f"Bearer {token}"} if token else {}, urls=(url,)
+        )
 
     def __repr__(self) -> str:
-        # Never the token.
-        return f"RemoteAgent({self.name!r}, {self.url!r})"
+        # Never the token, nor the URL's credentials.
+        return f"RemoteAgent({self.name!r}, {self.public_url!r})"
 
     def tool(self) -> Tool:
         """A delegation tool for a parent agent (a new one each call, kept by the agent
         given it)."""
+        made: Tool
         if self.background:
-            return _BackgroundTool(self)
-        return DelegationTool(
-            self.name,
-            self.description,
-            _Arguments,
-            self._delegate,
-            needs_approval=self.needs_approval,
-        )
+            made = _BackgroundTool(self)
+        else:
+            made = DelegationTool(
+                self.name,
+                self.description,
+                _Arguments,
+                self._delegate,
+                needs_approval=self.needs_approval,
+            )
+        made.secrets = self.secrets
+        return made
 
     # ------------------------------------------------------------ a call
 
@@ -208,7 +219,7 @@ class RemoteAgent:
             from ._follow import start_following
 
             return await start_following(self, runtime, ctx, task, task_id)
-        watch = Watch(self.name, ctx.emit, ctx.origin, ctx.session_id)
+        watch = Watch(self.name, ctx.emit, ctx.origin, ctx.session_id, self.secrets)
         try:
             async with self.client() as client:
                 outcome = await self.exchange(client, watch, self.timeout, task, task_id)
@@ -232,7 +243,7 @@ class RemoteAgent:
 
     def describe(self) -> str:
         """How results name this agent: its name and URL."""
-        return f"remote agent {self.name!r} ({self.url})"
+        return f"remote agent {self.name!r} ({self.public_url})"
 
     # ------------------------------------------------------------ the protocol
 
@@ -255,7 +266,8 @@ class RemoteAgent:
                 except Exception as exc:
                     if not await tries.again():
                         raise Unreachable(
-                            f"cannot read its agent card at {self.url}: {why(exc)}" + tries.said()
+                            f"cannot read its agent card at {self.public_url}: {why(exc)}"
+                            + tries.said()
                         ) from None
             async with client:
                 yield client
@@ -522,12 +534,19 @@ class _Tries:
 
 class Watch:
     """The task as the stream tells it, and the events a child's would give
-    (to `emit`, which may be None: then no one listens)."""
+    (to `emit`, which may be None: then no one listens), with `secrets`
+    redacted from the remote agent's words."""
 
     def __init__(
-        self, name: str, emit: Callable[[Event], None] | None, origin: str, session_id: str
+        self,
+        name: str,
+        emit: Callable[[Event], None] | None,
+        origin: str,
+        session_id: str,
+        secrets: tuple[str, ...] = (),
     ) -> None:
         self.name = name
+        self.secrets = secrets
         self._emit = emit
         self._origin = origin
         self._session_id = session_id
@@ -559,7 +578,7 @@ class Watch:
             if update.status.state == TaskState.TASK_STATE_WORKING and update.status.HasField(
                 "message"
             ):
-                text = text_of(update.status.message.parts)
+                text = redact(text_of(update.status.message.parts), self.secrets)
                 if text:
                     self._send(TextDelta(origin=self.origin, session_id=self.task_id, text=text))
             return str(update.context_id)
@@ -592,7 +611,7 @@ class Watch:
                 child_session_id=self.task_id,
                 name=self.name,
                 status=status,
-                summary=" ".join(outcome.text.split())[:120],
+                summary=" ".join(redact(outcome.text, self.secrets).split())[:120],
             )
         )
 

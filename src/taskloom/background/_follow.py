@@ -60,7 +60,7 @@ from ..entries import (
 )
 from ..errors import FollowRefused, SessionBusy, StaleLeaseError
 from ._notices import RunStart
-from ._service import BackgroundService, Detached, WorkResult
+from ._service import BackgroundService, Detached, WorkResult, redacted
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -123,7 +123,11 @@ class Followed(Protocol):
         starts, else what an earlier follower kept (`job.keep`). Cancelled:
         cancel the work over there (unless `job.detaching`), then re-raise.
         Raises `Detached` for work that ends nothing yet (a child parked on
-        calls a person decides): no notice, no terminal entry."""
+        calls a person decides): no notice, no terminal entry.
+
+        A follower that sends credentials (an MCP server's headers, an A2A
+        token) keeps them in a `secrets` attribute: they are redacted from
+        the result it returns."""
         ...
 
     async def cancel(self, record: Mapping[str, Any]) -> None:
@@ -443,6 +447,8 @@ class Follows:
                     current.uncancel()
                 why = f" ({job.why})" if job.why else ""
                 result = NoticeStatus.STOPPED, f"stopped before it finished{why}; it was cancelled"
+            if not isinstance(result, BackgroundNotice):
+                result = redacted(result, getattr(followed, "secrets", ()))
             # Into the parent's inbox first, then the terminal entry: a crash
             # in between leaves work someone follows again, whose result
             # (same notice id) lands once.

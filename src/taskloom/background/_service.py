@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
+from .._redact import redact
 from ..backends import (
     ActivityRegistry,
     BackgroundActivity,
@@ -46,6 +47,7 @@ __all__ = [
     "ResumesWork",
     "Work",
     "WorkResult",
+    "redacted",
 ]
 
 T = TypeVar("T")
@@ -64,6 +66,17 @@ class Detached(Exception):
 DecisionHook: TypeAlias = "Callable[[str, Mapping[str, Tool]], Awaitable[None]]"
 """Awaited with a session's id and the deciding session's tools once every
 call of its parked turn is decided (`BackgroundService.on_decided`)."""
+
+
+def redacted(result: WorkResult, secrets: tuple[str, ...]) -> WorkResult:
+    """`result` with `secrets` (the credentials the work sent somewhere)
+    redacted from its text: what a server or command echoed of them never
+    reaches a notice or a log."""
+    if not secrets:
+        return result
+    if isinstance(result, tuple):
+        return result[0], redact(result[1], secrets)
+    return redact(result, secrets)
 
 
 def end_notice(activity: BackgroundActivity, status: str, text: str) -> BackgroundNotice:

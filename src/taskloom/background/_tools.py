@@ -18,6 +18,7 @@ work on that runtime (`_OnRuntime`), whose methods are the tools' functions.
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import re
 import shlex
@@ -28,11 +29,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._redact import credentials
 from ..backends import BackgroundActivity, BackgroundNotice, NoticeStatus
 from ..errors import BackgroundCapReached, ConfigurationError
 from ..tools import Tool, ToolContext, ToolEffect, ToolError, UnboundTool, tool
 from ._process import CommandNotStarted, CommandProcess, OutputCapture, format_seconds
-from ._service import BackgroundService, WorkResult
+from ._service import BackgroundService, WorkResult, redacted
 from ._spills import SpillFiles
 
 if TYPE_CHECKING:
@@ -107,6 +109,10 @@ def build_background_tools(
     LC_ALL, LC_CTYPE, TERM, TMPDIR, TZ), then `env` on top — so API keys and
     other secrets of the host are not there for the model to print.
     `inherit_env=True` gives it the host's whole environment (then `env`).
+    Whatever a command prints of a credential-named variable of its
+    environment (`OPENAI_API_KEY`, `GITHUB_TOKEN`, `DB_PASSWORD`: a name
+    with token, secret, password, key, auth, ... in it) reaches results and
+    notices as `[redacted]`.
 
     Every process a command starts ends with it — on timeout, `background_stop`,
     session delete, runtime close and also a normal exit — including those
@@ -179,6 +185,9 @@ class _Commands:
         self._env = env
         self._inherit_env = inherit_env
         self._spills = SpillFiles(spill_dir, spill_retention, _SPILL_NAME)
+        # What a command may print of its credential-named variables is
+        # redacted from its results and notices (as of when the set is made).
+        self.secrets = credentials(env=self.environment())
         # Per runtime (its background service), per session: ids of the
         # commands running in this process. Weak: a tool set outlives runtimes.
         self._running: weakref.WeakKeyDictionary[BackgroundService, dict[str, set[str]]] = (
@@ -230,12 +239,17 @@ class _Commands:
                 f" `timeout` seconds (default {self.timeout:g})."
             ),
         )(_OnRuntime.background_run)
-        templates = (
-            run,
-            _OnRuntime.background_status,
-            _OnRuntime.background_wait,
-            _OnRuntime.background_stop,
-        )
+        templates = [
+            copy.copy(t)
+            for t in (
+                run,
+                _OnRuntime.background_status,
+                _OnRuntime.background_wait,
+                _OnRuntime.background_stop,
+            )
+        ]
+        for template in templates:
+            template.secrets = self.secrets
         return [UnboundTool(template, self.on) for template in templates]
 
     def on(self, runtime: Runtime) -> _OnRuntime:
@@ -345,7 +359,7 @@ class _Commands:
                     task = asyncio.current_task()
                     if task is not None:
                         task.uncancel()
-            return result.status, result.render()
+            return redacted((result.status, result.render()), self.secrets)
         finally:
             self._untrack(service, session_id, activity_id)
 

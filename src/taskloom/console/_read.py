@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._redact import safe_urls
 from ..entries import (
     ApprovalDecision,
     ApprovalRequests,
@@ -75,7 +76,6 @@ STATUSES = (
 LONG_CHARS = 1200
 LONG_LINES = 16
 
-_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 _SECRET_PARAM = re.compile(
     r"(?i)\b((?:api[_-]?key|access[_-]?token|token|secret|password|passwd|key)=)[^&\s\"']+"
 )
@@ -87,7 +87,7 @@ def redact(text: str) -> str:
     """`text` with credentials it may carry hidden: URL user info, secret-looking
     query parameters, provider keys and bearer tokens (for model specs, base
     URLs and metadata: configuration a console must never show)."""
-    text = _USERINFO.sub("***@", text)
+    text = safe_urls(text)
     text = _SECRET_PARAM.sub(r"\1***", text)
     text = _KEY_LIKE.sub(r"\1-***", text)
     return _BEARER.sub(r"\1 ***", text)

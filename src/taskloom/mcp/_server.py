@@ -78,6 +78,7 @@ class MCPServer:
         "__weakref__",
         "_connections",
         "_launch",
+        "_secrets",
         "approval",
         "limits",
         "max_output_chars",
@@ -121,6 +122,7 @@ class MCPServer:
         if timeout is not None and timeout <= 0:
             raise ConfigurationError(f"MCP server {name!r}: timeout must be positive")
         self._launch = launch
+        self._secrets = launch.secrets()
         self.name = name
         self.prefix = prefix or None
         self.approval = approval
@@ -133,10 +135,18 @@ class MCPServer:
         self._connections: MCPConnections | None = None
 
     @property
+    def secrets(self) -> tuple[str, ...]:
+        """The credentials this server is sent (its credential headers, its
+        URL's user-info and credential query values, its credential-named
+        environment variables): redacted from everything its tools and tasks
+        write to a log."""
+        return self._secrets
+
+    @property
     def key(self) -> str:
         """Who this server is across processes: its name and its command or
-        URL (never its environment or headers). A task is polled again only
-        on a server with the same key."""
+        URL (never its environment, headers or URL credentials). A task is
+        polled again only on a server with the same key."""
         return f"{self.name}|{self._launch.describe()}"
 
     def task_mode(self, tool: str) -> TaskMode:
@@ -214,7 +224,10 @@ class MCPServer:
         limits: MCPLimits = DEFAULT_LIMITS,
     ) -> MCPServer:
         """A server at `url` (streamable HTTP). `headers` go with every
-        request; they are never logged, shown, or stored in a session."""
+        request; they are never logged, shown, or stored in a session, nor
+        are the URL's user-info and credential query values (the URL is
+        shown and recorded without them), and whatever the server echoes of
+        them is stored `[redacted]`."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigurationError(f"MCPServer.http: {url!r} is not an http(s) URL")

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 
+from .._redact import redact, redact_value
 from ..backends import SessionMeta
 from ..background import (
     MAX_QUESTIONS,
@@ -151,7 +152,9 @@ class TaskCalls:
                 if state.message and state.message != said:
                     said = state.message
                     ctx.progress(
-                        bounded_text(state.message), task_id=state.task_id, status=state.status
+                        redact(bounded_text(state.message), server.secrets),
+                        task_id=state.task_id,
+                        status=state.status,
                     )
                 if state.status == "input_required":
                     break  # a person answers: that is background work
@@ -245,6 +248,8 @@ class TaskCalls:
                     " the task was given up"
                 )
             server = waiting.server
+            # What the server asks is stored and shown: without what it was sent.
+            request = redact_value(request, server.secrets)
             question = InputRequest(
                 input_id,
                 waiting.activity_id,

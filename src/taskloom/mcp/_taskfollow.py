@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 
+from .._redact import redact
 from ..background import (
     MAX_ENTRIES_PER_POLL,
     FollowJob,
@@ -107,6 +108,7 @@ class TaskFollow:
         self.server = server
         self.connection = connection
         self.emit = emit
+        self.secrets = server.secrets
 
     async def cancel(self, record: Mapping[str, Any]) -> None:
         """Cancel the task on its server (`tasks/cancel`)."""
@@ -204,7 +206,8 @@ class TaskFollow:
             # Its questions close: nobody waits for their answers any more.
             status, text = result if isinstance(result, tuple) else (NoticeStatus.DONE, result)
             await calls.runtime.store.append(
-                job.session_id, Entry.of(MCPTaskEnded(job.child_id, status, text))
+                job.session_id,
+                Entry.of(MCPTaskEnded(job.child_id, status, redact(text, self.secrets))),
             )
         return result
 
@@ -272,7 +275,7 @@ def progress(
         emit(
             ToolProgress(
                 call_id=waiting.call_id,
-                message=message,
+                message=redact(message, waiting.server.secrets),
                 data={"task_id": waiting.task_id, **data},
                 session_id=waiting.session_id,
             )

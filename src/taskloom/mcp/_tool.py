@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import mcp_types as types
 
+from .._redact import redact
 from ..errors import ConfigurationError
 from ..tools import ApprovalRule, Tool, ToolContext, ToolEffect
 from ._results import to_output
@@ -103,6 +104,7 @@ class MCPTool(Tool):
         self.remote_name = remote.name
         self.connection = connection
         self.calls = calls
+        self.secrets = server.secrets
 
     def __repr__(self) -> str:
         return f"MCPTool({self.name!r}, server={self.server.name!r}, effect={self.effect.value})"
@@ -115,7 +117,7 @@ class MCPTool(Tool):
 
         async def report(progress: float, total: float | None, message: str | None) -> None:
             text = message or (f"{progress:g}/{total:g}" if total else f"{progress:g}")
-            ctx.progress(text, progress=progress, total=total)
+            ctx.progress(redact(text, self.secrets), progress=progress, total=total)
 
         mode = self.server.task_mode(self.remote_name)
         if mode != "never" and await connection.task_capable(self.remote):

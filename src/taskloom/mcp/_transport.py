@@ -27,6 +27,7 @@ from mcp.client.stdio import StdioServerParameters, get_default_environment, std
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
+from .._redact import credentials, safe_url
 from ..background import stdio_keeper_argv
 from ..errors import CommandNotStarted
 
@@ -65,6 +66,10 @@ class StdioLaunch:
         """The command line, for messages."""
         return " ".join([self.command, *self.args])
 
+    def secrets(self) -> tuple[str, ...]:
+        """The values of `env`'s credential-named variables (`credentials`)."""
+        return credentials(env=dict(self.env))
+
     def transport(self, errlog: IO[bytes] | None) -> Transport:
         """The SDK's stdio transport to the server run under a keeper (see
         `taskloom.background._keeper`); the server's stderr goes to `errlog`.
@@ -90,7 +95,8 @@ class HttpLaunch:
     """A server reached over streamable HTTP at `url`.
 
     `headers` (credentials, typically) are sent with every request and are
-    never logged, shown in a repr, or written to a session's log.
+    never logged, shown in a repr, or written to a session's log; nor are
+    the URL's user-info and credential query parameters (`safe_url`).
     """
 
     url: str
@@ -102,8 +108,12 @@ class HttpLaunch:
         return False
 
     def describe(self) -> str:
-        """The URL, for messages."""
-        return self.url
+        """The URL without its credentials (`safe_url`), for messages and records."""
+        return safe_url(self.url)
+
+    def secrets(self) -> tuple[str, ...]:
+        """The credential headers' values and the URL's credentials (`credentials`)."""
+        return credentials(headers=self.headers, urls=(self.url,))
 
     def transport(self, errlog: IO[bytes] | None) -> Transport:
         """The SDK's streamable HTTP transport, on a client carrying the headers."""

@@ -28,7 +28,9 @@ from urllib.parse import urlsplit
 
 import httpx2
 
+from .._redact import credentials, redact_value, safe_url
 from ..errors import ConfigurationError, ContextWindowExceeded, ProviderError
+from ..messages import Message
 from ._base import (
     ModelRequest,
     ModelResponse,
@@ -61,9 +63,7 @@ __all__ = [
     "WireOptions",
     "checked_base_url",
     "context_overflow",
-    "credentials",
     "merge_settings",
-    "public_url",
     "same_origin",
 ]
 
@@ -129,31 +129,6 @@ def merge_settings(default: ModelSettings | None, override: ModelSettings) -> Mo
     )
 
 
-_CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
-_CREDENTIAL_WORDS = ("key", "token", "secret", "auth", "password", "signature")
-
-_MIN_SECRET_LENGTH = 8
-"""Shorter values are placeholders (`ollama`, `none`, `test`), not credentials:
-redacting them would only mangle error messages that happen to contain them."""
-
-
-def credentials(key: str | None, headers: Mapping[str, str]) -> tuple[str, ...]:
-    """The secrets requests with `key` and `headers` carry, longest first: the
-    key, and the value of each credential header (`Authorization`, `x-api-key`,
-    `api-key`, ... any name with key, token, secret, auth, password or
-    signature in it), also without its scheme (`Bearer <value>` gives
-    `<value>` too). Values shorter than 8 characters are left out."""
-    found: set[str] = set()
-    if key:
-        found.add(key)
-    for name, value in headers.items():
-        lowered = name.lower()
-        if lowered in _CREDENTIAL_HEADERS or any(w in lowered for w in _CREDENTIAL_WORDS):
-            found.add(value.strip())
-            found.add(value.partition(" ")[2].strip())
-    return tuple(sorted((s for s in found if len(s) >= _MIN_SECRET_LENGTH), key=len, reverse=True))
-
-
 def context_overflow(
     request: ModelRequest, window: int | None, provider: str, answer: str
 ) -> ContextWindowExceeded | None:
@@ -174,15 +149,6 @@ def context_overflow(
         provider=provider,
         retryable=False,
     )
-
-
-def public_url(url: str) -> str:
-    """`url` without user-info (`https://me:pw@host/v1` becomes `https://host/v1`)."""
-    head, sep, rest = url.partition("://")
-    if not sep:
-        head, rest = "", url
-    authority, slash, path = rest.partition("/")
-    return head + sep + authority.rpartition("@")[2] + slash + path
 
 
 def checked_base_url(url: str) -> str:
@@ -206,7 +172,7 @@ def checked_base_url(url: str) -> str:
         except ValueError:
             problem = "has an invalid port"
     if problem is not None:
-        raise ConfigurationError(f"base URL {public_url(url)!r} {problem}: {_VALID_URL}")
+        raise ConfigurationError(f"base URL {safe_url(url)!r} {problem}: {_VALID_URL}")
     return url.rstrip("/")
 
 
@@ -262,7 +228,7 @@ def _choose_key(
     if owner is not None and owner != _origin(url):
         verb = "is" if len(variables) == 1 else "are"
         why = (
-            f"no key was sent to {public_url(url)}: {shown} {verb} sent only to "
+            f"no key was sent to {safe_url(url)}: {shown} {verb} sent only to "
             f"{_shown(owner)}, keys from the environment never go to other hosts; "
             f"pass the key explicitly (api_key=...) to send one to this server"
         )
@@ -329,7 +295,11 @@ class WireModel(ABC):
         self._settings = options.get("settings")
         self._native = options.get("native_output")
         self._target = Target(
-            self._endpoint(base_url), headers, provider, why_no_key, credentials(key, headers)
+            self._endpoint(base_url),
+            headers,
+            provider,
+            why_no_key,
+            credentials(keys=(key,), headers=headers, urls=(base_url,)),
         )
         stream_url = self._stream_endpoint(base_url)
         self._stream_target = (
@@ -361,15 +331,22 @@ class WireModel(ABC):
         return True
 
     @property
+    def credentials(self) -> tuple[str, ...]:
+        """The secrets this model's requests carry (its key, credential
+        headers, base URL user-info), longest first: no error it raises, no
+        answer it returns and no recording of it holds them."""
+        return self._target.secrets
+
+    @property
     def base_url(self) -> str:
         """The server requests go to, without user-info and trailing slash."""
-        return public_url(self._base_url)
+        return safe_url(self._base_url)
 
     @property
     def url(self) -> str:
         """The endpoint `request()` posts to (the streaming one with `stream=True`),
         without user-info."""
-        return public_url((self._stream_target if self._stream else self._target).url)
+        return safe_url((self._stream_target if self._stream else self._target).url)
 
     @property
     def spec(self) -> str:
@@ -472,8 +449,17 @@ class WireModel(ABC):
     def _checked(self, response: ModelResponse, request: ModelRequest) -> ModelResponse:
         """`response`, unless it is empty (no text, no tool calls) and the
         request is estimated over the window: some servers (llama.cpp behind a
-        router) answer an overflow with an empty answer that looks finished."""
+        router) answer an overflow with an empty answer that looks finished.
+        A server that echoes what it was sent gets its answer stored with the
+        model's credentials redacted, as its errors are."""
         message = response.message
+        secrets = self._target.secrets
+        if secrets:
+            data = message.to_dict()
+            cleaned = redact_value(data, secrets)
+            if cleaned != data:
+                message = Message.from_dict(cleaned)
+                response = dataclasses.replace(response, message=message)
         if message.text or message.tool_calls:
             return response
         overflow = context_overflow(

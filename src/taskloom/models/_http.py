@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 import httpx2
 
+from .._redact import redact, redact_value, safe_url
 from ..errors import (
     AuthenticationError,
     ContextWindowExceeded,
@@ -41,7 +42,6 @@ __all__ = [
     "transport_error",
     "loads_event",
     "open_stream",
-    "redact",
     "redact_error",
     "send_json",
 ]
@@ -101,28 +101,6 @@ class Target:
     secrets: tuple[str, ...] = ()
 
 
-REDACTED = "[redacted]"
-
-
-def redact(text: str, secrets: tuple[str, ...]) -> str:
-    """`text` with every occurrence of each of `secrets` replaced by `[redacted]`
-    (`secrets` longest first, so a secret that contains another goes whole)."""
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, REDACTED)
-    return text
-
-
-def _redact_value(value: Any, secrets: tuple[str, ...]) -> Any:
-    if isinstance(value, str):
-        return redact(value, secrets)
-    if isinstance(value, dict):
-        return {k: _redact_value(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redact_value(v, secrets) for v in value]
-    return value
-
-
 def redact_error(error: ProviderError, secrets: tuple[str, ...]) -> ProviderError:
     """`error` (changed in place) with `secrets` redacted from its message,
     arguments and body, so whatever shows it (the raised error, the log's
@@ -132,7 +110,7 @@ def redact_error(error: ProviderError, secrets: tuple[str, ...]) -> ProviderErro
     error.message = redact(error.message, secrets)
     error.args = tuple(redact(a, secrets) if isinstance(a, str) else a for a in error.args)
     try:
-        error.body = _redact_value(error.body, secrets)
+        error.body = redact_value(error.body, secrets)
     except RecursionError:
         # A body nested too deeply to walk is dropped rather than kept unredacted.
         error.body = None
@@ -241,17 +219,11 @@ def transport_error(exc: Exception, provider: str, url: str | None = None) -> Tr
     # A URL no client can reach (ftp://, no scheme) fails the same way on
     # every attempt: retrying it would only hide the mistake.
     retryable = not isinstance(exc, httpx2.UnsupportedProtocol)
-    # The URL (without user-info) says which server a failed connection was for.
-    where = f"cannot reach {_without_userinfo(url)}: " if url is not None else ""
+    # The URL (without credentials) says which server a failed connection was for.
+    where = f"cannot reach {safe_url(url)}: " if url is not None else ""
     return TransportError(
         f"{where}{type(exc).__name__}: {exc}", provider=provider, retryable=retryable
     )
-
-
-def _without_userinfo(url: str) -> str:
-    head, sep, rest = url.partition("://")
-    authority, slash, path = rest.partition("/")
-    return head + sep + authority.rpartition("@")[2] + slash + path
 
 
 def _failure(target: Target, response: httpx2.Response, content: bytes) -> ProviderError:

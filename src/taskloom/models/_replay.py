@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._redact import redact_value
 from ..entries import Entry, MessageEntry
 from ..errors import ReplayMismatch
 from ..events import TextDelta
@@ -159,7 +160,15 @@ class RecordingModel:
             yield event
 
     def _keep(self, request: ModelRequest, response: ModelResponse) -> None:
-        self.exchanges.append(Exchange(request_data(request), response_data(response)))
+        # A server may echo what it was sent (a key in a reflected header):
+        # no recording holds the model's credentials.
+        secrets = tuple(getattr(self.model, "credentials", ()))
+        self.exchanges.append(
+            Exchange(
+                redact_value(request_data(request), secrets),
+                redact_value(response_data(response), secrets),
+            )
+        )
 
     def dumps(self) -> str:
         """The recording file's text (see `dump_recording`)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from .._redact import safe_urls
 from ..entries import ModelChange
 from ..models import Model, ModelSettings, ReasoningOptions
 
@@ -64,8 +65,14 @@ class SessionModel:
         """Use another model from the next request on; persisted on the session.
 
         An instance is used as given in this process (even if another has
-        the same spec); other processes resolve its spec.
+        the same spec); other processes resolve its spec. A spec whose URL
+        carries credentials is resolved here and stored without them.
         """
+        if isinstance(model, str) and safe_urls(model) != model:
+            # A spec with credentials in its URL (`openai:m@https://me:pw@host`)
+            # is never stored: the model is made here, kept by this runtime
+            # under its credential-free spec, which is what the log holds.
+            model = self._runtime.resolve_model(model)
         spec = model if isinstance(model, str) else model.spec
         position = await self._journal.record(ModelChange(model=spec, model_changed=True))
         if isinstance(model, str):

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, overload
 
 import pydantic
 
+from .._redact import redact
 from .._schema import check as check_schema
 from ..errors import ConfigurationError, ToolDefinitionWarning
 from ..messages import arguments_problem, valid_result_text
@@ -302,6 +303,12 @@ class Tool:
     hand-off; a deadline or `timeout` cannot cut such a call short, and one
     that holds the loop over `SLOW_INLINE_CALL` seconds is reported (the
     `taskloom` logger, once per tool).
+
+    `secrets` (empty unless set) are credentials the tool sends somewhere
+    (an MCP server's headers, an A2A token, a command's secret
+    environment), longest first: `call` replaces each with `[redacted]` in
+    every result and error, so a server that echoes one never gets it into
+    a log.
     """
 
     __slots__ = (
@@ -321,6 +328,7 @@ class Tool:
         "max_output_chars",
         "name",
         "needs_approval",
+        "secrets",
         "timeout",
     )
 
@@ -355,6 +363,7 @@ class Tool:
         self.concurrent = concurrent
         self.blocking = blocking
         self.idempotent = idempotent
+        self.secrets: tuple[str, ...] = ()
         self._slow_reported = False
         self._fn = fn
         self._kind = _kind_of(fn)
@@ -472,10 +481,16 @@ class Tool:
     async def call(self, arguments: dict[str, Any], ctx: ToolContext | None) -> ToolOutput:
         """Validate, run (within `timeout`) and turn the outcome into one result.
 
-        Output and error text alike are capped at `max_output_chars`. `ctx`
-        may be None for a tool that does not `takes_context` (the loop passes
-        None then).
+        Output and error text alike are capped at `max_output_chars` and have
+        the tool's `secrets` redacted. `ctx` may be None for a tool that does
+        not `takes_context` (the loop passes None then).
         """
+        output = await self._outcome(arguments, ctx)
+        if self.secrets:
+            return ToolOutput(redact(output.content, self.secrets), output.is_error)
+        return output
+
+    async def _outcome(self, arguments: dict[str, Any], ctx: ToolContext | None) -> ToolOutput:
         try:
             kwargs = self.validate(arguments)
         except ArgumentsInvalid as exc:
@@ -552,6 +567,7 @@ class UnboundTool(Tool, Generic[H]):
             idempotent=template.idempotent,
         )
         self.template = template
+        self.secrets = template.secrets
         self._given = given
 
     def __repr__(self) -> str:

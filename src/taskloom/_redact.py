@@ -1,0 +1,187 @@
+"""Credentials kept out of everything taskloom stores, records or prints.
+
+One place for two jobs:
+
+- `redact(text, secrets)` replaces every credential the host configured
+  (`secrets`, gathered by `credentials`: model keys, the credential headers
+  of MCP servers and model servers, A2A tokens, credential-named
+  environment variables of background commands) with `[redacted]` in text
+  a remote server or a command produced, before that text reaches a
+  session's log, a notice, an error or a recording. A server that echoes
+  the `Authorization` header it was sent gets it stored as `[redacted]`.
+- `safe_url(url)` is a URL as it may be stored or shown: without user-info
+  (`user:password@`) and with the value of every credential-looking query
+  parameter (see `is_credential_name`) replaced by `[redacted]`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import unquote
+
+__all__ = [
+    "MIN_SECRET_LENGTH",
+    "REDACTED",
+    "credentials",
+    "is_credential_name",
+    "redact",
+    "redact_value",
+    "safe_url",
+    "safe_urls",
+]
+
+REDACTED = "[redacted]"
+
+MIN_SECRET_LENGTH = 8
+"""Shorter values are placeholders (`ollama`, `none`, `test`), not credentials:
+redacting them would only mangle text that happens to contain them."""
+
+_CREDENTIAL_WORDS = (
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "apikey",
+    "auth",
+    "signature",
+    "credential",
+    "cookie",
+    "session",
+    "jwt",
+)
+_CREDENTIAL_PARTS = frozenset({"key", "sig", "pwd", "pass"})
+
+
+def is_credential_name(name: str) -> bool:
+    """Whether a header, query parameter or environment variable called
+    `name` carries a credential: its name holds one of token, secret,
+    password, passwd, apikey, auth, signature, credential, cookie, session,
+    jwt, or one of its `-`/`_`/`.`-separated parts is key, sig, pwd or pass
+    (`Authorization`, `X-API-Key`, `api_key`, `access_token`, `sig`,
+    `OPENAI_API_KEY`, `DB_PASSWORD`)."""
+    lowered = name.lower()
+    if any(word in lowered for word in _CREDENTIAL_WORDS):
+        return True
+    return any(part in _CREDENTIAL_PARTS for part in re.split(r"[^a-z0-9]+", lowered))
+
+
+def credentials(
+    *,
+    keys: Iterable[str | None] = (),
+    headers: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+    env: Mapping[str, str] | None = None,
+    urls: Iterable[str] = (),
+) -> tuple[str, ...]:
+    """The secrets to redact, longest first (a secret that contains another
+    goes whole): each of `keys`; the value of each credential header (see
+    `is_credential_name`), also without its scheme (`Bearer <token>` gives
+    `<token>` too; `Basic` also gives its decoded `user:password` and the
+    password); the value of each credential-named variable of `env`; the
+    user-info (also as the `Basic` header a client sends for it), password
+    and credential query values of `urls`. Values
+    shorter than `MIN_SECRET_LENGTH` are left out."""
+    found: set[str] = {k for k in keys if k}
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    for name, value in pairs:
+        if is_credential_name(name):
+            found.update(_header_secrets(value))
+    for name, value in (env or {}).items():
+        if is_credential_name(name):
+            found.add(value)
+    for url in urls:
+        found.update(_url_secrets(url))
+    return tuple(sorted((s for s in found if len(s) >= MIN_SECRET_LENGTH), key=len, reverse=True))
+
+
+def _header_secrets(value: str) -> set[str]:
+    value = value.strip()
+    scheme, _, rest = value.partition(" ")
+    rest = rest.strip()
+    found = {value, rest}
+    if scheme.lower() == "basic" and rest:
+        try:
+            decoded = base64.b64decode(rest, validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            return found
+        found.update((decoded, decoded.partition(":")[2]))
+    return found
+
+
+def _url_secrets(url: str) -> set[str]:
+    _, _, rest = url.partition("://")
+    authority = rest.partition("/")[0].partition("?")[0]
+    found: set[str] = set()
+    if "@" in authority:
+        userinfo = authority.rpartition("@")[0]
+        plain = unquote(userinfo)
+        # Clients send the user-info as a `Basic` Authorization header.
+        basic = base64.b64encode(plain.encode()).decode()
+        found.update((userinfo, plain, unquote(userinfo.partition(":")[2]), basic))
+    query = url.partition("?")[2].partition("#")[0]
+    for pair in re.split(r"[&;]", query):
+        name, _, value = pair.partition("=")
+        if is_credential_name(unquote(name)):
+            # As sent, and as a server that decoded it would quote it.
+            found.update((value, unquote(value.replace("+", " "))))
+    return found
+
+
+def redact(text: str, secrets: tuple[str, ...]) -> str:
+    """`text` with every occurrence of each of `secrets` replaced by
+    `[redacted]` (`secrets` longest first, as `credentials` gives them)."""
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def redact_value(value: Any, secrets: tuple[str, ...]) -> Any:
+    """`value` (JSON-like: strings, dicts, lists) with `secrets` redacted from
+    every string in it, keys included. Raises `RecursionError` for a value
+    nested too deeply to walk."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, dict):
+        return {redact_value(k, secrets): redact_value(v, secrets) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_value(v, secrets) for v in value]
+    return value
+
+
+_PARAM = re.compile(r"(?P<sep>[?&;])(?P<name>[^=&#;\s]+)=(?P<value>[^&#;\s]*)")
+
+
+def safe_url(url: str) -> str:
+    """`url` as it may be stored or shown: without user-info
+    (`https://me:pw@host/v1` becomes `https://host/v1`) and with the value of
+    each credential query parameter replaced (`?token=abc&page=2` becomes
+    `?token=[redacted]&page=2`)."""
+    head, sep, rest = url.partition("://")
+    if not sep:
+        head, rest = "", url
+    cut = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=-1)
+    authority, tail = (rest, "") if cut < 0 else (rest[:cut], rest[cut:])
+    path, qmark, query = tail.partition("?")
+    if qmark:
+        query = _PARAM.sub(_hide_param, "?" + query)[1:]
+    return head + sep + authority.rpartition("@")[2] + path + qmark + query
+
+
+def _hide_param(match: re.Match[str]) -> str:
+    if not is_credential_name(unquote(match["name"])) or not match["value"]:
+        return match[0]
+    return f"{match['sep']}{match['name']}={REDACTED}"
+
+
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>`]+")
+
+
+def safe_urls(text: str) -> str:
+    """`text` with every URL in it made `safe_url`."""
+    return _URL.sub(lambda m: safe_url(m[0]), text)
