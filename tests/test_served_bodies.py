@@ -183,7 +183,6 @@ async def test_the_console_refuses_100_mib(tmp_path: Path, store_url: tuple[str,
 
         def refused(response: Any) -> None:
             assert response.status_code == 413, response.text[:200]
-            assert "request too large" in response.text
 
         # A steering message that is appended to the log if it gets through.
         headers = {"content-type": "application/x-www-form-urlencoded", "cookie": cookie}
