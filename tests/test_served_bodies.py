@@ -194,3 +194,39 @@ async def test_the_console_refuses_100_mib(tmp_path: Path, store_url: tuple[str,
         assert page_again.status_code == 200
     async with Runtime(store=open_durable(url, schema)) as runtime:
         assert len(await runtime.store.load(session_id)) == entries
+
+
+@pytest.mark.parametrize("kind", ["a2a", "mcp", "console"])
+async def test_max_body_sets_the_bound(tmp_path: Path, kind: str) -> None:
+    """`--max-body 2048`: a body of 3,000 bytes is refused, one of 1,000 is not."""
+    store = f"sqlite:///{tmp_path / 'taskloom.db'}"
+    statuses: list[int] = []
+    if kind == "console":
+        session_id = await parked_session(store)
+        with serving(store, "--max-body", "2048") as served:
+            async with httpx2.AsyncClient(base_url=served.url, timeout=30) as http:
+                assert (await http.get(f"/?token={TOKEN}")).status_code == 200
+                for size in (3000, 1000):
+                    answer = await http.post(f"/sessions/{session_id}/steer", content=b"x" * size)
+                    statuses.append(answer.status_code)
+        # Refused, then past the bound to the console's own refusal (read-only).
+        assert statuses == [413, 403]
+        return
+    server = ServedProcess(kind, store, "-", tmp_path, args=["--max-body", "2048"])
+    try:
+        served = server.start()
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+        }
+        async with httpx2.AsyncClient(timeout=30) as http:
+            for size in (3000, 1000):
+                body = b'{"jsonrpc":"2.0","id":1,"method":"nothing","params":{"pad":"'
+                body += b"x" * (size - len(body) - 4) + b'"}}'
+                answer = await http.post(served, content=body, headers=headers)
+                statuses.append(answer.status_code)
+                error = answer.json()["error"]
+                assert ("2048 bytes" in error["message"]) is (size > 2048), error
+    finally:
+        server.stop()
+    print(kind, statuses)
