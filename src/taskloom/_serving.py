@@ -7,8 +7,8 @@ A body is bounded as it streams: a request that declares too long a body is
 answered before any of it is read, and one that streams more than the limit
 (chunked, or past what it declared) is answered as soon as the count passes
 it, so the server never holds more than the limit plus one chunk of it.
-Nothing here imports a web framework: each server hands in its own answer,
-in its protocol's own terms.
+Importing this module imports no web framework (the command's parser uses
+it); each server hands in its own answer, in its protocol's own terms.
 """
 
 from __future__ import annotations
@@ -30,9 +30,8 @@ __all__ = [
     "MAX_JSONRPC_BODY",
     "BearerGuard",
     "BodyLimit",
-    "is_loopback",
-    "json_answer",
     "guard",
+    "is_loopback",
     "jsonrpc_error",
     "listen",
     "require_token_beyond_loopback",
@@ -56,39 +55,22 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-def json_answer(
-    status: int, value: object, headers: Collection[tuple[bytes, bytes]] = ()
-) -> ASGIApp:
-    """An ASGI app answering every request with `value` as JSON at `status`."""
-    body = json.dumps(value).encode()
-    start = {
-        "type": "http.response.start",
-        "status": status,
-        "headers": [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            *headers,
-        ],
-    }
-
-    async def answer(scope: Scope, receive: Receive, send: Send) -> None:
-        await send(dict(start))
-        await send({"type": "http.response.body", "body": body})
-
-    return answer
-
-
-INVALID_REQUEST = -32600
-"""JSON-RPC's code for a request the server will not take as it is."""
-
-
 def jsonrpc_error(
     status: int, message: str, headers: Collection[tuple[bytes, bytes]] = ()
 ) -> ASGIApp:
-    """An ASGI app answering with a JSON-RPC "invalid request" error (id
-    null: the request is refused before its id is read) at HTTP `status`."""
-    error = {"code": INVALID_REQUEST, "message": message}
-    return json_answer(status, {"jsonrpc": "2.0", "id": None, "error": error}, headers)
+    """An ASGI app answering every request with a JSON-RPC "invalid request"
+    error (-32600; id null: the request is refused before its id is read)
+    at HTTP `status`."""
+    error = {"code": -32600, "message": message}
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+    length = str(len(body)).encode()
+    start = [(b"content-type", b"application/json"), (b"content-length", length), *headers]
+
+    async def answer(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": status, "headers": start})
+        await send({"type": "http.response.body", "body": body})
+
+    return answer
 
 
 class BodyLimit:

@@ -12,13 +12,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._extras import install_command
-from .._serving import MAX_FORM_BODY, is_loopback
+from .._serving import MAX_FORM_BODY, is_loopback, listen
 from ..errors import ConfigurationError, UsageError
 from . import default_store_url
 from .failures import with_hint
@@ -124,22 +123,6 @@ async def _runtime(args: argparse.Namespace) -> tuple[Runtime, bool]:
     return runtime, False
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host.strip("[]"), port))
-    except OSError as exc:
-        sock.close()
-        raise with_hint(
-            UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}"),
-            "pick another --port (0 takes any free one)",
-        ) from exc
-    sock.listen(128)
-    return sock
-
-
 async def _serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
@@ -154,7 +137,10 @@ async def _serve(args: argparse.Namespace) -> int:
     runtime, can_act = await _runtime(args)
     try:
         console = Console(runtime, can_act=can_act, token=token, max_body=args.max_body)
-        sock = _bind(args.host, args.port)
+        try:
+            sock, _ = listen(args.host.strip("[]"), args.port, console.token)
+        except ConfigurationError as exc:
+            raise with_hint(exc, "pick another --port (0 takes any free one)") from None
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         if not is_loopback(host):
