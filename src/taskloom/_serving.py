@@ -206,7 +206,7 @@ def require_token_beyond_loopback(host: str, token: str | None) -> None:
 
 
 def listen(host: str, port: int, token: str | None) -> tuple[socket.socket, str]:
-    """A socket bound to `host:port` (port 0: one the OS picks), and its
+    """A socket listening on `host:port` (port 0: one the OS picks), and its
     `http://` base URL (no trailing slash). Beyond loopback only with a token."""
     require_token_beyond_loopback(host, token)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -217,6 +217,9 @@ def listen(host: str, port: int, token: str | None) -> tuple[socket.socket, str]
     except OSError as exc:
         sock.close()
         raise ConfigurationError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    # Listening now: a client told the address before the server has
+    # started is queued, not refused.
+    sock.listen(128)
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     return sock, f"http://{shown}:{sock.getsockname()[1]}"
 
