@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import taskloom
@@ -28,14 +30,25 @@ def store_env(schema: str) -> dict[str, str]:
 
 
 class ServedProcess:
-    """One `taskloom KIND serve served_task_agent:clerk --http 127.0.0.1:0`
-    on the store at `url` (schema `schema`); its model waits for `gate`."""
+    """One `taskloom KIND serve served_task_agent:clerk --http 127.0.0.1:0
+    ARGS` (with `env` added to its environment) on the store at `url`
+    (schema `schema`); its model waits for `gate`."""
 
-    def __init__(self, kind: str, url: str, schema: str, folder: Path) -> None:
+    def __init__(
+        self,
+        kind: str,
+        url: str,
+        schema: str,
+        folder: Path,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.kind = kind
         self.store = url
         self.schema = schema
         self.gate = folder / "gate"
+        self.args = list(args)
+        self.env = dict(env or {})
         self.process: subprocess.Popen[str] | None = None
         self.url = ""
 
@@ -44,10 +57,10 @@ class ServedProcess:
         command = [sys.executable, "-m", "taskloom", self.kind, "serve"]
         command += ["served_task_agent:clerk", "--http", "127.0.0.1:0", "--store", self.store]
         self.process = subprocess.Popen(
-            command,
+            [*command, *self.args],
             stdout=subprocess.PIPE,
             text=True,
-            env={**store_env(self.schema), "TASKLOOM_TEST_GATE": str(self.gate)},
+            env={**store_env(self.schema), "TASKLOOM_TEST_GATE": str(self.gate), **self.env},
             start_new_session=True,
         )
         line = self._line()
@@ -83,6 +96,14 @@ class ServedProcess:
 
     def stop(self) -> None:
         self.signal(signal.SIGKILL)
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The most memory process `pid` has held resident so far (VmHWM), in MiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    found = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
+    assert found, status
+    return int(found.group(1)) / 1024
 
 
 def approve_from_the_cli(store: str, schema: str, session_id: str, call_id: str) -> str:

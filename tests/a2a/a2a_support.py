@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 from a2a.client import ClientConfig, create_client
@@ -16,12 +17,21 @@ from taskloom.a2a import serve_agent
 
 
 @contextlib.asynccontextmanager
-async def served(agent: Agent, runtime: Runtime, token: str | None = None) -> AsyncIterator[str]:
-    """`agent` served on a free loopback port while inside; yields its URL."""
+async def served(
+    agent: Agent, runtime: Runtime, token: str | None = None, **options: Any
+) -> AsyncIterator[str]:
+    """`agent` served on a free loopback port while inside (`options` go to
+    `serve_agent`); yields its URL."""
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     server = asyncio.create_task(
         serve_agent(
-            agent, runtime, host="127.0.0.1", port=0, token=token, on_ready=ready.set_result
+            agent,
+            runtime,
+            host="127.0.0.1",
+            port=0,
+            token=token,
+            on_ready=ready.set_result,
+            **options,
         )
     )
     try:

@@ -11,16 +11,16 @@ parks the task in `input-required`, and the client's reply decides the
 parked calls when it is a clear yes or no or a structured decision (see
 `_replies`), else the question is asked again; `tasks/cancel` cancels the
 run within 2 s. With a bearer token, every call but the agent card's must
-carry it; the token is the host's and never reaches a session.
+carry it; the token is the host's and never reaches a session. A request
+body past `max_body` bytes is refused as JSON-RPC "invalid request"
+(`Payload too large`, the a2a-sdk's own answer) before it is read whole.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
-import socket
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
@@ -49,14 +49,12 @@ from a2a.types import (
 )
 from a2a.utils.errors import InvalidParamsError
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import __version__
+from .._serving import MAX_JSONRPC_BODY, guard, jsonrpc_error, listen, serve_on
 from ..agent import Agent
 from ..backends import SessionMeta
-from ..errors import ApprovalConflict, ConfigurationError
+from ..errors import ApprovalConflict
 from ..events import TextDelta
 from ..results import RunResult
 from ..runtime import Runtime, ServedRuns, ServedState, ServedTask, Session
@@ -116,46 +114,33 @@ def agent_card(agent: Agent, url: str) -> AgentCard:
     )
 
 
-def a2a_app(agent: Agent, runtime: Runtime, *, url: str, token: str | None = None) -> Starlette:
+def a2a_app(
+    agent: Agent,
+    runtime: Runtime,
+    *,
+    url: str,
+    token: str | None = None,
+    max_body: int = MAX_JSONRPC_BODY,
+) -> Starlette:
     """An ASGI app serving `agent` over A2A (JSON-RPC at its root, the card at
     `/.well-known/agent-card.json`), each task a session of `runtime`. `url`
     is where clients reach the app (the card names it); with `token`, every
-    call but the card's needs `Authorization: Bearer <token>`."""
+    call but the card's needs `Authorization: Bearer <token>` (else 401). A
+    request body past `max_body` bytes (default 1 MiB) is answered with a
+    JSON-RPC "invalid request" error, and nothing of it is run or stored."""
     card = agent_card(agent, url)
     store = SessionTaskStore(agent, runtime)
     handler = _Handler(store.runs, _SessionExecutor(store.runs), store, card)
     routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url="/")]
     app = Starlette(routes=routes)
+    # Status 200, as the a2a-sdk answers a body its server found too large,
+    # so its client raises the error's own type and message.
+    too_large = jsonrpc_error(200, f"Payload too large: the limit is {max_body} bytes")
+    guard(app, token=token, max_body=max_body, too_large=too_large, open_paths=[_CARD_PATH])
     app.state.served_runs = store.runs
     # The runtime's close stops the runs of this process.
     runtime.service(SessionTaskStore, lambda _: store)
-    if token is not None:
-        if not token:
-            raise ConfigurationError("the A2A bearer token is empty")
-        app.add_middleware(_BearerGuard, token=token)
     return app
-
-
-class _BearerGuard:
-    """Refuses (401) every request but the agent card's without the token."""
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self.expected = f"Bearer {token}".encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not scope["path"].endswith(_CARD_PATH):
-            given = Request(scope).headers.get("authorization", "").encode()
-            # Constant time, so the token cannot be guessed byte by byte.
-            if not hmac.compare_digest(given, self.expected):
-                response: Response = JSONResponse(
-                    {"error": "unauthorized"},
-                    status_code=401,
-                    headers={"WWW-Authenticate": "Bearer"},
-                )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 class SessionTaskStore(TaskStore):
@@ -418,35 +403,20 @@ async def serve_agent(
     host: str = "127.0.0.1",
     port: int = 0,
     token: str | None = None,
+    max_body: int = MAX_JSONRPC_BODY,
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve `agent` over A2A at `http://host:port/` until cancelled (port 0:
-    one the OS picks). `on_ready` gets the URL once it accepts calls. The
-    runtime (default: an in-memory one) is closed at the end."""
-    import uvicorn
-
+    one the OS picks). `on_ready` gets the URL once it accepts calls. A host
+    beyond loopback needs a `token` (`ConfigurationError` without one).
+    `token` and `max_body` are `a2a_app`'s. The runtime (default: an
+    in-memory one) is closed at the end."""
     runtime = runtime if runtime is not None else Runtime(agents=[agent])
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigurationError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    shown = f"[{host}]" if family == socket.AF_INET6 else host
-    url = f"http://{shown}:{sock.getsockname()[1]}/"
-    app = a2a_app(agent, runtime, url=url, token=token)
-
-    class Announcing(uvicorn.Server):
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets=sockets)
-            if self.started and on_ready is not None:
-                on_ready(url)
-
-    async with runtime:
-        # Tasks a restart cut off run on now, not at a client's first read.
-        await app.state.served_runs.start()
-        with sock:
-            config = uvicorn.Config(app, log_level="warning", lifespan="off")
-            await Announcing(config).serve([sock])
+    sock, base = listen(host, port, token)
+    with sock:
+        url = base + "/"
+        app = a2a_app(agent, runtime, url=url, token=token, max_body=max_body)
+        async with runtime:
+            # Tasks a restart cut off run on now, not at a client's first read.
+            await app.state.served_runs.start()
+            await serve_on(app, sock, url, on_ready, lifespan="off")

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 
 from ..errors import ConfigurationError
 from .failures import with_hint
-from .mcp import _address, _load_agent
+from .mcp import _address, _load_agent, add_guard_options, guard_options
 
 __all__ = ["TOKEN_VARIABLE", "add_a2a_commands", "run_a2a"]
 
@@ -34,13 +33,7 @@ def add_a2a_commands(a2a: argparse.ArgumentParser, parents: list[argparse.Argume
         help="listen at http://HOST:PORT/ (default 127.0.0.1:8000); port 0 picks one",
     )
     serve.add_argument("--store", default="memory://", help="store URL for the tasks' sessions")
-    serve.add_argument(
-        "--token-env",
-        default=TOKEN_VARIABLE,
-        metavar="NAME",
-        help=f"environment variable with the bearer token clients must send (default "
-        f"{TOKEN_VARIABLE}; unset: no token)",
-    )
+    add_guard_options(serve, TOKEN_VARIABLE)
 
 
 def run_a2a(args: argparse.Namespace) -> int:
@@ -49,8 +42,8 @@ def run_a2a(args: argparse.Namespace) -> int:
     from ..runtime import Runtime
 
     host, port = _address(args.http)
+    token = guard_options(args, host)
     agent = asyncio.run(_load_agent(args.agent, "a2a serve"))
-    token = os.environ.get(args.token_env) or None
     try:
         runtime = Runtime(store=args.store, agents=[agent])
     except ValueError as exc:
@@ -63,5 +56,8 @@ def run_a2a(args: argparse.Namespace) -> int:
         guarded = "with a bearer token" if token else "without a token"
         print(f"taskloom: serving agent {agent.name!r} over A2A at {url} ({guarded})", flush=True)
 
-    asyncio.run(serve_agent(agent, runtime, host=host, port=port, token=token, on_ready=ready))
+    served = serve_agent(
+        agent, runtime, host=host, port=port, token=token, max_body=args.max_body, on_ready=ready
+    )
+    asyncio.run(served)
     return 0

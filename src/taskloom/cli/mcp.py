@@ -3,7 +3,9 @@
 On stdio (the default) stdin and stdout carry the protocol, so nothing else
 is printed there; with `--http` the server listens on streamable HTTP and
 prints its URL once it accepts calls. Each call runs in a fresh session of
-a runtime on `--store` (default: in memory).
+a runtime on `--store` (default: in memory). Over HTTP, the bearer token
+clients must send is read from an environment variable (as `taskloom a2a
+serve` does), and is required beyond loopback.
 """
 
 from __future__ import annotations
@@ -11,16 +13,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import inspect
+import os
 import sys
 from typing import TYPE_CHECKING
 
+from .._serving import MAX_JSONRPC_BODY, require_token_beyond_loopback
 from ..errors import ConfigurationError, UsageError
 from .failures import with_hint
+from .serve import add_max_body
 
 if TYPE_CHECKING:
     from ..agent import Agent
 
-__all__ = ["add_mcp_commands", "run_mcp"]
+__all__ = ["TOKEN_VARIABLE", "add_guard_options", "add_mcp_commands", "guard_options", "run_mcp"]
+
+TOKEN_VARIABLE = "TASKLOOM_MCP_TOKEN"
+"""The default environment variable holding the bearer token MCP clients must send."""
 
 
 def add_mcp_commands(mcp: argparse.ArgumentParser, parents: list[argparse.ArgumentParser]) -> None:
@@ -37,6 +45,34 @@ def add_mcp_commands(mcp: argparse.ArgumentParser, parents: list[argparse.Argume
         help="serve streamable HTTP at http://HOST:PORT/mcp (default: stdio); port 0 picks one",
     )
     serve.add_argument("--store", default="memory://", help="store URL for the calls' sessions")
+    add_guard_options(serve, TOKEN_VARIABLE)
+
+
+def add_guard_options(serve: argparse.ArgumentParser, variable: str) -> None:
+    """`--token-env NAME` and `--max-body BYTES`, of the commands that serve
+    an agent over HTTP (`mcp serve`, `a2a serve`)."""
+    serve.add_argument(
+        "--token-env",
+        default=variable,
+        metavar="NAME",
+        help=f"environment variable with the bearer token clients must send (default "
+        f"{variable}; unset: no token, and only a loopback address)",
+    )
+    add_max_body(serve, MAX_JSONRPC_BODY)
+
+
+def guard_options(args: argparse.Namespace, host: str) -> str | None:
+    """The bearer token of `add_guard_options`, read from its environment
+    variable (never the command line, where other users of the machine
+    could see it); refused without one beyond loopback."""
+    token = os.environ.get(args.token_env) or None
+    try:
+        require_token_beyond_loopback(host, token)
+    except ConfigurationError as exc:
+        raise with_hint(
+            exc, f"set {args.token_env} to a secret clients send as Authorization: Bearer"
+        ) from None
+    return token
 
 
 def run_mcp(args: argparse.Namespace) -> int:
@@ -45,6 +81,7 @@ def run_mcp(args: argparse.Namespace) -> int:
     from ..runtime import Runtime
 
     address = _address(args.http) if args.http else None
+    token = guard_options(args, address[0]) if address else None
     agent = asyncio.run(_load_agent(args.agent))
     try:
         runtime = Runtime(store=args.store, agents=[agent])
@@ -59,7 +96,11 @@ def run_mcp(args: argparse.Namespace) -> int:
         out = sys.stderr if address is None else sys.stdout
         print(f"taskloom: serving agent {agent.name!r} over MCP at {where}", file=out, flush=True)
 
-    asyncio.run(serve_agent(agent, runtime, http=address, on_ready=ready))
+    asyncio.run(
+        serve_agent(
+            agent, runtime, http=address, token=token, max_body=args.max_body, on_ready=ready
+        )
+    )
     return 0
 
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import os
-import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._extras import install_command
+from .._serving import MAX_FORM_BODY, is_loopback, listen
 from ..errors import ConfigurationError, UsageError
 from . import default_store_url
 from .failures import with_hint
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
     from ..runtime import Runtime
     from ..stores import SessionStore
 
-__all__ = ["add_serve_command", "serve_console"]
+__all__ = ["add_max_body", "add_serve_command", "serve_console"]
 
 TOKEN_VARIABLE = "TASKLOOM_CONSOLE_TOKEN"
 
@@ -52,6 +51,25 @@ def add_serve_command(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"the access token (default: ${TOKEN_VARIABLE}, else a fresh one, printed)",
     )
+    add_max_body(parser, MAX_FORM_BODY)
+
+
+def add_max_body(parser: argparse.ArgumentParser, default: int) -> None:
+    """The `--max-body BYTES` option of a command that serves HTTP."""
+    parser.add_argument(
+        "--max-body",
+        type=_size,
+        default=default,
+        metavar="BYTES",
+        help=f"refuse a request whose body passes BYTES (default {default})",
+    )
+
+
+def _size(text: str) -> int:
+    """An argparse type: a positive number of bytes."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of bytes")
+    return int(text)
 
 
 def _port(text: str) -> int:
@@ -63,16 +81,6 @@ def _port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"{value} is not a port number (0 to 65535)")
     return value
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` names this machine only."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _same_store(store: SessionStore, url: str) -> bool:
@@ -115,22 +123,6 @@ async def _runtime(args: argparse.Namespace) -> tuple[Runtime, bool]:
     return runtime, False
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host.strip("[]"), port))
-    except OSError as exc:
-        sock.close()
-        raise with_hint(
-            UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}"),
-            "pick another --port (0 takes any free one)",
-        ) from exc
-    sock.listen(128)
-    return sock
-
-
 async def _serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
@@ -144,8 +136,11 @@ async def _serve(args: argparse.Namespace) -> int:
     token = args.token or os.environ.get(TOKEN_VARIABLE) or None
     runtime, can_act = await _runtime(args)
     try:
-        console = Console(runtime, can_act=can_act, token=token)
-        sock = _bind(args.host, args.port)
+        console = Console(runtime, can_act=can_act, token=token, max_body=args.max_body)
+        try:
+            sock, _ = listen(args.host.strip("[]"), args.port, console.token)
+        except ConfigurationError as exc:
+            raise with_hint(exc, "pick another --port (0 takes any free one)") from None
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         if not is_loopback(host):

@@ -34,6 +34,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from .._serving import MAX_FORM_BODY, BodyLimit
 from ..agent import Agent
 from ..background import BackgroundActivity, BackgroundNotice, BackgroundService
 from ..delegation import DecidedChildren
@@ -75,7 +76,6 @@ SCAN_LIMIT = 2000
 """The newest sessions the table looks through (filters apply within them)."""
 STREAM_SECONDS = 25.0
 """An event stream without news ends after this long; the browser reconnects."""
-FORM_LIMIT = 64 * 1024
 TAIL_LINES = 20
 
 READ_ONLY = (
@@ -136,12 +136,11 @@ def _environment() -> jinja2.Environment:
 class Console:
     """The web console over a runtime's store: an ASGI application.
 
-    Read-only unless `can_act` (then `runtime` is the host's, with its
-    agents); `read_only_reason` is what the pages say instead of the
-    controls. `token` is the access token (a fresh one when None, see
-    `token`). `poll_interval` is how often live pages look at the store.
-    Call `close()` (or let the ASGI lifespan do it) to cancel the resumes
-    this console started.
+    Read-only unless `can_act` (then `runtime` is the host's, with its agents);
+    `read_only_reason` is what the pages say instead of the controls. `token` is
+    the access token (a fresh one when None). `poll_interval` is how often live
+    pages look at the store. A request body past `max_body` bytes is refused
+    (413) as it streams. `close()` (or the ASGI lifespan) cancels its resumes.
     """
 
     def __init__(
@@ -153,6 +152,7 @@ class Console:
         read_only_reason: str = READ_ONLY,
         poll_interval: float = 0.5,
         background: BackgroundService | None = None,
+        max_body: int = MAX_FORM_BODY,
     ) -> None:
         self.runtime = runtime
         self.can_act = can_act
@@ -170,6 +170,8 @@ class Console:
         self._positions: dict[str, int] = {}
         self._closing = False
         self._guard = AccessGuard(self._starlette(), self.token)
+        too_large = self._render("refused.html", 413, reason="request too large", live_url="")
+        self._guard.app = BodyLimit(self._guard.app, max_body, too_large)
 
     @classmethod
     def reading(cls, store: SessionStore | str, **options: Any) -> Console:
@@ -435,8 +437,6 @@ class Console:
         if origin is not None and origin.split("://", 1)[-1] != host:
             return self._render("refused.html", 403, reason="cross-origin request", live_url="")
         body = await request.body()
-        if len(body) > FORM_LIMIT:
-            return self._render("refused.html", 413, reason="form too large", live_url="")
         form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
         if not self._guard.check_csrf(form.get("csrf")):
             return self._render(

@@ -6,6 +6,10 @@ the tool declares the schema as its `outputSchema`). Every call runs in a
 fresh session of the given runtime; tool progress inside the run reaches
 the caller as MCP progress notifications. A run that does not complete is
 an `isError` result saying how it ended.
+
+Over HTTP, a request body past `max_body` bytes is answered 413 with a
+JSON-RPC "invalid request" error before it is read whole; with a bearer
+token, every request needs it (else 401).
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import re
-import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +27,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from .. import __version__
+from .._serving import MAX_JSONRPC_BODY, guard, jsonrpc_error, listen, serve_on
 from ..agent import Agent
 from ..errors import ConfigurationError
 from ..events import Event, ToolProgress
@@ -168,6 +172,8 @@ async def serve_agent(
     runtime: Runtime | None = None,
     *,
     http: tuple[str, int] | None = None,
+    token: str | None = None,
+    max_body: int = MAX_JSONRPC_BODY,
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve `agent` over MCP until cancelled: on stdio (stdin and stdout
@@ -175,48 +181,34 @@ async def serve_agent(
     at `http://host:port/mcp` (port 0: one the OS picks). `on_ready` gets
     where it serves once it accepts calls. The runtime (default: an
     in-memory one) is closed at the end.
+
+    Over HTTP, with `token` every request needs `Authorization: Bearer
+    <token>` (else 401), and a host beyond loopback needs one
+    (`ConfigurationError` without); a request body past `max_body` bytes
+    (default 1 MiB) is answered 413 with a JSON-RPC error, and nothing of
+    it is run or stored.
     """
     runtime = runtime if runtime is not None else Runtime(agents=[agent])
     server, served = _agent_server(agent, runtime, True)
-    async with runtime:
-        assert served is not None
+    assert served is not None
+    async with contextlib.AsyncExitStack() as stack:
+        if http is not None:
+            sock, base = listen(*http, token)
+            stack.enter_context(sock)
+            # The SDK's own bound (4 MiB by default, in plain text) is set to
+            # ours, which answers first, in JSON-RPC.
+            app = server.streamable_http_app(host=http[0], max_request_body_size=max_body)
+            too_large = jsonrpc_error(413, f"request body too large: the limit is {max_body} bytes")
+            guard(app, token=token, max_body=max_body, too_large=too_large)
+        await stack.enter_async_context(runtime)
         # Tasks a restart cut off run on now, not at a client's first read.
         await served.runs.start()
-        if http is None:
-            from mcp.server.stdio import stdio_server
-
-            async with stdio_server() as (read, write):
-                if on_ready is not None:
-                    on_ready("stdio")
-                await server.run(read, write, server.create_initialization_options())
+        if http is not None:
+            await serve_on(app, sock, base + "/mcp", on_ready, lifespan="on")
             return
-        await _serve_http(server, http, on_ready)
+        from mcp.server.stdio import stdio_server
 
-
-async def _serve_http(
-    server: Server[Any], address: tuple[str, int], on_ready: Callable[[str], None] | None
-) -> None:
-    import uvicorn
-
-    host, port = address
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigurationError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    bound = sock.getsockname()[1]
-    shown = f"[{host}]" if family == socket.AF_INET6 else host
-    url = f"http://{shown}:{bound}/mcp"
-
-    class Announcing(uvicorn.Server):
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets=sockets)
-            if self.started and on_ready is not None:
-                on_ready(url)
-
-    app = server.streamable_http_app(host=host)
-    with sock:
-        await Announcing(uvicorn.Config(app, log_level="warning", lifespan="on")).serve([sock])
+        async with stdio_server() as (read, write):
+            if on_ready is not None:
+                on_ready("stdio")
+            await server.run(read, write, server.create_initialization_options())
