@@ -24,10 +24,12 @@ runtime's observer (tracing), entered in that order of nesting.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 from .._control import let_go, wait_until
+from .._offered import offer
 from ..entries import RunStartedEntry
 from ..errors import UsageError
 from ..events import EmptyAnswer, NoticeDelivered, RunStarted
@@ -222,6 +224,11 @@ class RunLoop:
         cut_off = log.cut_off()
         if cut_off:
             await self._refresh_tools()  # toolsets' tools too may be idempotent
+        else:
+            # The start entry records what the run offers, toolsets' tools
+            # too; one that cannot list them fails the first round, recorded.
+            with contextlib.suppress(Exception):
+                await self._refresh_tools()
         again = to_run_again(log, cut_off, self._tools) if cut_off else []
         if cut_off and not again:
             answers = Message.tool_results(cut_off_results(log, cut_off))
@@ -237,7 +244,7 @@ class RunLoop:
         with watch:
             name = self.agent.name
             await journal.record(
-                RunStartedEntry(name, info.resume, watch.traceparent), scope.run_id
+                RunStartedEntry(name, info.resume, watch.traceparent, self._offer()), scope.run_id
             )
             scope.event(RunStarted, run_id=scope.run_id, agent=name)
             try:
@@ -279,6 +286,12 @@ class RunLoop:
                 if not isinstance(exc, KeyboardInterrupt):
                     await record_failure(exc, journal, self.counters, scope)
                 raise
+
+    def _offer(self) -> dict[str, Any]:
+        # Compared with the latest run's, before this run's start entry is.
+        latest = self.log.last_run_started
+        previous = None if latest is None else RunStartedEntry.from_data(latest.data).offered
+        return offer(self.agent.instructions, self.ports.tools.tool_specs, previous)
 
     def _stopped(self) -> EndRun:
         return EndRun(RunStatus.STOPPED, self.controls.stop.cancel_reason)
