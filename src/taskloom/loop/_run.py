@@ -24,7 +24,6 @@ runtime's observer (tracing), entered in that order of nesting.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
@@ -99,6 +98,8 @@ class RunLoop:
         self._held: Delivery | None = None
         # Stop requests written before this run started are not for it.
         self._start_position = 0
+        # The tools were read at the run's start and no call ran since.
+        self._tools_fresh = False
 
     @property
     def returns_by(self) -> float | None:
@@ -165,7 +166,9 @@ class RunLoop:
 
     async def _resume_parked(self) -> None:
         # The parked turn's calls run with the tools as they are now.
-        await self._refresh_tools()
+        if not self._tools_fresh:
+            await self._refresh_tools()
+        self._tools_fresh = False
         await self._after_tools(await self._turns.resume_parked(self._tools))
 
     async def _bounded(self, run: Coroutine[Any, Any, RunResult]) -> RunResult:
@@ -222,14 +225,12 @@ class RunLoop:
         # Calls cut off by a crash or a cancellation get their one result;
         # those of idempotent tools get it by running again, in this run.
         cut_off = log.cut_off()
-        if cut_off:
-            await self._refresh_tools()  # toolsets' tools too may be idempotent
-        else:
-            # The start entry records what the run offers, toolsets' tools
-            # too; one that cannot list them fails the first round, recorded.
-            with contextlib.suppress(Exception):
-                await self._refresh_tools()
+        # Read now, for the start entry's record of what the run offers (and
+        # as toolsets' tools too may be idempotent): the first round boundary
+        # needs no second read unless tools run before it.
+        self._tools_fresh = await self._tools_at_start(strict=bool(cut_off))
         again = to_run_again(log, cut_off, self._tools) if cut_off else []
+        self._tools_fresh = self._tools_fresh and not again
         if cut_off and not again:
             answers = Message.tool_results(cut_off_results(log, cut_off))
             await append_message(journal, self.scope.run_id, answers)
@@ -269,7 +270,9 @@ class RunLoop:
                     # at the next boundary, as if it landed a moment later.
                     await journal.sync(fresh=FRESH_BOUNDARY)
                     self._check_limits()
-                    await self._refresh_tools()
+                    if not self._tools_fresh:
+                        await self._refresh_tools()
+                    self._tools_fresh = False
                     await self._round()
             except EndRun as end:
                 return await finish(end, journal, self.output, self.counters, scope, tree)
@@ -286,6 +289,18 @@ class RunLoop:
                 if not isinstance(exc, KeyboardInterrupt):
                     await record_failure(exc, journal, self.counters, scope)
                 raise
+
+    async def _tools_at_start(self, strict: bool) -> bool:
+        """Re-read the toolsets at the run's start; False when they could not
+        be read and not `strict`: the first round reads them again and fails,
+        its failure recorded as the run's."""
+        try:
+            await self._refresh_tools()
+        except Exception:
+            if strict:
+                raise
+            return False
+        return True
 
     def _offer(self) -> dict[str, Any]:
         # Compared with the latest run's, before this run's start entry is.
