@@ -41,14 +41,32 @@ def offer(
     """The `offered` value of a run's start entry: the digest of `instructions`
     and `specs`, with both written out unless `previous` (the session's
     previous run's `offered`) has the same digest."""
-    data = {"instructions": instructions, "tools": tools_data(specs)}
-    # Sorted keys: the same schemas always give the same digest.
-    text = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
-    digest = hashlib.sha256(text.encode()).hexdigest()
+    texts = [_text(spec) for spec in specs]
+    # NUL separates the parts: neither JSON text nor a repr holds one.
+    digest = hashlib.sha256("\0".join([repr(instructions), *texts]).encode()).hexdigest()
     if previous is not None and previous.get("digest") == digest:
         return {"digest": digest}
     # Through JSON, as a request recording is: a replay compares them as equals.
-    return {"digest": digest, **json.loads(text)}
+    return {"digest": digest, "instructions": instructions, "tools": [json.loads(t) for t in texts]}
+
+
+# Each tool's JSON text, by the id of its spec (kept, so the id stays its
+# own): agents share their tools' specs, and a run's start then costs a
+# digest of short texts, not an encoding of every schema.
+_TEXTS: dict[int, tuple[ToolSpec, str]] = {}
+_TEXTS_KEPT = 4096
+
+
+def _text(spec: ToolSpec) -> str:
+    known = _TEXTS.get(id(spec))
+    if known is not None and known[0] is spec:
+        return known[1]
+    # Sorted keys: the same schema always gives the same digest.
+    text = json.dumps(tools_data((spec,))[0], sort_keys=True, ensure_ascii=False, default=str)
+    if len(_TEXTS) >= _TEXTS_KEPT:
+        _TEXTS.clear()
+    _TEXTS[id(spec)] = (spec, text)
+    return text
 
 
 def recorded_offer(
