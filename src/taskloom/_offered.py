@@ -21,7 +21,14 @@ from typing import Any
 
 from .results import ToolSpec
 
-__all__ = ["INSTRUCTIONS_DIFF_LINES", "changes", "offer", "recorded_offer", "tools_data"]
+__all__ = [
+    "INSTRUCTIONS_DIFF_LINES",
+    "changes",
+    "offer",
+    "recorded_offer",
+    "tools_data",
+    "without_schemas",
+]
 
 INSTRUCTIONS_DIFF_LINES = 20
 """At most this many lines of a changed instructions' diff are shown."""
@@ -67,6 +74,15 @@ def _text(spec: ToolSpec) -> str:
         _TEXTS.clear()
     _TEXTS[id(spec)] = (spec, text)
     return text
+
+
+def without_schemas(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A run start entry's data with the digest of what the run offered but
+    not the schemas: what a session's fold (and so each snapshot row) keeps."""
+    offered = data.get("offered")
+    if not isinstance(offered, Mapping) or "tools" not in offered:
+        return data
+    return {**data, "offered": {"digest": offered.get("digest")}}
 
 
 def recorded_offer(
