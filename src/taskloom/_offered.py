@@ -48,32 +48,34 @@ def offer(
     """The `offered` value of a run's start entry: the digest of `instructions`
     and `specs`, with both written out unless `previous` (the session's
     previous run's `offered`) has the same digest."""
-    texts = [_text(spec) for spec in specs]
+    known = [_known(spec) for spec in specs]
     # NUL separates the parts: neither JSON text nor a repr holds one.
-    digest = hashlib.sha256("\0".join([repr(instructions), *texts]).encode()).hexdigest()
+    text = "\0".join([repr(instructions), *(k[1] for k in known)])
+    digest = hashlib.sha256(text.encode()).hexdigest()
     if previous is not None and previous.get("digest") == digest:
         return {"digest": digest}
-    # Through JSON, as a request recording is: a replay compares them as equals.
-    return {"digest": digest, "instructions": instructions, "tools": [json.loads(t) for t in texts]}
+    return {"digest": digest, "instructions": instructions, "tools": [k[2] for k in known]}
 
 
-# Each tool's JSON text, by the id of its spec (kept, so the id stays its
-# own): agents share their tools' specs, and a run's start then costs a
-# digest of short texts, not an encoding of every schema.
-_TEXTS: dict[int, tuple[ToolSpec, str]] = {}
-_TEXTS_KEPT = 4096
+# Each tool's JSON text and data, by the id of its spec (kept, so the id
+# stays its own): agents share their tools' specs, and a run's start then
+# hashes short texts instead of encoding every schema. The data, through
+# JSON as a request recording's is (a replay compares them as equals), is
+# shared by the entries that hold it: entry data is never changed.
+_KNOWN: dict[int, tuple[ToolSpec, str, dict[str, Any]]] = {}
+_KNOWN_KEPT = 4096
 
 
-def _text(spec: ToolSpec) -> str:
-    known = _TEXTS.get(id(spec))
+def _known(spec: ToolSpec) -> tuple[ToolSpec, str, dict[str, Any]]:
+    known = _KNOWN.get(id(spec))
     if known is not None and known[0] is spec:
-        return known[1]
+        return known
     # Sorted keys: the same schema always gives the same digest.
     text = json.dumps(tools_data((spec,))[0], sort_keys=True, ensure_ascii=False, default=str)
-    if len(_TEXTS) >= _TEXTS_KEPT:
-        _TEXTS.clear()
-    _TEXTS[id(spec)] = (spec, text)
-    return text
+    if len(_KNOWN) >= _KNOWN_KEPT:
+        _KNOWN.clear()
+    known = _KNOWN[id(spec)] = (spec, text, json.loads(text))
+    return known
 
 
 def without_schemas(data: Mapping[str, Any]) -> Mapping[str, Any]:

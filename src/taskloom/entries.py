@@ -557,8 +557,9 @@ class RunStartedEntry(Payload):
 
     `traceparent` is the run's trace context (W3C) when it was traced: a run
     that resumes the turn this one parks links its trace to it. Trace ids
-    only, never a secret. `offered`: what the run offered the model, as
-    `taskloom._offered.offer` writes it (None in logs written before).
+    only, never a secret. `offered`: the `digest` of the instructions and
+    tool schemas the run offered, with the `instructions` and `tools`
+    themselves when it differs from the previous run's (None: an old log).
     """
 
     KIND: ClassVar[str] = EntryKind.RUN_STARTED

@@ -400,7 +400,8 @@ class SessionLog:
         elif kind == EntryKind.STOP_REQUEST:
             self._stop_position = entry.position
         elif kind == EntryKind.RUN_STARTED:
-            self._last_run_started = replace(entry, data=without_schemas(entry.data))
+            data = without_schemas(entry.data)
+            self._last_run_started = entry if data is entry.data else replace(entry, data=data)
         elif kind == EntryKind.RUN_FINISHED:
             self._last_finished = entry
         elif kind == EntryKind.APPROVAL_REQUEST:
