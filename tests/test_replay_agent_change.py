@@ -15,7 +15,7 @@ from pg import open_durable, pg_schema, requires_postgres  # noqa: F401 (fixture
 from taskloom import Agent, ReplayMismatch, RunStatus, Runtime, Tool, ToolEffect, tool
 from taskloom.console._read import transcript
 from taskloom.entries import Entry, EntryKind, RunStartedEntry
-from taskloom.models import ReplayModel, ScriptedModel, reply
+from taskloom.models import RecordingModel, ReplayModel, ScriptedModel, reply
 from taskloom.tools import ToolHost
 
 INSTRUCTIONS = "You search the shelf.\nAnswer in one line."
@@ -214,3 +214,22 @@ async def test_a_toolsets_tools_are_recorded_and_compared() -> None:
     assert (await replay(entries, [search, Shelf()], INSTRUCTIONS)).status is RunStatus.COMPLETED
     with pytest.raises(ReplayMismatch, match="tool 'lookup' removed"):
         await replay(entries, [search], INSTRUCTIONS)
+
+
+async def test_a_recording_files_replay_names_the_change_too() -> None:
+    recorder = RecordingModel(ScriptedModel(script()))
+    async with Runtime() as runtime:
+        agent = Agent("shelf", recorder, INSTRUCTIONS, tools=[search, lookup])
+        await (await runtime.create_session(agent)).run("where is the milk?")
+    with pytest.raises(ReplayMismatch) as caught:
+        async with Runtime() as runtime:
+            replay = ReplayModel.loads(recorder.dumps())
+            agent = Agent("shelf", replay, INSTRUCTIONS, tools=[search_by_number, lookup])
+            await (await runtime.create_session(agent)).run("where is the milk?")
+    message = str(caught.value)
+    assert message.startswith(
+        "the agent differs from the recorded one:\n"
+        "- tool 'search': parameter 'query': type changed from \"string\" to \"integer\"\n"
+        "the run asked a request the recording does not hold; its difference from the "
+        "nearest recorded one (request 1 of 3) starts at request.tools[0].input_schema"
+    )
