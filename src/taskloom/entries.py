@@ -577,27 +577,33 @@ class RunStartedEntry(Payload):
 
     `traceparent` is the run's trace context (W3C) when it was traced: a run
     that resumes the turn this one parks links its trace to it. Trace ids
-    only, never a secret.
+    only, never a secret. `offered`: the `digest` of the instructions and
+    tool schemas the run offered, with the `instructions` and `tools`
+    themselves when it differs from the previous run's (None: an old log).
     """
 
     KIND: ClassVar[str] = EntryKind.RUN_STARTED
     agent: str = ""
     resume: bool = False
     traceparent: str | None = None
+    offered: Mapping[str, Any] | None = None
 
     def to_data(self) -> dict[str, Any]:
         data: dict[str, Any] = {"agent": self.agent, "resume": self.resume}
         if self.traceparent is not None:
             data["traceparent"] = self.traceparent
+        if self.offered is not None:
+            data["offered"] = self.offered
         return data
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> RunStartedEntry:
-        traceparent = data.get("traceparent")
+        traceparent, offered = data.get("traceparent"), data.get("offered")
         return cls(
             str(data.get("agent", "")),
             bool(data.get("resume", False)),
             traceparent if isinstance(traceparent, str) else None,
+            offered if isinstance(offered, Mapping) else None,
         )
 
 

@@ -21,6 +21,7 @@ from dataclasses import replace
 from itertools import chain, islice
 from typing import Any, Protocol, overload
 
+from .._offered import without_schemas
 from .._output_type import OutputType
 from ..entries import (
     ApprovalDecision,
@@ -402,7 +403,8 @@ class SessionLog:
         elif kind == EntryKind.STOP_REQUEST:
             self._stop_position = entry.position
         elif kind == EntryKind.RUN_STARTED:
-            self._last_run_started = entry
+            data = without_schemas(entry.data)
+            self._last_run_started = entry if data is entry.data else replace(entry, data=data)
         elif kind == EntryKind.RUN_FINISHED:
             self._last_finished = entry
         elif kind == EntryKind.APPROVAL_REQUEST:

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 from .._control import let_go, wait_until
+from .._offered import offer
 from ..entries import RunStartedEntry, Steer
 from ..errors import UsageError
 from ..events import EmptyAnswer, NoticeDelivered, RunStarted
@@ -97,6 +98,8 @@ class RunLoop:
         self._held: Delivery | None = None
         # Stop requests written before this run started are not for it.
         self._start_position = 0
+        # The tools were read at the run's start and no call ran since.
+        self._tools_fresh = False
 
     @property
     def returns_by(self) -> float | None:
@@ -170,7 +173,9 @@ class RunLoop:
 
     async def _resume_parked(self) -> None:
         # The parked turn's calls run with the tools as they are now.
-        await self._refresh_tools()
+        if not self._tools_fresh:
+            await self._refresh_tools()
+        self._tools_fresh = False
         await self._after_tools(await self._turns.resume_parked(self._tools))
 
     async def _bounded(self, run: Coroutine[Any, Any, RunResult]) -> RunResult:
@@ -227,9 +232,12 @@ class RunLoop:
         # Calls cut off by a crash or a cancellation get their one result;
         # those of idempotent tools get it by running again, in this run.
         cut_off = log.cut_off()
-        if cut_off:
-            await self._refresh_tools()  # toolsets' tools too may be idempotent
+        # Read now, for the start entry's record of what the run offers (and
+        # as toolsets' tools too may be idempotent): the first round boundary
+        # needs no second read unless tools run before it.
+        self._tools_fresh = await self._tools_at_start(strict=bool(cut_off))
         again = to_run_again(log, cut_off, self._tools) if cut_off else []
+        self._tools_fresh = self._tools_fresh and not again
         if cut_off and not again:
             answers = Message.tool_results(cut_off_results(log, cut_off))
             await append_message(journal, self.scope.run_id, answers)
@@ -244,7 +252,7 @@ class RunLoop:
         with watch:
             name = self.agent.name
             await journal.record(
-                RunStartedEntry(name, info.resume, watch.traceparent), scope.run_id
+                RunStartedEntry(name, info.resume, watch.traceparent, self._offer()), scope.run_id
             )
             scope.event(RunStarted, run_id=scope.run_id, agent=name)
             try:
@@ -269,7 +277,9 @@ class RunLoop:
                     # at the next boundary, as if it landed a moment later.
                     await journal.sync(fresh=FRESH_BOUNDARY)
                     self._check_limits()
-                    await self._refresh_tools()
+                    if not self._tools_fresh:
+                        await self._refresh_tools()
+                    self._tools_fresh = False
                     await self._round()
             except EndRun as end:
                 return await finish(end, journal, self.output, self.counters, scope, tree)
@@ -286,6 +296,24 @@ class RunLoop:
                 if not isinstance(exc, KeyboardInterrupt):
                     await record_failure(exc, journal, self.counters, scope)
                 raise
+
+    async def _tools_at_start(self, strict: bool) -> bool:
+        """Re-read the toolsets at the run's start; False when they could not
+        be read and not `strict`: the first round reads them again and fails,
+        its failure recorded as the run's."""
+        try:
+            await self._refresh_tools()
+        except Exception:
+            if strict:
+                raise
+            return False
+        return True
+
+    def _offer(self) -> dict[str, Any]:
+        # Compared with the latest run's, before this run's start entry is.
+        latest = self.log.last_run_started
+        previous = None if latest is None else RunStartedEntry.from_data(latest.data).offered
+        return offer(self.agent.instructions, self.ports.tools.tool_specs, previous)
 
     def _stopped(self) -> EndRun:
         return EndRun(RunStatus.STOPPED, self.controls.stop.cancel_reason)

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._offered import changes, recorded_offer, tools_data
 from .._redact import redact_value
-from ..entries import Entry, MessageEntry
+from ..entries import Entry, MessageEntry, RunStartedEntry
 from ..errors import ReplayMismatch
 from ..events import TextDelta
 from ..messages import Message, ToolResult, Usage
@@ -62,10 +63,7 @@ def request_data(request: ModelRequest) -> dict[str, Any]:
     data: dict[str, Any] = {
         "system": request.system,
         "messages": [m.to_dict() for m in request.messages],
-        "tools": [
-            {"name": t.name, "description": t.description, "input_schema": dict(t.input_schema)}
-            for t in request.tools
-        ],
+        "tools": tools_data(request.tools),
         "settings": {
             "temperature": settings.temperature,
             "top_p": settings.top_p,
@@ -220,13 +218,21 @@ class ReplayModel:
     def from_entries(cls, entries: Iterable[Entry]) -> ReplayModel:
         """A replay of a session's log (`await session.entries()`): each
         assistant message answers the request made of the messages before it
-        (with the usage its entry recorded). A log keeps no system prompt,
-        tool schemas or settings, so only the messages are compared; a
-        compacted session's later requests do not match."""
+        (with the usage its entry recorded). Each run's first request must
+        also offer the instructions and tool schemas that run offered (its
+        start entry holds them; logs written before that hold them not, and
+        their requests compare by messages alone). A log keeps no settings,
+        and a compacted session's later requests do not match."""
         exchanges: list[Exchange] = []
         messages: list[dict[str, Any]] = []
+        seen: dict[str, Mapping[str, Any]] = {}
+        offered: Mapping[str, Any] | None = None
         for entry in entries:
             payload = entry.payload
+            if isinstance(payload, RunStartedEntry):
+                # Within a run, a toolset's list may change between rounds
+                # unrecorded: only the run's first request is held to it.
+                offered = recorded_offer(payload.offered, seen)
             if not isinstance(payload, MessageEntry):
                 continue
             if payload.delivered_text:
@@ -240,7 +246,11 @@ class ReplayModel:
                     message.model,
                     message.provider,
                 )
-                request = json.loads(json.dumps({"messages": messages}, ensure_ascii=False))
+                data: dict[str, Any] = {"messages": messages}
+                if offered is not None:
+                    data["system"], data["tools"] = offered["instructions"], offered["tools"]
+                    offered = None
+                request = json.loads(json.dumps(data, ensure_ascii=False))
                 exchanges.append(Exchange(request, response_data(response)))
             messages.append(message.to_dict())
         return cls(exchanges)
@@ -317,8 +327,20 @@ class ReplayModel:
             n=3,
         )
         where = _first_difference(self.exchanges[nearest].request, wanted, "request")
+        agent = (
+            changes(
+                compared.get("system"),
+                compared.get("tools"),
+                wanted.get("system"),
+                wanted.get("tools"),
+            )
+            if "tools" in compared
+            else []
+        )
+        changed = "".join(f"\n- {line}" for line in agent)
         return (
-            "the run asked a request the recording does not hold; its difference from the "
+            (f"the agent differs from the recorded one:{changed}\n" if agent else "")
+            + "the run asked a request the recording does not hold; its difference from the "
             f"nearest recorded one (request {nearest + 1} of {len(self.exchanges)}) "
             f"starts at {where}:\n" + "\n".join(diff)
         )
@@ -387,13 +409,15 @@ def _pretty(data: Mapping[str, Any]) -> str:
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)
 
 
-def _likeness(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[int, int]:
+def _likeness(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[int, int, int]:
     """How alike two requests are: messages in common from the start, then
+    whether they have as many messages (the same point of the run), then
     whether everything but the messages is the same."""
     same = 0
-    for x, y in zip(a.get("messages") or (), b.get("messages") or (), strict=False):
+    ma, mb = a.get("messages") or (), b.get("messages") or ()
+    for x, y in zip(ma, mb, strict=False):
         if x != y:
             break
         same += 1
     rest = all(b.get(k) == v for k, v in a.items() if k != "messages")
-    return same, int(rest)
+    return same, int(len(ma) == len(mb)), int(rest)
