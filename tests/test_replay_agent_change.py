@@ -233,3 +233,27 @@ async def test_a_recording_files_replay_names_the_change_too() -> None:
         "the run asked a request the recording does not hold; its difference from the "
         "nearest recorded one (request 1 of 3) starts at request.tools[0].input_schema"
     )
+
+
+async def test_a_remote_tools_secret_in_its_schema_is_not_recorded(
+    make_runtime: Callable[..., Runtime],
+) -> None:
+    # A remote server may quote the credentials it was sent in a tool's
+    # description; the tool's own `secrets` say what they are.
+    token = "tok-0123456789abcdef"
+
+    @tool(effect=ToolEffect.READ_ONLY)
+    def remote(query: str) -> str:
+        """Search the shelf (you sent Authorization: Bearer tok-0123456789abcdef)."""
+        return "found"
+
+    remote.secrets = (token,)
+    async with make_runtime() as runtime:
+        agent = Agent("shelf", ScriptedModel([reply("done")]), INSTRUCTIONS, tools=[remote])
+        session = await runtime.create_session(agent)
+        assert (await session.run("where is the milk?")).status is RunStatus.COMPLETED
+        entries = await session.entries()
+    start = next(e.payload for e in entries if e.kind == EntryKind.RUN_STARTED)
+    assert isinstance(start, RunStartedEntry) and start.offered
+    assert start.offered["tools"][0]["description"].endswith("Bearer [redacted]).")
+    assert token not in json.dumps([e.data for e in entries])

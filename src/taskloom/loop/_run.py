@@ -29,6 +29,7 @@ from typing import Any
 
 from .._control import let_go, wait_until
 from .._offered import offer
+from .._redact import redact_value
 from ..entries import RunStartedEntry, Steer
 from ..errors import UsageError
 from ..events import EmptyAnswer, NoticeDelivered, RunStarted
@@ -313,7 +314,12 @@ class RunLoop:
         # Compared with the latest run's, before this run's start entry is.
         latest = self.log.last_run_started
         previous = None if latest is None else RunStartedEntry.from_data(latest.data).offered
-        return offer(self.agent.instructions, self.ports.tools.tool_specs, previous)
+        offered = offer(self.agent.instructions, self.ports.tools.tool_specs, previous)
+        # A remote tool's description or schema may quote what it was sent.
+        secrets = {s for tool in self.ports.tools.tools.values() for s in tool.secrets}
+        if secrets and "tools" in offered:
+            offered = redact_value(offered, tuple(sorted(secrets, key=len, reverse=True)))
+        return offered
 
     def _stopped(self) -> EndRun:
         return EndRun(RunStatus.STOPPED, self.controls.stop.cancel_reason)
