@@ -10,6 +10,12 @@ The rules a page follows (checked here):
   skip when there is none).
 - A python block with a title (```` ```python title="test_store.py" ````)
   is written to a file of that name; a `test_*.py` file runs under pytest.
+  Any other titled file stays beside the blocks after it on the same page,
+  as a reader who saved it has it (an agent module that a later block
+  serves with `taskloom a2a serve module:factory`, say).
+- A block that starts a server (`taskloom a2a serve`, say) listens on a
+  loopback port the OS picks, and stops the server before it exits: no
+  process it started outlives it.
 - A ```` ```sh ```` block holds only install commands (`python3 -m venv`,
   `pip install`), and every extra it installs exists in pyproject.toml.
 - A ```` ```text ```` block is a picture or an output, not code.
@@ -22,8 +28,10 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
+import time
 import tomllib
 import uuid
 from collections.abc import Iterator
@@ -52,6 +60,8 @@ class Block:
     title: str | None
     code: str
     not_run: str | None
+    # The titled files of the page's earlier blocks (name, code), written beside this one.
+    beside: tuple[tuple[str, str], ...] = ()
 
     @property
     def id(self) -> str:
@@ -62,6 +72,7 @@ def _blocks() -> list[Block]:
     found = []
     for path in sorted(DOCS.rglob("*.md")):
         text = path.read_text()
+        saved: dict[str, str] = {}
         for match in FENCE.finditer(text):
             line = text.count("\n", 0, match.start()) + 1
             before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
@@ -75,8 +86,11 @@ def _blocks() -> list[Block]:
                     title.group(1) if title else None,
                     match.group("code"),
                     not_run.group("reason") if not_run else None,
+                    tuple(saved.items()),
                 )
             )
+            if match.group("lang") == "python" and title and not title.group(1).startswith("test_"):
+                saved[title.group(1)] = match.group("code")
     return found
 
 
@@ -148,6 +162,8 @@ def test_python_block_runs_on_its_own(
         del env[name]
     if "DATABASE_URL" in block.code:
         env.update(request.getfixturevalue("postgres_env"))
+    for saved, code in block.beside:
+        (tmp_path / saved).write_text(code)
     name = block.title or "block.py"
     (tmp_path / name).write_text(block.code)
     if name.startswith("test_"):
@@ -157,10 +173,40 @@ def test_python_block_runs_on_its_own(
         command = [sys.executable, name]
     # A fresh process per block proves a reader can paste any one of them alone;
     # blocks call asyncio.run, so they run outside pytest's event loop too.
-    done = subprocess.run(
-        command, capture_output=True, text=True, timeout=90, cwd=tmp_path, env=env
-    )
-    assert done.returncode == 0, f"{block.id}\n{done.stdout}\n{done.stderr}"
+    # Its own process group: whatever it started and left running is found there.
+    with subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        start_new_session=True,
+    ) as block_process:
+        try:
+            out, err = block_process.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            # Still running, or a process it left holds its output open.
+            _kill_group(block_process.pid, grace=0)
+            out, err = block_process.communicate()
+            pytest.fail(f"{block.id} did not end within 90 s\n{out}\n{err}")
+        left = _kill_group(block_process.pid)
+    assert block_process.returncode == 0, f"{block.id}\n{out}\n{err}"
+    assert not left, f"{block.id} left processes running (killed now)"
+
+
+def _kill_group(group: int, grace: float = 2.0) -> bool:
+    """SIGKILL what is left of a block's process group after `grace` seconds
+    (a child it stopped may still be on its way out); whether anything was."""
+    deadline = time.monotonic() + grace
+    try:
+        while time.monotonic() < deadline:
+            os.killpg(group, 0)
+            time.sleep(0.05)
+        os.killpg(group, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_shell_blocks_only_install_what_exists() -> None:

@@ -9,6 +9,11 @@ extra: `pip install -e '.[mcp]'` in a clone of taskloom); `serve_agent`
 with one tool. Tools a server runs as MCP tasks become durable background
 work (see `MCPServer` and docs/concepts/mcp-tasks.md); a served agent's
 tool is task-capable. `MCPLimits` bound the waits on a server.
+
+The official SDK's client has no task requests yet; `TasksClient`,
+`start_task`, `get_task`, `cancel_task` and `update_task` are them, for an
+`mcp.client.Client` of your own (either revision; see
+docs/howto/mcp-task-client.md).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ if TYPE_CHECKING:
     from ._connection import MCPLimits
     from ._serve import agent_server, serve_agent
     from ._server import MCPConnections, MCPServer, TaskMode
+    from ._tasks import TasksClient, TaskState, cancel_task, get_task, start_task, update_task
     from ._tool import Approval, MCPTool, is_destructive
 
 __all__ = [
@@ -30,9 +36,15 @@ __all__ = [
     "MCPServer",
     "MCPTool",
     "TaskMode",
+    "TaskState",
+    "TasksClient",
     "agent_server",
+    "cancel_task",
+    "get_task",
     "is_destructive",
     "serve_agent",
+    "start_task",
+    "update_task",
 ]
 
 __getattr__ = lazy_exports(
@@ -44,8 +56,14 @@ __getattr__ = lazy_exports(
         "MCPServer": "._server",
         "MCPTool": "._tool",
         "TaskMode": "._server",
+        "TaskState": "._tasks",
+        "TasksClient": "._tasks",
         "agent_server": "._serve",
+        "cancel_task": "._tasks",
+        "get_task": "._tasks",
         "is_destructive": "._tool",
         "serve_agent": "._serve",
+        "start_task": "._tasks",
+        "update_task": "._tasks",
     },
 )

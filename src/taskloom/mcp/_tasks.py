@@ -132,8 +132,8 @@ class TaskState:
     `result` is set once a task completed (a 2025-11-25 server gives it on
     `tasks/result`, which `get_task` fetches); `error` once it failed.
     `input_requests` are what a 2026-07-28 server asks while the task is
-    `input_required` (key: `{"method": ..., "params": ...}`); a 2025-11-25
-    server sends them as requests of its own (see `fetch_result`).
+    `input_required` (key: `{"method": ..., "params": ...}`, answered with
+    `update_task`); a 2025-11-25 server sends them as requests of its own.
     """
 
     task_id: str
@@ -223,8 +223,11 @@ def _final(state: TaskState) -> types.CallToolResult:
 
 
 class TasksClient(ClientExtension):
-    """The client side of the tasks extension: declares it and claims the
-    `resultType: "task"` answer (which taskloom's calls take as it is)."""
+    """The client side of the 2026-07-28 tasks extension, for
+    `mcp.client.Client(..., extensions=[TasksClient()])`: it declares the
+    extension, so a server may answer a tool call with a task. Then
+    `client.call_tool` waits for the task to end (polling `tasks/get`) and
+    returns its result, while `start_task` returns the task itself."""
 
     identifier = TASKS_EXTENSION
 
@@ -251,11 +254,14 @@ async def start_task(
     name: str,
     arguments: dict[str, Any],
     *,
-    ttl: float | None,
-    timeout: float | None,
+    ttl: float | None = None,
+    timeout: float | None = None,
 ) -> TaskState | types.CallToolResult:
-    """Call tool `name` asking for a task; the task, or the result when the
-    server answered at once (a 2026-07-28 server decides per call)."""
+    """Call tool `name` asking for a task: the task's first `TaskState`, or
+    the tool's result when the server answered at once (a 2026-07-28 server
+    decides per call; the client needs `TasksClient` among its extensions).
+    On 2025-11-25 the call carries `params.task`, with `ttl` (seconds) when
+    given; `timeout` bounds the wait for the answer (default: the client's)."""
     if _modern(client):
         answer = await client.session.call_tool(
             name, arguments, read_timeout_seconds=timeout, allow_claimed=True
@@ -275,7 +281,9 @@ async def start_task(
 
 
 async def get_task(client: Client, task_id: str, *, timeout: float | None = None) -> TaskState:
-    """The task's state; once it completed, with its result."""
+    """The task's state (`tasks/get`); once it completed, with its result
+    (on 2025-11-25 fetched with `tasks/result`). An unknown task id raises
+    the server's `MCPError`."""
     return await _get(client.session, task_id, modern=_modern(client), timeout=timeout)
 
 
@@ -321,7 +329,8 @@ def _replace(state: TaskState, **changes: Any) -> TaskState:
 
 
 async def cancel_task(client: Client, task_id: str, *, timeout: float | None = None) -> None:
-    """Ask the server to cancel the task (it may finish first all the same)."""
+    """Ask the server to cancel the task (`tasks/cancel`); it may finish
+    first all the same, so read it again to know."""
     await client.session.send_request(
         _CancelTask(params=_TaskIdParams(task_id=task_id)), _Ack, timeout
     )
@@ -350,8 +359,10 @@ async def _raw_request(
 async def update_task(
     client: Client, task_id: str, responses: dict[str, Any], *, timeout: float | None = None
 ) -> None:
-    """Answer a 2026-07-28 task's `inputRequests` (`tasks/update`; keys as
-    the server named them, values the results, e.g. an `ElicitResult`)."""
+    """Answer a 2026-07-28 task's `input_requests` (`tasks/update`): keys
+    as the server named them, values the answers (an `ElicitResult` for an
+    `elicitation/create`). The task goes on once the server took them; read
+    it again to know."""
     params = _UpdateParams(task_id=task_id, input_responses=responses)
     await client.session.send_request(_UpdateTask(params=params), _Ack, timeout)
 
