@@ -185,6 +185,21 @@ def test_without_the_token_every_page_answers_401(browser: Any, store: str) -> N
         context.close()
 
 
+def test_a_token_link_redirects_to_the_page_itself(browser: Any, store: str) -> None:
+    sid = build(parked_session, store)
+    with serving(store) as served:
+        page = browser.new_context().new_page()
+        answer = page.goto(served.with_token(f"/sessions/{sid}"))
+        assert answer is not None and answer.status == 200
+        # Reached by a redirect, not by a page that goes on: what a headless
+        # screenshot of the link captures is the session itself.
+        first = answer.request.redirected_from
+        assert first is not None and first.response().status == 303
+        assert page.url == f"{served.url}/sessions/{sid}"
+        assert "Send Ada something nice." in page.content()
+        page.context.close()
+
+
 def test_the_readme_screenshot(browser: Any, store: str, tmp_path: Path) -> None:
     """Takes the README's picture; `scripts/refresh-console-screenshot` writes
     it to docs/ (a test run alone leaves the checkout untouched)."""
