@@ -23,6 +23,7 @@ from console_sessions import (
     XSS,
     fan_out_session,
     gifts_agent,
+    moved_session,
     parked_session,
     rich_session,
     xss_session,
@@ -698,3 +699,14 @@ async def test_a_function_model_is_labelled_as_one(store: str) -> None:
         page = (await client.get(f"/sessions/{session.id}")).text
     for shown in (listing, page):
         assert "function:echoer" in shown and "scripted:echoer" not in shown
+
+
+async def test_a_child_moved_to_the_background_is_labelled_so(store: str) -> None:
+    sid = await moved_session(store)
+    async with browsing(reading(store)) as client:
+        page = (await client.get(f"/sessions/{sid}")).text
+    assert re.findall(r'<span class="mode-tag">([^<]*)</span>', page) == ["moved to background"]
+    assert "child helper (moved to background)</a>" in page  # under the call
+    # The transcript keeps the order of things: delegated inline, then moved.
+    marks = re.findall(r"(delegated to helper \(\w+\)|child moved to the background)", page)
+    assert marks == ["delegated to helper (inline)", "child moved to the background"]

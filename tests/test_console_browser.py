@@ -24,6 +24,7 @@ from console_sessions import (
     GIFT_ARGS,
     XSS,
     fan_out_session,
+    moved_session,
     parked_session,
     rich_session,
     showcase_session,
@@ -183,6 +184,17 @@ def test_without_the_token_every_page_answers_401(browser: Any, store: str) -> N
             assert posted.status == 401, action
         assert page.goto(f"{served.url}/?token=wrong").status == 401  # type: ignore[union-attr]
         context.close()
+
+
+def test_a_child_moved_to_the_background_reads_so_in_the_tree(browser: Any, store: str) -> None:
+    sid = build(moved_session, store)
+    with serving(store) as served:
+        page = signed_in(browser, served, f"/sessions/{sid}")
+        child = page.locator("#tree .call-group .node")
+        assert child.count() == 1
+        assert child.locator(".mode-tag").inner_text() == "moved to background"
+        assert page.locator("a.child-link").inner_text() == "child helper (moved to background)"
+        page.context.close()
 
 
 def test_a_token_link_redirects_to_the_page_itself(browser: Any, store: str) -> None:

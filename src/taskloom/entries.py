@@ -786,7 +786,8 @@ class SubagentResult(Payload):
 
 @dataclass(frozen=True, slots=True)
 class SubagentReport(Payload):
-    """In the parent's log: how an inline child ended."""
+    """In the parent's log: how an inline child ended, or `running` when its
+    call answered while the child went on in the background."""
 
     KIND: ClassVar[str] = EntryKind.SUBAGENT_REPORT
     child_session_id: str

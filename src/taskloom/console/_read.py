@@ -42,6 +42,7 @@ from ..runtime import session_lease_key
 from ..stores import SessionMeta, SessionStore
 
 __all__ = [
+    "MOVED",
     "STATUSES",
     "CallView",
     "ChildRef",
@@ -50,6 +51,7 @@ __all__ = [
     "ResultView",
     "SessionSummary",
     "fold_long",
+    "moved_children",
     "parked_calls",
     "undecided_calls",
     "redact",
@@ -339,13 +341,29 @@ def _message_item(entry: Entry, message: Message, links: Mapping[str, list[Child
     )
 
 
-def child_links(entries: Iterable[Entry]) -> dict[str, list[ChildRef]]:
+MOVED = "moved to background"
+"""The mode shown for an inline child whose call answered while it ran on."""
+
+
+def moved_children(entries: Iterable[Entry]) -> set[str]:
+    """The inline children whose call answered while they ran on in the
+    background (`SubAgent(background_after=...)`: a `running` report)."""
+    return {
+        e.payload.child_session_id
+        for e in entries
+        if isinstance(e.payload, SubagentReport) and e.payload.status == "running"
+    }
+
+
+def child_links(entries: Sequence[Entry]) -> dict[str, list[ChildRef]]:
     """Children each call created, by call id (from the `subagent` link entries)."""
     links: dict[str, list[ChildRef]] = {}
+    moved = moved_children(entries)
     for entry in entries:
         payload = entry.payload
         if isinstance(payload, SubagentLink):
-            ref = ChildRef(payload.child_session_id, payload.name, payload.mode)
+            child = payload.child_session_id
+            ref = ChildRef(child, payload.name, MOVED if child in moved else payload.mode)
             links.setdefault(payload.call_id, []).append(ref)
     return links
 
@@ -421,6 +439,8 @@ def transcript(entries: Sequence[Entry]) -> list[Item]:
                 payload.task,
                 link=payload.child_session_id,
             )
+        elif isinstance(payload, SubagentReport) and payload.status == "running":
+            mark("child", "child moved to the background", link=payload.child_session_id)
         elif isinstance(payload, SubagentReport):
             mark("child", f"child ended: {payload.status}", link=payload.child_session_id)
         elif isinstance(payload, SubagentDispatched):
