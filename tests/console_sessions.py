@@ -9,6 +9,7 @@ import os
 import taskloom
 from taskloom import Agent, RunStatus, Runtime, ToolEffect
 from taskloom.delegation import SubAgent
+from taskloom.loop import RUN_BY
 from taskloom.models import FunctionModel, ModelRequest, Reply, ScriptedModel, reply
 from taskloom.stores import SessionStore
 
@@ -91,6 +92,18 @@ async def moved_session(store: str | SessionStore) -> str:
         async with asyncio.timeout(10):
             while not await runtime.background.inbox.pending(session.id):
                 await asyncio.sleep(0.01)
+        return session.id
+
+
+async def worker_session(store: str | SessionStore) -> str:
+    """A session run as a queue worker runs it: naming itself (`RUN_BY`)."""
+    async with Runtime(store=store) as runtime:
+        session = await runtime.create_session(Agent("bot", ScriptedModel([reply("done")])))
+        token = RUN_BY.set("worker 7, job 42 (box, pid 99)")
+        try:
+            await session.run("hi")
+        finally:
+            RUN_BY.reset(token)
         return session.id
 
 

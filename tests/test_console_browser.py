@@ -28,6 +28,7 @@ from console_sessions import (
     parked_session,
     rich_session,
     showcase_session,
+    worker_session,
     xss_session,
 )
 
@@ -194,6 +195,16 @@ def test_a_child_moved_to_the_background_reads_so_in_the_tree(browser: Any, stor
         assert child.count() == 1
         assert child.locator(".mode-tag").inner_text() == "moved to background"
         assert page.locator("a.child-link").inner_text() == "child helper (moved to background)"
+        page.context.close()
+
+
+def test_the_timeline_says_who_ran_the_run(browser: Any, store: str) -> None:
+    sid = build(worker_session, store)
+    with serving(store) as served:
+        page = signed_in(browser, served, f"/sessions/{sid}")
+        ran_by = page.locator("#timeline .ran-by")
+        assert ran_by.inner_text() == "Run by worker 7, job 42 (box, pid 99)"
+        assert ran_by.is_visible()
         page.context.close()
 
 

@@ -557,18 +557,22 @@ class RunStartedEntry(Payload):
 
     `traceparent` is the run's trace context (W3C) when it was traced: a run
     that resumes the turn this one parks links its trace to it. Trace ids
-    only, never a secret.
+    only, never a secret. `by` names who ran it when that was said
+    (`taskloom.loop.RUN_BY`: a queue worker names itself and the job), else "".
     """
 
     KIND: ClassVar[str] = EntryKind.RUN_STARTED
     agent: str = ""
     resume: bool = False
     traceparent: str | None = None
+    by: str = ""
 
     def to_data(self) -> dict[str, Any]:
         data: dict[str, Any] = {"agent": self.agent, "resume": self.resume}
         if self.traceparent is not None:
             data["traceparent"] = self.traceparent
+        if self.by:
+            data["by"] = self.by
         return data
 
     @classmethod
@@ -578,6 +582,7 @@ class RunStartedEntry(Payload):
             str(data.get("agent", "")),
             bool(data.get("resume", False)),
             traceparent if isinstance(traceparent, str) else None,
+            str(data.get("by") or ""),
         )
 
 

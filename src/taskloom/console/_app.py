@@ -332,6 +332,7 @@ class Console:
             items=items,
             tree=tree,
             svg=svg,
+            ran_by=timeline.by if timeline is not None else "",
             run_index=run_index,
             runs=runs,
             pending=parked_calls(log),

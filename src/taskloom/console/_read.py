@@ -424,8 +424,9 @@ def transcript(entries: Sequence[Entry]) -> list[Item]:
         elif isinstance(payload, CallsStarted):
             mark("entry", "calls started: " + ", ".join(payload.call_ids))
         elif isinstance(payload, RunStartedEntry):
-            verb = "resumed" if payload.resume else "run started"
-            mark("run", f"{verb} ({payload.agent})" if payload.agent else verb)
+            title = "resumed" if payload.resume else "run started"
+            title += f" ({payload.agent})" if payload.agent else ""
+            mark("run", title + (f" · run by {redact(payload.by)}" if payload.by else ""))
         elif isinstance(payload, RunFinishedEntry):
             title = f"run ended: {payload.status.value} · {payload.rounds} rounds · "
             title += f"{payload.usage.total_tokens} tokens"

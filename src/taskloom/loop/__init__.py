@@ -37,7 +37,7 @@ from ._port import (
 )
 from ._result import EndRun
 from ._run import STORE_GRACE, RunLoop
-from ._scope import RunScope, new_run_id
+from ._scope import RUN_BY, RunScope, new_run_id
 from ._strategy import (
     Continue,
     Inject,
@@ -53,6 +53,7 @@ from ._strategy import (
 from ._stream import RunStream
 
 __all__ = [
+    "RUN_BY",
     "DEFAULT_MAX_ROUNDS",
     "MIN_ANSWER_TOKENS",
     "NO_OBSERVER",
