@@ -27,6 +27,7 @@ from ._port import (
     ModelCallWatch,
     ModelChoice,
     NoticesPort,
+    QueueWatch,
     RunInfo,
     RunNoticesPort,
     RunObserver,
@@ -53,6 +54,7 @@ from ._strategy import (
 from ._stream import RunStream
 
 __all__ = [
+    "QueueWatch",
     "RUN_BY",
     "DEFAULT_MAX_ROUNDS",
     "MIN_ANSWER_TOKENS",
