@@ -3,12 +3,14 @@ and the `--app` factory the console server process acts through."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import taskloom
 from taskloom import Agent, RunStatus, Runtime, ToolEffect
 from taskloom.delegation import SubAgent
-from taskloom.models import ScriptedModel, reply
+from taskloom.loop import RUN_BY
+from taskloom.models import FunctionModel, ModelRequest, Reply, ScriptedModel, reply
 from taskloom.stores import SessionStore
 
 XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
@@ -64,6 +66,44 @@ async def fan_out_session(store: str | SessionStore) -> str:
         )
         result = await session.run("Find three facts.")
         assert result.status is RunStatus.COMPLETED, result
+        return session.id
+
+
+async def moved_session(store: str | SessionStore) -> str:
+    """A parent whose `helper` child outlasted `background_after`: its call
+    answered "still running", and the child ended later in the background."""
+    gate = asyncio.Event()
+
+    async def slow(request: ModelRequest) -> Reply:
+        await gate.wait()
+        return reply("forty-two")
+
+    def lead(request: ModelRequest) -> Reply:
+        if any(m.role == "tool" for m in request.messages):
+            return reply("waiting for the helper")
+        return reply(tool_calls=[("helper", {"task": "think hard"})])
+
+    helper = SubAgent("helper", "Helps.", FunctionModel(slow), background_after=0.05)
+    async with Runtime(store=store) as runtime:
+        agent = Agent("lead", FunctionModel(lead), tools=[helper.tool()])
+        session = await runtime.create_session(agent)
+        assert (await session.run("go")).text == "waiting for the helper"
+        gate.set()
+        async with asyncio.timeout(10):
+            while not await runtime.background.inbox.pending(session.id):
+                await asyncio.sleep(0.01)
+        return session.id
+
+
+async def worker_session(store: str | SessionStore) -> str:
+    """A session run as a queue worker runs it: naming itself (`RUN_BY`)."""
+    async with Runtime(store=store) as runtime:
+        session = await runtime.create_session(Agent("bot", ScriptedModel([reply("done")])))
+        token = RUN_BY.set("worker 7, job 42 (box, pid 99)")
+        try:
+            await session.run("hi")
+        finally:
+            RUN_BY.reset(token)
         return session.id
 
 

@@ -23,6 +23,7 @@ from console_sessions import (
     XSS,
     fan_out_session,
     gifts_agent,
+    moved_session,
     parked_session,
     rich_session,
     xss_session,
@@ -62,7 +63,7 @@ async def browsing(
     transport = httpx2.ASGITransport(app=console)
     async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765") as client:
         if signed_in:
-            answer = await client.get(f"/?token={console.token}")
+            answer = await client.get(f"/?token={console.token}", follow_redirects=True)
             assert answer.status_code == 200
         try:
             yield client
@@ -124,18 +125,31 @@ async def test_the_token_is_given_once_then_kept_in_a_strict_httponly_cookie(sto
     sid = await parked_session(store)
     async with browsing(reading(store), signed_in=False) as client:
         answer = await client.get(f"/sessions/{sid}?run=0&token={TOKEN}")
-        assert answer.status_code == 200
+        # A redirect to the same page without the token in its address.
+        assert answer.status_code == 303
+        assert answer.headers["location"] == f"/sessions/{sid}?run=0"
+        assert TOKEN not in answer.text
         cookie = answer.headers["set-cookie"]
         assert cookie.startswith(f"{COOKIE}=")
         assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
         assert TOKEN not in cookie
-        # The browser goes on to the same page without the token in its address.
-        assert f'url=/sessions/{sid}?run=0"' in answer.text and TOKEN not in answer.text
         page = await client.get(f"/sessions/{sid}")
         assert page.status_code == 200 and "Send Ada something nice." in page.text
         assert page.headers["referrer-policy"] == "same-origin"
         assert answer.headers["referrer-policy"] == "no-referrer"
         assert "script-src 'self'" in page.headers["content-security-policy"]
+
+
+async def test_a_token_link_followed_from_another_site_goes_on_by_a_page(store: str) -> None:
+    # A redirect would continue the cross-site chain, which carries no strict
+    # cookie: the browser goes on from a page of the console's own instead.
+    async with browsing(reading(store), signed_in=False) as client:
+        answer = await client.get(
+            f"/?run=0&token={TOKEN}", headers={"sec-fetch-site": "cross-site"}
+        )
+        assert answer.status_code == 200 and "location" not in answer.headers
+        assert answer.headers["set-cookie"].startswith(f"{COOKIE}=")
+        assert 'url=/?run=0"' in answer.text and TOKEN not in answer.text
 
 
 # ---------------------------------------------------------------- pages
@@ -673,3 +687,26 @@ async def test_a_question_an_mcp_task_asked_is_answered_from_its_form(store: str
     assert [(a.action, a.content) for a in answers] == [
         ("accept", {"count": 3, "colour": "blue", "urgent": True})
     ]
+
+
+async def test_a_function_model_is_labelled_as_one(store: str) -> None:
+    async with Runtime(store=store) as runtime:
+        agent = Agent("echo", FunctionModel(lambda request: "hi", name="echoer"))
+        session = await runtime.create_session(agent)
+        await session.run("hello")
+    async with browsing(reading(store)) as client:
+        listing = (await client.get("/")).text
+        page = (await client.get(f"/sessions/{session.id}")).text
+    for shown in (listing, page):
+        assert "function:echoer" in shown and "scripted:echoer" not in shown
+
+
+async def test_a_child_moved_to_the_background_is_labelled_so(store: str) -> None:
+    sid = await moved_session(store)
+    async with browsing(reading(store)) as client:
+        page = (await client.get(f"/sessions/{sid}")).text
+    assert re.findall(r'<span class="mode-tag">([^<]*)</span>', page) == ["moved to background"]
+    assert "child helper (moved to background)</a>" in page  # under the call
+    # The transcript keeps the order of things: delegated inline, then moved.
+    marks = re.findall(r"(delegated to helper \(\w+\)|child moved to the background)", page)
+    assert marks == ["delegated to helper (inline)", "child moved to the background"]

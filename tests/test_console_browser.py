@@ -24,9 +24,11 @@ from console_sessions import (
     GIFT_ARGS,
     XSS,
     fan_out_session,
+    moved_session,
     parked_session,
     rich_session,
     showcase_session,
+    worker_session,
     xss_session,
 )
 
@@ -183,6 +185,42 @@ def test_without_the_token_every_page_answers_401(browser: Any, store: str) -> N
             assert posted.status == 401, action
         assert page.goto(f"{served.url}/?token=wrong").status == 401  # type: ignore[union-attr]
         context.close()
+
+
+def test_a_child_moved_to_the_background_reads_so_in_the_tree(browser: Any, store: str) -> None:
+    sid = build(moved_session, store)
+    with serving(store) as served:
+        page = signed_in(browser, served, f"/sessions/{sid}")
+        child = page.locator("#tree .call-group .node")
+        assert child.count() == 1
+        assert child.locator(".mode-tag").inner_text() == "moved to background"
+        assert page.locator("a.child-link").inner_text() == "child helper (moved to background)"
+        page.context.close()
+
+
+def test_the_timeline_says_who_ran_the_run(browser: Any, store: str) -> None:
+    sid = build(worker_session, store)
+    with serving(store) as served:
+        page = signed_in(browser, served, f"/sessions/{sid}")
+        ran_by = page.locator("#timeline .ran-by")
+        assert ran_by.inner_text() == "Run by worker 7, job 42 (box, pid 99)"
+        assert ran_by.is_visible()
+        page.context.close()
+
+
+def test_a_token_link_redirects_to_the_page_itself(browser: Any, store: str) -> None:
+    sid = build(parked_session, store)
+    with serving(store) as served:
+        page = browser.new_context().new_page()
+        answer = page.goto(served.with_token(f"/sessions/{sid}"))
+        assert answer is not None and answer.status == 200
+        # Reached by a redirect, not by a page that goes on: what a headless
+        # screenshot of the link captures is the session itself.
+        first = answer.request.redirected_from
+        assert first is not None and first.response().status == 303
+        assert page.url == f"{served.url}/sessions/{sid}"
+        assert "Send Ada something nice." in page.content()
+        page.context.close()
 
 
 def test_the_readme_screenshot(browser: Any, store: str, tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ async def test_serve_prints_an_address_with_a_fresh_token(store: str) -> None:
         assert address is not None and TOKEN not in served.line
         async with httpx2.AsyncClient(follow_redirects=False) as client:
             assert (await client.get(f"{served.url}/sessions/{sid}")).status_code == 401
-            assert (await client.get(address.group(1))).status_code == 200
+            assert (await client.get(address.group(1))).status_code == 303
             page = await client.get(f"{served.url}/sessions/{sid}")
             assert page.status_code == 200 and "Send Ada something nice." in page.text
             assert "started without --app" in page.text
@@ -48,7 +48,7 @@ async def test_a_given_token_is_used_and_not_printed(store: str) -> None:
         assert given not in served.line and "?token=" not in served.line.split("(")[0]
         async with httpx2.AsyncClient() as client:
             assert (await client.get(f"{served.url}/?token={TOKEN}")).status_code == 401
-            assert (await client.get(f"{served.url}/?token={given}")).status_code == 200
+            assert (await client.get(f"{served.url}/?token={given}")).status_code == 303
             assert (await client.get(f"{served.url}/")).status_code == 200
 
 

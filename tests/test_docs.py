@@ -228,3 +228,17 @@ def test_shell_blocks_only_install_what_exists() -> None:
                 if named:
                     unknown = set(named.group(1).split(",")) - extras
                     assert not unknown, f"{block.id}: no extra(s) {unknown} in pyproject"
+
+
+def test_every_public_package_has_a_reference_page() -> None:
+    documented = {
+        match.group(1)
+        for page in (DOCS / "reference").glob("*.md")
+        for match in re.finditer(r"^::: (taskloom\.\w+)$", page.read_text(), flags=re.MULTILINE)
+    }
+    packages = {
+        f"taskloom.{p.parent.name}"
+        for p in (ROOT / "src" / "taskloom").glob("*/__init__.py")
+        if p.parent.name != "cli"  # a command, documented by its --help
+    }
+    assert packages - documented == set()

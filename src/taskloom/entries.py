@@ -580,6 +580,8 @@ class RunStartedEntry(Payload):
     only, never a secret. `offered`: the `digest` of the instructions and
     tool schemas the run offered, with the `instructions` and `tools`
     themselves when it differs from the previous run's (None: an old log).
+    `by` names who ran it when that was said
+    (`taskloom.loop.RUN_BY`: a queue worker names itself and the job), else "".
     """
 
     KIND: ClassVar[str] = EntryKind.RUN_STARTED
@@ -587,6 +589,7 @@ class RunStartedEntry(Payload):
     resume: bool = False
     traceparent: str | None = None
     offered: Mapping[str, Any] | None = None
+    by: str = ""
 
     def to_data(self) -> dict[str, Any]:
         data: dict[str, Any] = {"agent": self.agent, "resume": self.resume}
@@ -594,6 +597,8 @@ class RunStartedEntry(Payload):
             data["traceparent"] = self.traceparent
         if self.offered is not None:
             data["offered"] = self.offered
+        if self.by:
+            data["by"] = self.by
         return data
 
     @classmethod
@@ -604,6 +609,7 @@ class RunStartedEntry(Payload):
             bool(data.get("resume", False)),
             traceparent if isinstance(traceparent, str) else None,
             offered if isinstance(offered, Mapping) else None,
+            str(data.get("by") or ""),
         )
 
 
@@ -812,7 +818,8 @@ class SubagentResult(Payload):
 
 @dataclass(frozen=True, slots=True)
 class SubagentReport(Payload):
-    """In the parent's log: how an inline child ended."""
+    """In the parent's log: how an inline child ended, or `running` when its
+    call answered while the child went on in the background."""
 
     KIND: ClassVar[str] = EntryKind.SUBAGENT_REPORT
     child_session_id: str

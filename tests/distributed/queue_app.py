@@ -209,6 +209,9 @@ class PrintResults:
     def continue_trace(self, traceparent: str | None) -> Any:
         return NO_OBSERVER.continue_trace(traceparent)
 
+    def queued(self, operation: str, session_id: str) -> Any:
+        return NO_OBSERVER.queued(operation, session_id)
+
 
 def build(
     url: str,

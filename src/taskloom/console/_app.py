@@ -326,7 +326,6 @@ class Console:
         timeline, run_index, runs = await build_timeline(cache, session_id, run)
         svg = Markup(to_svg(timeline)) if timeline is not None else None
         since = await self._session_signature(session_id)
-        running_here = session_id in self._runs
         return self._render(
             "session.html",
             meta=meta,
@@ -334,6 +333,7 @@ class Console:
             items=items,
             tree=tree,
             svg=svg,
+            ran_by=timeline.by if timeline is not None else "",
             run_index=run_index,
             runs=runs,
             pending=parked_calls(log),
@@ -342,7 +342,7 @@ class Console:
             parked=bool(log.parked()),
             background=await self._background_view(session_id, items),
             flash=self._flash.pop(session_id, []),
-            running_here=running_here,
+            running_here=session_id in self._runs,
             agent_known=meta.agent in self.runtime.agents,
             forked_from=_origin(meta.metadata.get(FORKED_FROM)),
             sid=quote(session_id, safe=""),

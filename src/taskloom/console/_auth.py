@@ -1,11 +1,13 @@
 """Access to the console: one token, then a cookie; CSRF tokens for changes.
 
 The token is given once, as `?token=...` on any URL. The answer sets an
-HttpOnly, SameSite=Strict cookie and sends the browser on to the same URL
-without the token, by a page of our own (a redirect would make a link
-clicked on another site a cross-site chain, and a strict cookie is not sent
-along such a chain). From then on the cookie is the credential; without it,
-or the token, every request answers 401.
+HttpOnly, SameSite=Strict cookie and redirects (303) to the same URL without
+the token, so the address bar, a bookmark or a screenshot shows the page
+and never the token. Only a link followed from another site (the browser's
+`Sec-Fetch-Site: cross-site`) gets a page of our own that goes on instead: a
+redirect would continue that cross-site chain, along which a strict cookie
+is not sent. From then on the cookie is the credential; without it, or the
+token, every request answers 401.
 
 The cookie and the CSRF token are HMACs of the access token, so neither
 reveals it and neither outlives a restart with another token. Every answer
@@ -122,12 +124,17 @@ class AccessGuard:
         cookie = f"{COOKIE}={self.cookie_value}; HttpOnly; SameSite=Strict; Path=/"
         if scope.get("scheme") == "https":
             cookie += "; Secure"
+        set_cookie = (b"set-cookie", cookie.encode("latin-1"))
+        if (b"sec-fetch-site", b"cross-site") not in scope.get("headers", []):
+            body = _page("Signed in", f'<p><a href="{escape(target)}">Continue</a></p>')
+            await _answer(send, 303, body, [set_cookie, (b"location", target.encode())])
+            return
         body = _page(
             "Signed in",
             f'<p><a href="{escape(target)}">Continue to the console</a></p>',
             refresh=target,
         )
-        await _answer(send, 200, body, [(b"set-cookie", cookie.encode("latin-1"))])
+        await _answer(send, 200, body, [set_cookie])
 
 
 _OURS = {name for name, _ in SECURITY_HEADERS}

@@ -43,6 +43,7 @@ from ..runtime import session_lease_key
 from ..stores import SessionMeta, SessionStore
 
 __all__ = [
+    "MOVED",
     "STATUSES",
     "CallView",
     "ChildRef",
@@ -51,6 +52,7 @@ __all__ = [
     "ResultView",
     "SessionSummary",
     "fold_long",
+    "moved_children",
     "parked_calls",
     "undecided_calls",
     "redact",
@@ -339,13 +341,29 @@ def _message_item(entry: Entry, message: Message, links: Mapping[str, list[Child
     )
 
 
-def child_links(entries: Iterable[Entry]) -> dict[str, list[ChildRef]]:
+MOVED = "moved to background"
+"""The mode shown for an inline child whose call answered while it ran on."""
+
+
+def moved_children(entries: Iterable[Entry]) -> set[str]:
+    """The inline children whose call answered while they ran on in the
+    background (`SubAgent(background_after=...)`: a `running` report)."""
+    return {
+        e.payload.child_session_id
+        for e in entries
+        if isinstance(e.payload, SubagentReport) and e.payload.status == "running"
+    }
+
+
+def child_links(entries: Sequence[Entry]) -> dict[str, list[ChildRef]]:
     """Children each call created, by call id (from the `subagent` link entries)."""
     links: dict[str, list[ChildRef]] = {}
+    moved = moved_children(entries)
     for entry in entries:
         payload = entry.payload
         if isinstance(payload, SubagentLink):
-            ref = ChildRef(payload.child_session_id, payload.name, payload.mode)
+            child = payload.child_session_id
+            ref = ChildRef(child, payload.name, MOVED if child in moved else payload.mode)
             links.setdefault(payload.call_id, []).append(ref)
     return links
 
@@ -406,8 +424,9 @@ def transcript(entries: Sequence[Entry]) -> list[Item]:
         elif isinstance(payload, CallsStarted):
             mark("entry", "calls started: " + ", ".join(payload.call_ids))
         elif isinstance(payload, RunStartedEntry):
-            verb = "resumed" if payload.resume else "run started"
-            mark("run", f"{verb} ({payload.agent})" if payload.agent else verb)
+            title = "resumed" if payload.resume else "run started"
+            title += f" ({payload.agent})" if payload.agent else ""
+            mark("run", title + (f" · run by {redact(payload.by)}" if payload.by else ""))
         elif isinstance(payload, RunFinishedEntry):
             title = f"run ended: {payload.status.value} · {payload.rounds} rounds · "
             title += f"{payload.usage.total_tokens} tokens"
@@ -421,6 +440,8 @@ def transcript(entries: Sequence[Entry]) -> list[Item]:
                 payload.task,
                 link=payload.child_session_id,
             )
+        elif isinstance(payload, SubagentReport) and payload.status == "running":
+            mark("child", "child moved to the background", link=payload.child_session_id)
         elif isinstance(payload, SubagentReport):
             mark("child", f"child ended: {payload.status}", link=payload.child_session_id)
         elif isinstance(payload, SubagentDispatched):

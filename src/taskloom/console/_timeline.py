@@ -18,7 +18,7 @@ from html import escape
 
 from ..entries import CallsStarted, Entry, MessageEntry, RunFinishedEntry, RunStartedEntry
 from ..errors import SessionNotFound
-from ._read import child_links, now
+from ._read import child_links, now, redact
 from ._tree import LogCache, child_span
 
 __all__ = ["Bar", "Lane", "Timeline", "build_timeline", "run_spans", "to_svg"]
@@ -57,6 +57,7 @@ class Timeline:
     lanes: list[Lane] = field(default_factory=list)
     bars: list[Bar] = field(default_factory=list)
     rounds: list[tuple[float, str]] = field(default_factory=list)
+    by: str = ""
 
 
 def run_spans(entries: list[Entry]) -> list[tuple[int, int]]:
@@ -93,6 +94,9 @@ async def build_timeline(
     finished = isinstance(part[-1].payload, RunFinishedEntry)
     end = part[-1].created_at if finished else max(part[-1].created_at, now())
     timeline = Timeline(part[0].created_at, end)
+    started = part[0].payload
+    if isinstance(started, RunStartedEntry):
+        timeline.by = redact(started.by)  # who ran it, when it said: a queue worker does
     meta = await cache.meta(session_id)
     await _lanes(cache, timeline, part, meta.agent or "session", 0, end)
     timeline.end = max([timeline.end] + [b.end for b in timeline.bars])

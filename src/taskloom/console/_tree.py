@@ -17,7 +17,7 @@ from ..errors import SessionNotFound
 from ..events import origin_label
 from ..runtime import Runtime
 from ..stores import SessionMeta
-from ._read import display_name, redact, run_state
+from ._read import MOVED, display_name, moved_children, redact, run_state
 
 __all__ = ["CallGroup", "LogCache", "TreeNode", "child_span", "delegation_tree"]
 
@@ -140,9 +140,12 @@ async def _grow(cache: LogCache, node: TreeNode, entries: list[Entry], depth: in
             links.append(payload)
     groups: dict[str, CallGroup] = {}
     seen: set[str] = set()
+    moved = moved_children(entries)
     for link in links:
         try:
             child = await _child(cache, node, link.child_session_id, link.name, depth)
+            if link.child_session_id in moved:
+                child.mode = MOVED
         except SessionNotFound:
             continue  # deleted since: the link outlives it in the log
         group = groups.get(link.call_id)

@@ -58,6 +58,7 @@ __all__ = [
     "lease_key",
     "linked_child",
     "report_inline",
+    "report_moved",
     "run_inline",
     "terminal_entry",
 ]
@@ -489,6 +490,19 @@ async def report_inline(ctx: ToolContext, outcome: ChildOutcome, *, role: str, t
             summary=summary(result_text, 120),
         )
     )
+
+
+async def report_moved(ctx: ToolContext, child_id: str, *, role: str, task: str) -> None:
+    """Record in the parent's log that the call answered while its inline
+    child runs on (`SubAgent(background_after=...)`): a report whose status
+    is `running`, so the child reads as moved to the background."""
+    report = SubagentReport(
+        child_id,
+        ChildStatus.RUNNING.value,
+        artifact(child_id, role, ChildStatus.RUNNING.value, task),
+        {"parent": ctx.session_id, "child": child_id},
+    )
+    await ctx.record(Entry.of(report, ctx.run_id))
 
 
 def _forward(ctx: ToolContext) -> Any:

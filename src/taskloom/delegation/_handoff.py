@@ -46,6 +46,7 @@ from ._children import (
     hold_turn,
     read_on,
     report_inline,
+    report_moved,
 )
 from ._dispatch import ChildSpec, ChildWorker, registration, report_notice_id
 
@@ -302,6 +303,7 @@ async def _wait_on(runtime: Runtime, ctx: ToolContext, state: _Child) -> ToolOut
         return ToolOutput(json.dumps(body, ensure_ascii=False))
     if notices is not None:
         notices.mark_started(child_id)
+    await report_moved(ctx, child_id, role=sub.name, task=state.task_text)
     receipt: dict[str, Any] = {
         "id": child_id,
         "name": state.spec.name,

@@ -19,10 +19,14 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import os
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from procrastinate import exceptions, jobs, manager, retry
+
+from ..loop import RUN_BY
 
 __all__ = ["Busy", "Drained", "FencedJobManager", "JobStrategy", "Lost", "Malformed", "logged"]
 
@@ -82,8 +86,16 @@ class JobStrategy(retry.BaseRetryStrategy):
         return None
 
 
+def ran_by(job: jobs.Job) -> str:
+    """Who runs `job`, as its runs record it: the worker (its id in `taskloom
+    queue status`), the job and the process."""
+    return f"worker {job.worker_id}, job {job.id} ({socket.gethostname()}, pid {os.getpid()})"
+
+
 async def logged(job: jobs.Job, body: Callable[[], Awaitable[str]]) -> str:
-    """Run a job's body; one log line for a job that did not simply succeed, saying why."""
+    """Run a job's body, whose runs record who ran them (`ran_by`); one log
+    line for a job that did not simply succeed, saying why."""
+    token = RUN_BY.set(ran_by(job))
     try:
         return await body()
     except (Busy, Drained, Lost) as exc:
@@ -92,6 +104,8 @@ async def logged(job: jobs.Job, body: Callable[[], Awaitable[str]]) -> str:
     except Exception as exc:
         logger.error("job %s (%s) failed: %s: %s", job.id, job.task_name, type(exc).__name__, exc)
         raise
+    finally:
+        RUN_BY.reset(token)
 
 
 class FencedJobManager(manager.JobManager):

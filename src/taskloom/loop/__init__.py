@@ -27,6 +27,7 @@ from ._port import (
     ModelCallWatch,
     ModelChoice,
     NoticesPort,
+    QueueWatch,
     RunInfo,
     RunNoticesPort,
     RunObserver,
@@ -37,7 +38,7 @@ from ._port import (
 )
 from ._result import EndRun
 from ._run import STORE_GRACE, RunLoop
-from ._scope import RunScope, new_run_id
+from ._scope import RUN_BY, RunScope, new_run_id
 from ._strategy import (
     Continue,
     Inject,
@@ -53,6 +54,8 @@ from ._strategy import (
 from ._stream import RunStream
 
 __all__ = [
+    "QueueWatch",
+    "RUN_BY",
     "DEFAULT_MAX_ROUNDS",
     "MIN_ANSWER_TOKENS",
     "NO_OBSERVER",

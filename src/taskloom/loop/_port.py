@@ -38,6 +38,7 @@ __all__ = [
     "ModelCallWatch",
     "ModelChoice",
     "NoticesPort",
+    "QueueWatch",
     "RunInfo",
     "RunNoticesPort",
     "RunObserver",
@@ -313,6 +314,15 @@ class RunWatch(_Watch, Protocol):
         ...
 
 
+class QueueWatch(_Watch, Protocol):
+    """A host's `Session.submit` or `wait` of a queued run, entered around it
+    (a tracer makes its span current: the job carries it to the worker)."""
+
+    def ran(self, traceparent: str | None) -> None:
+        """The run waited on recorded `traceparent` (its `RunStartedEntry`): link to it."""
+        ...
+
+
 class RunObserver(Protocol):
     """Watches runs as they happen: how tracing plugs into the loop.
 
@@ -337,6 +347,11 @@ class RunObserver(Protocol):
         run in a worker process); no-op for None."""
         ...
 
+    def queued(self, operation: str, session_id: str) -> QueueWatch:
+        """The watch of a host's `submit` or `wait` (`operation`) of a queued
+        run of session `session_id`."""
+        ...
+
 
 class _Unobserved:
     """Observes nothing: every watch is this object, every hook does nothing."""
@@ -353,6 +368,12 @@ class _Unobserved:
 
     def continue_trace(self, traceparent: str | None) -> _Unobserved:
         return self
+
+    def queued(self, operation: str, session_id: str) -> _Unobserved:
+        return self
+
+    def ran(self, traceparent: str | None) -> None:
+        return None
 
     def __enter__(self) -> _Unobserved:
         return self

@@ -48,7 +48,7 @@ from ._output import FinalOutput
 from ._port import AgentSpec, Delivery, RunInfo, RunPorts, RunWatch
 from ._request import Requests
 from ._result import EndRun
-from ._scope import RunCounters, RunScope, append_message
+from ._scope import RUN_BY, RunCounters, RunScope, append_message
 from ._strategy import RoundBoundary
 from ._tool_round import ToolRound, cut_off_results, to_run_again
 
@@ -253,7 +253,8 @@ class RunLoop:
         with watch:
             name = self.agent.name
             await journal.record(
-                RunStartedEntry(name, info.resume, watch.traceparent, self._offer()), scope.run_id
+                RunStartedEntry(name, info.resume, watch.traceparent, self._offer(), RUN_BY.get()),
+                scope.run_id,
             )
             scope.event(RunStarted, run_id=scope.run_id, agent=name)
             try:

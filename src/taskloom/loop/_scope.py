@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 from .._control import UsageMeter
@@ -14,7 +15,11 @@ from ..messages import Message, Usage
 from ._port import NO_WATCH, Delivery, Journal, RunWatch
 from ._strategy import RoundBoundary
 
-__all__ = ["RunCounters", "RunScope", "append_message", "new_run_id"]
+__all__ = ["RUN_BY", "RunCounters", "RunScope", "append_message", "new_run_id"]
+
+RUN_BY: ContextVar[str] = ContextVar("taskloom_run_by", default="")
+"""Who runs the runs started in this context, recorded in their
+`RunStartedEntry.by` (a queue worker sets it to itself and the job); "" says nothing."""
 
 
 def new_run_id() -> str:

@@ -78,7 +78,7 @@ class _Counter:
 
 
 def _build_response(
-    item: Reply, request: ModelRequest, counter: _Counter, name: str
+    item: Reply, request: ModelRequest, counter: _Counter, name: str, kind: str = "scripted"
 ) -> ModelResponse:
     calls: list[ToolCall] = []
     for spec in item.tool_calls:
@@ -93,8 +93,10 @@ def _build_response(
         thinking.append(item.thinking)
     elif item.thinking:
         thinking.append(ThinkingBlock(item.thinking, signature="scripted", provider="scripted"))
+    # The answer names its kind (`function` for a FunctionModel), which is
+    # how logs and the console tell the two apart.
     message = Message.assistant(
-        item.text, tool_calls=calls, thinking=thinking, provider="scripted", model=name
+        item.text, tool_calls=calls, thinking=thinking, provider=kind, model=name
     )
     usage = item.usage
     if usage is None:
@@ -103,7 +105,7 @@ def _build_response(
     if usage.requests == 0:
         usage = usage + Usage(requests=1)
     stop = item.stop_reason or ("tool_use" if calls else "end_turn")
-    return ModelResponse(message, usage, stop, model=name, provider="scripted")
+    return ModelResponse(message, usage, stop, model=name, provider=kind)
 
 
 async def _stream_response(response: ModelResponse) -> AsyncIterator[StreamEvent]:
@@ -241,7 +243,7 @@ class FunctionModel(_Scripted):
             await asyncio.sleep(out.delay)
         if out.error is not None:
             raise out.error
-        return _build_response(out, request, self._counter, self._name)
+        return _build_response(out, request, self._counter, self._name, self._kind)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Deltas, then `ResponseCompleted` (see `Model.stream`)."""

@@ -350,13 +350,23 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             )
         if input is not None:
             await self.steer(input)
-        return await queue.submit_run(
-            self.id,
-            RunDemand.ALWAYS if input is None else RunDemand.IF_NEEDED,
-            reason="submit",
-            options=options,
-            traceparent=self.runtime.observer.current_traceparent(),
-        )
+        demand = RunDemand.ALWAYS if input is None else RunDemand.IF_NEEDED
+        return await self._submit(queue, demand, "submit", options)
+
+    async def _submit(
+        self, queue: RunQueue, demand: RunDemand, reason: str, options: RunOptions | None
+    ) -> str:
+        # Under the submit span (when traced): the job carries it, and the
+        # worker's run continues that trace.
+        observer = self.runtime.observer
+        with observer.queued("submit", self.id):
+            return await queue.submit_run(
+                self.id,
+                demand,
+                reason=reason,
+                options=options,
+                traceparent=observer.current_traceparent(),
+            )
 
     async def submit_resume(self, *, options: RunOptions | None = None) -> str:
         """Queue the resume of a parked run whose calls are all decided; returns the job id."""
@@ -366,13 +376,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             raise UsageError(f"session {self.id} has no turn parked for approval to resume")
         if undecided:
             raise ApprovalsMissing(undecided)
-        return await queue.submit_run(
-            self.id,
-            RunDemand.IF_NEEDED,
-            reason="resume",
-            options=options,
-            traceparent=self.runtime.observer.current_traceparent(),
-        )
+        return await self._submit(queue, RunDemand.IF_NEEDED, "resume", options)
 
     async def wait(self, timeout: float | None = None) -> RunResult:
         """The result of the session's latest run, once no job of it is queued or
@@ -384,8 +388,10 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         FAILED with the error it wrote to the log. Raises `TimeoutError` after
         `timeout` seconds, `UsageError` when the session never finished a run.
         """
-        await self._run_queue().wait_idle(self.id, timeout)
-        await self.journal.sync()
+        with self.runtime.observer.queued("wait", self.id) as watch:
+            await self._run_queue().wait_idle(self.id, timeout)
+            await self.journal.sync()
+            watch.ran(self.journal.log.run_traceparent())
         result = self.journal.log.finished_result(self.id, self.agent)
         if result is None:
             raise UsageError(f"session {self.id} has not finished a run yet")

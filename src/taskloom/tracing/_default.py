@@ -16,7 +16,7 @@ import sys
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-from ..loop import NO_OBSERVER, RunInfo, RunObserver, RunWatch
+from ..loop import NO_OBSERVER, QueueWatch, RunInfo, RunObserver, RunWatch
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -71,3 +71,7 @@ class WhenConfigured:
     def continue_trace(self, traceparent: str | None) -> AbstractContextManager[object]:
         """A block continuing the trace `traceparent` names, when tracing."""
         return self._active().continue_trace(traceparent)
+
+    def queued(self, operation: str, session_id: str) -> QueueWatch:
+        """The watch of a host's `submit` or `wait`, when tracing."""
+        return self._active().queued(operation, session_id)

@@ -6,6 +6,11 @@ Spans (names and attributes of the GenAI semantic conventions):
       chat {model}              CLIENT, one model request with its transport retries
       execute_tool {tool}       INTERNAL, one tool call; a child's run nests under it
 
+A host queueing runs for workers (`Session.submit`, `submit_resume`, `wait`):
+
+    submit queued run           PRODUCER; the worker's `invoke_agent` nests under it
+    wait queued run             INTERNAL, linked to the run it waited on
+
 Metrics: `gen_ai.client.token.usage` (by `gen_ai.token.type`) and
 `gen_ai.client.operation.duration`, per model request, with the conventions'
 bucket boundaries.
@@ -138,6 +143,10 @@ class GenAIObserver:
         finally:
             otel_context.detach(token)
 
+    def queued(self, operation: str, session_id: str) -> _QueueSpan:
+        """The `{operation} queued run` span of a host's `submit` or `wait`."""
+        return _QueueSpan(self, operation, session_id)
+
     def content(self, value: list[dict[str, Any]]) -> str:
         """A content attribute's value: JSON, capped."""
         return capped_json(value, self.max_content_chars)
@@ -167,12 +176,12 @@ def _traceparent(span: Span | None = None) -> str | None:
     return carrier.get("traceparent")
 
 
-def _links(traceparent: str | None) -> list[Link]:
+def _links(traceparent: str | None, why: str = "resumes") -> list[Link]:
     if not traceparent:
         return []
     parked = trace.get_current_span(_W3C.extract({"traceparent": traceparent}))
     ctx = parked.get_span_context()
-    return [Link(ctx, {"taskloom.link": "resumes"})] if ctx.is_valid else []
+    return [Link(ctx, {"taskloom.link": why})] if ctx.is_valid else []
 
 
 class _Active:
@@ -199,6 +208,28 @@ class _Active:
 
     def failed(self, exc: BaseException) -> None:
         _failed(self.span, error_type(exc))
+
+
+class _QueueSpan(_Active):
+    """A host's `submit` (PRODUCER: the worker's run span is its child, through
+    the job's traceparent) or `wait` (linked to the run it waited on)."""
+
+    __slots__ = ()
+
+    def __init__(self, obs: GenAIObserver, operation: str, session_id: str) -> None:
+        self.span = obs.tracer.start_span(
+            f"{operation} queued run",
+            kind=SpanKind.PRODUCER if operation == "submit" else SpanKind.INTERNAL,
+            attributes={
+                "gen_ai.conversation.id": session_id,
+                "taskloom.queue.operation": operation,
+            },
+        )
+
+    def ran(self, traceparent: str | None) -> None:
+        """Link to the run span `traceparent` names."""
+        for link in _links(traceparent, "waited_on"):
+            self.span.add_link(link.context, link.attributes)
 
 
 class _RunSpan(_Active):
