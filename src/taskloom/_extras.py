@@ -24,7 +24,11 @@ EXTRAS: Mapping[str, tuple[str, tuple[str, ...]]] = {
     # agent imports it first); taskloom's own HTTP is httpx2, in the core.
     "a2a": ("A2A serving and remote A2A subagents", ("a2a", "httpx")),
     "prices": ("dollar ceilings priced from the genai-prices table", ("genai_prices",)),
-    "testing": ("the contract suites of taskloom.testing", ("pytest", "pytest_asyncio")),
+    # pytest's distribution brings _pytest and py beside pytest.
+    "testing": (
+        "the contract suites of taskloom.testing",
+        ("pytest", "_pytest", "py", "pytest_asyncio"),
+    ),
 }
 """Each extra of pyproject.toml: what it is for, and the top-level modules of
 its requirements (and of their requirements whose names differ)."""
