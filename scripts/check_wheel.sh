@@ -81,7 +81,7 @@ case "$installed" in
 esac
 
 step "taskloom --help"
-"$work/user/bin/taskloom" --help | head -n 4
+"$work/user/bin/taskloom" --help | head -n 5
 
 step "taskloom demo"
 "$work/user/bin/taskloom" demo >"$work/demo.out" 2>&1 || { cat "$work/demo.out"; fail "taskloom demo failed"; }
