@@ -20,20 +20,26 @@ EXTRAS: Mapping[str, tuple[str, tuple[str, ...]]] = {
     # mcp_types comes with the SDK as a distribution of its own.
     "mcp": ("MCP servers and taskloom mcp serve", ("mcp", "mcp_types")),
     "distributed": ("the work queue", ("procrastinate",)),
-    "a2a": ("A2A serving and remote A2A subagents", ("a2a",)),
+    # httpx comes with the SDK (its client is built on it, and the remote
+    # agent imports it first); taskloom's own HTTP is httpx2, in the core.
+    "a2a": ("A2A serving and remote A2A subagents", ("a2a", "httpx")),
     "prices": ("dollar ceilings priced from the genai-prices table", ("genai_prices",)),
+    # pytest's distribution brings _pytest and py beside pytest.
+    "testing": (
+        "the contract suites of taskloom.testing",
+        ("pytest", "_pytest", "py", "pytest_asyncio"),
+    ),
 }
 """Each extra of pyproject.toml: what it is for, and the top-level modules of
 its requirements (and of their requirements whose names differ)."""
 
 
 def install_command(extra: str) -> str:
-    """How to install `extra`: from a clone of the repository, which works
-    today, and from the package index, once taskloom is published there."""
-    return (
-        f"pip install -e '.[{extra}]' in a clone of taskloom, "
-        f"or pip install 'taskloom[{extra}]' once taskloom is published"
-    )
+    """How to install `extra` into the environment taskloom is installed in.
+
+    The same command for a wheel and a clone's editable install: pip keeps
+    the taskloom already installed and adds only the extra's requirements."""
+    return f"pip install 'taskloom[{extra}]'"
 
 
 def extra_providing(module: str) -> str | None:

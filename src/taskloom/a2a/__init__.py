@@ -13,7 +13,7 @@ as a notice, exactly once, also after the parent's process crashed.
 (and `taskloom a2a serve module:factory`) runs one. Each A2A task is a
 taskloom session, so it survives a restart and any process on the same store
 can read it. Built on the protocol's own SDK (the `a2a` extra:
-`pip install -e '.[a2a]'` in a clone of taskloom).
+`pip install 'taskloom[a2a]'`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
     agent = Agent(tools=[MCPServer.stdio("mcp-server-time", prefix="time"), my_tool])
 
 `MCPServer` is a toolset built on the official `mcp` SDK (the `mcp`
-extra: `pip install -e '.[mcp]'` in a clone of taskloom); `serve_agent`
+extra: `pip install 'taskloom[mcp]'`); `serve_agent`
 (and `taskloom mcp serve module:agent`) exposes an agent as an MCP server
 with one tool. Tools a server runs as MCP tasks become durable background
 work (see `MCPServer` and docs/concepts/mcp-tasks.md); a served agent's

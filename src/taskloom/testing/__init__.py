@@ -6,8 +6,8 @@ Each contract suite is the definition of its interface: subclass it and
 provide fixtures (see each module's docstring). A backend declares its
 capabilities (`taskloom.backends.Capability`), and the suites skip, with the
 reason, the tests of capabilities it does not declare
-(`taskloom.testing.capabilities`). The suites import pytest, so they load
-only when asked for.
+(`taskloom.testing.capabilities`). The suites import pytest (the `testing`
+extra: `pip install 'taskloom[testing]'`), so they load only when asked for.
 """
 
 from __future__ import annotations

@@ -54,8 +54,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-import pytest
-
+from .._extras import needs_extra
 from ..backends import (
     ActivityRegistry,
     BackgroundActivity,
@@ -65,6 +64,9 @@ from ..backends import (
 )
 from .capabilities import CapabilityGate, requires
 from .clock import FakeClock
+
+with needs_extra("taskloom.testing's contract suites"):
+    import pytest
 
 __all__ = [
     "ActivityRegistryContract",

@@ -32,10 +32,12 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
+from .._extras import needs_extra
 from ..backends import NANO, BudgetLedger, Capability
 from .capabilities import CapabilityGate, requires
+
+with needs_extra("taskloom.testing's contract suites"):
+    import pytest
 
 __all__ = ["BudgetLedgerContract", "charge_from_processes"]
 

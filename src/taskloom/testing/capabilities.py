@@ -19,9 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-import pytest
-
+from .._extras import needs_extra
 from ..backends import Capability
+
+with needs_extra("taskloom.testing's contract suites"):
+    import pytest
 
 __all__ = ["ALL_CAPABILITIES", "CapabilityGate", "missing", "requires"]
 

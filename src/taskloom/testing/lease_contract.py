@@ -32,11 +32,13 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
+from .._extras import needs_extra
 from ..backends import Capability, Fence, Leases
 from .capabilities import CapabilityGate, requires
 from .clock import FakeClock
+
+with needs_extra("taskloom.testing's contract suites"):
+    import pytest
 
 __all__ = ["FakeClock", "LeaseContract"]
 

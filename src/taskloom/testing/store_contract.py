@@ -47,12 +47,14 @@ from collections.abc import Callable, Mapping
 from multiprocessing.synchronize import Event
 from typing import TYPE_CHECKING, Any
 
-import pytest
-
+from .._extras import needs_extra
 from ..backends import Backend, Capability, Entry, EntryKind, Fence, SessionMeta, SessionStore
 from ..errors import SessionNotFound, StaleLeaseError
 from ..stores import open_store
 from .capabilities import ALL_CAPABILITIES, CapabilityGate, requires
+
+with needs_extra("taskloom.testing's contract suites"):
+    import pytest
 
 if TYPE_CHECKING:
     from ..backends import Leases

@@ -9,15 +9,18 @@ components that keep tables in the same database (the work queue).
 
 from __future__ import annotations
 
+from ..._extras import needs_extra
 from .._pool import PoolOptions
 from .._sql import Migration, quote_ident
-from ._backend import POSTGRES_CAPABILITIES, PostgresBackend
-from ._background import PostgresActivityRegistry, PostgresNoticeInbox
-from ._budgets import PostgresBudgets
-from ._database import PostgresDatabase
-from ._leases import PostgresLeases
-from ._snapshots import PostgresSnapshots
-from ._store import CHILDREN_PER_CONNECTION, PostgresStore
+
+with needs_extra("taskloom.backends.postgres"):
+    from ._backend import POSTGRES_CAPABILITIES, PostgresBackend
+    from ._background import PostgresActivityRegistry, PostgresNoticeInbox
+    from ._budgets import PostgresBudgets
+    from ._database import PostgresDatabase
+    from ._leases import PostgresLeases
+    from ._snapshots import PostgresSnapshots
+    from ._store import CHILDREN_PER_CONNECTION, PostgresStore
 
 __all__ = [
     "CHILDREN_PER_CONNECTION",
