@@ -557,27 +557,33 @@ class RunStartedEntry(Payload):
 
     `traceparent` is the run's trace context (W3C) when it was traced: a run
     that resumes the turn this one parks links its trace to it. Trace ids
-    only, never a secret.
+    only, never a secret. `tree` is the tree budget the run charges
+    (`TreeBudget.to_dict()`: its id and `Budget`; None: none): a run that
+    goes on with this one, cut off or parked, charges the same tree.
     """
 
     KIND: ClassVar[str] = EntryKind.RUN_STARTED
     agent: str = ""
     resume: bool = False
     traceparent: str | None = None
+    tree: dict[str, Any] | None = None
 
     def to_data(self) -> dict[str, Any]:
         data: dict[str, Any] = {"agent": self.agent, "resume": self.resume}
         if self.traceparent is not None:
             data["traceparent"] = self.traceparent
+        if self.tree is not None:
+            data["tree"] = self.tree
         return data
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> RunStartedEntry:
-        traceparent = data.get("traceparent")
+        traceparent, tree = data.get("traceparent"), data.get("tree")
         return cls(
             str(data.get("agent", "")),
             bool(data.get("resume", False)),
             traceparent if isinstance(traceparent, str) else None,
+            tree if isinstance(tree, dict) else None,
         )
 
 

@@ -1,0 +1,126 @@
+"""A tree's ceiling across a crash, and across approvals and escalations.
+
+A process running a tree (a root and an inline child) under
+`Budget(tokens=N)` is SIGKILLed in the root's model request, on SQLite and
+on PostgreSQL; a new process goes on with the session, given the same
+`Budget`. It charges the crashed tree: what the tree has left goes on from
+what was spent before the crash (the request cut off stays charged at its
+worst case), never from a fresh N, and a tree spent before the crash stops
+the run at its first request. A run resumed after approval, and a child
+resumed once its escalated call is decided, charge their tree on too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pg import pg_schema  # noqa: F401 (fixture)
+from taskloom import (
+    Agent,
+    Budget,
+    ModelRequest,
+    RunOptions,
+    RunStatus,
+    Runtime,
+    ToolContext,
+    Usage,
+    tool,
+)
+from taskloom.delegation import SubAgent
+from taskloom.entries import EntryKind
+from taskloom.models import FunctionModel, ScriptedModel, reply
+from taskloom.results import BudgetLeft
+from test_crash import Child, open_runtime
+
+HELPER_USAGE = Usage(300, 200)
+LEAD_USAGE = Usage(100, 20)
+
+
+def tree_agent(lead: FunctionModel) -> Agent:
+    """crash_child.py's `tree_agent`: root `lead`, whose tool `helper`
+    answers "part done" inline."""
+    helper_model = FunctionModel(lambda r: reply("part done", usage=HELPER_USAGE), name="small")
+    helper = SubAgent("helper", "Helps with one part.", model=helper_model)
+    return Agent("lead", lead, tools=[helper.tool()])
+
+
+def resuming_lead(request: ModelRequest) -> Any:
+    """Hands a second part to the helper, then answers."""
+    if request.messages[-1].role == "tool" and "c2" not in {
+        c.id for m in request.messages for c in m.tool_calls
+    }:
+        return reply(tool_calls=[("helper", {"task": "part two"}, "c2")], usage=LEAD_USAGE)
+    return reply("All parts done.", usage=LEAD_USAGE)
+
+
+async def crash_a_tree(
+    runtime: Runtime, store_url: tuple[str, str], tmp_path: Path, tokens: int, max_output: int
+) -> tuple[str, BudgetLeft]:
+    """A tree under Budget(tokens, max_output) killed in its root's second
+    request; the root's id and what its tree had left then."""
+    lead = FunctionModel(resuming_lead, name="small")
+    session = await runtime.create_session(tree_agent(lead))
+    effects = tmp_path / "effects.txt"
+    effects.touch()
+    child = Child(f"tree-{tokens}-{max_output}", *store_url, session.id, effects)
+    try:
+        child.wait_for("during-model")
+    finally:
+        child.kill()
+    entries = await runtime.store.load(session.id)
+    [started] = [e for e in entries if e.kind == EntryKind.RUN_STARTED]
+    # The crashed root run's tree, as the ledger has it.
+    left = await runtime.budgets.left(f"tree-{started.run_id}")
+    assert left is not None and left.tokens is not None
+    return session.id, left
+
+
+@pytest.mark.slow
+async def test_a_tree_resumed_after_a_crash_goes_on_from_what_it_spent(
+    store_url: tuple[str, str], tmp_path: Path
+) -> None:
+    ceiling = 20_000
+    runtime = open_runtime(*store_url)
+    try:
+        root_id, before = await crash_a_tree(runtime, store_url, tmp_path, ceiling, 1000)
+        assert before.tokens is not None
+        # The root's and the child's answers, and the request cut off at its worst case.
+        spent = ceiling - before.tokens
+        assert spent > LEAD_USAGE.total_tokens + HELPER_USAGE.total_tokens + 1000
+        lead = FunctionModel(resuming_lead, name="small")
+        session = await runtime.open_session(root_id, tree_agent(lead))
+        budget = Budget(tokens=ceiling, max_output_tokens=1000)
+        result = await session.run(None, options=RunOptions(budget=budget))
+        assert result.status is RunStatus.COMPLETED, result.error
+        assert result.text == "All parts done."
+        # The resumed root's two requests and its new child's, charged on.
+        assert result.usage.total_tokens == 2 * LEAD_USAGE.total_tokens + HELPER_USAGE.total_tokens
+        assert result.budget_left is not None
+        assert result.budget_left.tokens == before.tokens - result.usage.total_tokens
+    finally:
+        await runtime.close()
+
+
+@pytest.mark.slow
+async def test_a_tree_spent_before_a_crash_stops_after_it(
+    store_url: tuple[str, str], tmp_path: Path
+) -> None:
+    # Requests may write up to the whole ceiling: the one cut off holds all
+    # that was left.
+    ceiling = 3_000
+    runtime = open_runtime(*store_url)
+    try:
+        root_id, before = await crash_a_tree(runtime, store_url, tmp_path, ceiling, ceiling)
+        assert before.tokens == 0
+        lead = FunctionModel(resuming_lead, name="small")
+        session = await runtime.open_session(root_id, tree_agent(lead))
+        budget = Budget(tokens=ceiling, max_output_tokens=ceiling)
+        result = await session.run(None, options=RunOptions(budget=budget))
+        assert result.status is RunStatus.BUDGET_EXHAUSTED
+        assert result.error is not None and f"0 tokens left of {ceiling}" in result.error
+        assert result.model_requests == 0
+    finally:
+        await runtime.close()
