@@ -124,3 +124,86 @@ async def test_a_tree_spent_before_a_crash_stops_after_it(
         assert result.model_requests == 0
     finally:
         await runtime.close()
+
+
+paid: list[int] = []
+
+
+@tool(needs_approval=True)
+async def pay(amount: int) -> str:
+    """Pay an invoice (a person approves each payment)."""
+    paid.append(amount)
+    return f"paid {amount}"
+
+
+def payer(request: ModelRequest) -> Any:
+    """Pays once, then answers with the payment's result."""
+    results = [r.content for m in request.messages for r in m.results]
+    if not results:
+        return reply(tool_calls=[("pay", {"amount": 70})], usage=HELPER_USAGE)
+    return reply(f"done: {results[-1]}", usage=HELPER_USAGE)
+
+
+async def test_a_run_resumed_after_approval_charges_its_tree_on(
+    store_url: tuple[str, str],
+) -> None:
+    ceiling = 20_000
+    budget = Budget(tokens=ceiling, max_output_tokens=1000)
+    async with open_runtime(*store_url) as runtime:
+        session = await runtime.create_session(Agent("payer", FunctionModel(payer), tools=[pay]))
+        parked = await session.run("Pay it.", options=RunOptions(budget=budget))
+        assert parked.status is RunStatus.AWAITING_APPROVAL
+        assert parked.budget_left == BudgetLeft(ceiling - HELPER_USAGE.total_tokens, None)
+        [call] = await session.pending()
+        await session.approve(call.id)
+        # Given the budget again, or not at all: the parked run's tree either way.
+        final = await session.resume(options=RunOptions(budget=budget))
+        assert (final.status, paid[-1:]) == (RunStatus.COMPLETED, [70])
+        assert final.budget_left == BudgetLeft(ceiling - 2 * HELPER_USAGE.total_tokens, None)
+
+
+async def test_a_resume_without_the_budget_still_charges_the_parked_runs_tree() -> None:
+    tight = Budget(tokens=HELPER_USAGE.total_tokens + 300, max_output_tokens=1000)
+    async with Runtime() as runtime:
+        session = await runtime.create_session(Agent("payer", FunctionModel(payer), tools=[pay]))
+        parked = await session.run("Pay it.", options=RunOptions(budget=tight))
+        assert parked.status is RunStatus.AWAITING_APPROVAL
+        [call] = await session.pending()
+        await session.approve(call.id)
+        final = await session.resume()
+        # The payment ran; the answer after it does not fit in what the tree has left.
+        assert final.status is RunStatus.BUDGET_EXHAUSTED
+        assert final.error is not None and "tokens left of" in final.error
+
+
+def escalating_lead(request: ModelRequest) -> Any:
+    results = [r.content for m in request.messages for r in m.results]
+    if results:
+        return reply("lead done", usage=LEAD_USAGE)
+    return reply(tool_calls=[("treasurer", {"task": "Pay the invoice."})], usage=LEAD_USAGE)
+
+
+async def test_a_child_resumed_after_its_escalation_charges_the_tree_on(
+    store_url: tuple[str, str],
+) -> None:
+    ceiling = 20_000
+    budget = Budget(tokens=ceiling, max_output_tokens=1000)
+    treasurer = SubAgent(
+        "treasurer", "Pays.", FunctionModel(payer), tools=[pay], on_approval="escalate"
+    )
+    agent = Agent("lead", FunctionModel(escalating_lead), tools=[treasurer.tool()])
+    async with open_runtime(*store_url) as runtime:
+        root = await runtime.create_session(agent)
+        first = await root.run("Pay the invoice.", options=RunOptions(budget=budget))
+        assert first.status is RunStatus.AWAITING_APPROVAL
+        # The root's request and the child's, which parked on its call.
+        spent = LEAD_USAGE.total_tokens + HELPER_USAGE.total_tokens
+        assert first.budget_left == BudgetLeft(ceiling - spent, None)
+        [pending] = await root.pending()
+        await root.approve(pending.id)
+        await runtime.background.wait_kept()
+        final = await root.resume(options=RunOptions(budget=budget))
+        assert (final.status, final.text) == (RunStatus.COMPLETED, "lead done")
+        # The child's answer after the payment, then the root's.
+        spent += HELPER_USAGE.total_tokens + LEAD_USAGE.total_tokens
+        assert final.budget_left == BudgetLeft(ceiling - spent, None)
