@@ -9,7 +9,9 @@ It prints `READY <point>` on stdout when it reached the point, and
 Scenario `tree-TOKENS-MAX_OUTPUT` runs a tree instead (`tree_agent`) under
 `Budget(tokens=TOKENS, max_output_tokens=MAX_OUTPUT)`: its root hands a part
 to an inline helper, then hangs in its next model request (`during-model`),
-whose worst case is charged.
+whose worst case is charged. `tree-bg-TOKENS-MAX_OUTPUT` spawns a background
+child instead (`background_tree_agent`), and hangs once the child hangs in
+its own model request.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 from taskloom import Agent, Budget, RunOptions, Runtime, ToolContext, Usage, tool
 from taskloom.backends import Entry, Fence
-from taskloom.delegation import SubAgent
+from taskloom.delegation import Spawner, SubAgent, TaskDispatcher
 from taskloom.models import FunctionModel, ModelRequest, reply
 from taskloom.stores import open_store
 
@@ -114,16 +116,39 @@ def tree_agent(lead: FunctionModel) -> Agent:
     return Agent("lead", lead, tools=[helper.tool()])
 
 
+def background_tree_agent(lead: FunctionModel, child: FunctionModel) -> Agent:
+    """The tree of the `tree-bg-` scenarios: root `lead`, whose `spawn_agent`
+    runs `child` (named "deep") in the background."""
+    return Agent("lead", lead, tools=[Spawner(child, dispatcher=TaskDispatcher())])
+
+
+child_asking = asyncio.Event()
+
+
+async def hanging_child(request: ModelRequest) -> Any:
+    child_asking.set()
+    await asyncio.Event().wait()
+
+
 async def crashing_lead(request: ModelRequest) -> Any:
     if len(request.messages) == 1:
+        if SCENARIO.startswith("tree-bg-"):
+            task = {"name": "bg", "task": "think", "mode": "background"}
+            return reply(tool_calls=[("spawn_agent", task, "c1")], usage=LEAD_USAGE)
         return reply(tool_calls=[("helper", {"task": "part one"}, "c1")], usage=LEAD_USAGE)
+    if SCENARIO.startswith("tree-bg-"):
+        await asyncio.wait_for(child_asking.wait(), 30)
     await hang("during-model")
 
 
 async def run_tree(runtime: Runtime) -> None:
-    _, tokens, max_output = SCENARIO.split("-")
+    tokens, max_output = SCENARIO.split("-")[-2:]
     budget = Budget(tokens=int(tokens), max_output_tokens=int(max_output))
-    agent = tree_agent(FunctionModel(crashing_lead, name="small"))
+    lead = FunctionModel(crashing_lead, name="small")
+    if SCENARIO.startswith("tree-bg-"):
+        agent = background_tree_agent(lead, FunctionModel(hanging_child, name="deep"))
+    else:
+        agent = tree_agent(lead)
     session = await runtime.open_session(SESSION_ID, agent)
     say("STARTED")
     await session.run("Do the parts.", options=RunOptions(budget=budget))

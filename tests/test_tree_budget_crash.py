@@ -6,18 +6,21 @@ on PostgreSQL; a new process goes on with the session, given the same
 `Budget`. It charges the crashed tree: what the tree has left goes on from
 what was spent before the crash (the request cut off stays charged at its
 worst case), never from a fresh N, and a tree spent before the crash stops
-the run at its first request. A run resumed after approval, and a child
-resumed once its escalated call is decided, charge their tree on too.
+the run at its first request. A background child taken up after the crash
+charges the same tree as the root that goes on. A run resumed after
+approval, and a child resumed once its escalated call is decided, charge
+their tree on too (in process).
 """
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pg import pg_schema  # noqa: F401 (fixture)
+from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from taskloom import (
     Agent,
     Budget,
@@ -25,13 +28,12 @@ from taskloom import (
     RunOptions,
     RunStatus,
     Runtime,
-    ToolContext,
     Usage,
     tool,
 )
-from taskloom.delegation import SubAgent
-from taskloom.entries import EntryKind
-from taskloom.models import FunctionModel, ScriptedModel, reply
+from taskloom.delegation import ChildStatus, Spawner, SubAgent, TaskDispatcher, child_status
+from taskloom.entries import EntryKind, SubagentLink
+from taskloom.models import FunctionModel, reply
 from taskloom.results import BudgetLeft
 from test_crash import Child, open_runtime
 
@@ -45,6 +47,12 @@ def tree_agent(lead: FunctionModel) -> Agent:
     helper_model = FunctionModel(lambda r: reply("part done", usage=HELPER_USAGE), name="small")
     helper = SubAgent("helper", "Helps with one part.", model=helper_model)
     return Agent("lead", lead, tools=[helper.tool()])
+
+
+def background_tree_agent(lead: FunctionModel, child: FunctionModel) -> Agent:
+    """crash_child.py's `background_tree_agent`: root `lead`, whose
+    `spawn_agent` runs `child` in the background."""
+    return Agent("lead", lead, tools=[Spawner(child, dispatcher=TaskDispatcher())])
 
 
 def resuming_lead(request: ModelRequest) -> Any:
@@ -207,3 +215,51 @@ async def test_a_child_resumed_after_its_escalation_charges_the_tree_on(
         # The child's answer after the payment, then the root's.
         spent += HELPER_USAGE.total_tokens + LEAD_USAGE.total_tokens
         assert final.budget_left == BudgetLeft(ceiling - spent, None)
+
+
+def answering_child(request: ModelRequest) -> Any:
+    return reply("forty-two", usage=HELPER_USAGE)
+
+
+def waiting_lead(request: ModelRequest) -> Any:
+    return reply("waiting for the worker", usage=LEAD_USAGE)
+
+
+@pytest.mark.slow
+async def test_a_background_child_taken_up_after_a_crash_charges_the_tree_its_root_goes_on_with(
+    store_url: tuple[str, str], tmp_path: Path
+) -> None:
+    """Root and background child killed in their model requests; the root's
+    next run (a new process) takes the child up, and both charge the tree
+    the crashed root opened."""
+    ceiling = 20_000
+    budget = Budget(tokens=ceiling, max_output_tokens=1000)
+    child_model = FunctionModel(answering_child, name="deep")
+    # The child is rebuilt from this runtime's registries (its spec names "deep").
+    runtime = Runtime(store=open_durable(*store_url), models=[child_model])
+    try:
+        agent = background_tree_agent(FunctionModel(waiting_lead, name="small"), child_model)
+        session = await runtime.create_session(agent)
+        effects = tmp_path / "effects.txt"
+        effects.touch()
+        child = Child(f"tree-bg-{ceiling}-1000", *store_url, session.id, effects)
+        try:
+            child.wait_for("during-model")
+        finally:
+            child.kill()
+        [started] = [e for e in await session.entries() if e.kind == EntryKind.RUN_STARTED]
+        tree_id = f"tree-{started.run_id}"
+        before = await runtime.budgets.left(tree_id)
+        assert before is not None and before.tokens is not None
+        assert ceiling - before.tokens > LEAD_USAGE.total_tokens + 2 * 1000  # two cut off
+        result = await session.run(None, options=RunOptions(budget=budget))
+        assert result.status is RunStatus.COMPLETED, result.error
+        [link] = [e.payload for e in await session.entries() if isinstance(e.payload, SubagentLink)]
+        async with asyncio.timeout(30):
+            while await child_status(runtime, link.child_session_id) is not ChildStatus.DONE:
+                await asyncio.sleep(0.02)
+        left = await runtime.budgets.left(tree_id)
+        spent = LEAD_USAGE.total_tokens + HELPER_USAGE.total_tokens  # the root's and the child's
+        assert left == BudgetLeft(before.tokens - spent, None)
+    finally:
+        await runtime.close()
