@@ -263,3 +263,20 @@ async def test_a_background_child_taken_up_after_a_crash_charges_the_tree_its_ro
         assert left == BudgetLeft(before.tokens - spent, None)
     finally:
         await runtime.close()
+
+
+async def test_a_resume_given_another_budget_keeps_the_trees_and_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ceiling = 20_000
+    async with Runtime() as runtime:
+        session = await runtime.create_session(Agent("payer", FunctionModel(payer), tools=[pay]))
+        first = RunOptions(budget=Budget(tokens=ceiling, max_output_tokens=1000))
+        await session.run("Pay it.", options=first)
+        [call] = await session.pending()
+        await session.approve(call.id)
+        bigger = RunOptions(budget=Budget(tokens=10 * ceiling, max_output_tokens=1000))
+        with caplog.at_level("WARNING", logger="taskloom"):
+            final = await session.resume(options=bigger)
+        assert final.budget_left == BudgetLeft(ceiling - 2 * HELPER_USAGE.total_tokens, None)
+        assert "keeps that tree's budget" in caplog.text
