@@ -5,6 +5,13 @@ blocks at a named point so the test can SIGKILL (or SIGSTOP) it there.
 
 It prints `READY <point>` on stdout when it reached the point, and
 `COMMITTED <position>` after every append the store confirmed.
+
+Scenario `tree-TOKENS-MAX_OUTPUT` runs a tree instead (`tree_agent`) under
+`Budget(tokens=TOKENS, max_output_tokens=MAX_OUTPUT)`: its root hands a part
+to an inline helper, then hangs in its next model request (`during-model`),
+whose worst case is charged. `tree-bg-TOKENS-MAX_OUTPUT` spawns a background
+child instead (`background_tree_agent`), and hangs once the child hangs in
+its own model request.
 """
 
 from __future__ import annotations
@@ -14,8 +21,9 @@ import os
 import sys
 from typing import Any
 
-from taskloom import Agent, Runtime, ToolContext, tool
+from taskloom import Agent, Budget, RunOptions, Runtime, ToolContext, Usage, tool
 from taskloom.backends import Entry, Fence
+from taskloom.delegation import Spawner, SubAgent, TaskDispatcher
 from taskloom.errors import UsageError
 from taskloom.models import FunctionModel, ModelRequest, reply
 from taskloom.stores import open_store
@@ -96,6 +104,57 @@ async def model_fn(request: ModelRequest) -> Any:
     return reply("done")
 
 
+HELPER_USAGE = Usage(300, 200)
+LEAD_USAGE = Usage(100, 20)
+
+
+def tree_agent(lead: FunctionModel) -> Agent:
+    """The tree of the `tree-` scenarios (test_tree_budget_crash.py resumes
+    it with the same): root `lead`, whose tool `helper` answers "part done"
+    inline."""
+    helper_model = FunctionModel(lambda r: reply("part done", usage=HELPER_USAGE), name="small")
+    helper = SubAgent("helper", "Helps with one part.", model=helper_model)
+    return Agent("lead", lead, tools=[helper.tool()])
+
+
+def background_tree_agent(lead: FunctionModel, child: FunctionModel) -> Agent:
+    """The tree of the `tree-bg-` scenarios: root `lead`, whose `spawn_agent`
+    runs `child` (named "deep") in the background."""
+    return Agent("lead", lead, tools=[Spawner(child, dispatcher=TaskDispatcher())])
+
+
+child_asking = asyncio.Event()
+
+
+async def hanging_child(request: ModelRequest) -> Any:
+    child_asking.set()
+    await asyncio.Event().wait()
+
+
+async def crashing_lead(request: ModelRequest) -> Any:
+    if len(request.messages) == 1:
+        if SCENARIO.startswith("tree-bg-"):
+            task = {"name": "bg", "task": "think", "mode": "background"}
+            return reply(tool_calls=[("spawn_agent", task, "c1")], usage=LEAD_USAGE)
+        return reply(tool_calls=[("helper", {"task": "part one"}, "c1")], usage=LEAD_USAGE)
+    if SCENARIO.startswith("tree-bg-"):
+        await asyncio.wait_for(child_asking.wait(), 30)
+    await hang("during-model")
+
+
+async def run_tree(runtime: Runtime) -> None:
+    tokens, max_output = SCENARIO.split("-")[-2:]
+    budget = Budget(tokens=int(tokens), max_output_tokens=int(max_output))
+    lead = FunctionModel(crashing_lead, name="small")
+    if SCENARIO.startswith("tree-bg-"):
+        agent = background_tree_agent(lead, FunctionModel(hanging_child, name="deep"))
+    else:
+        agent = tree_agent(lead)
+    session = await runtime.open_session(SESSION_ID, agent)
+    say("STARTED")
+    await session.run("Do the parts.", options=RunOptions(budget=budget))
+
+
 async def main() -> None:
     options: dict[str, Any] = (
         {"schema": SCHEMA} if URL.startswith("postgres") and SCHEMA != "-" else {}
@@ -107,6 +166,9 @@ async def main() -> None:
         hang_before_end=SCENARIO == "before-end",
     )
     runtime = Runtime(store=store)  # type: ignore[arg-type]
+    if SCENARIO.startswith("tree-"):
+        await run_tree(runtime)
+        return
     model = FunctionModel(model_fn, name="crash")
     agent = Agent("crashy", model, tools=[charge, upsert])
     session = await runtime.open_session(SESSION_ID, agent)

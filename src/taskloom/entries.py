@@ -582,6 +582,9 @@ class RunStartedEntry(Payload):
     themselves when it differs from the previous run's (None: an old log).
     `by` names who ran it when that was said
     (`taskloom.loop.RUN_BY`: a queue worker names itself and the job), else "".
+    `tree` is the tree budget the run charges
+    (`TreeBudget.to_dict()`: its id and `Budget`; None: none): a run that
+    goes on with this one, cut off or parked, charges the same tree.
     """
 
     KIND: ClassVar[str] = EntryKind.RUN_STARTED
@@ -590,6 +593,7 @@ class RunStartedEntry(Payload):
     traceparent: str | None = None
     offered: Mapping[str, Any] | None = None
     by: str = ""
+    tree: dict[str, Any] | None = None
 
     def to_data(self) -> dict[str, Any]:
         data: dict[str, Any] = {"agent": self.agent, "resume": self.resume}
@@ -599,17 +603,20 @@ class RunStartedEntry(Payload):
             data["offered"] = self.offered
         if self.by:
             data["by"] = self.by
+        if self.tree is not None:
+            data["tree"] = self.tree
         return data
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> RunStartedEntry:
-        traceparent, offered = data.get("traceparent"), data.get("offered")
+        traceparent, offered, tree = data.get("traceparent"), data.get("offered"), data.get("tree")
         return cls(
             str(data.get("agent", "")),
             bool(data.get("resume", False)),
             traceparent if isinstance(traceparent, str) else None,
             offered if isinstance(offered, Mapping) else None,
             str(data.get("by") or ""),
+            tree if isinstance(tree, dict) else None,
         )
 
 

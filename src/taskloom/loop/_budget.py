@@ -27,8 +27,10 @@ figure counts as 0, so a refund never exceeds its charge, and a figure past
 more than the whole ceiling is counted as that much, which spends the tree
 (and keeps every sum within the ledgers' 64-bit columns). A request
 that failed is given back whole, so a provider that bills a stream cut off
-midway is undercounted. Each root run opens a tree of its own: a `resume()`
-of a parked run starts with the whole budget again.
+midway is undercounted. Each root run opens a tree of its own, except one
+that goes on with a run that has no end (cut off by a crash, or parked for
+approval): that run's tree, recorded in its start entry, is charged on,
+what it spent still spent.
 """
 
 from __future__ import annotations

@@ -42,8 +42,10 @@ class RunOptions:
     `strategy` decides at every round boundary; `retry` is the transport
     retry policy. `budget` (a `Budget`) sets ceilings on tokens and dollars
     for this run and every run under it, in any process (a child's own
-    `budget` is ignored: its tree's applies). None means no limit (for
-    `max_rounds` too, given explicitly).
+    `budget` is ignored: its tree's applies); a run that goes on with one
+    cut off by a crash or parked for approval charges that run's tree on,
+    with that tree's budget, given this one or not. None means no limit
+    (for `max_rounds` too, given explicitly).
 
     `parent` is set on a child's options (`child()`, `for_child()`): the
     child shares that run's deadline, usage meter and tree budget. `tree` is

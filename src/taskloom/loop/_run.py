@@ -24,6 +24,7 @@ runtime's observer (tracing), entered in that order of nesting.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
@@ -39,7 +40,7 @@ from ..results import RunResult, RunStatus
 from ..tools import Tool
 from ._approvals import gated_calls
 from ._ask import ModelAsker
-from ._budget import TreeBudget
+from ._budget import Budget, TreeBudget
 from ._decide import PROCEED, Decisions
 from ._execute import ToolCalls, ToolContexts
 from ._finish import finish, finish_cancelled, record_failure, run_result
@@ -53,6 +54,8 @@ from ._strategy import RoundBoundary
 from ._tool_round import ToolRound, cut_off_results, to_run_again
 
 __all__ = ["STORE_GRACE", "RunLoop"]
+
+logger = logging.getLogger("taskloom")
 
 STORE_GRACE = 1.0
 """Seconds past the deadline a run waits for the store before it gives up:
@@ -242,7 +245,7 @@ class RunLoop:
         if cut_off and not again:
             answers = Message.tool_results(cut_off_results(log, cut_off))
             await append_message(journal, self.scope.run_id, answers)
-        if self.opts.budget is not None and self.controls.tree is None:
+        if self.controls.tree is None:
             await self._open_tree()
         tree: TreeBudget | None = self.controls.tree
         self._start_position = log.position
@@ -252,8 +255,16 @@ class RunLoop:
         scope = self.scope
         with watch:
             name = self.agent.name
+            tree_data = tree.to_dict() if tree is not None else None
             await journal.record(
-                RunStartedEntry(name, info.resume, watch.traceparent, self._offer(), RUN_BY.get()),
+                RunStartedEntry(
+                    name,
+                    info.resume,
+                    watch.traceparent,
+                    self._offer(),
+                    RUN_BY.get(),
+                    tree_data,
+                ),
                 scope.run_id,
             )
             scope.event(RunStarted, run_id=scope.run_id, agent=name)
@@ -329,10 +340,37 @@ class RunLoop:
         return self.controls.stop.is_set or self.log.stop_position > self._start_position
 
     async def _open_tree(self) -> None:
-        # A root run's budget: the tree every run under it charges.
-        budget = self.opts.budget
-        assert budget is not None
-        tree = TreeBudget(self.ports.budgets, f"tree-{self.scope.run_id}", budget)
+        """The tree this run charges, when no parent gave it one: the tree of
+        the session's latest run if that run has no end (cut off by a crash,
+        or parked for approval: this run goes on with it), whatever budget
+        this run was given; else a new tree for this run's own budget."""
+        log, budget = self.log, self.opts.budget
+        started = log.last_run_started
+        joined = None
+        # A fork's copy of its origin's runs charges the origin's tree no more.
+        if (
+            started is not None
+            and started.position > log.forked_at
+            and (log.run_open or log.parked())
+        ):
+            joined = RunStartedEntry.from_data(started.data).tree
+        if joined is not None:
+            if budget is not None and budget.to_dict() != joined["budget"]:
+                logger.warning(
+                    "session %s: a run going on with tree %s keeps that tree's budget, "
+                    "not the one it was given",
+                    self.scope.session_id,
+                    joined["tree"],
+                )
+            tree = TreeBudget(
+                self.ports.budgets, joined["tree"], Budget.from_dict(joined["budget"])
+            )
+        elif budget is not None:
+            # A root run's budget: the tree every run under it charges.
+            tree = TreeBudget(self.ports.budgets, f"tree-{self.scope.run_id}", budget)
+        else:
+            return
+        # A tree joined is in its ledger already (its row keeps what was spent).
         await tree.open()
         self.controls.tree = tree
 
