@@ -152,7 +152,6 @@ def _fingerprint(log: SessionLog) -> dict[str, Any]:
         "open_calls": log.open_calls(),
         "parked": log.parked(),
         "reopened": log.reopened(),
-        "forked_at": log.forked_at,
         "escalated": dict(log.escalated),
         "cut_off": cut_off.to_dict() if cut_off else None,
         "last_text": log.last_assistant_text(),

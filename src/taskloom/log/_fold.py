@@ -125,7 +125,6 @@ class SessionLog:
         "_reasoning",
         "_reasoning_set",
         "_reopened",
-        "_forked_at",
         "_requests",
         "_sizes",
         "_snapshot_at",
@@ -173,8 +172,6 @@ class SessionLog:
         self._escalated: dict[str, ApprovalEscalated] = {}
         # The turn a fork link found parked for approval (0: none).
         self._reopened = 0
-        # Where the session's fork link is (0: not a fork).
-        self._forked_at = 0
         self._call_ids: set[str] = set()
         self._turn = 0
         self._turn_message: Message | None = None
@@ -290,12 +287,6 @@ class SessionLog:
     def last_run_started(self) -> Entry | None:
         """The latest run's start entry."""
         return self._last_run_started
-
-    @property
-    def forked_at(self) -> int:
-        """The position of the session's fork link (0: not a fork): what came
-        before it is its origin's, runs included."""
-        return self._forked_at
 
     @property
     def last_finished(self) -> Entry | None:
@@ -447,7 +438,7 @@ class SessionLog:
             escalated = ApprovalEscalated.from_data(entry.data)
             self._escalated[escalated.child_session_id] = escalated
         elif kind == EntryKind.FORK_LINK:
-            self._fork_link(entry.position)
+            self._fork_link()
         elif kind == EntryKind.COMPACTION:
             compaction = CompactionEntry.from_data(entry.data)
             self._compaction = compaction
@@ -494,14 +485,14 @@ class SessionLog:
         # before keep reading the list and bounds they were made with.
         self._messages = decoded + self._messages
 
-    def _fork_link(self, position: int) -> None:
+    def _fork_link(self) -> None:
         # The origin's approvals stay with it: what it asked, what was decided
         # for a turn still parked and what its children escalated are not the
         # fork's to decide. Nothing is written in their place: the fork's
         # first run takes the turn up (`reopened`). A call that waited on a
         # child's escalation is cut off in the fork: its child is the
         # origin's, never written through the fork.
-        self._escalated, self._forked_at = {}, position
+        self._escalated = {}
         if self.parked():
             turn = self._reopened = self._turn
             self._requests = {k: v for k, v in self._requests.items() if k[0] != turn}
@@ -542,7 +533,6 @@ class SessionLog:
             "stepped": [self._stepped_turn, sorted(self._stepped)],
             "escalated": [e.to_data() for e in self._escalated.values()],
             "reopened": self._reopened,
-            "forked_at": self._forked_at,
             "turn": self._turn,
             "turn_message": turn_message.to_dict() if turn_message is not None else None,
             "assistant_turns": self._assistant_turns,
@@ -602,7 +592,6 @@ class SessionLog:
         }
         # Snapshots written before fork links have none.
         reopened = int(st.get("reopened") or 0)
-        forked_at = int(st.get("forked_at") or 0)
         turn = int(st["turn"])
         raw_message = st["turn_message"]
         turn_message = Message.from_dict(raw_message) if raw_message else None
@@ -628,7 +617,6 @@ class SessionLog:
         self._requests, self._decisions, self._started = requests, decisions, started
         self._stepped_turn, self._stepped = stepped_turn, stepped
         self._escalated, self._reopened = escalated, reopened
-        self._forked_at = forked_at
         self._turn, self._turn_message = turn, turn_message
         self._assistant_turns = assistant_turns
         self._folded = folded

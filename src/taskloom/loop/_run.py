@@ -347,12 +347,7 @@ class RunLoop:
         log, budget = self.log, self.opts.budget
         started = log.last_run_started
         joined = None
-        # A fork's copy of its origin's runs charges the origin's tree no more.
-        if (
-            started is not None
-            and started.position > log.forked_at
-            and (log.run_open or log.parked())
-        ):
+        if started is not None and (log.run_open or log.parked()):
             joined = RunStartedEntry.from_data(started.data).tree
         if joined is not None:
             if budget is not None and budget.to_dict() != joined["budget"]:
