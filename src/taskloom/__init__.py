@@ -13,6 +13,7 @@ from ._lazy import lazy_exports
 from ._output_type import OutputType
 from .agent import Agent
 from .errors import (
+    APIKeyMissing,
     AnswerConflict,
     ApprovalConflict,
     ApprovalsMissing,
@@ -109,6 +110,7 @@ from .tools import (
 
 __all__ = [
     "Agent",
+    "APIKeyMissing",
     "AnswerConflict",
     "ApprovalConflict",
     "ApprovalRequested",

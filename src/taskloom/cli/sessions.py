@@ -40,6 +40,7 @@ from .failures import EXIT_FAILED, with_hint
 from .loading import agent_flags, command_line_agent, open_runtime, run_options
 from .render import (
     EventPrinter,
+    Waiting,
     approval_block,
     command_line,
     fold,
@@ -505,14 +506,15 @@ async def _resume(runtime: Runtime, console: Console, args: argparse.Namespace) 
             UsageError(f"the approved calls of session {meta.id} need the tool(s) {names}"),
             "add a --tool module:attribute for each, or use --app module:factory",
         )
-    run = session.resume(options=run_options(args), emit=EventPrinter(console))
+    printer = EventPrinter(console, Waiting.on_stderr())
+    run = session.resume(options=run_options(args), emit=printer)
     flags = agent_flags(args)
     where = shlex.join(["taskloom", "sessions", "show", meta.id, *store_options(args)])
     go_on = (
         f"taskloom resume {meta.id} {flags} while `{where}` shows calls awaiting resume, "
         f"else taskloom run --session {meta.id} {flags} 'PROMPT'"
     )
-    result = await interruptible(run, go_on)
+    result = await interruptible(run, go_on, printer)
     return report_result(console, session, result, args)
 
 

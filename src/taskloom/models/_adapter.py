@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from ..errors import ConfigurationError, ContextWindowExceeded, ProviderError
+from ..errors import APIKeyMissing, ConfigurationError, ContextWindowExceeded, ProviderError
 from ._base import (
     ModelRequest,
     ModelResponse,
@@ -274,9 +274,7 @@ def _choose_key(
         if value:
             return value, None
     if named or home.key_required:
-        raise ConfigurationError(
-            f"no API key for {provider}: set the {shown} environment variable or pass api_key="
-        )
+        raise APIKeyMissing(provider, variables)
     return None, None
 
 
