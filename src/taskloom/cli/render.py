@@ -46,6 +46,7 @@ __all__ = [
     "Waiting",
     "approval_block",
     "command_line",
+    "decide_line",
     "fold",
     "pending_summary",
     "terminal",
@@ -120,13 +121,20 @@ def pending_summary(
     for call in pending:
         parts.append(Text("awaiting approval:", style="bold yellow"))
         parts.append(approval_block(call.name, call.id, call.arguments, call.reason))
-        command = shlex.join(["taskloom", "approve", session_id, visible(call.id)])
-        where = f" {store_flags}" if store_flags else ""
-        parts.append(command_line(f"  decide: {command}{where} (or add --deny)"))
+        parts.append(decide_line(session_id, call.id, store_flags))
     if parts:
         again = shlex.join(["taskloom", "resume", session_id])
         parts.append(command_line(f"  then: {again}{' ' + resume_flags if resume_flags else ''}"))
     return Group(*parts)
+
+
+def decide_line(session_id: str, call_id: str, store_flags: str = "") -> Text:
+    """The command that decides a parked call, as a line to copy:
+    `store_flags` name its store (`--store URL` or `--app MODULE:FACTORY`,
+    shell-quoted; empty for the default store)."""
+    command = shlex.join(["taskloom", "approve", session_id, visible(call_id)])
+    where = f" {store_flags}" if store_flags else ""
+    return command_line(f"  decide: {command}{where} (or add --deny)")
 
 
 def command_line(text: str) -> Text:
