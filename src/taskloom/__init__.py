@@ -13,8 +13,8 @@ from ._lazy import lazy_exports
 from ._output_type import OutputType
 from .agent import Agent
 from .errors import (
-    APIKeyMissing,
     AnswerConflict,
+    APIKeyMissing,
     ApprovalConflict,
     ApprovalsMissing,
     AuthenticationError,

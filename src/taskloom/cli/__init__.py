@@ -166,9 +166,7 @@ def command_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def command(
-        name: str, help: str, epilog: str, into: Any = sub
-    ) -> argparse.ArgumentParser:
+    def command(name: str, help: str, epilog: str, into: Any = sub) -> argparse.ArgumentParser:
         made: argparse.ArgumentParser = into.add_parser(
             name,
             help=help,
@@ -413,7 +411,9 @@ def command_parser() -> argparse.ArgumentParser:
     qstatus.add_argument("--schema", default=None, help="the PostgreSQL schema of its tables")
 
     db = command(
-        "db", "the PostgreSQL database", examples("taskloom db migrate postgresql://localhost/agents")
+        "db",
+        "the PostgreSQL database",
+        examples("taskloom db migrate postgresql://localhost/agents"),
     )
     dsub = db.add_subparsers(dest="action", required=True)
     dmigrate = command(

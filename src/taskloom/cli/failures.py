@@ -88,7 +88,11 @@ def _message(exc: BaseException) -> str:
     if isinstance(exc, APIKeyMissing):
         # The Python API's advice (api_key=) has no command-line counterpart.
         first, *others = exc.variables
-        unset = f"neither {first} nor {' nor '.join(others)} is set" if others else f"{first} is not set"
+        unset = (
+            f"neither {first} nor {' nor '.join(others)} is set"
+            if others
+            else f"{first} is not set"
+        )
         return f"no API key for {exc.provider}: {unset} in the environment"
     text = str(exc)
     if isinstance(exc, TaskloomError) and text:
