@@ -194,8 +194,8 @@ def test_the_printer_wipes_the_waiting_line_before_the_answer() -> None:
     assert "Hello" in shown.getvalue()
 
 
-def test_no_waiting_line_off_a_terminal() -> None:
-    # Under pytest standard error is captured: no terminal.
+def test_no_waiting_line_off_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # a pipe or a file: no terminal
     assert Waiting.on_stderr() is None
 
 
