@@ -14,6 +14,7 @@ from ._output_type import OutputType
 from .agent import Agent
 from .errors import (
     AnswerConflict,
+    APIKeyMissing,
     ApprovalConflict,
     ApprovalsMissing,
     AuthenticationError,
@@ -109,6 +110,7 @@ from .tools import (
 
 __all__ = [
     "Agent",
+    "APIKeyMissing",
     "AnswerConflict",
     "ApprovalConflict",
     "ApprovalRequested",

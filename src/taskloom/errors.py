@@ -6,6 +6,7 @@ decisions and misuse of the API::
 
     TaskloomError
     ├── ConfigurationError      a definition is wrong (also a ValueError)
+    │   └── APIKeyMissing       a model's provider needs a key and none was found
     ├── UsageError              the API was called in a state that forbids it
     │   ├── AnswerConflict      an answer contradicts the recorded one
     │   ├── ApprovalConflict    a decision contradicts the recorded one
@@ -43,6 +44,7 @@ else is running this session", `UsageError` for bugs in the calling code.
 from __future__ import annotations
 
 __all__ = [
+    "APIKeyMissing",
     "AnswerConflict",
     "ApprovalConflict",
     "ApprovalsMissing",
@@ -83,6 +85,23 @@ class ConfigurationError(TaskloomError, ValueError):
 
     Raised at construction, naming the culprit, never in the middle of a run.
     """
+
+
+class APIKeyMissing(ConfigurationError):
+    """A model's provider needs an API key, and neither `api_key=` nor its
+    environment variable gave one (raised when the model is built).
+
+    `provider` names the provider, `variables` the environment variables
+    read for its key, in the order they are read.
+    """
+
+    def __init__(self, provider: str, variables: tuple[str, ...]) -> None:
+        self.provider = provider
+        self.variables = variables
+        shown = " or ".join(variables)
+        super().__init__(
+            f"no API key for {provider}: set the {shown} environment variable or pass api_key="
+        )
 
 
 class ToolDefinitionWarning(UserWarning):

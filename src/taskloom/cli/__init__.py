@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-__all__ = ["default_store_url", "main", "store_options"]
+__all__ = ["command_parser", "default_store_url", "examples", "main", "store_options"]
 
 
 def default_store_url() -> str:
@@ -86,6 +86,17 @@ def _positive(text: str) -> int:
 _APP_HELP = "the host's factory returning its taskloom.Runtime (agents and store included)"
 _STORE_HELP = "store URL (default: the embedded SQLite store)"
 _MUST_EXIST = "store URL of an existing store (default: the embedded SQLite store)"
+_SESSION_HELP = "a session's id, as `taskloom sessions list` shows it"
+_KEYS = """\
+the model's API key is read from its provider's environment variable
+(OPENAI_API_KEY, ANTHROPIC_API_KEY, GOOGLE_API_KEY, ...), never from a flag.
+"""
+
+
+def examples(*lines: str, then: str = "") -> str:
+    """A command's `--help` epilog: its example command lines, and `then`,
+    a paragraph to read after them."""
+    return "examples:\n" + "".join(f"  {line}\n" for line in lines) + (f"\n{then}" if then else "")
 
 
 def _app_option(parser: Any) -> None:
@@ -103,7 +114,13 @@ def _agent_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--system", default=None, help="instructions (system prompt)")
     parser.add_argument("--base-url", default=None, help="the model server's base URL")
-    parser.add_argument("--max-rounds", type=_positive, default=20)
+    parser.add_argument(
+        "--max-rounds",
+        type=_positive,
+        default=20,
+        metavar="N",
+        help="model rounds the run may take; past them it ends out of rounds (default 20)",
+    )
     parser.add_argument(
         "--budget-tokens",
         type=_positive,
@@ -118,7 +135,9 @@ def _agent_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _parser() -> argparse.ArgumentParser:
+def command_parser() -> argparse.ArgumentParser:
+    """The `taskloom` command's parser: every command, with its help text
+    and examples."""
     # --debug is read before or after the command: the subcommands' copies
     # leave it unset unless given, so they never reset the top-level one.
     debug = argparse.ArgumentParser(add_help=False)
@@ -131,24 +150,53 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="taskloom",
         description="A runtime for tool-using LLM agents.",
-        epilog=EXIT_CODES,
+        epilog=examples(
+            "taskloom demo",
+            'taskloom run "Where is Tromsø?" --model openai:gpt-4.1-mini',
+            "taskloom sessions list",
+            then="Each command's --help shows examples of its own.\n\n" + EXIT_CODES,
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     from .. import __version__
 
-    parser.add_argument("--version", action="version", version=f"taskloom {__version__}")
+    parser.add_argument(
+        "--version", action="version", version=f"taskloom {__version__}", help="print the version"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def command(name: str, help: str, into: Any = sub) -> argparse.ArgumentParser:
-        made: argparse.ArgumentParser = into.add_parser(name, help=help, parents=[debug])
+    def command(name: str, help: str, epilog: str, into: Any = sub) -> argparse.ArgumentParser:
+        made: argparse.ArgumentParser = into.add_parser(
+            name,
+            help=help,
+            description=help[:1].upper() + help[1:] + ".",
+            epilog=epilog,
+            parents=[debug],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         return made
 
-    demo = command("demo", "an offline, scripted tour of a run (no API key needed)")
+    demo = command(
+        "demo",
+        "an offline, scripted tour of a run (no API key needed)",
+        examples("taskloom demo", "taskloom demo --fast"),
+    )
     demo.add_argument("--fast", action="store_true", help="no pauses (for tests and CI)")
 
-    run = command("run", "run a prompt against a model and stream the answer")
-    run.add_argument("prompt")
+    run = command(
+        "run",
+        "run a prompt against a model and stream the answer",
+        examples(
+            'taskloom run "What is 17 * 23?" --model openai:gpt-4.1-mini',
+            'taskloom run "Book a cabin." --model anthropic:claude-sonnet-4-5 --tool mytools:book',
+            'taskloom run "Hello" --model ollama:qwen3:8b --max-rounds 5 --budget-tokens 20000',
+            'taskloom run "And on Sunday?" --session ID --model openai:gpt-4.1-mini',
+            'taskloom run "Plan the trip." --app myapp:runtime --agent planner',
+            then=_KEYS,
+        ),
+    )
+    run.add_argument("prompt", help="what to ask the model (quote it)")
     _agent_options(run)
     run.add_argument("--session", default=None, help="go on in this session (default: a new one)")
     run.add_argument("--agent", default=None, help="with --app: the agent to run, by name")
@@ -156,21 +204,57 @@ def _parser() -> argparse.ArgumentParser:
         "--store", default=None, help=_STORE_HELP + "; with --session, an existing one"
     )
 
-    sessions = command("sessions", "list, show, fork and diff stored sessions")
+    sessions = command(
+        "sessions",
+        "list, show, fork and diff stored sessions",
+        examples(
+            "taskloom sessions list",
+            "taskloom sessions show ID",
+            "taskloom sessions fork ID --round 2",
+            "taskloom sessions diff ID OTHER_ID",
+        ),
+    )
     ssub = sessions.add_subparsers(dest="action", required=True)
-    ls = command("list", "the newest sessions", ssub)
+    ls = command(
+        "list",
+        "the newest sessions",
+        examples(
+            "taskloom sessions list --limit 5",
+            "taskloom sessions list --json --store postgresql://localhost/agents",
+        ),
+        ssub,
+    )
     ls.add_argument("--limit", type=_positive, default=20, help="how many (at least 1)")
     ls.add_argument("--json", action="store_true", help="print JSON, for scripts")
     ls.add_argument("--store", default=None, help=_MUST_EXIST)
     _app_option(ls)
-    show = command("show", "a session's transcript", ssub)
-    show.add_argument("session_id")
+    show = command(
+        "show",
+        "a session's transcript, and the commands that decide what it waits for",
+        examples(
+            "taskloom sessions show ID",
+            "taskloom sessions show ID --tree",
+            "taskloom sessions show ID --json --store sqlite:///runs.db",
+        ),
+        ssub,
+    )
+    show.add_argument("session_id", metavar="ID", help=_SESSION_HELP)
     show.add_argument("--tree", action="store_true", help="draw the delegation tree")
     show.add_argument("--json", action="store_true", help="print JSON, for scripts")
     show.add_argument("--store", default=None, help=_MUST_EXIST)
     _app_option(show)
-    fork = command("fork", "copy a session's history up to an entry into a new session", ssub)
-    fork.add_argument("session_id")
+    fork = command(
+        "fork",
+        "copy a session's history up to an entry into a new session",
+        examples(
+            "taskloom sessions fork ID",
+            "taskloom sessions fork ID --at 4",
+            "taskloom sessions fork ID --round 2",
+            then="The new session's id is printed alone, for $(taskloom sessions fork ...).\n",
+        ),
+        ssub,
+    )
+    fork.add_argument("session_id", metavar="ID", help="the session to copy")
     # Both numbers are checked where the API checks them (`cut_position`).
     at = fork.add_mutually_exclusive_group()
     at.add_argument(
@@ -185,24 +269,58 @@ def _parser() -> argparse.ArgumentParser:
     )
     fork.add_argument("--store", default=None, help=_MUST_EXIST)
     _app_option(fork)
-    diff = command("diff", "where two sessions' rounds first differ", ssub)
-    diff.add_argument("a", metavar="A")
-    diff.add_argument("b", metavar="B")
+    diff = command(
+        "diff",
+        "where two sessions' rounds first differ",
+        examples("taskloom sessions diff ID FORK_ID", "taskloom sessions diff ID FORK_ID --json"),
+        ssub,
+    )
+    diff.add_argument("a", metavar="A", help="a session's id")
+    diff.add_argument("b", metavar="B", help="the id of the session to compare it with")
     diff.add_argument("--json", action="store_true", help="print JSON, for scripts")
     diff.add_argument("--store", default=None, help=_MUST_EXIST)
     _app_option(diff)
 
-    approve = command("approve", "approve (or --deny) a parked tool call")
-    approve.add_argument("session_id")
-    approve.add_argument("call_id")
-    approve.add_argument("--deny", action="store_true")
-    approve.add_argument("--note", default=None)
+    approve = command(
+        "approve",
+        "approve (or --deny) a parked tool call",
+        examples(
+            "taskloom approve ID CALL_ID",
+            'taskloom approve ID CALL_ID --deny --note "over the trip budget"',
+            "taskloom approve ID CALL_ID --store postgresql://localhost/agents",
+            then="`taskloom run` and `taskloom sessions show` print these commands, ids filled in.\n",
+        ),
+    )
+    approve.add_argument(
+        "session_id",
+        metavar="ID",
+        help="the session the call waits in (for a child agent's call: the root session)",
+    )
+    approve.add_argument(
+        "call_id", metavar="CALL_ID", help="the call's id, as run or sessions show print it"
+    )
+    approve.add_argument(
+        "--deny", action="store_true", help="refuse the call: the model is told it was denied"
+    )
+    approve.add_argument(
+        "--note", default=None, help="why: recorded with the decision; a denial shows it the model"
+    )
     approve.add_argument("--store", default=None, help=_MUST_EXIST)
     _app_option(approve)
 
-    answer = command("answer", "answer a question an MCP task asks a person")
-    answer.add_argument("session_id")
-    answer.add_argument("input_id")
+    answer = command(
+        "answer",
+        "answer a question an MCP task asks a person",
+        examples(
+            "taskloom answer ID INPUT_ID --set city=Tromsø --set nights=2",
+            """taskloom answer ID INPUT_ID --json '{"confirm": true}'""",
+            "taskloom answer ID INPUT_ID --decline",
+        ),
+    )
+    answer.add_argument("session_id", metavar="ID", help="the session that asks")
+    answer.add_argument(
+        "input_id", metavar="INPUT_ID", help="the question's id, as sessions show prints it"
+    )
     answer.add_argument(
         "--set",
         action="append",
@@ -217,8 +335,17 @@ def _parser() -> argparse.ArgumentParser:
     answer.add_argument("--store", default=None, help=_MUST_EXIST)
     _app_option(answer)
 
-    resume = command("resume", "resume a session parked for approval")
-    resume.add_argument("session_id")
+    resume = command(
+        "resume",
+        "resume a session parked for approval",
+        examples(
+            "taskloom resume ID --model openai:gpt-4.1-mini --tool mytools:book",
+            "taskloom resume ID --app myapp:runtime",
+            then="Give the agent as the run that parked was given it: --app, or --model and a\n"
+            "--tool per tool (taskloom never loads code a session names).\n\n" + _KEYS,
+        ),
+    )
+    resume.add_argument("session_id", metavar="ID", help="the session to resume")
     _agent_options(resume)
     resume.add_argument("--store", default=None, help=_MUST_EXIST)
 
@@ -226,26 +353,79 @@ def _parser() -> argparse.ArgumentParser:
     from .mcp import add_mcp_commands
     from .serve import add_serve_command
 
-    add_serve_command(command("serve", "the web console: watch sessions, decide approvals"))
-    add_mcp_commands(command("mcp", "serve an agent over the Model Context Protocol"), [debug])
-    add_a2a_commands(command("a2a", "serve an agent over the Agent2Agent protocol"), [debug])
+    add_serve_command(
+        command(
+            "serve",
+            "the web console: watch sessions, decide approvals",
+            examples(
+                "taskloom serve",
+                "taskloom serve --app myapp:runtime --port 8800",
+                "taskloom serve --store postgresql://localhost/agents --port 0",
+            ),
+        )
+    )
+    add_mcp_commands(
+        command(
+            "mcp",
+            "serve an agent over the Model Context Protocol",
+            examples("taskloom mcp serve myagents:researcher"),
+        ),
+        [debug],
+    )
+    add_a2a_commands(
+        command(
+            "a2a",
+            "serve an agent over the Agent2Agent protocol",
+            examples("taskloom a2a serve myagents:researcher"),
+        ),
+        [debug],
+    )
 
-    worker = command("worker", "run queued runs, background children and wake-ups")
+    worker = command(
+        "worker",
+        "run queued runs, background children and wake-ups",
+        examples(
+            "taskloom worker --app myapp:runtime",
+            "taskloom worker --app myapp:runtime --concurrency 8 --queues runs",
+        ),
+    )
     worker.add_argument(
         "--app", required=True, metavar="MODULE:FACTORY", help="the host's Runtime factory"
     )
     worker.add_argument("--concurrency", type=int, default=4, help="jobs at once (default 4)")
     worker.add_argument("--queues", default=None, help="e.g. runs,children (default: both)")
 
-    queue = command("queue", "the work queue")
+    queue = command(
+        "queue", "the work queue", examples("taskloom queue status postgresql://localhost/agents")
+    )
     qsub = queue.add_subparsers(dest="action", required=True)
-    qstatus = command("status", "jobs by kind and status, and the workers alive", qsub)
+    qstatus = command(
+        "status",
+        "jobs by kind and status, and the workers alive",
+        examples(
+            "taskloom queue status postgresql://localhost/agents",
+            "taskloom queue status postgresql://localhost/agents --schema taskloom",
+        ),
+        qsub,
+    )
     qstatus.add_argument("url", help="the PostgreSQL URL of the queue")
     qstatus.add_argument("--schema", default=None, help="the PostgreSQL schema of its tables")
 
-    db = command("db", "the PostgreSQL database")
+    db = command(
+        "db",
+        "the PostgreSQL database",
+        examples("taskloom db migrate postgresql://localhost/agents"),
+    )
     dsub = db.add_subparsers(dest="action", required=True)
-    dmigrate = command("migrate", "create or migrate every taskloom table", dsub)
+    dmigrate = command(
+        "migrate",
+        "create or migrate every taskloom table",
+        examples(
+            "taskloom db migrate postgresql://localhost/agents",
+            "taskloom db migrate postgresql://localhost/agents --schema taskloom",
+        ),
+        dsub,
+    )
     dmigrate.add_argument("url", help="postgresql://user@host:port/database")
     dmigrate.add_argument("--schema", default=None, help="the PostgreSQL schema of the tables")
     return parser
@@ -291,7 +471,7 @@ def _stdout_closed() -> bool:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = _parser().parse_args(argv)
+    args = command_parser().parse_args(argv)
     try:
         if args.command == "demo":
             from .demo import run_demo

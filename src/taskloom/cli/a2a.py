@@ -12,6 +12,7 @@ import argparse
 import asyncio
 
 from ..errors import ConfigurationError
+from . import examples
 from .failures import with_hint
 from .mcp import _address, _load_agent, add_guard_options, guard_options
 
@@ -24,7 +25,20 @@ TOKEN_VARIABLE = "TASKLOOM_A2A_TOKEN"
 def add_a2a_commands(a2a: argparse.ArgumentParser, parents: list[argparse.ArgumentParser]) -> None:
     """The `a2a` subcommands (the parser only: nothing heavy is imported here)."""
     sub = a2a.add_subparsers(dest="action", required=True)
-    serve = sub.add_parser("serve", help="serve an agent over A2A", parents=parents)
+    serve = sub.add_parser(
+        "serve",
+        help="serve an agent over A2A",
+        description="Serve an agent over A2A.",
+        epilog=examples(
+            "taskloom a2a serve myagents:researcher",
+            "taskloom a2a serve myagents:researcher --http 127.0.0.1:9000 --store sqlite:///a2a.db",
+            "taskloom a2a serve myagents:researcher --http 0.0.0.0:8000 --token-env RESEARCH_TOKEN",
+            then=f"The bearer token clients must send is read from ${TOKEN_VARIABLE} (or the\n"
+            "variable --token-env names), never from the command line.\n",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=parents,
+    )
     serve.add_argument("agent", metavar="MODULE:AGENT", help="an Agent, or a factory returning one")
     serve.add_argument(
         "--http",

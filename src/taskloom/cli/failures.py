@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from .._extras import EXTRAS, extra_providing, install_command
 from ..errors import (
+    APIKeyMissing,
     ApprovalConflict,
     ApprovalsMissing,
     AuthenticationError,
@@ -84,6 +85,15 @@ def _message(exc: BaseException) -> str:
             purpose = EXTRAS[extra][0]
             return f"{purpose} needs the {extra} extra: no module named {module!r}"
         return f"the module {module!r} is not installed ({exc})"
+    if isinstance(exc, APIKeyMissing):
+        # The Python API's advice (api_key=) has no command-line counterpart.
+        first, *others = exc.variables
+        unset = (
+            f"neither {first} nor {' nor '.join(others)} is set"
+            if others
+            else f"{first} is not set"
+        )
+        return f"no API key for {exc.provider}: {unset} in the environment"
     text = str(exc)
     if isinstance(exc, TaskloomError) and text:
         return text
@@ -104,6 +114,12 @@ def _hint(exc: BaseException, args: argparse.Namespace | None) -> str:
         if extra is not None:
             return install_command(extra)
         return f"install the package that provides {module!r} into the environment taskloom runs in"
+    if isinstance(exc, APIKeyMissing):
+        # Never a flag: a key on the command line is visible to other users.
+        return (
+            f"export {exc.variables[0]}=... in the shell that runs taskloom "
+            "(taskloom takes no key on the command line)"
+        )
     if isinstance(exc, ApprovalConflict):
         return (
             f"the first decision stands; see it with: taskloom sessions show {session or 'ID'}{on}"

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from .._serving import MAX_JSONRPC_BODY, require_token_beyond_loopback
 from ..errors import ConfigurationError, UsageError
+from . import examples
 from .failures import with_hint
 from .serve import add_max_body
 
@@ -34,8 +35,19 @@ TOKEN_VARIABLE = "TASKLOOM_MCP_TOKEN"
 def add_mcp_commands(mcp: argparse.ArgumentParser, parents: list[argparse.ArgumentParser]) -> None:
     """The `mcp` subcommands (the parser only: nothing heavy is imported here)."""
     sub = mcp.add_subparsers(dest="action", required=True)
+    about = "serve an agent as an MCP server with one tool"
     serve = sub.add_parser(
-        "serve", help="serve an agent as an MCP server with one tool", parents=parents
+        "serve",
+        help=about,
+        description=about[:1].upper() + about[1:] + ".",
+        epilog=examples(
+            "taskloom mcp serve myagents:researcher",
+            "taskloom mcp serve myagents:make_researcher --http 127.0.0.1:8000",
+            "taskloom mcp serve myagents:researcher --http 127.0.0.1:0 --store sqlite:///mcp.db",
+            then="MODULE:AGENT is found like python -m finds a module (this folder included).\n",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=parents,
     )
     serve.add_argument("agent", metavar="MODULE:AGENT", help="an Agent, or a factory returning one")
     serve.add_argument(

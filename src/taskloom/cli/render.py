@@ -8,11 +8,15 @@ into rich markup.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import json
 import shlex
-from collections.abc import Iterable, Mapping
-from typing import Any
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TextIO
 
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
@@ -39,8 +43,10 @@ from .text import visible
 
 __all__ = [
     "EventPrinter",
+    "Waiting",
     "approval_block",
     "command_line",
+    "decide_line",
     "fold",
     "pending_summary",
     "terminal",
@@ -115,13 +121,20 @@ def pending_summary(
     for call in pending:
         parts.append(Text("awaiting approval:", style="bold yellow"))
         parts.append(approval_block(call.name, call.id, call.arguments, call.reason))
-        command = shlex.join(["taskloom", "approve", session_id, visible(call.id)])
-        where = f" {store_flags}" if store_flags else ""
-        parts.append(command_line(f"  decide: {command}{where} (or add --deny)"))
+        parts.append(decide_line(session_id, call.id, store_flags))
     if parts:
         again = shlex.join(["taskloom", "resume", session_id])
         parts.append(command_line(f"  then: {again}{' ' + resume_flags if resume_flags else ''}"))
     return Group(*parts)
+
+
+def decide_line(session_id: str, call_id: str, store_flags: str = "") -> Text:
+    """The command that decides a parked call, as a line to copy:
+    `store_flags` name its store (`--store URL` or `--app MODULE:FACTORY`,
+    shell-quoted; empty for the default store)."""
+    command = shlex.join(["taskloom", "approve", session_id, visible(call_id)])
+    where = f" {store_flags}" if store_flags else ""
+    return command_line(f"  decide: {command}{where} (or add --deny)")
 
 
 def command_line(text: str) -> Text:
@@ -144,14 +157,85 @@ def terminal() -> Console:
     return _Terminal()
 
 
+class Waiting:
+    """A line on a terminal saying how long the model has been answering:
+    `waiting for the model… 2.1s`, drawn at `start()`, redrawn every `every`
+    seconds while the event loop runs, and wiped by `stop()`.
+
+    Drawn with a carriage return and wiped with spaces (no escape codes), on
+    `stream` only: what the command prints elsewhere is left as it is.
+    """
+
+    def __init__(
+        self, stream: TextIO, clock: Callable[[], float] = time.monotonic, every: float = 0.1
+    ) -> None:
+        self.stream = stream
+        self.clock = clock
+        self.every = every
+        self._since: float | None = None
+        self._drawn = 0
+        self._next: asyncio.TimerHandle | None = None
+
+    @classmethod
+    def on_stderr(cls) -> Waiting | None:
+        """One on standard error when that is a terminal; None otherwise, so
+        that pipes, files and tests get no such line."""
+        try:
+            return cls(sys.stderr) if sys.stderr.isatty() else None
+        except (AttributeError, ValueError):
+            return None  # no stderr, or a closed one
+
+    def start(self) -> None:
+        """Start counting from now and draw the line."""
+        self.stop()
+        self._since = self.clock()
+        self.draw()
+
+    def draw(self) -> None:
+        """Draw the line with the time since `start()`, and (in a running
+        event loop) schedule the next drawing."""
+        if self._since is None:
+            return
+        text = f"waiting for the model… {self.clock() - self._since:.1f}s"
+        # A line wider than the terminal would wrap, and \r would wipe only its end.
+        text = text[: max(shutil.get_terminal_size().columns - 1, 0)]
+        self._write("\r" + text.ljust(self._drawn))
+        self._drawn = len(text)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # drawn once; nothing to redraw it from
+        self._next = loop.call_later(self.every, self.draw)
+
+    def stop(self) -> None:
+        """Wipe the line (if drawn) and stop redrawing it."""
+        if self._next is not None:
+            self._next.cancel()
+            self._next = None
+        self._since = None
+        if self._drawn:
+            self._write("\r" + " " * self._drawn + "\r")
+            self._drawn = 0
+
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):
+            self._drawn = 0  # the terminal went away: nothing left to wipe
+
+
 class EventPrinter:
     """Prints events line by line; assistant text streams inline.
 
     Child agents' events get a coloured lane prefix named after their origin.
+    With `waiting` (see `Waiting.on_stderr`), a line counts the seconds from
+    each model request until the next event; `close()` wipes it.
     """
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, waiting: Waiting | None = None) -> None:
         self.console = console
+        self.waiting = waiting
         self._in_text = False
         self._lanes: dict[str, str] = {}
         # Keyed by origin too: call ids repeat across child sessions.
@@ -159,7 +243,13 @@ class EventPrinter:
 
     def note(self, markup: str, origin: str = "") -> None:
         """Print a line of the host's own (rich markup), between events."""
+        self.close()
         self._line(origin, Text.from_markup(markup))
+
+    def close(self) -> None:
+        """Wipe the waiting line, if one is drawn (before anything else is printed)."""
+        if self.waiting is not None:
+            self.waiting.stop()
 
     def _lane(self, origin: str) -> Text:
         if not origin:
@@ -180,6 +270,8 @@ class EventPrinter:
 
     def __call__(self, event: Event) -> None:
         o = event.origin
+        if not isinstance(event, ThinkingDelta):
+            self.close()  # thinking shows nothing: the model is still being waited on
         if isinstance(event, TextDelta):
             if not self._in_text:
                 self.console.print(self._lane(o), end="")
@@ -190,6 +282,8 @@ class EventPrinter:
         elif isinstance(event, ModelRequestStarted):
             asking = f"· round {event.round}: asking {visible(event.model)}"
             self._line(o, Text(asking, style="dim"))
+            if self.waiting is not None:
+                self.waiting.start()
         elif isinstance(event, ToolCallStarted):
             label = f"{visible(event.name)}({fold(_compact(event.arguments), 80)})"
             self._calls[(o, event.call_id)] = label

@@ -31,7 +31,14 @@ from .loading import (
     open_runtime,
     run_options,
 )
-from .render import EventPrinter, command_line, pending_summary, terminal, usage_table
+from .render import (
+    EventPrinter,
+    Waiting,
+    command_line,
+    pending_summary,
+    terminal,
+    usage_table,
+)
 
 __all__ = ["interruptible", "load_tool", "report_result", "run_prompt"]
 
@@ -60,19 +67,24 @@ def report_result(
     return 0 if result.ok else 1
 
 
-async def interruptible(run: Awaitable[T], go_on: str) -> T:
-    """Await `run`; when Ctrl-C cancels it, say on stderr that the session was
-    kept and how to go on (`go_on`, a command line), then let the cancellation
-    end the command (exit code 130)."""
+async def interruptible(run: Awaitable[T], go_on: str, printer: EventPrinter) -> T:
+    """Await `run`, which prints its events with `printer`; when Ctrl-C
+    cancels it, say on stderr that the session was kept and how to go on
+    (`go_on`, a command line), then let the cancellation end the command
+    (exit code 130). However it ends, the printer's waiting line is wiped
+    first."""
     try:
         return await run
     except asyncio.CancelledError:
+        printer.close()
         print(
             "taskloom: interrupted; the session keeps everything up to the interrupted step",
             file=sys.stderr,
         )
         print(f"  hint: go on with: {go_on}", file=sys.stderr)
         raise
+    finally:
+        printer.close()
 
 
 def _go_on_command(session_id: str, args: argparse.Namespace) -> str:
@@ -115,8 +127,9 @@ async def _run(args: argparse.Namespace, console: Console) -> int:
             session = await runtime.open_session(meta.id, agent)
         else:
             session = await _new_session(args, runtime)
-        run = session.run(args.prompt, options=run_options(args), emit=EventPrinter(console))
-        result = await interruptible(run, _go_on_command(session.id, args))
+        printer = EventPrinter(console, Waiting.on_stderr())
+        run = session.run(args.prompt, options=run_options(args), emit=printer)
+        result = await interruptible(run, _go_on_command(session.id, args), printer)
         return report_result(console, session, result, args)
 
 

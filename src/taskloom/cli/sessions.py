@@ -40,8 +40,10 @@ from .failures import EXIT_FAILED, with_hint
 from .loading import agent_flags, command_line_agent, open_runtime, run_options
 from .render import (
     EventPrinter,
+    Waiting,
     approval_block,
     command_line,
+    decide_line,
     fold,
     question_block,
     terminal,
@@ -169,8 +171,13 @@ async def _show_json(runtime: Runtime, session_id: str) -> int:
     return 0
 
 
-async def _show(runtime: Runtime, console: Console, session_id: str, tree: bool) -> int:
+async def _show(
+    runtime: Runtime, console: Console, session_id: str, tree: bool, where: Sequence[str]
+) -> int:
+    """Print the session's transcript, then what it waits for, each with the
+    command that decides it (`where`: the options naming the store)."""
     meta, log = await _log(runtime, session_id)
+    store_flags = shlex.join(where)
     if tree:
         title = Text.assemble(
             (visible(meta.agent or "session"), "bold"), f" {visible(meta.id[:8])}"
@@ -215,6 +222,8 @@ async def _show(runtime: Runtime, console: Console, session_id: str, tree: bool)
         request = log.request(call.id)
         reason = request.reason if request is not None else None
         console.print(approval_block(call.name, call.id, call.arguments, reason))
+        if decision is None:
+            console.print(decide_line(meta.id, call.id, store_flags), crop=False)
     for child_id, escalated in log.escalated.items():
         try:
             _, child_log = await _log(runtime, child_id)
@@ -227,12 +236,12 @@ async def _show(runtime: Runtime, console: Console, session_id: str, tree: bool)
             who = f"{visible(escalated.name)} {visible(child_id[:8])}"
             console.print(Text(f"awaiting approval, escalated by {who}:", style="bold yellow"))
             console.print(approval_block(call.name, call.id, call.arguments, request.reason))
-            decide = shlex.join(["taskloom", "approve", meta.id, visible(call.id)])
-            console.print(command_line(f"  decide: {decide} (or add --deny)"), crop=False)
+            console.print(decide_line(meta.id, call.id, store_flags), crop=False)
     for question in pending_inputs(log.entries):
         console.print(Text("awaiting an answer:", style="bold yellow"))
         console.print(question_block(question))
-        console.print(command_line(f"  answer: {_answer_command(meta.id, question)}"), crop=False)
+        answer = _answer_command(meta.id, question, where)
+        console.print(command_line(f"  answer: {answer}"), crop=False)
     return 0
 
 
@@ -505,14 +514,15 @@ async def _resume(runtime: Runtime, console: Console, args: argparse.Namespace) 
             UsageError(f"the approved calls of session {meta.id} need the tool(s) {names}"),
             "add a --tool module:attribute for each, or use --app module:factory",
         )
-    run = session.resume(options=run_options(args), emit=EventPrinter(console))
+    printer = EventPrinter(console, Waiting.on_stderr())
+    run = session.resume(options=run_options(args), emit=printer)
     flags = agent_flags(args)
     where = shlex.join(["taskloom", "sessions", "show", meta.id, *store_options(args)])
     go_on = (
         f"taskloom resume {meta.id} {flags} while `{where}` shows calls awaiting resume, "
         f"else taskloom run --session {meta.id} {flags} 'PROMPT'"
     )
-    result = await interruptible(run, go_on)
+    result = await interruptible(run, go_on, printer)
     return report_result(console, session, result, args)
 
 
@@ -549,7 +559,7 @@ async def _dispatch(args: argparse.Namespace, console: Console) -> int:
                 return await _diff(runtime, console, args)
             if args.json:
                 return await _show_json(runtime, args.session_id)
-            return await _show(runtime, console, args.session_id, args.tree)
+            return await _show(runtime, console, args.session_id, args.tree, store_options(args))
         if args.command == "approve":
             return await _approve(runtime, console, args)
         if args.command == "answer":

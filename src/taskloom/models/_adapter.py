@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import httpx2
 
 from .._redact import credentials, redact_value, safe_url
-from ..errors import ConfigurationError, ContextWindowExceeded, ProviderError
+from ..errors import APIKeyMissing, ConfigurationError, ContextWindowExceeded, ProviderError
 from ..messages import Message
 from ._base import (
     ModelRequest,
@@ -240,9 +240,7 @@ def _choose_key(
         if value:
             return value, None
     if named or home.key_required:
-        raise ConfigurationError(
-            f"no API key for {provider}: set the {shown} environment variable or pass api_key="
-        )
+        raise APIKeyMissing(provider, variables)
     return None, None
 
 
