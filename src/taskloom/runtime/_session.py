@@ -8,6 +8,8 @@ its tool board (`SessionTools`), handed to each run together as `RunPorts`.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
@@ -41,7 +43,7 @@ from ..loop import (
 )
 from ..messages import Message
 from ..models import Model, ReasoningOptions
-from ..results import PendingInput
+from ..results import PendingInput, RunStatus
 from ._fork import fork_session
 from ._input import check_answer, same_answer
 from ._journal import SessionJournal
@@ -55,7 +57,11 @@ if TYPE_CHECKING:
     from ._run_queue import RunQueue
     from ._runtime import Runtime
 
-__all__ = ["Session", "wake_up"]
+__all__ = ["Session", "resume_decided", "wake_up"]
+
+GO_ON_WAIT = 30.0
+"""Seconds a decision that leaves nothing to decide waits for the session's
+lease to resume its run (the run that parked it may hold it a moment more)."""
 
 Begin = Callable[[RunLoop], Coroutine[Any, Any, RunResult]]
 """How a run begins on its loop: `RunLoop.start` with a user turn, or `RunLoop.resume`."""
@@ -88,6 +94,8 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         self._run_ports: RunPorts | None = None
         self._running = False
         self._wakeups = 0
+        # The resume a decision started (`resume()` joins it).
+        self._going_on: asyncio.Task[RunResult | None] | None = None
         runtime.register_session(self)
 
     def __repr__(self) -> str:
@@ -156,8 +164,15 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         `ApprovalsMissing` if some parked call has no decision yet. The
         parked run's deps were never stored: pass them again. `emit` and
         `origin` are `run`'s; to iterate over the events instead, wrap it:
-        `RunStream(lambda emit: session.resume(emit=emit))`."""
+        `RunStream(lambda emit: session.resume(emit=emit))`.
+
+        A decision through this object that left nothing to decide in a turn
+        parked on a child's escalated calls resumed the run already (see
+        `approve`): the first `resume()` after it returns that run's result."""
         self.agent.check_deps(deps)
+        going_on, self._going_on = self._going_on, None
+        if going_on is not None and (result := await going_on) is not None:
+            return result
         return await self._run(
             RunLoop.resume, options=options, emit=emit, origin=origin, wait=wait, deps=deps
         )
@@ -197,9 +212,13 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
                 # outer hold's release waits as that hold's exit always does.
                 hold.release_by = loop.returns_by
                 try:
-                    return await begin(loop)
+                    result = await begin(loop)
                 finally:
                     undo()
+                if result.status is RunStatus.AWAITING_APPROVAL and self.journal.log.held_calls():
+                    # Parked on a child's escalated calls: those are what wait.
+                    result = dataclasses.replace(result, pending=tuple(await self.pending()))
+                return result
         finally:
             self._running = False
             ended()
@@ -400,7 +419,11 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         A call a child escalated to this session is decided in the child's log
         (`session_id` names the child when the call id is not enough); once
         none of the child's calls waits, the child is resumed (see
-        `BackgroundService.decided`)."""
+        `BackgroundService.decided`). When this session's turn is parked on
+        that child (an inline escalation), its run goes on: queued with
+        `Runtime(queue=...)`, else resumed in the background here if this
+        object's agent offers the delegation (`resume_decided`), running the
+        child on and then itself; `resume()` returns its result."""
         await self._decide(call_id, True, note, session_id)
 
     async def deny(
@@ -444,6 +467,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
                 # on if whoever decided first could not make it (the hooks
                 # leave alone a child that runs or has ended).
                 await self.runtime.background.decided(target, self._tools.tools)
+                await self._go_on(target)
             return
         decision = ApprovalDecision(call_id, approved, request.hash, log.turn, note)
         # Decisions need no lease: anyone may decide while the run is parked.
@@ -457,6 +481,26 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             # Every call of the turn is decided: whoever runs the session's
             # kind of work may go on with it (a child escalated, say).
             await self.runtime.background.decided(target, self._tools.tools)
+            if not own:
+                await self._go_on(target)
+
+    async def _go_on(self, child_id: str) -> None:
+        """Go on with this session's run if its turn is parked on `child_id`,
+        whose calls are all decided now (see `approve`)."""
+        await self.journal.sync()
+        log = self.journal.log
+        held = [c.name for c in log.parked() if log.held_calls().get(c.id) == child_id]
+        if not held or (going_on := self._going_on) is not None and not going_on.done():
+            return
+        queue = self.runtime.queue
+        if queue is not None:
+            await queue.submit_run(self.id, RunDemand.IF_NEEDED, reason="resume", options=None)
+        elif all(name in self._tools.tools for name in held):
+            # Another object: it waits for the lease the run that parked may
+            # still hold; this one stays the process's object for its id.
+            fresh = Session(self.runtime, self.id, self.agent)
+            self.runtime.register_session(self)
+            self._going_on = self.runtime.background.keep(resume_decided(fresh, wait=GO_ON_WAIT))
 
     async def _deciding(self, call_id: str, session_id: str | None) -> str:
         """Whose parked turn `call_id` is decided in: this session's, or a child's
@@ -563,6 +607,34 @@ def wake_up(session: Session[Any, Any], limit: int) -> Coroutine[Any, Any, RunRe
     return session._run(
         session._starting(None), options=None, emit=None, origin="", wait=None, deps=None
     )
+
+
+async def resume_decided(
+    session: Session[Any, Any],
+    *,
+    emit: Callable[[Event], None] | None = None,
+    wait: float | None = None,
+) -> RunResult[Any] | None:
+    """Resume `session`'s parked run if nothing is left to decide: neither its
+    own calls nor those of the children its turn waits on (an inline
+    escalation); None when nothing was due or another run holds the session
+    (after `wait`, as `Session.run`'s). The log is read under the session's
+    lease, so however many processes ask at once, the run goes on once: a
+    later asker finds it gone on. How a decision, a served task and the
+    console go on with a decided run."""
+    store = session.runtime.store
+    try:
+        async with session.hold(wait=wait):
+            await session.journal.sync()
+            log = session.journal.log
+            if not log.parked() or log.undecided_calls():
+                return None
+            for child_id in log.held_calls().values():
+                if (await _folded(store, child_id)).undecided_calls():
+                    return None
+            return await session.resume(emit=emit)
+    except SessionBusy:
+        return None
 
 
 async def _folded(store: SessionStore, session_id: str) -> SessionLog:
