@@ -267,7 +267,9 @@ async def test_a_decision_with_the_app_runs_the_parked_child_on_then_the_root(
     host: Runtime, store_url: tuple[str, str]
 ) -> None:
     root, call = await _parked_on_inline_child(host)
-    code, out, err = await _finished(_approve(root.id, call.id, "--app", "escalation_app:make_runtime"))
+    code, out, err = await _finished(
+        _approve(root.id, call.id, "--app", "escalation_app:make_runtime")
+    )
     print(f"approve: exit {code}\n{out}{err}")
     assert code == 0, err
     assert f"went on, then session {root.id}: completed" in out

@@ -41,6 +41,7 @@ from ..errors import SessionBusy, SessionNotFound
 from ..events import Event
 from ..log import SessionLog, pending_inputs
 from ..results import PendingCall, PendingInput, RunResult, RunStatus
+from ._decisions import resume_decided
 from ._runtime import Runtime
 
 __all__ = ["ServedRuns", "ServedState", "ServedTask"]
@@ -194,7 +195,7 @@ class ServedRuns:
                 if due == "run on":
                     await session.run(None, emit=emit)
                 elif due == "resume":
-                    await session.resume(emit=emit)
+                    await resume_decided(session, emit=emit)
         except SessionBusy:
             pass  # a live run of another process has it
         except Exception:

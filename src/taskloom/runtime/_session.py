@@ -14,22 +14,19 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
 from ..agent import Agent, AgentDepsT, AgentOutputT
-from ..backends import Lease, SessionStore
+from ..backends import Lease
 from ..entries import (
     ApprovalDecision,
     Entry,
     InputAnswer,
-    RequestedCall,
 )
 from ..errors import (
-    ApprovalConflict,
     ApprovalsMissing,
     SessionBusy,
-    SessionNotFound,
     UsageError,
 )
 from ..events import Event, origin_label
-from ..log import SessionLog, ended_activities, pending_input, pending_inputs, read_inputs
+from ..log import ended_activities, pending_input, pending_inputs, read_inputs
 from ..log import transcript as read_transcript
 from ..loop import (
     PendingCall,
@@ -44,6 +41,7 @@ from ..loop import (
 from ..messages import Message
 from ..models import Model, ReasoningOptions
 from ..results import PendingInput, RunStatus
+from ._decisions import check_same, folded, requested, resume_decided
 from ._fork import fork_session
 from ._input import check_answer, same_answer
 from ._journal import SessionJournal
@@ -57,7 +55,7 @@ if TYPE_CHECKING:
     from ._run_queue import RunQueue
     from ._runtime import Runtime
 
-__all__ = ["Session", "resume_decided", "wake_up"]
+__all__ = ["Session", "wake_up"]
 
 GO_ON_WAIT = 30.0
 """Seconds a decision that leaves nothing to decide waits for the session's
@@ -333,7 +331,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         await self.journal.sync()
         calls = self.journal.log.undecided_calls()
         for child_id, escalated in self.journal.log.escalated.items():
-            child_log = await _folded(self.runtime.store, child_id)
+            child_log = await folded(self.runtime.store, child_id)
             calls += child_log.undecided_calls(child_id, origin_label(escalated.name, child_id))
         return calls
 
@@ -439,7 +437,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         await self.journal.sync()
         target = await self._deciding(call_id, session_id)
         own = target == self.id
-        log = self.journal.log if own else await _folded(self.runtime.store, target)
+        log = self.journal.log if own else await folded(self.runtime.store, target)
 
         async def resync() -> None:
             if own:
@@ -449,11 +447,11 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
                 log.apply(entry)
 
         request = log.request(call_id)
-        earlier = None if request is not None or own else _requested(log, call_id)
+        earlier = None if request is not None or own else requested(log, call_id)
         if earlier is not None and earlier[1] is not None:
             # Decided in a turn the child has gone on from: the same decision
             # again is a no-op, another a conflict.
-            _check_same(earlier[1], approved, call_id)
+            check_same(earlier[1], approved, call_id)
             return
         if request is None:
             raise UsageError(
@@ -461,7 +459,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             )
         existing = log.decision(call_id)
         if existing is not None:
-            _check_same(existing, approved, call_id)
+            check_same(existing, approved, call_id)
             if not own and not log.undecided_calls():
                 # The same decision again: a no-op, except that the child goes
                 # on if whoever decided first could not make it (the hooks
@@ -476,7 +474,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         # Another process may have decided first: the log order says who won.
         winner = log.decision(call_id)
         assert winner is not None
-        _check_same(winner, approved, call_id)
+        check_same(winner, approved, call_id)
         if not log.undecided_calls():
             # Every call of the turn is decided: whoever runs the session's
             # kind of work may go on with it (a child escalated, say).
@@ -490,7 +488,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         await self.journal.sync()
         log = self.journal.log
         held = [c.name for c in log.parked() if log.held_calls().get(c.id) == child_id]
-        if not held or (going_on := self._going_on) is not None and not going_on.done():
+        if not held or ((going_on := self._going_on) is not None and not going_on.done()):
             return
         queue = self.runtime.queue
         if queue is not None:
@@ -517,7 +515,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         found = [
             child_id
             for child_id in escalated
-            if _requested(await _folded(self.runtime.store, child_id), call_id) is not None
+            if requested(await folded(self.runtime.store, child_id), call_id) is not None
         ]
         if len(found) > 1:
             raise UsageError(
@@ -607,62 +605,6 @@ def wake_up(session: Session[Any, Any], limit: int) -> Coroutine[Any, Any, RunRe
     return session._run(
         session._starting(None), options=None, emit=None, origin="", wait=None, deps=None
     )
-
-
-async def resume_decided(
-    session: Session[Any, Any],
-    *,
-    emit: Callable[[Event], None] | None = None,
-    wait: float | None = None,
-) -> RunResult[Any] | None:
-    """Resume `session`'s parked run if nothing is left to decide: neither its
-    own calls nor those of the children its turn waits on (an inline
-    escalation); None when nothing was due or another run holds the session
-    (after `wait`, as `Session.run`'s). The log is read under the session's
-    lease, so however many processes ask at once, the run goes on once: a
-    later asker finds it gone on. How a decision, a served task and the
-    console go on with a decided run."""
-    store = session.runtime.store
-    try:
-        async with session.hold(wait=wait):
-            await session.journal.sync()
-            log = session.journal.log
-            if not log.parked() or log.undecided_calls():
-                return None
-            for child_id in log.held_calls().values():
-                if (await _folded(store, child_id)).undecided_calls():
-                    return None
-            return await session.resume(emit=emit)
-    except SessionBusy:
-        return None
-
-
-async def _folded(store: SessionStore, session_id: str) -> SessionLog:
-    """Another session's log, folded (to read or decide its parked turn); an
-    empty log for a session deleted meanwhile (a deleted child's calls are
-    simply not pending)."""
-    try:
-        return SessionLog.folded(await store.load(session_id))
-    except SessionNotFound:
-        return SessionLog.folded([])
-
-
-def _requested(
-    log: SessionLog, call_id: str
-) -> tuple[RequestedCall, ApprovalDecision | None] | None:
-    """The approval request of `call_id` in whichever turn of `log` asked it,
-    with its decision if one was taken (call ids are unique in a session): a
-    call decided and run since is told apart from one never asked about."""
-    for (turn, asked), request in log.requests.items():
-        if asked == call_id:
-            return request, log.decisions.get((turn, call_id))
-    return None
-
-
-def _check_same(existing: ApprovalDecision, approved: bool, call_id: str) -> None:
-    if existing.approved != approved:
-        first = "approved" if existing.approved else "denied"
-        raise ApprovalConflict(f"call {call_id!r} was already {first}")
 
 
 def _as_user(input: str | Message | None) -> Message | None:
