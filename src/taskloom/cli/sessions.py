@@ -256,6 +256,9 @@ async def _approve(runtime: Runtime, console: Console, args: argparse.Namespace)
     # Found before deciding: a child that goes on leaves the turn that asked.
     escalated = await _escalating_child(runtime, session.journal.log, args.call_id)
     queue = _store_queue(runtime, args)
+    if queue is not None and await _QueueIfThere(queue).carries(meta.id):
+        # The session runs on workers: a run this decision lets go on is theirs.
+        runtime.queue = queue
     try:
         if args.deny:
             await session.deny(args.call_id, note=args.note)
@@ -358,6 +361,12 @@ async def _report_escalated(
             # Resumed by this decision (or another, or a worker): the child, then the root.
             now = "running in another process" if root.run_open else went_on.status.value
             console.print(Text(f"  {who} went on, then session {root_id}: {now}"), soft_wrap=True)
+            return 0
+        if runtime.queue is not None:
+            console.print(
+                Text(f"  session {root_id} goes on: queued for a worker, which runs {who} on"),
+                soft_wrap=True,
+            )
             return 0
         resume = shlex.join(["taskloom", "resume", root_id, *where])
         console.print(Text(f"  session {root_id} is parked on {who}: resuming it runs {who} on"))

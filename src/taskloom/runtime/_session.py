@@ -213,10 +213,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
                     result = await begin(loop)
                 finally:
                     undo()
-                if result.status is RunStatus.AWAITING_APPROVAL and self.journal.log.held_calls():
-                    # Parked on a child's escalated calls: those are what wait.
-                    result = dataclasses.replace(result, pending=tuple(await self.pending()))
-                return result
+                return await self._parked_on_children(result)
         finally:
             self._running = False
             ended()
@@ -403,6 +400,13 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         result = self.journal.log.finished_result(self.id, self.agent)
         if result is None:
             raise UsageError(f"session {self.id} has not finished a run yet")
+        return await self._parked_on_children(result)
+
+    async def _parked_on_children(self, result: RunResult) -> RunResult:
+        """`result`, whose `pending` are, for a turn parked on children's
+        escalated calls (an inline escalation), those calls (`pending()`)."""
+        if result.status is RunStatus.AWAITING_APPROVAL and self.journal.log.held_calls():
+            return dataclasses.replace(result, pending=tuple(await self.pending()))
         return result
 
     # ------------------------------------------------------------ decisions
