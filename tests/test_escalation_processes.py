@@ -3,7 +3,10 @@ SQLite and PostgreSQL: a command that cannot run the child's tools (`--store`
 only) says so and exits non-zero, and the parent's next run takes the child
 up (its payment made once, its report delivered once); two commands deciding
 the same call at once agree (the same decision twice is a no-op, opposite
-ones one `ApprovalConflict`); a deleted child's calls are simply not pending.
+ones one `ApprovalConflict`); a deleted child's calls are simply not pending;
+a root parked on its inline child's call goes on with the decision taken
+with `--app` (the child's call run once, then the root, however many
+commands decide at once).
 The work-queue case (a worker's child handed back to the queue) is in
 tests/distributed/test_queue_escalation.py."""
 
