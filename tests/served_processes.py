@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import taskloom
+from served_task_agent import IN_FLIGHT
 
 TESTS = Path(__file__).resolve().parent
 SOURCES = Path(taskloom.__file__).resolve().parents[1]
@@ -51,6 +52,7 @@ class ServedProcess:
         self.env = dict(env or {})
         self.process: subprocess.Popen[str] | None = None
         self.url = ""
+        self._early: list[str] = []
 
     def start(self) -> str:
         """Start the server; returns its URL once it accepts calls."""
@@ -63,7 +65,10 @@ class ServedProcess:
             env={**store_env(self.schema), "TASKLOOM_TEST_GATE": str(self.gate), **self.env},
             start_new_session=True,
         )
-        line = self._line()
+        # A task the server runs on at its start may print before it serves.
+        self._early = []
+        while (line := self._line()).startswith(IN_FLIGHT):
+            self._early.append(line)
         assert f"serving agent 'clerk' over {self.kind.upper()} at" in line, line
         self.url = line.split()[-1] if self.kind == "mcp" else line.split(" at ")[1].split()[0]
         return self.url
@@ -74,6 +79,9 @@ class ServedProcess:
 
     async def said(self, text: str, timeout: float = 30) -> None:
         """Wait until the server prints a line starting with `text`."""
+        if any(line.startswith(text) for line in self._early):
+            self._early = [line for line in self._early if not line.startswith(text)]
+            return
         async with asyncio.timeout(timeout):
             while not (line := await asyncio.to_thread(self._line)).startswith(text):
                 assert line, f"the server ended before saying {text!r}"

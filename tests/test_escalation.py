@@ -64,8 +64,9 @@ async def test_an_escalated_call_is_decided_at_the_root_and_resumes_the_child(
     store_url: tuple[str, str],
 ) -> None:
     """An inline child's escalation parks its root: the child's call is among
-    the root's pending approvals, and the root's resume runs the child on,
-    then the root, which gets the child's answer as the delegation's result."""
+    the root's pending approvals (and its run's `pending`), and the decision
+    runs the child on, then the root, which gets the child's answer as the
+    delegation's result."""
     transfers.clear()
     treasurer = SubAgent(
         "treasurer", "Pays.", FunctionModel(child), tools=[transfer], on_approval="escalate"
@@ -77,6 +78,7 @@ async def test_an_escalated_call_is_decided_at_the_root_and_resumes_the_child(
         assert first.status is RunStatus.AWAITING_APPROVAL
         assert len(model.requests) == 1  # the root did not go on
         [pending] = await root.pending()
+        assert first.pending == (pending,)  # the child's call, with its origin
         child_id = pending.session_id
         assert await child_status(runtime, child_id) is ChildStatus.AWAITING_APPROVAL
         assert (pending.name, pending.arguments) == ("transfer", {"amount": 70})
@@ -84,7 +86,8 @@ async def test_an_escalated_call_is_decided_at_the_root_and_resumes_the_child(
         assert transfers == []  # nothing ran unapproved
         await root.approve(pending.id, note="within budget")
         await runtime.background.wait_kept()
-        assert transfers == []  # the root's resume runs the child on
+        # The decision ran the child on, then the root; resume() returns its result.
+        assert transfers == [70]
         final = await root.resume()
         assert (final.status, final.text) == (
             RunStatus.COMPLETED,

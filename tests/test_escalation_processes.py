@@ -3,7 +3,10 @@ SQLite and PostgreSQL: a command that cannot run the child's tools (`--store`
 only) says so and exits non-zero, and the parent's next run takes the child
 up (its payment made once, its report delivered once); two commands deciding
 the same call at once agree (the same decision twice is a no-op, opposite
-ones one `ApprovalConflict`); a deleted child's calls are simply not pending.
+ones one `ApprovalConflict`); a deleted child's calls are simply not pending;
+a root parked on its inline child's call goes on with the decision taken
+with `--app` (the child's call run once, then the root, however many
+commands decide at once).
 The work-queue case (a worker's child handed back to the queue) is in
 tests/distributed/test_queue_escalation.py."""
 
@@ -238,3 +241,58 @@ async def test_an_inline_escalation_parks_the_root_until_the_cli_decides_and_res
     assert final is not None and final.status is RunStatus.COMPLETED
     said = final.text.removeprefix("cashier: ")
     assert json.loads(said)["answer"] == "done: paid 70"  # the child's answer, as the call's result
+
+
+async def _parked_on_inline_child(host: Runtime) -> tuple[Session[Any, Any], PendingCall]:
+    root = await host.create_session(host.agent_named("cashier"))
+    first = await root.run("Pay it.")
+    assert first.status is RunStatus.AWAITING_APPROVAL
+    [call] = first.pending  # the child's call, as pending() lists it
+    assert call.name == "pay" and call.origin.startswith("payer#")
+    assert await root.pending() == [call]
+    return root, call
+
+
+async def _completed_once(host: Runtime, root: Session[Any, Any], call: PendingCall) -> None:
+    """The child paid once and ended; the root completed on its answer, got
+    as the delegation's result, never again as a notice."""
+    assert len(_payments(host, call.session_id)) == 1
+    assert await child_status(host, call.session_id) is ChildStatus.DONE
+    await root.journal.sync()
+    final = root.journal.log.finished_result(root.id)
+    assert final is not None and final.status is RunStatus.COMPLETED
+    assert json.loads(final.text.removeprefix("cashier: "))["answer"] == "done: paid 70"
+    assert await _delivered(root) == []
+    assert await host.background.inbox.pending(root.id) == []
+
+
+async def test_a_decision_with_the_app_runs_the_parked_child_on_then_the_root(
+    host: Runtime, store_url: tuple[str, str]
+) -> None:
+    root, call = await _parked_on_inline_child(host)
+    code, out, err = await _finished(
+        _approve(root.id, call.id, "--app", "escalation_app:make_runtime")
+    )
+    print(f"approve: exit {code}\n{out}{err}")
+    assert code == 0, err
+    assert f"went on, then session {root.id}: completed" in out
+    await _completed_once(host, root, call)
+
+
+async def test_two_processes_deciding_a_parked_roots_child_call_run_it_on_once(
+    host: Runtime, store_url: tuple[str, str]
+) -> None:
+    app = ("--app", "escalation_app:make_runtime")
+    trials, failed, wrong = 5, 0, 0
+    for _ in range(trials):
+        root, call = await _parked_on_inline_child(host)
+        both = [_approve(root.id, call.id, *app), _approve(root.id, call.id, *app)]
+        results = [await _finished(p) for p in both]
+        failed += sum(code != 0 for code, _, _ in results)
+        try:
+            await _completed_once(host, root, call)
+        except AssertionError:
+            wrong += 1
+            print(results)
+    print(f"{trials} trials: {failed} non-zero exits, {wrong} not run on exactly once")
+    assert failed == 0 and wrong == 0

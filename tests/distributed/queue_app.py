@@ -27,7 +27,7 @@ import sys
 from typing import Any
 
 from taskloom import Agent, RunResult, Runtime, ToolContext, Usage, tool
-from taskloom.delegation import Spawner
+from taskloom.delegation import Spawner, SubAgent
 from taskloom.distributed import WorkQueue
 from taskloom.entries import Entry, EntryKind
 from taskloom.errors import ProviderError
@@ -213,6 +213,14 @@ class PrintResults:
         return NO_OBSERVER.queued(operation, session_id)
 
 
+def cashier(request: ModelRequest) -> Any:
+    """Have an inline payer pay (its escalation parks this run); say its answer."""
+    results = [r.content for m in request.messages for r in m.results]
+    if results:
+        return reply(f"cashier: {results[-1]}")
+    return reply(tool_calls=[("payer", {"task": "pay 70"})])
+
+
 def build(
     url: str,
     schema: str,
@@ -233,7 +241,9 @@ def build(
     fanout = Spawner(spender, dispatcher=queue.dispatcher(), max_children=64)
     paying = FunctionModel(payer, name="payer")
     payers = Spawner(paying, tools=[pay], dispatcher=queue.dispatcher(), on_approval="escalate")
+    inline = SubAgent("payer", "Pays.", paying, tools=[pay], on_approval="escalate")
     everyone = [
+        Agent("cashier", FunctionModel(cashier, name="cashier"), tools=[inline.tool()]),
         Agent("bot", FunctionModel(touch_then_answer, name="bot"), tools=[touch]),
         Agent("lead", FunctionModel(lead, name="lead"), tools=[spawner.tool()]),
         Agent("boss", FunctionModel(boss, name="boss"), tools=[fanout.tool()]),

@@ -6,6 +6,7 @@ child, which runs the call once and reports to the root once."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import pytest
 from queue_support import Workers, host_runtime, marks, worker_env
 
 from pg import PG_DSN, requires_postgres
-from taskloom import Runtime
+from taskloom import RunStatus, Runtime
 from taskloom.delegation import ChildStatus, child_status
 from taskloom.entries import MessageEntry
 
@@ -152,3 +153,38 @@ async def test_a_store_only_decision_hands_a_workers_child_back_to_the_queue(
     ]
     print(f"payments: {paid}; delivered: {delivered}")
     assert len(paid) == 1 and delivered == [f"subagent:{call.session_id}"]
+
+
+async def test_a_store_only_decision_queues_a_parked_root_that_runs_on_workers(
+    host: Runtime, workers: Workers, pg_schema: str, effects: Path
+) -> None:
+    """A root run by a worker parks on its inline child's escalated call;
+    `taskloom approve ROOT CALL --store URL` (no --app: it cannot run the
+    tools) queues the root's resume, and a worker runs the child on (its
+    payment made once), then the root, which completes on the child's answer."""
+    workers.start()
+    root = await host.create_session(host.agent_named("cashier"))
+    await root.submit("Pay it.")
+    parked = await root.wait(timeout=30)
+    assert parked.status is RunStatus.AWAITING_APPROVAL
+    [call] = parked.pending
+    assert call.name == "pay" and call.origin.startswith("payer#")
+    env = worker_env(PG_DSN, pg_schema, effects)
+    env = {**env, "TERM": "dumb", "PGOPTIONS": f"-c search_path={pg_schema}"}
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "taskloom", "approve", root.id, call.id, "--store", PG_DSN],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    print(done.stdout, done.stderr)
+    assert done.returncode == 0, done.stderr
+    assert "queued for a worker" in done.stdout
+    final = await root.wait(timeout=30)
+    assert final.status is RunStatus.COMPLETED, final
+    assert json.loads(final.text.removeprefix("cashier: "))["answer"] == "done: paid 70"
+    paid = [m for m in marks(effects) if m.startswith(f"PAID {call.session_id} ")]
+    assert len(paid) == 1, paid
+    assert await child_status(host, call.session_id) is ChildStatus.DONE

@@ -130,3 +130,37 @@ async def test_an_approval_from_the_cli_resumes_the_task_with_nobody_reading(
         server.stop()
     assert result is not None and result.status is RunStatus.COMPLETED
     assert done["result"]["content"][0]["text"] == "done: paid 600"
+
+
+async def test_a_task_killed_right_after_its_creation_is_run_on_after_a_restart(
+    tmp_path: Path, store_url: tuple[str, str]
+) -> None:
+    """The task's input is durable once the task exists: a server SIGKILLed
+    the moment it answered the creation (its run may not have begun) runs
+    the task on after its restart."""
+    url, schema = store_url
+    trials, lost = 5, 0
+    for trial in range(trials):
+        server = ServedProcess("mcp", url, schema, tmp_path / str(trial))
+        (tmp_path / str(trial)).mkdir()
+        try:
+            task_id = await _create(server.start(), f"hello {trial}")
+            server.signal(signal.SIGKILL)
+            again = server.start()
+            server.gate.touch()
+            async with Client(again, extensions=[Tasks()]) as client:
+                deadline = time.monotonic() + 30
+                while (data := await _get(client, task_id))["status"] not in (
+                    "completed",
+                    "failed",
+                ):
+                    assert time.monotonic() < deadline, data
+                    await asyncio.sleep(0.05)
+        finally:
+            server.stop()
+        if data["status"] != "completed":
+            lost += 1
+        else:
+            assert data["result"]["content"][0]["text"] == f"answer: hello {trial}"
+    print(f"{trials} servers killed right after creating a task: {lost} tasks lost")
+    assert lost == 0

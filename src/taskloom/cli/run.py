@@ -51,7 +51,7 @@ def report_result(
     """Print a finished run's usage and what it parked on; the exit code
     (0 when the run completed)."""
     console.print(usage_table(result, title=f"session {session.id}"), style="dim")
-    if result.pending:
+    if result.pending and not any(c.session_id for c in result.pending):
         where = shlex.join(store_options(args))
         summary = pending_summary(session.id, result.pending, agent_flags(args), where)
         console.print(summary, crop=False)

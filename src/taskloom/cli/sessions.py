@@ -257,26 +257,32 @@ def _no_runs(request: ModelRequest) -> str:
 
 async def _approve(runtime: Runtime, console: Console, args: argparse.Namespace) -> int:
     meta = await runtime.store.get(args.session_id)
-    # Deciding needs the log, not the agent: one that can never run stands in.
+    # Deciding needs the log, not the agent: one that can never run stands in,
+    # unless the app has it (then a run the decision lets go on goes on here).
+    agent = runtime.agents.get(meta.agent) if args.app else None
     stand_in = Agent(meta.agent or "cli", FunctionModel(_no_runs, name="decisions-only"))
-    session = await runtime.open_session(meta.id, stand_in)
+    session = await runtime.open_session(meta.id, agent or stand_in)
     # Found before deciding: a child that goes on leaves the turn that asked.
     escalated = await _escalating_child(runtime, session.journal.log, args.call_id)
     queue = _store_queue(runtime, args)
+    if queue is not None and await _QueueIfThere(queue).carries(meta.id):
+        # The session runs on workers: a run this decision lets go on is theirs.
+        runtime.queue = queue
     try:
         if args.deny:
             await session.deny(args.call_id, note=args.note)
         else:
             await session.approve(args.call_id, note=args.note)
-        # A decision that resumed a child here (no queue) runs it to its end first.
+        # A decision that resumed a child (or its parent) here runs it to its end first.
         await runtime.background.wait_kept()
+        await session.journal.sync()
     finally:
         if queue is not None:
             await queue.close()
     log = session.journal.log
     verb = "denied" if args.deny else "approved"
     if escalated is not None:
-        return await _report_escalated(runtime, console, args, meta.id, verb, *escalated)
+        return await _report_escalated(runtime, console, args, log, meta.id, verb, *escalated)
     request = log.request(args.call_id)
     assert request is not None  # the decision above found it
     console.print(approval_block(request.name, args.call_id, dict(request.arguments)))
@@ -325,6 +331,7 @@ async def _report_escalated(
     runtime: Runtime,
     console: Console,
     args: argparse.Namespace,
+    root: SessionLog,
     root_id: str,
     verb: str,
     child_id: str,
@@ -332,7 +339,8 @@ async def _report_escalated(
     request: RequestedCall,
 ) -> int:
     """Say what deciding a child's call did and what happens next; the exit
-    code: 0 when the child went on (here, or on the work queue), 1 when it
+    code: 0 when the child went on (here, on the work queue, or with the root
+    parked on it, `root`'s log after the decision), 1 when it
     did not go on now (its parent's next run takes it up), 2 when going on
     with it failed."""
     console.print(approval_block(request.name, args.call_id, dict(request.arguments)))
@@ -357,6 +365,18 @@ async def _report_escalated(
         console.print(Text(f"  {who} has ended: nothing waits for this decision"))
         return 0
     if handover.where == "parent":
+        went_on = root.finished_result(root_id) if not root.parked() else None
+        if went_on is not None:
+            # Resumed by this decision (or another, or a worker): the child, then the root.
+            now = "running in another process" if root.run_open else went_on.status.value
+            console.print(Text(f"  {who} went on, then session {root_id}: {now}"), soft_wrap=True)
+            return 0
+        if runtime.queue is not None:
+            console.print(
+                Text(f"  session {root_id} goes on: queued for a worker, which runs {who} on"),
+                soft_wrap=True,
+            )
+            return 0
         resume = shlex.join(["taskloom", "resume", root_id, *where])
         console.print(Text(f"  session {root_id} is parked on {who}: resuming it runs {who} on"))
         agent = "" if args.app else " AGENT (--app MODULE:FACTORY, or --model and --tool)"

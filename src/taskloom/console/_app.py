@@ -48,6 +48,7 @@ from ..runtime import (
     Runtime,
     Session,
     fork_session,
+    resume_decided,
     session_lease_key,
 )
 from ..stores import SessionStore
@@ -548,8 +549,8 @@ class Console:
 
     async def _run_resume(self, session_id: str) -> None:
         try:
-            session = await self.runtime.open_session(session_id)
-            await session.resume()
+            # Fenced: a run another decider (or this console) resumed meanwhile is left alone.
+            await resume_decided(await self.runtime.open_session(session_id))
         except asyncio.CancelledError:
             raise
         except Exception as exc:

@@ -220,8 +220,9 @@ class ChildHandover:
     queue carries it: the parent's next run takes it up, in any process
     that can; `detail` says why), `"parent"` (its parent's turn is parked on
     the delegation call that waits on it, an inline escalation: the
-    parent's `resume()` runs it on, then the parent) or `"ended"` (it had
-    ended: nothing to do).
+    parent's resume runs it on, then the parent; a decision taken through
+    the parent starts that resume, see `Session.approve`) or `"ended"` (it
+    had ended: nothing to do).
     """
 
     child_id: str

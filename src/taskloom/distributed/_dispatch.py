@@ -32,12 +32,12 @@ class QueueDispatcher:
             queueing_lock=f"child:{spec.child_session_id}",
         )
 
-    async def carries(self, child_id: str) -> bool:
-        """Whether a job of this child was ever queued here, in any status."""
+    async def carries(self, session_id: str) -> bool:
+        """Whether a job of this session (a child's, or a run of it) was ever
+        queued here, in any status: every job of a session takes its lock."""
         async with self._database.connection() as conn:
             cur = await conn.execute(
-                "SELECT 1 FROM procrastinate_jobs WHERE task_name = %s AND queueing_lock = %s "
-                "LIMIT 1",
-                (CHILD_TASK, f"child:{child_id}"),
+                "SELECT 1 FROM procrastinate_jobs WHERE lock = %s LIMIT 1",
+                (session_lease_key(session_id),),
             )
             return await cur.fetchone() is not None

@@ -178,10 +178,11 @@ class WorkQueue(RunQueue):
         """Queue a background child; a second dispatch of a queued child joins it."""
         return await self.child_jobs.dispatch_child(spec)
 
-    async def carries(self, child_id: str) -> bool:
-        """Whether a job of this background child was ever queued here (its
-        workers run it on: `taskloom.delegation.ChildQueue`)."""
-        return await self.child_jobs.carries(child_id)
+    async def carries(self, session_id: str) -> bool:
+        """Whether a job of this session (a background child's, or a run of
+        it) was ever queued here: its workers run it on
+        (`taskloom.delegation.ChildQueue`)."""
+        return await self.child_jobs.carries(session_id)
 
     def dispatcher(self) -> QueueDispatcher:
         """A `Dispatcher` that puts background children on this queue."""

@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
+from ._decisions import resume_decided
 from ._fork import FORKED_FROM, fork_session
 from ._journal import SessionJournal
 from ._lease import LEASE_TTL, RELEASE_WAIT, HeldLease, SessionHold, session_lease_key
@@ -72,6 +73,7 @@ __all__ = [
     "default_runtime",
     "diff_sessions",
     "fork_session",
+    "resume_decided",
     "rounds_of",
     "session_lease_key",
 ]

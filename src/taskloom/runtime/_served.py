@@ -41,6 +41,7 @@ from ..errors import SessionBusy, SessionNotFound
 from ..events import Event
 from ..log import SessionLog, pending_inputs
 from ..results import PendingCall, PendingInput, RunResult, RunStatus
+from ._decisions import resume_decided
 from ._runtime import Runtime
 
 __all__ = ["ServedRuns", "ServedState", "ServedTask"]
@@ -131,11 +132,16 @@ class ServedRuns:
     ) -> str:
         """A new task: a session (with `task_id` as its id, if given) running
         the agent on `input` in the background; returns its id. `follow` it
-        at once (before awaiting anything else) to see every event."""
+        at once (before awaiting anything else) to see every event.
+
+        The input is in the log before the id is returned (as steering, the
+        run's first turn): a server killed before the run began runs the
+        task on after its restart."""
         session = await self.runtime.create_session(
             self.agent, session_id=task_id, metadata=dict(metadata or {})
         )
-        self._launch(session.id, input)
+        await self.runtime.steer(session.id, input)
+        self._launch(session.id)
         return session.id
 
     def running(self, task_id: str) -> bool:
@@ -152,13 +158,12 @@ class ServedRuns:
             queue.put_nowait(None)
         return _drain(queue)
 
-    def _launch(self, task_id: str, input: str | None = None) -> None:
-        """Run the task in the background of this process, unless a run of it
-        is in flight here already: its first turn on `input`, or what its log
-        says is due."""
+    def _launch(self, task_id: str) -> None:
+        """Run what the task's log says is due (its first turn too) in the
+        background of this process, unless a run of it is in flight here."""
         if task_id in self._runs or self._closed:
             return
-        job = asyncio.get_running_loop().create_task(self._run(task_id, input))
+        job = asyncio.get_running_loop().create_task(self._run(task_id))
         self._runs[task_id] = job
         self._known.add(task_id)
         self._look_on()
@@ -170,7 +175,7 @@ class ServedRuns:
 
         job.add_done_callback(ended)
 
-    async def _run(self, task_id: str, input: str | None) -> None:
+    async def _run(self, task_id: str) -> None:
         def emit(event: Event) -> None:
             for queue in self._followers.get(task_id, ()):
                 queue.put_nowait(event)
@@ -184,17 +189,12 @@ class ServedRuns:
             # process's run may have ended between the read that launched this
             # and now, and must not be run again).
             async with session.hold():
-                if input is not None:
-                    # A new task: its first turn, at once (a cancel meanwhile
-                    # cancels this job, here or through the look).
-                    await session.run(input, emit=emit)
-                    return
                 await session.journal.sync()
                 due = _due(session.journal.log)
                 if due == "run on":
                     await session.run(None, emit=emit)
                 elif due == "resume":
-                    await session.resume(emit=emit)
+                    await resume_decided(session, emit=emit)
         except SessionBusy:
             pass  # a live run of another process has it
         except Exception:
@@ -374,7 +374,7 @@ def _due(log: SessionLog) -> _Due | None:
         # holder is taken over, a live one answers `SessionBusy`).
         return "run on"
     if log.last_finished is None:
-        # Cut off before its run began: its input, if written, is in the log.
+        # A new task, or one cut off before its run began: its input (steering).
         return "run on" if log.messages or log.pending else None
     if log.pending_calls() and not log.undecided_calls():
         return "resume"

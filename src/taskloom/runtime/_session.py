@@ -8,26 +8,25 @@ its tool board (`SessionTools`), handed to each run together as `RunPorts`.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
 from ..agent import Agent, AgentDepsT, AgentOutputT
-from ..backends import Lease, SessionStore
+from ..backends import Lease
 from ..entries import (
     ApprovalDecision,
     Entry,
     InputAnswer,
-    RequestedCall,
 )
 from ..errors import (
-    ApprovalConflict,
     ApprovalsMissing,
     SessionBusy,
-    SessionNotFound,
     UsageError,
 )
 from ..events import Event, origin_label
-from ..log import SessionLog, ended_activities, pending_input, pending_inputs, read_inputs
+from ..log import ended_activities, pending_input, pending_inputs, read_inputs
 from ..log import transcript as read_transcript
 from ..loop import (
     PendingCall,
@@ -41,7 +40,8 @@ from ..loop import (
 )
 from ..messages import Message
 from ..models import Model, ReasoningOptions
-from ..results import PendingInput
+from ..results import PendingInput, RunStatus
+from ._decisions import check_same, folded, requested, resume_decided
 from ._fork import fork_session
 from ._input import check_answer, same_answer
 from ._journal import SessionJournal
@@ -56,6 +56,10 @@ if TYPE_CHECKING:
     from ._runtime import Runtime
 
 __all__ = ["Session", "wake_up"]
+
+GO_ON_WAIT = 30.0
+"""Seconds a decision that leaves nothing to decide waits for the session's
+lease to resume its run (the run that parked it may hold it a moment more)."""
 
 Begin = Callable[[RunLoop], Coroutine[Any, Any, RunResult]]
 """How a run begins on its loop: `RunLoop.start` with a user turn, or `RunLoop.resume`."""
@@ -88,6 +92,8 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         self._run_ports: RunPorts | None = None
         self._running = False
         self._wakeups = 0
+        # The resume a decision started (`resume()` joins it).
+        self._going_on: asyncio.Task[RunResult | None] | None = None
         runtime.register_session(self)
 
     def __repr__(self) -> str:
@@ -156,8 +162,15 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         `ApprovalsMissing` if some parked call has no decision yet. The
         parked run's deps were never stored: pass them again. `emit` and
         `origin` are `run`'s; to iterate over the events instead, wrap it:
-        `RunStream(lambda emit: session.resume(emit=emit))`."""
+        `RunStream(lambda emit: session.resume(emit=emit))`.
+
+        A decision through this object that left nothing to decide in a turn
+        parked on a child's escalated calls resumed the run already (see
+        `approve`): the first `resume()` after it returns that run's result."""
         self.agent.check_deps(deps)
+        going_on, self._going_on = self._going_on, None
+        if going_on is not None and (result := await going_on) is not None:
+            return result
         return await self._run(
             RunLoop.resume, options=options, emit=emit, origin=origin, wait=wait, deps=deps
         )
@@ -197,9 +210,10 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
                 # outer hold's release waits as that hold's exit always does.
                 hold.release_by = loop.returns_by
                 try:
-                    return await begin(loop)
+                    result = await begin(loop)
                 finally:
                     undo()
+                return await self._parked_on_children(result)
         finally:
             self._running = False
             ended()
@@ -317,7 +331,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         await self.journal.sync()
         calls = self.journal.log.undecided_calls()
         for child_id, escalated in self.journal.log.escalated.items():
-            child_log = await _folded(self.runtime.store, child_id)
+            child_log = await folded(self.runtime.store, child_id)
             calls += child_log.undecided_calls(child_id, origin_label(escalated.name, child_id))
         return calls
 
@@ -395,6 +409,13 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         result = self.journal.log.finished_result(self.id, self.agent)
         if result is None:
             raise UsageError(f"session {self.id} has not finished a run yet")
+        return await self._parked_on_children(result)
+
+    async def _parked_on_children(self, result: RunResult) -> RunResult:
+        """`result`, whose `pending` are, for a turn parked on children's
+        escalated calls (an inline escalation), those calls (`pending()`)."""
+        if result.status is RunStatus.AWAITING_APPROVAL and self.journal.log.held_calls():
+            return dataclasses.replace(result, pending=tuple(await self.pending()))
         return result
 
     # ------------------------------------------------------------ decisions
@@ -409,7 +430,11 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         A call a child escalated to this session is decided in the child's log
         (`session_id` names the child when the call id is not enough); once
         none of the child's calls waits, the child is resumed (see
-        `BackgroundService.decided`)."""
+        `BackgroundService.decided`). When this session's turn is parked on
+        that child (an inline escalation), its run goes on: queued with
+        `Runtime(queue=...)`, else resumed in the background here if this
+        object's agent offers the delegation (`resume_decided`), running the
+        child on and then itself; `resume()` returns its result."""
         await self._decide(call_id, True, note, session_id)
 
     async def deny(
@@ -425,7 +450,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         await self.journal.sync()
         target = await self._deciding(call_id, session_id)
         own = target == self.id
-        log = self.journal.log if own else await _folded(self.runtime.store, target)
+        log = self.journal.log if own else await folded(self.runtime.store, target)
 
         async def resync() -> None:
             if own:
@@ -435,11 +460,11 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
                 log.apply(entry)
 
         request = log.request(call_id)
-        earlier = None if request is not None or own else _requested(log, call_id)
+        earlier = None if request is not None or own else requested(log, call_id)
         if earlier is not None and earlier[1] is not None:
             # Decided in a turn the child has gone on from: the same decision
             # again is a no-op, another a conflict.
-            _check_same(earlier[1], approved, call_id)
+            check_same(earlier[1], approved, call_id)
             return
         if request is None:
             raise UsageError(
@@ -447,12 +472,13 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             )
         existing = log.decision(call_id)
         if existing is not None:
-            _check_same(existing, approved, call_id)
+            check_same(existing, approved, call_id)
             if not own and not log.undecided_calls():
                 # The same decision again: a no-op, except that the child goes
                 # on if whoever decided first could not make it (the hooks
                 # leave alone a child that runs or has ended).
                 await self.runtime.background.decided(target, self._tools.tools)
+                await self._go_on(target)
             return
         decision = ApprovalDecision(call_id, approved, request.hash, log.turn, note)
         # Decisions need no lease: anyone may decide while the run is parked.
@@ -461,11 +487,31 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         # Another process may have decided first: the log order says who won.
         winner = log.decision(call_id)
         assert winner is not None
-        _check_same(winner, approved, call_id)
+        check_same(winner, approved, call_id)
         if not log.undecided_calls():
             # Every call of the turn is decided: whoever runs the session's
             # kind of work may go on with it (a child escalated, say).
             await self.runtime.background.decided(target, self._tools.tools)
+            if not own:
+                await self._go_on(target)
+
+    async def _go_on(self, child_id: str) -> None:
+        """Go on with this session's run if its turn is parked on `child_id`,
+        whose calls are all decided now (see `approve`)."""
+        await self.journal.sync()
+        log = self.journal.log
+        held = [c.name for c in log.parked() if log.held_calls().get(c.id) == child_id]
+        if not held or ((going_on := self._going_on) is not None and not going_on.done()):
+            return
+        queue = self.runtime.queue
+        if queue is not None:
+            await queue.submit_run(self.id, RunDemand.IF_NEEDED, reason="resume", options=None)
+        elif all(name in self._tools.tools for name in held):
+            # Another object: it waits for the lease the run that parked may
+            # still hold; this one stays the process's object for its id.
+            fresh = Session(self.runtime, self.id, self.agent)
+            self.runtime.register_session(self)
+            self._going_on = self.runtime.background.keep(resume_decided(fresh, wait=GO_ON_WAIT))
 
     async def _deciding(self, call_id: str, session_id: str | None) -> str:
         """Whose parked turn `call_id` is decided in: this session's, or a child's
@@ -482,7 +528,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         found = [
             child_id
             for child_id in escalated
-            if _requested(await _folded(self.runtime.store, child_id), call_id) is not None
+            if requested(await folded(self.runtime.store, child_id), call_id) is not None
         ]
         if len(found) > 1:
             raise UsageError(
@@ -572,34 +618,6 @@ def wake_up(session: Session[Any, Any], limit: int) -> Coroutine[Any, Any, RunRe
     return session._run(
         session._starting(None), options=None, emit=None, origin="", wait=None, deps=None
     )
-
-
-async def _folded(store: SessionStore, session_id: str) -> SessionLog:
-    """Another session's log, folded (to read or decide its parked turn); an
-    empty log for a session deleted meanwhile (a deleted child's calls are
-    simply not pending)."""
-    try:
-        return SessionLog.folded(await store.load(session_id))
-    except SessionNotFound:
-        return SessionLog.folded([])
-
-
-def _requested(
-    log: SessionLog, call_id: str
-) -> tuple[RequestedCall, ApprovalDecision | None] | None:
-    """The approval request of `call_id` in whichever turn of `log` asked it,
-    with its decision if one was taken (call ids are unique in a session): a
-    call decided and run since is told apart from one never asked about."""
-    for (turn, asked), request in log.requests.items():
-        if asked == call_id:
-            return request, log.decisions.get((turn, call_id))
-    return None
-
-
-def _check_same(existing: ApprovalDecision, approved: bool, call_id: str) -> None:
-    if existing.approved != approved:
-        first = "approved" if existing.approved else "denied"
-        raise ApprovalConflict(f"call {call_id!r} was already {first}")
 
 
 def _as_user(input: str | Message | None) -> Message | None:
