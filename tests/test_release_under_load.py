@@ -35,7 +35,6 @@ from taskloom.backends import (
 from taskloom.backends.sqlite import SQLiteStore
 from taskloom.errors import SessionBusy, StaleLeaseError, StoreUnavailable
 from taskloom.models import FunctionModel, reply
-from taskloom.runtime import _lease
 from taskloom.stores import SessionStore
 
 
@@ -46,21 +45,20 @@ def _agent() -> Agent:
 # ------------------------------------------------------------ a deep writer queue
 
 
+@pytest.mark.slow
 async def test_runs_of_busy_sessions_find_them_free_while_the_writer_queue_is_deep(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    # A shorter release wait keeps the test short: the queue below holds
-    # every ordinary write ~0.16 s, three times this.
-    monkeypatch.setattr(_lease, "RELEASE_WAIT", 0.05)
+    # The queue below holds every ordinary write ~1.6 s: past `RELEASE_WAIT`.
     store = SQLiteStore(tmp_path / "busy.db")
     db = store.database
     async with Runtime(store=store) as runtime:
         await db.run(lambda conn: conn.execute("CREATE TABLE noise (v INTEGER)"))
-        sessions = [await runtime.create_session(_agent()) for _ in range(4)]
+        sessions = [await runtime.create_session(_agent()) for _ in range(2)]
         hammering = True
 
         def slow_write(conn: sqlite3.Connection) -> None:
-            time.sleep(0.02)  # another session's write on a slow disk
+            time.sleep(0.2)  # another session's write on a slow disk
             conn.execute("INSERT INTO noise VALUES (1)")
 
         async def hammer() -> None:
@@ -71,7 +69,7 @@ async def test_runs_of_busy_sessions_find_them_free_while_the_writer_queue_is_de
 
         async def run_on(session: object) -> None:
             nonlocal refused, completed
-            for _ in range(3):
+            for _ in range(2):
                 try:
                     result = await session.run("go")  # type: ignore[attr-defined]
                 except SessionBusy:
@@ -161,9 +159,8 @@ async def test_a_failed_release_is_logged_and_the_same_process_runs_the_session_
 
 
 async def test_a_late_release_of_the_old_hold_leaves_the_new_one_alone(
-    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+    store: SessionStore,
 ) -> None:
-    monkeypatch.setattr(_lease, "RELEASE_WAIT", 0.05)
     release = store.leases.release
     stalled = asyncio.Event()
 

@@ -23,9 +23,10 @@ from test_mcp_tasks_crash import ENV
 from test_mcp_tasks_serve import Answers, Anything, Created, Get, TaskId, Tasks, Update
 
 from conftest import SEEN_GROUPS
-from taskloom import Runtime
+from taskloom import Agent, Runtime
 from taskloom.errors import ConfigurationError
 from taskloom.mcp import serve_agent
+from taskloom.models import ScriptedModel
 from taskloom.stores import open_store
 
 pytestmark = pytest.mark.slow
@@ -180,7 +181,8 @@ def test_serving_beyond_loopback_without_a_token_is_refused() -> None:
 
 
 async def test_serve_agent_beyond_loopback_needs_a_token() -> None:
-    from served_agents import guarded as agent
+    # Any agent: the address is refused before it is served.
+    agent = Agent("guarded", ScriptedModel([]))
 
     with pytest.raises(ConfigurationError, match="needs a bearer token"):
         await serve_agent(agent, http=("0.0.0.0", 0))

@@ -213,26 +213,43 @@ class HeldLease:
         # run of the session takes the lease over (a new generation: nothing
         # of this hold writes after that, its late release included).
         _end(lease)
-        release = asyncio.ensure_future(self._give_up(lease))
-        let_go(release)
-        await wait_until(release, asyncio.get_running_loop().time() + RELEASE_WAIT)
+        # Awaited here first, so a store that answers at once frees the
+        # session before the run's end returns (no hop through another task).
+        try:
+            async with asyncio.timeout(RELEASE_WAIT):
+                await self._leases.release(lease)
+        except TimeoutError:
+            # Withdrawn by the timeout: sent again, to land on its own.
+            let_go(asyncio.ensure_future(self._give_up(lease)))
+            return
+        except Exception as exc:
+            self._failed(exc)
+            return
+        self._released(lease)
 
     async def _give_up(self, lease: Lease) -> None:
         try:
             await self._leases.release(lease)
         except Exception as exc:
-            # The store's errors name no credentials (hosts and ports only).
-            logger.warning(
-                "releasing the lease of session %s failed (%s: %s); it stays held until it "
-                "lapses (%g s) or this process runs the session again",
-                self.session_id,
-                type(exc).__name__,
-                exc,
-                self.ttl,
-            )
+            self._failed(exc)
             return
+        self._released(lease)
+
+    @staticmethod
+    def _released(lease: Lease) -> None:
         if _ended.get(lease.key) == lease.holder:
             del _ended[lease.key]
+
+    def _failed(self, exc: Exception) -> None:
+        # The store's errors name no credentials (hosts and ports only).
+        logger.warning(
+            "releasing the lease of session %s failed (%s: %s); it stays held until it "
+            "lapses (%g s) or this process runs the session again",
+            self.session_id,
+            type(exc).__name__,
+            exc,
+            self.ttl,
+        )
 
 
 class SessionHold:
