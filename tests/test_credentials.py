@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 
+from cli_process import taskloom_cli
 from credentials_support import everything_stored, sessions_show
 from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime
+from taskloom._redact import StreamRedaction, credentials, redact
 from taskloom.a2a import RemoteAgent
 from taskloom.background import background_tools
 from taskloom.mcp import MCPServer
@@ -50,6 +52,35 @@ def test_a_url_is_shown_without_user_info_and_credential_query_values(url: str, 
     assert RemoteAgent("r", url, description="d").public_url == shown
     server = MCPServer.http(url, name="m")
     assert server.key == f"m|{shown}" and shown in repr(server)
+
+
+def test_a_secret_split_across_streamed_pieces_is_redacted_at_every_cut() -> None:
+    """Every way of cutting a text into pieces shows, piece by piece, what
+    `redact` makes of the whole; only a secret's length is ever held back."""
+    secrets = credentials(keys=(KEY, HEADER_TOKEN))
+    text = f"a {KEY}{HEADER_TOKEN}, and {KEY[:-1]} then {HEADER_TOKEN} end"
+    for first in range(len(text) + 1):
+        for second in range(first, len(text) + 1, 3):
+            stream = StreamRedaction(secrets)
+            shown = []
+            for piece in (text[:first], text[first:second], text[second:]):
+                shown.append(stream.feed(piece))
+                assert len(stream._held) < len(KEY)
+            shown.append(stream.end())
+            assert "".join(shown) == redact(text, secrets), (first, second)
+    assert StreamRedaction(()).feed(KEY) == KEY  # nothing held without secrets
+
+
+def test_taskloom_run_prints_a_streamed_echo_of_the_key_redacted(tmp_path: Path) -> None:
+    """A server that streams back the password of the model's URL, cut in two
+    deltas: `taskloom run` prints it redacted, as the session stores it."""
+    with FakeServer.in_thread() as server:
+        server.script(FakeServer.reply(["you sent ", PASSWORD[:5], PASSWORD[5:], " ok"]))
+        base = server.base_url.replace("http://", f"http://me:{PASSWORD}@")
+        done = taskloom_cli("run", "hi", "--model", f"openai:m@{base}", home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "you sent [redacted] ok" in done.stdout, done.stdout
+    assert PASSWORD not in done.stdout + done.stderr
 
 
 # ---------------------------------------------------------------- recordings

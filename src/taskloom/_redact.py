@@ -26,6 +26,7 @@ from urllib.parse import unquote
 __all__ = [
     "MIN_SECRET_LENGTH",
     "REDACTED",
+    "StreamRedaction",
     "credentials",
     "is_credential_name",
     "redact",
@@ -152,6 +153,37 @@ def redact_value(value: Any, secrets: tuple[str, ...]) -> Any:
     if isinstance(value, list | tuple):
         return [redact_value(v, secrets) for v in value]
     return value
+
+
+class StreamRedaction:
+    """`redact` for a text that arrives in pieces (a streamed answer), where a
+    secret may be split across two of them: `feed` gives what of the text so
+    far can be shown, holding back its last `len(longest secret) - 1`
+    characters until the next piece or `end`. Each piece costs its own
+    length plus that much; without secrets nothing is held back."""
+
+    __slots__ = ("_held", "_keep", "_secrets")
+
+    def __init__(self, secrets: tuple[str, ...]) -> None:
+        self._secrets = secrets
+        self._keep = max(map(len, secrets), default=1) - 1
+        self._held = ""
+
+    def feed(self, piece: str) -> str:
+        """What can be shown now of the text with `piece` added (maybe "")."""
+        if not self._keep:
+            return piece
+        # A secret that starts in what is shown ends in it too: it is at
+        # most `_keep + 1` characters long, and the last `_keep` are held.
+        text = redact(self._held + piece, self._secrets)
+        cut = max(len(text) - self._keep, 0)
+        self._held = text[cut:]
+        return text[:cut]
+
+    def end(self) -> str:
+        """What was held back, the text having ended."""
+        held, self._held = self._held, ""
+        return redact(held, self._secrets)
 
 
 _PARAM = re.compile(r"(?P<sep>[?&;])(?P<name>[^=&#;\s]+)=(?P<value>[^&#;\s]*)")

@@ -117,10 +117,9 @@ async def test_a_followed_task_failing_with_an_error_quoting_the_token_is_told_r
         raise RuntimeError(f"remote agent 'remote' said: Authorization: {SEEN_AUTHORIZATION[-1]}")
 
     monkeypatch.setattr(_follow._RemoteFollow, "_follow", breaking)
-    async with serving() as (served, _):
-        async with Runtime(store=open_durable(url, schema)) as runtime:
-            told, session_id = await _told(runtime, _remote(served, True), True)
-            stored = await everything_stored(runtime.store)
+    async with serving() as (served, _), Runtime(store=open_durable(url, schema)) as runtime:
+        told, session_id = await _told(runtime, _remote(served, True), True)
+        stored = await everything_stored(runtime.store)
     assert SEEN_AUTHORIZATION and all(TOKEN in seen for seen in SEEN_AUTHORIZATION)
     assert "RuntimeError: remote agent 'remote' said: Authorization: [redacted]" in told
     printed = sessions_show(url, schema, session_id)

@@ -42,6 +42,7 @@ import uuid
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._redact import redact
 from ..backends import (
     BackgroundNotice,
     Lease,
@@ -58,7 +59,6 @@ from ..entries import (
     SubagentResult,
     SubagentStartedEntry,
 )
-from .._redact import redact
 from ..errors import FollowRefused, SessionBusy, StaleLeaseError
 from ._notices import RunStart
 from ._service import BackgroundService, Detached, WorkFailed, WorkResult, redacted
