@@ -18,9 +18,9 @@ from cli_process import taskloom_cli
 from credentials_support import everything_stored, sessions_show
 from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime
-from taskloom._redact import StreamRedaction, credentials, redact
 from taskloom.a2a import RemoteAgent
 from taskloom.background import background_tools
+from taskloom.events import TextDelta
 from taskloom.mcp import MCPServer
 from taskloom.models import FunctionModel, ModelRequest, OpenAIChatModel, ScriptedModel, reply
 from taskloom.testing import FakeServer, recorded_model
@@ -54,21 +54,29 @@ def test_a_url_is_shown_without_user_info_and_credential_query_values(url: str, 
     assert server.key == f"m|{shown}" and shown in repr(server)
 
 
-def test_a_secret_split_across_streamed_pieces_is_redacted_at_every_cut() -> None:
-    """Every way of cutting a text into pieces shows, piece by piece, what
-    `redact` makes of the whole; only a secret's length is ever held back."""
-    secrets = credentials(keys=(KEY, HEADER_TOKEN))
-    text = f"a {KEY}{HEADER_TOKEN}, and {KEY[:-1]} then {HEADER_TOKEN} end"
-    for first in range(len(text) + 1):
-        for second in range(first, len(text) + 1, 3):
-            stream = StreamRedaction(secrets)
-            shown = []
-            for piece in (text[:first], text[first:second], text[second:]):
-                shown.append(stream.feed(piece))
-                assert len(stream._held) < len(KEY)
-            shown.append(stream.end())
-            assert "".join(shown) == redact(text, secrets), (first, second)
-    assert StreamRedaction(()).feed(KEY) == KEY  # nothing held without secrets
+async def test_a_key_split_across_streamed_deltas_is_shown_redacted_at_every_cut() -> None:
+    """A server that streams back the key it was sent, cut into three deltas
+    at every place: the deltas a run emits show, put together, exactly the
+    answer it stores (the key redacted), and none of them holds the key."""
+    text = f"a {KEY}, {KEY[:-1]} and {KEY} end"
+    cuts = [(first, min(first + 5, len(text))) for first in range(len(text) + 1)]
+    async with FakeServer() as server:
+        server.script(*(FakeServer.reply([text[:a], text[a:b], text[b:]]) for a, b in cuts))
+        model = OpenAIChatModel("m", base_url=server.base_url, api_key=KEY)
+        deltas: list[str] = []
+
+        def heard(event: object) -> None:
+            if isinstance(event, TextDelta):
+                deltas.append(event.text)
+
+        async with Runtime() as runtime:
+            session = await runtime.create_session(Agent("a", model))
+            for cut in cuts:
+                deltas.clear()
+                result = await session.run("hi", emit=heard)
+                assert result.text == f"a [redacted], {KEY[:-1]} and [redacted] end", cut
+                assert "".join(deltas) == result.text, (cut, deltas)
+                assert all(KEY not in delta for delta in deltas)
 
 
 def test_taskloom_run_prints_a_streamed_echo_of_the_key_redacted(tmp_path: Path) -> None:

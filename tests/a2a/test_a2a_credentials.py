@@ -106,17 +106,14 @@ async def test_a_followed_task_failing_with_an_error_quoting_the_token_is_told_r
     """Not only the failures the protocol names: any error out of a follow
     (here one quoting the header the server took) reaches the notice and
     the log with the token redacted."""
-    from taskloom.a2a import _follow
-
     url, schema = store_url
     SEEN_AUTHORIZATION.clear()
 
-    async def breaking(self: Any, job: Any, watch: Any) -> Any:
-        async with self.remote.client():
-            pass  # its card read, with the token
+    async def breaking(self: RemoteAgent, *args: Any, **kwargs: Any) -> Any:
+        # Its card was read, with the token: the server saw it.
         raise RuntimeError(f"remote agent 'remote' said: Authorization: {SEEN_AUTHORIZATION[-1]}")
 
-    monkeypatch.setattr(_follow._RemoteFollow, "_follow", breaking)
+    monkeypatch.setattr(RemoteAgent, "exchange", breaking)
     async with serving() as (served, _), Runtime(store=open_durable(url, schema)) as runtime:
         told, session_id = await _told(runtime, _remote(served, True), True)
         stored = await everything_stored(runtime.store)
