@@ -158,25 +158,23 @@ def redact_value(value: Any, secrets: tuple[str, ...]) -> Any:
 class StreamRedaction:
     """`redact` for a text that arrives in pieces (a streamed answer), where a
     secret may be split across two of them: `feed` gives what of the text so
-    far can be shown, holding back its last `len(longest secret) - 1`
-    characters until the next piece or `end`. Each piece costs its own
-    length plus that much; without secrets nothing is held back."""
+    far can be shown, holding back only its end where that could be the
+    start of a secret, until the next piece or `end`. A piece costs its own
+    length plus at most the longest secret's (squared, for an end that
+    keeps looking like one); without secrets it is passed on as is."""
 
-    __slots__ = ("_held", "_keep", "_secrets")
+    __slots__ = ("_held", "_secrets")
 
     def __init__(self, secrets: tuple[str, ...]) -> None:
         self._secrets = secrets
-        self._keep = max(map(len, secrets), default=1) - 1
         self._held = ""
 
     def feed(self, piece: str) -> str:
         """What can be shown now of the text with `piece` added (maybe "")."""
-        if not self._keep:
+        if not self._secrets:
             return piece
-        # A secret that starts in what is shown ends in it too: it is at
-        # most `_keep + 1` characters long, and the last `_keep` are held.
         text = redact(self._held + piece, self._secrets)
-        cut = max(len(text) - self._keep, 0)
+        cut = len(text) - self._open(text)
         self._held = text[cut:]
         return text[:cut]
 
@@ -184,6 +182,18 @@ class StreamRedaction:
         """What was held back, the text having ended."""
         held, self._held = self._held, ""
         return redact(held, self._secrets)
+
+    def _open(self, text: str) -> int:
+        """How many of the last characters of `text` a secret could start with."""
+        longest = 0
+        for secret in self._secrets:
+            # Only the end a secret would run past can be its start.
+            at = text.find(secret[0], max(len(text) - len(secret) + 1, 0))
+            while at >= 0 and not secret.startswith(text[at:]):
+                at = text.find(secret[0], at + 1)
+            if at >= 0:
+                longest = max(longest, len(text) - at)
+        return longest
 
 
 _PARAM = re.compile(r"(?P<sep>[?&;])(?P<name>[^=&#;\s]+)=(?P<value>[^&#;\s]*)")
