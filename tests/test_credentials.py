@@ -14,11 +14,13 @@ from typing import Any
 
 import pytest
 
+from cli_process import taskloom_cli
 from credentials_support import everything_stored, sessions_show
 from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime
 from taskloom.a2a import RemoteAgent
 from taskloom.background import background_tools
+from taskloom.events import TextDelta
 from taskloom.mcp import MCPServer
 from taskloom.models import FunctionModel, ModelRequest, OpenAIChatModel, ScriptedModel, reply
 from taskloom.testing import FakeServer, recorded_model
@@ -50,6 +52,43 @@ def test_a_url_is_shown_without_user_info_and_credential_query_values(url: str, 
     assert RemoteAgent("r", url, description="d").public_url == shown
     server = MCPServer.http(url, name="m")
     assert server.key == f"m|{shown}" and shown in repr(server)
+
+
+async def test_a_key_split_across_streamed_deltas_is_shown_redacted_at_every_cut() -> None:
+    """A server that streams back the key it was sent, cut into three deltas
+    at every place: the deltas a run emits show, put together, exactly the
+    answer it stores (the key redacted), and none of them holds the key."""
+    text = f"a {KEY}, {KEY[:-1]} and {KEY} end"
+    cuts = [(first, min(first + 5, len(text))) for first in range(len(text) + 1)]
+    async with FakeServer() as server:
+        server.script(*(FakeServer.reply([text[:a], text[a:b], text[b:]]) for a, b in cuts))
+        model = OpenAIChatModel("m", base_url=server.base_url, api_key=KEY)
+        deltas: list[str] = []
+
+        def heard(event: object) -> None:
+            if isinstance(event, TextDelta):
+                deltas.append(event.text)
+
+        async with Runtime() as runtime:
+            session = await runtime.create_session(Agent("a", model))
+            for cut in cuts:
+                deltas.clear()
+                result = await session.run("hi", emit=heard)
+                assert result.text == f"a [redacted], {KEY[:-1]} and [redacted] end", cut
+                assert "".join(deltas) == result.text, (cut, deltas)
+                assert all(KEY not in delta for delta in deltas)
+
+
+def test_taskloom_run_prints_a_streamed_echo_of_the_key_redacted(tmp_path: Path) -> None:
+    """A server that streams back the password of the model's URL, cut in two
+    deltas: `taskloom run` prints it redacted, as the session stores it."""
+    with FakeServer.in_thread() as server:
+        server.script(FakeServer.reply(["you sent ", PASSWORD[:5], PASSWORD[5:], " ok"]))
+        base = server.base_url.replace("http://", f"http://me:{PASSWORD}@")
+        done = taskloom_cli("run", "hi", "--model", f"openai:m@{base}", home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "you sent [redacted] ok" in done.stdout, done.stdout
+    assert PASSWORD not in done.stdout + done.stderr
 
 
 # ---------------------------------------------------------------- recordings

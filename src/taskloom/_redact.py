@@ -26,6 +26,7 @@ from urllib.parse import unquote
 __all__ = [
     "MIN_SECRET_LENGTH",
     "REDACTED",
+    "StreamRedaction",
     "credentials",
     "is_credential_name",
     "redact",
@@ -152,6 +153,47 @@ def redact_value(value: Any, secrets: tuple[str, ...]) -> Any:
     if isinstance(value, list | tuple):
         return [redact_value(v, secrets) for v in value]
     return value
+
+
+class StreamRedaction:
+    """`redact` for a text that arrives in pieces (a streamed answer), where a
+    secret may be split across two of them: `feed` gives what of the text so
+    far can be shown, holding back only its end where that could be the
+    start of a secret, until the next piece or `end`. A piece costs its own
+    length plus at most the longest secret's (squared, for an end that
+    keeps looking like one); without secrets it is passed on as is."""
+
+    __slots__ = ("_held", "_secrets")
+
+    def __init__(self, secrets: tuple[str, ...]) -> None:
+        self._secrets = secrets
+        self._held = ""
+
+    def feed(self, piece: str) -> str:
+        """What can be shown now of the text with `piece` added (maybe "")."""
+        if not self._secrets:
+            return piece
+        text = redact(self._held + piece, self._secrets)
+        cut = len(text) - self._open(text)
+        self._held = text[cut:]
+        return text[:cut]
+
+    def end(self) -> str:
+        """What was held back, the text having ended."""
+        held, self._held = self._held, ""
+        return redact(held, self._secrets)
+
+    def _open(self, text: str) -> int:
+        """How many of the last characters of `text` a secret could start with."""
+        longest = 0
+        for secret in self._secrets:
+            # Only the end a secret would run past can be its start.
+            at = text.find(secret[0], max(len(text) - len(secret) + 1, 0))
+            while at >= 0 and not secret.startswith(text[at:]):
+                at = text.find(secret[0], at + 1)
+            if at >= 0:
+                longest = max(longest, len(text) - at)
+        return longest
 
 
 _PARAM = re.compile(r"(?P<sep>[?&;])(?P<name>[^=&#;\s]+)=(?P<value>[^&#;\s]*)")

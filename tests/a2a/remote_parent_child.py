@@ -5,22 +5,55 @@ the background, then blocks while following it, to be SIGKILLed.
 
 Once the parent's run ended and the child's log keeps the remote task's id,
 it prints `READY <child session id>` and waits (its follower still following).
-POLL is the remote agent's `poll_interval` (`default`: its own).
+POLL is the remote agent's `poll_interval` (`default`: its own). With
+`HOLD=deliver:PATH` (or `end:PATH`) in its environment, its follower stops
+for good just before it delivers the result's notice (or writes the child's
+terminal entry), once PATH is created: a point to be killed at.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from remote_background import parent, receipts, recorded_task_id
 
 from taskloom import Runtime
+from taskloom.background import BackgroundService, FollowJob
+from taskloom.entries import SubagentResult
 from taskloom.stores import open_store
 
 STORE, SCHEMA, SESSION_ID, REMOTE_URL, TASK = sys.argv[1:6]
 POLL = sys.argv[6] if len(sys.argv) > 6 else "0.05"
+
+
+def hold(where: str, marker: str) -> None:
+    """Stop the follower for good at `where`, saying so by creating `marker`."""
+
+    async def stopped() -> None:
+        Path(marker).touch()  # noqa: ASYNC240 (a test's marker, once)
+        await asyncio.Event().wait()
+
+    if where == "deliver":
+        deliver = BackgroundService.deliver
+
+        async def held_deliver(self: Any, *args: Any) -> Any:
+            await stopped()
+            return await deliver(self, *args)
+
+        BackgroundService.deliver = held_deliver  # type: ignore[method-assign]
+    else:
+        append = FollowJob.append
+
+        async def held_append(self: Any, payload: Any) -> None:
+            if isinstance(payload, SubagentResult):
+                await stopped()
+            await append(self, payload)
+
+        FollowJob.append = held_append  # type: ignore[method-assign]
 
 
 async def main() -> None:
@@ -36,4 +69,6 @@ async def main() -> None:
         await asyncio.sleep(3600)
 
 
+if os.environ.get("HOLD"):
+    hold(*os.environ["HOLD"].split(":", 1))
 asyncio.run(main())

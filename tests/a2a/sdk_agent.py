@@ -43,6 +43,8 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 HUGE = 300_000
+BIG = "".join(f"{i:07d}," for i in range(250_000))
+"""2,000,000 characters, none of them like another's neighbours (`big` answers them)."""
 STRANGER = "a stranger's answer"
 SEEN_AUTHORIZATION: list[str] = []
 """The Authorization header of each request the server took (`quote` echoes the last)."""
@@ -52,8 +54,8 @@ class EchoExecutor(AgentExecutor):
     """`echo X` answers X; `fail`, `cancel`, `ask` end the task that way
     (`ask` asks "which city?", and the reply to it answers "weather in
     <reply>"); `hang` never answers; `gate PATH X` answers X once the file
-    PATH exists; `huge` answers HUGE characters; `file` answers text with a
-    file and data part; `stranger` streams the end of another task (with a
+    PATH exists (BIG for `big`); `huge` answers HUGE characters, `big`
+    BIG; `file` answers text with a file and data part; `stranger` streams the end of another task (with a
     STRANGER answer: see `Stranger`) and never answers about its own; `quote`
     fails quoting the Authorization header it was sent."""
 
@@ -116,10 +118,14 @@ class EchoExecutor(AgentExecutor):
             path, _, answer = rest.partition(" ")
             while not Path(path).exists():  # noqa: ASYNC240 (a test's gate, a cheap stat)
                 await asyncio.sleep(0.02)
+            answer = BIG if answer == "big" else answer
             await updater.add_artifact([Part(text=answer)], name="answer")
             await updater.complete()
         elif word == "huge":
             await updater.add_artifact([Part(text="x" * HUGE)], name="answer")
+            await updater.complete()
+        elif word == "big":
+            await updater.add_artifact([Part(text=BIG)], name="answer")
             await updater.complete()
         elif word == "file":
             parts = [

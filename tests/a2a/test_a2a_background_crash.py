@@ -25,10 +25,11 @@ TRIALS = 4
 
 
 def _start_parent(
-    store: tuple[str, str], session_id: str, url: str, task: str, poll: str = "0.05"
+    store: tuple[str, str], session_id: str, url: str, task: str, poll: str = "0.05", hold: str = ""
 ) -> tuple[subprocess.Popen[str], str]:
-    """The parent process, once its follower follows; and the child session's id."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(HERE.parent)]))
+    """The parent process, once its follower follows; and the child session's id.
+    `hold` is its `HOLD` (see `remote_parent_child`)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(HERE.parent)]), HOLD=hold)
     script = str(HERE / "remote_parent_child.py")
     proc = subprocess.Popen(
         [sys.executable, script, *store, session_id, url, task, poll],

@@ -98,3 +98,27 @@ async def test_a_failure_quoting_the_token_is_stored_and_shown_redacted(
         assert URL_TOKEN not in text
     if background:
         assert '"url": "' + served + '?token=[redacted]"' in stored  # the child's metadata
+
+
+async def test_a_followed_task_failing_with_an_error_quoting_the_token_is_told_redacted(
+    store_url: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not only the failures the protocol names: any error out of a follow
+    (here one quoting the header the server took) reaches the notice and
+    the log with the token redacted."""
+    url, schema = store_url
+    SEEN_AUTHORIZATION.clear()
+
+    async def breaking(self: RemoteAgent, *args: Any, **kwargs: Any) -> Any:
+        # Its card was read, with the token: the server saw it.
+        raise RuntimeError(f"remote agent 'remote' said: Authorization: {SEEN_AUTHORIZATION[-1]}")
+
+    monkeypatch.setattr(RemoteAgent, "exchange", breaking)
+    async with serving() as (served, _), Runtime(store=open_durable(url, schema)) as runtime:
+        told, session_id = await _told(runtime, _remote(served, True), True)
+        stored = await everything_stored(runtime.store)
+    assert SEEN_AUTHORIZATION and all(TOKEN in seen for seen in SEEN_AUTHORIZATION)
+    assert "RuntimeError: remote agent 'remote' said: Authorization: [redacted]" in told
+    printed = sessions_show(url, schema, session_id)
+    for text in (stored, printed, told):
+        assert TOKEN not in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from conftest import SEEN_GROUPS
 from credentials_support import everything_stored, sessions_show
 from pg import open_durable
 from taskloom import Agent, Runtime, WorkFinished
+from taskloom.errors import ConfigurationError
 from taskloom.mcp import MCPServer
 from taskloom.models import ScriptedModel, reply
 
@@ -116,3 +118,31 @@ async def test_an_mcp_task_quoting_its_credentials_gets_none_stored_or_shown(
     printed = sessions_show(url, schema, session.id)
     for secret in (BEARER, QUERY_TOKEN):
         assert secret not in stored and secret not in printed
+
+
+async def test_a_stdio_server_printing_its_credentials_gets_none_stored_shown_or_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stdio server that prints its environment to stderr and exits before
+    its handshake: the error that quotes its stderr, and the DEBUG log of
+    each line, have its credential-named variables redacted."""
+    secret = "envtok-4c8e1a7f93"
+    crash = (
+        "import os, sys; print('started with API_TOKEN=' + os.environ['API_TOKEN'],"
+        " file=sys.stderr); sys.exit(3)"
+    )
+    server = MCPServer.stdio(
+        sys.executable, ["-c", crash], env={"API_TOKEN": secret}, name="printing"
+    )
+    caplog.set_level(logging.DEBUG)
+    db = tmp_path / "sessions.db"
+    async with Runtime(f"sqlite:///{db}") as runtime:
+        session = await runtime.create_session(_calling(server))
+        with pytest.raises(ConfigurationError) as caught:
+            await session.run("go")
+        stored = await everything_stored(runtime.store)
+    message = str(caught.value)
+    assert "started with API_TOKEN=[redacted]" in message, message
+    assert "started with API_TOKEN=[redacted]" in caplog.text  # the stderr line, logged
+    for text in (message, caplog.text, stored):
+        assert secret not in text

@@ -15,11 +15,16 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .._redact import redact
 from ..backends import SessionMeta
-from ..background import FollowJob, Follows, NoticeStatus, RunStart, WorkResult
+from ..background import Detached, FollowJob, Follows, NoticeStatus, RunStart, WorkResult
+from ..delegation import cap_answer, kept_answer, read_on
+from ..entries import Entry, MessageEntry, SubagentResult
+from ..messages import Message
 from ..tools import ToolOutput
 from ._remote import Outcome, RemoteAgent, Unreachable, Watch, cancel_task
 
@@ -27,7 +32,7 @@ if TYPE_CHECKING:
     from ..runtime import Runtime
     from ..tools import ToolContext
 
-__all__ = ["KIND", "MODE", "resume_following", "start_following"]
+__all__ = ["KIND", "MODE", "keep_whole", "resume_following", "start_following"]
 
 MODE = "remote"
 """The `mode` of a remote task's child session (its metadata and its link)."""
@@ -65,6 +70,38 @@ async def resume_following(remote: RemoteAgent, runtime: Runtime, start: RunStar
     """Follow again, under the run of `start`, the session's remote tasks of
     this agent that have no result yet and that no live process follows."""
     await _follows(remote, runtime).resume(start, MODE, _maker(remote), kind=KIND)
+
+
+async def keep_whole(
+    remote: RemoteAgent, runtime: Runtime, ctx: ToolContext, task: str, outcome: Outcome
+) -> Outcome:
+    """`outcome` of an inline call as the parent's model is told it: an answer
+    or question longer than the agent's `max_answer_chars` is cut, its whole
+    text (credentials redacted) kept first in a new, ended child session of
+    the caller's (mode `remote`, as a background call's), where
+    `read_agent(agent=..., offset=...)` reads on, as the cut says."""
+    text = redact(outcome.text, remote.secrets)
+    if outcome.kind not in ("answer", "question") or len(text) <= remote.max_answer_chars:
+        return outcome
+    store, child_id, now = runtime.store, uuid.uuid4().hex, time.time()
+    meta = {
+        "name": remote.name,
+        "role": MODE,
+        "mode": MODE,
+        "task": " ".join(task.split())[:500],
+        "parent_call_id": ctx.call_id,
+        "started_at": now,
+        "url": remote.public_url,
+    }
+    await store.create(SessionMeta(child_id, remote.name, ctx.session_id, now, meta))
+    await store.append(child_id, Entry.of(MessageEntry(Message.assistant(text))))
+    cut = _cut(text, remote.max_answer_chars, child_id)
+    await store.append(child_id, Entry.of(SubagentResult("done", cut)))
+    return outcome._replace(text=cut)
+
+
+def _cut(text: str, limit: int, child_id: str) -> str:
+    return cap_answer(text, limit, read_on(child_id, limit))
 
 
 def _follows(remote: RemoteAgent, runtime: Runtime) -> Follows:
@@ -126,7 +163,7 @@ class _RemoteFollow:
                 watch.task_id,
             )
         watch.finish(outcome)
-        return self._result(outcome)
+        return await self._result(job, outcome)
 
     async def _follow(self, job: FollowJob, watch: Watch) -> Outcome:
         remote, record = self.remote, job.record
@@ -151,17 +188,36 @@ class _RemoteFollow:
         except Unreachable as exc:
             return Outcome("failed", str(exc), watch.task_id)
 
-    def _result(self, outcome: Outcome) -> WorkResult:
-        name, task_id = self.remote.name, outcome.task_id
+    async def _result(self, job: FollowJob, outcome: Outcome) -> WorkResult:
+        name, task_id, said = self.remote.name, outcome.task_id, outcome.text
+        if outcome.kind in ("answer", "question"):
+            said = await self._kept(job, redact(said, self.secrets))
         if outcome.kind == "answer":
-            return NoticeStatus.DONE, (
-                f"remote agent {name!r} (task {task_id}) answered:\n{outcome.text}"
-            )
+            return NoticeStatus.DONE, f"remote agent {name!r} (task {task_id}) answered:\n{said}"
         if outcome.kind == "question":
             return NoticeStatus.DONE, (
-                f"remote agent {name!r} asks for input (task_id {task_id}): {outcome.text}\n"
+                f"remote agent {name!r} asks for input (task_id {task_id}): {said}\n"
                 f"To answer, call {name} again with task_id {json.dumps(task_id)}"
                 " and your answer as task; the same task then goes on."
             )
         status = NoticeStatus.STOPPED if outcome.kind == "stopped" else NoticeStatus.FAILED
         return status, f"{self.remote.describe()}: {outcome.text}"
+
+    async def _kept(self, job: FollowJob, text: str) -> str:
+        """`text` as the notice tells it: cut at the agent's cap, the whole of
+        it kept in the child's log first. Kept before the notice is
+        delivered, so a parent told to read on finds it; a follower after a
+        crash finds it kept and tells that one (the notice it may have
+        delivered already cut that text). Raises `Detached` when the hold
+        on the child was lost before it was kept: the follower that took
+        the work over keeps it, then delivers the notice."""
+        limit = self.remote.max_answer_chars
+        if len(text) <= limit:
+            return text
+        kept = kept_answer(await job.runtime.store.load(job.child_id))
+        if kept is None:
+            await job.append(MessageEntry(Message.assistant(text)))
+            if job.lease is None:
+                raise Detached()
+            kept = text
+        return _cut(kept, limit, job.child_id)

@@ -48,7 +48,7 @@ from a2a.types import (
 from a2a.utils.errors import A2AError
 
 from .._redact import credentials, redact, safe_url
-from ..delegation import DEFAULT_MAX_ANSWER_CHARS, DelegationTool, cap_answer, check_answer_cap
+from ..delegation import DEFAULT_MAX_ANSWER_CHARS, DelegationTool, check_answer_cap
 from ..errors import ConfigurationError
 from ..events import Event, SubagentFinished, SubagentStarted, TextDelta, origin_label
 from ..tools import ApprovalRule, Tool, ToolOutput
@@ -139,8 +139,10 @@ class RemoteAgent:
     task whose stream ended early is read (`tasks/get`). `token` is sent as
     `Authorization: Bearer`, never stored (an echo of it is stored
     `[redacted]`; the URL is shown and stored as `public_url`, without
-    credentials); the answer is cut at `max_answer_chars`, as every
-    delegation's. `needs_approval` gates the
+    credentials); the answer (or question) is cut at `max_answer_chars`, as
+    every delegation's, and the whole of it is kept in a child session of
+    the caller's, where `read_agent(agent=..., offset=...)` reads on (the
+    cut says how). `needs_approval` gates the
     delegation itself. Building one does no I/O: the card is read per call.
     """
 
@@ -215,9 +217,9 @@ class RemoteAgent:
         task_id = arguments["task_id"].strip()
         if not task:
             return self.error("'task' is empty; describe the complete task for the agent")
-        if self.background:
-            from ._follow import start_following
+        from ._follow import keep_whole, start_following
 
+        if self.background:
             return await start_following(self, runtime, ctx, task, task_id)
         watch = Watch(self.name, ctx.emit, ctx.origin, ctx.session_id, self.secrets)
         try:
@@ -226,7 +228,7 @@ class RemoteAgent:
         except Unreachable as exc:
             return self.error(str(exc))
         watch.finish(outcome)
-        return self._tool_output(outcome)
+        return self._tool_output(await keep_whole(self, runtime, ctx, task, outcome))
 
     def _tool_output(self, outcome: Outcome) -> ToolOutput:
         if outcome.kind == "answer":
@@ -460,14 +462,11 @@ class RemoteAgent:
     def _outcome(self, final: Task) -> Outcome:
         state = final.status.state
         said = text_of(final.status.message.parts) if final.status.HasField("message") else ""
-        rest = f"the rest stays with the remote agent's task {final.id}"  # not kept here
         if state == TaskState.TASK_STATE_COMPLETED:
             answer = text_of(part for artifact in final.artifacts for part in artifact.parts)
-            answer = answer if answer.strip() else said
-            return Outcome("answer", cap_answer(answer, self.max_answer_chars, rest), final.id)
+            return Outcome("answer", answer if answer.strip() else said, final.id)
         if state == TaskState.TASK_STATE_INPUT_REQUIRED:
-            question = said or "(it asks for input without saying what)"
-            return Outcome("question", cap_answer(question, self.max_answer_chars, rest), final.id)
+            return Outcome("question", said or "(it asks for input without saying what)", final.id)
         what = _ENDED.get(state, f"stopped in state {TaskState.Name(state)}")
         kind: Literal["failed", "stopped"] = (
             "stopped" if state == TaskState.TASK_STATE_CANCELED else "failed"

@@ -42,6 +42,7 @@ import uuid
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._redact import redact
 from ..backends import (
     BackgroundNotice,
     Lease,
@@ -60,7 +61,7 @@ from ..entries import (
 )
 from ..errors import FollowRefused, SessionBusy, StaleLeaseError
 from ._notices import RunStart
-from ._service import BackgroundService, Detached, WorkResult, redacted
+from ._service import BackgroundService, Detached, WorkFailed, WorkResult, redacted
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -427,11 +428,21 @@ class Follows:
     async def _run(self, job: FollowJob, followed: Followed) -> WorkResult:
         """The work: follow to the end, deliver, then write the terminal entry."""
         keeper = asyncio.get_running_loop().create_task(job.keep_lease())
+        secrets: tuple[str, ...] = getattr(followed, "secrets", ())
         try:
             try:
                 result = await followed.follow(job)
             except FollowRefused as exc:
                 result = NoticeStatus.FAILED, str(exc)
+            except (Detached, WorkFailed):
+                raise
+            except Exception as exc:
+                # Ended as any failed work is (a notice, no terminal entry: the
+                # next run follows it again), but in words with the work's
+                # credentials redacted: a remote error may quote them.
+                text = redact(f"{type(exc).__name__}: {exc}", secrets)
+                logger.warning("followed work %s failed: %s", job.child_id, text)
+                raise WorkFailed(text) from None
             except asyncio.CancelledError:
                 current = asyncio.current_task()
                 if self.closing:
@@ -448,7 +459,7 @@ class Follows:
                 why = f" ({job.why})" if job.why else ""
                 result = NoticeStatus.STOPPED, f"stopped before it finished{why}; it was cancelled"
             if not isinstance(result, BackgroundNotice):
-                result = redacted(result, getattr(followed, "secrets", ()))
+                result = redacted(result, secrets)
             # Into the parent's inbox first, then the terminal entry: a crash
             # in between leaves work someone follows again, whose result
             # (same notice id) lands once.

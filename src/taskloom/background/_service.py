@@ -46,6 +46,7 @@ __all__ = [
     "Detached",
     "ResumesWork",
     "Work",
+    "WorkFailed",
     "WorkResult",
     "redacted",
 ]
@@ -61,6 +62,12 @@ Work = Callable[[], Awaitable[WorkResult]]
 class Detached(Exception):
     """Raised by work that goes on elsewhere (the runtime closes while it
     follows remote work): its registration is dropped, no notice is written."""
+
+
+class WorkFailed(Exception):
+    """Raised by work that failed and has said how, fit to be shown: its
+    notice's text is the message as is (not prefixed with a type name), and
+    nothing more of it is logged."""
 
 
 DecisionHook: TypeAlias = "Callable[[str, Mapping[str, Tool]], Awaitable[None]]"
@@ -328,6 +335,8 @@ class BackgroundService:
             return
         except asyncio.CancelledError:
             status, text = NoticeStatus.STOPPED, "stopped before it finished"
+        except WorkFailed as exc:
+            status, text = NoticeStatus.FAILED, str(exc)
         except Exception as exc:
             status, text = NoticeStatus.FAILED, f"{type(exc).__name__}: {exc}"
             logger.warning(

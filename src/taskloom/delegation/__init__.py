@@ -9,6 +9,8 @@ from ._children import (
     cap_answer,
     check_answer_cap,
     child_status,
+    kept_answer,
+    read_on,
 )
 from ._console import console_tools
 from ._dispatch import ChildSpec, ChildWorker, Dispatcher, InlineDispatcher, TaskDispatcher
@@ -36,4 +38,6 @@ __all__ = [
     "check_answer_cap",
     "child_status",
     "console_tools",
+    "kept_answer",
+    "read_on",
 ]

@@ -23,6 +23,7 @@ from ..agent import Agent
 from ..entries import (
     ApprovalEscalated,
     Entry,
+    MessageEntry,
     SubagentDispatched,
     SubagentLink,
     SubagentReport,
@@ -311,6 +312,17 @@ def terminal_entry(entries: list[Entry]) -> SubagentResult | None:
         payload = e.payload
         if isinstance(payload, SubagentResult):
             return payload
+    return None
+
+
+def kept_answer(entries: list[Entry]) -> str | None:
+    """The whole answer (or question) of a remote agent that its delegation
+    cut for the parent, as the remote agent's child session keeps it (its
+    first assistant message); None when none was kept."""
+    for e in entries:
+        payload = e.payload
+        if isinstance(payload, MessageEntry) and payload.message.role == "assistant":
+            return payload.message.text
     return None
 
 

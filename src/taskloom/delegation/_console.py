@@ -27,6 +27,7 @@ from ._children import (
     cap_answer,
     check_answer_cap,
     child_status,
+    kept_answer,
     read_on,
     report_text,
     summary,
@@ -176,10 +177,14 @@ class _Console:
                 raise ToolError(f"{name} asked no question {question!r}")
             text, what = str(asked[0]), f"question {question!r}"
         else:
+            # A remote agent's child keeps its whole answer before its report
+            # (which holds the cut one) is written.
+            kept = kept_answer(entries) if meta.metadata.get("mode") == "remote" else None
             end = terminal_entry(entries)
-            if end is None or end.report is None:
+            if kept is None and (end is None or end.report is None):
                 raise ToolError(f"{name} has no report to read")
-            text, what = report_text(end.report), "report"
+            text = kept if kept is not None else report_text(end and end.report)
+            what = "report"
         if not 0 <= offset < len(text):
             raise ToolError(
                 f"offset must be from 0 to {len(text) - 1}: its {what} has {len(text)} characters"

@@ -13,6 +13,7 @@ import asyncio
 import logging
 
 from .._control import Aborted, CancelScope
+from .._redact import StreamRedaction
 from ..events import ModelRequestStarted, RetryAttempt, TextDelta, ThinkingDelta
 from ..models import Model, ModelRequest, ModelResponse, ResponseCompleted
 from ..results import RunStatus
@@ -182,13 +183,25 @@ class ModelAsker:
         assert emit is not None
         origin, session_id = scope.origin, scope.session_id
         response: ModelResponse | None = None
+        # What a server echoes of the model's credentials is shown redacted,
+        # as the stored answer is.
+        secrets = tuple(getattr(model, "credentials", ()))
+        said: dict[type[TextDelta | ThinkingDelta], StreamRedaction] = {
+            TextDelta: StreamRedaction(secrets),
+            ThinkingDelta: StreamRedaction(secrets),
+        }
+
+        def show(kind: type[TextDelta | ThinkingDelta], text: str) -> None:
+            if text:
+                emit(kind(text=text, origin=origin, session_id=session_id))
+
         async for ev in model.stream(request):
             if isinstance(ev, ResponseCompleted):
                 response = ev.response
-            elif isinstance(ev, TextDelta):
-                emit(TextDelta(text=ev.text, origin=origin, session_id=session_id))
-            elif isinstance(ev, ThinkingDelta):
-                emit(ThinkingDelta(text=ev.text, origin=origin, session_id=session_id))
+            elif isinstance(ev, TextDelta | ThinkingDelta):
+                show(type(ev), said[type(ev)].feed(ev.text))
+        for kind, held in said.items():
+            show(kind, held.end())
         if response is None:
             raise RuntimeError(f"model {model.name!r} stream ended without a response")
         return response

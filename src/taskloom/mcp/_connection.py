@@ -225,7 +225,7 @@ class Connection:
         opening: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         # Whoever awaits it sees its failure; one left unawaited is not a warning.
         opening.add_done_callback(_retrieve)
-        tail = StderrTail(self.label) if self.launch.is_process else None
+        tail = StderrTail(self.label, self.launch.secrets()) if self.launch.is_process else None
         start = self._current = _Start(opening, tail)
         task = asyncio.get_running_loop().create_task(self._own(start, delay))
         start.task = task

@@ -27,7 +27,7 @@ from mcp.client.stdio import StdioServerParameters, get_default_environment, std
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
-from .._redact import credentials, safe_url
+from .._redact import credentials, redact, safe_url
 from ..background import stdio_keeper_argv
 from ..errors import CommandNotStarted
 
@@ -148,11 +148,14 @@ class StderrTail:
 
     The server writes into a pipe that an asyncio reader drains as it goes,
     so a chatty server neither blocks on a full pipe nor fills a disk; each
-    line is also logged at DEBUG on the `taskloom.mcp` logger.
+    line is also logged at DEBUG on the `taskloom.mcp` logger. Both have
+    `secrets` (the server's credentials) redacted: a server may print its
+    environment.
     """
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, secrets: tuple[str, ...] = ()) -> None:
         self._label = label
+        self._secrets = secrets
         self._tail = bytearray()
         self._partial = b""
         read_fd, write_fd = os.pipe()
@@ -181,12 +184,16 @@ class StderrTail:
         lines = (self._partial + data).split(b"\n")
         self._partial = lines.pop()[-TAIL_BYTES:]
         for line in lines:
-            logger.debug("MCP server %r: %s", self._label, line.decode("utf-8", "replace"))
+            said = redact(line.decode("utf-8", "replace"), self._secrets)
+            logger.debug("MCP server %r: %s", self._label, said)
 
     def text(self, lines: int = 8) -> str:
         """The last few lines the server wrote to stderr (empty if none)."""
-        text = bytes(self._tail).decode("utf-8", "replace")
+        text = redact(bytes(self._tail).decode("utf-8", "replace"), self._secrets)
         kept = [line.rstrip() for line in text.splitlines() if line.strip()]
+        if len(self._tail) == TAIL_BYTES and kept:
+            # Cut mid-line: its start could be the end of a secret.
+            kept = kept[1:]
         return "\n".join(kept[-lines:])
 
     async def settle(self, timeout: float = 0.5) -> None:
