@@ -41,6 +41,7 @@ from .render import (
     terminal,
     usage_table,
 )
+from .text import visible
 
 __all__ = ["interruptible", "load_tool", "report_result", "run_prompt", "run_settled"]
 
@@ -126,11 +127,11 @@ async def run_settled(
         activities = await background.registry.list(session.id)
         # Work handed off (`keep`) is registered under the session like the rest.
         shown = [a for a in activities if a.id in here or kept]
-        labels = "; ".join(f"{a.kind} {a.id[:8]} ({a.description})" for a in shown)
+        labels = "; ".join(f"{a.kind} {a.id[:8]} ({visible(a.description)})" for a in shown)
         labels = labels or f"{len(tasks)} piece(s) of background work"
         if labels != said:
             said = labels
-            print(f"taskloom: waiting for {labels}", file=sys.stderr)
+            print(f"taskloom: waiting for {labels} (Ctrl-C stops waiting)", file=sys.stderr)
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
