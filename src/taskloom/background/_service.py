@@ -442,6 +442,10 @@ class BackgroundService:
         if self._runtime is not None:
             self._runtime.on_notice(event.session_id)
 
+    def kept(self) -> list[asyncio.Task[Any]]:
+        """The tasks `keep` runs now (of every session of this runtime)."""
+        return list(self._hooked)
+
     async def wait_kept(self) -> None:
         """Wait until the work `keep` started has ended (a command that decided
         an escalated call waits for the child it resumed, before it exits)."""

@@ -11,7 +11,7 @@ import argparse
 import asyncio
 import shlex
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from rich.console import Console
@@ -19,6 +19,8 @@ from rich.text import Text
 
 from ..agent import Agent
 from ..errors import UsageError
+from ..events import Event
+from ..loop import RunOptions
 from ..results import RunResult, RunStatus
 from ..runtime import Runtime, Session
 from . import store_options
@@ -39,8 +41,9 @@ from .render import (
     terminal,
     usage_table,
 )
+from .text import visible
 
-__all__ = ["interruptible", "load_tool", "report_result", "run_prompt"]
+__all__ = ["interruptible", "load_tool", "report_result", "run_prompt", "run_settled"]
 
 T = TypeVar("T")
 
@@ -87,6 +90,61 @@ async def interruptible(run: Awaitable[T], go_on: str, printer: EventPrinter) ->
         printer.close()
 
 
+async def run_settled(
+    session: Session[Any, Any],
+    run: Awaitable[RunResult],
+    *,
+    options: RunOptions | None = None,
+    emit: Callable[[Event], None] | None = None,
+    where: Sequence[str] = (),
+) -> RunResult:
+    """Await `run` (a run of `session`); then, while the session's runs
+    complete and background work of the session runs in this process (a
+    background child a run took up, or handed off), wait for that work and
+    run the session on (`session.run(None)`, with `options` and `emit`) to
+    deliver what it reported, until none runs here and no new notice waits.
+    The result of the last run.
+
+    What it waits for is said on stderr. Ctrl-C while it waits says what is
+    still running and how to follow it (`taskloom sessions show`, with
+    `where`, the options naming the store), and the cancellation goes on:
+    the work is cut off, and the session's next run takes it up."""
+    result = await run
+    background = session.runtime.background
+    delivered: set[str] = set()
+    said = ""
+    while result.status is RunStatus.COMPLETED:
+        waiting = {n.id for n in await background.inbox.pending(session.id)}
+        if waiting - delivered:
+            # Reported since the last run: the session goes on to take it.
+            delivered = waiting
+            result = await session.run(None, options=options, emit=emit)
+            continue
+        here, kept = set(background.running_here(session.id)), background.kept()
+        tasks = [*background.running(session.id), *kept]
+        if not tasks:
+            break
+        activities = await background.registry.list(session.id)
+        # Work handed off (`keep`) is registered under the session like the rest.
+        shown = [a for a in activities if a.id in here or kept]
+        labels = "; ".join(f"{a.kind} {a.id[:8]} ({visible(a.description)})" for a in shown)
+        labels = labels or f"{len(tasks)} piece(s) of background work"
+        if labels != said:
+            said = labels
+            print(f"taskloom: waiting for {labels} (Ctrl-C stops waiting)", file=sys.stderr)
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            show = shlex.join(["taskloom", "sessions", "show", session.id, "--tree", *where])
+            print(
+                f"taskloom: stopped waiting for {labels}: the session's next run takes it up",
+                file=sys.stderr,
+            )
+            print(f"  hint: follow it with: {show}", file=sys.stderr)
+            raise
+    return result
+
+
 def _go_on_command(session_id: str, args: argparse.Namespace) -> str:
     words = ["taskloom", "run", "--session", session_id]
     return f"{shlex.join(words)} {agent_flags(args)} 'PROMPT'"
@@ -128,7 +186,10 @@ async def _run(args: argparse.Namespace, console: Console) -> int:
         else:
             session = await _new_session(args, runtime)
         printer = EventPrinter(console, Waiting.on_stderr())
-        run = session.run(args.prompt, options=run_options(args), emit=printer)
+        options = run_options(args)
+        first = session.run(args.prompt, options=options, emit=printer)
+        where = store_options(args)
+        run = run_settled(session, first, options=options, emit=printer, where=where)
         result = await interruptible(run, _go_on_command(session.id, args), printer)
         return report_result(console, session, result, args)
 
