@@ -39,12 +39,12 @@ def cli(*args: str, url: str, schema: str, effects: Path) -> subprocess.Complete
 
 
 async def killed_mid_run(
-    url: str, schema: str, scenario: str, point: str, effects: Path
+    url: str, schema: str, scenario: str, point: str, effects: Path, agent: str = "crashy"
 ) -> str:
     """A session whose run crash_child.py started, killed at `point`."""
     runtime = Runtime(store=open_durable(url, schema))
     model = FunctionModel(lambda request: reply("unused"), name="crash")
-    session = await runtime.create_session(Agent("crashy", model))
+    session = await runtime.create_session(Agent(agent, model))
     await runtime.close()
     effects.touch()
     child = Child(scenario, url, schema, session.id, effects)
@@ -87,6 +87,21 @@ async def test_a_run_whose_process_was_killed_is_listed_as_interrupted(
     assert "its run was cut off" in shown.stdout, shown.stdout
     go_on = f"go on: taskloom resume {sid} --app recover_app:make_runtime\n"
     assert go_on in shown.stdout, shown.stdout
+
+
+async def test_a_background_child_whose_process_was_killed_is_shown_interrupted(
+    store_url: tuple[str, str], tmp_path: Path
+) -> None:
+    url, schema = store_url
+    effects = tmp_path / "effects.txt"
+    root = await killed_mid_run(url, schema, "tree-bg-20000-500", "during-model", effects, "lead")
+    tree = cli("sessions", "show", root, "--tree", *APP, url=url, schema=schema, effects=effects)
+    assert tree.returncode == 0, tree.stderr
+    (child,) = [x for x in tree.stdout.splitlines() if " bg " in x]
+    assert "[interrupted]" in child, tree.stdout
+    listed = cli("sessions", "list", "--json", *APP, url=url, schema=schema, effects=effects)
+    statuses = {r["parent_id"] is None: r["status"] for r in json.loads(listed.stdout)}
+    assert statuses == {True: "interrupted", False: "interrupted"}, listed.stdout
 
 
 @pytest.mark.parametrize(
