@@ -5,6 +5,7 @@ its end, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -46,7 +47,7 @@ async def killed_mid_run(
     model = FunctionModel(lambda request: reply("unused"), name="crash")
     session = await runtime.create_session(Agent(agent, model))
     await runtime.close()
-    effects.touch()
+    await asyncio.to_thread(effects.touch)
     child = Child(scenario, url, schema, session.id, effects)
     try:
         child.wait_for(point)
