@@ -20,6 +20,7 @@ from taskloom.background import FOLLOW_LEASE
 from taskloom.delegation import ChildStatus, child_status
 from taskloom.entries import MessageEntry, SubagentResult
 from taskloom.models import FunctionModel, ModelRequest, reply
+from taskloom.runtime import session_lease_key
 
 pytestmark = pytest.mark.slow
 
@@ -61,8 +62,10 @@ async def test_a_killed_background_child_is_taken_up_at_once_and_reports_once(
             for stream in (proc.stdout, proc.stderr):
                 if stream is not None:
                     stream.close()
-        # Its dead holder's lease has not lapsed: only the take-over rule frees it.
-        assert await child_status(runtime, child_id) is ChildStatus.RUNNING
+        # Its dead holder's lease has not lapsed: only the take-over rule frees
+        # it. A holder known dead runs nothing: the child reads as interrupted.
+        assert await runtime.store.leases.current(session_lease_key(child_id)) is not None
+        assert await child_status(runtime, child_id) is ChildStatus.INTERRUPTED
         reopened = await runtime.open_session(session.id, agent)
         started = time.monotonic()
         await reopened.run("any news?")

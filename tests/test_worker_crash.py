@@ -24,6 +24,7 @@ from taskloom.backends import Entry
 from taskloom.background import BackgroundActivity
 from taskloom.delegation import ChildSpec, ChildStatus, ChildWorker, child_status
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
+from taskloom.runtime import session_lease_key
 
 pytestmark = pytest.mark.slow
 
@@ -125,9 +126,9 @@ async def test_a_killed_worker_is_redelivered_and_reports_once(
         os.kill(proc.pid, signal.SIGKILL)
         finish(proc)
     assert effects.read_text().split("\n")[0] == "from the first worker"
-    assert (
-        await child_status(runtime, spec.child_session_id) is ChildStatus.RUNNING
-    )  # its lease has not lapsed yet
+    # Its lease has not lapsed yet; its holder, known dead, runs nothing.
+    assert await runtime.store.leases.current(session_lease_key(spec.child_session_id))
+    assert await child_status(runtime, spec.child_session_id) is ChildStatus.INTERRUPTED
 
     later = runtime_at(*store_url, skew=120, model=second_worker_model())
     try:

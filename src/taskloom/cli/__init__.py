@@ -337,12 +337,14 @@ def command_parser() -> argparse.ArgumentParser:
 
     resume = command(
         "resume",
-        "resume a session parked for approval",
+        "go on with a session parked for approval, or whose run was cut off (a crash)",
         examples(
             "taskloom resume ID --model openai:gpt-4.1-mini --tool mytools:book",
             "taskloom resume ID --app myapp:runtime",
-            then="Give the agent as the run that parked was given it: --app, or --model and a\n"
-            "--tool per tool (taskloom never loads code a session names).\n\n" + _KEYS,
+            then="A turn parked for approval goes on first; else a run that was cut off runs\n"
+            "on from the log. Give the agent as the run that parked or was cut off had it:\n"
+            "--app, or --model and a --tool per tool (taskloom never loads code a session\n"
+            "names).\n\n" + _KEYS,
         ),
     )
     resume.add_argument("session_id", metavar="ID", help="the session to resume")

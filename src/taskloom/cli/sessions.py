@@ -49,7 +49,7 @@ from .render import (
     terminal,
 )
 from .run import interruptible, report_result
-from .summary import summarize, to_json
+from .summary import SessionSummary, summarize, to_json
 from .text import visible
 
 if TYPE_CHECKING:
@@ -117,13 +117,14 @@ async def _list(
         console.print(Text(f"no sessions in {_store_named(args)}"), soft_wrap=True)
         return 0
     agents = [visible(r.meta.agent or "-") for r in rows]
+    statuses = [_status(r) for r in rows]
     width = max(len("AGENT"), *(len(a) for a in agents))
-    status_width = max(len("STATUS"), *(len(r.status) for r in rows))
+    status_width = max(len("STATUS"), *(len(st) for st in statuses))
     id_width = max(len(r.meta.id) for r in rows)
     head = f"{'ID':<{id_width}}  {'CREATED':<19}  {'STATUS':<{status_width}}  "
     header = Text(f"{head}{'AGENT':<{width}}  PENDING  LAST PROMPT", style="bold")
     console.print(header, soft_wrap=True)
-    for row, agent in zip(rows, agents, strict=True):
+    for row, agent, status in zip(rows, agents, statuses, strict=True):
         meta = row.meta
         when = datetime.fromtimestamp(meta.created_at).strftime("%Y-%m-%d %H:%M:%S")
         prompt = fold(row.last_prompt, 60) if row.last_prompt else "-"
@@ -131,12 +132,20 @@ async def _list(
             prompt = f"(child of {visible(meta.parent_id)}) {prompt}"
         pending = str(len(row.pending)) if row.pending else "-"
         line = (
-            f"{visible(meta.id):<{id_width}}  {when}  {row.status:<{status_width}}  "
+            f"{visible(meta.id):<{id_width}}  {when}  {status:<{status_width}}  "
             f"{agent:<{width}}  {pending:<7}  {prompt}"
         )
         # Never wrapped: ids are copied from here, whole.
         console.print(Text(line), soft_wrap=True)
     return 0
+
+
+def _status(row: SessionSummary) -> str:
+    """The status as listed: an interrupted run says since when."""
+    if row.interrupted_at is None:
+        return row.status
+    since = datetime.fromtimestamp(row.interrupted_at).strftime("%Y-%m-%d %H:%M:%S")
+    return f"{row.status} since {since}"
 
 
 async def _tree(runtime: Runtime, meta: SessionMeta, node: Tree) -> None:
@@ -242,7 +251,25 @@ async def _show(
         console.print(question_block(question))
         answer = _answer_command(meta.id, question, where)
         console.print(command_line(f"  answer: {answer}"), crop=False)
+    row = await summarize(runtime, meta)
+    if row.interrupted_at is not None:
+        console.print(Text(f"{_status(row)}: its run was cut off", style="bold yellow"))
+        resume = shlex.join(["taskloom", "resume", meta.id, *where])
+        if "--app" in where:
+            console.print(command_line(f"  go on: {resume}"), crop=False)
+        else:
+            # Reading builds no agent: the command line that goes on names it.
+            console.print(command_line(f"  go on: {resume} AGENT"), crop=False)
+            console.print(Text(f"        {_AGENT}"))
+    elif row.status == "running":
+        console.print(Text("running: another live process runs it", style="bold yellow"))
     return 0
+
+
+_AGENT = (
+    "AGENT: --app MODULE:FACTORY, or --model PROVIDER:MODEL and a "
+    "--tool MODULE:ATTRIBUTE per tool, as the run that was cut off had them"
+)
 
 
 def _answer_command(session_id: str, question: PendingInput, where: Sequence[str] = ()) -> str:
@@ -523,6 +550,16 @@ async def _resume(runtime: Runtime, console: Console, args: argparse.Namespace) 
     agent = command_line_agent(args, runtime, meta, "resume")
     session = await runtime.open_session(meta.id, agent)
     log = session.journal.log
+    if not log.parked() and not log.run_open:
+        status = (await summarize(runtime, meta)).status
+        again = shlex.join(["taskloom", "run", "--session", meta.id])
+        raise with_hint(
+            UsageError(
+                f"session {meta.id} has nothing to go on with: "
+                f"no turn is parked and its last run ended ({status})"
+            ),
+            f"give it a new prompt: {again} {agent_flags(args)} 'PROMPT'",
+        )
     approved = [c for c in log.parked() if (d := log.decision(c.id)) is not None and d.approved]
     # The agent's toolsets (MCP servers) offer tools too: read them first.
     offered = SessionTools(runtime, agent)
@@ -535,13 +572,13 @@ async def _resume(runtime: Runtime, console: Console, args: argparse.Namespace) 
             "add a --tool module:attribute for each, or use --app module:factory",
         )
     printer = EventPrinter(console, Waiting.on_stderr())
-    run = session.resume(options=run_options(args), emit=printer)
-    flags = agent_flags(args)
-    where = shlex.join(["taskloom", "sessions", "show", meta.id, *store_options(args)])
-    go_on = (
-        f"taskloom resume {meta.id} {flags} while `{where}` shows calls awaiting resume, "
-        f"else taskloom run --session {meta.id} {flags} 'PROMPT'"
-    )
+    if log.parked():
+        run = session.resume(options=run_options(args), emit=printer)
+    else:
+        # The last run was cut off (a crash, Ctrl-C): run on from the log.
+        run = session.run(None, options=run_options(args), emit=printer)
+    # Cancelled, the run is cut off: resuming goes on with it again.
+    go_on = f"taskloom resume {meta.id} {agent_flags(args)}"
     result = await interruptible(run, go_on, printer)
     return report_result(console, session, result, args)
 

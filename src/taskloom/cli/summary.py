@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ..backends import holder_is_gone
 from ..entries import Entry, MessageEntry, RunFinishedEntry, RunStartedEntry, SubagentDispatched
 from ..errors import SessionNotFound
 from ..events import origin_label
@@ -30,6 +31,9 @@ class SessionSummary:
     last_prompt: str | None
     pending: tuple[PendingCall, ...]
     log: SessionLog
+    interrupted_at: float | None = None
+    """When an interrupted run last wrote to its log (its writer's last
+    step); None unless the status is "interrupted"."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (what `--json` prints)."""
@@ -38,8 +42,9 @@ class SessionSummary:
             "id": meta.id,
             "agent": meta.agent,
             "parent_id": meta.parent_id,
-            "created_at": datetime.fromtimestamp(meta.created_at).astimezone().isoformat(),
+            "created_at": _iso(meta.created_at),
             "status": self.status,
+            "interrupted_at": _iso(self.interrupted_at),
             "last_prompt": self.last_prompt,
             "pending": [
                 {"id": c.id, "name": c.name, "arguments": c.arguments, "reason": c.reason}
@@ -63,14 +68,25 @@ async def summarize(runtime: Runtime, meta: SessionMeta) -> SessionSummary:
         name = log.escalated[child_id].name
         pending += tuple(child.undecided_calls(child_id, origin_label(name, child_id)))
     status, open_run = _run_status(log.entries)
+    since: float | None = None
     if open_run:
         # A run that started and never finished: running while its writer
         # holds the lease, else cut off (Ctrl-C, a crash) and resumable.
         held = await runtime.store.leases.current(session_lease_key(meta.id))
-        status = "running" if held is not None else "interrupted"
+        if held is None or holder_is_gone(held.holder):
+            # A killed holder's lease outlives it until it lapses: a holder
+            # known dead has left the run as much as a lapsed lease has.
+            status, since = "interrupted", log.entries[-1].created_at
+        else:
+            status = "running"
     elif status == "awaiting_approval" and not pending:
         status = "decided, awaiting resume"
-    return SessionSummary(meta, status.replace("_", " "), _last_prompt(log.entries), pending, log)
+    prompt = _last_prompt(log.entries)
+    return SessionSummary(meta, status.replace("_", " "), prompt, pending, log, since)
+
+
+def _iso(when: float | None) -> str | None:
+    return None if when is None else datetime.fromtimestamp(when).astimezone().isoformat()
 
 
 def _run_status(entries: Sequence[Entry]) -> tuple[str, bool]:

@@ -20,6 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 from ..agent import Agent
+from ..backends import holder_is_gone
 from ..entries import (
     ApprovalEscalated,
     Entry,
@@ -336,7 +337,8 @@ async def child_status(runtime: Runtime, child_id: str) -> ChildStatus:
     if not started:
         return ChildStatus.QUEUED
     held = await runtime.store.leases.current(lease_key(child_id))
-    if held is not None:
+    # A killed runner's lease outlives it until it lapses: known dead, it runs nothing.
+    if held is not None and not holder_is_gone(held.holder):
         return ChildStatus.RUNNING
     parked = SessionLog.folded(entries).parked()
     return ChildStatus.AWAITING_APPROVAL if parked else ChildStatus.INTERRUPTED
