@@ -51,9 +51,18 @@ async def crashed(runtime: Runtime, url: str, schema: str) -> tuple[str, str]:
             killed.stdout.close()
 
 
-def go_on(root: str, url: str, schema: str, home: Path) -> subprocess.Popen[str]:
-    """`taskloom run "Go on." --session ROOT --app settle_app:make_runtime`,
-    started; its child answers once `home/go` exists."""
+GO_ON = {
+    "run": lambda root: ["run", "Go on.", "--session", root],
+    "resume": lambda root: ["resume", root],
+}
+
+
+def go_on(
+    root: str, url: str, schema: str, home: Path, command: str = "run"
+) -> subprocess.Popen[str]:
+    """`taskloom run "Go on." --session ROOT --app settle_app:make_runtime`
+    (or `taskloom resume ROOT --app ...`), started; its child answers once
+    `home/go` exists."""
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "TASKLOOM_HOME": str(home),
@@ -64,7 +73,7 @@ def go_on(root: str, url: str, schema: str, home: Path) -> subprocess.Popen[str]
         "SETTLE_GO": str(home / "go"),
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "taskloom", "run", "Go on.", "--session", root, "--app", APP],
+        [sys.executable, "-m", "taskloom", *GO_ON[command](root), "--app", APP],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -90,14 +99,17 @@ async def reports(runtime: Runtime, root: str, child_id: str) -> list[MessageEnt
     ]
 
 
+@pytest.mark.parametrize("command", ["run", "resume"])
 async def test_run_session_waits_for_the_child_it_took_up_and_delivers_its_report_once(
-    store_url: tuple[str, str], tmp_path: Path
+    store_url: tuple[str, str], tmp_path: Path, command: str
 ) -> None:
+    # `taskloom resume ROOT` alone goes on with a session whose run ended but
+    # whose background child was cut off, as `run --session` does.
     url, schema = store_url
     runtime = Runtime(store=open_durable(url, schema))
     try:
         root, child_id = await crashed(runtime, url, schema)
-        cli = go_on(root, url, schema, tmp_path)
+        cli = go_on(root, url, schema, tmp_path, command)
         assert cli.stderr is not None
         said = cli.stderr.readline()
         # The child answers only now: the command waits for it, or never sees it.

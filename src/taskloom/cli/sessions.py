@@ -26,7 +26,8 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..agent import Agent
-from ..delegation import ChildSpec, DecidedChildren, child_status
+from ..background import CHILDREN_LOOKED_AT
+from ..delegation import ChildSpec, ChildStatus, DecidedChildren, child_status
 from ..entries import CompactionEntry, RequestedCall
 from ..errors import ConfigurationError, SessionNotFound, StoreError, UsageError
 from ..log import SessionLog, conversation, pending_inputs
@@ -48,7 +49,7 @@ from .render import (
     question_block,
     terminal,
 )
-from .run import interruptible, report_result
+from .run import interruptible, report_result, run_settled
 from .summary import SessionSummary, summarize, to_json
 from .text import visible
 
@@ -550,7 +551,7 @@ async def _resume(runtime: Runtime, console: Console, args: argparse.Namespace) 
     agent = command_line_agent(args, runtime, meta, "resume")
     session = await runtime.open_session(meta.id, agent)
     log = session.journal.log
-    if not log.parked() and not log.run_open:
+    if not log.parked() and not log.run_open and not await _left_work(runtime, meta.id):
         status = (await summarize(runtime, meta)).status
         again = shlex.join(["taskloom", "run", "--session", meta.id])
         raise with_hint(
@@ -572,15 +573,31 @@ async def _resume(runtime: Runtime, console: Console, args: argparse.Namespace) 
             "add a --tool module:attribute for each, or use --app module:factory",
         )
     printer = EventPrinter(console, Waiting.on_stderr())
+    options = run_options(args)
     if log.parked():
-        run = session.resume(options=run_options(args), emit=printer)
+        first = session.resume(options=options, emit=printer)
     else:
-        # The last run was cut off (a crash, Ctrl-C): run on from the log.
-        run = session.run(None, options=run_options(args), emit=printer)
+        # The last run, or work it left, was cut off (a crash, Ctrl-C): run
+        # on from the log; the run takes the work up.
+        first = session.run(None, options=options, emit=printer)
+    # What the run takes up (a background child of the crashed run) is waited
+    # for and its report taken, as `taskloom run` does.
+    where = store_options(args)
+    run = run_settled(session, first, options=options, emit=printer, where=where)
     # Cancelled, the run is cut off: resuming goes on with it again.
     go_on = f"taskloom resume {meta.id} {agent_flags(args)}"
     result = await interruptible(run, go_on, printer)
     return report_result(console, session, result, args)
+
+
+async def _left_work(runtime: Runtime, session_id: str) -> bool:
+    """Whether a child of the session was cut off (its process died): the
+    session's next run takes it up."""
+    children = await runtime.store.list(parent_id=session_id, limit=CHILDREN_LOOKED_AT)
+    for child in children:
+        if await child_status(runtime, child.id) is ChildStatus.INTERRUPTED:
+            return True
+    return False
 
 
 async def _fork(runtime: Runtime, console: Console, args: argparse.Namespace) -> int:
