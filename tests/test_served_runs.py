@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -138,3 +139,29 @@ async def test_a_run_cut_off_is_run_on_at_the_first_read_of_its_task(
         found = await again.read(task_id)
     assert found is not None and found.result is not None
     assert found.result.text == "answered"
+
+
+async def test_a_served_task_decided_from_the_command_line_is_gone_on_with_by_its_server(
+    tmp_path: Path,
+) -> None:
+    # `taskloom approve` with only `--store` names no resume to run: the
+    # task's server sees the decision and goes on with it.
+    from cli_process import taskloom_cli
+
+    url = f"sqlite:///{tmp_path / 'served.db'}"
+    agent = Agent("payer", FunctionModel(_model), tools=[pay])
+    paid.clear()
+    async with Runtime(store=url, agents=[agent]) as runtime:
+        runs = ServedRuns(runtime, agent, lambda meta: True, look_every=0.05)
+        runtime.service(ServedRuns, lambda _: runs)
+        task_id = await runs.create("pay")
+        await _until(runs, task_id, ServedState.INPUT_REQUIRED)
+        [call] = await (await runtime.open_session(task_id, agent)).pending()
+        decided = await asyncio.to_thread(
+            taskloom_cli, "approve", task_id, call.id, "--store", url, home=tmp_path
+        )
+        assert decided.returncode == 0, decided.stderr
+        assert "is a served task: its server goes on with it" in decided.stdout
+        assert "taskloom resume" not in decided.stdout
+        await _until(runs, task_id, ServedState.COMPLETED)
+    assert paid == [600]

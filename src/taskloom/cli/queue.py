@@ -1,16 +1,24 @@
 """`taskloom queue status URL`: the work queue's jobs by kind and status, and
-its workers with their heartbeats."""
+its workers with their heartbeats; and the queue in a `--store` database
+that a decision hands work to."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import shlex
+from typing import TYPE_CHECKING
 
-from ..errors import SchemaNotMigrated, StoreError
+from ..delegation import ChildSpec, DecidedChildren
+from ..errors import ConfigurationError, SchemaNotMigrated, StoreError
+from ..runtime import Runtime
+from . import default_store_url
 from .failures import with_hint
 
-__all__ = ["queue_hint", "queue_status"]
+if TYPE_CHECKING:
+    from ..distributed import WorkQueue
+
+__all__ = ["QueueIfThere", "queue_hint", "queue_status", "store_queue"]
 
 _STATUSES = ("todo", "doing", "failed", "succeeded", "aborted", "cancelled")
 
@@ -52,3 +60,44 @@ async def _status(args: argparse.Namespace) -> int:
         state = "alive" if worker_id in alive else "stalled"
         print(f"  worker {worker_id}: last heartbeat {age:.1f}s ago ({state})")
     return 0
+
+
+def store_queue(runtime: Runtime, args: argparse.Namespace) -> WorkQueue | None:
+    """The work queue in the database of a `--store postgresql://` URL, given to
+    `DecidedChildren` for children that ran on it (this command cannot run
+    their tools); None for other stores, with `--app`, or without the
+    distributed extra."""
+    if args.app or runtime.queue is not None:
+        return None
+    url = str(args.store or default_store_url())
+    if not url.startswith(("postgresql://", "postgres://")):
+        return None
+    try:
+        from ..distributed import WorkQueue
+    except ImportError:
+        return None
+    try:
+        queue = WorkQueue(url, migrate=False)
+    except ConfigurationError:
+        return None  # no distributed extra: no queue can exist
+    DecidedChildren.of(runtime).use_queue(QueueIfThere(queue))
+    return queue
+
+
+class QueueIfThere:
+    """A store's work queue, read as carrying nothing when its database has
+    no queue tables (a store that never ran workers)."""
+
+    def __init__(self, queue: WorkQueue) -> None:
+        self._queue = queue
+
+    async def dispatch_child(self, spec: ChildSpec) -> str:
+        """Queue the child for a worker (`WorkQueue.dispatch_child`)."""
+        return await self._queue.dispatch_child(spec)
+
+    async def carries(self, child_id: str) -> bool:
+        """Whether the queue ever had a job of the session (False without queue tables)."""
+        try:
+            return await self._queue.carries(child_id)
+        except StoreError:
+            return False

@@ -27,18 +27,26 @@ from rich.tree import Tree
 
 from ..agent import Agent
 from ..background import CHILDREN_LOOKED_AT
-from ..delegation import ChildSpec, ChildStatus, DecidedChildren, child_status
+from ..delegation import ChildStatus, DecidedChildren, child_status
 from ..entries import CompactionEntry, RequestedCall
-from ..errors import ConfigurationError, SessionNotFound, StoreError, UsageError
+from ..errors import SessionNotFound, UsageError
 from ..log import SessionLog, conversation, pending_inputs
 from ..messages import Message
 from ..models import FunctionModel, ModelRequest
 from ..results import PendingInput
-from ..runtime import Runtime, SessionTools, diff_sessions, fork_session
+from ..runtime import (
+    SERVED_KEY,
+    RunDemand,
+    Runtime,
+    SessionTools,
+    diff_sessions,
+    fork_session,
+)
 from ..stores import SessionMeta
 from . import default_store_url, store_options
 from .failures import EXIT_FAILED, with_hint
 from .loading import agent_flags, command_line_agent, open_runtime, run_options
+from .queue import QueueIfThere, store_queue
 from .render import (
     EventPrinter,
     Waiting,
@@ -54,7 +62,7 @@ from .summary import SessionSummary, summarize, to_json
 from .text import visible
 
 if TYPE_CHECKING:
-    from ..distributed import WorkQueue
+    pass
 
 __all__ = ["dispatch", "render_message"]
 
@@ -292,10 +300,11 @@ async def _approve(runtime: Runtime, console: Console, args: argparse.Namespace)
     session = await runtime.open_session(meta.id, agent or stand_in)
     # Found before deciding: a child that goes on leaves the turn that asked.
     escalated = await _escalating_child(runtime, session.journal.log, args.call_id)
-    queue = _store_queue(runtime, args)
-    if queue is not None and await _QueueIfThere(queue).carries(meta.id):
+    queue = store_queue(runtime, args)
+    if queue is not None and await QueueIfThere(queue).carries(meta.id):
         # The session runs on workers: a run this decision lets go on is theirs.
         runtime.queue = queue
+    queued = False
     try:
         if args.deny:
             await session.deny(args.call_id, note=args.note)
@@ -304,6 +313,13 @@ async def _approve(runtime: Runtime, console: Console, args: argparse.Namespace)
         # A decision that resumed a child (or its parent) here runs it to its end first.
         await runtime.background.wait_kept()
         await session.journal.sync()
+        log = session.journal.log
+        if escalated is None and runtime.queue is not None and not log.undecided_calls():
+            # The session runs on workers: one of them goes on with it.
+            await runtime.queue.submit_run(
+                meta.id, RunDemand.IF_NEEDED, reason="resume", options=None
+            )
+            queued = True
     finally:
         if queue is not None:
             await queue.close()
@@ -321,7 +337,11 @@ async def _approve(runtime: Runtime, console: Console, args: argparse.Namespace)
         command = shlex.join(["taskloom", "approve", meta.id, visible(call.id), *where])
         console.print(command_line(f"  decide: {command} (or add --deny)"), crop=False)
     resume = shlex.join(["taskloom", "resume", meta.id, *where])
-    if args.app:
+    if queued:
+        console.print(Text(f"  session {meta.id} goes on: queued for a worker"))
+    elif not undecided and meta.metadata.get(SERVED_KEY):
+        console.print(Text(f"  session {meta.id} is a served task: its server goes on with it"))
+    elif args.app:
         console.print(command_line(f"  then: {resume}"), crop=False)
     else:
         # Deciding builds no agent, so this command cannot know the agent's
@@ -448,45 +468,6 @@ def _next_run(root_id: str, call_id: str) -> str:
         f"  it goes on at the next run of session {root_id}, in a process that has its "
         f"tools (or now: {again}, with an app that has them)"
     )
-
-
-def _store_queue(runtime: Runtime, args: argparse.Namespace) -> WorkQueue | None:
-    """The work queue in the database of a `--store postgresql://` URL, given to
-    `DecidedChildren` for children that ran on it (this command cannot run
-    their tools); None for other stores, with `--app`, or without the
-    distributed extra."""
-    if args.app or runtime.queue is not None:
-        return None
-    url = str(args.store or default_store_url())
-    if not url.startswith(("postgresql://", "postgres://")):
-        return None
-    try:
-        from ..distributed import WorkQueue
-    except ImportError:
-        return None
-    try:
-        queue = WorkQueue(url, migrate=False)
-    except ConfigurationError:
-        return None  # no distributed extra: no queue can exist
-    DecidedChildren.of(runtime).use_queue(_QueueIfThere(queue))
-    return queue
-
-
-class _QueueIfThere:
-    """A store's work queue, read as carrying nothing when its database has
-    no queue tables (a store that never ran workers)."""
-
-    def __init__(self, queue: WorkQueue) -> None:
-        self._queue = queue
-
-    async def dispatch_child(self, spec: ChildSpec) -> str:
-        return await self._queue.dispatch_child(spec)
-
-    async def carries(self, child_id: str) -> bool:
-        try:
-            return await self._queue.carries(child_id)
-        except StoreError:
-            return False
 
 
 async def _answer(runtime: Runtime, console: Console, args: argparse.Namespace) -> int:

@@ -46,7 +46,7 @@ from ._tool_board import SessionTools
 
 if TYPE_CHECKING:
     from ._diff import ASPECTS, Difference, Round, SessionDiff, diff_sessions, rounds_of
-    from ._served import ServedRuns, ServedState, ServedTask
+    from ._served import SERVED_KEY, ServedRuns, ServedState, ServedTask
 
 __all__ = [
     "ASPECTS",
@@ -67,6 +67,7 @@ __all__ = [
     "SessionJournal",
     "SessionModel",
     "SessionTools",
+    "SERVED_KEY",
     "ServedRuns",
     "ServedState",
     "ServedTask",
@@ -82,6 +83,8 @@ __all__ = [
 _LAZY = {name: "._diff" for name in ("ASPECTS", "Difference", "Round", "SessionDiff")}
 _LAZY.update({"diff_sessions": "._diff", "rounds_of": "._diff"})
 # Only servers (`taskloom mcp serve`, `taskloom a2a serve`) serve runs as tasks.
-_LAZY.update({name: "._served" for name in ("ServedRuns", "ServedState", "ServedTask")})
+_LAZY.update(
+    {name: "._served" for name in ("SERVED_KEY", "ServedRuns", "ServedState", "ServedTask")}
+)
 
 __getattr__ = lazy_exports(__name__, _LAZY)

@@ -90,6 +90,11 @@ class ServedTask:
     updated_at: float
 
 
+SERVED_KEY = "taskloom.served"
+"""The session metadata key that marks a served task's session: its server
+goes on with it once it is decided (a command deciding it need not)."""
+
+
 class ServedRuns:
     """The served tasks of one agent on one runtime (see the module docstring).
 
@@ -138,7 +143,7 @@ class ServedRuns:
         run's first turn): a server killed before the run began runs the
         task on after its restart."""
         session = await self.runtime.create_session(
-            self.agent, session_id=task_id, metadata=dict(metadata or {})
+            self.agent, session_id=task_id, metadata={**(metadata or {}), SERVED_KEY: True}
         )
         await self.runtime.steer(session.id, input)
         self._launch(session.id)
