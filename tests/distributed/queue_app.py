@@ -250,6 +250,7 @@ def build(
         Agent("treasurer", FunctionModel(treasurer, name="treasurer"), tools=[payers.tool()]),
         Agent("tally", FunctionModel(tally, name="tally"), tools=[touch]),
         Agent("answerer", FunctionModel(answer_at_once, name="answerer")),
+        Agent("direct", FunctionModel(payer, name="direct"), tools=[pay]),
     ]
     wanted = None if agents is None else set(filter(None, agents.split(",")))
     return Runtime(

@@ -188,3 +188,35 @@ async def test_a_store_only_decision_queues_a_parked_root_that_runs_on_workers(
     paid = [m for m in marks(effects) if m.startswith(f"PAID {call.session_id} ")]
     assert len(paid) == 1, paid
     assert await child_status(host, call.session_id) is ChildStatus.DONE
+
+
+async def test_a_store_only_decision_on_a_roots_own_call_queues_its_resume(
+    host: Runtime, workers: Workers, pg_schema: str, effects: Path
+) -> None:
+    """A root run by a worker parks on its own gated call; `taskloom approve
+    ROOT CALL --store URL` queues its resume (rather than naming a resume to
+    run), and a worker pays once and completes it."""
+    workers.start()
+    root = await host.create_session(host.agent_named("direct"))
+    await root.submit("Pay it.")
+    parked = await root.wait(timeout=30)
+    assert parked.status is RunStatus.AWAITING_APPROVAL
+    [call] = parked.pending
+    env = worker_env(PG_DSN, pg_schema, effects)
+    env = {**env, "TERM": "dumb", "PGOPTIONS": f"-c search_path={pg_schema}"}
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "taskloom", "approve", root.id, call.id, "--store", PG_DSN],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    print(done.stdout, done.stderr)
+    assert done.returncode == 0, done.stderr
+    assert f"session {root.id} goes on: queued for a worker" in done.stdout
+    assert "taskloom resume" not in done.stdout
+    final = await root.wait(timeout=30)
+    assert final.status is RunStatus.COMPLETED, final
+    assert final.text == "done: paid 70"
+    assert len([m for m in marks(effects) if m.startswith(f"PAID {root.id} ")]) == 1
