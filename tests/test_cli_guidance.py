@@ -116,6 +116,39 @@ def test_a_missing_key_names_the_variable_to_set_not_a_python_argument(tmp_path:
     assert "api_key" not in google.stderr
 
 
+def test_a_key_for_another_server_is_named_by_a_flag_not_a_python_argument(
+    tmp_path: Path,
+) -> None:
+    # The provider's own variable never goes to another host; the command
+    # line names a variable of the user's own instead.
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "TASKLOOM_HOME": str(tmp_path),
+        "PYTHONPATH": os.pathsep.join([str(SOURCES), str(TESTS)]),
+        "COLUMNS": "200",
+        "OPENAI_API_KEY": "sk-openai-not-for-this-server",
+        "MY_SERVER_KEY": "server-key-0123456789",
+    }
+    with FakeServer.in_thread(api_key="server-key-0123456789") as server:
+        server.script(FakeServer.reply("Hello there."))
+        argv = [sys.executable, "-m", "taskloom", "run", "Hi", "--model", "openai:gpt-4.1-mini"]
+        argv += ["--base-url", server.base_url]
+        refused = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+        assert refused.returncode != 0
+        assert "--api-key-env NAME" in refused.stderr, refused.stderr
+        assert "api_key=" not in refused.stderr
+        sent = subprocess.run(
+            [*argv, "--api-key-env", "MY_SERVER_KEY"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert sent.returncode == 0, sent.stderr
+        assert "Hello there." in sent.stdout
+        assert server.requests[-1].headers["authorization"] == "Bearer server-key-0123456789"
+
+
 def test_the_python_api_keeps_its_advice(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(

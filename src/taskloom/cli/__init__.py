@@ -115,6 +115,13 @@ def _agent_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--system", default=None, help="instructions (system prompt)")
     parser.add_argument("--base-url", default=None, help="the model server's base URL")
     parser.add_argument(
+        "--api-key-env",
+        default=None,
+        metavar="NAME",
+        help="the environment variable holding the key to send to the model server "
+        "(a provider's own variable is sent only to that provider's host)",
+    )
+    parser.add_argument(
         "--max-rounds",
         type=_positive,
         default=20,

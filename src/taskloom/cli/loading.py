@@ -39,6 +39,7 @@ __all__ = [
     "load_app",
     "load_object",
     "load_tool",
+    "model_options",
     "open_runtime",
     "run_options",
     "store_runtime",
@@ -152,7 +153,7 @@ def app_agent(runtime: Runtime, name: str, ref: str, needed_by: str) -> Agent:
     return agent
 
 
-_MODEL_FLAGS = ("tool", "system", "base_url")
+_MODEL_FLAGS = ("tool", "system", "base_url", "api_key_env")
 
 
 async def open_runtime(args: argparse.Namespace, *, create: bool = True) -> Runtime:
@@ -215,7 +216,7 @@ def command_line_agent(
         )
     from ..models import resolve_model
 
-    options: dict[str, Any] = {"base_url": args.base_url} if args.base_url else {}
+    options = model_options(args)
     model = resolve_model(args.model, **options)
     runtime.register_model(model)
     # The instructions are data, like the transcript: the recorded ones stay
@@ -228,7 +229,7 @@ def command_line_agent(
 def agent_flags(args: argparse.Namespace) -> str:
     """The options of this command line that find its session again and
     rebuild its agent, for a printed command: `--app`, or `--store` (when
-    given) with `--model`, `--tool` and `--base-url`."""
+    given) with `--model`, `--tool`, `--base-url` and `--api-key-env`."""
     words = store_options(args)
     if not args.app:
         words += ["--model", args.model]
@@ -236,7 +237,19 @@ def agent_flags(args: argparse.Namespace) -> str:
             words += ["--tool", ref]
         if args.base_url:
             words += ["--base-url", args.base_url]
+        if args.api_key_env:
+            words += ["--api-key-env", args.api_key_env]
     return shlex.join(words)
+
+
+def model_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options of `--model` from `--base-url` and `--api-key-env`."""
+    options: dict[str, Any] = {}
+    if args.base_url:
+        options["base_url"] = args.base_url
+    if args.api_key_env:
+        options["api_key_env"] = args.api_key_env
+    return options
 
 
 def run_options(args: argparse.Namespace) -> RunOptions:

@@ -30,6 +30,7 @@ from .loading import (
     app_agent,
     command_line_agent,
     load_tool,
+    model_options,
     open_runtime,
     run_options,
 )
@@ -166,7 +167,7 @@ async def _new_session(args: argparse.Namespace, runtime: Runtime) -> Session[An
         )
     from ..models import resolve_model
 
-    options: dict[str, Any] = {"base_url": args.base_url} if args.base_url else {}
+    options = model_options(args)
     model = resolve_model(args.model, **options)
     agent = Agent("cli", model, args.system, [load_tool(t) for t in args.tool])
     runtime.register_model(model)
