@@ -149,6 +149,19 @@ def test_a_key_for_another_server_is_named_by_a_flag_not_a_python_argument(
         assert server.requests[-1].headers["authorization"] == "Bearer server-key-0123456789"
 
 
+def test_a_vertex_token_is_named_by_the_same_flag(tmp_path: Path) -> None:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "TASKLOOM_HOME": str(tmp_path),
+        "PYTHONPATH": os.pathsep.join([str(SOURCES), str(TESTS)]),
+        "GOOGLE_CLOUD_PROJECT": "my-project",
+    }
+    argv = [sys.executable, "-m", "taskloom", "run", "Hi", "--model", "vertex:gemini-2.5-flash"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "--api-key-env NAME naming a variable that holds the token" in done.stderr
+
+
 def test_the_python_api_keeps_its_advice(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(

@@ -186,7 +186,8 @@ class GeminiModel(WireModel):
             raise ConfigurationError(
                 "no access token for Vertex AI: pass token= (e.g. the output of "
                 "`gcloud auth print-access-token`), an Authorization header, or an "
-                "http_client whose auth adds one"
+                "http_client whose auth adds one; on the command line, "
+                "--api-key-env NAME naming a variable that holds the token"
             )
 
     def _native_output(self) -> bool:
