@@ -135,8 +135,7 @@ def test_a_key_for_another_server_is_named_by_a_flag_not_a_python_argument(
         argv += ["--base-url", server.base_url]
         refused = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
         assert refused.returncode != 0
-        assert "--api-key-env NAME" in refused.stderr, refused.stderr
-        assert "api_key=" not in refused.stderr
+        assert "--api-key-env NAME on the command line" in refused.stderr, refused.stderr
         sent = subprocess.run(
             [*argv, "--api-key-env", "MY_SERVER_KEY"],
             capture_output=True,

@@ -230,8 +230,8 @@ def _choose_key(
         why = (
             f"no key was sent to {safe_url(url)}: {shown} {verb} sent only to "
             f"{_shown(owner)}, keys from the environment never go to other hosts; "
-            f"name a variable of your own holding the key to send one to this server "
-            f"(api_key_env=NAME in code, --api-key-env NAME on the command line)"
+            f"pass the key explicitly (api_key=... or api_key_env=NAME in code, "
+            f"--api-key-env NAME on the command line) to send one to this server"
         )
         if named:
             raise ConfigurationError(why)
