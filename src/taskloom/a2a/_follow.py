@@ -26,7 +26,9 @@ from ..delegation import cap_answer, kept_answer, read_on
 from ..entries import Entry, MessageEntry, SubagentResult
 from ..messages import Message
 from ..tools import ToolOutput
-from ._remote import Outcome, RemoteAgent, Unreachable, Watch, cancel_task
+from ._exchange import cancel_task
+from ._remote import RemoteAgent, Unreachable
+from ._watch import Outcome, Watch
 
 if TYPE_CHECKING:
     from ..runtime import Runtime

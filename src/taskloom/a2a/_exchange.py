@@ -1,0 +1,296 @@
+"""Handing a task to a remote agent and following it to its end: the
+message sent (a new task, or the answer to a question it asked), its stream
+listened to while the task is read beside it (which notices a server gone
+silent), tries again while the server does not answer, and the task as it
+ended read into an `Outcome`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Literal
+
+from a2a.client import A2AClientError
+from a2a.client.client import Client
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+from a2a.utils.errors import A2AError
+
+from ._watch import Outcome, Watch, foreign_answer, text_of
+
+if TYPE_CHECKING:
+    from ._remote import RemoteAgent
+
+logger = logging.getLogger("taskloom")
+
+_ENDED = {
+    TaskState.TASK_STATE_COMPLETED: "completed",
+    TaskState.TASK_STATE_FAILED: "failed",
+    TaskState.TASK_STATE_CANCELED: "was cancelled",
+    TaskState.TASK_STATE_REJECTED: "rejected the task",
+    TaskState.TASK_STATE_INPUT_REQUIRED: "asks for input",
+    TaskState.TASK_STATE_AUTH_REQUIRED: "asks for authentication",
+}
+"""The states a followed task ends in, as the parent's model is told them."""
+
+_FIRST_RETRY = 0.25
+_LAST_RETRY = 10.0
+"""Seconds between tries while a followed task's server does not answer:
+doubling from the first to the last."""
+
+
+async def hand_over(
+    remote: RemoteAgent,
+    client: Client,
+    watch: Watch,
+    task: str,
+    record: Callable[[str, str], Awaitable[None]] | None,
+) -> Outcome:
+    """Hand `task` over as a new task, and follow it to its end."""
+    message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=task)])
+    return await _send(remote, client, watch, message, task, record)
+
+
+async def answer_question(
+    remote: RemoteAgent,
+    client: Client,
+    watch: Watch,
+    task_id: str,
+    answer: str,
+    record: Callable[[str, str], Awaitable[None]] | None,
+) -> Outcome:
+    """Answer the question task `task_id` asked, and follow it on."""
+    try:
+        current = await _get(remote, client, task_id)
+    except Exception as exc:
+        return Outcome("failed", f"cannot read task {task_id}: {why(exc)}", task_id)
+    if current.id != task_id:
+        return foreign_answer(task_id, current.id)
+    state = current.status.state
+    if state != TaskState.TASK_STATE_INPUT_REQUIRED:
+        what = _ENDED.get(state, f"in state {TaskState.Name(state)}")
+        return Outcome("failed", f"task {task_id} asks nothing to answer: it {what}", task_id)
+    watch.started(task_id, answer)
+    if record is not None:
+        await record(task_id, current.context_id)
+    message = Message(
+        message_id=uuid.uuid4().hex,
+        role=Role.ROLE_USER,
+        parts=[Part(text=answer)],
+        task_id=task_id,
+        context_id=current.context_id,
+    )
+    # Until the agent takes the answer in, the task reads as it did: that
+    # state is not its end.
+    return await _send(remote, client, watch, message, answer, None, stale=current.status)
+
+
+async def _send(
+    remote: RemoteAgent,
+    client: Client,
+    watch: Watch,
+    message: Message,
+    task: str,
+    record: Callable[[str, str], Awaitable[None]] | None,
+    *,
+    stale: TaskStatus | None = None,
+) -> Outcome:
+    stream = client.send_message(SendMessageRequest(message=message))
+    try:
+        while not watch.task_id:
+            try:
+                response = await anext(stream)
+            except StopAsyncIteration:
+                return Outcome("failed", "it answered with a message, not a task it worked on")
+            except Exception as exc:
+                return Outcome("failed", f"the call failed: {why(exc)}")
+            context_id = watch.see(response, task)
+            if watch.foreign:
+                return watch.refusal()
+            if record is not None and watch.task_id:
+                # Kept before anything else happens: from here on, a
+                # crash leaves a task someone can follow again.
+                await record(watch.task_id, context_id)
+        return await _listen_and_poll(remote, client, watch, stream, task, stale)
+    finally:
+        await _close(stream)
+
+
+async def resubscribe(remote: RemoteAgent, client: Client, watch: Watch, task_id: str) -> Outcome:
+    """Follow a task handed over before: its stream (`tasks/subscribe`)
+    tells at once when it ends, reading it every `poll_interval` seconds
+    notices a server gone silent; a server without streams is read only."""
+    stream = client.subscribe(SubscribeToTaskRequest(id=task_id))
+    try:
+        return await _listen_and_poll(remote, client, watch, stream, "")
+    finally:
+        await _close(stream)
+
+
+async def _listen_and_poll(
+    remote: RemoteAgent,
+    client: Client,
+    watch: Watch,
+    stream: AsyncIterator[StreamResponse],
+    task: str,
+    stale: TaskStatus | None = None,
+) -> Outcome:
+    # The stream tells what the agent says as it works; reading the task
+    # beside it is what notices a server gone silent, and the task as the
+    # agent holds it is the whole answer.
+    ended = asyncio.Event()
+    listening = asyncio.get_running_loop().create_task(_listen(stream, watch, task, ended))
+    try:
+        return await _poll(remote, client, watch.task_id, ended, stale, watch)
+    finally:
+        listening.cancel()
+        await asyncio.wait([listening])
+
+
+async def _listen(
+    stream: AsyncIterator[StreamResponse], watch: Watch, task: str, ended: asyncio.Event
+) -> None:
+    """The rest of the stream, to `watch`; sets `ended` when it ends."""
+    try:
+        async for response in stream:
+            watch.see(response, task)
+            if watch.foreign:
+                break  # a server that streams another task's events is not believed
+    except Exception as exc:
+        # The stream broke, not the task: reading the task goes on.
+        logger.info("the stream of remote task %s broke: %s", watch.task_id, why(exc))
+    finally:
+        ended.set()
+
+
+async def _poll(
+    remote: RemoteAgent,
+    client: Client,
+    task_id: str,
+    ended: asyncio.Event | None = None,
+    stale: TaskStatus | None = None,
+    watch: Watch | None = None,
+) -> Outcome:
+    """Read the task until it ends, trying again while its server does not
+    answer; every `poll_interval` seconds, and at once when its stream
+    has `ended`. A task still in the `stale` status has not moved yet.
+    An answer about another task (read, or streamed to `watch`) is a
+    protocol error, never this task's end."""
+    tries = Tries(remote.unreachable_for)
+    while True:
+        if watch is not None and watch.foreign:
+            return watch.refusal()
+        try:
+            task = await _get(remote, client, task_id)
+        except Exception as exc:
+            if answered(exc) or not await tries.again():
+                return Outcome(
+                    "failed", f"cannot read task {task_id}: {why(exc)}{tries.said()}", task_id
+                )
+            continue
+        tries.reset()
+        if task.id != task_id:
+            return foreign_answer(task_id, task.id)
+        if task.status.state in _ENDED and task.status != stale:
+            return _outcome(task)
+        if ended is None or ended.is_set():
+            await asyncio.sleep(remote.poll_interval)
+        else:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ended.wait(), remote.poll_interval)
+
+
+async def _get(remote: RemoteAgent, client: Client, task_id: str) -> Task:
+    async with asyncio.timeout(remote.connect_timeout + 5):
+        return await client.get_task(GetTaskRequest(id=task_id))
+
+
+def _outcome(final: Task) -> Outcome:
+    state = final.status.state
+    said = text_of(final.status.message.parts) if final.status.HasField("message") else ""
+    if state == TaskState.TASK_STATE_COMPLETED:
+        answer = text_of(part for artifact in final.artifacts for part in artifact.parts)
+        return Outcome("answer", answer if answer.strip() else said, final.id)
+    if state == TaskState.TASK_STATE_INPUT_REQUIRED:
+        return Outcome("question", said or "(it asks for input without saying what)", final.id)
+    what = _ENDED.get(state, f"stopped in state {TaskState.Name(state)}")
+    kind: Literal["failed", "stopped"] = (
+        "stopped" if state == TaskState.TASK_STATE_CANCELED else "failed"
+    )
+    return Outcome(kind, f"task {final.id} {what}" + (f": {said}" if said else ""), final.id)
+
+
+class Tries:
+    """Tries again, after longer and longer pauses, for `patience` seconds in
+    a row (0: never)."""
+
+    def __init__(self, patience: float) -> None:
+        self.patience = patience
+        self._since: float | None = None
+        self._pause = _FIRST_RETRY
+
+    async def again(self) -> bool:
+        """Whether to try again (after a pause, taken here)."""
+        now = asyncio.get_running_loop().time()
+        if self._since is None:
+            self._since = now
+        left = self._since + self.patience - now
+        if left <= 0:
+            return False
+        await asyncio.sleep(min(self._pause, left))
+        self._pause = min(self._pause * 2, _LAST_RETRY)
+        return True
+
+    def reset(self) -> None:
+        """An answer came: the next failure starts a new count."""
+        self._since = None
+        self._pause = _FIRST_RETRY
+
+    def said(self) -> str:
+        """What the error adds about the tries, if there were any."""
+        if not self.patience:
+            return ""
+        return f" (it did not answer for {self.patience:g} s)"
+
+
+async def _close(stream: AsyncIterator[StreamResponse]) -> None:
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            await close()
+
+
+async def cancel_task(client: Client, task_id: str) -> None:
+    """Ask the agent to cancel the task; best effort, never raises."""
+    if not task_id:
+        return
+    # The remote agent may be gone, which may be why we are here.
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(5):
+            await client.cancel_task(CancelTaskRequest(id=task_id))
+
+
+def answered(exc: BaseException) -> bool:
+    """Whether the agent's server itself answered with this error (a task it
+    does not know, say): trying again would get the same answer."""
+    return isinstance(exc, A2AError) and not isinstance(exc, A2AClientError)
+
+
+def why(exc: BaseException) -> str:
+    """The exception in one bounded line."""
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 300 else text[:299] + "…"
