@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ._connection import MCPLimits
+    from ._lifecycle import MCPLimits
     from ._serve import agent_server, serve_agent
     from ._server import MCPConnections, MCPServer, TaskMode
     from ._tasks import TasksClient, TaskState, cancel_task, get_task, start_task, update_task
@@ -52,7 +52,7 @@ __getattr__ = lazy_exports(
     {
         "Approval": "._tool",
         "MCPConnections": "._server",
-        "MCPLimits": "._connection",
+        "MCPLimits": "._lifecycle",
         "MCPServer": "._server",
         "MCPTool": "._tool",
         "TaskMode": "._server",

@@ -1,162 +1,50 @@
-"""One connection to an MCP server, owned by a runtime.
+"""One connection to an MCP server, owned by a runtime: its requests.
 
-The SDK's `Client` lives in anyio task groups, which must be entered and
-left by the same task; a connection is opened on first use by whichever
-run needs it and closed by `runtime.close()` from another task. So each
-start of the server gets its own owner task: it enters the `Client`, hands
-it out, and waits to be told to leave. Calls from any task of the runtime's
-event loop go through the one client.
-
-A stdio server that goes away (its stdout ends) is noticed at once: a call
-in flight gets an in-band error naming the tail of its stderr, and the next
-use starts it again after a backoff, at most `MCPLimits.restarts` times a minute.
+`Connection` lists the server's tools, calls them and runs calls as MCP
+tasks, each request bounded and every failure turned into a `ToolError` for
+the model; starting, restarting and closing the server is its
+`ServerLifecycle` (see `taskloom.mcp._lifecycle`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-import os
-import signal
-import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
+from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
 import pydantic
 from mcp.client import Client
-from mcp.client.session import ClientRequestContext
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._control import StopSignal
 from ..errors import ConfigurationError
 from ..tools import ToolError
+from ._lifecycle import MCPLimits, ServerLifecycle, error_cause, first_line, logger
 from ._tasks import (
-    TasksClient,
     TaskState,
     cancel_task,
     fetch_result,
     get_task,
-    related_task,
     start_task,
     task_capable,
     update_task,
 )
-from ._transport import Launch, StderrTail, kill_leftovers, watched
+from ._transport import Launch
 
 __all__ = [
-    "Asker",
     "Connection",
-    "MCPLimits",
     "TaskRefused",
 ]
-
-Asker = Callable[[str, dict[str, Any]], Awaitable[types.ElicitResult | types.ErrorData]]
-"""Who answers what a server asks during task `task_id` (its `elicitation/create`
-request as `{"method": ..., "params": ...}`)."""
-
-logger = logging.getLogger("taskloom.mcp")
-
-
-@dataclass(frozen=True, slots=True)
-class MCPLimits:
-    """How long taskloom waits on an MCP server, and how often it tries again
-    (`MCPServer.stdio(..., limits=MCPLimits(startup=180))` for a server that
-    takes long to start).
-
-    `startup`: seconds a server has to start and answer the handshake (and
-    to list its tools). `close`: seconds closing the runtime waits for the
-    server to stop; the SDK's own steps (stdin closed, a grace, SIGTERM,
-    SIGKILL) are bounded well within the default, and past it what is left
-    is killed. `restarts`: restarts per minute of a server that keeps going
-    away (past them, calls get an in-band error until the minute has
-    passed), each after the pause `restart_backoff` gives the n-th restart
-    in a row (its last pause repeats). `poll_backoff`: the pauses between
-    polls of a background MCP task that keep failing (the server
-    unreachable, or answering garbage; its last pause repeats), and the
-    task ends with an error once `give_up_after` polls in a row have failed.
-    """
-
-    startup: float = 60.0
-    close: float = 15.0
-    restarts: int = 5
-    restart_backoff: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
-    poll_backoff: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
-    give_up_after: int = 8
-
-    def __post_init__(self) -> None:
-        if not (self.startup > 0 and self.close > 0):
-            raise ConfigurationError("MCPLimits: startup and close must be positive")
-        if self.restarts < 1 or self.give_up_after < 1:
-            raise ConfigurationError("MCPLimits: restarts and give_up_after must be at least 1")
-        for name in ("restart_backoff", "poll_backoff"):
-            # A tuple whatever was given: the limits are part of a connection's key.
-            pauses = tuple(getattr(self, name))
-            object.__setattr__(self, name, pauses)
-            if not pauses or any(not pause >= 0 for pause in pauses):
-                raise ConfigurationError(
-                    f"MCPLimits: {name} must be one pause or more, none negative"
-                )
-
-    def restart_pause(self, in_a_row: int) -> float:
-        """Seconds before the restart that follows `in_a_row` restarts in a row."""
-        return self.restart_backoff[min(in_a_row, len(self.restart_backoff) - 1)]
-
-    def poll_pause(self, failures: int) -> float:
-        """Seconds before the poll that follows `failures` failed polls in a row."""
-        return self.poll_backoff[min(failures - 1, len(self.poll_backoff) - 1)]
-
 
 _LIST_PAGES = 100
 """Pages of a tools listing read at most (a paginator that never ends cannot hang)."""
 
 
-def _client_info() -> types.Implementation:
-    try:
-        own = version("taskloom")
-    except PackageNotFoundError:
-        own = "0"
-    return types.Implementation(name="taskloom", version=own)
-
-
-class _Start:
-    """One start of the server: its owner task, its client once ready, and
-    what was learnt while it ran."""
-
-    __slots__ = (
-        "aborted",
-        "client",
-        "ended",
-        "garbage",
-        "group",
-        "opening",
-        "stop",
-        "tail",
-        "task",
-    )
-
-    def __init__(self, opening: asyncio.Future[Client], tail: StderrTail | None) -> None:
-        self.opening = opening
-        self.tail = tail
-        self.stop = asyncio.Event()
-        self.client: Client | None = None
-        self.ended = False
-        self.garbage: str | None = None
-        self.group: int | None = None
-        self.task: asyncio.Task[None] | None = None
-        self.aborted: str | None = None
-        """Why the start was cancelled ("deadline", "closed"); "entered" once
-        it can no longer be."""
-
-
-class Connection:
+class Connection(ServerLifecycle):
     """The runtime's connection to one server (see the module docstring).
 
     `label` names the server in messages, `limits` bound the waits on it.
@@ -166,259 +54,12 @@ class Connection:
     """
 
     def __init__(self, launch: Launch, label: str, limits: MCPLimits) -> None:
-        self.launch = launch
-        self.label = label
-        self.limits = limits
-        self._current: _Start | None = None
-        self._owners: dict[asyncio.Task[None], _Start] = {}
-        self._exits: deque[float] = deque()
-        self._in_a_row = 0
-        self._starts = 0
-        self._closed = False
+        super().__init__(launch, label, limits)
         self._listing: tuple[types.Tool, ...] | None = None
-        self._stale = True
         self._listing_lock = asyncio.Lock()
-        self._announced = asyncio.Condition()
-        self.announcements = 0
-        """How many times the server said its tool list changed."""
-        self.asker: Asker | None = None
-        """Who answers the server's questions during a task (2025-11-25, where
-        they come as requests of the server's); None: they are refused."""
-        self._fetching: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"Connection({self.label!r}, {self.launch!r})"
-
-    # ------------------------------------------------------------ opening
-
-    async def client(self) -> Client:
-        """The connected client, starting the server if it is not running.
-
-        Raises `ConfigurationError` when the server does not start (naming
-        the command and the tail of its stderr), `ToolError` when it went
-        away too often in the last minute to be restarted now.
-        """
-        current = self._current
-        if current is not None and current.client is not None and not current.ended:
-            return current.client
-        if current is None or current.ended:
-            current = self._start()
-        # Shielded: a caller cancelled while the server starts leaves the
-        # start to finish for the next caller.
-        return await asyncio.shield(current.opening)
-
-    def _start(self) -> _Start:
-        if self._closed:
-            raise ToolError(f"MCP server {self.label!r}: its runtime was closed")
-        delay = 0.0
-        if self._starts:
-            now = time.monotonic()
-            while self._exits and self._exits[0] < now - 60:
-                self._exits.popleft()
-            if len(self._exits) >= self.limits.restarts:
-                wait = 60 - (now - self._exits[0])
-                raise ToolError(
-                    f"MCP server {self.label!r} went away {len(self._exits)} times in the last "
-                    f"minute; it is not restarted for another {wait:.0f}s"
-                )
-            delay = self.limits.restart_pause(self._in_a_row)
-        opening: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
-        # Whoever awaits it sees its failure; one left unawaited is not a warning.
-        opening.add_done_callback(_retrieve)
-        tail = StderrTail(self.label, self.launch.secrets()) if self.launch.is_process else None
-        start = self._current = _Start(opening, tail)
-        task = asyncio.get_running_loop().create_task(self._own(start, delay))
-        start.task = task
-        self._owners[task] = start
-
-        def ended(_: object) -> None:
-            del self._owners[task]
-            self._settle(start)  # also for an owner cancelled before it ran
-
-        task.add_done_callback(ended)
-        return start
-
-    async def _own(self, start: _Start, delay: float) -> None:
-        """The owner task of one start: enter the client, serve, leave."""
-        try:
-            async with contextlib.AsyncExitStack() as stack:
-                client = await self._enter(start, delay, stack)
-                if client is None:
-                    return  # closed while it was starting
-                if start.tail is not None:
-                    start.group = _process_group(start.tail)
-                start.client = client
-                self._starts += 1
-                self._stale = True
-                start.opening.set_result(client)
-                await start.stop.wait()
-        except Exception as exc:
-            if not start.opening.done():
-                start.opening.set_exception(await self._start_failed(start, exc))
-            else:
-                logger.debug("MCP server %r: closing it raised %r", self.label, exc)
-        finally:
-            self._settle(start)
-            if start.tail is not None:
-                # The keeper ends what the server left running; this is for
-                # a server run without one, or a keeper killed from outside.
-                killed = kill_leftovers(start.tail, start.group)
-                if killed:
-                    logger.info(
-                        "MCP server %r: killed what it left running: %s", self.label, killed
-                    )
-                start.tail.close()
-
-    def _settle(self, start: _Start) -> None:
-        """The start is over: no client, and callers waiting for one are told."""
-        start.ended = True
-        start.client = None
-        if not start.opening.done():
-            start.opening.set_exception(
-                ConfigurationError(f"MCP server {self.label!r}: closed while it was starting")
-            )
-        if start.tail is not None and start.task is not None and start.task.done():
-            start.tail.close()
-
-    async def _enter(
-        self, start: _Start, delay: float, stack: contextlib.AsyncExitStack
-    ) -> Client | None:
-        """Start the server and enter its client on `stack`; None when the
-        connection was closed meanwhile. Raises `TimeoutError` past
-        `limits.startup`."""
-        loop = asyncio.get_running_loop()
-        timer: asyncio.TimerHandle | None = None
-        try:
-            if delay:
-                await asyncio.sleep(delay)
-            timer = loop.call_later(self.limits.startup, self._abort, start, "deadline")
-            if start.tail is not None:
-                await start.tail.start()
-            transport = watched(
-                self.launch.transport(start.tail.writer if start.tail else None),
-                lambda: self._went_away(start),
-                lambda exc: self._garbage(start, exc),
-            )
-            client = Client(
-                transport,
-                cache=None,
-                client_info=_client_info(),
-                message_handler=self._on_message,
-                elicitation_callback=self._on_elicit,
-                extensions=[TasksClient()],
-            )
-            try:
-                await stack.enter_async_context(client)
-                await self._listen(stack, client)
-            finally:
-                if start.tail is not None:
-                    start.tail.spawned()
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            # Ours alone (nobody else cancelled the task too): a deadline or a close.
-            if start.aborted is None or task is None or task.uncancel() > 0:
-                raise
-            if start.aborted == "deadline":
-                raise TimeoutError from None
-            return None
-        finally:
-            start.aborted = start.aborted or "entered"
-            if timer is not None:
-                timer.cancel()
-        return client
-
-    def _abort(self, start: _Start, why: str) -> None:
-        """Cancel a start that has not entered its client yet, once: the SDK
-        stops the server in a shielded block that a second cancel would
-        break into, leaving it waiting on the server for ever."""
-        if start.aborted is None and start.task is not None:
-            start.aborted = why
-            start.task.cancel()
-
-    async def _listen(self, stack: contextlib.AsyncExitStack, client: Client) -> None:
-        # Since 2026-07-28 a server announces a changed tool list only on a
-        # `subscriptions/listen` stream the client opened; earlier servers
-        # send the notification unasked. Both reach `_on_message`.
-        capabilities = client.session.server_capabilities
-        if (
-            client.protocol_version in MODERN_PROTOCOL_VERSIONS
-            and capabilities is not None
-            and capabilities.tools is not None
-            and capabilities.tools.list_changed
-        ):
-            await stack.enter_async_context(client.listen(tools_list_changed=True))
-
-    async def _start_failed(self, start: _Start, exc: Exception) -> ConfigurationError:
-        self._went_away(start)
-        what = f"MCP server {self.label!r} ({self.launch.describe()})"
-        if isinstance(exc, TimeoutError):
-            cause = f"did not answer the MCP handshake within {self.limits.startup:g}s"
-        elif isinstance(exc, FileNotFoundError | PermissionError):
-            cause = f"could not be started: {exc}"
-        elif not self.launch.is_process:
-            cause = f"could not be reached: {_cause(exc)}"
-        elif _closed(exc):
-            cause = "exited before answering the MCP handshake"
-        else:
-            cause = f"failed the MCP handshake: {_cause(exc)}"
-        if start.garbage is not None:
-            cause += f"; it wrote something that is not JSON-RPC: {start.garbage!r}"
-        tail = await _tail(start)
-        if tail:
-            cause += f"\nits stderr ended with:\n{tail}"
-        elif self.launch.is_process:
-            cause += " (it wrote nothing to stderr)"
-        return ConfigurationError(f"{what} {cause}")
-
-    def _went_away(self, start: _Start) -> None:
-        """The server's stream ended: expected when we closed it, else a crash."""
-        if start.ended or start.stop.is_set():
-            return
-        start.ended = True
-        self._exits.append(time.monotonic())
-        self._in_a_row += 1
-        start.stop.set()
-
-    def _garbage(self, start: _Start, exc: Exception) -> None:
-        if start.garbage is None:
-            logger.warning(
-                "MCP server %r wrote something that is not JSON-RPC: %s", self.label, exc
-            )
-        start.garbage = str(exc)[:300]
-
-    async def _on_message(self, message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            self._stale = True
-            async with self._announced:
-                self.announcements += 1
-                self._announced.notify_all()
-
-    async def _on_elicit(
-        self, context: ClientRequestContext, params: types.ElicitRequestParams
-    ) -> types.ElicitResult | types.ErrorData:
-        # Only a task can wait for a person (its question is parked in the
-        # session's log); a question during a plain call cannot, and is refused.
-        task_id = related_task(context.meta)
-        if task_id is None and len(self._fetching) == 1:
-            # Sent on the stream of the one `tasks/result` open: that task's.
-            [task_id] = self._fetching
-        if task_id is None or self.asker is None:
-            return types.ErrorData(
-                code=types.INVALID_REQUEST,
-                message="taskloom asks a person only for calls that run as MCP tasks",
-            )
-        asked = params.model_dump(by_alias=True, mode="json", exclude_none=True)
-        asked.pop("_meta", None)
-        return await self.asker(task_id, {"method": "elicitation/create", "params": asked})
-
-    async def announced(self, after: int = 0) -> int:
-        """Wait until the server has said its tool list changed more than
-        `after` times; returns how many times it has. (The announcement
-        travels apart from call results: over HTTP it may land after the
-        result of the call that changed the list.)"""
-        async with self._announced:
-            await self._announced.wait_for(lambda: self.announcements > after)
-            return self.announcements
 
     # ------------------------------------------------------------ tools
 
@@ -447,12 +88,12 @@ class Connection:
                     if isinstance(exc, ConfigurationError):
                         raise
                     raise ConfigurationError(
-                        f"MCP server {self.label!r} did not list its tools: {_cause(exc)}"
+                        f"MCP server {self.label!r} did not list its tools: {error_cause(exc)}"
                     ) from exc
                 logger.warning(
                     "MCP server %r: re-listing its tools failed (%s); keeping the last list",
                     self.label,
-                    _cause(exc),
+                    error_cause(exc),
                 )
                 return self._listing
             if tools != self._listing:
@@ -552,7 +193,7 @@ class Connection:
         except pydantic.ValidationError as exc:
             raise ToolError(
                 f"MCP server {self.label!r} answered {name!r} with something that is not a "
-                f"valid MCP result: {_first_line(str(exc))}"
+                f"valid MCP result: {first_line(str(exc))}"
             ) from None
         except RuntimeError as exc:
             # The SDK checks structured content against the tool's outputSchema.
@@ -619,55 +260,6 @@ class Connection:
                 del self._fetching[task_id]
         return result
 
-    def modern(self) -> bool | None:
-        """Whether the connection speaks 2026-07-28 (None: not connected)."""
-        current = self._current
-        if current is None or current.client is None:
-            return None
-        return current.client.protocol_version in MODERN_PROTOCOL_VERSIONS
-
-    async def _gone(self, start: _Start) -> str:
-        self._went_away(start)
-        if not self.launch.is_process:
-            return (
-                f"MCP server {self.label!r} closed the connection mid-call; "
-                "the next call connects again"
-            )
-        tail = await _tail(start)
-        said = f": {tail}" if tail else " (it wrote nothing to stderr)"
-        return f"MCP server {self.label!r} exited mid-call{said}; the next call restarts it"
-
-    # ------------------------------------------------------------ closing
-
-    async def close(self) -> None:
-        """Stop the server and wait until it is gone, `limits.close` seconds
-        at most; always returns.
-
-        A stdio server gets its stdin closed; if it does not exit, it and
-        everything it started is killed (see `StdioLaunch`). Past the
-        bound, what is left is killed without waiting for it.
-        """
-        self._closed = True
-        owners = dict(self._owners)
-        current = self._current
-        if current is not None:
-            current.stop.set()
-            self._abort(current, "closed")  # still starting: the SDK unwinds the spawn
-        if not owners:
-            return
-        _, stuck = await asyncio.wait(owners, timeout=self.limits.close)
-        if stuck:
-            logger.warning(
-                "MCP server %r did not stop within %gs; killing what is left of it",
-                self.label,
-                self.limits.close,
-            )
-            for task in stuck:
-                task.cancel()
-                tail = owners[task].tail
-                if tail is not None:
-                    _stop_group(tail)
-
 
 class TaskRefused(ToolError):
     """The server answered a request with a JSON-RPC error (`code`)."""
@@ -675,55 +267,3 @@ class TaskRefused(ToolError):
     def __init__(self, message: str, code: int) -> None:
         super().__init__(message)
         self.code = code
-
-
-def _process_group(tail: StderrTail) -> int | None:
-    """The process group of the server we started (its keeper's, as a rule):
-    the SDK starts it in a session of its own, as our child, with its stderr
-    on our pipe. The group id is the leader's pid."""
-    me = os.getpid()
-    found = [p.pgrp for p in tail.holders() if p.ppid == me and p.pgrp == p.pid]
-    return found[0] if len(found) == 1 else None
-
-
-def _stop_group(tail: StderrTail) -> None:
-    """SIGTERM the process group of the server we started: its keeper then
-    kills the server and all it started, and exits (the owner's end kills
-    whatever is left of a server run without one)."""
-    group = _process_group(tail)
-    if group is not None:
-        with contextlib.suppress(OSError):
-            os.killpg(group, signal.SIGTERM)
-
-
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()
-
-
-async def _tail(start: _Start) -> str:
-    if start.tail is None:
-        return ""
-    await start.tail.settle()
-    return start.tail.text()
-
-
-def _closed(exc: BaseException) -> bool:
-    """Whether `exc` (or the first error of its group) is the connection closing."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED
-
-
-def _cause(exc: BaseException) -> str:
-    """The innermost useful message of `exc` (task groups wrap errors in groups)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if isinstance(exc, MCPError):
-        return f"{exc.message} (JSON-RPC error {exc.code})"
-    text = _first_line(str(exc))
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""

@@ -13,7 +13,8 @@ from urllib.parse import urlsplit
 from ..errors import ConfigurationError, UsageError
 from ..runtime import Runtime
 from ..tools import DEFAULT_MAX_OUTPUT_CHARS, Tool, ToolHost
-from ._connection import Connection, MCPLimits
+from ._connection import Connection
+from ._lifecycle import MCPLimits
 from ._taskcalls import TaskCalls
 from ._tool import Approval, MCPTool
 from ._transport import HttpLaunch, Launch, StdioLaunch

@@ -12,20 +12,15 @@ from __future__ import annotations
 
 from ..entries import DeferredItem
 from ._context import AgentView, BackgroundStarter, Deferred, DepsT, ToolContext, ToolHost
+from ._decorator import as_tool, tool
+from ._output import DEFAULT_MAX_OUTPUT_CHARS, ToolError, ToolOutput, cap_output, to_content
 from ._tool import (
-    DEFAULT_MAX_OUTPUT_CHARS,
     IDEMPOTENT_RETRIES,
     ApprovalRule,
     ArgumentsInvalid,
     Tool,
     ToolEffect,
-    ToolError,
-    ToolOutput,
     UnboundTool,
-    as_tool,
-    cap_output,
-    to_content,
-    tool,
 )
 from ._toolset import ToolCatalog, ToolLike, ToolProvider, Toolset
 

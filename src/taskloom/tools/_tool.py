@@ -1,25 +1,20 @@
 """Tools: what a model may call.
 
-`@tool` turns a sync or async function into a `Tool`; the JSON schema comes
-from the signature (pydantic) and the description from the docstring, both
-built once at decoration. A parameter annotated `ToolContext` is injected and
-left out of the schema. `Tool` can also be built by hand (name, description,
-schema, function) or subclassed (override `invoke`).
-
-A function's positional-only parameters (before `/`) are not the model's:
-`@tool` leaves them out of the schema, and `Tool.partial` fills them, once,
-with what only the tool's host has (a runtime's services; see
-`UnboundTool`).
+`Tool` is a name, a description and a JSON schema the model sees, and the
+function that runs a call; it can be built by hand (name, description,
+schema, function), subclassed (override `invoke`), or made from a function
+by `@tool` (see `taskloom.tools._decorator`). A function's positional-only
+parameters are not the model's: `Tool.partial` fills them, once, with what
+only the tool's host has (a runtime's services; see `UnboundTool`).
 
 A generator function (async or sync) is a streaming tool: every value it
 yields reaches the run's subscribers at once as `ToolProgress`, and the last
 one is the result the model reads.
 
-Every call ends in exactly one result: a tool's return value becomes text, a
-`ToolError` becomes an error result with its message, any other exception an
-error result naming its type and message (never a traceback). Error text is
-capped at `max_output_chars` exactly like output, and all of it is made valid
-UTF-8 (see `taskloom.messages.valid_text`).
+Every call ends in exactly one result (see `taskloom.tools._output`): a
+tool's return value becomes text, a `ToolError` becomes an error result
+with its message, any other exception an error result naming its type and
+message (never a traceback).
 
 Sync tools run on taskloom's own daemon threads (see `taskloom.tools._threads`)
 unless built `blocking=False`: then they are called inline on the event loop,
@@ -41,40 +36,40 @@ import inspect
 import json
 import logging
 import re
-import sys
 import time
-import types
-import typing
-import warnings
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 import pydantic
 
 from .._redact import redact
 from .._schema import check as check_schema
-from ..errors import ConfigurationError, ToolDefinitionWarning
-from ..messages import arguments_problem, valid_result_text
+from ..errors import ConfigurationError
+from ..messages import arguments_problem
 from ..results import ToolSpec
+from ._output import (
+    DEFAULT_MAX_OUTPUT_CHARS,
+    ToolError,
+    ToolOutput,
+    cap_output,
+    describe_error,
+    to_content,
+)
 from ._threads import run_in_thread
 
 if TYPE_CHECKING:
     from ._context import ToolContext
 
 __all__ = [
-    "DEFAULT_MAX_OUTPUT_CHARS",
+    "IDEMPOTENT_RETRIES",
+    "ApprovalRule",
+    "ArgumentsInvalid",
     "Tool",
     "ToolEffect",
-    "ToolError",
-    "ToolOutput",
     "UnboundTool",
-    "cap_output",
-    "tool",
 ]
 
-DEFAULT_MAX_OUTPUT_CHARS = 50_000
 IDEMPOTENT_RETRIES = 3
 """How many times a call of an `idempotent` tool cut off by crashes is run
 again; a call that keeps being cut off (one that takes its process down, say)
@@ -86,7 +81,6 @@ SLOW_INLINE_CALL = 0.1
 
 logger = logging.getLogger("taskloom")
 
-F = TypeVar("F", bound=Callable[..., Any])
 H = TypeVar("H")
 
 
@@ -98,31 +92,6 @@ class ToolEffect(StrEnum):
     EXTERNAL = "external"
 
 
-class ToolError(Exception):
-    """Raise from a tool to answer the model with an error result carrying `message`."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-@dataclass(frozen=True, slots=True)
-class ToolOutput:
-    """A tool's result when the tool wants to say more than a return value:
-    `is_error` marks it as an error result the model should act on.
-
-    `content` is made valid UTF-8; when characters had to be replaced, a
-    short note at the end says so.
-    """
-
-    content: str
-    is_error: bool = False
-
-    def __post_init__(self) -> None:
-        if not self.content.isascii():
-            object.__setattr__(self, "content", valid_result_text(self.content))
-
-
 class ArgumentsInvalid(Exception):
     """The model's arguments failed validation; the message is for the model."""
 
@@ -130,102 +99,8 @@ class ArgumentsInvalid(Exception):
 ApprovalRule = bool | Callable[[dict[str, Any]], bool]
 
 
-def cap_output(text: str, limit: int) -> str:
-    """Keep the head and tail of `text` within `limit` characters, saying what was cut."""
-    if limit <= 0 or len(text) <= limit:
-        return text
-    omitted = len(text) - limit
-    note = f"\n[... output truncated: {omitted} characters omitted ...]\n"
-    head = max(0, (limit * 2) // 3)
-    tail = max(0, limit - head)
-    return text[:head] + note + (text[-tail:] if tail else "")
-
-
-def to_content(value: Any) -> str:
-    """A tool's return value as the text the model reads: JSON when it is
-    JSON data, else its `str`.
-
-    Raises `ToolError` (an error result, in band) when the value nests too
-    deeply to be encoded at all, instead of letting a `RecursionError` end
-    the run.
-    """
-    t = type(value)
-    if t is str:
-        return value  # type: ignore[no-any-return]
-    if t is int:
-        return int.__repr__(value)  # what JSON writes, without building an encoder
-    if value is None:
-        return "(no output)"
-    if isinstance(value, str):
-        return value
-    try:
-        if isinstance(value, pydantic.BaseModel):
-            try:
-                return value.model_dump_json()
-            except ValueError:
-                return str(value)
-        try:
-            return _ENCODER.encode(value)
-        except (TypeError, ValueError):
-            return str(value)
-    except RecursionError:
-        raise ToolError(_too_deep(value)) from None
-
-
-def _too_deep(value: Any) -> str:
-    depth = _nesting(value)
-    if depth < _DEEP:
-        # The recursion was in the value's own `__str__`, not in its nesting.
-        return "the tool's result could not be turned into text: its conversion recursed endlessly"
-    return (
-        f"the tool's result nests {depth} levels deep (lists and objects within each "
-        "other), too deep to encode as text; return a flatter value"
-    )
-
-
-_DEEP = 100
-"""Below this many levels a `RecursionError` is not the nesting's doing."""
-
-
-def _nesting(value: Any) -> int:
-    """How many levels of lists, tuples, mappings and pydantic models `value`
-    nests (without recursing: this runs on values too deep for recursion)."""
-    deepest = 0
-    seen: set[int] = set()
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, pydantic.BaseModel):
-            item = item.__dict__
-        if not isinstance(item, list | tuple | Mapping) or id(item) in seen:
-            continue
-        seen.add(id(item))
-        deepest = max(deepest, depth)
-        children = item.values() if isinstance(item, Mapping) else item
-        stack.extend((child, depth + 1) for child in children)
-    return deepest
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, pydantic.BaseModel):
-        return value.model_dump(mode="json")
-    return str(value)
-
-
 # Results no sync function returns as an awaitable: spared the awaitable check.
 _PLAIN_RESULTS = frozenset({str, int, float, bool, dict, list, tuple, type(None)})
-
-# One encoder for every result: `json.dumps` with options builds a new one a call.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default)
-
-
-def _describe(exc: BaseException) -> str:
-    """`Type: message` for the model; an exception whose `str` fails is named alone."""
-    try:
-        text = str(exc)
-    except Exception:
-        text = "(its message could not be read)"
-    return f"{type(exc).__name__}: {text}"
 
 
 def _kind_of(fn: Callable[..., Any] | None) -> str:
@@ -515,7 +390,7 @@ class Tool:
         except ToolError as exc:
             return self._error(str(exc.message))
         except Exception as exc:
-            return self._error(_describe(exc))
+            return self._error(describe_error(exc))
         if isinstance(value, ToolOutput):
             return ToolOutput(cap_output(value.content, self.max_output_chars), value.is_error)
         try:
@@ -582,260 +457,3 @@ class UnboundTool(Tool, Generic[H]):
         raise ToolError(
             f"tool {self.name!r} runs only as a runtime offers it (in one of its sessions)"
         )
-
-
-# ---------------------------------------------------------------- @tool
-
-
-def _is_context(annotation: Any) -> bool:
-    """ToolContext itself, Annotated[ToolContext, ...], or ToolContext | None."""
-    from ._context import ToolContext
-
-    if annotation is ToolContext:
-        return True
-    origin = typing.get_origin(annotation)
-    if origin is ToolContext:  # ToolContext[Deps]
-        return True
-    if origin is typing.Annotated:
-        return _is_context(typing.get_args(annotation)[0])
-    if origin in (typing.Union, types.UnionType):
-        return any(_is_context(a) for a in typing.get_args(annotation) if a is not type(None))
-    return False
-
-
-def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    try:
-        return typing.get_type_hints(fn, include_extras=True)
-    except NameError:
-        pass
-    # Postponed annotations naming classes local to the defining function:
-    # look them up in the frames of the code that applied the decorator.
-    frame = sys._getframe(1)
-    localns: dict[str, Any] = {}
-    for _ in range(6):
-        frame = frame.f_back  # type: ignore[assignment]
-        if frame is None:
-            break
-        localns = {**frame.f_locals, **localns}
-    return typing.get_type_hints(fn, localns=localns, include_extras=True)
-
-
-def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """The description (the docstring's text before its sections) and the
-    per-parameter descriptions, from a Google, Sphinx (`:param x:`) or NumPy
-    docstring (`docstring_parser` tells the style)."""
-    doc = inspect.cleandoc(doc)
-    if not doc:
-        return "", {}
-    import docstring_parser  # imported on first use: most imports decorate nothing
-
-    try:
-        parsed = docstring_parser.parse(doc)
-    except docstring_parser.ParseError:
-        return doc, {}
-    description = "\n\n".join(
-        part for part in (parsed.short_description, parsed.long_description) if part
-    )
-    params = {
-        p.arg_name.lstrip("*"): " ".join(line.strip() for line in p.description.splitlines())
-        for p in parsed.params
-        if p.description
-    }
-    return description.strip(), params
-
-
-def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    schema.pop("title", None)
-    for prop in schema.get("properties", {}).values():
-        if isinstance(prop, dict):
-            prop.pop("title", None)
-    return schema
-
-
-def _build_tool(
-    fn: Callable[..., Any],
-    *,
-    name: str | None,
-    description: str | None,
-    effect: ToolEffect,
-    needs_approval: ApprovalRule,
-    timeout: float | None,
-    max_output_chars: int,
-    blocking: bool,
-    idempotent: bool,
-) -> Tool:
-    tool_name = name or fn.__name__
-    try:
-        hints = _type_hints(fn)
-    except Exception as exc:
-        raise ConfigurationError(f"tool {tool_name!r}: cannot resolve annotations: {exc}") from exc
-    doc_text, param_docs = _parse_docstring(fn.__doc__ or "")
-    fields: dict[str, Any] = {}
-    ctx_param: str | None = None
-    untyped: list[str] = []
-    for param in inspect.signature(fn).parameters.values():
-        if param.kind is param.POSITIONAL_ONLY:
-            continue  # filled by `Tool.partial`, never by the model
-        annotation = hints.get(param.name, Any)
-        if _is_context(annotation):
-            ctx_param = param.name
-            continue
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise ConfigurationError(f"tool {tool_name!r}: *args/**kwargs are not supported")
-        if param.name not in hints:
-            untyped.append(param.name)
-        default = ... if param.default is param.empty else param.default
-        fields[param.name] = (
-            annotation,
-            pydantic.Field(default, description=param_docs.get(param.name)),
-        )
-    try:
-        model = pydantic.create_model(  # type: ignore[call-overload]
-            f"{tool_name}_arguments",
-            __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False),
-            **fields,
-        )
-        schema = _clean_schema(model.model_json_schema())
-    except (
-        pydantic.PydanticSchemaGenerationError,
-        pydantic.errors.PydanticInvalidForJsonSchema,
-    ) as exc:
-        # pydantic's advice (arbitrary_types_allowed) does not apply: a
-        # model sends JSON, so name the parameter and what it can be instead.
-        raise ConfigurationError(_unserialisable(tool_name, fields, exc)) from None
-    except (TypeError, ValueError) as exc:
-        raise ConfigurationError(f"tool {tool_name!r}: invalid signature: {exc}") from exc
-    _warn_vague(fn, tool_name, untyped, described=description is not None or bool(doc_text))
-    return Tool(
-        tool_name,
-        description if description is not None else doc_text,
-        schema,
-        fn,
-        effect=effect,
-        needs_approval=needs_approval,
-        timeout=timeout,
-        max_output_chars=max_output_chars,
-        blocking=blocking,
-        idempotent=idempotent,
-        _arguments_model=model,
-        _context_param=ctx_param,
-    )
-
-
-def _unserialisable(tool_name: str, fields: Mapping[str, Any], exc: Exception) -> str:
-    """Which parameter has a type with no JSON schema, in one line."""
-    for name, (annotation, _) in fields.items():
-        try:
-            pydantic.TypeAdapter(annotation).json_schema()
-        except Exception:
-            shown = getattr(annotation, "__qualname__", None) or repr(annotation)
-            module = getattr(annotation, "__module__", "")
-            if module and module != "builtins" and isinstance(shown, str):
-                shown = f"{module}.{shown}"
-            return (
-                f"tool {tool_name!r}: parameter {name!r} has type {shown}, which a model "
-                "cannot send (its arguments are JSON): use str, int, float, bool, a list, "
-                "dict, Literal, Enum, dataclass or pydantic model, or take the object from "
-                "ctx.deps"
-            )
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return f"tool {tool_name!r}: its signature is not JSON-serialisable: {first}"
-
-
-def _warn_vague(
-    fn: Callable[..., Any], tool_name: str, untyped: list[str], described: bool
-) -> None:
-    """`ToolDefinitionWarning`s for what leaves the model guessing, at the function's line."""
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return
-    problems = [
-        f"parameter {name!r} has no type annotation: the model is told any JSON value will do"
-        for name in untyped
-    ]
-    if not described:
-        problems.append("it has no docstring or description=: the model sees only its name")
-    module_globals = getattr(fn, "__globals__", None)
-    # The function's module's registry, as `warnings.warn` would use: a
-    # definition built again (an agent per request) warns once, not each time.
-    registry = module_globals.setdefault("__warningregistry__", {}) if module_globals else None
-    for problem in problems:
-        warnings.warn_explicit(
-            f"tool {tool_name!r}: {problem}",
-            ToolDefinitionWarning,
-            filename=code.co_filename,
-            lineno=code.co_firstlineno,
-            module=getattr(fn, "__module__", None) or "taskloom",
-            registry=registry,
-        )
-
-
-@overload
-def tool(fn: Callable[..., Any], /) -> Tool: ...
-
-
-@overload
-def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    effect: ToolEffect = ToolEffect.WRITE,
-    needs_approval: ApprovalRule = False,
-    timeout: float | None = None,
-    max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
-    blocking: bool = True,
-    idempotent: bool = False,
-) -> Callable[[Callable[..., Any]], Tool]: ...
-
-
-def tool(
-    fn: Callable[..., Any] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    effect: ToolEffect = ToolEffect.WRITE,
-    needs_approval: ApprovalRule = False,
-    timeout: float | None = None,
-    max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
-    blocking: bool = True,
-    idempotent: bool = False,
-) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Make a `Tool` from a function, bare (`@tool`) or with options (`@tool(...)`).
-
-    The default effect is `WRITE`, the safe assumption: such calls run alone.
-    A sync function runs on a thread unless `blocking=False` says it returns
-    at once (see `Tool`); `idempotent=True` has a call cut off by a crash
-    run again with the same `ctx.idempotency_key` (see `Tool`).
-    """
-    options = {
-        "name": name,
-        "description": description,
-        "effect": effect,
-        "needs_approval": needs_approval,
-        "timeout": timeout,
-        "max_output_chars": max_output_chars,
-        "blocking": blocking,
-        "idempotent": idempotent,
-    }
-    if fn is not None:
-        return _build_tool(fn, **options)  # type: ignore[arg-type]
-
-    def decorate(f: Callable[..., Any]) -> Tool:
-        return _build_tool(f, **options)  # type: ignore[arg-type]
-
-    return decorate
-
-
-def as_tool(obj: Any) -> Tool:
-    """A `Tool` from a Tool, anything with a `.tool()` method, or a plain function."""
-    if isinstance(obj, Tool):
-        return obj
-    make = getattr(obj, "tool", None)
-    if callable(make) and not inspect.isfunction(obj):
-        made = make()
-        if isinstance(made, Tool):
-            return made
-    if callable(obj):
-        return tool(obj)
-    raise ConfigurationError(f"{obj!r} is not a tool")

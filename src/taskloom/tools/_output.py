@@ -1,0 +1,151 @@
+"""A tool's result: `ToolOutput`, `ToolError`, and the text a value becomes.
+
+Every call ends in exactly one result: a tool's return value becomes text
+(`to_content`), a `ToolError` becomes an error result with its message, any
+other exception an error result naming its type and message (never a
+traceback; `describe_error`). Error text is capped at `max_output_chars`
+exactly like output (`cap_output`), and all of it is made valid UTF-8 (see
+`taskloom.messages.valid_text`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+
+from ..messages import valid_result_text
+
+__all__ = [
+    "DEFAULT_MAX_OUTPUT_CHARS",
+    "ToolError",
+    "ToolOutput",
+    "cap_output",
+    "describe_error",
+    "to_content",
+]
+
+DEFAULT_MAX_OUTPUT_CHARS = 50_000
+
+
+class ToolError(Exception):
+    """Raise from a tool to answer the model with an error result carrying `message`."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """A tool's result when the tool wants to say more than a return value:
+    `is_error` marks it as an error result the model should act on.
+
+    `content` is made valid UTF-8; when characters had to be replaced, a
+    short note at the end says so.
+    """
+
+    content: str
+    is_error: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.content.isascii():
+            object.__setattr__(self, "content", valid_result_text(self.content))
+
+
+def cap_output(text: str, limit: int) -> str:
+    """Keep the head and tail of `text` within `limit` characters, saying what was cut."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    omitted = len(text) - limit
+    note = f"\n[... output truncated: {omitted} characters omitted ...]\n"
+    head = max(0, (limit * 2) // 3)
+    tail = max(0, limit - head)
+    return text[:head] + note + (text[-tail:] if tail else "")
+
+
+def to_content(value: Any) -> str:
+    """A tool's return value as the text the model reads: JSON when it is
+    JSON data, else its `str`.
+
+    Raises `ToolError` (an error result, in band) when the value nests too
+    deeply to be encoded at all, instead of letting a `RecursionError` end
+    the run.
+    """
+    t = type(value)
+    if t is str:
+        return value  # type: ignore[no-any-return]
+    if t is int:
+        return int.__repr__(value)  # what JSON writes, without building an encoder
+    if value is None:
+        return "(no output)"
+    if isinstance(value, str):
+        return value
+    try:
+        if isinstance(value, pydantic.BaseModel):
+            try:
+                return value.model_dump_json()
+            except ValueError:
+                return str(value)
+        try:
+            return _ENCODER.encode(value)
+        except (TypeError, ValueError):
+            return str(value)
+    except RecursionError:
+        raise ToolError(_too_deep(value)) from None
+
+
+def _too_deep(value: Any) -> str:
+    depth = _nesting(value)
+    if depth < _DEEP:
+        # The recursion was in the value's own `__str__`, not in its nesting.
+        return "the tool's result could not be turned into text: its conversion recursed endlessly"
+    return (
+        f"the tool's result nests {depth} levels deep (lists and objects within each "
+        "other), too deep to encode as text; return a flatter value"
+    )
+
+
+_DEEP = 100
+"""Below this many levels a `RecursionError` is not the nesting's doing."""
+
+
+def _nesting(value: Any) -> int:
+    """How many levels of lists, tuples, mappings and pydantic models `value`
+    nests (without recursing: this runs on values too deep for recursion)."""
+    deepest = 0
+    seen: set[int] = set()
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, pydantic.BaseModel):
+            item = item.__dict__
+        if not isinstance(item, list | tuple | Mapping) or id(item) in seen:
+            continue
+        seen.add(id(item))
+        deepest = max(deepest, depth)
+        children = item.values() if isinstance(item, Mapping) else item
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, pydantic.BaseModel):
+        return value.model_dump(mode="json")
+    return str(value)
+
+
+# One encoder for every result: `json.dumps` with options builds a new one a call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default)
+
+
+def describe_error(exc: BaseException) -> str:
+    """`Type: message` for the model; an exception whose `str` fails is named alone."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = "(its message could not be read)"
+    return f"{type(exc).__name__}: {text}"
