@@ -12,10 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from .._control import Aborted, CancelScope, RunControls, StopSignal, let_go, wait_until
+from .._control import Aborted, CancelScope, RunControls
 from ..events import Event, ToolCallFinished, ToolCallStarted
 from ..messages import ToolCall, ToolResult
 from ..results import RunStatus
@@ -25,7 +24,6 @@ from ._scope import RunCounters, RunScope
 
 __all__ = [
     "CANCELLED",
-    "LET_GO_AFTER",
     "NOT_RUN_CANCELLED",
     "CutShort",
     "ToolCalls",
@@ -45,40 +43,6 @@ CANCELLED = "not finished: the run was cancelled; it may have partly run"
 
 NOT_RUN_CANCELLED = "not run: the run was cancelled"
 """The result of a call the run was cancelled before it started."""
-
-LET_GO_AFTER = 1.0
-"""Seconds a cancelled run waits for its tool calls in flight to end once
-cancelled; a call still running then (a tool that swallows its
-cancellation) is left behind to end on its own, its result `CANCELLED`, so
-the run still records its end within the cancel's bound (`CANCEL_WAIT`)."""
-
-T = TypeVar("T")
-
-
-async def _left_behind_if_cancelled(
-    work: Callable[[], Coroutine[Any, Any, T]], stop: StopSignal
-) -> T:
-    """Await `work()` in a task of its own, which the run's cancel aborts as
-    it would the run's own task (`CancelScope`); cancelled, wait for it
-    `LET_GO_AFTER` seconds at most, then leave it behind."""
-
-    async def scoped() -> T:
-        try:
-            with CancelScope(stop):
-                return await work()
-        except Aborted:
-            raise asyncio.CancelledError from None  # the caller tells the cancel
-
-    task = asyncio.ensure_future(scoped())
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        if not stop.is_cancelled:
-            task.cancel()  # a deadline, or the run's own task cancelled
-        loop = asyncio.get_running_loop()
-        if not await wait_until(task, loop.time() + LET_GO_AFTER):
-            let_go(task)
-        raise
 
 
 def _overlaps(tool: Tool | None) -> bool:
@@ -302,9 +266,7 @@ class ToolCalls:
             try:
                 with CancelScope(stop):
                     started = True
-                    result = await _left_behind_if_cancelled(
-                        lambda: run_one(call, tools, self._make_ctx, self._scope), stop
-                    )
+                    result = await run_one(call, tools, self._make_ctx, self._scope)
             except Aborted:
                 text = CANCELLED if started else NOT_RUN_CANCELLED
                 result = ToolResult(call.id, text, True, call.name)
@@ -336,21 +298,16 @@ class ToolCalls:
         progress = BatchProgress(len(runnable))
         done, started = progress.results, progress.started
         status: RunStatus | None = None
-
-        def batch() -> Coroutine[Any, Any, None]:
-            return execute_calls(
-                runnable, tools, self._make_ctx, self._scope, progress, before_step
-            )
-
+        batch = execute_calls(runnable, tools, self._make_ctx, self._scope, progress, before_step)
         deadline_at = self._controls.deadline_at
         unfinished = "not finished: the run's deadline passed; it may have partly run"
         try:
             with CancelScope(stop):
                 if deadline_at is None:
-                    await _left_behind_if_cancelled(batch, stop)
+                    await batch
                 else:
                     async with asyncio.timeout_at(deadline_at):
-                        await _left_behind_if_cancelled(batch, stop)
+                        await batch
         except TimeoutError:
             status = RunStatus.DEADLINE
         except Aborted:
