@@ -55,6 +55,7 @@ from mcp import Client, StdioServerParameters
 from taskloom import Agent, Runtime, ToolEffect, WorkFinished, tool
 from taskloom.mcp import MCPServer
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
+from taskloom.runtime import SessionTools
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _statements import count_statements
@@ -108,7 +109,8 @@ async def through_a_run(runtime: Runtime, tools: list[Any], name: str, calls: in
         turns = [reply(tool_calls=[(name, ARGS)]) for _ in range(ROUNDS)]
         model = ScriptedModel([*turns, reply("done")])
         session = await runtime.create_session(Agent("bench", model, tools=tools))
-        await session.refresh_tools()  # the connection and listing exist already
+        # The connection and listing exist already.
+        await SessionTools(runtime, session.agent).refresh_tools()
         started, used = time.perf_counter(), time.process_time()
         result = await session.run("go")
         wall += time.perf_counter() - started
