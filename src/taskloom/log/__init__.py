@@ -12,24 +12,19 @@ entries.
 
 from __future__ import annotations
 
-from ._fold import (
-    INTERRUPTED,
-    NOT_STARTED,
-    SUMMARY_HEADING,
-    HasOutput,
-    MessageView,
-    SessionLog,
-    denial_text,
-    fold_text,
-    interrupted_results,
-    message_chars,
-    summary_chars,
-    summary_message,
-    with_unique_call_ids,
-)
+from ._fold import SessionLog, fold_text
 from ._inputs import ended_activities, input_id_for, pending_input, pending_inputs, read_inputs
 from ._snapshot import SNAPSHOT_VERSION, Snapshot, encode_snapshot, read_snapshot
 from ._transcript import Load, conversation, entry_messages, transcript
+from ._turn import (
+    INTERRUPTED,
+    NOT_STARTED,
+    HasOutput,
+    denial_text,
+    interrupted_results,
+    with_unique_call_ids,
+)
+from ._view import SUMMARY_HEADING, MessageView, message_chars, summary_chars, summary_message
 
 __all__ = [
     "INTERRUPTED",

@@ -9,7 +9,7 @@ from dataclasses import replace
 from ..entries import CompactionEntry, Entry, MessageEntry, SubagentLink
 from ..events import origin_label
 from ..messages import Message
-from ._fold import summary_message
+from ._view import summary_message
 
 __all__ = ["Load", "conversation", "entry_messages", "transcript"]
 

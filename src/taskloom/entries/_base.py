@@ -1,0 +1,120 @@
+"""The entry and the payload base every kind builds on, and the kinds' registry."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+from ..errors import CorruptEntry
+
+
+class EntryKind:
+    """The entry kinds taskloom writes (a store accepts any string)."""
+
+    MESSAGE = "message"
+    STEER = "steer"
+    STOP_REQUEST = "stop_request"
+    DEFERRED = "deferred"
+    APPROVAL_REQUEST = "approval_request"
+    APPROVAL_DECISION = "approval_decision"
+    CALLS_STARTED = "calls_started"
+    COMPACTION = "compaction"
+    SUBAGENT = "subagent"
+    SUBAGENT_DISPATCHED = "subagent_dispatched"
+    SUBAGENT_STARTED = "subagent_started"
+    SUBAGENT_RESULT = "subagent_result"
+    SUBAGENT_REPORT = "subagent_report"
+    NOTICE_DELIVERED = "notice_delivered"
+    MODEL_CHANGE = "model_change"
+    RUN_STARTED = "run_started"
+    RUN_FINISHED = "run_finished"
+    MCP_TASK_ENDED = "mcp_task_ended"
+    APPROVAL_ESCALATED = "approval_escalated"
+    INPUT_REQUEST = "input_request"
+    INPUT_ANSWER = "input_answer"
+    FORK_LINK = "fork_link"
+
+
+class Payload:
+    """Base of the entry payloads: `KIND`, `to_data()` and `from_data(data)`."""
+
+    __slots__ = ()
+    KIND: ClassVar[str]
+
+    def to_data(self) -> dict[str, Any]:
+        """The payload as plain JSON data."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_data(cls: type[P], data: Mapping[str, Any]) -> P:
+        """The payload `to_data` described."""
+        raise NotImplementedError
+
+
+P = TypeVar("P", bound=Payload)
+_KINDS: dict[str, type[Payload]] = {}
+
+
+def _kind(cls: type[P]) -> type[P]:
+    _KINDS[cls.KIND] = cls
+    return cls
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One log entry. `data` is JSON-serialisable; `position` is set by the store."""
+
+    kind: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+    run_id: str | None = None
+    position: int = 0
+    created_at: float = 0.0
+
+    @classmethod
+    def of(cls, payload: Payload, run_id: str | None = None) -> Entry:
+        """The entry that stores `payload`."""
+        return cls(payload.KIND, payload.to_data(), run_id)
+
+    @property
+    def payload(self) -> Payload | None:
+        """The typed payload of a kind taskloom writes (None for a foreign kind).
+
+        Raises `CorruptEntry` when the data does not have its kind's shape.
+        """
+        cls = _KINDS.get(self.kind)
+        if cls is None:
+            return None
+        try:
+            return cls.from_data(self.data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CorruptEntry(
+                f"entry {self.position} ({self.kind}) does not have its kind's shape: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
+
+    def placed(self, position: int) -> Entry:
+        """This entry as stored at `position` (timestamped if it was not)."""
+        return Entry(self.kind, self.data, self.run_id, position, self.created_at or time.time())
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
+        return {
+            "kind": self.kind,
+            "data": dict(self.data),
+            "run_id": self.run_id,
+            "position": self.position,
+            "created_at": self.created_at,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Entry:
+        """The value `to_dict` described."""
+        return cls(
+            d["kind"],
+            d.get("data") or {},
+            d.get("run_id"),
+            d.get("position", 0),
+            d.get("created_at", 0.0),
+        )
