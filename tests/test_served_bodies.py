@@ -175,7 +175,7 @@ async def test_the_console_refuses_100_mib(tmp_path: Path, store_url: tuple[str,
     env = {"PGOPTIONS": f"-c search_path={schema}"} if schema != "-" else {}
     with serving(url, "--app", "console_sessions:make_runtime", env=env) as served:
         async with httpx2.AsyncClient(base_url=served.url, timeout=30) as http:
-            assert (await http.get(f"/?token={TOKEN}")).status_code == 200
+            assert (await http.get(f"/?token={TOKEN}")).status_code == 303  # signed in
             page = (await http.get(f"/sessions/{session_id}")).text
             found = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
             assert found, page[:500]
@@ -205,7 +205,7 @@ async def test_max_body_sets_the_bound(tmp_path: Path, kind: str) -> None:
         session_id = await parked_session(store)
         with serving(store, "--max-body", "2048") as served:
             async with httpx2.AsyncClient(base_url=served.url, timeout=30) as http:
-                assert (await http.get(f"/?token={TOKEN}")).status_code == 200
+                assert (await http.get(f"/?token={TOKEN}")).status_code == 303  # signed in
                 for size in (3000, 1000):
                     answer = await http.post(f"/sessions/{session_id}/steer", content=b"x" * size)
                     statuses.append(answer.status_code)
