@@ -180,7 +180,7 @@ async def test_output_schema_makes_the_answer_validated_json() -> None:
         population: int
 
     child_model = ScriptedModel(['{"city": "Oslo"}', '{"city": "Oslo", "population": 700000}'])
-    sub = SubAgent("facts", "Finds facts.", child_model, "Answer in JSON.", output_schema=Facts)
+    sub = SubAgent("facts", "Finds facts.", child_model, "Answer in JSON.", output_type=Facts)
     lead = ScriptedModel([reply(tool_calls=[("facts", {"task": "Oslo"})]), reply("ok")])
     await Agent("lead", lead, tools=[sub]).run("go")
     answer = json.loads(lead.requests[1].messages[-1].results[0].content)["answer"]
@@ -192,7 +192,7 @@ async def test_output_schema_makes_the_answer_validated_json() -> None:
 async def test_a_child_that_cannot_fix_its_answer_fails_in_band() -> None:
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     sub = SubAgent(
-        "counter", "Counts.", ScriptedModel(["no", "still no"]), output_schema=schema, fixes=1
+        "counter", "Counts.", ScriptedModel(["no", "still no"]), output_type=schema, fixes=1
     )
     lead = ScriptedModel([reply(tool_calls=[("counter", {"task": "count"})]), reply("ok")])
     runtime = Runtime()

@@ -423,8 +423,8 @@ async def test_child_options_share_stop_deadline_and_tokens() -> None:
 async def test_child_deadline_is_the_earlier_of_its_own_and_the_parents() -> None:
     parent = RunOptions(deadline=30).bind()
     assert parent.deadline_at is not None
-    sooner = RunOptions(deadline=5, parent=parent).bind()
-    later = RunOptions(deadline=300, parent=parent).bind()
+    sooner = RunOptions.for_child(parent, deadline=5).bind()
+    later = RunOptions.for_child(parent, deadline=300).bind()
     assert sooner.deadline_at is not None and sooner.deadline_at < parent.deadline_at
     assert later.deadline_at == parent.deadline_at
 
@@ -442,7 +442,7 @@ async def test_output_schema_validates_and_fixes() -> None:
     model = ScriptedModel(
         [reply('{"name": "Oslo"}'), reply('```json\n{"name": "Oslo", "population": 700000}\n```')]
     )
-    result = await Agent(model=model, output_schema=City).run("x")
+    result = await Agent(model=model, output_type=City).run("x")
     assert result.status is RunStatus.COMPLETED
     assert result.output == City(name="Oslo", population=700000)
     assert model.requests[0].output_schema is not None
@@ -452,7 +452,7 @@ async def test_output_schema_validates_and_fixes() -> None:
 async def test_output_schema_fails_after_the_fixes_run_out() -> None:
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     model = ScriptedModel(["nope", '{"n": "x"}'])
-    result = await Agent(model=model, output_schema=schema, fixes=1).run("x")
+    result = await Agent(model=model, output_type=schema, fixes=1).run("x")
     assert result.status is RunStatus.FAILED
     assert result.error is not None and "$.n: expected integer" in result.error
 

@@ -72,15 +72,6 @@ async def test_native_output_is_validated_into_the_output_type(
     assert "final_result" not in tool_names(request)
 
 
-async def test_output_schema_is_the_older_name_of_output_type() -> None:
-    model = ScriptedModel([json.dumps(INVOICE)])
-    agent = Agent(model=model, output_schema=Invoice)
-    assert agent.output_type is Invoice and agent.output_schema is Invoice
-    assert (await agent.run("go")).output == Invoice(number="A-1", total=12.5)
-    with pytest.raises(ConfigurationError, match="older name of output_type"):
-        Agent(model=model, output_type=Invoice, output_schema=Point)
-
-
 async def test_an_agent_without_output_type_has_its_text_as_output() -> None:
     result = await Agent(model=ScriptedModel(["plain words"])).run("go")
     assert result.output == "plain words" == result.text

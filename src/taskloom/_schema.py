@@ -1,7 +1,7 @@
 """A small structural JSON-schema check, for schemas written by hand.
 
 Tools built with `@tool` and agents with a pydantic output type validate
-with pydantic; a hand-written `Tool` or a dict `output_schema` gets this:
+with pydantic; a hand-written `Tool` or a dict `output_type` gets this:
 `type`, `enum`, `required`, `properties`, `additionalProperties: false` and
 `items`, recursively — enough to tell a model exactly what was wrong.
 """

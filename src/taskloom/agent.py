@@ -52,8 +52,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
     and toolsets (such as `taskloom.mcp.MCPServer`), which land in `toolsets`.
 
     `output_type` (a pydantic model, a dataclass, a TypedDict, any type
-    pydantic validates, or a JSON schema dict; `output_schema` is the same
-    option under its older name) makes the final answer a validated value,
+    pydantic validates, or a JSON schema dict) makes the final answer a validated value,
     `RunResult.output`: asked for natively where the model has structured
     output, else through a `final_result` tool. The model gets `fixes`
     corrective turns for an invalid answer before the run ends FAILED.
@@ -105,23 +104,6 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
 
     @overload
     def __init__(
-        self: Agent[AgentDepsT, str],
-        name: str = ...,
-        model: Model | str | None = ...,
-        instructions: str | None = ...,
-        tools: Iterable[ToolLike] = ...,
-        *,
-        deps_type: type[AgentDepsT] = ...,
-        output_type: None = None,
-        output_schema: None = None,
-        settings: ModelSettings | None = ...,
-        description: str = ...,
-        fixes: int = ...,
-        compaction: Compaction | None = ...,
-    ) -> None: ...
-
-    @overload
-    def __init__(
         self: Agent[AgentDepsT, AgentOutputT],
         name: str = ...,
         model: Model | str | None = ...,
@@ -129,25 +111,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         tools: Iterable[ToolLike] = ...,
         *,
         deps_type: type[AgentDepsT] = ...,
-        output_type: type[AgentOutputT],
-        output_schema: None = None,
-        settings: ModelSettings | None = ...,
-        description: str = ...,
-        fixes: int = ...,
-        compaction: Compaction | None = ...,
-    ) -> None: ...
-
-    @overload
-    def __init__(
-        self: Agent[AgentDepsT, AgentOutputT],
-        name: str = ...,
-        model: Model | str | None = ...,
-        instructions: str | None = ...,
-        tools: Iterable[ToolLike] = ...,
-        *,
-        deps_type: type[AgentDepsT] = ...,
-        output_type: None = None,
-        output_schema: type[AgentOutputT],
+        output_type: type[AgentOutputT] | None = None,
         settings: ModelSettings | None = ...,
         description: str = ...,
         fixes: int = ...,
@@ -163,8 +127,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         tools: Iterable[ToolLike] = ...,
         *,
         deps_type: type[AgentDepsT] = ...,
-        output_type: Mapping[str, Any] | None = None,
-        output_schema: Mapping[str, Any] | None = None,
+        output_type: Mapping[str, Any],
         settings: ModelSettings | None = ...,
         description: str = ...,
         fixes: int = ...,
@@ -180,7 +143,6 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         *,
         deps_type: type[Any] | None = None,
         output_type: type[Any] | Mapping[str, Any] | None = None,
-        output_schema: type[Any] | Mapping[str, Any] | None = None,
         settings: ModelSettings | None = None,
         description: str = "",
         fixes: int = 2,
@@ -196,9 +158,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
             raise _invalid(
                 name, "instructions", instructions, "a string (the system prompt) or None"
             )
-        output = None
-        if output_type is not None or output_schema is not None:
-            output = _output_option(name, output_type, output_schema)
+        output = None if output_type is None else _output_option(name, output_type)
         if deps_type is not None and not _is_type_form(deps_type):
             raise _invalid(name, "deps_type", deps_type, "a type (a class, dataclass, ...) or None")
         if settings is not None and not isinstance(settings, ModelSettings):
@@ -262,9 +222,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         return f"Agent({self.name!r}, model={model!r}, tools={names})"
 
     def replace(self, **changes: Any) -> Agent[Any, Any]:
-        """A copy with some fields changed (`output_schema` is `output_type`)."""
-        if "output_schema" in changes:
-            changes["output_type"] = changes.pop("output_schema")
+        """A copy with some fields changed."""
         unknown = set(changes) - set(_FIELDS)
         if unknown:
             raise TypeError(f"Agent has no field(s) {sorted(unknown)}")
@@ -288,13 +246,6 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
             specs = tuple(t.spec for t in self.tools)
             object.__setattr__(self, "_tool_specs", specs)
             return specs
-
-    # ------------------------------------------------------------ output
-
-    @property
-    def output_schema(self) -> OutputSpec | None:
-        """The output type under its older name (see `output_type`)."""
-        return self.output_type
 
     # ------------------------------------------------------------ running
 
@@ -430,13 +381,8 @@ def _is_type_form(value: object) -> bool:
     return isinstance(value, type) or typing.get_origin(value) is not None
 
 
-def _output_option(agent: str, output_type: object, output_schema: object) -> OutputSpec | None:
-    if output_type is not None and output_schema is not None and output_type != output_schema:
-        raise ConfigurationError(
-            f"agent {agent!r}: output_schema is the older name of output_type; pass one of them"
-        )
-    output = output_type if output_type is not None else output_schema
-    if output is None or output is str:
+def _output_option(agent: str, output: object) -> OutputSpec | None:
+    if output is str:
         return None  # the answer's text, as without an output type
     if isinstance(output, Mapping):
         return output

@@ -41,7 +41,7 @@ planner = Agent(
     "planner",
     FunctionModel(_plans),
     tools=[research],
-    output_schema=Plan,
+    output_type=Plan,
     description="Plans a trip to a city.",
 )
 

@@ -41,7 +41,7 @@ plain = Agent("plain", model)
 reveal_type(plain)  # expect: taskloom.agent.Agent[None, str]
 invoices = Agent("invoices", model, output_type=Invoice)
 reveal_type(invoices)  # expect: taskloom.agent.Agent[None, typed_example.Invoice]
-older = Agent("older", model, output_schema=Invoice)
+older = Agent("older", model, output_type=Invoice)
 reveal_type(older)  # expect: taskloom.agent.Agent[None, typed_example.Invoice]
 schema = Agent("schema", model, output_type={"type": "object"})
 reveal_type(schema)  # expect: taskloom.agent.Agent[None, Any]

@@ -348,7 +348,7 @@ def _outcome_of(
     child: Session, name: str, result: RunResult
 ) -> tuple[ChildStatus, Any, str | None]:
     if result.status is RunStatus.COMPLETED:
-        if child.agent.output_schema is None:
+        if child.agent.output_type is None:
             return ChildStatus.DONE, result.text, None
         # A pydantic model, a dataclass, ...: the report is stored as JSON.
         return ChildStatus.DONE, to_jsonable(result.output), None

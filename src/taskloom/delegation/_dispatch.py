@@ -39,7 +39,7 @@ from ..background import (
 from ..entries import Entry, MessageEntry, SubagentResult
 from ..errors import ConfigurationError, SessionBusy, StaleLeaseError
 from ..events import Event, origin_label
-from ..loop import Budget, RunOptions, TreeBudget
+from ..loop import Budget, RunControls, RunOptions, TreeBudget
 from ..runtime import Runtime, Session
 from ._children import (
     CHILD_LEASE,
@@ -251,7 +251,9 @@ class ChildWorker:
             # for (`new`): a statement saved a child, where a long one just
             # replays in full.
             child = Session(rt, spec.child_session_id, agent, new=True)
-            run = options or RunOptions(max_rounds=spec.max_rounds, tree=tree)
+            run = options or RunOptions.for_child(
+                RunControls(tree=tree), max_rounds=spec.max_rounds
+            )
             try:
                 # Queued children wait here, not on the store's connections.
                 async with slot or rt.child_slot():

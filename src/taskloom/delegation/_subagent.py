@@ -95,7 +95,7 @@ class SubAgent:
 
     Each call runs a fresh child session in the parent's store, linked from
     the parent's log; only the child's final answer returns, as
-    `{"answer": ..., "tokens": ...}` — validated JSON when `output_schema` is
+    `{"answer": ..., "tokens": ...}` — validated JSON when `output_type` is
     set (the child gets `fixes` corrective rounds) — or an in-band error.
     `needs_approval` gates the delegation itself (a predicate gets the
     call's validated arguments: every field present, `""` where the model
@@ -132,7 +132,7 @@ class SubAgent:
         model: Model | str,
         instructions: str | None = None,
         tools: Iterable[ToolLike] = (),
-        output_schema: type[Any] | Mapping[str, Any] | None = None,
+        output_type: type[Any] | Mapping[str, Any] | None = None,
         needs_approval: ApprovalRule = False,
         *,
         max_rounds: int | None = DEFAULT_MAX_ROUNDS,
@@ -170,7 +170,7 @@ class SubAgent:
         self.background_after = background_after
         self.ask_parent = ask_parent
         self.agent = Agent(
-            name, model, instructions, tool_list, output_schema=output_schema, **agent_options
+            name, model, instructions, tool_list, output_type=output_type, **agent_options
         )
 
     def __repr__(self) -> str:

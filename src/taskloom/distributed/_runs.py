@@ -109,7 +109,7 @@ def options_to_json(options: RunOptions | None) -> dict[str, Any] | None:
     """The limits of `options` as JSON; what cannot cross a queue is refused."""
     if options is None:
         return None
-    if options.strategy is not None or options.parent is not None:
+    if options.strategy is not None or options.is_child:
         raise UsageError(
             "a queued run takes limits only (rounds, requests, tool calls, tokens, deadline): "
             "a strategy or a parent run cannot cross to a worker"

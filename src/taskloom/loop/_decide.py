@@ -9,7 +9,7 @@ from ..messages import Message, ToolResult
 from ..results import RunStatus
 from ._compact import Compactor
 from ._port import Journal, ModelChoice
-from ._result import EndRun
+from ._result import End
 from ._scope import RunCounters, RunScope, append_message
 from ._strategy import (
     RoundAdjustment,
@@ -61,14 +61,16 @@ class Decisions:
         """The decision once an assistant message without calls is committed."""
         return await self._ask(RoundBoundary.ASSISTANT_MESSAGE_COMMITTED, assistant_message=message)
 
-    async def apply(self, decision: RoundDecision) -> None:
-        """Carry out a decision: its adjustment, then its injected turn or stop."""
+    async def apply(self, decision: RoundDecision) -> End | None:
+        """Carry out a decision: its adjustment, then its injected turn or
+        stop (the run's end)."""
         await self.adjust(decision.adjust)
+        if decision.action == "stop":
+            return End(RunStatus.STOPPED)
         if decision.action == "inject":
             message = Message.user(decision.content or "")
             await append_message(self._journal, self._scope.run_id, message)
-        elif decision.action == "stop":
-            raise EndRun(RunStatus.STOPPED)
+        return None
 
     async def adjust(self, adjust: RoundAdjustment | None) -> None:
         """Persist an adjustment's model and reasoning changes."""

@@ -14,7 +14,7 @@ from ..results import BudgetLeft, PendingCall, RunResult, RunStatus
 from ._budget import TreeBudget
 from ._output import FinalOutput, to_jsonable
 from ._port import Journal
-from ._result import EndRun
+from ._result import End
 from ._scope import RunCounters, RunScope, append_message
 
 __all__ = ["finish", "finish_cancelled", "record_failure", "run_result"]
@@ -23,7 +23,7 @@ logger = logging.getLogger("taskloom")
 
 
 def run_result(
-    end: EndRun,
+    end: End,
     log: SessionLog,
     output: FinalOutput,
     counters: RunCounters,
@@ -57,7 +57,7 @@ def run_result(
 
 
 async def finish(
-    end: EndRun,
+    end: End,
     journal: Journal,
     output: FinalOutput,
     counters: RunCounters,
@@ -98,7 +98,7 @@ async def finish(
 
 
 async def finish_cancelled(
-    end: EndRun,
+    end: End,
     journal: Journal,
     output: FinalOutput,
     counters: RunCounters,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from .._control import RunControls, StopSignal, UsageMeter
 from ..errors import ConfigurationError
 from ..models import RetryPolicy
-from ._budget import Budget, TreeBudget
+from ._budget import Budget
 
 if TYPE_CHECKING:
     from ._strategy import RoundStrategy
@@ -45,12 +45,8 @@ class RunOptions:
     `budget` is ignored: its tree's applies); a run that goes on with one
     cut off by a crash or parked for approval charges that run's tree on,
     with that tree's budget, given this one or not. None means no limit
-    (for `max_rounds` too, given explicitly).
-
-    `parent` is set on a child's options (`child()`, `for_child()`): the
-    child shares that run's deadline, usage meter and tree budget. `tree` is
-    set instead for a child rebuilt in another process: the `TreeBudget` it
-    charges.
+    (for `max_rounds` too, given explicitly). A child's options (`child()`,
+    `for_child()`) share its parent run's deadline, usage meter and tree budget.
     """
 
     max_rounds: int | None = DEFAULT_MAX_ROUNDS
@@ -64,8 +60,8 @@ class RunOptions:
     # run cost more than the rest of these options together.
     retry: RetryPolicy = _DEFAULT_RETRY
     budget: Budget | None = None
-    tree: TreeBudget | None = field(default=None, repr=False)
-    parent: RunControls | None = field(default=None, repr=False)
+    # Set by `for_child` only: the controls of the run this one is a child of.
+    _parent: RunControls | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Checked here, a wrong option fails where it was written, not rounds
@@ -87,11 +83,16 @@ class RunOptions:
         ):
             raise _invalid("retry", retry, "a taskloom.models.RetryPolicy")
 
+    @property
+    def is_child(self) -> bool:
+        """Whether these are a child run's options (`child()`, `for_child()`)."""
+        return self._parent is not None
+
     def bind(self) -> RunControls:
         """The controls of one run of these options: the absolute deadline
         (the earlier of its own and its parent's) and a fresh usage meter
         forwarding to the parent's."""
-        parent = self.parent
+        parent = self._parent
         deadline_at = parent.deadline_at if parent is not None else None
         if self.deadline is not None:
             own = _monotonic_deadline(self.deadline)
@@ -102,7 +103,7 @@ class RunOptions:
             meter=UsageMeter(parent.meter if parent is not None else None),
             token_budget=self.token_budget,
             retry=self.retry,
-            tree=self.tree if self.tree is not None else parent.tree if parent else None,
+            tree=parent.tree if parent is not None else None,
         )
 
     def child(
@@ -112,17 +113,19 @@ class RunOptions:
         max_model_requests: int | None = None,
         max_tool_calls: int | None = None,
         strategy: RoundStrategy | None = None,
+        deadline: float | datetime | None = None,
     ) -> RunOptions:
         """Options for a child run: the parent's stop signal (as a parent of
-        the child's own), deadline and token budget; its own round, request
-        and tool-call budgets. (A child of a running run shares its usage
-        meter too: see `for_child`.)"""
+        the child's own), deadline (or its own `deadline`, if sooner) and
+        token budget; its own round, request and tool-call budgets. (A child
+        of a running run shares its usage meter too: see `for_child`.)"""
         return RunOptions.for_child(
             self.bind(),
             max_rounds=max_rounds,
             max_model_requests=max_model_requests,
             max_tool_calls=max_tool_calls,
             strategy=strategy,
+            deadline=deadline,
         )
 
     @classmethod
@@ -134,21 +137,25 @@ class RunOptions:
         max_model_requests: int | None = None,
         max_tool_calls: int | None = None,
         strategy: RoundStrategy | None = None,
+        deadline: float | datetime | None = None,
     ) -> RunOptions:
         """Options for a child of the run whose controls are `parent`: its stop
-        signal (stopping it stops the child), deadline, usage meter and token
-        budget, and its retry policy."""
-        retry = parent.retry if isinstance(parent.retry, RetryPolicy) else RetryPolicy()
-        return cls(
+        signal (stopping it stops the child), deadline (or the child's own
+        `deadline`, if sooner), usage meter, token and tree budgets, and its
+        retry policy."""
+        retry = parent.retry if isinstance(parent.retry, RetryPolicy) else _DEFAULT_RETRY
+        options = cls(
             max_rounds=max_rounds,
             max_model_requests=max_model_requests,
             max_tool_calls=max_tool_calls,
             token_budget=parent.token_budget,
+            deadline=deadline,
             stop=StopSignal(parent=parent.stop),
             strategy=strategy,
             retry=retry,
-            parent=parent,
         )
+        options._parent = parent
+        return options
 
 
 _COUNTS = (

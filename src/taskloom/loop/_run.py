@@ -25,17 +25,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from .._control import let_go, wait_until
 from .._offered import offer
 from .._redact import redact_value
-from ..entries import RunStartedEntry, Steer
+from ..entries import MessageEntry, RunStartedEntry, Steer
 from ..errors import UsageError
 from ..events import EmptyAnswer, NoticeDelivered, RunStarted
 from ..log import fold_text, with_unique_call_ids
-from ..messages import Message, ToolResult
+from ..messages import Message, ToolCall, ToolResult
 from ..results import RunResult, RunStatus
 from ..tools import Tool
 from ._approvals import gated_calls
@@ -48,7 +48,7 @@ from ._options import RunOptions
 from ._output import FinalOutput
 from ._port import AgentSpec, Delivery, RunInfo, RunPorts, RunWatch
 from ._request import Requests
-from ._result import EndRun
+from ._result import End, EndRun
 from ._scope import RUN_BY, RunCounters, RunScope, append_message
 from ._strategy import RoundBoundary
 from ._tool_round import ToolRound, cut_off_results, to_run_again
@@ -121,66 +121,29 @@ class RunLoop:
             self._tools_source = source
             self._tools = self.output.tools(source)
 
-    # ------------------------------------------------------------ entry points
+    # ------------------------------------------------------------ entry point
 
-    def start(self, user: Message | None) -> Coroutine[Any, Any, RunResult]:
-        """The run, with `user` (if any) as the next user turn, to an end status;
-        provider and configuration errors propagate. A session parked for
-        approval raises `UsageError` (it is resumed, not started).
+    def run(
+        self, user: Message | None = None, *, resume: bool = False
+    ) -> Coroutine[Any, Any, RunResult]:
+        """The run to an end status: with `user` (if any) as the next user
+        turn, or (`resume`) of the session's parked turn, its calls all
+        decided; provider and configuration errors propagate. A session
+        parked for approval raises `UsageError` unless resumed, one not
+        parked if resumed.
 
         The model and tools are cut at the deadline; a store that stalls past
         it gets `STORE_GRACE` more seconds before the run ends DEADLINE
         unrecorded (the next run reads whatever the store kept).
         """
+        return self._bounded(self._go(user, resume))
 
-        async def first() -> None:
-            if self.log.reopened():
-                # A fork's turn that was parked at its cut, taken up as a
-                # resume takes up a parked turn. It may park again: the input
-                # waits as steering, folded in once the turn is answered.
-                if user is not None:
-                    await self.journal.record(Steer(user.text), self.scope.run_id)
-                await self._resume_parked()
-            elif user is not None:
-                await append_message(self.journal, self.scope.run_id, user)
-
-        return self._bounded(self._go(self._fresh, first, runs_on=user is None))
-
-    def resume(self) -> Coroutine[Any, Any, RunResult]:
-        """The run of the session's parked turn (its calls all decided), then
-        rounds to an end status, as `start`'s. A session not parked raises
-        `UsageError`."""
-        return self._bounded(self._go(self._parked, self._resume_parked))
-
-    async def _fresh(self) -> RunInfo:
-        journal, scope = self.journal, self.scope
-        # A fresh run may trust a look taken under its lease an instant ago.
-        await journal.sync(fresh=FRESH_BOUNDARY)
-        parked = self.log.parked()
-        if parked:
-            raise UsageError(
-                f"session {scope.session_id} is awaiting approval for "
-                f"{', '.join(c.id for c in parked)}: approve or deny, then resume()"
-            )
-        return RunInfo(self.agent, scope.session_id, scope.run_id)
-
-    async def _parked(self) -> RunInfo:
-        journal, scope = self.journal, self.scope
-        # A resume must see every decision written elsewhere.
-        await journal.sync()
-        log = self.log
-        if not log.parked():
-            raise UsageError(
-                f"session {scope.session_id} has no turn parked for approval to resume"
-            )
-        return RunInfo(self.agent, scope.session_id, scope.run_id, True, log.run_traceparent())
-
-    async def _resume_parked(self) -> None:
+    async def _resume_parked(self) -> End | None:
         # The parked turn's calls run with the tools as they are now.
         if not self._tools_fresh:
             await self._refresh_tools()
         self._tools_fresh = False
-        await self._after_tools(await self._turns.resume_parked(self._tools))
+        return await self._after_tools(await self._turns.resume_parked(self._tools))
 
     async def _bounded(self, run: Coroutine[Any, Any, RunResult]) -> RunResult:
         deadline_at = self.controls.deadline_at
@@ -205,7 +168,7 @@ class RunLoop:
                 return run.result()
             run.cancel()
             # Writes it had under way may still land; the next run reads them.
-            stalled = EndRun(RunStatus.DEADLINE, "the store did not answer by the deadline")
+            stalled = End(RunStatus.DEADLINE, "the store did not answer by the deadline")
             return run_result(stalled, self.log, self.output, self.counters, self.scope)
         except asyncio.CancelledError:
             # The caller's own cancel: the run winds down whole, as without
@@ -219,20 +182,29 @@ class RunLoop:
 
     # ------------------------------------------------------------ the run
 
-    async def _go(
-        self,
-        opening: Callable[[], Awaitable[RunInfo]],
-        first: Callable[[], Awaitable[None]],
-        runs_on: bool = False,
-    ) -> RunResult:
-        """Open the run (`opening`'s checks, calls cut off by a crash, the tree
-        budget, the watch), take its `first` step, then rounds until an end
-        status. A run that `runs_on` (no new input) after a run cut off
-        between its final answer and its end decides that answer first."""
-        info = await opening()
-        journal, ports, log = self.journal, self.ports, self.log
+    async def _go(self, user: Message | None, resume: bool) -> RunResult:
+        """Open the run (its checks, calls cut off by a crash, the tree budget,
+        the watch), take its first step, then rounds until an end status. A
+        run with no new input after a run cut off between its final answer
+        and its end decides that answer first."""
+        journal, ports, log, scope = self.journal, self.ports, self.log, self.scope
+        # A resume must see every decision written elsewhere; a fresh run may
+        # trust a look taken under its lease an instant ago.
+        await journal.sync(fresh=0.0 if resume else FRESH_BOUNDARY)
+        parked = log.parked()
+        if resume and not parked:
+            raise UsageError(
+                f"session {scope.session_id} has no turn parked for approval to resume"
+            )
+        if parked and not resume:
+            raise UsageError(
+                f"session {scope.session_id} is awaiting approval for "
+                f"{', '.join(c.id for c in parked)}: approve or deny, then resume()"
+            )
+        resumes = log.run_traceparent() if resume else None
+        info = RunInfo(self.agent, scope.session_id, scope.run_id, resume, resumes)
         # Read before this run's own start entry makes it the latest run.
-        answer = log.unended_answer() if runs_on else None
+        answer = log.unended_answer() if user is None and not resume else None
         # Calls cut off by a crash or a cancellation get their one result;
         # those of idempotent tools get it by running again, in this run.
         cut_off = log.cut_off()
@@ -244,7 +216,7 @@ class RunLoop:
         self._tools_fresh = self._tools_fresh and not again
         if cut_off and not again:
             answers = Message.tool_results(cut_off_results(log, cut_off))
-            await append_message(journal, self.scope.run_id, answers)
+            await append_message(journal, scope.run_id, answers)
         if self.controls.tree is None:
             await self._open_tree()
         tree: TreeBudget | None = self.controls.tree
@@ -258,44 +230,27 @@ class RunLoop:
             tree_data = tree.to_dict() if tree is not None else None
             await journal.record(
                 RunStartedEntry(
-                    name,
-                    info.resume,
-                    watch.traceparent,
-                    self._offer(),
-                    RUN_BY.get(),
-                    tree_data,
+                    name, resume, watch.traceparent, self._offer(), RUN_BY.get(), tree_data
                 ),
                 scope.run_id,
             )
             scope.event(RunStarted, run_id=scope.run_id, agent=name)
             try:
-                if again:
-                    results = await self._turns.run_again(cut_off, again, self._tools)
-                    await self._after_tools(results)
-                if answer is not None:
-                    # Its run only had to ack the notices the answer carried
-                    # and decide whether it completes (5, 6b): done here as
-                    # there, so a crash in between costs no second request
-                    # and no second answer. What would have kept that run
-                    # going (steering, unseen completions, a strategy's
-                    # turn, a fix) keeps this one going.
-                    if answer.delivered_ids:
-                        await ports.notices.ack(scope.session_id, answer.delivered_ids)
-                    await self._answered(answer.message)
-                await first()
-                while True:
+                end = await self._first(user, resume, cut_off, again, answer)
+                while end is None:
                     # A boundary right after the run's own append needs no
                     # read: that append's position proved nothing came in
                     # between, and what lands in the next instant is folded
                     # at the next boundary, as if it landed a moment later.
                     await journal.sync(fresh=FRESH_BOUNDARY)
-                    self._check_limits()
-                    if not self._tools_fresh:
-                        await self._refresh_tools()
-                    self._tools_fresh = False
-                    await self._round()
-            except EndRun as end:
-                return await finish(end, journal, self.output, self.counters, scope, tree)
+                    end = self._check_limits()
+                    if end is None:
+                        if not self._tools_fresh:
+                            await self._refresh_tools()
+                        self._tools_fresh = False
+                        end = await self._round()
+            except EndRun as raised:
+                end = raised.end
             except asyncio.CancelledError:
                 if self.controls.stop.is_cancelled:
                     # Cancelled, and the task with it (a parent cancelled too,
@@ -309,6 +264,46 @@ class RunLoop:
                 if not isinstance(exc, KeyboardInterrupt):
                     await record_failure(exc, journal, self.counters, scope)
                 raise
+            return await finish(end, journal, self.output, self.counters, scope, tree)
+
+    async def _first(
+        self,
+        user: Message | None,
+        resume: bool,
+        cut_off: list[ToolCall],
+        again: list[ToolCall],
+        answer: MessageEntry | None,
+    ) -> End | None:
+        """The run's first step: the cut-off calls run `again`, the unended
+        `answer` decided, then `user`'s turn appended or the parked turn taken
+        up; the run's end, if it ends here."""
+        if again:
+            end = await self._after_tools(await self._turns.run_again(cut_off, again, self._tools))
+            if end is not None:
+                return end
+        if answer is not None:
+            # Its run only had to ack the notices the answer carried and
+            # decide whether it completes (5, 6b): done here as there, so a
+            # crash in between costs no second request and no second answer.
+            # What would have kept that run going (steering, unseen
+            # completions, a strategy's turn, a fix) keeps this one going.
+            if answer.delivered_ids:
+                await self.ports.notices.ack(self.scope.session_id, answer.delivered_ids)
+            end = await self._answered(answer.message)
+            if end is not None:
+                return end
+        if resume:
+            return await self._resume_parked()
+        if self.log.reopened():
+            # A fork's turn that was parked at its cut, taken up as a resume
+            # takes up a parked turn. It may park again: the input waits as
+            # steering, folded in once the turn is answered.
+            if user is not None:
+                await self.journal.record(Steer(user.text), self.scope.run_id)
+            return await self._resume_parked()
+        if user is not None:
+            await append_message(self.journal, self.scope.run_id, user)
+        return None
 
     async def _tools_at_start(self, strict: bool) -> bool:
         """Re-read the toolsets at the run's start; False when they could not
@@ -333,8 +328,8 @@ class RunLoop:
             offered = redact_value(offered, tuple(sorted(secrets, key=len, reverse=True)))
         return offered
 
-    def _stopped(self) -> EndRun:
-        return EndRun(RunStatus.STOPPED, self.controls.stop.cancel_reason)
+    def _stopped(self) -> End:
+        return End(RunStatus.STOPPED, self.controls.stop.cancel_reason)
 
     def _stop_requested(self) -> bool:
         return self.controls.stop.is_set or self.log.stop_position > self._start_position
@@ -392,27 +387,28 @@ class RunLoop:
             )
         )
 
-    def _check_limits(self) -> None:
+    def _check_limits(self) -> End | None:
         o = self.opts
         c = self.controls
         if self._stop_requested():
-            raise self._stopped()
+            return self._stopped()
         remaining = c.remaining
         if remaining is not None and remaining <= 0:
-            raise EndRun(RunStatus.DEADLINE)
+            return End(RunStatus.DEADLINE)
         rounds, requests = self.counters.rounds, self.counters.model_requests
         if o.max_rounds is not None and rounds >= o.max_rounds:
-            raise EndRun(RunStatus.BUDGET_EXHAUSTED, f"max_rounds ({o.max_rounds}) reached")
+            return End(RunStatus.BUDGET_EXHAUSTED, f"max_rounds ({o.max_rounds}) reached")
         if o.max_model_requests is not None and requests >= o.max_model_requests:
-            raise EndRun(
+            return End(
                 RunStatus.BUDGET_EXHAUSTED, f"max_model_requests ({o.max_model_requests}) reached"
             )
         if c.token_budget is not None and c.meter.root_tokens >= c.token_budget:
-            raise EndRun(RunStatus.BUDGET_EXHAUSTED, f"token_budget ({c.token_budget}) reached")
+            return End(RunStatus.BUDGET_EXHAUSTED, f"token_budget ({c.token_budget}) reached")
+        return None
 
     # ------------------------------------------------------------ a round
 
-    async def _round(self) -> None:
+    async def _round(self) -> End | None:
         journal, scope = self.journal, self.scope
         # 2. deferred items and steering, in arrival order
         pending = self.log.pending
@@ -442,55 +438,52 @@ class RunLoop:
             # Asked to stop while the model answered: the answer is kept, and
             # its calls do not start (each is answered as not run).
             if calls:
-                await self._turns.not_run(calls, self._stopped())
+                return await self._turns.not_run(calls, self._stopped())
             scope.round_committed(self.counters, RoundBoundary.ASSISTANT_MESSAGE_COMMITTED)
-            raise self._stopped()
-        if calls:  # 6a
-            tools = self._tools
-            gated = gated_calls(calls, tools)
-            if gated:
-                await self._turns.park(gated)
-            results = await self._turns.execute(calls, tools)
-            await self._turns.commit(results)
-            await self._after_tools(results)
-        else:  # 6b
-            await self._final_round(message)
+            return self._stopped()
+        if not calls:  # 6b
+            scope.round_committed(self.counters, RoundBoundary.ASSISTANT_MESSAGE_COMMITTED)
+            if not message.text:
+                # No text and no calls: an answer of nothing is told, never
+                # passed off as a short one.
+                scope.event(EmptyAnswer, run_id=scope.run_id, round=self.counters.round)
+            return await self._answered(message)
+        # 6a
+        gated = gated_calls(calls, self._tools)
+        if gated:
+            return await self._turns.park(gated)
+        return await self._after_tools(await self._turns.run(calls, self._tools))
 
-    async def _after_tools(self, results: list[ToolResult]) -> None:
+    async def _after_tools(self, results: list[ToolResult] | End) -> End | None:
+        """The decision once a turn's results are committed (`results`; an
+        `End` passes through)."""
+        if isinstance(results, End):
+            return results
         decisions = self._decisions
         decision = PROCEED if decisions is None else await decisions.after_results(results)
         # A final answer given through the tool ends the run like a final
         # message would, once the strategy lets it and nothing is pending.
         answered = self.output.after_tools()
         if decisions is not None and decision is not PROCEED:
-            await decisions.apply(decision)
+            end = await decisions.apply(decision)
+            if end is not None:
+                return end
         if answered and decision.action == "continue":
-            await self._may_complete()
+            return await self._may_complete()
+        return None
 
-    async def _final_round(self, message: Message) -> None:
-        scope, counters = self.scope, self.counters
-        scope.round_committed(counters, RoundBoundary.ASSISTANT_MESSAGE_COMMITTED)
-        if not message.text:
-            # No text and no calls: an answer of nothing is told, never passed
-            # off as a short one.
-            scope.event(EmptyAnswer, run_id=scope.run_id, round=counters.round)
-        await self._answered(message)
-
-    async def _answered(self, message: Message) -> None:
+    async def _answered(self, message: Message) -> End | None:
         """6b's decision on the final `message`: the strategy's, then
         `_may_complete`'s."""
         decisions = self._decisions
-        if decisions is None:
-            await self._may_complete(message)
-            return
-        decision = await decisions.after_answer(message)
-        if decision.action != "continue":
-            await decisions.apply(decision)
-            return
-        await decisions.adjust(decision.adjust)
-        await self._may_complete(message)
+        if decisions is not None:
+            decision = await decisions.after_answer(message)
+            if decision.action != "continue":
+                return await decisions.apply(decision)
+            await decisions.adjust(decision.adjust)
+        return await self._may_complete(message)
 
-    async def _may_complete(self, message: Message | None = None) -> None:
+    async def _may_complete(self, message: Message | None = None) -> End | None:
         """End the run COMPLETED, unless something it started has an answer the
         model has not seen (steering or deferred items that landed, unseen
         completions, a first reminder of work still running) or the final
@@ -498,16 +491,16 @@ class RunLoop:
         journal = self.journal
         await journal.sync()
         if self.log.pending:
-            return
+            return None
         final = await self.notices.before_final()
         if final is not None:
             # Held for the next round: it rides on that round's assistant
             # entry and is acknowledged only once that entry is persisted.
             self._held = final
-            return
+            return None
         if message is not None:
             fix = self.output.check_text(message.text)
             if fix is not None:
                 await append_message(journal, self.scope.run_id, Message.user(fix))
-                return
-        raise EndRun(RunStatus.COMPLETED)
+                return None
+        return End(RunStatus.COMPLETED)

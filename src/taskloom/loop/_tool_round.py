@@ -5,7 +5,6 @@ left them (calls cut off by a crash, a turn parked for approval)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import NoReturn
 
 from ..entries import CallsStarted
 from ..events import ApprovalRequested
@@ -16,7 +15,7 @@ from ..tools import IDEMPOTENT_RETRIES, Tool
 from ._approvals import Gate, requests_for, resolve_parked_turn
 from ._execute import CutShort, ToolCalls, step_count
 from ._port import Journal, NoticesPort, RunNoticesPort
-from ._result import EndRun
+from ._result import End
 from ._scope import RunCounters, RunScope, append_message
 from ._strategy import RoundBoundary
 
@@ -65,8 +64,8 @@ class ToolRound:
         self._background = background
         self._calls = calls
 
-    async def park(self, gated: Sequence[Gate]) -> NoReturn:
-        """Ask for decisions on the turn's gated calls and end the run
+    async def park(self, gated: Sequence[Gate]) -> End:
+        """Ask for decisions on the turn's gated calls; the run ends
         AWAITING_APPROVAL."""
         # One entry for the whole turn: a crash leaves every gated call of
         # the turn requested, or none (and then none runs: see resume).
@@ -77,17 +76,18 @@ class ToolRound:
             scope.event(
                 ApprovalRequested, call_id=c.id, name=c.name, arguments=c.arguments, reason=g.reason
             )
-        raise EndRun(RunStatus.AWAITING_APPROVAL)
+        return End(RunStatus.AWAITING_APPROVAL)
 
-    async def execute(
+    async def run(
         self,
         calls: Sequence[ToolCall],
         tools: Mapping[str, Tool],
         decided: Mapping[str, ToolResult] | None = None,
-    ) -> list[ToolResult]:
-        """One result per call, in call order: `decided` ones as given, the rest
-        run. Calls cut short by the budget or the deadline end the run, once
-        every call's result is committed.
+    ) -> list[ToolResult] | End:
+        """One result per call, in call order, committed (`commit`): `decided`
+        ones as given, the rest run; or the run's end. Calls cut short by the
+        budget or the deadline end the run, once every call's result is
+        committed.
 
         A turn run in several steps (calls that run alone: see `step_count`)
         records each step before it starts, so that after a crash a call no
@@ -99,27 +99,27 @@ class ToolRound:
         to_run = calls if not decided else [c for c in calls if c.id not in decided]
         stepped = log.in_steps or (len(to_run) > 1 and step_count(to_run, tools) > 1)
         try:
-            return await self._calls.run(
+            results = await self._calls.run(
                 calls, tools, decided, self._record_step if stepped else None
             )
         except CutShort as cut:
-            results = Message.tool_results(cut.results)
-            await append_message(self._journal, self._scope.run_id, results)
-            raise EndRun(cut.status, cut.error) from None
+            answers = Message.tool_results(cut.results)
+            await append_message(self._journal, self._scope.run_id, answers)
+            return End(cut.status, cut.error)
+        return await self.commit(results) or results
 
     async def _record_step(self, calls: Sequence[ToolCall]) -> None:
         ids = tuple(c.id for c in calls)
         await self._journal.record(CallsStarted(self._log.turn, ids, step=True), self._scope.run_id)
 
-    async def not_run(self, calls: Sequence[ToolCall], end: EndRun) -> NoReturn:
+    async def not_run(self, calls: Sequence[ToolCall], end: End) -> End:
         """Answer every call of the turn as not run, the run having been
-        stopped before its tools started, and end the run as `end` says."""
+        stopped before its tools started; the run ends as `end` says."""
         why = "cancelled" if end.error else "stopped"
         text = f"not run: the run was {why} before its tools started"
-        await self.commit([ToolResult(c.id, text, True, c.name) for c in calls])
-        raise end
+        return await self.commit([ToolResult(c.id, text, True, c.name) for c in calls]) or end
 
-    async def commit(self, results: list[ToolResult]) -> None:
+    async def commit(self, results: list[ToolResult]) -> End | None:
         """Append the turn's results, then acknowledge the notices a tool
         showed the model itself (they are persisted with the results).
 
@@ -133,7 +133,7 @@ class ToolRound:
             done = [r for r in results if r.tool_call_id not in held]
             if done:
                 await append_message(self._journal, scope.run_id, Message.tool_results(done))
-            raise EndRun(RunStatus.AWAITING_APPROVAL)
+            return End(RunStatus.AWAITING_APPROVAL)
         await append_message(self._journal, scope.run_id, Message.tool_results(results))
         # Notices a tool showed the model itself (background_wait, read_agent)
         # are acknowledged now that the results carrying them are persisted.
@@ -141,12 +141,13 @@ class ToolRound:
         if seen:
             await self._background.ack(scope.session_id, seen)
         scope.round_committed(self._counters, RoundBoundary.TOOL_RESULTS_COMMITTED)
+        return None
 
     async def run_again(
         self, cut_off: Sequence[ToolCall], again: Sequence[ToolCall], tools: Mapping[str, Tool]
-    ) -> list[ToolResult]:
+    ) -> list[ToolResult] | End:
         """Run the `again` calls of a turn whose calls were cut off and commit a
-        result for every cut-off call; the results."""
+        result for every cut-off call; the results (or the run's end)."""
         log = self._log
         # Durably "started" again before it runs, so a call that keeps taking
         # its process down stops being retried after IDEMPOTENT_RETRIES. A
@@ -159,20 +160,18 @@ class ToolRound:
         decided = {
             r.tool_call_id: r for r in cut_off_results(log, cut_off) if r.tool_call_id not in ids
         }
-        results = await self.execute(cut_off, tools, decided)
-        await self.commit(results)
-        return results
+        return await self.run(cut_off, tools, decided)
 
-    async def resume_parked(self, tools: Mapping[str, Tool]) -> list[ToolResult]:
+    async def resume_parked(self, tools: Mapping[str, Tool]) -> list[ToolResult] | End:
         """Run the parked (or `reopened`) turn's approved calls, answer its
-        denied ones, commit; the results. Gated calls nobody was asked about
-        are asked about now."""
+        denied ones, commit; the results (or the run's end). Gated calls
+        nobody was asked about are asked about now."""
         log = self._log
         parked = log.parked() or log.reopened()
         plan = resolve_parked_turn(log, parked, tools)
         if plan.unasked:
             # Gated calls nobody was asked about are asked about now, never run.
-            await self.park(plan.unasked)
+            return await self.park(plan.unasked)
         if plan.run:
             # Durably "started" before anything runs: a crash from here on
             # takes these calls up as cut off (the turn is parked no more),
@@ -180,6 +179,4 @@ class ToolRound:
             await self._journal.record(
                 CallsStarted(log.turn, tuple(c.id for c in plan.run)), self._scope.run_id
             )
-        results = await self.execute(parked, tools, plan.decided)
-        await self.commit(results)
-        return results
+        return await self.run(parked, tools, plan.decided)

@@ -1,7 +1,7 @@
 """Serving an agent over MCP: one tool, named after the agent, that runs it.
 
 The tool takes `{"task": "..."}` and answers with the agent's final text;
-an agent with an `output_schema` also answers with `structuredContent` (and
+an agent with an `output_type` also answers with `structuredContent` (and
 the tool declares the schema as its `outputSchema`). Every call runs in a
 fresh session of the given runtime; tool progress inside the run reaches
 the caller as MCP progress notifications. A run that does not complete is

@@ -61,9 +61,6 @@ GO_ON_WAIT = 30.0
 """Seconds a decision that leaves nothing to decide waits for the session's
 lease to resume its run (the run that parked it may hold it a moment more)."""
 
-Begin = Callable[[RunLoop], Coroutine[Any, Any, RunResult]]
-"""How a run begins on its loop: `RunLoop.start` with a user turn, or `RunLoop.resume`."""
-
 
 class Session(Generic[AgentDepsT, AgentOutputT]):
     """A persistent conversation of one agent; see the module docstring.
@@ -126,9 +123,9 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         wait for it.
         """
         self.agent.check_deps(deps)
-        begin = self._starting(_as_user(input))
+        user = _as_user(input)
         return await self._run(
-            begin, options=options, emit=emit, origin=origin, wait=wait, deps=deps
+            user, options=options, emit=emit, origin=origin, wait=wait, deps=deps
         )
 
     def stream(
@@ -141,10 +138,10 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
     ) -> RunStream[AgentOutputT]:
         """Run like `run`, yielding events; `stream.result` holds the result after."""
         self.agent.check_deps(deps)
-        begin = self._starting(_as_user(input))
+        user = _as_user(input)
         return RunStream(
             lambda emit: self._run(
-                begin, options=options, emit=emit, origin="", wait=wait, deps=deps
+                user, options=options, emit=emit, origin="", wait=wait, deps=deps
             )
         )
 
@@ -172,21 +169,14 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         if going_on is not None and (result := await going_on) is not None:
             return result
         return await self._run(
-            RunLoop.resume, options=options, emit=emit, origin=origin, wait=wait, deps=deps
+            None, resume=True, options=options, emit=emit, origin=origin, wait=wait, deps=deps
         )
-
-    def _starting(self, user: Message | None) -> Begin:
-        def begin(loop: RunLoop) -> Coroutine[Any, Any, RunResult]:
-            if user is not None:
-                self._wakeups = 0  # a user turn ends a chain of wake-ups
-            return loop.start(user)
-
-        return begin
 
     async def _run(
         self,
-        begin: Begin,
+        user: Message | None,
         *,
+        resume: bool = False,
         options: RunOptions | None,
         emit: Callable[[Event], None] | None,
         origin: str,
@@ -209,8 +199,10 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
                 # Only a lease this run took is released by its bound; an
                 # outer hold's release waits as that hold's exit always does.
                 hold.release_by = loop.returns_by
+                if user is not None:
+                    self._wakeups = 0  # a user turn ends a chain of wake-ups
                 try:
-                    result = await begin(loop)
+                    result = await loop.run(user, resume=resume)
                 finally:
                     undo()
                 return await self._parked_on_children(result)
@@ -615,9 +607,7 @@ def wake_up(session: Session[Any, Any], limit: int) -> Coroutine[Any, Any, RunRe
     if session._running or session._wakeups >= limit:
         return None
     session._wakeups += 1
-    return session._run(
-        session._starting(None), options=None, emit=None, origin="", wait=None, deps=None
-    )
+    return session._run(None, options=None, emit=None, origin="", wait=None, deps=None)
 
 
 def _as_user(input: str | Message | None) -> Message | None:

@@ -155,7 +155,8 @@ class GenAIObserver:
 def error_type(exc: BaseException) -> str:
     """`error.type` of a failure: an HTTP status, `timeout`, or a class name."""
     if isinstance(exc, EndRun):
-        return "timeout" if exc.status is RunStatus.DEADLINE else exc.status.value
+        status = exc.end.status
+        return "timeout" if status is RunStatus.DEADLINE else status.value
     if isinstance(exc, ProviderError) and exc.status is not None:
         return str(exc.status)
     if isinstance(exc, TimeoutError):
