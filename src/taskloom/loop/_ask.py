@@ -18,10 +18,9 @@ from ..events import ModelRequestStarted, RetryAttempt, TextDelta, ThinkingDelta
 from ..models import Model, ModelRequest, ModelResponse, ResponseCompleted
 from ..results import RunStatus
 from ._budget import BudgetSpent, InputBound, TreeBudget, within_range
-from ._options import RunControls, RunOptions
 from ._port import ModelCallWatch
 from ._result import EndRun
-from ._scope import RunCounters, RunScope
+from ._scope import RunScope, RunState
 
 __all__ = ["ModelAsker"]
 
@@ -32,37 +31,32 @@ class ModelAsker:
     """Asks models for one run: its retry policy, deadline and budgets apply,
     and usage counts in the run's (and, with a tree budget, in the tree's)."""
 
-    __slots__ = ("_bound", "_controls", "_counters", "_opts", "_scope")
+    __slots__ = ("_bound", "_run")
 
-    def __init__(
-        self, scope: RunScope, counters: RunCounters, opts: RunOptions, controls: RunControls
-    ) -> None:
-        self._scope = scope
-        self._counters = counters
-        self._opts = opts
-        self._controls = controls
+    def __init__(self, run: RunState) -> None:
+        self._run = run
         # What the tree budget charges a request in advance (made for one).
         self._bound: InputBound | None = None
 
     @property
     def scope(self) -> RunScope:
         """The run the requests are made for."""
-        return self._scope
+        return self._run.scope
 
     @property
     def remaining(self) -> float | None:
         """Seconds until the run's deadline (None without one; negative once passed)."""
-        return self._controls.remaining
+        return self._run.controls.remaining
 
     async def ask(self, model: Model, request: ModelRequest) -> ModelResponse:
         """The model's response, or `EndRun` (DEADLINE, BUDGET_EXHAUSTED, and
         STOPPED when the run is cancelled meanwhile: the request is aborted);
         errors the policy will not retry propagate."""
-        controls = self._controls
+        controls = self._run.controls
         tree: TreeBudget | None = controls.tree
         if tree is not None:
             return await self._charged(tree, model, request)
-        scope, stop = self._scope, controls.stop
+        scope, stop = self._run.scope, controls.stop
         # `_watched`, inlined: one coroutine less on every round's path.
         with scope.watch.model_call(model, request, streamed=scope.emit is not None) as call:
             try:
@@ -77,7 +71,7 @@ class ModelAsker:
     async def _charged(
         self, tree: TreeBudget, model: Model, request: ModelRequest
     ) -> ModelResponse:
-        controls = self._controls
+        controls = self._run.controls
         bound = self._bound
         if bound is None:
             bound = self._bound = InputBound()
@@ -100,8 +94,8 @@ class ModelAsker:
         return response
 
     async def _watched(self, model: Model, request: ModelRequest) -> ModelResponse:
-        scope = self._scope
-        stop = self._controls.stop
+        scope = self._run.scope
+        stop = self._run.controls.stop
         with scope.watch.model_call(model, request, streamed=scope.emit is not None) as call:
             try:
                 # The request and its retries, not the store work around them,
@@ -116,10 +110,11 @@ class ModelAsker:
     async def _with_retries(
         self, model: Model, request: ModelRequest, call: ModelCallWatch
     ) -> ModelResponse:
-        scope, counters, controls = self._scope, self._counters, self._controls
+        run = self._run
+        scope, counters, controls, opts = run.scope, run.counters, run.controls, run.opts
         emit = scope.emit
-        limit = self._opts.max_model_requests
-        policy = self._opts.retry
+        limit = opts.max_model_requests
+        policy = opts.retry
         retries = 0
         while True:
             if limit is not None and counters.model_requests >= limit:
@@ -178,7 +173,7 @@ class ModelAsker:
                 await asyncio.sleep(delay)
 
     async def _streamed(self, model: Model, request: ModelRequest) -> ModelResponse:
-        scope = self._scope
+        scope = self._run.scope
         emit = scope.emit
         assert emit is not None
         origin, session_id = scope.origin, scope.session_id

@@ -8,9 +8,8 @@ from dataclasses import replace
 from ..messages import Message, ToolResult
 from ..results import RunStatus
 from ._compact import Compactor
-from ._port import Journal, ModelChoice
 from ._result import End
-from ._scope import RunCounters, RunScope, append_message
+from ._scope import RunState, append_message
 from ._strategy import (
     RoundAdjustment,
     RoundBoundary,
@@ -30,23 +29,12 @@ class Decisions:
     """Asks a run's strategy at its round boundaries and carries out what it
     decides: an adjustment (model, reasoning), an injected user turn, a stop."""
 
-    __slots__ = ("_compactor", "_counters", "_journal", "_models", "_scope", "_strategy")
+    __slots__ = ("_compactor", "_run", "_strategy")
 
-    def __init__(
-        self,
-        strategy: RoundStrategy,
-        compactor: Compactor | None,
-        journal: Journal,
-        models: ModelChoice,
-        scope: RunScope,
-        counters: RunCounters,
-    ) -> None:
+    def __init__(self, strategy: RoundStrategy, run: RunState, compactor: Compactor | None) -> None:
         self._strategy = strategy
+        self._run = run
         self._compactor = compactor
-        self._journal = journal
-        self._models = models
-        self._scope = scope
-        self._counters = counters
 
     async def after_results(self, results: Sequence[ToolResult]) -> RoundDecision:
         """The decision once a turn's tool results are committed."""
@@ -69,17 +57,18 @@ class Decisions:
             return End(RunStatus.STOPPED)
         if decision.action == "inject":
             message = Message.user(decision.content or "")
-            await append_message(self._journal, self._scope.run_id, message)
+            await append_message(self._run.journal, self._run.scope.run_id, message)
         return None
 
     async def adjust(self, adjust: RoundAdjustment | None) -> None:
         """Persist an adjustment's model and reasoning changes."""
         if adjust is None:
             return
+        models = self._run.ports.models
         if adjust.model is not None:
-            await self._models.set_model(adjust.model)
+            await models.set_model(adjust.model)
         if adjust.reasoning is not None:
-            await self._models.set_reasoning(adjust.reasoning.reasoning)
+            await models.set_reasoning(adjust.reasoning.reasoning)
 
     async def _ask(
         self,
@@ -88,7 +77,7 @@ class Decisions:
         tool_results: tuple[RoundToolResult, ...] = (),
         assistant_message: Message | None = None,
     ) -> RoundDecision:
-        counters, scope = self._counters, self._scope
+        counters, scope = self._run.counters, self._run.scope
         ctx = RoundContext(
             boundary,
             counters.rounds,

@@ -14,13 +14,12 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from .._control import Aborted, CancelScope, RunControls
+from .._control import Aborted, CancelScope
 from ..events import Event, ToolCallFinished, ToolCallStarted
 from ..messages import ToolCall, ToolResult
 from ..results import RunStatus
 from ..tools import Tool, ToolContext, ToolEffect, ToolOutput
-from ._port import AgentSpec, RunPorts
-from ._scope import RunCounters, RunScope
+from ._scope import RunScope, RunState
 
 __all__ = [
     "CANCELLED",
@@ -178,43 +177,31 @@ async def execute_calls(
 class ToolContexts:
     """Makes the `ToolContext` of each call of one run (for tools that take one)."""
 
-    __slots__ = ("_agent", "_controls", "_deps", "_host", "_journal", "_log", "_scope")
+    __slots__ = ("_run",)
 
-    def __init__(
-        self,
-        scope: RunScope,
-        agent: AgentSpec,
-        ports: RunPorts,
-        controls: RunControls,
-        deps: object,
-    ) -> None:
-        self._scope = scope
-        self._agent = agent
-        self._host = ports.tools.host
-        self._journal = ports.journal
-        self._log = ports.journal.log
-        self._controls = controls
-        self._deps = deps
+    def __init__(self, run: RunState) -> None:
+        self._run = run
 
     def __call__(self, call: ToolCall) -> ToolContext:
         """The context of `call`."""
-        scope = self._scope
+        run = self._run
+        scope, journal = run.scope, run.journal
         return ToolContext(
             run_id=scope.run_id,
             session_id=scope.session_id,
             call_id=call.id,
-            agent=self._agent,
-            runtime=self._host,
-            controls=self._controls,
+            agent=run.agent,
+            runtime=run.ports.tools.host,
+            controls=run.controls,
             emit=self._emit,
-            record=self._journal.append,
+            record=journal.append,
             origin=scope.origin,
-            deps=self._deps,
-            turn=self._log.turn,
+            deps=run.deps,
+            turn=journal.log.turn,
         )
 
     def _emit(self, event: Event) -> None:
-        emit = self._scope.emit
+        emit = self._run.scope.emit
         if emit is not None:
             emit(event)
 
@@ -225,19 +212,12 @@ class ToolCalls:
 
     __slots__ = ("_controls", "_counters", "_limit", "_make_ctx", "_scope")
 
-    def __init__(
-        self,
-        scope: RunScope,
-        counters: RunCounters,
-        controls: RunControls,
-        limit: int | None,
-        make_ctx: Callable[[ToolCall], ToolContext],
-    ) -> None:
-        self._scope = scope
-        self._counters = counters
-        self._controls = controls
-        self._limit = limit
-        self._make_ctx = make_ctx
+    def __init__(self, run: RunState) -> None:
+        self._scope = run.scope
+        self._counters = run.counters
+        self._controls = run.controls
+        self._limit = run.opts.max_tool_calls
+        self._make_ctx = ToolContexts(run)
 
     async def run(
         self,

@@ -12,9 +12,9 @@ from ..models import Model, ModelRequest, ModelResponse
 from ..results import RunStatus
 from ._ask import ModelAsker
 from ._compact import Compactor
-from ._output import FinalOutput
-from ._port import AgentSpec, Delivery, RunPorts
+from ._port import Delivery
 from ._result import EndRun
+from ._scope import RunState
 
 __all__ = ["Requests"]
 
@@ -22,29 +22,14 @@ __all__ = ["Requests"]
 class Requests:
     """The requests of one run's rounds (step 4 of a round)."""
 
-    __slots__ = (
-        "_agent",
-        "_asker",
-        "_log",
-        "_models",
-        "_output",
-        "_tools",
-        "compactor",
-        "memo",
-    )
+    __slots__ = ("_asker", "_run", "compactor", "memo")
 
-    def __init__(
-        self, agent: AgentSpec, ports: RunPorts, output: FinalOutput, asker: ModelAsker
-    ) -> None:
-        self._agent = agent
-        self._log = ports.journal.log
-        self._models = ports.models
-        self._tools = ports.tools
-        self._output = output
-        self._asker = asker
-        policy = agent.compaction
+    def __init__(self, run: RunState) -> None:
+        self._run = run
+        asker = self._asker = ModelAsker(run)
+        policy = run.agent.compaction
         # An agent without a compaction policy sends the whole view, and has nothing to decide.
-        self.compactor = None if policy is None else Compactor(policy, agent, ports, asker)
+        self.compactor = None if policy is None else Compactor(policy, run.agent, run.ports, asker)
         # Adapters keep their wire encoding of this run's messages here.
         self.memo: dict[Any, Any] = {}
 
@@ -52,15 +37,16 @@ class Requests:
         """The request to `model` for the next round, with `delivery`'s notices last."""
         # A view, not a copy: copying the history made every round cost in
         # proportion to the session's length.
-        messages = self._log.view(Message.user(delivery.text) if delivery is not None else None)
-        agent = self._agent
-        specs = self._tools.tool_specs
-        output_schema, output_tool = self._output.ask(model)
+        run = self._run
+        messages = run.log.view(Message.user(delivery.text) if delivery is not None else None)
+        agent = run.agent
+        specs = run.ports.tools.tool_specs
+        output_schema, output_tool = run.output.ask(model)
         return ModelRequest(
             messages=messages,
             system=agent.instructions,
             tools=(*specs, *output_tool) if output_tool else specs,
-            settings=self._models.settings,
+            settings=run.ports.models.settings,
             output_schema=output_schema,
             output_name="output" if agent.output is None else agent.output.name,
             memo=self.memo,
@@ -71,14 +57,14 @@ class Requests:
         first if it grew too long), awaited."""
         compactor = self.compactor
         if compactor is None:
-            model = self._models.model
+            model = self._run.ports.models.model
             return self._asker.ask(model, self.build(model, delivery))
         return self._ask_compacting(compactor, delivery)
 
     async def _ask_compacting(
         self, compactor: Compactor, delivery: Delivery | None
     ) -> ModelResponse:
-        models = self._models
+        models = self._run.ports.models
         extra = delivery.text if delivery is not None else ""
         await compactor.before_request(extra)
         for attempt in (1, 2):

@@ -39,17 +39,15 @@ from ..messages import Message, ToolCall, ToolResult
 from ..results import RunResult, RunStatus
 from ..tools import Tool
 from ._approvals import gated_calls
-from ._ask import ModelAsker
 from ._budget import Budget, TreeBudget
 from ._decide import PROCEED, Decisions
-from ._execute import ToolCalls, ToolContexts
 from ._finish import finish, finish_cancelled, record_failure, run_result
 from ._options import RunOptions
 from ._output import FinalOutput
 from ._port import AgentSpec, Delivery, RunInfo, RunPorts, RunWatch
 from ._request import Requests
 from ._result import End, EndRun
-from ._scope import RUN_BY, RunCounters, RunScope, append_message
+from ._scope import RUN_BY, RunCounters, RunScope, RunState, append_message
 from ._strategy import RoundBoundary
 from ._tool_round import ToolRound, cut_off_results, to_run_again
 
@@ -370,21 +368,23 @@ class RunLoop:
         scope = self.scope
         if watch is not scope.watch:  # an observed run (an unobserved one's is NO_WATCH)
             scope = self.scope = scope._replace(watch=watch)
-        ports, counters, controls = self.ports, self.counters, self.controls
-        asker = ModelAsker(scope, counters, self.opts, controls)
-        self._requests = Requests(self.agent, ports, self.output, asker)
-        contexts = ToolContexts(scope, self.agent, ports, controls, self._deps)
-        calls = ToolCalls(scope, counters, controls, self.opts.max_tool_calls, contexts)
-        journal, notices = self.journal, self.notices
-        self._turns = ToolRound(scope, counters, journal, notices, ports.notices, calls)
+        run = RunState(
+            scope,
+            self.agent,
+            self.ports,
+            self.opts,
+            self.controls,
+            self.counters,
+            self.notices,
+            self.output,
+            self._deps,
+        )
+        self._requests = Requests(run)
+        self._turns = ToolRound(run)
         strategy = self.opts.strategy
         # Without a strategy every boundary proceeds: nothing to decide.
         self._decisions = (
-            None
-            if strategy is None
-            else Decisions(
-                strategy, self._requests.compactor, journal, ports.models, scope, counters
-            )
+            None if strategy is None else Decisions(strategy, run, self._requests.compactor)
         )
 
     def _check_limits(self) -> End | None:

@@ -1,21 +1,28 @@
 """Who a run is and what it has used: its scope (ids, origin, events, watch)
-and its counters, handed to each part of the loop instead of loose values."""
+and its counters, held with the rest of the run in one `RunState` that each
+part of the loop is handed instead of loose values."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._control import UsageMeter
 from ..entries import MessageEntry
 from ..events import Event, RoundCommitted
 from ..messages import Message, Usage
-from ._port import NO_WATCH, Delivery, Journal, RunWatch
+from ._port import NO_WATCH, AgentSpec, Delivery, Journal, RunNoticesPort, RunPorts, RunWatch
 from ._strategy import RoundBoundary
 
-__all__ = ["RUN_BY", "RunCounters", "RunScope", "append_message", "new_run_id"]
+if TYPE_CHECKING:
+    from .._control import RunControls
+    from ..log import SessionLog
+    from ._options import RunOptions
+    from ._output import FinalOutput
+
+__all__ = ["RUN_BY", "RunCounters", "RunScope", "RunState", "append_message", "new_run_id"]
 
 RUN_BY: ContextVar[str] = ContextVar("taskloom_run_by", default="")
 """Who runs the runs started in this context, recorded in their
@@ -77,6 +84,33 @@ class RunCounters:
     def round(self) -> int:
         """The session's latest round, counted over all its runs (events carry it)."""
         return self.round_base + self.rounds
+
+
+class RunState(NamedTuple):
+    """One run as the parts of the loop share it: who it is (`scope`), what
+    it runs (`agent`, its final `output`), what it talks to (`ports`, the
+    run's `notices`), its options and their bound `controls`, what it has
+    used (`counters`), and the `deps` its tools get."""
+
+    scope: RunScope
+    agent: AgentSpec
+    ports: RunPorts
+    opts: RunOptions
+    controls: RunControls
+    counters: RunCounters
+    notices: RunNoticesPort
+    output: FinalOutput
+    deps: object
+
+    @property
+    def journal(self) -> Journal:
+        """The session's journal, which every append of the run goes through."""
+        return self.ports.journal
+
+    @property
+    def log(self) -> SessionLog:
+        """The session's log as the journal has folded it."""
+        return self.ports.journal.log
 
 
 def append_message(

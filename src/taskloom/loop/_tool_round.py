@@ -14,9 +14,8 @@ from ..results import RunStatus
 from ..tools import IDEMPOTENT_RETRIES, Tool
 from ._approvals import Gate, requests_for, resolve_parked_turn
 from ._execute import CutShort, ToolCalls, step_count
-from ._port import Journal, NoticesPort, RunNoticesPort
 from ._result import End
-from ._scope import RunCounters, RunScope, append_message
+from ._scope import RunState, append_message
 from ._strategy import RoundBoundary
 
 __all__ = ["ToolRound", "cut_off_results", "to_run_again"]
@@ -47,22 +46,14 @@ class ToolRound:
 
     __slots__ = ("_background", "_calls", "_counters", "_journal", "_log", "_notices", "_scope")
 
-    def __init__(
-        self,
-        scope: RunScope,
-        counters: RunCounters,
-        journal: Journal,
-        notices: RunNoticesPort,
-        background: NoticesPort,
-        calls: ToolCalls,
-    ) -> None:
-        self._scope = scope
-        self._counters = counters
-        self._journal = journal
-        self._log = journal.log
-        self._notices = notices
-        self._background = background
-        self._calls = calls
+    def __init__(self, run: RunState) -> None:
+        self._scope = run.scope
+        self._counters = run.counters
+        self._journal = run.journal
+        self._log = run.log
+        self._notices = run.notices
+        self._background = run.ports.notices
+        self._calls = ToolCalls(run)
 
     async def park(self, gated: Sequence[Gate]) -> End:
         """Ask for decisions on the turn's gated calls; the run ends
