@@ -13,7 +13,7 @@ case: the ceiling may be reached early, never passed by charges
 
 from __future__ import annotations
 
-from .._control import BudgetLedger
+from .._run_controls import BudgetLedger
 from ..results import NANO, BudgetLeft
 
 __all__ = ["NANO", "BudgetLeft", "BudgetLedger", "MemoryBudgets"]

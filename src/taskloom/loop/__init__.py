@@ -12,9 +12,8 @@ modules (`to_jsonable`, `EndRun`, ...).
 
 from __future__ import annotations
 
-from .._control import RunControls, StopSignal, UsageMeter
+from .._run_controls import RunControls, StopSignal, UsageMeter
 from ..results import BudgetLeft, PendingCall, PendingInput, RunResult, RunStatus
-from ._budget import MIN_ANSWER_TOKENS, Budget, BudgetSpent, Price, TreeBudget
 from ._compact import SUMMARY_PROMPT, Compaction, ContextEstimate
 from ._options import DEFAULT_MAX_ROUNDS, RunOptions
 from ._output import OUTPUT_TOOL, to_jsonable
@@ -52,6 +51,7 @@ from ._strategy import (
     Stop,
 )
 from ._stream import RunStream
+from ._tree_budget import MIN_ANSWER_TOKENS, Budget, BudgetSpent, Price, TreeBudget
 
 __all__ = [
     "QueueWatch",

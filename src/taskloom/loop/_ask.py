@@ -12,15 +12,15 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from .._control import Aborted, CancelScope
 from .._redact import StreamRedaction
+from .._run_controls import Aborted, CancelScope
 from ..events import ModelRequestStarted, RetryAttempt, TextDelta, ThinkingDelta
 from ..models import Model, ModelRequest, ModelResponse, ResponseCompleted
 from ..results import RunStatus
-from ._budget import BudgetSpent, InputBound, TreeBudget, within_range
 from ._port import ModelCallWatch
 from ._result import EndRun
 from ._scope import RunScope, RunState
+from ._tree_budget import BudgetSpent, InputBound, TreeBudget, within_range
 
 __all__ = ["ModelAsker"]
 

@@ -14,7 +14,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from .._control import Aborted, CancelScope
+from .._run_controls import Aborted, CancelScope
 from ..events import Event, ToolCallFinished, ToolCallStarted
 from ..messages import ToolCall, ToolResult
 from ..results import RunStatus

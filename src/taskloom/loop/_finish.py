@@ -6,16 +6,16 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from .._control import let_go
+from .._run_controls import let_go
 from ..entries import RunFinishedEntry
 from ..events import RunFinished
 from ..log import SessionLog
 from ..results import BudgetLeft, PendingCall, RunResult, RunStatus
-from ._budget import TreeBudget
 from ._output import FinalOutput, to_jsonable
 from ._port import Journal
 from ._result import End
 from ._scope import RunCounters, RunScope, append_message
+from ._tree_budget import TreeBudget
 
 __all__ = ["finish", "finish_cancelled", "record_failure", "run_result"]
 

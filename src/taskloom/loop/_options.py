@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from .._control import RunControls, StopSignal, UsageMeter
+from .._run_controls import RunControls, StopSignal, UsageMeter
 from ..errors import ConfigurationError
 from ..models import RetryPolicy
-from ._budget import Budget
+from ._tree_budget import Budget
 
 if TYPE_CHECKING:
     from ._strategy import RoundStrategy

@@ -24,8 +24,8 @@ from ..results import RunResult, ToolSpec
 from ..tools import AgentView, Tool, ToolHost, ToolOutput
 
 if TYPE_CHECKING:
-    from .._control import BudgetLedger
     from .._output_type import OutputType
+    from .._run_controls import BudgetLedger
     from ..log import SessionLog
     from ._compact import Compaction
 

@@ -28,9 +28,9 @@ import logging
 from collections.abc import Coroutine, Mapping
 from typing import Any
 
-from .._control import let_go, wait_until
 from .._offered import offer
 from .._redact import redact_value
+from .._run_controls import let_go, wait_until
 from ..entries import MessageEntry, RunStartedEntry, Steer
 from ..errors import UsageError
 from ..events import EmptyAnswer, NoticeDelivered, RunStarted
@@ -39,7 +39,6 @@ from ..messages import Message, ToolCall, ToolResult
 from ..results import RunResult, RunStatus
 from ..tools import Tool
 from ._approvals import gated_calls
-from ._budget import Budget, TreeBudget
 from ._decide import PROCEED, Decisions
 from ._finish import finish, finish_cancelled, record_failure, run_result
 from ._options import RunOptions
@@ -50,6 +49,7 @@ from ._result import End, EndRun
 from ._scope import RUN_BY, RunCounters, RunScope, RunState, append_message
 from ._strategy import RoundBoundary
 from ._tool_round import ToolRound, cut_off_results, to_run_again
+from ._tree_budget import Budget, TreeBudget
 
 __all__ = ["STORE_GRACE", "RunLoop"]
 

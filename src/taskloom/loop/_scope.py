@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .._control import UsageMeter
+from .._run_controls import UsageMeter
 from ..entries import MessageEntry
 from ..events import Event, RoundCommitted
 from ..messages import Message, Usage
@@ -17,7 +17,7 @@ from ._port import NO_WATCH, AgentSpec, Delivery, Journal, RunNoticesPort, RunPo
 from ._strategy import RoundBoundary
 
 if TYPE_CHECKING:
-    from .._control import RunControls
+    from .._run_controls import RunControls
     from ..log import SessionLog
     from ._options import RunOptions
     from ._output import FinalOutput

@@ -20,7 +20,7 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED
 
-from .._control import StopSignal
+from .._run_controls import StopSignal
 from ..errors import ConfigurationError
 from ..tools import ToolError
 from ._lifecycle import MCPLimits, ServerLifecycle, error_cause, first_line, logger

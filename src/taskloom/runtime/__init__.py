@@ -36,12 +36,12 @@ from .._lazy import lazy_exports
 from ._decisions import resume_decided
 from ._fork import FORKED_FROM, fork_session
 from ._journal import SessionJournal
-from ._lease import LEASE_TTL, RELEASE_WAIT, HeldLease, SessionHold, session_lease_key
 from ._live_runs import CANCEL_WAIT
 from ._model_choice import SessionModel
 from ._run_queue import RunDemand, RunQueue
 from ._runtime import BindsRuntime, Runtime, default_runtime
 from ._session import Session
+from ._session_lease import LEASE_TTL, RELEASE_WAIT, HeldLease, SessionHold, session_lease_key
 from ._tool_board import SessionTools
 
 if TYPE_CHECKING:

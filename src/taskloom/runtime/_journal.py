@@ -15,8 +15,8 @@ from ..log import SessionLog, encode_snapshot, read_snapshot
 from ..messages import Message
 
 if TYPE_CHECKING:
-    from ._lease import HeldLease
     from ._runtime import Runtime
+    from ._session_lease import HeldLease
 
 __all__ = ["SessionJournal"]
 

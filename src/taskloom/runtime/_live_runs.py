@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from .._control import StopSignal
+from .._run_controls import StopSignal
 
 __all__ = ["CANCEL_WAIT", "LiveRuns"]
 

@@ -33,10 +33,10 @@ from ..tools import Tool, ToolCatalog
 if TYPE_CHECKING:
     from ..background import BackgroundService
 
-from ._lease import LEASE_TTL, session_lease_key
 from ._live_runs import LiveRuns
 from ._run_queue import RunQueue
 from ._session import Session, wake_up
+from ._session_lease import LEASE_TTL, session_lease_key
 
 __all__ = ["SNAPSHOT_EVERY", "BindsRuntime", "Runtime", "default_runtime"]
 

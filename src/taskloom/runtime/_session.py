@@ -45,9 +45,9 @@ from ._decisions import check_same, folded, requested, resume_decided
 from ._fork import fork_session
 from ._input import check_answer, same_answer
 from ._journal import SessionJournal
-from ._lease import SessionHold
 from ._model_choice import SessionModel
 from ._run_queue import RunDemand
+from ._session_lease import SessionHold
 from ._tool_board import SessionTools
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol
 
 from typing_extensions import TypeVar
 
-from .._control import RunControls, StopSignal
+from .._run_controls import RunControls, StopSignal
 from ..entries import DeferredEntry, DeferredItem, Entry
 from ..events import Event, ToolProgress
 

@@ -8,7 +8,7 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from .._control import let_go, wait_until
+from .._run_controls import let_go, wait_until
 from ..backends import Lease, Leases, acquire_or_take_over, session_lease_key
 from ..errors import SessionBusy
 

@@ -43,8 +43,8 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
-from .._control import BudgetLedger
 from .._extras import install_command
+from .._run_controls import BudgetLedger
 from ..errors import ConfigurationError
 from ..messages import ImageBlock, Message, TextBlock, ToolCall, ToolResult, Usage
 from ..models import ModelRequest, ModelResponse, ModelSettings
