@@ -11,6 +11,10 @@
     6b. no tool calls: strategy; pending work keeps the run going; else done
         (an answer with no text either is told: `EmptyAnswer`)
 
+Each step returns the run's end (an `End`) or None to go on; the loop checks
+it in one place. Only an end found deep inside a step (a model request, an
+answer out of fixes) is raised (`EndRun`).
+
 Nothing is written for a turn until its response is complete, so cancelling
 the task discards the turn in flight and leaves the log consistent; so does
 a cancel (`StopSignal.cancel`, through `CancelScope`), which records the
@@ -68,8 +72,8 @@ model round."""
 
 
 class RunLoop:
-    """One run of a session: started afresh (`start`) or resuming a parked
-    turn (`resume`), then rounds until an end status."""
+    """One run of a session (`run`): started afresh or resuming a parked
+    turn, then rounds until an end status."""
 
     def __init__(
         self,
@@ -143,25 +147,22 @@ class RunLoop:
         self._tools_fresh = False
         return await self._after_tools(await self._turns.resume_parked(self._tools))
 
-    async def _bounded(self, run: Coroutine[Any, Any, RunResult]) -> RunResult:
+    async def _bounded(self, work: Coroutine[Any, Any, RunResult]) -> RunResult:
         deadline_at = self.controls.deadline_at
         if deadline_at is None:
             try:
-                return await run
+                return await work
             finally:
                 self.ports.notices.run_ended(self.scope.run_id)
-        return await self._within(deadline_at + STORE_GRACE, run)
-
-    async def _within(self, end: float, work: Coroutine[Any, Any, RunResult]) -> RunResult:
         # In a task of its own, so that a store which does not answer by
-        # `end` is not waited for at all: cancelling a statement on a silent
-        # server (its cancel request, the connection's close) takes time of
-        # its own, which the run's caller must not pay.
+        # `returns_by` is not waited for at all: cancelling a statement on a
+        # silent server (its cancel request, the connection's close) takes
+        # time of its own, which the run's caller must not pay.
         run = asyncio.ensure_future(work)
         # The run's notices end with the run itself, however long it winds down.
         run.add_done_callback(lambda _: self.ports.notices.run_ended(self.scope.run_id))
         try:
-            await wait_until(run, end)
+            await wait_until(run, deadline_at + STORE_GRACE)
             if run.done():
                 return run.result()
             run.cancel()
