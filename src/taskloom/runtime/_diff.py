@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..entries import Entry, MessageEntry, NoticeDeliveredEntry
@@ -56,13 +56,7 @@ class Difference:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict."""
-        return {
-            "round": self.round,
-            "aspect": self.aspect,
-            "path": self.path,
-            "a": self.a,
-            "b": self.b,
-        }
+        return asdict(self)
 
     def describe(self) -> str:
         """One line for a reader: the round, the path and both values."""
