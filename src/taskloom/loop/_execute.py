@@ -185,7 +185,7 @@ class ToolContexts:
     def __call__(self, call: ToolCall) -> ToolContext:
         """The context of `call`."""
         run = self._run
-        scope, journal = run.scope, run.journal
+        scope = run.scope
         return ToolContext(
             run_id=scope.run_id,
             session_id=scope.session_id,
@@ -194,10 +194,10 @@ class ToolContexts:
             runtime=run.ports.tools.host,
             controls=run.controls,
             emit=self._emit,
-            record=journal.append,
+            record=run.journal.append,
             origin=scope.origin,
             deps=run.deps,
-            turn=journal.log.turn,
+            turn=run.log.turn,
         )
 
     def _emit(self, event: Event) -> None:

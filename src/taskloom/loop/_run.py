@@ -373,6 +373,8 @@ class RunLoop:
             scope,
             self.agent,
             self.ports,
+            self.journal,
+            self.log,
             self.opts,
             self.controls,
             self.counters,

@@ -89,28 +89,21 @@ class RunCounters:
 class RunState(NamedTuple):
     """One run as the parts of the loop share it: who it is (`scope`), what
     it runs (`agent`, its final `output`), what it talks to (`ports`, the
-    run's `notices`), its options and their bound `controls`, what it has
-    used (`counters`), and the `deps` its tools get."""
+    session's `journal` and its `log`, the run's `notices`), its options and
+    their bound `controls`, what it has used (`counters`), and the `deps`
+    its tools get."""
 
     scope: RunScope
     agent: AgentSpec
     ports: RunPorts
+    journal: Journal
+    log: SessionLog
     opts: RunOptions
     controls: RunControls
     counters: RunCounters
     notices: RunNoticesPort
     output: FinalOutput
     deps: object
-
-    @property
-    def journal(self) -> Journal:
-        """The session's journal, which every append of the run goes through."""
-        return self.ports.journal
-
-    @property
-    def log(self) -> SessionLog:
-        """The session's log as the journal has folded it."""
-        return self.ports.journal.log
 
 
 def append_message(
