@@ -12,9 +12,8 @@ from ..events import RunFinished
 from ..log import SessionLog
 from ..results import BudgetLeft, PendingCall, RunResult, RunStatus
 from ._output import FinalOutput, to_jsonable
-from ._port import Journal
 from ._result import End
-from ._scope import RunCounters, RunScope, append_message
+from ._scope import RunCounters, RunScope, RunState, append_message
 from ._tree_budget import TreeBudget
 
 __all__ = ["finish", "finish_cancelled", "record_failure", "run_result"]
@@ -56,14 +55,7 @@ def run_result(
     )
 
 
-async def finish(
-    end: End,
-    journal: Journal,
-    output: FinalOutput,
-    counters: RunCounters,
-    scope: RunScope,
-    tree: TreeBudget | None,
-) -> RunResult:
+async def finish(end: End, run: RunState, tree: TreeBudget | None) -> RunResult:
     """Record the end of the run (`tree`: the budget whose remainder it
     reports) and return its result."""
     budget_left: BudgetLeft | None = None
@@ -73,7 +65,8 @@ async def finish(
         except Exception:
             # What is left is for show: the run's end is what must be recorded.
             logger.warning("reading what tree budget %s has left failed", tree.tree_id)
-    result = run_result(end, journal.log, output, counters, scope, budget_left)
+    output, scope = run.output, run.scope
+    result = run_result(end, run.log, output, run.counters, scope, budget_left)
     # Everything the result reports, so a reader of the log (`wait()` in
     # another process) rebuilds this very result (`finished_result`).
     entry = RunFinishedEntry(
@@ -91,30 +84,23 @@ async def finish(
         # assistant text would be that run's, not this one's.
         result.text,
     )
-    await journal.record(entry, scope.run_id)
+    await run.journal.record(entry, scope.run_id)
     scope.event(RunFinished, result=result)
     scope.watch.finished(result)
     return result
 
 
-async def finish_cancelled(
-    end: End,
-    journal: Journal,
-    output: FinalOutput,
-    counters: RunCounters,
-    scope: RunScope,
-    tree: TreeBudget | None,
-) -> None:
+async def finish_cancelled(end: End, run: RunState, tree: TreeBudget | None) -> None:
     """Record the end of a run whose task is being cancelled along with its stop
     signal: the calls its turn left open answered in band, then its end (as
     `finish`). Done whole even if the caller is cancelled again meanwhile
     (it then goes on by itself); best effort, as the store may have failed."""
 
     async def record() -> None:
-        answers = journal.log.cut_off_results()
+        answers = run.log.cut_off_results()
         if answers is not None:
-            await append_message(journal, scope.run_id, answers)
-        await finish(end, journal, output, counters, scope, tree)
+            await append_message(run.journal, run.scope.run_id, answers)
+        await finish(end, run, tree)
 
     task = asyncio.ensure_future(record())
     try:
@@ -123,14 +109,15 @@ async def finish_cancelled(
         let_go(task)
         raise
     except Exception:
-        logger.warning("recording the end of cancelled run %s failed", scope.run_id, exc_info=True)
+        logger.warning(
+            "recording the end of cancelled run %s failed", run.scope.run_id, exc_info=True
+        )
 
 
-async def record_failure(
-    exc: BaseException, journal: Journal, counters: RunCounters, scope: RunScope
-) -> None:
+async def record_failure(exc: BaseException, run: RunState) -> None:
     """Record that the run failed with `exc`, best effort: the store itself
     may be what failed."""
+    counters = run.counters
     meter = counters.meter
     entry = RunFinishedEntry(
         RunStatus.FAILED,
@@ -143,6 +130,6 @@ async def record_failure(
         own_usage=meter.own,
     )
     try:
-        await journal.record(entry, scope.run_id)
+        await run.journal.record(entry, run.scope.run_id)
     except Exception:  # the store itself may be what failed
         pass

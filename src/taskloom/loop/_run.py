@@ -255,15 +255,13 @@ class RunLoop:
                     # Cancelled, and the task with it (a parent cancelled too,
                     # whose abort reached the task running this child): the
                     # run still ends whole before the cancellation goes on.
-                    stopped = self._stopped()
-                    counters = self.counters
-                    await finish_cancelled(stopped, journal, self.output, counters, scope, tree)
+                    await finish_cancelled(self._stopped(), self._run, tree)
                 raise
             except BaseException as exc:
                 if not isinstance(exc, KeyboardInterrupt):
-                    await record_failure(exc, journal, self.counters, scope)
+                    await record_failure(exc, self._run)
                 raise
-            return await finish(end, journal, self.output, self.counters, scope, tree)
+            return await finish(end, self._run, tree)
 
     async def _first(
         self,
@@ -369,7 +367,7 @@ class RunLoop:
         scope = self.scope
         if watch is not scope.watch:  # an observed run (an unobserved one's is NO_WATCH)
             scope = self.scope = scope._replace(watch=watch)
-        run = RunState(
+        run = self._run = RunState(
             scope,
             self.agent,
             self.ports,
