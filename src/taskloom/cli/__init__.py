@@ -7,13 +7,14 @@ Subcommands import what they need when they run, so `taskloom --help` and
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-__all__ = ["command_parser", "default_store_url", "examples", "main", "store_options"]
+__all__ = ["command_parser", "default_store_url", "examples", "main"]
 
 
 def default_store_url() -> str:
@@ -21,17 +22,6 @@ def default_store_url() -> str:
     under `~/.local/share/taskloom/`."""
     home = os.environ.get("TASKLOOM_HOME") or str(Path.home() / ".local" / "share" / "taskloom")
     return f"sqlite:///{Path(home) / 'taskloom.db'}"
-
-
-def store_options(args: argparse.Namespace) -> list[str]:
-    """The options that name the store this command line worked on, for a
-    command printed to run next: `--app` or `--store` as given, none for the
-    default store."""
-    app: str | None = getattr(args, "app", None)
-    if app:
-        return ["--app", app]
-    store: str | None = getattr(args, "store", None)
-    return ["--store", store] if store else []
 
 
 EXIT_CODES = """\
@@ -61,32 +51,59 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_FAILED)
 
 
-def _dollars(text: str) -> float:
-    """An argparse type: an amount of dollars above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an amount of dollars") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text} is not an amount above 0")
-    return value
+def _number(
+    convert: Callable[[str], Any], ok: Callable[[Any], bool], wrong: str, outside: str
+) -> Callable[[str], Any]:
+    """An argparse type: the text `convert`ed, refused with `wrong` when it
+    does not convert and `outside` when `ok` is false of it (both formatted
+    with `text` and `value`)."""
+
+    def typed(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(wrong.format(text=text)) from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(outside.format(text=text, value=value))
+        return value
+
+    return typed
 
 
-def _positive(text: str) -> int:
-    """An argparse type: a whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a number of at least 1")
-    return value
+_dollars = _number(
+    float,
+    lambda v: v > 0,
+    "{text!r} is not an amount of dollars",
+    "{text} is not an amount above 0",
+)
+_positive = _number(
+    int, lambda v: v >= 1, "{text!r} is not a whole number", "{value} is not a number of at least 1"
+)
+_port = _number(
+    int,
+    lambda v: 0 <= v <= 65535,
+    "{text!r} is not a port number (0 to 65535)",
+    "{value} is not a port number (0 to 65535)",
+)
+
+
+def _size(text: str) -> int:
+    """An argparse type: a positive number of bytes."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of bytes")
+    return int(text)
 
 
 _APP_HELP = "the host's factory returning its taskloom.Runtime (agents and store included)"
 _STORE_HELP = "store URL (default: the embedded SQLite store)"
 _MUST_EXIST = "store URL of an existing store (default: the embedded SQLite store)"
 _SESSION_HELP = "a session's id, as `taskloom sessions list` shows it"
+CONSOLE_TOKEN = "TASKLOOM_CONSOLE_TOKEN"
+"""The default environment variable holding the console's access token."""
+MCP_TOKEN = "TASKLOOM_MCP_TOKEN"
+"""The default environment variable holding the bearer token MCP clients must send."""
+A2A_TOKEN = "TASKLOOM_A2A_TOKEN"
+"""The default environment variable holding the bearer token A2A clients must send."""
 _KEYS = """\
 the model's API key is read from its provider's environment variable
 (OPENAI_API_KEY, ANTHROPIC_API_KEY, GOOGLE_API_KEY, ...), never from a flag.
@@ -102,6 +119,23 @@ def examples(*lines: str, then: str = "") -> str:
 def _app_option(parser: Any) -> None:
     """`--app`: an argparse parser or group."""
     parser.add_argument("--app", default=None, metavar="MODULE:FACTORY", help=_APP_HELP)
+
+
+def _existing_store(parser: argparse.ArgumentParser) -> None:
+    """`--store` naming an existing store, then `--app`."""
+    parser.add_argument("--store", default=None, help=_MUST_EXIST)
+    _app_option(parser)
+
+
+def _max_body(parser: argparse.ArgumentParser, default: int) -> None:
+    """The `--max-body BYTES` option of a command that serves HTTP."""
+    parser.add_argument(
+        "--max-body",
+        type=_size,
+        default=default,
+        metavar="BYTES",
+        help=f"refuse a request whose body passes BYTES (default {default})",
+    )
 
 
 def _agent_options(parser: argparse.ArgumentParser) -> None:
@@ -205,7 +239,13 @@ def command_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("prompt", help="what to ask the model (quote it)")
     _agent_options(run)
-    run.add_argument("--session", default=None, help="go on in this session (default: a new one)")
+    run.add_argument(
+        "--session",
+        dest="session_id",
+        default=None,
+        metavar="SESSION",
+        help="go on in this session (default: a new one)",
+    )
     run.add_argument("--agent", default=None, help="with --app: the agent to run, by name")
     run.add_argument(
         "--store", default=None, help=_STORE_HELP + "; with --session, an existing one"
@@ -233,8 +273,7 @@ def command_parser() -> argparse.ArgumentParser:
     )
     ls.add_argument("--limit", type=_positive, default=20, help="how many (at least 1)")
     ls.add_argument("--json", action="store_true", help="print JSON, for scripts")
-    ls.add_argument("--store", default=None, help=_MUST_EXIST)
-    _app_option(ls)
+    _existing_store(ls)
     show = command(
         "show",
         "a session's transcript, and the commands that decide what it waits for",
@@ -248,8 +287,7 @@ def command_parser() -> argparse.ArgumentParser:
     show.add_argument("session_id", metavar="ID", help=_SESSION_HELP)
     show.add_argument("--tree", action="store_true", help="draw the delegation tree")
     show.add_argument("--json", action="store_true", help="print JSON, for scripts")
-    show.add_argument("--store", default=None, help=_MUST_EXIST)
-    _app_option(show)
+    _existing_store(show)
     fork = command(
         "fork",
         "copy a session's history up to an entry into a new session",
@@ -274,8 +312,7 @@ def command_parser() -> argparse.ArgumentParser:
         metavar="R",
         help="keep what came before round R, so the model answers it afresh",
     )
-    fork.add_argument("--store", default=None, help=_MUST_EXIST)
-    _app_option(fork)
+    _existing_store(fork)
     diff = command(
         "diff",
         "where two sessions' rounds first differ",
@@ -285,8 +322,7 @@ def command_parser() -> argparse.ArgumentParser:
     diff.add_argument("a", metavar="A", help="a session's id")
     diff.add_argument("b", metavar="B", help="the id of the session to compare it with")
     diff.add_argument("--json", action="store_true", help="print JSON, for scripts")
-    diff.add_argument("--store", default=None, help=_MUST_EXIST)
-    _app_option(diff)
+    _existing_store(diff)
 
     approve = command(
         "approve",
@@ -312,8 +348,7 @@ def command_parser() -> argparse.ArgumentParser:
     approve.add_argument(
         "--note", default=None, help="why: recorded with the decision; a denial shows it the model"
     )
-    approve.add_argument("--store", default=None, help=_MUST_EXIST)
-    _app_option(approve)
+    _existing_store(approve)
 
     answer = command(
         "answer",
@@ -339,8 +374,7 @@ def command_parser() -> argparse.ArgumentParser:
     refuse = answer.add_mutually_exclusive_group()
     refuse.add_argument("--decline", action="store_true", help="decline to answer")
     refuse.add_argument("--cancel", action="store_true", help="dismiss the question")
-    answer.add_argument("--store", default=None, help=_MUST_EXIST)
-    _app_option(answer)
+    _existing_store(answer)
 
     resume = command(
         "resume",
@@ -358,37 +392,90 @@ def command_parser() -> argparse.ArgumentParser:
     _agent_options(resume)
     resume.add_argument("--store", default=None, help=_MUST_EXIST)
 
-    from .a2a import add_a2a_commands
-    from .mcp import add_mcp_commands
-    from .serve import add_serve_command
+    from .._serving import MAX_FORM_BODY, MAX_JSONRPC_BODY
 
-    add_serve_command(
-        command(
-            "serve",
-            "the web console: watch sessions, decide approvals",
-            examples(
-                "taskloom serve",
-                "taskloom serve --app myapp:runtime --port 8800",
-                "taskloom serve --store postgresql://localhost/agents --port 0",
-            ),
+    serve = command(
+        "serve",
+        "the web console: watch sessions, decide approvals",
+        examples(
+            "taskloom serve",
+            "taskloom serve --app myapp:runtime --port 8800",
+            "taskloom serve --store postgresql://localhost/agents --port 0",
+        ),
+    )
+    serve.add_argument("--store", default=None, help=_STORE_HELP)
+    serve.add_argument(
+        "--app",
+        default=None,
+        metavar="MODULE:FACTORY",
+        help="the host's factory returning its taskloom.Runtime: approve, resume, steer, stop",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    serve.add_argument(
+        "--port", type=_port, default=8765, help="port, 0 to 65535 (0: any free port)"
+    )
+    serve.add_argument(
+        "--token",
+        default=None,
+        help=f"the access token (default: ${CONSOLE_TOKEN}, else a fresh one, printed)",
+    )
+    _max_body(serve, MAX_FORM_BODY)
+
+    mcp = command(
+        "mcp",
+        "serve an agent over the Model Context Protocol",
+        examples("taskloom mcp serve myagents:researcher"),
+    )
+    mcp_serve = command(
+        "serve",
+        "serve an agent as an MCP server with one tool",
+        examples(
+            "taskloom mcp serve myagents:researcher",
+            "taskloom mcp serve myagents:make_researcher --http 127.0.0.1:8000",
+            "taskloom mcp serve myagents:researcher --http 127.0.0.1:0 --store sqlite:///mcp.db",
+            then="MODULE:AGENT is found like python -m finds a module (this folder included).\n",
+        ),
+        mcp.add_subparsers(dest="action", required=True),
+    )
+    a2a = command(
+        "a2a",
+        "serve an agent over the Agent2Agent protocol",
+        examples("taskloom a2a serve myagents:researcher"),
+    )
+    a2a_serve = command(
+        "serve",
+        "serve an agent over A2A",
+        examples(
+            "taskloom a2a serve myagents:researcher",
+            "taskloom a2a serve myagents:researcher --http 127.0.0.1:9000 --store sqlite:///a2a.db",
+            "taskloom a2a serve myagents:researcher --http 0.0.0.0:8000 --token-env RESEARCH_TOKEN",
+            then=f"The bearer token clients must send is read from ${A2A_TOKEN} (or the\n"
+            "variable --token-env names), never from the command line.\n",
+        ),
+        a2a.add_subparsers(dest="action", required=True),
+    )
+    served = (
+        (mcp_serve, None, "serve streamable HTTP at http://HOST:PORT/mcp (default: stdio)"),
+        (a2a_serve, "127.0.0.1:8000", "listen at http://HOST:PORT/ (default 127.0.0.1:8000)"),
+    )
+    for parser_, http, listen in served:
+        parser_.add_argument(
+            "agent", metavar="MODULE:AGENT", help="an Agent, or a factory returning one"
         )
-    )
-    add_mcp_commands(
-        command(
-            "mcp",
-            "serve an agent over the Model Context Protocol",
-            examples("taskloom mcp serve myagents:researcher"),
-        ),
-        [debug],
-    )
-    add_a2a_commands(
-        command(
-            "a2a",
-            "serve an agent over the Agent2Agent protocol",
-            examples("taskloom a2a serve myagents:researcher"),
-        ),
-        [debug],
-    )
+        parser_.add_argument(
+            "--http", default=http, metavar="HOST:PORT", help=f"{listen}; port 0 picks one"
+        )
+    mcp_serve.add_argument("--store", default="memory://", help="store URL for the calls' sessions")
+    a2a_serve.add_argument("--store", default="memory://", help="store URL for the tasks' sessions")
+    for parser_, variable in ((mcp_serve, MCP_TOKEN), (a2a_serve, A2A_TOKEN)):
+        parser_.add_argument(
+            "--token-env",
+            default=variable,
+            metavar="NAME",
+            help=f"environment variable with the bearer token clients must send (default "
+            f"{variable}; unset: no token, and only a loopback address)",
+        )
+        _max_body(parser_, MAX_JSONRPC_BODY)
 
     worker = command(
         "worker",
@@ -479,44 +566,31 @@ def _stdout_closed() -> bool:
     return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
 
 
+# The module of each command, and its function that runs the command's typed value.
+_RUNNERS = {
+    "demo": ("demo", "run_demo"),
+    "run": ("run", "run_prompt"),
+    "serve": ("serve", "serve_console"),
+    "mcp": ("protocols", "serve_agent"),
+    "a2a": ("protocols", "serve_agent"),
+    "worker": ("worker", "run_worker"),
+    "queue": ("queue", "queue_status"),
+    "db": ("db", "migrate"),
+}
+
+
 def _main(argv: Sequence[str] | None) -> int:
     args = command_parser().parse_args(argv)
+    command = None
     try:
-        if args.command == "demo":
-            from .demo import run_demo
+        from .common import parse
 
-            return run_demo(fast=args.fast)
-        if args.command == "run":
-            from .run import run_prompt
-
-            return run_prompt(args)
-        if args.command == "serve":
-            from .serve import serve_console
-
-            return serve_console(args)
-        if args.command == "mcp":
-            from .mcp import run_mcp
-
-            return run_mcp(args)
-        if args.command == "a2a":
-            from .a2a import run_a2a
-
-            return run_a2a(args)
-        if args.command == "worker":
-            from .worker import run_worker
-
-            return run_worker(args)
-        if args.command == "queue":
-            from .queue import queue_status
-
-            return queue_status(args)
-        if args.command == "db":
-            from .db import migrate
-
-            return migrate(args)
-        from .sessions import dispatch
-
-        return dispatch(args)
+        command = parse(args)
+        module, name = _RUNNERS.get(args.command, ("sessions", "dispatch"))
+        runner: Callable[[Any], int] = getattr(
+            importlib.import_module(f".{module}", __name__), name
+        )
+        return runner(command)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError as exc:
@@ -524,11 +598,11 @@ def _main(argv: Sequence[str] | None) -> int:
             raise
         from .failures import report  # another pipe broke (a command's, a socket): a failure
 
-        return report(exc, args)
+        return report(exc, command, args.debug)
     except Exception as exc:
         from .failures import report
 
-        return report(exc, args)
+        return report(exc, command, args.debug)
 
 
 if __name__ == "__main__":
