@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-__all__ = ["command_parser", "default_store_url", "examples", "main"]
+__all__ = ["CommandParser", "command_parser", "default_store_url", "examples", "main"]
 
 
 def default_store_url() -> str:
@@ -39,9 +39,25 @@ exit codes:
 """
 
 
-class _Parser(argparse.ArgumentParser):
+class CommandParser(argparse.ArgumentParser):
     """argparse with the command's own error format: one line saying what is
-    wrong, one hint line, exit code 2 (argparse's usage dump is for `--help`)."""
+    wrong, one hint line, exit code 2 (argparse's usage dump is for `--help`);
+    `commands` holds its subcommands' help and parsers by name."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands: dict[str, tuple[str, CommandParser]] = {}
+        self.subcommands: Any = None
+
+    def helps(self) -> dict[str, str | None]:
+        """What `--help` says of each argument (by its first option string,
+        or its name) and each subcommand."""
+        said = {
+            (action.option_strings or [action.dest])[0]: action.help
+            for action in self._actions
+            if action is not self.subcommands
+        }
+        return said | {name: help for name, (help, _) in self.commands.items()}
 
     def error(self, message: str) -> NoReturn:
         from .failures import EXIT_FAILED
@@ -176,7 +192,7 @@ def _agent_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def command_parser() -> argparse.ArgumentParser:
+def command_parser() -> CommandParser:
     """The `taskloom` command's parser: every command, with its help text
     and examples."""
     # --debug is read before or after the command: the subcommands' copies
@@ -188,7 +204,7 @@ def command_parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="show the traceback of an error",
     )
-    parser = _Parser(
+    parser = CommandParser(
         prog="taskloom",
         description="A runtime for tool-using LLM agents.",
         epilog=examples(
@@ -205,10 +221,12 @@ def command_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--version", action="version", version=f"taskloom {__version__}", help="print the version"
     )
-    sub = parser.add_subparsers(dest="command", required=True)
 
-    def command(name: str, help: str, epilog: str, into: Any = sub) -> argparse.ArgumentParser:
-        made: argparse.ArgumentParser = into.add_parser(
+    def command(name: str, help: str, epilog: str, parent: CommandParser = parser) -> CommandParser:
+        if parent.subcommands is None:
+            dest = "command" if parent is parser else "action"
+            parent.subcommands = parent.add_subparsers(dest=dest, required=True)
+        made: CommandParser = parent.subcommands.add_parser(
             name,
             help=help,
             description=help[:1].upper() + help[1:] + ".",
@@ -216,6 +234,7 @@ def command_parser() -> argparse.ArgumentParser:
             parents=[debug],
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
+        parent.commands[name] = (help, made)
         return made
 
     demo = command(
@@ -261,7 +280,6 @@ def command_parser() -> argparse.ArgumentParser:
             "taskloom sessions diff ID OTHER_ID",
         ),
     )
-    ssub = sessions.add_subparsers(dest="action", required=True)
     ls = command(
         "list",
         "the newest sessions",
@@ -269,7 +287,7 @@ def command_parser() -> argparse.ArgumentParser:
             "taskloom sessions list --limit 5",
             "taskloom sessions list --json --store postgresql://localhost/agents",
         ),
-        ssub,
+        sessions,
     )
     ls.add_argument("--limit", type=_positive, default=20, help="how many (at least 1)")
     ls.add_argument("--json", action="store_true", help="print JSON, for scripts")
@@ -282,7 +300,7 @@ def command_parser() -> argparse.ArgumentParser:
             "taskloom sessions show ID --tree",
             "taskloom sessions show ID --json --store sqlite:///runs.db",
         ),
-        ssub,
+        sessions,
     )
     show.add_argument("session_id", metavar="ID", help=_SESSION_HELP)
     show.add_argument("--tree", action="store_true", help="draw the delegation tree")
@@ -297,7 +315,7 @@ def command_parser() -> argparse.ArgumentParser:
             "taskloom sessions fork ID --round 2",
             then="The new session's id is printed alone, for $(taskloom sessions fork ...).\n",
         ),
-        ssub,
+        sessions,
     )
     fork.add_argument("session_id", metavar="ID", help="the session to copy")
     # Both numbers are checked where the API checks them (`cut_position`).
@@ -317,7 +335,7 @@ def command_parser() -> argparse.ArgumentParser:
         "diff",
         "where two sessions' rounds first differ",
         examples("taskloom sessions diff ID FORK_ID", "taskloom sessions diff ID FORK_ID --json"),
-        ssub,
+        sessions,
     )
     diff.add_argument("a", metavar="A", help="a session's id")
     diff.add_argument("b", metavar="B", help="the id of the session to compare it with")
@@ -435,7 +453,7 @@ def command_parser() -> argparse.ArgumentParser:
             "taskloom mcp serve myagents:researcher --http 127.0.0.1:0 --store sqlite:///mcp.db",
             then="MODULE:AGENT is found like python -m finds a module (this folder included).\n",
         ),
-        mcp.add_subparsers(dest="action", required=True),
+        mcp,
     )
     a2a = command(
         "a2a",
@@ -452,7 +470,7 @@ def command_parser() -> argparse.ArgumentParser:
             then=f"The bearer token clients must send is read from ${A2A_TOKEN} (or the\n"
             "variable --token-env names), never from the command line.\n",
         ),
-        a2a.add_subparsers(dest="action", required=True),
+        a2a,
     )
     served = (
         (mcp_serve, None, "serve streamable HTTP at http://HOST:PORT/mcp (default: stdio)"),
@@ -494,7 +512,6 @@ def command_parser() -> argparse.ArgumentParser:
     queue = command(
         "queue", "the work queue", examples("taskloom queue status postgresql://localhost/agents")
     )
-    qsub = queue.add_subparsers(dest="action", required=True)
     qstatus = command(
         "status",
         "jobs by kind and status, and the workers alive",
@@ -502,7 +519,7 @@ def command_parser() -> argparse.ArgumentParser:
             "taskloom queue status postgresql://localhost/agents",
             "taskloom queue status postgresql://localhost/agents --schema taskloom",
         ),
-        qsub,
+        queue,
     )
     qstatus.add_argument("url", help="the PostgreSQL URL of the queue")
     qstatus.add_argument("--schema", default=None, help="the PostgreSQL schema of its tables")
@@ -512,7 +529,6 @@ def command_parser() -> argparse.ArgumentParser:
         "the PostgreSQL database",
         examples("taskloom db migrate postgresql://localhost/agents"),
     )
-    dsub = db.add_subparsers(dest="action", required=True)
     dmigrate = command(
         "migrate",
         "create or migrate every taskloom table",
@@ -520,7 +536,7 @@ def command_parser() -> argparse.ArgumentParser:
             "taskloom db migrate postgresql://localhost/agents",
             "taskloom db migrate postgresql://localhost/agents --schema taskloom",
         ),
-        dsub,
+        db,
     )
     dmigrate.add_argument("url", help="postgresql://user@host:port/database")
     dmigrate.add_argument("--schema", default=None, help="the PostgreSQL schema of the tables")

@@ -1,5 +1,6 @@
-"""What the CLI's commands share: the typed values a command line is parsed
-into (once, in `parse`), and how a command gets its store, agent and code.
+"""What the CLI's commands share (every name without an underscore): the
+typed values a command line is parsed into (once, in `parse`), and how a
+command gets its store, agent and code.
 
 The code a command runs comes from its own command line, never from a
 store. A session's log and metadata are data: a tampered store must not be
@@ -35,36 +36,6 @@ from ..tools import Tool, as_tool
 from . import default_store_url
 from .failures import with_hint
 from .text import visible
-
-__all__ = [
-    "AgentFlags",
-    "Answer",
-    "Approve",
-    "Command",
-    "Database",
-    "Demo",
-    "Diff",
-    "Fork",
-    "ListSessions",
-    "Resume",
-    "Run",
-    "Serve",
-    "ServeAgent",
-    "Show",
-    "Where",
-    "Worker",
-    "address",
-    "agent_flags",
-    "app_agent",
-    "command_line_agent",
-    "load_agent",
-    "load_app",
-    "load_object",
-    "load_tool",
-    "open_runtime",
-    "parse",
-    "store_runtime",
-]
 
 # ---------------------------------------------------------------- typed values
 

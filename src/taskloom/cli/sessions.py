@@ -259,7 +259,7 @@ async def _show(
         else:
             # Reading builds no agent: the command line that goes on names it.
             console.print(command_line(f"  go on: {resume} AGENT"), crop=False)
-            console.print(Text(f"        {_AGENT}"))
+            console.print(Text(f"        {_AGENT}as the run that was cut off had them"))
     elif row.status == "running":
         console.print(Text("running: another live process runs it", style="bold yellow"))
     return 0
@@ -267,7 +267,7 @@ async def _show(
 
 _AGENT = (
     "AGENT: --app MODULE:FACTORY, or --model PROVIDER:MODEL and a "
-    "--tool MODULE:ATTRIBUTE per tool, as the run that was cut off had them"
+    "--tool MODULE:ATTRIBUTE per tool, "
 )
 
 
@@ -324,8 +324,7 @@ async def _approve(runtime: Runtime, console: Console, args: Approve) -> int:
     where = args.where.options()
     undecided = [c for c in log.parked() if log.decision(c.id) is None]
     for call in undecided:
-        command = shlex.join(["taskloom", "approve", meta.id, visible(call.id), *where])
-        console.print(command_line(f"  decide: {command} (or add --deny)"), crop=False)
+        console.print(decide_line(meta.id, call.id, shlex.join(where)), crop=False)
     resume = shlex.join(["taskloom", "resume", meta.id, *where])
     if queued:
         console.print(Text(f"  session {meta.id} goes on: queued for a worker"))
@@ -337,12 +336,7 @@ async def _approve(runtime: Runtime, console: Console, args: Approve) -> int:
         # Deciding builds no agent, so this command cannot know the agent's
         # options (and never takes them from the store, which is data).
         console.print(command_line(f"  then: {resume} AGENT"), crop=False)
-        console.print(
-            Text(
-                "        AGENT: --app MODULE:FACTORY, or --model PROVIDER:MODEL and a "
-                "--tool MODULE:ATTRIBUTE per tool, as the run that parked printed them"
-            )
-        )
+        console.print(Text(f"        {_AGENT}as the run that parked printed them"))
     return 0
 
 
@@ -389,8 +383,7 @@ async def _report_escalated(
     undecided = child_log.undecided_calls()
     if undecided:
         for call in undecided:
-            command = shlex.join(["taskloom", "approve", root_id, visible(call.id), *where])
-            console.print(command_line(f"  decide: {command} (or add --deny)"), crop=False)
+            console.print(decide_line(root_id, call.id, shlex.join(where)), crop=False)
         console.print(Text("  the agent goes on once each of its calls is decided"))
         return 0
     handover = DecidedChildren.of(runtime).handover(child_id)

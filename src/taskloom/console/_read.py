@@ -179,9 +179,7 @@ async def summarize(
     store: SessionStore, meta: SessionMeta, entries: Sequence[Entry]
 ) -> SessionSummary:
     """The row of session `meta` whose log is `entries`."""
-    log = SessionLog()
-    for entry in entries:
-        log.apply(entry)
+    log = SessionLog.folded(entries)
     state = run_state(entries)
     status = state.status
     if state.active:
