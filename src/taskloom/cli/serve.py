@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 from .._extras import install_command
 from .._serving import is_loopback, listen
 from ..errors import ConfigurationError, UsageError
-from . import CONSOLE_TOKEN, default_store_url
+from . import default_store_url
 from .common import Serve, load_app, store_runtime
 from .failures import with_hint
+from .parser import CONSOLE_TOKEN
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
