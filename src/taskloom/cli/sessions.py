@@ -179,14 +179,15 @@ async def _show_json(runtime: Runtime, session_id: str) -> int:
     return 0
 
 
-async def _show(
-    runtime: Runtime, console: Console, session_id: str, tree: bool, where: Sequence[str]
-) -> int:
+async def _show(runtime: Runtime, console: Console, args: Show) -> int:
     """Print the session's transcript, then what it waits for, each with the
-    command that decides it (`where`: the options naming the store)."""
-    meta, log = await _log(runtime, session_id)
+    command that decides it."""
+    if args.json:
+        return await _show_json(runtime, args.session_id)
+    meta, log = await _log(runtime, args.session_id)
+    where = args.where.options()
     store_flags = shlex.join(where)
-    if tree:
+    if args.tree:
         title = Text.assemble(
             (visible(meta.agent or "session"), "bold"), f" {visible(meta.id[:8])}"
         )
@@ -589,14 +590,9 @@ async def _dispatch(args: Command, console: Console) -> int:
     # Each of these needs sessions that are already stored: none makes a store.
     flags = args.flags if isinstance(args, Resume) else None
     async with await open_runtime(args.where, flags, create=False) as runtime:
-        if isinstance(args, ListSessions):
-            return await _list(runtime, console, args)
-        if isinstance(args, Show) and args.json:
-            return await _show_json(runtime, args.session_id)
-        if isinstance(args, Show):
-            where = args.where.options()
-            return await _show(runtime, console, args.session_id, args.tree, where)
         acts: dict[type, Callable[[Runtime, Console, Any], Awaitable[int]]] = {
+            ListSessions: _list,
+            Show: _show,
             Fork: _fork,
             Diff: _diff,
             Approve: _approve,
