@@ -27,7 +27,12 @@ __all__ = ["serve_agent"]
 
 def serve_agent(args: ServeAgent) -> int:
     """Serve the agent until interrupted; returns the exit code."""
-    http = address(args.http) if args.http else None
+    if args.command == "mcp":
+        from ..mcp import serve_agent as serve_mcp
+    else:
+        from ..a2a import serve_agent as serve_a2a
+    # A2A serves HTTP only: its --http is never empty (its default, or what was given).
+    http = address(str(args.http)) if args.http or args.command == "a2a" else None
     token = (os.environ.get(args.token_env) or None) if http else None
     if http is not None:
         try:
@@ -39,7 +44,6 @@ def serve_agent(args: ServeAgent) -> int:
     agent = asyncio.run(load_agent(args.agent, f"{args.command} serve"))
     runtime = store_runtime(str(args.where.store), agents=[agent])
     if args.command == "mcp":
-        from ..mcp import serve_agent as serve_mcp
 
         def ready_mcp(where: str) -> None:
             # On stdio, stdout is the protocol's: say it on stderr.
@@ -52,7 +56,6 @@ def serve_agent(args: ServeAgent) -> int:
             agent, runtime, http=http, token=token, max_body=args.max_body, on_ready=ready_mcp
         )
     else:
-        from ..a2a import serve_agent as serve_a2a
 
         def ready(url: str) -> None:
             guarded = "with a bearer token" if token else "without a token"
@@ -60,7 +63,7 @@ def serve_agent(args: ServeAgent) -> int:
                 f"taskloom: serving agent {agent.name!r} over A2A at {url} ({guarded})", flush=True
             )
 
-        assert http is not None  # a2a serve's --http has a default
+        assert http is not None
         host, port = http
         served = serve_a2a(
             agent,
