@@ -6,12 +6,10 @@ Subcommands import what they need when they run, so `taskloom --help` and
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from .parser import CommandParser, command_parser, examples
 
@@ -64,31 +62,14 @@ def _stdout_closed() -> bool:
     return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
 
 
-# The module of each command, and its function that runs the command's typed value.
-_RUNNERS = {
-    "demo": ("demo", "run_demo"),
-    "run": ("run", "run_prompt"),
-    "serve": ("serve", "serve_console"),
-    "mcp": ("protocols", "serve_agent"),
-    "a2a": ("protocols", "serve_agent"),
-    "worker": ("worker", "run_worker"),
-    "queue": ("queue", "queue_status"),
-    "db": ("db", "migrate"),
-}
-
-
 def _main(argv: Sequence[str] | None) -> int:
     args = command_parser().parse_args(argv)
     command = None
     try:
-        from .common import parse
+        from .common import parse, runner
 
         command = parse(args)
-        module, name = _RUNNERS.get(args.command, ("sessions", "dispatch"))
-        runner: Callable[[Any], int] = getattr(
-            importlib.import_module(f".{module}", __name__), name
-        )
-        return runner(command)
+        return runner(args)(command)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError as exc:

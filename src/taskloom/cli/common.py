@@ -21,7 +21,7 @@ import inspect
 import os
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -224,30 +224,41 @@ class Database(Command):
     schema: str | None
 
 
-_COMMANDS: dict[str, type[Command]] = {
-    "demo": Demo,
-    "run": Run,
-    "resume": Resume,
-    "list": ListSessions,
-    "show": Show,
-    "fork": Fork,
-    "diff": Diff,
-    "approve": Approve,
-    "answer": Answer,
-    "serve": Serve,
-    "mcp": ServeAgent,
-    "a2a": ServeAgent,
-    "worker": Worker,
-    "queue": Database,
-    "db": Database,
+# Each command's typed value, and the module and function that run it.
+_COMMANDS: dict[str, tuple[type[Command], str, str]] = {
+    "demo": (Demo, "demo", "run_demo"),
+    "run": (Run, "run", "run_prompt"),
+    "resume": (Resume, "sessions", "dispatch"),
+    "list": (ListSessions, "sessions", "dispatch"),
+    "show": (Show, "sessions", "dispatch"),
+    "fork": (Fork, "sessions", "dispatch"),
+    "diff": (Diff, "sessions", "dispatch"),
+    "approve": (Approve, "sessions", "dispatch"),
+    "answer": (Answer, "sessions", "dispatch"),
+    "serve": (Serve, "serve", "serve_console"),
+    "mcp": (ServeAgent, "protocols", "serve_agent"),
+    "a2a": (ServeAgent, "protocols", "serve_agent"),
+    "worker": (Worker, "worker", "run_worker"),
+    "queue": (Database, "queue", "queue_status"),
+    "db": (Database, "db", "migrate"),
 }
 
 
 def parse(args: argparse.Namespace) -> Command:
     """The typed value of a parsed command line."""
-    kind = _COMMANDS[args.action if args.command == "sessions" else args.command]
-    command: Command = _typed(kind, args)
+    command: Command = _typed(_COMMANDS[_name(args)][0], args)
     return command
+
+
+def runner(args: argparse.Namespace) -> Callable[[Any], int]:
+    """The function that runs the command `args` parsed (its module imported now)."""
+    _, module, name = _COMMANDS[_name(args)]
+    run: Callable[[Any], int] = getattr(importlib.import_module(f".{module}", __package__), name)
+    return run
+
+
+def _name(args: argparse.Namespace) -> str:
+    return str(args.action if args.command == "sessions" else args.command)
 
 
 def _typed(kind: type[Any], args: argparse.Namespace) -> Any:
