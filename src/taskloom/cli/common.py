@@ -417,14 +417,10 @@ def app_agent(runtime: Runtime, name: str, ref: str, needed_by: str) -> Agent:
 async def open_runtime(
     where: Where, flags: AgentFlags | None = None, *, create: bool = True
 ) -> Runtime:
-    """The runtime a command works in: the app's with `--app`, else one on
-    `--store` (default: the embedded store); `flags`, the command's agent
-    options, are refused beside `--app`.
-
-    `create=False` is for commands that read or go on with sessions: a store
-    that does not exist is then an error naming it (`StoreNotFound`, at
-    first use), and nothing is created. The app's store is the app's to open.
-    """
+    """The runtime a command works in: the app's with `--app` (refusing the
+    agent `flags` beside it), else one on `--store` (default: the embedded
+    store). With `create=False` a store that does not exist is an error
+    naming it (`StoreNotFound`, at first use), and nothing is created."""
     if where.app:
         if where.store:
             raise with_hint(

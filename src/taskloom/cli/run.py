@@ -100,17 +100,14 @@ async def run_settled(
     emit: Callable[[Event], None] | None = None,
     where: Sequence[str] = (),
 ) -> RunResult:
-    """Await `run` (a run of `session`); then, while the session's runs
-    complete and background work of the session runs in this process (a
-    background child a run took up, or handed off), wait for that work and
-    run the session on (`session.run(None)`, with `options` and `emit`) to
-    deliver what it reported, until none runs here and no new notice waits.
-    The result of the last run.
+    """Await `run` (a run of `session`); then, while its runs complete and
+    background work of the session runs in this process, wait for that work
+    and run the session on (with `options` and `emit`) to deliver what it
+    reported. The result of the last run.
 
-    What it waits for is said on stderr. Ctrl-C while it waits says what is
-    still running and how to follow it (`taskloom sessions show`, with
-    `where`, the options naming the store), and the cancellation goes on:
-    the work is cut off, and the session's next run takes it up."""
+    What it waits for is said on stderr; Ctrl-C while it waits says how to
+    follow the work (`where` names the store) and cuts it off: the
+    session's next run takes it up."""
     result = await run
     background = session.runtime.background
     delivered: set[str] = set()

@@ -5,8 +5,7 @@ They work on the embedded store by default (`--store` for another, or the
 store of the Runtime `--app` returns), from any process: everything they
 show is in the session's log. None of them creates a store: a store that is
 not there is an error naming it. Reading, forking, diffing and deciding build
-no agent; `resume`
-builds the session's agent from its own command line (see
+no agent; `resume` builds the session's agent from its own command line (see
 `taskloom.cli.common`).
 """
 
