@@ -43,36 +43,24 @@ def serve_agent(args: ServeAgent) -> int:
             ) from None
     agent = asyncio.run(load_agent(args.agent, f"{args.command} serve"))
     runtime = store_runtime(str(args.where.store), agents=[agent])
+    protocol = args.command.upper()
+    guarded = " (with a bearer token)" if token else " (without a token)"
+    guarded = guarded if protocol == "A2A" else ""
+
+    def ready(where: str) -> None:
+        # On stdio, stdout is the protocol's: say it on stderr.
+        out = sys.stderr if http is None else sys.stdout
+        said = f"serving agent {agent.name!r} over {protocol} at {where}{guarded}"
+        print(f"taskloom: {said}", file=out, flush=True)
+
+    limit = args.max_body
     if args.command == "mcp":
-
-        def ready_mcp(where: str) -> None:
-            # On stdio, stdout is the protocol's: say it on stderr.
-            out = sys.stderr if http is None else sys.stdout
-            print(
-                f"taskloom: serving agent {agent.name!r} over MCP at {where}", file=out, flush=True
-            )
-
-        served = serve_mcp(
-            agent, runtime, http=http, token=token, max_body=args.max_body, on_ready=ready_mcp
-        )
+        served = serve_mcp(agent, runtime, http=http, token=token, max_body=limit, on_ready=ready)
     else:
-
-        def ready(url: str) -> None:
-            guarded = "with a bearer token" if token else "without a token"
-            print(
-                f"taskloom: serving agent {agent.name!r} over A2A at {url} ({guarded})", flush=True
-            )
-
         assert http is not None
         host, port = http
         served = serve_a2a(
-            agent,
-            runtime,
-            host=host,
-            port=port,
-            token=token,
-            max_body=args.max_body,
-            on_ready=ready,
+            agent, runtime, host=host, port=port, token=token, max_body=limit, on_ready=ready
         )
     asyncio.run(served)
     return 0
