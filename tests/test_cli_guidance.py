@@ -22,7 +22,7 @@ from rich.console import Console
 from cli_process import SOURCES, TESTS
 from cli_process import taskloom_cli as taskloom
 from taskloom import APIKeyMissing, ConfigurationError
-from taskloom.cli import command_parser
+from taskloom.cli import CommandParser, command_parser
 from taskloom.cli.render import EventPrinter, Waiting
 from taskloom.events import ModelRequestStarted, TextDelta, ThinkingDelta
 from taskloom.models import resolve_model
@@ -37,14 +37,12 @@ def server() -> Iterator[FakeServer]:
 
 
 def commands(
-    parser: argparse.ArgumentParser, path: tuple[str, ...] = ("taskloom",)
-) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    parser: CommandParser, path: tuple[str, ...] = ("taskloom",)
+) -> Iterator[tuple[tuple[str, ...], CommandParser]]:
     """Every command and subcommand's parser, with the words that name it."""
     yield path, parser
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                yield from commands(sub, (*path, name))
+    for name, (_, sub) in parser.commands.items():
+        yield from commands(sub, (*path, name))
 
 
 def example_lines(parser: argparse.ArgumentParser) -> list[str]:
@@ -65,14 +63,8 @@ def example_lines(parser: argparse.ArgumentParser) -> list[str]:
 def test_every_argument_of_every_command_has_help() -> None:
     silent = []
     for path, parser in commands(command_parser()):
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                silent += [
-                    f"{' '.join(path)} {c.dest}" for c in action._choices_actions if not c.help
-                ]
-                continue
-            name = action.option_strings[0] if action.option_strings else action.dest
-            if not action.help or action.help == argparse.SUPPRESS:
+        for name, help in parser.helps().items():
+            if not help or help == argparse.SUPPRESS:
                 silent.append(f"{' '.join(path)} {name}")
     assert silent == []
 

@@ -159,9 +159,6 @@ FOREIGN_PRIVATE_ALLOWED = {
     "_value2member_map_": "enum's value lookup without an exception per miss",
     "_stamp": "the MCP SDK stamps raw requests; one function sends a task request below its check",
     "_dispatcher": "the same MCP SDK request, sent raw",
-    "_actions": "argparse has no public walk of a parser's arguments; the CLI help test walks them",
-    "_SubParsersAction": "argparse's subcommand action, the only way to reach subcommands",
-    "_choices_actions": "argparse's subcommand help entries, read by the CLI help test",
 }
 
 

@@ -8,17 +8,17 @@ beside a process that opens the database, changes nothing.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import importlib.util
 
 from ..errors import ConfigurationError, StoreError
+from .common import Database
 from .failures import with_hint
 
 __all__ = ["migrate"]
 
 
-def migrate(args: argparse.Namespace) -> int:
+def migrate(args: Database) -> int:
     """Apply the migrations; exit code 0."""
     if not args.url.startswith(("postgresql://", "postgres://")):
         raise with_hint(

@@ -29,6 +29,7 @@ from .. import (
     tool,
 )
 from ..models import FunctionModel, ModelRequest, ScriptedModel, reply
+from .common import Demo
 from .render import EventPrinter, terminal, usage_table
 
 __all__ = ["run_demo"]
@@ -304,7 +305,7 @@ async def _part_delegation(console: Console, fast: bool) -> None:
     await runtime.close()
 
 
-def run_demo(*, fast: bool = False, store: str | None = None) -> int:
+def run_demo(args: Demo) -> int:
     """Run the scripted tour; returns the exit code."""
     console = terminal()
     console.print(
@@ -315,9 +316,10 @@ def run_demo(*, fast: bool = False, store: str | None = None) -> int:
             border_style="cyan",
         )
     )
+    fast = args.fast
     asyncio.run(_part_parallel_and_strategy(console, fast))
     with tempfile.TemporaryDirectory() as tmp:
-        asyncio.run(_part_approval(console, fast, store or f"sqlite:///{tmp}/demo.db"))
+        asyncio.run(_part_approval(console, fast, f"sqlite:///{tmp}/demo.db"))
     asyncio.run(_part_background(console, fast))
     asyncio.run(_part_delegation(console, fast))
     return 0

@@ -9,11 +9,10 @@ This module imports nothing optional: it must work when an extra is missing.
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import sys
 import traceback
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .._extras import EXTRAS, extra_providing, install_command
 from ..errors import (
@@ -30,8 +29,10 @@ from ..errors import (
     TaskloomError,
     TransportError,
 )
-from . import store_options
 from .text import visible
+
+if TYPE_CHECKING:
+    from .common import Command
 
 __all__ = ["EXIT_CLOSED_PIPE", "EXIT_FAILED", "report", "with_hint"]
 
@@ -54,14 +55,15 @@ def with_hint(exc: E, hint: str) -> E:
     return exc
 
 
-def report(exc: BaseException, args: argparse.Namespace | None) -> int:
-    """Print `exc` as an error line and a hint (after its traceback with
-    `--debug`) on stderr; returns the exit code."""
-    if args is not None and getattr(args, "debug", False):
+def report(exc: BaseException, command: Command | None, debug: bool = False) -> int:
+    """Print `exc`, raised by `command` (None: before it was known), as an
+    error line and a hint (after its traceback with `debug`) on stderr;
+    returns the exit code."""
+    if debug:
         traceback.print_exception(exc)
     leaf = _leaf(exc)
     print(f"taskloom: {_one_line(_message(leaf))}", file=sys.stderr)
-    print(f"  {_HINT}{_one_line(_hint(leaf, args))}", file=sys.stderr)
+    print(f"  {_HINT}{_one_line(_hint(leaf, command))}", file=sys.stderr)
     return EXIT_FAILED
 
 
@@ -100,13 +102,13 @@ def _message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _hint(exc: BaseException, args: argparse.Namespace | None) -> str:
+def _hint(exc: BaseException, given: Command | None) -> str:
     for note in reversed(getattr(exc, "__notes__", ())):
         if isinstance(note, str) and note.startswith(_HINT):
             return note[len(_HINT) :]
-    session = getattr(args, "session_id", None) or getattr(args, "session", None)
-    command = getattr(args, "command", None) or "COMMAND"
-    where = shlex.join(store_options(args)) if args is not None else ""
+    session = given.session_id if given else None
+    command = given.command if given else "COMMAND"
+    where = shlex.join(given.where.options()) if given else ""
     on = f" {where}" if where else ""
     if isinstance(exc, ModuleNotFoundError) and exc.name:
         module = exc.name.partition(".")[0]

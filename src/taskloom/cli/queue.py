@@ -4,7 +4,6 @@ that a decision hands work to."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import shlex
 from typing import TYPE_CHECKING
@@ -13,6 +12,7 @@ from ..delegation import ChildSpec, DecidedChildren
 from ..errors import ConfigurationError, SchemaNotMigrated, StoreError
 from ..runtime import Runtime
 from . import default_store_url
+from .common import Database, Where
 from .failures import with_hint
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ __all__ = ["QueueIfThere", "queue_hint", "queue_status", "store_queue"]
 _STATUSES = ("todo", "doing", "failed", "succeeded", "aborted", "cancelled")
 
 
-def queue_status(args: argparse.Namespace) -> int:
+def queue_status(args: Database) -> int:
     """Print the queue's status; exit code 0."""
     return asyncio.run(_status(args))
 
@@ -36,7 +36,7 @@ def queue_hint(exc: StoreError, url: str, schema: str | None) -> StoreError:
     return with_hint(exc, "check the URL, and that PostgreSQL is up and reachable from here")
 
 
-async def _status(args: argparse.Namespace) -> int:
+async def _status(args: Database) -> int:
     from ..distributed import WorkQueue
 
     queue = WorkQueue(args.url, schema=args.schema, migrate=False)
@@ -62,14 +62,14 @@ async def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def store_queue(runtime: Runtime, args: argparse.Namespace) -> WorkQueue | None:
+def store_queue(runtime: Runtime, where: Where) -> WorkQueue | None:
     """The work queue in the database of a `--store postgresql://` URL, given to
     `DecidedChildren` for children that ran on it (this command cannot run
     their tools); None for other stores, with `--app`, or without the
     distributed extra."""
-    if args.app or runtime.queue is not None:
+    if where.app or runtime.queue is not None:
         return None
-    url = str(args.store or default_store_url())
+    url = where.store or default_store_url()
     if not url.startswith(("postgresql://", "postgres://")):
         return None
     try:

@@ -338,19 +338,14 @@ def usage_table(result: RunResult, title: str = "usage") -> Table:
         ("tokens in / out (this agent)", f"{own.input_tokens} / {own.output_tokens}"),
     ]
     if own.cache_read_tokens or own.cache_write_tokens:
-        rows.append(
-            (
-                "cache read / write (this agent)",
-                f"{own.cache_read_tokens} / {own.cache_write_tokens}",
-            )
-        )
+        cached = f"{own.cache_read_tokens} / {own.cache_write_tokens}"
+        rows.append(("cache read / write (this agent)", cached))
     if own.reasoning_tokens:
         rows.append(("reasoning tokens (this agent)", str(own.reasoning_tokens)))
     if children.requests or children.total_tokens:
+        tokens = f"{children.input_tokens} / {children.output_tokens}"
         rows.append(("model requests (children)", str(children.requests)))
-        rows.append(
-            ("tokens in / out (children)", f"{children.input_tokens} / {children.output_tokens}")
-        )
+        rows.append(("tokens in / out (children)", tokens))
     left = result.budget_left
     if left is not None:
         rows.append(("budget left (the tree's)", str(left)))

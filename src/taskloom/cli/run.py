@@ -7,7 +7,6 @@ stays in the session, and the command says how to go on with it.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import shlex
 import sys
@@ -23,17 +22,17 @@ from ..events import Event
 from ..loop import RunOptions
 from ..results import RunResult, RunStatus
 from ..runtime import Runtime, Session
-from . import store_options
-from .failures import with_hint
-from .loading import (
+from .common import (
+    AgentFlags,
+    Run,
+    Where,
     agent_flags,
     app_agent,
     command_line_agent,
     load_tool,
-    model_options,
     open_runtime,
-    run_options,
 )
+from .failures import with_hint
 from .render import (
     EventPrinter,
     Waiting,
@@ -44,30 +43,32 @@ from .render import (
 )
 from .text import visible
 
-__all__ = ["interruptible", "load_tool", "report_result", "run_prompt", "run_settled"]
+__all__ = ["interruptible", "report_result", "run_prompt", "run_settled"]
 
 T = TypeVar("T")
 
 
 def report_result(
-    console: Console, session: Session[Any, Any], result: RunResult, args: argparse.Namespace
+    console: Console, session: Session[Any, Any], result: RunResult, where: Where, flags: AgentFlags
 ) -> int:
-    """Print a finished run's usage and what it parked on; the exit code
-    (0 when the run completed)."""
+    """Print a finished run's usage and what it parked on (`where` and
+    `flags` name the session's store and agent in the commands it prints);
+    the exit code (0 when the run completed)."""
     console.print(usage_table(result, title=f"session {session.id}"), style="dim")
     if result.pending and not any(c.session_id for c in result.pending):
-        where = shlex.join(store_options(args))
-        summary = pending_summary(session.id, result.pending, agent_flags(args), where)
+        stored = shlex.join(where.options())
+        summary = pending_summary(session.id, result.pending, agent_flags(where, flags), stored)
         console.print(summary, crop=False)
     elif result.status is RunStatus.AWAITING_APPROVAL:
         # Parked on a child agent's escalated calls, which live in its log.
-        show = shlex.join(["taskloom", "sessions", "show", session.id, *store_options(args)])
+        show = shlex.join(["taskloom", "sessions", "show", session.id, *where.options()])
         console.print(
             Text("awaiting approval of calls a child agent escalated:", style="bold yellow")
         )
         console.print(command_line(f"  see them: {show}"), crop=False)
         again = shlex.join(["taskloom", "resume", session.id])
-        console.print(command_line(f"  decide each, then: {again} {agent_flags(args)}"), crop=False)
+        decide = f"  decide each, then: {again} {agent_flags(where, flags)}"
+        console.print(command_line(decide), crop=False)
     return 0 if result.ok else 1
 
 
@@ -99,17 +100,14 @@ async def run_settled(
     emit: Callable[[Event], None] | None = None,
     where: Sequence[str] = (),
 ) -> RunResult:
-    """Await `run` (a run of `session`); then, while the session's runs
-    complete and background work of the session runs in this process (a
-    background child a run took up, or handed off), wait for that work and
-    run the session on (`session.run(None)`, with `options` and `emit`) to
-    deliver what it reported, until none runs here and no new notice waits.
-    The result of the last run.
+    """Await `run` (a run of `session`); then, while its runs complete and
+    background work of the session runs in this process, wait for that work
+    and run the session on (with `options` and `emit`) to deliver what it
+    reported. The result of the last run.
 
-    What it waits for is said on stderr. Ctrl-C while it waits says what is
-    still running and how to follow it (`taskloom sessions show`, with
-    `where`, the options naming the store), and the cancellation goes on:
-    the work is cut off, and the session's next run takes it up."""
+    What it waits for is said on stderr; Ctrl-C while it waits says how to
+    follow the work (`where` names the store) and cuts it off: the
+    session's next run takes it up."""
     result = await run
     background = session.runtime.background
     delivered: set[str] = set()
@@ -146,56 +144,52 @@ async def run_settled(
     return result
 
 
-def _go_on_command(session_id: str, args: argparse.Namespace) -> str:
-    words = ["taskloom", "run", "--session", session_id]
-    return f"{shlex.join(words)} {agent_flags(args)} 'PROMPT'"
-
-
-async def _new_session(args: argparse.Namespace, runtime: Runtime) -> Session[Any, Any]:
-    if args.app:
+async def _new_session(args: Run, runtime: Runtime) -> Session[Any, Any]:
+    app, flags = args.where.app, args.flags
+    if app:
         if not args.agent:
             raise with_hint(
-                UsageError(f"run --app {args.app} needs the name of the agent to run"),
+                UsageError(f"run --app {app} needs the name of the agent to run"),
                 "add --agent NAME (one of the app's Runtime.agents), or --session ID",
             )
-        agent = app_agent(runtime, args.agent, args.app, "--agent names it")
+        agent = app_agent(runtime, args.agent, app, "--agent names it")
         return await runtime.create_session(agent)
-    if not args.model:
+    if not flags.model:
         raise with_hint(
             UsageError("run needs a model"),
             "pass --model PROVIDER:MODEL (e.g. openai:gpt-4.1-mini), or --app module:factory",
         )
     from ..models import resolve_model
 
-    options = model_options(args)
-    model = resolve_model(args.model, **options)
-    agent = Agent("cli", model, args.system, [load_tool(t) for t in args.tool])
+    model = resolve_model(flags.model, **flags.model_options())
+    agent = Agent("cli", model, flags.system, [load_tool(t) for t in flags.tool])
     runtime.register_model(model)
     # For a reader of the store: how the session was started. Nothing reads
     # these back to build an agent.
-    recorded = {"model": model.spec, "tools": list(args.tool), "system": args.system}
+    recorded = {"model": model.spec, "tools": list(flags.tool), "system": flags.system}
     return await runtime.create_session(agent, metadata=recorded)
 
 
-async def _run(args: argparse.Namespace, console: Console) -> int:
+async def _run(args: Run, console: Console) -> int:
+    where, flags = args.where, args.flags
     # Going on with a session needs its store; only a new session may make one.
-    async with await open_runtime(args, create=not args.session) as runtime:
-        if args.session:
-            meta = await runtime.store.get(args.session)
-            agent = command_line_agent(args, runtime, meta, "run --session")
+    async with await open_runtime(where, flags, create=not args.session_id) as runtime:
+        if args.session_id:
+            meta = await runtime.store.get(args.session_id)
+            agent = command_line_agent(where, flags, runtime, meta, "run --session")
             session = await runtime.open_session(meta.id, agent)
         else:
             session = await _new_session(args, runtime)
         printer = EventPrinter(console, Waiting.on_stderr())
-        options = run_options(args)
+        options = flags.run_options()
         first = session.run(args.prompt, options=options, emit=printer)
-        where = store_options(args)
-        run = run_settled(session, first, options=options, emit=printer, where=where)
-        result = await interruptible(run, _go_on_command(session.id, args), printer)
-        return report_result(console, session, result, args)
+        run = run_settled(session, first, options=options, emit=printer, where=where.options())
+        go_on = shlex.join(["taskloom", "run", "--session", session.id])
+        result = await interruptible(run, f"{go_on} {agent_flags(where, flags)} 'PROMPT'", printer)
+        return report_result(console, session, result, where, flags)
 
 
-def run_prompt(args: argparse.Namespace) -> int:
+def run_prompt(args: Run) -> int:
     """Run `args.prompt`; exit code 0 when the run completed, 1 when it ended
     otherwise (awaiting approval, stopped, out of rounds...)."""
     return asyncio.run(_run(args, terminal()))

@@ -9,7 +9,6 @@ The access token is printed at start (or comes from `--token` /
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import sys
@@ -17,70 +16,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._extras import install_command
-from .._serving import MAX_FORM_BODY, is_loopback, listen
+from .._serving import is_loopback, listen
 from ..errors import ConfigurationError, UsageError
 from . import default_store_url
+from .common import Serve, load_app, store_runtime
 from .failures import with_hint
+from .parser import CONSOLE_TOKEN
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
     from ..stores import SessionStore
 
-__all__ = ["add_max_body", "add_serve_command", "serve_console"]
-
-TOKEN_VARIABLE = "TASKLOOM_CONSOLE_TOKEN"
-
-
-def add_serve_command(parser: argparse.ArgumentParser) -> None:
-    """The options of `taskloom serve` (imports nothing heavy: `--help` stays fast)."""
-    parser.add_argument(
-        "--store", default=None, help="store URL (default: the embedded SQLite store)"
-    )
-    parser.add_argument(
-        "--app",
-        default=None,
-        metavar="MODULE:FACTORY",
-        help="the host's factory returning its taskloom.Runtime: approve, resume, steer, stop",
-    )
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
-    parser.add_argument(
-        "--port", type=_port, default=8765, help="port, 0 to 65535 (0: any free port)"
-    )
-    parser.add_argument(
-        "--token",
-        default=None,
-        help=f"the access token (default: ${TOKEN_VARIABLE}, else a fresh one, printed)",
-    )
-    add_max_body(parser, MAX_FORM_BODY)
-
-
-def add_max_body(parser: argparse.ArgumentParser, default: int) -> None:
-    """The `--max-body BYTES` option of a command that serves HTTP."""
-    parser.add_argument(
-        "--max-body",
-        type=_size,
-        default=default,
-        metavar="BYTES",
-        help=f"refuse a request whose body passes BYTES (default {default})",
-    )
-
-
-def _size(text: str) -> int:
-    """An argparse type: a positive number of bytes."""
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of bytes")
-    return int(text)
-
-
-def _port(text: str) -> int:
-    """An argparse type: a TCP port number, 0 (any free one) to 65535."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535)") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{value} is not a port number (0 to 65535)")
-    return value
+__all__ = ["serve_console"]
 
 
 def _same_store(store: SessionStore, url: str) -> bool:
@@ -100,19 +47,18 @@ def _same_store(store: SessionStore, url: str) -> bool:
     return address is not None and address == getattr(other, "url", None) and same_schema
 
 
-async def _runtime(args: argparse.Namespace) -> tuple[Runtime, bool]:
-    from .loading import load_app, store_runtime
-
-    if args.app:
-        runtime = await load_app(args.app)
-        if args.store and not _same_store(runtime.store, args.store):
+async def _runtime(args: Serve) -> tuple[Runtime, bool]:
+    app, store = args.where.app, args.where.store
+    if app:
+        runtime = await load_app(app)
+        if store and not _same_store(runtime.store, store):
             await runtime.close()
             raise with_hint(
-                UsageError(f"--app {args.app} brings a store other than --store {args.store}"),
+                UsageError(f"--app {app} brings a store other than --store {store}"),
                 "drop --store (the app's Runtime brings its store), or make them the same",
             )
         return runtime, True
-    url = args.store or default_store_url()
+    url = store or default_store_url()
     # Read-only: the console never makes a store to show.
     runtime = store_runtime(url, create=False)
     try:
@@ -123,7 +69,7 @@ async def _runtime(args: argparse.Namespace) -> tuple[Runtime, bool]:
     return runtime, False
 
 
-async def _serve(args: argparse.Namespace) -> int:
+async def _serve(args: Serve) -> int:
     try:
         import uvicorn
 
@@ -133,7 +79,7 @@ async def _serve(args: argparse.Namespace) -> int:
             ConfigurationError(f"the console needs the web extra (no module named {exc.name!r})"),
             install_command("web"),
         ) from exc
-    token = args.token or os.environ.get(TOKEN_VARIABLE) or None
+    token = args.token or os.environ.get(CONSOLE_TOKEN) or None
     runtime, can_act = await _runtime(args)
     try:
         console = Console(runtime, can_act=can_act, token=token, max_body=args.max_body)
@@ -149,7 +95,7 @@ async def _serve(args: argparse.Namespace) -> int:
                 "anyone with the token can read every session",
                 file=sys.stderr,
             )
-        mode = "acting through " + args.app if can_act else "read-only (no --app)"
+        mode = f"acting through {args.where.app}" if can_act else "read-only (no --app)"
         if token is None:
             where = f"http://{shown}:{port}/?token={console.token}"
         else:
@@ -164,6 +110,6 @@ async def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def serve_console(args: argparse.Namespace) -> int:
+def serve_console(args: Serve) -> int:
     """Run the console until interrupted; returns the exit code."""
     return asyncio.run(_serve(args))

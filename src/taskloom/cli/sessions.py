@@ -5,21 +5,18 @@ They work on the embedded store by default (`--store` for another, or the
 store of the Runtime `--app` returns), from any process: everything they
 show is in the session's log. None of them creates a store: a store that is
 not there is an error naming it. Reading, forking, diffing and deciding build
-no agent; `resume`
-builds the session's agent from its own command line (see
-`taskloom.cli.loading`).
+no agent; `resume` builds the session's agent from its own command line (see
+`taskloom.cli.common`).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
 from rich.console import Console
 from rich.text import Text
@@ -43,9 +40,20 @@ from ..runtime import (
     fork_session,
 )
 from ..stores import SessionMeta
-from . import default_store_url, store_options
+from .common import (
+    Answer,
+    Approve,
+    Command,
+    Diff,
+    Fork,
+    ListSessions,
+    Resume,
+    Show,
+    agent_flags,
+    command_line_agent,
+    open_runtime,
+)
 from .failures import EXIT_FAILED, with_hint
-from .loading import agent_flags, command_line_agent, open_runtime, run_options
 from .queue import QueueIfThere, store_queue
 from .render import (
     EventPrinter,
@@ -60,9 +68,6 @@ from .render import (
 from .run import interruptible, report_result, run_settled
 from .summary import SessionSummary, summarize, to_json
 from .text import visible
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["dispatch", "render_message"]
 
@@ -101,29 +106,13 @@ async def _log(runtime: Runtime, session_id: str) -> tuple[SessionMeta, SessionL
     return meta, SessionLog.folded(await runtime.store.load(session_id))
 
 
-def _store_named(args: argparse.Namespace) -> str:
-    """The store this command read, as `--store` names it (a password in
-    the URL shown as ***)."""
-    if args.app:
-        return f"the store of --app {args.app}"
-    if not args.store:
-        return f"{default_store_url()} (the default store; --store names another)"
-    parts = urlsplit(str(args.store))
-    if parts.password is None:
-        return str(args.store)
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-async def _list(
-    runtime: Runtime, console: Console, args: argparse.Namespace, limit: int, as_json: bool
-) -> int:
-    rows = [await summarize(runtime, meta) for meta in await runtime.store.list(limit=limit)]
-    if as_json:
+async def _list(runtime: Runtime, console: Console, args: ListSessions) -> int:
+    rows = [await summarize(runtime, meta) for meta in await runtime.store.list(limit=args.limit)]
+    if args.json:
         print(to_json([row.to_dict() for row in rows]))
         return 0
     if not rows:
-        console.print(Text(f"no sessions in {_store_named(args)}"), soft_wrap=True)
+        console.print(Text(f"no sessions in {args.where.named()}"), soft_wrap=True)
         return 0
     agents = [visible(r.meta.agent or "-") for r in rows]
     statuses = [_status(r) for r in rows]
@@ -189,14 +178,15 @@ async def _show_json(runtime: Runtime, session_id: str) -> int:
     return 0
 
 
-async def _show(
-    runtime: Runtime, console: Console, session_id: str, tree: bool, where: Sequence[str]
-) -> int:
+async def _show(runtime: Runtime, console: Console, args: Show) -> int:
     """Print the session's transcript, then what it waits for, each with the
-    command that decides it (`where`: the options naming the store)."""
-    meta, log = await _log(runtime, session_id)
+    command that decides it."""
+    if args.json:
+        return await _show_json(runtime, args.session_id)
+    meta, log = await _log(runtime, args.session_id)
+    where = args.where.options()
     store_flags = shlex.join(where)
-    if tree:
+    if args.tree:
         title = Text.assemble(
             (visible(meta.agent or "session"), "bold"), f" {visible(meta.id[:8])}"
         )
@@ -269,7 +259,7 @@ async def _show(
         else:
             # Reading builds no agent: the command line that goes on names it.
             console.print(command_line(f"  go on: {resume} AGENT"), crop=False)
-            console.print(Text(f"        {_AGENT}"))
+            console.print(Text(f"        {_AGENT}as the run that was cut off had them"))
     elif row.status == "running":
         console.print(Text("running: another live process runs it", style="bold yellow"))
     return 0
@@ -277,7 +267,7 @@ async def _show(
 
 _AGENT = (
     "AGENT: --app MODULE:FACTORY, or --model PROVIDER:MODEL and a "
-    "--tool MODULE:ATTRIBUTE per tool, as the run that was cut off had them"
+    "--tool MODULE:ATTRIBUTE per tool, "
 )
 
 
@@ -291,16 +281,16 @@ def _no_runs(request: ModelRequest) -> str:
     raise UsageError("this session was opened to record a decision, not to run")
 
 
-async def _approve(runtime: Runtime, console: Console, args: argparse.Namespace) -> int:
+async def _approve(runtime: Runtime, console: Console, args: Approve) -> int:
     meta = await runtime.store.get(args.session_id)
     # Deciding needs the log, not the agent: one that can never run stands in,
     # unless the app has it (then a run the decision lets go on goes on here).
-    agent = runtime.agents.get(meta.agent) if args.app else None
+    agent = runtime.agents.get(meta.agent) if args.where.app else None
     stand_in = Agent(meta.agent or "cli", FunctionModel(_no_runs, name="decisions-only"))
     session = await runtime.open_session(meta.id, agent or stand_in)
     # Found before deciding: a child that goes on leaves the turn that asked.
     escalated = await _escalating_child(runtime, session.journal.log, args.call_id)
-    queue = store_queue(runtime, args)
+    queue = store_queue(runtime, args.where)
     if queue is not None and await QueueIfThere(queue).carries(meta.id):
         # The session runs on workers: a run this decision lets go on is theirs.
         runtime.queue = queue
@@ -331,28 +321,22 @@ async def _approve(runtime: Runtime, console: Console, args: argparse.Namespace)
     assert request is not None  # the decision above found it
     console.print(approval_block(request.name, args.call_id, dict(request.arguments)))
     console.print(Text(f"{verb} {visible(args.call_id)}", style="bold"))
-    where = store_options(args)
+    where = args.where.options()
     undecided = [c for c in log.parked() if log.decision(c.id) is None]
     for call in undecided:
-        command = shlex.join(["taskloom", "approve", meta.id, visible(call.id), *where])
-        console.print(command_line(f"  decide: {command} (or add --deny)"), crop=False)
+        console.print(decide_line(meta.id, call.id, shlex.join(where)), crop=False)
     resume = shlex.join(["taskloom", "resume", meta.id, *where])
     if queued:
         console.print(Text(f"  session {meta.id} goes on: queued for a worker"))
     elif not undecided and meta.metadata.get(SERVED_KEY):
         console.print(Text(f"  session {meta.id} is a served task: its server goes on with it"))
-    elif args.app:
+    elif args.where.app:
         console.print(command_line(f"  then: {resume}"), crop=False)
     else:
         # Deciding builds no agent, so this command cannot know the agent's
         # options (and never takes them from the store, which is data).
         console.print(command_line(f"  then: {resume} AGENT"), crop=False)
-        console.print(
-            Text(
-                "        AGENT: --app MODULE:FACTORY, or --model PROVIDER:MODEL and a "
-                "--tool MODULE:ATTRIBUTE per tool, as the run that parked printed them"
-            )
-        )
+        console.print(Text(f"        {_AGENT}as the run that parked printed them"))
     return 0
 
 
@@ -378,7 +362,7 @@ async def _escalating_child(
 async def _report_escalated(
     runtime: Runtime,
     console: Console,
-    args: argparse.Namespace,
+    args: Approve,
     root: SessionLog,
     root_id: str,
     verb: str,
@@ -394,13 +378,12 @@ async def _report_escalated(
     console.print(approval_block(request.name, args.call_id, dict(request.arguments)))
     who = f"{visible(name)} {visible(child_id[:8])}"
     console.print(Text(f"{verb} {visible(args.call_id)} for {who}", style="bold"))
-    where = store_options(args)
+    where = args.where.options()
     _, child_log = await _log(runtime, child_id)
     undecided = child_log.undecided_calls()
     if undecided:
         for call in undecided:
-            command = shlex.join(["taskloom", "approve", root_id, visible(call.id), *where])
-            console.print(command_line(f"  decide: {command} (or add --deny)"), crop=False)
+            console.print(decide_line(root_id, call.id, shlex.join(where)), crop=False)
         console.print(Text("  the agent goes on once each of its calls is decided"))
         return 0
     handover = DecidedChildren.of(runtime).handover(child_id)
@@ -427,7 +410,7 @@ async def _report_escalated(
             return 0
         resume = shlex.join(["taskloom", "resume", root_id, *where])
         console.print(Text(f"  session {root_id} is parked on {who}: resuming it runs {who} on"))
-        agent = "" if args.app else " AGENT (--app MODULE:FACTORY, or --model and --tool)"
+        agent = "" if args.where.app else " AGENT (--app MODULE:FACTORY, or --model and --tool)"
         console.print(command_line(f"  then: {resume}{agent}"), crop=False)
         return 0
     if handover.where == "queue":
@@ -470,7 +453,7 @@ def _next_run(root_id: str, call_id: str) -> str:
     )
 
 
-async def _answer(runtime: Runtime, console: Console, args: argparse.Namespace) -> int:
+async def _answer(runtime: Runtime, console: Console, args: Answer) -> int:
     meta = await runtime.store.get(args.session_id)
     stand_in = Agent(meta.agent or "cli", FunctionModel(_no_runs, name="answers-only"))
     session = await runtime.open_session(meta.id, stand_in)
@@ -484,7 +467,7 @@ async def _answer(runtime: Runtime, console: Console, args: argparse.Namespace) 
     if question is not None:
         console.print(question_block(question))
     console.print(Text(f"answered {visible(args.input_id)}: {action}", style="bold"))
-    where = store_options(args)
+    where = args.where.options()
     for other in asked.values():
         if other.id != args.input_id:
             console.print(
@@ -493,7 +476,7 @@ async def _answer(runtime: Runtime, console: Console, args: argparse.Namespace) 
     return 0
 
 
-def _content(args: argparse.Namespace, question: PendingInput | None) -> dict[str, Any]:
+def _content(args: Answer, question: PendingInput | None) -> dict[str, Any]:
     content: dict[str, Any] = {}
     if args.json is not None:
         try:
@@ -527,9 +510,9 @@ def _typed(text: str, kind: object) -> Any:
     return text
 
 
-async def _resume(runtime: Runtime, console: Console, args: argparse.Namespace) -> int:
+async def _resume(runtime: Runtime, console: Console, args: Resume) -> int:
     meta = await runtime.store.get(args.session_id)
-    agent = command_line_agent(args, runtime, meta, "resume")
+    agent = command_line_agent(args.where, args.flags, runtime, meta, "resume")
     session = await runtime.open_session(meta.id, agent)
     log = session.journal.log
     if not log.parked() and not log.run_open and not await _left_work(runtime, meta.id):
@@ -540,7 +523,7 @@ async def _resume(runtime: Runtime, console: Console, args: argparse.Namespace) 
                 f"session {meta.id} has nothing to go on with: "
                 f"no turn is parked and its last run ended ({status})"
             ),
-            f"give it a new prompt: {again} {agent_flags(args)} 'PROMPT'",
+            f"give it a new prompt: {again} {agent_flags(args.where, args.flags)} 'PROMPT'",
         )
     approved = [c for c in log.parked() if (d := log.decision(c.id)) is not None and d.approved]
     # The agent's toolsets (MCP servers) offer tools too: read them first.
@@ -554,7 +537,7 @@ async def _resume(runtime: Runtime, console: Console, args: argparse.Namespace) 
             "add a --tool module:attribute for each, or use --app module:factory",
         )
     printer = EventPrinter(console, Waiting.on_stderr())
-    options = run_options(args)
+    options = args.flags.run_options()
     if log.parked():
         first = session.resume(options=options, emit=printer)
     else:
@@ -563,12 +546,12 @@ async def _resume(runtime: Runtime, console: Console, args: argparse.Namespace) 
         first = session.run(None, options=options, emit=printer)
     # What the run takes up (a background child of the crashed run) is waited
     # for and its report taken, as `taskloom run` does.
-    where = store_options(args)
+    where = args.where.options()
     run = run_settled(session, first, options=options, emit=printer, where=where)
     # Cancelled, the run is cut off: resuming goes on with it again.
-    go_on = f"taskloom resume {meta.id} {agent_flags(args)}"
+    go_on = f"taskloom resume {meta.id} {agent_flags(args.where, args.flags)}"
     result = await interruptible(run, go_on, printer)
-    return report_result(console, session, result, args)
+    return report_result(console, session, result, args.where, args.flags)
 
 
 async def _left_work(runtime: Runtime, session_id: str) -> bool:
@@ -581,14 +564,14 @@ async def _left_work(runtime: Runtime, session_id: str) -> bool:
     return False
 
 
-async def _fork(runtime: Runtime, console: Console, args: argparse.Namespace) -> int:
+async def _fork(runtime: Runtime, console: Console, args: Fork) -> int:
     meta = await fork_session(runtime.store, args.session_id, args.at, round=args.round)
     # The id alone on stdout, so `$(taskloom sessions fork ...)` captures it.
     print(meta.id)
     return 0
 
 
-async def _diff(runtime: Runtime, console: Console, args: argparse.Namespace) -> int:
+async def _diff(runtime: Runtime, console: Console, args: Diff) -> int:
     store = runtime.store
     a = await store.get(args.a)
     b = await store.get(args.b)
@@ -602,26 +585,22 @@ async def _diff(runtime: Runtime, console: Console, args: argparse.Namespace) ->
     return 0 if found.identical else 1
 
 
-async def _dispatch(args: argparse.Namespace, console: Console) -> int:
+async def _dispatch(args: Command, console: Console) -> int:
     # Each of these needs sessions that are already stored: none makes a store.
-    async with await open_runtime(args, create=False) as runtime:
-        if args.command == "sessions":
-            if args.action == "list":
-                return await _list(runtime, console, args, args.limit, args.json)
-            if args.action == "fork":
-                return await _fork(runtime, console, args)
-            if args.action == "diff":
-                return await _diff(runtime, console, args)
-            if args.json:
-                return await _show_json(runtime, args.session_id)
-            return await _show(runtime, console, args.session_id, args.tree, store_options(args))
-        if args.command == "approve":
-            return await _approve(runtime, console, args)
-        if args.command == "answer":
-            return await _answer(runtime, console, args)
-        return await _resume(runtime, console, args)
+    flags = args.flags if isinstance(args, Resume) else None
+    async with await open_runtime(args.where, flags, create=False) as runtime:
+        acts: dict[type, Callable[[Runtime, Console, Any], Awaitable[int]]] = {
+            ListSessions: _list,
+            Show: _show,
+            Fork: _fork,
+            Diff: _diff,
+            Approve: _approve,
+            Answer: _answer,
+            Resume: _resume,
+        }
+        return await acts[type(args)](runtime, console, args)
 
 
-def dispatch(args: argparse.Namespace) -> int:
+def dispatch(args: Command) -> int:
     """Run one of the session commands; returns the exit code."""
     return asyncio.run(_dispatch(args, terminal()))

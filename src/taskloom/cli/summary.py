@@ -55,9 +55,7 @@ class SessionSummary:
 
 async def summarize(runtime: Runtime, meta: SessionMeta) -> SessionSummary:
     """The summary of session `meta`, from its log and its lease."""
-    log = SessionLog()
-    for entry in await runtime.store.load(meta.id):
-        log.apply(entry)
+    log = SessionLog.folded(await runtime.store.load(meta.id))
     pending = tuple(log.undecided_calls())
     for child_id in dict.fromkeys(log.held_calls().values()):
         # Its turn is parked on a child's escalated calls: they are what it waits on.

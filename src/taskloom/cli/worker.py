@@ -1,7 +1,7 @@
 """`taskloom worker --app module:factory`: run queued runs, background children
 and scheduled wake-ups on this machine.
 
-The factory is the host's own (`cli/loading.py`): it returns the `Runtime`
+The factory is the host's own (`cli/common.py`): it returns the `Runtime`
 with the agents, tools and models a job may need, and a `WorkQueue` as its
 `queue`. SIGTERM or SIGINT drains the worker (no new job; runs in flight stop
 at their next boundary and go back in the queue; children in flight finish)
@@ -11,7 +11,6 @@ another worker puts its jobs back.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import os
@@ -19,14 +18,14 @@ import signal
 import sys
 
 from ..errors import ConfigurationError, StoreError
+from .common import Worker, load_app
 from .failures import with_hint
-from .loading import load_app
 from .queue import queue_hint
 
 __all__ = ["run_worker"]
 
 
-def run_worker(args: argparse.Namespace) -> int:
+def run_worker(args: Worker) -> int:
     """Serve until drained; the exit code."""
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s"
@@ -50,16 +49,17 @@ def _queues(raw: str | None) -> tuple[str, ...] | None:
     return names
 
 
-async def _serve(args: argparse.Namespace) -> int:
+async def _serve(args: Worker) -> int:
     from ..distributed import WorkQueue
 
     queues = _queues(args.queues)
-    runtime = await load_app(args.app)
+    app = str(args.where.app)
+    runtime = await load_app(app)
     try:
         queue = runtime.queue
         if not isinstance(queue, WorkQueue):
             raise with_hint(
-                ConfigurationError(f"--app {args.app}: its Runtime has no WorkQueue as its queue"),
+                ConfigurationError(f"--app {app}: its Runtime has no WorkQueue as its queue"),
                 "build it as Runtime(store=url, queue=taskloom.distributed.WorkQueue(url), ...)",
             )
         worker = queue.worker(runtime, concurrency=args.concurrency, queues=queues)

@@ -22,21 +22,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Awaitable, Callable, MutableMapping
 from html import escape
 from http.cookies import SimpleCookie
-from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
+
+from .._serving import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["COOKIE", "AccessGuard", "new_token"]
 
 COOKIE = "taskloom_console"
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 SECURITY_HEADERS = [
     (

@@ -162,7 +162,6 @@ class SessionPages(ConsoleShared):
             background=await self._background_view(session_id, items),
             flash=self._flash.pop(session_id, []),
             running_here=session_id in self._runs,
-            agent_known=meta.agent in self.runtime.agents,
             forked_from=_origin(meta.metadata.get(FORKED_FROM)),
             sid=quote(session_id, safe=""),
             live_url=f"/sessions/{quote(session_id, safe='')}/live?" + _query({"since": since}),

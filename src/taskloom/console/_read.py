@@ -153,11 +153,6 @@ class SessionSummary:
     pending: int
     position: int
 
-    @property
-    def is_active(self) -> bool:
-        """True while a run holds the session."""
-        return self.status == "running"
-
 
 def display_name(meta: SessionMeta) -> str:
     """What a session is called on screen: a child's name, else its agent."""
@@ -179,9 +174,7 @@ async def summarize(
     store: SessionStore, meta: SessionMeta, entries: Sequence[Entry]
 ) -> SessionSummary:
     """The row of session `meta` whose log is `entries`."""
-    log = SessionLog()
-    for entry in entries:
-        log.apply(entry)
+    log = SessionLog.folded(entries)
     state = run_state(entries)
     status = state.status
     if state.active:

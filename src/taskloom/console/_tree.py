@@ -85,11 +85,6 @@ class TreeNode:
         """Seconds from start to end (None while it has not ended)."""
         return None if self.ended_at is None else max(0.0, self.ended_at - self.started_at)
 
-    @property
-    def child_count(self) -> int:
-        """Children anywhere below this node."""
-        return sum(len(g.children) + sum(c.child_count for c in g.children) for g in self.groups)
-
 
 def child_span(entries: list[Entry], created_at: float) -> tuple[float, float | None, int | None]:
     """(start, end, tokens of the terminal entry) of a child's log."""
