@@ -19,7 +19,6 @@ body past `max_body` bytes is refused as JSON-RPC "invalid request"
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import uuid
 from collections.abc import AsyncGenerator, Callable
@@ -54,7 +53,6 @@ from .. import __version__
 from .._serving import MAX_JSONRPC_BODY, guard, jsonrpc_error, listen, serve_on
 from ..agent import Agent
 from ..backends import SessionMeta
-from ..errors import ApprovalConflict
 from ..events import TextDelta
 from ..results import RunResult
 from ..runtime import Runtime, ServedRuns, ServedState, ServedTask, Session
@@ -370,11 +368,7 @@ class _SessionExecutor(AgentExecutor):
         if found.state is ServedState.INPUT_REQUIRED:
             each, every = decisions_in(context.message)
             decisions = {c.id: d for c in found.waiting if (d := each.get(c.id, every)) is not None}
-            session = await self.runs.runtime.open_session(task_id, self.runs.agent)
-            for call_id, (approved, note) in decisions.items():
-                decide = session.approve if approved else session.deny
-                with contextlib.suppress(ApprovalConflict):  # decided first elsewhere: it stands
-                    await decide(call_id, note=note)
+            await self.runs.decide(found, decisions)
             found = await self.runs.read(task_id)  # runs the resume once nothing is left
             if found is not None and found.state is ServedState.INPUT_REQUIRED:
                 # Not a decision, or not of every call: ask again, never guess.

@@ -179,7 +179,7 @@ class MCPServer:
         The process gets the SDK's safe default environment (`PATH`, `HOME`,
         `USER`, ...) plus `env`, never the host's whole environment: API
         keys stay out of it unless passed. It runs under a keeper process
-        (see `taskloom.background._keeper`) that ends it and everything it
+        (see `taskloom.background._supervisor`) that ends it and everything it
         started — also what left its process group or session — when the
         runtime closes, when the server exits (what it left running), and
         when this process dies, even by `SIGKILL`. That takes Linux (a

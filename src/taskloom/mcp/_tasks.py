@@ -21,6 +21,7 @@ speaks the protocol; `_taskcalls` runs tasks as background work.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -35,8 +36,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 __all__ = [
     "TASKS_EXTENSION",
     "TERMINAL",
+    "TaskIdParams",
     "TaskState",
     "TasksClient",
+    "UpdateParams",
     "cancel_task",
     "fetch_result",
     "get_task",
@@ -86,36 +89,36 @@ class _DetailedTask(types.Result):
     input_requests: dict[str, Any] | None = None
 
 
-class _TaskIdParams(types.RequestParams):
+class TaskIdParams(types.RequestParams):
     task_id: str
 
 
-class _GetTask(types.Request[_TaskIdParams, Literal["tasks/get"]]):
+class _GetTask(types.Request[TaskIdParams, Literal["tasks/get"]]):
     method: Literal["tasks/get"] = "tasks/get"
-    params: _TaskIdParams
+    params: TaskIdParams
     # 2026-07-28 over HTTP: `Mcp-Name` carries the task id, for routing.
     name_param: ClassVar[str | None] = "taskId"
 
 
-class _TaskResult(types.Request[_TaskIdParams, Literal["tasks/result"]]):
+class _TaskResult(types.Request[TaskIdParams, Literal["tasks/result"]]):
     method: Literal["tasks/result"] = "tasks/result"
-    params: _TaskIdParams
+    params: TaskIdParams
 
 
-class _CancelTask(types.Request[_TaskIdParams, Literal["tasks/cancel"]]):
+class _CancelTask(types.Request[TaskIdParams, Literal["tasks/cancel"]]):
     method: Literal["tasks/cancel"] = "tasks/cancel"
-    params: _TaskIdParams
+    params: TaskIdParams
     name_param: ClassVar[str | None] = "taskId"
 
 
-class _UpdateParams(types.RequestParams):
+class UpdateParams(types.RequestParams):
     task_id: str
-    input_responses: dict[str, Any]
+    input_responses: dict[str, Any] | None = None
 
 
-class _UpdateTask(types.Request[_UpdateParams, Literal["tasks/update"]]):
+class _UpdateTask(types.Request[UpdateParams, Literal["tasks/update"]]):
     method: Literal["tasks/update"] = "tasks/update"
-    params: _UpdateParams
+    params: UpdateParams
     name_param: ClassVar[str | None] = "taskId"
 
 
@@ -290,7 +293,7 @@ async def get_task(client: Client, task_id: str, *, timeout: float | None = None
 async def _get(
     session: ClientSession, task_id: str, *, modern: bool, timeout: float | None = None
 ) -> TaskState:
-    request = _GetTask(params=_TaskIdParams(task_id=task_id))
+    request = _GetTask(params=TaskIdParams(task_id=task_id))
     if modern:
         got = await session.send_request(request, _DetailedTask, timeout)
         result = None
@@ -312,27 +315,21 @@ async def _get(
         return task
     # 2025-11-25 keeps the outcome apart: `tasks/result` gives the tool's
     # result, or the JSON-RPC error the task failed with.
-    fetch = _TaskResult(params=_TaskIdParams(task_id=task_id))
+    fetch = _TaskResult(params=TaskIdParams(task_id=task_id))
     try:
         result = await session.send_request(fetch, types.CallToolResult, timeout)
     except MCPError as exc:
         if task.status == "failed":
-            return _replace(task, error=f"{exc.message} (JSON-RPC error {exc.code})")
+            return dataclasses.replace(task, error=f"{exc.message} (JSON-RPC error {exc.code})")
         raise
-    return _replace(task, result=result)
-
-
-def _replace(state: TaskState, **changes: Any) -> TaskState:
-    import dataclasses
-
-    return dataclasses.replace(state, **changes)
+    return dataclasses.replace(task, result=result)
 
 
 async def cancel_task(client: Client, task_id: str, *, timeout: float | None = None) -> None:
     """Ask the server to cancel the task (`tasks/cancel`); it may finish
     first all the same, so read it again to know."""
     await client.session.send_request(
-        _CancelTask(params=_TaskIdParams(task_id=task_id)), _Ack, timeout
+        _CancelTask(params=TaskIdParams(task_id=task_id)), _Ack, timeout
     )
 
 
@@ -363,7 +360,7 @@ async def update_task(
     as the server named them, values the answers (an `ElicitResult` for an
     `elicitation/create`). The task goes on once the server took them; read
     it again to know."""
-    params = _UpdateParams(task_id=task_id, input_responses=responses)
+    params = UpdateParams(task_id=task_id, input_responses=responses)
     await client.session.send_request(_UpdateTask(params=params), _Ack, timeout)
 
 
@@ -372,7 +369,7 @@ async def fetch_result(client: Client, task_id: str) -> types.CallToolResult:
     client lets the server send what it asks of the task (its
     `elicitation/create` requests, naming the task in `_meta`, reach the
     client's elicitation callback meanwhile); returns once the task ended."""
-    fetch = _TaskResult(params=_TaskIdParams(task_id=task_id))
+    fetch = _TaskResult(params=TaskIdParams(task_id=task_id))
     return await client.session.send_request(fetch, types.CallToolResult, None)
 
 

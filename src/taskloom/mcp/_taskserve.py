@@ -38,11 +38,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..agent import Agent
-from ..errors import ApprovalConflict
 from ..events import Event, ToolProgress
 from ..results import PendingCall, RunResult
 from ..runtime import Runtime, ServedRuns, ServedState, ServedTask
-from ._tasks import TASKS_EXTENSION
+from ._tasks import TASKS_EXTENSION, TaskIdParams, UpdateParams
 
 __all__ = ["POLL_MS", "ServedTasks"]
 
@@ -53,15 +52,6 @@ MARK = "mcp_task"
 """The session metadata key that makes a session a task of this server."""
 
 _CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
-
-
-class _TaskIdParams(types.RequestParams):
-    task_id: str
-
-
-class _UpdateParams(types.RequestParams):
-    task_id: str
-    input_responses: dict[str, Any] | None = None
 
 
 def _iso(ts: float) -> str:
@@ -100,10 +90,10 @@ class ServedTasks:
         calls with a task, and serve the `tasks/*` requests."""
         server.extensions[TASKS_EXTENSION] = {}
         server.middleware.append(self._middleware)
-        server.add_request_handler("tasks/get", _TaskIdParams, self._get)
-        server.add_request_handler("tasks/result", _TaskIdParams, self._result)
-        server.add_request_handler("tasks/cancel", _TaskIdParams, self._cancel)
-        server.add_request_handler("tasks/update", _UpdateParams, self._update)
+        server.add_request_handler("tasks/get", TaskIdParams, self._get)
+        server.add_request_handler("tasks/result", TaskIdParams, self._result)
+        server.add_request_handler("tasks/cancel", TaskIdParams, self._cancel)
+        server.add_request_handler("tasks/update", UpdateParams, self._update)
 
     # ------------------------------------------------------------ the wire
 
@@ -125,8 +115,8 @@ class ServedTasks:
             return await call_next(ctx)  # answered inline with what is wrong
         view = await self.create(task)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return {"resultType": "task", **_modern(view)}
-        return {"task": _legacy(view)}
+            return {"resultType": "task", **_wire(view, True)}
+        return {"task": _wire(view, False)}
 
     def _wants_task(self, ctx: ServerRequestContext[Any, Any]) -> bool:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -141,10 +131,10 @@ class ServedTasks:
             return TASKS_EXTENSION in extensions
         return isinstance((ctx.params or {}).get("task"), dict)
 
-    async def _get(self, ctx: ServerRequestContext[Any, Any], params: _TaskIdParams) -> Any:
+    async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> Any:
         view = await self.view(params.task_id)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            out = _modern(view)
+            out = _wire(view, True)
             if view["status"] == "completed":
                 out["result"] = view["result"].model_dump(
                     by_alias=True, mode="json", exclude_none=True
@@ -152,9 +142,9 @@ class ServedTasks:
             if view["status"] == "input_required":
                 out["inputRequests"] = view["input_requests"]
             return out
-        return _legacy(view)
+        return _wire(view, False)
 
-    async def _result(self, ctx: ServerRequestContext[Any, Any], params: _TaskIdParams) -> Any:
+    async def _result(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> Any:
         # 2025-11-25: blocks until the task ends, then gives its result.
         while True:
             view = await self.view(params.task_id)
@@ -166,34 +156,20 @@ class ServedTasks:
         result: types.CallToolResult = view["result"]
         return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
-    async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: _TaskIdParams) -> Any:
+    async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> Any:
         await self.cancel(params.task_id)
         view = await self.view(params.task_id)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return {}
-        return _legacy(view)
+        return _wire(view, False)
 
-    async def _update(self, ctx: ServerRequestContext[Any, Any], params: _UpdateParams) -> Any:
+    async def _update(self, ctx: ServerRequestContext[Any, Any], params: UpdateParams) -> Any:
         # An answer to one of the task's inputRequests decides that parked
         # call; anything else (an unknown key, a `cancel`) leaves it waiting.
         responses = params.input_responses or {}
-        if responses:
-            task = await self._read(params.task_id)
-            session = await self.runtime.open_session(params.task_id, self.agent)
-            # Only the task's own parked calls: what view() offers as inputRequests.
-            waiting = {c.id for c in task.waiting}
-            for call_id, response in responses.items():
-                decision = _decision(response) if call_id in waiting else None
-                if decision is None:
-                    continue
-                approved, note = decision
-                try:
-                    if approved:
-                        await session.approve(call_id, note=note)
-                    else:
-                        await session.deny(call_id, note=note)
-                except ApprovalConflict:
-                    pass  # decided first elsewhere: that decision stands
+        decisions = {k: d for k, r in responses.items() if (d := _decision(r)) is not None}
+        if decisions:
+            await self.runs.decide(await self._read(params.task_id), decisions)
         await self.view(params.task_id)
         return {}
 
@@ -259,28 +235,15 @@ class ServedTasks:
         await self.runs.close()
 
 
-def _modern(view: dict[str, Any]) -> dict[str, Any]:
+def _wire(view: dict[str, Any], modern: bool) -> dict[str, Any]:
+    """The task as `tasks/get` answers it in the revision's spelling."""
     out: dict[str, Any] = {
         "taskId": view["task_id"],
         "status": view.get("status", "working"),
         "createdAt": view["created_at"],
         "lastUpdatedAt": view["updated_at"],
-        "ttlMs": None,
-        "pollIntervalMs": POLL_MS,
-    }
-    if view.get("message"):
-        out["statusMessage"] = view["message"]
-    return out
-
-
-def _legacy(view: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "taskId": view["task_id"],
-        "status": view.get("status", "working"),
-        "createdAt": view["created_at"],
-        "lastUpdatedAt": view["updated_at"],
-        "ttl": None,
-        "pollInterval": POLL_MS,
+        "ttlMs" if modern else "ttl": None,
+        "pollIntervalMs" if modern else "pollInterval": POLL_MS,
     }
     if view.get("message"):
         out["statusMessage"] = view["message"]

@@ -123,7 +123,7 @@ class MCPTool(Tool):
         if mode != "never" and await connection.task_capable(self.remote):
             wait = 0.0 if mode == "always" else self.server.task_after
             return await self.calls.call(
-                self.server, connection, self.remote_name, arguments, ctx, wait, report
+                self.server, connection, self.remote_name, arguments, ctx, wait
             )
         result = await connection.call(
             self.remote_name,

@@ -72,7 +72,7 @@ class StdioLaunch:
 
     def transport(self, errlog: IO[bytes] | None) -> Transport:
         """The SDK's stdio transport to the server run under a keeper (see
-        `taskloom.background._keeper`); the server's stderr goes to `errlog`.
+        `taskloom.background._supervisor`); the server's stderr goes to `errlog`.
 
         Raises `FileNotFoundError` or `PermissionError` when the command
         cannot be run, as starting it directly would.

@@ -37,7 +37,7 @@ from typing import Any, Literal
 from ..agent import Agent
 from ..backends import SessionMeta
 from ..entries import StopRequest
-from ..errors import SessionBusy, SessionNotFound
+from ..errors import ApprovalConflict, SessionBusy, SessionNotFound
 from ..events import Event
 from ..log import SessionLog, pending_inputs
 from ..results import PendingCall, PendingInput, RunResult, RunStatus
@@ -205,6 +205,19 @@ class ServedRuns:
         except Exception:
             # The run recorded how it ended in the session's log; readers read it there.
             logger.warning("the run of served task %s failed", task_id, exc_info=True)
+
+    async def decide(
+        self, task: ServedTask, decisions: Mapping[str, tuple[bool, str | None]]
+    ) -> None:
+        """Approve or deny the task's waiting calls `decisions` names (call id:
+        (approved, note)); a call decided first elsewhere keeps that decision."""
+        waiting = {c.id for c in task.waiting}
+        session = await self.runtime.open_session(task.id, self.agent)
+        for call_id, (approved, note) in decisions.items():
+            if call_id in waiting:
+                decide = session.approve if approved else session.deny
+                with contextlib.suppress(ApprovalConflict):
+                    await decide(call_id, note=note)
 
     async def steer(self, task_id: str, text: str) -> None:
         """Fold `text` into the task's run at its next round boundary."""

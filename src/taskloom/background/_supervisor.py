@@ -1,73 +1,48 @@
-"""The keeper: runs one command and answers for every process it starts.
+"""The keeper, a process supervisor: runs one command and answers for every
+process it starts. Background commands (`_process.py`) and stdio MCP servers
+(`taskloom.mcp`) run one each:
 
-Background commands (`_process.py`) start one keeper per command, as
+    python -I -S _supervisor.py FD GRACE BACKSTOP LC_CTYPE ARGV...
+    python -I -S _supervisor.py stdio:PID GRACE - LC_CTYPE ARGV...
 
-    python -I -S _keeper.py FD GRACE BACKSTOP LC_CTYPE ARGV...
+Standard library only (it runs isolated, without taskloom or site-packages)
+and single-threaded, which makes its fork-then-exec safe. It starts ARGV as
+the leader of a new session below a *nanny*, a fork that only waits for the
+command and passes its exit status up. Why a process between host and command:
 
-and stdio MCP servers (`taskloom.mcp`) one per server, as
+- It is a child subreaper (`PR_SET_CHILD_SUBREAPER`): what the command starts
+  stays below the keeper even after `setsid` or a double fork, so
+  "everything the command started" is exactly its descendants in `/proc`,
+  and nothing else is signalled (a subreaper host would keep the orphans of
+  its every other child as zombies).
+- The nanny, not the keeper, is the command's parent: a command that kills
+  its parent dies of its own parent-death signal, and what it started is
+  still held here (reported as killed by SIGKILL).
+- The host's death is the end of its socket (FD; only the host holds the
+  other end): every descendant is SIGKILLed. A parent-death signal would be
+  tied to the host's thread and reach only the command. The nanny dies with
+  the keeper and the command with the nanny (`PR_SET_PDEATHSIG`).
+- BACKSTOP (seconds, or `-`) is the command's deadline for a host that
+  hangs: `deadline` is reported, SIGTERM sent, SIGKILL GRACE seconds later.
 
-    python -I -S _keeper.py stdio:PID GRACE - LC_CTYPE ARGV...
+LC_CTYPE is `=VALUE` for what the command is to see, `-` for none (Python
+may have set it at start-up, PEP 538). The socket carries `started PID`,
+`failed ERRNO`, `exited CODE` (negative: killed by that signal) and
+`deadline` up, and the byte `T` down (SIGTERM to every descendant, SIGKILL
+GRACE seconds later). The keeper exits once the command exited and no
+descendant is left.
 
-The keeper starts ARGV, the leader of a new session, below a *nanny*: a fork
-of the keeper that only waits for the command and passes its exit status
-up. Standard library only: it runs in an isolated interpreter, where neither
-taskloom nor site-packages is importable, and it is single-threaded, which
-is what makes its fork-then-exec safe.
+With `stdio:PID` the command speaks over the stdin and stdout it inherits
+(neither keeper nor nanny keeps a copy, so the host sees them end with it).
+The tree ends (SIGTERM, then SIGKILL) once the command exited; at once with
+SIGKILL on SIGTERM, SIGINT or SIGHUP, or when the host PID dies (the
+keeper's parent-death signal, bound to the host thread that runs its event
+loop). A command that cannot start is named on stderr; the exit status is 127.
 
-Why a process of its own between the host and the command:
-
-- It is a *child subreaper* (Linux `PR_SET_CHILD_SUBREAPER`): a process the
-  command starts stays below the keeper even after it left the command's
-  group and session (`setsid`, a double fork) — orphans are reparented here,
-  not to init. So "everything the command started" is exactly the keeper's
-  descendants, found by walking `/proc`, and nothing else is ever signalled.
-  Making the host itself a subreaper would do the same for the host's every
-  other child too, and leave their orphans as zombies of the host.
-- It is not the command's parent: the nanny is. A command that kills its
-  parent (`kill -9 $PPID`) kills the nanny, dies of its own parent-death
-  signal, and what it started is reparented to the keeper, which still
-  holds it and reports the command as killed by SIGKILL.
-- It notices the host's death by the end of its socket (FD, a socket pair
-  whose other end only the host holds): EOF means the host is gone, or wants
-  everything killed — either way every descendant is SIGKILLed and the
-  keeper exits. A parent-death signal on the command would be tied to the
-  host *thread* that started it (it fires when that thread exits, not the
-  process) and would reach only the command, not what it started.
-- The nanny gets `PR_SET_PDEATHSIG=SIGKILL` towards the keeper, the command
-  towards the nanny (safe here: both have one thread), so the command dies
-  with a keeper killed from outside.
-- BACKSTOP (seconds, or `-`) is the command's own deadline, for a host that
-  hangs: the keeper then reports `deadline`, ends the tree itself with
-  SIGTERM and, GRACE seconds later, SIGKILL.
-
-The command gets the keeper's environment, but for one variable Python
-itself may have set at start-up (C locale coercion, PEP 538): LC_CTYPE is
-`=VALUE` for the value the command is to see, `-` for none.
-
-With a socket, it carries lines from the keeper — `started PID`, `failed
-ERRNO`, `exited CODE` (negative: killed by that signal), `deadline` — and
-from the host the byte `T` (SIGTERM to every descendant; SIGKILL to what is
-left GRACE seconds later). The keeper exits once the command has exited and
-no descendant is left.
-
-With `stdio:PID` there is no socket: the command speaks over the keeper's
-stdin and stdout, which it inherits (the keeper and the nanny keep no copy,
-so the host sees them end with the command). The tree ends — SIGTERM, then
-SIGKILL GRACE seconds later — once the command exited; at once with SIGKILL
-when the keeper gets SIGTERM, SIGINT or SIGHUP (the host stopping it), or
-when the host, process PID, dies (the keeper's own parent-death signal; for
-this use it is bound to the host thread that started the keeper, the one
-running the host's event loop). A command that cannot be started is named
-on stderr, and the keeper exits with status 127.
-
-Limits. A command that finds and kills the keeper itself (its grandparent)
-dies by its parent-death signal, but what it started is orphaned to init; so
-does everything when the keeper is SIGKILLed from outside. A host that forks
-without exec (multiprocessing's `fork` start method) hands its end of the
-socket to the fork too, and its keepers learn of its death only once the
-fork is gone as well. Without a subreaper or `/proc` (other systems than
-Linux) signals go to the command's process group only: what left it
-survives.
+Limits: a command that kills the keeper itself, or a SIGKILL of the keeper
+from outside, orphans the tree to init; a host that forks without exec
+shares its socket end with the fork; without a subreaper or `/proc` (not
+Linux) only the command's process group is signalled.
 """
 
 from __future__ import annotations
