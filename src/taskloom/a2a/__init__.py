@@ -32,7 +32,6 @@ if TYPE_CHECKING:
         agent_card,
         approves,
         serve_agent,
-        task_of,
     )
 
 __all__ = [
@@ -44,7 +43,6 @@ __all__ = [
     "agent_card",
     "approves",
     "serve_agent",
-    "task_of",
 ]
 
 __getattr__ = lazy_exports(
@@ -58,6 +56,5 @@ __getattr__ = lazy_exports(
         "agent_card": "._serve",
         "approves": "._serve",
         "serve_agent": "._serve",
-        "task_of": "._serve",
     },
 )

@@ -1,8 +1,6 @@
-"""Handing a task to a remote agent and following it to its end: the
-message sent (a new task, or the answer to a question it asked), its stream
-listened to while the task is read beside it (which notices a server gone
-silent), tries again while the server does not answer, and the task as it
-ended read into an `Outcome`."""
+"""Handing a task to a remote agent and following it to its end (its stream
+listened to while the task is read beside it, tried again while the server
+does not answer), the task as it ended read into an `Outcome`."""
 
 from __future__ import annotations
 
@@ -47,10 +45,8 @@ _ENDED = {
 }
 """The states a followed task ends in, as the parent's model is told them."""
 
-_FIRST_RETRY = 0.25
-_LAST_RETRY = 10.0
-"""Seconds between tries while a followed task's server does not answer:
-doubling from the first to the last."""
+_FIRST_RETRY, _LAST_RETRY = 0.25, 10.0
+"""Seconds between tries while a server does not answer, doubling."""
 
 
 async def hand_over(
@@ -94,8 +90,7 @@ async def answer_question(
         task_id=task_id,
         context_id=current.context_id,
     )
-    # Until the agent takes the answer in, the task reads as it did: that
-    # state is not its end.
+    # Until the agent takes the answer in, the task's state is not its end.
     return await _send(remote, client, watch, message, answer, None, stale=current.status)
 
 
@@ -122,8 +117,7 @@ async def _send(
             if watch.foreign:
                 return watch.refusal()
             if record is not None and watch.task_id:
-                # Kept before anything else happens: from here on, a
-                # crash leaves a task someone can follow again.
+                # Kept first: from here on, a crash leaves a task to follow again.
                 await record(watch.task_id, context_id)
         return await _listen_and_poll(remote, client, watch, stream, task, stale)
     finally:
@@ -131,9 +125,8 @@ async def _send(
 
 
 async def resubscribe(remote: RemoteAgent, client: Client, watch: Watch, task_id: str) -> Outcome:
-    """Follow a task handed over before: its stream (`tasks/subscribe`)
-    tells at once when it ends, reading it every `poll_interval` seconds
-    notices a server gone silent; a server without streams is read only."""
+    """Follow a task handed over before: its stream (`tasks/subscribe`) beside
+    reading it every `poll_interval` seconds (see `_listen_and_poll`)."""
     stream = client.subscribe(SubscribeToTaskRequest(id=task_id))
     try:
         return await _listen_and_poll(remote, client, watch, stream, "")
@@ -150,12 +143,11 @@ async def _listen_and_poll(
     stale: TaskStatus | None = None,
 ) -> Outcome:
     # The stream tells what the agent says as it works; reading the task
-    # beside it is what notices a server gone silent, and the task as the
-    # agent holds it is the whole answer.
+    # beside it notices a server gone silent, and gives the whole answer.
     ended = asyncio.Event()
     listening = asyncio.get_running_loop().create_task(_listen(stream, watch, task, ended))
     try:
-        return await _poll(remote, client, watch.task_id, ended, stale, watch)
+        return await _poll(remote, client, watch, ended, stale)
     finally:
         listening.cancel()
         await asyncio.wait([listening])
@@ -180,19 +172,18 @@ async def _listen(
 async def _poll(
     remote: RemoteAgent,
     client: Client,
-    task_id: str,
-    ended: asyncio.Event | None = None,
-    stale: TaskStatus | None = None,
-    watch: Watch | None = None,
+    watch: Watch,
+    ended: asyncio.Event,
+    stale: TaskStatus | None,
 ) -> Outcome:
     """Read the task until it ends, trying again while its server does not
-    answer; every `poll_interval` seconds, and at once when its stream
-    has `ended`. A task still in the `stale` status has not moved yet.
-    An answer about another task (read, or streamed to `watch`) is a
-    protocol error, never this task's end."""
+    answer; every `poll_interval` seconds, and at once when its stream has
+    `ended`. A task still in the `stale` status has not moved yet. An
+    answer about another task is a protocol error, never this task's end."""
+    task_id = watch.task_id
     tries = Tries(remote.unreachable_for)
     while True:
-        if watch is not None and watch.foreign:
+        if watch.foreign:
             return watch.refusal()
         try:
             task = await _get(remote, client, task_id)
@@ -207,7 +198,7 @@ async def _poll(
             return foreign_answer(task_id, task.id)
         if task.status.state in _ENDED and task.status != stale:
             return _outcome(task)
-        if ended is None or ended.is_set():
+        if ended.is_set():
             await asyncio.sleep(remote.poll_interval)
         else:
             with contextlib.suppress(TimeoutError):

@@ -1,25 +1,16 @@
 """Remote A2A agents as named subagents: a task handed over the protocol.
 
 Inline by default, like a `SubAgent`: the parent model calls a tool named
-after the remote agent with a `task`; the remote agent sees only that task;
+after the remote agent with a `task`, which is all the remote agent sees;
 its text as it works reaches event subscribers tagged with its origin, and
-only its final answer returns. In the background (`background=True`), like
-a background child: the call answers at once, and the answer arrives as a
-notice at a later round boundary (see `_follow`).
+only its final answer returns. In the background (`background=True`) the
+call answers at once and the answer arrives as a notice (see `_follow`).
 
 A remote agent that asks for input (`input-required`) asks the parent's
-model: its question comes back in band with the task's id, and the model
-answers by calling the tool again with that `task_id` and its answer as
-`task`, which continues the same remote task. Everything else that can go
-wrong (no agent at the URL, a card that is not one, no answer in time, a
-task that failed or was cancelled over there, a server that stays
-unreachable while its task is followed, an answer too long, parts that are
-not text) becomes an in-band error result or a note in the answer, never an
-exception out of the run.
-
-This module is the agent's face and its tool; handing a task over and
-following it is `_exchange`, what the task says (its events, its outcome,
-its parts as text) is `_watch`.
+model: the question comes back in band with the task's id, and the model
+answers by calling the tool again with that `task_id`. Everything else that
+can go wrong becomes an in-band error result, never an exception out of the
+run. Handing over and following is `_exchange`; what the task says is `_watch`.
 """
 
 from __future__ import annotations
@@ -75,38 +66,28 @@ class Unreachable(Exception):
 
 class RemoteAgent:
     """An agent served over A2A at `url`, as a subagent: `.tool()` gives a
-    parent a tool named `name` that takes `task`, hands it to the remote
-    agent as a new A2A task and answers `{"answer": ..., "task_id": ...}`
-    once the task completes — or an in-band error saying what went wrong.
-
-    When the remote agent asks for input, the result is
-    `{"question": ..., "task_id": ...}` (not an error): the parent's model
-    answers by calling the tool again with `task_id` and its answer as
-    `task`, and the same remote task goes on.
+    parent a tool named `name` that takes `task`, hands it over as a new A2A
+    task and answers `{"answer": ..., "task_id": ...}` once it completes, or
+    an in-band error. When the remote agent asks for input, the result is
+    `{"question": ..., "task_id": ...}`: the parent's model answers by
+    calling the tool again with `task_id`, and the same remote task goes on.
 
     With `background=True` the call answers at once with a receipt and the
     remote task is followed in the background of the parent's session: its
-    answer (or question, or error) arrives as a notice at a later round
-    boundary, exactly once, and the run is reminded of it while it runs.
-    The remote task's id is kept in the parent's store as soon as the
-    remote server gives it, so after a crash the session's next run in any
-    process (with this agent among its tools) follows it again from there.
-    Stopping the run that started it, deleting the session or closing the
-    runtime cancels the remote task (best effort).
+    answer (or question, or error) arrives as a notice at a later round,
+    exactly once. Its id is kept in the parent's store as soon as it is
+    known, so after a crash the session's next run in any process (with
+    this agent among its tools) follows it again. Stopping the run that
+    started it, deleting the session or closing the runtime cancels it.
 
-    `timeout` bounds a whole call, in the background from its start (a task
-    still running then is cancelled over there, best effort),
+    `timeout` bounds a whole call (a task still running then is cancelled),
     `connect_timeout` each connection; a followed task's server that does
-    not answer is tried again, less and less often, for `unreachable_for`
-    seconds before the call ends in an error; `poll_interval` is how often a
-    task whose stream ended early is read (`tasks/get`). `token` is sent as
-    `Authorization: Bearer`, never stored (an echo of it is stored
-    `[redacted]`; the URL is shown and stored as `public_url`, without
-    credentials); the answer (or question) is cut at `max_answer_chars`, as
-    every delegation's, and the whole of it is kept in a child session of
-    the caller's, where `read_agent(agent=..., offset=...)` reads on (the
-    cut says how). `needs_approval` gates the
-    delegation itself. Building one does no I/O: the card is read per call.
+    not answer is tried again for `unreachable_for` seconds; `poll_interval`
+    is how often a task whose stream ended early is read. `token` is sent as
+    `Authorization: Bearer`, never stored (nor the URL's credentials:
+    `public_url`); the answer is cut at `max_answer_chars`, its whole kept in
+    a child session where `read_agent(agent=..., offset=...)` reads on.
+    `needs_approval` gates the delegation itself. Building one does no I/O.
     """
 
     def __init__(
@@ -155,8 +136,7 @@ class RemoteAgent:
         return f"RemoteAgent({self.name!r}, {self.public_url!r})"
 
     def tool(self) -> Tool:
-        """A delegation tool for a parent agent (a new one each call, kept by the agent
-        given it)."""
+        """A delegation tool for a parent agent (a new one each call)."""
         made: Tool
         if self.background:
             made = _BackgroundTool(self)
@@ -214,9 +194,8 @@ class RemoteAgent:
 
     @contextlib.asynccontextmanager
     async def client(self, *, patient: bool = False) -> AsyncIterator[Client]:
-        """A client for the agent, its card read; raises `Unreachable` when
-        the card cannot be had — at once, or `patient`ly after trying again
-        for `unreachable_for` seconds (a task to follow is waiting there)."""
+        """A client for the agent, its card read; `Unreachable` when the card
+        cannot be had (`patient`: after trying for `unreachable_for` seconds)."""
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
         timeouts = httpx.Timeout(self.timeout, connect=self.connect_timeout)
         async with httpx.AsyncClient(headers=headers, timeout=timeouts) as http:
@@ -249,10 +228,9 @@ class RemoteAgent:
         record: Callable[[str, str], Awaitable[None]] | None = None,
     ) -> Outcome:
         """Hand `task` over (a new task, or the answer to `task_id`'s question),
-        or `follow` a task handed over before, to its end — within `timeout`
-        seconds, after which the task is cancelled over there. `record(task
-        id, context id)` is awaited as soon as the task's id is known. If the
-        caller is cancelled, so is the remote task (best effort)."""
+        or `follow` a task handed over before, to its end within `timeout`
+        seconds (then, or when the caller is cancelled, the task is cancelled
+        over there). `record(task id, context id)` is awaited once the id is known."""
         try:
             async with asyncio.timeout(max(timeout, 0.0)):
                 if follow:
@@ -274,8 +252,7 @@ class RemoteAgent:
 
 
 class _BackgroundTool(DelegationTool):
-    """The tool of a background `RemoteAgent`: it also resumes following the
-    remote tasks of a session that nobody follows any more."""
+    """The tool of a background `RemoteAgent`, which also resumes following."""
 
     __slots__ = ("remote",)
 
@@ -290,8 +267,8 @@ class _BackgroundTool(DelegationTool):
         self.remote = remote
 
     async def resume_work(self, start: RunStart) -> None:
-        """Follow again the session's remote tasks of this agent that no live
-        process follows (see `taskloom.background.ResumesWork`)."""
+        """Follow again the session's remote tasks of this agent nobody follows
+        (`taskloom.background.ResumesWork`)."""
         from ._follow import resume_following
 
         await resume_following(self.remote, self.runtime, start)

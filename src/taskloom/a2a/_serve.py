@@ -1,19 +1,16 @@
 """Serving an agent over A2A: every A2A task is a taskloom session.
 
 The task id is the session id, so a task outlives the server process: any
-process with the same store answers `tasks/get` for it, read from the
-session's log through `taskloom.runtime.ServedRuns` (the layer `taskloom mcp
-serve` uses too): a run a restart cut off is run on, a parked run decided
-anywhere (`taskloom approve`, the console, code) is resumed. `message/send`
-and `message/stream` run the session (text as it is written goes out as
+process on the same store answers `tasks/get` for it, read from the log
+through `taskloom.runtime.ServedRuns` (shared with `taskloom mcp serve`).
+`message/send` and `message/stream` run the session (its text goes out as
 `working` status updates, the answer as the `answer` artifact); an approval
 parks the task in `input-required`, and the client's reply decides the
 parked calls when it is a clear yes or no or a structured decision (see
 `_replies`), else the question is asked again; `tasks/cancel` cancels the
 run within 2 s. With a bearer token, every call but the agent card's must
-carry it; the token is the host's and never reaches a session. A request
-body past `max_body` bytes is refused as JSON-RPC "invalid request"
-(`Payload too large`, the a2a-sdk's own answer) before it is read whole.
+carry it. A request body past `max_body` bytes is refused as JSON-RPC
+"invalid request" (`Payload too large`, the a2a-sdk's own answer).
 """
 
 from __future__ import annotations
@@ -55,7 +52,7 @@ from ..agent import Agent
 from ..backends import SessionMeta
 from ..events import TextDelta
 from ..results import RunResult
-from ..runtime import Runtime, ServedRuns, ServedState, ServedTask, Session
+from ..runtime import Runtime, ServedRuns, ServedState, ServedTask
 from ._replies import APPROVAL_HOWTO, approves, decisions_in, message_text, question
 
 __all__ = [
@@ -66,7 +63,6 @@ __all__ = [
     "agent_card",
     "approves",
     "serve_agent",
-    "task_of",
 ]
 
 CONTEXT_KEY = "a2a_context_id"
@@ -122,10 +118,9 @@ def a2a_app(
 ) -> Starlette:
     """An ASGI app serving `agent` over A2A (JSON-RPC at its root, the card at
     `/.well-known/agent-card.json`), each task a session of `runtime`. `url`
-    is where clients reach the app (the card names it); with `token`, every
-    call but the card's needs `Authorization: Bearer <token>` (else 401). A
-    request body past `max_body` bytes (default 1 MiB) is answered with a
-    JSON-RPC "invalid request" error, and nothing of it is run or stored."""
+    is where clients reach it; with `token`, every call but the card's needs
+    `Authorization: Bearer <token>` (else 401). A body past `max_body` bytes
+    (default 1 MiB) is answered with a JSON-RPC error, nothing of it run."""
     card = agent_card(agent, url)
     store = SessionTaskStore(agent, runtime)
     handler = _Handler(store.runs, _SessionExecutor(store.runs), store, card)
@@ -143,11 +138,8 @@ def a2a_app(
 
 class SessionTaskStore(TaskStore):
     """A2A tasks read from taskloom sessions through `runs` (a `ServedRuns`):
-    a task is derived from its session's log, and reading it runs on what
-    the log says is due (a run a restart cut off, a parked run decided
-    elsewhere). While a run is in flight in this process, the task is the
-    latest state the protocol handler saved, a cache the log replaces once
-    the run ends."""
+    derived from the session's log (reading runs on what is due); while a
+    run is in flight here, the latest state the handler saved."""
 
     def __init__(self, agent: Agent, runtime: Runtime, runs: ServedRuns | None = None) -> None:
         self.agent = agent
@@ -156,9 +148,8 @@ class SessionTaskStore(TaskStore):
         self._live: dict[str, Task] = {}
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
-        """Keep the handler's view of a task in flight; drop it once settled.
-        A task the handler cancels without this process running it (a run
-        taken up after a restart) is cancelled here."""
+        """Keep the handler's view of a task in flight; drop it once settled
+        (a cancelled one is cancelled here too: it may run elsewhere)."""
         if task.status.state == TaskState.TASK_STATE_CANCELED:
             await self.runs.cancel(task.id, "cancelled over A2A")
         if task.status.state in _SETTLED:
@@ -195,24 +186,12 @@ class SessionTaskStore(TaskStore):
 
 
 def _served_runs(agent: Agent, runtime: Runtime) -> ServedRuns:
-    """The `ServedRuns` of `agent`'s A2A tasks: sessions of the agent begun as
-    A2A tasks (the store may hold the host's other sessions, which are not
-    the client's to read)."""
+    """The `ServedRuns` of `agent`'s A2A tasks (not the store's other sessions)."""
 
     def owns(meta: SessionMeta) -> bool:
         return meta.agent == agent.name and CONTEXT_KEY in meta.metadata
 
     return ServedRuns(runtime, agent, owns)
-
-
-async def task_of(session: Session[Any, Any], context_id: str) -> Task:
-    """The A2A task that `session` is, from its log (read only: nothing due is run)."""
-    runs = ServedRuns(session.runtime, session.agent, lambda meta: True)
-    found = await runs.read(session.id, take_up=False)
-    assert found is not None
-    task = _task(found)
-    task.context_id = context_id
-    return task
 
 
 def _task(served: ServedTask) -> Task:
@@ -268,9 +247,8 @@ def _agent_message(text: str, task_id: str, context_id: str) -> Message:
 
 
 class _Handler(DefaultRequestHandler):
-    """The SDK's handler, refusing a decision sent to a task nothing of which
-    waits for one: answered with an error saying so, never with the task's
-    end as if the reply had been taken."""
+    """The SDK's handler, refusing with an error a decision sent to a task
+    that waits for none (never answered with the task's end as if taken)."""
 
     def __init__(
         self, runs: ServedRuns, executor: AgentExecutor, store: TaskStore, card: AgentCard
@@ -324,14 +302,13 @@ class _SessionExecutor(AgentExecutor):
             if context.message is not None:
                 first.history.append(context.message)
             # The task before the session: the handler reads the store to see
-            # whether the task is new, and a session would already be one.
+            # whether the task is new.
             await event_queue.enqueue_event(first)
             text = message_text(context.message) or "(an empty message)"
             await self.runs.create(text, task_id=task_id, metadata={CONTEXT_KEY: context_id})
         elif not await self._reply(task_id, context, updater):
             return
-        # Followed at once: the run is launched, and its events start with
-        # the next step of the event loop.
+        # Followed at once: its events start with the next step of the loop.
         events = self.runs.follow(task_id)
         await updater.start_work()
         while True:
@@ -359,8 +336,8 @@ class _SessionExecutor(AgentExecutor):
         await updater.update_status(task.status.state, message=message)
 
     async def _reply(self, task_id: str, context: RequestContext, updater: TaskUpdater) -> bool:
-        """Take a client's message on an existing task; whether a run of it
-        is now in flight here to follow."""
+        """Take a client's message on an existing task; whether a run of it is
+        now in flight here to follow."""
         context_id = context.context_id or ""
         found = await self.runs.read(task_id)
         if found is None:
@@ -380,7 +357,7 @@ class _SessionExecutor(AgentExecutor):
         text = message_text(context.message)
         if found.state is ServedState.WORKING and text:
             # A new message for the run in flight: it reads it at its next round.
-            await self.runs.steer(task_id, text)
+            await self.runs.runtime.steer(task_id, text)
         return found.state is ServedState.WORKING
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -401,10 +378,9 @@ async def serve_agent(
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve `agent` over A2A at `http://host:port/` until cancelled (port 0:
-    one the OS picks). `on_ready` gets the URL once it accepts calls. A host
-    beyond loopback needs a `token` (`ConfigurationError` without one).
-    `token` and `max_body` are `a2a_app`'s. The runtime (default: an
-    in-memory one) is closed at the end."""
+    the OS picks); `on_ready` gets the URL once it accepts calls. A host
+    beyond loopback needs a `token`; `token` and `max_body` are `a2a_app`'s.
+    The runtime (default: an in-memory one) is closed at the end."""
     runtime = runtime if runtime is not None else Runtime(agents=[agent])
     sock, base = listen(host, port, token)
     with sock:

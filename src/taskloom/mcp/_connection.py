@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 import mcp_types as types
 import pydantic
@@ -39,6 +39,8 @@ __all__ = [
     "Connection",
     "TaskRefused",
 ]
+
+_T = TypeVar("_T")
 
 _LIST_PAGES = 100
 """Pages of a tools listing read at most (a paginator that never ends cannot hang)."""
@@ -155,16 +157,19 @@ class Connection(ServerLifecycle):
         timeout: float | None,
         progress: ProgressFnT | None,
     ) -> types.CallToolResult:
-        client = await self._client_for_call()
-        async with self._answers(name, timeout):
-            result = await client.call_tool(name, arguments, progress_callback=progress)
-        return result
+        return await self._request(
+            name, timeout, lambda c: c.call_tool(name, arguments, progress_callback=progress)
+        )
 
-    async def _client_for_call(self) -> Client:
+    async def _request(
+        self, what: str, timeout: float | None, send: Callable[[Client], Awaitable[_T]]
+    ) -> _T:
         try:
-            return await self.client()
+            client = await self.client()
         except ConfigurationError as exc:
             raise ToolError(f"{exc} (it was running before; the next call tries again)") from None
+        async with self._answers(what, timeout):
+            return await send(client)
 
     @contextlib.asynccontextmanager
     async def _answers(self, name: str, timeout: float | None) -> Any:
@@ -217,48 +222,45 @@ class Connection(ServerLifecycle):
         """Call `name` as a task: the task, or the result when the server
         answered at once. Failures are `ToolError`s (`TaskRefused` when the
         server answered with a JSON-RPC error)."""
-        client = await self._client_for_call()
-        async with self._answers(name, timeout):
-            started = await start_task(client, name, dict(arguments), ttl=ttl, timeout=timeout)
-        return started
+        return await self._request(
+            name, timeout, lambda c: start_task(c, name, dict(arguments), ttl=ttl, timeout=timeout)
+        )
 
     async def get_task(self, task_id: str, *, timeout: float | None) -> TaskState:
         """The task's state (its result once completed); failures as `start_task`'s."""
-        client = await self._client_for_call()
-        async with self._answers(f"task {task_id}", timeout):
-            state = await get_task(client, task_id, timeout=timeout)
-        return state
+        return await self._request(
+            f"task {task_id}", timeout, lambda c: get_task(c, task_id, timeout=timeout)
+        )
 
     async def cancel_task(self, task_id: str, *, timeout: float | None) -> None:
         """Ask the server to cancel the task; failures as `start_task`'s."""
-        client = await self._client_for_call()
-        async with self._answers(f"task {task_id}", timeout):
-            await cancel_task(client, task_id, timeout=timeout)
+        await self._request(
+            f"task {task_id}", timeout, lambda c: cancel_task(c, task_id, timeout=timeout)
+        )
 
     async def update_task(
         self, task_id: str, responses: dict[str, Any], *, timeout: float | None
     ) -> None:
         """Answer a 2026-07-28 task's input requests; failures as `start_task`'s."""
-        client = await self._client_for_call()
-        async with self._answers(f"task {task_id}", timeout):
-            await update_task(client, task_id, responses, timeout=timeout)
+        await self._request(
+            f"task {task_id}",
+            timeout,
+            lambda c: update_task(c, task_id, responses, timeout=timeout),
+        )
 
     async def fetch_result(self, task_id: str) -> types.CallToolResult:
         """2025-11-25: wait on `tasks/result` for the task to end, letting the
         server send its questions meanwhile (to `asker`); failures as
         `start_task`'s."""
-        client = await self._client_for_call()
         self._fetching[task_id] = self._fetching.get(task_id, 0) + 1
         try:
-            async with self._answers(f"task {task_id}", None):
-                result = await fetch_result(client, task_id)
+            return await self._request(f"task {task_id}", None, lambda c: fetch_result(c, task_id))
         finally:
             left = self._fetching[task_id] - 1
             if left:
                 self._fetching[task_id] = left
             else:
                 del self._fetching[task_id]
-        return result
 
 
 class TaskRefused(ToolError):

@@ -25,7 +25,7 @@ import signal
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -113,34 +113,22 @@ def _client_info() -> types.Implementation:
     return types.Implementation(name="taskloom", version=own)
 
 
+@dataclass(eq=False)
 class _Start:
     """One start of the server: its owner task, its client once ready, and
     what was learnt while it ran."""
 
-    __slots__ = (
-        "aborted",
-        "client",
-        "ended",
-        "garbage",
-        "group",
-        "opening",
-        "stop",
-        "tail",
-        "task",
-    )
-
-    def __init__(self, opening: asyncio.Future[Client], tail: StderrTail | None) -> None:
-        self.opening = opening
-        self.tail = tail
-        self.stop = asyncio.Event()
-        self.client: Client | None = None
-        self.ended = False
-        self.garbage: str | None = None
-        self.group: int | None = None
-        self.task: asyncio.Task[None] | None = None
-        self.aborted: str | None = None
-        """Why the start was cancelled ("deadline", "closed"); "entered" once
-        it can no longer be."""
+    opening: asyncio.Future[Client]
+    tail: StderrTail | None
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    client: Client | None = None
+    ended: bool = False
+    garbage: str | None = None
+    group: int | None = None
+    task: asyncio.Task[None] | None = None
+    aborted: str | None = None
+    """Why the start was cancelled ("deadline", "closed"); "entered" once
+    it can no longer be."""
 
 
 class ServerLifecycle:

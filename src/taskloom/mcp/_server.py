@@ -7,7 +7,7 @@ import asyncio
 import copy
 import os
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Literal, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 from ..errors import ConfigurationError, UsageError
@@ -41,6 +41,19 @@ TaskMode = Literal["auto", "always", "never"]
   makes anyway is waited for within the call)."""
 
 _MODES = ("auto", "always", "never")
+
+
+class _Options(TypedDict, total=False):
+    """What `MCPServer.stdio` and `.http` pass on to `MCPServer` as given."""
+
+    prefix: str | None
+    approval: Approval
+    timeout: float | None
+    max_output_chars: int
+    tasks: TaskMode | Mapping[str, TaskMode]
+    task_after: float
+    task_ttl: float | None
+    limits: MCPLimits
 
 
 class MCPServer:
@@ -165,14 +178,7 @@ class MCPServer:
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         name: str | None = None,
-        prefix: str | None = None,
-        approval: Approval = "destructive",
-        timeout: float | None = DEFAULT_TIMEOUT,
-        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
-        tasks: TaskMode | Mapping[str, TaskMode] = "auto",
-        task_after: float = DEFAULT_TASK_AFTER,
-        task_ttl: float | None = None,
-        limits: MCPLimits = DEFAULT_LIMITS,
+        **options: Unpack[_Options],
     ) -> MCPServer:
         """A server taskloom runs as `command args` and speaks to over stdio.
 
@@ -198,14 +204,7 @@ class MCPServer:
         return cls(
             launch,
             name=name or _command_name(command, tuple(args)),
-            prefix=prefix,
-            approval=approval,
-            timeout=timeout,
-            max_output_chars=max_output_chars,
-            tasks=tasks,
-            task_after=task_after,
-            task_ttl=task_ttl,
-            limits=limits,
+            **options,
         )
 
     @classmethod
@@ -215,14 +214,7 @@ class MCPServer:
         *,
         headers: Mapping[str, str] | None = None,
         name: str | None = None,
-        prefix: str | None = None,
-        approval: Approval = "destructive",
-        timeout: float | None = DEFAULT_TIMEOUT,
-        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
-        tasks: TaskMode | Mapping[str, TaskMode] = "auto",
-        task_after: float = DEFAULT_TASK_AFTER,
-        task_ttl: float | None = None,
-        limits: MCPLimits = DEFAULT_LIMITS,
+        **options: Unpack[_Options],
     ) -> MCPServer:
         """A server at `url` (streamable HTTP). `headers` go with every
         request; they are never logged, shown, or stored in a session, nor
@@ -236,14 +228,7 @@ class MCPServer:
         return cls(
             launch,
             name=name or parts.hostname,
-            prefix=prefix,
-            approval=approval,
-            timeout=timeout,
-            max_output_chars=max_output_chars,
-            tasks=tasks,
-            task_after=task_after,
-            task_ttl=task_ttl,
-            limits=limits,
+            **options,
         )
 
     def __repr__(self) -> str:

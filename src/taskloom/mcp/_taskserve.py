@@ -1,26 +1,20 @@
 """A served agent's calls as MCP tasks (the server side of `_tasks`).
 
-A client that asks for a task — `params.task` on 2025-11-25, the
-`io.modelcontextprotocol/tasks` extension in the request's capabilities on
-2026-07-28 — gets one at once: a fresh session of the serving runtime,
-whose id is the task id, and a run of the agent in the background. The
-mapping from run to task is `taskloom.runtime.ServedRuns` (the one `taskloom
-a2a serve` uses too): every answer about the task is read from that
-session's log, so a server restarted on the same store answers `tasks/get`
-for tasks an earlier process started, and runs on from its log a run the
-restart cut off (at its start, or at the task's first read).
+A client that asks for a task (`params.task` on 2025-11-25, the tasks
+extension in the request's capabilities on 2026-07-28) gets one at once: a
+fresh session of the serving runtime, whose id is the task id, running the
+agent in the background. Run to task is `taskloom.runtime.ServedRuns` (as
+for `taskloom a2a serve`): every answer is read from the session's log, so
+a server restarted on the same store answers for an earlier process's tasks
+and runs on what a restart cut off.
 
-Statuses: `working` while the run goes on; `completed` once it ended (a
-run that did not complete is a completed task whose result is an `isError`
-result saying how it ended, as the inline call answers); `cancelled` once
-`tasks/cancel` cancelled it (within 2 s, for good); `input_required` while
-the run waits for a person to approve a call (`taskloom approve`, the
-console or code, in any process): once decided, the run resumes by itself,
-at the next `tasks/get` or the server's next look. On 2026-07-28
-each waiting call is also one of the task's `inputRequests` (an
-`elicitation/create` asking `approve`, a boolean, and an optional `note`),
-so the client's person can decide it in the protocol (`tasks/update`): a
-decision like any other, bound to the call's arguments and written once.
+Statuses: `working`; `completed` once the run ended (a run that did not
+complete is a completed task with an `isError` result, as inline);
+`cancelled` after `tasks/cancel` (within 2 s, for good); `input_required`
+while the run waits for a person to approve a call (decided anywhere, the
+run resumes by itself). On 2026-07-28 each waiting call is also one of the
+task's `inputRequests` (an `elicitation/create` asking `approve` and an
+optional `note`), which the client's person decides with `tasks/update`.
 """
 
 from __future__ import annotations
@@ -59,12 +53,8 @@ def _iso(ts: float) -> str:
 
 
 class ServedTasks:
-    """The tasks of one served agent (see the module docstring).
-
-    `answer(result)` builds the tool's result from a finished run's
-    `RunResult`, as the inline call answers; `start(session, task)` runs the
-    agent on a new task.
-    """
+    """The tasks of one served agent (see the module docstring); `answer`
+    builds the tool's result from a finished run's `RunResult`."""
 
     def __init__(
         self,
@@ -86,8 +76,8 @@ class ServedTasks:
         )
 
     def install(self, server: Server[Any]) -> None:
-        """Serve tasks on `server`: advertise them, answer task-augmented
-        calls with a task, and serve the `tasks/*` requests."""
+        """Serve tasks on `server`: advertise them, answer task calls with a
+        task, and serve the `tasks/*` requests."""
         server.extensions[TASKS_EXTENSION] = {}
         server.middleware.append(self._middleware)
         server.add_request_handler("tasks/get", TaskIdParams, self._get)
