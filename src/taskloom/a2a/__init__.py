@@ -6,14 +6,11 @@
     researcher = RemoteAgent("researcher", "https://agents.example.com/", description="...")
     agent = Agent(tools=[researcher.tool(), my_tool])
 
-`RemoteAgent` hands a task to an agent served over A2A, as a subagent:
-inline, or in the background (`background=True`), where its answer arrives
-as a notice, exactly once, also after the parent's process crashed.
-`a2a_app` is an ASGI app to mount in a host's own server; `serve_agent`
-(and `taskloom a2a serve module:factory`) runs one. Each A2A task is a
-taskloom session, so it survives a restart and any process on the same store
-can read it. Built on the protocol's own SDK (the `a2a` extra:
-`pip install 'taskloom[a2a]'`).
+`RemoteAgent` hands a task to an agent served over A2A, as a subagent, inline
+or in the background (`background=True`: its answer arrives as a notice,
+exactly once, also after a crash). `a2a_app` is an ASGI app to mount;
+`serve_agent` (and `taskloom a2a serve module:factory`) runs one. Each A2A
+task is a taskloom session. Built on the protocol's own SDK (the `a2a` extra).
 """
 
 from __future__ import annotations

@@ -2,12 +2,10 @@
 
 A background call is followed work (`taskloom.background.Follows`, mode
 `remote`): a child session of the parent whose log keeps the remote task's
-id (and context id) as soon as the remote server gives it, under whose lease
-one process follows it, ended by one notice and one terminal entry. At the
-first round boundary of every run of the parent whose tools include the
-background `RemoteAgent` (same name, same URL), each such child nobody
-follows is followed again from its task id (`ResumesWork`), at once when its
-follower died on this machine. This module keeps only what is A2A's.
+id (and context id) as soon as it is known. At the first round boundary of
+every run of the parent whose tools include the background `RemoteAgent`
+(same name, same URL), each such child nobody follows is followed again
+from its task id. This module keeps only what is A2A's.
 """
 
 from __future__ import annotations
@@ -46,8 +44,8 @@ KIND = "remote_agent"
 async def start_following(
     remote: RemoteAgent, runtime: Runtime, ctx: ToolContext, task: str, task_id: str
 ) -> ToolOutput:
-    """Hand `task` to the remote agent in the background of the caller's
-    session on `runtime` (or answer the question of `task_id`); a receipt at once."""
+    """Hand `task` (or the answer to `task_id`'s question) over in the
+    background of the caller's session; a receipt at once."""
     follows = _follows(remote, runtime)
     child_id = await follows.begin(
         ctx,
@@ -69,8 +67,8 @@ async def start_following(
 
 
 async def resume_following(remote: RemoteAgent, runtime: Runtime, start: RunStart) -> None:
-    """Follow again, under the run of `start`, the session's remote tasks of
-    this agent that have no result yet and that no live process follows."""
+    """Follow again the session's remote tasks of this agent without a
+    result that no live process follows."""
     await _follows(remote, runtime).resume(start, MODE, _maker(remote), kind=KIND)
 
 
@@ -78,10 +76,9 @@ async def keep_whole(
     remote: RemoteAgent, runtime: Runtime, ctx: ToolContext, task: str, outcome: Outcome
 ) -> Outcome:
     """`outcome` of an inline call as the parent's model is told it: an answer
-    or question longer than the agent's `max_answer_chars` is cut, its whole
-    text (credentials redacted) kept first in a new, ended child session of
-    the caller's (mode `remote`, as a background call's), where
-    `read_agent(agent=..., offset=...)` reads on, as the cut says."""
+    or question past `max_answer_chars` is cut, its whole text (redacted)
+    kept first in a new, ended child session of the caller's, where
+    `read_agent(agent=..., offset=...)` reads on."""
     text = redact(outcome.text, remote.secrets)
     if outcome.kind not in ("answer", "question") or len(text) <= remote.max_answer_chars:
         return outcome
@@ -153,9 +150,8 @@ class _RemoteFollow:
         try:
             outcome = await self._follow(job, watch)
         except asyncio.CancelledError:
-            # Stopped: by the run that started it, a delete or the runtime's
-            # close. The remote task was cancelled on the way out; what is
-            # left is to say so, which needs this task un-cancelled.
+            # Stopped (by its run, a delete or the runtime's close): the remote
+            # task was cancelled on the way out; saying so needs an uncancel.
             current = asyncio.current_task()
             if current is not None:
                 current.uncancel()
@@ -206,13 +202,10 @@ class _RemoteFollow:
         return status, f"{self.remote.describe()}: {outcome.text}"
 
     async def _kept(self, job: FollowJob, text: str) -> str:
-        """`text` as the notice tells it: cut at the agent's cap, the whole of
-        it kept in the child's log first. Kept before the notice is
-        delivered, so a parent told to read on finds it; a follower after a
-        crash finds it kept and tells that one (the notice it may have
-        delivered already cut that text). Raises `Detached` when the hold
-        on the child was lost before it was kept: the follower that took
-        the work over keeps it, then delivers the notice."""
+        """`text` as the notice tells it: cut at the agent's cap, the whole kept
+        in the child's log before the notice is delivered (a follower after a
+        crash tells the one kept). Raises `Detached` when the hold was lost
+        before it was kept: the follower that took over keeps it."""
         limit = self.remote.max_answer_chars
         if len(text) <= limit:
             return text

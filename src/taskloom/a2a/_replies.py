@@ -1,10 +1,8 @@
 """Replies to a served A2A task parked for approval: what decides, and what is asked.
 
-A parked task asks its client to decide its waiting calls. A reply decides
-them only when it says so without doubt: a data part (one decision for
-every call, or one per call id), or a text whose first word is a clear yes
-or no. Anything else decides nothing, and the task asks again: a reply is
-never guessed into a denial.
+A reply decides the waiting calls only when it says so without doubt (a data
+part, or a text whose first word is a clear yes or no); anything else
+decides nothing, and the task asks again: a reply is never guessed into a denial.
 """
 
 from __future__ import annotations
@@ -41,11 +39,9 @@ _NO = frozenset({"no", "n", "deny", "denied", "reject", "rejected", "decline", "
 
 def reading(reply: str) -> bool | None:
     """How a client's text reply to `input-required` decides the parked calls:
-    True (approve) when the whole reply is a yes ("yes", "Approve.", "OK"),
-    False (deny) when its first word is a no ("no", "Denied.", "no, too
-    much": the rest is the reason); None otherwise ("go ahead", "yes but
-    only half", "maybe"), which decides nothing: a call runs only on a yes
-    that leaves no doubt."""
+    True when the whole reply is a yes ("yes", "Approve.", "OK"), False when
+    its first word is a no ("no, too much": the rest is the reason), None
+    otherwise ("go ahead", "yes but only half"): nothing is decided."""
     words = [w.strip(string.punctuation).lower() for w in reply.split()]
     words = [w for w in words if w]
     if len(words) == 1 and words[0] in _YES:
@@ -57,8 +53,7 @@ def reading(reply: str) -> bool | None:
 
 def approves(reply: str) -> bool:
     """Whether a client's reply to `input-required` approves the parked calls
-    (see `reading`: a reply that is no clear yes or no approves nothing, and
-    denies nothing either)."""
+    (see `reading`: only a clear yes does)."""
     return reading(reply) is True
 
 
@@ -66,12 +61,11 @@ Decision = tuple[bool, str | None]
 
 
 def decisions_in(message: Message | None) -> tuple[dict[str, Decision], Decision | None]:
-    """What a reply decides: per call id, and for every waiting call.
-
-    A data part `{"decisions": {call_id: {"approve": bool, "note": str}}}`
-    (or `{call_id: bool}`) decides the calls it names; `{"approve": bool,
-    "note": str}` decides every waiting call; a text reply decides them all
-    when `reading` reads it as a yes or a no, the reply being the note."""
+    """What a reply decides: per call id, and for every waiting call. A data
+    part `{"decisions": {call_id: {"approve": bool, "note": str}}}` (or
+    `{call_id: bool}`) decides the calls it names, `{"approve": bool, "note":
+    str}` every waiting call, and so does a text `reading` reads as a yes
+    or a no (the reply being the note)."""
     each: dict[str, Decision] = {}
     every: Decision | None = None
     if message is None:
@@ -96,8 +90,7 @@ def decisions_in(message: Message | None) -> tuple[dict[str, Decision], Decision
 
 
 def message_text(message: Message | None) -> str:
-    """A client's message as the agent reads it: its text parts, and its data
-    parts as JSON (a message of data alone is a task too)."""
+    """A client's message as the agent reads it: its text, and its data as JSON."""
     if message is None:
         return ""
     pieces = [p.text for p in message.parts if p.text]

@@ -1,6 +1,5 @@
 """What a remote agent's task says: the task as its stream tells it (and the
-events a child's would give), how an exchange with it ended, and its parts
-as text."""
+events a child's would give), how an exchange ended, its parts as text."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ class Outcome(NamedTuple):
 
 class Watch:
     """The task as the stream tells it, and the events a child's would give
-    (to `emit`, which may be None: then no one listens), with `secrets`
-    redacted from the remote agent's words."""
+    (to `emit`, if any), `secrets` redacted from the remote agent's words."""
 
     def __init__(
         self,
@@ -50,9 +48,8 @@ class Watch:
         return foreign_answer(self.task_id, self.foreign)
 
     def see(self, response: StreamResponse, task: str) -> str:
-        """Take in one streamed response; returns the context id it names.
-        An event about another task than the one followed is not taken in
-        (`foreign` names it)."""
+        """Take in one streamed response; the context id it names. An event
+        about another task is not taken in (`foreign` names it)."""
         about = _task_of(response)
         if self.task_id and about and about != self.task_id:
             self.foreign = self.foreign or about
@@ -122,8 +119,7 @@ def _task_of(response: StreamResponse) -> str:
 
 
 def foreign_answer(task_id: str, other: str) -> Outcome:
-    """The outcome of an answer about task `other` while following `task_id`:
-    a protocol error, never the followed task's end."""
+    """An answer about task `other` while following `task_id`: a protocol error."""
     return Outcome(
         "failed",
         f"protocol error: the remote agent answered about task {other!r} when"
@@ -133,8 +129,7 @@ def foreign_answer(task_id: str, other: str) -> Outcome:
 
 
 def text_of(parts: Iterable[Part]) -> str:
-    """The parts as text: data as JSON, and a file named by what it is, so
-    nothing the agent sent disappears without a word."""
+    """The parts as text: data as JSON, a file named by what it is."""
     pieces: list[str] = []
     for part in parts:
         kind = part.WhichOneof("content")

@@ -1,9 +1,6 @@
-"""One connection to an MCP server, owned by a runtime: its requests.
-
-`Connection` lists the server's tools, calls them and runs calls as MCP
-tasks, each request bounded and every failure turned into a `ToolError` for
-the model; starting, restarting and closing the server is its
-`ServerLifecycle` (see `taskloom.mcp._lifecycle`).
+"""One connection to an MCP server, owned by a runtime: its requests, each
+bounded and every failure a `ToolError` for the model (its starts, restarts
+and close are `ServerLifecycle`'s, see `_lifecycle`).
 """
 
 from __future__ import annotations
@@ -47,13 +44,9 @@ _LIST_PAGES = 100
 
 
 class Connection(ServerLifecycle):
-    """The runtime's connection to one server (see the module docstring).
-
-    `label` names the server in messages, `limits` bound the waits on it.
-    `listing()` gives the server's tools, listed once and again only after
-    the server said the list changed (or it was restarted); `call()` calls
-    one tool.
-    """
+    """The runtime's connection to one server: `listing()` gives its tools,
+    listed again only once it said the list changed (or restarted);
+    `call()` calls one. `label` names the server, `limits` bound the waits."""
 
     def __init__(self, launch: Launch, label: str, limits: MCPLimits) -> None:
         super().__init__(launch, label, limits)
@@ -66,12 +59,9 @@ class Connection(ServerLifecycle):
     # ------------------------------------------------------------ tools
 
     async def listing(self) -> tuple[types.Tool, ...]:
-        """The server's tools: the same tuple until the list changes.
-
-        The first listing raises `ConfigurationError` when the server cannot
-        be started or listed; later, a failed re-listing keeps the last list
-        (calls then say what is wrong).
-        """
+        """The server's tools: the same tuple until the list changes. The first
+        listing raises `ConfigurationError` when it fails; a later failure
+        keeps the last list."""
         if self._listing is not None and not self._stale:
             return self._listing
         async with self._listing_lock:
@@ -122,11 +112,8 @@ class Connection(ServerLifecycle):
         progress: ProgressFnT | None,
         stop: StopSignal | None,
     ) -> types.CallToolResult:
-        """Call tool `name`; every failure is a `ToolError` for the model.
-
-        A stop of the run, a cancellation or the `timeout` cancels the call
-        on the server too (`notifications/cancelled`).
-        """
+        """Call tool `name`; every failure is a `ToolError` for the model. A
+        stop of the run, a cancellation or the `timeout` cancels it on the server."""
         if stop is None:
             return await self._call(name, dict(arguments), timeout, progress)
         task = asyncio.current_task()

@@ -1,18 +1,15 @@
 """One MCP server's life under a connection: its starts, restarts and close.
 
-The SDK's `Client` lives in anyio task groups, which must be entered and
-left by the same task; a connection is opened on first use by whichever
-run needs it and closed by `runtime.close()` from another task. So each
-start of the server gets its own owner task: it enters the `Client`, hands
-it out, and waits to be told to leave. Calls from any task of the runtime's
-event loop go through the one client.
+The SDK's `Client` lives in anyio task groups, entered and left by the same
+task, while a connection is opened by whichever run needs it and closed by
+`runtime.close()` from another task. So each start gets its own owner task:
+it enters the `Client`, hands it out, and waits to be told to leave.
 
 A stdio server that goes away (its stdout ends) is noticed at once: a call
 in flight gets an in-band error naming the tail of its stderr, and the next
-use starts it again after a backoff, at most `MCPLimits.restarts` times a minute.
-
-What the server sends unasked (a changed tool list, a question during a
-task) is received here too; the requests themselves are `Connection`'s.
+use starts it again after a backoff, at most `MCPLimits.restarts` times a
+minute. What the server sends unasked (a changed tool list, a question
+during a task) is received here too.
 """
 
 from __future__ import annotations
@@ -59,20 +56,16 @@ logger = logging.getLogger("taskloom.mcp")
 @dataclass(frozen=True, slots=True)
 class MCPLimits:
     """How long taskloom waits on an MCP server, and how often it tries again
-    (`MCPServer.stdio(..., limits=MCPLimits(startup=180))` for a server that
-    takes long to start).
+    (`MCPServer.stdio(..., limits=MCPLimits(startup=180))`).
 
-    `startup`: seconds a server has to start and answer the handshake (and
-    to list its tools). `close`: seconds closing the runtime waits for the
-    server to stop; the SDK's own steps (stdin closed, a grace, SIGTERM,
-    SIGKILL) are bounded well within the default, and past it what is left
-    is killed. `restarts`: restarts per minute of a server that keeps going
-    away (past them, calls get an in-band error until the minute has
-    passed), each after the pause `restart_backoff` gives the n-th restart
-    in a row (its last pause repeats). `poll_backoff`: the pauses between
-    polls of a background MCP task that keep failing (the server
-    unreachable, or answering garbage; its last pause repeats), and the
-    task ends with an error once `give_up_after` polls in a row have failed.
+    `startup`: seconds to start, answer the handshake and list the tools.
+    `close`: seconds closing the runtime waits for the server to stop (past
+    it, what is left is killed). `restarts`: restarts per minute of a server
+    that keeps going away (past them, calls get an in-band error), each
+    after the pause `restart_backoff` gives the n-th restart in a row.
+    `poll_backoff`: the pauses between failing polls of a background MCP
+    task, which ends with an error after `give_up_after` failed polls in a
+    row. The last pause of a backoff repeats.
     """
 
     startup: float = 60.0
@@ -133,9 +126,8 @@ class _Start:
 
 class ServerLifecycle:
     """The starts of one server (see the module docstring): `client()` gives
-    the running one's client, starting the server when none runs, within
-    `limits`; `close()` stops it for good. `label` names the server in
-    messages."""
+    the running one's client, starting it when none runs; `close()` stops
+    it for good. `label` names the server in messages."""
 
     def __init__(self, launch: Launch, label: str, limits: MCPLimits) -> None:
         self.launch = launch
@@ -147,27 +139,20 @@ class ServerLifecycle:
         self._in_a_row = 0
         self._starts = 0
         self._closed = False
-        self._stale = True
-        """Whether the tool list must be read again: at each start, and each
-        time the server says it changed."""
+        self._stale = True  # the tool list must be read again
         self._announced = asyncio.Condition()
         self.announcements = 0
         """How many times the server said its tool list changed."""
         self.asker: Asker | None = None
-        """Who answers the server's questions during a task (2025-11-25, where
-        they come as requests of the server's); None: they are refused."""
-        self._fetching: dict[str, int] = {}
-        """The tasks whose `tasks/result` is open, each with how many times."""
+        """Who answers the server's questions during a task (None: refused)."""
+        self._fetching: dict[str, int] = {}  # tasks whose `tasks/result` is open, how often
 
     # ------------------------------------------------------------ opening
 
     async def client(self) -> Client:
         """The connected client, starting the server if it is not running.
-
-        Raises `ConfigurationError` when the server does not start (naming
-        the command and the tail of its stderr), `ToolError` when it went
-        away too often in the last minute to be restarted now.
-        """
+        Raises `ConfigurationError` when it does not start, `ToolError` when
+        it went away too often in the last minute to be restarted now."""
         current = self._current
         if current is not None and current.client is not None and not current.ended:
             return current.client
@@ -231,7 +216,7 @@ class ServerLifecycle:
             self._settle(start)
             if start.tail is not None:
                 # The keeper ends what the server left running; this is for
-                # a server run without one, or a keeper killed from outside.
+                # a server without one.
                 killed = kill_leftovers(start.tail, start.group)
                 if killed:
                     logger.info(
@@ -253,9 +238,8 @@ class ServerLifecycle:
     async def _enter(
         self, start: _Start, delay: float, stack: contextlib.AsyncExitStack
     ) -> Client | None:
-        """Start the server and enter its client on `stack`; None when the
-        connection was closed meanwhile. Raises `TimeoutError` past
-        `limits.startup`."""
+        """Start the server and enter its client on `stack`; None when closed
+        meanwhile, `TimeoutError` past `limits.startup`."""
         loop = asyncio.get_running_loop()
         timer: asyncio.TimerHandle | None = None
         try:
@@ -383,9 +367,8 @@ class ServerLifecycle:
 
     async def announced(self, after: int = 0) -> int:
         """Wait until the server has said its tool list changed more than
-        `after` times; returns how many times it has. (The announcement
-        travels apart from call results: over HTTP it may land after the
-        result of the call that changed the list.)"""
+        `after` times; how many times it has (over HTTP the announcement may
+        land after the result of the call that changed the list)."""
         async with self._announced:
             await self._announced.wait_for(lambda: self.announcements > after)
             return self.announcements
@@ -412,12 +395,7 @@ class ServerLifecycle:
 
     async def close(self) -> None:
         """Stop the server and wait until it is gone, `limits.close` seconds
-        at most; always returns.
-
-        A stdio server gets its stdin closed; if it does not exit, it and
-        everything it started is killed (see `StdioLaunch`). Past the
-        bound, what is left is killed without waiting for it.
-        """
+        at most (then what is left is killed); always returns."""
         self._closed = True
         owners = dict(self._owners)
         current = self._current
@@ -441,9 +419,8 @@ class ServerLifecycle:
 
 
 def _process_group(tail: StderrTail) -> int | None:
-    """The process group of the server we started (its keeper's, as a rule):
-    the SDK starts it in a session of its own, as our child, with its stderr
-    on our pipe. The group id is the leader's pid."""
+    """The process group of the server we started (its keeper's): our child,
+    leading a session of its own, with its stderr on our pipe."""
     me = os.getpid()
     found = [p.pgrp for p in tail.holders() if p.ppid == me and p.pgrp == p.pid]
     return found[0] if len(found) == 1 else None
@@ -451,8 +428,7 @@ def _process_group(tail: StderrTail) -> int | None:
 
 def _stop_group(tail: StderrTail) -> None:
     """SIGTERM the process group of the server we started: its keeper then
-    kills the server and all it started, and exits (the owner's end kills
-    whatever is left of a server run without one)."""
+    kills all the server started, and exits."""
     group = _process_group(tail)
     if group is not None:
         with contextlib.suppress(OSError):

@@ -1,13 +1,9 @@
 """What the model reads of an MCP tool's result.
 
-Text content is the text. `structuredContent`, when the server sends it, is
-the answer, as compact JSON (the SDK has checked it against the tool's
-`outputSchema`); the text blocks servers send beside it for older clients
-repeat it and are left out. taskloom's tool results carry text only, so an
-image or audio block becomes a short line naming its MIME type and size; an
-embedded resource becomes its text (a binary one a line naming it); a
-resource link a line with its URI. `isError: true` is an error result
-carrying the server's own text.
+Text content is the text. `structuredContent` is the answer, as compact JSON
+(the text blocks beside it repeat it and are left out). An image or audio
+block becomes a line naming its MIME type and size, an embedded resource its
+text (a binary one a line), a resource link a line with its URI.
 """
 
 from __future__ import annotations

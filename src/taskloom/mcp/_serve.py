@@ -1,15 +1,10 @@
 """Serving an agent over MCP: one tool, named after the agent, that runs it.
 
-The tool takes `{"task": "..."}` and answers with the agent's final text;
-an agent with an `output_schema` also answers with `structuredContent` (and
-the tool declares the schema as its `outputSchema`). Every call runs in a
-fresh session of the given runtime; tool progress inside the run reaches
-the caller as MCP progress notifications. A run that does not complete is
-an `isError` result saying how it ended.
-
-Over HTTP, a request body past `max_body` bytes is answered 413 with a
-JSON-RPC "invalid request" error before it is read whole; with a bearer
-token, every request needs it (else 401).
+The tool takes `{"task": "..."}` and answers with the agent's final text (and
+`structuredContent` with an output schema, declared as its `outputSchema`).
+Every call runs in a fresh session of the given runtime; tool progress
+reaches the caller as MCP progress notifications; a run that does not
+complete is an `isError` result saying how it ended.
 """
 
 from __future__ import annotations
@@ -49,12 +44,9 @@ _TASK_SCHEMA: dict[str, Any] = {
 
 def agent_server(agent: Agent, runtime: Runtime, *, tasks: bool = True) -> Server[Any]:
     """An MCP server (the SDK's low-level `Server`) offering `agent` as one
-    tool; calls run in fresh sessions of `runtime`.
-
-    With `tasks` (the default) the tool is task-capable (2025-11-25 tasks
-    and the 2026-07-28 tasks extension): a client that asks for a task gets
-    its id at once and polls it; the task id is the session's id, so a
-    server restarted on the same store answers for it (see `_taskserve`)."""
+    tool; calls run in fresh sessions of `runtime`. With `tasks` the tool is
+    task-capable: a client that asks for a task gets its id (the session's)
+    at once and polls it, also from a server restarted on the same store."""
     return _agent_server(agent, runtime, tasks)[0]
 
 
@@ -176,17 +168,14 @@ async def serve_agent(
     max_body: int = MAX_JSONRPC_BODY,
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve `agent` over MCP until cancelled: on stdio (stdin and stdout
-    carry the protocol) or, with `http=(host, port)`, over streamable HTTP
-    at `http://host:port/mcp` (port 0: one the OS picks). `on_ready` gets
-    where it serves once it accepts calls. The runtime (default: an
-    in-memory one) is closed at the end.
+    """Serve `agent` over MCP until cancelled: on stdio or, with `http=(host,
+    port)`, over streamable HTTP at `http://host:port/mcp` (port 0: the OS
+    picks). `on_ready` gets where it serves once it accepts calls. The
+    runtime (default: an in-memory one) is closed at the end.
 
     Over HTTP, with `token` every request needs `Authorization: Bearer
-    <token>` (else 401), and a host beyond loopback needs one
-    (`ConfigurationError` without); a request body past `max_body` bytes
-    (default 1 MiB) is answered 413 with a JSON-RPC error, and nothing of
-    it is run or stored.
+    <token>` (else 401), and a host beyond loopback needs one; a body past
+    `max_body` bytes (default 1 MiB) is answered 413, nothing of it run.
     """
     runtime = runtime if runtime is not None else Runtime(agents=[agent])
     server, served = _agent_server(agent, runtime, True)
@@ -195,8 +184,7 @@ async def serve_agent(
         if http is not None:
             sock, base = listen(*http, token)
             stack.enter_context(sock)
-            # The SDK's own bound (4 MiB by default, in plain text) is set to
-            # ours, which answers first, in JSON-RPC.
+            # The SDK's own bound is set to ours, which answers first, in JSON-RPC.
             app = server.streamable_http_app(host=http[0], max_request_body_size=max_body)
             too_large = jsonrpc_error(413, f"request body too large: the limit is {max_body} bytes")
             guard(app, token=token, max_body=max_body, too_large=too_large)

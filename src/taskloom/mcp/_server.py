@@ -62,30 +62,24 @@ class MCPServer:
 
     Build one with `MCPServer.stdio(...)` (a command taskloom starts) or
     `MCPServer.http(...)` (a streamable HTTP endpoint). It holds no
-    connection itself: each `Runtime` opens one connection per server on
-    first use, shares it among its sessions, and closes it in
-    `runtime.close()` (a runtime offers the server bound to its connections:
-    `bind_runtime`). The tools are listed once; when the server announces
-    that its list changed, the new list is offered from the next round on.
+    connection: each `Runtime` opens one per server on first use, shares it
+    among its sessions and closes it in `runtime.close()` (`bind_runtime`).
+    The tools are listed once, and again from the next round on when the
+    server announces that its list changed.
 
     `name` names it in messages (default: the command or host), `prefix`
     namespaces its tools (`prefix="time"` offers `time_get_current_time`),
-    `approval` says which calls park for a human decision (see
-    `taskloom.mcp.Approval`; default `"destructive"`), `timeout` bounds one
-    call in seconds (the call is cancelled on the server), and
+    `approval` says which calls park for a human decision (`Approval`),
+    `timeout` bounds one call in seconds (cancelled on the server), and
     `max_output_chars` caps a result like any tool's.
 
-    Servers that run tool calls as MCP tasks (2025-11-25 tasks, or the
-    2026-07-28 tasks extension): `tasks` is a `TaskMode` for all tools or a
-    mapping from the tool's name on the server to one (tools left out are
-    `"auto"`), `task_after` the seconds an `"auto"` call waits before it
-    turns into background work, and `task_ttl` the seconds the server is
-    asked to keep a task (None: the server's default). A task in the
-    background is written to the session's log, so any process's next run
-    of the session goes on polling it after a crash; see `docs/concepts/mcp-tasks.md`.
-
-    `limits` bound the waits on the server: its start, its stop, its
-    restarts and the polls of its tasks (`MCPLimits`).
+    For tool calls run as MCP tasks: `tasks` is a `TaskMode` for all tools or
+    a mapping from a tool's name on the server to one (default `"auto"`),
+    `task_after` the seconds an `"auto"` call waits before it turns into
+    background work, `task_ttl` the seconds the server is asked to keep a
+    task. A background task is in the session's log, so the session's next
+    run in any process polls it on after a crash (docs/concepts/mcp-tasks.md).
+    `limits` bound the waits on the server (`MCPLimits`).
     """
 
     __slots__ = (
@@ -150,17 +144,14 @@ class MCPServer:
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        """The credentials this server is sent (its credential headers, its
-        URL's user-info and credential query values, its credential-named
-        environment variables): redacted from everything its tools and tasks
-        write to a log."""
+        """The credentials this server is sent (headers, the URL's, credential-named
+        environment variables): redacted from all its tools and tasks log."""
         return self._secrets
 
     @property
     def key(self) -> str:
-        """Who this server is across processes: its name and its command or
-        URL (never its environment, headers or URL credentials). A task is
-        polled again only on a server with the same key."""
+        """Who this server is across processes (its name and its command or
+        URL, no credentials): a task is polled again only on the same key."""
         return f"{self.name}|{self._launch.describe()}"
 
     def task_mode(self, tool: str) -> TaskMode:
@@ -182,16 +173,12 @@ class MCPServer:
     ) -> MCPServer:
         """A server taskloom runs as `command args` and speaks to over stdio.
 
-        The process gets the SDK's safe default environment (`PATH`, `HOME`,
-        `USER`, ...) plus `env`, never the host's whole environment: API
-        keys stay out of it unless passed. It runs under a keeper process
-        (see `taskloom.background._supervisor`) that ends it and everything it
-        started — also what left its process group or session — when the
-        runtime closes, when the server exits (what it left running), and
-        when this process dies, even by `SIGKILL`. That takes Linux (a
-        subreaper and `/proc`); elsewhere the server's process group is
-        ended and what left it survives. One that exits mid-call is started
-        again by the next call.
+        The process gets the SDK's safe default environment plus `env`, never
+        the host's whole environment. A keeper process (see
+        `taskloom.background._supervisor`) ends it and everything it started
+        when the runtime closes, when the server exits, and when this process
+        dies, even by `SIGKILL` (on Linux; elsewhere only its process group).
+        One that exits mid-call is started again by the next call.
         """
         if isinstance(args, str):
             raise ConfigurationError(f"MCPServer.stdio({command!r}): args is a list of strings")
@@ -217,10 +204,8 @@ class MCPServer:
         **options: Unpack[_Options],
     ) -> MCPServer:
         """A server at `url` (streamable HTTP). `headers` go with every
-        request; they are never logged, shown, or stored in a session, nor
-        are the URL's user-info and credential query values (the URL is
-        shown and recorded without them), and whatever the server echoes of
-        them is stored `[redacted]`."""
+        request, never logged, shown or stored, nor are the URL's credentials;
+        an echo of them is stored `[redacted]`."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigurationError(f"MCPServer.http: {url!r} is not an http(s) URL")
@@ -243,12 +228,10 @@ class MCPServer:
         return bound
 
     async def current_tools(self, host: ToolHost) -> Sequence[Tool]:
-        """The server's tools as of now (the `Toolset` protocol), on the
-        runtime it is bound to: listed on first use, then answered from the
-        runtime's cache until the server says its list changed. Raises
-        `ConfigurationError` when the server does not start or its tools
-        cannot be used, `UsageError` for a server no runtime bound (list
-        those with `MCPConnections.of(runtime).tools_for(server)`)."""
+        """The server's tools as of now (the `Toolset` protocol), on the runtime
+        it is bound to (cached until the server says its list changed).
+        Raises `ConfigurationError` when the server does not start or its
+        tools cannot be used, `UsageError` for a server no runtime bound."""
         if self._connections is None:
             raise UsageError(
                 f"MCP server {self.name!r} lists its tools through a runtime that binds it"
@@ -263,9 +246,8 @@ def _command_name(command: str, args: tuple[str, ...]) -> str:
 
 
 class MCPConnections:
-    """A runtime's MCP connections: one per server (servers with the same
-    command or URL and the same limits share one), opened on first use,
-    closed with the runtime (`MCPConnections.of(runtime)`)."""
+    """A runtime's MCP connections (`MCPConnections.of(runtime)`): one per
+    command or URL and limits, opened on first use, closed with the runtime."""
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime

@@ -1,22 +1,18 @@
 """MCP Tasks on the wire, both revisions, for the client.
 
-A server may answer a `tools/call` with a task instead of a result; the
-client then polls the task until it ends. Two spellings exist:
-
-- 2025-11-25 (in the core protocol): the server declares
+- 2025-11-25 (core protocol): the server declares
   `capabilities.tasks.requests.tools.call`, each tool its
-  `execution.taskSupport`; the client asks for a task with `params.task`
-  and gets `{"task": {...}}`; `tasks/get` gives the status, `tasks/result`
-  the final `CallToolResult`, `tasks/cancel` cancels.
-- 2026-07-28 (the `io.modelcontextprotocol/tasks` extension, SEP-2663): the
-  client declares the extension in each request's capabilities and the
-  server decides per call; a task answer is `{"resultType": "task", ...}`,
-  and `tasks/get` carries the final result (or error) inline once it ended.
+  `execution.taskSupport`; the client asks with `params.task` and gets
+  `{"task": {...}}`; `tasks/get` gives the status, `tasks/result` the final
+  `CallToolResult`, `tasks/cancel` cancels.
+- 2026-07-28 (the `io.modelcontextprotocol/tasks` extension): the client
+  declares the extension in each request and the server decides per call;
+  a task answer is `{"resultType": "task", ...}`, and `tasks/get` carries
+  the final result (or error) inline.
 
-The SDK (2.3) has the types but does not dispatch `tasks/*`: the
-2026-07-28 task answer is claimed through a `ClientExtension`, and the
-requests are sent with the session's `send_request`. This module only
-speaks the protocol; `_taskcalls` runs tasks as background work.
+The SDK has the types but does not dispatch `tasks/*`: the 2026-07-28 task
+answer is claimed through a `ClientExtension`, and the requests are sent
+with the session's `send_request`.
 """
 
 from __future__ import annotations
@@ -128,16 +124,11 @@ class _Ack(types.Result):
 
 @dataclass(frozen=True, slots=True)
 class TaskState:
-    """What a server said of a task, in either revision's spelling.
-
-    `poll` and `ttl` are in seconds (None: not said, or unlimited);
-    `created_at` is a Unix time (None when the server did not say).
-    `result` is set once a task completed (a 2025-11-25 server gives it on
-    `tasks/result`, which `get_task` fetches); `error` once it failed.
-    `input_requests` are what a 2026-07-28 server asks while the task is
-    `input_required` (key: `{"method": ..., "params": ...}`, answered with
-    `update_task`); a 2025-11-25 server sends them as requests of its own.
-    """
+    """What a server said of a task, in either revision's spelling: `poll` and
+    `ttl` in seconds (None: not said, or unlimited), `created_at` a Unix
+    time; `result` once it completed, `error` once it failed;
+    `input_requests` what a 2026-07-28 server asks while `input_required`
+    (key: `{"method": ..., "params": ...}`, answered with `update_task`)."""
 
     task_id: str
     status: str
@@ -203,8 +194,7 @@ def _from_legacy(task: types.Task) -> TaskState:
 
 
 async def _resolve_inline(claim: ClaimedTask, ctx: ClaimContext) -> types.CallToolResult:
-    """A task the server made of a call that was to be answered inline
-    (`task="never"`): wait for it here, as the call itself would have."""
+    """A task the server made of an inline call: waited for here."""
     import anyio
 
     state = _from_claim(claim)
@@ -227,10 +217,9 @@ def _final(state: TaskState) -> types.CallToolResult:
 
 class TasksClient(ClientExtension):
     """The client side of the 2026-07-28 tasks extension, for
-    `mcp.client.Client(..., extensions=[TasksClient()])`: it declares the
-    extension, so a server may answer a tool call with a task. Then
-    `client.call_tool` waits for the task to end (polling `tasks/get`) and
-    returns its result, while `start_task` returns the task itself."""
+    `mcp.client.Client(..., extensions=[TasksClient()])`: a server may then
+    answer a tool call with a task, which `client.call_tool` waits for while
+    `start_task` returns the task itself."""
 
     identifier = TASKS_EXTENSION
 
@@ -260,11 +249,10 @@ async def start_task(
     ttl: float | None = None,
     timeout: float | None = None,
 ) -> TaskState | types.CallToolResult:
-    """Call tool `name` asking for a task: the task's first `TaskState`, or
-    the tool's result when the server answered at once (a 2026-07-28 server
-    decides per call; the client needs `TasksClient` among its extensions).
-    On 2025-11-25 the call carries `params.task`, with `ttl` (seconds) when
-    given; `timeout` bounds the wait for the answer (default: the client's)."""
+    """Call tool `name` asking for a task: its first `TaskState`, or the
+    tool's result when the server answered at once (2026-07-28 needs
+    `TasksClient` among the client's extensions). `ttl` (seconds, 2025-11-25)
+    is asked for; `timeout` bounds the wait (default: the client's)."""
     if _modern(client):
         answer = await client.session.call_tool(
             name, arguments, read_timeout_seconds=timeout, allow_claimed=True
@@ -284,9 +272,8 @@ async def start_task(
 
 
 async def get_task(client: Client, task_id: str, *, timeout: float | None = None) -> TaskState:
-    """The task's state (`tasks/get`); once it completed, with its result
-    (on 2025-11-25 fetched with `tasks/result`). An unknown task id raises
-    the server's `MCPError`."""
+    """The task's state (`tasks/get`), with its result once completed; an
+    unknown task id raises the server's `MCPError`."""
     return await _get(client.session, task_id, modern=_modern(client), timeout=timeout)
 
 
@@ -356,19 +343,16 @@ async def _raw_request(
 async def update_task(
     client: Client, task_id: str, responses: dict[str, Any], *, timeout: float | None = None
 ) -> None:
-    """Answer a 2026-07-28 task's `input_requests` (`tasks/update`): keys
-    as the server named them, values the answers (an `ElicitResult` for an
-    `elicitation/create`). The task goes on once the server took them; read
-    it again to know."""
+    """Answer a 2026-07-28 task's `input_requests` (`tasks/update`): keys as
+    the server named them, values the answers (an `ElicitResult` for an
+    `elicitation/create`)."""
     params = UpdateParams(task_id=task_id, input_responses=responses)
     await client.session.send_request(_UpdateTask(params=params), _Ack, timeout)
 
 
 async def fetch_result(client: Client, task_id: str) -> types.CallToolResult:
-    """2025-11-25: ask for the task's result before it ended, which is how a
-    client lets the server send what it asks of the task (its
-    `elicitation/create` requests, naming the task in `_meta`, reach the
-    client's elicitation callback meanwhile); returns once the task ended."""
+    """2025-11-25: wait on the task's result, which lets the server send its
+    questions (`elicitation/create`, naming the task in `_meta`) meanwhile."""
     fetch = _TaskResult(params=TaskIdParams(task_id=task_id))
     return await client.session.send_request(fetch, types.CallToolResult, None)
 

@@ -1,14 +1,10 @@
 """One tool of an MCP server, as a taskloom `Tool`.
 
-Its effect and approval come from the server's annotations (hints the
-server gives; `approval="always"` is the choice for a server you do not
-trust): `readOnlyHint: true` makes it `READ_ONLY`, so its calls overlap with
-other read-only calls of the turn; anything else is `WRITE`. Arguments get
-the structural check every hand-written tool gets (types, required and
-unknown properties, enums), which tells the model exactly what was wrong
-without a round trip; the server checks the rest of its schema itself. The
-schema is checked once, when the tool is listed (with the `jsonschema`
-package the SDK brings): one the model cannot use is a `ConfigurationError`.
+Its effect and approval come from the server's annotations (hints; use
+`approval="always"` for a server you do not trust): `readOnlyHint: true`
+makes it `READ_ONLY`, anything else `WRITE`. Arguments get the structural
+check every tool gets; the server checks the rest of its schema. The schema
+is checked once, when listed: one the model cannot use is a `ConfigurationError`.
 """
 
 from __future__ import annotations
@@ -72,9 +68,9 @@ def _approval_rule(approval: Approval, remote: types.Tool) -> ApprovalRule:
 
 
 class MCPTool(Tool):
-    """A tool of an MCP server (`server`), named on the server `remote_name`
-    and here with the server's prefix, called through a runtime's
-    `connection` to the server (as an MCP task through its `calls`)."""
+    """A tool of an MCP server (`server`), named `remote_name` there and here
+    with the server's prefix, called through a runtime's `connection` (as an
+    MCP task through its `calls`)."""
 
     __slots__ = ("calls", "connection", "remote", "remote_name", "server")
 
@@ -110,9 +106,8 @@ class MCPTool(Tool):
         return f"MCPTool({self.name!r}, server={self.server.name!r}, effect={self.effect.value})"
 
     async def invoke(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
-        """Call the tool on the server, through the runtime's connection: as
-        an MCP task when the server runs it as one and the server's
-        `task_mode` for it is not `"never"` (see `MCPServer`)."""
+        """Call the tool on the server: as an MCP task when the server runs it
+        as one and its `task_mode` is not `"never"`."""
         connection = self.connection
 
         async def report(progress: float, total: float | None, message: str | None) -> None:

@@ -1,9 +1,6 @@
 """How taskloom reaches an MCP server: the launch (a command or a URL), the
 SDK transport built from it, the tail of a stdio server's stderr, and a read
 stream that tells the connection when the server went away.
-
-Nothing of the protocol is here: the SDK's `stdio_client` and
-`streamable_http_client` do the transport, `Client` the protocol.
 """
 
 from __future__ import annotations
@@ -45,12 +42,8 @@ LEFTOVER_GRACE = 1.0
 
 @dataclass(frozen=True, slots=True)
 class StdioLaunch:
-    """A server run as a subprocess, spoken to over its stdin and stdout.
-
-    It gets the SDK's safe default environment (`PATH`, `HOME`, ... — see
-    `mcp.client.stdio.get_default_environment`) plus `env`, never the host's
-    whole environment. `env` is left out of the repr (it may hold keys).
-    """
+    """A server run as a subprocess, spoken to over its stdin and stdout, with
+    the SDK's safe default environment plus `env` (left out of the repr)."""
 
     command: str
     args: tuple[str, ...] = ()
@@ -72,11 +65,8 @@ class StdioLaunch:
 
     def transport(self, errlog: IO[bytes] | None) -> Transport:
         """The SDK's stdio transport to the server run under a keeper (see
-        `taskloom.background._supervisor`); the server's stderr goes to `errlog`.
-
-        Raises `FileNotFoundError` or `PermissionError` when the command
-        cannot be run, as starting it directly would.
-        """
+        `taskloom.background._supervisor`), its stderr to `errlog`. Raises
+        `FileNotFoundError` or `PermissionError` when the command cannot run."""
         env = get_default_environment() | dict(self.env)
         _check_runnable(self.command, env.get("PATH", os.defpath), self.cwd)
         argv = [self.command, *self.args]
@@ -92,12 +82,8 @@ class StdioLaunch:
 
 @dataclass(frozen=True, slots=True)
 class HttpLaunch:
-    """A server reached over streamable HTTP at `url`.
-
-    `headers` (credentials, typically) are sent with every request and are
-    never logged, shown in a repr, or written to a session's log; nor are
-    the URL's user-info and credential query parameters (`safe_url`).
-    """
+    """A server reached over streamable HTTP at `url`; `headers` go with
+    every request, never logged, shown or stored (nor the URL's credentials)."""
 
     url: str
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -144,14 +130,9 @@ async def _http_transport(url: str, headers: Mapping[str, str]) -> AsyncIterator
 
 
 class StderrTail:
-    """The last `TAIL_BYTES` a stdio server wrote to its stderr.
-
-    The server writes into a pipe that an asyncio reader drains as it goes,
-    so a chatty server neither blocks on a full pipe nor fills a disk; each
-    line is also logged at DEBUG on the `taskloom.mcp` logger. Both have
-    `secrets` (the server's credentials) redacted: a server may print its
-    environment.
-    """
+    """The last `TAIL_BYTES` a stdio server wrote to its stderr, drained from
+    a pipe as it comes (a chatty server neither blocks nor fills a disk),
+    each line logged at DEBUG; `secrets` redacted from both."""
 
     def __init__(self, label: str, secrets: tuple[str, ...] = ()) -> None:
         self._label = label
@@ -171,8 +152,7 @@ class StderrTail:
         self._transport, _ = await loop.connect_read_pipe(lambda: _TailProtocol(self), self._reader)
 
     def spawned(self) -> None:
-        """The server has its copy of the pipe: drop ours, so the pipe ends
-        when the server (and whatever inherited its stderr) is gone."""
+        """The server has its copy of the pipe: drop ours, so the pipe ends with it."""
         if self.writer is not None:
             self.writer.close()
             self.writer = None
@@ -203,8 +183,7 @@ class StderrTail:
                 await self._eof.wait()
 
     def holders(self) -> list[Proc]:
-        """The processes whose stderr is this pipe: the server, and whatever
-        it started that kept its stderr (empty where /proc is unreadable)."""
+        """The processes whose stderr is this pipe (none where /proc is unreadable)."""
         return [p for p in _processes() if p.stderr_inode == self._inode]
 
     def close(self) -> None:
@@ -253,10 +232,9 @@ def _processes() -> list[Proc]:
 
 
 def kill_leftovers(tail: StderrTail, group: int | None) -> list[int]:
-    """SIGKILL what a stopped stdio server left behind: the processes of its
-    process group, and any process that still holds its stderr. Returns
-    their pids. The group is killed only while one of its processes is seen
-    (a group id is reused only once all its members are gone)."""
+    """SIGKILL what a stopped stdio server left behind: its process group's
+    processes (while one is seen: a group id is reused only once all are
+    gone) and any still holding its stderr. Their pids."""
     procs = _processes()
     doomed = {p.pid for p in procs if p.stderr_inode == tail._inode}
     if group is not None:
