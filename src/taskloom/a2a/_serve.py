@@ -49,7 +49,6 @@ from starlette.applications import Starlette
 from .. import __version__
 from .._serving import MAX_JSONRPC_BODY, guard, jsonrpc_error, listen, serve_on
 from ..agent import Agent
-from ..backends import SessionMeta
 from ..events import TextDelta
 from ..results import RunResult
 from ..runtime import Runtime, ServedRuns, ServedState, ServedTask
@@ -141,10 +140,13 @@ class SessionTaskStore(TaskStore):
     derived from the session's log (reading runs on what is due); while a
     run is in flight here, the latest state the handler saved."""
 
-    def __init__(self, agent: Agent, runtime: Runtime, runs: ServedRuns | None = None) -> None:
+    def __init__(self, agent: Agent, runtime: Runtime) -> None:
         self.agent = agent
         self.runtime = runtime
-        self.runs = runs if runs is not None else _served_runs(agent, runtime)
+        # Sessions of the agent begun as A2A tasks, not the store's others.
+        self.runs = ServedRuns(
+            runtime, agent, lambda meta: meta.agent == agent.name and CONTEXT_KEY in meta.metadata
+        )
         self._live: dict[str, Task] = {}
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
@@ -183,15 +185,6 @@ class SessionTaskStore(TaskStore):
     async def close(self) -> None:
         """Stop the runs of this process (their tasks go on after a restart)."""
         await self.runs.close()
-
-
-def _served_runs(agent: Agent, runtime: Runtime) -> ServedRuns:
-    """The `ServedRuns` of `agent`'s A2A tasks (not the store's other sessions)."""
-
-    def owns(meta: SessionMeta) -> bool:
-        return meta.agent == agent.name and CONTEXT_KEY in meta.metadata
-
-    return ServedRuns(runtime, agent, owns)
 
 
 def _task(served: ServedTask) -> Task:

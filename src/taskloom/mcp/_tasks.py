@@ -56,22 +56,8 @@ RELATED_TASK = "io.modelcontextprotocol/related-task"
 its belongs to."""
 
 
-class ClaimedTask(types.Result):
-    """A 2026-07-28 `CreateTaskResult`: a task in place of a tool result."""
-
-    result_type: Literal["task"] = "task"
-    task_id: str
-    status: str = "working"
-    status_message: str | None = None
-    created_at: str | None = None
-    last_updated_at: str | None = None
-    ttl_ms: int | None = None
-    poll_interval_ms: int | None = None
-
-
-class _DetailedTask(types.Result):
-    """A 2026-07-28 `tasks/get` answer: the task, with its result, error or
-    input requests inline."""
+class _Task(types.Result):
+    """A 2026-07-28 task."""
 
     task_id: str
     status: str
@@ -80,6 +66,19 @@ class _DetailedTask(types.Result):
     last_updated_at: str | None = None
     ttl_ms: int | None = None
     poll_interval_ms: int | None = None
+
+
+class ClaimedTask(_Task):
+    """A 2026-07-28 `CreateTaskResult`: a task in place of a tool result."""
+
+    result_type: Literal["task"] = "task"
+    status: str = "working"
+
+
+class _DetailedTask(_Task):
+    """A 2026-07-28 `tasks/get` answer: the task, with its result, error or
+    input requests inline."""
+
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     input_requests: dict[str, Any] | None = None
@@ -171,7 +170,7 @@ def _modern(client: Client) -> bool:
     return client.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
-def _from_claim(claim: ClaimedTask) -> TaskState:
+def _from_claim(claim: _Task) -> TaskState:
     return TaskState(
         claim.task_id,
         claim.status,
@@ -286,16 +285,11 @@ async def _get(
         result = None
         if got.status == "completed" and got.result is not None:
             result = types.CallToolResult.model_validate(got.result)
-        return TaskState(
-            got.task_id,
-            got.status,
-            got.status_message,
-            _seconds(got.poll_interval_ms),
-            _seconds(got.ttl_ms),
-            _instant(got.created_at),
-            result,
-            _error_text(got.error) if got.status == "failed" else None,
-            got.input_requests,
+        return dataclasses.replace(
+            _from_claim(got),
+            result=result,
+            error=_error_text(got.error) if got.status == "failed" else None,
+            input_requests=got.input_requests,
         )
     task = _from_legacy(await session.send_request(request, types.GetTaskResult, timeout))
     if task.status not in ("completed", "failed"):

@@ -63,8 +63,6 @@ class ServedTasks:
         tool: str,
         answer: Callable[[RunResult], types.CallToolResult],
     ) -> None:
-        self.agent = agent
-        self.runtime = runtime
         self.tool = tool
         self.answer = answer
         self._said: dict[str, str] = {}
@@ -103,7 +101,7 @@ class ServedTasks:
         task = (params.get("arguments") or {}).get("task")
         if not isinstance(task, str) or not task.strip():
             return await call_next(ctx)  # answered inline with what is wrong
-        view = await self.create(task)
+        view = await self.view(await self.runs.create(task, metadata={MARK: self.tool}))
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return {"resultType": "task", **_wire(view, True)}
         return {"task": _wire(view, False)}
@@ -147,7 +145,8 @@ class ServedTasks:
         return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> Any:
-        await self.cancel(params.task_id)
+        await self._read(params.task_id)
+        await self.runs.cancel(params.task_id, "cancelled by the MCP client")
         view = await self.view(params.task_id)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return {}
@@ -165,20 +164,10 @@ class ServedTasks:
 
     # ------------------------------------------------------------ tasks
 
-    async def create(self, task: str) -> dict[str, Any]:
-        """Start a task: a new session running the agent on `task`."""
-        task_id = await self.runs.create(task, metadata={MARK: self.tool})
-        return await self.view(task_id)
-
     def _heard(self, task_id: str, event: Event) -> None:
         if isinstance(event, ToolProgress):
             origin = f"[{event.origin}] " if event.origin else ""
             self._said[task_id] = origin + event.message
-
-    async def cancel(self, task_id: str) -> None:
-        """Cancel the task's run: it reads `cancelled` from now on."""
-        await self._read(task_id)
-        await self.runs.cancel(task_id, "cancelled by the MCP client")
 
     async def _read(self, task_id: str) -> ServedTask:
         found = await self.runs.read(task_id)

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 import httpx2
 from mcp.client import Transport
@@ -50,10 +50,7 @@ class StdioLaunch:
     env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     cwd: str | None = None
 
-    @property
-    def is_process(self) -> bool:
-        """True: the server is a process taskloom starts (and restarts)."""
-        return True
+    is_process: ClassVar[bool] = True  # a process taskloom starts (and restarts)
 
     def describe(self) -> str:
         """The command line, for messages."""
@@ -88,10 +85,7 @@ class HttpLaunch:
     url: str
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
-    @property
-    def is_process(self) -> bool:
-        """False: the server runs elsewhere; taskloom only reconnects."""
-        return False
+    is_process: ClassVar[bool] = False  # elsewhere: taskloom only reconnects
 
     def describe(self) -> str:
         """The URL without its credentials (`safe_url`), for messages and records."""
