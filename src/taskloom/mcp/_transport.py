@@ -15,7 +15,6 @@ import signal
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any, ClassVar
 
 import httpx2
@@ -255,8 +254,8 @@ class _TailProtocol(asyncio.Protocol):
 
 
 class _WatchedRead:
-    """The SDK's read stream, telling `on_end` when it ends (the server went
-    away) and `on_garbage` about anything that was not JSON-RPC."""
+    """The SDK's read stream (which it iterates), telling `on_end` when it ends
+    (the server went away) and `on_garbage` about anything not JSON-RPC."""
 
     def __init__(
         self, inner: Any, on_end: Callable[[], None], on_garbage: Callable[[Exception], None]
@@ -269,19 +268,6 @@ class _WatchedRead:
     def last_context(self) -> Any:
         return getattr(self._inner, "last_context", None)
 
-    def _seen(self, item: SessionMessage | Exception) -> SessionMessage | Exception:
-        if isinstance(item, Exception):
-            self._on_garbage(item)
-        return item
-
-    async def receive(self) -> SessionMessage | Exception:
-        try:
-            item = await self._inner.receive()
-        except Exception:
-            self._on_end()
-            raise
-        return self._seen(item)
-
     def __aiter__(self) -> _WatchedRead:
         return self
 
@@ -291,23 +277,16 @@ class _WatchedRead:
         except (StopAsyncIteration, Exception):
             self._on_end()
             raise
-        return self._seen(item)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
+        if isinstance(item, Exception):
+            self._on_garbage(item)
+        return item  # type: ignore[no-any-return]
 
     async def __aenter__(self) -> _WatchedRead:
         await self._inner.__aenter__()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        result: bool | None = await self._inner.__aexit__(exc_type, exc_val, exc_tb)
-        return result
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self._inner.__aexit__(*exc)  # type: ignore[no-any-return]
 
 
 @contextlib.asynccontextmanager
