@@ -451,9 +451,7 @@ class Follows:
                 # The child's own run wrote its terminal entry.
                 return _result(result)
             await job.append(_terminal(result))
-            if job.lease is not None:
-                # Ended for good: its lease guards nothing more, and lapses.
-                job.lease = None
+            job.lease = None  # ended for good: its lease guards nothing more, and lapses
             return result
         finally:
             keeper.cancel()

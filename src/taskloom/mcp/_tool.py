@@ -59,12 +59,9 @@ def _approval_rule(approval: Approval, remote: types.Tool) -> ApprovalRule:
         return True
     if approval == "never":
         return False
-    if callable(approval):
-        name = remote.name
-        return lambda arguments: bool(approval(name, arguments))
-    raise ConfigurationError(
-        f"approval={approval!r}: use 'destructive', 'always', 'never' or a predicate"
-    )
+    assert callable(approval)  # `MCPServer` checked it
+    name = remote.name
+    return lambda arguments: bool(approval(name, arguments))
 
 
 class MCPTool(Tool):

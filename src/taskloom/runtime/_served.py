@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Literal
@@ -279,12 +279,10 @@ class ServedRuns:
 
     def _start_soon(self) -> None:
         # Not started explicitly (an app mounted in a host's server): at its first read.
-        if not self._started and not self._closed:
-            self._started = True
-            self._chore(self.start())
-
-    def _chore(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
+        if self._started or self._closed:
+            return
+        self._started = True
+        task = asyncio.get_running_loop().create_task(self.start())
         self._chores.add(task)
 
         def done(_: object) -> None:
