@@ -48,8 +48,16 @@ from ..entries import Entry, MessageEntry, SubagentResult
 from ..errors import ConfigurationError
 from ..messages import Message
 from ..tools import ApprovalRule, Tool, ToolOutput
-from ._exchange import Tries, answer_question, cancel_task, hand_over, resubscribe, why
-from ._watch import Outcome, Watch
+from ._exchange import (
+    Outcome,
+    Tries,
+    Watch,
+    answer_question,
+    cancel_task,
+    hand_over,
+    resubscribe,
+    why,
+)
 
 if TYPE_CHECKING:
     from ..runtime import Runtime

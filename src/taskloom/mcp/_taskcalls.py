@@ -58,8 +58,8 @@ from ..log import input_id_for, read_inputs
 from ..runtime import Runtime
 from ..tools import ToolContext, ToolError, ToolOutput
 from ._connection import Connection, TaskRefused
-from ._results import to_output
 from ._tasks import TaskState
+from ._tool import to_output
 
 if TYPE_CHECKING:
     from ._server import MCPServer

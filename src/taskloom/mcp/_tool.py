@@ -5,10 +5,19 @@ Its effect and approval come from the server's annotations (hints; use
 makes it `READ_ONLY`, anything else `WRITE`. Arguments get the structural
 check every tool gets; the server checks the rest of its schema. The schema
 is checked once, when listed: one the model cannot use is a `ConfigurationError`.
+
+What the model reads of a result (`to_output`): text content is the text;
+`structuredContent` is the answer, as compact JSON (the text blocks beside
+it repeat it). An image or audio block becomes a line naming its MIME type
+and size, an embedded resource its text (a binary one a line), a resource
+link a line with its URI.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
@@ -17,15 +26,14 @@ import mcp_types as types
 
 from .._redact import redact
 from ..errors import ConfigurationError
-from ..tools import ApprovalRule, Tool, ToolContext, ToolEffect
-from ._results import to_output
+from ..tools import ApprovalRule, Tool, ToolContext, ToolEffect, ToolOutput
 
 if TYPE_CHECKING:
     from ._connection import Connection
     from ._server import MCPServer
     from ._taskcalls import TaskCalls
 
-__all__ = ["Approval", "MCPTool", "is_destructive"]
+__all__ = ["Approval", "MCPTool", "is_destructive", "to_output"]
 
 Approval = Literal["destructive", "always", "never"] | Callable[[str, dict[str, Any]], bool]
 """Which calls of an MCP server's tools park for approval: `"destructive"`
@@ -137,3 +145,41 @@ def _check_schema(schema: dict[str, Any]) -> None:
         raise ConfigurationError(
             f"its input schema is not valid JSON schema: {exc.message}"
         ) from None
+
+
+def to_output(result: types.CallToolResult) -> ToolOutput:
+    """The tool result the model reads for `result`."""
+    if result.structured_content is not None and not result.is_error:
+        extra = [_describe(b) for b in result.content if not isinstance(b, types.TextContent)]
+        answer = json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
+        return ToolOutput("\n".join([answer, *extra]))
+    text = "\n".join(_describe(b) for b in result.content)
+    if not text:
+        text = "(the server reported an error without a message)" if result.is_error else ""
+    return ToolOutput(text or "(no output)", is_error=result.is_error)
+
+
+def _describe(block: types.ContentBlock) -> str:
+    if isinstance(block, types.TextContent):
+        return block.text
+    if isinstance(block, types.ImageContent | types.AudioContent):
+        kind = "image" if isinstance(block, types.ImageContent) else "audio"
+        return f"[{kind}: {block.mime_type}, {_size(block.data)}]"
+    if isinstance(block, types.EmbeddedResource):
+        resource = block.resource
+        if isinstance(resource, types.TextResourceContents):
+            return f"[resource {resource.uri}]\n{resource.text}"
+        mime = resource.mime_type or "application/octet-stream"
+        return f"[resource {resource.uri}: {mime}, {_size(resource.blob)}]"
+    if isinstance(block, types.ResourceLink):
+        mime = f", {block.mime_type}" if block.mime_type else ""
+        return f"[resource link {block.name}: {block.uri}{mime}]"
+    return f"[{getattr(block, 'type', 'unknown')} content]"
+
+
+def _size(data: str) -> str:
+    try:
+        size = len(base64.b64decode(data, validate=False))
+    except (binascii.Error, ValueError):
+        return "undecodable data"
+    return f"{size:,} bytes"
