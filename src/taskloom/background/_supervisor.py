@@ -5,25 +5,16 @@ process it starts. Background commands (`_process.py`) and stdio MCP servers
     python -I -S _supervisor.py FD GRACE BACKSTOP LC_CTYPE ARGV...
     python -I -S _supervisor.py stdio:PID GRACE - LC_CTYPE ARGV...
 
-Standard library only (it runs isolated, without taskloom or site-packages)
-and single-threaded, which makes its fork-then-exec safe. It starts ARGV as
-the leader of a new session below a *nanny*, a fork that only waits for the
-command and passes its exit status up. Why a process between host and command:
-
-- It is a child subreaper (`PR_SET_CHILD_SUBREAPER`): what the command starts
-  stays below the keeper even after `setsid` or a double fork, so
-  "everything the command started" is exactly its descendants in `/proc`,
-  and nothing else is signalled (a subreaper host would keep the orphans of
-  its every other child as zombies).
-- The nanny, not the keeper, is the command's parent: a command that kills
-  its parent dies of its own parent-death signal, and what it started is
-  still held here (reported as killed by SIGKILL).
-- The host's death is the end of its socket (FD; only the host holds the
-  other end): every descendant is SIGKILLed. A parent-death signal would be
-  tied to the host's thread and reach only the command. The nanny dies with
-  the keeper and the command with the nanny (`PR_SET_PDEATHSIG`).
-- BACKSTOP (seconds, or `-`) is the command's deadline for a host that
-  hangs: `deadline` is reported, SIGTERM sent, SIGKILL GRACE seconds later.
+Standard library only (it runs isolated) and single-threaded, which makes
+its fork-then-exec safe. It starts ARGV, leading a new session, below a
+*nanny* that only waits for the command and passes its exit status up. As a
+child subreaper, what the command starts stays below the keeper even after
+`setsid` or a double fork: "everything the command started" is exactly its
+descendants in `/proc`, and nothing else is signalled. A command that kills
+its parent (the nanny) dies of its parent-death signal, what it started
+still held here. The host's death is the end of its socket (FD): every
+descendant is SIGKILLed. BACKSTOP (seconds, or `-`) is the command's
+deadline for a hung host: `deadline` is reported, SIGTERM, then SIGKILL.
 
 LC_CTYPE is `=VALUE` for what the command is to see, `-` for none (Python
 may have set it at start-up, PEP 538). The socket carries `started PID`,

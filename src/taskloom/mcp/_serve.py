@@ -6,19 +6,11 @@ Every call runs in a fresh session of the given runtime; tool progress
 reaches the caller as MCP progress notifications; a run that does not
 complete is an `isError` result saying how it ended.
 
-A client that asks for a task (`params.task` on 2025-11-25, the tasks
-extension in the request's capabilities on 2026-07-28) gets one at once: a
-fresh session whose id is the task id, running the agent in the background.
-Run to task is `taskloom.runtime.ServedRuns` (as for `taskloom a2a serve`):
-every answer is read from the session's log, so a server restarted on the
-same store answers for an earlier process's tasks and runs on what a
-restart cut off. Statuses: `working`; `completed` once the run ended (a run
-that did not complete is a completed task with an `isError` result);
-`cancelled` after `tasks/cancel` (within 2 s, for good); `input_required`
-while the run waits for a person to approve a call (decided anywhere, the
-run resumes by itself). On 2026-07-28 each waiting call is also one of the
-task's `inputRequests` (an `elicitation/create` asking `approve` and an
-optional `note`), which the client's person decides with `tasks/update`.
+A client that asks for a task gets one at once: a fresh session whose id is
+the task id, mapped by `taskloom.runtime.ServedRuns` (as for `taskloom a2a
+serve`), so a restarted server answers for it. `input_required` while the
+run waits for a person to approve a call; on 2026-07-28 each such call is
+also one of the task's `inputRequests`, decided with `tasks/update`.
 """
 
 from __future__ import annotations

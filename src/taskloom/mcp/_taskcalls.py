@@ -1,25 +1,16 @@
 """Tool calls that run as MCP tasks, followed in the background of their session.
 
-A call whose server runs it as a task and that does not end within the
-server's `task_after` seconds answers the model at once ("started ...");
-the task is followed work (`taskloom.background.Follows`, mode `mcp_task`),
-and its result reaches the model as a notice at a later round boundary,
-once. This module keeps what is MCP's: polling, cancelling, and questions.
-
-A task that needs input (`input_required`) waits for a person: each question
-(2026-07-28: the `inputRequests` of `tasks/get`; 2025-11-25: the
-`elicitation/create` requests the server sends while the client waits on
-`tasks/result`) is written to the session's log as an `InputRequest`; the
-`InputAnswer` a person gives from any process is sent by whoever polls the
-task. Sending is driven by the log, so a poller taken up after a crash sends
-what the dead one did not; the task's end closes its questions
-(`MCPTaskEnded`). A server gets `MAX_QUESTIONS` questions per task and
-`MAX_ENTRIES_PER_POLL` per answer, and must answer about the task it was
-asked about; otherwise the task fails with a message saying so.
-
-A stop of the run that started a task, and a delete of its session, cancel
-it on the server (`tasks/cancel`); closing the runtime only stops polling
-here (the task goes on, and the next run takes it up).
+A call whose task does not end within the server's `task_after` seconds
+answers the model at once; the task is followed work (`taskloom.background.
+Follows`, mode `mcp_task`), its result a notice at a later round. A task that
+needs input (`input_required`) waits for a person: each question (2026-07-28:
+the `inputRequests` of `tasks/get`; 2025-11-25: the `elicitation/create`
+requests sent while the client waits on `tasks/result`) is logged as an
+`InputRequest`, and the `InputAnswer` a person gives from any process is sent
+by whoever polls the task, so a poller after a crash sends what the dead one
+did not; the task's end closes its questions (`MCPTaskEnded`). A stop of the
+run that started a task, and a delete of its session, cancel it on the
+server; closing the runtime only stops polling here.
 """
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ async def _http_transport(url: str, headers: Mapping[str, str]) -> AsyncIterator
         yield streams
 
 
-class StderrTail:
+class StderrTail(asyncio.Protocol):
     """The last `TAIL_BYTES` a stdio server wrote to its stderr, drained from
     a pipe as it comes (a chatty server neither blocks nor fills a disk),
     each line logged at DEBUG; `secrets` redacted from both."""
@@ -142,7 +142,7 @@ class StderrTail:
     async def start(self) -> None:
         """Start draining the pipe."""
         loop = asyncio.get_running_loop()
-        self._transport, _ = await loop.connect_read_pipe(lambda: _TailProtocol(self), self._reader)
+        self._transport, _ = await loop.connect_read_pipe(lambda: self, self._reader)
 
     def spawned(self) -> None:
         """The server has its copy of the pipe: drop ours, so the pipe ends with it."""
@@ -150,7 +150,14 @@ class StderrTail:
             self.writer.close()
             self.writer = None
 
-    def _feed(self, data: bytes) -> None:
+    def eof_received(self) -> bool:
+        self._eof.set()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._eof.set()
+
+    def data_received(self, data: bytes) -> None:
         self._tail += data
         if len(self._tail) > TAIL_BYTES:
             del self._tail[: len(self._tail) - TAIL_BYTES]
@@ -236,21 +243,6 @@ def kill_leftovers(tail: StderrTail, group: int | None) -> list[int]:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     return sorted(doomed)
-
-
-class _TailProtocol(asyncio.Protocol):
-    def __init__(self, tail: StderrTail) -> None:
-        self._tail = tail
-
-    def data_received(self, data: bytes) -> None:
-        self._tail._feed(data)
-
-    def eof_received(self) -> bool:
-        self._tail._eof.set()
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._tail._eof.set()
 
 
 class _WatchedRead:
