@@ -176,8 +176,6 @@ class RemoteAgent:
         made.secrets = self.secrets
         return made
 
-    # ------------------------------------------------------------ a call
-
     async def _delegate(
         self, runtime: Runtime, arguments: dict[str, Any], ctx: ToolContext
     ) -> ToolOutput:
@@ -212,8 +210,6 @@ class RemoteAgent:
     def describe(self) -> str:
         """How results name this agent: its name and URL."""
         return f"remote agent {self.name!r} ({self.public_url})"
-
-    # ------------------------------------------------------------ the protocol
 
     @contextlib.asynccontextmanager
     async def client(self, *, patient: bool = False) -> AsyncIterator[Client]:

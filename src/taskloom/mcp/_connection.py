@@ -56,8 +56,6 @@ class Connection(ServerLifecycle):
     def __repr__(self) -> str:
         return f"Connection({self.label!r}, {self.launch!r})"
 
-    # ------------------------------------------------------------ tools
-
     async def listing(self) -> tuple[types.Tool, ...]:
         """The server's tools: the same tuple until the list changes. The first
         listing raises `ConfigurationError` when it fails; a later failure
@@ -191,8 +189,6 @@ class Connection(ServerLifecycle):
             # The SDK checks structured content against the tool's outputSchema.
             raise ToolError(f"MCP server {self.label!r}: {exc}") from None
         self._in_a_row = 0
-
-    # ------------------------------------------------------------ tasks
 
     async def task_capable(self, tool: types.Tool) -> bool:
         """Whether the server runs calls of `tool` as tasks (False when it

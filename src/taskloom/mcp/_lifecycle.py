@@ -147,8 +147,6 @@ class ServerLifecycle:
         """Who answers the server's questions during a task (None: refused)."""
         self._fetching: dict[str, int] = {}  # tasks whose `tasks/result` is open, how often
 
-    # ------------------------------------------------------------ opening
-
     async def client(self) -> Client:
         """The connected client, starting the server if it is not running.
         Raises `ConfigurationError` when it does not start, `ToolError` when
@@ -390,8 +388,6 @@ class ServerLifecycle:
         tail = await _tail(start)
         said = f": {tail}" if tail else " (it wrote nothing to stderr)"
         return f"MCP server {self.label!r} exited mid-call{said}; the next call restarts it"
-
-    # ------------------------------------------------------------ closing
 
     async def close(self) -> None:
         """Stop the server and wait until it is gone, `limits.close` seconds

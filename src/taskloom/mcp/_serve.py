@@ -146,7 +146,8 @@ def _answer(result: RunResult, wrapped: bool) -> types.CallToolResult:
         return _error(f"the agent's run ended {result.status.value}{why}{waiting}")
     structured: Any = None
     if result.output is not None and not isinstance(result.output, str):
-        value = _jsonable(result.output)
+        dump = getattr(result.output, "model_dump", None)
+        value = dump(mode="json") if callable(dump) else result.output
         structured = {"result": value} if wrapped else value
     text = result.text if structured is None else json.dumps(structured, ensure_ascii=False)
     return types.CallToolResult(
@@ -156,11 +157,6 @@ def _answer(result: RunResult, wrapped: bool) -> types.CallToolResult:
 
 def _error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
-
-
-def _jsonable(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    return dump(mode="json") if callable(dump) else value
 
 
 async def serve_agent(
@@ -250,8 +246,6 @@ class ServedTasks:
         server.add_request_handler("tasks/cancel", TaskIdParams, self._cancel)
         server.add_request_handler("tasks/update", UpdateParams, self._update)
 
-    # ------------------------------------------------------------ the wire
-
     async def _middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
         if ctx.method == "initialize":
             result = await call_next(ctx)
@@ -275,15 +269,12 @@ class ServedTasks:
 
     def _wants_task(self, ctx: ServerRequestContext[Any, Any]) -> bool:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            meta: dict[str, Any] = dict(ctx.meta or {})
-            capabilities = meta.get(_CAPABILITIES_KEY)
+            capabilities = dict(ctx.meta or {}).get(_CAPABILITIES_KEY)
             if isinstance(capabilities, types.ClientCapabilities):
-                extensions = capabilities.extensions or {}
-            elif isinstance(capabilities, dict):
-                extensions = capabilities.get("extensions") or {}
-            else:
-                extensions = {}
-            return TASKS_EXTENSION in extensions
+                return TASKS_EXTENSION in (capabilities.extensions or {})
+            return isinstance(capabilities, dict) and TASKS_EXTENSION in (
+                capabilities.get("extensions") or {}
+            )
         return isinstance((ctx.params or {}).get("task"), dict)
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> Any:
@@ -328,8 +319,6 @@ class ServedTasks:
             await self.runs.decide(await self._read(params.task_id), decisions)
         await self.view(params.task_id)
         return {}
-
-    # ------------------------------------------------------------ tasks
 
     def _heard(self, task_id: str, event: Event) -> None:
         if isinstance(event, ToolProgress):

@@ -40,8 +40,6 @@ TaskMode = Literal["auto", "always", "never"]
 - `"never"`: inline, the call waiting for the result (a task the server
   makes anyway is waited for within the call)."""
 
-_MODES = ("auto", "always", "never")
-
 
 class _Options(TypedDict, total=False):
     """What `MCPServer.stdio` and `.http` pass on to `MCPServer` as given."""
@@ -113,7 +111,7 @@ class MCPServer:
         limits: MCPLimits = DEFAULT_LIMITS,
     ) -> None:
         modes = [tasks] if isinstance(tasks, str) else list(tasks.values())
-        if any(mode not in _MODES for mode in modes):
+        if any(mode not in ("auto", "always", "never") for mode in modes):
             raise ConfigurationError(
                 f"MCP server {name!r}: tasks={tasks!r}; use 'auto', 'always', 'never' "
                 "or a mapping from tool name to one of them"

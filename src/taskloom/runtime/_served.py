@@ -117,8 +117,6 @@ class ServedRuns:
         self._started = False
         self._closed = False
 
-    # ------------------------------------------------------------ runs
-
     async def create(
         self, input: str, *, task_id: str | None = None, metadata: Mapping[str, Any] | None = None
     ) -> str:
@@ -221,8 +219,6 @@ class ServedRuns:
             job.cancel()
         return job
 
-    # ------------------------------------------------------------ reading
-
     async def read(self, task_id: str, *, take_up: bool = True) -> ServedTask | None:
         """The task (None if the store has no such task of this server),
         launching the run its log says is due (unless not `take_up`)."""
@@ -265,8 +261,6 @@ class ServedRuns:
         created = meta.created_at or (entries[0].created_at if entries else 0.0)
         updated = entries[-1].created_at if entries else created
         return ServedTask(task_id, state, meta, result, waiting, questions, created, updated)
-
-    # ------------------------------------------------------------ taking up
 
     async def start(self) -> None:
         """Take up this server's recent tasks (the newest `TAKE_UP_LIMIT`
