@@ -292,12 +292,38 @@ async def _listen_and_poll(
     task: str,
     stale: TaskStatus | None = None,
 ) -> Outcome:
-    # The stream tells what the agent says as it works; reading the task
-    # beside it notices a server gone silent, and gives the whole answer.
+    """Listen to `stream` (what the agent says as it works) while reading the
+    task until it ends, trying again while its server does not answer: every
+    `poll_interval` seconds, and at once when the stream ended (reading
+    notices a server gone silent, and gives the whole answer). A task still
+    in the `stale` status has not moved yet. An answer about another task is
+    a protocol error, never this task's end."""
     ended = asyncio.Event()
     listening = asyncio.get_running_loop().create_task(_listen(stream, watch, task, ended))
     try:
-        return await _poll(remote, client, watch, ended, stale)
+        task_id = watch.task_id
+        tries = Tries(remote.unreachable_for)
+        while True:
+            if watch.foreign:
+                return watch.refusal()
+            try:
+                found = await _get(remote, client, task_id)
+            except Exception as exc:
+                if answered(exc) or not await tries.again():
+                    return Outcome(
+                        "failed", f"cannot read task {task_id}: {why(exc)}{tries.said()}", task_id
+                    )
+                continue
+            tries.reset()
+            if found.id != task_id:
+                return foreign_answer(task_id, found.id)
+            if found.status.state in _ENDED and found.status != stale:
+                return _outcome(found)
+            if ended.is_set():
+                await asyncio.sleep(remote.poll_interval)
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(ended.wait(), remote.poll_interval)
     finally:
         listening.cancel()
         await asyncio.wait([listening])
@@ -317,42 +343,6 @@ async def _listen(
         logger.info("the stream of remote task %s broke: %s", watch.task_id, why(exc))
     finally:
         ended.set()
-
-
-async def _poll(
-    remote: RemoteAgent,
-    client: Client,
-    watch: Watch,
-    ended: asyncio.Event,
-    stale: TaskStatus | None,
-) -> Outcome:
-    """Read the task until it ends, trying again while its server does not
-    answer; every `poll_interval` seconds, and at once when its stream has
-    `ended`. A task still in the `stale` status has not moved yet. An
-    answer about another task is a protocol error, never this task's end."""
-    task_id = watch.task_id
-    tries = Tries(remote.unreachable_for)
-    while True:
-        if watch.foreign:
-            return watch.refusal()
-        try:
-            task = await _get(remote, client, task_id)
-        except Exception as exc:
-            if answered(exc) or not await tries.again():
-                return Outcome(
-                    "failed", f"cannot read task {task_id}: {why(exc)}{tries.said()}", task_id
-                )
-            continue
-        tries.reset()
-        if task.id != task_id:
-            return foreign_answer(task_id, task.id)
-        if task.status.state in _ENDED and task.status != stale:
-            return _outcome(task)
-        if ended.is_set():
-            await asyncio.sleep(remote.poll_interval)
-        else:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ended.wait(), remote.poll_interval)
 
 
 async def _get(remote: RemoteAgent, client: Client, task_id: str) -> Task:

@@ -5,11 +5,9 @@ after the remote agent with a `task`, which is all the remote agent sees;
 its text as it works reaches event subscribers tagged with its origin, and
 only its final answer returns. In the background (`background=True`) the
 call answers at once and the answer arrives as a notice: the remote task is
-followed work (`taskloom.background.Follows`, mode `remote`), a child session
-of the parent whose log keeps the remote task's id as soon as it is known. At
-the first round boundary of every run of the parent whose tools include the
-background `RemoteAgent` (same name, same URL), each such child nobody
-follows is followed again from its task id.
+followed work (`taskloom.background.Follows`, mode `remote`) whose child
+session keeps its id, taken up again by any run of the parent whose tools
+include the same background `RemoteAgent`.
 
 A remote agent that asks for input (`input-required`) asks the parent's
 model: the question comes back in band with the task's id, and the model

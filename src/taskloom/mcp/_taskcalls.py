@@ -84,14 +84,10 @@ class TaskCalls:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.follows = Follows.of(runtime)
-        self.servers: dict[str, MCPServer] = {}
-        """Servers this runtime has listed tools of, by key: whom a task taken
-        up again is polled on."""
-        self._cancels: set[asyncio.Task[None]] = set()
-        """`tasks/cancel`s sent for calls cut off while they waited inline."""
+        self.servers: dict[str, MCPServer] = {}  # by key: whom a task taken up is polled on
+        self._cancels: set[asyncio.Task[None]] = set()  # of calls cut off inline
+        # By (server key, task id): whose questions a server's request is (2025-11-25).
         self.following: dict[tuple[str, str], TaskFollow] = {}
-        """Followed tasks by (server key, task id): whose questions a server's
-        request is (2025-11-25)."""
         BackgroundService.of(runtime).on_run_start(self.resume)
         self.follows.register(KIND, "mcp", self._followed)
 
@@ -251,16 +247,12 @@ class TaskFollow:
         self.job: FollowJob | None = None
         self.task_id = self.tool = self.call_id = ""
         self.wake = asyncio.Event()
-        self.sent: set[str] = set()
-        """Keys answered to the server by this follower (2026-07-28)."""
-        self.delivered: set[str] = set()
-        """Input ids answered to the server by this process (2025-11-25)."""
+        self.sent: set[str] = set()  # keys answered by this follower (2026-07-28)
+        self.delivered: set[str] = set()  # input ids answered by this process (2025-11-25)
+        # The open `tasks/result` (2025-11-25) the server sends its questions on.
         self.fetch: asyncio.Task[types.CallToolResult] | None = None
-        """The open `tasks/result` (2025-11-25) the server sends its questions on."""
-        self.asked_person = False
-        """Whether the task asked a person something (its end then closes the questions)."""
-        self.refused: FollowRefused | None = None
-        """A bound the server's questions broke (2025-11-25, where they come apart)."""
+        self.asked_person = False  # its end then closes its questions
+        self.refused: FollowRefused | None = None  # a bound its questions broke (2025-11-25)
 
     async def cancel(self, record: Mapping[str, Any]) -> None:
         """Cancel the task on its server (`tasks/cancel`)."""
