@@ -182,7 +182,23 @@ class RemoteAgent:
         if not task:
             return self.error("'task' is empty; describe the complete task for the agent")
         if self.background:
-            return await start_following(self, runtime, ctx, task, task_id)
+            child_id = await self._follows(runtime).begin(
+                ctx,
+                _RemoteFollow(self, time.time(), task, task_id),
+                mode=MODE,
+                kind=KIND,
+                name=self.name,
+                task=task,
+                metadata={"url": self.public_url},
+            )
+            receipt = {
+                "id": child_id,
+                "name": self.name,
+                "status": "started",
+                "note": "The remote agent works in the background; its answer arrives as a"
+                " notice at a later round.",
+            }
+            return ToolOutput(json.dumps(receipt))
         watch = Watch(self.name, ctx.emit, ctx.origin, ctx.session_id, self.secrets)
         try:
             async with self.client() as client:
@@ -191,6 +207,21 @@ class RemoteAgent:
             return self.error(str(exc))
         watch.finish(outcome)
         return self._tool_output(await keep_whole(self, runtime, ctx, task, outcome))
+
+    def _follows(self, runtime: Runtime) -> Follows:
+        follows = Follows.of(runtime)
+        # Deleting a session cancels this agent's remote tasks in it.
+        follows.register(MODE, f"{self.name} {self.public_url}", self._followed)
+        return follows
+
+    def _followed(
+        self, meta: SessionMeta, record: Mapping[str, Any] | None
+    ) -> _RemoteFollow | None:
+        # Children recorded before URLs were stored without credentials name the raw URL.
+        url = meta.metadata.get("url")
+        if meta.metadata.get("name") != self.name or url not in (self.public_url, self.url):
+            return None
+        return _RemoteFollow(self, float(meta.metadata.get("started_at") or meta.created_at))
 
     def _tool_output(self, outcome: Outcome) -> ToolOutput:
         if outcome.kind == "answer":
@@ -286,7 +317,8 @@ class _BackgroundTool(DelegationTool):
     async def resume_work(self, start: RunStart) -> None:
         """Follow again the session's remote tasks of this agent nobody follows
         (`taskloom.background.ResumesWork`)."""
-        await resume_following(self.remote, self.runtime, start)
+        remote = self.remote
+        await remote._follows(self.runtime).resume(start, MODE, remote._followed, kind=KIND)
 
 
 MODE = "remote"
@@ -294,37 +326,6 @@ MODE = "remote"
 
 KIND = "remote_agent"
 """The activity kind of a remote task followed in the background."""
-
-
-async def start_following(
-    remote: RemoteAgent, runtime: Runtime, ctx: ToolContext, task: str, task_id: str
-) -> ToolOutput:
-    """Hand `task` (or the answer to `task_id`'s question) over in the
-    background of the caller's session; a receipt at once."""
-    follows = _follows(remote, runtime)
-    child_id = await follows.begin(
-        ctx,
-        _RemoteFollow(remote, time.time(), task, task_id),
-        mode=MODE,
-        kind=KIND,
-        name=remote.name,
-        task=task,
-        metadata={"url": remote.public_url},
-    )
-    receipt = {
-        "id": child_id,
-        "name": remote.name,
-        "status": "started",
-        "note": "The remote agent works in the background; its answer arrives as a"
-        " notice at a later round.",
-    }
-    return ToolOutput(json.dumps(receipt))
-
-
-async def resume_following(remote: RemoteAgent, runtime: Runtime, start: RunStart) -> None:
-    """Follow again the session's remote tasks of this agent without a
-    result that no live process follows."""
-    await _follows(remote, runtime).resume(start, MODE, _maker(remote), kind=KIND)
 
 
 async def keep_whole(
@@ -356,25 +357,6 @@ async def keep_whole(
 
 def _cut(text: str, limit: int, child_id: str) -> str:
     return cap_answer(text, limit, read_on(child_id, limit))
-
-
-def _follows(remote: RemoteAgent, runtime: Runtime) -> Follows:
-    follows = Follows.of(runtime)
-    # Deleting a session cancels this agent's remote tasks in it.
-    follows.register(MODE, f"{remote.name} {remote.public_url}", _maker(remote))
-    return follows
-
-
-def _maker(remote: RemoteAgent) -> Any:
-    def make(meta: SessionMeta, record: Mapping[str, Any] | None) -> _RemoteFollow | None:
-        # Children recorded before URLs were stored without credentials name the raw URL.
-        url = meta.metadata.get("url")
-        if meta.metadata.get("name") != remote.name or url not in (remote.public_url, remote.url):
-            return None
-        started_at = float(meta.metadata.get("started_at") or meta.created_at)
-        return _RemoteFollow(remote, started_at)
-
-    return make
 
 
 class _RemoteFollow:

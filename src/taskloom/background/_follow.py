@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -385,17 +386,13 @@ class Follows:
         metadata: dict[str, Any],
     ) -> None:
         key = (job.session_id, job.child_id)
-
-        async def work() -> WorkResult:
-            return await self._run(job, followed)
-
         self._here[key] = job
         try:
             await self.service.spawn(
                 job.session_id,
                 kind,
                 description,
-                work,
+                functools.partial(self._run, job, followed),
                 run_id=run_id,
                 activity_id=job.child_id,
                 metadata=metadata,
