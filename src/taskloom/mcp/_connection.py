@@ -23,12 +23,9 @@ from ..tools import ToolError
 from ._lifecycle import MCPLimits, ServerLifecycle, error_cause, first_line, logger
 from ._tasks import (
     TaskState,
-    cancel_task,
     fetch_result,
     get_task,
-    start_task,
     task_capable,
-    update_task,
 )
 from ._transport import Launch
 
@@ -142,13 +139,15 @@ class Connection(ServerLifecycle):
         timeout: float | None,
         progress: ProgressFnT | None,
     ) -> types.CallToolResult:
-        return await self._request(
+        return await self.request(
             name, timeout, lambda c: c.call_tool(name, arguments, progress_callback=progress)
         )
 
-    async def _request(
+    async def request(
         self, what: str, timeout: float | None, send: Callable[[Client], Awaitable[_T]]
     ) -> _T:
+        """`send(client)`, bounded by `timeout`; every failure is a `ToolError`
+        naming `what` (`TaskRefused` for a JSON-RPC error)."""
         try:
             client = await self.client()
         except ConfigurationError as exc:
@@ -199,45 +198,18 @@ class Connection(ServerLifecycle):
             return False
         return task_capable(client, tool)
 
-    async def start_task(
-        self, name: str, arguments: Mapping[str, Any], *, ttl: float | None, timeout: float | None
-    ) -> TaskState | types.CallToolResult:
-        """Call `name` as a task: the task, or the result when the server
-        answered at once. Failures are `ToolError`s (`TaskRefused` when the
-        server answered with a JSON-RPC error)."""
-        return await self._request(
-            name, timeout, lambda c: start_task(c, name, dict(arguments), ttl=ttl, timeout=timeout)
-        )
-
     async def get_task(self, task_id: str, *, timeout: float | None) -> TaskState:
-        """The task's state (its result once completed); failures as `start_task`'s."""
-        return await self._request(
+        """The task's state (its result once completed); failures as `request`'s."""
+        return await self.request(
             f"task {task_id}", timeout, lambda c: get_task(c, task_id, timeout=timeout)
-        )
-
-    async def cancel_task(self, task_id: str, *, timeout: float | None) -> None:
-        """Ask the server to cancel the task; failures as `start_task`'s."""
-        await self._request(
-            f"task {task_id}", timeout, lambda c: cancel_task(c, task_id, timeout=timeout)
-        )
-
-    async def update_task(
-        self, task_id: str, responses: dict[str, Any], *, timeout: float | None
-    ) -> None:
-        """Answer a 2026-07-28 task's input requests; failures as `start_task`'s."""
-        await self._request(
-            f"task {task_id}",
-            timeout,
-            lambda c: update_task(c, task_id, responses, timeout=timeout),
         )
 
     async def fetch_result(self, task_id: str) -> types.CallToolResult:
         """2025-11-25: wait on `tasks/result` for the task to end, letting the
-        server send its questions meanwhile (to `asker`); failures as
-        `start_task`'s."""
+        server send its questions meanwhile (to `asker`); failures as `request`'s."""
         self._fetching[task_id] = self._fetching.get(task_id, 0) + 1
         try:
-            return await self._request(f"task {task_id}", None, lambda c: fetch_result(c, task_id))
+            return await self.request(f"task {task_id}", None, lambda c: fetch_result(c, task_id))
         finally:
             left = self._fetching[task_id] - 1
             if left:

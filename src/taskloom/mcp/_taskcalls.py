@@ -49,7 +49,7 @@ from ..log import input_id_for, read_inputs
 from ..runtime import Runtime
 from ..tools import ToolContext, ToolError, ToolOutput
 from ._connection import Connection, TaskRefused
-from ._tasks import TaskState
+from ._tasks import TaskState, cancel_task, start_task, update_task
 from ._tool import to_output
 
 if TYPE_CHECKING:
@@ -112,8 +112,10 @@ class TaskCalls:
         """Call `remote` as a task; its result if it ends within `wait`
         seconds, else followed work the model is told about."""
         self.know(server)
-        started = await connection.start_task(
-            remote, arguments, ttl=server.task_ttl, timeout=server.timeout
+        started = await connection.request(
+            remote,
+            server.timeout,
+            lambda c: start_task(c, remote, arguments, ttl=server.task_ttl, timeout=server.timeout),
         )
         if isinstance(started, types.CallToolResult):
             return to_output(started)
@@ -216,7 +218,13 @@ class TaskCalls:
 
     async def cancel_quietly(self, connection: Connection, task_id: str) -> None:
         try:
-            await asyncio.shield(connection.cancel_task(task_id, timeout=REQUEST_TIMEOUT))
+            await asyncio.shield(
+                connection.request(
+                    f"task {task_id}",
+                    REQUEST_TIMEOUT,
+                    lambda c: cancel_task(c, task_id, timeout=REQUEST_TIMEOUT),
+                )
+            )
         except Exception as exc:
             logger.info("cancelling MCP task %s failed: %s", task_id, exc)
 
@@ -383,7 +391,11 @@ class TaskFollow:
                 if answer is not None and key not in self.sent:
                     responses[str(key)] = answer
             if responses:
-                await self.connection.update_task(self.task_id, responses, timeout=REQUEST_TIMEOUT)
+                await self.connection.request(
+                    f"task {self.task_id}",
+                    REQUEST_TIMEOUT,
+                    lambda c: update_task(c, self.task_id, responses, timeout=REQUEST_TIMEOUT),
+                )
                 self.sent.update(responses)
             return state
         if self.connection.modern():
