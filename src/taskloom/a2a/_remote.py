@@ -1,19 +1,13 @@
 """Remote A2A agents as named subagents: a task handed over the protocol.
 
-Inline by default, like a `SubAgent`: the parent model calls a tool named
-after the remote agent with a `task`, which is all the remote agent sees;
-its text as it works reaches event subscribers tagged with its origin, and
-only its final answer returns. In the background (`background=True`) the
-call answers at once and the answer arrives as a notice: the remote task is
-followed work (`taskloom.background.Follows`, mode `remote`) whose child
-session keeps its id, taken up again by any run of the parent whose tools
-include the same background `RemoteAgent`.
-
-A remote agent that asks for input (`input-required`) asks the parent's
-model: the question comes back in band with the task's id, and the model
-answers by calling the tool again with that `task_id`. Everything else that
-can go wrong becomes an in-band error result, never an exception out of the
-run. Handing over and following is `_exchange`; what the task says is `_watch`.
+Inline by default, like a `SubAgent`: the remote agent sees only the `task`,
+its text reaches event subscribers tagged with its origin, and its final
+answer returns. In the background (`background=True`) the call answers at
+once and the answer arrives as a notice: followed work (mode `remote`)
+whose child session keeps the remote task's id, taken up again by any run
+of the parent whose tools include the same `RemoteAgent`. A question
+(`input-required`) comes back in band with the task's id, which the model
+passes to answer it; anything else that goes wrong is an in-band error.
 """
 
 from __future__ import annotations

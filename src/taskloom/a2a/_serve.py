@@ -1,17 +1,13 @@
 """Serving an agent over A2A: every A2A task is a taskloom session.
 
-The task id is the session id, so a task outlives the server process: any
-process on the same store answers `tasks/get` for it, read from the log
-through `taskloom.runtime.ServedRuns` (shared with `taskloom mcp serve`).
-`message/send` and `message/stream` run the session (its text goes out as
-`working` status updates, the answer as the `answer` artifact); an approval
-parks the task in `input-required`, and the client's reply decides the
-parked calls only when it says so without doubt (a data part, or a text
-whose first word is a clear yes or no), else the question is asked again
-(a reply is never guessed into a denial); `tasks/cancel` cancels the
-run within 2 s. With a bearer token, every call but the agent card's must
-carry it. A request body past `max_body` bytes is refused as JSON-RPC
-"invalid request" (`Payload too large`, the a2a-sdk's own answer).
+The task id is the session id, read from the log through
+`taskloom.runtime.ServedRuns`, so any process on the store answers for it.
+`message/send` and `message/stream` run the session (text as `working`
+updates, the answer as the `answer` artifact); an approval parks the task
+in `input-required`, and a reply decides the parked calls only when it says
+so without doubt (a data part, or a clear yes or no), else the question is
+asked again. `tasks/cancel` cancels the run within 2 s. A bearer token
+guards every call but the card's; a body past `max_body` is refused.
 """
 
 from __future__ import annotations

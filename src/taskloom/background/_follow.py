@@ -1,26 +1,18 @@
-"""Work that answers later and lives elsewhere, followed durably: one mechanism
-for every kind (an MCP task, an A2A task, a background child), each kind a
-`Followed`.
+"""Work that answers later and lives elsewhere (an MCP task, an A2A task, a
+background child, each kind a `Followed`), followed durably by one mechanism.
 
-The one durable record of a piece of followed work is a child session of
-its session, in the same store: `SubagentLink` in the parent's log (`mode`
-names the kind), `SubagentStartedEntry` in the child's once started, what
-the kind needs to go on after a crash (the remote task's id) in the child's
-metadata or a `SubagentDispatched` entry as soon as it is known, and one
-terminal `SubagentResult` once the result is in the parent's inbox.
-
-One lease: the follower holds the child session's lease (fenced appends), so
-one process follows it at a time. The follow is background work of the
-parent's session (`BackgroundService.spawn`), stopped with the run that
-started it, and ended by one notice whose id derives from the child's: the
-result lands once however many followers a crash leads to. One take-over
-rule (`Follows.resume`): at the first round boundary of any run of the
-session, each child without a terminal entry is followed again, at once
-when its holder is a dead process of this machine, else once its lease lapsed.
-
+Its one durable record is a child session of its session: `SubagentLink` in
+the parent's log (`mode` names the kind), `SubagentStartedEntry`, what the
+kind needs after a crash (in the child's metadata, or a `SubagentDispatched`
+entry once known), and one terminal `SubagentResult` once the result is in
+the parent's inbox. The follower holds the child's lease, so one process
+follows it at a time; the follow is background work of the parent's session
+ended by one notice whose id derives from the child's, so the result lands
+once. At the first round boundary of any run of the session, each child
+without a terminal entry is followed again (`Follows.resume`), at once when
+its holder is a dead process of this machine, else once its lease lapsed.
 What a remote party can make a follower write is bounded (`MAX_QUESTIONS`,
-`MAX_ENTRIES_PER_POLL`, `MAX_TEXT_BYTES`): past them, and for an answer
-about another task than the one asked about, the work fails (`FollowRefused`).
+`MAX_ENTRIES_PER_POLL`, `MAX_TEXT_BYTES`; past them, `FollowRefused`).
 """
 
 from __future__ import annotations

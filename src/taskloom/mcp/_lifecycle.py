@@ -1,15 +1,11 @@
 """One MCP server's life under a connection: its starts, restarts and close.
 
-The SDK's `Client` lives in anyio task groups, entered and left by the same
-task, while a connection is opened by whichever run needs it and closed by
-`runtime.close()` from another task. So each start gets its own owner task:
-it enters the `Client`, hands it out, and waits to be told to leave.
-
-A stdio server that goes away (its stdout ends) is noticed at once: a call
-in flight gets an in-band error naming the tail of its stderr, and the next
-use starts it again after a backoff, at most `MCPLimits.restarts` times a
-minute. What the server sends unasked (a changed tool list, a question
-during a task) is received here too.
+The SDK's `Client` lives in anyio task groups, entered and left by one task,
+while a connection is opened by whichever run needs it and closed from
+another: so each start has its own owner task that enters the `Client`,
+hands it out and waits to leave. A stdio server that goes away is noticed at
+once (a call in flight gets an error naming its stderr's tail) and started
+again after a backoff, at most `MCPLimits.restarts` times a minute.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """Serving an agent over MCP: one tool, named after the agent, that runs it.
 
 The tool takes `{"task": "..."}` and answers with the agent's final text (and
-`structuredContent` with an output schema, declared as its `outputSchema`).
-Every call runs in a fresh session of the given runtime; tool progress
-reaches the caller as MCP progress notifications; a run that does not
-complete is an `isError` result saying how it ended.
-
-A client that asks for a task gets one at once: a fresh session whose id is
-the task id, mapped by `taskloom.runtime.ServedRuns` (as for `taskloom a2a
-serve`), so a restarted server answers for it. `input_required` while the
-run waits for a person to approve a call; on 2026-07-28 each such call is
-also one of the task's `inputRequests`, decided with `tasks/update`.
+`structuredContent` with an output schema), in a fresh session of the
+runtime, tool progress sent as MCP progress; a run that does not complete is
+an `isError` result. A client that asks for a task gets one at once, its id
+the session's (`taskloom.runtime.ServedRuns`, as for A2A); a call waiting
+for approval is also one of the task's `inputRequests` (2026-07-28).
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """MCP Tasks on the wire, both revisions, for the client.
 
-- 2025-11-25 (core protocol): the server declares
-  `capabilities.tasks.requests.tools.call`, each tool its
-  `execution.taskSupport`; the client asks with `params.task` and gets
-  `{"task": {...}}`; `tasks/get` gives the status, `tasks/result` the final
-  `CallToolResult`, `tasks/cancel` cancels.
-- 2026-07-28 (the `io.modelcontextprotocol/tasks` extension): the client
-  declares the extension in each request and the server decides per call;
-  a task answer is `{"resultType": "task", ...}`, and `tasks/get` carries
-  the final result (or error) inline.
-
-The SDK has the types but does not dispatch `tasks/*`: the 2026-07-28 task
-answer is claimed through a `ClientExtension`, and the requests are sent
-with the session's `send_request`.
+2025-11-25: the server declares `capabilities.tasks.requests.tools.call`
+and each tool its `execution.taskSupport`; a call with `params.task` gets
+`{"task": {...}}`; `tasks/get` gives the status, `tasks/result` the result.
+2026-07-28 (the tasks extension): the client declares the extension, the
+server decides per call (`{"resultType": "task", ...}`), and `tasks/get`
+carries the result inline. The SDK does not dispatch `tasks/*`: the task
+answer is claimed through a `ClientExtension`, requests go by `send_request`.
 """
 
 from __future__ import annotations

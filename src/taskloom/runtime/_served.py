@@ -2,21 +2,13 @@
 `taskloom a2a serve` share.
 
 A served task is a session whose id is the task id, its state read from the
-session's log, never from memory, so any process on the store answers for it
-and a restarted server takes it up: `working` (a run is in flight anywhere,
-or due: a run a restart cut off runs on, a parked run whose calls were all
-decided anywhere resumes), `input-required` (parked on undecided calls, or
-its work asked a person a question nobody answered), `completed` and
-`failed` (how the latest run ended), `cancelled` (the run stopped, or a stop
-was asked from any process: nothing runs it on, and a run of it here is
-cancelled within a look).
-
-A due run is launched when the state is read, and by a look at the tasks
-this process knows every `look_every` seconds, so a decision made elsewhere
-resumes it unasked; `start` takes up, at a server's start, the recent tasks
-a restart cut off. A process runs one run of a task at a time; another
-process's live run keeps the session (`SessionBusy`), a dead one's lease is
-taken over.
+log, so any process on the store answers for it: `working` (a run in flight
+anywhere, or due: cut off by a restart, or parked with every call decided),
+`input-required` (parked on undecided calls or unanswered questions),
+`completed`, `failed`, `cancelled` (a stop asked from any process). A due
+run is launched when the state is read, and by a look at the known tasks
+every `look_every` seconds; `start` takes up what a restart cut off. A live
+run elsewhere keeps the session (`SessionBusy`); a dead one's lease is taken over.
 """
 
 from __future__ import annotations
