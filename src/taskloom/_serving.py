@@ -1,11 +1,7 @@
 """What every HTTP endpoint taskloom serves shares (`taskloom a2a serve`,
-`taskloom mcp serve --http`, the console): a bound on request bodies, the
-bearer token, and a socket that does not reach other machines unguarded.
-
-A body is bounded as it streams: one that declares too long a body is
-answered before any of it is read, one that streams more is answered as soon
-as the count passes the limit. No web framework is imported here (the
-command's parser uses it); each server hands in its own answer.
+`taskloom mcp serve --http`, the console): a bound on request bodies (checked
+as the body streams), the bearer token, and a socket that does not reach
+other machines unguarded. No web framework is imported here.
 """
 
 from __future__ import annotations

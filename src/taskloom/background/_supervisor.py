@@ -5,35 +5,23 @@ process it starts. Background commands (`_process.py`) and stdio MCP servers
     python -I -S _supervisor.py FD GRACE BACKSTOP LC_CTYPE ARGV...
     python -I -S _supervisor.py stdio:PID GRACE - LC_CTYPE ARGV...
 
-Standard library only (it runs isolated) and single-threaded, which makes
-its fork-then-exec safe. It starts ARGV, leading a new session, below a
-*nanny* that only waits for the command and passes its exit status up. As a
-child subreaper, what the command starts stays below the keeper even after
-`setsid` or a double fork: "everything the command started" is exactly its
-descendants in `/proc`, and nothing else is signalled. A command that kills
-its parent (the nanny) dies of its parent-death signal, what it started
-still held here. The host's death is the end of its socket (FD): every
-descendant is SIGKILLed. BACKSTOP (seconds, or `-`) is the command's
-deadline for a hung host: `deadline` is reported, SIGTERM, then SIGKILL.
+Standard library only and single-threaded (its fork-then-exec is safe). It
+starts ARGV, leading a new session, below a *nanny* that waits for it and
+passes its exit status up. As a child subreaper it keeps what the command
+starts below it even after `setsid` or a double fork: its descendants in
+`/proc` are exactly what the command started, and nothing else is
+signalled. A command that kills its parent dies of its parent-death signal.
+The end of the host's socket (FD) is the host's death: every descendant is
+SIGKILLed. BACKSTOP (seconds, or `-`) is the deadline for a hung host.
+LC_CTYPE is `=VALUE` or `-` (Python may have set it, PEP 538). The socket
+carries `started PID`, `failed ERRNO`, `exited CODE` (negative: a signal)
+and `deadline` up, and `T` down (SIGTERM all, SIGKILL GRACE seconds later).
 
-LC_CTYPE is `=VALUE` for what the command is to see, `-` for none (Python
-may have set it at start-up, PEP 538). The socket carries `started PID`,
-`failed ERRNO`, `exited CODE` (negative: killed by that signal) and
-`deadline` up, and the byte `T` down (SIGTERM to every descendant, SIGKILL
-GRACE seconds later). The keeper exits once the command exited and no
-descendant is left.
-
-With `stdio:PID` the command speaks over the stdin and stdout it inherits
-(neither keeper nor nanny keeps a copy, so the host sees them end with it).
-The tree ends (SIGTERM, then SIGKILL) once the command exited; at once with
-SIGKILL on SIGTERM, SIGINT or SIGHUP, or when the host PID dies (the
-keeper's parent-death signal, bound to the host thread that runs its event
-loop). A command that cannot start is named on stderr; the exit status is 127.
-
-Limits: a command that kills the keeper itself, or a SIGKILL of the keeper
-from outside, orphans the tree to init; a host that forks without exec
-shares its socket end with the fork; without a subreaper or `/proc` (not
-Linux) only the command's process group is signalled.
+With `stdio:PID` the command speaks over the stdin and stdout it inherits;
+the tree ends once it exited, at once with SIGKILL on SIGTERM, SIGINT or
+SIGHUP, or when the host PID dies. A command that cannot start is named on
+stderr (status 127). Limits: killing the keeper itself orphans the tree to
+init; without a subreaper or `/proc` only the process group is signalled.
 """
 
 from __future__ import annotations

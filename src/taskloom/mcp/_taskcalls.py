@@ -1,16 +1,12 @@
 """Tool calls that run as MCP tasks, followed in the background of their session.
 
-A call whose task does not end within the server's `task_after` seconds
-answers the model at once; the task is followed work (`taskloom.background.
-Follows`, mode `mcp_task`), its result a notice at a later round. A task that
-needs input (`input_required`) waits for a person: each question (2026-07-28:
-the `inputRequests` of `tasks/get`; 2025-11-25: the `elicitation/create`
-requests sent while the client waits on `tasks/result`) is logged as an
-`InputRequest`, and the `InputAnswer` a person gives from any process is sent
-by whoever polls the task, so a poller after a crash sends what the dead one
-did not; the task's end closes its questions (`MCPTaskEnded`). A stop of the
-run that started a task, and a delete of its session, cancel it on the
-server; closing the runtime only stops polling here.
+A call whose task outlasts `task_after` answers at once; the task is followed
+work (mode `mcp_task`), its result a notice at a later round. Its questions
+(2026-07-28: `inputRequests`; 2025-11-25: `elicitation/create` requests
+sent during `tasks/result`) are logged as `InputRequest`s, and whoever polls
+the task sends the answers the log holds, also after a crash; the task's end
+closes them (`MCPTaskEnded`). A stop of its run, or a delete of its session,
+cancels it on the server; closing the runtime only stops polling here.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
-"""One tool of an MCP server, as a taskloom `Tool`.
+"""One tool of an MCP server, as a taskloom `Tool`, and what the model reads
+of its results (`to_output`).
 
-Its effect and approval come from the server's annotations (hints; use
-`approval="always"` for a server you do not trust): `readOnlyHint: true`
-makes it `READ_ONLY`, anything else `WRITE`. Arguments get the structural
-check every tool gets; the server checks the rest of its schema. The schema
-is checked once, when listed: one the model cannot use is a `ConfigurationError`.
-
-What the model reads of a result (`to_output`): text content is the text;
-`structuredContent` is the answer, as compact JSON (the text blocks beside
-it repeat it). An image or audio block becomes a line naming its MIME type
-and size, an embedded resource its text (a binary one a line), a resource
-link a line with its URI.
+Effect and approval come from the server's annotations (`readOnlyHint`
+makes it `READ_ONLY`); the input schema is checked once, when listed.
+`structuredContent` is the answer as compact JSON; images, audio and
+resources become lines naming what they are.
 """
 
 from __future__ import annotations
