@@ -292,12 +292,9 @@ async def _listen_and_poll(
     task: str,
     stale: TaskStatus | None = None,
 ) -> Outcome:
-    """Listen to `stream` (what the agent says as it works) while reading the
-    task until it ends, trying again while its server does not answer: every
-    `poll_interval` seconds, and at once when the stream ended (reading
-    notices a server gone silent, and gives the whole answer). A task still
-    in the `stale` status has not moved yet. An answer about another task is
-    a protocol error, never this task's end."""
+    """Listen to `stream` while reading the task (every `poll_interval`
+    seconds, at once when the stream ended) until it ends, moved past any
+    `stale` status; an answer about another task is a protocol error."""
     ended = asyncio.Event()
     listening = asyncio.get_running_loop().create_task(_listen(stream, watch, task, ended))
     try:

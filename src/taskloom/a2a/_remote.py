@@ -325,10 +325,8 @@ KIND = "remote_agent"
 async def keep_whole(
     remote: RemoteAgent, runtime: Runtime, ctx: ToolContext, task: str, outcome: Outcome
 ) -> Outcome:
-    """`outcome` of an inline call as the parent's model is told it: an answer
-    or question past `max_answer_chars` is cut, its whole text (redacted)
-    kept first in a new, ended child session of the caller's, where
-    `read_agent(agent=..., offset=...)` reads on."""
+    """`outcome` as the parent's model is told it: past `max_answer_chars`, cut,
+    its whole kept first in a new ended child session (`read_agent` reads on)."""
     text = redact(outcome.text, remote.secrets)
     if outcome.kind not in ("answer", "question") or len(text) <= remote.max_answer_chars:
         return outcome
@@ -433,10 +431,8 @@ class _RemoteFollow:
         return status, f"{self.remote.describe()}: {outcome.text}"
 
     async def _kept(self, job: FollowJob, text: str) -> str:
-        """`text` as the notice tells it: cut at the agent's cap, the whole kept
-        in the child's log before the notice is delivered (a follower after a
-        crash tells the one kept). Raises `Detached` when the hold was lost
-        before it was kept: the follower that took over keeps it."""
+        """`text` cut at the agent's cap, the whole kept in the child's log first
+        (`Detached` if the hold was lost: the follower that took over keeps it)."""
         limit = self.remote.max_answer_chars
         if len(text) <= limit:
             return text

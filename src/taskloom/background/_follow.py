@@ -163,9 +163,8 @@ class FollowJob:
             self.lease = None
 
     async def keep_lease(self) -> None:
-        """Renew the hold every third of `FOLLOW_LEASE` until it is lost (taken
-        over after a stall: the follow goes on, its result the same whoever
-        delivers it first, but writes nothing more)."""
+        """Renew the hold every third of `FOLLOW_LEASE` until it is lost (the
+        follow goes on, writing nothing more: its result is the same)."""
         leases = self.runtime.store.leases
         while self.lease is not None:
             await asyncio.sleep(FOLLOW_LEASE / 3)
@@ -352,8 +351,7 @@ class Follows:
         self, start: RunStart, modes: Collection[str]
     ) -> list[tuple[SessionMeta, list[Entry]]]:
         """The session's child sessions of `modes` without a terminal entry,
-        with their logs (listed once per run start; a child seen ended is not
-        read again in this process)."""
+        with their logs (listed once per run start)."""
         store = self.runtime.store
         if start.children is None:
             start.children = await store.list(parent_id=start.session_id, limit=CHILDREN_LOOKED_AT)

@@ -99,12 +99,8 @@ def descendants(root: int) -> list[tuple[int, int]]:
 
 
 def _send(pid: int, started: int, sig: int) -> None:
-    """Signal the process `pid` only if it is still the one that started at `started`.
-
-    A pid is reused once its process is gone. Through a pidfd (Linux 5.3+)
-    the check and the signal concern the same process for certain; without
-    one, the window between them is a few microseconds.
-    """
+    """Signal the process `pid` only if it is still the one that started at
+    `started` (a pidfd makes that certain; without one, nearly)."""
     fd = _pidfd(pid)
     try:
         stat = _stat(pid)
@@ -129,11 +125,8 @@ def _pidfd(pid: int) -> int | None:
 
 
 class Keeper:
-    """One command and its descendants (see the module docstring).
-
-    `host` is the socket to the host; None when the command serves over the
-    keeper's stdin and stdout (`stdio:PID`).
-    """
+    """One command and its descendants; `host` is the socket to the host
+    (None for `stdio:PID`)."""
 
     def __init__(self, host: socket.socket | None, grace: float) -> None:
         self._host = host

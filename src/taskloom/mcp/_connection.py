@@ -54,9 +54,8 @@ class Connection(ServerLifecycle):
         return f"Connection({self.label!r}, {self.launch!r})"
 
     async def listing(self) -> tuple[types.Tool, ...]:
-        """The server's tools: the same tuple until the list changes. The first
-        listing raises `ConfigurationError` when it fails; a later failure
-        keeps the last list."""
+        """The server's tools, the same tuple until the list changes (a failed
+        first listing is a `ConfigurationError`; a later one keeps the last)."""
         if self._listing is not None and not self._stale:
             return self._listing
         async with self._listing_lock:

@@ -276,9 +276,8 @@ class ServerLifecycle:
         return client
 
     def _abort(self, start: _Start, why: str) -> None:
-        """Cancel a start that has not entered its client yet, once: the SDK
-        stops the server in a shielded block that a second cancel would
-        break into, leaving it waiting on the server for ever."""
+        """Cancel a start that has not entered its client yet, once (a second
+        cancel would break into the SDK's shielded stop and hang it)."""
         if start.aborted is None and start.task is not None:
             start.aborted = why
             start.task.cancel()
@@ -360,9 +359,8 @@ class ServerLifecycle:
         return await self.asker(task_id, {"method": "elicitation/create", "params": asked})
 
     async def announced(self, after: int = 0) -> int:
-        """Wait until the server has said its tool list changed more than
-        `after` times; how many times it has (over HTTP the announcement may
-        land after the result of the call that changed the list)."""
+        """Wait until the server said its tool list changed more than `after`
+        times; how many times it has."""
         async with self._announced:
             await self._announced.wait_for(lambda: self.announcements > after)
             return self.announcements

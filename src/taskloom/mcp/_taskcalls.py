@@ -225,9 +225,8 @@ class TaskCalls:
             logger.info("cancelling MCP task %s failed: %s", task_id, exc)
 
     async def close(self) -> None:
-        """Let the `tasks/cancel`s of cut-off calls go out before the
-        connections close, within a bound (a server that does not answer is
-        not waited for). Followed tasks go on; the next run takes them up."""
+        """Let the `tasks/cancel`s of cut-off calls go out, within a bound,
+        before the connections close (followed tasks go on)."""
         if self._cancels:
             await asyncio.wait(set(self._cancels), timeout=CANCEL_GRACE)
 
@@ -464,9 +463,8 @@ class TaskFollow:
 
     async def asked(self, request: dict[str, Any]) -> Any:
         """A 2025-11-25 server's question: logged, and answered once a person
-        did. Its key is a digest of the question, so the same question sent
-        again (after a crash of this process) is the same; asked again after
-        this process answered it, it is a new one."""
+        did. Keyed by its digest: sent again after a crash it is the same one,
+        after this process answered it a new one."""
         assert self.job is not None
         digest = hashlib.sha256(
             json.dumps(request, sort_keys=True, separators=(",", ":")).encode()

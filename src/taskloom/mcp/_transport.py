@@ -232,9 +232,8 @@ def _processes() -> list[Proc]:
 
 
 def kill_leftovers(tail: StderrTail, group: int | None) -> list[int]:
-    """SIGKILL what a stopped stdio server left behind: its process group's
-    processes (while one is seen: a group id is reused only once all are
-    gone) and any still holding its stderr. Their pids."""
+    """SIGKILL what a stopped stdio server left: its process group (while a
+    member is seen) and any process holding its stderr. Their pids."""
     procs = _processes()
     doomed = {p.pid for p in procs if p.stderr_inode == tail._inode}
     if group is not None:

@@ -112,10 +112,8 @@ class ServedRuns:
     async def create(
         self, input: str, *, task_id: str | None = None, metadata: Mapping[str, Any] | None = None
     ) -> str:
-        """A new task: a session (id `task_id`, if given) running the agent on
-        `input` in the background; its id. `follow` it at once to see every
-        event. The input is in the log (as steering) before the id is
-        returned: a server killed before the run began runs it after restart."""
+        """A new task (id `task_id`, if given) running the agent on `input` in
+        the background, the input in its log before its id is returned."""
         session = await self.runtime.create_session(
             self.agent, session_id=task_id, metadata={**(metadata or {}), SERVED_KEY: True}
         )
