@@ -89,12 +89,10 @@ class RemoteAgent:
     `{"question": ..., "task_id": ...}`: the parent's model answers by
     calling the tool again with `task_id`, and the same remote task goes on.
 
-    With `background=True` the call answers at once with a receipt and the
-    remote task is followed in the background of the parent's session: its
+    With `background=True` the call answers at once with a receipt and its
     answer (or question, or error) arrives as a notice at a later round,
-    exactly once. Its id is kept in the parent's store as soon as it is
-    known, so after a crash the session's next run in any process (with
-    this agent among its tools) follows it again. Stopping the run that
+    exactly once, also after a crash (the session's next run in any process
+    with this agent among its tools follows it again). Stopping the run that
     started it, deleting the session or closing the runtime cancels it.
 
     `timeout` bounds a whole call (a task still running then is cancelled),

@@ -288,10 +288,9 @@ def _task(served: ServedTask) -> Task:
     context_id = str(served.meta.metadata.get(CONTEXT_KEY, ""))
     task = Task(id=served.id, context_id=context_id)
     state, note = _state(served)
-    status = TaskStatus(state=state)
+    task.status.state = state
     if note:
-        status.message.CopyFrom(_agent_message(note, served.id, context_id))
-    task.status.CopyFrom(status)
+        task.status.message.CopyFrom(_agent_message(note, served.id, context_id))
     if served.state is ServedState.COMPLETED and served.result is not None:
         task.artifacts.append(
             Artifact(artifact_id=ANSWER, name=ANSWER, parts=[_answer(served.result)])

@@ -98,14 +98,12 @@ class Followed(Protocol):
     followed to its end, and cancelled."""
 
     async def follow(self, job: FollowJob) -> WorkResult | BackgroundNotice:
-        """Follow the work to its end; its result (the notice's text, or
-        `(status, text)`), or the whole notice when the work wrote its own
-        terminal entry (a child's run, under `job.lease`). `job.record` is
-        None for work this call starts, else what an earlier follower kept
-        (`job.keep`). Cancelled: cancel the work over there (unless
-        `job.detaching`). Raises `Detached` for work that ends nothing yet (a
-        child parked on calls a person decides). Credentials the follower
-        sends are in its `secrets` attribute, redacted from its result."""
+        """Follow the work to its end; its result (text, or `(status, text)`),
+        or the whole notice when the work wrote its own terminal entry.
+        `job.record` is None for work this call starts, else what an earlier
+        follower kept. Cancelled: cancel the work over there (unless
+        `job.detaching`). `Detached` for work that ends nothing yet. The
+        follower's `secrets` attribute is redacted from its result."""
         ...
 
     async def cancel(self, record: Mapping[str, Any]) -> None:

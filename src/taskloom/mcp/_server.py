@@ -58,12 +58,10 @@ class MCPServer:
     """The tools of a Model Context Protocol server, usable wherever tools are:
     `Agent(tools=[MCPServer.stdio("mcp-server-time"), my_tool])`.
 
-    Build one with `MCPServer.stdio(...)` (a command taskloom starts) or
-    `MCPServer.http(...)` (a streamable HTTP endpoint). It holds no
-    connection: each `Runtime` opens one per server on first use, shares it
-    among its sessions and closes it in `runtime.close()` (`bind_runtime`).
-    The tools are listed once, and again from the next round on when the
-    server announces that its list changed.
+    Build one with `MCPServer.stdio(...)` or `MCPServer.http(...)`. Each
+    `Runtime` opens one connection per server on first use and closes it in
+    `runtime.close()` (`bind_runtime`); the tools are listed again from the
+    next round on when the server announces that its list changed.
 
     `name` names it in messages (default: the command or host), `prefix`
     namespaces its tools (`prefix="time"` offers `time_get_current_time`),
@@ -171,12 +169,10 @@ class MCPServer:
     ) -> MCPServer:
         """A server taskloom runs as `command args` and speaks to over stdio.
 
-        The process gets the SDK's safe default environment plus `env`, never
-        the host's whole environment. A keeper process (see
-        `taskloom.background._supervisor`) ends it and everything it started
-        when the runtime closes, when the server exits, and when this process
-        dies, even by `SIGKILL` (on Linux; elsewhere only its process group).
-        One that exits mid-call is started again by the next call.
+        It gets the SDK's safe default environment plus `env`. A keeper process
+        ends it and all it started when the runtime closes, when it exits, and
+        when this process dies, even by `SIGKILL` (on Linux; elsewhere only its
+        process group). One that exits mid-call is started again by the next call.
         """
         if isinstance(args, str):
             raise ConfigurationError(f"MCPServer.stdio({command!r}): args is a list of strings")
