@@ -19,7 +19,6 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import mcp_types as types
@@ -29,6 +28,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from .. import __version__
 from ..errors import ConfigurationError
 from ..tools import ToolError
 from ._tasks import TasksClient, related_task
@@ -92,14 +92,6 @@ class MCPLimits:
     def poll_pause(self, failures: int) -> float:
         """Seconds before the poll that follows `failures` failed polls in a row."""
         return self.poll_backoff[min(failures - 1, len(self.poll_backoff) - 1)]
-
-
-def _client_info() -> types.Implementation:
-    try:
-        own = version("taskloom")
-    except PackageNotFoundError:
-        own = "0"
-    return types.Implementation(name="taskloom", version=own)
 
 
 @dataclass(eq=False)
@@ -173,7 +165,7 @@ class ServerLifecycle:
             delay = self.limits.restart_pause(self._in_a_row)
         opening: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         # Whoever awaits it sees its failure; one left unawaited is not a warning.
-        opening.add_done_callback(_retrieve)
+        opening.add_done_callback(lambda done: done.cancelled() or done.exception())
         tail = StderrTail(self.label, self.launch.secrets()) if self.launch.is_process else None
         start = self._current = _Start(opening, tail)
         task = asyncio.get_running_loop().create_task(self._own(start, delay))
@@ -250,7 +242,7 @@ class ServerLifecycle:
             client = Client(
                 transport,
                 cache=None,
-                client_info=_client_info(),
+                client_info=types.Implementation(name="taskloom", version=__version__),
                 message_handler=self._on_message,
                 elicitation_callback=self._on_elicit,
                 extensions=[TasksClient()],
@@ -423,11 +415,6 @@ def _stop_group(tail: StderrTail) -> None:
     if group is not None:
         with contextlib.suppress(OSError):
             os.killpg(group, signal.SIGTERM)
-
-
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()
 
 
 async def _tail(start: _Start) -> str:
