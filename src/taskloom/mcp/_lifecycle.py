@@ -54,14 +54,12 @@ class MCPLimits:
     """How long taskloom waits on an MCP server, and how often it tries again
     (`MCPServer.stdio(..., limits=MCPLimits(startup=180))`).
 
-    `startup`: seconds to start, answer the handshake and list the tools.
-    `close`: seconds closing the runtime waits for the server to stop (past
-    it, what is left is killed). `restarts`: restarts per minute of a server
-    that keeps going away (past them, calls get an in-band error), each
-    after the pause `restart_backoff` gives the n-th restart in a row.
-    `poll_backoff`: the pauses between failing polls of a background MCP
-    task, which ends with an error after `give_up_after` failed polls in a
-    row. The last pause of a backoff repeats.
+    `startup`: seconds to start, answer the handshake and list the tools;
+    `close`: seconds the runtime's close waits for it to stop (then what is
+    left is killed); `restarts` per minute of a server that keeps going away,
+    each after its `restart_backoff` pause; `poll_backoff`: the pauses between
+    failing polls of a background task, which fails after `give_up_after`
+    in a row. The last pause of a backoff repeats.
     """
 
     startup: float = 60.0

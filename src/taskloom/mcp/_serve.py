@@ -164,14 +164,11 @@ async def serve_agent(
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve `agent` over MCP until cancelled: on stdio or, with `http=(host,
-    port)`, over streamable HTTP at `http://host:port/mcp` (port 0: the OS
-    picks). `on_ready` gets where it serves once it accepts calls. The
-    runtime (default: an in-memory one) is closed at the end.
-
-    Over HTTP, with `token` every request needs `Authorization: Bearer
-    <token>` (else 401), and a host beyond loopback needs one; a body past
-    `max_body` bytes (default 1 MiB) is answered 413, nothing of it run.
-    """
+    port)`, at `http://host:port/mcp` (port 0: the OS picks); `on_ready` gets
+    where, once it accepts calls. Over HTTP, with `token` every request needs
+    `Authorization: Bearer <token>` (a host beyond loopback needs one), and a
+    body past `max_body` bytes is answered 413. The runtime (default: an
+    in-memory one) is closed at the end."""
     runtime = runtime if runtime is not None else Runtime(agents=[agent])
     server, served = _agent_server(agent, runtime, True)
     assert served is not None

@@ -188,10 +188,9 @@ class ServedRuns:
                     await decide(call_id, note=note)
 
     async def cancel(self, task_id: str, reason: str = "cancelled") -> None:
-        """Cancel the task: it reads `cancelled` from now on, in every process
-        (a stop request in its log). The run in flight here is cancelled
-        (`Runtime.cancel_runs`) and waited for, within 2 s; one in another
-        process is cancelled by that process's look, else at its next boundary."""
+        """Cancel the task: it reads `cancelled` from now on, in every process.
+        A run of it here is cancelled and waited for, within 2 s; one elsewhere
+        by that process's look, else at its next boundary."""
         if not _cancelled(SessionLog.folded(await self.runtime.store.load(task_id))):
             await self.runtime.request_stop(task_id, reason)
         self._known.discard(task_id)
