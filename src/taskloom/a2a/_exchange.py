@@ -199,18 +199,6 @@ def _plain(value: Any) -> Any:
     return None
 
 
-async def hand_over(
-    remote: RemoteAgent,
-    client: Client,
-    watch: Watch,
-    task: str,
-    record: Callable[[str, str], Awaitable[None]] | None,
-) -> Outcome:
-    """Hand `task` over as a new task, and follow it to its end."""
-    message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=task)])
-    return await _send(remote, client, watch, message, task, record)
-
-
 async def answer_question(
     remote: RemoteAgent,
     client: Client,
@@ -241,19 +229,25 @@ async def answer_question(
         context_id=current.context_id,
     )
     # Until the agent takes the answer in, the task's state is not its end.
-    return await _send(remote, client, watch, message, answer, None, stale=current.status)
+    return await hand_over(
+        remote, client, watch, answer, None, message=message, stale=current.status
+    )
 
 
-async def _send(
+async def hand_over(
     remote: RemoteAgent,
     client: Client,
     watch: Watch,
-    message: Message,
     task: str,
     record: Callable[[str, str], Awaitable[None]] | None,
     *,
+    message: Message | None = None,
     stale: TaskStatus | None = None,
 ) -> Outcome:
+    """Hand `task` over (as a new task, unless `message` says otherwise), and
+    follow it to its end."""
+    if message is None:
+        message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=task)])
     stream = client.send_message(SendMessageRequest(message=message))
     try:
         while not watch.task_id:

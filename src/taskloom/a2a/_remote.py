@@ -267,10 +267,9 @@ class RemoteAgent:
         follow: str = "",
         record: Callable[[str, str], Awaitable[None]] | None = None,
     ) -> Outcome:
-        """Hand `task` over (a new task, or the answer to `task_id`'s question),
-        or `follow` a task handed over before, to its end within `timeout`
-        seconds (then, or when the caller is cancelled, the task is cancelled
-        over there). `record(task id, context id)` is awaited once the id is known."""
+        """Hand `task` over (new, or answering `task_id`'s question), or `follow`
+        a task handed over before, to its end within `timeout` seconds (else it
+        is cancelled); `record(task id, context id)` is awaited once known."""
         try:
             async with asyncio.timeout(max(timeout, 0.0)):
                 if follow:

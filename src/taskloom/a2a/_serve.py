@@ -211,11 +211,10 @@ def a2a_app(
     token: str | None = None,
     max_body: int = MAX_JSONRPC_BODY,
 ) -> Starlette:
-    """An ASGI app serving `agent` over A2A (JSON-RPC at its root, the card at
-    `/.well-known/agent-card.json`), each task a session of `runtime`. `url`
-    is where clients reach it; with `token`, every call but the card's needs
-    `Authorization: Bearer <token>` (else 401). A body past `max_body` bytes
-    (default 1 MiB) is answered with a JSON-RPC error, nothing of it run."""
+    """An ASGI app serving `agent` over A2A at `url` (JSON-RPC at its root, the
+    card at `/.well-known/agent-card.json`), each task a session of `runtime`;
+    with `token`, every call but the card's needs `Authorization: Bearer
+    <token>`; a body past `max_body` bytes is answered with a JSON-RPC error."""
     card = agent_card(agent, url)
     store = SessionTaskStore(agent, runtime)
     handler = _Handler(store.runs, _SessionExecutor(store.runs), store, card)
@@ -465,10 +464,9 @@ async def serve_agent(
     max_body: int = MAX_JSONRPC_BODY,
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve `agent` over A2A at `http://host:port/` until cancelled (port 0:
-    the OS picks); `on_ready` gets the URL once it accepts calls. A host
-    beyond loopback needs a `token`; `token` and `max_body` are `a2a_app`'s.
-    The runtime (default: an in-memory one) is closed at the end."""
+    """Serve `agent` (see `a2a_app`) at `http://host:port/` until cancelled
+    (port 0: the OS picks; beyond loopback with a `token`); `on_ready` gets
+    the URL. The runtime (default: an in-memory one) is closed at the end."""
     runtime = runtime if runtime is not None else Runtime(agents=[agent])
     sock, base = listen(host, port, token)
     with sock:

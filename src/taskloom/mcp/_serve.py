@@ -45,9 +45,8 @@ _TASK_SCHEMA: dict[str, Any] = {
 
 def agent_server(agent: Agent, runtime: Runtime, *, tasks: bool = True) -> Server[Any]:
     """An MCP server (the SDK's low-level `Server`) offering `agent` as one
-    tool; calls run in fresh sessions of `runtime`. With `tasks` the tool is
-    task-capable: a client that asks for a task gets its id (the session's)
-    at once and polls it, also from a server restarted on the same store."""
+    tool, each call a fresh session of `runtime`; with `tasks`, task-capable
+    (the task id is the session's, so a restarted server answers for it)."""
     return _agent_server(agent, runtime, tasks)[0]
 
 

@@ -223,9 +223,8 @@ class MCPServer:
 
     async def current_tools(self, host: ToolHost) -> Sequence[Tool]:
         """The server's tools as of now (the `Toolset` protocol), on the runtime
-        it is bound to (cached until the server says its list changed).
-        Raises `ConfigurationError` when the server does not start or its
-        tools cannot be used, `UsageError` for a server no runtime bound."""
+        it is bound to (`UsageError` without one); `ConfigurationError` when
+        the server does not start or its tools cannot be used."""
         if self._connections is None:
             raise UsageError(
                 f"MCP server {self.name!r} lists its tools through a runtime that binds it"

@@ -242,10 +242,9 @@ async def start_task(
     ttl: float | None = None,
     timeout: float | None = None,
 ) -> TaskState | types.CallToolResult:
-    """Call tool `name` asking for a task: its first `TaskState`, or the
-    tool's result when the server answered at once (2026-07-28 needs
-    `TasksClient` among the client's extensions). `ttl` (seconds, 2025-11-25)
-    is asked for; `timeout` bounds the wait (default: the client's)."""
+    """Call tool `name` asking for a task (2026-07-28: the client needs
+    `TasksClient`): its first `TaskState`, or the result when it answered at
+    once. `ttl` (seconds) is asked for; `timeout` bounds the wait."""
     if _modern(client):
         answer = await client.session.call_tool(
             name, arguments, read_timeout_seconds=timeout, allow_claimed=True

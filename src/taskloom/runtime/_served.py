@@ -59,10 +59,9 @@ class ServedState(Enum):
 
 @dataclass(frozen=True, slots=True)
 class ServedTask:
-    """A served task as its session's log tells it at one read: `result` is
-    the latest finished run's (None while the first goes on); `waiting` (the
-    undecided parked calls) and `questions` (its work's open questions) only
-    when `input-required`; times are epoch seconds."""
+    """A served task as its log tells it at one read: `result` is the latest
+    finished run's; `waiting` (undecided calls) and `questions` (open
+    questions) only when `input-required`; times are epoch seconds."""
 
     id: str
     state: ServedState
