@@ -371,8 +371,7 @@ class _Handler(DefaultRequestHandler):
 
 
 class _SessionExecutor(AgentExecutor):
-    """Runs the session an A2A task is (through its `ServedRuns`), publishing
-    its events on the task."""
+    """Runs the session an A2A task is, publishing its events on the task."""
 
     def __init__(self, runs: ServedRuns) -> None:
         self.runs = runs
@@ -423,8 +422,7 @@ class _SessionExecutor(AgentExecutor):
         await updater.update_status(task.status.state, message=message)
 
     async def _reply(self, task_id: str, context: RequestContext, updater: TaskUpdater) -> bool:
-        """Take a client's message on an existing task; whether a run of it is
-        now in flight here to follow."""
+        """Take a message on an existing task; whether a run of it is to follow."""
         context_id = context.context_id or ""
         found = await self.runs.read(task_id)
         if found is None:

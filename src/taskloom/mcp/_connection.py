@@ -156,8 +156,7 @@ class Connection(ServerLifecycle):
 
     @contextlib.asynccontextmanager
     async def _answers(self, name: str, timeout: float | None) -> Any:
-        """Bound a request by `timeout` and turn what can go wrong into a
-        `ToolError` for the model."""
+        """Bound a request by `timeout`; what goes wrong is a `ToolError`."""
         start = self._current
         try:
             async with asyncio.timeout(timeout):

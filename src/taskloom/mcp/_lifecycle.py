@@ -94,8 +94,7 @@ class MCPLimits:
 
 @dataclass(eq=False)
 class _Start:
-    """One start of the server: its owner task, its client once ready, and
-    what was learnt while it ran."""
+    """One start of the server: its owner task, client, and what it learnt."""
 
     opening: asyncio.Future[Client]
     tail: StderrTail | None
@@ -407,8 +406,7 @@ def _process_group(tail: StderrTail) -> int | None:
 
 
 def _stop_group(tail: StderrTail) -> None:
-    """SIGTERM the process group of the server we started: its keeper then
-    kills all the server started, and exits."""
+    """SIGTERM the server's process group: its keeper then kills all of it."""
     group = _process_group(tail)
     if group is not None:
         with contextlib.suppress(OSError):

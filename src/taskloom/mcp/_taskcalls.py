@@ -299,10 +299,8 @@ class TaskFollow:
                     # forgot the task (expired, or restarted without it).
                     result: WorkResult = (
                         NoticeStatus.FAILED,
-                        (
-                            f"{tool!r} (MCP task {task_id}): MCP server {server.name!r} no longer "
-                            f"knows the task (it expired, or the server lost it): {exc.message}"
-                        ),
+                        f"{tool!r} (MCP task {task_id}): MCP server {server.name!r} no longer "
+                        f"knows the task (it expired, or the server lost it): {exc.message}",
                     )
                     break
                 except ToolError as exc:
@@ -310,10 +308,8 @@ class TaskFollow:
                     if failures >= server.limits.give_up_after:
                         result = (
                             NoticeStatus.FAILED,
-                            (
-                                f"{tool!r} (MCP task {task_id}): gave up after "
-                                f"{failures} failed polls: {exc.message}"
-                            ),
+                            f"{tool!r} (MCP task {task_id}): gave up after "
+                            f"{failures} failed polls: {exc.message}",
                         )
                         break
                     await asyncio.sleep(server.limits.poll_pause(failures))
@@ -331,11 +327,9 @@ class TaskFollow:
                 if ttl is not None and time.time() > created_at + float(ttl):
                     result = (
                         NoticeStatus.TIMED_OUT,
-                        (
-                            f"{tool!r} (MCP task {task_id}) on MCP server "
-                            f"{server.name!r} expired: it was still {state.status} when its "
-                            f"time to live ({duration(float(ttl))}) ran out"
-                        ),
+                        f"{tool!r} (MCP task {task_id}) on MCP server "
+                        f"{server.name!r} expired: it was still {state.status} when its "
+                        f"time to live ({duration(float(ttl))}) ran out",
                     )
                     break
                 with contextlib.suppress(TimeoutError):

@@ -70,8 +70,7 @@ class ClaimedTask(_Task):
 
 
 class _DetailedTask(_Task):
-    """A 2026-07-28 `tasks/get` answer: the task, with its result, error or
-    input requests inline."""
+    """A 2026-07-28 `tasks/get` answer: the task, its outcome or questions inline."""
 
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None

@@ -343,8 +343,7 @@ def _due(log: SessionLog) -> _Due | None:
 
 
 def _cancelled(log: SessionLog) -> bool:
-    """Whether a stop was asked for the task: a served task is one piece of
-    work, so any stop request in its log ends it for good."""
+    """Whether a stop was asked for the task (any, at any point: it is one piece of work)."""
     return log.stop_position > 0
 
 
