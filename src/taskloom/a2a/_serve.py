@@ -231,9 +231,8 @@ def a2a_app(
 
 
 class SessionTaskStore(TaskStore):
-    """A2A tasks read from taskloom sessions through `runs` (a `ServedRuns`):
-    derived from the session's log (reading runs on what is due); while a
-    run is in flight here, the latest state the handler saved."""
+    """A2A tasks read from taskloom sessions through `runs` (a `ServedRuns`),
+    or while a run is in flight here, the latest state the handler saved."""
 
     def __init__(self, agent: Agent, runtime: Runtime) -> None:
         self.agent = agent

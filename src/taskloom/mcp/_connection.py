@@ -41,9 +41,8 @@ _LIST_PAGES = 100
 
 
 class Connection(ServerLifecycle):
-    """The runtime's connection to one server: `listing()` gives its tools,
-    listed again only once it said the list changed (or restarted);
-    `call()` calls one. `label` names the server, `limits` bound the waits."""
+    """The runtime's connection to one server (`label` in messages, waits
+    bounded by `limits`): `listing()` gives its tools, `call()` calls one."""
 
     def __init__(self, launch: Launch, label: str, limits: MCPLimits) -> None:
         super().__init__(launch, label, limits)

@@ -110,9 +110,8 @@ class _Start:
 
 
 class ServerLifecycle:
-    """The starts of one server (see the module docstring): `client()` gives
-    the running one's client, starting it when none runs; `close()` stops
-    it for good. `label` names the server in messages."""
+    """The starts of one server: `client()` gives the running one's client,
+    starting it when none runs; `close()` stops it for good."""
 
     def __init__(self, launch: Launch, label: str, limits: MCPLimits) -> None:
         self.launch = launch
@@ -133,9 +132,8 @@ class ServerLifecycle:
         self._fetching: dict[str, int] = {}  # tasks whose `tasks/result` is open, how often
 
     async def client(self) -> Client:
-        """The connected client, starting the server if it is not running.
-        Raises `ConfigurationError` when it does not start, `ToolError` when
-        it went away too often in the last minute to be restarted now."""
+        """The connected client, starting the server if need be (`ToolError`
+        when it went away too often to restart now)."""
         current = self._current
         if current is not None and current.client is not None and not current.ended:
             return current.client

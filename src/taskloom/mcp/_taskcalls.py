@@ -363,9 +363,8 @@ class TaskFollow:
         return result
 
     async def _input(self, state: TaskState) -> TaskState:
-        """The task waits for input: log what it asks, send what the log
-        answers; the state to go on with (the task's end, when a 2025-11-25
-        `tasks/result` brought it)."""
+        """Log what the waiting task asks and send what the log answers; the
+        state to go on with (its end, when a 2025-11-25 `tasks/result` came)."""
         if state.input_requests:
             if len(state.input_requests) > MAX_ENTRIES_PER_POLL:
                 raise FollowRefused(

@@ -67,9 +67,8 @@ def _approval_rule(approval: Approval, remote: types.Tool) -> ApprovalRule:
 
 
 class MCPTool(Tool):
-    """A tool of an MCP server (`server`), named `remote_name` there and here
-    with the server's prefix, called through a runtime's `connection` (as an
-    MCP task through its `calls`)."""
+    """A tool of an MCP server, named `remote_name` there, called through a
+    runtime's `connection` (as an MCP task through its `calls`)."""
 
     __slots__ = ("calls", "connection", "remote", "remote_name", "server")
 

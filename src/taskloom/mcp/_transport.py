@@ -60,9 +60,8 @@ class StdioLaunch:
         return credentials(env=dict(self.env))
 
     def transport(self, errlog: IO[bytes] | None) -> Transport:
-        """The SDK's stdio transport to the server run under a keeper (see
-        `taskloom.background._supervisor`), its stderr to `errlog`. Raises
-        `FileNotFoundError` or `PermissionError` when the command cannot run."""
+        """The SDK's stdio transport to the server run under a keeper, its stderr
+        to `errlog` (`FileNotFoundError` or `PermissionError` if it cannot run)."""
         env = get_default_environment() | dict(self.env)
         _check_runnable(self.command, env.get("PATH", os.defpath), self.cwd)
         argv = [self.command, *self.args]
@@ -123,9 +122,8 @@ async def _http_transport(url: str, headers: Mapping[str, str]) -> AsyncIterator
 
 
 class StderrTail(asyncio.Protocol):
-    """The last `TAIL_BYTES` a stdio server wrote to its stderr, drained from
-    a pipe as it comes (a chatty server neither blocks nor fills a disk),
-    each line logged at DEBUG; `secrets` redacted from both."""
+    """The last `TAIL_BYTES` a stdio server wrote to its stderr, drained from a
+    pipe as it comes, each line logged at DEBUG (`secrets` redacted)."""
 
     def __init__(self, label: str, secrets: tuple[str, ...] = ()) -> None:
         self._label = label

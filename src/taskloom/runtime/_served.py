@@ -79,9 +79,8 @@ with it once decided (a command deciding it need not)."""
 
 
 class ServedRuns:
-    """The served tasks of one agent on one runtime (see the module docstring):
-    `owns(meta)` says which sessions of the store are this server's tasks;
-    `on_event(task_id, event)` sees every event of the runs launched here."""
+    """The served tasks of one agent on one runtime: `owns(meta)` says which
+    sessions are this server's; `on_event` sees the events of runs run here."""
 
     def __init__(
         self,
