@@ -1,14 +1,7 @@
 """What every HTTP endpoint taskloom serves shares (`taskloom a2a serve`,
-`taskloom mcp serve --http`, the console): a bound on request bodies, the
-bearer token, and a listening socket that does not reach other machines
-unguarded.
-
-A body is bounded as it streams: a request that declares too long a body is
-answered before any of it is read, and one that streams more than the limit
-(chunked, or past what it declared) is answered as soon as the count passes
-it, so the server never holds more than the limit plus one chunk of it.
-Importing this module imports no web framework (the command's parser uses
-it); each server hands in its own answer, in its protocol's own terms.
+`taskloom mcp serve --http`, the console): a bound on request bodies (checked
+as the body streams), the bearer token, and a socket that does not reach
+other machines unguarded. No web framework is imported here.
 """
 
 from __future__ import annotations
@@ -39,14 +32,11 @@ __all__ = [
 ]
 
 MAX_JSONRPC_BODY = 1 << 20
-"""The default bound on a JSON-RPC request body (A2A and MCP): 1 MiB, about
-250,000 tokens of text, past the context window of most models, so no task
-a model could take whole is refused, while a client cannot make the server
-hold (or store) more."""
+"""The default bound on a JSON-RPC request body (A2A and MCP): 1 MiB, past
+the context window of most models, so no task a model could take is refused."""
 
 MAX_FORM_BODY = 64 * 1024
-"""The console's default bound on a request body: 64 KiB, room for its
-largest form (a steering message) many times over."""
+"""The console's default bound on a request body: 64 KiB."""
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -59,8 +49,7 @@ def jsonrpc_error(
     status: int, message: str, headers: Collection[tuple[bytes, bytes]] = ()
 ) -> ASGIApp:
     """An ASGI app answering every request with a JSON-RPC "invalid request"
-    error (-32600; id null: the request is refused before its id is read)
-    at HTTP `status`."""
+    error (id null: refused before its id is read) at HTTP `status`."""
     error = {"code": -32600, "message": message}
     body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
     length = str(len(body)).encode()
@@ -75,9 +64,7 @@ def jsonrpc_error(
 
 class BodyLimit:
     """ASGI middleware: a request whose body passes `limit` bytes never
-    reaches `app` whole; it is answered by `refusal` (an ASGI app), in the
-    protocol's own terms. The rest of such a body is left to the server,
-    which discards it unread, so the client still gets the answer."""
+    reaches `app` whole; `refusal` (an ASGI app) answers it."""
 
     def __init__(self, app: ASGIApp, limit: int, refusal: ASGIApp) -> None:
         self.app = app
@@ -102,8 +89,7 @@ class BodyLimit:
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
                     refused = True
-                    # Raised into the app as the 413 its framework knows (the
-                    # a2a-sdk answers it quietly; anything else is logged).
+                    # Raised into the app as the 413 its framework knows.
                     from starlette.exceptions import HTTPException
 
                     raise HTTPException(413, f"the request body passes {self.limit} bytes")
@@ -119,8 +105,7 @@ class BodyLimit:
         try:
             await self.app(scope, counted, watched)
         except Exception:
-            # However the app wrapped the cut (a task group, an error page),
-            # it was the cut; anything else is the app's own failure.
+            # However the app wrapped the cut, it was the cut.
             if not refused:
                 raise
         if refused and not started:
@@ -136,8 +121,7 @@ _UNAUTHORIZED = jsonrpc_error(
 
 class BearerGuard:
     """ASGI middleware: every HTTP request but those to `open_paths` needs
-    `Authorization: Bearer <token>`; without it the answer is 401 (with a
-    JSON-RPC error saying so), before anything of the request is read."""
+    `Authorization: Bearer <token>`, else 401 before anything is read."""
 
     def __init__(self, app: ASGIApp, token: str, open_paths: Collection[str] = ()) -> None:
         self.app = app
@@ -165,9 +149,7 @@ def guard(
 ) -> None:
     """Bound `app`'s request bodies at `max_body` bytes (answered by
     `too_large`) and, with `token`, guard it with a `BearerGuard` outside the
-    bound, so a request without the token is refused before its body is
-    read. Both are checked now (Starlette builds its middleware at the first
-    request)."""
+    bound. Both are checked now, not at the first request."""
     _checked_limit(max_body)
     if token is not None and not token:
         raise ConfigurationError("the bearer token is empty")
@@ -196,8 +178,7 @@ def is_loopback(host: str) -> bool:
 
 def require_token_beyond_loopback(host: str, token: str | None) -> None:
     """Refuse (`ConfigurationError`) to serve on an address other machines
-    reach without a bearer token: anyone there could run the agent and
-    decide its parked calls."""
+    reach without a bearer token."""
     if token is None and not is_loopback(host):
         raise ConfigurationError(
             f"serving on {host} reaches other machines: it needs a bearer token "
@@ -217,8 +198,7 @@ def listen(host: str, port: int, token: str | None) -> tuple[socket.socket, str]
     except OSError as exc:
         sock.close()
         raise ConfigurationError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    # Listening now: a client told the address before the server has
-    # started is queued, not refused.
+    # Listening now: a client told the address early is queued, not refused.
     sock.listen(128)
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     return sock, f"http://{shown}:{sock.getsockname()[1]}"

@@ -6,14 +6,11 @@
     researcher = RemoteAgent("researcher", "https://agents.example.com/", description="...")
     agent = Agent(tools=[researcher.tool(), my_tool])
 
-`RemoteAgent` hands a task to an agent served over A2A, as a subagent:
-inline, or in the background (`background=True`), where its answer arrives
-as a notice, exactly once, also after the parent's process crashed.
-`a2a_app` is an ASGI app to mount in a host's own server; `serve_agent`
-(and `taskloom a2a serve module:factory`) runs one. Each A2A task is a
-taskloom session, so it survives a restart and any process on the same store
-can read it. Built on the protocol's own SDK (the `a2a` extra:
-`pip install 'taskloom[a2a]'`).
+`RemoteAgent` hands a task to an agent served over A2A, as a subagent, inline
+or in the background (`background=True`: its answer arrives as a notice,
+exactly once, also after a crash). `a2a_app` is an ASGI app to mount;
+`serve_agent` (and `taskloom a2a serve module:factory`) runs one. Each A2A
+task is a taskloom session. Built on the protocol's own SDK (the `a2a` extra).
 """
 
 from __future__ import annotations
@@ -32,7 +29,6 @@ if TYPE_CHECKING:
         agent_card,
         approves,
         serve_agent,
-        task_of,
     )
 
 __all__ = [
@@ -44,7 +40,6 @@ __all__ = [
     "agent_card",
     "approves",
     "serve_agent",
-    "task_of",
 ]
 
 __getattr__ = lazy_exports(
@@ -58,6 +53,5 @@ __getattr__ = lazy_exports(
         "agent_card": "._serve",
         "approves": "._serve",
         "serve_agent": "._serve",
-        "task_of": "._serve",
     },
 )

@@ -1,17 +1,17 @@
-"""Handing a task to a remote agent and following it to its end: the
-message sent (a new task, or the answer to a question it asked), its stream
-listened to while the task is read beside it (which notices a server gone
-silent), tries again while the server does not answer, and the task as it
-ended read into an `Outcome`."""
+"""Handing a task to a remote agent and following it to its end (its stream
+listened to while the task is read beside it, tried again while the server
+does not answer), the task as it ended read into an `Outcome`; what the task
+says as its stream tells it (`Watch`: the events a child's would give)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Literal
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from a2a.client import A2AClientError
 from a2a.client.client import Client
@@ -30,7 +30,8 @@ from a2a.types import (
 )
 from a2a.utils.errors import A2AError
 
-from ._watch import Outcome, Watch, foreign_answer, text_of
+from .._redact import redact
+from ..events import Event, SubagentFinished, SubagentStarted, TextDelta, origin_label
 
 if TYPE_CHECKING:
     from ._remote import RemoteAgent
@@ -47,22 +48,155 @@ _ENDED = {
 }
 """The states a followed task ends in, as the parent's model is told them."""
 
-_FIRST_RETRY = 0.25
-_LAST_RETRY = 10.0
-"""Seconds between tries while a followed task's server does not answer:
-doubling from the first to the last."""
+_FIRST_RETRY, _LAST_RETRY = 0.25, 10.0
+"""Seconds between tries while a server does not answer, doubling."""
 
 
-async def hand_over(
-    remote: RemoteAgent,
-    client: Client,
-    watch: Watch,
-    task: str,
-    record: Callable[[str, str], Awaitable[None]] | None,
-) -> Outcome:
-    """Hand `task` over as a new task, and follow it to its end."""
-    message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=task)])
-    return await _send(remote, client, watch, message, task, record)
+class Outcome(NamedTuple):
+    """How one exchange with the remote agent ended."""
+
+    kind: Literal["answer", "question", "failed", "stopped"]
+    text: str
+    task_id: str = ""
+
+
+class Watch:
+    """The task as the stream tells it, and the events a child's would give
+    (to `emit`, if any), `secrets` redacted from the remote agent's words."""
+
+    def __init__(
+        self,
+        name: str,
+        emit: Callable[[Event], None] | None,
+        origin: str,
+        session_id: str,
+        secrets: tuple[str, ...] = (),
+    ) -> None:
+        self.name = name
+        self.secrets = secrets
+        self._emit = emit
+        self._origin = origin
+        self._session_id = session_id
+        self.task_id = ""
+        self.origin = ""
+        self.foreign = ""
+        """The id of another task an event was about (a protocol error)."""
+
+    def refusal(self) -> Outcome:
+        """The outcome of a server that streamed another task's events."""
+        return foreign_answer(self.task_id, self.foreign)
+
+    def see(self, response: StreamResponse, task: str) -> str:
+        """Take in one streamed response; the context id it names. An event
+        about another task is not taken in (`foreign` names it)."""
+        about = _task_of(response)
+        if self.task_id and about and about != self.task_id:
+            self.foreign = self.foreign or about
+            return ""
+        if response.HasField("task"):
+            if not self.task_id:
+                self.started(response.task.id, task)
+            return str(response.task.context_id)
+        if response.HasField("status_update"):
+            update = response.status_update
+            if not self.task_id:
+                self.started(update.task_id, task)
+            if update.status.state == TaskState.TASK_STATE_WORKING and update.status.HasField(
+                "message"
+            ):
+                text = redact(text_of(update.status.message.parts), self.secrets)
+                if text:
+                    self._send(TextDelta(origin=self.origin, session_id=self.task_id, text=text))
+            return str(update.context_id)
+        return ""
+
+    def started(self, task_id: str, task: str) -> None:
+        """The task is known by its id now."""
+        self.task_id = task_id
+        self.origin = origin_label(self.name, task_id, self._origin)
+        self._send(
+            SubagentStarted(
+                origin=self._origin,
+                session_id=self._session_id,
+                child_session_id=task_id,
+                name=self.name,
+                task=task,
+                mode="remote",
+            )
+        )
+
+    def finish(self, outcome: Outcome) -> None:
+        """Say how the task ended (nothing if it never started)."""
+        if not self.task_id:
+            return
+        status = {"answer": "done", "question": "done"}.get(outcome.kind, outcome.kind)
+        self._send(
+            SubagentFinished(
+                origin=self._origin,
+                session_id=self._session_id,
+                child_session_id=self.task_id,
+                name=self.name,
+                status=status,
+                summary=" ".join(redact(outcome.text, self.secrets).split())[:120],
+            )
+        )
+
+    def _send(self, event: Event) -> None:
+        if self._emit is not None:
+            self._emit(event)
+
+
+def _task_of(response: StreamResponse) -> str:
+    """The id of the task a streamed response is about ("" when it names none)."""
+    if response.HasField("task"):
+        return str(response.task.id)
+    if response.HasField("status_update"):
+        return str(response.status_update.task_id)
+    if response.HasField("artifact_update"):
+        return str(response.artifact_update.task_id)
+    return ""
+
+
+def foreign_answer(task_id: str, other: str) -> Outcome:
+    """An answer about task `other` while following `task_id`: a protocol error."""
+    return Outcome(
+        "failed",
+        f"protocol error: the remote agent answered about task {other!r} when"
+        f" following task {task_id!r}; its answer was not taken",
+        task_id,
+    )
+
+
+def text_of(parts: Iterable[Part]) -> str:
+    """The parts as text: data as JSON, a file named by what it is."""
+    pieces: list[str] = []
+    for part in parts:
+        kind = part.WhichOneof("content")
+        if kind == "text":
+            pieces.append(part.text)
+        elif kind == "data":
+            pieces.append(json.dumps(_plain(part.data), ensure_ascii=False))
+        else:
+            name = part.filename or (part.url if kind == "url" else "unnamed")
+            media = part.media_type or "unknown type"
+            size = f", {len(part.raw)} bytes" if kind == "raw" else ""
+            pieces.append(f"[a file part not shown: {name} ({media}{size})]")
+    return "\n".join(pieces)
+
+
+def _plain(value: Any) -> Any:
+    """A protobuf `Value` as plain JSON data (whole numbers as integers)."""
+    kind = value.WhichOneof("kind")
+    if kind == "struct_value":
+        return {k: _plain(v) for k, v in value.struct_value.fields.items()}
+    if kind == "list_value":
+        return [_plain(v) for v in value.list_value.values]
+    if kind == "number_value":
+        number = float(value.number_value)
+        return int(number) if number.is_integer() else number
+    if kind in ("string_value", "bool_value"):
+        return getattr(value, kind)
+    return None
 
 
 async def answer_question(
@@ -94,21 +228,26 @@ async def answer_question(
         task_id=task_id,
         context_id=current.context_id,
     )
-    # Until the agent takes the answer in, the task reads as it did: that
-    # state is not its end.
-    return await _send(remote, client, watch, message, answer, None, stale=current.status)
+    # Until the agent takes the answer in, the task's state is not its end.
+    return await hand_over(
+        remote, client, watch, answer, None, message=message, stale=current.status
+    )
 
 
-async def _send(
+async def hand_over(
     remote: RemoteAgent,
     client: Client,
     watch: Watch,
-    message: Message,
     task: str,
     record: Callable[[str, str], Awaitable[None]] | None,
     *,
+    message: Message | None = None,
     stale: TaskStatus | None = None,
 ) -> Outcome:
+    """Hand `task` over (as a new task, unless `message` says otherwise), and
+    follow it to its end."""
+    if message is None:
+        message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=task)])
     stream = client.send_message(SendMessageRequest(message=message))
     try:
         while not watch.task_id:
@@ -122,8 +261,7 @@ async def _send(
             if watch.foreign:
                 return watch.refusal()
             if record is not None and watch.task_id:
-                # Kept before anything else happens: from here on, a
-                # crash leaves a task someone can follow again.
+                # Kept first: from here on, a crash leaves a task to follow again.
                 await record(watch.task_id, context_id)
         return await _listen_and_poll(remote, client, watch, stream, task, stale)
     finally:
@@ -131,9 +269,8 @@ async def _send(
 
 
 async def resubscribe(remote: RemoteAgent, client: Client, watch: Watch, task_id: str) -> Outcome:
-    """Follow a task handed over before: its stream (`tasks/subscribe`)
-    tells at once when it ends, reading it every `poll_interval` seconds
-    notices a server gone silent; a server without streams is read only."""
+    """Follow a task handed over before: its stream (`tasks/subscribe`) beside
+    reading it every `poll_interval` seconds (see `_listen_and_poll`)."""
     stream = client.subscribe(SubscribeToTaskRequest(id=task_id))
     try:
         return await _listen_and_poll(remote, client, watch, stream, "")
@@ -149,13 +286,35 @@ async def _listen_and_poll(
     task: str,
     stale: TaskStatus | None = None,
 ) -> Outcome:
-    # The stream tells what the agent says as it works; reading the task
-    # beside it is what notices a server gone silent, and the task as the
-    # agent holds it is the whole answer.
+    """Listen to `stream` while reading the task (every `poll_interval`
+    seconds, at once when the stream ended) until it ends, moved past any
+    `stale` status; an answer about another task is a protocol error."""
     ended = asyncio.Event()
     listening = asyncio.get_running_loop().create_task(_listen(stream, watch, task, ended))
     try:
-        return await _poll(remote, client, watch.task_id, ended, stale, watch)
+        task_id = watch.task_id
+        tries = Tries(remote.unreachable_for)
+        while True:
+            if watch.foreign:
+                return watch.refusal()
+            try:
+                found = await _get(remote, client, task_id)
+            except Exception as exc:
+                if answered(exc) or not await tries.again():
+                    return Outcome(
+                        "failed", f"cannot read task {task_id}: {why(exc)}{tries.said()}", task_id
+                    )
+                continue
+            tries.reset()
+            if found.id != task_id:
+                return foreign_answer(task_id, found.id)
+            if found.status.state in _ENDED and found.status != stale:
+                return _outcome(found)
+            if ended.is_set():
+                await asyncio.sleep(remote.poll_interval)
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(ended.wait(), remote.poll_interval)
     finally:
         listening.cancel()
         await asyncio.wait([listening])
@@ -175,43 +334,6 @@ async def _listen(
         logger.info("the stream of remote task %s broke: %s", watch.task_id, why(exc))
     finally:
         ended.set()
-
-
-async def _poll(
-    remote: RemoteAgent,
-    client: Client,
-    task_id: str,
-    ended: asyncio.Event | None = None,
-    stale: TaskStatus | None = None,
-    watch: Watch | None = None,
-) -> Outcome:
-    """Read the task until it ends, trying again while its server does not
-    answer; every `poll_interval` seconds, and at once when its stream
-    has `ended`. A task still in the `stale` status has not moved yet.
-    An answer about another task (read, or streamed to `watch`) is a
-    protocol error, never this task's end."""
-    tries = Tries(remote.unreachable_for)
-    while True:
-        if watch is not None and watch.foreign:
-            return watch.refusal()
-        try:
-            task = await _get(remote, client, task_id)
-        except Exception as exc:
-            if answered(exc) or not await tries.again():
-                return Outcome(
-                    "failed", f"cannot read task {task_id}: {why(exc)}{tries.said()}", task_id
-                )
-            continue
-        tries.reset()
-        if task.id != task_id:
-            return foreign_answer(task_id, task.id)
-        if task.status.state in _ENDED and task.status != stale:
-            return _outcome(task)
-        if ended is None or ended.is_set():
-            await asyncio.sleep(remote.poll_interval)
-        else:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ended.wait(), remote.poll_interval)
 
 
 async def _get(remote: RemoteAgent, client: Client, task_id: str) -> Task:

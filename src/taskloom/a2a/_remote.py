@@ -1,25 +1,13 @@
 """Remote A2A agents as named subagents: a task handed over the protocol.
 
-Inline by default, like a `SubAgent`: the parent model calls a tool named
-after the remote agent with a `task`; the remote agent sees only that task;
-its text as it works reaches event subscribers tagged with its origin, and
-only its final answer returns. In the background (`background=True`), like
-a background child: the call answers at once, and the answer arrives as a
-notice at a later round boundary (see `_follow`).
-
-A remote agent that asks for input (`input-required`) asks the parent's
-model: its question comes back in band with the task's id, and the model
-answers by calling the tool again with that `task_id` and its answer as
-`task`, which continues the same remote task. Everything else that can go
-wrong (no agent at the URL, a card that is not one, no answer in time, a
-task that failed or was cancelled over there, a server that stays
-unreachable while its task is followed, an answer too long, parts that are
-not text) becomes an in-band error result or a note in the answer, never an
-exception out of the run.
-
-This module is the agent's face and its tool; handing a task over and
-following it is `_exchange`, what the task says (its events, its outcome,
-its parts as text) is `_watch`.
+Inline by default, like a `SubAgent`: the remote agent sees only the `task`,
+its text reaches event subscribers tagged with its origin, and its final
+answer returns. In the background (`background=True`) the call answers at
+once and the answer arrives as a notice: followed work (mode `remote`)
+whose child session keeps the remote task's id, taken up again by any run
+of the parent whose tools include the same `RemoteAgent`. A question
+(`input-required`) comes back in band with the task's id, which the model
+passes to answer it; anything else that goes wrong is an in-band error.
 """
 
 from __future__ import annotations
@@ -27,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -35,15 +25,33 @@ import pydantic
 from a2a.client import ClientConfig, create_client
 from a2a.client.client import Client
 
-from .._redact import credentials, safe_url
-from ..delegation import DEFAULT_MAX_ANSWER_CHARS, DelegationTool, check_answer_cap
+from .._redact import credentials, redact, safe_url
+from ..backends import SessionMeta
+from ..background import Detached, FollowJob, Follows, NoticeStatus, RunStart, WorkResult
+from ..delegation import (
+    DEFAULT_MAX_ANSWER_CHARS,
+    DelegationTool,
+    cap_answer,
+    check_answer_cap,
+    kept_answer,
+    read_on,
+)
+from ..entries import Entry, MessageEntry, SubagentResult
 from ..errors import ConfigurationError
+from ..messages import Message
 from ..tools import ApprovalRule, Tool, ToolOutput
-from ._exchange import Tries, answer_question, cancel_task, hand_over, resubscribe, why
-from ._watch import Outcome, Watch
+from ._exchange import (
+    Outcome,
+    Tries,
+    Watch,
+    answer_question,
+    cancel_task,
+    hand_over,
+    resubscribe,
+    why,
+)
 
 if TYPE_CHECKING:
-    from ..background import RunStart
     from ..runtime import Runtime
     from ..tools import ToolContext
 
@@ -75,38 +83,26 @@ class Unreachable(Exception):
 
 class RemoteAgent:
     """An agent served over A2A at `url`, as a subagent: `.tool()` gives a
-    parent a tool named `name` that takes `task`, hands it to the remote
-    agent as a new A2A task and answers `{"answer": ..., "task_id": ...}`
-    once the task completes — or an in-band error saying what went wrong.
+    parent a tool named `name` that takes `task`, hands it over as a new A2A
+    task and answers `{"answer": ..., "task_id": ...}` once it completes, or
+    an in-band error. When the remote agent asks for input, the result is
+    `{"question": ..., "task_id": ...}`: the parent's model answers by
+    calling the tool again with `task_id`, and the same remote task goes on.
 
-    When the remote agent asks for input, the result is
-    `{"question": ..., "task_id": ...}` (not an error): the parent's model
-    answers by calling the tool again with `task_id` and its answer as
-    `task`, and the same remote task goes on.
+    With `background=True` the call answers at once with a receipt and its
+    answer (or question, or error) arrives as a notice at a later round,
+    exactly once, also after a crash (the session's next run in any process
+    with this agent among its tools follows it again). Stopping the run that
+    started it, deleting the session or closing the runtime cancels it.
 
-    With `background=True` the call answers at once with a receipt and the
-    remote task is followed in the background of the parent's session: its
-    answer (or question, or error) arrives as a notice at a later round
-    boundary, exactly once, and the run is reminded of it while it runs.
-    The remote task's id is kept in the parent's store as soon as the
-    remote server gives it, so after a crash the session's next run in any
-    process (with this agent among its tools) follows it again from there.
-    Stopping the run that started it, deleting the session or closing the
-    runtime cancels the remote task (best effort).
-
-    `timeout` bounds a whole call, in the background from its start (a task
-    still running then is cancelled over there, best effort),
+    `timeout` bounds a whole call (a task still running then is cancelled),
     `connect_timeout` each connection; a followed task's server that does
-    not answer is tried again, less and less often, for `unreachable_for`
-    seconds before the call ends in an error; `poll_interval` is how often a
-    task whose stream ended early is read (`tasks/get`). `token` is sent as
-    `Authorization: Bearer`, never stored (an echo of it is stored
-    `[redacted]`; the URL is shown and stored as `public_url`, without
-    credentials); the answer (or question) is cut at `max_answer_chars`, as
-    every delegation's, and the whole of it is kept in a child session of
-    the caller's, where `read_agent(agent=..., offset=...)` reads on (the
-    cut says how). `needs_approval` gates the
-    delegation itself. Building one does no I/O: the card is read per call.
+    not answer is tried again for `unreachable_for` seconds; `poll_interval`
+    is how often a task whose stream ended early is read. `token` is sent as
+    `Authorization: Bearer`, never stored (nor the URL's credentials:
+    `public_url`); the answer is cut at `max_answer_chars`, its whole kept in
+    a child session where `read_agent(agent=..., offset=...)` reads on.
+    `needs_approval` gates the delegation itself. Building one does no I/O.
     """
 
     def __init__(
@@ -155,8 +151,7 @@ class RemoteAgent:
         return f"RemoteAgent({self.name!r}, {self.public_url!r})"
 
     def tool(self) -> Tool:
-        """A delegation tool for a parent agent (a new one each call, kept by the agent
-        given it)."""
+        """A delegation tool for a parent agent (a new one each call)."""
         made: Tool
         if self.background:
             made = _BackgroundTool(self)
@@ -171,8 +166,6 @@ class RemoteAgent:
         made.secrets = self.secrets
         return made
 
-    # ------------------------------------------------------------ a call
-
     async def _delegate(
         self, runtime: Runtime, arguments: dict[str, Any], ctx: ToolContext
     ) -> ToolOutput:
@@ -180,10 +173,24 @@ class RemoteAgent:
         task_id = arguments["task_id"].strip()
         if not task:
             return self.error("'task' is empty; describe the complete task for the agent")
-        from ._follow import keep_whole, start_following
-
         if self.background:
-            return await start_following(self, runtime, ctx, task, task_id)
+            child_id = await self._follows(runtime).begin(
+                ctx,
+                _RemoteFollow(self, time.time(), task, task_id),
+                mode=MODE,
+                kind=KIND,
+                name=self.name,
+                task=task,
+                metadata={"url": self.public_url},
+            )
+            receipt = {
+                "id": child_id,
+                "name": self.name,
+                "status": "started",
+                "note": "The remote agent works in the background; its answer arrives as a"
+                " notice at a later round.",
+            }
+            return ToolOutput(json.dumps(receipt))
         watch = Watch(self.name, ctx.emit, ctx.origin, ctx.session_id, self.secrets)
         try:
             async with self.client() as client:
@@ -192,6 +199,21 @@ class RemoteAgent:
             return self.error(str(exc))
         watch.finish(outcome)
         return self._tool_output(await keep_whole(self, runtime, ctx, task, outcome))
+
+    def _follows(self, runtime: Runtime) -> Follows:
+        follows = Follows.of(runtime)
+        # Deleting a session cancels this agent's remote tasks in it.
+        follows.register(MODE, f"{self.name} {self.public_url}", self._followed)
+        return follows
+
+    def _followed(
+        self, meta: SessionMeta, record: Mapping[str, Any] | None
+    ) -> _RemoteFollow | None:
+        # Children recorded before URLs were stored without credentials name the raw URL.
+        url = meta.metadata.get("url")
+        if meta.metadata.get("name") != self.name or url not in (self.public_url, self.url):
+            return None
+        return _RemoteFollow(self, float(meta.metadata.get("started_at") or meta.created_at))
 
     def _tool_output(self, outcome: Outcome) -> ToolOutput:
         if outcome.kind == "answer":
@@ -210,13 +232,10 @@ class RemoteAgent:
         """How results name this agent: its name and URL."""
         return f"remote agent {self.name!r} ({self.public_url})"
 
-    # ------------------------------------------------------------ the protocol
-
     @contextlib.asynccontextmanager
     async def client(self, *, patient: bool = False) -> AsyncIterator[Client]:
-        """A client for the agent, its card read; raises `Unreachable` when
-        the card cannot be had — at once, or `patient`ly after trying again
-        for `unreachable_for` seconds (a task to follow is waiting there)."""
+        """A client for the agent, its card read; `Unreachable` when the card
+        cannot be had (`patient`: after trying for `unreachable_for` seconds)."""
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
         timeouts = httpx.Timeout(self.timeout, connect=self.connect_timeout)
         async with httpx.AsyncClient(headers=headers, timeout=timeouts) as http:
@@ -248,11 +267,9 @@ class RemoteAgent:
         follow: str = "",
         record: Callable[[str, str], Awaitable[None]] | None = None,
     ) -> Outcome:
-        """Hand `task` over (a new task, or the answer to `task_id`'s question),
-        or `follow` a task handed over before, to its end — within `timeout`
-        seconds, after which the task is cancelled over there. `record(task
-        id, context id)` is awaited as soon as the task's id is known. If the
-        caller is cancelled, so is the remote task (best effort)."""
+        """Hand `task` over (new, or answering `task_id`'s question), or `follow`
+        a task handed over before, to its end within `timeout` seconds (else it
+        is cancelled); `record(task id, context id)` is awaited once known."""
         try:
             async with asyncio.timeout(max(timeout, 0.0)):
                 if follow:
@@ -274,8 +291,7 @@ class RemoteAgent:
 
 
 class _BackgroundTool(DelegationTool):
-    """The tool of a background `RemoteAgent`: it also resumes following the
-    remote tasks of a session that nobody follows any more."""
+    """The tool of a background `RemoteAgent`, which also resumes following."""
 
     __slots__ = ("remote",)
 
@@ -290,8 +306,137 @@ class _BackgroundTool(DelegationTool):
         self.remote = remote
 
     async def resume_work(self, start: RunStart) -> None:
-        """Follow again the session's remote tasks of this agent that no live
-        process follows (see `taskloom.background.ResumesWork`)."""
-        from ._follow import resume_following
+        """Follow again the session's remote tasks of this agent nobody follows
+        (`taskloom.background.ResumesWork`)."""
+        remote = self.remote
+        await remote._follows(self.runtime).resume(start, MODE, remote._followed, kind=KIND)
 
-        await resume_following(self.remote, self.runtime, start)
+
+MODE = "remote"
+"""The `mode` of a remote task's child session (its metadata and its link)."""
+
+KIND = "remote_agent"
+"""The activity kind of a remote task followed in the background."""
+
+
+async def keep_whole(
+    remote: RemoteAgent, runtime: Runtime, ctx: ToolContext, task: str, outcome: Outcome
+) -> Outcome:
+    """`outcome` as the parent's model is told it: past `max_answer_chars`, cut,
+    its whole kept first in a new ended child session (`read_agent` reads on)."""
+    text = redact(outcome.text, remote.secrets)
+    if outcome.kind not in ("answer", "question") or len(text) <= remote.max_answer_chars:
+        return outcome
+    store, child_id, now = runtime.store, uuid.uuid4().hex, time.time()
+    meta = {
+        "name": remote.name,
+        "role": MODE,
+        "mode": MODE,
+        "task": " ".join(task.split())[:500],
+        "parent_call_id": ctx.call_id,
+        "started_at": now,
+        "url": remote.public_url,
+    }
+    await store.create(SessionMeta(child_id, remote.name, ctx.session_id, now, meta))
+    await store.append(child_id, Entry.of(MessageEntry(Message.assistant(text))))
+    cut = _cut(text, remote.max_answer_chars, child_id)
+    await store.append(child_id, Entry.of(SubagentResult("done", cut)))
+    return outcome._replace(text=cut)
+
+
+def _cut(text: str, limit: int, child_id: str) -> str:
+    return cap_answer(text, limit, read_on(child_id, limit))
+
+
+class _RemoteFollow:
+    """Follows one remote A2A task (`taskloom.background.Followed`)."""
+
+    def __init__(
+        self, remote: RemoteAgent, started_at: float, task: str = "", task_id: str = ""
+    ) -> None:
+        self.remote = remote
+        self.started_at = started_at
+        self.task = task
+        self.task_id = task_id
+        self.secrets = remote.secrets
+
+    async def cancel(self, record: Mapping[str, Any]) -> None:
+        """Cancel the remote task (best effort)."""
+        if record.get("task_id"):
+            try:
+                async with self.remote.client() as client:
+                    await cancel_task(client, str(record["task_id"]))
+            except Unreachable:
+                pass
+
+    async def follow(self, job: FollowJob) -> WorkResult:
+        """Hand the task over (or go on from its id), follow it to its end."""
+        remote = self.remote
+        watch = Watch(remote.name, job.runtime.background.emit, "", job.session_id, remote.secrets)
+        try:
+            outcome = await self._follow(job, watch)
+        except asyncio.CancelledError:
+            # Stopped (by its run, a delete or the runtime's close): the remote
+            # task was cancelled on the way out; saying so needs an uncancel.
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            outcome = Outcome(
+                "stopped",
+                "stopped before it finished; the remote task was cancelled",
+                watch.task_id,
+            )
+        watch.finish(outcome)
+        return await self._result(job, outcome)
+
+    async def _follow(self, job: FollowJob, watch: Watch) -> Outcome:
+        remote, record = self.remote, job.record
+        left = self.started_at + remote.timeout - time.time()
+        if record is not None and not record.get("task_id"):
+            return Outcome(
+                "failed",
+                "the call was cut off before the remote agent gave its task an id;"
+                " whether the task started there is unknown",
+            )
+
+        async def keep(task_id: str, context_id: str) -> None:
+            await job.keep({"task_id": task_id, "context_id": context_id, "url": remote.public_url})
+
+        try:
+            async with remote.client(patient=record is not None) as client:
+                if record is not None:
+                    return await remote.exchange(client, watch, left, follow=str(record["task_id"]))
+                return await remote.exchange(
+                    client, watch, left, self.task, self.task_id, record=keep
+                )
+        except Unreachable as exc:
+            return Outcome("failed", str(exc), watch.task_id)
+
+    async def _result(self, job: FollowJob, outcome: Outcome) -> WorkResult:
+        name, task_id, said = self.remote.name, outcome.task_id, outcome.text
+        if outcome.kind in ("answer", "question"):
+            said = await self._kept(job, redact(said, self.secrets))
+        if outcome.kind == "answer":
+            return NoticeStatus.DONE, f"remote agent {name!r} (task {task_id}) answered:\n{said}"
+        if outcome.kind == "question":
+            return NoticeStatus.DONE, (
+                f"remote agent {name!r} asks for input (task_id {task_id}): {said}\n"
+                f"To answer, call {name} again with task_id {json.dumps(task_id)}"
+                " and your answer as task; the same task then goes on."
+            )
+        status = NoticeStatus.STOPPED if outcome.kind == "stopped" else NoticeStatus.FAILED
+        return status, f"{self.remote.describe()}: {outcome.text}"
+
+    async def _kept(self, job: FollowJob, text: str) -> str:
+        """`text` cut at the agent's cap, the whole kept in the child's log first
+        (`Detached` if the hold was lost: the follower that took over keeps it)."""
+        limit = self.remote.max_answer_chars
+        if len(text) <= limit:
+            return text
+        kept = kept_answer(await job.runtime.store.load(job.child_id))
+        if kept is None:
+            await job.append(MessageEntry(Message.assistant(text)))
+            if job.lease is None:
+                raise Detached()
+            kept = text
+        return _cut(kept, limit, job.child_id)

@@ -1,26 +1,20 @@
 """Serving an agent over A2A: every A2A task is a taskloom session.
 
-The task id is the session id, so a task outlives the server process: any
-process with the same store answers `tasks/get` for it, read from the
-session's log through `taskloom.runtime.ServedRuns` (the layer `taskloom mcp
-serve` uses too): a run a restart cut off is run on, a parked run decided
-anywhere (`taskloom approve`, the console, code) is resumed. `message/send`
-and `message/stream` run the session (text as it is written goes out as
-`working` status updates, the answer as the `answer` artifact); an approval
-parks the task in `input-required`, and the client's reply decides the
-parked calls when it is a clear yes or no or a structured decision (see
-`_replies`), else the question is asked again; `tasks/cancel` cancels the
-run within 2 s. With a bearer token, every call but the agent card's must
-carry it; the token is the host's and never reaches a session. A request
-body past `max_body` bytes is refused as JSON-RPC "invalid request"
-(`Payload too large`, the a2a-sdk's own answer) before it is read whole.
+The task id is the session id, read from the log through
+`taskloom.runtime.ServedRuns`, so any process on the store answers for it.
+`message/send` and `message/stream` run the session (text as `working`
+updates, the answer as the `answer` artifact); an approval parks the task
+in `input-required`, and a reply decides the parked calls only when it says
+so without doubt (a data part, or a clear yes or no), else the question is
+asked again. `tasks/cancel` cancels the run within 2 s. A bearer token
+guards every call but the card's; a body past `max_body` is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
+import string
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
@@ -48,17 +42,15 @@ from a2a.types import (
     TaskStatus,
 )
 from a2a.utils.errors import InvalidParamsError
+from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 from starlette.applications import Starlette
 
 from .. import __version__
 from .._serving import MAX_JSONRPC_BODY, guard, jsonrpc_error, listen, serve_on
 from ..agent import Agent
-from ..backends import SessionMeta
-from ..errors import ApprovalConflict
 from ..events import TextDelta
 from ..results import RunResult
-from ..runtime import Runtime, ServedRuns, ServedState, ServedTask, Session
-from ._replies import APPROVAL_HOWTO, approves, decisions_in, message_text, question
+from ..runtime import Runtime, ServedRuns, ServedState, ServedTask
 
 __all__ = [
     "ANSWER",
@@ -68,7 +60,6 @@ __all__ = [
     "agent_card",
     "approves",
     "serve_agent",
-    "task_of",
 ]
 
 CONTEXT_KEY = "a2a_context_id"
@@ -86,6 +77,104 @@ _SETTLED = {
     TaskState.TASK_STATE_REJECTED,
     TaskState.TASK_STATE_INPUT_REQUIRED,
 }
+
+
+APPROVAL_HOWTO = (
+    "Reply 'yes' (just that) to run them or 'no' to deny them (what follows 'no' is the "
+    'reason given), or send a data part {"decisions": {"<call id>": {"approve": true, '
+    '"note": "..."}}} to decide each call, or {"approve": false, "note": "..."} for all.'
+)
+"""How a client decides a parked task's calls (the agent card says it too)."""
+
+_YES = frozenset({"yes", "y", "approve", "approved", "ok", "okay", "allow", "accept"})
+_NO = frozenset({"no", "n", "deny", "denied", "reject", "rejected", "decline", "declined"})
+
+
+def reading(reply: str) -> bool | None:
+    """How a client's text reply to `input-required` decides the parked calls:
+    True when the whole reply is a yes ("yes", "Approve.", "OK"), False when
+    its first word is a no ("no, too much": the rest is the reason), None
+    otherwise ("go ahead", "yes but only half"): nothing is decided."""
+    words = [w.strip(string.punctuation).lower() for w in reply.split()]
+    words = [w for w in words if w]
+    if len(words) == 1 and words[0] in _YES:
+        return True
+    if words and words[0] in _NO:
+        return False
+    return None
+
+
+def approves(reply: str) -> bool:
+    """Whether a client's reply to `input-required` approves the parked calls
+    (see `reading`: only a clear yes does)."""
+    return reading(reply) is True
+
+
+Decision = tuple[bool, str | None]
+
+
+def decisions_in(message: Message | None) -> tuple[dict[str, Decision], Decision | None]:
+    """What a reply decides: per call id, and for every waiting call. A data
+    part `{"decisions": {call_id: {"approve": bool, "note": str}}}` (or
+    `{call_id: bool}`) decides the calls it names, `{"approve": bool, "note":
+    str}` every waiting call, and so does a text `reading` reads as a yes
+    or a no (the reply being the note)."""
+    each: dict[str, Decision] = {}
+    every: Decision | None = None
+    if message is None:
+        return each, every
+    for part in message.parts:
+        data = MessageToDict(part.data) if part.HasField("data") else None
+        if not isinstance(data, dict):
+            continue
+        if isinstance(data.get("approve"), bool):
+            every = (data["approve"], _note(data))
+        given = data.get("decisions")
+        for call_id, decision in (given if isinstance(given, dict) else {}).items():
+            if isinstance(decision, bool):
+                each[str(call_id)] = (decision, None)
+            elif isinstance(decision, dict) and isinstance(decision.get("approve"), bool):
+                each[str(call_id)] = (decision["approve"], _note(decision))
+    text = " ".join(p.text for p in message.parts if p.text).strip()
+    said = reading(text) if not each and every is None and text else None
+    if said is not None:
+        every = (said, text)
+    return each, every
+
+
+def message_text(message: Message | None) -> str:
+    """A client's message as the agent reads it: its text, and its data as JSON."""
+    if message is None:
+        return ""
+    pieces = [p.text for p in message.parts if p.text]
+    pieces += [
+        json.dumps(MessageToDict(p.data), ensure_ascii=False)
+        for p in message.parts
+        if p.HasField("data")
+    ]
+    return "\n".join(pieces)
+
+
+def _note(data: dict[str, Any]) -> str | None:
+    note = data.get("note")
+    return note if isinstance(note, str) else None
+
+
+def question(served: ServedTask) -> str:
+    """What a parked task asks its client (and how to answer)."""
+    asked: list[str] = []
+    if served.waiting:
+        calls = "; ".join(
+            f"{c.name}({json.dumps(c.arguments, ensure_ascii=False)})" for c in served.waiting
+        )
+        ids = ", ".join(c.id for c in served.waiting)
+        asked.append(f"approval needed for: {calls}. {APPROVAL_HOWTO} (call ids: {ids})")
+    for waiting in served.questions:
+        asked.append(
+            f"the task's work asks: {waiting.message} (answer {waiting.id} with "
+            "`taskloom answer` or the console)."
+        )
+    return " ".join(asked)
 
 
 def agent_card(agent: Agent, url: str) -> AgentCard:
@@ -122,12 +211,10 @@ def a2a_app(
     token: str | None = None,
     max_body: int = MAX_JSONRPC_BODY,
 ) -> Starlette:
-    """An ASGI app serving `agent` over A2A (JSON-RPC at its root, the card at
-    `/.well-known/agent-card.json`), each task a session of `runtime`. `url`
-    is where clients reach the app (the card names it); with `token`, every
-    call but the card's needs `Authorization: Bearer <token>` (else 401). A
-    request body past `max_body` bytes (default 1 MiB) is answered with a
-    JSON-RPC "invalid request" error, and nothing of it is run or stored."""
+    """An ASGI app serving `agent` over A2A at `url` (JSON-RPC at its root, the
+    card at `/.well-known/agent-card.json`), each task a session of `runtime`;
+    with `token`, every call but the card's needs `Authorization: Bearer
+    <token>`; a body past `max_body` bytes is answered with a JSON-RPC error."""
     card = agent_card(agent, url)
     store = SessionTaskStore(agent, runtime)
     handler = _Handler(store.runs, _SessionExecutor(store.runs), store, card)
@@ -144,23 +231,21 @@ def a2a_app(
 
 
 class SessionTaskStore(TaskStore):
-    """A2A tasks read from taskloom sessions through `runs` (a `ServedRuns`):
-    a task is derived from its session's log, and reading it runs on what
-    the log says is due (a run a restart cut off, a parked run decided
-    elsewhere). While a run is in flight in this process, the task is the
-    latest state the protocol handler saved, a cache the log replaces once
-    the run ends."""
+    """A2A tasks read from taskloom sessions through `runs` (a `ServedRuns`),
+    or while a run is in flight here, the latest state the handler saved."""
 
-    def __init__(self, agent: Agent, runtime: Runtime, runs: ServedRuns | None = None) -> None:
+    def __init__(self, agent: Agent, runtime: Runtime) -> None:
         self.agent = agent
         self.runtime = runtime
-        self.runs = runs if runs is not None else _served_runs(agent, runtime)
+        # Sessions of the agent begun as A2A tasks, not the store's others.
+        self.runs = ServedRuns(
+            runtime, agent, lambda meta: meta.agent == agent.name and CONTEXT_KEY in meta.metadata
+        )
         self._live: dict[str, Task] = {}
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
-        """Keep the handler's view of a task in flight; drop it once settled.
-        A task the handler cancels without this process running it (a run
-        taken up after a restart) is cancelled here."""
+        """Keep the handler's view of a task in flight; drop it once settled
+        (a cancelled one is cancelled here too: it may run elsewhere)."""
         if task.status.state == TaskState.TASK_STATE_CANCELED:
             await self.runs.cancel(task.id, "cancelled over A2A")
         if task.status.state in _SETTLED:
@@ -196,36 +281,14 @@ class SessionTaskStore(TaskStore):
         await self.runs.close()
 
 
-def _served_runs(agent: Agent, runtime: Runtime) -> ServedRuns:
-    """The `ServedRuns` of `agent`'s A2A tasks: sessions of the agent begun as
-    A2A tasks (the store may hold the host's other sessions, which are not
-    the client's to read)."""
-
-    def owns(meta: SessionMeta) -> bool:
-        return meta.agent == agent.name and CONTEXT_KEY in meta.metadata
-
-    return ServedRuns(runtime, agent, owns)
-
-
-async def task_of(session: Session[Any, Any], context_id: str) -> Task:
-    """The A2A task that `session` is, from its log (read only: nothing due is run)."""
-    runs = ServedRuns(session.runtime, session.agent, lambda meta: True)
-    found = await runs.read(session.id, take_up=False)
-    assert found is not None
-    task = _task(found)
-    task.context_id = context_id
-    return task
-
-
 def _task(served: ServedTask) -> Task:
     """A served task as the A2A task it is."""
     context_id = str(served.meta.metadata.get(CONTEXT_KEY, ""))
     task = Task(id=served.id, context_id=context_id)
     state, note = _state(served)
-    status = TaskStatus(state=state)
+    task.status.state = state
     if note:
-        status.message.CopyFrom(_agent_message(note, served.id, context_id))
-    task.status.CopyFrom(status)
+        task.status.message.CopyFrom(_agent_message(note, served.id, context_id))
     if served.state is ServedState.COMPLETED and served.result is not None:
         task.artifacts.append(
             Artifact(artifact_id=ANSWER, name=ANSWER, parts=[_answer(served.result)])
@@ -270,9 +333,8 @@ def _agent_message(text: str, task_id: str, context_id: str) -> Message:
 
 
 class _Handler(DefaultRequestHandler):
-    """The SDK's handler, refusing a decision sent to a task nothing of which
-    waits for one: answered with an error saying so, never with the task's
-    end as if the reply had been taken."""
+    """The SDK's handler, refusing with an error a decision sent to a task
+    that waits for none (never answered with the task's end as if taken)."""
 
     def __init__(
         self, runs: ServedRuns, executor: AgentExecutor, store: TaskStore, card: AgentCard
@@ -308,8 +370,7 @@ class _Handler(DefaultRequestHandler):
 
 
 class _SessionExecutor(AgentExecutor):
-    """Runs the session an A2A task is (through its `ServedRuns`), publishing
-    its events on the task."""
+    """Runs the session an A2A task is, publishing its events on the task."""
 
     def __init__(self, runs: ServedRuns) -> None:
         self.runs = runs
@@ -326,14 +387,13 @@ class _SessionExecutor(AgentExecutor):
             if context.message is not None:
                 first.history.append(context.message)
             # The task before the session: the handler reads the store to see
-            # whether the task is new, and a session would already be one.
+            # whether the task is new.
             await event_queue.enqueue_event(first)
             text = message_text(context.message) or "(an empty message)"
             await self.runs.create(text, task_id=task_id, metadata={CONTEXT_KEY: context_id})
         elif not await self._reply(task_id, context, updater):
             return
-        # Followed at once: the run is launched, and its events start with
-        # the next step of the event loop.
+        # Followed at once: its events start with the next step of the loop.
         events = self.runs.follow(task_id)
         await updater.start_work()
         while True:
@@ -361,8 +421,7 @@ class _SessionExecutor(AgentExecutor):
         await updater.update_status(task.status.state, message=message)
 
     async def _reply(self, task_id: str, context: RequestContext, updater: TaskUpdater) -> bool:
-        """Take a client's message on an existing task; whether a run of it
-        is now in flight here to follow."""
+        """Take a message on an existing task; whether a run of it is to follow."""
         context_id = context.context_id or ""
         found = await self.runs.read(task_id)
         if found is None:
@@ -370,11 +429,7 @@ class _SessionExecutor(AgentExecutor):
         if found.state is ServedState.INPUT_REQUIRED:
             each, every = decisions_in(context.message)
             decisions = {c.id: d for c in found.waiting if (d := each.get(c.id, every)) is not None}
-            session = await self.runs.runtime.open_session(task_id, self.runs.agent)
-            for call_id, (approved, note) in decisions.items():
-                decide = session.approve if approved else session.deny
-                with contextlib.suppress(ApprovalConflict):  # decided first elsewhere: it stands
-                    await decide(call_id, note=note)
+            await self.runs.decide(found, decisions)
             found = await self.runs.read(task_id)  # runs the resume once nothing is left
             if found is not None and found.state is ServedState.INPUT_REQUIRED:
                 # Not a decision, or not of every call: ask again, never guess.
@@ -386,7 +441,7 @@ class _SessionExecutor(AgentExecutor):
         text = message_text(context.message)
         if found.state is ServedState.WORKING and text:
             # A new message for the run in flight: it reads it at its next round.
-            await self.runs.steer(task_id, text)
+            await self.runs.runtime.steer(task_id, text)
         return found.state is ServedState.WORKING
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -406,11 +461,9 @@ async def serve_agent(
     max_body: int = MAX_JSONRPC_BODY,
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve `agent` over A2A at `http://host:port/` until cancelled (port 0:
-    one the OS picks). `on_ready` gets the URL once it accepts calls. A host
-    beyond loopback needs a `token` (`ConfigurationError` without one).
-    `token` and `max_body` are `a2a_app`'s. The runtime (default: an
-    in-memory one) is closed at the end."""
+    """Serve `agent` (see `a2a_app`) at `http://host:port/` until cancelled
+    (port 0: the OS picks; beyond loopback with a `token`); `on_ready` gets
+    the URL. The runtime (default: an in-memory one) is closed at the end."""
     runtime = runtime if runtime is not None else Runtime(agents=[agent])
     sock, base = listen(host, port, token)
     with sock:

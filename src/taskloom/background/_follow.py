@@ -1,41 +1,25 @@
-"""Work that answers later and lives elsewhere, followed durably: one mechanism
-for every kind (an MCP task, an A2A task, a background child; a kind
-implements `Followed`).
+"""Work that answers later and lives elsewhere (an MCP task, an A2A task, a
+background child, each kind a `Followed`), followed durably by one mechanism.
 
-The one durable record of a piece of followed work is a child session of the
-session it belongs to, in the same store:
-
-- `SubagentLink` in the parent's log (its `mode` names the kind);
-- `SubagentStartedEntry` in the child's log when a follower first starts it;
-- what the kind needs to go on after a crash (the remote task's id, say):
-  in the child's metadata when known at the start, else in a
-  `SubagentDispatched` entry written as soon as it is known;
-- `SubagentResult`, the one terminal entry, written once the result is in
-  the parent's inbox (by the child's own run, for a kind whose work is one:
-  a background child).
-
-One lease: whoever follows the work holds the child session's lease (fenced
-appends; the child reads `running` meanwhile), so one process follows it at
-a time. One owner: the follow runs as background work of the parent's
-session (`BackgroundService.spawn`), registered, reminded of, stopped with
-the run that started it, and ended by one notice whose id is derived from
-the child's: however many followers a crash leads to, the result lands once.
-
-One take-over rule (`Follows.resume`): at the first round boundary of any
-run of the session, in any process, each such child without a terminal entry
-is followed again from its record, at once when its holder is a dead process
-of this machine, once its lease lapsed otherwise (`acquire_or_take_over`).
-
+Its one durable record is a child session of its session: `SubagentLink` in
+the parent's log (`mode` names the kind), `SubagentStartedEntry`, what the
+kind needs after a crash (in the child's metadata, or a `SubagentDispatched`
+entry once known), and one terminal `SubagentResult` once the result is in
+the parent's inbox. The follower holds the child's lease, so one process
+follows it at a time; the follow is background work of the parent's session
+ended by one notice whose id derives from the child's, so the result lands
+once. At the first round boundary of any run of the session, each child
+without a terminal entry is followed again (`Follows.resume`), at once when
+its holder is a dead process of this machine, else once its lease lapsed.
 What a remote party can make a follower write is bounded (`MAX_QUESTIONS`,
-`MAX_ENTRIES_PER_POLL`, `MAX_TEXT_BYTES`): past them the work fails with a
-message saying so (`FollowRefused`), and so does an answer about another
-task than the one asked about.
+`MAX_ENTRIES_PER_POLL`, `MAX_TEXT_BYTES`; past them, `FollowRefused`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -83,23 +67,21 @@ __all__ = [
 logger = logging.getLogger("taskloom")
 
 FOLLOW_LEASE = 30.0
-"""Seconds a follower's hold on its child session lasts without renewal
-(renewed every third of it); a dead holder on this machine is taken over at once."""
+"""Seconds a follower's hold on its child session lasts unrenewed (renewed
+every third of it)."""
 
 CHILDREN_LOOKED_AT = 1000
 """How many of a session's newest child sessions a run start looks at for
-work to take up (a bounded read, however many children a session had)."""
+work to take up."""
 
 MAX_QUESTIONS = 20
-"""Questions one piece of followed work may ask a person in all; one more
-fails it (a server that asks anew on every poll cannot grow a log without end)."""
+"""Questions one piece of followed work may ask a person in all; one more fails it."""
 
 MAX_ENTRIES_PER_POLL = 8
 """Questions one answer of a remote party may carry; more fail the work."""
 
 MAX_TEXT_BYTES = 64 * 1024
-"""Bytes of one text a remote party gives (a status message, a question)
-that are kept; the rest is cut, and the cut said."""
+"""Bytes kept of one text a remote party gives (a status message, a question)."""
 
 
 def bounded_text(text: str, limit: int = MAX_TEXT_BYTES) -> str:
@@ -112,23 +94,16 @@ def bounded_text(text: str, limit: int = MAX_TEXT_BYTES) -> str:
 
 
 class Followed(Protocol):
-    """The kind-specific part of following one piece of work (an MCP task, an
-    A2A task, a background child): how it starts, is followed to its end,
-    and is cancelled."""
+    """The kind-specific part of following one piece of work: how it is
+    followed to its end, and cancelled."""
 
     async def follow(self, job: FollowJob) -> WorkResult | BackgroundNotice:
-        """Follow the work to its end and return its result (the notice's
-        text, or `(status, text)`), or the whole notice, whose id is the
-        kind's, when the work wrote its own terminal entry (a child's run
-        does, under `job.lease`). `job.record` is None for work this call
-        starts, else what an earlier follower kept (`job.keep`). Cancelled:
-        cancel the work over there (unless `job.detaching`), then re-raise.
-        Raises `Detached` for work that ends nothing yet (a child parked on
-        calls a person decides): no notice, no terminal entry.
-
-        A follower that sends credentials (an MCP server's headers, an A2A
-        token) keeps them in a `secrets` attribute: they are redacted from
-        the result it returns."""
+        """Follow the work to its end; its result (text, or `(status, text)`),
+        or the whole notice when the work wrote its own terminal entry.
+        `job.record` is None for work this call starts, else what an earlier
+        follower kept. Cancelled: cancel the work over there (unless
+        `job.detaching`). `Detached` for work that ends nothing yet. The
+        follower's `secrets` attribute is redacted from its result."""
         ...
 
     async def cancel(self, record: Mapping[str, Any]) -> None:
@@ -142,8 +117,8 @@ MakeFollowed = Callable[[SessionMeta, "Mapping[str, Any] | None"], "Followed | N
 
 
 class FollowJob:
-    """What a `Followed` is given: the child session standing for the work,
-    its record so far, and how to write to its log under the follower's hold."""
+    """What a `Followed` is given: the work's child session, its record so
+    far, and how to write to its log under the follower's hold."""
 
     def __init__(
         self,
@@ -164,8 +139,8 @@ class FollowJob:
 
     @property
     def detaching(self) -> bool:
-        """Whether the follow is cut off by the runtime's close (the work goes
-        on over there and the next run takes it up), not stopped."""
+        """Whether the runtime's close cuts the follow off (the work goes on
+        over there and the next run takes it up), rather than a stop."""
         return self._follows.closing
 
     async def keep(self, record: Mapping[str, Any]) -> None:
@@ -175,7 +150,7 @@ class FollowJob:
 
     async def append(self, payload: Payload) -> None:
         """Write to the child's log under this follower's hold; nothing once
-        the hold is lost (the process that took the work over writes its own)."""
+        the hold is lost."""
         if self.lease is None:
             return
         try:
@@ -186,9 +161,8 @@ class FollowJob:
             self.lease = None
 
     async def keep_lease(self) -> None:
-        """Renew the follower's hold every third of `FOLLOW_LEASE` until it is
-        lost (taken over after a stall: the follow goes on, since its result
-        is the same whoever delivers it first, but writes nothing more)."""
+        """Renew the hold every third of `FOLLOW_LEASE` until it is lost (the
+        follow goes on, writing nothing more: its result is the same)."""
         leases = self.runtime.store.leases
         while self.lease is not None:
             await asyncio.sleep(FOLLOW_LEASE / 3)
@@ -212,9 +186,8 @@ class FollowJob:
 
 
 class Follows:
-    """The followed work of one runtime (`Follows.of(runtime)`): see the module
-    docstring. The background service runs every follow; this keeps only
-    which ones it started, to detach them when the runtime closes."""
+    """The followed work of one runtime (`Follows.of(runtime)`; see the module
+    docstring)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -251,11 +224,10 @@ class Follows:
         child_id: str | None = None,
     ) -> str:
         """Start following new work of the calling tool's session, `task` for
-        `name`: its child session and link are written (`record`, what is
-        known of the work already, in the child's metadata), its lease
-        taken, and `followed` run in the background as an activity of
-        `kind` (`mode` unless given). Returns the child's id, which is the
-        activity's. Stopping the run that started it stops the follow."""
+        `name`: its child session (`record` in its metadata) and link written,
+        its lease taken, `followed` run in the background as an activity of
+        `kind` (default `mode`). Returns the child's id, the activity's.
+        Stopping the run that started it stops the follow."""
         runtime = self.runtime
         child_id = child_id or uuid.uuid4().hex
         started_at = time.time()
@@ -332,13 +304,11 @@ class Follows:
         remind: bool = True,
     ) -> None:
         """Follow again, under the run of `start`, the session's children of
-        `mode` that have no terminal entry and that no live process follows
-        (the take-over rule of the module docstring), as activities of `kind`
-        (`mode` unless given); `make` builds their followers, and children
-        it gives None for are left alone, as are those whose log `when`
-        refuses (a child not started yet, say). With `remind`, the run of
-        `start` is reminded of the work before it ends (as of work it
-        started); else the result reaches a later run."""
+        `mode` without a terminal entry that no live process follows (the
+        take-over rule), as activities of `kind` (default `mode`). `make`
+        builds their followers (None: left alone), and `when` may refuse a
+        child by its log. With `remind`, the run of `start` is reminded of
+        the work before it ends; else the result reaches a later run."""
         if self.closing:
             return
         session_id, runtime = start.session_id, self.runtime
@@ -378,10 +348,8 @@ class Follows:
     async def open_children(
         self, start: RunStart, modes: Collection[str]
     ) -> list[tuple[SessionMeta, list[Entry]]]:
-        """The session's child sessions of `modes` that have no terminal entry,
-        with their logs: the work a run start may take up (followed work, and
-        background children). The children are listed once per run start,
-        and a child seen ended is not read again in this process."""
+        """The session's child sessions of `modes` without a terminal entry,
+        with their logs (listed once per run start)."""
         store = self.runtime.store
         if start.children is None:
             start.children = await store.list(parent_id=start.session_id, limit=CHILDREN_LOOKED_AT)
@@ -406,17 +374,13 @@ class Follows:
         metadata: dict[str, Any],
     ) -> None:
         key = (job.session_id, job.child_id)
-
-        async def work() -> WorkResult:
-            return await self._run(job, followed)
-
         self._here[key] = job
         try:
             await self.service.spawn(
                 job.session_id,
                 kind,
                 description,
-                work,
+                functools.partial(self._run, job, followed),
                 run_id=run_id,
                 activity_id=job.child_id,
                 metadata=metadata,
@@ -472,9 +436,7 @@ class Follows:
                 # The child's own run wrote its terminal entry.
                 return _result(result)
             await job.append(_terminal(result))
-            if job.lease is not None:
-                # Ended for good: its lease guards nothing more, and lapses.
-                job.lease = None
+            job.lease = None  # ended for good: its lease guards nothing more, and lapses
             return result
         finally:
             keeper.cancel()

@@ -1,6 +1,6 @@
 """One command run as a child process, for the background command tools.
 
-Each command runs under a keeper (`_keeper.py`): a small process between
+Each command runs under a keeper (`_supervisor.py`): a small process between
 this one and the command that answers for every process the command starts,
 also those that leave its process group or session (`setsid`, a double
 fork) or whose command killed its own parent, and that kills them all when
@@ -52,7 +52,7 @@ _READ_SIZE = 64 * 1024
 _DRAIN_SECONDS = 1.0
 """The least time the rest of the output gets to arrive once the tree has ended."""
 
-_KEEPER = Path(__file__).with_name("_keeper.py")
+_KEEPER = Path(__file__).with_name("_supervisor.py")
 
 _KEEPER_EXIT_SECONDS = 5.0
 """How long a keeper told to kill everything gets to report that nothing is left."""
@@ -408,7 +408,7 @@ class CommandProcess:
 class _KeeperLink:
     """This process's end of a command's keeper: what it reported, and the socket to it.
 
-    See `_keeper.py` for the other end. Lines are read by a reader callback
+    See `_supervisor.py` for the other end. Lines are read by a reader callback
     on the event loop; the keeper is told to end the tree by the byte `T`
     (`SIGTERM`) and by the end of the socket (`SIGKILL`).
     """

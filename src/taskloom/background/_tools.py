@@ -121,7 +121,7 @@ def build_background_tools(
     `SIGKILL`. That takes Linux (a subreaper and `/proc`); elsewhere only the
     command's process group is ended, and what left it survives. A command
     that hunts down its keeper process and SIGKILLs it orphans what it
-    started (see `background._keeper`).
+    started (see `background._supervisor`).
     `kill_grace`: seconds they get between `SIGTERM` and `SIGKILL`.
 
     `max_output_chars`: how much output a result keeps, half from the start

@@ -3,17 +3,12 @@
     from taskloom.mcp import MCPServer
     agent = Agent(tools=[MCPServer.stdio("mcp-server-time", prefix="time"), my_tool])
 
-`MCPServer` is a toolset built on the official `mcp` SDK (the `mcp`
-extra: `pip install 'taskloom[mcp]'`); `serve_agent`
-(and `taskloom mcp serve module:agent`) exposes an agent as an MCP server
-with one tool. Tools a server runs as MCP tasks become durable background
-work (see `MCPServer` and docs/concepts/mcp-tasks.md); a served agent's
-tool is task-capable. `MCPLimits` bound the waits on a server.
-
-The official SDK's client has no task requests yet; `TasksClient`,
-`start_task`, `get_task`, `cancel_task` and `update_task` are them, for an
-`mcp.client.Client` of your own (either revision; see
-docs/howto/mcp-task-client.md).
+`MCPServer` is a toolset built on the official `mcp` SDK (the `mcp` extra);
+`serve_agent` (and `taskloom mcp serve module:agent`) exposes an agent as an
+MCP server with one task-capable tool. Tools a server runs as MCP tasks
+become durable background work (docs/concepts/mcp-tasks.md). `TasksClient`,
+`start_task`, `get_task`, `cancel_task` and `update_task` are the task
+requests the SDK's client lacks (docs/howto/mcp-task-client.md).
 """
 
 from __future__ import annotations

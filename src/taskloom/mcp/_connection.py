@@ -1,17 +1,14 @@
-"""One connection to an MCP server, owned by a runtime: its requests.
-
-`Connection` lists the server's tools, calls them and runs calls as MCP
-tasks, each request bounded and every failure turned into a `ToolError` for
-the model; starting, restarting and closing the server is its
-`ServerLifecycle` (see `taskloom.mcp._lifecycle`).
+"""One connection to an MCP server, owned by a runtime: its requests, each
+bounded and every failure a `ToolError` for the model (its starts, restarts
+and close are `ServerLifecycle`'s, see `_lifecycle`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 import mcp_types as types
 import pydantic
@@ -26,12 +23,9 @@ from ..tools import ToolError
 from ._lifecycle import MCPLimits, ServerLifecycle, error_cause, first_line, logger
 from ._tasks import (
     TaskState,
-    cancel_task,
     fetch_result,
     get_task,
-    start_task,
     task_capable,
-    update_task,
 )
 from ._transport import Launch
 
@@ -40,18 +34,15 @@ __all__ = [
     "TaskRefused",
 ]
 
+_T = TypeVar("_T")
+
 _LIST_PAGES = 100
 """Pages of a tools listing read at most (a paginator that never ends cannot hang)."""
 
 
 class Connection(ServerLifecycle):
-    """The runtime's connection to one server (see the module docstring).
-
-    `label` names the server in messages, `limits` bound the waits on it.
-    `listing()` gives the server's tools, listed once and again only after
-    the server said the list changed (or it was restarted); `call()` calls
-    one tool.
-    """
+    """The runtime's connection to one server (`label` in messages, waits
+    bounded by `limits`): `listing()` gives its tools, `call()` calls one."""
 
     def __init__(self, launch: Launch, label: str, limits: MCPLimits) -> None:
         super().__init__(launch, label, limits)
@@ -61,15 +52,9 @@ class Connection(ServerLifecycle):
     def __repr__(self) -> str:
         return f"Connection({self.label!r}, {self.launch!r})"
 
-    # ------------------------------------------------------------ tools
-
     async def listing(self) -> tuple[types.Tool, ...]:
-        """The server's tools: the same tuple until the list changes.
-
-        The first listing raises `ConfigurationError` when the server cannot
-        be started or listed; later, a failed re-listing keeps the last list
-        (calls then say what is wrong).
-        """
+        """The server's tools, the same tuple until the list changes (a failed
+        first listing is a `ConfigurationError`; a later one keeps the last)."""
         if self._listing is not None and not self._stale:
             return self._listing
         async with self._listing_lock:
@@ -120,11 +105,8 @@ class Connection(ServerLifecycle):
         progress: ProgressFnT | None,
         stop: StopSignal | None,
     ) -> types.CallToolResult:
-        """Call tool `name`; every failure is a `ToolError` for the model.
-
-        A stop of the run, a cancellation or the `timeout` cancels the call
-        on the server too (`notifications/cancelled`).
-        """
+        """Call tool `name`; every failure is a `ToolError` for the model. A
+        stop of the run, a cancellation or the `timeout` cancels it on the server."""
         if stop is None:
             return await self._call(name, dict(arguments), timeout, progress)
         task = asyncio.current_task()
@@ -155,21 +137,25 @@ class Connection(ServerLifecycle):
         timeout: float | None,
         progress: ProgressFnT | None,
     ) -> types.CallToolResult:
-        client = await self._client_for_call()
-        async with self._answers(name, timeout):
-            result = await client.call_tool(name, arguments, progress_callback=progress)
-        return result
+        return await self.request(
+            name, timeout, lambda c: c.call_tool(name, arguments, progress_callback=progress)
+        )
 
-    async def _client_for_call(self) -> Client:
+    async def request(
+        self, what: str, timeout: float | None, send: Callable[[Client], Awaitable[_T]]
+    ) -> _T:
+        """`send(client)`, bounded by `timeout`; every failure is a `ToolError`
+        naming `what` (`TaskRefused` for a JSON-RPC error)."""
         try:
-            return await self.client()
+            client = await self.client()
         except ConfigurationError as exc:
             raise ToolError(f"{exc} (it was running before; the next call tries again)") from None
+        async with self._answers(what, timeout):
+            return await send(client)
 
     @contextlib.asynccontextmanager
     async def _answers(self, name: str, timeout: float | None) -> Any:
-        """Bound a request by `timeout` and turn what can go wrong into a
-        `ToolError` for the model."""
+        """Bound a request by `timeout`; what goes wrong is a `ToolError`."""
         start = self._current
         try:
             async with asyncio.timeout(timeout):
@@ -200,8 +186,6 @@ class Connection(ServerLifecycle):
             raise ToolError(f"MCP server {self.label!r}: {exc}") from None
         self._in_a_row = 0
 
-    # ------------------------------------------------------------ tasks
-
     async def task_capable(self, tool: types.Tool) -> bool:
         """Whether the server runs calls of `tool` as tasks (False when it
         cannot be reached: the plain call then says what is wrong)."""
@@ -211,54 +195,24 @@ class Connection(ServerLifecycle):
             return False
         return task_capable(client, tool)
 
-    async def start_task(
-        self, name: str, arguments: Mapping[str, Any], *, ttl: float | None, timeout: float | None
-    ) -> TaskState | types.CallToolResult:
-        """Call `name` as a task: the task, or the result when the server
-        answered at once. Failures are `ToolError`s (`TaskRefused` when the
-        server answered with a JSON-RPC error)."""
-        client = await self._client_for_call()
-        async with self._answers(name, timeout):
-            started = await start_task(client, name, dict(arguments), ttl=ttl, timeout=timeout)
-        return started
-
     async def get_task(self, task_id: str, *, timeout: float | None) -> TaskState:
-        """The task's state (its result once completed); failures as `start_task`'s."""
-        client = await self._client_for_call()
-        async with self._answers(f"task {task_id}", timeout):
-            state = await get_task(client, task_id, timeout=timeout)
-        return state
-
-    async def cancel_task(self, task_id: str, *, timeout: float | None) -> None:
-        """Ask the server to cancel the task; failures as `start_task`'s."""
-        client = await self._client_for_call()
-        async with self._answers(f"task {task_id}", timeout):
-            await cancel_task(client, task_id, timeout=timeout)
-
-    async def update_task(
-        self, task_id: str, responses: dict[str, Any], *, timeout: float | None
-    ) -> None:
-        """Answer a 2026-07-28 task's input requests; failures as `start_task`'s."""
-        client = await self._client_for_call()
-        async with self._answers(f"task {task_id}", timeout):
-            await update_task(client, task_id, responses, timeout=timeout)
+        """The task's state (its result once completed); failures as `request`'s."""
+        return await self.request(
+            f"task {task_id}", timeout, lambda c: get_task(c, task_id, timeout=timeout)
+        )
 
     async def fetch_result(self, task_id: str) -> types.CallToolResult:
         """2025-11-25: wait on `tasks/result` for the task to end, letting the
-        server send its questions meanwhile (to `asker`); failures as
-        `start_task`'s."""
-        client = await self._client_for_call()
+        server send its questions meanwhile (to `asker`); failures as `request`'s."""
         self._fetching[task_id] = self._fetching.get(task_id, 0) + 1
         try:
-            async with self._answers(f"task {task_id}", None):
-                result = await fetch_result(client, task_id)
+            return await self.request(f"task {task_id}", None, lambda c: fetch_result(c, task_id))
         finally:
             left = self._fetching[task_id] - 1
             if left:
                 self._fetching[task_id] = left
             else:
                 del self._fetching[task_id]
-        return result
 
 
 class TaskRefused(ToolError):

@@ -1,18 +1,11 @@
 """One MCP server's life under a connection: its starts, restarts and close.
 
-The SDK's `Client` lives in anyio task groups, which must be entered and
-left by the same task; a connection is opened on first use by whichever
-run needs it and closed by `runtime.close()` from another task. So each
-start of the server gets its own owner task: it enters the `Client`, hands
-it out, and waits to be told to leave. Calls from any task of the runtime's
-event loop go through the one client.
-
-A stdio server that goes away (its stdout ends) is noticed at once: a call
-in flight gets an in-band error naming the tail of its stderr, and the next
-use starts it again after a backoff, at most `MCPLimits.restarts` times a minute.
-
-What the server sends unasked (a changed tool list, a question during a
-task) is received here too; the requests themselves are `Connection`'s.
+The SDK's `Client` lives in anyio task groups, entered and left by one task,
+while a connection is opened by whichever run needs it and closed from
+another: so each start has its own owner task that enters the `Client`,
+hands it out and waits to leave. A stdio server that goes away is noticed at
+once (a call in flight gets an error naming its stderr's tail) and started
+again after a backoff, at most `MCPLimits.restarts` times a minute.
 """
 
 from __future__ import annotations
@@ -25,8 +18,7 @@ import signal
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
+from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
@@ -36,6 +28,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from .. import __version__
 from ..errors import ConfigurationError
 from ..tools import ToolError
 from ._tasks import TasksClient, related_task
@@ -59,20 +52,14 @@ logger = logging.getLogger("taskloom.mcp")
 @dataclass(frozen=True, slots=True)
 class MCPLimits:
     """How long taskloom waits on an MCP server, and how often it tries again
-    (`MCPServer.stdio(..., limits=MCPLimits(startup=180))` for a server that
-    takes long to start).
+    (`MCPServer.stdio(..., limits=MCPLimits(startup=180))`).
 
-    `startup`: seconds a server has to start and answer the handshake (and
-    to list its tools). `close`: seconds closing the runtime waits for the
-    server to stop; the SDK's own steps (stdin closed, a grace, SIGTERM,
-    SIGKILL) are bounded well within the default, and past it what is left
-    is killed. `restarts`: restarts per minute of a server that keeps going
-    away (past them, calls get an in-band error until the minute has
-    passed), each after the pause `restart_backoff` gives the n-th restart
-    in a row (its last pause repeats). `poll_backoff`: the pauses between
-    polls of a background MCP task that keep failing (the server
-    unreachable, or answering garbage; its last pause repeats), and the
-    task ends with an error once `give_up_after` polls in a row have failed.
+    `startup`: seconds to start, answer the handshake and list the tools;
+    `close`: seconds the runtime's close waits for it to stop (then what is
+    left is killed); `restarts` per minute of a server that keeps going away,
+    each after its `restart_backoff` pause; `poll_backoff`: the pauses between
+    failing polls of a background task, which fails after `give_up_after`
+    in a row. The last pause of a backoff repeats.
     """
 
     startup: float = 60.0
@@ -105,49 +92,26 @@ class MCPLimits:
         return self.poll_backoff[min(failures - 1, len(self.poll_backoff) - 1)]
 
 
-def _client_info() -> types.Implementation:
-    try:
-        own = version("taskloom")
-    except PackageNotFoundError:
-        own = "0"
-    return types.Implementation(name="taskloom", version=own)
-
-
+@dataclass(eq=False)
 class _Start:
-    """One start of the server: its owner task, its client once ready, and
-    what was learnt while it ran."""
+    """One start of the server: its owner task, client, and what it learnt."""
 
-    __slots__ = (
-        "aborted",
-        "client",
-        "ended",
-        "garbage",
-        "group",
-        "opening",
-        "stop",
-        "tail",
-        "task",
-    )
-
-    def __init__(self, opening: asyncio.Future[Client], tail: StderrTail | None) -> None:
-        self.opening = opening
-        self.tail = tail
-        self.stop = asyncio.Event()
-        self.client: Client | None = None
-        self.ended = False
-        self.garbage: str | None = None
-        self.group: int | None = None
-        self.task: asyncio.Task[None] | None = None
-        self.aborted: str | None = None
-        """Why the start was cancelled ("deadline", "closed"); "entered" once
-        it can no longer be."""
+    opening: asyncio.Future[Client]
+    tail: StderrTail | None
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    client: Client | None = None
+    ended: bool = False
+    garbage: str | None = None
+    group: int | None = None
+    task: asyncio.Task[None] | None = None
+    aborted: str | None = None
+    """Why the start was cancelled ("deadline", "closed"); "entered" once
+    it can no longer be."""
 
 
 class ServerLifecycle:
-    """The starts of one server (see the module docstring): `client()` gives
-    the running one's client, starting the server when none runs, within
-    `limits`; `close()` stops it for good. `label` names the server in
-    messages."""
+    """The starts of one server: `client()` gives the running one's client,
+    starting it when none runs; `close()` stops it for good."""
 
     def __init__(self, launch: Launch, label: str, limits: MCPLimits) -> None:
         self.launch = launch
@@ -159,27 +123,17 @@ class ServerLifecycle:
         self._in_a_row = 0
         self._starts = 0
         self._closed = False
-        self._stale = True
-        """Whether the tool list must be read again: at each start, and each
-        time the server says it changed."""
+        self._stale = True  # the tool list must be read again
         self._announced = asyncio.Condition()
         self.announcements = 0
         """How many times the server said its tool list changed."""
         self.asker: Asker | None = None
-        """Who answers the server's questions during a task (2025-11-25, where
-        they come as requests of the server's); None: they are refused."""
-        self._fetching: dict[str, int] = {}
-        """The tasks whose `tasks/result` is open, each with how many times."""
-
-    # ------------------------------------------------------------ opening
+        """Who answers the server's questions during a task (None: refused)."""
+        self._fetching: dict[str, int] = {}  # tasks whose `tasks/result` is open, how often
 
     async def client(self) -> Client:
-        """The connected client, starting the server if it is not running.
-
-        Raises `ConfigurationError` when the server does not start (naming
-        the command and the tail of its stderr), `ToolError` when it went
-        away too often in the last minute to be restarted now.
-        """
+        """The connected client, starting the server if need be (`ToolError`
+        when it went away too often to restart now)."""
         current = self._current
         if current is not None and current.client is not None and not current.ended:
             return current.client
@@ -206,7 +160,7 @@ class ServerLifecycle:
             delay = self.limits.restart_pause(self._in_a_row)
         opening: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         # Whoever awaits it sees its failure; one left unawaited is not a warning.
-        opening.add_done_callback(_retrieve)
+        opening.add_done_callback(lambda done: done.cancelled() or done.exception())
         tail = StderrTail(self.label, self.launch.secrets()) if self.launch.is_process else None
         start = self._current = _Start(opening, tail)
         task = asyncio.get_running_loop().create_task(self._own(start, delay))
@@ -243,7 +197,7 @@ class ServerLifecycle:
             self._settle(start)
             if start.tail is not None:
                 # The keeper ends what the server left running; this is for
-                # a server run without one, or a keeper killed from outside.
+                # a server without one.
                 killed = kill_leftovers(start.tail, start.group)
                 if killed:
                     logger.info(
@@ -265,9 +219,8 @@ class ServerLifecycle:
     async def _enter(
         self, start: _Start, delay: float, stack: contextlib.AsyncExitStack
     ) -> Client | None:
-        """Start the server and enter its client on `stack`; None when the
-        connection was closed meanwhile. Raises `TimeoutError` past
-        `limits.startup`."""
+        """Start the server and enter its client on `stack`; None when closed
+        meanwhile, `TimeoutError` past `limits.startup`."""
         loop = asyncio.get_running_loop()
         timer: asyncio.TimerHandle | None = None
         try:
@@ -284,7 +237,7 @@ class ServerLifecycle:
             client = Client(
                 transport,
                 cache=None,
-                client_info=_client_info(),
+                client_info=types.Implementation(name="taskloom", version=__version__),
                 message_handler=self._on_message,
                 elicitation_callback=self._on_elicit,
                 extensions=[TasksClient()],
@@ -310,9 +263,8 @@ class ServerLifecycle:
         return client
 
     def _abort(self, start: _Start, why: str) -> None:
-        """Cancel a start that has not entered its client yet, once: the SDK
-        stops the server in a shielded block that a second cancel would
-        break into, leaving it waiting on the server for ever."""
+        """Cancel a start that has not entered its client yet, once (a second
+        cancel would break into the SDK's shielded stop and hang it)."""
         if start.aborted is None and start.task is not None:
             start.aborted = why
             start.task.cancel()
@@ -394,10 +346,8 @@ class ServerLifecycle:
         return await self.asker(task_id, {"method": "elicitation/create", "params": asked})
 
     async def announced(self, after: int = 0) -> int:
-        """Wait until the server has said its tool list changed more than
-        `after` times; returns how many times it has. (The announcement
-        travels apart from call results: over HTTP it may land after the
-        result of the call that changed the list.)"""
+        """Wait until the server said its tool list changed more than `after`
+        times; how many times it has."""
         async with self._announced:
             await self._announced.wait_for(lambda: self.announcements > after)
             return self.announcements
@@ -420,16 +370,9 @@ class ServerLifecycle:
         said = f": {tail}" if tail else " (it wrote nothing to stderr)"
         return f"MCP server {self.label!r} exited mid-call{said}; the next call restarts it"
 
-    # ------------------------------------------------------------ closing
-
     async def close(self) -> None:
         """Stop the server and wait until it is gone, `limits.close` seconds
-        at most; always returns.
-
-        A stdio server gets its stdin closed; if it does not exit, it and
-        everything it started is killed (see `StdioLaunch`). Past the
-        bound, what is left is killed without waiting for it.
-        """
+        at most (then what is left is killed); always returns."""
         self._closed = True
         owners = dict(self._owners)
         current = self._current
@@ -453,27 +396,19 @@ class ServerLifecycle:
 
 
 def _process_group(tail: StderrTail) -> int | None:
-    """The process group of the server we started (its keeper's, as a rule):
-    the SDK starts it in a session of its own, as our child, with its stderr
-    on our pipe. The group id is the leader's pid."""
+    """The process group of the server we started (its keeper's): our child,
+    leading a session of its own, with its stderr on our pipe."""
     me = os.getpid()
     found = [p.pgrp for p in tail.holders() if p.ppid == me and p.pgrp == p.pid]
     return found[0] if len(found) == 1 else None
 
 
 def _stop_group(tail: StderrTail) -> None:
-    """SIGTERM the process group of the server we started: its keeper then
-    kills the server and all it started, and exits (the owner's end kills
-    whatever is left of a server run without one)."""
+    """SIGTERM the server's process group: its keeper then kills all of it."""
     group = _process_group(tail)
     if group is not None:
         with contextlib.suppress(OSError):
             os.killpg(group, signal.SIGTERM)
-
-
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()
 
 
 async def _tail(start: _Start) -> str:

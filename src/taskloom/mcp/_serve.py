@@ -1,43 +1,41 @@
 """Serving an agent over MCP: one tool, named after the agent, that runs it.
 
-The tool takes `{"task": "..."}` and answers with the agent's final text;
-an agent with an `output_type` also answers with `structuredContent` (and
-the tool declares the schema as its `outputSchema`). Every call runs in a
-fresh session of the given runtime; tool progress inside the run reaches
-the caller as MCP progress notifications. A run that does not complete is
-an `isError` result saying how it ended.
-
-Over HTTP, a request body past `max_body` bytes is answered 413 with a
-JSON-RPC "invalid request" error before it is read whole; with a bearer
-token, every request needs it (else 401).
+The tool takes `{"task": "..."}` and answers with the agent's final text (and
+`structuredContent` with an `output_type`), in a fresh session of the
+runtime, tool progress sent as MCP progress; a run that does not complete is
+an `isError` result. A client that asks for a task gets one at once, its id
+the session's (`taskloom.runtime.ServedRuns`, as for A2A); a call waiting
+for approval is also one of the task's `inputRequests` (2026-07-28). Over
+HTTP a body past `max_body` bytes is answered 413, and with a bearer token
+every request needs it (else 401).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import json
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import mcp_types as types
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .. import __version__
 from .._serving import MAX_JSONRPC_BODY, guard, jsonrpc_error, listen, serve_on
 from ..agent import Agent
 from ..errors import ConfigurationError
 from ..events import Event, ToolProgress
-from ..results import RunResult, RunStatus
-from ..runtime import Runtime
+from ..results import PendingCall, RunResult, RunStatus
+from ..runtime import Runtime, ServedRuns, ServedState, ServedTask
+from ._tasks import TASKS_EXTENSION, TaskIdParams, UpdateParams
 
-if TYPE_CHECKING:
-    from ._taskserve import ServedTasks
-
-__all__ = ["agent_server", "serve_agent"]
+__all__ = ["POLL_MS", "ServedTasks", "agent_server", "serve_agent"]
 
 _TASK_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -49,12 +47,8 @@ _TASK_SCHEMA: dict[str, Any] = {
 
 def agent_server(agent: Agent, runtime: Runtime, *, tasks: bool = True) -> Server[Any]:
     """An MCP server (the SDK's low-level `Server`) offering `agent` as one
-    tool; calls run in fresh sessions of `runtime`.
-
-    With `tasks` (the default) the tool is task-capable (2025-11-25 tasks
-    and the 2026-07-28 tasks extension): a client that asks for a task gets
-    its id at once and polls it; the task id is the session's id, so a
-    server restarted on the same store answers for it (see `_taskserve`)."""
+    tool, each call a fresh session of `runtime`; with `tasks`, task-capable
+    (the task id is the session's, so a restarted server answers for it)."""
     return _agent_server(agent, runtime, tasks)[0]
 
 
@@ -112,8 +106,6 @@ def _agent_server(
     server = Server(name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool)
     if not tasks:
         return server, None
-    from ._taskserve import ServedTasks
-
     served = ServedTasks(agent, runtime, name, lambda result: _answer(result, wrapped))
     served.install(server)
     runtime.service(ServedTasks, lambda _: served)
@@ -150,7 +142,8 @@ def _answer(result: RunResult, wrapped: bool) -> types.CallToolResult:
         return _error(f"the agent's run ended {result.status.value}{why}{waiting}")
     structured: Any = None
     if result.output is not None and not isinstance(result.output, str):
-        value = _jsonable(result.output)
+        dump = getattr(result.output, "model_dump", None)
+        value = dump(mode="json") if callable(dump) else result.output
         structured = {"result": value} if wrapped else value
     text = result.text if structured is None else json.dumps(structured, ensure_ascii=False)
     return types.CallToolResult(
@@ -162,11 +155,6 @@ def _error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
-def _jsonable(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    return dump(mode="json") if callable(dump) else value
-
-
 async def serve_agent(
     agent: Agent,
     runtime: Runtime | None = None,
@@ -176,18 +164,12 @@ async def serve_agent(
     max_body: int = MAX_JSONRPC_BODY,
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve `agent` over MCP until cancelled: on stdio (stdin and stdout
-    carry the protocol) or, with `http=(host, port)`, over streamable HTTP
-    at `http://host:port/mcp` (port 0: one the OS picks). `on_ready` gets
-    where it serves once it accepts calls. The runtime (default: an
-    in-memory one) is closed at the end.
-
-    Over HTTP, with `token` every request needs `Authorization: Bearer
-    <token>` (else 401), and a host beyond loopback needs one
-    (`ConfigurationError` without); a request body past `max_body` bytes
-    (default 1 MiB) is answered 413 with a JSON-RPC error, and nothing of
-    it is run or stored.
-    """
+    """Serve `agent` over MCP until cancelled: on stdio or, with `http=(host,
+    port)`, at `http://host:port/mcp` (port 0: the OS picks); `on_ready` gets
+    where, once it accepts calls. Over HTTP, with `token` every request needs
+    `Authorization: Bearer <token>` (a host beyond loopback needs one), and a
+    body past `max_body` bytes is answered 413. The runtime (default: an
+    in-memory one) is closed at the end."""
     runtime = runtime if runtime is not None else Runtime(agents=[agent])
     server, served = _agent_server(agent, runtime, True)
     assert served is not None
@@ -195,8 +177,7 @@ async def serve_agent(
         if http is not None:
             sock, base = listen(*http, token)
             stack.enter_context(sock)
-            # The SDK's own bound (4 MiB by default, in plain text) is set to
-            # ours, which answers first, in JSON-RPC.
+            # The SDK's own bound is set to ours, which answers first, in JSON-RPC.
             app = server.streamable_http_app(host=http[0], max_request_body_size=max_body)
             too_large = jsonrpc_error(413, f"request body too large: the limit is {max_body} bytes")
             guard(app, token=token, max_body=max_body, too_large=too_large)
@@ -212,3 +193,223 @@ async def serve_agent(
             if on_ready is not None:
                 on_ready("stdio")
             await server.run(read, write, server.create_initialization_options())
+
+
+POLL_MS = 500
+"""The polling interval suggested to clients, in milliseconds."""
+
+MARK = "mcp_task"
+"""The session metadata key that makes a session a task of this server."""
+
+_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+
+
+def _iso(ts: float) -> str:
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).isoformat().replace("+00:00", "Z")
+
+
+class ServedTasks:
+    """The tasks of one served agent (see the module docstring); `answer`
+    builds the tool's result from a finished run's `RunResult`."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        runtime: Runtime,
+        tool: str,
+        answer: Callable[[RunResult], types.CallToolResult],
+    ) -> None:
+        self.tool = tool
+        self.answer = answer
+        self._said: dict[str, str] = {}
+        self.runs = ServedRuns(
+            runtime,
+            agent,
+            lambda meta: (meta.metadata or {}).get(MARK) == tool,
+            on_event=self._heard,
+        )
+
+    def install(self, server: Server[Any]) -> None:
+        """Serve tasks on `server`: advertise them, answer task calls with a
+        task, and serve the `tasks/*` requests."""
+        server.extensions[TASKS_EXTENSION] = {}
+        server.middleware.append(self._middleware)
+        server.add_request_handler("tasks/get", TaskIdParams, self._get)
+        server.add_request_handler("tasks/result", TaskIdParams, self._result)
+        server.add_request_handler("tasks/cancel", TaskIdParams, self._cancel)
+        server.add_request_handler("tasks/update", UpdateParams, self._update)
+
+    async def _middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+        if ctx.method == "initialize":
+            result = await call_next(ctx)
+            if isinstance(result, dict):
+                capabilities = dict(result.get("capabilities") or {})
+                capabilities["tasks"] = {"cancel": {}, "requests": {"tools": {"call": {}}}}
+                result = {**result, "capabilities": capabilities}
+            return result
+        if ctx.method != "tools/call" or not self._wants_task(ctx):
+            return await call_next(ctx)
+        params = dict(ctx.params or {})
+        if params.get("name") != self.tool:
+            return await call_next(ctx)  # the handler says the tool is unknown
+        task = (params.get("arguments") or {}).get("task")
+        if not isinstance(task, str) or not task.strip():
+            return await call_next(ctx)  # answered inline with what is wrong
+        view = await self.view(await self.runs.create(task, metadata={MARK: self.tool}))
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return {"resultType": "task", **_wire(view, True)}
+        return {"task": _wire(view, False)}
+
+    def _wants_task(self, ctx: ServerRequestContext[Any, Any]) -> bool:
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            capabilities = dict(ctx.meta or {}).get(_CAPABILITIES_KEY)
+            if isinstance(capabilities, types.ClientCapabilities):
+                return TASKS_EXTENSION in (capabilities.extensions or {})
+            return isinstance(capabilities, dict) and TASKS_EXTENSION in (
+                capabilities.get("extensions") or {}
+            )
+        return isinstance((ctx.params or {}).get("task"), dict)
+
+    async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> Any:
+        view = await self.view(params.task_id)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            out = _wire(view, True)
+            if view["status"] == "completed":
+                out["result"] = view["result"].model_dump(
+                    by_alias=True, mode="json", exclude_none=True
+                )
+            if view["status"] == "input_required":
+                out["inputRequests"] = view["input_requests"]
+            return out
+        return _wire(view, False)
+
+    async def _result(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> Any:
+        # 2025-11-25: blocks until the task ends, then gives its result.
+        while True:
+            view = await self.view(params.task_id)
+            if view["status"] in ("completed", "cancelled"):
+                break
+            await asyncio.sleep(POLL_MS / 1000)
+        if view["status"] == "cancelled":
+            raise MCPError(code=types.INVALID_PARAMS, message="the task was cancelled")
+        result: types.CallToolResult = view["result"]
+        return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> Any:
+        await self._read(params.task_id)
+        await self.runs.cancel(params.task_id, "cancelled by the MCP client")
+        view = await self.view(params.task_id)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return {}
+        return _wire(view, False)
+
+    async def _update(self, ctx: ServerRequestContext[Any, Any], params: UpdateParams) -> Any:
+        # An answer to one of the task's inputRequests decides that parked
+        # call; anything else (an unknown key, a `cancel`) leaves it waiting.
+        responses = params.input_responses or {}
+        decisions = {k: d for k, r in responses.items() if (d := _decision(r)) is not None}
+        if decisions:
+            await self.runs.decide(await self._read(params.task_id), decisions)
+        await self.view(params.task_id)
+        return {}
+
+    def _heard(self, task_id: str, event: Event) -> None:
+        if isinstance(event, ToolProgress):
+            origin = f"[{event.origin}] " if event.origin else ""
+            self._said[task_id] = origin + event.message
+
+    async def _read(self, task_id: str) -> ServedTask:
+        found = await self.runs.read(task_id)
+        if found is None:
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"Failed to retrieve task: Task not found ({task_id})",
+            )
+        return found
+
+    async def view(self, task_id: str) -> dict[str, Any]:
+        """The task as its session's log tells it (see `ServedRuns.read`)."""
+        task = await self._read(task_id)
+        view: dict[str, Any] = {
+            "task_id": task_id,
+            "created_at": _iso(task.created_at),
+            "updated_at": _iso(task.updated_at),
+            "message": self._said.get(task_id),
+        }
+        match task.state:
+            case ServedState.WORKING:
+                return {**view, "status": "working"}
+            case ServedState.INPUT_REQUIRED:
+                asked = [f"{c.name} ({c.id})" for c in task.waiting]
+                asked += [f"{q.message!r} ({q.id})" for q in task.questions]
+                return {
+                    **view,
+                    "status": "input_required",
+                    "message": f"session {task_id} waits for a person to approve: "
+                    + ", ".join(asked),
+                    "input_requests": {c.id: _approval_request(c) for c in task.waiting},
+                }
+            case ServedState.CANCELLED:
+                why = task.result.error if task.result is not None else None
+                return {**view, "status": "cancelled", "message": why or "cancelled"}
+        if task.result is None:
+            # Cut off before its run wrote its input: nothing is left to run.
+            why = "the server stopped before the task's run began; send the request again"
+            return {**view, "status": "failed", "message": why}
+        return {**view, "status": "completed", "result": self.answer(task.result)}
+
+    async def close(self) -> None:
+        """Stop the runs of this process (their tasks go on after a restart)."""
+        await self.runs.close()
+
+
+def _wire(view: dict[str, Any], modern: bool) -> dict[str, Any]:
+    """The task as `tasks/get` answers it in the revision's spelling."""
+    out: dict[str, Any] = {
+        "taskId": view["task_id"],
+        "status": view.get("status", "working"),
+        "createdAt": view["created_at"],
+        "lastUpdatedAt": view["updated_at"],
+        "ttlMs" if modern else "ttl": None,
+        "pollIntervalMs" if modern else "pollInterval": POLL_MS,
+    }
+    if view.get("message"):
+        out["statusMessage"] = view["message"]
+    return out
+
+
+_APPROVAL_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "approve": {"type": "boolean", "title": "Approve this call"},
+        "note": {"type": "string", "title": "A note for the agent (optional)"},
+    },
+    "required": ["approve"],
+}
+
+
+def _approval_request(call: PendingCall) -> dict[str, Any]:
+    """A parked call as the elicitation a client's person answers."""
+    arguments = json.dumps(dict(call.arguments), ensure_ascii=False, sort_keys=True)
+    return {
+        "method": "elicitation/create",
+        "params": {
+            "message": f"Approve the call {call.name}({arguments})?",
+            "requestedSchema": _APPROVAL_SCHEMA,
+        },
+    }
+
+
+def _decision(response: object) -> tuple[bool, str | None] | None:
+    """(approved, note) from an elicitation answer; None to leave the call waiting."""
+    if not isinstance(response, dict):
+        return None
+    action = response.get("action")
+    raw = response.get("content")
+    content: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    note = content.get("note") if isinstance(content.get("note"), str) else None
+    if action == "decline":
+        return False, note or "declined by the client's person"
+    if action != "accept" or not isinstance(content.get("approve"), bool):
+        return None
+    return content["approve"], note

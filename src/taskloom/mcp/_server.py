@@ -7,7 +7,7 @@ import asyncio
 import copy
 import os
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Literal, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 from ..errors import ConfigurationError, UsageError
@@ -40,39 +40,42 @@ TaskMode = Literal["auto", "always", "never"]
 - `"never"`: inline, the call waiting for the result (a task the server
   makes anyway is waited for within the call)."""
 
-_MODES = ("auto", "always", "never")
+
+class _Options(TypedDict, total=False):
+    """What `MCPServer.stdio` and `.http` pass on to `MCPServer` as given."""
+
+    prefix: str | None
+    approval: Approval
+    timeout: float | None
+    max_output_chars: int
+    tasks: TaskMode | Mapping[str, TaskMode]
+    task_after: float
+    task_ttl: float | None
+    limits: MCPLimits
 
 
 class MCPServer:
     """The tools of a Model Context Protocol server, usable wherever tools are:
     `Agent(tools=[MCPServer.stdio("mcp-server-time"), my_tool])`.
 
-    Build one with `MCPServer.stdio(...)` (a command taskloom starts) or
-    `MCPServer.http(...)` (a streamable HTTP endpoint). It holds no
-    connection itself: each `Runtime` opens one connection per server on
-    first use, shares it among its sessions, and closes it in
-    `runtime.close()` (a runtime offers the server bound to its connections:
-    `bind_runtime`). The tools are listed once; when the server announces
-    that its list changed, the new list is offered from the next round on.
+    Build one with `MCPServer.stdio(...)` or `MCPServer.http(...)`. Each
+    `Runtime` opens one connection per server on first use and closes it in
+    `runtime.close()` (`bind_runtime`); the tools are listed again from the
+    next round on when the server announces that its list changed.
 
     `name` names it in messages (default: the command or host), `prefix`
     namespaces its tools (`prefix="time"` offers `time_get_current_time`),
-    `approval` says which calls park for a human decision (see
-    `taskloom.mcp.Approval`; default `"destructive"`), `timeout` bounds one
-    call in seconds (the call is cancelled on the server), and
+    `approval` says which calls park for a human decision (`Approval`),
+    `timeout` bounds one call in seconds (cancelled on the server), and
     `max_output_chars` caps a result like any tool's.
 
-    Servers that run tool calls as MCP tasks (2025-11-25 tasks, or the
-    2026-07-28 tasks extension): `tasks` is a `TaskMode` for all tools or a
-    mapping from the tool's name on the server to one (tools left out are
-    `"auto"`), `task_after` the seconds an `"auto"` call waits before it
-    turns into background work, and `task_ttl` the seconds the server is
-    asked to keep a task (None: the server's default). A task in the
-    background is written to the session's log, so any process's next run
-    of the session goes on polling it after a crash; see `docs/concepts/mcp-tasks.md`.
-
-    `limits` bound the waits on the server: its start, its stop, its
-    restarts and the polls of its tasks (`MCPLimits`).
+    For tool calls run as MCP tasks: `tasks` is a `TaskMode` for all tools or
+    a mapping from a tool's name on the server to one (default `"auto"`),
+    `task_after` the seconds an `"auto"` call waits before it turns into
+    background work, `task_ttl` the seconds the server is asked to keep a
+    task. A background task is in the session's log, so the session's next
+    run in any process polls it on after a crash (docs/concepts/mcp-tasks.md).
+    `limits` bound the waits on the server (`MCPLimits`).
     """
 
     __slots__ = (
@@ -106,7 +109,7 @@ class MCPServer:
         limits: MCPLimits = DEFAULT_LIMITS,
     ) -> None:
         modes = [tasks] if isinstance(tasks, str) else list(tasks.values())
-        if any(mode not in _MODES for mode in modes):
+        if any(mode not in ("auto", "always", "never") for mode in modes):
             raise ConfigurationError(
                 f"MCP server {name!r}: tasks={tasks!r}; use 'auto', 'always', 'never' "
                 "or a mapping from tool name to one of them"
@@ -137,17 +140,14 @@ class MCPServer:
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        """The credentials this server is sent (its credential headers, its
-        URL's user-info and credential query values, its credential-named
-        environment variables): redacted from everything its tools and tasks
-        write to a log."""
+        """The credentials this server is sent (headers, the URL's, credential-named
+        environment variables): redacted from all its tools and tasks log."""
         return self._secrets
 
     @property
     def key(self) -> str:
-        """Who this server is across processes: its name and its command or
-        URL (never its environment, headers or URL credentials). A task is
-        polled again only on a server with the same key."""
+        """Who this server is across processes (its name and its command or
+        URL, no credentials): a task is polled again only on the same key."""
         return f"{self.name}|{self._launch.describe()}"
 
     def task_mode(self, tool: str) -> TaskMode:
@@ -165,27 +165,14 @@ class MCPServer:
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         name: str | None = None,
-        prefix: str | None = None,
-        approval: Approval = "destructive",
-        timeout: float | None = DEFAULT_TIMEOUT,
-        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
-        tasks: TaskMode | Mapping[str, TaskMode] = "auto",
-        task_after: float = DEFAULT_TASK_AFTER,
-        task_ttl: float | None = None,
-        limits: MCPLimits = DEFAULT_LIMITS,
+        **options: Unpack[_Options],
     ) -> MCPServer:
         """A server taskloom runs as `command args` and speaks to over stdio.
 
-        The process gets the SDK's safe default environment (`PATH`, `HOME`,
-        `USER`, ...) plus `env`, never the host's whole environment: API
-        keys stay out of it unless passed. It runs under a keeper process
-        (see `taskloom.background._keeper`) that ends it and everything it
-        started — also what left its process group or session — when the
-        runtime closes, when the server exits (what it left running), and
-        when this process dies, even by `SIGKILL`. That takes Linux (a
-        subreaper and `/proc`); elsewhere the server's process group is
-        ended and what left it survives. One that exits mid-call is started
-        again by the next call.
+        It gets the SDK's safe default environment plus `env`. A keeper process
+        ends it and all it started when the runtime closes, when it exits, and
+        when this process dies, even by `SIGKILL` (on Linux; elsewhere only its
+        process group). One that exits mid-call is started again by the next call.
         """
         if isinstance(args, str):
             raise ConfigurationError(f"MCPServer.stdio({command!r}): args is a list of strings")
@@ -198,14 +185,7 @@ class MCPServer:
         return cls(
             launch,
             name=name or _command_name(command, tuple(args)),
-            prefix=prefix,
-            approval=approval,
-            timeout=timeout,
-            max_output_chars=max_output_chars,
-            tasks=tasks,
-            task_after=task_after,
-            task_ttl=task_ttl,
-            limits=limits,
+            **options,
         )
 
     @classmethod
@@ -215,20 +195,11 @@ class MCPServer:
         *,
         headers: Mapping[str, str] | None = None,
         name: str | None = None,
-        prefix: str | None = None,
-        approval: Approval = "destructive",
-        timeout: float | None = DEFAULT_TIMEOUT,
-        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
-        tasks: TaskMode | Mapping[str, TaskMode] = "auto",
-        task_after: float = DEFAULT_TASK_AFTER,
-        task_ttl: float | None = None,
-        limits: MCPLimits = DEFAULT_LIMITS,
+        **options: Unpack[_Options],
     ) -> MCPServer:
         """A server at `url` (streamable HTTP). `headers` go with every
-        request; they are never logged, shown, or stored in a session, nor
-        are the URL's user-info and credential query values (the URL is
-        shown and recorded without them), and whatever the server echoes of
-        them is stored `[redacted]`."""
+        request, never logged, shown or stored, nor are the URL's credentials;
+        an echo of them is stored `[redacted]`."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigurationError(f"MCPServer.http: {url!r} is not an http(s) URL")
@@ -236,14 +207,7 @@ class MCPServer:
         return cls(
             launch,
             name=name or parts.hostname,
-            prefix=prefix,
-            approval=approval,
-            timeout=timeout,
-            max_output_chars=max_output_chars,
-            tasks=tasks,
-            task_after=task_after,
-            task_ttl=task_ttl,
-            limits=limits,
+            **options,
         )
 
     def __repr__(self) -> str:
@@ -258,12 +222,9 @@ class MCPServer:
         return bound
 
     async def current_tools(self, host: ToolHost) -> Sequence[Tool]:
-        """The server's tools as of now (the `Toolset` protocol), on the
-        runtime it is bound to: listed on first use, then answered from the
-        runtime's cache until the server says its list changed. Raises
-        `ConfigurationError` when the server does not start or its tools
-        cannot be used, `UsageError` for a server no runtime bound (list
-        those with `MCPConnections.of(runtime).tools_for(server)`)."""
+        """The server's tools as of now (the `Toolset` protocol), on the runtime
+        it is bound to (`UsageError` without one); `ConfigurationError` when
+        the server does not start or its tools cannot be used."""
         if self._connections is None:
             raise UsageError(
                 f"MCP server {self.name!r} lists its tools through a runtime that binds it"
@@ -278,9 +239,8 @@ def _command_name(command: str, args: tuple[str, ...]) -> str:
 
 
 class MCPConnections:
-    """A runtime's MCP connections: one per server (servers with the same
-    command or URL and the same limits share one), opened on first use,
-    closed with the runtime (`MCPConnections.of(runtime)`)."""
+    """A runtime's MCP connections (`MCPConnections.of(runtime)`): one per
+    command or URL and limits, opened on first use, closed with the runtime."""
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime

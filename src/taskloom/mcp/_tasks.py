@@ -1,26 +1,17 @@
 """MCP Tasks on the wire, both revisions, for the client.
 
-A server may answer a `tools/call` with a task instead of a result; the
-client then polls the task until it ends. Two spellings exist:
-
-- 2025-11-25 (in the core protocol): the server declares
-  `capabilities.tasks.requests.tools.call`, each tool its
-  `execution.taskSupport`; the client asks for a task with `params.task`
-  and gets `{"task": {...}}`; `tasks/get` gives the status, `tasks/result`
-  the final `CallToolResult`, `tasks/cancel` cancels.
-- 2026-07-28 (the `io.modelcontextprotocol/tasks` extension, SEP-2663): the
-  client declares the extension in each request's capabilities and the
-  server decides per call; a task answer is `{"resultType": "task", ...}`,
-  and `tasks/get` carries the final result (or error) inline once it ended.
-
-The SDK (2.3) has the types but does not dispatch `tasks/*`: the
-2026-07-28 task answer is claimed through a `ClientExtension`, and the
-requests are sent with the session's `send_request`. This module only
-speaks the protocol; `_taskcalls` runs tasks as background work.
+2025-11-25: the server declares `capabilities.tasks.requests.tools.call`
+and each tool its `execution.taskSupport`; a call with `params.task` gets
+`{"task": {...}}`; `tasks/get` gives the status, `tasks/result` the result.
+2026-07-28 (the tasks extension): the client declares the extension, the
+server decides per call (`{"resultType": "task", ...}`), and `tasks/get`
+carries the result inline. The SDK does not dispatch `tasks/*`: the task
+answer is claimed through a `ClientExtension`, requests go by `send_request`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -35,8 +26,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 __all__ = [
     "TASKS_EXTENSION",
     "TERMINAL",
+    "TaskIdParams",
     "TaskState",
     "TasksClient",
+    "UpdateParams",
     "cancel_task",
     "fetch_result",
     "get_task",
@@ -57,22 +50,8 @@ RELATED_TASK = "io.modelcontextprotocol/related-task"
 its belongs to."""
 
 
-class ClaimedTask(types.Result):
-    """A 2026-07-28 `CreateTaskResult`: a task in place of a tool result."""
-
-    result_type: Literal["task"] = "task"
-    task_id: str
-    status: str = "working"
-    status_message: str | None = None
-    created_at: str | None = None
-    last_updated_at: str | None = None
-    ttl_ms: int | None = None
-    poll_interval_ms: int | None = None
-
-
-class _DetailedTask(types.Result):
-    """A 2026-07-28 `tasks/get` answer: the task, with its result, error or
-    input requests inline."""
+class _Task(types.Result):
+    """A 2026-07-28 task."""
 
     task_id: str
     status: str
@@ -81,41 +60,53 @@ class _DetailedTask(types.Result):
     last_updated_at: str | None = None
     ttl_ms: int | None = None
     poll_interval_ms: int | None = None
+
+
+class ClaimedTask(_Task):
+    """A 2026-07-28 `CreateTaskResult`: a task in place of a tool result."""
+
+    result_type: Literal["task"] = "task"
+    status: str = "working"
+
+
+class _DetailedTask(_Task):
+    """A 2026-07-28 `tasks/get` answer: the task, its outcome or questions inline."""
+
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     input_requests: dict[str, Any] | None = None
 
 
-class _TaskIdParams(types.RequestParams):
+class TaskIdParams(types.RequestParams):
     task_id: str
 
 
-class _GetTask(types.Request[_TaskIdParams, Literal["tasks/get"]]):
+class _GetTask(types.Request[TaskIdParams, Literal["tasks/get"]]):
     method: Literal["tasks/get"] = "tasks/get"
-    params: _TaskIdParams
+    params: TaskIdParams
     # 2026-07-28 over HTTP: `Mcp-Name` carries the task id, for routing.
     name_param: ClassVar[str | None] = "taskId"
 
 
-class _TaskResult(types.Request[_TaskIdParams, Literal["tasks/result"]]):
+class _TaskResult(types.Request[TaskIdParams, Literal["tasks/result"]]):
     method: Literal["tasks/result"] = "tasks/result"
-    params: _TaskIdParams
+    params: TaskIdParams
 
 
-class _CancelTask(types.Request[_TaskIdParams, Literal["tasks/cancel"]]):
+class _CancelTask(types.Request[TaskIdParams, Literal["tasks/cancel"]]):
     method: Literal["tasks/cancel"] = "tasks/cancel"
-    params: _TaskIdParams
+    params: TaskIdParams
     name_param: ClassVar[str | None] = "taskId"
 
 
-class _UpdateParams(types.RequestParams):
+class UpdateParams(types.RequestParams):
     task_id: str
-    input_responses: dict[str, Any]
+    input_responses: dict[str, Any] | None = None
 
 
-class _UpdateTask(types.Request[_UpdateParams, Literal["tasks/update"]]):
+class _UpdateTask(types.Request[UpdateParams, Literal["tasks/update"]]):
     method: Literal["tasks/update"] = "tasks/update"
-    params: _UpdateParams
+    params: UpdateParams
     name_param: ClassVar[str | None] = "taskId"
 
 
@@ -125,16 +116,11 @@ class _Ack(types.Result):
 
 @dataclass(frozen=True, slots=True)
 class TaskState:
-    """What a server said of a task, in either revision's spelling.
-
-    `poll` and `ttl` are in seconds (None: not said, or unlimited);
-    `created_at` is a Unix time (None when the server did not say).
-    `result` is set once a task completed (a 2025-11-25 server gives it on
-    `tasks/result`, which `get_task` fetches); `error` once it failed.
-    `input_requests` are what a 2026-07-28 server asks while the task is
-    `input_required` (key: `{"method": ..., "params": ...}`, answered with
-    `update_task`); a 2025-11-25 server sends them as requests of its own.
-    """
+    """What a server said of a task, in either revision's spelling: `poll` and
+    `ttl` in seconds (None: not said, or unlimited), `created_at` a Unix
+    time; `result` once it completed, `error` once it failed;
+    `input_requests` what a 2026-07-28 server asks while `input_required`
+    (key: `{"method": ..., "params": ...}`, answered with `update_task`)."""
 
     task_id: str
     status: str
@@ -177,7 +163,7 @@ def _modern(client: Client) -> bool:
     return client.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
-def _from_claim(claim: ClaimedTask) -> TaskState:
+def _from_claim(claim: _Task) -> TaskState:
     return TaskState(
         claim.task_id,
         claim.status,
@@ -200,8 +186,7 @@ def _from_legacy(task: types.Task) -> TaskState:
 
 
 async def _resolve_inline(claim: ClaimedTask, ctx: ClaimContext) -> types.CallToolResult:
-    """A task the server made of a call that was to be answered inline
-    (`task="never"`): wait for it here, as the call itself would have."""
+    """A task the server made of an inline call: waited for here."""
     import anyio
 
     state = _from_claim(claim)
@@ -224,10 +209,9 @@ def _final(state: TaskState) -> types.CallToolResult:
 
 class TasksClient(ClientExtension):
     """The client side of the 2026-07-28 tasks extension, for
-    `mcp.client.Client(..., extensions=[TasksClient()])`: it declares the
-    extension, so a server may answer a tool call with a task. Then
-    `client.call_tool` waits for the task to end (polling `tasks/get`) and
-    returns its result, while `start_task` returns the task itself."""
+    `mcp.client.Client(..., extensions=[TasksClient()])`: a server may then
+    answer a tool call with a task, which `client.call_tool` waits for while
+    `start_task` returns the task itself."""
 
     identifier = TASKS_EXTENSION
 
@@ -257,11 +241,9 @@ async def start_task(
     ttl: float | None = None,
     timeout: float | None = None,
 ) -> TaskState | types.CallToolResult:
-    """Call tool `name` asking for a task: the task's first `TaskState`, or
-    the tool's result when the server answered at once (a 2026-07-28 server
-    decides per call; the client needs `TasksClient` among its extensions).
-    On 2025-11-25 the call carries `params.task`, with `ttl` (seconds) when
-    given; `timeout` bounds the wait for the answer (default: the client's)."""
+    """Call tool `name` asking for a task (2026-07-28: the client needs
+    `TasksClient`): its first `TaskState`, or the result when it answered at
+    once. `ttl` (seconds) is asked for; `timeout` bounds the wait."""
     if _modern(client):
         answer = await client.session.call_tool(
             name, arguments, read_timeout_seconds=timeout, allow_claimed=True
@@ -281,58 +263,46 @@ async def start_task(
 
 
 async def get_task(client: Client, task_id: str, *, timeout: float | None = None) -> TaskState:
-    """The task's state (`tasks/get`); once it completed, with its result
-    (on 2025-11-25 fetched with `tasks/result`). An unknown task id raises
-    the server's `MCPError`."""
+    """The task's state (`tasks/get`), with its result once completed; an
+    unknown task id raises the server's `MCPError`."""
     return await _get(client.session, task_id, modern=_modern(client), timeout=timeout)
 
 
 async def _get(
     session: ClientSession, task_id: str, *, modern: bool, timeout: float | None = None
 ) -> TaskState:
-    request = _GetTask(params=_TaskIdParams(task_id=task_id))
+    request = _GetTask(params=TaskIdParams(task_id=task_id))
     if modern:
         got = await session.send_request(request, _DetailedTask, timeout)
         result = None
         if got.status == "completed" and got.result is not None:
             result = types.CallToolResult.model_validate(got.result)
-        return TaskState(
-            got.task_id,
-            got.status,
-            got.status_message,
-            _seconds(got.poll_interval_ms),
-            _seconds(got.ttl_ms),
-            _instant(got.created_at),
-            result,
-            _error_text(got.error) if got.status == "failed" else None,
-            got.input_requests,
+        return dataclasses.replace(
+            _from_claim(got),
+            result=result,
+            error=_error_text(got.error) if got.status == "failed" else None,
+            input_requests=got.input_requests,
         )
     task = _from_legacy(await session.send_request(request, types.GetTaskResult, timeout))
     if task.status not in ("completed", "failed"):
         return task
     # 2025-11-25 keeps the outcome apart: `tasks/result` gives the tool's
     # result, or the JSON-RPC error the task failed with.
-    fetch = _TaskResult(params=_TaskIdParams(task_id=task_id))
+    fetch = _TaskResult(params=TaskIdParams(task_id=task_id))
     try:
         result = await session.send_request(fetch, types.CallToolResult, timeout)
     except MCPError as exc:
         if task.status == "failed":
-            return _replace(task, error=f"{exc.message} (JSON-RPC error {exc.code})")
+            return dataclasses.replace(task, error=f"{exc.message} (JSON-RPC error {exc.code})")
         raise
-    return _replace(task, result=result)
-
-
-def _replace(state: TaskState, **changes: Any) -> TaskState:
-    import dataclasses
-
-    return dataclasses.replace(state, **changes)
+    return dataclasses.replace(task, result=result)
 
 
 async def cancel_task(client: Client, task_id: str, *, timeout: float | None = None) -> None:
     """Ask the server to cancel the task (`tasks/cancel`); it may finish
     first all the same, so read it again to know."""
     await client.session.send_request(
-        _CancelTask(params=_TaskIdParams(task_id=task_id)), _Ack, timeout
+        _CancelTask(params=TaskIdParams(task_id=task_id)), _Ack, timeout
     )
 
 
@@ -359,20 +329,17 @@ async def _raw_request(
 async def update_task(
     client: Client, task_id: str, responses: dict[str, Any], *, timeout: float | None = None
 ) -> None:
-    """Answer a 2026-07-28 task's `input_requests` (`tasks/update`): keys
-    as the server named them, values the answers (an `ElicitResult` for an
-    `elicitation/create`). The task goes on once the server took them; read
-    it again to know."""
-    params = _UpdateParams(task_id=task_id, input_responses=responses)
+    """Answer a 2026-07-28 task's `input_requests` (`tasks/update`): keys as
+    the server named them, values the answers (an `ElicitResult` for an
+    `elicitation/create`)."""
+    params = UpdateParams(task_id=task_id, input_responses=responses)
     await client.session.send_request(_UpdateTask(params=params), _Ack, timeout)
 
 
 async def fetch_result(client: Client, task_id: str) -> types.CallToolResult:
-    """2025-11-25: ask for the task's result before it ended, which is how a
-    client lets the server send what it asks of the task (its
-    `elicitation/create` requests, naming the task in `_meta`, reach the
-    client's elicitation callback meanwhile); returns once the task ended."""
-    fetch = _TaskResult(params=_TaskIdParams(task_id=task_id))
+    """2025-11-25: wait on the task's result, which lets the server send its
+    questions (`elicitation/create`, naming the task in `_meta`) meanwhile."""
+    fetch = _TaskResult(params=TaskIdParams(task_id=task_id))
     return await client.session.send_request(fetch, types.CallToolResult, None)
 
 

@@ -1,18 +1,17 @@
-"""One tool of an MCP server, as a taskloom `Tool`.
+"""One tool of an MCP server, as a taskloom `Tool`, and what the model reads
+of its results (`to_output`).
 
-Its effect and approval come from the server's annotations (hints the
-server gives; `approval="always"` is the choice for a server you do not
-trust): `readOnlyHint: true` makes it `READ_ONLY`, so its calls overlap with
-other read-only calls of the turn; anything else is `WRITE`. Arguments get
-the structural check every hand-written tool gets (types, required and
-unknown properties, enums), which tells the model exactly what was wrong
-without a round trip; the server checks the rest of its schema itself. The
-schema is checked once, when the tool is listed (with the `jsonschema`
-package the SDK brings): one the model cannot use is a `ConfigurationError`.
+Effect and approval come from the server's annotations (`readOnlyHint`
+makes it `READ_ONLY`); the input schema is checked once, when listed.
+`structuredContent` is the answer as compact JSON; images, audio and
+resources become lines naming what they are.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
@@ -21,15 +20,14 @@ import mcp_types as types
 
 from .._redact import redact
 from ..errors import ConfigurationError
-from ..tools import ApprovalRule, Tool, ToolContext, ToolEffect
-from ._results import to_output
+from ..tools import ApprovalRule, Tool, ToolContext, ToolEffect, ToolOutput
 
 if TYPE_CHECKING:
     from ._connection import Connection
     from ._server import MCPServer
     from ._taskcalls import TaskCalls
 
-__all__ = ["Approval", "MCPTool", "is_destructive"]
+__all__ = ["Approval", "MCPTool", "is_destructive", "to_output"]
 
 Approval = Literal["destructive", "always", "never"] | Callable[[str, dict[str, Any]], bool]
 """Which calls of an MCP server's tools park for approval: `"destructive"`
@@ -63,18 +61,14 @@ def _approval_rule(approval: Approval, remote: types.Tool) -> ApprovalRule:
         return True
     if approval == "never":
         return False
-    if callable(approval):
-        name = remote.name
-        return lambda arguments: bool(approval(name, arguments))
-    raise ConfigurationError(
-        f"approval={approval!r}: use 'destructive', 'always', 'never' or a predicate"
-    )
+    assert callable(approval)  # `MCPServer` checked it
+    name = remote.name
+    return lambda arguments: bool(approval(name, arguments))
 
 
 class MCPTool(Tool):
-    """A tool of an MCP server (`server`), named on the server `remote_name`
-    and here with the server's prefix, called through a runtime's
-    `connection` to the server (as an MCP task through its `calls`)."""
+    """A tool of an MCP server, named `remote_name` there, called through a
+    runtime's `connection` (as an MCP task through its `calls`)."""
 
     __slots__ = ("calls", "connection", "remote", "remote_name", "server")
 
@@ -110,9 +104,8 @@ class MCPTool(Tool):
         return f"MCPTool({self.name!r}, server={self.server.name!r}, effect={self.effect.value})"
 
     async def invoke(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
-        """Call the tool on the server, through the runtime's connection: as
-        an MCP task when the server runs it as one and the server's
-        `task_mode` for it is not `"never"` (see `MCPServer`)."""
+        """Call the tool on the server: as an MCP task when the server runs it
+        as one and its `task_mode` is not `"never"`."""
         connection = self.connection
 
         async def report(progress: float, total: float | None, message: str | None) -> None:
@@ -123,7 +116,7 @@ class MCPTool(Tool):
         if mode != "never" and await connection.task_capable(self.remote):
             wait = 0.0 if mode == "always" else self.server.task_after
             return await self.calls.call(
-                self.server, connection, self.remote_name, arguments, ctx, wait, report
+                self.server, connection, self.remote_name, arguments, ctx, wait
             )
         result = await connection.call(
             self.remote_name,
@@ -145,3 +138,41 @@ def _check_schema(schema: dict[str, Any]) -> None:
         raise ConfigurationError(
             f"its input schema is not valid JSON schema: {exc.message}"
         ) from None
+
+
+def to_output(result: types.CallToolResult) -> ToolOutput:
+    """The tool result the model reads for `result`."""
+    if result.structured_content is not None and not result.is_error:
+        extra = [_describe(b) for b in result.content if not isinstance(b, types.TextContent)]
+        answer = json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
+        return ToolOutput("\n".join([answer, *extra]))
+    text = "\n".join(_describe(b) for b in result.content)
+    if not text:
+        text = "(the server reported an error without a message)" if result.is_error else ""
+    return ToolOutput(text or "(no output)", is_error=result.is_error)
+
+
+def _describe(block: types.ContentBlock) -> str:
+    if isinstance(block, types.TextContent):
+        return block.text
+    if isinstance(block, types.ImageContent | types.AudioContent):
+        kind = "image" if isinstance(block, types.ImageContent) else "audio"
+        return f"[{kind}: {block.mime_type}, {_size(block.data)}]"
+    if isinstance(block, types.EmbeddedResource):
+        resource = block.resource
+        if isinstance(resource, types.TextResourceContents):
+            return f"[resource {resource.uri}]\n{resource.text}"
+        mime = resource.mime_type or "application/octet-stream"
+        return f"[resource {resource.uri}: {mime}, {_size(resource.blob)}]"
+    if isinstance(block, types.ResourceLink):
+        mime = f", {block.mime_type}" if block.mime_type else ""
+        return f"[resource link {block.name}: {block.uri}{mime}]"
+    return f"[{getattr(block, 'type', 'unknown')} content]"
+
+
+def _size(data: str) -> str:
+    try:
+        size = len(base64.b64decode(data, validate=False))
+    except (binascii.Error, ValueError):
+        return "undecodable data"
+    return f"{size:,} bytes"

@@ -1,9 +1,6 @@
 """How taskloom reaches an MCP server: the launch (a command or a URL), the
 SDK transport built from it, the tail of a stdio server's stderr, and a read
 stream that tells the connection when the server went away.
-
-Nothing of the protocol is here: the SDK's `stdio_client` and
-`streamable_http_client` do the transport, `Client` the protocol.
 """
 
 from __future__ import annotations
@@ -18,8 +15,7 @@ import signal
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 import httpx2
 from mcp.client import Transport
@@ -45,22 +41,15 @@ LEFTOVER_GRACE = 1.0
 
 @dataclass(frozen=True, slots=True)
 class StdioLaunch:
-    """A server run as a subprocess, spoken to over its stdin and stdout.
-
-    It gets the SDK's safe default environment (`PATH`, `HOME`, ... — see
-    `mcp.client.stdio.get_default_environment`) plus `env`, never the host's
-    whole environment. `env` is left out of the repr (it may hold keys).
-    """
+    """A server run as a subprocess, spoken to over its stdin and stdout, with
+    the SDK's safe default environment plus `env` (left out of the repr)."""
 
     command: str
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     cwd: str | None = None
 
-    @property
-    def is_process(self) -> bool:
-        """True: the server is a process taskloom starts (and restarts)."""
-        return True
+    is_process: ClassVar[bool] = True  # a process taskloom starts (and restarts)
 
     def describe(self) -> str:
         """The command line, for messages."""
@@ -71,12 +60,8 @@ class StdioLaunch:
         return credentials(env=dict(self.env))
 
     def transport(self, errlog: IO[bytes] | None) -> Transport:
-        """The SDK's stdio transport to the server run under a keeper (see
-        `taskloom.background._keeper`); the server's stderr goes to `errlog`.
-
-        Raises `FileNotFoundError` or `PermissionError` when the command
-        cannot be run, as starting it directly would.
-        """
+        """The SDK's stdio transport to the server run under a keeper, its stderr
+        to `errlog` (`FileNotFoundError` or `PermissionError` if it cannot run)."""
         env = get_default_environment() | dict(self.env)
         _check_runnable(self.command, env.get("PATH", os.defpath), self.cwd)
         argv = [self.command, *self.args]
@@ -92,20 +77,13 @@ class StdioLaunch:
 
 @dataclass(frozen=True, slots=True)
 class HttpLaunch:
-    """A server reached over streamable HTTP at `url`.
-
-    `headers` (credentials, typically) are sent with every request and are
-    never logged, shown in a repr, or written to a session's log; nor are
-    the URL's user-info and credential query parameters (`safe_url`).
-    """
+    """A server reached over streamable HTTP at `url`; `headers` go with
+    every request, never logged, shown or stored (nor the URL's credentials)."""
 
     url: str
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
-    @property
-    def is_process(self) -> bool:
-        """False: the server runs elsewhere; taskloom only reconnects."""
-        return False
+    is_process: ClassVar[bool] = False  # elsewhere: taskloom only reconnects
 
     def describe(self) -> str:
         """The URL without its credentials (`safe_url`), for messages and records."""
@@ -143,15 +121,9 @@ async def _http_transport(url: str, headers: Mapping[str, str]) -> AsyncIterator
         yield streams
 
 
-class StderrTail:
-    """The last `TAIL_BYTES` a stdio server wrote to its stderr.
-
-    The server writes into a pipe that an asyncio reader drains as it goes,
-    so a chatty server neither blocks on a full pipe nor fills a disk; each
-    line is also logged at DEBUG on the `taskloom.mcp` logger. Both have
-    `secrets` (the server's credentials) redacted: a server may print its
-    environment.
-    """
+class StderrTail(asyncio.Protocol):
+    """The last `TAIL_BYTES` a stdio server wrote to its stderr, drained from a
+    pipe as it comes, each line logged at DEBUG (`secrets` redacted)."""
 
     def __init__(self, label: str, secrets: tuple[str, ...] = ()) -> None:
         self._label = label
@@ -168,16 +140,22 @@ class StderrTail:
     async def start(self) -> None:
         """Start draining the pipe."""
         loop = asyncio.get_running_loop()
-        self._transport, _ = await loop.connect_read_pipe(lambda: _TailProtocol(self), self._reader)
+        self._transport, _ = await loop.connect_read_pipe(lambda: self, self._reader)
 
     def spawned(self) -> None:
-        """The server has its copy of the pipe: drop ours, so the pipe ends
-        when the server (and whatever inherited its stderr) is gone."""
+        """The server has its copy of the pipe: drop ours, so the pipe ends with it."""
         if self.writer is not None:
             self.writer.close()
             self.writer = None
 
-    def _feed(self, data: bytes) -> None:
+    def eof_received(self) -> bool:
+        self._eof.set()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._eof.set()
+
+    def data_received(self, data: bytes) -> None:
         self._tail += data
         if len(self._tail) > TAIL_BYTES:
             del self._tail[: len(self._tail) - TAIL_BYTES]
@@ -203,8 +181,7 @@ class StderrTail:
                 await self._eof.wait()
 
     def holders(self) -> list[Proc]:
-        """The processes whose stderr is this pipe: the server, and whatever
-        it started that kept its stderr (empty where /proc is unreadable)."""
+        """The processes whose stderr is this pipe (none where /proc is unreadable)."""
         return [p for p in _processes() if p.stderr_inode == self._inode]
 
     def close(self) -> None:
@@ -253,10 +230,8 @@ def _processes() -> list[Proc]:
 
 
 def kill_leftovers(tail: StderrTail, group: int | None) -> list[int]:
-    """SIGKILL what a stopped stdio server left behind: the processes of its
-    process group, and any process that still holds its stderr. Returns
-    their pids. The group is killed only while one of its processes is seen
-    (a group id is reused only once all its members are gone)."""
+    """SIGKILL what a stopped stdio server left: its process group (while a
+    member is seen) and any process holding its stderr. Their pids."""
     procs = _processes()
     doomed = {p.pid for p in procs if p.stderr_inode == tail._inode}
     if group is not None:
@@ -267,24 +242,9 @@ def kill_leftovers(tail: StderrTail, group: int | None) -> list[int]:
     return sorted(doomed)
 
 
-class _TailProtocol(asyncio.Protocol):
-    def __init__(self, tail: StderrTail) -> None:
-        self._tail = tail
-
-    def data_received(self, data: bytes) -> None:
-        self._tail._feed(data)
-
-    def eof_received(self) -> bool:
-        self._tail._eof.set()
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._tail._eof.set()
-
-
 class _WatchedRead:
-    """The SDK's read stream, telling `on_end` when it ends (the server went
-    away) and `on_garbage` about anything that was not JSON-RPC."""
+    """The SDK's read stream (which it iterates), telling `on_end` when it ends
+    (the server went away) and `on_garbage` about anything not JSON-RPC."""
 
     def __init__(
         self, inner: Any, on_end: Callable[[], None], on_garbage: Callable[[Exception], None]
@@ -297,19 +257,6 @@ class _WatchedRead:
     def last_context(self) -> Any:
         return getattr(self._inner, "last_context", None)
 
-    def _seen(self, item: SessionMessage | Exception) -> SessionMessage | Exception:
-        if isinstance(item, Exception):
-            self._on_garbage(item)
-        return item
-
-    async def receive(self) -> SessionMessage | Exception:
-        try:
-            item = await self._inner.receive()
-        except Exception:
-            self._on_end()
-            raise
-        return self._seen(item)
-
     def __aiter__(self) -> _WatchedRead:
         return self
 
@@ -319,23 +266,16 @@ class _WatchedRead:
         except (StopAsyncIteration, Exception):
             self._on_end()
             raise
-        return self._seen(item)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
+        if isinstance(item, Exception):
+            self._on_garbage(item)
+        return item  # type: ignore[no-any-return]
 
     async def __aenter__(self) -> _WatchedRead:
         await self._inner.__aenter__()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        result: bool | None = await self._inner.__aexit__(exc_type, exc_val, exc_tb)
-        return result
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self._inner.__aexit__(*exc)  # type: ignore[no-any-return]
 
 
 @contextlib.asynccontextmanager

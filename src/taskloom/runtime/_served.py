@@ -1,27 +1,14 @@
 """Runs served as protocol tasks: the one mapping `taskloom mcp serve` and
 `taskloom a2a serve` share.
 
-A served task is a session whose id is the task id. Its state is read from
-the session's log, never from this process's memory, so any process on the
-store answers for it and a server restarted on the store takes it up:
-
-- `working`: a run is in flight (here or in another process), or due: a run
-  cut off by a restart is run on from its log, and a parked run whose calls
-  were all decided (through the protocol, `taskloom approve`, the console or
-  code, in any process) is resumed;
-- `input-required`: the run is parked on calls nobody decided yet, or its
-  work asked a person a question nobody answered (`pending_inputs`);
-- `completed`, `failed`: how the latest run ended;
-- `cancelled`: the run stopped, or a stop was asked for the task (`cancel`,
-  `Session.request_stop`, from any process): nothing runs it on after that,
-  and a run of it in flight here is cancelled within a look.
-
-A due run is launched when the state is read (`read`), and by a cheap look
-at the tasks this process knows every `look_every` seconds, so a decision
-made elsewhere resumes the run even when nobody asks; `start` takes up, at
-a server's start, the recent tasks a restart cut off. A process runs at most
-one run of a task at a time; another process's live run keeps the session
-(`SessionBusy`), a dead one's lease is taken over.
+A served task is a session whose id is the task id, its state read from the
+log, so any process on the store answers for it: `working` (a run in flight
+anywhere, or due: cut off by a restart, or parked with every call decided),
+`input-required` (parked on undecided calls or unanswered questions),
+`completed`, `failed`, `cancelled` (a stop asked from any process). A due
+run is launched when the state is read, and by a look at the known tasks
+every `look_every` seconds; `start` takes up what a restart cut off. A live
+run elsewhere keeps the session (`SessionBusy`); a dead one's lease is taken over.
 """
 
 from __future__ import annotations
@@ -29,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Literal
@@ -37,7 +24,7 @@ from typing import Any, Literal
 from ..agent import Agent
 from ..backends import SessionMeta
 from ..entries import StopRequest
-from ..errors import SessionBusy, SessionNotFound
+from ..errors import ApprovalConflict, SessionBusy, SessionNotFound
 from ..events import Event
 from ..log import SessionLog, pending_inputs
 from ..results import PendingCall, PendingInput, RunResult, RunStatus
@@ -72,13 +59,9 @@ class ServedState(Enum):
 
 @dataclass(frozen=True, slots=True)
 class ServedTask:
-    """A served task as its session's log tells it at one read.
-
-    `result` is the latest finished run's (None while the first run goes
-    on); `waiting` are the parked calls nobody decided and `questions` the
-    open questions of its work, both only when `input-required`;
-    `created_at` and `updated_at` are epoch seconds.
-    """
+    """A served task as its log tells it at one read: `result` is the latest
+    finished run's; `waiting` (undecided calls) and `questions` (open
+    questions) only when `input-required`; times are epoch seconds."""
 
     id: str
     state: ServedState
@@ -91,17 +74,13 @@ class ServedTask:
 
 
 SERVED_KEY = "taskloom.served"
-"""The session metadata key that marks a served task's session: its server
-goes on with it once it is decided (a command deciding it need not)."""
+"""The session metadata key of a served task's session: its server goes on
+with it once decided (a command deciding it need not)."""
 
 
 class ServedRuns:
-    """The served tasks of one agent on one runtime (see the module docstring).
-
-    `owns(meta)` says which sessions of the store are this server's tasks
-    (the store may hold the host's other sessions); `on_event(task_id,
-    event)` sees every event of the runs this process launches.
-    """
+    """The served tasks of one agent on one runtime: `owns(meta)` says which
+    sessions are this server's; `on_event` sees the events of runs run here."""
 
     def __init__(
         self,
@@ -119,29 +98,20 @@ class ServedRuns:
         self.look_every = look_every
         self._runs: dict[str, asyncio.Task[None]] = {}
         self._followers: dict[str, list[asyncio.Queue[Event | None]]] = {}
-        # Tasks this process knows that are not over: the look reads them.
-        self._known: set[str] = set()
+        self._known: set[str] = set()  # not over: the look reads them
         self._looking: asyncio.Task[None] | None = None
         self._chores: set[asyncio.Task[None]] = set()
-        # How far this process read each known task's log: the look reads a
-        # task again only when it grew, and a stop request past it cancels
-        # the task's run here.
+        # How far each known task's log was read: the look reads it again
+        # only when it grew.
         self._seen: dict[str, int] = {}
         self._started = False
         self._closed = False
 
-    # ------------------------------------------------------------ runs
-
     async def create(
         self, input: str, *, task_id: str | None = None, metadata: Mapping[str, Any] | None = None
     ) -> str:
-        """A new task: a session (with `task_id` as its id, if given) running
-        the agent on `input` in the background; returns its id. `follow` it
-        at once (before awaiting anything else) to see every event.
-
-        The input is in the log before the id is returned (as steering, the
-        run's first turn): a server killed before the run began runs the
-        task on after its restart."""
+        """A new task (id `task_id`, if given) running the agent on `input` in
+        the background, the input in its log before its id is returned."""
         session = await self.runtime.create_session(
             self.agent, session_id=task_id, metadata={**(metadata or {}), SERVED_KEY: True}
         )
@@ -154,8 +124,7 @@ class ServedRuns:
         return task_id in self._runs
 
     def follow(self, task_id: str) -> AsyncIterator[Event]:
-        """The events of the task's run in flight here, from now until it ends
-        (none when no run is in flight here)."""
+        """The events of the task's run in flight here, from now until it ends."""
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
         if task_id in self._runs:
             self._followers.setdefault(task_id, []).append(queue)
@@ -164,8 +133,7 @@ class ServedRuns:
         return _drain(queue)
 
     def _launch(self, task_id: str) -> None:
-        """Run what the task's log says is due (its first turn too) in the
-        background of this process, unless a run of it is in flight here."""
+        """Run what the task's log says is due, unless a run of it is in flight here."""
         if task_id in self._runs or self._closed:
             return
         job = asyncio.get_running_loop().create_task(self._run(task_id))
@@ -189,10 +157,8 @@ class ServedRuns:
 
         try:
             session = await self.runtime.open_session(task_id, self.agent)
-            # The session's lease first, then the log: read under the lease,
-            # what is due cannot change under this process's feet (another
-            # process's run may have ended between the read that launched this
-            # and now, and must not be run again).
+            # The lease first, then the log: what is due cannot change under
+            # the lease (another process's run may have ended meanwhile).
             async with session.hold():
                 await session.journal.sync()
                 due = _due(session.journal.log)
@@ -206,40 +172,39 @@ class ServedRuns:
             # The run recorded how it ended in the session's log; readers read it there.
             logger.warning("the run of served task %s failed", task_id, exc_info=True)
 
-    async def steer(self, task_id: str, text: str) -> None:
-        """Fold `text` into the task's run at its next round boundary."""
-        await self.runtime.steer(task_id, text)
+    async def decide(
+        self, task: ServedTask, decisions: Mapping[str, tuple[bool, str | None]]
+    ) -> None:
+        """Approve or deny the task's waiting calls `decisions` names (call id:
+        (approved, note)); a call decided first elsewhere keeps that decision."""
+        waiting = {c.id for c in task.waiting}
+        session = await self.runtime.open_session(task.id, self.agent)
+        for call_id, (approved, note) in decisions.items():
+            if call_id in waiting:
+                decide = session.approve if approved else session.deny
+                with contextlib.suppress(ApprovalConflict):
+                    await decide(call_id, note=note)
 
     async def cancel(self, task_id: str, reason: str = "cancelled") -> None:
         """Cancel the task: it reads `cancelled` from now on, in every process.
-
-        The stop request is the durable record every process reads; the run
-        in flight here is cancelled (`Runtime.cancel_runs`: its model request
-        and tools in flight aborted, its end recorded, its lease released)
-        and waited for, within 2 s. A run in another process is
-        cancelled by that process's look when it serves the task too, else
-        it stops at its next boundary. Cancelling a cancelled task changes
-        nothing."""
+        A run of it here is cancelled and waited for, within 2 s; one elsewhere
+        by that process's look, else at its next boundary."""
         if not _cancelled(SessionLog.folded(await self.runtime.store.load(task_id))):
             await self.runtime.request_stop(task_id, reason)
         self._known.discard(task_id)
-        # The run's own cancel: it aborts its model request and tools in
-        # flight and records its end (STOPPED) before it returns. Cancelling
-        # the job after it is the backstop for a run that has not begun.
+        # The run's own cancel records its end; cancelling the job is the
+        # backstop for a run that has not begun.
         await self.runtime.cancel_runs(task_id, reason)
         job = self._stop_here(task_id)
         if job is not None:
             await asyncio.wait([job], timeout=2)
 
     def _stop_here(self, task_id: str) -> asyncio.Task[None] | None:
-        """Cancel the task's run in flight in this process (the hard stop: its
-        turn in flight discarded, its lease released); the job, if any."""
+        """Cancel the task's run in flight here; the job, if any."""
         job = self._runs.get(task_id)
         if job is not None:
             job.cancel()
         return job
-
-    # ------------------------------------------------------------ reading
 
     async def read(self, task_id: str, *, take_up: bool = True) -> ServedTask | None:
         """The task (None if the store has no such task of this server),
@@ -284,12 +249,9 @@ class ServedRuns:
         updated = entries[-1].created_at if entries else created
         return ServedTask(task_id, state, meta, result, waiting, questions, created, updated)
 
-    # ------------------------------------------------------------ taking up
-
     async def start(self) -> None:
-        """Take up this server's recent tasks a restart cut off (the newest
-        `TAKE_UP_LIMIT` sessions of the agent): each is read, which runs on
-        or resumes what is due."""
+        """Take up this server's recent tasks (the newest `TAKE_UP_LIMIT`
+        sessions of the agent) by reading each: what is due runs."""
         self._started = True
         for meta in await self.runtime.store.list(agent=self.agent.name, limit=TAKE_UP_LIMIT):
             if self.owns(meta):
@@ -297,14 +259,11 @@ class ServedRuns:
                     await self.read(meta.id)
 
     def _start_soon(self) -> None:
-        # A server that was not started explicitly (an app mounted in a
-        # host's server) takes its tasks up at its first read.
-        if not self._started and not self._closed:
-            self._started = True
-            self._chore(self.start())
-
-    def _chore(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
+        # Not started explicitly (an app mounted in a host's server): at its first read.
+        if self._started or self._closed:
+            return
+        self._started = True
+        task = asyncio.get_running_loop().create_task(self.start())
         self._chores.add(task)
 
         def done(_: object) -> None:
@@ -321,10 +280,8 @@ class ServedRuns:
             self._looking = asyncio.get_running_loop().create_task(self._look())
 
     async def _look(self) -> None:
-        # A decision or a cancel written by another process (the CLI, the
-        # console, another replica) has no way to tell this one: look at the
-        # tasks this process knows, now and then, reading one whole only
-        # when its log grew.
+        # A decision or a cancel written by another process cannot tell this
+        # one: look at the known tasks now and then.
         while self._known:
             await asyncio.sleep(self.look_every)
             for task_id in list(self._known):
@@ -359,8 +316,7 @@ class ServedRuns:
             job.cancel()
         if not jobs:
             return
-        # Bounded: a server shutting down must not wait on a run that does
-        # not wind down (its task is run on after the restart all the same).
+        # Bounded: the task of a run that does not wind down runs on after a restart.
         _, pending = await asyncio.wait(jobs, timeout=CLOSE_WAIT)
         if pending:
             logger.warning("%d served runs did not stop within %ss", len(pending), CLOSE_WAIT)
@@ -370,13 +326,12 @@ _Due = Literal["run on", "resume"]
 
 
 def _due(log: SessionLog) -> _Due | None:
-    """What a run of the task must do now: "run on" (its run was cut off),
-    "resume" (every parked call is decided), or None."""
+    """What a run of the task must do now: "run on" (cut off), "resume" (every
+    parked call decided), or None."""
     if _cancelled(log):
         return None
     if log.run_open:
-        # Alive elsewhere or not: `_run` takes the lease to find out (a dead
-        # holder is taken over, a live one answers `SessionBusy`).
+        # Alive elsewhere or not: `_run` takes the lease to find out.
         return "run on"
     if log.last_finished is None:
         # A new task, or one cut off before its run began: its input (steering).
@@ -387,10 +342,7 @@ def _due(log: SessionLog) -> _Due | None:
 
 
 def _cancelled(log: SessionLog) -> bool:
-    """Whether a stop was asked for the task. A served task is one piece of
-    work (its first turn; later messages steer it), so any stop request in
-    its log, from any process and at any point, ends it for good: one
-    written before its run began too."""
+    """Whether a stop was asked for the task (any, at any point: it is one piece of work)."""
     return log.stop_position > 0
 
 

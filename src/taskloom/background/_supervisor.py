@@ -1,73 +1,27 @@
-"""The keeper: runs one command and answers for every process it starts.
+"""The keeper, a process supervisor: runs one command and answers for every
+process it starts. Background commands (`_process.py`) and stdio MCP servers
+(`taskloom.mcp`) run one each:
 
-Background commands (`_process.py`) start one keeper per command, as
+    python -I -S _supervisor.py FD GRACE BACKSTOP LC_CTYPE ARGV...
+    python -I -S _supervisor.py stdio:PID GRACE - LC_CTYPE ARGV...
 
-    python -I -S _keeper.py FD GRACE BACKSTOP LC_CTYPE ARGV...
+Standard library only and single-threaded (its fork-then-exec is safe). It
+starts ARGV, leading a new session, below a *nanny* that waits for it and
+passes its exit status up. As a child subreaper it keeps what the command
+starts below it even after `setsid` or a double fork: its descendants in
+`/proc` are exactly what the command started, and nothing else is
+signalled. A command that kills its parent dies of its parent-death signal.
+The end of the host's socket (FD) is the host's death: every descendant is
+SIGKILLed. BACKSTOP (seconds, or `-`) is the deadline for a hung host.
+LC_CTYPE is `=VALUE` or `-` (Python may have set it, PEP 538). The socket
+carries `started PID`, `failed ERRNO`, `exited CODE` (negative: a signal)
+and `deadline` up, and `T` down (SIGTERM all, SIGKILL GRACE seconds later).
 
-and stdio MCP servers (`taskloom.mcp`) one per server, as
-
-    python -I -S _keeper.py stdio:PID GRACE - LC_CTYPE ARGV...
-
-The keeper starts ARGV, the leader of a new session, below a *nanny*: a fork
-of the keeper that only waits for the command and passes its exit status
-up. Standard library only: it runs in an isolated interpreter, where neither
-taskloom nor site-packages is importable, and it is single-threaded, which
-is what makes its fork-then-exec safe.
-
-Why a process of its own between the host and the command:
-
-- It is a *child subreaper* (Linux `PR_SET_CHILD_SUBREAPER`): a process the
-  command starts stays below the keeper even after it left the command's
-  group and session (`setsid`, a double fork) — orphans are reparented here,
-  not to init. So "everything the command started" is exactly the keeper's
-  descendants, found by walking `/proc`, and nothing else is ever signalled.
-  Making the host itself a subreaper would do the same for the host's every
-  other child too, and leave their orphans as zombies of the host.
-- It is not the command's parent: the nanny is. A command that kills its
-  parent (`kill -9 $PPID`) kills the nanny, dies of its own parent-death
-  signal, and what it started is reparented to the keeper, which still
-  holds it and reports the command as killed by SIGKILL.
-- It notices the host's death by the end of its socket (FD, a socket pair
-  whose other end only the host holds): EOF means the host is gone, or wants
-  everything killed — either way every descendant is SIGKILLed and the
-  keeper exits. A parent-death signal on the command would be tied to the
-  host *thread* that started it (it fires when that thread exits, not the
-  process) and would reach only the command, not what it started.
-- The nanny gets `PR_SET_PDEATHSIG=SIGKILL` towards the keeper, the command
-  towards the nanny (safe here: both have one thread), so the command dies
-  with a keeper killed from outside.
-- BACKSTOP (seconds, or `-`) is the command's own deadline, for a host that
-  hangs: the keeper then reports `deadline`, ends the tree itself with
-  SIGTERM and, GRACE seconds later, SIGKILL.
-
-The command gets the keeper's environment, but for one variable Python
-itself may have set at start-up (C locale coercion, PEP 538): LC_CTYPE is
-`=VALUE` for the value the command is to see, `-` for none.
-
-With a socket, it carries lines from the keeper — `started PID`, `failed
-ERRNO`, `exited CODE` (negative: killed by that signal), `deadline` — and
-from the host the byte `T` (SIGTERM to every descendant; SIGKILL to what is
-left GRACE seconds later). The keeper exits once the command has exited and
-no descendant is left.
-
-With `stdio:PID` there is no socket: the command speaks over the keeper's
-stdin and stdout, which it inherits (the keeper and the nanny keep no copy,
-so the host sees them end with the command). The tree ends — SIGTERM, then
-SIGKILL GRACE seconds later — once the command exited; at once with SIGKILL
-when the keeper gets SIGTERM, SIGINT or SIGHUP (the host stopping it), or
-when the host, process PID, dies (the keeper's own parent-death signal; for
-this use it is bound to the host thread that started the keeper, the one
-running the host's event loop). A command that cannot be started is named
-on stderr, and the keeper exits with status 127.
-
-Limits. A command that finds and kills the keeper itself (its grandparent)
-dies by its parent-death signal, but what it started is orphaned to init; so
-does everything when the keeper is SIGKILLed from outside. A host that forks
-without exec (multiprocessing's `fork` start method) hands its end of the
-socket to the fork too, and its keepers learn of its death only once the
-fork is gone as well. Without a subreaper or `/proc` (other systems than
-Linux) signals go to the command's process group only: what left it
-survives.
+With `stdio:PID` the command speaks over the stdin and stdout it inherits;
+the tree ends once it exited, at once with SIGKILL on SIGTERM, SIGINT or
+SIGHUP, or when the host PID dies. A command that cannot start is named on
+stderr (status 127). Limits: killing the keeper itself orphans the tree to
+init; without a subreaper or `/proc` only the process group is signalled.
 """
 
 from __future__ import annotations
@@ -145,12 +99,8 @@ def descendants(root: int) -> list[tuple[int, int]]:
 
 
 def _send(pid: int, started: int, sig: int) -> None:
-    """Signal the process `pid` only if it is still the one that started at `started`.
-
-    A pid is reused once its process is gone. Through a pidfd (Linux 5.3+)
-    the check and the signal concern the same process for certain; without
-    one, the window between them is a few microseconds.
-    """
+    """Signal the process `pid` only if it is still the one that started at
+    `started` (a pidfd makes that certain; without one, nearly)."""
     fd = _pidfd(pid)
     try:
         stat = _stat(pid)
@@ -175,11 +125,8 @@ def _pidfd(pid: int) -> int | None:
 
 
 class Keeper:
-    """One command and its descendants (see the module docstring).
-
-    `host` is the socket to the host; None when the command serves over the
-    keeper's stdin and stdout (`stdio:PID`).
-    """
+    """One command and its descendants; `host` is the socket to the host
+    (None for `stdio:PID`)."""
 
     def __init__(self, host: socket.socket | None, grace: float) -> None:
         self._host = host
