@@ -12,7 +12,7 @@ import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
-from ..agent import Agent, AgentDepsT, AgentOutputT
+from ..agent import Agent, AgentDepsT, AgentOutputT, set_default_runtime
 from ..backends import (
     BudgetLedger,
     MemoryBudgets,
@@ -214,9 +214,9 @@ class Runtime:
         """Who watches this runtime's runs (tracing while a tracer provider is
         configured, unless an observer was given), made on first use."""
         if self._observer is None:
-            from ..tracing import default_observer
+            from ..tracing import WhenConfigured
 
-            self._observer = default_observer(self)
+            self._observer = WhenConfigured(self.trace_content)
         return self._observer
 
     def tools_for(self, agent: Agent[Any, Any]) -> Mapping[str, Tool]:
@@ -570,3 +570,6 @@ def _by_name(items: Mapping[str, T] | Iterable[T] | None, name: Callable[[T], st
     if isinstance(items, Mapping):
         return dict(items)
     return {name(item): item for item in items}
+
+
+set_default_runtime(default_runtime)
