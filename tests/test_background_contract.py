@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from taskloom.background import (
+from taskloom.backends import (
     BackgroundActivity,
     BackgroundNotice,
     MemoryActivityRegistry,

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 from taskloom import Agent, RunStatus, Runtime, ToolContext, tool
+from taskloom.backends import session_lease_key
 from taskloom.background import BackgroundService
 from taskloom.delegation import SubAgent
 from taskloom.errors import SessionNotFound
 from taskloom.models import ScriptedModel, reply
-from taskloom.runtime import default_runtime, session_lease_key
+from taskloom.runtime import default_runtime
 
 
 @pytest.fixture

@@ -22,7 +22,8 @@ from typing_extensions import TypeVar
 
 from ._output_type import OutputType
 from .errors import ConfigurationError, UsageError
-from .loop import OUTPUT_TOOL, Compaction, RunStream
+from .loop import Compaction, RunStream
+from .loop.ports import OUTPUT_TOOL
 from .models import Model, ModelSettings
 from .tools import Tool, ToolLike, Toolset, as_tool
 

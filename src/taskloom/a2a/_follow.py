@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._redact import redact
-from ..backends import SessionMeta
-from ..background import Detached, FollowJob, Follows, NoticeStatus, RunStart, WorkResult
+from ..backends import NoticeStatus, SessionMeta
+from ..background import Detached, FollowJob, Follows, RunStart, WorkResult
 from ..delegation import cap_answer, kept_answer, read_on
 from ..entries import Entry, MessageEntry, SubagentResult
 from ..messages import Message

@@ -31,7 +31,7 @@ from ..backends import (
     NoticeStatus,
     SessionMeta,
 )
-from ..loop import Delivery
+from ..loop.ports import Delivery
 
 if TYPE_CHECKING:
     from ..tools import Tool

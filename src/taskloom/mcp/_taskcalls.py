@@ -44,12 +44,12 @@ from ..background import (
     MAX_QUESTIONS,
     MAX_TEXT_BYTES,
     BackgroundService,
-    FollowRefused,
     Follows,
     RunStart,
     bounded_text,
 )
 from ..entries import Entry, InputRequest
+from ..errors import FollowRefused
 from ..log import input_id_for, read_inputs
 from ..runtime import Runtime
 from ..tools import ToolContext, ToolError, ToolOutput

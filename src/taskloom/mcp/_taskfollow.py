@@ -16,15 +16,10 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 
 from .._redact import redact
-from ..background import (
-    MAX_ENTRIES_PER_POLL,
-    FollowJob,
-    FollowRefused,
-    NoticeStatus,
-    WorkResult,
-    bounded_text,
-)
+from ..backends import NoticeStatus
+from ..background import MAX_ENTRIES_PER_POLL, FollowJob, WorkResult, bounded_text
 from ..entries import Entry, MCPTaskEnded
+from ..errors import FollowRefused
 from ..events import ToolProgress
 from ..tools import ToolError, ToolOutput
 from ._connection import Connection, TaskRefused

@@ -35,9 +35,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 from ._decisions import resume_decided
 from ._fork import FORKED_FROM, fork_session
-from ._journal import SessionJournal
-from ._lease import LEASE_TTL, RELEASE_WAIT, HeldLease, SessionHold, session_lease_key
-from ._live_runs import CANCEL_WAIT
+from ._lease import RELEASE_WAIT
 from ._model_choice import SessionModel
 from ._run_queue import RunDemand, RunQueue
 from ._runtime import BindsRuntime, Runtime, default_runtime
@@ -45,26 +43,18 @@ from ._session import Session
 from ._tool_board import SessionTools
 
 if TYPE_CHECKING:
-    from ._diff import ASPECTS, Difference, Round, SessionDiff, diff_sessions, rounds_of
+    from ._diff import SessionDiff, diff_sessions, rounds_of
     from ._served import SERVED_KEY, ServedRuns, ServedState, ServedTask
 
 __all__ = [
-    "ASPECTS",
-    "CANCEL_WAIT",
     "BindsRuntime",
     "FORKED_FROM",
-    "LEASE_TTL",
     "RELEASE_WAIT",
-    "Difference",
-    "HeldLease",
-    "Round",
     "RunDemand",
     "RunQueue",
     "Runtime",
     "Session",
     "SessionDiff",
-    "SessionHold",
-    "SessionJournal",
     "SessionModel",
     "SessionTools",
     "SERVED_KEY",
@@ -76,12 +66,10 @@ __all__ = [
     "fork_session",
     "resume_decided",
     "rounds_of",
-    "session_lease_key",
 ]
 
 # Comparing sessions is for tools and tests: `import taskloom` does not pay for it.
-_LAZY = {name: "._diff" for name in ("ASPECTS", "Difference", "Round", "SessionDiff")}
-_LAZY.update({"diff_sessions": "._diff", "rounds_of": "._diff"})
+_LAZY = {name: "._diff" for name in ("SessionDiff", "diff_sessions", "rounds_of")}
 # Only servers (`taskloom mcp serve`, `taskloom a2a serve`) serve runs as tasks.
 _LAZY.update(
     {name: "._served" for name in ("SERVED_KEY", "ServedRuns", "ServedState", "ServedTask")}

@@ -12,6 +12,7 @@ import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
+from .._control import StopSignal
 from ..agent import Agent, AgentDepsT, AgentOutputT, set_default_runtime
 from ..backends import (
     BudgetLedger,
@@ -25,7 +26,7 @@ from ..backends import (
 )
 from ..entries import Entry, Steer, StopRequest
 from ..errors import ConfigurationError, SessionBusy, UsageError
-from ..loop import RunObserver, StopSignal
+from ..loop.ports import RunObserver
 from ..models import Model
 from ..stores import open_store
 from ..tools import Tool, ToolCatalog

@@ -16,7 +16,7 @@ import sys
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-from ..loop import NO_OBSERVER, QueueWatch, RunInfo, RunObserver, RunWatch
+from ..loop.ports import NO_OBSERVER, QueueWatch, RunInfo, RunObserver, RunWatch
 
 if TYPE_CHECKING:
     from ._otel import GenAIObserver
