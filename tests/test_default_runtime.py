@@ -155,7 +155,7 @@ async def test_the_shared_client_keeps_the_connections_of_a_burst_of_runs() -> N
     # httpx's default keeps 20 idle connections: a second burst of 50
     # concurrent runs would connect 30 times again.
     from taskloom.models import OpenAIChatModel
-    from taskloom.testing import FakeServer
+    from taskloom.testing.fake_server import FakeServer
 
     async with FakeServer() as server:
         server.script(*[FakeServer.reply("hi") for _ in range(100)])

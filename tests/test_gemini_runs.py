@@ -15,7 +15,7 @@ from taskloom import Agent, RetryPolicy, RunOptions, RunStatus, Runtime, ToolEff
 from taskloom.events import RetryAttempt, RunFinished, TextDelta
 from taskloom.messages import Usage
 from taskloom.models import GeminiModel
-from taskloom.testing import FakeServer
+from taskloom.testing.fake_server import FakeServer
 
 
 @tool(effect=ToolEffect.READ_ONLY)

@@ -22,7 +22,7 @@ from taskloom.backends import (
 from taskloom.background import Lifecycle, Listeners, Reopen
 from taskloom.errors import DeleteRefused
 from taskloom.events import WorkFinished
-from taskloom.testing.background_contract import FakeClock
+from taskloom.testing.clock import FakeClock
 
 SESSION = "s1"
 

@@ -21,7 +21,7 @@ from taskloom.backends import (
 )
 from taskloom.background import RunNotices
 from taskloom.loop.ports import Delivery
-from taskloom.testing.background_contract import FakeClock
+from taskloom.testing.clock import FakeClock
 
 SESSION = "s1"
 

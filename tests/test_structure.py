@@ -41,7 +41,7 @@ from taskloom.entries import (
 from taskloom.messages import Message, Usage
 from taskloom.models import FunctionModel, ScriptedModel, reply
 from taskloom.stores import MemoryStore
-from taskloom.testing import FakeClock
+from taskloom.testing.clock import FakeClock
 
 # ---------------------------------------------------------------- model identity
 

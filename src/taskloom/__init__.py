@@ -59,7 +59,7 @@ from .loop import (
     Stop,
 )
 from .messages import ImageBlock, Message, TextBlock, ThinkingBlock, ToolCall, ToolResult, Usage
-from .models import Model, ModelRequest, ModelResponse, ModelSettings, ReasoningOptions, RetryPolicy
+from .models import ModelRequest, ModelSettings, ReasoningOptions, RetryPolicy
 from .results import PendingCall, PendingInput, RunResult, RunStatus
 from .runtime import Runtime, Session
 from .tools import Deferred, Tool, ToolContext, ToolEffect, ToolError, ToolOutput, tool
@@ -82,9 +82,7 @@ __all__ = [
     "Inject",
     "InvalidRequest",
     "Message",
-    "Model",
     "ModelRequest",
-    "ModelResponse",
     "ModelScriptExhausted",
     "ModelSettings",
     "OutputType",

@@ -25,39 +25,24 @@ from .._lazy import lazy_exports
 if TYPE_CHECKING:
     from ._remote import RemoteAgent
     from ._serve import (
-        ANSWER,
-        CONTEXT_KEY,
-        SessionTaskStore,
         a2a_app,
-        agent_card,
         approves,
         serve_agent,
-        task_of,
     )
 
 __all__ = [
-    "ANSWER",
-    "CONTEXT_KEY",
     "RemoteAgent",
-    "SessionTaskStore",
     "a2a_app",
-    "agent_card",
     "approves",
     "serve_agent",
-    "task_of",
 ]
 
 __getattr__ = lazy_exports(
     __name__,
     {
-        "ANSWER": "._serve",
-        "CONTEXT_KEY": "._serve",
         "RemoteAgent": "._remote",
-        "SessionTaskStore": "._serve",
         "a2a_app": "._serve",
-        "agent_card": "._serve",
         "approves": "._serve",
         "serve_agent": "._serve",
-        "task_of": "._serve",
     },
 )

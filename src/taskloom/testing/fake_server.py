@@ -72,18 +72,7 @@ from ._fake_wire import (
 )
 
 __all__ = [
-    "Drop",
-    "ErrorReply",
-    "FakeReply",
     "FakeServer",
-    "FakeToolCall",
-    "Hang",
-    "Malformed",
-    "Prelude",
-    "RecordedRequest",
-    "ScriptItem",
-    "StreamError",
-    "ToolCallSpec",
     "main",
 ]
 
