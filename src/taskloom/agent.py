@@ -38,7 +38,6 @@ __all__ = [
     "AgentDepsT",
     "AgentOutputT",
     "AgentRunner",
-    "OutputSpec",
     "set_default_runtime",
 ]
 

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 from ._decisions import resume_decided
 from ._fork import FORKED_FROM, fork_session
-from ._lease import RELEASE_WAIT
 from ._model_choice import SessionModel
 from ._run_queue import RunDemand, RunQueue
 from ._runtime import BindsRuntime, Runtime, default_runtime
@@ -49,7 +48,6 @@ if TYPE_CHECKING:
 __all__ = [
     "BindsRuntime",
     "FORKED_FROM",
-    "RELEASE_WAIT",
     "RunDemand",
     "RunQueue",
     "Runtime",
