@@ -6,13 +6,13 @@ entries, so another process holding only the session id reaches the same
 answers.
 
 A session has one writer at a time. Every run, resume and wake-up holds the
-session's lease (`session_lease_key`); each entry the run appends carries the
-lease's fencing generation, and the store refuses a stale one in the append's
-own transaction. A second caller gets `SessionBusy` (or waits: `wait=` seconds).
-Decisions, steering, stop requests and deferred items are written by anyone,
-without the lease. A run in progress in this process can also be cancelled
-(`Runtime.cancel_runs`; deleting the session does it): it
-aborts what it waits on and ends STOPPED within `CANCEL_WAIT` seconds.
+session's lease (`taskloom.backends.session_lease_key`); each entry the run
+appends carries the lease's fencing generation, and the store refuses a stale
+one in the append's own transaction. A second caller gets `SessionBusy` (or
+waits: `wait=` seconds). Decisions, steering, stop requests and deferred
+items are written by anyone, without the lease. A run in progress in this
+process can also be cancelled (`Runtime.cancel_runs`; deleting the session
+does it): it aborts what it waits on and ends STOPPED within 2 seconds.
 
 With `Runtime(queue=...)` runs can also be queued for worker processes
 (`Session.submit`, `submit_resume`, `wait`). The runtime knows the queue only
