@@ -24,11 +24,7 @@ from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._remote import RemoteAgent
-    from ._serve import (
-        a2a_app,
-        approves,
-        serve_agent,
-    )
+    from ._serve import a2a_app, approves, serve_agent
 
 __all__ = [
     "RemoteAgent",

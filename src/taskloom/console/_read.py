@@ -153,11 +153,6 @@ class SessionSummary:
     pending: int
     position: int
 
-    @property
-    def is_active(self) -> bool:
-        """True while a run holds the session."""
-        return self.status == "running"
-
 
 def display_name(meta: SessionMeta) -> str:
     """What a session is called on screen: a child's name, else its agent."""

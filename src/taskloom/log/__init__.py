@@ -16,12 +16,7 @@ from ._fold import SessionLog, fold_text
 from ._inputs import ended_activities, input_id_for, pending_input, pending_inputs, read_inputs
 from ._snapshot import SNAPSHOT_VERSION, Snapshot, encode_snapshot, read_snapshot
 from ._transcript import conversation, entry_messages, transcript
-from ._turn import (
-    INTERRUPTED,
-    NOT_STARTED,
-    denial_text,
-    with_unique_call_ids,
-)
+from ._turn import INTERRUPTED, NOT_STARTED, denial_text, with_unique_call_ids
 from ._view import SUMMARY_HEADING, message_chars, summary_chars, summary_message
 
 __all__ = [

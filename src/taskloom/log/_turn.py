@@ -14,12 +14,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from .._output_type import OutputType
-from ..entries import (
-    ApprovalDecision,
-    RequestedCall,
-    RunFinishedEntry,
-    RunStartedEntry,
-)
+from ..entries import ApprovalDecision, RequestedCall, RunFinishedEntry, RunStartedEntry
 from ..errors import CorruptEntry
 from ..messages import Message, ToolCall, ToolResult, Usage
 from ..results import PendingCall, RunResult, RunStatus

@@ -15,16 +15,8 @@ from typing import TYPE_CHECKING, Any, Generic
 
 from ..agent import Agent, AgentDepsT, AgentOutputT
 from ..backends import Lease
-from ..entries import (
-    ApprovalDecision,
-    Entry,
-    InputAnswer,
-)
-from ..errors import (
-    ApprovalsMissing,
-    SessionBusy,
-    UsageError,
-)
+from ..entries import ApprovalDecision, Entry, InputAnswer
+from ..errors import ApprovalsMissing, SessionBusy, UsageError
 from ..events import Event, origin_label
 from ..log import ended_activities, pending_input, pending_inputs, read_inputs
 from ..log import transcript as read_transcript

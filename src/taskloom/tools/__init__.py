@@ -13,14 +13,7 @@ from __future__ import annotations
 from ._context import AgentView, Deferred, ToolContext, ToolHost
 from ._decorator import as_tool, tool
 from ._output import DEFAULT_MAX_OUTPUT_CHARS, ToolError, ToolOutput, cap_output
-from ._tool import (
-    IDEMPOTENT_RETRIES,
-    ApprovalRule,
-    ArgumentsInvalid,
-    Tool,
-    ToolEffect,
-    UnboundTool,
-)
+from ._tool import IDEMPOTENT_RETRIES, ApprovalRule, ArgumentsInvalid, Tool, ToolEffect, UnboundTool
 from ._toolset import ToolCatalog, ToolLike, Toolset
 
 __all__ = [
