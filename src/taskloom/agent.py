@@ -33,13 +33,7 @@ if TYPE_CHECKING:
     from .messages import Message
     from .results import RunResult, ToolSpec
 
-__all__ = [
-    "Agent",
-    "AgentDepsT",
-    "AgentOutputT",
-    "AgentRunner",
-    "set_default_runtime",
-]
+__all__ = ["Agent", "AgentDepsT", "AgentOutputT", "AgentRunner", "set_default_runtime"]
 
 AgentDepsT = TypeVar("AgentDepsT", default=None)
 """The type of the dependencies an agent's runs take (`deps_type=`; None without)."""

@@ -26,12 +26,7 @@ if TYPE_CHECKING:
     from ._remote import RemoteAgent
     from ._serve import a2a_app, approves, serve_agent
 
-__all__ = [
-    "RemoteAgent",
-    "a2a_app",
-    "approves",
-    "serve_agent",
-]
+__all__ = ["RemoteAgent", "a2a_app", "approves", "serve_agent"]
 
 __getattr__ = lazy_exports(
     __name__,

@@ -71,10 +71,7 @@ from ._fake_wire import (
     _Wire,
 )
 
-__all__ = [
-    "FakeServer",
-    "main",
-]
+__all__ = ["FakeServer", "main"]
 
 
 def _truncate(frame: bytes) -> bytes:
