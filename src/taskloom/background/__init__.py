@@ -24,8 +24,8 @@ from ._follow import (
     bounded_text,
 )
 from ._lifecycle import Lifecycle, Listeners, Reopen
-from ._notices import RunNotices, RunStart
-from ._service import BackgroundHost, BackgroundService, Detached, ResumesWork, WorkResult
+from ._notices import ResumesWork, RunNotices, RunStart
+from ._service import BackgroundHost, BackgroundService, Detached, WorkResult
 
 if TYPE_CHECKING:
     from ..tools import Tool

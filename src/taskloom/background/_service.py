@@ -33,7 +33,7 @@ from ..backends import (
 from ..errors import BackgroundCapReached
 from ..events import Event
 from ._lifecycle import Lifecycle, Listeners
-from ._notices import ResumesWork, RunNotices, RunStartHook
+from ._notices import RunNotices, RunStartHook
 
 if TYPE_CHECKING:
     from ..tools import Tool, ToolContext
@@ -45,7 +45,6 @@ __all__ = [
     "BackgroundService",
     "DecisionHook",
     "Detached",
-    "ResumesWork",
     "Work",
     "WorkFailed",
     "WorkResult",

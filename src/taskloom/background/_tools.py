@@ -30,9 +30,9 @@ from pathlib import Path
 
 from .._redact import credentials
 from ..backends import BackgroundActivity, BackgroundNotice, NoticeStatus
-from ..errors import BackgroundCapReached, ConfigurationError
+from ..errors import BackgroundCapReached, CommandNotStarted, ConfigurationError
 from ..tools import Tool, ToolContext, ToolEffect, ToolError, UnboundTool, tool
-from ._process import CommandNotStarted, CommandProcess, OutputCapture, format_seconds
+from ._process import CommandProcess, OutputCapture, format_seconds
 from ._service import BackgroundHost, BackgroundService, WorkResult, redacted
 from ._spills import SpillFiles
 

@@ -22,6 +22,7 @@ from ..backends import (
     SessionStore,
     SnapshotStore,
     backend_of,
+    session_lease_key,
     snapshots_for,
 )
 from ..entries import Entry, Steer, StopRequest
@@ -34,7 +35,7 @@ from ..tools import Tool, ToolCatalog
 if TYPE_CHECKING:
     from ..background import BackgroundService
 
-from ._lease import LEASE_TTL, session_lease_key
+from ._lease import LEASE_TTL
 from ._live_runs import LiveRuns
 from ._run_queue import RunQueue
 from ._session import Session, wake_up

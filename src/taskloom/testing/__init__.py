@@ -14,6 +14,4 @@ reason, the tests of capabilities it does not declare
 extra: `pip install 'taskloom[testing]'`), so they load only when asked for.
 """
 
-from __future__ import annotations
-
 __all__: list[str] = []
