@@ -26,11 +26,13 @@ from typing import Any
 
 import yaml
 
-from taskloom import Agent, Compaction, CompactionFinished, ModelSettings, Runtime, tool
+from taskloom import Agent, Compaction, ModelSettings, Runtime, tool
 from taskloom.entries import Entry, MessageEntry
+from taskloom.events import CompactionFinished
 from taskloom.log import message_chars
-from taskloom.loop import SUMMARY_PROMPT, ContextEstimate, RunLoop
+from taskloom.loop import SUMMARY_PROMPT, ContextEstimate
 from taskloom.loop._compact import Compactor
+from taskloom.loop.ports import RunLoop
 from taskloom.messages import Message, Usage
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
 

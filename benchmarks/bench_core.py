@@ -27,7 +27,7 @@ import tracemalloc
 from typing import Any
 
 from taskloom import Agent, Runtime, ToolEffect, Usage, tool
-from taskloom.loop import NO_WATCH, RunInfo
+from taskloom.loop.ports import NO_WATCH, RunInfo
 from taskloom.messages import Message, ToolCall
 from taskloom.models import ModelRequest, ModelResponse, ScriptedModel, reply
 from taskloom.tools import ToolOutput

@@ -52,7 +52,8 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client, StdioServerParameters
-from taskloom import Agent, Runtime, ToolEffect, WorkFinished, tool
+from taskloom import Agent, Runtime, ToolEffect, tool
+from taskloom.events import WorkFinished
 from taskloom.mcp import MCPServer
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
 from taskloom.runtime import SessionTools

@@ -23,16 +23,16 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from taskloom.background import (
+from taskloom.backends import (
     ActivityRegistry,
     BackgroundNotice,
     MemoryActivityRegistry,
     MemoryNoticeInbox,
     NoticeInbox,
-    RunNotices,
     SQLiteActivityRegistry,
     SQLiteNoticeInbox,
 )
+from taskloom.background import RunNotices
 
 PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
 BATCH = 10
@@ -123,7 +123,7 @@ async def _postgres() -> AsyncIterator[Backend | None]:
         import psycopg
         from psycopg import sql
 
-        from taskloom.background import PostgresActivityRegistry, PostgresNoticeInbox
+        from taskloom.backends import PostgresActivityRegistry, PostgresNoticeInbox
 
         probe = await psycopg.AsyncConnection.connect(PG_DSN, connect_timeout=3)
         await probe.close()

@@ -2,7 +2,7 @@
 
 `load(folder)` yields `Cassette`s; `transport_for(interaction)` answers every
 request with that interaction's recorded response through a
-`taskloom.testing.RecordingTransport`, recording what was sent so tests can
+`taskloom.testing.transport.RecordingTransport`, recording what was sent so tests can
 compare it with the recorded request.
 """
 
@@ -15,8 +15,7 @@ from typing import Any
 
 import yaml
 
-from taskloom.testing import RecordingTransport
-from taskloom.testing.transport import CannedResponse
+from taskloom.testing.transport import CannedResponse, RecordingTransport
 
 CORPUS = Path(__file__).resolve().parent / "corpora" / "pydantic-ai-cassettes"
 

@@ -9,7 +9,7 @@ import os
 import taskloom
 from taskloom import Agent, RunStatus, Runtime, ToolEffect
 from taskloom.delegation import SubAgent
-from taskloom.loop import RUN_BY
+from taskloom.loop.ports import RUN_BY
 from taskloom.models import FunctionModel, ModelRequest, Reply, ScriptedModel, reply
 from taskloom.stores import SessionStore
 

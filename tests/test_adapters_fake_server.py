@@ -20,7 +20,8 @@ from taskloom.errors import (
 )
 from taskloom.events import TextDelta
 from taskloom.messages import Message, Usage
-from taskloom.models import ModelRequest, ResponseCompleted, RetryPolicy, ToolSpec
+from taskloom.models import ModelRequest, ResponseCompleted, RetryPolicy
+from taskloom.results import ToolSpec
 from taskloom.testing.fake_server import FakeServer
 
 CHAT, RESPONSES, MESSAGES = "/v1/chat/completions", "/v1/responses", "/v1/messages"

@@ -28,10 +28,9 @@ from taskloom.models import (
     ReasoningOptions,
     ResponseCompleted,
     ToolCallDelta,
-    ToolSpec,
 )
-from taskloom.testing import RecordingTransport
-from taskloom.testing.transport import Answer, CannedResponse
+from taskloom.results import ToolSpec
+from taskloom.testing.transport import Answer, CannedResponse, RecordingTransport
 
 WEATHER = ToolSpec("weather", "Weather in a city.", {"type": "object", "properties": {}})
 CLOCK = ToolSpec("clock", "The time.", {"type": "object", "properties": {}})

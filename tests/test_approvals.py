@@ -5,7 +5,6 @@ import pytest
 from taskloom import (
     Agent,
     ApprovalConflict,
-    ApprovalRequested,
     ApprovalsMissing,
     RunStatus,
     Runtime,
@@ -13,6 +12,7 @@ from taskloom import (
     ToolContext,
     tool,
 )
+from taskloom.events import ApprovalRequested
 from taskloom.models import ScriptedModel, reply
 
 sent: list[float] = []

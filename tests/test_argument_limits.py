@@ -15,7 +15,7 @@ from store_backends import Backend, backend  # noqa: F401 (fixture)
 from taskloom import Agent, RunStatus, Runtime, tool
 from taskloom.messages import MAX_ARGUMENT_DEPTH, Message, ToolCall, ToolResult
 from taskloom.models import AnthropicModel, ModelRequest, OpenAIChatModel, ScriptedModel, reply
-from taskloom.testing import RecordingTransport
+from taskloom.testing.transport import RecordingTransport
 
 
 def _nested(levels: int) -> list[object]:

@@ -21,7 +21,9 @@ from taskloom.backends import (
     BackgroundNotice,
     Capability,
     Entry,
+    MemoryActivityRegistry,
     MemoryBackend,
+    MemoryNoticeInbox,
     MemoryStore,
     PoolOptions,
     PostgresBackend,
@@ -32,7 +34,7 @@ from taskloom.backends import (
     open_backend,
     snapshots_for,
 )
-from taskloom.background import BackgroundService, MemoryActivityRegistry, MemoryNoticeInbox
+from taskloom.background import BackgroundService
 from taskloom.errors import ConfigurationError
 from taskloom.stores import PostgresStore, SQLiteStore, open_store
 from taskloom.testing.capabilities import requires

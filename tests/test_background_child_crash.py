@@ -16,11 +16,11 @@ import pytest
 
 from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from taskloom import Runtime
+from taskloom.backends import session_lease_key
 from taskloom.background import FOLLOW_LEASE
 from taskloom.delegation import ChildStatus, child_status
 from taskloom.entries import MessageEntry, SubagentResult
 from taskloom.models import FunctionModel, ModelRequest, reply
-from taskloom.runtime import session_lease_key
 
 pytestmark = pytest.mark.slow
 

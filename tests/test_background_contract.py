@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from taskloom.background import (
+from taskloom.backends import (
     BackgroundActivity,
     BackgroundNotice,
     MemoryActivityRegistry,
@@ -24,11 +24,8 @@ from taskloom.background import (
     SQLiteActivityRegistry,
     SQLiteNoticeInbox,
 )
-from taskloom.testing.background_contract import (
-    ActivityRegistryContract,
-    FakeClock,
-    NoticeInboxContract,
-)
+from taskloom.testing.background_contract import ActivityRegistryContract, NoticeInboxContract
+from taskloom.testing.clock import FakeClock
 
 PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
 

@@ -13,15 +13,15 @@ from psycopg import sql
 
 from pg import PG_DSN, requires_postgres
 from taskloom import Runtime
-from taskloom.background import (
+from taskloom.backends import (
     BackgroundActivity,
     BackgroundNotice,
-    BackgroundService,
     PostgresActivityRegistry,
     PostgresNoticeInbox,
     SQLiteActivityRegistry,
     SQLiteNoticeInbox,
 )
+from taskloom.background import BackgroundService
 from taskloom.errors import StoreUnavailable
 from taskloom.stores import PostgresStore, SessionMeta, SQLiteStore
 

@@ -7,19 +7,10 @@ from typing import Any
 
 from barriers import Tally, set_within
 from store_signals import SignalingStore
-from taskloom import (
-    Agent,
-    NoticeDelivered,
-    RunOptions,
-    RunStatus,
-    Runtime,
-    Tool,
-    ToolContext,
-    WorkFinished,
-    tool,
-)
+from taskloom import Agent, RunOptions, RunStatus, Runtime, Tool, ToolContext, tool
+from taskloom.backends import session_lease_key
+from taskloom.events import NoticeDelivered, WorkFinished
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
-from taskloom.runtime import session_lease_key
 
 
 def job_tool(finish: asyncio.Event) -> Tool:

@@ -26,7 +26,7 @@ from taskloom.cli import CommandParser, command_parser
 from taskloom.cli.render import EventPrinter, Waiting
 from taskloom.events import ModelRequestStarted, TextDelta, ThinkingDelta
 from taskloom.models import resolve_model
-from taskloom.testing import FakeClock
+from taskloom.testing.clock import FakeClock
 from taskloom.testing.fake_server import FakeServer
 
 

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from taskloom import Agent, Runtime, StoreNotFound
+from taskloom import Agent, Runtime
 from taskloom.backends import open_backend
 from taskloom.cli import main
+from taskloom.errors import StoreNotFound
 from taskloom.models import ScriptedModel, reply
 from taskloom.stores import SessionMeta, open_store
 from taskloom.testing.fake_server import FakeServer

@@ -13,7 +13,6 @@ import pytest
 from taskloom import (
     Agent,
     Compaction,
-    CompactionFinished,
     ContextWindowExceeded,
     ModelSettings,
     RoundContext,
@@ -25,6 +24,7 @@ from taskloom import (
 )
 from taskloom.entries import CompactionEntry, EntryKind
 from taskloom.errors import ConfigurationError
+from taskloom.events import CompactionFinished
 from taskloom.log import summary_message
 from taskloom.loop import SUMMARY_PROMPT, ContextEstimate
 from taskloom.messages import Message, TextBlock, ToolCall, ToolResult, Usage

@@ -30,7 +30,8 @@ from console_sessions import (
 )
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
 from taskloom import Agent, Budget, Price, RunOptions, Runtime, Usage
-from taskloom.background import BackgroundActivity, BackgroundNotice, BackgroundService
+from taskloom.backends import BackgroundActivity, BackgroundNotice
+from taskloom.background import BackgroundService
 from taskloom.console import Console
 from taskloom.delegation import SubAgent
 from taskloom.entries import (

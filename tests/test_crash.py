@@ -18,7 +18,7 @@ import pytest
 
 from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime, ToolContext, tool
-from taskloom.background import BackgroundNotice
+from taskloom.backends import BackgroundNotice
 from taskloom.log import INTERRUPTED
 from taskloom.models import FunctionModel, reply
 from taskloom.tools import IDEMPOTENT_RETRIES

@@ -23,7 +23,8 @@ from taskloom.background import background_tools
 from taskloom.events import TextDelta
 from taskloom.mcp import MCPServer
 from taskloom.models import FunctionModel, ModelRequest, OpenAIChatModel, ScriptedModel, reply
-from taskloom.testing import FakeServer, recorded_model
+from taskloom.testing.fake_server import FakeServer
+from taskloom.testing.recordings import recorded_model
 
 KEY = "sk-reflected-0a9b8c7d6e5f"
 HEADER_TOKEN = "hdr-tok-41c3e5a7b9"

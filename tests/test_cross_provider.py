@@ -27,7 +27,7 @@ from taskloom import (
     tool,
 )
 from taskloom.models import AnthropicModel, GeminiModel, OpenAIChatModel, OpenAIResponsesModel
-from taskloom.testing import RecordingTransport
+from taskloom.testing.transport import RecordingTransport
 
 # Google's documented placeholder for a call that carries no thought signature.
 SKIP_SIGNATURE = base64.b64encode(b"skip_thought_signature_validator").decode()

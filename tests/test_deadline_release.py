@@ -12,7 +12,7 @@ import asyncio
 
 from taskloom import Agent, RunOptions, RunStatus, Runtime
 from taskloom.backends.memory import MemoryStore
-from taskloom.loop import STORE_GRACE
+from taskloom.loop.ports import STORE_GRACE
 from taskloom.models import ScriptedModel, reply
 
 

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 from taskloom import Agent, RunStatus, Runtime, ToolContext, tool
+from taskloom.backends import session_lease_key
 from taskloom.background import BackgroundService
 from taskloom.delegation import SubAgent
 from taskloom.errors import SessionNotFound
 from taskloom.models import ScriptedModel, reply
-from taskloom.runtime import default_runtime, session_lease_key
+from taskloom.runtime import default_runtime
 
 
 @pytest.fixture
@@ -154,7 +155,7 @@ async def test_the_shared_client_keeps_the_connections_of_a_burst_of_runs() -> N
     # httpx's default keeps 20 idle connections: a second burst of 50
     # concurrent runs would connect 30 times again.
     from taskloom.models import OpenAIChatModel
-    from taskloom.testing import FakeServer
+    from taskloom.testing.fake_server import FakeServer
 
     async with FakeServer() as server:
         server.script(*[FakeServer.reply("hi") for _ in range(100)])

@@ -11,21 +11,17 @@ from barriers import Overlap
 from taskloom import (
     Agent,
     ConfigurationError,
-    Event,
     ModelRequest,
     RunOptions,
     RunStatus,
     Runtime,
-    SubagentFinished,
-    SubagentStarted,
-    TextDelta,
     Tool,
     ToolEffect,
     Usage,
     tool,
 )
 from taskloom.delegation import ChildStatus, SubAgent, child_status
-from taskloom.events import origin_label
+from taskloom.events import Event, SubagentFinished, SubagentStarted, TextDelta, origin_label
 from taskloom.models import FunctionModel, ScriptedModel, reply
 
 

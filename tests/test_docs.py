@@ -4,7 +4,7 @@ The rules a page follows (checked here):
 
 - A ```` ```python ```` block is a whole program: it runs alone in a fresh
   process, in an empty temporary folder, and must exit 0. A block that needs
-  a server starts one itself (`taskloom.testing.FakeServer`); a block that
+  a server starts one itself (`taskloom.testing.fake_server.FakeServer`); a block that
   needs PostgreSQL reads `DATABASE_URL` (this test points it at a private
   schema of the test server, and skips the block like the PostgreSQL tests
   skip when there is none).

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from taskloom import Agent, EmptyAnswer, ModelSettings, RunOptions, RunStatus, Runtime
+from taskloom import Agent, ModelSettings, RunOptions, RunStatus, Runtime
 from taskloom.cli.render import EventPrinter, usage_table
 from taskloom.entries import RunFinishedEntry
 from taskloom.errors import ContextWindowExceeded
-from taskloom.events import Event
+from taskloom.events import EmptyAnswer, Event
 from taskloom.models import RetryPolicy, resolve_model
 from taskloom.testing.fake_server import FakeServer
 

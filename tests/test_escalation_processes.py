@@ -27,7 +27,7 @@ from pg import pg_schema  # noqa: F401 (fixture)
 from taskloom import RunStatus, Runtime, Session
 from taskloom.delegation import ChildStatus, child_status
 from taskloom.entries import MessageEntry
-from taskloom.loop import PendingCall
+from taskloom.results import PendingCall
 
 HERE = Path(__file__).parent
 SRC = HERE.parent / "src"

@@ -52,7 +52,7 @@ API_CASES = [
     ("starlette", "web", "from taskloom.console import Console"),
     ("opentelemetry", "otel", "from taskloom.tracing import GenAIObserver"),
     ("httpx", "a2a", "from taskloom.a2a import RemoteAgent"),
-    ("pytest", "testing", "from taskloom.testing import StoreContract"),
+    ("pytest", "testing", "from taskloom.testing.store_contract import StoreContract"),
     ("pytest", "testing", "import taskloom.testing.store_contract"),
     ("psycopg", "postgres", "import taskloom.backends.postgres"),
 ]

@@ -35,9 +35,9 @@ from taskloom.models import (
     ResponseCompleted,
     RetryPolicy,
     ToolCallDelta,
-    ToolSpec,
 )
-from taskloom.testing import RecordingTransport
+from taskloom.results import ToolSpec
+from taskloom.testing.transport import RecordingTransport
 
 # Google's documented placeholder for a call that carries no thought signature.
 SKIP_SIGNATURE = base64.b64encode(b"skip_thought_signature_validator").decode()

@@ -11,21 +11,11 @@ import json
 
 import pydantic
 
-from taskloom import (
-    Agent,
-    RetryAttempt,
-    RetryPolicy,
-    RunFinished,
-    RunOptions,
-    RunStatus,
-    Runtime,
-    ToolEffect,
-    tool,
-)
-from taskloom.events import TextDelta
+from taskloom import Agent, RetryPolicy, RunOptions, RunStatus, Runtime, ToolEffect, tool
+from taskloom.events import RetryAttempt, RunFinished, TextDelta
 from taskloom.messages import Usage
 from taskloom.models import GeminiModel
-from taskloom.testing import FakeServer
+from taskloom.testing.fake_server import FakeServer
 
 
 @tool(effect=ToolEffect.READ_ONLY)

@@ -21,7 +21,7 @@ from taskloom.models import (
     RetryPolicy,
     ToolCallDelta,
 )
-from taskloom.testing import RecordingTransport
+from taskloom.testing.transport import RecordingTransport
 
 RECORDING = Path(__file__).parent / "corpora" / "genai-sdk-streams" / "streamed_function_calls.sse"
 ASSEMBLED = [

@@ -10,7 +10,8 @@ import pytest
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
 from taskloom.backends import Leases, MemoryLeases
 from taskloom.stores import PostgresLeases, SQLiteLeases, SQLiteStore
-from taskloom.testing.lease_contract import FakeClock, LeaseContract
+from taskloom.testing.clock import FakeClock
+from taskloom.testing.lease_contract import LeaseContract
 
 
 class TestMemoryLeases(LeaseContract):

@@ -9,22 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from taskloom.background import (
+from taskloom.backends import (
     ActivityRegistry,
     BackgroundActivity,
     BackgroundNotice,
-    DeleteRefused,
-    Lifecycle,
-    Listeners,
     MemoryActivityRegistry,
     MemoryNoticeInbox,
     NoticeInbox,
-    Reopen,
     SQLiteActivityRegistry,
     SQLiteNoticeInbox,
 )
+from taskloom.background import Lifecycle, Listeners, Reopen
+from taskloom.errors import DeleteRefused
 from taskloom.events import WorkFinished
-from taskloom.testing.background_contract import FakeClock
+from taskloom.testing.clock import FakeClock
 
 SESSION = "s1"
 

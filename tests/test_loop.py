@@ -12,20 +12,18 @@ from taskloom import (
     Message,
     ModelScriptExhausted,
     RateLimitError,
-    RetryAttempt,
     RetryPolicy,
     RunOptions,
     RunStatus,
     Runtime,
     ToolCall,
-    ToolCallFinished,
-    ToolCallStarted,
     ToolContext,
     ToolEffect,
     Usage,
     tool,
 )
 from taskloom.errors import AuthenticationError
+from taskloom.events import RetryAttempt, ToolCallFinished, ToolCallStarted
 from taskloom.log import INTERRUPTED
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
 

@@ -19,7 +19,8 @@ import taskloom.models
 from taskloom import Agent, RunOptions, Runtime
 from taskloom.errors import ConfigurationError, TransportError
 from taskloom.messages import Message
-from taskloom.models import PRESETS, ModelRequest, RetryPolicy, ToolSpec, resolve_model
+from taskloom.models import PRESETS, ModelRequest, RetryPolicy, resolve_model
+from taskloom.results import ToolSpec
 from taskloom.testing.fake_server import FakeServer
 
 ADAPTERS = {

@@ -18,10 +18,10 @@ import httpx2
 import pytest
 
 import taskloom.models
-from taskloom import Agent, RetryAttempt, RunOptions, RunStatus, Runtime
+from taskloom import Agent, RunOptions, RunStatus, Runtime
 from taskloom.entries import RunFinishedEntry
 from taskloom.errors import AuthenticationError, ConfigurationError
-from taskloom.events import Event
+from taskloom.events import Event, RetryAttempt
 from taskloom.messages import Message
 from taskloom.models import PRESETS, ModelRequest, RetryPolicy, resolve_model
 from taskloom.stores import SQLiteStore

@@ -33,7 +33,7 @@ from taskloom.models import (
     ReasoningOptions,
 )
 from taskloom.stores import open_store
-from taskloom.testing import RecordingTransport
+from taskloom.testing.transport import RecordingTransport
 
 ANTHROPIC_BLOCK = {
     "type": "compaction",

@@ -1,6 +1,6 @@
 """OpenAIChatModel: the bodies it sends and how it reads what comes back.
 
-Servers are `taskloom.testing.RecordingTransport`s, answering each request
+Servers are `taskloom.testing.transport.RecordingTransport`s, answering each request
 with the next prepared response; streamed bodies are written by hand to
 reach the edge cases real servers produce.
 """
@@ -40,10 +40,10 @@ from taskloom.models import (
     ResponseCompleted,
     StreamEvent,
     ToolCallDelta,
-    ToolSpec,
 )
-from taskloom.testing import FakeServer, RecordingTransport
-from taskloom.testing.transport import CannedResponse
+from taskloom.results import ToolSpec
+from taskloom.testing.fake_server import FakeServer
+from taskloom.testing.transport import CannedResponse, RecordingTransport
 
 WIRE_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
 

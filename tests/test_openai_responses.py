@@ -39,9 +39,9 @@ from taskloom.models import (
     ReasoningOptions,
     ResponseCompleted,
     ToolCallDelta,
-    ToolSpec,
 )
-from taskloom.testing import RecordingTransport
+from taskloom.results import ToolSpec
+from taskloom.testing.transport import RecordingTransport
 
 CLOSED_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -8,8 +8,7 @@ import pytest
 from taskloom.errors import ModelScriptExhausted, TransportError
 from taskloom.messages import Message
 from taskloom.models import AnthropicModel, ModelRequest, OpenAIChatModel
-from taskloom.testing import RecordingTransport
-from taskloom.testing.transport import CannedResponse
+from taskloom.testing.transport import CannedResponse, RecordingTransport
 
 COMPLETION = {"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}
 

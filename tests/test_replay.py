@@ -9,7 +9,8 @@ import pytest
 
 from taskloom import Agent, Message, ReplayMismatch, RunStatus, Runtime, ToolEffect, Usage, tool
 from taskloom.models import OpenAIChatModel, RecordingModel, ReplayModel
-from taskloom.testing import FakeServer, recorded_model
+from taskloom.testing.fake_server import FakeServer
+from taskloom.testing.recordings import recorded_model
 
 SECRET = "sk-very-secret-key-0123456789"
 

@@ -37,8 +37,9 @@ from taskloom.messages import (
     ToolCall,
     ToolResult,
 )
-from taskloom.models import AnthropicModel, ModelRequest, ModelSettings, ReasoningOptions, ToolSpec
-from taskloom.testing import RecordingTransport
+from taskloom.models import AnthropicModel, ModelRequest, ModelSettings, ReasoningOptions
+from taskloom.results import ToolSpec
+from taskloom.testing.transport import RecordingTransport
 
 API = "anthropic"
 HOST = "api.anthropic.com"

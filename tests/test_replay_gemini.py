@@ -70,9 +70,9 @@ from taskloom.models import (
     ReasoningOptions,
     ResponseCompleted,
     ToolCallDelta,
-    ToolSpec,
 )
-from taskloom.testing import RecordingTransport
+from taskloom.results import ToolSpec
+from taskloom.testing.transport import RecordingTransport
 
 # Google's documented placeholder for a call that carries no thought signature.
 SKIP_SIGNATURE = base64.b64encode(b"skip_thought_signature_validator").decode()

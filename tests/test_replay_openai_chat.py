@@ -39,8 +39,8 @@ from taskloom.models import (
     ReasoningOptions,
     ResponseCompleted,
     ToolCallDelta,
-    ToolSpec,
 )
+from taskloom.results import ToolSpec
 
 FOLDERS = {"test_openai": "openai-chat", "test_ollama": "ollama"}
 CHAT_PATH = "/chat/completions"

@@ -48,8 +48,8 @@ from taskloom.models import (
     ReasoningOptions,
     ResponseCompleted,
     ToolCallDelta,
-    ToolSpec,
 )
+from taskloom.results import ToolSpec
 
 API = "openai-responses"
 FOLDER = "test_openai_responses"

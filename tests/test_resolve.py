@@ -15,8 +15,7 @@ from cli_process import SOURCES
 from taskloom.errors import ConfigurationError, ProviderError
 from taskloom.messages import Message
 from taskloom.models import PRESETS, ModelRequest, OpenAIChatModel, resolve_model
-from taskloom.testing import RecordingTransport
-from taskloom.testing.transport import SentRequest
+from taskloom.testing.transport import RecordingTransport, SentRequest
 
 PRESET_DEFAULTS = {
     "ollama": ("http://localhost:11434/v1", "OLLAMA_API_KEY", False),

@@ -7,16 +7,8 @@ from typing import Any
 
 import pytest
 
-from taskloom import (
-    Agent,
-    AuthenticationError,
-    RetryAttempt,
-    RetryPolicy,
-    RunOptions,
-    Runtime,
-    ToolEffect,
-    tool,
-)
+from taskloom import Agent, AuthenticationError, RetryPolicy, RunOptions, Runtime, ToolEffect, tool
+from taskloom.events import RetryAttempt
 from taskloom.models import AnthropicModel, GeminiModel, OpenAIChatModel, OpenAIResponsesModel
 from taskloom.testing.fake_server import FakeServer
 

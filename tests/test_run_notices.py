@@ -8,20 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from taskloom.background import (
+from taskloom.backends import (
     ActivityRegistry,
     BackgroundActivity,
     BackgroundNotice,
-    Delivery,
     MemoryActivityRegistry,
     MemoryNoticeInbox,
     NoticeInbox,
     NoticeStatus,
-    RunNotices,
     SQLiteActivityRegistry,
     SQLiteNoticeInbox,
 )
-from taskloom.testing.background_contract import FakeClock
+from taskloom.background import RunNotices
+from taskloom.loop.ports import Delivery
+from taskloom.testing.clock import FakeClock
 
 SESSION = "s1"
 

@@ -28,7 +28,7 @@ from taskloom.entries import SubagentReport, SubagentResult
 from taskloom.errors import StoreUnavailable, UsageError
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
 from taskloom.stores import MemoryStore, PostgresStore, SQLiteStore
-from taskloom.testing import FakeClock
+from taskloom.testing.clock import FakeClock
 
 
 def _app_dsn(app: str) -> str:

@@ -27,8 +27,8 @@ import pytest
 from pg import open_durable
 from taskloom import Agent, Runtime, Session, ToolEffect, tool
 from taskloom.log import read_snapshot
-from taskloom.loop import RunStatus
 from taskloom.models import ScriptedModel, reply
+from taskloom.results import RunStatus
 from taskloom.stores import SnapshotStore
 
 CASES = 1_000

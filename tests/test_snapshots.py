@@ -41,9 +41,9 @@ from taskloom.entries import (
     SubagentReport,
 )
 from taskloom.log import SNAPSHOT_VERSION, SessionLog, encode_snapshot, read_snapshot
-from taskloom.loop import RunStatus
 from taskloom.messages import Message, ToolCall, ToolResult
 from taskloom.models import ScriptedModel, reply
+from taskloom.results import RunStatus
 
 # ------------------------------------------------------------ random logs
 

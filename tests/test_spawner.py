@@ -7,16 +7,7 @@ from typing import Any
 import pytest
 
 from barriers import Tally, set_within
-from taskloom import (
-    Agent,
-    ConfigurationError,
-    ModelRequest,
-    RunStatus,
-    Runtime,
-    ToolCallFinished,
-    ToolEffect,
-    tool,
-)
+from taskloom import Agent, ConfigurationError, ModelRequest, RunStatus, Runtime, ToolEffect, tool
 from taskloom.backends import Entry, MemoryLeases
 from taskloom.delegation import (
     ChildSpec,
@@ -30,6 +21,7 @@ from taskloom.delegation import (
     console_tools,
 )
 from taskloom.errors import StaleLeaseError
+from taskloom.events import ToolCallFinished
 from taskloom.models import FunctionModel, ScriptedModel, reply
 from taskloom.stores import MemoryStore
 

@@ -15,7 +15,7 @@ import pytest
 from taskloom.errors import TransportError
 from taskloom.messages import Message
 from taskloom.models import ModelRequest, ModelResponse, OpenAIChatModel
-from taskloom.testing import RecordingTransport
+from taskloom.testing.transport import RecordingTransport
 
 
 def chunk(text: str, finish: str | None = None) -> str:

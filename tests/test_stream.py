@@ -3,22 +3,16 @@ from __future__ import annotations
 import pytest
 
 from store_signals import SignalingStore
-from taskloom import (
-    Agent,
+from taskloom import Agent, ModelScriptExhausted, RunStatus, Runtime, ToolContext, ToolEffect, tool
+from taskloom.events import (
     ModelRequestStarted,
-    ModelScriptExhausted,
     RoundCommitted,
     RunFinished,
     RunStarted,
-    RunStatus,
-    Runtime,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
-    ToolContext,
-    ToolEffect,
     ToolProgress,
-    tool,
 )
 from taskloom.models import ScriptedModel, reply
 

@@ -24,6 +24,7 @@ from taskloom import (
     UsageError,
     tool,
 )
+from taskloom.backends import session_lease_key
 from taskloom.entries import (
     ApprovalDecision,
     ApprovalRequests,
@@ -39,9 +40,8 @@ from taskloom.entries import (
 )
 from taskloom.messages import Message, Usage
 from taskloom.models import FunctionModel, ScriptedModel, reply
-from taskloom.runtime import session_lease_key
 from taskloom.stores import MemoryStore
-from taskloom.testing import FakeClock
+from taskloom.testing.clock import FakeClock
 
 # ---------------------------------------------------------------- model identity
 

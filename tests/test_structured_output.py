@@ -15,7 +15,7 @@ from typing_extensions import TypedDict
 from taskloom import Agent, ConfigurationError, RunStatus, Runtime, tool
 from taskloom.entries import RunFinishedEntry
 from taskloom.models import AnthropicModel, OpenAIChatModel, ScriptedModel, reply
-from taskloom.testing import FakeServer
+from taskloom.testing.fake_server import FakeServer
 
 
 class Invoice(pydantic.BaseModel):

@@ -30,7 +30,7 @@ from taskloom import (
     tool,
 )
 from taskloom.entries import RunStartedEntry
-from taskloom.loop import NO_OBSERVER
+from taskloom.loop.ports import NO_OBSERVER
 from taskloom.models import (
     AnthropicModel,
     FunctionModel,

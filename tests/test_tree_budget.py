@@ -26,7 +26,7 @@ from taskloom import (
 )
 from taskloom.backends import MemoryBudgets
 from taskloom.delegation import SubAgent
-from taskloom.loop import BudgetSpent
+from taskloom.loop.ports import BudgetSpent
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
 
 
@@ -149,7 +149,7 @@ async def test_the_price_table_prices_known_models() -> None:
 async def test_a_charged_request_keeps_every_field_but_its_cap() -> None:
     from dataclasses import fields
 
-    from taskloom.loop import TreeBudget
+    from taskloom.loop.ports import TreeBudget
     from taskloom.messages import Message
     from taskloom.models import ModelRequest, ModelSettings
     from taskloom.results import ToolSpec
@@ -184,7 +184,7 @@ def test_cached_input_is_priced_once_whatever_the_provider_counts() -> None:
 
 
 async def test_a_thinking_request_keeps_room_for_its_thinking() -> None:
-    from taskloom.loop import TreeBudget
+    from taskloom.loop.ports import TreeBudget
     from taskloom.messages import Message
     from taskloom.models import ModelRequest, ModelSettings, ReasoningOptions
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from taskloom import Agent, RunStatus, Runtime
-from taskloom.background import BackgroundNotice
+from taskloom.backends import BackgroundNotice
 from taskloom.entries import MessageEntry, RunFinishedEntry, RunStartedEntry
 from taskloom.messages import Message
 from taskloom.models import ScriptedModel, reply

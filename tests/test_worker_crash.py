@@ -20,11 +20,9 @@ import pytest
 
 from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime, tool
-from taskloom.backends import Entry
-from taskloom.background import BackgroundActivity
+from taskloom.backends import BackgroundActivity, Entry, session_lease_key
 from taskloom.delegation import ChildSpec, ChildStatus, ChildWorker, child_status
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
-from taskloom.runtime import session_lease_key
 
 pytestmark = pytest.mark.slow
 

@@ -3,6 +3,11 @@
 Define an `Agent` (model, instructions, tools), run it in a `Session` of a
 `Runtime`, and control every round: strategies, budgets, deadlines, graceful
 stop, approvals. See the README for a tour.
+
+What a program needs is here; each name has one home besides (a package of
+taskloom): events are in `taskloom.events`, store and background errors in
+`taskloom.errors`, backends in `taskloom.backends`, test models in
+`taskloom.models`, delegation's machinery in `taskloom.delegation`.
 """
 
 from __future__ import annotations
@@ -11,67 +16,36 @@ from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
 from ._output_type import OutputType
+from ._run_controls import StopSignal
 from .agent import Agent
+from .entries import DeferredItem
 from .errors import (
     AnswerConflict,
     APIKeyMissing,
     ApprovalConflict,
     ApprovalsMissing,
     AuthenticationError,
-    BackgroundCapReached,
-    CommandNotStarted,
     ConfigurationError,
     ContextWindowExceeded,
-    CorruptEntry,
-    DeleteRefused,
-    FollowRefused,
     InvalidRequest,
     ModelScriptExhausted,
     ProviderError,
     ProviderOverloaded,
     RateLimitError,
     ReplayMismatch,
-    SchemaNotMigrated,
     SessionBusy,
     SessionNotFound,
     StaleLeaseError,
-    StoreError,
-    StoreNotFound,
-    StoreUnavailable,
     TaskloomError,
     ToolDefinitionWarning,
     TransportError,
     UsageError,
 )
-from .events import (
-    ApprovalRequested,
-    CompactionFinished,
-    CompactionStarted,
-    EmptyAnswer,
-    Event,
-    ModelRequestStarted,
-    NoticeDelivered,
-    RetryAttempt,
-    RoundCommitted,
-    RunFinished,
-    RunStarted,
-    SubagentFinished,
-    SubagentStarted,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallFinished,
-    ToolCallStarted,
-    ToolProgress,
-    WorkFinished,
-)
 from .loop import (
     Budget,
-    BudgetLeft,
     Compaction,
     Continue,
     Inject,
-    PendingCall,
-    PendingInput,
     Price,
     ReasoningChange,
     RoundAdjustment,
@@ -81,84 +55,36 @@ from .loop import (
     RoundStrategy,
     RoundToolResult,
     RunOptions,
-    RunResult,
-    RunStatus,
     RunStream,
     Stop,
-    StopSignal,
 )
 from .messages import ImageBlock, Message, TextBlock, ThinkingBlock, ToolCall, ToolResult, Usage
-from .models import (
-    Model,
-    ModelRequest,
-    ModelResponse,
-    ModelSettings,
-    ReasoningOptions,
-    RetryPolicy,
-)
+from .models import ModelRequest, ModelSettings, ReasoningOptions, RetryPolicy
+from .results import PendingCall, PendingInput, RunResult, RunStatus
 from .runtime import Runtime, Session
-from .tools import (
-    Deferred,
-    DeferredItem,
-    Tool,
-    ToolContext,
-    ToolEffect,
-    ToolError,
-    ToolOutput,
-    tool,
-)
+from .tools import Deferred, Tool, ToolContext, ToolEffect, ToolError, ToolOutput, tool
 
 __all__ = [
     "Agent",
     "APIKeyMissing",
     "AnswerConflict",
     "ApprovalConflict",
-    "ApprovalRequested",
     "ApprovalsMissing",
     "AuthenticationError",
-    "BackgroundActivity",
-    "BackgroundCapReached",
-    "BackgroundNotice",
     "Budget",
-    "BudgetLeft",
-    "ChildSpec",
-    "ChildStatus",
-    "ChildWorker",
-    "CommandNotStarted",
     "Compaction",
-    "CompactionFinished",
-    "CompactionStarted",
     "ConfigurationError",
     "ContextWindowExceeded",
     "Continue",
-    "CorruptEntry",
-    "DeleteRefused",
     "Deferred",
     "DeferredItem",
-    "Delivery",
-    "Dispatcher",
-    "EmptyAnswer",
-    "Entry",
-    "Event",
-    "FollowRefused",
-    "FunctionModel",
     "ImageBlock",
     "Inject",
-    "InlineDispatcher",
     "InvalidRequest",
-    "Lifecycle",
-    "Listeners",
-    "MemoryActivityRegistry",
-    "MemoryNoticeInbox",
-    "MemoryStore",
     "Message",
-    "Model",
     "ModelRequest",
-    "ModelRequestStarted",
-    "ModelResponse",
     "ModelScriptExhausted",
     "ModelSettings",
-    "NoticeDelivered",
     "OutputType",
     "PendingCall",
     "PendingInput",
@@ -169,135 +95,58 @@ __all__ = [
     "ReasoningChange",
     "ReasoningOptions",
     "ReplayMismatch",
-    "RetryAttempt",
     "RetryPolicy",
     "RoundAdjustment",
     "RoundBoundary",
-    "RoundCommitted",
     "RoundContext",
     "RoundDecision",
     "RoundStrategy",
     "RoundToolResult",
-    "RunFinished",
-    "RunNotices",
     "RunOptions",
     "RunResult",
-    "RunStarted",
     "RunStatus",
     "RunStream",
     "Runtime",
-    "SchemaNotMigrated",
-    "ScriptedModel",
     "Session",
     "SessionBusy",
     "SessionNotFound",
-    "SessionStore",
     "Spawner",
     "StaleLeaseError",
     "Stop",
     "StopSignal",
-    "StoreError",
-    "StoreNotFound",
-    "StoreUnavailable",
     "SubAgent",
-    "SubagentFinished",
-    "SubagentStarted",
-    "TaskDispatcher",
     "TaskloomError",
     "TextBlock",
-    "TextDelta",
     "ThinkingBlock",
-    "ThinkingDelta",
     "Tool",
     "ToolCall",
-    "ToolCallFinished",
-    "ToolCallStarted",
     "ToolContext",
     "ToolDefinitionWarning",
     "ToolEffect",
     "ToolError",
     "ToolOutput",
-    "ToolProgress",
     "ToolResult",
     "TransportError",
     "Usage",
     "UsageError",
-    "WorkFinished",
-    "WorkerType",
     "background_tools",
     "console_tools",
-    "reply",
-    "resolve_model",
     "tool",
 ]
 __version__ = "0.1.0"
 
-# Delegation, background values, stores and the model helpers are part of the
-# public surface but import on first use, so `import taskloom` stays as cheap
-# as pydantic alone. Type checkers see them through the imports below.
+# Delegation and the background tools are part of the public surface but
+# import on first use, so `import taskloom` stays as cheap as pydantic alone.
+# Type checkers see them through the imports below.
 if TYPE_CHECKING:
-    from .background import (
-        BackgroundActivity,
-        BackgroundNotice,
-        Delivery,
-        Lifecycle,
-        Listeners,
-        MemoryActivityRegistry,
-        MemoryNoticeInbox,
-        RunNotices,
-        background_tools,
-    )
-    from .delegation import (
-        ChildSpec,
-        ChildStatus,
-        ChildWorker,
-        Dispatcher,
-        InlineDispatcher,
-        Spawner,
-        SubAgent,
-        TaskDispatcher,
-        WorkerType,
-        console_tools,
-    )
-    from .models import (
-        FunctionModel,
-        ScriptedModel,
-        reply,
-        resolve_model,
-    )
-    from .stores import (
-        Entry,
-        MemoryStore,
-        SessionStore,
-    )
+    from .background import background_tools
+    from .delegation import Spawner, SubAgent, console_tools
 
 _LAZY = {
     "SubAgent": "taskloom.delegation",
     "Spawner": "taskloom.delegation",
-    "WorkerType": "taskloom.delegation",
     "console_tools": "taskloom.delegation",
-    "ChildSpec": "taskloom.delegation",
-    "ChildStatus": "taskloom.delegation",
-    "ChildWorker": "taskloom.delegation",
-    "Dispatcher": "taskloom.delegation",
-    "InlineDispatcher": "taskloom.delegation",
-    "TaskDispatcher": "taskloom.delegation",
-    "BackgroundActivity": "taskloom.background",
-    "BackgroundNotice": "taskloom.background",
-    "MemoryActivityRegistry": "taskloom.background",
-    "MemoryNoticeInbox": "taskloom.background",
-    "Lifecycle": "taskloom.background",
-    "Listeners": "taskloom.background",
-    "RunNotices": "taskloom.background",
-    "Delivery": "taskloom.background",
     "background_tools": "taskloom.background",
-    "SessionStore": "taskloom.stores",
-    "MemoryStore": "taskloom.stores",
-    "Entry": "taskloom.stores",
-    "resolve_model": "taskloom.models",
-    "ScriptedModel": "taskloom.models",
-    "FunctionModel": "taskloom.models",
-    "reply": "taskloom.models",
 }
 
 __getattr__ = lazy_exports(__name__, _LAZY)

@@ -15,14 +15,15 @@ from __future__ import annotations
 import asyncio
 import sys
 import typing
-from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, overload
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Generic, Protocol, overload
 
 from typing_extensions import TypeVar
 
 from ._output_type import OutputType
 from .errors import ConfigurationError, UsageError
-from .loop import OUTPUT_TOOL, Compaction
+from .loop import Compaction, RunStream
+from .loop.ports import OUTPUT_TOOL
 from .models import Model, ModelSettings
 from .tools import Tool, ToolLike, Toolset, as_tool
 
@@ -31,9 +32,8 @@ if TYPE_CHECKING:
     from .loop import RunOptions
     from .messages import Message
     from .results import RunResult, ToolSpec
-    from .runtime import Runtime
 
-__all__ = ["Agent", "AgentDepsT", "AgentOutputT", "OutputSpec"]
+__all__ = ["Agent", "AgentDepsT", "AgentOutputT", "AgentRunner", "set_default_runtime"]
 
 AgentDepsT = TypeVar("AgentDepsT", default=None)
 """The type of the dependencies an agent's runs take (`deps_type=`; None without)."""
@@ -271,7 +271,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         *,
         deps: AgentDepsT = None,  # type: ignore[assignment]
         options: RunOptions | None = None,
-        runtime: Runtime | None = None,
+        runtime: AgentRunner | None = None,
     ) -> RunResult[AgentOutputT]:
         """Run once in a fresh session; `deps` reach the tools as `ctx.deps`.
 
@@ -281,10 +281,8 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         keep sessions (to resume a parked run, read its log, or receive
         deferred items after the run).
         """
-        from .runtime import default_runtime
-
         self.check_deps(deps)
-        rt = runtime if runtime is not None else default_runtime()
+        rt = runtime if runtime is not None else _default_runtime[-1]()
         session = await rt.create_session(self)
         try:
             return await session.run(input, deps=deps, options=options)
@@ -298,7 +296,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         *,
         deps: AgentDepsT = None,  # type: ignore[assignment]
         options: RunOptions | None = None,
-        runtime: Runtime | None = None,
+        runtime: AgentRunner | None = None,
     ) -> RunResult[AgentOutputT]:
         """`run` for scripts: runs its own event loop.
 
@@ -316,14 +314,12 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         *,
         deps: AgentDepsT = None,  # type: ignore[assignment]
         options: RunOptions | None = None,
-        runtime: Runtime | None = None,
+        runtime: AgentRunner | None = None,
     ) -> AsyncIterator[Event]:
         """Run once in a fresh session, yielding its events (the session as
         with `run`)."""
-        from .runtime import default_runtime
-
         self.check_deps(deps)
-        rt = runtime if runtime is not None else default_runtime()
+        rt = runtime if runtime is not None else _default_runtime[-1]()
         session = await rt.create_session(self)
         try:
             async for event in session.stream(input, deps=deps, options=options):
@@ -331,6 +327,45 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         finally:
             if runtime is None:
                 await rt.forget_session(session.id)
+
+
+_DepsT = TypeVar("_DepsT")
+_OutT = TypeVar("_OutT")
+_DepsT_contra = TypeVar("_DepsT_contra", contravariant=True)
+
+
+class _OneSession(Protocol[_DepsT_contra, _OutT]):
+    @property
+    def id(self) -> str: ...
+
+    async def run(
+        self, input: str | Message, *, deps: _DepsT_contra, options: RunOptions | None
+    ) -> RunResult[_OutT]: ...
+
+    def stream(
+        self, input: str | Message, *, deps: _DepsT_contra, options: RunOptions | None
+    ) -> RunStream[_OutT]: ...
+
+
+class AgentRunner(Protocol):
+    """What `Agent.run` and `Agent.stream` run on: a `taskloom.Runtime`."""
+
+    async def create_session(self, agent: Agent[_DepsT, _OutT]) -> _OneSession[_DepsT, _OutT]:
+        """A new session for `agent`."""
+        ...
+
+    async def forget_session(self, session_id: str) -> None:
+        """Delete the session once its run and work have ended."""
+        ...
+
+
+_default_runtime: list[Callable[[], AgentRunner]] = []
+
+
+def set_default_runtime(make: Callable[[], AgentRunner]) -> None:
+    """Set what `Agent.run` and `Agent.stream` run on when given no runtime
+    (`taskloom.runtime` sets its `default_runtime` when imported)."""
+    _default_runtime.append(make)
 
 
 _DEFAULT_SETTINGS = ModelSettings()

@@ -27,7 +27,6 @@ __all__ = [
     "CompactionBlock",
     "ImageBlock",
     "Message",
-    "Role",
     "TextBlock",
     "ThinkingBlock",
     "ToolCall",

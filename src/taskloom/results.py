@@ -13,9 +13,7 @@ from typing_extensions import TypeVar
 from .messages import Usage
 
 __all__ = [
-    "NANO",
     "BudgetLeft",
-    "OutputT",
     "PendingCall",
     "PendingInput",
     "RunResult",

@@ -9,7 +9,7 @@ from a2a_support import client_for, served, user_message
 from served_agents import echo, payer, waiter
 
 from taskloom import Runtime
-from taskloom.runtime import session_lease_key
+from taskloom.backends import session_lease_key
 
 pytest.importorskip("a2a")
 

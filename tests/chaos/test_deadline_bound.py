@@ -21,7 +21,7 @@ from proxy import FaultProxy
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
 from taskloom import Agent, RunOptions, RunStatus, Runtime, tool
-from taskloom.loop import STORE_GRACE
+from taskloom.loop.ports import STORE_GRACE
 from taskloom.models import ScriptedModel, reply
 from taskloom.stores import PostgresStore
 

@@ -31,7 +31,7 @@ from taskloom.delegation import Spawner, SubAgent
 from taskloom.distributed import WorkQueue
 from taskloom.entries import Entry, EntryKind
 from taskloom.errors import ProviderError
-from taskloom.loop import NO_OBSERVER, RunInfo, RunObserver
+from taskloom.loop.ports import NO_OBSERVER, RunInfo, RunObserver
 from taskloom.models import FunctionModel, ModelRequest, reply
 from taskloom.stores import Fence, PostgresStore
 

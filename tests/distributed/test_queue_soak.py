@@ -24,7 +24,7 @@ from queue_support import worker_env as make_env
 
 from pg import PG_DSN, requires_postgres
 from taskloom import RunStatus, Runtime
-from taskloom.background import BackgroundActivity
+from taskloom.backends import BackgroundActivity
 from taskloom.delegation import ChildSpec
 from taskloom.distributed import WorkQueue
 from taskloom.entries import RunFinishedEntry, SubagentDispatched, SubagentResult

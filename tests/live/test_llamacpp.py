@@ -36,7 +36,8 @@ from taskloom import (
 from taskloom.errors import ContextWindowExceeded, ProviderError, TransportError
 from taskloom.events import TextDelta
 from taskloom.messages import Message
-from taskloom.models import ModelRequest, OpenAIChatModel, RetryPolicy, ToolSpec
+from taskloom.models import ModelRequest, OpenAIChatModel, RetryPolicy
+from taskloom.results import ToolSpec
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
 

@@ -18,8 +18,9 @@ from mcp_support import HERE, results, start_http_fixture
 from conftest import SEEN_GROUPS
 from credentials_support import everything_stored, sessions_show
 from pg import open_durable
-from taskloom import Agent, Runtime, WorkFinished
+from taskloom import Agent, Runtime
 from taskloom.errors import ConfigurationError
+from taskloom.events import WorkFinished
 from taskloom.mcp import MCPServer
 from taskloom.models import ScriptedModel, reply
 

@@ -11,7 +11,8 @@ import pytest
 from npm_servers import everything_entry
 from tasks_support import mcp_tasks
 
-from taskloom import Agent, Runtime, ToolProgress, WorkFinished
+from taskloom import Agent, Runtime
+from taskloom.events import ToolProgress, WorkFinished
 from taskloom.mcp import MCPServer
 from taskloom.models import FunctionModel, ModelRequest, reply
 

@@ -20,7 +20,8 @@ from tasks_support import REPORT, client_agent, mcp_tasks, news
 import taskloom
 from conftest import SEEN_GROUPS
 from pg import open_durable, pg_schema  # noqa: F401 (fixture)
-from taskloom import Runtime, WorkFinished
+from taskloom import Runtime
+from taskloom.events import WorkFinished
 from taskloom.models import FunctionModel
 
 pytestmark = pytest.mark.slow

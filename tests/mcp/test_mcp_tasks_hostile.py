@@ -15,8 +15,9 @@ from tasks_support import mcp_tasks
 from test_mcp_tasks_input import Asking
 
 from pg import open_durable, pg_schema  # noqa: F401 (fixture)
-from taskloom import Runtime, WorkFinished
+from taskloom import Runtime
 from taskloom.background import MAX_QUESTIONS
+from taskloom.events import WorkFinished
 
 pytestmark = pytest.mark.slow
 

@@ -29,9 +29,9 @@ from taskloom import (
     StopSignal,
     ToolContext,
     ToolEffect,
-    WorkFinished,
     tool,
 )
+from taskloom.events import WorkFinished
 from taskloom.mcp import MCPLimits, MCPServer
 from taskloom.models import FunctionModel, ModelRequest, reply
 

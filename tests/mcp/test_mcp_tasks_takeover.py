@@ -19,7 +19,8 @@ from test_mcp_tasks_crash import Served, _start_child, served  # noqa: F401 (fix
 from test_mcp_tasks_serve import Tasks, _until
 
 from pg import open_durable, pg_schema  # noqa: F401 (fixture)
-from taskloom import Runtime, WorkFinished
+from taskloom import Runtime
+from taskloom.events import WorkFinished
 from taskloom.models import FunctionModel
 
 pytestmark = pytest.mark.slow

@@ -21,36 +21,15 @@ from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._remote import RemoteAgent
-    from ._serve import (
-        ANSWER,
-        CONTEXT_KEY,
-        SessionTaskStore,
-        a2a_app,
-        agent_card,
-        approves,
-        serve_agent,
-    )
+    from ._serve import a2a_app, approves, serve_agent
 
-__all__ = [
-    "ANSWER",
-    "CONTEXT_KEY",
-    "RemoteAgent",
-    "SessionTaskStore",
-    "a2a_app",
-    "agent_card",
-    "approves",
-    "serve_agent",
-]
+__all__ = ["RemoteAgent", "a2a_app", "approves", "serve_agent"]
 
 __getattr__ = lazy_exports(
     __name__,
     {
-        "ANSWER": "._serve",
-        "CONTEXT_KEY": "._serve",
         "RemoteAgent": "._remote",
-        "SessionTaskStore": "._serve",
         "a2a_app": "._serve",
-        "agent_card": "._serve",
         "approves": "._serve",
         "serve_agent": "._serve",
     },

@@ -26,8 +26,8 @@ from a2a.client import ClientConfig, create_client
 from a2a.client.client import Client
 
 from .._redact import credentials, redact, safe_url
-from ..backends import SessionMeta
-from ..background import Detached, FollowJob, Follows, NoticeStatus, RunStart, WorkResult
+from ..backends import NoticeStatus, SessionMeta
+from ..background import Detached, FollowJob, Follows, RunStart, WorkResult
 from ..delegation import (
     DEFAULT_MAX_ANSWER_CHARS,
     DelegationTool,

@@ -3,10 +3,8 @@ lifecycle that orders them safely, per-run notice delivery, and the
 opt-in background command tools (`background_tools()`).
 
 The registry and inbox interfaces, their values and their implementations
-live with the backends (`taskloom.backends`, one per database) and are
-re-exported here; the SQLite and PostgreSQL ones import lazily
-(`SQLiteActivityRegistry`, `SQLiteNoticeInbox`, `PostgresActivityRegistry`,
-`PostgresNoticeInbox`).
+live with the backends (`taskloom.backends`, one per database); background
+work reaches the runtime it serves through `BackgroundHost`.
 """
 
 from __future__ import annotations
@@ -14,22 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_exports
-from ..backends import (
-    ActivityRegistry,
-    BackgroundActivity,
-    BackgroundNotice,
-    Clock,
-    Lease,
-    Leases,
-    MemoryActivityRegistry,
-    MemoryLeases,
-    MemoryNoticeInbox,
-    NoticeInbox,
-    NoticeStatus,
-    system_clock,
-)
-from ..errors import BackgroundCapReached, DeleteRefused, FollowRefused
-from ..loop import Delivery
 from ._follow import (
     CHILDREN_LOOKED_AT,
     FOLLOW_LEASE,
@@ -39,20 +21,13 @@ from ._follow import (
     Followed,
     FollowJob,
     Follows,
-    MakeFollowed,
     bounded_text,
 )
-from ._lifecycle import DeleteHook, Lifecycle, Listeners, Reopen, StopHook
-from ._notices import RunNotices, RunStart, RunStartHook
-from ._service import BackgroundService, DecisionHook, Detached, ResumesWork, Work, WorkResult
+from ._lifecycle import Lifecycle, Listeners, Reopen
+from ._notices import ResumesWork, RunNotices, RunStart
+from ._service import BackgroundHost, BackgroundService, Detached, WorkResult
 
 if TYPE_CHECKING:
-    from ..backends import (
-        PostgresActivityRegistry,
-        PostgresNoticeInbox,
-        SQLiteActivityRegistry,
-        SQLiteNoticeInbox,
-    )
     from ..tools import Tool
     from ._process import stdio_keeper_argv
 
@@ -62,59 +37,25 @@ __all__ = [
     "MAX_ENTRIES_PER_POLL",
     "MAX_QUESTIONS",
     "MAX_TEXT_BYTES",
-    "ActivityRegistry",
-    "BackgroundActivity",
-    "BackgroundCapReached",
-    "BackgroundNotice",
+    "BackgroundHost",
     "BackgroundService",
-    "Clock",
-    "DecisionHook",
-    "DeleteHook",
-    "DeleteRefused",
-    "Delivery",
     "Detached",
     "FollowJob",
-    "FollowRefused",
     "Followed",
     "Follows",
-    "Lease",
-    "Leases",
     "Lifecycle",
     "Listeners",
-    "MemoryActivityRegistry",
-    "MemoryLeases",
-    "MakeFollowed",
-    "MemoryNoticeInbox",
-    "NoticeInbox",
-    "NoticeStatus",
-    "PostgresActivityRegistry",
-    "PostgresNoticeInbox",
     "Reopen",
     "ResumesWork",
     "RunNotices",
     "RunStart",
-    "RunStartHook",
-    "SQLiteActivityRegistry",
-    "SQLiteNoticeInbox",
-    "StopHook",
-    "Work",
     "WorkResult",
     "background_tools",
     "bounded_text",
     "stdio_keeper_argv",
-    "system_clock",
 ]
 
-_LAZY = {
-    "SQLiteActivityRegistry": "..backends.sqlite",
-    "SQLiteNoticeInbox": "..backends.sqlite",
-    "PostgresActivityRegistry": "..backends.postgres",
-    "PostgresNoticeInbox": "..backends.postgres",
-    "stdio_keeper_argv": "._process",
-}
-
-
-__getattr__ = lazy_exports(__name__, _LAZY)
+__getattr__ = lazy_exports(__name__, {"stdio_keeper_argv": "._process"})
 
 
 def background_tools(*, shell: bool = False, **options: Any) -> list[Tool]:

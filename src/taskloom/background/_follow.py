@@ -45,10 +45,9 @@ from ..entries import (
 )
 from ..errors import FollowRefused, SessionBusy, StaleLeaseError
 from ._notices import RunStart
-from ._service import BackgroundService, Detached, WorkFailed, WorkResult, redacted
+from ._service import BackgroundHost, BackgroundService, Detached, WorkFailed, WorkResult, redacted
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
     from ..tools import ToolContext
 
 __all__ = [
@@ -189,7 +188,7 @@ class Follows:
     """The followed work of one runtime (`Follows.of(runtime)`; see the module
     docstring)."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: BackgroundHost) -> None:
         self.runtime = runtime
         self.service = BackgroundService.of(runtime)
         self.closing = False
@@ -201,7 +200,7 @@ class Follows:
         self.service.listeners.on_delete(self._on_delete)
 
     @classmethod
-    def of(cls, runtime: Runtime) -> Follows:
+    def of(cls, runtime: BackgroundHost) -> Follows:
         """The runtime's one (made on first use)."""
         return runtime.service(cls, cls)
 

@@ -31,11 +31,11 @@ from ..backends import (
     NoticeStatus,
     SessionMeta,
 )
-from ..loop import Delivery
+from ..loop.ports import Delivery
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
     from ..tools import Tool
+    from ._service import BackgroundHost
 
 __all__ = ["Delivery", "ResumesWork", "RunNotices", "RunStart", "RunStartHook"]
 
@@ -103,7 +103,7 @@ class RunStart:
     session_id: str
     run_id: str
     offered: Mapping[str, Tool]
-    runtime: Runtime | None
+    runtime: BackgroundHost | None
     claimed: set[str] = field(default_factory=set)
     """What hooks took care of at this run start, by a name of their kind's
     (so several tools of one kind take their work up once)."""
@@ -155,7 +155,7 @@ class RunNotices:
         *,
         hooks: Sequence[RunStartHook] = (),
         offered: Mapping[str, Tool] | None = None,
-        runtime: Runtime | None = None,
+        runtime: BackgroundHost | None = None,
         run_id: str = "",
     ) -> None:
         self.registry = registry

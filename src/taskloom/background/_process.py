@@ -39,7 +39,6 @@ from ..errors import CommandNotStarted
 
 __all__ = [
     "CapturedOutput",
-    "CommandNotStarted",
     "CommandProcess",
     "CommandResult",
     "OutputCapture",

@@ -16,7 +16,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 from .._redact import redact
 from ..backends import (
@@ -27,24 +27,24 @@ from ..backends import (
     MemoryNoticeInbox,
     NoticeInbox,
     NoticeStatus,
+    SessionStore,
     backend_of,
 )
 from ..errors import BackgroundCapReached
 from ..events import Event
 from ._lifecycle import Lifecycle, Listeners
-from ._notices import ResumesWork, RunNotices, RunStartHook
+from ._notices import RunNotices, RunStartHook
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
     from ..tools import Tool, ToolContext
 
 logger = logging.getLogger("taskloom")
 
 __all__ = [
+    "BackgroundHost",
     "BackgroundService",
     "DecisionHook",
     "Detached",
-    "ResumesWork",
     "Work",
     "WorkFailed",
     "WorkResult",
@@ -99,6 +99,22 @@ def end_notice(activity: BackgroundActivity, status: str, text: str) -> Backgrou
     )
 
 
+class BackgroundHost(Protocol):
+    """What background work reaches of the runtime it serves (a `taskloom.Runtime`)."""
+
+    @property
+    def store(self) -> SessionStore: ...
+
+    @property
+    def background(self) -> BackgroundService: ...
+
+    def service(self, kind: type[T], make: Callable[[BackgroundHost], T]) -> T: ...
+
+    def on_notice(self, session_id: str) -> None: ...
+
+    def watch(self, session_id: str, wake: Callable[[], None]) -> Callable[[], None]: ...
+
+
 class BackgroundService:
     """Background work of one runtime (see the module docstring).
 
@@ -112,7 +128,7 @@ class BackgroundService:
         inbox: NoticeInbox,
         *,
         lease: float = 30.0,
-        runtime: Runtime | None = None,
+        runtime: BackgroundHost | None = None,
     ) -> None:
         self.registry = registry
         self.inbox = inbox
@@ -133,7 +149,9 @@ class BackgroundService:
         self.emit: Callable[[Event], None] | None = None
 
     @classmethod
-    def for_store(cls, store: object, *, runtime: Runtime | None = None) -> BackgroundService:
+    def for_store(
+        cls, store: object, *, runtime: BackgroundHost | None = None
+    ) -> BackgroundService:
         """The service on the backend `store` belongs to (`store.backend`), else in memory.
 
         A store taskloom ships shares its backend's database: one connection
@@ -240,7 +258,7 @@ class BackgroundService:
             await self.inbox.ack(session_id, list(ids))
 
     @classmethod
-    def of(cls, runtime: Runtime) -> BackgroundService:
+    def of(cls, runtime: BackgroundHost) -> BackgroundService:
         """The background service of `runtime` (its `background`)."""
         return runtime.background
 

@@ -27,18 +27,14 @@ import uuid
 import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .._redact import credentials
 from ..backends import BackgroundActivity, BackgroundNotice, NoticeStatus
-from ..errors import BackgroundCapReached, ConfigurationError
+from ..errors import BackgroundCapReached, CommandNotStarted, ConfigurationError
 from ..tools import Tool, ToolContext, ToolEffect, ToolError, UnboundTool, tool
-from ._process import CommandNotStarted, CommandProcess, OutputCapture, format_seconds
-from ._service import BackgroundService, WorkResult, redacted
+from ._process import CommandProcess, OutputCapture, format_seconds
+from ._service import BackgroundHost, BackgroundService, WorkResult, redacted
 from ._spills import SpillFiles
-
-if TYPE_CHECKING:
-    from ..runtime import Runtime
 
 __all__ = ["SAFE_ENV_NAMES", "build_background_tools"]
 
@@ -252,7 +248,7 @@ class _Commands:
             template.secrets = self.secrets
         return [UnboundTool(template, self.on) for template in templates]
 
-    def on(self, runtime: Runtime) -> _OnRuntime:
+    def on(self, runtime: BackgroundHost) -> _OnRuntime:
         """This tool set's work on `runtime`."""
         return _OnRuntime(self, runtime)
 
@@ -427,7 +423,7 @@ class _OnRuntime:
     tool set, so `_Commands.tools` decorates it.
     """
 
-    def __init__(self, commands: _Commands, runtime: Runtime) -> None:
+    def __init__(self, commands: _Commands, runtime: BackgroundHost) -> None:
         self.commands = commands
         self.runtime = runtime
         self.service = runtime.background

@@ -47,7 +47,7 @@ async def _probe(url: str) -> None:
 
 
 async def _migrate(url: str, schema: str | None) -> int:
-    from ..background import PostgresActivityRegistry, PostgresNoticeInbox
+    from ..backends import PostgresActivityRegistry, PostgresNoticeInbox
     from ..stores import PostgresStore
 
     await _probe(url)

@@ -15,6 +15,6 @@ from __future__ import annotations
 from .._extras import needs_extra
 
 with needs_extra("taskloom.console"):
-    from ._app import READ_ONLY, Console
+    from ._app import Console
 
-__all__ = ["READ_ONLY", "Console"]
+__all__ = ["Console"]

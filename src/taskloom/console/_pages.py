@@ -22,11 +22,12 @@ from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ..background import BackgroundActivity, BackgroundNotice, BackgroundService
+from ..backends import BackgroundActivity, BackgroundNotice, session_lease_key
+from ..background import BackgroundService
 from ..errors import SessionNotFound
 from ..log import SessionLog, pending_inputs
 from ..results import PendingInput
-from ..runtime import FORKED_FROM, session_lease_key
+from ..runtime import FORKED_FROM
 from ._read import (
     STATUSES,
     Item,

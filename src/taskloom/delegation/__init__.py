@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ._children import (
     DEFAULT_MAX_ANSWER_CHARS,
-    ChildOutcome,
     ChildStatus,
     cap_answer,
     check_answer_cap,
@@ -16,12 +15,10 @@ from ._console import console_tools
 from ._dispatch import ChildSpec, ChildWorker, Dispatcher, InlineDispatcher, TaskDispatcher
 from ._spawner import Spawner, WorkerType
 from ._subagent import SubAgent
-from ._tool import ChildHandover, ChildQueue, DecidedChildren, DelegationTool
+from ._tool import ChildQueue, DecidedChildren, DelegationTool
 
 __all__ = [
     "DEFAULT_MAX_ANSWER_CHARS",
-    "ChildHandover",
-    "ChildOutcome",
     "ChildQueue",
     "ChildSpec",
     "ChildStatus",

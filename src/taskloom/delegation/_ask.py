@@ -17,7 +17,8 @@ import asyncio
 import time
 from typing import Any
 
-from ..background import BackgroundNotice, BackgroundService, NoticeStatus
+from ..backends import BackgroundNotice, NoticeStatus
+from ..background import BackgroundService
 from ..entries import MessageEntry
 from ..messages import ToolCall
 from ..runtime import Runtime

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from .._run_controls import StopSignal
 from ..agent import Agent
-from ..backends import holder_is_gone
+from ..backends import holder_is_gone, session_lease_key
 from ..entries import (
     ApprovalEscalated,
     Entry,
@@ -34,9 +35,11 @@ from ..entries import (
 from ..errors import ConfigurationError, StaleLeaseError
 from ..events import Event, SubagentFinished, SubagentStarted, origin_label
 from ..log import SessionLog
-from ..loop import DEFAULT_MAX_ROUNDS, RunOptions, RunResult, RunStatus, StopSignal, to_jsonable
+from ..loop import DEFAULT_MAX_ROUNDS, RunOptions
+from ..loop.ports import to_jsonable
 from ..messages import Usage
-from ..runtime import Runtime, Session, session_lease_key
+from ..results import RunResult, RunStatus
+from ..runtime import Runtime, Session
 from ..tools import ToolContext, ToolOutput
 
 __all__ = [

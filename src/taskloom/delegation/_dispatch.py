@@ -27,19 +27,15 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
+from .._run_controls import RunControls
 from ..agent import Agent
-from ..backends import Lease
-from ..background import (
-    BackgroundActivity,
-    BackgroundNotice,
-    BackgroundService,
-    Detached,
-    FollowJob,
-)
+from ..backends import BackgroundActivity, BackgroundNotice, Lease
+from ..background import BackgroundService, Detached, FollowJob
 from ..entries import Entry, MessageEntry, SubagentResult
 from ..errors import ConfigurationError, SessionBusy, StaleLeaseError
 from ..events import Event, origin_label
-from ..loop import Budget, RunControls, RunOptions, TreeBudget
+from ..loop import Budget, RunOptions
+from ..loop.ports import TreeBudget
 from ..runtime import Runtime, Session
 from ._children import (
     CHILD_LEASE,

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from ..agent import Agent
-from ..background import BackgroundActivity, BackgroundService
+from ..backends import BackgroundActivity
+from ..background import BackgroundService
 from ..errors import ConfigurationError
 from ..loop import DEFAULT_MAX_ROUNDS
 from ..models import Model

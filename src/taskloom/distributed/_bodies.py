@@ -17,11 +17,12 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from .._run_controls import StopSignal
 from ..background import BackgroundService
 from ..delegation import ChildSpec, ChildWorker
 from ..entries import Entry, MessageEntry, RunFinishedEntry, RunStartedEntry, Steer
 from ..errors import ConfigurationError, SessionBusy, StaleLeaseError
-from ..loop import RunStatus, StopSignal
+from ..results import RunStatus
 from ..runtime import RunDemand, Runtime, Session
 from ._database import QueueDatabase
 from ._jobs import Busy, Drained, Lost, Malformed

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ..backends import session_lease_key
 from ..delegation import ChildSpec
-from ..runtime import session_lease_key
 from ._database import QueueDatabase
 from ._tasks import CHILD_TASK
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from procrastinate import exceptions, jobs, manager, retry
 
-from ..loop import RUN_BY
+from ..loop.ports import RUN_BY
 
 __all__ = ["Busy", "Drained", "FencedJobManager", "JobStrategy", "Lost", "Malformed", "logged"]
 

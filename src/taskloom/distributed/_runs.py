@@ -12,10 +12,11 @@ import asyncio
 from datetime import datetime
 from typing import Any
 
+from ..backends import session_lease_key
 from ..errors import UsageError
 from ..loop import RunOptions
 from ..models import RetryPolicy
-from ..runtime import RunDemand, session_lease_key
+from ..runtime import RunDemand
 from ._database import QueueDatabase
 from ._listen import JobListener
 from ._tasks import RUN_TASK

@@ -21,16 +21,13 @@ from ._approvals import (
 from ._base import Entry, EntryKind, Payload
 from ._conversation import (
     CompactionEntry,
-    ContextItem,
     DeferredEntry,
     DeferredItem,
-    DelegationResult,
     ForkLink,
     MessageEntry,
     ModelChange,
     Steer,
     StopRequest,
-    SubagentFinishedItem,
 )
 from ._delegation import (
     SubagentDispatched,
@@ -48,10 +45,8 @@ __all__ = [
     "ApprovalRequests",
     "CallsStarted",
     "CompactionEntry",
-    "ContextItem",
     "DeferredEntry",
     "DeferredItem",
-    "DelegationResult",
     "Entry",
     "EntryKind",
     "ForkLink",
@@ -68,7 +63,6 @@ __all__ = [
     "Steer",
     "StopRequest",
     "SubagentDispatched",
-    "SubagentFinishedItem",
     "SubagentLink",
     "SubagentReport",
     "SubagentResult",

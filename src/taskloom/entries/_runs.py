@@ -23,7 +23,7 @@ class RunStartedEntry(Payload):
     tool schemas the run offered, with the `instructions` and `tools`
     themselves when it differs from the previous run's (None: an old log).
     `by` names who ran it when that was said
-    (`taskloom.loop.RUN_BY`: a queue worker names itself and the job), else "".
+    (`taskloom.loop.ports.RUN_BY`: a queue worker names itself and the job), else "".
     `tree` is the tree budget the run charges
     (`TreeBudget.to_dict()`: its id and `Budget`; None: none): a run that
     goes on with this one, cut off or parked, charges the same tree.

@@ -15,25 +15,15 @@ from __future__ import annotations
 from ._fold import SessionLog, fold_text
 from ._inputs import ended_activities, input_id_for, pending_input, pending_inputs, read_inputs
 from ._snapshot import SNAPSHOT_VERSION, Snapshot, encode_snapshot, read_snapshot
-from ._transcript import Load, conversation, entry_messages, transcript
-from ._turn import (
-    INTERRUPTED,
-    NOT_STARTED,
-    HasOutput,
-    denial_text,
-    interrupted_results,
-    with_unique_call_ids,
-)
-from ._view import SUMMARY_HEADING, MessageView, message_chars, summary_chars, summary_message
+from ._transcript import conversation, entry_messages, transcript
+from ._turn import INTERRUPTED, NOT_STARTED, denial_text, with_unique_call_ids
+from ._view import SUMMARY_HEADING, message_chars, summary_chars, summary_message
 
 __all__ = [
     "INTERRUPTED",
     "NOT_STARTED",
     "SNAPSHOT_VERSION",
     "SUMMARY_HEADING",
-    "HasOutput",
-    "Load",
-    "MessageView",
     "SessionLog",
     "Snapshot",
     "conversation",
@@ -43,7 +33,6 @@ __all__ = [
     "entry_messages",
     "fold_text",
     "input_id_for",
-    "interrupted_results",
     "message_chars",
     "pending_input",
     "pending_inputs",

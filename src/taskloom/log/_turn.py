@@ -9,18 +9,12 @@ registers and changes none of them.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import Protocol
 
 from .._output_type import OutputType
-from ..entries import (
-    ApprovalDecision,
-    RequestedCall,
-    RunFinishedEntry,
-    RunStartedEntry,
-)
+from ..entries import ApprovalDecision, RequestedCall, RunFinishedEntry, RunStartedEntry
 from ..errors import CorruptEntry
 from ..messages import Message, ToolCall, ToolResult, Usage
 from ..results import PendingCall, RunResult, RunStatus
@@ -32,7 +26,6 @@ __all__ = [
     "HasOutput",
     "OpenTurn",
     "denial_text",
-    "interrupted_results",
     "with_unique_call_ids",
 ]
 
@@ -249,13 +242,6 @@ class OpenTurn(FoldRegisters):
         """Whether the latest assistant message has no text and no tool calls."""
         message = self._turn_message
         return message is not None and not message.text and not message.tool_calls
-
-
-def interrupted_results(calls: Iterable[ToolCall]) -> Message:
-    """Error results for calls that were cut off by a crash or a cancellation."""
-    return Message.tool_results(
-        ToolResult(c.id, INTERRUPTED, is_error=True, tool_name=c.name) for c in calls
-    )
 
 
 _MAX_CALL_ID = 40  # the shortest limit among the providers' tool call ids

@@ -22,21 +22,17 @@ if TYPE_CHECKING:
     from ._serve import agent_server, serve_agent
     from ._server import MCPConnections, MCPServer, TaskMode
     from ._tasks import TasksClient, TaskState, cancel_task, get_task, start_task, update_task
-    from ._tool import Approval, MCPTool, is_destructive
 
 __all__ = [
-    "Approval",
     "MCPConnections",
     "MCPLimits",
     "MCPServer",
-    "MCPTool",
     "TaskMode",
     "TaskState",
     "TasksClient",
     "agent_server",
     "cancel_task",
     "get_task",
-    "is_destructive",
     "serve_agent",
     "start_task",
     "update_task",
@@ -45,18 +41,15 @@ __all__ = [
 __getattr__ = lazy_exports(
     __name__,
     {
-        "Approval": "._tool",
         "MCPConnections": "._server",
         "MCPLimits": "._lifecycle",
         "MCPServer": "._server",
-        "MCPTool": "._tool",
         "TaskMode": "._server",
         "TaskState": "._tasks",
         "TasksClient": "._tasks",
         "agent_server": "._serve",
         "cancel_task": "._tasks",
         "get_task": "._tasks",
-        "is_destructive": "._tool",
         "serve_agent": "._serve",
         "start_task": "._tasks",
         "update_task": "._tasks",

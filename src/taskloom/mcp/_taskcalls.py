@@ -25,21 +25,20 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 
 from .._redact import redact, redact_value
-from ..backends import SessionMeta
+from ..backends import NoticeStatus, SessionMeta
 from ..background import (
     MAX_ENTRIES_PER_POLL,
     MAX_QUESTIONS,
     MAX_TEXT_BYTES,
     BackgroundService,
     FollowJob,
-    FollowRefused,
     Follows,
-    NoticeStatus,
     RunStart,
     WorkResult,
     bounded_text,
 )
 from ..entries import Entry, InputRequest, MCPTaskEnded
+from ..errors import FollowRefused
 from ..events import ToolProgress
 from ..log import input_id_for, read_inputs
 from ..runtime import Runtime

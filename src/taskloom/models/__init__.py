@@ -18,11 +18,8 @@ from ._base import (
     ModelSettings,
     ReasoningOptions,
     ResponseCompleted,
-    StopReason,
     StreamEvent,
     ToolCallDelta,
-    ToolSpec,
-    collect,
 )
 from ._retry import RetryPolicy
 from ._scripted import FunctionModel, Reply, ScriptedModel, reply
@@ -34,12 +31,11 @@ if TYPE_CHECKING:
     from ._openai_chat import OpenAIChatModel
     from ._openai_responses import OpenAIResponsesModel
     from ._replay import RecordingModel, ReplayModel
-    from ._resolve import PRESETS, ChatQuirks, Preset
+    from ._resolve import PRESETS
 
 __all__ = [
     "PRESETS",
     "AnthropicModel",
-    "ChatQuirks",
     "FunctionModel",
     "GeminiModel",
     "Model",
@@ -48,7 +44,6 @@ __all__ = [
     "ModelSettings",
     "OpenAIChatModel",
     "OpenAIResponsesModel",
-    "Preset",
     "ReasoningOptions",
     "Reply",
     "ResponseCompleted",
@@ -56,11 +51,8 @@ __all__ = [
     "ReplayModel",
     "RetryPolicy",
     "ScriptedModel",
-    "StopReason",
     "StreamEvent",
     "ToolCallDelta",
-    "ToolSpec",
-    "collect",
     "known_context_window",
     "reply",
     "resolve_model",
@@ -74,8 +66,6 @@ _LAZY = {
     "RecordingModel": "._replay",
     "ReplayModel": "._replay",
     "PRESETS": "._resolve",
-    "Preset": "._resolve",
-    "ChatQuirks": "._resolve",
 }
 
 

@@ -6,13 +6,13 @@ entries, so another process holding only the session id reaches the same
 answers.
 
 A session has one writer at a time. Every run, resume and wake-up holds the
-session's lease (`session_lease_key`); each entry the run appends carries the
-lease's fencing generation, and the store refuses a stale one in the append's
-own transaction. A second caller gets `SessionBusy` (or waits: `wait=` seconds).
-Decisions, steering, stop requests and deferred items are written by anyone,
-without the lease. A run in progress in this process can also be cancelled
-(`Runtime.cancel_runs`; deleting the session does it): it
-aborts what it waits on and ends STOPPED within `CANCEL_WAIT` seconds.
+session's lease (`taskloom.backends.session_lease_key`); each entry the run
+appends carries the lease's fencing generation, and the store refuses a stale
+one in the append's own transaction. A second caller gets `SessionBusy` (or
+waits: `wait=` seconds). Decisions, steering, stop requests and deferred
+items are written by anyone, without the lease. A run in progress in this
+process can also be cancelled (`Runtime.cancel_runs`; deleting the session
+does it): it aborts what it waits on and ends STOPPED within 2 seconds.
 
 With `Runtime(queue=...)` runs can also be queued for worker processes
 (`Session.submit`, `submit_resume`, `wait`). The runtime knows the queue only
@@ -35,36 +35,24 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 from ._decisions import resume_decided
 from ._fork import FORKED_FROM, fork_session
-from ._journal import SessionJournal
-from ._live_runs import CANCEL_WAIT
 from ._model_choice import SessionModel
 from ._run_queue import RunDemand, RunQueue
 from ._runtime import BindsRuntime, Runtime, default_runtime
 from ._session import Session
-from ._session_lease import LEASE_TTL, RELEASE_WAIT, HeldLease, SessionHold, session_lease_key
 from ._tool_board import SessionTools
 
 if TYPE_CHECKING:
-    from ._diff import ASPECTS, Difference, Round, SessionDiff, diff_sessions, rounds_of
+    from ._diff import SessionDiff, diff_sessions, rounds_of
     from ._served import SERVED_KEY, ServedRuns, ServedState, ServedTask
 
 __all__ = [
-    "ASPECTS",
-    "CANCEL_WAIT",
     "BindsRuntime",
     "FORKED_FROM",
-    "LEASE_TTL",
-    "RELEASE_WAIT",
-    "Difference",
-    "HeldLease",
-    "Round",
     "RunDemand",
     "RunQueue",
     "Runtime",
     "Session",
     "SessionDiff",
-    "SessionHold",
-    "SessionJournal",
     "SessionModel",
     "SessionTools",
     "SERVED_KEY",
@@ -76,12 +64,10 @@ __all__ = [
     "fork_session",
     "resume_decided",
     "rounds_of",
-    "session_lease_key",
 ]
 
 # Comparing sessions is for tools and tests: `import taskloom` does not pay for it.
-_LAZY = {name: "._diff" for name in ("ASPECTS", "Difference", "Round", "SessionDiff")}
-_LAZY.update({"diff_sessions": "._diff", "rounds_of": "._diff"})
+_LAZY = {name: "._diff" for name in ("SessionDiff", "diff_sessions", "rounds_of")}
 # Only servers (`taskloom mcp serve`, `taskloom a2a serve`) serve runs as tasks.
 _LAZY.update(
     {name: "._served" for name in ("SERVED_KEY", "ServedRuns", "ServedState", "ServedTask")}

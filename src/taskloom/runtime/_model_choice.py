@@ -19,7 +19,7 @@ __all__ = ["SessionModel"]
 
 class SessionModel:
     """A session's model choice, read from and written to its journal (the
-    loop's `taskloom.loop.ModelChoice`)."""
+    loop's `taskloom.loop.ports.ModelChoice`)."""
 
     __slots__ = ("_agent", "_chosen", "_journal", "_log", "_runtime")
 

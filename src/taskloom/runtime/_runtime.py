@@ -12,7 +12,8 @@ import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
-from ..agent import Agent, AgentDepsT, AgentOutputT
+from .._run_controls import StopSignal
+from ..agent import Agent, AgentDepsT, AgentOutputT, set_default_runtime
 from ..backends import (
     BudgetLedger,
     MemoryBudgets,
@@ -21,11 +22,12 @@ from ..backends import (
     SessionStore,
     SnapshotStore,
     backend_of,
+    session_lease_key,
     snapshots_for,
 )
 from ..entries import Entry, Steer, StopRequest
 from ..errors import ConfigurationError, SessionBusy, UsageError
-from ..loop import RunObserver, StopSignal
+from ..loop.ports import RunObserver
 from ..models import Model
 from ..stores import open_store
 from ..tools import Tool, ToolCatalog
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 from ._live_runs import LiveRuns
 from ._run_queue import RunQueue
 from ._session import Session, wake_up
-from ._session_lease import LEASE_TTL, session_lease_key
+from ._session_lease import LEASE_TTL
 
 __all__ = ["SNAPSHOT_EVERY", "BindsRuntime", "Runtime", "default_runtime"]
 
@@ -214,9 +216,9 @@ class Runtime:
         """Who watches this runtime's runs (tracing while a tracer provider is
         configured, unless an observer was given), made on first use."""
         if self._observer is None:
-            from ..tracing import default_observer
+            from ..tracing import WhenConfigured
 
-            self._observer = default_observer(self)
+            self._observer = WhenConfigured(self.trace_content)
         return self._observer
 
     def tools_for(self, agent: Agent[Any, Any]) -> Mapping[str, Tool]:
@@ -570,3 +572,6 @@ def _by_name(items: Mapping[str, T] | Iterable[T] | None, name: Callable[[T], st
     if isinstance(items, Mapping):
         return dict(items)
     return {name(item): item for item in items}
+
+
+set_default_runtime(default_runtime)

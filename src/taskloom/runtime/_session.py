@@ -15,32 +15,16 @@ from typing import TYPE_CHECKING, Any, Generic
 
 from ..agent import Agent, AgentDepsT, AgentOutputT
 from ..backends import Lease
-from ..entries import (
-    ApprovalDecision,
-    Entry,
-    InputAnswer,
-)
-from ..errors import (
-    ApprovalsMissing,
-    SessionBusy,
-    UsageError,
-)
+from ..entries import ApprovalDecision, Entry, InputAnswer
+from ..errors import ApprovalsMissing, SessionBusy, UsageError
 from ..events import Event, origin_label
 from ..log import ended_activities, pending_input, pending_inputs, read_inputs
 from ..log import transcript as read_transcript
-from ..loop import (
-    PendingCall,
-    RunLoop,
-    RunOptions,
-    RunPorts,
-    RunResult,
-    RunScope,
-    RunStream,
-    new_run_id,
-)
+from ..loop import RunOptions, RunStream
+from ..loop.ports import RunLoop, RunPorts, RunScope, new_run_id
 from ..messages import Message
 from ..models import Model, ReasoningOptions
-from ..results import PendingInput, RunStatus
+from ..results import PendingCall, PendingInput, RunResult, RunStatus
 from ._decisions import check_same, folded, requested, resume_decided
 from ._fork import fork_session
 from ._input import check_answer, same_answer

@@ -15,13 +15,7 @@ from ..errors import SessionBusy
 if TYPE_CHECKING:
     from ._journal import SessionJournal
 
-__all__ = [
-    "LEASE_TTL",
-    "RELEASE_WAIT",
-    "HeldLease",
-    "SessionHold",
-    "session_lease_key",
-]
+__all__ = ["LEASE_TTL", "RELEASE_WAIT", "HeldLease", "SessionHold"]
 
 logger = logging.getLogger("taskloom")
 

@@ -18,7 +18,7 @@ __all__ = ["SessionTools"]
 
 class SessionTools:
     """The tools of a session's agent on a runtime, as the loop's tool board
-    reads them (`taskloom.loop.ToolBoard`)."""
+    reads them (`taskloom.loop.ports.ToolBoard`)."""
 
     __slots__ = ("_agent", "_catalog", "_own", "_runtime")
 

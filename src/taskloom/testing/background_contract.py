@@ -70,7 +70,6 @@ with needs_extra("taskloom.testing's contract suites"):
 
 __all__ = [
     "ActivityRegistryContract",
-    "FakeClock",
     "NoticeInboxContract",
     "add_from_processes",
     "push_from_processes",

@@ -71,21 +71,7 @@ from ._fake_wire import (
     _Wire,
 )
 
-__all__ = [
-    "Drop",
-    "ErrorReply",
-    "FakeReply",
-    "FakeServer",
-    "FakeToolCall",
-    "Hang",
-    "Malformed",
-    "Prelude",
-    "RecordedRequest",
-    "ScriptItem",
-    "StreamError",
-    "ToolCallSpec",
-    "main",
-]
+__all__ = ["FakeServer", "main"]
 
 
 def _truncate(frame: bytes) -> bytes:

@@ -40,7 +40,7 @@ from .clock import FakeClock
 with needs_extra("taskloom.testing's contract suites"):
     import pytest
 
-__all__ = ["FakeClock", "LeaseContract"]
+__all__ = ["LeaseContract"]
 
 
 async def _close(obj: object) -> None:

@@ -1,7 +1,7 @@
 """Turn a real run into an offline test: record it once, replay it in CI.
 
     from taskloom.models import resolve_model
-    from taskloom.testing import recorded_model
+    from taskloom.testing.recordings import recorded_model
 
     async def test_the_agent_adds():
         with recorded_model("tests/recordings/adds.json",

@@ -9,7 +9,7 @@ any reply, including hand-written streams that real servers rarely send::
 
     from taskloom.models import ModelRequest, OpenAIChatModel
     from taskloom.messages import Message
-    from taskloom.testing import RecordingTransport
+    from taskloom.testing.transport import RecordingTransport
 
     completion = {"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}
     transport = RecordingTransport(RecordingTransport.json(completion))
@@ -21,7 +21,7 @@ any reply, including hand-written streams that real servers rarely send::
     assert transport.requests[0].body["model"] == "gpt-4.1-mini"
 
 Nothing goes through a socket, so timeouts, dropped connections and retry
-timing are out of its reach: `taskloom.testing.FakeServer` serves those on
+timing are out of its reach: `taskloom.testing.fake_server.FakeServer` serves those on
 loopback.
 """
 

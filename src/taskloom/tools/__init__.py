@@ -10,19 +10,11 @@ it has is an `UnboundTool` until that runtime binds it.
 
 from __future__ import annotations
 
-from ..entries import DeferredItem
-from ._context import AgentView, BackgroundStarter, Deferred, DepsT, ToolContext, ToolHost
+from ._context import AgentView, Deferred, ToolContext, ToolHost
 from ._decorator import as_tool, tool
-from ._output import DEFAULT_MAX_OUTPUT_CHARS, ToolError, ToolOutput, cap_output, to_content
-from ._tool import (
-    IDEMPOTENT_RETRIES,
-    ApprovalRule,
-    ArgumentsInvalid,
-    Tool,
-    ToolEffect,
-    UnboundTool,
-)
-from ._toolset import ToolCatalog, ToolLike, ToolProvider, Toolset
+from ._output import DEFAULT_MAX_OUTPUT_CHARS, ToolError, ToolOutput, cap_output
+from ._tool import IDEMPOTENT_RETRIES, ApprovalRule, ArgumentsInvalid, Tool, ToolEffect, UnboundTool
+from ._toolset import ToolCatalog, ToolLike, Toolset
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",
@@ -30,10 +22,7 @@ __all__ = [
     "AgentView",
     "ApprovalRule",
     "ArgumentsInvalid",
-    "BackgroundStarter",
     "Deferred",
-    "DeferredItem",
-    "DepsT",
     "Tool",
     "ToolCatalog",
     "ToolContext",
@@ -42,11 +31,9 @@ __all__ = [
     "ToolHost",
     "ToolOutput",
     "ToolLike",
-    "ToolProvider",
     "Toolset",
     "UnboundTool",
     "as_tool",
     "cap_output",
-    "to_content",
     "tool",
 ]

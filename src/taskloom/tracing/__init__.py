@@ -17,19 +17,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
-from ._default import WhenConfigured, default_observer
+from ._default import WhenConfigured
 
-__all__ = [
-    "CAPTURE_CONTENT_ENV",
-    "GenAIObserver",
-    "WhenConfigured",
-    "default_observer",
-]
+__all__ = ["GenAIObserver", "WhenConfigured"]
 
 if TYPE_CHECKING:
-    from ._otel import CAPTURE_CONTENT_ENV, GenAIObserver
+    from ._otel import GenAIObserver
 
-__getattr__ = lazy_exports(
-    __name__,
-    {"GenAIObserver": "taskloom.tracing._otel", "CAPTURE_CONTENT_ENV": "taskloom.tracing._otel"},
-)
+__getattr__ = lazy_exports(__name__, {"GenAIObserver": "taskloom.tracing._otel"})

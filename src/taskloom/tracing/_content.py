@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..loop import AgentSpec
+from ..loop.ports import AgentSpec
 from ..messages import ImageBlock, Message, TextBlock, ThinkingBlock, ToolCall, ToolResult, Usage
 
 __all__ = [

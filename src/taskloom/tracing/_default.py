@@ -16,24 +16,19 @@ import sys
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-from ..loop import NO_OBSERVER, QueueWatch, RunInfo, RunObserver, RunWatch
+from ..loop.ports import NO_OBSERVER, QueueWatch, RunInfo, RunObserver, RunWatch
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
     from ._otel import GenAIObserver
 
-__all__ = ["WhenConfigured", "default_observer"]
+__all__ = ["WhenConfigured"]
 
 _PROVIDER_ENV = "OTEL_PYTHON_TRACER_PROVIDER"
 
 
-def default_observer(runtime: Runtime) -> RunObserver:
-    """The observer of a runtime given none (see the module docstring)."""
-    return WhenConfigured(runtime.trace_content)
-
-
 class WhenConfigured:
-    """A `GenAIObserver` while a global tracer provider is configured, else nothing.
+    """The observer of a runtime given none: a `GenAIObserver` while a global
+    tracer provider is configured, else nothing (see the module docstring).
 
     `trace_content` records content whatever the environment says.
     """

@@ -39,10 +39,10 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from opentelemetry.util.types import AttributeValue
 
 from ..errors import ProviderError
-from ..loop import EndRun, RunInfo, RunStatus
+from ..loop.ports import EndRun, RunInfo
 from ..messages import ToolCall
 from ..models import Model, ModelRequest, ModelResponse
-from ..results import RunResult
+from ..results import RunResult, RunStatus
 from ..tools import Tool, ToolOutput
 from ._content import (
     MAX_CONTENT_CHARS,
