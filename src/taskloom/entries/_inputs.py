@@ -3,14 +3,14 @@ and the end of the task that asked."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ._base import EntryKind, Payload, _kind
+from .._codec import stored
+from ._base import EntryKind, Payload
 
 
-@_kind
+@stored(absent={"text": ""})
 @dataclass(frozen=True, slots=True)
 class MCPTaskEnded(Payload):
     """In the session's log: an MCP task that asked a person something ended
@@ -22,15 +22,8 @@ class MCPTaskEnded(Payload):
     status: str
     text: str
 
-    def to_data(self) -> dict[str, Any]:
-        return {"activity_id": self.activity_id, "status": self.status, "text": self.text}
 
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> MCPTaskEnded:
-        return cls(str(data["activity_id"]), str(data["status"]), str(data.get("text", "")))
-
-
-@_kind
+@stored(absent={"activity_id": "", "key": "", "request": {}})
 @dataclass(frozen=True, slots=True)
 class InputRequest(Payload):
     """Work of the session (an MCP task, named by its `activity_id`) asks a
@@ -48,29 +41,8 @@ class InputRequest(Payload):
     source: str = ""
     requested_at: float = 0.0
 
-    def to_data(self) -> dict[str, Any]:
-        return {
-            "input_id": self.input_id,
-            "activity_id": self.activity_id,
-            "key": self.key,
-            "request": dict(self.request),
-            "source": self.source,
-            "requested_at": self.requested_at,
-        }
 
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> InputRequest:
-        return cls(
-            str(data["input_id"]),
-            str(data.get("activity_id", "")),
-            str(data.get("key", "")),
-            dict(data.get("request") or {}),
-            str(data.get("source", "")),
-            float(data.get("requested_at", 0.0)),
-        )
-
-
-@_kind
+@stored(absent={"action": "accept"})
 @dataclass(frozen=True, slots=True)
 class InputAnswer(Payload):
     """A person's answer to the `InputRequest` `input_id`: `action` is
@@ -81,19 +53,3 @@ class InputAnswer(Payload):
     input_id: str
     action: str
     content: dict[str, Any] | None = None
-
-    def to_data(self) -> dict[str, Any]:
-        return {
-            "input_id": self.input_id,
-            "action": self.action,
-            "content": None if self.content is None else dict(self.content),
-        }
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> InputAnswer:
-        content = data.get("content")
-        return cls(
-            str(data["input_id"]),
-            str(data.get("action", "accept")),
-            None if content is None else dict(content),
-        )

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+from .._codec import Stored
 from ..events import TextDelta, ThinkingDelta
 from ..messages import Message, Usage
 from ..results import ToolSpec
@@ -36,7 +37,7 @@ StopReason: TypeAlias = Literal[
 
 
 @dataclass(frozen=True, slots=True)
-class ReasoningOptions:
+class ReasoningOptions(Stored):
     """How much the model should think.
 
     `effort` maps to OpenAI's `reasoning_effort` / Responses `reasoning.effort`
@@ -47,15 +48,6 @@ class ReasoningOptions:
     effort: Literal["minimal", "low", "medium", "high", "xhigh"] | None = None
     budget_tokens: int | None = None
     summary: Literal["auto", "concise", "detailed"] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
-        return {k: getattr(self, k) for k in ("effort", "budget_tokens", "summary")}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ReasoningOptions:
-        """The value `to_dict` described."""
-        return cls(d.get("effort"), d.get("budget_tokens"), d.get("summary"))
 
 
 @dataclass(frozen=True, slots=True)

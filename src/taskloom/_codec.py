@@ -1,0 +1,160 @@
+"""The one codec of what taskloom stores: frozen dataclasses as plain JSON data.
+
+A class's encoder and decoder are generated once, on its first use, from its
+fields and their annotations: text, numbers, booleans and `Any` as they are;
+tuples as lists; mappings copied; enums by value; bytes as base64; optional
+values; dataclasses nested, alone or in a union told apart by a constant
+(`init=False`) field. Constant fields are written first and never read.
+`stored(...)` declares what a class's shape needs beyond that.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import enum
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Self, TypeVar
+
+T = TypeVar("T")
+_Codec = tuple[Callable[[Any], dict[str, Any]], Callable[..., Any]]
+_OPTIONS: dict[type, tuple[frozenset[str], Mapping[str, Any], frozenset[str]]] = {}
+_CODECS: dict[type, _Codec] = {}
+_ABSENT = object()
+
+
+def stored(
+    omit: Iterable[str] = (), absent: Mapping[str, Any] | None = None, skip: Iterable[str] = ()
+) -> Callable[[type[T]], type[T]]:
+    """Declare a class's stored shape: the `omit` fields are left out while
+    they equal their default; a key missing from stored data reads as the
+    field's default, else as its value in `absent`, else raises `KeyError`;
+    the `skip` fields are the class's own to write and read."""
+
+    def declare(cls: type[T]) -> type[T]:
+        _OPTIONS[cls] = (frozenset(omit), absent or {}, frozenset(skip))
+        return cls
+
+    return declare
+
+
+def encode(value: Any) -> dict[str, Any]:
+    """`value` (a dataclass) as plain JSON data."""
+    codec = _CODECS.get(type(value)) or _build(type(value))
+    return codec[0](value)
+
+
+def decode(cls: type[T], data: Mapping[str, Any], **given: Any) -> T:
+    """The `cls` that `data` describes; `given` fields are taken as they are."""
+    codec = _CODECS.get(cls) or _build(cls)
+    return codec[1](data, given)  # type: ignore[no-any-return]
+
+
+class Stored:
+    """`to_dict` and `from_dict` by the codec."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
+        return encode(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        """The value `to_dict` described."""
+        return decode(cls, d)
+
+
+def _build(cls: type) -> _Codec:
+    omit, absent, skip = _OPTIONS.get(cls, (frozenset(), {}, frozenset()))
+    hints = typing.get_type_hints(cls)
+    ns: dict[str, Any] = {"M": _ABSENT, "cls": cls, "encode": encode}
+    fields = [f for f in dataclasses.fields(cls) if f.name not in skip]
+    skipped = [f for f in dataclasses.fields(cls) if f.name in skip]
+    fields.sort(key=lambda f: f.init)  # constants first
+    literal: list[str] = []
+    enc: list[str] = []
+    dec = ["def _dec(d, g):", " get = d.get", " kw = {}"]
+    for f in fields:
+        name, key = f.name, repr(f.name)
+        to, back = _converters(hints[name], ns)
+        if name in omit:
+            ns[f"D_{name}"] = f.default
+            enc += [f" if o.{name} != D_{name}:", f"  d[{key}] = {to.replace('@', f'o.{name}')}"]
+        elif enc:
+            enc.append(f" d[{key}] = {to.replace('@', f'o.{name}')}")
+        else:
+            literal.append(f"{key}: {to.replace('@', f'o.{name}')}")
+        if not f.init:
+            continue
+        if f.default is not dataclasses.MISSING:
+            ns[f"D_{name}"], fallback = f.default, f"D_{name}"
+        elif f.default_factory is not dataclasses.MISSING:
+            ns[f"F_{name}"], fallback = f.default_factory, f"F_{name}()"
+        elif name in absent:
+            ns[f"A_{name}"], fallback = absent[name], f"A_{name}"
+        else:
+            fallback = f"d[{key}]"  # raises KeyError
+        read = f"({fallback} if (v := get({key}, M)) is M else {back.replace('@', 'v')})"
+        dec.append(f" kw[{key}] = g[{key}] if {key} in g else {read}")
+    dec += [f" if {f.name!r} in g: kw[{f.name!r}] = g[{f.name!r}]" for f in skipped]
+    code = ["def _enc(o):", f" d = {{{', '.join(literal)}}}", *enc, " return d", *dec]
+    exec("\n".join([*code, " return cls(**kw)"]), ns)
+    codec = _CODECS[cls] = (ns["_enc"], ns["_dec"])
+    return codec
+
+
+def _converters(hint: Any, ns: dict[str, Any]) -> tuple[str, str]:
+    """How one annotated value is written and read: expressions of `@`."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        present = [a for a in args if a is not type(None)]
+        if len(present) > 1:
+            tagged = f"T_{len(ns)}"
+            ns[tagged] = _tagged(present)
+            return "encode(@)", tagged + "(@)"
+        to, back = (
+            c if c == "@" else f"(None if @ is None else {c})" for c in _converters(present[0], ns)
+        )
+        return to, back
+    if origin is tuple:
+        to, back = _converters(args[0], ns)
+        return (
+            "list(@)" if to == "@" else f"[{to.replace('@', 'x')} for x in @]",
+            "(tuple(@) if @ else ())"
+            if back == "@"
+            else f"(tuple([{back.replace('@', 'x')} for x in @]) if @ else ())",
+        )
+    if origin in (dict, Mapping) or hint in (dict, Mapping):
+        return "dict(@)", "(dict(@) if @ else {})"
+    if hint in (str, int, float, bool):
+        return "@", f"{hint.__name__}(@)"
+    if hint is bytes:
+        ns["b64"] = base64
+        return "b64.b64encode(@).decode('ascii')", "b64.b64decode(@)"
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        ns[hint.__name__] = hint
+        return "@.value", f"{hint.__name__}(@)"
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        ns[f"R_{hint.__name__}"] = getattr(hint, "from_dict", None) or (lambda v: decode(hint, v))
+        return "encode(@)", f"R_{hint.__name__}(@)"
+    return "@", "@"  # Any, Literal, object: JSON as it is
+
+
+def _tagged(classes: list[Any]) -> Callable[[Mapping[str, Any]], Any]:
+    """Decode one of `classes`, told apart by their constant field's value."""
+    by_tag: dict[Any, Any] = {}
+    for cls in classes:
+        (tag,) = [f for f in dataclasses.fields(cls) if not f.init]
+        by_tag[tag.default] = (tag.name, cls)
+    name = next(iter(by_tag.values()))[0]
+
+    def read(data: Mapping[str, Any]) -> Any:
+        found = by_tag.get(data[name])
+        if found is None:
+            raise ValueError(f"unknown {name} {data[name]!r} (not one of {sorted(by_tag)})")
+        return decode(found[1], data)
+
+    return read
