@@ -111,10 +111,12 @@ def _converters(hint: Any, ns: dict[str, Any]) -> tuple[str, str]:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         present = [a for a in args if a is not type(None)]
-        if len(present) > 1:
+        if len(present) > 1 and all(dataclasses.is_dataclass(a) for a in present):
             tagged = f"T_{len(ns)}"
             ns[tagged] = _tagged(present)
             return "encode(@)", tagged + "(@)"
+        if len(present) > 1:
+            return "@", "@"  # text or one of its literals
         to, back = (
             c if c == "@" else f"(None if @ is None else {c})" for c in _converters(present[0], ns)
         )

@@ -94,7 +94,7 @@ class ModelRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class ModelResponse:
+class ModelResponse(Stored):
     """The assistant message a request produced, with its usage."""
 
     message: Message

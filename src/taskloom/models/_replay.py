@@ -81,30 +81,6 @@ def request_data(request: ModelRequest) -> dict[str, Any]:
     return json.loads(json.dumps(data, ensure_ascii=False, default=str))  # type: ignore[no-any-return]
 
 
-def response_data(response: ModelResponse) -> dict[str, Any]:
-    """A response as the JSON a recording keeps."""
-    return {
-        "message": response.message.to_dict(),
-        "usage": response.usage.to_dict(),
-        "stop_reason": response.stop_reason,
-        "model": response.model,
-        "provider": response.provider,
-        "response_id": response.response_id,
-    }
-
-
-def response_from(data: Mapping[str, Any]) -> ModelResponse:
-    """The response `response_data` described."""
-    return ModelResponse(
-        Message.from_dict(data["message"]),
-        Usage.from_dict(data.get("usage") or {}),
-        str(data.get("stop_reason") or "end_turn"),
-        data.get("model"),
-        data.get("provider"),
-        data.get("response_id"),
-    )
-
-
 def dump_recording(model: Mapping[str, Any], exchanges: Sequence[Exchange]) -> str:
     """The text of a recording file: stable key order and layout, so the same
     exchanges always make the same bytes and a changed recording diffs well."""
@@ -164,7 +140,7 @@ class RecordingModel:
         self.exchanges.append(
             Exchange(
                 redact_value(request_data(request), secrets),
-                redact_value(response_data(response), secrets),
+                redact_value(response.to_dict(), secrets),
             )
         )
 
@@ -251,7 +227,7 @@ class ReplayModel:
                     data["system"], data["tools"] = offered["instructions"], offered["tools"]
                     offered = None
                 request = json.loads(json.dumps(data, ensure_ascii=False))
-                exchanges.append(Exchange(request, response_data(response)))
+                exchanges.append(Exchange(request, response.to_dict()))
             messages.append(message.to_dict())
         return cls(exchanges)
 
@@ -295,7 +271,7 @@ class ReplayModel:
         for i in self._open:
             if _matches(self.exchanges[i].request, wanted):
                 self._open.remove(i)
-                return response_from(self.exchanges[i].response)
+                return ModelResponse.from_dict(self.exchanges[i].response)
         raise ReplayMismatch(self._mismatch(wanted))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
