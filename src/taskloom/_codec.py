@@ -94,7 +94,7 @@ def _build(cls: type) -> _Codec:
         elif f.default_factory is not dataclasses.MISSING:
             ns[f"F_{name}"], fallback = f.default_factory, f"F_{name}()"
         elif name in absent:
-            ns[f"A_{name}"], fallback = absent[name], f"A_{name}"
+            ns[f"A_{name}"], fallback = absent[name], back.replace("@", f"A_{name}")
         else:
             fallback = f"d[{key}]"  # raises KeyError
         read = f"({fallback} if (v := get({key}, M)) is M else {back.replace('@', 'v')})"

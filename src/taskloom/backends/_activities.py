@@ -1,16 +1,10 @@
 """Background work as data: activities that are running, notices of work that ended.
 
-Two small interfaces coordinate everything a tool starts that answers later:
-
-- an `ActivityRegistry` knows what is running in a session, each entry held by
-  a lease its owner keeps renewing (an owner that dies simply stops renewing,
-  and its entry drops out — no process has to clean up after another);
-- a `NoticeInbox` holds what finished, until the model has seen it. Pushing is
-  idempotent by notice id, so a report that is delivered twice (a worker
-  retried by its queue, two racing `finish` calls) lands once.
-
-Both are keyed by session id and sit behind memory, SQLite and PostgreSQL
-implementations that pass `taskloom.testing.background_contract`.
+An `ActivityRegistry` knows what runs in each session, every entry held by a
+lease its owner renews (an owner that dies stops renewing, and its entry
+drops out: no process cleans up after another); a `NoticeInbox` holds what
+finished until the model has seen it, idempotent by notice id. Memory, SQLite
+and PostgreSQL implement both and pass `taskloom.testing.background_contract`.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-from .._codec import Stored
+from .._codec import Stored, stored
 from ..events import TextDelta, ThinkingDelta
 from ..messages import Message, Usage
 from ..results import ToolSpec
@@ -50,8 +50,9 @@ class ReasoningOptions(Stored):
     summary: Literal["auto", "concise", "detailed"] | None = None
 
 
+@stored(skip=("context_window",))
 @dataclass(frozen=True, slots=True)
-class ModelSettings:
+class ModelSettings(Stored):
     """Sampling settings; None means the provider's default.
 
     `extra` entries go into the request body as they are, after everything

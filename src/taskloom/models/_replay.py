@@ -59,19 +59,11 @@ class Exchange:
 def request_data(request: ModelRequest) -> dict[str, Any]:
     """A request as the JSON a recording keeps (and compares): everything that
     decides the answer, nothing of the transport."""
-    settings = request.settings
     data: dict[str, Any] = {
         "system": request.system,
         "messages": [m.to_dict() for m in request.messages],
         "tools": tools_data(request.tools),
-        "settings": {
-            "temperature": settings.temperature,
-            "top_p": settings.top_p,
-            "max_tokens": settings.max_tokens,
-            "stop": list(settings.stop),
-            "reasoning": settings.reasoning.to_dict() if settings.reasoning else None,
-            "extra": dict(settings.extra),
-        },
+        "settings": request.settings.to_dict(),  # not its context_window: never sent
     }
     schema = request.output_schema
     data["output"] = (
