@@ -456,8 +456,8 @@ class Usage(Stored):
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
-        counts = [getattr(self, name) + getattr(other, name) for name in _COUNTS]
-        return Usage(*counts, estimated=self.estimated or other.estimated)
+        added = {name: getattr(self, name) + getattr(other, name) for name in _COUNTS}
+        return Usage(**added, estimated=self.estimated or other.estimated)
 
     @property
     def total_tokens(self) -> int:
