@@ -18,7 +18,7 @@ import base64
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from ._codec import Stored, stored
@@ -64,14 +64,6 @@ def valid_result_text(text: str) -> str:
     """`valid_text` for a tool result: a note at the end says when characters were replaced."""
     fixed = valid_text(text)
     return fixed if fixed is text else fixed + _REPLACED_NOTE
-
-
-def _make_valid(block: Any, *names: str) -> None:
-    """`valid_text` for the named text fields of a frozen `block` (None kept)."""
-    for name in names:
-        text = getattr(block, name)
-        if text is not None and not text.isascii():
-            object.__setattr__(block, name, valid_text(text))
 
 
 def _is_utf8(text: str) -> bool:
@@ -265,8 +257,17 @@ class ToolCall(Stored):
     type: Literal["tool_call"] = field(default="tool_call", init=False)
 
     def __post_init__(self) -> None:
-        _make_valid(self, "id", "name", "raw_arguments", "provider_id")
-        set_, raw, arguments = object.__setattr__, self.raw_arguments, self.arguments
+        set_ = object.__setattr__
+        if not self.id.isascii():
+            set_(self, "id", valid_text(self.id))
+        if not self.name.isascii():
+            set_(self, "name", valid_text(self.name))
+        raw = self.raw_arguments
+        if raw is not None and not raw.isascii():
+            set_(self, "raw_arguments", valid_text(raw))
+        if self.provider_id is not None and not self.provider_id.isascii():
+            set_(self, "provider_id", valid_text(self.provider_id))
+        arguments = self.arguments
         if type(arguments) is dict and _is_plain(arguments, 1):
             return
         try:
@@ -299,7 +300,10 @@ class ToolResult(Stored):
     def __post_init__(self) -> None:
         if not self.content.isascii():
             object.__setattr__(self, "content", valid_result_text(self.content))
-        _make_valid(self, "tool_call_id", "tool_name")
+        if not self.tool_call_id.isascii():
+            object.__setattr__(self, "tool_call_id", valid_text(self.tool_call_id))
+        if not self.tool_name.isascii():
+            object.__setattr__(self, "tool_name", valid_text(self.tool_name))
 
 
 @stored(omit=("data", "url"))
@@ -350,7 +354,8 @@ class CompactionBlock(Stored):
             object.__setattr__(self, "data", _clean(self.data, 1))
         except _Unstorable as exc:
             raise ValueError(f"CompactionBlock {_problem_text(exc, 'data')}") from None
-        _make_valid(self, "provider")
+        if not self.provider.isascii():
+            object.__setattr__(self, "provider", valid_text(self.provider))
 
     @property
     def summary(self) -> str | None:
@@ -456,13 +461,17 @@ class Usage(Stored):
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
-        added = {name: getattr(self, name) + getattr(other, name) for name in _COUNTS}
-        return Usage(**added, estimated=self.estimated or other.estimated)
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+            self.requests + other.requests,
+            self.estimated or other.estimated,
+        )
 
     @property
     def total_tokens(self) -> int:
         """Input plus output tokens: what token budgets count."""
         return self.input_tokens + self.output_tokens
-
-
-_COUNTS = [f.name for f in fields(Usage) if f.name != "estimated"]
