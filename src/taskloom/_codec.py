@@ -19,22 +19,24 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Self, TypeVar
 
 T = TypeVar("T")
-_Codec = tuple[Callable[[Any], dict[str, Any]], Callable[..., Any]]
 _OPTIONS: dict[type, tuple[frozenset[str], Mapping[str, Any], frozenset[str]]] = {}
-_CODECS: dict[type, _Codec] = {}
+_ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
+_DECODERS: dict[type, Callable[[Mapping[str, Any], dict[str, Any]], Any]] = {}
 _ABSENT = object()
 
 
 def stored(
     omit: Iterable[str] = (), absent: Mapping[str, Any] | None = None, skip: Iterable[str] = ()
 ) -> Callable[[type[T]], type[T]]:
-    """Declare a class's stored shape: the `omit` fields are left out while
-    they equal their default; a key missing from stored data reads as the
-    field's default, else as its value in `absent`, else raises `KeyError`;
-    the `skip` fields are the class's own to write and read."""
+    """Declare a class's stored shape, and build its encoder: the `omit`
+    fields are left out while they equal their default; a key missing from
+    stored data reads as the field's default, else as its value in `absent`,
+    else raises `KeyError`; the `skip` fields are the class's own to write
+    and read."""
 
     def declare(cls: type[T]) -> type[T]:
         _OPTIONS[cls] = (frozenset(omit), absent or {}, frozenset(skip))
+        _build(cls, _ENCODERS)
         return cls
 
     return declare
@@ -42,14 +44,12 @@ def stored(
 
 def encode(value: Any) -> dict[str, Any]:
     """`value` (a dataclass) as plain JSON data."""
-    codec = _CODECS.get(type(value)) or _build(type(value))
-    return codec[0](value)
+    return (_ENCODERS.get(type(value)) or _build(type(value), _ENCODERS))(value)
 
 
 def decode(cls: type[T], data: Mapping[str, Any], **given: Any) -> T:
     """The `cls` that `data` describes; `given` fields are taken as they are."""
-    codec = _CODECS.get(cls) or _build(cls)
-    return codec[1](data, given)  # type: ignore[no-any-return]
+    return (_DECODERS.get(cls) or _build(cls, _DECODERS))(data, given)  # type: ignore[no-any-return]
 
 
 class Stored:
@@ -67,16 +67,16 @@ class Stored:
         return decode(cls, d)
 
 
-def _build(cls: type) -> _Codec:
+def _build(cls: type, into: dict[type, Any]) -> Any:
+    """Generate `cls`'s encoder (`into` is `_ENCODERS`) or decoder, once."""
     omit, absent, skip = _OPTIONS.get(cls, (frozenset(), {}, frozenset()))
     hints = typing.get_type_hints(cls)
     ns: dict[str, Any] = {"M": _ABSENT, "cls": cls, "encode": encode}
     fields = [f for f in dataclasses.fields(cls) if f.name not in skip]
-    skipped = [f for f in dataclasses.fields(cls) if f.name in skip]
     fields.sort(key=lambda f: f.init)  # constants first
     literal: list[str] = []
     enc: list[str] = []
-    dec = ["def _dec(d, g):", " get = d.get", " kw = {}"]
+    dec = ["def run(d, g):", " get = d.get", " kw = {}"]
     for f in fields:
         name, key = f.name, repr(f.name)
         to, back = _converters(hints[name], ns)
@@ -99,11 +99,14 @@ def _build(cls: type) -> _Codec:
             fallback = f"d[{key}]"  # raises KeyError
         read = f"({fallback} if (v := get({key}, M)) is M else {back.replace('@', 'v')})"
         dec.append(f" kw[{key}] = g[{key}] if {key} in g else {read}")
-    dec += [f" if {f.name!r} in g: kw[{f.name!r}] = g[{f.name!r}]" for f in skipped]
-    code = ["def _enc(o):", f" d = {{{', '.join(literal)}}}", *enc, " return d", *dec]
-    exec("\n".join([*code, " return cls(**kw)"]), ns)
-    codec = _CODECS[cls] = (ns["_enc"], ns["_dec"])
-    return codec
+    dec += [f" if {n!r} in g: kw[{n!r}] = g[{n!r}]" for n in skip]
+    if into is _ENCODERS:
+        code = ["def run(o):", f" d = {{{', '.join(literal)}}}", *enc, " return d"]
+    else:
+        code = [*dec, " return cls(**kw)"]
+    exec("\n".join(code), ns)
+    into[cls] = ns["run"]
+    return ns["run"]
 
 
 def _converters(hint: Any, ns: dict[str, Any]) -> tuple[str, str]:

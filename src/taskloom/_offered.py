@@ -19,6 +19,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ._codec import encode
 from .results import ToolSpec
 
 __all__ = [

@@ -198,6 +198,7 @@ def arguments_problem(arguments: Any) -> str | None:
     return None
 
 
+@stored()
 @dataclass(frozen=True, slots=True)
 class TextBlock(Stored):
     """Plain text."""

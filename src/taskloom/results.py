@@ -10,6 +10,7 @@ from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
+from ._codec import stored
 from .messages import Usage
 
 __all__ = [
@@ -174,6 +175,7 @@ class RunResult(Generic[OutputT]):
         )
 
 
+@stored()
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     """What the model is told about one tool."""
