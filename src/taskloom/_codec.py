@@ -23,6 +23,7 @@ _OPTIONS: dict[type, tuple[frozenset[str], Mapping[str, Any], frozenset[str]]] =
 _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
 _DECODERS: dict[type, Callable[[Mapping[str, Any], dict[str, Any]], Any]] = {}
 _ABSENT = object()
+_NESTED = "ENC.get(type(@), encode)(@)"  # a built encoder without a call between
 
 
 def stored(
@@ -71,7 +72,7 @@ def _build(cls: type, into: dict[type, Any]) -> Any:
     """Generate `cls`'s encoder (`into` is `_ENCODERS`) or decoder, once."""
     omit, absent, skip = _OPTIONS.get(cls, (frozenset(), {}, frozenset()))
     hints = typing.get_type_hints(cls)
-    ns: dict[str, Any] = {"M": _ABSENT, "cls": cls, "encode": encode}
+    ns: dict[str, Any] = {"M": _ABSENT, "cls": cls, "encode": encode, "ENC": _ENCODERS}
     fields = [f for f in dataclasses.fields(cls) if f.name not in skip]
     fields.sort(key=lambda f: f.init)  # constants first
     literal: list[str] = []
@@ -82,7 +83,8 @@ def _build(cls: type, into: dict[type, Any]) -> Any:
         to, back = _converters(hints[name], ns)
         if name in omit:
             ns[f"D_{name}"] = f.default
-            enc += [f" if o.{name} != D_{name}:", f"  d[{key}] = {to.replace('@', f'o.{name}')}"]
+            test = "is not None" if f.default is None else f"!= D_{name}"
+            enc += [f" if o.{name} {test}:", f"  d[{key}] = {to.replace('@', f'o.{name}')}"]
         elif enc:
             enc.append(f" d[{key}] = {to.replace('@', f'o.{name}')}")
         else:
@@ -117,7 +119,7 @@ def _converters(hint: Any, ns: dict[str, Any]) -> tuple[str, str]:
         if len(present) > 1 and all(dataclasses.is_dataclass(a) for a in present):
             tagged = f"T_{len(ns)}"
             ns[tagged] = _tagged(present)
-            return "encode(@)", tagged + "(@)"
+            return _NESTED, tagged + "(@)"
         if len(present) > 1:
             return "@", "@"  # text or one of its literals
         to, back = (
@@ -132,8 +134,8 @@ def _converters(hint: Any, ns: dict[str, Any]) -> tuple[str, str]:
             if back == "@"
             else f"(tuple([{back.replace('@', 'x')} for x in @]) if @ else ())",
         )
-    if origin in (dict, Mapping) or hint in (dict, Mapping):
-        return "dict(@)", "(dict(@) if @ else {})"
+    if origin in (dict, Mapping) or hint in (dict, Mapping):  # a Mapping is copied to a dict
+        return "@" if dict in (origin, hint) else "dict(@)", "(dict(@) if @ else {})"
     if hint in (str, int, float, bool):
         return "@", f"{hint.__name__}(@)"
     if hint is bytes:
@@ -144,22 +146,18 @@ def _converters(hint: Any, ns: dict[str, Any]) -> tuple[str, str]:
         return "@.value", f"{hint.__name__}(@)"
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         ns[f"R_{hint.__name__}"] = getattr(hint, "from_dict", None) or (lambda v: decode(hint, v))
-        return "encode(@)", f"R_{hint.__name__}(@)"
+        return _NESTED, f"R_{hint.__name__}(@)"
     return "@", "@"  # Any, Literal, object: JSON as it is
 
 
 def _tagged(classes: list[Any]) -> Callable[[Mapping[str, Any]], Any]:
     """Decode one of `classes`, told apart by their constant field's value."""
-    by_tag: dict[Any, Any] = {}
-    for cls in classes:
-        (tag,) = [f for f in dataclasses.fields(cls) if not f.init]
-        by_tag[tag.default] = (tag.name, cls)
-    name = next(iter(by_tag.values()))[0]
+    tags = {f.default: (f.name, c) for c in classes for f in dataclasses.fields(c) if not f.init}
+    name = next(iter(tags.values()))[0]
 
     def read(data: Mapping[str, Any]) -> Any:
-        found = by_tag.get(data[name])
-        if found is None:
-            raise ValueError(f"unknown {name} {data[name]!r} (not one of {sorted(by_tag)})")
+        if (found := tags.get(data[name])) is None:
+            raise ValueError(f"unknown {name} {data[name]!r} (not one of {sorted(tags)})")
         return decode(found[1], data)
 
     return read
