@@ -157,7 +157,7 @@ def _tagged(classes: list[Any]) -> Callable[[Mapping[str, Any]], Any]:
 
     def read(data: Mapping[str, Any]) -> Any:
         if (found := tags.get(data[name])) is None:
-            raise ValueError(f"unknown {name} {data[name]!r} (not one of {sorted(tags)})")
+            raise ValueError(f"unknown {name} {data[name]!r} (not one of {sorted(map(str, tags))})")
         return decode(found[1], data)
 
     return read
