@@ -1,8 +1,9 @@
 """The one codec of what taskloom stores: frozen dataclasses as plain JSON data.
 
-A class's encoder and decoder are generated once, on its first use, from its
-fields and their annotations: text, numbers, booleans and `Any` as they are;
-tuples as lists; mappings copied; enums by value; bytes as base64; optional
+A class's encoder (when `stored(...)` registers it, else on first use) and
+decoder (on first use) are generated once, from its fields and their
+annotations: text, numbers, booleans, dicts and `Any` as they are; tuples as
+lists; other mappings as dicts; enums by value; bytes as base64; optional
 values; dataclasses nested, alone or in a union told apart by a constant
 (`init=False`) field. Constant fields are written first and never read.
 `stored(...)` declares what a class's shape needs beyond that.
@@ -22,7 +23,6 @@ T = TypeVar("T")
 _OPTIONS: dict[type, tuple[frozenset[str], Mapping[str, Any], frozenset[str]]] = {}
 _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
 _DECODERS: dict[type, Callable[[Mapping[str, Any], dict[str, Any]], Any]] = {}
-_ABSENT = object()
 _NESTED = "ENC.get(type(@), encode)(@)"  # a built encoder without a call between
 
 
@@ -72,7 +72,7 @@ def _build(cls: type, into: dict[type, Any]) -> Any:
     """Generate `cls`'s encoder (`into` is `_ENCODERS`) or decoder, once."""
     omit, absent, skip = _OPTIONS.get(cls, (frozenset(), {}, frozenset()))
     hints = typing.get_type_hints(cls)
-    ns: dict[str, Any] = {"M": _ABSENT, "cls": cls, "encode": encode, "ENC": _ENCODERS}
+    ns: dict[str, Any] = {"M": dataclasses.MISSING, "cls": cls, "encode": encode, "ENC": _ENCODERS}
     fields = [f for f in dataclasses.fields(cls) if f.name not in skip]
     fields.sort(key=lambda f: f.init)  # constants first
     literal: list[str] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -114,8 +115,6 @@ class PendingInput:
 
 def arguments_digest(arguments: dict[str, Any]) -> str:
     """A stable hash of call arguments: decisions are bound to it."""
-    import hashlib
-
     canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 

@@ -98,9 +98,6 @@ _ITEM_KINDS: dict[str, Callable[[str, Mapping[str, Any]], DeferredItem]] = {
 }
 
 
-# ---------------------------------------------------------------- conversation
-
-
 @stored(omit=("folds", "usage"), skip=("delivered_text", "delivered_ids"))
 @dataclass(frozen=True, slots=True)
 class MessageEntry(Payload):
@@ -128,8 +125,7 @@ class MessageEntry(Payload):
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> MessageEntry:
-        delivered = data.get("delivered")
-        if not delivered:
+        if not (delivered := data.get("delivered")):
             return decode(cls, data)
         ids = tuple(delivered.get("ids") or ())
         return decode(cls, data, delivered_text=str(delivered["text"]), delivered_ids=ids)
