@@ -44,7 +44,7 @@ def stored(
 
 
 def encode(value: Any) -> dict[str, Any]:
-    """`value` (a dataclass) as plain JSON data."""
+    """The value (a dataclass) as plain JSON data, which decodes to an equal value."""
     return (_ENCODERS.get(type(value)) or _build(type(value), _ENCODERS))(value)
 
 
@@ -58,9 +58,7 @@ class Stored:
 
     __slots__ = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
-        return encode(self)
+    to_dict = encode
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Self:

@@ -51,9 +51,7 @@ class Payload:
         if "KIND" in vars(cls):
             _KINDS[cls.KIND] = cls
 
-    def to_data(self) -> dict[str, Any]:
-        """The payload as plain JSON data."""
-        return encode(self)
+    to_data = encode
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> Self:
