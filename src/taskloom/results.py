@@ -163,15 +163,8 @@ class RunResult(Generic[OutputT]):
     @property
     def children_usage(self) -> Usage:
         """What the run's children used (`usage` less `own_usage`)."""
-        total, own = self.usage, self.own_usage
-        return Usage(
-            total.input_tokens - own.input_tokens,
-            total.output_tokens - own.output_tokens,
-            total.cache_read_tokens - own.cache_read_tokens,
-            total.cache_write_tokens - own.cache_write_tokens,
-            total.reasoning_tokens - own.reasoning_tokens,
-            total.requests - own.requests,
-        )
+        total, own = self.usage.to_dict(), self.own_usage.to_dict()
+        return Usage(**{k: n - own[k] for k, n in total.items() if k != "estimated"})
 
 
 @stored()
