@@ -19,6 +19,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ._codec import encode
 from .results import ToolSpec
 
 __all__ = [
@@ -36,10 +37,7 @@ INSTRUCTIONS_DIFF_LINES = 20
 
 def tools_data(specs: Iterable[ToolSpec]) -> list[dict[str, Any]]:
     """The tools as a request recording (and a run's start entry) keeps them."""
-    return [
-        {"name": t.name, "description": t.description, "input_schema": dict(t.input_schema)}
-        for t in specs
-    ]
+    return [encode(t) for t in specs]
 
 
 def offer(

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from ._codec import Stored, stored
+
 __all__ = [
     "MAX_ARGUMENT_DEPTH",
     "Block",
@@ -195,8 +197,9 @@ def arguments_problem(arguments: Any) -> str | None:
     return None
 
 
+@stored()
 @dataclass(frozen=True, slots=True)
-class TextBlock:
+class TextBlock(Stored):
     """Plain text."""
 
     text: str
@@ -206,13 +209,10 @@ class TextBlock:
         if not self.text.isascii():
             object.__setattr__(self, "text", valid_text(self.text))
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
-        return {"type": "text", "text": self.text}
 
-
+@stored(omit=("signature", "redacted", "data", "provider", "id"))
 @dataclass(frozen=True, slots=True)
-class ThinkingBlock:
+class ThinkingBlock(Stored):
     """Reasoning the model produced.
 
     `signature` (Anthropic's signature, or OpenAI Responses' encrypted
@@ -233,24 +233,10 @@ class ThinkingBlock:
         if not self.text.isascii():
             object.__setattr__(self, "text", valid_text(self.text))
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
-        out: dict[str, Any] = {"type": "thinking", "text": self.text}
-        if self.signature is not None:
-            out["signature"] = self.signature
-        if self.redacted:
-            out["redacted"] = True
-        if self.data is not None:
-            out["data"] = self.data
-        if self.provider is not None:
-            out["provider"] = self.provider
-        if self.id is not None:
-            out["id"] = self.id
-        return out
 
-
+@stored(omit=("raw_arguments", "provider_id"))
 @dataclass(frozen=True, slots=True)
-class ToolCall:
+class ToolCall(Stored):
     """A call the model asked for.
 
     `arguments` is the parsed JSON object. When the model sent arguments that
@@ -295,23 +281,10 @@ class ToolCall:
             if raw is None:
                 set_(self, "raw_arguments", _render(arguments, 1))
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
-        out: dict[str, Any] = {
-            "type": "tool_call",
-            "id": self.id,
-            "name": self.name,
-            "arguments": self.arguments,
-        }
-        if self.raw_arguments is not None:
-            out["raw_arguments"] = self.raw_arguments
-        if self.provider_id is not None:
-            out["provider_id"] = self.provider_id
-        return out
 
-
+@stored(omit=("is_error",))
 @dataclass(frozen=True, slots=True)
-class ToolResult:
+class ToolResult(Stored):
     """The one result a tool call gets; `is_error` marks in-band errors.
 
     `content` is made valid UTF-8; when characters had to be replaced, a
@@ -332,21 +305,10 @@ class ToolResult:
         if not self.tool_name.isascii():
             object.__setattr__(self, "tool_name", valid_text(self.tool_name))
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
-        out: dict[str, Any] = {
-            "type": "tool_result",
-            "tool_call_id": self.tool_call_id,
-            "content": self.content,
-            "tool_name": self.tool_name,
-        }
-        if self.is_error:
-            out["is_error"] = True
-        return out
 
-
+@stored(omit=("data", "url"))
 @dataclass(frozen=True, slots=True)
-class ImageBlock:
+class ImageBlock(Stored):
     """An image, either inline bytes (`data` + `media_type`) or a `url`."""
 
     data: bytes | None = None
@@ -358,15 +320,6 @@ class ImageBlock:
         if (self.data is None) == (self.url is None):
             raise ValueError("ImageBlock takes exactly one of data= or url=")
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
-        out: dict[str, Any] = {"type": "image", "media_type": self.media_type}
-        if self.data is not None:
-            out["data"] = base64.b64encode(self.data).decode("ascii")
-        else:
-            out["url"] = self.url
-        return out
-
     @property
     def base64(self) -> str:
         """The inline bytes as base64 text (empty for a URL image)."""
@@ -374,7 +327,7 @@ class ImageBlock:
 
 
 @dataclass(frozen=True, slots=True)
-class CompactionBlock:
+class CompactionBlock(Stored):
     """A provider's own compaction of the conversation before it, kept verbatim.
 
     Where a wire API compacts on its side (Anthropic's `compaction` content
@@ -410,53 +363,13 @@ class CompactionBlock:
         content = self.data.get("content")
         return content if isinstance(content, str) else None
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
-        return {"type": "compaction", "provider": self.provider, "data": self.data}
-
 
 Block: TypeAlias = TextBlock | ThinkingBlock | ToolCall | ToolResult | ImageBlock | CompactionBlock
 
 
-def _block_from_dict(d: Mapping[str, Any]) -> Block:
-    kind = d["type"]
-    if kind == "text":
-        return TextBlock(d["text"])
-    if kind == "thinking":
-        return ThinkingBlock(
-            text=d.get("text", ""),
-            signature=d.get("signature"),
-            redacted=d.get("redacted", False),
-            data=d.get("data"),
-            provider=d.get("provider"),
-            id=d.get("id"),
-        )
-    if kind == "tool_call":
-        return ToolCall(
-            id=d["id"],
-            name=d["name"],
-            arguments=dict(d.get("arguments") or {}),
-            raw_arguments=d.get("raw_arguments"),
-            provider_id=d.get("provider_id"),
-        )
-    if kind == "tool_result":
-        return ToolResult(
-            tool_call_id=d["tool_call_id"],
-            content=d["content"],
-            is_error=d.get("is_error", False),
-            tool_name=d.get("tool_name", ""),
-        )
-    if kind == "compaction":
-        return CompactionBlock(provider=d["provider"], data=dict(d["data"]))
-    if kind == "image":
-        if "data" in d:
-            return ImageBlock(data=base64.b64decode(d["data"]), media_type=d["media_type"])
-        return ImageBlock(url=d["url"], media_type=d.get("media_type", "image/png"))
-    raise ValueError(f"unknown block type {kind!r}")
-
-
+@stored(omit=("provider", "model", "origin"))
 @dataclass(frozen=True, slots=True)
-class Message:
+class Message(Stored):
     """One turn of a conversation: a role and its blocks.
 
     Roles: `user`, `assistant`, and `tool` (a message carrying only
@@ -520,31 +433,10 @@ class Message:
         """The thinking blocks this message carries."""
         return [b for b in self.blocks if isinstance(b, ThinkingBlock)]
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
-        out: dict[str, Any] = {"role": self.role, "blocks": [b.to_dict() for b in self.blocks]}
-        if self.provider is not None:
-            out["provider"] = self.provider
-        if self.model is not None:
-            out["model"] = self.model
-        if self.origin:
-            out["origin"] = self.origin
-        return out
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Message:
-        """The value `to_dict` described."""
-        return cls(
-            role=d["role"],
-            blocks=tuple(_block_from_dict(b) for b in d["blocks"]),
-            provider=d.get("provider"),
-            model=d.get("model"),
-            origin=d.get("origin", ""),
-        )
-
-
+@stored(omit=("estimated",))
 @dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(Stored):
     """Token counts of one or more model requests; `+` adds them up.
 
     Figures are as the provider reports them (and its SDK parses them):
@@ -583,26 +475,3 @@ class Usage:
     def total_tokens(self) -> int:
         """Input plus output tokens: what token budgets count."""
         return self.input_tokens + self.output_tokens
-
-    def to_dict(self) -> dict[str, int]:
-        """A JSON-serialisable dict; `from_dict` turns it back into an equal value.
-
-        `estimated` appears only when true, so reported usage keeps its shape.
-        """
-        out = {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
-            "requests": self.requests,
-        }
-        if self.estimated:
-            out["estimated"] = True
-        return out
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Usage:
-        """The value `to_dict` described."""
-        counts = {k: int(d.get(k, 0)) for k in cls.__dataclass_fields__ if k != "estimated"}
-        return cls(**counts, estimated=bool(d.get("estimated", False)))

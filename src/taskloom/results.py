@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
+from ._codec import stored
 from .messages import Usage
 
 __all__ = [
@@ -111,8 +113,6 @@ class PendingInput:
 
 def arguments_digest(arguments: dict[str, Any]) -> str:
     """A stable hash of call arguments: decisions are bound to it."""
-    import hashlib
-
     canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
@@ -161,17 +161,11 @@ class RunResult(Generic[OutputT]):
     @property
     def children_usage(self) -> Usage:
         """What the run's children used (`usage` less `own_usage`)."""
-        total, own = self.usage, self.own_usage
-        return Usage(
-            total.input_tokens - own.input_tokens,
-            total.output_tokens - own.output_tokens,
-            total.cache_read_tokens - own.cache_read_tokens,
-            total.cache_write_tokens - own.cache_write_tokens,
-            total.reasoning_tokens - own.reasoning_tokens,
-            total.requests - own.requests,
-        )
+        total, own = self.usage.to_dict(), self.own_usage.to_dict()
+        return Usage(**{k: n - own[k] for k, n in total.items() if k != "estimated"})
 
 
+@stored()
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     """What the model is told about one tool."""

@@ -1,16 +1,10 @@
 """Background work as data: activities that are running, notices of work that ended.
 
-Two small interfaces coordinate everything a tool starts that answers later:
-
-- an `ActivityRegistry` knows what is running in a session, each entry held by
-  a lease its owner keeps renewing (an owner that dies simply stops renewing,
-  and its entry drops out — no process has to clean up after another);
-- a `NoticeInbox` holds what finished, until the model has seen it. Pushing is
-  idempotent by notice id, so a report that is delivered twice (a worker
-  retried by its queue, two racing `finish` calls) lands once.
-
-Both are keyed by session id and sit behind memory, SQLite and PostgreSQL
-implementations that pass `taskloom.testing.background_contract`.
+An `ActivityRegistry` knows what runs in each session, every entry held by a
+lease its owner renews (an owner that dies stops renewing, and its entry
+drops out: no process cleans up after another); a `NoticeInbox` holds what
+finished until the model has seen it, idempotent by notice id. Memory, SQLite
+and PostgreSQL implement both and pass `taskloom.testing.background_contract`.
 """
 
 from __future__ import annotations
@@ -19,6 +13,8 @@ from builtins import list as _list
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from .._codec import Stored, stored
 
 __all__ = [
     "ActivityRegistry",
@@ -40,8 +36,9 @@ class NoticeStatus:
     """Not an end: the work asks the session a question (a child's `ask_parent`)."""
 
 
+@stored(absent={"description": "", "started_at": 0.0})
 @dataclass(frozen=True, slots=True)
-class BackgroundActivity:
+class BackgroundActivity(Stored):
     """Something running in the background of a session.
 
     `id` is unique within the session; `kind` groups activities for per-kind
@@ -57,32 +54,10 @@ class BackgroundActivity:
     run_id: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict that `from_dict` turns back into an equal value."""
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "description": self.description,
-            "started_at": self.started_at,
-            "run_id": self.run_id,
-            "metadata": dict(self.metadata),
-        }
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> BackgroundActivity:
-        """The activity `to_dict` described (optional keys may be absent)."""
-        return cls(
-            d["id"],
-            d["kind"],
-            d.get("description", ""),
-            d.get("started_at", 0.0),
-            d.get("run_id"),
-            d.get("metadata") or {},
-        )
-
-
+@stored(absent={"text": ""})
 @dataclass(frozen=True, slots=True)
-class BackgroundNotice:
+class BackgroundNotice(Stored):
     """Word that an activity ended, waiting in a session's inbox for the model.
 
     `id` identifies the report itself (pushing the same id twice stores it
@@ -98,31 +73,6 @@ class BackgroundNotice:
     status: str = NoticeStatus.DONE
     created_at: float = 0.0
     data: Mapping[str, Any] = field(default_factory=dict, hash=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict that `from_dict` turns back into an equal value."""
-        return {
-            "id": self.id,
-            "activity_id": self.activity_id,
-            "kind": self.kind,
-            "text": self.text,
-            "status": self.status,
-            "created_at": self.created_at,
-            "data": dict(self.data),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> BackgroundNotice:
-        """The notice `to_dict` described (optional keys may be absent)."""
-        return cls(
-            d["id"],
-            d["activity_id"],
-            d["kind"],
-            d.get("text", ""),
-            d.get("status", NoticeStatus.DONE),
-            d.get("created_at", 0.0),
-            d.get("data") or {},
-        )
 
 
 @runtime_checkable

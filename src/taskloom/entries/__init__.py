@@ -16,6 +16,9 @@ from ._approvals import (
     ApprovalEscalated,
     ApprovalRequests,
     CallsStarted,
+    InputAnswer,
+    InputRequest,
+    MCPTaskEnded,
     RequestedCall,
 )
 from ._base import Entry, EntryKind, Payload
@@ -29,15 +32,16 @@ from ._conversation import (
     Steer,
     StopRequest,
 )
-from ._delegation import (
+from ._runs import (
+    NoticeDeliveredEntry,
+    RunFinishedEntry,
+    RunStartedEntry,
     SubagentDispatched,
     SubagentLink,
     SubagentReport,
     SubagentResult,
     SubagentStartedEntry,
 )
-from ._inputs import InputAnswer, InputRequest, MCPTaskEnded
-from ._runs import NoticeDeliveredEntry, RunFinishedEntry, RunStartedEntry
 
 __all__ = [
     "ApprovalDecision",

@@ -1,5 +1,7 @@
-"""Approvals: the calls a turn parks, the decisions on them, the record of
-calls started, and a child's escalation to its parent's people."""
+"""What people are asked: the calls a turn parks, the decisions on them, the
+record of calls started, a child's escalation to its parent's people, and
+input a session's work (an MCP task) asks for, its answer and the end of the
+task that asked."""
 
 from __future__ import annotations
 
@@ -7,9 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ._base import EntryKind, Payload, _kind
+from .._codec import decode, stored
+from ._base import EntryKind, Payload
 
 
+@stored(omit=("reason",), absent={"name": "", "arguments": {}})
 @dataclass(frozen=True, slots=True)
 class RequestedCall:
     """One call of a parked turn that waits for a decision.
@@ -25,7 +29,7 @@ class RequestedCall:
     reason: str | None = None
 
 
-@_kind
+@stored(absent={"turn": 0})
 @dataclass(frozen=True, slots=True)
 class ApprovalRequests(Payload):
     """Every approval request of one turn, written as one entry.
@@ -40,43 +44,14 @@ class ApprovalRequests(Payload):
     turn: int
     calls: tuple[RequestedCall, ...]
 
-    def to_data(self) -> dict[str, Any]:
-        return {
-            "turn": self.turn,
-            "calls": [_requested_data(c) for c in self.calls],
-        }
-
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> ApprovalRequests:
-        raw = data.get("calls")
-        if raw is None:  # 0.1: one call per entry
-            raw = [data]
-        calls = tuple(
-            RequestedCall(
-                str(c["call_id"]),
-                str(c.get("name", "")),
-                c.get("arguments") or {},
-                str(c["hash"]),
-                str(c["reason"]) if c.get("reason") is not None else None,
-            )
-            for c in raw
-        )
-        return cls(int(data.get("turn", 0)), calls)
+        if data.get("calls") is None:  # 0.1: one call per entry
+            return decode(cls, {"turn": data.get("turn", 0), "calls": [data]})
+        return decode(cls, data)
 
 
-def _requested_data(call: RequestedCall) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "call_id": call.call_id,
-        "name": call.name,
-        "arguments": call.arguments,
-        "hash": call.hash,
-    }
-    if call.reason is not None:
-        data["reason"] = call.reason
-    return data
-
-
-@_kind
+@stored(absent={"approved": False, "hash": ""})
 @dataclass(frozen=True, slots=True)
 class ApprovalDecision(Payload):
     """A human's write-once decision on one call of one turn (bound to its arguments)."""
@@ -88,27 +63,8 @@ class ApprovalDecision(Payload):
     turn: int = 0
     note: str | None = None
 
-    def to_data(self) -> dict[str, Any]:
-        return {
-            "call_id": self.call_id,
-            "approved": self.approved,
-            "hash": self.hash,
-            "turn": self.turn,
-            "note": self.note,
-        }
 
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> ApprovalDecision:
-        return cls(
-            str(data["call_id"]),
-            bool(data.get("approved")),
-            str(data.get("hash", "")),
-            int(data.get("turn", 0)),
-            data.get("note"),
-        )
-
-
-@_kind
+@stored(omit=("step",), absent={"turn": 0, "call_ids": ()})
 @dataclass(frozen=True, slots=True)
 class CallsStarted(Payload):
     """Calls of turn `turn` are about to run: written durably before they start,
@@ -126,22 +82,8 @@ class CallsStarted(Payload):
     call_ids: tuple[str, ...]
     step: bool = False
 
-    def to_data(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"turn": self.turn, "call_ids": list(self.call_ids)}
-        if self.step:
-            data["step"] = True
-        return data
 
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> CallsStarted:
-        return cls(
-            int(data.get("turn", 0)),
-            tuple(str(c) for c in data.get("call_ids") or ()),
-            bool(data.get("step", False)),
-        )
-
-
-@_kind
+@stored(omit=("call_id", "turn"), absent={"name": "", "call_ids": ()})
 @dataclass(frozen=True, slots=True)
 class ApprovalEscalated(Payload):
     """In a parent's log: its child `child_session_id` (named `name`) parked
@@ -161,23 +103,47 @@ class ApprovalEscalated(Payload):
     call_id: str | None = None
     turn: int | None = None
 
-    def to_data(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "child_session_id": self.child_session_id,
-            "name": self.name,
-            "call_ids": list(self.call_ids),
-        }
-        if self.call_id is not None:
-            data["call_id"], data["turn"] = self.call_id, self.turn
-        return data
 
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> ApprovalEscalated:
-        call_id, turn = data.get("call_id"), data.get("turn")
-        return cls(
-            str(data["child_session_id"]),
-            str(data.get("name", "")),
-            tuple(str(c) for c in data.get("call_ids") or ()),
-            str(call_id) if call_id is not None else None,
-            int(turn) if turn is not None else None,
-        )
+@stored(absent={"text": ""})
+@dataclass(frozen=True, slots=True)
+class MCPTaskEnded(Payload):
+    """In the session's log: an MCP task that asked a person something ended
+    (`status` is a `NoticeStatus`, `text` what its notice carries), so its
+    questions are no longer open. Its record is its child session's log."""
+
+    KIND: ClassVar[str] = EntryKind.MCP_TASK_ENDED
+    activity_id: str
+    status: str
+    text: str
+
+
+@stored(absent={"activity_id": "", "key": "", "request": {}})
+@dataclass(frozen=True, slots=True)
+class InputRequest(Payload):
+    """Work of the session (an MCP task, named by its `activity_id`) asks a
+    person for input: `request` is what was asked, as the protocol spells it
+    (an MCP `elicitation/create` request: `method` and `params`), `key` the
+    asker's name for it (unique within the activity), and `input_id` the
+    session-wide id a person answers by. The session's `pending_input()`
+    lists it until an `InputAnswer` for `input_id` is in the log."""
+
+    KIND: ClassVar[str] = EntryKind.INPUT_REQUEST
+    input_id: str
+    activity_id: str
+    key: str
+    request: dict[str, Any]
+    source: str = ""
+    requested_at: float = 0.0
+
+
+@stored(absent={"action": "accept"})
+@dataclass(frozen=True, slots=True)
+class InputAnswer(Payload):
+    """A person's answer to the `InputRequest` `input_id`: `action` is
+    "accept" (with `content`), "decline" or "cancel", as MCP elicitation
+    answers. Write-once: the first answer in the log is the answer."""
+
+    KIND: ClassVar[str] = EntryKind.INPUT_ANSWER
+    input_id: str
+    action: str
+    content: dict[str, Any] | None = None

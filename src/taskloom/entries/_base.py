@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Self
 
+from .._codec import Stored, decode, encode
 from ..errors import CorruptEntry
 
 
@@ -38,32 +39,31 @@ class EntryKind:
 
 
 class Payload:
-    """Base of the entry payloads: `KIND`, `to_data()` and `from_data(data)`."""
+    """Base of the entry payloads: `KIND`, `to_data()` and `from_data(data)`.
+
+    A subclass with a `KIND` is registered as that kind's payload.
+    """
 
     __slots__ = ()
     KIND: ClassVar[str]
 
-    def to_data(self) -> dict[str, Any]:
-        """The payload as plain JSON data."""
-        raise NotImplementedError
+    def __init_subclass__(cls) -> None:
+        if "KIND" in vars(cls):
+            _KINDS[cls.KIND] = cls
+
+    to_data = encode
 
     @classmethod
-    def from_data(cls: type[P], data: Mapping[str, Any]) -> P:
+    def from_data(cls, data: Mapping[str, Any]) -> Self:
         """The payload `to_data` described."""
-        raise NotImplementedError
+        return decode(cls, data)
 
 
-P = TypeVar("P", bound=Payload)
 _KINDS: dict[str, type[Payload]] = {}
 
 
-def _kind(cls: type[P]) -> type[P]:
-    _KINDS[cls.KIND] = cls
-    return cls
-
-
 @dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(Stored):
     """One log entry. `data` is JSON-serialisable; `position` is set by the store."""
 
     kind: str
@@ -97,24 +97,3 @@ class Entry:
     def placed(self, position: int) -> Entry:
         """This entry as stored at `position` (timestamped if it was not)."""
         return Entry(self.kind, self.data, self.run_id, position, self.created_at or time.time())
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
-        return {
-            "kind": self.kind,
-            "data": dict(self.data),
-            "run_id": self.run_id,
-            "position": self.position,
-            "created_at": self.created_at,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Entry:
-        """The value `to_dict` described."""
-        return cls(
-            d["kind"],
-            d.get("data") or {},
-            d.get("run_id"),
-            d.get("position", 0),
-            d.get("created_at", 0.0),
-        )

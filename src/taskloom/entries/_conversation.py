@@ -7,12 +7,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from .._codec import Stored, decode, encode, stored
 from ..messages import Message, Usage
-from ._base import EntryKind, Payload, _kind
+from ._base import EntryKind, Payload
 
 
 @dataclass(frozen=True, slots=True)
-class DeferredItem:
+class DeferredItem(Stored):
     """Something a tool's work delivers to the model later.
 
     Build with `context(text)`, `delegation_result(content, artifact, edge)`
@@ -49,10 +50,6 @@ class DeferredItem:
     def render(self) -> str:
         """The text the model reads for this item."""
         return f"[{self.kind}] {dict(self.data)}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
-        return {"kind": self.kind, "data": dict(self.data)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> DeferredItem:
@@ -101,10 +98,7 @@ _ITEM_KINDS: dict[str, Callable[[str, Mapping[str, Any]], DeferredItem]] = {
 }
 
 
-# ---------------------------------------------------------------- conversation
-
-
-@_kind
+@stored(omit=("folds", "usage"), skip=("delivered_text", "delivered_ids"))
 @dataclass(frozen=True, slots=True)
 class MessageEntry(Payload):
     """A message of the conversation.
@@ -124,29 +118,20 @@ class MessageEntry(Payload):
     usage: Usage | None = None
 
     def to_data(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"message": self.message.to_dict()}
+        data = encode(self)
         if self.delivered_text is not None:
             data["delivered"] = {"text": self.delivered_text, "ids": list(self.delivered_ids)}
-        if self.folds:
-            data["folds"] = list(self.folds)
-        if self.usage is not None:
-            data["usage"] = self.usage.to_dict()
         return data
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> MessageEntry:
-        delivered = data.get("delivered") or None
-        usage = data.get("usage")
-        return cls(
-            Message.from_dict(data["message"]),
-            str(delivered["text"]) if delivered else None,
-            tuple(delivered.get("ids") or ()) if delivered else (),
-            tuple(data.get("folds") or ()),
-            Usage.from_dict(usage) if usage else None,
-        )
+        if not (delivered := data.get("delivered")):
+            return decode(cls, data)
+        ids = tuple(delivered.get("ids") or ())
+        return decode(cls, data, delivered_text=str(delivered["text"]), delivered_ids=ids)
 
 
-@_kind
+@stored(absent={"text": ""})
 @dataclass(frozen=True, slots=True)
 class Steer(Payload):
     """Text to fold in as a user turn at the next round boundary."""
@@ -154,15 +139,8 @@ class Steer(Payload):
     KIND: ClassVar[str] = EntryKind.STEER
     text: str
 
-    def to_data(self) -> dict[str, Any]:
-        return {"text": self.text}
 
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> Steer:
-        return cls(str(data.get("text", "")))
-
-
-@_kind
+@stored(absent={"deferred_id": ""})
 @dataclass(frozen=True, slots=True)
 class DeferredEntry(Payload):
     """A deferred item pushed through a `Deferred` handle."""
@@ -171,15 +149,7 @@ class DeferredEntry(Payload):
     deferred_id: str
     item: DeferredItem
 
-    def to_data(self) -> dict[str, Any]:
-        return {"deferred_id": self.deferred_id, "item": self.item.to_dict()}
 
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> DeferredEntry:
-        return cls(str(data.get("deferred_id", "")), DeferredItem.from_dict(data["item"]))
-
-
-@_kind
 @dataclass(frozen=True, slots=True)
 class StopRequest(Payload):
     """Ask the running run to stop at its next boundary."""
@@ -187,15 +157,7 @@ class StopRequest(Payload):
     KIND: ClassVar[str] = EntryKind.STOP_REQUEST
     reason: str | None = None
 
-    def to_data(self) -> dict[str, Any]:
-        return {"reason": self.reason}
 
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> StopRequest:
-        return cls(data.get("reason"))
-
-
-@_kind
 @dataclass(frozen=True, slots=True)
 class ForkLink(Payload):
     """A fork's link to its origin: the entries before it are the origin's
@@ -206,15 +168,7 @@ class ForkLink(Payload):
     session_id: str
     position: int
 
-    def to_data(self) -> dict[str, Any]:
-        return {"session_id": self.session_id, "position": self.position}
 
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> ForkLink:
-        return cls(str(data["session_id"]), int(data["position"]))
-
-
-@_kind
 @dataclass(frozen=True, slots=True)
 class ModelChange(Payload):
     """A persisted change of model (a spec) and/or reasoning options (a dict)."""
@@ -237,15 +191,11 @@ class ModelChange(Payload):
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> ModelChange:
         reasoning = data.get("reasoning")
-        return cls(
-            data.get("model"),
-            bool(data.get("model_changed", "model" in data)),
-            dict(reasoning) if reasoning else None,
-            bool(data.get("reasoning_changed", False)),
-        )
+        changed = bool(data.get("model_changed", "model" in data))  # older logs: no flag
+        return decode(cls, data, model_changed=changed, reasoning=dict(reasoning or {}) or None)
 
 
-@_kind
+@stored(absent={"summary": ""})
 @dataclass(frozen=True, slots=True)
 class CompactionEntry(Payload):
     """The request view was compacted: messages of entries up to position
@@ -265,24 +215,3 @@ class CompactionEntry(Payload):
     tokens_before: int = 0
     tokens_after: int = 0
     note: str | None = None
-
-    def to_data(self) -> dict[str, Any]:
-        return {
-            "summary": self.summary,
-            "up_to": self.up_to,
-            "method": self.method,
-            "tokens_before": self.tokens_before,
-            "tokens_after": self.tokens_after,
-            "note": self.note,
-        }
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> CompactionEntry:
-        return cls(
-            str(data.get("summary", "")),
-            int(data["up_to"]),
-            str(data.get("method", "summary")),
-            int(data.get("tokens_before", 0)),
-            int(data.get("tokens_after", 0)),
-            data.get("note"),
-        )

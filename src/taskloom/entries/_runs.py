@@ -1,18 +1,20 @@
-"""Runs: where a run of the session began and how it ended, and notices
-delivered outside an assistant entry."""
+"""Runs and children: where a run of the session began and how it ended,
+notices delivered outside an assistant entry, the links between a parent's
+log and its children's, and a child's start and end."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from .._codec import decode, encode, stored
 from ..messages import Usage
 from ..results import BudgetLeft, RunStatus
-from ._base import EntryKind, Payload, _kind
+from ._base import EntryKind, Payload
 
 
-@_kind
+@stored(omit=("traceparent", "offered", "by", "tree"))
 @dataclass(frozen=True, slots=True)
 class RunStartedEntry(Payload):
     """A run (or a resume) of the session began.
@@ -37,32 +39,8 @@ class RunStartedEntry(Payload):
     by: str = ""
     tree: dict[str, Any] | None = None
 
-    def to_data(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"agent": self.agent, "resume": self.resume}
-        if self.traceparent is not None:
-            data["traceparent"] = self.traceparent
-        if self.offered is not None:
-            data["offered"] = self.offered
-        if self.by:
-            data["by"] = self.by
-        if self.tree is not None:
-            data["tree"] = self.tree
-        return data
 
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> RunStartedEntry:
-        traceparent, offered, tree = data.get("traceparent"), data.get("offered"), data.get("tree")
-        return cls(
-            str(data.get("agent", "")),
-            bool(data.get("resume", False)),
-            traceparent if isinstance(traceparent, str) else None,
-            offered if isinstance(offered, Mapping) else None,
-            str(data.get("by") or ""),
-            tree if isinstance(tree, dict) else None,
-        )
-
-
-@_kind
+@stored(omit=("own_usage", "text", "budget_left"))
 @dataclass(frozen=True, slots=True)
 class RunFinishedEntry(Payload):
     """How a run ended; a run that raised is recorded as FAILED with the error.
@@ -92,58 +70,14 @@ class RunFinishedEntry(Payload):
     own_usage: Usage | None = None
     text: str | None = None
 
-    def to_data(self) -> dict[str, Any]:
-        out = {
-            "status": self.status.value,
-            "error": self.error,
-            "usage": self.usage.to_dict(),
-            "rounds": self.rounds,
-            "model_requests": self.model_requests,
-            "output": self.output,
-            "tool_calls": self.tool_calls,
-            "transport_retries": self.transport_retries,
-        }
-        if self.own_usage is not None:
-            out["own_usage"] = self.own_usage.to_dict()
-        if self.text is not None:
-            out["text"] = self.text
-        left = self.budget_left
-        if left is not None:  # runs without a budget keep their shape
-            out["budget_left"] = {"tokens": left.tokens, "nano_usd": left.nano_usd}
-        return out
-
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> RunFinishedEntry:
         raw = str(data.get("status", "failed"))
         status = RunStatus(raw) if raw in RunStatus._value2member_map_ else RunStatus.FAILED
-        own = data.get("own_usage")
-        text = data.get("text")
-        return cls(
-            status,
-            data.get("error"),
-            Usage.from_dict(data.get("usage") or {}),
-            int(data.get("rounds", 0)),
-            int(data.get("model_requests", 0)),
-            data.get("output"),
-            _budget_left(data.get("budget_left")),
-            int(data.get("tool_calls", 0)),
-            int(data.get("transport_retries", 0)),
-            Usage.from_dict(own) if isinstance(own, Mapping) else None,
-            text if isinstance(text, str) else None,
-        )
+        return decode(cls, data, status=status)
 
 
-def _budget_left(data: object) -> BudgetLeft | None:
-    if not isinstance(data, Mapping):
-        return None
-    tokens, nano_usd = data.get("tokens"), data.get("nano_usd")
-    return BudgetLeft(
-        int(tokens) if tokens is not None else None,
-        int(nano_usd) if nano_usd is not None else None,
-    )
-
-
-@_kind
+@stored(absent={"text": ""})
 @dataclass(frozen=True, slots=True)
 class NoticeDeliveredEntry(Payload):
     """Background notices shown to the model outside an assistant entry."""
@@ -152,9 +86,67 @@ class NoticeDeliveredEntry(Payload):
     text: str
     ids: tuple[str, ...] = ()
 
-    def to_data(self) -> dict[str, Any]:
-        return {"text": self.text, "ids": list(self.ids)}
 
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> NoticeDeliveredEntry:
-        return cls(str(data.get("text", "")), tuple(data.get("ids") or ()))
+@stored(absent={"name": "agent"})
+@dataclass(frozen=True, slots=True)
+class SubagentLink(Payload):
+    """In the parent's log: a child session was created by call `call_id`."""
+
+    KIND: ClassVar[str] = EntryKind.SUBAGENT
+    child_session_id: str
+    name: str
+    role: str = ""
+    agent: str = ""
+    task: str = ""
+    mode: str = "inline"
+    call_id: str = ""
+    artifact: Mapping[str, Any] = field(default_factory=dict)
+    edge: Mapping[str, Any] = field(default_factory=dict)
+
+
+@stored(absent={"spec": {}})
+@dataclass(frozen=True, slots=True)
+class SubagentDispatched(Payload):
+    """In a background child's log: the spec it was dispatched with."""
+
+    KIND: ClassVar[str] = EntryKind.SUBAGENT_DISPATCHED
+    spec: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentStartedEntry(Payload):
+    """In a child's log: a runner holding its lease started it."""
+
+    KIND: ClassVar[str] = EntryKind.SUBAGENT_STARTED
+    name: str = ""
+
+
+@stored(omit=("error", "usage"))
+@dataclass(frozen=True, slots=True)
+class SubagentResult(Payload):
+    """In a child's log: its one terminal entry (`done`, `stopped` or `failed`)."""
+
+    KIND: ClassVar[str] = EntryKind.SUBAGENT_RESULT
+    status: str
+    report: Any = None
+    error: str | None = None
+    usage: Usage | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        data = encode(self)
+        if self.status != "done":
+            del data["report"]
+        return data
+
+
+@stored(absent={"status": ""})
+@dataclass(frozen=True, slots=True)
+class SubagentReport(Payload):
+    """In the parent's log: how an inline child ended, or `running` when its
+    call answered while the child went on in the background."""
+
+    KIND: ClassVar[str] = EntryKind.SUBAGENT_REPORT
+    child_session_id: str
+    status: str
+    artifact: Mapping[str, Any] = field(default_factory=dict)
+    edge: Mapping[str, Any] = field(default_factory=dict)

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+from .._codec import Stored, stored
 from ..events import TextDelta, ThinkingDelta
 from ..messages import Message, Usage
 from ..results import ToolSpec
@@ -36,7 +37,7 @@ StopReason: TypeAlias = Literal[
 
 
 @dataclass(frozen=True, slots=True)
-class ReasoningOptions:
+class ReasoningOptions(Stored):
     """How much the model should think.
 
     `effort` maps to OpenAI's `reasoning_effort` / Responses `reasoning.effort`
@@ -48,18 +49,10 @@ class ReasoningOptions:
     budget_tokens: int | None = None
     summary: Literal["auto", "concise", "detailed"] | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict; `from_dict` turns it back into an equal value."""
-        return {k: getattr(self, k) for k in ("effort", "budget_tokens", "summary")}
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ReasoningOptions:
-        """The value `to_dict` described."""
-        return cls(d.get("effort"), d.get("budget_tokens"), d.get("summary"))
-
-
+@stored(skip=("context_window",))
 @dataclass(frozen=True, slots=True)
-class ModelSettings:
+class ModelSettings(Stored):
     """Sampling settings; None means the provider's default.
 
     `extra` entries go into the request body as they are, after everything
@@ -102,7 +95,7 @@ class ModelRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class ModelResponse:
+class ModelResponse(Stored):
     """The assistant message a request produced, with its usage."""
 
     message: Message

@@ -59,19 +59,11 @@ class Exchange:
 def request_data(request: ModelRequest) -> dict[str, Any]:
     """A request as the JSON a recording keeps (and compares): everything that
     decides the answer, nothing of the transport."""
-    settings = request.settings
     data: dict[str, Any] = {
         "system": request.system,
         "messages": [m.to_dict() for m in request.messages],
         "tools": tools_data(request.tools),
-        "settings": {
-            "temperature": settings.temperature,
-            "top_p": settings.top_p,
-            "max_tokens": settings.max_tokens,
-            "stop": list(settings.stop),
-            "reasoning": settings.reasoning.to_dict() if settings.reasoning else None,
-            "extra": dict(settings.extra),
-        },
+        "settings": request.settings.to_dict(),  # not its context_window: never sent
     }
     schema = request.output_schema
     data["output"] = (
@@ -79,30 +71,6 @@ def request_data(request: ModelRequest) -> dict[str, Any]:
     )
     # Through JSON once, so a live request compares equal to a loaded one.
     return json.loads(json.dumps(data, ensure_ascii=False, default=str))  # type: ignore[no-any-return]
-
-
-def response_data(response: ModelResponse) -> dict[str, Any]:
-    """A response as the JSON a recording keeps."""
-    return {
-        "message": response.message.to_dict(),
-        "usage": response.usage.to_dict(),
-        "stop_reason": response.stop_reason,
-        "model": response.model,
-        "provider": response.provider,
-        "response_id": response.response_id,
-    }
-
-
-def response_from(data: Mapping[str, Any]) -> ModelResponse:
-    """The response `response_data` described."""
-    return ModelResponse(
-        Message.from_dict(data["message"]),
-        Usage.from_dict(data.get("usage") or {}),
-        str(data.get("stop_reason") or "end_turn"),
-        data.get("model"),
-        data.get("provider"),
-        data.get("response_id"),
-    )
 
 
 def dump_recording(model: Mapping[str, Any], exchanges: Sequence[Exchange]) -> str:
@@ -164,7 +132,7 @@ class RecordingModel:
         self.exchanges.append(
             Exchange(
                 redact_value(request_data(request), secrets),
-                redact_value(response_data(response), secrets),
+                redact_value(response.to_dict(), secrets),
             )
         )
 
@@ -251,7 +219,7 @@ class ReplayModel:
                     data["system"], data["tools"] = offered["instructions"], offered["tools"]
                     offered = None
                 request = json.loads(json.dumps(data, ensure_ascii=False))
-                exchanges.append(Exchange(request, response_data(response)))
+                exchanges.append(Exchange(request, response.to_dict()))
             messages.append(message.to_dict())
         return cls(exchanges)
 
@@ -295,7 +263,7 @@ class ReplayModel:
         for i in self._open:
             if _matches(self.exchanges[i].request, wanted):
                 self._open.remove(i)
-                return response_from(self.exchanges[i].response)
+                return ModelResponse.from_dict(self.exchanges[i].response)
         raise ReplayMismatch(self._mismatch(wanted))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
+from .._codec import Stored
 from ..entries import Entry, MessageEntry, NoticeDeliveredEntry
 from ..log import entry_messages
 from ..messages import Message
@@ -43,7 +44,7 @@ class Round:
 
 
 @dataclass(frozen=True, slots=True)
-class Difference:
+class Difference(Stored):
     """One place where two sessions differ: in round `round`, at `path` (e.g.
     `tool_calls[0].arguments.amount`) of aspect `aspect`, A has `a` and B `b`
     (None where one side has nothing there)."""
@@ -53,10 +54,6 @@ class Difference:
     path: str
     a: Any
     b: Any
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict."""
-        return asdict(self)
 
     def describe(self) -> str:
         """One line for a reader: the round, the path and both values."""

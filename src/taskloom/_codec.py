@@ -1,0 +1,161 @@
+"""The one codec of what taskloom stores: frozen dataclasses as plain JSON data.
+
+A class's encoder (when `stored(...)` registers it, else on first use) and
+decoder (on first use) are generated once, from its fields and their
+annotations: text, numbers, booleans, dicts and `Any` as they are; tuples as
+lists; other mappings as dicts; enums by value; bytes as base64; optional
+values; dataclasses nested, alone or in a union told apart by a constant
+(`init=False`) field. Constant fields are written first and never read.
+`stored(...)` declares what a class's shape needs beyond that.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import enum
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Self, TypeVar
+
+T = TypeVar("T")
+_OPTIONS: dict[type, tuple[frozenset[str], Mapping[str, Any], frozenset[str]]] = {}
+_ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
+_DECODERS: dict[type, Callable[[Mapping[str, Any], dict[str, Any]], Any]] = {}
+_NESTED = "ENC.get(type(@), encode)(@)"  # a built encoder without a call between
+
+
+def stored(
+    omit: Iterable[str] = (), absent: Mapping[str, Any] | None = None, skip: Iterable[str] = ()
+) -> Callable[[type[T]], type[T]]:
+    """Declare a class's stored shape, and build its encoder: the `omit`
+    fields are left out while they equal their default; a key missing from
+    stored data reads as the field's default, else as its value in `absent`,
+    else raises `KeyError`; the `skip` fields are the class's own to write
+    and read."""
+
+    def declare(cls: type[T]) -> type[T]:
+        _OPTIONS[cls] = (frozenset(omit), absent or {}, frozenset(skip))
+        _build(cls, _ENCODERS)
+        return cls
+
+    return declare
+
+
+def encode(value: Any) -> dict[str, Any]:
+    """The value (a dataclass) as plain JSON data, which decodes to an equal value."""
+    return (_ENCODERS.get(type(value)) or _build(type(value), _ENCODERS))(value)
+
+
+def decode(cls: type[T], data: Mapping[str, Any], **given: Any) -> T:
+    """The `cls` that `data` describes; `given` fields are taken as they are."""
+    return (_DECODERS.get(cls) or _build(cls, _DECODERS))(data, given)  # type: ignore[no-any-return]
+
+
+class Stored:
+    """`to_dict` and `from_dict` by the codec."""
+
+    __slots__ = ()
+
+    to_dict = encode
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        """The value `to_dict` described."""
+        return decode(cls, d)
+
+
+def _build(cls: type, into: dict[type, Any]) -> Any:
+    """Generate `cls`'s encoder (`into` is `_ENCODERS`) or decoder, once."""
+    omit, absent, skip = _OPTIONS.get(cls, (frozenset(), {}, frozenset()))
+    hints = typing.get_type_hints(cls)
+    ns: dict[str, Any] = {"M": dataclasses.MISSING, "cls": cls, "encode": encode, "ENC": _ENCODERS}
+    fields = [f for f in dataclasses.fields(cls) if f.name not in skip]
+    fields.sort(key=lambda f: f.init)  # constants first
+    literal: list[str] = []
+    enc: list[str] = []
+    dec = ["def run(d, g):", " get = d.get", " kw = {}"]
+    for f in fields:
+        name, key = f.name, repr(f.name)
+        to, back = _converters(hints[name], ns)
+        if name in omit:
+            ns[f"D_{name}"] = f.default
+            test = "is not None" if f.default is None else f"!= D_{name}"
+            enc += [f" if o.{name} {test}:", f"  d[{key}] = {to.replace('@', f'o.{name}')}"]
+        elif enc:
+            enc.append(f" d[{key}] = {to.replace('@', f'o.{name}')}")
+        else:
+            literal.append(f"{key}: {to.replace('@', f'o.{name}')}")
+        if not f.init:
+            continue
+        if f.default is not dataclasses.MISSING:
+            ns[f"D_{name}"], fallback = f.default, f"D_{name}"
+        elif f.default_factory is not dataclasses.MISSING:
+            ns[f"F_{name}"], fallback = f.default_factory, f"F_{name}()"
+        elif name in absent:
+            ns[f"A_{name}"], fallback = absent[name], back.replace("@", f"A_{name}")
+        else:
+            fallback = f"d[{key}]"  # raises KeyError
+        read = f"({fallback} if (v := get({key}, M)) is M else {back.replace('@', 'v')})"
+        dec.append(f" kw[{key}] = g[{key}] if {key} in g else {read}")
+    dec += [f" if {n!r} in g: kw[{n!r}] = g[{n!r}]" for n in skip]
+    if into is _ENCODERS:
+        code = ["def run(o):", f" d = {{{', '.join(literal)}}}", *enc, " return d"]
+    else:
+        code = [*dec, " return cls(**kw)"]
+    exec("\n".join(code), ns)
+    into[cls] = ns["run"]
+    return ns["run"]
+
+
+def _converters(hint: Any, ns: dict[str, Any]) -> tuple[str, str]:
+    """How one annotated value is written and read: expressions of `@`."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        present = [a for a in args if a is not type(None)]
+        if len(present) > 1 and all(dataclasses.is_dataclass(a) for a in present):
+            tagged = f"T_{len(ns)}"
+            ns[tagged] = _tagged(present)
+            return _NESTED, tagged + "(@)"
+        if len(present) > 1:
+            return "@", "@"  # text or one of its literals
+        to, back = (
+            c if c == "@" else f"(None if @ is None else {c})" for c in _converters(present[0], ns)
+        )
+        return to, back
+    if origin is tuple:
+        to, back = _converters(args[0], ns)
+        return (
+            "list(@)" if to == "@" else f"[{to.replace('@', 'x')} for x in @]",
+            "(tuple(@) if @ else ())"
+            if back == "@"
+            else f"(tuple([{back.replace('@', 'x')} for x in @]) if @ else ())",
+        )
+    if origin in (dict, Mapping) or hint in (dict, Mapping):  # a Mapping is copied to a dict
+        return "@" if dict in (origin, hint) else "dict(@)", "(dict(@) if @ else {})"
+    if hint in (str, int, float, bool):
+        return "@", f"{hint.__name__}(@)"
+    if hint is bytes:
+        ns["b64"] = base64
+        return "b64.b64encode(@).decode('ascii')", "b64.b64decode(@)"
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        ns[hint.__name__] = hint
+        return "@.value", f"{hint.__name__}(@)"
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        ns[f"R_{hint.__name__}"] = getattr(hint, "from_dict", None) or (lambda v: decode(hint, v))
+        return _NESTED, f"R_{hint.__name__}(@)"
+    return "@", "@"  # Any, Literal, object: JSON as it is
+
+
+def _tagged(classes: list[Any]) -> Callable[[Mapping[str, Any]], Any]:
+    """Decode one of `classes`, told apart by their constant field's value."""
+    tags = {f.default: (f.name, c) for c in classes for f in dataclasses.fields(c) if not f.init}
+    name = next(iter(tags.values()))[0]
+
+    def read(data: Mapping[str, Any]) -> Any:
+        if (found := tags.get(data[name])) is None:
+            raise ValueError(f"unknown {name} {data[name]!r} (not one of {sorted(map(str, tags))})")
+        return decode(found[1], data)
+
+    return read
