@@ -205,7 +205,10 @@ def _echoing(command: str) -> FunctionModel:
         if calls == 0:
             return reply(tool_calls=[("background_run", {"command": command})])
         if calls == 1:
-            found = re.search(r"shell-[0-9a-f]{12}", request.messages[-1].results[0].content)
+            # The command's notice may already follow its start's result (a
+            # fast command on a slow machine): look through every result.
+            told = " ".join(r.content for m in request.messages for r in m.results)
+            found = re.search(r"shell-[0-9a-f]{12}", told)
             assert found is not None
             ids.append(found.group())
             return reply(tool_calls=[("background_wait", {"ids": ids, "timeout": 20})])
