@@ -23,13 +23,13 @@ from ..entries import Entry, MessageEntry, RunFinishedEntry, RunStartedEntry, St
 from ..errors import ConfigurationError, SessionBusy, StaleLeaseError
 from ..loop import RunStatus, StopSignal
 from ..runtime import RunDemand, Runtime, Session
-from ._database import QueueDatabase
 from ._jobs import Busy, Drained, Lost, Malformed
-from ._runs import RunJobs, options_from_json
-from ._schedules import Scheduler
+from ._queue import options_from_json
 
 if TYPE_CHECKING:
     from procrastinate import jobs
+
+    from ._queue import WorkQueue
 
 __all__ = ["DRAIN_REASON", "JobBodies", "wakeups_in_a_row"]
 
@@ -63,17 +63,12 @@ def wakeups_in_a_row(entries: Iterable[Entry]) -> int:
 
 
 class JobBodies:
-    """The job bodies of one worker process, running with its `runtime`. A
-    child that ends wakes its parent through `runs`, a tick fires through
-    `scheduler`, and `database` keeps where each run job started its run."""
+    """The job bodies of one worker process of `queue`, running with its `runtime`."""
 
-    def __init__(
-        self, database: QueueDatabase, runs: RunJobs, scheduler: Scheduler, runtime: Runtime
-    ) -> None:
+    def __init__(self, queue: WorkQueue, runtime: Runtime) -> None:
         self.runtime = runtime
-        self._database = database
-        self._runs = runs
-        self._scheduler = scheduler
+        self._queue = queue
+        self._database = queue.database
         self.draining = False
         self._stops: set[StopSignal] = set()
 
@@ -214,7 +209,7 @@ class JobBodies:
             raise Busy(f"child {spec.child_session_id} is held by another worker", job.attempts)
         if self.runtime.wake_on_notice:
             # Also after a redelivery, whose report (already pushed) wakes no one.
-            await self._runs.wake(spec.parent_session_id)
+            await self._queue.wake(spec.parent_session_id)
         return status.value
 
     # ------------------------------------------------------------ schedules
@@ -225,4 +220,4 @@ class JobBodies:
         due = args.get("due")
         if not isinstance(due, int | float) or isinstance(due, bool):
             raise Malformed(f"malformed tick job: 'due' must be a number, got {due!r}")
-        return await self._scheduler.fire(self.runtime.store, schedule_id, float(due))
+        return await self._queue.scheduler.fire(self.runtime.store, schedule_id, float(due))

@@ -6,32 +6,31 @@ run, a resume, a wake-up), `taskloom.child` (a background child from its
 one session carries procrastinate's `lock` for that session, so two never run
 at once, and the same `queueing_lock`, so a second one coalesces into a job
 still waiting; the session lease still fences every write, because a worker
-that was only paused can come back. Stalled workers are detected by their
-heartbeat and their jobs retried by a reaper in every worker (`QueueWorker`).
-
-`WorkQueue` is the face users build; each of its roles is a part of its own
-on the one `QueueDatabase`: `RunJobs` (the runtime's `RunQueue` port),
-`QueueDispatcher` (background children), `Scheduler` (wake-ups), `QueueAdmin`
-(status) and `JobTasks` (the tasks, run by the worker serving the queue).
+that was only paused can come back. A run wanted even without news is the
+exception: it waits under a queueing lock of its own (`RunDemand.ALWAYS`).
+Stalled workers are detected by their heartbeat and their jobs retried by a
+reaper in every worker (`QueueWorker`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
-from datetime import timedelta
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from .._extras import install_command
 from ..delegation import ChildSpec
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, UsageError
 from ..loop import RunOptions
-from ..runtime import RunDemand, RunQueue
-from ._admin import QueueAdmin, QueueStatus
+from ..models import RetryPolicy
+from ..runtime import RunDemand, RunQueue, session_lease_key
 from ._database import QueueDatabase
-from ._dispatch import QueueDispatcher
-from ._runs import RunJobs
+from ._listen import JobListener
 from ._schedules import Schedule, Scheduler
-from ._tasks import JobTasks
+from ._tasks import CHILD_TASK, RUN_TASK, TICK_TASK, JobTasks
 
 if TYPE_CHECKING:
     from procrastinate import App
@@ -39,7 +38,25 @@ if TYPE_CHECKING:
     from ..runtime import Runtime
     from ._worker import QueueWorker
 
-__all__ = ["WorkQueue"]
+__all__ = ["QueueStatus", "WorkQueue", "options_from_json", "options_to_json"]
+
+_KINDS = {RUN_TASK: "run", CHILD_TASK: "child", TICK_TASK: "schedule"}
+"""Job kinds by procrastinate task name, as `taskloom queue status` shows them."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    """What the queue holds: job counts by (kind, status), and the workers with
+    the seconds since their last heartbeat (alive when under `stall_timeout`)."""
+
+    jobs: Mapping[tuple[str, str], int]
+    workers: tuple[tuple[int, float], ...]
+    stall_timeout: float
+
+    @property
+    def alive(self) -> tuple[int, ...]:
+        """Ids of the workers whose heartbeat is recent enough."""
+        return tuple(w for w, age in self.workers if age < self.stall_timeout)
 
 
 class WorkQueue(RunQueue):
@@ -55,13 +72,8 @@ class WorkQueue(RunQueue):
     So a killed worker's job runs again within about `stall_timeout +
     reap_every` seconds (plus the session lease's `lease_ttl` when the dead
     worker was on another machine). `runs` and `children` name the two
-    procrastinate queues.
-
-    Its parts share one `database`: `run_jobs` (runs and wake-ups),
-    `child_jobs` (background children), `scheduler` (scheduled wake-ups),
-    `admin` (status) and `tasks` (what a worker of this queue runs); its
-    methods hand each call to its part. Open lazily in the event loop that
-    first uses it; `close()` releases it.
+    procrastinate queues. Opens lazily in the event loop that first uses
+    it (`database`); `close()` releases it.
     """
 
     def __init__(
@@ -103,10 +115,8 @@ class WorkQueue(RunQueue):
             connect_timeout=connect_timeout,
             pool_size=pool_size,
         )
-        self.run_jobs = RunJobs(self.database, queue=runs)
-        self.child_jobs = QueueDispatcher(self.database, queue=children)
-        self.scheduler = Scheduler(self.database, self.run_jobs, queue=runs)
-        self.admin = QueueAdmin(self.database, stall_timeout=stall_timeout)
+        self.scheduler = Scheduler(self.database, self, queue=runs)
+        self._listener: JobListener | None = None
 
     def __repr__(self) -> str:
         return f"WorkQueue({self.url!r}, schema={self.schema!r})"
@@ -131,8 +141,6 @@ class WorkQueue(RunQueue):
         """Seconds connecting to the database may take."""
         return self.database.connect_timeout
 
-    # ------------------------------------------------------------ database
-
     async def app(self) -> App:
         """The procrastinate app, opened (and the schema checked or migrated) once."""
         return await self.database.app()
@@ -144,7 +152,9 @@ class WorkQueue(RunQueue):
 
     async def close(self) -> None:
         """Close the queue's connections (idempotent)."""
-        await self.run_jobs.close()
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await listener.close()
         await self.database.close()
 
     # ------------------------------------------------------------ runs
@@ -158,35 +168,89 @@ class WorkQueue(RunQueue):
         options: RunOptions | None,
         traceparent: str | None = None,
     ) -> str:
-        """Queue a `taskloom.run` job of the session (see `RunQueue.submit_run`)."""
-        return await self.run_jobs.submit(
-            session_id, demand, reason=reason, options=options, traceparent=traceparent
+        """Queue a `taskloom.run` job of the session, or join the one waiting; the job id.
+
+        `reason` (submit, resume, wake, schedule) is for the logs; only limits
+        cross in `options`; `traceparent` is the trace the run continues.
+        """
+        args: dict[str, Any] = {
+            "session_id": session_id,
+            "reason": reason,
+            "explicit": demand.value,
+            "options": options_to_json(options),
+        }
+        if traceparent is not None:
+            args["traceparent"] = traceparent
+        lock = session_lease_key(session_id)
+        # A run wanted anyway must not be absorbed by a waiting wake-up, which
+        # runs only on news: it waits under a queueing lock of its own.
+        queueing_lock = f"explicit:{session_id}" if demand is RunDemand.ALWAYS else lock
+        return await self.database.defer(
+            RUN_TASK, args, queue=self.runs, lock=lock, queueing_lock=queueing_lock
         )
 
     async def wake(self, session_id: str) -> str:
         """Queue a wake-up of the session (it runs only if something waits for it)."""
-        return await self.run_jobs.wake(session_id)
+        return await self.submit_run(session_id, RunDemand.IF_NEEDED, reason="wake", options=None)
 
     async def wait_idle(self, session_id: str, timeout: float | None) -> None:
         """Return once no job of the session is queued or running; `TimeoutError` after
         `timeout` seconds. Woken by the status trigger's NOTIFY, never by polling."""
-        await self.run_jobs.wait_idle(session_id, timeout)
+        db = self.database
+        await db.app()
+        if self._listener is None:
+            self._listener = JobListener(db.url, db.schema, db.connect_kwargs)
+        await self._listener.start()
+        lock = session_lease_key(session_id)
+        try:
+            async with asyncio.timeout(timeout):
+                with self._listener.waiting(lock) as changed:
+                    while await self._has_job(lock):
+                        await changed.wait()
+                        changed.clear()
+        except TimeoutError:
+            raise TimeoutError(f"session {session_id} still has a job after {timeout}s") from None
+
+    async def _has_job(self, lock: str) -> bool:
+        async with self.database.connection() as conn:
+            cur = await conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM procrastinate_jobs "
+                "WHERE lock = %s AND status IN ('todo', 'doing'))",
+                (lock,),
+            )
+            row = await cur.fetchone()
+        return bool(row and row[0])
 
     # ------------------------------------------------------------ children
 
+    async def dispatch(self, spec: ChildSpec) -> None:
+        """Queue a background child (returns once the job is stored)."""
+        await self.dispatch_child(spec)
+
     async def dispatch_child(self, spec: ChildSpec) -> str:
-        """Queue a background child; a second dispatch of a queued child joins it."""
-        return await self.child_jobs.dispatch_child(spec)
+        """Queue a background child, or join its job still waiting; the job id."""
+        return await self.database.defer(
+            CHILD_TASK,
+            {"spec": spec.to_dict()},
+            queue=self.children,
+            lock=session_lease_key(spec.child_session_id),
+            queueing_lock=f"child:{spec.child_session_id}",
+        )
 
     async def carries(self, session_id: str) -> bool:
         """Whether a job of this session (a background child's, or a run of
-        it) was ever queued here: its workers run it on
+        it) was ever queued here, in any status: its workers run it on
         (`taskloom.delegation.ChildQueue`)."""
-        return await self.child_jobs.carries(session_id)
+        async with self.database.connection() as conn:
+            cur = await conn.execute(
+                "SELECT 1 FROM procrastinate_jobs WHERE lock = %s LIMIT 1",
+                (session_lease_key(session_id),),
+            )
+            return await cur.fetchone() is not None
 
-    def dispatcher(self) -> QueueDispatcher:
-        """A `Dispatcher` that puts background children on this queue."""
-        return self.child_jobs
+    def dispatcher(self) -> WorkQueue:
+        """A `Dispatcher` that puts background children on this queue (the queue itself)."""
+        return self
 
     # ------------------------------------------------------------ schedules
 
@@ -214,7 +278,18 @@ class WorkQueue(RunQueue):
 
     async def status(self) -> QueueStatus:
         """Job counts by kind and status, and the registered workers' heartbeats."""
-        return await self.admin.status()
+        async with self.database.connection() as conn:
+            cur = await conn.execute(
+                "SELECT task_name, status::text, count(*) FROM procrastinate_jobs "
+                "GROUP BY task_name, status"
+            )
+            jobs = {(_KINDS.get(t, t), s): int(n) for t, s, n in await cur.fetchall()}
+            cur = await conn.execute(
+                "SELECT id, EXTRACT(EPOCH FROM now() - last_heartbeat) "
+                "FROM procrastinate_workers ORDER BY id"
+            )
+            workers = tuple((int(w), float(age)) for w, age in await cur.fetchall())
+        return QueueStatus(jobs, workers, self.stall_timeout)
 
     def worker(
         self,
@@ -230,3 +305,46 @@ class WorkQueue(RunQueue):
         from ._worker import QueueWorker
 
         return QueueWorker(self, runtime, concurrency=concurrency, queues=queues)
+
+
+_LIMITS = ("max_rounds", "max_model_requests", "max_tool_calls", "token_budget")
+
+
+def options_to_json(options: RunOptions | None) -> dict[str, Any] | None:
+    """The limits of `options` as JSON; what cannot cross a queue is refused."""
+    if options is None:
+        return None
+    if options.strategy is not None or options.parent is not None:
+        raise UsageError(
+            "a queued run takes limits only (rounds, requests, tool calls, tokens, deadline): "
+            "a strategy or a parent run cannot cross to a worker"
+        )
+    if options.retry != RetryPolicy():
+        raise UsageError("a queued run uses its worker's retry policy; leave RunOptions.retry")
+    out: dict[str, Any] = {k: getattr(options, k) for k in _LIMITS}
+    deadline = options.deadline
+    out["deadline"] = deadline.isoformat() if isinstance(deadline, datetime) else deadline
+    return out
+
+
+def options_from_json(data: object) -> RunOptions:
+    """The `RunOptions` `options_to_json` described (ValueError for anything else)."""
+    if data is None:
+        return RunOptions()
+    if not isinstance(data, dict):
+        raise ValueError(f"options must be an object, not {type(data).__name__}")
+    limits: dict[str, Any] = {}
+    for key in _LIMITS:
+        value = data.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise ValueError(f"options.{key} must be an integer")
+        limits[key] = value
+    raw = data.get("deadline")
+    deadline: float | datetime | None
+    if raw is None or (isinstance(raw, int | float) and not isinstance(raw, bool)):
+        deadline = raw
+    elif isinstance(raw, str):
+        deadline = datetime.fromisoformat(raw)
+    else:
+        raise ValueError("options.deadline must be seconds or an ISO date")
+    return RunOptions(deadline=deadline, **limits)

@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..entries import Entry, Steer
 from ..errors import UsageError
-from ..runtime import RunDemand
+from ..runtime import RunDemand, RunQueue
 from ._database import QueueDatabase
-from ._runs import RunJobs
 from ._tasks import TICK_TASK
 
 if TYPE_CHECKING:
@@ -56,7 +55,7 @@ class Scheduler:
     """The scheduled wake-ups in `database`; a firing queues its run with `runs`,
     and its next tick on the procrastinate queue `queue`."""
 
-    def __init__(self, database: QueueDatabase, runs: RunJobs, *, queue: str) -> None:
+    def __init__(self, database: QueueDatabase, runs: RunQueue, *, queue: str) -> None:
         self._database = database
         self._runs = runs
         self._queue = queue
@@ -144,7 +143,7 @@ class Scheduler:
         else:
             await store.append(schedule.session_id, Entry.of(Steer(schedule.input)))
             demand = RunDemand.IF_NEEDED  # the steering is the news it runs on
-        await self._runs.submit(schedule.session_id, demand, reason="schedule", options=None)
+        await self._runs.submit_run(schedule.session_id, demand, reason="schedule", options=None)
         return f"fired; next at {nxt.isoformat()}"
 
     async def _defer_tick(self, schedule_id: str, at: datetime, conn: AsyncConnection[Any]) -> None:

@@ -55,7 +55,7 @@ class QueueWorker:
         self.runtime = runtime
         self.concurrency = concurrency
         self.queues = queues or (queue.runs, queue.children)
-        self.bodies = JobBodies(queue.database, queue.run_jobs, queue.scheduler, runtime)
+        self.bodies = JobBodies(queue, runtime)
         self.worker_id: int | None = None
         self._worker: Worker | None = None
         self._stop = asyncio.Event()
