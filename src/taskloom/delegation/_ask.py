@@ -1,14 +1,11 @@
 """Children that ask their parent: the `ask_parent` tool and the way back.
 
-A child's question and its parent's answer both go through the store, so
-they hold across processes: the question is a notice in the parent's inbox
-(id `<child>:ask:<call>`), the answer a notice in the child's inbox (id
-`<child>:reply:<call>`), which the child's waiting `ask_parent` call reads
-and acknowledges. An inline delegation sees the question at once (in this
-process) and hands it to the parent's model as the delegation's result; a
-background child's question reaches the parent as a notice at its next round.
-Either way the parent answers with the subagent's tool: `child=` and
-`reply=`.
+The question is a notice in the parent's inbox (`<child>:ask:<call>`), the
+answer one in the child's (`<child>:reply:<call>`), read and acknowledged by
+the child's waiting `ask_parent` call, so both hold across processes. An
+inline delegation returns the question as its result; a background child's
+reaches the parent as a notice. The parent answers with the subagent's tool
+(`child=`, `reply=`).
 """
 
 from __future__ import annotations
@@ -136,11 +133,9 @@ class Questions:
     async def reply(
         self, ctx: ToolContext, child_id: str, answer: str, question: str | None = None
     ) -> str:
-        """Send the parent's answer to the question `question` (its id, as the
-        question named it) of `child_id`; without an id, to the one question
-        the child waits on (an error when it waits on several). Returns the
-        id of the question answered, which no longer waits for its parent
-        (see `watch`)."""
+        """Send the parent's answer to the question `question` (its id) of
+        `child_id`, or without an id to the one question the child waits on
+        (an error when several wait); the id of the question answered."""
         runtime = self.runtime
         try:
             meta = await runtime.store.get(child_id)

@@ -32,7 +32,7 @@ from ..entries import (
     SubagentStartedEntry,
 )
 from ..errors import ConfigurationError, StaleLeaseError
-from ..events import Event, SubagentFinished, SubagentStarted, origin_label
+from ..events import SubagentFinished, SubagentStarted, origin_label
 from ..log import SessionLog
 from ..loop import DEFAULT_MAX_ROUNDS, RunOptions, RunResult, RunStatus, StopSignal, to_jsonable
 from ..messages import Usage
@@ -57,7 +57,6 @@ __all__ = [
     "ended_outcome",
     "execute_child",
     "hold_turn",
-    "lease_key",
     "linked_child",
     "report_inline",
     "report_moved",
@@ -133,14 +132,9 @@ class ChildStatus(StrEnum):
         return self in (ChildStatus.DONE, ChildStatus.STOPPED, ChildStatus.FAILED)
 
 
-def lease_key(child_id: str) -> str:
-    """The lease a child's runner holds: the child session's own lease."""
-    return session_lease_key(child_id)
-
-
 class LiveChildren:
     """Stop signals of the children running in this process, by child id (what
-    `stop_agent` sets); one per runtime (`LiveChildren.of(runtime)`)."""
+    `stop_agent` sets); one per runtime."""
 
     def __init__(self, runtime: Runtime) -> None:
         self._stops: dict[str, StopSignal] = {}
@@ -165,12 +159,9 @@ class LiveChildren:
 
 
 def child_slot(runtime: Runtime, ctx: ToolContext) -> contextlib.AbstractAsyncContextManager[None]:
-    """A place among `runtime`'s running children, held for the block.
-
-    A delegation from inside a child takes none: its parent already holds
-    one, and parents waiting on grandchildren for the places they hold
-    themselves would wait forever.
-    """
+    """A place among `runtime`'s running children, held for the block. A
+    delegation from inside a child takes none: its parent holds one already,
+    and waiting on grandchildren for places held by parents would deadlock."""
     if ctx.origin:
         return contextlib.nullcontext()
     return runtime.child_slot()
@@ -336,7 +327,7 @@ async def child_status(runtime: Runtime, child_id: str) -> ChildStatus:
     started = any(isinstance(e.payload, SubagentStartedEntry) for e in entries)
     if not started:
         return ChildStatus.QUEUED
-    held = await runtime.store.leases.current(lease_key(child_id))
+    held = await runtime.store.leases.current(session_lease_key(child_id))
     # A killed runner's lease outlives it until it lapses: known dead, it runs nothing.
     if held is not None and not holder_is_gone(held.holder):
         return ChildStatus.RUNNING
@@ -464,7 +455,7 @@ async def run_inline(
             if also_renew is not None:
                 held.on_renewed(also_renew)
             outcome = await execute_child(
-                child, task, name=name, options=options, emit=_forward(ctx), origin=origin
+                child, task, name=name, options=options, emit=ctx.emit, origin=origin
             )
     await report_inline(ctx, outcome, role=role, task=task)
     return outcome
@@ -517,10 +508,3 @@ async def report_moved(ctx: ToolContext, child_id: str, *, role: str, task: str)
         {"parent": ctx.session_id, "child": child_id},
     )
     await ctx.record(Entry.of(report, ctx.run_id))
-
-
-def _forward(ctx: ToolContext) -> Any:
-    def emit(event: Event) -> None:
-        ctx.emit(event)
-
-    return emit

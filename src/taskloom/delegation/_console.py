@@ -2,11 +2,9 @@
 
 `list_agents`, `read_agent`, `steer_agent`, `stop_agent`. A worker is found by
 its id, an id prefix of 8 or more characters, or its name (the latest spawn
-with that name wins). Everything is read from the store, so workers running
-in another process are seen and controlled the same way.
-
-The tools are `UnboundTool`s: the runtime offering them binds each to a
-`_Console` on itself, whose methods are the tools' functions.
+with that name wins). Everything is read from the store, so workers in
+another process are seen and controlled the same way. The runtime offering
+the tools binds each to a `_Console` on itself.
 """
 
 from __future__ import annotations
@@ -43,10 +41,8 @@ def console_tools(
 ) -> list[Tool]:
     """The four console tools. `read_agent(wait=True)` waits at most
     `wait_timeout` seconds, polling the store every `poll_interval`;
-    `read_agent(offset=...)` reads a long report (or, with `question=`, a
-    question) from that character on, at most `page_chars` characters at a
-    time (the default fits `read_agent`'s own output cap): how a parent
-    reads the rest of a child's text its delegation cut."""
+    `read_agent(offset=...)` reads the rest of a long report (or, with
+    `question=`, a question) at most `page_chars` characters at a time."""
     page_chars = check_answer_cap("console_tools", page_chars, "page_chars")
 
     def on(runtime: Runtime) -> _Console:
@@ -76,12 +72,8 @@ def _render(message: Message) -> str:
 
 
 class _Console:
-    """The console on one runtime: what a parent sees of its workers there.
-
-    The methods taking `self` positional-only are the tools' functions:
-    `@tool` leaves `self` out of the schema, and binding a tool to a runtime
-    fills it (`Tool.partial`).
-    """
+    """The console on one runtime; the methods taking `self` positional-only
+    are the tools' functions (binding fills `self`)."""
 
     def __init__(
         self, runtime: Runtime, wait_timeout: float, poll_interval: float, page: int

@@ -1,11 +1,8 @@
-"""`QueueDatabase`: the one PostgreSQL database every part of a work queue shares.
-
-It owns what the parts must not each open for themselves: the procrastinate
-app (with taskloom's fenced job manager and its three tasks), the connection
-pool beside it, the connection options that put unqualified names in the
-store's schema, and the queue's migrations. It opens lazily, once, in the
-event loop that first uses it; `close()` releases it and a later use opens
-it again.
+"""`QueueDatabase`: a work queue's PostgreSQL database: the procrastinate app
+(with the fenced job manager and the three tasks), the pool beside it, the
+connection options that put unqualified names in the store's schema, and
+the queue's migrations. It opens lazily, once, in the event loop that first
+uses it; `close()` releases it and a later use opens it again.
 """
 
 from __future__ import annotations
@@ -36,13 +33,9 @@ _DEFER_ATTEMPTS = 10
 
 
 class QueueDatabase:
-    """The work queue's database at `url`, with the queue's tables in `schema`.
-
-    With `migrate`, opening creates or migrates the tables; without, it
-    refuses a database whose tables are missing or out of date. `tasks` are
-    declared on the app as it opens. Connecting gives up after
-    `connect_timeout` seconds; the pool holds up to `pool_size` connections.
-    """
+    """The work queue's database at `url`, with the queue's tables in `schema`
+    (created or migrated as it opens with `migrate`, else required); `tasks`
+    are declared on the app as it opens."""
 
     def __init__(
         self,

@@ -1,11 +1,10 @@
 """Scheduled wake-ups: `Scheduler` keeps them, and fires them as their time comes.
 
-procrastinate's periodic tasks are declared in code, one registry per worker
-process; a schedule made at run time for one session cannot be one. So each
-schedule is a row (listable, cancellable) plus exactly one queued
-`taskloom.tick` job, scheduled (`schedule_at`) for its next time under the
-queueing lock `schedule:{id}`. The firing moves the row to the time after,
-queues that tick in the same transaction, then queues the session's run.
+procrastinate's periodic tasks are declared in code, so a schedule made at
+run time is a row (listable, cancellable) plus exactly one `taskloom.tick`
+job queued for its next time under the queueing lock `schedule:{id}`. The
+firing moves the row on, queues the next tick in the same transaction,
+then queues the session's run.
 """
 
 from __future__ import annotations
@@ -45,7 +44,6 @@ class Schedule:
 
 
 def _schedule_of(row: tuple[Any, ...]) -> Schedule:
-    """A `Schedule` from its table row (`_COLUMNS`, in order)."""
     sid, session_id, every_seconds, cron, text, next_at = row
     every = timedelta(seconds=every_seconds) if every_seconds is not None else None
     return Schedule(sid, session_id, every, cron, text, next_at)

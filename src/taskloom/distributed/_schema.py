@@ -1,17 +1,12 @@
 """The queue's tables: procrastinate's schema plus taskloom's own, as versioned migrations.
 
-They are applied like every other taskloom table (`PostgresDatabase.require`:
-in one transaction, under the store's advisory lock, recorded in
-`taskloom_schema_version` as component `"queue"`), on first use or by
-`taskloom db migrate URL`. procrastinate's objects are unqualified, so with a
-schema the migration sets the search path, and every queue connection does too.
-
-taskloom adds three things next to procrastinate's tables: a trigger that
-NOTIFYs `taskloom_jobs` whenever a job's status changes (what
-`Session.wait` listens to), the log position at which each job started its
-run and whether a drain cut it (so a redelivered job neither runs again what
-it already ran nor drops what it was put back for), and the schedules of
-scheduled wake-ups.
+Applied like every taskloom table (`PostgresDatabase.require`, component
+`"queue"`), on first use or by `taskloom db migrate URL`; with a schema the
+migration and every queue connection set the search path (procrastinate's
+objects are unqualified). taskloom adds a trigger that NOTIFYs
+`taskloom_jobs` when a job's status changes (`Session.wait`), the log
+position where each job started its run and whether a drain cut it, and the
+schedules of scheduled wake-ups.
 """
 
 from __future__ import annotations
@@ -28,11 +23,8 @@ JOBS_CHANNEL = "taskloom_jobs"
 """The channel a job's status change is announced on (payload: schema, lock, status)."""
 
 KNOWN_PROCRASTINATE_MIGRATION = "03.04.00_50_post_add_retry_failed_job_procedure.sql"
-"""The last migration of procrastinate's schema that migration 1 was written for.
-
-A procrastinate whose schema moved past it needs a new migration here (its
-migration files after this one), not a silently different schema.
-"""
+"""The last migration of procrastinate's schema that migration 1 was written for
+(a procrastinate past it needs a new migration here)."""
 
 
 def search_path(schema: str | None, url: str = "") -> str | None:

@@ -1,11 +1,9 @@
 """taskloom's three procrastinate tasks, run by the worker serving the queue.
 
-procrastinate finds a job's code by its task name on the app, which opens
-before any worker exists (a host only queues jobs). So the tasks are
-declared once, as the app opens, and hand each job to the `JobBodies` of the
-worker serving the queue: `QueueWorker.run` binds its bodies for as long as
-it runs (`JobTasks.serving`), one worker per queue at a time; a job taken
-while none is bound fails with a `ConfigurationError`.
+The app opens before any worker exists (a host only queues jobs), so the
+tasks are declared as it opens and hand each job to the `JobBodies` that
+`QueueWorker.run` binds while it runs (`JobTasks.serving`), one worker per
+queue at a time; a job taken while none is bound fails.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The registers of a session's fold: what `SessionLog` holds, read-only to
-its readers.
-
-`FoldRegisters` declares the fold's state and the properties that read it;
-`SessionLog` folds entries into it, `OpenTurn` and `SnapshotState` read and
-restore it.
+"""The registers of a session's fold: the state `SessionLog` holds and the
+properties that read it (`SessionLog` folds into it; `OpenTurn` and
+`SnapshotState` read and restore it).
 """
 
 from __future__ import annotations
@@ -32,8 +29,7 @@ Key = tuple[int, str]
 
 
 class FoldRegisters:
-    """The state of one session's fold and its read-only properties (see the
-    module docstring)."""
+    """The state of one session's fold and its read-only properties."""
 
     __slots__ = (
         "_assistant_turns",
@@ -233,16 +229,11 @@ class FoldRegisters:
 
     def unended_answer(self) -> MessageEntry | None:
         """The final answer of the latest run when that run has no end and the
-        answer is the log's last message (an assistant message with no tool
-        calls, written by that run, after which nothing but entries that need
-        no model came: model changes, steering, deferred items, stop
-        requests); else None. Its `delivered_ids` are the notices it carried
-        (empty when a snapshot holds the entry and not the log).
-
-        Such a run was cut off (its process killed, its task cancelled)
-        between its answer and its end, where the loop only decides whether
-        the run completes: running it on must decide that again, not ask the
-        model once more."""
+        answer (no tool calls, written by that run) is the log's last message;
+        else None. Such a run was cut off between its answer and its end:
+        running it on decides again whether it completes, without asking the
+        model once more. Its `delivered_ids` are empty when a snapshot holds
+        the entry and not the log."""
         started, message = self._last_run_started, self._turn_message
         if started is None or message is None or message.tool_calls or not self.run_open:
             return None
