@@ -11,7 +11,7 @@ re-exported here; the SQLite and PostgreSQL ones import lazily
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 from ..backends import (
@@ -53,8 +53,8 @@ if TYPE_CHECKING:
         SQLiteActivityRegistry,
         SQLiteNoticeInbox,
     )
-    from ..tools import Tool
     from ._process import stdio_keeper_argv
+    from ._tools import background_tools
 
 __all__ = [
     "CHILDREN_LOOKED_AT",
@@ -111,22 +111,8 @@ _LAZY = {
     "PostgresActivityRegistry": "..backends.postgres",
     "PostgresNoticeInbox": "..backends.postgres",
     "stdio_keeper_argv": "._process",
+    "background_tools": "._tools",
 }
 
 
 __getattr__ = lazy_exports(__name__, _LAZY)
-
-
-def background_tools(*, shell: bool = False, **options: Any) -> list[Tool]:
-    """The opt-in background command tools (`background_run`, `background_status`,
-    `background_wait`, `background_stop`).
-
-    Commands run without a shell unless `shell=True`: that stops shell syntax
-    in the model's string, not a model that runs `sh -c '...'` itself. They
-    get a minimal environment (PATH, HOME, locale and a few other basics) plus
-    `env={...}`, or the host's whole environment with `inherit_env=True`;
-    everything they start ends with them, and with the host. Options are
-    those of `build_background_tools`."""
-    from ._tools import build_background_tools
-
-    return build_background_tools(shell=shell, **options)

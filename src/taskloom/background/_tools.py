@@ -36,7 +36,7 @@ from ._spills import SpillFiles
 if TYPE_CHECKING:
     from ..runtime import Runtime
 
-__all__ = ["SAFE_ENV_NAMES", "build_background_tools"]
+__all__ = ["SAFE_ENV_NAMES", "background_tools"]
 
 
 KIND = "shell"
@@ -78,7 +78,7 @@ _ENDED = {
 }
 
 
-def build_background_tools(
+def background_tools(
     *,
     shell: bool = False,
     timeout: float = 600.0,
@@ -90,7 +90,8 @@ def build_background_tools(
     inherit_env: bool = False,
     spill_retention: float | None = 86_400.0,
 ) -> list[Tool]:
-    """The four background command tools, sharing one configuration.
+    """The opt-in background command tools (`background_run`, `background_status`,
+    `background_wait`, `background_stop`), sharing one configuration.
 
     `shell`: run commands with `/bin/sh -c` instead of splitting them with
     `shlex` and running the program directly; without, the model's string

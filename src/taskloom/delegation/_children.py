@@ -1,12 +1,10 @@
 """Child agents: creating them, running them, and what their logs say about them.
 
-A child is a session of its own in the parent's store, linked from the
-parent's log by a `subagent` entry. Whoever runs it — the parent inline, or a
-worker for a background child — holds the child's lease and writes every
-entry with its fencing token; the run ends with exactly one terminal
-`subagent_result` entry (`done` with a report, `stopped`, or `failed` with an
-error). A child's status is derived from its log and its lease alone, so any
-process can answer "what is this child doing".
+A child is a session in the parent's store, linked from the parent's log.
+Whoever runs it holds the child's lease and writes with its fencing token;
+the run ends with exactly one terminal `subagent_result` entry (`done`,
+`stopped` or `failed`). Its status is derived from its log and its lease, so
+any process can tell.
 """
 
 from __future__ import annotations
@@ -366,17 +364,12 @@ async def execute_child(
 ) -> ChildOutcome:
     """Run the child (fenced by whoever holds its lease) and write its one terminal entry.
 
-    `task` None continues the child from its log (a redelivered background
-    child, or one whose escalated calls were decided: it resumes). A child
-    that hits an approval gate is denied in band and fails; with
-    `escalate_to` (its parent's id), its calls are escalated to the parent
-    instead (`ApprovalEscalated` in the parent's log) and it stays parked,
-    unended (AWAITING_APPROVAL), until they are decided.
-
-    A cancelled child gets a terminal STOPPED entry (its parent was
-    cancelled), except when `leave_open()` says its runner winds down (its
-    runtime closes): a background child is then left unended, for the
-    parent's next run to take up (`resume_children`).
+    `task` None continues the child from its log. A child that hits an
+    approval gate is denied in band and fails; with `escalate_to` (its
+    parent's id) its calls are escalated there instead and it stays parked,
+    unended, until they are decided. A cancelled child ends STOPPED, unless
+    `leave_open()` says its runtime closes: it is then left for the parent's
+    next run to take up.
     """
     parked: list[Any] = []
     if task is None:

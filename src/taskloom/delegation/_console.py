@@ -86,7 +86,7 @@ class _Console:
     @tool(effect=ToolEffect.READ_ONLY)
     async def list_agents(self, /, ctx: ToolContext) -> str:
         """List the agents you started, newest first, with their status."""
-        children = await self._children(ctx.session_id)
+        children = await self.runtime.store.list(parent_id=ctx.session_id)
         if not children:
             return "You have not started any agents."
         lines = []
@@ -130,9 +130,7 @@ class _Console:
                 await asyncio.sleep(self.poll_interval)
                 status = await child_status(runtime, meta.id)
         entries = await runtime.store.load(meta.id)
-        log = SessionLog()
-        for entry in entries:
-            log.apply(entry)
+        log = SessionLog.folded(entries)
         shown = log.messages[-tail:] if tail > 0 else []
         head = f"agent {meta.metadata.get('name', '?')} ({meta.id[:8]}): {status.value}"
         if wait and not status.is_terminal:
@@ -218,13 +216,10 @@ class _Console:
         await self.runtime.request_stop(meta.id, "stopped by its parent")
         return f"stop requested for {meta.metadata.get('name', meta.id[:8])}; it ends at its next round boundary"
 
-    async def _children(self, session_id: str) -> list[SessionMeta]:
-        return await self.runtime.store.list(parent_id=session_id)
-
     async def _find(self, session_id: str, ref: str) -> SessionMeta:
         """The session's worker named by id, id prefix (8+ chars) or name; ToolError if none."""
         ref = ref.strip()
-        children = await self._children(session_id)  # newest first
+        children = await self.runtime.store.list(parent_id=session_id)  # newest first
         for meta in children:
             if meta.id == ref:
                 return meta

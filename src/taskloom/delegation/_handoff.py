@@ -1,21 +1,12 @@
 """Subagent calls whose child runs in a task: hand-offs and questions.
 
 A `SubAgent` with `background_after` or `ask_parent` runs its child in a
-task the background service owns, under the child's own lease, registered
-under the parent like any background child, with its `ChildSpec` in its log.
-The call waits for whichever comes first:
-
-- the child ends: the call answers as an inline delegation does;
-- the child asks its parent a question: the call answers with the question
-  (`{"question": ..., "child": ...}`); the parent answers with the same tool
-  (`child=`, `reply=`), and that call waits on the child the same way;
-- `background_after` seconds pass: the call answers that the child is still
-  running.
-
-A child that ends while no call waits on it reports to the parent's inbox
-(once: the notice id is the child's), delivered at a later round. If the
-process dies meanwhile, the parent's next run takes the child up from its
-log (`resume_children`).
+task the background service owns, under the child's lease, registered under
+the parent like any background child. The call answers with whichever comes
+first: the child's end, its question (the parent answers with the same tool,
+and that call waits the same way), or, after `background_after` seconds,
+that it still runs. A child that ends with no call waiting reports to the
+parent's inbox, once; if the process dies, the parent's next run takes it up.
 """
 
 from __future__ import annotations

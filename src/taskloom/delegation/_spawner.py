@@ -1,11 +1,9 @@
 """The spawn tool: the model composes its own workers from a pool the host allows.
 
-The host decides what is possible (the tool pool, the model allowlist,
-predefined worker types, how many workers may be live, whether background
-mode exists); the model decides, within that, each worker's name,
-instructions, task, tools and model. Asking for something outside the policy
-gets an in-band answer that says exactly what is allowed; configuring an
-impossible policy raises `ConfigurationError` at construction.
+The host sets the policy (tool pool, model allowlist, worker types, live
+workers, background mode); the model picks each worker's name, instructions,
+task, tools and model within it. A call outside the policy gets an in-band
+answer saying what is allowed; an impossible policy is a `ConfigurationError`.
 """
 
 from __future__ import annotations
@@ -83,17 +81,14 @@ def _spec_of(model: Model | str) -> str:
 class Spawner:
     """Builds the `spawn_agent` tool (see the module docstring).
 
-    `model` is the workers' default model, `tools` the pool they may be
-    granted, `models` the other models they may use, `types` predefined
-    worker definitions, `max_children` how many may be live at once per
-    parent session (enforced atomically), `dispatcher` enables
-    `mode="background"`. `needs_approval` gates the spawn itself. Workers
-    run without the parent run's `deps` (`ctx.deps` is None in their tools).
-    `on_approval="escalate"` lets the pool hold tools that need approval: a
-    background worker's gated call is escalated to the parent's people (see
-    `SubAgent`) instead of being refused. A worker's answer longer than
-    `max_answer_chars` reaches the parent cut there, saying how to read on
-    (see `DEFAULT_MAX_ANSWER_CHARS`).
+    `model` is the workers' default model, `tools` the pool, `models` the
+    other models allowed, `types` predefined workers, `max_children` how many
+    may be live at once per parent session (enforced atomically),
+    `dispatcher` enables `mode="background"`, `needs_approval` gates the
+    spawn. Workers run without the parent run's `deps`.
+    `on_approval="escalate"` lets the pool hold gated tools, escalated to the
+    parent's people (see `SubAgent`). Answers longer than `max_answer_chars`
+    reach the parent cut there, saying how to read on.
     """
 
     def __init__(
@@ -266,9 +261,7 @@ class Spawner:
         self, background: BackgroundService, ctx: ToolContext, worker: _Worker, child_id: str
     ) -> None:
         """Count the worker among the session's live ones, or refuse it when
-        `max_children` are live: the cap is checked atomically with the
-        insert, so concurrent spawns, even from several processes, never
-        exceed it."""
+        `max_children` are live (atomically, across processes too)."""
         activity = BackgroundActivity(
             child_id,
             "subagent",

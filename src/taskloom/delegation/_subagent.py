@@ -47,12 +47,8 @@ def check_child_tools(
     owner: str, tools: Iterable[Tool], on_approval: str = "deny"
 ) -> tuple[Tool, ...]:
     """Tools a child may have: no delegation (one level deep), and approval
-    gates only when the child escalates them (`on_approval="escalate"`).
-
-    A child that denies has no human to ask, so a gated tool could never run
-    there: refuse it now rather than fail mid-run. Gate the delegation
-    instead, or escalate.
-    """
+    gates only when the child escalates them (a child that denies has no one
+    to ask: refused now rather than failing mid-run)."""
     checked = tuple(tools)
     for t in checked:
         if isinstance(t, DelegationTool):
@@ -95,34 +91,24 @@ class SubAgent:
 
     Each call runs a fresh child session in the parent's store, linked from
     the parent's log; only the child's final answer returns, as
-    `{"answer": ..., "tokens": ...}` — validated JSON when `output_schema` is
-    set (the child gets `fixes` corrective rounds) — or an in-band error.
-    `needs_approval` gates the delegation itself (a predicate gets the
-    call's validated arguments: every field present, `""` where the model
-    gave none). Other keyword options go to
-    the child's `Agent` (e.g. `settings=`); `max_rounds` bounds its run
-    (`DEFAULT_MAX_ROUNDS` unless given; None lifts it).
-    With `background_after` (seconds), a call that takes longer answers at
-    once that the child is still running, and the child goes on as a
-    background child: its answer reaches the parent as a notice at a later
-    round, once, even if the process dies meanwhile (the parent's next run
-    takes it up again). With `ask_parent=True` the child gets an
-    `ask_parent` tool: its question comes back as the call's result
-    (`{"question": ..., "child": ...}`; a background child's as a notice),
-    the parent answers with this tool's `child=` and `reply=`, and the child
-    goes on; a question unanswered for `ask_timeout` seconds is answered
-    "no answer". With `on_approval="escalate"` the child may have tools that
-    need approval: a gated call parks the child and shows among the parent's
-    `pending()` (and the root's people decide it: CLI, console, code). While
-    the call waits on the child, the parent parks too (AWAITING_APPROVAL, its
-    turn held by the call); the parent's `resume()` runs the call again,
-    which takes the child up once decided and answers with its result. A
-    child that escalates after its call answered "still running" is resumed
-    by the decision, and its answer arrives as a notice. The child runs without the parent run's `deps` (`ctx.deps` is None in
-    its tools): deps are per run and never leave it. An answer or question
-    longer than `max_answer_chars` reaches the parent cut there, saying how
-    to read on (the whole of it stays in the child's log, which the
-    console's `read_agent` pages through; see `DEFAULT_MAX_ANSWER_CHARS`).
+    `{"answer": ..., "tokens": ...}` (validated JSON with `output_schema`),
+    or an in-band error. `needs_approval` gates the delegation itself (a
+    predicate gets the validated arguments, `""` where the model gave none).
+    Other keyword options go to the child's `Agent`; `max_rounds` bounds its
+    run (None lifts it). The child runs without the parent run's `deps`.
+
+    With `background_after` (seconds), a longer call answers that the child
+    is still running, and its answer reaches the parent as a notice at a
+    later round, once, even if the process dies meanwhile. With
+    `ask_parent=True` the child gets an `ask_parent` tool: its question comes
+    back as the call's result (`{"question": ..., "child": ...}`), the parent
+    answers with this tool's `child=` and `reply=`; a question unanswered for
+    `ask_timeout` seconds is answered "no answer". With
+    `on_approval="escalate"` the child may have gated tools: a gated call
+    parks the child and shows among the parent's `pending()`; the parent
+    parks too, and its `resume()` runs the call again, which takes the child
+    up once decided. An answer or question longer than `max_answer_chars`
+    reaches the parent cut there, saying how to read on (`read_agent`).
     """
 
     def __init__(

@@ -1,14 +1,11 @@
 """What a worker does with each kind of job (`JobBodies`).
 
-A `taskloom.run` job brings its session up to date, from the log alone: a
-parked turn whose calls are all decided is resumed; steering that waits, a
-run cut off (by a crash, or by a drain that put the job back), or a job that
-asked for a run whatever the log holds (`RunDemand.ALWAYS`), runs the
-session; deferred items and notices that wait wake it, at most
-`Runtime.max_wakeups` runs in a row before a user turn; anything else means
-the job has nothing to do (another run already did it). So any number of
-jobs of one session may be queued, redelivered or coalesced: each does what
-the log still needs, no more.
+A `taskloom.run` job brings its session up to date from the log alone: a
+parked turn all decided is resumed; waiting steering, a run cut off, or a
+job asking for a run anyway (`RunDemand.ALWAYS`) runs the session; waiting
+deferred items and notices wake it, at most `Runtime.max_wakeups` runs in a
+row; else there is nothing to do. So jobs of one session may be queued,
+redelivered or coalesced: each does what the log still needs, no more.
 """
 
 from __future__ import annotations
@@ -215,9 +212,9 @@ class JobBodies:
     # ------------------------------------------------------------ schedules
 
     async def fire_schedule(self, args: dict[str, Any]) -> str:
-        """Fire a scheduled wake-up (see `Scheduler.fire`)."""
+        """Fire a scheduled wake-up (see `Schedules.fire`)."""
         schedule_id = _field(args, "schedule_id", str, "tick")
         due = args.get("due")
         if not isinstance(due, int | float) or isinstance(due, bool):
             raise Malformed(f"malformed tick job: 'due' must be a number, got {due!r}")
-        return await self._queue.scheduler.fire(self.runtime.store, schedule_id, float(due))
+        return await self._queue.fire(self.runtime.store, schedule_id, float(due))

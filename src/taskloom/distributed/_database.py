@@ -3,13 +3,19 @@
 connection options that put unqualified names in the store's schema, and
 the queue's migrations. It opens lazily, once, in the event loop that first
 uses it; `close()` releases it and a later use opens it again.
+
+procrastinate finds a job's code by its task name on the app, which opens
+before any worker exists (a host only queues jobs). So the tasks are
+declared as it opens and hand each job to the `JobBodies` that
+`QueueWorker.run` binds while it runs (`serving`), one worker per queue at a
+time; a job taken while none is bound fails.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -17,16 +23,25 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from ..backends.postgres import PostgresDatabase, quote_ident
-from ..errors import SchemaNotMigrated, StoreUnavailable, UsageError
+from ..errors import ConfigurationError, SchemaNotMigrated, StoreUnavailable, UsageError
 from ._schema import queue_migrations, search_path
 
 if TYPE_CHECKING:
-    from procrastinate import App
+    from procrastinate import App, JobContext
     from psycopg_pool import AsyncConnectionPool
 
-    from ._tasks import JobTasks
+    from ._bodies import JobBodies
 
-__all__ = ["QueueDatabase"]
+__all__ = ["CHILD_TASK", "RUN_TASK", "TICK_TASK", "QueueDatabase"]
+
+RUN_TASK = "taskloom.run"
+"""Bring a session up to date: a submitted run, a resume, a wake-up."""
+
+CHILD_TASK = "taskloom.child"
+"""Run a background child from its `ChildSpec`."""
+
+TICK_TASK = "taskloom.tick"
+"""Fire a scheduled wake-up."""
 
 _DEFER_ATTEMPTS = 10
 """How often a coalescing defer looks for the waiting job it joins before giving up."""
@@ -34,14 +49,12 @@ _DEFER_ATTEMPTS = 10
 
 class QueueDatabase:
     """The work queue's database at `url`, with the queue's tables in `schema`
-    (created or migrated as it opens with `migrate`, else required); `tasks`
-    are declared on the app as it opens."""
+    (created or migrated as it opens with `migrate`, else required)."""
 
     def __init__(
         self,
         url: str,
         *,
-        tasks: JobTasks,
         schema: str | None = None,
         migrate: bool = True,
         connect_timeout: float = 10.0,
@@ -51,7 +64,7 @@ class QueueDatabase:
         self.schema = schema
         self.migrate = migrate
         self.connect_timeout = connect_timeout
-        self._tasks = tasks
+        self._bodies: JobBodies | None = None
         self._pool_size = pool_size
         self._options = search_path(schema, url)
         self._app: App | None = None
@@ -200,7 +213,40 @@ class QueueDatabase:
         await pool.open(wait=True, timeout=self.connect_timeout)
         app = App(connector=PsycopgConnector())
         app.job_manager = FencedJobManager(app.connector)
-        self._tasks.declare(app)
+        self._declare(app)
         await app.open_async(pool=pool)
         self._pool = pool
         return app
+
+    def _declare(self, app: App) -> None:
+        from ._jobs import JobStrategy, logged
+
+        async def run(context: JobContext, /, **args: Any) -> str:
+            return await logged(context.job, lambda: self._bound().run_session(context.job, args))
+
+        async def child(context: JobContext, /, **args: Any) -> str:
+            return await logged(context.job, lambda: self._bound().run_child(context.job, args))
+
+        async def tick(context: JobContext, /, **args: Any) -> str:
+            return await logged(context.job, lambda: self._bound().fire_schedule(args))
+
+        strategy = JobStrategy()
+        for name, body in ((RUN_TASK, run), (CHILD_TASK, child), (TICK_TASK, tick)):
+            app.task(name=name, pass_context=True, retry=strategy)(body)
+
+    @contextmanager
+    def serving(self, bodies: JobBodies) -> Iterator[None]:
+        """Run this process's jobs with `bodies` until the block ends; a second
+        worker serving the same queue at once is a `RuntimeError`."""
+        if self._bodies is not None:
+            raise RuntimeError("one WorkQueue serves one worker at a time")
+        self._bodies = bodies
+        try:
+            yield
+        finally:
+            self._bodies = None
+
+    def _bound(self) -> JobBodies:
+        if self._bodies is None:
+            raise ConfigurationError("this process runs no taskloom worker for the queue")
+        return self._bodies

@@ -18,7 +18,7 @@ import asyncio
 import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .._extras import install_command
@@ -26,11 +26,10 @@ from ..delegation import ChildSpec
 from ..errors import ConfigurationError, UsageError
 from ..loop import RunOptions
 from ..models import RetryPolicy
-from ..runtime import RunDemand, RunQueue, session_lease_key
-from ._database import QueueDatabase
+from ..runtime import RunDemand, session_lease_key
+from ._database import CHILD_TASK, RUN_TASK, TICK_TASK, QueueDatabase
 from ._listen import JobListener
-from ._schedules import Schedule, Scheduler
-from ._tasks import CHILD_TASK, RUN_TASK, TICK_TASK, JobTasks
+from ._schedules import Schedules
 
 if TYPE_CHECKING:
     from procrastinate import App
@@ -59,7 +58,7 @@ class QueueStatus:
         return tuple(w for w, age in self.workers if age < self.stall_timeout)
 
 
-class WorkQueue(RunQueue):
+class WorkQueue(Schedules):
     """taskloom's jobs on procrastinate over the PostgreSQL database at `url`.
 
     `schema` is the PostgreSQL schema of the store's tables (the queue's go
@@ -106,16 +105,13 @@ class WorkQueue(RunQueue):
         self.poll_every = poll_every
         self.runs = runs
         self.children = children
-        self.tasks = JobTasks()
         self.database = QueueDatabase(
             url,
-            tasks=self.tasks,
             schema=schema,
             migrate=migrate,
             connect_timeout=connect_timeout,
             pool_size=pool_size,
         )
-        self.scheduler = Scheduler(self.database, self, queue=runs)
         self._listener: JobListener | None = None
 
     def __repr__(self) -> str:
@@ -130,16 +126,6 @@ class WorkQueue(RunQueue):
     def schema(self) -> str | None:
         """The PostgreSQL schema of the store's and the queue's tables (None: the default)."""
         return self.database.schema
-
-    @property
-    def migrate(self) -> bool:
-        """Whether first use creates or migrates the queue's tables."""
-        return self.database.migrate
-
-    @property
-    def connect_timeout(self) -> float:
-        """Seconds connecting to the database may take."""
-        return self.database.connect_timeout
 
     async def app(self) -> App:
         """The procrastinate app, opened (and the schema checked or migrated) once."""
@@ -251,28 +237,6 @@ class WorkQueue(RunQueue):
     def dispatcher(self) -> WorkQueue:
         """A `Dispatcher` that puts background children on this queue (the queue itself)."""
         return self
-
-    # ------------------------------------------------------------ schedules
-
-    async def schedule(
-        self,
-        session_id: str,
-        *,
-        every: timedelta | None = None,
-        cron: str | None = None,
-        input: str | None = None,
-    ) -> Schedule:
-        """Wake the session every `every`, or on `cron`; `input` is written as
-        steering each time (without it, the session runs on what it has)."""
-        return await self.scheduler.schedule(session_id, every=every, cron=cron, input=input)
-
-    async def schedules(self, session_id: str | None = None) -> list[Schedule]:
-        """The scheduled wake-ups, of one session or all, by next firing time."""
-        return await self.scheduler.schedules(session_id)
-
-    async def cancel_schedule(self, schedule_id: str) -> bool:
-        """Stop a scheduled wake-up; False if there was none with that id."""
-        return await self.scheduler.cancel(schedule_id)
 
     # ------------------------------------------------------------ admin
 

@@ -1,14 +1,11 @@
 """`QueueWorker`: a procrastinate worker running taskloom's jobs, with its keeper.
 
-procrastinate detects stalled workers by heartbeat but leaves their jobs
-`doing` until someone retries them (its issue #740), and stops a worker
-whose heartbeat task fails once. So the keeper, a plain asyncio task beside
-the worker (never a procrastinate task, which could stall in turn: #1408),
-beats for this worker, tolerating database hiccups, and every `reap_every`
-seconds puts the jobs of stalled workers back in the queue through the
-fenced job manager (a concurrent reaper's retry is then a no-op, not an
-"invalid status" error). It beats on during a drain, which procrastinate's
-own heartbeat does not, so a long drain is not mistaken for a death.
+procrastinate leaves a stalled worker's jobs `doing` until someone retries
+them (its #740) and stops a worker whose heartbeat fails once. So the
+keeper, a plain asyncio task beside the worker (a procrastinate task could
+stall in turn: #1408), beats for this worker through database hiccups and
+during a drain, and every `reap_every` seconds puts stalled workers' jobs
+back in the queue through the fenced job manager.
 """
 
 from __future__ import annotations
@@ -67,7 +64,7 @@ class QueueWorker:
         `worker_id` set) and taking jobs.
         """
         app = await self.queue.database.app()
-        with self.queue.tasks.serving(self.bodies):
+        with self.queue.database.serving(self.bodies):
             await self._serve(app, on_ready)
 
     async def _serve(self, app: App, on_ready: Callable[[QueueWorker], None] | None) -> None:
