@@ -57,12 +57,9 @@ _NO_SIGPIPE = getattr(socket, "MSG_NOSIGNAL", 0)
 
 @dataclass(frozen=True, slots=True)
 class CapturedOutput:
-    """A command's output as kept: `head` and `tail` of `total_chars` characters.
-
-    When nothing was cut, `head + tail` is the whole output. `spill_path`
-    names the file holding all of it when it was cut; `spill_error` says why
-    that file could not be written, if it could not.
-    """
+    """A command's output as kept: `head` and `tail` of `total_chars` characters
+    (the whole output when nothing was cut); `spill_path` names the file holding
+    all of it when it was cut, `spill_error` why that file could not be written."""
 
     head: str
     tail: str
@@ -176,13 +173,9 @@ class OutputCapture:
 
 @dataclass(frozen=True, slots=True)
 class CommandResult:
-    """How a command ended and what it printed.
-
-    `status` is a `NoticeStatus`: `done` (exit code 0), `failed` (another
-    exit code, or killed by a signal nobody here sent), `timed_out` or
-    `stopped`. `exit_code` is the leader's return code, negative for the
-    signal that ended it. `duration` is in seconds.
-    """
+    """How a command ended and what it printed: `status` is a `NoticeStatus`
+    (`done` for exit code 0, `failed`, `timed_out` or `stopped`), `exit_code`
+    the leader's return code (negative: the signal), `duration` in seconds."""
 
     command: str
     status: str

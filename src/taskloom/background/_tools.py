@@ -21,7 +21,7 @@ import shlex
 import time
 import uuid
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -401,10 +401,6 @@ def _unknown(activity_id: str) -> str:
     )
 
 
-def _dedupe(ids: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(i.strip() for i in ids if i.strip()))
-
-
 class _OnRuntime:
     """One tool set's commands on one runtime, through its background service.
 
@@ -497,7 +493,7 @@ class _OnRuntime:
             ids: Ids returned by background_run.
             timeout: The most seconds to wait.
         """
-        wanted = _dedupe(ids)
+        wanted = list(dict.fromkeys(i.strip() for i in ids if i.strip()))
         if not wanted:
             raise ToolError("give at least one id to wait for")
         started = time.monotonic()

@@ -18,7 +18,6 @@ from ..messages import Message
 from ..runtime import Runtime
 from ..stores import SessionMeta
 from ..tools import Tool, ToolContext, ToolEffect, ToolError, UnboundTool, tool
-from ._ask import ASK_TOOL
 from ._children import (
     ChildStatus,
     LiveChildren,
@@ -32,6 +31,7 @@ from ._children import (
     terminal_entry,
 )
 from ._dispatch import report_notice_id
+from ._handoff import ASK_TOOL
 
 __all__ = ["console_tools"]
 

@@ -211,9 +211,13 @@ class Spawner:
 
     async def _spawn(self, runtime: Runtime, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         worker = self._worker(args)
+        model = runtime.resolve_model(self._models[worker.model])
+        agent = Agent(worker.name, model, worker.instructions, [self.pool[t] for t in worker.tools])
+        child_id = uuid.uuid4().hex
+        await self._register(runtime.background, ctx, worker, child_id)
         if worker.background:
-            return await self._spawn_background(runtime, ctx, worker)
-        return await self._spawn_inline(runtime, ctx, worker)
+            return await self._spawn_background(runtime, ctx, worker, model, agent, child_id)
+        return await self._spawn_inline(runtime, ctx, worker, agent, child_id)
 
     def _worker(self, args: dict[str, Any]) -> _Worker:
         """The worker the call asks for, or a `ToolError` saying what the policy allows."""
@@ -283,17 +287,11 @@ class Spawner:
             "Wait for one to finish or stop one before spawning another."
         )
 
-    def _agent(self, worker: _Worker, model: Model) -> Agent:
-        return Agent(worker.name, model, worker.instructions, [self.pool[t] for t in worker.tools])
-
     async def _spawn_inline(
-        self, runtime: Runtime, ctx: ToolContext, worker: _Worker
+        self, runtime: Runtime, ctx: ToolContext, worker: _Worker, agent: Agent, child_id: str
     ) -> ToolOutput:
         """Run the worker inside this call, to its end."""
-        agent = self._agent(worker, runtime.resolve_model(self._models[worker.model]))
         background = runtime.background
-        child_id = uuid.uuid4().hex
-        await self._register(background, ctx, worker, child_id)
 
         async def keep_registered() -> None:
             await background.lifecycle.alive(ctx.session_id, child_id, lease=CHILD_LEASE)
@@ -325,15 +323,17 @@ class Spawner:
         return outcome.to_tool_output(self.max_answer_chars)
 
     async def _spawn_background(
-        self, runtime: Runtime, ctx: ToolContext, worker: _Worker
+        self,
+        runtime: Runtime,
+        ctx: ToolContext,
+        worker: _Worker,
+        model: Model,
+        agent: Agent,
+        child_id: str,
     ) -> ToolOutput:
         """Hand the worker to the dispatcher; a receipt now, its report as a notice later."""
         assert self.dispatcher is not None  # `_worker` refuses background without one
-        model = runtime.resolve_model(self._models[worker.model])
-        agent = self._agent(worker, model)
         background = runtime.background
-        child_id = uuid.uuid4().hex
-        await self._register(background, ctx, worker, child_id)
         # An in-process worker rebuilds the child from this runtime's registries.
         for t in worker.tools:
             runtime.tools.setdefault(t, self.pool[t])

@@ -13,7 +13,6 @@ from ..loop import DEFAULT_MAX_ROUNDS
 from ..models import Model
 from ..runtime import Runtime
 from ..tools import ApprovalRule, Tool, ToolError, ToolLike, ToolOutput, as_tool
-from ._ask import ask_parent_tool
 from ._children import (
     DEFAULT_MAX_ANSWER_CHARS,
     check_answer_cap,
@@ -22,7 +21,7 @@ from ._children import (
     linked_child,
     run_inline,
 )
-from ._handoff import delegate_in_task, reply_to_child
+from ._handoff import ask_parent_tool, delegate_in_task, reply_to_child
 from ._tool import DelegationTool
 
 if TYPE_CHECKING:

@@ -192,19 +192,13 @@ class ChildQueue(Protocol):
 
 @dataclass(slots=True)
 class ChildHandover:
-    """Where a child goes on once its escalated calls are all decided, as the
-    deciding process handed it over (`DecidedChildren.handover`).
-
-    `where` is `"queue"` (a worker runs it on; `detail` is the job id),
-    `"here"` (this process runs it on in a task; `status` once that ended,
-    None while it runs or when a live holder elsewhere runs it; `error` if
-    it could not), `"next run"` (this process cannot run its tools and no
-    queue carries it: the parent's next run takes it up, in any process
-    that can; `detail` says why), `"parent"` (its parent's turn is parked on
-    the delegation call that waits on it, an inline escalation: the
-    parent's resume runs it on, then the parent; a decision taken through
-    the parent starts that resume, see `Session.approve`) or `"ended"` (it
-    had ended: nothing to do).
+    """Where a child goes on once its escalated calls are all decided
+    (`DecidedChildren.handover`). `where` is `"queue"` (a worker runs it on;
+    `detail` is the job id), `"here"` (a task of this process runs it on;
+    `status` once that ended, `error` if it could not), `"next run"` (no
+    process here can: the parent's next run takes it up; `detail` says why),
+    `"parent"` (an inline escalation: the parent's resume runs it on) or
+    `"ended"` (nothing to do).
     """
 
     child_id: str

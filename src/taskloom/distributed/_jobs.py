@@ -63,11 +63,8 @@ class Malformed(Exception):
 
 
 class JobStrategy(retry.BaseRetryStrategy):
-    """Retries what taskloom asks to retry, nothing else.
-
-    A run or a child that failed for any other reason has recorded it in
-    its log; running it again would not cure it.
-    """
+    """Retries what taskloom asks to retry, nothing else (a run or child that
+    failed otherwise recorded it in its log; running it again would not cure it)."""
 
     def get_retry_decision(
         self, *, exception: BaseException, job: jobs.Job

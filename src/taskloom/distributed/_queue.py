@@ -10,13 +10,23 @@ that was only paused can come back. A run wanted even without news is the
 exception: it waits under a queueing lock of its own (`RunDemand.ALWAYS`).
 Stalled workers are detected by their heartbeat and their jobs retried by a
 reaper in every worker (`QueueWorker`).
+
+`Session.wait` listens on one LISTEN connection per queue (`JobListener`):
+the status trigger NOTIFYs `taskloom_jobs` with the job's lock, and the
+listener wakes the waiters of that lock, which look at the jobs table again.
+A waiter registers before it looks, and the connection listens before
+anyone registers, so a job that ends in between still wakes it; when the
+connection drops, every waiter is woken and the listener reconnects.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
-from collections.abc import Mapping
+import json
+import logging
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -28,8 +38,8 @@ from ..loop import RunOptions
 from ..models import RetryPolicy
 from ..runtime import RunDemand, session_lease_key
 from ._database import CHILD_TASK, RUN_TASK, TICK_TASK, QueueDatabase
-from ._listen import JobListener
 from ._schedules import Schedules
+from ._schema import JOBS_CHANNEL
 
 if TYPE_CHECKING:
     from procrastinate import App
@@ -37,7 +47,9 @@ if TYPE_CHECKING:
     from ..runtime import Runtime
     from ._worker import QueueWorker
 
-__all__ = ["QueueStatus", "WorkQueue", "options_from_json", "options_to_json"]
+__all__ = ["JobListener", "QueueStatus", "WorkQueue", "options_from_json", "options_to_json"]
+
+logger = logging.getLogger("taskloom.distributed")
 
 _KINDS = {RUN_TASK: "run", CHILD_TASK: "child", TICK_TASK: "schedule"}
 """Job kinds by procrastinate task name, as `taskloom queue status` shows them."""
@@ -62,17 +74,14 @@ class WorkQueue(Schedules):
     """taskloom's jobs on procrastinate over the PostgreSQL database at `url`.
 
     `schema` is the PostgreSQL schema of the store's tables (the queue's go
-    there too). The queue's tables are created on first use under the
-    store's advisory lock; with `migrate=False` they must exist already
-    (`taskloom db migrate URL`) and a database without them is refused.
+    there too). The queue's tables are created on first use; with
+    `migrate=False` they must exist already (`taskloom db migrate URL`).
     Workers heartbeat every `heartbeat` seconds; one silent for
-    `stall_timeout` seconds is stalled, and a reaper running every
-    `reap_every` seconds in each live worker puts its jobs back in the queue.
-    So a killed worker's job runs again within about `stall_timeout +
-    reap_every` seconds (plus the session lease's `lease_ttl` when the dead
-    worker was on another machine). `runs` and `children` name the two
-    procrastinate queues. Opens lazily in the event loop that first uses
-    it (`database`); `close()` releases it.
+    `stall_timeout` seconds is stalled, and a reaper in each live worker
+    puts its jobs back every `reap_every` seconds, so a killed worker's job
+    runs again within about `stall_timeout + reap_every` seconds (plus the
+    session lease's `lease_ttl` across machines). `runs` and `children` name
+    the two procrastinate queues. Opens lazily; `close()` releases it.
     """
 
     def __init__(
@@ -154,11 +163,8 @@ class WorkQueue(Schedules):
         options: RunOptions | None,
         traceparent: str | None = None,
     ) -> str:
-        """Queue a `taskloom.run` job of the session, or join the one waiting; the job id.
-
-        `reason` (submit, resume, wake, schedule) is for the logs; only limits
-        cross in `options`; `traceparent` is the trace the run continues.
-        """
+        """Queue a `taskloom.run` job of the session, or join the one waiting; the
+        job id. `reason` is for the logs; only limits cross in `options`."""
         args: dict[str, Any] = {
             "session_id": session_id,
             "reason": reason,
@@ -269,6 +275,83 @@ class WorkQueue(Schedules):
         from ._worker import QueueWorker
 
         return QueueWorker(self, runtime, concurrency=concurrency, queues=queues)
+
+
+class JobListener:
+    """Wakes `Session.wait`s by job lock (see the module docstring)."""
+
+    def __init__(self, url: str, schema: str | None, connect_kwargs: dict[str, Any]) -> None:
+        self._url = url
+        self._schema = schema or ""
+        self._kwargs = connect_kwargs
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._listening: asyncio.Event | None = None
+
+    async def start(self) -> None:
+        """Listen (once); returns when the LISTEN is in effect."""
+        if self._task is None or self._task.done():
+            self._listening = asyncio.Event()
+            self._task = asyncio.get_running_loop().create_task(self._listen(self._listening))
+        assert self._listening is not None
+        listening = asyncio.ensure_future(self._listening.wait())
+        await asyncio.wait([listening, self._task], return_when=asyncio.FIRST_COMPLETED)
+        if not listening.done():
+            listening.cancel()
+            self._task.result()  # raises why it could not listen
+
+    @contextlib.contextmanager
+    def waiting(self, lock: str) -> Iterator[asyncio.Event]:
+        """An event set whenever a job holding `lock` changes status."""
+        event = asyncio.Event()
+        self._waiters.setdefault(lock, set()).add(event)
+        try:
+            yield event
+        finally:
+            waiters = self._waiters.get(lock, set())
+            waiters.discard(event)
+            if not waiters:
+                self._waiters.pop(lock, None)
+
+    async def _listen(self, listening: asyncio.Event) -> None:
+        import psycopg
+
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(
+                    self._url, autocommit=True, **self._kwargs
+                )
+                async with conn:
+                    await conn.execute(f"LISTEN {JOBS_CHANNEL}")
+                    listening.set()
+                    async for note in conn.notifies():
+                        self._wake(note.payload)
+            except psycopg.OperationalError:
+                if not listening.is_set():
+                    raise
+                logger.warning("the queue's LISTEN connection dropped; reconnecting")
+            for waiters in self._waiters.values():
+                for event in waiters:
+                    event.set()
+            await asyncio.sleep(0.5)
+
+    def _wake(self, payload: str) -> None:
+        try:
+            what = json.loads(payload)
+        except ValueError:
+            return
+        if what.get("schema") != self._schema:
+            return
+        for event in self._waiters.get(what.get("lock"), ()):
+            event.set()
+
+    async def close(self) -> None:
+        """Stop listening."""
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 _LIMITS = ("max_rounds", "max_model_requests", "max_tool_calls", "token_budget")

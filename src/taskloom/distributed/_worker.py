@@ -32,11 +32,8 @@ logger = logging.getLogger("taskloom.distributed")
 
 
 class QueueWorker:
-    """Runs `queue`'s jobs with `runtime` until drained (see the module docstring).
-
-    `concurrency` jobs at once; `queues` limits it to some of the queue's
-    procrastinate queues (default: runs and children).
-    """
+    """Runs `queue`'s jobs with `runtime` until drained, `concurrency` at once;
+    `queues` limits it to some procrastinate queues (default: runs and children)."""
 
     def __init__(
         self,
@@ -58,11 +55,8 @@ class QueueWorker:
         self._stop = asyncio.Event()
 
     async def run(self, on_ready: Callable[[QueueWorker], None] | None = None) -> None:
-        """Run jobs until `drain()` and the jobs in flight have ended.
-
-        `on_ready(self)` is called once the worker is registered (its
-        `worker_id` set) and taking jobs.
-        """
+        """Run jobs until `drain()` and the jobs in flight have ended; `on_ready(self)`
+        is called once the worker is registered (`worker_id` set) and taking jobs."""
         app = await self.queue.database.app()
         with self.queue.database.serving(self.bodies):
             await self._serve(app, on_ready)

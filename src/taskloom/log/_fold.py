@@ -72,12 +72,9 @@ class SessionLog(OpenTurn, SnapshotState):
         return log
 
     def apply(self, entry: Entry, message: Message | None = None, position: int = 0) -> None:
-        """Fold one entry in (entries arrive in position order; repeats are ignored).
-
-        `message` may pass the already-built Message of a message entry, to
-        skip decoding what this process just encoded; `position` places an
-        entry this process just appended (the store confirmed it).
-        """
+        """Fold one entry in (in position order; repeats are ignored). `message`
+        may pass a message entry's already-built Message; `position` places an
+        entry this process just appended."""
         if position:
             entry = entry.placed(position)
         elif entry.position <= self._position:
@@ -204,10 +201,8 @@ class SessionLog(OpenTurn, SnapshotState):
 
     def view(self, extra: Message | None = None) -> MessageView:
         """The messages the next request is built from: all of them, or after a
-        compaction its summary (if it has any text) followed by the messages
-        it did not replace;
-        then `extra` when given. A read-only view, not a copy: it stays what
-        it is now while the log grows."""
+        compaction its summary (if any) and the messages it did not replace;
+        then `extra`. A read-only view that stays as it is while the log grows."""
         compaction = self._compaction
         if self._undecoded is not None:
             self._decode()

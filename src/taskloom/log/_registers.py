@@ -68,8 +68,6 @@ class FoldRegisters:
 
     def __init__(self) -> None:
         self._position = 0
-        # Restored from a snapshot, the log holds only the entries after
-        # `base` (the whole log is in the store); 0 after a full replay.
         self._base = 0
         self._entries: list[Entry] = []
         self._messages: list[Message] = []
@@ -77,7 +75,6 @@ class FoldRegisters:
         # text of a list of [position, data], parsed on first use of
         # `messages`: opening a session must not pay for its history.
         self._undecoded: list[str] | None = None
-        # The position the latest snapshot of this log covers (0: none).
         self._snapshot_at = 0
         self._last_run_started: Entry | None = None
         self._last_finished: Entry | None = None
@@ -88,26 +85,20 @@ class FoldRegisters:
         self._reasoning_set = False
         self._requests: dict[Key, RequestedCall] = {}
         self._decisions: dict[Key, ApprovalDecision] = {}
-        # How many times each call was durably started after its turn was
-        # committed (a parked turn's resume, an idempotent call's retry).
         self._started: dict[Key, int] = {}
         # The calls of turn `_stepped_turn` (0: none) named by step records:
         # of a turn run in steps, any other call never started.
         self._stepped_turn = 0
         self._stepped: set[str] = set()
-        # Children that escalated approvals to this session, by child id (latest).
         self._escalated: dict[str, ApprovalEscalated] = {}
         # The turn a fork link found parked for approval (0: none).
         self._reopened = 0
         self._call_ids: set[str] = set()
         self._turn = 0
         self._turn_message: Message | None = None
-        # Assistant messages so far: one per round of every run of the session.
         self._assistant_turns = 0
         self._folded: set[int] = set()
         self._stop_position = 0
-        # The log position of each message (a delivered notice shares its
-        # assistant entry's), and what the request view starts from.
         self._positions: list[int] = []
         self._compaction: CompactionEntry | None = None
         self._view_start = 0

@@ -41,13 +41,10 @@ async def transcript(
     mark_compactions: bool = False,
     origin: str = "",
 ) -> list[Message]:
-    """Every message the log holds, in order (compaction only shortens what
-    requests send), tagged with `origin` when one is given.
-
-    With `load`, each child's transcript follows the entry linking it, its
-    messages tagged with the child's origin; with `mark_compactions`, each
-    compaction's summary stands where it was made, as a user message with
-    origin `"compaction"`.
+    """Every message the log holds, in order, tagged with `origin` if given.
+    With `load`, each child's transcript follows the entry linking it (tagged
+    with the child's origin); with `mark_compactions`, each compaction's
+    summary stands where it was made (a user message, origin `"compaction"`).
     """
     out: list[Message] = []
     for entry, said in conversation(entries):

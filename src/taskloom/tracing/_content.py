@@ -61,11 +61,8 @@ def finish_reason(stop_reason: str) -> str:
 
 
 def input_tokens(usage: Usage, provider: str) -> int:
-    """Input tokens as the conventions count them: cached ones included.
-
-    Anthropic reports cache reads and writes apart from `input_tokens`;
-    OpenAI's and Gemini's input already includes their cached tokens.
-    """
+    """Input tokens as the conventions count them, cached ones included
+    (Anthropic reports those apart from `input_tokens`)."""
     if provider == "anthropic":
         return usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
     return usage.input_tokens
