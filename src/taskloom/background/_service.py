@@ -142,8 +142,6 @@ class BackgroundService:
             runtime=runtime,
         )
 
-    # ------------------------------------------------------------ runs
-
     def run_notices(
         self,
         session_id: str,
@@ -226,8 +224,6 @@ class BackgroundService:
     def of(cls, runtime: Runtime) -> BackgroundService:
         """The background service of `runtime` (its `background`)."""
         return runtime.background
-
-    # ------------------------------------------------------------ work
 
     async def start(
         self,

@@ -22,6 +22,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -237,11 +238,7 @@ class _Commands:
         ]
         for template in templates:
             template.secrets = self.secrets
-        return [UnboundTool(template, self.on) for template in templates]
-
-    def on(self, runtime: Runtime) -> _OnRuntime:
-        """This tool set's work on `runtime`."""
-        return _OnRuntime(self, runtime)
+        return [UnboundTool(template, partial(_OnRuntime, self)) for template in templates]
 
     async def start(
         self,
@@ -380,9 +377,6 @@ class _Commands:
             self._spills.remove_session(service, session_id)
 
         service.listeners.on_delete(end_session_commands)
-
-
-# ---------------------------------------------------------------- the tools
 
 
 def _label(activity: BackgroundActivity) -> str:

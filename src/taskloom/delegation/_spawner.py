@@ -151,8 +151,6 @@ class Spawner:
         self.name = name
         self._arguments = self._arguments_model()
 
-    # ------------------------------------------------------------ the tool
-
     def _arguments_model(self) -> type[pydantic.BaseModel]:
         """The spawn tool's arguments, described by this policy: the schema
         the model is shown, and what validates its calls."""

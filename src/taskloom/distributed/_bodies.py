@@ -85,8 +85,6 @@ class JobBodies:
         finally:
             self._stops.discard(stop)
 
-    # ------------------------------------------------------------ runs
-
     async def run_session(self, job: jobs.Job, args: dict[str, Any]) -> str:
         """Bring the session up to date (see the module docstring); what was done."""
         session_id = _field(args, "session_id", str, "run")
@@ -189,8 +187,6 @@ class JobBodies:
                 (session.journal.log.position, job.id),
             )
 
-    # ------------------------------------------------------------ children
-
     async def run_child(self, job: jobs.Job, args: dict[str, Any]) -> str:
         """Run a background child with the fenced `ChildWorker`; its status."""
         raw = _field(args, "spec", dict, "child")
@@ -208,8 +204,6 @@ class JobBodies:
             # Also after a redelivery, whose report (already pushed) wakes no one.
             await self._queue.wake(spec.parent_session_id)
         return status.value
-
-    # ------------------------------------------------------------ schedules
 
     async def fire_schedule(self, args: dict[str, Any]) -> str:
         """Fire a scheduled wake-up (see `Schedules.fire`)."""

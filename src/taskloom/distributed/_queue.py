@@ -11,12 +11,11 @@ exception: it waits under a queueing lock of its own (`RunDemand.ALWAYS`).
 Stalled workers are detected by their heartbeat and their jobs retried by a
 reaper in every worker (`QueueWorker`).
 
-`Session.wait` listens on one LISTEN connection per queue (`JobListener`):
-the status trigger NOTIFYs `taskloom_jobs` with the job's lock, and the
-listener wakes the waiters of that lock, which look at the jobs table again.
-A waiter registers before it looks, and the connection listens before
-anyone registers, so a job that ends in between still wakes it; when the
-connection drops, every waiter is woken and the listener reconnects.
+`Session.wait` listens on one LISTEN connection per queue (`JobListener`),
+woken by the status trigger's NOTIFY of the job's lock. A waiter registers
+before it looks, and the connection listens before anyone registers, so a
+job that ends in between still wakes it; a dropped connection wakes every
+waiter and reconnects.
 """
 
 from __future__ import annotations
@@ -152,8 +151,6 @@ class WorkQueue(Schedules):
             await listener.close()
         await self.database.close()
 
-    # ------------------------------------------------------------ runs
-
     async def submit_run(
         self,
         session_id: str,
@@ -213,8 +210,6 @@ class WorkQueue(Schedules):
             row = await cur.fetchone()
         return bool(row and row[0])
 
-    # ------------------------------------------------------------ children
-
     async def dispatch(self, spec: ChildSpec) -> None:
         """Queue a background child (returns once the job is stored)."""
         await self.dispatch_child(spec)
@@ -243,8 +238,6 @@ class WorkQueue(Schedules):
     def dispatcher(self) -> WorkQueue:
         """A `Dispatcher` that puts background children on this queue (the queue itself)."""
         return self
-
-    # ------------------------------------------------------------ admin
 
     async def status(self) -> QueueStatus:
         """Job counts by kind and status, and the registered workers' heartbeats."""

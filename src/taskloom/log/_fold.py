@@ -1,13 +1,11 @@
 """The session log, folded into what its readers need: a cache, never the truth.
 
-`SessionLog` applies entries in position order and keeps the model's view of
-the conversation (messages), the steering and deferred items not yet folded
-into a turn, the persisted model settings, and the approval registers. Any
-process can rebuild it from the store and reach the same state.
-
-A *turn* is the position of an assistant message entry: approval requests,
-decisions and started-call records name the turn they belong to, so a call id
-a provider reuses in a later turn never meets an earlier turn's decision.
+`SessionLog` applies entries in position order and keeps the messages, the
+steering and deferred items not yet folded into a turn, the model settings
+and the approval registers; any process rebuilds the same state from the
+store. A *turn* is the position of an assistant message entry: approvals and
+started-call records name their turn, so a reused call id never meets an
+earlier turn's decision.
 """
 
 from __future__ import annotations
@@ -59,8 +57,6 @@ class SessionLog(OpenTurn, SnapshotState):
     # queries on the open turn (`OpenTurn`) and its snapshots
     # (`SnapshotState`); folding entries in is here.
     __slots__ = ()
-
-    # ------------------------------------------------------------ folding
 
     @classmethod
     def folded(cls, entries: Iterable[Entry]) -> SessionLog:
@@ -196,8 +192,6 @@ class SessionLog(OpenTurn, SnapshotState):
     def _turn_requesting(self, call_id: str) -> int:
         turns = [turn for turn, cid in self._requests if cid == call_id]
         return max(turns) if turns else self._turn
-
-    # ------------------------------------------------------------ the request view
 
     def view(self, extra: Message | None = None) -> MessageView:
         """The messages the next request is built from: all of them, or after a

@@ -107,8 +107,6 @@ class FoldRegisters:
         self._total = 0
         self._before_view = 0
 
-    # ------------------------------------------------------------ what it holds
-
     @property
     def position(self) -> int:
         """The position of the last entry folded in (0: none)."""

@@ -35,11 +35,8 @@ logger = logging.getLogger("taskloom")
 __all__ = ["SNAPSHOT_VERSION", "Snapshot", "encode_snapshot", "read_snapshot"]
 
 SNAPSHOT_VERSION = 4
-"""The format rows are written in; rows of any other version are ignored.
-
-Version 2 keeps each row's message entries as one JSON text inside the row,
-so opening parses them only when the history is read, not to restore.
-Version 4 adds the position a row covers and a checksum of its text."""
+"""The format rows are written in; rows of any other version are ignored (2 kept
+message entries as one JSON text per row; 4 added the position and checksum)."""
 
 # A row is `{"v":4,"at":P,"from":S,"row":{...},"sum":"<sha256 hex>"}`: the
 # checksum covers the text before `,"sum"`, so it is hashed once as written.

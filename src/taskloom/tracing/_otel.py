@@ -200,11 +200,8 @@ class _Active:
     ) -> None:
         otel_context.detach(self._token)
         if exc is not None:
-            self.failed(exc)
+            _failed(self.span, error_type(exc))
         self.span.end()
-
-    def failed(self, exc: BaseException) -> None:
-        _failed(self.span, error_type(exc))
 
 
 class _QueueSpan(_Active):
