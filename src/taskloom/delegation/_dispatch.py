@@ -116,12 +116,13 @@ class ChildSpec:
         return cls.from_dict(json.loads(raw))
 
 
-def registration(spec: ChildSpec, run_id: str | None, mode: str = "inline") -> BackgroundActivity:
-    """The child's registration under its parent, while it runs or its report is due."""
-    description = f"{spec.name}: {summary(spec.task, 80)}"
-    meta = {"name": spec.name, "mode": mode}
+def registration(
+    child_id: str, name: str, task: str, run_id: str | None, mode: str = "inline"
+) -> BackgroundActivity:
+    """A child's registration under its parent, while it runs or its report is due."""
+    meta = {"name": name, "mode": mode}
     return BackgroundActivity(
-        spec.child_session_id, "subagent", description, time.time(), run_id, meta
+        child_id, "subagent", f"{name}: {summary(task, 80)}", time.time(), run_id, meta
     )
 
 

@@ -326,7 +326,8 @@ async def delegate_in_task(
             for e in entries
             if isinstance(e.payload, SubagentDispatched)
         )
-    await background.registry.add(ctx.session_id, registration(spec, ctx.run_id), _REGISTRATION)
+    registered = registration(child_id, spec.name, spec.task, ctx.run_id)
+    await background.registry.add(ctx.session_id, registered, _REGISTRATION)
     if not fresh:
         return await _run_and_wait(sub, runtime, ctx, spec, False)
     try:

@@ -9,7 +9,6 @@ answer saying what is allowed; an impossible policy is a `ConfigurationError`.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from ..agent import Agent
-from ..background import BackgroundActivity, BackgroundService
+from ..background import BackgroundService
 from ..errors import ConfigurationError
 from ..loop import DEFAULT_MAX_ROUNDS
 from ..models import Model
@@ -31,9 +30,8 @@ from ._children import (
     child_slot,
     create_child,
     run_inline,
-    summary,
 )
-from ._dispatch import ChildSpec, Dispatcher
+from ._dispatch import ChildSpec, Dispatcher, registration
 from ._subagent import check_child_tools, check_on_approval
 from ._tool import DelegationTool
 
@@ -264,14 +262,8 @@ class Spawner:
     ) -> None:
         """Count the worker among the session's live ones, or refuse it when
         `max_children` are live (atomically, across processes too)."""
-        activity = BackgroundActivity(
-            child_id,
-            "subagent",
-            f"{worker.name}: {summary(worker.task, 80)}",
-            time.time(),
-            ctx.run_id,
-            {"name": worker.name, "mode": "background" if worker.background else "inline"},
-        )
+        mode = "background" if worker.background else "inline"
+        activity = registration(child_id, worker.name, worker.task, ctx.run_id, mode)
         lease = CHILD_LEASE * (10 if worker.background else 1)
         if await background.registry.add(ctx.session_id, activity, lease, self.max_children):
             return

@@ -289,7 +289,9 @@ class DecidedChildren:
         # The parent's next run takes up the children registered under it
         # (`resume_children`); the registration the child's runner kept may
         # have lapsed while it waited for the decision.
-        registered = registration(spec, spec.parent_run_id, mode="background")
+        registered = registration(
+            spec.child_session_id, spec.name, spec.task, spec.parent_run_id, mode="background"
+        )
         await runtime.background.registry.add(meta.parent_id, registered, WAITS_FOR_PARENT)
         handover.where, handover.detail = "next run", cannot
 

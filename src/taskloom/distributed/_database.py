@@ -4,6 +4,14 @@ connection options that put unqualified names in the store's schema, and
 the queue's migrations. It opens lazily, once, in the event loop that first
 uses it; `close()` releases it and a later use opens it again.
 
+The queue's tables are procrastinate's schema plus taskloom's own, applied
+like every taskloom table (`PostgresDatabase.require`, component `"queue"`)
+on first use or by `taskloom db migrate URL`; with a schema the migration and
+every queue connection set the search path (procrastinate's objects are
+unqualified). taskloom adds a trigger that NOTIFYs `taskloom_jobs` when a
+job's status changes (`Session.wait`), the log position where each job
+started its run and whether a drain cut it, and the scheduled wake-ups.
+
 procrastinate finds a job's code by its task name on the app, which opens
 before any worker exists (a host only queues jobs). So the tasks are
 declared as it opens and hand each job to the `JobBodies` that
@@ -14,17 +22,18 @@ time; a job taken while none is bound fails.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from ..backends.postgres import PostgresDatabase, quote_ident
+from ..backends.postgres import Migration, PostgresDatabase, quote_ident
 from ..errors import ConfigurationError, SchemaNotMigrated, StoreUnavailable, UsageError
-from ._schema import queue_migrations, search_path
 
 if TYPE_CHECKING:
     from procrastinate import App, JobContext
@@ -32,7 +41,7 @@ if TYPE_CHECKING:
 
     from ._bodies import JobBodies
 
-__all__ = ["CHILD_TASK", "RUN_TASK", "TICK_TASK", "QueueDatabase"]
+__all__ = ["CHILD_TASK", "JOBS_CHANNEL", "RUN_TASK", "TICK_TASK", "QueueDatabase"]
 
 RUN_TASK = "taskloom.run"
 """Bring a session up to date: a submitted run, a resume, a wake-up."""
@@ -42,6 +51,87 @@ CHILD_TASK = "taskloom.child"
 
 TICK_TASK = "taskloom.tick"
 """Fire a scheduled wake-up."""
+
+JOBS_CHANNEL = "taskloom_jobs"
+"""The channel a job's status change is announced on (payload: schema, lock, status)."""
+
+KNOWN_PROCRASTINATE_MIGRATION = "03.04.00_50_post_add_retry_failed_job_procedure.sql"
+"""The last migration of procrastinate's schema that migration 1 was written for
+(a procrastinate past it needs a new migration here)."""
+
+
+def search_path(schema: str | None, url: str = "") -> str | None:
+    """The libpq `options` that put a connection's unqualified names in `schema`
+    (after any `options` the URL itself gives, which they must not drop)."""
+    if schema is None:
+        return None
+    given = conninfo_to_dict(url).get("options") if url else None
+    # libpq splits options at spaces unless a backslash escapes them.
+    quoted = quote_ident(schema).replace("\\", "\\\\").replace(" ", "\\ ")
+    ours = f"-c search_path={quoted}"
+    return f"{given} {ours}" if given else ours
+
+
+def _escaped(sql: str) -> str:
+    # Migration statements are str.format-ed with table names.
+    return sql.replace("{", "{{").replace("}", "}}")
+
+
+@functools.cache
+def _procrastinate_schema() -> str:
+    from procrastinate.schema import SchemaManager
+
+    latest = max(p.name for p in Path(SchemaManager.get_migrations_path()).glob("[0-9]*.sql"))
+    if latest != KNOWN_PROCRASTINATE_MIGRATION:
+        raise ConfigurationError(
+            f"the installed procrastinate's schema goes up to migration {latest}, but this "
+            f"taskloom knows it up to {KNOWN_PROCRASTINATE_MIGRATION}: install the "
+            "procrastinate version the distributed extra pins, or upgrade taskloom"
+        )
+    return SchemaManager.get_schema()
+
+
+def queue_migrations(schema: str | None) -> tuple[Migration, ...]:
+    """The queue's migrations for a database whose taskloom tables live in `schema`."""
+    literal = (schema or "").replace("'", "''")
+    setpath = (f"SET LOCAL search_path TO {_escaped(quote_ident(schema))}",) if schema else ()
+    return (
+        (
+            *setpath,
+            _escaped(_procrastinate_schema()),
+            _escaped(
+                f"""CREATE FUNCTION taskloom_notify_job_status() RETURNS trigger
+                LANGUAGE plpgsql AS $$
+                BEGIN
+                    PERFORM pg_notify('{JOBS_CHANNEL}', json_build_object(
+                        'schema', '{literal}', 'lock', NEW.lock, 'status', NEW.status
+                    )::text);
+                    RETURN NEW;
+                END;
+                $$"""
+            ),
+            """CREATE TRIGGER taskloom_job_status AFTER UPDATE OF status ON procrastinate_jobs
+            FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+            EXECUTE FUNCTION taskloom_notify_job_status()""",
+            """CREATE TABLE {queue_runs} (
+                job_id bigint PRIMARY KEY,
+                session_id text NOT NULL,
+                position bigint NOT NULL,
+                drained boolean NOT NULL DEFAULT false
+            )""",
+            """CREATE TABLE {queue_schedules} (
+                id text PRIMARY KEY,
+                session_id text NOT NULL,
+                every_seconds double precision,
+                cron text,
+                input text,
+                next_at timestamptz NOT NULL,
+                created_at timestamptz NOT NULL DEFAULT now()
+            )""",
+            "CREATE INDEX taskloom_queue_schedules_session ON {queue_schedules} (session_id)",
+        ),
+    )
+
 
 _DEFER_ATTEMPTS = 10
 """How often a coalescing defer looks for the waiting job it joins before giving up."""

@@ -36,9 +36,8 @@ from ..errors import ConfigurationError, UsageError
 from ..loop import RunOptions
 from ..models import RetryPolicy
 from ..runtime import RunDemand, session_lease_key
-from ._database import CHILD_TASK, RUN_TASK, TICK_TASK, QueueDatabase
+from ._database import CHILD_TASK, JOBS_CHANNEL, RUN_TASK, TICK_TASK, QueueDatabase
 from ._schedules import Schedules
-from ._schema import JOBS_CHANNEL
 
 if TYPE_CHECKING:
     from procrastinate import App
@@ -107,6 +106,8 @@ class WorkQueue(Schedules):
             raise ConfigurationError(f"WorkQueue needs a postgresql:// URL, not {url!r}")
         if not 0 < heartbeat < stall_timeout:
             raise ConfigurationError("WorkQueue needs 0 < heartbeat < stall_timeout")
+        self.url = url
+        self.schema = schema
         self.heartbeat = heartbeat
         self.stall_timeout = stall_timeout
         self.reap_every = reap_every
@@ -124,16 +125,6 @@ class WorkQueue(Schedules):
 
     def __repr__(self) -> str:
         return f"WorkQueue({self.url!r}, schema={self.schema!r})"
-
-    @property
-    def url(self) -> str:
-        """The database's URL."""
-        return self.database.url
-
-    @property
-    def schema(self) -> str | None:
-        """The PostgreSQL schema of the store's and the queue's tables (None: the default)."""
-        return self.database.schema
 
     async def app(self) -> App:
         """The procrastinate app, opened (and the schema checked or migrated) once."""
