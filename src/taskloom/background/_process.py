@@ -224,7 +224,6 @@ class CommandProcess:
         self,
         command: str,
         keeper: _KeeperLink,
-        pid: int,
         stdout: asyncio.StreamReader,
         stdout_pipe: asyncio.BaseTransport,
         output: OutputCapture,
@@ -232,7 +231,6 @@ class CommandProcess:
     ) -> None:
         self.command = command
         self._keeper = keeper
-        self._pid = pid
         self._stdout_pipe = stdout_pipe
         self._output = output
         self._grace = grace
@@ -292,12 +290,7 @@ class CommandProcess:
             stdout_pipe.close()
             await keeper.reap()
             raise CommandNotStarted(_not_started(argv[0], keeper.failure, popen.returncode))
-        return cls(command, keeper, keeper.pid, stdout, stdout_pipe, output, grace)
-
-    @property
-    def pid(self) -> int:
-        """The command's process id (the leader of its own session and group)."""
-        return self._pid
+        return cls(command, keeper, stdout, stdout_pipe, output, grace)
 
     async def wait(self, timeout: float | None) -> CommandResult:
         """Wait for the command to exit, killing it after `timeout` seconds; what

@@ -1,14 +1,10 @@
 """The opt-in background command tools: run, status, wait, stop.
 
-`background_run` starts a command through the runtime's `BackgroundService`
-and returns its id at once; its exit code and capped output become a notice
-the model reads at a later round boundary. `background_wait` hands results
-over early, inside its own tool result, and marks those notices seen.
-
-Each tool set tracks the commands it started in this process and their
-spill files, per session, so deleting a session kills those commands and
-removes those files. Its tools are `UnboundTool`s, bound by a runtime to the
-set's work on that runtime (`_OnRuntime`).
+`background_run` starts a command and returns its id at once; its exit code
+and capped output become a notice at a later round boundary, unless
+`background_wait` hands them over early. Each tool set tracks the commands
+it started here and their spill files, per session, so deleting a session
+kills those commands and removes those files.
 """
 
 from __future__ import annotations

@@ -66,12 +66,9 @@ CHILD_LEASE = 30.0
 """Seconds a child's lease lasts without renewal (renewed every third of it)."""
 
 DEFAULT_MAX_ANSWER_CHARS = 50_000
-"""The most characters of a delegated agent's answer or question that reach
-its parent's model in one piece: inline and background children, spawned
-workers, `ask_parent` questions and remote (A2A) agents alike. `SubAgent`,
-`Spawner` and `RemoteAgent` take `max_answer_chars=` to change it. The rest of
-a child's text stays in the child's log, and the cut says how to read on
-(`read_agent(agent=..., offset=...)`)."""
+"""The most characters of a delegated agent's answer or question that reach its
+parent's model in one piece (`max_answer_chars=` of `SubAgent`, `Spawner` and
+`RemoteAgent` changes it); the cut says how to read on with `read_agent`."""
 
 
 def cap_answer(text: str, limit: int, how: str) -> str:
@@ -362,14 +359,11 @@ async def execute_child(
     escalate_to: str | None = None,
     leave_open: Callable[[], bool] | None = None,
 ) -> ChildOutcome:
-    """Run the child (fenced by whoever holds its lease) and write its one terminal entry.
-
-    `task` None continues the child from its log. A child that hits an
-    approval gate is denied in band and fails; with `escalate_to` (its
-    parent's id) its calls are escalated there instead and it stays parked,
-    unended, until they are decided. A cancelled child ends STOPPED, unless
-    `leave_open()` says its runtime closes: it is then left for the parent's
-    next run to take up.
+    """Run the child (fenced by whoever holds its lease) and write its one terminal
+    entry; `task` None continues it from its log. A gated call is denied in band
+    (the child fails), or with `escalate_to` (the parent's id) escalated there,
+    the child parked until decided. Cancelled, it ends STOPPED unless
+    `leave_open()` says its runtime closes (the parent's next run takes it up).
     """
     parked: list[Any] = []
     if task is None:

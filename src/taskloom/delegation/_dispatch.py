@@ -201,15 +201,12 @@ class ChildWorker:
         slot: contextlib.AbstractAsyncContextManager[None] | None = None,
         go_on: bool = True,
     ) -> ChildOutcome | None:
-        """Run the child on to its end (or to a park on undecided escalated
-        calls), unreported: its outcome, how it ended before, or None when
-        another live worker holds it or took it over. `lease` is the child's
-        lease already taken (its follower's, left to it to release).
-        Cancelled, the child ends STOPPED unless `leave_open()` (default: the
-        runtime closes). A parent waiting on the child gives its run's
-        `options`, `emit`, `origin` and `slot`; by default the spec's bounds,
-        the runtime's subscribers and `Runtime.child_slot` apply. With
-        `go_on`, a child whose calls were decided while it was held runs on."""
+        """Run the child on to its end (or a park on undecided escalated calls),
+        unreported: its outcome, how it ended before, or None when another
+        live worker holds it. `lease`: the child's lease already taken (left to
+        its taker). Cancelled, the child ends STOPPED unless `leave_open()`. A
+        waiting parent gives its run's `options`, `emit`, `origin` and `slot`.
+        With `go_on`, a child decided while it was held runs on."""
         rt = self.runtime
         background = BackgroundService.of(rt)
         try:

@@ -81,12 +81,9 @@ class Spawner:
 
     `model` is the workers' default model, `tools` the pool, `models` the
     other models allowed, `types` predefined workers, `max_children` how many
-    may be live at once per parent session (enforced atomically),
-    `dispatcher` enables `mode="background"`, `needs_approval` gates the
-    spawn. Workers run without the parent run's `deps`.
-    `on_approval="escalate"` lets the pool hold gated tools, escalated to the
-    parent's people (see `SubAgent`). Answers longer than `max_answer_chars`
-    reach the parent cut there, saying how to read on.
+    may be live at once per parent session, `dispatcher` enables
+    `mode="background"`, `needs_approval` gates the spawn; `on_approval` and
+    `max_answer_chars` are `SubAgent`'s. Workers run without the parent's `deps`.
     """
 
     def __init__(

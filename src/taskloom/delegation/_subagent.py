@@ -97,17 +97,14 @@ class SubAgent:
     run (None lifts it). The child runs without the parent run's `deps`.
 
     With `background_after` (seconds), a longer call answers that the child
-    is still running, and its answer reaches the parent as a notice at a
-    later round, once, even if the process dies meanwhile. With
-    `ask_parent=True` the child gets an `ask_parent` tool: its question comes
-    back as the call's result (`{"question": ..., "child": ...}`), the parent
-    answers with this tool's `child=` and `reply=`; a question unanswered for
-    `ask_timeout` seconds is answered "no answer". With
-    `on_approval="escalate"` the child may have gated tools: a gated call
-    parks the child and shows among the parent's `pending()`; the parent
-    parks too, and its `resume()` runs the call again, which takes the child
-    up once decided. An answer or question longer than `max_answer_chars`
-    reaches the parent cut there, saying how to read on (`read_agent`).
+    still runs; its answer then reaches the parent as a notice, once, even if
+    the process dies. With `ask_parent=True` the child may ask the parent (the
+    call's result is the question; the parent answers with `child=` and
+    `reply=`; unanswered for `ask_timeout` seconds means "no answer"). With
+    `on_approval="escalate"` a gated call parks the child and the parent (it
+    shows among the parent's `pending()`), and the parent's `resume()` takes
+    the child up once decided. An answer or question longer than
+    `max_answer_chars` reaches the parent cut there, saying how to read on.
     """
 
     def __init__(

@@ -212,15 +212,11 @@ class ChildHandover:
 class DecidedChildren:
     """Goes on, on one runtime, with children whose escalated calls are all
     decided: on the runtime's queue if it has one, else there and then when
-    this runtime can run the child's tools, else on the queue given to
-    `use_queue` when the child ran on it, else at its parent's next run (in
-    any process). `handover(child_id)` says which happened.
-
-    `DecidedChildren.of(runtime)` registers it with the runtime's background
-    service, once: the first delegation tool bound to a runtime does, and so
-    do the `taskloom` command and a console that may act. A process of your
-    own deciding escalated calls with a runtime offering no delegation calls
-    it itself, or the child waits for its parent's next run."""
+    this runtime can run the child's tools, else on the `use_queue` queue it
+    ran on, else at its parent's next run; `handover(child_id)` says which.
+    `DecidedChildren.of(runtime)` registers it, once (a bound delegation tool,
+    the `taskloom` command and an acting console do); without it a decided
+    child waits for its parent's next run."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime

@@ -114,7 +114,7 @@ class JobBodies:
                         return "nothing to do"
                     if self.draining:
                         raise Drained(f"session {session_id}: not started, the worker is stopping")
-                    await self._mark_started(job, session)
+                    await self._mark(job, session, drained=False)
                     raw_trace = args.get("traceparent")
                     with rt.observer.continue_trace(
                         raw_trace if isinstance(raw_trace, str) else None
@@ -124,7 +124,7 @@ class JobBodies:
                         else:
                             result = await session.run(None, options=options)
                     if result.status is RunStatus.STOPPED and stop.reason == DRAIN_REASON:
-                        await self._mark_drained(job, session)
+                        await self._mark(job, session, drained=True)
                         raise Drained(f"session {session_id}: stopped to shut down; queued again")
             except SessionBusy as exc:
                 raise Busy(str(exc), job.attempts) from None
@@ -169,22 +169,15 @@ class JobBodies:
             row = await cur.fetchone()
         return None if row is None else (int(row[0]), bool(row[1]))
 
-    async def _mark_started(self, job: jobs.Job, session: Session) -> None:
-        """Where the job's run starts: its redelivery does not start it again."""
+    async def _mark(self, job: jobs.Job, session: Session, *, drained: bool) -> None:
+        """Where the job's run starts (its redelivery does not start it again), or
+        that a drain cut it (its redelivery goes on with it)."""
         async with self._database.connection() as conn:
             await conn.execute(
                 "INSERT INTO taskloom_queue_runs (job_id, session_id, position, drained) "
-                "VALUES (%s, %s, %s, false) ON CONFLICT (job_id) DO UPDATE "
-                "SET position = EXCLUDED.position, drained = false",
-                (job.id, session.id, session.journal.log.position),
-            )
-
-    async def _mark_drained(self, job: jobs.Job, session: Session) -> None:
-        """A drain cut the job's run: its redelivery goes on with it."""
-        async with self._database.connection() as conn:
-            await conn.execute(
-                "UPDATE taskloom_queue_runs SET position = %s, drained = true WHERE job_id = %s",
-                (session.journal.log.position, job.id),
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (job_id) DO UPDATE "
+                "SET position = EXCLUDED.position, drained = EXCLUDED.drained",
+                (job.id, session.id, session.journal.log.position, drained),
             )
 
     async def run_child(self, job: jobs.Job, args: dict[str, Any]) -> str:

@@ -1,11 +1,9 @@
 """Snapshots of the session fold, so opening a long session costs what is recent.
 
-A snapshot is a chain of rows, each written when the log had grown by some
-entries since the last: a row covers the log up to its position and holds
-the fold's small state as of there (models, approvals, pending steering, the
-compaction...) plus the message entries since the previous row, still
-encoded. Restoring reads the chain, keeps the messages encoded until someone
-asks for them, and folds the entries after the chain's end as usual.
+A snapshot is a chain of rows: each covers the log up to its position with
+the fold's small state as of there plus the message entries since the
+previous row, still encoded (decoded only when someone asks for them); the
+entries after the chain's end are folded as usual.
 
 A snapshot is a cache, never the truth. Each row carries the position it
 covers, the position it continues from and a SHA-256 checksum of its text
