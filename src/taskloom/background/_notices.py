@@ -178,8 +178,7 @@ class RunNotices:
                 self._marked.append(notice_id)
 
     def take_seen(self) -> _list[str]:
-        """The ids passed to `mark_seen` since the last call, in marking order
-        (a `Delivery` carries its own `ack_ids`)."""
+        """The ids passed to `mark_seen` since the last call, in marking order."""
         taken, self._marked = self._marked, []
         return taken
 

@@ -377,8 +377,7 @@ class CommandProcess:
 
 
 class _KeeperLink:
-    """This process's end of a command's keeper (`_keeper.py`): what it reported,
-    and the socket that tells it to end the tree (`T`: `SIGTERM`; closing: `SIGKILL`)."""
+    """This process's end of a command's keeper: socket `T` is `SIGTERM`, its end `SIGKILL`."""
 
     def __init__(self, popen: subprocess.Popen[bytes], sock: socket.socket) -> None:
         self.popen = popen
@@ -411,8 +410,7 @@ class _KeeperLink:
             self._sock.shutdown(socket.SHUT_WR)
 
     def abandon(self) -> None:
-        """Kill the tree and stop listening: closing the socket tells the keeper
-        to kill everything; a thread reaps the keeper once it exits."""
+        """Kill the tree and stop listening; a thread reaps the keeper once it exits."""
         self._detach()
         self._sock.close()
         if self.popen.poll() is None:

@@ -176,8 +176,7 @@ class BackgroundService:
         return hook
 
     def keep(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
-        """Run `work`, which outlives the call that started it, in a task this
-        service owns (cancelled by `close`)."""
+        """Run `work`, which outlives the call that started it, in a task `close` cancels."""
         task = asyncio.get_running_loop().create_task(work)
         self._hooked.add(task)
         task.add_done_callback(self._hooked.discard)

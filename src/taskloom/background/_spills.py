@@ -53,8 +53,7 @@ class SpillFiles:
                 path.unlink()
 
     def sweep(self) -> None:
-        """Remove the files older than the retention; does nothing if it looked in
-        the last minute."""
+        """Remove the files older than the retention (looking at most once a minute)."""
         now = time.time()
         if self._retention is None or self._folder is None:
             return

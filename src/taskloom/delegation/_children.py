@@ -81,8 +81,7 @@ def cap_answer(text: str, limit: int, how: str) -> str:
 
 
 def check_answer_cap(owner: str, limit: object, name: str = "max_answer_chars") -> int:
-    """`limit` (the option `name` of `owner`), checked: a whole number of
-    characters above 0."""
+    """`limit` (the option `name` of `owner`), checked: whole characters above 0."""
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise ConfigurationError(
             f"{owner}: {name}={limit!r} must be a whole number of characters above 0"

@@ -72,8 +72,7 @@ def _render(message: Message) -> str:
 
 
 class _Console:
-    """The console on one runtime; the methods taking `self` positional-only
-    are the tools' functions (binding fills `self`)."""
+    """The console on one runtime; its methods taking `self` positionally are the tools."""
 
     def __init__(
         self, runtime: Runtime, wait_timeout: float, poll_interval: float, page: int

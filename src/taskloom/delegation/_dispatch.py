@@ -325,8 +325,7 @@ class ChildWorker:
         return ended_outcome(spec.child_session_id, spec.name, done)
 
     async def report(self, spec: ChildSpec, outcome: ChildOutcome) -> None:
-        """Put the ended child's report in its parent's inbox (once, however
-        often this is called: the notice id is the child's)."""
+        """Put the ended child's report in its parent's inbox (once, however often called)."""
         lifecycle = BackgroundService.of(self.runtime).lifecycle
         await lifecycle.finish(spec.parent_session_id, report_notice(spec, outcome))
 
@@ -398,8 +397,7 @@ class FollowedChild:
 
 
 class _WorkerDispatcher:
-    """Dispatchers that run children in this process, with a `ChildWorker`
-    (built without one, on the runtime of the first spawn that binds them)."""
+    """Dispatchers running children in this process with a `ChildWorker` (or one made on `bind`)."""
 
     def __init__(self, worker: ChildWorker | None = None) -> None:
         self._worker = worker

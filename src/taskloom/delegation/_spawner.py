@@ -147,8 +147,7 @@ class Spawner:
         self._arguments = self._arguments_model()
 
     def _arguments_model(self) -> type[pydantic.BaseModel]:
-        """The spawn tool's arguments, described by this policy: the schema
-        the model is shown, and what validates its calls."""
+        """The spawn tool's arguments under this policy (the schema shown and validated)."""
         types = "; ".join(
             f"{t.name} ({t.description or t.instructions[:60]})" for t in self.types.values()
         )

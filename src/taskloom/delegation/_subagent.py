@@ -71,8 +71,7 @@ class _Delegation(pydantic.BaseModel, extra="forbid"):
 
 
 class _Asking(_Delegation):
-    """A subagent tool's arguments when its child may ask: a call either
-    delegates a task or answers a question the child asked."""
+    """A subagent tool's arguments when its child may ask: a task, or an answer."""
 
     task: str = pydantic.Field("", description="The complete task: the agent sees nothing else.")
     child: str = pydantic.Field(
@@ -164,8 +163,7 @@ class SubAgent:
         return self.on_approval == "escalate"
 
     def tool(self) -> Tool:
-        """A delegation tool for a parent agent (a new one each call, kept by the agent
-        given it)."""
+        """A delegation tool for a parent agent (a new one each call)."""
         # Not kept here: its copies bound to runtimes call back into this
         # SubAgent, so keeping it would keep them alive as long as the
         # runtimes (see `BindsRuntime`).

@@ -126,8 +126,7 @@ class DelegationTool(Tool):
         return await self._handler(self.runtime, arguments, ctx)
 
     async def resume_work(self, start: RunStart) -> None:
-        """Take up the session's background children whose process died
-        (`taskloom.background.ResumesWork`; see `resume_children`)."""
+        """Take up the session's background children whose process died (`resume_children`)."""
         await resume_children(self.runtime, start)
 
 

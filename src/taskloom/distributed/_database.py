@@ -230,8 +230,7 @@ class QueueDatabase:
         raise UsageError(f"could not queue {task} under {queueing_lock}: it kept being taken")
 
     async def apply_migrations(self) -> None:
-        """Create or migrate the queue's tables (idempotent; the store's advisory lock
-        serialises processes doing it at once)."""
+        """Create or migrate the queue's tables (idempotent, under the store's advisory lock)."""
         db = PostgresDatabase(self.url, schema=self.schema, min_size=1, max_size=1)
         db.require("queue", queue_migrations(self.schema))
         try:

@@ -131,8 +131,7 @@ class WorkQueue(Schedules):
         return await self.database.app()
 
     async def apply_migrations(self) -> None:
-        """Create or migrate the queue's tables (idempotent; the store's advisory lock
-        serialises processes doing it at once)."""
+        """Create or migrate the queue's tables (idempotent, under the store's advisory lock)."""
         await self.database.apply_migrations()
 
     async def close(self) -> None:

@@ -49,8 +49,7 @@ def _schedule_of(row: tuple[Any, ...]) -> Schedule:
 
 
 class Schedules(RunQueue):
-    """The scheduled wake-ups of a `WorkQueue`: rows in its `database`, ticks on
-    its procrastinate queue `runs`."""
+    """The scheduled wake-ups of a `WorkQueue` (rows in its `database`)."""
 
     database: QueueDatabase
     runs: str

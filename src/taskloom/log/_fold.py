@@ -60,8 +60,7 @@ class SessionLog(OpenTurn, SnapshotState):
 
     @classmethod
     def folded(cls, entries: Iterable[Entry]) -> SessionLog:
-        """A log with `entries` folded in, in order (another session's, say,
-        to read its parked turn or its status)."""
+        """A log with `entries` folded in, in order."""
         log = cls()
         for entry in entries:
             log.apply(entry)

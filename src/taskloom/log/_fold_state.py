@@ -68,8 +68,7 @@ class SnapshotState(FoldRegisters):
         }
 
     def messages_since(self, position: int) -> list[Message]:
-        """The messages of the entries after `position`, without decoding a
-        restored log's older ones."""
+        """The messages after `position`, without decoding a restored log's older ones."""
         count = len(self._positions) - bisect.bisect_right(self._positions, position)
         messages = self._messages
         return messages[len(messages) - count :] if count else []

@@ -239,8 +239,7 @@ class FoldRegisters:
 
     @property
     def positions(self) -> Sequence[int]:
-        """The log position of each message (a delivered notice shares its
-        assistant entry's)."""
+        """The log position of each message (a delivered notice shares its entry's)."""
         return self._positions
 
     @property

@@ -27,8 +27,7 @@ def entry_messages(payload: MessageEntry) -> tuple[Message, ...]:
 
 
 def conversation(entries: Iterable[Entry]) -> Iterator[tuple[Entry, tuple[Message, ...]]]:
-    """Each entry of the log with the messages it adds to the conversation
-    (none for entries of other kinds), in log order."""
+    """Each entry of the log, in order, with the messages it adds to the conversation."""
     for entry in entries:
         payload = entry.payload
         yield entry, entry_messages(payload) if isinstance(payload, MessageEntry) else ()

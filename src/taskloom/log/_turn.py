@@ -185,8 +185,7 @@ class OpenTurn(FoldRegisters):
         return self._decisions.get((self._turn, call_id))
 
     def cut_off(self) -> list[ToolCall]:
-        """The open calls of a turn that is neither parked nor `reopened`: calls
-        cut off by a crash or a cancellation."""
+        """The open calls of a turn neither parked nor `reopened`: cut off by a crash."""
         open_calls = self.open_calls()
         return [] if not open_calls or self.parked() or self.reopened() else open_calls
 
@@ -203,8 +202,7 @@ class OpenTurn(FoldRegisters):
 
     @property
     def in_steps(self) -> bool:
-        """Whether the current turn's calls were run in steps, each recorded
-        before it started (see `CallsStarted.step`)."""
+        """Whether the current turn's calls were run in steps (`CallsStarted.step`)."""
         return self._stepped_turn == self._turn != 0
 
     def never_started(self, call: ToolCall) -> bool:

@@ -205,8 +205,7 @@ class _Active:
 
 
 class _QueueSpan(_Active):
-    """A host's `submit` (PRODUCER: the worker's run span is its child, through
-    the job's traceparent) or `wait` (linked to the run it waited on)."""
+    """A host's `submit` (PRODUCER, parent of the worker's run) or `wait` (linked to the run)."""
 
     __slots__ = ()
 
