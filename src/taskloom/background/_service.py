@@ -63,9 +63,8 @@ class Detached(Exception):
 
 
 class WorkFailed(Exception):
-    """Raised by work that failed and has said how, fit to be shown: its
-    notice's text is the message as is (not prefixed with a type name), and
-    nothing more of it is logged."""
+    """Raised by work that failed and said how: its notice's text is the message as
+    is (no type name), and nothing more of it is logged."""
 
 
 DecisionHook: TypeAlias = "Callable[[str, Mapping[str, Tool]], Awaitable[None]]"
@@ -130,9 +129,8 @@ class BackgroundService:
 
     @classmethod
     def for_store(cls, store: object, *, runtime: Runtime | None = None) -> BackgroundService:
-        """The service on the backend `store` belongs to, sharing its database
-        (close the service before the store: `Runtime.close` does); a store of
-        your own with no backend gets a registry and inbox in process memory."""
+        """The service on the backend `store` belongs to (close it before the store),
+        else a registry and inbox in process memory."""
         backend = backend_of(store)
         registry = backend.registry if backend is not None else None
         inbox = backend.inbox if backend is not None else None
@@ -150,9 +148,8 @@ class BackgroundService:
         *,
         offered: Mapping[str, Tool] | None = None,
     ) -> RunNotices:
-        """Notice delivery for one run; `tools` are the run's tool names, which
-        reminders stay within, `offered` its tools (those that `ResumesWork`
-        take up their work at the run's first boundary)."""
+        """Notice delivery for one run; reminders stay within `tools` (its tool names);
+        `offered` tools that `ResumesWork` take their work up at its first boundary."""
         notices = RunNotices(
             self.registry,
             self.inbox,
@@ -189,9 +186,8 @@ class BackgroundService:
         return hook
 
     async def decided(self, session_id: str, offered: Mapping[str, Tool] | None = None) -> None:
-        """Every call of the session's parked turn is now decided (by
-        `Session.approve` or `deny`, whose tools are `offered`): every
-        `on_decided` hook runs; the first that raised is raised after the last."""
+        """Every call of the session's parked turn is now decided: every `on_decided`
+        hook runs; the first that raised is raised after the last."""
         failed: BaseException | None = None
         for hook in list(self._decision_hooks):
             try:
@@ -236,10 +232,9 @@ class BackgroundService:
         activity_id: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> str:
-        """Run `work` in the background of the calling tool's session; the
-        activity id, at once. Its result (or failure) becomes a notice, which
-        the run that started it is reminded of if the model tries to finish
-        first. `BackgroundCapReached` when the kind is at its cap."""
+        """Run `work` in the background of the calling tool's session; the activity id,
+        at once. Its result becomes a notice (the run is reminded of it before it
+        ends). `BackgroundCapReached` when the kind is at its cap."""
         return await self.spawn(
             ctx.session_id,
             kind,
@@ -353,9 +348,8 @@ class BackgroundService:
     async def deliver(
         self, session_id: str, activity_id: str, result: WorkResult | BackgroundNotice
     ) -> bool:
-        """Push the result of work running here now, before its work returns:
-        the notice the service would write when it returns (same id), or the
-        one given, so the result lands once however often it is pushed. True
+        """Push the result of work running here now, before it returns (the notice it
+        would write, or the one given: it lands once however often pushed). True
         if this push was the first; `KeyError` for work not run here."""
         key = (session_id, activity_id)
         if isinstance(result, BackgroundNotice):
@@ -422,9 +416,8 @@ class BackgroundService:
             await asyncio.gather(*list(self._hooked), return_exceptions=True)
 
     async def close(self) -> None:
-        """Stop all work this process runs and release the backends. `keep`'s
-        work is cancelled with `closing` set: background children are left
-        for a later run to take up, not ended."""
+        """Stop all work this process runs and release the backends; `keep`'s work is
+        cancelled with `closing` set, so background children are left, not ended."""
         self.closing = True
         for task in list(self._hooked):
             task.cancel()

@@ -173,9 +173,8 @@ class ChildOutcome:
     usage: Usage = Usage()
 
     def to_tool_output(self, limit: int = DEFAULT_MAX_ANSWER_CHARS) -> ToolOutput:
-        """The delegation tool's result: `{"answer": ..., "tokens": ...}` or an
-        error. An answer longer than `limit` characters is cut there (a
-        structured one then comes as text), saying how to read on."""
+        """The delegation tool's result: `{"answer": ..., "tokens": ...}` or an error;
+        an answer longer than `limit` is cut there (as text), saying how to read on."""
         answer = self.answer
         if answer is not None:
             text = report_text(answer)
@@ -265,9 +264,8 @@ async def all_decided(runtime: Runtime, child_id: str) -> bool:
 
 
 async def linked_child(runtime: Runtime, ctx: ToolContext) -> str | None:
-    """The child an earlier run of this very call started, if any: the call
-    runs again when its parent resumes a turn parked on the child (an inline
-    escalation), and takes that child up rather than start another."""
+    """The child an earlier run of this very call started, if any (the parent resumed
+    a turn parked on it), to take up rather than start another."""
     # From the turn's assistant message on: the link is written after it.
     for e in await runtime.store.load(ctx.session_id, after=ctx.turn):
         payload = e.payload
@@ -277,9 +275,8 @@ async def linked_child(runtime: Runtime, ctx: ToolContext) -> str | None:
 
 
 async def hold_turn(runtime: Runtime, ctx: ToolContext, child_id: str, name: str) -> None:
-    """Park the parent's turn on the calling delegation, whose child waits on
-    calls it escalated: the parent's run ends AWAITING_APPROVAL with the
-    child's calls among its `pending()`, and its resume runs this call again."""
+    """Park the parent's turn on this delegation, whose child waits on escalated
+    calls (among the parent's `pending()`); the parent's resume runs it again."""
     calls = tuple(c.id for c in SessionLog.folded(await runtime.store.load(child_id)).parked())
     held = ApprovalEscalated(child_id, name, calls, ctx.call_id, ctx.turn)
     await ctx.record(Entry.of(held, ctx.run_id))
@@ -302,9 +299,8 @@ def terminal_entry(entries: list[Entry]) -> SubagentResult | None:
 
 
 def kept_answer(entries: list[Entry]) -> str | None:
-    """The whole answer (or question) of a remote agent that its delegation
-    cut for the parent, as the remote agent's child session keeps it (its
-    first assistant message); None when none was kept."""
+    """The whole answer (or question) of a remote agent that its delegation cut for
+    the parent: its child session's first assistant message, if kept."""
     for e in entries:
         payload = e.payload
         if isinstance(payload, MessageEntry) and payload.message.role == "assistant":
@@ -484,9 +480,8 @@ async def report_inline(ctx: ToolContext, outcome: ChildOutcome, *, role: str, t
 
 
 async def report_moved(ctx: ToolContext, child_id: str, *, role: str, task: str) -> None:
-    """Record in the parent's log that the call answered while its inline
-    child runs on (`SubAgent(background_after=...)`): a report whose status
-    is `running`, so the child reads as moved to the background."""
+    """Record in the parent's log that the call answered while its inline child
+    runs on: a `running` report, so the child reads as moved to the background."""
     report = SubagentReport(
         child_id,
         ChildStatus.RUNNING.value,

@@ -81,9 +81,8 @@ def reply_notice_id(child_id: str, call_id: str) -> str:
 
 
 class Questions:
-    """The questions children of this runtime asked and wait on
-    (`Questions.of(runtime)`): the in-process signal an inline delegation
-    waits for; the questions themselves are in the store."""
+    """The questions children of this runtime asked and wait on, as in-process
+    signals for inline delegations (the questions themselves are in the store)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -110,9 +109,8 @@ class Questions:
         timeout: float,
         limit: int = DEFAULT_MAX_ANSWER_CHARS,
     ) -> str:
-        """Put the child's question to its parent and wait for the answer. The
-        parent's inbox gets at most `limit` characters of it, and how to read
-        on: the whole question stays in the child's log (this very call)."""
+        """Put the child's question to its parent (at most `limit` characters of it,
+        and how to read on) and wait for the answer."""
         runtime = self.runtime
         meta = await runtime.store.get(ctx.session_id)
         if meta.parent_id is None:
@@ -245,9 +243,8 @@ async def _ask_parent(
 
 
 def ask_parent_tool(timeout: float, limit: int = DEFAULT_MAX_ANSWER_CHARS) -> Tool:
-    """The `ask_parent` tool a subagent's child gets (`SubAgent(ask_parent=True)`),
-    bound by the runtime running the child to its `Questions`; the parent is
-    shown at most `limit` characters of a question at once."""
+    """The `ask_parent` tool of a subagent's child, bound to its runtime's `Questions`;
+    the parent is shown at most `limit` characters of a question at once."""
     return UnboundTool(_ask_parent.partial(timeout, limit), Questions.of)
 
 
@@ -310,10 +307,8 @@ async def delegate_in_task(
     *,
     child_id: str | None = None,
 ) -> ToolOutput:
-    """Start the subagent's child in a task on `runtime` and wait on it (see
-    the module docstring). With `child_id`, the child this call started in an
-    earlier run (its parent resumed a turn parked on it): that child goes on
-    from its log, or, ended meanwhile, answers with how it ended."""
+    """Start the subagent's child in a task on `runtime` and wait on it; with
+    `child_id`, take up the child an earlier run of this call started."""
     background = runtime.background
     fresh = child_id is None
     if child_id is None:

@@ -176,9 +176,8 @@ def _resumable(entries: list[Entry]) -> bool:
 
 @runtime_checkable
 class ChildQueue(Protocol):
-    """A work queue that can take a decided child from a process that cannot
-    run it (`taskloom.distributed.WorkQueue` is one): what
-    `DecidedChildren.use_queue` takes."""
+    """A work queue that takes a decided child from a process that cannot run it
+    (`DecidedChildren.use_queue`; `taskloom.distributed.WorkQueue` is one)."""
 
     async def dispatch_child(self, spec: ChildSpec) -> str:
         """Queue the child (or join its job still waiting); the job id."""
@@ -230,8 +229,7 @@ class DecidedChildren:
 
     def use_queue(self, queue: ChildQueue) -> None:
         """Hand to `queue` the decided children that ran on it and that this
-        runtime cannot run (the `taskloom` command does, for a PostgreSQL
-        store whose database holds a work queue)."""
+        runtime cannot run."""
         self._queue = queue
 
     def handover(self, child_id: str) -> ChildHandover | None:
@@ -240,10 +238,9 @@ class DecidedChildren:
         return self._handovers.get(child_id)
 
     async def resume(self, session_id: str, offered: Mapping[str, Tool]) -> None:
-        """Go on with `session_id` if it is a dispatched child (a root's resume is
-        its owner's to start). `offered` are the deciding session's tools, where
-        the child's agent is looked for first. Without a queue the child runs in
-        a task of this runtime, so whoever decided is not held up."""
+        """Go on with `session_id` if it is a dispatched child; `offered` are the
+        deciding session's tools, where its agent is looked for first. Without a
+        queue it runs in a task, so whoever decided is not held up."""
         runtime = self.runtime
         meta = await runtime.store.get(session_id)
         if meta.parent_id is None:

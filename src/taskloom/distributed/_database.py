@@ -199,9 +199,8 @@ class QueueDatabase:
         at: datetime | None = None,
         connection: psycopg.AsyncConnection[Any] | None = None,
     ) -> str:
-        """Queue a job of `task` on `queue`, or join the one already waiting under
-        `queueing_lock`; its id. With `connection`, inside that connection's
-        transaction (a joined job leaves the transaction usable)."""
+        """Queue a job of `task` on `queue`, or join the one waiting under
+        `queueing_lock`; its id. With `connection`, inside its transaction."""
         from procrastinate import exceptions
 
         app = await self.app()

@@ -215,9 +215,8 @@ class WorkQueue(Schedules):
         )
 
     async def carries(self, session_id: str) -> bool:
-        """Whether a job of this session (a background child's, or a run of
-        it) was ever queued here, in any status: its workers run it on
-        (`taskloom.delegation.ChildQueue`)."""
+        """Whether a job of this session (a child's, or a run of it) was ever queued
+        here, in any status (`taskloom.delegation.ChildQueue`)."""
         async with self.database.connection() as conn:
             cur = await conn.execute(
                 "SELECT 1 FROM procrastinate_jobs WHERE lock = %s LIMIT 1",

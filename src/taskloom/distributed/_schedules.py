@@ -113,8 +113,7 @@ class Schedules(RunQueue):
         return gone
 
     async def fire(self, store: SessionStore, schedule_id: str, due: float) -> str:
-        """Fire the schedule if it is still due at `due` (epoch seconds), writing its
-        input to the session in `store`; what happened."""
+        """Fire the schedule if still due at `due` (epoch seconds); what happened."""
         async with self.database.connection() as conn, conn.transaction():
             cur = await conn.execute(
                 f"SELECT {_COLUMNS} FROM taskloom_queue_schedules WHERE id = %s FOR UPDATE",

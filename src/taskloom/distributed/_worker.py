@@ -97,9 +97,8 @@ class QueueWorker:
                     await running
 
     def drain(self) -> None:
-        """Stop taking jobs; runs in flight stop at their next boundary (STOPPED) and
-        go back in the queue; background children in flight run to their end,
-        since a child stopped here would end for good. `run()` then returns."""
+        """Stop taking jobs; runs in flight stop at their next boundary and go back in
+        the queue, children in flight run to their end; `run()` then returns."""
         self._stop.set()
         self.bodies.drain()
         if self._worker is not None:

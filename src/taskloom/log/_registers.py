@@ -211,8 +211,7 @@ class FoldRegisters:
 
     @property
     def run_open(self) -> bool:
-        """Whether the latest run started and has no end yet: it runs still,
-        or its writer died (or was cancelled) mid-run."""
+        """Whether the latest run started and has no end yet (runs, or its writer died)."""
         started, finished = self._last_run_started, self._last_finished
         return started is not None and (finished is None or finished.position < started.position)
 

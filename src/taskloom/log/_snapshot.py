@@ -78,10 +78,9 @@ class _Damaged(Exception):
 
 
 def read_snapshot(rows: Sequence[tuple[int, str]], *, session_id: str = "") -> Snapshot | None:
-    """The longest usable chain among `rows` (position order) of session
-    `session_id` (the id `encode_snapshot` was given), or None (see the
-    module docstring): a row from 0 begins a chain afresh, a row continues it
-    only from where it ends, a damaged row rejects every row."""
+    """The longest usable chain among `rows` (position order) of session `session_id`,
+    or None: a row from 0 begins a chain afresh, a row continues it only from
+    where it ends, a damaged row rejects every row."""
     chain: list[dict[str, Any]] = []
     end = 0
     for position, text in rows:
@@ -171,8 +170,7 @@ def _verified(session_id: str, position: int, text: str) -> dict[str, Any] | Non
 
 
 def encode_snapshot(log: SessionLog, *, session_id: str = "") -> str:
-    """A row continuing `log`'s chain up to its position: its state now and the
-    message entries since `log.snapshot_at`, with a checksum that
+    """A row continuing `log`'s chain up to its position, with a checksum that
     `read_snapshot` checks against the same `session_id`."""
     since = log.snapshot_at
     # Entries are dense from `base`: the ones after `since` are a slice.

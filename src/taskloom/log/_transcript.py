@@ -18,9 +18,8 @@ Load = Callable[[str], Awaitable[Sequence[Entry]]]
 
 
 def entry_messages(payload: MessageEntry) -> tuple[Message, ...]:
-    """What one message entry adds to the conversation, as `SessionLog` folds
-    it: its message, after the user turn of the background notices it
-    delivered (they ride on the entry that answered them)."""
+    """What one message entry adds to the conversation, as `SessionLog` folds it:
+    the user turn of the notices it delivered, if any, then its message."""
     if payload.delivered_text:
         return Message.user(payload.delivered_text), payload.message
     return (payload.message,)

@@ -78,8 +78,7 @@ class OpenTurn(FoldRegisters):
         return []
 
     def held_calls(self) -> dict[str, str]:
-        """The current turn's calls that wait on a child parked on escalated
-        calls (an inline escalation), each with the child's id."""
+        """The current turn's calls waiting on a child parked on escalated calls, to its id."""
         turn = self._turn
         return {
             e.call_id: child_id
@@ -89,8 +88,7 @@ class OpenTurn(FoldRegisters):
 
     def parked(self) -> list[ToolCall]:
         """The open calls of a turn awaiting decisions: some call has an approval
-        request (or is `held_calls`') and none has started running, except a
-        held call, whose run again only takes its child up."""
+        request (or is held) and none but a held call has started running."""
         open_calls = self.open_calls()
         turn = self._turn
         held = self.held_calls()
@@ -101,9 +99,8 @@ class OpenTurn(FoldRegisters):
         return open_calls
 
     def reopened(self) -> list[ToolCall]:
-        """The open calls of a turn parked for approval where this fork links to
-        its origin, nothing of it asked about or started since: the next run
-        takes it up as a resume takes up a parked turn. Else empty."""
+        """The open calls of a turn parked where this fork links to its origin, with
+        nothing asked or started since: the next run takes it up like a resume."""
         turn = self._turn
         if not turn or turn != self._reopened:
             return []
@@ -169,8 +166,7 @@ class OpenTurn(FoldRegisters):
         )
 
     def run_traceparent(self) -> str | None:
-        """The trace context the latest run recorded (the run that parked the
-        current turn, when one is parked); None if it was not traced."""
+        """The trace context the latest run recorded (None if it was not traced)."""
         started = self._last_run_started
         if started is None:
             return None
@@ -211,9 +207,8 @@ class OpenTurn(FoldRegisters):
         return self.in_steps and call.id not in self._stepped
 
     def cut_off_result(self, call: ToolCall) -> ToolResult:
-        """The result a cut-off call gets when it does not run again: a denied
-        call its denial; a call that never started `NOT_STARTED`; any other
-        "interrupted; it may have run"."""
+        """The result a cut-off call gets when it does not run again: its denial,
+        `NOT_STARTED`, or `INTERRUPTED`."""
         decision = self.decision(call.id)
         if decision is not None and not decision.approved:
             return ToolResult(call.id, denial_text(decision.note), True, call.name)

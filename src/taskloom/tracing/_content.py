@@ -95,9 +95,8 @@ def capped(text: str, limit: int) -> str:
 
 
 def capped_json(items: list[dict[str, Any]], limit: int) -> str:
-    """`items` as valid JSON of at most about `limit` characters: each text cut
-    to the limit, then the oldest items dropped while too long, then a single
-    item's texts cut shorter."""
+    """`items` as valid JSON of about `limit` characters at most: texts cut, then the
+    oldest items dropped, then the last item's texts cut shorter."""
     items = [_cut_texts(item, limit) for item in items]
     text = json.dumps(items, ensure_ascii=False)
     while len(text) > limit and len(items) > 1:
