@@ -9,7 +9,7 @@ work reaches the runtime it serves through `BackgroundHost`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 from ._follow import (
@@ -28,8 +28,8 @@ from ._notices import ResumesWork, RunNotices, RunStart
 from ._service import BackgroundHost, BackgroundService, Detached, WorkResult
 
 if TYPE_CHECKING:
-    from ..tools import Tool
     from ._process import stdio_keeper_argv
+    from ._tools import background_tools
 
 __all__ = [
     "CHILDREN_LOOKED_AT",
@@ -55,19 +55,6 @@ __all__ = [
     "stdio_keeper_argv",
 ]
 
-__getattr__ = lazy_exports(__name__, {"stdio_keeper_argv": "._process"})
-
-
-def background_tools(*, shell: bool = False, **options: Any) -> list[Tool]:
-    """The opt-in background command tools (`background_run`, `background_status`,
-    `background_wait`, `background_stop`).
-
-    Commands run without a shell unless `shell=True`: that stops shell syntax
-    in the model's string, not a model that runs `sh -c '...'` itself. They
-    get a minimal environment (PATH, HOME, locale and a few other basics) plus
-    `env={...}`, or the host's whole environment with `inherit_env=True`;
-    everything they start ends with them, and with the host. Options are
-    those of `build_background_tools`."""
-    from ._tools import build_background_tools
-
-    return build_background_tools(shell=shell, **options)
+__getattr__ = lazy_exports(
+    __name__, {"stdio_keeper_argv": "._process", "background_tools": "._tools"}
+)

@@ -1,11 +1,8 @@
 """The safe orders for starting, keeping, finishing and deleting background work.
 
-Registry and inbox are two separate backends with no transaction spanning
-both, so the order in which they are written is what keeps them telling the
-truth after a crash between two writes. Every method here does its writes in
-the one order where an interruption leaves, at worst, something that expires
-or something that is retried — never work that nobody knows about, and
-never a result that is lost.
+No transaction spans registry and inbox, so every method here writes them
+in the one order where a crash between two writes leaves, at worst,
+something that expires or is retried: never unknown work or a lost result.
 """
 
 from __future__ import annotations
@@ -41,10 +38,9 @@ class Lifecycle:
     """Starts, keeps alive, finishes and discards background activities.
 
     `emit` receives `WorkFinished` (sync or async). `lease` is the default
-    lease in seconds for `begin` and `alive`; `kind_caps` the default cap per
-    kind for `begin`. `keep_alive(session)` is awaited after every successful
-    renewal, for hosts that expire idle sessions: a session with live work is
-    not idle.
+    lease in seconds, `kind_caps` the default cap per kind. `keep_alive(session)`
+    is awaited after every successful renewal (a session with live work is
+    not idle).
     """
 
     def __init__(
@@ -75,11 +71,10 @@ class Lifecycle:
     ) -> bool:
         """Register the activity, then call `start()` (awaited if it returns an awaitable).
 
-        Returns False, without calling `start`, when the kind is at its cap
-        (`kind_cap`, else `kind_caps[activity.kind]`). If `start` raises, the
-        registration is removed and the exception propagates. `activity.id`
-        must be new to the session: the registry treats a live id as the same
-        activity re-registered.
+        False, without calling `start`, when the kind is at its cap (`kind_cap`,
+        else `kind_caps[activity.kind]`). If `start` raises, the registration is
+        removed. `activity.id` must be new to the session (a live id is the same
+        activity re-registered).
         """
         cap = kind_cap if kind_cap is not None else self._kind_caps.get(activity.kind)
         # Register first: work that is running but not registered is invisible
@@ -98,12 +93,9 @@ class Lifecycle:
         return True
 
     async def alive(self, session: str, activity_id: str, *, lease: float | None = None) -> bool:
-        """Renew the activity's lease (and keep the session alive); False if it lapsed.
-
-        A lapsed registration is not revived: its slot under the kind cap may
-        already be someone else's. The work may still `finish` — its notice
-        is delivered all the same.
-        """
+        """Renew the activity's lease (and keep the session alive); False if it
+        lapsed. A lapsed registration is not revived (its slot under the cap may
+        be someone else's), though the work may still `finish`."""
         if not await self.registry.renew(session, activity_id, self._lease_for(lease)):
             return False
         # Renew first: the session is kept alive only on behalf of work that
@@ -115,12 +107,10 @@ class Lifecycle:
     async def finish(self, session: str, notice: BackgroundNotice) -> bool:
         """Deliver the activity's result and unregister it; True if this call wrote the notice.
 
-        The notice is pushed first; `WorkFinished` is emitted only when this
-        push was the first for the notice id, so racing or repeated finishes
-        announce once; then the registration of `notice.activity_id` goes.
-        If the push raises, the registration stays and the exception
-        propagates: calling `finish` again is the retry. An exception from
-        `emit` propagates too, after the registration is removed.
+        `WorkFinished` is emitted only by the first push of the notice id, so
+        racing or repeated finishes announce once. If the push raises, the
+        registration stays (calling `finish` again is the retry); an exception
+        from `emit` propagates after the registration is removed.
         """
         # Push first: in the other order there is a window where neither the
         # registry nor the inbox knows the item, and a crash there loses the
@@ -159,12 +149,10 @@ class Lifecycle:
 class Listeners:
     """Session lifecycle hooks, and the delete that honours them.
 
-    Register async hooks with `on_stop(hook)` and `on_delete(hook)` (both
-    usable as decorators). A delete hook closes what it owns for the session
-    and may return a `Reopen`: if a later hook refuses the delete, every
-    reopen of the hooks that already ran is awaited, newest first, and the
-    session is left as it was. A hook refuses by raising — `DeleteRefused`
-    to say why, though any exception refuses.
+    `on_stop(hook)` and `on_delete(hook)` register async hooks (decorators
+    too). A delete hook closes what it owns for the session and may return a
+    `Reopen`: if a later hook refuses the delete by raising (`DeleteRefused`
+    says why), the reopens of the hooks that ran are awaited, newest first.
     """
 
     def __init__(self, registry: ActivityRegistry, inbox: NoticeInbox) -> None:
@@ -184,10 +172,8 @@ class Listeners:
         return hook
 
     async def stop(self, session: str) -> None:
-        """Run every stop hook, even when one fails; then raise what failed.
-
-        One failure is raised as is, several as an `ExceptionGroup`.
-        """
+        """Run every stop hook, even when one fails; then raise what failed (several
+        as an `ExceptionGroup`)."""
         errors: list[Exception] = []
         for hook in list(self._stop_hooks):
             try:
@@ -200,12 +186,9 @@ class Listeners:
             raise ExceptionGroup(f"{len(errors)} stop hooks of session {session!r} failed", errors)
 
     async def delete(self, session: str) -> None:
-        """Run every delete hook, then clear the session's registry and inbox.
-
-        If a hook raises, the hooks that already ran are reopened, nothing is
-        cleared and the exception propagates. If clearing fails, the hooks
-        are reopened as well, so the delete can simply be tried again.
-        """
+        """Run every delete hook, then clear the session's registry and inbox. If a
+        hook or the clearing raises, the hooks that ran are reopened and nothing
+        more is cleared, so the delete can simply be tried again."""
         reopens: list[Reopen] = []
         try:
             for hook in list(self._delete_hooks):

@@ -1,18 +1,11 @@
 """What one run tells the model about background work, and when.
 
-A `RunNotices` belongs to one run and reads the session's registry and inbox
-at the round boundaries the loop names (DESIGN.md, "The round loop"):
-
-- `round_start()` before each model request: at the first boundary of the
-  run, a line about what is still running; at every boundary, completions
-  this run has not shown the model yet;
-- `before_final()` when the model wants to end: unseen completions, plus one
-  reminder per item this run started that is still running.
-
-It never acknowledges anything. The caller acks a `Delivery` once the
-assistant message that carried it is persisted, so a crash in between
-delivers the same notices again to the next run instead of losing them.
-Within the run, what was delivered is remembered and not delivered twice.
+A `RunNotices` belongs to one run: `round_start()` before each model request
+(at the first boundary a line about what still runs; at every boundary the
+completions not shown yet), `before_final()` when the model wants to end
+(unseen completions, and one reminder per item this run started that still
+runs). It never acknowledges: the caller acks a `Delivery` once the message
+that carried it is persisted, so a crash between redelivers rather than loses.
 """
 
 from __future__ import annotations
@@ -113,16 +106,11 @@ class RunStart:
 
 @runtime_checkable
 class ResumesWork(Protocol):
-    """A tool whose background work can outlive the process that started it
-    (a task on a remote server, a background child), and be taken up again
-    from another.
-
-    At the first round boundary of every run that offers the tool, the run
-    awaits `resume_work(start)` (a `RunStart`): the tool takes up again
-    whatever of its work in the session no live process follows any more
-    (under `start.run_id`, so the run reminds of it). It must be cheap when
-    there is nothing to resume, return soon (long work goes in a task), and
-    what it raises is logged, never raised into the run.
+    """A tool whose background work can outlive the process that started it and
+    be taken up again from another: at the first round boundary of every run
+    offering it, the run awaits `resume_work(start)`, which takes up its work
+    in the session that no live process follows. It must be cheap when there
+    is nothing to resume and return soon; what it raises is logged only.
     """
 
     async def resume_work(self, start: RunStart) -> None:
@@ -131,19 +119,13 @@ class ResumesWork(Protocol):
 
 
 class RunNotices:
-    """Background notices for one run of `session` (create one per run);
-    `tools` are the names of the run's tools, so that a reminder suggests
-    waiting (`background_wait`) or checking (`background_status`) only to an
-    agent that has those tools. At the first boundary, before the inbox is
-    read, `hooks` and the `offered` tools that `ResumesWork` are awaited with
-    a `RunStart` (`runtime` and `run_id` go into it): work they take up again
-    under this run is told of as running, and reminded of like work the run
-    started itself.
-
-    When nothing is pending, `round_start` costs one `inbox.pending()` call
-    (plus one `registry.list()` at the first boundary), and `before_final`
-    one `pending()` plus one `list()` only while a started item has not been
-    reminded about.
+    """Background notices for one run of `session`; reminders suggest
+    `background_wait` or `background_status` only when `tools` (the run's
+    tool names) have them. At the first boundary, before the inbox is read,
+    `hooks` and the `offered` tools that `ResumesWork` are awaited with a
+    `RunStart`: work they take up under this run is reminded of like work
+    the run started. With nothing pending, `round_start` costs one
+    `inbox.pending()` (and one `registry.list()` at the first boundary).
     """
 
     def __init__(
@@ -188,22 +170,15 @@ class RunNotices:
         self._started[activity_id] = None
 
     def mark_seen(self, *notice_ids: str) -> None:
-        """Note notices the model saw another way (e.g. a tool result that waited).
-
-        They are not delivered again in this run; `take_seen` returns them
-        for the caller to ack once what carried them is persisted.
-        """
+        """Note notices the model saw another way (a tool result that waited):
+        not delivered again; `take_seen` returns them for the caller to ack."""
         for notice_id in notice_ids:
             if notice_id not in self._seen:
                 self._seen.add(notice_id)
                 self._marked.append(notice_id)
 
     def take_seen(self) -> _list[str]:
-        """The ids passed to `mark_seen` since the last call, in marking order.
-
-        Delivery ids are not among them: a `Delivery` carries its own
-        `ack_ids`, acknowledged when its own message is persisted.
-        """
+        """The ids passed to `mark_seen` since the last call, in marking order."""
         taken, self._marked = self._marked, []
         return taken
 
@@ -232,11 +207,8 @@ class RunNotices:
         return self._deliver(head, unseen)
 
     async def before_final(self) -> Delivery | None:
-        """What must reach the model before the run may complete, or None.
-
-        Unseen completions, then a first (and only) reminder for each item
-        this run started that is still running.
-        """
+        """What must reach the model before the run may complete, or None: unseen
+        completions, then one reminder per item this run started that still runs."""
         unseen = await self._unseen()
         reminders: _list[str] = []
         if any(a not in self._reminded for a in self._started):

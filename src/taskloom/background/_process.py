@@ -1,20 +1,15 @@
 """One command run as a child process, for the background command tools.
 
-Each command runs under a keeper (`_supervisor.py`): a small process between
-this one and the command that answers for every process the command starts,
-also those that leave its process group or session (`setsid`, a double
-fork) or whose command killed its own parent, and that kills them all when
-this process dies, even by `SIGKILL` (on Linux; see the keeper's limits).
-Ending a command means ending that whole tree: whatever it spawned — a
-pipeline, a server it put in the background, a daemon — goes with it, on
-timeout, on stop and after a normal exit alike. Ending is `SIGTERM` to
-every process of the tree, then `SIGKILL` to whatever is left after a short
-grace. Only processes descended from the command are ever signalled.
+Each command runs under a keeper (`_supervisor.py`), a small process that answers
+for every process the command starts (also those that leave its process
+group or session) and kills them all when this process dies, even by
+`SIGKILL` (on Linux). Ending a command ends that whole tree, on timeout, on
+stop and after a normal exit alike: `SIGTERM` to every process of it, then
+`SIGKILL` after a short grace. Only the command's descendants are signalled.
 
 Standard output and standard error are read together through one pipe into
-an `OutputCapture`, which keeps only the head and the tail of the text and,
-once the output outgrows them, writes all of it to a spill file readable by
-this user only.
+an `OutputCapture`, which keeps the head and the tail and spills the whole
+output to a file readable by this user only once it outgrows them.
 """
 
 from __future__ import annotations
@@ -61,12 +56,9 @@ _NO_SIGPIPE = getattr(socket, "MSG_NOSIGNAL", 0)
 
 @dataclass(frozen=True, slots=True)
 class CapturedOutput:
-    """A command's output as kept: `head` and `tail` of `total_chars` characters.
-
-    When nothing was cut, `head + tail` is the whole output. `spill_path`
-    names the file holding all of it when it was cut; `spill_error` says why
-    that file could not be written, if it could not.
-    """
+    """A command's output as kept: `head` and `tail` of `total_chars` characters
+    (the whole output when nothing was cut); `spill_path` names the file holding
+    all of it when it was cut, `spill_error` why that file could not be written."""
 
     head: str
     tail: str
@@ -88,15 +80,12 @@ class CapturedOutput:
 
 
 class OutputCapture:
-    """Collects a byte stream as text, keeping `head_chars` and `tail_chars` of it.
+    """Collects a byte stream as UTF-8 text, keeping `head_chars` and `tail_chars` of it.
 
-    Bytes are decoded as UTF-8 (invalid sequences replaced). While the text
-    fits in head and tail it is all kept in memory; the moment it outgrows
-    them, everything so far is written to the file `spill_path()` names
-    (created new, with mode 0600; a missing folder is made with mode 0700),
-    and every later chunk is appended there — memory stays bounded by the
-    caps whatever the command prints. A spill file that cannot be written is
-    reported, not raised: the capped output survives.
+    Once the text outgrows head and tail, all of it goes to the file
+    `spill_path()` names (created new, mode 0600, its folder 0700) and later
+    chunks are appended there, so memory stays bounded. A spill file that
+    cannot be written is reported, not raised.
     """
 
     def __init__(self, head_chars: int, tail_chars: int, spill_path: Callable[[], Path]) -> None:
@@ -183,13 +172,9 @@ class OutputCapture:
 
 @dataclass(frozen=True, slots=True)
 class CommandResult:
-    """How a command ended and what it printed.
-
-    `status` is a `NoticeStatus`: `done` (exit code 0), `failed` (another
-    exit code, or killed by a signal nobody here sent), `timed_out` or
-    `stopped`. `exit_code` is the leader's return code, negative for the
-    signal that ended it. `duration` is in seconds.
-    """
+    """How a command ended and what it printed: `status` is a `NoticeStatus`
+    (`done` for exit code 0, `failed`, `timed_out` or `stopped`), `exit_code`
+    the leader's return code (negative: the signal), `duration` in seconds."""
 
     command: str
     status: str
@@ -229,18 +214,15 @@ class CommandResult:
 class CommandProcess:
     """A started command, under its keeper, its output being read.
 
-    Start with `await CommandProcess.start(...)`; then `wait(timeout)` for it
-    to end on its own (killed when the timeout passes) or `stop()` it. Use it
-    as an async context manager: leaving the block kills the whole tree at
-    once if neither `wait` nor `stop` finished, so no path leaves processes
-    behind. `grace` is how long the tree gets between `SIGTERM` and `SIGKILL`.
+    `await CommandProcess.start(...)`, then `wait(timeout)` or `stop()`. As an
+    async context manager, leaving the block kills the whole tree at once if
+    neither finished. `grace`: seconds between `SIGTERM` and `SIGKILL`.
     """
 
     def __init__(
         self,
         command: str,
         keeper: _KeeperLink,
-        pid: int,
         stdout: asyncio.StreamReader,
         stdout_pipe: asyncio.BaseTransport,
         output: OutputCapture,
@@ -248,7 +230,6 @@ class CommandProcess:
     ) -> None:
         self.command = command
         self._keeper = keeper
-        self._pid = pid
         self._stdout_pipe = stdout_pipe
         self._output = output
         self._grace = grace
@@ -268,13 +249,12 @@ class CommandProcess:
         grace: float = 2.0,
         backstop: float | None = None,
     ) -> CommandProcess:
-        """Start `argv` (no shell is involved unless argv names one) under a keeper.
+        """Start `argv` (no shell unless argv names one) under a keeper.
 
-        `command` is how the command is shown in results. `env` is its whole
-        environment (None: this process's). `backstop` is the command's own
-        deadline in seconds: past it the keeper ends the command even if this
-        process never asks (it hangs), and the result says it timed out.
-        Raises `CommandNotStarted` when it cannot be started.
+        `command` is how it is shown in results; `env` its whole environment
+        (None: this process's). Past `backstop` seconds the keeper ends the
+        command even if this process never asks, and the result says it timed
+        out. Raises `CommandNotStarted` when it cannot be started.
         """
         if not argv:
             raise CommandNotStarted("the command is empty")
@@ -309,20 +289,11 @@ class CommandProcess:
             stdout_pipe.close()
             await keeper.reap()
             raise CommandNotStarted(_not_started(argv[0], keeper.failure, popen.returncode))
-        return cls(command, keeper, keeper.pid, stdout, stdout_pipe, output, grace)
-
-    @property
-    def pid(self) -> int:
-        """The command's process id (the leader of its own session and group)."""
-        return self._pid
+        return cls(command, keeper, stdout, stdout_pipe, output, grace)
 
     async def wait(self, timeout: float | None) -> CommandResult:
-        """Wait for the command to exit; after `timeout` seconds, kill it.
-
-        Either way whatever the command left running is ended too.
-        Cancelling this call leaves the command running (call `stop`, or
-        leave the context manager).
-        """
+        """Wait for the command to exit, killing it after `timeout` seconds; what
+        it left running is ended too. Cancelled, it leaves the command running."""
         try:
             async with asyncio.timeout(timeout):
                 await self._keeper.exited.wait()
@@ -405,12 +376,7 @@ class CommandProcess:
 
 
 class _KeeperLink:
-    """This process's end of a command's keeper: what it reported, and the socket to it.
-
-    See `_supervisor.py` for the other end. Lines are read by a reader callback
-    on the event loop; the keeper is told to end the tree by the byte `T`
-    (`SIGTERM`) and by the end of the socket (`SIGKILL`).
-    """
+    """This process's end of a command's keeper: socket `T` is `SIGTERM`, its end `SIGKILL`."""
 
     def __init__(self, popen: subprocess.Popen[bytes], sock: socket.socket) -> None:
         self.popen = popen
@@ -443,8 +409,7 @@ class _KeeperLink:
             self._sock.shutdown(socket.SHUT_WR)
 
     def abandon(self) -> None:
-        """Kill the tree and stop listening: closing the socket tells the keeper
-        to kill everything; a thread reaps the keeper once it exits."""
+        """Kill the tree and stop listening; a thread reaps the keeper once it exits."""
         self._detach()
         self._sock.close()
         if self.popen.poll() is None:
@@ -529,14 +494,11 @@ def _spawn_keeper(
 
 def stdio_keeper_argv(argv: Sequence[str], env: Mapping[str, str], grace: float) -> list[str]:
     """The command line that runs `argv` under a keeper of its own, speaking
-    over the keeper's stdin and stdout (a stdio server, say).
-
-    Run it as a child of this process, with `env` as its environment. The
-    whole tree `argv` starts ends once `argv` exits (`SIGTERM`, then
-    `SIGKILL` after `grace` seconds), at once when the keeper gets `SIGTERM`
-    (`SIGKILL` to all of it), and when this process dies. Raises
-    `CommandNotStarted` when there is no Python interpreter to run it.
-    """
+    over the keeper's stdin and stdout (a stdio server, say), run as a child
+    of this process with `env`. The tree `argv` starts ends once `argv` exits
+    (`SIGTERM`, then `SIGKILL` after `grace`), at once when the keeper gets
+    `SIGTERM`, and when this process dies. `CommandNotStarted` without a
+    Python interpreter."""
     if not sys.executable:
         raise CommandNotStarted("no Python interpreter to run the command's keeper")
     return _keeper_args(f"stdio:{os.getpid()}", argv, grace, None, env.get("LC_CTYPE"))

@@ -1,11 +1,9 @@
 """The runtime's background service: registry, inbox, lifecycle, and the work it runs.
 
-`start` runs a piece of work in a task under a lease: the activity is
-registered before the work starts, renewed while it runs, and finished with
-a notice in the session's inbox — which the session's runs deliver to the
-model at their next round boundary, acknowledged only once the model's answer
-is persisted. Work started in another process finishes into the same inbox
-when the backends are durable (SQLite, PostgreSQL).
+`start` runs work in a task under a lease: registered before it starts,
+renewed while it runs, finished with a notice in the session's inbox, which
+the session's runs deliver at their next round boundary (acknowledged once
+the model's answer is persisted).
 """
 
 from __future__ import annotations
@@ -65,9 +63,8 @@ class Detached(Exception):
 
 
 class WorkFailed(Exception):
-    """Raised by work that failed and has said how, fit to be shown: its
-    notice's text is the message as is (not prefixed with a type name), and
-    nothing more of it is logged."""
+    """Raised by work that failed and said how: its notice's text is the message as
+    is (no type name), and nothing more of it is logged."""
 
 
 DecisionHook: TypeAlias = "Callable[[str, Mapping[str, Tool]], Awaitable[None]]"
@@ -76,9 +73,7 @@ call of its parked turn is decided (`BackgroundService.on_decided`)."""
 
 
 def redacted(result: WorkResult, secrets: tuple[str, ...]) -> WorkResult:
-    """`result` with `secrets` (the credentials the work sent somewhere)
-    redacted from its text: what a server or command echoed of them never
-    reaches a notice or a log."""
+    """`result` with `secrets` (credentials the work sent) redacted from its text."""
     if not secrets:
         return result
     if isinstance(result, tuple):
@@ -152,15 +147,8 @@ class BackgroundService:
     def for_store(
         cls, store: object, *, runtime: BackgroundHost | None = None
     ) -> BackgroundService:
-        """The service on the backend `store` belongs to (`store.backend`), else in memory.
-
-        A store taskloom ships shares its backend's database: one connection
-        and worker thread for SQLite, one pool for PostgreSQL, with the
-        store's timeouts. Closing the service leaves that database open;
-        closing the store closes it, so close the service first
-        (`Runtime.close` does). A store of your own with no backend gets a
-        registry and inbox in process memory.
-        """
+        """The service on the backend `store` belongs to (close it before the store),
+        else a registry and inbox in process memory."""
         backend = backend_of(store)
         registry = backend.registry if backend is not None else None
         inbox = backend.inbox if backend is not None else None
@@ -170,8 +158,6 @@ class BackgroundService:
             runtime=runtime,
         )
 
-    # ------------------------------------------------------------ runs
-
     def run_notices(
         self,
         session_id: str,
@@ -180,10 +166,8 @@ class BackgroundService:
         *,
         offered: Mapping[str, Tool] | None = None,
     ) -> RunNotices:
-        """Notice delivery for one run (registered so work it starts is reminded
-        of); `tools` are the run's tool names, which reminders stay within,
-        `offered` its tools: those that `ResumesWork` take up their work at
-        the run's first boundary, as the `on_run_start` hooks do."""
+        """Notice delivery for one run; reminders stay within `tools` (its tool names);
+        `offered` tools that `ResumesWork` take their work up at its first boundary."""
         notices = RunNotices(
             self.registry,
             self.inbox,
@@ -200,17 +184,14 @@ class BackgroundService:
     def on_run_start(self, hook: RunStartHook) -> RunStartHook:
         """Await `hook(start)` (a `RunStart`) at the first round boundary of
         every run of this runtime, before the run reads its inbox: how work
-        that outlives its process (an MCP task, a background child) is taken
-        up again by the next run of its session, in whatever process. A hook
-        must leave alone work a live holder still runs, and return soon (see
-        `keep`). A hook that raises is logged and skipped. Returns the hook."""
+        that outlives its process is taken up again. A hook must leave alone
+        work a live holder runs and return soon (see `keep`); one that raises
+        is logged and skipped. Returns the hook."""
         self._run_hooks.append(hook)
         return hook
 
     def keep(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
-        """Run `work` in a task this service owns, cancelled by `close`: for
-        work that outlives the call that started it (a background child taken
-        up again, a delegation handed off to the background)."""
+        """Run `work`, which outlives the call that started it, in a task `close` cancels."""
         task = asyncio.get_running_loop().create_task(work)
         self._hooked.add(task)
         task.add_done_callback(self._hooked.discard)
@@ -218,20 +199,15 @@ class BackgroundService:
 
     def on_decided(self, hook: DecisionHook) -> DecisionHook:
         """Await `hook(session_id, offered)` each time every call of a session's
-        parked turn is decided through this runtime (`decided`): how the
-        work that parked goes on (delegation resumes a child that escalated
-        its approvals). Returns the hook."""
+        parked turn is decided through this runtime (`decided`). Returns the hook."""
         self._decision_hooks.append(hook)
         return hook
 
     async def decided(self, session_id: str, offered: Mapping[str, Tool] | None = None) -> None:
-        """Every call of the session's parked turn is now decided: the
-        `on_decided` hooks go on with its work. Called by `Session.approve`
-        and `deny`, with the deciding session's tools as `offered`. Every
-        hook runs; the first that raised is raised again after the last."""
+        """Every call of the session's parked turn is now decided: every `on_decided`
+        hook runs; the first that raised is raised after the last."""
         failed: BaseException | None = None
         for hook in list(self._decision_hooks):
-            # Every hook goes on with its own work, whichever failed before it.
             try:
                 await hook(session_id, offered or {})
             except Exception as exc:
@@ -262,8 +238,6 @@ class BackgroundService:
         """The background service of `runtime` (its `background`)."""
         return runtime.background
 
-    # ------------------------------------------------------------ work
-
     async def start(
         self,
         ctx: ToolContext,
@@ -276,13 +250,9 @@ class BackgroundService:
         activity_id: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> str:
-        """Run `work` in the background of the calling tool's session.
-
-        Returns the activity id at once. The work's result (or its failure)
-        becomes a notice; the run that started it is reminded of it if the
-        model tries to finish first. Raises `BackgroundCapReached` when the
-        kind is at its cap.
-        """
+        """Run `work` in the background of the calling tool's session; the activity id,
+        at once. Its result becomes a notice (the run is reminded of it before it
+        ends). `BackgroundCapReached` when the kind is at its cap."""
         return await self.spawn(
             ctx.session_id,
             kind,
@@ -396,15 +366,9 @@ class BackgroundService:
     async def deliver(
         self, session_id: str, activity_id: str, result: WorkResult | BackgroundNotice
     ) -> bool:
-        """Push the result of work running here now, before its work returns.
-
-        The notice is the very one the service writes when the work returns
-        (same id), or the one given, so the result lands once however many
-        times it is pushed, from this process or any other following the
-        same work. For work that writes a record of its own only once its
-        result is safely in the inbox. True if this push was the first;
-        raises `KeyError` for work this process does not run.
-        """
+        """Push the result of work running here now, before it returns (the notice it
+        would write, or the one given: it lands once however often pushed). True
+        if this push was the first; `KeyError` for work not run here."""
         key = (session_id, activity_id)
         if isinstance(result, BackgroundNotice):
             notice = result
@@ -465,15 +429,13 @@ class BackgroundService:
         return list(self._hooked)
 
     async def wait_kept(self) -> None:
-        """Wait until the work `keep` started has ended (a command that decided
-        an escalated call waits for the child it resumed, before it exits)."""
+        """Wait until the work `keep` started has ended."""
         while self._hooked:
             await asyncio.gather(*list(self._hooked), return_exceptions=True)
 
     async def close(self) -> None:
-        """Stop all work this process runs and release the backends. Work
-        `keep` runs is cancelled with `closing` set, so that background
-        children are left for a later run to take up rather than ended."""
+        """Stop all work this process runs and release the backends; `keep`'s work is
+        cancelled with `closing` set, so background children are left, not ended."""
         self.closing = True
         for task in list(self._hooked):
             task.cancel()

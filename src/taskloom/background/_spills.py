@@ -1,10 +1,8 @@
 """Where background commands' full output goes, and when it is removed.
 
-A command whose output outgrows what a result keeps has all of it written to
-a spill file, which its result names. The file may hold whatever the command
-printed — secrets included — so it is private to this user (see
-`OutputCapture`) and it does not outlive its use: it is removed when its
-session is deleted, and otherwise once older than the retention period.
+A spill file may hold whatever the command printed, secrets included, so it
+is private to this user and removed when its session is deleted, or once
+older than the retention period.
 """
 
 from __future__ import annotations
@@ -24,13 +22,10 @@ _SWEEP_SECONDS = 60.0
 
 
 class SpillFiles:
-    """The spill files of one tool set, by owner (a runtime's service) and session.
-
-    `folder` is where they go (None: a private temporary folder made on first
-    use); files are named `{activity id}.log`, and `name` matches exactly
-    those names — no other file in the folder is ever removed. `retention`
-    is how many seconds a file may stay (None: until its session is deleted).
-    """
+    """The spill files of one tool set, by owner (a runtime's service) and session,
+    in `folder` (None: a private temporary folder), named `{activity id}.log`;
+    only files `name` matches are ever removed. `retention`: seconds a file may
+    stay (None: until its session is deleted)."""
 
     def __init__(self, folder: Path | None, retention: float | None, name: re.Pattern[str]) -> None:
         self._folder = folder
@@ -58,8 +53,7 @@ class SpillFiles:
                 path.unlink()
 
     def sweep(self) -> None:
-        """Remove the files older than the retention; does nothing if it looked in
-        the last minute."""
+        """Remove the files older than the retention (looking at most once a minute)."""
         now = time.time()
         if self._retention is None or self._folder is None:
             return

@@ -1,18 +1,10 @@
 """The opt-in background command tools: run, status, wait, stop.
 
-`taskloom.tools.background_tools()` builds them. `background_run` starts a
-command through the runtime's `BackgroundService` and returns its id at
-once; the command runs as a child process of this process (see
-`background._process`), under a lease, and its exit code and capped output
-become a notice the model reads at a later round boundary. `background_wait`
-hands results over early, inside its own tool result, and marks those
-notices seen so the run does not deliver them a second time.
-
-Each call of the builder has its own state: which commands it started in
-this process and which spill files they wrote, per session, so deleting a
-session kills those commands and removes those files. Its tools are
-`UnboundTool`s: a runtime offering them binds each, once, to the tool set's
-work on that runtime (`_OnRuntime`), whose methods are the tools' functions.
+`background_run` starts a command and returns its id at once; its exit code
+and capped output become a notice at a later round boundary, unless
+`background_wait` hands them over early. Each tool set tracks the commands
+it started here and their spill files, per session, so deleting a session
+kills those commands and removes those files.
 """
 
 from __future__ import annotations
@@ -25,7 +17,8 @@ import shlex
 import time
 import uuid
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 
 from .._redact import credentials
@@ -36,7 +29,7 @@ from ._process import CommandProcess, OutputCapture, format_seconds
 from ._service import BackgroundHost, BackgroundService, WorkResult, redacted
 from ._spills import SpillFiles
 
-__all__ = ["SAFE_ENV_NAMES", "build_background_tools"]
+__all__ = ["SAFE_ENV_NAMES", "background_tools"]
 
 
 KIND = "shell"
@@ -56,9 +49,8 @@ SAFE_ENV_NAMES = (
     "TMPDIR",
     "TZ",
 )
-"""The host's variables every command gets, when the host has them: enough to
-find programs, use a home and temporary folder and print text in the right
-language and encoding; none of them usually carries a secret."""
+"""The host's variables every command gets, when the host has them (none
+usually carries a secret)."""
 
 _SPILL_NAME = re.compile(rf"{KIND}-[0-9a-f]{{12}}\.log")
 """What a spill file of these tools is called; no other file is ever removed."""
@@ -79,7 +71,7 @@ _ENDED = {
 }
 
 
-def build_background_tools(
+def background_tools(
     *,
     shell: bool = False,
     timeout: float = 600.0,
@@ -91,44 +83,37 @@ def build_background_tools(
     inherit_env: bool = False,
     spill_retention: float | None = 86_400.0,
 ) -> list[Tool]:
-    """The four background command tools, sharing one configuration.
+    """The opt-in background command tools (`background_run`, `background_status`,
+    `background_wait`, `background_stop`), sharing one configuration.
 
     `shell`: run commands with `/bin/sh -c` instead of splitting them with
-    `shlex` and running the program directly. Without a shell (the default)
-    the model's string cannot use shell syntax — pipes, `;`, `$(...)`,
-    redirections — but nothing stops a model that runs `sh -c '...'` as the
-    command: it limits the syntax, not what the model may run.
+    `shlex` and running the program directly; without, the model's string
+    cannot use shell syntax, though it may still run `sh -c '...'`.
     `timeout`: seconds a command may run when the model gives none.
 
-    Environment: a command gets only the host's variables named in
-    `SAFE_ENV_NAMES` (PATH, HOME, USER, LOGNAME, SHELL, LANG, LANGUAGE,
-    LC_ALL, LC_CTYPE, TERM, TMPDIR, TZ), then `env` on top — so API keys and
-    other secrets of the host are not there for the model to print.
-    `inherit_env=True` gives it the host's whole environment (then `env`).
-    Whatever a command prints of a credential-named variable of its
-    environment (`OPENAI_API_KEY`, `GITHUB_TOKEN`, `DB_PASSWORD`: a name
-    with token, secret, password, key, auth, ... in it) reaches results and
+    Environment: only the host's variables named in `SAFE_ENV_NAMES`, then
+    `env` on top, so the host's secrets are not there for the model to print;
+    `inherit_env=True` gives the host's whole environment (then `env`).
+    What a command prints of a credential-named variable of its environment
+    (token, secret, password, key, auth, ... in the name) reaches results and
     notices as `[redacted]`.
 
-    Every process a command starts ends with it — on timeout, `background_stop`,
-    session delete, runtime close and also a normal exit — including those
-    that left its process group or session, also when the command killed its
-    own parent, and all of them are killed when the host dies, even by
+    Every process a command starts ends with it (timeout, `background_stop`,
+    session delete, runtime close, normal exit), also those that left its
+    process group or session, and all are killed when the host dies, even by
     `SIGKILL`. That takes Linux (a subreaper and `/proc`); elsewhere only the
-    command's process group is ended, and what left it survives. A command
-    that hunts down its keeper process and SIGKILLs it orphans what it
-    started (see `background._supervisor`).
-    `kill_grace`: seconds they get between `SIGTERM` and `SIGKILL`.
+    command's process group is ended. A command that SIGKILLs its keeper
+    orphans what it started. `kill_grace`: seconds between `SIGTERM` and
+    `SIGKILL`.
 
-    `max_output_chars`: how much output a result keeps, half from the start
-    and half from the end; longer output is written whole to a file (mode
-    0600) in `spill_dir` (default: a private temporary folder made on first
-    use) and the result names it. Spill files are removed when their session
-    is deleted through a runtime of this process, and otherwise once older
-    than `spill_retention` seconds (default one day; None keeps them) — the
-    folder is checked when a command starts, at most once a minute, and only
-    files named like spill files are removed. `max_running`: how many
-    commands may run at once in one session.
+    `max_output_chars`: how much output a result keeps, half head, half tail;
+    longer output is written whole to a file (mode 0600) in `spill_dir`
+    (default: a private temporary folder) that the result names. Spill files
+    go when their session is deleted through a runtime of this process, or
+    once older than `spill_retention` seconds (default one day; None keeps
+    them), checked at most once a minute as commands start; only files named
+    like spill files are removed. `max_running`: commands running at once in
+    one session.
     """
     if timeout <= 0:
         raise ConfigurationError("background_tools: timeout must be positive")
@@ -212,8 +197,7 @@ class _Commands:
             raise ToolError(f"cannot split the command into words: {exc}") from None
 
     def tools(self) -> list[Tool]:
-        """The four tools, each bound by the runtime offering it to this tool
-        set's work on that runtime."""
+        """The four tools, each bound by the runtime offering it."""
         if self.shell:
             how = (
                 "The command is run by /bin/sh -c, so pipes, redirections, `&&` and variables work."
@@ -246,11 +230,7 @@ class _Commands:
         ]
         for template in templates:
             template.secrets = self.secrets
-        return [UnboundTool(template, self.on) for template in templates]
-
-    def on(self, runtime: BackgroundHost) -> _OnRuntime:
-        """This tool set's work on `runtime`."""
-        return _OnRuntime(self, runtime)
+        return [UnboundTool(template, partial(_OnRuntime, self)) for template in templates]
 
     async def start(
         self,
@@ -391,9 +371,6 @@ class _Commands:
         service.listeners.on_delete(end_session_commands)
 
 
-# ---------------------------------------------------------------- the tools
-
-
 def _label(activity: BackgroundActivity) -> str:
     kind = "" if activity.kind == KIND else f" ({activity.kind})"
     return f"{activity.id}{kind}"
@@ -410,17 +387,12 @@ def _unknown(activity_id: str) -> str:
     )
 
 
-def _dedupe(ids: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(i.strip() for i in ids if i.strip()))
-
-
 class _OnRuntime:
     """One tool set's commands on one runtime, through its background service.
 
-    The methods taking `self` positional-only are the tools' functions:
-    `@tool` leaves `self` out of the schema, and binding a tool to a runtime
-    fills it (`Tool.partial`). `background_run`'s description depends on the
-    tool set, so `_Commands.tools` decorates it.
+    The methods taking `self` positional-only are the tools' functions (`@tool`
+    leaves `self` out of the schema; binding fills it). `background_run`'s
+    description depends on the tool set, so `_Commands.tools` decorates it.
     """
 
     def __init__(self, commands: _Commands, runtime: BackgroundHost) -> None:
@@ -507,7 +479,7 @@ class _OnRuntime:
             ids: Ids returned by background_run.
             timeout: The most seconds to wait.
         """
-        wanted = _dedupe(ids)
+        wanted = list(dict.fromkeys(i.strip() for i in ids if i.strip()))
         if not wanted:
             raise ToolError("give at least one id to wait for")
         started = time.monotonic()
@@ -582,10 +554,8 @@ class _OnRuntime:
     async def _wait_for(
         self, ctx: ToolContext, ids: list[str], timeout: float
     ) -> tuple[dict[str, BackgroundActivity], dict[str, list[BackgroundNotice]], bool]:
-        """Poll until none of `ids` is running any more, `timeout` passed or the run stops.
-
-        Returns the last snapshot and whether the run's stop cut the wait short.
-        """
+        """Poll until none of `ids` runs, `timeout` passed or the run stops: the
+        last snapshot and whether the run's stop cut the wait short."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         wanted = set(ids)

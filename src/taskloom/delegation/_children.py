@@ -1,12 +1,10 @@
 """Child agents: creating them, running them, and what their logs say about them.
 
-A child is a session of its own in the parent's store, linked from the
-parent's log by a `subagent` entry. Whoever runs it — the parent inline, or a
-worker for a background child — holds the child's lease and writes every
-entry with its fencing token; the run ends with exactly one terminal
-`subagent_result` entry (`done` with a report, `stopped`, or `failed` with an
-error). A child's status is derived from its log and its lease alone, so any
-process can answer "what is this child doing".
+A child is a session in the parent's store, linked from the parent's log.
+Whoever runs it holds the child's lease and writes with its fencing token;
+the run ends with exactly one terminal `subagent_result` entry (`done`,
+`stopped` or `failed`). Its status is derived from its log and its lease, so
+any process can tell.
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ from ..entries import (
     SubagentStartedEntry,
 )
 from ..errors import ConfigurationError, StaleLeaseError
-from ..events import Event, SubagentFinished, SubagentStarted, origin_label
+from ..events import SubagentFinished, SubagentStarted, origin_label
 from ..log import SessionLog
 from ..loop import DEFAULT_MAX_ROUNDS, RunOptions
 from ..loop.ports import to_jsonable
@@ -60,7 +58,6 @@ __all__ = [
     "ended_outcome",
     "execute_child",
     "hold_turn",
-    "lease_key",
     "linked_child",
     "report_inline",
     "report_moved",
@@ -72,12 +69,9 @@ CHILD_LEASE = 30.0
 """Seconds a child's lease lasts without renewal (renewed every third of it)."""
 
 DEFAULT_MAX_ANSWER_CHARS = 50_000
-"""The most characters of a delegated agent's answer or question that reach
-its parent's model in one piece: inline and background children, spawned
-workers, `ask_parent` questions and remote (A2A) agents alike. `SubAgent`,
-`Spawner` and `RemoteAgent` take `max_answer_chars=` to change it. The rest of
-a child's text stays in the child's log, and the cut says how to read on
-(`read_agent(agent=..., offset=...)`)."""
+"""The most characters of a delegated agent's answer or question that reach its
+parent's model in one piece (`max_answer_chars=` of `SubAgent`, `Spawner` and
+`RemoteAgent` changes it); the cut says how to read on with `read_agent`."""
 
 
 def cap_answer(text: str, limit: int, how: str) -> str:
@@ -90,8 +84,7 @@ def cap_answer(text: str, limit: int, how: str) -> str:
 
 
 def check_answer_cap(owner: str, limit: object, name: str = "max_answer_chars") -> int:
-    """`limit` (the option `name` of `owner`), checked: a whole number of
-    characters above 0."""
+    """`limit` (the option `name` of `owner`), checked: whole characters above 0."""
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise ConfigurationError(
             f"{owner}: {name}={limit!r} must be a whole number of characters above 0"
@@ -136,14 +129,9 @@ class ChildStatus(StrEnum):
         return self in (ChildStatus.DONE, ChildStatus.STOPPED, ChildStatus.FAILED)
 
 
-def lease_key(child_id: str) -> str:
-    """The lease a child's runner holds: the child session's own lease."""
-    return session_lease_key(child_id)
-
-
 class LiveChildren:
     """Stop signals of the children running in this process, by child id (what
-    `stop_agent` sets); one per runtime (`LiveChildren.of(runtime)`)."""
+    `stop_agent` sets); one per runtime."""
 
     def __init__(self, runtime: Runtime) -> None:
         self._stops: dict[str, StopSignal] = {}
@@ -168,12 +156,9 @@ class LiveChildren:
 
 
 def child_slot(runtime: Runtime, ctx: ToolContext) -> contextlib.AbstractAsyncContextManager[None]:
-    """A place among `runtime`'s running children, held for the block.
-
-    A delegation from inside a child takes none: its parent already holds
-    one, and parents waiting on grandchildren for the places they hold
-    themselves would wait forever.
-    """
+    """A place among `runtime`'s running children, held for the block. A
+    delegation from inside a child takes none: its parent holds one already,
+    and waiting on grandchildren for places held by parents would deadlock."""
     if ctx.origin:
         return contextlib.nullcontext()
     return runtime.child_slot()
@@ -191,9 +176,8 @@ class ChildOutcome:
     usage: Usage = Usage()
 
     def to_tool_output(self, limit: int = DEFAULT_MAX_ANSWER_CHARS) -> ToolOutput:
-        """The delegation tool's result: `{"answer": ..., "tokens": ...}` or an
-        error. An answer longer than `limit` characters is cut there (a
-        structured one then comes as text), saying how to read on."""
+        """The delegation tool's result: `{"answer": ..., "tokens": ...}` or an error;
+        an answer longer than `limit` is cut there (as text), saying how to read on."""
         answer = self.answer
         if answer is not None:
             text = report_text(answer)
@@ -283,9 +267,8 @@ async def all_decided(runtime: Runtime, child_id: str) -> bool:
 
 
 async def linked_child(runtime: Runtime, ctx: ToolContext) -> str | None:
-    """The child an earlier run of this very call started, if any: the call
-    runs again when its parent resumes a turn parked on the child (an inline
-    escalation), and takes that child up rather than start another."""
+    """The child an earlier run of this very call started, if any (the parent resumed
+    a turn parked on it), to take up rather than start another."""
     # From the turn's assistant message on: the link is written after it.
     for e in await runtime.store.load(ctx.session_id, after=ctx.turn):
         payload = e.payload
@@ -295,9 +278,8 @@ async def linked_child(runtime: Runtime, ctx: ToolContext) -> str | None:
 
 
 async def hold_turn(runtime: Runtime, ctx: ToolContext, child_id: str, name: str) -> None:
-    """Park the parent's turn on the calling delegation, whose child waits on
-    calls it escalated: the parent's run ends AWAITING_APPROVAL with the
-    child's calls among its `pending()`, and its resume runs this call again."""
+    """Park the parent's turn on this delegation, whose child waits on escalated
+    calls (among the parent's `pending()`); the parent's resume runs it again."""
     calls = tuple(c.id for c in SessionLog.folded(await runtime.store.load(child_id)).parked())
     held = ApprovalEscalated(child_id, name, calls, ctx.call_id, ctx.turn)
     await ctx.record(Entry.of(held, ctx.run_id))
@@ -320,9 +302,8 @@ def terminal_entry(entries: list[Entry]) -> SubagentResult | None:
 
 
 def kept_answer(entries: list[Entry]) -> str | None:
-    """The whole answer (or question) of a remote agent that its delegation
-    cut for the parent, as the remote agent's child session keeps it (its
-    first assistant message); None when none was kept."""
+    """The whole answer (or question) of a remote agent that its delegation cut for
+    the parent: its child session's first assistant message, if kept."""
     for e in entries:
         payload = e.payload
         if isinstance(payload, MessageEntry) and payload.message.role == "assistant":
@@ -339,7 +320,7 @@ async def child_status(runtime: Runtime, child_id: str) -> ChildStatus:
     started = any(isinstance(e.payload, SubagentStartedEntry) for e in entries)
     if not started:
         return ChildStatus.QUEUED
-    held = await runtime.store.leases.current(lease_key(child_id))
+    held = await runtime.store.leases.current(session_lease_key(child_id))
     # A killed runner's lease outlives it until it lapses: known dead, it runs nothing.
     if held is not None and not holder_is_gone(held.holder):
         return ChildStatus.RUNNING
@@ -376,19 +357,11 @@ async def execute_child(
     escalate_to: str | None = None,
     leave_open: Callable[[], bool] | None = None,
 ) -> ChildOutcome:
-    """Run the child (fenced by whoever holds its lease) and write its one terminal entry.
-
-    `task` None continues the child from its log (a redelivered background
-    child, or one whose escalated calls were decided: it resumes). A child
-    that hits an approval gate is denied in band and fails; with
-    `escalate_to` (its parent's id), its calls are escalated to the parent
-    instead (`ApprovalEscalated` in the parent's log) and it stays parked,
-    unended (AWAITING_APPROVAL), until they are decided.
-
-    A cancelled child gets a terminal STOPPED entry (its parent was
-    cancelled), except when `leave_open()` says its runner winds down (its
-    runtime closes): a background child is then left unended, for the
-    parent's next run to take up (`resume_children`).
+    """Run the child (fenced by whoever holds its lease) and write its one terminal
+    entry; `task` None continues it from its log. A gated call is denied in band
+    (the child fails), or with `escalate_to` (the parent's id) escalated there,
+    the child parked until decided. Cancelled, it ends STOPPED unless
+    `leave_open()` says its runtime closes (the parent's next run takes it up).
     """
     parked: list[Any] = []
     if task is None:
@@ -467,7 +440,7 @@ async def run_inline(
             if also_renew is not None:
                 held.on_renewed(also_renew)
             outcome = await execute_child(
-                child, task, name=name, options=options, emit=_forward(ctx), origin=origin
+                child, task, name=name, options=options, emit=ctx.emit, origin=origin
             )
     await report_inline(ctx, outcome, role=role, task=task)
     return outcome
@@ -510,9 +483,8 @@ async def report_inline(ctx: ToolContext, outcome: ChildOutcome, *, role: str, t
 
 
 async def report_moved(ctx: ToolContext, child_id: str, *, role: str, task: str) -> None:
-    """Record in the parent's log that the call answered while its inline
-    child runs on (`SubAgent(background_after=...)`): a report whose status
-    is `running`, so the child reads as moved to the background."""
+    """Record in the parent's log that the call answered while its inline child
+    runs on: a `running` report, so the child reads as moved to the background."""
     report = SubagentReport(
         child_id,
         ChildStatus.RUNNING.value,
@@ -520,10 +492,3 @@ async def report_moved(ctx: ToolContext, child_id: str, *, role: str, task: str)
         {"parent": ctx.session_id, "child": child_id},
     )
     await ctx.record(Entry.of(report, ctx.run_id))
-
-
-def _forward(ctx: ToolContext) -> Any:
-    def emit(event: Event) -> None:
-        ctx.emit(event)
-
-    return emit

@@ -2,11 +2,9 @@
 
 `list_agents`, `read_agent`, `steer_agent`, `stop_agent`. A worker is found by
 its id, an id prefix of 8 or more characters, or its name (the latest spawn
-with that name wins). Everything is read from the store, so workers running
-in another process are seen and controlled the same way.
-
-The tools are `UnboundTool`s: the runtime offering them binds each to a
-`_Console` on itself, whose methods are the tools' functions.
+with that name wins). Everything is read from the store, so workers in
+another process are seen and controlled the same way. The runtime offering
+the tools binds each to a `_Console` on itself.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from ..messages import Message
 from ..runtime import Runtime
 from ..stores import SessionMeta
 from ..tools import Tool, ToolContext, ToolEffect, ToolError, UnboundTool, tool
-from ._ask import ASK_TOOL
 from ._children import (
     ChildStatus,
     LiveChildren,
@@ -34,6 +31,7 @@ from ._children import (
     terminal_entry,
 )
 from ._dispatch import report_notice_id
+from ._handoff import ASK_TOOL
 
 __all__ = ["console_tools"]
 
@@ -43,10 +41,8 @@ def console_tools(
 ) -> list[Tool]:
     """The four console tools. `read_agent(wait=True)` waits at most
     `wait_timeout` seconds, polling the store every `poll_interval`;
-    `read_agent(offset=...)` reads a long report (or, with `question=`, a
-    question) from that character on, at most `page_chars` characters at a
-    time (the default fits `read_agent`'s own output cap): how a parent
-    reads the rest of a child's text its delegation cut."""
+    `read_agent(offset=...)` reads the rest of a long report (or, with
+    `question=`, a question) at most `page_chars` characters at a time."""
     page_chars = check_answer_cap("console_tools", page_chars, "page_chars")
 
     def on(runtime: Runtime) -> _Console:
@@ -76,12 +72,7 @@ def _render(message: Message) -> str:
 
 
 class _Console:
-    """The console on one runtime: what a parent sees of its workers there.
-
-    The methods taking `self` positional-only are the tools' functions:
-    `@tool` leaves `self` out of the schema, and binding a tool to a runtime
-    fills it (`Tool.partial`).
-    """
+    """The console on one runtime; its methods taking `self` positionally are the tools."""
 
     def __init__(
         self, runtime: Runtime, wait_timeout: float, poll_interval: float, page: int
@@ -94,7 +85,7 @@ class _Console:
     @tool(effect=ToolEffect.READ_ONLY)
     async def list_agents(self, /, ctx: ToolContext) -> str:
         """List the agents you started, newest first, with their status."""
-        children = await self._children(ctx.session_id)
+        children = await self.runtime.store.list(parent_id=ctx.session_id)
         if not children:
             return "You have not started any agents."
         lines = []
@@ -138,9 +129,7 @@ class _Console:
                 await asyncio.sleep(self.poll_interval)
                 status = await child_status(runtime, meta.id)
         entries = await runtime.store.load(meta.id)
-        log = SessionLog()
-        for entry in entries:
-            log.apply(entry)
+        log = SessionLog.folded(entries)
         shown = log.messages[-tail:] if tail > 0 else []
         head = f"agent {meta.metadata.get('name', '?')} ({meta.id[:8]}): {status.value}"
         if wait and not status.is_terminal:
@@ -226,13 +215,10 @@ class _Console:
         await self.runtime.request_stop(meta.id, "stopped by its parent")
         return f"stop requested for {meta.metadata.get('name', meta.id[:8])}; it ends at its next round boundary"
 
-    async def _children(self, session_id: str) -> list[SessionMeta]:
-        return await self.runtime.store.list(parent_id=session_id)
-
     async def _find(self, session_id: str, ref: str) -> SessionMeta:
         """The session's worker named by id, id prefix (8+ chars) or name; ToolError if none."""
         ref = ref.strip()
-        children = await self._children(session_id)  # newest first
+        children = await self.runtime.store.list(parent_id=session_id)  # newest first
         for meta in children:
             if meta.id == ref:
                 return meta

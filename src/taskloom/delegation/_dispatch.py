@@ -1,17 +1,12 @@
 """Background children: the spec, the dispatchers, and the worker that runs them.
 
 The spawn returns a receipt at once; the child runs through a `Dispatcher`.
-What crosses the dispatcher is a `ChildSpec`, plain JSON with no credentials
-and no code: the worker rebuilds the child from the registries its host
-provides (`Runtime(tools=..., models=...)`).
-
-The worker takes the child's lease with a fencing token, skips a child that
-already has its terminal entry, runs it, writes exactly one terminal entry
-and reports to the parent's inbox. The report's notice id is derived from
-the child id, so a job delivered twice, or redelivered after a worker died,
-still yields exactly one report. The spec carries the W3C trace context of
-the spawning tool call: a traced worker continues that trace, whatever
-process it runs in.
+What crosses it is a `ChildSpec`, plain JSON with no credentials and no
+code: the worker rebuilds the child from its host's registries. The worker
+takes the child's lease, skips a child that has its terminal entry, runs it,
+writes exactly one terminal entry and reports to the parent's inbox under a
+notice id derived from the child's, so a redelivered job still yields one
+report.
 """
 
 from __future__ import annotations
@@ -73,14 +68,10 @@ logger = logging.getLogger("taskloom")
 class ChildSpec:
     """Everything a worker needs to rebuild and run a background child (JSON-safe).
 
-    `traceparent` is the trace context (W3C) of the tool call that spawned
-    it, when that was traced: the child's run continues that trace.
-    `budget` is the spawning run's tree budget (`TreeBudget.to_dict()`), which
-    the child charges on its worker's backend; None without one.
-    `on_approval` is what the child does with an approval-gated call:
-    `"deny"` it, or `"escalate"` it to the parent's people.
-    `max_answer_chars` caps its report in the parent's notice (see
-    `DEFAULT_MAX_ANSWER_CHARS`).
+    `traceparent`: the W3C trace context of the spawning tool call, which the
+    child's run continues. `budget`: the spawning run's tree budget
+    (`TreeBudget.to_dict()`), or None. `on_approval`: `"deny"` or
+    `"escalate"` a gated call. `max_answer_chars` caps its report.
     """
 
     child_session_id: str
@@ -121,13 +112,13 @@ class ChildSpec:
         return cls.from_dict(json.loads(raw))
 
 
-def registration(spec: ChildSpec, run_id: str | None, mode: str = "inline") -> BackgroundActivity:
-    """The child's registration under its parent (an activity of the parent's
-    session while something runs it or its report is due)."""
-    description = f"{spec.name}: {summary(spec.task, 80)}"
-    meta = {"name": spec.name, "mode": mode}
+def registration(
+    child_id: str, name: str, task: str, run_id: str | None, mode: str = "inline"
+) -> BackgroundActivity:
+    """A child's registration under its parent, while it runs or its report is due."""
+    meta = {"name": name, "mode": mode}
     return BackgroundActivity(
-        spec.child_session_id, "subagent", description, time.time(), run_id, meta
+        child_id, "subagent", f"{name}: {summary(task, 80)}", time.time(), run_id, meta
     )
 
 
@@ -180,11 +171,10 @@ class ChildWorker:
         wait: bool | float = False,
     ) -> ChildStatus | None:
         """Run the child if no one else holds it and report its end to its
-        parent's inbox; returns its terminal status (or AWAITING_APPROVAL for
-        a child parked on escalated calls), or None when another live worker
-        holds its lease (nothing was done; `wait` seconds for it first).
-        `agent` is the child's agent when the caller has it (a subagent's own
-        definition); otherwise it is rebuilt from the runtime's registries."""
+        parent's inbox: its terminal status (AWAITING_APPROVAL when parked on
+        escalated calls), or None when another live worker holds its lease
+        (after waiting `wait` seconds). `agent` is the child's agent when the
+        caller has it; otherwise it is rebuilt from the runtime's registries."""
         if not isinstance(spec, ChildSpec):
             spec = ChildSpec.from_json(spec)
         outcome = await self.take_up(spec, agent=agent, wait=wait)
@@ -207,17 +197,12 @@ class ChildWorker:
         slot: contextlib.AbstractAsyncContextManager[None] | None = None,
         go_on: bool = True,
     ) -> ChildOutcome | None:
-        """Run the child on to its end (or to a park on escalated calls still
-        undecided), unreported: its outcome, how it ended before if it had,
-        or None when another live worker holds it or took it over. `lease`
-        is the child's lease already taken (its follower's), used rather
-        than taken and left to its taker to release. Cancelled, the child is
-        ended STOPPED unless `leave_open()` (default: the runtime closes).
-        A parent that waits on the child gives its run's `options`, `emit`,
-        `origin` and place among running children (`slot`); by default the
-        child runs on its spec's bounds, its events go to the runtime's
-        subscribers, and it waits for a place (`Runtime.child_slot`). With
-        `go_on`, a child whose calls were decided while it was held runs on."""
+        """Run the child on to its end (or a park on undecided escalated calls),
+        unreported: its outcome, how it ended before, or None when another
+        live worker holds it. `lease`: the child's lease already taken (left to
+        its taker). Cancelled, the child ends STOPPED unless `leave_open()`. A
+        waiting parent gives its run's `options`, `emit`, `origin` and `slot`.
+        With `go_on`, a child decided while it was held runs on."""
         rt = self.runtime
         background = BackgroundService.of(rt)
         try:
@@ -241,11 +226,9 @@ class ChildWorker:
             )
 
         while True:
-            # Read only under the lease below: a read before it would have to
-            # be repeated there anyway, since another worker may end the child
-            # between. Children are short as a rule, so no snapshot is looked
-            # for (`new`): a statement saved a child, where a long one just
-            # replays in full.
+            # Read only under the lease below (another worker may end the child
+            # before it). Children are short as a rule: no snapshot is looked
+            # for (`new`), which saves a statement.
             child = Session(rt, spec.child_session_id, agent, new=True)
             run = options or RunOptions.for_child(
                 RunControls(tree=tree), max_rounds=spec.max_rounds
@@ -340,16 +323,13 @@ class ChildWorker:
         return ended_outcome(spec.child_session_id, spec.name, done)
 
     async def report(self, spec: ChildSpec, outcome: ChildOutcome) -> None:
-        """Put the ended child's report in its parent's inbox (idempotent: a
-        child is reported once however often this is called)."""
-        # Idempotent by notice id: a redelivered job reports once in all.
+        """Put the ended child's report in its parent's inbox (once, however often called)."""
         lifecycle = BackgroundService.of(self.runtime).lifecycle
         await lifecycle.finish(spec.parent_session_id, report_notice(spec, outcome))
 
 
 def report_notice(spec: ChildSpec, outcome: ChildOutcome) -> BackgroundNotice:
-    """The one notice that reports the ended child to its parent (its id is
-    `report_notice_id`'s, whoever pushes it)."""
+    """The one notice that reports the ended child to its parent."""
     name, short, limit = spec.name, spec.child_session_id[:8], spec.max_answer_chars
     if outcome.status is ChildStatus.DONE:
         body = cap_answer(report_text(outcome.answer), limit, read_on(spec.child_session_id, limit))
@@ -376,9 +356,8 @@ def report_notice(spec: ChildSpec, outcome: ChildOutcome) -> BackgroundNotice:
 
 
 class FollowedChild:
-    """A background child as one kind of followed work (`Followed`): the
-    follower's hold of the child's lease runs it on from its log, in this
-    process, and its report is the follow's one notice."""
+    """A background child as followed work (`Followed`): run on from its log
+    under the follower's lease; its report is the follow's one notice."""
 
     def __init__(self, worker: ChildWorker, spec: ChildSpec, agent: Agent | None) -> None:
         self.worker = worker
@@ -416,12 +395,7 @@ class FollowedChild:
 
 
 class _WorkerDispatcher:
-    """Dispatchers that run children in this process, with a `ChildWorker`.
-
-    Built without a worker, they make one on the runtime of the first spawn
-    that binds them (the spawn tool calls `bind`): in-process, the worker
-    rebuilds children from the same runtime's registries.
-    """
+    """Dispatchers running children in this process with a `ChildWorker` (or one made on `bind`)."""
 
     def __init__(self, worker: ChildWorker | None = None) -> None:
         self._worker = worker

@@ -1,17 +1,14 @@
 """The spawn tool: the model composes its own workers from a pool the host allows.
 
-The host decides what is possible (the tool pool, the model allowlist,
-predefined worker types, how many workers may be live, whether background
-mode exists); the model decides, within that, each worker's name,
-instructions, task, tools and model. Asking for something outside the policy
-gets an in-band answer that says exactly what is allowed; configuring an
-impossible policy raises `ConfigurationError` at construction.
+The host sets the policy (tool pool, model allowlist, worker types, live
+workers, background mode); the model picks each worker's name, instructions,
+task, tools and model within it. A call outside the policy gets an in-band
+answer saying what is allowed; an impossible policy is a `ConfigurationError`.
 """
 
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -20,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from ..agent import Agent
-from ..backends import BackgroundActivity
 from ..background import BackgroundService
 from ..errors import ConfigurationError
 from ..loop import DEFAULT_MAX_ROUNDS
@@ -34,9 +30,8 @@ from ._children import (
     child_slot,
     create_child,
     run_inline,
-    summary,
 )
-from ._dispatch import ChildSpec, Dispatcher
+from ._dispatch import ChildSpec, Dispatcher, registration
 from ._subagent import check_child_tools, check_on_approval
 from ._tool import DelegationTool
 
@@ -84,17 +79,11 @@ def _spec_of(model: Model | str) -> str:
 class Spawner:
     """Builds the `spawn_agent` tool (see the module docstring).
 
-    `model` is the workers' default model, `tools` the pool they may be
-    granted, `models` the other models they may use, `types` predefined
-    worker definitions, `max_children` how many may be live at once per
-    parent session (enforced atomically), `dispatcher` enables
-    `mode="background"`. `needs_approval` gates the spawn itself. Workers
-    run without the parent run's `deps` (`ctx.deps` is None in their tools).
-    `on_approval="escalate"` lets the pool hold tools that need approval: a
-    background worker's gated call is escalated to the parent's people (see
-    `SubAgent`) instead of being refused. A worker's answer longer than
-    `max_answer_chars` reaches the parent cut there, saying how to read on
-    (see `DEFAULT_MAX_ANSWER_CHARS`).
+    `model` is the workers' default model, `tools` the pool, `models` the
+    other models allowed, `types` predefined workers, `max_children` how many
+    may be live at once per parent session, `dispatcher` enables
+    `mode="background"`, `needs_approval` gates the spawn; `on_approval` and
+    `max_answer_chars` are `SubAgent`'s. Workers run without the parent's `deps`.
     """
 
     def __init__(
@@ -157,11 +146,8 @@ class Spawner:
         self.name = name
         self._arguments = self._arguments_model()
 
-    # ------------------------------------------------------------ the tool
-
     def _arguments_model(self) -> type[pydantic.BaseModel]:
-        """The spawn tool's arguments, described by this policy: the schema
-        the model is shown, and what validates its calls."""
+        """The spawn tool's arguments under this policy (the schema shown and validated)."""
         types = "; ".join(
             f"{t.name} ({t.description or t.instructions[:60]})" for t in self.types.values()
         )
@@ -217,9 +203,13 @@ class Spawner:
 
     async def _spawn(self, runtime: Runtime, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         worker = self._worker(args)
+        model = runtime.resolve_model(self._models[worker.model])
+        agent = Agent(worker.name, model, worker.instructions, [self.pool[t] for t in worker.tools])
+        child_id = uuid.uuid4().hex
+        await self._register(runtime.background, ctx, worker, child_id)
         if worker.background:
-            return await self._spawn_background(runtime, ctx, worker)
-        return await self._spawn_inline(runtime, ctx, worker)
+            return await self._spawn_background(runtime, ctx, worker, model, agent, child_id)
+        return await self._spawn_inline(runtime, ctx, worker, agent, child_id)
 
     def _worker(self, args: dict[str, Any]) -> _Worker:
         """The worker the call asks for, or a `ToolError` saying what the policy allows."""
@@ -267,17 +257,9 @@ class Spawner:
         self, background: BackgroundService, ctx: ToolContext, worker: _Worker, child_id: str
     ) -> None:
         """Count the worker among the session's live ones, or refuse it when
-        `max_children` are live: the cap is checked atomically with the
-        insert, so concurrent spawns, even from several processes, never
-        exceed it."""
-        activity = BackgroundActivity(
-            child_id,
-            "subagent",
-            f"{worker.name}: {summary(worker.task, 80)}",
-            time.time(),
-            ctx.run_id,
-            {"name": worker.name, "mode": "background" if worker.background else "inline"},
-        )
+        `max_children` are live (atomically, across processes too)."""
+        mode = "background" if worker.background else "inline"
+        activity = registration(child_id, worker.name, worker.task, ctx.run_id, mode)
         lease = CHILD_LEASE * (10 if worker.background else 1)
         if await background.registry.add(ctx.session_id, activity, lease, self.max_children):
             return
@@ -291,17 +273,11 @@ class Spawner:
             "Wait for one to finish or stop one before spawning another."
         )
 
-    def _agent(self, worker: _Worker, model: Model) -> Agent:
-        return Agent(worker.name, model, worker.instructions, [self.pool[t] for t in worker.tools])
-
     async def _spawn_inline(
-        self, runtime: Runtime, ctx: ToolContext, worker: _Worker
+        self, runtime: Runtime, ctx: ToolContext, worker: _Worker, agent: Agent, child_id: str
     ) -> ToolOutput:
         """Run the worker inside this call, to its end."""
-        agent = self._agent(worker, runtime.resolve_model(self._models[worker.model]))
         background = runtime.background
-        child_id = uuid.uuid4().hex
-        await self._register(background, ctx, worker, child_id)
 
         async def keep_registered() -> None:
             await background.lifecycle.alive(ctx.session_id, child_id, lease=CHILD_LEASE)
@@ -333,15 +309,17 @@ class Spawner:
         return outcome.to_tool_output(self.max_answer_chars)
 
     async def _spawn_background(
-        self, runtime: Runtime, ctx: ToolContext, worker: _Worker
+        self,
+        runtime: Runtime,
+        ctx: ToolContext,
+        worker: _Worker,
+        model: Model,
+        agent: Agent,
+        child_id: str,
     ) -> ToolOutput:
         """Hand the worker to the dispatcher; a receipt now, its report as a notice later."""
         assert self.dispatcher is not None  # `_worker` refuses background without one
-        model = runtime.resolve_model(self._models[worker.model])
-        agent = self._agent(worker, model)
         background = runtime.background
-        child_id = uuid.uuid4().hex
-        await self._register(background, ctx, worker, child_id)
         # An in-process worker rebuilds the child from this runtime's registries.
         for t in worker.tools:
             runtime.tools.setdefault(t, self.pool[t])

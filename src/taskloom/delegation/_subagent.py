@@ -13,7 +13,6 @@ from ..loop import DEFAULT_MAX_ROUNDS
 from ..models import Model
 from ..runtime import Runtime
 from ..tools import ApprovalRule, Tool, ToolError, ToolLike, ToolOutput, as_tool
-from ._ask import ask_parent_tool
 from ._children import (
     DEFAULT_MAX_ANSWER_CHARS,
     check_answer_cap,
@@ -22,7 +21,7 @@ from ._children import (
     linked_child,
     run_inline,
 )
-from ._handoff import delegate_in_task, reply_to_child
+from ._handoff import ask_parent_tool, delegate_in_task, reply_to_child
 from ._tool import DelegationTool
 
 if TYPE_CHECKING:
@@ -47,12 +46,8 @@ def check_child_tools(
     owner: str, tools: Iterable[Tool], on_approval: str = "deny"
 ) -> tuple[Tool, ...]:
     """Tools a child may have: no delegation (one level deep), and approval
-    gates only when the child escalates them (`on_approval="escalate"`).
-
-    A child that denies has no human to ask, so a gated tool could never run
-    there: refuse it now rather than fail mid-run. Gate the delegation
-    instead, or escalate.
-    """
+    gates only when the child escalates them (a child that denies has no one
+    to ask: refused now rather than failing mid-run)."""
     checked = tuple(tools)
     for t in checked:
         if isinstance(t, DelegationTool):
@@ -76,8 +71,7 @@ class _Delegation(pydantic.BaseModel, extra="forbid"):
 
 
 class _Asking(_Delegation):
-    """A subagent tool's arguments when its child may ask: a call either
-    delegates a task or answers a question the child asked."""
+    """A subagent tool's arguments when its child may ask: a task, or an answer."""
 
     task: str = pydantic.Field("", description="The complete task: the agent sees nothing else.")
     child: str = pydantic.Field(
@@ -95,34 +89,21 @@ class SubAgent:
 
     Each call runs a fresh child session in the parent's store, linked from
     the parent's log; only the child's final answer returns, as
-    `{"answer": ..., "tokens": ...}` — validated JSON when `output_type` is
-    set (the child gets `fixes` corrective rounds) — or an in-band error.
-    `needs_approval` gates the delegation itself (a predicate gets the
-    call's validated arguments: every field present, `""` where the model
-    gave none). Other keyword options go to
-    the child's `Agent` (e.g. `settings=`); `max_rounds` bounds its run
-    (`DEFAULT_MAX_ROUNDS` unless given; None lifts it).
-    With `background_after` (seconds), a call that takes longer answers at
-    once that the child is still running, and the child goes on as a
-    background child: its answer reaches the parent as a notice at a later
-    round, once, even if the process dies meanwhile (the parent's next run
-    takes it up again). With `ask_parent=True` the child gets an
-    `ask_parent` tool: its question comes back as the call's result
-    (`{"question": ..., "child": ...}`; a background child's as a notice),
-    the parent answers with this tool's `child=` and `reply=`, and the child
-    goes on; a question unanswered for `ask_timeout` seconds is answered
-    "no answer". With `on_approval="escalate"` the child may have tools that
-    need approval: a gated call parks the child and shows among the parent's
-    `pending()` (and the root's people decide it: CLI, console, code). While
-    the call waits on the child, the parent parks too (AWAITING_APPROVAL, its
-    turn held by the call); the parent's `resume()` runs the call again,
-    which takes the child up once decided and answers with its result. A
-    child that escalates after its call answered "still running" is resumed
-    by the decision, and its answer arrives as a notice. The child runs without the parent run's `deps` (`ctx.deps` is None in
-    its tools): deps are per run and never leave it. An answer or question
-    longer than `max_answer_chars` reaches the parent cut there, saying how
-    to read on (the whole of it stays in the child's log, which the
-    console's `read_agent` pages through; see `DEFAULT_MAX_ANSWER_CHARS`).
+    `{"answer": ..., "tokens": ...}` (validated JSON with `output_type`),
+    or an in-band error. `needs_approval` gates the delegation itself (a
+    predicate gets the validated arguments, `""` where the model gave none).
+    Other keyword options go to the child's `Agent`; `max_rounds` bounds its
+    run (None lifts it). The child runs without the parent run's `deps`.
+
+    With `background_after` (seconds), a longer call answers that the child
+    still runs; its answer then reaches the parent as a notice, once, even if
+    the process dies. With `ask_parent=True` the child may ask the parent (the
+    call's result is the question; the parent answers with `child=` and
+    `reply=`; unanswered for `ask_timeout` seconds means "no answer"). With
+    `on_approval="escalate"` a gated call parks the child and the parent (it
+    shows among the parent's `pending()`), and the parent's `resume()` takes
+    the child up once decided. An answer or question longer than
+    `max_answer_chars` reaches the parent cut there, saying how to read on.
     """
 
     def __init__(
@@ -182,8 +163,7 @@ class SubAgent:
         return self.on_approval == "escalate"
 
     def tool(self) -> Tool:
-        """A delegation tool for a parent agent (a new one each call, kept by the agent
-        given it)."""
+        """A delegation tool for a parent agent (a new one each call)."""
         # Not kept here: its copies bound to runtimes call back into this
         # SubAgent, so keeping it would keep them alive as long as the
         # runtimes (see `BindsRuntime`).

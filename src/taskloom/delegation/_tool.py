@@ -1,19 +1,11 @@
 """The delegation tool, and the taking up again of the children it started.
 
-A background child runs under its own lease; when the process running it
-dies, the child is left started, unended and unheld. At the first boundary
-of the parent's next run (in any process), each delegation tool the run
-offers takes up (`ResumesWork`, once for all of them) the parent's children
-that have no terminal entry, as one more kind of followed work
-(`taskloom.background.Follows.resume`): the follower takes the child's
-lease by the one take-over rule (at once from a dead holder on this
-machine, after its lease otherwise; so two processes never both run it),
-runs it on from its log under that lease (`FollowedChild`), and pushes its
-one report to the parent's inbox.
-
-A child parked on calls it escalated goes on once every one of them is
-decided, in whatever process decides the last: the runtime a delegation tool
-is bound to resumes it (`DecidedChildren`).
+A child whose process died is left started, unended and unheld. At the first
+boundary of the parent's next run (in any process), the delegation tools the
+run offers take up its unended children as followed work (`Follows.resume`:
+the one take-over rule, so two processes never both run it), run on from the
+log (`FollowedChild`). A child parked on calls it escalated goes on once all
+are decided, in whatever process decides the last (`DecidedChildren`).
 """
 
 from __future__ import annotations
@@ -56,9 +48,8 @@ validated arguments and its context, the call's result."""
 
 
 def _offered(schema: dict[str, Any]) -> dict[str, Any]:
-    """`schema` as the model is shown it: no titles, no defaults, and no
-    description of its own (the tool's says what it does; the model's
-    docstring is for whoever reads the code), in the usual key order."""
+    """`schema` as the model is shown it: no titles, defaults or description
+    of its own (the tool's says what it does), in the usual key order."""
     properties = {
         name: {k: v for k, v in field.items() if k not in ("title", "default")}
         for name, field in schema["properties"].items()
@@ -75,16 +66,10 @@ class DelegationTool(Tool):
     `child_agent` is the agent its children run (a `SubAgent`'s), if it has one:
     with it a background child of this tool is taken up again after a crash.
 
-    Children live in the runtime's store and run on its services, so the
-    tool runs bound to the runtime offering it (`bind_runtime`, see
-    `taskloom.runtime.BindsRuntime`): the bound copy calls `handler` with
-    that runtime, and the runtime resumes a child of any delegation tool
-    once its escalated calls are decided (`DecidedChildren`).
-
-    `arguments`, a pydantic model with `extra="forbid"`, is both what the
-    model is shown (its JSON schema, without titles, and without defaults,
-    which are the handler's to interpret) and what validates the calls the
-    handler gets.
+    The tool runs bound to the runtime offering it (`bind_runtime`): the bound
+    copy calls `handler` with that runtime. `arguments`, a pydantic model with
+    `extra="forbid"`, is both the schema the model is shown (without titles
+    and defaults) and what validates the calls the handler gets.
     """
 
     __slots__ = ("__weakref__", "_handler", "_runtime", "child_agent")
@@ -141,19 +126,16 @@ class DelegationTool(Tool):
         return await self._handler(self.runtime, arguments, ctx)
 
     async def resume_work(self, start: RunStart) -> None:
-        """Take up the session's background children whose process died
-        (`taskloom.background.ResumesWork`; see `resume_children`)."""
+        """Take up the session's background children whose process died (`resume_children`)."""
         await resume_children(self.runtime, start)
 
 
 async def resume_children(runtime: Runtime, start: RunStart) -> None:
-    """Take up the session's background children that nobody runs (what a
-    delegation tool does at a run's first boundary: `ResumesWork`): each is
-    followed again like every piece of followed work (`Follows.resume`, the
-    one take-over rule), by a `FollowedChild` run on from its log. One never
-    started is left to its queue, one parked on calls a person has yet to
-    decide to the decision (`DecidedChildren`), and one this runtime cannot
-    rebuild to a process that can."""
+    """Take up the session's background children that nobody runs, each by a
+    `FollowedChild` run on from its log (`Follows.resume`). One never started
+    is left to its queue, one parked on undecided calls to the decision
+    (`DecidedChildren`), and one this runtime cannot rebuild to a process
+    that can."""
     if "delegation" in start.claimed:
         return
     start.claimed.add("delegation")
@@ -183,8 +165,7 @@ async def resume_children(runtime: Runtime, start: RunStart) -> None:
 
 
 def _resumable(entries: list[Entry]) -> bool:
-    """Whether a child is to run on: dispatched with a spec, started, and not
-    parked on calls a person has yet to decide."""
+    """Whether a child is to run on: dispatched, started, and not parked on undecided calls."""
     if not any(isinstance(e.payload, SubagentDispatched) for e in entries):
         return False
     if not any(isinstance(e.payload, SubagentStartedEntry) for e in entries):
@@ -195,9 +176,8 @@ def _resumable(entries: list[Entry]) -> bool:
 
 @runtime_checkable
 class ChildQueue(Protocol):
-    """A work queue that can take a decided child from a process that cannot
-    run it (`taskloom.distributed.WorkQueue` is one): what
-    `DecidedChildren.use_queue` takes."""
+    """A work queue that takes a decided child from a process that cannot run it
+    (`DecidedChildren.use_queue`; `taskloom.distributed.WorkQueue` is one)."""
 
     async def dispatch_child(self, spec: ChildSpec) -> str:
         """Queue the child (or join its job still waiting); the job id."""
@@ -210,19 +190,13 @@ class ChildQueue(Protocol):
 
 @dataclass(slots=True)
 class ChildHandover:
-    """Where a child goes on once its escalated calls are all decided, as the
-    deciding process handed it over (`DecidedChildren.handover`).
-
-    `where` is `"queue"` (a worker runs it on; `detail` is the job id),
-    `"here"` (this process runs it on in a task; `status` once that ended,
-    None while it runs or when a live holder elsewhere runs it; `error` if
-    it could not), `"next run"` (this process cannot run its tools and no
-    queue carries it: the parent's next run takes it up, in any process
-    that can; `detail` says why), `"parent"` (its parent's turn is parked on
-    the delegation call that waits on it, an inline escalation: the
-    parent's resume runs it on, then the parent; a decision taken through
-    the parent starts that resume, see `Session.approve`) or `"ended"` (it
-    had ended: nothing to do).
+    """Where a child goes on once its escalated calls are all decided
+    (`DecidedChildren.handover`). `where` is `"queue"` (a worker runs it on;
+    `detail` is the job id), `"here"` (a task of this process runs it on;
+    `status` once that ended, `error` if it could not), `"next run"` (no
+    process here can: the parent's next run takes it up; `detail` says why),
+    `"parent"` (an inline escalation: the parent's resume runs it on) or
+    `"ended"` (nothing to do).
     """
 
     child_id: str
@@ -235,20 +209,12 @@ class ChildHandover:
 
 class DecidedChildren:
     """Goes on, on one runtime, with children whose escalated calls are all
-    decided: on the runtime's queue if it has one (a worker resumes them),
-    else there and then when this runtime can run the child's tools, else on
-    the queue given to `use_queue` when the child ran on it, else at its
-    parent's next run (the child is registered under its parent again, and
-    that run takes it up, in any process). Never quietly: `handover(child_id)`
-    says which happened. `DecidedChildren.of(runtime)` registers it with the
-    runtime's background service (`BackgroundService.on_decided`), once.
-
-    The first delegation tool bound to a runtime registers it (a runtime
-    binds its `agents`' tools as it is made), and so do the `taskloom`
-    command and a console that may act. A process of your own that decides
-    escalated calls with a runtime offering no delegation calls
-    `DecidedChildren.of(runtime)` itself, or the child waits until its
-    parent's next run takes it up."""
+    decided: on the runtime's queue if it has one, else there and then when
+    this runtime can run the child's tools, else on the `use_queue` queue it
+    ran on, else at its parent's next run; `handover(child_id)` says which.
+    `DecidedChildren.of(runtime)` registers it, once (a bound delegation tool,
+    the `taskloom` command and an acting console do); without it a decided
+    child waits for its parent's next run."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -263,8 +229,7 @@ class DecidedChildren:
 
     def use_queue(self, queue: ChildQueue) -> None:
         """Hand to `queue` the decided children that ran on it and that this
-        runtime cannot run (the `taskloom` command does, for a PostgreSQL
-        store whose database holds a work queue)."""
+        runtime cannot run."""
         self._queue = queue
 
     def handover(self, child_id: str) -> ChildHandover | None:
@@ -273,12 +238,9 @@ class DecidedChildren:
         return self._handovers.get(child_id)
 
     async def resume(self, session_id: str, offered: Mapping[str, Tool]) -> None:
-        """Go on with `session_id` if it is a dispatched child (other sessions
-        are left alone: a root's resume is its owner's to start). `offered`
-        are the deciding session's tools, where the child's agent is looked
-        for first. Without a queue the child runs in a task of this runtime:
-        the decision is recorded whatever the child does next, and whoever
-        decided (a console request, an MCP update) is not held up."""
+        """Go on with `session_id` if it is a dispatched child; `offered` are the
+        deciding session's tools, where its agent is looked for first. Without a
+        queue it runs in a task, so whoever decided is not held up."""
         runtime = self.runtime
         meta = await runtime.store.get(session_id)
         if meta.parent_id is None:
@@ -319,7 +281,9 @@ class DecidedChildren:
         # The parent's next run takes up the children registered under it
         # (`resume_children`); the registration the child's runner kept may
         # have lapsed while it waited for the decision.
-        registered = registration(spec, spec.parent_run_id, mode="background")
+        registered = registration(
+            spec.child_session_id, spec.name, spec.task, spec.parent_run_id, mode="background"
+        )
         await runtime.background.registry.add(meta.parent_id, registered, WAITS_FOR_PARENT)
         handover.where, handover.detail = "next run", cannot
 
@@ -340,10 +304,8 @@ parent's next run to take it up, when the deciding process could not."""
 
 
 def _agent_for(worker: ChildWorker, spec: ChildSpec, offered: Mapping[str, Tool]) -> Agent:
-    """The agent of the `SubAgent` that started the child: from `offered`
-    (the deciding or resuming session's tools), or an agent of the runtime
-    that offers it, else rebuilt from the registries (`ConfigurationError`
-    when this runtime cannot)."""
+    """The agent of the `SubAgent` that started the child, from `offered` or the
+    runtime's agents, else rebuilt from the registries (`ConfigurationError`)."""
     for tools in (offered, *(a.tool_map for a in worker.runtime.agents.values())):
         found = _child_agent(tools, spec)
         if found is not None:

@@ -8,13 +8,6 @@ agents=[...])` lets sessions `submit` runs and `wait` for them;
 `taskloom worker --app module:factory` (or `queue.worker(runtime).run()`)
 runs the jobs. procrastinate's locks, queueing locks, retries and stalled
 worker detection do the queue's work; the session lease does the fencing.
-
-A `WorkQueue` is its parts, one per role, each over the one
-`QueueDatabase` (`queue.database`): `RunJobs` (`queue.run_jobs`: runs
-submitted and waited for), `QueueDispatcher` (`queue.child_jobs`:
-background children), `Scheduler` (`queue.scheduler`: wake-ups),
-`QueueAdmin` (`queue.admin`: status) and `JobTasks` (`queue.tasks`: the
-job kinds, and the one worker serving them in this process).
 """
 
 from __future__ import annotations
@@ -24,39 +17,17 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ._admin import QueueAdmin, QueueStatus
-    from ._database import QueueDatabase
-    from ._dispatch import QueueDispatcher
-    from ._queue import WorkQueue
-    from ._runs import RunJobs
-    from ._schedules import Schedule, Scheduler
-    from ._tasks import JobTasks
+    from ._queue import QueueStatus, WorkQueue
+    from ._schedules import Schedule
     from ._worker import QueueWorker
 
-__all__ = [
-    "JobTasks",
-    "QueueAdmin",
-    "QueueDatabase",
-    "QueueDispatcher",
-    "QueueStatus",
-    "QueueWorker",
-    "RunJobs",
-    "Schedule",
-    "Scheduler",
-    "WorkQueue",
-]
+__all__ = ["QueueStatus", "QueueWorker", "Schedule", "WorkQueue"]
 
 __getattr__ = lazy_exports(
     __name__,
     {
-        "JobTasks": "._tasks",
-        "QueueAdmin": "._admin",
-        "QueueDatabase": "._database",
-        "QueueDispatcher": "._dispatch",
-        "QueueStatus": "._admin",
-        "RunJobs": "._runs",
+        "QueueStatus": "._queue",
         "Schedule": "._schedules",
-        "Scheduler": "._schedules",
         "WorkQueue": "._queue",
         "QueueWorker": "._worker",
     },

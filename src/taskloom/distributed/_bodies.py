@@ -1,14 +1,11 @@
 """What a worker does with each kind of job (`JobBodies`).
 
-A `taskloom.run` job brings its session up to date, from the log alone: a
-parked turn whose calls are all decided is resumed; steering that waits, a
-run cut off (by a crash, or by a drain that put the job back), or a job that
-asked for a run whatever the log holds (`RunDemand.ALWAYS`), runs the
-session; deferred items and notices that wait wake it, at most
-`Runtime.max_wakeups` runs in a row before a user turn; anything else means
-the job has nothing to do (another run already did it). So any number of
-jobs of one session may be queued, redelivered or coalesced: each does what
-the log still needs, no more.
+A `taskloom.run` job brings its session up to date from the log alone: a
+parked turn all decided is resumed; waiting steering, a run cut off, or a
+job asking for a run anyway (`RunDemand.ALWAYS`) runs the session; waiting
+deferred items and notices wake it, at most `Runtime.max_wakeups` runs in a
+row; else there is nothing to do. So jobs of one session may be queued,
+redelivered or coalesced: each does what the log still needs, no more.
 """
 
 from __future__ import annotations
@@ -24,13 +21,13 @@ from ..entries import Entry, MessageEntry, RunFinishedEntry, RunStartedEntry, St
 from ..errors import ConfigurationError, SessionBusy, StaleLeaseError
 from ..results import RunStatus
 from ..runtime import RunDemand, Runtime, Session
-from ._database import QueueDatabase
 from ._jobs import Busy, Drained, Lost, Malformed
-from ._runs import RunJobs, options_from_json
-from ._schedules import Scheduler
+from ._queue import options_from_json
 
 if TYPE_CHECKING:
     from procrastinate import jobs
+
+    from ._queue import WorkQueue
 
 __all__ = ["DRAIN_REASON", "JobBodies", "wakeups_in_a_row"]
 
@@ -64,17 +61,12 @@ def wakeups_in_a_row(entries: Iterable[Entry]) -> int:
 
 
 class JobBodies:
-    """The job bodies of one worker process, running with its `runtime`. A
-    child that ends wakes its parent through `runs`, a tick fires through
-    `scheduler`, and `database` keeps where each run job started its run."""
+    """The job bodies of one worker process of `queue`, running with its `runtime`."""
 
-    def __init__(
-        self, database: QueueDatabase, runs: RunJobs, scheduler: Scheduler, runtime: Runtime
-    ) -> None:
+    def __init__(self, queue: WorkQueue, runtime: Runtime) -> None:
         self.runtime = runtime
-        self._database = database
-        self._runs = runs
-        self._scheduler = scheduler
+        self._queue = queue
+        self._database = queue.database
         self.draining = False
         self._stops: set[StopSignal] = set()
 
@@ -93,8 +85,6 @@ class JobBodies:
             yield
         finally:
             self._stops.discard(stop)
-
-    # ------------------------------------------------------------ runs
 
     async def run_session(self, job: jobs.Job, args: dict[str, Any]) -> str:
         """Bring the session up to date (see the module docstring); what was done."""
@@ -125,7 +115,7 @@ class JobBodies:
                         return "nothing to do"
                     if self.draining:
                         raise Drained(f"session {session_id}: not started, the worker is stopping")
-                    await self._mark_started(job, session)
+                    await self._mark(job, session, drained=False)
                     raw_trace = args.get("traceparent")
                     with rt.observer.continue_trace(
                         raw_trace if isinstance(raw_trace, str) else None
@@ -135,7 +125,7 @@ class JobBodies:
                         else:
                             result = await session.run(None, options=options)
                     if result.status is RunStatus.STOPPED and stop.reason == DRAIN_REASON:
-                        await self._mark_drained(job, session)
+                        await self._mark(job, session, drained=True)
                         raise Drained(f"session {session_id}: stopped to shut down; queued again")
             except SessionBusy as exc:
                 raise Busy(str(exc), job.attempts) from None
@@ -180,25 +170,16 @@ class JobBodies:
             row = await cur.fetchone()
         return None if row is None else (int(row[0]), bool(row[1]))
 
-    async def _mark_started(self, job: jobs.Job, session: Session) -> None:
-        """Where the job's run starts: its redelivery does not start it again."""
+    async def _mark(self, job: jobs.Job, session: Session, *, drained: bool) -> None:
+        """Where the job's run starts (its redelivery does not start it again), or
+        that a drain cut it (its redelivery goes on with it)."""
         async with self._database.connection() as conn:
             await conn.execute(
                 "INSERT INTO taskloom_queue_runs (job_id, session_id, position, drained) "
-                "VALUES (%s, %s, %s, false) ON CONFLICT (job_id) DO UPDATE "
-                "SET position = EXCLUDED.position, drained = false",
-                (job.id, session.id, session.journal.log.position),
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (job_id) DO UPDATE "
+                "SET position = EXCLUDED.position, drained = EXCLUDED.drained",
+                (job.id, session.id, session.journal.log.position, drained),
             )
-
-    async def _mark_drained(self, job: jobs.Job, session: Session) -> None:
-        """A drain cut the job's run: its redelivery goes on with it."""
-        async with self._database.connection() as conn:
-            await conn.execute(
-                "UPDATE taskloom_queue_runs SET position = %s, drained = true WHERE job_id = %s",
-                (session.journal.log.position, job.id),
-            )
-
-    # ------------------------------------------------------------ children
 
     async def run_child(self, job: jobs.Job, args: dict[str, Any]) -> str:
         """Run a background child with the fenced `ChildWorker`; its status."""
@@ -215,15 +196,13 @@ class JobBodies:
             raise Busy(f"child {spec.child_session_id} is held by another worker", job.attempts)
         if self.runtime.wake_on_notice:
             # Also after a redelivery, whose report (already pushed) wakes no one.
-            await self._runs.wake(spec.parent_session_id)
+            await self._queue.wake(spec.parent_session_id)
         return status.value
 
-    # ------------------------------------------------------------ schedules
-
     async def fire_schedule(self, args: dict[str, Any]) -> str:
-        """Fire a scheduled wake-up (see `Scheduler.fire`)."""
+        """Fire a scheduled wake-up (see `Schedules.fire`)."""
         schedule_id = _field(args, "schedule_id", str, "tick")
         due = args.get("due")
         if not isinstance(due, int | float) or isinstance(due, bool):
             raise Malformed(f"malformed tick job: 'due' must be a number, got {due!r}")
-        return await self._scheduler.fire(self.runtime.store, schedule_id, float(due))
+        return await self._queue.fire(self.runtime.store, schedule_id, float(due))

@@ -1,54 +1,150 @@
-"""`QueueDatabase`: the one PostgreSQL database every part of a work queue shares.
+"""`QueueDatabase`: a work queue's PostgreSQL database: the procrastinate app
+(with the fenced job manager and the three tasks), the pool beside it, the
+connection options that put unqualified names in the store's schema, and
+the queue's migrations. It opens lazily, once, in the event loop that first
+uses it; `close()` releases it and a later use opens it again.
 
-It owns what the parts must not each open for themselves: the procrastinate
-app (with taskloom's fenced job manager and its three tasks), the connection
-pool beside it, the connection options that put unqualified names in the
-store's schema, and the queue's migrations. It opens lazily, once, in the
-event loop that first uses it; `close()` releases it and a later use opens
-it again.
+The queue's tables are procrastinate's schema plus taskloom's own, applied
+like every taskloom table (`PostgresDatabase.require`, component `"queue"`)
+on first use or by `taskloom db migrate URL`; with a schema the migration and
+every queue connection set the search path (procrastinate's objects are
+unqualified). taskloom adds a trigger that NOTIFYs `taskloom_jobs` when a
+job's status changes (`Session.wait`), the log position where each job
+started its run and whether a drain cut it, and the scheduled wake-ups.
+
+procrastinate finds a job's code by its task name on the app, which opens
+before any worker exists (a host only queues jobs). So the tasks are
+declared as it opens and hand each job to the `JobBodies` that
+`QueueWorker.run` binds while it runs (`serving`), one worker per queue at a
+time; a job taken while none is bound fails.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+import functools
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from ..backends.postgres import PostgresDatabase, quote_ident
-from ..errors import SchemaNotMigrated, StoreUnavailable, UsageError
-from ._schema import queue_migrations, search_path
+from ..backends.postgres import Migration, PostgresDatabase, quote_ident
+from ..errors import ConfigurationError, SchemaNotMigrated, StoreUnavailable, UsageError
 
 if TYPE_CHECKING:
-    from procrastinate import App
+    from procrastinate import App, JobContext
     from psycopg_pool import AsyncConnectionPool
 
-    from ._tasks import JobTasks
+    from ._bodies import JobBodies
 
-__all__ = ["QueueDatabase"]
+__all__ = ["CHILD_TASK", "JOBS_CHANNEL", "RUN_TASK", "TICK_TASK", "QueueDatabase"]
+
+RUN_TASK = "taskloom.run"
+"""Bring a session up to date: a submitted run, a resume, a wake-up."""
+
+CHILD_TASK = "taskloom.child"
+"""Run a background child from its `ChildSpec`."""
+
+TICK_TASK = "taskloom.tick"
+"""Fire a scheduled wake-up."""
+
+JOBS_CHANNEL = "taskloom_jobs"
+"""The channel a job's status change is announced on (payload: schema, lock, status)."""
+
+KNOWN_PROCRASTINATE_MIGRATION = "03.04.00_50_post_add_retry_failed_job_procedure.sql"
+"""The last migration of procrastinate's schema that migration 1 was written for
+(a procrastinate past it needs a new migration here)."""
+
+
+def search_path(schema: str | None, url: str = "") -> str | None:
+    """The libpq `options` that put a connection's unqualified names in `schema`
+    (after any `options` the URL itself gives, which they must not drop)."""
+    if schema is None:
+        return None
+    given = conninfo_to_dict(url).get("options") if url else None
+    # libpq splits options at spaces unless a backslash escapes them.
+    quoted = quote_ident(schema).replace("\\", "\\\\").replace(" ", "\\ ")
+    ours = f"-c search_path={quoted}"
+    return f"{given} {ours}" if given else ours
+
+
+def _escaped(sql: str) -> str:
+    # Migration statements are str.format-ed with table names.
+    return sql.replace("{", "{{").replace("}", "}}")
+
+
+@functools.cache
+def _procrastinate_schema() -> str:
+    from procrastinate.schema import SchemaManager
+
+    latest = max(p.name for p in Path(SchemaManager.get_migrations_path()).glob("[0-9]*.sql"))
+    if latest != KNOWN_PROCRASTINATE_MIGRATION:
+        raise ConfigurationError(
+            f"the installed procrastinate's schema goes up to migration {latest}, but this "
+            f"taskloom knows it up to {KNOWN_PROCRASTINATE_MIGRATION}: install the "
+            "procrastinate version the distributed extra pins, or upgrade taskloom"
+        )
+    return SchemaManager.get_schema()
+
+
+def queue_migrations(schema: str | None) -> tuple[Migration, ...]:
+    """The queue's migrations for a database whose taskloom tables live in `schema`."""
+    literal = (schema or "").replace("'", "''")
+    setpath = (f"SET LOCAL search_path TO {_escaped(quote_ident(schema))}",) if schema else ()
+    return (
+        (
+            *setpath,
+            _escaped(_procrastinate_schema()),
+            _escaped(
+                f"""CREATE FUNCTION taskloom_notify_job_status() RETURNS trigger
+                LANGUAGE plpgsql AS $$
+                BEGIN
+                    PERFORM pg_notify('{JOBS_CHANNEL}', json_build_object(
+                        'schema', '{literal}', 'lock', NEW.lock, 'status', NEW.status
+                    )::text);
+                    RETURN NEW;
+                END;
+                $$"""
+            ),
+            """CREATE TRIGGER taskloom_job_status AFTER UPDATE OF status ON procrastinate_jobs
+            FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+            EXECUTE FUNCTION taskloom_notify_job_status()""",
+            """CREATE TABLE {queue_runs} (
+                job_id bigint PRIMARY KEY,
+                session_id text NOT NULL,
+                position bigint NOT NULL,
+                drained boolean NOT NULL DEFAULT false
+            )""",
+            """CREATE TABLE {queue_schedules} (
+                id text PRIMARY KEY,
+                session_id text NOT NULL,
+                every_seconds double precision,
+                cron text,
+                input text,
+                next_at timestamptz NOT NULL,
+                created_at timestamptz NOT NULL DEFAULT now()
+            )""",
+            "CREATE INDEX taskloom_queue_schedules_session ON {queue_schedules} (session_id)",
+        ),
+    )
+
 
 _DEFER_ATTEMPTS = 10
 """How often a coalescing defer looks for the waiting job it joins before giving up."""
 
 
 class QueueDatabase:
-    """The work queue's database at `url`, with the queue's tables in `schema`.
-
-    With `migrate`, opening creates or migrates the tables; without, it
-    refuses a database whose tables are missing or out of date. `tasks` are
-    declared on the app as it opens. Connecting gives up after
-    `connect_timeout` seconds; the pool holds up to `pool_size` connections.
-    """
+    """The work queue's database at `url`, with the queue's tables in `schema`
+    (created or migrated as it opens with `migrate`, else required)."""
 
     def __init__(
         self,
         url: str,
         *,
-        tasks: JobTasks,
         schema: str | None = None,
         migrate: bool = True,
         connect_timeout: float = 10.0,
@@ -58,7 +154,7 @@ class QueueDatabase:
         self.schema = schema
         self.migrate = migrate
         self.connect_timeout = connect_timeout
-        self._tasks = tasks
+        self._bodies: JobBodies | None = None
         self._pool_size = pool_size
         self._options = search_path(schema, url)
         self._app: App | None = None
@@ -103,9 +199,8 @@ class QueueDatabase:
         at: datetime | None = None,
         connection: psycopg.AsyncConnection[Any] | None = None,
     ) -> str:
-        """Queue a job of `task` on `queue`, or join the one already waiting under
-        `queueing_lock`; its id. With `connection`, inside that connection's
-        transaction (a joined job leaves the transaction usable)."""
+        """Queue a job of `task` on `queue`, or join the one waiting under
+        `queueing_lock`; its id. With `connection`, inside its transaction."""
         from procrastinate import exceptions
 
         app = await self.app()
@@ -134,8 +229,7 @@ class QueueDatabase:
         raise UsageError(f"could not queue {task} under {queueing_lock}: it kept being taken")
 
     async def apply_migrations(self) -> None:
-        """Create or migrate the queue's tables (idempotent; the store's advisory lock
-        serialises processes doing it at once)."""
+        """Create or migrate the queue's tables (idempotent, under the store's advisory lock)."""
         db = PostgresDatabase(self.url, schema=self.schema, min_size=1, max_size=1)
         db.require("queue", queue_migrations(self.schema))
         try:
@@ -207,7 +301,40 @@ class QueueDatabase:
         await pool.open(wait=True, timeout=self.connect_timeout)
         app = App(connector=PsycopgConnector())
         app.job_manager = FencedJobManager(app.connector)
-        self._tasks.declare(app)
+        self._declare(app)
         await app.open_async(pool=pool)
         self._pool = pool
         return app
+
+    def _declare(self, app: App) -> None:
+        from ._jobs import JobStrategy, logged
+
+        async def run(context: JobContext, /, **args: Any) -> str:
+            return await logged(context.job, lambda: self._bound().run_session(context.job, args))
+
+        async def child(context: JobContext, /, **args: Any) -> str:
+            return await logged(context.job, lambda: self._bound().run_child(context.job, args))
+
+        async def tick(context: JobContext, /, **args: Any) -> str:
+            return await logged(context.job, lambda: self._bound().fire_schedule(args))
+
+        strategy = JobStrategy()
+        for name, body in ((RUN_TASK, run), (CHILD_TASK, child), (TICK_TASK, tick)):
+            app.task(name=name, pass_context=True, retry=strategy)(body)
+
+    @contextmanager
+    def serving(self, bodies: JobBodies) -> Iterator[None]:
+        """Run this process's jobs with `bodies` until the block ends; a second
+        worker serving the same queue at once is a `RuntimeError`."""
+        if self._bodies is not None:
+            raise RuntimeError("one WorkQueue serves one worker at a time")
+        self._bodies = bodies
+        try:
+            yield
+        finally:
+            self._bodies = None
+
+    def _bound(self) -> JobBodies:
+        if self._bodies is None:
+            raise ConfigurationError("this process runs no taskloom worker for the queue")
+        return self._bodies

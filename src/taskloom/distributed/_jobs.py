@@ -1,17 +1,12 @@
 """How a job ends: only by the worker that still owns it, and retried only on purpose.
 
-procrastinate finishes or retries a job by id, whatever its state. A worker
-that was cut off (paused, partitioned) past the stall timeout comes back to
-a job that was meanwhile handed to another worker, or put back in the queue:
-finishing it then would mark someone else's work done, or drop a retry that
-nobody ran. So a job ends only while it is still `doing` under the worker
-that fetched it (`worker_id` as the job was read), under a row lock; the
-stall reaper passes the job as it read it, so it retries only what it saw
-stalled. A retry that would collide with a queued sibling holding the same
-queueing lock (procrastinate #1446, which leaves the row `doing` for ever)
-ends the job instead: the sibling does the same work, because every job of
-a session means "bring the session up to date", and a child's job is keyed
-by the child.
+procrastinate finishes or retries a job by id, whatever its state: a worker
+cut off past the stall timeout would mark someone else's work done, or drop
+a retry nobody ran. So a job ends only while still `doing` under the worker
+that fetched it, under a row lock, and the reaper retries only what it saw
+stalled. A retry colliding with a queued sibling under the same queueing
+lock (procrastinate #1446) ends the job instead: the sibling does the same
+work.
 """
 
 from __future__ import annotations
@@ -68,11 +63,8 @@ class Malformed(Exception):
 
 
 class JobStrategy(retry.BaseRetryStrategy):
-    """Retries what taskloom asks to retry, nothing else.
-
-    A run or a child that failed for any other reason has recorded it in
-    its log; running it again would not cure it.
-    """
+    """Retries what taskloom asks to retry, nothing else (a run or child that
+    failed otherwise recorded it in its log; running it again would not cure it)."""
 
     def get_retry_decision(
         self, *, exception: BaseException, job: jobs.Job

@@ -1,11 +1,10 @@
-"""Scheduled wake-ups: `Scheduler` keeps them, and fires them as their time comes.
+"""Scheduled wake-ups: `Schedules` (a part of `WorkQueue`) keeps and fires them.
 
-procrastinate's periodic tasks are declared in code, one registry per worker
-process; a schedule made at run time for one session cannot be one. So each
-schedule is a row (listable, cancellable) plus exactly one queued
-`taskloom.tick` job, scheduled (`schedule_at`) for its next time under the
-queueing lock `schedule:{id}`. The firing moves the row to the time after,
-queues that tick in the same transaction, then queues the session's run.
+procrastinate's periodic tasks are declared in code, so a schedule made at
+run time is a row (listable, cancellable) plus exactly one `taskloom.tick`
+job queued for its next time under the queueing lock `schedule:{id}`. The
+firing moves the row on, queues the next tick in the same transaction,
+then queues the session's run.
 """
 
 from __future__ import annotations
@@ -17,17 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..entries import Entry, Steer
 from ..errors import UsageError
-from ..runtime import RunDemand
-from ._database import QueueDatabase
-from ._runs import RunJobs
-from ._tasks import TICK_TASK
+from ..runtime import RunDemand, RunQueue
+from ._database import TICK_TASK, QueueDatabase
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
     from ..stores import SessionStore
 
-__all__ = ["Schedule", "Scheduler", "first_time", "next_time"]
+__all__ = ["Schedule", "Schedules", "first_time", "next_time"]
 
 _COLUMNS = "id, session_id, every_seconds, cron, input, next_at"
 
@@ -46,20 +43,16 @@ class Schedule:
 
 
 def _schedule_of(row: tuple[Any, ...]) -> Schedule:
-    """A `Schedule` from its table row (`_COLUMNS`, in order)."""
     sid, session_id, every_seconds, cron, text, next_at = row
     every = timedelta(seconds=every_seconds) if every_seconds is not None else None
     return Schedule(sid, session_id, every, cron, text, next_at)
 
 
-class Scheduler:
-    """The scheduled wake-ups in `database`; a firing queues its run with `runs`,
-    and its next tick on the procrastinate queue `queue`."""
+class Schedules(RunQueue):
+    """The scheduled wake-ups of a `WorkQueue` (rows in its `database`)."""
 
-    def __init__(self, database: QueueDatabase, runs: RunJobs, *, queue: str) -> None:
-        self._database = database
-        self._runs = runs
-        self._queue = queue
+    database: QueueDatabase
+    runs: str
 
     async def schedule(
         self,
@@ -77,7 +70,7 @@ class Scheduler:
             raise UsageError("schedule(every=...) must be positive")
         first = first_time(every, cron, datetime.now(UTC))
         schedule = Schedule(uuid.uuid4().hex, session_id, every, cron, input, first)
-        async with self._database.connection() as conn, conn.transaction():
+        async with self.database.connection() as conn, conn.transaction():
             await conn.execute(
                 f"INSERT INTO taskloom_queue_schedules ({_COLUMNS}) "
                 "VALUES (%s, %s, %s, %s, %s, %s)",
@@ -95,7 +88,7 @@ class Scheduler:
 
     async def schedules(self, session_id: str | None = None) -> list[Schedule]:
         """The scheduled wake-ups, of one session or all, by next firing time."""
-        async with self._database.connection() as conn:
+        async with self.database.connection() as conn:
             cur = await conn.execute(
                 f"SELECT {_COLUMNS} FROM taskloom_queue_schedules "
                 "WHERE %(sid)s::text IS NULL OR session_id = %(sid)s ORDER BY next_at, id",
@@ -103,15 +96,15 @@ class Scheduler:
             )
             return [_schedule_of(row) for row in await cur.fetchall()]
 
-    async def cancel(self, schedule_id: str) -> bool:
+    async def cancel_schedule(self, schedule_id: str) -> bool:
         """Stop a scheduled wake-up; False if there was none with that id."""
-        async with self._database.connection() as conn:
+        async with self.database.connection() as conn:
             cur = await conn.execute(
                 "DELETE FROM taskloom_queue_schedules WHERE id = %s RETURNING id", (schedule_id,)
             )
             gone = await cur.fetchone() is not None
         # A firing already queued finds no schedule and does nothing; cancel it anyway.
-        manager = (await self._database.app()).job_manager
+        manager = (await self.database.app()).job_manager
         for job in await manager.list_jobs_async(
             queueing_lock=f"schedule:{schedule_id}", status="todo"
         ):
@@ -120,9 +113,8 @@ class Scheduler:
         return gone
 
     async def fire(self, store: SessionStore, schedule_id: str, due: float) -> str:
-        """Fire the schedule if it is still due at `due` (epoch seconds), writing its
-        input to the session in `store`; what happened."""
-        async with self._database.connection() as conn, conn.transaction():
+        """Fire the schedule if still due at `due` (epoch seconds); what happened."""
+        async with self.database.connection() as conn, conn.transaction():
             cur = await conn.execute(
                 f"SELECT {_COLUMNS} FROM taskloom_queue_schedules WHERE id = %s FOR UPDATE",
                 (schedule_id,),
@@ -144,14 +136,14 @@ class Scheduler:
         else:
             await store.append(schedule.session_id, Entry.of(Steer(schedule.input)))
             demand = RunDemand.IF_NEEDED  # the steering is the news it runs on
-        await self._runs.submit(schedule.session_id, demand, reason="schedule", options=None)
+        await self.submit_run(schedule.session_id, demand, reason="schedule", options=None)
         return f"fired; next at {nxt.isoformat()}"
 
     async def _defer_tick(self, schedule_id: str, at: datetime, conn: AsyncConnection[Any]) -> None:
-        await self._database.defer(
+        await self.database.defer(
             TICK_TASK,
             {"schedule_id": schedule_id, "due": at.timestamp()},
-            queue=self._queue,
+            queue=self.runs,
             lock=None,
             queueing_lock=f"schedule:{schedule_id}",
             at=at,

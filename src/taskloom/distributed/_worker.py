@@ -1,14 +1,11 @@
 """`QueueWorker`: a procrastinate worker running taskloom's jobs, with its keeper.
 
-procrastinate detects stalled workers by heartbeat but leaves their jobs
-`doing` until someone retries them (its issue #740), and stops a worker
-whose heartbeat task fails once. So the keeper, a plain asyncio task beside
-the worker (never a procrastinate task, which could stall in turn: #1408),
-beats for this worker, tolerating database hiccups, and every `reap_every`
-seconds puts the jobs of stalled workers back in the queue through the
-fenced job manager (a concurrent reaper's retry is then a no-op, not an
-"invalid status" error). It beats on during a drain, which procrastinate's
-own heartbeat does not, so a long drain is not mistaken for a death.
+procrastinate leaves a stalled worker's jobs `doing` until someone retries
+them (its #740) and stops a worker whose heartbeat fails once. So the
+keeper, a plain asyncio task beside the worker (a procrastinate task could
+stall in turn: #1408), beats for this worker through database hiccups and
+during a drain, and every `reap_every` seconds puts stalled workers' jobs
+back in the queue through the fenced job manager.
 """
 
 from __future__ import annotations
@@ -35,11 +32,8 @@ logger = logging.getLogger("taskloom.distributed")
 
 
 class QueueWorker:
-    """Runs `queue`'s jobs with `runtime` until drained (see the module docstring).
-
-    `concurrency` jobs at once; `queues` limits it to some of the queue's
-    procrastinate queues (default: runs and children).
-    """
+    """Runs `queue`'s jobs with `runtime` until drained, `concurrency` at once;
+    `queues` limits it to some procrastinate queues (default: runs and children)."""
 
     def __init__(
         self,
@@ -55,19 +49,16 @@ class QueueWorker:
         self.runtime = runtime
         self.concurrency = concurrency
         self.queues = queues or (queue.runs, queue.children)
-        self.bodies = JobBodies(queue.database, queue.run_jobs, queue.scheduler, runtime)
+        self.bodies = JobBodies(queue, runtime)
         self.worker_id: int | None = None
         self._worker: Worker | None = None
         self._stop = asyncio.Event()
 
     async def run(self, on_ready: Callable[[QueueWorker], None] | None = None) -> None:
-        """Run jobs until `drain()` and the jobs in flight have ended.
-
-        `on_ready(self)` is called once the worker is registered (its
-        `worker_id` set) and taking jobs.
-        """
+        """Run jobs until `drain()` and the jobs in flight have ended; `on_ready(self)`
+        is called once the worker is registered (`worker_id` set) and taking jobs."""
         app = await self.queue.database.app()
-        with self.queue.tasks.serving(self.bodies):
+        with self.queue.database.serving(self.bodies):
             await self._serve(app, on_ready)
 
     async def _serve(self, app: App, on_ready: Callable[[QueueWorker], None] | None) -> None:
@@ -106,9 +97,8 @@ class QueueWorker:
                     await running
 
     def drain(self) -> None:
-        """Stop taking jobs; runs in flight stop at their next boundary (STOPPED) and
-        go back in the queue; background children in flight run to their end,
-        since a child stopped here would end for good. `run()` then returns."""
+        """Stop taking jobs; runs in flight stop at their next boundary and go back in
+        the queue, children in flight run to their end; `run()` then returns."""
         self._stop.set()
         self.bodies.drain()
         if self._worker is not None:

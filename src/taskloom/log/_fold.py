@@ -1,13 +1,11 @@
 """The session log, folded into what its readers need: a cache, never the truth.
 
-`SessionLog` applies entries in position order and keeps the model's view of
-the conversation (messages), the steering and deferred items not yet folded
-into a turn, the persisted model settings, and the approval registers. Any
-process can rebuild it from the store and reach the same state.
-
-A *turn* is the position of an assistant message entry: approval requests,
-decisions and started-call records name the turn they belong to, so a call id
-a provider reuses in a later turn never meets an earlier turn's decision.
+`SessionLog` applies entries in position order and keeps the messages, the
+steering and deferred items not yet folded into a turn, the model settings
+and the approval registers; any process rebuilds the same state from the
+store. A *turn* is the position of an assistant message entry: approvals and
+started-call records name their turn, so a reused call id never meets an
+earlier turn's decision.
 """
 
 from __future__ import annotations
@@ -60,24 +58,18 @@ class SessionLog(OpenTurn, SnapshotState):
     # (`SnapshotState`); folding entries in is here.
     __slots__ = ()
 
-    # ------------------------------------------------------------ folding
-
     @classmethod
     def folded(cls, entries: Iterable[Entry]) -> SessionLog:
-        """A log with `entries` folded in, in order (another session's, say,
-        to read its parked turn or its status)."""
+        """A log with `entries` folded in, in order."""
         log = cls()
         for entry in entries:
             log.apply(entry)
         return log
 
     def apply(self, entry: Entry, message: Message | None = None, position: int = 0) -> None:
-        """Fold one entry in (entries arrive in position order; repeats are ignored).
-
-        `message` may pass the already-built Message of a message entry, to
-        skip decoding what this process just encoded; `position` places an
-        entry this process just appended (the store confirmed it).
-        """
+        """Fold one entry in (in position order; repeats are ignored). `message`
+        may pass a message entry's already-built Message; `position` places an
+        entry this process just appended."""
         if position:
             entry = entry.placed(position)
         elif entry.position <= self._position:
@@ -200,14 +192,10 @@ class SessionLog(OpenTurn, SnapshotState):
         turns = [turn for turn, cid in self._requests if cid == call_id]
         return max(turns) if turns else self._turn
 
-    # ------------------------------------------------------------ the request view
-
     def view(self, extra: Message | None = None) -> MessageView:
         """The messages the next request is built from: all of them, or after a
-        compaction its summary (if it has any text) followed by the messages
-        it did not replace;
-        then `extra` when given. A read-only view, not a copy: it stays what
-        it is now while the log grows."""
+        compaction its summary (if any) and the messages it did not replace;
+        then `extra`. A read-only view that stays as it is while the log grows."""
         compaction = self._compaction
         if self._undecoded is not None:
             self._decode()

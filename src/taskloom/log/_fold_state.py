@@ -1,8 +1,5 @@
-"""Snapshots of the fold: when one is due, the fold's small state as JSON
-values for a snapshot row, and a log restored from one.
-
-`SnapshotState` is a part of `SessionLog` (its base class); the snapshot
-rows themselves are `Snapshot`'s.
+"""Snapshots of the fold (`SnapshotState`, a base of `SessionLog`): when one
+is due, the fold's small state as JSON values, and a log restored from one.
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ __all__ = ["SnapshotState"]
 
 
 class SnapshotState(FoldRegisters):
-    """The snapshot half of `SessionLog` (see the module docstring)."""
+    """The snapshot half of `SessionLog`."""
 
     __slots__ = ()
 
@@ -71,9 +68,7 @@ class SnapshotState(FoldRegisters):
         }
 
     def messages_since(self, position: int) -> list[Message]:
-        """The messages of the entries after `position`, without decoding a
-        restored log's older ones (they sit at the end of its list whether or
-        not the rest is decoded)."""
+        """The messages after `position`, without decoding a restored log's older ones."""
         count = len(self._positions) - bisect.bisect_right(self._positions, position)
         messages = self._messages
         return messages[len(messages) - count :] if count else []
@@ -88,12 +83,9 @@ class SnapshotState(FoldRegisters):
     ) -> None:
         """Start this log, still empty, from a snapshot up to `position`: its
         `state` (see `snapshot_state`), its message entries still encoded
-        (`messages`: per row, the JSON text of a list of [position, data];
-        decoded when first read), their `positions` and tool call ids.
-
-        Raises `ValueError` (or another error of a malformed value), leaving
-        the log as it was, when the state does not have the shape
-        `snapshot_state` gives.
+        (per row, the JSON text of a list of [position, data]), their
+        `positions` and tool call ids. A state of the wrong shape raises
+        `ValueError` (or the like) and leaves the log as it was.
         """
         st = state
         pending = [Entry.from_dict(e) for e in st["pending"]]

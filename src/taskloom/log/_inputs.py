@@ -1,10 +1,7 @@
-"""Questions work of a session asks a person (an MCP server's elicitation
-during a task), read from the session's log.
-
-A question is an `InputRequest` entry, its answer an `InputAnswer`; both
-are keyed by an `input_id` derived from the activity and the asker's key,
-so every process that records the same question records the same id, and
-the first answer in the log is the answer."""
+"""Questions work of a session asks a person (an MCP server's elicitation), read
+from the session's log: `InputRequest` and `InputAnswer` entries keyed by an
+`input_id` derived from the activity and the asker's key, so every process
+records the same id; the first answer in the log is the answer."""
 
 from __future__ import annotations
 

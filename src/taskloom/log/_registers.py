@@ -1,9 +1,6 @@
-"""The registers of a session's fold: what `SessionLog` holds, read-only to
-its readers.
-
-`FoldRegisters` declares the fold's state and the properties that read it;
-`SessionLog` folds entries into it, `OpenTurn` and `SnapshotState` read and
-restore it.
+"""The registers of a session's fold: the state `SessionLog` holds and the
+properties that read it (`SessionLog` folds into it; `OpenTurn` and
+`SnapshotState` read and restore it).
 """
 
 from __future__ import annotations
@@ -32,8 +29,7 @@ Key = tuple[int, str]
 
 
 class FoldRegisters:
-    """The state of one session's fold and its read-only properties (see the
-    module docstring)."""
+    """The state of one session's fold and its read-only properties."""
 
     __slots__ = (
         "_assistant_turns",
@@ -72,8 +68,6 @@ class FoldRegisters:
 
     def __init__(self) -> None:
         self._position = 0
-        # Restored from a snapshot, the log holds only the entries after
-        # `base` (the whole log is in the store); 0 after a full replay.
         self._base = 0
         self._entries: list[Entry] = []
         self._messages: list[Message] = []
@@ -81,7 +75,6 @@ class FoldRegisters:
         # text of a list of [position, data], parsed on first use of
         # `messages`: opening a session must not pay for its history.
         self._undecoded: list[str] | None = None
-        # The position the latest snapshot of this log covers (0: none).
         self._snapshot_at = 0
         self._last_run_started: Entry | None = None
         self._last_finished: Entry | None = None
@@ -92,26 +85,20 @@ class FoldRegisters:
         self._reasoning_set = False
         self._requests: dict[Key, RequestedCall] = {}
         self._decisions: dict[Key, ApprovalDecision] = {}
-        # How many times each call was durably started after its turn was
-        # committed (a parked turn's resume, an idempotent call's retry).
         self._started: dict[Key, int] = {}
         # The calls of turn `_stepped_turn` (0: none) named by step records:
         # of a turn run in steps, any other call never started.
         self._stepped_turn = 0
         self._stepped: set[str] = set()
-        # Children that escalated approvals to this session, by child id (latest).
         self._escalated: dict[str, ApprovalEscalated] = {}
         # The turn a fork link found parked for approval (0: none).
         self._reopened = 0
         self._call_ids: set[str] = set()
         self._turn = 0
         self._turn_message: Message | None = None
-        # Assistant messages so far: one per round of every run of the session.
         self._assistant_turns = 0
         self._folded: set[int] = set()
         self._stop_position = 0
-        # The log position of each message (a delivered notice shares its
-        # assistant entry's), and what the request view starts from.
         self._positions: list[int] = []
         self._compaction: CompactionEntry | None = None
         self._view_start = 0
@@ -119,8 +106,6 @@ class FoldRegisters:
         self._sizes: list[int] = []
         self._total = 0
         self._before_view = 0
-
-    # ------------------------------------------------------------ what it holds
 
     @property
     def position(self) -> int:
@@ -226,23 +211,17 @@ class FoldRegisters:
 
     @property
     def run_open(self) -> bool:
-        """Whether the latest run started and has no end yet: it runs still,
-        or its writer died (or was cancelled) mid-run."""
+        """Whether the latest run started and has no end yet (runs, or its writer died)."""
         started, finished = self._last_run_started, self._last_finished
         return started is not None and (finished is None or finished.position < started.position)
 
     def unended_answer(self) -> MessageEntry | None:
         """The final answer of the latest run when that run has no end and the
-        answer is the log's last message (an assistant message with no tool
-        calls, written by that run, after which nothing but entries that need
-        no model came: model changes, steering, deferred items, stop
-        requests); else None. Its `delivered_ids` are the notices it carried
-        (empty when a snapshot holds the entry and not the log).
-
-        Such a run was cut off (its process killed, its task cancelled)
-        between its answer and its end, where the loop only decides whether
-        the run completes: running it on must decide that again, not ask the
-        model once more."""
+        answer (no tool calls, written by that run) is the log's last message;
+        else None. Such a run was cut off between its answer and its end:
+        running it on decides again whether it completes, without asking the
+        model once more. Its `delivered_ids` are empty when a snapshot holds
+        the entry and not the log."""
         started, message = self._last_run_started, self._turn_message
         if started is None or message is None or message.tool_calls or not self.run_open:
             return None
@@ -259,8 +238,7 @@ class FoldRegisters:
 
     @property
     def positions(self) -> Sequence[int]:
-        """The log position of each message (a delivered notice shares its
-        assistant entry's)."""
+        """The log position of each message (a delivered notice shares its entry's)."""
         return self._positions
 
     @property

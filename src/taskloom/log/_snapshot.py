@@ -1,24 +1,18 @@
 """Snapshots of the session fold, so opening a long session costs what is recent.
 
-A snapshot is a chain of rows, each written when the log had grown by some
-entries since the last: a row covers the log up to its position and holds
-the fold's small state as of there (models, approvals, pending steering, the
-compaction...) plus the message entries since the previous row, still
-encoded. Restoring reads the chain, keeps the messages encoded until someone
-asks for them, and folds the entries after the chain's end as usual.
+A snapshot is a chain of rows: each covers the log up to its position with
+the fold's small state as of there plus the message entries since the
+previous row, still encoded (decoded only when someone asks for them); the
+entries after the chain's end are folded as usual.
 
 A snapshot is a cache, never the truth. Each row carries the position it
 covers, the position it continues from and a SHA-256 checksum of its text
-and its session's id (so another session's row does not pass), all verified when the row is read (when a session opens, never per round;
-hashing the text costs about a millisecond a megabyte). A row of another
-format version, or one that does not continue the chain (one left before a
-chain that started afresh), is passed over; a row of this version that is
-damaged (its checksum, its position or its shape wrong, its text cut or
-garbled) rejects the whole snapshot, with a warning that names the session
-and the row's position but no content, and the log is replayed in full. So
-a stale, foreign or damaged row costs time, never correctness. The
-checksum guards against damage, not against someone able to write the
-store: they can write the log itself.
+and its session's id, verified when a session opens (never per round). A
+row of another version, or one that continues no chain, is passed over; a
+damaged row of this version rejects the whole snapshot (a warning names the
+session and the position, no content) and the log is replayed in full. So
+a stale, foreign or damaged row costs time, never correctness. The checksum
+guards against damage, not against someone able to write the store.
 """
 
 from __future__ import annotations
@@ -39,11 +33,8 @@ logger = logging.getLogger("taskloom")
 __all__ = ["SNAPSHOT_VERSION", "Snapshot", "encode_snapshot", "read_snapshot"]
 
 SNAPSHOT_VERSION = 4
-"""The format rows are written in; rows of any other version are ignored.
-
-Version 2 keeps each row's message entries as one JSON text inside the row,
-so opening parses them only when the history is read, not to restore.
-Version 4 adds the position a row covers and a checksum of its text."""
+"""The format rows are written in; rows of any other version are ignored (2 kept
+message entries as one JSON text per row; 4 added the position and checksum)."""
 
 # A row is `{"v":4,"at":P,"from":S,"row":{...},"sum":"<sha256 hex>"}`: the
 # checksum covers the text before `,"sum"`, so it is hashed once as written.
@@ -70,11 +61,8 @@ class Snapshot:
         return entry.position == self.position and (entry.kind, entry.created_at) == self.last
 
     def restore(self) -> SessionLog:
-        """The log as folded up to `position`, its messages still encoded.
-
-        Raises `ValueError` (or another error of a malformed value) when the
-        state does not have the shape this version writes.
-        """
+        """The log as folded up to `position`, its messages still encoded;
+        `ValueError` (or the like) for a state of the wrong shape."""
         log = SessionLog()
         self.restore_into(log)
         return log
@@ -90,15 +78,9 @@ class _Damaged(Exception):
 
 
 def read_snapshot(rows: Sequence[tuple[int, str]], *, session_id: str = "") -> Snapshot | None:
-    """The longest usable chain among `rows` (position order) of session
-    `session_id` (the id `encode_snapshot` was given), or None.
-
-    A row starting from 0 begins a chain afresh; a row continues the chain
-    only from the position where it ends; a row of another version, or one
-    that continues nothing, is skipped. A damaged row (see the module
-    docstring) rejects every row: None, and a warning naming the session
-    and the row's position (never its content).
-    """
+    """The longest usable chain among `rows` (position order) of session `session_id`,
+    or None: a row from 0 begins a chain afresh, a row continues it only from
+    where it ends, a damaged row rejects every row."""
     chain: list[dict[str, Any]] = []
     end = 0
     for position, text in rows:
@@ -151,11 +133,8 @@ def read_snapshot(rows: Sequence[tuple[int, str]], *, session_id: str = "") -> S
 
 
 def _verified(session_id: str, position: int, text: str) -> dict[str, Any] | None:
-    """The row at `position`, checked; None for a row of another version.
-
-    Raises `_Damaged` for a row of this version (or of none) that is not
-    what its writer wrote there.
-    """
+    """The row at `position`, checked; None for a row of another version,
+    `_Damaged` for one that is not what its writer wrote there."""
     if not text.startswith(_HEAD):
         # Another version's row (skipped), or one too garbled to say.
         try:
@@ -191,9 +170,7 @@ def _verified(session_id: str, position: int, text: str) -> dict[str, Any] | Non
 
 
 def encode_snapshot(log: SessionLog, *, session_id: str = "") -> str:
-    """A row continuing `log`'s chain, covering the log up to its position:
-    its state now, and the message entries since `log.snapshot_at` (the
-    whole log's when it has no snapshot yet), with their checksum, which
+    """A row continuing `log`'s chain up to its position, with a checksum that
     `read_snapshot` checks against the same `session_id`."""
     since = log.snapshot_at
     # Entries are dense from `base`: the ones after `since` are a slice.

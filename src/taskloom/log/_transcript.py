@@ -18,17 +18,15 @@ Load = Callable[[str], Awaitable[Sequence[Entry]]]
 
 
 def entry_messages(payload: MessageEntry) -> tuple[Message, ...]:
-    """What one message entry adds to the conversation, as `SessionLog` folds
-    it: its message, after the user turn of the background notices it
-    delivered (they ride on the entry that answered them)."""
+    """What one message entry adds to the conversation, as `SessionLog` folds it:
+    the user turn of the notices it delivered, if any, then its message."""
     if payload.delivered_text:
         return Message.user(payload.delivered_text), payload.message
     return (payload.message,)
 
 
 def conversation(entries: Iterable[Entry]) -> Iterator[tuple[Entry, tuple[Message, ...]]]:
-    """Each entry of the log with the messages it adds to the conversation
-    (none for entries of other kinds), in log order."""
+    """Each entry of the log, in order, with the messages it adds to the conversation."""
     for entry in entries:
         payload = entry.payload
         yield entry, entry_messages(payload) if isinstance(payload, MessageEntry) else ()
@@ -41,13 +39,10 @@ async def transcript(
     mark_compactions: bool = False,
     origin: str = "",
 ) -> list[Message]:
-    """Every message the log holds, in order (compaction only shortens what
-    requests send), tagged with `origin` when one is given.
-
-    With `load`, each child's transcript follows the entry linking it, its
-    messages tagged with the child's origin; with `mark_compactions`, each
-    compaction's summary stands where it was made, as a user message with
-    origin `"compaction"`.
+    """Every message the log holds, in order, tagged with `origin` if given.
+    With `load`, each child's transcript follows the entry linking it (tagged
+    with the child's origin); with `mark_compactions`, each compaction's
+    summary stands where it was made (a user message, origin `"compaction"`).
     """
     out: list[Message] = []
     for entry, said in conversation(entries):

@@ -1,9 +1,6 @@
 """The open turn: what the log says of the latest assistant turn's calls
-(parked for approval, reopened in a fork, cut off by a crash) and of the
-latest run's result, and the call ids a new turn may use.
-
-`OpenTurn` is a part of `SessionLog` (its base class): it reads the fold's
-registers and changes none of them.
+(parked, reopened in a fork, cut off by a crash) and of the latest run's
+result; `OpenTurn`, a base of `SessionLog`, only reads the fold's registers.
 """
 
 from __future__ import annotations
@@ -56,8 +53,7 @@ def denial_text(note: str | None) -> str:
 
 
 class OpenTurn(FoldRegisters):
-    """The queries on the latest turn and run that `SessionLog` offers (see
-    the module docstring); they read `FoldRegisters` and change nothing."""
+    """The queries on the latest turn and run that `SessionLog` offers."""
 
     __slots__ = ()
 
@@ -75,8 +71,7 @@ class OpenTurn(FoldRegisters):
         return []
 
     def held_calls(self) -> dict[str, str]:
-        """The current turn's calls that wait on a child parked on escalated
-        calls (an inline escalation), each with the child's id."""
+        """The current turn's calls waiting on a child parked on escalated calls, to its id."""
         turn = self._turn
         return {
             e.call_id: child_id
@@ -86,9 +81,7 @@ class OpenTurn(FoldRegisters):
 
     def parked(self) -> list[ToolCall]:
         """The open calls of a turn awaiting decisions: some call has an approval
-        request (or waits on a child that escalated its calls: `held_calls`)
-        and none has started running, except a held call: its child escalated
-        since it last started, and running it again only takes that child up."""
+        request (or is held) and none but a held call has started running."""
         open_calls = self.open_calls()
         turn = self._turn
         held = self.held_calls()
@@ -99,11 +92,8 @@ class OpenTurn(FoldRegisters):
         return open_calls
 
     def reopened(self) -> list[ToolCall]:
-        """The open calls of a turn that was parked for approval where this
-        session (a fork) links to its origin, while nothing of it was asked
-        about or started since: nothing is pending, and the next run takes
-        the turn up as a resume takes up a parked one (its gated calls are
-        asked about again, the others run). Empty for any other turn."""
+        """The open calls of a turn parked where this fork links to its origin, with
+        nothing asked or started since: the next run takes it up like a resume."""
         turn = self._turn
         if not turn or turn != self._reopened:
             return []
@@ -114,10 +104,8 @@ class OpenTurn(FoldRegisters):
         return open_calls
 
     def pending_calls(self, session_id: str = "", origin: str = "") -> list[PendingCall]:
-        """The calls of the parked turn that have an approval request, as
-        `PendingCall`s (with the request's reason), decided or not.
-        `session_id` and `origin` name the child whose log this is, for calls
-        it escalated."""
+        """The parked turn's calls that have an approval request, as `PendingCall`s,
+        decided or not (`session_id` and `origin` name the child whose log this is)."""
         return [
             PendingCall(c.id, c.name, c.arguments, r.reason, session_id, origin)
             for c in self.parked()
@@ -130,13 +118,10 @@ class OpenTurn(FoldRegisters):
 
     def finished_result(self, session_id: str, agent: HasOutput | None = None) -> RunResult | None:
         """The `RunResult` of the latest finished run, read from the log (None
-        before any run finished): what the run itself returned, for a run of
-        any process. With `agent`, a completed run's `output` is what the run
-        returned too: the answer's text for a text agent, the recorded JSON
-        data validated as the output type otherwise; without, the JSON data
-        as recorded (None for a text answer). Runs recorded before
-        `own_usage`, `tool_calls` and `transport_retries` were written
-        report zero for them."""
+        before any): what the run returned, in any process. With `agent`, a
+        completed run's `output` is what the run returned too (its text, or
+        the recorded JSON validated as the output type); without, the JSON
+        as recorded. Older runs report zero for counts they did not record."""
         entry = self._last_finished
         if entry is None:
             return None
@@ -174,8 +159,7 @@ class OpenTurn(FoldRegisters):
         )
 
     def run_traceparent(self) -> str | None:
-        """The trace context the latest run recorded (the run that parked the
-        current turn, when one is parked); None if it was not traced."""
+        """The trace context the latest run recorded (None if it was not traced)."""
         started = self._last_run_started
         if started is None:
             return None
@@ -190,8 +174,7 @@ class OpenTurn(FoldRegisters):
         return self._decisions.get((self._turn, call_id))
 
     def cut_off(self) -> list[ToolCall]:
-        """The open calls of a turn that is neither parked nor `reopened`: calls
-        cut off by a crash or a cancellation."""
+        """The open calls of a turn neither parked nor `reopened`: cut off by a crash."""
         open_calls = self.open_calls()
         return [] if not open_calls or self.parked() or self.reopened() else open_calls
 
@@ -208,8 +191,7 @@ class OpenTurn(FoldRegisters):
 
     @property
     def in_steps(self) -> bool:
-        """Whether the current turn's calls were run in steps, each recorded
-        before it started (see `CallsStarted.step`)."""
+        """Whether the current turn's calls were run in steps (`CallsStarted.step`)."""
         return self._stepped_turn == self._turn != 0
 
     def never_started(self, call: ToolCall) -> bool:
@@ -218,9 +200,8 @@ class OpenTurn(FoldRegisters):
         return self.in_steps and call.id not in self._stepped
 
     def cut_off_result(self, call: ToolCall) -> ToolResult:
-        """The result a cut-off call gets when it does not run again: a denied
-        call its denial; a call that never started `NOT_STARTED`; any other
-        "interrupted; it may have run"."""
+        """The result a cut-off call gets when it does not run again: its denial,
+        `NOT_STARTED`, or `INTERRUPTED`."""
         decision = self.decision(call.id)
         if decision is not None and not decision.approved:
             return ToolResult(call.id, denial_text(decision.note), True, call.name)
@@ -249,13 +230,10 @@ _MAX_CALL_ID = 40  # the shortest limit among the providers' tool call ids
 
 def with_unique_call_ids(message: Message, seen: AbstractSet[str]) -> Message:
     """`message` with every tool call id unused in the session (`seen`) and
-    within the turn.
-
-    Some OpenAI-compatible servers number calls per turn (`call_0` every
-    turn); a reused id would pair a result or a decision with the wrong
-    call. A clashing id gets a suffix (or a short hash when that would be
-    too long); the rewritten id is what the log, the results and every
-    later request use, so replays stay consistent.
+    within the turn: some servers number calls per turn (`call_0` every
+    turn), and a reused id would pair a result or decision with the wrong
+    call. A clashing id gets a suffix (or a short hash); the log keeps the
+    rewritten id, so replays stay consistent.
     """
     calls = message.tool_calls
     if not calls:

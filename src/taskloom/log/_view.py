@@ -15,13 +15,9 @@ __all__ = ["SUMMARY_HEADING", "MessageView", "message_chars", "summary_chars", "
 
 class MessageView(Sequence[Message]):
     """A read-only window on a log's messages: `head`, then `messages[start:stop]`,
-    then `tail` (each end optional).
-
-    Building one copies nothing, so a request costs the same at round 5,000
-    as at round 1. It is immutable in effect because the list it reads is
-    only ever appended to (a log that must rebuild its list makes a new one),
-    so the window bounded at `stop` never changes. Compares equal to any
-    sequence of the same messages in the same order, like a tuple would.
+    then `tail` (each end optional). Building one copies nothing; the list it
+    reads is only appended to, so the window never changes. Compares equal to
+    any sequence of the same messages in order, like a tuple.
     """
 
     __slots__ = ("_head", "_messages", "_start", "_stop", "_tail")

@@ -1,13 +1,8 @@
-"""What the GenAI conventions want in attribute values, made from taskloom values.
-
-The conventions' JSON shapes of `gen_ai.system_instructions`,
-`gen_ai.input.messages` and `gen_ai.output.messages` (a list of
-`{"role", "parts": [...]}` messages whose parts are `text`, `reasoning`,
-`tool_call`, `tool_call_response`, `uri` or a generic part), capped in size;
-provider names and server addresses as the conventions spell them.
-
-Nothing here reads a request's headers or a model's key: attribute values are
-made from messages, names and URLs stripped of their user-info only.
+"""What the GenAI conventions want in attribute values, made from taskloom values:
+the JSON of `gen_ai.system_instructions`, `gen_ai.input.messages` and
+`gen_ai.output.messages`, capped in size; provider names and server
+addresses as the conventions spell them. Nothing here reads headers or keys:
+values are made from messages, names and URLs without their user-info.
 """
 
 from __future__ import annotations
@@ -66,11 +61,8 @@ def finish_reason(stop_reason: str) -> str:
 
 
 def input_tokens(usage: Usage, provider: str) -> int:
-    """Input tokens as the conventions count them: cached ones included.
-
-    Anthropic reports cache reads and writes apart from `input_tokens`;
-    OpenAI's and Gemini's input already includes their cached tokens.
-    """
+    """Input tokens as the conventions count them, cached ones included
+    (Anthropic reports those apart from `input_tokens`)."""
     if provider == "anthropic":
         return usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
     return usage.input_tokens
@@ -103,12 +95,8 @@ def capped(text: str, limit: int) -> str:
 
 
 def capped_json(items: list[dict[str, Any]], limit: int) -> str:
-    """`items` as JSON of at most about `limit` characters.
-
-    Each text is cut to the limit; then the oldest items are dropped while
-    the whole is longer (the latest say most about the step); a single item
-    still too long has its texts cut shorter. Always valid JSON.
-    """
+    """`items` as valid JSON of about `limit` characters at most: texts cut, then the
+    oldest items dropped, then the last item's texts cut shorter."""
     items = [_cut_texts(item, limit) for item in items]
     text = json.dumps(items, ensure_ascii=False)
     while len(text) > limit and len(items) > 1:

@@ -1,11 +1,10 @@
 """A runtime's default observer: traces while a global tracer provider is configured.
 
-Deciding costs nearly nothing: opentelemetry is never imported here. When
-the process has not imported `opentelemetry.trace` (nor names a provider in
-`OTEL_PYTHON_TRACER_PROVIDER`), nobody can have configured a provider, and
-runs are not observed. Otherwise each run checks whether the global provider
-is still the API's placeholder; the first run that finds a real one builds
-the `GenAIObserver`, which every later run of the runtime shares.
+Deciding costs nearly nothing: while the process has not imported
+`opentelemetry.trace` (nor names `OTEL_PYTHON_TRACER_PROVIDER`), no provider
+can be configured. Otherwise each run checks whether the global provider is
+still the API's placeholder; the first run that finds a real one builds the
+`GenAIObserver` every later run shares.
 """
 
 from __future__ import annotations

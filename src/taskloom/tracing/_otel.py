@@ -16,10 +16,9 @@ Metrics: `gen_ai.client.token.usage` (by `gen_ai.token.type`) and
 bucket boundaries.
 
 Failures set `error.type` (an HTTP status, `timeout`, or the exception's
-class name) and an ERROR status whose description is that same type: a
-provider's or a store's error message is never recorded, so a key it might
-echo never reaches a span. Content (prompts, completions, tool arguments
-and results) is recorded only when asked, capped in size.
+class name) and an ERROR status described by that type alone: an error
+message, which might echo a key, never reaches a span. Content is recorded
+only when asked, capped in size.
 """
 
 from __future__ import annotations
@@ -90,10 +89,8 @@ class GenAIObserver:
 
     `tracer_provider` / `meter_provider` default to the global ones.
     `capture_content` records prompts, completions, tool arguments and
-    results (None: as `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`
-    says), each value capped at `max_content_chars`. Pass it as
-    `Runtime(observer=...)`; a runtime without one traces through the global
-    providers while a tracer provider is configured.
+    results (None: as `CAPTURE_CONTENT_ENV` says), each capped at
+    `max_content_chars`. Pass it as `Runtime(observer=...)`.
     """
 
     def __init__(
@@ -204,16 +201,12 @@ class _Active:
     ) -> None:
         otel_context.detach(self._token)
         if exc is not None:
-            self.failed(exc)
+            _failed(self.span, error_type(exc))
         self.span.end()
-
-    def failed(self, exc: BaseException) -> None:
-        _failed(self.span, error_type(exc))
 
 
 class _QueueSpan(_Active):
-    """A host's `submit` (PRODUCER: the worker's run span is its child, through
-    the job's traceparent) or `wait` (linked to the run it waited on)."""
+    """A host's `submit` (PRODUCER, parent of the worker's run) or `wait` (linked to the run)."""
 
     __slots__ = ()
 
