@@ -24,14 +24,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from taskloom.stores import (
+from taskloom.backends import (
     Entry,
     EntryKind,
     MemoryStore,
-    PostgresStore,
+    PostgresBackend,
     SessionMeta,
     SessionStore,
-    SQLiteStore,
+    SQLiteBackend,
 )
 
 WRITERS = 8
@@ -127,7 +127,7 @@ async def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         for synchronous in ("FULL", "NORMAL"):
-            sqlite = SQLiteStore(Path(tmp) / f"{synchronous}.db", synchronous=synchronous)
+            sqlite = SQLiteBackend(Path(tmp) / f"{synchronous}.db", synchronous=synchronous).store
             try:
                 rows.append((f"sqlite ({synchronous})", await _measure(sqlite, args.seconds)))
             finally:
@@ -138,7 +138,7 @@ async def main() -> None:
         rows.append(("postgresql", f"skipped: {problem}"))
     else:
         schema = f"bench_{uuid.uuid4().hex[:12]}"
-        postgres = PostgresStore(args.postgres, schema=schema, max_size=WRITERS)
+        postgres = PostgresBackend(args.postgres, schema=schema, max_size=WRITERS).store
         try:
             rows.append(("postgresql", await _measure(postgres, args.seconds)))
         finally:

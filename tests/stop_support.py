@@ -17,9 +17,9 @@ import pytest
 from barriers import GENEROUS, set_within
 from pg import PG_DSN, open_durable, requires_postgres
 from taskloom import Event, Message, ModelRequestStarted, RunResult, Runtime
+from taskloom.backends import SessionStore
 from taskloom.entries import Entry
 from taskloom.models import FunctionModel, ModelRequest
-from taskloom.stores import SessionStore
 
 __all__ = [
     "BOUND",

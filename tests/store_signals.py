@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from barriers import Tally
-from taskloom.stores import (
+from taskloom.backends import (
     Clock,
     Entry,
     EntryKind,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from taskloom.backends import SQLiteBackend
 from taskloom.background import (
     ActivityRegistry,
     BackgroundActivity,
@@ -20,8 +21,6 @@ from taskloom.background import (
     MemoryNoticeInbox,
     NoticeInbox,
     Reopen,
-    SQLiteActivityRegistry,
-    SQLiteNoticeInbox,
 )
 from taskloom.events import WorkFinished
 from taskloom.testing.background_contract import FakeClock
@@ -42,11 +41,13 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     if request.param == "memory":
         yield Backend(MemoryActivityRegistry(clock=clock), MemoryNoticeInbox(), clock)
         return
-    registry = SQLiteActivityRegistry(tmp_path / "bg.db", clock=clock)
-    inbox = SQLiteNoticeInbox(tmp_path / "bg.db")
+    registry_backend = SQLiteBackend(tmp_path / "bg.db", clock=clock)
+    registry = registry_backend.registry
+    inbox_backend = SQLiteBackend(tmp_path / "bg.db")
+    inbox = inbox_backend.inbox
     yield Backend(registry, inbox, clock)
-    await registry.close()
-    await inbox.close()
+    await registry_backend.close()
+    await inbox_backend.close()
 
 
 def activity(activity_id: str = "a1", kind: str = "shell") -> BackgroundActivity:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from taskloom.backends import SQLiteBackend
 from taskloom.background import (
     ActivityRegistry,
     BackgroundActivity,
@@ -18,8 +19,6 @@ from taskloom.background import (
     NoticeInbox,
     NoticeStatus,
     RunNotices,
-    SQLiteActivityRegistry,
-    SQLiteNoticeInbox,
 )
 from taskloom.testing.background_contract import FakeClock
 
@@ -57,11 +56,13 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     if request.param == "memory":
         yield Backend(MemoryActivityRegistry(clock=clock), MemoryNoticeInbox())
         return
-    registry = SQLiteActivityRegistry(tmp_path / "bg.db", clock=clock)
-    inbox = SQLiteNoticeInbox(tmp_path / "bg.db")
+    registry_backend = SQLiteBackend(tmp_path / "bg.db", clock=clock)
+    registry = registry_backend.registry
+    inbox_backend = SQLiteBackend(tmp_path / "bg.db")
+    inbox = inbox_backend.inbox
     yield Backend(registry, inbox)
-    await registry.close()
-    await inbox.close()
+    await registry_backend.close()
+    await inbox_backend.close()
 
 
 def delivered(delivery: Delivery | None) -> Delivery:

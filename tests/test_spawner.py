@@ -17,7 +17,7 @@ from taskloom import (
     ToolEffect,
     tool,
 )
-from taskloom.backends import Entry, MemoryLeases
+from taskloom.backends import Entry, MemoryLeases, MemoryStore
 from taskloom.delegation import (
     ChildSpec,
     ChildStatus,
@@ -31,7 +31,6 @@ from taskloom.delegation import (
 )
 from taskloom.errors import StaleLeaseError
 from taskloom.models import FunctionModel, ScriptedModel, reply
-from taskloom.stores import MemoryStore
 
 
 @tool(effect=ToolEffect.READ_ONLY)

@@ -24,6 +24,7 @@ from taskloom import (
     UsageError,
     tool,
 )
+from taskloom.backends import MemoryStore
 from taskloom.entries import (
     ApprovalDecision,
     ApprovalRequests,
@@ -40,7 +41,6 @@ from taskloom.entries import (
 from taskloom.messages import Message, Usage
 from taskloom.models import FunctionModel, ScriptedModel, reply
 from taskloom.runtime import session_lease_key
-from taskloom.stores import MemoryStore
 from taskloom.testing import FakeClock
 
 # ---------------------------------------------------------------- model identity

@@ -8,11 +8,11 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from taskloom import Agent, RunStatus, Runtime
+from taskloom.backends import Entry
 from taskloom.background import BackgroundNotice
 from taskloom.entries import MessageEntry, RunFinishedEntry, RunStartedEntry
 from taskloom.messages import Message
 from taskloom.models import ScriptedModel, reply
-from taskloom.stores import Entry
 
 
 async def cut_off_after(runtime: Runtime, agent: Agent, answer: MessageEntry) -> str:

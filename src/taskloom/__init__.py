@@ -236,6 +236,11 @@ __version__ = "0.1.0"
 # public surface but import on first use, so `import taskloom` stays as cheap
 # as pydantic alone. Type checkers see them through the imports below.
 if TYPE_CHECKING:
+    from .backends import (
+        Entry,
+        MemoryStore,
+        SessionStore,
+    )
     from .background import (
         BackgroundActivity,
         BackgroundNotice,
@@ -265,11 +270,6 @@ if TYPE_CHECKING:
         reply,
         resolve_model,
     )
-    from .stores import (
-        Entry,
-        MemoryStore,
-        SessionStore,
-    )
 
 _LAZY = {
     "SubAgent": "taskloom.delegation",
@@ -291,9 +291,9 @@ _LAZY = {
     "RunNotices": "taskloom.background",
     "Delivery": "taskloom.background",
     "background_tools": "taskloom.background",
-    "SessionStore": "taskloom.stores",
-    "MemoryStore": "taskloom.stores",
-    "Entry": "taskloom.stores",
+    "SessionStore": "taskloom.backends",
+    "MemoryStore": "taskloom.backends",
+    "Entry": "taskloom.backends",
     "resolve_model": "taskloom.models",
     "ScriptedModel": "taskloom.models",
     "FunctionModel": "taskloom.models",

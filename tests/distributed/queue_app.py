@@ -27,13 +27,13 @@ import sys
 from typing import Any
 
 from taskloom import Agent, RunResult, Runtime, ToolContext, Usage, tool
+from taskloom.backends import Fence, PostgresStore
 from taskloom.delegation import Spawner, SubAgent
 from taskloom.distributed import WorkQueue
 from taskloom.entries import Entry, EntryKind
 from taskloom.errors import ProviderError
 from taskloom.loop import NO_OBSERVER, RunInfo, RunObserver
 from taskloom.models import FunctionModel, ModelRequest, reply
-from taskloom.stores import Fence, PostgresStore
 
 PID = os.getpid()
 

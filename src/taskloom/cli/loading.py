@@ -22,11 +22,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..agent import Agent
+from ..backends import SessionMeta, open_backend
 from ..delegation import DecidedChildren
 from ..errors import ConfigurationError, UsageError
 from ..loop import Budget, RunOptions
 from ..runtime import Runtime
-from ..stores import SessionMeta, open_store
 from ..tools import Tool, as_tool
 from . import default_store_url, store_options
 from .failures import with_hint
@@ -190,7 +190,7 @@ def store_runtime(url: str, create: bool) -> Runtime:
     """A runtime on the store `url` names (`--store`); a URL of no known
     scheme is a `ConfigurationError` saying which ones are."""
     try:
-        return Runtime(store=open_store(url, create=create))
+        return Runtime(store=open_backend(url, create=create))
     except ValueError as exc:
         raise with_hint(
             ConfigurationError(f"--store {url}: {exc}"),

@@ -23,8 +23,8 @@ from . import default_store_url
 from .failures import with_hint
 
 if TYPE_CHECKING:
+    from ..backends import SessionStore
     from ..runtime import Runtime
-    from ..stores import SessionStore
 
 __all__ = ["add_max_body", "add_serve_command", "serve_console"]
 
@@ -84,9 +84,9 @@ def _port(text: str) -> int:
 
 
 def _same_store(store: SessionStore, url: str) -> bool:
-    from ..stores import open_store
+    from ..backends import open_backend
 
-    other: Any = open_store(url)
+    other: Any = open_backend(url).store
     mine: Any = store
     path, other_path = getattr(mine, "path", None), getattr(other, "path", None)
     if path is not None or other_path is not None:

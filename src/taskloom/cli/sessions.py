@@ -26,6 +26,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..agent import Agent
+from ..backends import SessionMeta
 from ..background import CHILDREN_LOOKED_AT
 from ..delegation import ChildStatus, DecidedChildren, child_status
 from ..entries import CompactionEntry, RequestedCall
@@ -42,7 +43,6 @@ from ..runtime import (
     diff_sessions,
     fork_session,
 )
-from ..stores import SessionMeta
 from . import default_store_url, store_options
 from .failures import EXIT_FAILED, with_hint
 from .loading import agent_flags, command_line_agent, open_runtime, run_options

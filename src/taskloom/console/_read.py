@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._redact import safe_urls
+from ..backends import SessionMeta, SessionStore
 from ..entries import (
     ApprovalDecision,
     ApprovalRequests,
@@ -40,7 +41,6 @@ from ..errors import CorruptEntry
 from ..log import SessionLog, entry_messages
 from ..messages import Message, ThinkingBlock
 from ..runtime import session_lease_key
-from ..stores import SessionMeta, SessionStore
 
 __all__ = [
     "MOVED",

@@ -25,7 +25,7 @@ from ._tasks import TICK_TASK
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
-    from ..stores import SessionStore
+    from ..backends import SessionStore
 
 __all__ = ["Schedule", "Scheduler", "first_time", "next_time"]
 

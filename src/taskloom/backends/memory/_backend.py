@@ -28,8 +28,8 @@ MEMORY_CAPABILITIES = frozenset(
 class MemoryBackend(Backend):
     """A `MemoryStore`, its `MemoryLeases`, a memory registry, inbox and snapshots.
 
-    `clock` measures leases (store and registry). `store=` wraps an existing
-    `MemoryStore` (that is what `MemoryStore.backend` does).
+    `clock` measures leases (store and registry); `store=` builds the
+    backend around an existing `MemoryStore`.
     """
 
     store: MemoryStore
@@ -38,7 +38,7 @@ class MemoryBackend(Backend):
         store = store if store is not None else MemoryStore(clock=clock)
         super().__init__(store, capabilities=MEMORY_CAPABILITIES)
         self._clock = clock
-        store._backend = self
+        store.backend = self
 
     @functools.cached_property
     def registry(self) -> MemoryActivityRegistry:

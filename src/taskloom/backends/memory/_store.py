@@ -12,7 +12,7 @@ from .._leases import Clock, Fence, MemoryLeases, system_clock
 from .._store import Entry, SessionMeta, check_session_id
 
 if TYPE_CHECKING:
-    from ._backend import MemoryBackend
+    from .._backend import Backend
 
 __all__ = ["MemoryStore"]
 
@@ -22,7 +22,10 @@ class MemoryStore:
 
     Entries are kept as given (their `data` is not copied), so callers must
     treat loaded entries as read-only, exactly as with a durable store.
+    `backend` is the `MemoryBackend` that built it, if one did.
     """
+
+    backend: Backend | None = None
 
     def __init__(self, *, clock: Clock = system_clock) -> None:
         self._meta: dict[str, SessionMeta] = {}
@@ -31,17 +34,6 @@ class MemoryStore:
         # that may have delegated, and must not scan every session.
         self._children: dict[str, dict[str, None]] = {}  # insertion-ordered sets
         self.leases = MemoryLeases(clock)
-        self._backend: MemoryBackend | None = None
-
-    @property
-    def backend(self) -> MemoryBackend:
-        """The `MemoryBackend` this store is part of (one is made around it if
-        it was built alone): background work and snapshots live there."""
-        if self._backend is None:
-            from ._backend import MemoryBackend
-
-            self._backend = MemoryBackend(store=self)
-        return self._backend
 
     async def create(self, meta: SessionMeta) -> SessionMeta:
         """Create a session; returns it timestamped.

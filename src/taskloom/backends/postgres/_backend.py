@@ -24,31 +24,32 @@ POSTGRES_CAPABILITIES = frozenset(Capability)
 
 
 class PostgresBackend(Backend):
-    """A `PostgresStore`, its `PostgresLeases`, a registry, an inbox and
-    snapshots on one `PostgresDatabase`: one pool, sized and bounded once by
-    `pool` (a `PoolOptions`, or its fields as keywords, which override it).
+    """A `PostgresStore`, its `PostgresLeases`, a registry, an inbox, snapshots
+    and tree budgets on one `PostgresDatabase`: one pool, sized and bounded
+    once by `pool` (a `PoolOptions`, or its fields as keywords, which
+    override it).
 
-    `url` is a libpq URL or a `PostgresDatabase`; `clock` measures leases.
-    The pool opens, and the tables are created or migrated, on first use.
+    `url` is a libpq URL; `clock` measures leases. The pool opens, and the
+    tables are created or migrated, on first use; `close()` closes the pool,
+    and with it every part.
     """
 
     store: PostgresStore
 
     def __init__(
         self,
-        url: str | PostgresDatabase,
+        url: str,
         *,
         clock: Clock = system_clock,
         pool: PoolOptions | None = None,
-        store: PostgresStore | None = None,
         **options: Unpack[PoolSettings],
     ) -> None:
-        if store is None:
-            store = PostgresStore(url, clock=clock, pool=pool, **options)
-        super().__init__(store, capabilities=POSTGRES_CAPABILITIES)
-        self.database: PostgresDatabase = store.database
+        self.database = PostgresDatabase(url, pool, **options)
         self._clock = clock
-        store._backend = self
+        super().__init__(
+            PostgresStore(self.database, clock=clock), capabilities=POSTGRES_CAPABILITIES
+        )
+        self.store.backend = self
 
     @property
     def options(self) -> PoolOptions:

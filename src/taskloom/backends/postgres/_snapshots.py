@@ -24,8 +24,8 @@ POSTGRES_SNAPSHOT_MIGRATIONS: tuple[Migration, ...] = (
 class PostgresSnapshots:
     """Rows in the `taskloom_snapshots` table of a store's PostgreSQL database."""
 
-    def __init__(self, db: PostgresDatabase) -> None:
-        self._db = db
+    def __init__(self, database: PostgresDatabase) -> None:
+        self.database = self._db = db = database
         db.require("snapshots", POSTGRES_SNAPSHOT_MIGRATIONS)
         table, sessions = db.table("snapshots"), db.table("sessions")
         self._sql_read = (
@@ -39,11 +39,6 @@ class PostgresSnapshots:
             SELECT id, %s, %s FROM {sessions} WHERE id = %s
             ON CONFLICT (session_id, position) DO NOTHING"""
         self._sql_prune = f"DELETE FROM {table} WHERE session_id = %s AND position < %s"
-
-    @property
-    def database(self) -> PostgresDatabase:
-        """The database the snapshots are kept in (the store's)."""
-        return self._db
 
     async def read(self, session_id: str) -> list[tuple[int, str]]:
         async with self._db.connection() as conn:

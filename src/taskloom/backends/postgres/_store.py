@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import SessionNotFound, StaleLeaseError
 from .._leases import Clock, Fence, system_clock
-from .._pool import PoolOptions, PoolSettings
 from .._sql import Migration, dump_json, load_entry_data, session_filters
 from .._store import Entry, SessionMeta, check_session_id
 from ._database import PostgresDatabase
@@ -28,9 +27,8 @@ from ._leases import PostgresLeases
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
-    from typing_extensions import Unpack
 
-    from ._backend import PostgresBackend
+    from .._backend import Backend
 
 __all__ = ["CHILDREN_PER_CONNECTION", "POSTGRES_SESSION_MIGRATIONS", "PostgresStore"]
 
@@ -81,19 +79,13 @@ CHILDREN_PER_CONNECTION = 4
 
 
 class PostgresStore:
-    """Sessions in PostgreSQL, reached through one pool (`PoolOptions`).
+    """Sessions in PostgreSQL, on a `PostgresBackend`'s `PostgresDatabase` (one pool).
 
-    `pool` (a `PoolOptions`, or its fields as keywords: `schema`,
-    `min_size`, `max_size`, the timeouts) says how to reach the server;
-    given a `PostgresDatabase` (its `PostgresBackend`'s), the store works on
-    that pool instead. The pool opens and the schema is created (or
-    migrated) on first use; `schema` puts every table in that PostgreSQL
-    schema, e.g. one per tenant or per test. Any number of processes may
-    append to the same session; positions stay dense and each writer's
-    entries keep their order.
-    `leases` is a `PostgresLeases` on the same database, and
-    `append(..., fence=)` checks it in the append's own transaction.
-    `close()` closes the pool.
+    The schema is created (or migrated) on first use. Any number of processes
+    may append to the same session; positions stay dense and each writer's
+    entries keep their order. `leases` is a `PostgresLeases` on the same
+    database, and `append(..., fence=)` checks it in the append's own
+    transaction. `backend` is the `Backend` that built the store.
 
     No call waits on the server unboundedly: connecting gives up after
     `connect_timeout` seconds, waiting for a pooled connection after
@@ -104,21 +96,13 @@ class PostgresStore:
     a restart or a dropped connection, the next call gets a fresh one.
     """
 
-    def __init__(
-        self,
-        url: str | PostgresDatabase,
-        *,
-        clock: Clock = system_clock,
-        pool: PoolOptions | None = None,
-        **options: Unpack[PoolSettings],
-    ) -> None:
-        self._db = (
-            url if isinstance(url, PostgresDatabase) else PostgresDatabase(url, pool, **options)
-        )
+    backend: Backend | None = None
+
+    def __init__(self, database: PostgresDatabase, *, clock: Clock = system_clock) -> None:
+        self.database = self._db = database
         self._clock = clock
-        self._backend: PostgresBackend | None = None
-        self._db.require("sessions", POSTGRES_SESSION_MIGRATIONS)
-        self.leases = PostgresLeases(self._db, clock=clock)
+        database.require("sessions", POSTGRES_SESSION_MIGRATIONS)
+        self.leases = PostgresLeases(database, clock=clock)
         sessions, entries = self._db.table("sessions"), self._db.table("entries")
         columns = "id, agent, parent_id, created_at, metadata"
         self._sql_list = f"SELECT {columns} FROM {sessions}"
@@ -165,38 +149,12 @@ class PostgresStore:
         self._sql_delete = f"DELETE FROM {sessions} WHERE id = %s"
 
     @property
-    def backend(self) -> PostgresBackend:
-        """The `PostgresBackend` this store is part of (one is made around its database
-        if it was built alone): leases, background work and snapshots share it."""
-        if self._backend is None:
-            from ._backend import PostgresBackend
-
-            self._backend = PostgresBackend(self._db, store=self)
-        return self._backend
-
-    @property
     def concurrency(self) -> int:
         """How many children a runtime on this store runs at once by default
         (`Runtime(child_concurrency=)`): a few per pooled connection, since a
         child holds one only for a statement at a time. More would only wait
         for connections, and past `checkout_timeout` fail."""
         return max(1, self._db.max_size - 1) * CHILDREN_PER_CONNECTION
-
-    @property
-    def database(self) -> PostgresDatabase:
-        """The database this store works on, shared with every part of its
-        `backend` (leases, registry, inbox, snapshots): one pool, one set of timeouts."""
-        return self._db
-
-    @property
-    def url(self) -> str:
-        """The connection URL (other backends on the same database open it too)."""
-        return self._db.url
-
-    @property
-    def schema(self) -> str | None:
-        """The PostgreSQL schema holding the tables (None: the search path's)."""
-        return self._db.schema
 
     async def create(self, meta: SessionMeta) -> SessionMeta:
         """Create a session; returns it timestamped.
@@ -313,5 +271,5 @@ class PostgresStore:
             await conn.execute(self._sql_delete, (session_id,))
 
     async def close(self) -> None:
-        """Close the connection pool (also closes `leases`). Idempotent."""
+        """Close the pool every part of the backend shares. Idempotent."""
         await self._db.close()

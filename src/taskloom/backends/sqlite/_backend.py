@@ -21,39 +21,34 @@ SQLITE_CAPABILITIES = frozenset(Capability)
 
 
 class SQLiteBackend(Backend):
-    """A `SQLiteStore`, its `SQLiteLeases`, a registry, an inbox and snapshots
-    on one `SQLiteDatabase` (one file, one connection and its worker thread).
+    """A `SQLiteStore`, its `SQLiteLeases`, a registry, an inbox, snapshots and
+    tree budgets on one `SQLiteDatabase` (one file, one connection and its
+    worker thread).
 
     `path` is the file (created with its parent folders on first use, mode
-    0600, unless `create=False`: then it must exist) or a `SQLiteDatabase`;
-    `busy_timeout`, `synchronous` and `create` are the database's (see
-    `SQLiteDatabase`); `clock` measures leases. Opening does no I/O.
+    0600, unless `create=False`: then it must exist); `busy_timeout`,
+    `synchronous` and `create` are the database's (see `SQLiteDatabase`);
+    `clock` measures leases. Opening does no I/O; `close()` closes the
+    database, and with it every part.
     """
 
     store: SQLiteStore
 
     def __init__(
         self,
-        path: str | os.PathLike[str] | SQLiteDatabase,
+        path: str | os.PathLike[str],
         *,
         clock: Clock = system_clock,
         busy_timeout: float = 30.0,
         synchronous: Literal["FULL", "NORMAL"] = "NORMAL",
         create: bool = True,
-        store: SQLiteStore | None = None,
     ) -> None:
-        if store is None:
-            store = SQLiteStore(
-                path,
-                clock=clock,
-                busy_timeout=busy_timeout,
-                synchronous=synchronous,
-                create=create,
-            )
-        super().__init__(store, capabilities=SQLITE_CAPABILITIES)
-        self.database: SQLiteDatabase = store.database
+        self.database = SQLiteDatabase(
+            path, busy_timeout=busy_timeout, synchronous=synchronous, create=create
+        )
         self._clock = clock
-        store._backend = self
+        super().__init__(SQLiteStore(self.database, clock=clock), capabilities=SQLITE_CAPABILITIES)
+        self.store.backend = self
 
     @functools.cached_property
     def registry(self) -> SQLiteActivityRegistry:

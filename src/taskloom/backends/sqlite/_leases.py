@@ -12,9 +12,7 @@ never read from the database, so every backend and every test agrees on
 
 from __future__ import annotations
 
-import os
 import sqlite3
-from typing import Literal
 
 from .._leases import Clock, Lease, system_clock
 from .._sql import Migration
@@ -66,38 +64,12 @@ WHERE key = ?1 AND holder IS NOT NULL AND expires_at > ?2
 
 
 class SQLiteLeases:
-    """`Leases` in a SQLite file; behaves exactly like `MemoryLeases`.
+    """`Leases` on a backend's `SQLiteDatabase`; behaves exactly like `MemoryLeases`."""
 
-    `SQLiteLeases(path)` opens its own connection on first use (and
-    `close()` releases it); given a `SQLiteDatabase` it shares that
-    connection, which is how `SQLiteStore.leases` sits on the store's file.
-    `create` is the database's (see `SQLiteDatabase`).
-    """
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str] | SQLiteDatabase,
-        *,
-        clock: Clock = system_clock,
-        busy_timeout: float = 30.0,
-        synchronous: Literal["FULL", "NORMAL"] = "FULL",
-        create: bool = True,
-    ) -> None:
-        self._owns_db = not isinstance(path, SQLiteDatabase)
-        self._db = (
-            path
-            if isinstance(path, SQLiteDatabase)
-            else SQLiteDatabase(
-                path, busy_timeout=busy_timeout, synchronous=synchronous, create=create
-            )
-        )
+    def __init__(self, database: SQLiteDatabase, *, clock: Clock = system_clock) -> None:
+        self.database = self._db = database
         self._clock = clock
-        self._db.require("leases", SQLITE_LEASE_MIGRATIONS)
-
-    @property
-    def database(self) -> SQLiteDatabase:
-        """The database the leases work on (a store's, when built on it)."""
-        return self._db
+        database.require("leases", SQLITE_LEASE_MIGRATIONS)
 
     async def acquire(self, key: str, holder: str, ttl: float) -> Lease | None:
         """Take the key if it is free or its lease lapsed; None if someone holds it."""
@@ -152,8 +124,3 @@ class SQLiteLeases:
         now = self._clock()
         row = await self._db.run(lambda conn: conn.execute(_CURRENT, (key, now)).fetchone())
         return None if row is None else Lease(key, row[0], int(row[1]), float(row[2]))
-
-    async def close(self) -> None:
-        """Release the connection if these leases opened it (a shared one stays open)."""
-        if self._owns_db:
-            await self._db.close()

@@ -27,14 +27,9 @@ SQLITE_SNAPSHOT_MIGRATIONS: tuple[Migration, ...] = (
 class SQLiteSnapshots:
     """Rows in the `taskloom_snapshots` table of a store's SQLite database."""
 
-    def __init__(self, db: SQLiteDatabase) -> None:
-        self._db = db
-        db.require("snapshots", SQLITE_SNAPSHOT_MIGRATIONS)
-
-    @property
-    def database(self) -> SQLiteDatabase:
-        """The database the snapshots are kept in (the store's)."""
-        return self._db
+    def __init__(self, database: SQLiteDatabase) -> None:
+        self.database = self._db = database
+        database.require("snapshots", SQLITE_SNAPSHOT_MIGRATIONS)
 
     async def read(self, session_id: str) -> list[tuple[int, str]]:
         # As bytes, decoded here: a damaged row (bytes that are not UTF-8)

@@ -14,7 +14,7 @@ import json
 import os
 import sqlite3
 from builtins import list as _list
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from ...errors import SessionNotFound, StaleLeaseError
 from .._leases import Clock, Fence, system_clock
@@ -24,7 +24,7 @@ from ._database import SQLiteDatabase, immediate
 from ._leases import SQLiteLeases
 
 if TYPE_CHECKING:
-    from ._backend import SQLiteBackend
+    from .._backend import Backend
 
 __all__ = ["SQLITE_CHILD_CONCURRENCY", "SQLITE_SESSION_MIGRATIONS", "SQLiteStore"]
 
@@ -112,53 +112,26 @@ SQLITE_CHILD_CONCURRENCY = 32
 
 
 class SQLiteStore:
-    """Sessions in one SQLite file (created with its parent directories on
-    first use, readable by its owner only; with `create=False` it must exist,
-    see `SQLiteDatabase`).
+    """Sessions in the SQLite file of a `SQLiteBackend`, on its `SQLiteDatabase`.
 
-    Every statement runs on the store's only connection: on the caller's
+    Every statement runs on the database's only connection: on the caller's
     thread when it can finish at once, on the database's worker thread when
     it would wait for another writer's lock or may read a lot (a whole log,
     an unbounded listing; see `SQLiteDatabase`). The event loop never waits
     for another process, nor for the disk to sync (with "NORMAL"). Several
     processes may open the same file; appends from all of them interleave
     into one dense order per session. `leases` is a `SQLiteLeases` on the
-    same file, and `append(..., fence=)` checks it in the append's own
-    transaction. Opening does no I/O; `close()` releases the connection.
-    Given a `SQLiteDatabase` (its `SQLiteBackend`'s), the store works on it
-    and `busy_timeout`/`synchronous`/`create` are the database's.
+    same database, and `append(..., fence=)` checks it in the append's own
+    transaction. `backend` is the `Backend` that built the store.
     """
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str] | SQLiteDatabase,
-        *,
-        clock: Clock = system_clock,
-        busy_timeout: float = 30.0,
-        synchronous: Literal["FULL", "NORMAL"] = "NORMAL",
-        create: bool = True,
-    ) -> None:
-        self._db = (
-            path
-            if isinstance(path, SQLiteDatabase)
-            else SQLiteDatabase(
-                path, busy_timeout=busy_timeout, synchronous=synchronous, create=create
-            )
-        )
+    backend: Backend | None = None
+
+    def __init__(self, database: SQLiteDatabase, *, clock: Clock = system_clock) -> None:
+        self.database = self._db = database
         self._clock = clock
-        self._backend: SQLiteBackend | None = None
-        self._db.require("sessions", SQLITE_SESSION_MIGRATIONS)
-        self.leases = SQLiteLeases(self._db, clock=clock)
-
-    @property
-    def backend(self) -> SQLiteBackend:
-        """The `SQLiteBackend` this store is part of (one is made around its database
-        if it was built alone): leases, background work and snapshots share it."""
-        if self._backend is None:
-            from ._backend import SQLiteBackend
-
-            self._backend = SQLiteBackend(self._db, store=self)
-        return self._backend
+        database.require("sessions", SQLITE_SESSION_MIGRATIONS)
+        self.leases = SQLiteLeases(database, clock=clock)
 
     @property
     def concurrency(self) -> int:
@@ -166,12 +139,6 @@ class SQLiteStore:
         (`Runtime(child_concurrency=)`): the one connection serves them in turn,
         and a deeper queue would only delay everyone's writes."""
         return SQLITE_CHILD_CONCURRENCY
-
-    @property
-    def database(self) -> SQLiteDatabase:
-        """The database this store works on, shared with every part of its
-        `backend` (leases, registry, inbox, snapshots): one connection, one thread."""
-        return self._db
 
     @property
     def path(self) -> str | os.PathLike[str]:
@@ -275,5 +242,5 @@ class SQLiteStore:
         await self._db.run(lambda conn: conn.execute(_DELETE, (session_id,)))
 
     async def close(self) -> None:
-        """Release the connection and its worker thread (also closes `leases`). Idempotent."""
+        """Close the database every part of the backend shares. Idempotent."""
         await self._db.close()
