@@ -100,7 +100,8 @@ async def _measure(name: str, store: Any, rounds: int, rows: list[str], opens: l
 
 
 async def main(rounds: int) -> None:
-    from taskloom.backends import MemoryStore, open_backend
+    from taskloom.backends import open_backend
+    from taskloom.backends.memory import MemoryStore
 
     rows: list[str] = []
     opens: list[str] = []

@@ -24,15 +24,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from taskloom.backends import (
-    Entry,
-    EntryKind,
-    MemoryStore,
-    PostgresBackend,
-    SessionMeta,
-    SessionStore,
-    SQLiteBackend,
-)
+from taskloom.backends import PostgresBackend, SessionMeta, SessionStore, SQLiteBackend
+from taskloom.backends.memory import MemoryStore
+from taskloom.entries import Entry, EntryKind
 
 WRITERS = 8
 LOAD_ENTRIES = 100

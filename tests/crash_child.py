@@ -22,8 +22,9 @@ import sys
 from typing import Any
 
 from taskloom import Agent, Budget, RunOptions, Runtime, ToolContext, Usage, tool
-from taskloom.backends import Entry, Fence, open_backend
+from taskloom.backends import Fence, open_backend
 from taskloom.delegation import Spawner, SubAgent, TaskDispatcher
+from taskloom.entries import Entry
 from taskloom.errors import UsageError
 from taskloom.models import FunctionModel, ModelRequest, reply
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from pg import PG_DSN
-from taskloom.backends import MemoryStore, PostgresBackend, SessionStore, SQLiteBackend
+from taskloom.backends import PostgresBackend, SessionStore, SQLiteBackend
+from taskloom.backends.memory import MemoryStore
 
 __all__ = ["Backend", "backend"]
 

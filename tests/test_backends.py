@@ -20,20 +20,20 @@ from taskloom.backends import (
     BackgroundActivity,
     BackgroundNotice,
     Capability,
-    Entry,
     MemoryBackend,
-    MemoryStore,
     PoolOptions,
     PostgresBackend,
-    PostgresDatabase,
     SessionMeta,
     SessionStore,
     SQLiteBackend,
-    SQLiteStore,
     open_backend,
     snapshots_for,
 )
+from taskloom.backends.memory import MemoryStore
+from taskloom.backends.postgres import PostgresDatabase
+from taskloom.backends.sqlite import SQLiteStore
 from taskloom.background import BackgroundService, MemoryActivityRegistry, MemoryNoticeInbox
+from taskloom.entries import Entry
 from taskloom.errors import ConfigurationError
 from taskloom.testing.capabilities import requires
 from taskloom.testing.store_contract import StoreContract

@@ -30,7 +30,8 @@ from console_sessions import (
 )
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
 from taskloom import Agent, Budget, Price, RunOptions, Runtime, Usage
-from taskloom.backends import PostgresBackend, PostgresStore, SessionMeta
+from taskloom.backends import PostgresBackend, SessionMeta
+from taskloom.backends.postgres import PostgresStore
 from taskloom.background import BackgroundActivity, BackgroundNotice, BackgroundService
 from taskloom.console import Console
 from taskloom.delegation import SubAgent

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
-from taskloom.backends import Leases, MemoryLeases, PostgresBackend, SQLiteBackend
+from taskloom.backends import Leases, PostgresBackend, SQLiteBackend
+from taskloom.backends.memory import MemoryLeases
 from taskloom.testing.lease_contract import FakeClock, LeaseContract
 
 

@@ -25,15 +25,15 @@ import pytest
 from pg import open_durable, pg_schema  # noqa: F401 (pg_schema is a fixture)
 from taskloom import Agent, RunStatus, Runtime
 from taskloom.backends import (
-    Entry,
     Lease,
-    MemoryLeases,
     SessionStore,
     SQLiteBackend,
     acquire_or_take_over,
     holder_name,
     session_lease_key,
 )
+from taskloom.backends.memory import MemoryLeases
+from taskloom.entries import Entry
 from taskloom.errors import SessionBusy, StaleLeaseError, StoreUnavailable
 from taskloom.models import FunctionModel, reply
 

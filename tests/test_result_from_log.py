@@ -10,7 +10,7 @@ from typing import Any
 import pydantic
 
 from taskloom import Agent, RunResult, RunStatus, Runtime, tool
-from taskloom.backends import MemoryStore
+from taskloom.backends.memory import MemoryStore
 from taskloom.entries import Entry, EntryKind, MessageEntry, RunFinishedEntry
 from taskloom.errors import ProviderError
 from taskloom.log import SessionLog

@@ -23,13 +23,10 @@ import pytest
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
 from taskloom import Agent, RunOptions, Runtime, SubAgent, Usage
-from taskloom.backends import (
-    MemoryStore,
-    PostgresBackend,
-    PostgresDatabase,
-    SQLiteBackend,
-    SQLiteDatabase,
-)
+from taskloom.backends import PostgresBackend, SQLiteBackend
+from taskloom.backends.memory import MemoryStore
+from taskloom.backends.postgres import PostgresDatabase
+from taskloom.backends.sqlite import SQLiteDatabase
 from taskloom.entries import SubagentReport, SubagentResult
 from taskloom.errors import StoreUnavailable, UsageError
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply

@@ -290,7 +290,8 @@ def _agent(rounds: int) -> Agent:
 
 @pytest.fixture(params=["memory", "sqlite", "postgresql"])
 def store(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
-    from taskloom.backends import MemoryStore, open_backend
+    from taskloom.backends import open_backend
+    from taskloom.backends.memory import MemoryStore
 
     if request.param == "memory":
         return MemoryStore()

@@ -17,7 +17,7 @@ from taskloom import (
     ToolEffect,
     tool,
 )
-from taskloom.backends import Entry, MemoryLeases, MemoryStore
+from taskloom.backends.memory import MemoryLeases, MemoryStore
 from taskloom.delegation import (
     ChildSpec,
     ChildStatus,
@@ -29,6 +29,7 @@ from taskloom.delegation import (
     child_status,
     console_tools,
 )
+from taskloom.entries import Entry
 from taskloom.errors import StaleLeaseError
 from taskloom.models import FunctionModel, ScriptedModel, reply
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from taskloom.backends import Entry, Fence, SessionMeta
+from taskloom.backends import Fence, SessionMeta
 from taskloom.backends.sqlite import SQLiteBackend
+from taskloom.entries import Entry
 from taskloom.errors import SessionNotFound, StaleLeaseError
 
 

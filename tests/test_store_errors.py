@@ -20,8 +20,9 @@ import psycopg
 import pytest
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
-from taskloom.backends import Entry, PostgresBackend, SessionMeta, SQLiteBackend
+from taskloom.backends import PostgresBackend, SessionMeta, SQLiteBackend
 from taskloom.backends.postgres import PostgresDatabase
+from taskloom.entries import Entry
 from taskloom.errors import StoreError, StoreUnavailable
 
 

@@ -13,14 +13,14 @@ from store_backends import Backend, backend  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime
 from taskloom.backends import (
     MAX_SESSION_ID_LENGTH,
-    Entry,
     PostgresBackend,
-    PostgresStore,
     SessionMeta,
     SQLiteBackend,
-    SQLiteStore,
     check_session_id,
 )
+from taskloom.backends.postgres import PostgresStore
+from taskloom.backends.sqlite import SQLiteStore
+from taskloom.entries import Entry
 from taskloom.errors import ConfigurationError, CorruptEntry, StoreError
 from taskloom.models import ScriptedModel
 

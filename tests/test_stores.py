@@ -14,16 +14,16 @@ import pytest
 from barriers import Tally
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
 from taskloom.backends import (
-    Entry,
-    MemoryStore,
     PostgresBackend,
-    PostgresStore,
     SessionMeta,
     SessionStore,
     SQLiteBackend,
-    SQLiteStore,
     open_backend,
 )
+from taskloom.backends.memory import MemoryStore
+from taskloom.backends.postgres import PostgresStore
+from taskloom.backends.sqlite import SQLiteStore
+from taskloom.entries import Entry
 from taskloom.errors import StaleLeaseError
 from taskloom.testing.store_contract import StoreContract, assert_multiprocess_appends
 

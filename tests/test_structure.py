@@ -24,7 +24,7 @@ from taskloom import (
     UsageError,
     tool,
 )
-from taskloom.backends import MemoryStore
+from taskloom.backends.memory import MemoryStore
 from taskloom.entries import (
     ApprovalDecision,
     ApprovalRequests,

@@ -8,9 +8,8 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from taskloom import Agent, RunStatus, Runtime
-from taskloom.backends import Entry
 from taskloom.background import BackgroundNotice
-from taskloom.entries import MessageEntry, RunFinishedEntry, RunStartedEntry
+from taskloom.entries import Entry, MessageEntry, RunFinishedEntry, RunStartedEntry
 from taskloom.messages import Message
 from taskloom.models import ScriptedModel, reply
 

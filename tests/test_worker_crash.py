@@ -20,9 +20,9 @@ import pytest
 
 from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime, tool
-from taskloom.backends import Entry
 from taskloom.background import BackgroundActivity
 from taskloom.delegation import ChildSpec, ChildStatus, ChildWorker, child_status
+from taskloom.entries import Entry
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
 from taskloom.runtime import session_lease_key
 

@@ -236,11 +236,8 @@ __version__ = "0.1.0"
 # public surface but import on first use, so `import taskloom` stays as cheap
 # as pydantic alone. Type checkers see them through the imports below.
 if TYPE_CHECKING:
-    from .backends import (
-        Entry,
-        MemoryStore,
-        SessionStore,
-    )
+    from .backends import SessionStore
+    from .backends.memory import MemoryStore
     from .background import (
         BackgroundActivity,
         BackgroundNotice,
@@ -264,6 +261,7 @@ if TYPE_CHECKING:
         WorkerType,
         console_tools,
     )
+    from .entries import Entry
     from .models import (
         FunctionModel,
         ScriptedModel,
@@ -292,8 +290,8 @@ _LAZY = {
     "Delivery": "taskloom.background",
     "background_tools": "taskloom.background",
     "SessionStore": "taskloom.backends",
-    "MemoryStore": "taskloom.backends",
-    "Entry": "taskloom.backends",
+    "MemoryStore": "taskloom.backends.memory",
+    "Entry": "taskloom.entries",
     "resolve_model": "taskloom.models",
     "ScriptedModel": "taskloom.models",
     "FunctionModel": "taskloom.models",

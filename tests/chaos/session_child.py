@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from taskloom import Agent, RunResult, Runtime, Tool, ToolContext, tool
-from taskloom.backends import Entry, Fence, open_backend
+from taskloom.backends import Fence, open_backend
+from taskloom.entries import Entry
 from taskloom.errors import SessionBusy, UsageError
 from taskloom.models import FunctionModel, ModelRequest, Reply, reply
 

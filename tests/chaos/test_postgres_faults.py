@@ -20,8 +20,9 @@ from proxy import FaultProxy
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
 from taskloom import Agent, RunOptions, RunStatus, Runtime, tool
-from taskloom.backends import Entry, Fence, PostgresBackend, SessionMeta
+from taskloom.backends import Fence, PostgresBackend, SessionMeta
 from taskloom.backends.postgres import PostgresDatabase
+from taskloom.entries import Entry
 from taskloom.errors import StoreError, StoreUnavailable
 from taskloom.models import ScriptedModel, reply
 

@@ -27,7 +27,8 @@ import sys
 from typing import Any
 
 from taskloom import Agent, RunResult, Runtime, ToolContext, Usage, tool
-from taskloom.backends import Fence, PostgresStore
+from taskloom.backends import Fence
+from taskloom.backends.postgres import PostgresStore
 from taskloom.delegation import Spawner, SubAgent
 from taskloom.distributed import WorkQueue
 from taskloom.entries import Entry, EntryKind

@@ -18,7 +18,7 @@ from typing import Any
 import queue_app
 
 from taskloom import Runtime
-from taskloom.backends import Entry, EntryKind
+from taskloom.entries import Entry, EntryKind
 from taskloom.log import INTERRUPTED
 from taskloom.messages import Message
 

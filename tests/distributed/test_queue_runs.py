@@ -16,10 +16,16 @@ from queue_support import Workers, host_runtime, log_problems, marks, tool_resul
 
 from pg import PG_DSN, requires_postgres
 from taskloom import RunStatus, Runtime, Usage
-from taskloom.backends import Entry
 from taskloom.background import BackgroundNotice, BackgroundService
 from taskloom.distributed import WorkQueue
-from taskloom.entries import DeferredEntry, DeferredItem, RunFinishedEntry, RunStartedEntry, Steer
+from taskloom.entries import (
+    DeferredEntry,
+    DeferredItem,
+    Entry,
+    RunFinishedEntry,
+    RunStartedEntry,
+    Steer,
+)
 from taskloom.errors import UsageError
 
 pytestmark = [requires_postgres, pytest.mark.slow]

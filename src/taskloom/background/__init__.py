@@ -21,13 +21,11 @@ from ..backends import (
     Clock,
     Lease,
     Leases,
-    MemoryActivityRegistry,
-    MemoryLeases,
-    MemoryNoticeInbox,
     NoticeInbox,
     NoticeStatus,
     system_clock,
 )
+from ..backends.memory import MemoryActivityRegistry, MemoryLeases, MemoryNoticeInbox
 from ..errors import BackgroundCapReached, DeleteRefused, FollowRefused
 from ..loop import Delivery
 from ._follow import (
@@ -47,12 +45,8 @@ from ._notices import RunNotices, RunStart, RunStartHook
 from ._service import BackgroundService, DecisionHook, Detached, ResumesWork, Work, WorkResult
 
 if TYPE_CHECKING:
-    from ..backends import (
-        PostgresActivityRegistry,
-        PostgresNoticeInbox,
-        SQLiteActivityRegistry,
-        SQLiteNoticeInbox,
-    )
+    from ..backends.postgres import PostgresActivityRegistry, PostgresNoticeInbox
+    from ..backends.sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
     from ..tools import Tool
     from ._process import stdio_keeper_argv
 

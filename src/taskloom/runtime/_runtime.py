@@ -13,16 +13,8 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mappi
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from ..agent import Agent, AgentDepsT, AgentOutputT
-from ..backends import (
-    Backend,
-    BudgetLedger,
-    MemoryBudgets,
-    MemoryLeases,
-    SessionMeta,
-    SessionStore,
-    SnapshotStore,
-    open_backend,
-)
+from ..backends import Backend, BudgetLedger, SessionMeta, SessionStore, SnapshotStore, open_backend
+from ..backends.memory import MemoryBudgets, MemoryLeases
 from ..entries import Entry, Steer, StopRequest
 from ..errors import ConfigurationError, SessionBusy, UsageError
 from ..loop import RunObserver, StopSignal

@@ -48,16 +48,8 @@ from multiprocessing.synchronize import Event
 from typing import TYPE_CHECKING, Any
 
 from .._extras import needs_extra
-from ..backends import (
-    Backend,
-    Capability,
-    Entry,
-    EntryKind,
-    Fence,
-    SessionMeta,
-    SessionStore,
-    open_backend,
-)
+from ..backends import Backend, Capability, Fence, SessionMeta, SessionStore, open_backend
+from ..entries import Entry, EntryKind
 from ..errors import SessionNotFound, StaleLeaseError
 from .capabilities import ALL_CAPABILITIES, CapabilityGate, requires
 

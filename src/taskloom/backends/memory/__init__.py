@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+from .._budgets import MemoryBudgets
 from .._leases import MemoryLeases
 from ._backend import MEMORY_CAPABILITIES, MemoryBackend
 from ._background import MemoryActivityRegistry, MemoryNoticeInbox
-from ._snapshots import MemorySnapshots
 from ._store import MemoryStore
 
 __all__ = [
     "MEMORY_CAPABILITIES",
     "MemoryActivityRegistry",
     "MemoryBackend",
+    "MemoryBudgets",
     "MemoryLeases",
     "MemoryNoticeInbox",
-    "MemorySnapshots",
     "MemoryStore",
 ]
