@@ -29,7 +29,6 @@ from ._activities import (
     NoticeStatus,
 )
 from ._backend import Backend, Capability, backend_of, snapshots_for
-from ._budgets import NANO, BudgetLedger, BudgetLeft
 from ._leases import (
     Clock,
     Fence,
@@ -45,6 +44,7 @@ from ._open import open_backend
 from ._pool import DEFAULT_MAX_SIZE, PoolOptions
 from ._snapshots import SnapshotStore
 from ._store import MAX_SESSION_ID_LENGTH, SessionMeta, SessionStore, check_session_id
+from ._tree_budgets import NANO, BudgetLedger, BudgetLeft
 from .memory import MemoryBackend
 
 if TYPE_CHECKING:

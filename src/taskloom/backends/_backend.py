@@ -10,16 +10,17 @@ its own transaction and a PostgreSQL backend holds one pool.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ._activities import ActivityRegistry, NoticeInbox
-    from ._budgets import BudgetLedger
     from ._leases import Leases
     from ._snapshots import SnapshotStore
     from ._store import SessionStore
+    from ._tree_budgets import BudgetLedger
 
 __all__ = ["Backend", "Capability", "backend_of", "snapshots_for"]
 
@@ -51,9 +52,9 @@ class Backend:
     `Backend(store, registry=..., inbox=..., capabilities={...})`; parts left
     out are None (background work then keeps its registry and inbox in
     process memory; sessions open by full replay), and `leases` defaults to
-    `store.leases`. The built-in backends build every
-    part on one database object and set `store.backend` to themselves, which
-    is how `BackgroundService.for_store` and the runtime find the rest.
+    `store.leases`. The built-in backends build every part on one database
+    object. A backend sets `store.backend` to itself unless the store has
+    one: that is how `BackgroundService.for_store` finds the rest.
 
     `close()` closes the store, and with it the database every part shares.
     """
@@ -78,6 +79,9 @@ class Backend:
         self.capabilities: frozenset[Capability] = frozenset(
             Capability(flag) for flag in capabilities
         )
+        if getattr(store, "backend", None) is None:
+            with contextlib.suppress(AttributeError):  # a store with slots keeps none
+                setattr(store, "backend", self)  # noqa: B010 (not in the protocol)
 
     def supports(self, capability: Capability | str) -> bool:
         """Whether this backend declares `capability`."""

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from ...errors import StaleLeaseError
-from .._leases import Fence, MemoryLeases
-
-if TYPE_CHECKING:
-    from .._store import SessionStore
+from .._leases import Fence, MemoryLeases, check_fence
 
 __all__ = ["MemorySnapshots"]
 
 
 class MemorySnapshots:
-    """Rows in process memory, beside a `MemoryStore`."""
+    """Rows in process memory, fenced by the `MemoryLeases` of their store."""
 
-    def __init__(self, store: SessionStore) -> None:
-        self._store = store
+    def __init__(self, leases: MemoryLeases) -> None:
+        self._leases = leases
         self._rows: dict[str, dict[int, str]] = {}
 
     async def read(self, session_id: str) -> list[tuple[int, str]]:
@@ -26,14 +20,8 @@ class MemorySnapshots:
     async def write(
         self, session_id: str, position: int, data: str, *, fence: Fence | None = None
     ) -> None:
-        leases = self._store.leases
-        if fence is not None and isinstance(leases, MemoryLeases):
-            current = leases.generation(fence.key)
-            if current != fence.generation:
-                raise StaleLeaseError(
-                    f"lease {fence.key!r} generation {fence.generation} is stale "
-                    f"(current {current})"
-                )
+        if fence is not None:
+            check_fence(fence, self._leases.generation(fence.key))
         self._rows.setdefault(session_id, {}).setdefault(position, data)
 
     async def prune(self, session_id: str, before: int) -> None:

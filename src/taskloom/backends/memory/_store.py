@@ -7,8 +7,8 @@ from builtins import list as _list
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ...errors import SessionNotFound, StaleLeaseError
-from .._leases import Clock, Fence, MemoryLeases, system_clock
+from ...errors import SessionNotFound
+from .._leases import Clock, Fence, MemoryLeases, check_fence, system_clock
 from .._store import Entry, SessionMeta, check_session_id
 
 if TYPE_CHECKING:
@@ -62,11 +62,8 @@ class MemoryStore:
         log = self._logs.get(session_id)
         if log is None:
             raise SessionNotFound(f"no session {session_id!r}")
-        if fence is not None and self.leases.generation(fence.key) != fence.generation:
-            raise StaleLeaseError(
-                f"lease {fence.key!r} generation {fence.generation} is stale "
-                f"(current {self.leases.generation(fence.key)})"
-            )
+        if fence is not None:
+            check_fence(fence, self.leases.generation(fence.key))
         position = len(log) + 1
         # An entry already placed here (as a Session places its own) is kept as it is.
         log.append(

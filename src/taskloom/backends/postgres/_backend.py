@@ -9,10 +9,10 @@ from .._backend import Backend, Capability
 from .._leases import Clock, system_clock
 from .._pool import PoolOptions, PoolSettings
 from ._background import PostgresActivityRegistry, PostgresNoticeInbox
-from ._budgets import PostgresBudgets
 from ._database import PostgresDatabase
 from ._snapshots import PostgresSnapshots
 from ._store import PostgresStore
+from ._tree_budgets import PostgresBudgets
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -49,7 +49,6 @@ class PostgresBackend(Backend):
         super().__init__(
             PostgresStore(self.database, clock=clock), capabilities=POSTGRES_CAPABILITIES
         )
-        self.store.backend = self
 
     @property
     def options(self) -> PoolOptions:

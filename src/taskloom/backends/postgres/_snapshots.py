@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ...errors import StaleLeaseError
-from .._leases import Fence
+from .._leases import Fence, check_fence
 from .._sql import Migration
 from ._database import PostgresDatabase
 
@@ -51,12 +50,7 @@ class PostgresSnapshots:
         async with self._db.connection() as conn, conn.transaction():
             if fence is not None:
                 row = await (await conn.execute(self._sql_fence, (fence.key,))).fetchone()
-                current = int(row[0]) if row else 0
-                if current != fence.generation:
-                    raise StaleLeaseError(
-                        f"lease {fence.key!r} generation {fence.generation} is stale "
-                        f"(current {current})"
-                    )
+                check_fence(fence, int(row[0]) if row else 0)
             await conn.execute(self._sql_write, (position, data, session_id))
 
     async def prune(self, session_id: str, before: int) -> None:

@@ -18,8 +18,8 @@ import random
 from builtins import list as _list
 from typing import TYPE_CHECKING, Any
 
-from ...errors import SessionNotFound, StaleLeaseError
-from .._leases import Clock, Fence, system_clock
+from ...errors import SessionNotFound
+from .._leases import Clock, Fence, check_fence, system_clock
 from .._sql import Migration, dump_json, load_entry_data, session_filters
 from .._store import Entry, SessionMeta, check_session_id
 from ._database import PostgresDatabase
@@ -216,11 +216,7 @@ class PostgresStore:
                 return int(position)
             if not exists:
                 raise _not_found(session_id)
-            if current != fence.generation:
-                raise StaleLeaseError(
-                    f"lease {fence.key!r} generation {fence.generation} is stale "
-                    f"(current {current})"
-                )
+            check_fence(fence, current)
             attempt = await _lost_race(attempt)
 
     async def _insert(self, conn: AsyncConnection[Any], params: dict[str, Any]) -> int:

@@ -9,10 +9,10 @@ from typing import Literal
 from .._backend import Backend, Capability
 from .._leases import Clock, system_clock
 from ._background import SQLiteActivityRegistry, SQLiteNoticeInbox
-from ._budgets import SQLiteBudgets
 from ._database import SQLiteDatabase
 from ._snapshots import SQLiteSnapshots
 from ._store import SQLiteStore
+from ._tree_budgets import SQLiteBudgets
 
 __all__ = ["SQLITE_CAPABILITIES", "SQLiteBackend"]
 
@@ -48,7 +48,6 @@ class SQLiteBackend(Backend):
         )
         self._clock = clock
         super().__init__(SQLiteStore(self.database, clock=clock), capabilities=SQLITE_CAPABILITIES)
-        self.store.backend = self
 
     @functools.cached_property
     def registry(self) -> SQLiteActivityRegistry:

@@ -18,7 +18,7 @@ from .._leases import Clock, Lease, system_clock
 from .._sql import Migration
 from ._database import SQLiteDatabase
 
-__all__ = ["SQLITE_LEASE_MIGRATIONS", "SQLiteLeases"]
+__all__ = ["SQLITE_LEASE_MIGRATIONS", "SQLiteLeases", "generation"]
 
 SQLITE_LEASE_MIGRATIONS: tuple[Migration, ...] = (
     (
@@ -61,6 +61,12 @@ _CURRENT = """
 SELECT holder, generation, expires_at FROM taskloom_leases
 WHERE key = ?1 AND holder IS NOT NULL AND expires_at > ?2
 """
+
+
+def generation(conn: sqlite3.Connection, key: str) -> int:
+    """The newest generation granted for `key` (0 if none), read in the caller's transaction."""
+    row = conn.execute("SELECT generation FROM taskloom_leases WHERE key = ?", (key,)).fetchone()
+    return int(row[0]) if row else 0
 
 
 class SQLiteLeases:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 
-from ...errors import StaleLeaseError
-from .._leases import Fence
+from .._leases import Fence, check_fence
 from .._sql import Migration
 from ._database import SQLiteDatabase, immediate
+from ._leases import generation
 
 __all__ = ["SQLITE_SNAPSHOT_MIGRATIONS", "SQLiteSnapshots"]
 
@@ -47,15 +47,7 @@ class SQLiteSnapshots:
         def write(conn: sqlite3.Connection) -> None:
             with immediate(conn):
                 if fence is not None:
-                    row = conn.execute(
-                        "SELECT generation FROM taskloom_leases WHERE key = ?", (fence.key,)
-                    ).fetchone()
-                    current = int(row[0]) if row else 0
-                    if current != fence.generation:
-                        raise StaleLeaseError(
-                            f"lease {fence.key!r} generation {fence.generation} is stale "
-                            f"(current {current})"
-                        )
+                    check_fence(fence, generation(conn, fence.key))
                 # The session may be gone (deleted meanwhile): then nothing is written.
                 conn.execute(
                     "INSERT INTO taskloom_snapshots (session_id, position, data)"

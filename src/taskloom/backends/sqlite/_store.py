@@ -16,12 +16,12 @@ import sqlite3
 from builtins import list as _list
 from typing import TYPE_CHECKING, Any
 
-from ...errors import SessionNotFound, StaleLeaseError
-from .._leases import Clock, Fence, system_clock
+from ...errors import SessionNotFound
+from .._leases import Clock, Fence, check_fence, system_clock
 from .._sql import Migration, dump_json, load_entry_data, session_filters
 from .._store import Entry, SessionMeta, check_session_id
 from ._database import SQLiteDatabase, immediate
-from ._leases import SQLiteLeases
+from ._leases import SQLiteLeases, generation
 
 if TYPE_CHECKING:
     from .._backend import Backend
@@ -61,7 +61,6 @@ VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING
 """
 _GET = "SELECT id, agent, parent_id, created_at, metadata FROM taskloom_sessions WHERE id = ?"
 _EXISTS = "SELECT 1 FROM taskloom_sessions WHERE id = ?"
-_GENERATION = "SELECT generation FROM taskloom_leases WHERE key = ?"
 # Nothing is inserted unless the session exists and the fence (?6, ?7), when
 # given, is the lease's current generation; `_append_checked` then says which
 # failed. MAX stands alone in its subquery, so it reads one index entry
@@ -96,13 +95,7 @@ def _append_checked(conn: sqlite3.Connection, params: tuple[Any, ...], fence: Fe
         if conn.execute(_EXISTS, (session_id,)).fetchone() is None:
             raise _not_found(session_id)
         if fence is not None:
-            row = conn.execute(_GENERATION, (fence.key,)).fetchone()
-            current = int(row[0]) if row else 0
-            if current != fence.generation:
-                raise StaleLeaseError(
-                    f"lease {fence.key!r} generation {fence.generation} is stale "
-                    f"(current {current})"
-                )
+            check_fence(fence, generation(conn, fence.key))
         # What refused it changed in between (the session was just created).
         return int(conn.execute(_APPEND, params).fetchone()[0])
 
