@@ -44,7 +44,7 @@ from ._open import open_backend
 from ._pool import DEFAULT_MAX_SIZE, PoolOptions
 from ._snapshots import SnapshotStore
 from ._store import MAX_SESSION_ID_LENGTH, SessionMeta, SessionStore, check_session_id
-from ._tree_budgets import NANO, BudgetLedger, BudgetLeft
+from ._tree_budgets import BudgetLedger
 from .memory import MemoryBackend
 
 if TYPE_CHECKING:
@@ -54,13 +54,11 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_SIZE",
     "MAX_SESSION_ID_LENGTH",
-    "NANO",
     "ActivityRegistry",
     "Backend",
     "BackgroundActivity",
     "BackgroundNotice",
     "BudgetLedger",
-    "BudgetLeft",
     "Capability",
     "Clock",
     "Fence",

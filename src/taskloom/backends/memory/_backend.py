@@ -6,8 +6,7 @@ from .._backend import Backend, Capability
 from .._leases import Clock, system_clock
 from .._tree_budgets import MemoryBudgets
 from ._background import MemoryActivityRegistry, MemoryNoticeInbox
-from ._snapshots import MemorySnapshots
-from ._store import MemoryStore
+from ._store import MemorySnapshots, MemoryStore
 
 __all__ = ["MEMORY_CAPABILITIES", "MemoryBackend"]
 

@@ -1,8 +1,7 @@
 """PostgreSQL activity registry and notice inbox (psycopg 3).
 
-Both work through their backend's `PostgresDatabase`, so that a
-`PostgresStore`, its leases and its background work share one pool and its
-bounds on every wait (connect, checkout, statements). The pool belongs to the event loop that first used it.
+Both work through their backend's `PostgresDatabase`: one pool, and its
+bounds on every wait.
 
 The tables are the `"background"` component's versioned migrations, applied
 on first use under the database's migration lock, in the database's schema.

@@ -66,7 +66,6 @@ class PostgresLeases:
             WHERE key = %s AND holder IS NOT NULL AND expires_at > %s"""
 
     async def acquire(self, key: str, holder: str, ttl: float) -> Lease | None:
-        """Take the key if it is free or its lease lapsed; None if someone holds it."""
         now = self._clock()
         params = {"key": key, "holder": holder, "expires_at": now + ttl, "now": now}
         async with self._db.connection() as conn:
@@ -74,7 +73,6 @@ class PostgresLeases:
         return None if row is None else Lease(key, holder, int(row[0]), now + ttl)
 
     async def renew(self, lease: Lease, ttl: float) -> Lease | None:
-        """Extend a lease still held under the same generation; None if lost."""
         now = self._clock()
         params = {
             "key": lease.key,
@@ -89,12 +87,10 @@ class PostgresLeases:
         return None if row is None else Lease(lease.key, lease.holder, lease.generation, now + ttl)
 
     async def release(self, lease: Lease) -> None:
-        """Give the key up (no effect if the lease was already lost)."""
         async with self._db.connection(urgent=True) as conn:
             await conn.execute(self._release, (lease.key, lease.generation))
 
     async def take_over(self, lease: Lease, holder: str, ttl: float) -> Lease | None:
-        """Take the key from `lease`'s holder (known dead) while it is still current."""
         now = self._clock()
         params = {
             "key": lease.key,
@@ -108,7 +104,6 @@ class PostgresLeases:
         return None if row is None else Lease(lease.key, holder, int(row[0]), now + ttl)
 
     async def current(self, key: str) -> Lease | None:
-        """The live lease on the key, if any."""
         now = self._clock()
         async with self._db.connection() as conn:
             row = await (await conn.execute(self._current, (key, now))).fetchone()

@@ -18,10 +18,9 @@ import random
 from builtins import list as _list
 from typing import TYPE_CHECKING, Any
 
-from ...errors import SessionNotFound
 from .._leases import Clock, Fence, check_fence, system_clock
 from .._sql import Migration, dump_json, load_entry_data, session_filters
-from .._store import Entry, SessionMeta, check_session_id
+from .._store import Entry, SessionMeta, check_session_id, not_found
 from ._database import PostgresDatabase
 from ._leases import PostgresLeases
 
@@ -60,10 +59,6 @@ POSTGRES_SESSION_MIGRATIONS: tuple[Migration, ...] = (
 
 def _meta(row: tuple[Any, ...]) -> SessionMeta:
     return SessionMeta(row[0], row[1], row[2], row[3], row[4])
-
-
-def _not_found(session_id: str) -> SessionNotFound:
-    return SessionNotFound(f"no session {session_id!r}")
 
 
 async def _lost_race(attempt: int) -> int:
@@ -157,11 +152,6 @@ class PostgresStore:
         return max(1, self._db.max_size - 1) * CHILDREN_PER_CONNECTION
 
     async def create(self, meta: SessionMeta) -> SessionMeta:
-        """Create a session; returns it timestamped.
-
-        Raises `ConfigurationError` for an id `check_session_id` refuses and
-        `ValueError` if the id exists.
-        """
         check_session_id(meta.id)
         if not meta.created_at:
             meta = SessionMeta(meta.id, meta.agent, meta.parent_id, self._clock(), meta.metadata)
@@ -173,20 +163,13 @@ class PostgresStore:
         return meta
 
     async def get(self, session_id: str) -> SessionMeta:
-        """The session's metadata; raises `SessionNotFound`."""
         async with self._db.connection() as conn:
             row = await (await conn.execute(self._sql_get, (session_id,))).fetchone()
         if row is None:
-            raise _not_found(session_id)
+            raise not_found(session_id)
         return _meta(row)
 
     async def append(self, session_id: str, entry: Entry, *, fence: Fence | None = None) -> int:
-        """Append at the next position and return it.
-
-        Raises `SessionNotFound` for an unknown session and `StaleLeaseError`
-        when `fence` is not the current generation of its key; either way
-        nothing is written.
-        """
         from psycopg.errors import ForeignKeyViolation
 
         params = {
@@ -201,7 +184,7 @@ class PostgresStore:
                 try:
                     return await self._insert(conn, params)
                 except ForeignKeyViolation:
-                    raise _not_found(session_id) from None
+                    raise not_found(session_id) from None
         params["key"] = fence.key
         params["generation"] = fence.generation
         attempt = 0
@@ -210,12 +193,12 @@ class PostgresStore:
                 try:
                     cur = await conn.execute(self._sql_fenced_append, params)
                 except ForeignKeyViolation:
-                    raise _not_found(session_id) from None
+                    raise not_found(session_id) from None
                 position, current, exists = await cur.fetchone() or (None, 0, False)
             if position is not None:
                 return int(position)
             if not exists:
-                raise _not_found(session_id)
+                raise not_found(session_id)
             check_fence(fence, current)
             attempt = await _lost_race(attempt)
 
@@ -228,16 +211,11 @@ class PostgresStore:
             attempt = await _lost_race(attempt)
 
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
-        """Entries in position order, only those after `after` when given.
-
-        Raises `CorruptEntry` (naming the session and position) for an entry
-        whose data is not a JSON object Python can decode.
-        """
         async with self._db.connection() as conn:
             cur = await conn.execute(self._sql_load, (after or 0, session_id))
             rows = await cur.fetchall()
         if not rows:
-            raise _not_found(session_id)
+            raise not_found(session_id)
         if rows[0][0] is None:
             return []
         return [
@@ -248,7 +226,6 @@ class PostgresStore:
     async def list(
         self, *, parent_id: str | None = None, agent: str | None = None, limit: int | None = None
     ) -> _list[SessionMeta]:
-        """Sessions, newest first, optionally filtered by parent or agent."""
         where, params = session_filters("%s", parent_id=parent_id, agent=agent)
         # LIMIT NULL is "no limit"; ties in created_at go to the later insert.
         params.append(None if limit is None else max(limit, 0))
@@ -262,7 +239,6 @@ class PostgresStore:
         return [_meta(row) for row in rows]
 
     async def delete(self, session_id: str) -> None:
-        """Remove a session and its log (no error if it does not exist)."""
         async with self._db.connection() as conn:
             await conn.execute(self._sql_delete, (session_id,))
 

@@ -1,10 +1,8 @@
 """SQLite activity registry and notice inbox.
 
-Both work through their backend's `SQLiteDatabase`, so that a `SQLiteStore`,
-its leases and its background work share one connection, one thread and one
-`busy_timeout`. Several processes may share the file; atomicity
-between them comes from SQLite's own locking (a cap check takes the write
-lock before it counts, see `SQLiteActivityRegistry.add`).
+Both work through their backend's `SQLiteDatabase` (one connection, one
+thread, one `busy_timeout`). Atomicity between processes comes from SQLite's
+own locking (a cap check takes the write lock before it counts).
 
 The tables are the `"background"` component's versioned migrations,
 applied on first use.

@@ -78,7 +78,6 @@ class SQLiteLeases:
         database.require("leases", SQLITE_LEASE_MIGRATIONS)
 
     async def acquire(self, key: str, holder: str, ttl: float) -> Lease | None:
-        """Take the key if it is free or its lease lapsed; None if someone holds it."""
         now = self._clock()
         expires_at = now + ttl
 
@@ -91,7 +90,6 @@ class SQLiteLeases:
         return None if generation is None else Lease(key, holder, generation, expires_at)
 
     async def renew(self, lease: Lease, ttl: float) -> Lease | None:
-        """Extend a lease still held under the same generation; None if lost."""
         now = self._clock()
         expires_at = now + ttl
 
@@ -106,7 +104,6 @@ class SQLiteLeases:
         return Lease(lease.key, lease.holder, lease.generation, expires_at)
 
     async def release(self, lease: Lease) -> None:
-        """Give the key up (no effect if the lease was already lost)."""
         # Ahead of queued writes too: a release waiting behind them locks the
         # session for everyone else until it lands.
         await self._db.run(
@@ -114,7 +111,6 @@ class SQLiteLeases:
         )
 
     async def take_over(self, lease: Lease, holder: str, ttl: float) -> Lease | None:
-        """Take the key from `lease`'s holder (known dead) while it is still current."""
         expires_at = self._clock() + ttl
 
         def take_over(conn: sqlite3.Connection) -> int | None:
@@ -126,7 +122,6 @@ class SQLiteLeases:
         return None if generation is None else Lease(lease.key, holder, generation, expires_at)
 
     async def current(self, key: str) -> Lease | None:
-        """The live lease on the key, if any."""
         now = self._clock()
         row = await self._db.run(lambda conn: conn.execute(_CURRENT, (key, now)).fetchone())
         return None if row is None else Lease(key, row[0], int(row[1]), float(row[2]))

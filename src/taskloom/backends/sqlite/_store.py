@@ -16,10 +16,9 @@ import sqlite3
 from builtins import list as _list
 from typing import TYPE_CHECKING, Any
 
-from ...errors import SessionNotFound
 from .._leases import Clock, Fence, check_fence, system_clock
 from .._sql import Migration, dump_json, load_entry_data, session_filters
-from .._store import Entry, SessionMeta, check_session_id
+from .._store import Entry, SessionMeta, check_session_id, not_found
 from ._database import SQLiteDatabase, immediate
 from ._leases import SQLiteLeases, generation
 
@@ -84,16 +83,12 @@ def _meta(row: tuple[Any, ...]) -> SessionMeta:
     return SessionMeta(row[0], row[1], row[2], row[3], json.loads(row[4]))
 
 
-def _not_found(session_id: str) -> SessionNotFound:
-    return SessionNotFound(f"no session {session_id!r}")
-
-
 def _append_checked(conn: sqlite3.Connection, params: tuple[Any, ...], fence: Fence | None) -> int:
     """The append that was refused, under the write lock: raise why, or land it now."""
     session_id = params[0]
     with immediate(conn):
         if conn.execute(_EXISTS, (session_id,)).fetchone() is None:
-            raise _not_found(session_id)
+            raise not_found(session_id)
         if fence is not None:
             check_fence(fence, generation(conn, fence.key))
         # What refused it changed in between (the session was just created).
@@ -105,15 +100,10 @@ SQLITE_CHILD_CONCURRENCY = 32
 
 
 class SQLiteStore:
-    """Sessions in the SQLite file of a `SQLiteBackend`, on its `SQLiteDatabase`.
-
-    Every statement runs on the database's only connection: on the caller's
-    thread when it can finish at once, on the database's worker thread when
-    it would wait for another writer's lock or may read a lot (a whole log,
-    an unbounded listing; see `SQLiteDatabase`). The event loop never waits
-    for another process, nor for the disk to sync (with "NORMAL"). Several
-    processes may open the same file; appends from all of them interleave
-    into one dense order per session. `leases` is a `SQLiteLeases` on the
+    """Sessions in the SQLite file of a `SQLiteBackend`, on its `SQLiteDatabase`
+    (whose worker thread takes what would wait or read a lot, so the event
+    loop never waits for another process). Appends from every process on the
+    file interleave into one dense order per session. `leases` is a `SQLiteLeases` on the
     same database, and `append(..., fence=)` checks it in the append's own
     transaction. `backend` is the `Backend` that built the store.
     """
@@ -139,11 +129,6 @@ class SQLiteStore:
         return self._db.path
 
     async def create(self, meta: SessionMeta) -> SessionMeta:
-        """Create a session; returns it timestamped.
-
-        Raises `ConfigurationError` for an id `check_session_id` refuses and
-        `ValueError` if the id exists.
-        """
         check_session_id(meta.id)
         if not meta.created_at:
             meta = SessionMeta(meta.id, meta.agent, meta.parent_id, self._clock(), meta.metadata)
@@ -157,19 +142,12 @@ class SQLiteStore:
         return meta
 
     async def get(self, session_id: str) -> SessionMeta:
-        """The session's metadata; raises `SessionNotFound`."""
         row = await self._db.run(lambda conn: conn.execute(_GET, (session_id,)).fetchone())
         if row is None:
-            raise _not_found(session_id)
+            raise not_found(session_id)
         return _meta(row)
 
     async def append(self, session_id: str, entry: Entry, *, fence: Fence | None = None) -> int:
-        """Append at the next position and return it.
-
-        Raises `SessionNotFound` for an unknown session and `StaleLeaseError`
-        when `fence` is not the current generation of its key; either way
-        nothing is written.
-        """
         created_at = entry.created_at or self._clock()
         data = dump_json(entry.data)
 
@@ -191,12 +169,6 @@ class SQLiteStore:
         return await self._db.run(append)
 
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
-        """Entries in position order, only those after `after` when given.
-
-        Raises `CorruptEntry` (naming the session and position) for an entry
-        whose data is not a JSON object.
-        """
-
         def load(conn: sqlite3.Connection) -> _list[tuple[Any, ...]] | None:
             rows = conn.execute(_LOAD, (session_id, after or 0)).fetchall()
             if not rows and conn.execute(_EXISTS, (session_id,)).fetchone() is None:
@@ -206,7 +178,7 @@ class SQLiteStore:
         # A whole log may be long: read on the worker, not the caller's thread.
         rows = await self._db.run(load, inline=after is not None)
         if rows is None:
-            raise _not_found(session_id)
+            raise not_found(session_id)
         return [
             Entry(kind, load_entry_data(data, session_id, pos), run_id, pos, at)
             for kind, data, run_id, pos, at in rows
@@ -215,7 +187,6 @@ class SQLiteStore:
     async def list(
         self, *, parent_id: str | None = None, agent: str | None = None, limit: int | None = None
     ) -> _list[SessionMeta]:
-        """Sessions, newest first, optionally filtered by parent or agent."""
         where, params = session_filters("?", parent_id=parent_id, agent=agent)
         # LIMIT -1 is SQLite for "no limit". Ties in created_at go to the
         # later insert (higher rowid), so same-instant sessions list newest first too.
@@ -231,7 +202,6 @@ class SQLiteStore:
         return [_meta(row) for row in rows]
 
     async def delete(self, session_id: str) -> None:
-        """Remove a session and its log (no error if it does not exist)."""
         await self._db.run(lambda conn: conn.execute(_DELETE, (session_id,)))
 
     async def close(self) -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ...results import BudgetLeft
 from .._sql import Migration
-from .._tree_budgets import BudgetLeft
 from ._database import SQLiteDatabase
 
 __all__ = ["SQLITE_BUDGET_MIGRATIONS", "SQLiteBudgets"]
