@@ -67,17 +67,19 @@ class Runtime:
     """The services sessions share: a store, known agents and models, background work.
 
     `store` is a URL (`memory://` — the default —, `sqlite:///path`,
-    `postgresql://...`), a `Backend` or a `SessionStore` (see `open_backend`). `agents` (agents, or a mapping by
-    name) and `models` (model instances, registered by spec) are what a
-    process that did not create a session rebuilds it from (their tools
-    are bound to this runtime as it is made: see `BindsRuntime`); `tools` (a
-    mapping by name, or tools) is the registry a background-child worker
-    rebuilds children from. With `wake_on_notice`, a background notice for
-    an idle session of this runtime starts a follow-up run by itself (an
-    always-on agent), at most `max_wakeups` times in a row before a user
-    turn. `lease_ttl` is how long a run's session lease lasts unrenewed: a
-    writer that vanishes without releasing it blocks the session that long
-    (on Linux a dead holder on the same machine is taken over at once).
+    `postgresql://...`), a `Backend` or a `SessionStore` (see
+    `open_backend`); `backend` is what it opened, and `close()` closes it.
+    `agents` (agents, or a mapping by name) and `models` (model instances,
+    registered by spec) are what a process that did not create a session
+    rebuilds it from (their tools are bound to this runtime as it is made:
+    see `BindsRuntime`); `tools` (a mapping by name, or tools) is the
+    registry a background-child worker rebuilds children from. With
+    `wake_on_notice`, a background notice for an idle session of this
+    runtime starts a follow-up run by itself (an always-on agent), at most
+    `max_wakeups` times in a row before a user turn. `lease_ttl` is how
+    long a run's session lease lasts unrenewed: a writer that vanishes
+    without releasing it blocks the session that long (on Linux a dead
+    holder on the same machine is taken over at once).
     `child_concurrency` is how many child agents this runtime runs at once
     (inline, and background children run in this process); more wait their
     turn rather than crowd the store. By default it is what the store says it
