@@ -3,8 +3,9 @@
 `PostgresBackend` builds every part (store, leases, activity registry,
 notice inbox, snapshots, tree budgets) on one `PostgresDatabase`: one
 lazily opened pool, sized and bounded by one `PoolOptions`, with a
-connection kept for lease renewals (`connection(urgent=True)`). `Migration` and `quote_ident` are for other
-components that keep tables in the same database (the work queue).
+connection kept for lease renewals (`connection(urgent=True)`).
+`Migration` and `quote_ident` are for other components that keep tables in
+the same database (the work queue).
 """
 
 from __future__ import annotations
