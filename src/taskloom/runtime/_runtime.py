@@ -179,8 +179,7 @@ class Runtime:
         """Where delegation trees' budgets are kept: the backend's ledger, so a
         tree's ceiling holds across every process on the database; for a store
         without one, this runtime's memory (one process)."""
-        ledger = self.backend.budgets
-        return ledger if ledger is not None else MemoryBudgets()
+        return self.backend.budgets or MemoryBudgets()
 
     @property
     def background(self) -> BackgroundService:
