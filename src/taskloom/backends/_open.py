@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from .._extras import needs_extra
@@ -18,8 +19,9 @@ def open_backend(
     """A backend from a URL: `memory://`, `sqlite:///path`, `postgresql://...`.
 
     None means a fresh memory backend; a `Backend` passes through; a store
-    gives the backend that built it, or one around it (a `MemoryBackend`
-    around a `MemoryStore`, else a `Backend` of the store alone). `options` go to the backend's
+    gives the backend that built it (its parts around the store, for one
+    that wraps a backend's store), or one around it (a `MemoryBackend` around
+    a `MemoryStore`, else a `Backend` of the store alone). `options` go to the backend's
     constructor: `clock` for all; `busy_timeout`, `synchronous` for SQLite;
     `pool` (a `PoolOptions`) or its fields (`schema`, `max_size`, the
     timeouts...) for PostgreSQL. Opening does no I/O: durable backends
@@ -41,7 +43,12 @@ def open_backend(
         return url.backend if url.backend is not None else MemoryBackend(store=url)
     if isinstance(url, SessionStore):
         found = getattr(url, "backend", None)
-        return found if isinstance(found, Backend) else Backend(url)
+        if not isinstance(found, Backend):
+            return Backend(url)
+        if found.store is not url:  # a store wrapping a backend's own: the same parts around it
+            found = copy.copy(found)
+            found.store = url
+        return found
     if not isinstance(url, str):
         raise ConfigurationError(f"a backend URL must be a string, not {type(url).__name__}")
     scheme, sep, rest = url.partition("://")
