@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from ._activities import ActivityRegistry, NoticeInbox
-    from ._leases import Leases
+    from ._leases import Clock, Leases
     from ._snapshots import SnapshotStore
     from ._store import SessionStore
     from ._tree_budgets import BudgetLedger
@@ -87,9 +88,6 @@ class Backend:
         """Whether this backend declares `capability`."""
         return Capability(capability) in self.capabilities
 
-    # The built-in backends override these four with parts built on first
-    # use, not at construction: a store used alone never creates the
-    # background or snapshot tables.
     @property
     def registry(self) -> ActivityRegistry | None:
         """The activity registry of background work on this backend, if it has one."""
@@ -120,6 +118,37 @@ class Backend:
     def __repr__(self) -> str:
         flags = ", ".join(sorted(self.capabilities))
         return f"<{type(self).__name__} {type(self.store).__name__} [{flags}]>"
+
+
+class DatabaseBackend(Backend):
+    """A backend whose parts share its `database`: the store and its leases
+    are built with it, the others (`part_types`) on first use, so that a
+    part's tables are made only once it is used."""
+
+    database: Any
+    _clock: Clock
+    part_types: ClassVar[tuple[Any, Any, Any, Any]]
+    """The registry, inbox, snapshots and budgets classes, each built on `database`."""
+
+    @functools.cached_property
+    def registry(self) -> ActivityRegistry:
+        """The activity registry on this backend's database."""
+        return self.part_types[0](self.database, clock=self._clock)  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def inbox(self) -> NoticeInbox:
+        """The notice inbox on this backend's database."""
+        return self.part_types[1](self.database)  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def snapshots(self) -> SnapshotStore:
+        """The snapshot rows on this backend's database."""
+        return self.part_types[2](self.database)  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def budgets(self) -> BudgetLedger:
+        """The tree budgets on this backend's database."""
+        return self.part_types[3](self.database)  # type: ignore[no-any-return]
 
 
 def backend_of(store: object) -> Backend | None:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING
 
-from .._backend import Backend, Capability
+from .._backend import Capability, DatabaseBackend
 from .._leases import Clock, system_clock
 from .._pool import PoolOptions, PoolSettings
 from ._background import PostgresActivityRegistry, PostgresNoticeInbox
@@ -23,7 +22,7 @@ POSTGRES_CAPABILITIES = frozenset(Capability)
 """Every capability: any number of processes share the database."""
 
 
-class PostgresBackend(Backend):
+class PostgresBackend(DatabaseBackend):
     """A `PostgresStore`, its `PostgresLeases`, a registry, an inbox, snapshots
     and tree budgets on one `PostgresDatabase`: one pool, sized and bounded
     once by `pool` (a `PoolOptions`, or its fields as keywords, which
@@ -35,6 +34,8 @@ class PostgresBackend(Backend):
     """
 
     store: PostgresStore
+    database: PostgresDatabase
+    part_types = (PostgresActivityRegistry, PostgresNoticeInbox, PostgresSnapshots, PostgresBudgets)
 
     def __init__(
         self,
@@ -54,23 +55,3 @@ class PostgresBackend(Backend):
     def options(self) -> PoolOptions:
         """The pool options every part of this backend shares."""
         return self.database.options
-
-    @functools.cached_property
-    def registry(self) -> PostgresActivityRegistry:
-        """The activity registry on this backend's database (built on first use)."""
-        return PostgresActivityRegistry(self.database, clock=self._clock)
-
-    @functools.cached_property
-    def inbox(self) -> PostgresNoticeInbox:
-        """The notice inbox on this backend's database (built on first use)."""
-        return PostgresNoticeInbox(self.database)
-
-    @functools.cached_property
-    def snapshots(self) -> PostgresSnapshots:
-        """The snapshot rows on this backend's database (built on first use)."""
-        return PostgresSnapshots(self.database)
-
-    @functools.cached_property
-    def budgets(self) -> PostgresBudgets:
-        """The tree budgets on this backend's database (built on first use)."""
-        return PostgresBudgets(self.database)

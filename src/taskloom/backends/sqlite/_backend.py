@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 import os
 from typing import Literal
 
-from .._backend import Backend, Capability
+from .._backend import Capability, DatabaseBackend
 from .._leases import Clock, system_clock
 from ._background import SQLiteActivityRegistry, SQLiteNoticeInbox
 from ._database import SQLiteDatabase
@@ -20,7 +19,7 @@ SQLITE_CAPABILITIES = frozenset(Capability)
 """Every capability: the file is shared by every process that opens it."""
 
 
-class SQLiteBackend(Backend):
+class SQLiteBackend(DatabaseBackend):
     """A `SQLiteStore`, its `SQLiteLeases`, a registry, an inbox, snapshots and
     tree budgets on one `SQLiteDatabase` (one file, one connection and its
     worker thread).
@@ -33,6 +32,8 @@ class SQLiteBackend(Backend):
     """
 
     store: SQLiteStore
+    database: SQLiteDatabase
+    part_types = (SQLiteActivityRegistry, SQLiteNoticeInbox, SQLiteSnapshots, SQLiteBudgets)
 
     def __init__(
         self,
@@ -48,23 +49,3 @@ class SQLiteBackend(Backend):
         )
         self._clock = clock
         super().__init__(SQLiteStore(self.database, clock=clock), capabilities=SQLITE_CAPABILITIES)
-
-    @functools.cached_property
-    def registry(self) -> SQLiteActivityRegistry:
-        """The activity registry on this backend's database (built on first use)."""
-        return SQLiteActivityRegistry(self.database, clock=self._clock)
-
-    @functools.cached_property
-    def inbox(self) -> SQLiteNoticeInbox:
-        """The notice inbox on this backend's database (built on first use)."""
-        return SQLiteNoticeInbox(self.database)
-
-    @functools.cached_property
-    def snapshots(self) -> SQLiteSnapshots:
-        """The snapshot rows on this backend's database (built on first use)."""
-        return SQLiteSnapshots(self.database)
-
-    @functools.cached_property
-    def budgets(self) -> SQLiteBudgets:
-        """The tree budgets on this backend's database (built on first use)."""
-        return SQLiteBudgets(self.database)
