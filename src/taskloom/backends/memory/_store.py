@@ -56,7 +56,7 @@ class MemoryStore:
         log = self._logs.get(session_id)
         if log is None:
             raise not_found(session_id)
-        if fence is not None:
+        if fence is not None and self.leases.generation(fence.key) != fence.generation:
             check_fence(fence, self.leases.generation(fence.key))
         position = len(log) + 1
         # An entry already placed here (as a Session places its own) is kept as it is.
