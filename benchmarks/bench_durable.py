@@ -79,7 +79,7 @@ def main() -> None:
         )
     )
     try:
-        from taskloom.stores import PostgresStore
+        from taskloom.backends import PostgresBackend
 
         schema = f"bench_{uuid.uuid4().hex[:8]}"
         import psycopg
@@ -87,7 +87,7 @@ def main() -> None:
         with psycopg.connect(PG, autocommit=True, connect_timeout=3) as conn:
             conn.execute(f'CREATE SCHEMA "{schema}"')
         try:
-            pg = asyncio.run(per_round(PostgresStore(PG, schema=schema), runs))
+            pg = asyncio.run(per_round(PostgresBackend(PG, schema=schema).store, runs))
             rows.append(
                 (
                     "postgresql",

@@ -30,6 +30,8 @@ from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
 sys.path.insert(0, os.path.dirname(__file__))
 from _statements import count_statements
 
+from taskloom.backends import PostgresBackend
+
 PG = os.environ.get("TASKLOOM_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
 
@@ -115,14 +117,12 @@ def main() -> None:
                 else:
                     import psycopg
 
-                    from taskloom.stores import PostgresStore
-
                     schema = f"fan_{uuid.uuid4().hex[:8]}"
                     app = f"taskloom-{schema}"
                     with psycopg.connect(PG, autocommit=True) as conn:
                         conn.execute(f'CREATE SCHEMA "{schema}"')
                     sep = "&" if "?" in PG else "?"
-                    store = PostgresStore(f"{PG}{sep}application_name={app}", schema=schema)
+                    store = PostgresBackend(f"{PG}{sep}application_name={app}", schema=schema).store
                     pool = store.database.max_size
                     sampler = ConnectionSampler(app)
                     sampler.start()

@@ -100,13 +100,16 @@ async def _measure(name: str, store: Any, rounds: int, rows: list[str], opens: l
 
 
 async def main(rounds: int) -> None:
-    from taskloom.stores import MemoryStore, open_store
+    from taskloom.backends import open_backend
+    from taskloom.backends.memory import MemoryStore
 
     rows: list[str] = []
     opens: list[str] = []
     await _measure("memory", MemoryStore(), rounds, rows, opens)
     with tempfile.TemporaryDirectory() as tmp:
-        await _measure("sqlite", open_store(f"sqlite:///{tmp}/long.db"), rounds, rows, opens)
+        await _measure(
+            "sqlite", open_backend(f"sqlite:///{tmp}/long.db").store, rounds, rows, opens
+        )
     try:
         import psycopg
 
@@ -114,7 +117,7 @@ async def main(rounds: int) -> None:
         with psycopg.connect(PG, autocommit=True, connect_timeout=3) as conn:
             conn.execute(f'CREATE SCHEMA "{schema}"')
         try:
-            await _measure("postgresql", open_store(PG, schema=schema), rounds, rows, opens)
+            await _measure("postgresql", open_backend(PG, schema=schema).store, rounds, rows, opens)
         finally:
             with psycopg.connect(PG, autocommit=True) as conn:
                 conn.execute(f'DROP SCHEMA "{schema}" CASCADE')

@@ -26,12 +26,11 @@ from pathlib import Path
 from taskloom.backends import (
     ActivityRegistry,
     BackgroundNotice,
-    MemoryActivityRegistry,
-    MemoryNoticeInbox,
     NoticeInbox,
-    SQLiteActivityRegistry,
-    SQLiteNoticeInbox,
+    PostgresBackend,
+    SQLiteBackend,
 )
+from taskloom.backends.memory import MemoryActivityRegistry, MemoryNoticeInbox
 from taskloom.background import RunNotices
 
 PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
@@ -109,12 +108,11 @@ async def _memory() -> AsyncIterator[Backend]:
 async def _sqlite() -> AsyncIterator[Backend]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.db"
-        registry, inbox = SQLiteActivityRegistry(path), SQLiteNoticeInbox(path)
+        backend = SQLiteBackend(path)
         try:
-            yield Backend("SQLite", registry, inbox, 5_000, 10_000)
+            yield Backend("SQLite", backend.registry, backend.inbox, 5_000, 10_000)
         finally:
-            await registry.close()
-            await inbox.close()
+            await backend.close()
 
 
 @asynccontextmanager
@@ -123,8 +121,6 @@ async def _postgres() -> AsyncIterator[Backend | None]:
         import psycopg
         from psycopg import sql
 
-        from taskloom.backends import PostgresActivityRegistry, PostgresNoticeInbox
-
         probe = await psycopg.AsyncConnection.connect(PG_DSN, connect_timeout=3)
         await probe.close()
     except Exception as exc:  # no driver or no server: report and go on
@@ -132,13 +128,11 @@ async def _postgres() -> AsyncIterator[Backend | None]:
         yield None
         return
     schema = f"taskloom_bench_{uuid.uuid4().hex[:8]}"
-    registry = PostgresActivityRegistry(PG_DSN, schema=schema)
-    inbox = PostgresNoticeInbox(PG_DSN, schema=schema)
+    backend = PostgresBackend(PG_DSN, schema=schema)
     try:
-        yield Backend("PostgreSQL", registry, inbox, 5_000, 5_000)
+        yield Backend("PostgreSQL", backend.registry, backend.inbox, 5_000, 5_000)
     finally:
-        await registry.close()
-        await inbox.close()
+        await backend.close()
         async with await psycopg.AsyncConnection.connect(PG_DSN, autocommit=True) as conn:
             await conn.execute(
                 sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))

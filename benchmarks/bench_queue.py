@@ -42,9 +42,9 @@ FAST = {"heartbeat": 0.5, "stall_timeout": 2.0, "reap_every": 0.5}
 
 def build(url: str, schema: str, fast: bool) -> Any:
     from taskloom import Runtime, ToolContext, tool
+    from taskloom.backends import PostgresBackend
     from taskloom.distributed import WorkQueue
     from taskloom.models import FunctionModel, ModelRequest, reply
-    from taskloom.stores import PostgresStore
 
     @tool
     async def hold(ctx: ToolContext) -> str:
@@ -62,7 +62,7 @@ def build(url: str, schema: str, fast: bool) -> Any:
     settings = FAST if fast else {}
     queue = WorkQueue(url, schema=schema, poll_every=0.2, pool_size=8, **settings)
     return Runtime(
-        store=PostgresStore(url, schema=schema, max_size=8),
+        store=PostgresBackend(url, schema=schema, max_size=8).store,
         queue=queue,
         tools=[hold],
         models=[model],

@@ -24,15 +24,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from taskloom.stores import (
-    Entry,
-    EntryKind,
-    MemoryStore,
-    PostgresStore,
-    SessionMeta,
-    SessionStore,
-    SQLiteStore,
-)
+from taskloom.backends import PostgresBackend, SessionMeta, SessionStore, SQLiteBackend
+from taskloom.backends.memory import MemoryStore
+from taskloom.entries import Entry, EntryKind
 
 WRITERS = 8
 LOAD_ENTRIES = 100
@@ -127,7 +121,7 @@ async def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         for synchronous in ("FULL", "NORMAL"):
-            sqlite = SQLiteStore(Path(tmp) / f"{synchronous}.db", synchronous=synchronous)
+            sqlite = SQLiteBackend(Path(tmp) / f"{synchronous}.db", synchronous=synchronous).store
             try:
                 rows.append((f"sqlite ({synchronous})", await _measure(sqlite, args.seconds)))
             finally:
@@ -138,7 +132,7 @@ async def main() -> None:
         rows.append(("postgresql", f"skipped: {problem}"))
     else:
         schema = f"bench_{uuid.uuid4().hex[:12]}"
-        postgres = PostgresStore(args.postgres, schema=schema, max_size=WRITERS)
+        postgres = PostgresBackend(args.postgres, schema=schema, max_size=WRITERS).store
         try:
             rows.append(("postgresql", await _measure(postgres, args.seconds)))
         finally:

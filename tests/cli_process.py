@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import taskloom
-from taskloom.stores import open_store
+from taskloom.backends import open_backend
 
 TESTS = Path(__file__).parent
 # The sources under test, ahead of whatever copy the interpreter has installed.
@@ -47,7 +47,7 @@ def empty_store(home: Path) -> Path:
     path = home / "taskloom.db"
 
     async def create() -> None:
-        store = open_store(f"sqlite:///{path}")
+        store = open_backend(f"sqlite:///{path}").store
         try:
             await store.list(limit=1)
         finally:

@@ -8,10 +8,10 @@ import os
 
 import taskloom
 from taskloom import Agent, RunStatus, Runtime, ToolEffect
+from taskloom.backends import SessionStore
 from taskloom.delegation import SubAgent
 from taskloom.loop.ports import RUN_BY
 from taskloom.models import FunctionModel, ModelRequest, Reply, ScriptedModel, reply
-from taskloom.stores import SessionStore
 
 XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
 GIFT_ARGS = {"to": "Ada <Lovelace>", "total": 900, "wrapping": "gold & blue"}

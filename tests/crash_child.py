@@ -22,11 +22,11 @@ import sys
 from typing import Any
 
 from taskloom import Agent, Budget, RunOptions, Runtime, ToolContext, Usage, tool
-from taskloom.backends import Entry, Fence
+from taskloom.backends import Fence, open_backend
 from taskloom.delegation import Spawner, SubAgent, TaskDispatcher
+from taskloom.entries import Entry
 from taskloom.errors import UsageError
 from taskloom.models import FunctionModel, ModelRequest, reply
-from taskloom.stores import open_store
 
 SCENARIO, URL, SCHEMA, SESSION_ID, SIDE_EFFECTS = sys.argv[1:6]
 
@@ -159,7 +159,7 @@ async def main() -> None:
     options: dict[str, Any] = (
         {"schema": SCHEMA} if URL.startswith("postgres") and SCHEMA != "-" else {}
     )
-    inner = open_store(URL, **options)
+    inner = open_backend(URL, **options).store
     store = ReportingStore(
         inner,
         hang_before_results=SCENARIO == "before-results",

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from cli_process import SOURCES, TESTS
-from taskloom.stores import SessionStore
+from taskloom.backends import SessionStore
 
 
 async def everything_stored(store: SessionStore) -> str:

@@ -14,10 +14,10 @@ import sys
 from typing import Any
 
 from taskloom import Agent, Runtime
+from taskloom.backends import open_backend
 from taskloom.delegation import SubAgent
 from taskloom.entries import SubagentLink
 from taskloom.models import FunctionModel, ModelRequest, reply
-from taskloom.stores import open_store
 
 asking = asyncio.Event()
 
@@ -44,7 +44,7 @@ def build(child_model: FunctionModel) -> Agent:
 
 async def main(url: str, schema: str, session_id: str) -> None:
     options: dict[str, Any] = {"schema": schema} if schema != "-" else {}
-    runtime = Runtime(store=open_store(url, **options))
+    runtime = Runtime(store=open_backend(url, **options).store)
     session = await runtime.open_session(session_id, build(FunctionModel(never, name="deep")))
     result = await session.run("go")
     await asyncio.wait_for(asking.wait(), 30)

@@ -11,7 +11,7 @@ engineers running them side by side) never see each other's tables::
 
     @requires_postgres
     async def test_it(pg_schema):
-        store = PostgresStore(PG_DSN, schema=pg_schema)
+        store = PostgresBackend(PG_DSN, schema=pg_schema).store
 
 A test that must hold on both durable stores takes the `store_url` fixture
 (registered for every test by conftest.py), a `(url, schema)` pair for SQLite
@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from taskloom.stores import SessionStore, open_store
+from taskloom.backends import SessionStore, open_backend
 
 __all__ = [
     "IN_CI",
@@ -103,7 +103,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[
 
 
 def open_durable(url: str, schema: str, **options: Any) -> SessionStore:
-    """The store at a `store_url` pair; `options` go to `open_store`."""
+    """The store at a `store_url` pair; `options` go to `open_backend`."""
     if schema != "-":
         options["schema"] = schema
-    return open_store(url, **options)
+    return open_backend(url, **options).store

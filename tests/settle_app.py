@@ -17,8 +17,8 @@ from typing import Any
 
 import spawned_child
 from taskloom import Runtime
+from taskloom.backends import open_backend
 from taskloom.models import FunctionModel, ModelRequest, reply
-from taskloom.stores import open_store
 
 
 async def when_told(request: ModelRequest) -> Any:
@@ -34,7 +34,7 @@ def make_runtime() -> Runtime:
     options: dict[str, Any] = {"schema": schema} if schema != "-" else {}
     deep = FunctionModel(when_told, name="deep")
     return Runtime(
-        store=open_store(os.environ["SETTLE_URL"], **options),
+        store=open_backend(os.environ["SETTLE_URL"], **options).store,
         agents=[spawned_child.build(deep)],
         models=[deep],
     )

@@ -17,10 +17,10 @@ import pytest
 from barriers import GENEROUS, set_within
 from pg import PG_DSN, open_durable, requires_postgres
 from taskloom import Message, RunResult, Runtime
+from taskloom.backends import SessionStore
 from taskloom.entries import Entry
 from taskloom.events import Event, ModelRequestStarted
 from taskloom.models import FunctionModel, ModelRequest
-from taskloom.stores import SessionStore
 
 __all__ = [
     "BOUND",

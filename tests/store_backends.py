@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from pg import PG_DSN
-from taskloom.stores import MemoryStore, PostgresStore, SessionStore, SQLiteStore
+from taskloom.backends import PostgresBackend, SessionStore, SQLiteBackend
+from taskloom.backends.memory import MemoryStore
 
 __all__ = ["Backend", "backend"]
 
@@ -39,9 +40,9 @@ class Backend:
         if self.name == "memory":
             store = self._memory
         elif self.name == "sqlite":
-            store = SQLiteStore(self.path)
+            store = SQLiteBackend(self.path).store
         else:
-            store = PostgresStore(PG_DSN, schema=self.schema, max_size=2)
+            store = PostgresBackend(PG_DSN, schema=self.schema, max_size=2).store
         self._opened.append(store)
         return store
 

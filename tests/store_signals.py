@@ -13,16 +13,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from barriers import Tally
-from taskloom.stores import (
-    Clock,
-    Entry,
-    EntryKind,
-    Fence,
-    Lease,
-    MemoryLeases,
-    MemoryStore,
-    system_clock,
-)
+from taskloom.backends import Clock, Fence, Lease, system_clock
+from taskloom.backends.memory import MemoryLeases, MemoryStore
+from taskloom.entries import Entry, EntryKind
 
 __all__ = ["SignalingLeases", "SignalingStore"]
 

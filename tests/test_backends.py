@@ -20,23 +20,21 @@ from taskloom.backends import (
     BackgroundActivity,
     BackgroundNotice,
     Capability,
-    Entry,
-    MemoryActivityRegistry,
     MemoryBackend,
-    MemoryNoticeInbox,
-    MemoryStore,
     PoolOptions,
     PostgresBackend,
-    PostgresDatabase,
     SessionMeta,
     SessionStore,
     SQLiteBackend,
     open_backend,
     snapshots_for,
 )
+from taskloom.backends.memory import MemoryActivityRegistry, MemoryNoticeInbox, MemoryStore
+from taskloom.backends.postgres import PostgresDatabase
+from taskloom.backends.sqlite import SQLiteStore
 from taskloom.background import BackgroundService
+from taskloom.entries import Entry
 from taskloom.errors import ConfigurationError
-from taskloom.stores import PostgresStore, SQLiteStore, open_store
 from taskloom.testing.capabilities import requires
 from taskloom.testing.store_contract import StoreContract
 
@@ -100,7 +98,7 @@ def test_a_bad_url_says_which_urls_work(url: str) -> None:
     with pytest.raises(ConfigurationError, match="valid store URLs are memory://"):
         open_backend(url)
     with pytest.raises(ConfigurationError, match="valid store URLs are memory://"):
-        open_store(url)
+        _ = open_backend(url).store
 
 
 def test_a_url_that_is_not_a_string_is_a_configuration_error() -> None:
@@ -109,11 +107,11 @@ def test_a_url_that_is_not_a_string_is_a_configuration_error() -> None:
 
 
 def test_open_store_gives_the_backends_store(tmp_path: Path) -> None:
-    store = open_store(f"sqlite:///{tmp_path}/s.db")
+    store = open_backend(f"sqlite:///{tmp_path}/s.db").store
     assert isinstance(store, SQLiteStore)
     assert isinstance(store.backend, SQLiteBackend) and store.backend.store is store
     mine = MemoryStore()
-    assert open_store(mine) is mine
+    assert open_backend(mine).store is mine
 
 
 # ---------------------------------------------------------------- PoolOptions
@@ -151,18 +149,19 @@ def test_pool_options_refuse_bad_values(changes: dict[str, Any], problem: str) -
 
 
 def test_every_postgres_part_takes_the_same_options() -> None:
-    from taskloom.backends import PostgresActivityRegistry, PostgresLeases, PostgresNoticeInbox
 
     url = "postgresql://nobody@127.0.0.1:1/none"
     pool = PoolOptions(schema="tenant", max_size=6, connect_timeout=2.0)
     databases = [
-        PostgresStore(url, pool=pool).database,
-        PostgresActivityRegistry(url, pool=pool).database,
-        PostgresNoticeInbox(url, pool=pool).database,
+        PostgresBackend(url, pool=pool).store.database,
+        PostgresBackend(url, pool=pool).registry.database,
+        PostgresBackend(url, pool=pool).inbox.database,
         PostgresDatabase(url, pool),
     ]
     assert {db.options for db in databases} == {pool}
-    assert PostgresLeases(url, pool=pool, max_size=2).database.options == pool.replace(max_size=2)
+    assert PostgresBackend(url, pool=pool, max_size=2).leases.database.options == pool.replace(
+        max_size=2
+    )
 
 
 @requires_postgres
@@ -201,7 +200,7 @@ async def test_a_postgres_backend_holds_one_pool_for_every_part(pg_schema: str) 
 
 
 async def test_background_service_uses_the_stores_backend(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "t.db")
+    store = SQLiteBackend(tmp_path / "t.db").store
     service = BackgroundService.for_store(store)
     assert service.registry is store.backend.registry
     assert service.inbox is store.backend.inbox

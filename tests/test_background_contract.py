@@ -16,14 +16,13 @@ from psycopg import sql
 from taskloom.backends import (
     BackgroundActivity,
     BackgroundNotice,
-    MemoryActivityRegistry,
-    MemoryNoticeInbox,
     NoticeStatus,
-    PostgresActivityRegistry,
-    PostgresNoticeInbox,
-    SQLiteActivityRegistry,
-    SQLiteNoticeInbox,
+    PostgresBackend,
+    SQLiteBackend,
 )
+from taskloom.backends.memory import MemoryActivityRegistry, MemoryNoticeInbox
+from taskloom.backends.postgres import PostgresActivityRegistry, PostgresNoticeInbox
+from taskloom.backends.sqlite import SQLiteActivityRegistry, SQLiteNoticeInbox
 from taskloom.testing.background_contract import ActivityRegistryContract, NoticeInboxContract
 from taskloom.testing.clock import FakeClock
 
@@ -97,36 +96,40 @@ class TestSQLiteActivityRegistry(ActivityRegistryContract):
     async def registry(
         self, clock: FakeClock, tmp_path: Path
     ) -> AsyncIterator[SQLiteActivityRegistry]:
-        registry = SQLiteActivityRegistry(tmp_path / "bg.db", clock=clock)
+        registry_backend = SQLiteBackend(tmp_path / "bg.db", clock=clock)
+        registry = registry_backend.registry
         yield registry
-        await registry.close()
+        await registry_backend.close()
 
     @pytest.fixture
     def registry_factory(self, tmp_path: Path) -> Callable[[], SQLiteActivityRegistry]:
-        return functools.partial(SQLiteActivityRegistry, tmp_path / "bg.db")
+        return functools.partial(SQLiteBackend, tmp_path / "bg.db")
 
     async def test_data_outlives_the_connection(self, clock: FakeClock, tmp_path: Path) -> None:
-        first = SQLiteActivityRegistry(tmp_path / "bg.db", clock=clock)
+        first_backend = SQLiteBackend(tmp_path / "bg.db", clock=clock)
+        first = first_backend.registry
         act = BackgroundActivity("a1", "shell", "x", 1.0)
         assert await first.add("s", act, 30.0)
-        await first.close()
-        second = SQLiteActivityRegistry(tmp_path / "bg.db", clock=clock)
+        await first_backend.close()
+        second_backend = SQLiteBackend(tmp_path / "bg.db", clock=clock)
+        second = second_backend.registry
         try:
             assert await second.list("s") == [act]
         finally:
-            await second.close()
+            await second_backend.close()
 
 
 class TestSQLiteNoticeInbox(NoticeInboxContract):
     @pytest.fixture
     async def inbox(self, tmp_path: Path) -> AsyncIterator[SQLiteNoticeInbox]:
-        inbox = SQLiteNoticeInbox(tmp_path / "bg.db")
+        inbox_backend = SQLiteBackend(tmp_path / "bg.db")
+        inbox = inbox_backend.inbox
         yield inbox
-        await inbox.close()
+        await inbox_backend.close()
 
     @pytest.fixture
     def inbox_factory(self, tmp_path: Path) -> Callable[[], SQLiteNoticeInbox]:
-        return functools.partial(SQLiteNoticeInbox, tmp_path / "bg.db")
+        return functools.partial(SQLiteBackend, tmp_path / "bg.db")
 
 
 # ---------------------------------------------------------------- PostgreSQL
@@ -138,23 +141,25 @@ class TestPostgresActivityRegistry(ActivityRegistryContract):
     async def registry(
         self, clock: FakeClock, pg_schema: str
     ) -> AsyncIterator[PostgresActivityRegistry]:
-        registry = PostgresActivityRegistry(PG_DSN, schema=pg_schema, clock=clock)
+        registry_backend = PostgresBackend(PG_DSN, schema=pg_schema, clock=clock)
+        registry = registry_backend.registry
         yield registry
-        await registry.close()
+        await registry_backend.close()
 
     @pytest.fixture
     def registry_factory(self, pg_schema: str) -> Callable[[], PostgresActivityRegistry]:
-        return functools.partial(PostgresActivityRegistry, PG_DSN, schema=pg_schema)
+        return functools.partial(PostgresBackend, PG_DSN, schema=pg_schema)
 
 
 @pytest.mark.postgres
 class TestPostgresNoticeInbox(NoticeInboxContract):
     @pytest.fixture
     async def inbox(self, pg_schema: str) -> AsyncIterator[PostgresNoticeInbox]:
-        inbox = PostgresNoticeInbox(PG_DSN, schema=pg_schema)
+        inbox_backend = PostgresBackend(PG_DSN, schema=pg_schema)
+        inbox = inbox_backend.inbox
         yield inbox
-        await inbox.close()
+        await inbox_backend.close()
 
     @pytest.fixture
     def inbox_factory(self, pg_schema: str) -> Callable[[], PostgresNoticeInbox]:
-        return functools.partial(PostgresNoticeInbox, PG_DSN, schema=pg_schema)
+        return functools.partial(PostgresBackend, PG_DSN, schema=pg_schema)

@@ -16,14 +16,17 @@ from taskloom import Runtime
 from taskloom.backends import (
     BackgroundActivity,
     BackgroundNotice,
-    PostgresActivityRegistry,
-    PostgresNoticeInbox,
-    SQLiteActivityRegistry,
-    SQLiteNoticeInbox,
+    PostgresBackend,
+    SessionMeta,
+    SQLiteBackend,
 )
+from taskloom.backends.postgres import (
+    PostgresActivityRegistry,
+    PostgresDatabase,
+)
+from taskloom.backends.sqlite import SQLiteActivityRegistry, SQLiteDatabase
 from taskloom.background import BackgroundService
 from taskloom.errors import StoreUnavailable
-from taskloom.stores import PostgresStore, SessionMeta, SQLiteStore
 
 ACTIVITY = BackgroundActivity("a1", "shell", "pytest -q", 1_700_000_000.0)
 NOTICE = BackgroundNotice("a1:end", "a1", "shell", "exit 0")
@@ -97,7 +100,7 @@ def postgres_versions(schema: str) -> dict[str, int]:
 
 
 async def test_sqlite_store_and_its_background_share_one_connection(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "t.db")
+    store = SQLiteBackend(tmp_path / "t.db").store
     async with Runtime(store) as runtime:
         service = BackgroundService.of(runtime)
         await store.create(SessionMeta("s", "agent"))
@@ -123,7 +126,7 @@ async def test_sqlite_store_and_its_background_share_one_connection(tmp_path: Pa
 async def test_sqlite_background_waits_on_a_lock_only_as_long_as_the_store(
     tmp_path: Path,
 ) -> None:
-    store = SQLiteStore(tmp_path / "t.db", busy_timeout=0.2)
+    store = SQLiteBackend(tmp_path / "t.db", busy_timeout=0.2).store
     async with Runtime(store) as runtime:
         service = BackgroundService.of(runtime)
         await service.inbox.pending("s")  # the tables exist before the lock is taken
@@ -140,7 +143,7 @@ async def test_sqlite_background_waits_on_a_lock_only_as_long_as_the_store(
 
 
 async def test_closing_the_background_leaves_the_stores_connection_open(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "t.db")
+    store = SQLiteBackend(tmp_path / "t.db").store
     service = BackgroundService.for_store(store)
     await store.create(SessionMeta("s", "agent"))
     assert await service.inbox.push("s", NOTICE)
@@ -152,18 +155,21 @@ async def test_closing_the_background_leaves_the_stores_connection_open(tmp_path
 
 
 async def test_a_registry_of_its_own_reopens_after_close(tmp_path: Path) -> None:
-    registry = SQLiteActivityRegistry(tmp_path / "bg.db")
+    db = SQLiteDatabase(tmp_path / "bg.db")
+    registry = SQLiteActivityRegistry(db)
     assert await registry.add("s", ACTIVITY, 30.0)
-    await registry.close()
+    await db.close()
+    db = SQLiteDatabase(tmp_path / "bg.db")  # the registry is rebuilt on a new database
+    registry = SQLiteActivityRegistry(db)
     assert await registry.list("s") == [ACTIVITY]
-    await registry.close()
+    await db.close()
     assert sqlite_versions(tmp_path / "bg.db") == {"background": 1}
 
 
 async def test_a_sqlite_database_made_by_the_old_ddl_upgrades(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     # As the file was before: the store's tables versioned, the background's not.
-    old_store = SQLiteStore(path)
+    old_store = SQLiteBackend(path).store
     await old_store.create(SessionMeta("s", "agent"))
     await old_store.close()
     with sqlite3.connect(path) as conn:
@@ -176,7 +182,7 @@ async def test_a_sqlite_database_made_by_the_old_ddl_upgrades(tmp_path: Path) ->
             "INSERT INTO taskloom_background_notices (session_id, id, body) VALUES (?, ?, ?)",
             ("s", "old:end", '{"id":"old:end","activity_id":"old","kind":"shell"}'),
         )
-    store = SQLiteStore(path)
+    store = SQLiteBackend(path).store
     async with Runtime(store) as runtime:
         service = BackgroundService.of(runtime)
         assert [a.id for a in await service.registry.list("s")] == ["old"]
@@ -188,11 +194,12 @@ async def test_a_sqlite_database_made_by_the_old_ddl_upgrades(tmp_path: Path) ->
     assert sqlite_versions(path) == {"sessions": 1, "leases": 1, "background": 1}
 
     # A backend of its own on the upgraded file finds the version recorded.
-    inbox = SQLiteNoticeInbox(path)
+    inbox_backend = SQLiteBackend(path)
+    inbox = inbox_backend.inbox
     try:
         assert [n.id for n in await inbox.pending("s")] == ["old:end", NOTICE.id]
     finally:
-        await inbox.close()
+        await inbox_backend.close()
 
 
 # ---------------------------------------------------------------- PostgreSQL
@@ -200,7 +207,7 @@ async def test_a_sqlite_database_made_by_the_old_ddl_upgrades(tmp_path: Path) ->
 
 @requires_postgres
 async def test_postgres_store_and_its_background_share_one_pool(pg_schema: str) -> None:
-    store = PostgresStore(PG_DSN, schema=pg_schema, max_size=1, checkout_timeout=0.5)
+    store = PostgresBackend(PG_DSN, schema=pg_schema, max_size=1, checkout_timeout=0.5).store
     async with Runtime(store) as runtime:
         service = BackgroundService.of(runtime)
         assert await service.registry.add("s", ACTIVITY, 30.0, kind_cap=1)
@@ -218,11 +225,14 @@ async def test_postgres_store_and_its_background_share_one_pool(pg_schema: str) 
 
 @requires_postgres
 async def test_a_postgres_registry_of_its_own_reopens_after_close(pg_schema: str) -> None:
-    registry = PostgresActivityRegistry(PG_DSN, schema=pg_schema)
+    db = PostgresDatabase(PG_DSN, schema=pg_schema)
+    registry = PostgresActivityRegistry(db)
     assert await registry.add("s", ACTIVITY, 30.0)
-    await registry.close()
+    await db.close()
+    db = PostgresDatabase(PG_DSN, schema=pg_schema)  # the registry is rebuilt on a new database
+    registry = PostgresActivityRegistry(db)
     assert await registry.list("s") == [ACTIVITY]
-    await registry.close()
+    await db.close()
     assert postgres_versions(pg_schema) == {"background": 1}
 
 
@@ -243,7 +253,7 @@ async def test_a_postgres_database_made_by_the_old_ddl_upgrades(pg_schema: str) 
             sql.SQL("INSERT INTO {} (session_id, id, body) VALUES (%s, %s, %s)").format(notices),
             ("s", "old:end", '{"id":"old:end","activity_id":"old","kind":"shell"}'),
         )
-    store = PostgresStore(PG_DSN, schema=pg_schema)
+    store = PostgresBackend(PG_DSN, schema=pg_schema).store
     async with Runtime(store) as runtime:
         service = BackgroundService.of(runtime)
         assert [a.id for a in await service.registry.list("s")] == ["old"]
@@ -253,8 +263,9 @@ async def test_a_postgres_database_made_by_the_old_ddl_upgrades(pg_schema: str) 
         assert await service.inbox.push("s", NOTICE)
     assert postgres_versions(pg_schema) == {"sessions": 1, "leases": 1, "background": 1}
 
-    inbox = PostgresNoticeInbox(PG_DSN, schema=pg_schema)
+    inbox_backend = PostgresBackend(PG_DSN, schema=pg_schema)
+    inbox = inbox_backend.inbox
     try:
         assert [n.id for n in await inbox.pending("s")] == ["old:end", NOTICE.id]
     finally:
-        await inbox.close()
+        await inbox_backend.close()

@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 
 from taskloom import Agent, Runtime, ToolEffect, tool
-from taskloom.entries import CallsStarted, MessageEntry
+from taskloom.entries import CallsStarted, Entry, MessageEntry
 from taskloom.log import INTERRUPTED, NOT_STARTED, SessionLog
 from taskloom.messages import Message, ToolCall
 from taskloom.models import ScriptedModel, reply
-from taskloom.stores import Entry
 
 
 @tool

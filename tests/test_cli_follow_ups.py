@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from cli_process import taskloom_cli
+from taskloom.backends import open_backend
 from taskloom.cli import main
-from taskloom.stores import open_store
 from taskloom.testing.fake_server import FakeServer
 
 APP = """\
@@ -107,7 +107,7 @@ def test_approve_takes_the_app_like_run_and_resume(server: FakeServer, tmp_path:
 
 
 async def _empty_store(url: str) -> None:
-    store = open_store(url)
+    store = open_backend(url).store
     await store.list()
     await store.close()  # type: ignore[attr-defined]
 

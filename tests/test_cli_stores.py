@@ -16,11 +16,10 @@ from pathlib import Path
 import pytest
 
 from taskloom import Agent, Runtime
-from taskloom.backends import open_backend
+from taskloom.backends import SessionMeta, open_backend
 from taskloom.cli import main
 from taskloom.errors import StoreNotFound
 from taskloom.models import ScriptedModel, reply
-from taskloom.stores import SessionMeta, open_store
 from taskloom.testing.fake_server import FakeServer
 
 
@@ -81,7 +80,7 @@ def test_the_default_store_is_not_created_by_reading_it(
 
 async def test_a_store_that_must_exist_is_opened_not_made(tmp_path: Path) -> None:
     missing = tmp_path / "a" / "b.db"
-    store = open_store(f"sqlite:///{missing}", create=False)
+    store = open_backend(f"sqlite:///{missing}", create=False).store
     try:
         with pytest.raises(StoreNotFound, match=str(missing)):
             await store.list()
@@ -91,7 +90,7 @@ async def test_a_store_that_must_exist_is_opened_not_made(tmp_path: Path) -> Non
         await store.close()  # type: ignore[attr-defined]
     assert _tree(tmp_path) == []
 
-    made = open_store(f"sqlite:///{tmp_path / 'made.db'}")
+    made = open_backend(f"sqlite:///{tmp_path / 'made.db'}").store
     await made.create(SessionMeta("s1", "a", None, 0.0, {}))
     await made.close()  # type: ignore[attr-defined]
     existing = open_backend(f"sqlite:///{tmp_path / 'made.db'}", create=False)

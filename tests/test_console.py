@@ -30,7 +30,8 @@ from console_sessions import (
 )
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
 from taskloom import Agent, Budget, Price, RunOptions, Runtime, Usage
-from taskloom.backends import BackgroundActivity, BackgroundNotice
+from taskloom.backends import BackgroundActivity, BackgroundNotice, PostgresBackend, SessionMeta
+from taskloom.backends.postgres import PostgresStore
 from taskloom.background import BackgroundService
 from taskloom.console import Console
 from taskloom.delegation import SubAgent
@@ -45,7 +46,6 @@ from taskloom.entries import (
     StopRequest,
 )
 from taskloom.models import FunctionModel, ScriptedModel, reply
-from taskloom.stores import PostgresStore, SessionMeta
 
 TOKEN = "t0ken-for-tests"
 COOKIE = "taskloom_console"
@@ -476,7 +476,7 @@ async def test_a_read_only_console_refuses_every_change(store: str) -> None:
 @requires_postgres
 async def test_on_postgresql_pages_live_updates_and_approval(pg_schema: str) -> None:  # noqa: F811
     def store() -> PostgresStore:
-        return PostgresStore(PG_DSN, schema=pg_schema, max_size=2)
+        return PostgresBackend(PG_DSN, schema=pg_schema, max_size=2).store
 
     sid = await parked_session(store())
     runtime = Runtime(store=store(), agents=[gifts_agent(ScriptedModel([reply("Sent.")]))])

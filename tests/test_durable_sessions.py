@@ -15,11 +15,11 @@ from taskloom.runtime import SessionModel
 OTHER_PROCESS = """
 import asyncio, sys
 from taskloom import Agent, Runtime
-from taskloom.stores import open_store
+from taskloom.backends import open_backend
 
 async def main(url, schema, session_id, action, *args):
     options = {"schema": schema} if schema != "-" else {}
-    async with Runtime(store=open_store(url, **options)) as runtime:
+    async with Runtime(store=open_backend(url, **options).store) as runtime:
         session = await runtime.open_session(session_id, Agent("x", "scripted:unused"))
         try:
             if action == "steer":

@@ -46,7 +46,7 @@ API_CASES = [
         "postgres",
         "from taskloom import Runtime\nRuntime(store='postgresql://127.0.0.1/test')",
     ),
-    ("psycopg", "postgres", "from taskloom.stores import PostgresStore"),
+    ("psycopg", "postgres", "from taskloom.backends import PostgresBackend"),
     ("mcp_types", "mcp", "from taskloom.mcp import MCPServer"),
     ("mcp", "mcp", "from taskloom.mcp import serve_agent"),
     ("starlette", "web", "from taskloom.console import Console"),

@@ -308,8 +308,8 @@ async def test_a_fork_can_live_in_another_store(runtime: Runtime) -> None:
 def test_the_cli_prints_the_fork_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import asyncio
 
+    from taskloom.backends import open_backend
     from taskloom.cli import main
-    from taskloom.stores import open_store
 
     store = f"sqlite:///{tmp_path / 'cli.db'}"
 
@@ -324,7 +324,7 @@ def test_the_cli_prints_the_fork_id(tmp_path: Path, capsys: pytest.CaptureFixtur
     by_round = capsys.readouterr().out.strip()
 
     async def read() -> tuple[Any, ...]:
-        opened = open_store(store)
+        opened = open_backend(store).store
         try:
             return (
                 await opened.get(fork_id),

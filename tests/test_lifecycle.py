@@ -13,12 +13,10 @@ from taskloom.backends import (
     ActivityRegistry,
     BackgroundActivity,
     BackgroundNotice,
-    MemoryActivityRegistry,
-    MemoryNoticeInbox,
     NoticeInbox,
-    SQLiteActivityRegistry,
-    SQLiteNoticeInbox,
+    SQLiteBackend,
 )
+from taskloom.backends.memory import MemoryActivityRegistry, MemoryNoticeInbox
 from taskloom.background import Lifecycle, Listeners, Reopen
 from taskloom.errors import DeleteRefused
 from taskloom.events import WorkFinished
@@ -40,11 +38,13 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     if request.param == "memory":
         yield Backend(MemoryActivityRegistry(clock=clock), MemoryNoticeInbox(), clock)
         return
-    registry = SQLiteActivityRegistry(tmp_path / "bg.db", clock=clock)
-    inbox = SQLiteNoticeInbox(tmp_path / "bg.db")
+    registry_backend = SQLiteBackend(tmp_path / "bg.db", clock=clock)
+    registry = registry_backend.registry
+    inbox_backend = SQLiteBackend(tmp_path / "bg.db")
+    inbox = inbox_backend.inbox
     yield Backend(registry, inbox, clock)
-    await registry.close()
-    await inbox.close()
+    await registry_backend.close()
+    await inbox_backend.close()
 
 
 def activity(activity_id: str = "a1", kind: str = "shell") -> BackgroundActivity:

@@ -19,12 +19,12 @@ import pytest
 
 import taskloom.models
 from taskloom import Agent, RunOptions, RunStatus, Runtime
+from taskloom.backends import SQLiteBackend
 from taskloom.entries import RunFinishedEntry
 from taskloom.errors import AuthenticationError, ConfigurationError
 from taskloom.events import Event, RetryAttempt
 from taskloom.messages import Message
 from taskloom.models import PRESETS, ModelRequest, RetryPolicy, resolve_model
-from taskloom.stores import SQLiteStore
 from taskloom.testing.fake_server import FakeServer
 
 ENV_KEYS = {
@@ -244,7 +244,7 @@ async def test_a_key_the_provider_echoes_is_redacted_everywhere(
     model = resolve_model(f"{prefix}:m@{loopback(prefix, server)}", api_key=SECRET, stream=stream)
     events: list[Event] = []
     retry = RetryPolicy(max_retries=2, initial_delay=0.001, max_delay=0.001)
-    async with Runtime(store=SQLiteStore(tmp_path / "log.db")) as runtime:
+    async with Runtime(store=SQLiteBackend(tmp_path / "log.db").store) as runtime:
         session = await runtime.create_session(Agent("a", model))
         with (
             caplog.at_level(logging.INFO, logger="taskloom"),

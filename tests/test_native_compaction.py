@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from taskloom import Agent, Runtime, ToolEffect, tool
+from taskloom.backends import open_backend
 from taskloom.messages import (
     CompactionBlock,
     Message,
@@ -32,7 +33,6 @@ from taskloom.models import (
     OpenAIResponsesModel,
     ReasoningOptions,
 )
-from taskloom.stores import open_store
 from taskloom.testing.transport import RecordingTransport
 
 ANTHROPIC_BLOCK = {
@@ -301,7 +301,7 @@ async def test_a_session_keeps_the_block_and_sends_it_back(tmp_path: Path) -> No
     model = anthropic(http_client=wire.client(), stream=False, betas=[BETA])
     agent = Agent("a", model, tools=[weather], settings=ModelSettings(extra=COMPACT))
     url = f"sqlite:///{tmp_path / 'native.db'}"
-    async with Runtime(store=open_store(url)) as runtime:
+    async with Runtime(store=open_backend(url).store) as runtime:
         session = await runtime.create_session(agent)
         result = await session.run("Weather in Paris?")
         session_id = session.id
@@ -311,7 +311,7 @@ async def test_a_session_keeps_the_block_and_sends_it_back(tmp_path: Path) -> No
     replayed = wire.body(1)["messages"][1]["content"]
     assert replayed[0] == ANTHROPIC_BLOCK and replayed[1]["type"] == "tool_use"
 
-    async with Runtime(store=open_store(url)) as runtime:
+    async with Runtime(store=open_backend(url).store) as runtime:
         reopened = await runtime.open_session(session_id, agent)
         turns = [m for m in await reopened.transcript() if m.role == "assistant"]
     assert turns[0].blocks[0] == CompactionBlock("anthropic", ANTHROPIC_BLOCK)

@@ -25,17 +25,17 @@ import pytest
 from pg import open_durable, pg_schema  # noqa: F401 (pg_schema is a fixture)
 from taskloom import Agent, RunStatus, Runtime
 from taskloom.backends import (
-    Entry,
     Lease,
-    MemoryLeases,
+    SessionStore,
+    SQLiteBackend,
     acquire_or_take_over,
     holder_name,
     session_lease_key,
 )
-from taskloom.backends.sqlite import SQLiteStore
+from taskloom.backends.memory import MemoryLeases
+from taskloom.entries import Entry
 from taskloom.errors import SessionBusy, StaleLeaseError, StoreUnavailable
 from taskloom.models import FunctionModel, reply
-from taskloom.stores import SessionStore
 
 
 def _agent() -> Agent:
@@ -50,7 +50,7 @@ async def test_runs_of_busy_sessions_find_them_free_while_the_writer_queue_is_de
     tmp_path: Path,
 ) -> None:
     # The queue below holds every ordinary write ~1.6 s: past `RELEASE_WAIT`.
-    store = SQLiteStore(tmp_path / "busy.db")
+    store = SQLiteBackend(tmp_path / "busy.db").store
     db = store.database
     async with Runtime(store=store) as runtime:
         await db.run(lambda conn: conn.execute("CREATE TABLE noise (v INTEGER)"))
@@ -91,7 +91,7 @@ async def test_runs_of_busy_sessions_find_them_free_while_the_writer_queue_is_de
 
 
 async def test_a_release_goes_ahead_of_every_queued_write(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "order.db")
+    store = SQLiteBackend(tmp_path / "order.db").store
     db = store.database
     try:
         lease = await store.leases.acquire("k", holder_name(), 30)

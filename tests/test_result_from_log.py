@@ -10,6 +10,7 @@ from typing import Any
 import pydantic
 
 from taskloom import Agent, RunResult, RunStatus, Runtime, tool
+from taskloom.backends.memory import MemoryStore
 from taskloom.entries import Entry, EntryKind, MessageEntry, RunFinishedEntry
 from taskloom.errors import ProviderError
 from taskloom.log import SessionLog
@@ -17,7 +18,6 @@ from taskloom.loop import RunOptions
 from taskloom.messages import Message, Usage
 from taskloom.models import FunctionModel, ModelRequest, RetryPolicy, ScriptedModel, reply
 from taskloom.runtime import Session
-from taskloom.stores import MemoryStore
 
 FAST = RetryPolicy(initial_delay=0.001, max_delay=0.001)
 

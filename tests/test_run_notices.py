@@ -12,13 +12,11 @@ from taskloom.backends import (
     ActivityRegistry,
     BackgroundActivity,
     BackgroundNotice,
-    MemoryActivityRegistry,
-    MemoryNoticeInbox,
     NoticeInbox,
     NoticeStatus,
-    SQLiteActivityRegistry,
-    SQLiteNoticeInbox,
+    SQLiteBackend,
 )
+from taskloom.backends.memory import MemoryActivityRegistry, MemoryNoticeInbox
 from taskloom.background import RunNotices
 from taskloom.loop.ports import Delivery
 from taskloom.testing.clock import FakeClock
@@ -57,11 +55,13 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     if request.param == "memory":
         yield Backend(MemoryActivityRegistry(clock=clock), MemoryNoticeInbox())
         return
-    registry = SQLiteActivityRegistry(tmp_path / "bg.db", clock=clock)
-    inbox = SQLiteNoticeInbox(tmp_path / "bg.db")
+    registry_backend = SQLiteBackend(tmp_path / "bg.db", clock=clock)
+    registry = registry_backend.registry
+    inbox_backend = SQLiteBackend(tmp_path / "bg.db")
+    inbox = inbox_backend.inbox
     yield Backend(registry, inbox)
-    await registry.close()
-    await inbox.close()
+    await registry_backend.close()
+    await inbox_backend.close()
 
 
 def delivered(delivery: Delivery | None) -> Delivery:

@@ -23,11 +23,13 @@ import pytest
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
 from taskloom import Agent, RunOptions, Runtime, SubAgent, Usage
-from taskloom.backends import PostgresDatabase, SQLiteDatabase
+from taskloom.backends import PostgresBackend, SQLiteBackend
+from taskloom.backends.memory import MemoryStore
+from taskloom.backends.postgres import PostgresDatabase
+from taskloom.backends.sqlite import SQLiteDatabase
 from taskloom.entries import SubagentReport, SubagentResult
 from taskloom.errors import StoreUnavailable, UsageError
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
-from taskloom.stores import MemoryStore, PostgresStore, SQLiteStore
 from taskloom.testing.clock import FakeClock
 
 
@@ -101,7 +103,9 @@ async def test_a_wide_fan_out_on_postgres_stays_within_the_pool(pg_schema: str) 
     # used to open a direct connection, taking the server's connections.
     n, pool = 400, 4
     app = f"tl-{uuid.uuid4().hex[:12]}"
-    store = PostgresStore(_app_dsn(app), schema=pg_schema, max_size=pool, checkout_timeout=2)
+    store = PostgresBackend(
+        _app_dsn(app), schema=pg_schema, max_size=pool, checkout_timeout=2
+    ).store
     sampler = _Sampler(app)
     sampler.start()
     try:
@@ -272,10 +276,13 @@ def test_a_runtime_queues_children_in_one_event_loop_after_another() -> None:
 
 def test_child_concurrency_defaults_to_what_the_store_carries(tmp_path: Path) -> None:
     assert Runtime().child_concurrency is None
-    assert Runtime(store=SQLiteStore(tmp_path / "a.db")).child_concurrency == 32
-    assert Runtime(store=PostgresStore(PG_DSN, max_size=5)).child_concurrency == 16
+    assert Runtime(store=SQLiteBackend(tmp_path / "a.db").store).child_concurrency == 32
+    assert Runtime(store=PostgresBackend(PG_DSN, max_size=5).store).child_concurrency == 16
     assert Runtime(child_concurrency=0).child_concurrency is None
-    assert Runtime(store=SQLiteStore(tmp_path / "b.db"), child_concurrency=7).child_concurrency == 7
+    assert (
+        Runtime(store=SQLiteBackend(tmp_path / "b.db").store, child_concurrency=7).child_concurrency
+        == 7
+    )
     with pytest.raises(UsageError, match="child_concurrency"):
         Runtime(child_concurrency=-1)
 

@@ -26,10 +26,10 @@ import pytest
 
 from pg import open_durable
 from taskloom import Agent, Runtime, Session, ToolEffect, tool
+from taskloom.backends import SnapshotStore
 from taskloom.log import read_snapshot
 from taskloom.models import ScriptedModel, reply
 from taskloom.results import RunStatus
-from taskloom.stores import SnapshotStore
 
 CASES = 1_000
 EVERY = 7

@@ -290,18 +290,19 @@ def _agent(rounds: int) -> Agent:
 
 @pytest.fixture(params=["memory", "sqlite", "postgresql"])
 def store(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
-    from taskloom.stores import MemoryStore, open_store
+    from taskloom.backends import open_backend
+    from taskloom.backends.memory import MemoryStore
 
     if request.param == "memory":
         return MemoryStore()
     if request.param == "sqlite":
-        return open_store(f"sqlite:///{tmp_path / 'snap.db'}")
+        return open_backend(f"sqlite:///{tmp_path / 'snap.db'}").store
     from pg import IN_CI, PG_DSN, postgres_reachable
 
     problem = postgres_reachable()
     if problem is not None and not IN_CI:
         pytest.skip(f"PostgreSQL unreachable: {problem}")
-    return open_store(PG_DSN, schema=request.getfixturevalue("pg_schema"))
+    return open_backend(PG_DSN, schema=request.getfixturevalue("pg_schema")).store
 
 
 async def test_a_session_opens_from_its_snapshot_like_a_full_replay(store: Any) -> None:
@@ -339,8 +340,8 @@ async def test_a_log_from_before_snapshots_opens_by_replay_and_gains_one(store: 
 
 
 async def test_a_snapshot_of_a_stale_writer_is_refused(store: Any) -> None:
+    from taskloom.backends import Fence
     from taskloom.errors import StaleLeaseError
-    from taskloom.stores import Fence
 
     runtime = Runtime(store=store)
     session = await runtime.create_session(_agent(0))

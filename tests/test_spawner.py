@@ -8,7 +8,7 @@ import pytest
 
 from barriers import Tally, set_within
 from taskloom import Agent, ConfigurationError, ModelRequest, RunStatus, Runtime, ToolEffect, tool
-from taskloom.backends import Entry, MemoryLeases
+from taskloom.backends.memory import MemoryLeases, MemoryStore
 from taskloom.delegation import (
     ChildSpec,
     ChildStatus,
@@ -20,10 +20,10 @@ from taskloom.delegation import (
     child_status,
     console_tools,
 )
+from taskloom.entries import Entry
 from taskloom.errors import StaleLeaseError
 from taskloom.events import ToolCallFinished
 from taskloom.models import FunctionModel, ScriptedModel, reply
-from taskloom.stores import MemoryStore
 
 
 @tool(effect=ToolEffect.READ_ONLY)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from taskloom.backends import Fence, SessionMeta
 from taskloom.backends.sqlite import SQLiteBackend
+from taskloom.entries import Entry
 from taskloom.errors import SessionNotFound, StaleLeaseError
-from taskloom.stores import Entry, Fence, SessionMeta
 
 
 async def _append_steps(backend: SQLiteBackend, session_id: str) -> int:

@@ -20,9 +20,10 @@ import psycopg
 import pytest
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
+from taskloom.backends import PostgresBackend, SessionMeta, SQLiteBackend
 from taskloom.backends.postgres import PostgresDatabase
+from taskloom.entries import Entry
 from taskloom.errors import StoreError, StoreUnavailable
-from taskloom.stores import Entry, PostgresStore, SessionMeta, SQLiteStore
 
 
 def free_port() -> int:
@@ -41,7 +42,7 @@ def entry(text: str) -> Entry:
 
 async def test_an_unreachable_server_is_reported_fast_with_host_port_and_cause() -> None:
     port = free_port()
-    store = PostgresStore(f"postgresql://postgres@127.0.0.1:{port}/test", connect_timeout=3)
+    store = PostgresBackend(f"postgresql://postgres@127.0.0.1:{port}/test", connect_timeout=3).store
     try:
         started = time.monotonic()
         with pytest.raises(StoreUnavailable) as caught:
@@ -62,7 +63,7 @@ async def test_an_unreachable_server_is_reported_fast_with_host_port_and_cause()
 def test_timeouts_must_be_positive() -> None:
     for option in ("connect_timeout", "checkout_timeout", "statement_timeout"):
         with pytest.raises(ValueError, match=option):
-            PostgresStore(PG_DSN, **{option: 0})
+            _ = PostgresBackend(PG_DSN, **{option: 0}).store
 
 
 # -- PostgreSQL: statements the server keeps waiting -----------------------------------
@@ -95,7 +96,7 @@ async def test_statement_timeout_ends_a_statement_the_server_keeps_waiting(
     pg_schema: str,  # noqa: F811
     locker: psycopg.AsyncConnection[object],
 ) -> None:
-    store = PostgresStore(PG_DSN, schema=pg_schema, statement_timeout=1.0)
+    store = PostgresBackend(PG_DSN, schema=pg_schema, statement_timeout=1.0).store
     try:
         await store.create(SessionMeta("s", "a"))
         async with locker.transaction():
@@ -117,7 +118,7 @@ async def test_a_callers_timeout_cancels_the_statement_on_the_server(
     pg_schema: str,  # noqa: F811
     locker: psycopg.AsyncConnection[object],
 ) -> None:
-    store = PostgresStore(PG_DSN, schema=pg_schema, max_size=1)
+    store = PostgresBackend(PG_DSN, schema=pg_schema, max_size=1).store
     try:
         await store.create(SessionMeta("s", "a"))
         async with locker.transaction():
@@ -198,7 +199,7 @@ async def test_the_bound_leaves_an_outer_timeout_its_own_timeout_error(
 
 
 async def test_sqlite_that_cannot_open_its_file_names_it(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path)  # a directory, not a database file
+    store = SQLiteBackend(tmp_path).store  # a directory, not a database file
     try:
         with pytest.raises(StoreUnavailable) as caught:
             await store.get("s")
@@ -210,7 +211,7 @@ async def test_sqlite_that_cannot_open_its_file_names_it(tmp_path: Path) -> None
 
 async def test_sqlite_locked_past_busy_timeout_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "sessions.db"
-    store = SQLiteStore(path, busy_timeout=0.2)
+    store = SQLiteBackend(path, busy_timeout=0.2).store
     other = sqlite3.connect(path, isolation_level=None)
     try:
         await store.create(SessionMeta("s", "a"))

@@ -11,10 +11,18 @@ import pytest
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
 from store_backends import Backend, backend  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime
-from taskloom.backends import MAX_SESSION_ID_LENGTH, check_session_id
+from taskloom.backends import (
+    MAX_SESSION_ID_LENGTH,
+    PostgresBackend,
+    SessionMeta,
+    SQLiteBackend,
+    check_session_id,
+)
+from taskloom.backends.postgres import PostgresStore
+from taskloom.backends.sqlite import SQLiteStore
+from taskloom.entries import Entry
 from taskloom.errors import ConfigurationError, CorruptEntry, StoreError
 from taskloom.models import ScriptedModel
-from taskloom.stores import Entry, PostgresStore, SessionMeta, SQLiteStore
 
 BAD_IDS = ["", " \n", "a\nb", "tab\there", "nul\x00", "esc\x1b[31m", "x" * 256, "\ud800", "del\x7f"]
 GOOD_IDS = ["a", "session-1", "x" * MAX_SESSION_ID_LENGTH, "spaces are fine", "émoji 😀", "a/b:c"]
@@ -68,7 +76,7 @@ def _assert_names_session_and_position(exc: CorruptEntry) -> None:
 
 @pytest.mark.parametrize("data", ["{not json", "", '{"a": 1', "[1, 2]", '"text"', "null"])
 async def test_sqlite_corrupt_entry_names_session_and_position(tmp_path: Path, data: str) -> None:
-    store = SQLiteStore(tmp_path / "t.db")
+    store = SQLiteBackend(tmp_path / "t.db").store
     try:
         await _three_entries(store)
         with sqlite3.connect(tmp_path / "t.db") as conn:
@@ -91,7 +99,7 @@ async def test_postgres_corrupt_entry_names_session_and_position(
     pg_schema: str,  # noqa: F811
     data: str,
 ) -> None:
-    store = PostgresStore(PG_DSN, schema=pg_schema, max_size=2)
+    store = PostgresBackend(PG_DSN, schema=pg_schema, max_size=2).store
     try:
         await _three_entries(store)
         # The json column refuses text that is not JSON at all; what it does
@@ -112,7 +120,7 @@ async def test_postgres_corrupt_entry_names_session_and_position(
 
 async def test_sqlite_keeps_every_string_as_ascii_json(tmp_path: Path) -> None:
     # Escaped, a lone surrogate and a NUL fit a column of UTF-8 text.
-    store = SQLiteStore(tmp_path / "t.db")
+    store = SQLiteBackend(tmp_path / "t.db").store
     try:
         await store.create(SessionMeta("s1", "agent"))
         await store.append("s1", Entry("note", {"s": "\ud800\x00"}))

@@ -13,17 +13,18 @@ import pytest
 
 from barriers import Tally
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
-from taskloom.errors import StaleLeaseError
-from taskloom.stores import (
-    Entry,
-    MemoryStore,
-    PostgresStore,
+from taskloom.backends import (
+    PostgresBackend,
     SessionMeta,
     SessionStore,
-    SQLiteLeases,
-    SQLiteStore,
-    open_store,
+    SQLiteBackend,
+    open_backend,
 )
+from taskloom.backends.memory import MemoryStore
+from taskloom.backends.postgres import PostgresStore
+from taskloom.backends.sqlite import SQLiteStore
+from taskloom.entries import Entry
+from taskloom.errors import StaleLeaseError
 from taskloom.testing.store_contract import StoreContract, assert_multiprocess_appends
 
 # -- the contract on each backend --------------------------------------------------
@@ -48,13 +49,13 @@ class TestSQLiteStore(StoreContract):
 
     @pytest.fixture
     async def store(self, path: Path) -> AsyncIterator[SessionStore]:
-        store = SQLiteStore(path)
+        store = SQLiteBackend(path).store
         yield store
         await store.close()
 
     @pytest.fixture
     def reopen(self, path: Path) -> Callable[[], SessionStore]:
-        return lambda: SQLiteStore(path)
+        return lambda: SQLiteBackend(path).store
 
 
 @pytest.mark.postgres
@@ -62,13 +63,13 @@ class TestSQLiteStore(StoreContract):
 class TestPostgresStore(StoreContract):
     @pytest.fixture
     async def store(self, pg_schema: str) -> AsyncIterator[SessionStore]:  # noqa: F811
-        store = PostgresStore(PG_DSN, schema=pg_schema, max_size=4)
+        store = PostgresBackend(PG_DSN, schema=pg_schema, max_size=4).store
         yield store
         await store.close()
 
     @pytest.fixture
     def reopen(self, pg_schema: str) -> Callable[[], SessionStore]:  # noqa: F811
-        return lambda: PostgresStore(PG_DSN, schema=pg_schema, max_size=2)
+        return lambda: PostgresBackend(PG_DSN, schema=pg_schema, max_size=2).store
 
 
 # -- both durable stores -----------------------------------------------------------
@@ -79,10 +80,10 @@ async def durable(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     """A SQLite or PostgreSQL store, fresh for the test."""
     store: SQLiteStore | PostgresStore
     if request.param == "sqlite":
-        store = SQLiteStore(tmp_path / "taskloom.db")
+        store = SQLiteBackend(tmp_path / "taskloom.db").store
     else:
         schema = request.getfixturevalue("pg_schema")
-        store = PostgresStore(PG_DSN, schema=schema, max_size=2)
+        store = PostgresBackend(PG_DSN, schema=schema, max_size=2).store
     yield store
     await store.close()
 
@@ -126,7 +127,7 @@ async def test_closed_store_refuses_work(durable: SessionStore) -> None:
 
 async def test_sqlite_opening_does_no_io(tmp_path: Path) -> None:
     path = tmp_path / "a" / "b" / "taskloom.db"
-    store = SQLiteStore(path)
+    store = SQLiteBackend(path).store
     assert not (tmp_path / "a").exists()
     await store.create(SessionMeta("s-1"))
     assert path.exists()
@@ -135,7 +136,7 @@ async def test_sqlite_opening_does_no_io(tmp_path: Path) -> None:
 
 async def test_sqlite_file_is_wal_with_recorded_schema_versions(tmp_path: Path) -> None:
     path = tmp_path / "taskloom.db"
-    store = SQLiteStore(path)
+    store = SQLiteBackend(path).store
     await store.list()
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
@@ -143,7 +144,7 @@ async def test_sqlite_file_is_wal_with_recorded_schema_versions(tmp_path: Path) 
     assert versions == {"sessions": 1, "leases": 1}
     await store.close()
     # A second opener finds the schema in place and changes nothing.
-    again = SQLiteStore(path)
+    again = SQLiteBackend(path).store
     await again.list()
     await again.close()
     with sqlite3.connect(path) as raw:
@@ -154,12 +155,12 @@ async def test_sqlite_file_is_wal_with_recorded_schema_versions(tmp_path: Path) 
 
 async def test_sqlite_refuses_a_schema_newer_than_it_knows(tmp_path: Path) -> None:
     path = tmp_path / "taskloom.db"
-    store = SQLiteStore(path)
+    store = SQLiteBackend(path).store
     await store.list()
     await store.close()
     with sqlite3.connect(path) as raw:
         raw.execute("UPDATE taskloom_schema_version SET version = 99 WHERE component = 'sessions'")
-    newer = SQLiteStore(path)
+    newer = SQLiteBackend(path).store
     with pytest.raises(RuntimeError, match="newer"):
         await newer.list()
     await newer.close()
@@ -167,7 +168,7 @@ async def test_sqlite_refuses_a_schema_newer_than_it_knows(tmp_path: Path) -> No
 
 async def test_sqlite_close_releases_the_connection(tmp_path: Path) -> None:
     path = tmp_path / "taskloom.db"
-    store = SQLiteStore(path)
+    store = SQLiteBackend(path).store
     await store.create(SessionMeta("s-1"))
     await store.append("s-1", Entry("x"))
     wal = path.with_name(path.name + "-wal")
@@ -179,7 +180,7 @@ async def test_sqlite_close_releases_the_connection(tmp_path: Path) -> None:
 
 async def test_sqlite_waits_for_a_locked_file_without_blocking_the_loop(tmp_path: Path) -> None:
     path = tmp_path / "taskloom.db"
-    store = SQLiteStore(path)
+    store = SQLiteBackend(path).store
     await store.create(SessionMeta("s-1"))
     raw = sqlite3.connect(path, isolation_level=None)
     raw.execute("BEGIN IMMEDIATE")  # another process holding the write lock
@@ -205,8 +206,9 @@ async def test_sqlite_waits_for_a_locked_file_without_blocking_the_loop(tmp_path
 
 async def test_sqlite_fence_sees_leases_taken_through_another_connection(tmp_path: Path) -> None:
     path = tmp_path / "taskloom.db"
-    store = SQLiteStore(path)
-    other = SQLiteLeases(path)
+    store = SQLiteBackend(path).store
+    other_backend = SQLiteBackend(path)
+    other = other_backend.leases
     await store.create(SessionMeta("s-1"))
     old = await store.leases.acquire("child:s-1", "worker-a", 30.0)
     assert old is not None
@@ -216,12 +218,12 @@ async def test_sqlite_fence_sees_leases_taken_through_another_connection(tmp_pat
     with pytest.raises(StaleLeaseError):
         await store.append("s-1", Entry("x"), fence=old.fence)
     assert await store.append("s-1", Entry("x"), fence=new.fence) == 1
-    await other.close()
+    await other_backend.close()
     await store.close()
 
 
 def test_open_store_maps_sqlite_urls(tmp_path: Path) -> None:
-    store = open_store(f"sqlite:///{tmp_path}/x.db")
+    store = open_backend(f"sqlite:///{tmp_path}/x.db").store
     assert isinstance(store, SQLiteStore)
     assert Path(store.path) == tmp_path / "x.db"
 
@@ -240,7 +242,7 @@ def _tables(schema: str) -> set[str]:
 @pytest.mark.postgres
 @requires_postgres
 async def test_postgres_opening_does_no_io(pg_schema: str) -> None:  # noqa: F811
-    store = PostgresStore(PG_DSN, schema=pg_schema)
+    store = PostgresBackend(PG_DSN, schema=pg_schema).store
     assert _tables(pg_schema) == set()
     await store.list()
     assert {"taskloom_sessions", "taskloom_entries", "taskloom_leases"} <= _tables(pg_schema)
@@ -250,7 +252,7 @@ async def test_postgres_opening_does_no_io(pg_schema: str) -> None:  # noqa: F81
 @pytest.mark.postgres
 @requires_postgres
 async def test_postgres_concurrent_first_use_migrates_once(pg_schema: str) -> None:  # noqa: F811
-    stores = [PostgresStore(PG_DSN, schema=pg_schema, max_size=1) for _ in range(4)]
+    stores = [PostgresBackend(PG_DSN, schema=pg_schema, max_size=1).store for _ in range(4)]
     try:
         await asyncio.gather(
             *(store.create(SessionMeta(f"s-{i}")) for i, store in enumerate(stores))

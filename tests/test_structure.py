@@ -25,6 +25,7 @@ from taskloom import (
     tool,
 )
 from taskloom.backends import session_lease_key
+from taskloom.backends.memory import MemoryStore
 from taskloom.entries import (
     ApprovalDecision,
     ApprovalRequests,
@@ -40,7 +41,6 @@ from taskloom.entries import (
 )
 from taskloom.messages import Message, Usage
 from taskloom.models import FunctionModel, ScriptedModel, reply
-from taskloom.stores import MemoryStore
 from taskloom.testing.clock import FakeClock
 
 # ---------------------------------------------------------------- model identity

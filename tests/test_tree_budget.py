@@ -24,7 +24,7 @@ from taskloom import (
     Runtime,
     Usage,
 )
-from taskloom.backends import MemoryBudgets
+from taskloom.backends.memory import MemoryBudgets
 from taskloom.delegation import SubAgent
 from taskloom.loop.ports import BudgetSpent
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply

@@ -9,10 +9,9 @@ from pydantic import BaseModel
 
 from taskloom import Agent, RunStatus, Runtime
 from taskloom.backends import BackgroundNotice
-from taskloom.entries import MessageEntry, RunFinishedEntry, RunStartedEntry
+from taskloom.entries import Entry, MessageEntry, RunFinishedEntry, RunStartedEntry
 from taskloom.messages import Message
 from taskloom.models import ScriptedModel, reply
-from taskloom.stores import Entry
 
 
 async def cut_off_after(runtime: Runtime, agent: Agent, answer: MessageEntry) -> str:

@@ -20,8 +20,9 @@ import pytest
 
 from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime, tool
-from taskloom.backends import BackgroundActivity, Entry, session_lease_key
+from taskloom.backends import BackgroundActivity, session_lease_key
 from taskloom.delegation import ChildSpec, ChildStatus, ChildWorker, child_status
+from taskloom.entries import Entry
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
 
 pytestmark = pytest.mark.slow

@@ -15,9 +15,9 @@ import sys
 from typing import Any
 
 from taskloom import Runtime, tool
+from taskloom.backends import open_backend
 from taskloom.delegation import ChildWorker
 from taskloom.models import FunctionModel, ModelRequest, reply
-from taskloom.stores import open_store
 
 URL, SCHEMA, SPEC, SIDE_EFFECTS = sys.argv[1:5]
 
@@ -48,7 +48,7 @@ async def main() -> None:
     options: dict[str, Any] = {"schema": SCHEMA} if SCHEMA != "-" else {}
     model = FunctionModel(think, name="slowpoke")
     runtime = Runtime(
-        store=open_store(URL, **options), tools={"note": note}, models={model.spec: model}
+        store=open_backend(URL, **options).store, tools={"note": note}, models={model.spec: model}
     )
     try:
         status = await ChildWorker(runtime, worker_id="first").run(SPEC)

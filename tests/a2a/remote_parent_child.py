@@ -22,9 +22,9 @@ from typing import Any
 from remote_background import parent, receipts, recorded_task_id
 
 from taskloom import Runtime
+from taskloom.backends import open_backend
 from taskloom.background import BackgroundService, FollowJob
 from taskloom.entries import SubagentResult
-from taskloom.stores import open_store
 
 STORE, SCHEMA, SESSION_ID, REMOTE_URL, TASK = sys.argv[1:6]
 POLL = sys.argv[6] if len(sys.argv) > 6 else "0.05"
@@ -59,7 +59,7 @@ def hold(where: str, marker: str) -> None:
 async def main() -> None:
     options: dict[str, Any] = {"schema": SCHEMA} if SCHEMA != "-" else {}
     agent = parent(REMOTE_URL, **({} if POLL == "default" else {"poll_interval": float(POLL)}))
-    async with Runtime(store=open_store(STORE, **options)) as runtime:
+    async with Runtime(store=open_backend(STORE, **options).store) as runtime:
         session = await runtime.create_session(agent, session_id=SESSION_ID)
         await session.run(f"delegate: {TASK}")
         [receipt] = receipts(agent.model)  # type: ignore[arg-type]

@@ -24,10 +24,10 @@ from sdk_agent import HUGE, STRANGER, serving, serving_process
 from pg import open_durable, pg_schema  # noqa: F401 (fixture)
 from store_backends import Backend, backend  # noqa: F401 (fixture)
 from taskloom import RunOptions, RunStatus, Runtime
+from taskloom.backends import SessionMeta
 from taskloom.delegation import ChildStatus, child_status
 from taskloom.entries import Entry, SubagentDispatched, SubagentLink, SubagentStartedEntry
 from taskloom.models import FunctionModel, reply
-from taskloom.stores import SessionMeta
 
 pytest.importorskip("a2a")
 

@@ -18,7 +18,7 @@ from session_child import effect_tools
 
 from pg import PG_DSN, requires_postgres
 from taskloom import Agent, Message, RunStatus, Runtime
-from taskloom.backends import Entry, EntryKind
+from taskloom.entries import Entry, EntryKind
 from taskloom.models import ScriptedModel, reply
 
 CHILD = Path(__file__).with_name("session_child.py")

@@ -14,7 +14,7 @@ target (PostgreSQL on 127.0.0.1:5432 by default), and on command:
 It runs on the test's own event loop::
 
     async with FaultProxy() as proxy:
-        store = PostgresStore(proxy.dsn(PG_DSN), schema=pg_schema)
+        store = PostgresBackend(proxy.dsn(PG_DSN), schema=pg_schema).store
         proxy.stall()
 """
 

@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from taskloom import Agent, RunResult, Runtime, Tool, ToolContext, tool
-from taskloom.backends import Entry, Fence
+from taskloom.backends import Fence, open_backend
+from taskloom.entries import Entry
 from taskloom.errors import SessionBusy, UsageError
 from taskloom.models import FunctionModel, ModelRequest, Reply, reply
-from taskloom.stores import open_store
 
 ROUNDS = 3
 """Tool rounds each racing `run()` makes before its final answer."""
@@ -124,7 +124,7 @@ def open_runtime(url: str, schema: str, **options: Any) -> Runtime:
     """A runtime on the store at `url` (`schema` `-`: none)."""
     if schema != "-":
         options["schema"] = schema
-    return Runtime(store=open_store(url, **options))
+    return Runtime(store=open_backend(url, **options).store)
 
 
 def describe(exc: Exception) -> str:
@@ -199,7 +199,7 @@ class ExitAfterFirstApproval:
 async def park_and_exit(url: str, schema: str, session_id: str, side_effects: str) -> None:
     """Run a turn with two gated calls; die right after the first approval entry."""
     options: dict[str, Any] = {"schema": schema} if schema != "-" else {}
-    store = ExitAfterFirstApproval(open_store(url, **options))
+    store = ExitAfterFirstApproval(open_backend(url, **options).store)
     async with Runtime(store=store) as runtime:
         tools = effect_tools(Path(side_effects))
         session = await runtime.open_session(

@@ -16,9 +16,9 @@ import pytest
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
 from taskloom import Agent, RunStatus, Runtime, Session, tool
+from taskloom.backends import open_backend
 from taskloom.errors import ApprovalsMissing
 from taskloom.models import FunctionModel, ModelRequest, Reply, reply
-from taskloom.stores import open_store
 
 paid: list[int] = []
 
@@ -56,9 +56,9 @@ async def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     if request.param == "memory":
         rt = Runtime()
     elif request.param == "sqlite":
-        rt = Runtime(store=open_store(f"sqlite:///{tmp_path / 'binding.db'}"))
+        rt = Runtime(store=open_backend(f"sqlite:///{tmp_path / 'binding.db'}").store)
     else:
-        rt = Runtime(store=open_store(PG_DSN, schema=request.getfixturevalue("pg_schema")))
+        rt = Runtime(store=open_backend(PG_DSN, schema=request.getfixturevalue("pg_schema")).store)
     yield rt
     await rt.close()
 

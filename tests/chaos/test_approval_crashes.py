@@ -39,11 +39,12 @@ from session_child import (
 
 from pg import pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, Message, RunResult, RunStatus, Runtime, Session, ToolCall
-from taskloom.backends import Entry, EntryKind, Fence
+from taskloom.backends import Fence
+from taskloom.backends.memory import MemoryStore
+from taskloom.entries import Entry, EntryKind
 from taskloom.errors import ApprovalsMissing, SessionBusy, TaskloomError, UsageError
 from taskloom.log import INTERRUPTED
 from taskloom.results import arguments_digest
-from taskloom.stores import MemoryStore
 
 KILL_TRIALS = 10
 AN_HOUR = 3600.0

@@ -21,9 +21,9 @@ from proxy import FaultProxy
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
 from taskloom import Agent, RunOptions, RunStatus, Runtime, tool
+from taskloom.backends import PostgresBackend
 from taskloom.loop.ports import STORE_GRACE
 from taskloom.models import ScriptedModel, reply
-from taskloom.stores import PostgresStore
 
 pytestmark = [pytest.mark.slow]
 
@@ -59,7 +59,7 @@ async def test_postgresql_stalled_mid_run(
     proxy: FaultProxy,
     pg_schema: str,  # noqa: F811
 ) -> None:
-    runtime = Runtime(store=PostgresStore(proxy.dsn(PG_DSN), schema=pg_schema))
+    runtime = Runtime(store=PostgresBackend(proxy.dsn(PG_DSN), schema=pg_schema).store)
     try:
         elapsed, status = await _run_until_the_store_stalls(runtime, proxy.stall)
         print(f"deadline {DEADLINE}s, store stalled: returned {status} after {elapsed:.2f}s")

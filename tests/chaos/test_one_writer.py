@@ -27,7 +27,7 @@ from session_child import ROUNDS, open_runtime, ran, text_model
 
 from pg import pg_schema  # noqa: F401 (fixture)
 from taskloom import Agent, Runtime
-from taskloom.backends import EntryKind
+from taskloom.entries import EntryKind
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

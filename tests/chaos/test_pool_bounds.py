@@ -16,8 +16,8 @@ import pytest
 from proxy import FaultProxy
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
+from taskloom.backends import PostgresBackend, SessionMeta
 from taskloom.errors import StoreUnavailable
-from taskloom.stores import PostgresStore, SessionMeta
 
 pytestmark = [requires_postgres, pytest.mark.slow]
 
@@ -32,9 +32,9 @@ async def test_a_server_gone_after_start_is_named_not_called_busy(
     proxy: FaultProxy,
     pg_schema: str,  # noqa: F811
 ) -> None:
-    store = PostgresStore(
+    store = PostgresBackend(
         proxy.dsn(PG_DSN), schema=pg_schema, max_size=2, connect_timeout=1, checkout_timeout=1
-    )
+    ).store
     try:
         await store.create(SessionMeta("s", "a"))
         await proxy.close()  # stops listening and resets every connection
@@ -56,7 +56,9 @@ async def test_a_crowd_on_a_healthy_server_is_told_all_busy(
     proxy: FaultProxy,
     pg_schema: str,  # noqa: F811
 ) -> None:
-    store = PostgresStore(proxy.dsn(PG_DSN), schema=pg_schema, max_size=2, checkout_timeout=0.5)
+    store = PostgresBackend(
+        proxy.dsn(PG_DSN), schema=pg_schema, max_size=2, checkout_timeout=0.5
+    ).store
     try:
         await store.create(SessionMeta("s", "a"))
         db = store.database

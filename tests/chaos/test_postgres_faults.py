@@ -20,10 +20,11 @@ from proxy import FaultProxy
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
 from taskloom import Agent, RunOptions, RunStatus, Runtime, tool
+from taskloom.backends import Fence, PostgresBackend, SessionMeta
 from taskloom.backends.postgres import PostgresDatabase
+from taskloom.entries import Entry
 from taskloom.errors import StoreError, StoreUnavailable
 from taskloom.models import ScriptedModel, reply
-from taskloom.stores import Entry, Fence, PostgresStore, SessionMeta
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, requires_postgres]
 
@@ -52,7 +53,7 @@ async def test_a_timeout_around_a_call_returns_promptly_while_the_server_stalls(
     pg_schema: str,  # noqa: F811
     fenced: bool,
 ) -> None:
-    store = PostgresStore(proxy.dsn(PG_DSN), schema=pg_schema, max_size=2)
+    store = PostgresBackend(proxy.dsn(PG_DSN), schema=pg_schema, max_size=2).store
     try:
         await store.create(SessionMeta("s", "a"))
         fence: Fence | None = None
@@ -118,9 +119,9 @@ async def test_a_stalled_server_fails_a_checkout_with_no_timeout_of_its_own(
     # The pool checks the connection it hands out; a check the server never
     # answers is bounded by checkout_timeout, then a direct connection
     # attempt (bounded by connect_timeout) finds out what is wrong.
-    store = PostgresStore(
+    store = PostgresBackend(
         proxy.dsn(PG_DSN), schema=pg_schema, connect_timeout=1, checkout_timeout=2
-    )
+    ).store
     try:
         await store.create(SessionMeta("s", "a"))
         proxy.stall()
@@ -176,7 +177,7 @@ async def test_b_after_a_reset_the_pool_hands_out_fresh_connections(
     proxy: FaultProxy,
     pg_schema: str,  # noqa: F811
 ) -> None:
-    store = PostgresStore(proxy.dsn(PG_DSN), schema=pg_schema, min_size=3, max_size=3)
+    store = PostgresBackend(proxy.dsn(PG_DSN), schema=pg_schema, min_size=3, max_size=3).store
     try:
         await store.create(SessionMeta("s", "a"))
         await wait_for_connections(proxy, 3)
@@ -206,7 +207,7 @@ async def test_c_a_run_with_a_deadline_ends_in_bounded_time_while_the_store_stal
 
     model = ScriptedModel([reply(tool_calls=[("freeze_network", {})]), reply("done")])
     agent = Agent(name="a", model=model, tools=[freeze_network])
-    runtime = Runtime(store=PostgresStore(proxy.dsn(PG_DSN), schema=pg_schema))
+    runtime = Runtime(store=PostgresBackend(proxy.dsn(PG_DSN), schema=pg_schema).store)
     outcome: object
     try:
         session = await runtime.create_session(agent)

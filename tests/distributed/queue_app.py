@@ -27,13 +27,14 @@ import sys
 from typing import Any
 
 from taskloom import Agent, RunResult, Runtime, ToolContext, Usage, tool
+from taskloom.backends import Fence
+from taskloom.backends.postgres import PostgresBackend, PostgresStore
 from taskloom.delegation import Spawner, SubAgent
 from taskloom.distributed import WorkQueue
 from taskloom.entries import Entry, EntryKind
 from taskloom.errors import ProviderError
 from taskloom.loop.ports import NO_OBSERVER, RunInfo, RunObserver
 from taskloom.models import FunctionModel, ModelRequest, reply
-from taskloom.stores import Fence, PostgresStore
 
 PID = os.getpid()
 
@@ -253,8 +254,11 @@ def build(
         Agent("direct", FunctionModel(payer, name="direct"), tools=[pay]),
     ]
     wanted = None if agents is None else set(filter(None, agents.split(",")))
+    backend = PostgresBackend(url, schema=schema, max_size=4)
+    store = EndHangingStore(backend.database) if hang_at_end else backend.store
+    store.backend = backend  # the runtime finds the backend's other parts through it
     return Runtime(
-        store=(EndHangingStore if hang_at_end else PostgresStore)(url, schema=schema, max_size=4),
+        store=store,
         queue=queue,
         agents=[a for a in everyone if wanted is None or a.name in wanted],
         tools=[touch, pay],

@@ -18,9 +18,9 @@ from typing import Any
 import queue_app
 
 from taskloom import Runtime
+from taskloom.entries import Entry, EntryKind
 from taskloom.log import INTERRUPTED
 from taskloom.messages import Message
-from taskloom.stores import Entry, EntryKind
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"

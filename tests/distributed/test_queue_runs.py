@@ -19,9 +19,15 @@ from taskloom import RunStatus, Runtime, Usage
 from taskloom.backends import BackgroundNotice
 from taskloom.background import BackgroundService
 from taskloom.distributed import WorkQueue
-from taskloom.entries import DeferredEntry, DeferredItem, RunFinishedEntry, RunStartedEntry, Steer
+from taskloom.entries import (
+    DeferredEntry,
+    DeferredItem,
+    Entry,
+    RunFinishedEntry,
+    RunStartedEntry,
+    Steer,
+)
 from taskloom.errors import UsageError
-from taskloom.stores import Entry
 
 pytestmark = [requires_postgres, pytest.mark.slow]
 

@@ -13,9 +13,9 @@ import os
 from typing import Any
 
 from taskloom import Agent, Runtime
+from taskloom.backends import open_backend
 from taskloom.mcp import MCPServer
 from taskloom.models import FunctionModel, ModelRequest, reply
-from taskloom.stores import open_store
 
 GREETING = "hello, "
 
@@ -47,7 +47,7 @@ def greeter(url: str, **options: Any) -> Agent:
 
 def open_test_store(url: str, schema: str) -> Any:
     """The store of a `store_url` pair."""
-    return open_store(url, **({} if schema == "-" else {"schema": schema}))
+    return open_backend(url, **({} if schema == "-" else {"schema": schema})).store
 
 
 def make_runtime() -> Runtime:

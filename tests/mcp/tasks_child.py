@@ -17,7 +17,7 @@ import sys
 from tasks_support import client_agent
 
 from taskloom import Runtime
-from taskloom.stores import open_store
+from taskloom.backends import open_backend
 
 URL, STORE, SCHEMA, SESSION_ID = sys.argv[1:5]
 LEASE = sys.argv[5] if len(sys.argv) > 5 else "1.0"
@@ -25,7 +25,7 @@ LEASE = sys.argv[5] if len(sys.argv) > 5 else "1.0"
 
 async def main() -> None:
     options = {} if SCHEMA == "-" else {"schema": SCHEMA}
-    runtime = Runtime(store=open_store(STORE, **options))
+    runtime = Runtime(store=open_backend(STORE, **options).store)
     if LEASE != "default":
         runtime.background.lease = float(LEASE)
     session = await runtime.create_session(client_agent(URL), session_id=SESSION_ID)

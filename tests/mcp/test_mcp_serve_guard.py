@@ -24,10 +24,10 @@ from test_mcp_tasks_serve import Answers, Anything, Created, Get, TaskId, Tasks,
 
 from conftest import SEEN_GROUPS
 from taskloom import Agent, Runtime
+from taskloom.backends import open_backend
 from taskloom.errors import ConfigurationError
 from taskloom.mcp import serve_agent
 from taskloom.models import ScriptedModel
-from taskloom.stores import open_store
 
 pytestmark = pytest.mark.slow
 
@@ -90,7 +90,7 @@ async def _status(client: Client, task_id: str) -> dict[str, Any]:
 
 
 async def _decisions(store: str, task_id: str) -> list[dict[str, Any]]:
-    async with Runtime(store=open_store(store)) as runtime:
+    async with Runtime(store=open_backend(store).store) as runtime:
         entries = await runtime.store.load(task_id)
     return [e.data for e in entries if e.kind == "approval_decision"]
 
@@ -159,7 +159,7 @@ async def test_an_oversized_call_is_a_jsonrpc_error_the_official_client_reads(
         assert "too large: the limit is 1048576 bytes" in str(refused.value)
         # The session goes on.
         assert [t.name for t in (await client.list_tools()).tools] == ["guarded"]
-    async with Runtime(store=open_store(store)) as runtime:
+    async with Runtime(store=open_backend(store).store) as runtime:
         assert await runtime.store.list() == []
 
 

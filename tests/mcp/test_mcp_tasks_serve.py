@@ -21,8 +21,8 @@ from mcp.shared.exceptions import MCPError
 from test_mcp_tasks_crash import ENV, Served
 
 from taskloom import Agent, Runtime
+from taskloom.backends import open_backend
 from taskloom.models import FunctionModel
-from taskloom.stores import open_store
 
 pytestmark = pytest.mark.slow
 
@@ -192,7 +192,7 @@ def _approve_from_the_cli(store: str, session_id: str, call_id: str) -> str:
 async def _pending_of(store: str, session_id: str) -> list[Any]:
     """The served run's parked calls, read from its store by code in this
     process (not the server's)."""
-    async with Runtime(store=open_store(store)) as runtime:
+    async with Runtime(store=open_backend(store).store) as runtime:
         meta = await runtime.store.get(session_id)
         session = await runtime.open_session(
             session_id, Agent(meta.agent or "x", FunctionModel(lambda r: "unused"))
@@ -305,7 +305,7 @@ async def test_a_parked_call_is_an_input_request_the_client_answers(
                     "report: The user denied this tool call; it was not run. Note from the user: go"
                 )
         # The decision is in the served session's log, bound to the call.
-        async with Runtime(store=open_store(served.store)) as runtime:
+        async with Runtime(store=open_backend(served.store).store) as runtime:
             entries = await runtime.store.load(made.task_id)
         decisions = [e.data for e in entries if e.kind == "approval_decision"]
         assert [(d["call_id"], d["approved"], d.get("note")) for d in decisions] == [

@@ -3,20 +3,17 @@
 A backend holds everything taskloom keeps in its database — the session
 store, the leases and fences that coordinate its writers, the activity
 registry and notice inbox of background work, the snapshot rows beside the
-log — built on one database object and, for PostgreSQL, one `PoolOptions`::
+log and the tree budgets — built and closed by the backend on one database
+object and, for PostgreSQL, one `PoolOptions`::
 
     backend = open_backend("postgresql://localhost/app", pool=PoolOptions(max_size=20))
     backend.store, backend.leases, backend.registry, backend.inbox, backend.snapshots
 
 Each declares its `capabilities` (`Capability`); the contract suites in
 `taskloom.testing` run what a backend declares. `Backend(store, ...)` makes
-one of your own store. Every store taskloom ships knows its backend
-(`store.backend`). `taskloom.stores` is the session-store face of the same
-classes.
-
-The SQLite and PostgreSQL backends import on first use (`SQLiteBackend`,
-`PostgresBackend` and their parts here, or `taskloom.backends.sqlite` /
-`taskloom.backends.postgres`): their drivers cost time to import.
+one of your own store. The parts of each built-in backend are in
+`taskloom.backends.memory`, `.sqlite` and `.postgres`; the SQLite and
+PostgreSQL backends import on first use: their drivers cost time to import.
 """
 
 from __future__ import annotations
@@ -32,13 +29,11 @@ from ._activities import (
     NoticeStatus,
 )
 from ._backend import Backend, Capability, backend_of, snapshots_for
-from ._budgets import NANO, BudgetLedger, BudgetLeft, MemoryBudgets
 from ._leases import (
     Clock,
     Fence,
     Lease,
     Leases,
-    MemoryLeases,
     acquire_or_take_over,
     holder_is_gone,
     holder_name,
@@ -48,129 +43,45 @@ from ._leases import (
 from ._open import open_backend
 from ._pool import DEFAULT_MAX_SIZE, PoolOptions
 from ._snapshots import SnapshotStore
-from ._store import (
-    MAX_SESSION_ID_LENGTH,
-    Entry,
-    EntryKind,
-    SessionMeta,
-    SessionStore,
-    check_session_id,
-)
-from .memory import (
-    MemoryActivityRegistry,
-    MemoryBackend,
-    MemoryNoticeInbox,
-    MemorySnapshots,
-    MemoryStore,
-)
+from ._store import MAX_SESSION_ID_LENGTH, SessionMeta, SessionStore, check_session_id
+from ._tree_budgets import BudgetLedger
+from .memory import MemoryBackend
 
 if TYPE_CHECKING:
-    from .postgres import (
-        PostgresActivityRegistry,
-        PostgresBackend,
-        PostgresBudgets,
-        PostgresDatabase,
-        PostgresLeases,
-        PostgresNoticeInbox,
-        PostgresSnapshots,
-        PostgresStore,
-    )
-    from .sqlite import (
-        SQLiteActivityRegistry,
-        SQLiteBackend,
-        SQLiteBudgets,
-        SQLiteDatabase,
-        SQLiteLeases,
-        SQLiteNoticeInbox,
-        SQLiteSnapshots,
-        SQLiteStore,
-    )
+    from .postgres import PostgresBackend
+    from .sqlite import SQLiteBackend
 
 __all__ = [
     "DEFAULT_MAX_SIZE",
     "MAX_SESSION_ID_LENGTH",
-    "NANO",
     "ActivityRegistry",
     "Backend",
     "BackgroundActivity",
     "BackgroundNotice",
     "BudgetLedger",
-    "BudgetLeft",
     "Capability",
     "Clock",
-    "Entry",
-    "EntryKind",
     "Fence",
     "Lease",
     "Leases",
-    "MemoryActivityRegistry",
     "MemoryBackend",
-    "MemoryBudgets",
-    "MemoryLeases",
-    "MemoryNoticeInbox",
-    "MemorySnapshots",
-    "MemoryStore",
     "NoticeInbox",
     "NoticeStatus",
     "PoolOptions",
-    "PostgresActivityRegistry",
     "PostgresBackend",
-    "PostgresBudgets",
-    "PostgresDatabase",
-    "PostgresLeases",
-    "PostgresNoticeInbox",
-    "PostgresSnapshots",
-    "PostgresStore",
-    "SQLiteActivityRegistry",
     "SQLiteBackend",
-    "SQLiteBudgets",
-    "SQLiteDatabase",
-    "SQLiteLeases",
-    "SQLiteNoticeInbox",
-    "SQLiteSnapshots",
-    "SQLiteStore",
     "SessionMeta",
     "SessionStore",
     "SnapshotStore",
+    "acquire_or_take_over",
     "backend_of",
     "check_session_id",
-    "acquire_or_take_over",
     "holder_is_gone",
     "holder_name",
-    "session_lease_key",
     "open_backend",
+    "session_lease_key",
     "snapshots_for",
     "system_clock",
 ]
 
-__getattr__ = lazy_exports(
-    __name__,
-    {
-        **{
-            name: ".sqlite"
-            for name in (
-                "SQLiteActivityRegistry",
-                "SQLiteBackend",
-                "SQLiteBudgets",
-                "SQLiteDatabase",
-                "SQLiteLeases",
-                "SQLiteNoticeInbox",
-                "SQLiteSnapshots",
-                "SQLiteStore",
-            )
-        },
-        **{
-            name: ".postgres"
-            for name in (
-                "PostgresActivityRegistry",
-                "PostgresBackend",
-                "PostgresBudgets",
-                "PostgresDatabase",
-                "PostgresLeases",
-                "PostgresNoticeInbox",
-                "PostgresSnapshots",
-                "PostgresStore",
-            )
-        },
-    },
-)
+__getattr__ = lazy_exports(__name__, {"SQLiteBackend": ".sqlite", "PostgresBackend": ".postgres"})

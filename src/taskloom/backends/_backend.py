@@ -10,16 +10,18 @@ its own transaction and a PostgreSQL backend holds one pool.
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import functools
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from ._activities import ActivityRegistry, NoticeInbox
-    from ._budgets import BudgetLedger
-    from ._leases import Leases
+    from ._leases import Clock, Leases
     from ._snapshots import SnapshotStore
     from ._store import SessionStore
+    from ._tree_budgets import BudgetLedger
 
 __all__ = ["Backend", "Capability", "backend_of", "snapshots_for"]
 
@@ -51,9 +53,9 @@ class Backend:
     `Backend(store, registry=..., inbox=..., capabilities={...})`; parts left
     out are None (background work then keeps its registry and inbox in
     process memory; sessions open by full replay), and `leases` defaults to
-    `store.leases`. The built-in backends build every
-    part on one database object and set `store.backend` to themselves, which
-    is how `BackgroundService.for_store` and the runtime find the rest.
+    `store.leases`. The built-in backends build every part on one database
+    object. A backend sets `store.backend` to itself unless the store has
+    one: that is how `BackgroundService.for_store` finds the rest.
 
     `close()` closes the store, and with it the database every part shares.
     """
@@ -78,14 +80,14 @@ class Backend:
         self.capabilities: frozenset[Capability] = frozenset(
             Capability(flag) for flag in capabilities
         )
+        if getattr(store, "backend", None) is None:
+            with contextlib.suppress(AttributeError):  # a store with slots keeps none
+                setattr(store, "backend", self)  # noqa: B010 (not in the protocol)
 
     def supports(self, capability: Capability | str) -> bool:
         """Whether this backend declares `capability`."""
         return Capability(capability) in self.capabilities
 
-    # The built-in backends override these four with parts built on first
-    # use, not at construction: a store used alone never creates the
-    # background or snapshot tables.
     @property
     def registry(self) -> ActivityRegistry | None:
         """The activity registry of background work on this backend, if it has one."""
@@ -116,6 +118,37 @@ class Backend:
     def __repr__(self) -> str:
         flags = ", ".join(sorted(self.capabilities))
         return f"<{type(self).__name__} {type(self.store).__name__} [{flags}]>"
+
+
+class DatabaseBackend(Backend):
+    """A backend whose parts share its `database`: the store and its leases
+    are built with it, the others (`part_types`) on first use, so that a
+    part's tables are made only once it is used."""
+
+    database: Any
+    _clock: Clock
+    part_types: ClassVar[tuple[Any, Any, Any, Any]]
+    """The registry, inbox, snapshots and budgets classes, each built on `database`."""
+
+    @functools.cached_property
+    def registry(self) -> ActivityRegistry:
+        """The activity registry on this backend's database."""
+        return self.part_types[0](self.database, clock=self._clock)  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def inbox(self) -> NoticeInbox:
+        """The notice inbox on this backend's database."""
+        return self.part_types[1](self.database)  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def snapshots(self) -> SnapshotStore:
+        """The snapshot rows on this backend's database."""
+        return self.part_types[2](self.database)  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def budgets(self) -> BudgetLedger:
+        """The tree budgets on this backend's database."""
+        return self.part_types[3](self.database)  # type: ignore[no-any-return]
 
 
 def backend_of(store: object) -> Backend | None:

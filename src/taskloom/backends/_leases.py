@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from ..errors import StaleLeaseError
+
 __all__ = [
     "Clock",
     "Fence",
@@ -27,6 +29,7 @@ __all__ = [
     "Leases",
     "MemoryLeases",
     "acquire_or_take_over",
+    "check_fence",
     "holder_is_gone",
     "holder_name",
     "session_lease_key",
@@ -47,6 +50,15 @@ class Fence:
 
     key: str
     generation: int
+
+
+def check_fence(fence: Fence | None, current: int) -> None:
+    """Raise `StaleLeaseError` unless `fence` is None or `current` (the key's
+    newest generation, 0 if never leased) is its generation."""
+    if fence is not None and current != fence.generation:
+        raise StaleLeaseError(
+            f"lease {fence.key!r} generation {fence.generation} is stale (current {current})"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from .._extras import needs_extra
 from ..errors import ConfigurationError
 from ._backend import Backend
+from ._store import SessionStore
 
 __all__ = ["open_backend"]
 
 
-def open_backend(url: str | None = None, *, create: bool = True, **options: Any) -> Backend:
+def open_backend(
+    url: str | Backend | SessionStore | None = None, *, create: bool = True, **options: Any
+) -> Backend:
     """A backend from a URL: `memory://`, `sqlite:///path`, `postgresql://...`.
 
-    None means a fresh memory backend. `options` go to the backend's
+    None means a fresh memory backend; a `Backend` passes through; a store
+    gives the backend that built it (its parts around the store, for one
+    that wraps a backend's store), or one around it (a `MemoryBackend` around
+    a `MemoryStore`, else a `Backend` of the store alone). `options` go to the backend's
     constructor: `clock` for all; `busy_timeout`, `synchronous` for SQLite;
     `pool` (a `PoolOptions`) or its fields (`schema`, `max_size`, the
     timeouts...) for PostgreSQL. Opening does no I/O: durable backends
@@ -26,18 +33,28 @@ def open_backend(url: str | None = None, *, create: bool = True, **options: Any)
     created. A PostgreSQL database is never created by taskloom (its tables
     are, as on any first use); a memory backend is always new.
     """
-    if url is None:
-        from .memory import MemoryBackend
+    from .memory import MemoryBackend, MemoryStore
 
+    if url is None:
         return MemoryBackend(**options)
+    if isinstance(url, Backend):
+        return url
+    if isinstance(url, MemoryStore):
+        return url.backend if url.backend is not None else MemoryBackend(store=url)
+    if isinstance(url, SessionStore):
+        found = getattr(url, "backend", None)
+        if not isinstance(found, Backend):
+            return Backend(url)
+        if found.store is not url:  # a store wrapping a backend's own: the same parts around it
+            found = copy.copy(found)
+            found.store = url
+        return found
     if not isinstance(url, str):
         raise ConfigurationError(f"a backend URL must be a string, not {type(url).__name__}")
     scheme, sep, rest = url.partition("://")
     if not sep:
         raise ConfigurationError(f"store URL {url!r} has no scheme; {_VALID}")
     if scheme == "memory":
-        from .memory import MemoryBackend
-
         return MemoryBackend(**options)
     if scheme == "sqlite":
         from .sqlite import SQLiteBackend

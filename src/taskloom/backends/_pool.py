@@ -68,7 +68,7 @@ class PoolOptions:
 
 
 class PoolSettings(TypedDict, total=False):
-    """`PoolOptions` fields as keyword arguments (`PostgresStore(url, max_size=4)`)."""
+    """`PoolOptions` fields as keyword arguments (`PostgresBackend(url, max_size=4)`)."""
 
     schema: str | None
     min_size: int

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..entries import Entry, EntryKind
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, SessionNotFound
 from ._leases import Fence, Leases
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "SessionMeta",
     "SessionStore",
     "check_session_id",
+    "not_found",
 ]
 
 MAX_SESSION_ID_LENGTH = 255
@@ -54,6 +55,11 @@ def check_session_id(session_id: str) -> str:
         f"session id must be a non-empty printable string of at most {MAX_SESSION_ID_LENGTH} "
         f"characters without control characters, not {_preview(session_id)}"
     )
+
+
+def not_found(session_id: str) -> SessionNotFound:
+    """The error every store raises for a session it does not have."""
+    return SessionNotFound(f"no session {session_id!r}")
 
 
 def _preview(value: object) -> str:
@@ -111,7 +117,8 @@ class SessionStore(Protocol):
         """Append at the next position and return it.
 
         Raises `SessionNotFound` for an unknown session and `StaleLeaseError`
-        when `fence` is not the current generation of its key.
+        when `fence` is not the current generation of its key; either way
+        nothing is written.
         """
         ...
 

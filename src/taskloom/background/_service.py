@@ -21,13 +21,12 @@ from ..backends import (
     ActivityRegistry,
     BackgroundActivity,
     BackgroundNotice,
-    MemoryActivityRegistry,
-    MemoryNoticeInbox,
     NoticeInbox,
     NoticeStatus,
     SessionStore,
     backend_of,
 )
+from ..backends.memory import MemoryActivityRegistry, MemoryNoticeInbox
 from ..errors import BackgroundCapReached
 from ..events import Event
 from ._lifecycle import Lifecycle, Listeners

@@ -27,11 +27,11 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ..agent import Agent
+from ..backends import SessionMeta, open_backend
 from ..delegation import DecidedChildren
 from ..errors import ConfigurationError, UsageError
 from ..loop import Budget, RunOptions
 from ..runtime import Runtime
-from ..stores import SessionMeta, open_store
 from ..tools import Tool, as_tool
 from . import default_store_url
 from .failures import with_hint
@@ -446,7 +446,7 @@ def store_runtime(url: str, create: bool = True, agents: list[Agent] | None = No
     """A runtime on the store `url` names (`--store`), with `agents`; a URL
     of no known scheme is a `ConfigurationError` saying which ones are."""
     try:
-        return Runtime(store=open_store(url, create=create), agents=agents)
+        return Runtime(store=open_backend(url, create=create), agents=agents)
     except ValueError as exc:
         raise with_hint(
             ConfigurationError(f"--store {url}: {exc}"),

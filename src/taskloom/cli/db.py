@@ -47,21 +47,16 @@ async def _probe(url: str) -> None:
 
 
 async def _migrate(url: str, schema: str | None) -> int:
-    from ..backends import PostgresActivityRegistry, PostgresNoticeInbox
-    from ..stores import PostgresStore
+    from ..backends import PostgresBackend
 
     await _probe(url)
-    store = PostgresStore(url, schema=schema)
-    registry = PostgresActivityRegistry(url, schema=schema)
-    inbox = PostgresNoticeInbox(url, schema=schema)
+    backend = PostgresBackend(url, schema=schema)
     try:
-        # Each backend migrates on its first statement.
-        await store.list(limit=0)
-        await registry.list("")
-        await inbox.pending("")
+        # The tables of every part are made on the first statement.
+        await backend.registry.list("")
+        await backend.inbox.pending("")
     finally:
-        for backend in (store, registry, inbox):
-            await backend.close()
+        await backend.close()
     done = ["sessions", "leases", "background"]
     if importlib.util.find_spec("procrastinate") is not None:
         from ..distributed import WorkQueue

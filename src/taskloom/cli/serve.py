@@ -24,16 +24,16 @@ from .failures import with_hint
 from .parser import CONSOLE_TOKEN
 
 if TYPE_CHECKING:
+    from ..backends import SessionStore
     from ..runtime import Runtime
-    from ..stores import SessionStore
 
 __all__ = ["serve_console"]
 
 
 def _same_store(store: SessionStore, url: str) -> bool:
-    from ..stores import open_store
+    from ..backends import open_backend
 
-    other: Any = open_store(url)
+    other: Any = open_backend(url).store
     mine: Any = store
     path, other_path = getattr(mine, "path", None), getattr(other, "path", None)
     if path is not None or other_path is not None:

@@ -23,6 +23,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..agent import Agent
+from ..backends import SessionMeta
 from ..background import CHILDREN_LOOKED_AT
 from ..delegation import ChildStatus, DecidedChildren, child_status
 from ..entries import CompactionEntry, RequestedCall
@@ -39,7 +40,6 @@ from ..runtime import (
     diff_sessions,
     fork_session,
 )
-from ..stores import SessionMeta
 from .common import (
     Answer,
     Approve,

@@ -9,14 +9,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..backends import holder_is_gone, session_lease_key
+from ..backends import SessionMeta, holder_is_gone, session_lease_key
 from ..entries import Entry, MessageEntry, RunFinishedEntry, RunStartedEntry, SubagentDispatched
 from ..errors import SessionNotFound
 from ..events import origin_label
 from ..log import SessionLog
 from ..results import PendingCall
 from ..runtime import Runtime
-from ..stores import SessionMeta
 
 __all__ = ["SessionSummary", "summarize", "to_json"]
 

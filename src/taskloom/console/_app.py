@@ -19,10 +19,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .._serving import MAX_FORM_BODY, BodyLimit
+from ..backends import SessionStore
 from ..background import BackgroundService
 from ..delegation import DecidedChildren
 from ..runtime import Runtime
-from ..stores import SessionStore
 from ._acting import Acting
 from ._auth import AccessGuard, new_token
 from ._pages import SessionPages

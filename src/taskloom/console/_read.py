@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._redact import safe_urls
-from ..backends import session_lease_key
+from ..backends import SessionMeta, SessionStore, session_lease_key
 from ..entries import (
     ApprovalDecision,
     ApprovalRequests,
@@ -40,7 +40,6 @@ from ..entries import (
 from ..errors import CorruptEntry
 from ..log import SessionLog, entry_messages
 from ..messages import Message, ThinkingBlock
-from ..stores import SessionMeta, SessionStore
 
 __all__ = [
     "MOVED",

@@ -19,7 +19,7 @@ from ._auth import AccessGuard
 from ._read import STATUSES
 
 if TYPE_CHECKING:
-    from ..stores import SessionStore
+    from ..backends import SessionStore
 
 HERE = Path(__file__).parent
 TAIL_LINES = 20

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..backends import SessionMeta
 from ..delegation import child_status
 from ..entries import Entry, MessageEntry, SubagentLink, SubagentResult, SubagentStartedEntry
 from ..errors import SessionNotFound
 from ..events import origin_label
 from ..runtime import Runtime
-from ..stores import SessionMeta
 from ._read import MOVED, display_name, moved_children, redact, run_state
 
 __all__ = ["CallGroup", "LogCache", "TreeNode", "child_span", "delegation_tree"]

@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import time
 
+from ..backends import SessionMeta
 from ..entries import MessageEntry
 from ..log import SessionLog
 from ..messages import Message
 from ..runtime import Runtime
-from ..stores import SessionMeta
 from ..tools import Tool, ToolContext, ToolEffect, ToolError, UnboundTool, tool
 from ._children import (
     ChildStatus,

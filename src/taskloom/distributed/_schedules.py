@@ -22,7 +22,7 @@ from ._database import TICK_TASK, QueueDatabase
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
-    from ..stores import SessionStore
+    from ..backends import SessionStore
 
 __all__ = ["Schedule", "Schedules", "first_time", "next_time"]
 

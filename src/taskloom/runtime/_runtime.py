@@ -15,21 +15,19 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 from .._run_controls import StopSignal
 from ..agent import Agent, AgentDepsT, AgentOutputT, set_default_runtime
 from ..backends import (
+    Backend,
     BudgetLedger,
-    MemoryBudgets,
-    MemoryLeases,
     SessionMeta,
     SessionStore,
     SnapshotStore,
-    backend_of,
+    open_backend,
     session_lease_key,
-    snapshots_for,
 )
+from ..backends.memory import MemoryBudgets, MemoryLeases
 from ..entries import Entry, Steer, StopRequest
 from ..errors import ConfigurationError, SessionBusy, UsageError
 from ..loop.ports import RunObserver
 from ..models import Model
-from ..stores import open_store
 from ..tools import Tool, ToolCatalog
 
 if TYPE_CHECKING:
@@ -77,18 +75,20 @@ class BindsRuntime(Protocol[BoundT_co]):
 class Runtime:
     """The services sessions share: a store, known agents and models, background work.
 
-    `store` is a `SessionStore` or a URL (`memory://` — the default —,
-    `sqlite:///path`, `postgresql://...`). `agents` (agents, or a mapping by
-    name) and `models` (model instances, registered by spec) are what a
-    process that did not create a session rebuilds it from (their tools
-    are bound to this runtime as it is made: see `BindsRuntime`); `tools` (a
-    mapping by name, or tools) is the registry a background-child worker
-    rebuilds children from. With `wake_on_notice`, a background notice for
-    an idle session of this runtime starts a follow-up run by itself (an
-    always-on agent), at most `max_wakeups` times in a row before a user
-    turn. `lease_ttl` is how long a run's session lease lasts unrenewed: a
-    writer that vanishes without releasing it blocks the session that long
-    (on Linux a dead holder on the same machine is taken over at once).
+    `store` is a URL (`memory://` — the default —, `sqlite:///path`,
+    `postgresql://...`), a `Backend` or a `SessionStore` (see
+    `open_backend`); `backend` is what it opened, and `close()` closes it.
+    `agents` (agents, or a mapping by name) and `models` (model instances,
+    registered by spec) are what a process that did not create a session
+    rebuilds it from (their tools are bound to this runtime as it is made:
+    see `BindsRuntime`); `tools` (a mapping by name, or tools) is the
+    registry a background-child worker rebuilds children from. With
+    `wake_on_notice`, a background notice for an idle session of this
+    runtime starts a follow-up run by itself (an always-on agent), at most
+    `max_wakeups` times in a row before a user turn. `lease_ttl` is how
+    long a run's session lease lasts unrenewed: a writer that vanishes
+    without releasing it blocks the session that long (on Linux a dead
+    holder on the same machine is taken over at once).
     `child_concurrency` is how many child agents this runtime runs at once
     (inline, and background children run in this process); more wait their
     turn rather than crowd the store. By default it is what the store says it
@@ -117,7 +117,7 @@ class Runtime:
 
     def __init__(
         self,
-        store: SessionStore | str | None = None,
+        store: str | Backend | SessionStore | None = None,
         *,
         agents: Mapping[str, Agent[Any, Any]] | Iterable[Agent[Any, Any]] | None = None,
         models: Mapping[str, Model] | Iterable[Model] | None = None,
@@ -134,7 +134,8 @@ class Runtime:
     ) -> None:
         if snapshot_every < 0:
             raise ConfigurationError(f"snapshot_every must be 0 or more, not {snapshot_every!r}")
-        self.store: SessionStore = open_store(store)
+        self.backend = open_backend(store)
+        self.store: SessionStore = self.backend.store
         self.snapshot_every = snapshot_every
         if child_concurrency is None:
             child_concurrency = getattr(self.store, "concurrency", None)
@@ -179,17 +180,15 @@ class Runtime:
     @functools.cached_property
     def snapshots(self) -> SnapshotStore | None:
         """Where sessions' snapshots are kept (beside the store), or None when
-        they are off (`snapshot_every=0`) or the store is not one taskloom knows."""
-        return snapshots_for(self.store) if self.snapshot_every else None
+        they are off (`snapshot_every=0`) or the backend keeps none."""
+        return self.backend.snapshots if self.snapshot_every else None
 
     @functools.cached_property
     def budgets(self) -> BudgetLedger:
         """Where delegation trees' budgets are kept: the backend's ledger, so a
         tree's ceiling holds across every process on the database; for a store
         without one, this runtime's memory (one process)."""
-        backend = backend_of(self.store)
-        ledger = backend.budgets if backend is not None else None
-        return ledger if ledger is not None else MemoryBudgets()
+        return self.backend.budgets or MemoryBudgets()
 
     @property
     def background(self) -> BackgroundService:
@@ -305,9 +304,7 @@ class Runtime:
             await self._background.close()
         if self.queue is not None:
             await self.queue.close()
-        close = getattr(self.store, "close", None)
-        if close is not None:
-            await close()
+        await self.backend.close()
 
     # ------------------------------------------------------------ models
 

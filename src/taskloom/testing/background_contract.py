@@ -92,12 +92,13 @@ def _notice(notice_id: str, text: str = "", **extra: Any) -> BackgroundNotice:
 
 
 def push_from_processes(
-    factory: Callable[[], NoticeInbox],
+    factory: Callable[[], Any],
     session: str,
     notices: Sequence[BackgroundNotice],
     processes: int = 3,
 ) -> list[list[bool]]:
-    """Push every notice from each of `processes` processes at once.
+    """Push every notice from each of `processes` processes at once; `factory`
+    makes a `NoticeInbox`, or a `Backend` whose `inbox` is used.
 
     Returns, per process, what each of its pushes returned (in `notices`
     order). Blocking: call it through `asyncio.to_thread` from async tests.
@@ -106,13 +107,14 @@ def push_from_processes(
 
 
 def add_from_processes(
-    factory: Callable[[], ActivityRegistry],
+    factory: Callable[[], Any],
     session: str,
     activities: Sequence[Sequence[BackgroundActivity]],
     lease: float,
     kind_cap: int | None,
 ) -> list[list[bool]]:
-    """Add `activities[i]` from process i, all processes at once.
+    """Add `activities[i]` from process i, all processes at once; `factory`
+    makes an `ActivityRegistry`, or a `Backend` whose `registry` is used.
 
     Returns, per process, what each of its adds returned. Blocking: call it
     through `asyncio.to_thread` from async tests.
@@ -216,22 +218,24 @@ def _process_main(
 
 
 async def _push_all(
-    inbox: NoticeInbox,
+    made: Any,
     session: str,
     notices: list[BackgroundNotice],
     ready: Callable[[], Awaitable[None]],
 ) -> list[bool]:
+    inbox: NoticeInbox = getattr(made, "inbox", made)  # a backend, or the inbox itself
     await inbox.pending(session)
     await ready()
     return list(await asyncio.gather(*(inbox.push(session, n) for n in notices)))
 
 
 async def _add_all(
-    registry: ActivityRegistry,
+    made: Any,
     session: str,
     payload: tuple[list[BackgroundActivity], float, int | None],
     ready: Callable[[], Awaitable[None]],
 ) -> list[bool]:
+    registry: ActivityRegistry = getattr(made, "registry", made)  # a backend, or the registry
     activities, lease, kind_cap = payload
     await registry.list(session)
     await ready()

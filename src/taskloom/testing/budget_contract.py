@@ -33,7 +33,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .._extras import needs_extra
-from ..backends import NANO, BudgetLedger, Capability
+from ..backends import BudgetLedger, Capability
+from ..results import NANO
 from .capabilities import CapabilityGate, requires
 
 with needs_extra("taskloom.testing's contract suites"):

@@ -67,7 +67,8 @@ class LeaseContract(CapabilityGate):
 
     @pytest.fixture
     def reopen(self) -> Callable[[], Leases]:
-        """A factory for a second instance over the same state; override for durable leases."""
+        """A factory for a second instance over the same state (leases, or a backend
+        whose `leases` are used); override for durable leases."""
         pytest.skip("no `reopen` fixture: leases kept in process memory have nothing to reopen")
 
     # -- acquisition and contention -------------------------------------------------
@@ -274,7 +275,8 @@ class LeaseContract(CapabilityGate):
     ) -> None:
         lease = await leases.acquire("job", "worker-a", self.TTL)
         assert lease is not None
-        other: Any = reopen()
+        made: Any = reopen()
+        other = getattr(made, "leases", made)  # a backend, or the leases themselves
         try:
             assert await other.current("job") == lease
             assert await other.acquire("job", "worker-b", self.TTL) is None
@@ -284,4 +286,4 @@ class LeaseContract(CapabilityGate):
             assert await leases.current("job") == successor
             assert await leases.renew(lease, self.TTL) is None
         finally:
-            await _close(other)
+            await _close(made)

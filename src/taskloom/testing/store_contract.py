@@ -33,7 +33,7 @@ leaves out `Capability.SPANS_PROCESSES`, a store without fences
 
 `assert_multiprocess_appends(url)` is the cross-process half of the
 contract: it starts real processes appending to one session through
-`open_store(url)` and checks that nothing was lost or reordered.
+`open_backend(url).store` and checks that nothing was lost or reordered.
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ from multiprocessing.synchronize import Event
 from typing import TYPE_CHECKING, Any
 
 from .._extras import needs_extra
-from ..backends import Backend, Capability, Entry, EntryKind, Fence, SessionMeta, SessionStore
+from ..backends import Backend, Capability, Fence, SessionMeta, SessionStore, open_backend
+from ..entries import Entry, EntryKind
 from ..errors import SessionNotFound, StaleLeaseError
-from ..stores import open_store
 from .capabilities import ALL_CAPABILITIES, CapabilityGate, requires
 
 with needs_extra("taskloom.testing's contract suites"):
@@ -477,14 +477,14 @@ async def assert_multiprocess_appends(
 ) -> None:
     """Start `processes` real processes appending `appends` entries each to one session.
 
-    Each process opens its own store with `open_store(url, **options)`, so
+    Each process opens its own store with `open_backend(url, **options).store`, so
     `options` must be picklable. The processes start appending together;
     afterwards every entry must be present exactly once, positions must be
     dense from 1, each process's entries must keep its own order, and the
     position each append returned must be where its entry sits.
     """
     opts = dict(options or {})
-    store = open_store(url, **opts)
+    store = open_backend(url, **opts).store
     sid = _new_id("multiprocess")
     ctx = multiprocessing.get_context("spawn")
     go = ctx.Event()
@@ -574,7 +574,7 @@ async def _append_many(
     ready: Event,
     go: Event,
 ) -> list[int]:
-    store = open_store(url, **options)
+    store = open_backend(url, **options).store
     try:
         await store.get(sid)
         ready.set()

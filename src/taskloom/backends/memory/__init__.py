@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from .._leases import MemoryLeases
+from .._tree_budgets import MemoryBudgets
 from ._backend import MEMORY_CAPABILITIES, MemoryBackend
 from ._background import MemoryActivityRegistry, MemoryNoticeInbox
-from ._snapshots import MemorySnapshots
 from ._store import MemoryStore
 
 __all__ = [
     "MEMORY_CAPABILITIES",
     "MemoryActivityRegistry",
     "MemoryBackend",
+    "MemoryBudgets",
     "MemoryLeases",
     "MemoryNoticeInbox",
-    "MemorySnapshots",
     "MemoryStore",
 ]

@@ -1,4 +1,4 @@
-"""The in-memory session store: the default, and the reference for the contract."""
+"""The in-memory session store and its snapshot rows: the reference for the contracts."""
 
 from __future__ import annotations
 
@@ -7,14 +7,13 @@ from builtins import list as _list
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ...errors import SessionNotFound, StaleLeaseError
-from .._leases import Clock, Fence, MemoryLeases, system_clock
-from .._store import Entry, SessionMeta, check_session_id
+from .._leases import Clock, Fence, MemoryLeases, check_fence, system_clock
+from .._store import Entry, SessionMeta, check_session_id, not_found
 
 if TYPE_CHECKING:
-    from ._backend import MemoryBackend
+    from .._backend import Backend
 
-__all__ = ["MemoryStore"]
+__all__ = ["MemorySnapshots", "MemoryStore"]
 
 
 class MemoryStore:
@@ -22,7 +21,10 @@ class MemoryStore:
 
     Entries are kept as given (their `data` is not copied), so callers must
     treat loaded entries as read-only, exactly as with a durable store.
+    `backend` is the `MemoryBackend` that built it, if one did.
     """
+
+    backend: Backend | None = None
 
     def __init__(self, *, clock: Clock = system_clock) -> None:
         self._meta: dict[str, SessionMeta] = {}
@@ -31,24 +33,8 @@ class MemoryStore:
         # that may have delegated, and must not scan every session.
         self._children: dict[str, dict[str, None]] = {}  # insertion-ordered sets
         self.leases = MemoryLeases(clock)
-        self._backend: MemoryBackend | None = None
-
-    @property
-    def backend(self) -> MemoryBackend:
-        """The `MemoryBackend` this store is part of (one is made around it if
-        it was built alone): background work and snapshots live there."""
-        if self._backend is None:
-            from ._backend import MemoryBackend
-
-            self._backend = MemoryBackend(store=self)
-        return self._backend
 
     async def create(self, meta: SessionMeta) -> SessionMeta:
-        """Create a session; returns it timestamped.
-
-        Raises `ConfigurationError` for an id `check_session_id` refuses and
-        `ValueError` if the id exists.
-        """
         check_session_id(meta.id)
         if meta.id in self._meta:
             raise ValueError(f"session {meta.id!r} already exists")
@@ -64,17 +50,14 @@ class MemoryStore:
         try:
             return self._meta[session_id]
         except KeyError:
-            raise SessionNotFound(f"no session {session_id!r}") from None
+            raise not_found(session_id) from None
 
     async def append(self, session_id: str, entry: Entry, *, fence: Fence | None = None) -> int:
         log = self._logs.get(session_id)
         if log is None:
-            raise SessionNotFound(f"no session {session_id!r}")
+            raise not_found(session_id)
         if fence is not None and self.leases.generation(fence.key) != fence.generation:
-            raise StaleLeaseError(
-                f"lease {fence.key!r} generation {fence.generation} is stale "
-                f"(current {self.leases.generation(fence.key)})"
-            )
+            check_fence(fence, self.leases.generation(fence.key))
         position = len(log) + 1
         # An entry already placed here (as a Session places its own) is kept as it is.
         log.append(
@@ -85,7 +68,7 @@ class MemoryStore:
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
         log = self._logs.get(session_id)
         if log is None:
-            raise SessionNotFound(f"no session {session_id!r}")
+            raise not_found(session_id)
         # Positions are dense from 1, so `after` is also an index.
         return log[after:] if after else _list(log)
 
@@ -114,3 +97,30 @@ class MemoryStore:
 
     async def close(self) -> None:
         """Nothing to release; present so every store can be closed alike."""
+
+
+class MemorySnapshots:
+    """Rows in process memory, fenced by the `MemoryLeases` of their store."""
+
+    def __init__(self, leases: MemoryLeases) -> None:
+        self._leases = leases
+        self._rows: dict[str, dict[int, str]] = {}
+
+    async def read(self, session_id: str) -> list[tuple[int, str]]:
+        return sorted(self._rows.get(session_id, {}).items())
+
+    async def write(
+        self, session_id: str, position: int, data: str, *, fence: Fence | None = None
+    ) -> None:
+        if fence is not None:
+            check_fence(fence, self._leases.generation(fence.key))
+        self._rows.setdefault(session_id, {}).setdefault(position, data)
+
+    async def prune(self, session_id: str, before: int) -> None:
+        rows = self._rows.get(session_id)
+        if rows:
+            for position in [p for p in rows if p < before]:
+                del rows[position]
+
+    async def delete(self, session_id: str) -> None:
+        self._rows.pop(session_id, None)

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING
 
-from .._backend import Backend, Capability
+from .._backend import Capability, DatabaseBackend
 from .._leases import Clock, system_clock
 from .._pool import PoolOptions, PoolSettings
 from ._background import PostgresActivityRegistry, PostgresNoticeInbox
-from ._budgets import PostgresBudgets
 from ._database import PostgresDatabase
 from ._snapshots import PostgresSnapshots
 from ._store import PostgresStore
+from ._tree_budgets import PostgresBudgets
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -23,54 +22,36 @@ POSTGRES_CAPABILITIES = frozenset(Capability)
 """Every capability: any number of processes share the database."""
 
 
-class PostgresBackend(Backend):
-    """A `PostgresStore`, its `PostgresLeases`, a registry, an inbox and
-    snapshots on one `PostgresDatabase`: one pool, sized and bounded once by
-    `pool` (a `PoolOptions`, or its fields as keywords, which override it).
+class PostgresBackend(DatabaseBackend):
+    """A `PostgresStore`, its `PostgresLeases`, a registry, an inbox, snapshots
+    and tree budgets on one `PostgresDatabase`: one pool, sized and bounded
+    once by `pool` (a `PoolOptions`, or its fields as keywords, which
+    override it).
 
-    `url` is a libpq URL or a `PostgresDatabase`; `clock` measures leases.
-    The pool opens, and the tables are created or migrated, on first use.
+    `url` is a libpq URL; `clock` measures leases. The pool opens, and the
+    tables are created or migrated, on first use; `close()` closes the pool,
+    and with it every part.
     """
 
     store: PostgresStore
+    database: PostgresDatabase
+    part_types = (PostgresActivityRegistry, PostgresNoticeInbox, PostgresSnapshots, PostgresBudgets)
 
     def __init__(
         self,
-        url: str | PostgresDatabase,
+        url: str,
         *,
         clock: Clock = system_clock,
         pool: PoolOptions | None = None,
-        store: PostgresStore | None = None,
         **options: Unpack[PoolSettings],
     ) -> None:
-        if store is None:
-            store = PostgresStore(url, clock=clock, pool=pool, **options)
-        super().__init__(store, capabilities=POSTGRES_CAPABILITIES)
-        self.database: PostgresDatabase = store.database
+        self.database = PostgresDatabase(url, pool, **options)
         self._clock = clock
-        store._backend = self
+        super().__init__(
+            PostgresStore(self.database, clock=clock), capabilities=POSTGRES_CAPABILITIES
+        )
 
     @property
     def options(self) -> PoolOptions:
         """The pool options every part of this backend shares."""
         return self.database.options
-
-    @functools.cached_property
-    def registry(self) -> PostgresActivityRegistry:
-        """The activity registry on this backend's database (built on first use)."""
-        return PostgresActivityRegistry(self.database, clock=self._clock)
-
-    @functools.cached_property
-    def inbox(self) -> PostgresNoticeInbox:
-        """The notice inbox on this backend's database (built on first use)."""
-        return PostgresNoticeInbox(self.database)
-
-    @functools.cached_property
-    def snapshots(self) -> PostgresSnapshots:
-        """The snapshot rows on this backend's database (built on first use)."""
-        return PostgresSnapshots(self.database)
-
-    @functools.cached_property
-    def budgets(self) -> PostgresBudgets:
-        """The tree budgets on this backend's database (built on first use)."""
-        return PostgresBudgets(self.database)

@@ -12,15 +12,9 @@ never read from the server, so every backend and every test agrees on "now".
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .._leases import Clock, Lease, system_clock
-from .._pool import PoolOptions, PoolSettings
 from .._sql import Migration
 from ._database import PostgresDatabase
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
 
 __all__ = ["POSTGRES_LEASE_MIGRATIONS", "PostgresLeases"]
 
@@ -38,29 +32,12 @@ POSTGRES_LEASE_MIGRATIONS: tuple[Migration, ...] = (
 
 
 class PostgresLeases:
-    """`Leases` in PostgreSQL; behaves exactly like `MemoryLeases`.
+    """`Leases` on a backend's `PostgresDatabase`; behaves exactly like `MemoryLeases`."""
 
-    `PostgresLeases(url, pool=PoolOptions(...))` (or the options' fields as
-    keywords) opens its own pool on first use (and `close()` closes it);
-    given a `PostgresDatabase` it shares that pool, which is how a
-    `PostgresBackend`'s leases sit on the backend's one database (the
-    options are then ignored).
-    """
-
-    def __init__(
-        self,
-        url: str | PostgresDatabase,
-        *,
-        clock: Clock = system_clock,
-        pool: PoolOptions | None = None,
-        **options: Unpack[PoolSettings],
-    ) -> None:
-        self._owns_db = not isinstance(url, PostgresDatabase)
-        self._db = (
-            url if isinstance(url, PostgresDatabase) else PostgresDatabase(url, pool, **options)
-        )
+    def __init__(self, database: PostgresDatabase, *, clock: Clock = system_clock) -> None:
+        self.database = self._db = database
         self._clock = clock
-        self._db.require("leases", POSTGRES_LEASE_MIGRATIONS)
+        database.require("leases", POSTGRES_LEASE_MIGRATIONS)
         table = self._db.table("leases")
         self._acquire = f"""
             INSERT INTO {table} AS l (key, holder, generation, expires_at)
@@ -88,13 +65,7 @@ class PostgresLeases:
             SELECT holder, generation, expires_at FROM {table}
             WHERE key = %s AND holder IS NOT NULL AND expires_at > %s"""
 
-    @property
-    def database(self) -> PostgresDatabase:
-        """The database the leases work on (a store's, when built on it)."""
-        return self._db
-
     async def acquire(self, key: str, holder: str, ttl: float) -> Lease | None:
-        """Take the key if it is free or its lease lapsed; None if someone holds it."""
         now = self._clock()
         params = {"key": key, "holder": holder, "expires_at": now + ttl, "now": now}
         async with self._db.connection() as conn:
@@ -102,7 +73,6 @@ class PostgresLeases:
         return None if row is None else Lease(key, holder, int(row[0]), now + ttl)
 
     async def renew(self, lease: Lease, ttl: float) -> Lease | None:
-        """Extend a lease still held under the same generation; None if lost."""
         now = self._clock()
         params = {
             "key": lease.key,
@@ -117,12 +87,10 @@ class PostgresLeases:
         return None if row is None else Lease(lease.key, lease.holder, lease.generation, now + ttl)
 
     async def release(self, lease: Lease) -> None:
-        """Give the key up (no effect if the lease was already lost)."""
         async with self._db.connection(urgent=True) as conn:
             await conn.execute(self._release, (lease.key, lease.generation))
 
     async def take_over(self, lease: Lease, holder: str, ttl: float) -> Lease | None:
-        """Take the key from `lease`'s holder (known dead) while it is still current."""
         now = self._clock()
         params = {
             "key": lease.key,
@@ -136,13 +104,7 @@ class PostgresLeases:
         return None if row is None else Lease(lease.key, holder, int(row[0]), now + ttl)
 
     async def current(self, key: str) -> Lease | None:
-        """The live lease on the key, if any."""
         now = self._clock()
         async with self._db.connection() as conn:
             row = await (await conn.execute(self._current, (key, now))).fetchone()
         return None if row is None else Lease(key, row[0], int(row[1]), float(row[2]))
-
-    async def close(self) -> None:
-        """Close the pool if these leases opened it (a shared one stays open)."""
-        if self._owns_db:
-            await self._db.close()

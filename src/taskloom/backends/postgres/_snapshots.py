@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ...errors import StaleLeaseError
-from .._leases import Fence
+from .._leases import Fence, check_fence
 from .._sql import Migration
 from ._database import PostgresDatabase
 
@@ -24,8 +23,8 @@ POSTGRES_SNAPSHOT_MIGRATIONS: tuple[Migration, ...] = (
 class PostgresSnapshots:
     """Rows in the `taskloom_snapshots` table of a store's PostgreSQL database."""
 
-    def __init__(self, db: PostgresDatabase) -> None:
-        self._db = db
+    def __init__(self, database: PostgresDatabase) -> None:
+        self.database = self._db = db = database
         db.require("snapshots", POSTGRES_SNAPSHOT_MIGRATIONS)
         table, sessions = db.table("snapshots"), db.table("sessions")
         self._sql_read = (
@@ -40,11 +39,6 @@ class PostgresSnapshots:
             ON CONFLICT (session_id, position) DO NOTHING"""
         self._sql_prune = f"DELETE FROM {table} WHERE session_id = %s AND position < %s"
 
-    @property
-    def database(self) -> PostgresDatabase:
-        """The database the snapshots are kept in (the store's)."""
-        return self._db
-
     async def read(self, session_id: str) -> list[tuple[int, str]]:
         async with self._db.connection() as conn:
             rows = await (await conn.execute(self._sql_read, (session_id,))).fetchall()
@@ -56,12 +50,7 @@ class PostgresSnapshots:
         async with self._db.connection() as conn, conn.transaction():
             if fence is not None:
                 row = await (await conn.execute(self._sql_fence, (fence.key,))).fetchone()
-                current = int(row[0]) if row else 0
-                if current != fence.generation:
-                    raise StaleLeaseError(
-                        f"lease {fence.key!r} generation {fence.generation} is stale "
-                        f"(current {current})"
-                    )
+                check_fence(fence, int(row[0]) if row else 0)
             await conn.execute(self._sql_write, (position, data, session_id))
 
     async def prune(self, session_id: str, before: int) -> None:

@@ -18,19 +18,16 @@ import random
 from builtins import list as _list
 from typing import TYPE_CHECKING, Any
 
-from ...errors import SessionNotFound, StaleLeaseError
-from .._leases import Clock, Fence, system_clock
-from .._pool import PoolOptions, PoolSettings
+from .._leases import Clock, Fence, check_fence, system_clock
 from .._sql import Migration, dump_json, load_entry_data, session_filters
-from .._store import Entry, SessionMeta, check_session_id
+from .._store import Entry, SessionMeta, check_session_id, not_found
 from ._database import PostgresDatabase
 from ._leases import PostgresLeases
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
-    from typing_extensions import Unpack
 
-    from ._backend import PostgresBackend
+    from .._backend import Backend
 
 __all__ = ["CHILDREN_PER_CONNECTION", "POSTGRES_SESSION_MIGRATIONS", "PostgresStore"]
 
@@ -64,10 +61,6 @@ def _meta(row: tuple[Any, ...]) -> SessionMeta:
     return SessionMeta(row[0], row[1], row[2], row[3], row[4])
 
 
-def _not_found(session_id: str) -> SessionNotFound:
-    return SessionNotFound(f"no session {session_id!r}")
-
-
 async def _lost_race(attempt: int) -> int:
     """Wait before retrying a position another writer took; returns the next attempt."""
     # Jitter keeps a crowd of writers on one session from colliding in lockstep.
@@ -81,19 +74,13 @@ CHILDREN_PER_CONNECTION = 4
 
 
 class PostgresStore:
-    """Sessions in PostgreSQL, reached through one pool (`PoolOptions`).
+    """Sessions in PostgreSQL, on a `PostgresBackend`'s `PostgresDatabase` (one pool).
 
-    `pool` (a `PoolOptions`, or its fields as keywords: `schema`,
-    `min_size`, `max_size`, the timeouts) says how to reach the server;
-    given a `PostgresDatabase` (its `PostgresBackend`'s), the store works on
-    that pool instead. The pool opens and the schema is created (or
-    migrated) on first use; `schema` puts every table in that PostgreSQL
-    schema, e.g. one per tenant or per test. Any number of processes may
-    append to the same session; positions stay dense and each writer's
-    entries keep their order.
-    `leases` is a `PostgresLeases` on the same database, and
-    `append(..., fence=)` checks it in the append's own transaction.
-    `close()` closes the pool.
+    The schema is created (or migrated) on first use. Any number of processes
+    may append to the same session; positions stay dense and each writer's
+    entries keep their order. `leases` is a `PostgresLeases` on the same
+    database, and `append(..., fence=)` checks it in the append's own
+    transaction. `backend` is the `Backend` that built the store.
 
     No call waits on the server unboundedly: connecting gives up after
     `connect_timeout` seconds, waiting for a pooled connection after
@@ -104,21 +91,13 @@ class PostgresStore:
     a restart or a dropped connection, the next call gets a fresh one.
     """
 
-    def __init__(
-        self,
-        url: str | PostgresDatabase,
-        *,
-        clock: Clock = system_clock,
-        pool: PoolOptions | None = None,
-        **options: Unpack[PoolSettings],
-    ) -> None:
-        self._db = (
-            url if isinstance(url, PostgresDatabase) else PostgresDatabase(url, pool, **options)
-        )
+    backend: Backend | None = None
+
+    def __init__(self, database: PostgresDatabase, *, clock: Clock = system_clock) -> None:
+        self.database = self._db = database
         self._clock = clock
-        self._backend: PostgresBackend | None = None
-        self._db.require("sessions", POSTGRES_SESSION_MIGRATIONS)
-        self.leases = PostgresLeases(self._db, clock=clock)
+        database.require("sessions", POSTGRES_SESSION_MIGRATIONS)
+        self.leases = PostgresLeases(database, clock=clock)
         sessions, entries = self._db.table("sessions"), self._db.table("entries")
         columns = "id, agent, parent_id, created_at, metadata"
         self._sql_list = f"SELECT {columns} FROM {sessions}"
@@ -165,16 +144,6 @@ class PostgresStore:
         self._sql_delete = f"DELETE FROM {sessions} WHERE id = %s"
 
     @property
-    def backend(self) -> PostgresBackend:
-        """The `PostgresBackend` this store is part of (one is made around its database
-        if it was built alone): leases, background work and snapshots share it."""
-        if self._backend is None:
-            from ._backend import PostgresBackend
-
-            self._backend = PostgresBackend(self._db, store=self)
-        return self._backend
-
-    @property
     def concurrency(self) -> int:
         """How many children a runtime on this store runs at once by default
         (`Runtime(child_concurrency=)`): a few per pooled connection, since a
@@ -182,28 +151,7 @@ class PostgresStore:
         for connections, and past `checkout_timeout` fail."""
         return max(1, self._db.max_size - 1) * CHILDREN_PER_CONNECTION
 
-    @property
-    def database(self) -> PostgresDatabase:
-        """The database this store works on, shared with every part of its
-        `backend` (leases, registry, inbox, snapshots): one pool, one set of timeouts."""
-        return self._db
-
-    @property
-    def url(self) -> str:
-        """The connection URL (other backends on the same database open it too)."""
-        return self._db.url
-
-    @property
-    def schema(self) -> str | None:
-        """The PostgreSQL schema holding the tables (None: the search path's)."""
-        return self._db.schema
-
     async def create(self, meta: SessionMeta) -> SessionMeta:
-        """Create a session; returns it timestamped.
-
-        Raises `ConfigurationError` for an id `check_session_id` refuses and
-        `ValueError` if the id exists.
-        """
         check_session_id(meta.id)
         if not meta.created_at:
             meta = SessionMeta(meta.id, meta.agent, meta.parent_id, self._clock(), meta.metadata)
@@ -215,20 +163,13 @@ class PostgresStore:
         return meta
 
     async def get(self, session_id: str) -> SessionMeta:
-        """The session's metadata; raises `SessionNotFound`."""
         async with self._db.connection() as conn:
             row = await (await conn.execute(self._sql_get, (session_id,))).fetchone()
         if row is None:
-            raise _not_found(session_id)
+            raise not_found(session_id)
         return _meta(row)
 
     async def append(self, session_id: str, entry: Entry, *, fence: Fence | None = None) -> int:
-        """Append at the next position and return it.
-
-        Raises `SessionNotFound` for an unknown session and `StaleLeaseError`
-        when `fence` is not the current generation of its key; either way
-        nothing is written.
-        """
         from psycopg.errors import ForeignKeyViolation
 
         params = {
@@ -243,7 +184,7 @@ class PostgresStore:
                 try:
                     return await self._insert(conn, params)
                 except ForeignKeyViolation:
-                    raise _not_found(session_id) from None
+                    raise not_found(session_id) from None
         params["key"] = fence.key
         params["generation"] = fence.generation
         attempt = 0
@@ -252,17 +193,13 @@ class PostgresStore:
                 try:
                     cur = await conn.execute(self._sql_fenced_append, params)
                 except ForeignKeyViolation:
-                    raise _not_found(session_id) from None
+                    raise not_found(session_id) from None
                 position, current, exists = await cur.fetchone() or (None, 0, False)
             if position is not None:
                 return int(position)
             if not exists:
-                raise _not_found(session_id)
-            if current != fence.generation:
-                raise StaleLeaseError(
-                    f"lease {fence.key!r} generation {fence.generation} is stale "
-                    f"(current {current})"
-                )
+                raise not_found(session_id)
+            check_fence(fence, current)
             attempt = await _lost_race(attempt)
 
     async def _insert(self, conn: AsyncConnection[Any], params: dict[str, Any]) -> int:
@@ -274,16 +211,11 @@ class PostgresStore:
             attempt = await _lost_race(attempt)
 
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
-        """Entries in position order, only those after `after` when given.
-
-        Raises `CorruptEntry` (naming the session and position) for an entry
-        whose data is not a JSON object Python can decode.
-        """
         async with self._db.connection() as conn:
             cur = await conn.execute(self._sql_load, (after or 0, session_id))
             rows = await cur.fetchall()
         if not rows:
-            raise _not_found(session_id)
+            raise not_found(session_id)
         if rows[0][0] is None:
             return []
         return [
@@ -294,7 +226,6 @@ class PostgresStore:
     async def list(
         self, *, parent_id: str | None = None, agent: str | None = None, limit: int | None = None
     ) -> _list[SessionMeta]:
-        """Sessions, newest first, optionally filtered by parent or agent."""
         where, params = session_filters("%s", parent_id=parent_id, agent=agent)
         # LIMIT NULL is "no limit"; ties in created_at go to the later insert.
         params.append(None if limit is None else max(limit, 0))
@@ -308,10 +239,9 @@ class PostgresStore:
         return [_meta(row) for row in rows]
 
     async def delete(self, session_id: str) -> None:
-        """Remove a session and its log (no error if it does not exist)."""
         async with self._db.connection() as conn:
             await conn.execute(self._sql_delete, (session_id,))
 
     async def close(self) -> None:
-        """Close the connection pool (also closes `leases`). Idempotent."""
+        """Close the pool every part of the backend shares. Idempotent."""
         await self._db.close()

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import functools
 import os
 from typing import Literal
 
-from .._backend import Backend, Capability
+from .._backend import Capability, DatabaseBackend
 from .._leases import Clock, system_clock
 from ._background import SQLiteActivityRegistry, SQLiteNoticeInbox
-from ._budgets import SQLiteBudgets
 from ._database import SQLiteDatabase
 from ._snapshots import SQLiteSnapshots
 from ._store import SQLiteStore
+from ._tree_budgets import SQLiteBudgets
 
 __all__ = ["SQLITE_CAPABILITIES", "SQLiteBackend"]
 
@@ -20,57 +19,33 @@ SQLITE_CAPABILITIES = frozenset(Capability)
 """Every capability: the file is shared by every process that opens it."""
 
 
-class SQLiteBackend(Backend):
-    """A `SQLiteStore`, its `SQLiteLeases`, a registry, an inbox and snapshots
-    on one `SQLiteDatabase` (one file, one connection and its worker thread).
+class SQLiteBackend(DatabaseBackend):
+    """A `SQLiteStore`, its `SQLiteLeases`, a registry, an inbox, snapshots and
+    tree budgets on one `SQLiteDatabase` (one file, one connection and its
+    worker thread).
 
     `path` is the file (created with its parent folders on first use, mode
-    0600, unless `create=False`: then it must exist) or a `SQLiteDatabase`;
-    `busy_timeout`, `synchronous` and `create` are the database's (see
-    `SQLiteDatabase`); `clock` measures leases. Opening does no I/O.
+    0600, unless `create=False`: then it must exist); `busy_timeout`,
+    `synchronous` and `create` are the database's (see `SQLiteDatabase`);
+    `clock` measures leases. Opening does no I/O; `close()` closes the
+    database, and with it every part.
     """
 
     store: SQLiteStore
+    database: SQLiteDatabase
+    part_types = (SQLiteActivityRegistry, SQLiteNoticeInbox, SQLiteSnapshots, SQLiteBudgets)
 
     def __init__(
         self,
-        path: str | os.PathLike[str] | SQLiteDatabase,
+        path: str | os.PathLike[str],
         *,
         clock: Clock = system_clock,
         busy_timeout: float = 30.0,
         synchronous: Literal["FULL", "NORMAL"] = "NORMAL",
         create: bool = True,
-        store: SQLiteStore | None = None,
     ) -> None:
-        if store is None:
-            store = SQLiteStore(
-                path,
-                clock=clock,
-                busy_timeout=busy_timeout,
-                synchronous=synchronous,
-                create=create,
-            )
-        super().__init__(store, capabilities=SQLITE_CAPABILITIES)
-        self.database: SQLiteDatabase = store.database
+        self.database = SQLiteDatabase(
+            path, busy_timeout=busy_timeout, synchronous=synchronous, create=create
+        )
         self._clock = clock
-        store._backend = self
-
-    @functools.cached_property
-    def registry(self) -> SQLiteActivityRegistry:
-        """The activity registry on this backend's database (built on first use)."""
-        return SQLiteActivityRegistry(self.database, clock=self._clock)
-
-    @functools.cached_property
-    def inbox(self) -> SQLiteNoticeInbox:
-        """The notice inbox on this backend's database (built on first use)."""
-        return SQLiteNoticeInbox(self.database)
-
-    @functools.cached_property
-    def snapshots(self) -> SQLiteSnapshots:
-        """The snapshot rows on this backend's database (built on first use)."""
-        return SQLiteSnapshots(self.database)
-
-    @functools.cached_property
-    def budgets(self) -> SQLiteBudgets:
-        """The tree budgets on this backend's database (built on first use)."""
-        return SQLiteBudgets(self.database)
+        super().__init__(SQLiteStore(self.database, clock=clock), capabilities=SQLITE_CAPABILITIES)

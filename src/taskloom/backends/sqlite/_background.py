@@ -1,26 +1,19 @@
 """SQLite activity registry and notice inbox.
 
-Both work through a `SQLiteDatabase` (one connection and its worker thread):
-their own, opened from a path, or a store's, so that a `SQLiteStore`, its
-leases and its background work share one connection, one thread and the
-store's `busy_timeout`. Several processes may share the file; atomicity
-between them comes from SQLite's own locking (a cap check takes the write
-lock before it counts, see `SQLiteActivityRegistry.add`).
+Both work through their backend's `SQLiteDatabase` (one connection, one
+thread, one `busy_timeout`). Atomicity between processes comes from SQLite's
+own locking (a cap check takes the write lock before it counts).
 
 The tables are the `"background"` component's versioned migrations,
-applied on first use. Registry and inbox may share one file (and the file
-of a `SQLiteStore`): their tables do not overlap.
+applied on first use.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import os
 import sqlite3
 from builtins import list as _list
-from collections.abc import Callable, Iterable
-from typing import Literal, TypeVar
+from collections.abc import Iterable
 
 from .._activities import BackgroundActivity, BackgroundNotice
 from .._leases import Clock, system_clock
@@ -28,8 +21,6 @@ from .._sql import Migration
 from ._database import SQLiteDatabase, immediate
 
 __all__ = ["SQLITE_BACKGROUND_MIGRATIONS", "SQLiteActivityRegistry", "SQLiteNoticeInbox"]
-
-_T = TypeVar("_T")
 
 SQLITE_BACKGROUND_MIGRATIONS: tuple[Migration, ...] = (
     # IF NOT EXISTS: files made before these migrations existed already hold
@@ -63,74 +54,22 @@ def _dumps(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-class _Database:
-    """The `SQLiteDatabase` a registry or inbox works on: its own, or a shared one.
-
-    Its own is replaced by a fresh one when closed, because these backends
-    promise that a call after `close()` reopens; a shared one is left to its
-    owner (the store), which closes it once for everything on it.
-    """
-
-    def __init__(
-        self,
-        source: str | os.PathLike[str] | SQLiteDatabase,
-        busy_timeout: float,
-        synchronous: Literal["FULL", "NORMAL"],
-    ) -> None:
-        self._make: Callable[[], SQLiteDatabase] | None = None
-        if isinstance(source, SQLiteDatabase):
-            self.db = source
-        else:
-            self._make = functools.partial(
-                SQLiteDatabase, source, busy_timeout=busy_timeout, synchronous=synchronous
-            )
-            self.db = self._make()
-        self.db.require("background", SQLITE_BACKGROUND_MIGRATIONS)
-
-    async def run(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        # A call whose awaiting task is cancelled still completes on the
-        # worker; each function is one transaction, so it lands whole or not at all.
-        return await self.db.run(fn)
-
-    async def execute(self, statement: str, params: tuple[object, ...]) -> int:
-        """Run one statement (its own transaction) and return how many rows it changed."""
-        return await self.db.run(lambda conn: conn.execute(statement, params).rowcount)
-
-    async def close(self) -> None:
-        if self._make is None:
-            return
-        db, self.db = self.db, self._make()
-        self.db.require("background", SQLITE_BACKGROUND_MIGRATIONS)
-        await db.close()
+async def _execute(db: SQLiteDatabase, statement: str, params: tuple[object, ...]) -> int:
+    """Run one statement (its own transaction); how many rows it changed."""
+    return await db.run(lambda conn: conn.execute(statement, params).rowcount)
 
 
 class SQLiteActivityRegistry:
-    """An `ActivityRegistry` in the SQLite file at `path`; `clock` measures leases.
-
-    Given a path, the registry opens its own connection on first use, with
-    `busy_timeout` and `synchronous` as `SQLiteDatabase` takes them; given a
-    `SQLiteDatabase` (a store's `database`) it works on that connection and
-    those options are ignored.
+    """An `ActivityRegistry` on a backend's `SQLiteDatabase`; `clock` measures leases.
 
     Lease times are stored as the clock's readings, so processes sharing a
     file must share a clock — the default wall clock does.
     """
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str] | SQLiteDatabase,
-        *,
-        clock: Clock = system_clock,
-        busy_timeout: float = 30.0,
-        synchronous: Literal["FULL", "NORMAL"] = "FULL",
-    ) -> None:
-        self._db = _Database(path, busy_timeout, synchronous)
+    def __init__(self, database: SQLiteDatabase, *, clock: Clock = system_clock) -> None:
+        self.database = self._db = database
         self._clock = clock
-
-    @property
-    def database(self) -> SQLiteDatabase:
-        """The database the registry works on now (a store's, when built on it)."""
-        return self._db.db
+        database.require("background", SQLITE_BACKGROUND_MIGRATIONS)
 
     async def add(
         self, session: str, activity: BackgroundActivity, lease: float, kind_cap: int | None = None
@@ -184,7 +123,8 @@ class SQLiteActivityRegistry:
     async def renew(self, session: str, activity_id: str, lease: float) -> bool:
         now = self._clock()
 
-        changed = await self._db.execute(
+        changed = await _execute(
+            self._db,
             "UPDATE taskloom_background_activities SET expires_at = ?"
             " WHERE session_id = ? AND id = ? AND expires_at > ?",
             (now + lease, session, activity_id, now),
@@ -192,47 +132,34 @@ class SQLiteActivityRegistry:
         return changed == 1
 
     async def remove(self, session: str, activity_id: str) -> None:
-        await self._db.execute(
+        await _execute(
+            self._db,
             "DELETE FROM taskloom_background_activities WHERE session_id = ? AND id = ?",
             (session, activity_id),
         )
 
     async def clear(self, session: str) -> None:
-        await self._db.execute(
-            "DELETE FROM taskloom_background_activities WHERE session_id = ?", (session,)
+        await _execute(
+            self._db, "DELETE FROM taskloom_background_activities WHERE session_id = ?", (session,)
         )
-
-    async def close(self) -> None:
-        """Close the connection and stop its thread if this object opened them (a later
-        call reopens them); a shared database stays open until its owner closes it."""
-        await self._db.close()
 
 
 class SQLiteNoticeInbox:
-    """A `NoticeInbox` in the SQLite file at `path` (or on a `SQLiteDatabase`, as the registry).
+    """A `NoticeInbox` on a backend's `SQLiteDatabase`.
 
     Acknowledged notices stay (marked) until `clear`, so a late duplicate of
     a report the model already saw is still recognised and refused.
     """
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str] | SQLiteDatabase,
-        *,
-        busy_timeout: float = 30.0,
-        synchronous: Literal["FULL", "NORMAL"] = "FULL",
-    ) -> None:
-        self._db = _Database(path, busy_timeout, synchronous)
-
-    @property
-    def database(self) -> SQLiteDatabase:
-        """The database the inbox works on now (a store's, when built on it)."""
-        return self._db.db
+    def __init__(self, database: SQLiteDatabase) -> None:
+        self.database = self._db = database
+        database.require("background", SQLITE_BACKGROUND_MIGRATIONS)
 
     async def push(self, session: str, notice: BackgroundNotice) -> bool:
         # One statement decides the race: the unique key lets exactly one writer
         # of an id insert, whichever connection or process it is on.
-        inserted = await self._db.execute(
+        inserted = await _execute(
+            self._db,
             "INSERT INTO taskloom_background_notices (session_id, id, body) VALUES (?, ?, ?)"
             " ON CONFLICT (session_id, id) DO NOTHING",
             (session, notice.id, _dumps(notice.to_dict())),
@@ -254,18 +181,14 @@ class SQLiteNoticeInbox:
         wanted = _dumps(_list(ids))
         if wanted == "[]":
             return
-        await self._db.execute(
+        await _execute(
+            self._db,
             "UPDATE taskloom_background_notices SET acked = 1"
             " WHERE session_id = ? AND acked = 0 AND id IN (SELECT value FROM json_each(?))",
             (session, wanted),
         )
 
     async def clear(self, session: str) -> None:
-        await self._db.execute(
-            "DELETE FROM taskloom_background_notices WHERE session_id = ?", (session,)
+        await _execute(
+            self._db, "DELETE FROM taskloom_background_notices WHERE session_id = ?", (session,)
         )
-
-    async def close(self) -> None:
-        """Close the connection and stop its thread if this object opened them (a later
-        call reopens them); a shared database stays open until its owner closes it."""
-        await self._db.close()

@@ -194,7 +194,7 @@ class SQLiteDatabase:
         try:
             result = fn(conn)
         except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            if not _busy(exc):
                 raise
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -231,7 +231,7 @@ class SQLiteDatabase:
                     self._migrate(conn)
                 result = fn(conn)
         except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            if not _busy(exc):
                 raise
             raise StoreUnavailable(
                 f"SQLite database {str(self.path)!r} stayed locked by another writer "
@@ -302,8 +302,7 @@ class SQLiteDatabase:
                 conn.execute("PRAGMA journal_mode = WAL")
                 return
             except sqlite3.OperationalError as exc:
-                busy = exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-                if not busy or time.monotonic() + delay > give_up:
+                if not _busy(exc) or time.monotonic() + delay > give_up:
                     raise
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
@@ -340,6 +339,11 @@ class SQLiteDatabase:
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether `exc` is another writer's lock (what waiting or the worker can get past)."""
+    return exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def _create_private(path: Path) -> None:

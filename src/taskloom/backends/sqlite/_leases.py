@@ -12,15 +12,13 @@ never read from the database, so every backend and every test agrees on
 
 from __future__ import annotations
 
-import os
 import sqlite3
-from typing import Literal
 
 from .._leases import Clock, Lease, system_clock
 from .._sql import Migration
 from ._database import SQLiteDatabase
 
-__all__ = ["SQLITE_LEASE_MIGRATIONS", "SQLiteLeases"]
+__all__ = ["SQLITE_LEASE_MIGRATIONS", "SQLiteLeases", "generation"]
 
 SQLITE_LEASE_MIGRATIONS: tuple[Migration, ...] = (
     (
@@ -65,42 +63,21 @@ WHERE key = ?1 AND holder IS NOT NULL AND expires_at > ?2
 """
 
 
+def generation(conn: sqlite3.Connection, key: str) -> int:
+    """The newest generation granted for `key` (0 if none), read in the caller's transaction."""
+    row = conn.execute("SELECT generation FROM taskloom_leases WHERE key = ?", (key,)).fetchone()
+    return int(row[0]) if row else 0
+
+
 class SQLiteLeases:
-    """`Leases` in a SQLite file; behaves exactly like `MemoryLeases`.
+    """`Leases` on a backend's `SQLiteDatabase`; behaves exactly like `MemoryLeases`."""
 
-    `SQLiteLeases(path)` opens its own connection on first use (and
-    `close()` releases it); given a `SQLiteDatabase` it shares that
-    connection, which is how `SQLiteStore.leases` sits on the store's file.
-    `create` is the database's (see `SQLiteDatabase`).
-    """
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str] | SQLiteDatabase,
-        *,
-        clock: Clock = system_clock,
-        busy_timeout: float = 30.0,
-        synchronous: Literal["FULL", "NORMAL"] = "FULL",
-        create: bool = True,
-    ) -> None:
-        self._owns_db = not isinstance(path, SQLiteDatabase)
-        self._db = (
-            path
-            if isinstance(path, SQLiteDatabase)
-            else SQLiteDatabase(
-                path, busy_timeout=busy_timeout, synchronous=synchronous, create=create
-            )
-        )
+    def __init__(self, database: SQLiteDatabase, *, clock: Clock = system_clock) -> None:
+        self.database = self._db = database
         self._clock = clock
-        self._db.require("leases", SQLITE_LEASE_MIGRATIONS)
-
-    @property
-    def database(self) -> SQLiteDatabase:
-        """The database the leases work on (a store's, when built on it)."""
-        return self._db
+        database.require("leases", SQLITE_LEASE_MIGRATIONS)
 
     async def acquire(self, key: str, holder: str, ttl: float) -> Lease | None:
-        """Take the key if it is free or its lease lapsed; None if someone holds it."""
         now = self._clock()
         expires_at = now + ttl
 
@@ -113,7 +90,6 @@ class SQLiteLeases:
         return None if generation is None else Lease(key, holder, generation, expires_at)
 
     async def renew(self, lease: Lease, ttl: float) -> Lease | None:
-        """Extend a lease still held under the same generation; None if lost."""
         now = self._clock()
         expires_at = now + ttl
 
@@ -128,7 +104,6 @@ class SQLiteLeases:
         return Lease(lease.key, lease.holder, lease.generation, expires_at)
 
     async def release(self, lease: Lease) -> None:
-        """Give the key up (no effect if the lease was already lost)."""
         # Ahead of queued writes too: a release waiting behind them locks the
         # session for everyone else until it lands.
         await self._db.run(
@@ -136,7 +111,6 @@ class SQLiteLeases:
         )
 
     async def take_over(self, lease: Lease, holder: str, ttl: float) -> Lease | None:
-        """Take the key from `lease`'s holder (known dead) while it is still current."""
         expires_at = self._clock() + ttl
 
         def take_over(conn: sqlite3.Connection) -> int | None:
@@ -148,12 +122,6 @@ class SQLiteLeases:
         return None if generation is None else Lease(lease.key, holder, generation, expires_at)
 
     async def current(self, key: str) -> Lease | None:
-        """The live lease on the key, if any."""
         now = self._clock()
         row = await self._db.run(lambda conn: conn.execute(_CURRENT, (key, now)).fetchone())
         return None if row is None else Lease(key, row[0], int(row[1]), float(row[2]))
-
-    async def close(self) -> None:
-        """Release the connection if these leases opened it (a shared one stays open)."""
-        if self._owns_db:
-            await self._db.close()

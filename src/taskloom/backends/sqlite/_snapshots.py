@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 
-from ...errors import StaleLeaseError
-from .._leases import Fence
+from .._leases import Fence, check_fence
 from .._sql import Migration
 from ._database import SQLiteDatabase, immediate
+from ._leases import generation
 
 __all__ = ["SQLITE_SNAPSHOT_MIGRATIONS", "SQLiteSnapshots"]
 
@@ -27,14 +27,9 @@ SQLITE_SNAPSHOT_MIGRATIONS: tuple[Migration, ...] = (
 class SQLiteSnapshots:
     """Rows in the `taskloom_snapshots` table of a store's SQLite database."""
 
-    def __init__(self, db: SQLiteDatabase) -> None:
-        self._db = db
-        db.require("snapshots", SQLITE_SNAPSHOT_MIGRATIONS)
-
-    @property
-    def database(self) -> SQLiteDatabase:
-        """The database the snapshots are kept in (the store's)."""
-        return self._db
+    def __init__(self, database: SQLiteDatabase) -> None:
+        self.database = self._db = database
+        database.require("snapshots", SQLITE_SNAPSHOT_MIGRATIONS)
 
     async def read(self, session_id: str) -> list[tuple[int, str]]:
         # As bytes, decoded here: a damaged row (bytes that are not UTF-8)
@@ -52,15 +47,7 @@ class SQLiteSnapshots:
         def write(conn: sqlite3.Connection) -> None:
             with immediate(conn):
                 if fence is not None:
-                    row = conn.execute(
-                        "SELECT generation FROM taskloom_leases WHERE key = ?", (fence.key,)
-                    ).fetchone()
-                    current = int(row[0]) if row else 0
-                    if current != fence.generation:
-                        raise StaleLeaseError(
-                            f"lease {fence.key!r} generation {fence.generation} is stale "
-                            f"(current {current})"
-                        )
+                    check_fence(fence, generation(conn, fence.key))
                 # The session may be gone (deleted meanwhile): then nothing is written.
                 conn.execute(
                     "INSERT INTO taskloom_snapshots (session_id, position, data)"

@@ -14,17 +14,16 @@ import json
 import os
 import sqlite3
 from builtins import list as _list
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from ...errors import SessionNotFound, StaleLeaseError
-from .._leases import Clock, Fence, system_clock
+from .._leases import Clock, Fence, check_fence, system_clock
 from .._sql import Migration, dump_json, load_entry_data, session_filters
-from .._store import Entry, SessionMeta, check_session_id
+from .._store import Entry, SessionMeta, check_session_id, not_found
 from ._database import SQLiteDatabase, immediate
-from ._leases import SQLiteLeases
+from ._leases import SQLiteLeases, generation
 
 if TYPE_CHECKING:
-    from ._backend import SQLiteBackend
+    from .._backend import Backend
 
 __all__ = ["SQLITE_CHILD_CONCURRENCY", "SQLITE_SESSION_MIGRATIONS", "SQLiteStore"]
 
@@ -61,7 +60,6 @@ VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING
 """
 _GET = "SELECT id, agent, parent_id, created_at, metadata FROM taskloom_sessions WHERE id = ?"
 _EXISTS = "SELECT 1 FROM taskloom_sessions WHERE id = ?"
-_GENERATION = "SELECT generation FROM taskloom_leases WHERE key = ?"
 # Nothing is inserted unless the session exists and the fence (?6, ?7), when
 # given, is the lease's current generation; `_append_checked` then says which
 # failed. MAX stands alone in its subquery, so it reads one index entry
@@ -85,24 +83,14 @@ def _meta(row: tuple[Any, ...]) -> SessionMeta:
     return SessionMeta(row[0], row[1], row[2], row[3], json.loads(row[4]))
 
 
-def _not_found(session_id: str) -> SessionNotFound:
-    return SessionNotFound(f"no session {session_id!r}")
-
-
 def _append_checked(conn: sqlite3.Connection, params: tuple[Any, ...], fence: Fence | None) -> int:
     """The append that was refused, under the write lock: raise why, or land it now."""
     session_id = params[0]
     with immediate(conn):
         if conn.execute(_EXISTS, (session_id,)).fetchone() is None:
-            raise _not_found(session_id)
+            raise not_found(session_id)
         if fence is not None:
-            row = conn.execute(_GENERATION, (fence.key,)).fetchone()
-            current = int(row[0]) if row else 0
-            if current != fence.generation:
-                raise StaleLeaseError(
-                    f"lease {fence.key!r} generation {fence.generation} is stale "
-                    f"(current {current})"
-                )
+            check_fence(fence, generation(conn, fence.key))
         # What refused it changed in between (the session was just created).
         return int(conn.execute(_APPEND, params).fetchone()[0])
 
@@ -112,53 +100,21 @@ SQLITE_CHILD_CONCURRENCY = 32
 
 
 class SQLiteStore:
-    """Sessions in one SQLite file (created with its parent directories on
-    first use, readable by its owner only; with `create=False` it must exist,
-    see `SQLiteDatabase`).
-
-    Every statement runs on the store's only connection: on the caller's
-    thread when it can finish at once, on the database's worker thread when
-    it would wait for another writer's lock or may read a lot (a whole log,
-    an unbounded listing; see `SQLiteDatabase`). The event loop never waits
-    for another process, nor for the disk to sync (with "NORMAL"). Several
-    processes may open the same file; appends from all of them interleave
-    into one dense order per session. `leases` is a `SQLiteLeases` on the
-    same file, and `append(..., fence=)` checks it in the append's own
-    transaction. Opening does no I/O; `close()` releases the connection.
-    Given a `SQLiteDatabase` (its `SQLiteBackend`'s), the store works on it
-    and `busy_timeout`/`synchronous`/`create` are the database's.
+    """Sessions in the SQLite file of a `SQLiteBackend`, on its `SQLiteDatabase`
+    (whose worker thread takes what would wait or read a lot, so the event
+    loop never waits for another process). Appends from every process on the
+    file interleave into one dense order per session. `leases` is a `SQLiteLeases` on the
+    same database, and `append(..., fence=)` checks it in the append's own
+    transaction. `backend` is the `Backend` that built the store.
     """
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str] | SQLiteDatabase,
-        *,
-        clock: Clock = system_clock,
-        busy_timeout: float = 30.0,
-        synchronous: Literal["FULL", "NORMAL"] = "NORMAL",
-        create: bool = True,
-    ) -> None:
-        self._db = (
-            path
-            if isinstance(path, SQLiteDatabase)
-            else SQLiteDatabase(
-                path, busy_timeout=busy_timeout, synchronous=synchronous, create=create
-            )
-        )
+    backend: Backend | None = None
+
+    def __init__(self, database: SQLiteDatabase, *, clock: Clock = system_clock) -> None:
+        self.database = self._db = database
         self._clock = clock
-        self._backend: SQLiteBackend | None = None
-        self._db.require("sessions", SQLITE_SESSION_MIGRATIONS)
-        self.leases = SQLiteLeases(self._db, clock=clock)
-
-    @property
-    def backend(self) -> SQLiteBackend:
-        """The `SQLiteBackend` this store is part of (one is made around its database
-        if it was built alone): leases, background work and snapshots share it."""
-        if self._backend is None:
-            from ._backend import SQLiteBackend
-
-            self._backend = SQLiteBackend(self._db, store=self)
-        return self._backend
+        database.require("sessions", SQLITE_SESSION_MIGRATIONS)
+        self.leases = SQLiteLeases(database, clock=clock)
 
     @property
     def concurrency(self) -> int:
@@ -168,22 +124,11 @@ class SQLiteStore:
         return SQLITE_CHILD_CONCURRENCY
 
     @property
-    def database(self) -> SQLiteDatabase:
-        """The database this store works on, shared with every part of its
-        `backend` (leases, registry, inbox, snapshots): one connection, one thread."""
-        return self._db
-
-    @property
     def path(self) -> str | os.PathLike[str]:
         """The database file (`":memory:"` for a private in-memory database)."""
         return self._db.path
 
     async def create(self, meta: SessionMeta) -> SessionMeta:
-        """Create a session; returns it timestamped.
-
-        Raises `ConfigurationError` for an id `check_session_id` refuses and
-        `ValueError` if the id exists.
-        """
         check_session_id(meta.id)
         if not meta.created_at:
             meta = SessionMeta(meta.id, meta.agent, meta.parent_id, self._clock(), meta.metadata)
@@ -197,19 +142,12 @@ class SQLiteStore:
         return meta
 
     async def get(self, session_id: str) -> SessionMeta:
-        """The session's metadata; raises `SessionNotFound`."""
         row = await self._db.run(lambda conn: conn.execute(_GET, (session_id,)).fetchone())
         if row is None:
-            raise _not_found(session_id)
+            raise not_found(session_id)
         return _meta(row)
 
     async def append(self, session_id: str, entry: Entry, *, fence: Fence | None = None) -> int:
-        """Append at the next position and return it.
-
-        Raises `SessionNotFound` for an unknown session and `StaleLeaseError`
-        when `fence` is not the current generation of its key; either way
-        nothing is written.
-        """
         created_at = entry.created_at or self._clock()
         data = dump_json(entry.data)
 
@@ -231,12 +169,6 @@ class SQLiteStore:
         return await self._db.run(append)
 
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
-        """Entries in position order, only those after `after` when given.
-
-        Raises `CorruptEntry` (naming the session and position) for an entry
-        whose data is not a JSON object.
-        """
-
         def load(conn: sqlite3.Connection) -> _list[tuple[Any, ...]] | None:
             rows = conn.execute(_LOAD, (session_id, after or 0)).fetchall()
             if not rows and conn.execute(_EXISTS, (session_id,)).fetchone() is None:
@@ -246,7 +178,7 @@ class SQLiteStore:
         # A whole log may be long: read on the worker, not the caller's thread.
         rows = await self._db.run(load, inline=after is not None)
         if rows is None:
-            raise _not_found(session_id)
+            raise not_found(session_id)
         return [
             Entry(kind, load_entry_data(data, session_id, pos), run_id, pos, at)
             for kind, data, run_id, pos, at in rows
@@ -255,7 +187,6 @@ class SQLiteStore:
     async def list(
         self, *, parent_id: str | None = None, agent: str | None = None, limit: int | None = None
     ) -> _list[SessionMeta]:
-        """Sessions, newest first, optionally filtered by parent or agent."""
         where, params = session_filters("?", parent_id=parent_id, agent=agent)
         # LIMIT -1 is SQLite for "no limit". Ties in created_at go to the
         # later insert (higher rowid), so same-instant sessions list newest first too.
@@ -271,9 +202,8 @@ class SQLiteStore:
         return [_meta(row) for row in rows]
 
     async def delete(self, session_id: str) -> None:
-        """Remove a session and its log (no error if it does not exist)."""
         await self._db.run(lambda conn: conn.execute(_DELETE, (session_id,)))
 
     async def close(self) -> None:
-        """Release the connection and its worker thread (also closes `leases`). Idempotent."""
+        """Close the database every part of the backend shares. Idempotent."""
         await self._db.close()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._budgets import BudgetLeft
+from ...results import BudgetLeft
 from .._sql import Migration
 from ._database import PostgresDatabase
 
@@ -32,8 +32,8 @@ class PostgresBudgets:
     """A `BudgetLedger` on a PostgreSQL database: a charge is one UPDATE whose
     condition the row lock makes atomic against every other process."""
 
-    def __init__(self, db: PostgresDatabase) -> None:
-        self._db = db
+    def __init__(self, database: PostgresDatabase) -> None:
+        self.database = self._db = db = database
         db.require("budgets", POSTGRES_BUDGET_MIGRATIONS)
         table = db.table("budgets")
         self._sql_open = (
@@ -54,11 +54,6 @@ class PostgresBudgets:
             " usd_used = GREATEST(usd_used - %s, 0) WHERE tree_id = %s"
         )
         self._sql_left = f"SELECT {_LEFT} FROM {table} WHERE tree_id = %s"
-
-    @property
-    def database(self) -> PostgresDatabase:
-        """The database the ledger works on (the store's)."""
-        return self._db
 
     async def open(self, tree_id: str, tokens: int | None, nano_usd: int | None) -> None:
         async with self._db.connection() as conn:

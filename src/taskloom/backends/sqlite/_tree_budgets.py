@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._budgets import BudgetLeft
+from ...results import BudgetLeft
 from .._sql import Migration
 from ._database import SQLiteDatabase
 
@@ -44,14 +44,9 @@ class SQLiteBudgets:
     """A `BudgetLedger` on a SQLite database: a charge is one UPDATE, and
     SQLite's one writer at a time makes its condition atomic."""
 
-    def __init__(self, db: SQLiteDatabase) -> None:
-        self._db = db
-        db.require("budgets", SQLITE_BUDGET_MIGRATIONS)
-
-    @property
-    def database(self) -> SQLiteDatabase:
-        """The database the ledger works on (the store's)."""
-        return self._db
+    def __init__(self, database: SQLiteDatabase) -> None:
+        self.database = self._db = database
+        database.require("budgets", SQLITE_BUDGET_MIGRATIONS)
 
     async def open(self, tree_id: str, tokens: int | None, nano_usd: int | None) -> None:
         sql = (

@@ -14,9 +14,9 @@ case: the ceiling may be reached early, never passed by charges
 from __future__ import annotations
 
 from .._run_controls import BudgetLedger
-from ..results import NANO, BudgetLeft
+from ..results import BudgetLeft
 
-__all__ = ["NANO", "BudgetLeft", "BudgetLedger", "MemoryBudgets"]
+__all__ = ["BudgetLedger", "MemoryBudgets"]
 
 
 def _left(limit: int | None, used: int) -> int | None:
