@@ -35,7 +35,6 @@ Wire decisions, for readers comparing bodies with Anthropic's documentation:
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -55,13 +54,12 @@ from ._adapter import WireModel
 from ._anthropic_stream import PROVIDER, StreamAssembler, decode
 from ._base import ModelRequest, ModelResponse, ModelSettings, ReasoningOptions
 from ._resolve import ANTHROPIC
+from ._wire import arguments_object, merge_extra
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ._adapter import WireOptions
-
-__all__ = ["COMPACTION_BETA", "AnthropicModel", "wire_tool_id"]
 
 API_VERSION = "2023-06-01"
 COMPACTION_BETA = "compact-2026-01-12"
@@ -134,21 +132,6 @@ def wire_tool_id(call_id: str) -> str:
     return f"{re.sub(r'[^a-zA-Z0-9_-]', '_', call_id)}_{digest}"
 
 
-def _no_constant(name: str) -> Any:
-    # NaN and Infinity are not JSON: arguments holding them replay as {}.
-    raise ValueError(f"{name} is not JSON")
-
-
-def _tool_input(call: ToolCall) -> dict[str, Any]:
-    if call.arguments or call.raw_arguments is None:
-        return dict(call.arguments)
-    try:
-        parsed = json.loads(call.raw_arguments, parse_constant=_no_constant)
-    except (ValueError, RecursionError):
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
-
-
 def _assistant_block(block: Block, compaction: bool) -> dict[str, Any] | None:
     if isinstance(block, CompactionBlock):
         if block.provider != PROVIDER or not compaction:
@@ -171,7 +154,7 @@ def _assistant_block(block: Block, compaction: bool) -> dict[str, Any] | None:
             "type": "tool_use",
             "id": wire_tool_id(block.id),
             "name": block.name,
-            "input": _tool_input(block),
+            "input": arguments_object(block),
         }
     return None
 
@@ -197,13 +180,8 @@ def _user_block(block: Block) -> dict[str, Any] | None:
 def _wire_messages(
     messages: Sequence[Message], *, compaction: bool = False
 ) -> list[dict[str, Any]]:
-    """The conversation as Anthropic messages: strictly alternating roles.
-
-    Tool results become `tool_result` blocks of a user turn; consecutive turns
-    of one role are merged, and within a user turn the tool results come
-    first, as Anthropic requires right after the assistant's `tool_use`.
-    Anthropic's own compaction blocks go back only when `compaction` is on.
-    """
+    """The conversation as Anthropic messages: strictly alternating roles (turns
+    of one role merged), a user turn's tool results first."""
     out: list[dict[str, Any]] = []
     for message in messages:
         role = "assistant" if message.role == "assistant" else "user"
@@ -259,14 +237,12 @@ def _thinking(
 def _build_body(
     model: str,
     request: ModelRequest,
-    *,
     settings: ModelSettings,
     default_max_tokens: int | None,
     stream: bool,
     cache: bool,
-    compaction: bool = False,
+    compaction: bool,
 ) -> dict[str, Any]:
-    """The JSON body for one request (`compaction`: the compaction beta is on)."""
     family = _Family.of(model)
     messages = _wire_messages(request.messages, compaction=compaction)
     body: dict[str, Any] = {"model": model, "messages": messages}
@@ -316,25 +292,18 @@ def _build_body(
     }
     body.update((k, v) for k, v in optional.items() if v is not None)
     body["stream"] = stream
-    for key, value in settings.extra.items():
-        if value is None:
-            body.pop(key, None)
-        elif isinstance(value, Mapping) and isinstance(body.get(key), dict):
-            body[key] = {**body[key], **value}
-        else:
-            body[key] = value
+    merge_extra(body, settings.extra, drop_nested_none=False)
     return body
 
 
 def _output_tool(model: str, request: ModelRequest) -> str | None:
-    """The tool standing in for structured output on models without the native kind."""
     if request.output_schema is None or _Family.of(model).native_output:
         return None
     return request.output_name
 
 
 def _max_tokens(family: _Family, thinking: Mapping[str, Any] | None) -> int:
-    """A default `max_tokens` (Anthropic requires one) that leaves room to answer."""
+    # Anthropic requires `max_tokens`: the default leaves room to answer.
     wanted = _ANSWER_HEADROOM
     if thinking is not None and thinking["type"] == "adaptive":
         wanted = 2 * _ANSWER_HEADROOM
@@ -409,13 +378,7 @@ class AnthropicModel(WireModel):
         self, request: ModelRequest, settings: ModelSettings, stream: bool
     ) -> dict[str, Any]:
         return _build_body(
-            self._name,
-            request,
-            settings=settings,
-            default_max_tokens=self._max_tokens,
-            stream=stream,
-            cache=self._cache,
-            compaction=self._compacts,
+            self._name, request, settings, self._max_tokens, stream, self._cache, self._compacts
         )
 
     def _assembler(self, request: ModelRequest, emit: bool) -> StreamAssembler:

@@ -1,15 +1,5 @@
-"""Reading a Messages API answer: stream events or a whole body in, a response out.
-
-Private to `anthropic`. `StreamAssembler` is the state machine that folds
-server-sent events into `TextDelta` / `ThinkingDelta` / `ToolCallDelta` as
-they arrive and keeps the content blocks (a server-side `compaction` block
-rebuilt from its `compaction_delta`s) and message fields (id, model, stop
-reason, usage) that make the final `ModelResponse`; `decode` reads an
-unstreamed answer. `parse_block` converts one whole content block, streamed
-or not, and `stream_error` types an `error` event or error body. It lives
-apart from the adapter so the request side reads on its own, and it never
-imports the adapter, which imports it.
-"""
+"""Reading a Messages API answer: stream events (`StreamAssembler`) or a whole
+body (`decode`) in, a response out."""
 
 from __future__ import annotations
 
@@ -29,11 +19,8 @@ from ..events import TextDelta, ThinkingDelta
 from ..messages import Block, CompactionBlock, Message, TextBlock, ThinkingBlock, ToolCall, Usage
 from ._base import ModelResponse, StreamEvent, ToolCallDelta
 from ._http import SSE, loads_event
+from ._wire import answer_from_output_tool
 
-__all__ = ["PROVIDER", "StreamAssembler", "decode", "parse_block", "stream_error"]
-
-# Defined here rather than in `anthropic` (which re-exports it) so that this
-# module needs nothing from the adapter.
 PROVIDER = "anthropic"
 
 _STREAM_ERRORS: dict[str, tuple[type[ProviderError], bool]] = {
@@ -62,10 +49,7 @@ def _tool_call(call_id: str, name: str, raw: str) -> ToolCall:
 
 
 def parse_block(d: Mapping[str, Any]) -> Block | None:
-    """A taskloom block for one whole content block; server-side tool blocks give None.
-
-    A `compaction` block is kept whole, to go back to Anthropic unchanged.
-    """
+    """A taskloom block for one whole content block (None for server-side tool blocks)."""
     kind = d.get("type")
     if kind == "text":
         return TextBlock(d.get("text") or "")
@@ -113,10 +97,7 @@ class StreamAssembler:
         self.done = False
 
     def feed(self, sse: SSE) -> Iterable[StreamEvent]:
-        """Take one server-sent event; return the deltas it carries (an `error` event raises).
-
-        Events after `message_stop` are read and ignored.
-        """
+        """Take one server-sent event; return the deltas it carries (none after `message_stop`)."""
         if self.done:
             return ()
         return self._event(loads_event(sse, PROVIDER))
@@ -213,7 +194,7 @@ def _response(
 ) -> ModelResponse:
     stop_reason = message.get("stop_reason")
     if output_tool is not None:
-        blocks, answered = _answer_from_output_tool(blocks, output_tool)
+        blocks, answered = answer_from_output_tool(blocks, output_tool)
         if answered and not any(isinstance(b, ToolCall) for b in blocks):
             stop_reason = "end_turn"
     return ModelResponse(
@@ -240,16 +221,3 @@ def _usage(raw: Mapping[str, Any]) -> Usage:
         reasoning_tokens=int(details.get("thinking_tokens") or 0),
         requests=1,
     )
-
-
-def _answer_from_output_tool(blocks: list[Block], output_tool: str) -> tuple[list[Block], bool]:
-    """Turn the output tool's call into the JSON text answer it stands for."""
-    out: list[Block] = []
-    answered = False
-    for block in blocks:
-        if isinstance(block, ToolCall) and block.name == output_tool and not answered:
-            answered = True
-            out.append(TextBlock(block.raw_arguments or json.dumps(block.arguments)))
-        else:
-            out.append(block)
-    return out, answered

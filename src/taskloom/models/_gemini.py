@@ -39,7 +39,6 @@ Wire decisions, for readers comparing bodies with Google's documentation:
 from __future__ import annotations
 
 import base64
-import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -47,7 +46,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
-from ..events import TextDelta, ThinkingDelta
 from ..messages import (
     ImageBlock,
     Message,
@@ -63,19 +61,17 @@ from ._base import (
     ModelSettings,
     ReasoningOptions,
     StreamEvent,
-    ToolCallDelta,
     ToolSpec,
 )
 from ._gemini_schema import function_name, gemini_schema, tool_parameters
 from ._gemini_stream import OutputTool, StreamAssembler, decode
 from ._resolve import GOOGLE, VERTEX
+from ._wire import arguments_object, memoized, merge_extra, replayed_deltas
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ._adapter import WireOptions
-
-__all__ = ["SKIP_SIGNATURE", "GeminiModel"]
 
 SKIP_SIGNATURE = base64.b64encode(b"skip_thought_signature_validator").decode()
 """The thought signature Google documents for a function call Gemini did not make."""
@@ -83,10 +79,8 @@ SKIP_SIGNATURE = base64.b64encode(b"skip_thought_signature_validator").decode()
 _EFFORT_BUDGET = {"minimal": 512, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 24576}
 _VERSION = re.compile(r"gemini-(\d+)(?:\.(\d+))?(?:-|$)")
 _PATH_PART = re.compile(r"[A-Za-z0-9_-]+")
-_MULTI_REGIONS = frozenset({"us", "eu"})
-"""Vertex AI locations served from `aiplatform.{location}.rep.googleapis.com`."""
-_MEMO = "gemini"
-"""This wire format's keys in a `ModelRequest.memo` (a run may change models)."""
+_MULTI_REGIONS = frozenset({"us", "eu"})  # served from aiplatform.{location}.rep.googleapis.com
+_MEMO = "gemini"  # this wire format's keys in a `ModelRequest.memo`
 
 _Json = dict[str, Any]
 
@@ -110,13 +104,9 @@ class _Family:
         return self.version is None or self.version >= (2, 5)
 
     @property
-    def has_levels(self) -> bool:
-        """Gemini 3 and later set thinking by level, not budget."""
-        return self.version is None or self.version >= (3, 0)
-
-    @property
-    def output_with_tools(self) -> bool:
-        """Whether a request may carry both tools and a response schema (Gemini 3 on)."""
+    def gemini_3(self) -> bool:
+        """Gemini 3 and later: thinking by level, not budget, and a request may
+        carry both tools and a response schema."""
         return self.version is None or self.version >= (3, 0)
 
 
@@ -193,7 +183,7 @@ class GeminiModel(WireModel):
     def _native_output(self) -> bool:
         # Before Gemini 3, a response schema cannot go with tools: agents ask
         # through their final-answer tool, which works with or without tools.
-        return self._family.output_with_tools
+        return self._family.gemini_3
 
     def _endpoint(self, base_url: str) -> str:
         return f"{base_url}/{self._model_path()}:generateContent"
@@ -241,22 +231,18 @@ class GeminiModel(WireModel):
             config["thinkingConfig"] = thinking
         if request.output_schema is not None and output_tool is None:
             config["responseMimeType"] = "application/json"
-            config["responseJsonSchema"] = _response_schema(request.output_schema, request.memo)
+            schema = request.output_schema
+            config["responseJsonSchema"] = memoized(
+                request.memo, (_MEMO, "output"), schema, gemini_schema, schema, "output schema"
+            )
         if config:
             body["generationConfig"] = config
-        for key, value in settings.extra.items():
-            if value is None:
-                body.pop(key, None)
-            elif isinstance(value, Mapping) and isinstance(body.get(key), dict):
-                merged = {**body[key], **value}
-                body[key] = {k: v for k, v in merged.items() if v is not None}
-            else:
-                body[key] = value
+        merge_extra(body, settings.extra, drop_nested_none=True)
         return body
 
     def _output_tool(self, request: ModelRequest) -> OutputTool | None:
         schema = request.output_schema
-        if schema is None or not request.tools or self._family.output_with_tools:
+        if schema is None or not request.tools or self._family.gemini_3:
             return None
         return OutputTool(request.output_name, schema.get("type") != "object")
 
@@ -264,14 +250,7 @@ class GeminiModel(WireModel):
         if not tools:
             return []
         key = (_MEMO, "tools", self._vertex)
-        if memo is not None:
-            kept = memo.get(key)
-            if kept is not None and kept[0] is tools:
-                return kept[1]  # type: ignore[no-any-return]
-        wire = [_declaration(spec, self._vertex) for spec in tools]
-        if memo is not None:
-            memo[key] = (tools, wire)
-        return wire
+        return memoized(memo, key, tools, lambda: [_declaration(t, self._vertex) for t in tools])
 
     def _contents(self, request: ModelRequest) -> list[_Json]:
         """The conversation as Gemini contents: roles `user` and `model`, one role
@@ -331,7 +310,7 @@ class GeminiModel(WireModel):
                     continue
                 part = {"text": block.text}
             elif isinstance(block, ToolCall):
-                call: _Json = {"name": block.name, "args": _arguments(block)}
+                call: _Json = {"name": block.name, "args": arguments_object(block)}
                 if block.id:
                     call["id"] = block.id
                 part = {"functionCall": call}
@@ -359,18 +338,7 @@ class GeminiModel(WireModel):
         return decode(payload, self._provider, self._name, request, self._output_tool(request))
 
     def _replayed(self, response: ModelResponse) -> Iterable[StreamEvent]:
-        events: list[StreamEvent] = []
-        calls = 0
-        for block in response.message.blocks:
-            if isinstance(block, ThinkingBlock) and block.text:
-                events.append(ThinkingDelta(text=block.text))
-            elif isinstance(block, TextBlock) and block.text:
-                events.append(TextDelta(text=block.text))
-            elif isinstance(block, ToolCall):
-                arguments = block.raw_arguments or json.dumps(block.arguments)
-                events.append(ToolCallDelta(calls, block.id, block.name, arguments))
-                calls += 1
-        return events
+        return replayed_deltas(response.message)
 
 
 def _vertex_url(project: str | None, location: str | None) -> str:
@@ -390,18 +358,6 @@ def _vertex_url(project: str | None, location: str | None) -> str:
         host = f"{location}-{host}"
     url = f"https://{host}/v1beta1/projects/{project}/locations/{location}/publishers/google"
     return checked_base_url(url)
-
-
-def _response_schema(schema: Mapping[str, Any], memo: dict[Any, Any] | None) -> _Json:
-    """The output schema as `responseJsonSchema` (kept in `memo` for the same schema)."""
-    key = (_MEMO, "output")
-    kept = memo.get(key) if memo is not None else None
-    if kept is not None and kept[0] is schema:
-        return kept[1]  # type: ignore[no-any-return]
-    mapped = gemini_schema(schema, "output schema")
-    if memo is not None:
-        memo[key] = (schema, mapped)
-    return mapped
 
 
 def _declaration(spec: ToolSpec, vertex: bool) -> _Json:
@@ -430,7 +386,7 @@ def _thinking(family: _Family, reasoning: ReasoningOptions | None) -> _Json | No
     effort = reasoning.effort
     if reasoning.budget_tokens is not None:
         config["thinkingBudget"] = reasoning.budget_tokens
-    elif effort is not None and family.has_levels:
+    elif effort is not None and family.gemini_3:
         if effort == "minimal":
             # Only Flash models think at the minimal level.
             config["thinkingLevel"] = "minimal" if family.is_flash else "low"
@@ -439,17 +395,6 @@ def _thinking(family: _Family, reasoning: ReasoningOptions | None) -> _Json | No
     elif effort is not None:
         config["thinkingBudget"] = _EFFORT_BUDGET[effort]
     return config
-
-
-def _arguments(call: ToolCall) -> _Json:
-    """A call's arguments as Gemini's `args` object (what the model sent, when kept)."""
-    if call.arguments or call.raw_arguments is None:
-        return dict(call.arguments)
-    try:
-        parsed = json.loads(call.raw_arguments)
-    except (ValueError, RecursionError):
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 def _needs_names(message: Message) -> bool:

@@ -1,8 +1,7 @@
 """Reading a Gemini answer: stream chunks or a whole body in, a response out.
 
-Private to `gemini`. Streamed or not, an answer is a list of parts; `_Parts`
-folds them into taskloom blocks as they arrive, yielding `ThinkingDelta`,
-`TextDelta` and `ToolCallDelta`:
+Streamed or not, an answer is a list of parts; `_Parts` folds them into
+taskloom blocks as they arrive, yielding deltas:
 
 - a thought part (`thought: true`) is a `ThinkingBlock` (consecutive ones
   merge, as a stream splits one thought into many chunks);
@@ -20,7 +19,7 @@ folds them into taskloom blocks as they arrive, yielding `ThinkingDelta`,
   parts go back with their signatures where Gemini put them.
 
 `StreamAssembler` reads `streamGenerateContent?alt=sse` chunks (usage is
-cumulative: the last chunk's counts are the answer's), `decode` a whole
+cumulative: the last chunk's counts are the answer's) or a whole
 `generateContent` body. A prompt Gemini blocked, and an answer blocked or
 failed before it said anything, raise (see `_failure`); an answer blocked
 partway is the part that came, with stop reason `content_filter`.
@@ -31,12 +30,9 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
-import httpx2
 
 from ..errors import InvalidRequest, ProviderError, TransportError
 from ..events import TextDelta, ThinkingDelta
@@ -50,10 +46,8 @@ from ..messages import (
     Usage,
 )
 from ._base import ModelRequest, ModelResponse, StopReason, StreamEvent, ToolCallDelta
-from ._estimate import estimated_usage
-from ._http import SSE, error_from_response, loads_event
-
-__all__ = ["OutputTool", "StreamAssembler", "decode", "error_in_body", "new_call_id"]
+from ._http import SSE, error_in_body, loads_event
+from ._wire import answer_from_output_tool, arguments_json, estimated_usage, new_call_id
 
 _BLOCKED = frozenset(
     {
@@ -75,15 +69,8 @@ _RETRYABLE_FINISH = frozenset(
 )
 """Finish reasons of a sample gone wrong, which another sample may get right."""
 
-_ARGUMENTS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-
 _PATH_STEP = re.compile(r"\.([^.\[\]'\"]+)|\[(\d{1,9})\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
 """One step of a `partialArgs` JSON path (RFC 9535's member and index selectors)."""
-
-
-def new_call_id() -> str:
-    """An id for a function call Gemini sent without one."""
-    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,19 +81,6 @@ class OutputTool:
 
     name: str
     wrapped: bool
-
-
-def error_in_body(payload: Mapping[str, Any], provider: str) -> ProviderError:
-    """The typed error for an `error` object in a 200 answer (a failure mid-stream)."""
-    err = payload.get("error")
-    code = err.get("code") if isinstance(err, Mapping) else None
-    status = code if isinstance(code, int) and 400 <= code <= 599 else None
-    raw = json.dumps(payload).encode()
-    # Without a status of its own the failure is the server's (retryable).
-    error = error_from_response(status or 500, raw, httpx2.Headers(), provider)
-    if status is None:
-        error.status = None
-    return error
 
 
 class _Text(list[str]):
@@ -344,10 +318,7 @@ class _Parts:
     def _called(self, call: ToolCall, entry: list[Any], events: list[StreamEvent] | None) -> None:
         entry[1] = call
         if events is not None:
-            arguments = call.raw_arguments or _ARGUMENTS.encode(call.arguments)
-            events.append(
-                ToolCallDelta(self.calls, id=call.id, name=call.name, arguments=arguments)
-            )
+            events.append(ToolCallDelta(self.calls, call.id, call.name, arguments_json(call)))
         self.calls += 1
 
     def blocks(self) -> list[Block]:
@@ -386,7 +357,8 @@ def _tool_call(call: Mapping[str, Any]) -> ToolCall:
 
 
 class StreamAssembler:
-    """Folds `streamGenerateContent` chunks into deltas and, at the end, the response."""
+    """Folds `streamGenerateContent` chunks (or one whole answer) into deltas and,
+    at the end, the response."""
 
     __slots__ = (
         "emit",
@@ -419,7 +391,7 @@ class StreamAssembler:
         self.emit = emit
         self.parts = _Parts(provider)
         self.finish_reason: str | None = None
-        self.finish_message: str | None = None
+        self.finish_message: Any = None
         self.usage: Any = None
         self.model: Any = None
         self.response_id: Any = None
@@ -428,8 +400,9 @@ class StreamAssembler:
     def feed(self, sse: SSE) -> list[StreamEvent]:
         """Take one chunk; return the deltas it carried (an `error` chunk raises)."""
         chunk = loads_event(sse, self.provider)
-        if not isinstance(chunk, dict):
-            return []
+        return self.take(chunk) if isinstance(chunk, dict) else []
+
+    def take(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
         if "error" in chunk:
             raise error_in_body(chunk, self.provider)
         events: list[StreamEvent] | None = [] if self.emit else None
@@ -457,28 +430,39 @@ class StreamAssembler:
                 self.finish_message = candidate.get("finishMessage")
         return events or []
 
-    def finish(self) -> ModelResponse:
-        """The whole response; a stream cut before its finish reason raises `TransportError`."""
-        if self.finish_reason is None:
+    def finish(self, *, whole: bool = False) -> ModelResponse:
+        """The whole response; a stream cut before its finish reason raises
+        `TransportError` (a `whole` answer may come without one)."""
+        reason = self.finish_reason
+        if reason is None:
             blocked = _prompt_blocked(self.feedback, self.provider)
             if blocked is not None:
                 raise blocked
-            raise TransportError(
-                "stream ended before the response finished", provider=self.provider
-            )
-        return _response(
-            self.provider,
-            self.model_name,
-            self.request,
-            self.parts.blocks(),
-            {
-                "finishReason": self.finish_reason,
-                "finishMessage": self.finish_message,
-                "usageMetadata": self.usage,
-                "modelVersion": self.model,
-                "responseId": self.response_id,
-            },
-            self.output_tool,
+            if not whole:
+                raise TransportError(
+                    "stream ended before the response finished", provider=self.provider
+                )
+        blocks = self.parts.blocks()
+        tool = self.output_tool
+        if tool is not None:
+            blocks = answer_from_output_tool(
+                blocks, tool.name, unwrap=tool.wrapped, ensure_ascii=False
+            )[0]
+        has_calls = any(type(b) is ToolCall for b in blocks)
+        if not has_calls and not any(type(b) is TextBlock and b.text for b in blocks):
+            failure = _failure(reason, self.finish_message, self.provider)
+            if failure is not None:
+                raise failure
+        message = Message("assistant", tuple(blocks), provider=self.provider, model=self.model_name)
+        usage = usage_of(self.usage)
+        model, response_id = self.model, self.response_id
+        return ModelResponse(
+            message=message,
+            usage=estimated_usage(self.request, message) if usage is None else usage,
+            stop_reason=_stop_reason(reason, has_calls),
+            model=model if isinstance(model, str) else None,
+            provider=self.provider,
+            response_id=response_id if isinstance(response_id, str) else None,
         )
 
 
@@ -497,28 +481,9 @@ def decode(
             provider=provider,
             retryable=False,
         )
-    if "error" in payload:
-        raise error_in_body(payload, provider)
-    candidates = payload.get("candidates")
-    parts = _Parts(provider)
-    finish: dict[str, Any] = {
-        "usageMetadata": payload.get("usageMetadata"),
-        "modelVersion": payload.get("modelVersion"),
-        "responseId": payload.get("responseId"),
-    }
-    if not candidates:
-        blocked = _prompt_blocked(payload.get("promptFeedback"), provider)
-        if blocked is not None:
-            raise blocked
-    else:
-        candidate = candidates[0]
-        content = candidate.get("content")
-        for part in content.get("parts") or () if isinstance(content, dict) else ():
-            if isinstance(part, dict):
-                parts.add(part, None)
-        finish["finishReason"] = candidate.get("finishReason")
-        finish["finishMessage"] = candidate.get("finishMessage")
-    return _response(provider, model_name, request, parts.blocks(), finish, output_tool)
+    answer = StreamAssembler(provider, model_name, request, output_tool, emit=False)
+    answer.take(payload)
+    return answer.finish(whole=True)
 
 
 def _prompt_blocked(feedback: Any, provider: str) -> ProviderError | None:
@@ -553,12 +518,9 @@ def _failure(finish: str | None, message: Any, provider: str) -> ProviderError |
     empty answer (STOP) or a cut one (MAX_TOKENS)."""
     if finish in (None, "STOP", "FINISH_REASON_UNSPECIFIED", "MAX_TOKENS"):
         return None
-    if finish in _BLOCKED:
-        text = message or f"the answer was blocked ({finish})"
-    else:
-        text = message or f"the answer failed ({finish})"
+    what = "was blocked" if finish in _BLOCKED else "failed"
     return ProviderError(
-        str(text),
+        str(message or f"the answer {what} ({finish})"),
         status=200,
         error_type=finish,
         provider=provider,
@@ -575,11 +537,10 @@ def _int(meta: Mapping[str, Any], key: str) -> int:
 def usage_of(meta: Any) -> Usage | None:
     """Usage from `usageMetadata` (None when the answer carried no counts).
 
-    Gemini counts thinking apart from the answer (`thoughtsTokenCount` beside
-    `candidatesTokenCount`); both are output, so `output_tokens` is their sum,
-    as every other wire API reports it, and `reasoning_tokens` the thinking.
-    `promptTokenCount` includes cached tokens (`cache_read_tokens`), as
-    OpenAI's input does; prompt tokens of server-side tools count as input.
+    Gemini counts thinking apart (`thoughtsTokenCount`); both are output, so
+    `output_tokens` is their sum, as every other wire API reports it.
+    `promptTokenCount` includes cached tokens, as OpenAI's input does;
+    prompt tokens of server-side tools count as input.
     """
     if not isinstance(meta, Mapping) or not (
         "promptTokenCount" in meta or "candidatesTokenCount" in meta
@@ -594,50 +555,3 @@ def usage_of(meta: Any) -> Usage | None:
         thoughts,
         1,
     )
-
-
-def _response(
-    provider: str,
-    model_name: str,
-    request: ModelRequest,
-    blocks: list[Block],
-    finish: Mapping[str, Any],
-    output_tool: OutputTool | None,
-) -> ModelResponse:
-    reason = finish.get("finishReason")
-    reason = str(reason) if reason else None
-    if output_tool is not None:
-        blocks = _answer_from_output_tool(blocks, output_tool)
-    has_calls = any(type(b) is ToolCall for b in blocks)
-    said = has_calls or any(type(b) is TextBlock and b.text for b in blocks)
-    if not said:
-        failure = _failure(reason, finish.get("finishMessage"), provider)
-        if failure is not None:
-            raise failure
-    message = Message("assistant", tuple(blocks), provider=provider, model=model_name)
-    usage = usage_of(finish.get("usageMetadata"))
-    model, response_id = finish.get("modelVersion"), finish.get("responseId")
-    return ModelResponse(
-        message=message,
-        usage=estimated_usage(request, message) if usage is None else usage,
-        stop_reason=_stop_reason(reason, has_calls),
-        model=model if isinstance(model, str) else None,
-        provider=provider,
-        response_id=response_id if isinstance(response_id, str) else None,
-    )
-
-
-def _answer_from_output_tool(blocks: Iterable[Block], tool: OutputTool) -> list[Block]:
-    """The output function's first call turned into the JSON text answer it stands for."""
-    out: list[Block] = []
-    answered = False
-    for block in blocks:
-        if type(block) is ToolCall and block.name == tool.name and not answered:
-            answered = True
-            value: Any = block.arguments
-            if tool.wrapped:
-                value = value.get("response")
-            out.append(TextBlock(block.raw_arguments or json.dumps(value, ensure_ascii=False)))
-        else:
-            out.append(block)
-    return out

@@ -21,22 +21,17 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import httpx2
-
 from ..errors import ProviderError, TransportError
 from ..events import TextDelta, ThinkingDelta
 from ..messages import Message, ToolCall
 from ._adapter import WireModel, context_overflow, same_origin
 from ._base import ModelRequest, ModelResponse, ModelSettings, StreamEvent, ToolCallDelta
-from ._estimate import estimated_usage
-from ._http import SSE, error_from_response, loads_event
+from ._http import SSE, error_in_body, loads_event
 from ._openai_common import (
-    arguments_json,
     assistant_blocks,
     build_messages,
     build_tools,
     is_object,
-    new_call_id,
     parse_arguments,
     reasoning_of,
     response_format,
@@ -45,13 +40,12 @@ from ._openai_common import (
     usage_of,
 )
 from ._resolve import COMPATIBLE, PRESETS, ChatQuirks
+from ._wire import estimated_usage, new_call_id, replayed_deltas
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ._adapter import WireOptions
-
-__all__ = ["OpenAIChatModel"]
 
 
 class OpenAIChatModel(WireModel):
@@ -117,12 +111,12 @@ class OpenAIChatModel(WireModel):
         return _StreamState(self._provider, self._name, request, self._window(request), emit=emit)
 
     def _replayed(self, response: ModelResponse) -> Iterable[StreamEvent]:
-        return _replayed_deltas(response.message)
+        return replayed_deltas(response.message)
 
     def _decode(self, payload: Any, request: ModelRequest) -> ModelResponse:
         payload_is_object = is_object(payload)
         if payload_is_object and payload.get("error"):
-            raise _error_in_body(payload, self._provider)
+            raise error_in_body(payload, self._provider)
         choices = payload.get("choices") if payload_is_object else None
         if type(choices) is not list or not choices or not is_object(choices[0]):
             raise ProviderError(
@@ -172,11 +166,8 @@ def _response(
     usage: Any,
     wire: Mapping[str, Any],
 ) -> ModelResponse:
-    """The response for a finished turn, streamed or not.
-
-    A refusal arrives in its own field with `finish_reason: stop`; it becomes
-    the turn's text so the transcript shows what the model said.
-    """
+    # A refusal arrives in its own field with `finish_reason: stop`: it becomes
+    # the turn's text, so the transcript shows what the model said.
     reason = stop_reason(finish_reason, bool(calls))
     if not text and isinstance(refusal, str) and refusal:
         text, reason = refusal, "refusal"
@@ -190,37 +181,6 @@ def _response(
         provider=provider,
         response_id=response_id if isinstance(response_id, str) else None,
     )
-
-
-def _error_in_body(payload: Mapping[str, Any], provider: str) -> ProviderError:
-    """The typed error for an error object sent with a 200 status (mid-stream, mostly)."""
-    err = payload.get("error")
-    code = err.get("code") if isinstance(err, Mapping) else None
-    status: int | None = None
-    if isinstance(code, int) and 400 <= code <= 599:
-        status = code
-    elif isinstance(code, str) and code.isdigit() and 400 <= int(code) <= 599:
-        status = int(code)
-    raw = json.dumps(payload).encode()
-    # Without a status of its own the failure is the server's: map it as a
-    # 500 (retryable), then drop the status the HTTP layer never sent.
-    error = error_from_response(status or 500, raw, httpx2.Headers(), provider)
-    if status is None:
-        error.status = None
-    return error
-
-
-def _replayed_deltas(message: Message) -> list[StreamEvent]:
-    events: list[StreamEvent] = []
-    thinking = "".join(b.text for b in message.thinking)
-    if thinking:
-        events.append(ThinkingDelta(text=thinking))
-    if message.text:
-        events.append(TextDelta(text=message.text))
-    for index, call in enumerate(message.tool_calls):
-        arguments = arguments_json(call)
-        events.append(ToolCallDelta(index=index, id=call.id, name=call.name, arguments=arguments))
-    return events
 
 
 class _PendingCall:
@@ -285,12 +245,7 @@ class _StreamState:
 
     def feed(self, sse: SSE) -> list[StreamEvent]:
         """Take one event; return the deltas it carried (none when not emitting).
-
-        `[DONE]` ends the answer; whatever follows it is ignored.
-        """
-        # The body is read on past [DONE] to its end (nothing follows it):
-        # leaving the reader generators half-done would hand each of them to
-        # the event loop's finalizer, a task apiece.
+        `[DONE]` ends the answer; whatever follows it is ignored."""
         if self.done:
             return []
         if sse.data == "[DONE]":
@@ -302,7 +257,7 @@ class _StreamState:
 
     def _chunk(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
         if chunk.get("error"):
-            raise _error_in_body(chunk, self.provider)
+            raise error_in_body(chunk, self.provider)
         kind = chunk.get("object")
         if isinstance(kind, str) and not kind.startswith("chat.completion"):
             # Not a completion chunk: Azure OpenAI's content-filter events
@@ -397,15 +352,16 @@ class _StreamState:
             )
 
     def finish(self) -> ModelResponse:
-        """The whole response; a stream cut before its end raises `TransportError`.
-
-        A stream that ended without a single chunk, for a request the model's
-        window cannot hold, raises `ContextWindowExceeded` instead. Without
-        usage from the server, the usage is estimated (`Usage.estimated`).
-        """
+        """The whole response (usage estimated when the server sent none); a
+        stream cut before its end raises `TransportError`, or
+        `ContextWindowExceeded` when empty for a request over the window
+        (what llama.cpp sends for a prompt over its window)."""
         if not self.done and self.finish_reason is None:
             if self.chunks == 0:
-                self._check_window()
+                empty = "an empty stream"
+                overflow = context_overflow(self.request, self.window, self.provider, empty)
+                if overflow is not None:
+                    raise overflow
             raise TransportError(
                 "stream ended before the response finished", provider=self.provider
             )
@@ -429,11 +385,3 @@ class _StreamState:
             usage = estimated_usage(self.request, response.message)
             response = dataclasses.replace(response, usage=usage)
         return response
-
-    def _check_window(self) -> None:
-        """An empty stream is what llama.cpp sends for a prompt over its window:
-        name that, with the sizes, when the window is known and the request
-        does not fit. Anything else stays a transport error to retry."""
-        overflow = context_overflow(self.request, self.window, self.provider, "an empty stream")
-        if overflow is not None:
-            raise overflow

@@ -1,16 +1,11 @@
-"""Chat Completions wire shapes: request bodies in, messages and usage out.
-
-Private to `openai_chat`. Everything here is a pure function of JSON-like
-values, so the adapter's HTTP code stays short and these rules can be tested
-on their own.
-"""
+"""Chat Completions wire shapes (pure functions of JSON-like values): request
+bodies in, messages and usage out."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import re
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeGuard
 
@@ -25,23 +20,7 @@ from ..messages import (
     Usage,
 )
 from ._base import ModelRequest, StopReason, ToolSpec
-
-__all__ = [
-    "WireIds",
-    "arguments_json",
-    "assistant_blocks",
-    "build_messages",
-    "build_tools",
-    "is_object",
-    "new_call_id",
-    "parse_arguments",
-    "reasoning_of",
-    "response_format",
-    "stop_reason",
-    "strict_schema_allowed",
-    "text_of",
-    "usage_of",
-]
+from ._wire import arguments_json, memoized
 
 # OpenAI rejects tool call ids longer than 40 characters; ids from other
 # providers (or hand-written histories) may be longer or carry characters some
@@ -68,11 +47,6 @@ _NOT_STRICT = frozenset({
     "maxContains", "uniqueItems", "minLength", "maxLength",
 })
 # fmt: on
-
-
-def new_call_id() -> str:
-    """A fresh id for a tool call the server sent without one."""
-    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 class WireIds:
@@ -130,17 +104,6 @@ def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
         text: str = parts[0]["text"]
         return text
     return parts
-
-
-def arguments_json(call: ToolCall) -> str:
-    """The arguments string a call goes out with (what the model sent, when kept)."""
-    if call.raw_arguments is not None:
-        return call.raw_arguments
-    return _ARGUMENTS.encode(call.arguments)
-
-
-# `json.dumps` with options builds an encoder a call; this one is built once.
-_ARGUMENTS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def _assistant(
@@ -233,8 +196,7 @@ def build_messages(
 
 
 def _placeless(message: Message) -> bool:
-    """Whether a message's wire form is the same wherever it stands: no empty
-    call or result id, the only ones `WireIds` derives from the position."""
+    # Only empty call and result ids are derived from the position (`WireIds`).
     for block in message.blocks:
         if isinstance(block, ToolCall):
             if not block.id:
@@ -247,26 +209,23 @@ def _placeless(message: Message) -> bool:
 def build_tools(
     tools: Sequence[ToolSpec], memo: dict[Any, Any] | None = None
 ) -> list[dict[str, Any]]:
-    """The `tools` array: one function per tool spec (kept in `memo` for the
-    same tuple of specs, which a run passes unchanged while its tools are)."""
-    if memo is not None:
-        kept = memo.get((_MEMO, "tools"))
-        if kept is not None and kept[0] is tools:
-            return kept[1]  # type: ignore[no-any-return]
-    wire = [
-        {
-            "type": "function",
-            "function": {
-                "name": t.name,
-                "description": t.description,
-                "parameters": dict(t.input_schema),
-            },
-        }
-        for t in tools
-    ]
-    if memo is not None:
-        memo[(_MEMO, "tools")] = (tools, wire)
-    return wire
+    """The `tools` array: one function per tool spec."""
+    return memoized(
+        memo,
+        (_MEMO, "tools"),
+        tools,
+        lambda: [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": dict(t.input_schema),
+                },
+            }
+            for t in tools
+        ],
+    )
 
 
 def _strict_node(node: Any) -> bool:
@@ -297,22 +256,23 @@ def _strict_node(node: Any) -> bool:
 
 
 def strict_schema_allowed(schema: Mapping[str, Any]) -> bool:
-    """Whether OpenAI's strict structured output accepts this schema as it is.
-
-    Strict mode needs an object at the root, every object closed
-    (`additionalProperties: false`) with all its properties required, and
-    none of the keywords it does not implement.
-    """
+    """Whether OpenAI's strict structured output accepts this schema as it is: an
+    object at the root, every object closed with all its properties required,
+    none of the keywords strict mode lacks."""
     return schema.get("type") == "object" and _strict_node(schema)
+
+
+def schema_name(name: str) -> str:
+    """An output's name as OpenAI takes it (64 of `[A-Za-z0-9_-]` at most)."""
+    return _SCHEMA_NAME.sub("_", name)[:64] or "output"
 
 
 def response_format(schema: Mapping[str, Any], name: str) -> dict[str, Any]:
     """The `response_format` asking for JSON following `schema`."""
-    wire_name = _SCHEMA_NAME.sub("_", name)[:64] or "output"
     return {
         "type": "json_schema",
         "json_schema": {
-            "name": wire_name,
+            "name": schema_name(name),
             "schema": dict(schema),
             "strict": strict_schema_allowed(schema),
         },
@@ -322,9 +282,8 @@ def response_format(schema: Mapping[str, Any], name: str) -> dict[str, Any]:
 def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
     """Parsed tool arguments and, when they are not a JSON object, what was sent.
 
-    Null or empty arguments mean no arguments. Some servers stream `"{}"` as a
-    placeholder before the real arguments; that prefix is dropped when what
-    follows it is the whole object.
+    Null or empty means none. A `"{}"` some servers stream as a placeholder
+    before the real arguments is dropped when what follows is the whole object.
     """
     if raw is None:
         return {}, None
@@ -362,12 +321,9 @@ def text_of(content: Any) -> str:
 
 
 def reasoning_of(obj: Mapping[str, Any]) -> str:
-    """The reasoning text a message or delta carries.
-
-    Servers name it `reasoning_content` (DeepSeek, vLLM, llama.cpp) or
-    `reasoning` (Ollama, OpenRouter, Cerebras); a few send both with the same
-    text, so the first one present wins.
-    """
+    """The reasoning text a message or delta carries: `reasoning_content`
+    (DeepSeek, vLLM, llama.cpp) or `reasoning` (Ollama, OpenRouter), the
+    first present (a few servers send both)."""
     value = obj.get("reasoning_content") or obj.get("reasoning")
     return value if isinstance(value, str) else ""
 

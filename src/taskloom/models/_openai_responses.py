@@ -32,11 +32,10 @@ from ..messages import (
 )
 from ._adapter import WireModel
 from ._base import ModelRequest, ModelResponse, ModelSettings, ToolSpec
-from ._openai_common import arguments_json, strict_schema_allowed
+from ._openai_common import schema_name, strict_schema_allowed
 from ._resolve import OPENAI_RESPONSES
 from ._responses_stream import PROVIDER, StreamState, decode
-
-__all__ = ["OpenAIResponsesModel"]
+from ._wire import arguments_json
 
 _ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
@@ -67,9 +66,6 @@ class OpenAIResponsesModel(WireModel):
 
     def _decode(self, payload: Any, request: ModelRequest) -> ModelResponse:
         return decode(payload, self._name)
-
-
-# --- request body -----------------------------------------------------------
 
 
 def _build_body(
@@ -110,7 +106,7 @@ def _build_body(
         body["text"] = {
             "format": {
                 "type": "json_schema",
-                "name": _SCHEMA_NAME.sub("_", request.output_name)[:64] or "output",
+                "name": schema_name(request.output_name),
                 "schema": schema,
                 "strict": strict_schema_allowed(schema),
             }
@@ -228,13 +224,11 @@ def _function_call_output(result: ToolResult) -> _Json:
 
 
 _PLAIN_CALL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def _wire_call_id(call_id: str) -> str:
-    """The `call_id` sent for a tool call id: unchanged when it is a plain token
-    of at most 64 characters, else a stable digest of it, so that a call and its
-    output (which may come from another provider) always agree."""
+    # A plain token of at most 64 characters passes; any other id becomes a
+    # stable digest, so a call and its output always agree.
     if _PLAIN_CALL_ID.fullmatch(call_id):
         return call_id
     return "call_" + hashlib.sha256(call_id.encode()).hexdigest()[:40]

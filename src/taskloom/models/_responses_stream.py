@@ -1,14 +1,6 @@
-"""Reading Responses API answers: server-sent events or a whole body in, a response out.
-
-Private to `openai_responses`. `StreamState` is the state machine that folds
-the stream's events into `TextDelta` / `ThinkingDelta` / `ToolCallDelta` as
-they arrive and, at the end, the response's output items (rebuilt from their
-deltas when an item never finished) into the final `ModelResponse`; `decode`
-reads an unstreamed answer the same way. `event_error` types the errors that
-arrive inside a stream (and in a failed unstreamed response). It lives apart
-from the adapter so the request side reads on its own, and it never imports
-the adapter, which imports it.
-"""
+"""Reading Responses API answers: server-sent events (`StreamState`) or a whole
+body (`decode`) in, a response out; items that never finished are rebuilt from
+their deltas."""
 
 from __future__ import annotations
 
@@ -25,10 +17,6 @@ from ._base import ModelResponse, StreamEvent, ToolCallDelta
 from ._http import SSE, error_from_response, loads_event
 from ._openai_common import parse_arguments
 
-__all__ = ["PROVIDER", "SUMMARY_SEPARATOR", "StreamState", "decode", "event_error"]
-
-# Defined here rather than in `openai_responses` (which re-exports it) so that
-# this module needs nothing from the adapter.
 PROVIDER = "openai-responses"
 # Reasoning summary parts join with a blank line, in the streamed deltas and
 # in the final block alike.
@@ -50,12 +38,8 @@ _CODE_STATUS = {
 
 
 def event_error(error: Any) -> ProviderError:
-    """A typed error for an `error` event or a failed response.
-
-    Such errors arrive inside a 200 stream, so they are typed by the HTTP
-    status the same error would have had as a response: the provider's code
-    decides it, and the message is kept verbatim.
-    """
+    """A typed error for an `error` event or a failed response, typed by the
+    HTTP status its code would have had as a response."""
     err = dict(error) if isinstance(error, Mapping) else {"message": str(error or "")}
     code = err.get("code") or err.get("type")
     status = _CODE_STATUS.get(str(code), 500 if code is None else 400)
@@ -116,10 +100,7 @@ class StreamState:
         self.final: _Json | None = None
 
     def feed(self, sse: SSE) -> list[StreamEvent]:
-        """Take one server-sent event; return the deltas it carries.
-
-        Events after the final one (and `[DONE]`) are read and ignored.
-        """
+        """Take one server-sent event; return the deltas it carries (none after the final one)."""
         if sse.data == "[DONE]" or self.final is not None:
             return []
         event = loads_event(sse, PROVIDER)
@@ -270,10 +251,7 @@ def _response(model_name: str, data: Mapping[str, Any], output: Iterable[Any]) -
 
 
 def _blocks(output: Iterable[Any]) -> tuple[list[Block], bool]:
-    """The assistant blocks of a response's `output` items, and whether it refused.
-
-    A `compaction` item is kept whole, to go back unchanged.
-    """
+    """The assistant blocks of a response's `output` items, and whether it refused."""
     blocks: list[Block] = []
     refused = False
     for item in output:
