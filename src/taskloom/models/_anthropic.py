@@ -2,34 +2,29 @@
 
 Wire decisions, for readers comparing bodies with Anthropic's documentation:
 
-- History: thinking blocks go back unchanged, and only when Anthropic wrote
-  them; other providers' reasoning is dropped. Their tool call ids are mapped
-  (`wire_tool_id`) to the form Anthropic accepts.
-- Caching: with `cache=True` the last system block and the last tool carry a
-  `cache_control: {"type": "ephemeral"}` breakpoint, so the stable prefix of
-  every round is read from the cache.
+- History: thinking goes back unchanged, and only when Anthropic wrote it;
+  other providers' tool call ids are mapped to a form Anthropic accepts
+  (`wire_tool_id`).
+- Caching: with `cache=True` the last system block and the last tool carry
+  an ephemeral `cache_control` breakpoint.
 - Reasoning: `budget_tokens` sends `thinking: {type: enabled, budget_tokens}`.
   `effort` goes to `output_config.effort` on models that take it (Opus 4.5,
-  Claude 4.6 and later); alone, it also turns on adaptive thinking
-  (`thinking: {type: adaptive}`, plus `display: summarized` from Claude 4.7 on,
-  where thinking text is otherwise omitted) on Claude 4.6 and later, and an
-  enabled thinking budget sized from the effort on older thinking models.
-  Models known not to think (before Claude 3.7) get no thinking settings, so
-  a session's reasoning choice survives a model switch.
-- Structured output: models with native structured outputs (Claude 4.5 and
-  later) get `output_config.format: {type: json_schema, schema}`; older ones
-  get a forced output tool named `request.output_name`, whose call comes back
-  as a JSON text block so callers see one shape whatever the model.
+  Claude 4.6 on); alone, it also turns on adaptive thinking on Claude 4.6 on
+  (`display: summarized` from 4.7, where thinking text is otherwise omitted)
+  and a budget sized from the effort on older thinking models. Models before
+  Claude 3.7 get no thinking settings, so a reasoning choice survives a
+  model switch.
+- Structured output: Claude 4.5 on gets `output_config.format`; older models
+  a forced output tool named `request.output_name`, whose call comes back as
+  a JSON text block.
 - `settings.extra` is merged into the body last (dict values one level deep);
-  a `None` value removes that key, e.g. `{"thinking": None}` for effort
-  without adaptive thinking.
-- Server-side compaction: `betas=[AnthropicModel.COMPACTION_BETA]` with
-  `extra={"context_management": {"edits": [{"type": "compact_20260112"}]}}`.
-  The `compaction` blocks Anthropic answers with are kept whole
-  (`CompactionBlock`) and go back unchanged, in place, like thinking; the API
-  then reads the summary instead of what came before it. A model without the
-  compaction beta (say, after a model switch) drops them rather than have
-  the request refused: the history they stand for is still sent whole.
+  a `None` value removes that key (`{"thinking": None}`: effort without
+  adaptive thinking).
+- Server-side compaction (`betas=[AnthropicModel.COMPACTION_BETA]`, `extra=
+  {"context_management": {"edits": [{"type": "compact_20260112"}]}}`): the
+  `compaction` blocks answered are kept whole and go back in place, like
+  thinking. A model without the beta drops them (the history they stand for
+  is still sent whole) rather than have the request refused.
 """
 
 from __future__ import annotations
@@ -120,12 +115,9 @@ class _Family:
 
 
 def wire_tool_id(call_id: str) -> str:
-    """A tool call id Anthropic accepts (`^[a-zA-Z0-9_-]+$`), deterministic per id.
-
-    Valid ids pass unchanged; others are sanitized and suffixed with a hash of
-    the original, so two ids that sanitize alike still differ and a call and
-    its result always map to the same id.
-    """
+    """A tool call id Anthropic accepts (`^[a-zA-Z0-9_-]+$`): valid ids pass,
+    others are sanitized and suffixed with a hash of the original, so ids that
+    sanitize alike still differ."""
     if _VALID_TOOL_ID.match(call_id):
         return call_id
     digest = hashlib.sha256(call_id.encode()).hexdigest()[:12]

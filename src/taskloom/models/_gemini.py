@@ -2,38 +2,30 @@
 
 Wire decisions, for readers comparing bodies with Google's documentation:
 
-- Endpoints: `{base_url}/models/{model}:generateContent`, and
-  `:streamGenerateContent?alt=sse` when streaming (the body is the same).
-  The Gemini API's base URL is `https://generativelanguage.googleapis.com/v1beta`
-  and its key goes in `x-goog-api-key`; Vertex AI's is
-  `https://{location}-aiplatform.googleapis.com/v1beta1/projects/{project}/locations/{location}/publishers/google`
-  (`aiplatform.googleapis.com` for `global`), with the caller's access token
-  as `Authorization: Bearer`.
+- Endpoints: `{base_url}/models/{model}:generateContent`, or
+  `:streamGenerateContent?alt=sse` (same body). The Gemini API takes its key
+  in `x-goog-api-key`; Vertex AI (`{location}-aiplatform.googleapis.com/
+  v1beta1/projects/{project}/locations/{location}/publishers/google`) the
+  caller's access token as `Authorization: Bearer`.
 - History: assistant turns are `model` contents; tool results are
   `functionResponse` parts of a `user` content (results first), matched to
-  their calls by id and name, each result as `{"output": text}` or, for an
-  error result, `{"error": text}`. Consecutive contents of one role merge.
-- Thought signatures go back exactly where Gemini put them (see
-  `_gemini_stream`): only to the provider and model that wrote them, like
-  thinking. In a turn another provider or model wrote, the first function
-  call carries the signature Google documents for that case,
-  `skip_thought_signature_validator` (base64-encoded, as every signature
-  is): Gemini 3 refuses unsigned calls in the current turn.
-- Tools: one `functionDeclarations` list; each tool's schema is mapped onto
-  what Gemini reads (`_gemini_schema`), and what cannot be expressed is a
-  `ConfigurationError` naming the tool.
-- Reasoning: `budget_tokens` is `thinkingConfig.thinkingBudget`; `effort` is
-  `thinkingLevel` on Gemini 3 and later, a budget sized from the effort on
-  Gemini 2.5. Either asks for thought summaries (`includeThoughts`). Models
-  before 2.5 get no thinking settings.
-- Structured output: `responseMimeType: application/json` with
-  `responseJsonSchema`. Before Gemini 3 a request cannot hold both tools and
-  a response schema: such a request gets a function named
-  `request.output_name` instead (calls forced with mode `ANY`), whose call
-  comes back as the JSON text answer; and `native_output` is false there,
-  so agents ask through their final-answer tool.
-- `settings.extra` is merged into the body last, dict values one level deep
-  (`{"generationConfig": {"topK": 40}}`); a `None` value removes that key.
+  their calls by id and name, as `{"output": text}` or `{"error": text}`.
+  Consecutive contents of one role merge.
+- Thought signatures go back where Gemini put them (see `_gemini_stream`),
+  only to the provider and model that wrote them. In a turn another wrote,
+  the first function call carries Google's documented
+  `skip_thought_signature_validator`: Gemini 3 refuses unsigned calls.
+- Tools: one `functionDeclarations` list, schemas mapped by `_gemini_schema`
+  (what cannot be expressed is a `ConfigurationError` naming the tool).
+- Reasoning: `budget_tokens` is `thinkingBudget`; `effort` is `thinkingLevel`
+  on Gemini 3 on, a budget sized from it on 2.5; either asks for thought
+  summaries. Models before 2.5 get no thinking settings.
+- Structured output: `responseJsonSchema`. Before Gemini 3 a request cannot
+  hold both tools and a response schema: it gets a function named
+  `request.output_name` instead (mode `ANY`), whose call comes back as the
+  JSON text answer, and `native_output` is false.
+- `settings.extra` is merged into the body last, dict values one level deep;
+  a `None` value removes that key.
 """
 
 from __future__ import annotations
@@ -164,14 +156,10 @@ class GeminiModel(WireModel):
                 "give Vertex AI's project and location, or a base_url= naming them, not both"
             )
         model = cls.__new__(cls)
-        model._on_vertex(model_name, options)
-        return model
-
-    def _on_vertex(self, model_name: str, options: WireOptions) -> None:
-        self._family = _Family.of(model_name)
-        self._vertex = True
-        self._configure(model_name, VERTEX.name, VERTEX, options)
-        has_auth = any(k.lower() == "authorization" for k in self._target.headers)
+        model._family = _Family.of(model_name)
+        model._vertex = True
+        model._configure(model_name, VERTEX.name, VERTEX, options)
+        has_auth = any(k.lower() == "authorization" for k in model._target.headers)
         if not has_auth and options.get("http_client") is None:
             raise ConfigurationError(
                 "no access token for Vertex AI: pass token= (e.g. the output of "
@@ -179,6 +167,7 @@ class GeminiModel(WireModel):
                 "http_client whose auth adds one; on the command line, "
                 "--api-key-env NAME naming a variable that holds the token"
             )
+        return model
 
     def _native_output(self) -> bool:
         # Before Gemini 3, a response schema cannot go with tools: agents ask
@@ -203,8 +192,6 @@ class GeminiModel(WireModel):
             else:
                 headers["x-goog-api-key"] = key
         return headers
-
-    # -- requests ---------------------------------------------------------------------
 
     def _encode(self, request: ModelRequest, settings: ModelSettings, stream: bool) -> _Json:
         body: _Json = {"contents": self._contents(request)}
@@ -253,8 +240,6 @@ class GeminiModel(WireModel):
         return memoized(memo, key, tools, lambda: [_declaration(t, self._vertex) for t in tools])
 
     def _contents(self, request: ModelRequest) -> list[_Json]:
-        """The conversation as Gemini contents: roles `user` and `model`, one role
-        per content (consecutive ones merged), function responses first."""
         out: list[_Json] = []
         memo = request.memo
         names: dict[str, str] | None = None
@@ -284,8 +269,7 @@ class GeminiModel(WireModel):
         return out
 
     def _model_parts(self, message: Message) -> list[_Json]:
-        # Signatures bind to the model that wrote them: another provider's or
-        # model's are dropped with its thinking.
+        # Another provider's or model's signatures are dropped with its thinking.
         own = message.provider == self._provider and message.model == self._name
         parts: list[_Json] = []
         pending: str | None = None
@@ -326,8 +310,6 @@ class GeminiModel(WireModel):
         if pending is not None:
             parts.append({"text": "", "thoughtSignature": pending})
         return parts
-
-    # -- answers ----------------------------------------------------------------------
 
     def _assembler(self, request: ModelRequest, emit: bool) -> StreamAssembler:
         return StreamAssembler(

@@ -3,20 +3,15 @@
 Streamed or not, an answer is a list of parts; `_Parts` folds them into
 taskloom blocks as they arrive, yielding deltas:
 
-- a thought part (`thought: true`) is a `ThinkingBlock` (consecutive ones
-  merge, as a stream splits one thought into many chunks);
-- a text part is a `TextBlock` (consecutive ones merge likewise);
-- a function call is a `ToolCall`, with Gemini's id or, when it sent none
-  (before Gemini 3), a fresh one. Its arguments come whole (`args`) or, with
-  Vertex AI's `streamFunctionCallArguments`, in pieces (`_StreamedCall`): the
-  call's later parts (`willContinue`) carry no name, only `partialArgs`, and
-  are folded into the one call, which is a `ToolCall` (and its one
-  `ToolCallDelta`) once a part without `willContinue` ends it;
-- a thought signature (`thoughtSignature`) on a text or function call part
-  is kept as a `ThinkingBlock` with no text and that signature, right before
-  the block of its part; on a thought part it is that thought's signature.
-  The request side puts each one back on the part that follows it, so the
-  parts go back with their signatures where Gemini put them.
+- a thought part (`thought: true`) is a `ThinkingBlock`, a text part a
+  `TextBlock` (consecutive ones merge: a stream splits them into chunks);
+- a function call is a `ToolCall`, with Gemini's id or a fresh one. Its
+  arguments come whole (`args`) or, with Vertex AI's
+  `streamFunctionCallArguments`, as `partialArgs` over several parts
+  (`_StreamedCall`) until a part without `willContinue` ends it;
+- a `thoughtSignature` on a text or call part is kept as a `ThinkingBlock`
+  with no text right before its part's block (on a thought part, it is that
+  thought's); the request side puts each back on the part that follows it.
 
 `StreamAssembler` reads `streamGenerateContent?alt=sse` chunks (usage is
 cumulative: the last chunk's counts are the answer's) or a whole
@@ -93,16 +88,13 @@ class _Text(list[str]):
 
 class _StreamedCall:
     """A function call whose arguments arrive as `partialArgs`, assembled as
-    Google's Gen AI SDK for Go does (the Python one leaves it to the caller):
-    each piece sets the value at its JSON path (objects and arrays made on
-    the way), a string piece extends the string its path's previous piece
-    left open (`willContinue`), any other piece replaces a value, and a piece
-    that would put a value where an object or array is, or reach through a
-    value, is refused. Unlike that SDK, an array index past
-    the array's end is refused rather than padded with nulls: padding would let
-    a few bytes of a hostile stream allocate any amount of memory. So memory
-    stays proportional to the bytes received, and paths are at most
-    `MAX_ARGUMENT_DEPTH` steps deep."""
+    Google's Gen AI SDK for Go does: each piece sets the value at its JSON path
+    (making objects and arrays on the way), a string piece extends the string
+    its path's previous piece left open (`willContinue`), and a piece that
+    would replace an object or array, or reach through a value, is refused.
+    Unlike that SDK, an index past an array's end is refused, not padded with
+    nulls, so memory stays proportional to the bytes received; paths are at
+    most `MAX_ARGUMENT_DEPTH` steps deep."""
 
     __slots__ = ("args", "id", "name", "texts")
 
@@ -535,13 +527,8 @@ def _int(meta: Mapping[str, Any], key: str) -> int:
 
 
 def usage_of(meta: Any) -> Usage | None:
-    """Usage from `usageMetadata` (None when the answer carried no counts).
-
-    Gemini counts thinking apart (`thoughtsTokenCount`); both are output, so
-    `output_tokens` is their sum, as every other wire API reports it.
-    `promptTokenCount` includes cached tokens, as OpenAI's input does;
-    prompt tokens of server-side tools count as input.
-    """
+    """Usage from `usageMetadata` (None without counts): thinking
+    (`thoughtsTokenCount`) is output too, and server-side tools' prompt tokens input."""
     if not isinstance(meta, Mapping) or not (
         "promptTokenCount" in meta or "candidatesTokenCount" in meta
     ):

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -70,23 +71,16 @@ def _request_text(request: ModelRequest) -> str:
     return " ".join(parts)
 
 
-class _Counter:
-    __slots__ = ("n",)
-
-    def __init__(self) -> None:
-        self.n = 0
-
-
 def _build_response(
-    item: Reply, request: ModelRequest, counter: _Counter, name: str, kind: str = "scripted"
+    item: Reply, request: ModelRequest, counter: Iterator[int], name: str, kind: str
 ) -> ModelResponse:
     calls: list[ToolCall] = []
     for spec in item.tool_calls:
         if isinstance(spec, ToolCall):
             calls.append(spec)
             continue
-        counter.n += 1
-        call_id = spec[2] if len(spec) == 3 else f"call_{counter.n}"  # type: ignore[misc]
+        n = next(counter)
+        call_id = spec[2] if len(spec) == 3 else f"call_{n}"  # type: ignore[misc]
         calls.append(ToolCall(call_id, spec[0], dict(spec[1])))
     thinking: list[ThinkingBlock] = []
     if isinstance(item.thinking, ThinkingBlock):
@@ -108,17 +102,6 @@ def _build_response(
     return ModelResponse(message, usage, stop, model=name, provider=kind)
 
 
-async def _stream_response(response: ModelResponse) -> AsyncIterator[StreamEvent]:
-    for block in response.message.blocks:
-        if isinstance(block, ThinkingBlock) and block.text:
-            yield ThinkingDelta(text=block.text)
-        elif isinstance(block, TextBlock):
-            words = block.text.split(" ")
-            for i, word in enumerate(words):
-                yield TextDelta(text=word if i == len(words) - 1 else word + " ")
-    yield ResponseCompleted(response)
-
-
 class _Scripted:
     """What the two scripted models share: a name, the `scripted` provider, and
     `native_output` (False plays a model without structured output: agents
@@ -126,6 +109,8 @@ class _Scripted:
 
     _name: str
     _kind = "scripted"
+    _chunk_delay = 0.0
+    _counter: Iterator[int]
     native_output: bool = True
 
     @property
@@ -142,6 +127,34 @@ class _Scripted:
     def spec(self) -> str:
         """`scripted:<name>` or `function:<name>`; register the instance to resolve it."""
         return f"{self._kind}:{self._name}"
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """The whole response to `request` (see `Model.request`)."""
+        raise NotImplementedError
+
+    async def _play(self, item: Reply, request: ModelRequest) -> ModelResponse:
+        if item.delay:
+            await asyncio.sleep(item.delay)
+        if item.error is not None:
+            raise item.error
+        return _build_response(item, request, self._counter, self._name, self._kind)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Deltas (text word by word), then `ResponseCompleted` (see `Model.stream`)."""
+        response = await self.request(request)
+        deltas: list[StreamEvent] = []
+        for block in response.message.blocks:
+            if isinstance(block, ThinkingBlock) and block.text:
+                deltas.append(ThinkingDelta(text=block.text))
+            elif isinstance(block, TextBlock):
+                words = block.text.split(" ")
+                deltas += [TextDelta(text=w + " ") for w in words[:-1]]
+                deltas.append(TextDelta(text=words[-1]))
+        for delta in deltas:
+            if self._chunk_delay:
+                await asyncio.sleep(self._chunk_delay)
+            yield delta
+        yield ResponseCompleted(response)
 
 
 class ScriptedModel(_Scripted):
@@ -163,7 +176,7 @@ class ScriptedModel(_Scripted):
         self._name = name
         self.native_output = native_output
         self._chunk_delay = chunk_delay
-        self._counter = _Counter()
+        self._counter = itertools.count(1)
         self.requests: list[ModelRequest] = []
 
     @property
@@ -171,7 +184,8 @@ class ScriptedModel(_Scripted):
         """Replies not yet played."""
         return len(self._replies) - len(self.requests)
 
-    async def _next(self, request: ModelRequest) -> ModelResponse:
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """The next scripted reply to `request` (see `Model.request`)."""
         index = len(self.requests)
         self.requests.append(request)
         # Like any model call, give the event loop a turn: background work and
@@ -185,25 +199,7 @@ class ScriptedModel(_Scripted):
         item = self._replies[index]
         if isinstance(item, BaseException):
             raise item
-        if isinstance(item, str):
-            item = reply(item)
-        if item.delay:
-            await asyncio.sleep(item.delay)
-        if item.error is not None:
-            raise item.error
-        return _build_response(item, request, self._counter, self._name)
-
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        """The whole response to `request` (see `Model.request`)."""
-        return await self._next(request)
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """Deltas, then `ResponseCompleted` (see `Model.stream`)."""
-        response = await self._next(request)
-        async for event in _stream_response(response):
-            if self._chunk_delay and not isinstance(event, ResponseCompleted):
-                await asyncio.sleep(self._chunk_delay)
-            yield event
+        return await self._play(reply(item) if isinstance(item, str) else item, request)
 
 
 ModelFunction: TypeAlias = Callable[
@@ -223,13 +219,13 @@ class FunctionModel(_Scripted):
         self._fn = fn
         self._name = name
         self.native_output = native_output
-        self._counter = _Counter()
+        self._counter = itertools.count(1)
         self.requests: list[ModelRequest] = []
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """The whole response to `request` (see `Model.request`)."""
         self.requests.append(request)
-        await asyncio.sleep(0)  # a turn for the rest of the event loop, as in _next
+        await asyncio.sleep(0)  # a turn for the rest of the event loop, as ScriptedModel gives
         out: Any = self._fn(request)
         if inspect.isawaitable(out):
             out = await out
@@ -239,14 +235,4 @@ class FunctionModel(_Scripted):
             out = reply(out)
         if not isinstance(out, Reply):
             raise TypeError(f"FunctionModel function returned {type(out).__name__}, not a reply")
-        if out.delay:
-            await asyncio.sleep(out.delay)
-        if out.error is not None:
-            raise out.error
-        return _build_response(out, request, self._counter, self._name, self._kind)
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """Deltas, then `ResponseCompleted` (see `Model.stream`)."""
-        response = await self.request(request)
-        async for event in _stream_response(response):
-            yield event
+        return await self._play(out, request)

@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from ..messages import Usage
-from ._fake_wire import FakeReply, Json, _Call, _dumps
+from ._fake_wire import ErrorReply, FakeReply, Json, StreamError, _Call, _dumps
 
 __all__ = ["GeminiWire", "gemini_route"]
 
@@ -140,17 +140,11 @@ class GeminiWire:
         frames.append(_frame(self._chunk(c, [{"text": ""}], self.usage(usage), finish)))
         return frames
 
-    def error_body(
-        self,
-        status: int,
-        error_type: str | None,
-        message: str | None,
-        retry_after: str | None = None,
-    ) -> Json:
+    def error_body(self, e: ErrorReply, retry_after: str | None) -> Json:
         error: Json = {
-            "code": status,
-            "message": message or _MESSAGES.get(status, "Unknown error."),
-            "status": error_type or _STATUS.get(status, "UNKNOWN"),
+            "code": e.status,
+            "message": e.message or _MESSAGES.get(e.status, "Unknown error."),
+            "status": e.error_type or _STATUS.get(e.status, "UNKNOWN"),
         }
         if retry_after is not None:
             retry = {
@@ -160,8 +154,8 @@ class GeminiWire:
             error["details"] = [retry]
         return {"error": error}
 
-    def stream_error(self, c: _Call, error_type: str, message: str, seq: int) -> bytes:
-        code = _STREAM_CODES.get(error_type, 500)
-        if error_type in _STATUS.values():
-            code = next(k for k, v in _STATUS.items() if v == error_type)
-        return _frame({"error": {"code": code, "message": message, "status": _STATUS[code]}})
+    def stream_error(self, c: _Call, e: StreamError, seq: int) -> bytes:
+        code = _STREAM_CODES.get(e.error_type, 500)
+        if e.error_type in _STATUS.values():
+            code = next(k for k, v in _STATUS.items() if v == e.error_type)
+        return _frame({"error": {"code": code, "message": e.message, "status": _STATUS[code]}})

@@ -215,7 +215,8 @@ def _sse(data: Json, event: str | None = None) -> bytes:
 
 
 class _Wire(Protocol):
-    """How one provider API renders replies and errors."""
+    """How one provider API renders replies and errors; with `retry_in_body`
+    (Gemini) a retry hint travels in the error body, not a header."""
 
     provider: str
     retry_in_body: bool
@@ -224,24 +225,16 @@ class _Wire(Protocol):
 
     def events(self, r: FakeReply, c: _Call) -> list[bytes]: ...
 
-    def error_body(
-        self,
-        status: int,
-        error_type: str | None,
-        message: str | None,
-        retry_after: str | None = None,
-    ) -> Json:
-        """The error answer's body; `retry_after` is given only to a wire whose
-        `retry_in_body` is true (the hint then travels in the body, not a header)."""
-        ...
+    def error_body(self, e: ErrorReply, retry_after: str | None) -> Json: ...
 
-    def stream_error(self, c: _Call, error_type: str, message: str, seq: int) -> bytes: ...
+    def stream_error(self, c: _Call, e: StreamError, seq: int) -> bytes: ...
 
 
 class _ChatWire:
     """OpenAI Chat Completions."""
 
     provider = "openai"
+    retry_in_body = False
 
     _finish = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
 
@@ -323,22 +316,14 @@ class _ChatWire:
         frames.append(b"data: [DONE]\n\n")
         return frames
 
-    retry_in_body = False
-
-    def error_body(
-        self,
-        status: int,
-        error_type: str | None,
-        message: str | None,
-        retry_after: str | None = None,
-    ) -> Json:
-        kind, code, text = _OPENAI_ERRORS.get(status, _OPENAI_ERRORS[500])
-        error = {"message": message or text, "type": error_type or kind, "param": None}
+    def error_body(self, e: ErrorReply, retry_after: str | None) -> Json:
+        kind, code, text = _OPENAI_ERRORS.get(e.status, _OPENAI_ERRORS[500])
+        error = {"message": e.message or text, "type": e.error_type or kind, "param": None}
         return {"error": error | {"code": code}}
 
-    def stream_error(self, c: _Call, error_type: str, message: str, seq: int) -> bytes:
+    def stream_error(self, c: _Call, e: StreamError, seq: int) -> bytes:
         return _sse(
-            {"error": {"message": message, "type": error_type, "param": None, "code": None}}
+            {"error": {"message": e.message, "type": e.error_type, "param": None, "code": None}}
         )
 
 
@@ -458,8 +443,8 @@ class _ResponsesWire(_ChatWire):
         emit(done, response=final)
         return frames
 
-    def stream_error(self, c: _Call, error_type: str, message: str, seq: int) -> bytes:
-        data = {"type": "error", "code": error_type, "message": message, "param": None}
+    def stream_error(self, c: _Call, e: StreamError, seq: int) -> bytes:
+        data = {"type": "error", "code": e.error_type, "message": e.message, "param": None}
         return _sse(data | {"sequence_number": seq}, "error")
 
 
@@ -467,6 +452,7 @@ class _AnthropicWire:
     """Anthropic Messages API."""
 
     provider = "anthropic"
+    retry_in_body = False
 
     @staticmethod
     def usage(u: Usage, output_tokens: int | None = None) -> Json:
@@ -535,21 +521,13 @@ class _AnthropicWire:
         emit("message_stop")
         return frames
 
-    retry_in_body = False
-
-    def error_body(
-        self,
-        status: int,
-        error_type: str | None,
-        message: str | None,
-        retry_after: str | None = None,
-    ) -> Json:
-        kind, text = _ANTHROPIC_ERRORS.get(status, _ANTHROPIC_ERRORS[500])
-        error = {"type": error_type or kind, "message": message or text}
+    def error_body(self, e: ErrorReply, retry_after: str | None) -> Json:
+        kind, text = _ANTHROPIC_ERRORS.get(e.status, _ANTHROPIC_ERRORS[500])
+        error = {"type": e.error_type or kind, "message": e.message or text}
         return {"type": "error", "error": error, "request_id": "req_fake"}
 
-    def stream_error(self, c: _Call, error_type: str, message: str, seq: int) -> bytes:
-        error = {"type": error_type, "message": message}
+    def stream_error(self, c: _Call, e: StreamError, seq: int) -> bytes:
+        error = {"type": e.error_type, "message": e.message}
         return _sse({"type": "error", "error": error, "request_id": f"req_fake{c.number}"}, "error")
 
 

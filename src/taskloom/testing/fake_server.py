@@ -481,7 +481,7 @@ class FakeServer:
                     n += 1
                 kept.append(_truncate(frames[n]))
             elif isinstance(item, StreamError):
-                kept.append(wire.stream_error(call, item.error_type, item.message, n))
+                kept.append(wire.stream_error(call, item, n))
             frames = kept
         is_complete = not isinstance(item, Drop) or item.ends_cleanly
         await self._stream(writer, wire, call, frames, reply.chunk_delay, is_complete)
@@ -520,7 +520,7 @@ class FakeServer:
         extra = dict(error.headers)
         if error.body is None:
             retry = extra.pop("retry-after", None) if wire.retry_in_body else None
-            payload = _dumps(wire.error_body(error.status, error.error_type, error.message, retry))
+            payload = _dumps(wire.error_body(error, retry))
         elif isinstance(error.body, Mapping):
             payload = _dumps(dict(error.body))
         else:
