@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import (
@@ -79,22 +80,19 @@ def stream_error(payload: Mapping[str, Any]) -> ProviderError:
     return cls(message, error_type=error_type, provider=PROVIDER, retryable=retryable, body=payload)
 
 
+@dataclass(eq=False)
 class StreamAssembler:
-    """Folds Messages API stream events into deltas and, at the end, the response.
+    """Folds Messages API stream events into deltas and, at the end, the response;
+    `output_tool` names the tool standing in for structured output, if any."""
 
-    `output_tool` names the tool that stands in for structured output (its
-    call becomes the answer's JSON text), when one does.
-    """
-
-    def __init__(self, model_name: str, output_tool: str | None) -> None:
-        self.model = model_name
-        self.output_tool = output_tool
-        # Content blocks as a non-streamed response would carry them, by index.
-        self.blocks: dict[int, dict[str, Any]] = {}
-        # Per tool_use block index: its position among the calls, its JSON pieces.
-        self.tools: dict[int, tuple[int, list[str]]] = {}
-        self.message: dict[str, Any] = {"usage": {}}
-        self.done = False
+    model: str
+    output_tool: str | None
+    # Content blocks as a non-streamed response would carry them, by index.
+    blocks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # Per tool_use block index: its position among the calls, its JSON pieces.
+    tools: dict[int, tuple[int, list[str]]] = field(default_factory=dict)
+    message: dict[str, Any] = field(default_factory=lambda: {"usage": {}})
+    done: bool = False
 
     def feed(self, sse: SSE) -> Iterable[StreamEvent]:
         """Take one server-sent event; return the deltas it carries (none after `message_stop`)."""

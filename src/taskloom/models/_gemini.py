@@ -313,7 +313,7 @@ class GeminiModel(WireModel):
 
     def _assembler(self, request: ModelRequest, emit: bool) -> StreamAssembler:
         return StreamAssembler(
-            self._provider, self._name, request, self._output_tool(request), emit=emit
+            self._provider, self._name, request, self._output_tool(request), emit
         )
 
     def _decode(self, payload: Any, request: ModelRequest) -> ModelResponse:

@@ -26,7 +26,7 @@ import itertools
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidRequest, ProviderError, TransportError
@@ -348,46 +348,26 @@ def _tool_call(call: Mapping[str, Any]) -> ToolCall:
     return ToolCall(call_id, name, {}, raw_arguments=json.dumps(args))
 
 
+@dataclass(slots=True, eq=False)
 class StreamAssembler:
     """Folds `streamGenerateContent` chunks (or one whole answer) into deltas and,
     at the end, the response."""
 
-    __slots__ = (
-        "emit",
-        "feedback",
-        "finish_message",
-        "finish_reason",
-        "model",
-        "model_name",
-        "output_tool",
-        "parts",
-        "provider",
-        "request",
-        "response_id",
-        "usage",
-    )
+    provider: str
+    model_name: str
+    request: ModelRequest
+    output_tool: OutputTool | None
+    emit: bool
+    parts: _Parts = field(init=False)
+    finish_reason: str | None = None
+    finish_message: Any = None
+    usage: Any = None
+    model: Any = None
+    response_id: Any = None
+    feedback: Any = None
 
-    def __init__(
-        self,
-        provider: str,
-        model_name: str,
-        request: ModelRequest,
-        output_tool: OutputTool | None,
-        *,
-        emit: bool,
-    ) -> None:
-        self.provider = provider
-        self.model_name = model_name
-        self.request = request
-        self.output_tool = output_tool
-        self.emit = emit
-        self.parts = _Parts(provider)
-        self.finish_reason: str | None = None
-        self.finish_message: Any = None
-        self.usage: Any = None
-        self.model: Any = None
-        self.response_id: Any = None
-        self.feedback: Any = None
+    def __post_init__(self) -> None:
+        self.parts = _Parts(self.provider)
 
     def feed(self, sse: SSE) -> list[StreamEvent]:
         """Take one chunk; return the deltas it carried (an `error` chunk raises)."""
@@ -473,7 +453,7 @@ def decode(
             provider=provider,
             retryable=False,
         )
-    answer = StreamAssembler(provider, model_name, request, output_tool, emit=False)
+    answer = StreamAssembler(provider, model_name, request, output_tool, False)
     answer.take(payload)
     return answer.finish(whole=True)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ProviderError, TransportError
@@ -108,7 +109,7 @@ class OpenAIChatModel(WireModel):
         return body
 
     def _assembler(self, request: ModelRequest, emit: bool) -> _StreamState:
-        return _StreamState(self._provider, self._name, request, self._window(request), emit=emit)
+        return _StreamState(self._provider, self._name, request, self._window(request), emit)
 
     def _replayed(self, response: ModelResponse) -> Iterable[StreamEvent]:
         return replayed_deltas(response.message)
@@ -183,65 +184,35 @@ def _response(
     )
 
 
+@dataclass(slots=True, eq=False)
 class _PendingCall:
-    __slots__ = ("arguments", "id", "index", "name")
-
-    def __init__(self, index: int, call_id: str | None) -> None:
-        self.index = index
-        self.id = call_id
-        self.name = ""
-        self.arguments: list[str] = []
+    index: int
+    id: str | None
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
 
 
+@dataclass(slots=True, eq=False)
 class _StreamState:
     """Accumulates `chat.completion.chunk`s into one response."""
 
-    __slots__ = (
-        "by_id",
-        "by_index",
-        "calls",
-        "chunks",
-        "done",
-        "emit",
-        "finish_reason",
-        "model",
-        "model_name",
-        "provider",
-        "refusal",
-        "request",
-        "response_id",
-        "text",
-        "thinking",
-        "usage",
-        "window",
-    )
-
-    def __init__(
-        self,
-        provider: str,
-        model_name: str,
-        request: ModelRequest,
-        window: int | None,
-        *,
-        emit: bool,
-    ) -> None:
-        self.provider = provider
-        self.model_name = model_name
-        self.request = request
-        self.window = window
-        self.emit = emit
-        self.chunks = 0
-        self.text: list[str] = []
-        self.thinking: list[str] = []
-        self.refusal: list[str] = []
-        self.calls: list[_PendingCall] = []
-        self.by_index: dict[int, _PendingCall] = {}
-        self.by_id: dict[str, _PendingCall] = {}
-        self.finish_reason: str | None = None
-        self.usage: Any = None
-        self.response_id: str | None = None
-        self.model: str | None = None
-        self.done = False
+    provider: str
+    model_name: str
+    request: ModelRequest
+    window: int | None
+    emit: bool
+    chunks: int = 0
+    text: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    refusal: list[str] = field(default_factory=list)
+    calls: list[_PendingCall] = field(default_factory=list)
+    by_index: dict[int, _PendingCall] = field(default_factory=dict)
+    by_id: dict[str, _PendingCall] = field(default_factory=dict)
+    finish_reason: str | None = None
+    usage: Any = None
+    response_id: str | None = None
+    model: str | None = None
+    done: bool = False
 
     def feed(self, sse: SSE) -> list[StreamEvent]:
         """Take one event; return the deltas it carried (none when not emitting).

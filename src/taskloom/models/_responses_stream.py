@@ -4,8 +4,10 @@ their deltas."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httpx2
@@ -50,16 +52,14 @@ def event_error(error: Any) -> ProviderError:
     )
 
 
+@dataclass(slots=True, eq=False)
 class _Item:
     """One output item as it streams: what was announced, plus the text so far."""
 
-    __slots__ = ("data", "done", "parts", "tool_index")
-
-    def __init__(self, data: _Json) -> None:
-        self.data = data
-        self.done = False
-        self.parts: dict[tuple[str, int], list[str]] = {}
-        self.tool_index: int | None = None
+    data: _Json
+    done: bool = False
+    parts: dict[tuple[str, int], list[str]] = dataclasses.field(default_factory=dict)
+    tool_index: int | None = None
 
     def joined(self, field: str) -> list[str]:
         keys = sorted(k for k in self.parts if k[0] == field)
