@@ -1,10 +1,5 @@
-"""The scripted answers of `FakeServer` and the wire formats it speaks.
-
-Kept apart from the server: this half is about what OpenAI Chat Completions,
-OpenAI Responses and Anthropic Messages bodies and server-sent events look
-like (Gemini's are in `_fake_gemini`); `fake_server` is about sockets, HTTP
-and scripting.
-"""
+"""The scripted answers of `FakeServer` and the OpenAI and Anthropic wire formats
+it speaks (Gemini's are in `_fake_gemini`; sockets and HTTP in `fake_server`)."""
 
 from __future__ import annotations
 
@@ -19,9 +14,6 @@ from ..messages import Usage
 
 Json: TypeAlias = dict[str, Any]
 StopReason: TypeAlias = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence"]
-
-
-# --- scripted items -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,31 +167,15 @@ def _pieces(s: str, size: int = 8) -> list[str]:
     return [s[i : i + size] for i in range(0, len(s), size)] or [""]
 
 
-# --- wire formats ---------------------------------------------------------------------------
-
-
 @dataclass(slots=True)
 class _Call:
     """One request being answered: what the wire renderers need to know about it."""
 
     body: Json
     number: int
+    model: str
+    is_stream: bool
     created: int = field(default_factory=lambda: int(time.time()))
-    # Gemini names the model and the streaming in the path, not the body.
-    path_model: str | None = None
-    path_stream: bool | None = None
-
-    @property
-    def model(self) -> str:
-        if self.path_model is not None:
-            return self.path_model
-        return str(self.body.get("model") or "fake-model")
-
-    @property
-    def is_stream(self) -> bool:
-        if self.path_stream is not None:
-            return self.path_stream
-        return self.body.get("stream") is True
 
     def tool_id(self, prefix: str, index: int, call: FakeToolCall) -> str:
         return call.id or f"{prefix}fake{self.number}x{index}"

@@ -1,39 +1,25 @@
 """A fake OpenAI-, Anthropic- and Gemini-compatible HTTP server on loopback, for tests.
 
 `FakeServer` speaks HTTP/1.1 on real sockets (keep-alive, chunked server-sent
-events) and answers four wire APIs in the providers' own formats:
+events) and answers, as JSON or streamed in the providers' own formats,
+`POST /v1/chat/completions` (OpenAI Chat Completions), `/v1/responses`
+(OpenAI Responses), `/v1/messages` (Anthropic Messages) and
+`/v1beta/models/{model}:generateContent` / `:streamGenerateContent?alt=sse`
+(Gemini, under a Vertex AI prefix too).
 
-- `POST /v1/chat/completions` — OpenAI Chat Completions (JSON, or SSE chunks
-  ending in `data: [DONE]`, with a usage chunk when
-  `stream_options.include_usage` is set);
-- `POST /v1/responses` — OpenAI Responses (JSON, or `response.*` events);
-- `POST /v1/messages` — Anthropic Messages (JSON, or `message_start` ...
-  `message_stop` events);
-- `POST /v1beta/models/{model}:generateContent` and
-  `:streamGenerateContent?alt=sse` — Gemini (the same paths under a Vertex
-  AI prefix too, `/v1beta1/projects/{p}/locations/{l}/publishers/google`).
-
-Each request to one of them takes the next item of a script: a reply
-(`FakeServer.reply`) rendered in that endpoint's format, or a fault
-(`error`, `rate_limit`, `overloaded`, `drop`, `malformed`, `stream_error`,
-`hang`), or a reply after events that are not part of it (`prelude`). When
-the script is empty the server answers its `default` item — a
-short text reply unless configured otherwise; `default=None` makes it answer
-500 instead, for tests that must notice an unscripted request. Every request
-is recorded in `server.requests`.
+Each request takes the next item of a script: a reply (`FakeServer.reply`),
+a fault (`error`, `rate_limit`, `overloaded`, `drop`, `malformed`,
+`stream_error`, `hang`), or a reply after events not part of it (`prelude`).
+An empty script answers the `default` item (a short text reply;
+`default=None`: a 500). Every request is recorded in `server.requests`.
 
     async with FakeServer() as server:
         server.script(FakeServer.rate_limit(retry_after=2), FakeServer.reply("hi"))
         model = OpenAIChatModel("gpt-4.1-mini", base_url=server.base_url, api_key="test")
 
-`base_url` (`http://127.0.0.1:PORT/v1`) is what OpenAI clients take;
-`anthropic_base_url` (`http://127.0.0.1:PORT`) is what Anthropic clients take,
-since they add `/v1/messages` themselves; `gemini_base_url`
-(`http://127.0.0.1:PORT/v1beta`) and `vertex_base_url` are what Gemini
-clients take. `FakeServer.in_thread()` runs the
-same server on its own loop in a daemon thread, for tests that drive a
-subprocess; `python -m taskloom.testing.fake_server` runs one in its own
-process and prints its root URL.
+`FakeServer.in_thread()` runs one on its own loop in a daemon thread (for
+tests that drive a subprocess); `python -m taskloom.testing.fake_server` in
+its own process, printing its root URL.
 """
 
 from __future__ import annotations
@@ -94,9 +80,6 @@ def _truncate(frame: bytes) -> bytes:
     return head + b"data: " + data[: max(1, len(data) // 2)] + b"\n\n"
 
 
-# --- HTTP -----------------------------------------------------------------------------------
-
-
 class _BadRequest(Exception):
     pass
 
@@ -104,7 +87,6 @@ class _BadRequest(Exception):
 async def _read_request(
     reader: asyncio.StreamReader,
 ) -> tuple[str, str, dict[str, str], bytes] | None:
-    """Method, target, headers and body of the next request; None at a clean end of input."""
     line = b"\r\n"
     while line in (b"\r\n", b"\n"):
         line = await reader.readline()
@@ -148,11 +130,9 @@ class FakeServer:
 
     `port=0` picks a free port. `default` answers requests the script does not
     cover (None: HTTP 500, `script_exhausted`). With `api_key`, requests
-    without that key (`Authorization: Bearer` for OpenAI paths, `x-api-key`
-    for Anthropic, `x-goog-api-key` or a bearer token for Gemini) get 401
-    without consuming the script. Requests to unknown
-    paths get 404 and requests whose body is not a JSON object 400, neither
-    consuming the script. `connections` counts accepted TCP connections.
+    without that key (in the provider's own header) get 401; unknown paths
+    get 404 and bodies that are not a JSON object 400, none of them consuming
+    the script. `connections` counts accepted TCP connections.
     """
 
     def __init__(
@@ -174,8 +154,6 @@ class FakeServer:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._answered = 0
-
-    # -- script ---------------------------------------------------------------------------
 
     @staticmethod
     def reply(
@@ -288,8 +266,6 @@ class FakeServer:
         with self._lock:
             return self._script.popleft() if self._script else self.default
 
-    # -- addresses and lifecycle ------------------------------------------------------------
-
     @property
     def port(self) -> int:
         """The port the server listens on (raises before it started)."""
@@ -349,11 +325,8 @@ class FakeServer:
     @classmethod
     @contextmanager
     def in_thread(cls, **options: Any) -> Iterator[FakeServer]:
-        """Run a server on its own event loop in a daemon thread; stopped on exit.
-
-        `options` go to the constructor. `script` and `requests` may be used
-        from the calling thread.
-        """
+        """Run a server (`options` to the constructor) on its own event loop in a
+        daemon thread, stopped on exit; `script` and `requests` work from any thread."""
         server = cls(**options)
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name="FakeServer", daemon=True)
@@ -368,8 +341,6 @@ class FakeServer:
             thread.join(timeout=30)
             if not thread.is_alive():
                 loop.close()
-
-    # -- serving ----------------------------------------------------------------------------
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -402,7 +373,7 @@ class FakeServer:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> bool:
-        """Answer one request; False when the connection must close."""
+        # False when the connection must close.
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
@@ -430,9 +401,12 @@ class FakeServer:
         if item is None:
             message = "FakeServer script exhausted: no scripted answer left for this request"
             item = ErrorReply(500, error_type="script_exhausted", message=message)
-        call = _Call(body, self._answered)
-        if gemini is not None:
-            call.path_model, call.path_stream = gemini
+        # Gemini names the model and the streaming in the path, not the body.
+        model, stream = gemini or (
+            str(body.get("model") or "fake-model"),
+            body.get("stream") is True,
+        )
+        call = _Call(body, self._answered, model, stream)
         return await self._play(item, wire, call, reader, writer) and keep_alive
 
     async def _play(
@@ -443,7 +417,7 @@ class FakeServer:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> bool:
-        """Answer with one script item; False when it leaves the connection unusable."""
+        # False when the item leaves the connection unusable.
         if isinstance(item, ErrorReply):
             await self._send_error(writer, wire, item, call)
             return True
