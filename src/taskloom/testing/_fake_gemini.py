@@ -1,15 +1,10 @@
 """The Gemini wire of `FakeServer`: `generateContent` and `streamGenerateContent?alt=sse`.
 
-Gemini names the model and whether to stream in the path
-(`/v1beta/models/{model}:streamGenerateContent`), on the Gemini API and on
-Vertex AI alike (`/v1beta1/projects/{p}/locations/{l}/publishers/google/models/...`):
-`gemini_route` reads both. Answers have Gemini's shape: one candidate whose
-parts are the text and the function calls (whole, with their ids), the
-finish reason, and `usageMetadata` (thinking counted apart in
-`thoughtsTokenCount`, so a reply's `Usage` comes back unchanged). A stream is
-one chunk per text delta or call, then a last chunk with the finish reason
-and the final counts; errors have Google's shape (`code`, `message`,
-`status`), a retry hint as `RetryInfo` in the body.
+Gemini names the model and whether to stream in the path, on the Gemini API
+and Vertex AI alike (`gemini_route` reads both). An answer is one candidate
+whose parts are the text and the function calls, with `usageMetadata`; a
+stream is one chunk per text delta or call, then one with the finish reason
+and final counts. Errors have Google's shape, a retry hint as `RetryInfo`.
 """
 
 from __future__ import annotations
@@ -20,8 +15,6 @@ from typing import Any
 
 from ..messages import Usage
 from ._fake_wire import ErrorReply, FakeReply, Json, StreamError, _Call, _dumps
-
-__all__ = ["GeminiWire", "gemini_route"]
 
 _ROUTE = re.compile(
     r"/v1(?:beta1?)?/(?:[^?]*/)?models/([^/:?]+):(generateContent|streamGenerateContent)"

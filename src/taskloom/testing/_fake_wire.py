@@ -30,11 +30,9 @@ class FakeReply:
     """A successful answer: text deltas, then tool calls, usage and a stop reason.
 
     `text` is None when the answer has no text part. `delay` waits before the
-    status line (a slow first byte); `chunk_delay` waits before each streamed
-    event. `usage=None` reports 10 input tokens and one output token per delta.
-    Usage fields go on the wire as they are, each under the provider's own name
-    (`Usage` keeps figures as providers report them), so a reply's usage comes
-    back unchanged from any adapter.
+    status line; `chunk_delay` before each streamed event. `usage=None`
+    reports 10 input tokens and one output token per delta; a given usage
+    goes on the wire under each provider's names and comes back unchanged.
     """
 
     text: tuple[str, ...] | None = None
