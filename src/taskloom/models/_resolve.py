@@ -1,4 +1,4 @@
-"""Turning `"provider:model"` strings into models (see `resolve`), and every
+"""Turning `"provider:model"` strings into models (`resolve_model`), and every
 provider's default server and key variables (`PRESETS`, `ANTHROPIC`,
 `OPENAI_RESPONSES`, `GOOGLE`, `VERTEX`): a key read from a provider's variable
 goes only to that provider's own server. Adapters are imported only when a
@@ -30,7 +30,7 @@ __all__ = [
     "VERTEX",
     "ChatQuirks",
     "Preset",
-    "resolve",
+    "resolve_model",
     "split_spec",
 ]
 
@@ -167,13 +167,24 @@ def split_spec(spec: str) -> tuple[str, str, str | None]:
     return prefix, rest, base_url
 
 
-def resolve(spec: str, **options: Any) -> Model:
-    """The model a spec names, built with `options` (`api_key=`, `base_url=`, ...).
+def resolve_model(spec: str | Model, **options: Any) -> Model:
+    """Turn `"provider:model"` into a model (a `Model` passes through unchanged).
 
+    `openai:` is Chat Completions, `openai-responses:` the Responses API,
+    `anthropic:` the Messages API, `google:` Gemini on the Gemini API and
+    `vertex:` Gemini on Vertex AI (`project=`, `location=`, `token=`; see
+    `GeminiModel.vertex`); OpenAI-compatible presets (`ollama:`,
+    `vllm:`, `lmstudio:`, `llamacpp:`, `openrouter:`, `groq:`, `together:`,
+    `deepseek:`) and `openai:<model>@<base_url>` reach any other server.
+    Keyword options go to the adapter (`api_key=`, `base_url=`, ...). A key
+    from the environment goes only to its provider's own host; `api_key=`
+    goes wherever the model points. `model.spec` turns back into an
+    equivalent model and never carries a key or a base URL's user-info.
     A Chat Completions server's URL is `base_url=`, else the spec's
     `@<base_url>`, else `$<NAME>_BASE_URL`, else the `PRESETS` default.
-    Unknown prefixes raise `ConfigurationError` listing the known ones.
     """
+    if not isinstance(spec, str):
+        return spec
     prefix, model_name, at_url = split_spec(spec)
     other = _OTHER_APIS.get(prefix)
     if other is not None:
