@@ -18,6 +18,7 @@ from ._base import (
     ModelSettings,
     ReasoningOptions,
     ResponseCompleted,
+    RetryPolicy,
     StopReason,
     StreamEvent,
     ToolCallDelta,
@@ -25,9 +26,8 @@ from ._base import (
     collect,
 )
 from ._resolve import PRESETS, ChatQuirks, Preset, resolve_model
-from ._retry import RetryPolicy
 from ._scripted import FunctionModel, Reply, ScriptedModel, reply
-from ._windows import known_context_window
+from ._wire import known_context_window
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicModel

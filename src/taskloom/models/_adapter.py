@@ -43,8 +43,7 @@ from ._http import (
     transport_error,
 )
 from ._resolve import ANTHROPIC, GOOGLE, OPENAI_RESPONSES, PRESETS, VERTEX, Preset
-from ._windows import known_context_window
-from ._wire import estimate_tokens, request_chars
+from ._wire import estimate_tokens, known_context_window, request_chars
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

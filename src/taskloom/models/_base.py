@@ -8,10 +8,12 @@ the loop's transport retry policy decides whether to try again.
 
 from __future__ import annotations
 
+import random
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+from ..errors import ProviderError
 from ..events import TextDelta, ThinkingDelta
 from ..messages import Message, Usage
 from ..results import ToolSpec
@@ -23,6 +25,7 @@ __all__ = [
     "ModelSettings",
     "ReasoningOptions",
     "ResponseCompleted",
+    "RetryPolicy",
     "StopReason",
     "StreamEvent",
     "ToolCallDelta",
@@ -185,3 +188,50 @@ async def collect(stream: AsyncIterator[StreamEvent]) -> ModelResponse:
     if response is None:
         raise RuntimeError("model stream ended without a ResponseCompleted event")
     return response
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how patiently the loop retries a failed model request (one
+    policy for every adapter; nothing reaches the log before a response is
+    complete, so retrying an attempt never duplicates output).
+
+    `max_retries` counts retries after the first attempt. The delay before
+    retry n (1-based) is `initial_delay * multiplier**(n-1)`, capped at
+    `max_delay`, scaled by a random factor in `[1 - jitter, 1]`; a server's
+    `Retry-After` replaces it when larger, capped at `max_retry_after`.
+    """
+
+    max_retries: int = 3
+    initial_delay: float = 0.5
+    multiplier: float = 2.0
+    max_delay: float = 8.0
+    jitter: float = 0.25
+    max_retry_after: float = 60.0
+
+    def should_retry(self, error: BaseException, retries_so_far: int) -> bool:
+        """Whether `error` may be retried after `retries_so_far` retries.
+
+        Only a `ProviderError` marked retryable is: a configuration mistake
+        (`ConfigurationError`, such as a base URL that is not http(s)) fails
+        the same way every time and is never retried.
+        """
+        return (
+            retries_so_far < self.max_retries
+            and isinstance(error, ProviderError)
+            and error.retryable
+        )
+
+    def delay(self, retry: int, error: BaseException | None = None) -> float:
+        """Seconds to wait before retry number `retry` (1-based)."""
+        base = min(self.max_delay, self.initial_delay * self.multiplier ** (retry - 1))
+        base *= 1.0 - self.jitter * random.random()
+        hint = getattr(error, "retry_after", None)
+        if isinstance(hint, int | float) and hint > base:
+            return min(float(hint), self.max_retry_after)
+        return base
+
+    @classmethod
+    def none(cls) -> RetryPolicy:
+        """A policy that never retries."""
+        return cls(max_retries=0)
