@@ -20,26 +20,22 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ..errors import ProviderError, TransportError
 from ..events import TextDelta, ThinkingDelta
-from ..messages import Message, ToolCall
+from ..messages import Block, Message, TextBlock, ThinkingBlock, ToolCall, Usage
 from ._adapter import WireModel, context_overflow, same_origin
-from ._base import ModelRequest, ModelResponse, ModelSettings, StreamEvent, ToolCallDelta
-from ._http import SSE, error_in_body, loads_event
-from ._openai_common import (
-    assistant_blocks,
-    build_messages,
-    build_tools,
-    is_object,
-    parse_arguments,
-    reasoning_of,
-    response_format,
-    stop_reason,
-    text_of,
-    usage_of,
+from ._base import (
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    StopReason,
+    StreamEvent,
+    ToolCallDelta,
 )
+from ._http import SSE, error_in_body, loads_event
+from ._openai_common import build_messages, build_tools, parse_arguments, response_format
 from ._resolve import COMPATIBLE, PRESETS, ChatQuirks
 from ._wire import estimated_usage, new_call_id, replayed_deltas
 
@@ -47,6 +43,15 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ._adapter import WireOptions
+
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "content_filter",
+}
 
 
 class OpenAIChatModel(WireModel):
@@ -356,3 +361,75 @@ class _StreamState:
             usage = estimated_usage(self.request, response.message)
             response = dataclasses.replace(response, usage=usage)
         return response
+
+
+def text_of(content: Any) -> str:
+    """Assistant content as text (a string, or a list of parts from some servers)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return ""
+
+
+def reasoning_of(obj: Mapping[str, Any]) -> str:
+    """The reasoning text a message or delta carries: `reasoning_content`
+    (DeepSeek, vLLM, llama.cpp) or `reasoning` (Ollama, OpenRouter), the
+    first present (a few servers send both)."""
+    value = obj.get("reasoning_content") or obj.get("reasoning")
+    return value if isinstance(value, str) else ""
+
+
+def is_object(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    """Whether a decoded JSON value is an object (a dict; any mapping passes)."""
+    # Decoded JSON objects are dicts: the exact type test spares the ABC check.
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+def _int(obj: Any, key: str) -> int:
+    if not is_object(obj):
+        return 0
+    value = obj.get(key)
+    return value if type(value) is int else 0
+
+
+def usage_of(usage: Any) -> Usage:
+    """Usage of one request from a `usage` object (absent counts as zero)."""
+    if not is_object(usage):
+        return Usage(requests=1)
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    prompt_details = usage.get("prompt_tokens_details")
+    completion_details = usage.get("completion_tokens_details")
+    return Usage(
+        prompt if type(prompt) is int else 0,
+        completion if type(completion) is int else 0,
+        _int(prompt_details, "cached_tokens") if prompt_details else 0,
+        0,
+        _int(completion_details, "reasoning_tokens") if completion_details else 0,
+        1,
+    )
+
+
+def stop_reason(finish_reason: Any, has_tool_calls: bool) -> StopReason | str:
+    """taskloom's stop reason for a `finish_reason` (unknown ones kept as they are)."""
+    if not finish_reason:
+        return "tool_use" if has_tool_calls else "end_turn"
+    reason = str(finish_reason)
+    return _STOP_REASONS.get(reason, reason)
+
+
+def assistant_blocks(
+    thinking: str, text: str, calls: Iterable[ToolCall], provider: str
+) -> tuple[Block, ...]:
+    """An assistant turn's blocks in taskloom's order: thinking, text, calls."""
+    blocks: list[Block] = []
+    if thinking:
+        blocks.append(ThinkingBlock(text=thinking, provider=provider))
+    if text:
+        blocks.append(TextBlock(text))
+    blocks.extend(calls)
+    return tuple(blocks)

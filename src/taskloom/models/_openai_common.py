@@ -1,5 +1,5 @@
-"""Chat Completions wire shapes (pure functions of JSON-like values): request
-bodies in, messages and usage out."""
+"""Chat Completions request shapes (pure functions of JSON-like values), some
+shared with the Responses API."""
 
 from __future__ import annotations
 
@@ -7,19 +7,16 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeGuard
+from typing import Any
 
 from ..messages import (
-    Block,
     ImageBlock,
     Message,
     TextBlock,
-    ThinkingBlock,
     ToolCall,
     ToolResult,
-    Usage,
 )
-from ._base import ModelRequest, StopReason, ToolSpec
+from ._base import ModelRequest, ToolSpec
 from ._wire import arguments_json, memoized
 
 # OpenAI rejects tool call ids longer than 40 characters; ids from other
@@ -27,14 +24,6 @@ from ._wire import arguments_json, memoized
 # compatible servers refuse.
 _VALID_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
 _SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]")
-
-_STOP_REASONS: dict[str, StopReason] = {
-    "stop": "end_turn",
-    "tool_calls": "tool_use",
-    "function_call": "tool_use",
-    "length": "max_tokens",
-    "content_filter": "content_filter",
-}
 
 # JSON-schema keywords OpenAI's strict structured output does not accept (the
 # union of what Chat Completions and the Responses API refuse: `strict: false`
@@ -92,11 +81,6 @@ class WireIds:
         self._unpaired.clear()
 
 
-def _image_part(block: ImageBlock) -> dict[str, Any]:
-    url = block.url if block.url is not None else f"data:{block.media_type};base64,{block.base64}"
-    return {"type": "image_url", "image_url": {"url": url}}
-
-
 def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
     # A lone text part goes as a plain string: every compatible server takes
     # that, while some refuse content lists.
@@ -152,7 +136,8 @@ def _user_side(message: Message, index: int, ids: WireIds) -> Iterable[dict[str,
         elif isinstance(block, TextBlock):
             parts.append({"type": "text", "text": block.text})
         elif isinstance(block, ImageBlock):
-            parts.append(_image_part(block))
+            url = block.url or f"data:{block.media_type};base64,{block.base64}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
     if parts or (message.role == "user" and result_index == 0):
         yield {"role": "user", "content": _content(parts) if parts else ""}
 
@@ -305,75 +290,3 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
     if isinstance(value, dict):
         return value, None
     return {}, raw
-
-
-def text_of(content: Any) -> str:
-    """Assistant content as text (a string, or a list of parts from some servers)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(p.get("text", ""))
-            for p in content
-            if isinstance(p, dict) and p.get("type") == "text"
-        )
-    return ""
-
-
-def reasoning_of(obj: Mapping[str, Any]) -> str:
-    """The reasoning text a message or delta carries: `reasoning_content`
-    (DeepSeek, vLLM, llama.cpp) or `reasoning` (Ollama, OpenRouter), the
-    first present (a few servers send both)."""
-    value = obj.get("reasoning_content") or obj.get("reasoning")
-    return value if isinstance(value, str) else ""
-
-
-def is_object(value: Any) -> TypeGuard[Mapping[str, Any]]:
-    """Whether a decoded JSON value is an object (a dict; any mapping passes)."""
-    # Decoded JSON objects are dicts: the exact type test spares the ABC check.
-    return type(value) is dict or isinstance(value, Mapping)
-
-
-def _int(obj: Any, key: str) -> int:
-    if not is_object(obj):
-        return 0
-    value = obj.get(key)
-    return value if type(value) is int else 0
-
-
-def usage_of(usage: Any) -> Usage:
-    """Usage of one request from a `usage` object (absent counts as zero)."""
-    if not is_object(usage):
-        return Usage(requests=1)
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    prompt_details = usage.get("prompt_tokens_details")
-    completion_details = usage.get("completion_tokens_details")
-    return Usage(
-        prompt if type(prompt) is int else 0,
-        completion if type(completion) is int else 0,
-        _int(prompt_details, "cached_tokens") if prompt_details else 0,
-        0,
-        _int(completion_details, "reasoning_tokens") if completion_details else 0,
-        1,
-    )
-
-
-def stop_reason(finish_reason: Any, has_tool_calls: bool) -> StopReason | str:
-    """taskloom's stop reason for a `finish_reason` (unknown ones kept as they are)."""
-    if not finish_reason:
-        return "tool_use" if has_tool_calls else "end_turn"
-    reason = str(finish_reason)
-    return _STOP_REASONS.get(reason, reason)
-
-
-def assistant_blocks(
-    thinking: str, text: str, calls: Iterable[ToolCall], provider: str
-) -> tuple[Block, ...]:
-    """An assistant turn's blocks in taskloom's order: thinking, text, calls."""
-    blocks: list[Block] = []
-    if thinking:
-        blocks.append(ThinkingBlock(text=thinking, provider=provider))
-    if text:
-        blocks.append(TextBlock(text))
-    blocks.extend(calls)
-    return tuple(blocks)
