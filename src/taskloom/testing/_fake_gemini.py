@@ -89,18 +89,16 @@ class GeminiWire:
         return meta
 
     @staticmethod
-    def _call_part(c: _Call, index: int, name: str, arguments: str, call_id: str | None) -> Json:
-        try:
-            args: Any = json.loads(arguments)
-        except ValueError:
-            args = arguments  # not JSON: sent as it is, for the client to refuse
-        call = {"name": name, "args": args, "id": call_id or f"fc_fake{c.number}x{index}"}
-        return {"functionCall": call}
-
-    def _calls(self, r: FakeReply, c: _Call) -> list[Json]:
-        return [
-            self._call_part(c, i, t.name, t.arguments, t.id) for i, t in enumerate(r.tool_calls)
-        ]
+    def _calls(r: FakeReply, c: _Call) -> list[Json]:
+        parts = []
+        for i, t in enumerate(r.tool_calls):
+            try:
+                args: Any = json.loads(t.arguments)
+            except ValueError:
+                args = t.arguments  # not JSON: sent as it is, for the client to refuse
+            call = {"name": t.name, "args": args, "id": c.tool_id("fc_", i, t)}
+            parts.append({"functionCall": call})
+        return parts
 
     @staticmethod
     def _chunk(c: _Call, parts: list[Json], meta: Json, finish: str | None = None) -> Json:

@@ -214,10 +214,11 @@ class FakeServer:
             },
         )
 
-    @staticmethod
-    def drop(after_events: int = 0, reply: FakeReply | None = None) -> Drop:
-        """Close the connection after `after_events` events (see `Drop`)."""
-        return Drop(after_events, reply)
+    # Faults that are their script items as they are (see each for what it does).
+    drop = staticmethod(Drop)
+    malformed = staticmethod(Malformed)
+    stream_error = staticmethod(StreamError)
+    hang = staticmethod(Hang)
 
     @staticmethod
     def truncate(after_events: int, reply: FakeReply | None = None) -> Drop:
@@ -225,31 +226,9 @@ class FakeServer:
         return Drop(after_events, reply, ends_cleanly=True)
 
     @staticmethod
-    def malformed(after_events: int = 0, reply: FakeReply | None = None) -> Malformed:
-        """A 200 answer whose JSON is broken (see `Malformed`)."""
-        return Malformed(after_events, reply)
-
-    @staticmethod
-    def stream_error(
-        after_events: int = 0,
-        *,
-        error_type: str = "overloaded_error",
-        message: str = "Overloaded",
-        status: int = 529,
-        reply: FakeReply | None = None,
-    ) -> StreamError:
-        """An error event inside a 200 stream (see `StreamError`)."""
-        return StreamError(after_events, error_type, message, status, reply)
-
-    @staticmethod
     def prelude(*events: Mapping[str, Any], reply: FakeReply | None = None) -> Prelude:
         """`events` streamed as they are before `reply` (see `Prelude`)."""
         return Prelude(events, reply)
-
-    @staticmethod
-    def hang() -> Hang:
-        """Never answer (see `Hang`)."""
-        return Hang()
 
     def script(self, *items: ScriptItem) -> None:
         """Append answers to the script; each request takes the next one."""
