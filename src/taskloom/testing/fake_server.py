@@ -417,9 +417,9 @@ class FakeServer:
                     return False
                 cut = payload[: len(payload) // 2]
                 sent = cut if isinstance(item, Malformed) else payload
-                await self._send(writer, 200, self._json_headers(wire, call, sent), cut)
+                await self._send(writer, wire, call, 200, cut, length=len(sent))
                 return isinstance(item, Malformed)
-            await self._send(writer, 200, self._json_headers(wire, call, payload), payload)
+            await self._send(writer, wire, call, 200, payload)
             return True
         frames = wire.events(reply, call)
         if isinstance(item, Prelude):
@@ -437,7 +437,23 @@ class FakeServer:
                 kept.append(wire.stream_error(call, item, n))
             frames = kept
         is_complete = not isinstance(item, Drop) or item.ends_cleanly
-        await self._stream(writer, wire, call, frames, reply.chunk_delay, is_complete)
+        headers = {
+            "content-type": "text/event-stream; charset=utf-8",
+            "transfer-encoding": "chunked",
+            "cache-control": "no-cache",
+            **self._request_id(wire, call),
+        }
+        writer.write(_head(200, headers))
+        # One HTTP chunk per event, drained each time, so a client sees events
+        # arrive one by one (and a drop lands between two events).
+        for frame in frames:
+            if reply.chunk_delay:
+                await asyncio.sleep(reply.chunk_delay)
+            writer.write(_chunk(frame))
+            await writer.drain()
+        if is_complete:
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
         return is_complete
 
     def _is_authorized(self, wire: _Wire, headers: Mapping[str, str]) -> bool:
@@ -449,21 +465,28 @@ class FakeServer:
         return bearer
 
     @staticmethod
-    def _common_headers(wire: _Wire, call: _Call | None) -> dict[str, str]:
-        request_id = f"req_fake{call.number if call else 0}"
+    def _request_id(wire: _Wire, call: _Call | None) -> dict[str, str]:
         key = "request-id" if wire.provider == "anthropic" else "x-request-id"
-        return {key: request_id}
-
-    def _json_headers(self, wire: _Wire, call: _Call | None, payload: bytes) -> dict[str, str]:
-        return {
-            "content-type": "application/json",
-            "content-length": str(len(payload)),
-            **self._common_headers(wire, call),
-        }
+        return {key: f"req_fake{call.number if call else 0}"}
 
     async def _send(
-        self, writer: asyncio.StreamWriter, status: int, headers: Mapping[str, str], body: bytes
+        self,
+        writer: asyncio.StreamWriter,
+        wire: _Wire,
+        call: _Call | None,
+        status: int,
+        body: bytes,
+        *,
+        length: int | None = None,
+        extra: Mapping[str, str] | None = None,
     ) -> None:
+        """A JSON answer (`length` in the headers when a cut body claims more)."""
+        headers = {
+            "content-type": "application/json",
+            "content-length": str(len(body) if length is None else length),
+            **self._request_id(wire, call),
+            **(extra or {}),
+        }
         writer.write(_head(status, headers) + body)
         await writer.drain()
 
@@ -478,35 +501,7 @@ class FakeServer:
             payload = _dumps(dict(error.body))
         else:
             payload = error.body.encode() if isinstance(error.body, str) else error.body
-        headers = self._json_headers(wire, call, payload) | extra
-        await self._send(writer, error.status, headers, payload)
-
-    async def _stream(
-        self,
-        writer: asyncio.StreamWriter,
-        wire: _Wire,
-        call: _Call,
-        frames: list[bytes],
-        chunk_delay: float,
-        is_complete: bool,
-    ) -> None:
-        headers = {
-            "content-type": "text/event-stream; charset=utf-8",
-            "transfer-encoding": "chunked",
-            "cache-control": "no-cache",
-            **self._common_headers(wire, call),
-        }
-        writer.write(_head(200, headers))
-        # One HTTP chunk per event, drained each time, so a client sees events
-        # arrive one by one (and a drop lands between two events).
-        for frame in frames:
-            if chunk_delay:
-                await asyncio.sleep(chunk_delay)
-            writer.write(_chunk(frame))
-            await writer.drain()
-        if is_complete:
-            writer.write(b"0\r\n\r\n")
-            await writer.drain()
+        await self._send(writer, wire, call, error.status, payload, extra=extra)
 
 
 async def _serve_forever(port: int, text: str | None) -> None:
