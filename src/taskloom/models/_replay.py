@@ -303,27 +303,13 @@ class ReplayModel:
         nearest = max(self._open, key=lambda i: _likeness(self.exchanges[i].request, wanted))
         compared = self.exchanges[nearest].request
         wanted = {key: wanted.get(key) for key in compared}
-        recorded = _pretty(compared).splitlines()
-        asked = _pretty(wanted).splitlines()
-        diff = difflib.unified_diff(
-            recorded,
-            asked,
-            f"recorded request {nearest + 1}",
-            "request of this run",
-            lineterm="",
-            n=3,
-        )
-        where = _first_difference(self.exchanges[nearest].request, wanted, "request")
-        agent = (
-            changes(
-                compared.get("system"),
-                compared.get("tools"),
-                wanted.get("system"),
-                wanted.get("tools"),
-            )
-            if "tools" in compared
-            else []
-        )
+        recorded, asked = _pretty(compared).splitlines(), _pretty(wanted).splitlines()
+        title = f"recorded request {nearest + 1}"
+        diff = difflib.unified_diff(recorded, asked, title, "request of this run", lineterm="")
+        where = _first_difference(compared, wanted, "request")
+        agent = []
+        if "tools" in compared:
+            agent = changes(*(d.get(k) for d in (compared, wanted) for k in ("system", "tools")))
         changed = "".join(f"\n- {line}" for line in agent)
         return (
             (f"the agent differs from the recorded one:{changed}\n" if agent else "")
