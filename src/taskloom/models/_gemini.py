@@ -31,13 +31,14 @@ Wire decisions, for readers comparing bodies with Google's documentation:
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ProviderError
 from ..messages import (
     ImageBlock,
     Message,
@@ -56,7 +57,7 @@ from ._base import (
     ToolSpec,
 )
 from ._gemini_schema import function_name, gemini_schema, tool_parameters
-from ._gemini_stream import OutputTool, StreamAssembler, decode
+from ._gemini_stream import OutputTool, StreamAssembler
 from ._resolve import GOOGLE, VERTEX
 from ._wire import arguments_object, memoized, merge_extra, replayed_deltas
 
@@ -320,7 +321,16 @@ class GeminiModel(WireModel):
         )
 
     def _decode(self, payload: Any, request: ModelRequest) -> ModelResponse:
-        return decode(payload, self._provider, self._name, request, self._output_tool(request))
+        if not isinstance(payload, dict):
+            raise ProviderError(
+                f"response is not a Gemini answer: {json.dumps(payload)[:200]}",
+                status=200,
+                provider=self._provider,
+                retryable=False,
+            )
+        answer = self._assembler(request, emit=False)
+        answer.take(payload)
+        return answer.finish(whole=True)
 
     def _replayed(self, response: ModelResponse) -> Iterable[StreamEvent]:
         return replayed_deltas(response.message)

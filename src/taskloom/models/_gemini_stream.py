@@ -438,26 +438,6 @@ class StreamAssembler:
         )
 
 
-def decode(
-    payload: Any,
-    provider: str,
-    model_name: str,
-    request: ModelRequest,
-    output_tool: OutputTool | None,
-) -> ModelResponse:
-    """The response of a whole `generateContent` answer; an error body raises its typed error."""
-    if not isinstance(payload, dict):
-        raise ProviderError(
-            f"response is not a Gemini answer: {json.dumps(payload)[:200]}",
-            status=200,
-            provider=provider,
-            retryable=False,
-        )
-    answer = StreamAssembler(provider, model_name, request, output_tool, False)
-    answer.take(payload)
-    return answer.finish(whole=True)
-
-
 def _prompt_blocked(feedback: Any, provider: str) -> ProviderError | None:
     """The error for a prompt Gemini refused to answer (`promptFeedback.blockReason`)."""
     if not isinstance(feedback, Mapping) or not feedback.get("blockReason"):

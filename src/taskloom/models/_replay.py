@@ -35,7 +35,6 @@ from ._base import (
 if TYPE_CHECKING:
     from ..tools import Tool, ToolContext, ToolOutput
 
-__all__ = ["RECORDING_FORMAT", "Exchange", "RecordingModel", "ReplayModel"]
 
 RECORDING_FORMAT = "taskloom-recording/1"  # the `format` of the files this version reads
 

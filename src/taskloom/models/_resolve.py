@@ -19,21 +19,6 @@ from ..errors import ConfigurationError
 if TYPE_CHECKING:
     from ._base import Model
 
-__all__ = [
-    "ANTHROPIC",
-    "COMPATIBLE",
-    "GOOGLE",
-    "OPENAI_HOST",
-    "OPENAI_RESPONSES",
-    "PREFIXES",
-    "PRESETS",
-    "VERTEX",
-    "ChatQuirks",
-    "Preset",
-    "resolve_model",
-    "split_spec",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class ChatQuirks:

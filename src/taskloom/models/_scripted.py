@@ -19,8 +19,6 @@ from ..events import TextDelta, ThinkingDelta
 from ..messages import Message, TextBlock, ThinkingBlock, ToolCall, ToolResult, Usage
 from ._base import ModelRequest, ModelResponse, ResponseCompleted, StreamEvent
 
-__all__ = ["FunctionModel", "Reply", "ScriptedModel", "reply"]
-
 ToolCallSpec: TypeAlias = ToolCall | tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], str]
 
 
