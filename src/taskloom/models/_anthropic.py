@@ -67,7 +67,7 @@ from ._base import (
 )
 from ._http import SSE, loads_event
 from ._resolve import ANTHROPIC
-from ._wire import answer_from_output_tool, arguments_object, merge_extra
+from ._wire import answer_from_output_tool, arguments_object, merge_extra, present
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -294,14 +294,15 @@ def _build_body(
     if tools:
         body["tools"] = tools
     body["max_tokens"] = settings.max_tokens or default_max_tokens or _max_tokens(family, thinking)
-    optional = {
-        "thinking": thinking,
-        "output_config": output_config or None,
-        "temperature": settings.temperature,
-        "top_p": settings.top_p,
-        "stop_sequences": list(settings.stop) or None,
-    }
-    body.update((k, v) for k, v in optional.items() if v is not None)
+    body.update(
+        present(
+            thinking=thinking,
+            output_config=output_config or None,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            stop_sequences=list(settings.stop) or None,
+        )
+    )
     body["stream"] = stream
     merge_extra(body, settings.extra, drop_nested_none=False)
     return body

@@ -1,9 +1,6 @@
-"""The provider seam: what the loop asks of a model and what it gets back.
-
-Nothing outside `taskloom.models` knows a wire format. The loop builds a
-`ModelRequest`, calls `Model.stream` (or `request`), and receives a
-`ModelResponse`. Adapters raise `taskloom.errors.ProviderError` subclasses;
-the loop's transport retry policy decides whether to try again.
+"""The provider seam: the loop builds a `ModelRequest`, calls `Model.stream` (or
+`request`) and receives a `ModelResponse`; adapters raise `ProviderError`s and
+the `RetryPolicy` decides whether to try again. No wire format leaks out.
 """
 
 from __future__ import annotations
@@ -67,10 +64,9 @@ class ModelSettings:
 
     `extra` entries go into the request body as they are, after everything
     else (e.g. `{"tool_choice": ..., "seed": 1}` for Chat Completions).
-    `context_window` is the model's window in tokens, when known: it is never
-    sent, but lets an adapter tell a request too long for the model from a
-    server that failed (a server that answers an over-long prompt with an
-    empty stream, such as llama.cpp's).
+    `context_window` (tokens) is never sent: it lets an adapter tell a request
+    too long for the model from a server that failed (llama.cpp answers an
+    over-long prompt with an empty stream).
     """
 
     temperature: float | None = None
@@ -89,10 +85,9 @@ class ModelRequest:
     `output_schema` asks for a JSON answer following that schema (native
     structured output where the provider has it); `output_name` names it.
 
-    `memo` is a dict whoever sends a series of requests over one growing
-    conversation (a run) passes with each of them: an adapter keeps its wire
-    encoding of each message and of the tool list there, keyed by identity,
-    so a request encodes only what is new. None keeps nothing.
+    `memo` is a dict passed with every request of one growing conversation
+    (a run): adapters keep their wire encodings there, keyed by identity, so
+    a request encodes only what is new. None keeps nothing.
     """
 
     messages: Sequence[Message]

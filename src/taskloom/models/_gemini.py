@@ -59,7 +59,7 @@ from ._base import (
 from ._gemini_schema import function_name, gemini_schema, tool_parameters
 from ._gemini_stream import OutputTool, StreamAssembler
 from ._resolve import GOOGLE, VERTEX
-from ._wire import arguments_object, memoized, merge_extra, replayed_deltas
+from ._wire import arguments_object, memoized, merge_extra, present, replayed_deltas
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -135,16 +135,12 @@ class GeminiModel(WireModel):
         """A Gemini model on Vertex AI, provider `vertex`.
 
         `project` and `location` (else `GOOGLE_CLOUD_PROJECT` and
-        `GOOGLE_CLOUD_LOCATION`, the location `global` by default) name the
-        server (`{location}-aiplatform.googleapis.com`; for `global`,
-        `aiplatform.googleapis.com`; for the multi-regions `us` and `eu`,
-        `aiplatform.{location}.rep.googleapis.com`), unless `base_url=` gives
-        it whole. `token` is an OAuth access token (`gcloud auth
-        print-access-token`), sent as `Authorization: Bearer` (`api_key=` is
-        taken the same way); one lasts about an hour, so a long-lived process
-        gives an `http_client` whose `auth` refreshes it instead. No
-        environment variable is read for it. Without a project, or without a
-        token, an Authorization header or a client, `ConfigurationError`.
+        `GOOGLE_CLOUD_LOCATION`, else `global`) name the server, unless
+        `base_url=` gives it whole. `token` (or `api_key=`) is an OAuth access
+        token (`gcloud auth print-access-token`), never read from the
+        environment; one lasts about an hour, so a long-lived process gives an
+        `http_client` whose `auth` refreshes it. Without a project, or without
+        a token, an Authorization header or a client, `ConfigurationError`.
         """
         if token is not None:
             if options.get("api_key") not in (None, token):
@@ -208,18 +204,13 @@ class GeminiModel(WireModel):
             body["toolConfig"] = {"functionCallingConfig": {"mode": "ANY"}}
         if declarations:
             body["tools"] = [{"functionDeclarations": declarations}]
-        config: _Json = {}
-        if settings.temperature is not None:
-            config["temperature"] = settings.temperature
-        if settings.top_p is not None:
-            config["topP"] = settings.top_p
-        if settings.max_tokens is not None:
-            config["maxOutputTokens"] = settings.max_tokens
-        if settings.stop:
-            config["stopSequences"] = list(settings.stop)
-        thinking = _thinking(self._family, settings.reasoning)
-        if thinking is not None:
-            config["thinkingConfig"] = thinking
+        config = present(
+            temperature=settings.temperature,
+            topP=settings.top_p,
+            maxOutputTokens=settings.max_tokens,
+            stopSequences=list(settings.stop) or None,
+            thinkingConfig=_thinking(self._family, settings.reasoning),
+        )
         if request.output_schema is not None and output_tool is None:
             config["responseMimeType"] = "application/json"
             schema = request.output_schema

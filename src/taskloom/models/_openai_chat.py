@@ -37,7 +37,7 @@ from ._base import (
 from ._http import SSE, error_in_body, loads_event
 from ._openai_common import build_messages, build_tools, parse_arguments, response_format
 from ._resolve import COMPATIBLE, PRESETS, ChatQuirks
-from ._wire import estimated_usage, new_call_id, replayed_deltas
+from ._wire import estimated_usage, new_call_id, present, replayed_deltas
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -95,16 +95,15 @@ class OpenAIChatModel(WireModel):
         body: dict[str, Any] = {"model": self._name, "messages": messages}
         if request.tools:
             body["tools"] = build_tools(request.tools, request.memo)
-        if settings.temperature is not None:
-            body["temperature"] = settings.temperature
-        if settings.top_p is not None:
-            body["top_p"] = settings.top_p
-        if settings.stop:
-            body["stop"] = list(settings.stop)
-        if settings.max_tokens is not None:
-            body[self._quirks.max_tokens_field] = settings.max_tokens
-        if settings.reasoning is not None and settings.reasoning.effort is not None:
-            body["reasoning_effort"] = settings.reasoning.effort
+        reasoning = settings.reasoning
+        sampling = present(
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            stop=list(settings.stop) or None,
+            **{self._quirks.max_tokens_field: settings.max_tokens},
+            reasoning_effort=None if reasoning is None else reasoning.effort,
+        )
+        body.update(sampling)
         if request.output_schema is not None:
             body["response_format"] = response_format(request.output_schema, request.output_name)
         if stream:

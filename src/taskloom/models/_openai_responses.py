@@ -46,7 +46,7 @@ from ._base import ModelRequest, ModelResponse, ModelSettings, StreamEvent, Tool
 from ._http import SSE, error_from_response, loads_event
 from ._openai_common import parse_arguments, schema_name, strict_schema_allowed
 from ._resolve import OPENAI_RESPONSES
-from ._wire import arguments_json
+from ._wire import arguments_json, present
 
 PROVIDER = "openai-responses"
 # Reasoning summary parts join with a blank line, in the streamed deltas and
@@ -106,12 +106,13 @@ def _build_body(
         body["instructions"] = request.system
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
-    if settings.temperature is not None:
-        body["temperature"] = settings.temperature
-    if settings.top_p is not None:
-        body["top_p"] = settings.top_p
-    if settings.max_tokens is not None:
-        body["max_output_tokens"] = settings.max_tokens
+    body.update(
+        present(
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            max_output_tokens=settings.max_tokens,
+        )
+    )
     reasoning = settings.reasoning
     options: _Json = {}
     if reasoning is not None:

@@ -152,6 +152,11 @@ def memoized(
     return value
 
 
+def present(**fields: Any) -> dict[str, Any]:
+    """`fields` without the None ones, in order (a body's optional settings)."""
+    return {k: v for k, v in fields.items() if v is not None}
+
+
 def merge_extra(body: dict[str, Any], extra: Mapping[str, Any], *, drop_nested_none: bool) -> None:
     """`settings.extra` merged into `body` last: a None value removes that key,
     a mapping merges one level deep into a dict already there (its None values
