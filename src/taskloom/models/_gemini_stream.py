@@ -1,6 +1,6 @@
 """Reading a Gemini answer: stream chunks or a whole body in, a response out.
 
-Streamed or not, an answer is a list of parts; `_Parts` folds them into
+Streamed or not, an answer is a list of parts; `StreamAssembler.add` folds them into
 taskloom blocks as they arrive, yielding deltas:
 
 - a thought part (`thought: true`) is a `ThinkingBlock`, a text part a
@@ -236,22 +236,111 @@ def _malformed(why: str, provider: str) -> ProviderError:
     )
 
 
-class _Parts:
-    """Parts in, blocks out (see the module's docstring)."""
+def _tool_call(call: Mapping[str, Any]) -> ToolCall:
+    name, call_id, args = call.get("name"), call.get("id"), call.get("args")
+    if not isinstance(call_id, str) or not call_id:
+        call_id = new_call_id()
+    name = name if isinstance(name, str) else ""
+    if args is None:
+        return ToolCall(call_id, name, {})
+    if isinstance(args, dict):
+        return ToolCall(call_id, name, args)
+    return ToolCall(call_id, name, {}, raw_arguments=json.dumps(args))
 
-    __slots__ = ("calls", "entries", "provider", "streaming")
 
-    def __init__(self, provider: str) -> None:
-        self.provider = provider
-        # [kind, ...]: ["thought", pieces, signature], ["text", pieces],
-        # ["signature", signature], ["call", ToolCall]; mutable while streaming.
-        self.entries: list[list[Any]] = []
-        self.calls = 0
-        # The call whose arguments are still arriving, and its entry (a
-        # ["call", None] until it ends).
-        self.streaming: tuple[_StreamedCall, list[Any]] | None = None
+@dataclass(slots=True, eq=False)
+class StreamAssembler:
+    """Folds `streamGenerateContent` chunks (or one whole answer) into deltas and,
+    at the end, the response."""
+
+    provider: str
+    model_name: str
+    request: ModelRequest
+    output_tool: OutputTool | None
+    emit: bool
+    finish_reason: str | None = None
+    finish_message: Any = None
+    usage: Any = None
+    model: Any = None
+    response_id: Any = None
+    feedback: Any = None
+    # [kind, ...]: ["thought", pieces, signature], ["text", pieces],
+    # ["signature", signature], ["call", ToolCall]; mutable while streaming.
+    entries: list[list[Any]] = field(default_factory=list)
+    calls: int = 0
+    # The call whose arguments are still arriving, and its ["call", None] entry.
+    streaming: tuple[_StreamedCall, list[Any]] | None = None
+
+    def feed(self, sse: SSE) -> list[StreamEvent]:
+        """Take one chunk; return the deltas it carried (an `error` chunk raises)."""
+        chunk = loads_event(sse, self.provider)
+        return self.take(chunk) if isinstance(chunk, dict) else []
+
+    def take(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
+        if "error" in chunk:
+            raise error_in_body(chunk, self.provider)
+        events: list[StreamEvent] | None = [] if self.emit else None
+        usage = chunk.get("usageMetadata")
+        if usage:
+            self.usage = usage
+        if self.response_id is None:
+            self.response_id = chunk.get("responseId")
+            self.model = chunk.get("modelVersion")
+        if "promptFeedback" in chunk:
+            self.feedback = chunk["promptFeedback"]
+        candidates = chunk.get("candidates")
+        if candidates:
+            # Only the first candidate is ours: taskloom never asks for more.
+            candidate = candidates[0]
+            content = candidate.get("content")
+            parts = content.get("parts") if isinstance(content, dict) else None
+            if parts:
+                add = self.add
+                for part in parts:
+                    if isinstance(part, dict):
+                        add(part, events)
+            if candidate.get("finishReason"):
+                self.finish_reason = str(candidate["finishReason"])
+                self.finish_message = candidate.get("finishMessage")
+        return events or []
+
+    def finish(self, *, whole: bool = False) -> ModelResponse:
+        """The whole response; a stream cut before its finish reason raises
+        `TransportError` (a `whole` answer may come without one)."""
+        reason = self.finish_reason
+        if reason is None:
+            blocked = _prompt_blocked(self.feedback, self.provider)
+            if blocked is not None:
+                raise blocked
+            if not whole:
+                raise TransportError(
+                    "stream ended before the response finished", provider=self.provider
+                )
+        blocks = self.blocks()
+        tool = self.output_tool
+        if tool is not None:
+            blocks = answer_from_output_tool(
+                blocks, tool.name, unwrap=tool.wrapped, ensure_ascii=False
+            )[0]
+        has_calls = any(type(b) is ToolCall for b in blocks)
+        if not has_calls and not any(type(b) is TextBlock and b.text for b in blocks):
+            failure = _failure(reason, self.finish_message, self.provider)
+            if failure is not None:
+                raise failure
+        message = Message("assistant", tuple(blocks), provider=self.provider, model=self.model_name)
+        usage = usage_of(self.usage)
+        model, response_id = self.model, self.response_id
+        return ModelResponse(
+            message=message,
+            usage=estimated_usage(self.request, message) if usage is None else usage,
+            stop_reason=_stop_reason(reason, has_calls),
+            model=model if isinstance(model, str) else None,
+            provider=self.provider,
+            response_id=response_id if isinstance(response_id, str) else None,
+        )
 
     def add(self, part: Mapping[str, Any], events: list[StreamEvent] | None) -> None:
+        """Fold one part into the blocks (see the module docstring)."""
         signature = part.get("thoughtSignature")
         if not isinstance(signature, str) or not signature:
             signature = None
@@ -289,14 +378,12 @@ class _Parts:
             # land after the call's block, on the wrong part).
             if signature is not None and self.streaming is None:
                 entries.append(["signature", signature])
-            if not streamed:
-                entry = ["call", None]
-                entries.append(entry)
-                self._called(_tool_call(function_call), entry, events)
-                return
             if self.streaming is None:
                 entry = ["call", None]
                 entries.append(entry)
+                if not streamed:
+                    self._called(_tool_call(function_call), entry, events)
+                    return
                 self.streaming = (_StreamedCall(function_call, self.provider), entry)
             else:
                 self.streaming[0].add(function_call, self.provider)
@@ -334,108 +421,6 @@ class _Parts:
             else:
                 out.append(ThinkingBlock("", entry[1], provider=provider))
         return out
-
-
-def _tool_call(call: Mapping[str, Any]) -> ToolCall:
-    name, call_id, args = call.get("name"), call.get("id"), call.get("args")
-    if not isinstance(call_id, str) or not call_id:
-        call_id = new_call_id()
-    name = name if isinstance(name, str) else ""
-    if args is None:
-        return ToolCall(call_id, name, {})
-    if isinstance(args, dict):
-        return ToolCall(call_id, name, args)
-    return ToolCall(call_id, name, {}, raw_arguments=json.dumps(args))
-
-
-@dataclass(slots=True, eq=False)
-class StreamAssembler:
-    """Folds `streamGenerateContent` chunks (or one whole answer) into deltas and,
-    at the end, the response."""
-
-    provider: str
-    model_name: str
-    request: ModelRequest
-    output_tool: OutputTool | None
-    emit: bool
-    parts: _Parts = field(init=False)
-    finish_reason: str | None = None
-    finish_message: Any = None
-    usage: Any = None
-    model: Any = None
-    response_id: Any = None
-    feedback: Any = None
-
-    def __post_init__(self) -> None:
-        self.parts = _Parts(self.provider)
-
-    def feed(self, sse: SSE) -> list[StreamEvent]:
-        """Take one chunk; return the deltas it carried (an `error` chunk raises)."""
-        chunk = loads_event(sse, self.provider)
-        return self.take(chunk) if isinstance(chunk, dict) else []
-
-    def take(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
-        if "error" in chunk:
-            raise error_in_body(chunk, self.provider)
-        events: list[StreamEvent] | None = [] if self.emit else None
-        usage = chunk.get("usageMetadata")
-        if usage:
-            self.usage = usage
-        if self.response_id is None:
-            self.response_id = chunk.get("responseId")
-            self.model = chunk.get("modelVersion")
-        if "promptFeedback" in chunk:
-            self.feedback = chunk["promptFeedback"]
-        candidates = chunk.get("candidates")
-        if candidates:
-            # Only the first candidate is ours: taskloom never asks for more.
-            candidate = candidates[0]
-            content = candidate.get("content")
-            parts = content.get("parts") if isinstance(content, dict) else None
-            if parts:
-                add = self.parts.add
-                for part in parts:
-                    if isinstance(part, dict):
-                        add(part, events)
-            if candidate.get("finishReason"):
-                self.finish_reason = str(candidate["finishReason"])
-                self.finish_message = candidate.get("finishMessage")
-        return events or []
-
-    def finish(self, *, whole: bool = False) -> ModelResponse:
-        """The whole response; a stream cut before its finish reason raises
-        `TransportError` (a `whole` answer may come without one)."""
-        reason = self.finish_reason
-        if reason is None:
-            blocked = _prompt_blocked(self.feedback, self.provider)
-            if blocked is not None:
-                raise blocked
-            if not whole:
-                raise TransportError(
-                    "stream ended before the response finished", provider=self.provider
-                )
-        blocks = self.parts.blocks()
-        tool = self.output_tool
-        if tool is not None:
-            blocks = answer_from_output_tool(
-                blocks, tool.name, unwrap=tool.wrapped, ensure_ascii=False
-            )[0]
-        has_calls = any(type(b) is ToolCall for b in blocks)
-        if not has_calls and not any(type(b) is TextBlock and b.text for b in blocks):
-            failure = _failure(reason, self.finish_message, self.provider)
-            if failure is not None:
-                raise failure
-        message = Message("assistant", tuple(blocks), provider=self.provider, model=self.model_name)
-        usage = usage_of(self.usage)
-        model, response_id = self.model, self.response_id
-        return ModelResponse(
-            message=message,
-            usage=estimated_usage(self.request, message) if usage is None else usage,
-            stop_reason=_stop_reason(reason, has_calls),
-            model=model if isinstance(model, str) else None,
-            provider=self.provider,
-            response_id=response_id if isinstance(response_id, str) else None,
-        )
 
 
 def _prompt_blocked(feedback: Any, provider: str) -> ProviderError | None:
