@@ -370,9 +370,8 @@ class AnthropicModel(WireModel):
         self._compacts = any(f.startswith("compact-") for f in features)
 
     def _native_output(self) -> bool:
-        # Before Claude 4.5 there is no `output_config.format`: agents ask
-        # through their final-answer tool (a request that carries an output
-        # schema anyway gets the forced output tool below).
+        # Before Claude 4.5 agents ask through their final-answer tool (a request
+        # with an output schema anyway gets the forced output tool).
         return _Family.of(self._name).native_output
 
     def _endpoint(self, base_url: str) -> str:

@@ -114,12 +114,11 @@ def _build_body(
         )
     )
     reasoning = settings.reasoning
-    options: _Json = {}
-    if reasoning is not None:
-        options = {"effort": reasoning.effort, "summary": reasoning.summary}
-        options = {k: v for k, v in options.items() if v is not None}
-        if options:
-            body["reasoning"] = options
+    options = (
+        {} if reasoning is None else present(effort=reasoning.effort, summary=reasoning.summary)
+    )
+    if options:
+        body["reasoning"] = options
     # Models without reasoning reject the include, so ask for it only when
     # reasoning was requested (a thinking budget alone means nothing here) or
     # this provider already reasoned in the transcript.

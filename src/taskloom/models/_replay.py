@@ -184,8 +184,8 @@ class ReplayModel:
     ) -> None:
         self.exchanges = list(exchanges)
         info = dict(model or {})
-        self._name = str(info.get("name", "replay"))
-        self._provider = str(info.get("provider", "replay"))
+        self.name = str(info.get("name", "replay"))
+        self.provider = str(info.get("provider", "replay"))
         self.native_output = bool(info.get("native_output", True))
         self._open = list(range(len(self.exchanges)))
 
@@ -247,19 +247,9 @@ class ReplayModel:
         return cls.loads(Path(path).read_text(encoding="utf-8"))
 
     @property
-    def name(self) -> str:
-        """The recorded model's name."""
-        return self._name
-
-    @property
-    def provider(self) -> str:
-        """The recorded model's provider."""
-        return self._provider
-
-    @property
     def spec(self) -> str:
         """`provider:name` of the recorded model (a recording keeps no URL)."""
-        return f"{self._provider}:{self._name}"
+        return f"{self.provider}:{self.name}"
 
     @property
     def used(self) -> int:

@@ -105,26 +105,18 @@ class _Scripted:
     `native_output` (False plays a model without structured output: agents
     then offer it their final-answer tool)."""
 
-    _name: str
+    name: str
+    # Always `scripted`: thinking a scripted model produced is replayed only to one.
+    provider = "scripted"
     _kind = "scripted"
     _chunk_delay = 0.0
     _counter: Iterator[int]
     native_output: bool = True
 
     @property
-    def name(self) -> str:
-        """The name given at construction."""
-        return self._name
-
-    @property
-    def provider(self) -> str:
-        """Always `scripted`: thinking it produced is replayed only to scripted models."""
-        return "scripted"
-
-    @property
     def spec(self) -> str:
         """`scripted:<name>` or `function:<name>`; register the instance to resolve it."""
-        return f"{self._kind}:{self._name}"
+        return f"{self._kind}:{self.name}"
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """The whole response to `request` (see `Model.request`)."""
@@ -135,7 +127,7 @@ class _Scripted:
             await asyncio.sleep(item.delay)
         if item.error is not None:
             raise item.error
-        return _build_response(item, request, self._counter, self._name, self._kind)
+        return _build_response(item, request, self._counter, self.name, self._kind)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Deltas (text word by word), then `ResponseCompleted` (see `Model.stream`)."""
@@ -171,7 +163,7 @@ class ScriptedModel(_Scripted):
         native_output: bool = True,
     ) -> None:
         self._replies = list(replies)
-        self._name = name
+        self.name = name
         self.native_output = native_output
         self._chunk_delay = chunk_delay
         self._counter = itertools.count(1)
@@ -191,7 +183,7 @@ class ScriptedModel(_Scripted):
         await asyncio.sleep(0)
         if index >= len(self._replies):
             raise ModelScriptExhausted(
-                f"ScriptedModel {self._name!r} was asked for reply #{index + 1} "
+                f"ScriptedModel {self.name!r} was asked for reply #{index + 1} "
                 f"but only {len(self._replies)} were scripted"
             )
         item = self._replies[index]
@@ -215,7 +207,7 @@ class FunctionModel(_Scripted):
         self, fn: ModelFunction, *, name: str = "function", native_output: bool = True
     ) -> None:
         self._fn = fn
-        self._name = name
+        self.name = name
         self.native_output = native_output
         self._counter = itertools.count(1)
         self.requests: list[ModelRequest] = []

@@ -333,9 +333,8 @@ class FakeServer:
         except (ConnectionError, asyncio.IncompleteReadError, _BadRequest, ValueError):
             pass
         except asyncio.CancelledError:
-            # `stop` cancels open connections, here or in the wait below; ending
-            # the task normally keeps asyncio from logging the cancellation as an
-            # error of the connection callback.
+            # `stop` cancels open connections; ending normally keeps asyncio
+            # from logging that as an error of the connection callback.
             pass
         finally:
             self._tasks.discard(task)
