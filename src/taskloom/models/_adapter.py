@@ -296,9 +296,8 @@ class WireModel(ABC):
 
     @property
     def credentials(self) -> tuple[str, ...]:
-        """The secrets this model's requests carry (its key, credential
-        headers, base URL user-info), longest first: no error it raises, no
-        answer it returns and no recording of it holds them."""
+        """The secrets this model's requests carry (key, credential headers, base
+        URL user-info), longest first: no error, answer or recording holds them."""
         return self._target.secrets
 
     @property
@@ -308,17 +307,13 @@ class WireModel(ABC):
 
     @property
     def url(self) -> str:
-        """The endpoint `request()` posts to (the streaming one with `stream=True`),
-        without user-info."""
+        """The endpoint `request()` posts to (streaming or not), without user-info."""
         return safe_url((self._stream_target if self._stream else self._target).url)
 
     @property
     def spec(self) -> str:
-        """The `resolve_model` string for an equivalent model.
-
-        The provider's prefix and the model's name, with `@<base_url>` when the
-        server is not the provider's default; never a key or user-info.
-        """
+        """The `resolve_model` string for an equivalent model: `prefix:name`, with
+        `@<base_url>` off the provider's default server; never a key or user-info."""
         prefix = self._home.name
         if self._base_url == self._home.base_url and self._provider == prefix:
             return f"{prefix}:{self._name}"

@@ -44,6 +44,7 @@ from ._base import ModelRequest, ModelResponse, StopReason, StreamEvent, ToolCal
 from ._http import SSE, error_in_body, loads_event
 from ._wire import answer_from_output_tool, arguments_json, estimated_usage, new_call_id
 
+# Finish reasons that mean a filter stopped the answer: stop reason `content_filter`.
 _BLOCKED = frozenset(
     {
         "SAFETY",
@@ -57,12 +58,11 @@ _BLOCKED = frozenset(
         "MODEL_ARMOR",
     }
 )
-"""Finish reasons that mean a filter stopped the answer: stop reason `content_filter`."""
 
+# Finish reasons of a sample gone wrong, which another sample may get right.
 _RETRYABLE_FINISH = frozenset(
     {"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "MALFORMED_RESPONSE", "OTHER"}
 )
-"""Finish reasons of a sample gone wrong, which another sample may get right."""
 
 _PATH_STEP = re.compile(r"\.([^.\[\]'\"]+)|\[(\d{1,9})\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
 """One step of a `partialArgs` JSON path (RFC 9535's member and index selectors)."""

@@ -41,11 +41,9 @@ _NOT_STRICT = frozenset({
 class WireIds:
     """Maps taskloom tool call ids to ids every Chat Completions server accepts.
 
-    A valid id passes unchanged. A long or oddly spelled one becomes
-    `call_<hash>`: a pure function of the id, so a call and its result (and
-    the same history sent again) always agree. An empty id gets an id from its
-    position in the conversation; an empty result id takes the ids of the
-    preceding assistant turn's empty-id calls, in order.
+    A valid id passes; another becomes `call_<hash>` of it, so a call and its
+    result always agree. An empty call id is derived from its position; an
+    empty result id takes the preceding turn's empty-id calls' ids, in order.
     """
 
     __slots__ = ("_unpaired",)
@@ -149,11 +147,8 @@ _MEMO = "openai-chat"
 def build_messages(
     request: ModelRequest, *, tool_turn_content: str | None = None
 ) -> list[dict[str, Any]]:
-    """The `messages` array for a request (system prompt first, thinking dropped).
-
-    An assistant turn with tool calls and no text carries `tool_turn_content`
-    as its content, or no `content` key when it is None (see `ChatQuirks`).
-    """
+    """The `messages` array for a request (system prompt first, thinking dropped);
+    a tool-call-only assistant turn's content is `tool_turn_content` (see `ChatQuirks`)."""
     out: list[dict[str, Any]] = []
     if request.system:
         out.append({"role": "system", "content": request.system})

@@ -61,10 +61,8 @@ class FakeReply:
 
 @dataclass(frozen=True, slots=True)
 class ErrorReply:
-    """An HTTP error status. `body` None means the endpoint's own error shape.
-
-    A dict body is sent as JSON, str/bytes verbatim; `headers` are added as given.
-    """
+    """An HTTP error status; `body` None means the endpoint's own error shape, a
+    dict is sent as JSON, str/bytes verbatim; `headers` are added as given."""
 
     status: int
     error_type: str | None = None
@@ -75,13 +73,11 @@ class ErrorReply:
 
 @dataclass(frozen=True, slots=True)
 class Drop:
-    """Close the connection after `after_events` streamed events of `reply` (at most
-    all but its final event, so the stream is always incomplete).
-
-    A non-streamed request gets nothing at all when `after_events` is 0, else
-    the status line, headers and half of the JSON body. With `ends_cleanly` a
-    stream instead ends as a well-formed HTTP response that stops short of its
-    final event, as when a proxy cuts an idle stream.
+    """Close the connection after `after_events` streamed events of `reply` (all
+    but its final one at most). A non-streamed request gets nothing when
+    `after_events` is 0, else half of the JSON body. With `ends_cleanly` a
+    stream ends as a well-formed response short of its final event (as when a
+    proxy cuts an idle stream).
     """
 
     after_events: int = 0
@@ -91,11 +87,8 @@ class Drop:
 
 @dataclass(frozen=True, slots=True)
 class Malformed:
-    """Answer 200 with broken JSON, then end the response cleanly.
-
-    Non-streamed: half of the JSON body. Streamed: `after_events` good events,
-    then one event whose data is cut in half (the stream ends there).
-    """
+    """Answer 200 with broken JSON, then end cleanly: half of the JSON body, or
+    `after_events` good events and one whose data is cut in half."""
 
     after_events: int = 0
     reply: FakeReply | None = None
