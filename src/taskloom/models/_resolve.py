@@ -116,15 +116,8 @@ _OTHER_APIS = {
     "vertex": ("taskloom.models._gemini", "GeminiModel.vertex"),
 }
 
-PREFIXES: tuple[str, ...] = (
-    "openai",
-    "openai-responses",
-    "anthropic",
-    "google",
-    "vertex",
-    *list(PRESETS)[1:],
-)
-"""Every prefix `resolve` understands."""
+PREFIXES: tuple[str, ...] = ("openai", *_OTHER_APIS, *list(PRESETS)[1:])
+"""Every prefix `resolve_model` understands."""
 
 
 _AT_URL = re.compile(r"@[A-Za-z][A-Za-z0-9+.-]*://")
