@@ -1,9 +1,8 @@
 """Models: the provider seam, scripted models, wire adapters and their resolver.
 
-Wire adapters import lazily (`OpenAIChatModel`, `OpenAIResponsesModel`,
-`AnthropicModel`, `GeminiModel`), and so do the recording and replay models,
-so `import taskloom` never pays for them. `PRESETS` is the resolver's table of
-OpenAI-compatible servers (`Preset`, each with its `ChatQuirks`), read-only.
+The wire adapters and the recording and replay models import lazily, so
+`import taskloom` never pays for them. `PRESETS` is the resolver's read-only
+table of OpenAI-compatible servers (`Preset`, each with its `ChatQuirks`).
 """
 
 from __future__ import annotations

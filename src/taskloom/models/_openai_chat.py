@@ -57,15 +57,11 @@ _STOP_REASONS: dict[str, StopReason] = {
 class OpenAIChatModel(WireModel):
     """A model behind `POST {base_url}/chat/completions`.
 
-    `provider` names the server (`openai`, or a preset such as `ollama`); its
-    preset gives the default `base_url` and key variable, and whether a key is
-    required (see `WireModel` for the options and where keys go). With
-    `stream=False`, `stream()` replays the whole response as deltas.
-    Thinking blocks are never sent.
-
-    OpenAI's own host gets `max_completion_tokens` and tool-call-only
-    assistant turns without `content`; every other host gets `max_tokens`
-    and `"content": ""` unless its preset says otherwise (`quirks`).
+    `provider` names the server (`openai`, or a preset such as `ollama`), whose
+    preset gives the default `base_url`, key variable and `quirks` (how it
+    departs from OpenAI's own host); see `WireModel` for the options. With
+    `stream=False`, `stream()` replays the whole response as deltas. Thinking
+    blocks are never sent.
     """
 
     __slots__ = ("_quirks",)
