@@ -215,11 +215,8 @@ def _choose_key(
 
 class WireModel(ABC):
     """A model behind an HTTP wire API (see `WireOptions` for the options).
-
     Construction does no I/O; a wrong base URL or a missing key raises
-    `ConfigurationError` here, not at the first request. `stream()` yields
-    deltas and ends with `ResponseCompleted`, streamed over HTTP or not.
-    """
+    `ConfigurationError` here, not at the first request."""
 
     __slots__ = (
         "_base_url",

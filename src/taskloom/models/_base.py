@@ -140,10 +140,6 @@ StreamEvent: TypeAlias = TextDelta | ThinkingDelta | ToolCallDelta | ResponseCom
 class Model(Protocol):
     """A model on some provider.
 
-    `name` is the model's name, `provider` the wire API (`openai`,
-    `openai-responses`, `anthropic`, `scripted`, ...); `spec` is the string
-    `resolve_model` would turn back into an equivalent model.
-
     A model without structured output of its own says so with a false
     `native_output` attribute (optional; without it a model is taken to
     honour `ModelRequest.output_schema`): agents with an output type then

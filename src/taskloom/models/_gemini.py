@@ -105,11 +105,9 @@ class _Family:
 
 class GeminiModel(WireModel):
     """A Gemini model over the Gemini API (see `WireModel` for the options);
-    `GeminiModel.vertex(...)` reaches the same models on Vertex AI.
-
-    The key is `api_key=`, else `GOOGLE_API_KEY`, else `GEMINI_API_KEY`
-    (sent only to `generativelanguage.googleapis.com`). With `stream=False`,
-    `stream()` replays the whole answer as deltas.
+    `GeminiModel.vertex(...)` reaches the same models on Vertex AI. The key is
+    `api_key=`, else `GOOGLE_API_KEY`, else `GEMINI_API_KEY` (sent only to
+    Google's host). With `stream=False`, `stream()` replays the answer as deltas.
     """
 
     __slots__ = ("_family", "_vertex")

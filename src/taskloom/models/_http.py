@@ -138,12 +138,8 @@ def _google_details(err: dict[str, Any]) -> tuple[float | None, str | None]:
 def error_from_response(
     status: int, body: bytes, headers: httpx2.Headers, provider: str
 ) -> ProviderError:
-    """Map an error response to the typed hierarchy, keeping the provider's message verbatim.
-
-    In Google's shape the `status` string is the error type, a `RetryInfo`
-    delay stands in for `Retry-After`, and a refused key (`ErrorInfo` reason
-    `API_KEY_INVALID`) is an authentication error.
-    """
+    """Map an error response to the typed hierarchy, keeping the provider's message
+    verbatim (Google's `status` is the type, its `RetryInfo` a `Retry-After`)."""
     payload: Any = None
     message = body.decode("utf-8", "replace").strip() or f"HTTP {status}"
     error_type: str | None = None

@@ -1,16 +1,10 @@
 """The OpenAI Responses API (`POST {base_url}/responses`) wire adapter.
 
 Requests are stateless (`store: false`): the whole transcript travels in
-`input` on every request. Reasoning therefore round-trips as encrypted
-content: it is asked for (`include: ["reasoning.encrypted_content"]`) and each
-reasoning item is kept as a `ThinkingBlock` whose `signature` holds it, to be
-replayed in place to this provider and dropped for any other.
-
-Server-side compaction (`extra={"context_management": [{"type": "compaction",
-"compact_threshold": ...}]}`) answers with `compaction` items holding
-encrypted content: each is kept whole as a `CompactionBlock` and goes back
-unchanged, in place, the same way; the API reads it instead of the items
-before it.
+`input` every time, so reasoning round-trips as encrypted content (asked for
+with `include`), kept in a `ThinkingBlock`'s `signature` and replayed in
+place to this provider only. Server-side compaction items (`extra=
+{"context_management": [...]}`) are kept whole and go back the same way.
 
 Answers are read from server-sent events (`StreamState`) or a whole body
 (`_decode`); items that never finished are rebuilt from their deltas.
@@ -58,12 +52,9 @@ _Json = dict[str, Any]
 
 
 class OpenAIResponsesModel(WireModel):
-    """A model served through the OpenAI Responses API (see `WireModel` for the options).
-
-    With `stream=False`, `stream()` yields the whole answer as one
-    `ResponseCompleted`. `settings` are this model's defaults; a request's
-    own settings win field by field, and `extra` entries are merged into the
-    body last.
+    """A model served through the OpenAI Responses API (see `WireModel` for the
+    options); with `stream=False`, `stream()` yields the whole answer as one
+    `ResponseCompleted`. `extra` settings are merged into the body last.
     """
 
     __slots__ = ()
