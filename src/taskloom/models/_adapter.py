@@ -1,19 +1,12 @@
-"""The base of the HTTP wire adapters: identity, server, key, headers, client, settings.
+"""`WireModel`, the base of the HTTP wire adapters.
 
-`OpenAIChatModel`, `OpenAIResponsesModel`, `AnthropicModel` and `GeminiModel`
-derive from `WireModel`. A wire module says only what is its own: how a request is
-encoded (`_encode`), how a stream is assembled (`_assembler`) and how a whole
-answer is decoded (`_decode`). What is configuration is settled here, once:
-
-- the model's default settings under each request's own (`merge_settings`);
-- the base URL, checked at construction (http or https, with a host) and
-  shown everywhere (`spec`, `base_url`, `repr`, errors) without user-info;
-- the key: `api_key=` goes wherever the model points; a key read from a
-  provider's variable goes only to that provider's own host (`KEY_HOMES`);
-- the headers, the endpoint, and the client (the shared pooled one unless the
-  model was given its own);
-- the credentials among them (the key, credential headers' values), which
-  every error the model raises has redacted (`credentials`).
+A wire module says only how a request is encoded (`_encode`), a stream
+assembled (`_assembler`) and a whole answer decoded (`_decode`). Configuration
+is settled here once: default settings under each request's own, the base
+URL (checked at construction, shown without user-info), the key (`api_key=`
+goes wherever the model points, a key from a provider's variable only to that
+provider's host: `KEY_HOMES`), headers, endpoint, client, and the credentials
+every error has redacted.
 """
 
 from __future__ import annotations
@@ -39,7 +32,6 @@ from ._base import (
     StreamEvent,
     collect,
 )
-from ._estimate import estimate_tokens, request_chars
 from ._http import (
     SSE,
     SSEDecoder,
@@ -51,21 +43,10 @@ from ._http import (
     transport_error,
 )
 from ._resolve import ANTHROPIC, GOOGLE, OPENAI_RESPONSES, PRESETS, VERTEX, Preset
-from ._windows import known_context_window
+from ._wire import estimate_tokens, known_context_window, request_chars
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
-
-__all__ = [
-    "KEY_HOMES",
-    "Assembly",
-    "WireModel",
-    "WireOptions",
-    "checked_base_url",
-    "context_overflow",
-    "merge_settings",
-    "same_origin",
-]
 
 _Origin = tuple[str, str, int]
 _VALID_URL = "a base URL is http:// or https:// with a host, e.g. http://127.0.0.1:8000/v1"
@@ -77,13 +58,12 @@ class WireOptions(TypedDict, total=False):
     `api_key` is sent wherever the model points; without it the key comes
     from the variable `api_key_env` (by default the provider's own, e.g.
     `OPENAI_API_KEY`), and only when the model points at that provider's own
-    host. `api_key_env=None` sends no key. `base_url` defaults to the
+    host; `api_key_env=None` sends no key. `base_url` defaults to the
     provider's server; `http_client` replaces the shared pooled client;
     `headers` go with every request; `stream` chooses the HTTP path
     `request()` uses; `settings` are defaults under each request's own.
     `native_output=False` says the server has no structured output of its
-    own (an OpenAI-compatible server without `json_schema` response formats):
-    agents then ask for their output through a final-answer tool.
+    own: agents then ask for their output through a final-answer tool.
     """
 
     api_key: str | None
@@ -109,11 +89,8 @@ class Assembly(Protocol):
 
 
 def merge_settings(default: ModelSettings | None, override: ModelSettings) -> ModelSettings:
-    """A request's settings on top of a model's defaults, field by field (None means unset).
-
-    `stop` is the request's when it has any; `extra` merges, the request's
-    entries winning.
-    """
+    """A request's settings over a model's defaults, field by field (None is unset;
+    `stop` is the request's when it has any; `extra` merges, the request's winning)."""
     if default is None:
         return override
     return ModelSettings(
@@ -132,9 +109,8 @@ def merge_settings(default: ModelSettings | None, override: ModelSettings) -> Mo
 def context_overflow(
     request: ModelRequest, window: int | None, provider: str, answer: str
 ) -> ContextWindowExceeded | None:
-    """`ContextWindowExceeded` for a request estimated not to fit `window`
-    (None when it fits or the window is unknown); `answer` says what the
-    server sent instead of saying so (`an empty stream`, ...)."""
+    """`ContextWindowExceeded` for a request estimated not to fit a known `window`,
+    else None; `answer` says what the server sent instead (`an empty stream`)."""
     if window is None:
         return None
     chars = request_chars(request)
@@ -152,11 +128,8 @@ def context_overflow(
 
 
 def checked_base_url(url: str) -> str:
-    """`url` without a trailing slash, or `ConfigurationError` naming what is wrong with it.
-
-    Caught here, a mistyped URL is a configuration error; caught by the
-    client, it would be a transport error the retry policy tries again.
-    """
+    """`url` without a trailing slash, or `ConfigurationError` naming what is wrong
+    (caught by the client, it would be a transport error retried in vain)."""
     problem = None
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
@@ -200,18 +173,13 @@ KEY_HOMES: Mapping[str, _Origin] = MappingProxyType(
         for variable in p.key_envs
     }
 )
-"""The host (scheme, name, port) each provider's key variable belongs to.
-
-A key read from one of these variables is sent to that host and to no other;
-a variable not listed here is the user's own and goes wherever the user
-points the model.
-"""
+"""The host (scheme, name, port) each provider's key variable belongs to: its
+key goes there and nowhere else (other variables are the user's own)."""
 
 
 def _choose_key(
     options: WireOptions, home: Preset, url: str, provider: str
 ) -> tuple[str | None, str | None]:
-    """The key to send to `url`, and why none was sent when an environment key was held back."""
     explicit = options.get("api_key")
     if explicit is not None:
         return explicit, None
@@ -247,12 +215,8 @@ def _choose_key(
 
 class WireModel(ABC):
     """A model behind an HTTP wire API (see `WireOptions` for the options).
-
     Construction does no I/O; a wrong base URL or a missing key raises
-    `ConfigurationError` here, not at the first request. `request()` returns
-    the whole response (read from a stream with `stream=True`); `stream()`
-    yields deltas and ends with `ResponseCompleted` either way.
-    """
+    `ConfigurationError` here, not at the first request."""
 
     __slots__ = (
         "_base_url",
@@ -307,8 +271,6 @@ class WireModel(ABC):
             else dataclasses.replace(self._target, url=stream_url)
         )
 
-    # -- identity ---------------------------------------------------------------------
-
     @property
     def name(self) -> str:
         """The model's name as its server knows it."""
@@ -331,9 +293,8 @@ class WireModel(ABC):
 
     @property
     def credentials(self) -> tuple[str, ...]:
-        """The secrets this model's requests carry (its key, credential
-        headers, base URL user-info), longest first: no error it raises, no
-        answer it returns and no recording of it holds them."""
+        """The secrets this model's requests carry (key, credential headers, base
+        URL user-info), longest first: no error, answer or recording holds them."""
         return self._target.secrets
 
     @property
@@ -343,17 +304,13 @@ class WireModel(ABC):
 
     @property
     def url(self) -> str:
-        """The endpoint `request()` posts to (the streaming one with `stream=True`),
-        without user-info."""
+        """The endpoint `request()` posts to (streaming or not), without user-info."""
         return safe_url((self._stream_target if self._stream else self._target).url)
 
     @property
     def spec(self) -> str:
-        """The `resolve_model` string for an equivalent model.
-
-        The provider's prefix and the model's name, with `@<base_url>` when the
-        server is not the provider's default; never a key or user-info.
-        """
+        """The `resolve_model` string for an equivalent model: `prefix:name`, with
+        `@<base_url>` off the provider's default server; never a key or user-info."""
         prefix = self._home.name
         if self._base_url == self._home.base_url and self._provider == prefix:
             return f"{prefix}:{self._name}"
@@ -362,14 +319,9 @@ class WireModel(ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.spec!r})"
 
-    # -- requests ---------------------------------------------------------------------
-
     def build_body(self, request: ModelRequest, *, stream: bool | None = None) -> dict[str, Any]:
-        """The JSON body this model sends for `request` (no I/O).
-
-        `stream` defaults to the model's own choice; the request's settings
-        are merged over the model's defaults.
-        """
+        """The JSON body this model sends for `request` (no I/O); `stream`
+        defaults to the model's own choice."""
         settings = merge_settings(self._settings, request.settings)
         return self._encode(request, settings, self._stream if stream is None else stream)
 
@@ -381,10 +333,7 @@ class WireModel(ABC):
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Send the request, yielding deltas; the last event is `ResponseCompleted`.
-
-        A consumer that stops early closes the connection by closing this
-        iterator (`aclose()`, or leaving an `async for` inside `aclosing`).
-        """
+        A consumer that stops early closes the connection by closing this iterator."""
         if self._stream:
             return self._streamed(request, emit=True)
         return self._replay(request)
@@ -440,17 +389,13 @@ class WireModel(ABC):
         return self._client if self._client is not None else default_client()
 
     def _window(self, request: ModelRequest) -> int | None:
-        """The model's context window for `request`: its settings' (the request's
-        over the model's), else the well-known window of the model's name."""
         window = merge_settings(self._settings, request.settings).context_window
         return known_context_window(self._name) if window is None else window
 
     def _checked(self, response: ModelResponse, request: ModelRequest) -> ModelResponse:
-        """`response`, unless it is empty (no text, no tool calls) and the
-        request is estimated over the window: some servers (llama.cpp behind a
-        router) answer an overflow with an empty answer that looks finished.
-        A server that echoes what it was sent gets its answer stored with the
-        model's credentials redacted, as its errors are."""
+        # An echoed credential is redacted from the answer, as from errors;
+        # an empty answer to a request over the window is an overflow (how
+        # llama.cpp behind a router answers one).
         message = response.message
         secrets = self._target.secrets
         if secrets:
@@ -471,32 +416,26 @@ class WireModel(ABC):
     # -- what each wire API says for itself -------------------------------------------
 
     def _wire_headers(self, key: str | None) -> dict[str, str]:
-        """The headers every request carries before the user's own (here: bearer auth)."""
         return {"Authorization": f"Bearer {key}"} if key else {}
 
     @abstractmethod
-    def _endpoint(self, base_url: str) -> str:
-        """The URL requests are posted to."""
+    def _endpoint(self, base_url: str) -> str: ...
 
     def _stream_endpoint(self, base_url: str) -> str:
-        """The URL streamed requests are posted to (the same one, unless the
-        wire API streams from an endpoint of its own)."""
         return self._endpoint(base_url)
 
     @abstractmethod
     def _encode(
         self, request: ModelRequest, settings: ModelSettings, stream: bool
-    ) -> dict[str, Any]:
-        """The body for `request` with `settings` already merged."""
+    ) -> dict[str, Any]: ...
 
     @abstractmethod
     def _assembler(self, request: ModelRequest, emit: bool) -> Assembly:
         """A fresh assembly for one streamed answer (`emit`: whether deltas are wanted)."""
 
     @abstractmethod
-    def _decode(self, payload: Any, request: ModelRequest) -> ModelResponse:
-        """The response a whole (unstreamed) JSON answer stands for."""
+    def _decode(self, payload: Any, request: ModelRequest) -> ModelResponse: ...
 
     def _replayed(self, response: ModelResponse) -> Iterable[StreamEvent]:
-        """Deltas `stream()` yields before `ResponseCompleted` when not streaming (none here)."""
+        """Deltas `stream()` yields before `ResponseCompleted` when not streaming."""
         return ()

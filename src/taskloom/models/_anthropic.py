@@ -2,34 +2,29 @@
 
 Wire decisions, for readers comparing bodies with Anthropic's documentation:
 
-- History: thinking blocks go back unchanged, and only when Anthropic wrote
-  them; other providers' reasoning is dropped. Their tool call ids are mapped
-  (`wire_tool_id`) to the form Anthropic accepts.
-- Caching: with `cache=True` the last system block and the last tool carry a
-  `cache_control: {"type": "ephemeral"}` breakpoint, so the stable prefix of
-  every round is read from the cache.
+- History: thinking goes back unchanged, and only when Anthropic wrote it;
+  other providers' tool call ids are mapped to a form Anthropic accepts
+  (`wire_tool_id`).
+- Caching: with `cache=True` the last system block and the last tool carry
+  an ephemeral `cache_control` breakpoint.
 - Reasoning: `budget_tokens` sends `thinking: {type: enabled, budget_tokens}`.
   `effort` goes to `output_config.effort` on models that take it (Opus 4.5,
-  Claude 4.6 and later); alone, it also turns on adaptive thinking
-  (`thinking: {type: adaptive}`, plus `display: summarized` from Claude 4.7 on,
-  where thinking text is otherwise omitted) on Claude 4.6 and later, and an
-  enabled thinking budget sized from the effort on older thinking models.
-  Models known not to think (before Claude 3.7) get no thinking settings, so
-  a session's reasoning choice survives a model switch.
-- Structured output: models with native structured outputs (Claude 4.5 and
-  later) get `output_config.format: {type: json_schema, schema}`; older ones
-  get a forced output tool named `request.output_name`, whose call comes back
-  as a JSON text block so callers see one shape whatever the model.
+  Claude 4.6 on); alone, it also turns on adaptive thinking on Claude 4.6 on
+  (`display: summarized` from 4.7, where thinking text is otherwise omitted)
+  and a budget sized from the effort on older thinking models. Models before
+  Claude 3.7 get no thinking settings, so a reasoning choice survives a
+  model switch.
+- Structured output: Claude 4.5 on gets `output_config.format`; older models
+  a forced output tool named `request.output_name`, whose call comes back as
+  a JSON text block.
 - `settings.extra` is merged into the body last (dict values one level deep);
-  a `None` value removes that key, e.g. `{"thinking": None}` for effort
-  without adaptive thinking.
-- Server-side compaction: `betas=[AnthropicModel.COMPACTION_BETA]` with
-  `extra={"context_management": {"edits": [{"type": "compact_20260112"}]}}`.
-  The `compaction` blocks Anthropic answers with are kept whole
-  (`CompactionBlock`) and go back unchanged, in place, like thinking; the API
-  then reads the summary instead of what came before it. A model without the
-  compaction beta (say, after a model switch) drops them rather than have
-  the request refused: the history they stand for is still sent whole.
+  a `None` value removes that key (`{"thinking": None}`: effort without
+  adaptive thinking).
+- Server-side compaction (`betas=[AnthropicModel.COMPACTION_BETA]`, `extra=
+  {"context_management": {"edits": [{"type": "compact_20260112"}]}}`): the
+  `compaction` blocks answered are kept whole and go back in place, like
+  thinking. A model without the beta drops them (the history they stand for
+  is still sent whole) rather than have the request refused.
 """
 
 from __future__ import annotations
@@ -37,10 +32,19 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..errors import (
+    AuthenticationError,
+    InvalidRequest,
+    ProviderError,
+    ProviderOverloaded,
+    RateLimitError,
+    TransportError,
+)
+from ..events import TextDelta, ThinkingDelta
 from ..messages import (
     Block,
     CompactionBlock,
@@ -50,19 +54,27 @@ from ..messages import (
     ThinkingBlock,
     ToolCall,
     ToolResult,
+    Usage,
 )
 from ._adapter import WireModel
-from ._anthropic_stream import PROVIDER, StreamAssembler, decode
-from ._base import ModelRequest, ModelResponse, ModelSettings, ReasoningOptions
+from ._base import (
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ReasoningOptions,
+    StreamEvent,
+    ToolCallDelta,
+)
+from ._http import SSE, loads_event
 from ._resolve import ANTHROPIC
+from ._wire import answer_from_output_tool, arguments_object, merge_extra, present
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ._adapter import WireOptions
 
-__all__ = ["COMPACTION_BETA", "AnthropicModel", "wire_tool_id"]
-
+PROVIDER = "anthropic"
 API_VERSION = "2023-06-01"
 COMPACTION_BETA = "compact-2026-01-12"
 """The `anthropic-beta` feature of server-side compaction (see `AnthropicModel`'s `betas`)."""
@@ -122,31 +134,13 @@ class _Family:
 
 
 def wire_tool_id(call_id: str) -> str:
-    """A tool call id Anthropic accepts (`^[a-zA-Z0-9_-]+$`), deterministic per id.
-
-    Valid ids pass unchanged; others are sanitized and suffixed with a hash of
-    the original, so two ids that sanitize alike still differ and a call and
-    its result always map to the same id.
-    """
+    """A tool call id Anthropic accepts (`^[a-zA-Z0-9_-]+$`): valid ids pass,
+    others are sanitized and suffixed with a hash of the original, so ids that
+    sanitize alike still differ."""
     if _VALID_TOOL_ID.match(call_id):
         return call_id
     digest = hashlib.sha256(call_id.encode()).hexdigest()[:12]
     return f"{re.sub(r'[^a-zA-Z0-9_-]', '_', call_id)}_{digest}"
-
-
-def _no_constant(name: str) -> Any:
-    # NaN and Infinity are not JSON: arguments holding them replay as {}.
-    raise ValueError(f"{name} is not JSON")
-
-
-def _tool_input(call: ToolCall) -> dict[str, Any]:
-    if call.arguments or call.raw_arguments is None:
-        return dict(call.arguments)
-    try:
-        parsed = json.loads(call.raw_arguments, parse_constant=_no_constant)
-    except (ValueError, RecursionError):
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 def _assistant_block(block: Block, compaction: bool) -> dict[str, Any] | None:
@@ -171,7 +165,7 @@ def _assistant_block(block: Block, compaction: bool) -> dict[str, Any] | None:
             "type": "tool_use",
             "id": wire_tool_id(block.id),
             "name": block.name,
-            "input": _tool_input(block),
+            "input": arguments_object(block),
         }
     return None
 
@@ -197,13 +191,8 @@ def _user_block(block: Block) -> dict[str, Any] | None:
 def _wire_messages(
     messages: Sequence[Message], *, compaction: bool = False
 ) -> list[dict[str, Any]]:
-    """The conversation as Anthropic messages: strictly alternating roles.
-
-    Tool results become `tool_result` blocks of a user turn; consecutive turns
-    of one role are merged, and within a user turn the tool results come
-    first, as Anthropic requires right after the assistant's `tool_use`.
-    Anthropic's own compaction blocks go back only when `compaction` is on.
-    """
+    """The conversation as Anthropic messages: strictly alternating roles (turns
+    of one role merged), a user turn's tool results first."""
     out: list[dict[str, Any]] = []
     for message in messages:
         role = "assistant" if message.role == "assistant" else "user"
@@ -259,14 +248,12 @@ def _thinking(
 def _build_body(
     model: str,
     request: ModelRequest,
-    *,
     settings: ModelSettings,
     default_max_tokens: int | None,
     stream: bool,
     cache: bool,
-    compaction: bool = False,
+    compaction: bool,
 ) -> dict[str, Any]:
-    """The JSON body for one request (`compaction`: the compaction beta is on)."""
     family = _Family.of(model)
     messages = _wire_messages(request.messages, compaction=compaction)
     body: dict[str, Any] = {"model": model, "messages": messages}
@@ -307,34 +294,28 @@ def _build_body(
     if tools:
         body["tools"] = tools
     body["max_tokens"] = settings.max_tokens or default_max_tokens or _max_tokens(family, thinking)
-    optional = {
-        "thinking": thinking,
-        "output_config": output_config or None,
-        "temperature": settings.temperature,
-        "top_p": settings.top_p,
-        "stop_sequences": list(settings.stop) or None,
-    }
-    body.update((k, v) for k, v in optional.items() if v is not None)
+    body.update(
+        present(
+            thinking=thinking,
+            output_config=output_config or None,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            stop_sequences=list(settings.stop) or None,
+        )
+    )
     body["stream"] = stream
-    for key, value in settings.extra.items():
-        if value is None:
-            body.pop(key, None)
-        elif isinstance(value, Mapping) and isinstance(body.get(key), dict):
-            body[key] = {**body[key], **value}
-        else:
-            body[key] = value
+    merge_extra(body, settings.extra, drop_nested_none=False)
     return body
 
 
 def _output_tool(model: str, request: ModelRequest) -> str | None:
-    """The tool standing in for structured output on models without the native kind."""
     if request.output_schema is None or _Family.of(model).native_output:
         return None
     return request.output_name
 
 
 def _max_tokens(family: _Family, thinking: Mapping[str, Any] | None) -> int:
-    """A default `max_tokens` (Anthropic requires one) that leaves room to answer."""
+    # Anthropic requires `max_tokens`: the default leaves room to answer.
     wanted = _ANSWER_HEADROOM
     if thinking is not None and thinking["type"] == "adaptive":
         wanted = 2 * _ANSWER_HEADROOM
@@ -389,9 +370,8 @@ class AnthropicModel(WireModel):
         self._compacts = any(f.startswith("compact-") for f in features)
 
     def _native_output(self) -> bool:
-        # Before Claude 4.5 there is no `output_config.format`: agents ask
-        # through their final-answer tool (a request that carries an output
-        # schema anyway gets the forced output tool below).
+        # Before Claude 4.5 agents ask through their final-answer tool (a request
+        # with an output schema anyway gets the forced output tool).
         return _Family.of(self._name).native_output
 
     def _endpoint(self, base_url: str) -> str:
@@ -409,17 +389,204 @@ class AnthropicModel(WireModel):
         self, request: ModelRequest, settings: ModelSettings, stream: bool
     ) -> dict[str, Any]:
         return _build_body(
-            self._name,
-            request,
-            settings=settings,
-            default_max_tokens=self._max_tokens,
-            stream=stream,
-            cache=self._cache,
-            compaction=self._compacts,
+            self._name, request, settings, self._max_tokens, stream, self._cache, self._compacts
         )
 
     def _assembler(self, request: ModelRequest, emit: bool) -> StreamAssembler:
         return StreamAssembler(self._name, _output_tool(self._name, request))
 
     def _decode(self, payload: Any, request: ModelRequest) -> ModelResponse:
-        return decode(payload, self._name, _output_tool(self._name, request))
+        if not isinstance(payload, dict) or payload.get("type") == "error":
+            if isinstance(payload, dict):
+                raise stream_error(payload)
+            raise ProviderError(f"unexpected response: {payload!r:.200}", provider=PROVIDER)
+        built = (parse_block(b) for b in payload.get("content") or () if isinstance(b, dict))
+        blocks = [b for b in built if b is not None]
+        return _response(self._name, blocks, payload, _output_tool(self._name, request))
+
+
+# --- answers: stream events (`StreamAssembler`) or a whole body (`_decode`) ---------
+
+
+_STREAM_ERRORS: dict[str, tuple[type[ProviderError], bool]] = {
+    "overloaded_error": (ProviderOverloaded, True),
+    "rate_limit_error": (RateLimitError, True),
+    "api_error": (ProviderError, True),
+    "authentication_error": (AuthenticationError, False),
+    "permission_error": (AuthenticationError, False),
+    "invalid_request_error": (InvalidRequest, False),
+    "not_found_error": (InvalidRequest, False),
+    "request_too_large": (InvalidRequest, False),
+}
+
+
+def _tool_call(call_id: str, name: str, raw: str) -> ToolCall:
+    """A call from its streamed JSON text: empty means `{}`, non-objects keep the raw text."""
+    if not raw.strip():
+        return ToolCall(call_id, name, {})
+    try:
+        parsed = json.loads(raw)
+    except (ValueError, RecursionError):  # nesting too deep to read is invalid too
+        parsed = None
+    if isinstance(parsed, dict):
+        return ToolCall(call_id, name, parsed)
+    return ToolCall(call_id, name, {}, raw_arguments=raw)
+
+
+def parse_block(d: Mapping[str, Any]) -> Block | None:
+    """A taskloom block for one whole content block (None for server-side tool blocks)."""
+    kind = d.get("type")
+    if kind == "text":
+        return TextBlock(d.get("text") or "")
+    if kind == "thinking":
+        return ThinkingBlock(
+            text=d.get("thinking") or "", signature=d.get("signature") or None, provider=PROVIDER
+        )
+    if kind == "redacted_thinking":
+        return ThinkingBlock(redacted=True, data=d.get("data"), provider=PROVIDER)
+    if kind == "tool_use":
+        value = d.get("input")
+        if isinstance(value, dict):
+            return ToolCall(str(d["id"]), str(d["name"]), value)
+        return ToolCall(str(d["id"]), str(d["name"]), {}, raw_arguments=json.dumps(value))
+    if kind == "compaction":
+        return CompactionBlock(PROVIDER, dict(d))
+    return None
+
+
+def stream_error(payload: Mapping[str, Any]) -> ProviderError:
+    """The typed error for an `error` event or error body, retryable as its type says."""
+    err = payload.get("error")
+    err = err if isinstance(err, dict) else {}
+    error_type = str(err.get("type") or "error")
+    message = str(err.get("message") or error_type)
+    cls, retryable = _STREAM_ERRORS.get(error_type, (ProviderError, True))
+    return cls(message, error_type=error_type, provider=PROVIDER, retryable=retryable, body=payload)
+
+
+@dataclass(eq=False)
+class StreamAssembler:
+    """Folds Messages API stream events into deltas and, at the end, the response;
+    `output_tool` names the tool standing in for structured output, if any."""
+
+    model: str
+    output_tool: str | None
+    # Content blocks as a non-streamed response would carry them, by index.
+    blocks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # Per tool_use block index: its position among the calls, its JSON pieces.
+    tools: dict[int, tuple[int, list[str]]] = field(default_factory=dict)
+    message: dict[str, Any] = field(default_factory=lambda: {"usage": {}})
+    done: bool = False
+
+    def feed(self, sse: SSE) -> Iterable[StreamEvent]:
+        """Take one server-sent event; return the deltas it carries (none after `message_stop`)."""
+        if self.done:
+            return ()
+        return self._event(loads_event(sse, PROVIDER))
+
+    def finish(self) -> ModelResponse:
+        """The whole response; a stream cut before `message_stop` raises `TransportError`."""
+        if not self.done:
+            raise TransportError("stream ended before message_stop", provider=PROVIDER)
+        return _response(self.model, self.content(), self.message, self.output_tool)
+
+    def _event(self, payload: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        kind = payload.get("type")
+        if kind == "message_start":
+            start = payload.get("message") or {}
+            self.message.update(id=start.get("id"), model=start.get("model"))
+            self.message["usage"].update(start.get("usage") or {})
+        elif kind == "content_block_start":
+            yield from self._start(int(payload["index"]), payload.get("content_block") or {})
+        elif kind == "content_block_delta":
+            yield from self._delta(int(payload["index"]), payload.get("delta") or {})
+        elif kind == "message_delta":
+            stop_reason = (payload.get("delta") or {}).get("stop_reason")
+            self.message["stop_reason"] = stop_reason or self.message.get("stop_reason")
+            # Usage here is cumulative: it replaces what message_start said,
+            # field by field, rather than adding to it.
+            usage = payload.get("usage") or {}
+            self.message["usage"].update({k: v for k, v in usage.items() if v is not None})
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            raise stream_error(payload)
+
+    def _start(self, index: int, start: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        block = self.blocks[index] = dict(start)
+        kind = block.get("type")
+        if kind == "text" and block.get("text"):
+            yield TextDelta(text=block["text"])
+        elif kind == "thinking" and block.get("thinking"):
+            yield ThinkingDelta(text=block["thinking"])
+        elif kind == "tool_use":
+            self.tools[index] = (len(self.tools), [])
+            yield ToolCallDelta(index=len(self.tools) - 1, id=block["id"], name=block["name"])
+
+    def _delta(self, index: int, delta: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        block = self.blocks.get(index)
+        kind = delta.get("type")
+        if block is None:
+            return
+        if kind == "text_delta" and block["type"] == "text" and delta.get("text"):
+            block["text"] = (block.get("text") or "") + delta["text"]
+            yield TextDelta(text=delta["text"])
+        elif kind == "thinking_delta" and block["type"] == "thinking" and delta.get("thinking"):
+            block["thinking"] = (block.get("thinking") or "") + delta["thinking"]
+            yield ThinkingDelta(text=delta["thinking"])
+        elif kind == "signature_delta" and block["type"] == "thinking":
+            block["signature"] = (block.get("signature") or "") + str(delta.get("signature") or "")
+        elif kind == "compaction_delta" and block["type"] == "compaction":
+            # The block starts empty (`content: null`); its summary arrives in
+            # deltas, and the opaque `encrypted_content`, when sent, is whole.
+            if isinstance(delta.get("content"), str):
+                block["content"] = (block.get("content") or "") + delta["content"]
+            if delta.get("encrypted_content") is not None:
+                block["encrypted_content"] = delta["encrypted_content"]
+        elif kind == "input_json_delta" and index in self.tools and delta.get("partial_json"):
+            position, pieces = self.tools[index]
+            pieces.append(str(delta["partial_json"]))
+            yield ToolCallDelta(index=position, arguments=pieces[-1])
+
+    def content(self) -> list[Block]:
+        """The response's blocks in order, tool calls parsed from their streamed JSON."""
+        out: list[Block | None] = []
+        for index in sorted(self.blocks):
+            block = self.blocks[index]
+            if index in self.tools:
+                raw = "".join(self.tools[index][1])
+                out.append(_tool_call(str(block["id"]), str(block["name"]), raw))
+            else:
+                out.append(parse_block(block))
+        return [b for b in out if b is not None]
+
+
+def _response(
+    model_name: str, blocks: list[Block], message: Mapping[str, Any], output_tool: str | None
+) -> ModelResponse:
+    stop_reason = message.get("stop_reason")
+    if output_tool is not None:
+        blocks, answered = answer_from_output_tool(blocks, output_tool)
+        if answered and not any(isinstance(b, ToolCall) for b in blocks):
+            stop_reason = "end_turn"
+    return ModelResponse(
+        message=Message("assistant", tuple(blocks), provider=PROVIDER, model=model_name),
+        usage=_usage(message.get("usage") or {}),
+        stop_reason=stop_reason or "end_turn",
+        model=message.get("model") or model_name,
+        provider=PROVIDER,
+        response_id=message.get("id"),
+    )
+
+
+def _usage(raw: Mapping[str, Any]) -> Usage:
+    details = raw.get("output_tokens_details") or {}
+    # As Anthropic (and its SDK) reports it: cache reads and writes apart from input.
+    return Usage(
+        input_tokens=int(raw.get("input_tokens") or 0),
+        output_tokens=int(raw.get("output_tokens") or 0),
+        cache_read_tokens=int(raw.get("cache_read_input_tokens") or 0),
+        cache_write_tokens=int(raw.get("cache_creation_input_tokens") or 0),
+        reasoning_tokens=int(details.get("thinking_tokens") or 0),
+        requests=1,
+    )

@@ -1,18 +1,17 @@
-"""The provider seam: what the loop asks of a model and what it gets back.
-
-Nothing outside `taskloom.models` knows a wire format. The loop builds a
-`ModelRequest`, calls `Model.stream` (or `request`), and receives a
-`ModelResponse`. Adapters raise `taskloom.errors.ProviderError` subclasses;
-the loop's transport retry policy decides whether to try again.
+"""The provider seam: the loop builds a `ModelRequest`, calls `Model.stream` (or
+`request`) and receives a `ModelResponse`; adapters raise `ProviderError`s and
+the `RetryPolicy` decides whether to try again. No wire format leaks out.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from .._codec import Stored, stored
+from ..errors import ProviderError
 from ..events import TextDelta, ThinkingDelta
 from ..messages import Message, Usage
 from ..results import ToolSpec
@@ -24,6 +23,7 @@ __all__ = [
     "ModelSettings",
     "ReasoningOptions",
     "ResponseCompleted",
+    "RetryPolicy",
     "StopReason",
     "StreamEvent",
     "ToolCallDelta",
@@ -57,10 +57,9 @@ class ModelSettings(Stored):
 
     `extra` entries go into the request body as they are, after everything
     else (e.g. `{"tool_choice": ..., "seed": 1}` for Chat Completions).
-    `context_window` is the model's window in tokens, when known: it is never
-    sent, but lets an adapter tell a request too long for the model from a
-    server that failed (a server that answers an over-long prompt with an
-    empty stream, such as llama.cpp's).
+    `context_window` (tokens) is never sent: it lets an adapter tell a request
+    too long for the model from a server that failed (llama.cpp answers an
+    over-long prompt with an empty stream).
     """
 
     temperature: float | None = None
@@ -79,10 +78,9 @@ class ModelRequest:
     `output_schema` asks for a JSON answer following that schema (native
     structured output where the provider has it); `output_name` names it.
 
-    `memo` is a dict whoever sends a series of requests over one growing
-    conversation (a run) passes with each of them: an adapter keeps its wire
-    encoding of each message and of the tool list there, keyed by identity,
-    so a request encodes only what is new. None keeps nothing.
+    `memo` is a dict passed with every request of one growing conversation
+    (a run): adapters keep their wire encodings there, keyed by identity, so
+    a request encodes only what is new. None keeps nothing.
     """
 
     messages: Sequence[Message]
@@ -135,10 +133,6 @@ StreamEvent: TypeAlias = TextDelta | ThinkingDelta | ToolCallDelta | ResponseCom
 class Model(Protocol):
     """A model on some provider.
 
-    `name` is the model's name, `provider` the wire API (`openai`,
-    `openai-responses`, `anthropic`, `scripted`, ...); `spec` is the string
-    `resolve_model` would turn back into an equivalent model.
-
     A model without structured output of its own says so with a false
     `native_output` attribute (optional; without it a model is taken to
     honour `ModelRequest.output_schema`): agents with an output type then
@@ -178,3 +172,50 @@ async def collect(stream: AsyncIterator[StreamEvent]) -> ModelResponse:
     if response is None:
         raise RuntimeError("model stream ended without a ResponseCompleted event")
     return response
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how patiently the loop retries a failed model request (one
+    policy for every adapter; nothing reaches the log before a response is
+    complete, so retrying an attempt never duplicates output).
+
+    `max_retries` counts retries after the first attempt. The delay before
+    retry n (1-based) is `initial_delay * multiplier**(n-1)`, capped at
+    `max_delay`, scaled by a random factor in `[1 - jitter, 1]`; a server's
+    `Retry-After` replaces it when larger, capped at `max_retry_after`.
+    """
+
+    max_retries: int = 3
+    initial_delay: float = 0.5
+    multiplier: float = 2.0
+    max_delay: float = 8.0
+    jitter: float = 0.25
+    max_retry_after: float = 60.0
+
+    def should_retry(self, error: BaseException, retries_so_far: int) -> bool:
+        """Whether `error` may be retried after `retries_so_far` retries.
+
+        Only a `ProviderError` marked retryable is: a configuration mistake
+        (`ConfigurationError`, such as a base URL that is not http(s)) fails
+        the same way every time and is never retried.
+        """
+        return (
+            retries_so_far < self.max_retries
+            and isinstance(error, ProviderError)
+            and error.retryable
+        )
+
+    def delay(self, retry: int, error: BaseException | None = None) -> float:
+        """Seconds to wait before retry number `retry` (1-based)."""
+        base = min(self.max_delay, self.initial_delay * self.multiplier ** (retry - 1))
+        base *= 1.0 - self.jitter * random.random()
+        hint = getattr(error, "retry_after", None)
+        if isinstance(hint, int | float) and hint > base:
+            return min(float(hint), self.max_retry_after)
+        return base
+
+    @classmethod
+    def none(cls) -> RetryPolicy:
+        """A policy that never retries."""
+        return cls(max_retries=0)

@@ -2,38 +2,30 @@
 
 Wire decisions, for readers comparing bodies with Google's documentation:
 
-- Endpoints: `{base_url}/models/{model}:generateContent`, and
-  `:streamGenerateContent?alt=sse` when streaming (the body is the same).
-  The Gemini API's base URL is `https://generativelanguage.googleapis.com/v1beta`
-  and its key goes in `x-goog-api-key`; Vertex AI's is
-  `https://{location}-aiplatform.googleapis.com/v1beta1/projects/{project}/locations/{location}/publishers/google`
-  (`aiplatform.googleapis.com` for `global`), with the caller's access token
-  as `Authorization: Bearer`.
+- Endpoints: `{base_url}/models/{model}:generateContent`, or
+  `:streamGenerateContent?alt=sse` (same body). The Gemini API takes its key
+  in `x-goog-api-key`; Vertex AI (`{location}-aiplatform.googleapis.com/
+  v1beta1/projects/{project}/locations/{location}/publishers/google`) the
+  caller's access token as `Authorization: Bearer`.
 - History: assistant turns are `model` contents; tool results are
   `functionResponse` parts of a `user` content (results first), matched to
-  their calls by id and name, each result as `{"output": text}` or, for an
-  error result, `{"error": text}`. Consecutive contents of one role merge.
-- Thought signatures go back exactly where Gemini put them (see
-  `_gemini_stream`): only to the provider and model that wrote them, like
-  thinking. In a turn another provider or model wrote, the first function
-  call carries the signature Google documents for that case,
-  `skip_thought_signature_validator` (base64-encoded, as every signature
-  is): Gemini 3 refuses unsigned calls in the current turn.
-- Tools: one `functionDeclarations` list; each tool's schema is mapped onto
-  what Gemini reads (`_gemini_schema`), and what cannot be expressed is a
-  `ConfigurationError` naming the tool.
-- Reasoning: `budget_tokens` is `thinkingConfig.thinkingBudget`; `effort` is
-  `thinkingLevel` on Gemini 3 and later, a budget sized from the effort on
-  Gemini 2.5. Either asks for thought summaries (`includeThoughts`). Models
-  before 2.5 get no thinking settings.
-- Structured output: `responseMimeType: application/json` with
-  `responseJsonSchema`. Before Gemini 3 a request cannot hold both tools and
-  a response schema: such a request gets a function named
-  `request.output_name` instead (calls forced with mode `ANY`), whose call
-  comes back as the JSON text answer; and `native_output` is false there,
-  so agents ask through their final-answer tool.
-- `settings.extra` is merged into the body last, dict values one level deep
-  (`{"generationConfig": {"topK": 40}}`); a `None` value removes that key.
+  their calls by id and name, as `{"output": text}` or `{"error": text}`.
+  Consecutive contents of one role merge.
+- Thought signatures go back where Gemini put them (see `_gemini_stream`),
+  only to the provider and model that wrote them. In a turn another wrote,
+  the first function call carries Google's documented
+  `skip_thought_signature_validator`: Gemini 3 refuses unsigned calls.
+- Tools: one `functionDeclarations` list, schemas mapped by `_gemini_schema`
+  (what cannot be expressed is a `ConfigurationError` naming the tool).
+- Reasoning: `budget_tokens` is `thinkingBudget`; `effort` is `thinkingLevel`
+  on Gemini 3 on, a budget sized from it on 2.5; either asks for thought
+  summaries. Models before 2.5 get no thinking settings.
+- Structured output: `responseJsonSchema`. Before Gemini 3 a request cannot
+  hold both tools and a response schema: it gets a function named
+  `request.output_name` instead (mode `ANY`), whose call comes back as the
+  JSON text answer, and `native_output` is false.
+- `settings.extra` is merged into the body last, dict values one level deep;
+  a `None` value removes that key.
 """
 
 from __future__ import annotations
@@ -46,8 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigurationError
-from ..events import TextDelta, ThinkingDelta
+from ..errors import ConfigurationError, ProviderError
 from ..messages import (
     ImageBlock,
     Message,
@@ -63,19 +54,17 @@ from ._base import (
     ModelSettings,
     ReasoningOptions,
     StreamEvent,
-    ToolCallDelta,
     ToolSpec,
 )
 from ._gemini_schema import function_name, gemini_schema, tool_parameters
-from ._gemini_stream import OutputTool, StreamAssembler, decode
+from ._gemini_stream import OutputTool, StreamAssembler
 from ._resolve import GOOGLE, VERTEX
+from ._wire import arguments_object, memoized, merge_extra, present, replayed_deltas
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ._adapter import WireOptions
-
-__all__ = ["SKIP_SIGNATURE", "GeminiModel"]
 
 SKIP_SIGNATURE = base64.b64encode(b"skip_thought_signature_validator").decode()
 """The thought signature Google documents for a function call Gemini did not make."""
@@ -83,10 +72,8 @@ SKIP_SIGNATURE = base64.b64encode(b"skip_thought_signature_validator").decode()
 _EFFORT_BUDGET = {"minimal": 512, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 24576}
 _VERSION = re.compile(r"gemini-(\d+)(?:\.(\d+))?(?:-|$)")
 _PATH_PART = re.compile(r"[A-Za-z0-9_-]+")
-_MULTI_REGIONS = frozenset({"us", "eu"})
-"""Vertex AI locations served from `aiplatform.{location}.rep.googleapis.com`."""
-_MEMO = "gemini"
-"""This wire format's keys in a `ModelRequest.memo` (a run may change models)."""
+_MULTI_REGIONS = frozenset({"us", "eu"})  # served from aiplatform.{location}.rep.googleapis.com
+_MEMO = "gemini"  # this wire format's keys in a `ModelRequest.memo`
 
 _Json = dict[str, Any]
 
@@ -110,23 +97,17 @@ class _Family:
         return self.version is None or self.version >= (2, 5)
 
     @property
-    def has_levels(self) -> bool:
-        """Gemini 3 and later set thinking by level, not budget."""
-        return self.version is None or self.version >= (3, 0)
-
-    @property
-    def output_with_tools(self) -> bool:
-        """Whether a request may carry both tools and a response schema (Gemini 3 on)."""
+    def gemini_3(self) -> bool:
+        """Gemini 3 and later: thinking by level, not budget, and a request may
+        carry both tools and a response schema."""
         return self.version is None or self.version >= (3, 0)
 
 
 class GeminiModel(WireModel):
     """A Gemini model over the Gemini API (see `WireModel` for the options);
-    `GeminiModel.vertex(...)` reaches the same models on Vertex AI.
-
-    The key is `api_key=`, else `GOOGLE_API_KEY`, else `GEMINI_API_KEY`
-    (sent only to `generativelanguage.googleapis.com`). With `stream=False`,
-    `stream()` replays the whole answer as deltas.
+    `GeminiModel.vertex(...)` reaches the same models on Vertex AI. The key is
+    `api_key=`, else `GOOGLE_API_KEY`, else `GEMINI_API_KEY` (sent only to
+    Google's host). With `stream=False`, `stream()` replays the answer as deltas.
     """
 
     __slots__ = ("_family", "_vertex")
@@ -152,16 +133,12 @@ class GeminiModel(WireModel):
         """A Gemini model on Vertex AI, provider `vertex`.
 
         `project` and `location` (else `GOOGLE_CLOUD_PROJECT` and
-        `GOOGLE_CLOUD_LOCATION`, the location `global` by default) name the
-        server (`{location}-aiplatform.googleapis.com`; for `global`,
-        `aiplatform.googleapis.com`; for the multi-regions `us` and `eu`,
-        `aiplatform.{location}.rep.googleapis.com`), unless `base_url=` gives
-        it whole. `token` is an OAuth access token (`gcloud auth
-        print-access-token`), sent as `Authorization: Bearer` (`api_key=` is
-        taken the same way); one lasts about an hour, so a long-lived process
-        gives an `http_client` whose `auth` refreshes it instead. No
-        environment variable is read for it. Without a project, or without a
-        token, an Authorization header or a client, `ConfigurationError`.
+        `GOOGLE_CLOUD_LOCATION`, else `global`) name the server, unless
+        `base_url=` gives it whole. `token` (or `api_key=`) is an OAuth access
+        token (`gcloud auth print-access-token`), never read from the
+        environment; one lasts about an hour, so a long-lived process gives an
+        `http_client` whose `auth` refreshes it. Without a project, or without
+        a token, an Authorization header or a client, `ConfigurationError`.
         """
         if token is not None:
             if options.get("api_key") not in (None, token):
@@ -193,7 +170,7 @@ class GeminiModel(WireModel):
     def _native_output(self) -> bool:
         # Before Gemini 3, a response schema cannot go with tools: agents ask
         # through their final-answer tool, which works with or without tools.
-        return self._family.output_with_tools
+        return self._family.gemini_3
 
     def _endpoint(self, base_url: str) -> str:
         return f"{base_url}/{self._model_path()}:generateContent"
@@ -214,8 +191,6 @@ class GeminiModel(WireModel):
                 headers["x-goog-api-key"] = key
         return headers
 
-    # -- requests ---------------------------------------------------------------------
-
     def _encode(self, request: ModelRequest, settings: ModelSettings, stream: bool) -> _Json:
         body: _Json = {"contents": self._contents(request)}
         if request.system:
@@ -227,36 +202,27 @@ class GeminiModel(WireModel):
             body["toolConfig"] = {"functionCallingConfig": {"mode": "ANY"}}
         if declarations:
             body["tools"] = [{"functionDeclarations": declarations}]
-        config: _Json = {}
-        if settings.temperature is not None:
-            config["temperature"] = settings.temperature
-        if settings.top_p is not None:
-            config["topP"] = settings.top_p
-        if settings.max_tokens is not None:
-            config["maxOutputTokens"] = settings.max_tokens
-        if settings.stop:
-            config["stopSequences"] = list(settings.stop)
-        thinking = _thinking(self._family, settings.reasoning)
-        if thinking is not None:
-            config["thinkingConfig"] = thinking
+        config = present(
+            temperature=settings.temperature,
+            topP=settings.top_p,
+            maxOutputTokens=settings.max_tokens,
+            stopSequences=list(settings.stop) or None,
+            thinkingConfig=_thinking(self._family, settings.reasoning),
+        )
         if request.output_schema is not None and output_tool is None:
             config["responseMimeType"] = "application/json"
-            config["responseJsonSchema"] = _response_schema(request.output_schema, request.memo)
+            schema = request.output_schema
+            config["responseJsonSchema"] = memoized(
+                request.memo, (_MEMO, "output"), schema, gemini_schema, schema, "output schema"
+            )
         if config:
             body["generationConfig"] = config
-        for key, value in settings.extra.items():
-            if value is None:
-                body.pop(key, None)
-            elif isinstance(value, Mapping) and isinstance(body.get(key), dict):
-                merged = {**body[key], **value}
-                body[key] = {k: v for k, v in merged.items() if v is not None}
-            else:
-                body[key] = value
+        merge_extra(body, settings.extra, drop_nested_none=True)
         return body
 
     def _output_tool(self, request: ModelRequest) -> OutputTool | None:
         schema = request.output_schema
-        if schema is None or not request.tools or self._family.output_with_tools:
+        if schema is None or not request.tools or self._family.gemini_3:
             return None
         return OutputTool(request.output_name, schema.get("type") != "object")
 
@@ -264,18 +230,9 @@ class GeminiModel(WireModel):
         if not tools:
             return []
         key = (_MEMO, "tools", self._vertex)
-        if memo is not None:
-            kept = memo.get(key)
-            if kept is not None and kept[0] is tools:
-                return kept[1]  # type: ignore[no-any-return]
-        wire = [_declaration(spec, self._vertex) for spec in tools]
-        if memo is not None:
-            memo[key] = (tools, wire)
-        return wire
+        return memoized(memo, key, tools, lambda: [_declaration(t, self._vertex) for t in tools])
 
     def _contents(self, request: ModelRequest) -> list[_Json]:
-        """The conversation as Gemini contents: roles `user` and `model`, one role
-        per content (consecutive ones merged), function responses first."""
         out: list[_Json] = []
         memo = request.memo
         names: dict[str, str] | None = None
@@ -305,8 +262,7 @@ class GeminiModel(WireModel):
         return out
 
     def _model_parts(self, message: Message) -> list[_Json]:
-        # Signatures bind to the model that wrote them: another provider's or
-        # model's are dropped with its thinking.
+        # Another provider's or model's signatures are dropped with its thinking.
         own = message.provider == self._provider and message.model == self._name
         parts: list[_Json] = []
         pending: str | None = None
@@ -331,7 +287,7 @@ class GeminiModel(WireModel):
                     continue
                 part = {"text": block.text}
             elif isinstance(block, ToolCall):
-                call: _Json = {"name": block.name, "args": _arguments(block)}
+                call: _Json = {"name": block.name, "args": arguments_object(block)}
                 if block.id:
                     call["id"] = block.id
                 part = {"functionCall": call}
@@ -348,29 +304,25 @@ class GeminiModel(WireModel):
             parts.append({"text": "", "thoughtSignature": pending})
         return parts
 
-    # -- answers ----------------------------------------------------------------------
-
     def _assembler(self, request: ModelRequest, emit: bool) -> StreamAssembler:
         return StreamAssembler(
-            self._provider, self._name, request, self._output_tool(request), emit=emit
+            self._provider, self._name, request, self._output_tool(request), emit
         )
 
     def _decode(self, payload: Any, request: ModelRequest) -> ModelResponse:
-        return decode(payload, self._provider, self._name, request, self._output_tool(request))
+        if not isinstance(payload, dict):
+            raise ProviderError(
+                f"response is not a Gemini answer: {json.dumps(payload)[:200]}",
+                status=200,
+                provider=self._provider,
+                retryable=False,
+            )
+        answer = self._assembler(request, emit=False)
+        answer.take(payload)
+        return answer.finish(whole=True)
 
     def _replayed(self, response: ModelResponse) -> Iterable[StreamEvent]:
-        events: list[StreamEvent] = []
-        calls = 0
-        for block in response.message.blocks:
-            if isinstance(block, ThinkingBlock) and block.text:
-                events.append(ThinkingDelta(text=block.text))
-            elif isinstance(block, TextBlock) and block.text:
-                events.append(TextDelta(text=block.text))
-            elif isinstance(block, ToolCall):
-                arguments = block.raw_arguments or json.dumps(block.arguments)
-                events.append(ToolCallDelta(calls, block.id, block.name, arguments))
-                calls += 1
-        return events
+        return replayed_deltas(response.message)
 
 
 def _vertex_url(project: str | None, location: str | None) -> str:
@@ -390,18 +342,6 @@ def _vertex_url(project: str | None, location: str | None) -> str:
         host = f"{location}-{host}"
     url = f"https://{host}/v1beta1/projects/{project}/locations/{location}/publishers/google"
     return checked_base_url(url)
-
-
-def _response_schema(schema: Mapping[str, Any], memo: dict[Any, Any] | None) -> _Json:
-    """The output schema as `responseJsonSchema` (kept in `memo` for the same schema)."""
-    key = (_MEMO, "output")
-    kept = memo.get(key) if memo is not None else None
-    if kept is not None and kept[0] is schema:
-        return kept[1]  # type: ignore[no-any-return]
-    mapped = gemini_schema(schema, "output schema")
-    if memo is not None:
-        memo[key] = (schema, mapped)
-    return mapped
 
 
 def _declaration(spec: ToolSpec, vertex: bool) -> _Json:
@@ -430,7 +370,7 @@ def _thinking(family: _Family, reasoning: ReasoningOptions | None) -> _Json | No
     effort = reasoning.effort
     if reasoning.budget_tokens is not None:
         config["thinkingBudget"] = reasoning.budget_tokens
-    elif effort is not None and family.has_levels:
+    elif effort is not None and family.gemini_3:
         if effort == "minimal":
             # Only Flash models think at the minimal level.
             config["thinkingLevel"] = "minimal" if family.is_flash else "low"
@@ -439,17 +379,6 @@ def _thinking(family: _Family, reasoning: ReasoningOptions | None) -> _Json | No
     elif effort is not None:
         config["thinkingBudget"] = _EFFORT_BUDGET[effort]
     return config
-
-
-def _arguments(call: ToolCall) -> _Json:
-    """A call's arguments as Gemini's `args` object (what the model sent, when kept)."""
-    if call.arguments or call.raw_arguments is None:
-        return dict(call.arguments)
-    try:
-        parsed = json.loads(call.raw_arguments)
-    except (ValueError, RecursionError):
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 def _needs_names(message: Message) -> bool:

@@ -1,27 +1,18 @@
-"""JSON schemas as Gemini takes them: tool parameters and structured output.
+"""JSON schemas as Gemini takes them (`parametersJsonSchema`, `responseJsonSchema`).
 
-Private to `gemini`. Gemini reads JSON Schema in `parametersJsonSchema` and
-`responseJsonSchema`, but only a subset of it (the fields of its own
-`Schema`: types, properties and `required`, `additionalProperties`, items and
-`prefixItems`, `anyOf`, local `$ref` into `$defs`, enums, formats, bounds,
-titles, descriptions and defaults). `gemini_schema` maps a schema onto that
-subset, keyword by keyword:
+Gemini reads a subset of JSON Schema (the fields of its own `Schema`);
+`gemini_schema` maps a schema onto it keyword by keyword:
 
 - kept: what Gemini has a field for;
-- renamed: `oneOf` becomes `anyOf` (what Gemini makes of it anyway),
-  `const` a one-value `enum`, `definitions` `$defs` (and the references
-  into it), and an `allOf` of one schema is merged into its parent;
-- dropped: annotations (`$schema`, `examples`, `deprecated`, ...) and the
-  constraints Gemini has no field for (`exclusiveMinimum`, `multipleOf`,
-  `uniqueItems`, `not`, `if`/`then`/`else`, `patternProperties`, ...).
-  Dropping one only loosens the schema, and nothing is lost by it: taskloom
-  validates a tool's arguments against the full schema before the tool runs,
-  and an agent's output against its output type;
-- refused with `ConfigurationError`, naming the place: what would change the
-  meaning rather than loosen it: an `allOf` of several schemas, a `$ref`
-  outside the schema, an `enum` of objects or lists, a type JSON Schema does
-  not have, a `false` schema, tool parameters that are not an object, and a
-  tool name Gemini does not accept.
+- renamed: `oneOf` to `anyOf`, `const` to a one-value `enum`, `definitions`
+  to `$defs`; an `allOf` of one schema is merged into its parent;
+- dropped: annotations and constraints Gemini has no field for: that only
+  loosens the schema, and taskloom validates arguments and output against
+  the full one anyway;
+- refused with `ConfigurationError` naming the place: what would change the
+  meaning (an `allOf` of several schemas, a `$ref` outside the schema, an
+  `enum` of objects, an unknown type, a `false` schema, tool parameters that
+  are not an object, a tool name Gemini does not accept).
 """
 
 from __future__ import annotations
@@ -31,8 +22,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigurationError
-
-__all__ = ["function_name", "gemini_schema", "tool_parameters"]
 
 _KEPT = frozenset(
     {
@@ -67,11 +56,7 @@ _VERTEX_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 
 
 def function_name(name: str, *, vertex: bool) -> str:
-    """`name` when Gemini accepts it as a function name, else `ConfigurationError`.
-
-    A letter or underscore first, then letters, digits, `_`, `.`, `-` (and
-    `:` on the Gemini API), 64 characters at most.
-    """
+    """`name` when Gemini accepts it as a function name, else `ConfigurationError`."""
     pattern = _VERTEX_NAME if vertex else _API_NAME
     if pattern.fullmatch(name):
         return name
@@ -99,12 +84,6 @@ def tool_parameters(name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
     return mapped
 
 
-def gemini_schema(schema: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """`schema` mapped onto what Gemini reads (see the module's docstring);
-    `where` names the schema in errors."""
-    return _node(schema, where)
-
-
 def _describe(kind: Any) -> str:
     return "a schema without a type" if kind is None else f"type {kind!r}"
 
@@ -116,10 +95,11 @@ def _subschema(value: Any, where: str) -> dict[str, Any]:
         raise ConfigurationError(f"{where}: Gemini has no schema that matches nothing (false)")
     if not isinstance(value, Mapping):
         raise ConfigurationError(f"{where}: a schema must be an object, not {value!r:.60}")
-    return _node(value, where)
+    return gemini_schema(value, where)
 
 
-def _node(schema: Mapping[str, Any], where: str) -> dict[str, Any]:
+def gemini_schema(schema: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """`schema` mapped onto what Gemini reads; `where` names it in errors."""
     out: dict[str, Any] = {}
     member: dict[str, Any] | None = None
     for key, value in schema.items():

@@ -1,26 +1,20 @@
 """Reading a Gemini answer: stream chunks or a whole body in, a response out.
 
-Private to `gemini`. Streamed or not, an answer is a list of parts; `_Parts`
-folds them into taskloom blocks as they arrive, yielding `ThinkingDelta`,
-`TextDelta` and `ToolCallDelta`:
+Streamed or not, an answer is a list of parts; `StreamAssembler.add` folds them into
+taskloom blocks as they arrive, yielding deltas:
 
-- a thought part (`thought: true`) is a `ThinkingBlock` (consecutive ones
-  merge, as a stream splits one thought into many chunks);
-- a text part is a `TextBlock` (consecutive ones merge likewise);
-- a function call is a `ToolCall`, with Gemini's id or, when it sent none
-  (before Gemini 3), a fresh one. Its arguments come whole (`args`) or, with
-  Vertex AI's `streamFunctionCallArguments`, in pieces (`_StreamedCall`): the
-  call's later parts (`willContinue`) carry no name, only `partialArgs`, and
-  are folded into the one call, which is a `ToolCall` (and its one
-  `ToolCallDelta`) once a part without `willContinue` ends it;
-- a thought signature (`thoughtSignature`) on a text or function call part
-  is kept as a `ThinkingBlock` with no text and that signature, right before
-  the block of its part; on a thought part it is that thought's signature.
-  The request side puts each one back on the part that follows it, so the
-  parts go back with their signatures where Gemini put them.
+- a thought part (`thought: true`) is a `ThinkingBlock`, a text part a
+  `TextBlock` (consecutive ones merge: a stream splits them into chunks);
+- a function call is a `ToolCall`, with Gemini's id or a fresh one. Its
+  arguments come whole (`args`) or, with Vertex AI's
+  `streamFunctionCallArguments`, as `partialArgs` over several parts
+  (`_StreamedCall`) until a part without `willContinue` ends it;
+- a `thoughtSignature` on a text or call part is kept as a `ThinkingBlock`
+  with no text right before its part's block (on a thought part, it is that
+  thought's); the request side puts each back on the part that follows it.
 
 `StreamAssembler` reads `streamGenerateContent?alt=sse` chunks (usage is
-cumulative: the last chunk's counts are the answer's), `decode` a whole
+cumulative: the last chunk's counts are the answer's) or a whole
 `generateContent` body. A prompt Gemini blocked, and an answer blocked or
 failed before it said anything, raise (see `_failure`); an answer blocked
 partway is the part that came, with stop reason `content_filter`.
@@ -31,12 +25,9 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import uuid
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
-
-import httpx2
 
 from ..errors import InvalidRequest, ProviderError, TransportError
 from ..events import TextDelta, ThinkingDelta
@@ -50,11 +41,10 @@ from ..messages import (
     Usage,
 )
 from ._base import ModelRequest, ModelResponse, StopReason, StreamEvent, ToolCallDelta
-from ._estimate import estimated_usage
-from ._http import SSE, error_from_response, loads_event
+from ._http import SSE, error_in_body, loads_event
+from ._wire import answer_from_output_tool, arguments_json, estimated_usage, new_call_id
 
-__all__ = ["OutputTool", "StreamAssembler", "decode", "error_in_body", "new_call_id"]
-
+# Finish reasons that mean a filter stopped the answer: stop reason `content_filter`.
 _BLOCKED = frozenset(
     {
         "SAFETY",
@@ -68,22 +58,14 @@ _BLOCKED = frozenset(
         "MODEL_ARMOR",
     }
 )
-"""Finish reasons that mean a filter stopped the answer: stop reason `content_filter`."""
 
+# Finish reasons of a sample gone wrong, which another sample may get right.
 _RETRYABLE_FINISH = frozenset(
     {"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "MALFORMED_RESPONSE", "OTHER"}
 )
-"""Finish reasons of a sample gone wrong, which another sample may get right."""
-
-_ARGUMENTS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 _PATH_STEP = re.compile(r"\.([^.\[\]'\"]+)|\[(\d{1,9})\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
 """One step of a `partialArgs` JSON path (RFC 9535's member and index selectors)."""
-
-
-def new_call_id() -> str:
-    """An id for a function call Gemini sent without one."""
-    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,19 +78,6 @@ class OutputTool:
     wrapped: bool
 
 
-def error_in_body(payload: Mapping[str, Any], provider: str) -> ProviderError:
-    """The typed error for an `error` object in a 200 answer (a failure mid-stream)."""
-    err = payload.get("error")
-    code = err.get("code") if isinstance(err, Mapping) else None
-    status = code if isinstance(code, int) and 400 <= code <= 599 else None
-    raw = json.dumps(payload).encode()
-    # Without a status of its own the failure is the server's (retryable).
-    error = error_from_response(status or 500, raw, httpx2.Headers(), provider)
-    if status is None:
-        error.status = None
-    return error
-
-
 class _Text(list[str]):
     """A string argument arriving in pieces; `more` while its last piece said
     `willContinue` (the next piece at its path extends it)."""
@@ -119,16 +88,13 @@ class _Text(list[str]):
 
 class _StreamedCall:
     """A function call whose arguments arrive as `partialArgs`, assembled as
-    Google's Gen AI SDK for Go does (the Python one leaves it to the caller):
-    each piece sets the value at its JSON path (objects and arrays made on
-    the way), a string piece extends the string its path's previous piece
-    left open (`willContinue`), any other piece replaces a value, and a piece
-    that would put a value where an object or array is, or reach through a
-    value, is refused. Unlike that SDK, an array index past
-    the array's end is refused rather than padded with nulls: padding would let
-    a few bytes of a hostile stream allocate any amount of memory. So memory
-    stays proportional to the bytes received, and paths are at most
-    `MAX_ARGUMENT_DEPTH` steps deep."""
+    Google's Gen AI SDK for Go does: each piece sets the value at its JSON path
+    (making objects and arrays on the way), a string piece extends the string
+    its path's previous piece left open (`willContinue`), and a piece that
+    would replace an object or array, or reach through a value, is refused.
+    Unlike that SDK, an index past an array's end is refused, not padded with
+    nulls, so memory stays proportional to the bytes received; paths are at
+    most `MAX_ARGUMENT_DEPTH` steps deep."""
 
     __slots__ = ("args", "id", "name", "texts")
 
@@ -270,22 +236,111 @@ def _malformed(why: str, provider: str) -> ProviderError:
     )
 
 
-class _Parts:
-    """Parts in, blocks out (see the module's docstring)."""
+def _tool_call(call: Mapping[str, Any]) -> ToolCall:
+    name, call_id, args = call.get("name"), call.get("id"), call.get("args")
+    if not isinstance(call_id, str) or not call_id:
+        call_id = new_call_id()
+    name = name if isinstance(name, str) else ""
+    if args is None:
+        return ToolCall(call_id, name, {})
+    if isinstance(args, dict):
+        return ToolCall(call_id, name, args)
+    return ToolCall(call_id, name, {}, raw_arguments=json.dumps(args))
 
-    __slots__ = ("calls", "entries", "provider", "streaming")
 
-    def __init__(self, provider: str) -> None:
-        self.provider = provider
-        # [kind, ...]: ["thought", pieces, signature], ["text", pieces],
-        # ["signature", signature], ["call", ToolCall]; mutable while streaming.
-        self.entries: list[list[Any]] = []
-        self.calls = 0
-        # The call whose arguments are still arriving, and its entry (a
-        # ["call", None] until it ends).
-        self.streaming: tuple[_StreamedCall, list[Any]] | None = None
+@dataclass(slots=True, eq=False)
+class StreamAssembler:
+    """Folds `streamGenerateContent` chunks (or one whole answer) into deltas and,
+    at the end, the response."""
+
+    provider: str
+    model_name: str
+    request: ModelRequest
+    output_tool: OutputTool | None
+    emit: bool
+    finish_reason: str | None = None
+    finish_message: Any = None
+    usage: Any = None
+    model: Any = None
+    response_id: Any = None
+    feedback: Any = None
+    # [kind, ...]: ["thought", pieces, signature], ["text", pieces],
+    # ["signature", signature], ["call", ToolCall]; mutable while streaming.
+    entries: list[list[Any]] = field(default_factory=list)
+    calls: int = 0
+    # The call whose arguments are still arriving, and its ["call", None] entry.
+    streaming: tuple[_StreamedCall, list[Any]] | None = None
+
+    def feed(self, sse: SSE) -> list[StreamEvent]:
+        """Take one chunk; return the deltas it carried (an `error` chunk raises)."""
+        chunk = loads_event(sse, self.provider)
+        return self.take(chunk) if isinstance(chunk, dict) else []
+
+    def take(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
+        if "error" in chunk:
+            raise error_in_body(chunk, self.provider)
+        events: list[StreamEvent] | None = [] if self.emit else None
+        usage = chunk.get("usageMetadata")
+        if usage:
+            self.usage = usage
+        if self.response_id is None:
+            self.response_id = chunk.get("responseId")
+            self.model = chunk.get("modelVersion")
+        if "promptFeedback" in chunk:
+            self.feedback = chunk["promptFeedback"]
+        candidates = chunk.get("candidates")
+        if candidates:
+            # Only the first candidate is ours: taskloom never asks for more.
+            candidate = candidates[0]
+            content = candidate.get("content")
+            parts = content.get("parts") if isinstance(content, dict) else None
+            if parts:
+                add = self.add
+                for part in parts:
+                    if isinstance(part, dict):
+                        add(part, events)
+            if candidate.get("finishReason"):
+                self.finish_reason = str(candidate["finishReason"])
+                self.finish_message = candidate.get("finishMessage")
+        return events or []
+
+    def finish(self, *, whole: bool = False) -> ModelResponse:
+        """The whole response; a stream cut before its finish reason raises
+        `TransportError` (a `whole` answer may come without one)."""
+        reason = self.finish_reason
+        if reason is None:
+            blocked = _prompt_blocked(self.feedback, self.provider)
+            if blocked is not None:
+                raise blocked
+            if not whole:
+                raise TransportError(
+                    "stream ended before the response finished", provider=self.provider
+                )
+        blocks = self.blocks()
+        tool = self.output_tool
+        if tool is not None:
+            blocks = answer_from_output_tool(
+                blocks, tool.name, unwrap=tool.wrapped, ensure_ascii=False
+            )[0]
+        has_calls = any(type(b) is ToolCall for b in blocks)
+        if not has_calls and not any(type(b) is TextBlock and b.text for b in blocks):
+            failure = _failure(reason, self.finish_message, self.provider)
+            if failure is not None:
+                raise failure
+        message = Message("assistant", tuple(blocks), provider=self.provider, model=self.model_name)
+        usage = usage_of(self.usage)
+        model, response_id = self.model, self.response_id
+        return ModelResponse(
+            message=message,
+            usage=estimated_usage(self.request, message) if usage is None else usage,
+            stop_reason=_stop_reason(reason, has_calls),
+            model=model if isinstance(model, str) else None,
+            provider=self.provider,
+            response_id=response_id if isinstance(response_id, str) else None,
+        )
 
     def add(self, part: Mapping[str, Any], events: list[StreamEvent] | None) -> None:
+        """Fold one part into the blocks (see the module docstring)."""
         signature = part.get("thoughtSignature")
         if not isinstance(signature, str) or not signature:
             signature = None
@@ -323,14 +378,12 @@ class _Parts:
             # land after the call's block, on the wrong part).
             if signature is not None and self.streaming is None:
                 entries.append(["signature", signature])
-            if not streamed:
-                entry = ["call", None]
-                entries.append(entry)
-                self._called(_tool_call(function_call), entry, events)
-                return
             if self.streaming is None:
                 entry = ["call", None]
                 entries.append(entry)
+                if not streamed:
+                    self._called(_tool_call(function_call), entry, events)
+                    return
                 self.streaming = (_StreamedCall(function_call, self.provider), entry)
             else:
                 self.streaming[0].add(function_call, self.provider)
@@ -344,10 +397,7 @@ class _Parts:
     def _called(self, call: ToolCall, entry: list[Any], events: list[StreamEvent] | None) -> None:
         entry[1] = call
         if events is not None:
-            arguments = call.raw_arguments or _ARGUMENTS.encode(call.arguments)
-            events.append(
-                ToolCallDelta(self.calls, id=call.id, name=call.name, arguments=arguments)
-            )
+            events.append(ToolCallDelta(self.calls, call.id, call.name, arguments_json(call)))
         self.calls += 1
 
     def blocks(self) -> list[Block]:
@@ -371,154 +421,6 @@ class _Parts:
             else:
                 out.append(ThinkingBlock("", entry[1], provider=provider))
         return out
-
-
-def _tool_call(call: Mapping[str, Any]) -> ToolCall:
-    name, call_id, args = call.get("name"), call.get("id"), call.get("args")
-    if not isinstance(call_id, str) or not call_id:
-        call_id = new_call_id()
-    name = name if isinstance(name, str) else ""
-    if args is None:
-        return ToolCall(call_id, name, {})
-    if isinstance(args, dict):
-        return ToolCall(call_id, name, args)
-    return ToolCall(call_id, name, {}, raw_arguments=json.dumps(args))
-
-
-class StreamAssembler:
-    """Folds `streamGenerateContent` chunks into deltas and, at the end, the response."""
-
-    __slots__ = (
-        "emit",
-        "feedback",
-        "finish_message",
-        "finish_reason",
-        "model",
-        "model_name",
-        "output_tool",
-        "parts",
-        "provider",
-        "request",
-        "response_id",
-        "usage",
-    )
-
-    def __init__(
-        self,
-        provider: str,
-        model_name: str,
-        request: ModelRequest,
-        output_tool: OutputTool | None,
-        *,
-        emit: bool,
-    ) -> None:
-        self.provider = provider
-        self.model_name = model_name
-        self.request = request
-        self.output_tool = output_tool
-        self.emit = emit
-        self.parts = _Parts(provider)
-        self.finish_reason: str | None = None
-        self.finish_message: str | None = None
-        self.usage: Any = None
-        self.model: Any = None
-        self.response_id: Any = None
-        self.feedback: Any = None
-
-    def feed(self, sse: SSE) -> list[StreamEvent]:
-        """Take one chunk; return the deltas it carried (an `error` chunk raises)."""
-        chunk = loads_event(sse, self.provider)
-        if not isinstance(chunk, dict):
-            return []
-        if "error" in chunk:
-            raise error_in_body(chunk, self.provider)
-        events: list[StreamEvent] | None = [] if self.emit else None
-        usage = chunk.get("usageMetadata")
-        if usage:
-            self.usage = usage
-        if self.response_id is None:
-            self.response_id = chunk.get("responseId")
-            self.model = chunk.get("modelVersion")
-        if "promptFeedback" in chunk:
-            self.feedback = chunk["promptFeedback"]
-        candidates = chunk.get("candidates")
-        if candidates:
-            # Only the first candidate is ours: taskloom never asks for more.
-            candidate = candidates[0]
-            content = candidate.get("content")
-            parts = content.get("parts") if isinstance(content, dict) else None
-            if parts:
-                add = self.parts.add
-                for part in parts:
-                    if isinstance(part, dict):
-                        add(part, events)
-            if candidate.get("finishReason"):
-                self.finish_reason = str(candidate["finishReason"])
-                self.finish_message = candidate.get("finishMessage")
-        return events or []
-
-    def finish(self) -> ModelResponse:
-        """The whole response; a stream cut before its finish reason raises `TransportError`."""
-        if self.finish_reason is None:
-            blocked = _prompt_blocked(self.feedback, self.provider)
-            if blocked is not None:
-                raise blocked
-            raise TransportError(
-                "stream ended before the response finished", provider=self.provider
-            )
-        return _response(
-            self.provider,
-            self.model_name,
-            self.request,
-            self.parts.blocks(),
-            {
-                "finishReason": self.finish_reason,
-                "finishMessage": self.finish_message,
-                "usageMetadata": self.usage,
-                "modelVersion": self.model,
-                "responseId": self.response_id,
-            },
-            self.output_tool,
-        )
-
-
-def decode(
-    payload: Any,
-    provider: str,
-    model_name: str,
-    request: ModelRequest,
-    output_tool: OutputTool | None,
-) -> ModelResponse:
-    """The response of a whole `generateContent` answer; an error body raises its typed error."""
-    if not isinstance(payload, dict):
-        raise ProviderError(
-            f"response is not a Gemini answer: {json.dumps(payload)[:200]}",
-            status=200,
-            provider=provider,
-            retryable=False,
-        )
-    if "error" in payload:
-        raise error_in_body(payload, provider)
-    candidates = payload.get("candidates")
-    parts = _Parts(provider)
-    finish: dict[str, Any] = {
-        "usageMetadata": payload.get("usageMetadata"),
-        "modelVersion": payload.get("modelVersion"),
-        "responseId": payload.get("responseId"),
-    }
-    if not candidates:
-        blocked = _prompt_blocked(payload.get("promptFeedback"), provider)
-        if blocked is not None:
-            raise blocked
-    else:
-        candidate = candidates[0]
-        content = candidate.get("content")
-        for part in content.get("parts") or () if isinstance(content, dict) else ():
-            if isinstance(part, dict):
-                parts.add(part, None)
-        finish["finishReason"] = candidate.get("finishReason")
-        finish["finishMessage"] = candidate.get("finishMessage")
-    return _response(provider, model_name, request, parts.blocks(), finish, output_tool)
 
 
 def _prompt_blocked(feedback: Any, provider: str) -> ProviderError | None:
@@ -553,12 +455,9 @@ def _failure(finish: str | None, message: Any, provider: str) -> ProviderError |
     empty answer (STOP) or a cut one (MAX_TOKENS)."""
     if finish in (None, "STOP", "FINISH_REASON_UNSPECIFIED", "MAX_TOKENS"):
         return None
-    if finish in _BLOCKED:
-        text = message or f"the answer was blocked ({finish})"
-    else:
-        text = message or f"the answer failed ({finish})"
+    what = "was blocked" if finish in _BLOCKED else "failed"
     return ProviderError(
-        str(text),
+        str(message or f"the answer {what} ({finish})"),
         status=200,
         error_type=finish,
         provider=provider,
@@ -573,14 +472,8 @@ def _int(meta: Mapping[str, Any], key: str) -> int:
 
 
 def usage_of(meta: Any) -> Usage | None:
-    """Usage from `usageMetadata` (None when the answer carried no counts).
-
-    Gemini counts thinking apart from the answer (`thoughtsTokenCount` beside
-    `candidatesTokenCount`); both are output, so `output_tokens` is their sum,
-    as every other wire API reports it, and `reasoning_tokens` the thinking.
-    `promptTokenCount` includes cached tokens (`cache_read_tokens`), as
-    OpenAI's input does; prompt tokens of server-side tools count as input.
-    """
+    """Usage from `usageMetadata` (None without counts): thinking
+    (`thoughtsTokenCount`) is output too, and server-side tools' prompt tokens input."""
     if not isinstance(meta, Mapping) or not (
         "promptTokenCount" in meta or "candidatesTokenCount" in meta
     ):
@@ -594,50 +487,3 @@ def usage_of(meta: Any) -> Usage | None:
         thoughts,
         1,
     )
-
-
-def _response(
-    provider: str,
-    model_name: str,
-    request: ModelRequest,
-    blocks: list[Block],
-    finish: Mapping[str, Any],
-    output_tool: OutputTool | None,
-) -> ModelResponse:
-    reason = finish.get("finishReason")
-    reason = str(reason) if reason else None
-    if output_tool is not None:
-        blocks = _answer_from_output_tool(blocks, output_tool)
-    has_calls = any(type(b) is ToolCall for b in blocks)
-    said = has_calls or any(type(b) is TextBlock and b.text for b in blocks)
-    if not said:
-        failure = _failure(reason, finish.get("finishMessage"), provider)
-        if failure is not None:
-            raise failure
-    message = Message("assistant", tuple(blocks), provider=provider, model=model_name)
-    usage = usage_of(finish.get("usageMetadata"))
-    model, response_id = finish.get("modelVersion"), finish.get("responseId")
-    return ModelResponse(
-        message=message,
-        usage=estimated_usage(request, message) if usage is None else usage,
-        stop_reason=_stop_reason(reason, has_calls),
-        model=model if isinstance(model, str) else None,
-        provider=provider,
-        response_id=response_id if isinstance(response_id, str) else None,
-    )
-
-
-def _answer_from_output_tool(blocks: Iterable[Block], tool: OutputTool) -> list[Block]:
-    """The output function's first call turned into the JSON text answer it stands for."""
-    out: list[Block] = []
-    answered = False
-    for block in blocks:
-        if type(block) is ToolCall and block.name == tool.name and not answered:
-            answered = True
-            value: Any = block.arguments
-            if tool.wrapped:
-                value = value.get("response")
-            out.append(TextBlock(block.raw_arguments or json.dumps(value, ensure_ascii=False)))
-        else:
-            out.append(block)
-    return out

@@ -1,11 +1,9 @@
 """HTTP plumbing shared by the wire adapters: clients, errors, server-sent events.
 
-Every adapter sends requests through `send_json` / `open_stream`, so every
-adapter raises the same typed errors (`taskloom.errors`) and never lets a bare
-`httpx2` exception escape. An error carries the provider's words, but never
-the request's own credentials: a server that echoes the key it was sent
-(`Incorrect API key provided: Bearer sk-...`) has it replaced by
-`[redacted]` before the error is raised (`redact_error`).
+Every adapter sends through `send_json` / `open_stream`, so all raise the same
+typed errors (`taskloom.errors`), never a bare `httpx2` exception. An error
+keeps the provider's words but never the request's credentials: a server that
+echoes the key it was sent has it replaced by `[redacted]` (`redact_error`).
 """
 
 from __future__ import annotations
@@ -33,25 +31,11 @@ from ..errors import (
     TransportError,
 )
 
-__all__ = [
-    "SSE",
-    "Target",
-    "default_client",
-    "error_from_response",
-    "SSEDecoder",
-    "transport_error",
-    "loads_event",
-    "open_stream",
-    "redact_error",
-    "send_json",
-]
-
 DEFAULT_TIMEOUT = httpx2.Timeout(600.0, connect=10.0)
 
+# The shared client keeps every connection it may open: the next burst of
+# concurrent runs reuses them (a new TLS connection costs milliseconds of CPU).
 DEFAULT_LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=100)
-"""The shared client keeps every connection it may open: after a burst of
-concurrent runs the next burst reuses them instead of connecting again (a new
-TLS connection costs milliseconds of CPU)."""
 
 _CONTEXT_MARKERS = (
     "context_length_exceeded",
@@ -73,12 +57,8 @@ _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx2.AsyncClien
 
 
 def default_client() -> httpx2.AsyncClient:
-    """One pooled client per event loop for adapters not given their own.
-
-    Created lazily, so importing or constructing an adapter does no I/O. Per
-    loop, because pooled connections belong to the loop that opened them: a
-    script calling `asyncio.run` twice (or `run_sync`) gets a fresh pool.
-    """
+    """One pooled client per event loop (pooled connections belong to the loop
+    that opened them), made at first use, for adapters not given their own."""
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
     if client is None or client.is_closed:
@@ -89,10 +69,9 @@ def default_client() -> httpx2.AsyncClient:
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """Where a model's requests go: the endpoint, the headers every request
-    carries, the provider named in errors, a hint added to authentication
-    errors (why no key was sent, when one was held back), and the credentials
-    the requests carry, which no error built from an answer may repeat."""
+    """Where a model's requests go: endpoint, headers, the provider errors name,
+    a hint for authentication errors (why no key was sent) and the credentials
+    no error may repeat."""
 
     url: str
     headers: Mapping[str, str]
@@ -102,9 +81,7 @@ class Target:
 
 
 def redact_error(error: ProviderError, secrets: tuple[str, ...]) -> ProviderError:
-    """`error` (changed in place) with `secrets` redacted from its message,
-    arguments and body, so whatever shows it (the raised error, the log's
-    `run_finished` entry, events, logs) shows none of them."""
+    """`error`, changed in place: `secrets` redacted from its message, arguments and body."""
     if not secrets:
         return error
     error.message = redact(error.message, secrets)
@@ -138,8 +115,7 @@ def _retry_after(headers: httpx2.Headers) -> float | None:
 
 
 def _google_details(err: dict[str, Any]) -> tuple[float | None, str | None]:
-    """The retry delay (`RetryInfo.retryDelay`, "37s") and the `ErrorInfo` reason of
-    an error in Google's shape (`google.rpc.Status`, its `details` list)."""
+    """`RetryInfo.retryDelay` ("37s") and the `ErrorInfo` reason of a `google.rpc.Status`."""
     delay: float | None = None
     reason: str | None = None
     details = err.get("details")
@@ -162,13 +138,8 @@ def _google_details(err: dict[str, Any]) -> tuple[float | None, str | None]:
 def error_from_response(
     status: int, body: bytes, headers: httpx2.Headers, provider: str
 ) -> ProviderError:
-    """Map an error response to the typed hierarchy, keeping the provider's message verbatim.
-
-    Google's error shape counts too: its `status` string ("RESOURCE_EXHAUSTED")
-    is the error type, a `RetryInfo` delay in its details stands in for a
-    missing `Retry-After`, and a key it refuses (a 400 with `ErrorInfo`
-    reason `API_KEY_INVALID`) is an authentication error.
-    """
+    """Map an error response to the typed hierarchy, keeping the provider's message
+    verbatim (Google's `status` is the type, its `RetryInfo` a `Retry-After`)."""
     payload: Any = None
     message = body.decode("utf-8", "replace").strip() or f"HTTP {status}"
     error_type: str | None = None
@@ -213,6 +184,25 @@ def error_from_response(
     if status in (400, 404, 413, 422):
         return InvalidRequest(message, **kw)
     return ProviderError(message, **kw)
+
+
+def error_in_body(payload: Mapping[str, Any], provider: str) -> ProviderError:
+    """The typed error for an error object sent with a 200 status (mid-stream, mostly)."""
+    err = payload.get("error")
+    code = err.get("code") if isinstance(err, Mapping) else None
+    status: int | None = None
+    if isinstance(code, int) and 400 <= code <= 599:
+        status = code
+    elif isinstance(code, str) and code.isdigit() and 400 <= int(code) <= 599:
+        status = int(code)
+    # Without a status of its own the failure is the server's: map it as a
+    # 500 (retryable), then drop the status the HTTP layer never sent.
+    error = error_from_response(
+        status or 500, json.dumps(payload).encode(), httpx2.Headers(), provider
+    )
+    if status is None:
+        error.status = None
+    return error
 
 
 def transport_error(exc: Exception, provider: str, url: str | None = None) -> TransportError:
@@ -283,12 +273,9 @@ class SSE(NamedTuple):
 
 
 class SSEDecoder:
-    """Server-sent events from a body's lines: `line()` returns the event a
-    blank line completes, `end()` one the body ended without a blank line.
-
-    Tolerant of `\\r\\n` line ends and of comments; fed line by line by
-    the reading loop itself, so an event costs no generator step of its own.
-    """
+    """Server-sent events from a body's lines, fed by the reading loop itself
+    (no generator step per event): `line()` returns the event a blank line
+    completes, `end()` one the body ended without."""
 
     __slots__ = ("_data", "_event")
 

@@ -19,53 +19,49 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
-
-import httpx2
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ..errors import ProviderError, TransportError
 from ..events import TextDelta, ThinkingDelta
-from ..messages import Message, ToolCall
+from ..messages import Block, Message, TextBlock, ThinkingBlock, ToolCall, Usage
 from ._adapter import WireModel, context_overflow, same_origin
-from ._base import ModelRequest, ModelResponse, ModelSettings, StreamEvent, ToolCallDelta
-from ._estimate import estimated_usage
-from ._http import SSE, error_from_response, loads_event
-from ._openai_common import (
-    arguments_json,
-    assistant_blocks,
-    build_messages,
-    build_tools,
-    is_object,
-    new_call_id,
-    parse_arguments,
-    reasoning_of,
-    response_format,
-    stop_reason,
-    text_of,
-    usage_of,
+from ._base import (
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    StopReason,
+    StreamEvent,
+    ToolCallDelta,
 )
+from ._http import SSE, error_in_body, loads_event
+from ._openai_common import build_messages, build_tools, parse_arguments, response_format
 from ._resolve import COMPATIBLE, PRESETS, ChatQuirks
+from ._wire import estimated_usage, new_call_id, present, replayed_deltas
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ._adapter import WireOptions
 
-__all__ = ["OpenAIChatModel"]
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "content_filter",
+}
 
 
 class OpenAIChatModel(WireModel):
     """A model behind `POST {base_url}/chat/completions`.
 
-    `provider` names the server (`openai`, or a preset such as `ollama`); its
-    preset gives the default `base_url` and key variable, and whether a key is
-    required (see `WireModel` for the options and where keys go). With
-    `stream=False`, `stream()` replays the whole response as deltas.
-    Thinking blocks are never sent.
-
-    OpenAI's own host gets `max_completion_tokens` and tool-call-only
-    assistant turns without `content`; every other host gets `max_tokens`
-    and `"content": ""` unless its preset says otherwise (`quirks`).
+    `provider` names the server (`openai`, or a preset such as `ollama`), whose
+    preset gives the default `base_url`, key variable and `quirks` (how it
+    departs from OpenAI's own host); see `WireModel` for the options. With
+    `stream=False`, `stream()` replays the whole response as deltas. Thinking
+    blocks are never sent.
     """
 
     __slots__ = ("_quirks",)
@@ -95,16 +91,15 @@ class OpenAIChatModel(WireModel):
         body: dict[str, Any] = {"model": self._name, "messages": messages}
         if request.tools:
             body["tools"] = build_tools(request.tools, request.memo)
-        if settings.temperature is not None:
-            body["temperature"] = settings.temperature
-        if settings.top_p is not None:
-            body["top_p"] = settings.top_p
-        if settings.stop:
-            body["stop"] = list(settings.stop)
-        if settings.max_tokens is not None:
-            body[self._quirks.max_tokens_field] = settings.max_tokens
-        if settings.reasoning is not None and settings.reasoning.effort is not None:
-            body["reasoning_effort"] = settings.reasoning.effort
+        reasoning = settings.reasoning
+        sampling = present(
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            stop=list(settings.stop) or None,
+            **{self._quirks.max_tokens_field: settings.max_tokens},
+            reasoning_effort=None if reasoning is None else reasoning.effort,
+        )
+        body.update(sampling)
         if request.output_schema is not None:
             body["response_format"] = response_format(request.output_schema, request.output_name)
         if stream:
@@ -114,15 +109,15 @@ class OpenAIChatModel(WireModel):
         return body
 
     def _assembler(self, request: ModelRequest, emit: bool) -> _StreamState:
-        return _StreamState(self._provider, self._name, request, self._window(request), emit=emit)
+        return _StreamState(self._provider, self._name, request, self._window(request), emit)
 
     def _replayed(self, response: ModelResponse) -> Iterable[StreamEvent]:
-        return _replayed_deltas(response.message)
+        return replayed_deltas(response.message)
 
     def _decode(self, payload: Any, request: ModelRequest) -> ModelResponse:
         payload_is_object = is_object(payload)
         if payload_is_object and payload.get("error"):
-            raise _error_in_body(payload, self._provider)
+            raise error_in_body(payload, self._provider)
         choices = payload.get("choices") if payload_is_object else None
         if type(choices) is not list or not choices or not is_object(choices[0]):
             raise ProviderError(
@@ -172,11 +167,8 @@ def _response(
     usage: Any,
     wire: Mapping[str, Any],
 ) -> ModelResponse:
-    """The response for a finished turn, streamed or not.
-
-    A refusal arrives in its own field with `finish_reason: stop`; it becomes
-    the turn's text so the transcript shows what the model said.
-    """
+    # A refusal arrives in its own field with `finish_reason: stop`: it becomes
+    # the turn's text, so the transcript shows what the model said.
     reason = stop_reason(finish_reason, bool(calls))
     if not text and isinstance(refusal, str) and refusal:
         text, reason = refusal, "refusal"
@@ -192,105 +184,39 @@ def _response(
     )
 
 
-def _error_in_body(payload: Mapping[str, Any], provider: str) -> ProviderError:
-    """The typed error for an error object sent with a 200 status (mid-stream, mostly)."""
-    err = payload.get("error")
-    code = err.get("code") if isinstance(err, Mapping) else None
-    status: int | None = None
-    if isinstance(code, int) and 400 <= code <= 599:
-        status = code
-    elif isinstance(code, str) and code.isdigit() and 400 <= int(code) <= 599:
-        status = int(code)
-    raw = json.dumps(payload).encode()
-    # Without a status of its own the failure is the server's: map it as a
-    # 500 (retryable), then drop the status the HTTP layer never sent.
-    error = error_from_response(status or 500, raw, httpx2.Headers(), provider)
-    if status is None:
-        error.status = None
-    return error
-
-
-def _replayed_deltas(message: Message) -> list[StreamEvent]:
-    events: list[StreamEvent] = []
-    thinking = "".join(b.text for b in message.thinking)
-    if thinking:
-        events.append(ThinkingDelta(text=thinking))
-    if message.text:
-        events.append(TextDelta(text=message.text))
-    for index, call in enumerate(message.tool_calls):
-        arguments = arguments_json(call)
-        events.append(ToolCallDelta(index=index, id=call.id, name=call.name, arguments=arguments))
-    return events
-
-
+@dataclass(slots=True, eq=False)
 class _PendingCall:
-    __slots__ = ("arguments", "id", "index", "name")
-
-    def __init__(self, index: int, call_id: str | None) -> None:
-        self.index = index
-        self.id = call_id
-        self.name = ""
-        self.arguments: list[str] = []
+    index: int
+    id: str | None
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
 
 
+@dataclass(slots=True, eq=False)
 class _StreamState:
     """Accumulates `chat.completion.chunk`s into one response."""
 
-    __slots__ = (
-        "by_id",
-        "by_index",
-        "calls",
-        "chunks",
-        "done",
-        "emit",
-        "finish_reason",
-        "model",
-        "model_name",
-        "provider",
-        "refusal",
-        "request",
-        "response_id",
-        "text",
-        "thinking",
-        "usage",
-        "window",
-    )
-
-    def __init__(
-        self,
-        provider: str,
-        model_name: str,
-        request: ModelRequest,
-        window: int | None,
-        *,
-        emit: bool,
-    ) -> None:
-        self.provider = provider
-        self.model_name = model_name
-        self.request = request
-        self.window = window
-        self.emit = emit
-        self.chunks = 0
-        self.text: list[str] = []
-        self.thinking: list[str] = []
-        self.refusal: list[str] = []
-        self.calls: list[_PendingCall] = []
-        self.by_index: dict[int, _PendingCall] = {}
-        self.by_id: dict[str, _PendingCall] = {}
-        self.finish_reason: str | None = None
-        self.usage: Any = None
-        self.response_id: str | None = None
-        self.model: str | None = None
-        self.done = False
+    provider: str
+    model_name: str
+    request: ModelRequest
+    window: int | None
+    emit: bool
+    chunks: int = 0
+    text: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    refusal: list[str] = field(default_factory=list)
+    calls: list[_PendingCall] = field(default_factory=list)
+    by_index: dict[int, _PendingCall] = field(default_factory=dict)
+    by_id: dict[str, _PendingCall] = field(default_factory=dict)
+    finish_reason: str | None = None
+    usage: Any = None
+    response_id: str | None = None
+    model: str | None = None
+    done: bool = False
 
     def feed(self, sse: SSE) -> list[StreamEvent]:
         """Take one event; return the deltas it carried (none when not emitting).
-
-        `[DONE]` ends the answer; whatever follows it is ignored.
-        """
-        # The body is read on past [DONE] to its end (nothing follows it):
-        # leaving the reader generators half-done would hand each of them to
-        # the event loop's finalizer, a task apiece.
+        `[DONE]` ends the answer; whatever follows it is ignored."""
         if self.done:
             return []
         if sse.data == "[DONE]":
@@ -302,7 +228,7 @@ class _StreamState:
 
     def _chunk(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
         if chunk.get("error"):
-            raise _error_in_body(chunk, self.provider)
+            raise error_in_body(chunk, self.provider)
         kind = chunk.get("object")
         if isinstance(kind, str) and not kind.startswith("chat.completion"):
             # Not a completion chunk: Azure OpenAI's content-filter events
@@ -397,15 +323,16 @@ class _StreamState:
             )
 
     def finish(self) -> ModelResponse:
-        """The whole response; a stream cut before its end raises `TransportError`.
-
-        A stream that ended without a single chunk, for a request the model's
-        window cannot hold, raises `ContextWindowExceeded` instead. Without
-        usage from the server, the usage is estimated (`Usage.estimated`).
-        """
+        """The whole response (usage estimated when the server sent none); a
+        stream cut before its end raises `TransportError`, or
+        `ContextWindowExceeded` when empty for a request over the window
+        (what llama.cpp sends for a prompt over its window)."""
         if not self.done and self.finish_reason is None:
             if self.chunks == 0:
-                self._check_window()
+                empty = "an empty stream"
+                overflow = context_overflow(self.request, self.window, self.provider, empty)
+                if overflow is not None:
+                    raise overflow
             raise TransportError(
                 "stream ended before the response finished", provider=self.provider
             )
@@ -430,10 +357,74 @@ class _StreamState:
             response = dataclasses.replace(response, usage=usage)
         return response
 
-    def _check_window(self) -> None:
-        """An empty stream is what llama.cpp sends for a prompt over its window:
-        name that, with the sizes, when the window is known and the request
-        does not fit. Anything else stays a transport error to retry."""
-        overflow = context_overflow(self.request, self.window, self.provider, "an empty stream")
-        if overflow is not None:
-            raise overflow
+
+def text_of(content: Any) -> str:
+    """Assistant content as text (a string, or a list of parts from some servers)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return ""
+
+
+def reasoning_of(obj: Mapping[str, Any]) -> str:
+    """The reasoning text a message or delta carries: `reasoning_content`
+    (DeepSeek, vLLM, llama.cpp) or `reasoning` (Ollama, OpenRouter), the
+    first present (a few servers send both)."""
+    value = obj.get("reasoning_content") or obj.get("reasoning")
+    return value if isinstance(value, str) else ""
+
+
+def is_object(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    """Whether a decoded JSON value is an object (a dict; any mapping passes)."""
+    # Decoded JSON objects are dicts: the exact type test spares the ABC check.
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+def _int(obj: Any, key: str) -> int:
+    if not is_object(obj):
+        return 0
+    value = obj.get(key)
+    return value if type(value) is int else 0
+
+
+def usage_of(usage: Any) -> Usage:
+    """Usage of one request from a `usage` object (absent counts as zero)."""
+    if not is_object(usage):
+        return Usage(requests=1)
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    prompt_details = usage.get("prompt_tokens_details")
+    completion_details = usage.get("completion_tokens_details")
+    return Usage(
+        prompt if type(prompt) is int else 0,
+        completion if type(completion) is int else 0,
+        _int(prompt_details, "cached_tokens") if prompt_details else 0,
+        0,
+        _int(completion_details, "reasoning_tokens") if completion_details else 0,
+        1,
+    )
+
+
+def stop_reason(finish_reason: Any, has_tool_calls: bool) -> StopReason | str:
+    """taskloom's stop reason for a `finish_reason` (unknown ones kept as they are)."""
+    if not finish_reason:
+        return "tool_use" if has_tool_calls else "end_turn"
+    reason = str(finish_reason)
+    return _STOP_REASONS.get(reason, reason)
+
+
+def assistant_blocks(
+    thinking: str, text: str, calls: Iterable[ToolCall], provider: str
+) -> tuple[Block, ...]:
+    """An assistant turn's blocks in taskloom's order: thinking, text, calls."""
+    blocks: list[Block] = []
+    if thinking:
+        blocks.append(ThinkingBlock(text=thinking, provider=provider))
+    if text:
+        blocks.append(TextBlock(text))
+    blocks.extend(calls)
+    return tuple(blocks)

@@ -1,61 +1,29 @@
-"""Chat Completions wire shapes: request bodies in, messages and usage out.
-
-Private to `openai_chat`. Everything here is a pure function of JSON-like
-values, so the adapter's HTTP code stays short and these rules can be tested
-on their own.
-"""
+"""Chat Completions request shapes (pure functions of JSON-like values), some
+shared with the Responses API."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import re
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeGuard
+from typing import Any
 
 from ..messages import (
-    Block,
     ImageBlock,
     Message,
     TextBlock,
-    ThinkingBlock,
     ToolCall,
     ToolResult,
-    Usage,
 )
-from ._base import ModelRequest, StopReason, ToolSpec
-
-__all__ = [
-    "WireIds",
-    "arguments_json",
-    "assistant_blocks",
-    "build_messages",
-    "build_tools",
-    "is_object",
-    "new_call_id",
-    "parse_arguments",
-    "reasoning_of",
-    "response_format",
-    "stop_reason",
-    "strict_schema_allowed",
-    "text_of",
-    "usage_of",
-]
+from ._base import ModelRequest, ToolSpec
+from ._wire import arguments_json, memoized
 
 # OpenAI rejects tool call ids longer than 40 characters; ids from other
 # providers (or hand-written histories) may be longer or carry characters some
 # compatible servers refuse.
 _VALID_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
 _SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]")
-
-_STOP_REASONS: dict[str, StopReason] = {
-    "stop": "end_turn",
-    "tool_calls": "tool_use",
-    "function_call": "tool_use",
-    "length": "max_tokens",
-    "content_filter": "content_filter",
-}
 
 # JSON-schema keywords OpenAI's strict structured output does not accept (the
 # union of what Chat Completions and the Responses API refuse: `strict: false`
@@ -70,19 +38,12 @@ _NOT_STRICT = frozenset({
 # fmt: on
 
 
-def new_call_id() -> str:
-    """A fresh id for a tool call the server sent without one."""
-    return f"call_{uuid.uuid4().hex[:24]}"
-
-
 class WireIds:
     """Maps taskloom tool call ids to ids every Chat Completions server accepts.
 
-    A valid id passes unchanged. A long or oddly spelled one becomes
-    `call_<hash>`: a pure function of the id, so a call and its result (and
-    the same history sent again) always agree. An empty id gets an id from its
-    position in the conversation; an empty result id takes the ids of the
-    preceding assistant turn's empty-id calls, in order.
+    A valid id passes; another becomes `call_<hash>` of it, so a call and its
+    result always agree. An empty call id is derived from its position; an
+    empty result id takes the preceding turn's empty-id calls' ids, in order.
     """
 
     __slots__ = ("_unpaired",)
@@ -118,11 +79,6 @@ class WireIds:
         self._unpaired.clear()
 
 
-def _image_part(block: ImageBlock) -> dict[str, Any]:
-    url = block.url if block.url is not None else f"data:{block.media_type};base64,{block.base64}"
-    return {"type": "image_url", "image_url": {"url": url}}
-
-
 def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
     # A lone text part goes as a plain string: every compatible server takes
     # that, while some refuse content lists.
@@ -130,17 +86,6 @@ def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
         text: str = parts[0]["text"]
         return text
     return parts
-
-
-def arguments_json(call: ToolCall) -> str:
-    """The arguments string a call goes out with (what the model sent, when kept)."""
-    if call.raw_arguments is not None:
-        return call.raw_arguments
-    return _ARGUMENTS.encode(call.arguments)
-
-
-# `json.dumps` with options builds an encoder a call; this one is built once.
-_ARGUMENTS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def _assistant(
@@ -189,7 +134,8 @@ def _user_side(message: Message, index: int, ids: WireIds) -> Iterable[dict[str,
         elif isinstance(block, TextBlock):
             parts.append({"type": "text", "text": block.text})
         elif isinstance(block, ImageBlock):
-            parts.append(_image_part(block))
+            url = block.url or f"data:{block.media_type};base64,{block.base64}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
     if parts or (message.role == "user" and result_index == 0):
         yield {"role": "user", "content": _content(parts) if parts else ""}
 
@@ -201,11 +147,8 @@ _MEMO = "openai-chat"
 def build_messages(
     request: ModelRequest, *, tool_turn_content: str | None = None
 ) -> list[dict[str, Any]]:
-    """The `messages` array for a request (system prompt first, thinking dropped).
-
-    An assistant turn with tool calls and no text carries `tool_turn_content`
-    as its content, or no `content` key when it is None (see `ChatQuirks`).
-    """
+    """The `messages` array for a request (system prompt first, thinking dropped);
+    a tool-call-only assistant turn's content is `tool_turn_content` (see `ChatQuirks`)."""
     out: list[dict[str, Any]] = []
     if request.system:
         out.append({"role": "system", "content": request.system})
@@ -233,8 +176,7 @@ def build_messages(
 
 
 def _placeless(message: Message) -> bool:
-    """Whether a message's wire form is the same wherever it stands: no empty
-    call or result id, the only ones `WireIds` derives from the position."""
+    # Only empty call and result ids are derived from the position (`WireIds`).
     for block in message.blocks:
         if isinstance(block, ToolCall):
             if not block.id:
@@ -247,26 +189,23 @@ def _placeless(message: Message) -> bool:
 def build_tools(
     tools: Sequence[ToolSpec], memo: dict[Any, Any] | None = None
 ) -> list[dict[str, Any]]:
-    """The `tools` array: one function per tool spec (kept in `memo` for the
-    same tuple of specs, which a run passes unchanged while its tools are)."""
-    if memo is not None:
-        kept = memo.get((_MEMO, "tools"))
-        if kept is not None and kept[0] is tools:
-            return kept[1]  # type: ignore[no-any-return]
-    wire = [
-        {
-            "type": "function",
-            "function": {
-                "name": t.name,
-                "description": t.description,
-                "parameters": dict(t.input_schema),
-            },
-        }
-        for t in tools
-    ]
-    if memo is not None:
-        memo[(_MEMO, "tools")] = (tools, wire)
-    return wire
+    """The `tools` array: one function per tool spec."""
+    return memoized(
+        memo,
+        (_MEMO, "tools"),
+        tools,
+        lambda: [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": dict(t.input_schema),
+                },
+            }
+            for t in tools
+        ],
+    )
 
 
 def _strict_node(node: Any) -> bool:
@@ -297,22 +236,23 @@ def _strict_node(node: Any) -> bool:
 
 
 def strict_schema_allowed(schema: Mapping[str, Any]) -> bool:
-    """Whether OpenAI's strict structured output accepts this schema as it is.
-
-    Strict mode needs an object at the root, every object closed
-    (`additionalProperties: false`) with all its properties required, and
-    none of the keywords it does not implement.
-    """
+    """Whether OpenAI's strict structured output accepts this schema as it is: an
+    object at the root, every object closed with all its properties required,
+    none of the keywords strict mode lacks."""
     return schema.get("type") == "object" and _strict_node(schema)
+
+
+def schema_name(name: str) -> str:
+    """An output's name as OpenAI takes it (64 of `[A-Za-z0-9_-]` at most)."""
+    return _SCHEMA_NAME.sub("_", name)[:64] or "output"
 
 
 def response_format(schema: Mapping[str, Any], name: str) -> dict[str, Any]:
     """The `response_format` asking for JSON following `schema`."""
-    wire_name = _SCHEMA_NAME.sub("_", name)[:64] or "output"
     return {
         "type": "json_schema",
         "json_schema": {
-            "name": wire_name,
+            "name": schema_name(name),
             "schema": dict(schema),
             "strict": strict_schema_allowed(schema),
         },
@@ -322,9 +262,8 @@ def response_format(schema: Mapping[str, Any], name: str) -> dict[str, Any]:
 def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
     """Parsed tool arguments and, when they are not a JSON object, what was sent.
 
-    Null or empty arguments mean no arguments. Some servers stream `"{}"` as a
-    placeholder before the real arguments; that prefix is dropped when what
-    follows it is the whole object.
+    Null or empty means none. A `"{}"` some servers stream as a placeholder
+    before the real arguments is dropped when what follows is the whole object.
     """
     if raw is None:
         return {}, None
@@ -346,78 +285,3 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
     if isinstance(value, dict):
         return value, None
     return {}, raw
-
-
-def text_of(content: Any) -> str:
-    """Assistant content as text (a string, or a list of parts from some servers)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(p.get("text", ""))
-            for p in content
-            if isinstance(p, dict) and p.get("type") == "text"
-        )
-    return ""
-
-
-def reasoning_of(obj: Mapping[str, Any]) -> str:
-    """The reasoning text a message or delta carries.
-
-    Servers name it `reasoning_content` (DeepSeek, vLLM, llama.cpp) or
-    `reasoning` (Ollama, OpenRouter, Cerebras); a few send both with the same
-    text, so the first one present wins.
-    """
-    value = obj.get("reasoning_content") or obj.get("reasoning")
-    return value if isinstance(value, str) else ""
-
-
-def is_object(value: Any) -> TypeGuard[Mapping[str, Any]]:
-    """Whether a decoded JSON value is an object (a dict; any mapping passes)."""
-    # Decoded JSON objects are dicts: the exact type test spares the ABC check.
-    return type(value) is dict or isinstance(value, Mapping)
-
-
-def _int(obj: Any, key: str) -> int:
-    if not is_object(obj):
-        return 0
-    value = obj.get(key)
-    return value if type(value) is int else 0
-
-
-def usage_of(usage: Any) -> Usage:
-    """Usage of one request from a `usage` object (absent counts as zero)."""
-    if not is_object(usage):
-        return Usage(requests=1)
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    prompt_details = usage.get("prompt_tokens_details")
-    completion_details = usage.get("completion_tokens_details")
-    return Usage(
-        prompt if type(prompt) is int else 0,
-        completion if type(completion) is int else 0,
-        _int(prompt_details, "cached_tokens") if prompt_details else 0,
-        0,
-        _int(completion_details, "reasoning_tokens") if completion_details else 0,
-        1,
-    )
-
-
-def stop_reason(finish_reason: Any, has_tool_calls: bool) -> StopReason | str:
-    """taskloom's stop reason for a `finish_reason` (unknown ones kept as they are)."""
-    if not finish_reason:
-        return "tool_use" if has_tool_calls else "end_turn"
-    reason = str(finish_reason)
-    return _STOP_REASONS.get(reason, reason)
-
-
-def assistant_blocks(
-    thinking: str, text: str, calls: Iterable[ToolCall], provider: str
-) -> tuple[Block, ...]:
-    """An assistant turn's blocks in taskloom's order: thinking, text, calls."""
-    blocks: list[Block] = []
-    if thinking:
-        blocks.append(ThinkingBlock(text=thinking, provider=provider))
-    if text:
-        blocks.append(TextBlock(text))
-    blocks.extend(calls)
-    return tuple(blocks)

@@ -1,20 +1,13 @@
 """Recording a model's exchanges and replaying them: a real run as an offline test.
 
-`RecordingModel(model)` passes every request to `model` and keeps each
-request with the response it got. `recording.save(path)` writes them as one
-small JSON file: requests as the loop built them (system prompt, messages,
-tool schemas, settings) and responses as the model returned them (message,
-usage, stop reason, ids). The exchange is recorded above the wire, so no
-URL, key or header is ever in it.
-
-`ReplayModel.load(path)` answers each request with the response recorded for
-the same request, wherever it comes in the run (concurrent children may ask
-in any order), and raises `ReplayMismatch` with a readable diff against the
-nearest recorded request when the run asks something the recording does not
-hold: a changed prompt, tool schema, argument or tool result fails loudly.
+`RecordingModel(model)` keeps each request with the response it got;
+`save(path)` writes them as one small JSON file, recorded above the wire (no
+URL, key or header is ever in it). `ReplayModel.load(path)` answers each
+request with the response recorded for the same request, in any order, and
+raises `ReplayMismatch` with a diff against the nearest recorded request
+when the run asks something the recording does not hold.
 `replay.tools(agent_tools)` stands in for the tools with ones that answer
-each call with the result recorded for it, to test the agent's logic alone;
-the real tools run again otherwise.
+each call with its recorded result, to test the agent's logic alone.
 """
 
 from __future__ import annotations
@@ -42,10 +35,8 @@ from ._base import (
 if TYPE_CHECKING:
     from ..tools import Tool, ToolContext, ToolOutput
 
-__all__ = ["RECORDING_FORMAT", "Exchange", "RecordingModel", "ReplayModel"]
 
-RECORDING_FORMAT = "taskloom-recording/1"
-"""The `format` of the recording files this version writes and reads."""
+RECORDING_FORMAT = "taskloom-recording/1"  # the `format` of the files this version reads
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +48,7 @@ class Exchange:
 
 
 def request_data(request: ModelRequest) -> dict[str, Any]:
-    """A request as the JSON a recording keeps (and compares): everything that
-    decides the answer, nothing of the transport."""
+    """A request as the JSON a recording keeps and compares: what decides the answer."""
     data: dict[str, Any] = {
         "system": request.system,
         "messages": [m.to_dict() for m in request.messages],
@@ -74,8 +64,8 @@ def request_data(request: ModelRequest) -> dict[str, Any]:
 
 
 def dump_recording(model: Mapping[str, Any], exchanges: Sequence[Exchange]) -> str:
-    """The text of a recording file: stable key order and layout, so the same
-    exchanges always make the same bytes and a changed recording diffs well."""
+    """The text of a recording file, in a stable layout (the same exchanges make
+    the same bytes, a changed recording diffs well)."""
     data = {
         "format": RECORDING_FORMAT,
         "model": dict(model),
@@ -151,13 +141,10 @@ class RecordingModel:
 
 
 class ReplayModel:
-    """A model that answers from a recording (see the module docstring).
-
-    Build it with `ReplayModel.load(path)`, `ReplayModel.loads(text)` or
-    `ReplayModel(exchanges, model=...)`. `used` counts the exchanges
-    answered; `check_done()` raises `ReplayMismatch` while some are left.
-    It reports the recorded model's name and provider, so the run builds
-    the same requests it built when it was recorded.
+    """A model that answers from a recording (`load(path)`, `loads(text)`), under
+    the recorded model's name and provider, so the run builds the requests it
+    built when recorded. `check_done()` raises `ReplayMismatch` while some
+    are left unasked.
     """
 
     def __init__(
@@ -165,8 +152,8 @@ class ReplayModel:
     ) -> None:
         self.exchanges = list(exchanges)
         info = dict(model or {})
-        self._name = str(info.get("name", "replay"))
-        self._provider = str(info.get("provider", "replay"))
+        self.name = str(info.get("name", "replay"))
+        self.provider = str(info.get("provider", "replay"))
         self.native_output = bool(info.get("native_output", True))
         self._open = list(range(len(self.exchanges)))
 
@@ -185,12 +172,11 @@ class ReplayModel:
     @classmethod
     def from_entries(cls, entries: Iterable[Entry]) -> ReplayModel:
         """A replay of a session's log (`await session.entries()`): each
-        assistant message answers the request made of the messages before it
-        (with the usage its entry recorded). Each run's first request must
-        also offer the instructions and tool schemas that run offered (its
-        start entry holds them; logs written before that hold them not, and
-        their requests compare by messages alone). A log keeps no settings,
-        and a compacted session's later requests do not match."""
+        assistant message answers the request made of the messages before it.
+        Each run's first request must also offer the instructions and tool
+        schemas its start entry holds (older logs compare by messages alone).
+        A log keeps no settings; a compacted session's later requests do not
+        match."""
         exchanges: list[Exchange] = []
         messages: list[dict[str, Any]] = []
         seen: dict[str, Mapping[str, Any]] = {}
@@ -229,19 +215,9 @@ class ReplayModel:
         return cls.loads(Path(path).read_text(encoding="utf-8"))
 
     @property
-    def name(self) -> str:
-        """The recorded model's name."""
-        return self._name
-
-    @property
-    def provider(self) -> str:
-        """The recorded model's provider."""
-        return self._provider
-
-    @property
     def spec(self) -> str:
         """`provider:name` of the recorded model (a recording keeps no URL)."""
-        return f"{self._provider}:{self._name}"
+        return f"{self.provider}:{self.name}"
 
     @property
     def used(self) -> int:
@@ -284,27 +260,13 @@ class ReplayModel:
         nearest = max(self._open, key=lambda i: _likeness(self.exchanges[i].request, wanted))
         compared = self.exchanges[nearest].request
         wanted = {key: wanted.get(key) for key in compared}
-        recorded = _pretty(compared).splitlines()
-        asked = _pretty(wanted).splitlines()
-        diff = difflib.unified_diff(
-            recorded,
-            asked,
-            f"recorded request {nearest + 1}",
-            "request of this run",
-            lineterm="",
-            n=3,
-        )
-        where = _first_difference(self.exchanges[nearest].request, wanted, "request")
-        agent = (
-            changes(
-                compared.get("system"),
-                compared.get("tools"),
-                wanted.get("system"),
-                wanted.get("tools"),
-            )
-            if "tools" in compared
-            else []
-        )
+        recorded, asked = _pretty(compared).splitlines(), _pretty(wanted).splitlines()
+        title = f"recorded request {nearest + 1}"
+        diff = difflib.unified_diff(recorded, asked, title, "request of this run", lineterm="")
+        where = _first_difference(compared, wanted, "request")
+        agent = []
+        if "tools" in compared:
+            agent = changes(*(d.get(k) for d in (compared, wanted) for k in ("system", "tools")))
         changed = "".join(f"\n- {line}" for line in agent)
         return (
             (f"the agent differs from the recorded one:{changed}\n" if agent else "")
@@ -358,8 +320,7 @@ def _matches(recorded: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
 
 
 def _first_difference(a: Any, b: Any, path: str) -> str:
-    """The path of the first place where `a` and `b` differ (e.g.
-    `request.tools[0].input_schema.properties.carry`)."""
+    """The path where `a` and `b` first differ (`request.tools[0].input_schema`)."""
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         for key in sorted(set(a) | set(b)):
             if a.get(key) != b.get(key) or (key in a) != (key in b):
@@ -378,9 +339,8 @@ def _pretty(data: Mapping[str, Any]) -> str:
 
 
 def _likeness(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[int, int, int]:
-    """How alike two requests are: messages in common from the start, then
-    whether they have as many messages (the same point of the run), then
-    whether everything but the messages is the same."""
+    """How alike two requests are: messages in common from the start, then the
+    same count of messages, then all else the same."""
     same = 0
     ma, mb = a.get("messages") or (), b.get("messages") or ()
     for x, y in zip(ma, mb, strict=False):

@@ -1,15 +1,8 @@
-"""Turning `"provider:model"` strings into models.
-
-`resolve("openai:gpt-4.1-mini")` is Chat Completions, `openai-responses:` the
-Responses API, `anthropic:` the Messages API, `google:` the Gemini API,
-`vertex:` Gemini on Vertex AI, and every name in `PRESETS` an
-OpenAI-compatible server reached through Chat Completions. A `@<base_url>`
-suffix (`"openai:my-model@http://127.0.0.1:8000/v1"`) points any of them at
-another server. Adapters are imported only when a spec asks for them.
-
-Every provider's default server and key variables are listed here
-(`PRESETS`, `ANTHROPIC`, `OPENAI_RESPONSES`, `GOOGLE`, `VERTEX`): a key read
-from a provider's variable goes only to that provider's own server.
+"""Turning `"provider:model"` strings into models (`resolve_model`), and every
+provider's default server and key variables (`PRESETS`, `ANTHROPIC`,
+`OPENAI_RESPONSES`, `GOOGLE`, `VERTEX`): a key read from a provider's variable
+goes only to that provider's own server. Adapters are imported only when a
+spec asks for them.
 """
 
 from __future__ import annotations
@@ -26,33 +19,16 @@ from ..errors import ConfigurationError
 if TYPE_CHECKING:
     from ._base import Model
 
-__all__ = [
-    "ANTHROPIC",
-    "COMPATIBLE",
-    "GOOGLE",
-    "OPENAI_HOST",
-    "OPENAI_RESPONSES",
-    "PREFIXES",
-    "PRESETS",
-    "VERTEX",
-    "ChatQuirks",
-    "Preset",
-    "resolve",
-    "split_spec",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class ChatQuirks:
     """What a Chat Completions server family accepts where OpenAI's own host differs.
 
-    `max_tokens_field` names the output limit (`max_tokens`, which compatible
-    servers know; OpenAI's host wants `max_completion_tokens`, and its
-    reasoning models refuse the old name). `tool_turn_content` is the
-    `content` an assistant turn with only tool calls carries: None leaves the
-    key out, as OpenAI's host allows; compatible servers whose chat templates
-    read `message.content` (llama.cpp) fail without it and refuse `null`, so
-    they get `""`.
+    `max_tokens_field` names the output limit (`max_tokens`; OpenAI's host
+    wants `max_completion_tokens`, its reasoning models refuse the old name).
+    `tool_turn_content` is the `content` of an assistant turn with only tool
+    calls: None leaves the key out, as OpenAI's host allows; chat templates
+    that read `message.content` (llama.cpp) need `""`.
     """
 
     max_tokens_field: str = "max_tokens"
@@ -70,13 +46,11 @@ OPENAI_HOST = ChatQuirks(max_tokens_field="max_completion_tokens", tool_turn_con
 class Preset:
     """A provider's own server and key: the defaults a spec prefix stands for.
 
-    `base_url` is the default server. `api_key_env` names the key's variable,
-    whose value is sent to `base_url`'s host and to no other; `more_key_envs`
-    are variables read after it when it is unset, under the same rule. When
-    `key_required` is false a missing key means no auth header (local
-    servers). For Chat Completions prefixes `resolve` lets the environment
-    variable `base_url_env` and then `base_url=` override the server.
-    `quirks` say how the server family departs from OpenAI's own host.
+    `api_key_env` names the key's variable, whose value is sent to `base_url`'s
+    host and no other; `more_key_envs` are read after it when it is unset.
+    Without `key_required` a missing key means no auth header (local servers).
+    For Chat Completions prefixes the environment variable `base_url_env`,
+    then `base_url=`, override the server. `quirks`: see `ChatQuirks`.
     """
 
     name: str
@@ -113,9 +87,7 @@ PRESETS: Mapping[str, Preset] = _table(
     Preset("together", "https://api.together.xyz/v1", "TOGETHER_API_KEY", True),
     Preset("deepseek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY", True),
 )
-"""Chat Completions servers by spec prefix (`openai` first), read-only: the
-prefixes `resolve_model` knows besides the other wire APIs', each with its
-default server, its key's variables and its quirks; docs list this table."""
+"""Chat Completions servers by spec prefix (`openai` first), read-only; docs list this table."""
 
 ANTHROPIC = Preset("anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY", True)
 """The Anthropic Messages API's server and key."""
@@ -144,28 +116,18 @@ _OTHER_APIS = {
     "vertex": ("taskloom.models._gemini", "GeminiModel.vertex"),
 }
 
-PREFIXES: tuple[str, ...] = (
-    "openai",
-    "openai-responses",
-    "anthropic",
-    "google",
-    "vertex",
-    *list(PRESETS)[1:],
-)
-"""Every prefix `resolve` understands."""
+PREFIXES: tuple[str, ...] = ("openai", *_OTHER_APIS, *list(PRESETS)[1:])
+"""Every prefix `resolve_model` understands."""
 
 
 _AT_URL = re.compile(r"@[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def split_spec(spec: str) -> tuple[str, str, str | None]:
-    """`(prefix, model, base_url)` of a spec; base_url is None without `@<url>`.
-    The prefix is lower-cased (provider names are case-insensitive).
-
-    The server part starts at the first `@<scheme>://` (`@http://`,
-    `@https://`; any other scheme is kept so that the adapter can refuse it
-    by name), so model names may contain `@` and `:` (`ollama:qwen3:8b`).
-    """
+    """`(prefix, model, base_url)` of a spec (the prefix lower-cased; base_url None
+    without `@<url>`). The server part starts at the first `@<scheme>://` (any
+    scheme, for the adapter to refuse by name), so model names may hold `@`
+    and `:` (`ollama:qwen3:8b`)."""
     prefix, sep, rest = spec.partition(":")
     # Provider names are names, not identifiers: `OpenAI:` is `openai:`.
     prefix = prefix.strip().lower()
@@ -183,18 +145,24 @@ def split_spec(spec: str) -> tuple[str, str, str | None]:
     return prefix, rest, base_url
 
 
-def resolve(spec: str, **options: Any) -> Model:
-    """The model a spec names, built with `options` (`api_key=`, `base_url=`, ...).
+def resolve_model(spec: str | Model, **options: Any) -> Model:
+    """Turn `"provider:model"` into a model (a `Model` passes through unchanged).
 
+    `openai:` is Chat Completions, `openai-responses:` the Responses API,
+    `anthropic:` the Messages API, `google:` Gemini on the Gemini API and
+    `vertex:` Gemini on Vertex AI (`project=`, `location=`, `token=`; see
+    `GeminiModel.vertex`); OpenAI-compatible presets (`ollama:`,
+    `vllm:`, `lmstudio:`, `llamacpp:`, `openrouter:`, `groq:`, `together:`,
+    `deepseek:`) and `openai:<model>@<base_url>` reach any other server.
+    Keyword options go to the adapter (`api_key=`, `base_url=`, ...). A key
+    from the environment goes only to its provider's own host; `api_key=`
+    goes wherever the model points. `model.spec` turns back into an
+    equivalent model and never carries a key or a base URL's user-info.
     A Chat Completions server's URL is `base_url=`, else the spec's
-    `@<base_url>`, else `$<NAME>_BASE_URL`, else the `PRESETS` default. A key
-    from a provider's variable is sent only to that provider's default
-    server, so a spec pointing elsewhere (a proxy, a local server, a spec read
-    back from a store) never carries one; `api_key=` goes wherever the model
-    points. `vertex:` also takes `project=`, `location=` and `token=` (see
-    `GeminiModel.vertex`). Unknown prefixes raise `ConfigurationError`
-    listing the known ones.
+    `@<base_url>`, else `$<NAME>_BASE_URL`, else the `PRESETS` default.
     """
+    if not isinstance(spec, str):
+        return spec
     prefix, model_name, at_url = split_spec(spec)
     other = _OTHER_APIS.get(prefix)
     if other is not None:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -17,8 +18,6 @@ from ..errors import ModelScriptExhausted
 from ..events import TextDelta, ThinkingDelta
 from ..messages import Message, TextBlock, ThinkingBlock, ToolCall, ToolResult, Usage
 from ._base import ModelRequest, ModelResponse, ResponseCompleted, StreamEvent
-
-__all__ = ["FunctionModel", "Reply", "ScriptedModel", "reply"]
 
 ToolCallSpec: TypeAlias = ToolCall | tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], str]
 
@@ -70,23 +69,16 @@ def _request_text(request: ModelRequest) -> str:
     return " ".join(parts)
 
 
-class _Counter:
-    __slots__ = ("n",)
-
-    def __init__(self) -> None:
-        self.n = 0
-
-
 def _build_response(
-    item: Reply, request: ModelRequest, counter: _Counter, name: str, kind: str = "scripted"
+    item: Reply, request: ModelRequest, counter: Iterator[int], name: str, kind: str
 ) -> ModelResponse:
     calls: list[ToolCall] = []
     for spec in item.tool_calls:
         if isinstance(spec, ToolCall):
             calls.append(spec)
             continue
-        counter.n += 1
-        call_id = spec[2] if len(spec) == 3 else f"call_{counter.n}"  # type: ignore[misc]
+        n = next(counter)
+        call_id = spec[2] if len(spec) == 3 else f"call_{n}"  # type: ignore[misc]
         calls.append(ToolCall(call_id, spec[0], dict(spec[1])))
     thinking: list[ThinkingBlock] = []
     if isinstance(item.thinking, ThinkingBlock):
@@ -108,40 +100,51 @@ def _build_response(
     return ModelResponse(message, usage, stop, model=name, provider=kind)
 
 
-async def _stream_response(response: ModelResponse) -> AsyncIterator[StreamEvent]:
-    for block in response.message.blocks:
-        if isinstance(block, ThinkingBlock) and block.text:
-            yield ThinkingDelta(text=block.text)
-        elif isinstance(block, TextBlock):
-            words = block.text.split(" ")
-            for i, word in enumerate(words):
-                yield TextDelta(text=word if i == len(words) - 1 else word + " ")
-    yield ResponseCompleted(response)
-
-
 class _Scripted:
     """What the two scripted models share: a name, the `scripted` provider, and
     `native_output` (False plays a model without structured output: agents
     then offer it their final-answer tool)."""
 
-    _name: str
+    name: str
+    # Always `scripted`: thinking a scripted model produced is replayed only to one.
+    provider = "scripted"
     _kind = "scripted"
+    _chunk_delay = 0.0
+    _counter: Iterator[int]
     native_output: bool = True
-
-    @property
-    def name(self) -> str:
-        """The name given at construction."""
-        return self._name
-
-    @property
-    def provider(self) -> str:
-        """Always `scripted`: thinking it produced is replayed only to scripted models."""
-        return "scripted"
 
     @property
     def spec(self) -> str:
         """`scripted:<name>` or `function:<name>`; register the instance to resolve it."""
-        return f"{self._kind}:{self._name}"
+        return f"{self._kind}:{self.name}"
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """The whole response to `request` (see `Model.request`)."""
+        raise NotImplementedError
+
+    async def _play(self, item: Reply, request: ModelRequest) -> ModelResponse:
+        if item.delay:
+            await asyncio.sleep(item.delay)
+        if item.error is not None:
+            raise item.error
+        return _build_response(item, request, self._counter, self.name, self._kind)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Deltas (text word by word), then `ResponseCompleted` (see `Model.stream`)."""
+        response = await self.request(request)
+        deltas: list[StreamEvent] = []
+        for block in response.message.blocks:
+            if isinstance(block, ThinkingBlock) and block.text:
+                deltas.append(ThinkingDelta(text=block.text))
+            elif isinstance(block, TextBlock):
+                words = block.text.split(" ")
+                deltas += [TextDelta(text=w + " ") for w in words[:-1]]
+                deltas.append(TextDelta(text=words[-1]))
+        for delta in deltas:
+            if self._chunk_delay:
+                await asyncio.sleep(self._chunk_delay)
+            yield delta
+        yield ResponseCompleted(response)
 
 
 class ScriptedModel(_Scripted):
@@ -160,10 +163,10 @@ class ScriptedModel(_Scripted):
         native_output: bool = True,
     ) -> None:
         self._replies = list(replies)
-        self._name = name
+        self.name = name
         self.native_output = native_output
         self._chunk_delay = chunk_delay
-        self._counter = _Counter()
+        self._counter = itertools.count(1)
         self.requests: list[ModelRequest] = []
 
     @property
@@ -171,7 +174,8 @@ class ScriptedModel(_Scripted):
         """Replies not yet played."""
         return len(self._replies) - len(self.requests)
 
-    async def _next(self, request: ModelRequest) -> ModelResponse:
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """The next scripted reply to `request` (see `Model.request`)."""
         index = len(self.requests)
         self.requests.append(request)
         # Like any model call, give the event loop a turn: background work and
@@ -179,31 +183,13 @@ class ScriptedModel(_Scripted):
         await asyncio.sleep(0)
         if index >= len(self._replies):
             raise ModelScriptExhausted(
-                f"ScriptedModel {self._name!r} was asked for reply #{index + 1} "
+                f"ScriptedModel {self.name!r} was asked for reply #{index + 1} "
                 f"but only {len(self._replies)} were scripted"
             )
         item = self._replies[index]
         if isinstance(item, BaseException):
             raise item
-        if isinstance(item, str):
-            item = reply(item)
-        if item.delay:
-            await asyncio.sleep(item.delay)
-        if item.error is not None:
-            raise item.error
-        return _build_response(item, request, self._counter, self._name)
-
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        """The whole response to `request` (see `Model.request`)."""
-        return await self._next(request)
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """Deltas, then `ResponseCompleted` (see `Model.stream`)."""
-        response = await self._next(request)
-        async for event in _stream_response(response):
-            if self._chunk_delay and not isinstance(event, ResponseCompleted):
-                await asyncio.sleep(self._chunk_delay)
-            yield event
+        return await self._play(reply(item) if isinstance(item, str) else item, request)
 
 
 ModelFunction: TypeAlias = Callable[
@@ -221,15 +207,15 @@ class FunctionModel(_Scripted):
         self, fn: ModelFunction, *, name: str = "function", native_output: bool = True
     ) -> None:
         self._fn = fn
-        self._name = name
+        self.name = name
         self.native_output = native_output
-        self._counter = _Counter()
+        self._counter = itertools.count(1)
         self.requests: list[ModelRequest] = []
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """The whole response to `request` (see `Model.request`)."""
         self.requests.append(request)
-        await asyncio.sleep(0)  # a turn for the rest of the event loop, as in _next
+        await asyncio.sleep(0)  # a turn for the rest of the event loop, as ScriptedModel gives
         out: Any = self._fn(request)
         if inspect.isawaitable(out):
             out = await out
@@ -239,14 +225,4 @@ class FunctionModel(_Scripted):
             out = reply(out)
         if not isinstance(out, Reply):
             raise TypeError(f"FunctionModel function returned {type(out).__name__}, not a reply")
-        if out.delay:
-            await asyncio.sleep(out.delay)
-        if out.error is not None:
-            raise out.error
-        return _build_response(out, request, self._counter, self._name, self._kind)
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """Deltas, then `ResponseCompleted` (see `Model.stream`)."""
-        response = await self.request(request)
-        async for event in _stream_response(response):
-            yield event
+        return await self._play(out, request)

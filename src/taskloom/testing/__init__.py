@@ -6,12 +6,10 @@ fake provider server (`fake_server.FakeServer`), a recording HTTP transport
 for adapters (`transport.RecordingTransport`), and `recordings.recorded_model`
 to record a real run once and replay it offline.
 
-Each contract suite is the definition of its interface: subclass it and
-provide fixtures (see each module's docstring). A backend declares its
-capabilities (`taskloom.backends.Capability`), and the suites skip, with the
-reason, the tests of capabilities it does not declare
-(`taskloom.testing.capabilities`). The suites import pytest (the `testing`
-extra: `pip install 'taskloom[testing]'`), so they load only when asked for.
+Each contract suite defines its interface: subclass it and provide fixtures
+(see each module's docstring); tests of capabilities a backend does not
+declare are skipped with the reason. The suites import pytest (the `testing`
+extra), so they load only when asked for.
 """
 
 __all__: list[str] = []

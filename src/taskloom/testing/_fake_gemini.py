@@ -1,15 +1,10 @@
 """The Gemini wire of `FakeServer`: `generateContent` and `streamGenerateContent?alt=sse`.
 
-Gemini names the model and whether to stream in the path
-(`/v1beta/models/{model}:streamGenerateContent`), on the Gemini API and on
-Vertex AI alike (`/v1beta1/projects/{p}/locations/{l}/publishers/google/models/...`):
-`gemini_route` reads both. Answers have Gemini's shape: one candidate whose
-parts are the text and the function calls (whole, with their ids), the
-finish reason, and `usageMetadata` (thinking counted apart in
-`thoughtsTokenCount`, so a reply's `Usage` comes back unchanged). A stream is
-one chunk per text delta or call, then a last chunk with the finish reason
-and the final counts; errors have Google's shape (`code`, `message`,
-`status`), a retry hint as `RetryInfo` in the body.
+Gemini names the model and whether to stream in the path, on the Gemini API
+and Vertex AI alike (`gemini_route` reads both). An answer is one candidate
+whose parts are the text and the function calls, with `usageMetadata`; a
+stream is one chunk per text delta or call, then one with the finish reason
+and final counts. Errors have Google's shape, a retry hint as `RetryInfo`.
 """
 
 from __future__ import annotations
@@ -19,9 +14,7 @@ import re
 from typing import Any
 
 from ..messages import Usage
-from ._fake_wire import FakeReply, Json, _Call, _dumps
-
-__all__ = ["GeminiWire", "gemini_route"]
+from ._fake_wire import ErrorReply, FakeReply, Json, StreamError, _Call, _dumps
 
 _ROUTE = re.compile(
     r"/v1(?:beta1?)?/(?:[^?]*/)?models/([^/:?]+):(generateContent|streamGenerateContent)"
@@ -96,18 +89,16 @@ class GeminiWire:
         return meta
 
     @staticmethod
-    def _call_part(c: _Call, index: int, name: str, arguments: str, call_id: str | None) -> Json:
-        try:
-            args: Any = json.loads(arguments)
-        except ValueError:
-            args = arguments  # not JSON: sent as it is, for the client to refuse
-        call = {"name": name, "args": args, "id": call_id or f"fc_fake{c.number}x{index}"}
-        return {"functionCall": call}
-
-    def _calls(self, r: FakeReply, c: _Call) -> list[Json]:
-        return [
-            self._call_part(c, i, t.name, t.arguments, t.id) for i, t in enumerate(r.tool_calls)
-        ]
+    def _calls(r: FakeReply, c: _Call) -> list[Json]:
+        parts = []
+        for i, t in enumerate(r.tool_calls):
+            try:
+                args: Any = json.loads(t.arguments)
+            except ValueError:
+                args = t.arguments  # not JSON: sent as it is, for the client to refuse
+            call = {"name": t.name, "args": args, "id": c.tool_id("fc_", i, t)}
+            parts.append({"functionCall": call})
+        return parts
 
     @staticmethod
     def _chunk(c: _Call, parts: list[Json], meta: Json, finish: str | None = None) -> Json:
@@ -140,17 +131,11 @@ class GeminiWire:
         frames.append(_frame(self._chunk(c, [{"text": ""}], self.usage(usage), finish)))
         return frames
 
-    def error_body(
-        self,
-        status: int,
-        error_type: str | None,
-        message: str | None,
-        retry_after: str | None = None,
-    ) -> Json:
+    def error_body(self, e: ErrorReply, retry_after: str | None) -> Json:
         error: Json = {
-            "code": status,
-            "message": message or _MESSAGES.get(status, "Unknown error."),
-            "status": error_type or _STATUS.get(status, "UNKNOWN"),
+            "code": e.status,
+            "message": e.message or _MESSAGES.get(e.status, "Unknown error."),
+            "status": e.error_type or _STATUS.get(e.status, "UNKNOWN"),
         }
         if retry_after is not None:
             retry = {
@@ -160,8 +145,8 @@ class GeminiWire:
             error["details"] = [retry]
         return {"error": error}
 
-    def stream_error(self, c: _Call, error_type: str, message: str, seq: int) -> bytes:
-        code = _STREAM_CODES.get(error_type, 500)
-        if error_type in _STATUS.values():
-            code = next(k for k, v in _STATUS.items() if v == error_type)
-        return _frame({"error": {"code": code, "message": message, "status": _STATUS[code]}})
+    def stream_error(self, c: _Call, e: StreamError, seq: int) -> bytes:
+        code = _STREAM_CODES.get(e.error_type, 500)
+        if e.error_type in _STATUS.values():
+            code = next(k for k, v in _STATUS.items() if v == e.error_type)
+        return _frame({"error": {"code": code, "message": e.message, "status": _STATUS[code]}})

@@ -1,10 +1,5 @@
-"""The scripted answers of `FakeServer` and the wire formats it speaks.
-
-Kept apart from the server: this half is about what OpenAI Chat Completions,
-OpenAI Responses and Anthropic Messages bodies and server-sent events look
-like (Gemini's are in `_fake_gemini`); `fake_server` is about sockets, HTTP
-and scripting.
-"""
+"""The scripted answers of `FakeServer` and the OpenAI and Anthropic wire formats
+it speaks (Gemini's are in `_fake_gemini`; sockets and HTTP in `fake_server`)."""
 
 from __future__ import annotations
 
@@ -21,9 +16,6 @@ Json: TypeAlias = dict[str, Any]
 StopReason: TypeAlias = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence"]
 
 
-# --- scripted items -------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class FakeToolCall:
     """One tool call of a `FakeReply`; `arguments` is sent verbatim (it may be invalid JSON)."""
@@ -38,11 +30,9 @@ class FakeReply:
     """A successful answer: text deltas, then tool calls, usage and a stop reason.
 
     `text` is None when the answer has no text part. `delay` waits before the
-    status line (a slow first byte); `chunk_delay` waits before each streamed
-    event. `usage=None` reports 10 input tokens and one output token per delta.
-    Usage fields go on the wire as they are, each under the provider's own name
-    (`Usage` keeps figures as providers report them), so a reply's usage comes
-    back unchanged from any adapter.
+    status line; `chunk_delay` before each streamed event. `usage=None`
+    reports 10 input tokens and one output token per delta; a given usage
+    goes on the wire under each provider's names and comes back unchanged.
     """
 
     text: tuple[str, ...] | None = None
@@ -71,10 +61,8 @@ class FakeReply:
 
 @dataclass(frozen=True, slots=True)
 class ErrorReply:
-    """An HTTP error status. `body` None means the endpoint's own error shape.
-
-    A dict body is sent as JSON, str/bytes verbatim; `headers` are added as given.
-    """
+    """An HTTP error status; `body` None means the endpoint's own error shape, a
+    dict is sent as JSON, str/bytes verbatim; `headers` are added as given."""
 
     status: int
     error_type: str | None = None
@@ -85,13 +73,11 @@ class ErrorReply:
 
 @dataclass(frozen=True, slots=True)
 class Drop:
-    """Close the connection after `after_events` streamed events of `reply` (at most
-    all but its final event, so the stream is always incomplete).
-
-    A non-streamed request gets nothing at all when `after_events` is 0, else
-    the status line, headers and half of the JSON body. With `ends_cleanly` a
-    stream instead ends as a well-formed HTTP response that stops short of its
-    final event, as when a proxy cuts an idle stream.
+    """Close the connection after `after_events` streamed events of `reply` (all
+    but its final one at most). A non-streamed request gets nothing when
+    `after_events` is 0, else half of the JSON body. With `ends_cleanly` a
+    stream ends as a well-formed response short of its final event (as when a
+    proxy cuts an idle stream).
     """
 
     after_events: int = 0
@@ -101,11 +87,8 @@ class Drop:
 
 @dataclass(frozen=True, slots=True)
 class Malformed:
-    """Answer 200 with broken JSON, then end the response cleanly.
-
-    Non-streamed: half of the JSON body. Streamed: `after_events` good events,
-    then one event whose data is cut in half (the stream ends there).
-    """
+    """Answer 200 with broken JSON, then end cleanly: half of the JSON body, or
+    `after_events` good events and one whose data is cut in half."""
 
     after_events: int = 0
     reply: FakeReply | None = None
@@ -175,31 +158,15 @@ def _pieces(s: str, size: int = 8) -> list[str]:
     return [s[i : i + size] for i in range(0, len(s), size)] or [""]
 
 
-# --- wire formats ---------------------------------------------------------------------------
-
-
 @dataclass(slots=True)
 class _Call:
     """One request being answered: what the wire renderers need to know about it."""
 
     body: Json
     number: int
+    model: str
+    is_stream: bool
     created: int = field(default_factory=lambda: int(time.time()))
-    # Gemini names the model and the streaming in the path, not the body.
-    path_model: str | None = None
-    path_stream: bool | None = None
-
-    @property
-    def model(self) -> str:
-        if self.path_model is not None:
-            return self.path_model
-        return str(self.body.get("model") or "fake-model")
-
-    @property
-    def is_stream(self) -> bool:
-        if self.path_stream is not None:
-            return self.path_stream
-        return self.body.get("stream") is True
 
     def tool_id(self, prefix: str, index: int, call: FakeToolCall) -> str:
         return call.id or f"{prefix}fake{self.number}x{index}"
@@ -215,7 +182,8 @@ def _sse(data: Json, event: str | None = None) -> bytes:
 
 
 class _Wire(Protocol):
-    """How one provider API renders replies and errors."""
+    """How one provider API renders replies and errors; with `retry_in_body`
+    (Gemini) a retry hint travels in the error body, not a header."""
 
     provider: str
     retry_in_body: bool
@@ -224,24 +192,16 @@ class _Wire(Protocol):
 
     def events(self, r: FakeReply, c: _Call) -> list[bytes]: ...
 
-    def error_body(
-        self,
-        status: int,
-        error_type: str | None,
-        message: str | None,
-        retry_after: str | None = None,
-    ) -> Json:
-        """The error answer's body; `retry_after` is given only to a wire whose
-        `retry_in_body` is true (the hint then travels in the body, not a header)."""
-        ...
+    def error_body(self, e: ErrorReply, retry_after: str | None) -> Json: ...
 
-    def stream_error(self, c: _Call, error_type: str, message: str, seq: int) -> bytes: ...
+    def stream_error(self, c: _Call, e: StreamError, seq: int) -> bytes: ...
 
 
 class _ChatWire:
     """OpenAI Chat Completions."""
 
     provider = "openai"
+    retry_in_body = False
 
     _finish = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
 
@@ -323,22 +283,14 @@ class _ChatWire:
         frames.append(b"data: [DONE]\n\n")
         return frames
 
-    retry_in_body = False
-
-    def error_body(
-        self,
-        status: int,
-        error_type: str | None,
-        message: str | None,
-        retry_after: str | None = None,
-    ) -> Json:
-        kind, code, text = _OPENAI_ERRORS.get(status, _OPENAI_ERRORS[500])
-        error = {"message": message or text, "type": error_type or kind, "param": None}
+    def error_body(self, e: ErrorReply, retry_after: str | None) -> Json:
+        kind, code, text = _OPENAI_ERRORS.get(e.status, _OPENAI_ERRORS[500])
+        error = {"message": e.message or text, "type": e.error_type or kind, "param": None}
         return {"error": error | {"code": code}}
 
-    def stream_error(self, c: _Call, error_type: str, message: str, seq: int) -> bytes:
+    def stream_error(self, c: _Call, e: StreamError, seq: int) -> bytes:
         return _sse(
-            {"error": {"message": message, "type": error_type, "param": None, "code": None}}
+            {"error": {"message": e.message, "type": e.error_type, "param": None, "code": None}}
         )
 
 
@@ -458,8 +410,8 @@ class _ResponsesWire(_ChatWire):
         emit(done, response=final)
         return frames
 
-    def stream_error(self, c: _Call, error_type: str, message: str, seq: int) -> bytes:
-        data = {"type": "error", "code": error_type, "message": message, "param": None}
+    def stream_error(self, c: _Call, e: StreamError, seq: int) -> bytes:
+        data = {"type": "error", "code": e.error_type, "message": e.message, "param": None}
         return _sse(data | {"sequence_number": seq}, "error")
 
 
@@ -467,6 +419,7 @@ class _AnthropicWire:
     """Anthropic Messages API."""
 
     provider = "anthropic"
+    retry_in_body = False
 
     @staticmethod
     def usage(u: Usage, output_tokens: int | None = None) -> Json:
@@ -535,21 +488,13 @@ class _AnthropicWire:
         emit("message_stop")
         return frames
 
-    retry_in_body = False
-
-    def error_body(
-        self,
-        status: int,
-        error_type: str | None,
-        message: str | None,
-        retry_after: str | None = None,
-    ) -> Json:
-        kind, text = _ANTHROPIC_ERRORS.get(status, _ANTHROPIC_ERRORS[500])
-        error = {"type": error_type or kind, "message": message or text}
+    def error_body(self, e: ErrorReply, retry_after: str | None) -> Json:
+        kind, text = _ANTHROPIC_ERRORS.get(e.status, _ANTHROPIC_ERRORS[500])
+        error = {"type": e.error_type or kind, "message": e.message or text}
         return {"type": "error", "error": error, "request_id": "req_fake"}
 
-    def stream_error(self, c: _Call, error_type: str, message: str, seq: int) -> bytes:
-        error = {"type": error_type, "message": message}
+    def stream_error(self, c: _Call, e: StreamError, seq: int) -> bytes:
+        error = {"type": e.error_type, "message": e.message}
         return _sse({"type": "error", "error": error, "request_id": f"req_fake{c.number}"}, "error")
 
 

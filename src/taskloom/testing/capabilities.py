@@ -1,12 +1,6 @@
-"""Capability flags in the contract suites: a test runs only on a backend
-that declares what it needs.
-
-Every contract suite has a `capabilities` fixture: the `Capability` flags
-of the backend under test (all of them unless overridden; the store suite
-reads `store.backend.capabilities` when the store has a backend). A test
-that needs a capability carries `@requires(...)`; on a backend that does not
-declare it, the test is skipped with the reason, so a backend of your own
-runs everything else::
+"""Capability flags in the contract suites: a test that needs a capability
+carries `@requires(...)` and is skipped, with the reason, on a backend whose
+`capabilities` fixture does not declare it (all flags unless overridden)::
 
     class TestMyStore(StoreContract):
         @pytest.fixture
@@ -51,11 +45,8 @@ def missing(needed: Iterable[Capability], declared: Iterable[Capability | str]) 
 
 
 class CapabilityGate:
-    """The `capabilities` fixture and the skip of tests a backend cannot run.
-
-    `REQUIRES` is what every test of the suite needs (the registry suite
-    needs `ACTIVITY_REGISTRY`); `@requires` adds to it per test.
-    """
+    """The `capabilities` fixture and the skip of tests a backend cannot run;
+    `REQUIRES` is what every test of the suite needs, `@requires` adds per test."""
 
     REQUIRES: frozenset[Capability] = frozenset()
 

@@ -1,39 +1,25 @@
 """A fake OpenAI-, Anthropic- and Gemini-compatible HTTP server on loopback, for tests.
 
 `FakeServer` speaks HTTP/1.1 on real sockets (keep-alive, chunked server-sent
-events) and answers four wire APIs in the providers' own formats:
+events) and answers, as JSON or streamed in the providers' own formats,
+`POST /v1/chat/completions` (OpenAI Chat Completions), `/v1/responses`
+(OpenAI Responses), `/v1/messages` (Anthropic Messages) and
+`/v1beta/models/{model}:generateContent` / `:streamGenerateContent?alt=sse`
+(Gemini, under a Vertex AI prefix too).
 
-- `POST /v1/chat/completions` — OpenAI Chat Completions (JSON, or SSE chunks
-  ending in `data: [DONE]`, with a usage chunk when
-  `stream_options.include_usage` is set);
-- `POST /v1/responses` — OpenAI Responses (JSON, or `response.*` events);
-- `POST /v1/messages` — Anthropic Messages (JSON, or `message_start` ...
-  `message_stop` events);
-- `POST /v1beta/models/{model}:generateContent` and
-  `:streamGenerateContent?alt=sse` — Gemini (the same paths under a Vertex
-  AI prefix too, `/v1beta1/projects/{p}/locations/{l}/publishers/google`).
-
-Each request to one of them takes the next item of a script: a reply
-(`FakeServer.reply`) rendered in that endpoint's format, or a fault
-(`error`, `rate_limit`, `overloaded`, `drop`, `malformed`, `stream_error`,
-`hang`), or a reply after events that are not part of it (`prelude`). When
-the script is empty the server answers its `default` item — a
-short text reply unless configured otherwise; `default=None` makes it answer
-500 instead, for tests that must notice an unscripted request. Every request
-is recorded in `server.requests`.
+Each request takes the next item of a script: a reply (`FakeServer.reply`),
+a fault (`error`, `rate_limit`, `overloaded`, `drop`, `malformed`,
+`stream_error`, `hang`), or a reply after events not part of it (`prelude`).
+An empty script answers the `default` item (a short text reply;
+`default=None`: a 500). Every request is recorded in `server.requests`.
 
     async with FakeServer() as server:
         server.script(FakeServer.rate_limit(retry_after=2), FakeServer.reply("hi"))
         model = OpenAIChatModel("gpt-4.1-mini", base_url=server.base_url, api_key="test")
 
-`base_url` (`http://127.0.0.1:PORT/v1`) is what OpenAI clients take;
-`anthropic_base_url` (`http://127.0.0.1:PORT`) is what Anthropic clients take,
-since they add `/v1/messages` themselves; `gemini_base_url`
-(`http://127.0.0.1:PORT/v1beta`) and `vertex_base_url` are what Gemini
-clients take. `FakeServer.in_thread()` runs the
-same server on its own loop in a daemon thread, for tests that drive a
-subprocess; `python -m taskloom.testing.fake_server` runs one in its own
-process and prints its root URL.
+`FakeServer.in_thread()` runs one on its own loop in a daemon thread (for
+tests that drive a subprocess); `python -m taskloom.testing.fake_server` in
+its own process, printing its root URL.
 """
 
 from __future__ import annotations
@@ -80,9 +66,6 @@ def _truncate(frame: bytes) -> bytes:
     return head + b"data: " + data[: max(1, len(data) // 2)] + b"\n\n"
 
 
-# --- HTTP -----------------------------------------------------------------------------------
-
-
 class _BadRequest(Exception):
     pass
 
@@ -90,7 +73,6 @@ class _BadRequest(Exception):
 async def _read_request(
     reader: asyncio.StreamReader,
 ) -> tuple[str, str, dict[str, str], bytes] | None:
-    """Method, target, headers and body of the next request; None at a clean end of input."""
     line = b"\r\n"
     while line in (b"\r\n", b"\n"):
         line = await reader.readline()
@@ -134,11 +116,9 @@ class FakeServer:
 
     `port=0` picks a free port. `default` answers requests the script does not
     cover (None: HTTP 500, `script_exhausted`). With `api_key`, requests
-    without that key (`Authorization: Bearer` for OpenAI paths, `x-api-key`
-    for Anthropic, `x-goog-api-key` or a bearer token for Gemini) get 401
-    without consuming the script. Requests to unknown
-    paths get 404 and requests whose body is not a JSON object 400, neither
-    consuming the script. `connections` counts accepted TCP connections.
+    without that key (in the provider's own header) get 401; unknown paths
+    get 404 and bodies that are not a JSON object 400, none of them consuming
+    the script. `connections` counts accepted TCP connections.
     """
 
     def __init__(
@@ -160,8 +140,6 @@ class FakeServer:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._answered = 0
-
-    # -- script ---------------------------------------------------------------------------
 
     @staticmethod
     def reply(
@@ -222,10 +200,11 @@ class FakeServer:
             },
         )
 
-    @staticmethod
-    def drop(after_events: int = 0, reply: FakeReply | None = None) -> Drop:
-        """Close the connection after `after_events` events (see `Drop`)."""
-        return Drop(after_events, reply)
+    # Faults that are their script items as they are (see each for what it does).
+    drop = staticmethod(Drop)
+    malformed = staticmethod(Malformed)
+    stream_error = staticmethod(StreamError)
+    hang = staticmethod(Hang)
 
     @staticmethod
     def truncate(after_events: int, reply: FakeReply | None = None) -> Drop:
@@ -233,31 +212,9 @@ class FakeServer:
         return Drop(after_events, reply, ends_cleanly=True)
 
     @staticmethod
-    def malformed(after_events: int = 0, reply: FakeReply | None = None) -> Malformed:
-        """A 200 answer whose JSON is broken (see `Malformed`)."""
-        return Malformed(after_events, reply)
-
-    @staticmethod
-    def stream_error(
-        after_events: int = 0,
-        *,
-        error_type: str = "overloaded_error",
-        message: str = "Overloaded",
-        status: int = 529,
-        reply: FakeReply | None = None,
-    ) -> StreamError:
-        """An error event inside a 200 stream (see `StreamError`)."""
-        return StreamError(after_events, error_type, message, status, reply)
-
-    @staticmethod
     def prelude(*events: Mapping[str, Any], reply: FakeReply | None = None) -> Prelude:
         """`events` streamed as they are before `reply` (see `Prelude`)."""
         return Prelude(events, reply)
-
-    @staticmethod
-    def hang() -> Hang:
-        """Never answer (see `Hang`)."""
-        return Hang()
 
     def script(self, *items: ScriptItem) -> None:
         """Append answers to the script; each request takes the next one."""
@@ -273,8 +230,6 @@ class FakeServer:
     def _next_item(self) -> ScriptItem | None:
         with self._lock:
             return self._script.popleft() if self._script else self.default
-
-    # -- addresses and lifecycle ------------------------------------------------------------
 
     @property
     def port(self) -> int:
@@ -335,11 +290,8 @@ class FakeServer:
     @classmethod
     @contextmanager
     def in_thread(cls, **options: Any) -> Iterator[FakeServer]:
-        """Run a server on its own event loop in a daemon thread; stopped on exit.
-
-        `options` go to the constructor. `script` and `requests` may be used
-        from the calling thread.
-        """
+        """Run a server (`options` to the constructor) on its own event loop in a
+        daemon thread, stopped on exit; `script` and `requests` work from any thread."""
         server = cls(**options)
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name="FakeServer", daemon=True)
@@ -355,8 +307,6 @@ class FakeServer:
             if not thread.is_alive():
                 loop.close()
 
-    # -- serving ----------------------------------------------------------------------------
-
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
@@ -369,9 +319,8 @@ class FakeServer:
         except (ConnectionError, asyncio.IncompleteReadError, _BadRequest, ValueError):
             pass
         except asyncio.CancelledError:
-            # `stop` cancels open connections, here or in the wait below; ending
-            # the task normally keeps asyncio from logging the cancellation as an
-            # error of the connection callback.
+            # `stop` cancels open connections; ending normally keeps asyncio
+            # from logging that as an error of the connection callback.
             pass
         finally:
             self._tasks.discard(task)
@@ -388,7 +337,7 @@ class FakeServer:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> bool:
-        """Answer one request; False when the connection must close."""
+        # False when the connection must close.
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
@@ -416,9 +365,12 @@ class FakeServer:
         if item is None:
             message = "FakeServer script exhausted: no scripted answer left for this request"
             item = ErrorReply(500, error_type="script_exhausted", message=message)
-        call = _Call(body, self._answered)
-        if gemini is not None:
-            call.path_model, call.path_stream = gemini
+        # Gemini names the model and the streaming in the path, not the body.
+        model, stream = gemini or (
+            str(body.get("model") or "fake-model"),
+            body.get("stream") is True,
+        )
+        call = _Call(body, self._answered, model, stream)
         return await self._play(item, wire, call, reader, writer) and keep_alive
 
     async def _play(
@@ -429,7 +381,7 @@ class FakeServer:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> bool:
-        """Answer with one script item; False when it leaves the connection unusable."""
+        # False when the item leaves the connection unusable.
         if isinstance(item, ErrorReply):
             await self._send_error(writer, wire, item, call)
             return True
@@ -450,9 +402,9 @@ class FakeServer:
                     return False
                 cut = payload[: len(payload) // 2]
                 sent = cut if isinstance(item, Malformed) else payload
-                await self._send(writer, 200, self._json_headers(wire, call, sent), cut)
+                await self._send(writer, wire, call, 200, cut, length=len(sent))
                 return isinstance(item, Malformed)
-            await self._send(writer, 200, self._json_headers(wire, call, payload), payload)
+            await self._send(writer, wire, call, 200, payload)
             return True
         frames = wire.events(reply, call)
         if isinstance(item, Prelude):
@@ -467,10 +419,26 @@ class FakeServer:
                     n += 1
                 kept.append(_truncate(frames[n]))
             elif isinstance(item, StreamError):
-                kept.append(wire.stream_error(call, item.error_type, item.message, n))
+                kept.append(wire.stream_error(call, item, n))
             frames = kept
         is_complete = not isinstance(item, Drop) or item.ends_cleanly
-        await self._stream(writer, wire, call, frames, reply.chunk_delay, is_complete)
+        headers = {
+            "content-type": "text/event-stream; charset=utf-8",
+            "transfer-encoding": "chunked",
+            "cache-control": "no-cache",
+            **self._request_id(wire, call),
+        }
+        writer.write(_head(200, headers))
+        # One HTTP chunk per event, drained each time, so a client sees events
+        # arrive one by one (and a drop lands between two events).
+        for frame in frames:
+            if reply.chunk_delay:
+                await asyncio.sleep(reply.chunk_delay)
+            writer.write(_chunk(frame))
+            await writer.drain()
+        if is_complete:
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
         return is_complete
 
     def _is_authorized(self, wire: _Wire, headers: Mapping[str, str]) -> bool:
@@ -482,21 +450,28 @@ class FakeServer:
         return bearer
 
     @staticmethod
-    def _common_headers(wire: _Wire, call: _Call | None) -> dict[str, str]:
-        request_id = f"req_fake{call.number if call else 0}"
+    def _request_id(wire: _Wire, call: _Call | None) -> dict[str, str]:
         key = "request-id" if wire.provider == "anthropic" else "x-request-id"
-        return {key: request_id}
-
-    def _json_headers(self, wire: _Wire, call: _Call | None, payload: bytes) -> dict[str, str]:
-        return {
-            "content-type": "application/json",
-            "content-length": str(len(payload)),
-            **self._common_headers(wire, call),
-        }
+        return {key: f"req_fake{call.number if call else 0}"}
 
     async def _send(
-        self, writer: asyncio.StreamWriter, status: int, headers: Mapping[str, str], body: bytes
+        self,
+        writer: asyncio.StreamWriter,
+        wire: _Wire,
+        call: _Call | None,
+        status: int,
+        body: bytes,
+        *,
+        length: int | None = None,
+        extra: Mapping[str, str] | None = None,
     ) -> None:
+        """A JSON answer (`length` in the headers when a cut body claims more)."""
+        headers = {
+            "content-type": "application/json",
+            "content-length": str(len(body) if length is None else length),
+            **self._request_id(wire, call),
+            **(extra or {}),
+        }
         writer.write(_head(status, headers) + body)
         await writer.drain()
 
@@ -506,40 +481,12 @@ class FakeServer:
         extra = dict(error.headers)
         if error.body is None:
             retry = extra.pop("retry-after", None) if wire.retry_in_body else None
-            payload = _dumps(wire.error_body(error.status, error.error_type, error.message, retry))
+            payload = _dumps(wire.error_body(error, retry))
         elif isinstance(error.body, Mapping):
             payload = _dumps(dict(error.body))
         else:
             payload = error.body.encode() if isinstance(error.body, str) else error.body
-        headers = self._json_headers(wire, call, payload) | extra
-        await self._send(writer, error.status, headers, payload)
-
-    async def _stream(
-        self,
-        writer: asyncio.StreamWriter,
-        wire: _Wire,
-        call: _Call,
-        frames: list[bytes],
-        chunk_delay: float,
-        is_complete: bool,
-    ) -> None:
-        headers = {
-            "content-type": "text/event-stream; charset=utf-8",
-            "transfer-encoding": "chunked",
-            "cache-control": "no-cache",
-            **self._common_headers(wire, call),
-        }
-        writer.write(_head(200, headers))
-        # One HTTP chunk per event, drained each time, so a client sees events
-        # arrive one by one (and a drop lands between two events).
-        for frame in frames:
-            if chunk_delay:
-                await asyncio.sleep(chunk_delay)
-            writer.write(_chunk(frame))
-            await writer.drain()
-        if is_complete:
-            writer.write(b"0\r\n\r\n")
-            await writer.drain()
+        await self._send(writer, wire, call, error.status, payload, extra=extra)
 
 
 async def _serve_forever(port: int, text: str | None) -> None:

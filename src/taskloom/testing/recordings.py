@@ -9,13 +9,11 @@
             result = await Agent("a", model, tools=[add]).run("what is 2+3?")
         assert result.text == "5"
 
-With `TASKLOOM_RECORD=1` in the environment (or `record=True`), the test runs
-against the real model and, when the block ends without an error, writes
-the exchanges to the file (commit it: it is small JSON and holds no keys,
-URLs or headers). Otherwise the test replays the file offline: no key, no
-network; `real` is never called. A request the recording does not hold
-fails with `ReplayMismatch` and a diff of the request; so does a run that
-ends before asking every recorded request.
+With `TASKLOOM_RECORD=1` (or `record=True`) the test runs against the real
+model and, when the block ends without an error, writes the exchanges to the
+file (small JSON without keys, URLs or headers: commit it). Otherwise it
+replays the file offline (`real` is never called); a request the recording
+does not hold, or one left unasked, fails with `ReplayMismatch`.
 """
 
 from __future__ import annotations
@@ -29,8 +27,7 @@ from ..models import Model, RecordingModel, ReplayModel
 
 __all__ = ["RECORD_ENV", "recorded_model", "recording_wanted"]
 
-RECORD_ENV = "TASKLOOM_RECORD"
-"""The environment variable that makes `recorded_model` record (`1`, `true`, `yes`)."""
+RECORD_ENV = "TASKLOOM_RECORD"  # `1`, `true` or `yes` makes `recorded_model` record
 
 
 def recording_wanted() -> bool:

@@ -1,11 +1,9 @@
 """A fake HTTP transport for testing model adapters without a network.
 
-`RecordingTransport` goes where a real connection would: in the httpx2 client
-every adapter takes as `http_client=`. It records each request the adapter
-sends (method, URL, headers, parsed JSON body) and answers from a queue of
-canned responses (a JSON body, server-sent events, any status and headers),
-so a test can check exactly what an adapter put on the wire and feed it
-any reply, including hand-written streams that real servers rarely send::
+`RecordingTransport` goes in the httpx2 client an adapter takes as
+`http_client=`: it records each request the adapter sends and answers from a
+queue of canned responses (JSON, server-sent events, any status and headers),
+so a test checks what went on the wire and feeds any reply::
 
     from taskloom.models import ModelRequest, OpenAIChatModel
     from taskloom.messages import Message
@@ -20,9 +18,7 @@ any reply, including hand-written streams that real servers rarely send::
     assert response.text == "hi"
     assert transport.requests[0].body["model"] == "gpt-4.1-mini"
 
-Nothing goes through a socket, so timeouts, dropped connections and retry
-timing are out of its reach: `taskloom.testing.fake_server.FakeServer` serves those on
-loopback.
+For timeouts, dropped connections and retry timing, `taskloom.testing.fake_server.FakeServer` serves on loopback.
 """
 
 from __future__ import annotations
@@ -54,8 +50,7 @@ class SentRequest:
 
 @dataclass(frozen=True, slots=True)
 class CannedResponse:
-    """A response to answer with. A fresh `httpx2.Response` is made from it for
-    every request it answers, so one canned response can answer many."""
+    """A response to answer with, as many times as wanted (each gets a fresh `httpx2.Response`)."""
 
     status: int = 200
     content: bytes = b""
@@ -75,21 +70,14 @@ function of the request (it may raise, e.g. `httpx2.ConnectError`)."""
 
 
 class RecordingTransport(httpx2.AsyncBaseTransport, httpx2.BaseTransport):
-    """An httpx2 transport that records every request and answers from a script.
-
-    Each request takes the next answer given to the constructor (or queued
-    later with `add`); once they are used up, `default` answers every
-    further request. With no answer left and no default, the request raises
-    `ModelScriptExhausted`, so a test sending more than it scripted fails
-    loudly. Works for async and sync clients.
-    """
+    """An httpx2 transport (async and sync) that records every request and answers
+    from a script: each request takes the next answer (given here or queued
+    with `add`), then `default`; with neither, `ModelScriptExhausted`."""
 
     def __init__(self, *answers: Answer, default: Answer | None = None) -> None:
         self.requests: list[SentRequest] = []
         self.default = default
         self._answers: deque[Answer] = deque(answers)
-
-    # -- canned responses -------------------------------------------------------------
 
     @staticmethod
     def json(
@@ -106,14 +94,11 @@ class RecordingTransport(httpx2.AsyncBaseTransport, httpx2.BaseTransport):
     def sse(
         text: str | bytes, *, status: int = 200, headers: Mapping[str, str] | None = None
     ) -> CannedResponse:
-        """A server-sent event stream with the body given as is
-        (`content-type: text/event-stream`), so a test can write any edge case."""
+        """A server-sent event stream with the body given as is (`text/event-stream`)."""
         content = text.encode() if isinstance(text, str) else text
         return CannedResponse(
             status, content, {"content-type": "text/event-stream", **(headers or {})}
         )
-
-    # -- script and records -----------------------------------------------------------
 
     def add(self, *answers: Answer) -> None:
         """Queue more answers after the ones not used yet."""
@@ -131,8 +116,6 @@ class RecordingTransport(httpx2.AsyncBaseTransport, httpx2.BaseTransport):
     def client(self, **options: Any) -> httpx2.AsyncClient:
         """An async client sending through this transport (`options` go to the client)."""
         return httpx2.AsyncClient(transport=self, **options)
-
-    # -- transport --------------------------------------------------------------------
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         request.read()
