@@ -1,14 +1,7 @@
 """What a run offers the model (its instructions and tool schemas), as its log
-keeps it, and how two offers differ, in words.
-
-Each run's start entry (`RunStartedEntry.offered`) holds the SHA-256 digest
-of the instructions and tool schemas the run offered; the instructions and
-schemas themselves only when that digest differs from the session's
-previous run's. A session whose agent does not change holds them once, in
-its first run's start entry, and costs no write of its own: the start
-entry is written anyway. A replay from the log (`ReplayModel.from_entries`)
-compares each run's first request with them, and `changes` says what
-differs ("tool 'search': parameter 'limit' added").
+keeps it, and how two offers differ, in words. A run's start entry holds the
+digest of its offer, and the offer itself only when the digest differs from
+the previous run's: a session whose agent does not change stores it once.
 """
 
 from __future__ import annotations

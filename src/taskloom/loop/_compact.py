@@ -1,28 +1,11 @@
-"""Compaction: long sessions keep their whole log, and send a shorter view.
+"""Compaction: long sessions keep their whole log, and send a shorter view
+(docs/concepts/compaction.md).
 
-At a round boundary, before the model is asked, the loop estimates the size
-of the next request. When it passes `threshold × window` (or a strategy asks
-for it, or the provider refused the request as too long), the older part of
-the view is summarized by a model call and a `compaction` entry records the
-summary and the log position it replaces up to. Later requests are built from
-the instructions, the summary and the messages after that position; the log
-itself keeps every entry.
-
-The cut never separates an assistant turn from its tool results (nor the
-thinking blocks inside a turn, which travel with it), and it happens only
-between rounds, so a parked turn is never compacted. What arrived since the
-last turn (steering, deferred items, notices) is in the recent part, verbatim.
-
-The size estimate needs no tokenizer: the last response's reported input
-tokens, plus what was appended since converted at the characters-per-token
-ratio that exact count gave (4 before the first one).
-
-A summary is held to its budget whatever the summarizer returns, and the
-summarizer to `summary_timeout` and, in a run with a deadline, to
-`SUMMARY_SHARE` of the time the run has left. Compaction never makes the
-request larger: when a summary would not make it smaller, or the summarizer
-fails or does not answer in time, the older part is left out of the view
-instead, and the summary says so where that still makes the request smaller.
+The cut happens only between rounds and never separates a turn from its
+tool results. The size estimate needs no tokenizer: the last reported input
+tokens plus what was appended since, at the ratio that exact count gave.
+Compaction never makes a request larger: when a summary would not help, or
+the summarizer fails or runs out of time, the older part is left out instead.
 """
 
 from __future__ import annotations

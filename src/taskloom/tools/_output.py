@@ -1,12 +1,5 @@
-"""A tool's result: `ToolOutput`, `ToolError`, and the text a value becomes.
-
-Every call ends in exactly one result: a tool's return value becomes text
-(`to_content`), a `ToolError` becomes an error result with its message, any
-other exception an error result naming its type and message (never a
-traceback; `describe_error`). Error text is capped at `max_output_chars`
-exactly like output (`cap_output`), and all of it is made valid UTF-8 (see
-`taskloom.messages.valid_text`).
-"""
+"""A tool's result: `ToolOutput`, `ToolError`, and the text a value becomes
+(`to_content`); error text is capped like output and never a traceback."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Toolsets: tools that come from elsewhere and may change between rounds.
-
-An MCP server is the example: its tools are listed over a connection, and
-the server may announce that the list changed. A `Toolset` sits in
-`Agent(tools=[...])` beside plain tools; a session keeps a `ToolCatalog`
-of both and re-reads the toolsets at every round boundary, never in the
-middle of a round, so the tools a turn's calls run with are the tools the
-model was offered for that turn.
+"""Toolsets: tools that come from elsewhere (an MCP server) and may change
+between rounds. A session re-reads them at every round boundary, never in a
+round, so a turn's calls run with the tools the model was offered for it.
 """
 
 from __future__ import annotations
