@@ -175,9 +175,7 @@ class RunLoop:
             run.cancel()
             # Writes it had under way may still land; the next run reads them.
             stalled = End(RunStatus.DEADLINE, "the store did not answer by the deadline")
-            return run_result(
-                stalled, self._run.log, self._run.output, self._run.counters, self._run.scope
-            )
+            return run_result(stalled, self._run)
         except asyncio.CancelledError:
             # The caller's own cancel: the run winds down whole, as without
             # a deadline, before the cancel goes on.
