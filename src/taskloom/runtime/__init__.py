@@ -37,12 +37,11 @@ from ._decisions import resume_decided
 from ._fork import FORKED_FROM, fork_session
 from ._journal import SessionJournal
 from ._live_runs import CANCEL_WAIT
-from ._model_choice import SessionModel
 from ._run_queue import RunDemand, RunQueue
 from ._runtime import BindsRuntime, Runtime, default_runtime
 from ._session import Session
 from ._session_lease import LEASE_TTL, RELEASE_WAIT, HeldLease, SessionHold, session_lease_key
-from ._tool_board import SessionTools
+from ._session_parts import SessionModel, SessionTools
 
 if TYPE_CHECKING:
     from ._diff import ASPECTS, Difference, Round, SessionDiff, diff_sessions, rounds_of
