@@ -43,12 +43,12 @@ from ..messages import Message, ToolCall, ToolResult
 from ..results import RunResult, RunStatus
 from ..tools import Tool
 from ._approvals import gated_calls
+from ._ask import Requests
 from ._decide import PROCEED, Decisions
 from ._finish import finish, finish_cancelled, record_failure, run_result
 from ._options import RunOptions
 from ._output import FinalOutput
 from ._port import AgentSpec, Delivery, RunInfo, RunPorts, RunWatch
-from ._request import Requests
 from ._result import End, EndRun
 from ._scope import RUN_BY, RunCounters, RunScope, RunState, append_message
 from ._strategy import RoundBoundary
