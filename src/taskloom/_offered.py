@@ -19,6 +19,7 @@ __all__ = [
     "changes",
     "offer",
     "recorded_offer",
+    "shown",
     "tools_data",
     "without_schemas",
 ]
@@ -132,8 +133,8 @@ def _tool_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
         for key in [*was, *(k for k in now if k not in was)]:
             if was.get(key) != now.get(key):
                 out.append(
-                    f"parameter {p!r}: {key} changed from {_short(was.get(key))} "
-                    f"to {_short(now.get(key))}"
+                    f"parameter {p!r}: {key} changed from {shown(was.get(key))} "
+                    f"to {shown(now.get(key))}"
                 )
     ra, rb = set(a.get("required") or ()), set(b.get("required") or ())
     out += [f"parameter {p!r} now required" for p in sorted(rb - ra) if p in pa]
@@ -167,6 +168,7 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _short(value: Any, limit: int = 60) -> str:
+def shown(value: Any, limit: int = 60) -> str:
+    """`value` as JSON for a reader, cut to `limit` characters."""
     text = "(nothing)" if value is None else json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
