@@ -19,7 +19,7 @@ from ..entries import CompactionEntry
 from ..errors import ConfigurationError
 from ..events import CompactionFinished, CompactionStarted
 from ..log import SessionLog, message_chars, summary_chars
-from ..messages import Message, ToolCall
+from ..messages import Message
 from ..models import Model, ModelRequest, ModelSettings, known_context_window
 from ._result import EndRun
 
@@ -172,11 +172,6 @@ def cut_index_to_fit(log: SessionLog, keep_recent: int) -> int | None:
     return None
 
 
-def _call_text(call: ToolCall) -> str:
-    args = call.raw_arguments if call.raw_arguments is not None else str(call.arguments)
-    return f"{call.name}({args})"
-
-
 def render_for_summary(
     messages: Sequence[Message], previous: str | None, limit: int | None = None
 ) -> str:
@@ -196,7 +191,8 @@ def render_for_summary(
         if text:
             lines.append(f"[{m.role}] {text}")
         for call in m.tool_calls:
-            lines.append(f"[{m.role} calls] {_call_text(call)}")
+            args = call.raw_arguments if call.raw_arguments is not None else str(call.arguments)
+            lines.append(f"[{m.role} calls] {call.name}({args})")
     body = "\n".join(lines)
     if limit is not None and len(body) > limit:
         body = "[... the oldest part was too long to show ...]\n" + body[-limit:]
@@ -220,10 +216,8 @@ def fit_text(text: str, limit: int, marker: str) -> str:
 def with_note(previous: str, note: str, limit: int) -> str:
     """An earlier summary with `note` after it, at most `limit` characters:
     the summary is cut to make room for the note."""
-    if not previous:
-        return fit_text(note, limit, "[...]")
     room = limit - len(note) - 2
-    if room <= 0:
+    if not previous or room <= 0:
         return fit_text(note, limit, "[...]")
     return f"{fit_text(previous, room, '[...]')}\n\n{note}"
 

@@ -21,7 +21,7 @@ from ..errors import UsageError
 from ..log import SessionLog
 from ..messages import Message
 
-__all__ = ["FORKED_FROM", "cut_position", "fork_entries", "fork_session"]
+__all__ = ["FORKED_FROM", "cut_position", "fork_session"]
 
 FORKED_FROM = "forked_from"
 """The metadata key naming a fork's origin: `{"session_id": ..., "position": ...}`."""
@@ -87,13 +87,6 @@ def _message_position(entries: list[Entry], message: Message) -> int:
     return same[0]
 
 
-def fork_entries(entries: list[Entry], cut: int, origin: str) -> list[Entry]:
-    """The fork's log for a cut at position `cut` of session `origin`'s
-    `entries`: the entries up to it as they are, then the link to the origin."""
-    kept = [e for e in entries if e.position <= cut]
-    return [*kept, Entry.of(ForkLink(origin, cut)).placed(cut + 1)]
-
-
 async def fork_session(
     store: SessionStore,
     session_id: str,
@@ -126,7 +119,8 @@ async def fork_session(
         SessionMeta(fork_id, meta.agent if agent is None else agent, None, 0.0, recorded)
     )
     try:
-        for entry in fork_entries(entries, cut, session_id):
+        kept = [e for e in entries if e.position <= cut]
+        for entry in [*kept, Entry.of(ForkLink(session_id, cut)).placed(cut + 1)]:
             await target.append(fork_id, entry)
     except BaseException:
         # A fork is whole or absent: one that failed midway is removed (a
