@@ -85,7 +85,11 @@ class ToolCatalog:
             return False
         by_name: dict[str, Tool] = {}
         source: dict[str, str] = {}
-        for origin, tools in (("the agent's own tools", self._own), *self._named(lists)):
+        named = [
+            (f"{type(ts).__name__} {ts.name!r}", tools)
+            for ts, tools in zip(self._toolsets, lists, strict=True)
+        ]
+        for origin, tools in (("the agent's own tools", self._own), *named):
             for t in tools:
                 if t.name in by_name:
                     raise ConfigurationError(
@@ -99,9 +103,3 @@ class ToolCatalog:
         self.specs = tuple(t.spec for t in by_name.values())
         self._lists = lists
         return True
-
-    def _named(self, lists: tuple[Sequence[Tool], ...]) -> list[tuple[str, Sequence[Tool]]]:
-        return [
-            (f"{type(ts).__name__} {ts.name!r}", tools)
-            for ts, tools in zip(self._toolsets, lists, strict=True)
-        ]
