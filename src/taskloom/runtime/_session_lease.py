@@ -267,14 +267,14 @@ class SessionHold:
             return outer  # an inner hold: the outer one releases
         lease = self._given or await _acquire(self._leases, journal.id, self._wait, self._ttl)
         held = self._held = HeldLease(self._leases, journal.id, lease, self._ttl)
-        journal.lease_taken(held)
+        journal.fence_with(held)
         return held
 
     async def __aexit__(self, *exc: object) -> None:
         held = self._held
         if held is not None:
             self._held = None
-            self._journal.lease_released()
+            self._journal.fence_with(None)
             if self._given is None:
                 await held.release(self.release_by)
             else:
