@@ -16,13 +16,8 @@ it in one place. Only an end found deep inside a step (a model request, an
 answer out of fixes) is raised (`EndRun`).
 
 Nothing is written for a turn until its response is complete, so cancelling
-the task discards the turn in flight and leaves the log consistent; so does
-a cancel (`StopSignal.cancel`, through `CancelScope`), which records the
-run's end too. A stop that comes while the model answers ends the run right
-after the answer is committed, its calls answered as not run. Every
-append goes through the run's journal, fenced by the run's session lease.
-The run, each model request and each tool call happen inside a watch of the
-runtime's observer (tracing), entered in that order of nesting.
+the task (or `StopSignal.cancel`, which records the run's end too) discards
+the turn in flight and leaves the log consistent.
 """
 
 from __future__ import annotations
@@ -221,10 +216,18 @@ class RunLoop:
         cut_off = log.cut_off()
         # Read now, for the start entry's record of what the run offers (and
         # as toolsets' tools too may be idempotent): the first round boundary
-        # needs no second read unless tools run before it.
-        self._tools_fresh = await self._tools_at_start(strict=bool(cut_off))
+        # needs no second read unless tools run before it. Tools that cannot
+        # be read now are read again by the first round, whose failure is
+        # recorded as the run's; calls cut off need them now.
+        fresh = True
+        try:
+            await self._refresh_tools()
+        except Exception:
+            if cut_off:
+                raise
+            fresh = False
         again = to_run_again(log, cut_off, self._tools) if cut_off else []
-        self._tools_fresh = self._tools_fresh and not again
+        self._tools_fresh = fresh and not again
         if cut_off and not again:
             answers = Message.tool_results(cut_off_results(log, cut_off))
             await append_message(journal, scope.run_id, answers)
@@ -313,18 +316,6 @@ class RunLoop:
         if user is not None:
             await append_message(self._run.journal, self._run.scope.run_id, user)
         return None
-
-    async def _tools_at_start(self, strict: bool) -> bool:
-        """Re-read the toolsets at the run's start; False when they could not
-        be read and not `strict`: the first round reads them again and fails,
-        its failure recorded as the run's."""
-        try:
-            await self._refresh_tools()
-        except Exception:
-            if strict:
-                raise
-            return False
-        return True
 
     def _offer(self) -> dict[str, Any]:
         # Compared with the latest run's, before this run's start entry is.
