@@ -26,7 +26,7 @@ from ..results import RunStatus
 from ._compact import Compactor
 from ._port import Delivery, ModelCallWatch
 from ._result import EndRun
-from ._scope import RunScope, RunState
+from ._scope import RunState
 from ._tree_budget import BudgetSpent, InputBound, TreeBudget, within_range
 
 __all__ = ["ModelAsker", "Requests"]
@@ -44,16 +44,6 @@ class ModelAsker:
         self._run = run
         # What the tree budget charges a request in advance (made for one).
         self._bound: InputBound | None = None
-
-    @property
-    def scope(self) -> RunScope:
-        """The run the requests are made for."""
-        return self._run.scope
-
-    @property
-    def remaining(self) -> float | None:
-        """Seconds until the run's deadline (None without one; negative once passed)."""
-        return self._run.controls.remaining
 
     async def ask(self, model: Model, request: ModelRequest) -> ModelResponse:
         """The model's response, or `EndRun` (DEADLINE, BUDGET_EXHAUSTED, and
@@ -219,7 +209,7 @@ class Requests:
         asker = self._asker = ModelAsker(run)
         policy = run.agent.compaction
         # An agent without a compaction policy sends the whole view, and has nothing to decide.
-        self.compactor = None if policy is None else Compactor(policy, run.agent, run.ports, asker)
+        self.compactor = None if policy is None else Compactor(policy, run, asker)
         # Adapters keep their wire encoding of this run's messages here.
         self.memo: dict[Any, Any] = {}
 

@@ -25,7 +25,7 @@ from ._result import EndRun
 
 if TYPE_CHECKING:
     from ._ask import ModelAsker
-    from ._port import AgentSpec, RunPorts
+    from ._scope import RunState
 
 __all__ = [
     "SUMMARY_PROMPT",
@@ -226,24 +226,12 @@ class Compactor:
     """A run's compaction under `policy`: decides at each boundary and
     compacts when needed."""
 
-    __slots__ = (
-        "_asker",
-        "_instructions",
-        "_log",
-        "_ports",
-        "estimate",
-        "hint",
-        "policy",
-        "tools_chars",
-    )
+    __slots__ = ("_asker", "_instructions", "_run", "estimate", "hint", "policy", "tools_chars")
 
-    def __init__(
-        self, policy: Compaction, agent: AgentSpec, ports: RunPorts, asker: ModelAsker
-    ) -> None:
+    def __init__(self, policy: Compaction, run: RunState, asker: ModelAsker) -> None:
         self.policy = policy
-        self._instructions = agent.instructions or ""
-        self._ports = ports
-        self._log = ports.journal.log
+        self._instructions = run.agent.instructions or ""
+        self._run = run
         self._asker = asker
         self.estimate = ContextEstimate()
         # "now": a strategy asked for it; "veto": not at this boundary.
@@ -252,7 +240,7 @@ class Compactor:
 
     def window(self) -> int | None:
         """The model's context window in tokens, if known."""
-        models = self._ports.models
+        models = self._run.ports.models
         window = models.settings.context_window
         if window is not None:
             return window
@@ -263,9 +251,9 @@ class Compactor:
         if self.tools_chars is None:
             self.tools_chars = sum(
                 len(t.name) + len(t.description) + len(str(t.input_schema))
-                for t in self._ports.tools.tool_specs
+                for t in self._run.ports.tools.tool_specs
             )
-        log = self._log
+        log = self._run.log
         return len(self._instructions) + self.tools_chars + log.view_chars() + len(extra)
 
     def tokens(self, extra: str = "") -> int:
@@ -295,20 +283,20 @@ class Compactor:
         would not make it smaller is not used, and the older part is left out
         of the view instead, as when the summarizer fails.
         """
-        return await self._compact(cut_index(self._log, self.policy.keep_recent))
+        return await self._compact(cut_index(self._run.log, self.policy.keep_recent))
 
     async def compact_to_fit(self) -> bool:
         """`compact` for a request the provider refused as too long: when the
         policy's recent messages leave nothing to cut, cut later, keeping as
         little as one turn."""
-        return await self._compact(cut_index_to_fit(self._log, self.policy.keep_recent))
+        return await self._compact(cut_index_to_fit(self._run.log, self.policy.keep_recent))
 
     async def _compact(self, cut: int | None) -> bool:
         if cut is None:
             return False
-        journal = self._ports.journal
-        scope = self._asker.scope
-        log = self._log
+        journal = self._run.ports.journal
+        scope = self._run.scope
+        log = self._run.log
         policy = self.policy
         before_chars = self.request_chars()
         before = self.estimate.estimate(before_chars)
@@ -371,7 +359,7 @@ class Compactor:
         return True
 
     async def _summarize(self, text: str, budget: int) -> str:
-        models = self._ports.models
+        models = self._run.ports.models
         policy = self.policy
         summarizer = policy.summarizer
         model = models.model if summarizer is None else models.resolve_model(summarizer)
@@ -381,7 +369,7 @@ class Compactor:
             settings=ModelSettings(max_tokens=budget),
         )
         timeout, why = policy.summary_timeout, ""
-        remaining = self._asker.remaining
+        remaining = self._run.controls.remaining
         if remaining is not None:
             # A hung summarizer must not cost the whole run: the run goes on
             # from a cut without a summary, in the time still left.
