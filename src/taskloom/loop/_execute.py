@@ -215,23 +215,25 @@ class ToolCalls:
         run (`before_step` awaited before each step starts). Raises `CutShort`
         with every call's result when calls were past the budget, or the
         deadline or the run's cancel cut the batch short."""
-        stop = self._run.controls.stop
+        run = self._run
+        controls = run.controls
+        stop = controls.stop
         if (
             len(calls) == 1
             and before_step is None
             and not decided
-            and self._run.opts.max_tool_calls is None
-            and self._run.controls.deadline_at is None
+            and run.opts.max_tool_calls is None
+            and controls.deadline_at is None
         ):
             # The common turn (one call, nothing to cut it short but a cancel):
             # no batch to plan.
-            self._run.counters.tool_calls += 1
+            run.counters.tool_calls += 1
             call = calls[0]
             started = False
             try:
                 with CancelScope(stop):
                     started = True
-                    result = await run_one(call, tools, self._context, self._run.scope)
+                    result = await run_one(call, tools, self._context, run.scope)
             except Aborted:
                 text = CANCELLED if started else NOT_RUN_CANCELLED
                 result = ToolResult(call.id, text, True, call.name)
