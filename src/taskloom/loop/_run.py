@@ -332,7 +332,8 @@ class RunLoop:
         return End(RunStatus.STOPPED, self._run.controls.stop.cancel_reason)
 
     def _stop_requested(self) -> bool:
-        return self._run.controls.stop.is_set or self._run.log.stop_position > self._start_position
+        run = self._run
+        return run.controls.stop.is_set or run.log.stop_position > self._start_position
 
     async def _open_tree(self) -> None:
         """The tree this run charges, when no parent gave it one: the tree of
@@ -379,14 +380,14 @@ class RunLoop:
         )
 
     def _check_limits(self) -> End | None:
-        o = self._run.opts
-        c = self._run.controls
+        run = self._run
+        o, c = run.opts, run.controls
         if self._stop_requested():
             return self._stopped()
         remaining = c.remaining
         if remaining is not None and remaining <= 0:
             return End(RunStatus.DEADLINE)
-        rounds, requests = self._run.counters.rounds, self._run.counters.model_requests
+        rounds, requests = run.counters.rounds, run.counters.model_requests
         if o.max_rounds is not None and rounds >= o.max_rounds:
             return End(RunStatus.BUDGET_EXHAUSTED, f"max_rounds ({o.max_rounds}) reached")
         if o.max_model_requests is not None and requests >= o.max_model_requests:
@@ -400,14 +401,15 @@ class RunLoop:
     # ------------------------------------------------------------ a round
 
     async def _round(self) -> End | None:
-        journal, scope = self._run.journal, self._run.scope
+        run = self._run
+        journal, scope, log, counters = run.journal, run.scope, run.log, run.counters
         # 2. deferred items and steering, in arrival order
-        pending = self._run.log.pending
+        pending = log.pending
         if pending:
             folded = Message.user(fold_text(pending))
             await append_message(journal, scope.run_id, folded, folds=[e.position for e in pending])
         # 3. background notices (and a reminder held from the last boundary)
-        delivery = await self._run.notices.round_start()
+        delivery = await run.notices.round_start()
         held = self._held
         if held is not None:
             delivery = held if delivery is None else held.merged(delivery)
@@ -419,25 +421,25 @@ class RunLoop:
         # 5. commit the assistant message with the notices it carried, then ack
         # them. Call ids a provider reuses are made unique first, so results
         # and decisions always pair with this turn's calls.
-        message = with_unique_call_ids(response.message, self._run.log.call_ids)
+        message = with_unique_call_ids(response.message, log.call_ids)
         await append_message(journal, scope.run_id, message, delivery, usage=response.usage)
         if delivery is not None and delivery.ack_ids:
-            await self._run.ports.notices.ack(scope.session_id, delivery.ack_ids)
-        self._run.counters.rounds += 1
+            await run.ports.notices.ack(scope.session_id, delivery.ack_ids)
+        counters.rounds += 1
         calls = message.tool_calls
         if self._stop_requested():
             # Asked to stop while the model answered: the answer is kept, and
             # its calls do not start (each is answered as not run).
             if calls:
                 return await self._turns.not_run(calls, self._stopped())
-            scope.round_committed(self._run.counters, RoundBoundary.ASSISTANT_MESSAGE_COMMITTED)
+            scope.round_committed(counters, RoundBoundary.ASSISTANT_MESSAGE_COMMITTED)
             return self._stopped()
         if not calls:  # 6b
-            scope.round_committed(self._run.counters, RoundBoundary.ASSISTANT_MESSAGE_COMMITTED)
+            scope.round_committed(counters, RoundBoundary.ASSISTANT_MESSAGE_COMMITTED)
             if not message.text:
                 # No text and no calls: an answer of nothing is told, never
                 # passed off as a short one.
-                scope.event(EmptyAnswer, run_id=scope.run_id, round=self._run.counters.round)
+                scope.event(EmptyAnswer, run_id=scope.run_id, round=counters.round)
             return await self._answered(message)
         # 6a
         gated = gated_calls(calls, self._tools)

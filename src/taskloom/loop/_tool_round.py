@@ -115,20 +115,21 @@ class ToolRound:
         escalation: `SessionLog.held_calls`) gets no result: the others'
         are committed and the run ends AWAITING_APPROVAL, the turn parked on
         it until a resume runs the call again (which takes up the child)."""
-        scope = self._run.scope
-        held = self._run.log.held_calls()
+        run = self._run
+        scope = run.scope
+        held = run.log.held_calls()
         if held and any(r.tool_call_id in held for r in results):
             done = [r for r in results if r.tool_call_id not in held]
             if done:
-                await append_message(self._run.journal, scope.run_id, Message.tool_results(done))
+                await append_message(run.journal, scope.run_id, Message.tool_results(done))
             return End(RunStatus.AWAITING_APPROVAL)
-        await append_message(self._run.journal, scope.run_id, Message.tool_results(results))
+        await append_message(run.journal, scope.run_id, Message.tool_results(results))
         # Notices a tool showed the model itself (background_wait, read_agent)
         # are acknowledged now that the results carrying them are persisted.
-        seen = self._run.notices.take_seen()
+        seen = run.notices.take_seen()
         if seen:
-            await self._run.ports.notices.ack(scope.session_id, seen)
-        scope.round_committed(self._run.counters, RoundBoundary.TOOL_RESULTS_COMMITTED)
+            await run.ports.notices.ack(scope.session_id, seen)
+        scope.round_committed(run.counters, RoundBoundary.TOOL_RESULTS_COMMITTED)
         return None
 
     async def run_again(
