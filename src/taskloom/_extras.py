@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-__all__ = ["EXTRAS", "extra_providing", "install_command", "missing_extra", "needs_extra"]
+__all__ = ["EXTRAS", "extra_providing", "install_command", "needs_extra"]
 
 EXTRAS: Mapping[str, tuple[str, tuple[str, ...]]] = {
     "cli": ("the taskloom command", ("rich",)),
@@ -51,20 +51,6 @@ def extra_providing(module: str) -> str | None:
     return None
 
 
-def missing_extra(exc: ModuleNotFoundError, what: str) -> ModuleNotFoundError | None:
-    """`exc` told as the extra `what` needs, with how to install it; None
-    when the missing module is not one an extra brings."""
-    extra = extra_providing(exc.name or "")
-    if extra is None:
-        return None
-    told = ModuleNotFoundError(
-        f"{what} needs the {extra} extra (no module named {exc.name!r}): {install_command(extra)}",
-        name=exc.name,
-        path=exc.path,
-    )
-    return told
-
-
 @contextmanager
 def needs_extra(what: str) -> Iterator[None]:
     """Inside, an import that fails for a module an extra brings raises a
@@ -73,7 +59,11 @@ def needs_extra(what: str) -> Iterator[None]:
     try:
         yield
     except ModuleNotFoundError as exc:
-        told = missing_extra(exc, what)
-        if told is None:
+        extra = extra_providing(exc.name or "")
+        if extra is None:
             raise
-        raise told from exc
+        raise ModuleNotFoundError(
+            f"{what} needs the {extra} extra (no module named {exc.name!r}): {install_command(extra)}",
+            name=exc.name,
+            path=exc.path,
+        ) from exc

@@ -1,14 +1,7 @@
 """What a run offers the model (its instructions and tool schemas), as its log
-keeps it, and how two offers differ, in words.
-
-Each run's start entry (`RunStartedEntry.offered`) holds the SHA-256 digest
-of the instructions and tool schemas the run offered; the instructions and
-schemas themselves only when that digest differs from the session's
-previous run's. A session whose agent does not change holds them once, in
-its first run's start entry, and costs no write of its own: the start
-entry is written anyway. A replay from the log (`ReplayModel.from_entries`)
-compares each run's first request with them, and `changes` says what
-differs ("tool 'search': parameter 'limit' added").
+keeps it, and how two offers differ, in words. A run's start entry holds the
+digest of its offer, and the offer itself only when the digest differs from
+the previous run's: a session whose agent does not change stores it once.
 """
 
 from __future__ import annotations
@@ -27,6 +20,7 @@ __all__ = [
     "changes",
     "offer",
     "recorded_offer",
+    "shown",
     "tools_data",
     "without_schemas",
 ]
@@ -137,8 +131,8 @@ def _tool_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
         for key in [*was, *(k for k in now if k not in was)]:
             if was.get(key) != now.get(key):
                 out.append(
-                    f"parameter {p!r}: {key} changed from {_short(was.get(key))} "
-                    f"to {_short(now.get(key))}"
+                    f"parameter {p!r}: {key} changed from {shown(was.get(key))} "
+                    f"to {shown(now.get(key))}"
                 )
     ra, rb = set(a.get("required") or ()), set(b.get("required") or ())
     out += [f"parameter {p!r} now required" for p in sorted(rb - ra) if p in pa]
@@ -172,6 +166,7 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _short(value: Any, limit: int = 60) -> str:
+def shown(value: Any, limit: int = 60) -> str:
+    """`value` as JSON for a reader, cut to `limit` characters."""
     text = "(nothing)" if value is None else json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -60,7 +60,12 @@ class OutputType:
     def parse(self, text: str) -> Any:
         """A final answer's text (JSON, fenced or not) validated as the output
         type; ValueError says what is wrong."""
-        raw = _strip_fences(text)
+        raw = text.strip()
+        if raw.startswith("```"):  # fenced
+            raw = raw.split("\n", 1)[1] if "\n" in raw else raw[3:]
+            if raw.rstrip().endswith("```"):
+                raw = raw.rstrip()[:-3]
+        raw = raw.strip()
         if isinstance(self.spec, Mapping):
             try:
                 value = json.loads(raw)
@@ -107,12 +112,3 @@ def _problems(exc: Any) -> str:
         f"{'.'.join(str(p) for p in e['loc']) or '(value)'}: {e['msg']}"
         for e in exc.errors(include_url=False)
     )
-
-
-def _strip_fences(text: str) -> str:
-    raw = text.strip()
-    if raw.startswith("```"):
-        raw = raw.split("\n", 1)[1] if "\n" in raw else raw[3:]
-        if raw.rstrip().endswith("```"):
-            raw = raw.rstrip()[:-3]
-    return raw.strip()

@@ -1,18 +1,5 @@
-"""Credentials kept out of everything taskloom stores, records or prints.
-
-One place for two jobs:
-
-- `redact(text, secrets)` replaces every credential the host configured
-  (`secrets`, gathered by `credentials`: model keys, the credential headers
-  of MCP servers and model servers, A2A tokens, credential-named
-  environment variables of background commands) with `[redacted]` in text
-  a remote server or a command produced, before that text reaches a
-  session's log, a notice, an error or a recording. A server that echoes
-  the `Authorization` header it was sent gets it stored as `[redacted]`.
-- `safe_url(url)` is a URL as it may be stored or shown: without user-info
-  (`user:password@`) and with the value of every credential-looking query
-  parameter (see `is_credential_name`) replaced by `[redacted]`.
-"""
+"""Credentials kept out of everything taskloom stores, records or prints:
+`redact` for text a server or command produced, `safe_url` for URLs."""
 
 from __future__ import annotations
 
@@ -59,11 +46,8 @@ _CREDENTIAL_PARTS = frozenset({"key", "sig", "pwd", "pass"})
 
 def is_credential_name(name: str) -> bool:
     """Whether a header, query parameter or environment variable called
-    `name` carries a credential: its name holds one of token, secret,
-    password, passwd, apikey, auth, signature, credential, cookie, session,
-    jwt, or one of its `-`/`_`/`.`-separated parts is key, sig, pwd or pass
-    (`Authorization`, `X-API-Key`, `api_key`, `access_token`, `sig`,
-    `OPENAI_API_KEY`, `DB_PASSWORD`)."""
+    `name` carries a credential (`Authorization`, `X-API-Key`, `api_key`,
+    `access_token`, `sig`, `OPENAI_API_KEY`, `DB_PASSWORD`)."""
     lowered = name.lower()
     if any(word in lowered for word in _CREDENTIAL_WORDS):
         return True

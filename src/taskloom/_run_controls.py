@@ -173,40 +173,41 @@ class StopSignal:
         if self.is_set:
             callback()
             return _nothing
-        if self._callbacks is None:
-            self._callbacks = []
-        return _undoable(self._callbacks, callback)
+        callbacks = self._callbacks
+        if callbacks is None:
+            callbacks = self._callbacks = []
+        callbacks.append(callback)
+
+        def undo() -> None:
+            if callback in callbacks:
+                callbacks.remove(callback)
+
+        return undo
+
+    def _marked(self, cancelled: bool) -> StopSignal | None:
+        node: StopSignal | None = self
+        while node is not None and not (node._cancelled if cancelled else node._set):
+            node = node._parent
+        return node
 
     @property
     def is_set(self) -> bool:
         """True when this signal or an ancestor was set (or cancelled)."""
-        node: StopSignal | None = self
-        while node is not None:
-            if node._set:
-                return True
-            node = node._parent
-        return False
+        return self._marked(False) is not None
 
     @property
     def is_cancelled(self) -> bool:
         """True when this signal or an ancestor was cancelled."""
-        node: StopSignal | None = self
-        while node is not None:
-            if node._cancelled:
-                return True
-            node = node._parent
-        return False
+        return self._marked(True) is not None
 
     @property
     def cancel_reason(self) -> str | None:
         """What a cancelled run reports (`RunResult.error`): that it was
         cancelled, and why if the cancel said so; None while not cancelled."""
-        node: StopSignal | None = self
-        while node is not None:
-            if node._cancelled:
-                return f"cancelled: {node.reason}" if node.reason else "cancelled"
-            node = node._parent
-        return None
+        node = self._marked(True)
+        if node is None:
+            return None
+        return f"cancelled: {node.reason}" if node.reason else "cancelled"
 
     async def wait(self) -> None:
         """Return once the signal (or an ancestor) is set."""
@@ -221,18 +222,6 @@ class StopSignal:
 
     def __repr__(self) -> str:
         return f"StopSignal(is_set={self.is_set}, is_cancelled={self.is_cancelled})"
-
-
-def _undoable(
-    callbacks: list[Callable[[], None]], callback: Callable[[], None]
-) -> Callable[[], None]:
-    callbacks.append(callback)
-
-    def undo() -> None:
-        if callback in callbacks:
-            callbacks.remove(callback)
-
-    return undo
 
 
 class Aborted(Exception):

@@ -218,6 +218,9 @@ class StaleLeaseError(TaskloomError):
     """A write carried a lease generation that is no longer current."""
 
 
+_RETRYABLE = (408, 409, 429, 500, 502, 503, 504, 529)
+
+
 class ProviderError(TaskloomError):
     """A provider answered with an error, or could not be reached.
 
@@ -246,7 +249,7 @@ class ProviderError(TaskloomError):
         self.status = status
         self.error_type = error_type
         self.provider = provider
-        self.retryable = _default_retryable(status) if retryable is None else retryable
+        self.retryable = status in _RETRYABLE if retryable is None else retryable
         self.retry_after = retry_after
         self.body = body
 
@@ -255,10 +258,6 @@ class ProviderError(TaskloomError):
         code = f"{self.status} " if self.status is not None else ""
         kind = f"{self.error_type}: " if self.error_type else ""
         return f"{where}{code}{kind}{self.message}".strip()
-
-
-def _default_retryable(status: int | None) -> bool:
-    return status in (408, 409, 429, 500, 502, 503, 504, 529)
 
 
 class TransportError(ProviderError):

@@ -8,7 +8,7 @@ a ceiling, atomic against every other process on the database) and gives
 back the difference once the actual usage is known (`refund`). A request
 whose outcome is never known (its process died) stays charged at its worst
 case: the ceiling may be reached early, never passed by charges
-(see `taskloom.loop.TreeBudget` for what a run's usage may add).
+(see `taskloom.loop.ports.TreeBudget` for what a run's usage may add).
 """
 
 from __future__ import annotations

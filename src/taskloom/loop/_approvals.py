@@ -28,7 +28,6 @@ __all__ = [
     "ParkedTurn",
     "approval_gate",
     "gated_calls",
-    "needs_approval",
     "requests_for",
     "resolve_parked_turn",
 ]
@@ -60,11 +59,6 @@ def approval_gate(call: ToolCall, tools: Mapping[str, Tool]) -> Gate | None:
         # asking, and the human is told why.
         return Gate(call, f"its needs_approval check raised {type(exc).__name__}: {exc}")
     return Gate(call) if gated else None
-
-
-def needs_approval(call: ToolCall, tools: Mapping[str, Tool]) -> bool:
-    """Whether the call must wait for a human decision before it runs."""
-    return approval_gate(call, tools) is not None
 
 
 def gated_calls(calls: Sequence[ToolCall], tools: Mapping[str, Tool]) -> list[Gate]:

@@ -1,5 +1,7 @@
-"""Step 4 of a round: asking the model, under the retry policy, the deadline
-and the budgets.
+"""Step 4 of a round: the request, built from the log's view (compacted first
+when it grew too long, and once more when the provider still finds it too
+long), and asking the model under the retry policy, the deadline and the
+budgets.
 
 A failed attempt leaves nothing behind (nothing is committed until a whole
 response arrived), so a retryable error is tried again as a whole. Every
@@ -11,18 +13,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
+from typing import Any
 
 from .._redact import StreamRedaction
 from .._run_controls import Aborted, CancelScope
+from ..errors import ContextWindowExceeded
 from ..events import ModelRequestStarted, RetryAttempt, TextDelta, ThinkingDelta
+from ..messages import Message
 from ..models import Model, ModelRequest, ModelResponse, ResponseCompleted
 from ..results import RunStatus
-from ._port import ModelCallWatch
+from ._compact import Compactor
+from ._port import Delivery, ModelCallWatch
 from ._result import EndRun
-from ._scope import RunScope, RunState
+from ._scope import RunState
 from ._tree_budget import BudgetSpent, InputBound, TreeBudget, within_range
 
-__all__ = ["ModelAsker"]
+__all__ = ["ModelAsker", "Requests"]
 
 logger = logging.getLogger("taskloom")
 
@@ -37,16 +44,6 @@ class ModelAsker:
         self._run = run
         # What the tree budget charges a request in advance (made for one).
         self._bound: InputBound | None = None
-
-    @property
-    def scope(self) -> RunScope:
-        """The run the requests are made for."""
-        return self._run.scope
-
-    @property
-    def remaining(self) -> float | None:
-        """Seconds until the run's deadline (None without one; negative once passed)."""
-        return self._run.controls.remaining
 
     async def ask(self, model: Model, request: ModelRequest) -> ModelResponse:
         """The model's response, or `EndRun` (DEADLINE, BUDGET_EXHAUSTED, and
@@ -200,3 +197,80 @@ class ModelAsker:
         if response is None:
             raise RuntimeError(f"model {model.name!r} stream ended without a response")
         return response
+
+
+class Requests:
+    """The requests of one run's rounds (step 4 of a round)."""
+
+    __slots__ = ("_asker", "_run", "compactor", "memo")
+
+    def __init__(self, run: RunState) -> None:
+        self._run = run
+        asker = self._asker = ModelAsker(run)
+        policy = run.agent.compaction
+        # An agent without a compaction policy sends the whole view, and has nothing to decide.
+        self.compactor = None if policy is None else Compactor(policy, run, asker)
+        # Adapters keep their wire encoding of this run's messages here.
+        self.memo: dict[Any, Any] = {}
+
+    def build(self, model: Model, delivery: Delivery | None) -> ModelRequest:
+        """The request to `model` for the next round, with `delivery`'s notices last."""
+        # A view, not a copy: copying the history made every round cost in
+        # proportion to the session's length.
+        run = self._run
+        messages = run.log.view(Message.user(delivery.text) if delivery is not None else None)
+        agent = run.agent
+        specs = run.ports.tools.tool_specs
+        output_schema, output_tool = run.output.ask(model)
+        return ModelRequest(
+            messages=messages,
+            system=agent.instructions,
+            tools=(*specs, *output_tool) if output_tool else specs,
+            settings=run.ports.models.settings,
+            output_schema=output_schema,
+            output_name="output" if agent.output is None else agent.output.name,
+            memo=self.memo,
+        )
+
+    def ask(self, delivery: Delivery | None) -> Awaitable[ModelResponse]:
+        """The model's answer to the next round's request (compacting the view
+        first if it grew too long), awaited."""
+        compactor = self.compactor
+        if compactor is None:
+            model = self._run.ports.models.model
+            return self._asker.ask(model, self.build(model, delivery))
+        return self._ask_compacting(compactor, delivery)
+
+    async def _ask_compacting(
+        self, compactor: Compactor, delivery: Delivery | None
+    ) -> ModelResponse:
+        models = self._run.ports.models
+        extra = delivery.text if delivery is not None else ""
+        await compactor.before_request(extra)
+        for attempt in (1, 2):
+            chars = compactor.request_chars(extra)
+            model = models.model
+            try:
+                response = await self._asker.ask(model, self.build(model, delivery))
+            except ContextWindowExceeded as exc:
+                # The provider counted what we estimated: compact once, retry once.
+                if attempt == 2 or not await compactor.compact_to_fit():
+                    raise EndRun(RunStatus.FAILED, _overflow_error(compactor, exc)) from None
+                continue
+            u = response.usage
+            compactor.estimate.observe(
+                chars, u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+            )
+            return response
+        raise AssertionError("unreachable")
+
+
+def _overflow_error(compactor: Compactor, exc: ContextWindowExceeded) -> str:
+    window = compactor.window()
+    size = compactor.tokens()
+    limit = f"the model's window of {window} tokens" if window else "the model's window"
+    return (
+        f"the request (about {size} tokens) does not fit {limit}, even after compacting "
+        f"({exc}); lower Compaction(keep_recent=...), shorten tool outputs "
+        "(max_output_chars), or use a model with a larger window"
+    )

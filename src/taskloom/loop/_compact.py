@@ -1,28 +1,11 @@
-"""Compaction: long sessions keep their whole log, and send a shorter view.
+"""Compaction: long sessions keep their whole log, and send a shorter view
+(docs/concepts/compaction.md).
 
-At a round boundary, before the model is asked, the loop estimates the size
-of the next request. When it passes `threshold × window` (or a strategy asks
-for it, or the provider refused the request as too long), the older part of
-the view is summarized by a model call and a `compaction` entry records the
-summary and the log position it replaces up to. Later requests are built from
-the instructions, the summary and the messages after that position; the log
-itself keeps every entry.
-
-The cut never separates an assistant turn from its tool results (nor the
-thinking blocks inside a turn, which travel with it), and it happens only
-between rounds, so a parked turn is never compacted. What arrived since the
-last turn (steering, deferred items, notices) is in the recent part, verbatim.
-
-The size estimate needs no tokenizer: the last response's reported input
-tokens, plus what was appended since converted at the characters-per-token
-ratio that exact count gave (4 before the first one).
-
-A summary is held to its budget whatever the summarizer returns, and the
-summarizer to `summary_timeout` and, in a run with a deadline, to
-`SUMMARY_SHARE` of the time the run has left. Compaction never makes the
-request larger: when a summary would not make it smaller, or the summarizer
-fails or does not answer in time, the older part is left out of the view
-instead, and the summary says so where that still makes the request smaller.
+The cut happens only between rounds and never separates a turn from its
+tool results. The size estimate needs no tokenizer: the last reported input
+tokens plus what was appended since, at the ratio that exact count gave.
+Compaction never makes a request larger: when a summary would not help, or
+the summarizer fails or runs out of time, the older part is left out instead.
 """
 
 from __future__ import annotations
@@ -36,13 +19,13 @@ from ..entries import CompactionEntry
 from ..errors import ConfigurationError
 from ..events import CompactionFinished, CompactionStarted
 from ..log import SessionLog, message_chars, summary_chars
-from ..messages import Message, ToolCall
+from ..messages import Message
 from ..models import Model, ModelRequest, ModelSettings, known_context_window
 from ._result import EndRun
 
 if TYPE_CHECKING:
     from ._ask import ModelAsker
-    from ._port import AgentSpec, RunPorts
+    from ._scope import RunState
 
 __all__ = [
     "SUMMARY_PROMPT",
@@ -189,11 +172,6 @@ def cut_index_to_fit(log: SessionLog, keep_recent: int) -> int | None:
     return None
 
 
-def _call_text(call: ToolCall) -> str:
-    args = call.raw_arguments if call.raw_arguments is not None else str(call.arguments)
-    return f"{call.name}({args})"
-
-
 def render_for_summary(
     messages: Sequence[Message], previous: str | None, limit: int | None = None
 ) -> str:
@@ -213,7 +191,8 @@ def render_for_summary(
         if text:
             lines.append(f"[{m.role}] {text}")
         for call in m.tool_calls:
-            lines.append(f"[{m.role} calls] {_call_text(call)}")
+            args = call.raw_arguments if call.raw_arguments is not None else str(call.arguments)
+            lines.append(f"[{m.role} calls] {call.name}({args})")
     body = "\n".join(lines)
     if limit is not None and len(body) > limit:
         body = "[... the oldest part was too long to show ...]\n" + body[-limit:]
@@ -237,10 +216,8 @@ def fit_text(text: str, limit: int, marker: str) -> str:
 def with_note(previous: str, note: str, limit: int) -> str:
     """An earlier summary with `note` after it, at most `limit` characters:
     the summary is cut to make room for the note."""
-    if not previous:
-        return fit_text(note, limit, "[...]")
     room = limit - len(note) - 2
-    if room <= 0:
+    if not previous or room <= 0:
         return fit_text(note, limit, "[...]")
     return f"{fit_text(previous, room, '[...]')}\n\n{note}"
 
@@ -249,24 +226,12 @@ class Compactor:
     """A run's compaction under `policy`: decides at each boundary and
     compacts when needed."""
 
-    __slots__ = (
-        "_asker",
-        "_instructions",
-        "_log",
-        "_ports",
-        "estimate",
-        "hint",
-        "policy",
-        "tools_chars",
-    )
+    __slots__ = ("_asker", "_instructions", "_run", "estimate", "hint", "policy", "tools_chars")
 
-    def __init__(
-        self, policy: Compaction, agent: AgentSpec, ports: RunPorts, asker: ModelAsker
-    ) -> None:
+    def __init__(self, policy: Compaction, run: RunState, asker: ModelAsker) -> None:
         self.policy = policy
-        self._instructions = agent.instructions or ""
-        self._ports = ports
-        self._log = ports.journal.log
+        self._instructions = run.agent.instructions or ""
+        self._run = run
         self._asker = asker
         self.estimate = ContextEstimate()
         # "now": a strategy asked for it; "veto": not at this boundary.
@@ -275,7 +240,7 @@ class Compactor:
 
     def window(self) -> int | None:
         """The model's context window in tokens, if known."""
-        models = self._ports.models
+        models = self._run.ports.models
         window = models.settings.context_window
         if window is not None:
             return window
@@ -286,9 +251,9 @@ class Compactor:
         if self.tools_chars is None:
             self.tools_chars = sum(
                 len(t.name) + len(t.description) + len(str(t.input_schema))
-                for t in self._ports.tools.tool_specs
+                for t in self._run.ports.tools.tool_specs
             )
-        log = self._log
+        log = self._run.log
         return len(self._instructions) + self.tools_chars + log.view_chars() + len(extra)
 
     def tokens(self, extra: str = "") -> int:
@@ -318,20 +283,20 @@ class Compactor:
         would not make it smaller is not used, and the older part is left out
         of the view instead, as when the summarizer fails.
         """
-        return await self._compact(cut_index(self._log, self.policy.keep_recent))
+        return await self._compact(cut_index(self._run.log, self.policy.keep_recent))
 
     async def compact_to_fit(self) -> bool:
         """`compact` for a request the provider refused as too long: when the
         policy's recent messages leave nothing to cut, cut later, keeping as
         little as one turn."""
-        return await self._compact(cut_index_to_fit(self._log, self.policy.keep_recent))
+        return await self._compact(cut_index_to_fit(self._run.log, self.policy.keep_recent))
 
     async def _compact(self, cut: int | None) -> bool:
         if cut is None:
             return False
-        journal = self._ports.journal
-        scope = self._asker.scope
-        log = self._log
+        journal = self._run.ports.journal
+        scope = self._run.scope
+        log = self._run.log
         policy = self.policy
         before_chars = self.request_chars()
         before = self.estimate.estimate(before_chars)
@@ -394,7 +359,7 @@ class Compactor:
         return True
 
     async def _summarize(self, text: str, budget: int) -> str:
-        models = self._ports.models
+        models = self._run.ports.models
         policy = self.policy
         summarizer = policy.summarizer
         model = models.model if summarizer is None else models.resolve_model(summarizer)
@@ -404,7 +369,7 @@ class Compactor:
             settings=ModelSettings(max_tokens=budget),
         )
         timeout, why = policy.summary_timeout, ""
-        remaining = self._asker.remaining
+        remaining = self._run.controls.remaining
         if remaining is not None:
             # A hung summarizer must not cost the whole run: the run goes on
             # from a cut without a summary, in the time still left.

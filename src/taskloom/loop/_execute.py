@@ -26,7 +26,6 @@ __all__ = [
     "NOT_RUN_CANCELLED",
     "CutShort",
     "ToolCalls",
-    "ToolContexts",
     "execute_calls",
     "result_for_unrunnable",
     "run_one",
@@ -174,16 +173,16 @@ async def execute_calls(
         i = j
 
 
-class ToolContexts:
-    """Makes the `ToolContext` of each call of one run (for tools that take one)."""
+class ToolCalls:
+    """Runs the calls of one run's turns, within its tool-call budget and
+    deadline, counting them."""
 
     __slots__ = ("_run",)
 
     def __init__(self, run: RunState) -> None:
         self._run = run
 
-    def __call__(self, call: ToolCall) -> ToolContext:
-        """The context of `call`."""
+    def _context(self, call: ToolCall) -> ToolContext:
         run = self._run
         scope = run.scope
         return ToolContext(
@@ -205,20 +204,6 @@ class ToolContexts:
         if emit is not None:
             emit(event)
 
-
-class ToolCalls:
-    """Runs the calls of one run's turns, within its tool-call budget and
-    deadline, counting them."""
-
-    __slots__ = ("_controls", "_counters", "_limit", "_make_ctx", "_scope")
-
-    def __init__(self, run: RunState) -> None:
-        self._scope = run.scope
-        self._counters = run.counters
-        self._controls = run.controls
-        self._limit = run.opts.max_tool_calls
-        self._make_ctx = ToolContexts(run)
-
     async def run(
         self,
         calls: Sequence[ToolCall],
@@ -230,23 +215,25 @@ class ToolCalls:
         run (`before_step` awaited before each step starts). Raises `CutShort`
         with every call's result when calls were past the budget, or the
         deadline or the run's cancel cut the batch short."""
-        stop = self._controls.stop
+        run = self._run
+        controls = run.controls
+        stop = controls.stop
         if (
             len(calls) == 1
             and before_step is None
             and not decided
-            and self._limit is None
-            and self._controls.deadline_at is None
+            and run.opts.max_tool_calls is None
+            and controls.deadline_at is None
         ):
             # The common turn (one call, nothing to cut it short but a cancel):
             # no batch to plan.
-            self._counters.tool_calls += 1
+            run.counters.tool_calls += 1
             call = calls[0]
             started = False
             try:
                 with CancelScope(stop):
                     started = True
-                    result = await run_one(call, tools, self._make_ctx, self._scope)
+                    result = await run_one(call, tools, self._context, run.scope)
             except Aborted:
                 text = CANCELLED if started else NOT_RUN_CANCELLED
                 result = ToolResult(call.id, text, True, call.name)
@@ -266,9 +253,9 @@ class ToolCalls:
     async def _batch(
         self, calls: Sequence[ToolCall], tools: Mapping[str, Tool], before_step: BeforeStep | None
     ) -> tuple[list[ToolResult], RunStatus | None]:
-        limit = self._limit
-        counters = self._counters
-        stop = self._controls.stop
+        limit = self._run.opts.max_tool_calls
+        counters = self._run.counters
+        stop = self._run.controls.stop
         if stop.is_cancelled:
             not_run = [ToolResult(c.id, NOT_RUN_CANCELLED, True, c.name) for c in calls]
             return not_run, RunStatus.STOPPED
@@ -278,8 +265,10 @@ class ToolCalls:
         progress = BatchProgress(len(runnable))
         done, started = progress.results, progress.started
         status: RunStatus | None = None
-        batch = execute_calls(runnable, tools, self._make_ctx, self._scope, progress, before_step)
-        deadline_at = self._controls.deadline_at
+        batch = execute_calls(
+            runnable, tools, self._context, self._run.scope, progress, before_step
+        )
+        deadline_at = self._run.controls.deadline_at
         unfinished = "not finished: the run's deadline passed; it may have partly run"
         try:
             with CancelScope(stop):

@@ -9,11 +9,10 @@ import logging
 from .._run_controls import let_go
 from ..entries import RunFinishedEntry
 from ..events import RunFinished
-from ..log import SessionLog
 from ..results import BudgetLeft, PendingCall, RunResult, RunStatus
-from ._output import FinalOutput, to_jsonable
+from ._output import to_jsonable
 from ._result import End
-from ._scope import RunCounters, RunScope, RunState, append_message
+from ._scope import RunState, append_message
 from ._tree_budget import TreeBudget
 
 __all__ = ["finish", "finish_cancelled", "record_failure", "run_result"]
@@ -21,15 +20,9 @@ __all__ = ["finish", "finish_cancelled", "record_failure", "run_result"]
 logger = logging.getLogger("taskloom")
 
 
-def run_result(
-    end: End,
-    log: SessionLog,
-    output: FinalOutput,
-    counters: RunCounters,
-    scope: RunScope,
-    budget_left: BudgetLeft | None = None,
-) -> RunResult:
+def run_result(end: End, run: RunState, budget_left: BudgetLeft | None = None) -> RunResult:
     """The result of a run that ends as `end` says, its log as it is now."""
+    log, output, counters = run.log, run.output, run.counters
     status = end.status
     pending: tuple[PendingCall, ...] = ()
     if status is RunStatus.AWAITING_APPROVAL:
@@ -43,8 +36,8 @@ def run_result(
         usage=meter.total,
         own_usage=meter.own,
         pending=pending,
-        session_id=scope.session_id,
-        run_id=scope.run_id,
+        session_id=run.scope.session_id,
+        run_id=run.scope.run_id,
         rounds=counters.rounds,
         model_requests=counters.model_requests,
         tool_calls=counters.tool_calls,
@@ -66,7 +59,7 @@ async def finish(end: End, run: RunState, tree: TreeBudget | None) -> RunResult:
             # What is left is for show: the run's end is what must be recorded.
             logger.warning("reading what tree budget %s has left failed", tree.tree_id)
     output, scope = run.output, run.scope
-    result = run_result(end, run.log, output, run.counters, scope, budget_left)
+    result = run_result(end, run, budget_left)
     # Everything the result reports, so a reader of the log (`wait()` in
     # another process) rebuilds this very result (`finished_result`).
     entry = RunFinishedEntry(

@@ -184,9 +184,8 @@ def _check_deadline(value: object) -> None:
     if value is None or isinstance(value, datetime):
         return
     valid = "seconds from the start (an int or float, 0 or more), a datetime, or None"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _invalid("deadline", value, valid)
-    if not value >= 0:  # NaN fails this too
+    # `not value >= 0`: NaN fails it too.
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
         raise _invalid("deadline", value, valid)
 
 

@@ -1,20 +1,7 @@
-"""Structured output: the final answer as a validated value, natively or through a tool.
-
-An agent with an output type asks for its final answer in one of two ways,
-chosen for each request by the model it goes to:
-
-- natively, where the model has it (`native_output`, true unless the model
-  says otherwise): the request carries `output_schema` (Chat Completions'
-  `response_format`, the Responses API's `text.format`, Anthropic's
-  `output_config.format`) and the answer is JSON text;
-- through a final-answer tool otherwise: the request offers one more tool,
-  `final_result`, whose arguments are the answer (a schema that is not an
-  object is wrapped in `{"response": ...}`, as tool arguments must be
-  objects). A text answer that validates is accepted too.
-
-Either way the agent validates the answer. An invalid one is corrected in
-band (a user turn after a text answer, the tool's error result after a
-call), at most `fixes` times; then the run ends FAILED saying what was wrong.
+"""Structured output: the final answer as a validated value, natively (the
+request's `output_schema`) where the model has it, else through the
+`final_result` tool; an invalid answer is corrected in band at most `fixes`
+times (docs/howto/structured-output.md).
 """
 
 from __future__ import annotations

@@ -16,13 +16,8 @@ it in one place. Only an end found deep inside a step (a model request, an
 answer out of fixes) is raised (`EndRun`).
 
 Nothing is written for a turn until its response is complete, so cancelling
-the task discards the turn in flight and leaves the log consistent; so does
-a cancel (`StopSignal.cancel`, through `CancelScope`), which records the
-run's end too. A stop that comes while the model answers ends the run right
-after the answer is committed, its calls answered as not run. Every
-append goes through the run's journal, fenced by the run's session lease.
-The run, each model request and each tool call happen inside a watch of the
-runtime's observer (tracing), entered in that order of nesting.
+the task (or `StopSignal.cancel`, which records the run's end too) discards
+the turn in flight and leaves the log consistent.
 """
 
 from __future__ import annotations
@@ -43,12 +38,12 @@ from ..messages import Message, ToolCall, ToolResult
 from ..results import RunResult, RunStatus
 from ..tools import Tool
 from ._approvals import gated_calls
+from ._ask import Requests
 from ._decide import PROCEED, Decisions
 from ._finish import finish, finish_cancelled, record_failure, run_result
 from ._options import RunOptions
 from ._output import FinalOutput
 from ._port import AgentSpec, Delivery, RunInfo, RunPorts, RunWatch
-from ._request import Requests
 from ._result import End, EndRun
 from ._scope import RUN_BY, RunCounters, RunScope, RunState, append_message
 from ._strategy import RoundBoundary
@@ -83,23 +78,30 @@ class RunLoop:
         options: RunOptions | None = None,
         deps: object = None,
     ) -> None:
-        self.agent = agent
-        self.ports = ports
-        self.journal = ports.journal
-        # One object for the journal's life: kept, not looked up every round.
-        self.log = ports.journal.log
-        self.scope = scope
-        self.opts = options or RunOptions()
-        self.controls = self.opts.bind()
-        self.counters = RunCounters(self.controls.meter)
-        self.output = FinalOutput(agent)
-        self._deps = deps
+        opts = options or RunOptions()
+        controls = opts.bind()
+        output = FinalOutput(agent)
         # The tools calls of this run may use: the session's current ones (its
         # toolsets refresh between rounds), plus the final-answer tool if any.
         self._tools_source: Mapping[str, Tool] = ports.tools.tools
-        self._tools = self.output.tools(self._tools_source)
-        self.notices = ports.notices.run_notices(
+        self._tools = output.tools(self._tools_source)
+        notices = ports.notices.run_notices(
             scope.session_id, scope.run_id, tuple(self._tools), offered=self._tools
+        )
+        # The journal's log is one object for the journal's life: kept, not
+        # looked up every round.
+        self._run = RunState(
+            scope,
+            agent,
+            ports,
+            ports.journal,
+            ports.journal.log,
+            opts,
+            controls,
+            RunCounters(controls.meter),
+            notices,
+            output,
+            deps,
         )
         self._held: Delivery | None = None
         # Stop requests written before this run started are not for it.
@@ -110,18 +112,18 @@ class RunLoop:
     @property
     def returns_by(self) -> float | None:
         """Loop time by which the run returns, whatever the store does (None: no deadline)."""
-        deadline_at = self.controls.deadline_at
+        deadline_at = self._run.controls.deadline_at
         return None if deadline_at is None else deadline_at + STORE_GRACE
 
     async def _refresh_tools(self) -> None:
         # A round boundary: a toolset's changed list takes effect here, never
         # within a round.
-        board = self.ports.tools
+        board = self._run.ports.tools
         await board.refresh_tools()
         source = board.tools
         if source is not self._tools_source:
             self._tools_source = source
-            self._tools = self.output.tools(source)
+            self._tools = self._run.output.tools(source)
 
     # ------------------------------------------------------------ entry point
 
@@ -148,19 +150,19 @@ class RunLoop:
         return await self._after_tools(await self._turns.resume_parked(self._tools))
 
     async def _bounded(self, work: Coroutine[Any, Any, RunResult]) -> RunResult:
-        deadline_at = self.controls.deadline_at
+        deadline_at = self._run.controls.deadline_at
         if deadline_at is None:
             try:
                 return await work
             finally:
-                self.ports.notices.run_ended(self.scope.run_id)
+                self._run.ports.notices.run_ended(self._run.scope.run_id)
         # In a task of its own, so that a store which does not answer by
         # `returns_by` is not waited for at all: cancelling a statement on a
         # silent server (its cancel request, the connection's close) takes
         # time of its own, which the run's caller must not pay.
         run = asyncio.ensure_future(work)
         # The run's notices end with the run itself, however long it winds down.
-        run.add_done_callback(lambda _: self.ports.notices.run_ended(self.scope.run_id))
+        run.add_done_callback(lambda _: self._run.ports.notices.run_ended(self._run.scope.run_id))
         try:
             await wait_until(run, deadline_at + STORE_GRACE)
             if run.done():
@@ -168,7 +170,7 @@ class RunLoop:
             run.cancel()
             # Writes it had under way may still land; the next run reads them.
             stalled = End(RunStatus.DEADLINE, "the store did not answer by the deadline")
-            return run_result(stalled, self.log, self.output, self.counters, self.scope)
+            return run_result(stalled, self._run)
         except asyncio.CancelledError:
             # The caller's own cancel: the run winds down whole, as without
             # a deadline, before the cancel goes on.
@@ -186,7 +188,12 @@ class RunLoop:
         the watch), take its first step, then rounds until an end status. A
         run with no new input after a run cut off between its final answer
         and its end decides that answer first."""
-        journal, ports, log, scope = self.journal, self.ports, self.log, self.scope
+        journal, ports, log, scope = (
+            self._run.journal,
+            self._run.ports,
+            self._run.log,
+            self._run.scope,
+        )
         # A resume must see every decision written elsewhere; a fresh run may
         # trust a look taken under its lease an instant ago.
         await journal.sync(fresh=0.0 if resume else FRESH_BOUNDARY)
@@ -201,7 +208,7 @@ class RunLoop:
                 f"{', '.join(c.id for c in parked)}: approve or deny, then resume()"
             )
         resumes = log.run_traceparent() if resume else None
-        info = RunInfo(self.agent, scope.session_id, scope.run_id, resume, resumes)
+        info = RunInfo(self._run.agent, scope.session_id, scope.run_id, resume, resumes)
         # Read before this run's own start entry makes it the latest run.
         answer = log.unended_answer() if user is None and not resume else None
         # Calls cut off by a crash or a cancellation get their one result;
@@ -209,23 +216,31 @@ class RunLoop:
         cut_off = log.cut_off()
         # Read now, for the start entry's record of what the run offers (and
         # as toolsets' tools too may be idempotent): the first round boundary
-        # needs no second read unless tools run before it.
-        self._tools_fresh = await self._tools_at_start(strict=bool(cut_off))
+        # needs no second read unless tools run before it. Tools that cannot
+        # be read now are read again by the first round, whose failure is
+        # recorded as the run's; calls cut off need them now.
+        fresh = True
+        try:
+            await self._refresh_tools()
+        except Exception:
+            if cut_off:
+                raise
+            fresh = False
         again = to_run_again(log, cut_off, self._tools) if cut_off else []
-        self._tools_fresh = self._tools_fresh and not again
+        self._tools_fresh = fresh and not again
         if cut_off and not again:
             answers = Message.tool_results(cut_off_results(log, cut_off))
             await append_message(journal, scope.run_id, answers)
-        if self.controls.tree is None:
+        if self._run.controls.tree is None:
             await self._open_tree()
-        tree: TreeBudget | None = self.controls.tree
+        tree: TreeBudget | None = self._run.controls.tree
         self._start_position = log.position
-        self.counters.round_base = log.assistant_turns
+        self._run.counters.round_base = log.assistant_turns
         watch = ports.observer.run(info)
         self._open(watch)
-        scope = self.scope
+        scope = self._run.scope
         with watch:
-            name = self.agent.name
+            name = self._run.agent.name
             tree_data = tree.to_dict() if tree is not None else None
             await journal.record(
                 RunStartedEntry(
@@ -251,7 +266,7 @@ class RunLoop:
             except EndRun as raised:
                 end = raised.end
             except asyncio.CancelledError:
-                if self.controls.stop.is_cancelled:
+                if self._run.controls.stop.is_cancelled:
                     # Cancelled, and the task with it (a parent cancelled too,
                     # whose abort reached the task running this child): the
                     # run still ends whole before the cancellation goes on.
@@ -285,58 +300,47 @@ class RunLoop:
             # What would have kept that run going (steering, unseen
             # completions, a strategy's turn, a fix) keeps this one going.
             if answer.delivered_ids:
-                await self.ports.notices.ack(self.scope.session_id, answer.delivered_ids)
+                await self._run.ports.notices.ack(self._run.scope.session_id, answer.delivered_ids)
             end = await self._answered(answer.message)
             if end is not None:
                 return end
         if resume:
             return await self._resume_parked()
-        if self.log.reopened():
+        if self._run.log.reopened():
             # A fork's turn that was parked at its cut, taken up as a resume
             # takes up a parked turn. It may park again: the input waits as
             # steering, folded in once the turn is answered.
             if user is not None:
-                await self.journal.record(Steer(user.text), self.scope.run_id)
+                await self._run.journal.record(Steer(user.text), self._run.scope.run_id)
             return await self._resume_parked()
         if user is not None:
-            await append_message(self.journal, self.scope.run_id, user)
+            await append_message(self._run.journal, self._run.scope.run_id, user)
         return None
-
-    async def _tools_at_start(self, strict: bool) -> bool:
-        """Re-read the toolsets at the run's start; False when they could not
-        be read and not `strict`: the first round reads them again and fails,
-        its failure recorded as the run's."""
-        try:
-            await self._refresh_tools()
-        except Exception:
-            if strict:
-                raise
-            return False
-        return True
 
     def _offer(self) -> dict[str, Any]:
         # Compared with the latest run's, before this run's start entry is.
-        latest = self.log.last_run_started
+        latest = self._run.log.last_run_started
         previous = None if latest is None else RunStartedEntry.from_data(latest.data).offered
-        offered = offer(self.agent.instructions, self.ports.tools.tool_specs, previous)
+        offered = offer(self._run.agent.instructions, self._run.ports.tools.tool_specs, previous)
         # A remote tool's description or schema may quote what it was sent.
-        secrets = {s for tool in self.ports.tools.tools.values() for s in tool.secrets}
+        secrets = {s for tool in self._run.ports.tools.tools.values() for s in tool.secrets}
         if secrets and "tools" in offered:
             offered = redact_value(offered, tuple(sorted(secrets, key=len, reverse=True)))
         return offered
 
     def _stopped(self) -> End:
-        return End(RunStatus.STOPPED, self.controls.stop.cancel_reason)
+        return End(RunStatus.STOPPED, self._run.controls.stop.cancel_reason)
 
     def _stop_requested(self) -> bool:
-        return self.controls.stop.is_set or self.log.stop_position > self._start_position
+        run = self._run
+        return run.controls.stop.is_set or run.log.stop_position > self._start_position
 
     async def _open_tree(self) -> None:
         """The tree this run charges, when no parent gave it one: the tree of
         the session's latest run if that run has no end (cut off by a crash,
         or parked for approval: this run goes on with it), whatever budget
         this run was given; else a new tree for this run's own budget."""
-        log, budget = self.log, self.opts.budget
+        log, budget = self._run.log, self._run.opts.budget
         started = log.last_run_started
         joined = None
         if started is not None and (log.run_open or log.parked()):
@@ -346,57 +350,44 @@ class RunLoop:
                 logger.warning(
                     "session %s: a run going on with tree %s keeps that tree's budget, "
                     "not the one it was given",
-                    self.scope.session_id,
+                    self._run.scope.session_id,
                     joined["tree"],
                 )
             tree = TreeBudget(
-                self.ports.budgets, joined["tree"], Budget.from_dict(joined["budget"])
+                self._run.ports.budgets, joined["tree"], Budget.from_dict(joined["budget"])
             )
         elif budget is not None:
             # A root run's budget: the tree every run under it charges.
-            tree = TreeBudget(self.ports.budgets, f"tree-{self.scope.run_id}", budget)
+            tree = TreeBudget(self._run.ports.budgets, f"tree-{self._run.scope.run_id}", budget)
         else:
             return
         # A tree joined is in its ledger already (its row keeps what was spent).
         await tree.open()
-        self.controls.tree = tree
+        self._run.controls.tree = tree
 
     def _open(self, watch: RunWatch) -> None:
         """The run's parts, made once its watch is known (their events and
         calls happen inside it)."""
-        scope = self.scope
-        if watch is not scope.watch:  # an observed run (an unobserved one's is NO_WATCH)
-            scope = self.scope = scope._replace(watch=watch)
-        run = self._run = RunState(
-            scope,
-            self.agent,
-            self.ports,
-            self.journal,
-            self.log,
-            self.opts,
-            self.controls,
-            self.counters,
-            self.notices,
-            self.output,
-            self._deps,
-        )
+        run = self._run
+        if watch is not run.scope.watch:  # an observed run (an unobserved one's is NO_WATCH)
+            run = self._run = run._replace(scope=run.scope._replace(watch=watch))
         self._requests = Requests(run)
         self._turns = ToolRound(run)
-        strategy = self.opts.strategy
+        strategy = self._run.opts.strategy
         # Without a strategy every boundary proceeds: nothing to decide.
         self._decisions = (
             None if strategy is None else Decisions(strategy, run, self._requests.compactor)
         )
 
     def _check_limits(self) -> End | None:
-        o = self.opts
-        c = self.controls
+        run = self._run
+        o, c = run.opts, run.controls
         if self._stop_requested():
             return self._stopped()
         remaining = c.remaining
         if remaining is not None and remaining <= 0:
             return End(RunStatus.DEADLINE)
-        rounds, requests = self.counters.rounds, self.counters.model_requests
+        rounds, requests = run.counters.rounds, run.counters.model_requests
         if o.max_rounds is not None and rounds >= o.max_rounds:
             return End(RunStatus.BUDGET_EXHAUSTED, f"max_rounds ({o.max_rounds}) reached")
         if o.max_model_requests is not None and requests >= o.max_model_requests:
@@ -410,14 +401,15 @@ class RunLoop:
     # ------------------------------------------------------------ a round
 
     async def _round(self) -> End | None:
-        journal, scope = self.journal, self.scope
+        run = self._run
+        journal, scope, log, counters = run.journal, run.scope, run.log, run.counters
         # 2. deferred items and steering, in arrival order
-        pending = self.log.pending
+        pending = log.pending
         if pending:
             folded = Message.user(fold_text(pending))
             await append_message(journal, scope.run_id, folded, folds=[e.position for e in pending])
         # 3. background notices (and a reminder held from the last boundary)
-        delivery = await self.notices.round_start()
+        delivery = await run.notices.round_start()
         held = self._held
         if held is not None:
             delivery = held if delivery is None else held.merged(delivery)
@@ -429,25 +421,25 @@ class RunLoop:
         # 5. commit the assistant message with the notices it carried, then ack
         # them. Call ids a provider reuses are made unique first, so results
         # and decisions always pair with this turn's calls.
-        message = with_unique_call_ids(response.message, self.log.call_ids)
+        message = with_unique_call_ids(response.message, log.call_ids)
         await append_message(journal, scope.run_id, message, delivery, usage=response.usage)
         if delivery is not None and delivery.ack_ids:
-            await self.ports.notices.ack(scope.session_id, delivery.ack_ids)
-        self.counters.rounds += 1
+            await run.ports.notices.ack(scope.session_id, delivery.ack_ids)
+        counters.rounds += 1
         calls = message.tool_calls
         if self._stop_requested():
             # Asked to stop while the model answered: the answer is kept, and
             # its calls do not start (each is answered as not run).
             if calls:
                 return await self._turns.not_run(calls, self._stopped())
-            scope.round_committed(self.counters, RoundBoundary.ASSISTANT_MESSAGE_COMMITTED)
+            scope.round_committed(counters, RoundBoundary.ASSISTANT_MESSAGE_COMMITTED)
             return self._stopped()
         if not calls:  # 6b
-            scope.round_committed(self.counters, RoundBoundary.ASSISTANT_MESSAGE_COMMITTED)
+            scope.round_committed(counters, RoundBoundary.ASSISTANT_MESSAGE_COMMITTED)
             if not message.text:
                 # No text and no calls: an answer of nothing is told, never
                 # passed off as a short one.
-                scope.event(EmptyAnswer, run_id=scope.run_id, round=self.counters.round)
+                scope.event(EmptyAnswer, run_id=scope.run_id, round=counters.round)
             return await self._answered(message)
         # 6a
         gated = gated_calls(calls, self._tools)
@@ -464,7 +456,7 @@ class RunLoop:
         decision = PROCEED if decisions is None else await decisions.after_results(results)
         # A final answer given through the tool ends the run like a final
         # message would, once the strategy lets it and nothing is pending.
-        answered = self.output.after_tools()
+        answered = self._run.output.after_tools()
         if decisions is not None and decision is not PROCEED:
             end = await decisions.apply(decision)
             if end is not None:
@@ -489,19 +481,19 @@ class RunLoop:
         model has not seen (steering or deferred items that landed, unseen
         completions, a first reminder of work still running) or the final
         `message` needs correcting."""
-        journal = self.journal
+        journal = self._run.journal
         await journal.sync()
-        if self.log.pending:
+        if self._run.log.pending:
             return None
-        final = await self.notices.before_final()
+        final = await self._run.notices.before_final()
         if final is not None:
             # Held for the next round: it rides on that round's assistant
             # entry and is acknowledged only once that entry is persisted.
             self._held = final
             return None
         if message is not None:
-            fix = self.output.check_text(message.text)
+            fix = self._run.output.check_text(message.text)
             if fix is not None:
-                await append_message(journal, self.scope.run_id, Message.user(fix))
+                await append_message(journal, self._run.scope.run_id, Message.user(fix))
                 return None
         return End(RunStatus.COMPLETED)

@@ -1,12 +1,6 @@
-"""Round strategies: the host's say at every round boundary.
-
-A strategy belongs to one run (it rides on `RunOptions.strategy`). At each
-boundary the loop calls `on_round(ctx)` and follows the decision: proceed,
-inject a corrective user turn, or stop; `Continue` and `Inject` may carry a
-`RoundAdjustment` (model or reasoning) that takes effect on the next request
-and persists on the session exactly like `Session.set_model` /
-`Session.set_reasoning`. With no strategy the loop behaves exactly as if
-every decision were `proceed()`.
+"""Round strategies: the host's say at every round boundary (proceed, inject
+a corrective user turn, or stop, maybe adjusting model or reasoning); with
+none the loop behaves as if every decision were `proceed()`.
 """
 
 from __future__ import annotations

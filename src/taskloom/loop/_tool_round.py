@@ -44,15 +44,10 @@ def cut_off_results(log: SessionLog, cut_off: Sequence[ToolCall]) -> list[ToolRe
 class ToolRound:
     """The tool calls of one run's turns: gated, run, committed."""
 
-    __slots__ = ("_background", "_calls", "_counters", "_journal", "_log", "_notices", "_scope")
+    __slots__ = ("_calls", "_run")
 
     def __init__(self, run: RunState) -> None:
-        self._scope = run.scope
-        self._counters = run.counters
-        self._journal = run.journal
-        self._log = run.log
-        self._notices = run.notices
-        self._background = run.ports.notices
+        self._run = run
         self._calls = ToolCalls(run)
 
     async def park(self, gated: Sequence[Gate]) -> End:
@@ -60,8 +55,8 @@ class ToolRound:
         AWAITING_APPROVAL."""
         # One entry for the whole turn: a crash leaves every gated call of
         # the turn requested, or none (and then none runs: see resume).
-        scope = self._scope
-        await self._journal.record(requests_for(self._log.turn, gated), scope.run_id)
+        scope = self._run.scope
+        await self._run.journal.record(requests_for(self._run.log.turn, gated), scope.run_id)
         for g in gated:
             c = g.call
             scope.event(
@@ -86,7 +81,7 @@ class ToolRound:
         a turn once run in steps records every later pass of it too. A turn
         of one step records nothing: a crash leaves every call of it "may
         have run", as it should."""
-        log = self._log
+        log = self._run.log
         to_run = calls if not decided else [c for c in calls if c.id not in decided]
         stepped = log.in_steps or (len(to_run) > 1 and step_count(to_run, tools) > 1)
         try:
@@ -95,13 +90,15 @@ class ToolRound:
             )
         except CutShort as cut:
             answers = Message.tool_results(cut.results)
-            await append_message(self._journal, self._scope.run_id, answers)
+            await append_message(self._run.journal, self._run.scope.run_id, answers)
             return End(cut.status, cut.error)
         return await self.commit(results) or results
 
     async def _record_step(self, calls: Sequence[ToolCall]) -> None:
         ids = tuple(c.id for c in calls)
-        await self._journal.record(CallsStarted(self._log.turn, ids, step=True), self._scope.run_id)
+        await self._run.journal.record(
+            CallsStarted(self._run.log.turn, ids, step=True), self._run.scope.run_id
+        )
 
     async def not_run(self, calls: Sequence[ToolCall], end: End) -> End:
         """Answer every call of the turn as not run, the run having been
@@ -118,20 +115,21 @@ class ToolRound:
         escalation: `SessionLog.held_calls`) gets no result: the others'
         are committed and the run ends AWAITING_APPROVAL, the turn parked on
         it until a resume runs the call again (which takes up the child)."""
-        scope = self._scope
-        held = self._log.held_calls()
+        run = self._run
+        scope = run.scope
+        held = run.log.held_calls()
         if held and any(r.tool_call_id in held for r in results):
             done = [r for r in results if r.tool_call_id not in held]
             if done:
-                await append_message(self._journal, scope.run_id, Message.tool_results(done))
+                await append_message(run.journal, scope.run_id, Message.tool_results(done))
             return End(RunStatus.AWAITING_APPROVAL)
-        await append_message(self._journal, scope.run_id, Message.tool_results(results))
+        await append_message(run.journal, scope.run_id, Message.tool_results(results))
         # Notices a tool showed the model itself (background_wait, read_agent)
         # are acknowledged now that the results carrying them are persisted.
-        seen = self._notices.take_seen()
+        seen = run.notices.take_seen()
         if seen:
-            await self._background.ack(scope.session_id, seen)
-        scope.round_committed(self._counters, RoundBoundary.TOOL_RESULTS_COMMITTED)
+            await run.ports.notices.ack(scope.session_id, seen)
+        scope.round_committed(run.counters, RoundBoundary.TOOL_RESULTS_COMMITTED)
         return None
 
     async def run_again(
@@ -139,14 +137,14 @@ class ToolRound:
     ) -> list[ToolResult] | End:
         """Run the `again` calls of a turn whose calls were cut off and commit a
         result for every cut-off call; the results (or the run's end)."""
-        log = self._log
+        log = self._run.log
         # Durably "started" again before it runs, so a call that keeps taking
         # its process down stops being retried after IDEMPOTENT_RETRIES. A
         # call that never started is not retried but run for the first time:
         # no retry is counted (its step record says it started).
         retried = tuple(c.id for c in again if not log.never_started(c))
         if retried:
-            await self._journal.record(CallsStarted(log.turn, retried), self._scope.run_id)
+            await self._run.journal.record(CallsStarted(log.turn, retried), self._run.scope.run_id)
         ids = {c.id for c in again}
         decided = {
             r.tool_call_id: r for r in cut_off_results(log, cut_off) if r.tool_call_id not in ids
@@ -157,7 +155,7 @@ class ToolRound:
         """Run the parked (or `reopened`) turn's approved calls, answer its
         denied ones, commit; the results (or the run's end). Gated calls
         nobody was asked about are asked about now."""
-        log = self._log
+        log = self._run.log
         parked = log.parked() or log.reopened()
         plan = resolve_parked_turn(log, parked, tools)
         if plan.unasked:
@@ -167,7 +165,7 @@ class ToolRound:
             # Durably "started" before anything runs: a crash from here on
             # takes these calls up as cut off (the turn is parked no more),
             # answered "interrupted" or, idempotent ones, run again.
-            await self._journal.record(
-                CallsStarted(log.turn, tuple(c.id for c in plan.run)), self._scope.run_id
+            await self._run.journal.record(
+                CallsStarted(log.turn, tuple(c.id for c in plan.run)), self._run.scope.run_id
             )
         return await self.run(parked, tools, plan.decided)

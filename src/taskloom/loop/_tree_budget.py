@@ -1,36 +1,12 @@
-"""Ceilings for a whole delegation tree (`Budget`), enforced across processes.
+"""Ceilings for a whole delegation tree (`Budget`), enforced across processes
+(docs/concepts/delegation.md, "Tree budgets").
 
-A root run given `RunOptions(budget=Budget(...))` opens a tree in its
-backend's `BudgetLedger`; every run under it (inline children, background
-children, children on queue workers) charges the same tree. Before each
-model request a run charges the request's worst case: a bound on its input
-tokens plus the output tokens it may write (its `max_tokens`, which the
-charge sets), priced. Once the response is in, the difference to the actual
-usage is given back. A charge is all or nothing and atomic in the database,
-so concurrent runs cannot pass a ceiling together; one that does not fit
-first shrinks the request's `max_tokens` to what is left, and if even a
-small answer does not fit, the run ends BUDGET_EXHAUSTED.
-
-The input bound: the first request of a run (and one after its view was
-compacted or its tools changed) counts a token for every byte of the text it
-sends (strings and numbers, a few tokens of framing per message, 2,000 an
-image), which no tokenizer exceeds; later requests count the previous
-request's reported input plus a token a byte of what is new since.
-
-What the ceiling holds against, and what not: concurrent charges never pass
-it. Usage a provider reports beyond a request's charge (a system prompt of
-its own around tools, which the bound does not see) is charged as it
-comes, and logged, so the sum can pass the ceiling by that much. Usage is
-taken in range where it enters accounting (`within_range`): a negative
-figure counts as 0, so a refund never exceeds its charge, and a figure past
-`MAX_REPORTED_TOKENS` counts as that; a response counted past its charge by
-more than the whole ceiling is counted as that much, which spends the tree
-(and keeps every sum within the ledgers' 64-bit columns). A request
-that failed is given back whole, so a provider that bills a stream cut off
-midway is undercounted. Each root run opens a tree of its own, except one
-that goes on with a run that has no end (cut off by a crash, or parked for
-approval): that run's tree, recorded in its start entry, is charged on,
-what it spent still spent.
+Each model request charges its worst case up front (an input bound of a
+token a byte, which no tokenizer exceeds, plus its `max_tokens`) and gives
+back the difference once its usage is in; the ledger's charge is atomic, so
+concurrent runs cannot pass a ceiling together. Reported usage is clamped
+where it enters accounting (`within_range`) so a refund never exceeds its
+charge and every sum fits the ledgers' 64-bit columns.
 """
 
 from __future__ import annotations

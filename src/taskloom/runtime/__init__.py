@@ -35,11 +35,10 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 from ._decisions import resume_decided
 from ._fork import FORKED_FROM, fork_session
-from ._model_choice import SessionModel
 from ._run_queue import RunDemand, RunQueue
 from ._runtime import BindsRuntime, Runtime, default_runtime
 from ._session import Session
-from ._tool_board import SessionTools
+from ._session_parts import SessionModel, SessionTools
 
 if TYPE_CHECKING:
     from ._diff import SessionDiff, diff_sessions, rounds_of

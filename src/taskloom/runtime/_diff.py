@@ -11,15 +11,14 @@ only one session has is a difference of aspect `rounds`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._codec import Stored
+from .._offered import shown
 from ..entries import Entry, MessageEntry, NoticeDeliveredEntry
 from ..log import entry_messages
-from ..messages import Message
 
 __all__ = ["ASPECTS", "Difference", "Round", "SessionDiff", "diff_sessions", "rounds_of"]
 
@@ -57,7 +56,7 @@ class Difference(Stored):
 
     def describe(self) -> str:
         """One line for a reader: the round, the path and both values."""
-        return f"round {self.round}: {self.path}: {_show(self.a)} -> {_show(self.b)}"
+        return f"round {self.round}: {self.path}: {shown(self.a, 80)} -> {shown(self.b, 80)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,15 +139,11 @@ def rounds_of(entries: Iterable[Entry]) -> list[Round]:
             if message.role == "user":
                 pending_input.append(message.text)
             elif message.role == "tool" and rounds:
-                last = rounds[-1]
-                rounds[-1] = Round(
-                    last.number,
-                    last.input,
-                    last.message,
-                    last.tool_calls,
-                    last.results + _results(message),
-                    last.usage,
+                results = tuple(
+                    {"name": r.tool_name, "content": r.content, "is_error": r.is_error}
+                    for r in message.results
                 )
+                rounds[-1] = replace(rounds[-1], results=rounds[-1].results + results)
             elif message.role == "assistant":
                 rounds.append(
                     Round(
@@ -165,12 +160,6 @@ def rounds_of(entries: Iterable[Entry]) -> list[Round]:
                 )
                 pending_input = []
     return rounds
-
-
-def _results(message: Message) -> tuple[Mapping[str, Any], ...]:
-    return tuple(
-        {"name": r.tool_name, "content": r.content, "is_error": r.is_error} for r in message.results
-    )
 
 
 def diff_sessions(
@@ -205,7 +194,7 @@ def diff_sessions(
 def _compare(number: int, aspect: str, path: str, a: Any, b: Any) -> list[Difference]:
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         out: list[Difference] = []
-        for key in _keys(a, b):
+        for key in [*a, *(k for k in b if k not in a)]:
             out.extend(_compare(number, aspect, f"{path}.{key}", a.get(key), b.get(key)))
         return out
     if isinstance(a, tuple | list) and isinstance(b, tuple | list):
@@ -220,18 +209,9 @@ def _compare(number: int, aspect: str, path: str, a: Any, b: Any) -> list[Differ
     return [Difference(number, aspect, path, _plain(a), _plain(b))]
 
 
-def _keys(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    return list(a) + [k for k in b if k not in a]
-
-
 def _plain(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
     if isinstance(value, Mapping):
         return {k: _plain(v) for k, v in value.items()}
     return value
-
-
-def _show(value: Any, limit: int = 80) -> str:
-    text = "(nothing)" if value is None else json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,28 +1,11 @@
-"""Forking a session: a new session whose history is another's up to an entry.
+"""Forking a session: a new session whose history is another's up to an entry
+(docs/howto/fork.md).
 
 A fork copies the entries up to the cut with their positions, run ids and
-times, so everything that names a position (a turn, a fold, a compaction)
-means the same in the copy, then links to its origin (one `ForkLink`
-entry). Nothing else is written: the fork's history is its origin's up to
-the cut, and it can `run` at once.
-
-- Calls of the last turn that have no result at the cut are answered by the
-  fork's first run, as a resumed session answers them: calls cut off by a
-  crash are run again when idempotent, else get the crash-recovery result
-  (`SessionLog.cut_off_result`); the calls of a turn parked for approval
-  never ran, and the fork's first run takes that turn up as a resume does
-  (its gated calls are asked about again, the others run).
-- Nothing is pending in a fork: the origin's approval requests, decisions
-  on a turn still parked and its children's escalations stay with it (a
-  call that waited on a child's escalation is cut off in the fork).
-- Leases, background activities and notices, and queued jobs belong to the
-  original: the fork has none. Steering and deferred items written before
-  the cut and not yet folded are history: the fork's next run folds them.
-- Child sessions are not copied: the fork's links name the original's
-  children, whose logs are read, never written, through them.
-
-The origin is recorded in the fork's metadata, under `forked_from`:
-`{"session_id": ..., "position": ...}`.
+times, so everything that names a position means the same in the copy, then
+links to its origin (one `ForkLink` entry; `forked_from` in its metadata).
+Nothing pending, no leases, activities or queued jobs are copied, and child
+sessions are named, never copied.
 """
 
 from __future__ import annotations
@@ -38,7 +21,7 @@ from ..errors import UsageError
 from ..log import SessionLog
 from ..messages import Message
 
-__all__ = ["FORKED_FROM", "cut_position", "fork_entries", "fork_session"]
+__all__ = ["FORKED_FROM", "cut_position", "fork_session"]
 
 FORKED_FROM = "forked_from"
 """The metadata key naming a fork's origin: `{"session_id": ..., "position": ...}`."""
@@ -104,13 +87,6 @@ def _message_position(entries: list[Entry], message: Message) -> int:
     return same[0]
 
 
-def fork_entries(entries: list[Entry], cut: int, origin: str) -> list[Entry]:
-    """The fork's log for a cut at position `cut` of session `origin`'s
-    `entries`: the entries up to it as they are, then the link to the origin."""
-    kept = [e for e in entries if e.position <= cut]
-    return [*kept, Entry.of(ForkLink(origin, cut)).placed(cut + 1)]
-
-
 async def fork_session(
     store: SessionStore,
     session_id: str,
@@ -143,7 +119,8 @@ async def fork_session(
         SessionMeta(fork_id, meta.agent if agent is None else agent, None, 0.0, recorded)
     )
     try:
-        for entry in fork_entries(entries, cut, session_id):
+        kept = [e for e in entries if e.position <= cut]
+        for entry in [*kept, Entry.of(ForkLink(session_id, cut)).placed(cut + 1)]:
             await target.append(fork_id, entry)
     except BaseException:
         # A fork is whole or absent: one that failed midway is removed (a

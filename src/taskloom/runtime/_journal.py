@@ -61,15 +61,13 @@ class SessionJournal:
         """The session's lease, while this journal's appends are fenced by it."""
         return self._held
 
-    def lease_taken(self, held: HeldLease) -> None:
-        """Fence this journal's appends with `held` from now on."""
+    def fence_with(self, held: HeldLease | None) -> None:
+        """Fence this journal's appends with `held` from now on (None: no more,
+        the lease being given up)."""
         self._held = held
-        # The last holder may have written since this journal last looked.
-        self._whole = None
-
-    def lease_released(self) -> None:
-        """Stop fencing appends: the lease is being given up."""
-        self._held = None
+        if held is not None:
+            # The last holder may have written since this journal last looked.
+            self._whole = None
 
     async def sync(self, *, fresh: float = 0.0) -> None:
         """Fold in entries other tasks or processes appended since our last look.

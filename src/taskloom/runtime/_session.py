@@ -25,14 +25,19 @@ from ..loop.ports import RunLoop, RunPorts, RunScope, new_run_id
 from ..messages import Message
 from ..models import Model, ReasoningOptions
 from ..results import PendingCall, PendingInput, RunResult, RunStatus
-from ._decisions import check_same, folded, requested, resume_decided
+from ._decisions import (
+    check_answer,
+    check_same,
+    folded,
+    requested,
+    resume_decided,
+    same_answer,
+)
 from ._fork import fork_session
-from ._input import check_answer, same_answer
 from ._journal import SessionJournal
-from ._model_choice import SessionModel
 from ._run_queue import RunDemand
 from ._session_lease import SessionHold
-from ._tool_board import SessionTools
+from ._session_parts import SessionModel, SessionTools
 
 if TYPE_CHECKING:
     from ..tools import Tool

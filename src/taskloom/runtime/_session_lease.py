@@ -61,7 +61,9 @@ async def _acquire(leases: Leases, session_id: str, wait: float | None, ttl: flo
             _ended.pop(key, None)  # released, lapsed or taken over: nothing to take over
             return lease
         if give_up is None:
-            give_up = loop.time() + _patience(wait)
+            # `wait=True` said "as long as it takes" before waits were seconds; it still does.
+            patience = 0.0 if wait is None else math.inf if wait is True else float(wait)
+            give_up = loop.time() + patience
         if loop.time() >= give_up:
             current = await leases.current(key)
             if current is None:
@@ -69,13 +71,6 @@ async def _acquire(leases: Leases, session_id: str, wait: float | None, ttl: flo
             raise SessionBusy(session_id, current.holder)
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.5)
-
-
-def _patience(wait: float | None) -> float:
-    if wait is None:
-        return 0.0
-    # `wait=True` said "as long as it takes" before waits were seconds; it still does.
-    return math.inf if wait is True else float(wait)
 
 
 class HeldLease:
@@ -211,39 +206,27 @@ class HeldLease:
         # session before the run's end returns (no hop through another task).
         try:
             async with asyncio.timeout(RELEASE_WAIT):
-                await self._leases.release(lease)
+                await self._send_release(lease)
         except TimeoutError:
             # Withdrawn by the timeout: sent again, to land on its own.
-            let_go(asyncio.ensure_future(self._give_up(lease)))
-            return
-        except Exception as exc:
-            self._failed(exc)
-            return
-        self._released(lease)
+            let_go(asyncio.ensure_future(self._send_release(lease)))
 
-    async def _give_up(self, lease: Lease) -> None:
+    async def _send_release(self, lease: Lease) -> None:
         try:
             await self._leases.release(lease)
         except Exception as exc:
-            self._failed(exc)
+            # The store's errors name no credentials (hosts and ports only).
+            logger.warning(
+                "releasing the lease of session %s failed (%s: %s); it stays held until it "
+                "lapses (%g s) or this process runs the session again",
+                self.session_id,
+                type(exc).__name__,
+                exc,
+                self.ttl,
+            )
             return
-        self._released(lease)
-
-    @staticmethod
-    def _released(lease: Lease) -> None:
         if _ended.get(lease.key) == lease.holder:
             del _ended[lease.key]
-
-    def _failed(self, exc: Exception) -> None:
-        # The store's errors name no credentials (hosts and ports only).
-        logger.warning(
-            "releasing the lease of session %s failed (%s: %s); it stays held until it "
-            "lapses (%g s) or this process runs the session again",
-            self.session_id,
-            type(exc).__name__,
-            exc,
-            self.ttl,
-        )
 
 
 class SessionHold:
@@ -278,14 +261,14 @@ class SessionHold:
             return outer  # an inner hold: the outer one releases
         lease = self._given or await _acquire(self._leases, journal.id, self._wait, self._ttl)
         held = self._held = HeldLease(self._leases, journal.id, lease, self._ttl)
-        journal.lease_taken(held)
+        journal.fence_with(held)
         return held
 
     async def __aexit__(self, *exc: object) -> None:
         held = self._held
         if held is not None:
             self._held = None
-            self._journal.lease_released()
+            self._journal.fence_with(None)
             if self._given is None:
                 await held.release(self.release_by)
             else:

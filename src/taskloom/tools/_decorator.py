@@ -10,6 +10,7 @@ is a `ToolDefinitionWarning` at the function's line.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 import types
@@ -163,7 +164,6 @@ def _build_tool(
 
 
 def _unserialisable(tool_name: str, fields: Mapping[str, Any], exc: Exception) -> str:
-    """Which parameter has a type with no JSON schema, in one line."""
     for name, (annotation, _) in fields.items():
         try:
             pydantic.TypeAdapter(annotation).json_schema()
@@ -185,7 +185,6 @@ def _unserialisable(tool_name: str, fields: Mapping[str, Any], exc: Exception) -
 def _warn_vague(
     fn: Callable[..., Any], tool_name: str, untyped: list[str], described: bool
 ) -> None:
-    """`ToolDefinitionWarning`s for what leaves the model guessing, at the function's line."""
     code = getattr(fn, "__code__", None)
     if code is None:
         return
@@ -248,23 +247,18 @@ def tool(
     at once (see `Tool`); `idempotent=True` has a call cut off by a crash
     run again with the same `ctx.idempotency_key` (see `Tool`).
     """
-    options = {
-        "name": name,
-        "description": description,
-        "effect": effect,
-        "needs_approval": needs_approval,
-        "timeout": timeout,
-        "max_output_chars": max_output_chars,
-        "blocking": blocking,
-        "idempotent": idempotent,
-    }
-    if fn is not None:
-        return _build_tool(fn, **options)  # type: ignore[arg-type]
-
-    def decorate(f: Callable[..., Any]) -> Tool:
-        return _build_tool(f, **options)  # type: ignore[arg-type]
-
-    return decorate
+    build = functools.partial(
+        _build_tool,
+        name=name,
+        description=description,
+        effect=effect,
+        needs_approval=needs_approval,
+        timeout=timeout,
+        max_output_chars=max_output_chars,
+        blocking=blocking,
+        idempotent=idempotent,
+    )
+    return build if fn is None else build(fn)
 
 
 def as_tool(obj: Any) -> Tool:

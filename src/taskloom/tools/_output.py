@@ -1,12 +1,5 @@
-"""A tool's result: `ToolOutput`, `ToolError`, and the text a value becomes.
-
-Every call ends in exactly one result: a tool's return value becomes text
-(`to_content`), a `ToolError` becomes an error result with its message, any
-other exception an error result naming its type and message (never a
-traceback; `describe_error`). Error text is capped at `max_output_chars`
-exactly like output (`cap_output`), and all of it is made valid UTF-8 (see
-`taskloom.messages.valid_text`).
-"""
+"""A tool's result: `ToolOutput`, `ToolError`, and the text a value becomes
+(`to_content`); error text is capped like output and never a traceback."""
 
 from __future__ import annotations
 
@@ -95,18 +88,15 @@ def to_content(value: Any) -> str:
         except (TypeError, ValueError):
             return str(value)
     except RecursionError:
-        raise ToolError(_too_deep(value)) from None
-
-
-def _too_deep(value: Any) -> str:
-    depth = _nesting(value)
-    if depth < _DEEP:
-        # The recursion was in the value's own `__str__`, not in its nesting.
-        return "the tool's result could not be turned into text: its conversion recursed endlessly"
-    return (
-        f"the tool's result nests {depth} levels deep (lists and objects within each "
-        "other), too deep to encode as text; return a flatter value"
-    )
+        depth = _nesting(value)
+        if depth < _DEEP:
+            # The recursion was in the value's own `__str__`, not in its nesting.
+            why = "could not be turned into text: its conversion recursed endlessly"
+            raise ToolError(f"the tool's result {why}") from None
+        raise ToolError(
+            f"the tool's result nests {depth} levels deep (lists and objects within each "
+            "other), too deep to encode as text; return a flatter value"
+        ) from None
 
 
 _DEEP = 100

@@ -1,10 +1,7 @@
-"""The daemon threads sync tools run on.
-
-Sync tools run on taskloom's own pool of daemon threads, not the event
-loop's default executor: `asyncio.run` (and so `run_sync`) waits for the
-default executor on exit, and a run's deadline must not wait for a tool that
-overran it. A sync tool cut off by a deadline or a cancellation keeps running
-in its thread until it returns: Python cannot kill a thread.
+"""The daemon threads sync tools run on: not the event loop's default
+executor, which `asyncio.run` (and so `run_sync`) waits for on exit, since a
+run's deadline must not wait for a tool that overran it. A sync tool cut off
+keeps running in its thread until it returns: Python cannot kill a thread.
 """
 
 from __future__ import annotations
@@ -23,13 +20,7 @@ __all__ = ["run_in_thread"]
 
 
 class _DaemonThreads:
-    """A growing pool of daemon threads for sync tools.
-
-    Neither `asyncio.run` nor interpreter exit waits for these threads, so a
-    run ends at its deadline whatever a sync tool is doing. Threads are
-    started on demand up to `max_workers` and then reused; idle ones wait for
-    the next call.
-    """
+    """A pool of daemon threads, started on demand up to `max_workers`, then reused."""
 
     def __init__(self, max_workers: int) -> None:
         self._max = max_workers

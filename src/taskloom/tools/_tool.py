@@ -1,29 +1,11 @@
 """Tools: what a model may call.
 
-`Tool` is a name, a description and a JSON schema the model sees, and the
-function that runs a call; it can be built by hand (name, description,
-schema, function), subclassed (override `invoke`), or made from a function
-by `@tool` (see `taskloom.tools._decorator`). A function's positional-only
-parameters are not the model's: `Tool.partial` fills them, once, with what
-only the tool's host has (a runtime's services; see `UnboundTool`).
-
-A generator function (async or sync) is a streaming tool: every value it
-yields reaches the run's subscribers at once as `ToolProgress`, and the last
-one is the result the model reads.
-
-Every call ends in exactly one result (see `taskloom.tools._output`): a
-tool's return value becomes text, a `ToolError` becomes an error result
-with its message, any other exception an error result naming its type and
-message (never a traceback).
-
-Sync tools run on taskloom's own daemon threads (see `taskloom.tools._threads`)
-unless built `blocking=False`: then they are called inline on the event loop,
-as a hand-written loop would call them. The thread is the default because
-taskloom cannot tell a sync function that returns at once from one that reads
-a file, sleeps or waits on a lock, and one such call inline would stall every
-other run on the loop; a hand-off costs ~0.1 ms, which only matters for tools
-that do pure computation on their arguments, and those are what
-`blocking=False` is for.
+A `Tool` is built by hand, subclassed (override `invoke`), or made from a
+function by `@tool`. A generator function (async or sync) is a streaming tool:
+each value it yields reaches subscribers as `ToolProgress`, the last is the
+result. Sync tools run on daemon threads by default because taskloom cannot
+tell a sync function that returns at once from one that blocks, and one
+blocking call inline would stall every run on the loop.
 """
 
 from __future__ import annotations
@@ -104,8 +86,6 @@ _PLAIN_RESULTS = frozenset({str, int, float, bool, dict, list, tuple, type(None)
 
 
 def _kind_of(fn: Callable[..., Any] | None) -> str:
-    """How a tool's function is called: `async`, `async-generator`, `generator`
-    or `sync` (checked once, at construction)."""
     if fn is None:
         return "sync"
     if inspect.isasyncgenfunction(fn):
@@ -135,7 +115,6 @@ async def _drain_async(stream: AsyncGenerator[Any, None], ctx: ToolContext) -> A
 
 
 def _drain_sync(gen: Generator[Any, None, None], ctx: ToolContext) -> Any:
-    """`_drain_async` for a sync generator function, in its worker thread."""
     last: Any = None
     with contextlib.closing(gen):
         for value in gen:
@@ -145,7 +124,6 @@ def _drain_sync(gen: Generator[Any, None, None], ctx: ToolContext) -> Any:
 
 
 def _check_schema(args: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
-    """Hand-written schemas: a structural check (see `taskloom._schema`)."""
     try:
         check_schema(dict(args), schema, "arguments")
     except ValueError as exc:

@@ -1,11 +1,6 @@
-"""Toolsets: tools that come from elsewhere and may change between rounds.
-
-An MCP server is the example: its tools are listed over a connection, and
-the server may announce that the list changed. A `Toolset` sits in
-`Agent(tools=[...])` beside plain tools; a session keeps a `ToolCatalog`
-of both and re-reads the toolsets at every round boundary, never in the
-middle of a round, so the tools a turn's calls run with are the tools the
-model was offered for that turn.
+"""Toolsets: tools that come from elsewhere (an MCP server) and may change
+between rounds. A session re-reads them at every round boundary, never in a
+round, so a turn's calls run with the tools the model was offered for it.
 """
 
 from __future__ import annotations
@@ -90,7 +85,11 @@ class ToolCatalog:
             return False
         by_name: dict[str, Tool] = {}
         source: dict[str, str] = {}
-        for origin, tools in (("the agent's own tools", self._own), *self._named(lists)):
+        named = [
+            (f"{type(ts).__name__} {ts.name!r}", tools)
+            for ts, tools in zip(self._toolsets, lists, strict=True)
+        ]
+        for origin, tools in (("the agent's own tools", self._own), *named):
             for t in tools:
                 if t.name in by_name:
                     raise ConfigurationError(
@@ -104,9 +103,3 @@ class ToolCatalog:
         self.specs = tuple(t.spec for t in by_name.values())
         self._lists = lists
         return True
-
-    def _named(self, lists: tuple[Sequence[Tool], ...]) -> list[tuple[str, Sequence[Tool]]]:
-        return [
-            (f"{type(ts).__name__} {ts.name!r}", tools)
-            for ts, tools in zip(self._toolsets, lists, strict=True)
-        ]
