@@ -101,7 +101,6 @@ def render_message(message: Message) -> list[Text]:
 
 
 async def _log(runtime: Runtime, session_id: str) -> tuple[SessionMeta, SessionLog]:
-    """A session's metadata and log, read from the store with no agent."""
     meta = await runtime.store.get(session_id)
     return meta, SessionLog.folded(await runtime.store.load(session_id))
 
@@ -139,7 +138,7 @@ async def _list(runtime: Runtime, console: Console, args: ListSessions) -> int:
 
 
 def _status(row: SessionSummary) -> str:
-    """The status as listed: an interrupted run says since when."""
+    # An interrupted run says since when.
     if row.interrupted_at is None:
         return row.status
     since = datetime.fromtimestamp(row.interrupted_at).strftime("%Y-%m-%d %H:%M:%S")
@@ -179,8 +178,6 @@ async def _show_json(runtime: Runtime, session_id: str) -> int:
 
 
 async def _show(runtime: Runtime, console: Console, args: Show) -> int:
-    """Print the session's transcript, then what it waits for, each with the
-    command that decides it."""
     if args.json:
         return await _show_json(runtime, args.session_id)
     meta, log = await _log(runtime, args.session_id)
@@ -343,9 +340,8 @@ async def _approve(runtime: Runtime, console: Console, args: Approve) -> int:
 async def _escalating_child(
     runtime: Runtime, log: SessionLog, call_id: str
 ) -> tuple[str, str, RequestedCall] | None:
-    """The child that escalated `call_id` to the session of `log` (its id and
-    name, and the call's request), if one did; decided calls count (a
-    decision taken again)."""
+    """The child (id, name, the call's request) that escalated `call_id` to
+    `log`'s session, if one did; decided calls count (a decision taken again)."""
     if log.request(call_id) is not None:
         return None
     for child_id, escalated in log.escalated.items():
@@ -370,11 +366,9 @@ async def _report_escalated(
     name: str,
     request: RequestedCall,
 ) -> int:
-    """Say what deciding a child's call did and what happens next; the exit
-    code: 0 when the child went on (here, on the work queue, or with the root
-    parked on it, `root`'s log after the decision), 1 when it
-    did not go on now (its parent's next run takes it up), 2 when going on
-    with it failed."""
+    """Say what deciding a child's call did and what happens next. Exit code
+    0: the child went on (here, on the queue, or with the root, `root`'s log
+    after the decision); 1: its parent's next run takes it up; 2: it failed."""
     console.print(approval_block(request.name, args.call_id, dict(request.arguments)))
     who = f"{visible(name)} {visible(child_id[:8])}"
     console.print(Text(f"{verb} {visible(args.call_id)} for {who}", style="bold"))
@@ -460,9 +454,8 @@ async def _answer(runtime: Runtime, console: Console, args: Answer) -> int:
     asked = {q.id: q for q in await session.pending_input()}
     question = asked.get(args.input_id)
     action = "decline" if args.decline else "cancel" if args.cancel else "accept"
-    content: dict[str, Any] | None = None
-    if action == "accept" and (args.json is not None or args.set):
-        content = _content(args, question)
+    given = action == "accept" and (args.json is not None or args.set)
+    content = _content(args, question) if given else None
     await session.answer(args.input_id, content, action=action)
     if question is not None:
         console.print(question_block(question))
@@ -496,8 +489,7 @@ def _content(args: Answer, question: PendingInput | None) -> dict[str, Any]:
 
 
 def _typed(text: str, kind: object) -> Any:
-    """A --set value as the field's type wants it (the answer's check says
-    what is wrong with one that is not)."""
+    # The answer's check says what is wrong with a value of the wrong type.
     try:
         if kind == "integer":
             return int(text)
@@ -555,8 +547,7 @@ async def _resume(runtime: Runtime, console: Console, args: Resume) -> int:
 
 
 async def _left_work(runtime: Runtime, session_id: str) -> bool:
-    """Whether a child of the session was cut off (its process died): the
-    session's next run takes it up."""
+    """Whether a child was cut off (its process died): the next run takes it up."""
     children = await runtime.store.list(parent_id=session_id, limit=CHILDREN_LOOKED_AT)
     for child in children:
         if await child_status(runtime, child.id) is ChildStatus.INTERRUPTED:
