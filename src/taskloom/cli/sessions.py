@@ -383,58 +383,49 @@ async def _report_escalated(
     handover = DecidedChildren.of(runtime).handover(child_id)
     if handover is None:
         # Decided before, and gone on since: whoever decided first went on with it.
-        status = (await child_status(runtime, child_id)).value
-        console.print(Text(f"  {who} went on after the first decision; it is {status}"))
-        return 0
-    if handover.where == "ended":
-        console.print(Text(f"  {who} has ended: nothing waits for this decision"))
-        return 0
-    if handover.where == "parent":
+        now = (await child_status(runtime, child_id)).value
+        said = f"went on after the first decision; it is {now}"
+    elif handover.where == "ended":
+        said = "has ended: nothing waits for this decision"
+    elif handover.where == "queue":
+        said = f"goes on: handed to the work queue (job {handover.detail}) for a worker"
+    elif handover.where == "here" and handover.error is None:
+        ran = handover.status
+        said = "is run on by another live process" if ran is None else f"went on here: {ran.value}"
+    elif handover.where == "parent":
         went_on = root.finished_result(root_id) if not root.parked() else None
         if went_on is not None:
             # Resumed by this decision (or another, or a worker): the child, then the root.
             now = "running in another process" if root.run_open else went_on.status.value
             console.print(Text(f"  {who} went on, then session {root_id}: {now}"), soft_wrap=True)
-            return 0
-        if runtime.queue is not None:
-            console.print(
-                Text(f"  session {root_id} goes on: queued for a worker, which runs {who} on"),
-                soft_wrap=True,
-            )
-            return 0
-        resume = shlex.join(["taskloom", "resume", root_id, *where])
-        console.print(Text(f"  session {root_id} is parked on {who}: resuming it runs {who} on"))
-        agent = "" if args.where.app else " AGENT (--app MODULE:FACTORY, or --model and --tool)"
-        console.print(command_line(f"  then: {resume}{agent}"), crop=False)
-        return 0
-    if handover.where == "queue":
-        console.print(
-            Text(f"  {who} goes on: handed to the work queue (job {handover.detail}) for a worker")
-        )
-        return 0
-    if handover.where == "here":
-        if handover.error is not None:
-            console.print(
-                Text(f"  going on with {who} here failed: {visible(handover.error)}", style="red"),
-                soft_wrap=True,
-            )
-            console.print(Text(_next_run(root_id, args.call_id)), soft_wrap=True)
-            return EXIT_FAILED
-        if handover.status is None:
-            console.print(Text(f"  {who} is run on by another live process"))
+        elif runtime.queue is not None:
+            queued = f"  session {root_id} goes on: queued for a worker, which runs {who} on"
+            console.print(Text(queued), soft_wrap=True)
         else:
-            console.print(Text(f"  {who} went on here: {handover.status.value}"))
+            resume = shlex.join(["taskloom", "resume", root_id, *where])
+            console.print(
+                Text(f"  session {root_id} is parked on {who}: resuming it runs {who} on")
+            )
+            agent = "" if args.where.app else " AGENT (--app MODULE:FACTORY, or --model and --tool)"
+            console.print(command_line(f"  then: {resume}{agent}"), crop=False)
         return 0
-    console.print(
-        Text(
-            f"  {who} did not go on: this command cannot run it ({visible(handover.detail)}), "
-            "and no work queue carries it",
-            style="yellow",
-        ),
-        soft_wrap=True,
-    )
-    console.print(Text(_next_run(root_id, args.call_id)), soft_wrap=True)
-    return 1
+    else:
+        if handover.where == "here":
+            failed = f"  going on with {who} here failed: {visible(str(handover.error))}"
+            console.print(Text(failed, style="red"), soft_wrap=True)
+        else:
+            console.print(
+                Text(
+                    f"  {who} did not go on: this command cannot run it ({visible(handover.detail)}), "
+                    "and no work queue carries it",
+                    style="yellow",
+                ),
+                soft_wrap=True,
+            )
+        console.print(Text(_next_run(root_id, args.call_id)), soft_wrap=True)
+        return EXIT_FAILED if handover.where == "here" else 1
+    console.print(Text(f"  {who} {said}"))
+    return 0
 
 
 def _next_run(root_id: str, call_id: str) -> str:
