@@ -271,12 +271,9 @@ def address(text: str) -> tuple[str, int]:
 
 
 def load_object(ref: str, flag: str, shape: str = "module:attribute") -> Any:
-    """The attribute `module:attribute` names (given as `flag` on the command
-    line; `shape` is how errors spell what the flag takes).
-
-    The working directory is searched last, after the installed packages, so
-    a host's own modules load with the console script as with `python -m`.
-    """
+    """The attribute `module:attribute` names, given as `flag` (errors spell
+    what it takes as `shape`). The working directory is searched last, so a
+    host's own modules load with the console script as with `python -m`."""
     module_name, sep, attr = ref.partition(":")
     if not sep or not module_name or not attr:
         raise with_hint(
@@ -396,10 +393,9 @@ def app_agent(runtime: Runtime, name: str, ref: str, needed_by: str) -> Agent:
 async def open_runtime(
     where: Where, flags: AgentFlags | None = None, *, create: bool = True
 ) -> Runtime:
-    """The runtime a command works in: the app's with `--app` (refusing the
-    agent `flags` beside it), else one on `--store` (default: the embedded
-    store). With `create=False` a store that does not exist is an error
-    naming it (`StoreNotFound`, at first use), and nothing is created."""
+    """The app's runtime with `--app` (refusing agent `flags` beside it), else
+    one on `--store` (default: the embedded store); with `create=False` a
+    missing store is a `StoreNotFound` at first use, and nothing is created."""
     if where.app:
         if where.store:
             raise with_hint(
@@ -422,8 +418,8 @@ async def open_runtime(
 
 
 def store_runtime(url: str, create: bool = True, agents: list[Agent] | None = None) -> Runtime:
-    """A runtime on the store `url` names (`--store`), with `agents`; a URL
-    of no known scheme is a `ConfigurationError` saying which ones are."""
+    """A runtime with `agents` on the store `url` names (`--store`); an unknown
+    scheme is a `ConfigurationError` naming the known ones."""
     try:
         return Runtime(store=open_store(url, create=create), agents=agents)
     except ValueError as exc:

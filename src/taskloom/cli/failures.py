@@ -56,9 +56,8 @@ def with_hint(exc: E, hint: str) -> E:
 
 
 def report(exc: BaseException, command: Command | None, debug: bool = False) -> int:
-    """Print `exc`, raised by `command` (None: before it was known), as an
-    error line and a hint (after its traceback with `debug`) on stderr;
-    returns the exit code."""
+    """Print `exc` (raised by `command`, None before it was known) as an error
+    line and a hint on stderr, after its traceback with `debug`; the exit code."""
     if debug:
         traceback.print_exception(exc)
     leaf = _leaf(exc)
