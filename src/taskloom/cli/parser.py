@@ -398,8 +398,7 @@ def command_parser() -> CommandParser:
         "--port", type=_port, default=8765, help="port, 0 to 65535 (0: any free port)"
     )
     serve.add_argument(
-        "--token",
-        help=f"the access token (default: ${CONSOLE_TOKEN}, else a fresh one, printed)",
+        "--token", help=f"the access token (default: ${CONSOLE_TOKEN}, else a fresh one, printed)"
     )
     _max_body(serve, MAX_FORM_BODY)
 

@@ -279,13 +279,8 @@ class EventPrinter:
         elif isinstance(event, ToolCallFinished):
             mark, style = ("✗", "red") if event.is_error else ("✓", "green")
             label = self._calls.pop((o, event.call_id), visible(event.name))
-            self._line(
-                o,
-                Text.assemble(
-                    (f"{mark} {label}", style),
-                    f" {event.duration:.2f}s → {fold(event.content, 90)}",
-                ),
-            )
+            took = f" {event.duration:.2f}s → {fold(event.content, 90)}"
+            self._line(o, Text.assemble((f"{mark} {label}", style), took))
         elif isinstance(event, ApprovalRequested):
             self._line(o, Text("⏸ needs approval:", style="bold yellow"))
             self.console.print(
@@ -303,10 +298,8 @@ class EventPrinter:
         elif isinstance(event, SubagentFinished):
             self._line(o, Text(f"⇠ {visible(event.name)} {visible(event.status)}", style="bold"))
         elif isinstance(event, EmptyAnswer):
-            self._line(
-                o,
-                Text("∅ the model answered with nothing (no text, no tool calls)", style="yellow"),
-            )
+            empty = "∅ the model answered with nothing (no text, no tool calls)"
+            self._line(o, Text(empty, style="yellow"))
         elif isinstance(event, RunFinished):
             self._end_text()
 

@@ -33,14 +33,7 @@ from .common import (
     open_runtime,
 )
 from .failures import with_hint
-from .render import (
-    EventPrinter,
-    Waiting,
-    command_line,
-    pending_summary,
-    terminal,
-    usage_table,
-)
+from .render import EventPrinter, Waiting, command_line, pending_summary, terminal, usage_table
 from .text import visible
 
 __all__ = ["interruptible", "report_result", "run_prompt", "run_settled"]

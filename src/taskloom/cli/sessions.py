@@ -31,14 +31,7 @@ from ..log import SessionLog, conversation, pending_inputs
 from ..messages import Message
 from ..models import FunctionModel, ModelRequest
 from ..results import PendingInput
-from ..runtime import (
-    SERVED_KEY,
-    RunDemand,
-    Runtime,
-    SessionTools,
-    diff_sessions,
-    fork_session,
-)
+from ..runtime import SERVED_KEY, RunDemand, Runtime, SessionTools, diff_sessions, fork_session
 from ..stores import SessionMeta
 from .common import (
     Answer,
@@ -208,26 +201,19 @@ async def _show(runtime: Runtime, console: Console, args: Show) -> int:
     held = log.held_calls()
     for call in log.parked():
         decision = log.decision(call.id)
+        request = log.request(call.id)
+        reason = request.reason if request is not None else None
         if call.id in held:
             # Its child's escalated calls, shown below, are what it waits on.
-            child = held[call.id]
-            console.print(
-                Text(
-                    f"waiting on {visible(child[:8])}, whose calls await approval:",
-                    style="bold yellow",
-                )
-            )
-            console.print(approval_block(call.name, call.id, call.arguments))
-            continue
-        if decision is None:
+            state = f"waiting on {visible(held[call.id][:8])}, whose calls await approval:"
+            reason = None
+        elif decision is None:
             state = "awaiting approval:"
         else:
             state = f"{'approved' if decision.approved else 'denied'}, awaiting resume:"
         console.print(Text(state, style="bold yellow"))
-        request = log.request(call.id)
-        reason = request.reason if request is not None else None
         console.print(approval_block(call.name, call.id, call.arguments, reason))
-        if decision is None:
+        if decision is None and call.id not in held:
             console.print(decide_line(meta.id, call.id, store_flags), crop=False)
     for child_id, escalated in log.escalated.items():
         try:

@@ -66,9 +66,7 @@ class Acting(ConsoleShared):
         return session
 
     async def _acting(
-        self,
-        request: Request,
-        act: Callable[[str, Mapping[str, str]], Awaitable[str | None]],
+        self, request: Request, act: Callable[[str, Mapping[str, str]], Awaitable[str | None]]
     ) -> Response:
         session_id = request.path_params["session_id"]
         form = await self._form(request)

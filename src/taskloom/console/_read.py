@@ -181,15 +181,9 @@ async def summarize(
         held = await store.leases.current(session_lease_key(meta.id))
         status = "running" if held is not None else "interrupted"
     last = entries[-1].created_at if entries else meta.created_at
+    pending = len(undecided_calls(log))
     return SessionSummary(
-        meta,
-        display_name(meta),
-        status,
-        last_model(log),
-        last,
-        state.tokens,
-        len(undecided_calls(log)),
-        log.position,
+        meta, display_name(meta), status, last_model(log), last, state.tokens, pending, log.position
     )
 
 
@@ -214,16 +208,9 @@ def parked_calls(log: SessionLog) -> list[PendingView]:
         assert request is not None  # pending_calls are the requested ones
         decision = log.decision(call.id)
         verdict = None if decision is None else ("approved" if decision.approved else "denied")
-        out.append(
-            PendingView(
-                call.id,
-                call.name,
-                _json(dict(request.arguments)),
-                request.hash,
-                verdict,
-                None if decision is None else decision.note,
-            )
-        )
+        note = None if decision is None else decision.note
+        arguments = _json(dict(request.arguments))
+        out.append(PendingView(call.id, call.name, arguments, request.hash, verdict, note))
     return out
 
 
