@@ -75,21 +75,14 @@ def render_message(message: Message) -> list[Text]:
         lines.append(Text.assemble((f"{prefix}{message.role}: ", style), visible(message.text)))
     for call in message.tool_calls:
         args = fold(json.dumps(call.arguments, ensure_ascii=False, default=str), 100)
+        called = f"{visible(call.name)}({args})  "
         lines.append(
-            Text.assemble(
-                (f"{prefix}  → ", style),
-                f"{visible(call.name)}({args})  ",
-                (f"[{visible(call.id)}]", "dim"),
-            )
+            Text.assemble((f"{prefix}  → ", style), called, (f"[{visible(call.id)}]", "dim"))
         )
     for result in message.results:
         mark = ("✗", "red") if result.is_error else ("✓", "green")
-        lines.append(
-            Text.assemble(
-                (f"{prefix}  {mark[0]} ", mark[1]),
-                f"{visible(result.tool_name)}: {fold(result.content, 160)}",
-            )
-        )
+        said = f"{visible(result.tool_name)}: {fold(result.content, 160)}"
+        lines.append(Text.assemble((f"{prefix}  {mark[0]} ", mark[1]), said))
     return lines
 
 
@@ -191,13 +184,8 @@ async def _show(runtime: Runtime, console: Console, args: Show) -> int:
         payload = entry.payload
         if isinstance(payload, CompactionEntry):
             how = "summarized" if payload.method == "summary" else "left out of the view"
-            console.print(
-                Text(
-                    f"── compacted: earlier messages {how} "
-                    f"(~{payload.tokens_before} → ~{payload.tokens_after} tokens) ──",
-                    style="dim",
-                )
-            )
+            tokens = f"~{payload.tokens_before} → ~{payload.tokens_after} tokens"
+            console.print(Text(f"── compacted: earlier messages {how} ({tokens}) ──", style="dim"))
     held = log.held_calls()
     for call in log.parked():
         decision = log.decision(call.id)
@@ -279,10 +267,7 @@ async def _approve(runtime: Runtime, console: Console, args: Approve) -> int:
         runtime.queue = queue
     queued = False
     try:
-        if args.deny:
-            await session.deny(args.call_id, note=args.note)
-        else:
-            await session.approve(args.call_id, note=args.note)
+        await (session.deny if args.deny else session.approve)(args.call_id, note=args.note)
         # A decision that resumed a child (or its parent) here runs it to its end first.
         await runtime.background.wait_kept()
         await session.journal.sync()
@@ -400,14 +385,9 @@ async def _report_escalated(
             failed = f"  going on with {who} here failed: {visible(str(handover.error))}"
             console.print(Text(failed, style="red"), soft_wrap=True)
         else:
-            console.print(
-                Text(
-                    f"  {who} did not go on: this command cannot run it ({visible(handover.detail)}), "
-                    "and no work queue carries it",
-                    style="yellow",
-                ),
-                soft_wrap=True,
-            )
+            cannot = f"cannot run it ({visible(handover.detail)}), and no work queue carries it"
+            stuck = Text(f"  {who} did not go on: this command {cannot}", style="yellow")
+            console.print(stuck, soft_wrap=True)
         console.print(Text(_next_run(root_id, args.call_id)), soft_wrap=True)
         return EXIT_FAILED if handover.where == "here" else 1
     console.print(Text(f"  {who} {said}"))

@@ -108,12 +108,9 @@ class Acting(ConsoleShared):
         if form.get("hash") != request.hash:
             return f"the arguments of {call_id!r} are not the ones shown; look again"
         note = form.get("note", "").strip() or None
-        if form.get("verdict") == "deny":
-            await session.deny(call_id, note=note)
-            done = f"denied {call_id}"
-        else:
-            await session.approve(call_id, note=note)
-            done = f"approved {call_id}"
+        deny = form.get("verdict") == "deny"
+        await (session.deny if deny else session.approve)(call_id, note=note)
+        done = f"{'denied' if deny else 'approved'} {call_id}"
         if await session.pending():
             return done
         if any(isinstance(e.payload, SubagentDispatched) for e in await session.entries()):

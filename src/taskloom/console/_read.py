@@ -414,12 +414,8 @@ def transcript(entries: Sequence[Entry]) -> list[Item]:
                 title += f" · budget left: {payload.budget_left}"
             mark("run", title, payload.error or "", css=payload.status.value)
         elif isinstance(payload, SubagentLink):
-            mark(
-                "child",
-                f"delegated to {payload.name} ({payload.mode}) by call {payload.call_id}",
-                payload.task,
-                link=payload.child_session_id,
-            )
+            title = f"delegated to {payload.name} ({payload.mode}) by call {payload.call_id}"
+            mark("child", title, payload.task, link=payload.child_session_id)
         elif isinstance(payload, SubagentReport) and payload.status == "running":
             mark("child", "child moved to the background", link=payload.child_session_id)
         elif isinstance(payload, SubagentReport):
@@ -434,9 +430,8 @@ def transcript(entries: Sequence[Entry]) -> list[Item]:
         elif isinstance(payload, CompactionEntry):
             how = "summarized" if payload.method == "summary" else "left out of the view"
             title = f"compaction: earlier messages {how} (~{payload.tokens_before} → ~{payload.tokens_after} tokens)"
-            mark(
-                "compaction", title, payload.summary + (f"\n{payload.note}" if payload.note else "")
-            )
+            note = f"\n{payload.note}" if payload.note else ""
+            mark("compaction", title, payload.summary + note)
         else:
             # A kind this version does not type (a newer kind): shown by
             # name, its data left unread.
