@@ -121,15 +121,11 @@ def _hint(exc: BaseException, given: Command | None) -> str:
             f"export {exc.variables[0]}=... in the shell that runs taskloom "
             "(taskloom takes no key on the command line)"
         )
+    named = session or "ID"
     if isinstance(exc, ApprovalConflict):
-        return (
-            f"the first decision stands; see it with: taskloom sessions show {session or 'ID'}{on}"
-        )
+        return f"the first decision stands; see it with: taskloom sessions show {named}{on}"
     if isinstance(exc, ApprovalsMissing):
-        return (
-            f"decide each parked call first: "
-            f"taskloom approve {session or 'ID'} CALL_ID{on} [--deny]"
-        )
+        return f"decide each parked call first: taskloom approve {named} CALL_ID{on} [--deny]"
     if isinstance(exc, SessionNotFound):
         if where:
             return f"see the stored sessions with: taskloom sessions list {where}"
