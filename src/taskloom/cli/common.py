@@ -49,8 +49,7 @@ class Where:
     app: str | None = None
 
     def options(self) -> list[str]:
-        """The options naming this store, for a command printed to run next:
-        `--app` or `--store` as given, none for the default store."""
+        """`--app` or `--store` as given (none for the default store), for a printed command."""
         if self.app:
             return ["--app", self.app]
         return ["--store", self.store] if self.store else []
@@ -99,8 +98,8 @@ class AgentFlags:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Command:
-    """A parsed command line: its command, the store it works on and the
-    session it names (each command's own values in a subclass)."""
+    """A parsed command line: its command, store and session (each command's
+    own values in a subclass named after it)."""
 
     command: str
     where: Where = Where()
@@ -109,8 +108,6 @@ class Command:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Demo(Command):
-    """`taskloom demo`."""
-
     fast: bool
 
 
@@ -125,24 +122,18 @@ class Run(Command):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Resume(Command):
-    """`taskloom resume`."""
-
     session_id: str
     flags: AgentFlags
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ListSessions(Command):
-    """`taskloom sessions list`."""
-
     limit: int
     json: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Show(Command):
-    """`taskloom sessions show`."""
-
     session_id: str
     tree: bool
     json: bool
@@ -150,8 +141,6 @@ class Show(Command):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Fork(Command):
-    """`taskloom sessions fork`."""
-
     session_id: str
     at: int | None
     round: int | None
@@ -159,8 +148,6 @@ class Fork(Command):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Diff(Command):
-    """`taskloom sessions diff`."""
-
     a: str
     b: str
     json: bool
@@ -168,8 +155,6 @@ class Diff(Command):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Approve(Command):
-    """`taskloom approve`."""
-
     session_id: str
     call_id: str
     deny: bool
@@ -190,8 +175,6 @@ class Answer(Command):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Serve(Command):
-    """`taskloom serve`."""
-
     host: str
     port: int
     token: str | None
@@ -210,8 +193,6 @@ class ServeAgent(Command):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Worker(Command):
-    """`taskloom worker`."""
-
     concurrency: int
     queues: str | None
 
@@ -290,12 +271,9 @@ def address(text: str) -> tuple[str, int]:
 
 
 def load_object(ref: str, flag: str, shape: str = "module:attribute") -> Any:
-    """The attribute `module:attribute` names (given as `flag` on the command
-    line; `shape` is how errors spell what the flag takes).
-
-    The working directory is searched last, after the installed packages, so
-    a host's own modules load with the console script as with `python -m`.
-    """
+    """The attribute `module:attribute` names, given as `flag` (errors spell
+    what it takes as `shape`). The working directory is searched last, so a
+    host's own modules load with the console script as with `python -m`."""
     module_name, sep, attr = ref.partition(":")
     if not sep or not module_name or not attr:
         raise with_hint(
@@ -349,7 +327,6 @@ def load_tool(ref: str) -> Tool:
 
 
 async def _made(factory: Any, what: str, returns: str) -> Any:
-    """What `factory` (named `what` in errors) returns, awaited when it is awaitable."""
     try:
         made = factory()
         return (await made) if inspect.isawaitable(made) else made
@@ -398,8 +375,7 @@ async def load_agent(ref: str, command: str) -> Agent:
 
 
 def app_agent(runtime: Runtime, name: str, ref: str, needed_by: str) -> Agent:
-    """The agent called `name` among the app's `runtime.agents` (a mapping by
-    name, or agents)."""
+    """The agent called `name` among the app's `runtime.agents`."""
     agents: Any = getattr(runtime, "agents", None) or {}
     if isinstance(agents, Mapping):
         agent = agents.get(name)
@@ -417,10 +393,9 @@ def app_agent(runtime: Runtime, name: str, ref: str, needed_by: str) -> Agent:
 async def open_runtime(
     where: Where, flags: AgentFlags | None = None, *, create: bool = True
 ) -> Runtime:
-    """The runtime a command works in: the app's with `--app` (refusing the
-    agent `flags` beside it), else one on `--store` (default: the embedded
-    store). With `create=False` a store that does not exist is an error
-    naming it (`StoreNotFound`, at first use), and nothing is created."""
+    """The app's runtime with `--app` (refusing agent `flags` beside it), else
+    one on `--store` (default: the embedded store); with `create=False` a
+    missing store is a `StoreNotFound` at first use, and nothing is created."""
     if where.app:
         if where.store:
             raise with_hint(
@@ -443,8 +418,8 @@ async def open_runtime(
 
 
 def store_runtime(url: str, create: bool = True, agents: list[Agent] | None = None) -> Runtime:
-    """A runtime on the store `url` names (`--store`), with `agents`; a URL
-    of no known scheme is a `ConfigurationError` saying which ones are."""
+    """A runtime with `agents` on the store `url` names (`--store`); an unknown
+    scheme is a `ConfigurationError` naming the known ones."""
     try:
         return Runtime(store=open_backend(url, create=create), agents=agents)
     except ValueError as exc:
@@ -482,9 +457,8 @@ def command_line_agent(
 
 
 def agent_flags(where: Where, flags: AgentFlags) -> str:
-    """The options of this command line that find its session again and
-    rebuild its agent, for a printed command: `--app`, or `--store` (when
-    given) with `--model`, `--tool`, `--base-url` and `--api-key-env`."""
+    """The options that find the session again and rebuild its agent, for a
+    printed command: `--app`, or `--store` (if given) and the model flags."""
     words = where.options()
     if not where.app:
         words += ["--model", str(flags.model)]

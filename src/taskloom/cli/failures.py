@@ -56,9 +56,8 @@ def with_hint(exc: E, hint: str) -> E:
 
 
 def report(exc: BaseException, command: Command | None, debug: bool = False) -> int:
-    """Print `exc`, raised by `command` (None: before it was known), as an
-    error line and a hint (after its traceback with `debug`) on stderr;
-    returns the exit code."""
+    """Print `exc` (raised by `command`, None before it was known) as an error
+    line and a hint on stderr, after its traceback with `debug`; the exit code."""
     if debug:
         traceback.print_exception(exc)
     leaf = _leaf(exc)
@@ -122,15 +121,11 @@ def _hint(exc: BaseException, given: Command | None) -> str:
             f"export {exc.variables[0]}=... in the shell that runs taskloom "
             "(taskloom takes no key on the command line)"
         )
+    named = session or "ID"
     if isinstance(exc, ApprovalConflict):
-        return (
-            f"the first decision stands; see it with: taskloom sessions show {session or 'ID'}{on}"
-        )
+        return f"the first decision stands; see it with: taskloom sessions show {named}{on}"
     if isinstance(exc, ApprovalsMissing):
-        return (
-            f"decide each parked call first: "
-            f"taskloom approve {session or 'ID'} CALL_ID{on} [--deny]"
-        )
+        return f"decide each parked call first: taskloom approve {named} CALL_ID{on} [--deny]"
     if isinstance(exc, SessionNotFound):
         if where:
             return f"see the stored sessions with: taskloom sessions list {where}"

@@ -56,9 +56,8 @@ class CommandParser(argparse.ArgumentParser):
 def _number(
     convert: Callable[[str], Any], ok: Callable[[Any], bool], wrong: str, outside: str
 ) -> Callable[[str], Any]:
-    """An argparse type: the text `convert`ed, refused with `wrong` when it
-    does not convert and `outside` when `ok` is false of it (both formatted
-    with `text` and `value`)."""
+    """An argparse type: `convert`ed text, refused with `wrong` (formatted with
+    `text`) or, when not `ok`, with `outside` (with `text` and `value`)."""
 
     def typed(text: str) -> Any:
         try:
@@ -90,7 +89,6 @@ _port = _number(
 
 
 def _size(text: str) -> int:
-    """An argparse type: a positive number of bytes."""
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of bytes")
     return int(text)
@@ -118,19 +116,16 @@ def examples(*lines: str, then: str = "") -> str:
     return "examples:\n" + "".join(f"  {line}\n" for line in lines) + (f"\n{then}" if then else "")
 
 
-def _app_option(parser: Any) -> None:
-    """`--app`: an argparse parser or group."""
-    parser.add_argument("--app", default=None, metavar="MODULE:FACTORY", help=_APP_HELP)
+def _app_option(parser: Any) -> None:  # a parser or a group
+    parser.add_argument("--app", metavar="MODULE:FACTORY", help=_APP_HELP)
 
 
 def _existing_store(parser: argparse.ArgumentParser) -> None:
-    """`--store` naming an existing store, then `--app`."""
-    parser.add_argument("--store", default=None, help=_MUST_EXIST)
+    parser.add_argument("--store", help=_MUST_EXIST)
     _app_option(parser)
 
 
 def _max_body(parser: argparse.ArgumentParser, default: int) -> None:
-    """The `--max-body BYTES` option of a command that serves HTTP."""
     parser.add_argument(
         "--max-body",
         type=_size,
@@ -144,15 +139,14 @@ def _agent_options(parser: argparse.ArgumentParser) -> None:
     """How an acting command gets its agent: from the app, or from flags."""
     source = parser.add_mutually_exclusive_group()
     _app_option(source)
-    source.add_argument("--model", default=None, help="PROVIDER:MODEL, e.g. openai:gpt-4.1-mini")
+    source.add_argument("--model", help="PROVIDER:MODEL, e.g. openai:gpt-4.1-mini")
     parser.add_argument(
         "--tool", action="append", default=[], help="a tool as module:attribute (repeatable)"
     )
-    parser.add_argument("--system", default=None, help="instructions (system prompt)")
-    parser.add_argument("--base-url", default=None, help="the model server's base URL")
+    parser.add_argument("--system", help="instructions (system prompt)")
+    parser.add_argument("--base-url", help="the model server's base URL")
     parser.add_argument(
         "--api-key-env",
-        default=None,
         metavar="NAME",
         help="the environment variable holding the key to send to the model server "
         "(a provider's own variable is sent only to that provider's host)",
@@ -164,18 +158,10 @@ def _agent_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="model rounds the run may take; past them it ends out of rounds (default 20)",
     )
-    parser.add_argument(
-        "--budget-tokens",
-        type=_positive,
-        default=None,
-        help="a token ceiling for the run and every child under it",
-    )
-    parser.add_argument(
-        "--budget-usd",
-        type=_dollars,
-        default=None,
-        help="a dollar ceiling for the run and every child under it (priced by genai-prices)",
-    )
+    ceiling = "a {} ceiling for the run and every child under it"
+    parser.add_argument("--budget-tokens", type=_positive, help=ceiling.format("token"))
+    priced = ceiling.format("dollar") + " (priced by genai-prices)"
+    parser.add_argument("--budget-usd", type=_dollars, help=priced)
 
 
 def command_parser() -> CommandParser:
@@ -247,14 +233,11 @@ def command_parser() -> CommandParser:
     run.add_argument(
         "--session",
         dest="session_id",
-        default=None,
         metavar="SESSION",
         help="go on in this session (default: a new one)",
     )
-    run.add_argument("--agent", default=None, help="with --app: the agent to run, by name")
-    run.add_argument(
-        "--store", default=None, help=_STORE_HELP + "; with --session, an existing one"
-    )
+    run.add_argument("--agent", help="with --app: the agent to run, by name")
+    run.add_argument("--store", help=_STORE_HELP + "; with --session, an existing one")
 
     sessions = command(
         "sessions",
@@ -306,13 +289,10 @@ def command_parser() -> CommandParser:
     fork.add_argument("session_id", metavar="ID", help="the session to copy")
     # Both numbers are checked where the API checks them (`cut_position`).
     at = fork.add_mutually_exclusive_group()
-    at.add_argument(
-        "--at", type=int, default=None, metavar="N", help="keep entries 1..N (default: all)"
-    )
+    at.add_argument("--at", type=int, metavar="N", help="keep entries 1..N (default: all)")
     at.add_argument(
         "--round",
         type=int,
-        default=None,
         metavar="R",
         help="keep what came before round R, so the model answers it afresh",
     )
@@ -350,7 +330,7 @@ def command_parser() -> CommandParser:
         "--deny", action="store_true", help="refuse the call: the model is told it was denied"
     )
     approve.add_argument(
-        "--note", default=None, help="why: recorded with the decision; a denial shows it the model"
+        "--note", help="why: recorded with the decision; a denial shows it the model"
     )
     _existing_store(approve)
 
@@ -374,7 +354,7 @@ def command_parser() -> CommandParser:
         metavar="NAME=VALUE",
         help="a field of the answer (again for each field)",
     )
-    answer.add_argument("--json", default=None, help="the answer's fields as a JSON object")
+    answer.add_argument("--json", help="the answer's fields as a JSON object")
     refuse = answer.add_mutually_exclusive_group()
     refuse.add_argument("--decline", action="store_true", help="decline to answer")
     refuse.add_argument("--cancel", action="store_true", help="dismiss the question")
@@ -394,7 +374,7 @@ def command_parser() -> CommandParser:
     )
     resume.add_argument("session_id", metavar="ID", help="the session to resume")
     _agent_options(resume)
-    resume.add_argument("--store", default=None, help=_MUST_EXIST)
+    resume.add_argument("--store", help=_MUST_EXIST)
 
     from .._serving import MAX_FORM_BODY, MAX_JSONRPC_BODY
 
@@ -407,10 +387,9 @@ def command_parser() -> CommandParser:
             "taskloom serve --store postgresql://localhost/agents --port 0",
         ),
     )
-    serve.add_argument("--store", default=None, help=_STORE_HELP)
+    serve.add_argument("--store", help=_STORE_HELP)
     serve.add_argument(
         "--app",
-        default=None,
         metavar="MODULE:FACTORY",
         help="the host's factory returning its taskloom.Runtime: approve, resume, steer, stop",
     )
@@ -419,9 +398,7 @@ def command_parser() -> CommandParser:
         "--port", type=_port, default=8765, help="port, 0 to 65535 (0: any free port)"
     )
     serve.add_argument(
-        "--token",
-        default=None,
-        help=f"the access token (default: ${CONSOLE_TOKEN}, else a fresh one, printed)",
+        "--token", help=f"the access token (default: ${CONSOLE_TOKEN}, else a fresh one, printed)"
     )
     _max_body(serve, MAX_FORM_BODY)
 
@@ -493,7 +470,7 @@ def command_parser() -> CommandParser:
         "--app", required=True, metavar="MODULE:FACTORY", help="the host's Runtime factory"
     )
     worker.add_argument("--concurrency", type=int, default=4, help="jobs at once (default 4)")
-    worker.add_argument("--queues", default=None, help="e.g. runs,children (default: both)")
+    worker.add_argument("--queues", help="e.g. runs,children (default: both)")
 
     queue = command(
         "queue", "the work queue", examples("taskloom queue status postgresql://localhost/agents")
@@ -508,7 +485,7 @@ def command_parser() -> CommandParser:
         queue,
     )
     qstatus.add_argument("url", help="the PostgreSQL URL of the queue")
-    qstatus.add_argument("--schema", default=None, help="the PostgreSQL schema of its tables")
+    qstatus.add_argument("--schema", help="the PostgreSQL schema of its tables")
 
     db = command(
         "db",
@@ -525,5 +502,5 @@ def command_parser() -> CommandParser:
         db,
     )
     dmigrate.add_argument("url", help="postgresql://user@host:port/database")
-    dmigrate.add_argument("--schema", default=None, help="the PostgreSQL schema of the tables")
+    dmigrate.add_argument("--schema", help="the PostgreSQL schema of the tables")
     return parser

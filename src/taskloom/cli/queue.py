@@ -63,10 +63,9 @@ async def _status(args: Database) -> int:
 
 
 def store_queue(runtime: Runtime, where: Where) -> WorkQueue | None:
-    """The work queue in the database of a `--store postgresql://` URL, given to
-    `DecidedChildren` for children that ran on it (this command cannot run
-    their tools); None for other stores, with `--app`, or without the
-    distributed extra."""
+    """The work queue in a `--store postgresql://` database, given to
+    `DecidedChildren` for children that ran on it; None for other stores,
+    with `--app`, or without the distributed extra."""
     if where.app or runtime.queue is not None:
         return None
     url = where.store or default_store_url()
@@ -85,14 +84,12 @@ def store_queue(runtime: Runtime, where: Where) -> WorkQueue | None:
 
 
 class QueueIfThere:
-    """A store's work queue, read as carrying nothing when its database has
-    no queue tables (a store that never ran workers)."""
+    """A store's work queue, carrying nothing when its database has no queue tables."""
 
     def __init__(self, queue: WorkQueue) -> None:
         self._queue = queue
 
     async def dispatch_child(self, spec: ChildSpec) -> str:
-        """Queue the child for a worker (`WorkQueue.dispatch_child`)."""
         return await self._queue.dispatch_child(spec)
 
     async def carries(self, child_id: str) -> bool:

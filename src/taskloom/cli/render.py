@@ -58,9 +58,8 @@ _LANE_STYLES = ("cyan", "magenta", "green", "yellow", "blue", "red")
 
 
 def fold(text: str, limit: int) -> str:
-    """`text` on one line, at most `limit` characters, control characters
-    spelled out. For history and progress only: nothing a human decides on
-    is folded."""
+    """`text` on one line of at most `limit` characters, control characters
+    spelled out (never for what a human decides on)."""
     one = " ".join(visible(text).split())
     return one if len(one) <= limit else one[: limit - 1] + "…"
 
@@ -72,9 +71,8 @@ def _compact(arguments: Mapping[str, Any]) -> str:
 def approval_block(
     name: str, call_id: str, arguments: Mapping[str, Any], reason: str | None = None
 ) -> RenderableType:
-    """A call awaiting a decision: its name and id, why it was parked when the
-    tool's rule could not say, then every argument as indented JSON, in full;
-    long values wrap at the terminal's width."""
+    """A call awaiting a decision: name, id, why it was parked (when the rule
+    could not say), then every argument as indented JSON, in full."""
     header = Text.assemble((visible(name), "bold yellow"), " ", (f"[{visible(call_id)}]", "dim"))
     body = visible(json.dumps(dict(arguments), indent=2, ensure_ascii=False, default=str))
     indented = "\n".join("    " + line for line in body.splitlines())
@@ -86,8 +84,7 @@ def approval_block(
 
 
 def question_block(question: PendingInput) -> RenderableType:
-    """A question an MCP task asks a person: who asks, the message, and the
-    fields of the answer it wants (or the page to visit)."""
+    """A question an MCP task asks: who asks, the message, the answer's fields (or the page)."""
     header = Text.assemble(("question", "bold yellow"), " ", (f"[{visible(question.id)}]", "dim"))
     parts: list[RenderableType] = [header]
     if question.source:
@@ -113,10 +110,9 @@ def question_block(question: PendingInput) -> RenderableType:
 def pending_summary(
     session_id: str, pending: Iterable[PendingCall], resume_flags: str, store_flags: str = ""
 ) -> Group:
-    """The calls a run parked on, each in full, with the commands that decide
-    them and resume the session: `store_flags` name its store for `approve`
-    (`--store URL` or `--app MODULE:FACTORY`, empty for the default store),
-    `resume_flags` name it and say how to rebuild its agent for `resume`."""
+    """The calls a run parked on, in full, with the commands that decide them
+    (`store_flags`, as for `decide_line`) and resume the session
+    (`resume_flags`: its store and how to rebuild its agent)."""
     parts: list[RenderableType] = []
     for call in pending:
         parts.append(Text("awaiting approval:", style="bold yellow"))
@@ -129,9 +125,8 @@ def pending_summary(
 
 
 def decide_line(session_id: str, call_id: str, store_flags: str = "") -> Text:
-    """The command that decides a parked call, as a line to copy:
-    `store_flags` name its store (`--store URL` or `--app MODULE:FACTORY`,
-    shell-quoted; empty for the default store)."""
+    """The command that decides a parked call, as a line to copy; `store_flags`
+    name its store (`--store URL` or `--app MODULE:FACTORY`, empty for the default)."""
     command = shlex.join(["taskloom", "approve", session_id, visible(call_id)])
     where = f" {store_flags}" if store_flags else ""
     return command_line(f"  decide: {command}{where} (or add --deny)")
@@ -158,13 +153,9 @@ def terminal() -> Console:
 
 
 class Waiting:
-    """A line on a terminal saying how long the model has been answering:
-    `waiting for the model… 2.1s`, drawn at `start()`, redrawn every `every`
-    seconds while the event loop runs, and wiped by `stop()`.
-
-    Drawn with a carriage return and wiped with spaces (no escape codes), on
-    `stream` only: what the command prints elsewhere is left as it is.
-    """
+    """`waiting for the model… 2.1s` on `stream`: drawn at `start()`, redrawn
+    every `every` seconds while the event loop runs, wiped by `stop()` (with a
+    carriage return and spaces, no escape codes)."""
 
     def __init__(
         self, stream: TextIO, clock: Callable[[], float] = time.monotonic, every: float = 0.1
@@ -178,8 +169,7 @@ class Waiting:
 
     @classmethod
     def on_stderr(cls) -> Waiting | None:
-        """One on standard error when that is a terminal; None otherwise, so
-        that pipes, files and tests get no such line."""
+        """One on standard error when that is a terminal, else None (pipes get none)."""
         try:
             return cls(sys.stderr) if sys.stderr.isatty() else None
         except (AttributeError, ValueError):
@@ -192,8 +182,7 @@ class Waiting:
         self.draw()
 
     def draw(self) -> None:
-        """Draw the line with the time since `start()`, and (in a running
-        event loop) schedule the next drawing."""
+        """Draw the line, and (in a running event loop) schedule the next drawing."""
         if self._since is None:
             return
         text = f"waiting for the model… {self.clock() - self._since:.1f}s"
@@ -226,12 +215,9 @@ class Waiting:
 
 
 class EventPrinter:
-    """Prints events line by line; assistant text streams inline.
-
-    Child agents' events get a coloured lane prefix named after their origin.
-    With `waiting` (see `Waiting.on_stderr`), a line counts the seconds from
-    each model request until the next event; `close()` wipes it.
-    """
+    """Prints events line by line, assistant text inline, child agents' events
+    behind a coloured lane prefix; with `waiting`, a line counts the seconds
+    from each model request to the next event (`close()` wipes it)."""
 
     def __init__(self, console: Console, waiting: Waiting | None = None) -> None:
         self.console = console
@@ -293,13 +279,8 @@ class EventPrinter:
         elif isinstance(event, ToolCallFinished):
             mark, style = ("✗", "red") if event.is_error else ("✓", "green")
             label = self._calls.pop((o, event.call_id), visible(event.name))
-            self._line(
-                o,
-                Text.assemble(
-                    (f"{mark} {label}", style),
-                    f" {event.duration:.2f}s → {fold(event.content, 90)}",
-                ),
-            )
+            took = f" {event.duration:.2f}s → {fold(event.content, 90)}"
+            self._line(o, Text.assemble((f"{mark} {label}", style), took))
         elif isinstance(event, ApprovalRequested):
             self._line(o, Text("⏸ needs approval:", style="bold yellow"))
             self.console.print(
@@ -317,17 +298,14 @@ class EventPrinter:
         elif isinstance(event, SubagentFinished):
             self._line(o, Text(f"⇠ {visible(event.name)} {visible(event.status)}", style="bold"))
         elif isinstance(event, EmptyAnswer):
-            self._line(
-                o,
-                Text("∅ the model answered with nothing (no text, no tool calls)", style="yellow"),
-            )
+            empty = "∅ the model answered with nothing (no text, no tool calls)"
+            self._line(o, Text(empty, style="yellow"))
         elif isinstance(event, RunFinished):
             self._end_text()
 
 
 def usage_table(result: RunResult, title: str = "usage") -> Table:
-    """A small table of a result's status, counters and token usage: this
-    agent's own, and its children's on rows of their own."""
+    """A table of a result's status, counters and token usage (children's on rows of their own)."""
     table = Table(title=Text(visible(title)), show_header=False, title_justify="left")
     own, children = result.own_usage, result.children_usage
     rows = [

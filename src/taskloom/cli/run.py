@@ -33,14 +33,7 @@ from .common import (
     open_runtime,
 )
 from .failures import with_hint
-from .render import (
-    EventPrinter,
-    Waiting,
-    command_line,
-    pending_summary,
-    terminal,
-    usage_table,
-)
+from .render import EventPrinter, Waiting, command_line, pending_summary, terminal, usage_table
 from .text import visible
 
 __all__ = ["interruptible", "report_result", "run_prompt", "run_settled"]
@@ -51,9 +44,8 @@ T = TypeVar("T")
 def report_result(
     console: Console, session: Session[Any, Any], result: RunResult, where: Where, flags: AgentFlags
 ) -> int:
-    """Print a finished run's usage and what it parked on (`where` and
-    `flags` name the session's store and agent in the commands it prints);
-    the exit code (0 when the run completed)."""
+    """Print a finished run's usage and what it parked on, with the commands
+    to go on; the exit code (0 when the run completed)."""
     console.print(usage_table(result, title=f"session {session.id}"), style="dim")
     if result.pending and not any(c.session_id for c in result.pending):
         stored = shlex.join(where.options())
@@ -73,11 +65,9 @@ def report_result(
 
 
 async def interruptible(run: Awaitable[T], go_on: str, printer: EventPrinter) -> T:
-    """Await `run`, which prints its events with `printer`; when Ctrl-C
-    cancels it, say on stderr that the session was kept and how to go on
-    (`go_on`, a command line), then let the cancellation end the command
-    (exit code 130). However it ends, the printer's waiting line is wiped
-    first."""
+    """Await `run`; when Ctrl-C cancels it, say on stderr that the session was
+    kept and how to go on (`go_on`), and let the cancellation end the command
+    (exit code 130). Either way the printer's waiting line is wiped first."""
     try:
         return await run
     except asyncio.CancelledError:
@@ -100,14 +90,10 @@ async def run_settled(
     emit: Callable[[Event], None] | None = None,
     where: Sequence[str] = (),
 ) -> RunResult:
-    """Await `run` (a run of `session`); then, while its runs complete and
-    background work of the session runs in this process, wait for that work
-    and run the session on (with `options` and `emit`) to deliver what it
-    reported. The result of the last run.
-
-    What it waits for is said on stderr; Ctrl-C while it waits says how to
-    follow the work (`where` names the store) and cuts it off: the
-    session's next run takes it up."""
+    """Await `run` of `session`; then, while its runs complete and background
+    work of the session runs here, wait for that work and run the session on
+    to deliver its reports. The result of the last run. What it waits for is
+    said on stderr; Ctrl-C cuts the work off for the next run to take up."""
     result = await run
     background = session.runtime.background
     delivered: set[str] = set()
@@ -190,6 +176,5 @@ async def _run(args: Run, console: Console) -> int:
 
 
 def run_prompt(args: Run) -> int:
-    """Run `args.prompt`; exit code 0 when the run completed, 1 when it ended
-    otherwise (awaiting approval, stopped, out of rounds...)."""
+    """Run `args.prompt`; exit code 0 when the run completed, else 1."""
     return asyncio.run(_run(args, terminal()))

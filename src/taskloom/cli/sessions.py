@@ -32,14 +32,7 @@ from ..log import SessionLog, conversation, pending_inputs
 from ..messages import Message
 from ..models import FunctionModel, ModelRequest
 from ..results import PendingInput
-from ..runtime import (
-    SERVED_KEY,
-    RunDemand,
-    Runtime,
-    SessionTools,
-    diff_sessions,
-    fork_session,
-)
+from ..runtime import SERVED_KEY, RunDemand, Runtime, SessionTools, diff_sessions, fork_session
 from .common import (
     Answer,
     Approve,
@@ -82,26 +75,18 @@ def render_message(message: Message) -> list[Text]:
         lines.append(Text.assemble((f"{prefix}{message.role}: ", style), visible(message.text)))
     for call in message.tool_calls:
         args = fold(json.dumps(call.arguments, ensure_ascii=False, default=str), 100)
+        called = f"{visible(call.name)}({args})  "
         lines.append(
-            Text.assemble(
-                (f"{prefix}  → ", style),
-                f"{visible(call.name)}({args})  ",
-                (f"[{visible(call.id)}]", "dim"),
-            )
+            Text.assemble((f"{prefix}  → ", style), called, (f"[{visible(call.id)}]", "dim"))
         )
     for result in message.results:
         mark = ("✗", "red") if result.is_error else ("✓", "green")
-        lines.append(
-            Text.assemble(
-                (f"{prefix}  {mark[0]} ", mark[1]),
-                f"{visible(result.tool_name)}: {fold(result.content, 160)}",
-            )
-        )
+        said = f"{visible(result.tool_name)}: {fold(result.content, 160)}"
+        lines.append(Text.assemble((f"{prefix}  {mark[0]} ", mark[1]), said))
     return lines
 
 
 async def _log(runtime: Runtime, session_id: str) -> tuple[SessionMeta, SessionLog]:
-    """A session's metadata and log, read from the store with no agent."""
     meta = await runtime.store.get(session_id)
     return meta, SessionLog.folded(await runtime.store.load(session_id))
 
@@ -139,7 +124,7 @@ async def _list(runtime: Runtime, console: Console, args: ListSessions) -> int:
 
 
 def _status(row: SessionSummary) -> str:
-    """The status as listed: an interrupted run says since when."""
+    # An interrupted run says since when.
     if row.interrupted_at is None:
         return row.status
     since = datetime.fromtimestamp(row.interrupted_at).strftime("%Y-%m-%d %H:%M:%S")
@@ -179,8 +164,6 @@ async def _show_json(runtime: Runtime, session_id: str) -> int:
 
 
 async def _show(runtime: Runtime, console: Console, args: Show) -> int:
-    """Print the session's transcript, then what it waits for, each with the
-    command that decides it."""
     if args.json:
         return await _show_json(runtime, args.session_id)
     meta, log = await _log(runtime, args.session_id)
@@ -201,36 +184,24 @@ async def _show(runtime: Runtime, console: Console, args: Show) -> int:
         payload = entry.payload
         if isinstance(payload, CompactionEntry):
             how = "summarized" if payload.method == "summary" else "left out of the view"
-            console.print(
-                Text(
-                    f"── compacted: earlier messages {how} "
-                    f"(~{payload.tokens_before} → ~{payload.tokens_after} tokens) ──",
-                    style="dim",
-                )
-            )
+            tokens = f"~{payload.tokens_before} → ~{payload.tokens_after} tokens"
+            console.print(Text(f"── compacted: earlier messages {how} ({tokens}) ──", style="dim"))
     held = log.held_calls()
     for call in log.parked():
         decision = log.decision(call.id)
+        request = log.request(call.id)
+        reason = request.reason if request is not None else None
         if call.id in held:
             # Its child's escalated calls, shown below, are what it waits on.
-            child = held[call.id]
-            console.print(
-                Text(
-                    f"waiting on {visible(child[:8])}, whose calls await approval:",
-                    style="bold yellow",
-                )
-            )
-            console.print(approval_block(call.name, call.id, call.arguments))
-            continue
-        if decision is None:
+            state = f"waiting on {visible(held[call.id][:8])}, whose calls await approval:"
+            reason = None
+        elif decision is None:
             state = "awaiting approval:"
         else:
             state = f"{'approved' if decision.approved else 'denied'}, awaiting resume:"
         console.print(Text(state, style="bold yellow"))
-        request = log.request(call.id)
-        reason = request.reason if request is not None else None
         console.print(approval_block(call.name, call.id, call.arguments, reason))
-        if decision is None:
+        if decision is None and call.id not in held:
             console.print(decide_line(meta.id, call.id, store_flags), crop=False)
     for child_id, escalated in log.escalated.items():
         try:
@@ -296,10 +267,7 @@ async def _approve(runtime: Runtime, console: Console, args: Approve) -> int:
         runtime.queue = queue
     queued = False
     try:
-        if args.deny:
-            await session.deny(args.call_id, note=args.note)
-        else:
-            await session.approve(args.call_id, note=args.note)
+        await (session.deny if args.deny else session.approve)(args.call_id, note=args.note)
         # A decision that resumed a child (or its parent) here runs it to its end first.
         await runtime.background.wait_kept()
         await session.journal.sync()
@@ -343,9 +311,8 @@ async def _approve(runtime: Runtime, console: Console, args: Approve) -> int:
 async def _escalating_child(
     runtime: Runtime, log: SessionLog, call_id: str
 ) -> tuple[str, str, RequestedCall] | None:
-    """The child that escalated `call_id` to the session of `log` (its id and
-    name, and the call's request), if one did; decided calls count (a
-    decision taken again)."""
+    """The child (id, name, the call's request) that escalated `call_id` to
+    `log`'s session, if one did; decided calls count (a decision taken again)."""
     if log.request(call_id) is not None:
         return None
     for child_id, escalated in log.escalated.items():
@@ -370,11 +337,9 @@ async def _report_escalated(
     name: str,
     request: RequestedCall,
 ) -> int:
-    """Say what deciding a child's call did and what happens next; the exit
-    code: 0 when the child went on (here, on the work queue, or with the root
-    parked on it, `root`'s log after the decision), 1 when it
-    did not go on now (its parent's next run takes it up), 2 when going on
-    with it failed."""
+    """Say what deciding a child's call did and what happens next. Exit code
+    0: the child went on (here, on the queue, or with the root, `root`'s log
+    after the decision); 1: its parent's next run takes it up; 2: it failed."""
     console.print(approval_block(request.name, args.call_id, dict(request.arguments)))
     who = f"{visible(name)} {visible(child_id[:8])}"
     console.print(Text(f"{verb} {visible(args.call_id)} for {who}", style="bold"))
@@ -389,58 +354,44 @@ async def _report_escalated(
     handover = DecidedChildren.of(runtime).handover(child_id)
     if handover is None:
         # Decided before, and gone on since: whoever decided first went on with it.
-        status = (await child_status(runtime, child_id)).value
-        console.print(Text(f"  {who} went on after the first decision; it is {status}"))
-        return 0
-    if handover.where == "ended":
-        console.print(Text(f"  {who} has ended: nothing waits for this decision"))
-        return 0
-    if handover.where == "parent":
+        now = (await child_status(runtime, child_id)).value
+        said = f"went on after the first decision; it is {now}"
+    elif handover.where == "ended":
+        said = "has ended: nothing waits for this decision"
+    elif handover.where == "queue":
+        said = f"goes on: handed to the work queue (job {handover.detail}) for a worker"
+    elif handover.where == "here" and handover.error is None:
+        ran = handover.status
+        said = "is run on by another live process" if ran is None else f"went on here: {ran.value}"
+    elif handover.where == "parent":
         went_on = root.finished_result(root_id) if not root.parked() else None
         if went_on is not None:
             # Resumed by this decision (or another, or a worker): the child, then the root.
             now = "running in another process" if root.run_open else went_on.status.value
             console.print(Text(f"  {who} went on, then session {root_id}: {now}"), soft_wrap=True)
-            return 0
-        if runtime.queue is not None:
-            console.print(
-                Text(f"  session {root_id} goes on: queued for a worker, which runs {who} on"),
-                soft_wrap=True,
-            )
-            return 0
-        resume = shlex.join(["taskloom", "resume", root_id, *where])
-        console.print(Text(f"  session {root_id} is parked on {who}: resuming it runs {who} on"))
-        agent = "" if args.where.app else " AGENT (--app MODULE:FACTORY, or --model and --tool)"
-        console.print(command_line(f"  then: {resume}{agent}"), crop=False)
-        return 0
-    if handover.where == "queue":
-        console.print(
-            Text(f"  {who} goes on: handed to the work queue (job {handover.detail}) for a worker")
-        )
-        return 0
-    if handover.where == "here":
-        if handover.error is not None:
-            console.print(
-                Text(f"  going on with {who} here failed: {visible(handover.error)}", style="red"),
-                soft_wrap=True,
-            )
-            console.print(Text(_next_run(root_id, args.call_id)), soft_wrap=True)
-            return EXIT_FAILED
-        if handover.status is None:
-            console.print(Text(f"  {who} is run on by another live process"))
+        elif runtime.queue is not None:
+            queued = f"  session {root_id} goes on: queued for a worker, which runs {who} on"
+            console.print(Text(queued), soft_wrap=True)
         else:
-            console.print(Text(f"  {who} went on here: {handover.status.value}"))
+            resume = shlex.join(["taskloom", "resume", root_id, *where])
+            console.print(
+                Text(f"  session {root_id} is parked on {who}: resuming it runs {who} on")
+            )
+            agent = "" if args.where.app else " AGENT (--app MODULE:FACTORY, or --model and --tool)"
+            console.print(command_line(f"  then: {resume}{agent}"), crop=False)
         return 0
-    console.print(
-        Text(
-            f"  {who} did not go on: this command cannot run it ({visible(handover.detail)}), "
-            "and no work queue carries it",
-            style="yellow",
-        ),
-        soft_wrap=True,
-    )
-    console.print(Text(_next_run(root_id, args.call_id)), soft_wrap=True)
-    return 1
+    else:
+        if handover.where == "here":
+            failed = f"  going on with {who} here failed: {visible(str(handover.error))}"
+            console.print(Text(failed, style="red"), soft_wrap=True)
+        else:
+            cannot = f"cannot run it ({visible(handover.detail)}), and no work queue carries it"
+            stuck = Text(f"  {who} did not go on: this command {cannot}", style="yellow")
+            console.print(stuck, soft_wrap=True)
+        console.print(Text(_next_run(root_id, args.call_id)), soft_wrap=True)
+        return EXIT_FAILED if handover.where == "here" else 1
+    console.print(Text(f"  {who} {said}"))
+    return 0
 
 
 def _next_run(root_id: str, call_id: str) -> str:
@@ -460,9 +411,8 @@ async def _answer(runtime: Runtime, console: Console, args: Answer) -> int:
     asked = {q.id: q for q in await session.pending_input()}
     question = asked.get(args.input_id)
     action = "decline" if args.decline else "cancel" if args.cancel else "accept"
-    content: dict[str, Any] | None = None
-    if action == "accept" and (args.json is not None or args.set):
-        content = _content(args, question)
+    given = action == "accept" and (args.json is not None or args.set)
+    content = _content(args, question) if given else None
     await session.answer(args.input_id, content, action=action)
     if question is not None:
         console.print(question_block(question))
@@ -496,8 +446,7 @@ def _content(args: Answer, question: PendingInput | None) -> dict[str, Any]:
 
 
 def _typed(text: str, kind: object) -> Any:
-    """A --set value as the field's type wants it (the answer's check says
-    what is wrong with one that is not)."""
+    # The answer's check says what is wrong with a value of the wrong type.
     try:
         if kind == "integer":
             return int(text)
@@ -555,8 +504,7 @@ async def _resume(runtime: Runtime, console: Console, args: Resume) -> int:
 
 
 async def _left_work(runtime: Runtime, session_id: str) -> bool:
-    """Whether a child of the session was cut off (its process died): the
-    session's next run takes it up."""
+    """Whether a child was cut off (its process died): the next run takes it up."""
     children = await runtime.store.list(parent_id=session_id, limit=CHILDREN_LOOKED_AT)
     for child in children:
         if await child_status(runtime, child.id) is ChildStatus.INTERRUPTED:

@@ -22,8 +22,7 @@ __all__ = ["SessionSummary", "summarize", "to_json"]
 
 @dataclass(frozen=True, slots=True)
 class SessionSummary:
-    """One stored session: its metadata, status, the prompt of its last run and
-    the calls waiting for a decision (full arguments)."""
+    """One stored session: metadata, status, last prompt and the calls waiting for a decision."""
 
     meta: SessionMeta
     status: str
@@ -31,8 +30,7 @@ class SessionSummary:
     pending: tuple[PendingCall, ...]
     log: SessionLog
     interrupted_at: float | None = None
-    """When an interrupted run last wrote to its log (its writer's last
-    step); None unless the status is "interrupted"."""
+    """When an interrupted run last wrote to its log; None unless "interrupted"."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (what `--json` prints)."""

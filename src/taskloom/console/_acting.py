@@ -66,9 +66,7 @@ class Acting(ConsoleShared):
         return session
 
     async def _acting(
-        self,
-        request: Request,
-        act: Callable[[str, Mapping[str, str]], Awaitable[str | None]],
+        self, request: Request, act: Callable[[str, Mapping[str, str]], Awaitable[str | None]]
     ) -> Response:
         session_id = request.path_params["session_id"]
         form = await self._form(request)
@@ -110,12 +108,9 @@ class Acting(ConsoleShared):
         if form.get("hash") != request.hash:
             return f"the arguments of {call_id!r} are not the ones shown; look again"
         note = form.get("note", "").strip() or None
-        if form.get("verdict") == "deny":
-            await session.deny(call_id, note=note)
-            done = f"denied {call_id}"
-        else:
-            await session.approve(call_id, note=note)
-            done = f"approved {call_id}"
+        deny = form.get("verdict") == "deny"
+        await (session.deny if deny else session.approve)(call_id, note=note)
+        done = f"{'denied' if deny else 'approved'} {call_id}"
         if await session.pending():
             return done
         if any(isinstance(e.payload, SubagentDispatched) for e in await session.entries()):

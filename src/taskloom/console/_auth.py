@@ -123,12 +123,8 @@ class AccessGuard:
             body = _page("Signed in", f'<p><a href="{escape(target)}">Continue</a></p>')
             await _answer(send, 303, body, [set_cookie, (b"location", target.encode())])
             return
-        body = _page(
-            "Signed in",
-            f'<p><a href="{escape(target)}">Continue to the console</a></p>',
-            refresh=target,
-        )
-        await _answer(send, 200, body, [set_cookie])
+        link = f'<p><a href="{escape(target)}">Continue to the console</a></p>'
+        await _answer(send, 200, _page("Signed in", link, refresh=target), [set_cookie])
 
 
 _OURS = {name for name, _ in SECURITY_HEADERS}

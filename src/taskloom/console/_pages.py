@@ -252,12 +252,11 @@ def _query(params: Mapping[str, str]) -> str:
 
 def _origin(value: object) -> tuple[str, int] | None:
     """(session id, position) of a fork's origin, when its metadata names one."""
-    if not isinstance(value, Mapping):
-        return None
-    session_id, position = value.get("session_id"), value.get("position")
-    if not isinstance(session_id, str) or not isinstance(position, int):
-        return None
-    return session_id, position
+    if isinstance(value, Mapping):
+        session_id, position = value.get("session_id"), value.get("position")
+        if isinstance(session_id, str) and isinstance(position, int):
+            return session_id, position
+    return None
 
 
 def _digest(parts: list[object]) -> str:

@@ -180,15 +180,9 @@ async def summarize(
         held = await store.leases.current(session_lease_key(meta.id))
         status = "running" if held is not None else "interrupted"
     last = entries[-1].created_at if entries else meta.created_at
+    pending = len(undecided_calls(log))
     return SessionSummary(
-        meta,
-        display_name(meta),
-        status,
-        last_model(log),
-        last,
-        state.tokens,
-        len(undecided_calls(log)),
-        log.position,
+        meta, display_name(meta), status, last_model(log), last, state.tokens, pending, log.position
     )
 
 
@@ -213,16 +207,9 @@ def parked_calls(log: SessionLog) -> list[PendingView]:
         assert request is not None  # pending_calls are the requested ones
         decision = log.decision(call.id)
         verdict = None if decision is None else ("approved" if decision.approved else "denied")
-        out.append(
-            PendingView(
-                call.id,
-                call.name,
-                _json(dict(request.arguments)),
-                request.hash,
-                verdict,
-                None if decision is None else decision.note,
-            )
-        )
+        note = None if decision is None else decision.note
+        arguments = _json(dict(request.arguments))
+        out.append(PendingView(call.id, call.name, arguments, request.hash, verdict, note))
     return out
 
 
@@ -426,12 +413,8 @@ def transcript(entries: Sequence[Entry]) -> list[Item]:
                 title += f" · budget left: {payload.budget_left}"
             mark("run", title, payload.error or "", css=payload.status.value)
         elif isinstance(payload, SubagentLink):
-            mark(
-                "child",
-                f"delegated to {payload.name} ({payload.mode}) by call {payload.call_id}",
-                payload.task,
-                link=payload.child_session_id,
-            )
+            title = f"delegated to {payload.name} ({payload.mode}) by call {payload.call_id}"
+            mark("child", title, payload.task, link=payload.child_session_id)
         elif isinstance(payload, SubagentReport) and payload.status == "running":
             mark("child", "child moved to the background", link=payload.child_session_id)
         elif isinstance(payload, SubagentReport):
@@ -446,9 +429,8 @@ def transcript(entries: Sequence[Entry]) -> list[Item]:
         elif isinstance(payload, CompactionEntry):
             how = "summarized" if payload.method == "summary" else "left out of the view"
             title = f"compaction: earlier messages {how} (~{payload.tokens_before} → ~{payload.tokens_after} tokens)"
-            mark(
-                "compaction", title, payload.summary + (f"\n{payload.note}" if payload.note else "")
-            )
+            note = f"\n{payload.note}" if payload.note else ""
+            mark("compaction", title, payload.summary + note)
         else:
             # A kind this version does not type (a newer kind): shown by
             # name, its data left unread.

@@ -127,15 +127,9 @@ async def _lanes(
             continue
         round_no += 1
         before = part[i - 1].created_at if i else entry.created_at
+        asked = f"{label}: model request of round {round_no}"
         timeline.bars.append(
-            Bar(
-                model_lane,
-                before,
-                entry.created_at,
-                "model",
-                f"R{round_no}",
-                f"{label}: model request of round {round_no}",
-            )
+            Bar(model_lane, before, entry.created_at, "model", f"R{round_no}", asked)
         )
         if depth == 0:
             timeline.rounds.append((entry.created_at, f"R{round_no}"))
