@@ -24,6 +24,7 @@ import httpx
 import pydantic
 from a2a.client import ClientConfig, create_client
 from a2a.client.client import Client
+from a2a.types import SubscribeToTaskRequest
 
 from .._redact import credentials, redact, safe_url
 from ..backends import NoticeStatus, SessionMeta
@@ -47,7 +48,7 @@ from ._exchange import (
     answer_question,
     cancel_task,
     hand_over,
-    resubscribe,
+    listen_and_poll,
     why,
 )
 
@@ -198,7 +199,11 @@ class RemoteAgent:
         except Unreachable as exc:
             return self.error(str(exc))
         watch.finish(outcome)
-        return self._tool_output(await keep_whole(self, runtime, ctx, task, outcome))
+        outcome = await keep_whole(self, runtime, ctx, task, outcome)
+        if outcome.kind not in ("answer", "question"):
+            return self.error(outcome.text)
+        body = {outcome.kind: outcome.text, "task_id": outcome.task_id}
+        return ToolOutput(json.dumps(body, ensure_ascii=False))
 
     def _follows(self, runtime: Runtime) -> Follows:
         follows = Follows.of(runtime)
@@ -214,15 +219,6 @@ class RemoteAgent:
         if meta.metadata.get("name") != self.name or url not in (self.public_url, self.url):
             return None
         return _RemoteFollow(self, float(meta.metadata.get("started_at") or meta.created_at))
-
-    def _tool_output(self, outcome: Outcome) -> ToolOutput:
-        if outcome.kind == "answer":
-            body = {"answer": outcome.text, "task_id": outcome.task_id}
-        elif outcome.kind == "question":
-            body = {"question": outcome.text, "task_id": outcome.task_id}
-        else:
-            return self.error(outcome.text)
-        return ToolOutput(json.dumps(body, ensure_ascii=False))
 
     def error(self, text: str) -> ToolOutput:
         """An in-band error result naming this agent."""
@@ -274,7 +270,9 @@ class RemoteAgent:
             async with asyncio.timeout(max(timeout, 0.0)):
                 if follow:
                     watch.started(follow, "")
-                    return await resubscribe(self, client, watch, follow)
+                    # Its stream (`tasks/subscribe`) beside reading it.
+                    stream = client.subscribe(SubscribeToTaskRequest(id=follow))
+                    return await listen_and_poll(self, client, watch, stream, "")
                 if task_id:
                     return await answer_question(self, client, watch, task_id, task, record)
                 return await hand_over(self, client, watch, task, record)
@@ -339,13 +337,9 @@ async def keep_whole(
     }
     await store.create(SessionMeta(child_id, remote.name, ctx.session_id, now, meta))
     await store.append(child_id, Entry.of(MessageEntry(Message.assistant(text))))
-    cut = _cut(text, remote.max_answer_chars, child_id)
+    cut = cap_answer(text, remote.max_answer_chars, read_on(child_id, remote.max_answer_chars))
     await store.append(child_id, Entry.of(SubagentResult("done", cut)))
     return outcome._replace(text=cut)
-
-
-def _cut(text: str, limit: int, child_id: str) -> str:
-    return cap_answer(text, limit, read_on(child_id, limit))
 
 
 class _RemoteFollow:
@@ -439,4 +433,4 @@ class _RemoteFollow:
             if job.lease is None:
                 raise Detached()
             kept = text
-        return _cut(kept, limit, job.child_id)
+        return cap_answer(kept, limit, read_on(job.child_id, limit))

@@ -83,14 +83,6 @@ class MCPLimits:
                     f"MCPLimits: {name} must be one pause or more, none negative"
                 )
 
-    def restart_pause(self, in_a_row: int) -> float:
-        """Seconds before the restart that follows `in_a_row` restarts in a row."""
-        return self.restart_backoff[min(in_a_row, len(self.restart_backoff) - 1)]
-
-    def poll_pause(self, failures: int) -> float:
-        """Seconds before the poll that follows `failures` failed polls in a row."""
-        return self.poll_backoff[min(failures - 1, len(self.poll_backoff) - 1)]
-
 
 @dataclass(eq=False)
 class _Start:
@@ -157,7 +149,8 @@ class ServerLifecycle:
                     f"MCP server {self.label!r} went away {len(self._exits)} times in the last "
                     f"minute; it is not restarted for another {wait:.0f}s"
                 )
-            delay = self.limits.restart_pause(self._in_a_row)
+            backoff = self.limits.restart_backoff
+            delay = backoff[min(self._in_a_row, len(backoff) - 1)]
         opening: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         # Whoever awaits it sees its failure; one left unawaited is not a warning.
         opening.add_done_callback(lambda done: done.cancelled() or done.exception())
@@ -291,7 +284,7 @@ class ServerLifecycle:
             cause = f"could not be started: {exc}"
         elif not self.launch.is_process:
             cause = f"could not be reached: {error_cause(exc)}"
-        elif _closed(exc):
+        elif isinstance(inner := _innermost(exc), MCPError) and inner.code == CONNECTION_CLOSED:
             cause = "exited before answering the MCP handshake"
         else:
             cause = f"failed the MCP handshake: {error_cause(exc)}"
@@ -391,8 +384,11 @@ class ServerLifecycle:
             for task in stuck:
                 task.cancel()
                 tail = owners[task].tail
-                if tail is not None:
-                    _stop_group(tail)
+                # SIGTERM its process group: its keeper then kills all of it.
+                group = _process_group(tail) if tail is not None else None
+                if group is not None:
+                    with contextlib.suppress(OSError):
+                        os.killpg(group, signal.SIGTERM)
 
 
 def _process_group(tail: StderrTail) -> int | None:
@@ -403,14 +399,6 @@ def _process_group(tail: StderrTail) -> int | None:
     return found[0] if len(found) == 1 else None
 
 
-def _stop_group(tail: StderrTail) -> None:
-    """SIGTERM the server's process group: its keeper then kills all of it."""
-    group = _process_group(tail)
-    if group is not None:
-        with contextlib.suppress(OSError):
-            os.killpg(group, signal.SIGTERM)
-
-
 async def _tail(start: _Start) -> str:
     if start.tail is None:
         return ""
@@ -418,17 +406,16 @@ async def _tail(start: _Start) -> str:
     return start.tail.text()
 
 
-def _closed(exc: BaseException) -> bool:
-    """Whether `exc` (or the first error of its group) is the connection closing."""
+def _innermost(exc: BaseException) -> BaseException:
+    """`exc`, or the first error of its group (task groups wrap errors in groups)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    return isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED
+    return exc
 
 
 def error_cause(exc: BaseException) -> str:
-    """The innermost useful message of `exc` (task groups wrap errors in groups)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
+    """The innermost useful message of `exc`."""
+    exc = _innermost(exc)
     if isinstance(exc, MCPError):
         return f"{exc.message} (JSON-RPC error {exc.code})"
     text = first_line(str(exc))

@@ -163,24 +163,18 @@ def _modern(client: Client) -> bool:
     return client.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
-def _from_claim(claim: _Task) -> TaskState:
-    return TaskState(
-        claim.task_id,
-        claim.status,
-        claim.status_message,
-        _seconds(claim.poll_interval_ms),
-        _seconds(claim.ttl_ms),
-        _instant(claim.created_at),
-    )
-
-
-def _from_legacy(task: types.Task) -> TaskState:
+def _state(task: _Task | types.Task) -> TaskState:
+    """A task in either revision's spelling (both in milliseconds)."""
+    if isinstance(task, _Task):
+        poll, ttl = task.poll_interval_ms, task.ttl_ms
+    else:
+        poll, ttl = task.poll_interval, task.ttl
     return TaskState(
         task.task_id,
         task.status,
         task.status_message,
-        _seconds(task.poll_interval),
-        _seconds(task.ttl),
+        _seconds(poll),
+        _seconds(ttl),
         _instant(task.created_at),
     )
 
@@ -189,7 +183,7 @@ async def _resolve_inline(claim: ClaimedTask, ctx: ClaimContext) -> types.CallTo
     """A task the server made of an inline call: waited for here."""
     import anyio
 
-    state = _from_claim(claim)
+    state = _state(claim)
     while True:
         state = await _get(ctx.session, state.task_id, modern=True)
         if state.ended:
@@ -249,7 +243,7 @@ async def start_task(
             name, arguments, read_timeout_seconds=timeout, allow_claimed=True
         )
         if isinstance(answer, ClaimedTask):
-            return _from_claim(answer)
+            return _state(answer)
         if isinstance(answer, types.CallToolResult):
             return answer
         raise MCPError(types.INVALID_REQUEST, f"unexpected answer to a tool call: {answer!r}")
@@ -258,7 +252,7 @@ async def start_task(
         params["task"]["ttl"] = int(ttl * 1000)
     raw = await _raw_request(client.session, "tools/call", params, timeout)
     if "task" in raw:
-        return _from_legacy(types.CreateTaskResult.model_validate(raw).task)
+        return _state(types.CreateTaskResult.model_validate(raw).task)
     return types.CallToolResult.model_validate(raw)
 
 
@@ -278,12 +272,12 @@ async def _get(
         if got.status == "completed" and got.result is not None:
             result = types.CallToolResult.model_validate(got.result)
         return dataclasses.replace(
-            _from_claim(got),
+            _state(got),
             result=result,
             error=_error_text(got.error) if got.status == "failed" else None,
             input_requests=got.input_requests,
         )
-    task = _from_legacy(await session.send_request(request, types.GetTaskResult, timeout))
+    task = _state(await session.send_request(request, types.GetTaskResult, timeout))
     if task.status not in ("completed", "failed"):
         return task
     # 2025-11-25 keeps the outcome apart: `tasks/result` gives the tool's
