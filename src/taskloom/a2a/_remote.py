@@ -153,17 +153,16 @@ class RemoteAgent:
 
     def tool(self) -> Tool:
         """A delegation tool for a parent agent (a new one each call)."""
-        made: Tool
-        if self.background:
-            made = _BackgroundTool(self)
-        else:
-            made = DelegationTool(
-                self.name,
-                self.description,
-                _Arguments,
-                self._delegate,
-                needs_approval=self.needs_approval,
-            )
+        kind = _BackgroundTool if self.background else DelegationTool
+        made = kind(
+            self.name,
+            self.description,
+            _Arguments,
+            self._delegate,
+            needs_approval=self.needs_approval,
+        )
+        if isinstance(made, _BackgroundTool):
+            made.remote = self
         made.secrets = self.secrets
         return made
 
@@ -292,16 +291,7 @@ class _BackgroundTool(DelegationTool):
     """The tool of a background `RemoteAgent`, which also resumes following."""
 
     __slots__ = ("remote",)
-
-    def __init__(self, remote: RemoteAgent) -> None:
-        super().__init__(
-            remote.name,
-            remote.description,
-            _Arguments,
-            remote._delegate,
-            needs_approval=remote.needs_approval,
-        )
-        self.remote = remote
+    remote: RemoteAgent
 
     async def resume_work(self, start: RunStart) -> None:
         """Follow again the session's remote tasks of this agent nobody follows
@@ -357,11 +347,9 @@ class _RemoteFollow:
     async def cancel(self, record: Mapping[str, Any]) -> None:
         """Cancel the remote task (best effort)."""
         if record.get("task_id"):
-            try:
+            with contextlib.suppress(Unreachable):
                 async with self.remote.client() as client:
                     await cancel_task(client, str(record["task_id"]))
-            except Unreachable:
-                pass
 
     async def follow(self, job: FollowJob) -> WorkResult:
         """Hand the task over (or go on from its id), follow it to its end."""

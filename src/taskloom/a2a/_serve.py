@@ -282,7 +282,6 @@ class SessionTaskStore(TaskStore):
 
 
 def _task(served: ServedTask) -> Task:
-    """A served task as the A2A task it is."""
     context_id = str(served.meta.metadata.get(CONTEXT_KEY, ""))
     task = Task(id=served.id, context_id=context_id)
     state, note = _state(served)

@@ -6,6 +6,7 @@ and close are `ServerLifecycle`'s, see `_lifecycle`).
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -187,15 +188,11 @@ class Connection(ServerLifecycle):
     async def fetch_result(self, task_id: str) -> types.CallToolResult:
         """2025-11-25: wait on `tasks/result` for the task to end, letting the
         server send its questions meanwhile (to `asker`); failures as `request`'s."""
-        self._fetching[task_id] = self._fetching.get(task_id, 0) + 1
+        self._fetching[task_id] += 1
         try:
             return await self.request(f"task {task_id}", None, lambda c: fetch_result(c, task_id))
         finally:
-            left = self._fetching[task_id] - 1
-            if left:
-                self._fetching[task_id] = left
-            else:
-                del self._fetching[task_id]
+            self._fetching -= Counter({task_id: 1})  # drops the task once none is open
 
 
 def stopped(stop: StopSignal) -> str:

@@ -16,7 +16,7 @@ import logging
 import os
 import signal
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,7 +121,7 @@ class ServerLifecycle:
         """How many times the server said its tool list changed."""
         self.asker: Asker | None = None
         """Who answers the server's questions during a task (None: refused)."""
-        self._fetching: dict[str, int] = {}  # tasks whose `tasks/result` is open, how often
+        self._fetching: Counter[str] = Counter()  # tasks whose `tasks/result` is open, how often
 
     async def client(self) -> Client:
         """The connected client, starting the server if need be (`ToolError`
@@ -168,7 +168,6 @@ class ServerLifecycle:
         return start
 
     async def _own(self, start: _Start, delay: float) -> None:
-        """The owner task of one start: enter the client, serve, leave."""
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = await self._enter(start, delay, stack)

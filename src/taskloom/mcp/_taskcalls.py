@@ -267,10 +267,8 @@ class TaskFollow:
             )
         server, connection, calls = self.server, self.connection, self.calls
         self.job = job
-        self.task_id, self.tool = task_id, tool = (
-            str(record["task_id"]),
-            str(record.get("tool", "")),
-        )
+        task_id = self.task_id = str(record["task_id"])
+        tool = self.tool = str(record.get("tool", ""))
         self.call_id = str(record.get("call_id", ""))
         created_at = float(record.get("created_at") or time.time())
         ttl_kept, poll = record.get("ttl"), record.get("poll")

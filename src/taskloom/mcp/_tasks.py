@@ -22,6 +22,7 @@ from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import SerializeAsAny
 
 __all__ = [
     "TASKS_EXTENSION",
@@ -50,9 +51,7 @@ RELATED_TASK = "io.modelcontextprotocol/related-task"
 its belongs to."""
 
 
-class _Task(types.Result):
-    """A 2026-07-28 task."""
-
+class _Task(types.Result):  # a 2026-07-28 task
     task_id: str
     status: str
     status_message: str | None = None
@@ -81,9 +80,14 @@ class TaskIdParams(types.RequestParams):
     task_id: str
 
 
-class _GetTask(types.Request[TaskIdParams, Literal["tasks/get"]]):
-    method: Literal["tasks/get"] = "tasks/get"
-    params: TaskIdParams
+class UpdateParams(TaskIdParams):
+    input_responses: dict[str, Any] | None = None
+
+
+class _TaskRequest(
+    types.Request[TaskIdParams, Literal["tasks/get", "tasks/cancel", "tasks/update"]]
+):
+    params: SerializeAsAny[TaskIdParams]  # an `UpdateParams` whole
     # 2026-07-28 over HTTP: `Mcp-Name` carries the task id, for routing.
     name_param: ClassVar[str | None] = "taskId"
 
@@ -91,23 +95,6 @@ class _GetTask(types.Request[TaskIdParams, Literal["tasks/get"]]):
 class _TaskResult(types.Request[TaskIdParams, Literal["tasks/result"]]):
     method: Literal["tasks/result"] = "tasks/result"
     params: TaskIdParams
-
-
-class _CancelTask(types.Request[TaskIdParams, Literal["tasks/cancel"]]):
-    method: Literal["tasks/cancel"] = "tasks/cancel"
-    params: TaskIdParams
-    name_param: ClassVar[str | None] = "taskId"
-
-
-class UpdateParams(types.RequestParams):
-    task_id: str
-    input_responses: dict[str, Any] | None = None
-
-
-class _UpdateTask(types.Request[UpdateParams, Literal["tasks/update"]]):
-    method: Literal["tasks/update"] = "tasks/update"
-    params: UpdateParams
-    name_param: ClassVar[str | None] = "taskId"
 
 
 class _Ack(types.Result):
@@ -219,9 +206,8 @@ def task_capable(client: Client, tool: types.Tool) -> bool:
     if _modern(client):
         return TASKS_EXTENSION in (capabilities.extensions or {})
     tasks = capabilities.tasks
-    if tasks is None or tasks.requests is None or tasks.requests.tools is None:
-        return False
-    if tasks.requests.tools.call is None:
+    tools = tasks.requests.tools if tasks is not None and tasks.requests is not None else None
+    if tools is None or tools.call is None:
         return False
     support = tool.execution.task_support if tool.execution is not None else None
     return support in ("optional", "required")
@@ -265,7 +251,7 @@ async def get_task(client: Client, task_id: str, *, timeout: float | None = None
 async def _get(
     session: ClientSession, task_id: str, *, modern: bool, timeout: float | None = None
 ) -> TaskState:
-    request = _GetTask(params=TaskIdParams(task_id=task_id))
+    request = _TaskRequest(method="tasks/get", params=TaskIdParams(task_id=task_id))
     if modern:
         got = await session.send_request(request, _DetailedTask, timeout)
         result = None
@@ -296,7 +282,7 @@ async def cancel_task(client: Client, task_id: str, *, timeout: float | None = N
     """Ask the server to cancel the task (`tasks/cancel`); it may finish
     first all the same, so read it again to know."""
     await client.session.send_request(
-        _CancelTask(params=TaskIdParams(task_id=task_id)), _Ack, timeout
+        _TaskRequest(method="tasks/cancel", params=TaskIdParams(task_id=task_id)), _Ack, timeout
     )
 
 
@@ -327,7 +313,8 @@ async def update_task(
     the server named them, values the answers (an `ElicitResult` for an
     `elicitation/create`)."""
     params = UpdateParams(task_id=task_id, input_responses=responses)
-    await client.session.send_request(_UpdateTask(params=params), _Ack, timeout)
+    request = _TaskRequest(method="tasks/update", params=params)
+    await client.session.send_request(request, _Ack, timeout)
 
 
 async def fetch_result(client: Client, task_id: str) -> types.CallToolResult:

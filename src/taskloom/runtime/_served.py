@@ -195,7 +195,6 @@ class ServedRuns:
             await asyncio.wait([job], timeout=2)
 
     def _stop_here(self, task_id: str) -> asyncio.Task[None] | None:
-        """Cancel the task's run in flight here; the job, if any."""
         job = self._runs.get(task_id)
         if job is not None:
             job.cancel()
