@@ -106,8 +106,7 @@ def _agent_server(
     server = Server(name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool)
     if not tasks:
         return server, None
-    served = ServedTasks(agent, runtime, name, lambda result: _answer(result, wrapped))
-    served.install(server)
+    served = ServedTasks(server, agent, runtime, lambda result: _answer(result, wrapped))
     runtime.service(ServedTasks, lambda _: served)
     return server, served
 
@@ -209,17 +208,19 @@ def _iso(ts: float) -> str:
 
 
 class ServedTasks:
-    """The tasks of one served agent (see the module docstring); `answer`
-    builds the tool's result from a finished run's `RunResult`."""
+    """The tasks of one served agent on `server` (see the module docstring),
+    which it serves: advertised, task calls answered with a task, the
+    `tasks/*` requests; `answer` builds the tool's result from a finished
+    run's `RunResult`."""
 
     def __init__(
         self,
+        server: Server[Any],
         agent: Agent,
         runtime: Runtime,
-        tool: str,
         answer: Callable[[RunResult], types.CallToolResult],
     ) -> None:
-        self.tool = tool
+        self.tool = tool = server.name
         self.answer = answer
         self._said: dict[str, str] = {}
         self.runs = ServedRuns(
@@ -228,10 +229,6 @@ class ServedTasks:
             lambda meta: (meta.metadata or {}).get(MARK) == tool,
             on_event=self._heard,
         )
-
-    def install(self, server: Server[Any]) -> None:
-        """Serve tasks on `server`: advertise them, answer task calls with a
-        task, and serve the `tasks/*` requests."""
         server.extensions[TASKS_EXTENSION] = {}
         server.middleware.append(self._middleware)
         server.add_request_handler("tasks/get", TaskIdParams, self._get)
