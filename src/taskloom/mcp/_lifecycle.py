@@ -233,7 +233,13 @@ class ServerLifecycle:
             )
             try:
                 await stack.enter_async_context(client)
-                await self._listen(stack, client)
+                # Since 2026-07-28 a server announces a changed tool list only on a
+                # `subscriptions/listen` stream the client opened; earlier servers
+                # send the notification unasked. Both reach `_on_message`.
+                tools = client.server_capabilities.tools
+                modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+                if modern and tools is not None and tools.list_changed:
+                    await stack.enter_async_context(client.listen(tools_list_changed=True))
             finally:
                 if start.tail is not None:
                     start.tail.spawned()
@@ -257,19 +263,6 @@ class ServerLifecycle:
         if start.aborted is None and start.task is not None:
             start.aborted = why
             start.task.cancel()
-
-    async def _listen(self, stack: contextlib.AsyncExitStack, client: Client) -> None:
-        # Since 2026-07-28 a server announces a changed tool list only on a
-        # `subscriptions/listen` stream the client opened; earlier servers
-        # send the notification unasked. Both reach `_on_message`.
-        capabilities = client.session.server_capabilities
-        if (
-            client.protocol_version in MODERN_PROTOCOL_VERSIONS
-            and capabilities is not None
-            and capabilities.tools is not None
-            and capabilities.tools.list_changed
-        ):
-            await stack.enter_async_context(client.listen(tools_list_changed=True))
 
     async def _start_failed(self, start: _Start, exc: Exception) -> ConfigurationError:
         self._went_away(start)
