@@ -116,6 +116,9 @@ class ServerLifecycle:
         self._starts = 0
         self._closed = False
         self._stale = True  # the tool list must be read again
+        self._announced = asyncio.Condition()
+        self.announcements = 0
+        """How many times the server said its tool list changed."""
         self.asker: Asker | None = None
         """Who answers the server's questions during a task (None: refused)."""
         self._fetching: Counter[str] = Counter()  # tasks whose `tasks/result` is open, how often
@@ -305,6 +308,9 @@ class ServerLifecycle:
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self._stale = True
+            async with self._announced:
+                self.announcements += 1
+                self._announced.notify_all()
 
     async def _on_elicit(
         self, context: ClientRequestContext, params: types.ElicitRequestParams
@@ -323,6 +329,13 @@ class ServerLifecycle:
         asked = params.model_dump(by_alias=True, mode="json", exclude_none=True)
         asked.pop("_meta", None)
         return await self.asker(task_id, {"method": "elicitation/create", "params": asked})
+
+    async def announced(self, after: int = 0) -> int:
+        """Wait until the server said its tool list changed more than `after`
+        times; how many times it has."""
+        async with self._announced:
+            await self._announced.wait_for(lambda: self.announcements > after)
+            return self.announcements
 
     def modern(self) -> bool | None:
         """Whether the connection speaks 2026-07-28 (None: not connected)."""
