@@ -141,8 +141,7 @@ class Watch:
             self._emit(event)
 
 
-def _task_of(response: StreamResponse) -> str:
-    """The id of the task a streamed response is about ("" when it names none)."""
+def _task_of(response: StreamResponse) -> str:  # "" when it names none
     if response.HasField("task"):
         return str(response.task.id)
     if response.HasField("status_update"):
