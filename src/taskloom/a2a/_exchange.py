@@ -23,7 +23,6 @@ from a2a.types import (
     Role,
     SendMessageRequest,
     StreamResponse,
-    SubscribeToTaskRequest,
     Task,
     TaskState,
     TaskStatus,
@@ -81,10 +80,6 @@ class Watch:
         self.origin = ""
         self.foreign = ""
         """The id of another task an event was about (a protocol error)."""
-
-    def refusal(self) -> Outcome:
-        """The outcome of a server that streamed another task's events."""
-        return foreign_answer(self.task_id, self.foreign)
 
     def see(self, response: StreamResponse, task: str) -> str:
         """Take in one streamed response; the context id it names. An event
@@ -146,8 +141,7 @@ class Watch:
             self._emit(event)
 
 
-def _task_of(response: StreamResponse) -> str:
-    """The id of the task a streamed response is about ("" when it names none)."""
+def _task_of(response: StreamResponse) -> str:  # "" when it names none
     if response.HasField("task"):
         return str(response.task.id)
     if response.HasField("status_update"):
@@ -259,26 +253,16 @@ async def hand_over(
                 return Outcome("failed", f"the call failed: {why(exc)}")
             context_id = watch.see(response, task)
             if watch.foreign:
-                return watch.refusal()
+                return foreign_answer(watch.task_id, watch.foreign)
             if record is not None and watch.task_id:
                 # Kept first: from here on, a crash leaves a task to follow again.
                 await record(watch.task_id, context_id)
-        return await _listen_and_poll(remote, client, watch, stream, task, stale)
+        return await listen_and_poll(remote, client, watch, stream, task, stale)
     finally:
         await _close(stream)
 
 
-async def resubscribe(remote: RemoteAgent, client: Client, watch: Watch, task_id: str) -> Outcome:
-    """Follow a task handed over before: its stream (`tasks/subscribe`) beside
-    reading it every `poll_interval` seconds (see `_listen_and_poll`)."""
-    stream = client.subscribe(SubscribeToTaskRequest(id=task_id))
-    try:
-        return await _listen_and_poll(remote, client, watch, stream, "")
-    finally:
-        await _close(stream)
-
-
-async def _listen_and_poll(
+async def listen_and_poll(
     remote: RemoteAgent,
     client: Client,
     watch: Watch,
@@ -286,9 +270,10 @@ async def _listen_and_poll(
     task: str,
     stale: TaskStatus | None = None,
 ) -> Outcome:
-    """Listen to `stream` while reading the task (every `poll_interval`
-    seconds, at once when the stream ended) until it ends, moved past any
-    `stale` status; an answer about another task is a protocol error."""
+    """Listen to `stream` (closed at the end) while reading the task (every
+    `poll_interval` seconds, at once when the stream ended) until it ends,
+    moved past any `stale` status; an answer about another task is a protocol
+    error."""
     ended = asyncio.Event()
     listening = asyncio.get_running_loop().create_task(_listen(stream, watch, task, ended))
     try:
@@ -296,7 +281,7 @@ async def _listen_and_poll(
         tries = Tries(remote.unreachable_for)
         while True:
             if watch.foreign:
-                return watch.refusal()
+                return foreign_answer(watch.task_id, watch.foreign)
             try:
                 found = await _get(remote, client, task_id)
             except Exception as exc:
@@ -318,6 +303,7 @@ async def _listen_and_poll(
     finally:
         listening.cancel()
         await asyncio.wait([listening])
+        await _close(stream)
 
 
 async def _listen(

@@ -24,6 +24,7 @@ import httpx
 import pydantic
 from a2a.client import ClientConfig, create_client
 from a2a.client.client import Client
+from a2a.types import SubscribeToTaskRequest
 
 from .._redact import credentials, redact, safe_url
 from ..backends import NoticeStatus, SessionMeta
@@ -47,7 +48,7 @@ from ._exchange import (
     answer_question,
     cancel_task,
     hand_over,
-    resubscribe,
+    listen_and_poll,
     why,
 )
 
@@ -152,17 +153,16 @@ class RemoteAgent:
 
     def tool(self) -> Tool:
         """A delegation tool for a parent agent (a new one each call)."""
-        made: Tool
-        if self.background:
-            made = _BackgroundTool(self)
-        else:
-            made = DelegationTool(
-                self.name,
-                self.description,
-                _Arguments,
-                self._delegate,
-                needs_approval=self.needs_approval,
-            )
+        kind = _BackgroundTool if self.background else DelegationTool
+        made = kind(
+            self.name,
+            self.description,
+            _Arguments,
+            self._delegate,
+            needs_approval=self.needs_approval,
+        )
+        if isinstance(made, _BackgroundTool):
+            made.remote = self
         made.secrets = self.secrets
         return made
 
@@ -198,7 +198,11 @@ class RemoteAgent:
         except Unreachable as exc:
             return self.error(str(exc))
         watch.finish(outcome)
-        return self._tool_output(await keep_whole(self, runtime, ctx, task, outcome))
+        outcome = await keep_whole(self, runtime, ctx, task, outcome)
+        if outcome.kind not in ("answer", "question"):
+            return self.error(outcome.text)
+        body = {outcome.kind: outcome.text, "task_id": outcome.task_id}
+        return ToolOutput(json.dumps(body, ensure_ascii=False))
 
     def _follows(self, runtime: Runtime) -> Follows:
         follows = Follows.of(runtime)
@@ -214,15 +218,6 @@ class RemoteAgent:
         if meta.metadata.get("name") != self.name or url not in (self.public_url, self.url):
             return None
         return _RemoteFollow(self, float(meta.metadata.get("started_at") or meta.created_at))
-
-    def _tool_output(self, outcome: Outcome) -> ToolOutput:
-        if outcome.kind == "answer":
-            body = {"answer": outcome.text, "task_id": outcome.task_id}
-        elif outcome.kind == "question":
-            body = {"question": outcome.text, "task_id": outcome.task_id}
-        else:
-            return self.error(outcome.text)
-        return ToolOutput(json.dumps(body, ensure_ascii=False))
 
     def error(self, text: str) -> ToolOutput:
         """An in-band error result naming this agent."""
@@ -274,7 +269,9 @@ class RemoteAgent:
             async with asyncio.timeout(max(timeout, 0.0)):
                 if follow:
                     watch.started(follow, "")
-                    return await resubscribe(self, client, watch, follow)
+                    # Its stream (`tasks/subscribe`) beside reading it.
+                    stream = client.subscribe(SubscribeToTaskRequest(id=follow))
+                    return await listen_and_poll(self, client, watch, stream, "")
                 if task_id:
                     return await answer_question(self, client, watch, task_id, task, record)
                 return await hand_over(self, client, watch, task, record)
@@ -294,16 +291,7 @@ class _BackgroundTool(DelegationTool):
     """The tool of a background `RemoteAgent`, which also resumes following."""
 
     __slots__ = ("remote",)
-
-    def __init__(self, remote: RemoteAgent) -> None:
-        super().__init__(
-            remote.name,
-            remote.description,
-            _Arguments,
-            remote._delegate,
-            needs_approval=remote.needs_approval,
-        )
-        self.remote = remote
+    remote: RemoteAgent
 
     async def resume_work(self, start: RunStart) -> None:
         """Follow again the session's remote tasks of this agent nobody follows
@@ -339,13 +327,9 @@ async def keep_whole(
     }
     await store.create(SessionMeta(child_id, remote.name, ctx.session_id, now, meta))
     await store.append(child_id, Entry.of(MessageEntry(Message.assistant(text))))
-    cut = _cut(text, remote.max_answer_chars, child_id)
+    cut = cap_answer(text, remote.max_answer_chars, read_on(child_id, remote.max_answer_chars))
     await store.append(child_id, Entry.of(SubagentResult("done", cut)))
     return outcome._replace(text=cut)
-
-
-def _cut(text: str, limit: int, child_id: str) -> str:
-    return cap_answer(text, limit, read_on(child_id, limit))
 
 
 class _RemoteFollow:
@@ -363,11 +347,9 @@ class _RemoteFollow:
     async def cancel(self, record: Mapping[str, Any]) -> None:
         """Cancel the remote task (best effort)."""
         if record.get("task_id"):
-            try:
+            with contextlib.suppress(Unreachable):
                 async with self.remote.client() as client:
                     await cancel_task(client, str(record["task_id"]))
-            except Unreachable:
-                pass
 
     async def follow(self, job: FollowJob) -> WorkResult:
         """Hand the task over (or go on from its id), follow it to its end."""
@@ -439,4 +421,4 @@ class _RemoteFollow:
             if job.lease is None:
                 raise Detached()
             kept = text
-        return _cut(kept, limit, job.child_id)
+        return cap_answer(kept, limit, read_on(job.child_id, limit))

@@ -13,6 +13,7 @@ guards every call but the card's; a body past `max_body` is refused.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import string
 import uuid
@@ -235,8 +236,6 @@ class SessionTaskStore(TaskStore):
     or while a run is in flight here, the latest state the handler saved."""
 
     def __init__(self, agent: Agent, runtime: Runtime) -> None:
-        self.agent = agent
-        self.runtime = runtime
         # Sessions of the agent begun as A2A tasks, not the store's others.
         self.runs = ServedRuns(
             runtime, agent, lambda meta: meta.agent == agent.name and CONTEXT_KEY in meta.metadata
@@ -251,17 +250,13 @@ class SessionTaskStore(TaskStore):
         if task.status.state in _SETTLED:
             self._live.pop(task.id, None)
         else:
-            copy = Task()
-            copy.CopyFrom(task)
-            self._live[task.id] = copy
+            self._live[task.id] = copy.deepcopy(task)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         """The task in flight here, else the one derived from the session's log."""
         live = self._live.get(task_id)
         if live is not None and self.runs.running(task_id):
-            copy = Task()
-            copy.CopyFrom(live)
-            return copy
+            return copy.deepcopy(live)
         found = await self.runs.read(task_id)
         if found is None:
             return live  # the handler's new task, before its session exists
@@ -282,7 +277,6 @@ class SessionTaskStore(TaskStore):
 
 
 def _task(served: ServedTask) -> Task:
-    """A served task as the A2A task it is."""
     context_id = str(served.meta.metadata.get(CONTEXT_KEY, ""))
     task = Task(id=served.id, context_id=context_id)
     state, note = _state(served)

@@ -6,7 +6,7 @@ and close are `ServerLifecycle`'s, see `_lifecycle`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -65,8 +65,15 @@ class Connection(ServerLifecycle):
                 # Cleared before asking: a change announced while the listing
                 # is on its way is not lost.
                 self._stale = False
+                tools: list[types.Tool] = []
+                cursor: str | None = None
                 async with asyncio.timeout(self.limits.startup):
-                    tools = await self._list(client)
+                    for _ in range(_LIST_PAGES):
+                        page = await client.list_tools(cursor=cursor)
+                        tools.extend(page.tools)
+                        cursor = page.next_cursor
+                        if cursor is None:
+                            break
             except Exception as exc:
                 self._stale = True
                 if self._listing is None:
@@ -81,20 +88,9 @@ class Connection(ServerLifecycle):
                     error_cause(exc),
                 )
                 return self._listing
-            if tools != self._listing:
-                self._listing = tools
+            if tuple(tools) != self._listing:
+                self._listing = tuple(tools)
             return self._listing
-
-    async def _list(self, client: Client) -> tuple[types.Tool, ...]:
-        tools: list[types.Tool] = []
-        cursor: str | None = None
-        for _ in range(_LIST_PAGES):
-            page = await client.list_tools(cursor=cursor)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        return tuple(tools)
 
     async def call(
         self,
@@ -107,8 +103,13 @@ class Connection(ServerLifecycle):
     ) -> types.CallToolResult:
         """Call tool `name`; every failure is a `ToolError` for the model. A
         stop of the run, a cancellation or the `timeout` cancels it on the server."""
+        args = dict(arguments)
+
+        def send(c: Client) -> Awaitable[types.CallToolResult]:
+            return c.call_tool(name, args, progress_callback=progress)
+
         if stop is None:
-            return await self._call(name, dict(arguments), timeout, progress)
+            return await self.request(name, timeout, send)
         task = asyncio.current_task()
         assert task is not None
         stopping = False
@@ -120,26 +121,14 @@ class Connection(ServerLifecycle):
 
         undo = stop.on_set(cancel)
         try:
-            return await self._call(name, dict(arguments), timeout, progress)
+            return await self.request(name, timeout, send)
         except asyncio.CancelledError:
             # Ours alone (no one else cancelled the task too): an answer for the model.
             if stopping and task.uncancel() == 0:
-                reason = f" ({stop.reason})" if stop.reason else ""
-                raise ToolError(f"cancelled: the run was asked to stop{reason}") from None
+                raise ToolError(stopped(stop)) from None
             raise
         finally:
             undo()
-
-    async def _call(
-        self,
-        name: str,
-        arguments: dict[str, Any],
-        timeout: float | None,
-        progress: ProgressFnT | None,
-    ) -> types.CallToolResult:
-        return await self.request(
-            name, timeout, lambda c: c.call_tool(name, arguments, progress_callback=progress)
-        )
 
     async def request(
         self, what: str, timeout: float | None, send: Callable[[Client], Awaitable[_T]]
@@ -150,22 +139,16 @@ class Connection(ServerLifecycle):
             client = await self.client()
         except ConfigurationError as exc:
             raise ToolError(f"{exc} (it was running before; the next call tries again)") from None
-        async with self._answers(what, timeout):
-            return await send(client)
-
-    @contextlib.asynccontextmanager
-    async def _answers(self, name: str, timeout: float | None) -> Any:
-        """Bound a request by `timeout`; what goes wrong is a `ToolError`."""
         start = self._current
         try:
             async with asyncio.timeout(timeout):
-                yield
+                answer = await send(client)
         except TimeoutError:
             note = ""
             if start is not None and start.garbage is not None:
                 note = f"; it wrote something that is not JSON-RPC: {start.garbage!r}"
             raise ToolError(
-                f"MCP server {self.label!r} did not answer {name!r} within {timeout:g}s; "
+                f"MCP server {self.label!r} did not answer {what!r} within {timeout:g}s; "
                 f"the call was cancelled{note}"
             ) from None
         except MCPError as exc:
@@ -178,13 +161,14 @@ class Connection(ServerLifecycle):
             ) from None
         except pydantic.ValidationError as exc:
             raise ToolError(
-                f"MCP server {self.label!r} answered {name!r} with something that is not a "
+                f"MCP server {self.label!r} answered {what!r} with something that is not a "
                 f"valid MCP result: {first_line(str(exc))}"
             ) from None
         except RuntimeError as exc:
             # The SDK checks structured content against the tool's outputSchema.
             raise ToolError(f"MCP server {self.label!r}: {exc}") from None
         self._in_a_row = 0
+        return answer
 
     async def task_capable(self, tool: types.Tool) -> bool:
         """Whether the server runs calls of `tool` as tasks (False when it
@@ -204,15 +188,16 @@ class Connection(ServerLifecycle):
     async def fetch_result(self, task_id: str) -> types.CallToolResult:
         """2025-11-25: wait on `tasks/result` for the task to end, letting the
         server send its questions meanwhile (to `asker`); failures as `request`'s."""
-        self._fetching[task_id] = self._fetching.get(task_id, 0) + 1
+        self._fetching[task_id] += 1
         try:
             return await self.request(f"task {task_id}", None, lambda c: fetch_result(c, task_id))
         finally:
-            left = self._fetching[task_id] - 1
-            if left:
-                self._fetching[task_id] = left
-            else:
-                del self._fetching[task_id]
+            self._fetching -= Counter({task_id: 1})  # drops the task once none is open
+
+
+def stopped(stop: StopSignal) -> str:
+    """What the model is told of a call a stop of its run cancelled."""
+    return f"cancelled: the run was asked to stop{f' ({stop.reason})' if stop.reason else ''}"
 
 
 class TaskRefused(ToolError):

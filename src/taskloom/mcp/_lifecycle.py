@@ -16,7 +16,7 @@ import logging
 import os
 import signal
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,14 +83,6 @@ class MCPLimits:
                     f"MCPLimits: {name} must be one pause or more, none negative"
                 )
 
-    def restart_pause(self, in_a_row: int) -> float:
-        """Seconds before the restart that follows `in_a_row` restarts in a row."""
-        return self.restart_backoff[min(in_a_row, len(self.restart_backoff) - 1)]
-
-    def poll_pause(self, failures: int) -> float:
-        """Seconds before the poll that follows `failures` failed polls in a row."""
-        return self.poll_backoff[min(failures - 1, len(self.poll_backoff) - 1)]
-
 
 @dataclass(eq=False)
 class _Start:
@@ -129,7 +121,7 @@ class ServerLifecycle:
         """How many times the server said its tool list changed."""
         self.asker: Asker | None = None
         """Who answers the server's questions during a task (None: refused)."""
-        self._fetching: dict[str, int] = {}  # tasks whose `tasks/result` is open, how often
+        self._fetching: Counter[str] = Counter()  # tasks whose `tasks/result` is open, how often
 
     async def client(self) -> Client:
         """The connected client, starting the server if need be (`ToolError`
@@ -157,7 +149,8 @@ class ServerLifecycle:
                     f"MCP server {self.label!r} went away {len(self._exits)} times in the last "
                     f"minute; it is not restarted for another {wait:.0f}s"
                 )
-            delay = self.limits.restart_pause(self._in_a_row)
+            backoff = self.limits.restart_backoff
+            delay = backoff[min(self._in_a_row, len(backoff) - 1)]
         opening: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         # Whoever awaits it sees its failure; one left unawaited is not a warning.
         opening.add_done_callback(lambda done: done.cancelled() or done.exception())
@@ -175,7 +168,6 @@ class ServerLifecycle:
         return start
 
     async def _own(self, start: _Start, delay: float) -> None:
-        """The owner task of one start: enter the client, serve, leave."""
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = await self._enter(start, delay, stack)
@@ -244,7 +236,13 @@ class ServerLifecycle:
             )
             try:
                 await stack.enter_async_context(client)
-                await self._listen(stack, client)
+                # Since 2026-07-28 a server announces a changed tool list only on a
+                # `subscriptions/listen` stream the client opened; earlier servers
+                # send the notification unasked. Both reach `_on_message`.
+                tools = client.server_capabilities.tools
+                modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+                if modern and tools is not None and tools.list_changed:
+                    await stack.enter_async_context(client.listen(tools_list_changed=True))
             finally:
                 if start.tail is not None:
                     start.tail.spawned()
@@ -269,19 +267,6 @@ class ServerLifecycle:
             start.aborted = why
             start.task.cancel()
 
-    async def _listen(self, stack: contextlib.AsyncExitStack, client: Client) -> None:
-        # Since 2026-07-28 a server announces a changed tool list only on a
-        # `subscriptions/listen` stream the client opened; earlier servers
-        # send the notification unasked. Both reach `_on_message`.
-        capabilities = client.session.server_capabilities
-        if (
-            client.protocol_version in MODERN_PROTOCOL_VERSIONS
-            and capabilities is not None
-            and capabilities.tools is not None
-            and capabilities.tools.list_changed
-        ):
-            await stack.enter_async_context(client.listen(tools_list_changed=True))
-
     async def _start_failed(self, start: _Start, exc: Exception) -> ConfigurationError:
         self._went_away(start)
         what = f"MCP server {self.label!r} ({self.launch.describe()})"
@@ -291,7 +276,7 @@ class ServerLifecycle:
             cause = f"could not be started: {exc}"
         elif not self.launch.is_process:
             cause = f"could not be reached: {error_cause(exc)}"
-        elif _closed(exc):
+        elif isinstance(inner := _innermost(exc), MCPError) and inner.code == CONNECTION_CLOSED:
             cause = "exited before answering the MCP handshake"
         else:
             cause = f"failed the MCP handshake: {error_cause(exc)}"
@@ -391,8 +376,11 @@ class ServerLifecycle:
             for task in stuck:
                 task.cancel()
                 tail = owners[task].tail
-                if tail is not None:
-                    _stop_group(tail)
+                # SIGTERM its process group: its keeper then kills all of it.
+                group = _process_group(tail) if tail is not None else None
+                if group is not None:
+                    with contextlib.suppress(OSError):
+                        os.killpg(group, signal.SIGTERM)
 
 
 def _process_group(tail: StderrTail) -> int | None:
@@ -403,14 +391,6 @@ def _process_group(tail: StderrTail) -> int | None:
     return found[0] if len(found) == 1 else None
 
 
-def _stop_group(tail: StderrTail) -> None:
-    """SIGTERM the server's process group: its keeper then kills all of it."""
-    group = _process_group(tail)
-    if group is not None:
-        with contextlib.suppress(OSError):
-            os.killpg(group, signal.SIGTERM)
-
-
 async def _tail(start: _Start) -> str:
     if start.tail is None:
         return ""
@@ -418,17 +398,16 @@ async def _tail(start: _Start) -> str:
     return start.tail.text()
 
 
-def _closed(exc: BaseException) -> bool:
-    """Whether `exc` (or the first error of its group) is the connection closing."""
+def _innermost(exc: BaseException) -> BaseException:
+    """`exc`, or the first error of its group (task groups wrap errors in groups)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    return isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED
+    return exc
 
 
 def error_cause(exc: BaseException) -> str:
-    """The innermost useful message of `exc` (task groups wrap errors in groups)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
+    """The innermost useful message of `exc`."""
+    exc = _innermost(exc)
     if isinstance(exc, MCPError):
         return f"{exc.message} (JSON-RPC error {exc.code})"
     text = first_line(str(exc))

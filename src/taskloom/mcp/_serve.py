@@ -106,8 +106,7 @@ def _agent_server(
     server = Server(name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool)
     if not tasks:
         return server, None
-    served = ServedTasks(agent, runtime, name, lambda result: _answer(result, wrapped))
-    served.install(server)
+    served = ServedTasks(server, agent, runtime, lambda result: _answer(result, wrapped))
     runtime.service(ServedTasks, lambda _: served)
     return server, served
 
@@ -209,17 +208,19 @@ def _iso(ts: float) -> str:
 
 
 class ServedTasks:
-    """The tasks of one served agent (see the module docstring); `answer`
-    builds the tool's result from a finished run's `RunResult`."""
+    """The tasks of one served agent on `server` (see the module docstring),
+    which it serves: advertised, task calls answered with a task, the
+    `tasks/*` requests; `answer` builds the tool's result from a finished
+    run's `RunResult`."""
 
     def __init__(
         self,
+        server: Server[Any],
         agent: Agent,
         runtime: Runtime,
-        tool: str,
         answer: Callable[[RunResult], types.CallToolResult],
     ) -> None:
-        self.tool = tool
+        self.tool = tool = server.name
         self.answer = answer
         self._said: dict[str, str] = {}
         self.runs = ServedRuns(
@@ -228,10 +229,6 @@ class ServedTasks:
             lambda meta: (meta.metadata or {}).get(MARK) == tool,
             on_event=self._heard,
         )
-
-    def install(self, server: Server[Any]) -> None:
-        """Serve tasks on `server`: advertise them, answer task calls with a
-        task, and serve the `tasks/*` requests."""
         server.extensions[TASKS_EXTENSION] = {}
         server.middleware.append(self._middleware)
         server.add_request_handler("tasks/get", TaskIdParams, self._get)
@@ -255,10 +252,10 @@ class ServedTasks:
         task = (params.get("arguments") or {}).get("task")
         if not isinstance(task, str) or not task.strip():
             return await call_next(ctx)  # answered inline with what is wrong
-        view = await self.view(await self.runs.create(task, metadata={MARK: self.tool}))
+        task_id = await self.runs.create(task, metadata={MARK: self.tool})
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return {"resultType": "task", **_wire(view, True)}
-        return {"task": _wire(view, False)}
+            return {"resultType": "task", **await self.view(task_id, True)}
+        return {"task": await self.view(task_id, False)}
 
     def _wants_task(self, ctx: ServerRequestContext[Any, Any]) -> bool:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -271,37 +268,25 @@ class ServedTasks:
         return isinstance((ctx.params or {}).get("task"), dict)
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> Any:
-        view = await self.view(params.task_id)
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            out = _wire(view, True)
-            if view["status"] == "completed":
-                out["result"] = view["result"].model_dump(
-                    by_alias=True, mode="json", exclude_none=True
-                )
-            if view["status"] == "input_required":
-                out["inputRequests"] = view["input_requests"]
-            return out
-        return _wire(view, False)
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        return await self.view(params.task_id, modern, inline=modern)
 
     async def _result(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> Any:
         # 2025-11-25: blocks until the task ends, then gives its result.
         while True:
-            view = await self.view(params.task_id)
+            view = await self.view(params.task_id, True, inline=True)
             if view["status"] in ("completed", "cancelled"):
                 break
             await asyncio.sleep(POLL_MS / 1000)
         if view["status"] == "cancelled":
             raise MCPError(code=types.INVALID_PARAMS, message="the task was cancelled")
-        result: types.CallToolResult = view["result"]
-        return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return view["result"]
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> Any:
         await self._read(params.task_id)
         await self.runs.cancel(params.task_id, "cancelled by the MCP client")
-        view = await self.view(params.task_id)
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return {}
-        return _wire(view, False)
+        view = await self.view(params.task_id, False)
+        return {} if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else view
 
     async def _update(self, ctx: ServerRequestContext[Any, Any], params: UpdateParams) -> Any:
         # An answer to one of the task's inputRequests decides that parked
@@ -310,7 +295,7 @@ class ServedTasks:
         decisions = {k: d for k, r in responses.items() if (d := _decision(r)) is not None}
         if decisions:
             await self.runs.decide(await self._read(params.task_id), decisions)
-        await self.view(params.task_id)
+        await self.view(params.task_id, False)
         return {}
 
     def _heard(self, task_id: str, event: Event) -> None:
@@ -327,55 +312,48 @@ class ServedTasks:
             )
         return found
 
-    async def view(self, task_id: str) -> dict[str, Any]:
-        """The task as its session's log tells it (see `ServedRuns.read`)."""
+    async def view(self, task_id: str, modern: bool, *, inline: bool = False) -> dict[str, Any]:
+        """The task as its session's log tells it (see `ServedRuns.read`), as
+        `tasks/get` answers it in the revision's spelling; with `inline`, its
+        `result` (dumped) or `inputRequests` too (2026-07-28)."""
         task = await self._read(task_id)
-        view: dict[str, Any] = {
-            "task_id": task_id,
-            "created_at": _iso(task.created_at),
-            "updated_at": _iso(task.updated_at),
-            "message": self._said.get(task_id),
-        }
+        message = self._said.get(task_id)
+        extra: dict[str, Any] = {}
         match task.state:
             case ServedState.WORKING:
-                return {**view, "status": "working"}
+                status = "working"
             case ServedState.INPUT_REQUIRED:
+                status = "input_required"
                 asked = [f"{c.name} ({c.id})" for c in task.waiting]
                 asked += [f"{q.message!r} ({q.id})" for q in task.questions]
-                return {
-                    **view,
-                    "status": "input_required",
-                    "message": f"session {task_id} waits for a person to approve: "
-                    + ", ".join(asked),
-                    "input_requests": {c.id: _approval_request(c) for c in task.waiting},
-                }
+                message = f"session {task_id} waits for a person to approve: " + ", ".join(asked)
+                extra["inputRequests"] = {c.id: _approval_request(c) for c in task.waiting}
             case ServedState.CANCELLED:
                 why = task.result.error if task.result is not None else None
-                return {**view, "status": "cancelled", "message": why or "cancelled"}
-        if task.result is None:
-            # Cut off before its run wrote its input: nothing is left to run.
-            why = "the server stopped before the task's run began; send the request again"
-            return {**view, "status": "failed", "message": why}
-        return {**view, "status": "completed", "result": self.answer(task.result)}
+                status, message = "cancelled", why or "cancelled"
+            case _ if task.result is None:
+                # Cut off before its run wrote its input: nothing is left to run.
+                status = "failed"
+                message = "the server stopped before the task's run began; send the request again"
+            case _:
+                status = "completed"
+                answer = self.answer(task.result)
+                extra["result"] = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+        out: dict[str, Any] = {
+            "taskId": task_id,
+            "status": status,
+            "createdAt": _iso(task.created_at),
+            "lastUpdatedAt": _iso(task.updated_at),
+            "ttlMs" if modern else "ttl": None,
+            "pollIntervalMs" if modern else "pollInterval": POLL_MS,
+        }
+        if message:
+            out["statusMessage"] = message
+        return {**out, **extra} if inline else out
 
     async def close(self) -> None:
         """Stop the runs of this process (their tasks go on after a restart)."""
         await self.runs.close()
-
-
-def _wire(view: dict[str, Any], modern: bool) -> dict[str, Any]:
-    """The task as `tasks/get` answers it in the revision's spelling."""
-    out: dict[str, Any] = {
-        "taskId": view["task_id"],
-        "status": view.get("status", "working"),
-        "createdAt": view["created_at"],
-        "lastUpdatedAt": view["updated_at"],
-        "ttlMs" if modern else "ttl": None,
-        "pollIntervalMs" if modern else "pollInterval": POLL_MS,
-    }
-    if view.get("message"):
-        out["statusMessage"] = view["message"]
-    return out
 
 
 _APPROVAL_SCHEMA = {

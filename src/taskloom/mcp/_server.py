@@ -182,11 +182,7 @@ class MCPServer:
             tuple(sorted((env or {}).items())),
             os.fspath(cwd) if cwd is not None else None,
         )
-        return cls(
-            launch,
-            name=name or _command_name(command, tuple(args)),
-            **options,
-        )
+        return cls(launch, name=name or _command_name(command, tuple(args)), **options)
 
     @classmethod
     def http(
@@ -204,11 +200,7 @@ class MCPServer:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigurationError(f"MCPServer.http: {url!r} is not an http(s) URL")
         launch = HttpLaunch(url, tuple(sorted((headers or {}).items())))
-        return cls(
-            launch,
-            name=name or parts.hostname,
-            **options,
-        )
+        return cls(launch, name=name or parts.hostname, **options)
 
     def __repr__(self) -> str:
         kind = "stdio" if isinstance(self._launch, StdioLaunch) else "http"

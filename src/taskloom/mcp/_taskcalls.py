@@ -33,7 +33,6 @@ from ..background import (
     BackgroundService,
     FollowJob,
     Follows,
-    RunStart,
     WorkResult,
     bounded_text,
 )
@@ -43,7 +42,7 @@ from ..events import ToolProgress
 from ..log import input_id_for, read_inputs
 from ..runtime import Runtime
 from ..tools import ToolContext, ToolError, ToolOutput
-from ._connection import Connection, TaskRefused
+from ._connection import Connection, TaskRefused, stopped
 from ._tasks import TaskState, cancel_task, start_task, update_task
 from ._tool import to_output
 
@@ -83,7 +82,11 @@ class TaskCalls:
         self._cancels: set[asyncio.Task[None]] = set()  # of calls cut off inline
         # By (server key, task id): whose questions a server's request is (2025-11-25).
         self.following: dict[tuple[str, str], TaskFollow] = {}
-        BackgroundService.of(runtime).on_run_start(self.resume)
+        # At the first boundary of every run: the session's MCP tasks no live
+        # process follows are followed again.
+        BackgroundService.of(runtime).on_run_start(
+            lambda start: self.follows.resume(start, KIND, self._followed)
+        )
         self.follows.register(KIND, "mcp", self._followed)
 
     @classmethod
@@ -92,7 +95,7 @@ class TaskCalls:
         return runtime.service(cls, cls)
 
     def know(self, server: MCPServer) -> None:
-        """Remember `server`, so tasks started on it can be polled from here."""
+        """Remember `server`: tasks started on it are polled from here."""
         self.servers.setdefault(server.key, server)
 
     async def call(
@@ -123,8 +126,7 @@ class TaskCalls:
             while not state.ended and loop.time() < deadline:
                 if ctx.stop.is_set:
                     await self.cancel_quietly(connection, state.task_id)
-                    reason = f" ({ctx.stop.reason})" if ctx.stop.reason else ""
-                    raise ToolError(f"cancelled: the run was asked to stop{reason}")
+                    raise ToolError(stopped(ctx.stop))
                 pause = min(clamp_poll(state.poll), max(0.0, deadline - loop.time()))
                 if pause > 0:
                     with contextlib.suppress(TimeoutError):
@@ -182,11 +184,6 @@ class TaskCalls:
             f"{state.task_id} ({state.status}{': ' + message if message else ''}"
             f"{ttl}). Its result arrives as a background notice when it ends."
         )
-
-    async def resume(self, start: RunStart) -> None:
-        """Follow again the session's MCP tasks that no live process follows
-        (called at the first boundary of every run)."""
-        await self.follows.resume(start, KIND, self._followed)
 
     def _followed(self, meta: SessionMeta, record: Mapping[str, Any] | None) -> TaskFollow | None:
         server = self.servers.get(str((record or {}).get("server", "")))
@@ -270,10 +267,8 @@ class TaskFollow:
             )
         server, connection, calls = self.server, self.connection, self.calls
         self.job = job
-        self.task_id, self.tool = task_id, tool = (
-            str(record["task_id"]),
-            str(record.get("tool", "")),
-        )
+        task_id = self.task_id = str(record["task_id"])
+        tool = self.tool = str(record.get("tool", ""))
         self.call_id = str(record.get("call_id", ""))
         created_at = float(record.get("created_at") or time.time())
         ttl_kept, poll = record.get("ttl"), record.get("poll")
@@ -311,7 +306,8 @@ class TaskFollow:
                             f"{failures} failed polls: {exc.message}",
                         )
                         break
-                    await asyncio.sleep(server.limits.poll_pause(failures))
+                    pauses = server.limits.poll_backoff
+                    await asyncio.sleep(pauses[min(failures - 1, len(pauses) - 1)])
                     continue
                 failures = 0
                 if state.poll is not None:
@@ -320,7 +316,11 @@ class TaskFollow:
                     said = state.message
                     self._progress(bounded_text(state.message), {"status": state.status})
                 if state.ended:
-                    result = _outcome(server, tool, state)
+                    output = task_output(server, tool, state)
+                    status = NoticeStatus.FAILED if output.is_error else NoticeStatus.DONE
+                    if state.status == "cancelled":
+                        status = NoticeStatus.STOPPED
+                    result = status, output.content
                     break
                 ttl = state.ttl if state.ttl is not None else ttl_kept
                 if ttl is not None and time.time() > created_at + float(ttl):
@@ -519,13 +519,6 @@ def duration(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} minutes"
     return f"{seconds / 3600:.1f} hours"
-
-
-def _outcome(server: MCPServer, tool: str, state: TaskState) -> tuple[str, str]:
-    output = task_output(server, tool, state)
-    if state.status == "cancelled":
-        return NoticeStatus.STOPPED, output.content
-    return NoticeStatus.FAILED if output.is_error else NoticeStatus.DONE, output.content
 
 
 def task_output(server: MCPServer, tool: str, state: TaskState) -> ToolOutput:

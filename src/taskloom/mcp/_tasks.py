@@ -22,6 +22,7 @@ from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import SerializeAsAny
 
 __all__ = [
     "TASKS_EXTENSION",
@@ -50,9 +51,7 @@ RELATED_TASK = "io.modelcontextprotocol/related-task"
 its belongs to."""
 
 
-class _Task(types.Result):
-    """A 2026-07-28 task."""
-
+class _Task(types.Result):  # a 2026-07-28 task
     task_id: str
     status: str
     status_message: str | None = None
@@ -81,9 +80,14 @@ class TaskIdParams(types.RequestParams):
     task_id: str
 
 
-class _GetTask(types.Request[TaskIdParams, Literal["tasks/get"]]):
-    method: Literal["tasks/get"] = "tasks/get"
-    params: TaskIdParams
+class UpdateParams(TaskIdParams):
+    input_responses: dict[str, Any] | None = None
+
+
+class _TaskRequest(
+    types.Request[TaskIdParams, Literal["tasks/get", "tasks/cancel", "tasks/update"]]
+):
+    params: SerializeAsAny[TaskIdParams]  # an `UpdateParams` whole
     # 2026-07-28 over HTTP: `Mcp-Name` carries the task id, for routing.
     name_param: ClassVar[str | None] = "taskId"
 
@@ -91,23 +95,6 @@ class _GetTask(types.Request[TaskIdParams, Literal["tasks/get"]]):
 class _TaskResult(types.Request[TaskIdParams, Literal["tasks/result"]]):
     method: Literal["tasks/result"] = "tasks/result"
     params: TaskIdParams
-
-
-class _CancelTask(types.Request[TaskIdParams, Literal["tasks/cancel"]]):
-    method: Literal["tasks/cancel"] = "tasks/cancel"
-    params: TaskIdParams
-    name_param: ClassVar[str | None] = "taskId"
-
-
-class UpdateParams(types.RequestParams):
-    task_id: str
-    input_responses: dict[str, Any] | None = None
-
-
-class _UpdateTask(types.Request[UpdateParams, Literal["tasks/update"]]):
-    method: Literal["tasks/update"] = "tasks/update"
-    params: UpdateParams
-    name_param: ClassVar[str | None] = "taskId"
 
 
 class _Ack(types.Result):
@@ -163,24 +150,18 @@ def _modern(client: Client) -> bool:
     return client.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
-def _from_claim(claim: _Task) -> TaskState:
-    return TaskState(
-        claim.task_id,
-        claim.status,
-        claim.status_message,
-        _seconds(claim.poll_interval_ms),
-        _seconds(claim.ttl_ms),
-        _instant(claim.created_at),
-    )
-
-
-def _from_legacy(task: types.Task) -> TaskState:
+def _state(task: _Task | types.Task) -> TaskState:
+    """A task in either revision's spelling (both in milliseconds)."""
+    if isinstance(task, _Task):
+        poll, ttl = task.poll_interval_ms, task.ttl_ms
+    else:
+        poll, ttl = task.poll_interval, task.ttl
     return TaskState(
         task.task_id,
         task.status,
         task.status_message,
-        _seconds(task.poll_interval),
-        _seconds(task.ttl),
+        _seconds(poll),
+        _seconds(ttl),
         _instant(task.created_at),
     )
 
@@ -189,7 +170,7 @@ async def _resolve_inline(claim: ClaimedTask, ctx: ClaimContext) -> types.CallTo
     """A task the server made of an inline call: waited for here."""
     import anyio
 
-    state = _from_claim(claim)
+    state = _state(claim)
     while True:
         state = await _get(ctx.session, state.task_id, modern=True)
         if state.ended:
@@ -225,9 +206,8 @@ def task_capable(client: Client, tool: types.Tool) -> bool:
     if _modern(client):
         return TASKS_EXTENSION in (capabilities.extensions or {})
     tasks = capabilities.tasks
-    if tasks is None or tasks.requests is None or tasks.requests.tools is None:
-        return False
-    if tasks.requests.tools.call is None:
+    tools = tasks.requests.tools if tasks is not None and tasks.requests is not None else None
+    if tools is None or tools.call is None:
         return False
     support = tool.execution.task_support if tool.execution is not None else None
     return support in ("optional", "required")
@@ -249,7 +229,7 @@ async def start_task(
             name, arguments, read_timeout_seconds=timeout, allow_claimed=True
         )
         if isinstance(answer, ClaimedTask):
-            return _from_claim(answer)
+            return _state(answer)
         if isinstance(answer, types.CallToolResult):
             return answer
         raise MCPError(types.INVALID_REQUEST, f"unexpected answer to a tool call: {answer!r}")
@@ -258,7 +238,7 @@ async def start_task(
         params["task"]["ttl"] = int(ttl * 1000)
     raw = await _raw_request(client.session, "tools/call", params, timeout)
     if "task" in raw:
-        return _from_legacy(types.CreateTaskResult.model_validate(raw).task)
+        return _state(types.CreateTaskResult.model_validate(raw).task)
     return types.CallToolResult.model_validate(raw)
 
 
@@ -271,19 +251,19 @@ async def get_task(client: Client, task_id: str, *, timeout: float | None = None
 async def _get(
     session: ClientSession, task_id: str, *, modern: bool, timeout: float | None = None
 ) -> TaskState:
-    request = _GetTask(params=TaskIdParams(task_id=task_id))
+    request = _TaskRequest(method="tasks/get", params=TaskIdParams(task_id=task_id))
     if modern:
         got = await session.send_request(request, _DetailedTask, timeout)
         result = None
         if got.status == "completed" and got.result is not None:
             result = types.CallToolResult.model_validate(got.result)
         return dataclasses.replace(
-            _from_claim(got),
+            _state(got),
             result=result,
             error=_error_text(got.error) if got.status == "failed" else None,
             input_requests=got.input_requests,
         )
-    task = _from_legacy(await session.send_request(request, types.GetTaskResult, timeout))
+    task = _state(await session.send_request(request, types.GetTaskResult, timeout))
     if task.status not in ("completed", "failed"):
         return task
     # 2025-11-25 keeps the outcome apart: `tasks/result` gives the tool's
@@ -302,7 +282,7 @@ async def cancel_task(client: Client, task_id: str, *, timeout: float | None = N
     """Ask the server to cancel the task (`tasks/cancel`); it may finish
     first all the same, so read it again to know."""
     await client.session.send_request(
-        _CancelTask(params=TaskIdParams(task_id=task_id)), _Ack, timeout
+        _TaskRequest(method="tasks/cancel", params=TaskIdParams(task_id=task_id)), _Ack, timeout
     )
 
 
@@ -333,7 +313,8 @@ async def update_task(
     the server named them, values the answers (an `ElicitResult` for an
     `elicitation/create`)."""
     params = UpdateParams(task_id=task_id, input_responses=responses)
-    await client.session.send_request(_UpdateTask(params=params), _Ack, timeout)
+    request = _TaskRequest(method="tasks/update", params=params)
+    await client.session.send_request(request, _Ack, timeout)
 
 
 async def fetch_result(client: Client, task_id: str) -> types.CallToolResult:

@@ -106,26 +106,21 @@ class MCPTool(Tool):
     async def invoke(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
         """Call the tool on the server: as an MCP task when the server runs it
         as one and its `task_mode` is not `"never"`."""
-        connection = self.connection
+        server, connection, remote = self.server, self.connection, self.remote_name
 
         async def report(progress: float, total: float | None, message: str | None) -> None:
             text = message or (f"{progress:g}/{total:g}" if total else f"{progress:g}")
             ctx.progress(redact(text, self.secrets), progress=progress, total=total)
 
-        mode = self.server.task_mode(self.remote_name)
+        mode = server.task_mode(remote)
         if mode != "never" and await connection.task_capable(self.remote):
-            wait = 0.0 if mode == "always" else self.server.task_after
-            return await self.calls.call(
-                self.server, connection, self.remote_name, arguments, ctx, wait
+            wait = 0.0 if mode == "always" else server.task_after
+            return await self.calls.call(server, connection, remote, arguments, ctx, wait)
+        return to_output(
+            await connection.call(
+                remote, arguments, timeout=server.timeout, progress=report, stop=ctx.stop
             )
-        result = await connection.call(
-            self.remote_name,
-            arguments,
-            timeout=self.server.timeout,
-            progress=report,
-            stop=ctx.stop,
         )
-        return to_output(result)
 
 
 def _check_schema(schema: dict[str, Any]) -> None:

@@ -63,7 +63,13 @@ class StdioLaunch:
         """The SDK's stdio transport to the server run under a keeper, its stderr
         to `errlog` (`FileNotFoundError` or `PermissionError` if it cannot run)."""
         env = get_default_environment() | dict(self.env)
-        _check_runnable(self.command, env.get("PATH", os.defpath), self.cwd)
+        # Raised here as exec would: the keeper would only say so on the server's stderr.
+        command, cwd = self.command, self.cwd
+        where = os.path.join(cwd or "", command) if os.sep in command else command
+        if shutil.which(where, path=env.get("PATH", os.defpath)) is None:
+            if os.sep in command and os.path.exists(where):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), command)
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
         argv = [self.command, *self.args]
         with contextlib.suppress(CommandNotStarted):  # no interpreter: run it directly
             argv = stdio_keeper_argv(argv, env, LEFTOVER_GRACE)
@@ -99,17 +105,6 @@ class HttpLaunch:
 
 
 Launch = StdioLaunch | HttpLaunch
-
-
-def _check_runnable(command: str, path: str, cwd: str | None) -> None:
-    """Raise what exec would if `command` cannot be run: the keeper would
-    only say so on the server's stderr."""
-    where = os.path.join(cwd or "", command) if os.sep in command else command
-    if shutil.which(where, path=path) is not None:
-        return
-    if os.sep in command and os.path.exists(where):
-        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), command)
-    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
 
 
 @contextlib.asynccontextmanager

@@ -51,11 +51,6 @@ class ServedState(Enum):
     FAILED = "failed"
     CANCELLED = "cancelled"
 
-    @property
-    def is_final(self) -> bool:
-        """Whether the task is over: nothing will run it on."""
-        return self in (ServedState.COMPLETED, ServedState.FAILED, ServedState.CANCELLED)
-
 
 @dataclass(frozen=True, slots=True)
 class ServedTask:
@@ -200,7 +195,6 @@ class ServedRuns:
             await asyncio.wait([job], timeout=2)
 
     def _stop_here(self, task_id: str) -> asyncio.Task[None] | None:
-        """Cancel the task's run in flight here; the job, if any."""
         job = self._runs.get(task_id)
         if job is not None:
             job.cancel()
@@ -209,8 +203,12 @@ class ServedRuns:
     async def read(self, task_id: str, *, take_up: bool = True) -> ServedTask | None:
         """The task (None if the store has no such task of this server),
         launching the run its log says is due (unless not `take_up`)."""
-        if take_up:
-            self._start_soon()
+        if take_up and not (self._started or self._closed):
+            # Not started explicitly (an app mounted in a host's server): at its first read.
+            self._started = True
+            chore = asyncio.get_running_loop().create_task(self.start())
+            self._chores.add(chore)
+            chore.add_done_callback(self._chore_done)
         try:
             meta = await self.runtime.store.get(task_id)
         except SessionNotFound:
@@ -234,11 +232,11 @@ class ServedRuns:
         elif result is None:
             state = ServedState.FAILED  # no input was ever written: nothing to run
         else:
-            state = _ended(result.status)
+            state = _ENDED.get(result.status, ServedState.FAILED)
             if state is ServedState.INPUT_REQUIRED:
                 waiting = tuple(log.undecided_calls())
                 questions = tuple(pending_inputs(entries))
-        if state.is_final:
+        if state in _FINAL:
             self._known.discard(task_id)
             self._seen.pop(task_id, None)
         elif take_up:
@@ -258,20 +256,10 @@ class ServedRuns:
                 with contextlib.suppress(SessionNotFound):
                     await self.read(meta.id)
 
-    def _start_soon(self) -> None:
-        # Not started explicitly (an app mounted in a host's server): at its first read.
-        if self._started or self._closed:
-            return
-        self._started = True
-        task = asyncio.get_running_loop().create_task(self.start())
-        self._chores.add(task)
-
-        def done(_: object) -> None:
-            self._chores.discard(task)
-            if not task.cancelled() and task.exception() is not None:
-                logger.warning("taking up served tasks failed", exc_info=task.exception())
-
-        task.add_done_callback(done)
+    def _chore_done(self, task: asyncio.Task[None]) -> None:
+        self._chores.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("taking up served tasks failed", exc_info=task.exception())
 
     def _look_on(self) -> None:
         if self._closed:
@@ -346,16 +334,15 @@ def _cancelled(log: SessionLog) -> bool:
     return log.stop_position > 0
 
 
-def _ended(status: RunStatus) -> ServedState:
-    match status:
-        case RunStatus.COMPLETED:
-            return ServedState.COMPLETED
-        case RunStatus.AWAITING_APPROVAL:
-            return ServedState.INPUT_REQUIRED
-        case RunStatus.STOPPED:
-            return ServedState.CANCELLED
-        case _:
-            return ServedState.FAILED
+_ENDED = {
+    RunStatus.COMPLETED: ServedState.COMPLETED,
+    RunStatus.AWAITING_APPROVAL: ServedState.INPUT_REQUIRED,
+    RunStatus.STOPPED: ServedState.CANCELLED,
+}
+"""A finished run's task state by its status (any other: failed)."""
+
+_FINAL = (ServedState.COMPLETED, ServedState.FAILED, ServedState.CANCELLED)
+"""The states after which nothing runs the task on."""
 
 
 async def _drain(queue: asyncio.Queue[Event | None]) -> AsyncIterator[Event]:
