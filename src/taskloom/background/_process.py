@@ -188,8 +188,8 @@ class CommandResult:
         out = self.output
         if out.total_chars == 0:
             return text + "; no output"
+        shown = out.render().rstrip("\n")
         if not out.is_truncated:
-            shown = out.render().rstrip("\n")
             return f"{text}; output:\n{shown}"
         if out.spill_path is not None and out.spill_error is None:
             where = f"the full output is in {out.spill_path}"
@@ -197,7 +197,6 @@ class CommandResult:
             where = f"saving the full output failed: {out.spill_error}"
         else:
             where = "the full output was not saved"
-        shown = out.render().rstrip("\n")
         return f"{text}; output ({out.total_chars} characters, middle cut; {where}):\n{shown}"
 
     def _outcome(self) -> str:

@@ -57,7 +57,6 @@ __all__ = [
     "InlineDispatcher",
     "TaskDispatcher",
     "registration",
-    "report_notice",
     "report_notice_id",
 ]
 

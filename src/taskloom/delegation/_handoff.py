@@ -57,11 +57,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ASK_TOOL",
     "Questions",
-    "ask_notice_id",
     "ask_parent_tool",
     "delegate_in_task",
-    "open_questions",
-    "reply_notice_id",
     "reply_to_child",
 ]
 

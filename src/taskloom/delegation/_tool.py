@@ -33,11 +33,9 @@ if TYPE_CHECKING:
     from ..tools import ToolContext
 
 __all__ = [
-    "ChildHandover",
     "ChildQueue",
     "DecidedChildren",
     "DelegationTool",
-    "resume_children",
 ]
 
 logger = logging.getLogger("taskloom")

@@ -58,11 +58,9 @@ from ._content import (
 )
 
 __all__ = [
-    "CAPTURE_CONTENT_ENV",
     "DURATION_BUCKETS",
     "TOKEN_BUCKETS",
     "GenAIObserver",
-    "content_capture_from_env",
 ]
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
