@@ -190,7 +190,9 @@ class Keeper:
                 and not children_left
                 and (not self._by_group or self._told)
             ):
-                return _status_of(self._exit_code)
+                # The exit status that tells it (negative: killed by that signal).
+                code = self._exit_code
+                return code if code >= 0 else 128 - code
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 deadline = None
@@ -375,11 +377,6 @@ def _release_stdio(fds: tuple[int, ...]) -> None:
     for fd in fds:
         os.dup2(null, fd)
     os.close(null)
-
-
-def _status_of(code: int) -> int:
-    """The exit status that tells `code` (negative: killed by that signal)."""
-    return code if code >= 0 else 128 - code
 
 
 def main(args: list[str]) -> int:

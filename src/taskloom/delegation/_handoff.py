@@ -68,11 +68,6 @@ POLL = 0.2
 """Seconds between looks at the child's inbox while it waits for an answer."""
 
 
-def ask_notice_id(child_id: str, call_id: str) -> str:
-    """The id of a child's question in its parent's inbox."""
-    return f"{child_id}:ask:{call_id}"
-
-
 def reply_notice_id(child_id: str, call_id: str) -> str:
     """The id of the parent's answer in the child's inbox."""
     return f"{child_id}:reply:{call_id}"
@@ -123,7 +118,7 @@ class Questions:
             "reply=...)."
         )
         notice = BackgroundNotice(
-            ask_notice_id(ctx.session_id, ctx.call_id),
+            f"{ctx.session_id}:ask:{ctx.call_id}",
             f"{ctx.session_id}:ask",
             "question",
             text,
@@ -206,11 +201,6 @@ class Questions:
                 if item[1] != call.id:
                     asked.put_nowait(item)
         return call.id
-
-
-async def open_questions(runtime: Runtime, child_id: str) -> set[str]:
-    """The ids of the questions `child_id` still waits on."""
-    return {c.id for c in _open_questions(await runtime.store.load(child_id))}
 
 
 def _open_questions(entries: list[Any]) -> list[ToolCall]:
@@ -440,8 +430,8 @@ async def _wait_on(runtime: Runtime, ctx: ToolContext, state: _Child) -> ToolOut
                     asked.cancel()
             if asked in done and state.running not in done:
                 _, question_id, _ = asked.result()
-                waiting = await open_questions(runtime, child_id)
-                if question_id not in waiting:
+                waiting = _open_questions(await runtime.store.load(child_id))
+                if all(c.id != question_id for c in waiting):
                     continue  # answered meanwhile, or given up on
             break
     except asyncio.CancelledError:

@@ -305,13 +305,7 @@ def _agent_for(worker: ChildWorker, spec: ChildSpec, offered: Mapping[str, Tool]
     """The agent of the `SubAgent` that started the child, from `offered` or the
     runtime's agents, else rebuilt from the registries (`ConfigurationError`)."""
     for tools in (offered, *(a.tool_map for a in worker.runtime.agents.values())):
-        found = _child_agent(tools, spec)
-        if found is not None:
-            return found
+        tool = tools.get(spec.type or "")
+        if isinstance(tool, DelegationTool) and tool.child_agent is not None:
+            return tool.child_agent
     return worker.build_agent(spec)
-
-
-def _child_agent(tools: Mapping[str, Tool], spec: ChildSpec) -> Agent | None:
-    """The child agent of the delegation tool among `tools` that started the child, if any."""
-    tool = tools.get(spec.type or "")
-    return tool.child_agent if isinstance(tool, DelegationTool) else None
