@@ -257,8 +257,6 @@ class CommandProcess:
         """
         if not argv:
             raise CommandNotStarted("the command is empty")
-        if not sys.executable:
-            raise CommandNotStarted("no Python interpreter to run the command's keeper")
         loop = asyncio.get_running_loop()
         ours, theirs = socket.socketpair()
         out_r, out_w = os.pipe()
@@ -498,14 +496,14 @@ def stdio_keeper_argv(argv: Sequence[str], env: Mapping[str, str], grace: float)
     (`SIGTERM`, then `SIGKILL` after `grace`), at once when the keeper gets
     `SIGTERM`, and when this process dies. `CommandNotStarted` without a
     Python interpreter."""
-    if not sys.executable:
-        raise CommandNotStarted("no Python interpreter to run the command's keeper")
     return _keeper_args(f"stdio:{os.getpid()}", argv, grace, None, env.get("LC_CTYPE"))
 
 
 def _keeper_args(
     where: str, argv: Sequence[str], grace: float, backstop: float | None, lc_ctype: str | None
 ) -> list[str]:
+    if not sys.executable:
+        raise CommandNotStarted("no Python interpreter to run the command's keeper")
     return [
         sys.executable,
         "-I",
