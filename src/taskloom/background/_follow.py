@@ -407,18 +407,14 @@ class Follows:
                 logger.warning("followed work %s failed: %s", job.child_id, text)
                 raise WorkFailed(text) from None
             except asyncio.CancelledError:
-                current = asyncio.current_task()
+                if (current := asyncio.current_task()) is not None:
+                    current.uncancel()
                 if self.closing:
                     # Cut off by the runtime's close: the work goes on over
                     # there, and the next run of the session takes it up.
-                    if current is not None:
-                        current.uncancel()
                     raise Detached() from None
                 # Stopped (the run that started it, a delete): the kind
-                # cancelled it over there on the way out; say so, which
-                # needs this task un-cancelled.
-                if current is not None:
-                    current.uncancel()
+                # cancelled it over there on the way out; say so.
                 why = f" ({job.why})" if job.why else ""
                 result = NoticeStatus.STOPPED, f"stopped before it finished{why}; it was cancelled"
             if not isinstance(result, BackgroundNotice):

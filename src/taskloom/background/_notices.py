@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from builtins import list as _list
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -57,10 +57,6 @@ def _completion(notice: BackgroundNotice) -> str:
     # Continuation lines are indented so a multi-line result cannot be read as
     # the start of another notice.
     return f"{line}: " + notice.text.replace("\n", "\n  ")
-
-
-def _running(activities: Iterable[BackgroundActivity]) -> str:
-    return f"{_PREFIX} still running: " + "; ".join(_label(a) for a in activities)
 
 
 WAIT_TOOL = "background_wait"
@@ -203,7 +199,7 @@ class RunNotices:
             self._first_boundary = False
             running = [a for a in listed if a.id not in self._ended]
             if running:
-                head.append(_running(running))
+                head.append(f"{_PREFIX} still running: " + "; ".join(map(_label, running)))
         return self._deliver(head, unseen)
 
     async def before_final(self) -> Delivery | None:
@@ -234,11 +230,9 @@ class RunNotices:
     def _deliver(
         self, head: _list[str], unseen: _list[BackgroundNotice], tail: _list[str] | None = None
     ) -> Delivery | None:
-        if not head and not unseen and not tail:
-            return None  # the usual boundary: nothing to say
         lines = [*head, *(_completion(n) for n in unseen), *(tail or ())]
         if not lines:
-            return None
+            return None  # the usual boundary: nothing to say
         ids = tuple(n.id for n in unseen)
         self._seen.update(ids)
         return Delivery("\n".join(lines), ids)

@@ -188,8 +188,8 @@ class CommandResult:
         out = self.output
         if out.total_chars == 0:
             return text + "; no output"
+        shown = out.render().rstrip("\n")
         if not out.is_truncated:
-            shown = out.render().rstrip("\n")
             return f"{text}; output:\n{shown}"
         if out.spill_path is not None and out.spill_error is None:
             where = f"the full output is in {out.spill_path}"
@@ -197,7 +197,6 @@ class CommandResult:
             where = f"saving the full output failed: {out.spill_error}"
         else:
             where = "the full output was not saved"
-        shown = out.render().rstrip("\n")
         return f"{text}; output ({out.total_chars} characters, middle cut; {where}):\n{shown}"
 
     def _outcome(self) -> str:
@@ -258,8 +257,6 @@ class CommandProcess:
         """
         if not argv:
             raise CommandNotStarted("the command is empty")
-        if not sys.executable:
-            raise CommandNotStarted("no Python interpreter to run the command's keeper")
         loop = asyncio.get_running_loop()
         ours, theirs = socket.socketpair()
         out_r, out_w = os.pipe()
@@ -499,14 +496,14 @@ def stdio_keeper_argv(argv: Sequence[str], env: Mapping[str, str], grace: float)
     (`SIGTERM`, then `SIGKILL` after `grace`), at once when the keeper gets
     `SIGTERM`, and when this process dies. `CommandNotStarted` without a
     Python interpreter."""
-    if not sys.executable:
-        raise CommandNotStarted("no Python interpreter to run the command's keeper")
     return _keeper_args(f"stdio:{os.getpid()}", argv, grace, None, env.get("LC_CTYPE"))
 
 
 def _keeper_args(
     where: str, argv: Sequence[str], grace: float, backstop: float | None, lc_ctype: str | None
 ) -> list[str]:
+    if not sys.executable:
+        raise CommandNotStarted("no Python interpreter to run the command's keeper")
     return [
         sys.executable,
         "-I",

@@ -40,7 +40,6 @@ logger = logging.getLogger("taskloom")
 __all__ = [
     "BackgroundHost",
     "BackgroundService",
-    "DecisionHook",
     "Detached",
     "Work",
     "WorkFailed",

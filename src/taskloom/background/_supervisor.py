@@ -101,7 +101,10 @@ def descendants(root: int) -> list[tuple[int, int]]:
 def _send(pid: int, started: int, sig: int) -> None:
     """Signal the process `pid` only if it is still the one that started at
     `started` (a pidfd makes that certain; without one, nearly)."""
-    fd = _pidfd(pid)
+    try:
+        fd: int | None = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        fd = None  # no pidfds here, or it is gone
     try:
         stat = _stat(pid)
         if stat is None or stat[1] != started:
@@ -114,14 +117,6 @@ def _send(pid: int, started: int, sig: int) -> None:
     finally:
         if fd is not None:
             os.close(fd)
-
-
-def _pidfd(pid: int) -> int | None:
-    """A pidfd for `pid`; None where there are none, or when it is gone."""
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None
 
 
 class Keeper:
@@ -190,7 +185,9 @@ class Keeper:
                 and not children_left
                 and (not self._by_group or self._told)
             ):
-                return _status_of(self._exit_code)
+                # The exit status that tells it (negative: killed by that signal).
+                code = self._exit_code
+                return code if code >= 0 else 128 - code
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 deadline = None
@@ -375,11 +372,6 @@ def _release_stdio(fds: tuple[int, ...]) -> None:
     for fd in fds:
         os.dup2(null, fd)
     os.close(null)
-
-
-def _status_of(code: int) -> int:
-    """The exit status that tells `code` (negative: killed by that signal)."""
-    return code if code >= 0 else 128 - code
 
 
 def main(args: list[str]) -> int:

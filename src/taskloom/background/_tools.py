@@ -250,9 +250,39 @@ class _Commands:
         spawned = asyncio.Event()
 
         async def work() -> WorkResult:
-            return await self._run(
-                service, session_id, activity_id, command, argv, cwd, timeout, spawned
-            )
+            try:
+                output = OutputCapture(
+                    self.head_chars,
+                    self.tail_chars,
+                    lambda: self._spills.path(service, session_id, activity_id),
+                )
+                try:
+                    process = await CommandProcess.start(
+                        command,
+                        argv,
+                        output=output,
+                        cwd=cwd,
+                        env=self.environment(),
+                        grace=self.kill_grace,
+                        backstop=timeout + self.kill_grace + _BACKSTOP_MARGIN,
+                    )
+                except CommandNotStarted as exc:
+                    return NoticeStatus.FAILED, f"`{command}` could not start: {exc}"
+                finally:
+                    spawned.set()
+                async with process:
+                    try:
+                        result = await process.wait(timeout)
+                    except asyncio.CancelledError:
+                        # The service cancels this task to stop the command (stop,
+                        # session delete, runtime close). A stopped result, not the
+                        # cancellation, lets the notice carry what it printed.
+                        result = await process.stop()
+                        if (task := asyncio.current_task()) is not None:
+                            task.uncancel()
+                return redacted((result.status, result.render()), self.secrets)
+            finally:
+                self._untrack(service, session_id, activity_id)
 
         # Tracked before the start: the delete hook must see every command
         # whose task exists.
@@ -291,67 +321,16 @@ class _Commands:
         if not spawned.is_set():
             self._untrack(service, session_id, activity_id)
 
-    async def _run(
-        self,
-        service: BackgroundService,
-        session_id: str,
-        activity_id: str,
-        command: str,
-        argv: list[str],
-        cwd: str | None,
-        timeout: float,
-        spawned: asyncio.Event,
-    ) -> WorkResult:
-        try:
-            output = OutputCapture(
-                self.head_chars,
-                self.tail_chars,
-                lambda: self._spills.path(service, session_id, activity_id),
-            )
-            try:
-                process = await CommandProcess.start(
-                    command,
-                    argv,
-                    output=output,
-                    cwd=cwd,
-                    env=self.environment(),
-                    grace=self.kill_grace,
-                    backstop=timeout + self.kill_grace + _BACKSTOP_MARGIN,
-                )
-            except CommandNotStarted as exc:
-                return NoticeStatus.FAILED, f"`{command}` could not start: {exc}"
-            finally:
-                spawned.set()
-            async with process:
-                try:
-                    result = await process.wait(timeout)
-                except asyncio.CancelledError:
-                    # The service cancels this task to stop the command (stop,
-                    # session delete, runtime close). Answering with a stopped
-                    # result, not the cancellation, lets the notice carry what
-                    # the command printed before it was stopped; the service
-                    # finishes the activity the same way either way.
-                    result = await process.stop()
-                    task = asyncio.current_task()
-                    if task is not None:
-                        task.uncancel()
-            return redacted((result.status, result.render()), self.secrets)
-        finally:
-            self._untrack(service, session_id, activity_id)
-
     def owns(self, service: BackgroundService, session_id: str, activity_id: str) -> bool:
         """Whether this tool set runs that command in this process."""
         return activity_id in self._running.get(service, {}).get(session_id, ())
 
     def _untrack(self, service: BackgroundService, session_id: str, activity_id: str) -> None:
-        sessions = self._running.get(service)
-        if sessions is None:
-            return
-        ids = sessions.get(session_id)
+        ids = self._running.get(service, {}).get(session_id)
         if ids is not None:
             ids.discard(activity_id)
             if not ids:
-                del sessions[session_id]
+                del self._running[service][session_id]
 
     def _watch_deletes(self, service: BackgroundService) -> None:
         if service in self._running:

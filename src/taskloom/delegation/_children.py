@@ -271,8 +271,7 @@ async def linked_child(runtime: Runtime, ctx: ToolContext) -> str | None:
     a turn parked on it), to take up rather than start another."""
     # From the turn's assistant message on: the link is written after it.
     for e in await runtime.store.load(ctx.session_id, after=ctx.turn):
-        payload = e.payload
-        if isinstance(payload, SubagentLink) and payload.call_id == ctx.call_id:
+        if isinstance(payload := e.payload, SubagentLink) and payload.call_id == ctx.call_id:
             return payload.child_session_id
     return None
 
@@ -295,8 +294,7 @@ def ended_outcome(child_id: str, name: str, end: SubagentResult) -> ChildOutcome
 def terminal_entry(entries: list[Entry]) -> SubagentResult | None:
     """The child's terminal entry, if it has one (the first one counts)."""
     for e in entries:
-        payload = e.payload
-        if isinstance(payload, SubagentResult):
+        if isinstance(payload := e.payload, SubagentResult):
             return payload
     return None
 
@@ -305,8 +303,7 @@ def kept_answer(entries: list[Entry]) -> str | None:
     """The whole answer (or question) of a remote agent that its delegation cut for
     the parent: its child session's first assistant message, if kept."""
     for e in entries:
-        payload = e.payload
-        if isinstance(payload, MessageEntry) and payload.message.role == "assistant":
+        if isinstance(payload := e.payload, MessageEntry) and payload.message.role == "assistant":
             return payload.message.text
     return None
 

@@ -57,7 +57,6 @@ __all__ = [
     "InlineDispatcher",
     "TaskDispatcher",
     "registration",
-    "report_notice",
     "report_notice_id",
 ]
 
@@ -378,8 +377,7 @@ class FollowedChild:
             if job.detaching or background.closing:
                 raise
             # Stopped: the run wrote its terminal entry; say so as it says.
-            current = asyncio.current_task()
-            if current is not None:
+            if (current := asyncio.current_task()) is not None:
                 current.uncancel()
             outcome = ChildOutcome(
                 self.spec.child_session_id, self.spec.name, ChildStatus.STOPPED, error="cancelled"

@@ -57,11 +57,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ASK_TOOL",
     "Questions",
-    "ask_notice_id",
     "ask_parent_tool",
     "delegate_in_task",
-    "open_questions",
-    "reply_notice_id",
     "reply_to_child",
 ]
 
@@ -69,11 +66,6 @@ ASK_TOOL = "ask_parent"
 
 POLL = 0.2
 """Seconds between looks at the child's inbox while it waits for an answer."""
-
-
-def ask_notice_id(child_id: str, call_id: str) -> str:
-    """The id of a child's question in its parent's inbox."""
-    return f"{child_id}:ask:{call_id}"
 
 
 def reply_notice_id(child_id: str, call_id: str) -> str:
@@ -126,7 +118,7 @@ class Questions:
             "reply=...)."
         )
         notice = BackgroundNotice(
-            ask_notice_id(ctx.session_id, ctx.call_id),
+            f"{ctx.session_id}:ask:{ctx.call_id}",
             f"{ctx.session_id}:ask",
             "question",
             text,
@@ -209,11 +201,6 @@ class Questions:
                 if item[1] != call.id:
                     asked.put_nowait(item)
         return call.id
-
-
-async def open_questions(runtime: Runtime, child_id: str) -> set[str]:
-    """The ids of the questions `child_id` still waits on."""
-    return {c.id for c in _open_questions(await runtime.store.load(child_id))}
 
 
 def _open_questions(entries: list[Any]) -> list[ToolCall]:
@@ -443,8 +430,8 @@ async def _wait_on(runtime: Runtime, ctx: ToolContext, state: _Child) -> ToolOut
                     asked.cancel()
             if asked in done and state.running not in done:
                 _, question_id, _ = asked.result()
-                waiting = await open_questions(runtime, child_id)
-                if question_id not in waiting:
+                waiting = _open_questions(await runtime.store.load(child_id))
+                if all(c.id != question_id for c in waiting):
                     continue  # answered meanwhile, or given up on
             break
     except asyncio.CancelledError:

@@ -33,11 +33,9 @@ if TYPE_CHECKING:
     from ..tools import ToolContext
 
 __all__ = [
-    "ChildHandover",
     "ChildQueue",
     "DecidedChildren",
     "DelegationTool",
-    "resume_children",
 ]
 
 logger = logging.getLogger("taskloom")
@@ -126,42 +124,37 @@ class DelegationTool(Tool):
         return await self._handler(self.runtime, arguments, ctx)
 
     async def resume_work(self, start: RunStart) -> None:
-        """Take up the session's background children whose process died (`resume_children`)."""
-        await resume_children(self.runtime, start)
+        """Take up the session's background children that nobody runs, each by a
+        `FollowedChild` run on from its log (`Follows.resume`). One never started
+        is left to its queue, one parked on undecided calls to the decision
+        (`DecidedChildren`), and one this runtime cannot rebuild to a process
+        that can."""
+        if "delegation" in start.claimed:
+            return
+        start.claimed.add("delegation")
+        worker = ChildWorker(self.runtime)
 
+        def make(meta: SessionMeta, record: Mapping[str, Any] | None) -> FollowedChild | None:
+            if record is None:
+                return None
+            spec = ChildSpec.from_dict(record)
+            try:
+                return FollowedChild(worker, spec, _agent_for(worker, spec, start.offered))
+            except ConfigurationError as exc:
+                logger.info(
+                    "background child %s of session %s is interrupted; "
+                    "this runtime cannot run it on (%s)",
+                    meta.id,
+                    start.session_id,
+                    exc,
+                )
+                return None
 
-async def resume_children(runtime: Runtime, start: RunStart) -> None:
-    """Take up the session's background children that nobody runs, each by a
-    `FollowedChild` run on from its log (`Follows.resume`). One never started
-    is left to its queue, one parked on undecided calls to the decision
-    (`DecidedChildren`), and one this runtime cannot rebuild to a process
-    that can."""
-    if "delegation" in start.claimed:
-        return
-    start.claimed.add("delegation")
-    worker = ChildWorker(runtime)
-
-    def make(meta: SessionMeta, record: Mapping[str, Any] | None) -> FollowedChild | None:
-        if record is None:
-            return None
-        spec = ChildSpec.from_dict(record)
-        try:
-            return FollowedChild(worker, spec, _agent_for(worker, spec, start.offered))
-        except ConfigurationError as exc:
-            logger.info(
-                "background child %s of session %s is interrupted; "
-                "this runtime cannot run it on (%s)",
-                meta.id,
-                start.session_id,
-                exc,
-            )
-            return None
-
-    follows = Follows.of(runtime)
-    for mode in ("background", "inline"):
-        # The run that takes a child up did not start it: its report comes
-        # at a later round, however this run ends.
-        await follows.resume(start, mode, make, kind="subagent", when=_resumable, remind=False)
+        follows = Follows.of(self.runtime)
+        for mode in ("background", "inline"):
+            # The run that takes a child up did not start it: its report comes
+            # at a later round, however this run ends.
+            await follows.resume(start, mode, make, kind="subagent", when=_resumable, remind=False)
 
 
 def _resumable(entries: list[Entry]) -> bool:
@@ -279,7 +272,7 @@ class DecidedChildren:
             handover.where, handover.detail = "queue", await queue.dispatch_child(spec)
             return
         # The parent's next run takes up the children registered under it
-        # (`resume_children`); the registration the child's runner kept may
+        # (`DelegationTool.resume_work`); the registration the child's runner kept may
         # have lapsed while it waited for the decision.
         registered = registration(
             spec.child_session_id, spec.name, spec.task, spec.parent_run_id, mode="background"
@@ -307,13 +300,7 @@ def _agent_for(worker: ChildWorker, spec: ChildSpec, offered: Mapping[str, Tool]
     """The agent of the `SubAgent` that started the child, from `offered` or the
     runtime's agents, else rebuilt from the registries (`ConfigurationError`)."""
     for tools in (offered, *(a.tool_map for a in worker.runtime.agents.values())):
-        found = _child_agent(tools, spec)
-        if found is not None:
-            return found
+        tool = tools.get(spec.type or "")
+        if isinstance(tool, DelegationTool) and tool.child_agent is not None:
+            return tool.child_agent
     return worker.build_agent(spec)
-
-
-def _child_agent(tools: Mapping[str, Tool], spec: ChildSpec) -> Agent | None:
-    """The child agent of the delegation tool among `tools` that started the child, if any."""
-    tool = tools.get(spec.type or "")
-    return tool.child_agent if isinstance(tool, DelegationTool) else None

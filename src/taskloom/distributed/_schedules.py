@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from ..backends import SessionStore
 
-__all__ = ["Schedule", "Schedules", "first_time", "next_time"]
+__all__ = ["Schedule", "Schedules", "next_time"]
 
 _COLUMNS = "id, session_id, every_seconds, cron, input, next_at"
 
@@ -68,7 +68,8 @@ class Schedules(RunQueue):
             raise UsageError("schedule() takes one of every= or cron=")
         if every is not None and every.total_seconds() <= 0:
             raise UsageError("schedule(every=...) must be positive")
-        first = first_time(every, cron, datetime.now(UTC))
+        now = datetime.now(UTC)
+        first = next_time(every, cron, now, now)
         schedule = Schedule(uuid.uuid4().hex, session_id, every, cron, input, first)
         async with self.database.connection() as conn, conn.transaction():
             await conn.execute(
@@ -160,17 +161,9 @@ def _cron_next(cron: str, after: datetime) -> datetime:
     return nxt
 
 
-def first_time(every: timedelta | None, cron: str | None, now: datetime) -> datetime:
-    """When a new schedule fires first."""
-    if cron is not None:
-        return _cron_next(cron, now)
-    assert every is not None
-    return now + every
-
-
 def next_time(every: timedelta | None, cron: str | None, due: datetime, now: datetime) -> datetime:
-    """When a schedule that was due at `due` fires next: never in the past (missed
-    firings are skipped, not made up in a burst)."""
+    """When a schedule that was due at `due` fires next (first: `due` is now):
+    never in the past (missed firings are skipped, not made up in a burst)."""
     if cron is not None:
         return _cron_next(cron, max(due, now))
     assert every is not None

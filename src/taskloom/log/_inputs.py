@@ -27,13 +27,9 @@ def read_inputs(
     asked: dict[str, InputRequest] = {}
     answered: dict[str, InputAnswer] = {}
     for entry in entries:
-        if entry.kind == InputRequest.KIND:
-            request = entry.payload
-            assert isinstance(request, InputRequest)
+        if entry.kind == InputRequest.KIND and isinstance(request := entry.payload, InputRequest):
             asked.setdefault(request.input_id, request)
-        elif entry.kind == InputAnswer.KIND:
-            answer = entry.payload
-            assert isinstance(answer, InputAnswer)
+        elif entry.kind == InputAnswer.KIND and isinstance(answer := entry.payload, InputAnswer):
             answered.setdefault(answer.input_id, answer)
     return asked, answered
 

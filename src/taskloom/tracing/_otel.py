@@ -58,11 +58,9 @@ from ._content import (
 )
 
 __all__ = [
-    "CAPTURE_CONTENT_ENV",
     "DURATION_BUCKETS",
     "TOKEN_BUCKETS",
     "GenAIObserver",
-    "content_capture_from_env",
 ]
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
@@ -77,11 +75,6 @@ DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 
 """Bucket boundaries of `gen_ai.client.operation.duration`, seconds (the conventions' advice)."""
 
 _W3C = TraceContextTextMapPropagator()
-
-
-def content_capture_from_env() -> bool:
-    """Whether `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` asks for content."""
-    return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
 
 
 class GenAIObserver:
@@ -115,9 +108,9 @@ class GenAIObserver:
             description="GenAI operation duration.",
             explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
         )
-        self.capture_content = (
-            content_capture_from_env() if capture_content is None else capture_content
-        )
+        if capture_content is None:
+            capture_content = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
+        self.capture_content = capture_content
         self.max_content_chars = max_content_chars
 
     def run(self, info: RunInfo) -> _RunSpan:
