@@ -42,6 +42,8 @@ def _same_store(store: SessionStore, url: str) -> bool:
             and other_path is not None
             and Path(path).resolve() == Path(other_path).resolve()
         )
+    # A PostgreSQL store is named by its database's address and schema.
+    mine, other = getattr(mine, "database", mine), getattr(other, "database", other)
     address: str | None = getattr(mine, "url", None)
     same_schema = getattr(mine, "schema", None) == getattr(other, "schema", None)
     return address is not None and address == getattr(other, "url", None) and same_schema
