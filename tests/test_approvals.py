@@ -2,16 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from taskloom import (
-    Agent,
-    ApprovalConflict,
-    ApprovalsMissing,
-    RunStatus,
-    Runtime,
-    TaskloomError,
-    ToolContext,
-    tool,
-)
+from taskloom import Agent, RunStatus, Runtime, TaskloomError, ToolContext, tool
+from taskloom.errors import ApprovalConflict, ApprovalsMissing
 from taskloom.events import ApprovalRequested
 from taskloom.models import ScriptedModel, reply
 

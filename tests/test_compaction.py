@@ -15,8 +15,6 @@ from taskloom import (
     Compaction,
     ContextWindowExceeded,
     ModelSettings,
-    RoundContext,
-    RoundDecision,
     RunOptions,
     RunStatus,
     Runtime,
@@ -26,7 +24,7 @@ from taskloom.entries import CompactionEntry, EntryKind
 from taskloom.errors import ConfigurationError
 from taskloom.events import CompactionFinished
 from taskloom.log import summary_message
-from taskloom.loop import SUMMARY_PROMPT, ContextEstimate
+from taskloom.loop import SUMMARY_PROMPT, ContextEstimate, RoundContext, RoundDecision
 from taskloom.messages import Message, TextBlock, ToolCall, ToolResult, Usage
 from taskloom.models import FunctionModel, ModelRequest, known_context_window, reply
 from taskloom.testing.fake_server import FakeServer

@@ -15,17 +15,8 @@ import json
 import re
 from typing import Any
 
-from taskloom import (
-    Agent,
-    Continue,
-    RoundAdjustment,
-    RoundContext,
-    RoundDecision,
-    RunOptions,
-    Runtime,
-    ToolEffect,
-    tool,
-)
+from taskloom import Agent, RunOptions, Runtime, ToolEffect, tool
+from taskloom.loop import Continue, RoundAdjustment, RoundContext, RoundDecision
 from taskloom.models import AnthropicModel, GeminiModel, OpenAIChatModel, OpenAIResponsesModel
 from taskloom.testing.transport import RecordingTransport
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from taskloom import Agent, AnswerConflict, Runtime, UsageError
+from taskloom import Agent, Runtime, UsageError
 from taskloom.entries import Entry, InputAnswer, InputRequest, MCPTaskEnded
+from taskloom.errors import AnswerConflict
 from taskloom.log import input_id_for
 from taskloom.models import FunctionModel, reply
 

@@ -10,7 +10,6 @@ from barriers import GENEROUS, Overlap, set_within
 from taskloom import (
     Agent,
     Message,
-    ModelScriptExhausted,
     RateLimitError,
     RetryPolicy,
     RunOptions,
@@ -22,7 +21,7 @@ from taskloom import (
     Usage,
     tool,
 )
-from taskloom.errors import AuthenticationError
+from taskloom.errors import AuthenticationError, ModelScriptExhausted
 from taskloom.events import RetryAttempt, ToolCallFinished, ToolCallStarted
 from taskloom.log import INTERRUPTED
 from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply

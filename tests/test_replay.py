@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from taskloom import Agent, Message, ReplayMismatch, RunStatus, Runtime, ToolEffect, Usage, tool
+from taskloom import Agent, Message, RunStatus, Runtime, ToolEffect, Usage, tool
+from taskloom.errors import ReplayMismatch
 from taskloom.models import OpenAIChatModel, RecordingModel, ReplayModel
 from taskloom.testing.fake_server import FakeServer
 from taskloom.testing.recordings import recorded_model

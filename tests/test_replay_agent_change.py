@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from pg import open_durable, pg_schema, requires_postgres  # noqa: F401 (fixture)
-from taskloom import Agent, ReplayMismatch, RunStatus, Runtime, Tool, ToolEffect, tool
+from taskloom import Agent, RunStatus, Runtime, Tool, ToolEffect, tool
 from taskloom.entries import Entry, EntryKind, RunStartedEntry
+from taskloom.errors import ReplayMismatch
 from taskloom.models import RecordingModel, ReplayModel, ScriptedModel, reply
 from taskloom.tools import ToolHost
 

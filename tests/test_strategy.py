@@ -3,21 +3,15 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
-from taskloom import (
-    Agent,
+from taskloom import Agent, ReasoningOptions, RunOptions, RunStatus, Runtime, ToolEffect, tool
+from taskloom.loop import (
     Continue,
     Inject,
     ReasoningChange,
-    ReasoningOptions,
     RoundAdjustment,
     RoundBoundary,
     RoundContext,
     RoundDecision,
-    RunOptions,
-    RunStatus,
-    Runtime,
-    ToolEffect,
-    tool,
 )
 from taskloom.models import ModelRequest, ScriptedModel, reply
 from taskloom.runtime import SessionModel

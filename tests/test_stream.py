@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from store_signals import SignalingStore
-from taskloom import Agent, ModelScriptExhausted, RunStatus, Runtime, ToolContext, ToolEffect, tool
+from taskloom import Agent, RunStatus, Runtime, ToolContext, ToolEffect, tool
+from taskloom.errors import ModelScriptExhausted
 from taskloom.events import (
     ModelRequestStarted,
     RoundCommitted,

@@ -59,7 +59,7 @@ async def test_set_model_keeps_the_instance_even_when_specs_are_equal() -> None:
 
 
 async def test_a_strategy_switch_to_an_instance_with_the_same_spec_is_honoured() -> None:
-    from taskloom import Continue, RoundAdjustment, RoundContext, RoundDecision
+    from taskloom.loop import Continue, RoundAdjustment, RoundContext, RoundDecision
 
     second = ScriptedModel(["second says done"])
 
@@ -255,7 +255,7 @@ async def test_a_stale_writer_is_refused_after_a_takeover() -> None:
     other = await runtime.open_session(session.id, Agent("h", ScriptedModel(["fresh"])))
     assert (await other.run("again")).text == "fresh"
     release.set()
-    with pytest.raises(taskloom.StaleLeaseError):
+    with pytest.raises(taskloom.errors.StaleLeaseError):
         await stale
     texts = [m.text for m in await other.transcript()]
     assert "late" not in " ".join(texts)  # the stale writer appended nothing after the takeover

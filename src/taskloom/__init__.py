@@ -5,7 +5,8 @@ Define an `Agent` (model, instructions, tools), run it in a `Session` of a
 stop, approvals. See the README for a tour.
 
 What a program needs is here; each name has one home besides (a package of
-taskloom): events are in `taskloom.events`, store and background errors in
+taskloom): events are in `taskloom.events`, round strategies and their
+decisions in `taskloom.loop`, conflicts and store and background errors in
 `taskloom.errors`, backends in `taskloom.backends`, test models in
 `taskloom.models`, delegation's machinery in `taskloom.delegation`.
 """
@@ -20,22 +21,16 @@ from ._run_controls import StopSignal
 from .agent import Agent
 from .entries import DeferredItem
 from .errors import (
-    AnswerConflict,
     APIKeyMissing,
-    ApprovalConflict,
-    ApprovalsMissing,
     AuthenticationError,
     ConfigurationError,
     ContextWindowExceeded,
     InvalidRequest,
-    ModelScriptExhausted,
     ProviderError,
     ProviderOverloaded,
     RateLimitError,
-    ReplayMismatch,
     SessionBusy,
     SessionNotFound,
-    StaleLeaseError,
     TaskloomError,
     ToolDefinitionWarning,
     TransportError,
@@ -44,19 +39,9 @@ from .errors import (
 from .loop import (
     Budget,
     Compaction,
-    Continue,
-    Inject,
     Price,
-    ReasoningChange,
-    RoundAdjustment,
-    RoundBoundary,
-    RoundContext,
-    RoundDecision,
-    RoundStrategy,
-    RoundToolResult,
     RunOptions,
     RunStream,
-    Stop,
 )
 from .messages import ImageBlock, Message, TextBlock, ThinkingBlock, ToolCall, ToolResult, Usage
 from .models import ModelRequest, ModelSettings, ReasoningOptions, RetryPolicy
@@ -67,23 +52,17 @@ from .tools import Deferred, Tool, ToolContext, ToolEffect, ToolError, ToolOutpu
 __all__ = [
     "Agent",
     "APIKeyMissing",
-    "AnswerConflict",
-    "ApprovalConflict",
-    "ApprovalsMissing",
     "AuthenticationError",
     "Budget",
     "Compaction",
     "ConfigurationError",
     "ContextWindowExceeded",
-    "Continue",
     "Deferred",
     "DeferredItem",
     "ImageBlock",
-    "Inject",
     "InvalidRequest",
     "Message",
     "ModelRequest",
-    "ModelScriptExhausted",
     "ModelSettings",
     "OutputType",
     "PendingCall",
@@ -92,16 +71,8 @@ __all__ = [
     "ProviderError",
     "ProviderOverloaded",
     "RateLimitError",
-    "ReasoningChange",
     "ReasoningOptions",
-    "ReplayMismatch",
     "RetryPolicy",
-    "RoundAdjustment",
-    "RoundBoundary",
-    "RoundContext",
-    "RoundDecision",
-    "RoundStrategy",
-    "RoundToolResult",
     "RunOptions",
     "RunResult",
     "RunStatus",
@@ -111,8 +82,6 @@ __all__ = [
     "SessionBusy",
     "SessionNotFound",
     "Spawner",
-    "StaleLeaseError",
-    "Stop",
     "StopSignal",
     "SubAgent",
     "TaskloomError",

@@ -22,19 +22,10 @@ import openai
 import pytest
 from llama_server import MODEL_NAME, N_CTX, LiveServer, start_server
 
-from taskloom import (
-    Agent,
-    ModelSettings,
-    RoundAdjustment,
-    RoundBoundary,
-    RoundContext,
-    RoundDecision,
-    RunOptions,
-    RunStatus,
-    tool,
-)
+from taskloom import Agent, ModelSettings, RunOptions, RunStatus, tool
 from taskloom.errors import ContextWindowExceeded, ProviderError, TransportError
 from taskloom.events import TextDelta
+from taskloom.loop import RoundAdjustment, RoundBoundary, RoundContext, RoundDecision
 from taskloom.messages import Message
 from taskloom.models import ModelRequest, OpenAIChatModel, RetryPolicy
 from taskloom.results import ToolSpec

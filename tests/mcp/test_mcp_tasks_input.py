@@ -30,8 +30,9 @@ from npm_servers import everything_entry
 import taskloom
 from conftest import SEEN_GROUPS
 from pg import pg_schema  # noqa: F401 (fixture)
-from taskloom import Agent, AnswerConflict, PendingInput, Runtime, Session, UsageError
+from taskloom import Agent, PendingInput, Runtime, Session, UsageError
 from taskloom.entries import InputAnswer, InputRequest, MCPTaskEnded
+from taskloom.errors import AnswerConflict
 from taskloom.events import WorkFinished
 from taskloom.mcp import MCPServer
 from taskloom.models import FunctionModel, ModelRequest, reply

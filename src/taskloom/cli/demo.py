@@ -17,9 +17,6 @@ from rich.rule import Rule
 
 from .. import (
     Agent,
-    RoundBoundary,
-    RoundContext,
-    RoundDecision,
     RunOptions,
     Runtime,
     Tool,
@@ -28,6 +25,7 @@ from .. import (
     Usage,
     tool,
 )
+from ..loop import RoundBoundary, RoundContext, RoundDecision
 from ..models import FunctionModel, ModelRequest, ScriptedModel, reply
 from .common import Demo
 from .render import EventPrinter, terminal, usage_table
