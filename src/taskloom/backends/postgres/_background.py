@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from builtins import list as _list
 from collections.abc import Iterable
-from typing import Any
 
 from psycopg import sql
 from psycopg.types.json import Jsonb
@@ -54,22 +53,6 @@ POSTGRES_BACKGROUND_MIGRATIONS: tuple[Migration, ...] = (
 
 def _table(db: PostgresDatabase, name: str) -> sql.Identifier:
     return sql.Identifier(*((db.schema,) if db.schema else ()), f"taskloom_background_{name}")
-
-
-async def _execute(db: PostgresDatabase, query: sql.Composed, params: tuple[object, ...]) -> int:
-    """Run one statement (its own transaction); how many rows it changed."""
-    async with db.connection() as conn:
-        cur = await conn.execute(query, params)
-        return cur.rowcount
-
-
-async def _bodies(
-    db: PostgresDatabase, query: sql.Composed, params: tuple[object, ...]
-) -> _list[Any]:
-    """The first column of every row the query returns."""
-    async with db.connection() as conn:
-        cur = await conn.execute(query, params)
-        return [row[0] for row in await cur.fetchall()]
 
 
 class PostgresActivityRegistry:
@@ -133,19 +116,17 @@ class PostgresActivityRegistry:
         return True
 
     async def list(self, session: str) -> _list[BackgroundActivity]:
-        bodies = await _bodies(
-            self._db,
+        bodies = await self._db.fetchall(
             sql.SQL(
                 "SELECT body FROM {} WHERE session_id = %s AND expires_at > %s ORDER BY seq"
             ).format(self._table),
             (session, self._clock()),
         )
-        return [BackgroundActivity.from_dict(b) for b in bodies]
+        return [BackgroundActivity.from_dict(b) for (b,) in bodies]
 
     async def renew(self, session: str, activity_id: str, lease: float) -> bool:
         now = self._clock()
-        changed = await _execute(
-            self._db,
+        changed = await self._db.execute(
             sql.SQL(
                 "UPDATE {} SET expires_at = %s WHERE session_id = %s AND id = %s AND expires_at > %s"
             ).format(self._table),
@@ -154,15 +135,13 @@ class PostgresActivityRegistry:
         return changed == 1
 
     async def remove(self, session: str, activity_id: str) -> None:
-        await _execute(
-            self._db,
+        await self._db.execute(
             sql.SQL("DELETE FROM {} WHERE session_id = %s AND id = %s").format(self._table),
             (session, activity_id),
         )
 
     async def clear(self, session: str) -> None:
-        await _execute(
-            self._db,
+        await self._db.execute(
             sql.SQL("DELETE FROM {} WHERE session_id = %s").format(self._table),
             (session,),
         )
@@ -184,8 +163,7 @@ class PostgresNoticeInbox:
         # The unique key decides the race: a second writer of the id waits for
         # the first to commit and then inserts nothing (or inserts, if the
         # first rolled back), so exactly one push reports True.
-        inserted = await _execute(
-            self._db,
+        inserted = await self._db.execute(
             sql.SQL(
                 "INSERT INTO {} (session_id, id, body) VALUES (%s, %s, %s)"
                 " ON CONFLICT (session_id, id) DO NOTHING"
@@ -195,21 +173,19 @@ class PostgresNoticeInbox:
         return inserted == 1
 
     async def pending(self, session: str) -> _list[BackgroundNotice]:
-        bodies = await _bodies(
-            self._db,
+        bodies = await self._db.fetchall(
             sql.SQL("SELECT body FROM {} WHERE session_id = %s AND NOT acked ORDER BY seq").format(
                 self._table
             ),
             (session,),
         )
-        return [BackgroundNotice.from_dict(b) for b in bodies]
+        return [BackgroundNotice.from_dict(b) for (b,) in bodies]
 
     async def ack(self, session: str, ids: Iterable[str]) -> None:
         wanted = _list(ids)
         if not wanted:
             return
-        await _execute(
-            self._db,
+        await self._db.execute(
             sql.SQL(
                 "UPDATE {} SET acked = true WHERE session_id = %s AND NOT acked AND id = ANY(%s)"
             ).format(self._table),
@@ -217,8 +193,7 @@ class PostgresNoticeInbox:
         )
 
     async def clear(self, session: str) -> None:
-        await _execute(
-            self._db,
+        await self._db.execute(
             sql.SQL("DELETE FROM {} WHERE session_id = %s").format(self._table),
             (session,),
         )

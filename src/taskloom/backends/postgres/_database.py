@@ -135,6 +135,21 @@ class PostgresDatabase:
         finally:
             slots.release()
 
+    async def execute(self, query: Any, params: Any = (), *, urgent: bool = False) -> int:
+        """Run one statement (its own transaction); how many rows it changed."""
+        async with self.connection(urgent=urgent) as conn:
+            return (await conn.execute(query, params)).rowcount
+
+    async def fetchone(self, query: Any, params: Any = (), *, urgent: bool = False) -> Any:
+        """The first row one statement returns, or None."""
+        async with self.connection(urgent=urgent) as conn:
+            return await (await conn.execute(query, params)).fetchone()
+
+    async def fetchall(self, query: Any, params: Any = ()) -> list[Any]:
+        """Every row one statement returns."""
+        async with self.connection() as conn:
+            return await (await conn.execute(query, params)).fetchall()
+
     async def close(self) -> None:
         """Close the pool (if it was ever opened); later calls raise. Idempotent."""
         self._closed = True

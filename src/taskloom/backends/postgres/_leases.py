@@ -68,8 +68,7 @@ class PostgresLeases:
     async def acquire(self, key: str, holder: str, ttl: float) -> Lease | None:
         now = self._clock()
         params = {"key": key, "holder": holder, "expires_at": now + ttl, "now": now}
-        async with self._db.connection() as conn:
-            row = await (await conn.execute(self._acquire, params)).fetchone()
+        row = await self._db.fetchone(self._acquire, params)
         return None if row is None else Lease(key, holder, int(row[0]), now + ttl)
 
     async def renew(self, lease: Lease, ttl: float) -> Lease | None:
@@ -82,13 +81,11 @@ class PostgresLeases:
         }
         # On the reserved connection: a renewal queued behind the holder's own
         # work (its children's writes) could come too late and lose the lease.
-        async with self._db.connection(urgent=True) as conn:
-            row = await (await conn.execute(self._renew, params)).fetchone()
+        row = await self._db.fetchone(self._renew, params, urgent=True)
         return None if row is None else Lease(lease.key, lease.holder, lease.generation, now + ttl)
 
     async def release(self, lease: Lease) -> None:
-        async with self._db.connection(urgent=True) as conn:
-            await conn.execute(self._release, (lease.key, lease.generation))
+        await self._db.execute(self._release, (lease.key, lease.generation), urgent=True)
 
     async def take_over(self, lease: Lease, holder: str, ttl: float) -> Lease | None:
         now = self._clock()
@@ -99,12 +96,10 @@ class PostgresLeases:
             "holder": holder,
             "expires_at": now + ttl,
         }
-        async with self._db.connection() as conn:
-            row = await (await conn.execute(self._take_over, params)).fetchone()
+        row = await self._db.fetchone(self._take_over, params)
         return None if row is None else Lease(lease.key, holder, int(row[0]), now + ttl)
 
     async def current(self, key: str) -> Lease | None:
         now = self._clock()
-        async with self._db.connection() as conn:
-            row = await (await conn.execute(self._current, (key, now))).fetchone()
+        row = await self._db.fetchone(self._current, (key, now))
         return None if row is None else Lease(key, row[0], int(row[1]), float(row[2]))

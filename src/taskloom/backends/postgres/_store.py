@@ -156,15 +156,13 @@ class PostgresStore:
         if not meta.created_at:
             meta = SessionMeta(meta.id, meta.agent, meta.parent_id, self._clock(), meta.metadata)
         params = (meta.id, meta.agent, meta.parent_id, meta.created_at, dump_json(meta.metadata))
-        async with self._db.connection() as conn:
-            row = await (await conn.execute(self._sql_create, params)).fetchone()
+        row = await self._db.fetchone(self._sql_create, params)
         if row is None:
             raise ValueError(f"session {meta.id!r} already exists")
         return meta
 
     async def get(self, session_id: str) -> SessionMeta:
-        async with self._db.connection() as conn:
-            row = await (await conn.execute(self._sql_get, (session_id,))).fetchone()
+        row = await self._db.fetchone(self._sql_get, (session_id,))
         if row is None:
             raise not_found(session_id)
         return _meta(row)
@@ -189,12 +187,11 @@ class PostgresStore:
         params["generation"] = fence.generation
         attempt = 0
         while True:
-            async with self._db.connection() as conn:
-                try:
-                    cur = await conn.execute(self._sql_fenced_append, params)
-                except ForeignKeyViolation:
-                    raise not_found(session_id) from None
-                position, current, exists = await cur.fetchone() or (None, 0, False)
+            try:
+                row = await self._db.fetchone(self._sql_fenced_append, params)
+            except ForeignKeyViolation:
+                raise not_found(session_id) from None
+            position, current, exists = row or (None, 0, False)
             if position is not None:
                 return int(position)
             if not exists:
@@ -211,9 +208,7 @@ class PostgresStore:
             attempt = await _lost_race(attempt)
 
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
-        async with self._db.connection() as conn:
-            cur = await conn.execute(self._sql_load, (after or 0, session_id))
-            rows = await cur.fetchall()
+        rows = await self._db.fetchall(self._sql_load, (after or 0, session_id))
         if not rows:
             raise not_found(session_id)
         if rows[0][0] is None:
@@ -234,13 +229,11 @@ class PostgresStore:
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY created_at DESC, seq DESC LIMIT %s"
         )
-        async with self._db.connection() as conn:
-            rows = await (await conn.execute(query, params)).fetchall()
+        rows = await self._db.fetchall(query, params)
         return [_meta(row) for row in rows]
 
     async def delete(self, session_id: str) -> None:
-        async with self._db.connection() as conn:
-            await conn.execute(self._sql_delete, (session_id,))
+        await self._db.execute(self._sql_delete, (session_id,))
 
     async def close(self) -> None:
         """Close the pool every part of the backend shares. Idempotent."""

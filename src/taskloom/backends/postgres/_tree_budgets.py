@@ -56,18 +56,14 @@ class PostgresBudgets:
         self._sql_left = f"SELECT {_LEFT} FROM {table} WHERE tree_id = %s"
 
     async def open(self, tree_id: str, tokens: int | None, nano_usd: int | None) -> None:
-        async with self._db.connection() as conn:
-            await conn.execute(self._sql_open, (tree_id, tokens, nano_usd))
+        await self._db.execute(self._sql_open, (tree_id, tokens, nano_usd))
 
     async def charge(self, tree_id: str, tokens: int, nano_usd: int) -> BudgetLeft | None:
         params = {"id": tree_id, "t": tokens, "u": nano_usd}
-        async with self._db.connection() as conn:
-            return _row(await (await conn.execute(self._sql_charge, params)).fetchone())
+        return _row(await self._db.fetchone(self._sql_charge, params))
 
     async def refund(self, tree_id: str, tokens: int, nano_usd: int) -> None:
-        async with self._db.connection() as conn:
-            await conn.execute(self._sql_refund, (tokens, nano_usd, tree_id))
+        await self._db.execute(self._sql_refund, (tokens, nano_usd, tree_id))
 
     async def left(self, tree_id: str) -> BudgetLeft | None:
-        async with self._db.connection() as conn:
-            return _row(await (await conn.execute(self._sql_left, (tree_id,))).fetchone())
+        return _row(await self._db.fetchone(self._sql_left, (tree_id,)))
