@@ -54,11 +54,6 @@ def _dumps(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-async def _execute(db: SQLiteDatabase, statement: str, params: tuple[object, ...]) -> int:
-    """Run one statement (its own transaction); how many rows it changed."""
-    return await db.run(lambda conn: conn.execute(statement, params).rowcount)
-
-
 class SQLiteActivityRegistry:
     """An `ActivityRegistry` on a backend's `SQLiteDatabase`; `clock` measures leases.
 
@@ -108,23 +103,17 @@ class SQLiteActivityRegistry:
         return await self._db.run(add)
 
     async def list(self, session: str) -> _list[BackgroundActivity]:
-        now = self._clock()
-
-        def select(conn: sqlite3.Connection) -> _list[str]:
-            rows = conn.execute(
-                "SELECT body FROM taskloom_background_activities"
-                " WHERE session_id = ? AND expires_at > ? ORDER BY rowid",
-                (session, now),
-            ).fetchall()
-            return [body for (body,) in rows]
-
-        return [BackgroundActivity.from_dict(json.loads(b)) for b in await self._db.run(select)]
+        rows = await self._db.fetchall(
+            "SELECT body FROM taskloom_background_activities"
+            " WHERE session_id = ? AND expires_at > ? ORDER BY rowid",
+            (session, self._clock()),
+        )
+        return [BackgroundActivity.from_dict(json.loads(b)) for (b,) in rows]
 
     async def renew(self, session: str, activity_id: str, lease: float) -> bool:
         now = self._clock()
 
-        changed = await _execute(
-            self._db,
+        changed = await self._db.execute(
             "UPDATE taskloom_background_activities SET expires_at = ?"
             " WHERE session_id = ? AND id = ? AND expires_at > ?",
             (now + lease, session, activity_id, now),
@@ -132,15 +121,14 @@ class SQLiteActivityRegistry:
         return changed == 1
 
     async def remove(self, session: str, activity_id: str) -> None:
-        await _execute(
-            self._db,
+        await self._db.execute(
             "DELETE FROM taskloom_background_activities WHERE session_id = ? AND id = ?",
             (session, activity_id),
         )
 
     async def clear(self, session: str) -> None:
-        await _execute(
-            self._db, "DELETE FROM taskloom_background_activities WHERE session_id = ?", (session,)
+        await self._db.execute(
+            "DELETE FROM taskloom_background_activities WHERE session_id = ?", (session,)
         )
 
 
@@ -158,8 +146,7 @@ class SQLiteNoticeInbox:
     async def push(self, session: str, notice: BackgroundNotice) -> bool:
         # One statement decides the race: the unique key lets exactly one writer
         # of an id insert, whichever connection or process it is on.
-        inserted = await _execute(
-            self._db,
+        inserted = await self._db.execute(
             "INSERT INTO taskloom_background_notices (session_id, id, body) VALUES (?, ?, ?)"
             " ON CONFLICT (session_id, id) DO NOTHING",
             (session, notice.id, _dumps(notice.to_dict())),
@@ -167,28 +154,24 @@ class SQLiteNoticeInbox:
         return inserted == 1
 
     async def pending(self, session: str) -> _list[BackgroundNotice]:
-        def select(conn: sqlite3.Connection) -> _list[str]:
-            rows = conn.execute(
-                "SELECT body FROM taskloom_background_notices"
-                " WHERE session_id = ? AND acked = 0 ORDER BY seq",
-                (session,),
-            ).fetchall()
-            return [body for (body,) in rows]
-
-        return [BackgroundNotice.from_dict(json.loads(b)) for b in await self._db.run(select)]
+        rows = await self._db.fetchall(
+            "SELECT body FROM taskloom_background_notices"
+            " WHERE session_id = ? AND acked = 0 ORDER BY seq",
+            (session,),
+        )
+        return [BackgroundNotice.from_dict(json.loads(b)) for (b,) in rows]
 
     async def ack(self, session: str, ids: Iterable[str]) -> None:
         wanted = _dumps(_list(ids))
         if wanted == "[]":
             return
-        await _execute(
-            self._db,
+        await self._db.execute(
             "UPDATE taskloom_background_notices SET acked = 1"
             " WHERE session_id = ? AND acked = 0 AND id IN (SELECT value FROM json_each(?))",
             (session, wanted),
         )
 
     async def clear(self, session: str) -> None:
-        await _execute(
-            self._db, "DELETE FROM taskloom_background_notices WHERE session_id = ?", (session,)
+        await self._db.execute(
+            "DELETE FROM taskloom_background_notices WHERE session_id = ?", (session,)
         )

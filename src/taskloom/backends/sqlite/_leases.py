@@ -106,9 +106,7 @@ class SQLiteLeases:
     async def release(self, lease: Lease) -> None:
         # Ahead of queued writes too: a release waiting behind them locks the
         # session for everyone else until it lands.
-        await self._db.run(
-            lambda conn: conn.execute(_RELEASE, (lease.key, lease.generation)), urgent=True
-        )
+        await self._db.execute(_RELEASE, (lease.key, lease.generation), urgent=True)
 
     async def take_over(self, lease: Lease, holder: str, ttl: float) -> Lease | None:
         expires_at = self._clock() + ttl
@@ -123,5 +121,5 @@ class SQLiteLeases:
 
     async def current(self, key: str) -> Lease | None:
         now = self._clock()
-        row = await self._db.run(lambda conn: conn.execute(_CURRENT, (key, now)).fetchone())
+        row = await self._db.fetchone(_CURRENT, (key, now))
         return None if row is None else Lease(key, row[0], int(row[1]), float(row[2]))

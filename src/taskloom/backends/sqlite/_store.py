@@ -142,7 +142,7 @@ class SQLiteStore:
         return meta
 
     async def get(self, session_id: str) -> SessionMeta:
-        row = await self._db.run(lambda conn: conn.execute(_GET, (session_id,)).fetchone())
+        row = await self._db.fetchone(_GET, (session_id,))
         if row is None:
             raise not_found(session_id)
         return _meta(row)
@@ -196,13 +196,11 @@ class SQLiteStore:
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY created_at DESC, rowid DESC LIMIT ?"
         )
-        rows = await self._db.run(
-            lambda conn: conn.execute(query, params).fetchall(), inline=limit is not None
-        )
+        rows = await self._db.fetchall(query, params, inline=limit is not None)
         return [_meta(row) for row in rows]
 
     async def delete(self, session_id: str) -> None:
-        await self._db.run(lambda conn: conn.execute(_DELETE, (session_id,)))
+        await self._db.execute(_DELETE, (session_id,))
 
     async def close(self) -> None:
         """Close the database every part of the backend shares. Idempotent."""

@@ -34,12 +34,6 @@ def _row(row: tuple[int | None, int | None] | None) -> BudgetLeft | None:
     return None if row is None else BudgetLeft(row[0], row[1])
 
 
-def _first(rows: list[tuple[int | None, int | None]]) -> tuple[int | None, int | None] | None:
-    # Every row is read: an UPDATE ... RETURNING stepped only once stays
-    # open, and with it (in autocommit) the write transaction.
-    return rows[0] if rows else None
-
-
 class SQLiteBudgets:
     """A `BudgetLedger` on a SQLite database: a charge is one UPDATE, and
     SQLite's one writer at a time makes its condition atomic."""
@@ -49,26 +43,27 @@ class SQLiteBudgets:
         database.require("budgets", SQLITE_BUDGET_MIGRATIONS)
 
     async def open(self, tree_id: str, tokens: int | None, nano_usd: int | None) -> None:
-        sql = (
+        await self._db.execute(
             "INSERT INTO taskloom_budgets (tree_id, tokens_limit, usd_limit) VALUES (?, ?, ?)"
-            " ON CONFLICT (tree_id) DO NOTHING"
+            " ON CONFLICT (tree_id) DO NOTHING",
+            (tree_id, tokens, nano_usd),
         )
-        await self._db.run(lambda conn: conn.execute(sql, (tree_id, tokens, nano_usd)))
 
     async def charge(self, tree_id: str, tokens: int, nano_usd: int) -> BudgetLeft | None:
         params = {"id": tree_id, "t": tokens, "u": nano_usd}
-        return _row(
-            await self._db.run(lambda conn: _first(conn.execute(_CHARGE, params).fetchall()))
-        )
+        # Every row is read: an UPDATE ... RETURNING stepped only once stays
+        # open, and with it (in autocommit) the write transaction.
+        rows = await self._db.fetchall(_CHARGE, params)
+        return _row(rows[0] if rows else None)
 
     async def refund(self, tree_id: str, tokens: int, nano_usd: int) -> None:
         # Never below nothing spent: a refund gives back at most what was charged.
-        sql = (
+        await self._db.execute(
             "UPDATE taskloom_budgets SET tokens_used = MAX(tokens_used - ?, 0),"
-            " usd_used = MAX(usd_used - ?, 0) WHERE tree_id = ?"
+            " usd_used = MAX(usd_used - ?, 0) WHERE tree_id = ?",
+            (tokens, nano_usd, tree_id),
         )
-        await self._db.run(lambda conn: conn.execute(sql, (tokens, nano_usd, tree_id)))
 
     async def left(self, tree_id: str) -> BudgetLeft | None:
         sql = f"SELECT {_LEFT} FROM taskloom_budgets WHERE tree_id = ?"
-        return _row(await self._db.run(lambda conn: conn.execute(sql, (tree_id,)).fetchone()))
+        return _row(await self._db.fetchone(sql, (tree_id,)))
