@@ -12,7 +12,6 @@ from __future__ import annotations
 from builtins import list as _list
 from collections.abc import Iterable
 
-from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from .._activities import BackgroundActivity, BackgroundNotice
@@ -51,10 +50,6 @@ POSTGRES_BACKGROUND_MIGRATIONS: tuple[Migration, ...] = (
 )
 
 
-def _table(db: PostgresDatabase, name: str) -> sql.Identifier:
-    return sql.Identifier(*((db.schema,) if db.schema else ()), f"taskloom_background_{name}")
-
-
 class PostgresActivityRegistry:
     """An `ActivityRegistry` on a backend's `PostgresDatabase`; `clock` measures leases.
 
@@ -66,7 +61,7 @@ class PostgresActivityRegistry:
         self.database = self._db = database
         self._clock = clock
         database.require("background", POSTGRES_BACKGROUND_MIGRATIONS)
-        self._table = _table(database, "activities")
+        self._table = database.table("background_activities")
         # Advisory locks are database-wide: the schema keeps two deployments
         # in one database from serialising on each other's keys.
         self._kind_lock_prefix = f"taskloom.background.kind:{database.schema or ''}:"
@@ -88,17 +83,13 @@ class PostgresActivityRegistry:
             # Only this kind's lapsed rows, which the lock covers: touching
             # other kinds' rows here could deadlock with their adds.
             await conn.execute(
-                sql.SQL(
-                    "DELETE FROM {} WHERE session_id = %s AND kind = %s AND expires_at <= %s"
-                ).format(table),
+                f"DELETE FROM {table} WHERE session_id = %s AND kind = %s AND expires_at <= %s",
                 (session, activity.kind, now),
             )
             if kind_cap is not None:
                 cur = await conn.execute(
-                    sql.SQL(
-                        "SELECT count(*) FROM {} WHERE session_id = %s AND kind = %s"
-                        " AND id <> %s AND expires_at > %s"
-                    ).format(table),
+                    f"SELECT count(*) FROM {table} WHERE session_id = %s AND kind = %s"
+                    " AND id <> %s AND expires_at > %s",
                     (session, activity.kind, activity.id, now),
                 )
                 row = await cur.fetchone()
@@ -106,20 +97,17 @@ class PostgresActivityRegistry:
                     return False
             # An upsert keeps the row's `seq`, hence its place in `list`.
             await conn.execute(
-                sql.SQL(
-                    "INSERT INTO {} (session_id, id, kind, expires_at, body)"
-                    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (session_id, id) DO UPDATE SET"
-                    " kind = excluded.kind, expires_at = excluded.expires_at, body = excluded.body"
-                ).format(table),
+                f"INSERT INTO {table} (session_id, id, kind, expires_at, body)"
+                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (session_id, id) DO UPDATE SET"
+                " kind = excluded.kind, expires_at = excluded.expires_at, body = excluded.body",
                 (session, activity.id, activity.kind, now + lease, Jsonb(activity.to_dict())),
             )
         return True
 
     async def list(self, session: str) -> _list[BackgroundActivity]:
         bodies = await self._db.fetchall(
-            sql.SQL(
-                "SELECT body FROM {} WHERE session_id = %s AND expires_at > %s ORDER BY seq"
-            ).format(self._table),
+            f"SELECT body FROM {self._table}"
+            " WHERE session_id = %s AND expires_at > %s ORDER BY seq",
             (session, self._clock()),
         )
         return [BackgroundActivity.from_dict(b) for (b,) in bodies]
@@ -127,22 +115,21 @@ class PostgresActivityRegistry:
     async def renew(self, session: str, activity_id: str, lease: float) -> bool:
         now = self._clock()
         changed = await self._db.execute(
-            sql.SQL(
-                "UPDATE {} SET expires_at = %s WHERE session_id = %s AND id = %s AND expires_at > %s"
-            ).format(self._table),
+            f"UPDATE {self._table} SET expires_at = %s"
+            " WHERE session_id = %s AND id = %s AND expires_at > %s",
             (now + lease, session, activity_id, now),
         )
         return changed == 1
 
     async def remove(self, session: str, activity_id: str) -> None:
         await self._db.execute(
-            sql.SQL("DELETE FROM {} WHERE session_id = %s AND id = %s").format(self._table),
+            f"DELETE FROM {self._table} WHERE session_id = %s AND id = %s",
             (session, activity_id),
         )
 
     async def clear(self, session: str) -> None:
         await self._db.execute(
-            sql.SQL("DELETE FROM {} WHERE session_id = %s").format(self._table),
+            f"DELETE FROM {self._table} WHERE session_id = %s",
             (session,),
         )
 
@@ -157,26 +144,22 @@ class PostgresNoticeInbox:
     def __init__(self, database: PostgresDatabase) -> None:
         self.database = self._db = database
         database.require("background", POSTGRES_BACKGROUND_MIGRATIONS)
-        self._table = _table(database, "notices")
+        self._table = database.table("background_notices")
 
     async def push(self, session: str, notice: BackgroundNotice) -> bool:
         # The unique key decides the race: a second writer of the id waits for
         # the first to commit and then inserts nothing (or inserts, if the
         # first rolled back), so exactly one push reports True.
         inserted = await self._db.execute(
-            sql.SQL(
-                "INSERT INTO {} (session_id, id, body) VALUES (%s, %s, %s)"
-                " ON CONFLICT (session_id, id) DO NOTHING"
-            ).format(self._table),
+            f"INSERT INTO {self._table} (session_id, id, body) VALUES (%s, %s, %s)"
+            " ON CONFLICT (session_id, id) DO NOTHING",
             (session, notice.id, Jsonb(notice.to_dict())),
         )
         return inserted == 1
 
     async def pending(self, session: str) -> _list[BackgroundNotice]:
         bodies = await self._db.fetchall(
-            sql.SQL("SELECT body FROM {} WHERE session_id = %s AND NOT acked ORDER BY seq").format(
-                self._table
-            ),
+            f"SELECT body FROM {self._table} WHERE session_id = %s AND NOT acked ORDER BY seq",
             (session,),
         )
         return [BackgroundNotice.from_dict(b) for (b,) in bodies]
@@ -186,14 +169,13 @@ class PostgresNoticeInbox:
         if not wanted:
             return
         await self._db.execute(
-            sql.SQL(
-                "UPDATE {} SET acked = true WHERE session_id = %s AND NOT acked AND id = ANY(%s)"
-            ).format(self._table),
+            f"UPDATE {self._table} SET acked = true"
+            " WHERE session_id = %s AND NOT acked AND id = ANY(%s)",
             (session, wanted),
         )
 
     async def clear(self, session: str) -> None:
         await self._db.execute(
-            sql.SQL("DELETE FROM {} WHERE session_id = %s").format(self._table),
+            f"DELETE FROM {self._table} WHERE session_id = %s",
             (session,),
         )
