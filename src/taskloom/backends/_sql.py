@@ -1,27 +1,18 @@
-"""What the SQL backends share: JSON as they store it, migrations, filters.
-
-`SQLiteDatabase` (`backends.sqlite`) owns one SQLite file through one
-connection that lives on one worker thread: sqlite3 blocks, and the event loop
-must not. `PostgresDatabase` (`backends.postgres`) owns a psycopg connection
-pool, opened on first use, and bounds every wait on the server (connecting,
-checkout, statements, cancellation). Both do no I/O until first use, apply
-each component's versioned migrations before the first statement runs, and
-are shared by every part of their backend (store, leases, registry, inbox,
-snapshots), so a fenced append can check the lease in the same transaction
-that writes the entry.
+"""What the SQL backends share: JSON as they store it, migrations, queries.
 
 Each component (`"sessions"`, `"leases"`, ...) registers its migrations with
-`require`; `taskloom_schema_version` records how far each one got. A
-migration is a tuple of statements, applied in order, never edited once
-released: a schema change is a new migration at the end.
+its database's `require`; `taskloom_schema_version` records how far each one
+got. A migration is a tuple of statements, applied in order, never edited
+once released: a schema change is a new migration at the end.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..entries import Entry
 from ..errors import CorruptEntry
 
 __all__ = [
@@ -29,9 +20,9 @@ __all__ = [
     "Migration",
     "check_version",
     "dump_json",
-    "load_entry_data",
+    "list_query",
+    "load_entries",
     "quote_ident",
-    "session_filters",
 ]
 
 Migration = tuple[str, ...]
@@ -61,8 +52,16 @@ def dump_json(value: object) -> str:
         raise ValueError(f"cannot store as JSON: {exc}") from None
 
 
-def load_entry_data(text: str | bytes, session_id: str, position: int) -> Mapping[str, Any]:
-    """An entry's data decoded from its stored JSON; `CorruptEntry` names what failed."""
+def load_entries(rows: Iterable[Sequence[Any]], session_id: str) -> list[Entry]:
+    """Entries from `(kind, data, run_id, position, created_at)` rows, the data
+    decoded from its stored JSON; `CorruptEntry` names the entry that failed."""
+    return [
+        Entry(kind, _entry_data(data, session_id, pos), run_id, pos, at)
+        for kind, data, run_id, pos, at in rows
+    ]
+
+
+def _entry_data(text: str | bytes, session_id: str, position: int) -> Mapping[str, Any]:
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -95,16 +94,20 @@ def check_version(component: str, current: int, known: int) -> None:
         )
 
 
-def session_filters(
-    placeholder: str, *, parent_id: str | None, agent: str | None
-) -> tuple[list[str], list[object]]:
-    """WHERE clauses and parameters for `SessionStore.list` filters (`?` or `%s`)."""
-    where: list[str] = []
-    params: list[object] = []
-    if parent_id is not None:
-        where.append(f"parent_id = {placeholder}")
-        params.append(parent_id)
-    if agent is not None:
-        where.append(f"agent = {placeholder}")
-        params.append(agent)
-    return where, params
+def list_query(
+    select: str,
+    order: str,
+    placeholder: str,
+    unlimited: object,
+    parent_id: str | None,
+    agent: str | None,
+    limit: int | None,
+) -> tuple[str, list[object]]:
+    """`select` filtered, ordered and limited as `SessionStore.list` asks (`?`
+    or `%s` placeholders); `unlimited` is the LIMIT that means no limit."""
+    given = {"parent_id": parent_id, "agent": agent}
+    where = [f"{name} = {placeholder}" for name, value in given.items() if value is not None]
+    params: list[object] = [value for value in given.values() if value is not None]
+    params.append(unlimited if limit is None else max(limit, 0))
+    query = select + (" WHERE " + " AND ".join(where) if where else "")
+    return f"{query} ORDER BY {order} LIMIT {placeholder}", params

@@ -19,7 +19,7 @@ from builtins import list as _list
 from typing import TYPE_CHECKING, Any
 
 from .._leases import Clock, Fence, check_fence, system_clock
-from .._sql import Migration, dump_json, load_entry_data, session_filters
+from .._sql import Migration, dump_json, list_query, load_entries
 from .._store import Entry, SessionMeta, check_session_id, not_found
 from ._database import PostgresDatabase
 from ._leases import PostgresLeases
@@ -80,15 +80,8 @@ class PostgresStore:
     may append to the same session; positions stay dense and each writer's
     entries keep their order. `leases` is a `PostgresLeases` on the same
     database, and `append(..., fence=)` checks it in the append's own
-    transaction. `backend` is the `Backend` that built the store.
-
-    No call waits on the server unboundedly: connecting gives up after
-    `connect_timeout` seconds, waiting for a pooled connection after
-    `checkout_timeout`, a statement after `statement_timeout` (server-side,
-    and client-side shortly after when the server does not answer at all);
-    `asyncio.timeout` around any call returns promptly. A server that cannot
-    be reached raises `StoreUnavailable` naming host, port and cause; after
-    a restart or a dropped connection, the next call gets a fresh one.
+    transaction. `backend` is the `Backend` that built the store. No call
+    waits on the server unboundedly (see `PostgresDatabase`).
     """
 
     backend: Backend | None = None
@@ -213,22 +206,14 @@ class PostgresStore:
             raise not_found(session_id)
         if rows[0][0] is None:
             return []
-        return [
-            Entry(kind, load_entry_data(data, session_id, pos), run_id, pos, at)
-            for kind, data, run_id, pos, at in rows
-        ]
+        return load_entries(rows, session_id)
 
     async def list(
         self, *, parent_id: str | None = None, agent: str | None = None, limit: int | None = None
     ) -> _list[SessionMeta]:
-        where, params = session_filters("%s", parent_id=parent_id, agent=agent)
-        # LIMIT NULL is "no limit"; ties in created_at go to the later insert.
-        params.append(None if limit is None else max(limit, 0))
-        query = (
-            self._sql_list
-            + (" WHERE " + " AND ".join(where) if where else "")
-            + " ORDER BY created_at DESC, seq DESC LIMIT %s"
-        )
+        # Ties in created_at go to the later insert.
+        order = "created_at DESC, seq DESC"
+        query, params = list_query(self._sql_list, order, "%s", None, parent_id, agent, limit)
         rows = await self._db.fetchall(query, params)
         return [_meta(row) for row in rows]
 
