@@ -14,10 +14,12 @@ from typing import Any
 
 from ..entries import Entry
 from ..errors import CorruptEntry
+from ._leases import Clock, Lease, system_clock
 
 __all__ = [
     "VERSION_TABLE",
     "Migration",
+    "SQLLeases",
     "check_version",
     "dump_json",
     "list_query",
@@ -111,3 +113,59 @@ def list_query(
     params.append(unlimited if limit is None else max(limit, 0))
     query = select + (" WHERE " + " AND ".join(where) if where else "")
     return f"{query} ORDER BY {order} LIMIT {placeholder}", params
+
+
+class SQLLeases:
+    """`Leases` on a SQL database, one statement per operation; a subclass
+    gives the statements (named parameters) and the `"leases"` migrations.
+
+    A released lease keeps its row (holder cleared): the row also carries the
+    key's generation, which must keep rising across releases for fencing.
+    Time comes from the clock, passed in as a parameter, never read from the
+    database, so every backend and every test agrees on "now".
+    """
+
+    MIGRATIONS: tuple[Migration, ...]
+    _acquire: str
+    _renew: str
+    _release: str
+    _take_over: str
+    _current: str
+
+    def __init__(self, database: Any, *, clock: Clock = system_clock) -> None:
+        self.database = self._db = database
+        self._clock = clock
+        database.require("leases", self.MIGRATIONS)
+
+    async def acquire(self, key: str, holder: str, ttl: float) -> Lease | None:
+        now = self._clock()
+        params = {"key": key, "holder": holder, "expires_at": now + ttl, "now": now}
+        rows = await self._db.fetchall(self._acquire, params)
+        return Lease(key, holder, int(rows[0][0]), now + ttl) if rows else None
+
+    async def renew(self, lease: Lease, ttl: float) -> Lease | None:
+        now = self._clock()
+        params = {"key": lease.key, "generation": lease.generation, "expires_at": now + ttl}
+        # Ahead of the holder's other work: a renewal queued behind its own
+        # children's writes could come too late and lose the lease.
+        if not await self._db.fetchall(self._renew, {**params, "now": now}, urgent=True):
+            return None
+        return Lease(lease.key, lease.holder, lease.generation, now + ttl)
+
+    async def release(self, lease: Lease) -> None:
+        # Ahead of queued writes too: a release waiting behind them locks the
+        # session for everyone else until it lands.
+        params = {"key": lease.key, "generation": lease.generation}
+        await self._db.execute(self._release, params, urgent=True)
+
+    async def take_over(self, lease: Lease, holder: str, ttl: float) -> Lease | None:
+        expires_at = self._clock() + ttl
+        params = {"key": lease.key, "generation": lease.generation, "old": lease.holder}
+        rows = await self._db.fetchall(
+            self._take_over, {**params, "holder": holder, "expires_at": expires_at}
+        )
+        return Lease(lease.key, holder, int(rows[0][0]), expires_at) if rows else None
+
+    async def current(self, key: str) -> Lease | None:
+        rows = await self._db.fetchall(self._current, {"key": key, "now": self._clock()})
+        return Lease(key, rows[0][0], int(rows[0][1]), float(rows[0][2])) if rows else None

@@ -145,9 +145,9 @@ class PostgresDatabase:
         async with self.connection(urgent=urgent) as conn:
             return await (await conn.execute(query, params)).fetchone()
 
-    async def fetchall(self, query: Any, params: Any = ()) -> list[Any]:
+    async def fetchall(self, query: Any, params: Any = (), *, urgent: bool = False) -> list[Any]:
         """Every row one statement returns."""
-        async with self.connection() as conn:
+        async with self.connection(urgent=urgent) as conn:
             return await (await conn.execute(query, params)).fetchall()
 
     async def close(self) -> None:

@@ -166,9 +166,13 @@ class SQLiteDatabase:
         """The first row one query returns, or None."""
         return await self.run(lambda conn: conn.execute(sql, params).fetchone())
 
-    async def fetchall(self, sql: str, params: Any = (), *, inline: bool = True) -> list[Any]:
+    async def fetchall(
+        self, sql: str, params: Any = (), *, urgent: bool = False, inline: bool = True
+    ) -> list[Any]:
         """Every row one statement returns (all read, so a write in it commits)."""
-        return await self.run(lambda conn: conn.execute(sql, params).fetchall(), inline=inline)
+        return await self.run(
+            lambda conn: conn.execute(sql, params).fetchall(), urgent=urgent, inline=inline
+        )
 
     async def close(self) -> None:
         """Close the connection and stop the worker; later calls raise. Idempotent."""
