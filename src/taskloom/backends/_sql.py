@@ -9,16 +9,19 @@ once released: a schema change is a new migration at the end.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..entries import Entry
 from ..errors import CorruptEntry
+from ..results import BudgetLeft
 from ._leases import Clock, Lease, system_clock
 
 __all__ = [
     "VERSION_TABLE",
     "Migration",
+    "SQLBudgets",
     "SQLLeases",
     "check_version",
     "dump_json",
@@ -169,3 +172,52 @@ class SQLLeases:
     async def current(self, key: str) -> Lease | None:
         rows = await self._db.fetchall(self._current, {"key": key, "now": self._clock()})
         return Lease(key, rows[0][0], int(rows[0][1]), float(rows[0][2])) if rows else None
+
+
+class SQLBudgets:
+    """A `BudgetLedger` on a SQL database's `table`: a charge is one UPDATE,
+    whose condition holds against every other process (SQLite has one writer
+    at a time; under PostgreSQL's READ COMMITTED a waiting UPDATE re-checks
+    its WHERE against the row its predecessor committed). `colon_params`
+    writes the statements with `:name` parameters (SQLite), else `%(name)s`."""
+
+    MIGRATIONS: tuple[Migration, ...]
+    GREATEST = "GREATEST"
+
+    def __init__(self, database: Any, table: str, *, colon_params: bool = False) -> None:
+        self.database = self._db = database
+        database.require("budgets", self.MIGRATIONS)
+        left = "tokens_limit - tokens_used, usd_limit - usd_used"
+        most = self.GREATEST
+        statements: tuple[str, ...] = (
+            f"INSERT INTO {table} (tree_id, tokens_limit, usd_limit)"
+            " VALUES (%(id)s, %(t)s, %(u)s) ON CONFLICT (tree_id) DO NOTHING",
+            f"""UPDATE {table} SET tokens_used = tokens_used + %(t)s, usd_used = usd_used + %(u)s
+            WHERE tree_id = %(id)s
+              AND (tokens_limit IS NULL OR tokens_used + %(t)s <= tokens_limit)
+              AND (usd_limit IS NULL OR usd_used + %(u)s <= usd_limit)
+            RETURNING {left}""",
+            # Never below nothing spent: a refund gives back at most what was charged.
+            f"UPDATE {table} SET tokens_used = {most}(tokens_used - %(t)s, 0),"
+            f" usd_used = {most}(usd_used - %(u)s, 0) WHERE tree_id = %(id)s",
+            f"SELECT {left} FROM {table} WHERE tree_id = %(id)s",
+        )
+        if colon_params:
+            statements = tuple(re.sub(r"%\((\w+)\)s", r":\1", s) for s in statements)
+        self._open, self._charge, self._refund, self._left = statements
+
+    async def open(self, tree_id: str, tokens: int | None, nano_usd: int | None) -> None:
+        await self._db.execute(self._open, {"id": tree_id, "t": tokens, "u": nano_usd})
+
+    async def charge(self, tree_id: str, tokens: int, nano_usd: int) -> BudgetLeft | None:
+        # Every row is read: an UPDATE ... RETURNING stepped only once stays
+        # open, and with it (in SQLite's autocommit) the write transaction.
+        rows = await self._db.fetchall(self._charge, {"id": tree_id, "t": tokens, "u": nano_usd})
+        return BudgetLeft(rows[0][0], rows[0][1]) if rows else None
+
+    async def refund(self, tree_id: str, tokens: int, nano_usd: int) -> None:
+        await self._db.execute(self._refund, {"id": tree_id, "t": tokens, "u": nano_usd})
+
+    async def left(self, tree_id: str) -> BudgetLeft | None:
+        rows = await self._db.fetchall(self._left, {"id": tree_id})
+        return BudgetLeft(rows[0][0], rows[0][1]) if rows else None
