@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..entries import Entry
 from ..errors import CorruptEntry
 from ..results import BudgetLeft
+from ._activities import BackgroundActivity, BackgroundNotice
 from ._leases import Clock, Lease, system_clock
 
 __all__ = [
     "VERSION_TABLE",
     "Migration",
+    "SQLActivities",
+    "SQLNotices",
     "SQLBudgets",
     "SQLLeases",
     "check_version",
@@ -221,3 +224,77 @@ class SQLBudgets:
     async def left(self, tree_id: str) -> BudgetLeft | None:
         rows = await self._db.fetchall(self._left, {"id": tree_id})
         return BudgetLeft(rows[0][0], rows[0][1]) if rows else None
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+class _Background:
+    """A background part on a SQL database; a subclass gives the `"background"`
+    migrations, the statements (named parameters) and how bodies are stored."""
+
+    MIGRATIONS: tuple[Migration, ...]
+    _sql_clear: str
+    _dump: Callable[[Any], Any] = staticmethod(_same)
+    _load: Callable[[Any], Any] = staticmethod(_same)
+
+    def __init__(self, database: Any) -> None:
+        self.database = self._db = database
+        database.require("background", self.MIGRATIONS)
+
+    async def clear(self, session: str) -> None:
+        await self._db.execute(self._sql_clear, {"session": session})
+
+
+class SQLActivities(_Background):
+    """`ActivityRegistry.list`, `renew`, `remove` and `clear` on a SQL database
+    (the subclass adds `add`); `clock` measures leases."""
+
+    _sql_list: str
+    _sql_renew: str
+    _sql_remove: str
+
+    def __init__(self, database: Any, *, clock: Clock = system_clock) -> None:
+        super().__init__(database)
+        self._clock = clock
+
+    async def list(self, session: str) -> list[BackgroundActivity]:
+        rows = await self._db.fetchall(self._sql_list, {"session": session, "now": self._clock()})
+        return [BackgroundActivity.from_dict(self._load(b)) for (b,) in rows]
+
+    async def renew(self, session: str, activity_id: str, lease: float) -> bool:
+        now = self._clock()
+        params = {"session": session, "id": activity_id, "expires_at": now + lease, "now": now}
+        return int(await self._db.execute(self._sql_renew, params)) == 1
+
+    async def remove(self, session: str, activity_id: str) -> None:
+        await self._db.execute(self._sql_remove, {"session": session, "id": activity_id})
+
+
+class SQLNotices(_Background):
+    """A `NoticeInbox` on a SQL database. Acknowledged notices stay (marked)
+    until `clear`, so a late duplicate of a report the model already saw is
+    still recognised and refused."""
+
+    _sql_push: str
+    _sql_pending: str
+    _sql_ack: str
+    _dump_ids: Callable[[list[str]], Any] = staticmethod(_same)
+
+    async def push(self, session: str, notice: BackgroundNotice) -> bool:
+        # The unique key decides the race: exactly one writer of an id
+        # inserts, whichever connection or process it is on.
+        body = self._dump(notice.to_dict())
+        params = {"session": session, "id": notice.id, "body": body}
+        return int(await self._db.execute(self._sql_push, params)) == 1
+
+    async def pending(self, session: str) -> list[BackgroundNotice]:
+        rows = await self._db.fetchall(self._sql_pending, {"session": session})
+        return [BackgroundNotice.from_dict(self._load(b)) for (b,) in rows]
+
+    async def ack(self, session: str, ids: Iterable[str]) -> None:
+        wanted = list(ids)
+        if wanted:
+            params = {"session": session, "ids": self._dump_ids(wanted)}
+            await self._db.execute(self._sql_ack, params)

@@ -9,14 +9,11 @@ on first use under the database's migration lock, in the database's schema.
 
 from __future__ import annotations
 
-from builtins import list as _list
-from collections.abc import Iterable
-
 from psycopg.types.json import Jsonb
 
-from .._activities import BackgroundActivity, BackgroundNotice
+from .._activities import BackgroundActivity
 from .._leases import Clock, system_clock
-from .._sql import Migration
+from .._sql import Migration, SQLActivities, SQLNotices
 from ._database import PostgresDatabase
 
 __all__ = ["POSTGRES_BACKGROUND_MIGRATIONS", "PostgresActivityRegistry", "PostgresNoticeInbox"]
@@ -50,18 +47,26 @@ POSTGRES_BACKGROUND_MIGRATIONS: tuple[Migration, ...] = (
 )
 
 
-class PostgresActivityRegistry:
+class PostgresActivityRegistry(SQLActivities):
     """An `ActivityRegistry` on a backend's `PostgresDatabase`; `clock` measures leases.
 
     Lease times are stored as the clock's readings, so processes sharing the
     tables must share a clock — the default wall clock does.
     """
 
+    MIGRATIONS = POSTGRES_BACKGROUND_MIGRATIONS
+
     def __init__(self, database: PostgresDatabase, *, clock: Clock = system_clock) -> None:
-        self.database = self._db = database
-        self._clock = clock
-        database.require("background", POSTGRES_BACKGROUND_MIGRATIONS)
-        self._table = database.table("background_activities")
+        super().__init__(database, clock=clock)
+        self._table = table = database.table("background_activities")
+        where = "WHERE session_id = %(session)s"
+        self._sql_list = f"SELECT body FROM {table} {where} AND expires_at > %(now)s ORDER BY seq"
+        self._sql_renew = (
+            f"UPDATE {table} SET expires_at = %(expires_at)s"
+            f" {where} AND id = %(id)s AND expires_at > %(now)s"
+        )
+        self._sql_remove = f"DELETE FROM {table} {where} AND id = %(id)s"
+        self._sql_clear = f"DELETE FROM {table} {where}"
         # Advisory locks are database-wide: the schema keeps two deployments
         # in one database from serialising on each other's keys.
         self._kind_lock_prefix = f"taskloom.background.kind:{database.schema or ''}:"
@@ -104,78 +109,25 @@ class PostgresActivityRegistry:
             )
         return True
 
-    async def list(self, session: str) -> _list[BackgroundActivity]:
-        bodies = await self._db.fetchall(
-            f"SELECT body FROM {self._table}"
-            " WHERE session_id = %s AND expires_at > %s ORDER BY seq",
-            (session, self._clock()),
-        )
-        return [BackgroundActivity.from_dict(b) for (b,) in bodies]
 
-    async def renew(self, session: str, activity_id: str, lease: float) -> bool:
-        now = self._clock()
-        changed = await self._db.execute(
-            f"UPDATE {self._table} SET expires_at = %s"
-            " WHERE session_id = %s AND id = %s AND expires_at > %s",
-            (now + lease, session, activity_id, now),
-        )
-        return changed == 1
+class PostgresNoticeInbox(SQLNotices):
+    """A `NoticeInbox` on a backend's `PostgresDatabase` (see `SQLNotices`)."""
 
-    async def remove(self, session: str, activity_id: str) -> None:
-        await self._db.execute(
-            f"DELETE FROM {self._table} WHERE session_id = %s AND id = %s",
-            (session, activity_id),
-        )
-
-    async def clear(self, session: str) -> None:
-        await self._db.execute(
-            f"DELETE FROM {self._table} WHERE session_id = %s",
-            (session,),
-        )
-
-
-class PostgresNoticeInbox:
-    """A `NoticeInbox` on a backend's `PostgresDatabase`.
-
-    Acknowledged notices stay (marked) until `clear`, so a late duplicate of
-    a report the model already saw is still recognised and refused.
-    """
+    MIGRATIONS = POSTGRES_BACKGROUND_MIGRATIONS
+    _dump = staticmethod(Jsonb)
 
     def __init__(self, database: PostgresDatabase) -> None:
-        self.database = self._db = database
-        database.require("background", POSTGRES_BACKGROUND_MIGRATIONS)
-        self._table = database.table("background_notices")
-
-    async def push(self, session: str, notice: BackgroundNotice) -> bool:
-        # The unique key decides the race: a second writer of the id waits for
-        # the first to commit and then inserts nothing (or inserts, if the
-        # first rolled back), so exactly one push reports True.
-        inserted = await self._db.execute(
-            f"INSERT INTO {self._table} (session_id, id, body) VALUES (%s, %s, %s)"
-            " ON CONFLICT (session_id, id) DO NOTHING",
-            (session, notice.id, Jsonb(notice.to_dict())),
+        super().__init__(database)
+        table = database.table("background_notices")
+        where = "WHERE session_id = %(session)s"
+        # A second writer of an id waits for the first to commit, then inserts
+        # nothing (or inserts, if the first rolled back).
+        self._sql_push = (
+            f"INSERT INTO {table} (session_id, id, body) VALUES (%(session)s, %(id)s, %(body)s)"
+            " ON CONFLICT (session_id, id) DO NOTHING"
         )
-        return inserted == 1
-
-    async def pending(self, session: str) -> _list[BackgroundNotice]:
-        bodies = await self._db.fetchall(
-            f"SELECT body FROM {self._table} WHERE session_id = %s AND NOT acked ORDER BY seq",
-            (session,),
+        self._sql_pending = f"SELECT body FROM {table} {where} AND NOT acked ORDER BY seq"
+        self._sql_ack = (
+            f"UPDATE {table} SET acked = true {where} AND NOT acked AND id = ANY(%(ids)s)"
         )
-        return [BackgroundNotice.from_dict(b) for (b,) in bodies]
-
-    async def ack(self, session: str, ids: Iterable[str]) -> None:
-        wanted = _list(ids)
-        if not wanted:
-            return
-        await self._db.execute(
-            f"UPDATE {self._table} SET acked = true"
-            " WHERE session_id = %s AND NOT acked AND id = ANY(%s)",
-            (session, wanted),
-        )
-
-    async def clear(self, session: str) -> None:
-        await self._db.execute(
-            f"DELETE FROM {self._table} WHERE session_id = %s",
-            (session,),
-        )
+        self._sql_clear = f"DELETE FROM {table} {where}"
