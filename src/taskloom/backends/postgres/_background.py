@@ -2,9 +2,6 @@
 
 Both work through their backend's `PostgresDatabase`: one pool, and its
 bounds on every wait.
-
-The tables are the `"background"` component's versioned migrations, applied
-on first use under the database's migration lock, in the database's schema.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from .._backend import Backend
 
-__all__ = ["CHILDREN_PER_CONNECTION", "POSTGRES_SESSION_MIGRATIONS", "PostgresStore"]
+__all__ = ["POSTGRES_SESSION_MIGRATIONS", "PostgresStore"]
 
 POSTGRES_SESSION_MIGRATIONS: tuple[Migration, ...] = (
     (
@@ -67,10 +67,6 @@ async def _lost_race(attempt: int) -> int:
     attempt += 1
     await asyncio.sleep(random.uniform(0, min(0.0005 * attempt, 0.01)))
     return attempt
-
-
-CHILDREN_PER_CONNECTION = 4
-"""Children a runtime on a PostgreSQL store runs at once per pooled connection, by default."""
 
 
 class PostgresStore:
@@ -139,10 +135,10 @@ class PostgresStore:
     @property
     def concurrency(self) -> int:
         """How many children a runtime on this store runs at once by default
-        (`Runtime(child_concurrency=)`): a few per pooled connection, since a
+        (`Runtime(child_concurrency=)`): four per pooled connection, since a
         child holds one only for a statement at a time. More would only wait
         for connections, and past `checkout_timeout` fail."""
-        return max(1, self._db.max_size - 1) * CHILDREN_PER_CONNECTION
+        return max(1, self._db.max_size - 1) * 4
 
     async def create(self, meta: SessionMeta) -> SessionMeta:
         check_session_id(meta.id)

@@ -3,9 +3,6 @@
 Both work through their backend's `SQLiteDatabase` (one connection, one
 thread, one `busy_timeout`). Atomicity between processes comes from SQLite's
 own locking (a cap check takes the write lock before it counts).
-
-The tables are the `"background"` component's versioned migrations,
-applied on first use.
 """
 
 from __future__ import annotations

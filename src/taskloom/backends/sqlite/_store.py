@@ -25,7 +25,7 @@ from ._leases import SQLiteLeases, generation
 if TYPE_CHECKING:
     from .._backend import Backend
 
-__all__ = ["SQLITE_CHILD_CONCURRENCY", "SQLITE_SESSION_MIGRATIONS", "SQLiteStore"]
+__all__ = ["SQLITE_SESSION_MIGRATIONS", "SQLiteStore"]
 
 SQLITE_SESSION_MIGRATIONS: tuple[Migration, ...] = (
     (
@@ -96,10 +96,6 @@ def _append_checked(conn: sqlite3.Connection, params: tuple[Any, ...], fence: Fe
         return int(conn.execute(_APPEND, params).fetchone()[0])
 
 
-SQLITE_CHILD_CONCURRENCY = 32
-"""Children a runtime on a SQLite store runs at once unless told otherwise."""
-
-
 class SQLiteStore:
     """Sessions in the SQLite file of a `SQLiteBackend`, on its `SQLiteDatabase`
     (whose worker thread takes what would wait or read a lot, so the event
@@ -120,9 +116,9 @@ class SQLiteStore:
     @property
     def concurrency(self) -> int:
         """How many children a runtime on this store runs at once by default
-        (`Runtime(child_concurrency=)`): the one connection serves them in turn,
+        (`Runtime(child_concurrency=)`), 32: the one connection serves them in turn,
         and a deeper queue would only delay everyone's writes."""
-        return SQLITE_CHILD_CONCURRENCY
+        return 32
 
     @property
     def path(self) -> str | os.PathLike[str]:
