@@ -25,8 +25,6 @@ from ._database import PostgresDatabase
 from ._leases import PostgresLeases
 
 if TYPE_CHECKING:
-    from psycopg import AsyncConnection
-
     from .._backend import Backend
 
 __all__ = ["POSTGRES_SESSION_MIGRATIONS", "PostgresStore"]
@@ -166,15 +164,19 @@ class PostgresStore:
             "created_at": entry.created_at or self._clock(),
             "data": dump_json(entry.data),
         }
+        attempt = 0
         if fence is None:
             async with self._db.connection() as conn:
-                try:
-                    return await self._insert(conn, params)
-                except ForeignKeyViolation:
-                    raise not_found(session_id) from None
+                while True:
+                    try:
+                        row = await (await conn.execute(self._sql_append, params)).fetchone()
+                    except ForeignKeyViolation:
+                        raise not_found(session_id) from None
+                    if row is not None:
+                        return int(row[0])
+                    attempt = await _lost_race(attempt)
         params["key"] = fence.key
         params["generation"] = fence.generation
-        attempt = 0
         while True:
             try:
                 row = await self._db.fetchone(self._sql_fenced_append, params)
@@ -186,14 +188,6 @@ class PostgresStore:
             if not exists:
                 raise not_found(session_id)
             check_fence(fence, current)
-            attempt = await _lost_race(attempt)
-
-    async def _insert(self, conn: AsyncConnection[Any], params: dict[str, Any]) -> int:
-        attempt = 0
-        while True:
-            row = await (await conn.execute(self._sql_append, params)).fetchone()
-            if row is not None:
-                return int(row[0])
             attempt = await _lost_race(attempt)
 
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
