@@ -44,12 +44,7 @@ factories must be picklable (e.g. `functools.partial` of a class).
 from __future__ import annotations
 
 import asyncio
-import faulthandler
-import multiprocessing
-import queue
 import random
-import time
-import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -62,6 +57,7 @@ from ..backends import (
     Capability,
     NoticeInbox,
 )
+from ._processes import race
 from .capabilities import CapabilityGate, requires
 from .clock import FakeClock
 
@@ -74,8 +70,6 @@ __all__ = [
     "add_from_processes",
     "push_from_processes",
 ]
-
-_PROCESS_TIMEOUT = 60.0
 
 
 def _activity(activity_id: str, kind: str = "shell", **extra: Any) -> BackgroundActivity:
@@ -103,7 +97,7 @@ def push_from_processes(
     Returns, per process, what each of its pushes returned (in `notices`
     order). Blocking: call it through `asyncio.to_thread` from async tests.
     """
-    return _race(_push_all, factory, session, [list(notices)] * processes)
+    return race(_push_all, factory, session, [list(notices)] * processes)
 
 
 def add_from_processes(
@@ -119,102 +113,7 @@ def add_from_processes(
     Returns, per process, what each of its adds returned. Blocking: call it
     through `asyncio.to_thread` from async tests.
     """
-    return _race(_add_all, factory, session, [(list(a), lease, kind_cap) for a in activities])
-
-
-def _race(
-    work: Callable[[Any, str, Any, Callable[[], Awaitable[None]]], Awaitable[list[bool]]],
-    factory: Callable[[], object],
-    session: str,
-    payloads: Sequence[object],
-) -> list[list[bool]]:
-    ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(len(payloads))
-    results = ctx.Queue()
-    procs = [
-        ctx.Process(
-            target=_process_main,
-            args=(work, factory, session, payload, barrier, results, index),
-            daemon=True,
-        )
-        for index, payload in enumerate(payloads)
-    ]
-    for proc in procs:
-        proc.start()
-    try:
-        return _collect(procs, results)
-    finally:
-        for proc in procs:
-            # Reported processes are exiting; after a failure the others
-            # were released by the broken barrier. Anything left is stuck.
-            proc.join(timeout=10.0)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-
-
-def _collect(procs: Sequence[Any], results: Any) -> list[list[bool]]:
-    outcomes: dict[int, list[bool]] = {}
-    deadline = time.monotonic() + _PROCESS_TIMEOUT
-    while len(outcomes) < len(procs):
-        missing = [i for i in range(len(procs)) if i not in outcomes]
-        # A process that died without reporting (one that could not even
-        # import the backend, say) fails the test now, not at the deadline;
-        # the longer wait lets a report it sent just before exiting arrive.
-        exited = {i: procs[i].exitcode for i in missing if procs[i].exitcode is not None}
-        try:
-            index, outcome, error = results.get(timeout=2.0 if exited else 0.1)
-        except queue.Empty:
-            if exited:
-                raise AssertionError(
-                    f"process(es) exited without reporting, exit codes {exited}"
-                    " (their stderr above says why)"
-                ) from None
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"process(es) {missing} did not report within {_PROCESS_TIMEOUT:.0f} s"
-                    " (their stacks are dumped to stderr)"
-                ) from None
-            continue
-        if error is not None:
-            raise AssertionError(f"process {index} failed:\n{error}")
-        outcomes[index] = outcome
-    return [outcomes[i] for i in range(len(procs))]
-
-
-def _process_main(
-    work: Callable[[Any, str, Any, Callable[[], Awaitable[None]]], Awaitable[list[bool]]],
-    factory: Callable[[], object],
-    session: str,
-    payload: object,
-    barrier: Any,
-    results: Any,
-    index: int,
-) -> None:
-    async def main() -> list[bool]:
-        backend = factory()
-
-        async def ready() -> None:
-            # Everyone connects first and starts together, so the operations
-            # under test really overlap instead of queueing behind start-up.
-            await asyncio.to_thread(barrier.wait, _PROCESS_TIMEOUT)
-
-        try:
-            return await work(backend, session, payload, ready)
-        finally:
-            close = getattr(backend, "close", None)
-            if close is not None:
-                await close()
-
-    # A process stuck past the deadline shows where, instead of just timing out.
-    faulthandler.dump_traceback_later(_PROCESS_TIMEOUT - 5.0)
-    try:
-        results.put((index, asyncio.run(main()), None))
-    except BaseException:
-        barrier.abort()
-        results.put((index, None, traceback.format_exc()))
-    finally:
-        faulthandler.cancel_dump_traceback_later()
+    return race(_add_all, factory, session, [(list(a), lease, kind_cap) for a in activities])
 
 
 async def _push_all(

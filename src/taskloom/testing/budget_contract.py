@@ -27,14 +27,14 @@ backend to declare `Capability.TREE_BUDGETS`, and its multi-process check
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .._extras import needs_extra
 from ..backends import BudgetLedger, Capability
 from ..results import NANO
+from ._processes import race
 from .capabilities import CapabilityGate, requires
 
 with needs_extra("taskloom.testing's contract suites"):
@@ -42,26 +42,14 @@ with needs_extra("taskloom.testing's contract suites"):
 
 __all__ = ["BudgetLedgerContract", "charge_from_processes"]
 
-_PROCESS_TIMEOUT = 60.0
 
-
-def _charging(factory: Callable[[], Any], tree: str, times: int, tokens: int) -> int:
-    """In a process of its own: charge `times` times; how many charges took."""
-
-    async def go() -> int:
-        made = factory()
-        ledger = getattr(made, "budgets", made)
-        took = 0
-        try:
-            for _ in range(times):
-                took += await ledger.charge(tree, tokens, 0) is not None
-        finally:
-            close = getattr(made, "close", None)
-            if close is not None:
-                await close()
-        return took
-
-    return asyncio.run(go())
+async def _charging(
+    made: Any, tree: str, job: tuple[int, int], ready: Callable[[], Awaitable[None]]
+) -> list[int]:
+    times, tokens = job
+    ledger = getattr(made, "budgets", made)
+    await ready()
+    return [sum([await ledger.charge(tree, tokens, 0) is not None for _ in range(times)])]
 
 
 def charge_from_processes(
@@ -69,12 +57,7 @@ def charge_from_processes(
 ) -> list[int]:
     """How many of `times` charges of `tokens` each took, per process, when
     `processes` processes (started with "spawn") charge the tree at once."""
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(processes) as pool:
-        running = [
-            pool.apply_async(_charging, (factory, tree, times, tokens)) for _ in range(processes)
-        ]
-        return [r.get(_PROCESS_TIMEOUT) for r in running]
+    return [took for [took] in race(_charging, factory, tree, [(times, tokens)] * processes)]
 
 
 class BudgetLedgerContract(CapabilityGate):

@@ -39,18 +39,16 @@ contract: it starts real processes appending to one session through
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
-import queue
-import time
+import functools
 import uuid
-from collections.abc import Callable, Mapping
-from multiprocessing.synchronize import Event
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._extras import needs_extra
 from ..backends import Backend, Capability, Fence, SessionMeta, SessionStore, open_backend
 from ..entries import Entry, EntryKind
 from ..errors import SessionNotFound, StaleLeaseError
+from ._processes import race
 from .capabilities import ALL_CAPABILITIES, CapabilityGate, requires
 
 with needs_extra("taskloom.testing's contract suites"):
@@ -484,47 +482,16 @@ async def assert_multiprocess_appends(
     position each append returned must be where its entry sits.
     """
     opts = dict(options or {})
-    store = open_backend(url, **opts).store
+    factory = functools.partial(open_backend, url, **opts)
+    store = factory().store
     sid = _new_id("multiprocess")
-    ctx = multiprocessing.get_context("spawn")
-    go = ctx.Event()
-    ready = [ctx.Event() for _ in range(processes)]
-    results: multiprocessing.Queue[tuple[int, list[int]]] = ctx.Queue()
-    procs = [
-        ctx.Process(
-            target=_append_worker,
-            args=(url, opts, sid, writer, appends, ready[writer], go, results),
-            name=f"taskloom-appender-{writer}",
-            daemon=True,
-        )
-        for writer in range(processes)
-    ]
     try:
         await store.create(SessionMeta(sid, "multiprocess"))
-        for proc in procs:
-            proc.start()
-        deadline = time.monotonic() + timeout
         # Connecting and migrating happen before the start line, so the
         # processes race each other's appends rather than their start-up.
-        while not all(event.is_set() for event in ready):
-            failed = [p.name for p in procs if p.exitcode is not None]
-            assert not failed, f"{failed} exited before they were ready"
-            assert time.monotonic() < deadline, "appender processes did not get ready in time"
-            await asyncio.sleep(0.02)
-        go.set()
-        returned: dict[int, list[int]] = {}
-        # Drain while waiting: a process cannot exit before its results left
-        # the pipe, so waiting for exits first could wait forever.
-        while len(returned) < processes or any(p.exitcode is None for p in procs):
-            try:
-                writer, positions = results.get_nowait()
-            except queue.Empty:
-                crashed = {p.name: p.exitcode for p in procs if p.exitcode not in (None, 0)}
-                assert not crashed, f"appender processes failed: {crashed}"
-                assert time.monotonic() < deadline, "appender processes did not finish in time"
-                await asyncio.sleep(0.02)
-            else:
-                returned[writer] = positions
+        returned = await asyncio.to_thread(
+            race, _append_many, factory, sid, [(w, appends) for w in range(processes)], timeout
+        )
 
         entries = await store.load(sid)
         total = processes * appends
@@ -539,50 +506,19 @@ async def assert_multiprocess_appends(
                 (writer, i) for i in range(appends)
             ]
     finally:
-        for proc in procs:
-            if proc.is_alive():
-                proc.kill()
-            if proc.pid is not None:
-                proc.join(5)
-        results.close()
         try:
             await store.delete(sid)
         finally:
             await _close(store)
 
 
-def _append_worker(
-    url: str,
-    options: dict[str, Any],
-    sid: str,
-    writer: int,
-    appends: int,
-    ready: Event,
-    go: Event,
-    results: multiprocessing.Queue[tuple[int, list[int]]],
-) -> None:
-    positions = asyncio.run(_append_many(url, options, sid, writer, appends, ready, go))
-    results.put((writer, positions))
-
-
 async def _append_many(
-    url: str,
-    options: dict[str, Any],
-    sid: str,
-    writer: int,
-    appends: int,
-    ready: Event,
-    go: Event,
+    backend: Backend, sid: str, job: tuple[int, int], ready: Callable[[], Awaitable[None]]
 ) -> list[int]:
-    store = open_backend(url, **options).store
-    try:
-        await store.get(sid)
-        ready.set()
-        while not go.is_set():
-            await asyncio.sleep(0.002)
-        return [
-            await store.append(sid, Entry(EntryKind.MESSAGE, {"writer": writer, "seq": seq}))
-            for seq in range(appends)
-        ]
-    finally:
-        await _close(store)
+    writer, appends = job
+    await backend.store.get(sid)
+    await ready()
+    return [
+        await backend.store.append(sid, Entry(EntryKind.MESSAGE, {"writer": writer, "seq": seq}))
+        for seq in range(appends)
+    ]

@@ -2,23 +2,15 @@
 
 Both work through their backend's `PostgresDatabase`: one pool, and its
 bounds on every wait.
-
-The tables are the `"background"` component's versioned migrations, applied
-on first use under the database's migration lock, in the database's schema.
 """
 
 from __future__ import annotations
 
-from builtins import list as _list
-from collections.abc import Iterable
-from typing import Any
-
-from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from .._activities import BackgroundActivity, BackgroundNotice
+from .._activities import BackgroundActivity
 from .._leases import Clock, system_clock
-from .._sql import Migration
+from .._sql import Migration, SQLActivities, SQLNotices
 from ._database import PostgresDatabase
 
 __all__ = ["POSTGRES_BACKGROUND_MIGRATIONS", "PostgresActivityRegistry", "PostgresNoticeInbox"]
@@ -52,38 +44,26 @@ POSTGRES_BACKGROUND_MIGRATIONS: tuple[Migration, ...] = (
 )
 
 
-def _table(db: PostgresDatabase, name: str) -> sql.Identifier:
-    return sql.Identifier(*((db.schema,) if db.schema else ()), f"taskloom_background_{name}")
-
-
-async def _execute(db: PostgresDatabase, query: sql.Composed, params: tuple[object, ...]) -> int:
-    """Run one statement (its own transaction); how many rows it changed."""
-    async with db.connection() as conn:
-        cur = await conn.execute(query, params)
-        return cur.rowcount
-
-
-async def _bodies(
-    db: PostgresDatabase, query: sql.Composed, params: tuple[object, ...]
-) -> _list[Any]:
-    """The first column of every row the query returns."""
-    async with db.connection() as conn:
-        cur = await conn.execute(query, params)
-        return [row[0] for row in await cur.fetchall()]
-
-
-class PostgresActivityRegistry:
+class PostgresActivityRegistry(SQLActivities):
     """An `ActivityRegistry` on a backend's `PostgresDatabase`; `clock` measures leases.
 
     Lease times are stored as the clock's readings, so processes sharing the
     tables must share a clock — the default wall clock does.
     """
 
+    MIGRATIONS = POSTGRES_BACKGROUND_MIGRATIONS
+
     def __init__(self, database: PostgresDatabase, *, clock: Clock = system_clock) -> None:
-        self.database = self._db = database
-        self._clock = clock
-        database.require("background", POSTGRES_BACKGROUND_MIGRATIONS)
-        self._table = _table(database, "activities")
+        super().__init__(database, clock=clock)
+        self._table = table = database.table("background_activities")
+        where = "WHERE session_id = %(session)s"
+        self._sql_list = f"SELECT body FROM {table} {where} AND expires_at > %(now)s ORDER BY seq"
+        self._sql_renew = (
+            f"UPDATE {table} SET expires_at = %(expires_at)s"
+            f" {where} AND id = %(id)s AND expires_at > %(now)s"
+        )
+        self._sql_remove = f"DELETE FROM {table} {where} AND id = %(id)s"
+        self._sql_clear = f"DELETE FROM {table} {where}"
         # Advisory locks are database-wide: the schema keeps two deployments
         # in one database from serialising on each other's keys.
         self._kind_lock_prefix = f"taskloom.background.kind:{database.schema or ''}:"
@@ -105,17 +85,13 @@ class PostgresActivityRegistry:
             # Only this kind's lapsed rows, which the lock covers: touching
             # other kinds' rows here could deadlock with their adds.
             await conn.execute(
-                sql.SQL(
-                    "DELETE FROM {} WHERE session_id = %s AND kind = %s AND expires_at <= %s"
-                ).format(table),
+                f"DELETE FROM {table} WHERE session_id = %s AND kind = %s AND expires_at <= %s",
                 (session, activity.kind, now),
             )
             if kind_cap is not None:
                 cur = await conn.execute(
-                    sql.SQL(
-                        "SELECT count(*) FROM {} WHERE session_id = %s AND kind = %s"
-                        " AND id <> %s AND expires_at > %s"
-                    ).format(table),
+                    f"SELECT count(*) FROM {table} WHERE session_id = %s AND kind = %s"
+                    " AND id <> %s AND expires_at > %s",
                     (session, activity.kind, activity.id, now),
                 )
                 row = await cur.fetchone()
@@ -123,102 +99,32 @@ class PostgresActivityRegistry:
                     return False
             # An upsert keeps the row's `seq`, hence its place in `list`.
             await conn.execute(
-                sql.SQL(
-                    "INSERT INTO {} (session_id, id, kind, expires_at, body)"
-                    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (session_id, id) DO UPDATE SET"
-                    " kind = excluded.kind, expires_at = excluded.expires_at, body = excluded.body"
-                ).format(table),
+                f"INSERT INTO {table} (session_id, id, kind, expires_at, body)"
+                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (session_id, id) DO UPDATE SET"
+                " kind = excluded.kind, expires_at = excluded.expires_at, body = excluded.body",
                 (session, activity.id, activity.kind, now + lease, Jsonb(activity.to_dict())),
             )
         return True
 
-    async def list(self, session: str) -> _list[BackgroundActivity]:
-        bodies = await _bodies(
-            self._db,
-            sql.SQL(
-                "SELECT body FROM {} WHERE session_id = %s AND expires_at > %s ORDER BY seq"
-            ).format(self._table),
-            (session, self._clock()),
-        )
-        return [BackgroundActivity.from_dict(b) for b in bodies]
 
-    async def renew(self, session: str, activity_id: str, lease: float) -> bool:
-        now = self._clock()
-        changed = await _execute(
-            self._db,
-            sql.SQL(
-                "UPDATE {} SET expires_at = %s WHERE session_id = %s AND id = %s AND expires_at > %s"
-            ).format(self._table),
-            (now + lease, session, activity_id, now),
-        )
-        return changed == 1
+class PostgresNoticeInbox(SQLNotices):
+    """A `NoticeInbox` on a backend's `PostgresDatabase` (see `SQLNotices`)."""
 
-    async def remove(self, session: str, activity_id: str) -> None:
-        await _execute(
-            self._db,
-            sql.SQL("DELETE FROM {} WHERE session_id = %s AND id = %s").format(self._table),
-            (session, activity_id),
-        )
-
-    async def clear(self, session: str) -> None:
-        await _execute(
-            self._db,
-            sql.SQL("DELETE FROM {} WHERE session_id = %s").format(self._table),
-            (session,),
-        )
-
-
-class PostgresNoticeInbox:
-    """A `NoticeInbox` on a backend's `PostgresDatabase`.
-
-    Acknowledged notices stay (marked) until `clear`, so a late duplicate of
-    a report the model already saw is still recognised and refused.
-    """
+    MIGRATIONS = POSTGRES_BACKGROUND_MIGRATIONS
+    _dump = staticmethod(Jsonb)
 
     def __init__(self, database: PostgresDatabase) -> None:
-        self.database = self._db = database
-        database.require("background", POSTGRES_BACKGROUND_MIGRATIONS)
-        self._table = _table(database, "notices")
-
-    async def push(self, session: str, notice: BackgroundNotice) -> bool:
-        # The unique key decides the race: a second writer of the id waits for
-        # the first to commit and then inserts nothing (or inserts, if the
-        # first rolled back), so exactly one push reports True.
-        inserted = await _execute(
-            self._db,
-            sql.SQL(
-                "INSERT INTO {} (session_id, id, body) VALUES (%s, %s, %s)"
-                " ON CONFLICT (session_id, id) DO NOTHING"
-            ).format(self._table),
-            (session, notice.id, Jsonb(notice.to_dict())),
+        super().__init__(database)
+        table = database.table("background_notices")
+        where = "WHERE session_id = %(session)s"
+        # A second writer of an id waits for the first to commit, then inserts
+        # nothing (or inserts, if the first rolled back).
+        self._sql_push = (
+            f"INSERT INTO {table} (session_id, id, body) VALUES (%(session)s, %(id)s, %(body)s)"
+            " ON CONFLICT (session_id, id) DO NOTHING"
         )
-        return inserted == 1
-
-    async def pending(self, session: str) -> _list[BackgroundNotice]:
-        bodies = await _bodies(
-            self._db,
-            sql.SQL("SELECT body FROM {} WHERE session_id = %s AND NOT acked ORDER BY seq").format(
-                self._table
-            ),
-            (session,),
+        self._sql_pending = f"SELECT body FROM {table} {where} AND NOT acked ORDER BY seq"
+        self._sql_ack = (
+            f"UPDATE {table} SET acked = true {where} AND NOT acked AND id = ANY(%(ids)s)"
         )
-        return [BackgroundNotice.from_dict(b) for b in bodies]
-
-    async def ack(self, session: str, ids: Iterable[str]) -> None:
-        wanted = _list(ids)
-        if not wanted:
-            return
-        await _execute(
-            self._db,
-            sql.SQL(
-                "UPDATE {} SET acked = true WHERE session_id = %s AND NOT acked AND id = ANY(%s)"
-            ).format(self._table),
-            (session, wanted),
-        )
-
-    async def clear(self, session: str) -> None:
-        await _execute(
-            self._db,
-            sql.SQL("DELETE FROM {} WHERE session_id = %s").format(self._table),
-            (session,),
-        )
+        self._sql_clear = f"DELETE FROM {table} {where}"

@@ -11,6 +11,7 @@ import asyncio
 import functools
 import math
 import os
+import re
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = ["PostgresDatabase"]
+
+
+_TABLE = re.compile(r"\{(\w+)\}")  # `{sessions}` in a migration: `table("sessions")`
 
 
 def _one_line(exc: BaseException) -> str:
@@ -134,6 +138,21 @@ class PostgresDatabase:
                 yield conn
         finally:
             slots.release()
+
+    async def execute(self, query: Any, params: Any = (), *, urgent: bool = False) -> int:
+        """Run one statement (its own transaction); how many rows it changed."""
+        async with self.connection(urgent=urgent) as conn:
+            return (await conn.execute(query, params)).rowcount
+
+    async def fetchone(self, query: Any, params: Any = (), *, urgent: bool = False) -> Any:
+        """The first row one statement returns, or None."""
+        async with self.connection(urgent=urgent) as conn:
+            return await (await conn.execute(query, params)).fetchone()
+
+    async def fetchall(self, query: Any, params: Any = (), *, urgent: bool = False) -> list[Any]:
+        """Every row one statement returns."""
+        async with self.connection(urgent=urgent) as conn:
+            return await (await conn.execute(query, params)).fetchall()
 
     async def close(self) -> None:
         """Close the pool (if it was ever opened); later calls raise. Idempotent."""
@@ -365,7 +384,6 @@ class PostgresDatabase:
 
     async def _migrate(self, conn: AsyncConnection[Any]) -> None:
         pending = list(self._pending.items())
-        names = _TableNames(self)
         versions = self.table("schema_version")
         async with conn.transaction():
             # Several processes may open a fresh database at once; CREATE ...
@@ -390,7 +408,7 @@ class PostgresDatabase:
                 check_version(component, current, len(migrations))
                 for migration in migrations[current:]:
                     for statement in migration:
-                        await conn.execute(statement.format_map(names))
+                        await conn.execute(_TABLE.sub(lambda m: self.table(m[1]), statement))
                 if current < len(migrations):
                     await conn.execute(
                         f"INSERT INTO {versions} (component, version) VALUES (%s, %s) "
@@ -400,14 +418,3 @@ class PostgresDatabase:
         for component, migrations in pending:
             if self._pending.get(component) is migrations:
                 del self._pending[component]
-
-
-class _TableNames(dict[str, str]):
-    """`{name}` in a PostgreSQL migration resolves to `db.table(name)`."""
-
-    def __init__(self, db: PostgresDatabase) -> None:
-        super().__init__()
-        self._db = db
-
-    def __missing__(self, name: str) -> str:
-        return self._db.table(name)

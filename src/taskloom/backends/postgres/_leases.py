@@ -3,17 +3,12 @@
 Each operation is one statement: acquisition is an upsert whose conflict
 branch only fires when the held lease lapsed or was released, so two
 processes racing for a free key serialise on its row and exactly one gets it.
-A released lease keeps its row (holder cleared) because the row also carries
-the key's generation, which must keep rising for fencing to work.
-
-Time comes from the injected clock and is passed into SQL as a parameter,
-never read from the server, so every backend and every test agrees on "now".
 """
 
 from __future__ import annotations
 
-from .._leases import Clock, Lease, system_clock
-from .._sql import Migration
+from .._leases import Clock, system_clock
+from .._sql import Migration, SQLLeases
 from ._database import PostgresDatabase
 
 __all__ = ["POSTGRES_LEASE_MIGRATIONS", "PostgresLeases"]
@@ -31,14 +26,14 @@ POSTGRES_LEASE_MIGRATIONS: tuple[Migration, ...] = (
 )
 
 
-class PostgresLeases:
+class PostgresLeases(SQLLeases):
     """`Leases` on a backend's `PostgresDatabase`; behaves exactly like `MemoryLeases`."""
 
+    MIGRATIONS = POSTGRES_LEASE_MIGRATIONS
+
     def __init__(self, database: PostgresDatabase, *, clock: Clock = system_clock) -> None:
-        self.database = self._db = database
-        self._clock = clock
-        database.require("leases", POSTGRES_LEASE_MIGRATIONS)
-        table = self._db.table("leases")
+        super().__init__(database, clock=clock)
+        table = database.table("leases")
         self._acquire = f"""
             INSERT INTO {table} AS l (key, holder, generation, expires_at)
             VALUES (%(key)s, %(holder)s, 1, %(expires_at)s)
@@ -55,7 +50,7 @@ class PostgresLeases:
             RETURNING generation"""
         self._release = f"""
             UPDATE {table} SET holder = NULL
-            WHERE key = %s AND generation = %s AND holder IS NOT NULL"""
+            WHERE key = %(key)s AND generation = %(generation)s AND holder IS NOT NULL"""
         self._take_over = f"""
             UPDATE {table}
             SET holder = %(holder)s, generation = generation + 1, expires_at = %(expires_at)s
@@ -63,48 +58,4 @@ class PostgresLeases:
             RETURNING generation"""
         self._current = f"""
             SELECT holder, generation, expires_at FROM {table}
-            WHERE key = %s AND holder IS NOT NULL AND expires_at > %s"""
-
-    async def acquire(self, key: str, holder: str, ttl: float) -> Lease | None:
-        now = self._clock()
-        params = {"key": key, "holder": holder, "expires_at": now + ttl, "now": now}
-        async with self._db.connection() as conn:
-            row = await (await conn.execute(self._acquire, params)).fetchone()
-        return None if row is None else Lease(key, holder, int(row[0]), now + ttl)
-
-    async def renew(self, lease: Lease, ttl: float) -> Lease | None:
-        now = self._clock()
-        params = {
-            "key": lease.key,
-            "generation": lease.generation,
-            "expires_at": now + ttl,
-            "now": now,
-        }
-        # On the reserved connection: a renewal queued behind the holder's own
-        # work (its children's writes) could come too late and lose the lease.
-        async with self._db.connection(urgent=True) as conn:
-            row = await (await conn.execute(self._renew, params)).fetchone()
-        return None if row is None else Lease(lease.key, lease.holder, lease.generation, now + ttl)
-
-    async def release(self, lease: Lease) -> None:
-        async with self._db.connection(urgent=True) as conn:
-            await conn.execute(self._release, (lease.key, lease.generation))
-
-    async def take_over(self, lease: Lease, holder: str, ttl: float) -> Lease | None:
-        now = self._clock()
-        params = {
-            "key": lease.key,
-            "generation": lease.generation,
-            "old": lease.holder,
-            "holder": holder,
-            "expires_at": now + ttl,
-        }
-        async with self._db.connection() as conn:
-            row = await (await conn.execute(self._take_over, params)).fetchone()
-        return None if row is None else Lease(lease.key, holder, int(row[0]), now + ttl)
-
-    async def current(self, key: str) -> Lease | None:
-        now = self._clock()
-        async with self._db.connection() as conn:
-            row = await (await conn.execute(self._current, (key, now))).fetchone()
-        return None if row is None else Lease(key, row[0], int(row[1]), float(row[2]))
+            WHERE key = %(key)s AND holder IS NOT NULL AND expires_at > %(now)s"""

@@ -40,8 +40,7 @@ class PostgresSnapshots:
         self._sql_prune = f"DELETE FROM {table} WHERE session_id = %s AND position < %s"
 
     async def read(self, session_id: str) -> list[tuple[int, str]]:
-        async with self._db.connection() as conn:
-            rows = await (await conn.execute(self._sql_read, (session_id,))).fetchall()
+        rows = await self._db.fetchall(self._sql_read, (session_id,))
         return [(int(p), str(d)) for p, d in rows]
 
     async def write(
@@ -54,8 +53,7 @@ class PostgresSnapshots:
             await conn.execute(self._sql_write, (position, data, session_id))
 
     async def prune(self, session_id: str, before: int) -> None:
-        async with self._db.connection() as conn:
-            await conn.execute(self._sql_prune, (session_id, before))
+        await self._db.execute(self._sql_prune, (session_id, before))
 
     async def delete(self, session_id: str) -> None:
         await self.prune(session_id, 2**62)

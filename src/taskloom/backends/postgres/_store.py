@@ -19,17 +19,15 @@ from builtins import list as _list
 from typing import TYPE_CHECKING, Any
 
 from .._leases import Clock, Fence, check_fence, system_clock
-from .._sql import Migration, dump_json, load_entry_data, session_filters
+from .._sql import Migration, dump_json, list_query, load_entries
 from .._store import Entry, SessionMeta, check_session_id, not_found
 from ._database import PostgresDatabase
 from ._leases import PostgresLeases
 
 if TYPE_CHECKING:
-    from psycopg import AsyncConnection
-
     from .._backend import Backend
 
-__all__ = ["CHILDREN_PER_CONNECTION", "POSTGRES_SESSION_MIGRATIONS", "PostgresStore"]
+__all__ = ["POSTGRES_SESSION_MIGRATIONS", "PostgresStore"]
 
 POSTGRES_SESSION_MIGRATIONS: tuple[Migration, ...] = (
     (
@@ -69,10 +67,6 @@ async def _lost_race(attempt: int) -> int:
     return attempt
 
 
-CHILDREN_PER_CONNECTION = 4
-"""Children a runtime on a PostgreSQL store runs at once per pooled connection, by default."""
-
-
 class PostgresStore:
     """Sessions in PostgreSQL, on a `PostgresBackend`'s `PostgresDatabase` (one pool).
 
@@ -80,15 +74,8 @@ class PostgresStore:
     may append to the same session; positions stay dense and each writer's
     entries keep their order. `leases` is a `PostgresLeases` on the same
     database, and `append(..., fence=)` checks it in the append's own
-    transaction. `backend` is the `Backend` that built the store.
-
-    No call waits on the server unboundedly: connecting gives up after
-    `connect_timeout` seconds, waiting for a pooled connection after
-    `checkout_timeout`, a statement after `statement_timeout` (server-side,
-    and client-side shortly after when the server does not answer at all);
-    `asyncio.timeout` around any call returns promptly. A server that cannot
-    be reached raises `StoreUnavailable` naming host, port and cause; after
-    a restart or a dropped connection, the next call gets a fresh one.
+    transaction. `backend` is the `Backend` that built the store. No call
+    waits on the server unboundedly (see `PostgresDatabase`).
     """
 
     backend: Backend | None = None
@@ -146,25 +133,23 @@ class PostgresStore:
     @property
     def concurrency(self) -> int:
         """How many children a runtime on this store runs at once by default
-        (`Runtime(child_concurrency=)`): a few per pooled connection, since a
+        (`Runtime(child_concurrency=)`): four per pooled connection, since a
         child holds one only for a statement at a time. More would only wait
         for connections, and past `checkout_timeout` fail."""
-        return max(1, self._db.max_size - 1) * CHILDREN_PER_CONNECTION
+        return max(1, self._db.max_size - 1) * 4
 
     async def create(self, meta: SessionMeta) -> SessionMeta:
         check_session_id(meta.id)
         if not meta.created_at:
             meta = SessionMeta(meta.id, meta.agent, meta.parent_id, self._clock(), meta.metadata)
         params = (meta.id, meta.agent, meta.parent_id, meta.created_at, dump_json(meta.metadata))
-        async with self._db.connection() as conn:
-            row = await (await conn.execute(self._sql_create, params)).fetchone()
+        row = await self._db.fetchone(self._sql_create, params)
         if row is None:
             raise ValueError(f"session {meta.id!r} already exists")
         return meta
 
     async def get(self, session_id: str) -> SessionMeta:
-        async with self._db.connection() as conn:
-            row = await (await conn.execute(self._sql_get, (session_id,))).fetchone()
+        row = await self._db.fetchone(self._sql_get, (session_id,))
         if row is None:
             raise not_found(session_id)
         return _meta(row)
@@ -179,22 +164,25 @@ class PostgresStore:
             "created_at": entry.created_at or self._clock(),
             "data": dump_json(entry.data),
         }
+        attempt = 0
         if fence is None:
             async with self._db.connection() as conn:
-                try:
-                    return await self._insert(conn, params)
-                except ForeignKeyViolation:
-                    raise not_found(session_id) from None
+                while True:
+                    try:
+                        row = await (await conn.execute(self._sql_append, params)).fetchone()
+                    except ForeignKeyViolation:
+                        raise not_found(session_id) from None
+                    if row is not None:
+                        return int(row[0])
+                    attempt = await _lost_race(attempt)
         params["key"] = fence.key
         params["generation"] = fence.generation
-        attempt = 0
         while True:
-            async with self._db.connection() as conn:
-                try:
-                    cur = await conn.execute(self._sql_fenced_append, params)
-                except ForeignKeyViolation:
-                    raise not_found(session_id) from None
-                position, current, exists = await cur.fetchone() or (None, 0, False)
+            try:
+                row = await self._db.fetchone(self._sql_fenced_append, params)
+            except ForeignKeyViolation:
+                raise not_found(session_id) from None
+            position, current, exists = row or (None, 0, False)
             if position is not None:
                 return int(position)
             if not exists:
@@ -202,45 +190,25 @@ class PostgresStore:
             check_fence(fence, current)
             attempt = await _lost_race(attempt)
 
-    async def _insert(self, conn: AsyncConnection[Any], params: dict[str, Any]) -> int:
-        attempt = 0
-        while True:
-            row = await (await conn.execute(self._sql_append, params)).fetchone()
-            if row is not None:
-                return int(row[0])
-            attempt = await _lost_race(attempt)
-
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
-        async with self._db.connection() as conn:
-            cur = await conn.execute(self._sql_load, (after or 0, session_id))
-            rows = await cur.fetchall()
+        rows = await self._db.fetchall(self._sql_load, (after or 0, session_id))
         if not rows:
             raise not_found(session_id)
         if rows[0][0] is None:
             return []
-        return [
-            Entry(kind, load_entry_data(data, session_id, pos), run_id, pos, at)
-            for kind, data, run_id, pos, at in rows
-        ]
+        return load_entries(rows, session_id)
 
     async def list(
         self, *, parent_id: str | None = None, agent: str | None = None, limit: int | None = None
     ) -> _list[SessionMeta]:
-        where, params = session_filters("%s", parent_id=parent_id, agent=agent)
-        # LIMIT NULL is "no limit"; ties in created_at go to the later insert.
-        params.append(None if limit is None else max(limit, 0))
-        query = (
-            self._sql_list
-            + (" WHERE " + " AND ".join(where) if where else "")
-            + " ORDER BY created_at DESC, seq DESC LIMIT %s"
-        )
-        async with self._db.connection() as conn:
-            rows = await (await conn.execute(query, params)).fetchall()
+        # Ties in created_at go to the later insert.
+        order = "created_at DESC, seq DESC"
+        query, params = list_query(self._sql_list, order, "%s", None, parent_id, agent, limit)
+        rows = await self._db.fetchall(query, params)
         return [_meta(row) for row in rows]
 
     async def delete(self, session_id: str) -> None:
-        async with self._db.connection() as conn:
-            await conn.execute(self._sql_delete, (session_id,))
+        await self._db.execute(self._sql_delete, (session_id,))
 
     async def close(self) -> None:
         """Close the pool every part of the backend shares. Idempotent."""

@@ -3,22 +3,16 @@
 Both work through their backend's `SQLiteDatabase` (one connection, one
 thread, one `busy_timeout`). Atomicity between processes comes from SQLite's
 own locking (a cap check takes the write lock before it counts).
-
-The tables are the `"background"` component's versioned migrations,
-applied on first use.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from builtins import list as _list
-from collections.abc import Iterable
 
-from .._activities import BackgroundActivity, BackgroundNotice
-from .._leases import Clock, system_clock
-from .._sql import Migration
-from ._database import SQLiteDatabase, immediate
+from .._activities import BackgroundActivity
+from .._sql import Migration, SQLActivities, SQLNotices
+from ._database import immediate
 
 __all__ = ["SQLITE_BACKGROUND_MIGRATIONS", "SQLiteActivityRegistry", "SQLiteNoticeInbox"]
 
@@ -54,22 +48,27 @@ def _dumps(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-async def _execute(db: SQLiteDatabase, statement: str, params: tuple[object, ...]) -> int:
-    """Run one statement (its own transaction); how many rows it changed."""
-    return await db.run(lambda conn: conn.execute(statement, params).rowcount)
-
-
-class SQLiteActivityRegistry:
+class SQLiteActivityRegistry(SQLActivities):
     """An `ActivityRegistry` on a backend's `SQLiteDatabase`; `clock` measures leases.
 
     Lease times are stored as the clock's readings, so processes sharing a
     file must share a clock — the default wall clock does.
     """
 
-    def __init__(self, database: SQLiteDatabase, *, clock: Clock = system_clock) -> None:
-        self.database = self._db = database
-        self._clock = clock
-        database.require("background", SQLITE_BACKGROUND_MIGRATIONS)
+    MIGRATIONS = SQLITE_BACKGROUND_MIGRATIONS
+    _load = staticmethod(json.loads)
+    _sql_list = (
+        "SELECT body FROM taskloom_background_activities"
+        " WHERE session_id = :session AND expires_at > :now ORDER BY rowid"
+    )
+    _sql_renew = (
+        "UPDATE taskloom_background_activities SET expires_at = :expires_at"
+        " WHERE session_id = :session AND id = :id AND expires_at > :now"
+    )
+    _sql_remove = (
+        "DELETE FROM taskloom_background_activities WHERE session_id = :session AND id = :id"
+    )
+    _sql_clear = "DELETE FROM taskloom_background_activities WHERE session_id = :session"
 
     async def add(
         self, session: str, activity: BackgroundActivity, lease: float, kind_cap: int | None = None
@@ -105,90 +104,25 @@ class SQLiteActivityRegistry:
                 )
             return True
 
-        return await self._db.run(add)
-
-    async def list(self, session: str) -> _list[BackgroundActivity]:
-        now = self._clock()
-
-        def select(conn: sqlite3.Connection) -> _list[str]:
-            rows = conn.execute(
-                "SELECT body FROM taskloom_background_activities"
-                " WHERE session_id = ? AND expires_at > ? ORDER BY rowid",
-                (session, now),
-            ).fetchall()
-            return [body for (body,) in rows]
-
-        return [BackgroundActivity.from_dict(json.loads(b)) for b in await self._db.run(select)]
-
-    async def renew(self, session: str, activity_id: str, lease: float) -> bool:
-        now = self._clock()
-
-        changed = await _execute(
-            self._db,
-            "UPDATE taskloom_background_activities SET expires_at = ?"
-            " WHERE session_id = ? AND id = ? AND expires_at > ?",
-            (now + lease, session, activity_id, now),
-        )
-        return changed == 1
-
-    async def remove(self, session: str, activity_id: str) -> None:
-        await _execute(
-            self._db,
-            "DELETE FROM taskloom_background_activities WHERE session_id = ? AND id = ?",
-            (session, activity_id),
-        )
-
-    async def clear(self, session: str) -> None:
-        await _execute(
-            self._db, "DELETE FROM taskloom_background_activities WHERE session_id = ?", (session,)
-        )
+        return bool(await self._db.run(add))
 
 
-class SQLiteNoticeInbox:
-    """A `NoticeInbox` on a backend's `SQLiteDatabase`.
+class SQLiteNoticeInbox(SQLNotices):
+    """A `NoticeInbox` on a backend's `SQLiteDatabase` (see `SQLNotices`)."""
 
-    Acknowledged notices stay (marked) until `clear`, so a late duplicate of
-    a report the model already saw is still recognised and refused.
-    """
-
-    def __init__(self, database: SQLiteDatabase) -> None:
-        self.database = self._db = database
-        database.require("background", SQLITE_BACKGROUND_MIGRATIONS)
-
-    async def push(self, session: str, notice: BackgroundNotice) -> bool:
-        # One statement decides the race: the unique key lets exactly one writer
-        # of an id insert, whichever connection or process it is on.
-        inserted = await _execute(
-            self._db,
-            "INSERT INTO taskloom_background_notices (session_id, id, body) VALUES (?, ?, ?)"
-            " ON CONFLICT (session_id, id) DO NOTHING",
-            (session, notice.id, _dumps(notice.to_dict())),
-        )
-        return inserted == 1
-
-    async def pending(self, session: str) -> _list[BackgroundNotice]:
-        def select(conn: sqlite3.Connection) -> _list[str]:
-            rows = conn.execute(
-                "SELECT body FROM taskloom_background_notices"
-                " WHERE session_id = ? AND acked = 0 ORDER BY seq",
-                (session,),
-            ).fetchall()
-            return [body for (body,) in rows]
-
-        return [BackgroundNotice.from_dict(json.loads(b)) for b in await self._db.run(select)]
-
-    async def ack(self, session: str, ids: Iterable[str]) -> None:
-        wanted = _dumps(_list(ids))
-        if wanted == "[]":
-            return
-        await _execute(
-            self._db,
-            "UPDATE taskloom_background_notices SET acked = 1"
-            " WHERE session_id = ? AND acked = 0 AND id IN (SELECT value FROM json_each(?))",
-            (session, wanted),
-        )
-
-    async def clear(self, session: str) -> None:
-        await _execute(
-            self._db, "DELETE FROM taskloom_background_notices WHERE session_id = ?", (session,)
-        )
+    MIGRATIONS = SQLITE_BACKGROUND_MIGRATIONS
+    _dump = _dump_ids = staticmethod(_dumps)
+    _load = staticmethod(json.loads)
+    _sql_push = (
+        "INSERT INTO taskloom_background_notices (session_id, id, body)"
+        " VALUES (:session, :id, :body) ON CONFLICT (session_id, id) DO NOTHING"
+    )
+    _sql_pending = (
+        "SELECT body FROM taskloom_background_notices"
+        " WHERE session_id = :session AND acked = 0 ORDER BY seq"
+    )
+    _sql_ack = (
+        "UPDATE taskloom_background_notices SET acked = 1 WHERE session_id = :session"
+        " AND acked = 0 AND id IN (SELECT value FROM json_each(:ids))"
+    )
+    _sql_clear = "DELETE FROM taskloom_background_notices WHERE session_id = :session"

@@ -158,6 +158,22 @@ class SQLiteDatabase:
                 return result  # type: ignore[no-any-return]
         return await asyncio.wrap_future(self._submit(functools.partial(self._call, fn), urgent))
 
+    async def execute(self, sql: str, params: Any = (), *, urgent: bool = False) -> int:
+        """Run one statement (its own transaction); how many rows it changed."""
+        return await self.run(lambda conn: conn.execute(sql, params).rowcount, urgent=urgent)
+
+    async def fetchone(self, sql: str, params: Any = ()) -> Any:
+        """The first row one query returns, or None."""
+        return await self.run(lambda conn: conn.execute(sql, params).fetchone())
+
+    async def fetchall(
+        self, sql: str, params: Any = (), *, urgent: bool = False, inline: bool = True
+    ) -> list[Any]:
+        """Every row one statement returns (all read, so a write in it commits)."""
+        return await self.run(
+            lambda conn: conn.execute(sql, params).fetchall(), urgent=urgent, inline=inline
+        )
+
     async def close(self) -> None:
         """Close the connection and stop the worker; later calls raise. Idempotent."""
         if self._closed:

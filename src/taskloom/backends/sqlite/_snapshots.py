@@ -38,7 +38,7 @@ class SQLiteSnapshots:
             "SELECT position, CAST(data AS BLOB) FROM taskloom_snapshots"
             " WHERE session_id = ? ORDER BY position"
         )
-        rows = await self._db.run(lambda conn: conn.execute(sql, (session_id,)).fetchall())
+        rows = await self._db.fetchall(sql, (session_id,))
         return [(int(p), bytes(d).decode(errors="replace")) for p, d in rows]
 
     async def write(
@@ -59,8 +59,10 @@ class SQLiteSnapshots:
         await self._db.run(write)
 
     async def prune(self, session_id: str, before: int) -> None:
-        sql = "DELETE FROM taskloom_snapshots WHERE session_id = ? AND position < ?"
-        await self._db.run(lambda conn: conn.execute(sql, (session_id, before)))
+        await self._db.execute(
+            "DELETE FROM taskloom_snapshots WHERE session_id = ? AND position < ?",
+            (session_id, before),
+        )
 
     async def delete(self, session_id: str) -> None:
         await self.prune(session_id, 2**62)

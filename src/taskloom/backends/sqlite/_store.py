@@ -17,7 +17,7 @@ from builtins import list as _list
 from typing import TYPE_CHECKING, Any
 
 from .._leases import Clock, Fence, check_fence, system_clock
-from .._sql import Migration, dump_json, load_entry_data, session_filters
+from .._sql import Migration, dump_json, list_query, load_entries
 from .._store import Entry, SessionMeta, check_session_id, not_found
 from ._database import SQLiteDatabase, immediate
 from ._leases import SQLiteLeases, generation
@@ -25,7 +25,7 @@ from ._leases import SQLiteLeases, generation
 if TYPE_CHECKING:
     from .._backend import Backend
 
-__all__ = ["SQLITE_CHILD_CONCURRENCY", "SQLITE_SESSION_MIGRATIONS", "SQLiteStore"]
+__all__ = ["SQLITE_SESSION_MIGRATIONS", "SQLiteStore"]
 
 SQLITE_SESSION_MIGRATIONS: tuple[Migration, ...] = (
     (
@@ -58,7 +58,8 @@ _CREATE = """
 INSERT INTO taskloom_sessions (id, agent, parent_id, created_at, metadata)
 VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING
 """
-_GET = "SELECT id, agent, parent_id, created_at, metadata FROM taskloom_sessions WHERE id = ?"
+_LIST = "SELECT id, agent, parent_id, created_at, metadata FROM taskloom_sessions"
+_GET = f"{_LIST} WHERE id = ?"
 _EXISTS = "SELECT 1 FROM taskloom_sessions WHERE id = ?"
 # Nothing is inserted unless the session exists and the fence (?6, ?7), when
 # given, is the lease's current generation; `_append_checked` then says which
@@ -95,10 +96,6 @@ def _append_checked(conn: sqlite3.Connection, params: tuple[Any, ...], fence: Fe
         return int(conn.execute(_APPEND, params).fetchone()[0])
 
 
-SQLITE_CHILD_CONCURRENCY = 32
-"""Children a runtime on a SQLite store runs at once unless told otherwise."""
-
-
 class SQLiteStore:
     """Sessions in the SQLite file of a `SQLiteBackend`, on its `SQLiteDatabase`
     (whose worker thread takes what would wait or read a lot, so the event
@@ -119,9 +116,9 @@ class SQLiteStore:
     @property
     def concurrency(self) -> int:
         """How many children a runtime on this store runs at once by default
-        (`Runtime(child_concurrency=)`): the one connection serves them in turn,
+        (`Runtime(child_concurrency=)`), 32: the one connection serves them in turn,
         and a deeper queue would only delay everyone's writes."""
-        return SQLITE_CHILD_CONCURRENCY
+        return 32
 
     @property
     def path(self) -> str | os.PathLike[str]:
@@ -142,7 +139,7 @@ class SQLiteStore:
         return meta
 
     async def get(self, session_id: str) -> SessionMeta:
-        row = await self._db.run(lambda conn: conn.execute(_GET, (session_id,)).fetchone())
+        row = await self._db.fetchone(_GET, (session_id,))
         if row is None:
             raise not_found(session_id)
         return _meta(row)
@@ -179,30 +176,20 @@ class SQLiteStore:
         rows = await self._db.run(load, inline=after is not None)
         if rows is None:
             raise not_found(session_id)
-        return [
-            Entry(kind, load_entry_data(data, session_id, pos), run_id, pos, at)
-            for kind, data, run_id, pos, at in rows
-        ]
+        return load_entries(rows, session_id)
 
     async def list(
         self, *, parent_id: str | None = None, agent: str | None = None, limit: int | None = None
     ) -> _list[SessionMeta]:
-        where, params = session_filters("?", parent_id=parent_id, agent=agent)
-        # LIMIT -1 is SQLite for "no limit". Ties in created_at go to the
-        # later insert (higher rowid), so same-instant sessions list newest first too.
-        params.append(-1 if limit is None else max(limit, 0))
-        query = (
-            "SELECT id, agent, parent_id, created_at, metadata FROM taskloom_sessions"
-            + (" WHERE " + " AND ".join(where) if where else "")
-            + " ORDER BY created_at DESC, rowid DESC LIMIT ?"
-        )
-        rows = await self._db.run(
-            lambda conn: conn.execute(query, params).fetchall(), inline=limit is not None
-        )
+        # Ties in created_at go to the later insert (higher rowid), so
+        # same-instant sessions list newest first too.
+        order = "created_at DESC, rowid DESC"
+        query, params = list_query(_LIST, order, "?", -1, parent_id, agent, limit)
+        rows = await self._db.fetchall(query, params, inline=limit is not None)
         return [_meta(row) for row in rows]
 
     async def delete(self, session_id: str) -> None:
-        await self._db.run(lambda conn: conn.execute(_DELETE, (session_id,)))
+        await self._db.execute(_DELETE, (session_id,))
 
     async def close(self) -> None:
         """Close the database every part of the backend shares. Idempotent."""
