@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-__all__ = ["EXTRAS", "extra_providing", "install_command", "needs_extra"]
-
 EXTRAS: Mapping[str, tuple[str, tuple[str, ...]]] = {
     "cli": ("the taskloom command", ("rich",)),
     "postgres": ("PostgreSQL stores", ("psycopg", "psycopg_pool")),

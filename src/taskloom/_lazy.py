@@ -8,8 +8,6 @@ from typing import Any
 
 from ._extras import needs_extra
 
-__all__ = ["lazy_exports"]
-
 
 def lazy_exports(package: str, table: Mapping[str, str]) -> Callable[[str], Any]:
     """A module `__getattr__` importing `table[name]` (relative to `package`) on first use.

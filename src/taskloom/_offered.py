@@ -15,16 +15,6 @@ from typing import Any
 from ._codec import encode
 from .results import ToolSpec
 
-__all__ = [
-    "INSTRUCTIONS_DIFF_LINES",
-    "changes",
-    "offer",
-    "recorded_offer",
-    "shown",
-    "tools_data",
-    "without_schemas",
-]
-
 INSTRUCTIONS_DIFF_LINES = 20
 """At most this many lines of a changed instructions' diff are shown."""
 

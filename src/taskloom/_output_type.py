@@ -18,8 +18,6 @@ from .errors import ConfigurationError
 if TYPE_CHECKING:
     import pydantic
 
-__all__ = ["OutputType"]
-
 
 class OutputType:
     """The output type `spec` of agent `owner`: a type pydantic validates (a

@@ -10,18 +10,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote
 
-__all__ = [
-    "MIN_SECRET_LENGTH",
-    "REDACTED",
-    "StreamRedaction",
-    "credentials",
-    "is_credential_name",
-    "redact",
-    "redact_value",
-    "safe_url",
-    "safe_urls",
-]
-
 REDACTED = "[redacted]"
 
 MIN_SECRET_LENGTH = 8

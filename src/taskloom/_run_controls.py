@@ -16,17 +16,6 @@ from .messages import Usage
 if TYPE_CHECKING:
     from .results import BudgetLeft
 
-__all__ = [
-    "Aborted",
-    "BudgetLedger",
-    "CancelScope",
-    "RunControls",
-    "StopSignal",
-    "UsageMeter",
-    "let_go",
-    "wait_until",
-]
-
 _let_go: set[asyncio.Future[Any]] = set()
 
 

@@ -18,19 +18,6 @@ from .errors import ConfigurationError
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-__all__ = [
-    "MAX_FORM_BODY",
-    "MAX_JSONRPC_BODY",
-    "BearerGuard",
-    "BodyLimit",
-    "guard",
-    "is_loopback",
-    "jsonrpc_error",
-    "listen",
-    "require_token_beyond_loopback",
-    "serve_on",
-]
-
 MAX_JSONRPC_BODY = 1 << 20
 """The default bound on a JSON-RPC request body (A2A and MCP): 1 MiB, past
 the context window of most models, so no task a model could take is refused."""

@@ -56,8 +56,6 @@ if TYPE_CHECKING:
     from ..runtime import Runtime
     from ..tools import ToolContext
 
-__all__ = ["RemoteAgent"]
-
 
 class _Arguments(pydantic.BaseModel, extra="forbid"):
     """A remote agent tool's arguments: a task, or the answer to a question

@@ -53,16 +53,6 @@ from ..events import TextDelta
 from ..results import RunResult
 from ..runtime import Runtime, ServedRuns, ServedState, ServedTask
 
-__all__ = [
-    "ANSWER",
-    "CONTEXT_KEY",
-    "SessionTaskStore",
-    "a2a_app",
-    "agent_card",
-    "approves",
-    "serve_agent",
-]
-
 CONTEXT_KEY = "a2a_context_id"
 """The session metadata key holding the A2A context id of the task it is."""
 

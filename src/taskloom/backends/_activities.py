@@ -16,14 +16,6 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._codec import Stored, stored
 
-__all__ = [
-    "ActivityRegistry",
-    "BackgroundActivity",
-    "BackgroundNotice",
-    "NoticeInbox",
-    "NoticeStatus",
-]
-
 
 class NoticeStatus:
     """How background work ended (a notice accepts any string)."""

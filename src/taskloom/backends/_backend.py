@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     from ._store import SessionStore
     from ._tree_budgets import BudgetLedger
 
-__all__ = ["Backend", "Capability", "backend_of", "snapshots_for"]
-
 
 class Capability(enum.StrEnum):
     """What a backend promises; the contract suites in `taskloom.testing`

@@ -22,20 +22,6 @@ from typing import Protocol, runtime_checkable
 
 from ..errors import StaleLeaseError
 
-__all__ = [
-    "Clock",
-    "Fence",
-    "Lease",
-    "Leases",
-    "MemoryLeases",
-    "acquire_or_take_over",
-    "check_fence",
-    "holder_is_gone",
-    "holder_name",
-    "session_lease_key",
-    "system_clock",
-]
-
 Clock = Callable[[], float]
 
 

@@ -10,8 +10,6 @@ from ..errors import ConfigurationError
 from ._backend import Backend
 from ._store import SessionStore
 
-__all__ = ["open_backend"]
-
 
 def open_backend(
     url: str | Backend | SessionStore | None = None, *, create: bool = True, **options: Any

@@ -9,8 +9,6 @@ from typing import TYPE_CHECKING, TypedDict
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["DEFAULT_MAX_SIZE", "PoolOptions", "PoolSettings"]
-
 DEFAULT_MAX_SIZE = 10
 """Connections a backend's pool holds at most unless told otherwise.
 

@@ -22,8 +22,6 @@ from typing import Protocol, runtime_checkable
 
 from ._leases import Fence
 
-__all__ = ["SnapshotStore"]
-
 
 @runtime_checkable
 class SnapshotStore(Protocol):

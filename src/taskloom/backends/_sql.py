@@ -19,20 +19,6 @@ from ..results import BudgetLeft
 from ._activities import BackgroundActivity, BackgroundNotice
 from ._leases import Clock, Lease, system_clock
 
-__all__ = [
-    "VERSION_TABLE",
-    "Migration",
-    "SQLActivities",
-    "SQLNotices",
-    "SQLBudgets",
-    "SQLLeases",
-    "check_version",
-    "dump_json",
-    "list_query",
-    "load_entries",
-    "quote_ident",
-]
-
 Migration = tuple[str, ...]
 """The statements of one schema step, applied in one transaction with the others pending."""
 

@@ -50,19 +50,6 @@ from ._service import BackgroundHost, BackgroundService, Detached, WorkFailed, W
 if TYPE_CHECKING:
     from ..tools import ToolContext
 
-__all__ = [
-    "CHILDREN_LOOKED_AT",
-    "FOLLOW_LEASE",
-    "MAX_ENTRIES_PER_POLL",
-    "MAX_QUESTIONS",
-    "MAX_TEXT_BYTES",
-    "FollowJob",
-    "Followed",
-    "Follows",
-    "MakeFollowed",
-    "bounded_text",
-]
-
 logger = logging.getLogger("taskloom")
 
 FOLLOW_LEASE = 30.0

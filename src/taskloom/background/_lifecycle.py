@@ -14,8 +14,6 @@ from typing import TypeAlias
 from ..backends import ActivityRegistry, BackgroundActivity, BackgroundNotice, NoticeInbox
 from ..events import WorkFinished
 
-__all__ = ["DeleteHook", "Lifecycle", "Listeners", "Reopen", "StopHook"]
-
 Emit: TypeAlias = Callable[[WorkFinished], object]
 """Where `Lifecycle.finish` sends `WorkFinished`; may return an awaitable."""
 

@@ -30,8 +30,6 @@ if TYPE_CHECKING:
     from ..tools import Tool
     from ._service import BackgroundHost
 
-__all__ = ["Delivery", "ResumesWork", "RunNotices", "RunStart", "RunStartHook"]
-
 logger = logging.getLogger("taskloom")
 
 _PREFIX = "[background]"

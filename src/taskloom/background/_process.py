@@ -32,15 +32,6 @@ from typing import TextIO
 from ..backends import NoticeStatus
 from ..errors import CommandNotStarted
 
-__all__ = [
-    "CapturedOutput",
-    "CommandProcess",
-    "CommandResult",
-    "OutputCapture",
-    "format_seconds",
-    "stdio_keeper_argv",
-]
-
 _READ_SIZE = 64 * 1024
 
 _DRAIN_SECONDS = 1.0

@@ -37,16 +37,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("taskloom")
 
-__all__ = [
-    "BackgroundHost",
-    "BackgroundService",
-    "Detached",
-    "Work",
-    "WorkFailed",
-    "WorkResult",
-    "redacted",
-]
-
 T = TypeVar("T")
 
 WorkResult = str | tuple[str, str]

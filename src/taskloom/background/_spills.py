@@ -15,8 +15,6 @@ import time
 import weakref
 from pathlib import Path
 
-__all__ = ["SpillFiles"]
-
 _SWEEP_SECONDS = 60.0
 """The least time between two looks for spill files past their retention."""
 

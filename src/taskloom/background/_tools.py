@@ -29,9 +29,6 @@ from ._process import CommandProcess, OutputCapture, format_seconds
 from ._service import BackgroundHost, BackgroundService, WorkResult, redacted
 from ._spills import SpillFiles
 
-__all__ = ["SAFE_ENV_NAMES", "background_tools"]
-
-
 KIND = "shell"
 """The activity kind of every command these tools start."""
 

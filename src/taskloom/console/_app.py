@@ -28,8 +28,6 @@ from ._auth import AccessGuard, new_token
 from ._pages import SessionPages
 from ._shared import HERE, environment
 
-__all__ = ["Console"]
-
 READ_ONLY = (
     "read-only: this console was started without --app module:factory, so it has "
     "no runtime to run tools with; start it with the app to approve, resume, steer or stop"

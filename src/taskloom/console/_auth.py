@@ -28,8 +28,6 @@ from urllib.parse import parse_qsl, quote, urlencode
 
 from .._serving import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["COOKIE", "AccessGuard", "new_token"]
-
 COOKIE = "taskloom_console"
 
 SECURITY_HEADERS = [

@@ -41,25 +41,6 @@ from ..errors import CorruptEntry
 from ..log import SessionLog, entry_messages
 from ..messages import Message, ThinkingBlock
 
-__all__ = [
-    "MOVED",
-    "STATUSES",
-    "CallView",
-    "ChildRef",
-    "Item",
-    "PendingView",
-    "ResultView",
-    "SessionSummary",
-    "fold_long",
-    "moved_children",
-    "parked_calls",
-    "undecided_calls",
-    "redact",
-    "run_state",
-    "summarize",
-    "transcript",
-]
-
 STATUSES = (
     "running",
     "awaiting_approval",

@@ -21,8 +21,6 @@ from ..errors import SessionNotFound
 from ._read import child_links, now, redact
 from ._tree import LogCache, child_span
 
-__all__ = ["Bar", "Lane", "Timeline", "build_timeline", "run_spans", "to_svg"]
-
 MAX_DEPTH = 3
 
 

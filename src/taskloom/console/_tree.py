@@ -19,8 +19,6 @@ from ..events import origin_label
 from ..runtime import Runtime
 from ._read import MOVED, display_name, moved_children, redact, run_state
 
-__all__ = ["CallGroup", "LogCache", "TreeNode", "child_span", "delegation_tree"]
-
 MAX_DEPTH = 6
 """Deeper nesting is cut (delegation is one level deep; this guards odd stores)."""
 

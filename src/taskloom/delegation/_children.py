@@ -40,31 +40,6 @@ from ..results import RunResult, RunStatus
 from ..runtime import Runtime, Session
 from ..tools import ToolContext, ToolOutput
 
-__all__ = [
-    "DEFAULT_MAX_ANSWER_CHARS",
-    "LiveChildren",
-    "ChildOutcome",
-    "cap_answer",
-    "capped_error",
-    "check_answer_cap",
-    "read_on",
-    "report_text",
-    "child_slot",
-    "ChildStatus",
-    "all_decided",
-    "child_started",
-    "child_status",
-    "create_child",
-    "ended_outcome",
-    "execute_child",
-    "hold_turn",
-    "linked_child",
-    "report_inline",
-    "report_moved",
-    "run_inline",
-    "terminal_entry",
-]
-
 CHILD_LEASE = 30.0
 """Seconds a child's lease lasts without renewal (renewed every third of it)."""
 

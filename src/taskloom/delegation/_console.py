@@ -33,8 +33,6 @@ from ._children import (
 from ._dispatch import report_notice_id
 from ._handoff import ASK_TOOL
 
-__all__ = ["console_tools"]
-
 
 def console_tools(
     *, wait_timeout: float = 120.0, poll_interval: float = 0.2, page_chars: int = 40_000

@@ -49,17 +49,6 @@ from ._children import (
     terminal_entry,
 )
 
-__all__ = [
-    "ChildSpec",
-    "ChildWorker",
-    "Dispatcher",
-    "FollowedChild",
-    "InlineDispatcher",
-    "TaskDispatcher",
-    "registration",
-    "report_notice_id",
-]
-
 logger = logging.getLogger("taskloom")
 
 

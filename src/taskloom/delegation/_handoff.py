@@ -54,14 +54,6 @@ from ._dispatch import ChildSpec, ChildWorker, registration, report_notice_id
 if TYPE_CHECKING:
     from ._subagent import SubAgent
 
-__all__ = [
-    "ASK_TOOL",
-    "Questions",
-    "ask_parent_tool",
-    "delegate_in_task",
-    "reply_to_child",
-]
-
 ASK_TOOL = "ask_parent"
 
 POLL = 0.2

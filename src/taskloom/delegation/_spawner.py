@@ -38,8 +38,6 @@ from ._tool import DelegationTool
 if TYPE_CHECKING:
     from ..tools import ToolContext
 
-__all__ = ["Spawner", "WorkerType"]
-
 SPAWN_TOOL = "spawn_agent"
 
 

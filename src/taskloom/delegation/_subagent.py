@@ -27,8 +27,6 @@ from ._tool import DelegationTool
 if TYPE_CHECKING:
     from ..tools import ToolContext
 
-__all__ = ["SubAgent", "check_child_tools"]
-
 ON_APPROVAL = ("deny", "escalate")
 """What a child may do with an approval-gated call: deny it, or escalate it."""
 

@@ -32,12 +32,6 @@ from ._dispatch import ChildSpec, ChildWorker, FollowedChild, registration
 if TYPE_CHECKING:
     from ..tools import ToolContext
 
-__all__ = [
-    "ChildQueue",
-    "DecidedChildren",
-    "DelegationTool",
-]
-
 logger = logging.getLogger("taskloom")
 
 Handler: TypeAlias = "Callable[[Runtime, dict[str, Any], ToolContext], Awaitable[ToolOutput]]"

@@ -29,8 +29,6 @@ if TYPE_CHECKING:
 
     from ._queue import WorkQueue
 
-__all__ = ["DRAIN_REASON", "JobBodies", "wakeups_in_a_row"]
-
 DRAIN_REASON = "the worker is shutting down"
 
 

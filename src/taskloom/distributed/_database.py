@@ -41,8 +41,6 @@ if TYPE_CHECKING:
 
     from ._bodies import JobBodies
 
-__all__ = ["CHILD_TASK", "JOBS_CHANNEL", "RUN_TASK", "TICK_TASK", "QueueDatabase"]
-
 RUN_TASK = "taskloom.run"
 """Bring a session up to date: a submitted run, a resume, a wake-up."""
 

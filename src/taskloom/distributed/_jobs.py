@@ -23,8 +23,6 @@ from procrastinate import exceptions, jobs, manager, retry
 
 from ..loop.ports import RUN_BY
 
-__all__ = ["Busy", "Drained", "FencedJobManager", "JobStrategy", "Lost", "Malformed", "logged"]
-
 logger = logging.getLogger("taskloom.distributed")
 
 _OWNED = """SELECT id FROM procrastinate_jobs

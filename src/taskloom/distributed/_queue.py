@@ -46,8 +46,6 @@ if TYPE_CHECKING:
     from ..runtime import Runtime
     from ._worker import QueueWorker
 
-__all__ = ["JobListener", "QueueStatus", "WorkQueue", "options_from_json", "options_to_json"]
-
 logger = logging.getLogger("taskloom.distributed")
 
 _KINDS = {RUN_TASK: "run", CHILD_TASK: "child", TICK_TASK: "schedule"}

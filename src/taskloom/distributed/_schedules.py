@@ -24,8 +24,6 @@ if TYPE_CHECKING:
 
     from ..backends import SessionStore
 
-__all__ = ["Schedule", "Schedules", "next_time"]
-
 _COLUMNS = "id, session_id, every_seconds, cron, input, next_at"
 
 

@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from ..runtime import Runtime
     from ._queue import WorkQueue
 
-__all__ = ["QueueWorker"]
-
 logger = logging.getLogger("taskloom.distributed")
 
 

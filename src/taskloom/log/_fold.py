@@ -35,8 +35,6 @@ from ._fold_state import SnapshotState
 from ._turn import OpenTurn
 from ._view import MessageView, message_chars, summary_chars, summary_message
 
-__all__ = ["SessionLog", "fold_text"]
-
 
 def fold_text(entries: Iterable[Entry]) -> str:
     """The user-turn text for steering and deferred items, in arrival order."""

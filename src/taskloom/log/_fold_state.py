@@ -20,8 +20,6 @@ from ..messages import Message
 from ..models import ReasoningOptions
 from ._registers import FoldRegisters, Key
 
-__all__ = ["SnapshotState"]
-
 
 class SnapshotState(FoldRegisters):
     """The snapshot half of `SessionLog`."""

@@ -11,8 +11,6 @@ from collections.abc import Iterable, Mapping
 from ..entries import Entry, InputAnswer, InputRequest, MCPTaskEnded
 from ..results import PendingInput
 
-__all__ = ["ended_activities", "input_id_for", "pending_input", "pending_inputs", "read_inputs"]
-
 
 def input_id_for(activity_id: str, key: str) -> str:
     """The session-wide id of the question `key` of activity `activity_id`."""

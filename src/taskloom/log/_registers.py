@@ -22,8 +22,6 @@ from ..entries import (
 from ..messages import Message
 from ..models import ReasoningOptions
 
-__all__ = ["FoldRegisters", "Key"]
-
 Key = tuple[int, str]
 """(turn, call id): what approval requests, decisions and start records bind to."""
 

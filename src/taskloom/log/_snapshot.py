@@ -30,8 +30,6 @@ from ._fold import SessionLog
 
 logger = logging.getLogger("taskloom")
 
-__all__ = ["SNAPSHOT_VERSION", "Snapshot", "encode_snapshot", "read_snapshot"]
-
 SNAPSHOT_VERSION = 4
 """The format rows are written in; rows of any other version are ignored (2 kept
 message entries as one JSON text per row; 4 added the position and checksum)."""

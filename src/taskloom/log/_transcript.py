@@ -11,8 +11,6 @@ from ..events import origin_label
 from ..messages import Message
 from ._view import summary_message
 
-__all__ = ["Load", "conversation", "entry_messages", "transcript"]
-
 Load = Callable[[str], Awaitable[Sequence[Entry]]]
 """Reads a session's whole log by id (a store's `load`)."""
 

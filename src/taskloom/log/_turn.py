@@ -17,15 +17,6 @@ from ..messages import Message, ToolCall, ToolResult, Usage
 from ..results import PendingCall, RunResult, RunStatus
 from ._registers import FoldRegisters
 
-__all__ = [
-    "INTERRUPTED",
-    "NOT_STARTED",
-    "HasOutput",
-    "OpenTurn",
-    "denial_text",
-    "with_unique_call_ids",
-]
-
 
 class HasOutput(Protocol):
     """What reading a run's result back needs of its agent (a `taskloom.Agent`)."""

@@ -10,8 +10,6 @@ from typing import overload
 
 from ..messages import Message, TextBlock, ToolCall, ToolResult
 
-__all__ = ["SUMMARY_HEADING", "MessageView", "message_chars", "summary_chars", "summary_message"]
-
 
 class MessageView(Sequence[Message]):
     """A read-only window on a log's messages: `head`, then `messages[start:stop]`,

@@ -23,15 +23,6 @@ from ..messages import ToolCall, ToolResult
 from ..results import arguments_digest
 from ..tools import Tool
 
-__all__ = [
-    "Gate",
-    "ParkedTurn",
-    "approval_gate",
-    "gated_calls",
-    "requests_for",
-    "resolve_parked_turn",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class Gate:

@@ -29,8 +29,6 @@ from ._result import EndRun
 from ._scope import RunState
 from ._tree_budget import BudgetSpent, InputBound, TreeBudget, within_range
 
-__all__ = ["ModelAsker", "Requests"]
-
 logger = logging.getLogger("taskloom")
 
 

@@ -27,17 +27,6 @@ if TYPE_CHECKING:
     from ._ask import ModelAsker
     from ._scope import RunState
 
-__all__ = [
-    "SUMMARY_PROMPT",
-    "SUMMARY_SHARE",
-    "Compaction",
-    "Compactor",
-    "ContextEstimate",
-    "cut_index",
-    "cut_index_to_fit",
-    "render_for_summary",
-]
-
 SUMMARY_PROMPT = """\
 You compact the earlier part of a conversation between a user, an AI agent and \
 its tools, so the agent can continue with less context. Write a summary that \

@@ -19,8 +19,6 @@ from ._strategy import (
     RoundToolResult,
 )
 
-__all__ = ["PROCEED", "Decisions"]
-
 PROCEED = RoundDecision.proceed()
 """The decision of a run without a strategy, at every boundary."""
 

@@ -21,17 +21,6 @@ from ..results import RunStatus
 from ..tools import Tool, ToolContext, ToolEffect, ToolOutput
 from ._scope import RunScope, RunState
 
-__all__ = [
-    "CANCELLED",
-    "NOT_RUN_CANCELLED",
-    "CutShort",
-    "ToolCalls",
-    "execute_calls",
-    "result_for_unrunnable",
-    "run_one",
-    "step_count",
-]
-
 BeforeStep = Callable[[Sequence[ToolCall]], Awaitable[None]]
 """Awaited before each step of a batch starts, with the step's calls."""
 

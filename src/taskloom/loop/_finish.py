@@ -15,8 +15,6 @@ from ._result import End
 from ._scope import RunState, append_message
 from ._tree_budget import TreeBudget
 
-__all__ = ["finish", "finish_cancelled", "record_failure", "run_result"]
-
 logger = logging.getLogger("taskloom")
 
 

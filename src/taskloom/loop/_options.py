@@ -16,8 +16,6 @@ from ._tree_budget import Budget
 if TYPE_CHECKING:
     from ._strategy import RoundStrategy
 
-__all__ = ["DEFAULT_MAX_ROUNDS", "RunControls", "RunOptions", "StopSignal", "UsageMeter"]
-
 DEFAULT_MAX_ROUNDS = 50
 """Model rounds a run may take unless its `RunOptions` say otherwise: a
 model that never stops calling tools (delegating again every round, say)

@@ -20,15 +20,6 @@ if TYPE_CHECKING:
     from .._output_type import OutputType
     from ._port import AgentSpec
 
-__all__ = [
-    "OUTPUT_TOOL",
-    "FinalOutput",
-    "OutputTool",
-    "has_native_output",
-    "output_tool_schema",
-    "to_jsonable",
-]
-
 OUTPUT_TOOL = "final_result"
 """The name of the final-answer tool offered to models without native structured output."""
 

@@ -29,25 +29,6 @@ if TYPE_CHECKING:
     from ..log import SessionLog
     from ._compact import Compaction
 
-__all__ = [
-    "NO_OBSERVER",
-    "NO_WATCH",
-    "AgentSpec",
-    "Delivery",
-    "Journal",
-    "ModelCallWatch",
-    "ModelChoice",
-    "NoticesPort",
-    "QueueWatch",
-    "RunInfo",
-    "RunNoticesPort",
-    "RunObserver",
-    "RunPorts",
-    "RunWatch",
-    "ToolBoard",
-    "ToolCallWatch",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class Delivery:

@@ -7,8 +7,6 @@ from typing import NamedTuple
 
 from ..results import RunStatus
 
-__all__ = ["End", "EndRun"]
-
 
 class End(NamedTuple):
     """The end of a run, as a step of the loop returns it (None: go on):

@@ -50,8 +50,6 @@ from ._strategy import RoundBoundary
 from ._tool_round import ToolRound, cut_off_results, to_run_again
 from ._tree_budget import Budget, TreeBudget
 
-__all__ = ["STORE_GRACE", "RunLoop"]
-
 logger = logging.getLogger("taskloom")
 
 STORE_GRACE = 1.0

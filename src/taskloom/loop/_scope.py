@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from ._options import RunOptions
     from ._output import FinalOutput
 
-__all__ = ["RUN_BY", "RunCounters", "RunScope", "RunState", "append_message", "new_run_id"]
-
 RUN_BY: ContextVar[str] = ContextVar("taskloom_run_by", default="")
 """Who runs the runs started in this context, recorded in their
 `RunStartedEntry.by` (a queue worker sets it to itself and the job); "" says nothing."""

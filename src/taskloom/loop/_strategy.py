@@ -15,19 +15,6 @@ from ..models import ReasoningOptions
 if TYPE_CHECKING:
     from ..models import Model
 
-__all__ = [
-    "Continue",
-    "Inject",
-    "ReasoningChange",
-    "RoundAdjustment",
-    "RoundBoundary",
-    "RoundContext",
-    "RoundDecision",
-    "RoundStrategy",
-    "RoundToolResult",
-    "Stop",
-]
-
 
 class RoundBoundary(StrEnum):
     """Where in a round the strategy is asked."""

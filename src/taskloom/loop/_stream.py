@@ -16,8 +16,6 @@ from typing import Any, Generic
 from ..events import Event, RunFinished, TextDelta, ThinkingDelta, ToolProgress
 from ..results import OutputT, RunResult
 
-__all__ = ["RunStream"]
-
 _DROPPABLE = (TextDelta, ThinkingDelta, ToolProgress)
 
 

@@ -18,8 +18,6 @@ from ._result import End
 from ._scope import RunState, append_message
 from ._strategy import RoundBoundary
 
-__all__ = ["ToolRound", "cut_off_results", "to_run_again"]
-
 
 def to_run_again(
     log: SessionLog, cut_off: Sequence[ToolCall], tools: Mapping[str, Tool]

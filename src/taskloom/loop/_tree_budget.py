@@ -26,19 +26,6 @@ from ..messages import ImageBlock, Message, TextBlock, ToolCall, ToolResult, Usa
 from ..models import ModelRequest, ModelResponse, ModelSettings
 from ..results import NANO, BudgetLeft
 
-__all__ = [
-    "MAX_CEILING_TOKENS",
-    "MAX_CEILING_USD",
-    "MAX_PRICE",
-    "MAX_REPORTED_TOKENS",
-    "MIN_ANSWER_TOKENS",
-    "Budget",
-    "BudgetSpent",
-    "Price",
-    "TreeBudget",
-    "within_range",
-]
-
 logger = logging.getLogger("taskloom")
 
 MIN_ANSWER_TOKENS = 256

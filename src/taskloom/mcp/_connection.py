@@ -29,11 +29,6 @@ from ._tasks import (
 )
 from ._transport import Launch
 
-__all__ = [
-    "Connection",
-    "TaskRefused",
-]
-
 _T = TypeVar("_T")
 
 _LIST_PAGES = 100

@@ -34,14 +34,6 @@ from ..tools import ToolError
 from ._tasks import TasksClient, related_task
 from ._transport import Launch, StderrTail, kill_leftovers, watched
 
-__all__ = [
-    "Asker",
-    "MCPLimits",
-    "ServerLifecycle",
-    "error_cause",
-    "first_line",
-]
-
 Asker = Callable[[str, dict[str, Any]], Awaitable[types.ElicitResult | types.ErrorData]]
 """Who answers what a server asks during task `task_id` (its `elicitation/create`
 request as `{"method": ..., "params": ...}`)."""

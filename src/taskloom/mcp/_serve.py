@@ -35,8 +35,6 @@ from ..results import PendingCall, RunResult, RunStatus
 from ..runtime import Runtime, ServedRuns, ServedState, ServedTask
 from ._tasks import TASKS_EXTENSION, TaskIdParams, UpdateParams
 
-__all__ = ["POLL_MS", "ServedTasks", "agent_server", "serve_agent"]
-
 _TASK_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"task": {"type": "string", "description": "What the agent should do."}},

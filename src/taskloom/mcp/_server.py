@@ -19,8 +19,6 @@ from ._taskcalls import TaskCalls
 from ._tool import Approval, MCPTool
 from ._transport import HttpLaunch, Launch, StdioLaunch
 
-__all__ = ["DEFAULT_TASK_AFTER", "MCPConnections", "MCPServer", "TaskMode"]
-
 DEFAULT_TIMEOUT = 60.0
 """Seconds one tool call may take by default (`timeout=None`: no limit)."""
 

@@ -49,8 +49,6 @@ from ._tool import to_output
 if TYPE_CHECKING:
     from ._server import MCPServer
 
-__all__ = ["KIND", "TaskCalls"]
-
 logger = logging.getLogger("taskloom.mcp")
 
 KIND = "mcp_task"

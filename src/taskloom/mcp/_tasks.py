@@ -24,22 +24,6 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import SerializeAsAny
 
-__all__ = [
-    "TASKS_EXTENSION",
-    "TERMINAL",
-    "TaskIdParams",
-    "TaskState",
-    "TasksClient",
-    "UpdateParams",
-    "cancel_task",
-    "fetch_result",
-    "get_task",
-    "related_task",
-    "start_task",
-    "task_capable",
-    "update_task",
-]
-
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 """The identifier of the tasks extension (2026-07-28)."""
 

@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from ._server import MCPServer
     from ._taskcalls import TaskCalls
 
-__all__ = ["Approval", "MCPTool", "is_destructive", "to_output"]
-
 Approval = Literal["destructive", "always", "never"] | Callable[[str, dict[str, Any]], bool]
 """Which calls of an MCP server's tools park for approval: `"destructive"`
 (tools that may destroy, see `is_destructive`), `"always"`, `"never"`, or a

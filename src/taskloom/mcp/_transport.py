@@ -27,8 +27,6 @@ from .._redact import credentials, redact, safe_url
 from ..background import stdio_keeper_argv
 from ..errors import CommandNotStarted
 
-__all__ = ["HttpLaunch", "Launch", "Proc", "StderrTail", "StdioLaunch", "kill_leftovers", "watched"]
-
 logger = logging.getLogger("taskloom.mcp")
 
 TAIL_BYTES = 4096

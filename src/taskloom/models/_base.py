@@ -16,21 +16,6 @@ from ..events import TextDelta, ThinkingDelta
 from ..messages import Message, Usage
 from ..results import ToolSpec
 
-__all__ = [
-    "Model",
-    "ModelRequest",
-    "ModelResponse",
-    "ModelSettings",
-    "ReasoningOptions",
-    "ResponseCompleted",
-    "RetryPolicy",
-    "StopReason",
-    "StreamEvent",
-    "ToolCallDelta",
-    "ToolSpec",
-    "collect",
-]
-
 StopReason: TypeAlias = Literal[
     "end_turn", "tool_use", "max_tokens", "stop_sequence", "content_filter", "refusal", "error"
 ]

@@ -47,6 +47,7 @@ from ..messages import (
     ToolCall,
     ToolResult,
 )
+from ..results import ToolSpec
 from ._adapter import WireModel, checked_base_url
 from ._base import (
     ModelRequest,
@@ -54,7 +55,6 @@ from ._base import (
     ModelSettings,
     ReasoningOptions,
     StreamEvent,
-    ToolSpec,
 )
 from ._gemini_schema import function_name, gemini_schema, tool_parameters
 from ._gemini_stream import OutputTool, StreamAssembler

@@ -16,7 +16,8 @@ from ..messages import (
     ToolCall,
     ToolResult,
 )
-from ._base import ModelRequest, ToolSpec
+from ..results import ToolSpec
+from ._base import ModelRequest
 from ._wire import arguments_json, memoized
 
 # OpenAI rejects tool call ids longer than 40 characters; ids from other

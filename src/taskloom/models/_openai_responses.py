@@ -35,8 +35,9 @@ from ..messages import (
     ToolResult,
     Usage,
 )
+from ..results import ToolSpec
 from ._adapter import WireModel
-from ._base import ModelRequest, ModelResponse, ModelSettings, StreamEvent, ToolCallDelta, ToolSpec
+from ._base import ModelRequest, ModelResponse, ModelSettings, StreamEvent, ToolCallDelta
 from ._http import SSE, error_from_response, loads_event
 from ._openai_common import parse_arguments, schema_name, strict_schema_allowed
 from ._resolve import OPENAI_RESPONSES

@@ -18,16 +18,6 @@ from ..results import PendingInput, RunResult
 if TYPE_CHECKING:
     from ._session import Session
 
-__all__ = [
-    "ACTIONS",
-    "check_answer",
-    "check_same",
-    "folded",
-    "requested",
-    "resume_decided",
-    "same_answer",
-]
-
 
 async def resume_decided(
     session: Session[Any, Any],

@@ -20,8 +20,6 @@ from .._offered import shown
 from ..entries import Entry, MessageEntry, NoticeDeliveredEntry
 from ..log import entry_messages
 
-__all__ = ["ASPECTS", "Difference", "Round", "SessionDiff", "diff_sessions", "rounds_of"]
-
 ASPECTS = ("input", "message", "tool_calls", "results", "usage", "rounds")
 """What a difference can be about, in the order a round unfolds."""
 

@@ -21,8 +21,6 @@ from ..errors import UsageError
 from ..log import SessionLog
 from ..messages import Message
 
-__all__ = ["FORKED_FROM", "cut_position", "fork_session"]
-
 FORKED_FROM = "forked_from"
 """The metadata key naming a fork's origin: `{"session_id": ..., "position": ...}`."""
 

@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     from ._runtime import Runtime
     from ._session_lease import HeldLease
 
-__all__ = ["SessionJournal"]
-
 logger = logging.getLogger("taskloom")
 
 

@@ -8,8 +8,6 @@ from collections.abc import Callable
 
 from .._run_controls import StopSignal
 
-__all__ = ["CANCEL_WAIT", "LiveRuns"]
-
 CANCEL_WAIT = 2.0
 """Seconds `LiveRuns.cancel` waits for the runs it cancelled to end. A run
 ends within moments of its cancel (it aborts what it waits on); only a tool

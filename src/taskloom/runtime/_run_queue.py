@@ -7,8 +7,6 @@ from typing import Protocol
 
 from ..loop import RunOptions
 
-__all__ = ["RunDemand", "RunQueue"]
-
 
 class RunDemand(Enum):
     """What a queued run asks of the worker that takes it (`RunQueue.submit_run`).

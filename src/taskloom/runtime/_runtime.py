@@ -38,8 +38,6 @@ from ._run_queue import RunQueue
 from ._session import Session, wake_up
 from ._session_lease import LEASE_TTL
 
-__all__ = ["SNAPSHOT_EVERY", "BindsRuntime", "Runtime", "default_runtime"]
-
 SNAPSHOT_EVERY = 500
 """Entries between two snapshots of a session's fold, by default."""
 

@@ -31,8 +31,6 @@ from ..results import PendingCall, PendingInput, RunResult, RunStatus
 from ._decisions import resume_decided
 from ._runtime import Runtime
 
-__all__ = ["ServedRuns", "ServedState", "ServedTask"]
-
 logger = logging.getLogger("taskloom.runtime")
 
 TAKE_UP_LIMIT = 200

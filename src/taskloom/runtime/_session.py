@@ -44,8 +44,6 @@ if TYPE_CHECKING:
     from ._run_queue import RunQueue
     from ._runtime import Runtime
 
-__all__ = ["Session", "wake_up"]
-
 GO_ON_WAIT = 30.0
 """Seconds a decision that leaves nothing to decide waits for the session's
 lease to resume its run (the run that parked it may hold it a moment more)."""

@@ -15,8 +15,6 @@ from ..errors import SessionBusy
 if TYPE_CHECKING:
     from ._journal import SessionJournal
 
-__all__ = ["LEASE_TTL", "RELEASE_WAIT", "HeldLease", "SessionHold"]
-
 logger = logging.getLogger("taskloom")
 
 T = TypeVar("T")

@@ -19,8 +19,6 @@ if TYPE_CHECKING:
     from ._journal import SessionJournal
     from ._runtime import Runtime
 
-__all__ = ["SessionModel", "SessionTools"]
-
 
 class SessionModel:
     """A session's model choice, read from and written to its journal (the

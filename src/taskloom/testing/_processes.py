@@ -11,8 +11,6 @@ import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-__all__ = ["PROCESS_TIMEOUT", "Work", "race"]
-
 PROCESS_TIMEOUT = 60.0
 
 Work = Callable[[Any, str, Any, Callable[[], Awaitable[None]]], Awaitable[list[Any]]]

@@ -20,8 +20,6 @@ from ..events import Event, ToolProgress
 if TYPE_CHECKING:
     from ._tool import Tool
 
-__all__ = ["AgentView", "BackgroundStarter", "Deferred", "DepsT", "ToolContext", "ToolHost"]
-
 DepsT = TypeVar("DepsT", default=Any)
 """The type of a run's dependencies (`Agent(deps_type=...)`, `run(deps=...)`)."""
 

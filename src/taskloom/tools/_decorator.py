@@ -25,8 +25,6 @@ from ..errors import ConfigurationError, ToolDefinitionWarning
 from ._output import DEFAULT_MAX_OUTPUT_CHARS
 from ._tool import ApprovalRule, Tool, ToolEffect
 
-__all__ = ["as_tool", "tool"]
-
 
 def _is_context(annotation: Any) -> bool:
     """ToolContext itself, Annotated[ToolContext, ...], or ToolContext | None."""

@@ -12,15 +12,6 @@ import pydantic
 
 from ..messages import valid_result_text
 
-__all__ = [
-    "DEFAULT_MAX_OUTPUT_CHARS",
-    "ToolError",
-    "ToolOutput",
-    "cap_output",
-    "describe_error",
-    "to_content",
-]
-
 DEFAULT_MAX_OUTPUT_CHARS = 50_000
 
 

@@ -16,8 +16,6 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-__all__ = ["run_in_thread"]
-
 
 class _DaemonThreads:
     """A pool of daemon threads, started on demand up to `max_workers`, then reused."""

@@ -43,15 +43,6 @@ from ._threads import run_in_thread
 if TYPE_CHECKING:
     from ._context import ToolContext
 
-__all__ = [
-    "IDEMPOTENT_RETRIES",
-    "ApprovalRule",
-    "ArgumentsInvalid",
-    "Tool",
-    "ToolEffect",
-    "UnboundTool",
-]
-
 IDEMPOTENT_RETRIES = 3
 """How many times a call of an `idempotent` tool cut off by crashes is run
 again; a call that keeps being cut off (one that takes its process down, say)

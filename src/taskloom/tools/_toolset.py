@@ -14,8 +14,6 @@ from ..results import ToolSpec
 from ._context import ToolHost
 from ._tool import Tool
 
-__all__ = ["ToolCatalog", "ToolLike", "ToolProvider", "Toolset"]
-
 
 @runtime_checkable
 class Toolset(Protocol):

@@ -17,20 +17,6 @@ from urllib.parse import urlsplit
 from ..loop.ports import AgentSpec
 from ..messages import ImageBlock, Message, TextBlock, ThinkingBlock, ToolCall, ToolResult, Usage
 
-__all__ = [
-    "MAX_CONTENT_CHARS",
-    "agent_id",
-    "capped",
-    "capped_json",
-    "finish_reason",
-    "input_messages",
-    "input_tokens",
-    "output_messages",
-    "provider_name",
-    "server_of",
-    "system_instructions",
-]
-
 MAX_CONTENT_CHARS = 16_384
 """The default cap, in characters, of one content attribute's value."""
 

@@ -20,8 +20,6 @@ from ..loop.ports import NO_OBSERVER, QueueWatch, RunInfo, RunObserver, RunWatch
 if TYPE_CHECKING:
     from ._otel import GenAIObserver
 
-__all__ = ["WhenConfigured"]
-
 _PROVIDER_ENV = "OTEL_PYTHON_TRACER_PROVIDER"
 
 

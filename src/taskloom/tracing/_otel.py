@@ -57,12 +57,6 @@ from ._content import (
     system_instructions,
 )
 
-__all__ = [
-    "DURATION_BUCKETS",
-    "TOKEN_BUCKETS",
-    "GenAIObserver",
-]
-
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The environment variable that turns content capture on (`true`)."""
 

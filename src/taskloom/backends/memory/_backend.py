@@ -8,8 +8,6 @@ from .._tree_budgets import MemoryBudgets
 from ._background import MemoryActivityRegistry, MemoryNoticeInbox
 from ._store import MemorySnapshots, MemoryStore
 
-__all__ = ["MEMORY_CAPABILITIES", "MemoryBackend"]
-
 MEMORY_CAPABILITIES = frozenset(
     {
         Capability.FENCED_APPENDS,

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from .._activities import BackgroundActivity, BackgroundNotice
 from .._leases import Clock, system_clock
 
-__all__ = ["MemoryActivityRegistry", "MemoryNoticeInbox"]
-
 
 @dataclass(slots=True)
 class _Held:

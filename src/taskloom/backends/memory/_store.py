@@ -13,8 +13,6 @@ from .._store import Entry, SessionMeta, check_session_id, not_found
 if TYPE_CHECKING:
     from .._backend import Backend
 
-__all__ = ["MemorySnapshots", "MemoryStore"]
-
 
 class MemoryStore:
     """Sessions kept in process memory; nothing survives the process.

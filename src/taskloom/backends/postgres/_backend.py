@@ -16,8 +16,6 @@ from ._tree_budgets import PostgresBudgets
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["POSTGRES_CAPABILITIES", "PostgresBackend"]
-
 POSTGRES_CAPABILITIES = frozenset(Capability)
 """Every capability: any number of processes share the database."""
 

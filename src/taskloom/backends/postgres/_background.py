@@ -13,8 +13,6 @@ from .._leases import Clock, system_clock
 from .._sql import Migration, SQLActivities, SQLNotices
 from ._database import PostgresDatabase
 
-__all__ = ["POSTGRES_BACKGROUND_MIGRATIONS", "PostgresActivityRegistry", "PostgresNoticeInbox"]
-
 POSTGRES_BACKGROUND_MIGRATIONS: tuple[Migration, ...] = (
     # IF NOT EXISTS: databases made before these migrations existed already
     # hold exactly these tables; the first migration then only records version 1.

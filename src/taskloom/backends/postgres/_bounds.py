@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
-__all__ = ["CANCEL_TIMEOUT", "SILENCE_MARGIN", "Watchdog", "connection_class"]
-
 CANCEL_TIMEOUT = 1.0
 """Seconds a cancel request may take to reach the server before the connection is closed."""
 

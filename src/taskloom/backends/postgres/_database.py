@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
     from typing_extensions import Unpack
 
-__all__ = ["PostgresDatabase"]
-
 
 _TABLE = re.compile(r"\{(\w+)\}")  # `{sessions}` in a migration: `table("sessions")`
 

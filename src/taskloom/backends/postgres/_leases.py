@@ -11,8 +11,6 @@ from .._leases import Clock, system_clock
 from .._sql import Migration, SQLLeases
 from ._database import PostgresDatabase
 
-__all__ = ["POSTGRES_LEASE_MIGRATIONS", "PostgresLeases"]
-
 POSTGRES_LEASE_MIGRATIONS: tuple[Migration, ...] = (
     (
         # holder IS NULL marks a released lease; generation survives it.

@@ -6,8 +6,6 @@ from .._leases import Fence, check_fence
 from .._sql import Migration
 from ._database import PostgresDatabase
 
-__all__ = ["POSTGRES_SNAPSHOT_MIGRATIONS", "PostgresSnapshots"]
-
 POSTGRES_SNAPSHOT_MIGRATIONS: tuple[Migration, ...] = (
     (
         """CREATE TABLE IF NOT EXISTS {snapshots} (

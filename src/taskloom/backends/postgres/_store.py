@@ -27,8 +27,6 @@ from ._leases import PostgresLeases
 if TYPE_CHECKING:
     from .._backend import Backend
 
-__all__ = ["POSTGRES_SESSION_MIGRATIONS", "PostgresStore"]
-
 POSTGRES_SESSION_MIGRATIONS: tuple[Migration, ...] = (
     (
         """CREATE TABLE IF NOT EXISTS {sessions} (

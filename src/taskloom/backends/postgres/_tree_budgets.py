@@ -5,8 +5,6 @@ from __future__ import annotations
 from .._sql import Migration, SQLBudgets
 from ._database import PostgresDatabase
 
-__all__ = ["POSTGRES_BUDGET_MIGRATIONS", "PostgresBudgets"]
-
 POSTGRES_BUDGET_MIGRATIONS: tuple[Migration, ...] = (
     (
         """CREATE TABLE IF NOT EXISTS {budgets} (

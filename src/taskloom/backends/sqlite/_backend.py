@@ -13,8 +13,6 @@ from ._snapshots import SQLiteSnapshots
 from ._store import SQLiteStore
 from ._tree_budgets import SQLiteBudgets
 
-__all__ = ["SQLITE_CAPABILITIES", "SQLiteBackend"]
-
 SQLITE_CAPABILITIES = frozenset(Capability)
 """Every capability: the file is shared by every process that opens it."""
 

@@ -14,8 +14,6 @@ from .._activities import BackgroundActivity
 from .._sql import Migration, SQLActivities, SQLNotices
 from ._database import immediate
 
-__all__ = ["SQLITE_BACKGROUND_MIGRATIONS", "SQLiteActivityRegistry", "SQLiteNoticeInbox"]
-
 SQLITE_BACKGROUND_MIGRATIONS: tuple[Migration, ...] = (
     # IF NOT EXISTS: files made before these migrations existed already hold
     # exactly these tables; the first migration then only records version 1.

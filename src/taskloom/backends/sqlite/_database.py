@@ -27,8 +27,6 @@ from typing import Any, Literal, TypeVar
 from ...errors import StoreNotFound, StoreUnavailable
 from .._sql import VERSION_TABLE, Migration, check_version
 
-__all__ = ["SQLiteDatabase", "immediate"]
-
 T = TypeVar("T")
 
 CHECKPOINT_EVERY = 256

@@ -10,8 +10,6 @@ import sqlite3
 
 from .._sql import Migration, SQLLeases
 
-__all__ = ["SQLITE_LEASE_MIGRATIONS", "SQLiteLeases", "generation"]
-
 SQLITE_LEASE_MIGRATIONS: tuple[Migration, ...] = (
     (
         # holder IS NULL marks a released lease; generation survives it.

@@ -9,8 +9,6 @@ from .._sql import Migration
 from ._database import SQLiteDatabase, immediate
 from ._leases import generation
 
-__all__ = ["SQLITE_SNAPSHOT_MIGRATIONS", "SQLiteSnapshots"]
-
 SQLITE_SNAPSHOT_MIGRATIONS: tuple[Migration, ...] = (
     (
         """CREATE TABLE IF NOT EXISTS taskloom_snapshots (

@@ -25,8 +25,6 @@ from ._leases import SQLiteLeases, generation
 if TYPE_CHECKING:
     from .._backend import Backend
 
-__all__ = ["SQLITE_SESSION_MIGRATIONS", "SQLiteStore"]
-
 SQLITE_SESSION_MIGRATIONS: tuple[Migration, ...] = (
     (
         """CREATE TABLE IF NOT EXISTS taskloom_sessions (

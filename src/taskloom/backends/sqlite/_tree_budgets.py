@@ -5,8 +5,6 @@ from __future__ import annotations
 from .._sql import Migration, SQLBudgets
 from ._database import SQLiteDatabase
 
-__all__ = ["SQLITE_BUDGET_MIGRATIONS", "SQLiteBudgets"]
-
 SQLITE_BUDGET_MIGRATIONS: tuple[Migration, ...] = (
     (
         """CREATE TABLE IF NOT EXISTS taskloom_budgets (
