@@ -40,11 +40,11 @@ from ._leases import (
     session_lease_key,
     system_clock,
 )
+from ._ledgers import BudgetLedger
 from ._open import open_backend
 from ._pool import DEFAULT_MAX_SIZE, PoolOptions
 from ._snapshots import SnapshotStore
 from ._store import MAX_SESSION_ID_LENGTH, SessionMeta, SessionStore, check_session_id
-from ._tree_budgets import BudgetLedger
 from .memory import MemoryBackend
 
 if TYPE_CHECKING:

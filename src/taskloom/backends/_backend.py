@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from ._activities import ActivityRegistry, NoticeInbox
     from ._leases import Clock, Leases
+    from ._ledgers import BudgetLedger
     from ._snapshots import SnapshotStore
     from ._store import SessionStore
-    from ._tree_budgets import BudgetLedger
 
 
 class Capability(enum.StrEnum):

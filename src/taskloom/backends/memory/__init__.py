@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .._leases import MemoryLeases
-from .._tree_budgets import MemoryBudgets
+from .._ledgers import MemoryBudgets
 from ._backend import MEMORY_CAPABILITIES, MemoryBackend
 from ._background import MemoryActivityRegistry, MemoryNoticeInbox
 from ._store import MemoryStore

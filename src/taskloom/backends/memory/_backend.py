@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .._backend import Backend, Capability
 from .._leases import Clock, system_clock
-from .._tree_budgets import MemoryBudgets
+from .._ledgers import MemoryBudgets
 from ._background import MemoryActivityRegistry, MemoryNoticeInbox
 from ._store import MemorySnapshots, MemoryStore
 

@@ -9,9 +9,9 @@ from .._leases import Clock, system_clock
 from .._pool import PoolOptions, PoolSettings
 from ._background import PostgresActivityRegistry, PostgresNoticeInbox
 from ._database import PostgresDatabase
+from ._ledgers import PostgresBudgets
 from ._snapshots import PostgresSnapshots
 from ._store import PostgresStore
-from ._tree_budgets import PostgresBudgets
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

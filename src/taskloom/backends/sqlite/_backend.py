@@ -9,9 +9,9 @@ from .._backend import Capability, DatabaseBackend
 from .._leases import Clock, system_clock
 from ._background import SQLiteActivityRegistry, SQLiteNoticeInbox
 from ._database import SQLiteDatabase
+from ._ledgers import SQLiteBudgets
 from ._snapshots import SQLiteSnapshots
 from ._store import SQLiteStore
-from ._tree_budgets import SQLiteBudgets
 
 SQLITE_CAPABILITIES = frozenset(Capability)
 """Every capability: the file is shared by every process that opens it."""

@@ -1,4 +1,4 @@
-"""Tree budgets: one ceiling shared by a root run and every run under it.
+"""Tree budget ledgers: one ceiling shared by a root run and every run under it.
 
 A `BudgetLedger` keeps, per tree, its ceilings (tokens, and USD in
 nano-dollars so sums are exact integers on every database) and what has
