@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 
-_TABLE = re.compile(r"\{(\w+)\}")  # `{sessions}` in a migration: `table("sessions")`
+# `{sessions}` in a migration is `table("sessions")`; `{{` and `}}` are braces
+# (as str.format reads them: the work queue's migrations escape procrastinate's SQL so).
+_TABLE = re.compile(r"\{\{|\}\}|\{(\w+)\}")
 
 
 def _one_line(exc: BaseException) -> str:
@@ -98,6 +100,9 @@ class PostgresDatabase:
     def table(self, name: str) -> str:
         """The qualified name of the taskloom table `name` (e.g. `"sessions"`)."""
         return f"{self._prefix}taskloom_{name}"
+
+    def _named(self, match: re.Match[str]) -> str:
+        return match[0][0] if match[1] is None else self.table(match[1])
 
     def require(self, component: str, migrations: Sequence[Migration]) -> None:
         """Have `component`'s migrations applied before the next connection is handed out.
@@ -406,7 +411,7 @@ class PostgresDatabase:
                 check_version(component, current, len(migrations))
                 for migration in migrations[current:]:
                     for statement in migration:
-                        await conn.execute(_TABLE.sub(lambda m: self.table(m[1]), statement))
+                        await conn.execute(_TABLE.sub(self._named, statement))
                 if current < len(migrations):
                     await conn.execute(
                         f"INSERT INTO {versions} (component, version) VALUES (%s, %s) "
