@@ -114,7 +114,12 @@ def _build_body(
     # Models without reasoning reject the include, so ask for it only when
     # reasoning was requested (a thinking budget alone means nothing here) or
     # this provider already reasoned in the transcript.
-    if options or _holds_own_reasoning(request.messages):
+    if options or any(
+        isinstance(b, ThinkingBlock) and b.provider == PROVIDER
+        for m in request.messages
+        if m.role == "assistant"
+        for b in m.blocks
+    ):
         body["include"] = [_ENCRYPTED_REASONING]
     if request.output_schema is not None:
         schema = dict(request.output_schema)
@@ -129,15 +134,6 @@ def _build_body(
     if settings.extra:
         body.update(settings.extra)
     return body
-
-
-def _holds_own_reasoning(messages: Sequence[Message]) -> bool:
-    return any(
-        isinstance(b, ThinkingBlock) and b.provider == PROVIDER
-        for m in messages
-        if m.role == "assistant"
-        for b in m.blocks
-    )
 
 
 _MEMO = "openai-responses"
@@ -496,12 +492,11 @@ def _blocks(output: Iterable[Any]) -> tuple[list[Block], bool]:
             if text:
                 blocks.append(TextBlock(text))
         elif kind == "function_call":
+            arguments, raw = parse_arguments(item.get("arguments") or "")
+            call_id = item.get("call_id") or item.get("id") or ""
             blocks.append(
-                _tool_call(
-                    item.get("call_id") or item.get("id") or "",
-                    item.get("name") or "",
-                    item.get("arguments") or "",
-                    item.get("id"),
+                ToolCall(
+                    call_id, item.get("name") or "", arguments, raw, provider_id=item.get("id")
                 )
             )
         elif kind == "compaction":
@@ -524,11 +519,6 @@ def _reasoning_text(item: Mapping[str, Any]) -> str:
         if any(texts):
             return SUMMARY_SEPARATOR.join(t for t in texts if t)
     return ""
-
-
-def _tool_call(call_id: str, name: str, raw: str, item_id: str | None) -> ToolCall:
-    arguments, raw_arguments = parse_arguments(raw)
-    return ToolCall(call_id, name, arguments, raw_arguments=raw_arguments, provider_id=item_id)
 
 
 def _usage(raw: Any) -> Usage:
