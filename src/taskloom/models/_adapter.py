@@ -413,8 +413,6 @@ class WireModel(ABC):
             raise overflow
         return response
 
-    # -- what each wire API says for itself -------------------------------------------
-
     def _wire_headers(self, key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {key}"} if key else {}
 

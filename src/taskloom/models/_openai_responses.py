@@ -13,7 +13,6 @@ Answers are read from server-sent events (`StreamState`) or a whole body
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,7 +38,7 @@ from ..results import ToolSpec
 from ._adapter import WireModel
 from ._base import ModelRequest, ModelResponse, ModelSettings, StreamEvent, ToolCallDelta
 from ._http import SSE, error_from_response, loads_event
-from ._openai_common import parse_arguments, schema_name, strict_schema_allowed
+from ._openai_common import WireIds, parse_arguments, schema_name, strict_schema_allowed
 from ._resolve import OPENAI_RESPONSES
 from ._wire import arguments_json, present
 
@@ -238,11 +237,8 @@ _PLAIN_CALL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def _wire_call_id(call_id: str) -> str:
-    # A plain token of at most 64 characters passes; any other id becomes a
-    # stable digest, so a call and its output always agree.
-    if _PLAIN_CALL_ID.fullmatch(call_id):
-        return call_id
-    return "call_" + hashlib.sha256(call_id.encode()).hexdigest()[:40]
+    # A stable digest: a call and its output always agree.
+    return WireIds.of(call_id, _PLAIN_CALL_ID, 40)
 
 
 def _tool(spec: ToolSpec) -> _Json:
@@ -253,9 +249,6 @@ def _tool(spec: ToolSpec) -> _Json:
     tool["parameters"] = schema
     tool["strict"] = strict_schema_allowed(schema)
     return tool
-
-
-# --- answers ---------------------------------------------------------------------------
 
 
 _CODE_STATUS = {
