@@ -378,12 +378,9 @@ class Tool:
 class UnboundTool(Tool, Generic[H]):
     """A tool whose function needs what only the runtime offering it has (its
     background service, its store): it stands for `template` in an agent's
-    definition (name, description, schema, effect, approval), and the
-    runtime that offers it binds it once (`bind_runtime`, see
-    `taskloom.runtime.BindsRuntime`) to `template.partial(given(runtime))`.
-
-    It is never run itself: called unbound (outside a runtime's session), it
-    answers with an error.
+    definition, and the runtime that offers it binds it once (`bind_runtime`,
+    see `taskloom.runtime.BindsRuntime`) to `template.partial(given(runtime))`.
+    Called unbound (outside a runtime's session), it answers with an error.
     """
 
     __slots__ = ("__weakref__", "_given", "template")
