@@ -151,10 +151,14 @@ class GeminiModel(WireModel):
                 "give Vertex AI's project and location, or a base_url= naming them, not both"
             )
         model = cls.__new__(cls)
-        model._family = _Family.of(model_name)
-        model._vertex = True
-        model._configure(model_name, VERTEX.name, VERTEX, options)
-        has_auth = any(k.lower() == "authorization" for k in model._target.headers)
+        model._on_vertex(model_name, options)
+        return model
+
+    def _on_vertex(self, model_name: str, options: WireOptions) -> None:
+        self._family = _Family.of(model_name)
+        self._vertex = True
+        self._configure(model_name, VERTEX.name, VERTEX, options)
+        has_auth = any(k.lower() == "authorization" for k in self._target.headers)
         if not has_auth and options.get("http_client") is None:
             raise ConfigurationError(
                 "no access token for Vertex AI: pass token= (e.g. the output of "
@@ -162,7 +166,6 @@ class GeminiModel(WireModel):
                 "http_client whose auth adds one; on the command line, "
                 "--api-key-env NAME naming a variable that holds the token"
             )
-        return model
 
     def _native_output(self) -> bool:
         # Before Gemini 3, a response schema cannot go with tools: agents ask
