@@ -39,11 +39,9 @@ def offer(
     return {"digest": digest, "instructions": instructions, "tools": [k[2] for k in known]}
 
 
-# Each tool's JSON text and data, by the id of its spec (kept, so the id
-# stays its own): agents share their tools' specs, and a run's start then
-# hashes short texts instead of encoding every schema. The data, through
-# JSON as a request recording's is (a replay compares them as equals), is
-# shared by the entries that hold it: entry data is never changed.
+# Each tool's JSON text and data by the id of its (kept) spec: agents share
+# specs, so a run's start hashes short texts instead of encoding schemas. The
+# data goes through JSON as a recording's does (a replay compares them).
 _KNOWN: dict[int, tuple[ToolSpec, str, dict[str, Any]]] = {}
 _KNOWN_KEPT = 4096
 

@@ -76,7 +76,7 @@ class OutputType:
         try:
             return self._validator().validate_json(raw)
         except pydantic.ValidationError as exc:
-            raise ValueError(_problems(exc)) from None
+            raise ValueError(validation_problems(exc)) from None
 
     def validate(self, value: object) -> Any:
         """A JSON value (a final-answer tool's arguments, a recorded output)
@@ -89,7 +89,7 @@ class OutputType:
         try:
             return self._validator().validate_python(value)
         except pydantic.ValidationError as exc:
-            raise ValueError(_problems(exc)) from None
+            raise ValueError(validation_problems(exc)) from None
 
     def _validator(self) -> pydantic.TypeAdapter[Any]:
         if self._adapter is None:
@@ -105,8 +105,10 @@ class OutputType:
         return self._adapter
 
 
-def _problems(exc: Any) -> str:
+def validation_problems(exc: Any, whole: str = "(value)") -> str:
+    """A pydantic `ValidationError`'s problems in one line, each at its place
+    (`whole` names the place of a problem with the value itself)."""
     return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or '(value)'}: {e['msg']}"
+        f"{'.'.join(str(p) for p in e['loc']) or whole}: {e['msg']}"
         for e in exc.errors(include_url=False)
     )

@@ -49,14 +49,11 @@ def credentials(
     env: Mapping[str, str] | None = None,
     urls: Iterable[str] = (),
 ) -> tuple[str, ...]:
-    """The secrets to redact, longest first (a secret that contains another
-    goes whole): each of `keys`; the value of each credential header (see
-    `is_credential_name`), also without its scheme (`Bearer <token>` gives
-    `<token>` too; `Basic` also gives its decoded `user:password` and the
-    password); the value of each credential-named variable of `env`; the
-    user-info (also as the `Basic` header a client sends for it), password
-    and credential query values of `urls`. Values
-    shorter than `MIN_SECRET_LENGTH` are left out."""
+    """The secrets to redact, longest first: each of `keys`; each credential
+    header's value (see `is_credential_name`), also without its scheme (and a
+    `Basic` one decoded, with its password); each credential-named variable of
+    `env`; the user-info (also as a `Basic` header), password and credential
+    query values of `urls`. Values shorter than `MIN_SECRET_LENGTH` are left out."""
     found: set[str] = {k for k in keys if k}
     pairs = headers.items() if isinstance(headers, Mapping) else headers
     for name, value in pairs:

@@ -225,12 +225,10 @@ class ProviderError(TaskloomError):
     """A provider answered with an error, or could not be reached.
 
     `status` is the HTTP status (None for transport failures), `error_type`
-    the provider's own error type string, `message` the provider's message
-    verbatim, and `body` its decoded answer, except that a model's adapter
-    replaces the credentials it sends (its key, its credential headers) with
-    `[redacted]` wherever the provider echoed them. `retryable` says whether
-    the transport retry policy may try the request again; `retry_after` is
-    the server's hint in seconds, if any.
+    the provider's own error type, `message` its message verbatim and `body`
+    its decoded answer, with any credential the adapter sent that the provider
+    echoed replaced by `[redacted]`. `retryable` says whether the retry policy
+    may try again; `retry_after` is the server's hint in seconds, if any.
     """
 
     def __init__(

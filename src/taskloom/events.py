@@ -169,12 +169,9 @@ class RoundCommitted(_Base):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EmptyAnswer(_Base):
     """The model answered a round with no text and no tool calls (thinking
-    aside). The loop treats it like any final answer, so unless something
-    keeps the run going it ends COMPLETED with empty `text` and
-    `RunResult.empty_answer` set. (An empty answer to a request estimated
-    over the model's known context window is `ContextWindowExceeded`
-    instead, raised by the model.) `round` numbers the session's rounds, as
-    in `ModelRequestStarted`."""
+    aside): like any final answer, it ends the run COMPLETED with empty `text`
+    and `RunResult.empty_answer` set, unless something keeps the run going.
+    `round` numbers the session's rounds, as in `ModelRequestStarted`."""
 
     run_id: str
     round: int

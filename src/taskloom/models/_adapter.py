@@ -57,13 +57,12 @@ class WireOptions(TypedDict, total=False):
 
     `api_key` is sent wherever the model points; without it the key comes
     from the variable `api_key_env` (by default the provider's own, e.g.
-    `OPENAI_API_KEY`), and only when the model points at that provider's own
-    host; `api_key_env=None` sends no key. `base_url` defaults to the
-    provider's server; `http_client` replaces the shared pooled client;
-    `headers` go with every request; `stream` chooses the HTTP path
-    `request()` uses; `settings` are defaults under each request's own.
-    `native_output=False` says the server has no structured output of its
-    own: agents then ask for their output through a final-answer tool.
+    `OPENAI_API_KEY`), only when the model points at that provider's host;
+    `api_key_env=None` sends no key. `base_url` defaults to the provider's
+    server; `http_client` replaces the shared pooled client; `headers` go with
+    every request; `stream` chooses the HTTP path `request()` uses; `settings`
+    are defaults under each request's own. `native_output=False`: the server
+    has no structured output, agents ask through a final-answer tool.
     """
 
     api_key: str | None
@@ -412,8 +411,6 @@ class WireModel(ABC):
         if overflow is not None:
             raise overflow
         return response
-
-    # -- what each wire API says for itself -------------------------------------------
 
     def _wire_headers(self, key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {key}"} if key else {}

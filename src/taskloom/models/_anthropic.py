@@ -66,6 +66,7 @@ from ._base import (
     ToolCallDelta,
 )
 from ._http import SSE, loads_event
+from ._openai_common import parse_arguments
 from ._resolve import ANTHROPIC
 from ._wire import answer_from_output_tool, arguments_object, merge_extra, present
 
@@ -420,19 +421,6 @@ _STREAM_ERRORS: dict[str, tuple[type[ProviderError], bool]] = {
 }
 
 
-def _tool_call(call_id: str, name: str, raw: str) -> ToolCall:
-    """A call from its streamed JSON text: empty means `{}`, non-objects keep the raw text."""
-    if not raw.strip():
-        return ToolCall(call_id, name, {})
-    try:
-        parsed = json.loads(raw)
-    except (ValueError, RecursionError):  # nesting too deep to read is invalid too
-        parsed = None
-    if isinstance(parsed, dict):
-        return ToolCall(call_id, name, parsed)
-    return ToolCall(call_id, name, {}, raw_arguments=raw)
-
-
 def parse_block(d: Mapping[str, Any]) -> Block | None:
     """A taskloom block for one whole content block (None for server-side tool blocks)."""
     kind = d.get("type")
@@ -554,8 +542,8 @@ class StreamAssembler:
         for index in sorted(self.blocks):
             block = self.blocks[index]
             if index in self.tools:
-                raw = "".join(self.tools[index][1])
-                out.append(_tool_call(str(block["id"]), str(block["name"]), raw))
+                arguments, raw = parse_arguments("".join(self.tools[index][1]))
+                out.append(ToolCall(str(block["id"]), str(block["name"]), arguments, raw))
             else:
                 out.append(parse_block(block))
         return [b for b in out if b is not None]

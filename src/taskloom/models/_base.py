@@ -62,10 +62,8 @@ class ModelRequest:
 
     `output_schema` asks for a JSON answer following that schema (native
     structured output where the provider has it); `output_name` names it.
-
-    `memo` is a dict passed with every request of one growing conversation
-    (a run): adapters keep their wire encodings there, keyed by identity, so
-    a request encodes only what is new. None keeps nothing.
+    `memo` is a dict passed with every request of one run: adapters keep their
+    wire encodings there, so a request encodes only what is new (None: none).
     """
 
     messages: Sequence[Message]

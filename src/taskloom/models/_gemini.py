@@ -356,11 +356,9 @@ def _output_declaration(tool: OutputTool, request: ModelRequest, vertex: bool) -
     schema: Mapping[str, Any] = request.output_schema or {}
     if tool.wrapped:
         schema = {"type": "object", "properties": {"response": schema}, "required": ["response"]}
-    return {
-        "name": function_name(tool.name, vertex=vertex),
-        "description": "Give the final answer, following this schema.",
-        "parametersJsonSchema": tool_parameters(tool.name, schema),
-    }
+    return _declaration(
+        ToolSpec(tool.name, "Give the final answer, following this schema.", schema), vertex
+    )
 
 
 def _thinking(family: _Family, reasoning: ReasoningOptions | None) -> _Json | None:

@@ -77,15 +77,11 @@ def tool_parameters(name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
     if kind is None and "properties" in mapped:
         mapped = {"type": "object", **mapped}
     elif kind != "object":
+        what = "a schema without a type" if kind is None else f"type {kind!r}"
         raise ConfigurationError(
-            f"{where}: Gemini takes a function's parameters as an object schema, "
-            f"not {_describe(kind)}"
+            f"{where}: Gemini takes a function's parameters as an object schema, not {what}"
         )
     return mapped
-
-
-def _describe(kind: Any) -> str:
-    return "a schema without a type" if kind is None else f"type {kind!r}"
 
 
 def _subschema(value: Any, where: str) -> dict[str, Any]:

@@ -88,13 +88,11 @@ class _Text(list[str]):
 
 class _StreamedCall:
     """A function call whose arguments arrive as `partialArgs`, assembled as
-    Google's Gen AI SDK for Go does: each piece sets the value at its JSON path
-    (making objects and arrays on the way), a string piece extends the string
-    its path's previous piece left open (`willContinue`), and a piece that
-    would replace an object or array, or reach through a value, is refused.
-    Unlike that SDK, an index past an array's end is refused, not padded with
-    nulls, so memory stays proportional to the bytes received; paths are at
-    most `MAX_ARGUMENT_DEPTH` steps deep."""
+    Google's Gen AI SDK for Go does (a piece sets the value at its JSON path,
+    never replacing an object or array nor reaching through a value; a string
+    piece extends one left open by `willContinue`), except that an index
+    past an array's end is refused, not padded: memory stays proportional to
+    the bytes received. Paths are at most `MAX_ARGUMENT_DEPTH` steps deep."""
 
     __slots__ = ("args", "id", "name", "texts")
 

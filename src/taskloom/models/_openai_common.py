@@ -53,11 +53,12 @@ class WireIds:
         self._unpaired: list[str] = []
 
     @staticmethod
-    def of(call_id: str) -> str:
-        """The wire id of a non-empty taskloom id."""
-        if _VALID_ID.fullmatch(call_id):
+    def of(call_id: str, valid: re.Pattern[str] = _VALID_ID, digits: int = 32) -> str:
+        """The wire id of a non-empty taskloom id (`valid` ids pass, others are
+        `call_` and `digits` hex digits of their hash)."""
+        if valid.fullmatch(call_id):
             return call_id
-        return "call_" + hashlib.sha256(call_id.encode("utf-8")).hexdigest()[:32]
+        return "call_" + hashlib.sha256(call_id.encode("utf-8")).hexdigest()[:digits]
 
     def for_call(self, call_id: str, message_index: int, call_index: int) -> str:
         """The wire id of a call in assistant message `message_index`."""

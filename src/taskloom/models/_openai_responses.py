@@ -13,7 +13,6 @@ Answers are read from server-sent events (`StreamState`) or a whole body
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,7 +38,7 @@ from ..results import ToolSpec
 from ._adapter import WireModel
 from ._base import ModelRequest, ModelResponse, ModelSettings, StreamEvent, ToolCallDelta
 from ._http import SSE, error_from_response, loads_event
-from ._openai_common import parse_arguments, schema_name, strict_schema_allowed
+from ._openai_common import WireIds, parse_arguments, schema_name, strict_schema_allowed
 from ._resolve import OPENAI_RESPONSES
 from ._wire import arguments_json, present
 
@@ -114,7 +113,12 @@ def _build_body(
     # Models without reasoning reject the include, so ask for it only when
     # reasoning was requested (a thinking budget alone means nothing here) or
     # this provider already reasoned in the transcript.
-    if options or _holds_own_reasoning(request.messages):
+    if options or any(
+        isinstance(b, ThinkingBlock) and b.provider == PROVIDER
+        for m in request.messages
+        if m.role == "assistant"
+        for b in m.blocks
+    ):
         body["include"] = [_ENCRYPTED_REASONING]
     if request.output_schema is not None:
         schema = dict(request.output_schema)
@@ -129,15 +133,6 @@ def _build_body(
     if settings.extra:
         body.update(settings.extra)
     return body
-
-
-def _holds_own_reasoning(messages: Sequence[Message]) -> bool:
-    return any(
-        isinstance(b, ThinkingBlock) and b.provider == PROVIDER
-        for m in messages
-        if m.role == "assistant"
-        for b in m.blocks
-    )
 
 
 _MEMO = "openai-responses"
@@ -242,11 +237,8 @@ _PLAIN_CALL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def _wire_call_id(call_id: str) -> str:
-    # A plain token of at most 64 characters passes; any other id becomes a
-    # stable digest, so a call and its output always agree.
-    if _PLAIN_CALL_ID.fullmatch(call_id):
-        return call_id
-    return "call_" + hashlib.sha256(call_id.encode()).hexdigest()[:40]
+    # A stable digest: a call and its output always agree.
+    return WireIds.of(call_id, _PLAIN_CALL_ID, 40)
 
 
 def _tool(spec: ToolSpec) -> _Json:
@@ -257,9 +249,6 @@ def _tool(spec: ToolSpec) -> _Json:
     tool["parameters"] = schema
     tool["strict"] = strict_schema_allowed(schema)
     return tool
-
-
-# --- answers ---------------------------------------------------------------------------
 
 
 _CODE_STATUS = {
@@ -496,12 +485,11 @@ def _blocks(output: Iterable[Any]) -> tuple[list[Block], bool]:
             if text:
                 blocks.append(TextBlock(text))
         elif kind == "function_call":
+            arguments, raw = parse_arguments(item.get("arguments") or "")
+            call_id = item.get("call_id") or item.get("id") or ""
             blocks.append(
-                _tool_call(
-                    item.get("call_id") or item.get("id") or "",
-                    item.get("name") or "",
-                    item.get("arguments") or "",
-                    item.get("id"),
+                ToolCall(
+                    call_id, item.get("name") or "", arguments, raw, provider_id=item.get("id")
                 )
             )
         elif kind == "compaction":
@@ -524,11 +512,6 @@ def _reasoning_text(item: Mapping[str, Any]) -> str:
         if any(texts):
             return SUMMARY_SEPARATOR.join(t for t in texts if t)
     return ""
-
-
-def _tool_call(call_id: str, name: str, raw: str, item_id: str | None) -> ToolCall:
-    arguments, raw_arguments = parse_arguments(raw)
-    return ToolCall(call_id, name, arguments, raw_arguments=raw_arguments, provider_id=item_id)
 
 
 def _usage(raw: Any) -> Usage:

@@ -76,31 +76,16 @@ def dump_recording(model: Mapping[str, Any], exchanges: Sequence[Exchange]) -> s
 
 class RecordingModel:
     """A model that passes requests to `model` and records each exchange
-    (`exchanges`); `save(path)` writes them for `ReplayModel.load`."""
+    (`exchanges`); `save(path)` writes them for `ReplayModel.load`. It has the
+    recorded model's `name`, `provider`, `spec` and `native_output`."""
 
     def __init__(self, model: Model) -> None:
         self.model = model
+        self.name = model.name
+        self.provider = model.provider
+        self.spec = model.spec
+        self.native_output = bool(getattr(model, "native_output", True))
         self.exchanges: list[Exchange] = []
-
-    @property
-    def name(self) -> str:
-        """The recorded model's name."""
-        return self.model.name
-
-    @property
-    def provider(self) -> str:
-        """The recorded model's provider."""
-        return self.model.provider
-
-    @property
-    def spec(self) -> str:
-        """The recorded model's spec."""
-        return self.model.spec
-
-    @property
-    def native_output(self) -> bool:
-        """Whether the recorded model has structured output of its own."""
-        return bool(getattr(self.model, "native_output", True))
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Ask the model and record the exchange."""

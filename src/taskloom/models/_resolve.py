@@ -150,16 +150,13 @@ def resolve_model(spec: str | Model, **options: Any) -> Model:
 
     `openai:` is Chat Completions, `openai-responses:` the Responses API,
     `anthropic:` the Messages API, `google:` Gemini on the Gemini API and
-    `vertex:` Gemini on Vertex AI (`project=`, `location=`, `token=`; see
-    `GeminiModel.vertex`); OpenAI-compatible presets (`ollama:`,
-    `vllm:`, `lmstudio:`, `llamacpp:`, `openrouter:`, `groq:`, `together:`,
-    `deepseek:`) and `openai:<model>@<base_url>` reach any other server.
-    Keyword options go to the adapter (`api_key=`, `base_url=`, ...). A key
-    from the environment goes only to its provider's own host; `api_key=`
-    goes wherever the model points. `model.spec` turns back into an
-    equivalent model and never carries a key or a base URL's user-info.
-    A Chat Completions server's URL is `base_url=`, else the spec's
-    `@<base_url>`, else `$<NAME>_BASE_URL`, else the `PRESETS` default.
+    `vertex:` Gemini on Vertex AI (see `GeminiModel.vertex`); the `PRESETS`
+    (`ollama:`, `vllm:`, ...) and `openai:<model>@<base_url>` reach other
+    servers. Keyword options go to the adapter (`api_key=`, `base_url=`, ...).
+    A key from the environment goes only to its provider's own host. A Chat
+    Completions server's URL is `base_url=`, else the spec's `@<base_url>`,
+    else `$<NAME>_BASE_URL`, else the preset's. `model.spec` turns back into
+    an equivalent model and never carries a key or a base URL's user-info.
     """
     if not isinstance(spec, str):
         return spec

@@ -76,14 +76,9 @@ class Deferred:
 
     Items are written to the session's log at once (durable) and applied at
     the run's next round boundary, in push order, before the model is asked.
-    `push(item)` starts the write at once and returns an awaitable of its
-    position, so a forgotten `await` still delivers the item;
-    `push_nowait(item)` does the same from any thread (a callback, sync
-    code) and returns a `concurrent.futures.Future`.
-
-    The handle pickles to its identity only (session id and handle id);
-    after unpickling, `bind(runtime)` reconnects it (from inside the
-    runtime's event loop).
+    `push(item)` starts the write at once (a forgotten `await` still delivers);
+    `push_nowait(item)` does the same from any thread. The handle pickles to
+    its identity only; after unpickling, `bind(runtime)` reconnects it.
     """
 
     __slots__ = ("_host", "_loop", "id", "run_id", "session_id")
@@ -159,13 +154,12 @@ class ToolContext(Generic[DepsT]):
     """Injected into a tool when a parameter is annotated `ToolContext` (or
     `ToolContext[Deps]`).
 
-    `run_id`, `session_id`, `call_id` identify the call; `agent` is the
-    agent it runs for, `runtime` the runtime running it, `controls` the run's
-    stop signal, deadline and usage meter (children take theirs from it),
-    `origin` the run's origin label in events. `turn` is the log position of
-    the assistant message that asked for the call. `deps` are the dependencies
-    the run was given (`run(..., deps=...)`; None without): per run, held in
-    memory only, never written to the session's log.
+    `run_id`, `session_id`, `call_id` identify the call; `agent` is the agent
+    it runs for, `runtime` the runtime running it, `controls` the run's stop
+    signal, deadline and usage meter, `origin` the run's origin label in
+    events, `turn` the log position of the message that asked for the call.
+    `deps` are the run's dependencies (`run(..., deps=...)`; None without),
+    held in memory only, never written to the log.
     """
 
     __slots__ = (
@@ -217,12 +211,10 @@ class ToolContext(Generic[DepsT]):
 
     @property
     def idempotency_key(self) -> str:
-        """A key for this one call, the same however often it runs: after a
-        crash, on resume, on another worker (32 hex digits, from the session,
-        the turn and the call id). Send it as an API's `Idempotency-Key`, or
-        key an upsert by it, and a second run of the call has no second
-        effect; declare the tool `idempotent=True` and a call cut off by a
-        crash is run again rather than answered "interrupted"."""
+        """A key for this one call, the same however often it runs (after a
+        crash, on resume, on another worker): 32 hex digits from the session,
+        the turn and the call id, for an API's `Idempotency-Key` or an upsert
+        (see `Tool`'s `idempotent`)."""
         ident = f"{self.session_id}\0{self.turn}\0{self.call_id}".encode()
         return hashlib.sha256(ident).hexdigest()[:32]
 

@@ -92,16 +92,7 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _build_tool(
-    fn: Callable[..., Any],
-    *,
-    name: str | None,
-    description: str | None,
-    effect: ToolEffect,
-    needs_approval: ApprovalRule,
-    timeout: float | None,
-    max_output_chars: int,
-    blocking: bool,
-    idempotent: bool,
+    fn: Callable[..., Any], *, name: str | None, description: str | None, **options: Any
 ) -> Tool:
     tool_name = name or fn.__name__
     try:
@@ -150,12 +141,7 @@ def _build_tool(
         description if description is not None else doc_text,
         schema,
         fn,
-        effect=effect,
-        needs_approval=needs_approval,
-        timeout=timeout,
-        max_output_chars=max_output_chars,
-        blocking=blocking,
-        idempotent=idempotent,
+        **options,
         _arguments_model=model,
         _context_param=ctx_param,
     )

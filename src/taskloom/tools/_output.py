@@ -26,10 +26,8 @@ class ToolError(Exception):
 @dataclass(frozen=True, slots=True)
 class ToolOutput:
     """A tool's result when the tool wants to say more than a return value:
-    `is_error` marks it as an error result the model should act on.
-
-    `content` is made valid UTF-8; when characters had to be replaced, a
-    short note at the end says so.
+    `is_error` marks it as an error result the model should act on. `content`
+    is made valid UTF-8 (a note at the end says when characters were replaced).
     """
 
     content: str
@@ -53,12 +51,8 @@ def cap_output(text: str, limit: int) -> str:
 
 def to_content(value: Any) -> str:
     """A tool's return value as the text the model reads: JSON when it is
-    JSON data, else its `str`.
-
-    Raises `ToolError` (an error result, in band) when the value nests too
-    deeply to be encoded at all, instead of letting a `RecursionError` end
-    the run.
-    """
+    JSON data, else its `str`. A value nested too deeply to encode raises
+    `ToolError` (an error result) rather than a `RecursionError`."""
     t = type(value)
     if t is str:
         return value  # type: ignore[no-any-return]

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 import pydantic
 
+from .._output_type import validation_problems
 from .._redact import redact
 from .._schema import check as check_schema
 from ..errors import ConfigurationError
@@ -127,32 +128,26 @@ class Tool:
 
     `name`, `description` and `input_schema` (a JSON schema dict) are what the
     model sees. `effect` decides concurrency: calls of one turn run together
-    only when all are `READ_ONLY`; a tool built with `concurrent=True` (such as
-    a delegation tool) overlaps with them whatever its effect. `needs_approval` (a bool or a predicate on the arguments)
-    parks the run for a human decision. `timeout` bounds one call in seconds;
-    `max_output_chars` caps the result text (head and tail kept).
+    only when all are `READ_ONLY`; a `concurrent=True` tool (a delegation tool)
+    overlaps with them whatever its effect. `needs_approval` (a bool or a
+    predicate on the arguments) parks the run for a human decision. `timeout`
+    bounds one call in seconds; `max_output_chars` caps the result text (head
+    and tail kept).
 
     `idempotent=True` promises that running a call twice with the same
-    `ToolContext.idempotency_key` has the effect of running it once (the key
-    sent as an API's `Idempotency-Key`, or an upsert keyed by it). A call cut
-    off by a crash is then run again with that key, up to
-    `IDEMPOTENT_RETRIES` times, instead of being answered "interrupted; it
-    may have run".
+    `ToolContext.idempotency_key` has the effect of running it once: a call
+    cut off by a crash is then run again with that key, up to
+    `IDEMPOTENT_RETRIES` times, instead of being answered "interrupted".
 
-    `blocking` concerns sync functions only (async ones never leave the
-    loop): by default a sync tool runs on a daemon thread, so a tool that
-    blocks never stalls other runs. `blocking=False` promises the function
-    returns at once (pure computation on its arguments: no I/O, no sleep, no
-    lock) and has it called inline on the event loop, saving the thread
-    hand-off; a deadline or `timeout` cannot cut such a call short, and one
-    that holds the loop over `SLOW_INLINE_CALL` seconds is reported (the
-    `taskloom` logger, once per tool).
+    A sync function runs on a daemon thread, so one that blocks never stalls
+    other runs; `blocking=False` promises it returns at once (no I/O, sleep
+    or lock) and has it called inline on the event loop: no deadline or
+    `timeout` cuts it short, and one that holds the loop over
+    `SLOW_INLINE_CALL` seconds is logged (`taskloom` logger, once per tool).
 
     `secrets` (empty unless set) are credentials the tool sends somewhere
-    (an MCP server's headers, an A2A token, a command's secret
-    environment), longest first: `call` replaces each with `[redacted]` in
-    every result and error, so a server that echoes one never gets it into
-    a log.
+    (an MCP server's headers, a command's secret environment), longest
+    first: `call` replaces each with `[redacted]` in every result and error.
     """
 
     __slots__ = (
@@ -274,11 +269,7 @@ class Tool:
         try:
             parsed = self._model.__pydantic_validator__.validate_python(arguments)
         except pydantic.ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}"
-                for e in exc.errors(include_url=False)
-            )
-            raise ArgumentsInvalid(problems) from None
+            raise ArgumentsInvalid(validation_problems(exc, "(arguments)")) from None
         # extra="forbid": the instance holds exactly the declared fields.
         return dict(parsed.__dict__)
 
@@ -387,12 +378,9 @@ class Tool:
 class UnboundTool(Tool, Generic[H]):
     """A tool whose function needs what only the runtime offering it has (its
     background service, its store): it stands for `template` in an agent's
-    definition (name, description, schema, effect, approval), and the
-    runtime that offers it binds it once (`bind_runtime`, see
-    `taskloom.runtime.BindsRuntime`) to `template.partial(given(runtime))`.
-
-    It is never run itself: called unbound (outside a runtime's session), it
-    answers with an error.
+    definition, and the runtime that offers it binds it once (`bind_runtime`,
+    see `taskloom.runtime.BindsRuntime`) to `template.partial(given(runtime))`.
+    Called unbound (outside a runtime's session), it answers with an error.
     """
 
     __slots__ = ("__weakref__", "_given", "template")

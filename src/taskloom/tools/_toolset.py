@@ -19,13 +19,11 @@ from ._tool import Tool
 class Toolset(Protocol):
     """A source of tools whose list may change between rounds (an MCP server).
 
-    `current_tools(host)` is asked at every round boundary of every run
-    that uses it, so it answers from a cache (no I/O) while nothing changed,
-    and returns the *same* sequence object then: a new object is how a
-    toolset says "the list changed", and the session rebuilds its tool map
-    only then. A change learnt mid-round therefore takes effect at the next
-    boundary. It raises `ConfigurationError` when the tools cannot be had at
-    all (a server that does not start). `name` is how errors name it.
+    `current_tools(host)` is asked at every round boundary of every run that
+    uses it: it answers from a cache (no I/O) with the *same* sequence object
+    while nothing changed, a new object being how it says "the list changed".
+    It raises `ConfigurationError` when the tools cannot be had at all (a
+    server that does not start). `name` is how errors name it.
     """
 
     @property
