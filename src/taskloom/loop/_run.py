@@ -123,8 +123,6 @@ class RunLoop:
             self._tools_source = source
             self._tools = self._run.output.tools(source)
 
-    # ------------------------------------------------------------ entry point
-
     def run(
         self, user: Message | None = None, *, resume: bool = False
     ) -> Coroutine[Any, Any, RunResult]:
@@ -178,8 +176,6 @@ class RunLoop:
         finally:
             if not run.done():
                 let_go(run)  # cancelled, or the caller cancelled twice
-
-    # ------------------------------------------------------------ the run
 
     async def _go(self, user: Message | None, resume: bool) -> RunResult:
         """Open the run (its checks, calls cut off by a crash, the tree budget,
@@ -395,8 +391,6 @@ class RunLoop:
         if c.token_budget is not None and c.meter.root_tokens >= c.token_budget:
             return End(RunStatus.BUDGET_EXHAUSTED, f"token_budget ({c.token_budget}) reached")
         return None
-
-    # ------------------------------------------------------------ a round
 
     async def _round(self) -> End | None:
         run = self._run

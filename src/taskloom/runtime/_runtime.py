@@ -304,8 +304,6 @@ class Runtime:
             await self.queue.close()
         await self.backend.close()
 
-    # ------------------------------------------------------------ models
-
     def register_model(self, model: Model) -> None:
         """Make `model.spec` resolve to this instance in this runtime."""
         self._models[model.spec] = model
@@ -326,8 +324,6 @@ class Runtime:
             found = resolve_model(spec)
             self._models[spec] = found
         return found
-
-    # ------------------------------------------------------------ sessions
 
     async def create_session(
         self,
