@@ -138,11 +138,14 @@ class RunLoop:
         """
         return self._bounded(self._go(user, resume))
 
-    async def _resume_parked(self) -> End | None:
-        # The parked turn's calls run with the tools as they are now.
+    async def _tools_now(self) -> None:
         if not self._tools_fresh:
             await self._refresh_tools()
         self._tools_fresh = False
+
+    async def _resume_parked(self) -> End | None:
+        # The parked turn's calls run with the tools as they are now.
+        await self._tools_now()
         return await self._after_tools(await self._turns.resume_parked(self._tools))
 
     async def _bounded(self, work: Coroutine[Any, Any, RunResult]) -> RunResult:
@@ -182,12 +185,8 @@ class RunLoop:
         the watch), take its first step, then rounds until an end status. A
         run with no new input after a run cut off between its final answer
         and its end decides that answer first."""
-        journal, ports, log, scope = (
-            self._run.journal,
-            self._run.ports,
-            self._run.log,
-            self._run.scope,
-        )
+        run = self._run
+        journal, ports, log, scope = run.journal, run.ports, run.log, run.scope
         # A resume must see every decision written elsewhere; a fresh run may
         # trust a look taken under its lease an instant ago.
         await journal.sync(fresh=0.0 if resume else FRESH_BOUNDARY)
@@ -253,9 +252,7 @@ class RunLoop:
                     await journal.sync(fresh=FRESH_BOUNDARY)
                     end = self._check_limits()
                     if end is None:
-                        if not self._tools_fresh:
-                            await self._refresh_tools()
-                        self._tools_fresh = False
+                        await self._tools_now()
                         end = await self._round()
             except EndRun as raised:
                 end = raised.end
