@@ -161,7 +161,7 @@ class StopSignal:
         mid-call (cancel a remote call) without a task waiting on `wait()`."""
         if self.is_set:
             callback()
-            return _nothing
+            return lambda: None
         callbacks = self._callbacks
         if callbacks is None:
             callbacks = self._callbacks = []
@@ -287,10 +287,6 @@ class CancelScope:
         # task's count of requests stays the caller's own.
         if self._task.uncancel() <= self._base and exc_type is asyncio.CancelledError:
             raise Aborted
-
-
-def _nothing() -> None:
-    return None
 
 
 _NONE = Usage()

@@ -247,8 +247,6 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
             object.__setattr__(self, "_tool_specs", specs)
             return specs
 
-    # ------------------------------------------------------------ running
-
     def check_deps(self, deps: object) -> None:
         """Raise `UsageError` when `deps` do not fit `deps_type` (a run's first check)."""
         expected = self.deps_type

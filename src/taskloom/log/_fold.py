@@ -123,7 +123,9 @@ class SessionLog(OpenTurn, SnapshotState):
                 self._requests.setdefault((turn, call.call_id), call)
         elif kind == EntryKind.APPROVAL_DECISION:
             decision = ApprovalDecision.from_data(entry.data)
-            turn = decision.turn or self._turn_requesting(decision.call_id)
+            turn = decision.turn or max(
+                (t for t, cid in self._requests if cid == decision.call_id), default=self._turn
+            )
             # First decision wins: later ones are either repeats or conflicts
             # that their writer detects and reports.
             self._decisions.setdefault((turn, decision.call_id), decision)
@@ -185,10 +187,6 @@ class SessionLog(OpenTurn, SnapshotState):
             turn = self._reopened = self._turn
             self._requests = {k: v for k, v in self._requests.items() if k[0] != turn}
             self._decisions = {k: v for k, v in self._decisions.items() if k[0] != turn}
-
-    def _turn_requesting(self, call_id: str) -> int:
-        turns = [turn for turn, cid in self._requests if cid == call_id]
-        return max(turns) if turns else self._turn
 
     def view(self, extra: Message | None = None) -> MessageView:
         """The messages the next request is built from: all of them, or after a

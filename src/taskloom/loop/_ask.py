@@ -49,58 +49,39 @@ class ModelAsker:
         errors the policy will not retry propagate."""
         controls = self._run.controls
         tree: TreeBudget | None = controls.tree
-        if tree is not None:
-            return await self._charged(tree, model, request)
-        scope, stop = self._run.scope, controls.stop
-        # `_watched`, inlined: one coroutine less on every round's path.
-        with scope.watch.model_call(model, request, streamed=scope.emit is not None) as call:
-            try:
-                with CancelScope(stop):
-                    response = await self._with_retries(model, request, call)
-            except Aborted:
-                raise EndRun(RunStatus.STOPPED, stop.cancel_reason) from None
-            call.responded(response)
-        controls.meter.add(response.usage)
-        return response
-
-    async def _charged(
-        self, tree: TreeBudget, model: Model, request: ModelRequest
-    ) -> ModelResponse:
-        controls = self._run.controls
         bound = self._bound
-        if bound is None:
-            bound = self._bound = InputBound()
+        charge = None
+        if tree is not None:
+            if bound is None:
+                bound = self._bound = InputBound()
+            try:
+                request, charge = await tree.reserve(
+                    model.name, request, bound.of(request), model.provider
+                )
+            except BudgetSpent as spent:
+                raise EndRun(RunStatus.BUDGET_EXHAUSTED, str(spent)) from None
+        scope, stop = self._run.scope, controls.stop
         try:
-            request, charge = await tree.reserve(
-                model.name, request, bound.of(request), model.provider
-            )
-        except BudgetSpent as spent:
-            raise EndRun(RunStatus.BUDGET_EXHAUSTED, str(spent)) from None
-        try:
-            response = await self._watched(model, request)
+            with scope.watch.model_call(model, request, streamed=scope.emit is not None) as call:
+                try:
+                    # The request and its retries, not the store work around
+                    # them, are what a cancel aborts.
+                    with CancelScope(stop):
+                        response = await self._with_retries(model, request, call)
+                except Aborted:
+                    raise EndRun(RunStatus.STOPPED, stop.cancel_reason) from None
+                call.responded(response)
         except BaseException:
-            # Failed requests are taken as unbilled; a process that dies
-            # here leaves the worst case charged, which is never too little.
-            await tree.settle(charge, None)
+            if tree is not None and charge is not None:
+                # Failed requests are taken as unbilled; a process that dies
+                # here leaves the worst case charged, which is never too little.
+                await tree.settle(charge, None)
             raise
         controls.meter.add(response.usage)
-        bound.reported(response.usage)
-        await tree.settle(charge, response.usage)
+        if tree is not None and charge is not None and bound is not None:
+            bound.reported(response.usage)
+            await tree.settle(charge, response.usage)
         return response
-
-    async def _watched(self, model: Model, request: ModelRequest) -> ModelResponse:
-        scope = self._run.scope
-        stop = self._run.controls.stop
-        with scope.watch.model_call(model, request, streamed=scope.emit is not None) as call:
-            try:
-                # The request and its retries, not the store work around them,
-                # are what a cancel aborts.
-                with CancelScope(stop):
-                    response = await self._with_retries(model, request, call)
-            except Aborted:
-                raise EndRun(RunStatus.STOPPED, stop.cancel_reason) from None
-            call.responded(response)
-            return response
 
     async def _with_retries(
         self, model: Model, request: ModelRequest, call: ModelCallWatch

@@ -133,31 +133,22 @@ def _cut_allowed(messages: Sequence[Message], positions: Sequence[int], i: int) 
     return not (before.role == "assistant" and before.tool_calls)
 
 
-def cut_index(log: SessionLog, keep_recent: int) -> int | None:
+def cut_index(log: SessionLog, keep_recent: int, to_fit: bool = False) -> int | None:
     """Where to cut the view: messages before the index are summarized.
 
-    The latest allowed cut that keeps at least `keep_recent` messages; None:
-    nothing can be cut.
+    The latest allowed cut that keeps at least `keep_recent` messages; when
+    there is none and `to_fit` (the provider refused the request), the latest
+    allowed cut at all, keeping as little as one turn. None: nothing can be cut.
     """
     messages, positions = log.messages, log.positions
     start = log.view_start
     for i in range(len(messages) - keep_recent, start, -1):
         if _cut_allowed(messages, positions, i):
             return i
-    return None
-
-
-def cut_index_to_fit(log: SessionLog, keep_recent: int) -> int | None:
-    """`cut_index`, or when that finds none (the provider refused the
-    request), the latest allowed cut at all, keeping as little as one turn."""
-    cut = cut_index(log, keep_recent)
-    if cut is not None:
-        return cut
-    messages, positions = log.messages, log.positions
-    start = log.view_start
-    for i in range(len(messages) - 1, len(messages) - keep_recent, -1):
-        if i > start and _cut_allowed(messages, positions, i):
-            return i
+    if to_fit:
+        for i in range(len(messages) - 1, len(messages) - keep_recent, -1):
+            if i > start and _cut_allowed(messages, positions, i):
+                return i
     return None
 
 
@@ -278,7 +269,7 @@ class Compactor:
         """`compact` for a request the provider refused as too long: when the
         policy's recent messages leave nothing to cut, cut later, keeping as
         little as one turn."""
-        return await self._compact(cut_index_to_fit(self._run.log, self.policy.keep_recent))
+        return await self._compact(cut_index(self._run.log, self.policy.keep_recent, to_fit=True))
 
     async def _compact(self, cut: int | None) -> bool:
         if cut is None:

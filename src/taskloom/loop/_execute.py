@@ -136,16 +136,10 @@ async def execute_calls(
     i = 0
     n = len(calls)
     while i < n:
-        if not _overlaps(tools.get(calls[i].name)):
-            if before_step is not None:
-                await before_step(calls[i : i + 1])
-            started[i] = True
-            results[i] = await run_one(calls[i], tools, make_ctx, scope)
-            i += 1
-            continue
-        j = i
-        while j < n and _overlaps(tools.get(calls[j].name)):
-            j += 1
+        j = i + 1
+        if _overlaps(tools.get(calls[i].name)):
+            while j < n and _overlaps(tools.get(calls[j].name)):
+                j += 1
         if before_step is not None:
             await before_step(calls[i:j])
         started[i:j] = [True] * (j - i)

@@ -26,12 +26,6 @@ OUTPUT_TOOL = "final_result"
 _WRAPPED = "response"
 
 
-def has_native_output(model: Model) -> bool:
-    """Whether the model takes `ModelRequest.output_schema` itself: a model says
-    it does not with a false `native_output` attribute (the default is true)."""
-    return bool(getattr(model, "native_output", True))
-
-
 def output_tool_schema(schema: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
     """The final-answer tool's input schema for an output schema, and whether
     the answer was wrapped (tool arguments are always a JSON object)."""
@@ -147,7 +141,8 @@ class FinalOutput:
         self._by_tool = False
         if self._tool is None:
             return None, ()
-        if has_native_output(model):
+        # A model without `ModelRequest.output_schema` says so with a false `native_output`.
+        if getattr(model, "native_output", True):
             return self._schema, ()
         self._by_tool = True
         return None, (self._tool.spec,)

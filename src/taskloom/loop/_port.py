@@ -220,9 +220,6 @@ class RunPorts(NamedTuple):
     observer: RunObserver
 
 
-# ---------------------------------------------------------------- observers
-
-
 @dataclass(frozen=True, slots=True)
 class RunInfo:
     """What an observer learns when a run starts.

@@ -123,8 +123,6 @@ class RunLoop:
             self._tools_source = source
             self._tools = self._run.output.tools(source)
 
-    # ------------------------------------------------------------ entry point
-
     def run(
         self, user: Message | None = None, *, resume: bool = False
     ) -> Coroutine[Any, Any, RunResult]:
@@ -140,11 +138,14 @@ class RunLoop:
         """
         return self._bounded(self._go(user, resume))
 
-    async def _resume_parked(self) -> End | None:
-        # The parked turn's calls run with the tools as they are now.
+    async def _tools_now(self) -> None:
         if not self._tools_fresh:
             await self._refresh_tools()
         self._tools_fresh = False
+
+    async def _resume_parked(self) -> End | None:
+        # The parked turn's calls run with the tools as they are now.
+        await self._tools_now()
         return await self._after_tools(await self._turns.resume_parked(self._tools))
 
     async def _bounded(self, work: Coroutine[Any, Any, RunResult]) -> RunResult:
@@ -179,19 +180,13 @@ class RunLoop:
             if not run.done():
                 let_go(run)  # cancelled, or the caller cancelled twice
 
-    # ------------------------------------------------------------ the run
-
     async def _go(self, user: Message | None, resume: bool) -> RunResult:
         """Open the run (its checks, calls cut off by a crash, the tree budget,
         the watch), take its first step, then rounds until an end status. A
         run with no new input after a run cut off between its final answer
         and its end decides that answer first."""
-        journal, ports, log, scope = (
-            self._run.journal,
-            self._run.ports,
-            self._run.log,
-            self._run.scope,
-        )
+        run = self._run
+        journal, ports, log, scope = run.journal, run.ports, run.log, run.scope
         # A resume must see every decision written elsewhere; a fresh run may
         # trust a look taken under its lease an instant ago.
         await journal.sync(fresh=0.0 if resume else FRESH_BOUNDARY)
@@ -257,9 +252,7 @@ class RunLoop:
                     await journal.sync(fresh=FRESH_BOUNDARY)
                     end = self._check_limits()
                     if end is None:
-                        if not self._tools_fresh:
-                            await self._refresh_tools()
-                        self._tools_fresh = False
+                        await self._tools_now()
                         end = await self._round()
             except EndRun as raised:
                 end = raised.end
@@ -395,8 +388,6 @@ class RunLoop:
         if c.token_budget is not None and c.meter.root_tokens >= c.token_budget:
             return End(RunStatus.BUDGET_EXHAUSTED, f"token_budget ({c.token_budget}) reached")
         return None
-
-    # ------------------------------------------------------------ a round
 
     async def _round(self) -> End | None:
         run = self._run

@@ -126,10 +126,7 @@ class Continue(RoundDecision):
         *,
         compaction: Literal["auto", "now", "veto"] = "auto",
     ) -> None:
-        object.__setattr__(self, "action", "continue")
-        object.__setattr__(self, "content", None)
-        object.__setattr__(self, "adjust", adjust)
-        object.__setattr__(self, "compaction", compaction)
+        RoundDecision.__init__(self, "continue", None, adjust, compaction)
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -145,10 +142,7 @@ class Inject(RoundDecision):
     ) -> None:
         if not content:
             raise ValueError("Inject needs non-empty content")
-        object.__setattr__(self, "action", "inject")
-        object.__setattr__(self, "content", content)
-        object.__setattr__(self, "adjust", adjust)
-        object.__setattr__(self, "compaction", compaction)
+        RoundDecision.__init__(self, "inject", content, adjust, compaction)
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -156,10 +150,7 @@ class Stop(RoundDecision):
     """End the run with status STOPPED."""
 
     def __init__(self) -> None:
-        object.__setattr__(self, "action", "stop")
-        object.__setattr__(self, "content", None)
-        object.__setattr__(self, "adjust", None)
-        object.__setattr__(self, "compaction", "auto")
+        RoundDecision.__init__(self, "stop")
 
 
 @runtime_checkable

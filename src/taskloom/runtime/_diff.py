@@ -35,10 +35,6 @@ class Round:
     results: tuple[Mapping[str, Any], ...] = ()
     usage: Mapping[str, int] | None = None
 
-    def aspect(self, name: str) -> Any:
-        """The value of one aspect (`ASPECTS`), as compared."""
-        return getattr(self, name)
-
 
 @dataclass(frozen=True, slots=True)
 class Difference(Stored):
@@ -172,20 +168,14 @@ def diff_sessions(
     found: list[Difference] = []
     for ra, rb in zip(rounds_a, rounds_b, strict=False):
         for aspect in ASPECTS[:-1]:
-            found.extend(_compare(ra.number, aspect, aspect, ra.aspect(aspect), rb.aspect(aspect)))
+            a_value, b_value = getattr(ra, aspect), getattr(rb, aspect)
+            found.extend(_compare(ra.number, aspect, aspect, a_value, b_value))
     longer = rounds_a if len(rounds_a) > len(rounds_b) else rounds_b
     for extra in longer[min(len(rounds_a), len(rounds_b)) :]:
         only_a = longer is rounds_a
         present = {"message": extra.message, "tool_calls": list(extra.tool_calls)}
-        found.append(
-            Difference(
-                extra.number,
-                "rounds",
-                "exists",
-                present if only_a else None,
-                None if only_a else present,
-            )
-        )
+        in_a, in_b = (present, None) if only_a else (None, present)
+        found.append(Difference(extra.number, "rounds", "exists", in_a, in_b))
     return SessionDiff(a_id, b_id, len(rounds_a), len(rounds_b), tuple(found))
 
 

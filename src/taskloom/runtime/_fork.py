@@ -68,9 +68,7 @@ def _check_count(value: object, name: str, what: str) -> None:
 
 
 def _message_position(entries: list[Entry], message: Message) -> int:
-    log = SessionLog()
-    for entry in entries:
-        log.apply(entry)
+    log = SessionLog.folded(entries)
     messages, positions = log.messages, log.positions
     same = [positions[i] for i, m in enumerate(messages) if m is message]
     if not same:

@@ -27,7 +27,7 @@ from ..backends.memory import MemoryBudgets, MemoryLeases
 from ..entries import Entry, Steer, StopRequest
 from ..errors import ConfigurationError, SessionBusy, UsageError
 from ..loop.ports import RunObserver
-from ..models import Model
+from ..models import Model, resolve_model
 from ..tools import Tool, ToolCatalog
 
 if TYPE_CHECKING:
@@ -304,8 +304,6 @@ class Runtime:
             await self.queue.close()
         await self.backend.close()
 
-    # ------------------------------------------------------------ models
-
     def register_model(self, model: Model) -> None:
         """Make `model.spec` resolve to this instance in this runtime."""
         self._models[model.spec] = model
@@ -321,13 +319,9 @@ class Runtime:
             return spec
         found = self._models.get(spec)
         if found is None:
-            from ..models import resolve_model
-
             found = resolve_model(spec)
             self._models[spec] = found
         return found
-
-    # ------------------------------------------------------------ sessions
 
     async def create_session(
         self,
@@ -405,8 +399,6 @@ class Runtime:
 
     def agent_named(self, name: str) -> Agent[Any, Any]:
         """The agent registered under `name` (`Runtime(agents=...)`)."""
-        from ..errors import ConfigurationError
-
         found = self.agents.get(name)
         if found is None:
             known = ", ".join(sorted(self.agents)) or "none"

@@ -89,8 +89,6 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         toolsets' as its last run read them (an MCP server's, say)."""
         return self._tools.tools
 
-    # ------------------------------------------------------------ running
-
     async def run(
         self,
         input: str | Message | None = None,
@@ -110,9 +108,8 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         wait for it.
         """
         self.agent.check_deps(deps)
-        user = _as_user(input)
         return await self._run(
-            user, options=options, emit=emit, origin=origin, wait=wait, deps=deps
+            _as_user(input), options=options, emit=emit, origin=origin, wait=wait, deps=deps
         )
 
     def stream(
@@ -127,9 +124,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         self.agent.check_deps(deps)
         user = _as_user(input)
         return RunStream(
-            lambda emit: self._run(
-                user, options=options, emit=emit, origin="", wait=wait, deps=deps
-            )
+            lambda emit: self._run(user, options=options, emit=emit, wait=wait, deps=deps)
         )
 
     async def resume(
@@ -164,11 +159,11 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         user: Message | None,
         *,
         resume: bool = False,
-        options: RunOptions | None,
-        emit: Callable[[Event], None] | None,
-        origin: str,
-        wait: float | None,
-        deps: object,
+        options: RunOptions | None = None,
+        emit: Callable[[Event], None] | None = None,
+        origin: str = "",
+        wait: float | None = None,
+        deps: object = None,
     ) -> RunResult[AgentOutputT]:
         if self._running:
             raise SessionBusy(self.id, "a run of this Session object")
@@ -213,8 +208,6 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             )
         return ports
 
-    # ------------------------------------------------------------ the lease
-
     def hold(
         self, *, wait: float | None = None, ttl: float | None = None, lease: Lease | None = None
     ) -> SessionHold:
@@ -233,8 +226,6 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         runtime = self.runtime
         lease_ttl = runtime.lease_ttl if ttl is None else ttl
         return SessionHold(self.journal, runtime.store.leases, wait, lease_ttl, lease)
-
-    # ------------------------------------------------------------ the log
 
     async def entries(self) -> list[Entry]:
         """Every entry of this session's log, in order."""
@@ -313,8 +304,6 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             child_log = await folded(self.runtime.store, child_id)
             calls += child_log.undecided_calls(child_id, origin_label(escalated.name, child_id))
         return calls
-
-    # ------------------------------------------------------------ queued runs
 
     def _run_queue(self) -> RunQueue:
         queue = self.runtime.queue
@@ -396,8 +385,6 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         if result.status is RunStatus.AWAITING_APPROVAL and self.journal.log.held_calls():
             return dataclasses.replace(result, pending=tuple(await self.pending()))
         return result
-
-    # ------------------------------------------------------------ decisions
 
     async def approve(
         self, call_id: str, note: str | None = None, *, session_id: str | None = None
@@ -516,8 +503,6 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             )
         return found[0] if found else self.id
 
-    # ------------------------------------------------------------ input
-
     async def pending_input(self) -> list[PendingInput]:
         """The questions the session's work asked a person and nobody answered
         yet (an MCP server asking for input during a task a call started),
@@ -594,7 +579,7 @@ def wake_up(session: Session[Any, Any], limit: int) -> Coroutine[Any, Any, RunRe
     if session._running or session._wakeups >= limit:
         return None
     session._wakeups += 1
-    return session._run(None, options=None, emit=None, origin="", wait=None, deps=None)
+    return session._run(None)
 
 
 def _as_user(input: str | Message | None) -> Message | None:

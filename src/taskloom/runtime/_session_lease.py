@@ -41,13 +41,7 @@ def _end(lease: Lease) -> None:
 
 
 async def _acquire(leases: Leases, session_id: str, wait: float | None, ttl: float) -> Lease:
-    """The lease of session `session_id`, for `ttl` seconds.
-
-    Raises `SessionBusy` when another writer holds it, after waiting up to
-    `wait` seconds for it (None: not at all; `math.inf`: as long as it
-    takes). A holder on this machine that is known to be dead is taken over
-    at once.
-    """
+    """The lease of session `session_id`, for `ttl` seconds; `wait` as `Session.hold`'s."""
     key = session_lease_key(session_id)
     loop = asyncio.get_running_loop()
     # Waiting is settled on the first refusal: most acquisitions succeed at once.
