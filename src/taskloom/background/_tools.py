@@ -347,11 +347,6 @@ class _Commands:
         service.listeners.on_delete(end_session_commands)
 
 
-def _label(activity: BackgroundActivity) -> str:
-    kind = "" if activity.kind == KIND else f" ({activity.kind})"
-    return f"{activity.id}{kind}"
-
-
 def _verb(notice: BackgroundNotice) -> str:
     return _ENDED.get(notice.status, f"ended ({notice.status})")
 
@@ -422,8 +417,9 @@ class _OnRuntime:
         lines: list[str] = []
         for activity in running.values():
             if (id is None or activity.id == id) and activity.id not in finished:
+                kind = "" if activity.kind == KIND else f" ({activity.kind})"
                 lines.append(
-                    f"{_label(activity)} running for {format_seconds(now - activity.started_at)}:"
+                    f"{activity.id}{kind} running for {format_seconds(now - activity.started_at)}:"
                     f" {activity.description}"
                 )
         for activity_id, notices in finished.items():

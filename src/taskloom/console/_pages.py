@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import quote
@@ -33,7 +34,6 @@ from ._read import (
     Item,
     PendingView,
     SessionSummary,
-    now,
     parked_calls,
     summarize,
     transcript,
@@ -166,7 +166,7 @@ class SessionPages(ConsoleShared):
             forked_from=_origin(meta.metadata.get(FORKED_FROM)),
             sid=quote(session_id, safe=""),
             live_url=f"/sessions/{quote(session_id, safe='')}/live?" + _query({"since": since}),
-            now=now(),
+            now=time.time(),
         )
 
     async def _background_view(self, session_id: str, items: list[Item]) -> BackgroundView:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -329,8 +328,6 @@ def child_links(entries: Sequence[Entry]) -> dict[str, list[ChildRef]]:
 
 
 def _marker(items: list[Item], entry: Entry) -> Callable[..., None]:
-    """Appends a mark item at `entry`'s position to `items`."""
-
     def mark(kind: str, title: str, text: str = "", css: str = "", link: str = "") -> None:
         items.append(
             Item(kind, entry.position, entry.created_at, title=title, text=text, css=css, link=link)
@@ -417,8 +414,3 @@ def transcript(entries: Sequence[Entry]) -> list[Item]:
             # name, its data left unread.
             mark("entry", entry.kind)
     return items
-
-
-def now() -> float:
-    """Seconds since the epoch (one place, so views agree on "now")."""
-    return time.time()

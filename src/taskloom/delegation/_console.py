@@ -206,7 +206,7 @@ class _Console:
         status = await child_status(self.runtime, meta.id)
         if status.is_terminal:
             return f"agent {agent!r} already ended: {status.value}"
-        signal = LiveChildren.of(self.runtime).stop_signal(meta.id)
+        signal = LiveChildren.of(self.runtime).stops.get(meta.id)
         if signal is not None:
             signal.set("stopped by its parent")
         # Through the log too: reaches a worker in another process.

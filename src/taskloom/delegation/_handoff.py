@@ -71,21 +71,14 @@ class Questions:
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self._asked: dict[str, asyncio.Queue[tuple[str, str, str]]] = {}
+        self.asked: dict[str, asyncio.Queue[tuple[str, str, str]]] = {}
+        """Where questions of a child asked in this process arrive, by child id,
+        as (question, its id, the id of its notice in the parent's inbox)."""
 
     @classmethod
     def of(cls, runtime: Runtime) -> Questions:
         """The runtime's instance."""
         return runtime.service(cls, cls)
-
-    def watch(self, child_id: str) -> asyncio.Queue[tuple[str, str, str]]:
-        """Where questions of `child_id` asked in this process arrive, as
-        (question, its id, the id of its notice in the parent's inbox)."""
-        return self._asked.setdefault(child_id, asyncio.Queue())
-
-    def forget(self, child_id: str) -> None:
-        """Stop watching `child_id`."""
-        self._asked.pop(child_id, None)
 
     async def ask(
         self,
@@ -119,7 +112,7 @@ class Questions:
             {"child_session_id": ctx.session_id, "question": shown, "call_id": ctx.call_id},
         )
         await background.inbox.push(meta.parent_id, notice)
-        watching = self._asked.get(ctx.session_id)
+        watching = self.asked.get(ctx.session_id)
         if watching is not None:
             watching.put_nowait((question, ctx.call_id, notice.id))
         answer = await self._answer(ctx, background, timeout)
@@ -184,7 +177,7 @@ class Questions:
             time.time(),
         )
         await BackgroundService.of(runtime).inbox.push(child_id, notice)
-        asked = self._asked.get(child_id)
+        asked = self.asked.get(child_id)
         if asked is not None:
             # Answered now: a call that waits on the child must not be given
             # it again before the child reads the answer.
@@ -358,7 +351,7 @@ async def _run_and_wait(
             )
         finally:
             running_children.children.pop(child_id, None)
-            questions.forget(child_id)
+            questions.asked.pop(child_id, None)
         if outcome is None:
             raise SessionBusy(child_id)  # taken over, or run by a live holder elsewhere
         if outcome.status is ChildStatus.AWAITING_APPROVAL and await all_decided(runtime, child_id):
@@ -373,7 +366,13 @@ async def _run_and_wait(
         return outcome
 
     child_started(ctx, child_id, name, spec.task)
-    state = _Child(sub, spec.task, spec, background.keep(run()), questions.watch(child_id))
+    state = _Child(
+        sub,
+        spec.task,
+        spec,
+        background.keep(run()),
+        questions.asked.setdefault(child_id, asyncio.Queue()),
+    )
     running_children.children[child_id] = state
     return await _wait_on(runtime, ctx, state)
 
