@@ -107,8 +107,6 @@ class Console(SessionPages, Acting):
         if tasks:
             await asyncio.wait(tasks)
 
-    # ------------------------------------------------------------ the app
-
     def _starlette(self) -> Starlette:
         @contextlib.asynccontextmanager
         async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -64,8 +64,6 @@ class BackgroundView:
 class SessionPages(ConsoleShared):
     """The console's pages and their event streams."""
 
-    # ------------------------------------------------------------ sessions table
-
     async def _sessions_page(self, request: Request) -> Response:
         q = request.query_params
         status = q.get("status", "")
@@ -124,8 +122,6 @@ class SessionPages(ConsoleShared):
     async def _sessions_live(self, request: Request) -> Response:
         watched = [s for s in request.query_params.get("watch", "").split(",") if s][:PAGE_SIZE]
         return self._stream(request, lambda: self._list_signature(watched))
-
-    # ------------------------------------------------------------ one session
 
     async def _session_page(self, request: Request) -> Response:
         session_id = request.path_params["session_id"]

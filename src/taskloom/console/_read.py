@@ -87,9 +87,6 @@ def _json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
 
 
-# ---------------------------------------------------------------- summaries
-
-
 @dataclass(frozen=True, slots=True)
 class RunState:
     """Where a session's runs stand, from its run entries."""
@@ -196,9 +193,6 @@ def parked_calls(log: SessionLog) -> list[PendingView]:
 def undecided_calls(log: SessionLog) -> list[PendingView]:
     """The calls of the parked turn still awaiting a decision."""
     return [view for view in parked_calls(log) if view.decided is None]
-
-
-# ---------------------------------------------------------------- transcript
 
 
 @dataclass(frozen=True, slots=True)
