@@ -18,6 +18,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -138,31 +139,24 @@ def background_tools(
     ).tools()
 
 
+@dataclass(eq=False, kw_only=True)
 class _Commands:
     """What one tool set shares: its configuration and the commands it runs here."""
 
-    def __init__(
-        self,
-        *,
-        shell: bool,
-        timeout: float,
-        max_output_chars: int,
-        spill_dir: Path | None,
-        max_running: int,
-        kill_grace: float,
-        env: dict[str, str],
-        inherit_env: bool,
-        spill_retention: float | None,
-    ) -> None:
-        self.shell = shell
-        self.timeout = timeout
-        self.head_chars = max_output_chars // 2
-        self.tail_chars = max_output_chars - self.head_chars
-        self.max_running = max_running
-        self.kill_grace = kill_grace
-        self._env = env
-        self._inherit_env = inherit_env
-        self._spills = SpillFiles(spill_dir, spill_retention, _SPILL_NAME)
+    shell: bool
+    timeout: float
+    max_output_chars: int
+    spill_dir: Path | None
+    max_running: int
+    kill_grace: float
+    env: dict[str, str]
+    inherit_env: bool
+    spill_retention: float | None
+
+    def __post_init__(self) -> None:
+        self.head_chars = self.max_output_chars // 2
+        self.tail_chars = self.max_output_chars - self.head_chars
+        self._spills = SpillFiles(self.spill_dir, self.spill_retention, _SPILL_NAME)
         # What a command may print of its credential-named variables is
         # redacted from its results and notices (as of when the set is made).
         self.secrets = credentials(env=self.environment())
@@ -174,12 +168,12 @@ class _Commands:
 
     def environment(self) -> dict[str, str]:
         """The environment a command starts with (read from the host's at each start)."""
-        if self._inherit_env:
+        if self.inherit_env:
             env = dict(os.environ)
         else:
             env = {name: os.environ[name] for name in SAFE_ENV_NAMES if name in os.environ}
             env.setdefault("PATH", os.defpath)
-        env.update(self._env)
+        env.update(self.env)
         return env
 
     def argv(self, command: str) -> list[str]:
