@@ -250,27 +250,6 @@ class _Running:
         return runtime.service(cls, cls)
 
 
-def _spec(sub: SubAgent, ctx: ToolContext, child_id: str, name: str, task: str) -> ChildSpec:
-    agent = sub.agent
-    model = agent.model
-    tree = ctx.controls.tree
-    return ChildSpec(
-        child_session_id=child_id,
-        parent_session_id=ctx.session_id,
-        name=name,
-        task=task,
-        instructions=agent.instructions,
-        tools=tuple(t.name for t in agent.tools),
-        model=model if isinstance(model, str) or model is None else model.spec,
-        type=sub.name,
-        max_rounds=sub.max_rounds,
-        parent_run_id=ctx.run_id,
-        budget=tree.to_dict() if tree is not None else None,
-        on_approval=sub.on_approval,
-        max_answer_chars=sub.max_answer_chars,
-    )
-
-
 async def delegate_in_task(
     sub: SubAgent,
     runtime: Runtime,
@@ -286,7 +265,22 @@ async def delegate_in_task(
     fresh = child_id is None
     if child_id is None:
         child_id = uuid.uuid4().hex
-        spec = _spec(sub, ctx, child_id, name, task)
+        agent, tree = sub.agent, ctx.controls.tree
+        spec = ChildSpec(
+            child_session_id=child_id,
+            parent_session_id=ctx.session_id,
+            name=name,
+            task=task,
+            instructions=agent.instructions,
+            tools=tuple(t.name for t in agent.tools),
+            model=agent.model if isinstance(agent.model, str | None) else agent.model.spec,
+            type=sub.name,
+            max_rounds=sub.max_rounds,
+            parent_run_id=ctx.run_id,
+            budget=tree.to_dict() if tree is not None else None,
+            on_approval=sub.on_approval,
+            max_answer_chars=sub.max_answer_chars,
+        )
     else:
         entries = await runtime.store.load(child_id)
         spec = next(
