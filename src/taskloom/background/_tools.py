@@ -291,26 +291,20 @@ class _Commands:
         except BaseException:
             self._untrack(service, session_id, activity_id)
             raise
-        await self._until_spawned(service, session_id, activity_id, spawned)
-        return activity_id
-
-    async def _until_spawned(
-        self, service: BackgroundService, session_id: str, activity_id: str, spawned: asyncio.Event
-    ) -> None:
         # Answer only once the process exists (or failed to start). A task
         # cancelled before its first step never runs its work at all — no
         # process, but no notice either — so a stop right after this call
         # must find the work already running.
         task = service.task_for(session_id, activity_id)
-        if task is None or spawned.is_set():
-            return
-        began = asyncio.get_running_loop().create_task(spawned.wait())
-        try:
-            await asyncio.wait({began, task}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            began.cancel()
-        if not spawned.is_set():
-            self._untrack(service, session_id, activity_id)
+        if task is not None and not spawned.is_set():
+            began = asyncio.get_running_loop().create_task(spawned.wait())
+            try:
+                await asyncio.wait({began, task}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                began.cancel()
+            if not spawned.is_set():
+                self._untrack(service, session_id, activity_id)
+        return activity_id
 
     def owns(self, service: BackgroundService, session_id: str, activity_id: str) -> bool:
         """Whether this tool set runs that command in this process."""

@@ -38,7 +38,7 @@ from ..entries import (
 )
 from ..errors import CorruptEntry
 from ..log import SessionLog, entry_messages
-from ..messages import Message, ThinkingBlock
+from ..messages import Message
 
 STATUSES = (
     "running",
@@ -255,12 +255,6 @@ class Item:
         return fold_long(self.text)
 
 
-def _thinking(block: ThinkingBlock) -> str:
-    if block.redacted or (not block.text and block.data):
-        return "(redacted reasoning)"
-    return block.text
-
-
 def _message_item(entry: Entry, message: Message, links: Mapping[str, list[ChildRef]]) -> Item:
     calls = [
         CallView(
@@ -288,7 +282,10 @@ def _message_item(entry: Entry, message: Message, links: Mapping[str, list[Child
         text=message.text,
         origin=message.origin,
         model=model,
-        thinking=[_thinking(b) for b in message.thinking],
+        thinking=[
+            "(redacted reasoning)" if b.redacted or (not b.text and b.data) else b.text
+            for b in message.thinking
+        ],
         calls=calls,
         results=results,
     )
