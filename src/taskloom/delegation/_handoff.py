@@ -67,10 +67,13 @@ def reply_notice_id(child_id: str, call_id: str) -> str:
 
 class Questions:
     """The questions children of this runtime asked and wait on, as in-process
-    signals for inline delegations (the questions themselves are in the store)."""
+    signals for inline delegations (the questions themselves are in the store),
+    and the children of this runtime running in tasks."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        self.running: dict[str, _Child] = {}
+        """The children running in tasks of this process, by id."""
         self.asked: dict[str, asyncio.Queue[tuple[str, str, str]]] = {}
         """Where questions of a child asked in this process arrive, by child id,
         as (question, its id, the id of its notice in the parent's inbox)."""
@@ -239,17 +242,6 @@ class _Child:
     relay: list[Callable[[Event], None] | None] = field(default_factory=lambda: [None])
 
 
-class _Running:
-    """The children of this runtime running in tasks, by id (`_Running.of(runtime)`)."""
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.children: dict[str, _Child] = {}
-
-    @classmethod
-    def of(cls, runtime: Runtime) -> _Running:
-        return runtime.service(cls, cls)
-
-
 async def delegate_in_task(
     sub: SubAgent,
     runtime: Runtime,
@@ -321,7 +313,6 @@ async def _run_and_wait(
     background = runtime.background
     child_id, name = spec.child_session_id, spec.name
     options = RunOptions.for_child(ctx.controls, max_rounds=sub.max_rounds)
-    running_children = _Running.of(runtime)
     questions = Questions.of(runtime)
 
     def emit(event: Event) -> None:
@@ -344,7 +335,7 @@ async def _run_and_wait(
                 go_on=False,
             )
         finally:
-            running_children.children.pop(child_id, None)
+            questions.running.pop(child_id, None)
             questions.asked.pop(child_id, None)
         if outcome is None:
             raise SessionBusy(child_id)  # taken over, or run by a live holder elsewhere
@@ -367,7 +358,7 @@ async def _run_and_wait(
         background.keep(run()),
         questions.asked.setdefault(child_id, asyncio.Queue()),
     )
-    running_children.children[child_id] = state
+    questions.running[child_id] = state
     return await _wait_on(runtime, ctx, state)
 
 
@@ -380,8 +371,9 @@ async def reply_to_child(
     question: str | None = None,
 ) -> ToolOutput:
     """Answer the question child `child_id` waits on; wait on it again if it runs here."""
-    await Questions.of(runtime).reply(ctx, child_id, answer, question)
-    state = _Running.of(runtime).children.get(child_id)
+    questions = Questions.of(runtime)
+    await questions.reply(ctx, child_id, answer, question)
+    state = questions.running.get(child_id)
     if state is None:
         note = "Answer sent; the agent runs elsewhere, and its report arrives as a notice later."
         return ToolOutput(json.dumps({"child": child_id, "status": "answered", "note": note}))
