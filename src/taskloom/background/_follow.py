@@ -417,7 +417,12 @@ class Follows:
             if isinstance(result, BackgroundNotice):
                 # The child's own run wrote its terminal entry.
                 return _result(result)
-            await job.append(_terminal(result))
+            status, text = result if isinstance(result, tuple) else (NoticeStatus.DONE, result)
+            if status == NoticeStatus.DONE:
+                await job.append(SubagentResult("done", text))
+            else:
+                stopped = status == NoticeStatus.STOPPED
+                await job.append(SubagentResult("stopped" if stopped else "failed", None, text))
             job.lease = None  # ended for good: its lease guards nothing more, and lapses
             return result
         finally:
@@ -469,13 +474,6 @@ def _result(result: WorkResult | BackgroundNotice) -> WorkResult:
     if isinstance(result, BackgroundNotice):
         return result.status, result.text
     return result
-
-
-def _terminal(result: WorkResult) -> SubagentResult:
-    status, text = result if isinstance(result, tuple) else (NoticeStatus.DONE, result)
-    if status == NoticeStatus.DONE:
-        return SubagentResult("done", text)
-    return SubagentResult("stopped" if status == NoticeStatus.STOPPED else "failed", None, text)
 
 
 def _ended(entries: list[Entry]) -> bool:

@@ -18,6 +18,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -138,31 +139,24 @@ def background_tools(
     ).tools()
 
 
+@dataclass(eq=False, kw_only=True)
 class _Commands:
     """What one tool set shares: its configuration and the commands it runs here."""
 
-    def __init__(
-        self,
-        *,
-        shell: bool,
-        timeout: float,
-        max_output_chars: int,
-        spill_dir: Path | None,
-        max_running: int,
-        kill_grace: float,
-        env: dict[str, str],
-        inherit_env: bool,
-        spill_retention: float | None,
-    ) -> None:
-        self.shell = shell
-        self.timeout = timeout
-        self.head_chars = max_output_chars // 2
-        self.tail_chars = max_output_chars - self.head_chars
-        self.max_running = max_running
-        self.kill_grace = kill_grace
-        self._env = env
-        self._inherit_env = inherit_env
-        self._spills = SpillFiles(spill_dir, spill_retention, _SPILL_NAME)
+    shell: bool
+    timeout: float
+    max_output_chars: int
+    spill_dir: Path | None
+    max_running: int
+    kill_grace: float
+    env: dict[str, str]
+    inherit_env: bool
+    spill_retention: float | None
+
+    def __post_init__(self) -> None:
+        self.head_chars = self.max_output_chars // 2
+        self.tail_chars = self.max_output_chars - self.head_chars
+        self._spills = SpillFiles(self.spill_dir, self.spill_retention, _SPILL_NAME)
         # What a command may print of its credential-named variables is
         # redacted from its results and notices (as of when the set is made).
         self.secrets = credentials(env=self.environment())
@@ -174,12 +168,12 @@ class _Commands:
 
     def environment(self) -> dict[str, str]:
         """The environment a command starts with (read from the host's at each start)."""
-        if self._inherit_env:
+        if self.inherit_env:
             env = dict(os.environ)
         else:
             env = {name: os.environ[name] for name in SAFE_ENV_NAMES if name in os.environ}
             env.setdefault("PATH", os.defpath)
-        env.update(self._env)
+        env.update(self.env)
         return env
 
     def argv(self, command: str) -> list[str]:
@@ -297,26 +291,20 @@ class _Commands:
         except BaseException:
             self._untrack(service, session_id, activity_id)
             raise
-        await self._until_spawned(service, session_id, activity_id, spawned)
-        return activity_id
-
-    async def _until_spawned(
-        self, service: BackgroundService, session_id: str, activity_id: str, spawned: asyncio.Event
-    ) -> None:
         # Answer only once the process exists (or failed to start). A task
         # cancelled before its first step never runs its work at all — no
         # process, but no notice either — so a stop right after this call
         # must find the work already running.
         task = service.task_for(session_id, activity_id)
-        if task is None or spawned.is_set():
-            return
-        began = asyncio.get_running_loop().create_task(spawned.wait())
-        try:
-            await asyncio.wait({began, task}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            began.cancel()
-        if not spawned.is_set():
-            self._untrack(service, session_id, activity_id)
+        if task is not None and not spawned.is_set():
+            began = asyncio.get_running_loop().create_task(spawned.wait())
+            try:
+                await asyncio.wait({began, task}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                began.cancel()
+            if not spawned.is_set():
+                self._untrack(service, session_id, activity_id)
+        return activity_id
 
     def owns(self, service: BackgroundService, session_id: str, activity_id: str) -> bool:
         """Whether this tool set runs that command in this process."""
@@ -345,11 +333,6 @@ class _Commands:
             self._spills.remove_session(service, session_id)
 
         service.listeners.on_delete(end_session_commands)
-
-
-def _label(activity: BackgroundActivity) -> str:
-    kind = "" if activity.kind == KIND else f" ({activity.kind})"
-    return f"{activity.id}{kind}"
 
 
 def _verb(notice: BackgroundNotice) -> str:
@@ -422,8 +405,9 @@ class _OnRuntime:
         lines: list[str] = []
         for activity in running.values():
             if (id is None or activity.id == id) and activity.id not in finished:
+                kind = "" if activity.kind == KIND else f" ({activity.kind})"
                 lines.append(
-                    f"{_label(activity)} running for {format_seconds(now - activity.started_at)}:"
+                    f"{activity.id}{kind} running for {format_seconds(now - activity.started_at)}:"
                     f" {activity.description}"
                 )
         for activity_id, notices in finished.items():

@@ -66,7 +66,9 @@ class Acting(ConsoleShared):
         return session
 
     async def _acting(
-        self, request: Request, act: Callable[[str, Mapping[str, str]], Awaitable[str | None]]
+        self,
+        request: Request,
+        act: Callable[[str, Mapping[str, str]], Awaitable[str | Response | None]],
     ) -> Response:
         session_id = request.path_params["session_id"]
         form = await self._form(request)
@@ -78,7 +80,7 @@ class Acting(ConsoleShared):
             return self._not_found(session_id)
         except TaskloomError as exc:
             note = f"{type(exc).__name__}: {exc}"
-        return self._back(session_id, note)
+        return note if isinstance(note, Response) else self._back(session_id, note)
 
     async def _decide(self, request: Request) -> Response:
         return await self._acting(request, self._record_decision)
@@ -181,21 +183,16 @@ class Acting(ConsoleShared):
 
     async def _fork(self, request: Request) -> Response:
         """Fork the session at the posted entry position and show the fork."""
-        session_id = request.path_params["session_id"]
-        form = await self._form(request)
-        if isinstance(form, Response):
-            return form
-        at = form.get("at", "")
-        if not (at.isascii() and at.isdigit()):
-            return self._back(session_id, f"cannot fork at {at!r}: not an entry position")
-        try:
+
+        async def act(session_id: str, form: Mapping[str, str]) -> str | Response:
+            at = form.get("at", "")
+            if not (at.isascii() and at.isdigit()):
+                return f"cannot fork at {at!r}: not an entry position"
             fork = await fork_session(self.store, session_id, int(at))
-        except SessionNotFound:
-            return self._not_found(session_id)
-        except TaskloomError as exc:
-            return self._back(session_id, f"{type(exc).__name__}: {exc}")
-        self._flash.setdefault(fork.id, []).append(f"forked from {session_id} at entry #{at}")
-        return RedirectResponse(f"/sessions/{quote(fork.id, safe='')}#actions", 303)
+            self._flash.setdefault(fork.id, []).append(f"forked from {session_id} at entry #{at}")
+            return RedirectResponse(f"/sessions/{quote(fork.id, safe='')}#actions", 303)
+
+        return await self._acting(request, act)
 
 
 def _answer_content(schema: Mapping[str, Any] | None, form: Mapping[str, str]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -24,7 +25,7 @@ from ..background import BackgroundService
 from ..delegation import DecidedChildren
 from ..runtime import Runtime
 from ._acting import Acting
-from ._auth import AccessGuard, new_token
+from ._auth import AccessGuard
 from ._pages import SessionPages
 from ._shared import HERE, environment
 
@@ -62,7 +63,7 @@ class Console(SessionPages, Acting):
             # even when no agent of the app offers delegation.
             DecidedChildren.of(runtime)
         self.read_only_reason = read_only_reason
-        self.token = token or new_token()
+        self.token = token or secrets.token_urlsafe(24)  # 192 bits
         self.poll_interval = poll_interval
         self._background = background
         self._env = environment()
@@ -106,8 +107,6 @@ class Console(SessionPages, Acting):
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
-
-    # ------------------------------------------------------------ the app
 
     def _starlette(self) -> Starlette:
         @contextlib.asynccontextmanager

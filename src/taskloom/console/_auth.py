@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import secrets
 from html import escape
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qsl, quote, urlencode
@@ -41,11 +40,6 @@ SECURITY_HEADERS = [
     (b"x-frame-options", b"DENY"),
     (b"cache-control", b"no-store"),
 ]
-
-
-def new_token() -> str:
-    """A fresh access token (URL-safe, 192 bits)."""
-    return secrets.token_urlsafe(24)
 
 
 class AccessGuard:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import quote
@@ -33,7 +34,6 @@ from ._read import (
     Item,
     PendingView,
     SessionSummary,
-    now,
     parked_calls,
     summarize,
     transcript,
@@ -63,8 +63,6 @@ class BackgroundView:
 
 class SessionPages(ConsoleShared):
     """The console's pages and their event streams."""
-
-    # ------------------------------------------------------------ sessions table
 
     async def _sessions_page(self, request: Request) -> Response:
         q = request.query_params
@@ -125,8 +123,6 @@ class SessionPages(ConsoleShared):
         watched = [s for s in request.query_params.get("watch", "").split(",") if s][:PAGE_SIZE]
         return self._stream(request, lambda: self._list_signature(watched))
 
-    # ------------------------------------------------------------ one session
-
     async def _session_page(self, request: Request) -> Response:
         session_id = request.path_params["session_id"]
         cache = LogCache(self.runtime)
@@ -166,7 +162,7 @@ class SessionPages(ConsoleShared):
             forked_from=_origin(meta.metadata.get(FORKED_FROM)),
             sid=quote(session_id, safe=""),
             live_url=f"/sessions/{quote(session_id, safe='')}/live?" + _query({"since": since}),
-            now=now(),
+            now=time.time(),
         )
 
     async def _background_view(self, session_id: str, items: list[Item]) -> BackgroundView:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +38,7 @@ from ..entries import (
 )
 from ..errors import CorruptEntry
 from ..log import SessionLog, entry_messages
-from ..messages import Message, ThinkingBlock
+from ..messages import Message
 
 STATUSES = (
     "running",
@@ -86,9 +85,6 @@ def fold_long(text: str) -> tuple[str, bool]:
 
 def _json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
-
-
-# ---------------------------------------------------------------- summaries
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,9 +195,6 @@ def undecided_calls(log: SessionLog) -> list[PendingView]:
     return [view for view in parked_calls(log) if view.decided is None]
 
 
-# ---------------------------------------------------------------- transcript
-
-
 @dataclass(frozen=True, slots=True)
 class ChildRef:
     """A child session a call created."""
@@ -262,12 +255,6 @@ class Item:
         return fold_long(self.text)
 
 
-def _thinking(block: ThinkingBlock) -> str:
-    if block.redacted or (not block.text and block.data):
-        return "(redacted reasoning)"
-    return block.text
-
-
 def _message_item(entry: Entry, message: Message, links: Mapping[str, list[ChildRef]]) -> Item:
     calls = [
         CallView(
@@ -295,7 +282,10 @@ def _message_item(entry: Entry, message: Message, links: Mapping[str, list[Child
         text=message.text,
         origin=message.origin,
         model=model,
-        thinking=[_thinking(b) for b in message.thinking],
+        thinking=[
+            "(redacted reasoning)" if b.redacted or (not b.text and b.data) else b.text
+            for b in message.thinking
+        ],
         calls=calls,
         results=results,
     )
@@ -329,8 +319,6 @@ def child_links(entries: Sequence[Entry]) -> dict[str, list[ChildRef]]:
 
 
 def _marker(items: list[Item], entry: Entry) -> Callable[..., None]:
-    """Appends a mark item at `entry`'s position to `items`."""
-
     def mark(kind: str, title: str, text: str = "", css: str = "", link: str = "") -> None:
         items.append(
             Item(kind, entry.position, entry.created_at, title=title, text=text, css=css, link=link)
@@ -417,8 +405,3 @@ def transcript(entries: Sequence[Entry]) -> list[Item]:
             # name, its data left unread.
             mark("entry", entry.kind)
     return items
-
-
-def now() -> float:
-    """Seconds since the epoch (one place, so views agree on "now")."""
-    return time.time()

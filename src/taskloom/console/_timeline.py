@@ -13,12 +13,13 @@ lanes below, indented.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from html import escape
 
 from ..entries import CallsStarted, Entry, MessageEntry, RunFinishedEntry, RunStartedEntry
 from ..errors import SessionNotFound
-from ._read import child_links, now, redact
+from ._read import child_links, redact
 from ._tree import LogCache, child_span
 
 MAX_DEPTH = 3
@@ -90,7 +91,7 @@ async def build_timeline(
     first, last = spans[index]
     part = entries[first : last + 1]
     finished = isinstance(part[-1].payload, RunFinishedEntry)
-    end = part[-1].created_at if finished else max(part[-1].created_at, now())
+    end = part[-1].created_at if finished else max(part[-1].created_at, time.time())
     timeline = Timeline(part[0].created_at, end)
     started = part[0].payload
     if isinstance(started, RunStartedEntry):
@@ -161,8 +162,6 @@ async def _lanes(
                 cache, timeline, child_entries, f"{name}#{child_id[:8]}", depth + 1, child_end
             )
 
-
-# ---------------------------------------------------------------- drawing
 
 WIDTH = 960
 LABELS = 230

@@ -109,7 +109,7 @@ class LiveChildren:
     `stop_agent` sets); one per runtime."""
 
     def __init__(self, runtime: Runtime) -> None:
-        self._stops: dict[str, StopSignal] = {}
+        self.stops: dict[str, StopSignal] = {}
 
     @classmethod
     def of(cls, runtime: Runtime) -> LiveChildren:
@@ -119,15 +119,11 @@ class LiveChildren:
     @contextlib.contextmanager
     def running(self, child_id: str, stop: StopSignal) -> Iterator[None]:
         """Register the child's stop signal for the block."""
-        self._stops[child_id] = stop
+        self.stops[child_id] = stop
         try:
             yield
         finally:
-            self._stops.pop(child_id, None)
-
-    def stop_signal(self, child_id: str) -> StopSignal | None:
-        """The stop signal of a child running in this process, if any."""
-        return self._stops.get(child_id)
+            self.stops.pop(child_id, None)
 
 
 def child_slot(runtime: Runtime, ctx: ToolContext) -> contextlib.AbstractAsyncContextManager[None]:
@@ -259,13 +255,6 @@ async def hold_turn(runtime: Runtime, ctx: ToolContext, child_id: str, name: str
     await ctx.record(Entry.of(held, ctx.run_id))
 
 
-def ended_outcome(child_id: str, name: str, end: SubagentResult) -> ChildOutcome:
-    """How a child that ended earlier ended, from its terminal entry."""
-    return ChildOutcome(
-        child_id, name, ChildStatus(end.status), end.report, end.error, end.usage or Usage()
-    )
-
-
 def terminal_entry(entries: list[Entry]) -> SubagentResult | None:
     """The child's terminal entry, if it has one (the first one counts)."""
     for e in entries:
@@ -369,7 +358,8 @@ async def execute_child(
             raise  # the process winds down: the child is taken up later, not ended
         # The parent was cancelled: the child still gets its one terminal entry.
         with contextlib.suppress(Exception):
-            await asyncio.shield(_write_terminal(child, ChildStatus.STOPPED, None, "cancelled"))
+            cancelled = SubagentResult(ChildStatus.STOPPED.value, None, "cancelled")
+            await asyncio.shield(child.journal.record(cancelled))
         raise
     except StaleLeaseError:
         raise
@@ -380,14 +370,8 @@ async def execute_child(
             f"{type(exc).__name__}: {exc}",
             Usage(),
         )
-    await _write_terminal(child, status, answer, error, usage)
-    return ChildOutcome(child.id, name, status, answer, error, usage)
-
-
-async def _write_terminal(
-    child: Session, status: ChildStatus, answer: Any, error: str | None, usage: Usage | None = None
-) -> None:
     await child.journal.record(SubagentResult(status.value, answer, error, usage))
+    return ChildOutcome(child.id, name, status, answer, error, usage)
 
 
 async def run_inline(

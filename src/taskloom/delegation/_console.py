@@ -206,7 +206,7 @@ class _Console:
         status = await child_status(self.runtime, meta.id)
         if status.is_terminal:
             return f"agent {agent!r} already ended: {status.value}"
-        signal = LiveChildren.of(self.runtime).stop_signal(meta.id)
+        signal = LiveChildren.of(self.runtime).stops.get(meta.id)
         if signal is not None:
             signal.set("stopped by its parent")
         # Through the log too: reaches a worker in another process.
@@ -217,9 +217,8 @@ class _Console:
         """The session's worker named by id, id prefix (8+ chars) or name; ToolError if none."""
         ref = ref.strip()
         children = await self.runtime.store.list(parent_id=session_id)  # newest first
-        for meta in children:
-            if meta.id == ref:
-                return meta
+        if exact := next((m for m in children if m.id == ref), None):
+            return exact
         if len(ref) >= 8:
             matches = [m for m in children if m.id.startswith(ref)]
             if len(matches) == 1:
@@ -228,9 +227,8 @@ class _Console:
                 raise ToolError(
                     f"id prefix {ref!r} matches {len(matches)} agents; give more characters"
                 )
-        for meta in children:
-            if meta.metadata.get("name") == ref:
-                return meta
+        if named := next((m for m in children if m.metadata.get("name") == ref), None):
+            return named
         known = (
             ", ".join(f"{m.metadata.get('name', '?')} ({m.id[:8]})" for m in children) or "(none)"
         )

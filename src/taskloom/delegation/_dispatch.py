@@ -31,6 +31,7 @@ from ..errors import ConfigurationError, SessionBusy, StaleLeaseError
 from ..events import Event, origin_label
 from ..loop import Budget, RunOptions
 from ..loop.ports import TreeBudget
+from ..messages import Usage
 from ..runtime import Runtime, Session
 from ._children import (
     CHILD_LEASE,
@@ -41,7 +42,6 @@ from ._children import (
     all_decided,
     cap_answer,
     capped_error,
-    ended_outcome,
     execute_child,
     read_on,
     report_text,
@@ -308,7 +308,14 @@ class ChildWorker:
             spec.child_session_id,
             spec.parent_session_id,
         )
-        return ended_outcome(spec.child_session_id, spec.name, done)
+        return ChildOutcome(
+            spec.child_session_id,
+            spec.name,
+            ChildStatus(done.status),
+            done.report,
+            done.error,
+            done.usage or Usage(),
+        )
 
     async def report(self, spec: ChildSpec, outcome: ChildOutcome) -> None:
         """Put the ended child's report in its parent's inbox (once, however often called)."""

@@ -67,25 +67,21 @@ def reply_notice_id(child_id: str, call_id: str) -> str:
 
 class Questions:
     """The questions children of this runtime asked and wait on, as in-process
-    signals for inline delegations (the questions themselves are in the store)."""
+    signals for inline delegations (the questions themselves are in the store),
+    and the children of this runtime running in tasks."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self._asked: dict[str, asyncio.Queue[tuple[str, str, str]]] = {}
+        self.running: dict[str, _Child] = {}
+        """The children running in tasks of this process, by id."""
+        self.asked: dict[str, asyncio.Queue[tuple[str, str, str]]] = {}
+        """Where questions of a child asked in this process arrive, by child id,
+        as (question, its id, the id of its notice in the parent's inbox)."""
 
     @classmethod
     def of(cls, runtime: Runtime) -> Questions:
         """The runtime's instance."""
         return runtime.service(cls, cls)
-
-    def watch(self, child_id: str) -> asyncio.Queue[tuple[str, str, str]]:
-        """Where questions of `child_id` asked in this process arrive, as
-        (question, its id, the id of its notice in the parent's inbox)."""
-        return self._asked.setdefault(child_id, asyncio.Queue())
-
-    def forget(self, child_id: str) -> None:
-        """Stop watching `child_id`."""
-        self._asked.pop(child_id, None)
 
     async def ask(
         self,
@@ -119,7 +115,7 @@ class Questions:
             {"child_session_id": ctx.session_id, "question": shown, "call_id": ctx.call_id},
         )
         await background.inbox.push(meta.parent_id, notice)
-        watching = self._asked.get(ctx.session_id)
+        watching = self.asked.get(ctx.session_id)
         if watching is not None:
             watching.put_nowait((question, ctx.call_id, notice.id))
         answer = await self._answer(ctx, background, timeout)
@@ -184,7 +180,7 @@ class Questions:
             time.time(),
         )
         await BackgroundService.of(runtime).inbox.push(child_id, notice)
-        asked = self._asked.get(child_id)
+        asked = self.asked.get(child_id)
         if asked is not None:
             # Answered now: a call that waits on the child must not be given
             # it again before the child reads the answer.
@@ -246,38 +242,6 @@ class _Child:
     relay: list[Callable[[Event], None] | None] = field(default_factory=lambda: [None])
 
 
-class _Running:
-    """The children of this runtime running in tasks, by id (`_Running.of(runtime)`)."""
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.children: dict[str, _Child] = {}
-
-    @classmethod
-    def of(cls, runtime: Runtime) -> _Running:
-        return runtime.service(cls, cls)
-
-
-def _spec(sub: SubAgent, ctx: ToolContext, child_id: str, name: str, task: str) -> ChildSpec:
-    agent = sub.agent
-    model = agent.model
-    tree = ctx.controls.tree
-    return ChildSpec(
-        child_session_id=child_id,
-        parent_session_id=ctx.session_id,
-        name=name,
-        task=task,
-        instructions=agent.instructions,
-        tools=tuple(t.name for t in agent.tools),
-        model=model if isinstance(model, str) or model is None else model.spec,
-        type=sub.name,
-        max_rounds=sub.max_rounds,
-        parent_run_id=ctx.run_id,
-        budget=tree.to_dict() if tree is not None else None,
-        on_approval=sub.on_approval,
-        max_answer_chars=sub.max_answer_chars,
-    )
-
-
 async def delegate_in_task(
     sub: SubAgent,
     runtime: Runtime,
@@ -293,7 +257,22 @@ async def delegate_in_task(
     fresh = child_id is None
     if child_id is None:
         child_id = uuid.uuid4().hex
-        spec = _spec(sub, ctx, child_id, name, task)
+        agent, tree = sub.agent, ctx.controls.tree
+        spec = ChildSpec(
+            child_session_id=child_id,
+            parent_session_id=ctx.session_id,
+            name=name,
+            task=task,
+            instructions=agent.instructions,
+            tools=tuple(t.name for t in agent.tools),
+            model=agent.model if isinstance(agent.model, str | None) else agent.model.spec,
+            type=sub.name,
+            max_rounds=sub.max_rounds,
+            parent_run_id=ctx.run_id,
+            budget=tree.to_dict() if tree is not None else None,
+            on_approval=sub.on_approval,
+            max_answer_chars=sub.max_answer_chars,
+        )
     else:
         entries = await runtime.store.load(child_id)
         spec = next(
@@ -334,7 +313,6 @@ async def _run_and_wait(
     background = runtime.background
     child_id, name = spec.child_session_id, spec.name
     options = RunOptions.for_child(ctx.controls, max_rounds=sub.max_rounds)
-    running_children = _Running.of(runtime)
     questions = Questions.of(runtime)
 
     def emit(event: Event) -> None:
@@ -357,8 +335,8 @@ async def _run_and_wait(
                 go_on=False,
             )
         finally:
-            running_children.children.pop(child_id, None)
-            questions.forget(child_id)
+            questions.running.pop(child_id, None)
+            questions.asked.pop(child_id, None)
         if outcome is None:
             raise SessionBusy(child_id)  # taken over, or run by a live holder elsewhere
         if outcome.status is ChildStatus.AWAITING_APPROVAL and await all_decided(runtime, child_id):
@@ -373,8 +351,14 @@ async def _run_and_wait(
         return outcome
 
     child_started(ctx, child_id, name, spec.task)
-    state = _Child(sub, spec.task, spec, background.keep(run()), questions.watch(child_id))
-    running_children.children[child_id] = state
+    state = _Child(
+        sub,
+        spec.task,
+        spec,
+        background.keep(run()),
+        questions.asked.setdefault(child_id, asyncio.Queue()),
+    )
+    questions.running[child_id] = state
     return await _wait_on(runtime, ctx, state)
 
 
@@ -387,8 +371,9 @@ async def reply_to_child(
     question: str | None = None,
 ) -> ToolOutput:
     """Answer the question child `child_id` waits on; wait on it again if it runs here."""
-    await Questions.of(runtime).reply(ctx, child_id, answer, question)
-    state = _Running.of(runtime).children.get(child_id)
+    questions = Questions.of(runtime)
+    await questions.reply(ctx, child_id, answer, question)
+    state = questions.running.get(child_id)
     if state is None:
         note = "Answer sent; the agent runs elsewhere, and its report arrives as a notice later."
         return ToolOutput(json.dumps({"child": child_id, "status": "answered", "note": note}))

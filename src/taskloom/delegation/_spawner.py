@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from ..agent import Agent
-from ..background import BackgroundService
 from ..errors import ConfigurationError
 from ..loop import DEFAULT_MAX_ROUNDS
 from ..models import Model
@@ -204,7 +203,22 @@ class Spawner:
         model = runtime.resolve_model(self._models[worker.model])
         agent = Agent(worker.name, model, worker.instructions, [self.pool[t] for t in worker.tools])
         child_id = uuid.uuid4().hex
-        await self._register(runtime.background, ctx, worker, child_id)
+        # Counted among the session's live workers, or refused when
+        # `max_children` are live (atomically, across processes too).
+        registry = runtime.background.registry
+        mode = "background" if worker.background else "inline"
+        activity = registration(child_id, worker.name, worker.task, ctx.run_id, mode)
+        lease = CHILD_LEASE * (10 if worker.background else 1)
+        if not await registry.add(ctx.session_id, activity, lease, self.max_children):
+            live = [
+                a.metadata.get("name", a.id[:8])
+                for a in await registry.list(ctx.session_id)
+                if a.kind == "subagent"
+            ]
+            raise self._policy_error(
+                f"at most {self.max_children} workers may be live at once; live now: {', '.join(map(str, live))}. "
+                "Wait for one to finish or stop one before spawning another."
+            )
         if worker.background:
             return await self._spawn_background(runtime, ctx, worker, model, agent, child_id)
         return await self._spawn_inline(runtime, ctx, worker, agent, child_id)
@@ -249,26 +263,6 @@ class Spawner:
             model=model,
             type=wtype,
             background=mode == "background",
-        )
-
-    async def _register(
-        self, background: BackgroundService, ctx: ToolContext, worker: _Worker, child_id: str
-    ) -> None:
-        """Count the worker among the session's live ones, or refuse it when
-        `max_children` are live (atomically, across processes too)."""
-        mode = "background" if worker.background else "inline"
-        activity = registration(child_id, worker.name, worker.task, ctx.run_id, mode)
-        lease = CHILD_LEASE * (10 if worker.background else 1)
-        if await background.registry.add(ctx.session_id, activity, lease, self.max_children):
-            return
-        live = [
-            a.metadata.get("name", a.id[:8])
-            for a in await background.registry.list(ctx.session_id)
-            if a.kind == "subagent"
-        ]
-        raise self._policy_error(
-            f"at most {self.max_children} workers may be live at once; live now: {', '.join(map(str, live))}. "
-            "Wait for one to finish or stop one before spawning another."
         )
 
     async def _spawn_inline(

@@ -76,16 +76,12 @@ class JobStrategy(retry.BaseRetryStrategy):
         return None
 
 
-def ran_by(job: jobs.Job) -> str:
-    """Who runs `job`, as its runs record it: the worker (its id in `taskloom
-    queue status`), the job and the process."""
-    return f"worker {job.worker_id}, job {job.id} ({socket.gethostname()}, pid {os.getpid()})"
-
-
 async def logged(job: jobs.Job, body: Callable[[], Awaitable[str]]) -> str:
-    """Run a job's body, whose runs record who ran them (`ran_by`); one log
-    line for a job that did not simply succeed, saying why."""
-    token = RUN_BY.set(ran_by(job))
+    """Run a job's body, whose runs record who ran them (the worker, its id in
+    `taskloom queue status`, the job and the process); one log line for a job
+    that did not simply succeed, saying why."""
+    where = f"{socket.gethostname()}, pid {os.getpid()}"
+    token = RUN_BY.set(f"worker {job.worker_id}, job {job.id} ({where})")
     try:
         return await body()
     except (Busy, Drained, Lost) as exc:

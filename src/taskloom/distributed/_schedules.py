@@ -150,20 +150,16 @@ class Schedules(RunQueue):
         )
 
 
-def _cron_next(cron: str, after: datetime) -> datetime:
-    from croniter import croniter
-
-    if not croniter.is_valid(cron):
-        raise UsageError(f"not a cron expression: {cron!r}")
-    nxt: datetime = croniter(cron, after).get_next(datetime)
-    return nxt
-
-
 def next_time(every: timedelta | None, cron: str | None, due: datetime, now: datetime) -> datetime:
     """When a schedule that was due at `due` fires next (first: `due` is now):
     never in the past (missed firings are skipped, not made up in a burst)."""
     if cron is not None:
-        return _cron_next(cron, max(due, now))
+        from croniter import croniter
+
+        if not croniter.is_valid(cron):
+            raise UsageError(f"not a cron expression: {cron!r}")
+        nxt: datetime = croniter(cron, max(due, now)).get_next(datetime)
+        return nxt
     assert every is not None
     nxt = due + every
     if nxt <= now:

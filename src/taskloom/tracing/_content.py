@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
@@ -106,28 +105,8 @@ def _cut_texts(value: Any, limit: int) -> Any:
     return value
 
 
-def system_instructions(text: str) -> list[dict[str, Any]]:
-    """`gen_ai.system_instructions`: the system prompt as one text part."""
-    return [{"type": "text", "content": text}]
-
-
-def input_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """`gen_ai.input.messages`: the conversation sent, in order."""
-    return [{"role": m.role, "parts": _parts(m)} for m in messages]
-
-
-def output_messages(message: Message, stop_reason: str) -> list[dict[str, Any]]:
-    """`gen_ai.output.messages`: the one assistant message the request produced."""
-    return [
-        {
-            "role": message.role,
-            "parts": _parts(message),
-            "finish_reason": finish_reason(stop_reason),
-        }
-    ]
-
-
-def _parts(message: Message) -> list[dict[str, Any]]:
+def message_parts(message: Message) -> list[dict[str, Any]]:
+    """A message's `parts` as `gen_ai.input.messages` and `gen_ai.output.messages` hold them."""
     parts: list[dict[str, Any]] = []
     for block in message.blocks:
         if isinstance(block, TextBlock):

@@ -49,12 +49,10 @@ from ._content import (
     capped,
     capped_json,
     finish_reason,
-    input_messages,
     input_tokens,
-    output_messages,
+    message_parts,
     provider_name,
     server_of,
-    system_instructions,
 )
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
@@ -230,9 +228,8 @@ class _RunSpan(_Active):
         if isinstance(description, str) and description:
             attributes["gen_ai.agent.description"] = description
         if obs.capture_content and agent.instructions:
-            attributes["gen_ai.system_instructions"] = obs.content(
-                system_instructions(agent.instructions)
-            )
+            instructions = [{"type": "text", "content": agent.instructions}]
+            attributes["gen_ai.system_instructions"] = obs.content(instructions)
         self._obs = obs
         self._session_id = info.session_id
         self._traced_model = False
@@ -312,10 +309,10 @@ class _ChatSpan(_Active):
         }
         if obs.capture_content:
             if request.system:
-                attributes["gen_ai.system_instructions"] = obs.content(
-                    system_instructions(request.system)
-                )
-            attributes["gen_ai.input.messages"] = obs.content(input_messages(request.messages))
+                instructions = [{"type": "text", "content": request.system}]
+                attributes["gen_ai.system_instructions"] = obs.content(instructions)
+            sent = [{"role": m.role, "parts": message_parts(m)} for m in request.messages]
+            attributes["gen_ai.input.messages"] = obs.content(sent)
         self._obs = obs
         self._provider = model.provider
         self._metric_attributes = common
@@ -357,9 +354,10 @@ class _ChatSpan(_Active):
         if response.response_id:
             attributes["gen_ai.response.id"] = response.response_id
         if self._obs.capture_content:
-            attributes["gen_ai.output.messages"] = self._obs.content(
-                output_messages(response.message, str(response.stop_reason))
-            )
+            message = response.message
+            reason = finish_reason(str(response.stop_reason))
+            got = [{"role": message.role, "parts": message_parts(message), "finish_reason": reason}]
+            attributes["gen_ai.output.messages"] = self._obs.content(got)
         self.span.set_attributes(attributes)
         record = self._obs.token_usage.record
         record(
