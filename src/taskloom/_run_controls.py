@@ -182,7 +182,12 @@ class StopSignal:
     @property
     def is_set(self) -> bool:
         """True when this signal or an ancestor was set (or cancelled)."""
-        return self._marked(False) is not None
+        node: StopSignal | None = self
+        while node is not None:  # walked inline: asked several times a round
+            if node._set:
+                return True
+            node = node._parent
+        return False
 
     @property
     def is_cancelled(self) -> bool:

@@ -179,7 +179,14 @@ def within_range(response: ModelResponse, model: str, session_id: str = "") -> M
     a huge one overflow a ledger's columns. An out-of-range figure is logged
     (once for the response, figures only) and counted as its bound."""
     usage = response.usage
-    figures = tuple(getattr(usage, name) for name in _FIGURES)
+    figures = (
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+        usage.reasoning_tokens,
+        usage.requests,
+    )
     if min(figures) >= 0 and max(figures) <= MAX_REPORTED_TOKENS:
         return response
     wrong = {
