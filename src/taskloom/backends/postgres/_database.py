@@ -12,14 +12,16 @@ import functools
 import math
 import os
 import re
-from collections.abc import AsyncIterator, Sequence
+import select
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from ...errors import StoreError, StoreUnavailable
 from .._pool import PoolOptions, PoolSettings
 from .._sql import Migration, check_version, quote_ident
-from ._bounds import SILENCE_MARGIN, Watchdog, connection_class
+from ._bounds import IDLE_CHECK_AFTER, SILENCE_MARGIN, Watchdog, connection_class
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -30,6 +32,15 @@ if TYPE_CHECKING:
 # `{sessions}` in a migration is `table("sessions")`; `{{` and `}}` are braces
 # (as str.format reads them: the work queue's migrations escape procrastinate's SQL so).
 _TABLE = re.compile(r"\{\{|\}\}|\{(\w+)\}")
+
+
+# What a single statement returns (see PostgresDatabase._statement).
+_ROWCOUNT, _ONE, _ALL = 0, 1, 2
+# psycopg.pq's ConnStatus.OK and TransactionStatus.IDLE / ACTIVE, compared as ints
+# so the hot path imports nothing.
+_OK, _IDLE, _ACTIVE = 0, 0, 1
+# The attribute a pooled connection carries: when it was last in use (`_now()`).
+_USED_AT = "_taskloom_used_at"
 
 
 def _one_line(exc: BaseException) -> str:
@@ -53,9 +64,18 @@ class PostgresDatabase:
       connect raises `StoreUnavailable` naming host, port and the cause
       (refused, timed out, authentication failed...);
     - waiting for a pooled connection gives up after `checkout_timeout`
-      seconds with `StoreUnavailable`; a pooled connection is checked before
-      it is handed out, so after a server restart or a dropped connection
-      the next call gets a fresh one rather than a dead one;
+      seconds with `StoreUnavailable`. A pooled connection idle longer than
+      `IDLE_CHECK_AFTER` (half a second), or whose socket shows the server
+      hung up, is checked (a round trip) before it is handed out, so after a
+      server restart or a dropped connection the next call gets a fresh one
+      rather than a dead one; a connection used more recently is handed out
+      at once, and if the server went silent since, a statement it carries
+      that gets no answer within `checkout_timeout` has the server looked at
+      (a direct connection, bounded by `connect_timeout`): unreachable, it
+      fails with `StoreUnavailable` naming the cause, as the check would have.
+      No statement is ever sent twice: a connection found dead is replaced
+      before it carries one, and a failure after a statement was sent (its
+      commit may have reached the server) surfaces as below;
     - every statement runs under the server's `statement_timeout`, and an
       open transaction under `idle_in_transaction_session_timeout`, both
       `statement_timeout` seconds: the server cancelling a statement raises
@@ -96,6 +116,8 @@ class PostgresDatabase:
         self._closed = False
         self._diagnosing = False
         self._in_use = 0  # connections checked out of the pool now
+        # When a connection was last in use, for IDLE_CHECK_AFTER (tests move it).
+        self._now: Callable[[], float] = time.monotonic
 
     def table(self, name: str) -> str:
         """The qualified name of the taskloom table `name` (e.g. `"sessions"`)."""
@@ -120,42 +142,59 @@ class PostgresDatabase:
         the pool's connections, and `urgent` work (a lease renewal) may also
         take the last: however many callers wait, it never waits behind them.
         The process holds at most `max_size` connections either way.
+
+        Nothing done through it is repeated on a failure: the caller's
+        statements may have reached the server.
         """
-        pool = self._pool
-        if pool is None or self._pending:
-            pool = await self._ready()
-        slots = self._slots
-        # One bound for the whole checkout: the wait for a slot and for the pool.
-        deadline = asyncio.get_running_loop().time() + self.checkout_timeout
-        if urgent or slots is None:
-            async with self._use(pool, deadline) as conn:
-                yield conn
-            return
+        conn, slot, checked = await self._take(urgent)
         try:
-            async with asyncio.timeout_at(deadline):
-                await slots.acquire()
-        except TimeoutError:
-            raise self._crowded() from None
-        try:
-            async with self._use(pool, deadline) as conn:
+            watchdog = self._watch(conn, checked)
+            try:
                 yield conn
+            except BaseException as exc:
+                error = self._failure(exc, watchdog, conn)
+                if error is None:
+                    raise
+                raise error from exc
+            finally:
+                watchdog.stop()
         finally:
-            slots.release()
+            await self._give_back(conn, slot)
 
     async def execute(self, query: Any, params: Any = (), *, urgent: bool = False) -> int:
         """Run one statement (its own transaction); how many rows it changed."""
-        async with self.connection(urgent=urgent) as conn:
-            return (await conn.execute(query, params)).rowcount
+        return await self._statement(query, params, urgent, _ROWCOUNT)  # type: ignore[no-any-return]
 
     async def fetchone(self, query: Any, params: Any = (), *, urgent: bool = False) -> Any:
         """The first row one statement returns, or None."""
-        async with self.connection(urgent=urgent) as conn:
-            return await (await conn.execute(query, params)).fetchone()
+        return await self._statement(query, params, urgent, _ONE)
 
     async def fetchall(self, query: Any, params: Any = (), *, urgent: bool = False) -> list[Any]:
         """Every row one statement returns."""
-        async with self.connection(urgent=urgent) as conn:
-            return await (await conn.execute(query, params)).fetchall()
+        return await self._statement(query, params, urgent, _ALL)  # type: ignore[no-any-return]
+
+    async def _statement(self, query: Any, params: Any, urgent: bool, result: int) -> Any:
+        # connection() without its context manager: a single statement is
+        # most of the store's work, and the layer's own cost is paid per call.
+        conn, slot, checked = await self._take(urgent)
+        try:
+            watchdog = self._watch(conn, checked)
+            try:
+                cursor = await conn.execute(query, params)
+                if result == _ONE:
+                    return await cursor.fetchone()
+                if result == _ALL:
+                    return await cursor.fetchall()
+                return cursor.rowcount
+            except BaseException as exc:
+                error = self._failure(exc, watchdog, conn)
+                if error is None:
+                    raise
+                raise error from exc
+            finally:
+                watchdog.stop()
+        finally:
+            await self._give_back(conn, slot)
 
     async def close(self) -> None:
         """Close the pool (if it was ever opened); later calls raise. Idempotent."""
@@ -205,8 +244,20 @@ class PostgresDatabase:
                     raise RuntimeError("PostgreSQL database is closed")
                 self._pool = pool
             elif self._pending:
-                async with self._use(self._pool) as conn:
-                    await self._migrate(conn)
+                conn, _, checked = await self._take(True, self._pool)
+                try:
+                    watchdog = self._watch(conn, checked)
+                    try:
+                        await self._migrate(conn)
+                    except BaseException as exc:
+                        error = self._failure(exc, watchdog, conn)
+                        if error is None:
+                            raise
+                        raise error from exc
+                    finally:
+                        watchdog.stop()
+                finally:
+                    await self._give_back(conn, None)
             return self._pool
 
     def _new_pool(self) -> AsyncConnectionPool[Any]:
@@ -255,6 +306,7 @@ class PostgresDatabase:
 
     async def _configure(self, conn: AsyncConnection[Any]) -> None:
         """Put a new connection under the statement timeouts (the pool calls this too)."""
+        setattr(conn, _USED_AT, self._now())
         if self.statement_timeout is None:
             return
         timeout = f"{max(1, round(self.statement_timeout * 1000))}ms"
@@ -268,15 +320,77 @@ class PostgresDatabase:
             await conn.close()
             raise
 
+    async def _take(
+        self, urgent: bool, pool: AsyncConnectionPool[Any] | None = None
+    ) -> tuple[AsyncConnection[Any], asyncio.Semaphore | None, bool]:
+        """A connection for one use, the slot it holds, and whether it was checked."""
+        if pool is None:
+            pool = self._pool
+            if pool is None or self._pending:
+                pool = await self._ready()
+        slot = None if urgent else self._slots
+        deadline = None
+        if slot is not None:
+            if slot.locked():
+                # One bound for the whole checkout: the wait for a slot and for the pool.
+                deadline = asyncio.get_running_loop().time() + self.checkout_timeout
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        await slot.acquire()
+                except TimeoutError:
+                    raise self._crowded() from None
+            else:
+                await slot.acquire()  # free: taken at once, without a wait to bound
+        try:
+            conn, checked = await self._checkout(pool, deadline)
+        except BaseException:
+            if slot is not None:
+                slot.release()
+            raise
+        self._in_use += 1
+        return conn, slot, checked
+
+    async def _give_back(self, conn: AsyncConnection[Any], slot: asyncio.Semaphore | None) -> None:
+        """Return `conn` to its pool (closed first if it was left mid-statement) and `slot`."""
+        try:
+            self._in_use -= 1
+            if conn.pgconn.transaction_status != _IDLE:
+                # Interrupted mid-statement or mid-transaction: no state is
+                # known to be safe but closed, and the pool replaces it.
+                await conn.close()
+            else:
+                setattr(conn, _USED_AT, self._now())
+            pool = self._pool
+            if pool is not None:
+                await pool.putconn(conn)
+            else:  # closed meanwhile
+                await conn.close()
+        finally:
+            if slot is not None:
+                slot.release()
+
     async def _checkout(
         self, pool: AsyncConnectionPool[Any], deadline: float | None = None
-    ) -> AsyncConnection[Any]:
+    ) -> tuple[AsyncConnection[Any], bool]:
+        """A connection from `pool` that is not known to be dead, and whether it was checked.
+
+        A connection used within `IDLE_CHECK_AFTER` seconds is handed out
+        without a round trip, unless its socket has something to read (an
+        idle connection is sent nothing but the server's goodbye, or a
+        reset): that one, or one idle longer, is checked with an empty
+        statement first, and replaced if the check fails. So a connection
+        the server already dropped never carries a caller's statement, and
+        one that is merely idle costs nothing.
+        """
         from psycopg import OperationalError
         from psycopg_pool import PoolTimeout
 
         loop = asyncio.get_running_loop()
         if deadline is None:
             deadline = loop.time() + self.checkout_timeout
+        # Once, so that a reset this process itself just made (a proxy in
+        # the same loop) has reached the sockets before they are looked at.
+        await asyncio.sleep(0)
         while True:
             try:
                 conn: AsyncConnection[Any] = await pool.getconn(
@@ -284,12 +398,19 @@ class PostgresDatabase:
                 )
             except PoolTimeout:
                 raise await self._no_connection(pool) from None
+            pgconn = conn.pgconn
+            if (
+                pgconn.status == _OK
+                and self._now() - getattr(conn, _USED_AT, -math.inf) <= IDLE_CHECK_AFTER
+                and not select.select((pgconn.socket,), (), (), 0)[0]
+            ):
+                return conn, False
             try:
                 async with asyncio.timeout(max(deadline - loop.time(), 0.001)):
                     # A round trip: after a server restart or a dropped
                     # connection the caller gets a fresh one, not a dead one.
                     await conn.execute("")
-                return conn
+                return conn, True
             except BaseException as exc:
                 # Dead, silent or interrupted: no state is known to be safe
                 # but closed, and the pool replaces it.
@@ -335,53 +456,79 @@ class PostgresDatabase:
             f"connection within {self.checkout_timeout:g} s ({size} of {self.max_size} in use)"
         )
 
-    @asynccontextmanager
-    async def _use(
-        self, pool: AsyncConnectionPool[Any], deadline: float | None = None
-    ) -> AsyncIterator[AsyncConnection[Any]]:
-        from psycopg.pq import TransactionStatus
+    def _watch(self, conn: AsyncConnection[Any], checked: bool) -> Watchdog:
+        """The client-side bound on a use of `conn` (see `_failure`)."""
+        # The server's statement_timeout cannot fire for a statement the
+        # server never received; this bound can.
+        if checked:
+            return Watchdog(self._limit)
+        # A connection handed out unchecked may be talking to a server that
+        # stopped answering since its last use: a statement it carries that
+        # gets no answer within the check's own bound (checkout_timeout) has
+        # the server looked at, as the check would have.
+        return Watchdog(
+            self._limit, functools.partial(self._stall_probe, conn), self.checkout_timeout
+        )
 
-        conn = await self._checkout(pool, deadline)
-        self._in_use += 1
-        try:
-            async with self._guarded(conn):
-                yield conn
-        finally:
-            self._in_use -= 1
-            if conn.info.transaction_status != TransactionStatus.IDLE:
-                # Interrupted mid-statement or mid-transaction: no state is
-                # known to be safe but closed, and the pool replaces it.
-                await conn.close()
-            await pool.putconn(conn)
+    @functools.cached_property
+    def _limit(self) -> float | None:
+        return None if self.statement_timeout is None else self.statement_timeout + SILENCE_MARGIN
 
-    @asynccontextmanager
-    async def _guarded(self, conn: AsyncConnection[Any]) -> AsyncIterator[None]:
-        """Bound the use of `conn` client-side; turn connection failures into store errors."""
+    def _failure(
+        self, exc: BaseException, watchdog: Watchdog, conn: AsyncConnection[Any]
+    ) -> BaseException | None:
+        """The store error a failed use of `conn` raises instead of `exc`, or None for `exc`."""
         from psycopg import OperationalError
         from psycopg.errors import QueryCanceled
 
-        # The server's statement_timeout cannot fire for a statement the
-        # server never received; this bound can.
-        limit = None if self.statement_timeout is None else self.statement_timeout + SILENCE_MARGIN
-        watchdog = Watchdog(limit)
+        if isinstance(exc, asyncio.CancelledError):
+            if not watchdog.stop():
+                return None
+            if watchdog.error is not None:
+                return watchdog.error
+            return StoreUnavailable(
+                f"PostgreSQL at {self._where} did not answer within {self._limit:g} s"
+            )
+        if isinstance(exc, QueryCanceled):
+            return StoreError(
+                f"PostgreSQL at {self._where} cancelled a statement: {_one_line(exc)}"
+            )
+        if isinstance(exc, OperationalError) and conn.broken:
+            return StoreUnavailable(
+                f"lost the connection to PostgreSQL at {self._where}: {_one_line(exc)}"
+            )
+        return None
+
+    async def _stall_probe(self, conn: AsyncConnection[Any]) -> BaseException | None:
+        """Whether a server that leaves `conn`'s statement unanswered can be reached at all."""
+        while conn.pgconn.transaction_status != _ACTIVE:
+            # The caller is between statements: nothing is waiting on the server.
+            await asyncio.sleep(self.checkout_timeout)
+        if self._diagnosing:
+            return None
+        # One direct connection at a time, bounded by connect_timeout; if it
+        # connects the server is alive and the statement merely slow.
+        self._diagnosing = True
+        try:
+            probe = await self._connect()
+            await probe.close()
+        except StoreUnavailable as exc:
+            return exc
+        finally:
+            self._diagnosing = False
+        return None
+
+    @asynccontextmanager
+    async def _guarded(self, conn: AsyncConnection[Any]) -> AsyncIterator[None]:
+        """Bound a use of a connection made directly; connection failures become store errors."""
+        watchdog = Watchdog(self._limit)
         try:
             yield
-        except asyncio.CancelledError as exc:
-            if not watchdog.stop():
+        except BaseException as exc:
+            error = self._failure(exc, watchdog, conn)
+            if error is None:
                 raise
-            raise StoreUnavailable(
-                f"PostgreSQL at {self._where} did not answer within {limit:g} s"
-            ) from exc
-        except QueryCanceled as exc:
-            raise StoreError(
-                f"PostgreSQL at {self._where} cancelled a statement: {_one_line(exc)}"
-            ) from exc
-        except OperationalError as exc:
-            if not conn.broken:
-                raise
-            raise StoreUnavailable(
-                f"lost the connection to PostgreSQL at {self._where}: {_one_line(exc)}"
-            ) from exc
+            raise error from exc
         finally:
             watchdog.stop()
 
