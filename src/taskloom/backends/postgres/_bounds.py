@@ -101,11 +101,15 @@ class Watchdog:
         limit: float | None,
         probe: Callable[[], Coroutine[Any, Any, BaseException | None]] | None = None,
         probe_after: float = 0.0,
+        *,
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
-        task = asyncio.current_task()
+        if loop is None:
+            loop = asyncio.get_running_loop()
+        task = asyncio.current_task(loop)
         assert task is not None, "a watchdog guards a task"
         self._task = task
-        self._loop = loop = asyncio.get_running_loop()
+        self._loop = loop
         self._cancelling = task.cancelling()
         self._fired = 0
         self._prober: asyncio.Task[BaseException | None] | None = None

@@ -108,6 +108,7 @@ class PostgresDatabase:
         self.statement_timeout = pool.statement_timeout
         self._prefix = f"{quote_ident(schema)}." if schema else ""
         self._pool: AsyncConnectionPool[Any] | None = None
+        self._loop: asyncio.AbstractEventLoop  # the pool's, set as it opens
         # Ordinary work takes a slot first, so one connection is always left
         # for urgent work (lease renewals) and it never queues behind the rest.
         self._slots = asyncio.Semaphore(max_size - 1) if max_size > 1 else None
@@ -239,6 +240,7 @@ class PostgresDatabase:
                     await conn.close()
                 pool = self._new_pool()
                 await pool.open(wait=False)
+                self._loop = asyncio.get_running_loop()
                 if self._closed:  # close() ran while the pool was opening
                     await pool.close()
                     raise RuntimeError("PostgreSQL database is closed")
@@ -333,7 +335,7 @@ class PostgresDatabase:
         if slot is not None:
             if slot.locked():
                 # One bound for the whole checkout: the wait for a slot and for the pool.
-                deadline = asyncio.get_running_loop().time() + self.checkout_timeout
+                deadline = self._loop.time() + self.checkout_timeout
                 try:
                     async with asyncio.timeout_at(deadline):
                         await slot.acquire()
@@ -382,10 +384,7 @@ class PostgresDatabase:
         the server already dropped never carries a caller's statement, and
         one that is merely idle costs nothing.
         """
-        from psycopg import OperationalError
-        from psycopg_pool import PoolTimeout
-
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         if deadline is None:
             deadline = loop.time() + self.checkout_timeout
         # Once, so that a reset this process itself just made (a proxy in
@@ -396,7 +395,11 @@ class PostgresDatabase:
                 conn: AsyncConnection[Any] = await pool.getconn(
                     timeout=max(deadline - loop.time(), 0.001)
                 )
-            except PoolTimeout:
+            except Exception as exc:
+                from psycopg_pool import PoolTimeout
+
+                if not isinstance(exc, PoolTimeout):
+                    raise
                 raise await self._no_connection(pool) from None
             pgconn = conn.pgconn
             if (
@@ -412,6 +415,8 @@ class PostgresDatabase:
                     await conn.execute("")
                 return conn, True
             except BaseException as exc:
+                from psycopg import OperationalError
+
                 # Dead, silent or interrupted: no state is known to be safe
                 # but closed, and the pool replaces it.
                 await conn.close()
@@ -461,13 +466,16 @@ class PostgresDatabase:
         # The server's statement_timeout cannot fire for a statement the
         # server never received; this bound can.
         if checked:
-            return Watchdog(self._limit)
+            return Watchdog(self._limit, loop=self._loop)
         # A connection handed out unchecked may be talking to a server that
         # stopped answering since its last use: a statement it carries that
         # gets no answer within the check's own bound (checkout_timeout) has
         # the server looked at, as the check would have.
         return Watchdog(
-            self._limit, functools.partial(self._stall_probe, conn), self.checkout_timeout
+            self._limit,
+            functools.partial(self._stall_probe, conn),
+            self.checkout_timeout,
+            loop=self._loop,
         )
 
     @functools.cached_property
