@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import StoreError, StoreUnavailable
 from .._pool import PoolOptions, PoolSettings
 from .._sql import Migration, check_version, quote_ident
-from ._bounds import IDLE_CHECK_AFTER, SILENCE_MARGIN, Watchdog, connection_class
+from ._bounds import IDLE_CHECK_AFTER, SILENCE_MARGIN, Watchdog, Watchdogs, connection_class
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -108,7 +108,9 @@ class PostgresDatabase:
         self.statement_timeout = pool.statement_timeout
         self._prefix = f"{quote_ident(schema)}." if schema else ""
         self._pool: AsyncConnectionPool[Any] | None = None
-        self._loop: asyncio.AbstractEventLoop  # the pool's, set as it opens
+        # The pool's loop and the bounds on its connections' uses, set as it opens.
+        self._loop: asyncio.AbstractEventLoop
+        self._watchdogs: Watchdogs
         # Ordinary work takes a slot first, so one connection is always left
         # for urgent work (lease renewals) and it never queues behind the rest.
         self._slots = asyncio.Semaphore(max_size - 1) if max_size > 1 else None
@@ -240,7 +242,10 @@ class PostgresDatabase:
                     await conn.close()
                 pool = self._new_pool()
                 await pool.open(wait=False)
-                self._loop = asyncio.get_running_loop()
+                self._loop = loop = asyncio.get_running_loop()
+                self._watchdogs = Watchdogs(
+                    self._limit, loop, self._stall_probe, self.checkout_timeout
+                )
                 if self._closed:  # close() ran while the pool was opening
                     await pool.close()
                     raise RuntimeError("PostgreSQL database is closed")
@@ -464,19 +469,12 @@ class PostgresDatabase:
     def _watch(self, conn: AsyncConnection[Any], checked: bool) -> Watchdog:
         """The client-side bound on a use of `conn` (see `_failure`)."""
         # The server's statement_timeout cannot fire for a statement the
-        # server never received; this bound can.
-        if checked:
-            return Watchdog(self._limit, loop=self._loop)
-        # A connection handed out unchecked may be talking to a server that
-        # stopped answering since its last use: a statement it carries that
-        # gets no answer within the check's own bound (checkout_timeout) has
-        # the server looked at, as the check would have.
-        return Watchdog(
-            self._limit,
-            functools.partial(self._stall_probe, conn),
-            self.checkout_timeout,
-            loop=self._loop,
-        )
+        # server never received; this bound can. A connection handed out
+        # unchecked may be talking to a server that stopped answering since
+        # its last use: a statement it carries that gets no answer within the
+        # check's own bound (checkout_timeout) has the server looked at, as
+        # the check would have.
+        return self._watchdogs.watch(None if checked else conn)
 
     @functools.cached_property
     def _limit(self) -> float | None:
@@ -529,7 +527,7 @@ class PostgresDatabase:
     @asynccontextmanager
     async def _guarded(self, conn: AsyncConnection[Any]) -> AsyncIterator[None]:
         """Bound a use of a connection made directly; connection failures become store errors."""
-        watchdog = Watchdog(self._limit)
+        watchdog = Watchdogs(self._limit, asyncio.get_running_loop()).watch()
         try:
             yield
         except BaseException as exc:
