@@ -192,3 +192,44 @@ async def test_a_statement_that_fails_after_it_was_sent_surfaces_and_is_not_repe
     # The database itself is fine: the next statement gets a fresh connection.
     assert await database.execute(f'INSERT INTO "{pg_schema}".t VALUES (2)') == 1
     assert await rows(admin, pg_schema) == [(2,)]
+
+
+async def test_a_connection_returned_while_a_caller_waits_on_the_pool_goes_to_that_caller(
+    db: tuple[PostgresDatabase, FakeClock],
+) -> None:
+    # A returned connection is kept at hand for the next caller, but never
+    # while another caller waits on the pool for one (it would wait in vain).
+    database, _ = db  # one connection
+    held, release = asyncio.Event(), asyncio.Event()
+
+    async def holder() -> None:
+        async with database.connection() as conn:
+            await conn.execute("SELECT 1")
+            held.set()
+            await release.wait()
+
+    holding = asyncio.create_task(holder())
+    await held.wait()
+    waiting = asyncio.create_task(database.fetchone("SELECT 2"))
+    async with asyncio.timeout(5):
+        while not database._pool_waiters:
+            await asyncio.sleep(0)
+    release.set()
+    async with asyncio.timeout(5):  # well within checkout_timeout (10 s)
+        await holding
+        assert await waiting == (2,)
+
+
+async def test_a_connection_kept_at_hand_and_left_unused_goes_back_to_the_pool(
+    db: tuple[PostgresDatabase, FakeClock],
+) -> None:
+    database, clock = db
+    await database.fetchone("SELECT 1")
+    assert database._pool is not None
+    assert database._pool.get_stats()["pool_available"] == 0  # kept at hand
+    clock.advance(IDLE_CHECK_AFTER * 2)
+    database._sweep_recent()  # what its timer does a second later
+    async with asyncio.timeout(5):
+        while database._pool.get_stats()["pool_available"] == 0:
+            await asyncio.sleep(0.01)
+    assert await database.fetchone("SELECT 2") == (2,)
