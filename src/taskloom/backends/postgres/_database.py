@@ -74,7 +74,8 @@ class PostgresDatabase:
       rather than a dead one; a connection used more recently is handed out
       at once, and if the server went silent since, a statement it carries
       that gets no answer within `checkout_timeout` has the server looked at
-      (a direct connection, bounded by `connect_timeout`): unreachable, it
+      (one direct connection at a time beside the pool, bounded by
+      `connect_timeout`): unreachable, it
       fails with `StoreUnavailable` naming the cause, as the check would have.
       No statement is ever sent twice: a connection found dead is replaced
       before it carries one, and a failure after a statement was sent (its
