@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import typing
+import warnings
 from pathlib import Path
 from typing import Any, Optional
 
@@ -16,10 +17,8 @@ import docstring_parser
 import pydantic
 import pytest
 
-from taskloom import tool
-from taskloom.tools import Tool
-from taskloom.tools._decorator import _arguments_model, _parse_docstring
-from taskloom.tools._simple import _BASEMODEL_NAMES, plain_docstring
+from taskloom import ConfigurationError, tool
+from taskloom.tools import ArgumentsInvalid
 
 SOURCES = Path(__file__).resolve().parents[1] / "src"
 
@@ -59,23 +58,71 @@ def odd_defaults(s: str = None, n: int = -3, z: float = 0.0) -> None:  # type: i
 PLAIN = [every_kind, nothing, required_only, odd_defaults]
 
 
-def pydantic_tool(fn: Any) -> tuple[type[pydantic.BaseModel], dict[str, Any]]:
-    """What `@tool` built before: the pydantic model and its schema."""
-    hints = typing.get_type_hints(fn)
-    _, docs = _parse_docstring(fn.__doc__ or "")
-    fields = {
-        p.name: (hints[p.name], ... if p.default is p.empty else p.default, docs.get(p.name))
-        for p in inspect.signature(fn).parameters.values()
+def descriptions(doc: str) -> tuple[str, dict[str, str]]:
+    """A docstring's description and parameters, as `docstring_parser` reads them."""
+    parsed = docstring_parser.parse(inspect.cleandoc(doc))
+    text = "\n\n".join(p for p in (parsed.short_description, parsed.long_description) if p)
+    params = {
+        p.arg_name: " ".join(line.strip() for line in p.description.splitlines())
+        for p in parsed.params
+        if p.description
     }
-    return _arguments_model(fn.__name__, fields)
+    return text.strip(), params
+
+
+def pydantic_tool(fn: Any) -> tuple[type[pydantic.BaseModel], dict[str, Any]]:
+    """The pydantic model of `fn`'s parameters, as `@tool` builds one, and its schema."""
+    hints = typing.get_type_hints(fn)
+    _, docs = descriptions(fn.__doc__ or "")
+    model = pydantic.create_model(  # type: ignore[call-overload]
+        f"{fn.__name__}_arguments",
+        __config__=pydantic.ConfigDict(extra="forbid"),
+        **{
+            p.name: (
+                hints.get(p.name, Any),
+                pydantic.Field(
+                    ... if p.default is p.empty else p.default, description=docs.get(p.name)
+                ),
+            )
+            for p in inspect.signature(fn).parameters.values()
+        },
+    )
+    schema = model.model_json_schema()
+    schema.pop("title")
+    for prop in schema["properties"].values():
+        prop.pop("title")
+    return model, schema
+
+
+def imports_pydantic(source: str, name: str) -> bool:
+    """Whether decorating the function `name` defined by `source` (and
+    validating its arguments `{}`) imports pydantic, in a fresh process."""
+    code = (
+        "import sys, typing, warnings\n"
+        "warnings.simplefilter('ignore')\n"
+        "from typing import Annotated, Optional\n"
+        "from taskloom import tool\n"
+        f"{source}\n"
+        "assert 'pydantic' not in sys.modules\n"
+        f"made = tool({name})\n"
+        "print('pydantic' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": str(SOURCES), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip() == "True"
 
 
 @pytest.mark.parametrize("fn", PLAIN, ids=lambda f: f.__name__)
 def test_a_plain_signature_has_pydantics_schema_key_for_key(fn: Any) -> None:
-    made = tool(fn)
-    assert made._model is None and made._simple is not None
     _, schema = pydantic_tool(fn)
-    assert json.dumps(made.input_schema) == json.dumps(schema)
+    assert json.dumps(tool(fn).input_schema) == json.dumps(schema)
+    assert not imports_pydantic(inspect.getsource(fn), fn.__name__)
 
 
 ARGUMENTS: list[dict[str, Any]] = [
@@ -91,7 +138,7 @@ ARGUMENTS: list[dict[str, Any]] = [
     {"a": 1, "d": "yes"},
     {"a": None},
     {},
-    {"a": 1, "zz": 2},
+    {"a": 1, "other": 2},
     {"a": 10**30},
 ]
 
@@ -106,8 +153,8 @@ def test_validation_gives_what_pydantic_gives(arguments: dict[str, Any]) -> None
         expected = "invalid"
     try:
         got: Any = made.validate(arguments)
-    except Exception as exc:
-        got = "invalid" if type(exc).__name__ == "ArgumentsInvalid" else exc
+    except ArgumentsInvalid:
+        got = "invalid"
     assert got == expected
     if isinstance(expected, dict):
         # Same keys in the same order, values of the same types.
@@ -115,15 +162,28 @@ def test_validation_gives_what_pydantic_gives(arguments: dict[str, Any]) -> None
         assert [type(v) for v in got.values()] == [type(v) for v in expected.values()]
 
 
+def every_kind_and_a_list(
+    a: int,
+    b: str = "x",
+    c: float = 1.5,
+    d: bool = False,
+    e: int | None = None,
+    g: float = 2,
+    h: Optional[str] = "q",  # noqa: UP045
+    i: bool | None = True,
+    more: list[int] | None = None,
+) -> int:
+    """The same, with one parameter that is not plain: pydantic serves it."""
+    return a
+
+
 def test_invalid_arguments_get_pydantics_message() -> None:
-    plain = tool(every_kind)
-    model, schema = pydantic_tool(every_kind)
-    via_pydantic = Tool("every_kind", "d", schema, every_kind, _arguments_model=model)
-    for arguments in ({}, {"a": "x"}, {"a": 1, "zz": 2}):
-        with pytest.raises(Exception) as plain_error:
+    plain, served_by_pydantic = tool(every_kind), tool(every_kind_and_a_list)
+    for arguments in ({}, {"a": "x"}, {"a": 1, "other": 2}, {"a": 1, "c": "many"}):
+        with pytest.raises(ArgumentsInvalid) as plain_error:
             plain.validate(arguments)
-        with pytest.raises(Exception) as pydantic_error:
-            via_pydantic.validate(arguments)
+        with pytest.raises(ArgumentsInvalid) as pydantic_error:
+            served_by_pydantic.validate(arguments)
         assert str(plain_error.value) == str(pydantic_error.value)
 
 
@@ -157,22 +217,36 @@ def mutable_default(a: str = "x", b: float = float("inf")) -> None:
     ids=lambda f: f.__name__,
 )
 def test_anything_else_keeps_the_pydantic_model(fn: Any) -> None:
-    with pytest.warns() if fn in (untyped, shadowing) else _nothing():
-        made = tool(fn)
-    assert made._simple is None and made._model is not None
+    assert imports_pydantic(inspect.getsource(fn), fn.__name__)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, schema = pydantic_tool(fn)
+        assert tool(fn).input_schema == schema
 
 
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-def test_the_names_pydantic_refuses_or_warns_of_are_known() -> None:
-    public = {n for n in dir(pydantic.BaseModel) if not n.startswith(("_", "model_"))}
-    assert public <= _BASEMODEL_NAMES
+@pytest.mark.parametrize(
+    "name", sorted(n for n in dir(pydantic.BaseModel) if not n.startswith(("_", "model_")))
+)
+def test_a_parameter_named_as_a_pydantic_attribute_warns_as_pydantic_does(name: str) -> None:
+    namespace: dict[str, Any] = {}
+    exec(f"def f({name}: str) -> None:\n    'x'\n", namespace)
+    fn = namespace["f"]
+    with warnings.catch_warnings(record=True) as by_pydantic:
+        warnings.simplefilter("always")
+        try:
+            pydantic.create_model("f_arguments", **{name: (str, ...)})  # type: ignore[call-overload]
+        except Exception:
+            refused = True
+        else:
+            refused = False
+    with warnings.catch_warnings(record=True) as by_tool:
+        warnings.simplefilter("always")
+        if refused:
+            with pytest.raises(ConfigurationError):
+                tool(fn)
+        else:
+            tool(fn)
+    assert [str(w.message) for w in by_tool] == [str(w.message) for w in by_pydantic]
 
 
 DOCSTRINGS = [
@@ -190,16 +264,17 @@ DOCSTRINGS = [
 ]
 
 
+@pytest.mark.filterwarnings("ignore::taskloom.ToolDefinitionWarning")
 @pytest.mark.parametrize("doc", DOCSTRINGS)
-def test_a_docstring_without_sections_reads_as_docstring_parser_reads_it(doc: str) -> None:
-    doc = inspect.cleandoc(doc)
-    plain = plain_docstring(doc)
-    if plain is None:
-        return  # left to docstring_parser
-    parsed = docstring_parser.parse(doc)
-    assert parsed.meta == []
-    expected = "\n\n".join(p for p in (parsed.short_description, parsed.long_description) if p)
-    assert plain == expected.strip()
+def test_a_docstring_reads_as_docstring_parser_reads_it(doc: str) -> None:
+    def fn(a: int) -> None:
+        pass
+
+    fn.__doc__ = doc
+    text, params = descriptions(doc)
+    made = tool(fn)
+    assert made.description == text
+    assert made.input_schema["properties"]["a"].get("description") == params.get("a")
 
 
 def test_a_run_with_plain_tools_never_imports_pydantic_or_docstring_parser() -> None:
