@@ -14,11 +14,14 @@ turns in blocks so load from other processes falls on both alike.
 
 Variants: a sync tool and an async tool, runs one after another; 50 runs at
 once; streamed answers (SSE); 20 ms of server latency per request; the
-default sync tool on a worker thread. Then a cold process: the first run in a
-fresh interpreter (imports, client set-up and all), against the bare loop's
-first run in one, with the interpreter's own start-up shown apart.
+default sync tool on a worker thread. Then cold processes (`_cold_run.py`),
+whole-process CPU against the bare loop's in a fresh interpreter: the import
+alone, the import and the first run (client set-up and all), and a process
+that makes 200 runs (800 requests), which pays the import and the first run
+once; the interpreter's own start-up is shown apart.
 
     python benchmarks/bench_loop_http.py [--runs 200] [--blocks 10] [--only NAME]
+        [--cold 9] [--cold-runs 200]
 
 Prints a table; asserts nothing.
 """
@@ -469,40 +472,73 @@ def bench(root: str, runs: int, blocks: int, only: str | None) -> None:
     print(f"target: <= {TARGET:.2f}x the bare loop in every variant but the thread row")
 
 
-def cold(root: str, trials: int) -> None:
-    """The first run in a fresh process, taskloom against the bare loop, taking turns."""
+def cold(root: str, trials: int, runs: int) -> None:
+    """Fresh processes, taskloom against the bare loop, taking turns: the
+    import alone, the first run, and a whole process of `runs` runs."""
+    import compileall
     import os
 
+    import taskloom
+
+    # As an installed wheel has it (and httpx2 in site-packages has it): a
+    # source tree run under PYTHONDONTWRITEBYTECODE would otherwise compile
+    # every module of taskloom in every child.
+    compileall.compile_dir(os.path.dirname(taskloom.__file__), quiet=1)
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_cold_run.py")
 
-    def one(mode: str) -> tuple[float, int]:
+    def one(mode: str, n: int) -> tuple[float, int]:
         out = subprocess.run(
-            [sys.executable, script, mode, root], capture_output=True, text=True, check=True
+            [sys.executable, script, mode, root, str(n)],
+            capture_output=True,
+            text=True,
+            check=True,
         )
         cpu, modules = out.stdout.split()
         return float(cpu), int(modules)
 
-    runs: dict[str, list[float]] = {"nothing": [], "bare": [], "taskloom": []}
-    modules: dict[str, int] = {}
+    kinds = [
+        ("nothing", 0),
+        ("import-bare", 0),
+        ("import-taskloom", 0),
+        ("bare", 1),
+        ("taskloom", 1),
+        ("bare", runs),
+        ("taskloom", runs),
+    ]
+    cpus: dict[tuple[str, int], list[float]] = {kind: [] for kind in kinds}
+    modules: dict[tuple[str, int], int] = {}
     for _ in range(trials):
-        for mode in runs:
-            cpu, modules[mode] = one(mode)
-            runs[mode].append(cpu)
-    start = statistics.median(runs["nothing"])
-    bare, ours = statistics.median(runs["bare"]), statistics.median(runs["taskloom"])
-    print(f"\nA cold process: its first run (4 requests), median of {trials} processes each")
-    print(f"{'process':<34} {'CPU ms':>8} {'minus start-up':>15} {'modules':>8}")
-    for name, mode in (
-        ("interpreter start-up only", "nothing"),
-        ("bare httpx2 loop", "bare"),
-        ("taskloom agent.run", "taskloom"),
-    ):
-        cpu = statistics.median(runs[mode])
-        print(f"{name:<34} {cpu * 1e3:>8.1f} {(cpu - start) * 1e3:>15.1f} {modules[mode]:>8}")
+        for kind in kinds:
+            cpu, modules[kind] = one(*kind)
+            cpus[kind].append(cpu)
+    med = {kind: statistics.median(cpus[kind]) for kind in kinds}
+    start = med[("nothing", 0)]
     print(
-        f"ratio taskloom / bare, whole process: {ours / bare:.2f}x; "
-        f"past start-up: {(ours - start) / (bare - start):.2f}x"
+        f"\nA cold process: whole-process CPU (interpreter start-up included), "
+        f"median of {trials} processes each, taking turns"
     )
+    print(f"interpreter start-up only (with asyncio and json): {start * 1e3:.1f} ms")
+    print(
+        f"{'process':<40} {'bare ms':>8} {'taskloom ms':>12} {'ratio':>6}"
+        f" {'past start-up':>14} {'modules bare/taskloom':>22}"
+    )
+    rows = [
+        ("import (httpx2 / taskloom + its adapter)", ("import-bare", 0), ("import-taskloom", 0)),
+        (f"import + first run ({ROUNDS + 1} requests)", ("bare", 1), ("taskloom", 1)),
+        (
+            f"import + {runs} runs ({runs * (ROUNDS + 1)} requests)",
+            ("bare", runs),
+            ("taskloom", runs),
+        ),
+    ]
+    for name, bare, ours in rows:
+        print(
+            f"{name:<40} {med[bare] * 1e3:>8.1f} {med[ours] * 1e3:>12.1f}"
+            f" {med[ours] / med[bare]:>5.2f}x"
+            f" {(med[ours] - start) / (med[bare] - start):>13.2f}x"
+            f" {modules[bare]:>12}/{modules[ours]}"
+        )
+    print(f"target: the {runs}-run process <= {TARGET:.2f}x the bare loop's, whole-process CPU")
 
 
 def main() -> None:
@@ -511,6 +547,9 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=40, help="turns the two loops take")
     parser.add_argument("--only", default=None, help="variants whose name contains this")
     parser.add_argument("--cold", type=int, default=9, help="fresh processes per loop (0: none)")
+    parser.add_argument(
+        "--cold-runs", type=int, default=200, help="runs in the cold whole-process row"
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -520,7 +559,7 @@ def main() -> None:
     try:
         bench(root, args.runs, args.blocks, args.only)
         if args.cold:
-            cold(root, args.cold)
+            cold(root, args.cold, args.cold_runs)
     finally:
         proc.kill()
         proc.wait(timeout=10)

@@ -1,7 +1,7 @@
 """The one codec of what taskloom stores: frozen dataclasses as plain JSON data.
 
-A class's encoder (when `stored(...)` registers it, else on first use) and
-decoder (on first use) are generated once, from its fields and their
+A class's encoder and decoder are generated once, on first use (not at
+import: most classes a process never encodes), from its fields and their
 annotations: text, numbers, booleans, dicts and `Any` as they are; tuples as
 lists; other mappings as dicts; enums by value; bytes as base64; optional
 values; dataclasses nested, alone or in a union told apart by a constant
@@ -29,7 +29,7 @@ _NESTED = "ENC.get(type(@), encode)(@)"  # a built encoder without a call betwee
 def stored(
     omit: Iterable[str] = (), absent: Mapping[str, Any] | None = None, skip: Iterable[str] = ()
 ) -> Callable[[type[T]], type[T]]:
-    """Declare a class's stored shape, and build its encoder: the `omit`
+    """Declare a class's stored shape: the `omit`
     fields are left out while they equal their default; a key missing from
     stored data reads as the field's default, else as its value in `absent`,
     else raises `KeyError`; the `skip` fields are the class's own to write
@@ -37,7 +37,6 @@ def stored(
 
     def declare(cls: type[T]) -> type[T]:
         _OPTIONS[cls] = (frozenset(omit), absent or {}, frozenset(skip))
-        _build(cls, _ENCODERS)
         return cls
 
     return declare

@@ -6,7 +6,6 @@ the previous run's: a session whose agent does not change stores it once.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -132,6 +131,8 @@ def _tool_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
 
 
 def _instructions_diff(recorded: Any, now: Any) -> str:
+    import difflib  # imported here: only a changed agent definition needs it
+
     lines = list(
         difflib.unified_diff(
             str(recorded or "").splitlines(),

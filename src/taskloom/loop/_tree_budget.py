@@ -16,7 +16,6 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from decimal import Decimal
 from typing import Any
 
 from .._extras import install_command
@@ -252,6 +251,8 @@ def _genai_price(model: str, usage: Usage, provider: str = "") -> int | None:
         )
     except LookupError:
         return None
+    from decimal import Decimal  # imported here: only a priced table needs it
+
     return int((Decimal(result.total_price) * NANO).to_integral_value(rounding="ROUND_CEILING"))
 
 

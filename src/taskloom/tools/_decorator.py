@@ -1,7 +1,8 @@
 """`@tool`: a function's signature and docstring made into a `Tool`.
 
-The JSON schema comes from the signature (pydantic) and the description
-from the docstring, both built once at decoration. A parameter annotated
+The JSON schema comes from the signature (pydantic, or `_simple` for
+plain scalars) and the description from the docstring, both built once at
+decoration. A parameter annotated
 `ToolContext` is injected and left out of the schema; positional-only
 parameters (before `/`) are not the model's either: `Tool.partial` fills
 them. What leaves the model guessing (an untyped parameter, no description)
@@ -17,13 +18,26 @@ import types
 import typing
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, overload
-
-import pydantic
+from typing import TYPE_CHECKING, Any, overload
 
 from ..errors import ConfigurationError, ToolDefinitionWarning
 from ._output import DEFAULT_MAX_OUTPUT_CHARS
+from ._simple import (
+    MISSING,
+    SimpleArguments,
+    plain_default,
+    plain_docstring,
+    plain_name,
+    scalar_of,
+)
 from ._tool import ApprovalRule, Tool, ToolEffect
+
+if TYPE_CHECKING:
+    import pydantic
+
+# A parameter: its annotation, its default (`...` if none) and its
+# description from the docstring (None if none).
+_Field = tuple[Any, Any, "str | None"]
 
 
 def _is_context(annotation: Any) -> bool:
@@ -66,6 +80,9 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     doc = inspect.cleandoc(doc)
     if not doc:
         return "", {}
+    plain = plain_docstring(doc)
+    if plain is not None:
+        return plain, {}
     import docstring_parser  # imported on first use: most imports decorate nothing
 
     try:
@@ -100,7 +117,7 @@ def _build_tool(
     except Exception as exc:
         raise ConfigurationError(f"tool {tool_name!r}: cannot resolve annotations: {exc}") from exc
     doc_text, param_docs = _parse_docstring(fn.__doc__ or "")
-    fields: dict[str, Any] = {}
+    fields: dict[str, _Field] = {}
     ctx_param: str | None = None
     untyped: list[str] = []
     for param in inspect.signature(fn).parameters.values():
@@ -115,15 +132,56 @@ def _build_tool(
         if param.name not in hints:
             untyped.append(param.name)
         default = ... if param.default is param.empty else param.default
-        fields[param.name] = (
-            annotation,
-            pydantic.Field(default, description=param_docs.get(param.name)),
-        )
+        fields[param.name] = (annotation, default, param_docs.get(param.name))
+    simple = _simple_arguments(tool_name, fields)
+    if simple is not None:
+        model, schema = None, simple.schema
+    else:
+        model, schema = _arguments_model(tool_name, fields)
+    _warn_vague(fn, tool_name, untyped, described=description is not None or bool(doc_text))
+    return Tool(
+        tool_name,
+        description if description is not None else doc_text,
+        schema,
+        fn,
+        **options,
+        _arguments_model=model,
+        _simple_arguments=simple,
+        _context_param=ctx_param,
+    )
+
+
+def _simple_arguments(tool_name: str, fields: Mapping[str, _Field]) -> SimpleArguments | None:
+    """The arguments served without pydantic, when every parameter is a plain
+    scalar with a plain default (see `_simple`); None otherwise."""
+    simple: list[tuple[str, type, bool, Any, str | None]] = []
+    for name, (annotation, default, described) in fields.items():
+        scalar = scalar_of(annotation)
+        if scalar is None or not plain_name(name):
+            return None
+        if default is ...:
+            default = MISSING
+        elif not plain_default(default):
+            return None
+        simple.append((name, *scalar, default, described))
+    return SimpleArguments(simple, lambda: _arguments_model(tool_name, fields)[0])
+
+
+def _arguments_model(
+    tool_name: str, fields: Mapping[str, _Field]
+) -> tuple[type[pydantic.BaseModel], dict[str, Any]]:
+    """The pydantic model of a tool's arguments and its JSON schema."""
+    # Imported here: a process whose tools are all plain scalars never needs it.
+    import pydantic
+
     try:
         model = pydantic.create_model(  # type: ignore[call-overload]
             f"{tool_name}_arguments",
             __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False),
-            **fields,
+            **{
+                name: (annotation, pydantic.Field(default, description=described))
+                for name, (annotation, default, described) in fields.items()
+            },
         )
         schema = _clean_schema(model.model_json_schema())
     except (
@@ -135,20 +193,13 @@ def _build_tool(
         raise ConfigurationError(_unserialisable(tool_name, fields, exc)) from None
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(f"tool {tool_name!r}: invalid signature: {exc}") from exc
-    _warn_vague(fn, tool_name, untyped, described=description is not None or bool(doc_text))
-    return Tool(
-        tool_name,
-        description if description is not None else doc_text,
-        schema,
-        fn,
-        **options,
-        _arguments_model=model,
-        _context_param=ctx_param,
-    )
+    return model, schema
 
 
-def _unserialisable(tool_name: str, fields: Mapping[str, Any], exc: Exception) -> str:
-    for name, (annotation, _) in fields.items():
+def _unserialisable(tool_name: str, fields: Mapping[str, _Field], exc: Exception) -> str:
+    import pydantic
+
+    for name, (annotation, _, _) in fields.items():
         try:
             pydantic.TypeAdapter(annotation).json_schema()
         except Exception:

@@ -4,15 +4,25 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import pydantic
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ..messages import valid_result_text
 
+if TYPE_CHECKING:
+    import pydantic
+
 DEFAULT_MAX_OUTPUT_CHARS = 50_000
+
+
+def _is_model(value: Any) -> TypeGuard[pydantic.BaseModel]:
+    """Whether `value` is a pydantic model. There is none before pydantic's
+    models module is imported, so a process that never needed pydantic does
+    not import it to find out."""
+    models = sys.modules.get("pydantic.main")
+    return models is not None and isinstance(value, models.BaseModel)
 
 
 class ToolError(Exception):
@@ -63,7 +73,7 @@ def to_content(value: Any) -> str:
     if isinstance(value, str):
         return value
     try:
-        if isinstance(value, pydantic.BaseModel):
+        if _is_model(value):
             try:
                 return value.model_dump_json()
             except ValueError:
@@ -96,7 +106,7 @@ def _nesting(value: Any) -> int:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, pydantic.BaseModel):
+        if _is_model(item):
             item = item.__dict__
         if not isinstance(item, list | tuple | Mapping) or id(item) in seen:
             continue
@@ -108,7 +118,7 @@ def _nesting(value: Any) -> int:
 
 
 def _json_default(value: Any) -> Any:
-    if isinstance(value, pydantic.BaseModel):
+    if _is_model(value):
         return value.model_dump(mode="json")
     return str(value)
 

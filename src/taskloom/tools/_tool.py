@@ -23,8 +23,6 @@ from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
-import pydantic
-
 from .._output_type import validation_problems
 from .._redact import redact
 from .._schema import check as check_schema
@@ -42,7 +40,10 @@ from ._output import (
 from ._threads import run_in_thread
 
 if TYPE_CHECKING:
+    import pydantic
+
     from ._context import ToolContext
+    from ._simple import SimpleArguments
 
 IDEMPOTENT_RETRIES = 3
 """How many times a call of an `idempotent` tool cut off by crashes is run
@@ -155,6 +156,7 @@ class Tool:
         "_fn",
         "_kind",
         "_model",
+        "_simple",
         "_slow_reported",
         "_spec",
         "_takes_context",
@@ -186,6 +188,7 @@ class Tool:
         blocking: bool = True,
         idempotent: bool = False,
         _arguments_model: type[pydantic.BaseModel] | None = None,
+        _simple_arguments: SimpleArguments | None = None,
         _context_param: str | None = None,
     ) -> None:
         if not name or not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
@@ -207,6 +210,7 @@ class Tool:
         self._fn = fn
         self._kind = _kind_of(fn)
         self._model = _arguments_model
+        self._simple = _simple_arguments
         self._ctx_param = _context_param
         self._spec = ToolSpec(name, description, self.input_schema)
         cls = type(self)
@@ -264,10 +268,19 @@ class Tool:
         problem = arguments_problem(arguments)
         if problem is not None:
             raise ArgumentsInvalid(problem)
-        if self._model is None:
-            return _check_schema(arguments, self.input_schema)
+        model = self._model
+        if model is None:
+            simple = self._simple
+            if simple is None:
+                return _check_schema(arguments, self.input_schema)
+            kwargs = simple.check(arguments)
+            if kwargs is not None:
+                return kwargs
+            model = simple.model()
+        import pydantic  # imported already: `model` is one of its models
+
         try:
-            parsed = self._model.__pydantic_validator__.validate_python(arguments)
+            parsed = model.__pydantic_validator__.validate_python(arguments)
         except pydantic.ValidationError as exc:
             raise ArgumentsInvalid(validation_problems(exc, "(arguments)")) from None
         # extra="forbid": the instance holds exactly the declared fields.

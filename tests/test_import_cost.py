@@ -1,0 +1,107 @@
+"""What a plain program imports: `import taskloom` and a run on the memory
+store with plain tools load none of the optional parts (extras, databases,
+the console, the command line, delegation) nor what only some runs need
+(pydantic and docstring parsing for plain tools, diffing, decimals). Each
+is a fixed cost of every fresh process that has no use for it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SOURCES = Path(__file__).resolve().parents[1] / "src"
+
+NEVER = (
+    # the extras' libraries (see taskloom._extras)
+    "psycopg",
+    "psycopg_pool",
+    "procrastinate",
+    "mcp",
+    "mcp_types",
+    "a2a",
+    "httpx",
+    "opentelemetry",
+    "rich",
+    "starlette",
+    "uvicorn",
+    "jinja2",
+    "genai_prices",
+    "pytest",
+    # what only some runs or stores need
+    "sqlite3",
+    "pydantic",
+    "pydantic_core",
+    "docstring_parser",
+    "difflib",
+    "decimal",
+)
+
+NEVER_OWN = (
+    "taskloom.cli",
+    "taskloom.console",
+    "taskloom.mcp",
+    "taskloom.a2a",
+    "taskloom.distributed",
+    "taskloom.delegation",
+    "taskloom.testing",
+    "taskloom.backends.sqlite",
+    "taskloom.backends.postgres",
+)
+
+CHILD = """
+import json, sys
+{code}
+tops = sorted({{m.partition('.')[0] for m in sys.modules}})
+print(json.dumps([tops, sorted(sys.modules)]))
+"""
+
+
+def loaded(code: str) -> tuple[set[str], set[str]]:
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD.format(code=code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": str(SOURCES), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr
+    tops, modules = json.loads(done.stdout)
+    return set(tops), set(modules)
+
+
+def own_parts(modules: set[str]) -> set[str]:
+    return {p for p in NEVER_OWN if any(m == p or m.startswith(p + ".") for m in modules)}
+
+
+def test_import_taskloom_loads_no_optional_part() -> None:
+    tops, modules = loaded(
+        "import taskloom\n"
+        "from taskloom import Agent, Runtime, tool\n"
+        "from taskloom.models import OpenAIChatModel\n"
+    )
+    assert tops & set(NEVER) == set()
+    assert own_parts(modules) == set()
+    # Background work and tracing start with a runtime's first run.
+    assert not any(m.startswith(("taskloom.background", "taskloom.tracing")) for m in modules)
+
+
+def test_a_plain_run_loads_no_optional_part() -> None:
+    tops, modules = loaded(
+        "from taskloom import Agent, tool\n"
+        "from taskloom.models import ScriptedModel, reply\n"
+        "@tool(blocking=False)\n"
+        "def add(a: int, b: int) -> int:\n"
+        "    '''Add two integers.'''\n"
+        "    return a + b\n"
+        "model = ScriptedModel([reply(tool_calls=[('add', {'a': 1, 'b': 2})]), reply('3')])\n"
+        "assert Agent('adder', model, 'Add.', tools=[add]).run_sync('1 + 2?').text == '3'\n"
+    )
+    assert tops & set(NEVER) == set()
+    assert own_parts(modules) == set()
+
+
+def test_the_lazy_names_still_load_on_use() -> None:
+    _, modules = loaded("import taskloom\ntaskloom.SubAgent\ntaskloom.background_tools\n")
+    assert "taskloom.delegation" in modules and "taskloom.background" in modules
