@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import queue
 import signal
@@ -32,9 +33,11 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from typing import Any
 
 import psycopg
+from _statements import count_statements
 
 URL = os.environ.get("TASKLOOM_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 FAST = {"heartbeat": 0.5, "stall_timeout": 2.0, "reap_every": 0.5}
@@ -80,8 +83,17 @@ async def serve(url: str, schema: str, concurrency: int, fast: bool) -> None:
 
     app.task(name="bench.noop", queue="children")(noop)
     worker = queue.worker(runtime, concurrency=concurrency)
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, worker.drain)
-    await worker.run(lambda w: print("READY", flush=True))
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, worker.drain)
+    with count_statements() as sent:
+
+        def report() -> None:
+            # The statements since the last report, by kind, then counting afresh.
+            print("STATEMENTS " + json.dumps(dict(sent.by_kind)), flush=True)
+            sent.by_kind.clear()
+
+        loop.add_signal_handler(signal.SIGUSR1, report)
+        await worker.run(lambda w: print("READY", flush=True))
     await runtime.close()
 
 
@@ -114,9 +126,16 @@ class Worker:
         for line in self.proc.stdout:
             self.lines.put(line)
 
-    def wait_for(self, prefix: str) -> None:
-        while not self.lines.get(timeout=60).startswith(prefix):
-            pass
+    def wait_for(self, prefix: str) -> str:
+        while True:
+            line = self.lines.get(timeout=60)
+            if line.startswith(prefix):
+                return line[len(prefix) :].strip()
+
+    def statements(self) -> Counter[str]:
+        """The statements this worker sent since it last said, by kind."""
+        self.proc.send_signal(signal.SIGUSR1)
+        return Counter(json.loads(self.wait_for("STATEMENTS ")))
 
 
 def start_workers(url: str, schema: str, n: int, fast: bool) -> list[Worker]:
@@ -137,8 +156,15 @@ def stop(workers: list[Worker]) -> None:
             w.proc.kill()
 
 
-async def children(runtime: Any, count: int, task: str = "go", spacing: float = 0.0) -> list[str]:
-    """`count` background children of one parent, queued."""
+async def children(
+    runtime: Any,
+    count: int,
+    task: str = "go",
+    spacing: float = 0.0,
+    sent: Counter[str] | None = None,
+) -> list[str]:
+    """`count` background children of one parent, queued; the statements their
+    queueing sent (not their sessions' creation) are added to `sent`."""
     from taskloom import Agent
     from taskloom.delegation import ChildSpec
     from taskloom.models import ScriptedModel
@@ -152,10 +178,13 @@ async def children(runtime: Any, count: int, task: str = "go", spacing: float = 
         specs.append(
             ChildSpec(child.id, parent.id, f"c{n}", task, tools=tools, model="function:bench")
         )
-    for spec in specs:
-        await dispatcher.dispatch(spec)
-        if spacing:
-            await asyncio.sleep(spacing)
+    with count_statements() as counted:
+        for spec in specs:
+            await dispatcher.dispatch(spec)
+            if spacing:
+                await asyncio.sleep(spacing)
+    if sent is not None:
+        sent.update(counted.by_kind)
     return [s.child_session_id for s in specs]
 
 
@@ -188,14 +217,24 @@ async def wait_done(url: str, schema: str, task: str, count: int, timeout: float
         await asyncio.sleep(0.2)
 
 
-async def throughput(url: str, n_workers: int, count: int, noops: int) -> tuple[float, float]:
+async def throughput(
+    url: str, n_workers: int, count: int, noops: int, sent: Counter[str] | None = None
+) -> tuple[float, float]:
+    """Children / s and no-op jobs / s; the statements of the children (their
+    queueing, and everything the workers sent meanwhile) are added to `sent`."""
     with Schema(url) as schema:
         runtime = build(url, schema, fast=False)
         app = await runtime.queue.app()
         procs = start_workers(url, schema, n_workers, fast=False)
         try:
-            await children(runtime, count)
+            for w in procs:
+                w.statements()  # from here on
+            await children(runtime, count, sent=sent)
             await wait_done(url, schema, "taskloom.child", count)
+            for w in procs:
+                worked = w.statements()
+                if sent is not None:
+                    sent.update(worked)
             ev = events(url, schema, "taskloom.child")
             span = max(e["succeeded"] for e in ev.values()) - min(e["started"] for e in ev.values())
             child_rate = count / span
@@ -270,12 +309,20 @@ async def main(url: str, quick: bool) -> None:
     sep = "&" if "?" in url else "?"
     unsynced = f"{url}{sep}options=-csynchronous_commit%3Doff"
     print(f"children per run: {count}, no-op jobs: {noops}\n")
-    print("| workers (x8 jobs each) | children / s | queue alone (no-op jobs / s) |")
-    print("|---|---|---|")
+    print("| workers (x8 jobs each) | children / s | statements / child | queue alone (no-op jobs / s) |")
+    print("|---|---|---|---|")
+    kinds: Counter[str] = Counter()
     for label, where in (("", url), (", commits not waiting for fsync", unsynced)):
         for n in (1, 2, 4):
-            child_rate, noop_rate = await throughput(where, n, count, noops)
-            print(f"| {n}{label} | {child_rate:.0f} | {noop_rate:.0f} |", flush=True)
+            sent: Counter[str] = Counter()
+            child_rate, noop_rate = await throughput(where, n, count, noops, sent)
+            per = sum(sent.values()) / count
+            print(f"| {n}{label} | {child_rate:.0f} | {per:.1f} | {noop_rate:.0f} |", flush=True)
+            if n == 2 and not label:
+                kinds = sent
+    print("\nstatements per child, 2 workers, by kind (defer, job, child run, report, polling):")
+    for kind, n in kinds.most_common():
+        print(f"  {n / count:6.2f}  {kind[:100]}")
     p50, p99 = await latency(url, 100 if quick else 300)
     print(f"\nenqueue -> start, 2 idle workers: p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms")
     fast = [await recovery(url, fast=True) for _ in range(1 if quick else 3)]
