@@ -44,9 +44,10 @@ FAST = {"heartbeat": 0.5, "stall_timeout": 2.0, "reap_every": 0.5}
 
 
 def build(url: str, schema: str, fast: bool) -> Any:
-    from taskloom import Runtime, ToolContext, tool
+    from taskloom import Agent, Runtime, ToolContext, tool
     from taskloom.backends import PostgresBackend
     from taskloom.distributed import WorkQueue
+    from taskloom.messages import Usage
     from taskloom.models import FunctionModel, ModelRequest, reply
 
     @tool
@@ -59,7 +60,9 @@ def build(url: str, schema: str, fast: bool) -> Any:
     def child(request: ModelRequest) -> Any:
         if "hold" in request.messages[0].text and len(request.messages) == 1:
             return reply(tool_calls=[("hold", {})])
-        return reply("done")
+        # Usage given, not estimated from the whole request's text: what a
+        # long session's request costs its model is the model's cost.
+        return reply("done", usage=Usage(10, 2))
 
     model = FunctionModel(child, name="bench")
     settings = FAST if fast else {}
@@ -69,6 +72,7 @@ def build(url: str, schema: str, fast: bool) -> Any:
         queue=queue,
         tools=[hold],
         models=[model],
+        agents=[Agent("bench", model)],
     )
 
 
@@ -83,6 +87,29 @@ async def serve(url: str, schema: str, concurrency: int, fast: bool) -> None:
 
     app.task(name="bench.noop", queue="children")(noop)
     worker = queue.worker(runtime, concurrency=concurrency)
+    costs: list[float] = []
+    run_session = worker.bodies.run_session
+
+    profile_from = int(os.environ.get("BENCH_QUEUE_PROFILE_FROM", "0"))
+    import cProfile
+
+    profiler = cProfile.Profile()
+
+    async def timed(job: Any, args: dict[str, Any]) -> str:
+        # The CPU this process spends on one queued run, its opening included.
+        began = time.process_time()
+        profiling = bool(profile_from) and profile_from <= len(costs) < profile_from + 50
+        if profiling:
+            profiler.enable()
+        try:
+            return await run_session(job, args)
+        finally:
+            if profiling:
+                profiler.disable()
+                profiler.dump_stats(os.environ["BENCH_QUEUE_PROFILE_TO"])
+            costs.append(time.process_time() - began)
+
+    worker.bodies.run_session = timed  # type: ignore[method-assign]
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, worker.drain)
     with count_statements() as sent:
@@ -93,6 +120,9 @@ async def serve(url: str, schema: str, concurrency: int, fast: bool) -> None:
             sent.by_kind.clear()
 
         loop.add_signal_handler(signal.SIGUSR1, report)
+        loop.add_signal_handler(
+            signal.SIGUSR2, lambda: print("COSTS " + json.dumps(costs), flush=True)
+        )
         await worker.run(lambda w: print("READY", flush=True))
     await runtime.close()
 
@@ -113,8 +143,9 @@ class Schema:
 class Worker:
     """A worker process; its stdout lines go to a queue read by a thread."""
 
-    def __init__(self, url: str, schema: str, fast: bool) -> None:
-        cmd = [sys.executable, __file__, "--serve", schema, "--url", url, "--concurrency", "8"]
+    def __init__(self, url: str, schema: str, fast: bool, concurrency: int = 8) -> None:
+        cmd = [sys.executable, __file__, "--serve", schema, "--url", url]
+        cmd += ["--concurrency", str(concurrency)]
         self.proc = subprocess.Popen(
             cmd + (["--fast"] if fast else []), stdout=subprocess.PIPE, text=True
         )
@@ -132,14 +163,21 @@ class Worker:
             if line.startswith(prefix):
                 return line[len(prefix) :].strip()
 
+    def costs(self) -> list[float]:
+        """The CPU seconds of each queued run this worker ran, in order."""
+        self.proc.send_signal(signal.SIGUSR2)
+        return [float(c) for c in json.loads(self.wait_for("COSTS "))]
+
     def statements(self) -> Counter[str]:
         """The statements this worker sent since it last said, by kind."""
         self.proc.send_signal(signal.SIGUSR1)
         return Counter(json.loads(self.wait_for("STATEMENTS ")))
 
 
-def start_workers(url: str, schema: str, n: int, fast: bool) -> list[Worker]:
-    workers = [Worker(url, schema, fast) for _ in range(n)]
+def start_workers(
+    url: str, schema: str, n: int, fast: bool, concurrency: int = 8
+) -> list[Worker]:
+    workers = [Worker(url, schema, fast, concurrency) for _ in range(n)]
     for w in workers:
         w.wait_for("READY")
     return workers
@@ -267,6 +305,48 @@ async def latency(url: str, count: int) -> tuple[float, float]:
     return statistics.median(waits), waits[min(len(waits) - 1, int(len(waits) * 0.99))]
 
 
+async def long_session(url: str, runs: int, pairs: int = 30) -> tuple[list[float], list[float], float]:
+    """A session given `runs` queued runs one after another (each a user turn and
+    a model answer) by one worker running one job at a time; then, in turns, the
+    10th run of a fresh session and the next run of the long one, `pairs` times,
+    so that both are measured under the same load. The worker's CPU for each
+    10th run and each long one, and the statements per run of the long one."""
+    from taskloom import Agent
+
+    with Schema(url) as schema:
+        runtime = build(url, schema, fast=False)
+        await runtime.queue.app()
+        (worker,) = start_workers(url, schema, 1, fast=False, concurrency=1)
+        try:
+            agent = Agent("bench", "function:bench")
+            long = await runtime.create_session(agent)
+            for n in range(runs - 1):
+                await long.submit(f"turn {n}")
+                await long.wait(timeout=60)
+            tenth: list[int] = []
+            last: list[int] = []
+            done = runs - 1
+            sent: Counter[str] = Counter()
+            for _ in range(pairs):
+                short = await runtime.create_session(agent)
+                for n in range(10):
+                    await short.submit(f"turn {n}")
+                    await short.wait(timeout=60)
+                    done += 1
+                tenth.append(done - 1)
+                worker.statements()
+                await long.submit("one more")
+                await long.wait(timeout=60)
+                sent.update(worker.statements())
+                last.append(done)
+                done += 1
+            costs = worker.costs()
+            return [costs[i] for i in tenth], [costs[i] for i in last], sum(sent.values()) / pairs
+        finally:
+            stop([worker])
+            await runtime.close()
+
+
 async def recovery(url: str, fast: bool) -> float:
     with Schema(url) as schema:
         runtime = build(url, schema, fast=fast)
@@ -323,6 +403,15 @@ async def main(url: str, quick: bool) -> None:
     print("\nstatements per child, 2 workers, by kind (defer, job, child run, report, polling):")
     for kind, n in kinds.most_common():
         print(f"  {n / count:6.2f}  {kind[:100]}")
+    runs = 500 if quick else 2000
+    tenth, late, per_run = await long_session(url, runs)
+    ratio = statistics.median(late) / statistics.median(tenth)
+    print(
+        f"\nqueued runs one after another (1 worker, 1 job at a time), worker CPU per run, "
+        f"median of 30 taken in turns: a session's 10th run {statistics.median(tenth) * 1e3:.2f} ms, "
+        f"its {runs}th and after {statistics.median(late) * 1e3:.2f} ms: {ratio:.2f}x "
+        f"({per_run:.1f} statements per run)"
+    )
     p50, p99 = await latency(url, 100 if quick else 300)
     print(f"\nenqueue -> start, 2 idle workers: p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms")
     fast = [await recovery(url, fast=True) for _ in range(1 if quick else 3)]
