@@ -113,11 +113,15 @@ async def serve(url: str, schema: str, concurrency: int, fast: bool) -> None:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, worker.drain)
     with count_statements() as sent:
+        cpu = [time.process_time()]
 
         def report() -> None:
-            # The statements since the last report, by kind, then counting afresh.
-            print("STATEMENTS " + json.dumps(dict(sent.by_kind)), flush=True)
+            # The statements and CPU since the last report, then counting afresh.
+            now = time.process_time()
+            said = {"cpu": now - cpu[0], "by_kind": dict(sent.by_kind)}
+            print("STATEMENTS " + json.dumps(said), flush=True)
             sent.by_kind.clear()
+            cpu[0] = now
 
         loop.add_signal_handler(signal.SIGUSR1, report)
         loop.add_signal_handler(
@@ -150,6 +154,8 @@ class Worker:
             cmd + (["--fast"] if fast else []), stdout=subprocess.PIPE, text=True
         )
         self.lines: queue.Queue[str] = queue.Queue()
+        self.cpu = 0.0
+        """CPU seconds this process spent up to its last `statements()`, since the one before."""
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -171,12 +177,12 @@ class Worker:
     def statements(self) -> Counter[str]:
         """The statements this worker sent since it last said, by kind."""
         self.proc.send_signal(signal.SIGUSR1)
-        return Counter(json.loads(self.wait_for("STATEMENTS ")))
+        said = json.loads(self.wait_for("STATEMENTS "))
+        self.cpu = float(said["cpu"])
+        return Counter(said["by_kind"])
 
 
-def start_workers(
-    url: str, schema: str, n: int, fast: bool, concurrency: int = 8
-) -> list[Worker]:
+def start_workers(url: str, schema: str, n: int, fast: bool, concurrency: int = 8) -> list[Worker]:
     workers = [Worker(url, schema, fast, concurrency) for _ in range(n)]
     for w in workers:
         w.wait_for("READY")
@@ -273,6 +279,7 @@ async def throughput(
                 worked = w.statements()
                 if sent is not None:
                     sent.update(worked)
+                    sent["(worker CPU, µs)"] += round(w.cpu * 1e6)
             ev = events(url, schema, "taskloom.child")
             span = max(e["succeeded"] for e in ev.values()) - min(e["started"] for e in ev.values())
             child_rate = count / span
@@ -305,7 +312,9 @@ async def latency(url: str, count: int) -> tuple[float, float]:
     return statistics.median(waits), waits[min(len(waits) - 1, int(len(waits) * 0.99))]
 
 
-async def long_session(url: str, runs: int, pairs: int = 30) -> tuple[list[float], list[float], float]:
+async def long_session(
+    url: str, runs: int, pairs: int = 30
+) -> tuple[list[float], list[float], float]:
     """A session given `runs` queued runs one after another (each a user turn and
     a model answer) by one worker running one job at a time; then, in turns, the
     10th run of a fresh session and the next run of the long one, `pairs` times,
@@ -389,15 +398,23 @@ async def main(url: str, quick: bool) -> None:
     sep = "&" if "?" in url else "?"
     unsynced = f"{url}{sep}options=-csynchronous_commit%3Doff"
     print(f"children per run: {count}, no-op jobs: {noops}\n")
-    print("| workers (x8 jobs each) | children / s | statements / child | queue alone (no-op jobs / s) |")
-    print("|---|---|---|---|")
+    print(
+        "| workers (x8 jobs each) | children / s | statements / child "
+        "| worker CPU / child | queue alone (no-op jobs / s) |"
+    )
+    print("|---|---|---|---|---|")
     kinds: Counter[str] = Counter()
     for label, where in (("", url), (", commits not waiting for fsync", unsynced)):
         for n in (1, 2, 4):
             sent: Counter[str] = Counter()
             child_rate, noop_rate = await throughput(where, n, count, noops, sent)
+            cpu = sent.pop("(worker CPU, µs)") / count
             per = sum(sent.values()) / count
-            print(f"| {n}{label} | {child_rate:.0f} | {per:.1f} | {noop_rate:.0f} |", flush=True)
+            print(
+                f"| {n}{label} | {child_rate:.0f} | {per:.1f} | {cpu / 1000:.2f} ms "
+                f"| {noop_rate:.0f} |",
+                flush=True,
+            )
             if n == 2 and not label:
                 kinds = sent
     print("\nstatements per child, 2 workers, by kind (defer, job, child run, report, polling):")
