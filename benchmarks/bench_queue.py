@@ -312,14 +312,19 @@ async def latency(url: str, count: int) -> tuple[float, float]:
     return statistics.median(waits), waits[min(len(waits) - 1, int(len(waits) * 0.99))]
 
 
+Costs = tuple[list[float], list[float]]
+
+
 async def long_session(
-    url: str, runs: int, pairs: int = 30
-) -> tuple[list[float], list[float], float]:
+    url: str, runs: int, pairs: int = 30, cold_pairs: int = 5
+) -> tuple[Costs, Costs, float]:
     """A session given `runs` queued runs one after another (each a user turn and
     a model answer) by one worker running one job at a time; then, in turns, the
     10th run of a fresh session and the next run of the long one, `pairs` times,
-    so that both are measured under the same load. The worker's CPU for each
-    10th run and each long one, and the statements per run of the long one."""
+    so that both are measured under the same load; then `cold_pairs` times the
+    same with a fresh worker, whose job opens each session afresh. The worker's
+    CPU for each 10th run and each long one (kept sessions, then fresh worker),
+    and the statements per run of the long one (kept)."""
     from taskloom import Agent
 
     with Schema(url) as schema:
@@ -350,7 +355,26 @@ async def long_session(
                 last.append(done)
                 done += 1
             costs = worker.costs()
-            return [costs[i] for i in tenth], [costs[i] for i in last], sum(sent.values()) / pairs
+            warm = [costs[i] for i in tenth], [costs[i] for i in last]
+            # Each worker's first job of a session opens it from its snapshot
+            # and the entries after it: a fresh worker per pair.
+            cold: tuple[list[float], list[float]] = ([], [])
+            for _ in range(cold_pairs):
+                short = await runtime.create_session(agent)
+                for n in range(9):
+                    await short.submit(f"turn {n}")
+                    await short.wait(timeout=60)
+                stop([worker])
+                (worker,) = start_workers(url, schema, 1, fast=False, concurrency=1)
+                # A process's first job pays for its own warming up: not theirs.
+                spare = await runtime.create_session(agent)
+                await spare.submit("warm up")
+                await spare.wait(timeout=60)
+                for session, into in ((short, cold[0]), (long, cold[1])):
+                    await session.submit("one more")
+                    await session.wait(timeout=60)
+                    into.append(worker.costs()[-1])
+            return warm, cold, sum(sent.values()) / pairs
         finally:
             stop([worker])
             await runtime.close()
@@ -421,13 +445,15 @@ async def main(url: str, quick: bool) -> None:
     for kind, n in kinds.most_common():
         print(f"  {n / count:6.2f}  {kind[:100]}")
     runs = 500 if quick else 2000
-    tenth, late, per_run = await long_session(url, runs)
-    ratio = statistics.median(late) / statistics.median(tenth)
+    (tenth, late), (cold_tenth, cold_late), per_run = await long_session(url, runs)
+    med = statistics.median
     print(
         f"\nqueued runs one after another (1 worker, 1 job at a time), worker CPU per run, "
-        f"median of 30 taken in turns: a session's 10th run {statistics.median(tenth) * 1e3:.2f} ms, "
-        f"its {runs}th and after {statistics.median(late) * 1e3:.2f} ms: {ratio:.2f}x "
-        f"({per_run:.1f} statements per run)"
+        f"medians taken in turns: a session's 10th run {med(tenth) * 1e3:.2f} ms, "
+        f"its {runs}th and after {med(late) * 1e3:.2f} ms: {med(late) / med(tenth):.2f}x "
+        f"({per_run:.1f} statements per run); a worker's first job of the session: "
+        f"{med(cold_tenth) * 1e3:.2f} ms and {med(cold_late) * 1e3:.2f} ms: "
+        f"{med(cold_late) / med(cold_tenth):.2f}x"
     )
     p50, p99 = await latency(url, 100 if quick else 300)
     print(f"\nenqueue -> start, 2 idle workers: p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms")

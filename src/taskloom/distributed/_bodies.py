@@ -6,6 +6,15 @@ job asking for a run anyway (`RunDemand.ALWAYS`) runs the session; waiting
 deferred items and notices wake it, at most `Runtime.max_wakeups` runs in a
 row; else there is nothing to do. So jobs of one session may be queued,
 redelivered or coalesced: each does what the log still needs, no more.
+
+A job opens what is recent. A worker keeps the last `SESSIONS_KEPT`
+sessions it ran folded, so a session's next job there reads only the
+entries written since (by anyone: the log is the truth, the kept fold a
+cache of it). A session's first job in a worker opens it from its latest
+snapshot and the entries after it; the runs write a snapshot every
+`Runtime.snapshot_every` entries (500 by default), so that tail stays short
+whoever ran the session before. What no snapshot saves is decoding the
+messages a model request sends, the whole transcript unless compacted.
 """
 
 from __future__ import annotations
