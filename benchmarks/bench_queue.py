@@ -5,6 +5,13 @@
 - background children per second through 1, 2 and 4 worker processes (a
   scripted child: one model round, its terminal entry, its report), and the
   queue alone (no-op jobs) through the same workers;
+- statements per child (the host's defer, and everything the workers send
+  while the children run; by kind for 2 workers) and the workers' CPU per child;
+- a long session: the worker's CPU for a session's 2,000th queued run and
+  after against a fresh session's 10th, taken in turns (the worker keeping
+  the sessions it ran), and the same for a fresh worker's first job of each
+  (`BENCH_QUEUE_PROFILE_FROM=n BENCH_QUEUE_PROFILE_TO=file` profiles a
+  worker's queued runs from its n-th on, 50 of them);
 - enqueue -> start latency p50 / p99 of children queued at a steady rate;
 - SIGKILL of the worker running a job -> the job running again, with the
   default stall settings and with fast ones.
