@@ -5,6 +5,13 @@
 - background children per second through 1, 2 and 4 worker processes (a
   scripted child: one model round, its terminal entry, its report), and the
   queue alone (no-op jobs) through the same workers;
+- statements per child (the host's defer, and everything the workers send
+  while the children run; by kind for 2 workers) and the workers' CPU per child;
+- a long session: the worker's CPU for a session's 2,000th queued run and
+  after against a fresh session's 10th, taken in turns (the worker keeping
+  the sessions it ran), and the same for a fresh worker's first job of each
+  (`BENCH_QUEUE_PROFILE_FROM=n BENCH_QUEUE_PROFILE_TO=file` profiles a
+  worker's queued runs from its n-th on, 50 of them);
 - enqueue -> start latency p50 / p99 of children queued at a steady rate;
 - SIGKILL of the worker running a job -> the job running again, with the
   default stall settings and with fast ones.
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import queue
 import signal
@@ -32,18 +40,21 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from typing import Any
 
 import psycopg
+from _statements import count_statements
 
 URL = os.environ.get("TASKLOOM_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 FAST = {"heartbeat": 0.5, "stall_timeout": 2.0, "reap_every": 0.5}
 
 
 def build(url: str, schema: str, fast: bool) -> Any:
-    from taskloom import Runtime, ToolContext, tool
+    from taskloom import Agent, Runtime, ToolContext, tool
     from taskloom.backends import PostgresBackend
     from taskloom.distributed import WorkQueue
+    from taskloom.messages import Usage
     from taskloom.models import FunctionModel, ModelRequest, reply
 
     @tool
@@ -56,7 +67,9 @@ def build(url: str, schema: str, fast: bool) -> Any:
     def child(request: ModelRequest) -> Any:
         if "hold" in request.messages[0].text and len(request.messages) == 1:
             return reply(tool_calls=[("hold", {})])
-        return reply("done")
+        # Usage given, not estimated from the whole request's text: what a
+        # long session's request costs its model is the model's cost.
+        return reply("done", usage=Usage(10, 2))
 
     model = FunctionModel(child, name="bench")
     settings = FAST if fast else {}
@@ -66,6 +79,7 @@ def build(url: str, schema: str, fast: bool) -> Any:
         queue=queue,
         tools=[hold],
         models=[model],
+        agents=[Agent("bench", model)],
     )
 
 
@@ -80,8 +94,47 @@ async def serve(url: str, schema: str, concurrency: int, fast: bool) -> None:
 
     app.task(name="bench.noop", queue="children")(noop)
     worker = queue.worker(runtime, concurrency=concurrency)
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, worker.drain)
-    await worker.run(lambda w: print("READY", flush=True))
+    costs: list[float] = []
+    run_session = worker.bodies.run_session
+
+    profile_from = int(os.environ.get("BENCH_QUEUE_PROFILE_FROM", "0"))
+    import cProfile
+
+    profiler = cProfile.Profile()
+
+    async def timed(job: Any, args: dict[str, Any]) -> str:
+        # The CPU this process spends on one queued run, its opening included.
+        began = time.process_time()
+        profiling = bool(profile_from) and profile_from <= len(costs) < profile_from + 50
+        if profiling:
+            profiler.enable()
+        try:
+            return await run_session(job, args)
+        finally:
+            if profiling:
+                profiler.disable()
+                profiler.dump_stats(os.environ["BENCH_QUEUE_PROFILE_TO"])
+            costs.append(time.process_time() - began)
+
+    worker.bodies.run_session = timed  # type: ignore[method-assign]
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, worker.drain)
+    with count_statements() as sent:
+        cpu = [time.process_time()]
+
+        def report() -> None:
+            # The statements and CPU since the last report, then counting afresh.
+            now = time.process_time()
+            said = {"cpu": now - cpu[0], "by_kind": dict(sent.by_kind)}
+            print("STATEMENTS " + json.dumps(said), flush=True)
+            sent.by_kind.clear()
+            cpu[0] = now
+
+        loop.add_signal_handler(signal.SIGUSR1, report)
+        loop.add_signal_handler(
+            signal.SIGUSR2, lambda: print("COSTS " + json.dumps(costs), flush=True)
+        )
+        await worker.run(lambda w: print("READY", flush=True))
     await runtime.close()
 
 
@@ -101,12 +154,15 @@ class Schema:
 class Worker:
     """A worker process; its stdout lines go to a queue read by a thread."""
 
-    def __init__(self, url: str, schema: str, fast: bool) -> None:
-        cmd = [sys.executable, __file__, "--serve", schema, "--url", url, "--concurrency", "8"]
+    def __init__(self, url: str, schema: str, fast: bool, concurrency: int = 8) -> None:
+        cmd = [sys.executable, __file__, "--serve", schema, "--url", url]
+        cmd += ["--concurrency", str(concurrency)]
         self.proc = subprocess.Popen(
             cmd + (["--fast"] if fast else []), stdout=subprocess.PIPE, text=True
         )
         self.lines: queue.Queue[str] = queue.Queue()
+        self.cpu = 0.0
+        """CPU seconds this process spent up to its last `statements()`, since the one before."""
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -114,13 +170,27 @@ class Worker:
         for line in self.proc.stdout:
             self.lines.put(line)
 
-    def wait_for(self, prefix: str) -> None:
-        while not self.lines.get(timeout=60).startswith(prefix):
-            pass
+    def wait_for(self, prefix: str) -> str:
+        while True:
+            line = self.lines.get(timeout=60)
+            if line.startswith(prefix):
+                return line[len(prefix) :].strip()
+
+    def costs(self) -> list[float]:
+        """The CPU seconds of each queued run this worker ran, in order."""
+        self.proc.send_signal(signal.SIGUSR2)
+        return [float(c) for c in json.loads(self.wait_for("COSTS "))]
+
+    def statements(self) -> Counter[str]:
+        """The statements this worker sent since it last said, by kind."""
+        self.proc.send_signal(signal.SIGUSR1)
+        said = json.loads(self.wait_for("STATEMENTS "))
+        self.cpu = float(said["cpu"])
+        return Counter(said["by_kind"])
 
 
-def start_workers(url: str, schema: str, n: int, fast: bool) -> list[Worker]:
-    workers = [Worker(url, schema, fast) for _ in range(n)]
+def start_workers(url: str, schema: str, n: int, fast: bool, concurrency: int = 8) -> list[Worker]:
+    workers = [Worker(url, schema, fast, concurrency) for _ in range(n)]
     for w in workers:
         w.wait_for("READY")
     return workers
@@ -137,8 +207,15 @@ def stop(workers: list[Worker]) -> None:
             w.proc.kill()
 
 
-async def children(runtime: Any, count: int, task: str = "go", spacing: float = 0.0) -> list[str]:
-    """`count` background children of one parent, queued."""
+async def children(
+    runtime: Any,
+    count: int,
+    task: str = "go",
+    spacing: float = 0.0,
+    sent: Counter[str] | None = None,
+) -> list[str]:
+    """`count` background children of one parent, queued; the statements their
+    queueing sent (not their sessions' creation) are added to `sent`."""
     from taskloom import Agent
     from taskloom.delegation import ChildSpec
     from taskloom.models import ScriptedModel
@@ -152,10 +229,13 @@ async def children(runtime: Any, count: int, task: str = "go", spacing: float = 
         specs.append(
             ChildSpec(child.id, parent.id, f"c{n}", task, tools=tools, model="function:bench")
         )
-    for spec in specs:
-        await dispatcher.dispatch(spec)
-        if spacing:
-            await asyncio.sleep(spacing)
+    with count_statements() as counted:
+        for spec in specs:
+            await dispatcher.dispatch(spec)
+            if spacing:
+                await asyncio.sleep(spacing)
+    if sent is not None:
+        sent.update(counted.by_kind)
     return [s.child_session_id for s in specs]
 
 
@@ -188,14 +268,25 @@ async def wait_done(url: str, schema: str, task: str, count: int, timeout: float
         await asyncio.sleep(0.2)
 
 
-async def throughput(url: str, n_workers: int, count: int, noops: int) -> tuple[float, float]:
+async def throughput(
+    url: str, n_workers: int, count: int, noops: int, sent: Counter[str] | None = None
+) -> tuple[float, float]:
+    """Children / s and no-op jobs / s; the statements of the children (their
+    queueing, and everything the workers sent meanwhile) are added to `sent`."""
     with Schema(url) as schema:
         runtime = build(url, schema, fast=False)
         app = await runtime.queue.app()
         procs = start_workers(url, schema, n_workers, fast=False)
         try:
-            await children(runtime, count)
+            for w in procs:
+                w.statements()  # from here on
+            await children(runtime, count, sent=sent)
             await wait_done(url, schema, "taskloom.child", count)
+            for w in procs:
+                worked = w.statements()
+                if sent is not None:
+                    sent.update(worked)
+                    sent["(worker CPU, µs)"] += round(w.cpu * 1e6)
             ev = events(url, schema, "taskloom.child")
             span = max(e["succeeded"] for e in ev.values()) - min(e["started"] for e in ev.values())
             child_rate = count / span
@@ -226,6 +317,74 @@ async def latency(url: str, count: int) -> tuple[float, float]:
             stop(procs)
             await runtime.close()
     return statistics.median(waits), waits[min(len(waits) - 1, int(len(waits) * 0.99))]
+
+
+Costs = tuple[list[float], list[float]]
+
+
+async def long_session(
+    url: str, runs: int, pairs: int = 30, cold_pairs: int = 5
+) -> tuple[Costs, Costs, float]:
+    """A session given `runs` queued runs one after another (each a user turn and
+    a model answer) by one worker running one job at a time; then, in turns, the
+    10th run of a fresh session and the next run of the long one, `pairs` times,
+    so that both are measured under the same load; then `cold_pairs` times the
+    same with a fresh worker, whose job opens each session afresh. The worker's
+    CPU for each 10th run and each long one (kept sessions, then fresh worker),
+    and the statements per run of the long one (kept)."""
+    from taskloom import Agent
+
+    with Schema(url) as schema:
+        runtime = build(url, schema, fast=False)
+        await runtime.queue.app()
+        (worker,) = start_workers(url, schema, 1, fast=False, concurrency=1)
+        try:
+            agent = Agent("bench", "function:bench")
+            long = await runtime.create_session(agent)
+            for n in range(runs - 1):
+                await long.submit(f"turn {n}")
+                await long.wait(timeout=60)
+            tenth: list[int] = []
+            last: list[int] = []
+            done = runs - 1
+            sent: Counter[str] = Counter()
+            for _ in range(pairs):
+                short = await runtime.create_session(agent)
+                for n in range(10):
+                    await short.submit(f"turn {n}")
+                    await short.wait(timeout=60)
+                    done += 1
+                tenth.append(done - 1)
+                worker.statements()
+                await long.submit("one more")
+                await long.wait(timeout=60)
+                sent.update(worker.statements())
+                last.append(done)
+                done += 1
+            costs = worker.costs()
+            warm = [costs[i] for i in tenth], [costs[i] for i in last]
+            # Each worker's first job of a session opens it from its snapshot
+            # and the entries after it: a fresh worker per pair.
+            cold: tuple[list[float], list[float]] = ([], [])
+            for _ in range(cold_pairs):
+                short = await runtime.create_session(agent)
+                for n in range(9):
+                    await short.submit(f"turn {n}")
+                    await short.wait(timeout=60)
+                stop([worker])
+                (worker,) = start_workers(url, schema, 1, fast=False, concurrency=1)
+                # A process's first job pays for its own warming up: not theirs.
+                spare = await runtime.create_session(agent)
+                await spare.submit("warm up")
+                await spare.wait(timeout=60)
+                for session, into in ((short, cold[0]), (long, cold[1])):
+                    await session.submit("one more")
+                    await session.wait(timeout=60)
+                    into.append(worker.costs()[-1])
+            return warm, cold, sum(sent.values()) / pairs
+        finally:
+            stop([worker])
+            await runtime.close()
 
 
 async def recovery(url: str, fast: bool) -> float:
@@ -270,12 +429,39 @@ async def main(url: str, quick: bool) -> None:
     sep = "&" if "?" in url else "?"
     unsynced = f"{url}{sep}options=-csynchronous_commit%3Doff"
     print(f"children per run: {count}, no-op jobs: {noops}\n")
-    print("| workers (x8 jobs each) | children / s | queue alone (no-op jobs / s) |")
-    print("|---|---|---|")
+    print(
+        "| workers (x8 jobs each) | children / s | statements / child "
+        "| worker CPU / child | queue alone (no-op jobs / s) |"
+    )
+    print("|---|---|---|---|---|")
+    kinds: Counter[str] = Counter()
     for label, where in (("", url), (", commits not waiting for fsync", unsynced)):
         for n in (1, 2, 4):
-            child_rate, noop_rate = await throughput(where, n, count, noops)
-            print(f"| {n}{label} | {child_rate:.0f} | {noop_rate:.0f} |", flush=True)
+            sent: Counter[str] = Counter()
+            child_rate, noop_rate = await throughput(where, n, count, noops, sent)
+            cpu = sent.pop("(worker CPU, µs)") / count
+            per = sum(sent.values()) / count
+            print(
+                f"| {n}{label} | {child_rate:.0f} | {per:.1f} | {cpu / 1000:.2f} ms "
+                f"| {noop_rate:.0f} |",
+                flush=True,
+            )
+            if n == 2 and not label:
+                kinds = sent
+    print("\nstatements per child, 2 workers, by kind (defer, job, child run, report, polling):")
+    for kind, n in kinds.most_common():
+        print(f"  {n / count:6.2f}  {kind[:100]}")
+    runs = 500 if quick else 2000
+    (tenth, late), (cold_tenth, cold_late), per_run = await long_session(url, runs)
+    med = statistics.median
+    print(
+        f"\nqueued runs one after another (1 worker, 1 job at a time), worker CPU per run, "
+        f"medians taken in turns: a session's 10th run {med(tenth) * 1e3:.2f} ms, "
+        f"its {runs}th and after {med(late) * 1e3:.2f} ms: {med(late) / med(tenth):.2f}x "
+        f"({per_run:.1f} statements per run); a worker's first job of the session: "
+        f"{med(cold_tenth) * 1e3:.2f} ms and {med(cold_late) * 1e3:.2f} ms: "
+        f"{med(cold_late) / med(cold_tenth):.2f}x"
+    )
     p50, p99 = await latency(url, 100 if quick else 300)
     print(f"\nenqueue -> start, 2 idle workers: p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms")
     fast = [await recovery(url, fast=True) for _ in range(1 if quick else 3)]

@@ -6,11 +6,21 @@ job asking for a run anyway (`RunDemand.ALWAYS`) runs the session; waiting
 deferred items and notices wake it, at most `Runtime.max_wakeups` runs in a
 row; else there is nothing to do. So jobs of one session may be queued,
 redelivered or coalesced: each does what the log still needs, no more.
+
+A job opens what is recent. A worker keeps the last `SESSIONS_KEPT`
+sessions it ran folded, so a session's next job there reads only the
+entries written since (by anyone: the log is the truth, the kept fold a
+cache of it). A session's first job in a worker opens it from its latest
+snapshot and the entries after it; the runs write a snapshot every
+`Runtime.snapshot_every` entries (500 by default), so that tail stays short
+whoever ran the session before. What no snapshot saves is decoding the
+messages a model request sends, the whole transcript unless compacted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +68,31 @@ def wakeups_in_a_row(entries: Iterable[Entry]) -> int:
     return count
 
 
+def recent_wakeups(entries: Sequence[Entry], base: int, cap: int) -> int | None:
+    """`wakeups_in_a_row` read back from the end of `entries` (a log's entries
+    after position `base`), stopping at the last user turn or at `cap` runs;
+    None when the entries held cannot tell (the turn, or a steer it folds,
+    lies at or before `base`)."""
+    steers = {e.position for e in entries if isinstance(e.payload, Steer)}
+    count = 0
+    for entry in reversed(entries):
+        payload = entry.payload
+        if isinstance(payload, MessageEntry) and payload.message.role == "user":
+            if not payload.folds or steers.intersection(payload.folds):
+                return count
+            if min(payload.folds) <= base:
+                return None
+        elif isinstance(payload, RunStartedEntry) and not payload.resume:
+            count += 1
+            if count >= cap:
+                return count
+    return count if base == 0 else None
+
+
+SESSIONS_KEPT = 32
+"""Sessions a worker keeps folded between their jobs (least recently run out first)."""
+
+
 class JobBodies:
     """The job bodies of one worker process of `queue`, running with its `runtime`."""
 
@@ -67,6 +102,10 @@ class JobBodies:
         self._database = queue.database
         self.draining = False
         self._stops: set[StopSignal] = set()
+        # Sessions as their last job here left them: the next job of one
+        # folds only what was written since, where opening it afresh decodes
+        # its whole history (the snapshot's messages included) once more.
+        self._kept: OrderedDict[str, Session] = OrderedDict()
 
     def drain(self) -> None:
         """Stop every run in flight at its next boundary; their jobs go back in the queue."""
@@ -102,7 +141,9 @@ class JobBodies:
             failure = RunFinishedEntry(RunStatus.FAILED, f"ConfigurationError: {exc}")
             await rt.store.append(session_id, Entry.of(failure, f"job-{job.id}"))
             raise
-        session = Session(rt, session_id, agent)
+        session = self._kept.pop(session_id, None)
+        if session is None or session.agent is not agent:
+            session = Session(rt, session_id, agent)
         stop = options.stop
         with self._running(stop):
             try:
@@ -110,6 +151,7 @@ class JobBodies:
                     await session.journal.sync()
                     plan = await self._plan(session, job, demand)
                     if plan is None:
+                        self._keep(session)
                         return "nothing to do"
                     if self.draining:
                         raise Drained(f"session {session_id}: not started, the worker is stopping")
@@ -126,10 +168,20 @@ class JobBodies:
                         await self._mark(job, session, drained=True)
                         raise Drained(f"session {session_id}: stopped to shut down; queued again")
             except SessionBusy as exc:
+                self._keep(session)
                 raise Busy(str(exc), job.attempts) from None
             except StaleLeaseError as exc:
                 raise Lost(f"session {session_id} was taken over: {exc}") from None
+        self._keep(session)
         return result.status.value
+
+    def _keep(self, session: Session) -> None:
+        """Keep `session` for its next job here (a job that failed otherwise
+        leaves nothing: the next one opens the session afresh)."""
+        kept = self._kept
+        kept[session.id] = session
+        while len(kept) > SESSIONS_KEPT:
+            kept.popitem(last=False)
 
     async def _plan(self, session: Session, job: jobs.Job, demand: RunDemand) -> str | None:
         log = session.journal.log
@@ -137,7 +189,9 @@ class JobBodies:
         if parked:
             waiting = [c for c in parked if log.request(c.id) and not log.decision(c.id)]
             return None if waiting else "resume"
-        mark = await self._marked(job)
+        # A job's first attempt has no mark: marks are written by attempts
+        # that started a run, and a job runs again only as a later attempt.
+        mark = await self._marked(job) if job.attempts else None
         if demand is RunDemand.ALWAYS and mark is None:
             return "run"
         if mark is not None and mark[1]:
@@ -152,12 +206,15 @@ class JobBodies:
         # News alone (a notice, a deferred item) runs the session only where
         # the host asked for wake-ups: a redelivered job whose run already
         # ended must not become one.
-        if (
-            waiting_news
-            and self.runtime.wake_on_notice
-            and wakeups_in_a_row(await session.entries()) < self.runtime.max_wakeups
-        ):
-            return "run"
+        if waiting_news and self.runtime.wake_on_notice:
+            cap = self.runtime.max_wakeups
+            wakeups = recent_wakeups(log.entries, log.base, cap)
+            if wakeups is None:
+                # Restored from a snapshot past the last user turn: the
+                # older entries are only in the store.
+                wakeups = wakeups_in_a_row(await session.entries())
+            if wakeups < cap:
+                return "run"
         return None
 
     async def _marked(self, job: jobs.Job) -> tuple[int, bool] | None:

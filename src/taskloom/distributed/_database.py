@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
+import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
@@ -129,6 +131,35 @@ def queue_migrations(schema: str | None) -> tuple[Migration, ...]:
             "CREATE INDEX taskloom_queue_schedules_session ON {queue_schedules} (session_id)",
         ),
     )
+
+
+CHECK_AFTER_IDLE = 0.5
+"""Seconds a pooled queue connection may sit unused and still be handed out
+unchecked (HikariCP's rule): one used that recently was alive then, and a
+check would cost a round trip on every job fetched, deferred or finished."""
+
+_returned_at: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], float] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def _autocommit(conn: psycopg.AsyncConnection[Any]) -> None:
+    # Every queue statement is one procrastinate function call or one row:
+    # atomic alone, so no BEGIN and COMMIT around each (two statements more).
+    # Callers needing more open `conn.transaction()`.
+    await conn.set_autocommit(True)
+
+
+async def _returned(conn: psycopg.AsyncConnection[Any]) -> None:
+    _returned_at[conn] = time.monotonic()
+
+
+async def _check_if_idle(conn: psycopg.AsyncConnection[Any]) -> None:
+    from psycopg_pool import AsyncConnectionPool
+
+    at = _returned_at.get(conn)
+    if at is None or time.monotonic() - at >= CHECK_AFTER_IDLE:
+        await AsyncConnectionPool.check_connection(conn)
 
 
 _DEFER_ATTEMPTS = 10
@@ -293,7 +324,9 @@ class QueueDatabase:
             max_size=self._pool_size,
             kwargs=self.connect_kwargs,
             open=False,
-            check=AsyncConnectionPool.check_connection,
+            configure=_autocommit,
+            check=_check_if_idle,
+            reset=_returned,
             name="taskloom-queue",
         )
         await pool.open(wait=True, timeout=self.connect_timeout)

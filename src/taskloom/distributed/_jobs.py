@@ -16,9 +16,10 @@ import datetime
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+import psycopg
 from procrastinate import exceptions, jobs, manager, retry
 
 from ..loop.ports import RUN_BY
@@ -95,7 +96,24 @@ async def logged(job: jobs.Job, body: Callable[[], Awaitable[str]]) -> str:
 
 
 class FencedJobManager(manager.JobManager):
-    """procrastinate's job manager, with finish and retry fenced by ownership."""
+    """procrastinate's job manager, with finish and retry fenced by ownership,
+    and a fetch that a dropped connection does not turn into a stopped worker."""
+
+    async def fetch_job(self, queues: Iterable[str] | None, worker_id: int) -> jobs.Job | None:
+        """The next job, marked `doing` under this worker; None when there is none,
+        or when the connection failed (the worker fetches again at its next poll
+        or notification; the fetch itself is not repeated, since it may have
+        reached the server)."""
+        try:
+            return await super().fetch_job(queues, worker_id)
+        except exceptions.ConnectorException as exc:
+            # The queue's pool checks a connection only after it sat idle a
+            # while (`CHECK_AFTER_IDLE`): one dropped just before is found
+            # here, and must not end the worker's fetching.
+            if not isinstance(exc.__cause__, psycopg.OperationalError):
+                raise
+            logger.warning("fetching a job failed (%s); trying again at the next poll", exc)
+            return None
 
     async def finish_job(self, job: jobs.Job, status: jobs.Status, delete_job: bool) -> None:
         """Finish `job` if it is still ours (see the module docstring)."""
