@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from .._redact import credentials, redact_value, safe_url
+from .._redact import credentials, mentions, redact_value, safe_url
 from ..errors import APIKeyMissing, ConfigurationError, ContextWindowExceeded, ProviderError
 from ..messages import Message
 from ._base import (
@@ -399,8 +399,9 @@ class WireModel(ABC):
         secrets = self._target.secrets
         if secrets:
             data = message.to_dict()
-            cleaned = redact_value(data, secrets)
-            if cleaned != data:
+            # Checked in one dump; walked and rebuilt only when a secret may be there.
+            cleaned = redact_value(data, secrets) if mentions(data, secrets) else data
+            if cleaned is not data and cleaned != data:
                 message = Message.from_dict(cleaned)
                 response = dataclasses.replace(response, message=message)
         if message.text or message.tool_calls:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pydantic
 
+from .._codec import fast_init
 from ..messages import valid_result_text
 
 DEFAULT_MAX_OUTPUT_CHARS = 50_000
@@ -23,6 +24,7 @@ class ToolError(Exception):
         self.message = message
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ToolOutput:
     """A tool's result when the tool wants to say more than a return value:
