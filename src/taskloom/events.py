@@ -241,7 +241,8 @@ Event: TypeAlias = (
 
 # A subscribed run makes several events a round: each fills its slots
 # directly rather than through `object.__setattr__`.
-for _event in (_Base, *_Base.__subclasses__()):
+_EVENT_CLASSES: list[type[_Base]] = [_Base, *_Base.__subclasses__()]
+for _event in _EVENT_CLASSES:
     fast_init(_event)
 del _event
 
