@@ -92,6 +92,7 @@ def fast_init(cls: type[T]) -> type[T]:
     args = ["self", *positional, *(["*", *keyword] if keyword else [])]
     exec(f"def __init__({', '.join(args)}):\n" + ("\n".join(body) or " pass"), ns)
     init = ns["__init__"]
+    init.__module__ = cls.__module__
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__doc__ = cls.__init__.__doc__
     init.__annotations__ = dict(getattr(cls.__init__, "__annotations__", {}))
