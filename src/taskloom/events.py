@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from ._codec import fast_init
+
 if TYPE_CHECKING:
     from .results import RunResult
 
@@ -237,6 +239,12 @@ Event: TypeAlias = (
     | RunFinished
 )
 
+# A subscribed run makes several events a round: each fills its slots
+# directly rather than through `object.__setattr__`.
+_EVENT_CLASSES: list[type[_Base]] = [_Base, *_Base.__subclasses__()]
+for _event in _EVENT_CLASSES:
+    fast_init(_event)
+del _event
 
 _LABEL_UNSAFE = re.compile(r"[#>\s]+")
 

@@ -11,7 +11,7 @@ from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
-from ._codec import stored
+from ._codec import fast_init, stored
 from .messages import Usage
 
 __all__ = [
@@ -117,6 +117,7 @@ def arguments_digest(arguments: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RunResult(Generic[OutputT]):
     """The value a run returns; `status` says how it ended.

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
-from .._codec import Stored, decode, encode
+from .._codec import Stored, decode, encode, fast_init
 from ..errors import CorruptEntry
 
 
@@ -62,6 +62,7 @@ class Payload:
 _KINDS: dict[str, type[Payload]] = {}
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Entry(Stored):
     """One log entry. `data` is JSON-serialisable; `position` is set by the store."""

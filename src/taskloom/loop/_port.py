@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, Self
 
+from .._codec import fast_init
 from ..entries import Entry, Payload
 from ..messages import Message, ToolCall
 from ..models import Model, ModelRequest, ModelResponse, ModelSettings, ReasoningOptions
@@ -220,6 +221,7 @@ class RunPorts(NamedTuple):
     observer: RunObserver
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RunInfo:
     """What an observer learns when a run starts.

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from .._redact import credentials, redact_value, safe_url
+from .._redact import credentials, mentions, redact_value, safe_url
 from ..errors import APIKeyMissing, ConfigurationError, ContextWindowExceeded, ProviderError
 from ..messages import Message
 from ._base import (
@@ -30,7 +30,6 @@ from ._base import (
     ModelSettings,
     ResponseCompleted,
     StreamEvent,
-    collect,
 )
 from ._http import (
     SSE,
@@ -327,8 +326,15 @@ class WireModel(ABC):
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Send the request (streamed or not, per `stream=`) and return the whole response."""
         if self._stream:
-            return await collect(self._streamed(request, emit=False))
-        return await self._whole(request)
+            return await self._collected(request)
+        # `_whole`, written out: no coroutine of its own on every request.
+        body = self.build_body(request, stream=False)
+        try:
+            payload = await send_json(self._http(), self._target, body)
+            return self._checked(self._decode(payload, request), request)
+        except ProviderError as exc:
+            redact_error(exc, self._target.secrets)
+            raise
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Send the request, yielding deltas; the last event is `ResponseCompleted`.
@@ -384,6 +390,37 @@ class WireModel(ABC):
             raise
         yield ResponseCompleted(completed)
 
+    async def _collected(self, request: ModelRequest) -> ModelResponse:
+        """`_streamed` when nobody wants the deltas, as one coroutine: the
+        events are assembled, never yielded (no generator step per request,
+        no list per event)."""
+        assembly = self._assembler(request, False)
+        body = self.build_body(request, stream=True)
+        decoder = SSEDecoder()
+        decode, feed = decoder.line, assembly.feed
+        try:
+            async with open_stream(self._http(), self._stream_target, body) as response:
+                # Read to the end of the body even after the last event: a body
+                # left unread makes the client close the connection, not pool it.
+                try:
+                    async for line in response.aiter_lines():
+                        sse = decode(line)
+                        if sse is not None:
+                            # Drained: some assemblies feed lazily.
+                            for _ in feed(sse):
+                                pass
+                except httpx2.HTTPError as exc:
+                    raise transport_error(exc, self._provider) from exc
+                sse = decoder.end(at_eof=True)
+                if sse is not None:
+                    for _ in feed(sse):
+                        pass
+            return self._checked(assembly.finish(), request)
+        except ProviderError as exc:
+            # An error event in the stream may quote what the server was sent.
+            redact_error(exc, self._target.secrets)
+            raise
+
     def _http(self) -> httpx2.AsyncClient:
         return self._client if self._client is not None else default_client()
 
@@ -399,8 +436,9 @@ class WireModel(ABC):
         secrets = self._target.secrets
         if secrets:
             data = message.to_dict()
-            cleaned = redact_value(data, secrets)
-            if cleaned != data:
+            # Checked in one dump; walked and rebuilt only when a secret may be there.
+            cleaned = redact_value(data, secrets) if mentions(data, secrets) else data
+            if cleaned is not data and cleaned != data:
                 message = Message.from_dict(cleaned)
                 response = dataclasses.replace(response, message=message)
         if message.text or message.tool_calls:

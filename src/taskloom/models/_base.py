@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-from .._codec import Stored, stored
+from .._codec import Stored, fast_init, stored
 from ..errors import ProviderError
 from ..events import TextDelta, ThinkingDelta
 from ..messages import Message, Usage
@@ -56,6 +56,7 @@ class ModelSettings(Stored):
     context_window: int | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     """One request: system prompt, conversation, tools, settings.
@@ -75,6 +76,7 @@ class ModelRequest:
     memo: dict[Any, Any] | None = field(default=None, compare=False, repr=False)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ModelResponse(Stored):
     """The assistant message a request produced, with its usage."""

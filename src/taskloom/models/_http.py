@@ -12,7 +12,7 @@ import asyncio
 import json
 import time
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -56,14 +56,29 @@ _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx2.AsyncClien
 )
 
 
+# The last loop asked about and its client, held weakly as `_clients` holds
+# them: every request asks, and a weak-keyed look-up makes a weak reference
+# each time.
+_last: tuple[Callable[[], object], Callable[[], httpx2.AsyncClient | None]] = (
+    lambda: None,
+    lambda: None,
+)
+
+
 def default_client() -> httpx2.AsyncClient:
     """One pooled client per event loop (pooled connections belong to the loop
     that opened them), made at first use, for adapters not given their own."""
+    global _last
     loop = asyncio.get_running_loop()
+    last_loop, last_client = _last
+    client = last_client()
+    if last_loop() is loop and client is not None and not client.is_closed:
+        return client
     client = _clients.get(loop)
     if client is None or client.is_closed:
         client = httpx2.AsyncClient(timeout=DEFAULT_TIMEOUT, limits=DEFAULT_LIMITS)
         _clients[loop] = client
+    _last = (weakref.ref(loop), weakref.ref(client))
     return client
 
 

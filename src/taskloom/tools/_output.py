@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from .._codec import fast_init
 from ..messages import valid_result_text
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ class ToolError(Exception):
         self.message = message
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ToolOutput:
     """A tool's result when the tool wants to say more than a return value:

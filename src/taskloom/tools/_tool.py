@@ -298,31 +298,30 @@ class Tool:
         if kind == "async-generator":
             return await _drain_async(self._fn(**arguments), ctx)
         if not self.blocking:
-            return await self._inline(kind, arguments, ctx)
+            # Run here, on the loop (no coroutine of its own: every call of
+            # such a tool passes this way).
+            started = time.perf_counter()
+            if kind == "generator":
+                result = _drain_sync(self._fn(**arguments), ctx)
+            else:
+                result = self._fn(**arguments)
+            held = time.perf_counter() - started
+            if held > SLOW_INLINE_CALL and not self._slow_reported:
+                self._slow_reported = True
+                logger.warning(
+                    "tool %r is built blocking=False but held the event loop for %.0f ms, "
+                    "stalling every other run meanwhile; drop blocking=False so it runs on a "
+                    "thread",
+                    self.name,
+                    held * 1000,
+                )
+            if type(result) not in _PLAIN_RESULTS and inspect.isawaitable(result):
+                result = await result
+            return result
         if kind == "generator":
             return await run_in_thread(_drain_sync, {"gen": self._fn(**arguments), "ctx": ctx})
         result = await run_in_thread(self._fn, arguments)
         if inspect.isawaitable(result):
-            result = await result
-        return result
-
-    async def _inline(self, kind: str, arguments: dict[str, Any], ctx: ToolContext) -> Any:
-        assert self._fn is not None
-        started = time.perf_counter()
-        if kind == "generator":
-            result = _drain_sync(self._fn(**arguments), ctx)
-        else:
-            result = self._fn(**arguments)
-        held = time.perf_counter() - started
-        if held > SLOW_INLINE_CALL and not self._slow_reported:
-            self._slow_reported = True
-            logger.warning(
-                "tool %r is built blocking=False but held the event loop for %.0f ms, "
-                "stalling every other run meanwhile; drop blocking=False so it runs on a thread",
-                self.name,
-                held * 1000,
-            )
-        if type(result) not in _PLAIN_RESULTS and inspect.isawaitable(result):
             result = await result
         return result
 
@@ -333,12 +332,7 @@ class Tool:
         the tool's `secrets` redacted. `ctx` may be None for a tool that does
         not `takes_context` (the loop passes None then).
         """
-        output = await self._outcome(arguments, ctx)
-        if self.secrets:
-            return ToolOutput(redact(output.content, self.secrets), output.is_error)
-        return output
-
-    async def _outcome(self, arguments: dict[str, Any], ctx: ToolContext | None) -> ToolOutput:
+        # One coroutine from arguments to result: every tool call passes here.
         try:
             kwargs = self.validate(arguments)
         except ArgumentsInvalid as exc:
@@ -365,15 +359,22 @@ class Tool:
         except Exception as exc:
             return self._error(describe_error(exc))
         if isinstance(value, ToolOutput):
-            return ToolOutput(cap_output(value.content, self.max_output_chars), value.is_error)
-        try:
-            content = to_content(value)
-        except ToolError as exc:
-            return self._error(exc.message)
-        return ToolOutput(cap_output(content, self.max_output_chars))
+            output = ToolOutput(cap_output(value.content, self.max_output_chars), value.is_error)
+        else:
+            try:
+                content = to_content(value)
+            except ToolError as exc:
+                return self._error(exc.message)
+            output = ToolOutput(cap_output(content, self.max_output_chars))
+        if self.secrets:
+            return ToolOutput(redact(output.content, self.secrets), output.is_error)
+        return output
 
     def _error(self, text: str) -> ToolOutput:
-        return ToolOutput(cap_output(text, self.max_output_chars), is_error=True)
+        output = ToolOutput(cap_output(text, self.max_output_chars), is_error=True)
+        if self.secrets:
+            return ToolOutput(redact(output.content, self.secrets), True)
+        return output
 
     def partial(self, *values: object) -> Self:
         """A copy of this tool whose function gets `values` first, before the
