@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import secrets
 import socket
 import time
 from collections.abc import Callable
@@ -195,7 +194,7 @@ def _process_identity() -> str:
     pid = os.getpid()
     if _IDENTITY is None or _IDENTITY[0] != pid:
         boot, ns, started = _boot_id(), _pid_namespace(), _start_time(pid)
-        token = secrets.token_hex(4)
+        token = os.urandom(4).hex()  # as secrets.token_hex(4), without importing secrets
         if boot is None or ns is None or started is None:
             ident = f"{socket.gethostname()}-{pid}-{token}"
         else:

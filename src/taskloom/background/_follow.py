@@ -22,10 +22,10 @@ import contextlib
 import functools
 import logging
 import time
-import uuid
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._ids import uuid4_hex
 from .._redact import redact
 from ..backends import (
     BackgroundNotice,
@@ -215,7 +215,7 @@ class Follows:
         `kind` (default `mode`). Returns the child's id, the activity's.
         Stopping the run that started it stops the follow."""
         runtime = self.runtime
-        child_id = child_id or uuid.uuid4().hex
+        child_id = child_id or uuid4_hex()
         started_at = time.time()
         meta = {
             "name": name,

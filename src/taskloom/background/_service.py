@@ -12,10 +12,10 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
+from .._ids import uuid4_hex
 from .._redact import redact
 from ..backends import (
     ActivityRegistry,
@@ -267,7 +267,7 @@ class BackgroundService:
         metadata: dict[str, Any] | None = None,
     ) -> str:
         """`start` without a tool context: for hosts and workers."""
-        aid = activity_id or f"{kind}-{uuid.uuid4().hex[:12]}"
+        aid = activity_id or f"{kind}-{uuid4_hex()[:12]}"
         activity = BackgroundActivity(aid, kind, description, time.time(), run_id, metadata or {})
         term = lease if lease is not None else self.lease
 

@@ -15,13 +15,13 @@ import os
 import re
 import shlex
 import time
-import uuid
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from .._ids import uuid4_hex
 from .._redact import credentials
 from ..backends import BackgroundActivity, BackgroundNotice, NoticeStatus
 from ..errors import BackgroundCapReached, CommandNotStarted, ConfigurationError
@@ -236,7 +236,7 @@ class _Commands:
         self._watch_deletes(service)
         self._spills.sweep()
         session_id = ctx.session_id
-        activity_id = f"{KIND}-{uuid.uuid4().hex[:12]}"
+        activity_id = f"{KIND}-{uuid4_hex()[:12]}"
 
         spawned = asyncio.Event()
 

@@ -1,6 +1,6 @@
 """Models: the provider seam, scripted models, wire adapters and their resolver.
 
-The wire adapters and the recording and replay models import lazily, so
+The wire adapters, the scripted, recording and replay models import lazily, so
 `import taskloom` never pays for them. `PRESETS` is the resolver's read-only
 table of OpenAI-compatible servers (`Preset`, each with its `ChatQuirks`).
 """
@@ -22,7 +22,6 @@ from ._base import (
     ToolCallDelta,
 )
 from ._resolve import PRESETS, resolve_model
-from ._scripted import FunctionModel, Reply, ScriptedModel, reply
 from ._wire import known_context_window
 
 if TYPE_CHECKING:
@@ -31,6 +30,7 @@ if TYPE_CHECKING:
     from ._openai_chat import OpenAIChatModel
     from ._openai_responses import OpenAIResponsesModel
     from ._replay import RecordingModel, ReplayModel
+    from ._scripted import FunctionModel, Reply, ScriptedModel, reply
 
 __all__ = [
     "PRESETS",
@@ -64,6 +64,10 @@ _LAZY = {
     "GeminiModel": "._gemini",
     "RecordingModel": "._replay",
     "ReplayModel": "._replay",
+    "ScriptedModel": "._scripted",
+    "FunctionModel": "._scripted",
+    "Reply": "._scripted",
+    "reply": "._scripted",
 }
 
 

@@ -12,10 +12,10 @@ dated snapshot (`gpt-4.1-mini-2025-04-14`) finds its family.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from .._ids import uuid4_hex
 from ..events import TextDelta, ThinkingDelta
 from ..messages import Block, Message, TextBlock, ThinkingBlock, ToolCall, ToolResult, Usage
 from ._base import ModelRequest, StreamEvent, ToolCallDelta
@@ -108,7 +108,7 @@ def estimated_usage(request: ModelRequest, answer: Message) -> Usage:
 
 def new_call_id() -> str:
     """A fresh id for a tool call the server sent without one."""
-    return f"call_{uuid.uuid4().hex[:24]}"
+    return f"call_{uuid4_hex()[:24]}"
 
 
 # `json.dumps` with options builds an encoder a call; this one is built once.

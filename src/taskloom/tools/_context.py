@@ -7,12 +7,12 @@ import asyncio
 import concurrent.futures
 import hashlib
 import threading
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, Protocol
 
 from typing_extensions import TypeVar
 
+from .._ids import uuid4_hex
 from .._run_controls import RunControls, StopSignal
 from ..entries import DeferredEntry, DeferredItem, Entry
 from ..events import Event, ToolProgress
@@ -92,7 +92,7 @@ class Deferred:
         run_id: str | None = None,
     ) -> None:
         self.session_id = session_id
-        self.id = id or uuid.uuid4().hex
+        self.id = id or uuid4_hex()
         self.run_id = run_id
         self._host: ToolHost | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
