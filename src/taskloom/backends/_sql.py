@@ -277,7 +277,18 @@ class SQLNotices(_Background):
 
     async def pending(self, session: str) -> list[BackgroundNotice]:
         rows = await self._db.fetchall(self._sql_pending, {"session": session})
-        return [BackgroundNotice.from_dict(self._load(b)) for (b,) in rows]
+        return self.decode(rows)
+
+    def pending_query(self, database: object) -> str | None:
+        """The statement `pending` runs (its parameter named `session`), for a
+        store on `database` to run beside its own in one call; None when this
+        inbox is on another database."""
+        return self._sql_pending if database is self._db else None
+
+    def decode(self, rows: Iterable[Sequence[Any]]) -> list[BackgroundNotice]:
+        """The notices of the rows `pending_query` returned, in their order."""
+        load = self._load
+        return [BackgroundNotice.from_dict(load(b)) for (b,) in rows]
 
     async def ack(self, session: str, ids: Iterable[str]) -> None:
         wanted = list(ids)
