@@ -209,27 +209,26 @@ class PostgresStore:
         does, and then nothing is written."""
         from psycopg.errors import ForeignKeyViolation
 
-        query = getattr(inbox, "pending_query", None)
-        pending = query(self._db) if query is not None and fence is not None else None
+        column = getattr(inbox, "pending_column", None)
+        pending = column(self._db) if column is not None and fence is not None else None
         if pending is None or fence is None:
             placed = await self.append(session_id, entry, fence=fence)
             return placed, await inbox.pending(session_id)
         sql = self._with_pending.get(pending)
         if sql is None:
-            # The inbox's own statement as an array column: one row either way.
-            also = f", ARRAY({pending})"
+            also = ", " + pending.replace("{session}", "%(sid)s")
             sql = self._with_pending[pending] = self._fenced_append(
                 self._insert, self._sessions, also
             )
         params = self._params(session_id, entry)
-        params.update(key=fence.key, generation=fence.generation, session=session_id)
+        params.update(key=fence.key, generation=fence.generation)
         try:
             row = await self._db.fetchone(sql, params)
         except ForeignKeyViolation:
             raise not_found(session_id) from None
         position, current, exists, bodies = row or (None, 0, False, ())
         if position is not None:
-            return int(position), inbox.decode([(body,) for body in bodies])  # type: ignore[attr-defined]
+            return int(position), inbox.from_column(bodies)  # type: ignore[attr-defined]
         if not exists:
             raise not_found(session_id)
         check_fence(fence, current)

@@ -111,6 +111,9 @@ class SQLiteStore:
         self._clock = clock
         database.require("sessions", SQLITE_SESSION_MIGRATIONS)
         self.leases = SQLiteLeases(database, clock=clock)
+        # The append that also returns an inbox's pending notices, by the
+        # inbox's column (one per inbox, made at its first use).
+        self._with_pending: dict[str, str] = {}
 
     @property
     def concurrency(self) -> int:
@@ -170,25 +173,31 @@ class SQLiteStore:
         """`append`, and `inbox.pending(session_id)` read in the same call to the
         database when the inbox is on it; else the two one after the other.
         Raises as `append` does, and then nothing is written."""
-        query = getattr(inbox, "pending_query", None)
-        pending = query(self._db) if query is not None else None
+        column = getattr(inbox, "pending_column", None)
+        pending = column(self._db) if column is not None else None
         if pending is None:
             position = await self.append(session_id, entry, fence=fence)
             return position, await inbox.pending(session_id)
+        sql = self._with_pending.get(pending)
+        if sql is None:
+            # The append's own statement, returning the notices too: one
+            # statement, one transaction, one commit.
+            sql = self._with_pending[pending] = (
+                f"{_APPEND.rstrip()}, {pending.replace('{session}', '?1')}"
+            )
         params = self._params(session_id, entry, fence)
-        wanted = {"session": session_id}
 
-        def both(conn: sqlite3.Connection) -> tuple[int, _list[Any]]:
-            # The read first: should the append meet another writer's lock,
-            # the call is then run again whole on the worker, and a read
-            # leaves nothing behind to be done twice.
-            rows = conn.execute(pending, wanted).fetchall()
-            row = conn.execute(_APPEND, params).fetchone()
-            position = int(row[0]) if row is not None else _append_checked(conn, params, fence)
-            return position, rows
+        def append(conn: sqlite3.Connection) -> tuple[int, bool, Any]:
+            row = conn.execute(sql, params).fetchone()
+            if row is not None:
+                return int(row[0]), True, row[1]
+            # Refused: say why, or land it now, and read the inbox apart.
+            return _append_checked(conn, params, fence), False, None
 
-        position, rows = await self._db.run(both)
-        return position, inbox.decode(rows)  # type: ignore[attr-defined]
+        position, read, value = await self._db.run(append)
+        if not read:
+            return position, await inbox.pending(session_id)
+        return position, inbox.from_column(value)  # type: ignore[attr-defined]
 
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
         def load(conn: sqlite3.Connection) -> _list[tuple[Any, ...]] | None:
