@@ -1,9 +1,14 @@
-"""Counting the SQL statements a process sends, for the benchmarks' tables.
+"""Counting the SQL statements a process sends, and its round trips to the
+server, for the benchmarks' tables.
 
 PostgreSQL: every query psycopg sends, prepared or not (including transaction
 control and the pool's connection checks, which show as "(empty)"; a
-statement's first preparation is not counted apart). SQLite: every statement run on a `sqlite3`
-connection, counted by the connection's trace callback.
+statement's first preparation is not counted apart). A round trip is a wait
+for the server's answer: a statement sent outside a pipeline is one, and so
+is each sync of a pipeline (its exit included) or a fetch that has to flush
+one, whatever the number of statements it carries. SQLite: every statement
+run on a `sqlite3` connection, counted by the connection's trace callback
+(no server, no round trips).
 """
 
 from __future__ import annotations
@@ -21,10 +26,16 @@ class Statements:
     """Statements sent while counting, by their first words."""
 
     by_kind: Counter[str] = field(default_factory=Counter)
+    round_trips: int = 0
 
     @property
     def total(self) -> int:
         return sum(self.by_kind.values())
+
+    @property
+    def checks(self) -> int:
+        """The pool's connection checks ("(empty)" statements, a round trip each)."""
+        return self.by_kind["(empty)"]
 
     def add(self, sql: str) -> None:
         words = sql.split()
@@ -34,9 +45,21 @@ class Statements:
 _active: list[Statements] = []
 
 
+def _sent(sql: str, pipelined: bool) -> None:
+    for s in _active:
+        s.add(sql)
+        if not pipelined:
+            s.round_trips += 1
+
+
+def _waited() -> None:
+    for s in _active:
+        s.round_trips += 1
+
+
 def _patch_psycopg() -> None:
     try:
-        from psycopg import _connection_base, _cursor_base
+        from psycopg import _connection_base, _cursor_base, _pipeline_base, cursor_async
     except ImportError:
         return
     cursor = _cursor_base.BaseCursor
@@ -46,22 +69,36 @@ def _patch_psycopg() -> None:
     exec_command = _connection_base.BaseConnection._exec_command
 
     def send(self: Any, query: Any, **kwargs: Any) -> Any:
-        for s in _active:
-            s.add(bytes(query.query).decode(errors="replace"))
+        _sent(bytes(query.query).decode(errors="replace"), bool(self._conn._pipeline))
         return execute_send(self, query, **kwargs)
 
     def command(self: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
         text = command if isinstance(command, str | bytes) else str(command)
-        for s in _active:
-            s.add(text.decode() if isinstance(text, bytes) else text)
+        _sent(text.decode() if isinstance(text, bytes) else text, bool(self._pipeline))
         return exec_command(self, command, *args, **kwargs)
 
     send_prepared = cursor._send_query_prepared
 
     def prepared(self: Any, name: bytes, query: Any, **kwargs: Any) -> Any:
-        for s in _active:
-            s.add(bytes(query.query).decode(errors="replace"))
+        _sent(bytes(query.query).decode(errors="replace"), bool(self._conn._pipeline))
         return send_prepared(self, name, query, **kwargs)
+
+    enqueue_sync = _pipeline_base.BasePipeline._enqueue_sync
+
+    def sync(self: Any) -> None:
+        _waited()
+        enqueue_sync(self)
+
+    fetch_pipeline = cursor_async.AsyncCursor._fetch_pipeline
+
+    async def fetch(self: Any) -> None:
+        # A fetch before the pipeline's sync flushes and waits: a round trip of its own.
+        if self._execmany_returning is not False and not self.pgresult and self._conn._pipeline:
+            _waited()
+        await fetch_pipeline(self)
+
+    _pipeline_base.BasePipeline._enqueue_sync = sync  # type: ignore[method-assign]
+    cursor_async.AsyncCursor._fetch_pipeline = fetch  # type: ignore[method-assign]
 
     cursor._execute_send = send  # type: ignore[method-assign]
     cursor._send_query_prepared = prepared  # type: ignore[method-assign]

@@ -2,9 +2,21 @@
 
     python benchmarks/bench_durable.py [--quick]
 
-The same scripted runs (3 tool rounds and a final round each) on the memory,
-SQLite and PostgreSQL stores; CPU of this process and wall time per round.
-PostgreSQL rows are skipped (with the reason) when the server is unreachable.
+Two tables, on the memory, SQLite and PostgreSQL stores:
+
+- per run: the same scripted runs (3 tool rounds and a final round each); CPU
+  of this process and wall time per round, statements and round trips per round;
+- steady state: one long session, one run of tool rounds; CPU per tool round
+  in windows of 100 rounds (the first window, warming up, left out; median,
+  min-max), statements and round trips per round over the measured windows.
+  In the same command, the bare baseline: CPU of one `SELECT 1` on an open
+  psycopg `AsyncConnection` in an asyncio loop (as the backend runs). It
+  prints the PostgreSQL round against "memory round + 3 bare round trips",
+  and SQLite against 2.5x memory.
+
+Round trips are waits for the server (see `_statements.py`); "(empty)" is the
+pool's connection check, counted apart. PostgreSQL rows are skipped (with the
+reason) when the server is unreachable.
 """
 
 from __future__ import annotations
@@ -13,13 +25,16 @@ import argparse
 import asyncio
 import gc
 import os
+import statistics
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
+from typing import Any
 
-from taskloom import Agent, Runtime, ToolEffect, Usage, tool
-from taskloom.models import ScriptedModel, reply
+from taskloom import Agent, RunOptions, Runtime, ToolEffect, Usage, tool
+from taskloom.models import FunctionModel, ModelRequest, ScriptedModel, reply
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _statements import count_statements
@@ -40,8 +55,8 @@ def script() -> list[object]:
     ]
 
 
-async def per_round(store: object, runs: int) -> tuple[float, float, float]:
-    """(CPU µs, wall µs, statements) per round over `runs` runs."""
+async def per_round(store: object, runs: int) -> tuple[float, float, float, float, float]:
+    """(CPU µs, wall µs, statements, round trips, checks) per round over `runs` runs."""
     async with Runtime(store=store) as runtime:  # type: ignore[arg-type]
         warm = await runtime.create_session(Agent("w", ScriptedModel(script()), tools=[add]))
         await warm.run("warm up")
@@ -57,27 +72,112 @@ async def per_round(store: object, runs: int) -> tuple[float, float, float]:
             (time.process_time() - cpu) / rounds * 1e6,
             (time.perf_counter() - wall) / rounds * 1e6,
             statements.total / rounds,
+            statements.round_trips / rounds,
+            statements.checks / rounds,
         )
+
+
+WINDOW = 100
+"""Rounds per measured window."""
+
+
+def _long_agent(rounds: int, stamps: list[float], at: Callable[[int], None]) -> Agent:
+    usage = Usage(10, 5)
+
+    def answer(request: ModelRequest) -> Any:
+        stamps.append(time.process_time())
+        n = len(stamps)
+        at(n)
+        if n > rounds:
+            return reply("done", usage=usage)
+        return reply(tool_calls=[("add", {"a": n, "b": 1}, f"c{n}")], usage=usage)
+
+    return Agent("long", FunctionModel(answer), tools=[add])
+
+
+class Steady:
+    """One long session's tool rounds: CPU µs per round by window, and what
+    the measured windows sent per round."""
+
+    def __init__(self, windows: list[float], per_round: tuple[float, float, float]) -> None:
+        self.windows = windows
+        self.median = statistics.median(windows)
+        self.statements, self.trips, self.checks = per_round
+
+    @property
+    def spread(self) -> str:
+        return f"{min(self.windows):.0f}-{max(self.windows):.0f}"
+
+
+async def steady(store: object, windows: int) -> Steady:
+    """CPU per tool round in one long session, `windows` windows of `WINDOW`
+    rounds after one of warming up: the model is asked once per round, so the
+    CPU stamps it takes at each request bound each window exactly."""
+    rounds = (windows + 1) * WINDOW
+    stamps: list[float] = []
+    counting = count_statements()
+    found: list[Any] = []
+
+    def at(n: int) -> None:
+        # Counted from the first measured window's first request to the last's end.
+        if n == WINDOW + 1:
+            found.append(counting.__enter__())
+        elif n == rounds + 1:
+            counting.__exit__(None, None, None)
+
+    async with Runtime(store=store) as runtime:  # type: ignore[arg-type]
+        session = await runtime.create_session(_long_agent(rounds, stamps, at))
+        gc.collect()
+        await session.run("go", options=RunOptions(max_rounds=None))
+    cpu = [(stamps[i + WINDOW] - stamps[i]) / WINDOW * 1e6 for i in range(WINDOW, rounds, WINDOW)]
+    measured = rounds - WINDOW
+    sent = found[0]
+    return Steady(cpu, (sent.total / measured, sent.round_trips / measured, sent.checks / measured))
+
+
+async def bare_round_trip(url: str, n: int) -> float:
+    """CPU µs of one `SELECT 1` on an open psycopg `AsyncConnection` (autocommit),
+    in this asyncio loop: the floor a PostgreSQL round trip costs here."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        for _ in range(200):
+            await conn.execute("SELECT 1")
+        gc.collect()
+        cpu = time.process_time()
+        for _ in range(n):
+            await conn.execute("SELECT 1")
+        return (time.process_time() - cpu) / n * 1e6
+
+
+def _trips(trips: float, checks: float) -> str:
+    return f"{trips:.1f} ({trips - checks:.1f})"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
-    runs = 50 if parser.parse_args().quick else 300
-    rows: list[tuple[str, str, str, str, str]] = []
+    quick = parser.parse_args().quick
+    runs, windows = (50, 4) if quick else (300, 10)
+    rows: list[tuple[str, ...]] = []
+    long: list[tuple[str, Steady | str]] = []
     memory = asyncio.run(per_round("memory://", runs * 4))
-    rows.append(("memory", f"{memory[0]:.0f}", f"{memory[1]:.0f}", "0", "1.00x / 1.00x"))
+    rows.append(("memory", f"{memory[0]:.0f}", f"{memory[1]:.0f}", "0", "-", "1.00x / 1.00x"))
+    long.append(("memory", asyncio.run(steady("memory://", windows))))
     with tempfile.TemporaryDirectory() as tmp:
         sqlite = asyncio.run(per_round(f"sqlite:///{tmp}/bench.db", runs))
+        long.append(("sqlite", asyncio.run(steady(f"sqlite:///{tmp}/long.db", windows))))
     rows.append(
         (
             "sqlite",
             f"{sqlite[0]:.0f}",
             f"{sqlite[1]:.0f}",
             f"{sqlite[2]:.1f}",
+            "-",
             f"{sqlite[0] / memory[0]:.1f}x / {sqlite[1] / memory[1]:.1f}x",
         )
     )
+    bare: float | None = None
     try:
         from taskloom.backends import PostgresBackend
 
@@ -94,21 +194,66 @@ def main() -> None:
                     f"{pg[0]:.0f}",
                     f"{pg[1]:.0f}",
                     f"{pg[2]:.1f}",
+                    _trips(pg[3], pg[4]),
                     f"{pg[0] / memory[0]:.1f}x / {pg[1] / memory[1]:.1f}x",
                 )
             )
+            long.append(
+                (
+                    "postgresql",
+                    asyncio.run(steady(PostgresBackend(PG, schema=schema).store, windows)),
+                )
+            )
+            bare = asyncio.run(bare_round_trip(PG, 2000 if quick else 10000))
         finally:
             with psycopg.connect(PG, autocommit=True) as conn:
                 conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
     except Exception as exc:
-        rows.append(("postgresql", "-", "-", "-", f"skipped: {type(exc).__name__}"))
+        rows.append(("postgresql", "-", "-", "-", "-", f"skipped: {type(exc).__name__}"))
+        long.append(("postgresql", f"skipped: {type(exc).__name__}: {exc}"))
+    print("Per run (3 tool rounds and a final round each):")
     print(
         f"{'store':<12} {'CPU µs/round':>13} {'wall µs/round':>14} {'statements/round':>17}"
-        "  ratio to memory (CPU / wall)"
+        f" {'round trips/round':>18}  ratio to memory (CPU / wall)"
     )
-    print("-" * 90)
-    for name, cpu, wall, statements, ratio in rows:
-        print(f"{name:<12} {cpu:>13} {wall:>14} {statements:>17}  {ratio}")
+    print("-" * 100)
+    for name, cpu, wall, statements, trips, ratio in rows:
+        print(f"{name:<12} {cpu:>13} {wall:>14} {statements:>17} {trips:>18}  {ratio}")
+    print()
+    print(f"Steady state (one long session, tool rounds, {windows} windows of {WINDOW} rounds):")
+    print(
+        f"{'store':<12} {'CPU µs/round':>13} {'min-max':>11} {'statements/round':>17}"
+        f" {'round trips/round':>18}  ratio to memory"
+    )
+    print("-" * 100)
+    base = long[0][1]
+    assert isinstance(base, Steady)
+    for name, found in long:
+        if isinstance(found, str):
+            print(f"{name:<12} {found}")
+            continue
+        trips = "-" if name != "postgresql" else _trips(found.trips, found.checks)
+        print(
+            f"{name:<12} {found.median:>13.0f} {found.spread:>11} {found.statements:>17.1f}"
+            f" {trips:>18}  {found.median / base.median:.2f}x"
+        )
+    print('round trips: all (without the pool\'s connection checks, "(empty)")')
+    print()
+    for name, found in long:
+        if name == "sqlite" and isinstance(found, Steady):
+            verdict = "met" if found.median <= 2.5 * base.median else "NOT met"
+            print(
+                f"SQLite round {found.median:.0f} µs vs 2.5 x memory {2.5 * base.median:.0f} µs:"
+                f" {found.median / base.median:.2f}x, {verdict}"
+            )
+        if name == "postgresql" and isinstance(found, Steady) and bare is not None:
+            floor = base.median + 3 * bare
+            verdict = "met" if found.median <= floor else "NOT met"
+            print(
+                f"bare round trip (SELECT 1, psycopg AsyncConnection): {bare:.0f} µs CPU;"
+                f" PostgreSQL round {found.median:.0f} µs vs memory + 3 bare"
+                f" {floor:.0f} µs: {found.median / floor:.2f}x, {verdict}"
+            )
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ A parent whose scripted model asks a `SubAgent` tool N times in one turn;
 each child is a one-round scripted run. Per store and trial it prints the
 wall and CPU time, CPU per child, how many children failed, whether every
 child has exactly one terminal entry and the parent exactly one report per
-child, the statements the process sent, and on PostgreSQL the most
+child, the statements the process sent and on PostgreSQL its round trips
+(each child is a run of one round; without the pool's connection checks in
+brackets: see `_statements.py`), and on PostgreSQL the most
 connections the process held at once (sampled from `pg_stat_activity`
 every 10 ms by a separate connection) against its pool size. The memory
 store's row is the baseline the ratios are taken against.
@@ -95,6 +97,8 @@ async def fan_out(store: object, n: int) -> dict[str, object]:
             and all(v == 1 for v in reports.values())
             and terminals_ok == n,
             "statements": statements.total,
+            "round_trips": statements.round_trips,
+            "checks": statements.checks,
         }
 
 
@@ -147,6 +151,10 @@ def main() -> None:
                     out["failed"],
                     "yes" if out["once"] else "NO",
                     f"{out['statements'] / args.children:.1f}",  # type: ignore[operator]
+                    "-"
+                    if name != "postgresql"
+                    else f"{out['round_trips'] / args.children:.1f}"  # type: ignore[operator]
+                    f" ({(out['round_trips'] - out['checks']) / args.children:.1f})",  # type: ignore[operator]
                     "-" if peak is None else f"{peak} / {pool}",
                 )
             )
@@ -161,6 +169,7 @@ def main() -> None:
         "failed",
         "one terminal+report each",
         "statements/child",
+        "round trips/child (without checks)",
         "peak conns / pool",
     )
     print()

@@ -176,9 +176,17 @@ class RunNotices:
         taken, self._marked = self._marked, []
         return taken
 
-    async def round_start(self) -> Delivery | None:
-        """What to tell the model before this round's request, or None."""
+    async def round_start(
+        self, pending: Sequence[BackgroundNotice] | None = None
+    ) -> Delivery | None:
+        """What to tell the model before this round's request, or None.
+
+        `pending`: the inbox's pending notices as just read (with the append
+        that ended the last round); None reads them now. At the first
+        boundary with run-start hooks the inbox is read after them, always.
+        """
         if self._first_boundary and self._hooks:
+            pending = None
             # Before the inbox is read: a hook may finish work (push its notice).
             start = RunStart(self.session, self._run_id, self._offered, self._runtime)
             for hook in self._hooks:
@@ -190,7 +198,7 @@ class RunNotices:
                     logger.warning(
                         "a run-start hook of session %s failed", self.session, exc_info=True
                     )
-        unseen = await self._unseen()
+        unseen = await self._unseen(pending)
         head: _list[str] = []
         if self._first_boundary:
             listed = await self.registry.list(self.session)
@@ -216,8 +224,10 @@ class RunNotices:
         # Completions first: they are news; reminders are about waiting.
         return self._deliver([], unseen, reminders)
 
-    async def _unseen(self) -> _list[BackgroundNotice]:
-        pending = await self.inbox.pending(self.session)
+    async def _unseen(
+        self, read: Sequence[BackgroundNotice] | None = None
+    ) -> _list[BackgroundNotice]:
+        pending = await self.inbox.pending(self.session) if read is None else list(read)
         if not pending:
             return pending
         # Finish pushes before it unregisters, so an item can briefly be both

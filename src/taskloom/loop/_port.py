@@ -73,8 +73,9 @@ class AgentSpec(AgentView, Protocol):
 class RunNoticesPort(Protocol):
     """What one run delivers about background work, and when (see `RunNotices`)."""
 
-    async def round_start(self) -> Delivery | None:
-        """Notices for the start of a round."""
+    async def round_start(self, pending: Sequence[Any] | None = None) -> Delivery | None:
+        """Notices for the start of a round; `pending`: the inbox's pending
+        notices as just read (None: read them now)."""
         ...
 
     async def before_final(self) -> Delivery | None:
@@ -152,9 +153,23 @@ class Journal(Protocol):
         ...
 
     async def record(
-        self, payload: Payload, run_id: str | None = None, message: Message | None = None
+        self,
+        payload: Payload,
+        run_id: str | None = None,
+        message: Message | None = None,
+        *,
+        read_inbox: bool = False,
     ) -> int:
-        """`append` of the entry storing `payload` (built once, where it will land)."""
+        """`append` of the entry storing `payload` (built once, where it will land).
+
+        With `read_inbox`, the session's pending notices are read with the
+        append (in one round trip where the store can): `take_inbox` hands
+        them to the next boundary."""
+        ...
+
+    def take_inbox(self, fresh: float) -> Sequence[Any] | None:
+        """The pending notices read with the last append, if nothing was
+        appended since and it was less than `fresh` seconds ago; else None."""
         ...
 
 

@@ -398,7 +398,8 @@ class RunLoop:
             folded = Message.user(fold_text(pending))
             await append_message(journal, scope.run_id, folded, folds=[e.position for e in pending])
         # 3. background notices (and a reminder held from the last boundary)
-        delivery = await run.notices.round_start()
+        # Read with the results that ended the last round, when nothing came since.
+        delivery = await run.notices.round_start(journal.take_inbox(FRESH_BOUNDARY))
         held = self._held
         if held is not None:
             delivery = held if delivery is None else held.merged(delivery)

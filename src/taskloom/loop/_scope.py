@@ -111,10 +111,12 @@ def append_message(
     delivered: Delivery | None = None,
     folds: Sequence[int] = (),
     usage: Usage | None = None,
+    *,
+    read_inbox: bool = False,
 ) -> Awaitable[int]:
     """Append a message of run `run_id` with the notices it carried
     (`delivered`) and the steering or deferred entries it folds in; awaited,
-    its position."""
+    its position. `read_inbox`: see `Journal.record`."""
     payload = MessageEntry(
         message,
         delivered.text if delivered is not None else None,
@@ -122,4 +124,4 @@ def append_message(
         tuple(folds),
         usage,
     )
-    return journal.record(payload, run_id, message)
+    return journal.record(payload, run_id, message, read_inbox=read_inbox)

@@ -121,7 +121,10 @@ class ToolRound:
             if done:
                 await append_message(run.journal, scope.run_id, Message.tool_results(done))
             return End(RunStatus.AWAITING_APPROVAL)
-        await append_message(run.journal, scope.run_id, Message.tool_results(results))
+        # The next boundary's inbox read goes with the results: one round trip.
+        await append_message(
+            run.journal, scope.run_id, Message.tool_results(results), read_inbox=True
+        )
         # Notices a tool showed the model itself (background_wait, read_agent)
         # are acknowledged now that the results carrying them are persisted.
         seen = run.notices.take_seen()

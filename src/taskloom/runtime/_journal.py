@@ -21,6 +21,25 @@ if TYPE_CHECKING:
 logger = logging.getLogger("taskloom")
 
 
+_READS_INBOX: dict[type, bool] = {}
+
+
+def _reads_inbox(kind: type) -> bool:
+    """Whether stores of `kind` append through `append_then_pending` as they
+    do through `append`: the class that gives `append` gives it too. A store
+    that wraps another, or overrides `append`, keeps its appends its own."""
+    known = _READS_INBOX.get(kind)
+    if known is None:
+        known = False
+        for klass in kind.__mro__:
+            names = vars(klass)
+            if "append" in names or "append_then_pending" in names:
+                known = "append" in names and "append_then_pending" in names
+                break
+        _READS_INBOX[kind] = known
+    return known
+
+
 class SessionJournal:
     """The log of session `id` as this process has folded it, kept up to date
     by `sync` and by its own appends.
@@ -32,7 +51,16 @@ class SessionJournal:
     or one known to be short) and folds every entry.
     """
 
-    __slots__ = ("_held", "_log", "_restorable", "_runtime", "_unused_rows", "_whole", "id")
+    __slots__ = (
+        "_held",
+        "_inbox_read",
+        "_log",
+        "_restorable",
+        "_runtime",
+        "_unused_rows",
+        "_whole",
+        "id",
+    )
 
     def __init__(self, runtime: Runtime, session_id: str, *, new: bool = False) -> None:
         self.id = session_id
@@ -48,6 +76,9 @@ class SessionJournal:
         # (position, monotonic time) of an own append known to follow every
         # entry before it; see sync(fresh=).
         self._whole: tuple[int, float] | None = None
+        # (position, monotonic time, notices) of the inbox read with an own
+        # append; see take_inbox().
+        self._inbox_read: tuple[int, float, list[Any]] | None = None
 
     @property
     def log(self) -> SessionLog:
@@ -110,20 +141,54 @@ class SessionJournal:
         return self._append_placed(entry, message)
 
     def record(
-        self, payload: Payload, run_id: str | None = None, message: Message | None = None
+        self,
+        payload: Payload,
+        run_id: str | None = None,
+        message: Message | None = None,
+        *,
+        read_inbox: bool = False,
     ) -> Coroutine[Any, Any, int]:
-        """Append a typed entry (see `append`; `message`: the payload's message)."""
+        """Append a typed entry (see `append`; `message`: the payload's message).
+        With `read_inbox`, the session's pending notices are read with the
+        append, in the same call to the store when it can (`take_inbox`)."""
         entry = Entry(payload.KIND, payload.to_data(), run_id, self._log.position + 1, time.time())
-        return self._append_placed(entry, message)
+        return self._append_placed(entry, message, read_inbox)
 
-    async def _append_placed(self, entry: Entry, message: Message | None) -> int:
+    def take_inbox(self, fresh: float) -> list[Any] | None:
+        """The session's pending notices as read with this journal's last
+        append (`record(..., read_inbox=True)`), if that append is still the
+        log's last entry and was made less than `fresh` seconds ago; else
+        None (read the inbox now). Handed out once."""
+        read = self._inbox_read
+        if read is None:
+            return None
+        self._inbox_read = None
+        position, at, pending = read
+        if position != self._log.position or time.monotonic() - at >= fresh:
+            return None
+        return pending
+
+    async def _append_placed(
+        self, entry: Entry, message: Message | None, read_inbox: bool = False
+    ) -> int:
         # The entry is placed where it will most likely land, so neither the
         # store nor the log has to copy it again; a store that puts it
         # elsewhere says so by the position it returns.
         held = self._held
         fence = held.fence if held is not None else None
         runtime = self._runtime
-        position = await runtime.store.append(self.id, entry, fence=fence)
+        store = runtime.store
+        position: int
+        if read_inbox and _reads_inbox(type(store)):
+            # One call to the store, one round trip on a server: the results
+            # committed and the next boundary's inbox read with them.
+            at = time.monotonic()
+            position, pending = await store.append_then_pending(  # type: ignore[attr-defined]
+                self.id, entry, runtime.background.inbox, fence=fence
+            )
+            self._inbox_read = (position, at, pending)
+        else:
+            position = await store.append(self.id, entry, fence=fence)
         log = self._log
         if position == entry.position:
             log.apply(entry, message)

@@ -461,6 +461,72 @@ class StoreContract(CapabilityGate):
         by = [e.data["by"] for e in await store.load("s-1")]
         assert by == ["old"] * old_writes + ["new"]
 
+    # -- an append with the inbox read beside it ------------------------------------
+    #
+    # `append_then_pending` is optional (a runtime appends a round's results
+    # through it when the store has it): a store that has it appends exactly
+    # as `append` does and returns the inbox's pending notices with it.
+
+    @staticmethod
+    def _inbox_of(store: SessionStore) -> Any:
+        backend = getattr(store, "backend", None)
+        inbox = backend.inbox if isinstance(backend, Backend) else None
+        if inbox is None:
+            from ..backends.memory import MemoryNoticeInbox
+
+            inbox = MemoryNoticeInbox()
+        return inbox
+
+    @requires(Capability.FENCED_APPENDS)
+    async def test_append_then_pending_appends_and_reads_the_inbox(
+        self, store: SessionStore, leases: Leases
+    ) -> None:
+        both = getattr(store, "append_then_pending", None)
+        if both is None:
+            pytest.skip("the store has no append_then_pending (it is optional)")
+        from ..backends import BackgroundNotice
+
+        inbox = self._inbox_of(store)
+        sid = _new_id()
+        await store.create(SessionMeta(sid))
+        lease = await leases.acquire(f"session:{sid}", "worker-a", 30.0)
+        assert lease is not None
+        assert await both(sid, Entry("x", {"n": 1}), inbox, fence=lease.fence) == (1, [])
+        notices = [BackgroundNotice(f"n{i}", f"a{i}", "job", f"text {i}") for i in range(3)]
+        for notice in notices:
+            assert await inbox.push(sid, notice)
+        await inbox.ack(sid, ["n1"])
+        position, pending = await both(sid, Entry("x", {"n": 2}), inbox, fence=lease.fence)
+        assert position == 2
+        assert pending == [notices[0], notices[2]]
+        # Unfenced too, and the read acknowledges nothing.
+        position, pending = await both(sid, Entry("x", {"n": 3}), inbox)
+        assert (position, pending) == (3, [notices[0], notices[2]])
+        assert [e.data["n"] for e in await store.load(sid)] == [1, 2, 3]
+
+    @requires(Capability.FENCED_APPENDS)
+    async def test_append_then_pending_refuses_as_append_does(
+        self, store: SessionStore, leases: Leases
+    ) -> None:
+        both = getattr(store, "append_then_pending", None)
+        if both is None:
+            pytest.skip("the store has no append_then_pending (it is optional)")
+        inbox = self._inbox_of(store)
+        sid = _new_id()
+        await store.create(SessionMeta(sid))
+        old = await leases.acquire(f"session:{sid}", "worker-a", 30.0)
+        assert old is not None
+        await both(sid, Entry("x", {"by": "old"}), inbox, fence=old.fence)
+        await leases.release(old)
+        new = await leases.acquire(f"session:{sid}", "worker-b", 30.0)
+        assert new is not None
+        with pytest.raises(StaleLeaseError):
+            await both(sid, Entry("x", {"by": "old-again"}), inbox, fence=old.fence)
+        with pytest.raises(SessionNotFound):
+            await both(_new_id("missing"), Entry("x"), inbox, fence=new.fence)
+        assert [e.data["by"] for e in await store.load(sid)] == ["old"]
+        assert (await both(sid, Entry("x", {"by": "new"}), inbox, fence=new.fence))[0] == 2
+
 
 # -- several processes ------------------------------------------------------------
 

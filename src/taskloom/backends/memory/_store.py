@@ -7,6 +7,7 @@ from builtins import list as _list
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from .._activities import BackgroundNotice, NoticeInbox
 from .._leases import Clock, Fence, MemoryLeases, check_fence, system_clock
 from .._store import Entry, SessionMeta, check_session_id, not_found
 
@@ -62,6 +63,14 @@ class MemoryStore:
             entry if entry.position == position and entry.created_at else entry.placed(position)
         )
         return position
+
+    async def append_then_pending(
+        self, session_id: str, entry: Entry, inbox: NoticeInbox, *, fence: Fence | None = None
+    ) -> tuple[int, _list[BackgroundNotice]]:
+        """`append`, then `inbox.pending(session_id)`: what the durable stores
+        do in one call to their database. Raises as `append` does."""
+        position = await self.append(session_id, entry, fence=fence)
+        return position, await inbox.pending(session_id)
 
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
         log = self._logs.get(session_id)

@@ -6,9 +6,11 @@ bounds on every wait.
 
 from __future__ import annotations
 
+from typing import Any
+
 from psycopg.types.json import Jsonb
 
-from .._activities import BackgroundActivity
+from .._activities import BackgroundActivity, BackgroundNotice
 from .._leases import Clock, system_clock
 from .._sql import Migration, SQLActivities, SQLNotices
 from ._database import PostgresDatabase
@@ -122,7 +124,14 @@ class PostgresNoticeInbox(SQLNotices):
             " ON CONFLICT (session_id, id) DO NOTHING"
         )
         self._sql_pending = f"SELECT body FROM {table} {where} AND NOT acked ORDER BY seq"
+        self._sql_pending_column = (
+            f"ARRAY(SELECT body FROM {table} WHERE session_id = {{session}}"
+            " AND NOT acked ORDER BY seq)"
+        )
         self._sql_ack = (
             f"UPDATE {table} SET acked = true {where} AND NOT acked AND id = ANY(%(ids)s)"
         )
         self._sql_clear = f"DELETE FROM {table} {where}"
+
+    def from_column(self, value: list[Any]) -> list[BackgroundNotice]:
+        return [BackgroundNotice.from_dict(body) for body in value]

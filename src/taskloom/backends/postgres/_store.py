@@ -18,6 +18,7 @@ import random
 from builtins import list as _list
 from typing import TYPE_CHECKING, Any
 
+from .._activities import BackgroundNotice, NoticeInbox
 from .._leases import Clock, Fence, check_fence, system_clock
 from .._sql import Migration, dump_json, list_query, load_entries
 from .._store import Entry, SessionMeta, check_session_id, not_found
@@ -84,13 +85,14 @@ class PostgresStore:
         database.require("sessions", POSTGRES_SESSION_MIGRATIONS)
         self.leases = PostgresLeases(database, clock=clock)
         sessions, entries = self._db.table("sessions"), self._db.table("entries")
+        self._sessions = sessions
         columns = "id, agent, parent_id, created_at, metadata"
         self._sql_list = f"SELECT {columns} FROM {sessions}"
         self._sql_create = f"""
             INSERT INTO {sessions} ({columns}) VALUES (%s, %s, %s, %s, %s::json)
             ON CONFLICT (id) DO NOTHING RETURNING id"""
         self._sql_get = f"SELECT {columns} FROM {sessions} WHERE id = %s"
-        insert = f"""
+        self._insert = insert = f"""
             INSERT INTO {entries} (session_id, position, kind, run_id, created_at, data)
             SELECT %(sid)s, COALESCE(MAX(position), 0) + 1, %(kind)s, %(run_id)s,
                    %(created_at)s, %(data)s::json
@@ -105,17 +107,10 @@ class PostgresStore:
         # append commits, so no write checked against the old generation can
         # land after the new one; an acquisition that got there first is
         # seen by the lock, which reads the row's newest version.
-        self._sql_fenced_append = f"""
-            WITH fence AS (
-                SELECT generation FROM {self._db.table("leases")} WHERE key = %(key)s FOR SHARE
-            ), placed AS ({insert}
-                HAVING COALESCE((SELECT generation FROM fence), 0) = %(generation)s
-                ON CONFLICT (session_id, position) DO NOTHING
-                RETURNING position
-            )
-            SELECT (SELECT position FROM placed),
-                   COALESCE((SELECT generation FROM fence), 0),
-                   EXISTS (SELECT 1 FROM {sessions} WHERE id = %(sid)s)"""
+        self._sql_fenced_append = self._fenced_append(insert, sessions)
+        # The fenced append that also reads an inbox's pending notices, by the
+        # inbox's statement (one per inbox, made at its first use).
+        self._with_pending: dict[str, str] = {}
         # The data as text, decoded here: a row Python cannot decode (the json
         # type takes nesting deeper than Python's parser, and any JSON value)
         # is then reported as that entry, not as a failed fetch. Joined from
@@ -127,6 +122,20 @@ class PostgresStore:
             LEFT JOIN {entries} e ON e.session_id = s.id AND e.position > %s
             WHERE s.id = %s ORDER BY e.position"""
         self._sql_delete = f"DELETE FROM {sessions} WHERE id = %s"
+
+    def _fenced_append(self, insert: str, sessions: str, also: str = "") -> str:
+        """The fenced append's statement; `also`: one more column it returns."""
+        return f"""
+            WITH fence AS (
+                SELECT generation FROM {self._db.table("leases")} WHERE key = %(key)s FOR SHARE
+            ), placed AS ({insert}
+                HAVING COALESCE((SELECT generation FROM fence), 0) = %(generation)s
+                ON CONFLICT (session_id, position) DO NOTHING
+                RETURNING position
+            )
+            SELECT (SELECT position FROM placed),
+                   COALESCE((SELECT generation FROM fence), 0),
+                   EXISTS (SELECT 1 FROM {sessions} WHERE id = %(sid)s){also}"""
 
     @property
     def concurrency(self) -> int:
@@ -152,16 +161,19 @@ class PostgresStore:
             raise not_found(session_id)
         return _meta(row)
 
-    async def append(self, session_id: str, entry: Entry, *, fence: Fence | None = None) -> int:
-        from psycopg.errors import ForeignKeyViolation
-
-        params = {
+    def _params(self, session_id: str, entry: Entry) -> dict[str, Any]:
+        return {
             "sid": session_id,
             "kind": entry.kind,
             "run_id": entry.run_id,
             "created_at": entry.created_at or self._clock(),
             "data": dump_json(entry.data),
         }
+
+    async def append(self, session_id: str, entry: Entry, *, fence: Fence | None = None) -> int:
+        from psycopg.errors import ForeignKeyViolation
+
+        params = self._params(session_id, entry)
         attempt = 0
         if fence is None:
             async with self._db.connection() as conn:
@@ -187,6 +199,42 @@ class PostgresStore:
                 raise not_found(session_id)
             check_fence(fence, current)
             attempt = await _lost_race(attempt)
+
+    async def append_then_pending(
+        self, session_id: str, entry: Entry, inbox: NoticeInbox, *, fence: Fence | None = None
+    ) -> tuple[int, _list[BackgroundNotice]]:
+        """`append`, and `inbox.pending(session_id)` read in the same statement
+        when the append is fenced and the inbox is on this store's database
+        (one round trip); else the two one after the other. Raises as `append`
+        does, and then nothing is written."""
+        from psycopg.errors import ForeignKeyViolation
+
+        column = getattr(inbox, "pending_column", None)
+        pending = column(self._db) if column is not None and fence is not None else None
+        if pending is None or fence is None:
+            placed = await self.append(session_id, entry, fence=fence)
+            return placed, await inbox.pending(session_id)
+        sql = self._with_pending.get(pending)
+        if sql is None:
+            also = ", " + pending.replace("{session}", "%(sid)s")
+            sql = self._with_pending[pending] = self._fenced_append(
+                self._insert, self._sessions, also
+            )
+        params = self._params(session_id, entry)
+        params.update(key=fence.key, generation=fence.generation)
+        try:
+            row = await self._db.fetchone(sql, params)
+        except ForeignKeyViolation:
+            raise not_found(session_id) from None
+        position, current, exists, bodies = row or (None, 0, False, ())
+        if position is not None:
+            return int(position), inbox.from_column(bodies)  # type: ignore[attr-defined]
+        if not exists:
+            raise not_found(session_id)
+        check_fence(fence, current)
+        # Another writer took the position: append as `append` retries, then read.
+        placed = await self.append(session_id, entry, fence=fence)
+        return placed, await inbox.pending(session_id)
 
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
         rows = await self._db.fetchall(self._sql_load, (after or 0, session_id))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from .._activities import BackgroundActivity
+from .._activities import BackgroundActivity, BackgroundNotice
 from .._sql import Migration, SQLActivities, SQLNotices
 from ._database import immediate
 
@@ -119,8 +119,19 @@ class SQLiteNoticeInbox(SQLNotices):
         "SELECT body FROM taskloom_background_notices"
         " WHERE session_id = :session AND acked = 0 ORDER BY seq"
     )
+    # Each body with its seq, as one JSON text: group_concat keeps no order
+    # SQLite promises, so `from_column` sorts by the seq.
+    _sql_pending_column = (
+        "(SELECT '[' || group_concat('[' || seq || ',' || body || ']', ',') || ']'"
+        " FROM taskloom_background_notices WHERE session_id = {session} AND acked = 0)"
+    )
     _sql_ack = (
         "UPDATE taskloom_background_notices SET acked = 1 WHERE session_id = :session"
         " AND acked = 0 AND id IN (SELECT value FROM json_each(:ids))"
     )
     _sql_clear = "DELETE FROM taskloom_background_notices WHERE session_id = :session"
+
+    def from_column(self, value: str | None) -> list[BackgroundNotice]:
+        if value is None:
+            return []
+        return [BackgroundNotice.from_dict(body) for _, body in sorted(json.loads(value))]

@@ -16,6 +16,7 @@ import sqlite3
 from builtins import list as _list
 from typing import TYPE_CHECKING, Any
 
+from .._activities import BackgroundNotice, NoticeInbox
 from .._leases import Clock, Fence, check_fence, system_clock
 from .._sql import Migration, dump_json, list_query, load_entries
 from .._store import Entry, SessionMeta, check_session_id, not_found
@@ -110,6 +111,9 @@ class SQLiteStore:
         self._clock = clock
         database.require("sessions", SQLITE_SESSION_MIGRATIONS)
         self.leases = SQLiteLeases(database, clock=clock)
+        # The append that also returns an inbox's pending notices, by the
+        # inbox's column (one per inbox, made at its first use).
+        self._with_pending: dict[str, str] = {}
 
     @property
     def concurrency(self) -> int:
@@ -142,19 +146,19 @@ class SQLiteStore:
             raise not_found(session_id)
         return _meta(row)
 
-    async def append(self, session_id: str, entry: Entry, *, fence: Fence | None = None) -> int:
-        created_at = entry.created_at or self._clock()
-        data = dump_json(entry.data)
-
-        params = (
+    def _params(self, session_id: str, entry: Entry, fence: Fence | None) -> tuple[Any, ...]:
+        return (
             session_id,
             entry.kind,
             entry.run_id,
-            created_at,
-            data,
+            entry.created_at or self._clock(),
+            dump_json(entry.data),
             None if fence is None else fence.key,
             None if fence is None else fence.generation,
         )
+
+    async def append(self, session_id: str, entry: Entry, *, fence: Fence | None = None) -> int:
+        params = self._params(session_id, entry, fence)
 
         def append(conn: sqlite3.Connection) -> int:
             # One statement is one transaction: it lands whole or not at all.
@@ -162,6 +166,38 @@ class SQLiteStore:
             return int(row[0]) if row is not None else _append_checked(conn, params, fence)
 
         return await self._db.run(append)
+
+    async def append_then_pending(
+        self, session_id: str, entry: Entry, inbox: NoticeInbox, *, fence: Fence | None = None
+    ) -> tuple[int, _list[BackgroundNotice]]:
+        """`append`, and `inbox.pending(session_id)` read in the same call to the
+        database when the inbox is on it; else the two one after the other.
+        Raises as `append` does, and then nothing is written."""
+        column = getattr(inbox, "pending_column", None)
+        pending = column(self._db) if column is not None else None
+        if pending is None:
+            position = await self.append(session_id, entry, fence=fence)
+            return position, await inbox.pending(session_id)
+        sql = self._with_pending.get(pending)
+        if sql is None:
+            # The append's own statement, returning the notices too: one
+            # statement, one transaction, one commit.
+            sql = self._with_pending[pending] = (
+                f"{_APPEND.rstrip()}, {pending.replace('{session}', '?1')}"
+            )
+        params = self._params(session_id, entry, fence)
+
+        def append(conn: sqlite3.Connection) -> tuple[int, bool, Any]:
+            row = conn.execute(sql, params).fetchone()
+            if row is not None:
+                return int(row[0]), True, row[1]
+            # Refused: say why, or land it now, and read the inbox apart.
+            return _append_checked(conn, params, fence), False, None
+
+        position, read, value = await self._db.run(append)
+        if not read:
+            return position, await inbox.pending(session_id)
+        return position, inbox.from_column(value)  # type: ignore[attr-defined]
 
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
         def load(conn: sqlite3.Connection) -> _list[tuple[Any, ...]] | None:

@@ -1,0 +1,127 @@
+"""A tool round on PostgreSQL takes two round trips: the assistant message
+with its fence, then the results with the next boundary's inbox read.
+
+Counted, not timed: the round trips psycopg makes (`benchmarks/_statements.py`
+counts them) over the steady rounds of one run. The pool's connection checks
+("(empty)") are left out of the count: they belong to the pool, not the round.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
+from taskloom import Agent, RunOptions, Runtime, ToolContext, ToolEffect, Usage, tool
+from taskloom.backends import BackgroundNotice, PostgresBackend
+from taskloom.loop import _run
+from taskloom.models import FunctionModel, ModelRequest, reply
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.postgres, requires_postgres]
+
+WARM = 5
+ROUNDS = 20
+
+
+def _counter() -> ModuleType:
+    path = Path(__file__).parents[1] / "benchmarks" / "_statements.py"
+    spec = importlib.util.spec_from_file_location("taskloom_bench_statements", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks itself up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@tool(effect=ToolEffect.READ_ONLY)
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+async def _rounds(store: Any, on_request: Any) -> list[str]:
+    """Run WARM + ROUNDS tool rounds and a final one; `on_request(n)` at the
+    n-th model request. The texts the model was shown, by request."""
+    usage = Usage(10, 5)
+    seen: list[str] = []
+
+    def answer(request: ModelRequest) -> Any:
+        seen.append(repr(request.messages[-1]))
+        n = len(seen)
+        on_request(n)
+        if n > WARM + ROUNDS:
+            return reply("done", usage=usage)
+        return reply(tool_calls=[("add", {"a": n, "b": 1}, f"c{n}")], usage=usage)
+
+    async with Runtime(store=store) as runtime:
+        session = await runtime.create_session(Agent("rt", FunctionModel(answer), tools=[add]))
+        await session.run("go", options=RunOptions(max_rounds=None))
+    return seen
+
+
+async def test_a_tool_round_on_postgresql_is_two_round_trips(
+    pg_schema: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A boundary uses the inbox read that came with the results only when it
+    # follows them closely (FRESH_BOUNDARY); a loaded machine must not turn
+    # this count into a timing, so the window is widened for the test.
+    monkeypatch.setattr(_run, "FRESH_BOUNDARY", 3600.0)
+    counting = _counter().count_statements()
+    found: list[Any] = []
+
+    def at(n: int) -> None:
+        if n == WARM + 1:
+            found.append(counting.__enter__())
+        elif n == WARM + ROUNDS + 1:
+            counting.__exit__(None, None, None)
+
+    await _rounds(PostgresBackend(PG_DSN, schema=pg_schema).store, at)
+    sent = found[0]
+    kinds = dict(sent.by_kind)
+    assert sent.round_trips - sent.checks == 2 * ROUNDS, kinds
+    # Two statements: the fenced appends, the second reading the inbox too.
+    assert sent.total - sent.checks == 2 * ROUNDS, kinds
+
+
+async def test_a_notice_read_with_the_results_reaches_the_next_request(
+    pg_schema: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The notice lands while a tool runs: the results' append reads it, the
+    # next request carries it, and it is acknowledged only after that.
+    monkeypatch.setattr(_run, "FRESH_BOUNDARY", 3600.0)
+    backend = PostgresBackend(PG_DSN, schema=pg_schema)
+    pushed: list[str] = []
+    usage = Usage(10, 5)
+    shown: list[str] = []
+
+    @tool(effect=ToolEffect.READ_ONLY)
+    async def report(ctx: ToolContext) -> str:
+        """Report a finished job to the session's inbox."""
+        notice = BackgroundNotice("job-1:end", "job-1", "job", "the job is done", "done")
+        assert await backend.inbox.push(ctx.session_id, notice)
+        pushed.append(notice.id)
+        # Not acknowledged yet: the model has not seen it.
+        assert [n.id for n in await backend.inbox.pending(ctx.session_id)] == ["job-1:end"]
+        return "reported"
+
+    def answer(request: ModelRequest) -> Any:
+        shown.append(repr(request.messages))
+        if len(shown) == 1:
+            return reply(tool_calls=[("report", {}, "c1")], usage=usage)
+        return reply("done", usage=usage)
+
+    async with Runtime(store=backend.store) as runtime:
+        session = await runtime.create_session(
+            Agent("notices", FunctionModel(answer), tools=[report])
+        )
+        await session.run("go")
+        assert pushed == ["job-1:end"]
+        assert "the job is done" in shown[1]
+        assert await backend.inbox.pending(session.id) == []
