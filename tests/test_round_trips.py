@@ -19,7 +19,6 @@ import pytest
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
 from taskloom import Agent, RunOptions, Runtime, ToolContext, ToolEffect, Usage, tool
 from taskloom.backends import BackgroundNotice, PostgresBackend
-from taskloom.loop import _run
 from taskloom.models import FunctionModel, ModelRequest, reply
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.postgres, requires_postgres]
@@ -66,12 +65,11 @@ async def _rounds(store: Any, on_request: Any) -> list[str]:
 
 async def test_a_tool_round_on_postgresql_is_two_round_trips(
     pg_schema: str,  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # A boundary uses the inbox read that came with the results only when it
-    # follows them closely (FRESH_BOUNDARY); a loaded machine must not turn
-    # this count into a timing, so the window is widened for the test.
-    monkeypatch.setattr(_run, "FRESH_BOUNDARY", 3600.0)
+    # follows them closely (within a few tens of milliseconds); a round the
+    # machine's load held up longer reads the inbox again, so a few rounds
+    # of a loaded machine may take a third round trip, never most of them.
     counting = _counter().count_statements()
     found: list[Any] = []
 
@@ -84,18 +82,19 @@ async def test_a_tool_round_on_postgresql_is_two_round_trips(
     await _rounds(PostgresBackend(PG_DSN, schema=pg_schema).store, at)
     sent = found[0]
     kinds = dict(sent.by_kind)
-    assert sent.round_trips - sent.checks == 2 * ROUNDS, kinds
-    # Two statements: the fenced appends, the second reading the inbox too.
-    assert sent.total - sent.checks == 2 * ROUNDS, kinds
+    # Two statements a round: the fenced appends, the second reading the inbox too.
+    fenced = sum(n for kind, n in kinds.items() if kind.startswith("WITH fence"))
+    assert fenced == 2 * ROUNDS, kinds
+    others = sent.total - sent.checks - fenced
+    assert others <= ROUNDS // 4, kinds  # a separate inbox read every round was 3 a round
+    assert 2 * ROUNDS <= sent.round_trips - sent.checks <= 2 * ROUNDS + ROUNDS // 4, kinds
 
 
 async def test_a_notice_read_with_the_results_reaches_the_next_request(
     pg_schema: str,  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The notice lands while a tool runs: the results' append reads it, the
     # next request carries it, and it is acknowledged only after that.
-    monkeypatch.setattr(_run, "FRESH_BOUNDARY", 3600.0)
     backend = PostgresBackend(PG_DSN, schema=pg_schema)
     pushed: list[str] = []
     usage = Usage(10, 5)

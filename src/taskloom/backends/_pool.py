@@ -30,7 +30,12 @@ class PoolOptions:
     - `checkout_timeout`: seconds to wait for a free pooled connection;
     - `statement_timeout`: the server's bound on each statement and open
       transaction, also enforced client-side shortly after; None leaves the
-      server's settings.
+      server's settings;
+    - `check_after_idle`: seconds a pooled connection may sit unused and
+      still be handed out without a round trip to check it (half a second,
+      as HikariCP's window); one idle longer is checked first. 0 checks at
+      every checkout. Either way a connection whose socket already shows
+      the server hung up is found out without a round trip.
 
     Invalid values raise `ValueError` at construction, before any I/O.
     """
@@ -41,6 +46,7 @@ class PoolOptions:
     connect_timeout: float = 5.0
     checkout_timeout: float = 10.0
     statement_timeout: float | None = 30.0
+    check_after_idle: float = 0.5
 
     def __post_init__(self) -> None:
         if self.schema is not None and "\x00" in self.schema:
@@ -60,6 +66,10 @@ class PoolOptions:
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
 
+        value = self.check_after_idle
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+            raise ValueError(f"check_after_idle must be 0 or more seconds, not {value!r}")
+
     def replace(self, **changes: Unpack[PoolSettings]) -> PoolOptions:
         """These options with `changes` applied (validated again)."""
         return dataclasses.replace(self, **changes) if changes else self
@@ -74,3 +84,4 @@ class PoolSettings(TypedDict, total=False):
     connect_timeout: float
     checkout_timeout: float
     statement_timeout: float | None
+    check_after_idle: float

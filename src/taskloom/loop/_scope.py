@@ -111,12 +111,10 @@ def append_message(
     delivered: Delivery | None = None,
     folds: Sequence[int] = (),
     usage: Usage | None = None,
-    *,
-    read_inbox: bool = False,
 ) -> Awaitable[int]:
     """Append a message of run `run_id` with the notices it carried
     (`delivered`) and the steering or deferred entries it folds in; awaited,
-    its position. `read_inbox`: see `Journal.record`."""
+    its position."""
     payload = MessageEntry(
         message,
         delivered.text if delivered is not None else None,
@@ -124,4 +122,12 @@ def append_message(
         tuple(folds),
         usage,
     )
-    return journal.record(payload, run_id, message, read_inbox=read_inbox)
+    return journal.record(payload, run_id, message)
+
+
+def append_results(journal: Journal, run_id: str, message: Message) -> Awaitable[int]:
+    """Append a round's tool results (`message`) of run `run_id`, reading the
+    session's pending notices in the same call for the next boundary (see
+    `Journal.record`'s `read_inbox`); awaited, its position."""
+    payload = MessageEntry(message, None, (), (), None)
+    return journal.record(payload, run_id, message, read_inbox=True)

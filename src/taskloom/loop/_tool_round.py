@@ -15,7 +15,7 @@ from ..tools import IDEMPOTENT_RETRIES, Tool
 from ._approvals import Gate, requests_for, resolve_parked_turn
 from ._execute import CutShort, ToolCalls, step_count
 from ._result import End
-from ._scope import RunState, append_message
+from ._scope import RunState, append_message, append_results
 from ._strategy import RoundBoundary
 
 
@@ -122,9 +122,7 @@ class ToolRound:
                 await append_message(run.journal, scope.run_id, Message.tool_results(done))
             return End(RunStatus.AWAITING_APPROVAL)
         # The next boundary's inbox read goes with the results: one round trip.
-        await append_message(
-            run.journal, scope.run_id, Message.tool_results(results), read_inbox=True
-        )
+        await append_results(run.journal, scope.run_id, Message.tool_results(results))
         # Notices a tool showed the model itself (background_wait, read_agent)
         # are acknowledged now that the results carrying them are persisted.
         seen = run.notices.take_seen()

@@ -24,17 +24,6 @@ CANCEL_TIMEOUT = 1.0
 SILENCE_MARGIN = 2.0
 """Seconds past `statement_timeout` before a server that never answers is given up on."""
 
-IDLE_CHECK_AFTER = 0.5
-"""Seconds a pooled connection may sit idle and still be handed out without a round trip.
-
-A connection used this recently was talking to a live server a moment ago;
-one idle longer is checked (a round trip) before it is handed out. The same
-window as HikariCP's: long enough that a busy process never pays a check,
-short enough that a connection left over from before a restart is checked.
-Either way a connection whose socket already says the server hung up (the
-server's goodbye, a reset) is found out locally, without a round trip.
-"""
-
 
 @functools.cache
 def connection_class() -> type[AsyncConnection[Any]]:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import StoreError, StoreUnavailable
 from .._pool import PoolOptions, PoolSettings
 from .._sql import Migration, check_version, quote_ident
-from ._bounds import IDLE_CHECK_AFTER, SILENCE_MARGIN, Watchdog, Watchdogs, connection_class
+from ._bounds import SILENCE_MARGIN, Watchdog, Watchdogs, connection_class
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -59,6 +59,8 @@ class PostgresDatabase:
     several tenants or tests can share one database without meeting; without
     it, tables resolve through the connection's `search_path`. Connections
     run in autocommit; multi-statement work opens an explicit transaction.
+    `idle_clock` (seconds, monotonic) measures how long a pooled connection
+    sat unused, against `check_after_idle` (a test passes a `FakeClock`).
 
     Every wait is bounded, so a slow, stalled or vanished server never holds
     a caller for long:
@@ -68,7 +70,7 @@ class PostgresDatabase:
       (refused, timed out, authentication failed...);
     - waiting for a pooled connection gives up after `checkout_timeout`
       seconds with `StoreUnavailable`. A pooled connection idle longer than
-      `IDLE_CHECK_AFTER` (half a second), or whose socket shows the server
+      `check_after_idle` seconds (half a second unless told), or whose socket shows the server
       hung up, is checked (a round trip) before it is handed out, so after a
       server restart or a dropped connection the next call gets a fresh one
       rather than a dead one; a connection used more recently is handed out
@@ -99,7 +101,12 @@ class PostgresDatabase:
     """
 
     def __init__(
-        self, url: str, pool: PoolOptions | None = None, **options: Unpack[PoolSettings]
+        self,
+        url: str,
+        pool: PoolOptions | None = None,
+        *,
+        idle_clock: Callable[[], float] = time.monotonic,
+        **options: Unpack[PoolSettings],
     ) -> None:
         pool = (pool or PoolOptions()).replace(**options)
         self.url = url
@@ -110,6 +117,7 @@ class PostgresDatabase:
         self.connect_timeout = pool.connect_timeout
         self.checkout_timeout = pool.checkout_timeout
         self.statement_timeout = pool.statement_timeout
+        self._check_after_idle = pool.check_after_idle
         self._prefix = f"{quote_ident(schema)}." if schema else ""
         self._pool: AsyncConnectionPool[Any] | None = None
         # The pool's loop and the bounds on its connections' uses, set as it opens.
@@ -131,8 +139,8 @@ class PostgresDatabase:
         self._pool_waiters = 0  # callers waiting on the pool itself
         self._sweep: asyncio.TimerHandle | None = None
         self._sweeps: set[asyncio.Task[None]] = set()
-        # When a connection was last in use, for IDLE_CHECK_AFTER (tests move it).
-        self._now: Callable[[], float] = time.monotonic
+        # When a connection was last in use, for check_after_idle.
+        self._now = idle_clock
 
     def table(self, name: str) -> str:
         """The qualified name of the taskloom table `name` (e.g. `"sessions"`)."""
@@ -407,7 +415,7 @@ class PostgresDatabase:
         """Give the pool back what was kept at hand but not used since (it may retire them)."""
         self._sweep = None
         recent = self._recent
-        cutoff = self._now() - IDLE_CHECK_AFTER
+        cutoff = self._now() - self._check_after_idle
         stale = 0
         while stale < len(recent) and getattr(recent[stale], _USED_AT) < cutoff:
             stale += 1
@@ -438,7 +446,7 @@ class PostgresDatabase:
     ) -> tuple[AsyncConnection[Any], bool]:
         """A connection from `pool` that is not known to be dead, and whether it was checked.
 
-        A connection used within `IDLE_CHECK_AFTER` seconds is handed out
+        A connection used within `check_after_idle` seconds is handed out
         without a round trip, unless its socket has something to read (an
         idle connection is sent nothing but the server's goodbye, or a
         reset): that one, or one idle longer, is checked with an empty
@@ -460,7 +468,7 @@ class PostgresDatabase:
             pgconn = conn.pgconn
             if (
                 pgconn.status == _OK
-                and self._now() - getattr(conn, _USED_AT) <= IDLE_CHECK_AFTER
+                and self._now() - getattr(conn, _USED_AT) <= self._check_after_idle
                 and not select.select((pgconn.socket,), (), (), 0)[0]
             ):
                 return conn, False
@@ -484,7 +492,7 @@ class PostgresDatabase:
             pgconn = conn.pgconn
             if (
                 pgconn.status == _OK
-                and self._now() - getattr(conn, _USED_AT, -math.inf) <= IDLE_CHECK_AFTER
+                and self._now() - getattr(conn, _USED_AT, -math.inf) <= self._check_after_idle
                 and not select.select((pgconn.socket,), (), (), 0)[0]
             ):
                 return conn, False
