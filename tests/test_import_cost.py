@@ -89,8 +89,6 @@ def test_import_taskloom_loads_no_optional_part() -> None:
     assert own_parts(modules) == set()
     # Background work and tracing start with a runtime's first run.
     assert not any(m.startswith(("taskloom.background", "taskloom.tracing")) for m in modules)
-    # Scripted models are for tests and demos.
-    assert "taskloom.models._scripted" not in modules
 
 
 def test_a_plain_run_loads_no_optional_part() -> None:
@@ -111,5 +109,3 @@ def test_a_plain_run_loads_no_optional_part() -> None:
 def test_the_lazy_names_still_load_on_use() -> None:
     _, modules = loaded("import taskloom\ntaskloom.SubAgent\ntaskloom.background_tools\n")
     assert "taskloom.delegation" in modules and "taskloom.background" in modules
-    _, modules = loaded("from taskloom.models import FunctionModel, Reply, ScriptedModel, reply\n")
-    assert "taskloom.models._scripted" in modules

@@ -26,6 +26,18 @@ _DECODERS: dict[type, Callable[[Mapping[str, Any], dict[str, Any]], Any]] = {}
 _NESTED = "ENC.get(type(@), encode)(@)"  # a built encoder without a call between
 
 
+class _Factory:
+    """A factory-made default, not yet made (shown as dataclass shows it)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+_FACTORY = _Factory()
+
+
 def stored(
     omit: Iterable[str] = (), absent: Mapping[str, Any] | None = None, skip: Iterable[str] = ()
 ) -> Callable[[type[T]], type[T]]:
@@ -51,15 +63,18 @@ def fast_init(cls: type[T]) -> type[T]:
     params = getattr(cls, "__dataclass_params__", None)
     if params is None or not params.frozen or "__slots__" not in cls.__dict__:
         return cls
-    declared = cls.__dataclass_fields__  # type: ignore[attr-defined]
-    if any(f._field_type is not dataclasses._FIELD for f in declared.values()):  # type: ignore[attr-defined]
-        return cls  # InitVar pseudo-fields: left to dataclass
-    # The sentinel dataclass itself puts for a factory's default (shown as <factory>).
-    ns: dict[str, Any] = {"MISSING": dataclasses._HAS_DEFAULT_FACTORY}  # type: ignore[attr-defined]
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    code = getattr(cls.__init__, "__code__", None)
+    if code is None:
+        return cls
+    parameters = code.co_varnames[1 : code.co_argcount + code.co_kwonlyargcount]
+    if sorted(parameters) != sorted(f.name for f in fields if f.init):
+        return cls  # InitVar pseudo-fields (parameters no field holds): left to dataclass
+    ns: dict[str, Any] = {"MISSING": _FACTORY}
     positional: list[str] = []
     keyword: list[str] = []
     body: list[str] = []
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for f in fields:
         name = f.name
         slot = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
         if slot is None or not hasattr(slot, "__set__"):
