@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from .._run_controls import let_go, wait_until
 from ..backends import Lease, Leases, acquire_or_take_over, session_lease_key
+from ..backends.memory import MemoryLeases
 from ..errors import SessionBusy
 
 if TYPE_CHECKING:
@@ -196,6 +197,10 @@ class HeldLease:
         _end(lease)
         # Awaited here first, so a store that answers at once frees the
         # session before the run's end returns (no hop through another task).
+        if type(self._leases) is MemoryLeases:
+            # Never waits (a dict update): no timer to arm and cancel.
+            await self._send_release(lease)
+            return
         try:
             async with asyncio.timeout(RELEASE_WAIT):
                 await self._send_release(lease)
