@@ -171,6 +171,11 @@ class HeldLease:
         it: what is not done then finishes on its own."""
         beat = self._beat
         self.stop_renewing()
+        if beat is None and type(self._leases) is MemoryLeases:
+            # A dict update that can neither wait nor fail: nothing to bound,
+            # and nothing left to land later.
+            await self._leases.release(self.lease)
+            return
         if by is None or by - asyncio.get_running_loop().time() > 2 * RELEASE_WAIT:
             # Time enough for the release's own wait and for the store to wind
             # down a renewal cancelled mid-call (a second at most on the built-in stores).
