@@ -41,6 +41,12 @@ def _end(lease: Lease) -> None:
     _ended[lease.key] = lease.holder
 
 
+def _releases_in_place(leases: Leases) -> bool:
+    """Whether `leases.release` is the in-process one: a dict update that
+    neither waits nor fails (a subclass's or a replaced one may do either)."""
+    return type(leases) is MemoryLeases and "release" not in vars(leases)
+
+
 async def _acquire(leases: Leases, session_id: str, wait: float | None, ttl: float) -> Lease:
     """The lease of session `session_id`, for `ttl` seconds; `wait` as `Session.hold`'s."""
     key = session_lease_key(session_id)
@@ -171,7 +177,7 @@ class HeldLease:
         it: what is not done then finishes on its own."""
         beat = self._beat
         self.stop_renewing()
-        if beat is None and type(self._leases) is MemoryLeases:
+        if beat is None and _releases_in_place(self._leases):
             # A dict update that can neither wait nor fail: nothing to bound,
             # and nothing left to land later.
             await self._leases.release(self.lease)
@@ -202,8 +208,8 @@ class HeldLease:
         _end(lease)
         # Awaited here first, so a store that answers at once frees the
         # session before the run's end returns (no hop through another task).
-        if type(self._leases) is MemoryLeases:
-            # Never waits (a dict update): no timer to arm and cancel.
+        if _releases_in_place(self._leases):
+            # Never waits: no timer to arm and cancel.
             await self._send_release(lease)
             return
         try:
