@@ -136,6 +136,10 @@ class RunLoop:
         it gets `STORE_GRACE` more seconds before the run ends DEADLINE
         unrecorded (the next run reads whatever the store kept).
         """
+        if self._run.controls.deadline_at is None:
+            # No bound to keep: the run's own coroutine, one level fewer on
+            # every step of the run.
+            return self._go(user, resume, end_notices=True)
         return self._bounded(self._go(user, resume))
 
     async def _tools_now(self) -> None:
@@ -150,11 +154,7 @@ class RunLoop:
 
     async def _bounded(self, work: Coroutine[Any, Any, RunResult]) -> RunResult:
         deadline_at = self._run.controls.deadline_at
-        if deadline_at is None:
-            try:
-                return await work
-            finally:
-                self._run.ports.notices.run_ended(self._run.scope.run_id)
+        assert deadline_at is not None
         # In a task of its own, so that a store which does not answer by
         # `returns_by` is not waited for at all: cancelling a statement on a
         # silent server (its cancel request, the connection's close) takes
@@ -180,94 +180,99 @@ class RunLoop:
             if not run.done():
                 let_go(run)  # cancelled, or the caller cancelled twice
 
-    async def _go(self, user: Message | None, resume: bool) -> RunResult:
+    async def _go(self, user: Message | None, resume: bool, end_notices: bool = False) -> RunResult:
         """Open the run (its checks, calls cut off by a crash, the tree budget,
         the watch), take its first step, then rounds until an end status. A
         run with no new input after a run cut off between its final answer
-        and its end decides that answer first."""
-        run = self._run
-        journal, ports, log, scope = run.journal, run.ports, run.log, run.scope
-        # A resume must see every decision written elsewhere; a fresh run may
-        # trust a look taken under its lease an instant ago.
-        await journal.sync(fresh=0.0 if resume else FRESH_BOUNDARY)
-        parked = log.parked()
-        if resume and not parked:
-            raise UsageError(
-                f"session {scope.session_id} has no turn parked for approval to resume"
-            )
-        if parked and not resume:
-            raise UsageError(
-                f"session {scope.session_id} is awaiting approval for "
-                f"{', '.join(c.id for c in parked)}: approve or deny, then resume()"
-            )
-        resumes = log.run_traceparent() if resume else None
-        info = RunInfo(self._run.agent, scope.session_id, scope.run_id, resume, resumes)
-        # Read before this run's own start entry makes it the latest run.
-        answer = log.unended_answer() if user is None and not resume else None
-        # Calls cut off by a crash or a cancellation get their one result;
-        # those of idempotent tools get it by running again, in this run.
-        cut_off = log.cut_off()
-        # Read now, for the start entry's record of what the run offers (and
-        # as toolsets' tools too may be idempotent): the first round boundary
-        # needs no second read unless tools run before it. Tools that cannot
-        # be read now are read again by the first round, whose failure is
-        # recorded as the run's; calls cut off need them now.
-        fresh = True
+        and its end decides that answer first; with `end_notices`, the run's
+        notices end with it (a bounded run's end them when its task does)."""
         try:
-            await self._refresh_tools()
-        except Exception:
-            if cut_off:
-                raise
-            fresh = False
-        again = to_run_again(log, cut_off, self._tools) if cut_off else []
-        self._tools_fresh = fresh and not again
-        if cut_off and not again:
-            answers = Message.tool_results(cut_off_results(log, cut_off))
-            await append_message(journal, scope.run_id, answers)
-        if self._run.controls.tree is None:
-            await self._open_tree()
-        tree: TreeBudget | None = self._run.controls.tree
-        self._start_position = log.position
-        self._run.counters.round_base = log.assistant_turns
-        watch = ports.observer.run(info)
-        self._open(watch)
-        scope = self._run.scope
-        with watch:
-            name = self._run.agent.name
-            tree_data = tree.to_dict() if tree is not None else None
-            await journal.record(
-                RunStartedEntry(
-                    name, resume, watch.traceparent, self._offer(), RUN_BY.get(), tree_data
-                ),
-                scope.run_id,
-            )
-            scope.event(RunStarted, run_id=scope.run_id, agent=name)
+            run = self._run
+            journal, ports, log, scope = run.journal, run.ports, run.log, run.scope
+            # A resume must see every decision written elsewhere; a fresh run may
+            # trust a look taken under its lease an instant ago.
+            await journal.sync(fresh=0.0 if resume else FRESH_BOUNDARY)
+            parked = log.parked()
+            if resume and not parked:
+                raise UsageError(
+                    f"session {scope.session_id} has no turn parked for approval to resume"
+                )
+            if parked and not resume:
+                raise UsageError(
+                    f"session {scope.session_id} is awaiting approval for "
+                    f"{', '.join(c.id for c in parked)}: approve or deny, then resume()"
+                )
+            resumes = log.run_traceparent() if resume else None
+            info = RunInfo(self._run.agent, scope.session_id, scope.run_id, resume, resumes)
+            # Read before this run's own start entry makes it the latest run.
+            answer = log.unended_answer() if user is None and not resume else None
+            # Calls cut off by a crash or a cancellation get their one result;
+            # those of idempotent tools get it by running again, in this run.
+            cut_off = log.cut_off()
+            # Read now, for the start entry's record of what the run offers (and
+            # as toolsets' tools too may be idempotent): the first round boundary
+            # needs no second read unless tools run before it. Tools that cannot
+            # be read now are read again by the first round, whose failure is
+            # recorded as the run's; calls cut off need them now.
+            fresh = True
             try:
-                end = await self._first(user, resume, cut_off, again, answer)
-                while end is None:
-                    # A boundary right after the run's own append needs no
-                    # read: that append's position proved nothing came in
-                    # between, and what lands in the next instant is folded
-                    # at the next boundary, as if it landed a moment later.
-                    await journal.sync(fresh=FRESH_BOUNDARY)
-                    end = self._check_limits()
-                    if end is None:
-                        await self._tools_now()
-                        end = await self._round()
-            except EndRun as raised:
-                end = raised.end
-            except asyncio.CancelledError:
-                if self._run.controls.stop.is_cancelled:
-                    # Cancelled, and the task with it (a parent cancelled too,
-                    # whose abort reached the task running this child): the
-                    # run still ends whole before the cancellation goes on.
-                    await finish_cancelled(self._stopped(), self._run, tree)
-                raise
-            except BaseException as exc:
-                if not isinstance(exc, KeyboardInterrupt):
-                    await record_failure(exc, self._run)
-                raise
-            return await finish(end, self._run, tree)
+                await self._refresh_tools()
+            except Exception:
+                if cut_off:
+                    raise
+                fresh = False
+            again = to_run_again(log, cut_off, self._tools) if cut_off else []
+            self._tools_fresh = fresh and not again
+            if cut_off and not again:
+                answers = Message.tool_results(cut_off_results(log, cut_off))
+                await append_message(journal, scope.run_id, answers)
+            if self._run.controls.tree is None:
+                await self._open_tree()
+            tree: TreeBudget | None = self._run.controls.tree
+            self._start_position = log.position
+            self._run.counters.round_base = log.assistant_turns
+            watch = ports.observer.run(info)
+            self._open(watch)
+            scope = self._run.scope
+            with watch:
+                name = self._run.agent.name
+                tree_data = tree.to_dict() if tree is not None else None
+                await journal.record(
+                    RunStartedEntry(
+                        name, resume, watch.traceparent, self._offer(), RUN_BY.get(), tree_data
+                    ),
+                    scope.run_id,
+                )
+                scope.event(RunStarted, run_id=scope.run_id, agent=name)
+                try:
+                    end = await self._first(user, resume, cut_off, again, answer)
+                    while end is None:
+                        # A boundary right after the run's own append needs no
+                        # read: that append's position proved nothing came in
+                        # between, and what lands in the next instant is folded
+                        # at the next boundary, as if it landed a moment later.
+                        await journal.sync(fresh=FRESH_BOUNDARY)
+                        end = self._check_limits()
+                        if end is None:
+                            await self._tools_now()
+                            end = await self._round()
+                except EndRun as raised:
+                    end = raised.end
+                except asyncio.CancelledError:
+                    if self._run.controls.stop.is_cancelled:
+                        # Cancelled, and the task with it (a parent cancelled too,
+                        # whose abort reached the task running this child): the
+                        # run still ends whole before the cancellation goes on.
+                        await finish_cancelled(self._stopped(), self._run, tree)
+                    raise
+                except BaseException as exc:
+                    if not isinstance(exc, KeyboardInterrupt):
+                        await record_failure(exc, self._run)
+                    raise
+                return await finish(end, self._run, tree)
+        finally:
+            if end_notices:
+                self._run.ports.notices.run_ended(self._run.scope.run_id)
 
     async def _first(
         self,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from .._run_controls import let_go, wait_until
 from ..backends import Lease, Leases, acquire_or_take_over, session_lease_key
+from ..backends.memory import MemoryLeases
 from ..errors import SessionBusy
 
 if TYPE_CHECKING:
@@ -38,6 +39,12 @@ def _end(lease: Lease) -> None:
     if len(_ended) >= _ENDED_MAX:
         del _ended[next(iter(_ended))]  # the oldest: its lease lapses on its own
     _ended[lease.key] = lease.holder
+
+
+def _releases_in_place(leases: Leases) -> bool:
+    """Whether `leases.release` is the in-process one: a dict update that
+    neither waits nor fails (a subclass's or a replaced one may do either)."""
+    return type(leases) is MemoryLeases and "release" not in vars(leases)
 
 
 async def _acquire(leases: Leases, session_id: str, wait: float | None, ttl: float) -> Lease:
@@ -170,6 +177,11 @@ class HeldLease:
         it: what is not done then finishes on its own."""
         beat = self._beat
         self.stop_renewing()
+        if beat is None and _releases_in_place(self._leases):
+            # A dict update that can neither wait nor fail: nothing to bound,
+            # and nothing left to land later.
+            await self._leases.release(self.lease)
+            return
         if by is None or by - asyncio.get_running_loop().time() > 2 * RELEASE_WAIT:
             # Time enough for the release's own wait and for the store to wind
             # down a renewal cancelled mid-call (a second at most on the built-in stores).
@@ -196,6 +208,10 @@ class HeldLease:
         _end(lease)
         # Awaited here first, so a store that answers at once frees the
         # session before the run's end returns (no hop through another task).
+        if _releases_in_place(self._leases):
+            # Never waits: no timer to arm and cancel.
+            await self._send_release(lease)
+            return
         try:
             async with asyncio.timeout(RELEASE_WAIT):
                 await self._send_release(lease)
