@@ -169,7 +169,16 @@ class PostgresDatabase:
         Nothing done through it is repeated on a failure: the caller's
         statements may have reached the server.
         """
-        conn, slot, checked = await self._take(urgent)
+        async with self._held(urgent) as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def _held(
+        self, urgent: bool, pool: AsyncConnectionPool[Any] | None = None
+    ) -> AsyncIterator[AsyncConnection[Any]]:
+        """`connection()`'s use of one connection; with `pool`, taken from it
+        as it is (from within `_ready`, whose lock a fresh look would wait on)."""
+        conn, slot, checked = await self._take(urgent, pool)
         try:
             watchdog = self._watch(conn, checked)
             try:
@@ -277,20 +286,8 @@ class PostgresDatabase:
                     raise RuntimeError("PostgreSQL database is closed")
                 self._pool = pool
             elif self._pending:
-                conn, _, checked = await self._take(True, self._pool)
-                try:
-                    watchdog = self._watch(conn, checked)
-                    try:
-                        await self._migrate(conn)
-                    except BaseException as exc:
-                        error = self._failure(exc, watchdog, conn)
-                        if error is None:
-                            raise
-                        raise error from exc
-                    finally:
-                        watchdog.stop()
-                finally:
-                    await self._give_back(conn, None)
+                async with self._held(True, self._pool) as conn:
+                    await self._migrate(conn)
             return self._pool
 
     def _new_pool(self) -> AsyncConnectionPool[Any]:
