@@ -12,7 +12,16 @@ Two tables, on the memory, SQLite and PostgreSQL stores:
   In the same command, the bare baseline: CPU of one `SELECT 1` on an open
   psycopg `AsyncConnection` in an asyncio loop (as the backend runs). It
   prints the PostgreSQL round against "memory round + 3 bare round trips",
-  and SQLite against 2.5x memory.
+  and SQLite against 2.5x memory;
+- the replay: the statements a steady PostgreSQL round sends (recorded in a
+  run of their own, outside the measured windows), sent again with the same
+  parameters on a bare psycopg `AsyncConnection` in this loop, into a copy
+  of the session: what those statements cost any client, so "PostgreSQL
+  round - (memory round + replay)" is taskloom's own cost of going durable.
+
+`--no-fsync-wait` runs everything with `synchronous_commit=off` (through
+`PGOPTIONS`), so commits do not wait for the disk: the CPU a process spends
+waking after each commit's wait shows as the difference between the two.
 
 Round trips are waits for the server (see `_statements.py`); "(empty)" is the
 pool's connection check, counted apart. PostgreSQL rows are skipped (with the
@@ -23,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import os
 import statistics
@@ -30,7 +40,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from taskloom import Agent, RunOptions, Runtime, ToolEffect, Usage, tool
@@ -150,6 +160,116 @@ async def bare_round_trip(url: str, n: int) -> float:
         return (time.process_time() - cpu) / n * 1e6
 
 
+@contextlib.contextmanager
+def recorded_statements() -> Iterator[list[tuple[str, dict[str, Any]]]]:
+    """The (query, parameters) of every fenced append psycopg's
+    `AsyncConnection.execute` is given meanwhile, in order."""
+    import psycopg
+
+    found: list[tuple[str, dict[str, Any]]] = []
+    execute = psycopg.AsyncConnection.execute
+
+    async def recording(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        if isinstance(query, str) and query.split()[:1] == ["WITH"] and isinstance(params, dict):
+            found.append((query, dict(params)))
+        return await execute(self, query, params, **kwargs)
+
+    psycopg.AsyncConnection.execute = recording  # type: ignore[method-assign]
+    try:
+        yield found
+    finally:
+        psycopg.AsyncConnection.execute = execute  # type: ignore[method-assign]
+
+
+async def replay(url: str, schema: str, statements: list[tuple[str, dict[str, Any]]]) -> float:
+    """CPU µs per round of sending `statements` (a steady round's, two a
+    round) again on a bare autocommit `AsyncConnection`, into a fresh copy of
+    their session (its lease kept as it was), best of three passes."""
+    import psycopg
+
+    sessions = f'"{schema}".taskloom_sessions'
+    entries = f'"{schema}".taskloom_entries'
+    source = statements[0][1]["sid"]
+    rounds = len(statements) / 2
+    best = float("inf")
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        for _ in range(3):
+            copy = f"replay-{uuid.uuid4().hex[:10]}"
+            await conn.execute(
+                f"INSERT INTO {sessions} (id, agent, parent_id, created_at, metadata)"
+                f" SELECT %s, agent, parent_id, created_at, metadata FROM {sessions}"
+                " WHERE id = %s",
+                (copy, source),
+            )
+            gc.collect()
+            cpu = time.process_time()
+            for query, params in statements:
+                params["sid"] = copy
+                await (await conn.execute(query, params)).fetchone()
+            best = min(best, (time.process_time() - cpu) / rounds * 1e6)
+            cursor = await conn.execute(
+                f"SELECT count(*) FROM {entries} WHERE session_id = %s", (copy,)
+            )
+            (placed,) = await cursor.fetchone() or (0,)
+            # A statement whose fence no longer held would insert nothing and cost less.
+            assert placed == len(statements), f"replay placed {placed} of {len(statements)}"
+    return best
+
+
+async def interleaved(
+    url: str,
+    schema: str,
+    statements: list[tuple[str, dict[str, Any]]],
+    windows: int,
+    select_1: bool = False,
+) -> Steady:
+    """Steady rounds on the memory store that also send, at each fenced
+    append, the next of `statements` on a bare autocommit `AsyncConnection`
+    (into a copy of their session): the memory round plus exactly the
+    statements a PostgreSQL round sends, where it sends them, with no
+    database layer of taskloom's between. With `select_1`, a `SELECT 1`
+    each time instead: the bare round trip, where a round would send it."""
+    import itertools
+
+    import psycopg
+
+    from taskloom.backends import MemoryBackend
+
+    conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    copy = f"interleaved-{uuid.uuid4().hex[:10]}"
+    sessions = f'"{schema}".taskloom_sessions'
+    await conn.execute(
+        f"INSERT INTO {sessions} (id, agent, parent_id, created_at, metadata)"
+        f" SELECT %s, agent, parent_id, created_at, metadata FROM {sessions} WHERE id = %s",
+        (copy, statements[0][1]["sid"]),
+    )
+    upcoming = itertools.cycle(statements)
+    memory = MemoryBackend().store
+
+    class Replaying(type(memory)):  # type: ignore[misc]
+        async def append(self, session_id: str, entry: Any, *, fence: Any = None) -> int:
+            position: int = await super().append(session_id, entry, fence=fence)
+            if fence is not None and select_1:
+                await conn.execute("SELECT 1")
+            elif fence is not None:
+                query, params = next(upcoming)
+                params["sid"] = copy
+                await (await conn.execute(query, params)).fetchone()
+            return position
+
+    try:
+        return await steady(Replaying(), windows)
+    finally:
+        await conn.close()
+
+
+async def recorded_round(store: object) -> list[tuple[str, dict[str, Any]]]:
+    """The statements of `WINDOW` steady rounds, recorded after `WINDOW` rounds of warming up."""
+    with recorded_statements() as found:
+        await steady(store, 1)
+    return found[-2 * WINDOW :]
+
+
 def _trips(trips: float, checks: float) -> str:
     return f"{trips:.1f} ({trips - checks:.1f})"
 
@@ -157,7 +277,13 @@ def _trips(trips: float, checks: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
-    quick = parser.parse_args().quick
+    parser.add_argument("--no-fsync-wait", action="store_true")
+    args = parser.parse_args()
+    quick = args.quick
+    if args.no_fsync_wait:
+        os.environ["PGOPTIONS"] = (
+            os.environ.get("PGOPTIONS", "") + " -c synchronous_commit=off"
+        ).strip()
     runs, windows = (50, 4) if quick else (300, 10)
     rows: list[tuple[str, ...]] = []
     long: list[tuple[str, Steady | str]] = []
@@ -178,6 +304,9 @@ def main() -> None:
         )
     )
     bare: float | None = None
+    replayed: float | None = None
+    floor_round: Steady | None = None
+    select_round: Steady | None = None
     try:
         from taskloom.backends import PostgresBackend
 
@@ -205,6 +334,10 @@ def main() -> None:
                 )
             )
             bare = asyncio.run(bare_round_trip(PG, 2000 if quick else 10000))
+            statements = asyncio.run(recorded_round(PostgresBackend(PG, schema=schema).store))
+            replayed = asyncio.run(replay(PG, schema, statements))
+            floor_round = asyncio.run(interleaved(PG, schema, statements, windows))
+            select_round = asyncio.run(interleaved(PG, schema, statements, windows, True))
         finally:
             with psycopg.connect(PG, autocommit=True) as conn:
                 conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
@@ -253,6 +386,27 @@ def main() -> None:
                 f"bare round trip (SELECT 1, psycopg AsyncConnection): {bare:.0f} µs CPU;"
                 f" PostgreSQL round {found.median:.0f} µs vs memory + 3 bare"
                 f" {floor:.0f} µs: {found.median / floor:.2f}x, {verdict}"
+            )
+        if name == "postgresql" and isinstance(found, Steady) and replayed is not None:
+            floor = base.median + replayed
+            print(
+                f"the round's own statements on a bare connection: {replayed:.0f} µs CPU a round"
+                f" ({replayed / 2:.0f} µs each); PostgreSQL round vs memory + those"
+                f" {floor:.0f} µs: {found.median / floor:.2f}x (taskloom's own cost of"
+                f" going durable: {found.median - floor:.0f} µs a round)"
+            )
+        if name == "postgresql" and isinstance(found, Steady) and floor_round is not None:
+            print(
+                f"memory round + those statements where a round sends them (bare connection):"
+                f" {floor_round.median:.0f} µs ({floor_round.spread}); PostgreSQL round vs it:"
+                f" {found.median / floor_round.median:.2f}x"
+            )
+        if name == "postgresql" and isinstance(found, Steady) and select_round is not None:
+            print(
+                f"memory round + 2 x SELECT 1 where a round sends its statements:"
+                f" {select_round.median:.0f} µs ({select_round.spread}), that is"
+                f" {(select_round.median - base.median) / 2:.0f} µs per round trip"
+                f" where the bare loop's costs {bare or 0:.0f} µs"
             )
 
 

@@ -7,8 +7,10 @@ target (PostgreSQL on 127.0.0.1:5432 by default), and on command:
   like a network that silently drops traffic (nothing is lost: bytes read
   meanwhile are held and delivered after `resume()`); connections opened
   while stalled are accepted but not forwarded either;
-- `reset()`: close every connection abruptly (RST, not FIN), like a server
-  restart or a NAT box forgetting its table;
+- `reset()`: close every connection abruptly (shut down at once, then RST
+  rather than a graceful close), like a server restart or a NAT box
+  forgetting its table: the client's socket shows it before `reset()`
+  returns, as a reset from the network would, with no turn of the loop;
 - `resume()`: forward again.
 
 It runs on the test's own event loop::
@@ -140,9 +142,14 @@ class FaultProxy:
 
 
 def _abort(writer: asyncio.StreamWriter) -> None:
-    """Close with RST: SO_LINGER 0 makes the kernel reset rather than finish."""
+    """Close with RST: SO_LINGER 0 makes the kernel reset rather than finish.
+
+    The transport closes its socket only at the loop's next turn, so the
+    socket is shut down here first: the peer sees the connection end now,
+    as it would see a reset that came from the network."""
     sock = writer.get_extra_info("socket")
     if sock is not None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.shutdown(socket.SHUT_RDWR)
     writer.transport.abort()

@@ -454,9 +454,6 @@ class PostgresDatabase:
         loop = self._loop
         if deadline is None:
             deadline = loop.time() + self.checkout_timeout
-        # Once, so that a reset this process itself just made (a proxy in
-        # the same loop) has reached the sockets before they are looked at.
-        await asyncio.sleep(0)
         recent = self._recent
         if recent:
             # The connection used last first: the busier a process, the
