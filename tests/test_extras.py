@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from cli_process import SOURCES, TESTS, taskloom_cli
+from fresh_process import run_fresh
 from taskloom.cli import main
 
 INSTALL = "pip install 'taskloom[{extra}]'"
@@ -159,14 +160,7 @@ def test_every_public_name_needing_an_extra_names_it_with_the_core_only() -> Non
     # unimportable, as in a venv where the wheel is installed without extras
     # (scripts/check_wheel.sh runs the same check in one).
     script = SOURCES.parent / "scripts" / "check_extra_hints.py"
-    done = subprocess.run(
-        [sys.executable, str(script), "--simulate"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"PYTHONPATH": str(SOURCES), "PATH": "/usr/bin:/bin"},
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "0 raw failures" in done.stdout
+    said = run_fresh(script=script, args=("--simulate",))
+    assert "0 raw failures" in said
     for extra in ("a2a", "mcp", "otel", "postgres", "testing", "web"):
-        assert f"the {extra} extra named by" in done.stdout, done.stdout
+        assert f"the {extra} extra named by" in said, said

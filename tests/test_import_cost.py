@@ -7,11 +7,8 @@ is a fixed cost of every fresh process that has no use for it."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
-SOURCES = Path(__file__).resolve().parents[1] / "src"
+from fresh_process import run_fresh
 
 NEVER = (
     # the extras' libraries (see taskloom._extras)
@@ -63,15 +60,7 @@ print(json.dumps([tops, sorted(sys.modules)]))
 
 
 def loaded(code: str) -> tuple[set[str], set[str]]:
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD.format(code=code)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"PYTHONPATH": str(SOURCES), "PATH": "/usr/bin:/bin"},
-    )
-    assert done.returncode == 0, done.stderr
-    tops, modules = json.loads(done.stdout)
+    tops, modules = json.loads(run_fresh(CHILD.format(code=code)))
     return set(tops), set(modules)
 
 

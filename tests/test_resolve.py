@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from typing import Any
 
 import httpx2
 import pytest
 
 import taskloom.models
-from cli_process import SOURCES
+from fresh_process import run_fresh
 from taskloom.errors import ConfigurationError, ProviderError
 from taskloom.messages import Message
 from taskloom.models import PRESETS, ModelRequest, OpenAIChatModel, resolve_model
@@ -254,15 +252,7 @@ def test_a_spec_loads_only_its_own_wire_api() -> None:
         "print(sorted(n for n in sys.modules for api in ('anthropic', 'gemini', 'responses')"
         " if api in n))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"PYTHONPATH": str(SOURCES), "PATH": "/usr/bin:/bin"},
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert run_fresh(code).strip() == "[]"
 
 
 async def test_vertex_is_gemini_on_vertex_ai_with_its_own_options() -> None:

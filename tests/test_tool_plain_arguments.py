@@ -6,21 +6,17 @@ from __future__ import annotations
 
 import inspect
 import json
-import subprocess
-import sys
 import typing
 import warnings
-from pathlib import Path
 from typing import Any, Optional
 
 import docstring_parser
 import pydantic
 import pytest
 
+from fresh_process import run_fresh
 from taskloom import ConfigurationError, tool
 from taskloom.tools import ArgumentsInvalid
-
-SOURCES = Path(__file__).resolve().parents[1] / "src"
 
 
 def every_kind(
@@ -107,15 +103,7 @@ def imports_pydantic(source: str, name: str) -> bool:
         f"made = tool({name})\n"
         "print('pydantic' in sys.modules)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"PYTHONPATH": str(SOURCES), "PATH": "/usr/bin:/bin"},
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip() == "True"
+    return run_fresh(code).strip() == "True"
 
 
 @pytest.mark.parametrize("fn", PLAIN, ids=lambda f: f.__name__)
@@ -290,12 +278,4 @@ def test_a_run_with_plain_tools_never_imports_pydantic_or_docstring_parser() -> 
         "assert agent.run_sync('1 + 2?').text == '3'\n"
         "print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'docstring_parser'))))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"PYTHONPATH": str(SOURCES), "PATH": "/usr/bin:/bin"},
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert run_fresh(code).strip() == "[]"
