@@ -477,20 +477,27 @@ class StoreContract(CapabilityGate):
             inbox = MemoryNoticeInbox()
         return inbox
 
-    @requires(Capability.FENCED_APPENDS)
-    async def test_append_then_pending_appends_and_reads_the_inbox(
+    async def _leased_session(
         self, store: SessionStore, leases: Leases
-    ) -> None:
+    ) -> tuple[Any, Any, str, Any]:
+        """The store's `append_then_pending` (the test skipped when it has
+        none), its inbox, a new session and a lease on it held by worker-a."""
         both = getattr(store, "append_then_pending", None)
         if both is None:
             pytest.skip("the store has no append_then_pending (it is optional)")
-        from ..backends import BackgroundNotice
-
-        inbox = self._inbox_of(store)
         sid = _new_id()
         await store.create(SessionMeta(sid))
         lease = await leases.acquire(f"session:{sid}", "worker-a", 30.0)
         assert lease is not None
+        return both, self._inbox_of(store), sid, lease
+
+    @requires(Capability.FENCED_APPENDS)
+    async def test_append_then_pending_appends_and_reads_the_inbox(
+        self, store: SessionStore, leases: Leases
+    ) -> None:
+        from ..backends import BackgroundNotice
+
+        both, inbox, sid, lease = await self._leased_session(store, leases)
         assert await both(sid, Entry("x", {"n": 1}), inbox, fence=lease.fence) == (1, [])
         notices = [BackgroundNotice(f"n{i}", f"a{i}", "job", f"text {i}") for i in range(3)]
         for notice in notices:
@@ -508,14 +515,7 @@ class StoreContract(CapabilityGate):
     async def test_append_then_pending_refuses_as_append_does(
         self, store: SessionStore, leases: Leases
     ) -> None:
-        both = getattr(store, "append_then_pending", None)
-        if both is None:
-            pytest.skip("the store has no append_then_pending (it is optional)")
-        inbox = self._inbox_of(store)
-        sid = _new_id()
-        await store.create(SessionMeta(sid))
-        old = await leases.acquire(f"session:{sid}", "worker-a", 30.0)
-        assert old is not None
+        both, inbox, sid, old = await self._leased_session(store, leases)
         await both(sid, Entry("x", {"by": "old"}), inbox, fence=old.fence)
         await leases.release(old)
         new = await leases.acquire(f"session:{sid}", "worker-b", 30.0)
