@@ -32,7 +32,6 @@ from .._redact import redact_value
 from .._run_controls import let_go, wait_until
 from ..entries import MessageEntry, RunStartedEntry, Steer
 from ..errors import UsageError
-from ..events import EmptyAnswer, NoticeDelivered, RunStarted
 from ..log import fold_text, with_unique_call_ids
 from ..messages import Message, ToolCall, ToolResult
 from ..results import RunResult, RunStatus
@@ -243,7 +242,7 @@ class RunLoop:
                     ),
                     scope.run_id,
                 )
-                scope.event(RunStarted, run_id=scope.run_id, agent=name)
+                scope.event("RunStarted", run_id=scope.run_id, agent=name)
                 try:
                     end = await self._first(user, resume, cut_off, again, answer)
                     while end is None:
@@ -411,7 +410,7 @@ class RunLoop:
             self._held = None
         # 4. ask the model (compacting the view first if it grew too long)
         if delivery is not None:
-            scope.event(NoticeDelivered, text=delivery.text, notice_ids=tuple(delivery.ack_ids))
+            scope.event("NoticeDelivered", text=delivery.text, notice_ids=tuple(delivery.ack_ids))
         response = await self._requests.ask(delivery)
         # 5. commit the assistant message with the notices it carried, then ack
         # them. Call ids a provider reuses are made unique first, so results
@@ -434,7 +433,7 @@ class RunLoop:
             if not message.text:
                 # No text and no calls: an answer of nothing is told, never
                 # passed off as a short one.
-                scope.event(EmptyAnswer, run_id=scope.run_id, round=counters.round)
+                scope.event("EmptyAnswer", run_id=scope.run_id, round=counters.round)
             return await self._answered(message)
         # 6a
         gated = gated_calls(calls, self._tools)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..entries import CallsStarted
-from ..events import ApprovalRequested
 from ..log import SessionLog
 from ..messages import Message, ToolCall, ToolResult
 from ..results import RunStatus
@@ -58,7 +57,11 @@ class ToolRound:
         for g in gated:
             c = g.call
             scope.event(
-                ApprovalRequested, call_id=c.id, name=c.name, arguments=c.arguments, reason=g.reason
+                "ApprovalRequested",
+                call_id=c.id,
+                name=c.name,
+                arguments=c.arguments,
+                reason=g.reason,
             )
         return End(RunStatus.AWAITING_APPROVAL)
 

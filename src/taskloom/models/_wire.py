@@ -15,8 +15,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from .._deltas import TextDelta, ThinkingDelta
 from .._ids import uuid4_hex
-from ..events import TextDelta, ThinkingDelta
 from ..messages import Block, Message, TextBlock, ThinkingBlock, ToolCall, ToolResult, Usage
 from ._base import ModelRequest, StreamEvent, ToolCallDelta
 
