@@ -108,6 +108,8 @@ def test_a_plain_run_loads_no_optional_part() -> None:
     assert tops & set(NEVER) == set()
     assert own_parts(modules) == set()
     assert "taskloom.events" not in modules
+    # Round strategies are imported by a run that has one (or a name read).
+    assert not any(m.startswith("taskloom.loop._strategy") for m in modules)
 
 
 def test_a_subscribed_run_gets_every_event_of_a_plain_one() -> None:
@@ -140,3 +142,20 @@ def test_a_subscribed_run_gets_every_event_of_a_plain_one() -> None:
 def test_the_lazy_names_still_load_on_use() -> None:
     _, modules = loaded("import taskloom\ntaskloom.SubAgent\ntaskloom.background_tools\n")
     assert "taskloom.delegation" in modules and "taskloom.background" in modules
+
+
+def test_the_strategies_load_on_use_and_decide() -> None:
+    # A run with a strategy imports what it needs at its start: its stop
+    # decision is carried out.
+    loaded(
+        "from taskloom import Agent, RunOptions, RunStatus\n"
+        "from taskloom.loop import RoundDecision, RoundStrategy\n"
+        "from taskloom.models import ScriptedModel, reply\n"
+        "class Halt:\n"
+        "    async def on_round(self, ctx):\n"
+        "        return RoundDecision.stop()\n"
+        "model = ScriptedModel([reply('one'), reply('two')])\n"
+        "result = Agent('a', model, 'Say.').run_sync('hi', options=RunOptions(strategy=Halt()))\n"
+        "assert isinstance(Halt(), RoundStrategy)\n"
+        "assert result.status is RunStatus.STOPPED, result.status\n"
+    )

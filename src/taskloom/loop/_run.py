@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._offered import offer
 from .._redact import redact_value
@@ -38,16 +38,18 @@ from ..results import RunResult, RunStatus
 from ..tools import Tool
 from ._approvals import gated_calls
 from ._ask import Requests
-from ._decide import PROCEED, Decisions
+from ._boundary import RoundBoundary
 from ._finish import finish, finish_cancelled, record_failure, run_result
 from ._options import RunOptions
 from ._output import FinalOutput
 from ._port import AgentSpec, Delivery, RunInfo, RunPorts, RunWatch
 from ._result import End, EndRun
 from ._scope import RUN_BY, RunCounters, RunScope, RunState, append_message
-from ._strategy import RoundBoundary
 from ._tool_round import ToolRound, cut_off_results, to_run_again
 from ._tree_budget import Budget, TreeBudget
+
+if TYPE_CHECKING:
+    from ._decide import Decisions
 
 logger = logging.getLogger("taskloom")
 
@@ -369,10 +371,13 @@ class RunLoop:
         self._requests = Requests(run)
         self._turns = ToolRound(run)
         strategy = self._run.opts.strategy
-        # Without a strategy every boundary proceeds: nothing to decide.
-        self._decisions = (
-            None if strategy is None else Decisions(strategy, run, self._requests.compactor)
-        )
+        # Without a strategy every boundary proceeds: nothing to decide (and
+        # the strategies' module is never imported).
+        self._decisions: Decisions | None = None
+        if strategy is not None:
+            from ._decide import Decisions
+
+            self._decisions = Decisions(strategy, run, self._requests.compactor)
 
     def _check_limits(self) -> End | None:
         run = self._run
@@ -447,11 +452,14 @@ class RunLoop:
         if isinstance(results, End):
             return results
         decisions = self._decisions
-        decision = PROCEED if decisions is None else await decisions.after_results(results)
         # A final answer given through the tool ends the run like a final
         # message would, once the strategy lets it and nothing is pending.
+        if decisions is None:
+            # Without a strategy the decision is always to proceed.
+            return await self._may_complete() if self._run.output.after_tools() else None
+        decision = await decisions.after_results(results)
         answered = self._run.output.after_tools()
-        if decisions is not None and decision is not PROCEED:
+        if not decisions.proceeds(decision):
             end = await decisions.apply(decision)
             if end is not None:
                 return end

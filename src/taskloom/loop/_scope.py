@@ -13,8 +13,8 @@ from .._lazy import LazyModule
 from .._run_controls import UsageMeter
 from ..entries import MessageEntry
 from ..messages import Message, Usage
+from ._boundary import RoundBoundary
 from ._port import NO_WATCH, AgentSpec, Delivery, Journal, RunNoticesPort, RunPorts, RunWatch
-from ._strategy import RoundBoundary
 
 if TYPE_CHECKING:
     from .. import events

@@ -12,10 +12,10 @@ from ..messages import Message, ToolCall, ToolResult
 from ..results import RunStatus
 from ..tools import IDEMPOTENT_RETRIES, Tool
 from ._approvals import Gate, requests_for, resolve_parked_turn
+from ._boundary import RoundBoundary
 from ._execute import CutShort, ToolCalls, step_count
 from ._result import End
 from ._scope import RunState, append_message, append_results
-from ._strategy import RoundBoundary
 
 
 def to_run_again(
