@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote
@@ -116,6 +118,44 @@ def test_a_factory_default_is_fresh_per_instance_and_values_stay_frozen() -> Non
     assert dataclasses.replace(calls[0], name="g") == ToolCall("a", "g")
     message = Message("tool", (ToolResult("c1", "2"),))
     assert Message.from_dict(message.to_dict()) == message
+
+
+FIRST_USE = """
+import dataclasses, inspect, json
+from taskloom.events import RunStarted, ToolCallStarted
+from taskloom.messages import ToolCall
+
+class Tagged(ToolCall):
+    __slots__ = ()
+
+out = {"signature": str(inspect.signature(RunStarted))}
+try:
+    RunStarted(run_id="r1")
+except TypeError as exc:
+    out["refused"] = "agent" in str(exc)
+first = Tagged("c1", "add", {"a": float("nan")})
+out["subclass"] = [type(first).__name__, first.arguments, first.raw_arguments is not None]
+made = RunStarted(run_id="r1", agent="a", origin="o")
+out["made"] = [made.run_id, made.agent, made.origin, made.session_id]
+out["after"] = str(inspect.signature(RunStarted))
+out["replaced"] = dataclasses.replace(ToolCallStarted(call_id="c", name="f"), name="g").name
+print(json.dumps(out))
+"""
+
+
+def test_a_fresh_process_first_instances_behave_as_the_dataclass_ones() -> None:
+    # The first instance of a class in a process is where its faster
+    # `__init__` is written: before it, the class reads and refuses as after.
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_USE], capture_output=True, text=True, timeout=60, check=True
+    )
+    out = json.loads(done.stdout)
+    assert out["signature"] == out["after"]
+    assert "run_id" in out["signature"] and "agent" in out["signature"]
+    assert out["refused"] is True
+    assert out["subclass"] == ["Tagged", {}, True]
+    assert out["made"] == ["r1", "a", "o", ""]
+    assert out["replaced"] == "g"
 
 
 @pytest.fixture

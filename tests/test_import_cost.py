@@ -76,6 +76,9 @@ def test_import_taskloom_loads_no_optional_part() -> None:
     )
     assert tops & set(NEVER) == set()
     assert own_parts(modules) == set()
+    # The events are made only for a subscriber (the deltas an adapter
+    # streams excepted): their classes are built once something listens.
+    assert "taskloom.events" not in modules
     # Background work and tracing start with a runtime's first run.
     assert not any(m.startswith(("taskloom.background", "taskloom.tracing")) for m in modules)
 
@@ -90,11 +93,60 @@ def test_a_plain_run_loads_no_optional_part() -> None:
         "    return a + b\n"
         "model = ScriptedModel([reply(tool_calls=[('add', {'a': 1, 'b': 2})]), reply('3')])\n"
         "assert Agent('adder', model, 'Add.', tools=[add]).run_sync('1 + 2?').text == '3'\n"
+        # Round strategies are imported by a run that has one (or a name
+        # read): no module of taskloom holds their decisions yet.
+        "assert not any('RoundDecision' in vars(m) for n, m in list(sys.modules.items())\n"
+        "               if n.startswith('taskloom.'))\n"
     )
     assert tops & set(NEVER) == set()
     assert own_parts(modules) == set()
+    assert "taskloom.events" not in modules
+
+
+def test_a_subscribed_run_gets_every_event_of_a_plain_one() -> None:
+    # A run nobody listens to never imports the events; the first that is
+    # listened to imports them, and its events are whole.
+    _, modules = loaded(
+        "import asyncio\n"
+        "from taskloom import Agent, tool\n"
+        "from taskloom.models import ScriptedModel, reply\n"
+        "@tool(blocking=False)\n"
+        "def add(a: int, b: int) -> int:\n"
+        "    '''Add two integers.'''\n"
+        "    return a + b\n"
+        "def model():\n"
+        "    return ScriptedModel([reply(tool_calls=[('add', {'a': 1, 'b': 2})]), reply('3')])\n"
+        "assert Agent('adder', model(), 'Add.', tools=[add]).run_sync('1 + 2?').text == '3'\n"
+        "assert 'taskloom.events' not in sys.modules\n"
+        "agent = Agent('adder', model(), 'Add.', tools=[add])\n"
+        "async def kinds():\n"
+        "    return [type(e).__name__ for e in [e async for e in agent.stream('1 + 2?')]]\n"
+        "seen = asyncio.run(kinds())\n"
+        "assert seen[0] == 'RunStarted' and seen[-1] == 'RunFinished', seen\n"
+        "for kind in ('ModelRequestStarted', 'ToolCallStarted', 'ToolCallFinished',\n"
+        "             'RoundCommitted', 'TextDelta'):\n"
+        "    assert kind in seen, (kind, seen)\n"
+    )
+    assert "taskloom.events" in modules
 
 
 def test_the_lazy_names_still_load_on_use() -> None:
     _, modules = loaded("import taskloom\ntaskloom.SubAgent\ntaskloom.background_tools\n")
     assert "taskloom.delegation" in modules and "taskloom.background" in modules
+
+
+def test_the_strategies_load_on_use_and_decide() -> None:
+    # A run with a strategy imports what it needs at its start: its stop
+    # decision is carried out.
+    loaded(
+        "from taskloom import Agent, RunOptions, RunStatus\n"
+        "from taskloom.loop import RoundDecision, RoundStrategy\n"
+        "from taskloom.models import ScriptedModel, reply\n"
+        "class Halt:\n"
+        "    async def on_round(self, ctx):\n"
+        "        return RoundDecision.stop()\n"
+        "model = ScriptedModel([reply('one'), reply('two')])\n"
+        "result = Agent('a', model, 'Say.').run_sync('hi', options=RunOptions(strategy=Halt()))\n"
+        "assert isinstance(Halt(), RoundStrategy)\n"
+        "assert result.status is RunStatus.STOPPED, result.status\n"
+    )

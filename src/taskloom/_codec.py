@@ -59,17 +59,47 @@ def fast_init(cls: type[T]) -> type[T]:
     through their descriptors: the same parameters, defaults, factories and
     `__post_init__` as the one `dataclass` wrote, at about half its cost
     (that one passes each field through `object.__setattr__`, the frozen
-    class's own `__setattr__` refusing). Other classes are returned as they are."""
+    class's own `__setattr__` refusing). Other classes are returned as they are.
+
+    The new `__init__` is written at the class's first instance, not here: a
+    process imports about a hundred such classes and makes a fifth of them,
+    and writing one compiles code. Until then the class's `__init__` is a
+    stand-in that writes it, puts it in its place and calls it; it wraps
+    `dataclass`'s own (`__wrapped__`), so its signature reads the same."""
     params = getattr(cls, "__dataclass_params__", None)
     if params is None or not params.frozen or "__slots__" not in cls.__dict__:
         return cls
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    code = getattr(cls.__init__, "__code__", None)
-    if code is None:
+    # A class that inherits its `__init__` (`init=False`) keeps it, as
+    # `dataclass` has it.
+    original: Callable[..., None] | None = cls.__dict__.get("__init__")
+    if original is None or getattr(original, "__code__", None) is None:
         return cls
+    dataclass_init: Callable[..., None] = original
+
+    def first(self: Any, *args: Any, **kwargs: Any) -> None:
+        init: Callable[..., None] = cls.__dict__["__init__"]
+        if init is first:
+            init = _written_init(cls, dataclass_init)
+            cls.__init__ = init  # type: ignore[method-assign]
+        init(self, *args, **kwargs)
+
+    first.__module__ = original.__module__
+    first.__qualname__ = original.__qualname__
+    first.__doc__ = original.__doc__
+    first.__annotations__ = dict(getattr(original, "__annotations__", {}))
+    first.__wrapped__ = original  # type: ignore[attr-defined]
+    cls.__init__ = first  # type: ignore[method-assign]
+    return cls
+
+
+def _written_init(cls: type, original: Callable[..., None]) -> Callable[..., None]:
+    """`fast_init`'s `__init__` for `cls`, or `original` (`dataclass`'s) when
+    the class's fields are not all plain slots."""
+    fields = dataclasses.fields(cls)
+    code = original.__code__
     parameters = code.co_varnames[1 : code.co_argcount + code.co_kwonlyargcount]
     if sorted(parameters) != sorted(f.name for f in fields if f.init):
-        return cls  # InitVar pseudo-fields (parameters no field holds): left to dataclass
+        return original  # InitVar pseudo-fields (parameters no field holds): left to dataclass
     ns: dict[str, Any] = {"MISSING": _FACTORY}
     positional: list[str] = []
     keyword: list[str] = []
@@ -78,7 +108,7 @@ def fast_init(cls: type[T]) -> type[T]:
         name = f.name
         slot = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
         if slot is None or not hasattr(slot, "__set__"):
-            return cls
+            return original
         ns[f"S_{name}"] = slot.__set__
         has_default = f.default is not dataclasses.MISSING
         has_factory = f.default_factory is not dataclasses.MISSING
@@ -105,13 +135,12 @@ def fast_init(cls: type[T]) -> type[T]:
         body.append(" self.__post_init__()")
     args = ["self", *positional, *(["*", *keyword] if keyword else [])]
     exec(f"def __init__({', '.join(args)}):\n" + ("\n".join(body) or " pass"), ns)
-    init = ns["__init__"]
+    init: Callable[..., None] = ns["__init__"]
     init.__module__ = cls.__module__
     init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__doc__ = cls.__init__.__doc__
-    init.__annotations__ = dict(getattr(cls.__init__, "__annotations__", {}))
-    cls.__init__ = init  # type: ignore[method-assign]
-    return cls
+    init.__doc__ = original.__doc__
+    init.__annotations__ = dict(getattr(original, "__annotations__", {}))
+    return init
 
 
 def encode(value: Any) -> dict[str, Any]:

@@ -25,3 +25,25 @@ def lazy_exports(package: str, table: Mapping[str, str]) -> Callable[[str], Any]
         return getattr(imported, name)
 
     return __getattr__
+
+
+class LazyModule:
+    """A module imported at the first read of one of its attributes; each
+    attribute read is kept on this object, so later reads cost what a module
+    global's does. For a module only some runs use (the events, made only
+    for a subscriber): `events = LazyModule("taskloom.events")`, then
+    `events.RunStarted`, with the real import under `TYPE_CHECKING` for
+    type checkers."""
+
+    def __init__(self, name: str) -> None:
+        self.__name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("_LazyModule__"):
+            raise AttributeError(attribute)
+        value = getattr(importlib.import_module(self.__name), attribute)
+        setattr(self, attribute, value)
+        return value
+
+    def __repr__(self) -> str:
+        return f"<lazy module {self.__name!r}>"

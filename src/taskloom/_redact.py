@@ -124,10 +124,15 @@ def mentions(value: Any, secrets: tuple[str, ...]) -> bool:
     if any(map(_ESCAPED.search, secrets)):
         return True
     try:
-        dumped = json.dumps(value, ensure_ascii=False, check_circular=False)
+        dumped = _DUMP.encode(value)
     except (TypeError, ValueError, RecursionError):
         return True
     return any(secret in dumped for secret in secrets)
+
+
+# `json.dumps` with options builds an encoder a call; this one is built once
+# (it keeps no state between calls).
+_DUMP = json.JSONEncoder(ensure_ascii=False, check_circular=False)
 
 
 # What json.dumps(ensure_ascii=False) does not write unchanged inside a string.

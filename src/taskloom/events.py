@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ._codec import fast_init
+from ._deltas import EventBase as _Base
+from ._deltas import TextDelta, ThinkingDelta
 
 if TYPE_CHECKING:
     from .results import RunResult
@@ -41,12 +43,6 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _Base:
-    origin: str = ""
-    session_id: str = ""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class RunStarted(_Base):
     """A run began (also emitted by `resume`)."""
 
@@ -64,20 +60,6 @@ class ModelRequestStarted(_Base):
     round: int
     model: str
     attempt: int = 1
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TextDelta(_Base):
-    """A piece of assistant text as it streams."""
-
-    text: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ThinkingDelta(_Base):
-    """A piece of reasoning text as it streams."""
-
-    text: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -241,7 +223,10 @@ Event: TypeAlias = (
 
 # A subscribed run makes several events a round: each fills its slots
 # directly rather than through `object.__setattr__`.
-_EVENT_CLASSES: list[type[_Base]] = [_Base, *_Base.__subclasses__()]
+# (The base and the deltas, which the model adapters make, are `_deltas`'.)
+_EVENT_CLASSES: list[type[_Base]] = [
+    c for c in _Base.__subclasses__() if c not in (TextDelta, ThinkingDelta)
+]
 for _event in _EVENT_CLASSES:
     fast_init(_event)
 del _event

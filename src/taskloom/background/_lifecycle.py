@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
+from .._lazy import LazyModule
 from ..backends import ActivityRegistry, BackgroundActivity, BackgroundNotice, NoticeInbox
-from ..events import WorkFinished
 
-Emit: TypeAlias = Callable[[WorkFinished], object]
+if TYPE_CHECKING:
+    from .. import events
+    from ..events import WorkFinished
+else:
+    # Imported once work finishes: a plain run makes no event.
+    events = LazyModule("taskloom.events")
+
+Emit: TypeAlias = "Callable[[WorkFinished], object]"
 """Where `Lifecycle.finish` sends `WorkFinished`; may return an awaitable."""
 
 Reopen: TypeAlias = Callable[[], Awaitable[None]]
@@ -122,7 +129,7 @@ class Lifecycle:
             if first and self._emit is not None:
                 await _maybe_await(
                     self._emit(
-                        WorkFinished(
+                        events.WorkFinished(
                             session_id=session,
                             activity_id=notice.activity_id,
                             kind=notice.kind,

@@ -28,11 +28,11 @@ from ..backends import (
 )
 from ..backends.memory import MemoryActivityRegistry, MemoryNoticeInbox
 from ..errors import BackgroundCapReached
-from ..events import Event
 from ._lifecycle import Lifecycle, Listeners
 from ._notices import RunNotices, RunStartHook
 
 if TYPE_CHECKING:
+    from ..events import Event
     from ..tools import Tool, ToolContext
 
 logger = logging.getLogger("taskloom")

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
+from .._lazy import LazyModule
 from ..entries import CompactionEntry, Entry, MessageEntry, SubagentLink
-from ..events import origin_label
 from ..messages import Message
 from ._view import summary_message
+
+if TYPE_CHECKING:
+    from .. import events
+else:
+    # Imported for a child's link: a plain session's transcript names no origin.
+    events = LazyModule("taskloom.events")
 
 Load = Callable[[str], Awaitable[Sequence[Entry]]]
 """Reads a session's whole log by id (a store's `load`)."""
@@ -54,6 +61,6 @@ async def transcript(
                 await load(child_id),
                 load=load,
                 mark_compactions=mark_compactions,
-                origin=origin_label(payload.name, child_id, origin),
+                origin=events.origin_label(payload.name, child_id, origin),
             )
     return out

@@ -9,22 +9,29 @@ work, delegation or tracing: it talks to a run through the ports of
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+from ._boundary import RoundBoundary
 from ._compact import SUMMARY_PROMPT, Compaction, ContextEstimate
 from ._options import DEFAULT_MAX_ROUNDS, RunOptions
-from ._strategy import (
-    Continue,
-    Inject,
-    ReasoningChange,
-    RoundAdjustment,
-    RoundBoundary,
-    RoundContext,
-    RoundDecision,
-    RoundStrategy,
-    RoundToolResult,
-    Stop,
-)
 from ._stream import RunStream
 from ._tree_budget import Budget, Price
+
+# The round strategies import on first use: a run without one never needs
+# them. Type checkers see them through the imports below.
+if TYPE_CHECKING:
+    from ._strategy import (
+        Continue,
+        Inject,
+        ReasoningChange,
+        RoundAdjustment,
+        RoundContext,
+        RoundDecision,
+        RoundStrategy,
+        RoundToolResult,
+        Stop,
+    )
 
 __all__ = [
     "DEFAULT_MAX_ROUNDS",
@@ -46,3 +53,24 @@ __all__ = [
     "RunStream",
     "Stop",
 ]
+
+_LAZY = {
+    name: "taskloom.loop._strategy"
+    for name in (
+        "Continue",
+        "Inject",
+        "ReasoningChange",
+        "RoundAdjustment",
+        "RoundContext",
+        "RoundDecision",
+        "RoundStrategy",
+        "RoundToolResult",
+        "Stop",
+    )
+}
+
+__getattr__ = lazy_exports(__name__, _LAZY)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

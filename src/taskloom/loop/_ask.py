@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .._deltas import TextDelta, ThinkingDelta
+from .._lazy import LazyModule
 from .._redact import StreamRedaction
 from .._run_controls import Aborted, CancelScope
 from ..errors import ContextWindowExceeded
-from ..events import ModelRequestStarted, RetryAttempt, TextDelta, ThinkingDelta
 from ..messages import Message
 from ..models import Model, ModelRequest, ModelResponse, ResponseCompleted
 from ..results import RunStatus
@@ -28,6 +29,12 @@ from ._port import Delivery, ModelCallWatch
 from ._result import EndRun
 from ._scope import RunState
 from ._tree_budget import BudgetSpent, InputBound, TreeBudget, within_range
+
+if TYPE_CHECKING:
+    from .. import events
+else:
+    # Imported once something subscribes: a plain run makes no event.
+    events = LazyModule("taskloom.events")
 
 logger = logging.getLogger("taskloom")
 
@@ -100,7 +107,7 @@ class ModelAsker:
             counters.model_requests += 1
             if emit is not None:
                 emit(
-                    ModelRequestStarted(
+                    events.ModelRequestStarted(
                         run_id=scope.run_id,
                         round=counters.round + 1,
                         model=model.name,
@@ -137,7 +144,7 @@ class ModelAsker:
                 )
                 call.retrying(retries, delay, exc)
                 scope.event(
-                    RetryAttempt,
+                    "RetryAttempt",
                     attempt=retries,
                     delay=delay,
                     error=str(exc),

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 from ..entries import CompactionEntry
 from ..errors import ConfigurationError
-from ..events import CompactionFinished, CompactionStarted
 from ..log import SessionLog, message_chars, summary_chars
 from ..messages import Message
 from ..models import Model, ModelRequest, ModelSettings, known_context_window
@@ -281,7 +280,7 @@ class Compactor:
         before_chars = self.request_chars()
         before = self.estimate.estimate(before_chars)
         window = self.window()
-        scope.event(CompactionStarted, run_id=scope.run_id, tokens=before, window=window)
+        scope.event("CompactionStarted", run_id=scope.run_id, tokens=before, window=window)
         older = log.messages[log.view_start : cut]
         previous = log.compaction.summary if log.compaction is not None else None
         # The summarizer's own request must fit: leave it half of the window.
@@ -329,7 +328,7 @@ class Compactor:
         # The last exact count described the view before the cut.
         self.estimate.tokens = None
         scope.event(
-            CompactionFinished,
+            "CompactionFinished",
             run_id=scope.run_id,
             tokens_before=before,
             tokens_after=after,

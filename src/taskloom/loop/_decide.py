@@ -7,12 +7,12 @@ from dataclasses import replace
 
 from ..messages import Message, ToolResult
 from ..results import RunStatus
+from ._boundary import RoundBoundary
 from ._compact import Compactor
 from ._result import End
 from ._scope import RunState, append_message
 from ._strategy import (
     RoundAdjustment,
-    RoundBoundary,
     RoundContext,
     RoundDecision,
     RoundStrategy,
@@ -33,6 +33,12 @@ class Decisions:
         self._strategy = strategy
         self._run = run
         self._compactor = compactor
+
+    @staticmethod
+    def proceeds(decision: RoundDecision) -> bool:
+        """Whether `decision` is the plain `proceed()` a run without a strategy
+        takes at every boundary (nothing to carry out)."""
+        return decision is PROCEED
 
     async def after_results(self, results: Sequence[ToolResult]) -> RoundDecision:
         """The decision once a turn's tool results are committed."""

@@ -13,13 +13,21 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
+from .._lazy import LazyModule
 from .._run_controls import Aborted, CancelScope
-from ..events import Event, ToolCallFinished, ToolCallStarted
 from ..messages import ToolCall, ToolResult
 from ..results import RunStatus
 from ..tools import Tool, ToolContext, ToolEffect, ToolOutput
 from ._scope import RunScope, RunState
+
+if TYPE_CHECKING:
+    from .. import events
+    from ..events import Event
+else:
+    # Imported once something subscribes: a plain run makes no event.
+    events = LazyModule("taskloom.events")
 
 BeforeStep = Callable[[Sequence[ToolCall]], Awaitable[None]]
 """Awaited before each step of a batch starts, with the step's calls."""
@@ -75,7 +83,7 @@ async def run_one(
     emit = scope.emit
     if emit is not None:
         emit(
-            ToolCallStarted(
+            events.ToolCallStarted(
                 call_id=call.id,
                 name=call.name,
                 arguments=call.arguments,
@@ -93,7 +101,7 @@ async def run_one(
         span.returned(output)
     if emit is not None:
         emit(
-            ToolCallFinished(
+            events.ToolCallFinished(
                 call_id=call.id,
                 name=call.name,
                 content=output.content,

@@ -8,7 +8,6 @@ import logging
 
 from .._run_controls import let_go
 from ..entries import RunFinishedEntry
-from ..events import RunFinished
 from ..results import BudgetLeft, PendingCall, RunResult, RunStatus
 from ._output import to_jsonable
 from ._result import End
@@ -76,7 +75,7 @@ async def finish(end: End, run: RunState, tree: TreeBudget | None) -> RunResult:
         result.text,
     )
     await run.journal.record(entry, scope.run_id)
-    scope.event(RunFinished, result=result)
+    scope.event("RunFinished", result=result)
     scope.watch.finished(result)
     return result
 

@@ -25,30 +25,31 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._offered import offer
 from .._redact import redact_value
 from .._run_controls import let_go, wait_until
 from ..entries import MessageEntry, RunStartedEntry, Steer
 from ..errors import UsageError
-from ..events import EmptyAnswer, NoticeDelivered, RunStarted
 from ..log import fold_text, with_unique_call_ids
 from ..messages import Message, ToolCall, ToolResult
 from ..results import RunResult, RunStatus
 from ..tools import Tool
 from ._approvals import gated_calls
 from ._ask import Requests
-from ._decide import PROCEED, Decisions
+from ._boundary import RoundBoundary
 from ._finish import finish, finish_cancelled, record_failure, run_result
 from ._options import RunOptions
 from ._output import FinalOutput
 from ._port import AgentSpec, Delivery, RunInfo, RunPorts, RunWatch
 from ._result import End, EndRun
 from ._scope import RUN_BY, RunCounters, RunScope, RunState, append_message
-from ._strategy import RoundBoundary
 from ._tool_round import ToolRound, cut_off_results, to_run_again
 from ._tree_budget import Budget, TreeBudget
+
+if TYPE_CHECKING:
+    from ._decide import Decisions
 
 logger = logging.getLogger("taskloom")
 
@@ -243,7 +244,7 @@ class RunLoop:
                     ),
                     scope.run_id,
                 )
-                scope.event(RunStarted, run_id=scope.run_id, agent=name)
+                scope.event("RunStarted", run_id=scope.run_id, agent=name)
                 try:
                     end = await self._first(user, resume, cut_off, again, answer)
                     while end is None:
@@ -370,10 +371,13 @@ class RunLoop:
         self._requests = Requests(run)
         self._turns = ToolRound(run)
         strategy = self._run.opts.strategy
-        # Without a strategy every boundary proceeds: nothing to decide.
-        self._decisions = (
-            None if strategy is None else Decisions(strategy, run, self._requests.compactor)
-        )
+        # Without a strategy every boundary proceeds: nothing to decide (and
+        # the strategies' module is never imported).
+        self._decisions: Decisions | None = None
+        if strategy is not None:
+            from ._decide import Decisions
+
+            self._decisions = Decisions(strategy, run, self._requests.compactor)
 
     def _check_limits(self) -> End | None:
         run = self._run
@@ -411,7 +415,7 @@ class RunLoop:
             self._held = None
         # 4. ask the model (compacting the view first if it grew too long)
         if delivery is not None:
-            scope.event(NoticeDelivered, text=delivery.text, notice_ids=tuple(delivery.ack_ids))
+            scope.event("NoticeDelivered", text=delivery.text, notice_ids=tuple(delivery.ack_ids))
         response = await self._requests.ask(delivery)
         # 5. commit the assistant message with the notices it carried, then ack
         # them. Call ids a provider reuses are made unique first, so results
@@ -434,7 +438,7 @@ class RunLoop:
             if not message.text:
                 # No text and no calls: an answer of nothing is told, never
                 # passed off as a short one.
-                scope.event(EmptyAnswer, run_id=scope.run_id, round=counters.round)
+                scope.event("EmptyAnswer", run_id=scope.run_id, round=counters.round)
             return await self._answered(message)
         # 6a
         gated = gated_calls(calls, self._tools)
@@ -448,11 +452,14 @@ class RunLoop:
         if isinstance(results, End):
             return results
         decisions = self._decisions
-        decision = PROCEED if decisions is None else await decisions.after_results(results)
         # A final answer given through the tool ends the run like a final
         # message would, once the strategy lets it and nothing is pending.
+        if decisions is None:
+            # Without a strategy the decision is always to proceed.
+            return await self._may_complete() if self._run.output.after_tools() else None
+        decision = await decisions.after_results(results)
         answered = self._run.output.after_tools()
-        if decisions is not None and decision is not PROCEED:
+        if not decisions.proceeds(decision):
             end = await decisions.apply(decision)
             if end is not None:
                 return end

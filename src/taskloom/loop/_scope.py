@@ -9,12 +9,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .._lazy import LazyModule
 from .._run_controls import UsageMeter
 from ..entries import MessageEntry
-from ..events import Event, RoundCommitted
 from ..messages import Message, Usage
+from ._boundary import RoundBoundary
 from ._port import NO_WATCH, AgentSpec, Delivery, Journal, RunNoticesPort, RunPorts, RunWatch
-from ._strategy import RoundBoundary
+
+if TYPE_CHECKING:
+    from .. import events
+    from ..events import Event
+else:
+    # Imported once something subscribes: a plain run makes no event.
+    events = LazyModule("taskloom.events")
 
 if TYPE_CHECKING:
     from .._run_controls import RunControls
@@ -45,16 +52,19 @@ class RunScope(NamedTuple):
     emit: Callable[[Event], None] | None = None
     watch: RunWatch = NO_WATCH
 
-    def event(self, cls: type[Any], **fields: Any) -> None:
-        """Emit an event of this run (tagged with its origin and session)."""
+    def event(self, kind: str, **fields: Any) -> None:
+        """Emit an event of this run (tagged with its origin and session): the
+        class of `taskloom.events` that `kind` names, made only for a listener
+        (by name, so that a run nobody listens to never imports the events)."""
         if self.emit is not None:
+            cls = getattr(events, kind)
             self.emit(cls(origin=self.origin, session_id=self.session_id, **fields))
 
     def round_committed(self, counters: RunCounters, boundary: RoundBoundary) -> None:
         """Emit `RoundCommitted` for the round `counters` are at (built only for a subscriber)."""
         if self.emit is not None:
             self.event(
-                RoundCommitted, run_id=self.run_id, round=counters.round, boundary=boundary.value
+                "RoundCommitted", run_id=self.run_id, round=counters.round, boundary=boundary.value
             )
 
 

@@ -6,21 +6,14 @@ none the loop behaves as if every decision were `proceed()`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from ..messages import Message
 from ..models import ReasoningOptions
+from ._boundary import RoundBoundary
 
 if TYPE_CHECKING:
     from ..models import Model
-
-
-class RoundBoundary(StrEnum):
-    """Where in a round the strategy is asked."""
-
-    TOOL_RESULTS_COMMITTED = "tool_results_committed"
-    ASSISTANT_MESSAGE_COMMITTED = "assistant_message_committed"
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,12 +11,17 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
-from typing import Any, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
-from ..events import Event, RunFinished, TextDelta, ThinkingDelta, ToolProgress
+from .._lazy import LazyModule
 from ..results import OutputT, RunResult
 
-_DROPPABLE = (TextDelta, ThinkingDelta, ToolProgress)
+if TYPE_CHECKING:
+    from .. import events
+    from ..events import Event
+else:
+    # Imported once something subscribes: a plain run makes no event.
+    events = LazyModule("taskloom.events")
 
 
 class RunStream(Generic[OutputT]):
@@ -34,6 +39,8 @@ class RunStream(Generic[OutputT]):
     ) -> None:
         self._start = start
         self._buffer: deque[Event] = deque()
+        # What a full buffer drops first (the stream's events are imported by now).
+        self._droppable = (events.TextDelta, events.ThinkingDelta, events.ToolProgress)
         self._limit = buffer
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[RunResult[OutputT]] | None = None
@@ -44,12 +51,12 @@ class RunStream(Generic[OutputT]):
         buf = self._buffer
         if len(buf) >= self._limit:
             for i, old in enumerate(buf):
-                if isinstance(old, _DROPPABLE):
+                if isinstance(old, self._droppable):
                     del buf[i]
                     self.dropped += 1
                     break
             else:
-                if isinstance(event, _DROPPABLE):
+                if isinstance(event, self._droppable):
                     self.dropped += 1
                     return
         buf.append(event)
@@ -67,7 +74,7 @@ class RunStream(Generic[OutputT]):
             while True:
                 while self._buffer:
                     event = self._buffer.popleft()
-                    if isinstance(event, RunFinished):
+                    if isinstance(event, events.RunFinished):
                         self.result = event.result
                     yield event
                 if task.done():

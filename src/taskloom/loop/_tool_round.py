@@ -7,16 +7,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..entries import CallsStarted
-from ..events import ApprovalRequested
 from ..log import SessionLog
 from ..messages import Message, ToolCall, ToolResult
 from ..results import RunStatus
 from ..tools import IDEMPOTENT_RETRIES, Tool
 from ._approvals import Gate, requests_for, resolve_parked_turn
+from ._boundary import RoundBoundary
 from ._execute import CutShort, ToolCalls, step_count
 from ._result import End
 from ._scope import RunState, append_message, append_results
-from ._strategy import RoundBoundary
 
 
 def to_run_again(
@@ -58,7 +57,11 @@ class ToolRound:
         for g in gated:
             c = g.call
             scope.event(
-                ApprovalRequested, call_id=c.id, name=c.name, arguments=c.arguments, reason=g.reason
+                "ApprovalRequested",
+                call_id=c.id,
+                name=c.name,
+                arguments=c.arguments,
+                reason=g.reason,
             )
         return End(RunStatus.AWAITING_APPROVAL)
 

@@ -428,6 +428,14 @@ _IMAGE_TOKENS = 2000  # more than any provider bills for one image
 def _leaf_bytes(value: object) -> int:
     """Bytes of what a provider tokenizes in a block: its strings and numbers,
     not the names of the fields that hold them."""
+    # The usual leaves of tool arguments first: a Mapping check of a number
+    # goes through the ABC machinery.
+    if type(value) is str:
+        return len(value.encode())
+    if type(value) is int or type(value) is float:
+        return len(str(value))
+    if type(value) is dict:
+        return sum(_leaf_bytes(v) for v in value.values()) + 2 * len(value)
     if isinstance(value, str):
         return len(value.encode())
     if isinstance(value, Mapping):

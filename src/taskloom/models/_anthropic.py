@@ -36,6 +36,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from .._deltas import TextDelta, ThinkingDelta
 from ..errors import (
     AuthenticationError,
     InvalidRequest,
@@ -44,7 +45,6 @@ from ..errors import (
     RateLimitError,
     TransportError,
 )
-from ..events import TextDelta, ThinkingDelta
 from ..messages import (
     Block,
     CompactionBlock,

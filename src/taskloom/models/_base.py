@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from .._codec import Stored, fast_init, stored
+from .._deltas import TextDelta, ThinkingDelta
 from ..errors import ProviderError
-from ..events import TextDelta, ThinkingDelta
 from ..messages import Message, Usage
 from ..results import ToolSpec
 

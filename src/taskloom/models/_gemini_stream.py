@@ -29,8 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._deltas import TextDelta, ThinkingDelta
 from ..errors import InvalidRequest, ProviderError, TransportError
-from ..events import TextDelta, ThinkingDelta
 from ..messages import (
     MAX_ARGUMENT_DEPTH,
     Block,

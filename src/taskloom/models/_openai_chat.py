@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from .._deltas import TextDelta, ThinkingDelta
 from ..errors import ProviderError, TransportError
-from ..events import TextDelta, ThinkingDelta
 from ..messages import Block, Message, TextBlock, ThinkingBlock, ToolCall, Usage
 from ._adapter import WireModel, context_overflow, same_origin
 from ._base import (

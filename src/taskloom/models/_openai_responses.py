@@ -21,8 +21,8 @@ from typing import Any
 
 import httpx2
 
+from .._deltas import TextDelta, ThinkingDelta
 from ..errors import ProviderError, TransportError
-from ..events import TextDelta, ThinkingDelta
 from ..messages import (
     Block,
     CompactionBlock,

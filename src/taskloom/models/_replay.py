@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._deltas import TextDelta
 from .._offered import changes, recorded_offer, tools_data
 from .._redact import redact_value
 from ..entries import Entry, MessageEntry, RunStartedEntry
 from ..errors import ReplayMismatch
-from ..events import TextDelta
 from ..messages import Message, ToolResult, Usage
 from ._base import (
     Model,

@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterat
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from .._deltas import TextDelta, ThinkingDelta
 from ..errors import ModelScriptExhausted
-from ..events import TextDelta, ThinkingDelta
 from ..messages import Message, TextBlock, ThinkingBlock, ToolCall, ToolResult, Usage
 from ._base import ModelRequest, ModelResponse, ResponseCompleted, StreamEvent
 

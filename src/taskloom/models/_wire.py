@@ -15,8 +15,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from .._deltas import TextDelta, ThinkingDelta
 from .._ids import uuid4_hex
-from ..events import TextDelta, ThinkingDelta
 from ..messages import Block, Message, TextBlock, ThinkingBlock, ToolCall, ToolResult, Usage
 from ._base import ModelRequest, StreamEvent, ToolCallDelta
 
@@ -55,6 +55,22 @@ KNOWN_CONTEXT_WINDOWS: dict[str, int] = {
 
 def known_context_window(model_name: str) -> int | None:
     """The context window of a well-known model by name (or its family), else None."""
+    # Looked up on every streamed request: the table's walk is made once a name.
+    try:
+        return _KNOWN_BY_NAME[model_name]
+    except KeyError:
+        pass
+    if len(_KNOWN_BY_NAME) >= _KNOWN_NAMES_KEPT:
+        _KNOWN_BY_NAME.clear()
+    window = _KNOWN_BY_NAME[model_name] = _known_window(model_name)
+    return window
+
+
+_KNOWN_BY_NAME: dict[str, int | None] = {}
+_KNOWN_NAMES_KEPT = 1024
+
+
+def _known_window(model_name: str) -> int | None:
     name = model_name.lower().rsplit("/", 1)[-1]
     best: str | None = None
     for prefix in KNOWN_CONTEXT_WINDOWS:

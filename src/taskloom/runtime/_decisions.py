@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 from ..backends import SessionStore
 from ..entries import ApprovalDecision, InputAnswer, RequestedCall
 from ..errors import AnswerConflict, ApprovalConflict, SessionBusy, SessionNotFound, UsageError
-from ..events import Event
 from ..log import SessionLog
 from ..results import PendingInput, RunResult
 
 if TYPE_CHECKING:
+    from ..events import Event
     from ._session import Session
 
 

@@ -19,17 +19,19 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..agent import Agent
 from ..backends import SessionMeta
 from ..entries import StopRequest
 from ..errors import ApprovalConflict, SessionBusy, SessionNotFound
-from ..events import Event
 from ..log import SessionLog, pending_inputs
 from ..results import PendingCall, PendingInput, RunResult, RunStatus
 from ._decisions import resume_decided
 from ._runtime import Runtime
+
+if TYPE_CHECKING:
+    from ..events import Event
 
 logger = logging.getLogger("taskloom.runtime")
 

@@ -13,11 +13,11 @@ import dataclasses
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
+from .._lazy import LazyModule
 from ..agent import Agent, AgentDepsT, AgentOutputT
 from ..backends import Lease
 from ..entries import ApprovalDecision, Entry, InputAnswer
 from ..errors import ApprovalsMissing, SessionBusy, UsageError
-from ..events import Event, origin_label
 from ..log import ended_activities, pending_input, pending_inputs, read_inputs
 from ..log import transcript as read_transcript
 from ..loop import RunOptions, RunStream
@@ -40,9 +40,14 @@ from ._session_lease import SessionHold
 from ._session_parts import SessionModel, SessionTools
 
 if TYPE_CHECKING:
+    from .. import events
+    from ..events import Event
     from ..tools import Tool
     from ._run_queue import RunQueue
     from ._runtime import Runtime
+else:
+    # Imported for a child's escalated calls: a plain run makes no event.
+    events = LazyModule("taskloom.events")
 
 GO_ON_WAIT = 30.0
 """Seconds a decision that leaves nothing to decide waits for the session's
@@ -302,7 +307,9 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         calls = self.journal.log.undecided_calls()
         for child_id, escalated in self.journal.log.escalated.items():
             child_log = await folded(self.runtime.store, child_id)
-            calls += child_log.undecided_calls(child_id, origin_label(escalated.name, child_id))
+            calls += child_log.undecided_calls(
+                child_id, events.origin_label(escalated.name, child_id)
+            )
         return calls
 
     def _run_queue(self) -> RunQueue:

@@ -13,9 +13,16 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol
 from typing_extensions import TypeVar
 
 from .._ids import uuid4_hex
+from .._lazy import LazyModule
 from .._run_controls import RunControls, StopSignal
 from ..entries import DeferredEntry, DeferredItem, Entry
-from ..events import Event, ToolProgress
+
+if TYPE_CHECKING:
+    from .. import events
+    from ..events import Event
+else:
+    # Imported once a tool reports progress: a plain run makes no event.
+    events = LazyModule("taskloom.events")
 
 if TYPE_CHECKING:
     from ._tool import Tool
@@ -233,7 +240,7 @@ class ToolContext(Generic[DepsT]):
     def progress(self, message: str, **data: Any) -> None:
         """Report progress to subscribers at once; never causes a model round."""
         self.emit(
-            ToolProgress(
+            events.ToolProgress(
                 call_id=self.call_id,
                 message=message,
                 data=data,
