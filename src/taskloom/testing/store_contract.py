@@ -560,6 +560,12 @@ class StoreContract(CapabilityGate):
         assert [e.position for e in loaded] == [1, 2, 3, 4, 5, 6, 7]
         assert [e.kind for e in loaded[1:3]] == ["x", "y"]
         assert [e.run_id for e in loaded[1:3]] == ["run-1", None]
+        # Data and times come back exactly as given.
+        odd = {"big": 1e300, "tiny": 5e-324, "text": 'é \u0000 \ud800 "q"', "deep": [[{}]]}
+        at = 1_700_000_000.123456
+        first, _ = await many(sid, [Entry("x", odd, created_at=at), Entry("x", {})])
+        back = (await store.load(sid, after=first - 1))[0]
+        assert (back.data, back.created_at, back.position) == (odd, at, 8)
 
     @requires(Capability.FENCED_APPENDS)
     async def test_append_all_refuses_as_append_does_and_writes_none(

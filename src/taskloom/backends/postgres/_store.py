@@ -263,10 +263,11 @@ class PostgresStore:
                 WHERE session_id = %(sid)s
             ), placed AS (
                 INSERT INTO {entries} (session_id, position, kind, run_id, created_at, data)
-                SELECT %(sid)s, last.position + r.n, r.kind, r.run_id, r.created_at, r.data::json
-                FROM last, unnest(%(kinds)s::text[], %(run_ids)s::text[],
-                                  %(created)s::float8[], %(datas)s::text[])
-                     WITH ORDINALITY AS r(kind, run_id, created_at, data, n)
+                SELECT %(sid)s, last.position + r.n, r.e ->> 0, r.e ->> 1,
+                       (r.e ->> 2)::float8, r.data::json
+                FROM last, ROWS FROM (json_array_elements(%(rows)s::json),
+                                      unnest(%(datas)s::text[]))
+                     WITH ORDINALITY AS r(e, data, n)
                 {check}
                 RETURNING position
             )
@@ -297,11 +298,16 @@ class PostgresStore:
         if sql is None:
             sql = self._sql_append_all[key] = self._append_all_sql(*key)
         clock = self._clock
+        # [kind, run_id, created_at] rows as one JSON text (cheaper to send
+        # than three arrays); the data apart, as text, since reading a JSON
+        # value decodes its escapes, and \u0000 has no text to decode to.
+        rows = ",".join(
+            f"[{dump_json(e.kind)},{dump_json(e.run_id)},{dump_json(e.created_at or clock())}]"
+            for e in entries
+        )
         params: dict[str, Any] = {
             "sid": session_id,
-            "kinds": [e.kind for e in entries],
-            "run_ids": [e.run_id for e in entries],
-            "created": [e.created_at or clock() for e in entries],
+            "rows": f"[{rows}]",
             "datas": [dump_json(e.data) for e in entries],
         }
         if fence is not None:
