@@ -6,7 +6,9 @@
   scripted child: one model round, its terminal entry, its report), and the
   queue alone (no-op jobs) through the same workers;
 - statements per child (the host's defer, and everything the workers send
-  while the children run; by kind for 2 workers) and the workers' CPU per child;
+  while the children run; by kind for 2 workers), the workers' CPU per child
+  and, with the server on this machine, PostgreSQL's (its backends serving
+  the benchmark's connections, summed from /proc);
 - a long session: the worker's CPU for a session's 2,000th queued run and
   after against a fresh session's 10th, taken in turns (the worker keeping
   the sessions it ran), and the same for a fresh worker's first job of each
@@ -41,6 +43,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -213,9 +216,11 @@ async def children(
     task: str = "go",
     spacing: float = 0.0,
     sent: Counter[str] | None = None,
+    queueing: Callable[[], None] | None = None,
 ) -> list[str]:
     """`count` background children of one parent, queued; the statements their
-    queueing sent (not their sessions' creation) are added to `sent`."""
+    queueing sent (not their sessions' creation) are added to `sent`;
+    `queueing()` is called once the sessions exist, before the first is queued."""
     from taskloom import Agent
     from taskloom.delegation import ChildSpec
     from taskloom.models import ScriptedModel
@@ -229,6 +234,8 @@ async def children(
         specs.append(
             ChildSpec(child.id, parent.id, f"c{n}", task, tools=tools, model="function:bench")
         )
+    if queueing is not None:
+        queueing()
     with count_statements() as counted:
         for spec in specs:
             await dispatcher.dispatch(spec)
@@ -268,11 +275,44 @@ async def wait_done(url: str, schema: str, task: str, count: int, timeout: float
         await asyncio.sleep(0.2)
 
 
+def server_cpu(url: str, tag: str) -> dict[int, float] | None:
+    """CPU seconds of each PostgreSQL backend serving a connection named `tag`
+    (its `application_name`), read from /proc: None when the server is not
+    on this machine (or /proc cannot tell)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        pids = [
+            int(pid)
+            for (pid,) in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (tag,)
+            )
+        ]
+    out: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[pid] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    return out if pids and out else None
+
+
+def tagged(url: str, tag: str) -> str:
+    """`url` whose connections are named `tag` (`application_name`)."""
+    return f"{url}{'&' if '?' in url else '?'}application_name={tag}"
+
+
 async def throughput(
     url: str, n_workers: int, count: int, noops: int, sent: Counter[str] | None = None
 ) -> tuple[float, float]:
     """Children / s and no-op jobs / s; the statements of the children (their
-    queueing, and everything the workers sent meanwhile) are added to `sent`."""
+    queueing, and everything the workers sent meanwhile) are added to `sent`,
+    with the workers' CPU and, when the server runs on this machine, the CPU
+    of the PostgreSQL backends serving the benchmark's connections (those
+    open from the children's queueing to their end)."""
+    tag = f"bench_queue_{uuid.uuid4().hex[:8]}"
+    url = tagged(url, tag)
     with Schema(url) as schema:
         runtime = build(url, schema, fast=False)
         app = await runtime.queue.app()
@@ -280,8 +320,16 @@ async def throughput(
         try:
             for w in procs:
                 w.statements()  # from here on
-            await children(runtime, count, sent=sent)
+            before: list[dict[int, float] | None] = []
+            await children(
+                runtime, count, sent=sent, queueing=lambda: before.append(server_cpu(url, tag))
+            )
             await wait_done(url, schema, "taskloom.child", count)
+            after = server_cpu(url, tag)
+            if sent is not None and before[0] is not None and after is not None:
+                # A backend started meanwhile (a pool growing) counts whole.
+                server = sum(t - before[0].get(pid, 0.0) for pid, t in after.items())
+                sent["(server CPU, µs)"] += round(server * 1e6)
             for w in procs:
                 worked = w.statements()
                 if sent is not None:
@@ -431,19 +479,21 @@ async def main(url: str, quick: bool) -> None:
     print(f"children per run: {count}, no-op jobs: {noops}\n")
     print(
         "| workers (x8 jobs each) | children / s | statements / child "
-        "| worker CPU / child | queue alone (no-op jobs / s) |"
+        "| worker CPU / child | PostgreSQL CPU / child | queue alone (no-op jobs / s) |"
     )
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     kinds: Counter[str] = Counter()
     for label, where in (("", url), (", commits not waiting for fsync", unsynced)):
         for n in (1, 2, 4):
             sent: Counter[str] = Counter()
             child_rate, noop_rate = await throughput(where, n, count, noops, sent)
             cpu = sent.pop("(worker CPU, µs)") / count
+            server = sent.pop("(server CPU, µs)", None)
+            on_server = "n/a" if server is None else f"{server / count / 1000:.2f} ms"
             per = sum(sent.values()) / count
             print(
                 f"| {n}{label} | {child_rate:.0f} | {per:.1f} | {cpu / 1000:.2f} ms "
-                f"| {noop_rate:.0f} |",
+                f"| {on_server} | {noop_rate:.0f} |",
                 flush=True,
             )
             if n == 2 and not label:

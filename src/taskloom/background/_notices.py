@@ -208,10 +208,15 @@ class RunNotices:
                 head.append(f"{_PREFIX} still running: " + "; ".join(map(_label, running)))
         return self._deliver(head, unseen)
 
-    async def before_final(self) -> Delivery | None:
+    async def before_final(
+        self, pending: Sequence[BackgroundNotice] | None = None
+    ) -> Delivery | None:
         """What must reach the model before the run may complete, or None: unseen
-        completions, then one reminder per item this run started that still runs."""
-        unseen = await self._unseen()
+        completions, then one reminder per item this run started that still runs.
+
+        `pending`: the inbox's pending notices as just read (with the append
+        of the final answer); None reads them now."""
+        unseen = await self._unseen(pending)
         reminders: _list[str] = []
         if any(a not in self._reminded for a in self._started):
             live = {a.id: a for a in await self.registry.list(self.session)}

@@ -24,6 +24,7 @@ from ..entries import (
     ApprovalEscalated,
     Entry,
     MessageEntry,
+    RunFinishedEntry,
     SubagentDispatched,
     SubagentLink,
     SubagentReport,
@@ -330,7 +331,26 @@ async def execute_child(
         parked = child.journal.log.parked()
         if any(child.journal.log.decision(c.id) is None for c in parked):
             return ChildOutcome(child.id, name, ChildStatus.AWAITING_APPROVAL)
-    await child.journal.record(SubagentStartedEntry(name))
+    journal = child.journal
+    if parked:
+        await journal.record(SubagentStartedEntry(name))
+    else:
+        # Written with the run's first entries (one round trip): nothing
+        # waits on it alone, and a child that never got to write them has
+        # not started.
+        journal.stage(SubagentStartedEntry(name))
+    # A text answer's end: the terminal entry is written with the run's end
+    # entry, in one write (what `_outcome_of` makes of that very result).
+    ended: list[SubagentResult] = []
+
+    def terminal(finished: RunFinishedEntry) -> SubagentResult | None:
+        if finished.status is not RunStatus.COMPLETED or child.agent.output_type is not None:
+            return None
+        # Noted before the write: whether it landed is the log's to say.
+        ended.append(SubagentResult(ChildStatus.DONE.value, finished.text, None, finished.usage))
+        return ended[0]
+
+    journal.follow(RunFinishedEntry.KIND, terminal)
     try:
         if parked:
             result = await child.resume(options=options, emit=emit, origin=origin)
@@ -354,6 +374,9 @@ async def execute_child(
         status, answer, error = _outcome_of(child, name, result)
         usage = result.usage
     except asyncio.CancelledError:
+        journal.unfollow()
+        if ended:
+            raise  # its one terminal entry is written
         if leave_open is not None and leave_open():
             raise  # the process winds down: the child is taken up later, not ended
         # The parent was cancelled: the child still gets its one terminal entry.
@@ -370,7 +393,29 @@ async def execute_child(
             f"{type(exc).__name__}: {exc}",
             Usage(),
         )
-    await child.journal.record(SubagentResult(status.value, answer, error, usage))
+        if ended:
+            # Raised at or after the write of the run's end with the terminal
+            # entry: if it landed, the child ended as it says.
+            journal.unfollow()
+            done = terminal_entry(await journal.entries())
+            if done is not None:
+                return ChildOutcome(
+                    child.id,
+                    name,
+                    ChildStatus(done.status),
+                    done.report,
+                    done.error,
+                    done.usage or Usage(),
+                )
+            ended.clear()
+    journal.unfollow()
+    if ended:
+        # Written with the run's end (the run returned after writing it).
+        done = ended[0]
+        return ChildOutcome(
+            child.id, name, ChildStatus.DONE, done.report, None, done.usage or Usage()
+        )
+    await journal.record(SubagentResult(status.value, answer, error, usage))
     return ChildOutcome(child.id, name, status, answer, error, usage)
 
 

@@ -78,8 +78,9 @@ class RunNoticesPort(Protocol):
         notices as just read (None: read them now)."""
         ...
 
-    async def before_final(self) -> Delivery | None:
-        """Unseen completions and reminders before the run may end."""
+    async def before_final(self, pending: Sequence[Any] | None = None) -> Delivery | None:
+        """Unseen completions and reminders before the run may end; `pending`:
+        the inbox's pending notices as just read (None: read them now)."""
         ...
 
     def take_seen(self) -> list[str]:
@@ -165,6 +166,12 @@ class Journal(Protocol):
         With `read_inbox`, the session's pending notices are read with the
         append (in one round trip where the store can): `take_inbox` hands
         them to the next boundary."""
+        ...
+
+    def stage(self, payload: Payload, run_id: str | None = None) -> None:
+        """Hold an entry to be written (fenced) with the next append, in the
+        same round trip where the store can; written before any read of the
+        store, and not in `log` until written."""
         ...
 
     def take_inbox(self, fresh: float) -> Sequence[Any] | None:

@@ -44,7 +44,7 @@ from ._options import RunOptions
 from ._output import FinalOutput
 from ._port import AgentSpec, Delivery, RunInfo, RunPorts, RunWatch
 from ._result import End, EndRun
-from ._scope import RUN_BY, RunCounters, RunScope, RunState, append_message
+from ._scope import RUN_BY, RunCounters, RunScope, RunState, append_message, message_entry
 from ._tool_round import ToolRound, cut_off_results, to_run_again
 from ._tree_budget import Budget, TreeBudget
 
@@ -238,15 +238,28 @@ class RunLoop:
             with watch:
                 name = self._run.agent.name
                 tree_data = tree.to_dict() if tree is not None else None
-                await journal.record(
-                    RunStartedEntry(
-                        name, resume, watch.traceparent, self._offer(), RUN_BY.get(), tree_data
-                    ),
-                    scope.run_id,
+                started = RunStartedEntry(
+                    name, resume, watch.traceparent, self._offer(), RUN_BY.get(), tree_data
                 )
+                # A plain user turn is the run's whole first step: the start
+                # entry goes with it in one write, which also reads the inbox
+                # for the first boundary.
+                plain = (
+                    user is not None
+                    and not again
+                    and answer is None
+                    and not resume
+                    and not log.reopened()
+                )
+                if plain:
+                    assert user is not None
+                    journal.stage(started, scope.run_id)
+                    await journal.record(message_entry(user), scope.run_id, user, read_inbox=True)
+                else:
+                    await journal.record(started, scope.run_id)
                 scope.event("RunStarted", run_id=scope.run_id, agent=name)
                 try:
-                    end = await self._first(user, resume, cut_off, again, answer)
+                    end = None if plain else await self._first(user, resume, cut_off, again, answer)
                     while end is None:
                         # A boundary right after the run's own append needs no
                         # read: that append's position proved nothing came in
@@ -421,7 +434,10 @@ class RunLoop:
         # them. Call ids a provider reuses are made unique first, so results
         # and decisions always pair with this turn's calls.
         message = with_unique_call_ids(response.message, log.call_ids)
-        await append_message(journal, scope.run_id, message, delivery, usage=response.usage)
+        # A final answer reads the inbox with it, for the check before the
+        # run completes (`_may_complete`).
+        entry = message_entry(message, delivery, usage=response.usage)
+        await journal.record(entry, scope.run_id, message, read_inbox=not message.tool_calls)
         if delivery is not None and delivery.ack_ids:
             await run.ports.notices.ack(scope.session_id, delivery.ack_ids)
         counters.rounds += 1
@@ -484,10 +500,14 @@ class RunLoop:
         completions, a first reminder of work still running) or the final
         `message` needs correcting."""
         journal = self._run.journal
-        await journal.sync()
+        # Right after the run's own append, as at a round boundary, no read:
+        # what lands in the next instant is for the next boundary, or the
+        # next run, as if it landed a moment later. A strategy's decision
+        # (awaited in between) may take longer, and steer: then read.
+        await journal.sync(fresh=FRESH_BOUNDARY if self._decisions is None else 0.0)
         if self._run.log.pending:
             return None
-        final = await self._run.notices.before_final()
+        final = await self._run.notices.before_final(journal.take_inbox(FRESH_BOUNDARY))
         if final is not None:
             # Held for the next round: it rides on that round's assistant
             # entry and is acknowledged only once that entry is persisted.

@@ -125,14 +125,24 @@ def append_message(
     """Append a message of run `run_id` with the notices it carried
     (`delivered`) and the steering or deferred entries it folds in; awaited,
     its position."""
-    payload = MessageEntry(
+    return journal.record(message_entry(message, delivered, folds, usage), run_id, message)
+
+
+def message_entry(
+    message: Message,
+    delivered: Delivery | None = None,
+    folds: Sequence[int] = (),
+    usage: Usage | None = None,
+) -> MessageEntry:
+    """The entry of `message` with the notices it carried (`delivered`) and
+    the steering or deferred entries it folds in."""
+    return MessageEntry(
         message,
         delivered.text if delivered is not None else None,
         delivered.ack_ids if delivered is not None else (),
         tuple(folds),
         usage,
     )
-    return journal.record(payload, run_id, message)
 
 
 def append_results(journal: Journal, run_id: str, message: Message) -> Awaitable[int]:

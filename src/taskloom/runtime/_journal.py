@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from ..backends import Fence
@@ -21,23 +21,29 @@ if TYPE_CHECKING:
 logger = logging.getLogger("taskloom")
 
 
-_READS_INBOX: dict[type, bool] = {}
+_GIVES: dict[tuple[type, str], bool] = {}
 
 
-def _reads_inbox(kind: type) -> bool:
-    """Whether stores of `kind` append through `append_then_pending` as they
-    do through `append`: the class that gives `append` gives it too. A store
-    that wraps another, or overrides `append`, keeps its appends its own."""
-    known = _READS_INBOX.get(kind)
+def _gives(kind: type, method: str) -> bool:
+    """Whether stores of `kind` append through `method` (`append_then_pending`,
+    `append_all`) as they do through `append`: the class that gives `append`
+    gives it too. A store that wraps another, or overrides `append`, keeps
+    its appends its own."""
+    known = _GIVES.get((kind, method))
     if known is None:
         known = False
         for klass in kind.__mro__:
             names = vars(klass)
-            if "append" in names or "append_then_pending" in names:
-                known = "append" in names and "append_then_pending" in names
+            if "append" in names or method in names:
+                known = "append" in names and method in names
                 break
-        _READS_INBOX[kind] = known
+        _GIVES[(kind, method)] = known
     return known
+
+
+def _reads_inbox(kind: type) -> bool:
+    """Whether stores of `kind` append through `append_then_pending` (see `_gives`)."""
+    return _gives(kind, "append_then_pending")
 
 
 class SessionJournal:
@@ -49,14 +55,20 @@ class SessionJournal:
     `StaleLeaseError` once another writer took the session over. With
     `new`, its first read looks for no snapshot (a session just created,
     or one known to be short) and folds every entry.
+
+    An entry may be staged (`stage`): it is written with the journal's next
+    append, in the same call to the store where the store can (`append_all`),
+    so entries with nothing to wait for between them cost one round trip.
     """
 
     __slots__ = (
+        "_follow",
         "_held",
         "_inbox_read",
         "_log",
         "_restorable",
         "_runtime",
+        "_staged",
         "_unused_rows",
         "_whole",
         "id",
@@ -79,6 +91,10 @@ class SessionJournal:
         # (position, monotonic time, notices) of the inbox read with an own
         # append; see take_inbox().
         self._inbox_read: tuple[int, float, list[Any]] | None = None
+        # Entries staged for the next append (see `stage`), placed after the log.
+        self._staged: list[Entry] = []
+        # (kind, make) of `follow`: once, an entry written after one of that kind.
+        self._follow: tuple[str, Callable[[Any], Payload | None]] | None = None
 
     @property
     def log(self) -> SessionLog:
@@ -97,6 +113,9 @@ class SessionJournal:
         if held is not None:
             # The last holder may have written since this journal last looked.
             self._whole = None
+        else:
+            # Staged under the lease given up: never to be written unfenced.
+            self._staged.clear()
 
     async def sync(self, *, fresh: float = 0.0) -> None:
         """Fold in entries other tasks or processes appended since our last look.
@@ -110,6 +129,9 @@ class SessionJournal:
             position, at = self._whole
             if position == self._log.position and time.monotonic() - at < fresh:
                 return
+        if self._staged:
+            # Written before the read: the log then holds them where they landed.
+            await self._append_placed(self._staged.pop(), None)
         read_at = time.monotonic()
         restored = False
         if self._restorable:
@@ -131,7 +153,7 @@ class SessionJournal:
     def append(self, entry: Entry, message: Message | None = None) -> Coroutine[Any, Any, int]:
         """Append `entry` and fold it in; returns its position (see the class
         docstring for the fence). `message`: the entry's already-built message."""
-        expected = self._log.position + 1
+        expected = self._log.position + 1 + len(self._staged)
         if entry.position != expected or not entry.created_at:
             entry = Entry(
                 entry.kind, entry.data, entry.run_id, expected, entry.created_at or time.time()
@@ -151,8 +173,43 @@ class SessionJournal:
         """Append a typed entry (see `append`; `message`: the payload's message).
         With `read_inbox`, the session's pending notices are read with the
         append, in the same call to the store when it can (`take_inbox`)."""
-        entry = Entry(payload.KIND, payload.to_data(), run_id, self._log.position + 1, time.time())
+        position = self._log.position + 1 + len(self._staged)
+        entry = Entry(payload.KIND, payload.to_data(), run_id, position, time.time())
+        follow = self._follow
+        if follow is not None and follow[0] == payload.KIND:
+            self._follow = None
+            then = follow[1](payload)
+            if then is not None:
+                return self._record_followed(entry, then)
         return self._append_placed(entry, message, read_inbox)
+
+    def follow(self, kind: str, make: Callable[[Any], Payload | None]) -> None:
+        """Once: when an entry of `kind` is next recorded, the entry storing
+        `make(payload)` (None: none) is written right after it, in the same
+        write (see `stage`); `record` still returns the first one's position.
+        `unfollow` withdraws it if it has not fired."""
+        self._follow = (kind, make)
+
+    def unfollow(self) -> None:
+        """Withdraw a `follow` that has not fired."""
+        self._follow = None
+
+    async def _record_followed(self, entry: Entry, then: Payload) -> int:
+        self._staged.append(entry)
+        position = self._log.position + 1 + len(self._staged)
+        after = Entry(then.KIND, then.to_data(), None, position, time.time())
+        return await self._append_placed(after, None) - 1
+
+    def stage(self, payload: Payload, run_id: str | None = None) -> None:
+        """Stage a typed entry, to be written (fenced as `append`) with this
+        journal's next append or before its next read of the store (`sync`
+        not skipped, `entries`), all in one call to the store where it can
+        (`append_all`); else one after the other, in order. Not in `log`
+        until written. Dropped if the lease is given up first (`fence_with`
+        None): for an entry nothing waits on, whose write may wait for the
+        next one (a start entry written with what the run does first)."""
+        position = self._log.position + 1 + len(self._staged)
+        self._staged.append(Entry(payload.KIND, payload.to_data(), run_id, position, time.time()))
 
     def take_inbox(self, fresh: float) -> list[Any] | None:
         """The session's pending notices as read with this journal's last
@@ -179,7 +236,29 @@ class SessionJournal:
         runtime = self._runtime
         store = runtime.store
         position: int
-        if read_inbox and _reads_inbox(type(store)):
+        staged = self._staged
+        if staged and not _gives(type(store), "append_all"):
+            # One after the other, in order: the store appends one at a time.
+            earlier = list(staged)
+            staged.clear()
+            for placed in earlier:
+                await self._append_placed(placed, None)
+        log = self._log
+        if staged:
+            entries = [*staged, entry]
+            staged.clear()
+            at = time.monotonic()
+            inbox = runtime.background.inbox if read_inbox else None
+            first, pending = await store.append_all(  # type: ignore[attr-defined]
+                self.id, entries, fence=fence, inbox=inbox
+            )
+            position = first + len(entries) - 1
+            if read_inbox:
+                self._inbox_read = (position, at, pending or [])
+            if first == entries[0].position:
+                for placed in entries[:-1]:
+                    log.apply(placed)
+        elif read_inbox and _reads_inbox(type(store)):
             # One call to the store, one round trip on a server: the results
             # committed and the next boundary's inbox read with them.
             at = time.monotonic()
@@ -189,7 +268,6 @@ class SessionJournal:
             self._inbox_read = (position, at, pending)
         else:
             position = await store.append(self.id, entry, fence=fence)
-        log = self._log
         if position == entry.position:
             log.apply(entry, message)
             # The log is whole up to here: the store put this entry right

@@ -527,6 +527,101 @@ class StoreContract(CapabilityGate):
         assert [e.data["by"] for e in await store.load(sid)] == ["old"]
         assert (await both(sid, Entry("x", {"by": "new"}), inbox, fence=new.fence))[0] == 2
 
+    @requires(Capability.FENCED_APPENDS)
+    async def test_append_all_appends_in_order_and_reads_the_inbox(
+        self, store: SessionStore, leases: Leases
+    ) -> None:
+        many = getattr(store, "append_all", None)
+        if many is None:
+            pytest.skip("the store has no append_all (it is optional)")
+        from ..backends import BackgroundNotice
+
+        inbox = self._inbox_of(store)
+        sid = _new_id()
+        await store.create(SessionMeta(sid))
+        assert await store.append(sid, Entry("x", {"n": 1})) == 1
+        lease = await leases.acquire(f"session:{sid}", "worker-a", 30.0)
+        assert lease is not None
+        two = [Entry("x", {"n": 2}, "run-1"), Entry("y", {"n": 3})]
+        assert await many(sid, two, fence=lease.fence) == (2, None)
+        notices = [BackgroundNotice(f"n{i}", f"a{i}", "job", f"text {i}") for i in range(3)]
+        for notice in notices:
+            assert await inbox.push(sid, notice)
+        await inbox.ack(sid, ["n1"])
+        three = [Entry("x", {"n": n}) for n in (4, 5, 6)]
+        first, pending = await many(sid, three, fence=lease.fence, inbox=inbox)
+        assert first == 4
+        assert pending == [notices[0], notices[2]]
+        # Unfenced too, and the read acknowledges nothing.
+        first, pending = await many(sid, [Entry("z", {"n": 7})], inbox=inbox)
+        assert (first, pending) == (7, [notices[0], notices[2]])
+        loaded = await store.load(sid)
+        assert [e.data["n"] for e in loaded] == [1, 2, 3, 4, 5, 6, 7]
+        assert [e.position for e in loaded] == [1, 2, 3, 4, 5, 6, 7]
+        assert [e.kind for e in loaded[1:3]] == ["x", "y"]
+        assert [e.run_id for e in loaded[1:3]] == ["run-1", None]
+        # Data and times come back exactly as given.
+        odd = {"big": 1e300, "tiny": 5e-324, "text": 'é \u0000 \ud800 "q"', "deep": [[{}]]}
+        at = 1_700_000_000.123456
+        first, _ = await many(sid, [Entry("x", odd, created_at=at), Entry("x", {})])
+        back = (await store.load(sid, after=first - 1))[0]
+        assert (back.data, back.created_at, back.position) == (odd, at, 8)
+
+    @requires(Capability.FENCED_APPENDS)
+    async def test_append_all_refuses_as_append_does_and_writes_none(
+        self, store: SessionStore, leases: Leases
+    ) -> None:
+        many = getattr(store, "append_all", None)
+        if many is None:
+            pytest.skip("the store has no append_all (it is optional)")
+        inbox = self._inbox_of(store)
+        sid = _new_id()
+        await store.create(SessionMeta(sid))
+        old = await leases.acquire(f"session:{sid}", "worker-a", 30.0)
+        assert old is not None
+        await many(sid, [Entry("x", {"by": "old"})], fence=old.fence)
+        await leases.release(old)
+        new = await leases.acquire(f"session:{sid}", "worker-b", 30.0)
+        assert new is not None
+        stale = [Entry("x", {"by": "old-again"}), Entry("x", {"by": "old-again"})]
+        with pytest.raises(StaleLeaseError):
+            await many(sid, stale, fence=old.fence, inbox=inbox)
+        with pytest.raises(SessionNotFound):
+            await many(_new_id("missing"), [Entry("x"), Entry("x")], fence=new.fence)
+        with pytest.raises(SessionNotFound):
+            await many(_new_id("missing"), [Entry("x")])
+        assert [e.data["by"] for e in await store.load(sid)] == ["old"]
+        placed = [Entry("x", {"by": "new"}), Entry("x", {"by": "new"})]
+        assert (await many(sid, placed, fence=new.fence))[0] == 2
+        assert [e.position for e in await store.load(sid)] == [1, 2, 3]
+
+    async def test_append_all_interleaves_whole_with_other_appends(
+        self, store: SessionStore
+    ) -> None:
+        many = getattr(store, "append_all", None)
+        if many is None:
+            pytest.skip("the store has no append_all (it is optional)")
+        sid = _new_id()
+        await store.create(SessionMeta(sid))
+
+        async def batch(w: int) -> None:
+            for i in range(5):
+                await many(sid, [Entry("x", {"w": w, "i": i, "k": k}) for k in range(3)])
+
+        async def single(w: int) -> None:
+            for i in range(5):
+                await store.append(sid, Entry("x", {"w": w, "i": i, "k": 0}))
+
+        await asyncio.gather(batch(0), batch(1), single(2))
+        loaded = await store.load(sid)
+        assert [e.position for e in loaded] == list(range(1, 36))
+        # A batch's entries land next to each other, in their order.
+        for n, e in enumerate(loaded):
+            if e.data["w"] != 2 and e.data["k"] == 0:
+                assert [x.data for x in loaded[n : n + 3]] == [
+                    {"w": e.data["w"], "i": e.data["i"], "k": k} for k in range(3)
+                ]
+
 
 # -- several processes ------------------------------------------------------------
 

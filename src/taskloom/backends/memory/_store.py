@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from builtins import list as _list
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from .._activities import BackgroundNotice, NoticeInbox
@@ -71,6 +71,32 @@ class MemoryStore:
         do in one call to their database. Raises as `append` does."""
         position = await self.append(session_id, entry, fence=fence)
         return position, await inbox.pending(session_id)
+
+    async def append_all(
+        self,
+        session_id: str,
+        entries: Sequence[Entry],
+        *,
+        fence: Fence | None = None,
+        inbox: NoticeInbox | None = None,
+    ) -> tuple[int, _list[BackgroundNotice] | None]:
+        """`entries` appended at consecutive positions (all or none), the
+        first one's position returned; with `inbox`, then its pending notices
+        (None without): what the durable stores do in one call to their
+        database. Raises as `append` does, and then nothing is written."""
+        if not entries:
+            raise ValueError("append_all needs at least one entry")
+        log = self._logs.get(session_id)
+        if log is None:
+            raise not_found(session_id)
+        if fence is not None and self.leases.generation(fence.key) != fence.generation:
+            check_fence(fence, self.leases.generation(fence.key))
+        first = len(log) + 1
+        for position, entry in enumerate(entries, first):
+            log.append(
+                entry if entry.position == position and entry.created_at else entry.placed(position)
+            )
+        return first, None if inbox is None else await inbox.pending(session_id)
 
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
         log = self._logs.get(session_id)

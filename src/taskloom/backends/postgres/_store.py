@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import random
 from builtins import list as _list
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._activities import BackgroundNotice, NoticeInbox
@@ -111,6 +112,9 @@ class PostgresStore:
         # The fenced append that also reads an inbox's pending notices, by the
         # inbox's statement (one per inbox, made at its first use).
         self._with_pending: dict[str, str] = {}
+        # Several entries in one statement (`append_all`), by (fenced, the
+        # inbox's pending column or ""), made at first use.
+        self._sql_append_all: dict[tuple[bool, str], str] = {}
         # The data as text, decoded here: a row Python cannot decode (the json
         # type takes nesting deeper than Python's parser, and any JSON value)
         # is then reported as that entry, not as a failed fetch. Joined from
@@ -235,6 +239,102 @@ class PostgresStore:
         # Another writer took the position: append as `append` retries, then read.
         placed = await self.append(session_id, entry, fence=fence)
         return placed, await inbox.pending(session_id)
+
+    def _append_all_sql(self, fenced: bool, pending: str) -> str:
+        entries, sessions = self._db.table("entries"), self._sessions
+        # No ON CONFLICT: a position another writer took fails the whole
+        # statement (nothing lands), where skipping the taken row would land
+        # the others alone. The caller retries at the new end.
+        fence = (
+            f"""fence AS (
+                SELECT generation FROM {self._db.table("leases")} WHERE key = %(key)s FOR SHARE
+            ), """
+            if fenced
+            else ""
+        )
+        check = (
+            "WHERE COALESCE((SELECT generation FROM fence), 0) = %(generation)s" if fenced else ""
+        )
+        also = ", " + pending.replace("{session}", "%(sid)s") if pending else ""
+        current = "COALESCE((SELECT generation FROM fence), 0)" if fenced else "0"
+        return f"""
+            WITH {fence}last AS (
+                SELECT COALESCE(MAX(position), 0) AS position FROM {entries}
+                WHERE session_id = %(sid)s
+            ), placed AS (
+                INSERT INTO {entries} (session_id, position, kind, run_id, created_at, data)
+                SELECT %(sid)s, last.position + r.n, r.e ->> 0, r.e ->> 1,
+                       (r.e ->> 2)::float8, r.data::json
+                FROM last, ROWS FROM (json_array_elements(%(rows)s::json),
+                                      unnest(%(datas)s::text[]))
+                     WITH ORDINALITY AS r(e, data, n)
+                {check}
+                RETURNING position
+            )
+            SELECT (SELECT MIN(position) FROM placed), {current},
+                   EXISTS (SELECT 1 FROM {sessions} WHERE id = %(sid)s){also}"""
+
+    async def append_all(
+        self,
+        session_id: str,
+        entries: Sequence[Entry],
+        *,
+        fence: Fence | None = None,
+        inbox: NoticeInbox | None = None,
+    ) -> tuple[int, _list[BackgroundNotice] | None]:
+        """`entries` appended at consecutive positions in one statement (all
+        or none), the first one's position returned; with `inbox`, its
+        pending notices read in the same statement when it is on this store's
+        database (else right after), None without. Raises as `append` does,
+        and then nothing is written."""
+        from psycopg.errors import ForeignKeyViolation, UniqueViolation
+
+        if not entries:
+            raise ValueError("append_all needs at least one entry")
+        column = getattr(inbox, "pending_column", None) if inbox is not None else None
+        pending = (column(self._db) if column is not None else None) or ""
+        key = (fence is not None, pending)
+        sql = self._sql_append_all.get(key)
+        if sql is None:
+            sql = self._sql_append_all[key] = self._append_all_sql(*key)
+        clock = self._clock
+        # [kind, run_id, created_at] rows as one JSON text (cheaper to send
+        # than three arrays); the data apart, as text, since reading a JSON
+        # value decodes its escapes, and \u0000 has no text to decode to.
+        rows = ",".join(
+            f"[{dump_json(e.kind)},{dump_json(e.run_id)},{dump_json(e.created_at or clock())}]"
+            for e in entries
+        )
+        params: dict[str, Any] = {
+            "sid": session_id,
+            "rows": f"[{rows}]",
+            "datas": [dump_json(e.data) for e in entries],
+        }
+        if fence is not None:
+            params["key"] = fence.key
+            params["generation"] = fence.generation
+        attempt = 0
+        while True:
+            try:
+                row = await self._db.fetchone(sql, params)
+            except ForeignKeyViolation:
+                raise not_found(session_id) from None
+            except UniqueViolation:
+                attempt = await _lost_race(attempt)
+                continue
+            first, current, exists = row[:3] if row else (None, 0, False)
+            if first is not None:
+                break
+            if not exists:
+                raise not_found(session_id)
+            if fence is not None:
+                check_fence(fence, current)
+            attempt = await _lost_race(attempt)
+        if inbox is None:
+            return int(first), None
+        if pending:
+            return int(first), inbox.from_column(row[3])  # type: ignore[attr-defined]
+        return int(first), await inbox.pending(session_id)
 
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
         rows = await self._db.fetchall(self._sql_load, (after or 0, session_id))

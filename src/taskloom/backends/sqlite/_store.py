@@ -14,6 +14,7 @@ import json
 import os
 import sqlite3
 from builtins import list as _list
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._activities import BackgroundNotice, NoticeInbox
@@ -198,6 +199,53 @@ class SQLiteStore:
         if not read:
             return position, await inbox.pending(session_id)
         return position, inbox.from_column(value)  # type: ignore[attr-defined]
+
+    async def append_all(
+        self,
+        session_id: str,
+        entries: Sequence[Entry],
+        *,
+        fence: Fence | None = None,
+        inbox: NoticeInbox | None = None,
+    ) -> tuple[int, _list[BackgroundNotice] | None]:
+        """`entries` appended at consecutive positions in one transaction (all
+        or none), the first one's position returned; with `inbox`, its
+        pending notices read in the same transaction when it is on this
+        database (else right after), None without. Raises as `append` does,
+        and then nothing is written."""
+        if not entries:
+            raise ValueError("append_all needs at least one entry")
+        column = getattr(inbox, "pending_column", None) if inbox is not None else None
+        pending = column(self._db) if column is not None else None
+        rows = [self._params(session_id, e, fence) for e in entries]
+
+        def append(conn: sqlite3.Connection) -> tuple[int, Any]:
+            with immediate(conn):
+                first = None
+                for params in rows:
+                    row = conn.execute(_APPEND, params).fetchone()
+                    if row is None:
+                        # Refused (nothing after it runs): say why.
+                        if conn.execute(_EXISTS, (session_id,)).fetchone() is None:
+                            raise not_found(session_id)
+                        if fence is not None:
+                            check_fence(fence, generation(conn, fence.key))
+                        row = conn.execute(_APPEND, params).fetchone()
+                    if first is None:
+                        first = int(row[0])
+                value = None
+                if pending is not None:
+                    read = f"SELECT {pending.replace('{session}', '?1')}"
+                    value = conn.execute(read, (session_id,)).fetchone()[0]
+            assert first is not None
+            return first, value
+
+        first, value = await self._db.run(append)
+        if inbox is None:
+            return first, None
+        if pending is not None:
+            return first, inbox.from_column(value)  # type: ignore[attr-defined]
+        return first, await inbox.pending(session_id)
 
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
         def load(conn: sqlite3.Connection) -> _list[tuple[Any, ...]] | None:
