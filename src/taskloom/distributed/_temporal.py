@@ -1,0 +1,223 @@
+"""`TemporalQueue`: taskloom's queued runs and background children on Temporal.
+
+The store stays the truth: a session's log, its leases and the children's
+inbox live where they live without Temporal. Temporal places the work on
+workers, retries it when a worker dies (activity heartbeats) and keeps one
+workflow per session: `submit_run` and `wake` signal-with-start the
+session's workflow (`taskloom-session-<id>`), so a second submit joins the
+running one instead of starting a concurrent run; `wait_idle` waits for it to
+close. `dispatch` starts one workflow per background child
+(`taskloom-child-<child id>`, refused a second time), whose report reaches
+the parent through the durable inbox and whose end wakes the parent.
+
+This module imports temporalio only when it connects, so that a missing
+extra is told as a `ConfigurationError` naming the install command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from typing import TYPE_CHECKING, Any
+
+from .._extras import install_command
+from ..delegation import ChildSpec
+from ..errors import ConfigurationError
+from ..loop import RunOptions
+from ..runtime import RunDemand
+from ._temporal_names import (
+    CHILD_WORKFLOW,
+    DEMAND_SIGNAL,
+    SESSION_WORKFLOW,
+    child_workflow_id,
+    session_workflow_id,
+)
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from ..runtime import Runtime
+    from ._temporal_worker import TemporalWorker
+
+
+def _require_extra() -> None:
+    missing = [m for m in ("temporalio", "procrastinate") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ConfigurationError(
+            f"TemporalQueue needs the temporal extra (no module named {missing[0]!r}): "
+            + install_command("temporal")
+        )
+
+
+class TemporalQueue:
+    """taskloom's queued runs and background children as Temporal workflows.
+
+    `target` is a connected `temporalio.client.Client`, or the server's
+    address (`host:port`), connected on first use in `namespace`. Workers
+    (`worker(runtime)`, or `taskloom worker --temporal ADDRESS`) poll
+    `task_queue`. A run's activity heartbeats every `heartbeat_timeout / 3`
+    seconds: a worker silent for `heartbeat_timeout` seconds is dead, and its
+    activity is retried on another worker, which goes on from the session's
+    log (a tool call the dead worker began is answered "interrupted", never
+    run again). `run_timeout` bounds one activity (one run, or one child).
+    """
+
+    def __init__(
+        self,
+        target: Client | str,
+        *,
+        namespace: str = "default",
+        task_queue: str = "taskloom",
+        heartbeat_timeout: float = 10.0,
+        run_timeout: float = 86400.0,
+    ) -> None:
+        _require_extra()
+        if heartbeat_timeout <= 0 or run_timeout <= 0:
+            raise ConfigurationError("TemporalQueue needs positive heartbeat and run timeouts")
+        self._client: Client | None = None
+        if isinstance(target, str):
+            self.address = target
+        else:
+            self._client = target
+            self.address = target.service_client.config.target_host
+            namespace = target.namespace
+        self.namespace = namespace
+        self.task_queue = task_queue
+        self.heartbeat_timeout = heartbeat_timeout
+        self.run_timeout = run_timeout
+        self._connecting = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return (
+            f"TemporalQueue({self.address!r}, namespace={self.namespace!r}, "
+            f"task_queue={self.task_queue!r})"
+        )
+
+    async def client(self) -> Client:
+        """The Temporal client, connected once."""
+        async with self._connecting:
+            if self._client is None:
+                from temporalio.client import Client
+
+                self._client = await Client.connect(self.address, namespace=self.namespace)
+            return self._client
+
+    def _limits(self) -> dict[str, float]:
+        return {"run_timeout": self.run_timeout, "heartbeat_timeout": self.heartbeat_timeout}
+
+    async def submit_run(
+        self,
+        session_id: str,
+        demand: RunDemand,
+        *,
+        reason: str,
+        options: RunOptions | None,
+        traceparent: str | None = None,
+    ) -> str:
+        """Signal the session's workflow with the demand, starting it if none runs
+        (signal-with-start); the workflow id. Only limits cross in `options`."""
+        from ._queue import options_to_json
+
+        args: dict[str, Any] = {
+            "reason": reason,
+            "explicit": demand.value,
+            "options": options_to_json(options),
+            "limits": self._limits(),
+        }
+        if traceparent is not None:
+            args["traceparent"] = traceparent
+        client = await self.client()
+        workflow_id = session_workflow_id(session_id)
+        await client.start_workflow(
+            SESSION_WORKFLOW,
+            id=workflow_id,
+            task_queue=self.task_queue,
+            start_signal=DEMAND_SIGNAL,
+            start_signal_args=[args],
+        )
+        return workflow_id
+
+    async def wake(self, session_id: str) -> str:
+        """Wake the session (it runs only if something waits for it); the workflow id."""
+        return await self.submit_run(session_id, RunDemand.IF_NEEDED, reason="wake", options=None)
+
+    async def wait_idle(self, session_id: str, timeout: float | None) -> None:
+        """Return once the session's workflow is closed (or never ran); `TimeoutError`
+        after `timeout` seconds. Waits on Temporal's long poll, not by polling."""
+        from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+        from temporalio.service import RPCError, RPCStatusCode
+
+        handle = (await self.client()).get_workflow_handle(session_workflow_id(session_id))
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    try:
+                        described = await handle.describe()
+                    except RPCError as exc:
+                        if exc.status is RPCStatusCode.NOT_FOUND:
+                            return
+                        raise
+                    if described.status is not WorkflowExecutionStatus.RUNNING:
+                        return
+                    # The latest run's end; a run started after it is seen
+                    # by the next describe.
+                    try:
+                        await handle.result()
+                    except WorkflowFailureError:
+                        pass
+        except TimeoutError:
+            raise TimeoutError(f"session {session_id} still has a job after {timeout}s") from None
+
+    async def dispatch(self, spec: ChildSpec) -> None:
+        """Start the background child's workflow (returns once Temporal has it)."""
+        await self.dispatch_child(spec)
+
+    async def dispatch_child(self, spec: ChildSpec) -> str:
+        """Start the child's workflow, or leave the one that already ran or runs
+        (its id is the child's: a redelivered dispatch starts nothing); the workflow id."""
+        from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+        from temporalio.exceptions import WorkflowAlreadyStartedError
+
+        workflow_id = child_workflow_id(spec.child_session_id)
+        try:
+            await (await self.client()).start_workflow(
+                CHILD_WORKFLOW,
+                {"spec": spec.to_dict(), "limits": self._limits()},
+                id=workflow_id,
+                task_queue=self.task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            )
+        except WorkflowAlreadyStartedError:
+            pass
+        return workflow_id
+
+    async def carries(self, session_id: str) -> bool:
+        """Whether a workflow of this session (a child's, or its runs') was ever
+        started here (`taskloom.delegation.ChildQueue`)."""
+        from temporalio.service import RPCError, RPCStatusCode
+
+        client = await self.client()
+        for workflow_id in (child_workflow_id(session_id), session_workflow_id(session_id)):
+            try:
+                await client.get_workflow_handle(workflow_id).describe()
+            except RPCError as exc:
+                if exc.status is not RPCStatusCode.NOT_FOUND:
+                    raise
+                continue
+            return True
+        return False
+
+    def dispatcher(self) -> TemporalQueue:
+        """A `Dispatcher` that puts background children on Temporal (the queue itself)."""
+        return self
+
+    def worker(self, runtime: Runtime, *, concurrency: int = 1) -> TemporalWorker:
+        """A worker running this queue's activities (and workflows) with `runtime`'s
+        agents, tools and models (`await worker.run()`; `worker.drain()` stops it)."""
+        from ._temporal_worker import TemporalWorker
+
+        return TemporalWorker(self, runtime, concurrency=concurrency)
+
+    async def close(self) -> None:
+        """Forget the client this queue connected (a client passed in stays the caller's)."""

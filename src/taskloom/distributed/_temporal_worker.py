@@ -1,0 +1,224 @@
+"""`TemporalWorker`: a Temporal worker running taskloom's activities with a runtime.
+
+Each activity runs the body the procrastinate worker runs for the same job
+(`JobBodies`): bring a session up to date from its log, or run a background
+child with the fenced `ChildWorker`. So a retried activity (its worker died:
+its heartbeat stopped) goes on from the log like a redelivered job: a tool
+call the dead worker began is answered "interrupted", never run again; a
+session still leased by someone else is retried with backoff (`SessionBusy`),
+and a lease taken over ends the attempt for a retry.
+
+What procrastinate keeps in a row per job, here the log and the workflow
+keep: a run a job started names the job in its `RunStartedEntry.by` (the
+same `RUN_BY` the procrastinate worker sets), so a retried attempt of a
+job asking for a run anyway (`RunDemand.ALWAYS`) sees its run was started
+and does not start another; a run stopped by a drain returns "drained" to
+the workflow, which runs the activity again on another worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from ..entries import RunStartedEntry
+from ..errors import ConfigurationError
+from ._bodies import JobBodies
+from ._jobs import Busy, Drained, Lost, Malformed, logged
+from ._temporal_names import CHILD_ACTIVITY, RUN_ACTIVITY
+from ._temporal_workflows import ChildWorkflow, SessionWorkflow
+
+if TYPE_CHECKING:
+    from ..runtime import Runtime, Session
+    from ._temporal import TemporalQueue
+
+logger = logging.getLogger("taskloom.distributed")
+
+
+@dataclass(slots=True)
+class ActivityJob:
+    """What `JobBodies` reads of a job, for one activity attempt: `id` names the
+    job (workflow, run and demand), `attempts` counts the attempts before this
+    one (a run after a drain counts one), `worker_id` names this worker."""
+
+    id: str
+    attempts: int
+    worker_id: str
+    task_name: str
+    session_id: str = ""
+    drained: bool = False
+    cut: bool = False
+
+
+class _Waker:
+    """What `JobBodies` reads of its queue: the parent's wake-up after a child."""
+
+    database = None
+
+    def __init__(self, queue: TemporalQueue) -> None:
+        self._queue = queue
+
+    async def wake(self, session_id: str) -> str:
+        return await self._queue.wake(session_id)
+
+
+class ActivityBodies(JobBodies):
+    """`JobBodies` with the job's marks kept in the log and the workflow (see the
+    module docstring) instead of the procrastinate queue's table."""
+
+    def __init__(self, queue: TemporalQueue, runtime: Runtime) -> None:
+        super().__init__(_Waker(queue), runtime)  # type: ignore[arg-type]
+
+    async def _marked(self, job: Any) -> tuple[int, bool] | None:
+        if job.drained:
+            return (0, True)
+        needle = f", job {job.id} ("
+        for entry in reversed(await self.runtime.store.load(job.session_id)):
+            payload = entry.payload
+            if isinstance(payload, RunStartedEntry) and needle in payload.by:
+                return (entry.position, False)
+        return None
+
+    async def _mark(self, job: Any, session: Session, *, drained: bool) -> None:
+        # The run's own RunStartedEntry is the mark; a drain that cut a run
+        # is told to the workflow by the activity's result.
+        job.cut = drained
+
+
+def _failure(exc: BaseException) -> ApplicationError:
+    if isinstance(exc, Busy | Lost):
+        return ApplicationError(str(exc), type=type(exc).__name__)
+    if isinstance(exc, ConfigurationError | Malformed):
+        return ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True)
+    # As on procrastinate: a run that failed otherwise recorded it in its
+    # log, and running it again would not cure it.
+    return ApplicationError(f"{type(exc).__name__}: {exc}", type="Failed", non_retryable=True)
+
+
+class Activities:
+    """The activities of one worker process: each runs its `JobBodies` body while
+    heartbeating, and tells Temporal whether a retry can help."""
+
+    def __init__(self, bodies: ActivityBodies, identity: str, beat_every: float) -> None:
+        self.bodies = bodies
+        self.identity = identity
+        self.beat_every = beat_every
+
+    async def _heartbeating(self, job: ActivityJob, body: Callable[[], Awaitable[str]]) -> str:
+        async def beat() -> None:
+            while True:
+                activity.heartbeat()
+                await asyncio.sleep(self.beat_every)
+
+        beating = asyncio.ensure_future(beat())
+        try:
+            return await logged(job, body)  # type: ignore[arg-type]
+        finally:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
+
+    def _job(self, args: dict[str, Any], task: str) -> ActivityJob:
+        info = activity.info()
+        drained = bool(args.get("drained"))
+        attempts = info.attempt - 1 or int(drained)
+        job = str(args.get("job") or info.activity_id)
+        return ActivityJob(job, attempts, self.identity, task, drained=drained)
+
+    @activity.defn(name=RUN_ACTIVITY)
+    async def run_session(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Bring the session up to date from its log; its status, or that a drain cut it."""
+        job = self._job(args, RUN_ACTIVITY)
+        job.session_id = str(args.get("session_id"))
+        try:
+            status = await self._heartbeating(job, lambda: self.bodies.run_session(job, args))  # type: ignore[arg-type]
+        except Drained:
+            return {"status": "drained", "again": True, "drained": job.cut}
+        except Exception as exc:
+            raise _failure(exc) from None
+        return {"status": status}
+
+    @activity.defn(name=CHILD_ACTIVITY)
+    async def run_child(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Run a background child to its report; its status."""
+        job = self._job(args, CHILD_ACTIVITY)
+        try:
+            status = await self._heartbeating(job, lambda: self.bodies.run_child(job, args))  # type: ignore[arg-type]
+        except Exception as exc:
+            raise _failure(exc) from None
+        return {"status": status}
+
+
+class TemporalWorker:
+    """Runs `queue`'s workflows and activities with `runtime` until drained,
+    `concurrency` activities at once."""
+
+    def __init__(self, queue: TemporalQueue, runtime: Runtime, *, concurrency: int = 1) -> None:
+        if concurrency < 1:
+            raise ValueError("a worker needs concurrency >= 1")
+        self.queue = queue
+        self.runtime = runtime
+        self.concurrency = concurrency
+        self.identity = f"{os.getpid()}@{socket.gethostname()}"
+        self.bodies = ActivityBodies(queue, runtime)
+        self._worker: Worker | None = None
+        self._shutdown: asyncio.Future[None] | None = None
+        self._stop = asyncio.Event()
+
+    @property
+    def task_queue(self) -> str:
+        """The task queue this worker polls."""
+        return self.queue.task_queue
+
+    async def run(self, on_ready: Callable[[TemporalWorker], None] | None = None) -> None:
+        """Run until `drain()` and the activities in flight have ended; `on_ready(self)`
+        is called once the worker is started (connected, its task queue polled)."""
+        client = await self.queue.client()
+        activities = Activities(self.bodies, self.identity, self.queue.heartbeat_timeout / 3)
+        worker = Worker(
+            client,
+            task_queue=self.queue.task_queue,
+            workflows=[SessionWorkflow, ChildWorkflow],
+            activities=[activities.run_session, activities.run_child],
+            max_concurrent_activities=self.concurrency,
+            identity=self.identity,
+            # Children in flight run to their end; runs stop at their next
+            # boundary and come back "drained".
+            graceful_shutdown_timeout=timedelta(hours=1),
+            workflow_runner=SandboxedWorkflowRunner(
+                restrictions=SandboxRestrictions.default.with_passthrough_modules("taskloom")
+            ),
+        )
+        self._worker = worker
+        running = asyncio.ensure_future(worker.run())
+        try:
+            if self._stop.is_set():
+                await worker.shutdown()
+            elif on_ready is not None:
+                on_ready(self)
+            await running
+        finally:
+            if not running.done():
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
+
+    def drain(self) -> None:
+        """Stop taking work; runs in flight stop at their next boundary and go on on
+        another worker, children in flight run to their end; `run()` then returns."""
+        self._stop.set()
+        self.bodies.drain()
+        if self._worker is not None and self._shutdown is None:
+            self._shutdown = asyncio.ensure_future(self._worker.shutdown())

@@ -1,0 +1,129 @@
+"""The Temporal engine's workflows: ids and small dicts only, deterministic.
+
+Temporal replays workflow code from its history, in a sandbox that imports
+the workflow's module afresh, so this module imports nothing but temporalio,
+the standard library and the engine's names, and its workflows carry ids and limits, never a
+transcript: the session's log in the store is the truth, the activities
+(`_temporal_worker`) read and write it.
+
+`SessionWorkflow` (one per session, id `taskloom-session-<id>`) takes
+demands as `demand` signals (signal-with-start: a second submit joins the
+running workflow) and runs the `taskloom.run_session` activity for what
+waits, again while more came meanwhile, then ends. `ChildWorkflow` (one per
+background child, id `taskloom-child-<child id>`) runs `taskloom.run_child`.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+from ._temporal_names import (
+    CHILD_ACTIVITY,
+    CHILD_WORKFLOW,
+    DEMAND_SIGNAL,
+    RUN_ACTIVITY,
+    SESSION_PREFIX,
+    SESSION_WORKFLOW,
+)
+
+NOT_RETRIED = ["Malformed", "ConfigurationError", "Failed"]
+"""Activity failures a retry would not cure (the run recorded its own failure)."""
+
+
+def activity_retry() -> RetryPolicy:
+    """Retried until done: a dead worker's attempt, a session held elsewhere
+    (backing off to 10 s) or taken over; never what `NOT_RETRIED` names."""
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=0.25),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=10),
+        maximum_attempts=0,
+        non_retryable_error_types=NOT_RETRIED,
+    )
+
+
+def _timeouts(limits: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "start_to_close_timeout": timedelta(seconds=float(limits["run_timeout"])),
+        "heartbeat_timeout": timedelta(seconds=float(limits["heartbeat_timeout"])),
+        "retry_policy": activity_retry(),
+    }
+
+
+def merged(demands: list[dict[str, Any]]) -> dict[str, Any]:
+    """One activity's worth of queued demands: every demand of a session means
+    "bring it up to date", so they coalesce; one asking for a run anyway wins
+    (with its options and trace), else the first one's."""
+    always = [d for d in demands if d.get("explicit")]
+    chosen = dict(always[0] if always else demands[0])
+    chosen["explicit"] = bool(always)
+    return chosen
+
+
+@workflow.defn(name=SESSION_WORKFLOW)
+class SessionWorkflow:
+    """A session's queued runs: the activity runs while demands wait, then the workflow ends."""
+
+    def __init__(self) -> None:
+        self.waiting: list[dict[str, Any]] = []
+        self.jobs = 0
+
+    @workflow.signal(name=DEMAND_SIGNAL)
+    def demand(self, demand: dict[str, Any]) -> None:
+        """A submit, resume or wake-up of the session."""
+        self.waiting.append(demand)
+
+    @workflow.run
+    async def run(self) -> dict[str, Any]:
+        """Run the session's activity for each batch of waiting demands; what each did."""
+        done: list[str] = []
+        # Signal-with-start delivers the first demand with the start; the
+        # bound only ends a workflow started without one.
+        await workflow.wait_condition(lambda: bool(self.waiting), timeout=timedelta(seconds=30))
+        info = workflow.info()
+        batch: dict[str, Any] | None = None
+        while self.waiting or batch is not None:
+            if batch is None:
+                batch = merged(self.waiting)
+                self.waiting = []
+            limits = batch.get("limits") or {"run_timeout": 86400, "heartbeat_timeout": 10}
+            self.jobs += 1
+            args = {
+                **batch,
+                "session_id": info.workflow_id.removeprefix(SESSION_PREFIX),
+                "job": f"{info.workflow_id}/{info.run_id}#{self.jobs}",
+            }
+            args.pop("limits", None)
+            try:
+                outcome = await workflow.execute_activity(RUN_ACTIVITY, args, **_timeouts(limits))
+            except ActivityError as exc:
+                # Failed for good (recorded in the log where it could be);
+                # demands that came meanwhile still run.
+                done.append(f"failed: {exc.cause or exc}")
+                batch = None
+                continue
+            done.append(str(outcome.get("status")))
+            # A worker that stopped to shut down hands the same demand on
+            # (`drained`: its run was cut, the next one goes on with it).
+            again = bool(outcome.get("again"))
+            batch = {**batch, "drained": bool(outcome.get("drained"))} if again else None
+        return {"jobs": done}
+
+
+@workflow.defn(name=CHILD_WORKFLOW)
+class ChildWorkflow:
+    """A background child: its activity runs the child from its spec to its report."""
+
+    @workflow.run
+    async def run(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Run the child; its status."""
+        limits = args.pop("limits", None) or {"run_timeout": 86400, "heartbeat_timeout": 10}
+        info = workflow.info()
+        args["job"] = f"{info.workflow_id}/{info.run_id}#1"
+        outcome = await workflow.execute_activity(CHILD_ACTIVITY, args, **_timeouts(limits))
+        return dict(outcome)

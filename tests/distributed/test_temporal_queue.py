@@ -1,0 +1,262 @@
+"""Queued runs and background children on Temporal: a real dev server, real
+`taskloom worker --temporal` processes, on SQLite and PostgreSQL stores.
+
+Submit and wait across two workers; submits coalesce into one workflow per
+session; a background child runs on a worker and reports to its parent
+once; a worker SIGKILLed in a tool call: the run goes on on another worker
+from the log, the tool run at most once (answered "interrupted").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+from queue_support import (
+    HERE,
+    SRC,
+    Workers,
+    interrupted,
+    log_problems,
+    marks,
+    messages_of,
+    tool_results,
+)
+from temporal_app import build
+
+from pg import pg_schema  # noqa: F401 (fixture)
+from taskloom import RunStatus, Runtime
+from taskloom.entries import Entry, RunFinishedEntry, RunStartedEntry
+from temporal_server import TemporalServer, temporal_server  # noqa: F401 (fixture)
+
+pytestmark = [pytest.mark.temporal]
+
+
+@pytest.fixture
+def effects(tmp_path: Path) -> Path:
+    return tmp_path / "effects.txt"
+
+
+@pytest.fixture
+def task_queue() -> str:
+    """A task queue of this test's own: tests on one server never take each other's work."""
+    return f"tq-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def env(
+    store_url: tuple[str, str],
+    temporal_server: TemporalServer,  # noqa: F811
+    task_queue: str,
+    effects: Path,
+) -> dict[str, str]:
+    import os
+
+    path = [str(HERE), str(SRC), os.environ.get("PYTHONPATH", "")]
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in path if p),
+        "PYTHONUNBUFFERED": "1",
+        "TLT_STORE": store_url[0],
+        "TLT_SCHEMA": store_url[1],
+        "TLT_ADDRESS": temporal_server.address,
+        "TLT_NAMESPACE": temporal_server.namespace,
+        "TLT_TASK_QUEUE": task_queue,
+        "TLQ_EFFECTS": str(effects),
+    }
+
+
+@pytest.fixture
+def workers(env: dict[str, str]) -> Iterator[Workers]:
+    args = (
+        "--temporal",
+        env["TLT_ADDRESS"],
+        "--namespace",
+        env["TLT_NAMESPACE"],
+        "--task-queue",
+        env["TLT_TASK_QUEUE"],
+        "--app",
+        "temporal_app:make_runtime",
+    )
+    started = Workers(env, args)
+    yield started
+    started.close()
+
+
+@pytest.fixture
+async def host(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Runtime]:
+    monkeypatch.setenv("TLQ_EFFECTS", env["TLQ_EFFECTS"])
+    runtime = build(
+        env["TLT_STORE"],
+        env["TLT_SCHEMA"],
+        address=env["TLT_ADDRESS"],
+        namespace=env["TLT_NAMESPACE"],
+        task_queue=env["TLT_TASK_QUEUE"],
+        wake=True,
+    )
+    yield runtime
+    await runtime.close()
+
+
+async def until(check: Callable[[], Awaitable[bool]], timeout: float = 30) -> None:
+    """Wait for something another process does (bounded; for preconditions only)."""
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+def started(entries: list[Entry]) -> int:
+    return sum(isinstance(e.payload, RunStartedEntry) for e in entries)
+
+
+def finished(entries: list[Entry]) -> list[RunFinishedEntry]:
+    return [e.payload for e in entries if isinstance(e.payload, RunFinishedEntry)]
+
+
+async def test_sigterm_drains_the_run_in_flight_which_completes_on_another_worker(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    session = await host.create_session(host.agent_named("bot"))
+    first = workers.start(TLQ_TOOL_SLEEP="1.5")
+    await session.submit("long job")
+    first.expect(f"TOOL {session.id}")
+    first.signal(signal.SIGTERM)
+    assert first.wait(timeout=30) == 0
+    entries = await session.entries()
+    assert [f.status for f in finished(entries)] == [RunStatus.STOPPED]
+    second = workers.start()
+    result = await session.wait(timeout=60)
+    assert result.status is RunStatus.COMPLETED
+    assert result.text == f"done by {second.pid}: long job"
+    entries = await session.entries()
+    assert log_problems(entries) == []
+    assert list(tool_results(entries).values()) == [["touched"]]  # ran once, to its end
+    assert len(marks(effects)) == 1
+
+
+async def test_submits_before_any_worker_coalesce_into_one_run(
+    host: Runtime, workers: Workers
+) -> None:
+    session = await host.create_session(host.agent_named("bot"))
+    first = await session.submit("hello")
+    second = await session.submit("and more")
+    assert first == second == f"taskloom-session-{session.id}"  # one workflow per session
+    worker = workers.start()
+    result = await session.wait(timeout=60)
+    assert result.status is RunStatus.COMPLETED
+    assert result.text == f"done by {worker.pid}: hello\n\nand more"
+    entries = await session.entries()
+    assert started(entries) == 1
+    assert log_problems(entries) == []
+
+
+async def test_submitted_runs_complete_across_two_workers(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    pids = {workers.start().pid, workers.start().pid}
+    sessions = [await host.create_session(host.agent_named("bot")) for _ in range(6)]
+    begun = time.monotonic()
+    for s in sessions:
+        await s.submit("hi")
+    results = await asyncio.gather(*(s.wait(timeout=60) for s in sessions))
+    took = time.monotonic() - begun
+    ran_by = set()
+    for s, result in zip(sessions, results, strict=True):
+        assert result.status is RunStatus.COMPLETED
+        pid = int(result.text.split()[2].rstrip(":"))
+        assert pid in pids
+        ran_by.add(pid)
+        entries = await s.entries()
+        assert log_problems(entries) == [] and started(entries) == 1
+    assert len(marks(effects)) == len(sessions)  # one touch per run
+    # A second turn of a session whose workflow ended starts a new one.
+    again = await sessions[0].submit("once more")
+    assert (await sessions[0].wait(timeout=60)).text.endswith("once more")
+    assert again == f"taskloom-session-{sessions[0].id}"
+    print(f"temporal: {len(sessions)} runs on {len(ran_by)} worker(s), {took:.2f}s submit→all done")
+
+
+async def _reported(runtime: Runtime, parent_id: str) -> bool:
+    entries = await runtime.store.load(parent_id)
+    return any(
+        "report received" in (m.text or "") for m in messages_of(entries) if m.role == "assistant"
+    )
+
+
+async def test_a_background_child_runs_on_a_worker_and_reports_to_its_parent_once(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    workers.start(TLQ_WAKE="1")
+    workers.start(TLQ_WAKE="1")
+    parent = await host.create_session(host.agent_named("lead"))
+    await parent.submit("get help")
+    await until(lambda: _reported(host, parent.id), timeout=60)
+    result = await parent.wait(timeout=60)
+    assert result.status is RunStatus.COMPLETED
+    assert result.text.startswith("report received by")
+    children = await host.store.list(parent_id=parent.id)
+    assert len(children) == 1
+    child_entries = await host.store.load(children[0].id)
+    assert [e.kind for e in child_entries].count("subagent_result") == 1
+    assert [m.split()[0] for m in marks(effects)] == [children[0].id]
+    parent_entries = await parent.entries()
+    # A notice reaches the model delivered with a message of the round it came in.
+    delivered = [str(e.data.get("delivered")) for e in parent_entries if e.kind == "message"]
+    reports = [d for d in delivered if "finished. Its report" in d]
+    assert (
+        len(reports) == 1 and children[0].id in reports[0]
+    )  # exactly one report reached the parent
+    assert log_problems(parent_entries) == []
+
+
+async def _killed_mid_tool(host: Runtime, workers: Workers, effects: Path) -> tuple[int, int]:
+    """One trial: a worker SIGKILLed inside the `touch` tool; the run completes on
+    another. (tools run twice, calls answered "interrupted")."""
+    session = await host.create_session(host.agent_named("bot"))
+    doomed = workers.start(TLQ_TOOL_SLEEP="600")
+    await session.submit("survive this")
+    doomed.expect(f"TOOL {session.id}", timeout=60)
+    doomed.signal(signal.SIGKILL)
+    doomed.wait(timeout=10)
+    other = workers.start()
+    result = await session.wait(timeout=90)
+    assert result.status is RunStatus.COMPLETED, result
+    assert result.text == f"done by {other.pid}: survive this"
+    entries = await session.entries()
+    assert log_problems(entries) == []
+    ran = [m for m in marks(effects) if m.startswith(session.id)]
+    twice = len(ran) - len(set(ran))
+    cut = interrupted(entries)
+    assert len(ran) == 1 and twice == 0  # the tool ran once, on the killed worker
+    assert cut == [ran[0].split()[1]]  # its call was answered "interrupted", not run again
+    assert list(tool_results(entries)) == cut
+    other.close()
+    return twice, len(cut)
+
+
+async def test_a_worker_killed_mid_tool_the_run_completes_on_another_tool_at_most_once(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    twice, cut = await _killed_mid_tool(host, workers, effects)
+    print(f"temporal SIGKILL: 1 trial, tools run twice {twice}, interrupted {cut}")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+async def test_ten_workers_killed_mid_tool_never_run_a_tool_twice(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    totals = [0, 0]
+    for trial in range(10):
+        twice, cut = await _killed_mid_tool(host, workers, effects)
+        totals[0] += twice
+        totals[1] += cut
+        print(f"trial {trial + 1}: tools run twice {twice}, interrupted {cut}")
+    print(f"temporal SIGKILL: 10 trials, tools run twice {totals[0]}, interrupted {totals[1]}")
+    assert totals == [0, 10]
