@@ -6,7 +6,9 @@ Configured by environment variables: `TLT_STORE` and `TLT_SCHEMA` (a
 durable store's URL and schema, `-` for none), `TLT_ADDRESS`,
 `TLT_NAMESPACE`, `TLT_TASK_QUEUE` (the Temporal server, namespace and
 task queue), `TLT_HEARTBEAT` (the activities' heartbeat timeout),
-`TLQ_LEASE_TTL`, `TLQ_WAKE`, `TLQ_EFFECTS` and `TLQ_TOOL_SLEEP` as in
+`TLT_HANG_AFTER_END` (1: hang once a run's end is stored, see
+`hang_after_the_end`), `TLQ_LEASE_TTL`, `TLQ_WAKE`, `TLQ_AGENTS`,
+`TLQ_EFFECTS` and `TLQ_TOOL_SLEEP` as in
 `queue_app`, whose tools and models these agents use: `bot` touches once
 per turn then answers with its pid; `lead` spawns one background child that
 touches once, and answers once its report is in.
@@ -14,15 +16,34 @@ touches once, and answers once its report is in.
 
 from __future__ import annotations
 
+import asyncio
 import os
+from typing import Any
 
-from queue_app import lead, touch, touch_then_answer
+from queue_app import lead, say, touch, touch_then_answer
 
 from taskloom import Agent, Runtime
-from taskloom.backends import open_backend
+from taskloom.backends import SessionStore, open_backend
 from taskloom.delegation import Spawner
 from taskloom.distributed import TemporalQueue
+from taskloom.entries import Entry, EntryKind
 from taskloom.models import FunctionModel
+
+
+def hang_after_the_end(store: SessionStore) -> SessionStore:
+    """`store`, hanging once a run's end is appended (`READY ended <session>`):
+    the run is over in the log, its job is not (the point a test kills at)."""
+    append = store.append
+
+    async def appended(session_id: str, entry: Entry, **options: Any) -> int:
+        position = await append(session_id, entry, **options)
+        if entry.kind == EntryKind.RUN_FINISHED:
+            say(f"READY ended {session_id}")
+            await asyncio.Event().wait()
+        return position
+
+    store.append = appended  # type: ignore[method-assign]
+    return store
 
 
 def build(
@@ -35,6 +56,8 @@ def build(
     heartbeat: float = 2.0,
     lease_ttl: float = 3.0,
     wake: bool = False,
+    agents: str | None = None,
+    hang_after_end: bool = False,
 ) -> Runtime:
     """The runtime a worker (or the test's host) uses."""
     queue = TemporalQueue(
@@ -43,13 +66,16 @@ def build(
     child = FunctionModel(touch_then_answer, name="child")
     spawner = Spawner(child, tools=[touch], dispatcher=queue.dispatcher(), max_children=8)
     options = {} if schema == "-" else {"schema": schema}
+    everyone = [
+        Agent("bot", FunctionModel(touch_then_answer, name="bot"), tools=[touch]),
+        Agent("lead", FunctionModel(lead, name="lead"), tools=[spawner.tool()]),
+    ]
+    wanted = None if agents is None else set(agents.split(","))
+    opened = open_backend(store, **options).store
     return Runtime(
-        store=open_backend(store, **options).store,
+        store=hang_after_the_end(opened) if hang_after_end else opened,
         queue=queue,
-        agents=[
-            Agent("bot", FunctionModel(touch_then_answer, name="bot"), tools=[touch]),
-            Agent("lead", FunctionModel(lead, name="lead"), tools=[spawner.tool()]),
-        ],
+        agents=[a for a in everyone if wanted is None or a.name in wanted],
         tools=[touch],
         models=[child],
         lease_ttl=lease_ttl,
@@ -69,4 +95,6 @@ def make_runtime() -> Runtime:
         heartbeat=float(env.get("TLT_HEARTBEAT", "2")),
         lease_ttl=float(env.get("TLQ_LEASE_TTL", "3")),
         wake=env.get("TLQ_WAKE") == "1",
+        agents=env.get("TLQ_AGENTS"),
+        hang_after_end=env.get("TLT_HANG_AFTER_END") == "1",
     )

@@ -179,7 +179,57 @@ async def test_submitted_runs_complete_across_two_workers(
     again = await sessions[0].submit("once more")
     assert (await sessions[0].wait(timeout=60)).text.endswith("once more")
     assert again == f"taskloom-session-{sessions[0].id}"
-    print(f"temporal: {len(sessions)} runs on {len(ran_by)} worker(s), {took:.2f}s submit→all done")
+    one_by_one = []
+    for s in sessions[1:]:
+        begun = time.monotonic()
+        await s.submit("and again")
+        await s.wait(timeout=60)
+        one_by_one.append(time.monotonic() - begun)
+    p50 = sorted(one_by_one)[len(one_by_one) // 2]
+    print(
+        f"temporal: {len(sessions)} runs on {len(ran_by)} worker(s), {took:.2f}s submit→all done; "
+        f"one run submit→wait p50 {p50 * 1000:.0f} ms"
+    )
+
+
+async def test_a_worker_without_the_agent_fails_the_run_in_the_log_and_the_session_goes_on(
+    host: Runtime, workers: Workers
+) -> None:
+    session = await host.create_session(host.agent_named("bot"))
+    wrong = workers.start(TLQ_AGENTS="lead")
+    await session.submit("are you there?")
+    failed = await session.wait(timeout=60)  # a failure for good is not retried
+    assert failed.status is RunStatus.FAILED
+    assert failed.error is not None and "no agent named 'bot'" in failed.error
+    wrong.close()
+    right = workers.start()
+    await session.submit()
+    result = await session.wait(timeout=60)
+    assert result.status is RunStatus.COMPLETED
+    assert result.text == f"done by {right.pid}: are you there?"  # the input was kept
+
+
+async def test_a_run_asked_for_anyway_is_not_run_again_by_the_retry_of_its_killed_job(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    """The job's run names the job in the log; the retried attempt sees it ran."""
+    session = await host.create_session(host.agent_named("bot"))
+    await session.submit("first turn")
+    first = workers.start()
+    assert (await session.wait(timeout=60)).status is RunStatus.COMPLETED
+    first.close()
+    doomed = workers.start(TLT_HANG_AFTER_END="1")
+    await session.submit()  # no input: a run asked for anyway (RunDemand.ALWAYS)
+    doomed.expect(f"READY ended {session.id}", timeout=60)
+    doomed.signal(signal.SIGKILL)
+    doomed.wait(timeout=10)
+    workers.start()
+    result = await session.wait(timeout=90)  # the retried attempt ended the workflow
+    assert result.status is RunStatus.COMPLETED
+    assert result.text == f"done by {doomed.pid}: first turn"
+    entries = await session.entries()
+    assert started(entries) == 2  # the first turn's run, and the one asked for: not a third
+    assert log_problems(entries) == []
 
 
 async def _reported(runtime: Runtime, parent_id: str) -> bool:
@@ -222,6 +272,11 @@ async def _killed_mid_tool(host: Runtime, workers: Workers, effects: Path) -> tu
     doomed = workers.start(TLQ_TOOL_SLEEP="600")
     await session.submit("survive this")
     doomed.expect(f"TOOL {session.id}", timeout=60)
+
+    async def touched() -> bool:  # the tool prints before it leaves its mark
+        return any(m.startswith(session.id) for m in marks(effects))
+
+    await until(touched)
     doomed.signal(signal.SIGKILL)
     doomed.wait(timeout=10)
     other = workers.start()
@@ -260,3 +315,33 @@ async def test_ten_workers_killed_mid_tool_never_run_a_tool_twice(
         print(f"trial {trial + 1}: tools run twice {twice}, interrupted {cut}")
     print(f"temporal SIGKILL: 10 trials, tools run twice {totals[0]}, interrupted {totals[1]}")
     assert totals == [0, 10]
+
+
+def test_a_worker_refuses_a_server_other_than_its_app_s_queue(tmp_path: Path) -> None:
+    """`--temporal` must name where the app's hosts submit; Temporal's options need it."""
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent), str(SRC)]),
+        "TLT_STORE": f"sqlite:///{tmp_path / 'taskloom.db'}",
+        "TLT_SCHEMA": "-",
+        "TLT_ADDRESS": "127.0.0.1:7233",
+        "TLT_NAMESPACE": "default",
+        "TLT_TASK_QUEUE": "agents",
+        "TLQ_EFFECTS": str(tmp_path / "effects.txt"),
+    }
+    worker = [sys.executable, "-m", "taskloom", "worker", "--app", "temporal_app:make_runtime"]
+    cases = {
+        ("--temporal", "127.0.0.1:9"): "TemporalQueue's address is '127.0.0.1:7233'",
+        ("--temporal", "127.0.0.1:7233", "--task-queue", "other"): "task queue is 'agents'",
+        ("--namespace", "default"): "--namespace and --task-queue are Temporal's",
+    }
+    for extra, said in cases.items():
+        done = subprocess.run(
+            [*worker, *extra], env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+        assert done.returncode == 2, (extra, done.stderr)
+        assert said in done.stderr, (extra, done.stderr)

@@ -84,7 +84,10 @@ class SessionWorkflow:
         done: list[str] = []
         # Signal-with-start delivers the first demand with the start; the
         # bound only ends a workflow started without one.
-        await workflow.wait_condition(lambda: bool(self.waiting), timeout=timedelta(seconds=30))
+        try:
+            await workflow.wait_condition(lambda: bool(self.waiting), timeout=timedelta(seconds=30))
+        except TimeoutError:
+            return {"jobs": done}
         info = workflow.info()
         batch: dict[str, Any] | None = None
         while self.waiting or batch is not None:
