@@ -2,9 +2,13 @@
 `taskloom worker --temporal` processes, on SQLite and PostgreSQL stores.
 
 Submit and wait across two workers; submits coalesce into one workflow per
-session; a background child runs on a worker and reports to its parent
-once; a worker SIGKILLed in a tool call: the run goes on on another worker
-from the log, the tool run at most once (answered "interrupted").
+session; a failure for good is not retried and the session goes on; a drain
+(SIGTERM) hands the run to another worker; a background child runs on a
+worker and reports to its parent once; a worker SIGKILLed in a tool call,
+of a run or of a child: the work goes on on another worker from the log,
+the tool run at most once (answered "interrupted"), the child reported once;
+a killed job's retry does not run again a run it started. The slow test
+repeats the SIGKILL trials ten times each and prints the counts.
 """
 
 from __future__ import annotations
@@ -265,6 +269,47 @@ async def test_a_background_child_runs_on_a_worker_and_reports_to_its_parent_onc
     assert log_problems(parent_entries) == []
 
 
+async def _killed_mid_child(host: Runtime, workers: Workers, effects: Path) -> tuple[int, int]:
+    """One trial: the worker running a background child SIGKILLed inside its tool;
+    the child goes on on another worker. (tools run twice, reports the parent got)."""
+    parent = await host.create_session(host.agent_named("lead"))
+    doomed = workers.start(TLQ_WAKE="1", TLQ_TOOL_SLEEP="600")
+    await parent.submit("get help")
+
+    async def touched() -> bool:
+        children = await host.store.list(parent_id=parent.id)
+        return bool(children) and any(m.startswith(children[0].id) for m in marks(effects))
+
+    await until(touched, timeout=60)
+    doomed.signal(signal.SIGKILL)
+    doomed.wait(timeout=10)
+    other = workers.start(TLQ_WAKE="1")
+    await until(lambda: _reported(host, parent.id), timeout=90)
+    result = await parent.wait(timeout=60)
+    assert result.status is RunStatus.COMPLETED
+    assert result.text == f"report received by {other.pid}"
+    (child,) = await host.store.list(parent_id=parent.id)
+    child_entries = await host.store.load(child.id)
+    assert [e.kind for e in child_entries].count("subagent_result") == 1
+    ran = [m for m in marks(effects) if m.startswith(child.id)]
+    assert len(ran) == 1  # the child's tool ran once, on the killed worker
+    assert interrupted(child_entries) == [ran[0].split()[1]]
+    parent_entries = await parent.entries()
+    delivered = [str(e.data.get("delivered")) for e in parent_entries if e.kind == "message"]
+    reports = [d for d in delivered if "finished. Its report" in d]
+    assert log_problems(parent_entries) == [] and log_problems(child_entries) == []
+    other.close()
+    return len(ran) - len(set(ran)), len(reports)
+
+
+async def test_a_worker_killed_mid_child_the_child_reports_once_from_another(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    twice, reports = await _killed_mid_child(host, workers, effects)
+    print(f"temporal SIGKILL mid-child: 1 trial, tools run twice {twice}, reports {reports}")
+    assert (twice, reports) == (0, 1)
+
+
 async def _killed_mid_tool(host: Runtime, workers: Workers, effects: Path) -> tuple[int, int]:
     """One trial: a worker SIGKILLed inside the `touch` tool; the run completes on
     another. (tools run twice, calls answered "interrupted")."""
@@ -303,8 +348,8 @@ async def test_a_worker_killed_mid_tool_the_run_completes_on_another_tool_at_mos
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
-async def test_ten_workers_killed_mid_tool_never_run_a_tool_twice(
+@pytest.mark.timeout(1200)
+async def test_ten_workers_killed_mid_run_and_mid_child_never_run_a_tool_twice(
     host: Runtime, workers: Workers, effects: Path
 ) -> None:
     totals = [0, 0]
@@ -315,6 +360,14 @@ async def test_ten_workers_killed_mid_tool_never_run_a_tool_twice(
         print(f"trial {trial + 1}: tools run twice {twice}, interrupted {cut}")
     print(f"temporal SIGKILL: 10 trials, tools run twice {totals[0]}, interrupted {totals[1]}")
     assert totals == [0, 10]
+    reports = []
+    for trial in range(10):
+        twice, got = await _killed_mid_child(host, workers, effects)
+        totals[0] += twice
+        reports.append(got)
+        print(f"child trial {trial + 1}: tools run twice {twice}, reports {got}")
+    print(f"temporal SIGKILL mid-child: 10 trials, tools run twice {totals[0]}, reports {reports}")
+    assert totals[0] == 0 and reports == [1] * 10
 
 
 def test_a_worker_refuses_a_server_other_than_its_app_s_queue(tmp_path: Path) -> None:
