@@ -58,10 +58,15 @@ def build(
     wake: bool = False,
     agents: str | None = None,
     hang_after_end: bool = False,
+    jobs_per_workflow: int = 200,
 ) -> Runtime:
     """The runtime a worker (or the test's host) uses."""
     queue = TemporalQueue(
-        address, namespace=namespace, task_queue=task_queue, heartbeat_timeout=heartbeat
+        address,
+        namespace=namespace,
+        task_queue=task_queue,
+        heartbeat_timeout=heartbeat,
+        jobs_per_workflow=jobs_per_workflow,
     )
     child = FunctionModel(touch_then_answer, name="child")
     spawner = Spawner(child, tools=[touch], dispatcher=queue.dispatcher(), max_children=8)

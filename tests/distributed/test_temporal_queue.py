@@ -35,6 +35,7 @@ from temporal_app import build
 
 from pg import pg_schema  # noqa: F401 (fixture)
 from taskloom import RunStatus, Runtime
+from taskloom.distributed import TemporalQueue
 from taskloom.entries import Entry, RunFinishedEntry, RunStartedEntry
 from temporal_server import TemporalServer, temporal_server  # noqa: F401 (fixture)
 
@@ -234,6 +235,42 @@ async def test_a_run_asked_for_anyway_is_not_run_again_by_the_retry_of_its_kille
     entries = await session.entries()
     assert started(entries) == 2  # the first turn's run, and the one asked for: not a third
     assert log_problems(entries) == []
+
+
+async def test_a_session_s_workflow_continues_as_new_with_the_demands_still_waiting(
+    env: dict[str, str], workers: Workers
+) -> None:
+    from temporalio.client import WorkflowExecutionStatus
+
+    host = build(
+        env["TLT_STORE"],
+        env["TLT_SCHEMA"],
+        address=env["TLT_ADDRESS"],
+        namespace=env["TLT_NAMESPACE"],
+        task_queue=env["TLT_TASK_QUEUE"],
+        jobs_per_workflow=1,
+    )
+    try:
+        queue = host.queue
+        assert isinstance(queue, TemporalQueue)
+        session = await host.create_session(host.agent_named("bot"))
+        worker = workers.start(TLQ_TOOL_SLEEP="1")
+        workflow_id = await session.submit("one")
+        worker.expect(f"TOOL {session.id}")
+        handle = (await queue.client()).get_workflow_handle(workflow_id)
+        first_run = (await handle.describe()).run_id
+        await session.submit("two")
+        await session.submit("three")
+        result = await session.wait(timeout=60)
+        assert result.status is RunStatus.COMPLETED
+        client = await queue.client()
+        first = await client.get_workflow_handle(workflow_id, run_id=first_run).describe()
+        assert first.status is WorkflowExecutionStatus.CONTINUED_AS_NEW
+        heard = " ".join(m.text for m in await session.transcript() if m.role == "user")
+        assert all(turn in heard for turn in ("one", "two", "three"))
+        assert log_problems(await session.entries()) == []
+    finally:
+        await host.close()
 
 
 async def _reported(runtime: Runtime, parent_id: str) -> bool:

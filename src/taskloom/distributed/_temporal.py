@@ -7,7 +7,7 @@ workflow per session: `submit_run` and `wake` signal-with-start the
 session's workflow (`taskloom-session-<id>`), so a second submit joins the
 running one instead of starting a concurrent run; `wait_idle` waits for it to
 close. `dispatch` starts one workflow per background child
-(`taskloom-child-<child id>`, refused a second time), whose report reaches
+(`taskloom-child-<child id>`, joined while it runs), whose report reaches
 the parent through the durable inbox and whose end wakes the parent.
 
 This module imports temporalio only when it connects, so that a missing
@@ -60,6 +60,9 @@ class TemporalQueue:
     activity is retried on another worker, which goes on from the session's
     log (a tool call the dead worker began is answered "interrupted", never
     run again). `run_timeout` bounds one activity (one run, or one child).
+    A session's workflow that ran `jobs_per_workflow` activities with more
+    demands waiting continues as new, so its history stays short however
+    long the session lives.
     """
 
     def __init__(
@@ -70,10 +73,13 @@ class TemporalQueue:
         task_queue: str = "taskloom",
         heartbeat_timeout: float = 10.0,
         run_timeout: float = 86400.0,
+        jobs_per_workflow: int = 200,
     ) -> None:
         _require_extra()
-        if heartbeat_timeout <= 0 or run_timeout <= 0:
-            raise ConfigurationError("TemporalQueue needs positive heartbeat and run timeouts")
+        if heartbeat_timeout <= 0 or run_timeout <= 0 or jobs_per_workflow < 1:
+            raise ConfigurationError(
+                "TemporalQueue needs positive heartbeat and run timeouts and jobs_per_workflow"
+            )
         self._client: Client | None = None
         if isinstance(target, str):
             self.address = target
@@ -85,6 +91,7 @@ class TemporalQueue:
         self.task_queue = task_queue
         self.heartbeat_timeout = heartbeat_timeout
         self.run_timeout = run_timeout
+        self.jobs_per_workflow = jobs_per_workflow
         self._connecting = asyncio.Lock()
 
     def __repr__(self) -> str:
@@ -103,7 +110,11 @@ class TemporalQueue:
             return self._client
 
     def _limits(self) -> dict[str, float]:
-        return {"run_timeout": self.run_timeout, "heartbeat_timeout": self.heartbeat_timeout}
+        return {
+            "run_timeout": self.run_timeout,
+            "heartbeat_timeout": self.heartbeat_timeout,
+            "jobs_per_workflow": self.jobs_per_workflow,
+        }
 
     async def submit_run(
         self,
@@ -173,23 +184,22 @@ class TemporalQueue:
         await self.dispatch_child(spec)
 
     async def dispatch_child(self, spec: ChildSpec) -> str:
-        """Start the child's workflow, or leave the one that already ran or runs
-        (its id is the child's: a redelivered dispatch starts nothing); the workflow id."""
+        """Start the child's workflow, or join the one running (its id is the
+        child's: a redelivered dispatch never runs the child twice at once);
+        the workflow id. A child whose workflow ended may be dispatched again
+        (its escalated calls decided, it goes on): a child that has its report
+        already is not run again (`ChildWorker.run`)."""
         from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-        from temporalio.exceptions import WorkflowAlreadyStartedError
 
         workflow_id = child_workflow_id(spec.child_session_id)
-        try:
-            await (await self.client()).start_workflow(
-                CHILD_WORKFLOW,
-                {"spec": spec.to_dict(), "limits": self._limits()},
-                id=workflow_id,
-                task_queue=self.task_queue,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-            )
-        except WorkflowAlreadyStartedError:
-            pass
+        await (await self.client()).start_workflow(
+            CHILD_WORKFLOW,
+            {"spec": spec.to_dict(), "limits": self._limits()},
+            id=workflow_id,
+            task_queue=self.task_queue,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
         return workflow_id
 
     async def carries(self, session_id: str) -> bool:

@@ -47,6 +47,12 @@ def activity_retry() -> RetryPolicy:
     )
 
 
+def limits_of(demands: list[dict[str, Any]]) -> dict[str, Any]:
+    """The queue's limits the first of `demands` carries (its defaults without)."""
+    given = demands[0].get("limits") if demands else None
+    return given or {"run_timeout": 86400, "heartbeat_timeout": 10, "jobs_per_workflow": 200}
+
+
 def _timeouts(limits: dict[str, Any]) -> dict[str, Any]:
     return {
         "start_to_close_timeout": timedelta(seconds=float(limits["run_timeout"])),
@@ -79,9 +85,11 @@ class SessionWorkflow:
         self.waiting.append(demand)
 
     @workflow.run
-    async def run(self) -> dict[str, Any]:
-        """Run the session's activity for each batch of waiting demands; what each did."""
+    async def run(self, carried: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Run the session's activity for each batch of waiting demands; what each did.
+        `carried`: the demands a previous run of this workflow handed on."""
         done: list[str] = []
+        self.waiting[:0] = carried or []
         # Signal-with-start delivers the first demand with the start; the
         # bound only ends a workflow started without one.
         try:
@@ -91,10 +99,16 @@ class SessionWorkflow:
         info = workflow.info()
         batch: dict[str, Any] | None = None
         while self.waiting or batch is not None:
+            if batch is None and self.jobs >= int(
+                limits_of(self.waiting).get("jobs_per_workflow", 200)
+            ):
+                # Temporal's history of one run stays short: the demands
+                # still waiting go on in a new run of this workflow.
+                workflow.continue_as_new(args=[self.waiting])
             if batch is None:
                 batch = merged(self.waiting)
                 self.waiting = []
-            limits = batch.get("limits") or {"run_timeout": 86400, "heartbeat_timeout": 10}
+            limits = limits_of([batch])
             self.jobs += 1
             args = {
                 **batch,
@@ -125,7 +139,8 @@ class ChildWorkflow:
     @workflow.run
     async def run(self, args: dict[str, Any]) -> dict[str, Any]:
         """Run the child; its status."""
-        limits = args.pop("limits", None) or {"run_timeout": 86400, "heartbeat_timeout": 10}
+        limits = limits_of([args])
+        args.pop("limits", None)
         info = workflow.info()
         args["job"] = f"{info.workflow_id}/{info.run_id}#1"
         outcome = await workflow.execute_activity(CHILD_ACTIVITY, args, **_timeouts(limits))
