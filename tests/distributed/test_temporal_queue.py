@@ -360,9 +360,12 @@ async def _killed_mid_tool(host: Runtime, workers: Workers, effects: Path) -> tu
 
     await until(touched)
     doomed.signal(signal.SIGKILL)
+    killed = time.monotonic()
     doomed.wait(timeout=10)
     other = workers.start()
     result = await session.wait(timeout=90)
+    # With the other worker's start-up; the heartbeat timeout is 2 s here.
+    print(f"SIGKILL -> completed on another worker: {time.monotonic() - killed:.1f}s")
     assert result.status is RunStatus.COMPLETED, result
     assert result.text == f"done by {other.pid}: survive this"
     entries = await session.entries()
@@ -435,3 +438,24 @@ def test_a_worker_refuses_a_server_other_than_its_app_s_queue(tmp_path: Path) ->
         )
         assert done.returncode == 2, (extra, done.stderr)
         assert said in done.stderr, (extra, done.stderr)
+
+
+async def test_a_queue_on_a_connected_client_reaches_the_same_workers(
+    host: Runtime, workers: Workers, env: dict[str, str]
+) -> None:
+    from temporalio.client import Client
+
+    from taskloom.runtime import RunDemand
+
+    client = await Client.connect(env["TLT_ADDRESS"], namespace=env["TLT_NAMESPACE"])
+    queue = TemporalQueue(client, task_queue=env["TLT_TASK_QUEUE"])
+    assert (queue.address, queue.namespace) == (env["TLT_ADDRESS"], env["TLT_NAMESPACE"])
+    assert await queue.client() is client
+    session = await host.create_session(host.agent_named("bot"))
+    worker = workers.start()
+    await queue.submit_run(session.id, RunDemand.ALWAYS, reason="submit", options=None)
+    await queue.wait_idle(session.id, timeout=60)
+    result = await session.wait(timeout=60)
+    assert result.status is RunStatus.COMPLETED
+    assert result.text == f"done by {worker.pid}: "  # run without input, on what it has
+    await queue.close()

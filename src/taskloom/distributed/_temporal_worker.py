@@ -194,6 +194,12 @@ class TemporalWorker:
             activities=[activities.run_session, activities.run_child],
             max_concurrent_activities=self.concurrency,
             identity=self.identity,
+            # A workflow's next task waits for the worker that ran its last
+            # one (its sticky queue) this long before any worker takes it:
+            # no longer than a dead worker's activity waits to be retried.
+            sticky_queue_schedule_to_start_timeout=timedelta(
+                seconds=min(self.queue.heartbeat_timeout, 10.0)
+            ),
             # Children in flight run to their end; runs stop at their next
             # boundary and come back "drained".
             graceful_shutdown_timeout=timedelta(hours=1),
