@@ -459,3 +459,30 @@ async def test_a_queue_on_a_connected_client_reaches_the_same_workers(
     assert result.status is RunStatus.COMPLETED
     assert result.text == f"done by {worker.pid}: "  # run without input, on what it has
     await queue.close()
+
+
+def test_without_the_extra_making_a_temporal_queue_says_how_to_install_it() -> None:
+    import subprocess
+    import sys
+
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.modules['temporalio'] = None\n"
+            "from taskloom.distributed import TemporalQueue\n"
+            "from taskloom.errors import ConfigurationError\n"
+            "try:\n"
+            "    TemporalQueue('127.0.0.1:7233')\n"
+            "except ConfigurationError as exc:\n"
+            "    print(exc)\n",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(SRC)},
+    )
+    assert made.returncode == 0, made.stderr
+    assert "TemporalQueue needs the temporal extra" in made.stdout
+    assert "pip install 'taskloom[temporal]'" in made.stdout
