@@ -11,7 +11,8 @@ task queue), `TLT_HEARTBEAT` (the activities' heartbeat timeout),
 `TLQ_EFFECTS` and `TLQ_TOOL_SLEEP` as in
 `queue_app`, whose tools and models these agents use: `bot` touches once
 per turn then answers with its pid; `lead` spawns one background child that
-touches once, and answers once its report is in.
+touches once, and answers once its report is in; `direct` pays 70 (a call a
+person approves), then says so.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import asyncio
 import os
 from typing import Any
 
-from queue_app import lead, say, touch, touch_then_answer
+from queue_app import lead, pay, payer, say, touch, touch_then_answer
 
 from taskloom import Agent, Runtime
 from taskloom.backends import SessionStore, open_backend
@@ -74,6 +75,7 @@ def build(
     everyone = [
         Agent("bot", FunctionModel(touch_then_answer, name="bot"), tools=[touch]),
         Agent("lead", FunctionModel(lead, name="lead"), tools=[spawner.tool()]),
+        Agent("direct", FunctionModel(payer, name="direct"), tools=[pay]),
     ]
     wanted = None if agents is None else set(agents.split(","))
     opened = open_backend(store, **options).store
@@ -81,7 +83,7 @@ def build(
         store=hang_after_the_end(opened) if hang_after_end else opened,
         queue=queue,
         agents=[a for a in everyone if wanted is None or a.name in wanted],
-        tools=[touch],
+        tools=[touch, pay],
         models=[child],
         lease_ttl=lease_ttl,
         wake_on_notice=wake,

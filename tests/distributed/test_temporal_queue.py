@@ -273,6 +273,38 @@ async def test_a_session_s_workflow_continues_as_new_with_the_demands_still_wait
         await host.close()
 
 
+async def test_an_approval_decided_from_another_process_resumes_the_run_on_a_worker(
+    host: Runtime, workers: Workers, env: dict[str, str], effects: Path
+) -> None:
+    import subprocess
+    import sys
+
+    worker = workers.start()
+    root = await host.create_session(host.agent_named("direct"))
+    await root.submit("Pay it.")
+    parked = await root.wait(timeout=60)  # the run parked: its workflow ended
+    assert parked.status is RunStatus.AWAITING_APPROVAL
+    [call] = parked.pending
+    command = [sys.executable, "-m", "taskloom", "approve", root.id, call.id]
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [*command, "--app", "temporal_app:make_runtime"],
+        env={**env, "TERM": "dumb"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    final = await root.wait(timeout=60)
+    assert final.status is RunStatus.COMPLETED, final
+    assert final.text == "done: paid 70"
+    assert len([m for m in marks(effects) if m.startswith(f"PAID {root.id} ")]) == 1
+    entries = await root.entries()
+    assert log_problems(entries) == []
+    resumed = [e.payload for e in entries if isinstance(e.payload, RunStartedEntry)][-1]
+    assert resumed.resume and f"{worker.pid}@" in resumed.by  # the worker resumed it
+
+
 async def _reported(runtime: Runtime, parent_id: str) -> bool:
     entries = await runtime.store.load(parent_id)
     return any(
