@@ -518,3 +518,18 @@ def test_without_the_extra_making_a_temporal_queue_says_how_to_install_it() -> N
     assert made.returncode == 0, made.stderr
     assert "TemporalQueue needs the temporal extra" in made.stdout
     assert "pip install 'taskloom[temporal]'" in made.stdout
+
+
+async def test_an_unreachable_server_fails_the_submit_clearly_and_keeps_the_input() -> None:
+    from taskloom import Agent
+    from taskloom.entries import Steer
+    from taskloom.errors import StoreUnavailable
+    from taskloom.models import ScriptedModel
+
+    queue = TemporalQueue("127.0.0.1:1")
+    async with Runtime(queue=queue) as runtime:
+        session = await runtime.create_session(Agent("bot", ScriptedModel([])))
+        with pytest.raises(StoreUnavailable, match=r"Temporal server at 127\.0\.0\.1:1 cannot"):
+            await session.submit("do not lose me")
+        pending = [e.payload for e in (await session.entries())]
+        assert pending == [Steer("do not lose me")]  # the next run folds it in

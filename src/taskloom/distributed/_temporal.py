@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._extras import install_command
 from ..delegation import ChildSpec
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, StoreUnavailable
 from ..loop import RunOptions
 from ..runtime import RunDemand
 from ._temporal_names import (
@@ -101,12 +101,20 @@ class TemporalQueue:
         )
 
     async def client(self) -> Client:
-        """The Temporal client, connected once."""
+        """The Temporal client, connected once (`StoreUnavailable` when the server
+        cannot be reached)."""
         async with self._connecting:
             if self._client is None:
                 from temporalio.client import Client
 
-                self._client = await Client.connect(self.address, namespace=self.namespace)
+                try:
+                    self._client = await Client.connect(self.address, namespace=self.namespace)
+                except RuntimeError as exc:
+                    # What was asked (a submit's input) is in the store already.
+                    raise StoreUnavailable(
+                        f"the Temporal server at {self.address} cannot be reached "
+                        f"(namespace {self.namespace!r}): {exc}"
+                    ) from None
             return self._client
 
     def _limits(self) -> dict[str, float]:
