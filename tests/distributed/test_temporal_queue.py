@@ -7,7 +7,9 @@ session; a failure for good is not retried and the session goes on; a drain
 worker and reports to its parent once; a worker SIGKILLed in a tool call,
 of a run or of a child: the work goes on on another worker from the log,
 the tool run at most once (answered "interrupted"), the child reported once;
-a killed job's retry does not run again a run it started. The slow test
+a killed job's retry does not run again a run it started; the Temporal
+server restarted mid-run loses nothing; an approval decided in another
+process resumes the run on a worker. The slow test
 repeats the SIGKILL trials ten times each and prints the counts.
 """
 
@@ -37,7 +39,11 @@ from pg import pg_schema  # noqa: F401 (fixture)
 from taskloom import RunStatus, Runtime
 from taskloom.distributed import TemporalQueue
 from taskloom.entries import Entry, RunFinishedEntry, RunStartedEntry
-from temporal_server import TemporalServer, temporal_server  # noqa: F401 (fixture)
+from temporal_server import (  # noqa: F401 (fixtures)
+    TemporalServer,
+    own_temporal_server,
+    temporal_server,
+)
 
 pytestmark = [pytest.mark.temporal]
 
@@ -53,13 +59,10 @@ def task_queue() -> str:
     return f"tq-{uuid.uuid4().hex[:8]}"
 
 
-@pytest.fixture
-def env(
-    store_url: tuple[str, str],
-    temporal_server: TemporalServer,  # noqa: F811
-    task_queue: str,
-    effects: Path,
+def env_for(
+    store_url: tuple[str, str], server: TemporalServer, task_queue: str, effects: Path
 ) -> dict[str, str]:
+    """The environment of the workers (and the host) of one test."""
     import os
 
     path = [str(HERE), str(SRC), os.environ.get("PYTHONPATH", "")]
@@ -69,15 +72,25 @@ def env(
         "PYTHONUNBUFFERED": "1",
         "TLT_STORE": store_url[0],
         "TLT_SCHEMA": store_url[1],
-        "TLT_ADDRESS": temporal_server.address,
-        "TLT_NAMESPACE": temporal_server.namespace,
+        "TLT_ADDRESS": server.address,
+        "TLT_NAMESPACE": server.namespace,
         "TLT_TASK_QUEUE": task_queue,
         "TLQ_EFFECTS": str(effects),
     }
 
 
 @pytest.fixture
-def workers(env: dict[str, str]) -> Iterator[Workers]:
+def env(
+    store_url: tuple[str, str],
+    temporal_server: TemporalServer,  # noqa: F811
+    task_queue: str,
+    effects: Path,
+) -> dict[str, str]:
+    return env_for(store_url, temporal_server, task_queue, effects)
+
+
+def workers_of(env: dict[str, str]) -> Workers:
+    """Workers that run `taskloom worker --temporal` with `env`'s server and task queue."""
     args = (
         "--temporal",
         env["TLT_ADDRESS"],
@@ -88,15 +101,19 @@ def workers(env: dict[str, str]) -> Iterator[Workers]:
         "--app",
         "temporal_app:make_runtime",
     )
-    started = Workers(env, args)
+    return Workers(env, args)
+
+
+@pytest.fixture
+def workers(env: dict[str, str]) -> Iterator[Workers]:
+    started = workers_of(env)
     yield started
     started.close()
 
 
-@pytest.fixture
-async def host(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Runtime]:
-    monkeypatch.setenv("TLQ_EFFECTS", env["TLQ_EFFECTS"])
-    runtime = build(
+def host_of(env: dict[str, str]) -> Runtime:
+    """The test process's own runtime on the workers' store and Temporal task queue."""
+    return build(
         env["TLT_STORE"],
         env["TLT_SCHEMA"],
         address=env["TLT_ADDRESS"],
@@ -104,6 +121,12 @@ async def host(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> AsyncIte
         task_queue=env["TLT_TASK_QUEUE"],
         wake=True,
     )
+
+
+@pytest.fixture
+async def host(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Runtime]:
+    monkeypatch.setenv("TLQ_EFFECTS", env["TLQ_EFFECTS"])
+    runtime = host_of(env)
     yield runtime
     await runtime.close()
 
@@ -303,6 +326,38 @@ async def test_an_approval_decided_from_another_process_resumes_the_run_on_a_wor
     assert log_problems(entries) == []
     resumed = [e.payload for e in entries if isinstance(e.payload, RunStartedEntry)][-1]
     assert resumed.resume and f"{worker.pid}@" in resumed.by  # the worker resumed it
+
+
+async def test_the_temporal_server_restarted_mid_run_loses_nothing(
+    store_url: tuple[str, str],
+    own_temporal_server: TemporalServer,  # noqa: F811
+    task_queue: str,
+    effects: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    env = env_for(store_url, own_temporal_server, task_queue, effects)
+    monkeypatch.setenv("TLQ_EFFECTS", str(effects))
+    workers, host = workers_of(env), host_of(env)
+    try:
+        session = await host.create_session(host.agent_named("bot"))
+        worker = workers.start(TLQ_TOOL_SLEEP="3")
+        await session.submit("through a restart")
+        worker.expect(f"TOOL {session.id}")
+        before = own_temporal_server.pid
+        await asyncio.to_thread(own_temporal_server.restart)  # its SQLite file kept
+        assert own_temporal_server.pid != before
+        result = await session.wait(timeout=90)
+        assert result.status is RunStatus.COMPLETED, result
+        assert result.text == f"done by {worker.pid}: through a restart"
+        entries = await session.entries()
+        assert log_problems(entries) == []
+        assert list(tool_results(entries).values()) == [["touched"]]  # ran once, to its end
+        assert len(marks(effects)) == 1
+        await session.submit("and after")  # the worker and the host go on with the server
+        assert (await session.wait(timeout=60)).text.endswith("and after")
+    finally:
+        await host.close()
+        workers.close()
 
 
 async def _reported(runtime: Runtime, parent_id: str) -> bool:
