@@ -12,7 +12,7 @@ task queue), `TLT_HEARTBEAT` (the activities' heartbeat timeout),
 `queue_app`, whose tools and models these agents use: `bot` touches once
 per turn then answers with its pid; `lead` spawns one background child that
 touches once, and answers once its report is in; `direct` pays 70 (a call a
-person approves), then says so.
+person approves), then says so; `looper` takes `LOOPS` rounds in one turn.
 """
 
 from __future__ import annotations
@@ -23,12 +23,29 @@ from typing import Any
 
 from queue_app import lead, pay, payer, say, touch, touch_then_answer
 
-from taskloom import Agent, Runtime
+from taskloom import Agent, Runtime, tool
 from taskloom.backends import SessionStore, open_backend
 from taskloom.delegation import Spawner
 from taskloom.distributed import TemporalQueue
 from taskloom.entries import Entry, EntryKind
-from taskloom.models import FunctionModel
+from taskloom.models import FunctionModel, ModelRequest, reply
+
+LOOPS = 1000
+"""Rounds the `looper` agent's turn takes (`tick` once a round, then the answer)."""
+
+
+@tool
+def tick() -> str:
+    """Count a round (no side effect)."""
+    return "ticked"
+
+
+def loop_rounds(request: ModelRequest) -> Any:
+    """Call `tick` until it ran `LOOPS - 1` times, then answer: `LOOPS` rounds."""
+    ticks = sum(1 for m in request.messages if m.role == "tool")
+    if ticks < LOOPS - 1:
+        return reply(tool_calls=[("tick", {})])
+    return reply(f"looped {ticks + 1} rounds")
 
 
 def hang_after_the_end(store: SessionStore) -> SessionStore:
@@ -76,6 +93,7 @@ def build(
         Agent("bot", FunctionModel(touch_then_answer, name="bot"), tools=[touch]),
         Agent("lead", FunctionModel(lead, name="lead"), tools=[spawner.tool()]),
         Agent("direct", FunctionModel(payer, name="direct"), tools=[pay]),
+        Agent("looper", FunctionModel(loop_rounds, name="looper"), tools=[tick]),
     ]
     wanted = None if agents is None else set(agents.split(","))
     opened = open_backend(store, **options).store

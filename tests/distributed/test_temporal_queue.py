@@ -33,7 +33,7 @@ from queue_support import (
     messages_of,
     tool_results,
 )
-from temporal_app import build
+from temporal_app import LOOPS, build
 
 from pg import pg_schema  # noqa: F401 (fixture)
 from taskloom import RunStatus, Runtime
@@ -358,6 +358,28 @@ async def test_the_temporal_server_restarted_mid_run_loses_nothing(
     finally:
         await host.close()
         workers.close()
+
+
+async def test_a_thousand_round_run_is_one_activity_in_a_short_workflow_history(
+    host: Runtime, workers: Workers
+) -> None:
+    """The workflow carries ids, never transcripts: its history does not grow with rounds."""
+    from taskloom.loop import RunOptions
+
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    workers.start()
+    session = await host.create_session(host.agent_named("looper"))
+    begun = time.monotonic()
+    workflow_id = await session.submit("loop", options=RunOptions(max_rounds=LOOPS + 10))
+    result = await session.wait(timeout=300)
+    took = time.monotonic() - begun
+    assert result.status is RunStatus.COMPLETED, result
+    assert (result.text, result.rounds) == (f"looped {LOOPS} rounds", LOOPS)
+    history = await (await queue.client()).get_workflow_handle(workflow_id).fetch_history()
+    sizes = [e.ByteSize() for e in history.events]
+    print(f"temporal: {LOOPS} rounds in {took:.1f}s; {len(sizes)} events, {sum(sizes)} bytes")
+    assert len(sizes) < 30 and sum(sizes) < 20_000
 
 
 async def _reported(runtime: Runtime, parent_id: str) -> bool:
