@@ -82,14 +82,13 @@ class ActivityBodies(JobBodies):
         super().__init__(_Waker(queue), runtime)  # type: ignore[arg-type]
 
     async def _marked(self, job: Any) -> tuple[int, bool] | None:
-        if job.drained:
-            return (0, True)
+        # Read on a later attempt only (or after a drain): the whole log, rarely.
         needle = f", job {job.id} ("
         for entry in reversed(await self.runtime.store.load(job.session_id)):
             payload = entry.payload
             if isinstance(payload, RunStartedEntry) and needle in payload.by:
-                return (entry.position, False)
-        return None
+                return (entry.position, False)  # this job started its run already
+        return (0, True) if job.drained else None
 
     async def _mark(self, job: Any, session: Session, *, drained: bool) -> None:
         # The run's own RunStartedEntry is the mark; a drain that cut a run
