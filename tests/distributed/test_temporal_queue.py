@@ -567,6 +567,10 @@ async def test_a_queue_on_a_connected_client_reaches_the_same_workers(
     result = await session.wait(timeout=60)
     assert result.status is RunStatus.COMPLETED
     assert result.text == f"done by {worker.pid}: "  # run without input, on what it has
+    assert await queue.carries(session.id)  # its runs' workflow ran here
+    never = await host.create_session(host.agent_named("bot"))
+    assert not await queue.carries(never.id)
+    await asyncio.wait_for(queue.wait_idle(never.id, timeout=None), 10)  # no workflow: idle
     await queue.close()
 
 

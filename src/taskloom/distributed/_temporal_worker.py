@@ -183,7 +183,7 @@ class TemporalWorker:
 
     async def run(self, on_ready: Callable[[TemporalWorker], None] | None = None) -> None:
         """Run until `drain()` and the activities in flight have ended; `on_ready(self)`
-        is called once the worker is started (connected, its task queue polled)."""
+        is called once the worker is connected and built (it polls from then on)."""
         client = await self.queue.client()
         activities = Activities(self.bodies, self.identity, self.queue.heartbeat_timeout / 3)
         worker = Worker(
