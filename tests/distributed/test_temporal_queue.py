@@ -382,6 +382,40 @@ async def test_a_thousand_round_run_is_one_activity_in_a_short_workflow_history(
     assert len(sizes) < 30 and sum(sizes) < 20_000
 
 
+async def test_cancelling_the_workflow_cancels_the_run_within_bounded_time(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    from temporalio.client import WorkflowExecutionStatus
+
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    session = await host.create_session(host.agent_named("bot"))
+    worker = workers.start(TLQ_TOOL_SLEEP="600")  # the tool would block for 10 minutes
+    workflow_id = await session.submit("cancel me")
+    worker.expect(f"TOOL {session.id}")
+    handle = (await queue.client()).get_workflow_handle(workflow_id)
+    begun = time.monotonic()
+    await handle.cancel()  # as the Temporal UI or `temporal workflow cancel` would
+    result = await session.wait(timeout=60)
+    took = time.monotonic() - begun
+    print(f"temporal: cancel -> the run STOPPED and its workflow closed in {took:.1f}s")
+    assert result.status is RunStatus.STOPPED, result
+    assert result.error is not None and "its Temporal workflow was cancelled" in result.error
+    assert took < 10  # a heartbeat (2 s / 3) carries the cancel; the run ends at once
+    assert (await handle.describe()).status is WorkflowExecutionStatus.CANCELED
+    entries = await session.entries()
+    assert log_problems(entries) == []
+    assert len(marks(effects)) == 1  # the tool began once, and was not run again
+    again = workers.start()
+    await session.submit("and now?")  # a later submit starts a new workflow
+    final = await session.wait(timeout=60)
+    assert final.status is RunStatus.COMPLETED and final.text.startswith(f"done by {again.pid}")
+    calls = [m.split()[1] for m in marks(effects)]
+    assert (
+        len(calls) == 2 and len(set(calls)) == 2
+    )  # the new turn's call; the cancelled one not again
+
+
 async def _reported(runtime: Runtime, parent_id: str) -> bool:
     entries = await runtime.store.load(parent_id)
     return any(

@@ -9,6 +9,8 @@ running one instead of starting a concurrent run; `wait_idle` waits for it to
 close. `dispatch` starts one workflow per background child
 (`taskloom-child-<child id>`, joined while it runs), whose report reaches
 the parent through the durable inbox and whose end wakes the parent.
+Cancelling a session's workflow (the Temporal UI, `temporal workflow
+cancel`) cancels its run, which ends STOPPED; the workflow then closes.
 
 This module imports temporalio only when it connects, so that a missing
 extra is told as a `ConfigurationError` naming the install command.

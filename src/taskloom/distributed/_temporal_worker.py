@@ -23,7 +23,9 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -33,6 +35,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from .._run_controls import StopSignal
 from ..entries import RunStartedEntry
 from ..errors import ConfigurationError
 from ._bodies import JobBodies
@@ -45,6 +48,12 @@ if TYPE_CHECKING:
     from ._temporal import TemporalQueue
 
 logger = logging.getLogger("taskloom.distributed")
+
+CANCEL_BOUND = 10.0
+"""Seconds a cancelled run gets to end STOPPED before its activity is torn down."""
+
+_STOPS: ContextVar[list[StopSignal] | None] = ContextVar("taskloom_activity_stops", default=None)
+"""The stop signals of the runs the current activity started (to cancel them)."""
 
 
 @dataclass(slots=True)
@@ -89,6 +98,14 @@ class ActivityBodies(JobBodies):
             if isinstance(payload, RunStartedEntry) and needle in payload.by:
                 return (entry.position, False)  # this job started its run already
         return (0, True) if job.drained else None
+
+    @contextmanager
+    def _running(self, stop: StopSignal) -> Iterator[None]:
+        held = _STOPS.get()
+        if held is not None:
+            held.append(stop)
+        with super()._running(stop):
+            yield
 
     async def _mark(self, job: Any, session: Session, *, drained: bool) -> None:
         # The run's own RunStartedEntry is the mark; a drain that cut a run
@@ -136,13 +153,37 @@ class Activities:
         job = str(args.get("job") or info.activity_id)
         return ActivityJob(job, attempts, self.identity, task, drained=drained)
 
+    async def _cancellable(self, job: ActivityJob, body: Callable[[], Awaitable[str]]) -> str:
+        """`body`, heartbeating; when its workflow is cancelled, its run is
+        cancelled (`StopSignal.cancel`: it ends STOPPED, its log whole) within
+        `CANCEL_BOUND` seconds, and the activity then reports the cancel."""
+        stops: list[StopSignal] = []
+        token = _STOPS.set(stops)
+        try:
+            running = asyncio.ensure_future(self._heartbeating(job, body))
+        finally:
+            _STOPS.reset(token)
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            details = activity.cancellation_details()
+            if details is None or not details.cancel_requested:
+                running.cancel()  # the worker stops, or the attempt was given up
+                raise
+            for stop in stops:
+                stop.cancel("its Temporal workflow was cancelled")
+            done, _ = await asyncio.wait([running], timeout=CANCEL_BOUND)
+            if not done:
+                running.cancel()
+            raise
+
     @activity.defn(name=RUN_ACTIVITY)
     async def run_session(self, args: dict[str, Any]) -> dict[str, Any]:
         """Bring the session up to date from its log; its status, or that a drain cut it."""
         job = self._job(args, RUN_ACTIVITY)
         job.session_id = str(args.get("session_id"))
         try:
-            status = await self._heartbeating(job, lambda: self.bodies.run_session(job, args))  # type: ignore[arg-type]
+            status = await self._cancellable(job, lambda: self.bodies.run_session(job, args))  # type: ignore[arg-type]
         except Drained:
             return {"status": "drained", "again": True, "drained": job.cut}
         except Exception as exc:

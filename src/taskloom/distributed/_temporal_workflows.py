@@ -20,7 +20,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, CancelledError
 
 from ._temporal_names import (
     CHILD_ACTIVITY,
@@ -58,6 +58,8 @@ def _timeouts(limits: dict[str, Any]) -> dict[str, Any]:
         "start_to_close_timeout": timedelta(seconds=float(limits["run_timeout"])),
         "heartbeat_timeout": timedelta(seconds=float(limits["heartbeat_timeout"])),
         "retry_policy": activity_retry(),
+        # A cancelled workflow closes once its run ended (STOPPED in the log).
+        "cancellation_type": workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     }
 
 
@@ -119,6 +121,8 @@ class SessionWorkflow:
             try:
                 outcome = await workflow.execute_activity(RUN_ACTIVITY, args, **_timeouts(limits))
             except ActivityError as exc:
+                if isinstance(exc.cause, CancelledError):
+                    raise
                 # Failed for good (recorded in the log where it could be);
                 # demands that came meanwhile still run.
                 done.append(f"failed: {exc.cause or exc}")
