@@ -1,16 +1,19 @@
 """The Temporal engine's workflows: ids and small dicts only, deterministic.
 
 Temporal replays workflow code from its history, in a sandbox that imports
-the workflow's module afresh, so this module imports nothing but temporalio,
-the standard library and the engine's names, and its workflows carry ids and limits, never a
-transcript: the session's log in the store is the truth, the activities
-(`_temporal_worker`) read and write it.
+the workflow's module afresh, so this module imports nothing but
+temporalio, the standard library and the engine's names, and its workflows
+carry ids and limits, never a transcript: the session's log in the store is
+the truth, the activities (`_temporal_worker`) read and write it.
 
 `SessionWorkflow` (one per session, id `taskloom-session-<id>`) takes
 demands as `demand` signals (signal-with-start: a second submit joins the
 running workflow) and runs the `taskloom.run_session` activity for what
-waits, again while more came meanwhile, then ends. `ChildWorkflow` (one per
-background child, id `taskloom-child-<child id>`) runs `taskloom.run_child`.
+waits, again while more came meanwhile, then ends; after
+`jobs_per_workflow` activities it continues as new with the demands still
+waiting. Cancelled, it waits for its activity to end (the run cancelled,
+STOPPED in the log). `ChildWorkflow` (one per background child at a time,
+id `taskloom-child-<child id>`) runs `taskloom.run_child`.
 """
 
 from __future__ import annotations
