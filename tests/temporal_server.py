@@ -2,7 +2,9 @@
 
 `temporal_server` (a session-wide fixture) starts `temporal server
 start-dev --headless` on loopback, on free ports, with its SQLite file in a
-temporary folder and a fresh namespace, waits until it answers, and stops it
+temporary folder, a fresh namespace and taskloom's search attributes
+registered (`bare_temporal_server`: without them), waits until it answers,
+and stops it
 by the pid it started (never by name); `own_temporal_server` is one for a
 single test, which may restart it. Nothing is downloaded: the binary is
 the one pip put beside the interpreter. Without it the tests skip, except
@@ -30,7 +32,13 @@ import pytest
 
 from pg import IN_CI
 
-__all__ = ["TemporalServer", "own_temporal_server", "temporal_binary", "temporal_server"]
+__all__ = [
+    "TemporalServer",
+    "bare_temporal_server",
+    "own_temporal_server",
+    "temporal_binary",
+    "temporal_server",
+]
 
 
 def temporal_binary() -> Path | None:
@@ -72,7 +80,8 @@ class TemporalServer:
     """A dev server on loopback: its gRPC `address`, the test run's `namespace`,
     and the `pid` it runs as. Its SQLite file is kept across `restart()`."""
 
-    def __init__(self, binary: Path, folder: Path) -> None:
+    def __init__(self, binary: Path, folder: Path, *, search_attributes: bool = True) -> None:
+        self.search_attributes = search_attributes
         self.binary = binary
         self.folder = folder
         self.port, self.http = _free_port(), _free_port()
@@ -106,6 +115,9 @@ class TemporalServer:
             "--namespace",
             self.namespace,
         ]
+        if self.search_attributes:
+            for name in ("taskloomSession", "taskloomAgent", "taskloomStatus"):
+                command += ["--search-attribute", f"{name}=Keyword"]
         self._proc = proc = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT
         )
@@ -153,8 +165,9 @@ def _binary() -> Path:
     return binary
 
 
-def _started() -> TemporalServer:
-    server = TemporalServer(_binary(), Path(tempfile.mkdtemp(prefix="taskloom-temporal-")))
+def _started(*, search_attributes: bool = True) -> TemporalServer:
+    folder = Path(tempfile.mkdtemp(prefix="taskloom-temporal-"))
+    server = TemporalServer(_binary(), folder, search_attributes=search_attributes)
     try:
         server.start()
     except BaseException:
@@ -175,5 +188,13 @@ def temporal_server() -> Iterator[TemporalServer]:
 def own_temporal_server() -> Iterator[TemporalServer]:
     """A dev server of this test's own (one the test may restart)."""
     server = _started()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def bare_temporal_server() -> Iterator[TemporalServer]:
+    """A dev server of this test's own, without taskloom's search attributes."""
+    server = _started(search_attributes=False)
     yield server
     server.close()

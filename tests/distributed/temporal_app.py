@@ -6,10 +6,10 @@ Configured by environment variables: `TLT_STORE` and `TLT_SCHEMA` (a
 durable store's URL and schema, `-` for none), `TLT_ADDRESS`,
 `TLT_NAMESPACE`, `TLT_TASK_QUEUE` (the Temporal server, namespace and
 task queue), `TLT_HEARTBEAT` (the activities' heartbeat timeout),
-`TLT_HANG_AFTER_END` (1: hang once a run's end is stored, see
-`hang_after_the_end`), `TLQ_LEASE_TTL`, `TLQ_WAKE`, `TLQ_AGENTS`,
-`TLQ_EFFECTS` and `TLQ_TOOL_SLEEP` as in
-`queue_app`, whose tools and models these agents use: `bot` touches once
+`TLT_SEARCH` (1: the queue sets search attributes), `TLT_HANG_AFTER_END`
+(1: hang once a run's end is stored, see `hang_after_the_end`),
+`TLQ_LEASE_TTL`, `TLQ_WAKE`, `TLQ_AGENTS`, `TLQ_EFFECTS` and
+`TLQ_TOOL_SLEEP` as in `queue_app`, whose tools and models these agents use: `bot` touches once
 per turn then answers with its pid; `lead` spawns one background child that
 touches once, and answers once its report is in; `direct` pays 70 (a call a
 person approves), then says so; `looper` takes `LOOPS` rounds in one turn.
@@ -77,6 +77,7 @@ def build(
     agents: str | None = None,
     hang_after_end: bool = False,
     jobs_per_workflow: int = 200,
+    search_attributes: bool = False,
 ) -> Runtime:
     """The runtime a worker (or the test's host) uses."""
     queue = TemporalQueue(
@@ -85,6 +86,7 @@ def build(
         task_queue=task_queue,
         heartbeat_timeout=heartbeat,
         jobs_per_workflow=jobs_per_workflow,
+        search_attributes=search_attributes,
     )
     child = FunctionModel(touch_then_answer, name="child")
     spawner = Spawner(child, tools=[touch], dispatcher=queue.dispatcher(), max_children=8)
@@ -122,4 +124,5 @@ def make_runtime() -> Runtime:
         wake=env.get("TLQ_WAKE") == "1",
         agents=env.get("TLQ_AGENTS"),
         hang_after_end=env.get("TLT_HANG_AFTER_END") == "1",
+        search_attributes=env.get("TLT_SEARCH") == "1",
     )

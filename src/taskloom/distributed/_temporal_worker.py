@@ -188,6 +188,11 @@ class Activities:
             return {"status": "drained", "again": True, "drained": job.cut}
         except Exception as exc:
             raise _failure(exc) from None
+        if args.get("search"):
+            return {
+                "status": status,
+                "agent": (await self.bodies.runtime.store.get(job.session_id)).agent,
+            }
         return {"status": status}
 
     @activity.defn(name=CHILD_ACTIVITY)
@@ -198,7 +203,7 @@ class Activities:
             status = await self._heartbeating(job, lambda: self.bodies.run_child(job, args))  # type: ignore[arg-type]
         except Exception as exc:
             raise _failure(exc) from None
-        return {"status": status}
+        return {"status": status, "agent": str(args["spec"].get("name") or "")}
 
 
 class TemporalWorker:
@@ -226,6 +231,8 @@ class TemporalWorker:
         """Run until `drain()` and the activities in flight have ended; `on_ready(self)`
         is called once the worker is connected and built (it polls from then on)."""
         client = await self.queue.client()
+        if self.queue.search_attributes:
+            await self.queue.check_search_attributes()
         activities = Activities(self.bodies, self.identity, self.queue.heartbeat_timeout / 3)
         worker = Worker(
             client,

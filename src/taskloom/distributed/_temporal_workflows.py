@@ -22,7 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, SearchAttributeKey
 from temporalio.exceptions import ActivityError, CancelledError
 
 from ._temporal_names import (
@@ -30,6 +30,7 @@ from ._temporal_names import (
     CHILD_WORKFLOW,
     DEMAND_SIGNAL,
     RUN_ACTIVITY,
+    SEARCH_ATTRIBUTES,
     SESSION_PREFIX,
     SESSION_WORKFLOW,
 )
@@ -64,6 +65,20 @@ def _timeouts(limits: dict[str, Any]) -> dict[str, Any]:
         # A cancelled workflow closes once its run ended (STOPPED in the log).
         "cancellation_type": workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     }
+
+
+def findable(limits: dict[str, Any], session_id: str, outcome: dict[str, Any]) -> None:
+    """Set the workflow's search attributes (session, agent, status) when the
+    queue asked for them: what the Temporal UI finds a session's runs by."""
+    if not limits.get("search"):
+        return
+    values = (session_id, str(outcome.get("agent") or ""), str(outcome.get("status") or ""))
+    workflow.upsert_search_attributes(
+        [
+            SearchAttributeKey.for_keyword(key).value_set(value)
+            for key, value in zip(SEARCH_ATTRIBUTES, values, strict=True)
+        ]
+    )
 
 
 def merged(demands: list[dict[str, Any]]) -> dict[str, Any]:
@@ -121,6 +136,8 @@ class SessionWorkflow:
                 "job": f"{info.workflow_id}/{info.run_id}#{self.jobs}",
             }
             args.pop("limits", None)
+            if limits.get("search"):
+                args["search"] = True  # the activity says the session's agent
             try:
                 outcome = await workflow.execute_activity(RUN_ACTIVITY, args, **_timeouts(limits))
             except ActivityError as exc:
@@ -132,6 +149,7 @@ class SessionWorkflow:
                 batch = None
                 continue
             done.append(str(outcome.get("status")))
+            findable(limits, args["session_id"], outcome)
             # A worker that stopped to shut down hands the same demand on
             # (`drained`: its run was cut, the next one goes on with it).
             again = bool(outcome.get("again"))
@@ -151,4 +169,5 @@ class ChildWorkflow:
         info = workflow.info()
         args["job"] = f"{info.workflow_id}/{info.run_id}#1"
         outcome = await workflow.execute_activity(CHILD_ACTIVITY, args, **_timeouts(limits))
+        findable(limits, str(args["spec"].get("child_session_id")), outcome)
         return dict(outcome)
