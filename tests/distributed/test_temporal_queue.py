@@ -418,6 +418,33 @@ async def test_cancelling_the_workflow_cancels_the_run_within_bounded_time(
     )  # the new turn's call; the cancelled one not again
 
 
+async def test_cancelling_the_workflow_keeps_the_input_submitted_behind_the_run(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    """A cancel stops the run in flight, not what was asked meanwhile."""
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    gate = effects.parent / "gate"
+    session = await host.create_session(host.agent_named("bot"))
+    worker = workers.start(TLQ_TOOL_GATE=str(gate))
+    workflow_id = await session.submit("cancel me")
+    worker.expect(f"TOOL {session.id}")
+    await session.submit("but do this")  # waits in the workflow behind the run
+    await (await queue.client()).get_workflow_handle(workflow_id).cancel()
+
+    async def stopped() -> bool:
+        return bool(finished(await session.entries()))
+
+    await until(stopped)  # the cancelled run ended before its tool could
+    gate.touch()
+    result = await session.wait(timeout=60)
+    assert result.status is RunStatus.COMPLETED, result
+    assert result.text == f"done by {worker.pid}: but do this"
+    entries = await session.entries()
+    assert [f.status for f in finished(entries)] == [RunStatus.STOPPED, RunStatus.COMPLETED]
+    assert log_problems(entries) == []
+
+
 async def test_search_attributes_find_a_session_s_runs_by_session_agent_and_status(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,8 +12,10 @@ running workflow) and runs the `taskloom.run_session` activity for what
 waits, again while more came meanwhile, then ends; after
 `jobs_per_workflow` activities it continues as new with the demands still
 waiting. Cancelled, it waits for its activity to end (the run cancelled,
-STOPPED in the log). `ChildWorkflow` (one per background child at a time,
-id `taskloom-child-<child id>`) runs `taskloom.run_child`.
+STOPPED in the log), then continues as new with the demands that came
+before or during the cancel, or closes cancelled when none did.
+`ChildWorkflow` (one per background child at a time, id
+`taskloom-child-<child id>`) runs `taskloom.run_child`.
 """
 
 from __future__ import annotations
@@ -142,6 +144,12 @@ class SessionWorkflow:
                 outcome = await workflow.execute_activity(RUN_ACTIVITY, args, **_timeouts(limits))
             except ActivityError as exc:
                 if isinstance(exc.cause, CancelledError):
+                    # A cancel stops the run in flight, not what was asked
+                    # meanwhile: demands that came before or during it run
+                    # in a new run of this workflow (the cancel is not
+                    # carried over to it).
+                    if self.waiting:
+                        workflow.continue_as_new(args=[self.waiting])
                     raise
                 # Failed for good (recorded in the log where it could be);
                 # demands that came meanwhile still run.
