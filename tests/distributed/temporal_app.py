@@ -8,6 +8,8 @@ durable store's URL and schema, `-` for none), `TLT_ADDRESS`,
 task queue), `TLT_HEARTBEAT` (the activities' heartbeat timeout),
 `TLT_SEARCH` (1: the queue sets search attributes), `TLT_HANG_AFTER_END`
 (1: hang once a run's end is stored, see `hang_after_the_end`),
+`TLT_HOLD_GET` (1: hold a session's first read until its activity is
+cancelled, see `hold_the_first_get`),
 `TLQ_LEASE_TTL`, `TLQ_WAKE`, `TLQ_AGENTS`, `TLQ_EFFECTS` and
 `TLQ_TOOL_SLEEP` as in `queue_app`, whose tools and models these agents use: `bot` touches once
 per turn then answers with its pid; `lead` spawns one background child that
@@ -22,6 +24,7 @@ import os
 from typing import Any
 
 from queue_app import lead, pay, payer, say, touch, touch_then_answer
+from temporalio import activity
 
 from taskloom import Agent, Runtime, tool
 from taskloom.backends import SessionStore, open_backend
@@ -64,6 +67,28 @@ def hang_after_the_end(store: SessionStore) -> SessionStore:
     return store
 
 
+def hold_the_first_get(store: SessionStore) -> SessionStore:
+    """`store`, whose first `get` of each session in an activity prints `READY
+    get <session>` and returns only once the activity is cancelled (30 s at
+    most): a cancel that comes before the run began (the point a test
+    cancels at)."""
+    get = store.get
+    held: set[str] = set()
+
+    async def holding(session_id: str) -> Any:
+        if session_id not in held:
+            held.add(session_id)
+            say(f"READY get {session_id}")
+            for _ in range(1500):
+                if activity.is_cancelled():
+                    break
+                await asyncio.sleep(0.02)
+        return await get(session_id)
+
+    store.get = holding  # type: ignore[method-assign]
+    return store
+
+
 def build(
     store: str,
     schema: str,
@@ -76,6 +101,7 @@ def build(
     wake: bool = False,
     agents: str | None = None,
     hang_after_end: bool = False,
+    hold_get: bool = False,
     jobs_per_workflow: int = 200,
     search_attributes: bool = False,
 ) -> Runtime:
@@ -99,6 +125,8 @@ def build(
     ]
     wanted = None if agents is None else set(agents.split(","))
     opened = open_backend(store, **options).store
+    if hold_get:
+        opened = hold_the_first_get(opened)
     return Runtime(
         store=hang_after_the_end(opened) if hang_after_end else opened,
         queue=queue,
@@ -124,5 +152,6 @@ def make_runtime() -> Runtime:
         wake=env.get("TLQ_WAKE") == "1",
         agents=env.get("TLQ_AGENTS"),
         hang_after_end=env.get("TLT_HANG_AFTER_END") == "1",
+        hold_get=env.get("TLT_HOLD_GET") == "1",
         search_attributes=env.get("TLT_SEARCH") == "1",
     )

@@ -445,6 +445,32 @@ async def test_cancelling_the_workflow_keeps_the_input_submitted_behind_the_run(
     assert log_problems(entries) == []
 
 
+async def test_a_cancel_that_comes_before_the_run_began_stops_it_before_any_tool(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    """The cancel reaches the activity while it still reads the session: the run
+    it then starts is cancelled as it begins, not left to run its tools."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    session = await host.create_session(host.agent_named("bot"))
+    worker = workers.start(TLT_HOLD_GET="1", TLQ_TOOL_SLEEP="600")
+    workflow_id = await session.submit("too late")
+    worker.expect(f"READY get {session.id}")
+    handle = (await queue.client()).get_workflow_handle(workflow_id)
+    begun = time.monotonic()
+    await handle.cancel()
+    result = await session.wait(timeout=60)
+    took = time.monotonic() - begun
+    assert result.status is RunStatus.STOPPED, result
+    assert result.error is not None and "its Temporal workflow was cancelled" in result.error
+    assert marks(effects) == []  # the tool never began
+    assert took < 10  # not torn down after the cancel's 10 s bound: stopped at once
+    assert (await handle.describe()).status is WorkflowExecutionStatus.CANCELED
+    assert log_problems(await session.entries()) == []
+
+
 async def test_search_attributes_find_a_session_s_runs_by_session_agent_and_status(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

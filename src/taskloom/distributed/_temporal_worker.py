@@ -52,8 +52,62 @@ logger = logging.getLogger("taskloom.distributed")
 CANCEL_BOUND = 10.0
 """Seconds a cancelled run gets to end STOPPED before its activity is torn down."""
 
-_STOPS: ContextVar[list[StopSignal] | None] = ContextVar("taskloom_activity_stops", default=None)
-"""The stop signals of the runs the current activity started (to cancel them)."""
+UNWIND_BOUND = 5.0
+"""Seconds a run torn down (`Task.cancel`) gets to unwind, its session lease
+released, before its activity ends anyway."""
+
+CANCEL_REASON = "its Temporal workflow was cancelled"
+
+
+class _Attempt:
+    """The runs one activity attempt started (their stop signals), and the
+    cancel asked of it: a run registering after the cancel came is cancelled
+    as it registers."""
+
+    __slots__ = ("cancelled", "stops")
+
+    def __init__(self) -> None:
+        self.stops: list[StopSignal] = []
+        self.cancelled: str | None = None
+
+    def register(self, stop: StopSignal) -> None:
+        self.stops.append(stop)
+        if self.cancelled is not None:
+            stop.cancel(self.cancelled)
+
+    def cancel(self, reason: str) -> None:
+        self.cancelled = reason
+        for stop in self.stops:
+            stop.cancel(reason)
+
+
+_ATTEMPT: ContextVar[_Attempt | None] = ContextVar("taskloom_activity_attempt", default=None)
+"""The current activity attempt (to cancel the runs it started)."""
+
+
+async def _torn_down(running: asyncio.Future[Any], bound: float) -> None:
+    """Give `running` `bound` seconds to end by itself, then cancel it and wait
+    up to `UNWIND_BOUND` seconds for it to unwind. A further cancel of the
+    caller meanwhile tears the run down at once but still waits for it: a
+    run left behind would keep its session lease after its activity ended."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + bound
+    torn = False
+    while not running.done():
+        left = deadline - loop.time()
+        if left <= 0:
+            if torn:
+                logger.warning("a cancelled run did not unwind within %ss", UNWIND_BOUND)
+                return
+            running.cancel()
+            torn = True
+            deadline = loop.time() + UNWIND_BOUND
+            continue
+        try:
+            await asyncio.wait([running], timeout=left)
+        except asyncio.CancelledError:
+            if not torn:
+                deadline = loop.time()  # cancelled again: tear the run down now
 
 
 @dataclass(slots=True)
@@ -101,9 +155,10 @@ class ActivityBodies(JobBodies):
 
     @contextmanager
     def _running(self, stop: StopSignal) -> Iterator[None]:
-        held = _STOPS.get()
-        if held is not None:
-            held.append(stop)
+        attempt = _ATTEMPT.get()
+        if attempt is not None:
+            # A cancel that came before the run got here applies to it.
+            attempt.register(stop)
         with super()._running(stop):
             yield
 
@@ -156,25 +211,24 @@ class Activities:
     async def _cancellable(self, job: ActivityJob, body: Callable[[], Awaitable[str]]) -> str:
         """`body`, heartbeating; when its workflow is cancelled, its run is
         cancelled (`StopSignal.cancel`: it ends STOPPED, its log whole) within
-        `CANCEL_BOUND` seconds, and the activity then reports the cancel."""
-        stops: list[StopSignal] = []
-        token = _STOPS.set(stops)
+        `CANCEL_BOUND` seconds, and the activity reports the cancel once the
+        run has ended (or was torn down and unwound)."""
+        attempt = _Attempt()
+        token = _ATTEMPT.set(attempt)
         try:
             running = asyncio.ensure_future(self._heartbeating(job, body))
         finally:
-            _STOPS.reset(token)
+            _ATTEMPT.reset(token)
         try:
             return await asyncio.shield(running)
         except asyncio.CancelledError:
             details = activity.cancellation_details()
-            if details is None or not details.cancel_requested:
-                running.cancel()  # the worker stops, or the attempt was given up
-                raise
-            for stop in stops:
-                stop.cancel("its Temporal workflow was cancelled")
-            done, _ = await asyncio.wait([running], timeout=CANCEL_BOUND)
-            if not done:
-                running.cancel()
+            if details is not None and details.cancel_requested:
+                attempt.cancel(CANCEL_REASON)
+                await _torn_down(running, CANCEL_BOUND)
+            else:
+                # The worker stops, or the attempt was given up: no grace.
+                await _torn_down(running, 0.0)
             raise
 
     @activity.defn(name=RUN_ACTIVITY)
