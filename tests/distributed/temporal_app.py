@@ -9,7 +9,8 @@ task queue), `TLT_HEARTBEAT` (the activities' heartbeat timeout),
 `TLT_SEARCH` (1: the queue sets search attributes), `TLT_HANG_AFTER_END`
 (1: hang once a run's end is stored, see `hang_after_the_end`),
 `TLT_HOLD_GET` (1: hold a session's first read until its activity is
-cancelled, see `hold_the_first_get`),
+cancelled, see `hold_the_first_get`), `TLT_WAKE_FAILS` (1: the first
+wake-up fails, see `fail_the_first_wake`),
 `TLQ_LEASE_TTL`, `TLQ_WAKE`, `TLQ_AGENTS`, `TLQ_EFFECTS` and
 `TLQ_TOOL_SLEEP` as in `queue_app`, whose tools and models these agents use: `bot` touches once
 per turn then answers with its pid; `lead` spawns one background child that
@@ -25,6 +26,7 @@ from typing import Any
 
 from queue_app import lead, pay, payer, say, touch, touch_then_answer
 from temporalio import activity
+from temporalio.service import RPCError, RPCStatusCode
 
 from taskloom import Agent, Runtime, tool
 from taskloom.backends import SessionStore, open_backend
@@ -89,6 +91,24 @@ def hold_the_first_get(store: SessionStore) -> SessionStore:
     return store
 
 
+def fail_the_first_wake(queue: TemporalQueue) -> TemporalQueue:
+    """`queue`, whose first wake-up of a session fails as an outage of the
+    Temporal server does (`RPCError` UNAVAILABLE), printing `WAKE FAILED
+    <session>`; the ones after it go through."""
+    wake = queue.wake
+    failed: list[str] = []
+
+    async def waking(session_id: str) -> str:
+        if not failed:
+            failed.append(session_id)
+            say(f"WAKE FAILED {session_id}")
+            raise RPCError("the server is unavailable", RPCStatusCode.UNAVAILABLE, b"")
+        return await wake(session_id)
+
+    queue.wake = waking  # type: ignore[method-assign]
+    return queue
+
+
 def build(
     store: str,
     schema: str,
@@ -102,6 +122,7 @@ def build(
     agents: str | None = None,
     hang_after_end: bool = False,
     hold_get: bool = False,
+    fail_wake: bool = False,
     jobs_per_workflow: int = 200,
     search_attributes: bool = False,
 ) -> Runtime:
@@ -114,6 +135,8 @@ def build(
         jobs_per_workflow=jobs_per_workflow,
         search_attributes=search_attributes,
     )
+    if fail_wake:
+        fail_the_first_wake(queue)
     child = FunctionModel(touch_then_answer, name="child")
     spawner = Spawner(child, tools=[touch], dispatcher=queue.dispatcher(), max_children=8)
     options = {} if schema == "-" else {"schema": schema}
@@ -153,5 +176,6 @@ def make_runtime() -> Runtime:
         agents=env.get("TLQ_AGENTS"),
         hang_after_end=env.get("TLT_HANG_AFTER_END") == "1",
         hold_get=env.get("TLT_HOLD_GET") == "1",
+        fail_wake=env.get("TLT_WAKE_FAILS") == "1",
         search_attributes=env.get("TLT_SEARCH") == "1",
     )

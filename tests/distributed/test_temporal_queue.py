@@ -559,6 +559,29 @@ async def test_a_background_child_runs_on_a_worker_and_reports_to_its_parent_onc
     assert log_problems(parent_entries) == []
 
 
+async def test_a_child_whose_parent_s_wake_up_failed_for_an_outage_is_retried_and_wakes_it(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    """An outage (here Temporal's, as the child's end wakes its parent) is
+    retried: the retry does not run or report the child again, and wakes the parent."""
+    worker = workers.start(TLQ_WAKE="1", TLT_WAKE_FAILS="1")
+    parent = await host.create_session(host.agent_named("lead"))
+    await parent.submit("get help")
+    worker.expect("WAKE FAILED", timeout=60)
+    await until(lambda: _reported(host, parent.id), timeout=60)
+    result = await parent.wait(timeout=60)
+    assert result.status is RunStatus.COMPLETED
+    assert result.text == f"report received by {worker.pid}"
+    (child,) = await host.store.list(parent_id=parent.id)
+    child_entries = await host.store.load(child.id)
+    assert [e.kind for e in child_entries].count("subagent_result") == 1
+    assert [m.split()[0] for m in marks(effects)] == [child.id]  # its tool ran once
+    parent_entries = await parent.entries()
+    delivered = [str(e.data.get("delivered")) for e in parent_entries if e.kind == "message"]
+    assert len([d for d in delivered if "finished. Its report" in d]) == 1
+    assert log_problems(parent_entries) == [] and log_problems(child_entries) == []
+
+
 async def _killed_mid_child(host: Runtime, workers: Workers, effects: Path) -> tuple[int, int]:
     """One trial: the worker running a background child SIGKILLed inside its tool;
     the child goes on on another worker. (tools run twice, reports the parent got)."""

@@ -32,12 +32,13 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from .._run_controls import StopSignal
 from ..entries import RunStartedEntry
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, StoreNotFound, StoreUnavailable
 from ._bodies import JobBodies
 from ._jobs import Busy, Drained, Lost, Malformed, logged
 from ._temporal_names import CHILD_ACTIVITY, RUN_ACTIVITY
@@ -171,8 +172,12 @@ class ActivityBodies(JobBodies):
 def _failure(exc: BaseException) -> ApplicationError:
     if isinstance(exc, Busy | Lost):
         return ApplicationError(str(exc), type=type(exc).__name__)
-    if isinstance(exc, ConfigurationError | Malformed):
+    if isinstance(exc, ConfigurationError | Malformed | StoreNotFound):
         return ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True)
+    if isinstance(exc, RPCError | StoreUnavailable | OSError):
+        # An outage of Temporal or the store, not of the run: a retry goes on
+        # from the log (a child reported already is not run or reported again).
+        return ApplicationError(f"{type(exc).__name__}: {exc}"[:300], type="Unavailable")
     # As on procrastinate: a run that failed otherwise recorded it in its
     # log, and running it again would not cure it.
     return ApplicationError(f"{type(exc).__name__}: {exc}", type="Failed", non_retryable=True)
