@@ -279,13 +279,15 @@ async def test_a_session_s_workflow_continues_as_new_with_the_demands_still_wait
         queue = host.queue
         assert isinstance(queue, TemporalQueue)
         session = await host.create_session(host.agent_named("bot"))
-        worker = workers.start(TLQ_TOOL_SLEEP="1")
+        gate = Path(env["TLQ_EFFECTS"]).parent / "gate"
+        worker = workers.start(TLQ_TOOL_GATE=str(gate))
         workflow_id = await session.submit("one")
         worker.expect(f"TOOL {session.id}")
         handle = (await queue.client()).get_workflow_handle(workflow_id)
         first_run = (await handle.describe()).run_id
         await session.submit("two")
         await session.submit("three")
+        gate.touch()  # the first activity ends only once both demands wait behind it
         result = await session.wait(timeout=60)
         assert result.status is RunStatus.COMPLETED
         client = await queue.client()
@@ -342,12 +344,14 @@ async def test_the_temporal_server_restarted_mid_run_loses_nothing(
     workers, host = workers_of(env), host_of(env)
     try:
         session = await host.create_session(host.agent_named("bot"))
-        worker = workers.start(TLQ_TOOL_SLEEP="3")
+        gate = effects.parent / "gate"
+        worker = workers.start(TLQ_TOOL_GATE=str(gate))
         await session.submit("through a restart")
         worker.expect(f"TOOL {session.id}")
         before = own_temporal_server.pid
         await asyncio.to_thread(own_temporal_server.restart)  # its SQLite file kept
         assert own_temporal_server.pid != before
+        gate.touch()  # the run's tool ends only once the server came back
         result = await session.wait(timeout=90)
         assert result.status is RunStatus.COMPLETED, result
         assert result.text == f"done by {worker.pid}: through a restart"
