@@ -300,6 +300,53 @@ async def test_a_session_s_workflow_continues_as_new_with_the_demands_still_wait
         await host.close()
 
 
+async def test_a_drained_run_past_jobs_per_workflow_goes_on_in_a_new_run_of_the_workflow(
+    env: dict[str, str], workers: Workers, effects: Path
+) -> None:
+    """The activity a drain handed back counts against `jobs_per_workflow` too."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    host = build(
+        env["TLT_STORE"],
+        env["TLT_SCHEMA"],
+        address=env["TLT_ADDRESS"],
+        namespace=env["TLT_NAMESPACE"],
+        task_queue=env["TLT_TASK_QUEUE"],
+        jobs_per_workflow=1,
+    )
+    try:
+        queue = host.queue
+        assert isinstance(queue, TemporalQueue)
+        session = await host.create_session(host.agent_named("bot"))
+        gate = effects.parent / "gate"
+        first = workers.start(TLQ_TOOL_GATE=str(gate))
+        workflow_id = await session.submit("long job")
+        first.expect(f"TOOL {session.id}")
+        handle = (await queue.client()).get_workflow_handle(workflow_id)
+        first_run = (await handle.describe()).run_id
+        first.signal(signal.SIGTERM)  # the run stops once its tool ends
+
+        async def draining() -> bool:
+            return "taskloom worker: draining" in first.stderr()
+
+        await until(draining)
+        gate.touch()
+        assert first.wait(timeout=30) == 0
+        second = workers.start()
+        result = await session.wait(timeout=60)
+        assert result.status is RunStatus.COMPLETED, result
+        assert result.text == f"done by {second.pid}: long job"
+        client = await queue.client()
+        was = await client.get_workflow_handle(workflow_id, run_id=first_run).describe()
+        assert was.status is WorkflowExecutionStatus.CONTINUED_AS_NEW
+        entries = await session.entries()
+        assert [f.status for f in finished(entries)] == [RunStatus.STOPPED, RunStatus.COMPLETED]
+        assert list(tool_results(entries).values()) == [["touched"]]  # ran once, to its end
+        assert log_problems(entries) == []
+    finally:
+        await host.close()
+
+
 async def test_an_approval_decided_from_another_process_resumes_the_run_on_a_worker(
     host: Runtime, workers: Workers, env: dict[str, str], effects: Path
 ) -> None:

@@ -90,7 +90,18 @@ def merged(demands: list[dict[str, Any]]) -> dict[str, Any]:
     always = [d for d in demands if d.get("explicit")]
     chosen = dict(always[0] if always else demands[0])
     chosen["explicit"] = bool(always)
+    # A demand whose run a drain cut makes the next activity go on with it.
+    chosen["drained"] = any(d.get("drained") for d in demands)
     return chosen
+
+
+def backoff(agains: int) -> timedelta | None:
+    """How long to wait before the activity a drain handed back runs again for
+    the `agains`-th time in a row: not at all the first time (another worker
+    takes it), then 0.25 s doubling up to 10 s (every worker is draining)."""
+    if agains < 2:
+        return None
+    return timedelta(seconds=min(0.25 * 2 ** (agains - 2), 10.0))
 
 
 @workflow.defn(name=SESSION_WORKFLOW)
@@ -120,13 +131,14 @@ class SessionWorkflow:
             return {"jobs": done}
         info = workflow.info()
         batch: dict[str, Any] | None = None
+        agains = 0
         while self.waiting or batch is not None:
-            if batch is None and self.jobs >= int(
-                limits_of(self.waiting).get("jobs_per_workflow", 200)
-            ):
+            pending = ([] if batch is None else [batch]) + self.waiting
+            if self.jobs >= int(limits_of(pending).get("jobs_per_workflow", 200)):
                 # Temporal's history of one run stays short: the demands
-                # still waiting go on in a new run of this workflow.
-                workflow.continue_as_new(args=[self.waiting])
+                # still waiting (a drained run's with them) go on in a new
+                # run of this workflow.
+                workflow.continue_as_new(args=[[merged(pending)]])
             if batch is None:
                 batch = merged(self.waiting)
                 self.waiting = []
@@ -154,14 +166,20 @@ class SessionWorkflow:
                 # Failed for good (recorded in the log where it could be);
                 # demands that came meanwhile still run.
                 done.append(f"failed: {exc.cause or exc}")
-                batch = None
+                batch, agains = None, 0
                 continue
             done.append(str(outcome.get("status")))
             findable(limits, args["session_id"], outcome)
             # A worker that stopped to shut down hands the same demand on
             # (`drained`: its run was cut, the next one goes on with it).
-            again = bool(outcome.get("again"))
-            batch = {**batch, "drained": bool(outcome.get("drained"))} if again else None
+            if not outcome.get("again"):
+                batch, agains = None, 0
+                continue
+            batch = {**batch, "drained": bool(outcome.get("drained"))}
+            agains += 1
+            wait = backoff(agains)
+            if wait is not None:
+                await workflow.sleep(wait)
         return {"jobs": done}
 
 
