@@ -496,6 +496,40 @@ async def test_cancelling_the_workflow_keeps_the_input_submitted_behind_the_run(
     assert log_problems(entries) == []
 
 
+async def test_demands_that_come_during_a_run_wait_merged_into_one(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    """Woken many times during one run, a session's workflow keeps one demand
+    waiting (what a cancel hands to the next run of the workflow shows it)."""
+    import json
+
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    gate = effects.parent / "gate"
+    session = await host.create_session(host.agent_named("bot"))
+    worker = workers.start(TLQ_TOOL_GATE=str(gate))
+    workflow_id = await session.submit("cancel me")
+    worker.expect(f"TOOL {session.id}")
+    for _ in range(20):
+        await queue.wake(session.id)
+    await session.submit("but do this")
+    handle = (await queue.client()).get_workflow_handle(workflow_id)
+    await handle.cancel()
+
+    async def stopped() -> bool:
+        return bool(finished(await session.entries()))
+
+    await until(stopped)
+    gate.touch()
+    result = await session.wait(timeout=60)
+    assert result.status is RunStatus.COMPLETED, result
+    assert result.text == f"done by {worker.pid}: but do this"
+    history = await handle.fetch_history()  # the latest run's, started by the cancelled one
+    started_with = history.events[0].workflow_execution_started_event_attributes.input
+    [carried] = [json.loads(p.data) for p in started_with.payloads]
+    assert len(carried) == 1  # 21 demands came during the run: one waited
+
+
 async def test_a_cancel_that_comes_before_the_run_began_stops_it_before_any_tool(
     host: Runtime, workers: Workers, effects: Path
 ) -> None:

@@ -115,14 +115,17 @@ class SessionWorkflow:
     @workflow.signal(name=DEMAND_SIGNAL)
     def demand(self, demand: dict[str, Any]) -> None:
         """A submit, resume or wake-up of the session."""
-        self.waiting.append(demand)
+        # Merged as they come: a session woken a thousand times during one
+        # long run keeps one demand waiting, not a thousand.
+        self.waiting = [merged([*self.waiting, demand])]
 
     @workflow.run
     async def run(self, carried: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """Run the session's activity for each batch of waiting demands; what each did.
         `carried`: the demands a previous run of this workflow handed on."""
         done: list[str] = []
-        self.waiting[:0] = carried or []
+        if carried:
+            self.waiting = [merged([*carried, *self.waiting])]
         # Signal-with-start delivers the first demand with the start; the
         # bound only ends a workflow started without one.
         try:
