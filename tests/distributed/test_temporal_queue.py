@@ -556,6 +556,32 @@ async def test_a_cancel_that_comes_before_the_run_began_stops_it_before_any_tool
     assert log_problems(await session.entries()) == []
 
 
+async def test_a_malformed_demand_signalled_from_elsewhere_is_dropped_and_the_session_runs(
+    host: Runtime, workers: Workers
+) -> None:
+    """A `demand` signal taskloom did not write (bad limits) does not stall the
+    session's workflow: it is dropped, and the next submit runs."""
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    session = await host.create_session(host.agent_named("bot"))
+    client = await queue.client()
+    workflow_id = f"taskloom-session-{session.id}"
+    bad = {"explicit": True, "limits": {"run_timeout": "soon", "heartbeat_timeout": 2}}
+    await client.start_workflow(
+        "taskloom.session",
+        id=workflow_id,
+        task_queue=queue.task_queue,
+        start_signal="demand",
+        start_signal_args=[bad],
+    )
+    worker = workers.start()
+    await session.submit("still here")  # joins the running workflow
+    result = await session.wait(timeout=60)
+    assert result.status is RunStatus.COMPLETED, result
+    assert result.text == f"done by {worker.pid}: still here"
+    assert started(await session.entries()) == 1  # the dropped demand ran nothing
+
+
 async def test_search_attributes_find_a_session_s_runs_by_session_agent_and_status(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -95,6 +95,33 @@ def merged(demands: list[dict[str, Any]]) -> dict[str, Any]:
     return chosen
 
 
+LIMITS = ("run_timeout", "heartbeat_timeout", "jobs_per_workflow")
+
+
+def malformed(demand: Any) -> str | None:
+    """What makes `demand` one taskloom did not write (None: nothing): a
+    signal from elsewhere must not stall the workflow on bad limits."""
+    if not isinstance(demand, dict):
+        return f"not an object: {demand!r}"[:300]
+    if not isinstance(demand.get("explicit"), bool):
+        return "'explicit' must be a boolean"
+    for name in ("reason", "traceparent"):
+        if not isinstance(demand.get(name, ""), str):
+            return f"{name!r} must be a string"
+    if not isinstance(demand.get("options") or {}, dict):
+        return "'options' must be an object"
+    limits = demand.get("limits")
+    if limits is None:
+        return None
+    if not isinstance(limits, dict):
+        return "'limits' must be an object"
+    for name in LIMITS:
+        value = limits.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            return f"limits.{name} must be a positive number, got {value!r}"[:300]
+    return None
+
+
 def backoff(agains: int) -> timedelta | None:
     """How long to wait before the activity a drain handed back runs again for
     the `agains`-th time in a row: not at all the first time (another worker
@@ -114,7 +141,12 @@ class SessionWorkflow:
 
     @workflow.signal(name=DEMAND_SIGNAL)
     def demand(self, demand: dict[str, Any]) -> None:
-        """A submit, resume or wake-up of the session."""
+        """A submit, resume or wake-up of the session (one not taskloom's is
+        dropped, logged)."""
+        problem = malformed(demand)
+        if problem is not None:
+            workflow.logger.warning("dropped a malformed demand: %s", problem)
+            return
         # Merged as they come: a session woken a thousand times during one
         # long run keeps one demand waiting, not a thousand.
         self.waiting = [merged([*self.waiting, demand])]
