@@ -231,6 +231,13 @@ async def test_a_worker_without_the_agent_fails_the_run_in_the_log_and_the_sessi
     failed = await session.wait(timeout=60)  # a failure for good is not retried
     assert failed.status is RunStatus.FAILED
     assert failed.error is not None and "no agent named 'bot'" in failed.error
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    handle = (await queue.client()).get_workflow_handle(f"taskloom-session-{session.id}")
+    ended = await handle.result()  # counts, and the failure cut short: never a growing list
+    assert (ended["jobs"], ended["ended"]) == (1, {"failed": 1})
+    [why] = ended["failures"]
+    assert "no agent named 'bot'" in why and len(why) <= 300
     wrong.close()
     right = workers.start()
     await session.submit()

@@ -180,7 +180,7 @@ def _failure(exc: BaseException) -> ApplicationError:
         return ApplicationError(f"{type(exc).__name__}: {exc}"[:300], type="Unavailable")
     # As on procrastinate: a run that failed otherwise recorded it in its
     # log, and running it again would not cure it.
-    return ApplicationError(f"{type(exc).__name__}: {exc}", type="Failed", non_retryable=True)
+    return ApplicationError(f"{type(exc).__name__}: {exc}"[:300], type="Failed", non_retryable=True)
 
 
 class Activities:

@@ -122,6 +122,20 @@ def malformed(demand: Any) -> str | None:
     return None
 
 
+FAILURES_KEPT = 5
+"""Failures a session workflow's result quotes (the latest; each cut to 300
+characters): the result stays far below Temporal's payload limit however
+many activities the workflow ran."""
+
+
+def tally(done: dict[str, Any], status: str, failure: str | None = None) -> None:
+    """Count an activity's end in a workflow's result (`failure`: why it failed)."""
+    done["jobs"] += 1
+    done["ended"][status] = done["ended"].get(status, 0) + 1
+    if failure is not None:
+        done["failures"] = [*done["failures"], failure[:300]][-FAILURES_KEPT:]
+
+
 def backoff(agains: int) -> timedelta | None:
     """How long to wait before the activity a drain handed back runs again for
     the `agains`-th time in a row: not at all the first time (another worker
@@ -153,9 +167,10 @@ class SessionWorkflow:
 
     @workflow.run
     async def run(self, carried: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """Run the session's activity for each batch of waiting demands; what each did.
+        """Run the session's activity for each batch of waiting demands; how many
+        ran, how they ended (by status, and the latest failures).
         `carried`: the demands a previous run of this workflow handed on."""
-        done: list[str] = []
+        done: dict[str, Any] = {"jobs": 0, "ended": {}, "failures": []}
         if carried:
             self.waiting = [merged([*carried, *self.waiting])]
         # Signal-with-start delivers the first demand with the start; the
@@ -163,7 +178,7 @@ class SessionWorkflow:
         try:
             await workflow.wait_condition(lambda: bool(self.waiting), timeout=timedelta(seconds=30))
         except TimeoutError:
-            return {"jobs": done}
+            return done
         info = workflow.info()
         batch: dict[str, Any] | None = None
         agains = 0
@@ -200,10 +215,10 @@ class SessionWorkflow:
                     raise
                 # Failed for good (recorded in the log where it could be);
                 # demands that came meanwhile still run.
-                done.append(f"failed: {exc.cause or exc}")
+                tally(done, "failed", str(exc.cause or exc))
                 batch, agains = None, 0
                 continue
-            done.append(str(outcome.get("status")))
+            tally(done, str(outcome.get("status"))[:100])
             findable(limits, args["session_id"], outcome)
             # A worker that stopped to shut down hands the same demand on
             # (`drained`: its run was cut, the next one goes on with it).
@@ -215,7 +230,7 @@ class SessionWorkflow:
             wait = backoff(agains)
             if wait is not None:
                 await workflow.sleep(wait)
-        return {"jobs": done}
+        return done
 
 
 @workflow.defn(name=CHILD_WORKFLOW)
