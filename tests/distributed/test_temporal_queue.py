@@ -420,6 +420,35 @@ async def test_the_temporal_server_restarted_mid_run_loses_nothing(
         workers.close()
 
 
+async def test_a_server_gone_after_connecting_fails_submit_and_wait_clearly(
+    store_url: tuple[str, str],
+    own_temporal_server: TemporalServer,  # noqa: F811
+    task_queue: str,
+    effects: Path,
+) -> None:
+    import re
+
+    from taskloom.entries import Steer
+    from taskloom.errors import StoreUnavailable
+
+    host = host_of(env_for(store_url, own_temporal_server, task_queue, effects))
+    try:
+        queue = host.queue
+        assert isinstance(queue, TemporalQueue)
+        session = await host.create_session(host.agent_named("bot"))
+        await queue.client()  # connected while the server answered
+        await asyncio.to_thread(own_temporal_server.stop)
+        said = rf"Temporal server at {re.escape(own_temporal_server.address)} did not answer"
+        with pytest.raises(StoreUnavailable, match=said):
+            await session.submit("do not lose me")
+        with pytest.raises(StoreUnavailable, match=said):
+            await queue.wait_idle(session.id, timeout=60)
+        pending = [e.payload for e in await session.entries()]
+        assert pending == [Steer("do not lose me")]  # the next run folds it in
+    finally:
+        await host.close()
+
+
 async def test_a_thousand_round_run_is_one_activity_in_a_short_workflow_history(
     host: Runtime, workers: Workers
 ) -> None:

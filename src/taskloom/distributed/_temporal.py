@@ -7,10 +7,11 @@ workflow per session: `submit_run` and `wake` signal-with-start the
 session's workflow (`taskloom-session-<id>`), so a second submit joins the
 running one instead of starting a concurrent run; `wait_idle` waits for it to
 close. `dispatch` starts one workflow per background child
-(`taskloom-child-<child id>`, joined while it runs), whose report reaches
-the parent through the durable inbox and whose end wakes the parent.
-Cancelling a session's workflow (the Temporal UI, `temporal workflow
-cancel`) cancels its run, which ends STOPPED; the workflow then closes.
+(`taskloom-child-<child id>`, joined while it runs, started again once
+closed), whose report reaches the parent through the durable inbox and
+whose end wakes the parent. Cancelling a session's workflow (the Temporal
+UI, `temporal workflow cancel`) cancels its run, which ends STOPPED; the
+workflow then closes, or goes on with demands that came meanwhile.
 
 This module imports temporalio only when it connects, so that a missing
 extra is told as a `ConfigurationError` naming the install command.
@@ -174,7 +175,8 @@ class TemporalQueue:
         traceparent: str | None = None,
     ) -> str:
         """Signal the session's workflow with the demand, starting it if none runs
-        (signal-with-start); the workflow id. Only limits cross in `options`."""
+        (signal-with-start); the workflow id. Only limits cross in `options`.
+        `StoreUnavailable`, naming the server, when it cannot be reached."""
         from ._queue import options_to_json
 
         args: dict[str, Any] = {
@@ -185,16 +187,28 @@ class TemporalQueue:
         }
         if traceparent is not None:
             args["traceparent"] = traceparent
+        from temporalio.service import RPCError
+
         client = await self.client()
         workflow_id = session_workflow_id(session_id)
-        await client.start_workflow(
-            SESSION_WORKFLOW,
-            id=workflow_id,
-            task_queue=self.task_queue,
-            start_signal=DEMAND_SIGNAL,
-            start_signal_args=[args],
-        )
+        try:
+            await client.start_workflow(
+                SESSION_WORKFLOW,
+                id=workflow_id,
+                task_queue=self.task_queue,
+                start_signal=DEMAND_SIGNAL,
+                start_signal_args=[args],
+            )
+        except RPCError as exc:
+            # What was asked (a submit's input) is in the store already.
+            raise self._unavailable(exc) from None
         return workflow_id
+
+    def _unavailable(self, exc: Exception) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"the Temporal server at {self.address} did not answer "
+            f"(namespace {self.namespace!r}): {exc}"
+        )
 
     async def wake(self, session_id: str) -> str:
         """Wake the session (it runs only if something waits for it); the workflow id."""
@@ -202,7 +216,8 @@ class TemporalQueue:
 
     async def wait_idle(self, session_id: str, timeout: float | None) -> None:
         """Return once the session's workflow is closed (or never ran); `TimeoutError`
-        after `timeout` seconds. Waits on Temporal's long poll, not by polling."""
+        after `timeout` seconds, `StoreUnavailable` when the server stops answering.
+        Waits on Temporal's long poll, not by polling."""
         from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
         from temporalio.service import RPCError, RPCStatusCode
 
@@ -226,6 +241,8 @@ class TemporalQueue:
                         pass
         except TimeoutError:
             raise TimeoutError(f"session {session_id} still has a job after {timeout}s") from None
+        except RPCError as exc:
+            raise self._unavailable(exc) from None
 
     async def dispatch(self, spec: ChildSpec) -> None:
         """Start the background child's workflow (returns once Temporal has it)."""
@@ -234,9 +251,9 @@ class TemporalQueue:
     async def dispatch_child(self, spec: ChildSpec) -> str:
         """Start the child's workflow, or join the one running (its id is the
         child's: a redelivered dispatch never runs the child twice at once);
-        the workflow id. A child whose workflow ended may be dispatched again
-        (its escalated calls decided, it goes on): a child that has its report
-        already is not run again (`ChildWorker.run`)."""
+        the workflow id. A child whose workflow closed is started again in a
+        new run of it (its escalated calls decided, it goes on): a child that
+        has its report already is not run or reported again (`ChildWorker.run`)."""
         from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
         workflow_id = child_workflow_id(spec.child_session_id)

@@ -12,7 +12,8 @@ SESSION_WORKFLOW = "taskloom.session"
 """A session's queued runs (one workflow per session at a time)."""
 
 CHILD_WORKFLOW = "taskloom.child"
-"""A background child (one workflow per child, ever)."""
+"""A background child (one workflow per child at a time: a dispatch joins the
+running one, and starts a new run of it once the previous one closed)."""
 
 DEMAND_SIGNAL = "demand"
 """A submit, resume or wake-up of a session, sent to its workflow."""
