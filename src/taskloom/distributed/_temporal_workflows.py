@@ -20,6 +20,7 @@ before or during the cancel, or closes cancelled when none did.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -229,7 +230,14 @@ class SessionWorkflow:
             agains += 1
             wait = backoff(agains)
             if wait is not None:
-                await workflow.sleep(wait)
+                try:
+                    await workflow.sleep(wait)
+                except asyncio.CancelledError:
+                    # Cancelled between runs: no run to stop, the demands
+                    # waiting go on as after a cancelled run.
+                    if self.waiting:
+                        workflow.continue_as_new(args=[self.waiting])
+                    raise
         return done
 
 
