@@ -9,7 +9,9 @@ of a run or of a child: the work goes on on another worker from the log,
 the tool run at most once (answered "interrupted"), the child reported once;
 a killed job's retry does not run again a run it started; the Temporal
 server restarted mid-run loses nothing; an approval decided in another
-process resumes the run on a worker. The slow test
+process resumes the run on a worker; a cancel stops the run in flight
+(also one that had not begun) and keeps what was submitted behind it; an
+outage is retried; a malformed signal is dropped. The slow test
 repeats the SIGKILL trials ten times each and prints the counts.
 """
 
@@ -495,6 +497,7 @@ async def test_cancelling_the_workflow_cancels_the_run_within_bounded_time(
     entries = await session.entries()
     assert log_problems(entries) == []
     assert len(marks(effects)) == 1  # the tool began once, and was not run again
+    worker.close()  # its tool would block the new turn for 10 minutes, were it placed there
     again = workers.start()
     await session.submit("and now?")  # a later submit starts a new workflow
     final = await session.wait(timeout=60)
