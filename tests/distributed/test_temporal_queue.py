@@ -723,6 +723,10 @@ async def test_a_child_whose_parent_s_wake_up_failed_for_an_outage_is_retried_an
     assert result.status is RunStatus.COMPLETED
     assert result.text == f"report received by {worker.pid}"
     (child,) = await host.store.list(parent_id=parent.id)
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    handle = (await queue.client()).get_workflow_handle(f"taskloom-child-{child.id}")
+    assert await handle.result() == {"status": "done", "agent": "helper"}  # not failed
     child_entries = await host.store.load(child.id)
     assert [e.kind for e in child_entries].count("subagent_result") == 1
     assert [m.split()[0] for m in marks(effects)] == [child.id]  # its tool ran once
