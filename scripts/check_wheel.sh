@@ -13,7 +13,7 @@
 set -euo pipefail
 checkout="$(cd "$(dirname "$0")/.." && pwd)"
 python="${PYTHON:-$checkout/.venv/bin/python}"
-extras="cli,postgres,web,otel,mcp,a2a,distributed,prices,testing"
+extras="cli,postgres,web,otel,mcp,a2a,distributed,temporal,prices,testing"
 
 work="$(mktemp -d)"
 server_pid=""

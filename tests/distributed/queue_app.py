@@ -6,6 +6,8 @@ Configured by environment variables, so each test shapes its workers:
 `TLQ_URL`, `TLQ_SCHEMA` (the PostgreSQL schema), `TLQ_EFFECTS` (the
 side-effect file), `TLQ_AGENTS` (agent names to register; default all),
 `TLQ_TOOL_SLEEP` (seconds the `touch` tool sleeps after its side effect),
+`TLQ_TOOL_GATE` (a file: the `touch` tool then waits until it exists, so a
+test decides when a call in flight ends),
 `TLQ_LEASE_TTL`, `TLQ_WAKE` (1: wake_on_notice), `TLQ_RESULTS` (1: print
 `RESULT <session> <json>` with the counts and usage of every run's own
 `RunResult` as it ends), `TLQ_HANG_AT_END` (1: print `READY end <session>`
@@ -49,12 +51,19 @@ def mark(line: str) -> None:
         f.write(line + "\n")
 
 
+def _exists(path: str) -> bool:
+    return os.path.exists(path)
+
+
 @tool
 async def touch(ctx: ToolContext) -> str:
     """Leave a mark (a side effect that must happen at most once per call)."""
     say(f"TOOL {ctx.session_id} {ctx.call_id}")
     mark(f"{ctx.session_id} {ctx.call_id}")
     await asyncio.sleep(float(os.environ.get("TLQ_TOOL_SLEEP", "0")))
+    gate = os.environ.get("TLQ_TOOL_GATE")
+    while gate and not _exists(gate):
+        await asyncio.sleep(0.02)  # cancellable, as a tool should be
     return "touched"
 
 

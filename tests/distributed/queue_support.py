@@ -61,7 +61,12 @@ class WorkerProc:
     has a deadline; stderr goes to a file. Only this pid is ever signalled."""
 
     def __init__(
-        self, env: dict[str, str], *, concurrency: int = 4, prefix: Sequence[str] = ()
+        self,
+        env: dict[str, str],
+        *,
+        concurrency: int = 4,
+        prefix: Sequence[str] = (),
+        args: Sequence[str] = ("--app", "queue_app:make_runtime"),
     ) -> None:
         # Open for the process's whole life; closed in close().
         self.stderr_file = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
@@ -71,8 +76,7 @@ class WorkerProc:
             "-m",
             "taskloom",
             "worker",
-            "--app",
-            "queue_app:make_runtime",
+            *args,
             "--concurrency",
             str(concurrency),
         ]
@@ -155,12 +159,17 @@ class WorkerProc:
 class Workers:
     """The worker processes of one test, all closed at its end."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(
+        self, env: dict[str, str], args: Sequence[str] = ("--app", "queue_app:make_runtime")
+    ) -> None:
         self.env = env
+        self.args = tuple(args)
         self.all: list[WorkerProc] = []
 
     def start(self, *, concurrency: int = 4, prefix: Sequence[str] = (), **env: str) -> WorkerProc:
-        worker = WorkerProc({**self.env, **env}, concurrency=concurrency, prefix=prefix)
+        worker = WorkerProc(
+            {**self.env, **env}, concurrency=concurrency, prefix=prefix, args=self.args
+        )
         self.all.append(worker)
         return worker.ready()
 

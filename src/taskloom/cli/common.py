@@ -193,8 +193,13 @@ class ServeAgent(Command):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Worker(Command):
+    """`taskloom worker`: on procrastinate, or on Temporal with `temporal` (its address)."""
+
     concurrency: int
     queues: str | None
+    temporal: str | None = None
+    namespace: str | None = None
+    task_queue: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -464,6 +464,7 @@ def command_parser() -> CommandParser:
         examples(
             "taskloom worker --app myapp:runtime",
             "taskloom worker --app myapp:runtime --concurrency 8 --queues runs",
+            "taskloom worker --app myapp:runtime --temporal localhost:7233 --task-queue agents",
         ),
     )
     worker.add_argument(
@@ -471,6 +472,13 @@ def command_parser() -> CommandParser:
     )
     worker.add_argument("--concurrency", type=int, default=4, help="jobs at once (default 4)")
     worker.add_argument("--queues", help="e.g. runs,children (default: both)")
+    worker.add_argument(
+        "--temporal",
+        metavar="ADDRESS",
+        help="run on Temporal at ADDRESS (host:port); the app's queue is a TemporalQueue",
+    )
+    worker.add_argument("--namespace", help="the Temporal namespace (default: the queue's)")
+    worker.add_argument("--task-queue", help="the Temporal task queue (default: the queue's)")
 
     queue = command(
         "queue", "the work queue", examples("taskloom queue status postgresql://localhost/agents")

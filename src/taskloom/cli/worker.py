@@ -52,6 +52,15 @@ def _queues(raw: str | None) -> tuple[str, ...] | None:
 async def _serve(args: Worker) -> int:
     from ..distributed import WorkQueue
 
+    if args.temporal is not None:
+        from .temporal import serve_temporal
+
+        return await serve_temporal(args)
+    if args.namespace is not None or args.task_queue is not None:
+        raise with_hint(
+            ConfigurationError("--namespace and --task-queue are Temporal's"),
+            "add --temporal ADDRESS, or drop them",
+        )
     queues = _queues(args.queues)
     app = str(args.where.app)
     runtime = await load_app(app)

@@ -8,6 +8,12 @@ agents=[...])` lets sessions `submit` runs and `wait` for them;
 `taskloom worker --app module:factory` (or `queue.worker(runtime).run()`)
 runs the jobs. procrastinate's locks, queueing locks, retries and stalled
 worker detection do the queue's work; the session lease does the fencing.
+
+`TemporalQueue(client_or_address, task_queue=...)` (the `temporal` extra)
+puts the same runs and background children on Temporal instead: one
+workflow per session, the runs in heartbeating activities retried on another
+worker when one dies; `taskloom worker --temporal ADDRESS --app ...` (or
+`queue.worker(runtime).run()`) runs them. The store stays the truth.
 """
 
 from __future__ import annotations
@@ -19,15 +25,19 @@ from .._lazy import lazy_exports
 if TYPE_CHECKING:
     from ._queue import QueueStatus, WorkQueue
     from ._schedules import Schedule
+    from ._temporal import TemporalQueue
+    from ._temporal_worker import TemporalWorker
     from ._worker import QueueWorker
 
-__all__ = ["QueueStatus", "QueueWorker", "Schedule", "WorkQueue"]
+__all__ = ["QueueStatus", "QueueWorker", "Schedule", "TemporalQueue", "TemporalWorker", "WorkQueue"]
 
 __getattr__ = lazy_exports(
     __name__,
     {
         "QueueStatus": "._queue",
         "Schedule": "._schedules",
+        "TemporalQueue": "._temporal",
+        "TemporalWorker": "._temporal_worker",
         "WorkQueue": "._queue",
         "QueueWorker": "._worker",
     },

@@ -1,0 +1,94 @@
+"""`taskloom worker --temporal ADDRESS --app module:factory`: run queued runs and
+background children as a Temporal worker on this machine.
+
+The factory's `Runtime` has a `TemporalQueue` as its queue (its workflows,
+its background children's dispatcher and its wake-ups go through it); the
+command line says where that queue must point (`--temporal`, and
+`--namespace` and `--task-queue` when given), so a worker never serves a
+server or task queue other than the one its app's hosts submit to. SIGTERM
+or SIGINT drains the worker (runs in flight stop at their next boundary and
+go on on another worker; children in flight finish) and exits 0; a second
+signal exits at once, like a crash: Temporal retries its activities on
+another worker once their heartbeat times out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+
+from ..errors import ConfigurationError
+from .common import Worker, load_app
+from .failures import with_hint
+
+__all__ = ["serve_temporal"]
+
+
+async def serve_temporal(args: Worker) -> int:
+    """Serve the app's TemporalQueue until drained; the exit code."""
+    from ..distributed import TemporalQueue
+
+    if args.queues:
+        raise with_hint(
+            ConfigurationError("--queues is the procrastinate worker's"),
+            "a Temporal worker polls one task queue: --task-queue NAME",
+        )
+    app = str(args.where.app)
+    runtime = await load_app(app)
+    try:
+        queue = runtime.queue
+        if not isinstance(queue, TemporalQueue):
+            raise with_hint(
+                ConfigurationError(f"--app {app}: its Runtime has no TemporalQueue as its queue"),
+                "build it as Runtime(store=..., queue=taskloom.distributed.TemporalQueue(address), ...)",
+            )
+        wanted = {
+            "address": args.temporal,
+            "namespace": args.namespace or queue.namespace,
+            "task queue": args.task_queue or queue.task_queue,
+        }
+        has = {
+            "address": queue.address,
+            "namespace": queue.namespace,
+            "task queue": queue.task_queue,
+        }
+        differ = [k for k in wanted if wanted[k] != has[k]]
+        if differ:
+            raise with_hint(
+                ConfigurationError(
+                    f"--app {app}: its TemporalQueue's {differ[0]} is {has[differ[0]]!r}, "
+                    f"the command line says {wanted[differ[0]]!r}"
+                ),
+                "point the worker where the app's hosts submit (or build the app's queue from the same settings)",
+            )
+        worker = queue.worker(runtime, concurrency=args.concurrency)
+        loop = asyncio.get_running_loop()
+        signals = 0
+
+        def on_signal() -> None:
+            nonlocal signals
+            signals += 1
+            if signals > 1:
+                print("taskloom worker: second signal, exiting now", file=sys.stderr, flush=True)
+                os._exit(1)
+            print("taskloom worker: draining", file=sys.stderr, flush=True)
+            worker.drain()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal)
+
+        def ready(w: object) -> None:
+            print(
+                f"taskloom worker ready: pid {os.getpid()}, temporal {queue.address}, "
+                f"namespace {queue.namespace}, task queue {queue.task_queue}, "
+                f"concurrency {worker.concurrency}",
+                flush=True,
+            )
+
+        await worker.run(ready)
+        print("taskloom worker: stopped", file=sys.stderr, flush=True)
+        return 0
+    finally:
+        await runtime.close()
