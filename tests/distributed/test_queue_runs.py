@@ -177,6 +177,27 @@ async def test_sigterm_drains_the_run_in_flight_which_completes_on_another_worke
     assert len(marks(effects)) == 1
 
 
+async def test_a_second_signal_ends_a_draining_worker_at_once_like_a_crash(
+    host: Runtime, workers: Workers, tmp_path: Path
+) -> None:
+    session = await host.create_session(host.agent_named("bot"))
+    # The tool waits for a file that never comes: the drain cannot finish.
+    first = workers.start(TLQ_TOOL_GATE=str(tmp_path / "never"))
+    await session.submit("stuck job")
+    first.expect(f"TOOL {session.id}")
+    first.signal(signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while "draining" not in first.stderr():
+        assert first.proc.poll() is None, first.stderr()[-2000:]
+        assert time.monotonic() < deadline, "the worker never said it drains"
+        await asyncio.sleep(0.05)
+    assert first.proc.poll() is None  # still draining: the tool is in flight
+    first.signal(signal.SIGTERM)
+    assert first.wait(timeout=10) == 1
+    assert "second signal, exiting now" in first.stderr()
+    assert "taskloom worker: stopped" not in first.stderr()
+
+
 async def test_a_notice_written_by_this_process_wakes_the_session_on_a_worker(
     host: Runtime, workers: Workers
 ) -> None:

@@ -16,10 +16,12 @@ line.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import inspect
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -261,6 +263,27 @@ def _typed(kind: type[Any], args: argparse.Namespace) -> Any:
 
 
 # ---------------------------------------------------------------- code and stores
+
+
+def drain_on_signals(drain: Callable[[], None]) -> None:
+    """Make SIGTERM and SIGINT drain a worker (`drain` is called once, in the
+    running loop), and a second signal end the process at once with exit
+    code 1, as a crash would: the queue's own recovery (the stall reaper, or
+    Temporal's heartbeat timeout) hands its work to another worker."""
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if signals > 1:
+            print("taskloom worker: second signal, exiting now", file=sys.stderr, flush=True)
+            os._exit(1)
+        print("taskloom worker: draining", file=sys.stderr, flush=True)
+        drain()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
 
 
 def address(text: str) -> tuple[str, int]:

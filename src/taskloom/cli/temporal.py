@@ -14,13 +14,11 @@ another worker once their heartbeat times out.
 
 from __future__ import annotations
 
-import asyncio
 import os
-import signal
 import sys
 
 from ..errors import ConfigurationError
-from .common import Worker, load_app
+from .common import Worker, drain_on_signals, load_app
 from .failures import with_hint
 
 __all__ = ["serve_temporal"]
@@ -64,20 +62,7 @@ async def serve_temporal(args: Worker) -> int:
                 "point the worker where the app's hosts submit (or build the app's queue from the same settings)",
             )
         worker = queue.worker(runtime, concurrency=args.concurrency)
-        loop = asyncio.get_running_loop()
-        signals = 0
-
-        def on_signal() -> None:
-            nonlocal signals
-            signals += 1
-            if signals > 1:
-                print("taskloom worker: second signal, exiting now", file=sys.stderr, flush=True)
-                os._exit(1)
-            print("taskloom worker: draining", file=sys.stderr, flush=True)
-            worker.drain()
-
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, on_signal)
+        drain_on_signals(worker.drain)
 
         def ready(w: object) -> None:
             print(

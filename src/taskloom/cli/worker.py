@@ -14,11 +14,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 import sys
 
 from ..errors import ConfigurationError, StoreError
-from .common import Worker, load_app
+from .common import Worker, drain_on_signals, load_app
 from .failures import with_hint
 from .queue import queue_hint
 
@@ -83,20 +82,7 @@ async def _serve(args: Worker) -> int:
                 "build it as Runtime(store=url, queue=taskloom.distributed.WorkQueue(url), ...)",
             )
         worker = queue.worker(runtime, concurrency=args.concurrency, queues=queues)
-        loop = asyncio.get_running_loop()
-        signals = 0
-
-        def on_signal() -> None:
-            nonlocal signals
-            signals += 1
-            if signals > 1:
-                print("taskloom worker: second signal, exiting now", file=sys.stderr, flush=True)
-                os._exit(1)
-            print("taskloom worker: draining", file=sys.stderr, flush=True)
-            worker.drain()
-
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, on_signal)
+        drain_on_signals(worker.drain)
 
         def ready(w: object) -> None:
             names = ",".join(worker.queues)
