@@ -8,7 +8,7 @@ side-effect file), `TLQ_AGENTS` (agent names to register; default all),
 `TLQ_TOOL_SLEEP` (seconds the `touch` tool sleeps after its side effect),
 `TLQ_TOOL_GATE` (a file: the `touch` tool then waits until it exists, so a
 test decides when a call in flight ends),
-`TLQ_LEASE_TTL`, `TLQ_WAKE` (1: wake_on_notice), `TLQ_RESULTS` (1: print
+`TLQ_LEASE_TTL`, `TLQ_WAKE` (1: wake_on_notice), `TLQ_MAX_WAKEUPS`, `TLQ_RESULTS` (1: print
 `RESULT <session> <json>` with the counts and usage of every run's own
 `RunResult` as it ends), `TLQ_HANG_AT_END` (1: print `READY end <session>`
 and hang before appending any run's end: a run's answer is stored, its end
@@ -240,6 +240,7 @@ def build(
     wake: bool = False,
     observer: RunObserver | None = None,
     hang_at_end: bool = False,
+    max_wakeups: int | None = None,
 ) -> Runtime:
     """The runtime a worker (or the test's host) uses."""
     queue = WorkQueue(
@@ -275,6 +276,7 @@ def build(
         lease_ttl=lease_ttl,
         wake_on_notice=wake,
         observer=observer,
+        **({} if max_wakeups is None else {"max_wakeups": max_wakeups}),
     )
 
 
@@ -289,4 +291,5 @@ def make_runtime() -> Runtime:
         wake=env.get("TLQ_WAKE") == "1",
         observer=PrintResults() if env.get("TLQ_RESULTS") == "1" else None,
         hang_at_end=env.get("TLQ_HANG_AT_END") == "1",
+        max_wakeups=int(env["TLQ_MAX_WAKEUPS"]) if "TLQ_MAX_WAKEUPS" in env else None,
     )

@@ -219,6 +219,34 @@ async def test_a_notice_written_by_this_process_wakes_the_session_on_a_worker(
     assert log_problems(await session.entries()) == []
 
 
+async def test_wake_ups_in_a_row_stop_at_the_limit_on_the_worker_that_holds_the_session_and_on_a_fresh_one(
+    host: Runtime, workers: Workers
+) -> None:
+    first = workers.start(TLQ_WAKE="1", TLQ_MAX_WAKEUPS="2")
+    session = await host.create_session(host.agent_named("answerer"))
+    await session.submit("hello")
+    await session.wait(timeout=30)
+
+    async def notice(n: int) -> int:
+        item = DeferredEntry(f"d{n}", DeferredItem.context(f"news {n}"))
+        await host.push_deferred(session.id, Entry.of(item))
+        await session.wait(timeout=30)  # the wake-up job has run (or done nothing)
+        return started(await session.entries())
+
+    # The first worker keeps the session folded and counts from what it holds.
+    assert [await notice(n) for n in (1, 2, 3)] == [2, 3, 3]
+    first.close()
+    # A fresh worker opens the session from the log and counts the same.
+    workers.start(TLQ_WAKE="1", TLQ_MAX_WAKEUPS="2")
+    assert await notice(4) == 3
+    # A user turn starts a new row: the waiting news runs with it, and wakes count again.
+    await session.submit("again")
+    await session.wait(timeout=30)
+    assert started(await session.entries()) == 4
+    assert await notice(5) == 5
+    assert log_problems(await session.entries()) == []
+
+
 async def _has_runs(runtime: Runtime, session_id: str, count: int = 1) -> bool:
     return len(finished(await runtime.store.load(session_id))) >= count
 

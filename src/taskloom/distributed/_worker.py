@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import psycopg
 from procrastinate.worker import Worker
 
 from ._bodies import JobBodies
@@ -116,10 +117,21 @@ class QueueWorker:
                 if loop.time() >= next_reap and not self._stop.is_set():
                     next_reap = loop.time() + queue.reap_every
                     await self._reap(app)
-            except Exception:
+            except Exception as exc:
                 # The next beat tries again: a worker is stalled only after
-                # `stall_timeout` without one.
-                logger.warning("worker keeper: the database did not answer", exc_info=True)
+                # `stall_timeout` without one. A dropped connection is an
+                # event of the network, told in one line; anything else may
+                # be a fault, told with its traceback.
+                cause = exc.__cause__ or exc
+                if isinstance(cause, psycopg.OperationalError):
+                    logger.warning(
+                        "worker keeper: the database did not answer (%s); the next beat tries again",
+                        str(cause).strip().splitlines()[0]
+                        if str(cause).strip()
+                        else type(cause).__name__,
+                    )
+                else:
+                    logger.warning("worker keeper: the database did not answer", exc_info=True)
 
     async def _reap(self, app: App) -> None:
         manager = app.job_manager
