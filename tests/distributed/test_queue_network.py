@@ -22,7 +22,7 @@ from pg import PG_DSN, requires_postgres
 from taskloom import RunStatus, Runtime
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
-from proxy import FaultProxy  # noqa: E402
+from proxy import FaultProxy
 
 pytestmark = [requires_postgres, pytest.mark.slow]
 
