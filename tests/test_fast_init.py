@@ -7,14 +7,13 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 
+from fresh_process import run_fresh
 from taskloom.entries import Entry
 from taskloom.events import ToolCallStarted
 from taskloom.messages import Message, ToolCall, ToolResult
@@ -146,10 +145,7 @@ print(json.dumps(out))
 def test_a_fresh_process_first_instances_behave_as_the_dataclass_ones() -> None:
     # The first instance of a class in a process is where its faster
     # `__init__` is written: before it, the class reads and refuses as after.
-    done = subprocess.run(
-        [sys.executable, "-c", FIRST_USE], capture_output=True, text=True, timeout=60, check=True
-    )
-    out = json.loads(done.stdout)
+    out = json.loads(run_fresh(FIRST_USE))
     assert out["signature"] == out["after"]
     assert "run_id" in out["signature"] and "agent" in out["signature"]
     assert out["refused"] is True
