@@ -36,6 +36,7 @@ from ._temporal_names import (
     child_workflow_id,
     session_workflow_id,
 )
+from ._temporal_schedules import TemporalSchedules
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -53,7 +54,7 @@ def _require_extra() -> None:
         )
 
 
-class TemporalQueue:
+class TemporalQueue(TemporalSchedules):
     """taskloom's queued runs and background children as Temporal workflows.
 
     `target` is a connected `temporalio.client.Client`, or the server's
@@ -72,7 +73,8 @@ class TemporalQueue:
     a session's runs by them; the namespace must have them registered
     (`temporal operator search-attribute create --name taskloomSession
     --type Keyword`, and the same for the others): a worker checks as it
-    starts.
+    starts. `schedule`, `schedules` and `cancel_schedule` are `WorkQueue`'s
+    scheduled wake-ups, as Temporal schedules (`TemporalSchedules`).
     """
 
     def __init__(
