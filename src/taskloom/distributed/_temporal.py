@@ -37,6 +37,7 @@ from ._temporal_names import (
     session_workflow_id,
 )
 from ._temporal_schedules import TemporalSchedules
+from ._temporal_status import TemporalInspection
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -54,7 +55,7 @@ def _require_extra() -> None:
         )
 
 
-class TemporalQueue(TemporalSchedules):
+class TemporalQueue(TemporalSchedules, TemporalInspection):
     """taskloom's queued runs and background children as Temporal workflows.
 
     `target` is a connected `temporalio.client.Client`, or the server's
@@ -74,7 +75,8 @@ class TemporalQueue(TemporalSchedules):
     (`temporal operator search-attribute create --name taskloomSession
     --type Keyword`, and the same for the others): a worker checks as it
     starts. `schedule`, `schedules` and `cancel_schedule` are `WorkQueue`'s
-    scheduled wake-ups, as Temporal schedules (`TemporalSchedules`).
+    scheduled wake-ups, as Temporal schedules (`TemporalSchedules`);
+    `status()` counts its workflows and names the workers polling it.
     """
 
     def __init__(
