@@ -16,7 +16,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from ..errors import StoreUnavailable
-from ._temporal_names import CHILD_WORKFLOW, FIRING_WORKFLOW, SESSION_WORKFLOW
+from ._temporal_names import (
+    CHILD_WORKFLOW,
+    FIRING_WORKFLOW,
+    SESSION_WORKFLOW,
+    child_workflow_id,
+    session_workflow_id,
+)
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -48,7 +54,7 @@ class TemporalStatus:
 
 
 class TemporalInspection:
-    """`TemporalQueue.status()` (see the module docstring)."""
+    """`TemporalQueue.status()` (see the module docstring) and `workflow_id()`."""
 
     namespace: str
     task_queue: str
@@ -58,6 +64,15 @@ class TemporalInspection:
 
     def _unavailable(self, exc: Exception) -> StoreUnavailable:
         raise NotImplementedError
+
+    def workflow_id(self, session_id: str, *, background_child: bool = False) -> str:
+        """The id of the Temporal workflow that runs the session's queued runs
+        (`taskloom-session-<id>`), or with `background_child` the one that
+        runs it as a background child (`taskloom-child-<id>`): what to look
+        for in the Temporal UI. Nothing is asked of the server."""
+        if background_child:
+            return child_workflow_id(session_id)
+        return session_workflow_id(session_id)
 
     async def status(self) -> TemporalStatus:
         """The queue's workflows by kind and status, and the workers polling its
