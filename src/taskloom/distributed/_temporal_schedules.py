@@ -174,7 +174,9 @@ class TemporalSchedules:
 
     async def schedules(self, session_id: str | None = None) -> list[Schedule]:
         """The scheduled wake-ups on this queue's task queue, of one session or all,
-        by next firing time."""
+        by next firing time. Found through Temporal's list of schedules (its
+        visibility: a server with a search backend may list a schedule made a
+        moment ago only a moment later), each described afresh."""
         from temporalio.service import RPCError, RPCStatusCode
 
         client = await self.client()
