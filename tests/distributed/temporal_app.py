@@ -10,7 +10,8 @@ task queue), `TLT_HEARTBEAT` (the activities' heartbeat timeout),
 (1: hang once a run's end is stored, see `hang_after_the_end`),
 `TLT_HOLD_GET` (1: hold a session's first read until its activity is
 cancelled, see `hold_the_first_get`), `TLT_WAKE_FAILS` (1: the first
-wake-up fails, see `fail_the_first_wake`),
+wake-up fails, see `fail_the_first_wake`), `TLT_HANG_AFTER_STEER` (1: hang
+once a steering is stored, see `hang_after_the_steer`),
 `TLQ_LEASE_TTL`, `TLQ_WAKE`, `TLQ_AGENTS`, `TLQ_EFFECTS` and
 `TLQ_TOOL_SLEEP` as in `queue_app`, whose tools and models these agents use: `bot` touches once
 per turn then answers with its pid; `lead` spawns one background child that
@@ -62,6 +63,23 @@ def hang_after_the_end(store: SessionStore) -> SessionStore:
         position = await append(session_id, entry, **options)
         if entry.kind == EntryKind.RUN_FINISHED:
             say(f"READY ended {session_id}")
+            await asyncio.Event().wait()
+        return position
+
+    store.append = appended  # type: ignore[method-assign]
+    return store
+
+
+def hang_after_the_steer(store: SessionStore) -> SessionStore:
+    """`store`, hanging once a steering is appended (`READY steered <session>`):
+    a schedule's input is in the log, its firing's activity has not ended
+    (the point a test kills the worker at)."""
+    append = store.append
+
+    async def appended(session_id: str, entry: Entry, **options: Any) -> int:
+        position = await append(session_id, entry, **options)
+        if entry.kind == EntryKind.STEER:
+            say(f"READY steered {session_id}")
             await asyncio.Event().wait()
         return position
 
@@ -125,6 +143,7 @@ def build(
     fail_wake: bool = False,
     jobs_per_workflow: int = 200,
     search_attributes: bool = False,
+    hang_after_steer: bool = False,
 ) -> Runtime:
     """The runtime a worker (or the test's host) uses."""
     queue = TemporalQueue(
@@ -150,6 +169,8 @@ def build(
     opened = open_backend(store, **options).store
     if hold_get:
         opened = hold_the_first_get(opened)
+    if hang_after_steer:
+        opened = hang_after_the_steer(opened)
     return Runtime(
         store=hang_after_the_end(opened) if hang_after_end else opened,
         queue=queue,
@@ -178,4 +199,5 @@ def make_runtime() -> Runtime:
         hold_get=env.get("TLT_HOLD_GET") == "1",
         fail_wake=env.get("TLT_WAKE_FAILS") == "1",
         search_attributes=env.get("TLT_SEARCH") == "1",
+        hang_after_steer=env.get("TLT_HANG_AFTER_STEER") == "1",
     )

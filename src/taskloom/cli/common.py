@@ -206,10 +206,22 @@ class Worker(Command):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Database(Command):
-    """`taskloom queue status` and `taskloom db migrate`."""
+    """`taskloom db migrate`."""
 
     url: str
     schema: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueStatusArgs(Command):
+    """`taskloom queue status`: of the procrastinate queue at `url`, or of the
+    Temporal queue at `temporal` (its address) in `namespace` on `task_queue`."""
+
+    url: str | None
+    schema: str | None
+    temporal: str | None = None
+    namespace: str = "default"
+    task_queue: str = "taskloom"
 
 
 # Each command's typed value, and the module and function that run it.
@@ -227,7 +239,7 @@ _COMMANDS: dict[str, tuple[type[Command], str, str]] = {
     "mcp": (ServeAgent, "protocols", "serve_agent"),
     "a2a": (ServeAgent, "protocols", "serve_agent"),
     "worker": (Worker, "worker", "run_worker"),
-    "queue": (Database, "queue", "queue_status"),
+    "queue": (QueueStatusArgs, "queue", "queue_status"),
     "db": (Database, "db", "migrate"),
 }
 

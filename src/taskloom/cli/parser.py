@@ -489,11 +489,23 @@ def command_parser() -> CommandParser:
         examples(
             "taskloom queue status postgresql://localhost/agents",
             "taskloom queue status postgresql://localhost/agents --schema taskloom",
+            "taskloom queue status --temporal localhost:7233 --task-queue agents",
         ),
         queue,
     )
-    qstatus.add_argument("url", help="the PostgreSQL URL of the queue")
+    qstatus.add_argument(
+        "url", nargs="?", help="the PostgreSQL URL of the queue (not with --temporal)"
+    )
     qstatus.add_argument("--schema", help="the PostgreSQL schema of its tables")
+    qstatus.add_argument(
+        "--temporal",
+        metavar="ADDRESS",
+        help="the queue on Temporal at ADDRESS (host:port): its workflows and pollers",
+    )
+    qstatus.add_argument("--namespace", default="default", help="the Temporal namespace")
+    qstatus.add_argument(
+        "--task-queue", default="taskloom", help="the Temporal task queue (default taskloom)"
+    )
 
     db = command(
         "db",

@@ -1,19 +1,23 @@
 """`taskloom queue status URL`: the work queue's jobs by kind and status, and
-its workers with their heartbeats; and the queue in a `--store` database
-that a decision hands work to."""
+its workers with their heartbeats (`--temporal ADDRESS`: the Temporal
+queue's workflows by kind and status, and the workers polling its task
+queue); and the queue in a `--store` database that a decision hands work to."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import shlex
+import sys
 from typing import TYPE_CHECKING
 
 from ..delegation import ChildSpec, DecidedChildren
-from ..errors import ConfigurationError, SchemaNotMigrated, StoreError
+from ..errors import ConfigurationError, SchemaNotMigrated, StoreError, UsageError
 from ..runtime import Runtime
 from . import default_store_url
-from .common import Database, Where
-from .failures import with_hint
+from .common import QueueStatusArgs, Where
+from .failures import report, with_hint
 
 if TYPE_CHECKING:
     from ..distributed import WorkQueue
@@ -23,9 +27,30 @@ __all__ = ["QueueIfThere", "queue_hint", "queue_status", "store_queue"]
 _STATUSES = ("todo", "doing", "failed", "succeeded", "aborted", "cancelled")
 
 
-def queue_status(args: Database) -> int:
+def queue_status(args: QueueStatusArgs) -> int:
     """Print the queue's status; exit code 0."""
-    return asyncio.run(_status(args))
+    if (args.url is None) == (args.temporal is None):
+        raise with_hint(
+            UsageError("taskloom queue status takes a PostgreSQL URL or --temporal ADDRESS"),
+            "e.g. taskloom queue status postgresql://localhost/agents, or "
+            "taskloom queue status --temporal localhost:7233 --task-queue agents",
+        )
+    if args.temporal is not None:
+        try:
+            code = asyncio.run(_temporal_status(args, args.temporal))
+        except KeyboardInterrupt:
+            code = 130
+        except Exception as exc:
+            code = report(exc, args, False)
+        # temporalio's native threads may call into the interpreter while it
+        # finalizes, which aborts the process (SIGABRT) after a clean run, as
+        # `taskloom worker --temporal` found: all is printed and closed, so
+        # the process ends here without finalizing, with its code.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return asyncio.run(_status(args, args.url or ""))
 
 
 def queue_hint(exc: StoreError, url: str, schema: str | None) -> StoreError:
@@ -36,14 +61,14 @@ def queue_hint(exc: StoreError, url: str, schema: str | None) -> StoreError:
     return with_hint(exc, "check the URL, and that PostgreSQL is up and reachable from here")
 
 
-async def _status(args: Database) -> int:
+async def _status(args: QueueStatusArgs, url: str) -> int:
     from ..distributed import WorkQueue
 
-    queue = WorkQueue(args.url, schema=args.schema, migrate=False)
+    queue = WorkQueue(url, schema=args.schema, migrate=False)
     try:
         status = await queue.status()
     except StoreError as exc:
-        raise queue_hint(exc, args.url, args.schema) from None
+        raise queue_hint(exc, url, args.schema) from None
     finally:
         await queue.close()
     known = ["run", "child", "schedule"]
@@ -59,6 +84,45 @@ async def _status(args: Database) -> int:
     for worker_id, age in status.workers:
         state = "alive" if worker_id in alive else "stalled"
         print(f"  worker {worker_id}: last heartbeat {age:.1f}s ago ({state})")
+    return 0
+
+
+_TEMPORAL_STATUSES = (
+    "Running",
+    "Completed",
+    "Failed",
+    "Canceled",
+    "Terminated",
+    "TimedOut",
+    "ContinuedAsNew",
+)
+
+
+async def _temporal_status(args: QueueStatusArgs, address: str) -> int:
+    from ..distributed import TemporalQueue
+
+    queue = TemporalQueue(address, namespace=args.namespace, task_queue=args.task_queue)
+    try:
+        status = await queue.status()
+    except StoreError as exc:
+        raise with_hint(
+            exc, "check the address and namespace, and that the Temporal server is up"
+        ) from None
+    finally:
+        await queue.close()
+    print(f"temporal {address}, namespace {args.namespace}, task queue {args.task_queue}")
+    statuses = list(_TEMPORAL_STATUSES) + sorted(
+        {s for _, s in status.workflows} - set(_TEMPORAL_STATUSES)
+    )
+    names = {"TimedOut": "timed-out", "ContinuedAsNew": "continued"}
+    header = f"{'kind':<10}" + "".join(f"{names.get(s, s.lower()):>11}" for s in statuses)
+    print(header)
+    for kind in ("run", "child", "schedule"):
+        counts = "".join(f"{status.workflows.get((kind, s), 0):>11}" for s in statuses)
+        print(f"{kind:<10}{counts}")
+    print(f"\nworkers polling: {len(status.pollers)}")
+    for poller in status.pollers:
+        print(f"  {poller.identity}: last poll {poller.age:.1f}s ago ({', '.join(poller.polls)})")
     return 0
 
 

@@ -25,6 +25,7 @@ from starlette.responses import Response, StreamingResponse
 
 from ..backends import BackgroundActivity, BackgroundNotice, session_lease_key
 from ..background import BackgroundService
+from ..entries import Entry, EntryKind
 from ..errors import SessionNotFound
 from ..log import SessionLog, pending_inputs
 from ..results import PendingInput
@@ -160,10 +161,25 @@ class SessionPages(ConsoleShared):
             flash=self._flash.pop(session_id, []),
             running_here=session_id in self._runs,
             forked_from=_origin(meta.metadata.get(FORKED_FROM)),
+            workflow=self._workflow_id(session_id, entries),
             sid=quote(session_id, safe=""),
             live_url=f"/sessions/{quote(session_id, safe='')}/live?" + _query({"since": since}),
             now=time.time(),
         )
+
+    def _workflow_id(self, session_id: str, entries: list[Entry]) -> str | None:
+        """The session's Temporal workflow id when the console's runtime queues
+        on Temporal (a background child's own workflow when its log says it
+        was dispatched), else None."""
+        if self.runtime.queue is None:
+            return None
+        from ..distributed import TemporalQueue
+
+        queue = self.runtime.queue
+        if not isinstance(queue, TemporalQueue):
+            return None
+        child = any(e.kind == EntryKind.SUBAGENT_DISPATCHED for e in entries)
+        return queue.workflow_id(session_id, background_child=child)
 
     async def _background_view(self, session_id: str, items: list[Item]) -> BackgroundView:
         view = BackgroundView(delivered=[i for i in items if i.kind == "notice"])

@@ -13,7 +13,9 @@ worker detection do the queue's work; the session lease does the fencing.
 puts the same runs and background children on Temporal instead: one
 workflow per session, the runs in heartbeating activities retried on another
 worker when one dies; `taskloom worker --temporal ADDRESS --app ...` (or
-`queue.worker(runtime).run()`) runs them. The store stays the truth.
+`queue.worker(runtime).run()`) runs them; its `schedule` verbs make
+Temporal schedules, and `status()` (`taskloom queue status --temporal`)
+counts its workflows. The store stays the truth.
 """
 
 from __future__ import annotations
@@ -26,10 +28,20 @@ if TYPE_CHECKING:
     from ._queue import QueueStatus, WorkQueue
     from ._schedules import Schedule
     from ._temporal import TemporalQueue
+    from ._temporal_status import TemporalPoller, TemporalStatus
     from ._temporal_worker import TemporalWorker
     from ._worker import QueueWorker
 
-__all__ = ["QueueStatus", "QueueWorker", "Schedule", "TemporalQueue", "TemporalWorker", "WorkQueue"]
+__all__ = [
+    "QueueStatus",
+    "QueueWorker",
+    "Schedule",
+    "TemporalPoller",
+    "TemporalQueue",
+    "TemporalStatus",
+    "TemporalWorker",
+    "WorkQueue",
+]
 
 __getattr__ = lazy_exports(
     __name__,
@@ -37,6 +49,8 @@ __getattr__ = lazy_exports(
         "QueueStatus": "._queue",
         "Schedule": "._schedules",
         "TemporalQueue": "._temporal",
+        "TemporalPoller": "._temporal_status",
+        "TemporalStatus": "._temporal_status",
         "TemporalWorker": "._temporal_worker",
         "WorkQueue": "._queue",
         "QueueWorker": "._worker",

@@ -36,6 +36,8 @@ from ._temporal_names import (
     child_workflow_id,
     session_workflow_id,
 )
+from ._temporal_schedules import TemporalSchedules
+from ._temporal_status import TemporalInspection
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -53,7 +55,7 @@ def _require_extra() -> None:
         )
 
 
-class TemporalQueue:
+class TemporalQueue(TemporalSchedules, TemporalInspection):
     """taskloom's queued runs and background children as Temporal workflows.
 
     `target` is a connected `temporalio.client.Client`, or the server's
@@ -72,7 +74,9 @@ class TemporalQueue:
     a session's runs by them; the namespace must have them registered
     (`temporal operator search-attribute create --name taskloomSession
     --type Keyword`, and the same for the others): a worker checks as it
-    starts.
+    starts. `schedule`, `schedules` and `cancel_schedule` are `WorkQueue`'s
+    scheduled wake-ups, as Temporal schedules (`TemporalSchedules`);
+    `status()` counts its workflows and names the workers polling it.
     """
 
     def __init__(

@@ -34,3 +34,13 @@ def session_workflow_id(session_id: str) -> str:
 def child_workflow_id(child_session_id: str) -> str:
     """The id of a background child's workflow."""
     return CHILD_PREFIX + child_session_id
+
+
+FIRING_WORKFLOW = "taskloom.schedule_firing"
+"""One firing of a scheduled wake-up (started by its Temporal schedule)."""
+
+FIRE_ACTIVITY = "taskloom.fire_schedule"
+"""Write a firing's input as steering (once) and wake the session."""
+
+SCHEDULE_PREFIX = "taskloom-schedule-"
+FIRING_PREFIX = "taskloom-firing-"

@@ -41,7 +41,9 @@ from ..entries import RunStartedEntry
 from ..errors import ConfigurationError, StoreNotFound, StoreUnavailable
 from ._bodies import JobBodies
 from ._jobs import Busy, Drained, Lost, Malformed, logged
+from ._temporal_firing import FiringWorkflow
 from ._temporal_names import CHILD_ACTIVITY, RUN_ACTIVITY
+from ._temporal_schedules import fire_activity
 from ._temporal_workflows import ChildWorkflow, SessionWorkflow
 
 if TYPE_CHECKING:
@@ -296,8 +298,12 @@ class TemporalWorker:
         worker = Worker(
             client,
             task_queue=self.queue.task_queue,
-            workflows=[SessionWorkflow, ChildWorkflow],
-            activities=[activities.run_session, activities.run_child],
+            workflows=[SessionWorkflow, ChildWorkflow, FiringWorkflow],
+            activities=[
+                activities.run_session,
+                activities.run_child,
+                fire_activity(self.queue, self.runtime.store, self.queue.heartbeat_timeout / 3),
+            ],
             max_concurrent_activities=self.concurrency,
             identity=self.identity,
             # A workflow's next task waits for the worker that ran its last
