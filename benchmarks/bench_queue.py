@@ -697,7 +697,7 @@ async def main(url: str, quick: bool, engines: str = "both") -> None:
         spaced = 50 if quick else 300
         got = {
             where: await temporal_measures(url, count, spaced, in_memory=where == "in memory")
-            for where in ("a SQLite file", "in memory")
+            for where in ("on a SQLite file", "in memory")
         }
         print(
             f"\nTemporal engine beside procrastinate, {count} children, 2 workers x8 (jobs or "
@@ -720,7 +720,7 @@ async def main(url: str, quick: bool, engines: str = "both") -> None:
             )
         for where, row in got.items():
             print(
-                f"| Temporal (dev server in {where}) | {row['rate']:.0f} "
+                f"| Temporal (dev server {where}) | {row['rate']:.0f} "
                 f"| {row['p50'] * 1000:.0f} / {row['p99'] * 1000:.0f} ms "
                 f"| {row['per_child']:.1f} | {row['cpu_ms']:.2f} ms | {row['queueing']:.0f} |"
             )
@@ -729,7 +729,7 @@ async def main(url: str, quick: bool, engines: str = "both") -> None:
             "at a time (a start-workflow call on Temporal, a defer on procrastinate)"
         )
         print("Temporal (SQLite file): statements per child, 2 workers, by kind:")
-        for kind, n in got["a SQLite file"]["kinds"].most_common():
+        for kind, n in got["on a SQLite file"]["kinds"].most_common():
             print(f"  {n / count:6.2f}  {kind[:100]}")
 
 

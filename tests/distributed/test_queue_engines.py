@@ -6,12 +6,12 @@ with real `taskloom worker` processes (see `engines`): a submitted run
 completes on a worker and `wait` returns its result; submits made before any
 worker coalesce into one run; a background child runs on a worker and
 reports to its parent once; an approval decided by the CLI in another process
-resumes the parked run on a worker; steering reaches a queued session; a stop
-request stops a run in flight on a worker; a run whose agent the worker lacks
-fails in the log and the session goes on; SIGTERM drains the run in flight to
-another worker; a worker SIGKILLed mid-tool leaves the run to the other, the
-tool run at most once; background children fanned out on two workers never
-spend past their tree's budget.
+resumes the parked run on a worker; steering reaches a queued session and a
+run in flight on a worker; a stop request stops a run in flight on a worker;
+a run whose agent the worker lacks fails in the log and the session goes on;
+SIGTERM drains the run in flight to another worker; a worker SIGKILLed
+mid-tool leaves the run to the other, the tool run at most once; background
+children fanned out on two workers never spend past their tree's budget.
 """
 
 from __future__ import annotations
@@ -169,6 +169,24 @@ async def test_steering_reaches_a_queued_session(engine: Engine) -> None:  # noq
     assert result.text == f"done by {worker.pid}: first\n\nand also this"
     entries = await session.entries()
     assert started(entries) == 1 and log_problems(entries) == []
+
+
+async def test_steering_reaches_a_run_in_flight_on_a_worker(engine: Engine) -> None:  # noqa: F811
+    host = engine.host()
+    gate = effects_of(engine).parent / "gate"
+    worker = engine.start(TLQ_TOOL_GATE=str(gate))
+    session = await host.create_session(host.agent_named("bot"))
+    await session.submit("first")
+    worker.expect(f"TOOL {session.id}")
+    await session.steer("and then this")  # written while the worker's run holds the lease
+    gate.touch()
+    result = await session.wait(timeout=60)
+    assert result.status is RunStatus.COMPLETED
+    assert result.text == f"done by {worker.pid}: and then this"
+    entries = await session.entries()
+    assert started(entries) == 1  # the same run took it at its next boundary
+    assert result.tool_calls == 2  # a touch for each user turn
+    assert log_problems(entries) == []
 
 
 async def test_a_stop_request_stops_a_run_in_flight_on_a_worker(
