@@ -97,10 +97,36 @@ def test_a_plain_run_loads_no_optional_part() -> None:
         # read): no module of taskloom holds their decisions yet.
         "assert not any('RoundDecision' in vars(m) for n, m in list(sys.modules.items())\n"
         "               if n.startswith('taskloom.'))\n"
+        # Nor the entry payloads a plain run does not write (steering,
+        # approvals, children...): only its start, messages, calls and end.
+        "for name in ('Steer', 'ApprovalDecision', 'CompactionEntry', 'SubagentResult'):\n"
+        "    assert not any(name in vars(m) for n, m in list(sys.modules.items())\n"
+        "                   if n.startswith('taskloom.')), name\n"
     )
     assert tops & set(NEVER) == set()
     assert own_parts(modules) == set()
     assert "taskloom.events" not in modules
+
+
+def test_every_kind_reads_in_a_process_that_has_not_loaded_its_payload() -> None:
+    # A process that reads a log before naming a payload class (a worker, a
+    # resume) still decodes every kind taskloom writes: none reads as foreign.
+    loaded(
+        "import taskloom\n"
+        "from taskloom.entries import Entry, EntryKind\n"
+        "from taskloom.errors import CorruptEntry\n"
+        "assert 'Steer' not in vars(taskloom.entries)\n"
+        "assert Entry(EntryKind.STEER, {'text': 'go on'}).payload.text == 'go on'\n"
+        "stop = Entry(EntryKind.STOP_REQUEST, {'reason': 'enough'}).payload\n"
+        "assert type(stop).__name__ == 'StopRequest' and stop.reason == 'enough'\n"
+        "for kind in [v for k, v in vars(EntryKind).items() if k.isupper()]:\n"
+        "    try:\n"
+        "        payload = Entry(kind, {}).payload\n"
+        "    except CorruptEntry:\n"
+        "        continue  # its class was found: the data is not its shape\n"
+        "    assert payload is not None and payload.KIND == kind, kind\n"
+        "assert taskloom.entries.Steer is type(Entry(EntryKind.STEER, {'text': ''}).payload)\n"
+    )
 
 
 def test_a_subscribed_run_gets_every_event_of_a_plain_one() -> None:
@@ -131,7 +157,10 @@ def test_a_subscribed_run_gets_every_event_of_a_plain_one() -> None:
 
 
 def test_the_lazy_names_still_load_on_use() -> None:
-    _, modules = loaded("import taskloom\ntaskloom.SubAgent\ntaskloom.background_tools\n")
+    _, modules = loaded(
+        "import taskloom\ntaskloom.SubAgent\ntaskloom.background_tools\n"
+        "assert taskloom.DeferredItem.context('note').kind == 'context'\n"
+    )
     assert "taskloom.delegation" in modules and "taskloom.background" in modules
 
 

@@ -19,7 +19,6 @@ from ._lazy import lazy_exports
 from ._output_type import OutputType
 from ._run_controls import StopSignal
 from .agent import Agent
-from .entries import DeferredItem
 from .errors import (
     APIKeyMissing,
     AuthenticationError,
@@ -106,16 +105,19 @@ __version__ = "0.1.0"
 
 # Delegation and the background tools are part of the public surface but
 # import on first use, so `import taskloom` stays as cheap as pydantic alone.
+# So are the deferred items (`taskloom.entries` loads them at first use).
 # Type checkers see them through the imports below.
 if TYPE_CHECKING:
     from .background import background_tools
     from .delegation import Spawner, SubAgent, console_tools
+    from .entries import DeferredItem
 
 _LAZY = {
     "SubAgent": "taskloom.delegation",
     "Spawner": "taskloom.delegation",
     "console_tools": "taskloom.delegation",
     "background_tools": "taskloom.background",
+    "DeferredItem": "taskloom.entries",
 }
 
 __getattr__ = lazy_exports(__name__, _LAZY)

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .. import entries as log_entries
 from .._ids import uuid4_hex
 from .._redact import redact
 from ..backends import (
@@ -35,14 +36,7 @@ from ..backends import (
     acquire_or_take_over,
     session_lease_key,
 )
-from ..entries import (
-    Entry,
-    Payload,
-    SubagentDispatched,
-    SubagentLink,
-    SubagentResult,
-    SubagentStartedEntry,
-)
+from ..entries import Entry, Payload
 from ..errors import FollowRefused, SessionBusy, StaleLeaseError
 from ._notices import RunStart
 from ._service import BackgroundHost, BackgroundService, Detached, WorkFailed, WorkResult, redacted
@@ -132,7 +126,7 @@ class FollowJob:
     async def keep(self, record: Mapping[str, Any]) -> None:
         """Keep what a later follower needs to go on (`SubagentDispatched`)."""
         self.record = dict(record)
-        await self.append(SubagentDispatched(dict(record)))
+        await self.append(log_entries.SubagentDispatched(dict(record)))
 
     async def append(self, payload: Payload) -> None:
         """Write to the child's log under this follower's hold; nothing once
@@ -229,7 +223,7 @@ class Follows:
         if record is not None:
             meta["record"] = dict(record)
         await runtime.store.create(SessionMeta(child_id, name, ctx.session_id, started_at, meta))
-        link = SubagentLink(
+        link = log_entries.SubagentLink(
             child_id,
             name,
             mode,
@@ -255,7 +249,7 @@ class Follows:
             raise SessionBusy(child_id)
         job = FollowJob(self, ctx.session_id, child_id, lease, record)
         try:
-            await job.append(SubagentStartedEntry(name))
+            await job.append(log_entries.SubagentStartedEntry(name))
             description = _described(name, task)
             await self._spawn(job, followed, kind or mode, description, ctx.run_id, dict(meta))
         except BaseException:
@@ -419,10 +413,12 @@ class Follows:
                 return _result(result)
             status, text = result if isinstance(result, tuple) else (NoticeStatus.DONE, result)
             if status == NoticeStatus.DONE:
-                await job.append(SubagentResult("done", text))
+                await job.append(log_entries.SubagentResult("done", text))
             else:
                 stopped = status == NoticeStatus.STOPPED
-                await job.append(SubagentResult("stopped" if stopped else "failed", None, text))
+                await job.append(
+                    log_entries.SubagentResult("stopped" if stopped else "failed", None, text)
+                )
             job.lease = None  # ended for good: its lease guards nothing more, and lapses
             return result
         finally:
@@ -477,7 +473,7 @@ def _result(result: WorkResult | BackgroundNotice) -> WorkResult:
 
 
 def _ended(entries: list[Entry]) -> bool:
-    return any(entry.kind == SubagentResult.KIND for entry in entries)
+    return any(entry.kind == log_entries.SubagentResult.KIND for entry in entries)
 
 
 def _record(meta: SessionMeta, entries: list[Entry]) -> dict[str, Any] | None:
@@ -485,7 +481,7 @@ def _record(meta: SessionMeta, entries: list[Entry]) -> dict[str, Any] | None:
     kept = meta.metadata.get("record")
     found: dict[str, Any] | None = dict(kept) if isinstance(kept, Mapping) else None
     for entry in entries:
-        if isinstance(entry.payload, SubagentDispatched):
+        if isinstance(entry.payload, log_entries.SubagentDispatched):
             found = dict(entry.payload.spec)
     return found
 

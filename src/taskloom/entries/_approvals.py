@@ -1,7 +1,7 @@
-"""What people are asked: the calls a turn parks, the decisions on them, the
-record of calls started, a child's escalation to its parent's people, and
-input a session's work (an MCP task) asks for, its answer and the end of the
-task that asked."""
+"""What people are asked: the calls a turn parks, the decisions on them, a
+child's escalation to its parent's people, and input a session's work (an
+MCP task) asks for, its answer and the end of the task that asked. (The
+record of calls started: `_run_entries`.)"""
 
 from __future__ import annotations
 
@@ -62,25 +62,6 @@ class ApprovalDecision(Payload):
     hash: str
     turn: int = 0
     note: str | None = None
-
-
-@stored(omit=("step",), absent={"turn": 0, "call_ids": ()})
-@dataclass(frozen=True, slots=True)
-class CallsStarted(Payload):
-    """Calls of turn `turn` are about to run: written durably before they start,
-    so a crash while they run answers them "interrupted" (an idempotent tool's
-    call is run again instead, a bounded number of times).
-
-    With `step`, the calls are one step of a turn run in several (a call that
-    runs alone, or a group that overlaps), written before that step starts:
-    it records how far the turn got, so a call no step record names never
-    started; it does not count as a start against an idempotent call's
-    retries."""
-
-    KIND: ClassVar[str] = EntryKind.CALLS_STARTED
-    turn: int
-    call_ids: tuple[str, ...]
-    step: bool = False
 
 
 @stored(omit=("call_id", "turn"), absent={"name": "", "call_ids": ()})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -61,6 +62,39 @@ class Payload:
 
 _KINDS: dict[str, type[Payload]] = {}
 
+# The modules of the kinds a plain run never writes, imported at the first
+# entry of one that is read (the package imports the others).
+_KIND_MODULES = {
+    EntryKind.STEER: "_conversation",
+    EntryKind.STOP_REQUEST: "_conversation",
+    EntryKind.DEFERRED: "_conversation",
+    EntryKind.FORK_LINK: "_conversation",
+    EntryKind.MODEL_CHANGE: "_conversation",
+    EntryKind.COMPACTION: "_conversation",
+    EntryKind.APPROVAL_REQUEST: "_approvals",
+    EntryKind.APPROVAL_DECISION: "_approvals",
+    EntryKind.APPROVAL_ESCALATED: "_approvals",
+    EntryKind.MCP_TASK_ENDED: "_approvals",
+    EntryKind.INPUT_REQUEST: "_approvals",
+    EntryKind.INPUT_ANSWER: "_approvals",
+    EntryKind.NOTICE_DELIVERED: "_runs",
+    EntryKind.SUBAGENT: "_runs",
+    EntryKind.SUBAGENT_DISPATCHED: "_runs",
+    EntryKind.SUBAGENT_STARTED: "_runs",
+    EntryKind.SUBAGENT_RESULT: "_runs",
+    EntryKind.SUBAGENT_REPORT: "_runs",
+}
+
+
+def payload_class(kind: str) -> type[Payload] | None:
+    """The payload class of `kind` (None for a kind taskloom does not write),
+    its module imported if it was not yet."""
+    cls = _KINDS.get(kind)
+    if cls is None and kind in _KIND_MODULES:
+        importlib.import_module(f"{__package__}.{_KIND_MODULES[kind]}")
+        cls = _KINDS.get(kind)
+    return cls
+
 
 @fast_init
 @dataclass(frozen=True, slots=True)
@@ -84,7 +118,7 @@ class Entry(Stored):
 
         Raises `CorruptEntry` when the data does not have its kind's shape.
         """
-        cls = _KINDS.get(self.kind)
+        cls = _KINDS.get(self.kind) or payload_class(self.kind)
         if cls is None:
             return None
         try:

@@ -1,5 +1,6 @@
-"""What the conversation is made of: messages, steering, deferred items, stop
-requests, model changes, compactions and a fork's link to its origin."""
+"""What the conversation is made of besides its messages: steering, deferred
+items, stop requests, model changes, compactions and a fork's link to its
+origin. (The message entry: `_run_entries`.)"""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .._codec import Stored, decode, encode, stored
-from ..messages import Message, Usage
+from .._codec import Stored, decode, stored
 from ._base import EntryKind, Payload
 
 
@@ -96,39 +96,6 @@ _ITEM_KINDS: dict[str, Callable[[str, Mapping[str, Any]], DeferredItem]] = {
     "delegation_result": DelegationResult,
     "subagent_finished": SubagentFinishedItem,
 }
-
-
-@stored(omit=("folds", "usage"), skip=("delivered_text", "delivered_ids"))
-@dataclass(frozen=True, slots=True)
-class MessageEntry(Payload):
-    """A message of the conversation.
-
-    `delivered` is the notice text an assistant turn answered (with the
-    notice ids to acknowledge once this entry is persisted); `folds` the
-    positions of the steering and deferred entries this user turn folded in;
-    `usage` what the model request that produced an assistant message cost
-    (None for other messages, and in logs written before it was recorded).
-    """
-
-    KIND: ClassVar[str] = EntryKind.MESSAGE
-    message: Message
-    delivered_text: str | None = None
-    delivered_ids: tuple[str, ...] = ()
-    folds: tuple[int, ...] = ()
-    usage: Usage | None = None
-
-    def to_data(self) -> dict[str, Any]:
-        data = encode(self)
-        if self.delivered_text is not None:
-            data["delivered"] = {"text": self.delivered_text, "ids": list(self.delivered_ids)}
-        return data
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> MessageEntry:
-        if not (delivered := data.get("delivered")):
-            return decode(cls, data)
-        ids = tuple(delivered.get("ids") or ())
-        return decode(cls, data, delivered_text=str(delivered["text"]), delivered_ids=ids)
 
 
 @stored(absent={"text": ""})

@@ -14,20 +14,9 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import replace
 
+from .. import entries as log_entries
 from .._offered import without_schemas
-from ..entries import (
-    ApprovalDecision,
-    ApprovalEscalated,
-    ApprovalRequests,
-    CallsStarted,
-    CompactionEntry,
-    DeferredEntry,
-    Entry,
-    EntryKind,
-    MessageEntry,
-    ModelChange,
-    Steer,
-)
+from ..entries import CallsStarted, Entry, EntryKind, MessageEntry
 from ..errors import CorruptEntry
 from ..messages import Message
 from ..models import ReasoningOptions
@@ -41,9 +30,9 @@ def fold_text(entries: Iterable[Entry]) -> str:
     parts = []
     for e in entries:
         payload = e.payload
-        if isinstance(payload, Steer):
+        if isinstance(payload, log_entries.Steer):
             parts.append(payload.text)
-        elif isinstance(payload, DeferredEntry):
+        elif isinstance(payload, log_entries.DeferredEntry):
             parts.append(payload.item.render())
     return "\n\n".join(parts)
 
@@ -98,7 +87,7 @@ class SessionLog(OpenTurn, SnapshotState):
             if entry.position not in self._folded:
                 self._pending.append(entry)
         elif kind == EntryKind.MODEL_CHANGE:
-            change = ModelChange.from_data(entry.data)
+            change = log_entries.ModelChange.from_data(entry.data)
             if change.model_changed:
                 self._model_spec = change.model
                 self._model_position = entry.position
@@ -116,13 +105,13 @@ class SessionLog(OpenTurn, SnapshotState):
         elif kind == EntryKind.RUN_FINISHED:
             self._last_finished = entry
         elif kind == EntryKind.APPROVAL_REQUEST:
-            requests = ApprovalRequests.from_data(entry.data)
+            requests = log_entries.ApprovalRequests.from_data(entry.data)
             # 0.1 logs name no turn: their requests followed the turn at once.
             turn = requests.turn or self._turn
             for call in requests.calls:
                 self._requests.setdefault((turn, call.call_id), call)
         elif kind == EntryKind.APPROVAL_DECISION:
-            decision = ApprovalDecision.from_data(entry.data)
+            decision = log_entries.ApprovalDecision.from_data(entry.data)
             turn = decision.turn or max(
                 (t for t, cid in self._requests if cid == decision.call_id), default=self._turn
             )
@@ -145,12 +134,12 @@ class SessionLog(OpenTurn, SnapshotState):
                     # parent's resume): it holds the turn no longer.
                     self._escalated[child_id] = replace(e, call_id=None, turn=None)
         elif kind == EntryKind.APPROVAL_ESCALATED:
-            escalated = ApprovalEscalated.from_data(entry.data)
+            escalated = log_entries.ApprovalEscalated.from_data(entry.data)
             self._escalated[escalated.child_session_id] = escalated
         elif kind == EntryKind.FORK_LINK:
             self._fork_link()
         elif kind == EntryKind.COMPACTION:
-            compaction = CompactionEntry.from_data(entry.data)
+            compaction = log_entries.CompactionEntry.from_data(entry.data)
             self._compaction = compaction
             self._view_start = bisect.bisect_right(self._positions, compaction.up_to)
             self._before_view = -1  # measured on the next `view_chars`

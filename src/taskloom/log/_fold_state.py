@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..entries import (
-    ApprovalDecision,
-    ApprovalEscalated,
-    ApprovalRequests,
-    CompactionEntry,
-    Entry,
-    RequestedCall,
-)
+from .. import entries as log_entries
+from ..entries import Entry
 from ..messages import Message
 from ..models import ReasoningOptions
 from ._registers import FoldRegisters, Key
+
+if TYPE_CHECKING:
+    from ..entries import ApprovalDecision, RequestedCall
 
 
 class SnapshotState(FoldRegisters):
@@ -47,7 +44,7 @@ class SnapshotState(FoldRegisters):
             "reasoning": reasoning.to_dict() if reasoning is not None else None,
             "reasoning_set": self._reasoning_set,
             "requests": [
-                [turn, ApprovalRequests(turn, (call,)).to_data()]
+                [turn, log_entries.ApprovalRequests(turn, (call,)).to_data()]
                 for (turn, _), call in self._requests.items()
             ],
             "decisions": [[turn, d.to_data()] for (turn, _), d in self._decisions.items()],
@@ -94,18 +91,19 @@ class SnapshotState(FoldRegisters):
         reasoning_set = bool(st["reasoning_set"])
         requests: dict[Key, RequestedCall] = {}
         for turn, data in st["requests"]:
-            call = ApprovalRequests.from_data(data).calls[0]
+            call = log_entries.ApprovalRequests.from_data(data).calls[0]
             requests[(int(turn), call.call_id)] = call
         decisions: dict[Key, ApprovalDecision] = {}
         for turn, data in st["decisions"]:
-            decision = ApprovalDecision.from_data(data)
+            decision = log_entries.ApprovalDecision.from_data(data)
             decisions[(int(turn), decision.call_id)] = decision
         started = {(int(turn), str(call_id)): int(n) for turn, call_id, n in st["started"]}
         # Snapshots written before step records have none.
         stepped_turn, stepped = st.get("stepped") or (0, ())
         stepped_turn, stepped = int(stepped_turn), {str(c) for c in stepped}
         escalated = {
-            str(e["child_session_id"]): ApprovalEscalated.from_data(e) for e in st["escalated"]
+            str(e["child_session_id"]): log_entries.ApprovalEscalated.from_data(e)
+            for e in st["escalated"]
         }
         # Snapshots written before fork links have none.
         reopened = int(st.get("reopened") or 0)
@@ -117,7 +115,9 @@ class SnapshotState(FoldRegisters):
         stop_position = int(st["stop_position"])
         raw_compaction = st["compaction"]
         compaction = (
-            CompactionEntry.from_data(raw_compaction) if raw_compaction is not None else None
+            log_entries.CompactionEntry.from_data(raw_compaction)
+            if raw_compaction is not None
+            else None
         )
         raw_started = st["last_run_started"]
         last_run_started = Entry.from_dict(raw_started) if raw_started else None

@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-from ..entries import Entry, InputAnswer, InputRequest, MCPTaskEnded
+from .. import entries as log_entries
+from ..entries import Entry
 from ..results import PendingInput
+
+if TYPE_CHECKING:
+    from ..entries import InputAnswer, InputRequest
 
 
 def input_id_for(activity_id: str, key: str) -> str:
@@ -25,9 +30,13 @@ def read_inputs(
     asked: dict[str, InputRequest] = {}
     answered: dict[str, InputAnswer] = {}
     for entry in entries:
-        if entry.kind == InputRequest.KIND and isinstance(request := entry.payload, InputRequest):
+        if entry.kind == log_entries.InputRequest.KIND and isinstance(
+            request := entry.payload, log_entries.InputRequest
+        ):
             asked.setdefault(request.input_id, request)
-        elif entry.kind == InputAnswer.KIND and isinstance(answer := entry.payload, InputAnswer):
+        elif entry.kind == log_entries.InputAnswer.KIND and isinstance(
+            answer := entry.payload, log_entries.InputAnswer
+        ):
             answered.setdefault(answer.input_id, answer)
     return asked, answered
 
@@ -52,7 +61,8 @@ def ended_activities(entries: Iterable[Entry]) -> set[str]:
     return {
         e.payload.activity_id
         for e in entries
-        if e.kind == MCPTaskEnded.KIND and isinstance(e.payload, MCPTaskEnded)
+        if e.kind == log_entries.MCPTaskEnded.KIND
+        and isinstance(e.payload, log_entries.MCPTaskEnded)
     }
 
 

@@ -10,17 +10,14 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from itertools import chain
+from typing import TYPE_CHECKING
 
-from ..entries import (
-    ApprovalDecision,
-    ApprovalEscalated,
-    CompactionEntry,
-    Entry,
-    MessageEntry,
-    RequestedCall,
-)
+from ..entries import Entry, MessageEntry
 from ..messages import Message
 from ..models import ReasoningOptions
+
+if TYPE_CHECKING:
+    from ..entries import ApprovalDecision, ApprovalEscalated, CompactionEntry, RequestedCall
 
 Key = tuple[int, str]
 """(turn, call id): what approval requests, decisions and start records bind to."""

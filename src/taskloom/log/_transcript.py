@@ -7,8 +7,9 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from .. import entries as log_entries
 from .._lazy import LazyModule
-from ..entries import CompactionEntry, Entry, MessageEntry, SubagentLink
+from ..entries import Entry, MessageEntry
 from ..messages import Message
 from ._view import summary_message
 
@@ -53,9 +54,9 @@ async def transcript(
     for entry, said in conversation(entries):
         out.extend(replace(m, origin=origin) if origin else m for m in said)
         payload = entry.payload
-        if mark_compactions and isinstance(payload, CompactionEntry):
+        if mark_compactions and isinstance(payload, log_entries.CompactionEntry):
             out.append(replace(summary_message(payload.summary), origin="compaction"))
-        elif load is not None and isinstance(payload, SubagentLink):
+        elif load is not None and isinstance(payload, log_entries.SubagentLink):
             child_id = payload.child_session_id
             out += await transcript(
                 await load(child_id),

@@ -8,10 +8,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Set as AbstractSet
 from dataclasses import replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .._output_type import OutputType
-from ..entries import ApprovalDecision, RequestedCall, RunFinishedEntry, RunStartedEntry
+from ..entries import RunFinishedEntry, RunStartedEntry
 from ..errors import CorruptEntry
 from ..messages import Message, ToolCall, ToolResult, Usage
 from ..results import PendingCall, RunResult, RunStatus
@@ -33,6 +33,9 @@ NOT_STARTED = (
     "not run: the process running this turn stopped before this call started; "
     "call it again if it is still needed"
 )
+
+if TYPE_CHECKING:
+    from ..entries import ApprovalDecision, RequestedCall
 """The result of a call cut off before it started: a call of a turn run in
 steps that no step record names (see `CallsStarted.step`)."""
 

@@ -15,13 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..entries import ApprovalRequests, RequestedCall
+from .. import entries as log_entries
 from ..errors import ApprovalsMissing
 from ..log import SessionLog, denial_text
 from ..messages import ToolCall, ToolResult
 from ..results import arguments_digest
 from ..tools import Tool
+
+if TYPE_CHECKING:
+    from ..entries import ApprovalRequests
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +63,10 @@ def gated_calls(calls: Sequence[ToolCall], tools: Mapping[str, Tool]) -> list[Ga
 
 def requests_for(turn: int, gates: Sequence[Gate]) -> ApprovalRequests:
     """The one entry that asks for decisions on the gated calls of `turn`."""
-    return ApprovalRequests(
+    return log_entries.ApprovalRequests(
         turn,
         tuple(
-            RequestedCall(
+            log_entries.RequestedCall(
                 g.call.id,
                 g.call.name,
                 g.call.arguments,

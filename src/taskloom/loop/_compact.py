@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..entries import CompactionEntry
+from .. import entries as log_entries
 from ..errors import ConfigurationError
 from ..log import SessionLog, message_chars, summary_chars
 from ..messages import Message
@@ -323,7 +323,7 @@ class Compactor:
         after_chars = kept + summary_chars(summary)
         after = self.estimate.estimate(after_chars)
         await journal.record(
-            CompactionEntry(summary, up_to, method, before, after, note), scope.run_id
+            log_entries.CompactionEntry(summary, up_to, method, before, after, note), scope.run_id
         )
         # The last exact count described the view before the cut.
         self.estimate.tokens = None

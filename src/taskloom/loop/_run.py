@@ -27,10 +27,11 @@ import logging
 from collections.abc import Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .. import entries as log_entries
 from .._offered import offer
 from .._redact import redact_value
 from .._run_controls import let_go, wait_until
-from ..entries import MessageEntry, RunStartedEntry, Steer
+from ..entries import MessageEntry, RunStartedEntry
 from ..errors import UsageError
 from ..log import fold_text, with_unique_call_ids
 from ..messages import Message, ToolCall, ToolResult
@@ -321,7 +322,7 @@ class RunLoop:
             # takes up a parked turn. It may park again: the input waits as
             # steering, folded in once the turn is answered.
             if user is not None:
-                await self._run.journal.record(Steer(user.text), self._run.scope.run_id)
+                await self._run.journal.record(log_entries.Steer(user.text), self._run.scope.run_id)
             return await self._resume_parked()
         if user is not None:
             await append_message(self._run.journal, self._run.scope.run_id, user)

@@ -9,12 +9,12 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..backends import SessionStore
-from ..entries import ApprovalDecision, InputAnswer, RequestedCall
 from ..errors import AnswerConflict, ApprovalConflict, SessionBusy, SessionNotFound, UsageError
 from ..log import SessionLog
 from ..results import PendingInput, RunResult
 
 if TYPE_CHECKING:
+    from ..entries import ApprovalDecision, InputAnswer, RequestedCall
     from ..events import Event
     from ._session import Session
 

@@ -15,8 +15,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from .. import entries as log_entries
 from ..backends import SessionMeta, SessionStore
-from ..entries import Entry, ForkLink, MessageEntry
+from ..entries import Entry, MessageEntry
 from ..errors import UsageError
 from ..log import SessionLog
 from ..messages import Message
@@ -116,7 +117,7 @@ async def fork_session(
     )
     try:
         kept = [e for e in entries if e.position <= cut]
-        for entry in [*kept, Entry.of(ForkLink(session_id, cut)).placed(cut + 1)]:
+        for entry in [*kept, Entry.of(log_entries.ForkLink(session_id, cut)).placed(cut + 1)]:
             await target.append(fork_id, entry)
     except BaseException:
         # A fork is whole or absent: one that failed midway is removed (a

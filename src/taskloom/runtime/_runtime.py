@@ -12,6 +12,7 @@ import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
+from .. import entries as log_entries
 from .._run_controls import StopSignal
 from ..agent import Agent, AgentDepsT, AgentOutputT, set_default_runtime
 from ..backends import (
@@ -24,7 +25,7 @@ from ..backends import (
     session_lease_key,
 )
 from ..backends.memory import MemoryBudgets, MemoryLeases
-from ..entries import Entry, Steer, StopRequest
+from ..entries import Entry
 from ..errors import ConfigurationError, SessionBusy, UsageError
 from ..loop.ports import RunObserver
 from ..models import Model, resolve_model
@@ -423,13 +424,13 @@ class Runtime:
         works from any process sharing the store."""
         if not text:
             raise UsageError("steer needs non-empty text")
-        await self.store.append(session_id, Entry.of(Steer(text)))
+        await self.store.append(session_id, Entry.of(log_entries.Steer(text)))
         self.notify(session_id)
 
     async def request_stop(self, session_id: str, reason: str | None = None) -> None:
         """Ask the session's running run to stop at its next boundary, from any
         process sharing the store (the run ends STOPPED; later runs are unaffected)."""
-        await self.store.append(session_id, Entry.of(StopRequest(reason)))
+        await self.store.append(session_id, Entry.of(log_entries.StopRequest(reason)))
         self.notify(session_id)
 
     def run_started(self, session_id: str, stop: StopSignal) -> Callable[[], None]:

@@ -13,10 +13,11 @@ import dataclasses
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
+from .. import entries as log_entries
 from .._lazy import LazyModule
 from ..agent import Agent, AgentDepsT, AgentOutputT
 from ..backends import Lease
-from ..entries import ApprovalDecision, Entry, InputAnswer
+from ..entries import Entry
 from ..errors import ApprovalsMissing, SessionBusy, UsageError
 from ..log import ended_activities, pending_input, pending_inputs, read_inputs
 from ..log import transcript as read_transcript
@@ -453,7 +454,7 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
                 await self.runtime.background.decided(target, self._tools.tools)
                 await self._go_on(target)
             return
-        decision = ApprovalDecision(call_id, approved, request.hash, log.turn, note)
+        decision = log_entries.ApprovalDecision(call_id, approved, request.hash, log.turn, note)
         # Decisions need no lease: anyone may decide while the run is parked.
         await self.runtime.store.append(target, Entry.of(decision))
         await resync()
@@ -546,7 +547,9 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         if request.activity_id in ended_activities(entries):
             raise UsageError(f"the work that asked {input_id!r} ended: nobody waits for the answer")
         # Answers need no lease: anyone may answer while the task waits.
-        await self.runtime.store.append(self.id, Entry.of(InputAnswer(input_id, action, given)))
+        await self.runtime.store.append(
+            self.id, Entry.of(log_entries.InputAnswer(input_id, action, given))
+        )
         # Another process may have answered first: the log order says whose counts.
         after = entries[-1].position if entries else None
         _, answered = read_inputs(entries + await self.runtime.store.load(self.id, after=after))

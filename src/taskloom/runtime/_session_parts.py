@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from .. import entries as log_entries
 from .._redact import safe_urls
-from ..entries import ModelChange
 from ..models import Model, ModelSettings, ReasoningOptions
 from ..results import ToolSpec
 from ..tools import ToolCatalog
@@ -77,7 +77,9 @@ class SessionModel:
             # under its credential-free spec, which is what the log holds.
             model = self._runtime.resolve_model(model)
         spec = model if isinstance(model, str) else model.spec
-        position = await self._journal.record(ModelChange(model=spec, model_changed=True))
+        position = await self._journal.record(
+            log_entries.ModelChange(model=spec, model_changed=True)
+        )
         if isinstance(model, str):
             self._chosen = None
         else:
@@ -87,7 +89,7 @@ class SessionModel:
     async def set_reasoning(self, reasoning: ReasoningOptions | None) -> None:
         """Set (or clear, with None) reasoning options; persisted on the session."""
         await self._journal.record(
-            ModelChange(
+            log_entries.ModelChange(
                 reasoning=reasoning.to_dict() if reasoning else None, reasoning_changed=True
             )
         )

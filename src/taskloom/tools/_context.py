@@ -12,13 +12,15 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol
 
 from typing_extensions import TypeVar
 
+from .. import entries as log_entries
 from .._ids import uuid4_hex
 from .._lazy import LazyModule
 from .._run_controls import RunControls, StopSignal
-from ..entries import DeferredEntry, DeferredItem, Entry
+from ..entries import Entry
 
 if TYPE_CHECKING:
     from .. import events
+    from ..entries import DeferredItem
     from ..events import Event
 else:
     # Imported once a tool reports progress: a plain run makes no event.
@@ -123,8 +125,8 @@ class Deferred:
         if self._host is None:
             raise RuntimeError("this Deferred is not bound to a runtime: call bind(runtime) first")
         if isinstance(item, str):
-            item = DeferredItem.context(item)
-        entry = Entry.of(DeferredEntry(self.id, item), self.run_id)
+            item = log_entries.DeferredItem.context(item)
+        entry = Entry.of(log_entries.DeferredEntry(self.id, item), self.run_id)
         return self._host.push_deferred(self.session_id, entry)
 
     def push(self, item: DeferredItem | str) -> asyncio.Task[int]:
