@@ -363,12 +363,20 @@ async def test_an_approval_decided_from_another_process_resumes_the_run_on_a_wor
     import subprocess
     import sys
 
+    from temporalio.client import WorkflowExecutionStatus
+
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
     worker = workers.start()
     root = await host.create_session(host.agent_named("direct"))
-    await root.submit("Pay it.")
-    parked = await root.wait(timeout=60)  # the run parked: its workflow ended
+    workflow_id = await root.submit("Pay it.")
+    parked = await root.wait(timeout=60)  # the run parked: its activity ended
     assert parked.status is RunStatus.AWAITING_APPROVAL
     [call] = parked.pending
+    # The session's workflow stays open, waiting for the decision.
+    handle = (await queue.client()).get_workflow_handle(workflow_id)
+    waiting = await handle.describe()
+    assert waiting.status is WorkflowExecutionStatus.RUNNING
     command = [sys.executable, "-m", "taskloom", "approve", root.id, call.id]
     done = await asyncio.to_thread(
         subprocess.run,
@@ -387,6 +395,38 @@ async def test_an_approval_decided_from_another_process_resumes_the_run_on_a_wor
     assert log_problems(entries) == []
     resumed = [e.payload for e in entries if isinstance(e.payload, RunStartedEntry)][-1]
     assert resumed.resume and f"{worker.pid}@" in resumed.by  # the worker resumed it
+    # The same workflow's run took the decision's signal and then completed.
+    ended = await handle.describe()
+    assert ended.status is WorkflowExecutionStatus.COMPLETED
+    assert ended.run_id == waiting.run_id
+    assert (await handle.result())["ended"] == {"awaiting_approval": 1, "completed": 1}
+
+
+async def test_cancelling_a_workflow_waiting_for_a_decision_ends_it_without_a_run(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    from temporalio.client import WorkflowExecutionStatus
+
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    workers.start()
+    root = await host.create_session(host.agent_named("direct"))
+    workflow_id = await root.submit("Pay it.")
+    parked = await root.wait(timeout=60)
+    assert parked.status is RunStatus.AWAITING_APPROVAL
+    handle = (await queue.client()).get_workflow_handle(workflow_id)
+    assert (await handle.describe()).status is WorkflowExecutionStatus.RUNNING
+    before = await root.entries()
+    await handle.cancel()
+    await asyncio.wait_for(queue.wait_idle(root.id, timeout=None), 30)
+    assert (await handle.describe()).status is WorkflowExecutionStatus.CANCELED
+    assert await root.entries() == before  # no run, nothing written
+    assert not [m for m in marks(effects) if m.startswith(f"PAID {root.id} ")]
+    # The decision still resumes the run, in a new workflow.
+    await root.approve(parked.pending[0].id)
+    await root.submit_resume()
+    final = await root.wait(timeout=60)
+    assert final.status is RunStatus.COMPLETED and final.text == "done: paid 70"
 
 
 async def test_the_temporal_server_restarted_mid_run_loses_nothing(
@@ -534,6 +574,72 @@ async def test_cancelling_the_workflow_keeps_the_input_submitted_behind_the_run(
     entries = await session.entries()
     assert [f.status for f in finished(entries)] == [RunStatus.STOPPED, RunStatus.COMPLETED]
     assert log_problems(entries) == []
+
+
+async def test_a_steer_reaches_a_run_in_flight_on_a_worker_at_its_next_boundary(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    gate = effects.parent / "gate"
+    session = await host.create_session(host.agent_named("bot"))
+    worker = workers.start(TLQ_TOOL_GATE=str(gate))
+    await session.submit("first")
+    worker.expect(f"TOOL {session.id}")
+    await session.steer("second")  # through the store, from this process
+    begun = time.monotonic()
+    gate.touch()
+    result = await session.wait(timeout=60)
+    took = time.monotonic() - begun
+    assert result.status is RunStatus.COMPLETED, result
+    assert result.text == f"done by {worker.pid}: second"  # folded into the same run
+    assert took < 20
+    entries = await session.entries()
+    assert started(entries) == 1 and log_problems(entries) == []
+    assert len(marks(effects)) == 2  # one call per user turn, each once
+
+
+async def test_a_stop_request_reaches_a_run_in_flight_on_a_worker_at_its_next_boundary(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    gate = effects.parent / "gate"
+    session = await host.create_session(host.agent_named("bot"))
+    worker = workers.start(TLQ_TOOL_GATE=str(gate))
+    workflow_id = await session.submit("go on")
+    worker.expect(f"TOOL {session.id}")
+    await session.request_stop("enough")
+    begun = time.monotonic()
+    gate.touch()
+    result = await session.wait(timeout=60)
+    took = time.monotonic() - begun
+    assert result.status is RunStatus.STOPPED, result
+    assert took < 20
+    entries = await session.entries()
+    assert started(entries) == 1 and log_problems(entries) == []
+    assert len(marks(effects)) == 1
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    # A graceful stop ends the run, not the workflow's work: it completes.
+    handle = (await queue.client()).get_workflow_handle(workflow_id)
+    assert (await handle.result())["ended"] == {"stopped": 1}
+
+
+async def test_a_steer_to_an_idle_session_waits_for_its_next_run(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    """As on procrastinate: steering an idle session queues nothing; the
+    session's next run folds it in."""
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    worker = workers.start()
+    session = await host.create_session(host.agent_named("bot"))
+    await session.steer("read this first")
+    assert not await queue.carries(session.id)  # no workflow started for it
+    assert marks(effects) == []
+    await session.submit()
+    result = await session.wait(timeout=60)
+    assert result.status is RunStatus.COMPLETED, result
+    assert result.text == f"done by {worker.pid}: read this first"
+    entries = await session.entries()
+    assert started(entries) == 1 and log_problems(entries) == []
 
 
 async def test_demands_that_come_during_a_run_wait_merged_into_one(
@@ -708,6 +814,37 @@ async def test_a_background_child_runs_on_a_worker_and_reports_to_its_parent_onc
         len(reports) == 1 and children[0].id in reports[0]
     )  # exactly one report reached the parent
     assert log_problems(parent_entries) == []
+    # The child ran as a child workflow of its parent's session workflow.
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    client = await queue.client()
+    described = await client.get_workflow_handle(f"taskloom-child-{children[0].id}").describe()
+    assert described.parent_id == f"taskloom-session-{parent.id}"
+    assert await client.get_workflow_handle(described.id).result() == {
+        "status": "done",
+        "agent": "helper",
+    }
+
+
+async def test_a_child_a_host_s_own_run_spawns_is_a_workflow_of_its_own(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    """Spawned by a run outside any Temporal worker (the host's own), the
+    child has no parent workflow to belong to: a top-level workflow."""
+    workers.start(TLQ_WAKE="1")
+    parent = await host.create_session(host.agent_named("lead"))
+    first = await parent.run("get help")  # here, in the host: it spawns the child
+    assert first.status is RunStatus.COMPLETED
+    (child,) = await host.store.list(parent_id=parent.id)
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    handle = (await queue.client()).get_workflow_handle(f"taskloom-child-{child.id}")
+    assert await handle.result() == {"status": "done", "agent": "helper"}
+    assert (await handle.describe()).parent_id is None
+    await until(lambda: _reported(host, parent.id), timeout=60)  # its report woke the parent
+    child_entries = await host.store.load(child.id)
+    assert [e.kind for e in child_entries].count("subagent_result") == 1
+    assert [m.split()[0] for m in marks(effects)] == [child.id]
 
 
 async def test_a_child_whose_parent_s_wake_up_failed_for_an_outage_is_retried_and_wakes_it(
