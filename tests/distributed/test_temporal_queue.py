@@ -309,6 +309,51 @@ async def test_a_session_s_workflow_continues_as_new_with_the_demands_still_wait
         await host.close()
 
 
+async def test_a_workflow_waiting_for_a_decision_continues_as_new_and_still_waits(
+    env: dict[str, str], workers: Workers, effects: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Demands that come to a parked session (wake-ups) run activities that
+    find it still parked; past `jobs_per_workflow` they continue as new, and
+    the new run waits for the decision in turn."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    monkeypatch.setenv("TLQ_EFFECTS", env["TLQ_EFFECTS"])
+    host = build(
+        env["TLT_STORE"],
+        env["TLT_SCHEMA"],
+        address=env["TLT_ADDRESS"],
+        namespace=env["TLT_NAMESPACE"],
+        task_queue=env["TLT_TASK_QUEUE"],
+        jobs_per_workflow=1,
+    )
+    try:
+        queue = host.queue
+        assert isinstance(queue, TemporalQueue)
+        workers.start()
+        root = await host.create_session(host.agent_named("direct"))
+        workflow_id = await root.submit("Pay it.")
+        parked = await root.wait(timeout=60)
+        assert parked.status is RunStatus.AWAITING_APPROVAL
+        handle = (await queue.client()).get_workflow_handle(workflow_id)
+        first_run = (await handle.describe()).run_id
+        await queue.wake(root.id)  # news for a parked session: nothing to run
+        await queue.wait_idle(root.id, timeout=60)  # waiting again, in a new run
+        waiting = await handle.describe()
+        assert waiting.status is WorkflowExecutionStatus.RUNNING
+        assert waiting.run_id != first_run
+        client = await queue.client()
+        first = await client.get_workflow_handle(workflow_id, run_id=first_run).describe()
+        assert first.status is WorkflowExecutionStatus.CONTINUED_AS_NEW
+        await root.approve(parked.pending[0].id)
+        await root.submit_resume()
+        final = await root.wait(timeout=60)
+        assert final.status is RunStatus.COMPLETED and final.text == "done: paid 70"
+        assert len([m for m in marks(effects) if m.startswith(f"PAID {root.id} ")]) == 1
+        assert log_problems(await root.entries()) == []
+    finally:
+        await host.close()
+
+
 async def test_a_drained_run_past_jobs_per_workflow_goes_on_in_a_new_run_of_the_workflow(
     env: dict[str, str], workers: Workers, effects: Path
 ) -> None:
@@ -751,6 +796,19 @@ async def test_search_attributes_find_a_session_s_runs_by_session_agent_and_stat
             return [w.id async for w in client.list_workflows(query)] == [workflow_id]
 
         await until(found, timeout=30)
+        # A parked run's workflow is found open, by the parked status.
+        payer = await host.create_session(host.agent_named("direct"))
+        parked_id = await payer.submit("Pay it.")
+        assert (await payer.wait(timeout=60)).status is RunStatus.AWAITING_APPROVAL
+        parked_query = (
+            f'taskloomSession = "{payer.id}" AND taskloomStatus = "awaiting_approval" '
+            'AND ExecutionStatus = "Running"'
+        )
+
+        async def found_parked() -> bool:
+            return [w.id async for w in client.list_workflows(parked_query)] == [parked_id]
+
+        await until(found_parked, timeout=30)
     finally:
         await host.close()
         workers.close()
