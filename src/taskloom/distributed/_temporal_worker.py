@@ -115,7 +115,8 @@ async def _torn_down(running: asyncio.Future[Any], bound: float) -> None:
 class ActivityJob:
     """What `JobBodies` reads of a job, for one activity attempt: `id` names the
     job (workflow, run and demand), `attempts` counts the attempts before this
-    one (a run after a drain counts one), `worker_id` names this worker."""
+    one (a run after a drain counts one), `worker_id` names this worker;
+    `explicit`: the job asks for a run anyway (`RunDemand.ALWAYS`)."""
 
     id: str
     attempts: int
@@ -124,6 +125,7 @@ class ActivityJob:
     session_id: str = ""
     drained: bool = False
     cut: bool = False
+    explicit: bool = False
 
 
 class ActivityEngine:
@@ -137,15 +139,22 @@ class ActivityEngine:
 
     async def marked(self, job: ActivityJob, session: Session) -> Mark | None:
         """Whether an earlier attempt of `job` started its run (its
-        `RunStartedEntry` names the job), read from the session as it was
-        opened: the fold's last run, then the entries held since its
-        snapshot. Only when someone else ran after this job's run and a
-        snapshot came between does it read the store's older entries."""
+        `RunStartedEntry` names the job), for a job asking for a run anyway;
+        a run a drain cut is told by the workflow (`drained`). Read from the
+        session as it was opened: the fold's last run, then the entries held
+        since its snapshot; the store's older entries only when the run is
+        not among them and a snapshot hides the ones before."""
+        if job.drained:
+            return (0, True)  # the run a drain cut goes on
+        if not job.explicit:
+            # Only a job asking for a run anyway reads where its run began:
+            # for the others a retry does what the log still needs.
+            return None
         needle = f", job {job.id} ("
         log = session.journal.log
         last = log.last_run_started
         if last is None:
-            return (0, True) if job.drained else None  # no run ever started
+            return None  # no run ever started
         for entry in (last, *reversed(log.entries)):
             payload = entry.payload
             if isinstance(payload, RunStartedEntry) and needle in payload.by:
@@ -157,7 +166,7 @@ class ActivityEngine:
                     continue
                 if needle in payload.by:
                     return (entry.position, False)
-        return (0, True) if job.drained else None
+        return None
 
     async def mark(self, job: ActivityJob, session: Session, *, drained: bool) -> None:
         """The run's own `RunStartedEntry` is the mark; a drain that cut a run
@@ -247,6 +256,7 @@ class Activities:
         """Bring the session up to date from its log; its status, or that a drain cut it."""
         job = self._job(args, RUN_ACTIVITY)
         job.session_id = str(args.get("session_id"))
+        job.explicit = args.get("explicit") is True
         token = RUNNING_SESSION.set(job.session_id)
         try:
             status = await self._cancellable(job, lambda: self.bodies.run_session(job, args))  # type: ignore[arg-type]
