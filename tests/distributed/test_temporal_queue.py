@@ -8,8 +8,12 @@ worker and reports to its parent once; a worker SIGKILLed in a tool call,
 of a run or of a child: the work goes on on another worker from the log,
 the tool run at most once (answered "interrupted"), the child reported once;
 a killed job's retry does not run again a run it started; the Temporal
-server restarted mid-run loses nothing; an approval decided in another
-process resumes the run on a worker; a cancel stops the run in flight
+server restarted mid-run loses nothing; a parked run's workflow stays open
+waiting (also across a continue-as-new) until an approval decided in another
+process resumes the run on a worker, and a cancel ends it without a run; a
+background child a worker's run spawns is a child workflow of its parent's
+workflow, one a host's own run spawns a workflow of its own; steering and a
+stop request reach a run on a worker; a cancel stops the run in flight
 (also one that had not begun) and keeps what was submitted behind it; an
 outage is retried; a malformed signal is dropped. The slow test
 repeats the SIGKILL trials ten times each and prints the counts.
@@ -882,6 +886,42 @@ async def test_a_background_child_runs_on_a_worker_and_reports_to_its_parent_onc
         "status": "done",
         "agent": "helper",
     }
+
+
+async def test_a_child_workflow_outlives_its_parent_s_workflow_and_wakes_it(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    """Abandoned, not ended, when its parent's workflow closes: the parent's
+    run ends once it spawned the child, its workflow closes, and the child
+    goes on to report once, starting the parent's workflow again."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    gate = effects.parent / "gate"
+    worker = workers.start(TLQ_WAKE="1", TLQ_TOOL_GATE=str(gate))
+    parent = await host.create_session(host.agent_named("lead"))
+    workflow_id = await parent.submit("get help")
+    line = worker.expect("TOOL ", timeout=60)  # the child's call, held at the gate
+    child_id = line.split()[1]
+    client = await queue.client()
+    parent_handle = client.get_workflow_handle(workflow_id)
+    first_run = (await parent_handle.describe()).run_id
+    await client.get_workflow_handle(workflow_id, run_id=first_run).result()  # closed
+    child_handle = client.get_workflow_handle(f"taskloom-child-{child_id}")
+    running = await child_handle.describe()
+    assert running.status is WorkflowExecutionStatus.RUNNING
+    assert running.parent_id == workflow_id and running.parent_run_id == first_run
+    gate.touch()
+    assert await child_handle.result() == {"status": "done", "agent": "helper"}
+    await until(lambda: _reported(host, parent.id), timeout=60)
+    result = await parent.wait(timeout=60)
+    assert result.status is RunStatus.COMPLETED
+    assert (await parent_handle.describe()).run_id != first_run  # woken: a new run
+    parent_entries = await parent.entries()
+    delivered = [str(e.data.get("delivered")) for e in parent_entries if e.kind == "message"]
+    assert len([d for d in delivered if "finished. Its report" in d]) == 1
+    assert [m.split()[0] for m in marks(effects)] == [child_id]
 
 
 async def test_a_child_a_host_s_own_run_spawns_is_a_workflow_of_its_own(
