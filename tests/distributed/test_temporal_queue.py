@@ -8,8 +8,12 @@ worker and reports to its parent once; a worker SIGKILLed in a tool call,
 of a run or of a child: the work goes on on another worker from the log,
 the tool run at most once (answered "interrupted"), the child reported once;
 a killed job's retry does not run again a run it started; the Temporal
-server restarted mid-run loses nothing; an approval decided in another
-process resumes the run on a worker; a cancel stops the run in flight
+server restarted mid-run loses nothing; a parked run's workflow stays open
+waiting (also across a continue-as-new) until an approval decided in another
+process resumes the run on a worker, and a cancel ends it without a run; a
+background child a worker's run spawns is a child workflow of its parent's
+workflow, one a host's own run spawns a workflow of its own; steering and a
+stop request reach a run on a worker; a cancel stops the run in flight
 (also one that had not begun) and keeps what was submitted behind it; an
 outage is retried; a malformed signal is dropped. The slow test
 repeats the SIGKILL trials ten times each and prints the counts.
@@ -309,6 +313,51 @@ async def test_a_session_s_workflow_continues_as_new_with_the_demands_still_wait
         await host.close()
 
 
+async def test_a_workflow_waiting_for_a_decision_continues_as_new_and_still_waits(
+    env: dict[str, str], workers: Workers, effects: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Demands that come to a parked session (wake-ups) run activities that
+    find it still parked; past `jobs_per_workflow` they continue as new, and
+    the new run waits for the decision in turn."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    monkeypatch.setenv("TLQ_EFFECTS", env["TLQ_EFFECTS"])
+    host = build(
+        env["TLT_STORE"],
+        env["TLT_SCHEMA"],
+        address=env["TLT_ADDRESS"],
+        namespace=env["TLT_NAMESPACE"],
+        task_queue=env["TLT_TASK_QUEUE"],
+        jobs_per_workflow=1,
+    )
+    try:
+        queue = host.queue
+        assert isinstance(queue, TemporalQueue)
+        workers.start()
+        root = await host.create_session(host.agent_named("direct"))
+        workflow_id = await root.submit("Pay it.")
+        parked = await root.wait(timeout=60)
+        assert parked.status is RunStatus.AWAITING_APPROVAL
+        handle = (await queue.client()).get_workflow_handle(workflow_id)
+        first_run = (await handle.describe()).run_id
+        await queue.wake(root.id)  # news for a parked session: nothing to run
+        await queue.wait_idle(root.id, timeout=60)  # waiting again, in a new run
+        waiting = await handle.describe()
+        assert waiting.status is WorkflowExecutionStatus.RUNNING
+        assert waiting.run_id != first_run
+        client = await queue.client()
+        first = await client.get_workflow_handle(workflow_id, run_id=first_run).describe()
+        assert first.status is WorkflowExecutionStatus.CONTINUED_AS_NEW
+        await root.approve(parked.pending[0].id)
+        await root.submit_resume()
+        final = await root.wait(timeout=60)
+        assert final.status is RunStatus.COMPLETED and final.text == "done: paid 70"
+        assert len([m for m in marks(effects) if m.startswith(f"PAID {root.id} ")]) == 1
+        assert log_problems(await root.entries()) == []
+    finally:
+        await host.close()
+
+
 async def test_a_drained_run_past_jobs_per_workflow_goes_on_in_a_new_run_of_the_workflow(
     env: dict[str, str], workers: Workers, effects: Path
 ) -> None:
@@ -363,12 +412,20 @@ async def test_an_approval_decided_from_another_process_resumes_the_run_on_a_wor
     import subprocess
     import sys
 
+    from temporalio.client import WorkflowExecutionStatus
+
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
     worker = workers.start()
     root = await host.create_session(host.agent_named("direct"))
-    await root.submit("Pay it.")
-    parked = await root.wait(timeout=60)  # the run parked: its workflow ended
+    workflow_id = await root.submit("Pay it.")
+    parked = await root.wait(timeout=60)  # the run parked: its activity ended
     assert parked.status is RunStatus.AWAITING_APPROVAL
     [call] = parked.pending
+    # The session's workflow stays open, waiting for the decision.
+    handle = (await queue.client()).get_workflow_handle(workflow_id)
+    waiting = await handle.describe()
+    assert waiting.status is WorkflowExecutionStatus.RUNNING
     command = [sys.executable, "-m", "taskloom", "approve", root.id, call.id]
     done = await asyncio.to_thread(
         subprocess.run,
@@ -387,6 +444,38 @@ async def test_an_approval_decided_from_another_process_resumes_the_run_on_a_wor
     assert log_problems(entries) == []
     resumed = [e.payload for e in entries if isinstance(e.payload, RunStartedEntry)][-1]
     assert resumed.resume and f"{worker.pid}@" in resumed.by  # the worker resumed it
+    # The same workflow's run took the decision's signal and then completed.
+    ended = await handle.describe()
+    assert ended.status is WorkflowExecutionStatus.COMPLETED
+    assert ended.run_id == waiting.run_id
+    assert (await handle.result())["ended"] == {"awaiting_approval": 1, "completed": 1}
+
+
+async def test_cancelling_a_workflow_waiting_for_a_decision_ends_it_without_a_run(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    from temporalio.client import WorkflowExecutionStatus
+
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    workers.start()
+    root = await host.create_session(host.agent_named("direct"))
+    workflow_id = await root.submit("Pay it.")
+    parked = await root.wait(timeout=60)
+    assert parked.status is RunStatus.AWAITING_APPROVAL
+    handle = (await queue.client()).get_workflow_handle(workflow_id)
+    assert (await handle.describe()).status is WorkflowExecutionStatus.RUNNING
+    before = await root.entries()
+    await handle.cancel()
+    await asyncio.wait_for(queue.wait_idle(root.id, timeout=None), 30)
+    assert (await handle.describe()).status is WorkflowExecutionStatus.CANCELED
+    assert await root.entries() == before  # no run, nothing written
+    assert not [m for m in marks(effects) if m.startswith(f"PAID {root.id} ")]
+    # The decision still resumes the run, in a new workflow.
+    await root.approve(parked.pending[0].id)
+    await root.submit_resume()
+    final = await root.wait(timeout=60)
+    assert final.status is RunStatus.COMPLETED and final.text == "done: paid 70"
 
 
 async def test_the_temporal_server_restarted_mid_run_loses_nothing(
@@ -536,6 +625,72 @@ async def test_cancelling_the_workflow_keeps_the_input_submitted_behind_the_run(
     assert log_problems(entries) == []
 
 
+async def test_a_steer_reaches_a_run_in_flight_on_a_worker_at_its_next_boundary(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    gate = effects.parent / "gate"
+    session = await host.create_session(host.agent_named("bot"))
+    worker = workers.start(TLQ_TOOL_GATE=str(gate))
+    await session.submit("first")
+    worker.expect(f"TOOL {session.id}")
+    await session.steer("second")  # through the store, from this process
+    begun = time.monotonic()
+    gate.touch()
+    result = await session.wait(timeout=60)
+    took = time.monotonic() - begun
+    assert result.status is RunStatus.COMPLETED, result
+    assert result.text == f"done by {worker.pid}: second"  # folded into the same run
+    assert took < 20
+    entries = await session.entries()
+    assert started(entries) == 1 and log_problems(entries) == []
+    assert len(marks(effects)) == 2  # one call per user turn, each once
+
+
+async def test_a_stop_request_reaches_a_run_in_flight_on_a_worker_at_its_next_boundary(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    gate = effects.parent / "gate"
+    session = await host.create_session(host.agent_named("bot"))
+    worker = workers.start(TLQ_TOOL_GATE=str(gate))
+    workflow_id = await session.submit("go on")
+    worker.expect(f"TOOL {session.id}")
+    await session.request_stop("enough")
+    begun = time.monotonic()
+    gate.touch()
+    result = await session.wait(timeout=60)
+    took = time.monotonic() - begun
+    assert result.status is RunStatus.STOPPED, result
+    assert took < 20
+    entries = await session.entries()
+    assert started(entries) == 1 and log_problems(entries) == []
+    assert len(marks(effects)) == 1
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    # A graceful stop ends the run, not the workflow's work: it completes.
+    handle = (await queue.client()).get_workflow_handle(workflow_id)
+    assert (await handle.result())["ended"] == {"stopped": 1}
+
+
+async def test_a_steer_to_an_idle_session_waits_for_its_next_run(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    """As on procrastinate: steering an idle session queues nothing; the
+    session's next run folds it in."""
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    worker = workers.start()
+    session = await host.create_session(host.agent_named("bot"))
+    await session.steer("read this first")
+    assert not await queue.carries(session.id)  # no workflow started for it
+    assert marks(effects) == []
+    await session.submit()
+    result = await session.wait(timeout=60)
+    assert result.status is RunStatus.COMPLETED, result
+    assert result.text == f"done by {worker.pid}: read this first"
+    entries = await session.entries()
+    assert started(entries) == 1 and log_problems(entries) == []
+
+
 async def test_demands_that_come_during_a_run_wait_merged_into_one(
     host: Runtime, workers: Workers, effects: Path
 ) -> None:
@@ -645,6 +800,19 @@ async def test_search_attributes_find_a_session_s_runs_by_session_agent_and_stat
             return [w.id async for w in client.list_workflows(query)] == [workflow_id]
 
         await until(found, timeout=30)
+        # A parked run's workflow is found open, by the parked status.
+        payer = await host.create_session(host.agent_named("direct"))
+        parked_id = await payer.submit("Pay it.")
+        assert (await payer.wait(timeout=60)).status is RunStatus.AWAITING_APPROVAL
+        parked_query = (
+            f'taskloomSession = "{payer.id}" AND taskloomStatus = "awaiting_approval" '
+            'AND ExecutionStatus = "Running"'
+        )
+
+        async def found_parked() -> bool:
+            return [w.id async for w in client.list_workflows(parked_query)] == [parked_id]
+
+        await until(found_parked, timeout=30)
     finally:
         await host.close()
         workers.close()
@@ -708,6 +876,73 @@ async def test_a_background_child_runs_on_a_worker_and_reports_to_its_parent_onc
         len(reports) == 1 and children[0].id in reports[0]
     )  # exactly one report reached the parent
     assert log_problems(parent_entries) == []
+    # The child ran as a child workflow of its parent's session workflow.
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    client = await queue.client()
+    described = await client.get_workflow_handle(f"taskloom-child-{children[0].id}").describe()
+    assert described.parent_id == f"taskloom-session-{parent.id}"
+    assert await client.get_workflow_handle(described.id).result() == {
+        "status": "done",
+        "agent": "helper",
+    }
+
+
+async def test_a_child_workflow_outlives_its_parent_s_workflow_and_wakes_it(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    """Abandoned, not ended, when its parent's workflow closes: the parent's
+    run ends once it spawned the child, its workflow closes, and the child
+    goes on to report once, starting the parent's workflow again."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    gate = effects.parent / "gate"
+    worker = workers.start(TLQ_WAKE="1", TLQ_TOOL_GATE=str(gate))
+    parent = await host.create_session(host.agent_named("lead"))
+    workflow_id = await parent.submit("get help")
+    line = worker.expect("TOOL ", timeout=60)  # the child's call, held at the gate
+    child_id = line.split()[1]
+    client = await queue.client()
+    parent_handle = client.get_workflow_handle(workflow_id)
+    first_run = (await parent_handle.describe()).run_id
+    await client.get_workflow_handle(workflow_id, run_id=first_run).result()  # closed
+    child_handle = client.get_workflow_handle(f"taskloom-child-{child_id}")
+    running = await child_handle.describe()
+    assert running.status is WorkflowExecutionStatus.RUNNING
+    assert running.parent_id == workflow_id and running.parent_run_id == first_run
+    gate.touch()
+    assert await child_handle.result() == {"status": "done", "agent": "helper"}
+    await until(lambda: _reported(host, parent.id), timeout=60)
+    result = await parent.wait(timeout=60)
+    assert result.status is RunStatus.COMPLETED
+    assert (await parent_handle.describe()).run_id != first_run  # woken: a new run
+    parent_entries = await parent.entries()
+    delivered = [str(e.data.get("delivered")) for e in parent_entries if e.kind == "message"]
+    assert len([d for d in delivered if "finished. Its report" in d]) == 1
+    assert [m.split()[0] for m in marks(effects)] == [child_id]
+
+
+async def test_a_child_a_host_s_own_run_spawns_is_a_workflow_of_its_own(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    """Spawned by a run outside any Temporal worker (the host's own), the
+    child has no parent workflow to belong to: a top-level workflow."""
+    workers.start(TLQ_WAKE="1")
+    parent = await host.create_session(host.agent_named("lead"))
+    first = await parent.run("get help")  # here, in the host: it spawns the child
+    assert first.status is RunStatus.COMPLETED
+    (child,) = await host.store.list(parent_id=parent.id)
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    handle = (await queue.client()).get_workflow_handle(f"taskloom-child-{child.id}")
+    assert await handle.result() == {"status": "done", "agent": "helper"}
+    assert (await handle.describe()).parent_id is None
+    await until(lambda: _reported(host, parent.id), timeout=60)  # its report woke the parent
+    child_entries = await host.store.load(child.id)
+    assert [e.kind for e in child_entries].count("subagent_result") == 1
+    assert [m.split()[0] for m in marks(effects)] == [child.id]
 
 
 async def test_a_child_whose_parent_s_wake_up_failed_for_an_outage_is_retried_and_wakes_it(

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, TypeVar
 
 from .._run_controls import StopSignal
 from ..background import BackgroundService
@@ -31,18 +31,13 @@ from ..entries import Entry, MessageEntry, RunFinishedEntry, RunStartedEntry, St
 from ..errors import ConfigurationError, SessionBusy, StaleLeaseError
 from ..results import RunStatus
 from ..runtime import RunDemand, Runtime, Session
-from ._jobs import Busy, Drained, Lost, Malformed
-from ._queue import options_from_json
-
-if TYPE_CHECKING:
-    from procrastinate import jobs
-
-    from ._queue import WorkQueue
+from ._engine import Busy, Drained, JobEngine, JobRef, Lost, Malformed, options_from_json
 
 DRAIN_REASON = "the worker is shutting down"
 
 
-def _field(args: dict[str, Any], name: str, kind: type, job: str) -> Any:
+def job_field(args: dict[str, Any], name: str, kind: type, job: str) -> Any:
+    """`args[name]` if it is a `kind` (a bool is no int), else `Malformed`."""
     value = args.get(name)
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise Malformed(
@@ -93,13 +88,17 @@ SESSIONS_KEPT = 32
 """Sessions a worker keeps folded between their jobs (least recently run out first)."""
 
 
-class JobBodies:
-    """The job bodies of one worker process of `queue`, running with its `runtime`."""
+E = TypeVar("E", bound=JobEngine)
 
-    def __init__(self, queue: WorkQueue, runtime: Runtime) -> None:
+
+class JobBodies(Generic[E]):
+    """The job bodies of one worker process, running with its `runtime`, its
+    jobs delivered by `engine` (procrastinate's or Temporal's: what differs
+    between them is the `JobEngine` seam, the bodies are the same)."""
+
+    def __init__(self, engine: E, runtime: Runtime) -> None:
         self.runtime = runtime
-        self._queue = queue
-        self._database = queue.database
+        self.engine = engine
         self.draining = False
         self._stops: set[StopSignal] = set()
         # Sessions as their last job here left them: the next job of one
@@ -116,6 +115,7 @@ class JobBodies:
     @contextmanager
     def _running(self, stop: StopSignal) -> Iterator[None]:
         self._stops.add(stop)
+        self.engine.watch(stop)
         if self.draining:
             stop.set(DRAIN_REASON)
         try:
@@ -123,10 +123,10 @@ class JobBodies:
         finally:
             self._stops.discard(stop)
 
-    async def run_session(self, job: jobs.Job, args: dict[str, Any]) -> str:
+    async def run_session(self, job: JobRef, args: dict[str, Any]) -> str:
         """Bring the session up to date (see the module docstring); what was done."""
-        session_id = _field(args, "session_id", str, "run")
-        demand = RunDemand(_field(args, "explicit", bool, "run"))
+        session_id = job_field(args, "session_id", str, "run")
+        demand = RunDemand(job_field(args, "explicit", bool, "run"))
         try:
             options = options_from_json(args.get("options"))
         except ValueError as exc:
@@ -152,10 +152,14 @@ class JobBodies:
                     plan = await self._plan(session, job, demand)
                     if plan is None:
                         self._keep(session)
+                        if session.journal.log.parked():
+                            # Still waiting for decisions (plan: a turn all
+                            # decided resumes).
+                            return RunStatus.AWAITING_APPROVAL.value
                         return "nothing to do"
                     if self.draining:
                         raise Drained(f"session {session_id}: not started, the worker is stopping")
-                    await self._mark(job, session, drained=False)
+                    await self.engine.mark(job, session, drained=False)
                     raw_trace = args.get("traceparent")
                     with rt.observer.continue_trace(
                         raw_trace if isinstance(raw_trace, str) else None
@@ -165,7 +169,7 @@ class JobBodies:
                         else:
                             result = await session.run(None, options=options)
                     if result.status is RunStatus.STOPPED and stop.reason == DRAIN_REASON:
-                        await self._mark(job, session, drained=True)
+                        await self.engine.mark(job, session, drained=True)
                         raise Drained(f"session {session_id}: stopped to shut down; queued again")
             except SessionBusy as exc:
                 self._keep(session)
@@ -183,7 +187,7 @@ class JobBodies:
         while len(kept) > SESSIONS_KEPT:
             kept.popitem(last=False)
 
-    async def _plan(self, session: Session, job: jobs.Job, demand: RunDemand) -> str | None:
+    async def _plan(self, session: Session, job: JobRef, demand: RunDemand) -> str | None:
         log = session.journal.log
         parked = log.parked()
         if parked:
@@ -191,7 +195,7 @@ class JobBodies:
             return None if waiting else "resume"
         # A job's first attempt has no mark: marks are written by attempts
         # that started a run, and a job runs again only as a later attempt.
-        mark = await self._marked(job) if job.attempts else None
+        mark = await self.engine.marked(job, session) if job.attempts else None
         if demand is RunDemand.ALWAYS and mark is None:
             return "run"
         if mark is not None and mark[1]:
@@ -217,28 +221,9 @@ class JobBodies:
                 return "run"
         return None
 
-    async def _marked(self, job: jobs.Job) -> tuple[int, bool] | None:
-        async with self._database.connection() as conn:
-            cur = await conn.execute(
-                "SELECT position, drained FROM taskloom_queue_runs WHERE job_id = %s", (job.id,)
-            )
-            row = await cur.fetchone()
-        return None if row is None else (int(row[0]), bool(row[1]))
-
-    async def _mark(self, job: jobs.Job, session: Session, *, drained: bool) -> None:
-        """Where the job's run starts (its redelivery does not start it again), or
-        that a drain cut it (its redelivery goes on with it)."""
-        async with self._database.connection() as conn:
-            await conn.execute(
-                "INSERT INTO taskloom_queue_runs (job_id, session_id, position, drained) "
-                "VALUES (%s, %s, %s, %s) ON CONFLICT (job_id) DO UPDATE "
-                "SET position = EXCLUDED.position, drained = EXCLUDED.drained",
-                (job.id, session.id, session.journal.log.position, drained),
-            )
-
-    async def run_child(self, job: jobs.Job, args: dict[str, Any]) -> str:
+    async def run_child(self, job: JobRef, args: dict[str, Any]) -> str:
         """Run a background child with the fenced `ChildWorker`; its status."""
-        raw = _field(args, "spec", dict, "child")
+        raw = job_field(args, "spec", dict, "child")
         try:
             spec = ChildSpec.from_dict(raw)
         except TypeError as exc:
@@ -251,13 +236,5 @@ class JobBodies:
             raise Busy(f"child {spec.child_session_id} is held by another worker", job.attempts)
         if self.runtime.wake_on_notice:
             # Also after a redelivery, whose report (already pushed) wakes no one.
-            await self._queue.wake(spec.parent_session_id)
+            await self.engine.wake(spec.parent_session_id)
         return status.value
-
-    async def fire_schedule(self, args: dict[str, Any]) -> str:
-        """Fire a scheduled wake-up (see `Schedules.fire`)."""
-        schedule_id = _field(args, "schedule_id", str, "tick")
-        due = args.get("due")
-        if not isinstance(due, int | float) or isinstance(due, bool):
-            raise Malformed(f"malformed tick job: 'due' must be a number, got {due!r}")
-        return await self._queue.fire(self.runtime.store, schedule_id, float(due))

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
     from ._bodies import JobBodies
+    from ._worker import QueueEngine
 
 RUN_TASK = "taskloom.run"
 """Bring a session up to date: a submitted run, a resume, a wake-up."""
@@ -183,7 +184,7 @@ class QueueDatabase:
         self.schema = schema
         self.migrate = migrate
         self.connect_timeout = connect_timeout
-        self._bodies: JobBodies | None = None
+        self._bodies: JobBodies[QueueEngine] | None = None
         self._pool_size = pool_size
         self._options = search_path(schema, url)
         self._app: App | None = None
@@ -338,7 +339,8 @@ class QueueDatabase:
         return app
 
     def _declare(self, app: App) -> None:
-        from ._jobs import JobStrategy, logged
+        from ._engine import logged
+        from ._jobs import JobStrategy
 
         async def run(context: JobContext, /, **args: Any) -> str:
             return await logged(context.job, lambda: self._bound().run_session(context.job, args))
@@ -347,14 +349,14 @@ class QueueDatabase:
             return await logged(context.job, lambda: self._bound().run_child(context.job, args))
 
         async def tick(context: JobContext, /, **args: Any) -> str:
-            return await logged(context.job, lambda: self._bound().fire_schedule(args))
+            return await logged(context.job, lambda: self._bound().engine.fire_schedule(args))
 
         strategy = JobStrategy()
         for name, body in ((RUN_TASK, run), (CHILD_TASK, child), (TICK_TASK, tick)):
             app.task(name=name, pass_context=True, retry=strategy)(body)
 
     @contextmanager
-    def serving(self, bodies: JobBodies) -> Iterator[None]:
+    def serving(self, bodies: JobBodies[QueueEngine]) -> Iterator[None]:
         """Run this process's jobs with `bodies` until the block ends; a second
         worker serving the same queue at once is a `RuntimeError`."""
         if self._bodies is not None:
@@ -365,7 +367,7 @@ class QueueDatabase:
         finally:
             self._bodies = None
 
-    def _bound(self) -> JobBodies:
+    def _bound(self) -> JobBodies[QueueEngine]:
         if self._bodies is None:
             raise ConfigurationError("this process runs no taskloom worker for the queue")
         return self._bodies

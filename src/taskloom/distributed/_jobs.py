@@ -14,15 +14,13 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-import os
-import socket
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import psycopg
 from procrastinate import exceptions, jobs, manager, retry
 
-from ..loop.ports import RUN_BY
+from ._engine import Busy, Drained, Lost
 
 logger = logging.getLogger("taskloom.distributed")
 
@@ -41,26 +39,6 @@ _ATTEMPTS = 6
 """How often ending a job is tried when the database does not answer (backoff up to ~30 s)."""
 
 
-class Busy(Exception):
-    """Someone else holds the session: try again later (`attempt` sets the backoff)."""
-
-    def __init__(self, message: str, attempt: int) -> None:
-        super().__init__(message)
-        self.attempt = attempt
-
-
-class Drained(Exception):
-    """The worker is shutting down: the run stopped at a boundary and goes back in the queue."""
-
-
-class Lost(Exception):
-    """Another writer took the session over while this worker ran it."""
-
-
-class Malformed(Exception):
-    """The job's payload is not one taskloom wrote: fail it, never retry."""
-
-
 class JobStrategy(retry.BaseRetryStrategy):
     """Retries what taskloom asks to retry, nothing else (a run or child that
     failed otherwise recorded it in its log; running it again would not cure it)."""
@@ -75,24 +53,6 @@ class JobStrategy(retry.BaseRetryStrategy):
         if isinstance(exception, Drained | Lost | asyncio.CancelledError):
             return retry.RetryDecision(retry_in={"seconds": 0})
         return None
-
-
-async def logged(job: jobs.Job, body: Callable[[], Awaitable[str]]) -> str:
-    """Run a job's body, whose runs record who ran them (the worker, its id in
-    `taskloom queue status`, the job and the process); one log line for a job
-    that did not simply succeed, saying why."""
-    where = f"{socket.gethostname()}, pid {os.getpid()}"
-    token = RUN_BY.set(f"worker {job.worker_id}, job {job.id} ({where})")
-    try:
-        return await body()
-    except (Busy, Drained, Lost) as exc:
-        logger.info("job %s (%s) goes back in the queue: %s", job.id, job.task_name, exc)
-        raise
-    except Exception as exc:
-        logger.error("job %s (%s) failed: %s: %s", job.id, job.task_name, type(exc).__name__, exc)
-        raise
-    finally:
-        RUN_BY.reset(token)
 
 
 class FencedJobManager(manager.JobManager):

@@ -27,17 +27,16 @@ import json
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .._extras import install_command
 from ..backends import session_lease_key
 from ..delegation import ChildSpec
-from ..errors import ConfigurationError, UsageError
+from ..errors import ConfigurationError
 from ..loop import RunOptions
-from ..models import RetryPolicy
 from ..runtime import RunDemand
 from ._database import CHILD_TASK, JOBS_CHANNEL, RUN_TASK, TICK_TASK, QueueDatabase
+from ._engine import options_to_json
 from ._schedules import Schedules
 
 if TYPE_CHECKING:
@@ -333,46 +332,3 @@ class JobListener:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-
-
-_LIMITS = ("max_rounds", "max_model_requests", "max_tool_calls", "token_budget")
-
-
-def options_to_json(options: RunOptions | None) -> dict[str, Any] | None:
-    """The limits of `options` as JSON; what cannot cross a queue is refused."""
-    if options is None:
-        return None
-    if options.strategy is not None or options.is_child:
-        raise UsageError(
-            "a queued run takes limits only (rounds, requests, tool calls, tokens, deadline): "
-            "a strategy or a parent run cannot cross to a worker"
-        )
-    if options.retry != RetryPolicy():
-        raise UsageError("a queued run uses its worker's retry policy; leave RunOptions.retry")
-    out: dict[str, Any] = {k: getattr(options, k) for k in _LIMITS}
-    deadline = options.deadline
-    out["deadline"] = deadline.isoformat() if isinstance(deadline, datetime) else deadline
-    return out
-
-
-def options_from_json(data: object) -> RunOptions:
-    """The `RunOptions` `options_to_json` described (ValueError for anything else)."""
-    if data is None:
-        return RunOptions()
-    if not isinstance(data, dict):
-        raise ValueError(f"options must be an object, not {type(data).__name__}")
-    limits: dict[str, Any] = {}
-    for key in _LIMITS:
-        value = data.get(key)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            raise ValueError(f"options.{key} must be an integer")
-        limits[key] = value
-    raw = data.get("deadline")
-    deadline: float | datetime | None
-    if raw is None or (isinstance(raw, int | float) and not isinstance(raw, bool)):
-        deadline = raw
-    elif isinstance(raw, str):
-        deadline = datetime.fromisoformat(raw)
-    else:
-        raise ValueError("options.deadline must be seconds or an ISO date")
-    return RunOptions(deadline=deadline, **limits)

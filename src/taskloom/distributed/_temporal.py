@@ -6,10 +6,12 @@ workers, retries it when a worker dies (activity heartbeats) and keeps one
 workflow per session: `submit_run` and `wake` signal-with-start the
 session's workflow (`taskloom-session-<id>`), so a second submit joins the
 running one instead of starting a concurrent run; `wait_idle` waits for it to
-close. `dispatch` starts one workflow per background child
-(`taskloom-child-<child id>`, joined while it runs, started again once
-closed), whose report reaches the parent through the durable inbox and
-whose end wakes the parent. Cancelling a session's workflow (the Temporal
+close, or to wait (open) for the decisions a parked run needs. `dispatch`
+starts one workflow per background child (`taskloom-child-<child id>`,
+joined while it runs, started again once closed; a child workflow of the
+parent's session workflow when the parent runs on a Temporal worker), whose
+report reaches the parent through the durable inbox and whose end wakes the
+parent. Cancelling a session's workflow (the Temporal
 UI, `temporal workflow cancel`) cancels its run, which ends STOPPED; the
 workflow then closes, or goes on with demands that came meanwhile.
 
@@ -20,7 +22,9 @@ extra is told as a `ConfigurationError` naming the install command.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from .._extras import install_command
@@ -29,10 +33,12 @@ from ..errors import ConfigurationError, StoreUnavailable
 from ..loop import RunOptions
 from ..runtime import RunDemand
 from ._temporal_names import (
+    CHILD_SIGNAL,
     CHILD_WORKFLOW,
     DEMAND_SIGNAL,
     SEARCH_ATTRIBUTES,
     SESSION_WORKFLOW,
+    SETTLED_UPDATE,
     child_workflow_id,
     session_workflow_id,
 )
@@ -46,11 +52,16 @@ if TYPE_CHECKING:
     from ._temporal_worker import TemporalWorker
 
 
+RUNNING_SESSION: ContextVar[str | None] = ContextVar("taskloom_temporal_session", default=None)
+"""The session whose run activity this task runs in (on a Temporal worker):
+a background child its run dispatches becomes a child workflow of its
+session's workflow."""
+
+
 def _require_extra() -> None:
-    missing = [m for m in ("temporalio", "procrastinate") if importlib.util.find_spec(m) is None]
-    if missing:
+    if importlib.util.find_spec("temporalio") is None:
         raise ConfigurationError(
-            f"TemporalQueue needs the temporal extra (no module named {missing[0]!r}): "
+            "TemporalQueue needs the temporal extra (no module named 'temporalio'): "
             + install_command("temporal")
         )
 
@@ -181,7 +192,7 @@ class TemporalQueue(TemporalSchedules, TemporalInspection):
         """Signal the session's workflow with the demand, starting it if none runs
         (signal-with-start); the workflow id. Only limits cross in `options`.
         `StoreUnavailable`, naming the server, when it cannot be reached."""
-        from ._queue import options_to_json
+        from ._engine import options_to_json
 
         args: dict[str, Any] = {
             "reason": reason,
@@ -219,13 +230,21 @@ class TemporalQueue(TemporalSchedules, TemporalInspection):
         return await self.submit_run(session_id, RunDemand.IF_NEEDED, reason="wake", options=None)
 
     async def wait_idle(self, session_id: str, timeout: float | None) -> None:
-        """Return once the session's workflow is closed (or never ran); `TimeoutError`
-        after `timeout` seconds, `StoreUnavailable` when the server stops answering.
-        Waits on Temporal's long poll, not by polling."""
-        from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+        """Return once the session's workflow is closed (or never ran) or waits,
+        parked, for decisions; `TimeoutError` after `timeout` seconds,
+        `StoreUnavailable` when the server stops answering. Waits on the
+        workflow's `settled` update (Temporal's long poll), not by polling."""
+        from temporalio.client import (
+            WorkflowContinuedAsNewError,
+            WorkflowExecutionStatus,
+            WorkflowFailureError,
+            WorkflowUpdateFailedError,
+            WorkflowUpdateRPCTimeoutOrCancelledError,
+        )
         from temporalio.service import RPCError, RPCStatusCode
 
         handle = (await self.client()).get_workflow_handle(session_workflow_id(session_id))
+        failed_in: str | None = None
         try:
             async with asyncio.timeout(timeout):
                 while True:
@@ -237,12 +256,27 @@ class TemporalQueue(TemporalSchedules, TemporalInspection):
                         raise
                     if described.status is not WorkflowExecutionStatus.RUNNING:
                         return
+                    try:
+                        settled = await handle.execute_update(SETTLED_UPDATE, result_type=str)
+                    except WorkflowUpdateRPCTimeoutOrCancelledError:
+                        continue  # no worker answered yet: ask again
+                    except (WorkflowUpdateFailedError, RPCError) as exc:
+                        if isinstance(exc, RPCError) and exc.status is not RPCStatusCode.NOT_FOUND:
+                            raise
+                        # The run asked ended (continued as new, cancelled):
+                        # the next describe sees its successor. A run that
+                        # fails the update twice knows no `settled` (started
+                        # by an older taskloom): its end is what counts.
+                        if failed_in != described.run_id:
+                            failed_in = described.run_id
+                            continue
+                        settled = "closing"
+                    if settled == "parked":
+                        return
                     # The latest run's end; a run started after it is seen
                     # by the next describe.
-                    try:
-                        await handle.result()
-                    except WorkflowFailureError:
-                        pass
+                    with contextlib.suppress(WorkflowFailureError, WorkflowContinuedAsNewError):
+                        await handle.result(follow_runs=False)
         except TimeoutError:
             raise TimeoutError(f"session {session_id} still has a job after {timeout}s") from None
         except RPCError as exc:
@@ -257,13 +291,32 @@ class TemporalQueue(TemporalSchedules, TemporalInspection):
         child's: a redelivered dispatch never runs the child twice at once);
         the workflow id. A child whose workflow closed is started again in a
         new run of it (its escalated calls decided, it goes on): a child that
-        has its report already is not run or reported again (`ChildWorker.run`)."""
+        has its report already is not run or reported again (`ChildWorker.run`).
+
+        Dispatched by a run of its parent on a Temporal worker, the child is a
+        child workflow of the parent's session workflow (the Temporal UI shows
+        it under its parent): the parent's workflow is signalled to start it
+        (signal-with-start: a parent workflow closed meanwhile is started for
+        it), and the signal, once Temporal has it, is what makes it durable.
+        Dispatched from anywhere else (a host's own run), it is a workflow of
+        its own."""
         from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
         workflow_id = child_workflow_id(spec.child_session_id)
-        await (await self.client()).start_workflow(
+        client = await self.client()
+        args = {"spec": spec.to_dict(), "limits": self._limits()}
+        if RUNNING_SESSION.get() == spec.parent_session_id:
+            await client.start_workflow(
+                SESSION_WORKFLOW,
+                id=session_workflow_id(spec.parent_session_id),
+                task_queue=self.task_queue,
+                start_signal=CHILD_SIGNAL,
+                start_signal_args=[args],
+            )
+            return workflow_id
+        await client.start_workflow(
             CHILD_WORKFLOW,
-            {"spec": spec.to_dict(), "limits": self._limits()},
+            args,
             id=workflow_id,
             task_queue=self.task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,

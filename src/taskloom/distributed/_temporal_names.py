@@ -18,6 +18,19 @@ running one, and starts a new run of it once the previous one closed)."""
 DEMAND_SIGNAL = "demand"
 """A submit, resume or wake-up of a session, sent to its workflow."""
 
+CHILD_SIGNAL = "child"
+"""A background child to start as a child workflow of the session's workflow
+(sent by a run of that session on a Temporal worker)."""
+
+SETTLED_UPDATE = "settled"
+"""An update a session's workflow answers once it has nothing to run: "parked"
+while it waits for the decisions of a parked run, "closing" as it ends (what
+`TemporalQueue.wait_idle` waits for)."""
+
+PARKED = "awaiting_approval"
+"""The status an activity returns for a session whose run waits for decisions
+(`RunStatus.AWAITING_APPROVAL`'s value): its workflow stays open, waiting."""
+
 SEARCH_ATTRIBUTES = ("taskloomSession", "taskloomAgent", "taskloomStatus")
 """The keyword search attributes a queue with `search_attributes=True` sets:
 the session's id, its agent, and how its last activity ended."""

@@ -23,8 +23,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import timedelta
@@ -40,7 +39,8 @@ from .._run_controls import StopSignal
 from ..entries import RunStartedEntry
 from ..errors import ConfigurationError, StoreNotFound, StoreUnavailable
 from ._bodies import JobBodies
-from ._jobs import Busy, Drained, Lost, Malformed, logged
+from ._engine import Busy, Drained, Lost, Malformed, Mark, logged
+from ._temporal import RUNNING_SESSION
 from ._temporal_firing import FiringWorkflow
 from ._temporal_names import CHILD_ACTIVITY, RUN_ACTIVITY
 from ._temporal_schedules import fire_activity
@@ -117,7 +117,8 @@ async def _torn_down(running: asyncio.Future[Any], bound: float) -> None:
 class ActivityJob:
     """What `JobBodies` reads of a job, for one activity attempt: `id` names the
     job (workflow, run and demand), `attempts` counts the attempts before this
-    one (a run after a drain counts one), `worker_id` names this worker."""
+    one (a run after a drain counts one), `worker_id` names this worker;
+    `explicit`: the job asks for a run anyway (`RunDemand.ALWAYS`)."""
 
     id: str
     attempts: int
@@ -126,49 +127,63 @@ class ActivityJob:
     session_id: str = ""
     drained: bool = False
     cut: bool = False
+    explicit: bool = False
 
 
-class _Waker:
-    """What `JobBodies` reads of its queue: the parent's wake-up after a child."""
-
-    database = None
-
-    def __init__(self, queue: TemporalQueue) -> None:
-        self._queue = queue
-
-    async def wake(self, session_id: str) -> str:
-        return await self._queue.wake(session_id)
-
-
-class ActivityBodies(JobBodies):
-    """`JobBodies` with the job's marks kept in the log and the workflow (see the
-    module docstring) instead of the procrastinate queue's table."""
+class ActivityEngine:
+    """The Temporal engine's side of `JobBodies` (a `JobEngine`): a job's marks
+    kept in the log and the workflow (see the module docstring), runs
+    cancelled with their workflow, wake-ups as demands."""
 
     def __init__(self, queue: TemporalQueue, runtime: Runtime) -> None:
-        super().__init__(_Waker(queue), runtime)  # type: ignore[arg-type]
+        self._queue = queue
+        self._runtime = runtime
 
-    async def _marked(self, job: Any) -> tuple[int, bool] | None:
-        # Read on a later attempt only (or after a drain): the whole log, rarely.
+    async def marked(self, job: ActivityJob, session: Session) -> Mark | None:
+        """Whether an earlier attempt of `job` started its run (its
+        `RunStartedEntry` names the job), for a job asking for a run anyway;
+        a run a drain cut is told by the workflow (`drained`). Read from the
+        session as it was opened: the fold's last run, then the entries held
+        since its snapshot; the store's older entries only when the run is
+        not among them and a snapshot hides the ones before."""
+        if job.drained:
+            return (0, True)  # the run a drain cut goes on
+        if not job.explicit:
+            # Only a job asking for a run anyway reads where its run began:
+            # for the others a retry does what the log still needs.
+            return None
         needle = f", job {job.id} ("
-        for entry in reversed(await self.runtime.store.load(job.session_id)):
+        log = session.journal.log
+        last = log.last_run_started
+        if last is None:
+            return None  # no run ever started
+        for entry in (last, *reversed(log.entries)):
             payload = entry.payload
             if isinstance(payload, RunStartedEntry) and needle in payload.by:
                 return (entry.position, False)  # this job started its run already
-        return (0, True) if job.drained else None
+        if log.base > 0:
+            for entry in reversed(await self._runtime.store.load(session.id)):
+                payload = entry.payload
+                if entry.position > log.base or not isinstance(payload, RunStartedEntry):
+                    continue
+                if needle in payload.by:
+                    return (entry.position, False)
+        return None
 
-    @contextmanager
-    def _running(self, stop: StopSignal) -> Iterator[None]:
+    async def mark(self, job: ActivityJob, session: Session, *, drained: bool) -> None:
+        """The run's own `RunStartedEntry` is the mark; a drain that cut a run
+        is told to the workflow by the activity's result."""
+        job.cut = drained
+
+    def watch(self, stop: StopSignal) -> None:
+        """A cancel of the workflow that came before the run got here applies to it."""
         attempt = _ATTEMPT.get()
         if attempt is not None:
-            # A cancel that came before the run got here applies to it.
             attempt.register(stop)
-        with super()._running(stop):
-            yield
 
-    async def _mark(self, job: Any, session: Session, *, drained: bool) -> None:
-        # The run's own RunStartedEntry is the mark; a drain that cut a run
-        # is told to the workflow by the activity's result.
-        job.cut = drained
+    async def wake(self, session_id: str) -> str:
+        """Signal-with-start the session's workflow with a wake-up demand."""
+        return await self._queue.wake(session_id)
 
 
 def _failure(exc: BaseException) -> ApplicationError:
@@ -189,7 +204,7 @@ class Activities:
     """The activities of one worker process: each runs its `JobBodies` body while
     heartbeating, and tells Temporal whether a retry can help."""
 
-    def __init__(self, bodies: ActivityBodies, identity: str, beat_every: float) -> None:
+    def __init__(self, bodies: JobBodies[ActivityEngine], identity: str, beat_every: float) -> None:
         self.bodies = bodies
         self.identity = identity
         self.beat_every = beat_every
@@ -243,12 +258,16 @@ class Activities:
         """Bring the session up to date from its log; its status, or that a drain cut it."""
         job = self._job(args, RUN_ACTIVITY)
         job.session_id = str(args.get("session_id"))
+        job.explicit = args.get("explicit") is True
+        token = RUNNING_SESSION.set(job.session_id)
         try:
             status = await self._cancellable(job, lambda: self.bodies.run_session(job, args))  # type: ignore[arg-type]
         except Drained:
             return {"status": "drained", "again": True, "drained": job.cut}
         except Exception as exc:
             raise _failure(exc) from None
+        finally:
+            RUNNING_SESSION.reset(token)
         if args.get("search"):
             return {
                 "status": status,
@@ -278,7 +297,7 @@ class TemporalWorker:
         self.runtime = runtime
         self.concurrency = concurrency
         self.identity = f"{os.getpid()}@{socket.gethostname()}"
-        self.bodies = ActivityBodies(queue, runtime)
+        self.bodies = JobBodies(ActivityEngine(queue, runtime), runtime)
         self._worker: Worker | None = None
         self._shutdown: asyncio.Future[None] | None = None
         self._stop = asyncio.Event()

@@ -9,7 +9,11 @@ the truth, the activities (`_temporal_worker`) read and write it.
 `SessionWorkflow` (one per session, id `taskloom-session-<id>`) takes
 demands as `demand` signals (signal-with-start: a second submit joins the
 running workflow) and runs the `taskloom.run_session` activity for what
-waits, again while more came meanwhile, then ends; after
+waits, again while more came meanwhile, then ends. A run that parks for
+decisions ends its activity, and the workflow stays open waiting for the
+next demand (the resume a decision sends), then runs the activity again;
+the `settled` update answers once the workflow has nothing to run (parked,
+or ending). After
 `jobs_per_workflow` activities it continues as new with the demands still
 waiting. Cancelled, it waits for its activity to end (the run cancelled,
 STOPPED in the log), then continues as new with the demands that came
@@ -25,17 +29,21 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.common import RetryPolicy, SearchAttributeKey, WorkflowIDReusePolicy
+from temporalio.exceptions import ActivityError, CancelledError, WorkflowAlreadyStartedError
 
 from ._temporal_names import (
     CHILD_ACTIVITY,
+    CHILD_PREFIX,
+    CHILD_SIGNAL,
     CHILD_WORKFLOW,
     DEMAND_SIGNAL,
+    PARKED,
     RUN_ACTIVITY,
     SEARCH_ATTRIBUTES,
     SESSION_PREFIX,
     SESSION_WORKFLOW,
+    SETTLED_UPDATE,
 )
 
 NOT_RETRIED = ["Malformed", "ConfigurationError", "Failed"]
@@ -153,6 +161,10 @@ class SessionWorkflow:
     def __init__(self) -> None:
         self.waiting: list[dict[str, Any]] = []
         self.jobs = 0
+        self.parked = False
+        self.closing = False
+        self.children = 0
+        self.starting = 0
 
     @workflow.signal(name=DEMAND_SIGNAL)
     def demand(self, demand: dict[str, Any]) -> None:
@@ -166,6 +178,65 @@ class SessionWorkflow:
         # long run keeps one demand waiting, not a thousand.
         self.waiting = [merged([*self.waiting, demand])]
 
+    @workflow.signal(name=CHILD_SIGNAL)
+    async def child(self, args: dict[str, Any]) -> None:
+        """Start a background child of this session as a child workflow (id
+        `taskloom-child-<child id>`, abandoned rather than ended with this
+        workflow: a continue-as-new or an end here does not touch it). A child
+        whose workflow still runs is left to it (a second start is refused)."""
+        spec = args.get("spec") if isinstance(args, dict) else None
+        child_id = spec.get("child_session_id") if isinstance(spec, dict) else None
+        if not isinstance(child_id, str) or not child_id:
+            workflow.logger.warning("dropped a malformed child signal")
+            return
+        self.children += 1
+        self.starting += 1
+        try:
+            await workflow.start_child_workflow(
+                CHILD_WORKFLOW,
+                args,
+                id=CHILD_PREFIX + child_id,
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            )
+        except WorkflowAlreadyStartedError:
+            pass  # its workflow runs: it goes on there
+        finally:
+            self.starting -= 1
+
+    @workflow.update(
+        name=SETTLED_UPDATE, unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON
+    )
+    async def settled(self) -> str:
+        """Answer once nothing is left to run: "parked" (a parked run's
+        workflow waiting for its decisions) or "closing" (the workflow ends)."""
+        await workflow.wait_condition(lambda: self.closing or (self.parked and not self.waiting))
+        return "closing" if self.closing else "parked"
+
+    async def _await_decisions(self) -> None:
+        """Wait, open, for the next demand: the resume a decision sends (or any
+        other), however long a person takes. Cancelled meanwhile, the workflow
+        closes cancelled: there is no run to stop."""
+        self.parked = True
+        try:
+            await workflow.wait_condition(lambda: bool(self.waiting))
+        except asyncio.CancelledError:
+            # A demand that raced the cancel goes on, as after a cancelled run.
+            if self.waiting:
+                workflow.continue_as_new(args=[self.waiting])
+            raise
+        finally:
+            self.parked = False
+
+    async def _close(self, done: dict[str, Any]) -> dict[str, Any]:
+        """End, once the children being started are (and `settled` answered);
+        a demand that came meanwhile goes on in a new run of this workflow."""
+        self.closing = True
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if self.waiting:
+            workflow.continue_as_new(args=[self.waiting])
+        return done
+
     @workflow.run
     async def run(self, carried: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """Run the session's activity for each batch of waiting demands; how many
@@ -177,9 +248,13 @@ class SessionWorkflow:
         # Signal-with-start delivers the first demand with the start; the
         # bound only ends a workflow started without one.
         try:
-            await workflow.wait_condition(lambda: bool(self.waiting), timeout=timedelta(seconds=30))
+            await workflow.wait_condition(
+                lambda: bool(self.waiting) or self.children > 0, timeout=timedelta(seconds=30)
+            )
         except TimeoutError:
-            return done
+            return await self._close(done)
+        if not self.waiting:
+            return await self._close(done)  # started (by a signal) for a child only
         info = workflow.info()
         batch: dict[str, Any] | None = None
         agains = 0
@@ -188,7 +263,9 @@ class SessionWorkflow:
             if self.jobs >= int(limits_of(pending).get("jobs_per_workflow", 200)):
                 # Temporal's history of one run stays short: the demands
                 # still waiting (a drained run's with them) go on in a new
-                # run of this workflow.
+                # run of this workflow (once the children being started are).
+                await workflow.wait_condition(lambda: self.starting == 0)
+                pending = ([] if batch is None else [batch]) + self.waiting
                 workflow.continue_as_new(args=[[merged(pending)]])
             if batch is None:
                 batch = merged(self.waiting)
@@ -225,6 +302,10 @@ class SessionWorkflow:
             # (`drained`: its run was cut, the next one goes on with it).
             if not outcome.get("again"):
                 batch, agains = None, 0
+                if outcome.get("status") == PARKED and not self.waiting:
+                    # The run parked (or still waits): the workflow stays
+                    # open until a decision's resume (a demand) comes.
+                    await self._await_decisions()
                 continue
             batch = {**batch, "drained": bool(outcome.get("drained"))}
             agains += 1
@@ -238,7 +319,7 @@ class SessionWorkflow:
                     if self.waiting:
                         workflow.continue_as_new(args=[self.waiting])
                     raise
-        return done
+        return await self._close(done)
 
 
 @workflow.defn(name=CHILD_WORKFLOW)

@@ -14,20 +14,67 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from procrastinate.worker import Worker
 
-from ._bodies import JobBodies
+from ._bodies import JobBodies, job_field
+from ._engine import Malformed, Mark
 
 if TYPE_CHECKING:
-    from procrastinate import App
+    from procrastinate import App, jobs
 
-    from ..runtime import Runtime
+    from .._run_controls import StopSignal
+    from ..runtime import Runtime, Session
     from ._queue import WorkQueue
 
 logger = logging.getLogger("taskloom.distributed")
+
+
+class QueueEngine:
+    """The procrastinate engine's side of `JobBodies` (a `JobEngine`): a job's
+    marks in the queue's `taskloom_queue_runs` table, wake-ups as jobs, and
+    the scheduled wake-ups' `taskloom.tick` jobs."""
+
+    def __init__(self, queue: WorkQueue, runtime: Runtime) -> None:
+        self.queue = queue
+        self.runtime = runtime
+
+    async def marked(self, job: jobs.Job, session: Session) -> Mark | None:
+        """The mark an earlier attempt of `job` wrote (one row by the job's id)."""
+        async with self.queue.database.connection() as conn:
+            cur = await conn.execute(
+                "SELECT position, drained FROM taskloom_queue_runs WHERE job_id = %s", (job.id,)
+            )
+            row = await cur.fetchone()
+        return None if row is None else (int(row[0]), bool(row[1]))
+
+    async def mark(self, job: jobs.Job, session: Session, *, drained: bool) -> None:
+        """Where the job's run starts (its redelivery does not start it again), or
+        that a drain cut it (its redelivery goes on with it)."""
+        async with self.queue.database.connection() as conn:
+            await conn.execute(
+                "INSERT INTO taskloom_queue_runs (job_id, session_id, position, drained) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (job_id) DO UPDATE "
+                "SET position = EXCLUDED.position, drained = EXCLUDED.drained",
+                (job.id, session.id, session.journal.log.position, drained),
+            )
+
+    def watch(self, stop: StopSignal) -> None:
+        """Nothing: procrastinate cancels no run from outside (a drain stops them)."""
+
+    async def wake(self, session_id: str) -> str:
+        """Queue a wake-up job for the session."""
+        return await self.queue.wake(session_id)
+
+    async def fire_schedule(self, args: dict[str, Any]) -> str:
+        """Fire a scheduled wake-up (see `Schedules.fire`)."""
+        schedule_id = job_field(args, "schedule_id", str, "tick")
+        due = args.get("due")
+        if not isinstance(due, int | float) or isinstance(due, bool):
+            raise Malformed(f"malformed tick job: 'due' must be a number, got {due!r}")
+        return await self.queue.fire(self.runtime.store, schedule_id, float(due))
 
 
 class QueueWorker:
@@ -48,7 +95,7 @@ class QueueWorker:
         self.runtime = runtime
         self.concurrency = concurrency
         self.queues = queues or (queue.runs, queue.children)
-        self.bodies = JobBodies(queue, runtime)
+        self.bodies = JobBodies(QueueEngine(queue, runtime), runtime)
         self.worker_id: int | None = None
         self._worker: Worker | None = None
         self._stop = asyncio.Event()
