@@ -18,7 +18,7 @@ EXTRAS: Mapping[str, tuple[str, tuple[str, ...]]] = {
     # mcp_types comes with the SDK as a distribution of its own.
     "mcp": ("MCP servers and taskloom mcp serve", ("mcp", "mcp_types")),
     "distributed": ("the work queue", ("procrastinate",)),
-    "temporal": ("the Temporal engine", ("temporalio",)),
+    "temporal": ("the Temporal engine", ("temporalio", "croniter")),
     # httpx comes with the SDK (its client is built on it, and the remote
     # agent imports it first); taskloom's own HTTP is httpx2, in the core.
     "a2a": ("A2A serving and remote A2A subagents", ("a2a", "httpx")),
