@@ -17,7 +17,13 @@ Two tables, on the memory, SQLite and PostgreSQL stores:
   run of their own, outside the measured windows), sent again with the same
   parameters on a bare psycopg `AsyncConnection` in this loop, into a copy
   of the session: what those statements cost any client, so "PostgreSQL
-  round - (memory round + replay)" is taskloom's own cost of going durable.
+  round - (memory round + replay)" is taskloom's own cost of going durable;
+- SQLite's floor: the two entry appends a steady SQLite round runs
+  (recorded in a run of their own), run again on a bare `sqlite3`
+  connection to that file (WAL, `synchronous=NORMAL`, a passive checkpoint
+  every 256 statements, as the backend has it) where a memory round appends:
+  what a round's two commits cost SQLite itself, so "SQLite round / that
+  floor" is taskloom's own layer.
 
 `--no-fsync-wait` runs everything with `synchronous_commit=off` (through
 `PGOPTIONS`), so commits do not wait for the disk: the CPU a process spends
@@ -34,7 +40,9 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import itertools
 import os
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -270,6 +278,90 @@ async def recorded_round(store: object) -> list[tuple[str, dict[str, Any]]]:
     return found[-2 * WINDOW :]
 
 
+class _Recorder:
+    """A `sqlite3.Connection` that notes each statement it is asked to run."""
+
+    def __init__(self, conn: sqlite3.Connection, found: list[tuple[str, Any]]) -> None:
+        self._conn = conn
+        self._found = found
+
+    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        self._found.append((sql, params))
+        return self._conn.execute(sql, params)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+async def recorded_sqlite_round(path: str) -> list[tuple[str, Any]]:
+    """The entry appends (SQL, parameters) of `WINDOW` steady SQLite rounds,
+    recorded after `WINDOW` rounds of warming up, in the file at `path`."""
+    from taskloom.backends.sqlite import SQLiteDatabase
+
+    found: list[tuple[str, Any]] = []
+    run = SQLiteDatabase.run
+
+    async def recording(self: Any, fn: Any, **kwargs: Any) -> Any:
+        return await run(self, lambda conn: fn(_Recorder(conn, found)), **kwargs)
+
+    SQLiteDatabase.run = recording  # type: ignore[method-assign]
+    try:
+        await steady(f"sqlite:///{path}", 1)
+    finally:
+        SQLiteDatabase.run = run  # type: ignore[method-assign]
+    appends = [(q, p) for q, p in found if q.split()[:3] == ["INSERT", "INTO", "taskloom_entries"]]
+    return appends[-2 * WINDOW :]
+
+
+async def sqlite_floor(path: str, statements: list[tuple[str, Any]], windows: int) -> Steady:
+    """Steady rounds on the memory store that also run, at each fenced
+    append, the next of `statements` (a steady SQLite round's) on a bare
+    `sqlite3` connection to `path` (the file they were recorded in, its
+    session and lease as they were), set up as the backend sets up its own,
+    with a passive checkpoint every 256 statements as the backend does: the
+    memory round plus what SQLite itself costs for a round's two commits,
+    with no layer of taskloom's between. A statement that names the position
+    its entry is expected at (the eighth parameter) is given the next one."""
+    from taskloom.backends import MemoryBackend
+
+    conn = sqlite3.connect(path, isolation_level=None, cached_statements=256)
+    for pragma in ("journal_mode = WAL", "synchronous = NORMAL", "foreign_keys = ON"):
+        conn.execute(f"PRAGMA {pragma}")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    session = statements[0][1][0]
+    (last,) = conn.execute(
+        "SELECT MAX(position) FROM taskloom_entries WHERE session_id = ?", (session,)
+    ).fetchone()
+    upcoming = itertools.cycle(statements)
+    memory = MemoryBackend().store
+    sent = [0, last]
+
+    class Bare(type(memory)):  # type: ignore[misc]
+        async def append(self, session_id: str, entry: Any, *, fence: Any = None) -> int:
+            position: int = await super().append(session_id, entry, fence=fence)
+            if fence is not None:
+                query, params = next(upcoming)
+                sent[1] += 1
+                if len(params) == 8:
+                    params = (*params[:7], sent[1])
+                conn.execute(query, params).fetchone()
+                sent[0] += 1
+                if sent[0] % 256 == 0:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            return position
+
+    try:
+        found = await steady(Bare(), windows)
+        (placed,) = conn.execute(
+            "SELECT MAX(position) FROM taskloom_entries WHERE session_id = ?", (session,)
+        ).fetchone()
+        # A statement refused (a fence or position that no longer held) would cost less.
+        assert placed == sent[1], f"the floor placed {placed - last} of {sent[0]}"
+        return found
+    finally:
+        conn.close()
+
+
 def _trips(trips: float, checks: float) -> str:
     return f"{trips:.1f} ({trips - checks:.1f})"
 
@@ -293,6 +385,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         sqlite = asyncio.run(per_round(f"sqlite:///{tmp}/bench.db", runs))
         long.append(("sqlite", asyncio.run(steady(f"sqlite:///{tmp}/long.db", windows))))
+        recorded = asyncio.run(recorded_sqlite_round(f"{tmp}/floor.db"))
+        sqlite_bare = asyncio.run(sqlite_floor(f"{tmp}/floor.db", recorded, windows))
     rows.append(
         (
             "sqlite",
@@ -378,6 +472,12 @@ def main() -> None:
             print(
                 f"SQLite round {found.median:.0f} µs vs 2.5 x memory {2.5 * base.median:.0f} µs:"
                 f" {found.median / base.median:.2f}x, {verdict}"
+            )
+            print(
+                f"memory round + the round's own two statements on a bare sqlite3 connection"
+                f" where a round sends them: {sqlite_bare.median:.0f} µs ({sqlite_bare.spread}),"
+                f" {sqlite_bare.median / base.median:.2f}x memory; SQLite round vs it:"
+                f" {found.median / sqlite_bare.median:.2f}x"
             )
         if name == "postgresql" and isinstance(found, Steady) and bare is not None:
             floor = base.median + 3 * bare
