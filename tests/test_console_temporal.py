@@ -44,6 +44,10 @@ async def test_the_session_page_shows_the_temporal_workflow_id(tmp_path: Path) -
         assert f'<code class="workflow-id">taskloom-session-{session.id}</code>' in shown
         shown = await page_of(console, child.id)
         assert f'<code class="workflow-id">taskloom-child-{child.id}</code>' in shown
+        # A fork of the child keeps its entries but runs as a session of its own.
+        fork = await child.fork()
+        shown = await page_of(console, fork.id)
+        assert f'<code class="workflow-id">taskloom-session-{fork.id}</code>' in shown
         await console.close()
     finally:
         await runtime.close()

@@ -192,6 +192,30 @@ async def test_submits_before_any_worker_coalesce_into_one_run(
     assert log_problems(entries) == []
 
 
+async def test_a_wait_with_no_worker_to_run_the_job_times_out_and_a_cancel_gets_through(
+    host: Runtime, workers: Workers
+) -> None:
+    session = await host.create_session(host.agent_named("bot"))
+    await session.submit("hello")
+    # No worker: the workflow's `settled` update is never answered, and each
+    # of its long polls ends in the SDK's "timed out or cancelled" error,
+    # which must not hide the caller's own timeout or cancel.
+    began = time.monotonic()
+    with pytest.raises(TimeoutError):
+        await session.wait(timeout=1)
+    assert time.monotonic() - began < 15
+    waiting = asyncio.ensure_future(session.wait(timeout=None))
+    await asyncio.sleep(1)  # into the update's long poll
+    waiting.cancel()
+    began = time.monotonic()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert time.monotonic() - began < 15
+    worker = workers.start()  # the job was kept: it runs once a worker comes
+    result = await session.wait(timeout=60)
+    assert result.text == f"done by {worker.pid}: hello"
+
+
 async def test_submitted_runs_complete_across_two_workers(
     host: Runtime, workers: Workers, effects: Path
 ) -> None:
@@ -404,6 +428,39 @@ async def test_a_drained_run_past_jobs_per_workflow_goes_on_in_a_new_run_of_the_
         assert log_problems(entries) == []
     finally:
         await host.close()
+
+
+async def test_a_parked_workflow_asked_often_goes_on_waiting_in_a_new_run_and_still_resumes(
+    host: Runtime, workers: Workers, effects: Path
+) -> None:
+    from temporalio.client import WorkflowExecutionStatus
+
+    queue = host.queue
+    assert isinstance(queue, TemporalQueue)
+    worker = workers.start()
+    root = await host.create_session(host.agent_named("direct"))
+    workflow_id = await root.submit("Pay it.")
+    parked = await root.wait(timeout=60)
+    assert parked.status is RunStatus.AWAITING_APPROVAL
+    handle = (await queue.client()).get_workflow_handle(workflow_id)
+    first = (await handle.describe()).run_id
+    # Each wait() is an update in the parked run's history; past the bound
+    # the workflow goes on waiting in a new run of itself, still parked.
+    for _ in range(520):
+        await root.wait(timeout=60)
+    latest = await handle.describe()
+    assert latest.status is WorkflowExecutionStatus.RUNNING
+    assert latest.run_id != first
+    assert (await root.wait(timeout=60)).status is RunStatus.AWAITING_APPROVAL
+    await root.approve(parked.pending[0].id)
+    await root.submit_resume()  # the demand reaches the waiting run
+    final = await root.wait(timeout=60)
+    assert final.status is RunStatus.COMPLETED, final
+    assert len([m for m in marks(effects) if m.startswith(f"PAID {root.id} ")]) == 1
+    entries = await root.entries()
+    resumed = [e.payload for e in entries if isinstance(e.payload, RunStartedEntry)][-1]
+    assert resumed.resume and f"{worker.pid}@" in resumed.by  # the worker resumed it
+    assert (await handle.describe()).status is WorkflowExecutionStatus.COMPLETED
 
 
 async def test_an_approval_decided_from_another_process_resumes_the_run_on_a_worker(

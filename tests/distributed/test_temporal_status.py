@@ -109,3 +109,23 @@ def test_queue_status_of_an_idle_task_queue_and_of_no_server(
     assert refused.returncode == 2
     assert "cannot be reached" in refused.stderr and "hint:" in refused.stderr
     assert refused.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["postgresql://127.0.0.1:1/queue", "--task-queue", "agents"],
+        ["postgresql://127.0.0.1:1/queue", "--namespace", "prod"],
+        ["--temporal", "127.0.0.1:1", "--schema", "jobs"],
+    ],
+)
+def test_queue_status_refuses_one_engine_s_flags_with_the_other_s_queue(args: list[str]) -> None:
+    shown = subprocess.run(
+        [sys.executable, "-m", "taskloom", "queue", "status", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 2
+    assert "does not go with this queue" in shown.stderr and "hint:" in shown.stderr
+    assert shown.stdout == ""

@@ -220,8 +220,8 @@ class QueueStatusArgs(Command):
     url: str | None
     schema: str | None
     temporal: str | None = None
-    namespace: str = "default"
-    task_queue: str = "taskloom"
+    namespace: str | None = None  # Temporal's: "default" unless given
+    task_queue: str | None = None  # Temporal's: "taskloom" unless given
 
 
 # Each command's typed value, and the module and function that run it.

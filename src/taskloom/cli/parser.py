@@ -502,10 +502,8 @@ def command_parser() -> CommandParser:
         metavar="ADDRESS",
         help="the queue on Temporal at ADDRESS (host:port): its workflows and pollers",
     )
-    qstatus.add_argument("--namespace", default="default", help="the Temporal namespace")
-    qstatus.add_argument(
-        "--task-queue", default="taskloom", help="the Temporal task queue (default taskloom)"
-    )
+    qstatus.add_argument("--namespace", help="the Temporal namespace (default: default)")
+    qstatus.add_argument("--task-queue", help="the Temporal task queue (default taskloom)")
 
     db = command(
         "db",

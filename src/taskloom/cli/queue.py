@@ -35,6 +35,16 @@ def queue_status(args: QueueStatusArgs) -> int:
             "e.g. taskloom queue status postgresql://localhost/agents, or "
             "taskloom queue status --temporal localhost:7233 --task-queue agents",
         )
+    mixed = ("--schema" if args.temporal is not None and args.schema is not None else None) or (
+        "--namespace/--task-queue"
+        if args.temporal is None and (args.namespace is not None or args.task_queue is not None)
+        else None
+    )
+    if mixed is not None:
+        raise with_hint(
+            UsageError(f"{mixed} does not go with this queue"),
+            "--schema is the PostgreSQL queue's; --namespace and --task-queue are Temporal's",
+        )
     if args.temporal is not None:
         try:
             code = asyncio.run(_temporal_status(args, args.temporal))
@@ -101,7 +111,8 @@ _TEMPORAL_STATUSES = (
 async def _temporal_status(args: QueueStatusArgs, address: str) -> int:
     from ..distributed import TemporalQueue
 
-    queue = TemporalQueue(address, namespace=args.namespace, task_queue=args.task_queue)
+    namespace, task_queue = args.namespace or "default", args.task_queue or "taskloom"
+    queue = TemporalQueue(address, namespace=namespace, task_queue=task_queue)
     try:
         status = await queue.status()
     except StoreError as exc:
@@ -110,7 +121,7 @@ async def _temporal_status(args: QueueStatusArgs, address: str) -> int:
         ) from None
     finally:
         await queue.close()
-    print(f"temporal {address}, namespace {args.namespace}, task queue {args.task_queue}")
+    print(f"temporal {address}, namespace {namespace}, task queue {task_queue}")
     statuses = list(_TEMPORAL_STATUSES) + sorted(
         {s for _, s in status.workflows} - set(_TEMPORAL_STATUSES)
     )

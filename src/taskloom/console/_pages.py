@@ -178,7 +178,10 @@ class SessionPages(ConsoleShared):
         queue = self.runtime.queue
         if not isinstance(queue, TemporalQueue):
             return None
-        child = any(e.kind == EntryKind.SUBAGENT_DISPATCHED for e in entries)
+        # A fork keeps the entries it was cut from (a dispatched child's
+        # among them) but runs as a session of its own.
+        kinds = {e.kind for e in entries}
+        child = EntryKind.SUBAGENT_DISPATCHED in kinds and EntryKind.FORK_LINK not in kinds
         return queue.workflow_id(session_id, background_child=child)
 
     async def _background_view(self, session_id: str, items: list[Item]) -> BackgroundView:

@@ -74,7 +74,9 @@ class JobEngine(Protocol):
     """The seam between `JobBodies` and the engine that delivers its jobs.
 
     `marked`: the mark a previous attempt of `job` left (None: none), read
-    only on a later attempt, with the session open and synced; `mark`: that
+    only on a later attempt, with the session open and synced; the bodies
+    need it only for a job asking for a run anyway (`RunDemand.ALWAYS`) or
+    one a drain cut, and an engine may answer None for the others; `mark`: that
     `job`'s run starts now from the session's position, or that a drain cut
     it (`drained`), so a redelivery neither starts it again nor drops it;
     `watch`: a run of this process is about to start with `stop` (an engine

@@ -259,8 +259,22 @@ class TemporalQueue(TemporalSchedules, TemporalInspection):
                     try:
                         settled = await handle.execute_update(SETTLED_UPDATE, result_type=str)
                     except WorkflowUpdateRPCTimeoutOrCancelledError:
-                        continue  # no worker answered yet: ask again
+                        # The SDK tells a cancel of this call (the timeout
+                        # above, or the caller's) as this error too: a
+                        # cancel is passed on, only the RPC's own timeout
+                        # (no worker answered yet) asks again.
+                        task = asyncio.current_task()
+                        if task is not None and task.cancelling():
+                            raise asyncio.CancelledError from None
+                        continue
                     except (WorkflowUpdateFailedError, RPCError) as exc:
+                        if (
+                            isinstance(exc, RPCError)
+                            and exc.status is RPCStatusCode.RESOURCE_EXHAUSTED
+                        ):
+                            # The server's bound on updates in flight: wait a moment.
+                            await asyncio.sleep(0.2)
+                            continue
                         if isinstance(exc, RPCError) and exc.status is not RPCStatusCode.NOT_FOUND:
                             raise
                         # The run asked ended (continued as new, cancelled):

@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from .._extras import needs_extra
 from ..entries import Entry, EntryKind
 from ..errors import SessionNotFound, StoreUnavailable, UsageError
 from ..runtime import RunDemand
@@ -59,7 +60,8 @@ def temporal_cron(cron: str) -> str:
     """`cron` as Temporal reads it: the same five fields, or, with croniter's
     seconds as a sixth field (and a year as a seventh), Temporal's seven
     fields, which put the seconds first. `UsageError` when croniter refuses it."""
-    from croniter import croniter
+    with needs_extra("a cron schedule on Temporal"):
+        from croniter import croniter
 
     if not croniter.is_valid(cron):
         raise UsageError(f"not a cron expression: {cron!r}")

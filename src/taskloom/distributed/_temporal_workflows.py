@@ -47,6 +47,10 @@ from ._temporal_names import (
 )
 
 NOT_RETRIED = ["Malformed", "ConfigurationError", "Failed"]
+
+SETTLED_PER_RUN = 500
+"""`settled` updates a parked run of the session workflow answers before it
+goes on waiting in a new run (Temporal bounds the updates of one run)."""
 """Activity failures a retry would not cure (the run recorded its own failure)."""
 
 
@@ -156,7 +160,8 @@ def backoff(agains: int) -> timedelta | None:
 
 @workflow.defn(name=SESSION_WORKFLOW)
 class SessionWorkflow:
-    """A session's queued runs: the activity runs while demands wait, then the workflow ends."""
+    """A session's queued runs: the activity runs while demands wait; a run
+    that parked keeps the workflow open until the next demand; then it ends."""
 
     def __init__(self) -> None:
         self.waiting: list[dict[str, Any]] = []
@@ -165,6 +170,7 @@ class SessionWorkflow:
         self.closing = False
         self.children = 0
         self.starting = 0
+        self.answered = 0  # `settled` updates this run answered
 
     @workflow.signal(name=DEMAND_SIGNAL)
     def demand(self, demand: dict[str, Any]) -> None:
@@ -211,7 +217,13 @@ class SessionWorkflow:
         """Answer once nothing is left to run: "parked" (a parked run's
         workflow waiting for its decisions) or "closing" (the workflow ends)."""
         await workflow.wait_condition(lambda: self.closing or (self.parked and not self.waiting))
+        self.answered += 1
         return "closing" if self.closing else "parked"
+
+    async def _children_started(self) -> None:
+        """Wait for the child workflows being started: a run of this workflow
+        that ends first would leave a child's start undone."""
+        await workflow.wait_condition(lambda: self.starting == 0)
 
     async def _await_decisions(self) -> None:
         """Wait, open, for the next demand: the resume a decision sends (or any
@@ -219,9 +231,19 @@ class SessionWorkflow:
         closes cancelled: there is no run to stop."""
         self.parked = True
         try:
-            await workflow.wait_condition(lambda: bool(self.waiting))
+            # Each `wait()` of a host is an update in this run's history: a
+            # session parked for days, asked often, goes on waiting in a new
+            # run of this workflow before its history grows long.
+            await workflow.wait_condition(
+                lambda: bool(self.waiting) or self.answered >= SETTLED_PER_RUN
+            )
+            if not self.waiting:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                if not self.waiting:
+                    workflow.continue_as_new(args=[[], True])
         except asyncio.CancelledError:
             # A demand that raced the cancel goes on, as after a cancelled run.
+            await self._children_started()
             if self.waiting:
                 workflow.continue_as_new(args=[self.waiting])
             raise
@@ -238,13 +260,18 @@ class SessionWorkflow:
         return done
 
     @workflow.run
-    async def run(self, carried: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    async def run(
+        self, carried: list[dict[str, Any]] | None = None, parked: bool = False
+    ) -> dict[str, Any]:
         """Run the session's activity for each batch of waiting demands; how many
         ran, how they ended (by status, and the latest failures).
-        `carried`: the demands a previous run of this workflow handed on."""
+        `carried`: the demands a previous run of this workflow handed on;
+        `parked`: that run was waiting for decisions, and this one goes on waiting."""
         done: dict[str, Any] = {"jobs": 0, "ended": {}, "failures": []}
         if carried:
             self.waiting = [merged([*carried, *self.waiting])]
+        if parked and not self.waiting:
+            await self._await_decisions()
         # Signal-with-start delivers the first demand with the start; the
         # bound only ends a workflow started without one.
         try:
@@ -264,7 +291,7 @@ class SessionWorkflow:
                 # Temporal's history of one run stays short: the demands
                 # still waiting (a drained run's with them) go on in a new
                 # run of this workflow (once the children being started are).
-                await workflow.wait_condition(lambda: self.starting == 0)
+                await self._children_started()
                 pending = ([] if batch is None else [batch]) + self.waiting
                 workflow.continue_as_new(args=[[merged(pending)]])
             if batch is None:
@@ -288,6 +315,7 @@ class SessionWorkflow:
                     # meanwhile: demands that came before or during it run
                     # in a new run of this workflow (the cancel is not
                     # carried over to it).
+                    await self._children_started()
                     if self.waiting:
                         workflow.continue_as_new(args=[self.waiting])
                     raise
@@ -316,6 +344,7 @@ class SessionWorkflow:
                 except asyncio.CancelledError:
                     # Cancelled between runs: no run to stop, the demands
                     # waiting go on as after a cancelled run.
+                    await self._children_started()
                     if self.waiting:
                         workflow.continue_as_new(args=[self.waiting])
                     raise
