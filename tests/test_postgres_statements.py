@@ -55,6 +55,8 @@ VALUES: list[tuple[str, Any]] = [
     ("SELECT %(a)s::int + %(b)s::int, %(a)s::int, '100%%'", {"a": 3, "b": 4}),
     ("SELECT x FROM generate_series(1, %s) AS x", (3,)),
     ("SELECT x FROM generate_series(1, %s) AS x WHERE x > 5", (3,)),
+    ("SELECT 1, 'no parameters'::text", ()),
+    ("SELECT 1; SELECT 2, 3", ()),  # the simple protocol: several statements
 ]
 
 
@@ -76,7 +78,9 @@ async def test_rowcounts_are_psycopgs(db: PostgresDatabase, pg_schema: str) -> N
     assert await db.execute(f"UPDATE {table} SET body = %s WHERE id < %s", ("x", 3)) == 3
     assert await db.execute(f"SELECT id FROM {table} WHERE id >= %s", (5,)) == 2
     assert await db.execute(f"DELETE FROM {table} WHERE id > %s", (100,)) == 0
+    assert await db.execute(f"UPDATE {table} SET body = 'y' WHERE id > 4") == 2
     assert await db.fetchone(f"SELECT count(*) FROM {table} WHERE body = %s", ("x",)) == (3,)
+    assert await db.fetchall(f"SELECT id FROM {table} WHERE body = 'y' ORDER BY id") == [(5,), (6,)]
 
 
 async def test_a_statement_with_no_rows_to_fetch_raises_as_psycopg(
