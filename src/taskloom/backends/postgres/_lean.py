@@ -10,10 +10,12 @@ parameters and loading the rows, so values, types and errors are psycopg's.
 What it keeps of `execute` (and what the database's promises rest on):
 
 - the same placeholders (`%s`, `%b`, `%t`, `%(name)s`, `%%`), converted
-  once per query text, and the same protocol: a statement without
-  parameters goes by the simple protocol, as psycopg sends it; a query or
-  parameters it does not take (a `psycopg.sql` object, a mismatch) go
-  through the cursor, which also raises psycopg's own errors for them;
+  once per query text; a query or parameters it does not take (a
+  `psycopg.sql` object, a mismatch) go through the cursor, which also
+  raises psycopg's own errors for them, and so does a statement without
+  parameters (psycopg sends it by the simple protocol, which also runs
+  several statements; rare in the store, and the pool's tests watch such
+  statements pass through `AsyncConnection.execute`);
 - the same errors: a server error is `psycopg.errors.error_from_result`
   (the class its SQLSTATE names), a lost connection psycopg's
   `OperationalError` (from libpq, leaving `conn.broken` true);
@@ -143,22 +145,15 @@ async def statement(conn: AsyncConnection[Any], query: Any, params: Any, result:
             _queries.clear()
         converted = _queries[query] = _convert(query)
     args: Sequence[Any] | None = None
-    if converted is None:
-        pass
-    elif not converted.formats:
-        # No parameters: the simple protocol, as psycopg uses then (it runs
-        # several statements too); with no `%` the text is the same whether
-        # psycopg would have converted it (`()`) or not (`None`).
-        if not params and "%" not in query:
-            args = ()
-    elif converted.names is None:
-        if isinstance(params, (tuple, list)) and len(params) == len(converted.formats):
-            args = params
-    elif isinstance(params, Mapping) and all(name in params for name in converted.names):
-        args = [params[name] for name in converted.names]
+    if converted is not None and converted.formats:
+        if converted.names is None:
+            if isinstance(params, (tuple, list)) and len(params) == len(converted.formats):
+                args = params
+        elif isinstance(params, Mapping) and all(name in params for name in converted.names):
+            args = [params[name] for name in converted.names]
     if args is None:
-        # Not a query the lean path takes: the cursor also raises psycopg's
-        # own errors for a mismatch.
+        # Not a query the lean path takes (no parameters are sent through
+        # the simple protocol, which also runs several statements).
         cursor = await conn.execute(query, params)
         if result == ONE:
             return await cursor.fetchone()
@@ -175,14 +170,10 @@ async def statement(conn: AsyncConnection[Any], query: Any, params: Any, result:
         state = _State(conn)
         setattr(conn, _STATE, state)
     tx = state.tx
-    if args:
-        values: Sequence[Buffer | None] | None = tx.dump_sequence(args, converted.formats)
-        types, formats = tx.types, tx.formats
-        key = (converted.text, types)
-        name = state.prepared.get(key)
-    else:
-        values = types = formats = None
-        name = b""  # never prepared
+    values = tx.dump_sequence(args, converted.formats)
+    types, formats = tx.types, tx.formats
+    key = (converted.text, types)
+    name = state.prepared.get(key)
     if name is None:
         uses = state.uses.get(key, 0) + 1
         if uses >= PREPARE_THRESHOLD and len(state.prepared) < _PREPARED_MAX:
@@ -195,7 +186,7 @@ async def statement(conn: AsyncConnection[Any], query: Any, params: Any, result:
             if len(state.uses) >= _QUERIES_MAX:
                 state.uses.clear()
             state.uses[key] = uses
-    send(pgconn, converted.text, name or None, values, (types, formats))
+    send(pgconn, converted.text, name, values, (types, formats))
     results = await _results(conn)
     _check(results, tx.encoding)
     res = results[0]
@@ -218,18 +209,15 @@ def send(
     pgconn: PGconn,
     text: bytes,
     name: bytes | None,
-    values: Sequence[Buffer | None] | None,
+    values: Sequence[Buffer | None],
     types: tuple[Sequence[int] | None, Sequence[pq.Format] | None],
 ) -> None:
     """Send one statement: `text`, or the statement prepared as `name` (`types`: oids, formats).
 
-    Without `values`, through the simple protocol. The one place a
-    statement leaves here (the benchmarks' statement counter wraps it).
+    The one place a statement leaves here (the benchmarks' statement counter wraps it).
     """
     oids, formats = types
-    if values is None:
-        pgconn.send_query(text)
-    elif name is None:
+    if name is None:
         pgconn.send_query_params(text, values, param_types=oids, param_formats=formats)
     else:
         pgconn.send_query_prepared(name, values, param_formats=formats)
