@@ -11,7 +11,8 @@ What it keeps of `execute` (and what the database's promises rest on):
 
 - the same placeholders (`%s`, `%b`, `%t`, `%(name)s`, `%%`), converted
   once per query text; a query or parameters it does not take (a
-  `psycopg.sql` object, a mismatch) go through the cursor, which also
+  `psycopg.sql` object, a mismatch, a connection whose client encoding
+  is not UTF-8) go through the cursor, which also
   raises psycopg's own errors for them, and so does a statement without
   parameters (psycopg sends it by the simple protocol, which also runs
   several statements; rare in the store, and the pool's tests watch such
@@ -125,10 +126,12 @@ def _convert(query: str) -> _Query | None:
 class _State:
     """What the lean path keeps on one connection."""
 
-    __slots__ = ("prepared", "tx", "uses")
+    __slots__ = ("prepared", "tx", "uses", "utf8")
 
     def __init__(self, conn: AsyncConnection[Any]) -> None:
         self.tx = Transformer(conn)
+        # Query texts are converted to UTF-8 bytes once for every connection.
+        self.utf8 = self.tx.encoding == "utf-8"
         self.uses: dict[tuple[bytes, Any], int] = {}
         self.prepared: dict[tuple[bytes, Any], bytes] = {}
 
@@ -145,30 +148,28 @@ async def statement(conn: AsyncConnection[Any], query: Any, params: Any, result:
             _queries.clear()
         converted = _queries[query] = _convert(query)
     args: Sequence[Any] | None = None
-    if converted is not None and converted.formats:
+    pgconn = conn.pgconn
+    state: _State | None = getattr(conn, _STATE, None)
+    if state is None and pgconn.status == pq.ConnStatus.OK:
+        state = _State(conn)
+        setattr(conn, _STATE, state)
+    if converted is not None and converted.formats and state is not None and state.utf8:
         if converted.names is None:
             if isinstance(params, (tuple, list)) and len(params) == len(converted.formats):
                 args = params
         elif isinstance(params, Mapping) and all(name in params for name in converted.names):
             args = [params[name] for name in converted.names]
     if args is None:
-        # Not a query the lean path takes (no parameters are sent through
-        # the simple protocol, which also runs several statements).
+        # Not a query the lean path takes (see the module's docstring).
         cursor = await conn.execute(query, params)
         if result == ONE:
             return await cursor.fetchone()
         if result == ALL:
             return await cursor.fetchall()
         return cursor.rowcount
-    assert converted is not None
-
-    pgconn = conn.pgconn
+    assert converted is not None and state is not None
     if pgconn.status != pq.ConnStatus.OK:
         raise e.OperationalError("the connection is closed")
-    state: _State | None = getattr(conn, _STATE, None)
-    if state is None:
-        state = _State(conn)
-        setattr(conn, _STATE, state)
     tx = state.tx
     values = tx.dump_sequence(args, converted.formats)
     types, formats = tx.types, tx.formats
