@@ -39,7 +39,7 @@ _TABLE = re.compile(r"\{\{|\}\}|\{(\w+)\}")
 # than being kept at hand (see PostgresDatabase._give_back).
 _POOL_EVERY = 64
 # What a single statement returns (see PostgresDatabase._statement).
-_ROWCOUNT, _ONE, _ALL = 0, 1, 2  # _lean's ROWCOUNT, ONE, ALL
+_ROWCOUNT, _ONE, _ALL = _lean.ROWCOUNT, _lean.ONE, _lean.ALL
 # psycopg.pq's ConnStatus.OK and TransactionStatus.IDLE / ACTIVE, compared as ints
 # so the hot path imports nothing.
 _OK, _IDLE, _ACTIVE = 0, 0, 1
