@@ -161,3 +161,25 @@ async def test_a_caller_cancelled_mid_statement_cancels_it_on_the_server(
     second = await db.fetchone("SELECT %s::int, now()", (6,))
     assert first is not None and second is not None
     assert (first[0], second[0]) == (5, 6) and first[1] < second[1]
+
+
+async def test_prepared_statements_are_made_again_on_a_replacement_connection(
+    db: PostgresDatabase,
+) -> None:
+    query = "SELECT pg_backend_pid() + %s, %s::text"
+    for _ in range(8):  # prepared on the pooled connection midway
+        row = await db.fetchone(query, (0, "before"))
+    assert row is not None
+    pid = row[0]
+    async with await psycopg.AsyncConnection.connect(PG_DSN, autocommit=True) as admin:
+        await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        async with asyncio.timeout(10):
+            while await (
+                await admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,))
+            ).fetchone():
+                await asyncio.sleep(0.01)
+    # The dead connection is found out before it carries a statement; its
+    # replacement has none of its prepared statements, and makes them again.
+    for _ in range(8):
+        row = await db.fetchone(query, (0, "after"))
+        assert row is not None and row[0] != pid and row[1] == "after"
