@@ -101,7 +101,7 @@ async def main() -> None:
             "through the backend's database (db.fetchone)",
             f"{db_us:7.1f} µs",
             f"{db_us / bare_us:.2f}×",
-            f"+{db_us - bare_us:.1f} µs; {counted.total / 100:.2f} statements/call "
+            f"{db_us - bare_us:+.1f} µs; {counted.total / 100:.2f} statements/call "
             f"{dict(counted.by_kind)}",
         ),
     ]
