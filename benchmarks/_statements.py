@@ -1,7 +1,8 @@
 """Counting the SQL statements a process sends, and its round trips to the
 server, for the benchmarks' tables.
 
-PostgreSQL: every query psycopg sends, prepared or not (including transaction
+PostgreSQL: every query psycopg sends, prepared or not, through its cursor
+or through taskloom's lean single-statement path (including transaction
 control and the pool's connection checks, which show as "(empty)"; a
 statement's first preparation is not counted apart). A round trip is a wait
 for the server's answer: a statement sent outside a pipeline is one, and so
@@ -96,6 +97,21 @@ def _patch_psycopg() -> None:
         if self._execmany_returning is not False and not self.pgresult and self._conn._pipeline:
             _waited()
         await fetch_pipeline(self)
+
+    try:
+        # taskloom's PostgreSQL database sends most single statements on the
+        # connection's libpq layer, past the cursor (each a round trip).
+        from taskloom.backends.postgres import _lean
+    except ImportError:
+        pass
+    else:
+        lean_send = _lean.send
+
+        def lean(pgconn: Any, text: bytes, *args: Any) -> None:
+            _sent(text.decode(errors="replace"), False)
+            lean_send(pgconn, text, *args)
+
+        _lean.send = lean  # type: ignore[assignment]
 
     _pipeline_base.BasePipeline._enqueue_sync = sync  # type: ignore[method-assign]
     cursor_async.AsyncCursor._fetch_pipeline = fetch  # type: ignore[method-assign]

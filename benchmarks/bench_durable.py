@@ -171,22 +171,37 @@ async def bare_round_trip(url: str, n: int) -> float:
 @contextlib.contextmanager
 def recorded_statements() -> Iterator[list[tuple[str, dict[str, Any]]]]:
     """The (query, parameters) of every fenced append psycopg's
-    `AsyncConnection.execute` is given meanwhile, in order."""
+    `AsyncConnection.execute` (or taskloom's lean single-statement path,
+    which passes it by) is given meanwhile, in order."""
     import psycopg
+
+    from taskloom.backends.postgres import _lean
 
     found: list[tuple[str, dict[str, Any]]] = []
     execute = psycopg.AsyncConnection.execute
+    statement = _lean.statement
 
-    async def recording(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
+    def record(query: Any, params: Any) -> None:
         if isinstance(query, str) and query.split()[:1] == ["WITH"] and isinstance(params, dict):
             found.append((query, dict(params)))
+
+    async def recording(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        record(query, params)
         return await execute(self, query, params, **kwargs)
 
+    async def lean(conn: Any, query: Any, params: Any, result: int) -> Any:
+        # (A fenced append always has its parameters, so the lean path takes
+        # it rather than handing it to the cursor, which would record it again.)
+        record(query, params)
+        return await statement(conn, query, params, result)
+
     psycopg.AsyncConnection.execute = recording  # type: ignore[method-assign]
+    _lean.statement = lean  # type: ignore[assignment]
     try:
         yield found
     finally:
         psycopg.AsyncConnection.execute = execute  # type: ignore[method-assign]
+        _lean.statement = statement
 
 
 async def replay(url: str, schema: str, statements: list[tuple[str, dict[str, Any]]]) -> float:

@@ -9,6 +9,11 @@ sends are counted too ("(empty)" is a connection check): 1.0 means one
 round trip per statement.
 
     python benchmarks/bench_pg_statement.py [--statements 2000] [--blocks 7] [--postgres URL]
+        [--query "SELECT %s::int, %s::text" --params '[1, "x"]']
+
+`--query` and `--params` (a JSON list) send another statement than
+`SELECT 1` both ways: one with parameters takes the database's lean path
+(libpq under psycopg's cursor), one without goes through the cursor.
 
 CPU is `time.process_time()` (the whole process, loop included); on a
 loaded machine compare the two rows of one run, not runs.
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import time
@@ -47,7 +53,10 @@ async def main() -> None:
             "TASKLOOM_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
         ),
     )
+    parser.add_argument("--query", default="SELECT 1", help="the statement sent both ways")
+    parser.add_argument("--params", default="[]", help="its parameters, a JSON list")
     args = parser.parse_args()
+    query, params = args.query, tuple(json.loads(args.params))
     import psycopg
 
     try:
@@ -59,10 +68,10 @@ async def main() -> None:
     db = PostgresDatabase(args.postgres, schema=schema)
 
     async def through_psycopg() -> object:
-        return await (await bare.execute("SELECT 1")).fetchone()
+        return await (await bare.execute(query, params)).fetchone()
 
     async def through_database() -> object:
-        return await db.fetchone("SELECT 1")
+        return await db.fetchone(query, params)
 
     try:
         await through_database()  # opens the pool and creates the schema
@@ -83,16 +92,16 @@ async def main() -> None:
     db_us = statistics.median(figures["database"])
     load = os.getloadavg()[0]
     print(
-        f"CPU per SELECT 1, median of {args.blocks} blocks of {args.statements}; "
+        f"CPU per {query!r} {list(params)}, median of {args.blocks} blocks of {args.statements}; "
         f"load {load:.2f}; statements per call counted over 100 calls"
     )
     rows = [
-        ("bare SELECT 1 round trip (psycopg AsyncConnection)", f"{bare_us:7.1f} µs", "1.00×", ""),
+        ("bare round trip (psycopg AsyncConnection)", f"{bare_us:7.1f} µs", "1.00×", ""),
         (
             "through the backend's database (db.fetchone)",
             f"{db_us:7.1f} µs",
             f"{db_us / bare_us:.2f}×",
-            f"+{db_us - bare_us:.1f} µs; {counted.total / 100:.2f} statements/call "
+            f"{db_us - bare_us:+.1f} µs; {counted.total / 100:.2f} statements/call "
             f"{dict(counted.by_kind)}",
         ),
     ]

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import StoreError, StoreUnavailable
 from .._pool import PoolOptions, PoolSettings
 from .._sql import Migration, check_version, quote_ident
+from . import _lean
 from ._bounds import SILENCE_MARGIN, Watchdog, Watchdogs, connection_class
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ _TABLE = re.compile(r"\{\{|\}\}|\{(\w+)\}")
 # than being kept at hand (see PostgresDatabase._give_back).
 _POOL_EVERY = 64
 # What a single statement returns (see PostgresDatabase._statement).
-_ROWCOUNT, _ONE, _ALL = 0, 1, 2
+_ROWCOUNT, _ONE, _ALL = _lean.ROWCOUNT, _lean.ONE, _lean.ALL
 # psycopg.pq's ConnStatus.OK and TransactionStatus.IDLE / ACTIVE, compared as ints
 # so the hot path imports nothing.
 _OK, _IDLE, _ACTIVE = 0, 0, 1
@@ -212,12 +213,7 @@ class PostgresDatabase:
         try:
             watchdog = self._watch(conn, checked)
             try:
-                cursor = await conn.execute(query, params)
-                if result == _ONE:
-                    return await cursor.fetchone()
-                if result == _ALL:
-                    return await cursor.fetchall()
-                return cursor.rowcount
+                return await _lean.statement(conn, query, params, result)
             except BaseException as exc:
                 error = self._failure(exc, watchdog, conn)
                 if error is None:
