@@ -6,10 +6,7 @@ queue); and the queue in a `--store` database that a decision hands work to."""
 from __future__ import annotations
 
 import asyncio
-import logging
-import os
 import shlex
-import sys
 from typing import TYPE_CHECKING
 
 from ..delegation import ChildSpec, DecidedChildren
@@ -17,7 +14,7 @@ from ..errors import ConfigurationError, SchemaNotMigrated, StoreError, UsageErr
 from ..runtime import Runtime
 from . import default_store_url
 from .common import QueueStatusArgs, Where
-from .failures import report, with_hint
+from .failures import with_hint
 
 if TYPE_CHECKING:
     from ..distributed import WorkQueue
@@ -46,20 +43,10 @@ def queue_status(args: QueueStatusArgs) -> int:
             "--schema is the PostgreSQL queue's; --namespace and --task-queue are Temporal's",
         )
     if args.temporal is not None:
-        try:
-            code = asyncio.run(_temporal_status(args, args.temporal))
-        except KeyboardInterrupt:
-            code = 130
-        except Exception as exc:
-            code = report(exc, args, False)
-        # temporalio's native threads may call into the interpreter while it
-        # finalizes, which aborts the process (SIGABRT) after a clean run, as
-        # `taskloom worker --temporal` found: all is printed and closed, so
-        # the process ends here without finalizing, with its code.
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        from .temporal import exit_without_finalizing
+
+        address = args.temporal
+        exit_without_finalizing(lambda: asyncio.run(_temporal_status(args, address)), args)
     return asyncio.run(_status(args, args.url or ""))
 
 

@@ -14,14 +14,38 @@ another worker once their heartbeat times out.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+from collections.abc import Callable
+from typing import NoReturn
 
 from ..errors import ConfigurationError
-from .common import Worker, drain_on_signals, load_app
+from .common import Command, Worker, drain_on_signals, load_app
 from .failures import with_hint
 
-__all__ = ["serve_temporal"]
+__all__ = ["exit_without_finalizing", "serve_temporal"]
+
+
+def exit_without_finalizing(run: Callable[[], int], command: Command) -> NoReturn:
+    """End the process with `run()`'s exit code (an error reported as every
+    command reports one, 130 for an interrupt), without finalizing the
+    interpreter: temporalio's native runtime keeps threads of its own that
+    may call into a finalizing interpreter and abort it ("PyGILState_Release
+    ... must be current", SIGABRT) after a clean end. Whatever was to be
+    printed is printed and flushed first."""
+    from .failures import report
+
+    try:
+        code = run()
+    except KeyboardInterrupt:
+        code = 130
+    except Exception as exc:
+        code = report(exc, command, False)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 async def serve_temporal(args: Worker) -> int:

@@ -34,18 +34,13 @@ def run_worker(args: Worker) -> int:
     # a traceback per job. Its worker's own trouble is still shown.
     logging.getLogger("procrastinate.worker").setLevel(logging.CRITICAL)
     logging.getLogger("procrastinate.worker.taskloom").setLevel(logging.WARNING)
-    code = asyncio.run(_serve(args))
     if args.temporal is not None:
-        # temporalio's native runtime keeps threads of its own that may still
-        # call into the interpreter while it finalizes, which aborts the
-        # process ("PyGILState_Release ... must be current", SIGABRT) after a
-        # clean drain. Everything is closed and the worker said it stopped:
-        # the process ends here, without finalizing, with the code it earned.
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    return code
+        from .temporal import exit_without_finalizing
+
+        # A refusal (a wrong app, missing search attributes) too: temporalio
+        # may have started its native threads by then.
+        exit_without_finalizing(lambda: asyncio.run(_serve(args)), args)
+    return asyncio.run(_serve(args))
 
 
 def _queues(raw: str | None) -> tuple[str, ...] | None:
