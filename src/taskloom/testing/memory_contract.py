@@ -194,6 +194,7 @@ class MemoryStoreContract(CapabilityGate):
         places = [
             (("user", "u1"), "b"),
             (("user", "u1"), "a"),
+            (("user", "u1"), "B"),  # code point order: "B" < "a"
             (("user", "u1", "notes"), "a"),
             (("user", "u10"), "a"),
             (("user", "u1 x"), "a"),
@@ -206,6 +207,7 @@ class MemoryStoreContract(CapabilityGate):
         under_u1 = [(i.namespace, i.key) for i in await memory.list(("user", "u1"))]
         # ("user", "u10") and ("user", "u1 x") are not under ("user", "u1"): parts, not text.
         assert under_u1 == [
+            (("user", "u1"), "B"),
             (("user", "u1"), "a"),
             (("user", "u1"), "b"),
             (("user", "u1", "notes"), "a"),
@@ -214,6 +216,7 @@ class MemoryStoreContract(CapabilityGate):
         assert every == sorted(places)
         assert [i.namespace for i in await memory.list(("user",))] == [
             ("user",),
+            ("user", "u1"),
             ("user", "u1"),
             ("user", "u1"),
             ("user", "u1", "notes"),
