@@ -103,7 +103,11 @@ class MemoryStore(Protocol):
     `MAX_NAMESPACE_PART_LENGTH` characters with no control character; a key is
     a non-empty string of at most `MAX_KEY_LENGTH` characters with no NUL; a
     value is a `str`, `dict` or `list` (JSON-serialisable, no NaN) whose
-    stored JSON is at most `MAX_VALUE_BYTES` (64 KiB).
+    stored JSON is at most `MAX_VALUE_BYTES` (64 KiB; non-ASCII characters
+    are stored escaped, up to 12 bytes each).
+
+    Not to be confused with `taskloom.backends.memory.MemoryStore`, the
+    memory backend's session store: this is long-term memory, on any backend.
     """
 
     async def get(self, namespace: Namespace, key: str) -> MemoryItem | None:
