@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import builtins
+import functools
 import sqlite3
 from typing import Any
 
+from ...errors import ConfigurationError
 from .._leases import Clock, system_clock
 from .._memories import (
     MemoryHit,
@@ -55,13 +57,31 @@ def _item(row: Any) -> MemoryItem:
     )
 
 
+@functools.cache
+def has_fts5() -> bool:
+    """Whether this Python's SQLite library was built with FTS5 (`PRAGMA compile_options`)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        return any(row[0] == "ENABLE_FTS5" for row in conn.execute("PRAGMA compile_options"))
+    finally:
+        conn.close()
+
+
 class SQLiteMemories:
     """A `MemoryStore` on a SQLite database: each write is one `BEGIN
     IMMEDIATE` transaction, so its version check and its write hold SQLite's
     one write lock together, against every process on the file. Search is
-    FTS5's BM25; `clock` gives the items' times."""
+    FTS5's BM25; a SQLite library without FTS5 raises `ConfigurationError`
+    here. `clock` gives the items' times."""
 
     def __init__(self, database: SQLiteDatabase, *, clock: Clock = system_clock) -> None:
+        if not has_fts5():
+            # Refused before its migration is queued: a failing one would
+            # fail the session store's next statement too.
+            raise ConfigurationError(
+                f"the SQLite library of this Python ({sqlite3.sqlite_version}) lacks FTS5, "
+                "which the SQLite memory store searches with; use a Python whose sqlite3 has it"
+            )
         self.database = self._db = database
         self._clock = clock
         database.require("memory", SQLITE_MEMORY_MIGRATIONS)
