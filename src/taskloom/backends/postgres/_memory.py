@@ -45,7 +45,8 @@ POSTGRES_MEMORY_MIGRATIONS: tuple[Migration, ...] = (
 )
 
 _COLUMNS = "namespace, key, value, version, created_at, updated_at"
-_UNDER = "left(namespace, %(n)s) = %(prefix)s"
+# The lower bound lets the primary key index start at the prefix.
+_UNDER = "namespace >= %(prefix)s AND left(namespace, %(n)s) = %(prefix)s"
 
 
 def _item(row: Any) -> MemoryItem:

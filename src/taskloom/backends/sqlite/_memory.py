@@ -47,7 +47,8 @@ SQLITE_MEMORY_MIGRATIONS: tuple[Migration, ...] = (
 )
 
 _COLUMNS = "namespace, key, value, version, created_at, updated_at"
-_UNDER = "substr(namespace, 1, :n) = :prefix"
+# The lower bound lets the (namespace, key) index start at the prefix.
+_UNDER = "namespace >= :prefix AND substr(namespace, 1, :n) = :prefix"
 
 
 def _item(row: Any) -> MemoryItem:
@@ -196,7 +197,8 @@ class SQLiteMemories:
             " bm25(taskloom_memory_fts) AS rank"
             " FROM taskloom_memory_fts JOIN taskloom_memory AS m"
             " ON m.id = taskloom_memory_fts.rowid"
-            " WHERE taskloom_memory_fts MATCH :match AND substr(m.namespace, 1, :n) = :prefix"
+            " WHERE taskloom_memory_fts MATCH :match"
+            " AND m.namespace >= :prefix AND substr(m.namespace, 1, :n) = :prefix"
             " ORDER BY rank, m.namespace, m.key LIMIT :limit",
             {"match": match, "n": len(start), "prefix": start, "limit": limit},
         )
