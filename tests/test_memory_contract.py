@@ -13,8 +13,8 @@ from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is 
 from taskloom.backends import (
     Backend,
     Capability,
+    Memories,
     MemoryBackend,
-    MemoryStore,
     PostgresBackend,
     SessionMeta,
     SQLiteBackend,
@@ -22,24 +22,24 @@ from taskloom.backends import (
 from taskloom.backends.memory import MEMORY_CAPABILITIES
 from taskloom.backends.memory import MemoryStore as SessionMemoryStore
 from taskloom.testing.clock import FakeClock
-from taskloom.testing.memory_contract import MemoryStoreContract
+from taskloom.testing.memory_contract import MemoriesContract
 
 
-class TestMemoryMemories(MemoryStoreContract):
+class TestMemoryMemories(MemoriesContract):
     @pytest.fixture
     def capabilities(self) -> Any:
         return MEMORY_CAPABILITIES
 
     @pytest.fixture
-    def memory(self) -> MemoryStore:
+    def memory(self) -> Memories:
         memory = MemoryBackend().memory
         assert memory is not None
         return memory
 
 
-class TestSQLiteMemories(MemoryStoreContract):
+class TestSQLiteMemories(MemoriesContract):
     @pytest.fixture
-    async def memory(self, tmp_path: Path) -> AsyncIterator[MemoryStore]:
+    async def memory(self, tmp_path: Path) -> AsyncIterator[Memories]:
         backend = SQLiteBackend(tmp_path / "m.db")
         yield backend.memory
         await backend.close()
@@ -50,9 +50,9 @@ class TestSQLiteMemories(MemoryStoreContract):
 
 
 @requires_postgres
-class TestPostgresMemories(MemoryStoreContract):
+class TestPostgresMemories(MemoriesContract):
     @pytest.fixture
-    async def memory(self, pg_schema: str) -> AsyncIterator[MemoryStore]:  # noqa: F811
+    async def memory(self, pg_schema: str) -> AsyncIterator[Memories]:  # noqa: F811
         backend = PostgresBackend(PG_DSN, schema=pg_schema)
         yield backend.memory
         await backend.close()

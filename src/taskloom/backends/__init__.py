@@ -3,7 +3,7 @@
 A backend holds everything taskloom keeps in its database — the session
 store, the leases and fences that coordinate its writers, the activity
 registry and notice inbox of background work, the snapshot rows beside the
-log, the tree budgets and long-term memory (`MemoryStore`) — built and closed by the backend on one database
+log, the tree budgets and long-term memory (`Memories`) — built and closed by the backend on one database
 object and, for PostgreSQL, one `PoolOptions`::
 
     backend = open_backend("postgresql://localhost/app", pool=PoolOptions(max_size=20))
@@ -47,9 +47,9 @@ from ._memories import (
     MAX_NAMESPACE_DEPTH,
     MAX_NAMESPACE_PART_LENGTH,
     MAX_VALUE_BYTES,
+    Memories,
     MemoryHit,
     MemoryItem,
-    MemoryStore,
     MemoryValue,
     Namespace,
 )
@@ -83,7 +83,7 @@ __all__ = [
     "MemoryBackend",
     "MemoryHit",
     "MemoryItem",
-    "MemoryStore",
+    "Memories",
     "MemoryValue",
     "Namespace",
     "NoticeInbox",

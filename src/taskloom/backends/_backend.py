@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ._activities import ActivityRegistry, NoticeInbox
     from ._leases import Clock, Leases
     from ._ledgers import BudgetLedger
-    from ._memories import MemoryStore
+    from ._memories import Memories
     from ._snapshots import SnapshotStore
     from ._store import SessionStore
 
@@ -43,7 +43,7 @@ class Capability(enum.StrEnum):
     TREE_BUDGETS = "tree_budgets"
     """A `BudgetLedger` on the same database (`Backend.budgets`)."""
     MEMORY = "memory"
-    """A long-term `MemoryStore` on the same database (`Backend.memory`)."""
+    """A long-term `Memories` on the same database (`Backend.memory`)."""
 
 
 class Backend:
@@ -70,7 +70,7 @@ class Backend:
         inbox: NoticeInbox | None = None,
         snapshots: SnapshotStore | None = None,
         budgets: BudgetLedger | None = None,
-        memory: MemoryStore | None = None,
+        memory: Memories | None = None,
         capabilities: Iterable[Capability | str] = (),
     ) -> None:
         self.store = store
@@ -113,7 +113,7 @@ class Backend:
         return self._budgets
 
     @property
-    def memory(self) -> MemoryStore | None:
+    def memory(self) -> Memories | None:
         """The long-term memory on this backend's database, or None if it has none."""
         return self._memory
 
@@ -138,7 +138,7 @@ class DatabaseBackend(Backend):
     part_types: ClassVar[tuple[Any, Any, Any, Any]]
     """The registry, inbox, snapshots and budgets classes, each built on `database`."""
     memory_type: ClassVar[Any]
-    """The `MemoryStore` class built on `database` (with the backend's clock)."""
+    """The `Memories` class built on `database` (with the backend's clock)."""
 
     @functools.cached_property
     def registry(self) -> ActivityRegistry:
@@ -161,7 +161,7 @@ class DatabaseBackend(Backend):
         return self.part_types[3](self.database)  # type: ignore[no-any-return]
 
     @functools.cached_property
-    def memory(self) -> MemoryStore:
+    def memory(self) -> Memories:
         """The long-term memory on this backend's database."""
         return self.memory_type(self.database, clock=self._clock)  # type: ignore[no-any-return]
 

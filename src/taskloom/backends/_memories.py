@@ -1,6 +1,6 @@
 """Long-term memory: items in namespaces, written with compare-and-set.
 
-A `MemoryStore` keeps items an agent (or its host) remembers across
+A `Memories` keeps items an agent (or its host) remembers across
 sessions. An item is addressed by a namespace, a tuple of strings such as
 `("user", "u1")`, and a key; it holds a value (text, or a JSON object or
 array) and a version that starts at 1 and rises by one at every write.
@@ -37,7 +37,7 @@ __all__ = [
     "MemoryHit",
     "MemoryItem",
     "MemoryMemories",
-    "MemoryStore",
+    "Memories",
     "MemoryValue",
     "Namespace",
 ]
@@ -91,7 +91,7 @@ class MemoryHit:
 
 
 @runtime_checkable
-class MemoryStore(Protocol):
+class Memories(Protocol):
     """Items in namespaces with versions and compare-and-set writes (see the module).
 
     Every write is atomic against every other writer the store's database
@@ -105,9 +105,6 @@ class MemoryStore(Protocol):
     value is a `str`, `dict` or `list` (JSON-serialisable, no NaN) whose
     stored JSON is at most `MAX_VALUE_BYTES` (64 KiB; non-ASCII characters
     are stored escaped, up to 12 bytes each).
-
-    Not to be confused with `taskloom.backends.memory.MemoryStore`, the
-    memory backend's session store: this is long-term memory, on any backend.
     """
 
     async def get(self, namespace: Namespace, key: str) -> MemoryItem | None:
@@ -328,7 +325,7 @@ class _Row:
 
 
 class MemoryMemories:
-    """A `MemoryStore` in process memory (the memory backend's; one process).
+    """A `Memories` in process memory (the memory backend's; one process).
 
     Search scores with BM25 over the words of the items under the prefix.
     `clock` gives the items' times.

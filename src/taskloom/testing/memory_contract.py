@@ -1,12 +1,12 @@
-"""The contract suite every `MemoryStore` (a backend's `memory`) must pass.
+"""The contract suite every `Memories` (a backend's `memory`) must pass.
 
 Subclass it in a test module (name the subclass `Test...`) and provide the
 store as the `memory` fixture::
 
     import functools, pytest
-    from taskloom.testing.memory_contract import MemoryStoreContract
+    from taskloom.testing.memory_contract import MemoriesContract
 
-    class TestMyMemory(MemoryStoreContract):
+    class TestMyMemory(MemoriesContract):
         @pytest.fixture
         async def memory(self, tmp_path):
             backend = MyBackend(tmp_path / "db")
@@ -35,8 +35,8 @@ from ..backends import (
     MAX_KEY_LENGTH,
     MAX_VALUE_BYTES,
     Capability,
+    Memories,
     MemoryItem,
-    MemoryStore,
 )
 from ..errors import UsageError, VersionConflict
 from ._processes import race
@@ -45,7 +45,7 @@ from .capabilities import CapabilityGate, requires
 with needs_extra("taskloom.testing's contract suites"):
     import pytest
 
-__all__ = ["MemoryStoreContract", "edit_from_processes"]
+__all__ = ["MemoriesContract", "edit_from_processes"]
 
 USER = ("user", "u1")
 OTHER = ("user", "u2")
@@ -93,8 +93,8 @@ def edit_from_processes(
     return [conflicts for [conflicts] in race(_editing, factory, key, payloads)]
 
 
-class MemoryStoreContract(CapabilityGate):
-    """The `MemoryStore` contract; needs a `memory` fixture."""
+class MemoriesContract(CapabilityGate):
+    """The `Memories` contract; needs a `memory` fixture."""
 
     REQUIRES = frozenset({Capability.MEMORY})
 
@@ -102,14 +102,14 @@ class MemoryStoreContract(CapabilityGate):
     def memory_factory(self) -> Callable[[], Any] | None:
         return None
 
-    async def _corpus(self, memory: MemoryStore) -> None:
+    async def _corpus(self, memory: Memories) -> None:
         for (namespace, key), value in CORPUS.items():
             await memory.put(namespace, key, value)
 
     # ----- values and versions -----
 
     async def test_a_text_value_round_trips_with_version_one_and_its_times(
-        self, memory: MemoryStore
+        self, memory: Memories
     ) -> None:
         assert await memory.get(USER, "name") is None
         put = await memory.put(USER, "name", "Ada \u00e9\U0001f600 \x00 \ud800")
@@ -119,7 +119,7 @@ class MemoryStoreContract(CapabilityGate):
         assert (got.namespace, got.key, got.version) == (USER, "name", 1)
         assert got.created_at == got.updated_at > 0
 
-    async def test_json_objects_and_arrays_round_trip_as_such(self, memory: MemoryStore) -> None:
+    async def test_json_objects_and_arrays_round_trip_as_such(self, memory: Memories) -> None:
         obj = {"a": [1, 2.5, None, True], "b": {"c": "d"}, "e": ""}
         await memory.put(USER, "obj", obj)
         await memory.put(USER, "arr", [obj, "x", 3])
@@ -129,7 +129,7 @@ class MemoryStoreContract(CapabilityGate):
         assert (await memory.get(USER, "text")).value == '{"looks": "like json"}'  # type: ignore[union-attr]
 
     async def test_each_write_adds_one_to_the_version_and_keeps_the_creation_time(
-        self, memory: MemoryStore
+        self, memory: Memories
     ) -> None:
         first = await memory.put(USER, "k", "one")
         second = await memory.put(USER, "k", "two")
@@ -139,7 +139,7 @@ class MemoryStoreContract(CapabilityGate):
         assert got is not None and got.value == ["three"] and got.version == 3
         assert got.created_at == first.created_at and got.updated_at >= first.updated_at
 
-    async def test_if_version_zero_creates_only_an_absent_item(self, memory: MemoryStore) -> None:
+    async def test_if_version_zero_creates_only_an_absent_item(self, memory: Memories) -> None:
         made = await memory.put(USER, "k", "mine", if_version=0)
         assert made.version == 1
         with pytest.raises(VersionConflict) as refused:
@@ -148,7 +148,7 @@ class MemoryStoreContract(CapabilityGate):
         assert (await memory.get(USER, "k")) == made
 
     async def test_if_version_writes_on_a_match_and_refuses_a_mismatch_with_the_current_item(
-        self, memory: MemoryStore
+        self, memory: Memories
     ) -> None:
         await memory.put(USER, "k", "v1")
         v2 = await memory.put(USER, "k", "v2", if_version=1)
@@ -164,7 +164,7 @@ class MemoryStoreContract(CapabilityGate):
         assert await memory.get(USER, "nothing-here") is None
         assert await memory.get(USER, "k") == v2
 
-    async def test_delete_says_whether_there_was_an_item(self, memory: MemoryStore) -> None:
+    async def test_delete_says_whether_there_was_an_item(self, memory: Memories) -> None:
         await memory.put(USER, "k", "v")
         assert await memory.delete(USER, "k") is True
         assert await memory.get(USER, "k") is None
@@ -172,9 +172,7 @@ class MemoryStoreContract(CapabilityGate):
         again = await memory.put(USER, "k", "anew")
         assert again.version == 1  # a deleted item's versions start over
 
-    async def test_delete_with_if_version_deletes_only_that_version(
-        self, memory: MemoryStore
-    ) -> None:
+    async def test_delete_with_if_version_deletes_only_that_version(self, memory: Memories) -> None:
         await memory.put(USER, "k", "v1")
         v2 = await memory.put(USER, "k", "v2")
         with pytest.raises(VersionConflict) as refused:
@@ -189,7 +187,7 @@ class MemoryStoreContract(CapabilityGate):
     # ----- listing -----
 
     async def test_list_takes_a_prefix_of_parts_in_order_of_namespace_then_key(
-        self, memory: MemoryStore
+        self, memory: Memories
     ) -> None:
         places = [
             (("user", "u1"), "b"),
@@ -225,7 +223,7 @@ class MemoryStoreContract(CapabilityGate):
         ]
         assert await memory.list(("nobody",)) == []
 
-    async def test_list_pages_with_limit_and_offset(self, memory: MemoryStore) -> None:
+    async def test_list_pages_with_limit_and_offset(self, memory: Memories) -> None:
         for n in range(7):
             await memory.put(USER, f"k{n}", n * "x" or "-")
         pages = [
@@ -235,7 +233,7 @@ class MemoryStoreContract(CapabilityGate):
         assert pages == [["k0", "k1", "k2"], ["k3", "k4", "k5"], ["k6"], []]
         assert await memory.list(USER, limit=0) == []
 
-    async def test_namespaces_are_each_listed_once_in_order(self, memory: MemoryStore) -> None:
+    async def test_namespaces_are_each_listed_once_in_order(self, memory: Memories) -> None:
         await memory.put(("user", "u2"), "a", "x")
         await memory.put(("user", "u1"), "a", "x")
         await memory.put(("user", "u1"), "b", "x")
@@ -251,7 +249,7 @@ class MemoryStoreContract(CapabilityGate):
         await memory.delete(("agent", "helper"), "a")
         assert ("agent", "helper") not in await memory.namespaces()
 
-    async def test_namespaces_keep_their_items_apart(self, memory: MemoryStore) -> None:
+    async def test_namespaces_keep_their_items_apart(self, memory: Memories) -> None:
         await memory.put(USER, "k", "mine")
         await memory.put(OTHER, "k", "theirs")
         await memory.put(("user", "u1", "sub"), "k", "below")
@@ -265,7 +263,7 @@ class MemoryStoreContract(CapabilityGate):
 
     # ----- search -----
 
-    async def test_search_ranks_the_item_with_every_word_first(self, memory: MemoryStore) -> None:
+    async def test_search_ranks_the_item_with_every_word_first(self, memory: Memories) -> None:
         await self._corpus(memory)
         hits = await memory.search(USER, "postgres backup")
         assert [h.item.key for h in hits] == ["backup", "database"]
@@ -273,7 +271,7 @@ class MemoryStoreContract(CapabilityGate):
         assert hits[0].item.value == CORPUS[(USER, "backup")]
 
     async def test_search_is_case_insensitive_and_reads_the_strings_of_json_values(
-        self, memory: MemoryStore
+        self, memory: Memories
     ) -> None:
         await self._corpus(memory)
         assert [h.item.key for h in await memory.search(USER, "TEA")] == ["prefs"]
@@ -282,7 +280,7 @@ class MemoryStoreContract(CapabilityGate):
         assert await memory.search(USER, "editor") == []
 
     async def test_search_stays_under_its_prefix_and_sees_writes_and_deletes(
-        self, memory: MemoryStore
+        self, memory: Memories
     ) -> None:
         await self._corpus(memory)
         assert [h.item.namespace for h in await memory.search(OTHER, "backup")] == [OTHER]
@@ -294,7 +292,7 @@ class MemoryStoreContract(CapabilityGate):
         assert [h.item.key for h in await memory.search(USER, "nightly")] == []
 
     async def test_search_without_words_or_matches_finds_nothing_and_honours_limit(
-        self, memory: MemoryStore
+        self, memory: Memories
     ) -> None:
         await self._corpus(memory)
         assert await memory.search(USER, "") == []
@@ -310,16 +308,14 @@ class MemoryStoreContract(CapabilityGate):
         [(), ("",), ("user", ""), ["user", "u1"], "user", ("a\x1fb",), ("a\nb",), ("x",) * 17],
         ids=["empty", "empty-part", "empty-second", "list", "str", "separator", "newline", "deep"],
     )
-    async def test_a_bad_namespace_is_refused(self, memory: MemoryStore, namespace: Any) -> None:
+    async def test_a_bad_namespace_is_refused(self, memory: Memories, namespace: Any) -> None:
         with pytest.raises(UsageError, match="namespace"):
             await memory.put(namespace, "k", "v")
         with pytest.raises(UsageError, match="namespace"):
             await memory.get(namespace, "k")
         assert await memory.list(()) == []
 
-    async def test_bad_keys_values_versions_and_pages_are_refused(
-        self, memory: MemoryStore
-    ) -> None:
+    async def test_bad_keys_values_versions_and_pages_are_refused(self, memory: Memories) -> None:
         bad_calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
             ("key", lambda: memory.put(USER, "", "v")),
             ("key", lambda: memory.put(USER, "k" * (MAX_KEY_LENGTH + 1), "v")),
@@ -344,7 +340,7 @@ class MemoryStoreContract(CapabilityGate):
 
     # ----- races -----
 
-    async def test_concurrent_edits_with_if_version_lose_nothing(self, memory: MemoryStore) -> None:
+    async def test_concurrent_edits_with_if_version_lose_nothing(self, memory: Memories) -> None:
         await memory.put(USER, "log", [])
 
         async def edit(name: str) -> None:
@@ -367,7 +363,7 @@ class MemoryStoreContract(CapabilityGate):
 
     @requires(Capability.SPANS_PROCESSES)
     async def test_processes_editing_one_item_lose_no_edit(
-        self, memory: MemoryStore, memory_factory: Callable[[], Any] | None
+        self, memory: Memories, memory_factory: Callable[[], Any] | None
     ) -> None:
         if memory_factory is None:
             pytest.skip("no memory_factory: the multi-process check needs one")

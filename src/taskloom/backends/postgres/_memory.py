@@ -57,7 +57,7 @@ def _item(row: Any) -> MemoryItem:
 
 
 class PostgresMemories:
-    """A `MemoryStore` on a PostgreSQL database: each write is one statement
+    """A `Memories` on a PostgreSQL database: each write is one statement
     (an upsert, an insert that does nothing on conflict, or an UPDATE or
     DELETE whose WHERE names the expected version, re-checked under READ
     COMMITTED against the row a concurrent writer committed), so no two

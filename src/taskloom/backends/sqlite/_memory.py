@@ -69,7 +69,7 @@ def has_fts5() -> bool:
 
 
 class SQLiteMemories:
-    """A `MemoryStore` on a SQLite database: each write is one `BEGIN
+    """A `Memories` on a SQLite database: each write is one `BEGIN
     IMMEDIATE` transaction, so its version check and its write hold SQLite's
     one write lock together, against every process on the file. Search is
     FTS5's BM25; a SQLite library without FTS5 raises `ConfigurationError`
