@@ -14,6 +14,7 @@ decisions and misuse of the API::
     ├── SessionBusy             another run holds the session (retry, or wait=seconds)
     ├── SessionNotFound         no such session in the store (also a KeyError)
     ├── StaleLeaseError         a write carried a lease generation that moved on
+    ├── VersionConflict         a memory write's if_version no longer matches (carries the current item)
     ├── StoreError              the store cannot be reached or read
     │   ├── StoreUnavailable    connecting failed (host, port and cause named)
     │   │   └── StoreNotFound   the store is not there, and was not to be created
@@ -42,6 +43,8 @@ else is running this session", `UsageError` for bugs in the calling code.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 __all__ = [
     "APIKeyMissing",
@@ -73,6 +76,7 @@ __all__ = [
     "ToolDefinitionWarning",
     "TransportError",
     "UsageError",
+    "VersionConflict",
 ]
 
 
@@ -216,6 +220,20 @@ class ApprovalsMissing(UsageError):
 
 class StaleLeaseError(TaskloomError):
     """A write carried a lease generation that is no longer current."""
+
+
+class VersionConflict(TaskloomError):
+    """A memory write (`put` or `delete` with `if_version=`) was refused: the
+    item's version is no longer the one the writer read, so writing would
+    lose another writer's edit. Nothing was written.
+
+    `current` is the item as read just after the refusal (a `MemoryItem`),
+    or None when it is absent, so the writer can redo its edit on it.
+    """
+
+    def __init__(self, message: str, current: Any = None) -> None:
+        super().__init__(message)
+        self.current = current
 
 
 _RETRYABLE = (408, 409, 429, 500, 502, 503, 504, 529)

@@ -3,11 +3,12 @@
 A backend holds everything taskloom keeps in its database — the session
 store, the leases and fences that coordinate its writers, the activity
 registry and notice inbox of background work, the snapshot rows beside the
-log and the tree budgets — built and closed by the backend on one database
+log, the tree budgets and long-term memory (`Memories`) — built and closed by the backend on one database
 object and, for PostgreSQL, one `PoolOptions`::
 
     backend = open_backend("postgresql://localhost/app", pool=PoolOptions(max_size=20))
     backend.store, backend.leases, backend.registry, backend.inbox, backend.snapshots
+    backend.budgets, backend.memory
 
 Each declares its `capabilities` (`Capability`); the contract suites in
 `taskloom.testing` run what a backend declares. `Backend(store, ...)` makes
@@ -41,6 +42,17 @@ from ._leases import (
     system_clock,
 )
 from ._ledgers import BudgetLedger
+from ._memories import (
+    MAX_KEY_LENGTH,
+    MAX_NAMESPACE_DEPTH,
+    MAX_NAMESPACE_PART_LENGTH,
+    MAX_VALUE_BYTES,
+    Memories,
+    MemoryHit,
+    MemoryItem,
+    MemoryValue,
+    Namespace,
+)
 from ._open import open_backend
 from ._pool import DEFAULT_MAX_SIZE, PoolOptions
 from ._snapshots import SnapshotStore
@@ -53,7 +65,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_SIZE",
+    "MAX_KEY_LENGTH",
+    "MAX_NAMESPACE_DEPTH",
+    "MAX_NAMESPACE_PART_LENGTH",
     "MAX_SESSION_ID_LENGTH",
+    "MAX_VALUE_BYTES",
     "ActivityRegistry",
     "Backend",
     "BackgroundActivity",
@@ -65,6 +81,11 @@ __all__ = [
     "Lease",
     "Leases",
     "MemoryBackend",
+    "MemoryHit",
+    "MemoryItem",
+    "Memories",
+    "MemoryValue",
+    "Namespace",
     "NoticeInbox",
     "NoticeStatus",
     "PoolOptions",

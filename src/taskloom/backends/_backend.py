@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ._activities import ActivityRegistry, NoticeInbox
     from ._leases import Clock, Leases
     from ._ledgers import BudgetLedger
+    from ._memories import Memories
     from ._snapshots import SnapshotStore
     from ._store import SessionStore
 
@@ -41,11 +42,13 @@ class Capability(enum.StrEnum):
     """A background `NoticeInbox` on the same database."""
     TREE_BUDGETS = "tree_budgets"
     """A `BudgetLedger` on the same database (`Backend.budgets`)."""
+    MEMORY = "memory"
+    """A long-term `Memories` on the same database (`Backend.memory`)."""
 
 
 class Backend:
     """One database's session store, leases, activity registry, notice inbox,
-    snapshots and tree budgets, with the capabilities it declares.
+    snapshots, tree budgets and long-term memory, with the capabilities it declares.
 
     Build one around your own store to run taskloom on it:
     `Backend(store, registry=..., inbox=..., capabilities={...})`; parts left
@@ -67,6 +70,7 @@ class Backend:
         inbox: NoticeInbox | None = None,
         snapshots: SnapshotStore | None = None,
         budgets: BudgetLedger | None = None,
+        memory: Memories | None = None,
         capabilities: Iterable[Capability | str] = (),
     ) -> None:
         self.store = store
@@ -75,6 +79,7 @@ class Backend:
         self._inbox = inbox
         self._snapshots = snapshots
         self._budgets = budgets
+        self._memory = memory
         self.capabilities: frozenset[Capability] = frozenset(
             Capability(flag) for flag in capabilities
         )
@@ -107,6 +112,11 @@ class Backend:
         keeps them in its own memory, and a tree's ceiling holds in one process."""
         return self._budgets
 
+    @property
+    def memory(self) -> Memories | None:
+        """The long-term memory on this backend's database, or None if it has none."""
+        return self._memory
+
     async def close(self) -> None:
         """Close the store (and the database every part shares). Idempotent."""
         close = getattr(self.store, "close", None)
@@ -127,6 +137,8 @@ class DatabaseBackend(Backend):
     _clock: Clock
     part_types: ClassVar[tuple[Any, Any, Any, Any]]
     """The registry, inbox, snapshots and budgets classes, each built on `database`."""
+    memory_type: ClassVar[Any]
+    """The `Memories` class built on `database` (with the backend's clock)."""
 
     @functools.cached_property
     def registry(self) -> ActivityRegistry:
@@ -147,6 +159,11 @@ class DatabaseBackend(Backend):
     def budgets(self) -> BudgetLedger:
         """The tree budgets on this backend's database."""
         return self.part_types[3](self.database)  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def memory(self) -> Memories:
+        """The long-term memory on this backend's database."""
+        return self.memory_type(self.database, clock=self._clock)  # type: ignore[no-any-return]
 
 
 def backend_of(store: object) -> Backend | None:

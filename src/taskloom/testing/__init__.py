@@ -1,7 +1,8 @@
 """Test support users import, one module each: contract suites for their own
 backends (`store_contract.StoreContract`, `lease_contract.LeaseContract`,
 `background_contract.ActivityRegistryContract` and `NoticeInboxContract`,
-`budget_contract.BudgetLedgerContract`), a fake clock (`clock.FakeClock`), a
+`budget_contract.BudgetLedgerContract`,
+`memory_contract.MemoryStoreContract`), a fake clock (`clock.FakeClock`), a
 fake provider server (`fake_server.FakeServer`), a recording HTTP transport
 for adapters (`transport.RecordingTransport`), and `recordings.recorded_model`
 to record a real run once and replay it offline.

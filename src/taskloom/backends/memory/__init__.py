@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .._leases import MemoryLeases
 from .._ledgers import MemoryBudgets
+from .._memories import MemoryMemories
 from ._backend import MEMORY_CAPABILITIES, MemoryBackend
 from ._background import MemoryActivityRegistry, MemoryNoticeInbox
 from ._store import MemoryStore
@@ -14,6 +15,7 @@ __all__ = [
     "MemoryBackend",
     "MemoryBudgets",
     "MemoryLeases",
+    "MemoryMemories",
     "MemoryNoticeInbox",
     "MemoryStore",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .._backend import Backend, Capability
 from .._leases import Clock, system_clock
 from .._ledgers import MemoryBudgets
+from .._memories import MemoryMemories
 from ._background import MemoryActivityRegistry, MemoryNoticeInbox
 from ._store import MemorySnapshots, MemoryStore
 
@@ -15,13 +16,15 @@ MEMORY_CAPABILITIES = frozenset(
         Capability.ACTIVITY_REGISTRY,
         Capability.NOTICE_INBOX,
         Capability.TREE_BUDGETS,
+        Capability.MEMORY,
     }
 )
 """Everything but `SPANS_PROCESSES`: another process never sees this memory."""
 
 
 class MemoryBackend(Backend):
-    """A `MemoryStore`, its `MemoryLeases`, a memory registry, inbox and snapshots.
+    """A `MemoryStore` (of sessions), its `MemoryLeases`, a memory registry,
+    inbox, snapshots, tree budgets and long-term memory (`MemoryMemories`).
 
     `clock` measures leases (store and registry); `store=` builds the
     backend around an existing `MemoryStore`.
@@ -37,5 +40,6 @@ class MemoryBackend(Backend):
             inbox=MemoryNoticeInbox(),
             snapshots=MemorySnapshots(store.leases),
             budgets=MemoryBudgets(),
+            memory=MemoryMemories(clock=clock),
             capabilities=MEMORY_CAPABILITIES,
         )

@@ -10,6 +10,7 @@ from .._pool import PoolOptions, PoolSettings
 from ._background import PostgresActivityRegistry, PostgresNoticeInbox
 from ._database import PostgresDatabase
 from ._ledgers import PostgresBudgets
+from ._memory import PostgresMemories
 from ._snapshots import PostgresSnapshots
 from ._store import PostgresStore
 
@@ -21,8 +22,8 @@ POSTGRES_CAPABILITIES = frozenset(Capability)
 
 
 class PostgresBackend(DatabaseBackend):
-    """A `PostgresStore`, its `PostgresLeases`, a registry, an inbox, snapshots
-    and tree budgets on one `PostgresDatabase`: one pool, sized and bounded
+    """A `PostgresStore`, its `PostgresLeases`, a registry, an inbox, snapshots,
+    tree budgets and long-term memory on one `PostgresDatabase`: one pool, sized and bounded
     once by `pool` (a `PoolOptions`, or its fields as keywords, which
     override it).
 
@@ -34,6 +35,7 @@ class PostgresBackend(DatabaseBackend):
     store: PostgresStore
     database: PostgresDatabase
     part_types = (PostgresActivityRegistry, PostgresNoticeInbox, PostgresSnapshots, PostgresBudgets)
+    memory_type = PostgresMemories
 
     def __init__(
         self,

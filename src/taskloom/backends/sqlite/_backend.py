@@ -10,6 +10,7 @@ from .._leases import Clock, system_clock
 from ._background import SQLiteActivityRegistry, SQLiteNoticeInbox
 from ._database import SQLiteDatabase
 from ._ledgers import SQLiteBudgets
+from ._memory import SQLiteMemories
 from ._snapshots import SQLiteSnapshots
 from ._store import SQLiteStore
 
@@ -18,8 +19,8 @@ SQLITE_CAPABILITIES = frozenset(Capability)
 
 
 class SQLiteBackend(DatabaseBackend):
-    """A `SQLiteStore`, its `SQLiteLeases`, a registry, an inbox, snapshots and
-    tree budgets on one `SQLiteDatabase` (one file, one connection and its
+    """A `SQLiteStore`, its `SQLiteLeases`, a registry, an inbox, snapshots,
+    tree budgets and long-term memory on one `SQLiteDatabase` (one file, one connection and its
     worker thread).
 
     `path` is the file (created with its parent folders on first use, mode
@@ -32,6 +33,7 @@ class SQLiteBackend(DatabaseBackend):
     store: SQLiteStore
     database: SQLiteDatabase
     part_types = (SQLiteActivityRegistry, SQLiteNoticeInbox, SQLiteSnapshots, SQLiteBudgets)
+    memory_type = SQLiteMemories
 
     def __init__(
         self,

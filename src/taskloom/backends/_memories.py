@@ -1,0 +1,447 @@
+"""Long-term memory: items in namespaces, written with compare-and-set.
+
+A `Memories` keeps items an agent (or its host) remembers across
+sessions. An item is addressed by a namespace, a tuple of strings such as
+`("user", "u1")`, and a key; it holds a value (text, or a JSON object or
+array) and a version that starts at 1 and rises by one at every write.
+`put(..., if_version=n)` writes only if the item is still at version `n`
+(0: only if absent) and otherwise raises `VersionConflict` with the
+current item, so two writers editing one item never lose an edit: each
+either writes on the version it read or is told to redo its edit.
+
+The memory backend's store (`MemoryMemories`) is here; the SQLite and
+PostgreSQL ones are built by their backends on their database.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import math
+import re
+import time
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from ..errors import UsageError, VersionConflict
+from ._sql import dump_json
+
+__all__ = [
+    "MAX_KEY_LENGTH",
+    "MAX_NAMESPACE_DEPTH",
+    "MAX_NAMESPACE_PART_LENGTH",
+    "MAX_VALUE_BYTES",
+    "MemoryHit",
+    "MemoryItem",
+    "MemoryMemories",
+    "Memories",
+    "MemoryValue",
+    "Namespace",
+]
+
+Namespace: TypeAlias = tuple[str, ...]
+"""Where an item lives: a tuple of non-empty strings, e.g. `("user", "u1")`."""
+
+MemoryValue: TypeAlias = str | dict[str, Any] | list[Any]
+"""What an item holds: a text (`str`), or a JSON object (`dict`) or array (`list`)."""
+
+MAX_NAMESPACE_DEPTH = 16
+"""The most parts a namespace may have."""
+MAX_NAMESPACE_PART_LENGTH = 256
+"""The longest a namespace part may be, in characters."""
+MAX_KEY_LENGTH = 512
+"""The longest a key may be, in characters."""
+MAX_VALUE_BYTES = 64 * 1024
+"""The largest a value may be, measured as the compact ASCII JSON text it is stored as."""
+
+SEP = "\x1f"
+"""Ends every namespace part in the stored form. Below every character a part
+may hold, so the stored forms sort as the tuples do and a prefix of parts is a
+prefix of text."""
+
+MAX_LIMIT = 10_000
+"""The most items one `list` or `search` returns."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryItem:
+    """One remembered item: where it is (`namespace`, `key`), what it holds
+    (`value`), its `version` (1 when created, one more at each write) and
+    when it was created and last written (`created_at`, `updated_at`:
+    seconds since the epoch, from the store's clock)."""
+
+    namespace: Namespace
+    key: str
+    value: MemoryValue
+    version: int
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryHit:
+    """A search result: the `item` and its `score` (higher is more relevant;
+    scores compare only within one search and differ between backends)."""
+
+    item: MemoryItem
+    score: float
+
+
+@runtime_checkable
+class Memories(Protocol):
+    """Items in namespaces with versions and compare-and-set writes (see the module).
+
+    Every write is atomic against every other writer the store's database
+    serves (other processes too, on SQLite and PostgreSQL): a write with
+    `if_version` checks and writes in one statement or transaction.
+
+    Bounds, refused with `UsageError`: a namespace has 1 to
+    `MAX_NAMESPACE_DEPTH` parts, each a non-empty string of at most
+    `MAX_NAMESPACE_PART_LENGTH` characters with no control character; a key is
+    a non-empty string of at most `MAX_KEY_LENGTH` characters with no NUL; a
+    value is a `str`, `dict` or `list` (JSON-serialisable, no NaN) whose
+    stored JSON is at most `MAX_VALUE_BYTES` (64 KiB; non-ASCII characters
+    are stored escaped, up to 12 bytes each).
+    """
+
+    async def get(self, namespace: Namespace, key: str) -> MemoryItem | None:
+        """The item at `namespace`/`key`, or None."""
+        ...
+
+    async def put(
+        self, namespace: Namespace, key: str, value: MemoryValue, *, if_version: int | None = None
+    ) -> MemoryItem:
+        """Write `value`, creating the item (version 1) or replacing its value
+        (version + 1); the item as written.
+
+        With `if_version=n` the write happens only if the item is at version
+        `n` now (`0`: only if it is absent); otherwise nothing is written and
+        `VersionConflict` is raised, carrying the current item (None if absent).
+        """
+        ...
+
+    async def delete(
+        self, namespace: Namespace, key: str, *, if_version: int | None = None
+    ) -> bool:
+        """Delete the item; whether there was one to delete.
+
+        With `if_version=n` (n >= 1) it is deleted only at version `n`;
+        otherwise (another version, or no item) `VersionConflict` is raised,
+        carrying the current item or None.
+        """
+        ...
+
+    async def list(
+        self, prefix: Namespace = (), *, limit: int = 100, offset: int = 0
+    ) -> list[MemoryItem]:
+        """Items whose namespace starts with the parts of `prefix` (`()`: every
+        item), ordered by namespace (part by part) then key, by code point;
+        `offset` skips that many first, `limit` (at most 10,000) caps how many."""
+        ...
+
+    async def namespaces(self, prefix: Namespace = ()) -> builtins.list[Namespace]:
+        """Every namespace that holds an item and starts with `prefix`, sorted as `list` sorts."""
+        ...
+
+    async def search(
+        self, prefix: Namespace, query: str, *, limit: int = 10
+    ) -> builtins.list[MemoryHit]:
+        """Full-text search of the items under `prefix`: those whose value
+        holds at least one word of `query` (case-insensitive; the words of a
+        JSON value are those of its strings), most relevant first, at most
+        `limit`. A query without words finds nothing."""
+        ...
+
+
+# ----- checks and encodings every implementation shares -----
+
+
+def check_namespace(namespace: object, *, prefix: bool = False) -> str:
+    """`namespace` in its stored form (each part followed by `SEP`), or
+    `UsageError` saying what is wrong; `prefix=True` allows `()`."""
+    if not isinstance(namespace, tuple):
+        raise UsageError(
+            f"a memory namespace is a tuple of strings, not {type(namespace).__name__}"
+        )
+    if not namespace and not prefix:
+        raise UsageError("a memory namespace needs at least one part")
+    if len(namespace) > MAX_NAMESPACE_DEPTH:
+        raise UsageError(
+            f"a memory namespace has at most {MAX_NAMESPACE_DEPTH} parts, not {len(namespace)}"
+        )
+    for part in namespace:
+        if not isinstance(part, str) or not part:
+            raise UsageError(f"memory namespace parts are non-empty strings: {namespace!r}")
+        if len(part) > MAX_NAMESPACE_PART_LENGTH:
+            raise UsageError(
+                f"a memory namespace part is at most {MAX_NAMESPACE_PART_LENGTH} characters,"
+                f" not {len(part)}"
+            )
+        if any(ord(c) < 0x20 for c in part) or not _encodable(part):
+            raise UsageError(
+                f"a memory namespace part holds a control character or a lone surrogate: {part!r}"
+            )
+    return "".join(part + SEP for part in namespace)
+
+
+def parse_namespace(stored: str) -> Namespace:
+    """The tuple a stored namespace (`check_namespace`'s result) stands for."""
+    return tuple(stored.split(SEP)[:-1])
+
+
+def check_key(key: object) -> str:
+    """`key`, or `UsageError` if it is not a key a memory store takes."""
+    if not isinstance(key, str) or not key:
+        raise UsageError(f"a memory key is a non-empty string, not {key!r}")
+    if len(key) > MAX_KEY_LENGTH:
+        raise UsageError(f"a memory key is at most {MAX_KEY_LENGTH} characters, not {len(key)}")
+    if "\x00" in key or not _encodable(key):
+        raise UsageError(f"a memory key holds a NUL or a lone surrogate: {key!r}")
+    return key
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def encode_value(value: object) -> str:
+    """`value` as the JSON text stored, or `UsageError` (wrong type, not JSON, too large)."""
+    if not isinstance(value, str | dict | list):
+        raise UsageError(
+            f"a memory value is a str, or a JSON object (dict) or array (list), "
+            f"not {type(value).__name__}"
+        )
+    try:
+        text = dump_json(value)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"a memory value must be JSON: {exc}") from None
+    if len(text) > MAX_VALUE_BYTES:
+        raise UsageError(
+            f"a memory value is at most {MAX_VALUE_BYTES} bytes as stored JSON, not {len(text)}"
+        )
+    return text
+
+
+def decode_value(text: str) -> MemoryValue:
+    """The value stored as `text`."""
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+def check_version(if_version: object, *, deleting: bool = False) -> int | None:
+    """`if_version`, or `UsageError` if it is not None or an int >= 0 (>= 1 to delete)."""
+    if if_version is None:
+        return None
+    if not isinstance(if_version, int) or isinstance(if_version, bool) or if_version < 0:
+        raise UsageError(f"if_version is None or an int >= 0, not {if_version!r}")
+    if deleting and if_version == 0:
+        raise UsageError("delete(if_version=0) would delete only an absent item: pass None or >= 1")
+    return if_version
+
+
+def check_page(limit: object, offset: object = 0) -> tuple[int, int]:
+    """`(limit, offset)`, or `UsageError` unless both are ints in range."""
+    for name, given, top in (("limit", limit, MAX_LIMIT), ("offset", offset, None)):
+        if not isinstance(given, int) or isinstance(given, bool) or given < 0:
+            raise UsageError(f"{name} is an int >= 0, not {given!r}")
+        if top is not None and given > top:
+            raise UsageError(f"{name} is at most {top}, not {given}")
+    return limit, offset  # type: ignore[return-value]
+
+
+def searchable_text(value: MemoryValue) -> str:
+    """The text full-text search reads in `value`: the text itself, or every
+    string inside a JSON value (keys of objects are left out), one per line."""
+    if isinstance(value, str):
+        return value
+    strings: list[str] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, str):
+            strings.append(node)
+        elif isinstance(node, dict):
+            for child in node.values():
+                walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    walk(value)
+    return "\n".join(strings)
+
+
+_WORD = re.compile(r"[^\W_]+")
+
+
+def words(text: str) -> list[str]:
+    """The words of `text`, case-folded with accents removed (as SQLite's
+    unicode61 tokenizer reads them): what search matches on."""
+    folded = unicodedata.normalize("NFKD", text.casefold())
+    plain = "".join(c for c in folded if not unicodedata.combining(c))
+    return _WORD.findall(plain)
+
+
+def index_text(value: MemoryValue) -> str:
+    """The words of `value` (`words(searchable_text(value))`) joined by spaces:
+    what the SQL backends index, so every backend matches the same words."""
+    return " ".join(words(searchable_text(value)))
+
+
+def check_query(query: object) -> list[str]:
+    """The distinct words of a search `query`, in order, or `UsageError` if it is not a str."""
+    if not isinstance(query, str):
+        raise UsageError(f"a search query is a str, not {type(query).__name__}")
+    return list(dict.fromkeys(words(query)))
+
+
+def conflict(
+    namespace: Namespace, key: str, wanted: int, current: MemoryItem | None
+) -> VersionConflict:
+    """The `VersionConflict` for a write that expected version `wanted`."""
+    found = "absent" if current is None else f"at version {current.version}"
+    expected = "absent" if wanted == 0 else f"at version {wanted}"
+    return VersionConflict(
+        f"memory item {namespace!r}/{key!r} is {found}, not {expected}: read it and redo the edit",
+        current,
+    )
+
+
+# ----- the memory backend's store -----
+
+
+@dataclass(slots=True)
+class _Row:
+    text: str
+    version: int
+    created_at: float
+    updated_at: float
+    words: Counter[str]
+
+
+class MemoryMemories:
+    """A `Memories` in process memory (the memory backend's; one process).
+
+    Search scores with BM25 over the words of the items under the prefix.
+    `clock` gives the items' times.
+    """
+
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        # stored namespace -> key -> row; no await between a check and its write,
+        # so each method is atomic on the event loop.
+        self._items: dict[str, dict[str, _Row]] = {}
+
+    def _item(self, ns: str, key: str, row: _Row) -> MemoryItem:
+        return MemoryItem(
+            parse_namespace(ns),
+            key,
+            decode_value(row.text),
+            row.version,
+            row.created_at,
+            row.updated_at,
+        )
+
+    async def get(self, namespace: Namespace, key: str) -> MemoryItem | None:
+        ns, key = check_namespace(namespace), check_key(key)
+        row = self._items.get(ns, {}).get(key)
+        return None if row is None else self._item(ns, key, row)
+
+    async def put(
+        self, namespace: Namespace, key: str, value: MemoryValue, *, if_version: int | None = None
+    ) -> MemoryItem:
+        ns, key, text = check_namespace(namespace), check_key(key), encode_value(value)
+        wanted = check_version(if_version)
+        keys = self._items.setdefault(ns, {})
+        row = keys.get(key)
+        if wanted is not None and (row.version if row else 0) != wanted:
+            if not keys:
+                del self._items[ns]
+            raise conflict(
+                namespace, key, wanted, None if row is None else self._item(ns, key, row)
+            )
+        now = self._clock()
+        found = Counter(words(searchable_text(value)))
+        if row is None:
+            row = keys[key] = _Row(text, 1, now, now, found)
+        else:
+            row.text, row.version, row.updated_at, row.words = text, row.version + 1, now, found
+        return self._item(ns, key, row)
+
+    async def delete(
+        self, namespace: Namespace, key: str, *, if_version: int | None = None
+    ) -> bool:
+        ns, key = check_namespace(namespace), check_key(key)
+        wanted = check_version(if_version, deleting=True)
+        keys = self._items.get(ns, {})
+        row = keys.get(key)
+        if wanted is not None and (row is None or row.version != wanted):
+            raise conflict(
+                namespace, key, wanted, None if row is None else self._item(ns, key, row)
+            )
+        if row is None:
+            return False
+        del keys[key]
+        if not keys:
+            del self._items[ns]
+        return True
+
+    def _under(self, prefix: Namespace) -> Iterable[tuple[str, str, _Row]]:
+        start = check_namespace(prefix, prefix=True)
+        for ns in sorted(n for n in self._items if n.startswith(start)):
+            keys = self._items[ns]
+            for key in sorted(keys):
+                yield ns, key, keys[key]
+
+    async def list(
+        self, prefix: Namespace = (), *, limit: int = 100, offset: int = 0
+    ) -> list[MemoryItem]:
+        limit, offset = check_page(limit, offset)
+        rows = list(self._under(prefix))[offset : offset + limit]
+        return [self._item(ns, key, row) for ns, key, row in rows]
+
+    async def namespaces(self, prefix: Namespace = ()) -> builtins.list[Namespace]:
+        start = check_namespace(prefix, prefix=True)
+        return [parse_namespace(ns) for ns in sorted(self._items) if ns.startswith(start)]
+
+    async def search(
+        self, prefix: Namespace, query: str, *, limit: int = 10
+    ) -> builtins.list[MemoryHit]:
+        limit, _ = check_page(limit)
+        terms = check_query(query)
+        rows = list(self._under(prefix))
+        scored = bm25(terms, [row.words for _, _, row in rows])
+        ranked = sorted(
+            ((score, i) for i, score in enumerate(scored) if score > 0), key=lambda s: (-s[0], s[1])
+        )
+        return [
+            MemoryHit(self._item(rows[i][0], rows[i][1], rows[i][2]), score)
+            for score, i in ranked[:limit]
+        ]
+
+
+def bm25(terms: Iterable[str], documents: Sequence[Counter[str]]) -> list[float]:
+    """Okapi BM25 (k1 = 1.2, b = 0.75, as SQLite FTS5) of each document's
+    word counts for `terms`; 0 for a document that holds none of them."""
+    count = len(documents)
+    if not count:
+        return []
+    lengths = [sum(doc.values()) for doc in documents]
+    average = sum(lengths) / count or 1.0
+    scores = [0.0] * count
+    for term in set(terms):
+        holding = sum(1 for doc in documents if term in doc)
+        if not holding:
+            continue
+        idf = math.log(1 + (count - holding + 0.5) / (holding + 0.5))
+        for i, doc in enumerate(documents):
+            tf = doc.get(term, 0)
+            if tf:
+                norm = 1.2 * (0.25 + 0.75 * lengths[i] / average)
+                scores[i] += idf * tf * 2.2 / (tf + norm)
+    return scores

@@ -1,0 +1,179 @@
+"""Long-term memory in the `taskloom_memory` table of a PostgreSQL backend, with text search."""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+from .._leases import Clock, system_clock
+from .._memories import (
+    MemoryHit,
+    MemoryItem,
+    MemoryValue,
+    Namespace,
+    check_key,
+    check_namespace,
+    check_page,
+    check_query,
+    check_version,
+    conflict,
+    decode_value,
+    encode_value,
+    index_text,
+    parse_namespace,
+)
+from .._sql import Migration
+from ._database import PostgresDatabase
+
+POSTGRES_MEMORY_MIGRATIONS: tuple[Migration, ...] = (
+    (
+        # COLLATE "C": ordered by code point, as on every backend, whatever
+        # the database's locale.
+        """CREATE TABLE IF NOT EXISTS {memory} (
+            namespace text COLLATE "C" NOT NULL,
+            key text COLLATE "C" NOT NULL,
+            value text NOT NULL,
+            version bigint NOT NULL,
+            created_at double precision NOT NULL,
+            updated_at double precision NOT NULL,
+            words text NOT NULL,
+            tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', words)) STORED,
+            PRIMARY KEY (namespace, key)
+        )""",
+        "CREATE INDEX IF NOT EXISTS taskloom_memory_tsv ON {memory} USING gin (tsv)",
+    ),
+)
+
+_COLUMNS = "namespace, key, value, version, created_at, updated_at"
+# The lower bound lets the primary key index start at the prefix.
+_UNDER = "namespace >= %(prefix)s AND left(namespace, %(n)s) = %(prefix)s"
+
+
+def _item(row: Any) -> MemoryItem:
+    ns, key, value, version, created_at, updated_at = row[:6]
+    return MemoryItem(
+        parse_namespace(ns), key, decode_value(value), int(version), created_at, updated_at
+    )
+
+
+class PostgresMemories:
+    """A `Memories` on a PostgreSQL database: each write is one statement
+    (an upsert, an insert that does nothing on conflict, or an UPDATE or
+    DELETE whose WHERE names the expected version, re-checked under READ
+    COMMITTED against the row a concurrent writer committed), so no two
+    writers of one version both succeed. Search is `ts_rank` over a
+    `'simple'` text search vector; `clock` gives the items' times."""
+
+    def __init__(self, database: PostgresDatabase, *, clock: Clock = system_clock) -> None:
+        self.database = self._db = db = database
+        self._clock = clock
+        db.require("memory", POSTGRES_MEMORY_MIGRATIONS)
+        table = db.table("memory")
+        where = "namespace = %(ns)s AND key = %(key)s"
+        values = "(%(ns)s, %(key)s, %(value)s, 1, %(now)s, %(now)s, %(words)s)"
+        insert = f"INSERT INTO {table} ({_COLUMNS}, words) VALUES {values}"
+        self._sql_get = f"SELECT {_COLUMNS} FROM {table} WHERE {where}"
+        self._sql_upsert = (
+            f"{insert} ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value,"
+            f" version = {table}.version + 1, updated_at = EXCLUDED.updated_at,"
+            f" words = EXCLUDED.words RETURNING {_COLUMNS}"
+        )
+        self._sql_create = f"{insert} ON CONFLICT (namespace, key) DO NOTHING RETURNING {_COLUMNS}"
+        self._sql_update = (
+            f"UPDATE {table} SET value = %(value)s, version = version + 1,"
+            f" updated_at = %(now)s, words = %(words)s"
+            f" WHERE {where} AND version = %(version)s RETURNING {_COLUMNS}"
+        )
+        self._sql_delete = f"DELETE FROM {table} WHERE {where} RETURNING version"
+        self._sql_delete_at = (
+            f"DELETE FROM {table} WHERE {where} AND version = %(version)s RETURNING version"
+        )
+        self._sql_list = (
+            f"SELECT {_COLUMNS} FROM {table} WHERE {_UNDER}"
+            " ORDER BY namespace, key LIMIT %(limit)s OFFSET %(offset)s"
+        )
+        self._sql_namespaces = (
+            f"SELECT DISTINCT namespace FROM {table} WHERE {_UNDER} ORDER BY namespace"
+        )
+        self._sql_search = (
+            f"SELECT {_COLUMNS}, ts_rank(tsv, q) AS score"
+            f" FROM {table}, to_tsquery('simple', %(query)s) AS q"
+            f" WHERE tsv @@ q AND {_UNDER}"
+            " ORDER BY score DESC, namespace, key LIMIT %(limit)s"
+        )
+
+    async def get(self, namespace: Namespace, key: str) -> MemoryItem | None:
+        ns, key = check_namespace(namespace), check_key(key)
+        rows = await self._db.fetchall(self._sql_get, {"ns": ns, "key": key})
+        return _item(rows[0]) if rows else None
+
+    async def put(
+        self, namespace: Namespace, key: str, value: MemoryValue, *, if_version: int | None = None
+    ) -> MemoryItem:
+        ns, key, text = check_namespace(namespace), check_key(key), encode_value(value)
+        wanted = check_version(if_version)
+        params = {
+            "ns": ns,
+            "key": key,
+            "value": text,
+            "now": self._clock(),
+            "words": index_text(value),
+            "version": wanted,
+        }
+        sql = (
+            self._sql_upsert
+            if wanted is None
+            else self._sql_create
+            if wanted == 0
+            else self._sql_update
+        )
+        rows = await self._db.fetchall(sql, params)
+        if not rows:
+            assert wanted is not None
+            raise conflict(namespace, key, wanted, await self.get(namespace, key))
+        return _item(rows[0])
+
+    async def delete(
+        self, namespace: Namespace, key: str, *, if_version: int | None = None
+    ) -> bool:
+        ns, key = check_namespace(namespace), check_key(key)
+        wanted = check_version(if_version, deleting=True)
+        params = {"ns": ns, "key": key, "version": wanted}
+        sql = self._sql_delete if wanted is None else self._sql_delete_at
+        rows = await self._db.fetchall(sql, params)
+        if not rows and wanted is not None:
+            raise conflict(namespace, key, wanted, await self.get(namespace, key))
+        return bool(rows)
+
+    async def list(
+        self, prefix: Namespace = (), *, limit: int = 100, offset: int = 0
+    ) -> list[MemoryItem]:
+        start = check_namespace(prefix, prefix=True)
+        limit, offset = check_page(limit, offset)
+        params = {"n": len(start), "prefix": start, "limit": limit, "offset": offset}
+        return [_item(row) for row in await self._db.fetchall(self._sql_list, params)]
+
+    async def namespaces(self, prefix: Namespace = ()) -> builtins.list[Namespace]:
+        start = check_namespace(prefix, prefix=True)
+        params = {"n": len(start), "prefix": start}
+        rows = await self._db.fetchall(self._sql_namespaces, params)
+        return [parse_namespace(ns) for (ns,) in rows]
+
+    async def search(
+        self, prefix: Namespace, query: str, *, limit: int = 10
+    ) -> builtins.list[MemoryHit]:
+        start = check_namespace(prefix, prefix=True)
+        limit, _ = check_page(limit)
+        terms = check_query(query)
+        if not terms or not limit:
+            return []
+        # Words are letters and digits only; quoted, each is one lexeme, never
+        # tsquery syntax. Any of them matches, as on every backend.
+        params = {
+            "query": " | ".join(f"'{term}'" for term in terms),
+            "n": len(start),
+            "prefix": start,
+            "limit": limit,
+        }
+        rows = await self._db.fetchall(self._sql_search, params)
+        return [MemoryHit(_item(row), float(row[6])) for row in rows]

@@ -1,0 +1,206 @@
+"""Long-term memory in the `taskloom_memory` table of a SQLite backend, searched with FTS5."""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import sqlite3
+from typing import Any
+
+from ...errors import ConfigurationError
+from .._leases import Clock, system_clock
+from .._memories import (
+    MemoryHit,
+    MemoryItem,
+    MemoryValue,
+    Namespace,
+    check_key,
+    check_namespace,
+    check_page,
+    check_query,
+    check_version,
+    conflict,
+    decode_value,
+    encode_value,
+    index_text,
+    parse_namespace,
+)
+from .._sql import Migration
+from ._database import SQLiteDatabase, immediate
+
+SQLITE_MEMORY_MIGRATIONS: tuple[Migration, ...] = (
+    (
+        """CREATE TABLE IF NOT EXISTS taskloom_memory (
+            id INTEGER PRIMARY KEY,
+            namespace TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            UNIQUE (namespace, key)
+        )""",
+        # The words of each value (rowid = taskloom_memory.id), written in the
+        # same transaction as the item.
+        "CREATE VIRTUAL TABLE IF NOT EXISTS taskloom_memory_fts USING fts5(words)",
+    ),
+)
+
+_COLUMNS = "namespace, key, value, version, created_at, updated_at"
+# The lower bound lets the (namespace, key) index start at the prefix.
+_UNDER = "namespace >= :prefix AND substr(namespace, 1, :n) = :prefix"
+
+
+def _item(row: Any) -> MemoryItem:
+    ns, key, value, version, created_at, updated_at = row[:6]
+    return MemoryItem(
+        parse_namespace(ns), key, decode_value(value), int(version), created_at, updated_at
+    )
+
+
+@functools.cache
+def has_fts5() -> bool:
+    """Whether this Python's SQLite library was built with FTS5 (`PRAGMA compile_options`)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        return any(row[0] == "ENABLE_FTS5" for row in conn.execute("PRAGMA compile_options"))
+    finally:
+        conn.close()
+
+
+class SQLiteMemories:
+    """A `Memories` on a SQLite database: each write is one `BEGIN
+    IMMEDIATE` transaction, so its version check and its write hold SQLite's
+    one write lock together, against every process on the file. Search is
+    FTS5's BM25; a SQLite library without FTS5 raises `ConfigurationError`
+    here. `clock` gives the items' times."""
+
+    def __init__(self, database: SQLiteDatabase, *, clock: Clock = system_clock) -> None:
+        if not has_fts5():
+            # Refused before its migration is queued: a failing one would
+            # fail the session store's next statement too.
+            raise ConfigurationError(
+                f"the SQLite library of this Python ({sqlite3.sqlite_version}) lacks FTS5, "
+                "which the SQLite memory store searches with; use a Python whose sqlite3 has it"
+            )
+        self.database = self._db = database
+        self._clock = clock
+        database.require("memory", SQLITE_MEMORY_MIGRATIONS)
+
+    async def get(self, namespace: Namespace, key: str) -> MemoryItem | None:
+        ns, key = check_namespace(namespace), check_key(key)
+        row = await self._db.fetchone(
+            f"SELECT {_COLUMNS} FROM taskloom_memory WHERE namespace = ? AND key = ?", (ns, key)
+        )
+        return None if row is None else _item(row)
+
+    async def put(
+        self, namespace: Namespace, key: str, value: MemoryValue, *, if_version: int | None = None
+    ) -> MemoryItem:
+        ns, key, text = check_namespace(namespace), check_key(key), encode_value(value)
+        wanted = check_version(if_version)
+        indexed = index_text(value)
+        now = self._clock()
+
+        def put(conn: sqlite3.Connection) -> tuple[bool, Any]:
+            with immediate(conn):
+                row = conn.execute(
+                    f"SELECT id, {_COLUMNS} FROM taskloom_memory WHERE namespace = ? AND key = ?",
+                    (ns, key),
+                ).fetchone()
+                if wanted is not None and (row[4] if row else 0) != wanted:
+                    return False, row and row[1:]
+                if row is None:
+                    (row_id,) = conn.execute(
+                        f"INSERT INTO taskloom_memory ({_COLUMNS}) VALUES (?, ?, ?, 1, ?, ?)"
+                        " RETURNING id",
+                        (ns, key, text, now, now),
+                    ).fetchone()
+                    written = (ns, key, text, 1, now, now)
+                else:
+                    row_id = row[0]
+                    conn.execute(
+                        "UPDATE taskloom_memory SET value = ?, version = version + 1,"
+                        " updated_at = ? WHERE id = ?",
+                        (text, now, row_id),
+                    )
+                    conn.execute("DELETE FROM taskloom_memory_fts WHERE rowid = ?", (row_id,))
+                    written = (ns, key, text, row[4] + 1, row[5], now)
+                conn.execute(
+                    "INSERT INTO taskloom_memory_fts (rowid, words) VALUES (?, ?)",
+                    (row_id, indexed),
+                )
+                return True, written
+
+        done, row = await self._db.run(put)
+        if not done:
+            raise conflict(namespace, key, wanted or 0, None if row is None else _item(row))
+        return _item(row)
+
+    async def delete(
+        self, namespace: Namespace, key: str, *, if_version: int | None = None
+    ) -> bool:
+        ns, key = check_namespace(namespace), check_key(key)
+        wanted = check_version(if_version, deleting=True)
+
+        def delete(conn: sqlite3.Connection) -> tuple[bool, Any]:
+            with immediate(conn):
+                row = conn.execute(
+                    f"SELECT id, {_COLUMNS} FROM taskloom_memory WHERE namespace = ? AND key = ?",
+                    (ns, key),
+                ).fetchone()
+                if wanted is not None and (row is None or row[4] != wanted):
+                    return False, row and row[1:]
+                if row is None:
+                    return True, False
+                conn.execute("DELETE FROM taskloom_memory WHERE id = ?", (row[0],))
+                conn.execute("DELETE FROM taskloom_memory_fts WHERE rowid = ?", (row[0],))
+                return True, True
+
+        done, outcome = await self._db.run(delete)
+        if not done:
+            raise conflict(namespace, key, wanted or 0, None if outcome is None else _item(outcome))
+        return bool(outcome)
+
+    async def list(
+        self, prefix: Namespace = (), *, limit: int = 100, offset: int = 0
+    ) -> list[MemoryItem]:
+        start = check_namespace(prefix, prefix=True)
+        limit, offset = check_page(limit, offset)
+        rows = await self._db.fetchall(
+            f"SELECT {_COLUMNS} FROM taskloom_memory WHERE {_UNDER}"
+            " ORDER BY namespace, key LIMIT :limit OFFSET :offset",
+            {"n": len(start), "prefix": start, "limit": limit, "offset": offset},
+        )
+        return [_item(row) for row in rows]
+
+    async def namespaces(self, prefix: Namespace = ()) -> builtins.list[Namespace]:
+        start = check_namespace(prefix, prefix=True)
+        rows = await self._db.fetchall(
+            f"SELECT DISTINCT namespace FROM taskloom_memory WHERE {_UNDER} ORDER BY namespace",
+            {"n": len(start), "prefix": start},
+        )
+        return [parse_namespace(ns) for (ns,) in rows]
+
+    async def search(
+        self, prefix: Namespace, query: str, *, limit: int = 10
+    ) -> builtins.list[MemoryHit]:
+        start = check_namespace(prefix, prefix=True)
+        limit, _ = check_page(limit)
+        terms = check_query(query)
+        if not terms or not limit:
+            return []
+        # Each word quoted: FTS5 reads it as a plain string, never as its syntax.
+        match = " OR ".join('"' + term + '"' for term in terms)
+        rows = await self._db.fetchall(
+            f"SELECT {', '.join('m.' + c for c in _COLUMNS.split(', '))},"
+            " bm25(taskloom_memory_fts) AS rank"
+            " FROM taskloom_memory_fts JOIN taskloom_memory AS m"
+            " ON m.id = taskloom_memory_fts.rowid"
+            " WHERE taskloom_memory_fts MATCH :match"
+            " AND m.namespace >= :prefix AND substr(m.namespace, 1, :n) = :prefix"
+            " ORDER BY rank, m.namespace, m.key LIMIT :limit",
+            {"match": match, "n": len(start), "prefix": start, "limit": limit},
+        )
+        # FTS5's bm25() is lower for better matches; a hit's score is higher.
+        return [MemoryHit(_item(row), -float(row[6])) for row in rows]

@@ -1,0 +1,375 @@
+"""The contract suite every `Memories` (a backend's `memory`) must pass.
+
+Subclass it in a test module (name the subclass `Test...`) and provide the
+store as the `memory` fixture::
+
+    import functools, pytest
+    from taskloom.testing.memory_contract import MemoriesContract
+
+    class TestMyMemory(MemoriesContract):
+        @pytest.fixture
+        async def memory(self, tmp_path):
+            backend = MyBackend(tmp_path / "db")
+            yield backend.memory
+            await backend.close()
+
+        # Optional: a picklable factory of an equivalent backend (or store)
+        # on the same data enables the check that races several processes.
+        @pytest.fixture
+        def memory_factory(self, tmp_path):
+            return functools.partial(MyBackend, tmp_path / "db")
+
+The suite needs the backend to declare `Capability.MEMORY`, and its
+multi-process check `Capability.SPANS_PROCESSES`. Every test starts from an
+empty store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .._extras import needs_extra
+from ..backends import (
+    MAX_KEY_LENGTH,
+    MAX_VALUE_BYTES,
+    Capability,
+    Memories,
+    MemoryItem,
+)
+from ..errors import UsageError, VersionConflict
+from ._processes import race
+from .capabilities import CapabilityGate, requires
+
+with needs_extra("taskloom.testing's contract suites"):
+    import pytest
+
+__all__ = ["MemoriesContract", "edit_from_processes"]
+
+USER = ("user", "u1")
+OTHER = ("user", "u2")
+
+CORPUS: dict[tuple[tuple[str, ...], str], Any] = {
+    (USER, "backup"): "The postgres backup runs nightly at two",
+    (USER, "database"): "We use postgres as the main database",
+    (USER, "cat"): "The cat sleeps on the sofa all day",
+    (USER, "prefs"): {"editor": "vim", "notes": ["likes tea", "dislikes meetings"]},
+    (OTHER, "backup"): "Their postgres backup runs weekly",
+}
+"""A fixed small corpus: the search tests know which items each query must find first."""
+
+
+async def _editing(
+    made: Any, where: str, job: tuple[str, int], ready: Callable[[], Awaitable[None]]
+) -> list[int]:
+    name, edits = job
+    memory = getattr(made, "memory", made)
+    namespace, key = ("race",), where
+    conflicts = 0
+    await ready()
+    for n in range(edits):
+        while True:
+            item = await memory.get(namespace, key)
+            assert item is not None
+            try:
+                await memory.put(
+                    namespace, key, [*item.value, f"{name}-{n}"], if_version=item.version
+                )
+                break
+            except VersionConflict:
+                conflicts += 1
+    return [conflicts]
+
+
+def edit_from_processes(
+    factory: Callable[[], Any], key: str, processes: int, edits: int
+) -> list[int]:
+    """`processes` processes (started with "spawn") each make `edits` edits to
+    the item `("race",)`/`key` (a JSON list, which must exist): read it, then
+    put it with its own id appended and `if_version=` the version read,
+    redoing the edit on `VersionConflict`. The conflicts each one met."""
+    payloads = [(f"p{i}", edits) for i in range(processes)]
+    return [conflicts for [conflicts] in race(_editing, factory, key, payloads)]
+
+
+class MemoriesContract(CapabilityGate):
+    """The `Memories` contract; needs a `memory` fixture."""
+
+    REQUIRES = frozenset({Capability.MEMORY})
+
+    @pytest.fixture
+    def memory_factory(self) -> Callable[[], Any] | None:
+        return None
+
+    async def _corpus(self, memory: Memories) -> None:
+        for (namespace, key), value in CORPUS.items():
+            await memory.put(namespace, key, value)
+
+    # ----- values and versions -----
+
+    async def test_a_text_value_round_trips_with_version_one_and_its_times(
+        self, memory: Memories
+    ) -> None:
+        assert await memory.get(USER, "name") is None
+        put = await memory.put(USER, "name", "Ada \u00e9\U0001f600 \x00 \ud800")
+        got = await memory.get(USER, "name")
+        assert got == put
+        assert got.value == "Ada \u00e9\U0001f600 \x00 \ud800"
+        assert (got.namespace, got.key, got.version) == (USER, "name", 1)
+        assert got.created_at == got.updated_at > 0
+
+    async def test_json_objects_and_arrays_round_trip_as_such(self, memory: Memories) -> None:
+        obj = {"a": [1, 2.5, None, True], "b": {"c": "d"}, "e": ""}
+        await memory.put(USER, "obj", obj)
+        await memory.put(USER, "arr", [obj, "x", 3])
+        await memory.put(USER, "text", '{"looks": "like json"}')
+        assert (await memory.get(USER, "obj")).value == obj  # type: ignore[union-attr]
+        assert (await memory.get(USER, "arr")).value == [obj, "x", 3]  # type: ignore[union-attr]
+        assert (await memory.get(USER, "text")).value == '{"looks": "like json"}'  # type: ignore[union-attr]
+
+    async def test_each_write_adds_one_to_the_version_and_keeps_the_creation_time(
+        self, memory: Memories
+    ) -> None:
+        first = await memory.put(USER, "k", "one")
+        second = await memory.put(USER, "k", "two")
+        third = await memory.put(USER, "k", ["three"])
+        assert [first.version, second.version, third.version] == [1, 2, 3]
+        got = await memory.get(USER, "k")
+        assert got is not None and got.value == ["three"] and got.version == 3
+        assert got.created_at == first.created_at and got.updated_at >= first.updated_at
+
+    async def test_if_version_zero_creates_only_an_absent_item(self, memory: Memories) -> None:
+        made = await memory.put(USER, "k", "mine", if_version=0)
+        assert made.version == 1
+        with pytest.raises(VersionConflict) as refused:
+            await memory.put(USER, "k", "theirs", if_version=0)
+        assert refused.value.current == made
+        assert (await memory.get(USER, "k")) == made
+
+    async def test_if_version_writes_on_a_match_and_refuses_a_mismatch_with_the_current_item(
+        self, memory: Memories
+    ) -> None:
+        await memory.put(USER, "k", "v1")
+        v2 = await memory.put(USER, "k", "v2", if_version=1)
+        assert (v2.version, v2.value) == (2, "v2")
+        for stale in (1, 3):
+            with pytest.raises(VersionConflict) as refused:
+                await memory.put(USER, "k", "lost", if_version=stale)
+            current = refused.value.current
+            assert isinstance(current, MemoryItem) and current == v2
+        with pytest.raises(VersionConflict) as absent:
+            await memory.put(USER, "nothing-here", "x", if_version=1)
+        assert absent.value.current is None
+        assert await memory.get(USER, "nothing-here") is None
+        assert await memory.get(USER, "k") == v2
+
+    async def test_delete_says_whether_there_was_an_item(self, memory: Memories) -> None:
+        await memory.put(USER, "k", "v")
+        assert await memory.delete(USER, "k") is True
+        assert await memory.get(USER, "k") is None
+        assert await memory.delete(USER, "k") is False
+        again = await memory.put(USER, "k", "anew")
+        assert again.version == 1  # a deleted item's versions start over
+
+    async def test_delete_with_if_version_deletes_only_that_version(self, memory: Memories) -> None:
+        await memory.put(USER, "k", "v1")
+        v2 = await memory.put(USER, "k", "v2")
+        with pytest.raises(VersionConflict) as refused:
+            await memory.delete(USER, "k", if_version=1)
+        assert refused.value.current == v2
+        assert await memory.get(USER, "k") == v2
+        assert await memory.delete(USER, "k", if_version=2) is True
+        with pytest.raises(VersionConflict) as gone:
+            await memory.delete(USER, "k", if_version=2)
+        assert gone.value.current is None
+
+    # ----- listing -----
+
+    async def test_list_takes_a_prefix_of_parts_in_order_of_namespace_then_key(
+        self, memory: Memories
+    ) -> None:
+        places = [
+            (("user", "u1"), "b"),
+            (("user", "u1"), "a"),
+            (("user", "u1"), "B"),  # code point order: "B" < "a"
+            (("user", "u1", "notes"), "a"),
+            (("user", "u10"), "a"),
+            (("user", "u1 x"), "a"),
+            (("user",), "z"),
+            (("agent", "helper"), "a"),
+            (("users",), "a"),
+        ]
+        for namespace, key in places:
+            await memory.put(namespace, key, f"{'/'.join(namespace)}:{key}")
+        under_u1 = [(i.namespace, i.key) for i in await memory.list(("user", "u1"))]
+        # ("user", "u10") and ("user", "u1 x") are not under ("user", "u1"): parts, not text.
+        assert under_u1 == [
+            (("user", "u1"), "B"),
+            (("user", "u1"), "a"),
+            (("user", "u1"), "b"),
+            (("user", "u1", "notes"), "a"),
+        ]
+        every = [(i.namespace, i.key) for i in await memory.list(())]
+        assert every == sorted(places)
+        assert [i.namespace for i in await memory.list(("user",))] == [
+            ("user",),
+            ("user", "u1"),
+            ("user", "u1"),
+            ("user", "u1"),
+            ("user", "u1", "notes"),
+            ("user", "u1 x"),
+            ("user", "u10"),
+        ]
+        assert await memory.list(("nobody",)) == []
+
+    async def test_list_pages_with_limit_and_offset(self, memory: Memories) -> None:
+        for n in range(7):
+            await memory.put(USER, f"k{n}", n * "x" or "-")
+        pages = [
+            [i.key for i in await memory.list(USER, limit=3, offset=start)]
+            for start in (0, 3, 6, 9)
+        ]
+        assert pages == [["k0", "k1", "k2"], ["k3", "k4", "k5"], ["k6"], []]
+        assert await memory.list(USER, limit=0) == []
+
+    async def test_namespaces_are_each_listed_once_in_order(self, memory: Memories) -> None:
+        await memory.put(("user", "u2"), "a", "x")
+        await memory.put(("user", "u1"), "a", "x")
+        await memory.put(("user", "u1"), "b", "x")
+        await memory.put(("agent", "helper"), "a", "x")
+        await memory.put(("user", "u1", "notes"), "a", "x")
+        assert await memory.namespaces() == [
+            ("agent", "helper"),
+            ("user", "u1"),
+            ("user", "u1", "notes"),
+            ("user", "u2"),
+        ]
+        assert await memory.namespaces(("user", "u1")) == [("user", "u1"), ("user", "u1", "notes")]
+        await memory.delete(("agent", "helper"), "a")
+        assert ("agent", "helper") not in await memory.namespaces()
+
+    async def test_namespaces_keep_their_items_apart(self, memory: Memories) -> None:
+        await memory.put(USER, "k", "mine")
+        await memory.put(OTHER, "k", "theirs")
+        await memory.put(("user", "u1", "sub"), "k", "below")
+        assert (await memory.get(USER, "k")).value == "mine"  # type: ignore[union-attr]
+        assert (await memory.get(OTHER, "k")).value == "theirs"  # type: ignore[union-attr]
+        await memory.put(USER, "k", "mine again")
+        assert (await memory.get(OTHER, "k")).version == 1  # type: ignore[union-attr]
+        assert await memory.delete(USER, "k") is True
+        assert (await memory.get(OTHER, "k")).value == "theirs"  # type: ignore[union-attr]
+        assert (await memory.get(("user", "u1", "sub"), "k")).value == "below"  # type: ignore[union-attr]
+
+    # ----- search -----
+
+    async def test_search_ranks_the_item_with_every_word_first(self, memory: Memories) -> None:
+        await self._corpus(memory)
+        hits = await memory.search(USER, "postgres backup")
+        assert [h.item.key for h in hits] == ["backup", "database"]
+        assert hits[0].score > hits[1].score
+        assert hits[0].item.value == CORPUS[(USER, "backup")]
+
+    async def test_search_is_case_insensitive_and_reads_the_strings_of_json_values(
+        self, memory: Memories
+    ) -> None:
+        await self._corpus(memory)
+        assert [h.item.key for h in await memory.search(USER, "TEA")] == ["prefs"]
+        assert [h.item.key for h in await memory.search(USER, "sofa?!")] == ["cat"]
+        # Keys of a JSON object are not searched, only its strings.
+        assert await memory.search(USER, "editor") == []
+
+    async def test_search_stays_under_its_prefix_and_sees_writes_and_deletes(
+        self, memory: Memories
+    ) -> None:
+        await self._corpus(memory)
+        assert [h.item.namespace for h in await memory.search(OTHER, "backup")] == [OTHER]
+        assert {h.item.namespace for h in await memory.search(("user",), "backup")} == {USER, OTHER}
+        await memory.put(USER, "cat", "the cat now runs the backup")
+        assert "cat" in [h.item.key for h in await memory.search(USER, "backup")]
+        assert await memory.search(USER, "sofa") == []
+        await memory.delete(USER, "backup")
+        assert [h.item.key for h in await memory.search(USER, "nightly")] == []
+
+    async def test_search_without_words_or_matches_finds_nothing_and_honours_limit(
+        self, memory: Memories
+    ) -> None:
+        await self._corpus(memory)
+        assert await memory.search(USER, "") == []
+        assert await memory.search(USER, '"( * - OR AND NEAR') == []
+        assert await memory.search(USER, "zebra") == []
+        assert len(await memory.search(("user",), "postgres", limit=2)) == 2
+        assert await memory.search(USER, "postgres", limit=0) == []
+
+    # ----- refused input -----
+
+    @pytest.mark.parametrize(
+        "namespace",
+        [(), ("",), ("user", ""), ["user", "u1"], "user", ("a\x1fb",), ("a\nb",), ("x",) * 17],
+        ids=["empty", "empty-part", "empty-second", "list", "str", "separator", "newline", "deep"],
+    )
+    async def test_a_bad_namespace_is_refused(self, memory: Memories, namespace: Any) -> None:
+        with pytest.raises(UsageError, match="namespace"):
+            await memory.put(namespace, "k", "v")
+        with pytest.raises(UsageError, match="namespace"):
+            await memory.get(namespace, "k")
+        assert await memory.list(()) == []
+
+    async def test_bad_keys_values_versions_and_pages_are_refused(self, memory: Memories) -> None:
+        bad_calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+            ("key", lambda: memory.put(USER, "", "v")),
+            ("key", lambda: memory.put(USER, "k" * (MAX_KEY_LENGTH + 1), "v")),
+            ("key", lambda: memory.put(USER, "a\x00b", "v")),
+            ("value", lambda: memory.put(USER, "k", 3)),  # type: ignore[arg-type]
+            ("value", lambda: memory.put(USER, "k", None)),  # type: ignore[arg-type]
+            ("value", lambda: memory.put(USER, "k", "x" * (MAX_VALUE_BYTES + 1))),
+            ("JSON", lambda: memory.put(USER, "k", {"x": float("nan")})),
+            ("JSON", lambda: memory.put(USER, "k", {"x": object()})),
+            ("if_version", lambda: memory.put(USER, "k", "v", if_version=-1)),
+            ("if_version", lambda: memory.delete(USER, "k", if_version=0)),
+            ("limit", lambda: memory.list(USER, limit=-1)),
+            ("offset", lambda: memory.list(USER, offset=-1)),
+            ("query", lambda: memory.search(USER, None)),  # type: ignore[arg-type]
+        ]
+        for word, call in bad_calls:
+            with pytest.raises(UsageError, match=word):
+                await call()
+        assert await memory.list(()) == []
+        # Exactly at the bounds is taken.
+        await memory.put(USER, "k" * MAX_KEY_LENGTH, "x" * (MAX_VALUE_BYTES - 2))
+
+    # ----- races -----
+
+    async def test_concurrent_edits_with_if_version_lose_nothing(self, memory: Memories) -> None:
+        await memory.put(USER, "log", [])
+
+        async def edit(name: str) -> None:
+            for n in range(20):
+                while True:
+                    item = await memory.get(USER, "log")
+                    assert item is not None
+                    try:
+                        await memory.put(
+                            USER, "log", [*item.value, f"{name}{n}"], if_version=item.version
+                        )
+                        break
+                    except VersionConflict:
+                        await asyncio.sleep(0)
+
+        await asyncio.gather(*(edit(name) for name in "abcd"))
+        item = await memory.get(USER, "log")
+        assert item is not None and item.version == 81
+        assert sorted(item.value) == sorted(f"{c}{n}" for c in "abcd" for n in range(20))
+
+    @requires(Capability.SPANS_PROCESSES)
+    async def test_processes_editing_one_item_lose_no_edit(
+        self, memory: Memories, memory_factory: Callable[[], Any] | None
+    ) -> None:
+        if memory_factory is None:
+            pytest.skip("no memory_factory: the multi-process check needs one")
+        await memory.put(("race",), "shared", [])
+        conflicts = await asyncio.to_thread(edit_from_processes, memory_factory, "shared", 2, 100)
+        print(f"version conflicts per process: {conflicts}")
+        item = await memory.get(("race",), "shared")
+        assert item is not None and item.version == 201
+        assert sorted(item.value) == sorted(f"p{i}-{n}" for i in range(2) for n in range(100))
