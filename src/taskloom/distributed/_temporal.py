@@ -58,6 +58,18 @@ a background child its run dispatches becomes a child workflow of its
 session's workflow."""
 
 
+def _ask_again() -> frozenset[Any]:
+    from temporalio.service import RPCStatusCode
+
+    return frozenset(
+        {
+            RPCStatusCode.RESOURCE_EXHAUSTED,
+            RPCStatusCode.FAILED_PRECONDITION,  # WorkflowNotReady
+            RPCStatusCode.UNAVAILABLE,  # "workflow update was aborted"
+        }
+    )
+
+
 def _require_extra() -> None:
     if importlib.util.find_spec("temporalio") is None:
         raise ConfigurationError(
@@ -268,11 +280,12 @@ class TemporalQueue(TemporalSchedules, TemporalInspection):
                             raise asyncio.CancelledError from None
                         continue
                     except (WorkflowUpdateFailedError, RPCError) as exc:
-                        if (
-                            isinstance(exc, RPCError)
-                            and exc.status is RPCStatusCode.RESOURCE_EXHAUSTED
-                        ):
-                            # The server's bound on updates in flight: wait a moment.
+                        if isinstance(exc, RPCError) and exc.status in _ask_again():
+                            # The server's bound on updates in flight, or an
+                            # update aborted by a workflow task that failed
+                            # (its worker killed mid-task) or by the server:
+                            # ask again in a moment; the next describe tells
+                            # a server that is gone.
                             await asyncio.sleep(0.2)
                             continue
                         if isinstance(exc, RPCError) and exc.status is not RPCStatusCode.NOT_FOUND:
