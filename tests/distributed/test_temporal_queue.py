@@ -27,6 +27,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from queue_support import (
@@ -118,16 +119,16 @@ def workers(env: dict[str, str]) -> Iterator[Workers]:
     started.close()
 
 
-def host_of(env: dict[str, str]) -> Runtime:
-    """The test process's own runtime on the workers' store and Temporal task queue."""
+def host_of(env: dict[str, str], **options: Any) -> Runtime:
+    """The test process's own runtime on the workers' store and Temporal task
+    queue (`options`: `temporal_app.build`'s, over these defaults)."""
     return build(
         env["TLT_STORE"],
         env["TLT_SCHEMA"],
         address=env["TLT_ADDRESS"],
         namespace=env["TLT_NAMESPACE"],
         task_queue=env["TLT_TASK_QUEUE"],
-        wake=True,
-        search_attributes=env.get("TLT_SEARCH") == "1",
+        **{"wake": True, "search_attributes": env.get("TLT_SEARCH") == "1", **options},
     )
 
 
@@ -304,14 +305,7 @@ async def test_a_session_s_workflow_continues_as_new_with_the_demands_still_wait
 ) -> None:
     from temporalio.client import WorkflowExecutionStatus
 
-    host = build(
-        env["TLT_STORE"],
-        env["TLT_SCHEMA"],
-        address=env["TLT_ADDRESS"],
-        namespace=env["TLT_NAMESPACE"],
-        task_queue=env["TLT_TASK_QUEUE"],
-        jobs_per_workflow=1,
-    )
+    host = host_of(env, wake=False, jobs_per_workflow=1)
     try:
         queue = host.queue
         assert isinstance(queue, TemporalQueue)
@@ -346,14 +340,7 @@ async def test_a_workflow_waiting_for_a_decision_continues_as_new_and_still_wait
     from temporalio.client import WorkflowExecutionStatus
 
     monkeypatch.setenv("TLQ_EFFECTS", env["TLQ_EFFECTS"])
-    host = build(
-        env["TLT_STORE"],
-        env["TLT_SCHEMA"],
-        address=env["TLT_ADDRESS"],
-        namespace=env["TLT_NAMESPACE"],
-        task_queue=env["TLT_TASK_QUEUE"],
-        jobs_per_workflow=1,
-    )
+    host = host_of(env, wake=False, jobs_per_workflow=1)
     try:
         queue = host.queue
         assert isinstance(queue, TemporalQueue)
@@ -388,14 +375,7 @@ async def test_a_drained_run_past_jobs_per_workflow_goes_on_in_a_new_run_of_the_
     """The activity a drain handed back counts against `jobs_per_workflow` too."""
     from temporalio.client import WorkflowExecutionStatus
 
-    host = build(
-        env["TLT_STORE"],
-        env["TLT_SCHEMA"],
-        address=env["TLT_ADDRESS"],
-        namespace=env["TLT_NAMESPACE"],
-        task_queue=env["TLT_TASK_QUEUE"],
-        jobs_per_workflow=1,
-    )
+    host = host_of(env, wake=False, jobs_per_workflow=1)
     try:
         queue = host.queue
         assert isinstance(queue, TemporalQueue)
