@@ -42,6 +42,7 @@ import contextlib
 import gc
 import itertools
 import os
+import resource
 import sqlite3
 import statistics
 import sys
@@ -166,6 +167,41 @@ async def bare_round_trip(url: str, n: int) -> float:
         for _ in range(n):
             await conn.execute("SELECT 1")
         return (time.process_time() - cpu) / n * 1e6
+
+
+def _switches() -> tuple[float, int]:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime, usage.ru_nvcsw
+
+
+async def bare_commits(url: str, n: int) -> tuple[float, float, float]:
+    """On an open psycopg `AsyncConnection` (autocommit), in this asyncio
+    loop: CPU µs and voluntary context switches per `SELECT 1`, and CPU µs
+    per durable commit (a one-row INSERT of a round-sized text that waits for
+    the WAL flush, as each of a round's two commits does). A `SELECT 1`
+    answers before the client gets to wait for it; a commit that waits for
+    the disk blocks the process and wakes it with cold caches, which the
+    client pays in CPU whatever sends the statement."""
+    import psycopg
+
+    table = f"bench_commit_{uuid.uuid4().hex[:8]}"
+    body = "x" * 600
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute(f"CREATE TEMP TABLE {table} (id bigserial PRIMARY KEY, body text)")
+
+        async def each(query: str, params: tuple[str, ...] | None) -> tuple[float, float]:
+            for _ in range(100):
+                await conn.execute(query, params)
+            gc.collect()
+            cpu, switches = _switches()
+            for _ in range(n):
+                await conn.execute(query, params)
+            after, switched = _switches()
+            return (after - cpu) / n * 1e6, (switched - switches) / n
+
+        select, select_switches = await each("SELECT 1", None)
+        commit, _ = await each(f"INSERT INTO {table} (body) VALUES (%s)", (body,))
+    return select, select_switches, commit
 
 
 @contextlib.contextmanager
@@ -416,6 +452,7 @@ def main() -> None:
     replayed: float | None = None
     floor_round: Steady | None = None
     select_round: Steady | None = None
+    commits: tuple[float, float, float] | None = None
     try:
         from taskloom.backends import PostgresBackend
 
@@ -443,6 +480,7 @@ def main() -> None:
                 )
             )
             bare = asyncio.run(bare_round_trip(PG, 2000 if quick else 10000))
+            commits = asyncio.run(bare_commits(PG, 500 if quick else 2000))
             statements = asyncio.run(recorded_round(PostgresBackend(PG, schema=schema).store))
             replayed = asyncio.run(replay(PG, schema, statements))
             floor_round = asyncio.run(interleaved(PG, schema, statements, windows))
@@ -501,6 +539,15 @@ def main() -> None:
                 f"bare round trip (SELECT 1, psycopg AsyncConnection): {bare:.0f} µs CPU;"
                 f" PostgreSQL round {found.median:.0f} µs vs memory + 3 bare"
                 f" {floor:.0f} µs: {found.median / floor:.2f}x, {verdict}"
+            )
+        if name == "postgresql" and isinstance(found, Steady) and commits is not None:
+            select, switches, commit = commits
+            floor = base.median + 2 * commit
+            print(
+                f"bare durable commit (one-row INSERT waiting for the WAL flush): {commit:.0f} µs"
+                f" CPU, against {select:.0f} µs for SELECT 1 ({switches:.2f} voluntary context"
+                f" switches a SELECT 1); memory + 2 durable commits {floor:.0f} µs, PostgreSQL"
+                f" round vs it: {found.median / floor:.2f}x"
             )
         if name == "postgresql" and isinstance(found, Steady) and replayed is not None:
             floor = base.median + replayed
