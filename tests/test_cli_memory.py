@@ -255,3 +255,35 @@ def test_db_migrate_creates_every_table(pg_schema: str, tmp_path: Path) -> None:
     assert {"taskloom_sessions", "taskloom_memory", "taskloom_snapshots", "taskloom_budgets"} <= (
         tables
     )
+
+
+def test_app_gives_the_store_of_the_hosts_runtime(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'host.db'}"
+    write(url, [(("agent", "planner"), "notes", "book early")])
+    (tmp_path / "memhost.py").write_text(
+        f"from taskloom import Runtime\ndef make_runtime():\n    return Runtime(store={url!r})\n"
+    )
+    done = taskloom_cli(
+        "memory",
+        "show",
+        "agent/planner",
+        "notes",
+        "--app",
+        "memhost:make_runtime",
+        home=tmp_path,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "book early" in done.stdout
+    both = taskloom_cli(
+        "memory",
+        "list",
+        "--app",
+        "memhost:make_runtime",
+        "--store",
+        url,
+        home=tmp_path,
+        cwd=tmp_path,
+    )
+    assert both.returncode == 2
+    assert "--store and --app both name a store" in both.stderr

@@ -180,7 +180,7 @@ _offset = _number(
 NAMESPACE_SYNTAX = """\
 A namespace is written as its parts joined by /: user/u1 is ("user", "u1").
 Inside a part, write / as %2F and % as %25 (user/a%2Fb is ("user", "a/b"));
-the namespaces and items printed are written so, to be pasted back. A prefix
+the namespaces printed are written so, to be pasted back. A prefix
 matches whole parts: user matches user/u1, not users/u1; "" (or /) is every
 namespace. A memory:// store lives in one process: here it is always empty.
 """
