@@ -152,8 +152,12 @@ async def _timed(seconds: float, step: Callable[[int], Awaitable[object]]) -> tu
     return count / wall, cpu / count
 
 
-def _steps(memory: Memories, corpus: Corpus) -> dict[str, Callable[[int], Awaitable[object]]]:
-    """Each operation timed, as a step of its own index."""
+OPERATIONS = ("get", "put", "put if_version", f"list {LIST_PAGE}", "search")
+"""The operations timed, in the order `_steps` gives them."""
+
+
+def _steps(memory: Memories, corpus: Corpus) -> list[Callable[[int], Awaitable[object]]]:
+    """Each of `OPERATIONS`, as a step of its own index."""
     rng = random.Random(11)
     picks = [rng.randrange(len(corpus.items)) for _ in range(4096)]
     versions: dict[int, int] = {}
@@ -185,13 +189,7 @@ def _steps(memory: Memories, corpus: Corpus) -> dict[str, Callable[[int], Awaita
         query = f"{_WORDS[i % len(_WORDS)]} {_WORDS[(i * 7 + 3) % len(_WORDS)]}"
         return await memory.search(("user",), query, limit=10)
 
-    return {
-        "get": get,
-        "put": put,
-        "put if_version": put_if_version,
-        f"list {LIST_PAGE}": list_page,
-        "search": search,
-    }
+    return [get, put, put_if_version, list_page, search]
 
 
 async def _fill(memory: Memories, corpus: Corpus) -> float:
@@ -205,7 +203,7 @@ async def _fill(memory: Memories, corpus: Corpus) -> float:
 async def _row(name: str, memory: Memories, corpus: Corpus, seconds: float) -> list[str]:
     filled = await _fill(memory, corpus)
     cells = [name, f"{len(corpus.items) / filled:,.0f}"]
-    for step in _steps(memory, corpus).values():
+    for step in _steps(memory, corpus):
         rate, cpu = await _timed(seconds, step)
         cells.append(f"{rate:,.0f} / {cpu * 1e6:,.0f}")
     return cells
@@ -232,10 +230,9 @@ def _drop_schema(url: str, schema: str) -> None:
 async def memory_operations(args: argparse.Namespace) -> Table:
     """Operations per second and CPU per operation of each `Memories` call, per backend."""
     corpus = Corpus.make(args.items)
-    names = ["fill (puts/s)", *(_steps(MemoryBackend().memory, corpus))]  # type: ignore[arg-type]
     table = Table(
         f"memory operations, {args.items:,} items, warm, one writer",
-        ["backend", *names],
+        ["backend", "fill (puts/s)", *OPERATIONS],
         note=f"each cell: operations/s (wall) / µs CPU per operation (this process); "
         f"{args.seconds:g} s a cell",
     )
