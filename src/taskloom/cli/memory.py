@@ -96,7 +96,8 @@ def format_namespace(namespace: Namespace) -> str:
 def _cell(text: str, limit: int) -> str:
     """`text` on one line: every control character spelled out (newlines and
     tabs too), cut to `limit` characters with an ellipsis."""
-    one = visible(text).replace("\n", "\\n").replace("\t", "\\t")
+    # Cut first: a tampered row may hold far more than is shown.
+    one = visible(text[: limit + 1]).replace("\n", "\\n").replace("\t", "\\t")
     return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
