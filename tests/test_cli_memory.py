@@ -140,6 +140,13 @@ def test_hostile_stored_text_is_spelled_out_and_bounded(tmp_path: Path) -> None:
     assert len(big.stdout) < MAX_VALUE_BYTES + 1000
     assert f"{len(huge) - MAX_VALUE_BYTES} more characters not shown" in big.stderr
 
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE taskloom_memory SET value = '{not json' WHERE key = 'big'")
+    broken = taskloom_cli("memory", "show", "user/u1", "big", "--store", url, home=tmp_path)
+    assert broken.returncode == 2
+    assert "holds a memory item whose value is not JSON" in broken.stderr
+    assert "changed outside taskloom" in broken.stderr
+
 
 @requires_postgres
 def test_credentials_in_the_store_url_are_never_printed(pg_schema: str, tmp_path: Path) -> None:
@@ -287,3 +294,11 @@ def test_app_gives_the_store_of_the_hosts_runtime(tmp_path: Path) -> None:
     )
     assert both.returncode == 2
     assert "--store and --app both name a store" in both.stderr
+
+
+def test_without_store_the_embedded_store_is_read(tmp_path: Path) -> None:
+    write(f"sqlite:///{tmp_path / 'taskloom.db'}", [(("user", "u1"), "tz", "Europe/Oslo")])
+    assert "Europe/Oslo" in ok("show", "user/u1", "tz", home=tmp_path)
+    empty = ok("list", "user/u2", home=tmp_path)
+    assert f"no memory items under user/u2 in sqlite:///{tmp_path / 'taskloom.db'}" in empty
+    assert "(the default store; --store names another)" in empty

@@ -36,7 +36,7 @@ from ..backends import (
     MemoryItem,
     Namespace,
 )
-from ..errors import UsageError
+from ..errors import StoreError, UsageError
 from .common import MemoryArgs, Where, open_runtime
 from .failures import with_hint
 from .summary import to_json
@@ -290,6 +290,12 @@ async def _memory_command(args: MemoryArgs) -> int:
             if not getattr(exc, "__notes__", None):
                 with_hint(exc, "check the namespace and key; see taskloom memory --help")
             raise
+        except json.JSONDecodeError as exc:
+            # What taskloom writes is JSON: this row was written by something else.
+            raise with_hint(
+                StoreError(f"the store holds a memory item whose value is not JSON ({exc})"),
+                "the database was changed outside taskloom: fix or delete that row",
+            ) from exc
 
 
 def memory_command(args: MemoryArgs) -> int:
