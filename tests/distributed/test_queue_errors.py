@@ -100,7 +100,10 @@ async def test_a_schema_not_migrated_is_refused_until_db_migrate(pg_schema: str)
     for _ in range(2):  # idempotent
         done = taskloom("db", "migrate", PG_DSN, "--schema", pg_schema)
         assert done.returncode == 0, done.stderr
-        assert "sessions, leases, background, queue up to date" in done.stdout
+        assert (
+            "sessions, leases, background, snapshots, budgets, memory, queue up to date"
+            in done.stdout
+        )
     queue = WorkQueue(PG_DSN, schema=pg_schema, migrate=False)
     async with Runtime(queue=queue) as runtime:
         session = await runtime.create_session(Agent("bot", ScriptedModel([])))

@@ -224,6 +224,22 @@ class QueueStatusArgs(Command):
     task_queue: str | None = None  # Temporal's: "taskloom" unless given
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryArgs(Command):
+    """`taskloom memory list|show|search|namespaces` (`action` says which):
+    `prefix` and `namespace` as written on the command line (parts joined
+    by `/`), the rest as parsed."""
+
+    action: str
+    prefix: str = ""
+    namespace: str = ""
+    key: str = ""
+    query: str = ""
+    limit: int = 50
+    offset: int = 0
+    json: bool = False
+
+
 # Each command's typed value, and the module and function that run it.
 _COMMANDS: dict[str, tuple[type[Command], str, str]] = {
     "demo": (Demo, "demo", "run_demo"),
@@ -241,6 +257,7 @@ _COMMANDS: dict[str, tuple[type[Command], str, str]] = {
     "worker": (Worker, "worker", "run_worker"),
     "queue": (QueueStatusArgs, "queue", "queue_status"),
     "db": (Database, "db", "migrate"),
+    "memory": (MemoryArgs, "memory", "memory_command"),
 }
 
 

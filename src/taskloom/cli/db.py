@@ -1,5 +1,6 @@
 """`taskloom db migrate URL`: create or migrate every taskloom table in a
-PostgreSQL database (sessions, leases, background work, the work queue).
+PostgreSQL database (sessions, leases, background work, snapshots, tree
+budgets, long-term memory, the work queue).
 
 Each component is migrated as on first use (versioned, in one transaction,
 under the advisory lock that serialises processes): running it again, or
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 
+from .._redact import safe_url
 from ..errors import ConfigurationError, StoreError
 from .common import Database
 from .failures import with_hint
@@ -52,12 +54,14 @@ async def _migrate(url: str, schema: str | None) -> int:
     await _probe(url)
     backend = PostgresBackend(url, schema=schema)
     try:
-        # The tables of every part are made on the first statement.
+        # Each part asks for its tables when built; the first statement makes them all.
+        for part in (backend.snapshots, backend.budgets, backend.memory):
+            assert part is not None
         await backend.registry.list("")
         await backend.inbox.pending("")
     finally:
         await backend.close()
-    done = ["sessions", "leases", "background"]
+    done = ["sessions", "leases", "background", "snapshots", "budgets", "memory"]
     if importlib.util.find_spec("procrastinate") is not None:
         from ..distributed import WorkQueue
 
@@ -68,5 +72,5 @@ async def _migrate(url: str, schema: str | None) -> int:
             await queue.close()
         done.append("queue")
     where = f" (schema {schema})" if schema else ""
-    print(f"taskloom db migrate: {', '.join(done)} up to date in {url}{where}")
+    print(f"taskloom db migrate: {', '.join(done)} up to date in {safe_url(url)}{where}")
     return 0

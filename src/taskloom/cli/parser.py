@@ -164,6 +164,116 @@ def _agent_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget-usd", type=_dollars, help=priced)
 
 
+MAX_MEMORY_LIMIT = 10_000
+"""The most items one `taskloom memory list` or `search` prints (the store's own cap)."""
+
+_memory_limit = _number(
+    int,
+    lambda v: 1 <= v <= MAX_MEMORY_LIMIT,
+    "{text!r} is not a whole number",
+    f"{{value}} is not a number from 1 to {MAX_MEMORY_LIMIT}",
+)
+_offset = _number(
+    int, lambda v: v >= 0, "{text!r} is not a whole number", "{value} is not a number of at least 0"
+)
+
+NAMESPACE_SYNTAX = """\
+A namespace is written as its parts joined by /: user/u1 is ("user", "u1").
+Inside a part, write / as %2F and % as %25 (user/a%2Fb is ("user", "a/b"));
+the namespaces printed are written so, to be pasted back. A prefix
+matches whole parts: user matches user/u1, not users/u1; "" (or /) is every
+namespace. A memory:// store lives in one process: here it is always empty.
+"""
+
+
+def _memory_commands(command: Callable[..., CommandParser], parser: CommandParser) -> None:
+    """`taskloom memory list|show|search|namespaces`: read a store's long-term memory."""
+    memory = command(
+        "memory",
+        "read the long-term memory (items in namespaces) of a store",
+        examples(
+            "taskloom memory list user/u1 --store sqlite:///agents.db",
+            "taskloom memory show user/u1 preferences --store sqlite:///agents.db",
+            'taskloom memory search user "coffee order" --store postgresql://localhost/agents',
+            "taskloom memory namespaces --store postgresql://localhost/agents",
+            then=NAMESPACE_SYNTAX,
+        ),
+    )
+    prefix_help = "a namespace prefix such as user or user/u1 (default: every namespace)"
+    ls = command(
+        "list",
+        "the items under a namespace prefix, by namespace then key",
+        examples(
+            "taskloom memory list --store sqlite:///agents.db",
+            "taskloom memory list user/u1 --limit 500 --json --store sqlite:///agents.db",
+            "taskloom memory list user --offset 100 --store postgresql://localhost/agents",
+            then=NAMESPACE_SYNTAX,
+        ),
+        memory,
+    )
+    ls.add_argument("prefix", nargs="?", default="", metavar="NAMESPACE-PREFIX", help=prefix_help)
+    _page_options(ls, 50)
+    show = command(
+        "show",
+        "one item: its value in full, its version and times",
+        examples(
+            "taskloom memory show user/u1 preferences --store sqlite:///agents.db",
+            "taskloom memory show agent/planner notes --json --store sqlite:///agents.db",
+            then=NAMESPACE_SYNTAX,
+        ),
+        memory,
+    )
+    show.add_argument("namespace", metavar="NAMESPACE", help="the item's namespace, e.g. user/u1")
+    show.add_argument("key", metavar="KEY", help="the item's key, as given (no escaping)")
+    show.add_argument("--json", action="store_true", help="print JSON, for scripts")
+    _existing_store(show)
+    search = command(
+        "search",
+        "full-text search of the items under a namespace prefix, most relevant first",
+        examples(
+            'taskloom memory search user/u1 "coffee order" --store sqlite:///agents.db',
+            'taskloom memory search "" deadline --limit 5 --json --store sqlite:///agents.db',
+            then="An item matches when its value holds a word of QUERY (case and accents\n"
+            "ignored; in a JSON value, the words of its strings).\n\n" + NAMESPACE_SYNTAX,
+        ),
+        memory,
+    )
+    search.add_argument(
+        "prefix", metavar="PREFIX", help='a namespace prefix such as user/u1 ("": every namespace)'
+    )
+    search.add_argument("query", metavar="QUERY", help="the words to look for (quote them)")
+    _page_options(search, 10, offset=False)
+    names = command(
+        "namespaces",
+        "the namespaces that hold items, under a prefix",
+        examples(
+            "taskloom memory namespaces --store sqlite:///agents.db",
+            "taskloom memory namespaces user --json --store postgresql://localhost/agents",
+            then=NAMESPACE_SYNTAX,
+        ),
+        memory,
+    )
+    names.add_argument("prefix", nargs="?", default="", metavar="PREFIX", help=prefix_help)
+    _page_options(names, 1000, offset=False)
+
+
+def _page_options(parser: CommandParser, limit: int, *, offset: bool = True) -> None:
+    """`--limit`, `--offset` (unless not `offset`), `--json` and the store options."""
+    parser.add_argument(
+        "--limit",
+        type=_memory_limit,
+        default=limit,
+        metavar="N",
+        help=f"print at most N, 1 to {MAX_MEMORY_LIMIT} (default {limit})",
+    )
+    if offset:
+        parser.add_argument(
+            "--offset", type=_offset, default=0, metavar="N", help="skip the first N (default 0)"
+        )
+    parser.add_argument("--json", action="store_true", help="print JSON, for scripts")
+    _existing_store(parser)
+
+
 def command_parser() -> CommandParser:
     """The `taskloom` command's parser: every command, with its help text
     and examples."""
@@ -504,6 +614,8 @@ def command_parser() -> CommandParser:
     )
     qstatus.add_argument("--namespace", help="the Temporal namespace (default: default)")
     qstatus.add_argument("--task-queue", help="the Temporal task queue (default taskloom)")
+
+    _memory_commands(command, parser)
 
     db = command(
         "db",
