@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cli_process import empty_store, taskloom_cli
+from pg import PG_DSN, requires_postgres
 
 
 def _without(module: str, *argv: str) -> list[str]:
@@ -90,3 +91,25 @@ def test_app_excludes_flags_it_would_ignore(tmp_path: Path) -> None:
     assert done.returncode == 2
     error, hint = _error_and_hint(done.stderr)
     assert "--store" in error and "--store" in hint
+
+
+@requires_postgres
+def test_a_hint_never_prints_the_stores_credentials(pg_schema: str, tmp_path: Path) -> None:
+    secret = "hint-secret-7730"
+    # Trust authentication: the server takes any password.
+    with_password = PG_DSN.replace("postgres@", f"postgres:{secret}@", 1)
+    assert secret in with_password
+    urls = [
+        f"{with_password}?options=-csearch_path%3D{pg_schema}",
+        f"{PG_DSN}?password={secret}&options=-csearch_path%3D{pg_schema}",
+    ]
+    for url in urls:
+        done = taskloom_cli("sessions", "show", "nope", "--store", url, home=tmp_path)
+        assert done.returncode == 2, done.stderr
+        error, hint = _error_and_hint(done.stderr)
+        assert "nope" in error and "--store" in hint
+        assert secret not in done.stdout + done.stderr
+    assert (
+        "postgres:***@"
+        in taskloom_cli("sessions", "show", "nope", "--store", urls[0], home=tmp_path).stderr
+    )

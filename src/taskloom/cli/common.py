@@ -26,8 +26,9 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
+from .._redact import safe_url
 from ..agent import Agent
 from ..backends import SessionMeta, open_backend
 from ..delegation import DecidedChildren
@@ -51,22 +52,32 @@ class Where:
     app: str | None = None
 
     def options(self) -> list[str]:
-        """`--app` or `--store` as given (none for the default store), for a printed command."""
+        """`--app` or `--store` (none for the default store), for a printed
+        command: a password in the URL shown as `***`, a credential query
+        parameter's value as `[redacted]` (the user types those in again)."""
         if self.app:
             return ["--app", self.app]
-        return ["--store", self.store] if self.store else []
+        return ["--store", shown_url(self.store)] if self.store else []
 
     def named(self) -> str:
-        """The store, as a message names it (a password in the URL shown as ***)."""
+        """The store, as a message names it (credentials hidden as `options` hides them)."""
         if self.app:
             return f"the store of --app {self.app}"
         if not self.store:
             return f"{default_store_url()} (the default store; --store names another)"
-        parts = urlsplit(self.store)
-        if parts.password is None:
-            return self.store
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-        return urlunsplit(parts._replace(netloc=netloc))
+        return shown_url(self.store)
+
+
+def shown_url(url: str) -> str:
+    """`url` as a message or a printed command may show it: the user name
+    kept, a password as `***`, each credential query parameter's value as
+    `[redacted]` (`safe_url`, which leaves out the user-info entirely)."""
+    info, at, _ = urlsplit(url).netloc.rpartition("@")
+    if not at:
+        return safe_url(url)
+    name, colon, _ = info.partition(":")
+    head, sep, rest = safe_url(url).partition("://")
+    return f"{head}{sep}{name}{':***' if colon else ''}@{rest}"
 
 
 _MODEL_FLAGS = ("tool", "system", "base_url", "api_key_env")
