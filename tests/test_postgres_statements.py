@@ -183,3 +183,33 @@ async def test_prepared_statements_are_made_again_on_a_replacement_connection(
     for _ in range(8):
         row = await db.fetchone(query, (0, "after"))
         assert row is not None and row[0] != pid and row[1] == "after"
+
+
+async def test_statements_outlive_psycopgs_deallocate_all_after_a_rollback(
+    db: PostgresDatabase,
+) -> None:
+    # psycopg prepares what its cursor runs often, and after rolling back a
+    # transaction on such a connection sends DEALLOCATE ALL, which drops the
+    # statements prepared here too.
+    query = "SELECT %s::int * 2, %s::text"
+    for _ in range(8):  # prepared on the pooled connection midway
+        assert await db.fetchone(query, (1, "before")) == (2, "before")
+    for rollback in range(3):
+        async with db.connection() as conn:
+            for _ in range(8):
+                await (await conn.execute("SELECT %s::int + 0", (rollback,))).fetchone()
+            with pytest.raises(ZeroDivisionError):
+                async with conn.transaction():
+                    await conn.execute("SELECT %s::int + 1", (rollback,))
+                    raise ZeroDivisionError
+            names = await (
+                await conn.execute("SELECT count(*) FROM pg_prepared_statements")
+            ).fetchone()
+            assert names == (0,)  # what the rollback left: nothing prepared
+        for n in range(8):  # sent again unprepared, then prepared again
+            assert await db.fetchone(query, (n, "after")) == (2 * n, "after")
+    # A name the server still holds is never made twice.
+    async with db.connection() as conn:
+        rows = await (await conn.execute("SELECT name FROM pg_prepared_statements")).fetchall()
+    names = [row[0] for row in rows if row[0].startswith("_taskloom_")]
+    assert names and len(names) == len(set(names))

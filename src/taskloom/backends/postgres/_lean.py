@@ -27,8 +27,14 @@ What it keeps of `execute` (and what the database's promises rest on):
 - the same preparation: a statement run `PREPARE_THRESHOLD` times on one
   connection (with the same parameter types) is prepared there under a
   name of its own, as psycopg does; the names live on the connection, so a
-  replacement connection prepares afresh;
-- a statement is sent once: nothing here sends again after a failure.
+  replacement connection prepares afresh, and no name is used twice on one;
+- a statement is sent once: nothing here sends again after a failure, but
+  for one the server refused before running it because its prepared name
+  is gone. psycopg sends `DEALLOCATE ALL` after rolling back a transaction
+  on a connection where it prepared statements of its own, which drops
+  these too; the statement is then sent again unprepared (the connection is
+  idle, so nothing ran and no transaction was aborted) and preparation
+  starts over.
 """
 
 from __future__ import annotations
@@ -71,6 +77,7 @@ _FORMATS = {"s": PyFormat.AUTO, "b": PyFormat.BINARY, "t": PyFormat.TEXT}
 # psycopg's placeholder grammar: %(name)x, %x or %%.
 _PLACEHOLDER = re.compile(r"%(?:\(([^)]+)\))?(.)", re.DOTALL)
 _STATE = "_taskloom_lean"
+_NAME_GONE = "26000"  # invalid_sql_statement_name: no prepared statement of that name
 
 
 class _Query:
@@ -126,7 +133,7 @@ def _convert(query: str) -> _Query | None:
 class _State:
     """What the lean path keeps on one connection."""
 
-    __slots__ = ("prepared", "tx", "uses", "utf8")
+    __slots__ = ("made", "prepared", "tx", "uses", "utf8")
 
     def __init__(self, conn: AsyncConnection[Any]) -> None:
         self.tx = Transformer(conn)
@@ -134,6 +141,9 @@ class _State:
         self.utf8 = self.tx.encoding == "utf-8"
         self.uses: dict[tuple[bytes, Any], int] = {}
         self.prepared: dict[tuple[bytes, Any], bytes] = {}
+        # Names ever made on the connection: a name is never used twice, so
+        # one dropped behind this path's back can never name another statement.
+        self.made = 0
 
 
 async def statement(conn: AsyncConnection[Any], query: Any, params: Any, result: int) -> Any:
@@ -178,7 +188,8 @@ async def statement(conn: AsyncConnection[Any], query: Any, params: Any, result:
     if name is None:
         uses = state.uses.get(key, 0) + 1
         if uses >= PREPARE_THRESHOLD and len(state.prepared) < _PREPARED_MAX:
-            name = f"_taskloom_{len(state.prepared)}".encode()
+            name = f"_taskloom_{state.made}".encode()
+            state.made += 1
             pgconn.send_prepare(name, converted.text, param_types=types)
             _check(await _results(conn), tx.encoding)
             state.prepared[key] = name
@@ -189,6 +200,11 @@ async def statement(conn: AsyncConnection[Any], query: Any, params: Any, result:
             state.uses[key] = uses
     send(pgconn, converted.text, name, values, (types, formats))
     results = await _results(conn)
+    if name is not None and _name_gone(results, pgconn):
+        state.prepared.clear()
+        state.uses.clear()
+        send(pgconn, converted.text, None, values, (types, formats))
+        results = await _results(conn)
     _check(results, tx.encoding)
     res = results[0]
     if result == ROWCOUNT:
@@ -222,6 +238,15 @@ def send(
         pgconn.send_query_params(text, values, param_types=oids, param_formats=formats)
     else:
         pgconn.send_query_prepared(name, values, param_formats=formats)
+
+
+def _name_gone(results: list[PGresult], pgconn: PGconn) -> bool:
+    """Whether the server refused a prepared statement, on an idle
+    connection, because no statement of its name exists (so nothing ran)."""
+    if len(results) != 1 or results[0].status != _FATAL_ERROR:
+        return False
+    code = results[0].error_field(pq.DiagnosticField.SQLSTATE)
+    return code == _NAME_GONE.encode() and pgconn.transaction_status == pq.TransactionStatus.IDLE
 
 
 def _check(results: list[PGresult], encoding: str) -> None:
