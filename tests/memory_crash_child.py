@@ -2,7 +2,9 @@
 memory block, and hangs right after the store applied the edit (before the
 tool's result reaches the log), so the test can SIGKILL it there.
 
-    python memory_crash_child.py STORE_URL SCHEMA SESSION_ID
+    python memory_crash_child.py STORE_URL SCHEMA SESSION_ID OP
+
+OP is `append` (appends PASSAGE) or `replace` (replaces "nine" by "ten").
 
 It prints `READY after-memory-write` once the store has applied the edit.
 """
@@ -18,7 +20,7 @@ from taskloom.backends import MemoryItem, open_backend
 from taskloom.memory import Block, Memory
 from taskloom.models import ScriptedModel, reply
 
-URL, SCHEMA, SESSION_ID = sys.argv[1:4]
+URL, SCHEMA, SESSION_ID, OP = sys.argv[1:5]
 USER = ("user", "u1")
 PASSAGE = "Prefers meetings after ten."
 
@@ -47,9 +49,12 @@ def memory(store: Any = None) -> Memory:
 
 async def main() -> None:
     backend = open_backend(URL, **({} if SCHEMA == "-" else {"schema": SCHEMA}))
-    model = ScriptedModel(
-        [reply(tool_calls=[("memory_append", {"block": "human", "text": PASSAGE})]), "noted"]
+    call = (
+        ("memory_append", {"block": "human", "text": PASSAGE})
+        if OP == "append"
+        else ("memory_replace", {"block": "human", "old": "nine", "new": "ten"})
     )
+    model = ScriptedModel([reply(tool_calls=[call]), "noted"])
     agent = Agent("assistant", model, memory=memory(HangingAfterWrites(backend.memory)))
     runtime = Runtime(backend)
     session = await runtime.open_session(SESSION_ID, agent)

@@ -1,6 +1,6 @@
 """A real process SIGKILLed inside a memory edit (after the store applied it,
 before the tool's result was in the log), then resumed from the store: the
-edit is applied exactly once."""
+edit is applied exactly once, and the call run again is answered as applied."""
 
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ PASSAGE = "Prefers meetings after ten."
 TRIALS = 3
 
 
-def run_child_until_the_write(url: str, schema: str, session_id: str) -> None:
+def run_child_until_the_write(url: str, schema: str, session_id: str, op: str) -> None:
     proc = subprocess.Popen(
-        [sys.executable, str(CHILD), url, schema, session_id],
+        [sys.executable, str(CHILD), url, schema, session_id, op],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -53,42 +53,50 @@ def run_child_until_the_write(url: str, schema: str, session_id: str) -> None:
                 stream.close()
 
 
+@pytest.mark.parametrize("op", ["append", "replace"])
 async def test_a_memory_edit_killed_after_its_write_applies_once_on_resume(
     store_url: tuple[str, str],  # noqa: F811
+    op: str,
 ) -> None:
     url, schema = store_url
     backend = open_backend(url, **({} if schema == "-" else {"schema": schema}))
+    memory = backend.memory
+    assert memory is not None
     runtime = Runtime(backend)
-    memory = Memory([Block("human", "What you know of the user")], USER)
+    agent_memory = Memory([Block("human", "What you know of the user")], USER)
     counts: list[int] = []
     try:
-        for trial in range(TRIALS):
+        for _ in range(TRIALS):
+            if op == "replace":
+                await memory.put(USER, "block:human", "Meets at nine.")
+            base = await memory.get(USER, "block:human")
+            base_version = 0 if base is None else base.version
             model = ScriptedModel(["resumed"])
-            session = await runtime.create_session(Agent("assistant", model, memory=memory))
-            run_child_until_the_write(url, schema, session.id)
-            assert backend.memory is not None
-            item = await backend.memory.get(USER, "block:human")
-            assert item is not None and item.version == trial + 1  # applied before the kill
+            session = await runtime.create_session(Agent("assistant", model, memory=agent_memory))
+            run_child_until_the_write(url, schema, session.id, op)
+            killed = await memory.get(USER, "block:human")
+            assert killed is not None and killed.version == base_version + 1  # applied, then killed
             resumed = await runtime.open_session(
-                session.id, Agent("assistant", model, memory=memory)
+                session.id, Agent("assistant", model, memory=agent_memory)
             )
             result = await resumed.run("are you there?")
             assert result.status.value == "completed"
             # The cut-off call ran again with its key: answered as applied, not applied twice.
-            tool_turn = model.requests[0].messages[2]
-            [answer] = tool_turn.results
-            assert not answer.is_error and "updated" in answer.content
-            item = await backend.memory.get(USER, "block:human")
-            assert item is not None
-            counts.append(str(item.value).count(PASSAGE))
-            assert item.version == trial + 1
+            [answer] = model.requests[0].messages[2].results
+            assert not answer.is_error and "updated" in answer.content, answer.content
+            item = await memory.get(USER, "block:human")
+            assert item is not None and item.version == base_version + 1
+            text = str(item.value)
+            counts.append(text.count(PASSAGE) if op == "append" else text.count("ten"))
+            if op == "replace":
+                assert text == "Meets at ten."
             edits = [
                 MemoryEdited.from_data(e.data)
                 for e in await resumed.entries()
                 if e.kind == "memory_edited"
             ]
-            assert [e.version_after for e in edits] == [trial + 1]
-        print(f"{url.split(':')[0]}: passage count after each of {TRIALS} trials: {counts}")
-        assert counts == list(range(1, TRIALS + 1))  # one more per trial: each applied once
+            assert [(e.version_after, e.replayed) for e in edits] == [(base_version + 1, True)]
+        print(f"{url.split(':')[0]} {op}: count after each of {TRIALS} trials: {counts}")
+        assert counts == (list(range(1, TRIALS + 1)) if op == "append" else [1] * TRIALS)
     finally:
         await runtime.close()

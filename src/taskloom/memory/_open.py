@@ -28,6 +28,8 @@ MAX_SEARCH_HITS = 20
 """The most notes one `archive_search` answers with."""
 MAX_NOTE_CHARS = 4000
 """The longest note `archive_save` keeps, in characters."""
+_NO_VERSION = 2**62
+"""A version no item reaches: a write on it only finds out whether its key was applied."""
 
 
 def digest(item: MemoryItem | None) -> str:
@@ -136,16 +138,16 @@ class OpenMemory:
         it, if the store still holds that version; the answer for the model."""
         block = self._block(label)
         where = self._where(block)
-        seen = self._seen.get(label)
-        if seen is None:
-            self._saw(block, await self.store.get(where, block.key))
-            seen = self._seen[label]
-        new = change(seen.text)
-        if len(new) > block.limit:
-            raise ToolError(
-                f"memory block {label!r} would hold {len(new)} characters, over its limit of "
-                f"{block.limit}: shorten it (memory_rewrite) and try again"
-            )
+        seen = self._seen[label]
+        try:
+            new = _changed(block, seen.text, change)
+        except ToolError:
+            # A call run again after a crash may find its own edit applied
+            # (the old passage gone, say): the store answers its key.
+            written = await self._applied(ctx, block, where)
+            if written is None:
+                raise
+            return await self._edited(ctx, block, op, seen, written)
         try:
             written = await self.store.put(
                 where,
@@ -162,10 +164,33 @@ class OpenMemory:
                 f"Its current text:\n{self._seen[label].text}\n"
                 "Redo your edit on this text."
             ) from None
-        before = None if seen.version == 0 else seen
-        self._saw(block, written)
-        await _record(ctx, where, block.key, op, before, written)
-        return f"memory block {label!r} updated ({len(new)}/{block.limit} characters)"
+        return await self._edited(ctx, block, op, seen, written)
+
+    async def _applied(self, ctx: ToolContext, block: Block, where: Namespace) -> MemoryItem | None:
+        """The item this call's key wrote already, or None (nothing written):
+        a write on a version no item reaches is refused unless the key was
+        applied, and a refused write records nothing."""
+        try:
+            return await self.store.put(
+                where, block.key, "", if_version=_NO_VERSION, idempotency_key=ctx.idempotency_key
+            )
+        except VersionConflict:
+            return None
+
+    async def _edited(
+        self, ctx: ToolContext, block: Block, op: str, seen: _Seen, written: MemoryItem
+    ) -> str:
+        """Remember and record the edit `written`; the answer for the model."""
+        # Any other version: the store answered a key applied before (a
+        # call run again after a crash), whose write may be older than what
+        # this run saw.
+        replayed = written.version != seen.version + 1
+        if written.version > seen.version:
+            self._saw(block, written)
+        before = None if seen.version == 0 or replayed else seen
+        await _record(ctx, self._where(block), block.key, op, before, written, replayed)
+        used = len(_text(written))
+        return f"memory block {block.label!r} updated ({used}/{block.limit} characters)"
 
     async def save_note(self, ctx: ToolContext, text: str) -> str:
         """Save `text` as a new archive note; its key."""
@@ -180,6 +205,10 @@ class OpenMemory:
             written = await self.store.put(
                 where, key, text, if_version=0, idempotency_key=ctx.idempotency_key
             )
+        except VersionConflict:
+            # This call's note, saved by a run cut off before its answer
+            # (and its key pruned since): saved once all the same.
+            return f"saved to the archive as {key}"
         except UsageError as exc:
             raise ToolError(str(exc)) from None
         await _record(ctx, where, key, "archive_save", None, written)
@@ -196,6 +225,16 @@ class OpenMemory:
         return "\n".join(f"- [{hit.item.key}] {_text(hit.item)}" for hit in hits)
 
 
+def _changed(block: Block, text: str, change: Callable[[str], str]) -> str:
+    new = change(text)
+    if len(new) > block.limit:
+        raise ToolError(
+            f"memory block {block.label!r} would hold {len(new)} characters, over its limit "
+            f"of {block.limit}: shorten it (memory_rewrite) and try again"
+        )
+    return new
+
+
 async def _record(
     ctx: ToolContext,
     where: Namespace,
@@ -203,6 +242,7 @@ async def _record(
     op: str,
     before: _Seen | None,
     after: MemoryItem,
+    replayed: bool = False,
 ) -> None:
     entry = MemoryEdited(
         call_id=ctx.call_id,
@@ -210,12 +250,13 @@ async def _record(
         namespace=tuple(where),
         key=key,
         op=op,
-        version_before=0 if before is None else before.version,
+        version_before=(after.version - 1 if replayed else 0) if before is None else before.version,
         version_after=after.version,
         digest_before=""
         if before is None
         else hashlib.sha256(before.text.encode("utf-8", "surrogatepass")).hexdigest(),
         digest_after=digest(after),
+        replayed=replayed,
     )
     await ctx.record(Entry.of(entry, ctx.run_id))
 
