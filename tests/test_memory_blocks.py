@@ -3,6 +3,7 @@ run by a scripted model, on the memory, SQLite and PostgreSQL backends."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from taskloom.delegation import SubAgent
 from taskloom.entries import MemoryEdited
 from taskloom.errors import ConfigurationError
 from taskloom.memory import Block, Memory
-from taskloom.models import ScriptedModel, reply
+from taskloom.models import FunctionModel, ScriptedModel, reply
 from taskloom.runtime import diff_sessions
 
 USER = ("user", "u1")
@@ -301,3 +302,100 @@ async def test_a_log_with_memory_edits_reopens_forks_diffs_and_reads_as_a_transc
         assert same.differences == ()
     finally:
         await backend.close()
+
+
+def appending_model(name: str, lines: int) -> FunctionModel:
+    """A model that appends `lines` lines to the human block, one per round,
+    redoing a line the tool refused as stale, then answers "done"."""
+    state = {"next": 0}
+
+    def answer(request: Any) -> Any:
+        last = request.messages[-1]
+        results = [b for b in last.blocks if hasattr(b, "is_error")]
+        if results and not results[0].is_error:
+            state["next"] += 1
+        elif results:
+            assert "changed since you read it" in results[0].content
+        if state["next"] == lines:
+            return reply("done")
+        line = f"{name}-{state['next']}"
+        return reply(tool_calls=[("memory_append", {"block": "human", "text": line})])
+
+    return FunctionModel(answer)
+
+
+async def test_two_sessions_appending_to_one_block_at_once_lose_no_line(
+    backend: Backend,
+) -> None:
+    memory = Memory([Block("human", limit=2000)], USER)
+    runtime = Runtime(backend)
+    sessions = [
+        await runtime.create_session(Agent(f"a{n}", appending_model(f"s{n}", 15), memory=memory))
+        for n in range(2)
+    ]
+    results = await asyncio.gather(
+        *(s.run("go", options=RunOptions(max_rounds=None)) for s in sessions)
+    )
+    assert [r.text for r in results] == ["done", "done"]
+    assert backend.memory is not None
+    item = await backend.memory.get(USER, "block:human")
+    assert item is not None and item.version == 30
+    lines = str(item.value).split("\n")
+    assert sorted(lines) == sorted(f"s{n}-{i}" for n in range(2) for i in range(15))
+    refusals = sum(
+        1
+        for s in sessions
+        for request in s.agent.model.requests  # type: ignore[union-attr]
+        for b in request.messages[-1].blocks
+        if getattr(b, "is_error", False)
+    )
+    print(f"{type(backend).__name__}: stale edits refused and redone: {refusals}")
+
+
+async def test_a_block_may_live_in_a_shared_namespace_or_be_read_only() -> None:
+    backend = MemoryBackend()
+    assert backend.memory is not None
+    await backend.memory.put(("team",), "block:rules", "Deploy on Tuesdays.")
+    memory = Memory(
+        [
+            Block("human", initial="Nothing known yet."),
+            Block("rules", "Team rules", namespace=("team",), read_only=True),
+        ],
+        USER,
+        archive=False,
+    )
+    model = ScriptedModel(
+        [
+            reply(tool_calls=[("memory_append", {"block": "rules", "text": "Deploy daily."})]),
+            reply(tool_calls=[("memory_rewrite", {"block": "human", "text": "Ada."})]),
+            reply("ok"),
+        ]
+    )
+    await (await Runtime(backend).create_session(Agent("h", model, memory=memory))).run("go")
+    system = model.requests[0].system or ""
+    assert "Nothing known yet." in system and "Deploy on Tuesdays." in system
+    assert '<rules description="Team rules" chars="19/2000" read_only="true">' in system
+    assert [t.name for t in model.requests[0].tools] == [
+        "memory_replace",
+        "memory_append",
+        "memory_rewrite",
+    ]
+    [(refusal, is_error)] = results_of(model, 1)
+    assert is_error and "read-only" in refusal
+    assert (await backend.memory.get(("team",), "block:rules")).value == "Deploy on Tuesdays."  # type: ignore[union-attr]
+    assert (await backend.memory.get(USER, "block:human")).value == "Ada."  # type: ignore[union-attr]
+
+
+async def test_a_memory_on_a_backend_without_a_memory_store_is_a_clear_error() -> None:
+    from taskloom.backends.memory import MemoryStore
+
+    runtime = Runtime(Backend(MemoryStore()))
+    session = await runtime.create_session(
+        Agent("h", ScriptedModel(["hi"]), memory=Memory([Block("human")], USER))
+    )
+    with pytest.raises(ConfigurationError, match="keeps none"):
+        await session.run("hi")
+    # A store of its own works on any backend.
+    own = MemoryBackend().memory
+    agent = Agent("h", ScriptedModel(["hi"]), memory=Memory([Block("human")], USER, store=own))
+    assert (await (await runtime.create_session(agent)).run("hi")).text == "hi"
