@@ -11,7 +11,8 @@ a crash and run again applies its edit once.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from html import escape
 
@@ -113,12 +114,22 @@ class OpenMemory:
         offered: list[Tool] = []
         editable = not self.memory.read_only and any(not b.read_only for b in self.memory.blocks)
         if editable:
-            offered += _block_tools(self)
+            offered += _BLOCK_TOOLS
         if self.memory.archive_namespace is not None:
-            offered.append(_search_tool(self))
+            offered.append(archive_search)
             if not self.memory.read_only:
-                offered.append(_save_tool(self))
+                offered.append(archive_save)
         return offered
+
+    @contextmanager
+    def serving(self, run_id: str) -> Iterator[None]:
+        """Have the memory tools' calls of run `run_id` reach this memory
+        while the block is open."""
+        _OPEN[run_id] = self
+        try:
+            yield
+        finally:
+            _OPEN.pop(run_id, None)
 
     # ----- edits -----
 
@@ -280,43 +291,51 @@ def _replace(old: str, new: str) -> Callable[[str], str]:
     return change
 
 
-def _block_tools(memory: OpenMemory) -> Sequence[Tool]:
-    @tool(idempotent=True)
-    async def memory_replace(block: str, old: str, new: str, ctx: ToolContext) -> str:
-        """Replace one exact passage `old` of a memory block with `new` (empty `new` deletes it)."""
-        return await memory.edit(ctx, block, "replace", _replace(old, new))
-
-    @tool(idempotent=True)
-    async def memory_append(block: str, text: str, ctx: ToolContext) -> str:
-        """Add `text` at the end of a memory block, on a new line."""
-        return await memory.edit(
-            ctx, block, "append", lambda current: f"{current}\n{text}" if current else text
-        )
-
-    @tool(idempotent=True)
-    async def memory_rewrite(block: str, text: str, ctx: ToolContext) -> str:
-        """Replace the whole text of a memory block with `text` (to reorganise or shorten it)."""
-        return await memory.edit(ctx, block, "rewrite", lambda _: text)
-
-    return (memory_replace, memory_append, memory_rewrite)
+# The tools are made once (a tool's schema costs more to build than a run
+# without memory takes); each call finds its run's `OpenMemory` by run id.
+_OPEN: dict[str, OpenMemory] = {}
 
 
-def _save_tool(memory: OpenMemory) -> Tool:
-    @tool(idempotent=True)
-    async def archive_save(text: str, ctx: ToolContext) -> str:
-        """Save a note to the long-term archive (facts too detailed for the memory blocks)."""
-        return await memory.save_note(ctx, text)
-
-    return archive_save
+def _running(ctx: ToolContext) -> OpenMemory:
+    opened = _OPEN.get(ctx.run_id)
+    if opened is None:
+        raise ToolError("long-term memory is not open in this run")
+    return opened
 
 
-def _search_tool(memory: OpenMemory) -> Tool:
-    @tool(effect=ToolEffect.READ_ONLY)
-    async def archive_search(query: str, limit: int = 5) -> str:
-        """Search the long-term archive's notes by words; the best matches first."""
-        return await memory.search(query, limit)
+@tool(idempotent=True)
+async def memory_replace(block: str, old: str, new: str, ctx: ToolContext) -> str:
+    """Replace one exact passage `old` of a memory block with `new` (empty `new` deletes it)."""
+    return await _running(ctx).edit(ctx, block, "replace", _replace(old, new))
 
-    return archive_search
+
+@tool(idempotent=True)
+async def memory_append(block: str, text: str, ctx: ToolContext) -> str:
+    """Add `text` at the end of a memory block, on a new line."""
+    return await _running(ctx).edit(
+        ctx, block, "append", lambda current: f"{current}\n{text}" if current else text
+    )
+
+
+@tool(idempotent=True)
+async def memory_rewrite(block: str, text: str, ctx: ToolContext) -> str:
+    """Replace the whole text of a memory block with `text` (to reorganise or shorten it)."""
+    return await _running(ctx).edit(ctx, block, "rewrite", lambda _: text)
+
+
+@tool(idempotent=True)
+async def archive_save(text: str, ctx: ToolContext) -> str:
+    """Save a note to the long-term archive (facts too detailed for the memory blocks)."""
+    return await _running(ctx).save_note(ctx, text)
+
+
+@tool(effect=ToolEffect.READ_ONLY)
+async def archive_search(query: str, ctx: ToolContext, limit: int = 5) -> str:
+    """Search the long-term archive's notes by words; the best matches first."""
+    return await _running(ctx).search(query, limit)
+
+
+_BLOCK_TOOLS: tuple[Tool, ...] = (memory_replace, memory_append, memory_rewrite)
 
 
 async def open_memory(memory: Memory, store: Memories) -> OpenMemory:

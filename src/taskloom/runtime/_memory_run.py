@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
@@ -38,15 +39,16 @@ def memory_of(agent: Agent[Any, Any], options: RunOptions) -> Memory | None:
 
 
 async def with_memory(
-    runtime: Runtime, agent: Agent[Any, Any], ports: RunPorts, options: RunOptions
-) -> tuple[Agent[Any, Any], RunPorts, RunOptions]:
-    """The agent, ports and options of one run with its memory: the agent's
-    instructions followed by the blocks as the store holds them now, the
-    memory tools beside the session's, the memory in the options (so the
-    run's children see it). Unchanged for a run without memory."""
+    runtime: Runtime, agent: Agent[Any, Any], ports: RunPorts, options: RunOptions, run_id: str
+) -> tuple[Agent[Any, Any], RunPorts, RunOptions, AbstractContextManager[None]]:
+    """The agent, ports and options of run `run_id` with its memory: the
+    agent's instructions followed by the blocks as the store holds them now,
+    the memory tools beside the session's, the memory in the options (so the
+    run's children see it); and what to hold open while the run runs (its
+    tools' calls reach its memory meanwhile). Unchanged for a run without memory."""
     memory = memory_of(agent, options)
     if memory is None:
-        return agent, ports, options
+        return agent, ports, options, nullcontext()
     store = memory.store if memory.store is not None else runtime.backend.memory
     if store is None:
         raise ConfigurationError(
@@ -60,7 +62,7 @@ async def with_memory(
         # A copy: the caller's options may serve other runs.
         options = copy.copy(options)
         options.memory = memory
-    return run_agent, ports._replace(tools=board), options
+    return run_agent, ports._replace(tools=board), options, opened.serving(run_id)
 
 
 class MemoryTools:

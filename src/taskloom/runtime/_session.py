@@ -182,12 +182,12 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         try:
             hold = self.hold(wait=wait)
             async with hold as held:
+                scope = RunScope(self.id, new_run_id(), origin, emit)
                 # Read within the lease: the blocks as the store holds them now.
-                agent, ports, run_options = await with_memory(
-                    self.runtime, self.agent, self._ports(), options
+                agent, ports, run_options, serving = await with_memory(
+                    self.runtime, self.agent, self._ports(), options, scope.run_id
                 )
                 undo = held.on_lost(lambda: options.stop.set("the session was taken over"))
-                scope = RunScope(self.id, new_run_id(), origin, emit)
                 loop = RunLoop(agent, ports, scope, run_options, deps)
                 # Only a lease this run took is released by its bound; an
                 # outer hold's release waits as that hold's exit always does.
@@ -195,7 +195,8 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
                 if user is not None:
                     self._wakeups = 0  # a user turn ends a chain of wake-ups
                 try:
-                    result = await loop.run(user, resume=resume)
+                    with serving:
+                        result = await loop.run(user, resume=resume)
                 finally:
                     undo()
                 return await self._parked_on_children(result)

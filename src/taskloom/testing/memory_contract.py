@@ -238,6 +238,20 @@ class MemoriesContract(CapabilityGate):
         assert (redone.version, redone.value) == (3, "redone")
         assert await memory.delete(USER, "k", if_version=3, idempotency_key="drop") is True
 
+    async def test_many_refused_keyed_writes_leave_every_statement_working(
+        self, memory: Memories
+    ) -> None:
+        # Statements a store prepares after a few uses must outlive the
+        # refusals between them (a rolled-back transaction may drop them).
+        await memory.put(USER, "k", "v1")
+        for n in range(20):
+            with pytest.raises(VersionConflict):
+                await memory.put(USER, "k", "stale", if_version=9, idempotency_key=f"r{n}")
+            assert (await memory.get(USER, "k")).version == 1  # type: ignore[union-attr]
+            assert [i.key for i in await memory.list(USER)] == ["k"]
+        done = await memory.put(USER, "k", "v2", if_version=1, idempotency_key="r0")
+        assert done.version == 2
+
     async def test_a_delete_retried_with_its_key_returns_what_it_first_returned(
         self, memory: Memories
     ) -> None:

@@ -6,8 +6,6 @@ import builtins
 from collections.abc import Callable
 from typing import Any
 
-from psycopg import Rollback
-
 from .._leases import Clock, system_clock
 from .._memories import (
     IDEMPOTENCY_KEEP_SECONDS,
@@ -131,6 +129,7 @@ class PostgresMemories:
         self._sql_record = (
             f"UPDATE {applied} SET outcome = %(outcome)s WHERE idempotency_key = %(idem)s"
         )
+        self._sql_unclaim = f"DELETE FROM {applied} WHERE idempotency_key = %(idem)s"
         self._sql_prune = f"DELETE FROM {applied} WHERE applied_at < %(before)s"
         self._sql_search = (
             f"SELECT {_COLUMNS}, ts_rank(tsv, q) AS score"
@@ -193,7 +192,9 @@ class PostgresMemories:
         `(the earlier write's (namespace, key, outcome), [])` when the key was
         applied, else `(None, the rows the write returned)`, its `outcome(rows)`
         recorded with the key. A write refused for its version (no row while
-        `params["version"]` is set) rolls the claim of the key back."""
+        `params["version"]` is set) withdraws its claim of the key: deleted
+        and committed rather than rolled back, as psycopg deallocates every
+        prepared statement of a connection whose transaction rolls back."""
         params = {**params, "idem": idem}
         async with self._db.connection() as conn, conn.transaction():
             claimed = await (await conn.execute(self._sql_claim, params)).fetchall()
@@ -203,13 +204,13 @@ class PostgresMemories:
                 return (row[0], row[1], row[2]), []
             rows = await (await conn.execute(sql, params)).fetchall()
             if not rows and params["version"] is not None:
-                raise Rollback
+                await conn.execute(self._sql_unclaim, params)
+                return None, []
             params["outcome"] = applied_record(outcome(rows))
             params["before"] = params["now"] - IDEMPOTENCY_KEEP_SECONDS
             await conn.execute(self._sql_record, params)
             await conn.execute(self._sql_prune, params)
             return None, rows
-        return None, []  # rolled back: the caller raises the conflict
 
     async def delete(
         self,
