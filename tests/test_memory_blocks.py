@@ -399,3 +399,34 @@ async def test_a_memory_on_a_backend_without_a_memory_store_is_a_clear_error() -
     own = MemoryBackend().memory
     agent = Agent("h", ScriptedModel(["hi"]), memory=Memory([Block("human")], USER, store=own))
     assert (await (await runtime.create_session(agent)).run("hi")).text == "hi"
+
+
+async def test_a_spawned_child_sees_its_parents_memory_read_only() -> None:
+    from taskloom.delegation import Spawner
+
+    backend = MemoryBackend()
+    assert backend.memory is not None
+    await backend.memory.put(USER, "block:human", "Likes tea.")
+    seen: list[Any] = []
+    asked = asyncio.Event()
+
+    def child(request: Any) -> Any:
+        seen.append(request)
+        asked.set()
+        return reply("child done")
+
+    spawner = Spawner(FunctionModel(child))
+    call = ("spawn_agent", {"name": "c", "task": "look", "mode": "inline"})
+    lead = FunctionModel(
+        lambda request: (
+            reply("lead done") if len(request.messages) > 1 else reply(tool_calls=[call])
+        )
+    )
+    runtime = Runtime(backend)
+    session = await runtime.create_session(Agent("lead", lead, tools=[spawner], memory=human()))
+    await session.run("go")
+    await asyncio.wait_for(asked.wait(), 10)
+    request = seen[0]
+    assert "Likes tea." in (request.system or "")
+    assert "memory_append" not in [t.name for t in request.tools]
+    await runtime.close()

@@ -15,7 +15,7 @@ applied edit is recorded in the session's log (`MemoryEdited`).
 
 Give a memory as `Agent(memory=Memory(...))`, or per run with
 `RunOptions(memory=...)` (the host choosing the user's namespace); a child
-run gets its parent's read-only unless `Memory(children="write")`.
+run inline gets its parent's read-only unless `Memory(children="write")`.
 """
 
 from __future__ import annotations

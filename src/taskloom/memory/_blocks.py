@@ -82,8 +82,9 @@ class Memory:
     notes: True keeps them in `namespace + ("archive",)`, a namespace puts
     them there, False offers no archive. `read_only` shows the blocks and
     searches the archive but offers no tool that writes. `children` is what
-    a child run (a subagent, a spawned or background child) whose agent has
-    no memory of its own gets of this one: "read" (the default: read-only),
+    a child run inline (a subagent, a spawned child) whose agent has no
+    memory of its own gets of this one (a child sent through a dispatcher
+    runs from its stored spec and gets none): "read" (the default: read-only),
     "write", or "none". `store` is the `Memories` to use; None: the
     runtime's backend's (`Backend.memory`).
 
