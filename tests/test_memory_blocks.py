@@ -268,6 +268,7 @@ async def test_each_applied_edit_is_in_the_log_with_versions_and_digests(backend
         (lambda: Memory([Block("a")], ()), "namespace"),
         (lambda: Memory([Block("a")], USER, children="all"), "children"),  # type: ignore[arg-type]
         (lambda: Agent("x", ScriptedModel([]), memory="user"), "memory"),  # type: ignore[arg-type]
+        (lambda: RunOptions(memory=("user", "u1")), "memory"),
     ],
 )
 def test_bad_memory_definitions_are_refused(make: Callable[[], object], word: str) -> None:

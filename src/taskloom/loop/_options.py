@@ -74,6 +74,8 @@ class RunOptions:
         _check_deadline(self.deadline)
         if self.budget is not None and not isinstance(self.budget, Budget):
             raise _invalid("budget", self.budget, "a taskloom.Budget")
+        if self.memory is not None and not callable(getattr(self.memory, "for_child", None)):
+            raise _invalid("memory", self.memory, "a taskloom.memory.Memory or None")
         if not isinstance(self.stop, StopSignal):
             raise _invalid("stop", self.stop, "a taskloom.StopSignal")
         strategy = self.strategy
