@@ -85,9 +85,9 @@ class OpenMemory:
             "<memory_blocks>",
             "Your long-term memory: these blocks persist across sessions."
             + (
-                " They are read-only in this run."
-                if self.memory.read_only
-                else " Keep them current with memory_replace, memory_append and memory_rewrite."
+                " Keep them current with memory_replace, memory_append and memory_rewrite."
+                if self._editable()
+                else " They are read-only in this run."
             ),
         ]
         for block in self.memory.blocks:
@@ -112,14 +112,16 @@ class OpenMemory:
         """The tools this run offers: block edits unless read-only, the
         archive's search, and its save unless read-only."""
         offered: list[Tool] = []
-        editable = not self.memory.read_only and any(not b.read_only for b in self.memory.blocks)
-        if editable:
+        if self._editable():
             offered += _BLOCK_TOOLS
         if self.memory.archive_namespace is not None:
             offered.append(archive_search)
             if not self.memory.read_only:
                 offered.append(archive_save)
         return offered
+
+    def _editable(self) -> bool:
+        return not self.memory.read_only and any(not b.read_only for b in self.memory.blocks)
 
     @contextmanager
     def serving(self, run_id: str) -> Iterator[None]:
