@@ -11,6 +11,7 @@ import pytest
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
 from taskloom.backends import (
+    IDEMPOTENCY_KEEP_SECONDS,
     Backend,
     Capability,
     Memories,
@@ -111,3 +112,23 @@ async def test_sqlite_memory_outlives_its_backend_and_shares_the_sessions_file(
         assert [h.item for h in hits] == [item]  # the index outlived the backend too
     finally:
         await again.close()
+
+
+async def test_applied_idempotency_keys_are_pruned_after_they_are_kept(
+    backend_on_clock: Callable[[FakeClock], Any],
+) -> None:
+    clock = FakeClock(1_700_000_000.0)
+    backend = backend_on_clock(clock)
+    memory = backend.memory
+    try:
+        await memory.put(("user", "u1"), "k", "first", idempotency_key="old")
+        clock.advance(IDEMPOTENCY_KEEP_SECONDS - 1)
+        kept = await memory.put(("user", "u1"), "k", "again", idempotency_key="old")
+        assert kept.version == 1  # still remembered: replayed
+        clock.advance(2)
+        # A later keyed write prunes the expired key; its retry then applies anew.
+        await memory.put(("user", "u1"), "other", "x", idempotency_key="new")
+        anew = await memory.put(("user", "u1"), "k", "again", idempotency_key="old")
+        assert (anew.version, anew.value) == (2, "again")
+    finally:
+        await backend.close()

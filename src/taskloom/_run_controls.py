@@ -337,7 +337,8 @@ class RunControls:
     (forwarding to the parent's), `token_budget` the budget checked against
     the outermost meter, `retry` the run's transport retry policy (children
     inherit it), `tree` the delegation tree's `TreeBudget` every run under
-    the root charges (None: no tree budget).
+    the root charges (None: no tree budget), `memory` the long-term memory the
+    run reads and edits (a `taskloom.memory.Memory`; children may get it).
     """
 
     stop: StopSignal = field(default_factory=StopSignal)
@@ -346,6 +347,7 @@ class RunControls:
     token_budget: int | None = None
     retry: object = None
     tree: Any = None
+    memory: Any = None
 
     @property
     def remaining(self) -> float | None:

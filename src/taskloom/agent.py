@@ -30,6 +30,7 @@ from .tools import Tool, ToolLike, Toolset, as_tool
 if TYPE_CHECKING:
     from .events import Event
     from .loop import RunOptions
+    from .memory import Memory
     from .messages import Message
     from .results import RunResult, ToolSpec
 
@@ -66,7 +67,10 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
 
     `settings` are the model settings (temperature, reasoning, context
     window, ...). `compaction` (a `Compaction`) lets long sessions summarize
-    their older part instead of overflowing the model's window. Agents are
+    their older part instead of overflowing the model's window. `memory` (a
+    `taskloom.memory.Memory`) gives it blocks of long-term memory in its
+    instructions and the tools to edit them (a run's `RunOptions(memory=...)`
+    overrides it). Agents are
     immutable; `replace(...)` gives a changed copy.
     """
 
@@ -78,6 +82,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         "description",
         "fixes",
         "instructions",
+        "memory",
         "model",
         "name",
         "output",
@@ -99,6 +104,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
     description: str
     fixes: int
     compaction: Compaction | None
+    memory: Memory | None
     _tool_map: dict[str, Tool]
     _tool_specs: tuple[ToolSpec, ...]
 
@@ -116,6 +122,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         description: str = ...,
         fixes: int = ...,
         compaction: Compaction | None = ...,
+        memory: Memory | None = ...,
     ) -> None: ...
 
     @overload
@@ -132,6 +139,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         description: str = ...,
         fixes: int = ...,
         compaction: Compaction | None = ...,
+        memory: Memory | None = ...,
     ) -> None: ...
 
     def __init__(
@@ -147,6 +155,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         description: str = "",
         fixes: int = 2,
         compaction: Compaction | None = None,
+        memory: Memory | None = None,
     ) -> None:
         # The checks cost little on the common path (exact types, defaults
         # left alone): constructing an agent stays within a few microseconds.
@@ -167,6 +176,8 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
             raise _invalid(name, "fixes", fixes, "an int of at least 0")
         if compaction is not None and not isinstance(compaction, Compaction):
             raise _invalid(name, "compaction", compaction, "a taskloom.Compaction or None")
+        if memory is not None:
+            _check_memory(name, memory)
         if type(description) is not str and not isinstance(description, str):
             raise _invalid(name, "description", description, "a string")
         if type(tools) is not list and (
@@ -210,6 +221,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         s(self, "description", description)
         s(self, "fixes", fixes)
         s(self, "compaction", compaction)
+        s(self, "memory", memory)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Agent is immutable; use agent.replace(...)")
@@ -378,6 +390,7 @@ _FIELDS = (
     "description",
     "fixes",
     "compaction",
+    "memory",
 )
 
 
@@ -390,6 +403,14 @@ def _invalid(agent: str, option: str, value: object, valid: str) -> Configuratio
     return ConfigurationError(
         f"agent {agent!r}: {option} must be {valid}, not {value!r} ({type(value).__name__})"
     )
+
+
+def _check_memory(agent: str, memory: object) -> None:
+    # Imported here: an agent without memory never loads the memory package.
+    from .memory import Memory
+
+    if not isinstance(memory, Memory):
+        raise _invalid(agent, "memory", memory, "a taskloom.memory.Memory or None")
 
 
 def _check_model(agent: str, model: object) -> None:

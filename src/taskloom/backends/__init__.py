@@ -43,6 +43,8 @@ from ._leases import (
 )
 from ._ledgers import BudgetLedger
 from ._memories import (
+    IDEMPOTENCY_KEEP_SECONDS,
+    MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_KEY_LENGTH,
     MAX_NAMESPACE_DEPTH,
     MAX_NAMESPACE_PART_LENGTH,
@@ -65,6 +67,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_SIZE",
+    "IDEMPOTENCY_KEEP_SECONDS",
+    "MAX_IDEMPOTENCY_KEY_LENGTH",
     "MAX_KEY_LENGTH",
     "MAX_NAMESPACE_DEPTH",
     "MAX_NAMESPACE_PART_LENGTH",

@@ -9,6 +9,13 @@ array) and a version that starts at 1 and rises by one at every write.
 current item, so two writers editing one item never lose an edit: each
 either writes on the version it read or is told to redo its edit.
 
+A write may carry an `idempotency_key` (a tool call's
+`ctx.idempotency_key`): the store records the key in the same transaction
+as the write, and a later write with the key writes nothing and returns
+what the first returned, so a write retried after a crash applies once.
+Applied keys are kept `IDEMPOTENCY_KEEP_SECONDS` (7 days) after their
+write, then pruned by later keyed writes: a retry must come within that.
+
 The memory backend's store (`MemoryMemories`) is here; the SQLite and
 PostgreSQL ones are built by their backends on their database.
 """
@@ -30,6 +37,8 @@ from ..errors import UsageError, VersionConflict
 from ._sql import dump_json
 
 __all__ = [
+    "IDEMPOTENCY_KEEP_SECONDS",
+    "MAX_IDEMPOTENCY_KEY_LENGTH",
     "MAX_KEY_LENGTH",
     "MAX_NAMESPACE_DEPTH",
     "MAX_NAMESPACE_PART_LENGTH",
@@ -61,6 +70,12 @@ SEP = "\x1f"
 """Ends every namespace part in the stored form. Below every character a part
 may hold, so the stored forms sort as the tuples do and a prefix of parts is a
 prefix of text."""
+
+IDEMPOTENCY_KEEP_SECONDS = 7 * 24 * 3600.0
+"""How long a store remembers an applied idempotency key (seconds after its
+write, by the store's clock); older keys are pruned by later keyed writes."""
+MAX_IDEMPOTENCY_KEY_LENGTH = 256
+"""The longest an idempotency key may be, in characters."""
 
 MAX_LIMIT = 10_000
 """The most items one `list` or `search` returns."""
@@ -112,7 +127,13 @@ class Memories(Protocol):
         ...
 
     async def put(
-        self, namespace: Namespace, key: str, value: MemoryValue, *, if_version: int | None = None
+        self,
+        namespace: Namespace,
+        key: str,
+        value: MemoryValue,
+        *,
+        if_version: int | None = None,
+        idempotency_key: str | None = None,
     ) -> MemoryItem:
         """Write `value`, creating the item (version 1) or replacing its value
         (version + 1); the item as written.
@@ -120,17 +141,29 @@ class Memories(Protocol):
         With `if_version=n` the write happens only if the item is at version
         `n` now (`0`: only if it is absent); otherwise nothing is written and
         `VersionConflict` is raised, carrying the current item (None if absent).
+
+        With `idempotency_key`, a key a write of this item applied already
+        (within `IDEMPOTENCY_KEEP_SECONDS`) writes nothing and returns the
+        item as that write wrote it, whatever happened to it since; a key
+        applied to another item is a `UsageError`. A refused write records
+        no key.
         """
         ...
 
     async def delete(
-        self, namespace: Namespace, key: str, *, if_version: int | None = None
+        self,
+        namespace: Namespace,
+        key: str,
+        *,
+        if_version: int | None = None,
+        idempotency_key: str | None = None,
     ) -> bool:
         """Delete the item; whether there was one to delete.
 
         With `if_version=n` (n >= 1) it is deleted only at version `n`;
         otherwise (another version, or no item) `VersionConflict` is raised,
-        carrying the current item or None.
+        carrying the current item or None. `idempotency_key` as for `put`:
+        a key applied already deletes nothing and returns what it returned.
         """
         ...
 
@@ -245,6 +278,79 @@ def check_version(if_version: object, *, deleting: bool = False) -> int | None:
     return if_version
 
 
+def check_idempotency_key(key: object) -> str | None:
+    """`key`, or `UsageError` unless it is None or a non-empty str of at most
+    `MAX_IDEMPOTENCY_KEY_LENGTH` characters with no NUL."""
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key or len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+        raise UsageError(
+            f"an idempotency_key is None or a non-empty str of at most "
+            f"{MAX_IDEMPOTENCY_KEY_LENGTH} characters, not {key!r:.80}"
+        )
+    if "\x00" in key or not _encodable(key):
+        raise UsageError(f"an idempotency_key holds a NUL or a lone surrogate: {key!r:.80}")
+    return key
+
+
+def applied_record(outcome: MemoryItem | bool) -> str:
+    """What a store keeps of a keyed write's outcome (the item put, or the
+    bool a delete returned), as JSON text; `applied_outcome` reads it back."""
+    if isinstance(outcome, bool):
+        return dump_json({"deleted": outcome})
+    return dump_json(
+        {
+            "value": encode_value(outcome.value),
+            "version": outcome.version,
+            "created_at": outcome.created_at,
+            "updated_at": outcome.updated_at,
+        }
+    )
+
+
+def applied_outcome(namespace: Namespace, key: str, text: str) -> MemoryItem | bool:
+    """The outcome `applied_record` kept as `text`, for the item `namespace`/`key`."""
+    data = json.loads(text)
+    if "deleted" in data:
+        return bool(data["deleted"])
+    return MemoryItem(
+        namespace,
+        key,
+        decode_value(data["value"]),
+        int(data["version"]),
+        float(data["created_at"]),
+        float(data["updated_at"]),
+    )
+
+
+def replayed(
+    idem: str, wanted: tuple[str, str], applied: tuple[str, str], namespace: Namespace, text: str
+) -> MemoryItem | bool:
+    """The outcome of the write that applied key `idem` (stored as `text`, on
+    the stored namespace and key `applied`), for a retry of it on `wanted`;
+    `UsageError` if that write was of another item."""
+    if applied != wanted:
+        raise UsageError(
+            f"idempotency_key {idem!r:.80} was applied to another memory item "
+            f"({parse_namespace(applied[0])!r}/{applied[1]!r}): a key names one write"
+        )
+    return applied_outcome(namespace, wanted[1], text)
+
+
+def as_put(outcome: MemoryItem | bool, idem: str) -> MemoryItem:
+    """A replayed `put`'s item, or `UsageError` if the key was applied by a delete."""
+    if isinstance(outcome, bool):
+        raise UsageError(f"idempotency_key {idem!r:.80} was applied by a delete, not a put")
+    return outcome
+
+
+def as_delete(outcome: MemoryItem | bool, idem: str) -> bool:
+    """A replayed `delete`'s bool, or `UsageError` if the key was applied by a put."""
+    if not isinstance(outcome, bool):
+        raise UsageError(f"idempotency_key {idem!r:.80} was applied by a put, not a delete")
+    return outcome
+
+
 def check_page(limit: object, offset: object = 0) -> tuple[int, int]:
     """`(limit, offset)`, or `UsageError` unless both are ints in range."""
     for name, given, top in (("limit", limit, MAX_LIMIT), ("offset", offset, None)):
@@ -336,6 +442,8 @@ class MemoryMemories:
         # stored namespace -> key -> row; no await between a check and its write,
         # so each method is atomic on the event loop.
         self._items: dict[str, dict[str, _Row]] = {}
+        # idempotency key -> (stored namespace, key, applied at, outcome record)
+        self._applied: dict[str, tuple[str, str, float, str]] = {}
 
     def _item(self, ns: str, key: str, row: _Row) -> MemoryItem:
         return MemoryItem(
@@ -353,10 +461,19 @@ class MemoryMemories:
         return None if row is None else self._item(ns, key, row)
 
     async def put(
-        self, namespace: Namespace, key: str, value: MemoryValue, *, if_version: int | None = None
+        self,
+        namespace: Namespace,
+        key: str,
+        value: MemoryValue,
+        *,
+        if_version: int | None = None,
+        idempotency_key: str | None = None,
     ) -> MemoryItem:
         ns, key, text = check_namespace(namespace), check_key(key), encode_value(value)
         wanted = check_version(if_version)
+        idem = check_idempotency_key(idempotency_key)
+        if idem is not None and idem in self._applied:
+            return as_put(self._replay(idem, ns, key, namespace), idem)
         keys = self._items.setdefault(ns, {})
         row = keys.get(key)
         if wanted is not None and (row.version if row else 0) != wanted:
@@ -371,25 +488,52 @@ class MemoryMemories:
             row = keys[key] = _Row(text, 1, now, now, found)
         else:
             row.text, row.version, row.updated_at, row.words = text, row.version + 1, now, found
-        return self._item(ns, key, row)
+        item = self._item(ns, key, row)
+        self._remember(idem, ns, key, item)
+        return item
 
     async def delete(
-        self, namespace: Namespace, key: str, *, if_version: int | None = None
+        self,
+        namespace: Namespace,
+        key: str,
+        *,
+        if_version: int | None = None,
+        idempotency_key: str | None = None,
     ) -> bool:
         ns, key = check_namespace(namespace), check_key(key)
         wanted = check_version(if_version, deleting=True)
+        idem = check_idempotency_key(idempotency_key)
+        if idem is not None and idem in self._applied:
+            return as_delete(self._replay(idem, ns, key, namespace), idem)
         keys = self._items.get(ns, {})
         row = keys.get(key)
         if wanted is not None and (row is None or row.version != wanted):
             raise conflict(
                 namespace, key, wanted, None if row is None else self._item(ns, key, row)
             )
-        if row is None:
-            return False
-        del keys[key]
-        if not keys:
-            del self._items[ns]
-        return True
+        if row is not None:
+            del keys[key]
+            if not keys:
+                del self._items[ns]
+        self._remember(idem, ns, key, row is not None)
+        return row is not None
+
+    def _replay(self, idem: str, ns: str, key: str, namespace: Namespace) -> MemoryItem | bool:
+        applied_ns, applied_key, _, text = self._applied[idem]
+        return replayed(idem, (ns, key), (applied_ns, applied_key), namespace, text)
+
+    def _remember(self, idem: str | None, ns: str, key: str, outcome: MemoryItem | bool) -> None:
+        if idem is None:
+            return
+        now = self._clock()
+        applied = self._applied
+        # Kept in the order written: the oldest are first, pruned from there.
+        while applied:
+            oldest = next(iter(applied))
+            if applied[oldest][2] >= now - IDEMPOTENCY_KEEP_SECONDS:
+                break
+            del applied[oldest]
+        applied[idem] = (ns, key, now, applied_record(outcome))
 
     def _under(self, prefix: Namespace) -> Iterable[tuple[str, str, _Row]]:
         start = check_namespace(prefix, prefix=True)

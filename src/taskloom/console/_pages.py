@@ -30,6 +30,7 @@ from ..errors import SessionNotFound
 from ..log import SessionLog, pending_inputs
 from ..results import PendingInput
 from ..runtime import FORKED_FROM
+from ._memory import memory_views
 from ._read import (
     STATUSES,
     Item,
@@ -158,6 +159,7 @@ class SessionPages(ConsoleShared):
             questions=[_question(q) for q in pending_inputs(entries)],
             parked=bool(log.parked()),
             background=await self._background_view(session_id, items),
+            memory=await memory_views(self.runtime.backend.memory, entries),
             flash=self._flash.pop(session_id, []),
             running_here=session_id in self._runs,
             forked_from=_origin(meta.metadata.get(FORKED_FROM)),

@@ -23,6 +23,7 @@ from ..entries import (
     CompactionEntry,
     DeferredEntry,
     Entry,
+    MemoryEdited,
     MessageEntry,
     ModelChange,
     NoticeDeliveredEntry,
@@ -395,6 +396,10 @@ def transcript(entries: Sequence[Entry]) -> list[Item]:
         elif isinstance(payload, SubagentResult):
             text = payload.error or ("" if payload.report is None else str(payload.report))
             mark("child", f"child result: {payload.status}", text, css=payload.status)
+        elif isinstance(payload, MemoryEdited):
+            where = "/".join(payload.namespace)
+            title = f"memory {payload.op}: {where} {payload.key} "
+            mark("entry", title + f"v{payload.version_before} → v{payload.version_after}")
         elif isinstance(payload, CompactionEntry):
             how = "summarized" if payload.method == "summary" else "left out of the view"
             title = f"compaction: earlier messages {how} (~{payload.tokens_before} → ~{payload.tokens_after} tokens)"

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         Steer,
         StopRequest,
     )
+    from ._memory import MemoryEdited
     from ._runs import (
         NoticeDeliveredEntry,
         SubagentDispatched,
@@ -62,6 +63,7 @@ _LAZY = {
     "ModelChange": "_conversation",
     "Steer": "_conversation",
     "StopRequest": "_conversation",
+    "MemoryEdited": "_memory",
     "NoticeDeliveredEntry": "_runs",
     "SubagentDispatched": "_runs",
     "SubagentLink": "_runs",
@@ -97,6 +99,7 @@ __all__ = [
     "InputAnswer",
     "InputRequest",
     "MCPTaskEnded",
+    "MemoryEdited",
     "MessageEntry",
     "ModelChange",
     "NoticeDeliveredEntry",

@@ -37,6 +37,7 @@ class EntryKind:
     INPUT_REQUEST = "input_request"
     INPUT_ANSWER = "input_answer"
     FORK_LINK = "fork_link"
+    MEMORY_EDITED = "memory_edited"
 
 
 class Payload:
@@ -83,6 +84,7 @@ _KIND_MODULES = {
     EntryKind.SUBAGENT_STARTED: "_runs",
     EntryKind.SUBAGENT_RESULT: "_runs",
     EntryKind.SUBAGENT_REPORT: "_runs",
+    EntryKind.MEMORY_EDITED: "_memory",
 }
 
 

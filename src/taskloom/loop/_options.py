@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._run_controls import RunControls, StopSignal, UsageMeter
 from ..errors import ConfigurationError
@@ -42,7 +42,10 @@ class RunOptions:
     for this run and every run under it, in any process (a child's own
     `budget` is ignored: its tree's applies); a run that goes on with one
     cut off by a crash or parked for approval charges that run's tree on,
-    with that tree's budget, given this one or not. None means no limit
+    with that tree's budget, given this one or not. `memory` (a
+    `taskloom.memory.Memory`) is the long-term memory this run reads and
+    edits, over its agent's (`Agent(memory=...)`): how a host picks the
+    user's namespace per run. None means no limit
     (for `max_rounds` too, given explicitly). A child's options (`child()`,
     `for_child()`) share its parent run's deadline, usage meter and tree budget.
     """
@@ -58,6 +61,8 @@ class RunOptions:
     # run cost more than the rest of these options together.
     retry: RetryPolicy = _DEFAULT_RETRY
     budget: Budget | None = None
+    # A taskloom.memory.Memory (the loop knows it by its duck type only).
+    memory: Any = None
     # Set by `for_child` only: the controls of the run this one is a child of.
     _parent: RunControls | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -69,6 +74,8 @@ class RunOptions:
         _check_deadline(self.deadline)
         if self.budget is not None and not isinstance(self.budget, Budget):
             raise _invalid("budget", self.budget, "a taskloom.Budget")
+        if self.memory is not None and not callable(getattr(self.memory, "for_child", None)):
+            raise _invalid("memory", self.memory, "a taskloom.memory.Memory or None")
         if not isinstance(self.stop, StopSignal):
             raise _invalid("stop", self.stop, "a taskloom.StopSignal")
         strategy = self.strategy
@@ -102,7 +109,14 @@ class RunOptions:
             token_budget=self.token_budget,
             retry=self.retry,
             tree=parent.tree if parent is not None else None,
+            memory=self.memory,
         )
+
+    @property
+    def parent_memory(self) -> Any:
+        """The memory of the run these are a child's options of (None for a
+        root run's, or a parent without memory): what the child may be given."""
+        return None if self._parent is None else self._parent.memory
 
     def child(
         self,

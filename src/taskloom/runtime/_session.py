@@ -36,6 +36,7 @@ from ._decisions import (
 )
 from ._fork import fork_session
 from ._journal import SessionJournal
+from ._memory_run import with_memory
 from ._run_queue import RunDemand
 from ._session_lease import SessionHold
 from ._session_parts import SessionModel, SessionTools
@@ -181,16 +182,21 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
         try:
             hold = self.hold(wait=wait)
             async with hold as held:
-                undo = held.on_lost(lambda: options.stop.set("the session was taken over"))
                 scope = RunScope(self.id, new_run_id(), origin, emit)
-                loop = RunLoop(self.agent, self._ports(), scope, options, deps)
+                # Read within the lease: the blocks as the store holds them now.
+                agent, ports, run_options, serving = await with_memory(
+                    self.runtime, self.agent, self._ports(), options, scope.run_id
+                )
+                undo = held.on_lost(lambda: options.stop.set("the session was taken over"))
+                loop = RunLoop(agent, ports, scope, run_options, deps)
                 # Only a lease this run took is released by its bound; an
                 # outer hold's release waits as that hold's exit always does.
                 hold.release_by = loop.returns_by
                 if user is not None:
                     self._wakeups = 0  # a user turn ends a chain of wake-ups
                 try:
-                    result = await loop.run(user, resume=resume)
+                    with serving:
+                        result = await loop.run(user, resume=resume)
                 finally:
                     undo()
                 return await self._parked_on_children(result)

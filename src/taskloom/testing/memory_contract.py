@@ -32,6 +32,7 @@ from typing import Any
 
 from .._extras import needs_extra
 from ..backends import (
+    MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_KEY_LENGTH,
     MAX_VALUE_BYTES,
     Capability,
@@ -80,6 +81,15 @@ async def _editing(
             except VersionConflict:
                 conflicts += 1
     return [conflicts]
+
+
+async def _keyed_append(
+    made: Any, where: str, job: int, ready: Callable[[], Awaitable[None]]
+) -> list[int]:
+    memory = getattr(made, "memory", made)
+    await ready()
+    written = await memory.put(("race",), where, ["appended once"], idempotency_key="cross-process")
+    return [written.version]
 
 
 def edit_from_processes(
@@ -183,6 +193,121 @@ class MemoriesContract(CapabilityGate):
         with pytest.raises(VersionConflict) as gone:
             await memory.delete(USER, "k", if_version=2)
         assert gone.value.current is None
+
+    # ----- idempotent writes -----
+
+    async def test_a_put_retried_with_its_key_writes_once_and_returns_the_first_item(
+        self, memory: Memories
+    ) -> None:
+        first = await memory.put(USER, "k", "one", idempotency_key="call-1")
+        again = await memory.put(USER, "k", "one", idempotency_key="call-1")
+        assert again == first and first.version == 1
+        # Even after the item moved on, the key answers what it first wrote.
+        moved = await memory.put(USER, "k", "two")
+        replay = await memory.put(USER, "k", "something else", idempotency_key="call-1")
+        assert replay == first
+        assert await memory.get(USER, "k") == moved
+        other = await memory.put(USER, "k", "three", idempotency_key="call-2")
+        assert (other.version, other.value) == (3, "three")
+
+    async def test_a_keyed_put_with_if_version_replays_even_on_a_stale_version(
+        self, memory: Memories
+    ) -> None:
+        base = await memory.put(USER, "log", ["a"])
+        applied = await memory.put(
+            USER, "log", ["a", "b"], if_version=base.version, idempotency_key="edit-b"
+        )
+        # The retry carries the version it first read, stale now: replayed, not refused.
+        replay = await memory.put(
+            USER, "log", ["a", "b"], if_version=base.version, idempotency_key="edit-b"
+        )
+        assert replay == applied
+        item = await memory.get(USER, "log")
+        assert item is not None and item.value == ["a", "b"] and item.version == 2
+
+    async def test_a_refused_keyed_write_records_no_key_so_its_redo_applies(
+        self, memory: Memories
+    ) -> None:
+        await memory.put(USER, "k", "v1")
+        await memory.put(USER, "k", "v2")
+        with pytest.raises(VersionConflict):
+            await memory.put(USER, "k", "stale", if_version=1, idempotency_key="edit")
+        with pytest.raises(VersionConflict):
+            await memory.delete(USER, "k", if_version=1, idempotency_key="drop")
+        redone = await memory.put(USER, "k", "redone", if_version=2, idempotency_key="edit")
+        assert (redone.version, redone.value) == (3, "redone")
+        assert await memory.delete(USER, "k", if_version=3, idempotency_key="drop") is True
+
+    async def test_many_refused_keyed_writes_leave_every_statement_working(
+        self, memory: Memories
+    ) -> None:
+        # Statements a store prepares after a few uses must outlive the
+        # refusals between them (a rolled-back transaction may drop them).
+        await memory.put(USER, "k", "v1")
+        for n in range(20):
+            with pytest.raises(VersionConflict):
+                await memory.put(USER, "k", "stale", if_version=9, idempotency_key=f"r{n}")
+            assert (await memory.get(USER, "k")).version == 1  # type: ignore[union-attr]
+            assert [i.key for i in await memory.list(USER)] == ["k"]
+        done = await memory.put(USER, "k", "v2", if_version=1, idempotency_key="r0")
+        assert done.version == 2
+
+    async def test_a_delete_retried_with_its_key_returns_what_it_first_returned(
+        self, memory: Memories
+    ) -> None:
+        await memory.put(USER, "k", "v")
+        assert await memory.delete(USER, "k", idempotency_key="del-1") is True
+        await memory.put(USER, "k", "made again")
+        assert await memory.delete(USER, "k", idempotency_key="del-1") is True
+        assert (await memory.get(USER, "k")).value == "made again"  # type: ignore[union-attr]
+        assert await memory.delete(USER, "absent", idempotency_key="del-2") is False
+        await memory.put(USER, "absent", "now here")
+        assert await memory.delete(USER, "absent", idempotency_key="del-2") is False
+        assert await memory.get(USER, "absent") is not None
+
+    async def test_a_key_reused_for_another_item_or_another_write_is_refused(
+        self, memory: Memories
+    ) -> None:
+        await memory.put(USER, "k", "v", idempotency_key="once")
+        with pytest.raises(UsageError, match="another memory item"):
+            await memory.put(OTHER, "k", "v", idempotency_key="once")
+        with pytest.raises(UsageError, match="applied by a put"):
+            await memory.delete(USER, "k", idempotency_key="once")
+        assert await memory.get(OTHER, "k") is None
+        for bad in ("", "x" * (MAX_IDEMPOTENCY_KEY_LENGTH + 1), "a\x00b", 7):
+            with pytest.raises(UsageError, match="idempotency_key"):
+                await memory.put(USER, "k2", "v", idempotency_key=bad)  # type: ignore[arg-type]
+        assert await memory.get(USER, "k2") is None
+
+    async def test_concurrent_retries_of_one_keyed_edit_apply_it_once(
+        self, memory: Memories
+    ) -> None:
+        await memory.put(USER, "log", [])
+        item = await memory.get(USER, "log")
+        assert item is not None
+
+        async def retry() -> MemoryItem:
+            return await memory.put(USER, "log", ["once"], idempotency_key="same-call")
+
+        results = await asyncio.gather(*(retry() for _ in range(5)))
+        assert len({r.version for r in results}) == 1
+        final = await memory.get(USER, "log")
+        assert final is not None and final.version == 2 and final.value == ["once"]
+
+    @requires(Capability.SPANS_PROCESSES)
+    async def test_a_key_applied_by_one_process_is_replayed_in_another(
+        self, memory: Memories, memory_factory: Callable[[], Any] | None
+    ) -> None:
+        if memory_factory is None:
+            pytest.skip("no memory_factory: the multi-process check needs one")
+        await memory.put(("race",), "keyed", [])
+        results = await asyncio.to_thread(race, _keyed_append, memory_factory, "keyed", [1, 2, 3])
+        versions = {version for [version] in results}
+        item = await memory.get(("race",), "keyed")
+        assert item is not None and item.value == ["appended once"] and item.version == 2
+        assert versions == {2}
+        replay = await memory.put(("race",), "keyed", ["x"], idempotency_key="cross-process")
+        assert replay.version == 2 and replay.value == ["appended once"]
 
     # ----- listing -----
 

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 from typing import Any
 
 from .._leases import Clock, system_clock
 from .._memories import (
+    IDEMPOTENCY_KEEP_SECONDS,
     MemoryHit,
     MemoryItem,
     MemoryValue,
     Namespace,
+    applied_record,
+    as_delete,
+    as_put,
+    check_idempotency_key,
     check_key,
     check_namespace,
     check_page,
@@ -21,6 +27,7 @@ from .._memories import (
     encode_value,
     index_text,
     parse_namespace,
+    replayed,
 )
 from .._sql import Migration
 from ._database import PostgresDatabase
@@ -41,6 +48,19 @@ POSTGRES_MEMORY_MIGRATIONS: tuple[Migration, ...] = (
             PRIMARY KEY (namespace, key)
         )""",
         "CREATE INDEX IF NOT EXISTS taskloom_memory_tsv ON {memory} USING gin (tsv)",
+    ),
+    (
+        # The idempotency keys writes applied, each with the item it wrote
+        # and its outcome (`applied_record`); written in the write's
+        # transaction, pruned after IDEMPOTENCY_KEEP_SECONDS.
+        """CREATE TABLE IF NOT EXISTS {memory_applied} (
+            idempotency_key text PRIMARY KEY,
+            namespace text NOT NULL,
+            key text NOT NULL,
+            outcome text NOT NULL,
+            applied_at double precision NOT NULL
+        )""",
+        "CREATE INDEX IF NOT EXISTS taskloom_memory_applied_at ON {memory_applied} (applied_at)",
     ),
 )
 
@@ -95,6 +115,22 @@ class PostgresMemories:
         self._sql_namespaces = (
             f"SELECT DISTINCT namespace FROM {table} WHERE {_UNDER} ORDER BY namespace"
         )
+        applied = db.table("memory_applied")
+        # Taken first: a concurrent retry of the key waits here for this
+        # transaction, then finds the key applied (or taken anew if it rolled back).
+        self._sql_claim = (
+            f"INSERT INTO {applied} (idempotency_key, namespace, key, outcome, applied_at)"
+            " VALUES (%(idem)s, %(ns)s, %(key)s, '', %(now)s)"
+            " ON CONFLICT (idempotency_key) DO NOTHING RETURNING idempotency_key"
+        )
+        self._sql_applied = (
+            f"SELECT namespace, key, outcome FROM {applied} WHERE idempotency_key = %(idem)s"
+        )
+        self._sql_record = (
+            f"UPDATE {applied} SET outcome = %(outcome)s WHERE idempotency_key = %(idem)s"
+        )
+        self._sql_unclaim = f"DELETE FROM {applied} WHERE idempotency_key = %(idem)s"
+        self._sql_prune = f"DELETE FROM {applied} WHERE applied_at < %(before)s"
         self._sql_search = (
             f"SELECT {_COLUMNS}, ts_rank(tsv, q) AS score"
             f" FROM {table}, to_tsquery('simple', %(query)s) AS q"
@@ -108,11 +144,18 @@ class PostgresMemories:
         return _item(rows[0]) if rows else None
 
     async def put(
-        self, namespace: Namespace, key: str, value: MemoryValue, *, if_version: int | None = None
+        self,
+        namespace: Namespace,
+        key: str,
+        value: MemoryValue,
+        *,
+        if_version: int | None = None,
+        idempotency_key: str | None = None,
     ) -> MemoryItem:
         ns, key, text = check_namespace(namespace), check_key(key), encode_value(value)
         wanted = check_version(if_version)
-        params = {
+        idem = check_idempotency_key(idempotency_key)
+        params: dict[str, Any] = {
             "ns": ns,
             "key": key,
             "value": text,
@@ -127,20 +170,67 @@ class PostgresMemories:
             if wanted == 0
             else self._sql_update
         )
-        rows = await self._db.fetchall(sql, params)
+        if idem is None:
+            rows = await self._db.fetchall(sql, params)
+        else:
+            done, rows = await self._keyed(sql, params, idem, lambda rows: _item(rows[0]))
+            if done is not None:
+                return as_put(replayed(idem, (ns, key), done[:2], namespace, done[2]), idem)
         if not rows:
             assert wanted is not None
             raise conflict(namespace, key, wanted, await self.get(namespace, key))
         return _item(rows[0])
 
+    async def _keyed(
+        self,
+        sql: str,
+        params: dict[str, Any],
+        idem: str,
+        outcome: Callable[[list[Any]], MemoryItem | bool],
+    ) -> tuple[tuple[str, str, str] | None, list[Any]]:
+        """Run the write `sql` under idempotency key `idem`, in one transaction:
+        `(the earlier write's (namespace, key, outcome), [])` when the key was
+        applied, else `(None, the rows the write returned)`, its `outcome(rows)`
+        recorded with the key. A write refused for its version (no row while
+        `params["version"]` is set) withdraws its claim of the key: deleted
+        and committed rather than rolled back, as psycopg deallocates every
+        prepared statement of a connection whose transaction rolls back."""
+        params = {**params, "idem": idem}
+        async with self._db.connection() as conn, conn.transaction():
+            claimed = await (await conn.execute(self._sql_claim, params)).fetchall()
+            if not claimed:
+                row = await (await conn.execute(self._sql_applied, params)).fetchone()
+                assert row is not None
+                return (row[0], row[1], row[2]), []
+            rows = await (await conn.execute(sql, params)).fetchall()
+            if not rows and params["version"] is not None:
+                await conn.execute(self._sql_unclaim, params)
+                return None, []
+            params["outcome"] = applied_record(outcome(rows))
+            params["before"] = params["now"] - IDEMPOTENCY_KEEP_SECONDS
+            await conn.execute(self._sql_record, params)
+            await conn.execute(self._sql_prune, params)
+            return None, rows
+
     async def delete(
-        self, namespace: Namespace, key: str, *, if_version: int | None = None
+        self,
+        namespace: Namespace,
+        key: str,
+        *,
+        if_version: int | None = None,
+        idempotency_key: str | None = None,
     ) -> bool:
         ns, key = check_namespace(namespace), check_key(key)
         wanted = check_version(if_version, deleting=True)
-        params = {"ns": ns, "key": key, "version": wanted}
+        idem = check_idempotency_key(idempotency_key)
+        params = {"ns": ns, "key": key, "version": wanted, "now": self._clock()}
         sql = self._sql_delete if wanted is None else self._sql_delete_at
-        rows = await self._db.fetchall(sql, params)
+        if idem is None:
+            rows = await self._db.fetchall(sql, params)
+        else:
+            done, rows = await self._keyed(sql, params, idem, bool)
+            if done is not None:
+                return as_delete(replayed(idem, (ns, key), done[:2], namespace, done[2]), idem)
         if not rows and wanted is not None:
             raise conflict(namespace, key, wanted, await self.get(namespace, key))
         return bool(rows)

@@ -10,10 +10,15 @@ from typing import Any
 from ...errors import ConfigurationError
 from .._leases import Clock, system_clock
 from .._memories import (
+    IDEMPOTENCY_KEEP_SECONDS,
     MemoryHit,
     MemoryItem,
     MemoryValue,
     Namespace,
+    applied_record,
+    as_delete,
+    as_put,
+    check_idempotency_key,
     check_key,
     check_namespace,
     check_page,
@@ -24,6 +29,7 @@ from .._memories import (
     encode_value,
     index_text,
     parse_namespace,
+    replayed,
 )
 from .._sql import Migration
 from ._database import SQLiteDatabase, immediate
@@ -43,6 +49,19 @@ SQLITE_MEMORY_MIGRATIONS: tuple[Migration, ...] = (
         # The words of each value (rowid = taskloom_memory.id), written in the
         # same transaction as the item.
         "CREATE VIRTUAL TABLE IF NOT EXISTS taskloom_memory_fts USING fts5(words)",
+    ),
+    (
+        # The idempotency keys writes applied, each with the item it wrote
+        # and its outcome (`applied_record`); written in the write's
+        # transaction, pruned after IDEMPOTENCY_KEEP_SECONDS.
+        """CREATE TABLE IF NOT EXISTS taskloom_memory_applied (
+            idempotency_key TEXT PRIMARY KEY,
+            namespace TEXT NOT NULL,
+            key TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            applied_at REAL NOT NULL
+        )""",
+        "CREATE INDEX IF NOT EXISTS taskloom_memory_applied_at ON taskloom_memory_applied (applied_at)",
     ),
 )
 
@@ -66,6 +85,37 @@ def has_fts5() -> bool:
         return any(row[0] == "ENABLE_FTS5" for row in conn.execute("PRAGMA compile_options"))
     finally:
         conn.close()
+
+
+def _applied(conn: sqlite3.Connection, idem: str) -> tuple[str, str, str] | None:
+    """The (stored namespace, key, outcome record) of the write that applied `idem`, or None."""
+    row = conn.execute(
+        "SELECT namespace, key, outcome FROM taskloom_memory_applied WHERE idempotency_key = ?",
+        (idem,),
+    ).fetchone()
+    return None if row is None else (row[0], row[1], row[2])
+
+
+def _remember(
+    conn: sqlite3.Connection,
+    idem: str | None,
+    ns: str,
+    key: str,
+    outcome: MemoryItem | bool,
+    now: float,
+) -> None:
+    """Record `idem` as applied (in the caller's transaction), pruning expired keys."""
+    if idem is None:
+        return
+    conn.execute(
+        "DELETE FROM taskloom_memory_applied WHERE applied_at < ?",
+        (now - IDEMPOTENCY_KEEP_SECONDS,),
+    )
+    conn.execute(
+        "INSERT INTO taskloom_memory_applied (idempotency_key, namespace, key, outcome, applied_at)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (idem, ns, key, applied_record(outcome), now),
+    )
 
 
 class SQLiteMemories:
@@ -95,15 +145,24 @@ class SQLiteMemories:
         return None if row is None else _item(row)
 
     async def put(
-        self, namespace: Namespace, key: str, value: MemoryValue, *, if_version: int | None = None
+        self,
+        namespace: Namespace,
+        key: str,
+        value: MemoryValue,
+        *,
+        if_version: int | None = None,
+        idempotency_key: str | None = None,
     ) -> MemoryItem:
         ns, key, text = check_namespace(namespace), check_key(key), encode_value(value)
         wanted = check_version(if_version)
+        idem = check_idempotency_key(idempotency_key)
         indexed = index_text(value)
         now = self._clock()
 
         def put(conn: sqlite3.Connection) -> tuple[bool, Any]:
             with immediate(conn):
+                if idem is not None and (done := _applied(conn, idem)) is not None:
+                    return True, done
                 row = conn.execute(
                     f"SELECT id, {_COLUMNS} FROM taskloom_memory WHERE namespace = ? AND key = ?",
                     (ns, key),
@@ -130,36 +189,52 @@ class SQLiteMemories:
                     "INSERT INTO taskloom_memory_fts (rowid, words) VALUES (?, ?)",
                     (row_id, indexed),
                 )
-                return True, written
+                item = _item(written)
+                _remember(conn, idem, ns, key, item, now)
+                return True, item
 
         done, row = await self._db.run(put)
         if not done:
             raise conflict(namespace, key, wanted or 0, None if row is None else _item(row))
-        return _item(row)
+        if isinstance(row, tuple):  # an earlier write's (namespace, key, outcome)
+            return as_put(replayed(idem or "", (ns, key), row[:2], namespace, row[2]), idem or "")
+        return row  # type: ignore[no-any-return]
 
     async def delete(
-        self, namespace: Namespace, key: str, *, if_version: int | None = None
+        self,
+        namespace: Namespace,
+        key: str,
+        *,
+        if_version: int | None = None,
+        idempotency_key: str | None = None,
     ) -> bool:
         ns, key = check_namespace(namespace), check_key(key)
         wanted = check_version(if_version, deleting=True)
+        idem = check_idempotency_key(idempotency_key)
+        now = self._clock()
 
         def delete(conn: sqlite3.Connection) -> tuple[bool, Any]:
             with immediate(conn):
+                if idem is not None and (done := _applied(conn, idem)) is not None:
+                    return True, done
                 row = conn.execute(
                     f"SELECT id, {_COLUMNS} FROM taskloom_memory WHERE namespace = ? AND key = ?",
                     (ns, key),
                 ).fetchone()
                 if wanted is not None and (row is None or row[4] != wanted):
                     return False, row and row[1:]
-                if row is None:
-                    return True, False
-                conn.execute("DELETE FROM taskloom_memory WHERE id = ?", (row[0],))
-                conn.execute("DELETE FROM taskloom_memory_fts WHERE rowid = ?", (row[0],))
-                return True, True
+                if row is not None:
+                    conn.execute("DELETE FROM taskloom_memory WHERE id = ?", (row[0],))
+                    conn.execute("DELETE FROM taskloom_memory_fts WHERE rowid = ?", (row[0],))
+                _remember(conn, idem, ns, key, row is not None, now)
+                return True, row is not None
 
         done, outcome = await self._db.run(delete)
         if not done:
             raise conflict(namespace, key, wanted or 0, None if outcome is None else _item(outcome))
+        if isinstance(outcome, tuple):  # an earlier write's (namespace, key, outcome)
+            earlier = replayed(idem or "", (ns, key), outcome[:2], namespace, outcome[2])
+            return as_delete(earlier, idem or "")
         return bool(outcome)
 
     async def list(

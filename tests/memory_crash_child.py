@@ -1,0 +1,65 @@
+"""A process for the memory crash test: runs an agent whose model appends to a
+memory block, and hangs right after the store applied the edit (before the
+tool's result reaches the log), so the test can SIGKILL it there.
+
+    python memory_crash_child.py STORE_URL SCHEMA SESSION_ID OP
+
+OP is `append` (appends PASSAGE) or `replace` (replaces "nine" by "ten").
+
+It prints `READY after-memory-write` once the store has applied the edit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+from taskloom import Agent, Runtime
+from taskloom.backends import MemoryItem, open_backend
+from taskloom.memory import Block, Memory
+from taskloom.models import ScriptedModel, reply
+
+URL, SCHEMA, SESSION_ID, OP = sys.argv[1:5]
+USER = ("user", "u1")
+PASSAGE = "Prefers meetings after ten."
+
+
+class HangingAfterWrites:
+    """The backend's memory store; hangs once a put has been applied."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def put(self, *args: Any, **kwargs: Any) -> MemoryItem:
+        item: MemoryItem = await self._inner.put(*args, **kwargs)
+        sys.stdout.write("READY after-memory-write\n")
+        sys.stdout.flush()
+        await asyncio.sleep(3600)
+        return item
+
+
+def memory(store: Any = None) -> Memory:
+    """The memory of the agent here and in the test that resumes it."""
+    return Memory([Block("human", "What you know of the user")], USER, store=store)
+
+
+async def main() -> None:
+    backend = open_backend(URL, **({} if SCHEMA == "-" else {"schema": SCHEMA}))
+    call = (
+        ("memory_append", {"block": "human", "text": PASSAGE})
+        if OP == "append"
+        else ("memory_replace", {"block": "human", "old": "nine", "new": "ten"})
+    )
+    model = ScriptedModel([reply(tool_calls=[call]), "noted"])
+    agent = Agent("assistant", model, memory=memory(HangingAfterWrites(backend.memory)))
+    runtime = Runtime(backend)
+    session = await runtime.open_session(SESSION_ID, agent)
+    await session.run("I prefer meetings after ten")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,102 @@
+"""A real process SIGKILLed inside a memory edit (after the store applied it,
+before the tool's result was in the log), then resumed from the store: the
+edit is applied exactly once, and the call run again is answered as applied."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pg import pg_schema, store_url  # noqa: F401 (fixtures)
+from taskloom import Agent, Runtime
+from taskloom.backends import open_backend
+from taskloom.entries import MemoryEdited
+from taskloom.memory import Block, Memory
+from taskloom.models import ScriptedModel
+
+pytestmark = pytest.mark.slow
+
+CHILD = Path(__file__).with_name("memory_crash_child.py")
+USER = ("user", "u1")
+PASSAGE = "Prefers meetings after ten."
+TRIALS = 3
+
+
+def run_child_until_the_write(url: str, schema: str, session_id: str, op: str) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, str(CHILD), url, schema, session_id, op],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                raise AssertionError(f"child exited early: {proc.stderr.read()}")  # type: ignore[union-attr]
+            if line.strip() == "READY after-memory-write":
+                return
+        raise AssertionError("the child never wrote the memory edit")
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@pytest.mark.parametrize("op", ["append", "replace"])
+async def test_a_memory_edit_killed_after_its_write_applies_once_on_resume(
+    store_url: tuple[str, str],  # noqa: F811
+    op: str,
+) -> None:
+    url, schema = store_url
+    backend = open_backend(url, **({} if schema == "-" else {"schema": schema}))
+    memory = backend.memory
+    assert memory is not None
+    runtime = Runtime(backend)
+    agent_memory = Memory([Block("human", "What you know of the user")], USER)
+    counts: list[int] = []
+    try:
+        for _ in range(TRIALS):
+            if op == "replace":
+                await memory.put(USER, "block:human", "Meets at nine.")
+            base = await memory.get(USER, "block:human")
+            base_version = 0 if base is None else base.version
+            model = ScriptedModel(["resumed"])
+            session = await runtime.create_session(Agent("assistant", model, memory=agent_memory))
+            run_child_until_the_write(url, schema, session.id, op)
+            killed = await memory.get(USER, "block:human")
+            assert killed is not None and killed.version == base_version + 1  # applied, then killed
+            resumed = await runtime.open_session(
+                session.id, Agent("assistant", model, memory=agent_memory)
+            )
+            result = await resumed.run("are you there?")
+            assert result.status.value == "completed"
+            # The cut-off call ran again with its key: answered as applied, not applied twice.
+            [answer] = model.requests[0].messages[2].results
+            assert not answer.is_error and "updated" in answer.content, answer.content
+            item = await memory.get(USER, "block:human")
+            assert item is not None and item.version == base_version + 1
+            text = str(item.value)
+            counts.append(text.count(PASSAGE) if op == "append" else text.count("ten"))
+            if op == "replace":
+                assert text == "Meets at ten."
+            edits = [
+                MemoryEdited.from_data(e.data)
+                for e in await resumed.entries()
+                if e.kind == "memory_edited"
+            ]
+            assert [(e.version_after, e.replayed) for e in edits] == [(base_version + 1, True)]
+        print(f"{url.split(':')[0]} {op}: count after each of {TRIALS} trials: {counts}")
+        assert counts == (list(range(1, TRIALS + 1)) if op == "append" else [1] * TRIALS)
+    finally:
+        await runtime.close()
