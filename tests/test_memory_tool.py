@@ -695,7 +695,9 @@ async def test_without_a_store_the_tool_uses_the_runtimes_memory() -> None:
     text, error = await run(tool, command="view", path="/memories")
     assert error and "has no store" in text
     with pytest.raises(ConfigurationError, match="has none"):
-        Runtime(store=Backend(SessionMemoryStore())).tools_for(Agent("a", ScriptedModel([]), tools=[tool]))
+        Runtime(store=Backend(SessionMemoryStore())).tools_for(
+            Agent("a", ScriptedModel([]), tools=[tool])
+        )
 
 
 def test_a_namespace_is_a_non_empty_tuple_of_strings() -> None:
