@@ -17,6 +17,12 @@ Wire decisions, for readers comparing bodies with Anthropic's documentation:
 - Structured output: Claude 4.5 on gets `output_config.format`; older models
   a forced output tool named `request.output_name`, whose call comes back as
   a JSON text block.
+- Native tools: a tool whose `ToolSpec.native` has an `anthropic` definition
+  is sent as that definition (the memory tool: `{"type": "memory_20250818",
+  "name": "memory"}`); a request offering one whose type needs a beta
+  (`TOOL_BETAS`) turns that beta on, after the model's own: the
+  `anthropic-beta` header and `?beta=true` on the URL, as Anthropic's SDK
+  sends it. Its calls come back as ordinary `tool_use` blocks.
 - `settings.extra` is merged into the body last (dict values one level deep);
   a `None` value removes that key (`{"thinking": None}`: effort without
   adaptive thinking).
