@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,14 @@ from taskloom.backends.memory import MemoryStore as SessionMemoryStore
 from taskloom.errors import ConfigurationError
 from taskloom.memory import EDIT_ATTEMPTS, MAX_LISTED, MemoryTool
 from taskloom.messages import Message
-from taskloom.models import AnthropicModel, ModelRequest, OpenAIChatModel, ScriptedModel
+from taskloom.models import (
+    AnthropicModel,
+    GeminiModel,
+    ModelRequest,
+    OpenAIChatModel,
+    OpenAIResponsesModel,
+    ScriptedModel,
+)
 from taskloom.results import ToolSpec
 from taskloom.testing.fake_server import FakeServer
 from taskloom.testing.transport import RecordingTransport
@@ -140,6 +148,12 @@ def test_the_memory_tool_is_offered_natively_to_anthropic_and_as_a_function_else
         "name": "memory",
         "cache_control": {"type": "ephemeral"},
     }
+    for other in (
+        OpenAIResponsesModel("gpt-4.1", api_key="k"),
+        GeminiModel("gemini-2.5-flash", api_key="k"),
+    ):
+        body = json.dumps(other.build_body(request))
+        assert "memory_20250818" not in body and '"memory"' in body
     chat = OpenAIChatModel("gpt-4.1", api_key="k").build_body(request)
     function = chat["tools"][1]["function"]
     assert function["name"] == "memory" and function["parameters"] == dict(spec.input_schema)
