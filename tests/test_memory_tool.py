@@ -34,7 +34,7 @@ from taskloom.backends import (
 )
 from taskloom.backends.memory import MemoryStore as SessionMemoryStore
 from taskloom.errors import ConfigurationError
-from taskloom.memory import EDIT_ATTEMPTS, MAX_LISTED, MemoryTool
+from taskloom.memory import EDIT_ATTEMPTS, MAX_FILES, MAX_LISTED, MemoryTool
 from taskloom.messages import Message
 from taskloom.models import (
     AnthropicModel,
@@ -52,9 +52,11 @@ NS: Namespace = ("user", "u1")
 MEMORY_BETA = "context-management-2025-06-27"
 
 
+@functools.cache
 def recorded_memory_exchange() -> Any:
-    (cassette,) = [c for c in load("test_anthropic") if c.name == "test_anthropic_memory_tool"]
-    return cassette.interactions
+    # `load` parses lazily, in name order: stop at this one.
+    cassettes = load("test_anthropic")
+    return next(c for c in cassettes if c.name == "test_anthropic_memory_tool").interactions
 
 
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=requires_postgres)])
@@ -280,6 +282,16 @@ async def test_a_listing_is_capped(mem: Memories) -> None:
     lines = text.splitlines()
     assert len(lines) == 1 + 1 + MAX_LISTED + 1
     assert lines[-1] == "(and 5 entries not shown: view a subdirectory)"
+
+
+async def test_a_namespace_is_read_only_up_to_max_files_items(mem: Memories) -> None:
+    for i in range(MAX_FILES + 5):
+        await mem.put(NS, f"f{i:05d}", "x")
+    watched = WatchedMemories(mem)
+    text, error = await run(MemoryTool(NS, watched), command="view", path="/memories")  # type: ignore[arg-type]
+    assert not error
+    assert text.splitlines()[-1] == "(and more entries not shown: view a subdirectory)"
+    assert watched.calls.count("list") == MAX_FILES // 1000
 
 
 async def test_create_refuses_what_exists_and_files_as_directories(store: Memories) -> None:

@@ -78,20 +78,19 @@ class MemoryFiles:
 
     async def under(self, key: str) -> tuple[list[MemoryItem], bool]:
         """The reachable items below directory `key` (`""`: all), in key
-        order, at most `MAX_FILES`; and whether there were more."""
+        order, among the namespace's first `MAX_FILES` items (the store lists
+        by namespace, not by key prefix: the read is bounded, not the
+        namespace); and whether the namespace holds more."""
         prefix = f"{key}/" if key else ""
         found: list[MemoryItem] = []
-        offset = 0
-        while True:
+        for offset in range(0, MAX_FILES, _PAGE):
             page = await self.store.list(self.namespace, limit=_PAGE, offset=offset)
             # The namespace's own items come first: deeper namespaces sort after.
             own = [i for i in page if i.namespace == self.namespace]
             found.extend(i for i in own if i.key.startswith(prefix) and reachable(i.key))
-            if len(found) > MAX_FILES:
-                return found[:MAX_FILES], True
             if len(own) < _PAGE:
                 return found, False
-            offset += _PAGE
+        return found, True
 
 
 def text_of(item: MemoryItem) -> str:
