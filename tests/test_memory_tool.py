@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from taskloom.backends import (
     Namespace,
     PostgresBackend,
     SQLiteBackend,
+    open_backend,
 )
 from taskloom.backends.memory import MemoryStore as SessionMemoryStore
 from taskloom.errors import ConfigurationError
@@ -664,6 +666,49 @@ async def test_concurrent_inserts_from_two_stores_lose_no_edit(
     finally:
         await one.close()
         await two.close()
+
+
+CHILD = Path(__file__).resolve().parent / "memory_tool_child.py"
+PROCESS_EDITS = 150
+
+
+async def test_two_processes_inserting_into_one_file_lose_no_edit(
+    store_url: tuple[str, str],
+) -> None:
+    url, schema = store_url
+    backend = open_backend(url, **({} if schema == "-" else {"schema": schema}))
+    assert backend.memory is not None
+    try:
+        await backend.memory.put(("race",), "log.md", "")
+        children = [
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                str(CHILD),
+                url,
+                schema,
+                name,
+                str(PROCESS_EDITS),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            for name in ("a", "b")
+        ]
+        outcomes = []
+        for child in children:
+            out, err = await asyncio.wait_for(child.communicate(), 120)
+            assert child.returncode == 0, err.decode()
+            outcomes.append(json.loads(out))
+        applied = [line for o in outcomes for line in o["applied"]]
+        refused = [line for o in outcomes for line in o["refused"]]
+        item = await backend.memory.get(("race",), "log.md")
+        assert item is not None and isinstance(item.value, str)
+        # Every edit answered "edited" is in the file exactly once; no other is.
+        assert sorted(item.value.splitlines()) == sorted(applied)
+        assert item.version == 1 + len(applied)
+        assert len(applied) + len(refused) == 2 * PROCESS_EDITS
+        print(f"{url.split(':')[0]}: {len(applied)} applied, {len(refused)} reported")
+    finally:
+        await backend.close()
 
 
 # ----- other providers, and the runtime's store ------------------------------------------------
