@@ -4,7 +4,9 @@ tool's result reaches the log), so the test can SIGKILL it there.
 
     python memory_crash_child.py STORE_URL SCHEMA SESSION_ID OP
 
-OP is `append` (appends PASSAGE) or `replace` (replaces "nine" by "ten").
+OP is `append` (appends PASSAGE) or `replace` (replaces "nine" by "ten") on a
+memory block, or `tool-insert` / `tool-str_replace`, the same through the
+memory tool (`MemoryTool`) on the file `/memories/notes.md`.
 
 It prints `READY after-memory-write` once the store has applied the edit.
 """
@@ -17,7 +19,7 @@ from typing import Any
 
 from taskloom import Agent, Runtime
 from taskloom.backends import MemoryItem, open_backend
-from taskloom.memory import Block, Memory
+from taskloom.memory import Block, Memory, MemoryTool
 from taskloom.models import ScriptedModel, reply
 
 URL, SCHEMA, SESSION_ID, OP = sys.argv[1:5]
@@ -47,8 +49,37 @@ def memory(store: Any = None) -> Memory:
     return Memory([Block("human", "What you know of the user")], USER, store=store)
 
 
+TOOL_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "tool-insert": (
+        "memory",
+        {
+            "command": "insert",
+            "path": "/memories/notes.md",
+            "insert_line": 1,
+            "insert_text": PASSAGE,
+        },
+    ),
+    "tool-str_replace": (
+        "memory",
+        {
+            "command": "str_replace",
+            "path": "/memories/notes.md",
+            "old_str": "nine",
+            "new_str": "ten",
+        },
+    ),
+}
+
+
 async def main() -> None:
     backend = open_backend(URL, **({} if SCHEMA == "-" else {"schema": SCHEMA}))
+    if OP in TOOL_CALLS:
+        model = ScriptedModel([reply(tool_calls=[TOOL_CALLS[OP]]), "noted"])
+        tool = MemoryTool(USER, HangingAfterWrites(backend.memory))  # type: ignore[arg-type]
+        runtime = Runtime(backend)
+        session = await runtime.open_session(SESSION_ID, Agent("assistant", model, tools=[tool]))
+        await session.run("note it")
+        return
     call = (
         ("memory_append", {"block": "human", "text": PASSAGE})
         if OP == "append"

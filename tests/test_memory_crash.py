@@ -17,7 +17,7 @@ from pg import pg_schema, store_url  # noqa: F401 (fixtures)
 from taskloom import Agent, Runtime
 from taskloom.backends import open_backend
 from taskloom.entries import MemoryEdited
-from taskloom.memory import Block, Memory
+from taskloom.memory import Block, Memory, MemoryTool
 from taskloom.models import ScriptedModel
 
 pytestmark = pytest.mark.slow
@@ -98,5 +98,59 @@ async def test_a_memory_edit_killed_after_its_write_applies_once_on_resume(
             assert [(e.version_after, e.replayed) for e in edits] == [(base_version + 1, True)]
         print(f"{url.split(':')[0]} {op}: count after each of {TRIALS} trials: {counts}")
         assert counts == (list(range(1, TRIALS + 1)) if op == "append" else [1] * TRIALS)
+    finally:
+        await runtime.close()
+
+
+@pytest.mark.parametrize("op", ["tool-insert", "tool-str_replace"])
+async def test_a_memory_tool_edit_killed_after_its_write_applies_once_on_resume(
+    store_url: tuple[str, str],  # noqa: F811
+    op: str,
+) -> None:
+    url, schema = store_url
+    backend = open_backend(url, **({} if schema == "-" else {"schema": schema}))
+    memory = backend.memory
+    assert memory is not None
+    runtime = Runtime(backend)
+    counts: list[int] = []
+    try:
+        if op == "tool-insert":
+            await memory.put(USER, "notes.md", "About the user:\n")
+        for _ in range(TRIALS):
+            if op == "tool-str_replace":
+                await memory.put(USER, "notes.md", "Meets at nine.\n")
+            base = await memory.get(USER, "notes.md")
+            assert base is not None
+            model = ScriptedModel(["resumed"])
+            agent = Agent("assistant", model, tools=[MemoryTool(USER, memory)])
+            session = await runtime.create_session(agent)
+            run_child_until_the_write(url, schema, session.id, op)
+            killed = await memory.get(USER, "notes.md")
+            assert killed is not None and killed.version == base.version + 1  # applied, then killed
+            resumed = await runtime.open_session(session.id, agent)
+            result = await resumed.run("are you there?")
+            assert result.status.value == "completed"
+            # The cut-off call ran again with its key: answered, not applied twice.
+            [answer] = model.requests[0].messages[2].results
+            assert not answer.is_error, answer.content
+            item = await memory.get(USER, "notes.md")
+            assert item is not None and item.version == base.version + 1
+            text = str(item.value)
+            counts.append(text.count(PASSAGE) if op == "tool-insert" else text.count("ten"))
+            if op == "tool-str_replace":
+                assert text == "Meets at ten.\n"
+                assert "already applied" in answer.content
+            edits = [
+                MemoryEdited.from_data(e.data)
+                for e in await resumed.entries()
+                if e.kind == "memory_edited"
+            ]
+            # Only the retry's write is in the log (the first try was killed
+            # before its result), marked as the store's replay of the key.
+            assert [(e.op, e.version_after, e.replayed) for e in edits] == [
+                (op[5:], base.version + 1, True)
+            ]
+        print(f"{url.split(':')[0]} {op}: count after each of {TRIALS} trials: {counts}")
+        assert counts == (list(range(1, TRIALS + 1)) if op == "tool-insert" else [1] * TRIALS)
     finally:
         await runtime.close()

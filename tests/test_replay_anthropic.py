@@ -45,11 +45,13 @@ API = "anthropic"
 HOST = "api.anthropic.com"
 CLIENT_BLOCKS = {"text", "tool_use", "thinking", "redacted_thinking", "compaction"}
 REQUEST_BLOCKS = CLIENT_BLOCKS | {"tool_result", "image"}
+# Client-executed tools Anthropic defines, which taskloom offers natively
+# (`ToolSpec.native`), with the beta each turns on.
+NATIVE_TOOLS = {"memory_20250818": AnthropicModel.MEMORY_TOOL_BETA}
 SERVER_TOOLS = {
     "web_search": "server tool: web search",
     "web_fetch": "server tool: web fetch",
     "code_execution": "server tool: code execution",
-    "memory": "memory tool",
     "advisor": "advisor tool",
     "tool_search": "tool search",
 }
@@ -70,7 +72,7 @@ def out_of_scope(cassette: Cassette) -> str | None:
     for call in calls:
         body = call.request_body or {}
         for tool in body.get("tools", []):
-            if "type" in tool:
+            if "type" in tool and tool["type"] not in NATIVE_TOOLS:
                 kind = str(tool["type"])
                 return next(
                     (r for k, r in SERVER_TOOLS.items() if k in kind), f"server tool {kind}"
@@ -248,7 +250,9 @@ def recorded_request(body: dict[str, Any]) -> ModelRequest:
         extra=extra,
     )
     tools = [
-        ToolSpec(t["name"], t.get("description", ""), t["input_schema"])
+        ToolSpec(t["name"], "", {"type": "object"}, native={API: t})
+        if "type" in t
+        else ToolSpec(t["name"], t.get("description", ""), t["input_schema"])
         for t in body.get("tools", [])
     ]
     return ModelRequest(
@@ -407,7 +411,10 @@ async def replay_one(call: Interaction) -> None:
     sent = replay.requests[-1]
     assert sent.headers["x-api-key"] == "sk-test"
     assert sent.headers["anthropic-version"] == "2023-06-01"
-    assert sent.headers.get("anthropic-beta") == (",".join(betas) or None)
+    native = [NATIVE_TOOLS[t["type"]] for t in recorded.get("tools", []) if "type" in t]
+    assert sent.headers.get("anthropic-beta") == (",".join(betas + native) or None)
+    if native:
+        assert sent.url == call.uri  # `?beta=true`, as the recording
     check_response(response, call)
 
 

@@ -166,11 +166,20 @@ class RunResult(Generic[OutputT]):
         return Usage(**{k: n - own[k] for k, n in total.items() if k != "estimated"})
 
 
-@stored()
+@stored(omit=("native",))
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
-    """What the model is told about one tool."""
+    """What the model is told about one tool.
+
+    `native` (None for most tools) holds the tool's provider-native wire definitions by provider
+    (`{"anthropic": {"type": "memory_20250818", "name": "memory"}}`): an
+    adapter for a provider named there sends that definition in place of
+    the function form (`name`, `description`, `input_schema`), which every
+    other adapter sends. Either way the model's calls come back as calls
+    of `name` with the same arguments.
+    """
 
     name: str
     description: str
     input_schema: Mapping[str, Any]
+    native: Mapping[str, Mapping[str, Any]] | None = None

@@ -14,9 +14,11 @@ from ._base import EntryKind, Payload
 class MemoryEdited(Payload):
     """A memory tool's edit, as applied to the store: the call (`call_id`)
     of the run (the entry's `run_id`) of `agent`, the item edited
-    (`namespace`, `key`), the edit (`op`: "replace", "append", "rewrite",
-    "archive_save") and the item's version and text digest (sha256 hex of
-    the stored text; "" when absent) before and after it.
+    (`namespace`, `key`), the edit (`op`: a block's "replace", "append",
+    "rewrite", "archive_save"; the memory tool's command, "create",
+    "str_replace", "insert", "delete", "rename") and the item's version and
+    text digest (sha256 hex of the stored text; "" when absent) before and
+    after it (a deleted item: version 0).
 
     `replayed` marks the answer of a call run again after a crash, whose
     edit the store had applied already (its key's write, not a second

@@ -330,7 +330,7 @@ class WireModel(ABC):
         # `_whole`, written out: no coroutine of its own on every request.
         body = self.build_body(request, stream=False)
         try:
-            payload = await send_json(self._http(), self._target, body)
+            payload = await send_json(self._http(), self._target_for(request, False), body)
             return self._checked(self._decode(payload, request), request)
         except ProviderError as exc:
             redact_error(exc, self._target.secrets)
@@ -346,7 +346,7 @@ class WireModel(ABC):
     async def _whole(self, request: ModelRequest) -> ModelResponse:
         body = self.build_body(request, stream=False)
         try:
-            payload = await send_json(self._http(), self._target, body)
+            payload = await send_json(self._http(), self._target_for(request, False), body)
             return self._checked(self._decode(payload, request), request)
         except ProviderError as exc:
             # Errors the wire module built from the answer (an error object
@@ -366,7 +366,7 @@ class WireModel(ABC):
         decoder = SSEDecoder()
         decode, feed = decoder.line, assembly.feed
         try:
-            async with open_stream(self._http(), self._stream_target, body) as response:
+            async with open_stream(self._http(), self._target_for(request, True), body) as response:
                 # Read to the end of the body even after the last event: a body
                 # left unread makes the client close the connection, not pool it.
                 try:
@@ -399,7 +399,7 @@ class WireModel(ABC):
         decoder = SSEDecoder()
         decode, feed = decoder.line, assembly.feed
         try:
-            async with open_stream(self._http(), self._stream_target, body) as response:
+            async with open_stream(self._http(), self._target_for(request, True), body) as response:
                 # Read to the end of the body even after the last event: a body
                 # left unread makes the client close the connection, not pool it.
                 try:
@@ -452,6 +452,11 @@ class WireModel(ABC):
 
     def _wire_headers(self, key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _target_for(self, request: ModelRequest, stream: bool) -> Target:
+        """Where this request goes, with which headers: the model's own target
+        unless the request needs more (a beta feature a tool turns on)."""
+        return self._stream_target if stream else self._target
 
     @abstractmethod
     def _endpoint(self, base_url: str) -> str: ...

@@ -17,6 +17,12 @@ Wire decisions, for readers comparing bodies with Anthropic's documentation:
 - Structured output: Claude 4.5 on gets `output_config.format`; older models
   a forced output tool named `request.output_name`, whose call comes back as
   a JSON text block.
+- Native tools: a tool whose `ToolSpec.native` has an `anthropic` definition
+  is sent as that definition (the memory tool: `{"type": "memory_20250818",
+  "name": "memory"}`); a request offering one whose type needs a beta
+  (`TOOL_BETAS`) turns that beta on, after the model's own: the
+  `anthropic-beta` header and `?beta=true` on the URL, as Anthropic's SDK
+  sends it. Its calls come back as ordinary `tool_use` blocks.
 - `settings.extra` is merged into the body last (dict values one level deep);
   a `None` value removes that key (`{"thinking": None}`: effort without
   adaptive thinking).
@@ -29,12 +35,14 @@ Wire decisions, for readers comparing bodies with Anthropic's documentation:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import urlsplit
 
 from .._deltas import TextDelta, ThinkingDelta
 from ..errors import (
@@ -56,6 +64,7 @@ from ..messages import (
     ToolResult,
     Usage,
 )
+from ..results import ToolSpec
 from ._adapter import WireModel
 from ._base import (
     ModelRequest,
@@ -65,7 +74,7 @@ from ._base import (
     StreamEvent,
     ToolCallDelta,
 )
-from ._http import SSE, loads_event
+from ._http import SSE, Target, loads_event
 from ._openai_common import parse_arguments
 from ._resolve import ANTHROPIC
 from ._wire import answer_from_output_tool, arguments_object, merge_extra, present
@@ -79,6 +88,11 @@ PROVIDER = "anthropic"
 API_VERSION = "2023-06-01"
 COMPACTION_BETA = "compact-2026-01-12"
 """The `anthropic-beta` feature of server-side compaction (see `AnthropicModel`'s `betas`)."""
+MEMORY_TOOL_BETA = "context-management-2025-06-27"
+"""The `anthropic-beta` feature of the memory tool (`memory_20250818`)."""
+TOOL_BETAS: Mapping[str, str] = {"memory_20250818": MEMORY_TOOL_BETA}
+"""The beta feature each native tool type needs: a request offering such a
+tool turns it on (header and `?beta=true`, as Anthropic's SDK sends it)."""
 _EPHEMERAL = {"type": "ephemeral"}
 _VALID_TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 _EFFORT_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32000}
@@ -214,6 +228,28 @@ def _wire_messages(
     return out
 
 
+def _wire_tool(spec: ToolSpec) -> dict[str, Any]:
+    native = spec.native.get(PROVIDER) if spec.native else None
+    if native is not None:
+        return dict(native)
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "input_schema": dict(spec.input_schema),
+    }
+
+
+def tool_betas(tools: Iterable[ToolSpec]) -> tuple[str, ...]:
+    """The `anthropic-beta` features the native definitions among `tools` need, in order."""
+    wanted: dict[str, None] = {}
+    for spec in tools:
+        native = spec.native.get(PROVIDER) if spec.native else None
+        beta = None if native is None else TOOL_BETAS.get(str(native.get("type")))
+        if beta is not None:
+            wanted[beta] = None
+    return tuple(wanted)
+
+
 def _strict_schema(schema: Any) -> Any:
     """Close every object schema (`additionalProperties: false`), as native output requires."""
     if isinstance(schema, list):
@@ -260,10 +296,7 @@ def _build_body(
     body: dict[str, Any] = {"model": model, "messages": messages}
     if request.system:
         body["system"] = [{"type": "text", "text": request.system}]
-    tools = [
-        {"name": t.name, "description": t.description, "input_schema": dict(t.input_schema)}
-        for t in request.tools
-    ]
+    tools = [_wire_tool(t) for t in request.tools]
     thinking, effort = _thinking(family, settings.reasoning)
     if thinking is not None and thinking["type"] == "enabled" and _ends_in_unthought_tool_use(body):
         # With thinking enabled, Anthropic rejects a tool loop whose last
@@ -351,6 +384,9 @@ class AnthropicModel(WireModel):
     _HOME = ANTHROPIC
     COMPACTION_BETA: ClassVar[str] = COMPACTION_BETA
     """The beta feature of server-side compaction, for `betas`."""
+    MEMORY_TOOL_BETA: ClassVar[str] = MEMORY_TOOL_BETA
+    """The beta feature of the memory tool: turned on by itself for a request
+    that offers it (a tool whose `ToolSpec.native` names `memory_20250818`)."""
 
     def __init__(
         self,
@@ -386,6 +422,13 @@ class AnthropicModel(WireModel):
             headers["x-api-key"] = key
         return headers
 
+    def _target_for(self, request: ModelRequest, stream: bool) -> Target:
+        target = super()._target_for(request, stream)
+        if not request.tools:
+            return target
+        wanted = tool_betas(request.tools)
+        return target if not wanted else _with_betas(target, wanted)
+
     def _encode(
         self, request: ModelRequest, settings: ModelSettings, stream: bool
     ) -> dict[str, Any]:
@@ -404,6 +447,20 @@ class AnthropicModel(WireModel):
         built = (parse_block(b) for b in payload.get("content") or () if isinstance(b, dict))
         blocks = [b for b in built if b is not None]
         return _response(self._name, blocks, payload, _output_tool(self._name, request))
+
+
+def _with_betas(target: Target, wanted: Sequence[str]) -> Target:
+    """`target` with the `wanted` beta features added to its `anthropic-beta`
+    header (those it has stay first) and `beta=true` in its query."""
+    headers = {k: v for k, v in target.headers.items() if k.lower() != "anthropic-beta"}
+    sent = [v for k, v in target.headers.items() if k.lower() == "anthropic-beta"]
+    features = [f.strip() for f in ",".join(sent).split(",") if f.strip()]
+    features += [f for f in wanted if f not in features]
+    headers["anthropic-beta"] = ",".join(features)
+    url = target.url
+    if "beta=true" not in urlsplit(url).query.split("&"):
+        url += ("&" if "?" in url else "?") + "beta=true"
+    return dataclasses.replace(target, url=url, headers=headers)
 
 
 # --- answers: stream events (`StreamAssembler`) or a whole body (`_decode`) ---------

@@ -21,6 +21,7 @@ import re
 import time
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from enum import StrEnum
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from .._output_type import validation_problems
@@ -149,6 +150,11 @@ class Tool:
     `secrets` (empty unless set) are credentials the tool sends somewhere
     (an MCP server's headers, a command's secret environment), longest
     first: `call` replaces each with `[redacted]` in every result and error.
+
+    `native` gives the tool's provider-native wire definitions by provider
+    (see `ToolSpec.native`): Anthropic's memory tool is sent to Anthropic as
+    `{"type": "memory_20250818", "name": "memory"}` and to every other
+    provider as a function with this `input_schema`.
     """
 
     __slots__ = (
@@ -187,6 +193,7 @@ class Tool:
         concurrent: bool = False,
         blocking: bool = True,
         idempotent: bool = False,
+        native: Mapping[str, Mapping[str, Any]] | None = None,
         _arguments_model: type[pydantic.BaseModel] | None = None,
         _simple_arguments: SimpleArguments | None = None,
         _context_param: str | None = None,
@@ -212,7 +219,11 @@ class Tool:
         self._model = _arguments_model
         self._simple = _simple_arguments
         self._ctx_param = _context_param
-        self._spec = ToolSpec(name, description, self.input_schema)
+        self._spec = (
+            ToolSpec(name, description, self.input_schema)
+            if not native
+            else ToolSpec(name, description, self.input_schema, MappingProxyType(dict(native)))
+        )
         cls = type(self)
         self._takes_context = (
             _context_param is not None
@@ -411,6 +422,7 @@ class UnboundTool(Tool, Generic[H]):
             concurrent=template.concurrent,
             blocking=template.blocking,
             idempotent=template.idempotent,
+            native=template.spec.native,
         )
         self.template = template
         self.secrets = template.secrets
