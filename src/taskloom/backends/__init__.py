@@ -3,7 +3,8 @@
 A backend holds everything taskloom keeps in its database — the session
 store, the leases and fences that coordinate its writers, the activity
 registry and notice inbox of background work, the snapshot rows beside the
-log, the tree budgets and long-term memory (`Memories`) — built and closed by the backend on one database
+log, the tree budgets and long-term memory (`Memories`, searched by meaning
+with an `Embedder`) — built and closed by the backend on one database
 object and, for PostgreSQL, one `PoolOptions`::
 
     backend = open_backend("postgresql://localhost/app", pool=PoolOptions(max_size=20))
@@ -55,6 +56,7 @@ from ._memories import (
 )
 from ._open import open_backend
 from ._pool import DEFAULT_MAX_SIZE, PoolOptions
+from ._semantic import EMBED_BATCH, MAX_SEMANTIC_ITEMS, Embedder, SearchMode
 from ._snapshots import SnapshotStore
 from ._store import MAX_SESSION_ID_LENGTH, SessionMeta, SessionStore, check_session_id
 from .memory import MemoryBackend
@@ -65,9 +67,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_SIZE",
+    "EMBED_BATCH",
     "MAX_KEY_LENGTH",
     "MAX_NAMESPACE_DEPTH",
     "MAX_NAMESPACE_PART_LENGTH",
+    "MAX_SEMANTIC_ITEMS",
     "MAX_SESSION_ID_LENGTH",
     "MAX_VALUE_BYTES",
     "ActivityRegistry",
@@ -77,6 +81,7 @@ __all__ = [
     "BudgetLedger",
     "Capability",
     "Clock",
+    "Embedder",
     "Fence",
     "Lease",
     "Leases",
@@ -90,6 +95,7 @@ __all__ = [
     "NoticeStatus",
     "PoolOptions",
     "PostgresBackend",
+    "SearchMode",
     "SQLiteBackend",
     "SessionMeta",
     "SessionStore",
