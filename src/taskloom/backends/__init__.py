@@ -31,6 +31,7 @@ from ._activities import (
     NoticeStatus,
 )
 from ._backend import Backend, Capability, backend_of, snapshots_for
+from ._embedders import SentenceTransformerEmbedder
 from ._leases import (
     Clock,
     Fence,
@@ -96,6 +97,7 @@ __all__ = [
     "PoolOptions",
     "PostgresBackend",
     "SearchMode",
+    "SentenceTransformerEmbedder",
     "SQLiteBackend",
     "SessionMeta",
     "SessionStore",
