@@ -174,6 +174,7 @@ def test_the_queries_share_no_word_with_what_they_must_find() -> None:
         assert not set(words(query)) & set(words(CORPUS[key])), query
 
 
+@pytest.mark.slow  # the model loads in about 15 s
 async def test_a_real_model_finds_by_meaning_what_full_text_search_cannot(
     opener: Opener, backends: list[Backend], minilm: SentenceTransformerEmbedder
 ) -> None:

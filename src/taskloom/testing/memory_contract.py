@@ -419,6 +419,23 @@ class MemoriesContract(CapabilityGate):
         assert [h.item.key for h in hits] == ["k"]
         assert embedder.calls == [["cat"], ["the cat sleeps"]]  # the old vector was gone
 
+    async def test_a_vector_made_while_its_item_is_deleted_is_not_kept(
+        self, memory: Memories, semantic_memory: Memories, embedder: HashingEmbedder
+    ) -> None:
+        class DeletingMidway(HashingEmbedder):
+            async def embed(self, texts: Any) -> list[list[float]]:
+                # Another writer deletes the item while its vector is made.
+                await memory.delete(USER, "k")
+                return await super().embed(texts)
+
+        racing = semantic_memory.with_embedder(DeletingMidway(name=embedder.name))  # type: ignore[attr-defined]
+        await racing.put(USER, "k", "the cat sleeps")
+        assert await memory.get(USER, "k") is None
+        await memory.put(USER, "k", "the cat sleeps")  # same text and version, no embedder
+        embedder.calls.clear()
+        await semantic_memory.search(USER, "cat", mode="semantic")
+        assert embedder.calls == [["cat"], ["the cat sleeps"]]  # no vector outlived its item
+
     async def test_an_embedder_failing_at_put_leaves_the_item_to_be_embedded_at_search(
         self, semantic_memory: Memories, embedder: HashingEmbedder
     ) -> None:
