@@ -25,6 +25,7 @@ import copy
 import hashlib
 import logging
 import math
+import operator
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EMBED_BATCH", "MAX_SEMANTIC_ITEMS", "Embedder", "SearchMode"]
 
-log = logging.getLogger("taskloom.memory")
+logger = logging.getLogger("taskloom")
 
 SearchMode: TypeAlias = Literal["text", "semantic"]
 """How `Memories.search` matches: `"text"` (full-text, the default) or `"semantic"` (by embedding)."""
@@ -47,6 +48,9 @@ MAX_SEMANTIC_ITEMS = 10_000
 
 EMBED_BATCH = 32
 """The most texts handed to `Embedder.embed` in one call."""
+
+MAX_QUERY_LENGTH = 64 * 1024
+"""The longest query a semantic search embeds, in characters (as long as a value may be)."""
 
 PAGE = 500
 """Items read from the database at a time during a semantic search: what it holds at once."""
@@ -116,9 +120,13 @@ def digest(text: str) -> str:
 async def embed_texts(embedder: Embedder, texts: Sequence[str]) -> list[bytes]:
     """The normalised vector of each text, as little-endian float32 bytes;
     `ConfigurationError` if the embedder answers with the wrong count, length or a non-finite value."""
-    vectors = await embedder.embed(list(texts))
-    if not isinstance(vectors, Sequence) or len(vectors) != len(texts):
-        count = len(vectors) if isinstance(vectors, Sequence) else type(vectors).__name__
+    answer = await embedder.embed(list(texts))
+    try:  # a list, or any sequence of vectors (a numpy array, say)
+        vectors = list(answer)
+    except TypeError:
+        vectors = None
+    if vectors is None or isinstance(answer, str | bytes) or len(vectors) != len(texts):
+        count = type(answer).__name__ if vectors is None else len(vectors)
         raise ConfigurationError(
             f"embedder {embedder.name!r} returned {count} vectors for {len(texts)} texts"
         )
@@ -187,6 +195,10 @@ async def semantic_search(
     """The `limit` items under `start` closest to `query` (see the module)."""
     from ._memories import SEP, MemoryHit
 
+    if len(query) > MAX_QUERY_LENGTH:
+        raise UsageError(
+            f"a semantic search query is at most {MAX_QUERY_LENGTH} characters, not {len(query)}"
+        )
     if not query.strip() or not limit:
         return []
     [wanted] = [unpack(blob) for blob in await embed_texts(embedder, [query])]
@@ -213,9 +225,9 @@ def _rank(hit: tuple[float, MemoryItem]) -> tuple[float, tuple[str, ...], str]:
 
 
 def _dot(a: array.array[float], b: array.array[float]) -> float:
-    if len(a) != len(b):
-        return 0.0
-    return math.fsum(x * y for x, y in zip(a, b, strict=True))
+    # map/operator.mul: about three times math.fsum's speed, and float32
+    # vectors need no more precision than a plain sum gives.
+    return float(sum(map(operator.mul, a, b)))
 
 
 async def _refresh(source: VectorSource, embedder: Embedder, page: list[Candidate]) -> None:
@@ -226,7 +238,10 @@ async def _refresh(source: VectorSource, embedder: Embedder, page: list[Candidat
     for candidate in page:
         text = searchable_text(candidate.item.value)
         now = digest(text)
-        if candidate.vector is None or candidate.digest != now:
+        # A vector of another length (a corrupt row, or a model whose
+        # dimensions changed under one name) is made again, as a stale one.
+        size = 4 * embedder.dimensions
+        if candidate.vector is None or candidate.digest != now or len(candidate.vector) != size:
             stale.append((candidate, text, now))
     for start in range(0, len(stale), EMBED_BATCH):
         batch = stale[start : start + EMBED_BATCH]
@@ -276,7 +291,7 @@ class SemanticStore:
             [vector] = await embed_texts(embedder, [text])
             await self.keep_vectors(embedder.name, [(item, digest(text), vector)])  # type: ignore[attr-defined]
         except Exception as exc:  # the put succeeded: see the docstring
-            log.warning(
+            logger.warning(
                 "memory item %r/%r is written but its vector is not (%s: %s); "
                 "it is embedded at the next semantic search",
                 item.namespace,

@@ -458,6 +458,37 @@ class MemoriesContract(CapabilityGate):
         with pytest.raises(ConfigurationError, match="dimensions"):
             await wrong.search(USER, "cat", mode="semantic")
 
+        class Fewer(HashingEmbedder):
+            async def embed(self, texts: Any) -> list[list[float]]:
+                return []
+
+        fewer = semantic_memory.with_embedder(Fewer(name="fewer"))  # type: ignore[attr-defined]
+        with pytest.raises(ConfigurationError, match="0 vectors for 1 texts"):
+            await fewer.search(USER, "cat", mode="semantic")
+        with pytest.raises(UsageError, match="query"):
+            await semantic_memory.search(USER, "cat " * 20_000, mode="semantic")
+
+    async def test_vectors_of_another_length_under_one_name_are_made_again(
+        self, semantic_memory: Memories
+    ) -> None:
+        class Tuples(HashingEmbedder):
+            async def embed(self, texts: Any) -> Any:
+                # Any sequence of sequences of numbers will do (a numpy array, say).
+                return tuple(tuple(vector) for vector in await super().embed(texts))
+
+        small = semantic_memory.with_embedder(Tuples(64, name="resized"))  # type: ignore[attr-defined]
+        await small.put(USER, "cat", "the cat sleeps")
+        await small.put(USER, "dog", "the dog barks")
+        larger = Tuples(128, name="resized")
+        hits = await semantic_memory.with_embedder(larger).search(  # type: ignore[attr-defined]
+            USER, "barks", mode="semantic"
+        )
+        assert [h.item.key for h in hits] == ["dog", "cat"]
+        assert sorted(t for batch in larger.calls[1:] for t in batch) == [
+            "the cat sleeps",
+            "the dog barks",
+        ]
+
     # ----- refused input -----
 
     @pytest.mark.parametrize(
