@@ -24,8 +24,8 @@ class SentenceTransformerEmbedder:
     thread, so the event loop goes on while it computes.
     """
 
-    def __init__(self, model: Any, *, name: str) -> None:
-        self.model = model
+    def __init__(self, model: object, *, name: str) -> None:
+        self.model: Any = model
         self.name = name
         self.dimensions = _dimensions_of(model)
         check_embedder(self)
@@ -42,7 +42,7 @@ class SentenceTransformerEmbedder:
         return f"SentenceTransformerEmbedder(name={self.name!r}, dimensions={self.dimensions})"
 
 
-def _dimensions_of(model: Any) -> int:
+def _dimensions_of(model: object) -> int:
     # Newer sentence-transformers name it get_embedding_dimension, older ones
     # get_sentence_embedding_dimension: either release works.
     for method in ("get_embedding_dimension", "get_sentence_embedding_dimension"):
