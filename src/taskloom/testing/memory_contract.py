@@ -23,7 +23,9 @@ The suite needs the backend to declare `Capability.MEMORY`, and its
 multi-process check `Capability.SPANS_PROCESSES`. Every test starts from an
 empty store.
 
-The semantic search tests use the `semantic_memory` fixture: by default the
+The `memory` fixture is a store given no embedder (one test checks that a
+semantic search then says how to give one). The semantic search tests use
+the `semantic_memory` fixture: by default the
 same store given an `embedder` (a `HashingEmbedder`) through
 `memory.with_embedder(embedder)`, skipped for a store without that method;
 override it to give the embedder your own way.
