@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -14,10 +15,15 @@ from typing import Any
 
 import pytest
 
-import taskloom.backends._semantic as _semantic
 from pg import IN_CI, PG_DSN, pg_schema, requires_postgres  # noqa: F401 (pg_schema is a fixture)
-from taskloom.backends import Backend, Embedder, SentenceTransformerEmbedder, open_backend
-from taskloom.backends._memories import words
+from taskloom.backends import (
+    EMBED_BATCH,
+    MAX_SEMANTIC_ITEMS,
+    Backend,
+    Embedder,
+    SentenceTransformerEmbedder,
+    open_backend,
+)
 from taskloom.errors import UsageError
 from taskloom.testing.embedders import HashingEmbedder
 
@@ -76,30 +82,45 @@ def test_a_bad_embedder_is_refused_when_the_backend_is_built(
         opener(bad)
 
 
-async def test_a_search_reads_pages_and_scores_at_most_the_cap(
-    opener: Opener, backends: list[Backend], monkeypatch: pytest.MonkeyPatch
+async def test_a_search_reads_every_page_of_items_under_its_prefix(
+    opener: Opener, backends: list[Backend]
 ) -> None:
-    # Small bounds, so that paging and the cap show on a few items.
-    monkeypatch.setattr(_semantic, "PAGE", 3)
-    monkeypatch.setattr(_semantic, "MAX_SEMANTIC_ITEMS", 7)
     embedder = HashingEmbedder()
     backend = opener(embedder)
     backends.append(backend)
-    memory = backend.memory
-    assert memory is not None
-    for n in range(10):
-        await memory.put(USER, f"k{n}", f"shared word{n}")
-    await memory.put(("user", "u1", "sub"), "k", "shared deeper")
-    await memory.put(("user", "u10"), "k", "shared elsewhere")  # not under USER
-    embedder.calls.clear()
-    hits = await memory.search(USER, "shared", limit=10, mode="semantic")
-    # The first 7 items under the prefix in list order, every one scored once.
-    assert sorted(h.item.key for h in hits) == [f"k{n}" for n in range(7)]
-    assert embedder.calls == [["shared"]]
-    found = await memory.search(USER, "word2", limit=1, mode="semantic")
-    assert [h.item.key for h in found] == ["k2"]
-    beyond = await memory.search(USER, "word8", limit=10, mode="semantic")
-    assert "k8" not in [h.item.key for h in beyond]  # past the cap: not scored
+    assert backend.memory is not None
+    plain = backend.memory.with_embedder(None)  # type: ignore[attr-defined]
+    count = 1_100  # more than two pages of 500
+    for n in range(count):
+        await plain.put(USER, f"k{n:04}", f"shared word{n}")
+    await plain.put(("user", "u10"), "k", "word1099 elsewhere")  # not under USER
+    hits = await backend.memory.search(USER, "word1099", limit=20, mode="semantic")
+    # Words whose hash falls in the same bucket score as high: the item is among them.
+    assert "k1099" in [h.item.key for h in hits if h.score == pytest.approx(hits[0].score)]
+    assert all(h.item.namespace == USER for h in hits)
+    embedded = [text for batch in embedder.calls[1:] for text in batch]
+    assert sorted(embedded) == sorted(f"shared word{n}" for n in range(count))
+    assert max(len(batch) for batch in embedder.calls) <= EMBED_BATCH
+
+
+async def test_a_search_scores_at_most_max_semantic_items() -> None:
+    embedder = HashingEmbedder()
+    backend = open_backend("memory://", embedder=embedder)
+    memory = backend.memory.with_embedder(None)  # type: ignore[union-attr]
+    for n in range(MAX_SEMANTIC_ITEMS + 5):
+        await memory.put(USER, f"k{n:05}", f"word{n}")
+    searching = memory.with_embedder(embedder)
+    last = f"k{MAX_SEMANTIC_ITEMS - 1:05}"
+    found = await searching.search(
+        USER, f"word{MAX_SEMANTIC_ITEMS - 1}", limit=500, mode="semantic"
+    )
+    assert last in [h.item.key for h in found if h.score == pytest.approx(1.0)]
+    beyond = await searching.search(
+        USER, f"word{MAX_SEMANTIC_ITEMS}", limit=MAX_SEMANTIC_ITEMS, mode="semantic"
+    )
+    assert len(beyond) == MAX_SEMANTIC_ITEMS
+    assert f"k{MAX_SEMANTIC_ITEMS:05}" not in [h.item.key for h in beyond]  # past the cap
+    assert sum(len(batch) for batch in embedder.calls) == MAX_SEMANTIC_ITEMS + 2
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=requires_postgres)])
@@ -170,8 +191,11 @@ def minilm() -> SentenceTransformerEmbedder:
 
 
 def test_the_queries_share_no_word_with_what_they_must_find() -> None:
+    def words(text: str) -> set[str]:
+        return set(re.findall(r"\w+", text.casefold()))
+
     for query, key in QUERIES.items():
-        assert not set(words(query)) & set(words(CORPUS[key])), query
+        assert not words(query) & words(CORPUS[key]), query
 
 
 @pytest.mark.slow  # the model loads in about 15 s

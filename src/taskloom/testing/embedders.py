@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
-
-from ..backends._memories import words
 
 __all__ = ["HashingEmbedder"]
 
+_WORD = re.compile(r"[^\W_]+")
+
 
 class HashingEmbedder:
-    """An `Embedder` whose vector of a text counts its words (as full-text
-    search reads them) in `dimensions` buckets chosen by a hash of each word:
+    """An `Embedder` whose vector of a text counts its words (runs of letters
+    and digits, case-folded) in `dimensions` buckets chosen by a hash of each word:
     texts sharing words are close, texts sharing none are orthogonal (but for
     hash collisions, which a large `dimensions` makes rare). The same text
     always gives the same vector, in every process.
@@ -30,7 +31,7 @@ class HashingEmbedder:
     def vector(self, text: str) -> list[float]:
         """The vector of `text` (what `embed` returns for it)."""
         vector = [0.0] * self.dimensions
-        for word in words(text):
+        for word in _WORD.findall(text.casefold()):
             hashed = hashlib.blake2b(word.encode(), digest_size=8).digest()
             vector[int.from_bytes(hashed, "big") % self.dimensions] += 1.0
         return vector
