@@ -158,10 +158,12 @@ class Memories(Protocol):
 
         `mode="semantic"`: the items whose text (as full-text reads it) is
         closest in meaning to `query`, by the cosine similarity of their
-        embeddings (the `score`), whether or not they share a word with it;
-        it needs a store given an `Embedder` (else `UsageError`) and scores
-        at most `MAX_SEMANTIC_ITEMS` items (see `taskloom.backends.Embedder`).
-        A blank query finds nothing.
+        embeddings (the `score`), whether or not they share a word with it.
+        Every item scored is ranked, so up to `limit` come back however
+        unrelated: compare scores to cut. It needs a store given an
+        `Embedder` (else `UsageError`), scores only the first
+        `MAX_SEMANTIC_ITEMS` items under `prefix` (in `list` order), and
+        embeds the items lacking a current vector. A blank query finds nothing.
         """
         ...
 
