@@ -140,8 +140,8 @@ class DatabaseBackend(Backend):
     """The registry, inbox, snapshots and budgets classes, each built on `database`."""
     memory_type: ClassVar[Any]
     """The `Memories` class built on `database` (with the backend's clock and embedder)."""
-    embedder: Embedder | None = None
-    """The embedder of semantic memory search (`memory.embedder`), or None."""
+    # Given to `memory` when it is built (the backend's `embedder=` option).
+    _embedder: Embedder | None = None
 
     @functools.cached_property
     def registry(self) -> ActivityRegistry:
@@ -167,7 +167,7 @@ class DatabaseBackend(Backend):
     def memory(self) -> Memories:
         """The long-term memory on this backend's database."""
         return self.memory_type(  # type: ignore[no-any-return]
-            self.database, clock=self._clock, embedder=self.embedder
+            self.database, clock=self._clock, embedder=self._embedder
         )
 
 

@@ -48,7 +48,7 @@ class PostgresBackend(DatabaseBackend):
         embedder: Embedder | None = None,
         **options: Unpack[PoolSettings],
     ) -> None:
-        self.embedder = check_embedder(embedder)
+        self._embedder = check_embedder(embedder)
         self.database = PostgresDatabase(url, pool, **options)
         self._clock = clock
         super().__init__(

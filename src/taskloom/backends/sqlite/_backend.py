@@ -47,7 +47,7 @@ class SQLiteBackend(DatabaseBackend):
         create: bool = True,
         embedder: Embedder | None = None,
     ) -> None:
-        self.embedder = check_embedder(embedder)
+        self._embedder = check_embedder(embedder)
         self.database = SQLiteDatabase(
             path, busy_timeout=busy_timeout, synchronous=synchronous, create=create
         )
