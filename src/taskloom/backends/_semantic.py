@@ -261,6 +261,8 @@ class SemanticStore:
     they were given, `with_embedder`, and the vector written after a put."""
 
     embedder: Embedder | None = None
+    """The embedder of this store's semantic search and of the vectors
+    written at each put, or None (a semantic search then raises `UsageError`)."""
 
     def with_embedder(self: _S, embedder: Embedder | None) -> _S:
         """This store (the same items, on the same database) with `embedder`
