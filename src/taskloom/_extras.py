@@ -23,6 +23,10 @@ EXTRAS: Mapping[str, tuple[str, tuple[str, ...]]] = {
     # agent imports it first); taskloom's own HTTP is httpx2, in the core.
     "a2a": ("A2A serving and remote A2A subagents", ("a2a", "httpx")),
     "prices": ("dollar ceilings priced from the genai-prices table", ("genai_prices",)),
+    "embeddings": (
+        "semantic memory search with a sentence-transformers model",
+        ("sentence_transformers",),
+    ),
     # pytest's distribution brings _pytest and py beside pytest.
     "testing": (
         "the contract suites of taskloom.testing",

@@ -3,7 +3,8 @@
 A backend holds everything taskloom keeps in its database — the session
 store, the leases and fences that coordinate its writers, the activity
 registry and notice inbox of background work, the snapshot rows beside the
-log, the tree budgets and long-term memory (`Memories`) — built and closed by the backend on one database
+log, the tree budgets and long-term memory (`Memories`, searched by meaning
+with an `Embedder`) — built and closed by the backend on one database
 object and, for PostgreSQL, one `PoolOptions`::
 
     backend = open_backend("postgresql://localhost/app", pool=PoolOptions(max_size=20))
@@ -30,6 +31,7 @@ from ._activities import (
     NoticeStatus,
 )
 from ._backend import Backend, Capability, backend_of, snapshots_for
+from ._embedders import SentenceTransformerEmbedder
 from ._leases import (
     Clock,
     Fence,
@@ -57,6 +59,7 @@ from ._memories import (
 )
 from ._open import open_backend
 from ._pool import DEFAULT_MAX_SIZE, PoolOptions
+from ._semantic import EMBED_BATCH, MAX_SEMANTIC_ITEMS, Embedder, SearchMode
 from ._snapshots import SnapshotStore
 from ._store import MAX_SESSION_ID_LENGTH, SessionMeta, SessionStore, check_session_id
 from .memory import MemoryBackend
@@ -67,11 +70,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_SIZE",
+    "EMBED_BATCH",
     "IDEMPOTENCY_KEEP_SECONDS",
     "MAX_IDEMPOTENCY_KEY_LENGTH",
     "MAX_KEY_LENGTH",
     "MAX_NAMESPACE_DEPTH",
     "MAX_NAMESPACE_PART_LENGTH",
+    "MAX_SEMANTIC_ITEMS",
     "MAX_SESSION_ID_LENGTH",
     "MAX_VALUE_BYTES",
     "ActivityRegistry",
@@ -81,6 +86,7 @@ __all__ = [
     "BudgetLedger",
     "Capability",
     "Clock",
+    "Embedder",
     "Fence",
     "Lease",
     "Leases",
@@ -94,6 +100,8 @@ __all__ = [
     "NoticeStatus",
     "PoolOptions",
     "PostgresBackend",
+    "SearchMode",
+    "SentenceTransformerEmbedder",
     "SQLiteBackend",
     "SessionMeta",
     "SessionStore",

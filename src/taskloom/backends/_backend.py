@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ._leases import Clock, Leases
     from ._ledgers import BudgetLedger
     from ._memories import Memories
+    from ._semantic import Embedder
     from ._snapshots import SnapshotStore
     from ._store import SessionStore
 
@@ -138,7 +139,9 @@ class DatabaseBackend(Backend):
     part_types: ClassVar[tuple[Any, Any, Any, Any]]
     """The registry, inbox, snapshots and budgets classes, each built on `database`."""
     memory_type: ClassVar[Any]
-    """The `Memories` class built on `database` (with the backend's clock)."""
+    """The `Memories` class built on `database` (with the backend's clock and embedder)."""
+    # Given to `memory` when it is built (the backend's `embedder=` option).
+    _embedder: Embedder | None = None
 
     @functools.cached_property
     def registry(self) -> ActivityRegistry:
@@ -163,7 +166,9 @@ class DatabaseBackend(Backend):
     @functools.cached_property
     def memory(self) -> Memories:
         """The long-term memory on this backend's database."""
-        return self.memory_type(self.database, clock=self._clock)  # type: ignore[no-any-return]
+        return self.memory_type(  # type: ignore[no-any-return]
+            self.database, clock=self._clock, embedder=self._embedder
+        )
 
 
 def backend_of(store: object) -> Backend | None:

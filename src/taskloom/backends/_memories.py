@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from ..errors import UsageError, VersionConflict
+from ._semantic import Candidate, Embedder, SearchMode, SemanticStore, check_embedder, check_mode
 from ._sql import dump_json
 
 __all__ = [
@@ -180,12 +181,23 @@ class Memories(Protocol):
         ...
 
     async def search(
-        self, prefix: Namespace, query: str, *, limit: int = 10
+        self, prefix: Namespace, query: str, *, limit: int = 10, mode: SearchMode = "text"
     ) -> builtins.list[MemoryHit]:
-        """Full-text search of the items under `prefix`: those whose value
-        holds at least one word of `query` (case-insensitive; the words of a
-        JSON value are those of its strings), most relevant first, at most
-        `limit`. A query without words finds nothing."""
+        """Search the items under `prefix`, most relevant first, at most `limit`.
+
+        `mode="text"` (full-text): the items whose value holds at least one
+        word of `query` (case-insensitive; the words of a JSON value are
+        those of its strings). A query without words finds nothing.
+
+        `mode="semantic"`: the items whose text (as full-text reads it) is
+        closest in meaning to `query`, by the cosine similarity of their
+        embeddings (the `score`), whether or not they share a word with it.
+        Every item scored is ranked, so up to `limit` come back however
+        unrelated: compare scores to cut. It needs a store given an
+        `Embedder` (else `UsageError`), scores only the first
+        `MAX_SEMANTIC_ITEMS` items under `prefix` (in `list` order), and
+        embeds the items lacking a current vector. A blank query finds nothing.
+        """
         ...
 
 
@@ -430,20 +442,25 @@ class _Row:
     words: Counter[str]
 
 
-class MemoryMemories:
+class MemoryMemories(SemanticStore):
     """A `Memories` in process memory (the memory backend's; one process).
 
-    Search scores with BM25 over the words of the items under the prefix.
-    `clock` gives the items' times.
+    Search scores with BM25 over the words of the items under the prefix;
+    semantic search needs `embedder`. `clock` gives the items' times.
     """
 
-    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, *, clock: Callable[[], float] = time.time, embedder: Embedder | None = None
+    ) -> None:
         self._clock = clock
+        self.embedder = check_embedder(embedder)
         # stored namespace -> key -> row; no await between a check and its write,
         # so each method is atomic on the event loop.
         self._items: dict[str, dict[str, _Row]] = {}
         # idempotency key -> (stored namespace, key, applied at, outcome record)
         self._applied: dict[str, tuple[str, str, float, str]] = {}
+        # (stored namespace, key) -> embedder name -> (digest, vector)
+        self._vectors: dict[tuple[str, str], dict[str, tuple[str, bytes]]] = {}
 
     def _item(self, ns: str, key: str, row: _Row) -> MemoryItem:
         return MemoryItem(
@@ -490,6 +507,7 @@ class MemoryMemories:
             row.text, row.version, row.updated_at, row.words = text, row.version + 1, now, found
         item = self._item(ns, key, row)
         self._remember(idem, ns, key, item)
+        await self._embed_put(item)
         return item
 
     async def delete(
@@ -513,6 +531,7 @@ class MemoryMemories:
             )
         if row is not None:
             del keys[key]
+            self._vectors.pop((ns, key), None)
             if not keys:
                 del self._items[ns]
         self._remember(idem, ns, key, row is not None)
@@ -554,10 +573,12 @@ class MemoryMemories:
         return [parse_namespace(ns) for ns in sorted(self._items) if ns.startswith(start)]
 
     async def search(
-        self, prefix: Namespace, query: str, *, limit: int = 10
+        self, prefix: Namespace, query: str, *, limit: int = 10, mode: SearchMode = "text"
     ) -> builtins.list[MemoryHit]:
         limit, _ = check_page(limit)
         terms = check_query(query)
+        if check_mode(mode) == "semantic":
+            return await self._semantic(check_namespace(prefix, prefix=True), query, limit)
         rows = list(self._under(prefix))
         scored = bm25(terms, [row.words for _, _, row in rows])
         ranked = sorted(
@@ -567,6 +588,32 @@ class MemoryMemories:
             MemoryHit(self._item(rows[i][0], rows[i][1], rows[i][2]), score)
             for score, i in ranked[:limit]
         ]
+
+    async def candidates(
+        self, start: str, after: tuple[str, str] | None, model: str, limit: int
+    ) -> builtins.list[Candidate]:
+        """Items under `start` after `after`, with their vectors under `model` (for semantic search)."""
+        page: builtins.list[Candidate] = []
+        for ns in sorted(n for n in self._items if n.startswith(start)):
+            keys = self._items[ns]
+            for key in sorted(keys):
+                if after is not None and (ns, key) <= after:
+                    continue
+                stored = self._vectors.get((ns, key), {}).get(model)
+                made = (None, None) if stored is None else stored
+                page.append(Candidate(self._item(ns, key, keys[key]), *made))
+                if len(page) >= limit:
+                    return page
+        return page
+
+    async def keep_vectors(
+        self, model: str, made: builtins.list[tuple[MemoryItem, str, bytes]]
+    ) -> None:
+        """Store each item's vector under `model` (while the item exists)."""
+        for item, digest, vector in made:
+            ns = check_namespace(item.namespace)
+            if item.key in self._items.get(ns, {}):
+                self._vectors.setdefault((ns, item.key), {})[model] = (digest, vector)
 
 
 def bm25(terms: Iterable[str], documents: Sequence[Counter[str]]) -> list[float]:

@@ -2,7 +2,8 @@
 backends (`store_contract.StoreContract`, `lease_contract.LeaseContract`,
 `background_contract.ActivityRegistryContract` and `NoticeInboxContract`,
 `budget_contract.BudgetLedgerContract`,
-`memory_contract.MemoryStoreContract`), a fake clock (`clock.FakeClock`), a
+`memory_contract.MemoriesContract`), a fake clock (`clock.FakeClock`), a
+deterministic embedder for semantic memory search (`embedders.HashingEmbedder`), a
 fake provider server (`fake_server.FakeServer`), a recording HTTP transport
 for adapters (`transport.RecordingTransport`), and `recordings.recorded_model`
 to record a real run once and replay it offline.

@@ -22,6 +22,13 @@ store as the `memory` fixture::
 The suite needs the backend to declare `Capability.MEMORY`, and its
 multi-process check `Capability.SPANS_PROCESSES`. Every test starts from an
 empty store.
+
+The `memory` fixture is a store given no embedder (one test checks that a
+semantic search then says how to give one). The semantic search tests use
+the `semantic_memory` fixture: by default the
+same store given an `embedder` (a `HashingEmbedder`) through
+`memory.with_embedder(embedder)`, skipped for a store without that method;
+override it to give the embedder your own way.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from typing import Any
 
 from .._extras import needs_extra
 from ..backends import (
+    EMBED_BATCH,
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_KEY_LENGTH,
     MAX_VALUE_BYTES,
@@ -39,9 +47,10 @@ from ..backends import (
     Memories,
     MemoryItem,
 )
-from ..errors import UsageError, VersionConflict
+from ..errors import ConfigurationError, UsageError, VersionConflict
 from ._processes import race
 from .capabilities import CapabilityGate, requires
+from .embedders import HashingEmbedder
 
 with needs_extra("taskloom.testing's contract suites"):
     import pytest
@@ -111,6 +120,17 @@ class MemoriesContract(CapabilityGate):
     @pytest.fixture
     def memory_factory(self) -> Callable[[], Any] | None:
         return None
+
+    @pytest.fixture
+    def embedder(self) -> HashingEmbedder:
+        return HashingEmbedder()
+
+    @pytest.fixture
+    def semantic_memory(self, memory: Memories, embedder: HashingEmbedder) -> Memories:
+        with_embedder = getattr(memory, "with_embedder", None)
+        if with_embedder is None:
+            pytest.skip("the store has no with_embedder(): override the semantic_memory fixture")
+        return with_embedder(embedder)  # type: ignore[no-any-return]
 
     async def _corpus(self, memory: Memories) -> None:
         for (namespace, key), value in CORPUS.items():
@@ -425,6 +445,176 @@ class MemoriesContract(CapabilityGate):
         assert await memory.search(USER, "zebra") == []
         assert len(await memory.search(("user",), "postgres", limit=2)) == 2
         assert await memory.search(USER, "postgres", limit=0) == []
+
+    # ----- semantic search -----
+
+    async def test_semantic_search_without_an_embedder_says_how_to_give_one(
+        self, memory: Memories
+    ) -> None:
+        await self._corpus(memory)
+        with pytest.raises(UsageError, match="embedder"):
+            await memory.search(USER, "postgres", mode="semantic")
+        with pytest.raises(UsageError, match="mode"):
+            await memory.search(USER, "postgres", mode="vector")  # type: ignore[arg-type]
+        # The default is full-text, as before.
+        assert [h.item.key for h in await memory.search(USER, "sofa")] == ["cat"]
+
+    async def test_semantic_search_ranks_by_similarity_under_its_prefix(
+        self, semantic_memory: Memories
+    ) -> None:
+        await self._corpus(semantic_memory)
+        hits = await semantic_memory.search(USER, "postgres backup", mode="semantic")
+        assert [h.item.key for h in hits[:2]] == ["backup", "database"]
+        assert [h.item.namespace for h in hits] == [USER] * 4
+        assert hits[0].item.value == CORPUS[(USER, "backup")]
+        scores = [h.score for h in hits]
+        assert scores == sorted(scores, reverse=True) and 0.5 < scores[0] <= 1.0 + 1e-6
+        assert scores[2] == pytest.approx(0.0, abs=1e-6)  # no word shared with the query
+        assert [h.item.key for h in await semantic_memory.search(OTHER, "x", mode="semantic")] == [
+            "backup"
+        ]
+        found = await semantic_memory.search(("user",), "backup", limit=2, mode="semantic")
+        assert {(h.item.namespace, h.item.key) for h in found} == {
+            (USER, "backup"),
+            (OTHER, "backup"),
+        }
+        assert await semantic_memory.search(USER, "  ", mode="semantic") == []
+        assert await semantic_memory.search(USER, "tea", limit=0, mode="semantic") == []
+        # A JSON value is embedded by its strings.
+        tea = await semantic_memory.search(USER, "likes tea", limit=1, mode="semantic")
+        assert [h.item.key for h in tea] == ["prefs"]
+
+    async def test_items_put_with_an_embedder_are_embedded_once(
+        self, semantic_memory: Memories, embedder: HashingEmbedder
+    ) -> None:
+        await self._corpus(semantic_memory)
+        assert len(embedder.calls) == len(CORPUS)
+        embedder.calls.clear()
+        await semantic_memory.search(("user",), "postgres", mode="semantic")
+        await semantic_memory.search(("user",), "backup", mode="semantic")
+        assert embedder.calls == [["postgres"], ["backup"]]  # the queries, nothing more
+
+    async def test_items_lacking_a_current_vector_are_embedded_at_search_in_batches(
+        self, memory: Memories, semantic_memory: Memories, embedder: HashingEmbedder
+    ) -> None:
+        count = 2 * EMBED_BATCH + 3
+        for n in range(count):
+            await memory.put(USER, f"k{n:03}", f"note number{n}")
+        assert embedder.calls == []  # written without the embedder
+        hits = await semantic_memory.search(USER, "number7", limit=1, mode="semantic")
+        assert [h.item.key for h in hits] == ["k007"]
+        embedded = embedder.calls[1:]
+        assert all(len(batch) <= EMBED_BATCH for batch in embedded)
+        assert sorted(t for batch in embedded for t in batch) == sorted(
+            f"note number{n}" for n in range(count)
+        )
+        embedder.calls.clear()
+        await semantic_memory.search(USER, "number7", mode="semantic")
+        assert embedder.calls == [["number7"]]  # stored: not embedded again
+        # An edit by a writer without the embedder leaves a stale vector: made again.
+        await memory.put(USER, "k001", "now about cheese")
+        embedder.calls.clear()
+        hits = await semantic_memory.search(USER, "cheese", limit=1, mode="semantic")
+        assert [h.item.key for h in hits] == ["k001"]
+        assert embedder.calls == [["cheese"], ["now about cheese"]]
+
+    async def test_another_models_vectors_are_never_compared(
+        self, semantic_memory: Memories, embedder: HashingEmbedder
+    ) -> None:
+        await self._corpus(semantic_memory)
+        other = HashingEmbedder(name="another-model")
+        elsewhere = semantic_memory.with_embedder(other)  # type: ignore[attr-defined]
+        hits = await elsewhere.search(USER, "sofa", limit=1, mode="semantic")
+        assert [h.item.key for h in hits] == ["cat"]
+        assert sorted(t for batch in other.calls[1:] for t in batch) == sorted(
+            CORPUS[(USER, k)] if k != "prefs" else "vim\nlikes tea\ndislikes meetings"
+            for k in ("backup", "database", "cat", "prefs")
+        )
+        embedder.calls.clear()
+        await semantic_memory.search(USER, "sofa", mode="semantic")
+        assert embedder.calls == [["sofa"]]  # the first model's vectors are still there
+
+    async def test_delete_removes_the_items_vector(
+        self, memory: Memories, semantic_memory: Memories, embedder: HashingEmbedder
+    ) -> None:
+        await semantic_memory.put(USER, "k", "the cat sleeps")
+        assert await semantic_memory.delete(USER, "k") is True
+        assert await semantic_memory.search(USER, "cat", mode="semantic") == []
+        await memory.put(USER, "k", "the cat sleeps")  # same text and version, no embedder
+        embedder.calls.clear()
+        hits = await semantic_memory.search(USER, "cat", mode="semantic")
+        assert [h.item.key for h in hits] == ["k"]
+        assert embedder.calls == [["cat"], ["the cat sleeps"]]  # the old vector was gone
+
+    async def test_a_vector_made_while_its_item_is_deleted_is_not_kept(
+        self, memory: Memories, semantic_memory: Memories, embedder: HashingEmbedder
+    ) -> None:
+        class DeletingMidway(HashingEmbedder):
+            async def embed(self, texts: Any) -> list[list[float]]:
+                # Another writer deletes the item while its vector is made.
+                await memory.delete(USER, "k")
+                return await super().embed(texts)
+
+        racing = semantic_memory.with_embedder(DeletingMidway(name=embedder.name))  # type: ignore[attr-defined]
+        await racing.put(USER, "k", "the cat sleeps")
+        assert await memory.get(USER, "k") is None
+        await memory.put(USER, "k", "the cat sleeps")  # same text and version, no embedder
+        embedder.calls.clear()
+        await semantic_memory.search(USER, "cat", mode="semantic")
+        assert embedder.calls == [["cat"], ["the cat sleeps"]]  # no vector outlived its item
+
+    async def test_an_embedder_failing_at_put_leaves_the_item_to_be_embedded_at_search(
+        self, semantic_memory: Memories, embedder: HashingEmbedder
+    ) -> None:
+        class Failing(HashingEmbedder):
+            async def embed(self, texts: Any) -> list[list[float]]:
+                raise ConnectionError("embedding service down")
+
+        class Short(HashingEmbedder):
+            async def embed(self, texts: Any) -> list[list[float]]:
+                return [[1.0, 2.0] for _ in texts]
+
+        down = semantic_memory.with_embedder(Failing(name=embedder.name))  # type: ignore[attr-defined]
+        item = await down.put(USER, "k", "the cat sleeps")
+        assert (await semantic_memory.get(USER, "k")) == item
+        with pytest.raises(ConnectionError):
+            await down.search(USER, "cat", mode="semantic")
+        hits = await semantic_memory.search(USER, "cat", mode="semantic")
+        assert [h.item for h in hits] == [item]
+        wrong = semantic_memory.with_embedder(Short(name="short"))  # type: ignore[attr-defined]
+        with pytest.raises(ConfigurationError, match="dimensions"):
+            await wrong.search(USER, "cat", mode="semantic")
+
+        class Fewer(HashingEmbedder):
+            async def embed(self, texts: Any) -> list[list[float]]:
+                return []
+
+        fewer = semantic_memory.with_embedder(Fewer(name="fewer"))  # type: ignore[attr-defined]
+        with pytest.raises(ConfigurationError, match="0 vectors for 1 texts"):
+            await fewer.search(USER, "cat", mode="semantic")
+        with pytest.raises(UsageError, match="query"):
+            await semantic_memory.search(USER, "cat " * 20_000, mode="semantic")
+
+    async def test_vectors_of_another_length_under_one_name_are_made_again(
+        self, semantic_memory: Memories
+    ) -> None:
+        class Tuples(HashingEmbedder):
+            async def embed(self, texts: Any) -> Any:
+                # Any sequence of sequences of numbers will do (a numpy array, say).
+                return tuple(tuple(vector) for vector in await super().embed(texts))
+
+        small = semantic_memory.with_embedder(Tuples(64, name="resized"))  # type: ignore[attr-defined]
+        await small.put(USER, "cat", "the cat sleeps")
+        await small.put(USER, "dog", "the dog barks")
+        larger = Tuples(128, name="resized")
+        hits = await semantic_memory.with_embedder(larger).search(  # type: ignore[attr-defined]
+            USER, "barks", mode="semantic"
+        )
+        assert [h.item.key for h in hits] == ["dog", "cat"]
+        assert sorted(t for batch in larger.calls[1:] for t in batch) == [
+            "the cat sleeps",
+            "the dog barks",
+        ]
 
     # ----- refused input -----
 

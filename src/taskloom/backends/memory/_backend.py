@@ -6,6 +6,7 @@ from .._backend import Backend, Capability
 from .._leases import Clock, system_clock
 from .._ledgers import MemoryBudgets
 from .._memories import MemoryMemories
+from .._semantic import Embedder
 from ._background import MemoryActivityRegistry, MemoryNoticeInbox
 from ._store import MemorySnapshots, MemoryStore
 
@@ -27,12 +28,19 @@ class MemoryBackend(Backend):
     inbox, snapshots, tree budgets and long-term memory (`MemoryMemories`).
 
     `clock` measures leases (store and registry); `store=` builds the
-    backend around an existing `MemoryStore`.
+    backend around an existing `MemoryStore`; `embedder` is long-term
+    memory's, for its semantic search (see `Embedder`).
     """
 
     store: MemoryStore
 
-    def __init__(self, *, clock: Clock = system_clock, store: MemoryStore | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Clock = system_clock,
+        store: MemoryStore | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
         store = store if store is not None else MemoryStore(clock=clock)
         super().__init__(
             store,
@@ -40,6 +48,6 @@ class MemoryBackend(Backend):
             inbox=MemoryNoticeInbox(),
             snapshots=MemorySnapshots(store.leases),
             budgets=MemoryBudgets(),
-            memory=MemoryMemories(clock=clock),
+            memory=MemoryMemories(clock=clock, embedder=embedder),
             capabilities=MEMORY_CAPABILITIES,
         )

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from .._backend import Capability, DatabaseBackend
 from .._leases import Clock, system_clock
 from .._pool import PoolOptions, PoolSettings
+from .._semantic import Embedder, check_embedder
 from ._background import PostgresActivityRegistry, PostgresNoticeInbox
 from ._database import PostgresDatabase
 from ._ledgers import PostgresBudgets
@@ -27,7 +28,8 @@ class PostgresBackend(DatabaseBackend):
     once by `pool` (a `PoolOptions`, or its fields as keywords, which
     override it).
 
-    `url` is a libpq URL; `clock` measures leases. The pool opens, and the
+    `url` is a libpq URL; `clock` measures leases; `embedder` is long-term
+    memory's, for its semantic search (see `Embedder`). The pool opens, and the
     tables are created or migrated, on first use; `close()` closes the pool,
     and with it every part.
     """
@@ -43,8 +45,10 @@ class PostgresBackend(DatabaseBackend):
         *,
         clock: Clock = system_clock,
         pool: PoolOptions | None = None,
+        embedder: Embedder | None = None,
         **options: Unpack[PoolSettings],
     ) -> None:
+        self._embedder = check_embedder(embedder)
         self.database = PostgresDatabase(url, pool, **options)
         self._clock = clock
         super().__init__(

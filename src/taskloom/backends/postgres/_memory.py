@@ -29,6 +29,7 @@ from .._memories import (
     parse_namespace,
     replayed,
 )
+from .._semantic import Candidate, Embedder, SearchMode, SemanticStore, check_embedder, check_mode
 from .._sql import Migration
 from ._database import PostgresDatabase
 
@@ -64,6 +65,22 @@ POSTGRES_MEMORY_MIGRATIONS: tuple[Migration, ...] = (
     ),
 )
 
+POSTGRES_MEMORY_VECTOR_MIGRATIONS: tuple[Migration, ...] = (
+    (
+        # One vector per item and embedder (`model`), made from the text
+        # whose digest it records (see taskloom.backends.Embedder).
+        """CREATE TABLE IF NOT EXISTS {memory_vectors} (
+            namespace text COLLATE "C" NOT NULL,
+            key text COLLATE "C" NOT NULL,
+            model text NOT NULL,
+            version bigint NOT NULL,
+            digest text NOT NULL,
+            vector bytea NOT NULL,
+            PRIMARY KEY (namespace, key, model)
+        )""",
+    ),
+)
+
 _COLUMNS = "namespace, key, value, version, created_at, updated_at"
 # The lower bound lets the primary key index start at the prefix.
 _UNDER = "namespace >= %(prefix)s AND left(namespace, %(n)s) = %(prefix)s"
@@ -76,19 +93,29 @@ def _item(row: Any) -> MemoryItem:
     )
 
 
-class PostgresMemories:
+class PostgresMemories(SemanticStore):
     """A `Memories` on a PostgreSQL database: each write is one statement
     (an upsert, an insert that does nothing on conflict, or an UPDATE or
     DELETE whose WHERE names the expected version, re-checked under READ
     COMMITTED against the row a concurrent writer committed), so no two
     writers of one version both succeed. Search is `ts_rank` over a
-    `'simple'` text search vector; `clock` gives the items' times."""
+    `'simple'` text search vector; semantic search needs `embedder` (the
+    vectors are in `taskloom_memory_vectors`); `clock` gives the items' times."""
 
-    def __init__(self, database: PostgresDatabase, *, clock: Clock = system_clock) -> None:
+    def __init__(
+        self,
+        database: PostgresDatabase,
+        *,
+        clock: Clock = system_clock,
+        embedder: Embedder | None = None,
+    ) -> None:
         self.database = self._db = db = database
         self._clock = clock
+        self.embedder = check_embedder(embedder)
         db.require("memory", POSTGRES_MEMORY_MIGRATIONS)
+        db.require("memory_vectors", POSTGRES_MEMORY_VECTOR_MIGRATIONS)
         table = db.table("memory")
+        self._vector_sql(table, db.table("memory_vectors"))
         where = "namespace = %(ns)s AND key = %(key)s"
         values = "(%(ns)s, %(key)s, %(value)s, 1, %(now)s, %(now)s, %(words)s)"
         insert = f"INSERT INTO {table} ({_COLUMNS}, words) VALUES {values}"
@@ -179,7 +206,9 @@ class PostgresMemories:
         if not rows:
             assert wanted is not None
             raise conflict(namespace, key, wanted, await self.get(namespace, key))
-        return _item(rows[0])
+        item = _item(rows[0])
+        await self._embed_put(item)
+        return item
 
     async def _keyed(
         self,
@@ -225,6 +254,7 @@ class PostgresMemories:
         idem = check_idempotency_key(idempotency_key)
         params = {"ns": ns, "key": key, "version": wanted, "now": self._clock()}
         sql = self._sql_delete if wanted is None else self._sql_delete_at
+        sql = self._with_vectors_deleted(sql)
         if idem is None:
             rows = await self._db.fetchall(sql, params)
         else:
@@ -250,11 +280,13 @@ class PostgresMemories:
         return [parse_namespace(ns) for (ns,) in rows]
 
     async def search(
-        self, prefix: Namespace, query: str, *, limit: int = 10
+        self, prefix: Namespace, query: str, *, limit: int = 10, mode: SearchMode = "text"
     ) -> builtins.list[MemoryHit]:
         start = check_namespace(prefix, prefix=True)
         limit, _ = check_page(limit)
         terms = check_query(query)
+        if check_mode(mode) == "semantic":
+            return await self._semantic(start, query, limit)
         if not terms or not limit:
             return []
         # Words are letters and digits only; quoted, each is one lexeme, never
@@ -267,3 +299,67 @@ class PostgresMemories:
         }
         rows = await self._db.fetchall(self._sql_search, params)
         return [MemoryHit(_item(row), float(row[6])) for row in rows]
+
+    # ----- vectors for semantic search -----
+
+    def _vector_sql(self, table: str, vectors: str) -> None:
+        self._vectors_table = vectors
+        self._sql_candidates = (
+            f"SELECT {', '.join('m.' + c for c in _COLUMNS.split(', '))}, v.digest, v.vector"
+            f" FROM {table} AS m LEFT JOIN {vectors} AS v"
+            " ON v.namespace = m.namespace AND v.key = m.key AND v.model = %(model)s"
+            " WHERE m.namespace >= %(prefix)s AND left(m.namespace, %(n)s) = %(prefix)s"
+            " AND (m.namespace, m.key) > (%(after_ns)s, %(after_key)s)"
+            " ORDER BY m.namespace, m.key LIMIT %(limit)s"
+        )
+        # Only for items that still exist: a vector never outlives its item.
+        self._sql_keep = (
+            f"INSERT INTO {vectors} (namespace, key, model, version, digest, vector)"
+            " SELECT u.ns, u.key, %(model)s, u.version, u.digest, u.vector FROM unnest("
+            "%(ns)s::text[], %(keys)s::text[], %(versions)s::bigint[], %(digests)s::text[],"
+            " %(vectors)s::bytea[]) AS u(ns, key, version, digest, vector)"
+            f" WHERE EXISTS (SELECT 1 FROM {table} AS m WHERE m.namespace = u.ns AND m.key = u.key)"
+            " ON CONFLICT (namespace, key, model) DO UPDATE SET version = EXCLUDED.version,"
+            " digest = EXCLUDED.digest, vector = EXCLUDED.vector"
+        )
+
+    def _with_vectors_deleted(self, delete: str) -> str:
+        """`delete` (an item's DELETE ... RETURNING version) that also deletes
+        the item's vectors, in the same statement."""
+        return (
+            f"WITH gone AS ({delete}), vectors AS (DELETE FROM {self._vectors_table}"
+            " WHERE namespace = %(ns)s AND key = %(key)s AND EXISTS (SELECT 1 FROM gone))"
+            " SELECT version FROM gone"
+        )
+
+    async def candidates(
+        self, start: str, after: tuple[str, str] | None, model: str, limit: int
+    ) -> builtins.list[Candidate]:
+        """Items under `start` after `after`, with their vectors under `model` (for semantic search)."""
+        after_ns, after_key = after or ("", "")
+        params = {
+            "model": model,
+            "prefix": start,
+            "n": len(start),
+            "after_ns": after_ns,
+            "after_key": after_key,
+            "limit": limit,
+        }
+        rows = await self._db.fetchall(self._sql_candidates, params)
+        return [
+            Candidate(_item(row), row[6], None if row[7] is None else bytes(row[7])) for row in rows
+        ]
+
+    async def keep_vectors(
+        self, model: str, made: builtins.list[tuple[MemoryItem, str, bytes]]
+    ) -> None:
+        """Store each item's vector under `model` (while the item exists)."""
+        params = {
+            "model": model,
+            "ns": [check_namespace(item.namespace) for item, _, _ in made],
+            "keys": [item.key for item, _, _ in made],
+            "versions": [item.version for item, _, _ in made],
+            "digests": [digest for _, digest, _ in made],
+            "vectors": [vector for _, _, vector in made],
+        }
+        await self._db.execute(self._sql_keep, params)

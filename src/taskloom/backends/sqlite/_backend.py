@@ -7,6 +7,7 @@ from typing import Literal
 
 from .._backend import Capability, DatabaseBackend
 from .._leases import Clock, system_clock
+from .._semantic import Embedder, check_embedder
 from ._background import SQLiteActivityRegistry, SQLiteNoticeInbox
 from ._database import SQLiteDatabase
 from ._ledgers import SQLiteBudgets
@@ -26,7 +27,8 @@ class SQLiteBackend(DatabaseBackend):
     `path` is the file (created with its parent folders on first use, mode
     0600, unless `create=False`: then it must exist); `busy_timeout`,
     `synchronous` and `create` are the database's (see `SQLiteDatabase`);
-    `clock` measures leases. Opening does no I/O; `close()` closes the
+    `clock` measures leases; `embedder` is long-term memory's, for its
+    semantic search (see `Embedder`). Opening does no I/O; `close()` closes the
     database, and with it every part.
     """
 
@@ -43,7 +45,9 @@ class SQLiteBackend(DatabaseBackend):
         busy_timeout: float = 30.0,
         synchronous: Literal["FULL", "NORMAL"] = "NORMAL",
         create: bool = True,
+        embedder: Embedder | None = None,
     ) -> None:
+        self._embedder = check_embedder(embedder)
         self.database = SQLiteDatabase(
             path, busy_timeout=busy_timeout, synchronous=synchronous, create=create
         )

@@ -31,6 +31,7 @@ from .._memories import (
     parse_namespace,
     replayed,
 )
+from .._semantic import Candidate, Embedder, SearchMode, SemanticStore, check_embedder, check_mode
 from .._sql import Migration
 from ._database import SQLiteDatabase, immediate
 
@@ -62,6 +63,22 @@ SQLITE_MEMORY_MIGRATIONS: tuple[Migration, ...] = (
             applied_at REAL NOT NULL
         )""",
         "CREATE INDEX IF NOT EXISTS taskloom_memory_applied_at ON taskloom_memory_applied (applied_at)",
+    ),
+)
+
+SQLITE_MEMORY_VECTOR_MIGRATIONS: tuple[Migration, ...] = (
+    (
+        # One vector per item and embedder (`model`), made from the text
+        # whose digest it records (see taskloom.backends.Embedder).
+        """CREATE TABLE IF NOT EXISTS taskloom_memory_vectors (
+            namespace TEXT NOT NULL,
+            key TEXT NOT NULL,
+            model TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            digest TEXT NOT NULL,
+            vector BLOB NOT NULL,
+            PRIMARY KEY (namespace, key, model)
+        )""",
     ),
 )
 
@@ -118,14 +135,21 @@ def _remember(
     )
 
 
-class SQLiteMemories:
+class SQLiteMemories(SemanticStore):
     """A `Memories` on a SQLite database: each write is one `BEGIN
     IMMEDIATE` transaction, so its version check and its write hold SQLite's
     one write lock together, against every process on the file. Search is
     FTS5's BM25; a SQLite library without FTS5 raises `ConfigurationError`
-    here. `clock` gives the items' times."""
+    here. Semantic search needs `embedder`; the vectors are in
+    `taskloom_memory_vectors`. `clock` gives the items' times."""
 
-    def __init__(self, database: SQLiteDatabase, *, clock: Clock = system_clock) -> None:
+    def __init__(
+        self,
+        database: SQLiteDatabase,
+        *,
+        clock: Clock = system_clock,
+        embedder: Embedder | None = None,
+    ) -> None:
         if not has_fts5():
             # Refused before its migration is queued: a failing one would
             # fail the session store's next statement too.
@@ -135,7 +159,9 @@ class SQLiteMemories:
             )
         self.database = self._db = database
         self._clock = clock
+        self.embedder = check_embedder(embedder)
         database.require("memory", SQLITE_MEMORY_MIGRATIONS)
+        database.require("memory_vectors", SQLITE_MEMORY_VECTOR_MIGRATIONS)
 
     async def get(self, namespace: Namespace, key: str) -> MemoryItem | None:
         ns, key = check_namespace(namespace), check_key(key)
@@ -198,6 +224,7 @@ class SQLiteMemories:
             raise conflict(namespace, key, wanted or 0, None if row is None else _item(row))
         if isinstance(row, tuple):  # an earlier write's (namespace, key, outcome)
             return as_put(replayed(idem or "", (ns, key), row[:2], namespace, row[2]), idem or "")
+        await self._embed_put(row)
         return row  # type: ignore[no-any-return]
 
     async def delete(
@@ -226,6 +253,10 @@ class SQLiteMemories:
                 if row is not None:
                     conn.execute("DELETE FROM taskloom_memory WHERE id = ?", (row[0],))
                     conn.execute("DELETE FROM taskloom_memory_fts WHERE rowid = ?", (row[0],))
+                    conn.execute(
+                        "DELETE FROM taskloom_memory_vectors WHERE namespace = ? AND key = ?",
+                        (ns, key),
+                    )
                 _remember(conn, idem, ns, key, row is not None, now)
                 return True, row is not None
 
@@ -258,11 +289,13 @@ class SQLiteMemories:
         return [parse_namespace(ns) for (ns,) in rows]
 
     async def search(
-        self, prefix: Namespace, query: str, *, limit: int = 10
+        self, prefix: Namespace, query: str, *, limit: int = 10, mode: SearchMode = "text"
     ) -> builtins.list[MemoryHit]:
         start = check_namespace(prefix, prefix=True)
         limit, _ = check_page(limit)
         terms = check_query(query)
+        if check_mode(mode) == "semantic":
+            return await self._semantic(start, query, limit)
         if not terms or not limit:
             return []
         # Each word quoted: FTS5 reads it as a plain string, never as its syntax.
@@ -279,3 +312,50 @@ class SQLiteMemories:
         )
         # FTS5's bm25() is lower for better matches; a hit's score is higher.
         return [MemoryHit(_item(row), -float(row[6])) for row in rows]
+
+    async def candidates(
+        self, start: str, after: tuple[str, str] | None, model: str, limit: int
+    ) -> builtins.list[Candidate]:
+        """Items under `start` after `after`, with their vectors under `model` (for semantic search)."""
+        after_ns, after_key = after or ("", "")
+        rows = await self._db.fetchall(
+            f"SELECT {', '.join('m.' + c for c in _COLUMNS.split(', '))}, v.digest, v.vector"
+            " FROM taskloom_memory AS m LEFT JOIN taskloom_memory_vectors AS v"
+            " ON v.namespace = m.namespace AND v.key = m.key AND v.model = :model"
+            " WHERE m.namespace >= :prefix AND substr(m.namespace, 1, :n) = :prefix"
+            " AND (m.namespace, m.key) > (:after_ns, :after_key)"
+            " ORDER BY m.namespace, m.key LIMIT :limit",
+            {
+                "model": model,
+                "prefix": start,
+                "n": len(start),
+                "after_ns": after_ns,
+                "after_key": after_key,
+                "limit": limit,
+            },
+            inline=False,
+        )
+        return [Candidate(_item(row), row[6], row[7]) for row in rows]
+
+    async def keep_vectors(
+        self, model: str, made: builtins.list[tuple[MemoryItem, str, bytes]]
+    ) -> None:
+        """Store each item's vector under `model` (while the item exists)."""
+        rows = [
+            (check_namespace(item.namespace), item.key, model, item.version, digest, vector)
+            for item, digest, vector in made
+        ]
+
+        def keep(conn: sqlite3.Connection) -> None:
+            with immediate(conn):
+                conn.executemany(
+                    "INSERT INTO taskloom_memory_vectors"
+                    " (namespace, key, model, version, digest, vector)"
+                    " SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS"
+                    " (SELECT 1 FROM taskloom_memory WHERE namespace = ?1 AND key = ?2)"
+                    " ON CONFLICT (namespace, key, model) DO UPDATE SET version = excluded.version,"
+                    " digest = excluded.digest, vector = excluded.vector",
+                    rows,
+                )
+
+        await self._db.run(keep)
