@@ -1,5 +1,5 @@
 """The console's session page shows the memory its runs used: each namespace
-edited (from the log), with its blocks and items as the store holds them."""
+read or edited (from the log), with its blocks and items as the store holds them."""
 
 from __future__ import annotations
 
@@ -89,4 +89,26 @@ async def test_a_session_without_memory_says_so(tmp_path: Path) -> None:
         session = await runtime.create_session(Agent("plain", ScriptedModel(["hi"])))
         await session.run("hello")
     shown = section(await page(store, f"/sessions/{session.id}"), "memory")
-    assert "No memory edited by this session" in shown
+    assert "No long-term memory read or edited by this session" in shown
+
+
+async def test_a_session_that_only_read_its_memory_shows_its_namespaces(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'console.db'}"
+    shared = ("team", "t1")
+    memory = Memory(
+        [Block("human", "What you know of the user"), Block("team", namespace=shared)],
+        USER,
+        archive=False,
+    )
+    async with Runtime(store=store) as runtime:
+        await runtime.backend.memory.put(USER, "block:human", "Likes green tea.")  # type: ignore[union-attr]
+        await runtime.backend.memory.put(("user", "u2"), "block:human", "someone else")  # type: ignore[union-attr]
+        session = await runtime.create_session(
+            Agent("reader", ScriptedModel(["hi"]), memory=memory)
+        )
+        await session.run("hello")
+    shown = section(await page(store, f"/sessions/{session.id}"), "memory")
+    assert [
+        html.unescape(n) for n in re.findall(r'<h3 class="namespace"><code>(.*?)</code>', shown)
+    ] == ["user/u1", "team/t1"]
+    assert "Likes green tea." in shown and "someone else" not in shown

@@ -1,6 +1,6 @@
 """What a session page shows of long-term memory: the namespaces its runs
-edited (from the log's `memory_edited` entries) with their items as the
-store holds them now. Read-only; bounded however many the log names."""
+read (their start entries) or edited (the log's `memory_edited` entries)
+with their items as the store holds them now. Read-only; bounded however many the log names."""
 
 from __future__ import annotations
 
@@ -47,16 +47,21 @@ class NamespaceView:
 
 
 def used_namespaces(entries: Sequence[Entry]) -> list[Namespace]:
-    """The namespaces the log's memory edits name, in order of first use."""
+    """The namespaces the log's runs read (their start entries say) and its
+    memory edits name, in order of first use."""
     found: dict[Namespace, None] = {}
     for entry in entries:
-        if entry.kind != EntryKind.MEMORY_EDITED:
-            continue
         try:
-            edited = MemoryEdited.from_data(entry.data)
-        except (CorruptEntry, KeyError, TypeError, ValueError):
+            if entry.kind == EntryKind.RUN_STARTED:
+                spaces = entry.data.get("memory") or ()
+                for namespace in spaces if isinstance(spaces, list) else ():
+                    if isinstance(namespace, list) and all(isinstance(p, str) for p in namespace):
+                        found.setdefault(tuple(namespace), None)
+            elif entry.kind == EntryKind.MEMORY_EDITED:
+                edited = MemoryEdited.from_data(entry.data)
+                found.setdefault(tuple(edited.namespace), None)
+        except (CorruptEntry, KeyError, TypeError, ValueError, AttributeError):
             continue
-        found.setdefault(tuple(edited.namespace), None)
     return list(found)
 
 

@@ -47,7 +47,7 @@ class MessageEntry(Payload):
         return decode(cls, data, delivered_text=str(delivered["text"]), delivered_ids=ids)
 
 
-@stored(omit=("traceparent", "offered", "by", "tree"))
+@stored(omit=("traceparent", "offered", "by", "tree", "memory"))
 @dataclass(frozen=True, slots=True)
 class RunStartedEntry(Payload):
     """A run (or a resume) of the session began.
@@ -62,6 +62,8 @@ class RunStartedEntry(Payload):
     `tree` is the tree budget the run charges
     (`TreeBudget.to_dict()`: its id and `Budget`; None: none): a run that
     goes on with this one, cut off or parked, charges the same tree.
+    `memory`: the long-term memory namespaces the run reads (its
+    `taskloom.memory.Memory`'s `namespaces`; empty without one).
     """
 
     KIND: ClassVar[str] = EntryKind.RUN_STARTED
@@ -71,6 +73,7 @@ class RunStartedEntry(Payload):
     offered: Mapping[str, Any] | None = None
     by: str = ""
     tree: dict[str, Any] | None = None
+    memory: tuple[tuple[str, ...], ...] = ()
 
 
 @stored(omit=("own_usage", "text", "budget_left"))

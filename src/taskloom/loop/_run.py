@@ -239,8 +239,15 @@ class RunLoop:
             with watch:
                 name = self._run.agent.name
                 tree_data = tree.to_dict() if tree is not None else None
+                memory = self._run.controls.memory
                 started = RunStartedEntry(
-                    name, resume, watch.traceparent, self._offer(), RUN_BY.get(), tree_data
+                    name,
+                    resume,
+                    watch.traceparent,
+                    self._offer(),
+                    RUN_BY.get(),
+                    tree_data,
+                    () if memory is None else memory.namespaces,
                 )
                 # A plain user turn is the run's whole first step: the start
                 # entry goes with it in one write, which also reads the inbox

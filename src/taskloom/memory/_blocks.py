@@ -141,6 +141,16 @@ class Memory:
             return (*self.namespace, "archive")
         return self.archive
 
+    @property
+    def namespaces(self) -> tuple[Namespace, ...]:
+        """Every namespace this memory reads: its blocks' (in their order),
+        then its archive's, each once (what a run's start records)."""
+        found = dict.fromkeys(b.namespace or self.namespace for b in self.blocks)
+        archive = self.archive_namespace
+        if archive is not None:
+            found[archive] = None
+        return tuple(n for n in found if n)
+
     def for_child(self) -> Memory | None:
         """What a child run without a memory of its own gets of this one (see `children`)."""
         if self.children == "none":
