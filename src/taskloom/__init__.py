@@ -15,6 +15,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+# First, before any of taskloom's dataclasses is built (importing it
+# installs the hook): their methods but `__init__` are compiled at first
+# call, since a run calls few of them.
+from . import _dataclass_methods  # noqa: F401
 from ._lazy import lazy_exports
 from ._output_type import OutputType
 from ._run_controls import StopSignal
