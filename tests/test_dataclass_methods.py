@@ -104,3 +104,18 @@ class Point:
 print(json.dumps([Point.__eq__.__code__.co_name, Point.__repr__.__wrapped__.__code__.co_name]))
 """
     assert json.loads(run_fresh(code)) == ["__eq__", "__repr__"]
+
+
+def test_a_methods_first_call_leaves_nothing_for_the_collector() -> None:
+    # A stand-in replaced by its method, and `__init__`'s by the faster one,
+    # are freed by reference counting (a run leaves no cycles: test_no_cycles).
+    code = """
+import gc
+from taskloom.messages import ToolCall, Usage
+gc.collect()
+gc.disable()
+a, b = Usage(input_tokens=1), Usage(input_tokens=1)
+outcome = [a == b, hash(a) == hash(b), repr(ToolCall(id="c", name="n", arguments={}))[:9]]
+print(gc.collect(), outcome)
+"""
+    assert run_fresh(code).split() == ["0", "[True,", "True,", "'ToolCall(']"]

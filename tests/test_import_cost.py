@@ -106,6 +106,9 @@ def test_a_plain_run_loads_no_optional_part() -> None:
     assert tops & set(NEVER) == set()
     assert own_parts(modules) == set()
     assert "taskloom.events" not in modules
+    # Long-term memory and the PostgreSQL pool's options: named by the
+    # backends' package, used by neither a plain import nor a plain run.
+    assert {"taskloom.backends._memories", "taskloom.backends._pool"} & modules == set()
 
 
 def test_every_kind_reads_in_a_process_that_has_not_loaded_its_payload() -> None:
@@ -162,6 +165,21 @@ def test_the_lazy_names_still_load_on_use() -> None:
         "assert taskloom.DeferredItem.context('note').kind == 'context'\n"
     )
     assert "taskloom.delegation" in modules and "taskloom.background" in modules
+
+
+def test_long_term_memory_and_the_pool_options_load_on_use() -> None:
+    _, modules = loaded(
+        "import asyncio\n"
+        "from taskloom.backends import MemoryBackend, Memories, PoolOptions\n"
+        "from taskloom.backends.memory import MemoryMemories\n"
+        "backend = MemoryBackend()\n"
+        "assert isinstance(backend.memory, MemoryMemories) and isinstance(backend.memory, Memories)\n"
+        "assert backend.memory is backend.memory\n"
+        "asyncio.run(backend.memory.put(('u',), 'k', 'tea'))\n"
+        "assert asyncio.run(backend.memory.get(('u',), 'k')).value == 'tea'\n"
+        "assert PoolOptions(max_size=3).max_size == 3\n"
+    )
+    assert {"taskloom.backends._memories", "taskloom.backends._pool"} <= modules
 
 
 def test_the_strategies_load_on_use_and_decide() -> None:

@@ -82,25 +82,29 @@ def _deferred(name: str, module_globals: Mapping[str, Any] | None) -> bool:
 def _stand_in(name: str, build: Callable[[], Any]) -> Callable[..., Any]:
     """A method that builds the real one at its first call, replaces itself
     with it on the class that holds it, and calls it."""
-    real: Callable[..., Any] | None = None
+    # The stand-in names itself only through `real` (its attribute and its
+    # closure both hold the list): a function that referred to itself would
+    # be left in a reference cycle for the collector once it is replaced.
+    real: list[Callable[..., Any]] = []
 
     def stand_in(self: Any, *args: Any, **kwargs: Any) -> Any:
-        nonlocal real
-        if real is None:
+        if not real:
             made = build()
-            made.__qualname__ = stand_in.__qualname__
-            real = made
             # Later calls go straight to the real method; a stand-in that
             # another wrapper holds (`__repr__` under `recursive_repr`) is
             # not in a class's namespace and keeps forwarding.
             for klass in type(self).__mro__:
-                if klass.__dict__.get(name) is stand_in:
+                held: Any = klass.__dict__.get(name)
+                if getattr(held, "_taskloom_real", None) is real:
+                    made.__qualname__ = held.__qualname__
                     setattr(klass, name, made)
                     break
-        return real(self, *args, **kwargs)
+            real.append(made)
+        return real[0](self, *args, **kwargs)
 
     stand_in.__name__ = name
     stand_in.__qualname__ = name
+    stand_in._taskloom_real = real  # type: ignore[attr-defined]
     return stand_in
 
 

@@ -14,7 +14,9 @@ Each declares its `capabilities` (`Capability`); the contract suites in
 `taskloom.testing` run what a backend declares. `Backend(store, ...)` makes
 one of your own store. The parts of each built-in backend are in
 `taskloom.backends.memory`, `.sqlite` and `.postgres`; the SQLite and
-PostgreSQL backends import on first use: their drivers cost time to import.
+PostgreSQL backends import on first use: their drivers cost time to import;
+so do long-term memory's names and `PoolOptions`, which a run on the memory
+store does not use.
 """
 
 from __future__ import annotations
@@ -42,24 +44,24 @@ from ._leases import (
     system_clock,
 )
 from ._ledgers import BudgetLedger
-from ._memories import (
-    MAX_KEY_LENGTH,
-    MAX_NAMESPACE_DEPTH,
-    MAX_NAMESPACE_PART_LENGTH,
-    MAX_VALUE_BYTES,
-    Memories,
-    MemoryHit,
-    MemoryItem,
-    MemoryValue,
-    Namespace,
-)
 from ._open import open_backend
-from ._pool import DEFAULT_MAX_SIZE, PoolOptions
 from ._snapshots import SnapshotStore
 from ._store import MAX_SESSION_ID_LENGTH, SessionMeta, SessionStore, check_session_id
 from .memory import MemoryBackend
 
 if TYPE_CHECKING:
+    from ._memories import (
+        MAX_KEY_LENGTH,
+        MAX_NAMESPACE_DEPTH,
+        MAX_NAMESPACE_PART_LENGTH,
+        MAX_VALUE_BYTES,
+        Memories,
+        MemoryHit,
+        MemoryItem,
+        MemoryValue,
+        Namespace,
+    )
+    from ._pool import DEFAULT_MAX_SIZE, PoolOptions
     from .postgres import PostgresBackend
     from .sqlite import SQLiteBackend
 
@@ -105,4 +107,26 @@ __all__ = [
     "system_clock",
 ]
 
-__getattr__ = lazy_exports(__name__, {"SQLiteBackend": ".sqlite", "PostgresBackend": ".postgres"})
+# Long-term memory and the PostgreSQL pool's options load at first use: a
+# plain run on the memory store names neither.
+_MEMORIES = (
+    "MAX_KEY_LENGTH",
+    "MAX_NAMESPACE_DEPTH",
+    "MAX_NAMESPACE_PART_LENGTH",
+    "MAX_VALUE_BYTES",
+    "Memories",
+    "MemoryHit",
+    "MemoryItem",
+    "MemoryValue",
+    "Namespace",
+)
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "SQLiteBackend": ".sqlite",
+        "PostgresBackend": ".postgres",
+        "DEFAULT_MAX_SIZE": "._pool",
+        "PoolOptions": "._pool",
+        **dict.fromkeys(_MEMORIES, "._memories"),
+    },
+)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+from typing import TYPE_CHECKING
+
 from .._backend import Backend, Capability
 from .._leases import Clock, system_clock
 from .._ledgers import MemoryBudgets
-from .._memories import MemoryMemories
 from ._background import MemoryActivityRegistry, MemoryNoticeInbox
 from ._store import MemorySnapshots, MemoryStore
+
+if TYPE_CHECKING:
+    from .._memories import MemoryMemories
 
 MEMORY_CAPABILITIES = frozenset(
     {
@@ -40,6 +45,14 @@ class MemoryBackend(Backend):
             inbox=MemoryNoticeInbox(),
             snapshots=MemorySnapshots(store.leases),
             budgets=MemoryBudgets(),
-            memory=MemoryMemories(clock=clock),
             capabilities=MEMORY_CAPABILITIES,
         )
+        self._clock = clock
+
+    @functools.cached_property
+    def memory(self) -> MemoryMemories:
+        """The long-term memory in this process (built, and its module
+        imported, at the first read: a plain run never reads it)."""
+        from .._memories import MemoryMemories
+
+        return MemoryMemories(clock=self._clock)
