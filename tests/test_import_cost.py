@@ -51,6 +51,9 @@ NEVER_OWN = (
     "taskloom.backends.postgres",
 )
 
+# Classes a plain run never makes, whose modules load at their first use.
+LOADED_ON_USE = ("MemoryItem", "MemoryMemories", "PoolOptions", "Compaction", "Compactor")
+
 CHILD = """
 import json, sys
 {code}
@@ -102,13 +105,16 @@ def test_a_plain_run_loads_no_optional_part() -> None:
         "for name in ('Steer', 'ApprovalDecision', 'CompactionEntry', 'SubagentResult'):\n"
         "    assert not any(name in vars(m) for n, m in list(sys.modules.items())\n"
         "                   if n.startswith('taskloom.')), name\n"
+        # Nor long-term memory, the PostgreSQL pool's options (named by the
+        # backends' package) or compaction's machinery (an agent with a
+        # policy loads it).
+        f"for name in {LOADED_ON_USE!r}:\n"
+        "    assert not any(name in vars(m) for n, m in list(sys.modules.items())\n"
+        "                   if n.startswith('taskloom.')), name\n"
     )
     assert tops & set(NEVER) == set()
     assert own_parts(modules) == set()
     assert "taskloom.events" not in modules
-    # Long-term memory and the PostgreSQL pool's options: named by the
-    # backends' package, used by neither a plain import nor a plain run.
-    assert {"taskloom.backends._memories", "taskloom.backends._pool"} & modules == set()
 
 
 def test_every_kind_reads_in_a_process_that_has_not_loaded_its_payload() -> None:
@@ -167,8 +173,8 @@ def test_the_lazy_names_still_load_on_use() -> None:
     assert "taskloom.delegation" in modules and "taskloom.background" in modules
 
 
-def test_long_term_memory_and_the_pool_options_load_on_use() -> None:
-    _, modules = loaded(
+def test_long_term_memory_the_pool_options_and_compaction_load_on_use() -> None:
+    loaded(
         "import asyncio\n"
         "from taskloom.backends import MemoryBackend, Memories, PoolOptions\n"
         "from taskloom.backends.memory import MemoryMemories\n"
@@ -178,8 +184,14 @@ def test_long_term_memory_and_the_pool_options_load_on_use() -> None:
         "asyncio.run(backend.memory.put(('u',), 'k', 'tea'))\n"
         "assert asyncio.run(backend.memory.get(('u',), 'k')).value == 'tea'\n"
         "assert PoolOptions(max_size=3).max_size == 3\n"
+        "from taskloom import Agent, Compaction\n"
+        "from taskloom.models import ScriptedModel, reply\n"
+        "agent = Agent('a', ScriptedModel([reply('ok')]), compaction=Compaction())\n"
+        "assert agent.run_sync('hi').text == 'ok'\n"
+        f"for name in {LOADED_ON_USE!r}:\n"
+        "    assert any(name in vars(m) for n, m in list(sys.modules.items())\n"
+        "               if n.startswith('taskloom.')), name\n"
     )
-    assert {"taskloom.backends._memories", "taskloom.backends._pool"} <= modules
 
 
 def test_the_strategies_load_on_use_and_decide() -> None:
