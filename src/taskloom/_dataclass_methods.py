@@ -6,7 +6,7 @@ On Python 3.11 and 3.12, `dataclass` compiles each method it writes
 (`__repr__`, `__eq__`, `__hash__`, a frozen class's `__setattr__` and
 `__delattr__`, the order methods) from source text as it builds the class:
 about half a million instructions a method, some 250 methods at
-`import taskloom`, of which a plain run calls a handful. `install()` wraps
+`import taskloom`, of which a plain run calls none. `install()` wraps
 `dataclasses._create_fn` so that, for a class defined in a module of
 taskloom's, such a method is first a stand-in that writes the real one at
 its first call, puts it where the stand-in was and calls it. The text, its
