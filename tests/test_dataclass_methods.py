@@ -119,3 +119,25 @@ outcome = [a == b, hash(a) == hash(b), repr(ToolCall(id="c", name="n", arguments
 print(gc.collect(), outcome)
 """
     assert run_fresh(code).split() == ["0", "[True,", "True,", "'ToolCall(']"]
+
+
+def test_a_value_that_holds_itself_prints_as_dataclass_prints_it() -> None:
+    # `dataclass` guards `__repr__` against recursion (`recursive_repr`);
+    # compiling it at first call must keep the guard, the first time and after.
+    code = """
+import dataclasses
+from taskloom.messages import ToolCall
+Ref = dataclasses.make_dataclass(
+    "ToolCall",
+    [(f.name, object, dataclasses.field(init=f.init, default=f.default))
+     for f in dataclasses.fields(ToolCall)],
+    frozen=True, slots=True,
+)
+def looped(cls):
+    value = cls(id="c1", name="add", arguments={})
+    object.__setattr__(value, "raw_arguments", (value,))  # a cycle through a tuple
+    return value
+ours, theirs = looped(ToolCall), looped(Ref)
+print(repr(ours) == repr(theirs) and repr(ours) == repr(theirs) and "..." in repr(ours))
+"""
+    assert run_fresh(code).strip() == "True"

@@ -90,12 +90,15 @@ def _stand_in(name: str, build: Callable[[], Any]) -> Callable[..., Any]:
     def stand_in(self: Any, *args: Any, **kwargs: Any) -> Any:
         if not real:
             made = build()
-            # Later calls go straight to the real method; a stand-in that
-            # another wrapper holds (`__repr__` under `recursive_repr`) is
-            # not in a class's namespace and keeps forwarding.
+            # Later calls go straight to the real method. A stand-in that
+            # another wrapper holds (`__repr__` under `recursive_repr`, whose
+            # `wraps` copied `_taskloom_real` onto it) stays under it and
+            # keeps forwarding: the wrapper is not replaced.
             for klass in type(self).__mro__:
                 held: Any = klass.__dict__.get(name)
-                if getattr(held, "_taskloom_real", None) is real:
+                if getattr(held, "_taskloom_real", None) is real and not hasattr(
+                    held, "__wrapped__"
+                ):
                     made.__qualname__ = held.__qualname__
                     setattr(klass, name, made)
                     break
