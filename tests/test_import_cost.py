@@ -51,6 +51,9 @@ NEVER_OWN = (
     "taskloom.backends.postgres",
 )
 
+# Classes a plain run never makes, whose modules load at their first use.
+LOADED_ON_USE = ("MemoryItem", "MemoryMemories", "PoolOptions", "Compaction", "Compactor")
+
 CHILD = """
 import json, sys
 {code}
@@ -100,6 +103,12 @@ def test_a_plain_run_loads_no_optional_part() -> None:
         # Nor the entry payloads a plain run does not write (steering,
         # approvals, children...): only its start, messages, calls and end.
         "for name in ('Steer', 'ApprovalDecision', 'CompactionEntry', 'SubagentResult'):\n"
+        "    assert not any(name in vars(m) for n, m in list(sys.modules.items())\n"
+        "                   if n.startswith('taskloom.')), name\n"
+        # Nor long-term memory, the PostgreSQL pool's options (named by the
+        # backends' package) or compaction's machinery (an agent with a
+        # policy loads it).
+        f"for name in {LOADED_ON_USE!r}:\n"
         "    assert not any(name in vars(m) for n, m in list(sys.modules.items())\n"
         "                   if n.startswith('taskloom.')), name\n"
     )
@@ -162,6 +171,27 @@ def test_the_lazy_names_still_load_on_use() -> None:
         "assert taskloom.DeferredItem.context('note').kind == 'context'\n"
     )
     assert "taskloom.delegation" in modules and "taskloom.background" in modules
+
+
+def test_long_term_memory_the_pool_options_and_compaction_load_on_use() -> None:
+    loaded(
+        "import asyncio\n"
+        "from taskloom.backends import MemoryBackend, Memories, PoolOptions\n"
+        "from taskloom.backends.memory import MemoryMemories\n"
+        "backend = MemoryBackend()\n"
+        "assert isinstance(backend.memory, MemoryMemories) and isinstance(backend.memory, Memories)\n"
+        "assert backend.memory is backend.memory\n"
+        "asyncio.run(backend.memory.put(('u',), 'k', 'tea'))\n"
+        "assert asyncio.run(backend.memory.get(('u',), 'k')).value == 'tea'\n"
+        "assert PoolOptions(max_size=3).max_size == 3\n"
+        "from taskloom import Agent, Compaction\n"
+        "from taskloom.models import ScriptedModel, reply\n"
+        "agent = Agent('a', ScriptedModel([reply('ok')]), compaction=Compaction())\n"
+        "assert agent.run_sync('hi').text == 'ok'\n"
+        f"for name in {LOADED_ON_USE!r}:\n"
+        "    assert any(name in vars(m) for n, m in list(sys.modules.items())\n"
+        "               if n.startswith('taskloom.')), name\n"
+    )
 
 
 def test_the_strategies_load_on_use_and_decide() -> None:

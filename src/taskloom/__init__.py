@@ -15,6 +15,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+# First, before any of taskloom's dataclasses is built (importing it
+# installs the hook): their methods but `__init__` are compiled at first
+# call, since a run calls few of them.
+from . import _dataclass_methods  # noqa: F401
 from ._lazy import lazy_exports
 from ._output_type import OutputType
 from ._run_controls import StopSignal
@@ -37,7 +41,6 @@ from .errors import (
 )
 from .loop import (
     Budget,
-    Compaction,
     Price,
     RunOptions,
     RunStream,
@@ -105,12 +108,14 @@ __version__ = "0.1.0"
 
 # Delegation and the background tools are part of the public surface but
 # import on first use, so `import taskloom` stays as cheap as pydantic alone.
-# So are the deferred items (`taskloom.entries` loads them at first use).
+# So are the deferred items (`taskloom.entries` loads them at first use), and
+# `Compaction` (a run without a policy never needs its machinery).
 # Type checkers see them through the imports below.
 if TYPE_CHECKING:
     from .background import background_tools
     from .delegation import Spawner, SubAgent, console_tools
     from .entries import DeferredItem
+    from .loop import Compaction
 
 _LAZY = {
     "SubAgent": "taskloom.delegation",
@@ -118,6 +123,7 @@ _LAZY = {
     "console_tools": "taskloom.delegation",
     "background_tools": "taskloom.background",
     "DeferredItem": "taskloom.entries",
+    "Compaction": "taskloom.loop._compact",
 }
 
 __getattr__ = lazy_exports(__name__, _LAZY)

@@ -76,9 +76,11 @@ def fast_init(cls: type[T]) -> type[T]:
         return cls
     dataclass_init: Callable[..., None] = original
 
+    # `first` does not name itself (it would be left in a reference cycle
+    # for the collector once replaced): it knows itself by its marker.
     def first(self: Any, *args: Any, **kwargs: Any) -> None:
         init: Callable[..., None] = cls.__dict__["__init__"]
-        if init is first:
+        if getattr(init, "_taskloom_first_of", None) is cls:
             init = _written_init(cls, dataclass_init)
             cls.__init__ = init  # type: ignore[method-assign]
         init(self, *args, **kwargs)
@@ -88,6 +90,7 @@ def fast_init(cls: type[T]) -> type[T]:
     first.__doc__ = original.__doc__
     first.__annotations__ = dict(getattr(original, "__annotations__", {}))
     first.__wrapped__ = original  # type: ignore[attr-defined]
+    first._taskloom_first_of = cls  # type: ignore[attr-defined]
     cls.__init__ = first  # type: ignore[method-assign]
     return cls
 

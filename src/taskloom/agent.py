@@ -22,14 +22,14 @@ from typing_extensions import TypeVar
 
 from ._output_type import OutputType
 from .errors import ConfigurationError, UsageError
-from .loop import Compaction, RunStream
+from .loop import RunStream
 from .loop.ports import OUTPUT_TOOL
 from .models import Model, ModelSettings
 from .tools import Tool, ToolLike, Toolset, as_tool
 
 if TYPE_CHECKING:
     from .events import Event
-    from .loop import RunOptions
+    from .loop import Compaction, RunOptions
     from .memory import Memory
     from .messages import Message
     from .results import RunResult, ToolSpec
@@ -174,7 +174,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
             raise _invalid(name, "settings", settings, "a taskloom.models.ModelSettings or None")
         if type(fixes) is not int or fixes < 0:
             raise _invalid(name, "fixes", fixes, "an int of at least 0")
-        if compaction is not None and not isinstance(compaction, Compaction):
+        if compaction is not None and not _is_compaction(compaction):
             raise _invalid(name, "compaction", compaction, "a taskloom.Compaction or None")
         if memory is not None:
             _check_memory(name, memory)
@@ -397,6 +397,14 @@ _FIELDS = (
 _MODEL_TYPES: set[type[Any]] = set()
 """Model classes already seen to have `request` and `stream` (strings are
 checked every time: their form is the check)."""
+
+
+def _is_compaction(value: object) -> bool:
+    """Whether `value` is a `Compaction` (its module is imported only for an
+    agent given a policy: a plain run never loads it)."""
+    from .loop import Compaction
+
+    return isinstance(value, Compaction)
 
 
 def _invalid(agent: str, option: str, value: object, valid: str) -> ConfigurationError:

@@ -15,7 +15,9 @@ Each declares its `capabilities` (`Capability`); the contract suites in
 `taskloom.testing` run what a backend declares. `Backend(store, ...)` makes
 one of your own store. The parts of each built-in backend are in
 `taskloom.backends.memory`, `.sqlite` and `.postgres`; the SQLite and
-PostgreSQL backends import on first use: their drivers cost time to import.
+PostgreSQL backends import on first use: their drivers cost time to import;
+so do long-term memory's names and `PoolOptions`, which a run on the memory
+store does not use.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from ._activities import (
     NoticeStatus,
 )
 from ._backend import Backend, Capability, backend_of, snapshots_for
-from ._embedders import SentenceTransformerEmbedder
 from ._leases import (
     Clock,
     Fence,
@@ -44,27 +45,28 @@ from ._leases import (
     system_clock,
 )
 from ._ledgers import BudgetLedger
-from ._memories import (
-    IDEMPOTENCY_KEEP_SECONDS,
-    MAX_IDEMPOTENCY_KEY_LENGTH,
-    MAX_KEY_LENGTH,
-    MAX_NAMESPACE_DEPTH,
-    MAX_NAMESPACE_PART_LENGTH,
-    MAX_VALUE_BYTES,
-    Memories,
-    MemoryHit,
-    MemoryItem,
-    MemoryValue,
-    Namespace,
-)
 from ._open import open_backend
-from ._pool import DEFAULT_MAX_SIZE, PoolOptions
-from ._semantic import EMBED_BATCH, MAX_SEMANTIC_ITEMS, Embedder, SearchMode
 from ._snapshots import SnapshotStore
 from ._store import MAX_SESSION_ID_LENGTH, SessionMeta, SessionStore, check_session_id
 from .memory import MemoryBackend
 
 if TYPE_CHECKING:
+    from ._embedders import SentenceTransformerEmbedder
+    from ._memories import (
+        IDEMPOTENCY_KEEP_SECONDS,
+        MAX_IDEMPOTENCY_KEY_LENGTH,
+        MAX_KEY_LENGTH,
+        MAX_NAMESPACE_DEPTH,
+        MAX_NAMESPACE_PART_LENGTH,
+        MAX_VALUE_BYTES,
+        Memories,
+        MemoryHit,
+        MemoryItem,
+        MemoryValue,
+        Namespace,
+    )
+    from ._pool import DEFAULT_MAX_SIZE, PoolOptions
+    from ._semantic import EMBED_BATCH, MAX_SEMANTIC_ITEMS, Embedder, SearchMode
     from .postgres import PostgresBackend
     from .sqlite import SQLiteBackend
 
@@ -117,4 +119,32 @@ __all__ = [
     "system_clock",
 ]
 
-__getattr__ = lazy_exports(__name__, {"SQLiteBackend": ".sqlite", "PostgresBackend": ".postgres"})
+# Long-term memory (its search by meaning too) and the PostgreSQL pool's
+# options load at first use: a plain run on the memory store names neither.
+_MEMORIES = (
+    "IDEMPOTENCY_KEEP_SECONDS",
+    "MAX_IDEMPOTENCY_KEY_LENGTH",
+    "MAX_KEY_LENGTH",
+    "MAX_NAMESPACE_DEPTH",
+    "MAX_NAMESPACE_PART_LENGTH",
+    "MAX_VALUE_BYTES",
+    "Memories",
+    "MemoryHit",
+    "MemoryItem",
+    "MemoryValue",
+    "Namespace",
+)
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "SQLiteBackend": ".sqlite",
+        "PostgresBackend": ".postgres",
+        "DEFAULT_MAX_SIZE": "._pool",
+        "PoolOptions": "._pool",
+        **dict.fromkeys(_MEMORIES, "._memories"),
+        **dict.fromkeys(
+            ("EMBED_BATCH", "MAX_SEMANTIC_ITEMS", "Embedder", "SearchMode"), "._semantic"
+        ),
+        "SentenceTransformerEmbedder": "._embedders",
+    },
+)

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 from ._boundary import RoundBoundary
-from ._compact import SUMMARY_PROMPT, Compaction, ContextEstimate
 from ._options import DEFAULT_MAX_ROUNDS, RunOptions
 from ._stream import RunStream
 from ._tree_budget import Budget, Price
@@ -21,6 +20,7 @@ from ._tree_budget import Budget, Price
 # The round strategies import on first use: a run without one never needs
 # them. Type checkers see them through the imports below.
 if TYPE_CHECKING:
+    from ._compact import SUMMARY_PROMPT, Compaction, ContextEstimate
     from ._strategy import (
         Continue,
         Inject,
@@ -68,6 +68,10 @@ _LAZY = {
         "Stop",
     )
 }
+# Compaction, too: only an agent with a policy needs its machinery.
+_LAZY.update(
+    dict.fromkeys(("SUMMARY_PROMPT", "Compaction", "ContextEstimate"), "taskloom.loop._compact")
+)
 
 __getattr__ = lazy_exports(__name__, _LAZY)
 

@@ -24,7 +24,6 @@ from ..errors import ContextWindowExceeded
 from ..messages import Message
 from ..models import Model, ModelRequest, ModelResponse, ResponseCompleted
 from ..results import RunStatus
-from ._compact import Compactor
 from ._port import Delivery, ModelCallWatch
 from ._result import EndRun
 from ._scope import RunState
@@ -32,6 +31,7 @@ from ._tree_budget import BudgetSpent, InputBound, TreeBudget, within_range
 
 if TYPE_CHECKING:
     from .. import events
+    from ._compact import Compactor
 else:
     # Imported once something subscribes: a plain run makes no event.
     events = LazyModule("taskloom.events")
@@ -195,7 +195,12 @@ class Requests:
         asker = self._asker = ModelAsker(run)
         policy = run.agent.compaction
         # An agent without a compaction policy sends the whole view, and has nothing to decide.
-        self.compactor = None if policy is None else Compactor(policy, run, asker)
+        if policy is None:
+            self.compactor: Compactor | None = None
+        else:
+            from ._compact import Compactor  # only an agent with a policy loads it
+
+            self.compactor = Compactor(policy, run, asker)
         # Adapters keep their wire encoding of this run's messages here.
         self.memo: dict[Any, Any] = {}
 

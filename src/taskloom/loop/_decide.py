@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from ..messages import Message, ToolResult
 from ..results import RunStatus
 from ._boundary import RoundBoundary
-from ._compact import Compactor
 from ._result import End
 from ._scope import RunState, append_message
 from ._strategy import (
@@ -18,6 +18,9 @@ from ._strategy import (
     RoundStrategy,
     RoundToolResult,
 )
+
+if TYPE_CHECKING:
+    from ._compact import Compactor
 
 PROCEED = RoundDecision.proceed()
 """The decision of a run without a strategy, at every boundary."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable, Coroutine, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Generic
 
 from .. import entries as log_entries
@@ -36,7 +37,6 @@ from ._decisions import (
 )
 from ._fork import fork_session
 from ._journal import SessionJournal
-from ._memory_run import with_memory
 from ._run_queue import RunDemand
 from ._session_lease import SessionHold
 from ._session_parts import SessionModel, SessionTools
@@ -183,10 +183,20 @@ class Session(Generic[AgentDepsT, AgentOutputT]):
             hold = self.hold(wait=wait)
             async with hold as held:
                 scope = RunScope(self.id, new_run_id(), origin, emit)
-                # Read within the lease: the blocks as the store holds them now.
-                agent, ports, run_options, serving = await with_memory(
-                    self.runtime, self.agent, self._ports(), options, scope.run_id
-                )
+                agent, ports, run_options = self.agent, self._ports(), options
+                serving: AbstractContextManager[None] = nullcontext()
+                if (
+                    options.memory is not None
+                    or agent.memory is not None
+                    or options.parent_memory is not None
+                ):
+                    # Loaded for a run with memory only. Read within the
+                    # lease: the blocks as the store holds them now.
+                    from ._memory_run import with_memory
+
+                    agent, ports, run_options, serving = await with_memory(
+                        self.runtime, agent, ports, options, scope.run_id
+                    )
                 undo = held.on_lost(lambda: options.stop.set("the session was taken over"))
                 loop = RunLoop(agent, ports, scope, run_options, deps)
                 # Only a lease this run took is released by its bound; an

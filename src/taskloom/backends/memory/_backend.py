@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import functools
+from typing import TYPE_CHECKING
+
 from .._backend import Backend, Capability
 from .._leases import Clock, system_clock
 from .._ledgers import MemoryBudgets
-from .._memories import MemoryMemories
-from .._semantic import Embedder
 from ._background import MemoryActivityRegistry, MemoryNoticeInbox
 from ._store import MemorySnapshots, MemoryStore
+
+if TYPE_CHECKING:
+    from .._memories import MemoryMemories
+    from .._semantic import Embedder
 
 MEMORY_CAPABILITIES = frozenset(
     {
@@ -41,6 +46,11 @@ class MemoryBackend(Backend):
         store: MemoryStore | None = None,
         embedder: Embedder | None = None,
     ) -> None:
+        if embedder is not None:
+            # Checked where it was given, though the memory is built at first use.
+            from .._semantic import check_embedder
+
+            check_embedder(embedder)
         store = store if store is not None else MemoryStore(clock=clock)
         super().__init__(
             store,
@@ -48,6 +58,15 @@ class MemoryBackend(Backend):
             inbox=MemoryNoticeInbox(),
             snapshots=MemorySnapshots(store.leases),
             budgets=MemoryBudgets(),
-            memory=MemoryMemories(clock=clock, embedder=embedder),
             capabilities=MEMORY_CAPABILITIES,
         )
+        self._clock = clock
+        self._embedder = embedder
+
+    @functools.cached_property
+    def memory(self) -> MemoryMemories:
+        """The long-term memory in this process (built, and its module
+        imported, at the first read: a plain run never reads it)."""
+        from .._memories import MemoryMemories
+
+        return MemoryMemories(clock=self._clock, embedder=self._embedder)
