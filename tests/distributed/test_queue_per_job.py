@@ -1,5 +1,5 @@
-"""What the queue spends on each job: its fetch and its end are one round
-trip each, and of its life only its end is announced on the queue's channel
+"""What the queue spends on each job: its queueing, its fetch and its end
+are one round trip each, and of its life only its end is announced on the queue's channel
 (a waiter, `Session.wait`, looks only for ends, and every NOTIFY costs its
 transaction's commit and wakes every listening backend)."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 
@@ -91,5 +92,36 @@ async def test_a_jobs_fetch_and_its_end_are_one_round_trip_each(pg_schema: str) 
         assert (job.lock, job.queue, job.status, job.attempts) == ("L2", "runs", "doing", 0)
         assert job.worker_id == worker
         assert (await manager.get_job_status_async(job_id)).value == "succeeded"
+    finally:
+        await queue.close()
+
+
+async def test_queueing_a_job_is_one_round_trip_and_a_waiting_one_is_joined(
+    pg_schema: str,
+) -> None:
+    queue = WorkQueue(PG_DSN, schema=pg_schema)
+    try:
+        app = await queue.app()
+        args = {"schedule_id": "x", "due": 2.5}
+        with _counter().count_statements() as sent:
+            first = await queue.database.defer(
+                "taskloom.tick", args, queue="runs", lock="L3", queueing_lock="Q3"
+            )
+        assert sent.round_trips - sent.checks == 1, dict(sent.by_kind)
+        # The same queueing lock while the first waits: joined, not queued twice.
+        again = await queue.database.defer(
+            "taskloom.tick", args, queue="runs", lock="L3", queueing_lock="Q3"
+        )
+        assert again == first
+        waiting = await app.job_manager.list_jobs_async(queueing_lock="Q3")
+        assert [(str(j.id), j.status, j.task_kwargs, j.lock) for j in waiting] == [
+            (first, "todo", args, "L3")
+        ]
+        at = datetime(2100, 1, 2, 3, 4, 5, tzinfo=UTC)
+        later = await queue.database.defer(
+            "taskloom.tick", args, queue="runs", lock="L4", queueing_lock="Q4", at=at
+        )
+        (job,) = await app.job_manager.list_jobs_async(queueing_lock="Q4")
+        assert (str(job.id), job.scheduled_at, job.queue) == (later, at, "runs")
     finally:
         await queue.close()

@@ -18,8 +18,9 @@ from collections.abc import Iterable
 from typing import Any
 
 import psycopg
-from procrastinate import exceptions, jobs, manager, retry, sql
+from procrastinate import exceptions, jobs, manager, retry, sql, types
 from procrastinate.sync_psycopg_connector import wrap_exceptions
+from psycopg.types.json import Jsonb
 
 from ..backends.postgres import _lean
 from ._engine import Busy, Drained, Lost
@@ -37,6 +38,8 @@ _FINISH = f"""SELECT procrastinate_finish_job_v1(owned.id, %(status)s, %(delete_
 _RETRY = f"""SELECT procrastinate_retry_job_v2(owned.id, %(retry_at)s, %(priority)s, %(queue)s,
     %(lock)s) FROM ({_OWNED}) AS owned"""
 
+_DEFER = sql.queries["defer_jobs"]
+_TODO = jobs.Status.TODO.value
 _FETCH = sql.queries["fetch_job"]
 _JOB_COLUMNS = (
     "id",
@@ -78,7 +81,8 @@ class JobStrategy(retry.BaseRetryStrategy):
 
 class FencedJobManager(manager.JobManager):
     """procrastinate's job manager, with finish and retry fenced by ownership,
-    and a fetch that a dropped connection does not turn into a stopped worker."""
+    and a fetch that a dropped connection does not turn into a stopped worker;
+    its queueing, fetch and end are sent on the store's lean statement path."""
 
     async def fetch_job(self, queues: Iterable[str] | None, worker_id: int) -> jobs.Job | None:
         """The next job, marked `doing` under this worker; None when there is none,
@@ -114,6 +118,34 @@ class FencedJobManager(manager.JobManager):
         with wrap_exceptions():
             async with self.connector.pool.connection() as conn:  # type: ignore[attr-defined]
                 return await _lean.statement(conn, query, params, result)
+
+    async def batch_defer_jobs_async(
+        self, jobs: list[jobs.Job], connection: Any | None = None
+    ) -> list[jobs.Job]:
+        """Queue `jobs` in one statement (as procrastinate does, on the lean
+        path: a host queues one per child); `AlreadyEnqueued` when a job's
+        queueing lock is taken. With `connection`, procrastinate's own path,
+        in that connection's transaction."""
+        if connection is not None:
+            return await super().batch_defer_jobs_async(jobs, connection)
+        wanted = [
+            types.JobToDefer(
+                queue_name=job.queue,
+                task_name=job.task_name,
+                priority=job.priority,
+                lock=job.lock,
+                queueing_lock=job.queueing_lock,
+                # Dumped as jsonb, as procrastinate's connector wraps it.
+                args=Jsonb(job.task_kwargs),  # type: ignore[arg-type]
+                scheduled_at=job.scheduled_at,
+            )
+            for job in jobs
+        ]
+        try:
+            rows = await self._statement(_DEFER, {"jobs": wanted}, _lean.ALL)
+        except exceptions.UniqueViolation as exc:
+            self._raise_already_enqueued(exc=exc, queueing_lock=exc.queueing_lock)
+        return [job.evolve(id=row[0], status=_TODO) for job, row in zip(jobs, rows, strict=True)]
 
     async def finish_job(self, job: jobs.Job, status: jobs.Status, delete_job: bool) -> None:
         """Finish `job` if it is still ours (see the module docstring)."""
