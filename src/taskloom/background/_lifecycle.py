@@ -116,7 +116,10 @@ class Lifecycle:
         `WorkFinished` is emitted only by the first push of the notice id, so
         racing or repeated finishes announce once. If the push raises, the
         registration stays (calling `finish` again is the retry); an exception
-        from `emit` propagates after the registration is removed.
+        from `emit` propagates after the registration is removed. An inbox
+        that can push and unregister in one statement (`push_removing`, the
+        PostgreSQL one beside its own registry) writes both at once, then
+        announces.
         """
         # A store that can write both at once (one statement, atomic) does:
         # no window at all, and one round trip fewer.
