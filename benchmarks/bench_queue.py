@@ -2,6 +2,9 @@
 
     python benchmarks/bench_queue.py [--quick] [--url postgresql://...]
         [--engines both|procrastinate|temporal]
+    python benchmarks/bench_queue.py --rows 2 [--children 300] [--turns 3]
+        (the children's throughput row alone, as many turns as asked, with the
+        load average and the host's CPU spent queueing)
 
 - background children per second through 1, 2 and 4 worker processes (a
   scripted child: one model round, its terminal entry, its report), and the
@@ -454,11 +457,12 @@ async def throughput(
 
             def queueing() -> None:
                 before.append(server_cpu(url, tag))
-                began.append(time.monotonic())
+                began.extend((time.monotonic(), time.process_time()))
 
             await children(runtime, count, sent=sent, queueing=queueing)
             if sent is not None:
                 sent["(queueing, µs)"] += round((time.monotonic() - began[0]) * 1e6)
+                sent["(queueing CPU, µs)"] += round((time.process_time() - began[1]) * 1e6)
             await wait_done(url, schema, "taskloom.child", count)
             after = server_cpu(url, tag)
             if sent is not None and before[0] is not None and after is not None:
@@ -689,6 +693,36 @@ async def temporal_measures(
     }
 
 
+async def rows_only(url: str, workers: int, count: int, turns: int) -> None:
+    """The throughput row alone for `workers` processes, `turns` times (the
+    load average with each), then the statements per child by kind."""
+    print(
+        f"{count} children, {workers} workers (x8 jobs each)\n\n"
+        "| load (1 min) | children / s | statements / child | worker CPU / child "
+        "| PostgreSQL CPU / child | host queueing CPU / child |"
+    )
+    print("|---|---|---|---|---|---|")
+    kinds: Counter[str] = Counter()
+    for _ in range(turns):
+        load = os.getloadavg()[0]
+        sent: Counter[str] = Counter()
+        rate, _ = await throughput(url, workers, count, 100, sent)
+        cpu = sent.pop("(worker CPU, µs)") / count
+        server = sent.pop("(server CPU, µs)", None)
+        queueing = sent.pop("(queueing CPU, µs)", 0) / count
+        sent.pop("(queueing, µs)")
+        on_server = "n/a" if server is None else f"{server / count / 1000:.2f} ms"
+        print(
+            f"| {load:.1f} | {rate:.0f} | {sum(sent.values()) / count:.1f} "
+            f"| {cpu / 1000:.2f} ms | {on_server} | {queueing / 1000:.2f} ms |",
+            flush=True,
+        )
+        kinds = sent
+    print("\nstatements per child by kind, the last turn:")
+    for kind, n in kinds.most_common():
+        print(f"  {n / count:6.2f}  {kind[:100]}")
+
+
 async def main(url: str, quick: bool, engines: str = "both") -> None:
     if engines in ("both", "procrastinate"):
         beside = await procrastinate_main(url, quick)
@@ -752,6 +786,7 @@ async def procrastinate_main(url: str, quick: bool) -> dict[str, Any]:
             cpu = sent.pop("(worker CPU, µs)") / count
             server = sent.pop("(server CPU, µs)", None)
             queueing = count / (sent.pop("(queueing, µs)") / 1e6)
+            sent.pop("(queueing CPU, µs)")
             on_server = "n/a" if server is None else f"{server / count / 1000:.2f} ms"
             per = sum(sent.values()) / count
             print(
@@ -807,6 +842,15 @@ if __name__ == "__main__":
         default="both",
         help="which engines to measure (the comparison table needs both)",
     )
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=None,
+        metavar="WORKERS",
+        help="only the throughput row for WORKERS worker processes (--children, --turns)",
+    )
+    parser.add_argument("--children", type=int, default=300)
+    parser.add_argument("--turns", type=int, default=1)
     parser.add_argument("--fast", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--temporal", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--namespace", default=None, help=argparse.SUPPRESS)
@@ -820,5 +864,7 @@ if __name__ == "__main__":
         os._exit(0)
     elif args.serve:
         asyncio.run(serve(args.url, args.serve, args.concurrency, args.fast))
+    elif args.rows:
+        asyncio.run(rows_only(args.url, args.rows, args.children, args.turns))
     else:
         asyncio.run(main(args.url, args.quick, args.engines))

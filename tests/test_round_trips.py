@@ -18,7 +18,9 @@ import pytest
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
 from taskloom import Agent, RunOptions, Runtime, ToolContext, ToolEffect, Usage, tool
-from taskloom.backends import BackgroundNotice, PostgresBackend
+from taskloom.backends import BackgroundActivity, BackgroundNotice, PostgresBackend
+from taskloom.background import Lifecycle
+from taskloom.events import WorkFinished
 from taskloom.models import FunctionModel, ModelRequest, reply
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.postgres, requires_postgres]
@@ -28,6 +30,9 @@ ROUNDS = 20
 
 
 def _counter() -> ModuleType:
+    # Loaded once: it patches psycopg once, towards its own module's counters.
+    if "taskloom_bench_statements" in sys.modules:
+        return sys.modules["taskloom_bench_statements"]
     path = Path(__file__).parents[1] / "benchmarks" / "_statements.py"
     spec = importlib.util.spec_from_file_location("taskloom_bench_statements", path)
     assert spec is not None and spec.loader is not None
@@ -124,3 +129,31 @@ async def test_a_notice_read_with_the_results_reaches_the_next_request(
         assert pushed == ["job-1:end"]
         assert "the job is done" in shown[1]
         assert await backend.inbox.pending(session.id) == []
+
+
+async def test_a_finish_on_postgresql_pushes_and_unregisters_in_one_round_trip(
+    pg_schema: str,  # noqa: F811
+) -> None:
+    # A background child's report: its notice pushed and its registration
+    # removed together (one statement, both or neither), announced once.
+    backend = PostgresBackend(PG_DSN, schema=pg_schema)
+    seen: list[WorkFinished] = []
+    life = Lifecycle(backend.registry, backend.inbox, seen.append)
+    work = BackgroundActivity("a1", "subagent", "child", 1_700_000_000.0)
+    try:
+        assert await life.begin("s", work, lambda: None)
+        with _counter().count_statements() as sent:
+            assert await life.finish("s", BackgroundNotice("a1:end", "a1", "subagent", "ok"))
+        assert sent.total - sent.checks == 1, dict(sent.by_kind)
+        assert sent.round_trips - sent.checks == 1, dict(sent.by_kind)
+        assert [e.activity_id for e in seen] == ["a1"]
+        assert [n.id for n in await backend.inbox.pending("s")] == ["a1:end"]
+        assert await backend.registry.list("s") == []
+        # A repeated finish writes and announces nothing more.
+        assert await life.begin("s", work, lambda: None)
+        assert not await life.finish("s", BackgroundNotice("a1:end", "a1", "subagent", "again"))
+        assert [n.text for n in await backend.inbox.pending("s")] == ["ok"]
+        assert await backend.registry.list("s") == []
+        assert len(seen) == 1
+    finally:
+        await backend.close()

@@ -1,7 +1,8 @@
 """The safe orders for starting, keeping, finishing and deleting background work.
 
-No transaction spans registry and inbox, so every method here writes them
-in the one order where a crash between two writes leaves, at worst,
+No transaction spans registry and inbox (except a finish on a store that
+writes both in one statement, `push_removing`), so every method here writes
+them in the one order where a crash between two writes leaves, at worst,
 something that expires or is retried: never unknown work or a lost result.
 """
 
@@ -115,8 +116,20 @@ class Lifecycle:
         `WorkFinished` is emitted only by the first push of the notice id, so
         racing or repeated finishes announce once. If the push raises, the
         registration stays (calling `finish` again is the retry); an exception
-        from `emit` propagates after the registration is removed.
+        from `emit` propagates after the registration is removed. An inbox
+        that can push and unregister in one statement (`push_removing`, the
+        PostgreSQL one beside its own registry) writes both at once, then
+        announces.
         """
+        # A store that can write both at once (one statement, atomic) does:
+        # no window at all, and one round trip fewer.
+        together = getattr(self.inbox, "push_removing", None)
+        if together is not None:
+            wrote = await together(session, notice, self.registry)
+            if wrote is not None:
+                if wrote and self._emit is not None:
+                    await _maybe_await(self._emit(self._finished(session, notice)))
+                return bool(wrote)
         # Push first: in the other order there is a window where neither the
         # registry nor the inbox knows the item, and a crash there loses the
         # result. In this order a crash leaves it both finished and still
@@ -127,21 +140,21 @@ class Lifecycle:
             # The push's answer is the one place that knows, across tasks and
             # processes, who delivered the result: only that caller announces.
             if first and self._emit is not None:
-                await _maybe_await(
-                    self._emit(
-                        events.WorkFinished(
-                            session_id=session,
-                            activity_id=notice.activity_id,
-                            kind=notice.kind,
-                            text=notice.text,
-                        )
-                    )
-                )
+                await _maybe_await(self._emit(self._finished(session, notice)))
         finally:
             # Also on a repeated finish: removal is idempotent, and it is what
             # completes a finish that crashed after its push.
             await self.registry.remove(session, notice.activity_id)
         return first
+
+    @staticmethod
+    def _finished(session: str, notice: BackgroundNotice) -> WorkFinished:
+        return events.WorkFinished(
+            session_id=session,
+            activity_id=notice.activity_id,
+            kind=notice.kind,
+            text=notice.text,
+        )
 
     async def discard(self, session: str, activity_id: str) -> None:
         """Unregister the activity without a notice (its result is not wanted)."""

@@ -9,7 +9,7 @@ like every taskloom table (`PostgresDatabase.require`, component `"queue"`)
 on first use or by `taskloom db migrate URL`; with a schema the migration and
 every queue connection set the search path (procrastinate's objects are
 unqualified). taskloom adds a trigger that NOTIFYs `taskloom_jobs` when a
-job's status changes (`Session.wait`), the log position where each job
+job ends, leaving `todo` and `doing` (`Session.wait`), the log position where each job
 started its run and whether a drain cut it, and the scheduled wake-ups.
 
 procrastinate finds a job's code by its task name on the app, which opens
@@ -54,7 +54,7 @@ TICK_TASK = "taskloom.tick"
 """Fire a scheduled wake-up."""
 
 JOBS_CHANNEL = "taskloom_jobs"
-"""The channel a job's status change is announced on (payload: schema, lock, status)."""
+"""The channel a job's end is announced on (payload: schema, lock, status)."""
 
 KNOWN_PROCRASTINATE_MIGRATION = "03.04.00_50_post_add_retry_failed_job_procedure.sql"
 """The last migration of procrastinate's schema that migration 1 was written for
@@ -130,6 +130,18 @@ def queue_migrations(schema: str | None) -> tuple[Migration, ...]:
                 created_at timestamptz NOT NULL DEFAULT now()
             )""",
             "CREATE INDEX taskloom_queue_schedules_session ON {queue_schedules} (session_id)",
+        ),
+        (
+            *setpath,
+            # Announced only when a job leaves `todo` and `doing` (its end):
+            # that is all a waiter looks for, and a NOTIFY in a transaction
+            # costs its commit and wakes every listening backend, the
+            # workers' included, on every fetch of every job.
+            "DROP TRIGGER taskloom_job_status ON procrastinate_jobs",
+            """CREATE TRIGGER taskloom_job_status AFTER UPDATE OF status ON procrastinate_jobs
+            FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status
+                AND NEW.status NOT IN ('todo', 'doing'))
+            EXECUTE FUNCTION taskloom_notify_job_status()""",
         ),
     )
 

@@ -18,8 +18,11 @@ from collections.abc import Iterable
 from typing import Any
 
 import psycopg
-from procrastinate import exceptions, jobs, manager, retry
+from procrastinate import exceptions, jobs, manager, retry, sql, types
+from procrastinate.sync_psycopg_connector import wrap_exceptions
+from psycopg.types.json import Jsonb
 
+from ..backends.postgres import _lean
 from ._engine import Busy, Drained, Lost
 
 logger = logging.getLogger("taskloom.distributed")
@@ -34,6 +37,27 @@ _FINISH = f"""SELECT procrastinate_finish_job_v1(owned.id, %(status)s, %(delete_
 
 _RETRY = f"""SELECT procrastinate_retry_job_v2(owned.id, %(retry_at)s, %(priority)s, %(queue)s,
     %(lock)s) FROM ({_OWNED}) AS owned"""
+
+_DEFER = sql.queries["defer_jobs"]
+_TODO = jobs.Status.TODO.value
+_FETCH = sql.queries["fetch_job"]
+_JOB_COLUMNS = (
+    "id",
+    "status",
+    "task_name",
+    "priority",
+    "lock",
+    "queueing_lock",
+    "args",
+    "scheduled_at",
+    "queue_name",
+    "attempts",
+    "worker_id",
+)
+"""The columns `_FETCH` returns, in its order (checked as the module loads)."""
+
+if _FETCH.split("FROM")[0].split("SELECT")[1].replace(",", " ").split() != list(_JOB_COLUMNS):
+    raise ImportError("procrastinate's fetch_job query is not the one taskloom reads")
 
 _ATTEMPTS = 6
 """How often ending a job is tried when the database does not answer (backoff up to ~30 s)."""
@@ -57,7 +81,8 @@ class JobStrategy(retry.BaseRetryStrategy):
 
 class FencedJobManager(manager.JobManager):
     """procrastinate's job manager, with finish and retry fenced by ownership,
-    and a fetch that a dropped connection does not turn into a stopped worker."""
+    and a fetch that a dropped connection does not turn into a stopped worker;
+    its queueing, fetch and end are sent on the store's lean statement path."""
 
     async def fetch_job(self, queues: Iterable[str] | None, worker_id: int) -> jobs.Job | None:
         """The next job, marked `doing` under this worker; None when there is none,
@@ -65,7 +90,11 @@ class FencedJobManager(manager.JobManager):
         or notification; the fetch itself is not repeated, since it may have
         reached the server)."""
         try:
-            return await super().fetch_job(queues, worker_id)
+            row = await self._statement(
+                _FETCH,
+                {"queues": None if queues is None else list(queues), "worker_id": worker_id},
+                _lean.ONE,
+            )
         except exceptions.ConnectorException as exc:
             # The queue's pool checks a connection only after it sat idle a
             # while (`CHECK_AFTER_IDLE`): one dropped just before is found
@@ -74,6 +103,49 @@ class FencedJobManager(manager.JobManager):
                 raise
             logger.warning("fetching a job failed (%s); trying again at the next poll", exc)
             return None
+        # The function returns one row, all NULL when no job is waiting.
+        if row is None or row[0] is None:
+            return None
+        return jobs.Job.from_row(dict(zip(_JOB_COLUMNS, row, strict=True)))
+
+    async def _statement(self, query: str, params: dict[str, Any], result: int) -> Any:
+        # The fetch and the end of every job: one statement each on the
+        # queue's pool, through the store's lean path (libpq under psycopg's
+        # own dumping, loading and errors) rather than procrastinate's
+        # cursor, dict rows and JSON wrapping, which cost about twice as
+        # much CPU per statement. Errors are procrastinate's, as its
+        # connector raises them.
+        with wrap_exceptions():
+            async with self.connector.pool.connection() as conn:  # type: ignore[attr-defined]
+                return await _lean.statement(conn, query, params, result)
+
+    async def batch_defer_jobs_async(
+        self, jobs: list[jobs.Job], connection: Any | None = None
+    ) -> list[jobs.Job]:
+        """Queue `jobs` in one statement (as procrastinate does, on the lean
+        path: a host queues one per child); `AlreadyEnqueued` when a job's
+        queueing lock is taken. With `connection`, procrastinate's own path,
+        in that connection's transaction."""
+        if connection is not None:
+            return await super().batch_defer_jobs_async(jobs, connection)
+        wanted = [
+            types.JobToDefer(
+                queue_name=job.queue,
+                task_name=job.task_name,
+                priority=job.priority,
+                lock=job.lock,
+                queueing_lock=job.queueing_lock,
+                # Dumped as jsonb, as procrastinate's connector wraps it.
+                args=Jsonb(job.task_kwargs),  # type: ignore[arg-type]
+                scheduled_at=job.scheduled_at,
+            )
+            for job in jobs
+        ]
+        try:
+            rows = await self._statement(_DEFER, {"jobs": wanted}, _lean.ALL)
+        except exceptions.UniqueViolation as exc:
+            self._raise_already_enqueued(exc=exc, queueing_lock=exc.queueing_lock)
+        return [job.evolve(id=row[0], status=_TODO) for job, row in zip(jobs, rows, strict=True)]
 
     async def finish_job(self, job: jobs.Job, status: jobs.Status, delete_job: bool) -> None:
         """Finish `job` if it is still ours (see the module docstring)."""
@@ -118,8 +190,7 @@ class FencedJobManager(manager.JobManager):
         delay = 0.5
         for attempt in range(_ATTEMPTS):
             try:
-                rows = await self.connector.execute_query_all_async(query, **params)  # type: ignore[arg-type]
-                return bool(rows)
+                return bool(await self._statement(query, params, _lean.ALL))
             except exceptions.UniqueViolation:
                 raise
             except exceptions.ConnectorException:

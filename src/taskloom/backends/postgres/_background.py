@@ -10,7 +10,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from .._activities import BackgroundActivity, BackgroundNotice
+from .._activities import ActivityRegistry, BackgroundActivity, BackgroundNotice
 from .._leases import Clock, system_clock
 from .._sql import Migration, SQLActivities, SQLNotices
 from ._database import PostgresDatabase
@@ -132,6 +132,38 @@ class PostgresNoticeInbox(SQLNotices):
             f"UPDATE {table} SET acked = true {where} AND NOT acked AND id = ANY(%(ids)s)"
         )
         self._sql_clear = f"DELETE FROM {table} {where}"
+        # A data-modifying CTE runs whether or not the query reads it: both
+        # writes in one statement, one transaction.
+        self._sql_push_removing = (
+            f"WITH pushed AS ({self._sql_push} RETURNING 1), removed AS ("
+            f"DELETE FROM {database.table('background_activities')}"
+            " WHERE session_id = %(session)s AND id = %(activity)s)"
+            " SELECT count(*) FROM pushed"
+        )
+
+    async def push_removing(
+        self, session: str, notice: BackgroundNotice, registry: ActivityRegistry
+    ) -> bool | None:
+        """`push(session, notice)` and `registry.remove(session, notice.activity_id)`
+        in one statement, both or neither: True if this call wrote the notice.
+        None, with nothing done, when `registry` is not this backend's own on
+        the same database (or either's write is overridden): the caller then
+        makes the two calls."""
+        if not (
+            isinstance(registry, PostgresActivityRegistry)
+            and registry.database is self.database
+            and type(registry).remove is SQLActivities.remove
+            and type(self).push is SQLNotices.push
+        ):
+            return None
+        params = {
+            "session": session,
+            "id": notice.id,
+            "body": self._dump(notice.to_dict()),
+            "activity": notice.activity_id,
+        }
+        row = await self.database.fetchone(self._sql_push_removing, params)
+        return row is not None and int(row[0]) == 1
 
     def from_column(self, value: list[Any]) -> list[BackgroundNotice]:
         return [BackgroundNotice.from_dict(body) for body in value]
