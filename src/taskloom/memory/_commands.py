@@ -51,8 +51,8 @@ class MemoryFiles:
     """One namespace of a store seen as the files under `/memories`.
 
     `ctx` is the call's context (None outside a run); `command` the command
-    running; `writes` counts its writes in the current attempt, which
-    `write` numbers.
+    running; `writes` numbers its writes (from where the current attempt's
+    first write is numbered); `applied` counts those the current attempt applied.
     """
 
     store: Memories
@@ -60,12 +60,14 @@ class MemoryFiles:
     ctx: ToolContext | None = None
     command: str = ""
     writes: int = field(default=0)
+    applied: int = field(default=0)
 
     def _key(self) -> str | None:
         """The idempotency key of the current write: the call's, numbered by
         the write's place in the command, so a call run again after a crash
-        (or an attempt rerun on fresh reads) makes its n-th write with the
-        key of the first try's n-th write, and the store applies it once."""
+        (or an attempt rerun on fresh reads after one that applied nothing)
+        makes its n-th write with the key of the first try's n-th write, and
+        the store applies it once."""
         return None if self.ctx is None else f"{self.ctx.idempotency_key}:{self.writes}"
 
     async def write(
@@ -99,6 +101,7 @@ class MemoryFiles:
             raise ToolError(
                 f"The memory store refused the write of {path_of(key)}: {exc}"
             ) from None
+        self.applied += 1
         await self._record(key, if_version, before, after)
 
     async def _record(
@@ -470,11 +473,17 @@ async def run_command(files: MemoryFiles, arguments: Mapping[str, Any]) -> str:
     if run is None or not isinstance(command, str):
         raise ToolError(f"Unknown command {command!r}: use one of {', '.join(COMMANDS)}")
     files.command = command
+    first = 0
     for _ in range(EDIT_ATTEMPTS):
-        files.writes = 0
+        files.writes = first
+        files.applied = 0
         try:
             return await run(files, arguments)
         except VersionConflict:
+            if files.applied:
+                # The keys of the writes this attempt applied are spent: the
+                # store would answer the rerun's writes with theirs unwritten.
+                first = files.writes
             continue
         except ToolError:
             # Run again after a crash, a command finds its own edit made (its
