@@ -6,7 +6,9 @@ tool's result reaches the log), so the test can SIGKILL it there.
 
 OP is `append` (appends PASSAGE) or `replace` (replaces "nine" by "ten") on a
 memory block, or `tool-insert` / `tool-str_replace`, the same through the
-memory tool (`MemoryTool`) on the file `/memories/notes.md`.
+memory tool (`MemoryTool`) on the file `/memories/notes.md`, or `tool-rename`,
+which moves that file to `/memories/moved.md` (killed after its copy, before
+its delete).
 
 It prints `READY after-memory-write` once the store has applied the edit.
 """
@@ -67,6 +69,10 @@ TOOL_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
             "old_str": "nine",
             "new_str": "ten",
         },
+    ),
+    "tool-rename": (
+        "memory",
+        {"command": "rename", "old_path": "/memories/notes.md", "new_path": "/memories/moved.md"},
     ),
 }
 

@@ -184,6 +184,18 @@ def test_credentials_in_the_store_url_are_never_printed(pg_schema: str, tmp_path
         assert secret not in run.stdout + run.stderr
 
 
+def test_a_malformed_store_url_is_refused_cleanly(tmp_path: Path) -> None:
+    # The URL cannot be parsed (by psycopg, or at all): the hint that
+    # repeats the command with it is still printed, not a traceback, and
+    # the error that quotes the URL leaves its credentials out.
+    secret = "sekret-pw-4821"
+    for url in (f"postgresql://postgres:{secret}@[::1/test", f"mystore://me:{secret}@host/x"):
+        done = taskloom_cli("memory", "list", "--store", url, home=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("taskloom: ") and "Traceback" not in done.stderr
+        assert secret not in done.stdout + done.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [

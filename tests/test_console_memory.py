@@ -112,3 +112,18 @@ async def test_a_session_that_only_read_its_memory_shows_its_namespaces(tmp_path
         html.unescape(n) for n in re.findall(r'<h3 class="namespace"><code>(.*?)</code>', shown)
     ] == ["user/u1", "team/t1"]
     assert "Likes green tea." in shown and "someone else" not in shown
+
+
+async def test_a_large_item_is_shown_cut_so_the_page_stays_small(tmp_path: Path) -> None:
+    # A namespace holds up to 50 items shown, of up to 64 KiB each, in up to
+    # 20 namespaces: shown whole, one page could be tens of megabytes.
+    store = f"sqlite:///{tmp_path / 'console.db'}"
+    memory = Memory([Block("human")], USER, archive=False)
+    async with Runtime(store=store) as runtime:
+        await runtime.backend.memory.put(USER, "notes", "<" * 60_000)  # type: ignore[union-attr]
+        session = await runtime.create_session(Agent("r", ScriptedModel(["hi"]), memory=memory))
+        await session.run("hello")
+    shown = section(await page(store, f"/sessions/{session.id}"), "memory")
+    [text] = re.findall(r'<pre class="memory-text">(.*?)</pre>', shown, flags=re.DOTALL)
+    assert html.unescape(text).startswith("<" * 2000 + "\n… 58000 more characters")
+    assert len(shown) < 20_000

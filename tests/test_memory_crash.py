@@ -154,3 +154,35 @@ async def test_a_memory_tool_edit_killed_after_its_write_applies_once_on_resume(
         assert counts == (list(range(1, TRIALS + 1)) if op == "tool-insert" else [1] * TRIALS)
     finally:
         await runtime.close()
+
+
+async def test_a_rename_killed_between_its_copy_and_its_delete_finishes_on_resume(
+    store_url: tuple[str, str],  # noqa: F811
+) -> None:
+    # The copy is applied, the source not yet deleted: the call run again
+    # finds its own copy at the destination and goes on (its copy answered
+    # by the store), rather than calling the destination taken.
+    url, schema = store_url
+    backend = open_backend(url, **({} if schema == "-" else {"schema": schema}))
+    memory = backend.memory
+    assert memory is not None
+    runtime = Runtime(backend)
+    try:
+        await memory.put(USER, "notes.md", "Meets at nine.\n")
+        model = ScriptedModel(["resumed"])
+        agent = Agent("assistant", model, tools=[MemoryTool(USER, memory)])
+        session = await runtime.create_session(agent)
+        run_child_until_the_write(url, schema, session.id, "tool-rename")
+        names = {i.key for i in await memory.list(USER)}
+        assert names == {"notes.md", "moved.md"}  # copied, then killed
+        resumed = await runtime.open_session(session.id, agent)
+        assert (await resumed.run("are you there?")).status.value == "completed"
+        [answer] = model.requests[0].messages[2].results
+        assert (answer.content, answer.is_error) == (
+            "Successfully renamed /memories/notes.md to /memories/moved.md",
+            False,
+        )
+        items = {i.key: (i.value, i.version) for i in await memory.list(USER)}
+        assert items == {"moved.md": ("Meets at nine.\n", 1)}
+    finally:
+        await runtime.close()

@@ -45,6 +45,7 @@ from taskloom.models import (
     OpenAIChatModel,
     OpenAIResponsesModel,
     ScriptedModel,
+    reply,
 )
 from taskloom.results import ToolSpec
 from taskloom.testing.fake_server import FakeServer
@@ -622,6 +623,55 @@ async def test_an_edit_whose_text_went_away_meanwhile_says_so(mem: Memories) -> 
         True,
     )
     assert (await files(mem))["f.md"] == "rewritten\n"
+
+
+class DeleteRacer:
+    """A `Memories` where another writer rewrites `key` just before this
+    writer's first delete of it (between the command's read and its delete)."""
+
+    def __init__(self, inner: Memories, key: str) -> None:
+        self.inner = inner
+        self.key = key
+        self.raced = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def delete(self, namespace: Namespace, key: str, **options: Any) -> bool:
+        if key == self.key and not self.raced:
+            self.raced = True
+            await self.inner.put(namespace, key, "changed meanwhile")
+        return await self.inner.delete(namespace, key, **options)
+
+
+async def test_a_command_rerun_after_a_race_writes_anew_with_its_calls_key(
+    store: Memories,
+) -> None:
+    # A command whose attempt applied some writes before losing a race is
+    # rerun on fresh reads; its new writes must not be answered with the
+    # spent attempt's keys: the rename deleted its file without the copy,
+    # the directory delete was refused half done.
+    await store.put(NS, "a.md", "first")
+    await store.put(NS, "dir/x.md", "x")
+    await store.put(NS, "dir/y.md", "y")
+    calls = [
+        ({"command": "rename", "old_path": "/memories/a.md", "new_path": "/memories/b.md"}, "a.md"),
+        ({"command": "delete", "path": "/memories/dir"}, "dir/y.md"),
+    ]
+    answers = []
+    for arguments, racing in calls:
+        model = ScriptedModel([reply(tool_calls=[("memory", arguments)]), reply("done")])
+        tool = MemoryTool(NS, DeleteRacer(store, racing))  # type: ignore[arg-type]
+        assert (await Agent("a", model, tools=[tool]).run("tidy up")).output == "done"
+        last = model.requests[1].messages[-1]
+        answers += [(b.content, b.is_error) for b in last.blocks if hasattr(b, "is_error")]
+        if racing == "a.md":
+            assert (await files(store))["b.md"] == "changed meanwhile"
+    assert answers == [
+        ("Successfully renamed /memories/a.md to /memories/b.md", False),
+        ("Successfully deleted /memories/dir", False),
+    ]
+    assert (await files(store)) == {"b.md": "changed meanwhile"}
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=requires_postgres)])

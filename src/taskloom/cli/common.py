@@ -72,7 +72,10 @@ def shown_url(url: str) -> str:
     """`url` as a message or a printed command may show it: the user name
     kept, a password as `***`, each credential query parameter's value as
     `[redacted]` (`safe_url`, which leaves out the user-info entirely)."""
-    info, at, _ = urlsplit(url).netloc.rpartition("@")
+    try:
+        info, at, _ = urlsplit(url).netloc.rpartition("@")
+    except ValueError:  # not a URL urllib parses (a bad IPv6 host): no user-info kept
+        return safe_url(url)
     if not at:
         return safe_url(url)
     name, colon, _ = info.partition(":")

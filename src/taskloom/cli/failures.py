@@ -15,6 +15,7 @@ import traceback
 from typing import TYPE_CHECKING, TypeVar
 
 from .._extras import EXTRAS, extra_providing, install_command
+from .._redact import safe_urls
 from ..errors import (
     APIKeyMissing,
     ApprovalConflict,
@@ -61,7 +62,9 @@ def report(exc: BaseException, command: Command | None, debug: bool = False) -> 
     if debug:
         traceback.print_exception(exc)
     leaf = _leaf(exc)
-    print(f"taskloom: {_one_line(_message(leaf))}", file=sys.stderr)
+    # A URL the error quotes (a store's, as its driver gives it) is shown
+    # without its credentials; the hint shows the store as `--store` does.
+    print(f"taskloom: {_one_line(safe_urls(_message(leaf)))}", file=sys.stderr)
     print(f"  {_HINT}{_one_line(_hint(leaf, command))}", file=sys.stderr)
     return EXIT_FAILED
 

@@ -1,6 +1,7 @@
 """What a session page shows of long-term memory: the namespaces its runs
 read (their start entries) or edited (the log's `memory_edited` entries)
-with their items as the store holds them now. Read-only; bounded however many the log names."""
+with their items as the store holds them now (each item's text cut at
+`MAX_TEXT_CHARS`). Read-only; bounded however many the log names."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ MAX_NAMESPACES = 20
 """The most namespaces one session page shows."""
 MAX_ITEMS = 50
 """The most items shown per namespace."""
+MAX_TEXT_CHARS = 2000
+"""The most characters of one item's text shown (`taskloom memory show` prints it whole)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +71,13 @@ def used_namespaces(entries: Sequence[Entry]) -> list[Namespace]:
 def _view(item: MemoryItem) -> MemoryItemView:
     value = item.value
     text = value if isinstance(value, str) else repr(value)
+    if len(text) > MAX_TEXT_CHARS:
+        # Items of up to 64 KiB, 50 a namespace, 20 namespaces: whole, a page
+        # could run to tens of megabytes.
+        more = len(text) - MAX_TEXT_CHARS
+        text = (
+            f"{text[:MAX_TEXT_CHARS]}\n… {more} more characters (taskloom memory show prints them)"
+        )
     return MemoryItemView(item.key, item.version, text, item.updated_at)
 
 

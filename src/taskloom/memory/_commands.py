@@ -51,8 +51,8 @@ class MemoryFiles:
     """One namespace of a store seen as the files under `/memories`.
 
     `ctx` is the call's context (None outside a run); `command` the command
-    running; `writes` counts its writes in the current attempt, which
-    `write` numbers.
+    running; `writes` numbers its writes (from where the current attempt's
+    first write is numbered); `applied` counts those the current attempt applied.
     """
 
     store: Memories
@@ -60,12 +60,14 @@ class MemoryFiles:
     ctx: ToolContext | None = None
     command: str = ""
     writes: int = field(default=0)
+    applied: int = field(default=0)
 
     def _key(self) -> str | None:
         """The idempotency key of the current write: the call's, numbered by
         the write's place in the command, so a call run again after a crash
-        (or an attempt rerun on fresh reads) makes its n-th write with the
-        key of the first try's n-th write, and the store applies it once."""
+        (or an attempt rerun on fresh reads after one that applied nothing)
+        makes its n-th write with the key of the first try's n-th write, and
+        the store applies it once."""
         return None if self.ctx is None else f"{self.ctx.idempotency_key}:{self.writes}"
 
     async def write(
@@ -74,11 +76,12 @@ class MemoryFiles:
         value: MemoryValue | None,
         if_version: int,
         before: MemoryItem | None = None,
-    ) -> None:
+    ) -> MemoryItem | None:
         """The one place a command changes the store: `value` written at `key`
         (None: the item deleted), only if the item is still at `if_version`
         (0: absent), else `VersionConflict`; `before`, the item as read, is
-        what the log's entry for the edit digests."""
+        what the log's entry for the edit digests. The item as written (as an
+        earlier try wrote it, when the store answers this write's key)."""
         self.writes += 1
         idempotency_key = self._key()
         after: MemoryItem | None = None
@@ -99,7 +102,9 @@ class MemoryFiles:
             raise ToolError(
                 f"The memory store refused the write of {path_of(key)}: {exc}"
             ) from None
+        self.applied += 1
         await self._record(key, if_version, before, after)
+        return after
 
     async def _record(
         self,
@@ -164,6 +169,24 @@ class MemoryFiles:
         except (VersionConflict, UsageError):
             return False
         await self._record(target, 0, None, after, replayed=True)
+        return True
+
+    async def made_before(self, key: str) -> bool:
+        """Whether an earlier try of this call (cut off by a crash) made the
+        item at `key` with its first write (a rename's copy), asked as
+        `applied_before` asks; only at the start of the call's first attempt."""
+        if self.ctx is None or self.writes:
+            return False
+        try:
+            await self.store.put(
+                self.namespace,
+                key,
+                "",
+                if_version=_NO_VERSION,
+                idempotency_key=f"{self.ctx.idempotency_key}:1",
+            )
+        except (VersionConflict, UsageError):
+            return False
         return True
 
     async def file(self, key: str) -> MemoryItem | None:
@@ -417,7 +440,10 @@ async def rename(files: MemoryFiles, arguments: Mapping[str, Any]) -> str:
         raise ToolError(f"Cannot rename the {ROOT} directory itself")
     if new_key.startswith(old_key + "/"):
         raise ToolError(f"Cannot move {old} into itself")
-    if await files.file(new_key) is not None or (await files.under(new_key))[0]:
+    taken = await files.file(new_key) is not None or bool((await files.under(new_key))[0])
+    if taken and not await files.made_before(new_key):
+        # (A file this call copied there before a crash cut it off: the
+        # rename goes on, the store answering the copy's key.)
         raise ToolError(f"The destination {new} already exists")
     item = await files.file(old_key)
     moving = [item] if item is not None else (await files.under(old_key))[0]
@@ -441,7 +467,13 @@ async def rename(files: MemoryFiles, arguments: Mapping[str, Any]) -> str:
 async def _move(files: MemoryFiles, item: MemoryItem, target: str) -> None:
     """Copy `item` to `target` (which must be free), then delete it at the
     version read; when it changed meanwhile, take the stale copy back."""
-    await files.write(target, item.value, 0)
+    copied = await files.write(target, item.value, 0)
+    if copied is not None and copied.value != item.value:
+        # An earlier try's copy, of what the file held then.
+        raise ToolError(
+            f"{path_of(item.key)} changed after an earlier try of this call copied it to "
+            f"{path_of(target)}: view both and finish the move"
+        )
     try:
         await files.write(item.key, None, item.version, item)
     except VersionConflict:
@@ -470,11 +502,17 @@ async def run_command(files: MemoryFiles, arguments: Mapping[str, Any]) -> str:
     if run is None or not isinstance(command, str):
         raise ToolError(f"Unknown command {command!r}: use one of {', '.join(COMMANDS)}")
     files.command = command
+    first = 0
     for _ in range(EDIT_ATTEMPTS):
-        files.writes = 0
+        files.writes = first
+        files.applied = 0
         try:
             return await run(files, arguments)
         except VersionConflict:
+            if files.applied:
+                # The keys of the writes this attempt applied are spent: the
+                # store would answer the rerun's writes with theirs unwritten.
+                first = files.writes
             continue
         except ToolError:
             # Run again after a crash, a command finds its own edit made (its

@@ -78,7 +78,11 @@ class OpenMemory:
 
     def render(self) -> str:
         """The blocks as the model reads them: one XML-ish section each, with
-        its description and how many of its characters are used."""
+        its description and how many of its characters are used. A block's
+        text is shown with each `</` written `&lt;/`, so no stored text can
+        close its section (or the memory's) and read as instructions; a text
+        another writer made longer than its block's limit is shown cut at
+        the limit, so the limit bounds what a block adds to every request."""
         if not self.memory.blocks:
             return ""
         lines = [
@@ -97,7 +101,7 @@ class OpenMemory:
                 attrs = f'description="{escape(block.description)}" {attrs}'
             if block.read_only and not self.memory.read_only:
                 attrs += ' read_only="true"'
-            lines += [f"<{block.label} {attrs}>", seen.text, f"</{block.label}>"]
+            lines += [f"<{block.label} {attrs}>", _shown(block, seen.text), f"</{block.label}>"]
         lines.append("</memory_blocks>")
         return "\n".join(lines)
 
@@ -236,6 +240,22 @@ class OpenMemory:
         if not hits:
             return "no archived note matches"
         return "\n".join(f"- [{hit.item.key}] {_text(hit.item)}" for hit in hits)
+
+
+def _shown(block: Block, text: str) -> str:
+    over = len(text) - block.limit
+    if over <= 0:
+        return _inert(text)
+    return _inert(text[: block.limit]) + (
+        f"\n[{over} more characters not shown: this block is over its limit;"
+        " shorten it with memory_rewrite]"
+    )
+
+
+def _inert(text: str) -> str:
+    # Only closing tags are neutralised: the rest of the text (which the
+    # model quotes back in its edits) is shown as stored.
+    return text.replace("</", "&lt;/")
 
 
 def _changed(block: Block, text: str, change: Callable[[str], str]) -> str:
