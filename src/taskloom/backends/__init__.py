@@ -64,6 +64,7 @@ if TYPE_CHECKING:
         MemoryItem,
         MemoryValue,
         Namespace,
+        check_namespace,
     )
     from ._pool import DEFAULT_MAX_SIZE, PoolOptions
     from ._semantic import EMBED_BATCH, MAX_SEMANTIC_ITEMS, Embedder, SearchMode
@@ -110,6 +111,7 @@ __all__ = [
     "SnapshotStore",
     "acquire_or_take_over",
     "backend_of",
+    "check_namespace",
     "check_session_id",
     "holder_is_gone",
     "holder_name",
@@ -122,6 +124,7 @@ __all__ = [
 # Long-term memory (its search by meaning too) and the PostgreSQL pool's
 # options load at first use: a plain run on the memory store names neither.
 _MEMORIES = (
+    "check_namespace",
     "IDEMPOTENCY_KEEP_SECONDS",
     "MAX_IDEMPOTENCY_KEY_LENGTH",
     "MAX_KEY_LENGTH",

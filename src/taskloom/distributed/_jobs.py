@@ -22,7 +22,7 @@ from procrastinate import exceptions, jobs, manager, retry, sql, types
 from procrastinate.sync_psycopg_connector import wrap_exceptions
 from psycopg.types.json import Jsonb
 
-from ..backends.postgres import _lean
+from ..backends.postgres import ALL_ROWS, ONE_ROW, one_statement
 from ._engine import Busy, Drained, Lost
 
 logger = logging.getLogger("taskloom.distributed")
@@ -93,7 +93,7 @@ class FencedJobManager(manager.JobManager):
             row = await self._statement(
                 _FETCH,
                 {"queues": None if queues is None else list(queues), "worker_id": worker_id},
-                _lean.ONE,
+                ONE_ROW,
             )
         except exceptions.ConnectorException as exc:
             # The queue's pool checks a connection only after it sat idle a
@@ -117,7 +117,7 @@ class FencedJobManager(manager.JobManager):
         # connector raises them.
         with wrap_exceptions():
             async with self.connector.pool.connection() as conn:  # type: ignore[attr-defined]
-                return await _lean.statement(conn, query, params, result)
+                return await one_statement(conn, query, params, result)
 
     async def batch_defer_jobs_async(
         self, jobs: list[jobs.Job], connection: Any | None = None
@@ -142,7 +142,7 @@ class FencedJobManager(manager.JobManager):
             for job in jobs
         ]
         try:
-            rows = await self._statement(_DEFER, {"jobs": wanted}, _lean.ALL)
+            rows = await self._statement(_DEFER, {"jobs": wanted}, ALL_ROWS)
         except exceptions.UniqueViolation as exc:
             self._raise_already_enqueued(exc=exc, queueing_lock=exc.queueing_lock)
         return [job.evolve(id=row[0], status=_TODO) for job, row in zip(jobs, rows, strict=True)]
@@ -190,7 +190,7 @@ class FencedJobManager(manager.JobManager):
         delay = 0.5
         for attempt in range(_ATTEMPTS):
             try:
-                return bool(await self._statement(query, params, _lean.ALL))
+                return bool(await self._statement(query, params, ALL_ROWS))
             except exceptions.UniqueViolation:
                 raise
             except exceptions.ConnectorException:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from ._blocks import DEFAULT_BLOCK_LIMIT, MAX_BLOCK_LIMIT, Block, Memory
 from ._commands import EDIT_ATTEMPTS, MAX_FILES, MAX_LISTED
+from ._open import OpenMemory, open_memory
 from ._paths import MAX_PATH_LENGTH, ROOT
 from ._tool import MemoryTool
 
@@ -41,4 +42,6 @@ __all__ = [
     "Block",
     "Memory",
     "MemoryTool",
+    "OpenMemory",
+    "open_memory",
 ]

@@ -8,8 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from ..backends import Memories, Namespace
-from ..backends._memories import check_namespace
+from ..backends import Memories, Namespace, check_namespace
 from ..errors import ConfigurationError
 
 __all__ = ["DEFAULT_BLOCK_LIMIT", "MAX_BLOCK_LIMIT", "Block", "Memory"]

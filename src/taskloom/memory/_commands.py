@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..backends import Memories, MemoryItem, MemoryValue, Namespace
-from ..entries import Entry
-from ..entries._memory import MemoryEdited
+from ..entries import Entry, MemoryEdited
 from ..errors import UsageError, VersionConflict
 from ..tools import ToolContext, ToolError
 from ._open import digest

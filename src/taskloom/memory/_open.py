@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from html import escape
 
 from ..backends import Memories, MemoryItem, Namespace
-from ..entries import Entry
-from ..entries._memory import MemoryEdited
+from ..entries import Entry, MemoryEdited
 from ..errors import UsageError, VersionConflict
 from ..tools import Tool, ToolContext, ToolEffect, ToolError, tool
 from ._blocks import Block, Memory
@@ -54,8 +53,9 @@ class _Seen:
 
 
 class OpenMemory:
-    """One run's view of a `Memory`: what it last saw of each block, the
-    instructions it renders and the tools it offers."""
+    """One run's view of a `Memory` (`open_memory`, which a runtime calls at
+    each run's start): what it last saw of each block, the instructions it
+    renders and the tools it offers."""
 
     def __init__(self, memory: Memory, store: Memories) -> None:
         self.memory = memory

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigurationError
 from ..loop import RunOptions
 from ..loop.ports import RunPorts, ToolBoard
-from ..memory import Memory
-from ..memory._open import open_memory
+from ..memory import Memory, open_memory
 from ..results import ToolSpec
 from ..tools import Tool, ToolHost
 
