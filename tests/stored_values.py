@@ -22,6 +22,7 @@ from taskloom.entries import (
     InputAnswer,
     InputRequest,
     MCPTaskEnded,
+    MemoryEdited,
     MessageEntry,
     ModelChange,
     NoticeDeliveredEntry,
@@ -163,6 +164,11 @@ ENTRIES: list[Payload] = [
     ),
     RunFinishedEntry(RunStatus.COMPLETED),
     NoticeDeliveredEntry("notices", ("n1", "n2")),
+    # Added with long-term memory (after v1): a run's memory, a memory edit.
+    RunStartedEntry("agent-m", memory=(("user", "u1"), ("user", "u1", "archive"))),
+    MemoryEdited(
+        "call-1", "agent-m", ("user", "u1"), "block:human", "append", 1, 2, "a" * 64, "b" * 64, True
+    ),
 ]
 
 ACTIVITIES = [

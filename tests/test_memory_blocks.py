@@ -467,3 +467,23 @@ async def test_a_block_written_past_its_limit_by_another_writer_is_shown_cut() -
     assert len(system) < 1000
     item = await backend.memory.get(USER, "block:human")
     assert item is not None and item.value == "Ada."
+
+
+async def test_an_edit_within_the_limit_but_over_what_the_store_holds_is_a_tool_error(
+    backend: Backend,
+) -> None:
+    # 12,000 characters, within a 32,000-character limit, but each "é" is
+    # stored as its 6-byte escape: 72,000 bytes, over the store's 64 KiB.
+    text = "é" * 12_000
+    model = ScriptedModel(
+        [reply(tool_calls=[("memory_rewrite", {"block": "big", "text": text})]), reply("ok")]
+    )
+    memory = Memory([Block("big", limit=32_000)], USER)
+    runtime = Runtime(backend)
+    session = await runtime.create_session(Agent("helper", model, memory=memory))
+    result = await session.run("go")
+    assert result.status.value == "completed"
+    [(answer, is_error)] = results_of(model, 1)
+    assert is_error and "the memory store refused the edit of block 'big'" in answer
+    assert "shorten the text" in answer
+    assert await backend.memory.get(USER, "block:big") is None  # type: ignore[union-attr]

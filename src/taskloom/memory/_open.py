@@ -181,6 +181,13 @@ class OpenMemory:
                 f"Its current text:\n{self._seen[label].text}\n"
                 "Redo your edit on this text."
             ) from None
+        except UsageError as exc:
+            # Within the block's limit in characters, but over what the store
+            # holds (its bound counts a non-ASCII character as its escape).
+            raise ToolError(
+                f"the memory store refused the edit of block {label!r}: {exc}. "
+                "Nothing was written: shorten the text and try again"
+            ) from None
         return await self._edited(ctx, block, op, seen, written)
 
     async def _applied(self, ctx: ToolContext, block: Block, where: Namespace) -> MemoryItem | None:
