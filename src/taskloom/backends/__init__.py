@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         MAX_KEY_LENGTH,
         MAX_NAMESPACE_DEPTH,
         MAX_NAMESPACE_PART_LENGTH,
+        MAX_QUERY_WORDS,
         MAX_VALUE_BYTES,
         Memories,
         MemoryHit,
@@ -79,6 +80,7 @@ __all__ = [
     "MAX_KEY_LENGTH",
     "MAX_NAMESPACE_DEPTH",
     "MAX_NAMESPACE_PART_LENGTH",
+    "MAX_QUERY_WORDS",
     "MAX_SEMANTIC_ITEMS",
     "MAX_SESSION_ID_LENGTH",
     "MAX_VALUE_BYTES",
@@ -124,6 +126,7 @@ __all__ = [
 # Long-term memory (its search by meaning too) and the PostgreSQL pool's
 # options load at first use: a plain run on the memory store names neither.
 _MEMORIES = (
+    "MAX_QUERY_WORDS",
     "check_namespace",
     "IDEMPOTENCY_KEEP_SECONDS",
     "MAX_IDEMPOTENCY_KEY_LENGTH",

@@ -43,6 +43,7 @@ __all__ = [
     "MAX_KEY_LENGTH",
     "MAX_NAMESPACE_DEPTH",
     "MAX_NAMESPACE_PART_LENGTH",
+    "MAX_QUERY_WORDS",
     "MAX_VALUE_BYTES",
     "MemoryHit",
     "MemoryItem",
@@ -77,6 +78,9 @@ IDEMPOTENCY_KEEP_SECONDS = 7 * 24 * 3600.0
 write, by the store's clock); older keys are pruned by later keyed writes."""
 MAX_IDEMPOTENCY_KEY_LENGTH = 256
 """The longest an idempotency key may be, in characters."""
+
+MAX_QUERY_WORDS = 256
+"""The most distinct words a search query may have (its cost grows with them)."""
 
 MAX_LIMIT = 10_000
 """The most items one `list` or `search` returns."""
@@ -187,7 +191,9 @@ class Memories(Protocol):
 
         `mode="text"` (full-text): the items whose value holds at least one
         word of `query` (case-insensitive; the words of a JSON value are
-        those of its strings). A query without words finds nothing.
+        those of its strings). A query without words finds nothing; one of
+        more than `MAX_QUERY_WORDS` distinct words, or longer than
+        `MAX_VALUE_BYTES` characters, is refused with `UsageError`.
 
         `mode="semantic"`: the items whose text (as full-text reads it) is
         closest in meaning to `query`, by the cosine similarity of their
@@ -412,10 +418,22 @@ def index_text(value: MemoryValue) -> str:
 
 
 def check_query(query: object) -> list[str]:
-    """The distinct words of a search `query`, in order, or `UsageError` if it is not a str."""
+    """The distinct words of a search `query`, in order, or `UsageError` if it
+    is not a str or has more than `MAX_QUERY_WORDS` distinct words."""
     if not isinstance(query, str):
         raise UsageError(f"a search query is a str, not {type(query).__name__}")
-    return list(dict.fromkeys(words(query)))
+    # Bounded before the words are split: a search's cost grows with its
+    # words times the items it ranks.
+    if len(query) > MAX_VALUE_BYTES:
+        raise UsageError(
+            f"a search query is at most {MAX_VALUE_BYTES} characters, not {len(query)}"
+        )
+    found = list(dict.fromkeys(words(query)))
+    if len(found) > MAX_QUERY_WORDS:
+        raise UsageError(
+            f"a search query has at most {MAX_QUERY_WORDS} distinct words, not {len(found)}"
+        )
+    return found
 
 
 def conflict(

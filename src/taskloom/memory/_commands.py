@@ -82,21 +82,8 @@ class MemoryFiles:
         what the log's entry for the edit digests. The item as written (as an
         earlier try wrote it, when the store answers this write's key)."""
         self.writes += 1
-        idempotency_key = self._key()
-        after: MemoryItem | None = None
         try:
-            if value is None:
-                await self.store.delete(
-                    self.namespace, key, if_version=if_version, idempotency_key=idempotency_key
-                )
-            else:
-                after = await self.store.put(
-                    self.namespace,
-                    key,
-                    value,
-                    if_version=if_version,
-                    idempotency_key=idempotency_key,
-                )
+            after = await self._store(key, value, if_version, self._key())
         except UsageError as exc:
             raise ToolError(
                 f"The memory store refused the write of {path_of(key)}: {exc}"
@@ -150,21 +137,9 @@ class MemoryFiles:
         if target is None:
             return False
         self.writes = 1
-        idempotency_key = self._key()
-        after: MemoryItem | None = None
+        value = None if self.command == "delete" else ""
         try:
-            if self.command == "delete":
-                await self.store.delete(
-                    self.namespace, target, if_version=_NO_VERSION, idempotency_key=idempotency_key
-                )
-            else:
-                after = await self.store.put(
-                    self.namespace,
-                    target,
-                    "",
-                    if_version=_NO_VERSION,
-                    idempotency_key=idempotency_key,
-                )
+            after = await self._store(target, value, _NO_VERSION, self._key())
         except (VersionConflict, UsageError):
             return False
         await self._record(target, 0, None, after, replayed=True)
@@ -177,16 +152,24 @@ class MemoryFiles:
         if self.ctx is None or self.writes:
             return False
         try:
-            await self.store.put(
-                self.namespace,
-                key,
-                "",
-                if_version=_NO_VERSION,
-                idempotency_key=f"{self.ctx.idempotency_key}:1",
-            )
+            await self._store(key, "", _NO_VERSION, f"{self.ctx.idempotency_key}:1")
         except (VersionConflict, UsageError):
             return False
         return True
+
+    async def _store(
+        self, key: str, value: MemoryValue | None, if_version: int, idempotency_key: str | None
+    ) -> MemoryItem | None:
+        """Put `value` at `key` (None: delete it) with compare-and-set on
+        `if_version` and `idempotency_key`; the item as written (None: deleted)."""
+        if value is None:
+            await self.store.delete(
+                self.namespace, key, if_version=if_version, idempotency_key=idempotency_key
+            )
+            return None
+        return await self.store.put(
+            self.namespace, key, value, if_version=if_version, idempotency_key=idempotency_key
+        )
 
     async def file(self, key: str) -> MemoryItem | None:
         """The item at `key`, or None (the root is never a file)."""

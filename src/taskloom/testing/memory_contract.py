@@ -42,6 +42,7 @@ from ..backends import (
     EMBED_BATCH,
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_KEY_LENGTH,
+    MAX_QUERY_WORDS,
     MAX_VALUE_BYTES,
     Capability,
     Memories,
@@ -445,6 +446,15 @@ class MemoriesContract(CapabilityGate):
         assert await memory.search(USER, "zebra") == []
         assert len(await memory.search(("user",), "postgres", limit=2)) == 2
         assert await memory.search(USER, "postgres", limit=0) == []
+
+    async def test_a_query_of_too_many_words_is_refused(self, memory: Memories) -> None:
+        await self._corpus(memory)
+        most = " ".join(f"w{n}" for n in range(MAX_QUERY_WORDS - 1)) + " postgres"
+        assert [hit.item.key for hit in await memory.search(USER, most)]
+        with pytest.raises(UsageError, match="at most 256 distinct words"):
+            await memory.search(USER, most + " one-more")
+        with pytest.raises(UsageError, match="characters"):
+            await memory.search(USER, "postgres " * (MAX_VALUE_BYTES // 9 + 1))
 
     # ----- semantic search -----
 
