@@ -1,6 +1,7 @@
 """What a durable store adds per tool round, as a ratio to the memory store.
 
-    python benchmarks/bench_durable.py [--quick]
+    python benchmarks/bench_durable.py [--quick] [--no-fsync-wait]
+    python benchmarks/bench_durable.py --instructions   (needs valgrind)
 
 Two tables, on the memory, SQLite and PostgreSQL stores:
 
@@ -24,6 +25,15 @@ Two tables, on the memory, SQLite and PostgreSQL stores:
   every 256 statements, as the backend has it) where a memory round appends:
   what a round's two commits cost SQLite itself, so "SQLite round / that
   floor" is taskloom's own layer.
+
+`--instructions` counts instructions instead of timing (cachegrind, user
+space, exact whatever else the machine runs): a steady tool round on each
+store, a bare `SELECT 1` and a bare durable commit, each the difference of
+two processes doing different numbers of them, and the PostgreSQL and SQLite
+rounds against the same yardsticks in instructions. It also prints, timed,
+the voluntary context switches per round: where a process blocks for a
+commit and wakes with cold caches, CPU time per instruction rises, and that
+is where the timed and the counted ratios part.
 
 `--no-fsync-wait` runs everything with `synchronous_commit=off` (through
 `PGOPTIONS`), so commits do not wait for the disk: the CPU a process spends
@@ -417,11 +427,164 @@ def _trips(trips: float, checks: float) -> str:
     return f"{trips:.1f} ({trips - checks:.1f})"
 
 
+COUNTED = {"round": (150, 450), "select1": (300, 1500), "commit": (300, 1500)}
+"""Units each cachegrind process does: a fewer and a more, per kind."""
+
+
+async def _count_child(kind: str, store: str, n: int) -> None:
+    """The work an `--instructions` process measures: `n` steady tool rounds on
+    `store`, or `n` bare `SELECT 1`s / durable commits on PostgreSQL."""
+    import taskloom.loop._run as run_module
+
+    # Under valgrind a round takes ~50x longer, so the loop's 50 ms window of
+    # a fresh boundary would lapse and add log reads a normal run never makes.
+    run_module.FRESH_BOUNDARY = 5.0
+    if kind == "round":
+        async with Runtime(store=_open_store(store)) as runtime:  # type: ignore[arg-type]
+            session = await runtime.create_session(_long_agent(n, [], lambda _: None))
+            await session.run("go", options=RunOptions(max_rounds=None))
+        return
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(PG, autocommit=True) as conn:
+        if kind == "select1":
+            query, params = "SELECT 1", None
+        else:
+            table = f"bench_commit_{uuid.uuid4().hex[:8]}"
+            await conn.execute(f"CREATE TEMP TABLE {table} (id bigserial PRIMARY KEY, body text)")
+            query, params = f"INSERT INTO {table} (body) VALUES (%s)", ("x" * 600,)
+        for _ in range(n):
+            await conn.execute(query, params)
+
+
+def _open_store(url: str) -> object:
+    if url.startswith("postgresql:"):
+        from taskloom.backends import PostgresBackend
+
+        schema = os.environ["BENCH_SCHEMA"]
+        return PostgresBackend(url, schema=schema).store
+    return url
+
+
+def _instructions(kind: str, store: str) -> float:
+    """Instructions (user space) per unit of `kind` on `store`: cachegrind of a
+    process doing many less one doing few, divided by the difference."""
+    import subprocess
+
+    few, many = COUNTED[kind]
+    totals = []
+    for n in (few, many):
+        out = subprocess.run(
+            [
+                "valgrind",
+                "--tool=cachegrind",
+                "--cache-sim=no",
+                "--cachegrind-out-file=/dev/null",
+                sys.executable,
+                __file__,
+                "--count",
+                kind,
+                store,
+                str(n),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+            check=True,
+        )
+        refs = [line for line in out.stderr.splitlines() if "I" in line and "refs:" in line]
+        totals.append(int(refs[-1].split()[-1].replace(",", "")))
+    return (totals[1] - totals[0]) / (many - few)
+
+
+def _switches_per_round(store: object, rounds: int = 600) -> float:
+    """Voluntary context switches of this process per steady tool round: how
+    often a round blocks waiting for its store."""
+    marks: list[int] = []
+
+    def at(n: int) -> None:
+        if n in (100, rounds):
+            marks.append(resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw)
+
+    async def go() -> None:
+        async with Runtime(store=store) as runtime:  # type: ignore[arg-type]
+            session = await runtime.create_session(_long_agent(rounds, [], at))
+            await session.run("go", options=RunOptions(max_rounds=None))
+
+    asyncio.run(go())
+    return (marks[1] - marks[0]) / (rounds - 100)
+
+
+def instructions() -> None:
+    """The `--instructions` table."""
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind on PATH")
+    import psycopg
+
+    schema = f"bench_{uuid.uuid4().hex[:8]}"
+    os.environ["BENCH_SCHEMA"] = schema
+    rows: dict[str, float] = {}
+    switches: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        rows["memory"] = _instructions("round", "memory://")
+        switches["memory"] = _switches_per_round("memory://")
+        rows["sqlite"] = _instructions("round", f"sqlite:///{tmp}/counted.db")
+        switches["sqlite"] = _switches_per_round(f"sqlite:///{tmp}/switches.db")
+    try:
+        with psycopg.connect(PG, autocommit=True, connect_timeout=3) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+    except psycopg.OperationalError as exc:
+        print(f"PostgreSQL skipped: {exc}")
+    else:
+        try:
+            rows["postgresql"] = _instructions("round", PG)
+            switches["postgresql"] = _switches_per_round(_open_store(PG))
+            rows["SELECT 1"] = _instructions("select1", PG)
+            rows["durable commit"] = _instructions("commit", PG)
+        finally:
+            with psycopg.connect(PG, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    memory = rows["memory"]
+    print("Instructions (user space, cachegrind) per steady tool round, and per bare statement:")
+    print(f"{'':<16} {'instructions':>13}  {'ratio to memory':>15}  voluntary switches / round")
+    print("-" * 80)
+    for name, count in rows.items():
+        ratio = f"{count / memory:.2f}x" if name in switches else ""
+        blocked = f"{switches[name]:.2f}" if name in switches else ""
+        print(f"{name:<16} {count:>13,.0f}  {ratio:>15}  {blocked}")
+    print()
+    if "sqlite" in rows:
+        sqlite = rows["sqlite"]
+        print(
+            f"SQLite round vs 2.5 x memory in instructions: {sqlite / memory:.2f}x memory,"
+            f" {'met' if sqlite <= 2.5 * memory else 'NOT met'}"
+        )
+    if "postgresql" in rows:
+        pg, select = rows["postgresql"], rows["SELECT 1"]
+        floor = memory + 3 * select
+        print(
+            f"PostgreSQL round {pg:,.0f} vs memory + 3 bare round trips {floor:,.0f}"
+            f" in instructions: {pg / floor:.2f}x, {'met' if pg <= floor else 'NOT met'}"
+            f" (taskloom's own above memory: {(pg - memory) / select:.2f} SELECT 1s)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-fsync-wait", action="store_true")
+    parser.add_argument("--instructions", action="store_true")
+    parser.add_argument("--count", nargs=3, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.count:
+        kind, store, n = args.count
+        asyncio.run(_count_child(kind, store, int(n)))
+        return
+    if args.instructions:
+        instructions()
+        return
     quick = args.quick
     if args.no_fsync_wait:
         os.environ["PGOPTIONS"] = (
