@@ -8,7 +8,10 @@ OP is `append` (appends PASSAGE) or `replace` (replaces "nine" by "ten") on a
 memory block, or `tool-insert` / `tool-str_replace`, the same through the
 memory tool (`MemoryTool`) on the file `/memories/notes.md`, or `tool-rename`,
 which moves that file to `/memories/moved.md` (killed after its copy, before
-its delete).
+its delete), or `tool-rmdir`, which deletes the directory `/memories/dir`
+(killed after its first file's delete), or `tool-mvdir`, which moves it to
+`/memories/done` (killed after its third write: its first file moved, the
+second copied but not yet deleted).
 
 It prints `READY after-memory-write` once the store has applied the edit.
 """
@@ -30,20 +33,31 @@ PASSAGE = "Prefers meetings after ten."
 
 
 class HangingAfterWrites:
-    """The backend's memory store; hangs once a put has been applied."""
+    """The backend's memory store; hangs once `writes` puts or deletes have been applied."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, writes: int = 1) -> None:
         self._inner = inner
+        self._left = writes
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
     async def put(self, *args: Any, **kwargs: Any) -> MemoryItem:
         item: MemoryItem = await self._inner.put(*args, **kwargs)
+        await self._written()
+        return item
+
+    async def delete(self, *args: Any, **kwargs: Any) -> None:
+        await self._inner.delete(*args, **kwargs)
+        await self._written()
+
+    async def _written(self) -> None:
+        self._left -= 1
+        if self._left:
+            return
         sys.stdout.write("READY after-memory-write\n")
         sys.stdout.flush()
         await asyncio.sleep(3600)
-        return item
 
 
 def memory(store: Any = None) -> Memory:
@@ -74,14 +88,21 @@ TOOL_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
         "memory",
         {"command": "rename", "old_path": "/memories/notes.md", "new_path": "/memories/moved.md"},
     ),
+    "tool-rmdir": ("memory", {"command": "delete", "path": "/memories/dir"}),
+    "tool-mvdir": (
+        "memory",
+        {"command": "rename", "old_path": "/memories/dir", "new_path": "/memories/done"},
+    ),
 }
+WRITES_BEFORE_THE_KILL = {"tool-mvdir": 3}
 
 
 async def main() -> None:
     backend = open_backend(URL, **({} if SCHEMA == "-" else {"schema": SCHEMA}))
     if OP in TOOL_CALLS:
         model = ScriptedModel([reply(tool_calls=[TOOL_CALLS[OP]]), "noted"])
-        tool = MemoryTool(USER, HangingAfterWrites(backend.memory))  # type: ignore[arg-type]
+        hanging = HangingAfterWrites(backend.memory, WRITES_BEFORE_THE_KILL.get(OP, 1))
+        tool = MemoryTool(USER, hanging)  # type: ignore[arg-type]
         runtime = Runtime(backend)
         session = await runtime.open_session(SESSION_ID, Agent("assistant", model, tools=[tool]))
         await session.run("note it")

@@ -186,3 +186,67 @@ async def test_a_rename_killed_between_its_copy_and_its_delete_finishes_on_resum
         assert items == {"moved.md": ("Meets at nine.\n", 1)}
     finally:
         await runtime.close()
+
+
+@pytest.mark.parametrize(
+    ("op", "answer", "left"),
+    [
+        # Killed after the first of three deletes: the call run again deletes
+        # the two files left (their writes keyed by what they delete, not by
+        # their place among the call's writes, which the first try's delete
+        # of a.md took).
+        ("tool-rmdir", "Successfully deleted /memories/dir", {}),
+        # Killed with a.md moved and b.md copied but not yet deleted: the
+        # destination holds only this call's copies, so it goes on; b.md's
+        # copy is answered by the store, its delete and c.md's move are made.
+        (
+            "tool-mvdir",
+            "Successfully renamed /memories/dir to /memories/done",
+            {"done/a.md": "A\n", "done/b.md": "B\n", "done/c.md": "C\n"},
+        ),
+    ],
+)
+async def test_a_directory_command_killed_part_way_finishes_on_resume(
+    store_url: tuple[str, str],  # noqa: F811
+    op: str,
+    answer: str,
+    left: dict[str, str],
+) -> None:
+    url, schema = store_url
+    backend = open_backend(url, **({} if schema == "-" else {"schema": schema}))
+    memory = backend.memory
+    assert memory is not None
+    runtime = Runtime(backend)
+    try:
+        for name in ("a", "b", "c"):
+            await memory.put(USER, f"dir/{name}.md", f"{name.upper()}\n")
+        model = ScriptedModel(["resumed"])
+        agent = Agent("assistant", model, tools=[MemoryTool(USER, memory)])
+        session = await runtime.create_session(agent)
+        run_child_until_the_write(url, schema, session.id, op)
+        killed = {i.key for i in await memory.list(USER)}
+        assert killed == (
+            {"dir/b.md", "dir/c.md"}
+            if op == "tool-rmdir"
+            else {"done/a.md", "dir/b.md", "done/b.md", "dir/c.md"}
+        )
+        resumed = await runtime.open_session(session.id, agent)
+        assert (await resumed.run("are you there?")).status.value == "completed"
+        [result] = model.requests[0].messages[2].results
+        assert (result.content, result.is_error) == (answer, False)
+        items = {i.key: i.value for i in await memory.list(USER)}
+        assert items == left
+        edits = [
+            MemoryEdited.from_data(e.data)
+            for e in await resumed.entries()
+            if e.kind == "memory_edited"
+        ]
+        # Each write is logged once: the first try's up to the one it was
+        # killed in (logged after the store applied it), then the retry's.
+        assert [e.key for e in edits] == (
+            ["dir/b.md", "dir/c.md"]
+            if op == "tool-rmdir"
+            else ["done/a.md", "dir/a.md", "done/b.md", "dir/b.md", "done/c.md", "dir/c.md"]
+        )
+    finally:
+        await runtime.close()

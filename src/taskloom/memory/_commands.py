@@ -14,6 +14,7 @@ gone) is answered with the reason.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -50,8 +51,9 @@ class MemoryFiles:
     """One namespace of a store seen as the files under `/memories`.
 
     `ctx` is the call's context (None outside a run); `command` the command
-    running; `writes` numbers its writes (from where the current attempt's
-    first write is numbered); `applied` counts those the current attempt applied.
+    running; `writes` counts the current attempt's writes and `applied` those
+    it applied; `epoch` counts the attempts before it that applied a write
+    and then met another writer's change (their keys are spent).
     """
 
     store: Memories
@@ -60,14 +62,19 @@ class MemoryFiles:
     command: str = ""
     writes: int = field(default=0)
     applied: int = field(default=0)
+    epoch: int = field(default=0)
 
-    def _key(self) -> str | None:
-        """The idempotency key of the current write: the call's, numbered by
-        the write's place in the command, so a call run again after a crash
-        (or an attempt rerun on fresh reads after one that applied nothing)
-        makes its n-th write with the key of the first try's n-th write, and
-        the store applies it once."""
-        return None if self.ctx is None else f"{self.ctx.idempotency_key}:{self.writes}"
+    def _key(self, key: str, delete: bool, epoch: int | None = None) -> str | None:
+        """The idempotency key of a write: the call's, the attempt's epoch and
+        what the write does (a put or a delete of `key`). A call run again
+        after a crash makes each write it had made with the same key, and the
+        store applies it once, whatever the writes before it found: a
+        directory's delete or rename, cut off part way, goes on with the
+        files left, its earlier writes answered or not made again."""
+        if self.ctx is None:
+            return None
+        what = hashlib.sha256(f"{'delete' if delete else 'put'}\0{key}".encode()).hexdigest()
+        return f"{self.ctx.idempotency_key}:{self.epoch if epoch is None else epoch}:{what[:32]}"
 
     async def write(
         self,
@@ -83,7 +90,7 @@ class MemoryFiles:
         earlier try wrote it, when the store answers this write's key)."""
         self.writes += 1
         try:
-            after = await self._store(key, value, if_version, self._key())
+            after = await self._store(key, value, if_version, self._key(key, value is None))
         except UsageError as exc:
             raise ToolError(
                 f"The memory store refused the write of {path_of(key)}: {exc}"
@@ -136,26 +143,47 @@ class MemoryFiles:
             return False
         if target is None:
             return False
-        self.writes = 1
-        value = None if self.command == "delete" else ""
-        try:
-            after = await self._store(target, value, _NO_VERSION, self._key())
-        except (VersionConflict, UsageError):
+        if self.command == "rename":
+            # A rename's first write is a copy to the destination, or for a
+            # directory the copy of each file below it.
+            return await self.made_before(target, record=True)
+        delete = self.command == "delete"
+        after = await self._asked(target, delete)
+        if isinstance(after, bool):
             return False
         await self._record(target, 0, None, after, replayed=True)
         return True
 
-    async def made_before(self, key: str) -> bool:
-        """Whether an earlier try of this call (cut off by a crash) made the
-        item at `key` with its first write (a rename's copy), asked as
-        `applied_before` asks; only at the start of the call's first attempt."""
-        if self.ctx is None or self.writes:
-            return False
+    async def _asked(self, key: str, delete: bool) -> MemoryItem | bool | None:
+        """What an earlier try of this call (first attempt) wrote at `key` with
+        a put (or a delete), asked of the store with that write's key on a
+        version no item reaches, which the store refuses, writing nothing,
+        unless the key was applied; False if it wrote nothing there."""
+        value = None if delete else ""
         try:
-            await self._store(key, "", _NO_VERSION, f"{self.ctx.idempotency_key}:1")
+            return await self._store(key, value, _NO_VERSION, self._key(key, delete, epoch=0))
         except (VersionConflict, UsageError):
             return False
-        return True
+
+    async def made_before(self, key: str, record: bool = False) -> bool:
+        """Whether an earlier try of this call (cut off by a crash) made what
+        is at `key` now: the file there, or every file below it, a copy that
+        try put there (a rename's); only before the call's first write. With
+        `record`, each copy is logged as replayed."""
+        if self.ctx is None or self.writes:
+            return False
+        item = await self.file(key)
+        found = [item] if item is not None else (await self.under(key))[0]
+        made: list[MemoryItem] = []
+        for each in found:
+            after = await self._asked(each.key, delete=False)
+            if not isinstance(after, MemoryItem):
+                return False
+            made.append(after)
+        if record:
+            for after in made:
+                await self._record(after.key, 0, None, after, replayed=True)
+        return bool(found)
 
     async def _store(
         self, key: str, value: MemoryValue | None, if_version: int, idempotency_key: str | None
@@ -484,9 +512,9 @@ async def run_command(files: MemoryFiles, arguments: Mapping[str, Any]) -> str:
     if run is None or not isinstance(command, str):
         raise ToolError(f"Unknown command {command!r}: use one of {', '.join(COMMANDS)}")
     files.command = command
-    first = 0
+    files.epoch = 0
     for _ in range(EDIT_ATTEMPTS):
-        files.writes = first
+        files.writes = 0
         files.applied = 0
         try:
             return await run(files, arguments)
@@ -494,7 +522,7 @@ async def run_command(files: MemoryFiles, arguments: Mapping[str, Any]) -> str:
             if files.applied:
                 # The keys of the writes this attempt applied are spent: the
                 # store would answer the rerun's writes with theirs unwritten.
-                first = files.writes
+                files.epoch += 1
             continue
         except ToolError:
             # Run again after a crash, a command finds its own edit made (its
