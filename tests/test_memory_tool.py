@@ -297,6 +297,29 @@ async def test_a_namespace_is_read_only_up_to_max_files_items(mem: Memories) -> 
     assert watched.calls.count("list") == MAX_FILES // 1000
 
 
+async def test_a_directory_is_read_by_its_key_prefix_whatever_else_the_namespace_holds(
+    mem: Memories,
+) -> None:
+    # More than MAX_FILES items sort before the directory: a directory is
+    # read by its own keys, so it is seen, and in one page.
+    for i in range(MAX_FILES + 5):
+        await mem.put(NS, f"a/f{i:05d}", "x")
+    await mem.put(NS, "notes/one.md", "1")
+    await mem.put(NS, "notes/two.md", "2")
+    watched = WatchedMemories(mem)
+    tool = MemoryTool(NS, watched)  # type: ignore[arg-type]
+    text, error = await run(tool, command="view", path="/memories/notes")
+    assert not error, text
+    assert "/memories/notes/one.md" in text and "/memories/notes/two.md" in text
+    assert watched.calls.count("list") == 1
+    text, error = await run(
+        tool, command="rename", old_path="/memories/notes", new_path="/memories/kept"
+    )
+    assert (text, error) == ("Successfully renamed /memories/notes to /memories/kept", False)
+    assert (await mem.get(NS, "kept/two.md")) is not None
+    assert await mem.get(NS, "notes/two.md") is None
+
+
 async def test_create_refuses_what_exists_and_files_as_directories(store: Memories) -> None:
     tool = MemoryTool(NS, store)
     assert await run(tool, command="create", path="/memories/a/b.md", file_text="hi") == (

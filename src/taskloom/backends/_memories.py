@@ -173,11 +173,14 @@ class Memories(Protocol):
         ...
 
     async def list(
-        self, prefix: Namespace = (), *, limit: int = 100, offset: int = 0
+        self, prefix: Namespace = (), *, limit: int = 100, offset: int = 0, key_prefix: str = ""
     ) -> list[MemoryItem]:
         """Items whose namespace starts with the parts of `prefix` (`()`: every
-        item), ordered by namespace (part by part) then key, by code point;
-        `offset` skips that many first, `limit` (at most 10,000) caps how many."""
+        item) and whose key starts with the text `key_prefix` (`""`: any key),
+        ordered by namespace (part by part) then key, by code point; `offset`
+        skips that many first, `limit` (at most 10,000) caps how many. A
+        `key_prefix` that is not a string of at most `MAX_KEY_LENGTH`
+        characters is refused with `UsageError`."""
         ...
 
     async def namespaces(self, prefix: Namespace = ()) -> builtins.list[Namespace]:
@@ -252,6 +255,16 @@ def check_key(key: object) -> str:
     if "\x00" in key or not _encodable(key):
         raise UsageError(f"a memory key holds a NUL or a lone surrogate: {key!r}")
     return key
+
+
+def check_key_prefix(key_prefix: object) -> str:
+    """`key_prefix` (`""` or the start of a key), or `UsageError` if it is not
+    one a listing takes."""
+    if key_prefix == "" and isinstance(key_prefix, str):
+        return key_prefix
+    if not isinstance(key_prefix, str):
+        raise UsageError(f"a key prefix is a string, not {key_prefix!r}")
+    return check_key(key_prefix)
 
 
 def _encodable(text: str) -> bool:
@@ -572,18 +585,19 @@ class MemoryMemories(SemanticStore):
             del applied[oldest]
         applied[idem] = (ns, key, now, applied_record(outcome))
 
-    def _under(self, prefix: Namespace) -> Iterable[tuple[str, str, _Row]]:
+    def _under(self, prefix: Namespace, key_prefix: str = "") -> Iterable[tuple[str, str, _Row]]:
         start = check_namespace(prefix, prefix=True)
         for ns in sorted(n for n in self._items if n.startswith(start)):
             keys = self._items[ns]
-            for key in sorted(keys):
+            for key in sorted(k for k in keys if k.startswith(key_prefix)):
                 yield ns, key, keys[key]
 
     async def list(
-        self, prefix: Namespace = (), *, limit: int = 100, offset: int = 0
+        self, prefix: Namespace = (), *, limit: int = 100, offset: int = 0, key_prefix: str = ""
     ) -> list[MemoryItem]:
+        key_prefix = check_key_prefix(key_prefix)
         limit, offset = check_page(limit, offset)
-        rows = list(self._under(prefix))[offset : offset + limit]
+        rows = list(self._under(prefix, key_prefix))[offset : offset + limit]
         return [self._item(ns, key, row) for ns, key, row in rows]
 
     async def namespaces(self, prefix: Namespace = ()) -> builtins.list[Namespace]:

@@ -205,16 +205,18 @@ class MemoryFiles:
 
     async def under(self, key: str) -> tuple[list[MemoryItem], bool]:
         """The reachable items below directory `key` (`""`: all), in key
-        order, among the namespace's first `MAX_FILES` items (the store lists
-        by namespace, not by key prefix: the read is bounded, not the
-        namespace); and whether the namespace holds more."""
+        order, at most `MAX_FILES` of them (the store lists them by key
+        prefix, so a directory costs what it holds, not what the namespace
+        holds); and whether there are more."""
         prefix = f"{key}/" if key else ""
         found: list[MemoryItem] = []
         for offset in range(0, MAX_FILES, _PAGE):
-            page = await self.store.list(self.namespace, limit=_PAGE, offset=offset)
+            page = await self.store.list(
+                self.namespace, limit=_PAGE, offset=offset, key_prefix=prefix
+            )
             # The namespace's own items come first: deeper namespaces sort after.
             own = [i for i in page if i.namespace == self.namespace]
-            found.extend(i for i in own if i.key.startswith(prefix) and reachable(i.key))
+            found.extend(i for i in own if reachable(i.key))
             if len(own) < _PAGE:
                 return found, False
         return found, True

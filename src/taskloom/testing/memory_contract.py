@@ -379,6 +379,42 @@ class MemoriesContract(CapabilityGate):
         assert pages == [["k0", "k1", "k2"], ["k3", "k4", "k5"], ["k6"], []]
         assert await memory.list(USER, limit=0) == []
 
+    async def test_list_takes_a_prefix_of_keys(self, memory: Memories) -> None:
+        for key in ("dir/a", "dir/b", "dir", "dir0", "dir/sub/c", "di", "other/dir/x"):
+            await memory.put(USER, key, key)
+        await memory.put((*USER, "deeper"), "dir/z", "deeper")
+        await memory.put(OTHER, "dir/a", "theirs")
+        keyed = [(i.namespace, i.key) for i in await memory.list(USER, key_prefix="dir/")]
+        # Text, not parts: "dir0" and "dir" are not under "dir/"; a deeper
+        # namespace's keys are listed after the namespace's own, as in `list`.
+        assert keyed == [
+            (USER, "dir/a"),
+            (USER, "dir/b"),
+            (USER, "dir/sub/c"),
+            ((*USER, "deeper"), "dir/z"),
+        ]
+        assert [i.key for i in await memory.list(USER, key_prefix="dir")] == [
+            "dir",
+            "dir/a",
+            "dir/b",
+            "dir/sub/c",
+            "dir0",
+            "dir/z",
+        ]
+        paged = [
+            [i.key for i in await memory.list(USER, key_prefix="dir/", limit=2, offset=start)]
+            for start in (0, 2, 4)
+        ]
+        assert paged == [["dir/a", "dir/b"], ["dir/sub/c", "dir/z"], []]
+        assert await memory.list(USER, key_prefix="nothing/") == []
+        # "%" and "_" are plain characters in a key prefix, never patterns.
+        await memory.put(USER, "100%_done", "x")
+        assert [i.key for i in await memory.list(USER, key_prefix="100%_")] == ["100%_done"]
+        assert await memory.list(USER, key_prefix="1%") == []
+        for bad in (7, None, "x" * (MAX_KEY_LENGTH + 1), "a\x00"):
+            with pytest.raises(UsageError):
+                await memory.list(USER, key_prefix=bad)  # type: ignore[arg-type]
+
     async def test_namespaces_are_each_listed_once_in_order(self, memory: Memories) -> None:
         await memory.put(("user", "u2"), "a", "x")
         await memory.put(("user", "u1"), "a", "x")

@@ -18,6 +18,7 @@ from .._memories import (
     as_put,
     check_idempotency_key,
     check_key,
+    check_key_prefix,
     check_namespace,
     check_page,
     check_query,
@@ -137,6 +138,11 @@ class PostgresMemories(SemanticStore):
         )
         self._sql_list = (
             f"SELECT {_COLUMNS} FROM {table} WHERE {_UNDER}"
+            " ORDER BY namespace, key LIMIT %(limit)s OFFSET %(offset)s"
+        )
+        self._sql_list_keyed = (
+            f"SELECT {_COLUMNS} FROM {table} WHERE {_UNDER}"
+            " AND key >= %(kp)s AND substr(key, 1, %(kn)s) = %(kp)s"
             " ORDER BY namespace, key LIMIT %(limit)s OFFSET %(offset)s"
         )
         self._sql_namespaces = (
@@ -266,12 +272,16 @@ class PostgresMemories(SemanticStore):
         return bool(rows)
 
     async def list(
-        self, prefix: Namespace = (), *, limit: int = 100, offset: int = 0
+        self, prefix: Namespace = (), *, limit: int = 100, offset: int = 0, key_prefix: str = ""
     ) -> list[MemoryItem]:
         start = check_namespace(prefix, prefix=True)
+        key_prefix = check_key_prefix(key_prefix)
         limit, offset = check_page(limit, offset)
         params = {"n": len(start), "prefix": start, "limit": limit, "offset": offset}
-        return [_item(row) for row in await self._db.fetchall(self._sql_list, params)]
+        if not key_prefix:
+            return [_item(row) for row in await self._db.fetchall(self._sql_list, params)]
+        params.update(kn=len(key_prefix), kp=key_prefix)
+        return [_item(row) for row in await self._db.fetchall(self._sql_list_keyed, params)]
 
     async def namespaces(self, prefix: Namespace = ()) -> builtins.list[Namespace]:
         start = check_namespace(prefix, prefix=True)

@@ -20,6 +20,7 @@ from .._memories import (
     as_put,
     check_idempotency_key,
     check_key,
+    check_key_prefix,
     check_namespace,
     check_page,
     check_query,
@@ -85,6 +86,7 @@ SQLITE_MEMORY_VECTOR_MIGRATIONS: tuple[Migration, ...] = (
 _COLUMNS = "namespace, key, value, version, created_at, updated_at"
 # The lower bound lets the (namespace, key) index start at the prefix.
 _UNDER = "namespace >= :prefix AND substr(namespace, 1, :n) = :prefix"
+_KEYED = "key >= :kp AND substr(key, 1, :kn) = :kp"
 
 
 def _item(row: Any) -> MemoryItem:
@@ -269,14 +271,20 @@ class SQLiteMemories(SemanticStore):
         return bool(outcome)
 
     async def list(
-        self, prefix: Namespace = (), *, limit: int = 100, offset: int = 0
+        self, prefix: Namespace = (), *, limit: int = 100, offset: int = 0, key_prefix: str = ""
     ) -> list[MemoryItem]:
         start = check_namespace(prefix, prefix=True)
+        key_prefix = check_key_prefix(key_prefix)
         limit, offset = check_page(limit, offset)
+        params = {"n": len(start), "prefix": start, "limit": limit, "offset": offset}
+        keyed = ""
+        if key_prefix:
+            keyed = f" AND {_KEYED}"
+            params.update(kn=len(key_prefix), kp=key_prefix)
         rows = await self._db.fetchall(
-            f"SELECT {_COLUMNS} FROM taskloom_memory WHERE {_UNDER}"
+            f"SELECT {_COLUMNS} FROM taskloom_memory WHERE {_UNDER}{keyed}"
             " ORDER BY namespace, key LIMIT :limit OFFSET :offset",
-            {"n": len(start), "prefix": start, "limit": limit, "offset": offset},
+            params,
         )
         return [_item(row) for row in rows]
 
