@@ -2,6 +2,7 @@
 
     python benchmarks/bench_queue.py [--quick] [--url postgresql://...]
         [--engines both|procrastinate|temporal]
+    python benchmarks/bench_queue.py --long 2000   (the long session's row alone)
     python benchmarks/bench_queue.py --rows 2 [--children 300] [--turns 3]
         (the children's throughput row alone, as many turns as asked, with the
         load average and the host's CPU spent queueing)
@@ -574,6 +575,21 @@ async def long_session(
             await runtime.close()
 
 
+async def long_row(url: str, runs: int) -> None:
+    """Print the long session's row: its `runs`-th queued run against a fresh session's 10th."""
+    (tenth, late), (cold_tenth, cold_late), per_run = await long_session(url, runs)
+    med = statistics.median
+    print(
+        f"\nqueued runs one after another (1 worker, 1 job at a time), worker CPU per run, "
+        f"medians taken in turns: a session's 10th run {med(tenth) * 1e3:.2f} ms, "
+        f"its {runs}th and after {med(late) * 1e3:.2f} ms: {med(late) / med(tenth):.2f}x "
+        f"({per_run:.1f} statements per run); a worker's first job of the session: "
+        f"{med(cold_tenth) * 1e3:.2f} ms and {med(cold_late) * 1e3:.2f} ms: "
+        f"{med(cold_late) / med(cold_tenth):.2f}x",
+        flush=True,
+    )
+
+
 async def recovery(url: str, fast: bool) -> float:
     with Schema(url) as schema:
         runtime = build(url, schema, fast=fast)
@@ -805,17 +821,7 @@ async def procrastinate_main(url: str, quick: bool) -> dict[str, Any]:
     print("\nstatements per child, 2 workers, by kind (defer, job, child run, report, polling):")
     for kind, n in kinds.most_common():
         print(f"  {n / count:6.2f}  {kind[:100]}")
-    runs = 500 if quick else 2000
-    (tenth, late), (cold_tenth, cold_late), per_run = await long_session(url, runs)
-    med = statistics.median
-    print(
-        f"\nqueued runs one after another (1 worker, 1 job at a time), worker CPU per run, "
-        f"medians taken in turns: a session's 10th run {med(tenth) * 1e3:.2f} ms, "
-        f"its {runs}th and after {med(late) * 1e3:.2f} ms: {med(late) / med(tenth):.2f}x "
-        f"({per_run:.1f} statements per run); a worker's first job of the session: "
-        f"{med(cold_tenth) * 1e3:.2f} ms and {med(cold_late) * 1e3:.2f} ms: "
-        f"{med(cold_late) / med(cold_tenth):.2f}x"
-    )
+    await long_row(url, 500 if quick else 2000)
     p50, p99 = await latency(url, 100 if quick else 300)
     print(f"\nenqueue -> start, 2 idle workers: p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms")
     beside |= {"p50": p50, "p99": p99}
@@ -849,6 +855,13 @@ if __name__ == "__main__":
         metavar="WORKERS",
         help="only the throughput row for WORKERS worker processes (--children, --turns)",
     )
+    parser.add_argument(
+        "--long",
+        type=int,
+        default=None,
+        metavar="RUNS",
+        help="only the long session's row: its RUNS-th queued run against a fresh one's 10th",
+    )
     parser.add_argument("--children", type=int, default=300)
     parser.add_argument("--turns", type=int, default=1)
     parser.add_argument("--fast", action="store_true", help=argparse.SUPPRESS)
@@ -864,6 +877,8 @@ if __name__ == "__main__":
         os._exit(0)
     elif args.serve:
         asyncio.run(serve(args.url, args.serve, args.concurrency, args.fast))
+    elif args.long:
+        asyncio.run(long_row(args.url, args.long))
     elif args.rows:
         asyncio.run(rows_only(args.url, args.rows, args.children, args.turns))
     else:
