@@ -388,11 +388,9 @@ class TreeBudget:
             # No dollar ceiling: nothing to price.
             return _Charge(input_bound + output, 0, model, provider)
         cost = self.price(model, Usage(input_tokens=input_bound, output_tokens=output), provider)
-        if nano_usd is not None:
-            # Past the ceiling is refused however far past: a bounded figure
-            # keeps a costly worst case within the ledger's columns.
-            cost = min(cost, nano_usd + 1)
-        return _Charge(input_bound + output, cost, model, provider)
+        # Past the ceiling is refused however far past: a bounded figure
+        # keeps a costly worst case within the ledger's columns.
+        return _Charge(input_bound + output, min(cost, nano_usd + 1), model, provider)
 
     def _affordable(
         self, model: str, input_bound: int, wanted: int, left: BudgetLeft | None, provider: str
