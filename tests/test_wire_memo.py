@@ -158,3 +158,123 @@ def gemini_bodies(m: Any, messages: list[Message], memo: dict[Any, Any] | None) 
         m.build_body(ModelRequest(messages=tuple(messages[:n]), tools=(SPEC,), memo=memo))
         for n in range(1, len(messages) + 1)
     ]
+
+
+def sent(options: dict[str, Any], requests: list[ModelRequest]) -> list[tuple[list[Any], bytes]]:
+    """Each request as it reached the server (headers in order, body bytes),
+    sent by a Chat Completions model made with `options`."""
+    import asyncio
+    import json
+
+    import httpx2
+
+    seen: list[tuple[list[Any], bytes]] = []
+    answer = {
+        "choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]
+    }
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append((list(request.headers.raw), request.content))
+        if json.loads(request.content).get("stream"):
+            chunk = {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}
+            body = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
+            return httpx2.Response(200, content=body, headers={"content-type": "text/event-stream"})
+        return httpx2.Response(200, json=answer)
+
+    async def main() -> None:
+        async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as client:
+            m = OpenAIChatModel("gpt-4.1-mini", http_client=client, **options)
+            for request in requests:
+                await m.request(request)
+
+    asyncio.run(main())
+    return seen
+
+
+def test_a_chat_body_goes_out_byte_for_byte_as_httpx2_encodes_it() -> None:
+    # The run's bodies are encoded by the adapter, the text of each message
+    # sent before kept: the server gets the very bytes and headers httpx2's
+    # own `json=` encoding sends, whatever the settings add.
+    import json
+
+    from taskloom.models import ModelSettings
+
+    messages = conversation(4, empty_ids=True)
+    messages.insert(1, Message.user('quote " backslash \\ tab \t nul \x00 é ✓ \U0001f600'))
+    settings = ModelSettings(
+        temperature=0.5, max_tokens=99, stop=("x",), extra={"seed": 7, "user": "ü", "n": None}
+    )
+    for stream in (False, True):
+        for extra in (settings, ModelSettings()):
+            memo: dict[Any, Any] = {}
+            options = {"api_key": "k", "base_url": "http://h/v1", "stream": stream}
+            m = OpenAIChatModel("gpt-4.1-mini", **options)
+            requests = [
+                ModelRequest(
+                    messages=tuple(messages[:n]),
+                    system="Be brief.",
+                    tools=(SPEC,),
+                    settings=extra,
+                    memo=memo,
+                )
+                for n in range(1, len(messages) + 1)
+            ]
+            got = sent(options, requests)
+            for request, (headers, content) in zip(requests, got, strict=True):
+                body = m.build_body(request)
+                expected = json.dumps(
+                    body, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+                ).encode()
+                assert content == expected
+                names = [name for name, _ in headers]
+                assert names[-3:] == [b"Authorization", b"Content-Length", b"Content-Type"]
+                assert dict(headers)[b"Content-Length"] == str(len(expected)).encode()
+            # The messages' text was kept, each encoded once.
+            kept = memo[("json", "messages")]
+            assert len(kept[0]) == len(messages) + 1  # the system prompt's and every message's
+
+
+def test_a_caller_set_content_type_keeps_httpx2_encoding_the_body() -> None:
+    import json
+
+    options = {
+        "api_key": "k",
+        "base_url": "http://h/v1",
+        "stream": False,
+        "headers": {"content-type": "application/json; charset=utf-8"},
+    }
+    m = OpenAIChatModel("gpt-4.1-mini", **options)
+    messages = tuple(conversation(1))
+    memo: dict[Any, Any] = {}
+    ((headers, content),) = sent(options, [ModelRequest(messages=messages, memo=memo)])
+    assert json.loads(content) == m.build_body(ModelRequest(messages=messages))
+    assert [v for k, v in headers if k.lower() == b"content-type"] == [
+        b"application/json; charset=utf-8"
+    ]
+    assert ("json", "messages") not in memo
+
+
+def test_a_body_that_is_not_json_fails_as_before_and_the_next_one_goes_out() -> None:
+    import asyncio
+    import json
+
+    import httpx2
+    import pytest
+
+    from taskloom.models import ModelSettings
+
+    options = {"api_key": "k", "base_url": "http://h/v1", "stream": False}
+    failing = httpx2.AsyncClient(transport=httpx2.MockTransport(lambda r: httpx2.Response(500)))
+    m = OpenAIChatModel("gpt-4.1-mini", http_client=failing, **options)
+    messages = tuple(conversation(1))
+    memo: dict[Any, Any] = {}
+    metadata: dict[str, Any] = {"list": [messages[0].text], "at": object()}
+    settings = ModelSettings(extra={"metadata": metadata})
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        asyncio.run(m.request(ModelRequest(messages=messages, settings=settings, memo=memo)))
+    # Nothing of the failed encoding stays behind to fail the next body, the
+    # same values in it (the encoder's record of open containers is not left
+    # to call them circular).
+    del metadata["at"]
+    ((_, content),) = sent(options, [ModelRequest(messages=messages, settings=settings, memo=memo)])
+    assert json.loads(content) == m.build_body(ModelRequest(messages=messages, settings=settings))

@@ -256,27 +256,31 @@ def _genai_price(model: str, usage: Usage, provider: str = "") -> int | None:
     return int((Decimal(result.total_price) * NANO).to_integral_value(rounding="ROUND_CEILING"))
 
 
+_LAST_CAPPED: tuple[ModelSettings, int, ModelSettings] | None = None
+
+
 class TreeBudget:
     """One tree's budget as a run charges it: the ledger, the tree's id and
     its `Budget`. Children share their parent's (in process) or rebuild it
     from `to_dict()` on their backend's ledger (on a worker)."""
 
-    __slots__ = ("_last_capped", "budget", "ledger", "tree_id")
+    __slots__ = ("budget", "ledger", "tree_id")
 
     def __init__(self, ledger: BudgetLedger, tree_id: str, budget: Budget) -> None:
         self.ledger = ledger
         self.tree_id = tree_id
         self.budget = budget
-        self._last_capped: tuple[ModelSettings, int, ModelSettings] | None = None
 
     def _capped(self, settings: ModelSettings, max_tokens: int) -> ModelSettings:
-        # A run asks with the same settings and cap request after request:
-        # one copy serves them all.
-        last = self._last_capped
+        # A run asks with the same settings and cap request after request, and
+        # an agent's runs with the same settings run after run: one copy
+        # serves them all (settings are frozen values).
+        global _LAST_CAPPED
+        last = _LAST_CAPPED
         if last is not None and last[0] is settings and last[1] == max_tokens:
             return last[2]
         capped = replace(settings, max_tokens=max_tokens)
-        self._last_capped = (settings, max_tokens, capped)
+        _LAST_CAPPED = (settings, max_tokens, capped)
         return capped
 
     async def open(self) -> None:
@@ -379,13 +383,14 @@ class TreeBudget:
         return await self.ledger.left(self.tree_id)
 
     def _charge(self, model: str, input_bound: int, output: int, provider: str) -> _Charge:
-        cost = self.price(model, Usage(input_tokens=input_bound, output_tokens=output), provider)
         nano_usd = self.budget.nano_usd
-        if nano_usd is not None:
-            # Past the ceiling is refused however far past: a bounded figure
-            # keeps a costly worst case within the ledger's columns.
-            cost = min(cost, nano_usd + 1)
-        return _Charge(input_bound + output, cost, model, provider)
+        if nano_usd is None:
+            # No dollar ceiling: nothing to price.
+            return _Charge(input_bound + output, 0, model, provider)
+        cost = self.price(model, Usage(input_tokens=input_bound, output_tokens=output), provider)
+        # Past the ceiling is refused however far past: a bounded figure
+        # keeps a costly worst case within the ledger's columns.
+        return _Charge(input_bound + output, min(cost, nano_usd + 1), model, provider)
 
     def _affordable(
         self, model: str, input_bound: int, wanted: int, left: BudgetLeft | None, provider: str
@@ -435,7 +440,17 @@ def _leaf_bytes(value: object) -> int:
     if type(value) is int or type(value) is float:
         return len(str(value))
     if type(value) is dict:
-        return sum(_leaf_bytes(v) for v in value.values()) + 2 * len(value)
+        # Arguments are mostly flat: their scalar values counted in line.
+        total = 2 * len(value)
+        for v in value.values():
+            kind = type(v)
+            if kind is str:
+                total += len(v.encode())
+            elif kind is int or kind is float:
+                total += len(str(v))
+            else:
+                total += _leaf_bytes(v)
+        return total
     if isinstance(value, str):
         return len(value.encode())
     if isinstance(value, Mapping):
@@ -461,7 +476,10 @@ def _block_bytes(block: object) -> int:
 
 
 def _message_bytes(message: Message) -> int:
-    return _PER_MESSAGE + sum(_block_bytes(b) for b in message.blocks)
+    total = _PER_MESSAGE
+    for block in message.blocks:
+        total += _block_bytes(block)
+    return total
 
 
 class InputBound:
@@ -489,7 +507,9 @@ class InputBound:
             and request.system == self._system
         ):
             # By index: a slice of a view would copy the whole history.
-            bound = self._reported + sum(_message_bytes(messages[i]) for i in range(known, count))
+            bound = self._reported
+            for i in range(known, count):
+                bound += _message_bytes(messages[i])
         else:
             bound = sum(_message_bytes(m) for m in messages) + len((request.system or "").encode())
             bound += sum(

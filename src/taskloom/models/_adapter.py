@@ -223,6 +223,7 @@ class WireModel(ABC):
         "_name",
         "_native",
         "_provider",
+        "_raw_body",
         "_settings",
         "_stream",
         "_stream_target",
@@ -255,6 +256,12 @@ class WireModel(ABC):
         self._stream = options.get("stream", True)
         self._settings = options.get("settings")
         self._native = options.get("native_output")
+        # A body encoded beforehand goes with the headers httpx2 gives a JSON
+        # body (`json_headers`): not where the caller set either of them.
+        self._raw_body = not any(
+            name.lower() in ("content-length", "content-type", "transfer-encoding")
+            for name in headers
+        )
         self._target = Target(
             self._endpoint(base_url),
             headers,
@@ -330,7 +337,9 @@ class WireModel(ABC):
         # `_whole`, written out: no coroutine of its own on every request.
         body = self.build_body(request, stream=False)
         try:
-            payload = await send_json(self._http(), self._target_for(request, False), body)
+            encoded = self._encoded(request, body) if self._raw_body else None
+            target = self._target_for(request, False)
+            payload = await send_json(self._http(), target, body, encoded)
             return self._checked(self._decode(payload, request), request)
         except ProviderError as exc:
             redact_error(exc, self._target.secrets)
@@ -346,7 +355,9 @@ class WireModel(ABC):
     async def _whole(self, request: ModelRequest) -> ModelResponse:
         body = self.build_body(request, stream=False)
         try:
-            payload = await send_json(self._http(), self._target_for(request, False), body)
+            encoded = self._encoded(request, body) if self._raw_body else None
+            target = self._target_for(request, False)
+            payload = await send_json(self._http(), target, body, encoded)
             return self._checked(self._decode(payload, request), request)
         except ProviderError as exc:
             # Errors the wire module built from the answer (an error object
@@ -366,7 +377,9 @@ class WireModel(ABC):
         decoder = SSEDecoder()
         decode, feed = decoder.line, assembly.feed
         try:
-            async with open_stream(self._http(), self._target_for(request, True), body) as response:
+            encoded = self._encoded(request, body) if self._raw_body else None
+            target = self._target_for(request, True)
+            async with open_stream(self._http(), target, body, encoded) as response:
                 # Read to the end of the body even after the last event: a body
                 # left unread makes the client close the connection, not pool it.
                 try:
@@ -399,7 +412,9 @@ class WireModel(ABC):
         decoder = SSEDecoder()
         decode, feed = decoder.line, assembly.feed
         try:
-            async with open_stream(self._http(), self._target_for(request, True), body) as response:
+            encoded = self._encoded(request, body) if self._raw_body else None
+            target = self._target_for(request, True)
+            async with open_stream(self._http(), target, body, encoded) as response:
                 # Read to the end of the body even after the last event: a body
                 # left unread makes the client close the connection, not pool it.
                 try:
@@ -468,6 +483,11 @@ class WireModel(ABC):
     def _encode(
         self, request: ModelRequest, settings: ModelSettings, stream: bool
     ) -> dict[str, Any]: ...
+
+    def _encoded(self, request: ModelRequest, body: dict[str, Any]) -> bytes | None:
+        """`body` encoded as httpx2 encodes a `json=` body, when this wire can
+        do it for less (see `json_body`); None: httpx2 encodes it."""
+        return None
 
     @abstractmethod
     def _assembler(self, request: ModelRequest, emit: bool) -> Assembly:

@@ -239,10 +239,27 @@ def _failure(target: Target, response: httpx2.Response, content: bytes) -> Provi
     return redact_error(error, target.secrets)
 
 
-async def send_json(client: httpx2.AsyncClient, target: Target, body: Mapping[str, Any]) -> Any:
-    """POST a JSON body and return the decoded JSON answer, or raise a typed error."""
+def json_headers(headers: Mapping[str, str], length: int) -> dict[str, str]:
+    """`headers` with the two httpx2 adds for a JSON body (`json=`), in its
+    order: the same request goes out for a body encoded beforehand."""
+    return {**headers, "Content-Length": str(length), "Content-Type": "application/json"}
+
+
+async def send_json(
+    client: httpx2.AsyncClient,
+    target: Target,
+    body: Mapping[str, Any],
+    encoded: bytes | None = None,
+) -> Any:
+    """POST a JSON body and return the decoded JSON answer, or raise a typed error.
+    `encoded`: the body already encoded as httpx2 would encode it (then sent as
+    it is; `target.headers` name neither its length nor its type)."""
     try:
-        response = await client.post(target.url, json=body, headers=target.headers)
+        if encoded is None:
+            response = await client.post(target.url, json=body, headers=target.headers)
+        else:
+            headers = json_headers(target.headers, len(encoded))
+            response = await client.post(target.url, content=encoded, headers=headers)
     except httpx2.HTTPError as exc:
         raise transport_error(exc, target.provider, target.url) from exc
     if response.status_code >= 400:
@@ -260,10 +277,18 @@ async def send_json(client: httpx2.AsyncClient, target: Target, body: Mapping[st
 
 @asynccontextmanager
 async def open_stream(
-    client: httpx2.AsyncClient, target: Target, body: Mapping[str, Any]
+    client: httpx2.AsyncClient,
+    target: Target,
+    body: Mapping[str, Any],
+    encoded: bytes | None = None,
 ) -> AsyncIterator[httpx2.Response]:
-    """Open a streaming POST; error statuses raise before the body is iterated."""
-    request = client.build_request("POST", target.url, json=body, headers=target.headers)
+    """Open a streaming POST; error statuses raise before the body is iterated.
+    `encoded`: as `send_json`'s."""
+    if encoded is None:
+        request = client.build_request("POST", target.url, json=body, headers=target.headers)
+    else:
+        headers = json_headers(target.headers, len(encoded))
+        request = client.build_request("POST", target.url, content=encoded, headers=headers)
     try:
         response = await client.send(request, stream=True)
     except httpx2.HTTPError as exc:

@@ -37,7 +37,7 @@ from ._base import (
 from ._http import SSE, error_in_body, loads_event
 from ._openai_common import build_messages, build_tools, parse_arguments, response_format
 from ._resolve import COMPATIBLE, PRESETS, ChatQuirks
-from ._wire import estimated_usage, new_call_id, present, replayed_deltas
+from ._wire import estimated_usage, json_body, new_call_id, present, replayed_deltas
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -52,6 +52,9 @@ _STOP_REASONS: dict[str, StopReason] = {
     "length": "max_tokens",
     "content_filter": "content_filter",
 }
+
+
+_KEPT_LISTS = ("messages", "tools")
 
 
 class OpenAIChatModel(WireModel):
@@ -107,6 +110,11 @@ class OpenAIChatModel(WireModel):
             body["stream_options"] = {"include_usage": True}
         body.update(settings.extra)
         return body
+
+    def _encoded(self, request: ModelRequest, body: dict[str, Any]) -> bytes | None:
+        # The messages' and tools' wire forms are kept across a run's requests
+        # (`build_messages`, `build_tools`), so their text can be too.
+        return json_body(body, request.memo, _KEPT_LISTS)
 
     def _assembler(self, request: ModelRequest, emit: bool) -> _StreamState:
         return _StreamState(self._provider, self._name, request, self._window(request), emit)

@@ -152,10 +152,19 @@ def build_messages(
     """The `messages` array for a request (system prompt first, thinking dropped);
     a tool-call-only assistant turn's content is `tool_turn_content` (see `ChatQuirks`)."""
     out: list[dict[str, Any]] = []
-    if request.system:
-        out.append({"role": "system", "content": request.system})
-    ids = WireIds()
     memo = request.memo
+    system = request.system
+    if system:
+        # The same object request after request, as the messages' (see `json_body`).
+        kept_system = memo.get((_MEMO, "system")) if memo is not None else None
+        if kept_system is not None and kept_system[0] == system:
+            out.append(kept_system[1])
+        else:
+            wire_system = {"role": "system", "content": system}
+            if memo is not None:
+                memo[(_MEMO, "system")] = (system, wire_system)
+            out.append(wire_system)
+    ids = WireIds()
     for index, message in enumerate(request.messages):
         if memo is not None:
             kept = memo.get((_MEMO, id(message)))

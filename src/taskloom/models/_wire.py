@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
+from json.encoder import encode_basestring as _STRING  # how `_BODY` writes a string
 from typing import Any, TypeVar
 
 from .._deltas import TextDelta, ThinkingDelta
@@ -221,3 +222,85 @@ def answer_from_output_tool(
         else:
             out.append(block)
     return out, answered
+
+
+# As httpx2 encodes a `json=` body (`json.dumps` with these options), built once.
+_BODY = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _c_encoder() -> Any:
+    # `_BODY.encode` makes the C encoder anew at every call (a few Python
+    # calls each time); this one is made once and remade after a failure
+    # (the cycle check's record of open containers is left dirty then).
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+    try:
+        return make({}, _BODY.default, _STRING, None, ":", ",", False, False, False)
+    except TypeError:  # another signature: `_BODY.encode` does it
+        return None
+
+
+_ENCODER: list[Any] = [_c_encoder()]
+
+
+def _encode(value: Any) -> str:
+    """`value` as `_BODY.encode(value)` writes it."""
+    encoder = _ENCODER[0]
+    if encoder is None or type(value) is str:
+        return _BODY.encode(value)
+    try:
+        return "".join(encoder(value, 0))
+    except BaseException:
+        _ENCODER[0] = _c_encoder()
+        raise
+
+
+_KEPT_JSON = "json"  # a `ModelRequest.memo` key, with the body's key
+
+
+def json_body(
+    body: Mapping[str, Any], memo: dict[Any, Any] | None, lists: tuple[str, ...]
+) -> bytes:
+    """`body` encoded as httpx2's `json=` encodes it, byte for byte, with the
+    `lists` (top-level arrays such as a conversation's messages) encoded item
+    by item and each item's text kept in `memo`: an item that is the very
+    object it was at the same index of the last body (an adapter keeps the
+    wire form of messages already sent) is not encoded again. The kept items
+    are never changed once sent (they are the run's wire forms)."""
+    parts: list[str] = []
+    pending: dict[str, Any] = {}
+    for key, value in body.items():
+        if type(value) is list and key in lists and memo is not None:
+            if pending:
+                parts.append(_members(pending))
+                pending = {}
+            parts.append(_STRING(key) + ":" + _kept_list(value, memo, (_KEPT_JSON, key)))
+        else:
+            pending[key] = value
+    if pending:
+        parts.append(_members(pending))
+    return ("{" + ",".join(parts) + "}").encode()
+
+
+def _members(members: dict[str, Any]) -> str:
+    # Keys and values in order, as inside the whole object's braces.
+    if len(members) == 1:
+        ((key, value),) = members.items()
+        if type(key) is str and type(value) is str:
+            return _STRING(key) + ":" + _STRING(value)
+    return _encode(members)[1:-1]
+
+
+def _kept_list(items: list[Any], memo: dict[Any, Any], key: tuple[str, str]) -> str:
+    kept = memo.get(key)
+    before, texts = (kept[0], kept[1]) if kept is not None else ((), ())
+    known = min(len(before), len(items))
+    encode = _encode
+    now = [
+        texts[i] if i < known and before[i] is item else encode(item)
+        for i, item in enumerate(items)
+    ]
+    # The items themselves are kept: while kept, none of their ids is reused.
+    memo[key] = (tuple(items), now)
+    return "[" + ",".join(now) + "]"

@@ -1,0 +1,75 @@
+"""Warm runs of `bench_loop_http.py`'s conversation in one process, for counting
+a warm run's instructions with cachegrind:
+
+    python benchmarks/_warm_run.py MODE BASE_URL RUNS
+
+MODE is `bare` or `bare-stream` (the bare httpx2 loop, whole or streamed
+answers), or `taskloom`, `taskloom-stream`, `taskloom-events` (streamed, every
+event read by a subscriber through `agent.stream`) or `taskloom-budget` (under
+a tree `Budget`), each a sync tool with `blocking=False` as the benchmark's
+variants. The process makes ten warm-up runs, then RUNS more; a warm run's
+instructions are a process of 60 runs minus one of 10, over 50:
+
+    PYTHONHASHSEED=0 valgrind --tool=cachegrind --cache-sim=no \\
+        --cachegrind-out-file=/dev/null python benchmarks/_warm_run.py taskloom URL 50
+
+against the `bench_loop_http.py --serve` server. The loop's `FRESH_BOUNDARY`
+is set to 5 s: under valgrind's slowdown the 50 ms window lapses and adds
+log reads a normal run does not make.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from bench_loop_http import ANSWER, INSTRUCTIONS, PROMPT, _post_json, _post_sse, add, bare_run
+
+WARM_UP = 10
+
+
+async def bare(base_url: str, runs: int, stream: bool) -> None:
+    import httpx2
+
+    from taskloom.models import _http as taskloom_http
+
+    limits = taskloom_http.DEFAULT_LIMITS
+    async with httpx2.AsyncClient(timeout=taskloom_http.DEFAULT_TIMEOUT, limits=limits) as client:
+        run = bare_run(client, base_url + "/chat/completions", stream=stream, tool=add)
+        assert _post_json and _post_sse
+        for _ in range(WARM_UP + runs):
+            await run()
+
+
+async def ours(base_url: str, runs: int, mode: str) -> None:
+    from taskloom import Agent, Budget, RunOptions, tool
+    from taskloom.loop import _run
+    from taskloom.models import OpenAIChatModel
+
+    _run.FRESH_BOUNDARY = 5.0
+    stream = mode in ("taskloom-stream", "taskloom-events")
+    model = OpenAIChatModel("gpt-4.1-mini", api_key="bench", base_url=base_url, stream=stream)
+    agent = Agent("adder", model, INSTRUCTIONS, tools=[tool(blocking=False)(add)])
+    options = RunOptions(budget=Budget(tokens=10**12)) if mode == "taskloom-budget" else None
+    for _ in range(WARM_UP + runs):
+        if mode == "taskloom-events":
+            from taskloom.events import RunFinished
+
+            done = [e async for e in agent.stream(PROMPT) if isinstance(e, RunFinished)]
+            text = done[-1].result.text
+        else:
+            text = (await agent.run(PROMPT, options=options)).text
+        if text.strip() != ANSWER:
+            raise AssertionError(text)
+
+
+def main() -> None:
+    mode, base_url, runs = sys.argv[1], sys.argv[2] + "/v1", int(sys.argv[3])
+    if mode.startswith("bare"):
+        asyncio.run(bare(base_url, runs, mode == "bare-stream"))
+    else:
+        asyncio.run(ours(base_url, runs, mode))
+
+
+if __name__ == "__main__":
+    main()
