@@ -18,8 +18,14 @@ import pytest
 
 from pg import PG_DSN, pg_schema, requires_postgres  # noqa: F401 (fixture)
 from taskloom import Agent, RunOptions, Runtime, ToolContext, ToolEffect, Usage, tool
-from taskloom.backends import BackgroundActivity, BackgroundNotice, PostgresBackend
+from taskloom.backends import (
+    BackgroundActivity,
+    BackgroundNotice,
+    PostgresBackend,
+    session_lease_key,
+)
 from taskloom.background import Lifecycle
+from taskloom.delegation import ChildSpec, ChildStatus, ChildWorker
 from taskloom.events import WorkFinished
 from taskloom.models import FunctionModel, ModelRequest, reply
 
@@ -155,5 +161,86 @@ async def test_a_finish_on_postgresql_pushes_and_unregisters_in_one_round_trip(
         assert [n.text for n in await backend.inbox.pending("s")] == ["ok"]
         assert await backend.registry.list("s") == []
         assert len(seen) == 1
+    finally:
+        await backend.close()
+
+
+async def _child_run(
+    backend: PostgresBackend, report: Any = None
+) -> tuple[Any, Any, ChildSpec, Any]:
+    """A registered background child of a parent, run to its end by a
+    `ChildWorker`, its statements counted (after a first child, uncounted,
+    made every table); `report`, if given, replaces the inbox's
+    `push_removing_releasing`. (runtime, counted, spec, status or error)."""
+    model = FunctionModel(lambda request: reply("done", usage=Usage(10, 5)), name="child")
+    runtime = Runtime(store=backend.store, models=[model])
+    parent = await runtime.create_session(Agent("lead", model))
+    for n in range(2):
+        child = await runtime.create_session(Agent("child", "function:child"), parent_id=parent.id)
+        spec = ChildSpec(child.id, parent.id, f"c{n}", "go", model="function:child")
+        work = BackgroundActivity(child.id, "subagent", "c", 1_700_000_000.0)
+        assert await backend.registry.add(parent.id, work, 60.0, None)
+        if n == 0:
+            assert await ChildWorker(runtime, worker_id="w").run(spec) is ChildStatus.DONE
+            await backend.inbox.ack(
+                parent.id, [n.id for n in await backend.inbox.pending(parent.id)]
+            )
+    if report is not None:
+        backend.inbox.push_removing_releasing = report  # type: ignore[method-assign]
+    with _counter().count_statements() as sent:
+        try:
+            status = await ChildWorker(runtime, worker_id="w").run(spec)
+        except RuntimeError as exc:
+            status = exc
+    return runtime, sent, spec, status
+
+
+async def test_a_childs_report_gives_its_lease_up_in_the_same_round_trip(
+    pg_schema: str,  # noqa: F811
+) -> None:
+    # A background child on PostgreSQL: its lease taken, its log read, three
+    # fenced appends, the registry read at its first boundary, then its report
+    # written with its lease given up: one statement, all or nothing.
+    backend = PostgresBackend(PG_DSN, schema=pg_schema)
+    try:
+        runtime, sent, spec, status = await _child_run(backend)
+        assert status is ChildStatus.DONE
+        kinds = dict(sent.by_kind)
+        assert sent.total - sent.checks == 7, kinds
+        assert sent.round_trips - sent.checks == 7, kinds
+        assert not [k for k in kinds if "SET holder = NULL" in k or "leases SET" in k], kinds
+        # Given up: another holder takes the lease at once, a generation on.
+        key = session_lease_key(spec.child_session_id)
+        assert await backend.store.leases.current(key) is None
+        taken = await backend.store.leases.acquire(key, "other", 30.0)
+        assert taken is not None and taken.generation == 2
+        # Reported, and unregistered.
+        (notice,) = await backend.inbox.pending(spec.parent_session_id)
+        assert notice.activity_id == spec.child_session_id and "finished" in notice.text
+        assert await backend.registry.list(spec.parent_session_id) == []
+        await runtime.close()
+    finally:
+        await backend.close()
+
+
+async def test_a_report_that_fails_leaves_the_lease_to_be_released_as_usual(
+    pg_schema: str,  # noqa: F811
+) -> None:
+    backend = PostgresBackend(PG_DSN, schema=pg_schema)
+
+    async def failing(*args: Any) -> bool:
+        raise RuntimeError("the inbox is gone")
+
+    try:
+        runtime, _sent, spec, status = await _child_run(backend, failing)
+        assert isinstance(status, RuntimeError)
+        key = session_lease_key(spec.child_session_id)
+        assert await backend.store.leases.current(key) is None  # released by its hold
+        assert await backend.inbox.pending(spec.parent_session_id) == []
+        # The child ended in its log: a redelivery reports it, once.
+        del backend.inbox.push_removing_releasing
+        assert await ChildWorker(runtime, worker_id="w2").run(spec) is ChildStatus.DONE
+        assert len(await backend.inbox.pending(spec.parent_session_id)) == 1
+        await runtime.close()
     finally:
         await backend.close()

@@ -1,7 +1,8 @@
 """The safe orders for starting, keeping, finishing and deleting background work.
 
 No transaction spans registry and inbox (except a finish on a store that
-writes both in one statement, `push_removing`), so every method here writes
+writes both in one statement, `push_removing`, with a lease given up too,
+`push_removing_releasing`), so every method here writes
 them in the one order where a crash between two writes leaves, at worst,
 something that expires or is retried: never unknown work or a lost result.
 """
@@ -13,7 +14,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, TypeAlias
 
 from .._lazy import LazyModule
-from ..backends import ActivityRegistry, BackgroundActivity, BackgroundNotice, NoticeInbox
+from ..backends import (
+    ActivityRegistry,
+    BackgroundActivity,
+    BackgroundNotice,
+    Lease,
+    Leases,
+    NoticeInbox,
+)
 
 if TYPE_CHECKING:
     from .. import events
@@ -146,6 +154,25 @@ class Lifecycle:
             # completes a finish that crashed after its push.
             await self.registry.remove(session, notice.activity_id)
         return first
+
+    async def finish_releasing(
+        self, session: str, notice: BackgroundNotice, leases: Leases, lease: Lease
+    ) -> bool | None:
+        """`finish`, with `leases.release(lease)` written in the same statement
+        (all or nothing) where the inbox can (`push_removing_releasing`, the
+        PostgreSQL one beside its own registry and leases): True if this call
+        wrote the notice, announced as `finish` does. None, with nothing
+        written, where it cannot: the caller then releases and finishes apart.
+        """
+        together = getattr(self.inbox, "push_removing_releasing", None)
+        if together is None:
+            return None
+        wrote = await together(session, notice, self.registry, leases, lease)
+        if wrote is None:
+            return None
+        if wrote and self._emit is not None:
+            await _maybe_await(self._emit(self._finished(session, notice)))
+        return bool(wrote)
 
     @staticmethod
     def _finished(session: str, notice: BackgroundNotice) -> WorkFinished:

@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._run_controls import RunControls
 from ..agent import Agent
-from ..backends import BackgroundActivity, BackgroundNotice, Lease
+from ..backends import BackgroundActivity, BackgroundNotice, Lease, Leases
 from ..background import BackgroundService, Detached, FollowJob
 from ..entries import Entry, MessageEntry, SubagentResult
 from ..errors import ConfigurationError, SessionBusy, StaleLeaseError
@@ -165,11 +165,8 @@ class ChildWorker:
         caller has it; otherwise it is rebuilt from the runtime's registries."""
         if not isinstance(spec, ChildSpec):
             spec = ChildSpec.from_json(spec)
-        outcome = await self.take_up(spec, agent=agent, wait=wait)
-        if outcome is None or not outcome.status.is_terminal:
-            return None if outcome is None else outcome.status
-        await self.report(spec, outcome)
-        return outcome.status
+        outcome = await self.take_up(spec, agent=agent, wait=wait, report=True)
+        return None if outcome is None else outcome.status
 
     async def take_up(
         self,
@@ -184,13 +181,16 @@ class ChildWorker:
         origin: str | None = None,
         slot: contextlib.AbstractAsyncContextManager[None] | None = None,
         go_on: bool = True,
+        report: bool = False,
     ) -> ChildOutcome | None:
-        """Run the child on to its end (or a park on undecided escalated calls),
-        unreported: its outcome, how it ended before, or None when another
-        live worker holds it. `lease`: the child's lease already taken (left to
-        its taker). Cancelled, the child ends STOPPED unless `leave_open()`. A
+        """Run the child on to its end (or a park on undecided escalated calls):
+        its outcome, how it ended before, or None when another live worker
+        holds it. `lease`: the child's lease already taken (left to its
+        taker). Cancelled, the child ends STOPPED unless `leave_open()`. A
         waiting parent gives its run's `options`, `emit`, `origin` and `slot`.
-        With `go_on`, a child decided while it was held runs on."""
+        With `go_on`, a child decided while it was held runs on. Unreported,
+        unless `report`: then a terminal child is reported (`report`), in the
+        statement that gives its lease up where the store can write both."""
         rt = self.runtime
         background = BackgroundService.of(rt)
         try:
@@ -214,6 +214,7 @@ class ChildWorker:
             )
 
         while True:
+            reported = False
             # Read only under the lease below (another worker may end the child
             # before it). Children are short as a rule: no snapshot is looked
             # for (`new`), which saves a statement.
@@ -242,6 +243,13 @@ class ChildWorker:
                                     emit or background.emit,
                                     origin or origin_label(spec.name, child.id),
                                 )
+                                if report and lease is None and outcome.status.is_terminal:
+                                    # The report and the lease's release: one
+                                    # write, so one round trip, where the store
+                                    # can (else apart, the release first).
+                                    reported = await held.give_up_with(
+                                        partial(self._report_releasing, spec, outcome)
+                                    )
             except SessionBusy:
                 return None  # another live worker holds it
             except StaleLeaseError:
@@ -253,7 +261,10 @@ class ChildWorker:
                 )
                 return None
             if done is not None:
-                return self._ended(spec, done)
+                ended = self._ended(spec, done)
+                if report:
+                    await self.report(spec, ended)
+                return ended
             parked = outcome.status is ChildStatus.AWAITING_APPROVAL
             if go_on and parked and await all_decided(rt, child.id):
                 # A decision taken while we still held the lease found it
@@ -266,6 +277,8 @@ class ChildWorker:
                     spec.parent_session_id,
                     outcome.error,
                 )
+            if report and outcome.status.is_terminal and not reported:
+                await self.report(spec, outcome)
             return outcome
 
     async def _execute(
@@ -316,6 +329,16 @@ class ChildWorker:
             done.error,
             done.usage or Usage(),
         )
+
+    async def _report_releasing(
+        self, spec: ChildSpec, outcome: ChildOutcome, leases: Leases, lease: Lease
+    ) -> bool:
+        """`report`, with the child's `lease` given up in the same write; False,
+        with nothing written, where the store cannot."""
+        lifecycle = BackgroundService.of(self.runtime).lifecycle
+        notice = report_notice(spec, outcome)
+        wrote = await lifecycle.finish_releasing(spec.parent_session_id, notice, leases, lease)
+        return wrote is not None
 
     async def report(self, spec: ChildSpec, outcome: ChildOutcome) -> None:
         """Put the ended child's report in its parent's inbox (once, however often called)."""

@@ -83,6 +83,7 @@ class HeldLease:
         "_renewed",
         "_timer",
         "fence",
+        "given_up",
         "lease",
         "session_id",
         "ttl",
@@ -99,6 +100,8 @@ class HeldLease:
         self._renewed: list[Callable[[], Awaitable[object]]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._beat: asyncio.Task[None] | None = None
+        self.given_up = False
+        """Whether `give_up_with` gave the lease up (its hold then releases nothing)."""
         self._schedule()
 
     def on_lost(self, callback: Callable[[], None]) -> Callable[[], None]:
@@ -170,6 +173,24 @@ class HeldLease:
             self._timer.cancel()
         if self._beat is not None and not self._beat.done():
             self._beat.cancel()
+
+    async def give_up_with(self, write: Callable[[Leases, Lease], Awaitable[bool]]) -> bool:
+        """Stop renewing, then let `write(leases, lease)` give the lease up in
+        a write of its own (the lease's release and something else, in one
+        statement): True, and the hold releases nothing more, when `write`
+        says it did (True); False when it could not, having written nothing
+        (the hold then releases the lease as usual, and so it does when
+        `write` raises)."""
+        beat = self._beat
+        self.stop_renewing()
+        if beat is not None:
+            # A renewal under way lands first: the write's release then
+            # matches the lease as renewed (the same generation).
+            await asyncio.wait([beat])
+        if not await write(self._leases, self.lease):
+            return False
+        self.given_up = True
+        return True
 
     async def release(self, by: float | None = None) -> None:
         """Stop renewing and give the lease up, waiting at most `RELEASE_WAIT`
@@ -277,7 +298,7 @@ class SessionHold:
         if held is not None:
             self._held = None
             self._journal.fence_with(None)
-            if self._given is None:
+            if self._given is None and not held.given_up:
                 await held.release(self.release_by)
             else:
                 held.stop_renewing()  # its giver releases it

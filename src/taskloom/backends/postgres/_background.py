@@ -11,9 +11,10 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from .._activities import ActivityRegistry, BackgroundActivity, BackgroundNotice
-from .._leases import Clock, system_clock
-from .._sql import Migration, SQLActivities, SQLNotices
+from .._leases import Clock, Lease, Leases, system_clock
+from .._sql import Migration, SQLActivities, SQLLeases, SQLNotices
 from ._database import PostgresDatabase
+from ._leases import PostgresLeases
 
 POSTGRES_BACKGROUND_MIGRATIONS: tuple[Migration, ...] = (
     # IF NOT EXISTS: databases made before these migrations existed already
@@ -134,11 +135,27 @@ class PostgresNoticeInbox(SQLNotices):
         self._sql_clear = f"DELETE FROM {table} {where}"
         # A data-modifying CTE runs whether or not the query reads it: both
         # writes in one statement, one transaction.
-        self._sql_push_removing = (
+        self._sql_push_removing = self._push_removing_sql("")
+        # With a lease given up too, by the leases' table (made at first use).
+        self._sql_releasing: dict[str, str] = {}
+
+    def _push_removing_sql(self, also: str) -> str:
+        """The push and the registration's removal in one statement; `also`:
+        more data-modifying CTEs (each with its leading comma)."""
+        return (
             f"WITH pushed AS ({self._sql_push} RETURNING 1), removed AS ("
-            f"DELETE FROM {database.table('background_activities')}"
-            " WHERE session_id = %(session)s AND id = %(activity)s)"
+            f"DELETE FROM {self.database.table('background_activities')}"
+            f" WHERE session_id = %(session)s AND id = %(activity)s){also}"
             " SELECT count(*) FROM pushed"
+        )
+
+    def _removes_with(self, registry: ActivityRegistry) -> bool:
+        """Whether the push and `registry`'s removal can go in one statement."""
+        return (
+            isinstance(registry, PostgresActivityRegistry)
+            and registry.database is self.database
+            and type(registry).remove is SQLActivities.remove
+            and type(self).push is SQLNotices.push
         )
 
     async def push_removing(
@@ -149,20 +166,60 @@ class PostgresNoticeInbox(SQLNotices):
         None, with nothing done, when `registry` is not this backend's own on
         the same database (or either's write is overridden): the caller then
         makes the two calls."""
+        if not self._removes_with(registry):
+            return None
+        return await self._written(self._sql_push_removing, session, notice)
+
+    async def push_removing_releasing(
+        self,
+        session: str,
+        notice: BackgroundNotice,
+        registry: ActivityRegistry,
+        leases: Leases,
+        lease: Lease,
+    ) -> bool | None:
+        """`push_removing`, with `leases.release(lease)` in the same statement:
+        all three writes or none. True if this call wrote the notice. None,
+        with nothing done, when `push_removing` would return None, or `leases`
+        is not a `PostgresLeases` on the same database that releases as it
+        does: the caller then makes the calls apart."""
         if not (
-            isinstance(registry, PostgresActivityRegistry)
-            and registry.database is self.database
-            and type(registry).remove is SQLActivities.remove
-            and type(self).push is SQLNotices.push
+            self._removes_with(registry)
+            and isinstance(leases, PostgresLeases)
+            and leases.database is self.database
+            and type(leases).release is SQLLeases.release
         ):
             return None
+        table = self.database.table("leases")
+        sql = self._sql_releasing.get(table)
+        if sql is None:
+            # The leases' own release (`key`, `generation`: no name shared
+            # with the push's parameters).
+            sql = self._sql_releasing[table] = self._push_removing_sql(
+                f", released AS ({leases.release_statement})"
+            )
+        # Ahead of queued writes, as a release alone goes (`SQLLeases.release`).
+        return await self._written(
+            sql, session, notice, urgent=True, key=lease.key, generation=lease.generation
+        )
+
+    async def _written(
+        self,
+        sql: str,
+        session: str,
+        notice: BackgroundNotice,
+        *,
+        urgent: bool = False,
+        **more: Any,
+    ) -> bool:
         params = {
             "session": session,
             "id": notice.id,
             "body": self._dump(notice.to_dict()),
             "activity": notice.activity_id,
+            **more,
         }
-        row = await self.database.fetchone(self._sql_push_removing, params)
+        row = await self.database.fetchone(sql, params, urgent=urgent)
         return row is not None and int(row[0]) == 1
 
     def from_column(self, value: list[Any]) -> list[BackgroundNotice]:

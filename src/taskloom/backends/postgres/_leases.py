@@ -57,3 +57,10 @@ class PostgresLeases(SQLLeases):
         self._current = f"""
             SELECT holder, generation, expires_at FROM {table}
             WHERE key = %(key)s AND holder IS NOT NULL AND expires_at > %(now)s"""
+
+    @property
+    def release_statement(self) -> str:
+        """The statement `release` sends (parameters `%(key)s` and
+        `%(generation)s`), for a statement that gives a lease up together
+        with writes of its own (a data-modifying CTE)."""
+        return self._release
