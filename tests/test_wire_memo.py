@@ -306,3 +306,67 @@ def test_a_body_that_is_not_json_fails_as_before_and_the_next_one_goes_out() -> 
     del metadata["at"]
     ((_, content),) = sent(options, [ModelRequest(messages=messages, settings=settings, memo=memo)])
     assert json.loads(content) == m.build_body(ModelRequest(messages=messages, settings=settings))
+
+
+def test_bodies_encoded_at_once_in_two_threads_do_not_see_each_others_containers() -> None:
+    # Two runs on two event loops (threads) may encode bodies at the same
+    # time, with values their agent's settings share. Python code inside an
+    # encoding (a dict subclass's `items`, a finalizer the collector runs)
+    # lets the other thread in: its encoding must not take the first one's
+    # open containers for a circular reference, as httpx2's `json=` never does.
+    import asyncio
+    import json
+    import threading
+
+    import httpx2
+
+    from taskloom.models import ModelSettings
+
+    inside, leave = threading.Event(), threading.Event()
+
+    class Metadata(dict[str, Any]):
+        calls = 0
+
+        def items(self) -> Any:
+            Metadata.calls += 1
+            if Metadata.calls == 1:  # the first encoding waits inside this value
+                inside.set()
+                leave.wait(10)
+            return super().items()
+
+    settings = ModelSettings(extra={"metadata": Metadata(team="search")})
+    answer = {
+        "choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]
+    }
+    seen: list[bytes] = []
+    failed: list[BaseException] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.content)
+        return httpx2.Response(200, json=answer)
+
+    def run(first: bool) -> None:
+        async def main() -> None:
+            async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as client:
+                options: dict[str, Any] = {"api_key": "k", "base_url": "http://h/v1"}
+                m = OpenAIChatModel("gpt-4.1-mini", http_client=client, stream=False, **options)
+                request = ModelRequest(messages=(Message.user("hi"),), settings=settings, memo={})
+                await m.request(request)
+
+        if not first:
+            inside.wait(10)
+        try:
+            asyncio.run(main())
+        except BaseException as exc:
+            failed.append(exc)
+        finally:
+            if not first:
+                leave.set()
+
+    threads = [threading.Thread(target=run, args=(first,)) for first in (True, False)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failed == []
+    assert [json.loads(body)["metadata"] for body in seen] == [{"team": "search"}] * 2
