@@ -160,9 +160,14 @@ def gemini_bodies(m: Any, messages: list[Message], memo: dict[Any, Any] | None) 
     ]
 
 
-def sent(options: dict[str, Any], requests: list[ModelRequest]) -> list[tuple[list[Any], bytes]]:
+def sent(
+    options: dict[str, Any],
+    requests: list[ModelRequest],
+    client_headers: dict[str, str] | None = None,
+) -> list[tuple[list[Any], bytes]]:
     """Each request as it reached the server (headers in order, body bytes),
-    sent by a Chat Completions model made with `options`."""
+    sent by a Chat Completions model made with `options` (its client's own
+    headers `client_headers`), then each body as httpx2's `json=` sends it."""
     import asyncio
     import json
 
@@ -182,10 +187,15 @@ def sent(options: dict[str, Any], requests: list[ModelRequest]) -> list[tuple[li
         return httpx2.Response(200, json=answer)
 
     async def main() -> None:
-        async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as client:
+        transport = httpx2.MockTransport(handler)
+        async with httpx2.AsyncClient(transport=transport, headers=client_headers) as client:
             m = OpenAIChatModel("gpt-4.1-mini", http_client=client, **options)
             for request in requests:
                 await m.request(request)
+            if client_headers is not None:
+                headers = {"Authorization": f"Bearer {options['api_key']}"}
+                for request in requests:
+                    await client.post(m.url, json=m.build_body(request), headers=headers)
 
     asyncio.run(main())
     return seen
@@ -254,6 +264,24 @@ def test_a_caller_set_content_type_keeps_httpx2_encoding_the_body() -> None:
     assert ("json", "messages") not in memo
 
 
+def test_a_content_type_the_callers_client_sets_keeps_httpx2_encoding_the_body() -> None:
+    # A client's own headers go under the request's: httpx2 adds a JSON
+    # body's type only where the client names none, so the same request goes
+    # out whoever encodes the body.
+    messages = tuple(conversation(1))
+    for stream in (False, True):
+        options = {"api_key": "k", "base_url": "http://h/v1", "stream": stream}
+        memo: dict[Any, Any] = {}
+        requests = [ModelRequest(messages=messages[:n], memo=memo) for n in (1, 2)]
+        client_headers = {"Content-Type": "application/json; charset=utf-8"}
+        got = sent(options, requests, client_headers)
+        assert got[:2] == got[2:]
+        for headers, _ in got:
+            assert [v for k, v in headers if k.lower() == b"content-type"] == [
+                b"application/json; charset=utf-8"
+            ]
+
+
 def test_a_body_that_is_not_json_fails_as_before_and_the_next_one_goes_out() -> None:
     import asyncio
     import json
@@ -278,3 +306,67 @@ def test_a_body_that_is_not_json_fails_as_before_and_the_next_one_goes_out() -> 
     del metadata["at"]
     ((_, content),) = sent(options, [ModelRequest(messages=messages, settings=settings, memo=memo)])
     assert json.loads(content) == m.build_body(ModelRequest(messages=messages, settings=settings))
+
+
+def test_bodies_encoded_at_once_in_two_threads_do_not_see_each_others_containers() -> None:
+    # Two runs on two event loops (threads) may encode bodies at the same
+    # time, with values their agent's settings share. Python code inside an
+    # encoding (a dict subclass's `items`, a finalizer the collector runs)
+    # lets the other thread in: its encoding must not take the first one's
+    # open containers for a circular reference, as httpx2's `json=` never does.
+    import asyncio
+    import json
+    import threading
+
+    import httpx2
+
+    from taskloom.models import ModelSettings
+
+    inside, leave = threading.Event(), threading.Event()
+
+    class Metadata(dict[str, Any]):
+        calls = 0
+
+        def items(self) -> Any:
+            Metadata.calls += 1
+            if Metadata.calls == 1:  # the first encoding waits inside this value
+                inside.set()
+                leave.wait(10)
+            return super().items()
+
+    settings = ModelSettings(extra={"metadata": Metadata(team="search")})
+    answer = {
+        "choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]
+    }
+    seen: list[bytes] = []
+    failed: list[BaseException] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.content)
+        return httpx2.Response(200, json=answer)
+
+    def run(first: bool) -> None:
+        async def main() -> None:
+            async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as client:
+                options: dict[str, Any] = {"api_key": "k", "base_url": "http://h/v1"}
+                m = OpenAIChatModel("gpt-4.1-mini", http_client=client, stream=False, **options)
+                request = ModelRequest(messages=(Message.user("hi"),), settings=settings, memo={})
+                await m.request(request)
+
+        if not first:
+            inside.wait(10)
+        try:
+            asyncio.run(main())
+        except BaseException as exc:
+            failed.append(exc)
+        finally:
+            if not first:
+                leave.set()
+
+    threads = [threading.Thread(target=run, args=(first,)) for first in (True, False)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failed == []
+    assert [json.loads(body)["metadata"] for body in seen] == [{"team": "search"}] * 2

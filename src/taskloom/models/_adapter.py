@@ -36,6 +36,7 @@ from ._http import (
     SSEDecoder,
     Target,
     default_client,
+    names_body_headers,
     open_stream,
     redact_error,
     send_json,
@@ -258,10 +259,7 @@ class WireModel(ABC):
         self._native = options.get("native_output")
         # A body encoded beforehand goes with the headers httpx2 gives a JSON
         # body (`json_headers`): not where the caller set either of them.
-        self._raw_body = not any(
-            name.lower() in ("content-length", "content-type", "transfer-encoding")
-            for name in headers
-        )
+        self._raw_body = not names_body_headers(headers)
         self._target = Target(
             self._endpoint(base_url),
             headers,
@@ -337,7 +335,7 @@ class WireModel(ABC):
         # `_whole`, written out: no coroutine of its own on every request.
         body = self.build_body(request, stream=False)
         try:
-            encoded = self._encoded(request, body) if self._raw_body else None
+            encoded = self._sent_body(request, body)
             target = self._target_for(request, False)
             payload = await send_json(self._http(), target, body, encoded)
             return self._checked(self._decode(payload, request), request)
@@ -355,7 +353,7 @@ class WireModel(ABC):
     async def _whole(self, request: ModelRequest) -> ModelResponse:
         body = self.build_body(request, stream=False)
         try:
-            encoded = self._encoded(request, body) if self._raw_body else None
+            encoded = self._sent_body(request, body)
             target = self._target_for(request, False)
             payload = await send_json(self._http(), target, body, encoded)
             return self._checked(self._decode(payload, request), request)
@@ -377,7 +375,7 @@ class WireModel(ABC):
         decoder = SSEDecoder()
         decode, feed = decoder.line, assembly.feed
         try:
-            encoded = self._encoded(request, body) if self._raw_body else None
+            encoded = self._sent_body(request, body)
             target = self._target_for(request, True)
             async with open_stream(self._http(), target, body, encoded) as response:
                 # Read to the end of the body even after the last event: a body
@@ -412,7 +410,7 @@ class WireModel(ABC):
         decoder = SSEDecoder()
         decode, feed = decoder.line, assembly.feed
         try:
-            encoded = self._encoded(request, body) if self._raw_body else None
+            encoded = self._sent_body(request, body)
             target = self._target_for(request, True)
             async with open_stream(self._http(), target, body, encoded) as response:
                 # Read to the end of the body even after the last event: a body
@@ -483,6 +481,17 @@ class WireModel(ABC):
     def _encode(
         self, request: ModelRequest, settings: ModelSettings, stream: bool
     ) -> dict[str, Any]: ...
+
+    def _sent_body(self, request: ModelRequest, body: dict[str, Any]) -> bytes | None:
+        # A caller's client may name a body's headers too (its own go under
+        # the request's): checked at each request, as the client's headers
+        # may change after the model is made.
+        if not self._raw_body:
+            return None
+        client = self._client
+        if client is not None and names_body_headers(client.headers):
+            return None
+        return self._encoded(request, body)
 
     def _encoded(self, request: ModelRequest, body: dict[str, Any]) -> bytes | None:
         """`body` encoded as httpx2 encodes a `json=` body, when this wire can

@@ -12,7 +12,7 @@ import asyncio
 import json
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -239,6 +239,15 @@ def _failure(target: Target, response: httpx2.Response, content: bytes) -> Provi
     return redact_error(error, target.secrets)
 
 
+_BODY_HEADERS = ("content-length", "content-type", "transfer-encoding")
+
+
+def names_body_headers(headers: Iterable[str]) -> bool:
+    """Whether header names `headers` set a body's length, type or transfer
+    encoding (any case): httpx2 keeps those for a `json=` body."""
+    return any(name.lower() in _BODY_HEADERS for name in headers)
+
+
 def json_headers(headers: Mapping[str, str], length: int) -> dict[str, str]:
     """`headers` with the two httpx2 adds for a JSON body (`json=`), in its
     order: the same request goes out for a body encoded beforehand."""
@@ -253,7 +262,8 @@ async def send_json(
 ) -> Any:
     """POST a JSON body and return the decoded JSON answer, or raise a typed error.
     `encoded`: the body already encoded as httpx2 would encode it (then sent as
-    it is; `target.headers` name neither its length nor its type)."""
+    it is; neither `target.headers` nor the client's own name its length or
+    type: see `names_body_headers`)."""
     try:
         if encoded is None:
             response = await client.post(target.url, json=body, headers=target.headers)

@@ -230,8 +230,7 @@ _BODY = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=Fa
 
 def _c_encoder() -> Any:
     # `_BODY.encode` makes the C encoder anew at every call (a few Python
-    # calls each time); this one is made once and remade after a failure
-    # (the cycle check's record of open containers is left dirty then).
+    # calls each time); these are made once each and reused.
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:
         return None
@@ -241,19 +240,25 @@ def _c_encoder() -> Any:
         return None
 
 
-_ENCODER: list[Any] = [_c_encoder()]
+# Idle C encoders. One is taken for an encoding and given back after it: its
+# cycle check's record of open containers is its own while in use (another
+# thread may encode meanwhile, when Python code inside this encoding lets it
+# in), and one that failed is dropped (that record is left dirty then).
+_ENCODERS: list[Any] = []
+_C_ENCODING = _c_encoder() is not None
 
 
 def _encode(value: Any) -> str:
     """`value` as `_BODY.encode(value)` writes it."""
-    encoder = _ENCODER[0]
-    if encoder is None or type(value) is str:
+    if not _C_ENCODING or type(value) is str:
         return _BODY.encode(value)
     try:
-        return "".join(encoder(value, 0))
-    except BaseException:
-        _ENCODER[0] = _c_encoder()
-        raise
+        encoder = _ENCODERS.pop()
+    except IndexError:
+        encoder = _c_encoder()
+    text = "".join(encoder(value, 0))
+    _ENCODERS.append(encoder)
+    return text
 
 
 _KEPT_JSON = "json"  # a `ModelRequest.memo` key, with the body's key
