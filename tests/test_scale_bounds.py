@@ -195,10 +195,17 @@ async def test_sqlite_runs_urgent_calls_before_queued_ordinary_ones(tmp_path: Pa
 async def test_sqlite_withdraws_a_queued_call_whose_caller_gave_up(tmp_path: Path) -> None:
     db = SQLiteDatabase(tmp_path / "withdraw.db")
     ran: list[str] = []
-    release = threading.Event()
+    started, release = threading.Event(), threading.Event()
+
+    def hold(conn: object) -> bool:
+        started.set()
+        return release.wait(5)
+
     try:
-        first = asyncio.ensure_future(db.run(lambda conn: release.wait(5)))
-        await asyncio.sleep(0.05)
+        first = asyncio.ensure_future(db.run(hold))
+        # The worker holds the first call before the second is queued (a
+        # worker that had not yet taken the first could take both at once).
+        assert await asyncio.to_thread(started.wait, 5)
         gone = asyncio.ensure_future(db.run(lambda conn: ran.append("withdrawn")))
         await asyncio.sleep(0.01)
         gone.cancel()
