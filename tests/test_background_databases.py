@@ -120,7 +120,7 @@ async def test_sqlite_store_and_its_background_share_one_connection(tmp_path: Pa
         assert traced[5].startswith("INSERT INTO taskloom_background_notices")
         assert service.registry.database is store.database
         assert service.inbox.database is store.database
-    assert sqlite_versions(tmp_path / "t.db") == {"sessions": 2, "leases": 1, "background": 1}
+    assert sqlite_versions(tmp_path / "t.db") == {"sessions": 1, "leases": 1, "background": 1}
 
 
 async def test_sqlite_background_waits_on_a_lock_only_as_long_as_the_store(
@@ -191,7 +191,7 @@ async def test_a_sqlite_database_made_by_the_old_ddl_upgrades(tmp_path: Path) ->
         assert not await service.inbox.push("s", BackgroundNotice("old:end", "old", "shell", ""))
         assert (await store.get("s")).agent == "agent"
         assert await service.inbox.push("s", NOTICE)
-    assert sqlite_versions(path) == {"sessions": 2, "leases": 1, "background": 1}
+    assert sqlite_versions(path) == {"sessions": 1, "leases": 1, "background": 1}
 
     # A backend of its own on the upgraded file finds the version recorded.
     inbox_backend = SQLiteBackend(path)

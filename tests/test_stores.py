@@ -141,7 +141,7 @@ async def test_sqlite_file_is_wal_with_recorded_schema_versions(tmp_path: Path) 
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         versions = dict(raw.execute("SELECT component, version FROM taskloom_schema_version"))
-    assert versions == {"sessions": 2, "leases": 1}
+    assert versions == {"sessions": 1, "leases": 1}
     await store.close()
     # A second opener finds the schema in place and changes nothing.
     again = SQLiteBackend(path).store
