@@ -107,6 +107,8 @@ async def test_an_append_placed_where_it_lands_is_one_single_row_insert(tmp_path
         assert position == 2
         assert len(ran) == 1 and ran[0].startswith("INSERT INTO taskloom_entries")
         assert " VALUES " in ran[0] and " SELECT ?1," not in ran[0]
+        # The session is checked by the entries' foreign key, not read again.
+        assert "taskloom_sessions" not in ran[0]
         # With the inbox read beside it: while nothing is pending, the same
         # single-row INSERT, returning nothing (RETURNING costs SQLite a
         # temporary table per statement).
