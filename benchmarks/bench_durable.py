@@ -24,7 +24,9 @@ Two tables, on the memory, SQLite and PostgreSQL stores:
   connection to that file (WAL, `synchronous=NORMAL`, a passive checkpoint
   every 256 statements, as the backend has it) where a memory round appends:
   what a round's two commits cost SQLite itself, so "SQLite round / that
-  floor" is taskloom's own layer.
+  floor" is taskloom's own layer; and beside it the least two commits a
+  round can make (BEGIN IMMEDIATE, one 200-byte row into an INTEGER PRIMARY
+  KEY table, COMMIT), where a round makes its two: what any schema costs.
 
 `--instructions` counts instructions instead of timing (cachegrind, user
 space, exact whatever else the machine runs): a steady tool round on each
@@ -423,6 +425,42 @@ async def sqlite_floor(path: str, statements: list[tuple[str, Any]], windows: in
         conn.close()
 
 
+async def minimal_floor(path: str, windows: int) -> Steady:
+    """Steady rounds on the memory store that also make, at each fenced
+    append, a minimal durable commit on a bare `sqlite3` connection to a
+    fresh file at `path` (set up as the backend sets up its own: WAL,
+    `synchronous=NORMAL`, a passive checkpoint every 256 commits): BEGIN
+    IMMEDIATE, one 200-byte row into an INTEGER PRIMARY KEY table, COMMIT.
+    The memory round plus the least two commits a round can make, whatever
+    their statements and schema."""
+    from taskloom.backends import MemoryBackend
+
+    conn = sqlite3.connect(path, isolation_level=None, cached_statements=256)
+    for pragma in ("journal_mode = WAL", "synchronous = NORMAL", "wal_autocheckpoint = 0"):
+        conn.execute(f"PRAGMA {pragma}")
+    conn.execute("CREATE TABLE minimal (id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
+    body = "x" * 200
+    memory = MemoryBackend().store
+    sent = [0]
+
+    class Minimal(type(memory)):  # type: ignore[misc]
+        async def append(self, session_id: str, entry: Any, *, fence: Any = None) -> int:
+            position: int = await super().append(session_id, entry, fence=fence)
+            if fence is not None:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("INSERT INTO minimal (body) VALUES (?)", (body,))
+                conn.execute("COMMIT")
+                sent[0] += 1
+                if sent[0] % 256 == 0:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            return position
+
+    try:
+        return await steady(Minimal(), windows)
+    finally:
+        conn.close()
+
+
 def _trips(trips: float, checks: float) -> str:
     return f"{trips:.1f} ({trips - checks:.1f})"
 
@@ -601,6 +639,7 @@ def main() -> None:
         long.append(("sqlite", asyncio.run(steady(f"sqlite:///{tmp}/long.db", windows))))
         recorded = asyncio.run(recorded_sqlite_round(f"{tmp}/floor.db"))
         sqlite_bare = asyncio.run(sqlite_floor(f"{tmp}/floor.db", recorded, windows))
+        sqlite_minimal = asyncio.run(minimal_floor(f"{tmp}/minimal.db", windows))
     rows.append(
         (
             "sqlite",
@@ -694,6 +733,13 @@ def main() -> None:
                 f" where a round sends them: {sqlite_bare.median:.0f} µs ({sqlite_bare.spread}),"
                 f" {sqlite_bare.median / base.median:.2f}x memory; SQLite round vs it:"
                 f" {found.median / sqlite_bare.median:.2f}x"
+            )
+            print(
+                f"memory round + two minimal commits (BEGIN IMMEDIATE, one 200-byte row,"
+                f" COMMIT) on a bare sqlite3 connection where a round sends its statements:"
+                f" {sqlite_minimal.median:.0f} µs ({sqlite_minimal.spread}),"
+                f" {sqlite_minimal.median / base.median:.2f}x memory; SQLite round vs it:"
+                f" {found.median / sqlite_minimal.median:.2f}x"
             )
         if name == "postgresql" and isinstance(found, Steady) and bare is not None:
             floor = base.median + 3 * bare

@@ -107,17 +107,32 @@ async def test_an_append_placed_where_it_lands_is_one_single_row_insert(tmp_path
         assert position == 2
         assert len(ran) == 1 and ran[0].startswith("INSERT INTO taskloom_entries")
         assert " VALUES " in ran[0] and " SELECT ?1," not in ran[0]
-        notice = BackgroundNotice("n1", "a1", "shell", "exit 0")
-        assert await inbox.push("s", notice)
+        # The session is checked by the entries' foreign key, not read again.
+        assert "taskloom_sessions" not in ran[0]
+        # With the inbox read beside it: while nothing is pending, the same
+        # single-row INSERT, returning nothing (RETURNING costs SQLite a
+        # temporary table per statement).
         (position, pending), ran = await _appended(
             backend,
             lambda: store.append_then_pending(
                 "s", Entry("note", {"n": 3}, None, 3), inbox, fence=fence
             ),
         )
-        assert (position, [n.id for n in pending]) == (3, ["n1"])
-        assert len(ran) == 1 and " VALUES " in ran[0] and "RETURNING" in ran[0]
-        assert [e.data for e in await store.load("s")] == [{"n": 1}, {"n": 2}, {"n": 3}]
+        assert (position, pending) == (3, [])
+        assert len(ran) == 1 and " VALUES " in ran[0] and "RETURNING" not in ran[0]
+        # A pending notice refuses the placed INSERT (nothing written); the
+        # general append lands the entry and returns the notice with it.
+        notice = BackgroundNotice("n1", "a1", "shell", "exit 0")
+        assert await inbox.push("s", notice)
+        (position, pending), ran = await _appended(
+            backend,
+            lambda: store.append_then_pending(
+                "s", Entry("note", {"n": 4}, None, 4), inbox, fence=fence
+            ),
+        )
+        assert (position, [n.id for n in pending]) == (4, ["n1"])
+        assert len(ran) == 2 and " VALUES " in ran[0] and "RETURNING" in ran[1]
+        assert [e.data for e in await store.load("s")] == [{"n": i} for i in range(1, 5)]
     finally:
         await backend.close()
 

@@ -120,7 +120,8 @@ class SQLiteNoticeInbox(SQLNotices):
         " WHERE session_id = :session AND acked = 0 ORDER BY seq"
     )
     # Each body with its seq, as one JSON text: group_concat keeps no order
-    # SQLite promises, so `from_column` sorts by the seq.
+    # SQLite promises, so `from_column` sorts by the seq. NULL when nothing
+    # is pending: the store's placed append tests it so (`IS NULL`).
     _sql_pending_column = (
         "(SELECT '[' || group_concat('[' || seq || ',' || body || ']', ',') || ']'"
         " FROM taskloom_background_notices WHERE session_id = {session} AND acked = 0)"
