@@ -12,8 +12,9 @@ L2 (`--l2`, `--ways`, 64-byte lines; 1 MiB on this project's machine), with
 shared L3 as the last level, where neither loop misses at all, while a miss
 in L2 is what a run pays for in time. Prints per warm run: instructions,
 first-level instruction and data misses, L2 misses, conditional and indirect
-branch mispredicts, and each mode against the first one. Exact up to the
-event loop's wake-ups (repeats move by well under 1%). Asserts nothing.
+branch mispredicts, and each mode against the first one. Deterministic up to
+the event loop's wake-ups and where the allocator places things: repeats move
+instructions by under 0.1%, L2 misses by up to 5%. Asserts nothing.
 """
 
 from __future__ import annotations
