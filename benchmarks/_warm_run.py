@@ -7,7 +7,11 @@ MODE is `bare` or `bare-stream` (the bare httpx2 loop, whole or streamed
 answers), or `taskloom`, `taskloom-stream`, `taskloom-events` (streamed, every
 event read by a subscriber through `agent.stream`) or `taskloom-budget` (under
 a tree `Budget`), each a sync tool with `blocking=False` as the benchmark's
-variants. The process makes ten warm-up runs, then RUNS more; a warm run's
+variants; `bare-nohttp` and `taskloom-nohttp` are `bare` and `taskloom` with
+no socket: the request's body is encoded as usual and the server's own
+`_reply` answers it in process (taskloom's through the adapter's `send_json`),
+so what is left is each loop's own work and memory without the HTTP stack's
+(`_warm_misses.py` compares their working sets). The process makes ten warm-up runs, then RUNS more; a warm run's
 instructions are a process of 60 runs minus one of 10, over 50:
 
     PYTHONHASHSEED=0 valgrind --tool=cachegrind --cache-sim=no \\
@@ -21,11 +25,44 @@ log reads a normal run does not make.
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
+from typing import Any
 
-from bench_loop_http import ANSWER, INSTRUCTIONS, PROMPT, _post_json, _post_sse, add, bare_run
+from bench_loop_http import (
+    ANSWER,
+    INSTRUCTIONS,
+    PROMPT,
+    _post_json,
+    _post_sse,
+    _reply,
+    add,
+    bare_run,
+)
 
 WARM_UP = 10
+
+
+async def _answered(body: Any, encoded: bytes | None = None) -> dict[str, Any]:
+    """The server's decoded answer to a request, with no socket: one pass of
+    the event loop, as a reply that is already in takes."""
+    await asyncio.sleep(0)
+    return json.loads(json.dumps(_reply(json.loads(encoded) if encoded else body)))
+
+
+async def bare_nohttp(runs: int) -> None:
+    import bench_loop_http
+
+    async def post(client: Any, url: str, body: Any) -> dict[str, Any]:
+        answer = await _answered(body, json.dumps(body).encode())
+        message: dict[str, Any] = answer["choices"][0]["message"]
+        return message
+
+    bench_loop_http._post_json = post  # bare_run takes it when the run is made
+    run = bare_run(None, "", stream=False, tool=add)  # type: ignore[arg-type]
+    for _ in range(WARM_UP + runs):
+        if (await run()).strip() != ANSWER:
+            raise AssertionError("unexpected answer")
 
 
 async def bare(base_url: str, runs: int, stream: bool) -> None:
@@ -47,6 +84,13 @@ async def ours(base_url: str, runs: int, mode: str) -> None:
     from taskloom.models import OpenAIChatModel
 
     _run.FRESH_BOUNDARY = 5.0
+    if mode == "taskloom-nohttp":
+        from taskloom.models import _adapter
+
+        async def send_json(client: Any, target: Any, body: Any, encoded: Any = None) -> Any:
+            return await _answered(body, encoded)
+
+        _adapter.send_json = send_json
     stream = mode in ("taskloom-stream", "taskloom-events")
     model = OpenAIChatModel("gpt-4.1-mini", api_key="bench", base_url=base_url, stream=stream)
     agent = Agent("adder", model, INSTRUCTIONS, tools=[tool(blocking=False)(add)])
@@ -65,7 +109,9 @@ async def ours(base_url: str, runs: int, mode: str) -> None:
 
 def main() -> None:
     mode, base_url, runs = sys.argv[1], sys.argv[2] + "/v1", int(sys.argv[3])
-    if mode.startswith("bare"):
+    if mode == "bare-nohttp":
+        asyncio.run(bare_nohttp(runs))
+    elif mode.startswith("bare"):
         asyncio.run(bare(base_url, runs, mode == "bare-stream"))
     else:
         asyncio.run(ours(base_url, runs, mode))
