@@ -199,15 +199,16 @@ async def test_a_childs_report_gives_its_lease_up_in_the_same_round_trip(
     pg_schema: str,  # noqa: F811
 ) -> None:
     # A background child on PostgreSQL: its lease taken, its log read, three
-    # fenced appends, the registry read at its first boundary, then its report
-    # written with its lease given up: one statement, all or nothing.
+    # fenced appends (the first also reading its inbox and what it has
+    # running, for its first boundary), then its report written with its
+    # lease given up: one statement, all or nothing.
     backend = PostgresBackend(PG_DSN, schema=pg_schema)
     try:
         runtime, sent, spec, status = await _child_run(backend)
         assert status is ChildStatus.DONE
         kinds = dict(sent.by_kind)
-        assert sent.total - sent.checks == 7, kinds
-        assert sent.round_trips - sent.checks == 7, kinds
+        assert sent.total - sent.checks == 6, kinds
+        assert sent.round_trips - sent.checks == 6, kinds
         assert not [k for k in kinds if "SET holder = NULL" in k or "leases SET" in k], kinds
         # Given up: another holder takes the lease at once, a generation on.
         key = session_lease_key(spec.child_session_id)
@@ -242,5 +243,39 @@ async def test_a_report_that_fails_leaves_the_lease_to_be_released_as_usual(
         assert await ChildWorker(runtime, worker_id="w2").run(spec) is ChildStatus.DONE
         assert len(await backend.inbox.pending(spec.parent_session_id)) == 1
         await runtime.close()
+    finally:
+        await backend.close()
+
+
+async def test_a_runs_first_boundary_lists_what_runs_with_the_first_append(
+    pg_schema: str,  # noqa: F811
+) -> None:
+    # The first boundary's "still running" comes from the statement that
+    # wrote the run's start and user turn: no registry read of its own, and
+    # what it says is what the registry held.
+    backend = PostgresBackend(PG_DSN, schema=pg_schema)
+    shown: list[str] = []
+    counting = _counter().count_statements()
+
+    def answer(request: ModelRequest) -> Any:
+        shown.append(repr(request.messages))
+        counting.__exit__(None, None, None)
+        return reply("done", usage=Usage(10, 5))
+
+    try:
+        async with Runtime(store=backend.store) as runtime:
+            session = await runtime.create_session(Agent("first", FunctionModel(answer)))
+            work = BackgroundActivity("job-7", "job", "a long job", 1_700_000_000.0)
+            lapsed = BackgroundActivity("job-8", "job", "a lapsed job", 1_700_000_000.0)
+            assert await backend.registry.add(session.id, work, 60.0, None)
+            assert await backend.registry.add(session.id, lapsed, -1.0, None)
+            sent = counting.__enter__()
+            await session.run("go")
+        kinds = dict(sent.by_kind)
+        assert not [k for k in kinds if k.startswith("SELECT body FROM")], kinds
+        fenced = sum(n for kind, n in kinds.items() if kind.startswith("WITH fence"))
+        assert fenced == 1, kinds
+        assert "still running" in shown[0] and "a long job" in shown[0], shown[0]
+        assert "a lapsed job" not in shown[0], shown[0]
     finally:
         await backend.close()

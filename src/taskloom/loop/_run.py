@@ -262,7 +262,9 @@ class RunLoop:
                 if plain:
                     assert user is not None
                     journal.stage(started, scope.run_id)
-                    await journal.record(message_entry(user), scope.run_id, user, read_inbox=True)
+                    await journal.record(
+                        message_entry(user), scope.run_id, user, read_inbox=True, list_running=True
+                    )
                 else:
                     await journal.record(started, scope.run_id)
                 scope.event("RunStarted", run_id=scope.run_id, agent=name)
@@ -429,7 +431,8 @@ class RunLoop:
             await append_message(journal, scope.run_id, folded, folds=[e.position for e in pending])
         # 3. background notices (and a reminder held from the last boundary)
         # Read with the results that ended the last round, when nothing came since.
-        delivery = await run.notices.round_start(journal.take_inbox(FRESH_BOUNDARY))
+        inbox = journal.take_inbox(FRESH_BOUNDARY)
+        delivery = await run.notices.round_start(inbox, journal.take_running())
         held = self._held
         if held is not None:
             delivery = held if delivery is None else held.merged(delivery)

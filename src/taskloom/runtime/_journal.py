@@ -41,6 +41,11 @@ def _gives(kind: type, method: str) -> bool:
     return known
 
 
+def _lists_running(kind: type) -> bool:
+    """Whether stores of `kind` append through `append_all_listing` (see `_gives`)."""
+    return _gives(kind, "append_all_listing")
+
+
 def _reads_inbox(kind: type) -> bool:
     """Whether stores of `kind` append through `append_then_pending` (see `_gives`)."""
     return _gives(kind, "append_then_pending")
@@ -67,6 +72,7 @@ class SessionJournal:
         "_inbox_read",
         "_log",
         "_restorable",
+        "_running",
         "_runtime",
         "_staged",
         "_unused_rows",
@@ -88,9 +94,11 @@ class SessionJournal:
         # (position, monotonic time) of an own append known to follow every
         # entry before it; see sync(fresh=).
         self._whole: tuple[int, float] | None = None
-        # (position, monotonic time, notices) of the inbox read with an own
-        # append; see take_inbox().
-        self._inbox_read: tuple[int, float, list[Any]] | None = None
+        # (position, monotonic time, notices, activities or None) of the
+        # inbox read with an own append; see take_inbox().
+        self._inbox_read: tuple[int, float, list[Any], list[Any] | None] | None = None
+        # The activities read with the notices take_inbox() last handed out.
+        self._running: list[Any] | None = None
         # Entries staged for the next append (see `stage`), placed after the log.
         self._staged: list[Entry] = []
         # (kind, make) of `follow`: once, an entry written after one of that kind.
@@ -169,10 +177,13 @@ class SessionJournal:
         message: Message | None = None,
         *,
         read_inbox: bool = False,
+        list_running: bool = False,
     ) -> Coroutine[Any, Any, int]:
         """Append a typed entry (see `append`; `message`: the payload's message).
         With `read_inbox`, the session's pending notices are read with the
-        append, in the same call to the store when it can (`take_inbox`)."""
+        append, in the same call to the store when it can (`take_inbox`);
+        with `list_running` too, the session's registered activities in that
+        same statement, where the store can (`take_running`)."""
         position = self._log.position + 1 + len(self._staged)
         entry = Entry(payload.KIND, payload.to_data(), run_id, position, time.time())
         follow = self._follow
@@ -181,7 +192,7 @@ class SessionJournal:
             then = follow[1](payload)
             if then is not None:
                 return self._record_followed(entry, then)
-        return self._append_placed(entry, message, read_inbox)
+        return self._append_placed(entry, message, read_inbox, list_running)
 
     def follow(self, kind: str, make: Callable[[Any], Payload | None]) -> None:
         """Once: when an entry of `kind` is next recorded, the entry storing
@@ -217,16 +228,30 @@ class SessionJournal:
         log's last entry and was made less than `fresh` seconds ago; else
         None (read the inbox now). Handed out once."""
         read = self._inbox_read
+        self._running = None
         if read is None:
             return None
         self._inbox_read = None
-        position, at, pending = read
+        position, at, pending, running = read
         if position != self._log.position or time.monotonic() - at >= fresh:
             return None
+        self._running = running
         return pending
 
+    def take_running(self) -> list[Any] | None:
+        """The session's registered activities read in the statement whose
+        notices the last `take_inbox` handed out, if it listed them
+        (`record(..., list_running=True)`); else None (list them now).
+        Handed out once."""
+        running, self._running = self._running, None
+        return running
+
     async def _append_placed(
-        self, entry: Entry, message: Message | None, read_inbox: bool = False
+        self,
+        entry: Entry,
+        message: Message | None,
+        read_inbox: bool = False,
+        list_running: bool = False,
     ) -> int:
         # The entry is placed where it will most likely land, so neither the
         # store nor the log has to copy it again; a store that puts it
@@ -248,13 +273,25 @@ class SessionJournal:
             entries = [*staged, entry]
             staged.clear()
             at = time.monotonic()
-            inbox = runtime.background.inbox if read_inbox else None
-            first, pending = await store.append_all(  # type: ignore[attr-defined]
-                self.id, entries, fence=fence, inbox=inbox
-            )
+            running: list[Any] | None = None
+            if read_inbox and list_running and _lists_running(type(store)):
+                # The first boundary's look at what runs, in the same statement.
+                background = runtime.background
+                first, pending, running = await store.append_all_listing(  # type: ignore[attr-defined]
+                    self.id,
+                    entries,
+                    fence=fence,
+                    inbox=background.inbox,
+                    registry=background.registry,
+                )
+            else:
+                inbox = runtime.background.inbox if read_inbox else None
+                first, pending = await store.append_all(  # type: ignore[attr-defined]
+                    self.id, entries, fence=fence, inbox=inbox
+                )
             position = first + len(entries) - 1
             if read_inbox:
-                self._inbox_read = (position, at, pending or [])
+                self._inbox_read = (position, at, pending or [], running)
             if first == entries[0].position:
                 for placed in entries[:-1]:
                     log.apply(placed)
@@ -265,7 +302,7 @@ class SessionJournal:
             position, pending = await store.append_then_pending(  # type: ignore[attr-defined]
                 self.id, entry, runtime.background.inbox, fence=fence
             )
-            self._inbox_read = (position, at, pending)
+            self._inbox_read = (position, at, pending, None)
         else:
             position = await store.append(self.id, entry, fence=fence)
         if position == entry.position:

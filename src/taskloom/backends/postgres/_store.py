@@ -19,7 +19,7 @@ from builtins import list as _list
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._activities import BackgroundNotice, NoticeInbox
+from .._activities import ActivityRegistry, BackgroundActivity, BackgroundNotice, NoticeInbox
 from .._leases import Clock, Fence, check_fence, system_clock
 from .._sql import Migration, dump_json, list_query, load_entries
 from .._store import Entry, SessionMeta, check_session_id, not_found
@@ -113,8 +113,9 @@ class PostgresStore:
         # inbox's statement (one per inbox, made at its first use).
         self._with_pending: dict[str, str] = {}
         # Several entries in one statement (`append_all`), by (fenced, the
-        # inbox's pending column or ""), made at first use.
-        self._sql_append_all: dict[tuple[bool, str], str] = {}
+        # inbox's pending column or "", the registry's running column or ""),
+        # made at first use.
+        self._sql_append_all: dict[tuple[bool, str, str], str] = {}
         # The data as text, decoded here: a row Python cannot decode (the json
         # type takes nesting deeper than Python's parser, and any JSON value)
         # is then reported as that entry, not as a failed fetch. Joined from
@@ -240,7 +241,7 @@ class PostgresStore:
         placed = await self.append(session_id, entry, fence=fence)
         return placed, await inbox.pending(session_id)
 
-    def _append_all_sql(self, fenced: bool, pending: str) -> str:
+    def _append_all_sql(self, fenced: bool, pending: str, running: str) -> str:
         entries, sessions = self._db.table("entries"), self._sessions
         # No ON CONFLICT: a position another writer took fails the whole
         # statement (nothing lands), where skipping the taken row would land
@@ -256,6 +257,8 @@ class PostgresStore:
             "WHERE COALESCE((SELECT generation FROM fence), 0) = %(generation)s" if fenced else ""
         )
         also = ", " + pending.replace("{session}", "%(sid)s") if pending else ""
+        if running:
+            also += ", " + running.replace("{session}", "%(sid)s").replace("{now}", "%(now)s")
         current = "COALESCE((SELECT generation FROM fence), 0)" if fenced else "0"
         return f"""
             WITH {fence}last AS (
@@ -287,13 +290,45 @@ class PostgresStore:
         pending notices read in the same statement when it is on this store's
         database (else right after), None without. Raises as `append` does,
         and then nothing is written."""
+        first, pending, _ = await self._append_all(session_id, entries, fence, inbox, None)
+        return first, pending
+
+    async def append_all_listing(
+        self,
+        session_id: str,
+        entries: Sequence[Entry],
+        *,
+        fence: Fence | None,
+        inbox: NoticeInbox,
+        registry: ActivityRegistry,
+    ) -> tuple[int, _list[BackgroundNotice], _list[BackgroundActivity] | None]:
+        """`append_all` with `inbox`, and `registry.list(session_id)` read in
+        the same statement when the registry is on this store's database
+        (one round trip; the notices and the activities of one snapshot);
+        None for the activities when it is not (nothing is listed). Raises
+        as `append` does, and then nothing is written."""
+        first, pending, running = await self._append_all(
+            session_id, entries, fence, inbox, registry
+        )
+        return first, pending or [], running
+
+    async def _append_all(
+        self,
+        session_id: str,
+        entries: Sequence[Entry],
+        fence: Fence | None,
+        inbox: NoticeInbox | None,
+        registry: ActivityRegistry | None,
+    ) -> tuple[int, _list[BackgroundNotice] | None, _list[BackgroundActivity] | None]:
         from psycopg.errors import ForeignKeyViolation, UniqueViolation
 
         if not entries:
             raise ValueError("append_all needs at least one entry")
         column = getattr(inbox, "pending_column", None) if inbox is not None else None
         pending = (column(self._db) if column is not None else None) or ""
-        key = (fence is not None, pending)
+        listing = getattr(registry, "running_column", None) if pending else None
+        running = (listing(self._db) if listing is not None else None) or ""
+        key = (fence is not None, pending, running)
         sql = self._sql_append_all.get(key)
         if sql is None:
             sql = self._sql_append_all[key] = self._append_all_sql(*key)
@@ -313,6 +348,8 @@ class PostgresStore:
         if fence is not None:
             params["key"] = fence.key
             params["generation"] = fence.generation
+        if running:
+            params["now"] = registry.now()  # type: ignore[union-attr]
         attempt = 0
         while True:
             try:
@@ -331,10 +368,13 @@ class PostgresStore:
                 check_fence(fence, current)
             attempt = await _lost_race(attempt)
         if inbox is None:
-            return int(first), None
-        if pending:
-            return int(first), inbox.from_column(row[3])  # type: ignore[attr-defined]
-        return int(first), await inbox.pending(session_id)
+            return int(first), None, None
+        if not pending:
+            return int(first), await inbox.pending(session_id), None
+        notices = inbox.from_column(row[3])  # type: ignore[attr-defined]
+        if not running:
+            return int(first), notices, None
+        return int(first), notices, registry.from_running_column(row[4])  # type: ignore[union-attr]
 
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
         rows = await self._db.fetchall(self._sql_load, (after or 0, session_id))
