@@ -176,6 +176,11 @@ class RunNotices:
         taken, self._marked = self._marked, []
         return taken
 
+    def may_remind(self) -> bool:
+        """Whether `before_final` may remind of work this run started (it
+        lists the registry then): some such work has not been reminded of."""
+        return any(a not in self._reminded for a in self._started)
+
     async def round_start(
         self,
         pending: Sequence[BackgroundNotice] | None = None,
@@ -225,7 +230,7 @@ class RunNotices:
         of the final answer); None reads them now."""
         unseen = await self._unseen(pending)
         reminders: _list[str] = []
-        if any(a not in self._reminded for a in self._started):
+        if self.may_remind():
             live = {a.id: a for a in await self.registry.list(self.session)}
             for activity_id in self._started:
                 activity = live.get(activity_id)

@@ -11,7 +11,7 @@ OpenTelemetry, and a test can drive it with anything that has these methods.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import TracebackType
@@ -89,6 +89,11 @@ class RunNoticesPort(Protocol):
 
     def take_seen(self) -> list[str]:
         """Notice ids a tool showed the model itself, to ack with its results."""
+        ...
+
+    def may_remind(self) -> bool:
+        """Whether `before_final` may have something to say with nothing
+        pending in the inbox (work this run started, not yet reminded of)."""
         ...
 
 
@@ -173,6 +178,21 @@ class Journal(Protocol):
         them to the next boundary. With `list_running` too, the session's
         registered activities are read in the same statement where the store
         can (`take_running`), else not at all."""
+        ...
+
+    async def record_ending(
+        self,
+        payload: Payload,
+        run_id: str | None,
+        message: Message | None,
+        ending: Callable[[], Payload | None],
+    ) -> bool:
+        """`record(payload, run_id, message, read_inbox=True)` of a run's final
+        answer, with the run's end (`ending()`, None: not this time) written
+        in the same statement where the store can, landing only if the inbox
+        has no pending notice and nothing came into the log since the last
+        look: True when it landed (the run has ended), False when the answer
+        landed alone."""
         ...
 
     def stage(self, payload: Payload, run_id: str | None = None) -> None:

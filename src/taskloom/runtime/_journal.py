@@ -3,6 +3,7 @@ the store), and the one way entries are written while a lease is held."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -39,6 +40,11 @@ def _gives(kind: type, method: str) -> bool:
                 break
         _GIVES[(kind, method)] = known
     return known
+
+
+def _ends_with_answer(kind: type) -> bool:
+    """Whether stores of `kind` append through `append_ending` (see `_gives`)."""
+    return _gives(kind, "append_ending")
 
 
 def _lists_running(kind: type) -> bool:
@@ -101,8 +107,11 @@ class SessionJournal:
         self._running: list[Any] | None = None
         # Entries staged for the next append (see `stage`), placed after the log.
         self._staged: list[Entry] = []
-        # (kind, make) of `follow`: once, an entry written after one of that kind.
-        self._follow: tuple[str, Callable[[Any], Payload | None]] | None = None
+        # (kind, make, dropped) of `follow`: once, an entry written after one
+        # of that kind.
+        self._follow: (
+            tuple[str, Callable[[Any], Payload | None], Callable[[], object] | None] | None
+        ) = None
 
     @property
     def log(self) -> SessionLog:
@@ -186,20 +195,131 @@ class SessionJournal:
         same statement, where the store can (`take_running`)."""
         position = self._log.position + 1 + len(self._staged)
         entry = Entry(payload.KIND, payload.to_data(), run_id, position, time.time())
-        follow = self._follow
-        if follow is not None and follow[0] == payload.KIND:
-            self._follow = None
-            then = follow[1](payload)
-            if then is not None:
-                return self._record_followed(entry, then)
+        then = self._followed(payload)
+        if then is not None:
+            return self._record_followed(entry, then)
         return self._append_placed(entry, message, read_inbox, list_running)
 
-    def follow(self, kind: str, make: Callable[[Any], Payload | None]) -> None:
+    def _followed(self, payload: Payload) -> Payload | None:
+        """What `follow` writes after `payload` (firing it), or None."""
+        follow = self._follow
+        if follow is None or follow[0] != payload.KIND:
+            return None
+        self._follow = None
+        return follow[1](payload)
+
+    def follow(
+        self,
+        kind: str,
+        make: Callable[[Any], Payload | None],
+        dropped: Callable[[], object] | None = None,
+    ) -> None:
         """Once: when an entry of `kind` is next recorded, the entry storing
         `make(payload)` (None: none) is written right after it, in the same
         write (see `stage`); `record` still returns the first one's position.
+        Made for a write that then did not include it (`record_ending`
+        returning False), `dropped()` is called and the follow stands again.
         `unfollow` withdraws it if it has not fired."""
-        self._follow = (kind, make)
+        self._follow = (kind, make, dropped)
+
+    async def record_ending(
+        self,
+        payload: Payload,
+        run_id: str | None,
+        message: Message | None,
+        ending: Callable[[], Payload | None],
+    ) -> bool:
+        """`record(payload, run_id, message, read_inbox=True)` of a run's final
+        answer, with the run's end written in the same statement where the
+        store can: `ending()` (None: not this time) and what `follow` writes
+        after it land with the answer only if the inbox has no pending notice
+        and nothing landed in the log since this journal's last look. True
+        when they did (the run has ended); False when the answer landed
+        alone (then the run goes on as after `record`). Cancelled while the
+        statement is out, it waits for the answer first, so the log says
+        whether the run ended."""
+        runtime = self._runtime
+        store = runtime.store
+        end = None
+        if not self._staged and _ends_with_answer(type(store)):
+            end = ending()
+        if end is None:
+            await self.record(payload, run_id, message, read_inbox=True)
+            return False
+        position = self._log.position + 1
+        now = time.time()
+        entries = [
+            Entry(payload.KIND, payload.to_data(), run_id, position, now),
+            Entry(end.KIND, end.to_data(), run_id, position + 1, now),
+        ]
+        follow = self._follow
+        then = self._followed(end)
+        if then is not None:
+            entries.append(Entry(then.KIND, then.to_data(), None, position + 2, now))
+        # Made for this write: if its rows do not land, it stands again.
+        fired = follow if follow is not None and self._follow is None else None
+        held = self._held
+        at = time.monotonic()
+        write = asyncio.ensure_future(
+            store.append_ending(  # type: ignore[attr-defined]
+                self.id,
+                entries,
+                keep=1,
+                fence=held.fence if held is not None else None,
+                inbox=runtime.background.inbox,
+            )
+        )
+        try:
+            written = await asyncio.shield(write)
+        except asyncio.CancelledError:
+            # A second cancel stops this wait, not the write.
+            await asyncio.wait({write})
+            if not write.cancelled() and write.exception() is None and write.result():
+                self._fold_ending(write.result(), entries, message, fired, at)
+            raise
+        if written is None:
+            # The store cannot: the answer alone, as `record` writes it.
+            self._rearm(fired)
+            await self.record(payload, run_id, message, read_inbox=True)
+            return False
+        if not self._fold_ending(written, entries, message, fired, at):
+            # Someone appended in between: read the gap (the answer included).
+            await self.sync()
+        every = runtime.snapshot_every
+        if held is not None and every and self._log.snapshot_due(every):
+            await self._snapshot(held.fence)
+        return bool(written[2])
+
+    def _rearm(self, fired: Any) -> None:
+        if fired is not None:
+            self._follow = fired
+            if fired[2] is not None:
+                fired[2]()
+
+    def _fold_ending(
+        self,
+        written: tuple[int, list[Any], bool],
+        entries: list[Entry],
+        message: Message | None,
+        fired: Any,
+        at: float,
+    ) -> bool:
+        """Fold in what `record_ending`'s write placed; False when it landed
+        elsewhere than placed (the log must then be read)."""
+        first, pending, ended = written
+        if not ended:
+            del entries[1:]
+            self._rearm(fired)
+        last = first + len(entries) - 1
+        self._inbox_read = (last, at, pending, None)
+        if first != entries[0].position:
+            return False
+        log = self._log
+        log.apply(entries[0], message)
+        for placed in entries[1:]:
+            log.apply(placed)
+        self._whole = (last, time.monotonic())
+        return True
 
     def unfollow(self) -> None:
         """Withdraw a `follow` that has not fired."""
