@@ -368,3 +368,36 @@ async def test_a_steer_landing_during_the_final_answer_keeps_the_run_going(
         assert entries[-1].kind == "run_finished"
     finally:
         await backend.close()
+
+
+async def test_appended_entries_data_go_as_a_binary_array(
+    pg_schema: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Several entries in one statement: their data texts are sent as a binary
+    # text[] (copied), never through the text form, which escapes every quote
+    # of every JSON text with a regular expression; and they load back exactly.
+    from psycopg.types import array
+
+    from taskloom.backends import SessionMeta
+    from taskloom.entries import Entry
+
+    texted: list[Any] = []
+    dump = array.ListDumper.dump
+
+    def counting(self: Any, obj: Any) -> Any:
+        texted.append(obj)
+        return dump(self, obj)
+
+    monkeypatch.setattr(array.ListDumper, "dump", counting)
+    backend = PostgresBackend(PG_DSN, schema=pg_schema)
+    odd = {"text": 'é \u0000 "q" \\ \n', "deep": [[{}]], "big": 1e300}
+    try:
+        store = backend.store
+        await store.create(SessionMeta("s", "a"))
+        first, _ = await store.append_all("s", [Entry("note", odd), Entry("note", {"n": 2})])
+        assert texted == []
+        assert [e.data for e in await store.load("s")] == [odd, {"n": 2}]
+        assert first == 1
+    finally:
+        await backend.close()

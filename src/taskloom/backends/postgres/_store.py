@@ -279,7 +279,7 @@ class PostgresStore:
                 SELECT %(sid)s, last.position + r.n, r.e ->> 0, r.e ->> 1,
                        (r.e ->> 2)::float8, r.data::json
                 FROM last, ROWS FROM (json_array_elements(%(rows)s::json),
-                                      unnest(%(datas)s::text[]))
+                                      unnest(%(datas)b::text[]))
                      WITH ORDINALITY AS r(e, data, n)
                 {check}
                 RETURNING position
@@ -372,6 +372,8 @@ class PostgresStore:
         # [kind, run_id, created_at] rows as one JSON text (cheaper to send
         # than three arrays); the data apart, as text, since reading a JSON
         # value decodes its escapes, and \u0000 has no text to decode to.
+        # The texts go as a binary array: the text form escapes every quote
+        # of every JSON text with a regular expression (about 20x the CPU).
         rows = ",".join(
             f"[{dump_json(e.kind)},{dump_json(e.run_id)},{dump_json(e.created_at or clock())}]"
             for e in entries
