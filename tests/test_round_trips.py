@@ -401,3 +401,41 @@ async def test_appended_entries_data_go_as_a_binary_array(
         assert first == 1
     finally:
         await backend.close()
+
+
+@pytest.mark.parametrize("landed", [True, False])
+async def test_a_final_answer_whose_write_raises_ends_as_the_log_says(
+    pg_schema: str,  # noqa: F811
+    landed: bool,
+) -> None:
+    # The statement with the run's end raises after it committed (a
+    # connection lost then): the run ended, and is not failed after it; one
+    # that raised before committing fails as a failed write always has.
+    from taskloom.errors import StoreError
+
+    backend = PostgresBackend(PG_DSN, schema=pg_schema)
+    store = backend.store
+    append_ending = store.append_ending
+
+    async def lost(*args: Any, **kwargs: Any) -> Any:
+        if landed:
+            await append_ending(*args, **kwargs)
+        raise StoreError("the connection was lost")
+
+    agent = Agent("lost", FunctionModel(lambda request: reply("done", usage=Usage(10, 5))))
+    try:
+        async with Runtime(store=store) as runtime:
+            session = await runtime.create_session(agent)
+            store.append_ending = lost  # type: ignore[method-assign]
+            if landed:
+                result = await session.run("go")
+                assert result.status.value == "completed" and result.text == "done"
+            else:
+                with pytest.raises(StoreError):
+                    await session.run("go")
+            del store.append_ending
+            entries = await session.entries()
+        ends = [e.data["status"] for e in entries if e.kind == "run_finished"]
+        assert ends == (["completed"] if landed else ["failed"]), ends
+    finally:
+        await backend.close()

@@ -23,6 +23,7 @@ the turn in flight and leaves the log consistent.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
@@ -465,7 +466,7 @@ class RunLoop:
         calls = message.tool_calls
         if calls:
             await journal.record(entry, scope.run_id, message)
-        elif await journal.record_ending(entry, scope.run_id, message, self._ending(message)):
+        elif await self._record_answer(entry, message):
             counters.rounds += 1
             if delivery is not None and delivery.ack_ids:
                 await run.ports.notices.ack(scope.session_id, delivery.ack_ids)
@@ -496,6 +497,29 @@ class RunLoop:
         if gated:
             return await self._turns.park(gated)
         return await self._after_tools(await self._turns.run(calls, self._tools))
+
+    async def _record_answer(self, entry: MessageEntry, message: Message) -> bool:
+        """Record the final answer, with the run's end where it may go with it
+        (`record_ending`): whether the end landed too."""
+        journal = self._run.journal
+        try:
+            return await journal.record_ending(
+                entry, self._run.scope.run_id, message, self._ending(message)
+            )
+        except Exception:
+            if self._ended is None:
+                raise
+            # Raised at or after the statement (a connection lost once it
+            # committed): whether the end landed is the log's to say, and a
+            # run that ended is not failed after it.
+            landed = False
+            with contextlib.suppress(Exception):
+                await journal.sync()
+                landed = not self._run.log.run_open
+            if not landed:
+                self._ended = None
+                raise
+            return True
 
     def _ending(self, message: Message) -> Callable[[], RunFinishedEntry | None]:
         """What `record_ending` writes with the final `message`: the run's
