@@ -33,7 +33,7 @@ from .._offered import offer
 from .._redact import redact_value
 from .._run_controls import let_go, wait_until
 from ..entries import MessageEntry, RunFinishedEntry, RunStartedEntry
-from ..errors import UsageError
+from ..errors import StaleLeaseError, UsageError
 from ..log import fold_text, with_unique_call_ids
 from ..messages import Message, ToolCall, ToolResult
 from ..results import RunResult, RunStatus
@@ -506,6 +506,9 @@ class RunLoop:
             return await journal.record_ending(
                 entry, self._run.scope.run_id, message, self._ending(message)
             )
+        except StaleLeaseError:
+            self._ended = None
+            raise  # refused: nothing was written
         except Exception:
             if self._ended is None:
                 raise
@@ -515,7 +518,8 @@ class RunLoop:
             landed = False
             with contextlib.suppress(Exception):
                 await journal.sync()
-                landed = not self._run.log.run_open
+                finished = self._run.log.last_finished
+                landed = finished is not None and finished.run_id == self._run.scope.run_id
             if not landed:
                 self._ended = None
                 raise
