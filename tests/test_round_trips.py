@@ -198,16 +198,18 @@ async def _child_run(
 async def test_a_childs_report_gives_its_lease_up_in_the_same_round_trip(
     pg_schema: str,  # noqa: F811
 ) -> None:
-    # A background child on PostgreSQL: its lease taken, its log read, three
-    # fenced appends, the registry read at its first boundary, then its report
-    # written with its lease given up: one statement, all or nothing.
+    # A background child on PostgreSQL: its lease taken, its log read, two
+    # fenced appends (its start with the user turn, also reading its inbox
+    # and what it has running for its first boundary; its answer with the
+    # run's end and its terminal entry), then its report written with its
+    # lease given up: one statement, all or nothing.
     backend = PostgresBackend(PG_DSN, schema=pg_schema)
     try:
         runtime, sent, spec, status = await _child_run(backend)
         assert status is ChildStatus.DONE
         kinds = dict(sent.by_kind)
-        assert sent.total - sent.checks == 7, kinds
-        assert sent.round_trips - sent.checks == 7, kinds
+        assert sent.total - sent.checks == 5, kinds
+        assert sent.round_trips - sent.checks == 5, kinds
         assert not [k for k in kinds if "SET holder = NULL" in k or "leases SET" in k], kinds
         # Given up: another holder takes the lease at once, a generation on.
         key = session_lease_key(spec.child_session_id)
@@ -242,5 +244,198 @@ async def test_a_report_that_fails_leaves_the_lease_to_be_released_as_usual(
         assert await ChildWorker(runtime, worker_id="w2").run(spec) is ChildStatus.DONE
         assert len(await backend.inbox.pending(spec.parent_session_id)) == 1
         await runtime.close()
+    finally:
+        await backend.close()
+
+
+async def test_a_runs_first_boundary_lists_what_runs_with_the_first_append(
+    pg_schema: str,  # noqa: F811
+) -> None:
+    # The first boundary's "still running" comes from the statement that
+    # wrote the run's start and user turn: no registry read of its own, and
+    # what it says is what the registry held.
+    backend = PostgresBackend(PG_DSN, schema=pg_schema)
+    shown: list[str] = []
+    counting = _counter().count_statements()
+
+    def answer(request: ModelRequest) -> Any:
+        shown.append(repr(request.messages))
+        counting.__exit__(None, None, None)
+        return reply("done", usage=Usage(10, 5))
+
+    try:
+        async with Runtime(store=backend.store) as runtime:
+            session = await runtime.create_session(Agent("first", FunctionModel(answer)))
+            work = BackgroundActivity("job-7", "job", "a long job", 1_700_000_000.0)
+            lapsed = BackgroundActivity("job-8", "job", "a lapsed job", 1_700_000_000.0)
+            assert await backend.registry.add(session.id, work, 60.0, None)
+            assert await backend.registry.add(session.id, lapsed, -1.0, None)
+            sent = counting.__enter__()
+            await session.run("go")
+        kinds = dict(sent.by_kind)
+        assert not [k for k in kinds if k.startswith("SELECT body FROM")], kinds
+        fenced = sum(n for kind, n in kinds.items() if kind.startswith("WITH fence"))
+        assert fenced == 1, kinds
+        assert "still running" in shown[0] and "a long job" in shown[0], shown[0]
+        assert "a lapsed job" not in shown[0], shown[0]
+    finally:
+        await backend.close()
+
+
+@pytest.mark.parametrize("text", ["done", ""])
+async def test_a_final_answer_lands_with_its_runs_end_in_one_statement(
+    pg_schema: str,  # noqa: F811
+    text: str,
+) -> None:
+    # Nothing pending: the answer and the run's end are one fenced append,
+    # and the result the run returns is the one its log gives back.
+    backend = PostgresBackend(PG_DSN, schema=pg_schema)
+    agent = Agent("final", FunctionModel(lambda request: reply(text, usage=Usage(10, 5))))
+    try:
+        async with Runtime(store=backend.store) as runtime:
+            session = await runtime.create_session(agent)
+            await session.run("first")
+            with _counter().count_statements() as sent:
+                result = await session.run("second")
+        kinds = dict(sent.by_kind)
+        fenced = sum(n for kind, n in kinds.items() if kind.startswith("WITH fence"))
+        assert fenced == 2, kinds  # the start with the user turn; the answer with the end
+        assert result.text == text and result.rounds == 1
+        assert result.empty_answer is (not text)
+        # Read back by another process's runtime (its own pool).
+        async with Runtime(store=PostgresBackend(PG_DSN, schema=pg_schema).store) as other:
+            reopened = await other.open_session(session.id, agent)
+            await reopened.journal.sync()
+            assert reopened.journal.log.finished_result(session.id, agent) == result
+            kinds_in_order = [e.kind for e in await reopened.entries()][-3:]
+        assert kinds_in_order == ["message", "message", "run_finished"], kinds_in_order
+    finally:
+        await backend.close()
+
+
+async def test_a_notice_landing_during_the_final_answer_keeps_the_run_going(
+    pg_schema: str,  # noqa: F811
+) -> None:
+    # The run's end is written with its answer only when the inbox is empty:
+    # a notice pushed while the model answers lands the answer alone, and
+    # the run goes another round with it, as a run always has.
+    backend = PostgresBackend(PG_DSN, schema=pg_schema)
+    shown: list[str] = []
+
+    async def answer(request: ModelRequest) -> Any:
+        shown.append(repr(request.messages))
+        if len(shown) == 1:
+            notice = BackgroundNotice("job-1:end", "job-1", "job", "the job is done", "done")
+            assert await backend.inbox.push(session.id, notice)
+        return reply(f"answer {len(shown)}", usage=Usage(10, 5))
+
+    try:
+        async with Runtime(store=backend.store) as runtime:
+            session = await runtime.create_session(Agent("notices", FunctionModel(answer)))
+            result = await session.run("go")
+            entries = await session.entries()
+            assert await backend.inbox.pending(session.id) == []
+        assert len(shown) == 2 and "the job is done" in shown[1], shown
+        assert result.text == "answer 2" and result.rounds == 2
+        assert [e.kind for e in entries].count("run_finished") == 1
+        assert entries[-1].kind == "run_finished"
+    finally:
+        await backend.close()
+
+
+async def test_a_steer_landing_during_the_final_answer_keeps_the_run_going(
+    pg_schema: str,  # noqa: F811
+) -> None:
+    # Something appended to the log while the model answers: the answer
+    # lands after it, alone, and the run folds the steer in another round.
+    backend = PostgresBackend(PG_DSN, schema=pg_schema)
+    shown: list[str] = []
+
+    async def answer(request: ModelRequest) -> Any:
+        shown.append(repr(request.messages))
+        if len(shown) == 1:
+            await session.steer("and one more thing")
+        return reply(f"answer {len(shown)}", usage=Usage(10, 5))
+
+    try:
+        async with Runtime(store=backend.store) as runtime:
+            session = await runtime.create_session(Agent("steered", FunctionModel(answer)))
+            result = await session.run("go")
+            entries = await session.entries()
+        assert len(shown) == 2 and "one more thing" in shown[1], shown
+        assert result.text == "answer 2" and result.rounds == 2
+        assert [e.kind for e in entries].count("run_finished") == 1
+        assert entries[-1].kind == "run_finished"
+    finally:
+        await backend.close()
+
+
+async def test_appended_entries_data_go_as_a_binary_array(
+    pg_schema: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Several entries in one statement: their data texts are sent as a binary
+    # text[] (copied), never through the text form, which escapes every quote
+    # of every JSON text with a regular expression; and they load back exactly.
+    from psycopg.types import array
+
+    from taskloom.backends import SessionMeta
+    from taskloom.entries import Entry
+
+    texted: list[Any] = []
+    dump = array.ListDumper.dump
+
+    def counting(self: Any, obj: Any) -> Any:
+        texted.append(obj)
+        return dump(self, obj)
+
+    monkeypatch.setattr(array.ListDumper, "dump", counting)
+    backend = PostgresBackend(PG_DSN, schema=pg_schema)
+    odd = {"text": 'é \u0000 "q" \\ \n', "deep": [[{}]], "big": 1e300}
+    try:
+        store = backend.store
+        await store.create(SessionMeta("s", "a"))
+        first, _ = await store.append_all("s", [Entry("note", odd), Entry("note", {"n": 2})])
+        assert texted == []
+        assert [e.data for e in await store.load("s")] == [odd, {"n": 2}]
+        assert first == 1
+    finally:
+        await backend.close()
+
+
+@pytest.mark.parametrize("landed", [True, False])
+async def test_a_final_answer_whose_write_raises_ends_as_the_log_says(
+    pg_schema: str,  # noqa: F811
+    landed: bool,
+) -> None:
+    # The statement with the run's end raises after it committed (a
+    # connection lost then): the run ended, and is not failed after it; one
+    # that raised before committing fails as a failed write always has.
+    from taskloom.errors import StoreError
+
+    backend = PostgresBackend(PG_DSN, schema=pg_schema)
+    store = backend.store
+    append_ending = store.append_ending
+
+    async def lost(*args: Any, **kwargs: Any) -> Any:
+        if landed:
+            await append_ending(*args, **kwargs)
+        raise StoreError("the connection was lost")
+
+    agent = Agent("lost", FunctionModel(lambda request: reply("done", usage=Usage(10, 5))))
+    try:
+        async with Runtime(store=store) as runtime:
+            session = await runtime.create_session(agent)
+            store.append_ending = lost  # type: ignore[method-assign]
+            if landed:
+                result = await session.run("go")
+                assert result.status.value == "completed" and result.text == "done"
+            else:
+                with pytest.raises(StoreError):
+                    await session.run("go")
+            del store.append_ending
+            entries = await session.entries()
+        ends = [e.data["status"] for e in entries if e.kind == "run_finished"]
+        assert ends == (["completed"] if landed else ["failed"]), ends
     finally:
         await backend.close()

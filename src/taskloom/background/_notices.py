@@ -176,17 +176,27 @@ class RunNotices:
         taken, self._marked = self._marked, []
         return taken
 
+    def may_remind(self) -> bool:
+        """Whether `before_final` may remind of work this run started (it
+        lists the registry then): some such work has not been reminded of."""
+        return any(a not in self._reminded for a in self._started)
+
     async def round_start(
-        self, pending: Sequence[BackgroundNotice] | None = None
+        self,
+        pending: Sequence[BackgroundNotice] | None = None,
+        running: Sequence[BackgroundActivity] | None = None,
     ) -> Delivery | None:
         """What to tell the model before this round's request, or None.
 
         `pending`: the inbox's pending notices as just read (with the append
-        that ended the last round); None reads them now. At the first
-        boundary with run-start hooks the inbox is read after them, always.
+        that ended the last round); None reads them now. `running`: the
+        session's registered activities read in the same statement, which
+        the first boundary uses instead of listing them; None lists them.
+        At the first boundary with run-start hooks the inbox is read and
+        the activities listed after them, always.
         """
         if self._first_boundary and self._hooks:
-            pending = None
+            pending = running = None
             # Before the inbox is read: a hook may finish work (push its notice).
             start = RunStart(self.session, self._run_id, self._offered, self._runtime)
             for hook in self._hooks:
@@ -201,7 +211,9 @@ class RunNotices:
         unseen = await self._unseen(pending)
         head: _list[str] = []
         if self._first_boundary:
-            listed = await self.registry.list(self.session)
+            # Read with the notices, when it was: one snapshot for both, as
+            # when they are read one after the other with nothing between.
+            listed = await self.registry.list(self.session) if running is None else running
             self._first_boundary = False
             running = [a for a in listed if a.id not in self._ended]
             if running:
@@ -218,7 +230,7 @@ class RunNotices:
         of the final answer); None reads them now."""
         unseen = await self._unseen(pending)
         reminders: _list[str] = []
-        if any(a not in self._reminded for a in self._started):
+        if self.may_remind():
             live = {a.id: a for a in await self.registry.list(self.session)}
             for activity_id in self._started:
                 activity = live.get(activity_id)

@@ -350,7 +350,9 @@ async def execute_child(
         ended.append(SubagentResult(ChildStatus.DONE.value, finished.text, None, finished.usage))
         return ended[0]
 
-    journal.follow(RunFinishedEntry.KIND, terminal)
+    # Made for a write that then left the run's end out (its final answer
+    # landed alone): not written, so not noted.
+    journal.follow(RunFinishedEntry.KIND, terminal, ended.clear)
     try:
         if parked:
             result = await child.resume(options=options, emit=emit, origin=origin)

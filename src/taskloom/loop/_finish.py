@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 
 from .._run_controls import let_go
 from ..entries import RunFinishedEntry
@@ -45,21 +46,21 @@ def run_result(end: End, run: RunState, budget_left: BudgetLeft | None = None) -
     )
 
 
-async def finish(end: End, run: RunState, tree: TreeBudget | None) -> RunResult:
-    """Record the end of the run (`tree`: the budget whose remainder it
-    reports) and return its result."""
-    budget_left: BudgetLeft | None = None
-    if tree is not None:
-        try:
-            budget_left = await tree.left()
-        except Exception:
-            # What is left is for show: the run's end is what must be recorded.
-            logger.warning("reading what tree budget %s has left failed", tree.tree_id)
-    output, scope = run.output, run.scope
-    result = run_result(end, run, budget_left)
-    # Everything the result reports, so a reader of the log (`wait()` in
-    # another process) rebuilds this very result (`finished_result`).
-    entry = RunFinishedEntry(
+def completed_on(text: str, run: RunState) -> RunResult:
+    """The result of a run of unstructured output completing on its final
+    answer `text`, before that answer is in the log: what `run_result` reads
+    once it is (its text, the round it ends, whether it is empty)."""
+    run.output.check_text(text)
+    result = run_result(End(RunStatus.COMPLETED), run)
+    return replace(result, text=text, rounds=run.counters.rounds + 1, empty_answer=not text)
+
+
+def finished_entry(result: RunResult, run: RunState) -> RunFinishedEntry:
+    """The entry recording the run's end as `result`: everything the result
+    reports, so a reader of the log (`wait()` in another process) rebuilds
+    this very result (`finished_result`)."""
+    output = run.output
+    return RunFinishedEntry(
         result.status,
         result.error,
         result.usage,
@@ -74,7 +75,26 @@ async def finish(end: End, run: RunState, tree: TreeBudget | None) -> RunResult:
         # assistant text would be that run's, not this one's.
         result.text,
     )
-    await run.journal.record(entry, scope.run_id)
+
+
+async def finish(
+    end: End, run: RunState, tree: TreeBudget | None, recorded: RunResult | None = None
+) -> RunResult:
+    """Record the end of the run (`tree`: the budget whose remainder it
+    reports) and return its result; `recorded`: the result whose entry was
+    written already (with the final answer)."""
+    scope = run.scope
+    result = recorded
+    if result is None:
+        budget_left: BudgetLeft | None = None
+        if tree is not None:
+            try:
+                budget_left = await tree.left()
+            except Exception:
+                # What is left is for show: the run's end is what must be recorded.
+                logger.warning("reading what tree budget %s has left failed", tree.tree_id)
+        result = run_result(end, run, budget_left)
+        await run.journal.record(finished_entry(result, run), scope.run_id)
     scope.event("RunFinished", result=result)
     scope.watch.finished(result)
     return result

@@ -11,7 +11,7 @@ OpenTelemetry, and a test can drive it with anything that has these methods.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import TracebackType
@@ -73,9 +73,13 @@ class AgentSpec(AgentView, Protocol):
 class RunNoticesPort(Protocol):
     """What one run delivers about background work, and when (see `RunNotices`)."""
 
-    async def round_start(self, pending: Sequence[Any] | None = None) -> Delivery | None:
+    async def round_start(
+        self, pending: Sequence[Any] | None = None, running: Sequence[Any] | None = None
+    ) -> Delivery | None:
         """Notices for the start of a round; `pending`: the inbox's pending
-        notices as just read (None: read them now)."""
+        notices as just read (None: read them now); `running`: the session's
+        registered activities read with them (None: list them now, where
+        the round needs them)."""
         ...
 
     async def before_final(self, pending: Sequence[Any] | None = None) -> Delivery | None:
@@ -85,6 +89,11 @@ class RunNoticesPort(Protocol):
 
     def take_seen(self) -> list[str]:
         """Notice ids a tool showed the model itself, to ack with its results."""
+        ...
+
+    def may_remind(self) -> bool:
+        """Whether `before_final` may have something to say with nothing
+        pending in the inbox (work this run started, not yet reminded of)."""
         ...
 
 
@@ -160,12 +169,30 @@ class Journal(Protocol):
         message: Message | None = None,
         *,
         read_inbox: bool = False,
+        list_running: bool = False,
     ) -> int:
         """`append` of the entry storing `payload` (built once, where it will land).
 
         With `read_inbox`, the session's pending notices are read with the
         append (in one round trip where the store can): `take_inbox` hands
-        them to the next boundary."""
+        them to the next boundary. With `list_running` too, the session's
+        registered activities are read in the same statement where the store
+        can (`take_running`), else not at all."""
+        ...
+
+    async def record_ending(
+        self,
+        payload: Payload,
+        run_id: str | None,
+        message: Message | None,
+        ending: Callable[[], Payload | None],
+    ) -> bool:
+        """`record(payload, run_id, message, read_inbox=True)` of a run's final
+        answer, with the run's end (`ending()`, None: not this time) written
+        in the same statement where the store can, landing only if the inbox
+        has no pending notice and nothing came into the log since the last
+        look: True when it landed (the run has ended), False when the answer
+        landed alone."""
         ...
 
     def stage(self, payload: Payload, run_id: str | None = None) -> None:
@@ -177,6 +204,12 @@ class Journal(Protocol):
     def take_inbox(self, fresh: float) -> Sequence[Any] | None:
         """The pending notices read with the last append, if nothing was
         appended since and it was less than `fresh` seconds ago; else None."""
+        ...
+
+    def take_running(self) -> Sequence[Any] | None:
+        """The registered activities read with the notices the last
+        `take_inbox` handed out, if that read listed them; else None (list
+        them now). Handed out once."""
         ...
 
 

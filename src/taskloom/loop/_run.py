@@ -23,16 +23,17 @@ the turn in flight and leaves the log consistent.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import entries as log_entries
 from .._offered import offer
 from .._redact import redact_value
 from .._run_controls import let_go, wait_until
-from ..entries import MessageEntry, RunStartedEntry
-from ..errors import UsageError
+from ..entries import MessageEntry, RunFinishedEntry, RunStartedEntry
+from ..errors import StaleLeaseError, UsageError
 from ..log import fold_text, with_unique_call_ids
 from ..messages import Message, ToolCall, ToolResult
 from ..results import RunResult, RunStatus
@@ -40,7 +41,14 @@ from ..tools import Tool
 from ._approvals import gated_calls
 from ._ask import Requests
 from ._boundary import RoundBoundary
-from ._finish import finish, finish_cancelled, record_failure, run_result
+from ._finish import (
+    completed_on,
+    finish,
+    finish_cancelled,
+    finished_entry,
+    record_failure,
+    run_result,
+)
 from ._options import RunOptions
 from ._output import FinalOutput
 from ._port import AgentSpec, Delivery, RunInfo, RunPorts, RunWatch
@@ -108,6 +116,8 @@ class RunLoop:
         self._start_position = 0
         # The tools were read at the run's start and no call ran since.
         self._tools_fresh = False
+        # The run's result, once its end is written with its final answer.
+        self._ended: RunResult | None = None
 
     @property
     def returns_by(self) -> float | None:
@@ -262,7 +272,9 @@ class RunLoop:
                 if plain:
                     assert user is not None
                     journal.stage(started, scope.run_id)
-                    await journal.record(message_entry(user), scope.run_id, user, read_inbox=True)
+                    await journal.record(
+                        message_entry(user), scope.run_id, user, read_inbox=True, list_running=True
+                    )
                 else:
                     await journal.record(started, scope.run_id)
                 scope.event("RunStarted", run_id=scope.run_id, agent=name)
@@ -281,7 +293,9 @@ class RunLoop:
                 except EndRun as raised:
                     end = raised.end
                 except asyncio.CancelledError:
-                    if self._run.controls.stop.is_cancelled:
+                    # Not if its end landed with its answer as it was cancelled.
+                    ended = self._ended is not None and not self._run.log.run_open
+                    if self._run.controls.stop.is_cancelled and not ended:
                         # Cancelled, and the task with it (a parent cancelled too,
                         # whose abort reached the task running this child): the
                         # run still ends whole before the cancellation goes on.
@@ -291,7 +305,7 @@ class RunLoop:
                     if not isinstance(exc, KeyboardInterrupt):
                         await record_failure(exc, self._run)
                     raise
-                return await finish(end, self._run, tree)
+                return await finish(end, self._run, tree, self._ended)
         finally:
             if end_notices:
                 self._run.ports.notices.run_ended(self._run.scope.run_id)
@@ -429,7 +443,8 @@ class RunLoop:
             await append_message(journal, scope.run_id, folded, folds=[e.position for e in pending])
         # 3. background notices (and a reminder held from the last boundary)
         # Read with the results that ended the last round, when nothing came since.
-        delivery = await run.notices.round_start(journal.take_inbox(FRESH_BOUNDARY))
+        inbox = journal.take_inbox(FRESH_BOUNDARY)
+        delivery = await run.notices.round_start(inbox, journal.take_running())
         held = self._held
         if held is not None:
             delivery = held if delivery is None else held.merged(delivery)
@@ -443,13 +458,26 @@ class RunLoop:
         # and decisions always pair with this turn's calls.
         message = with_unique_call_ids(response.message, log.call_ids)
         # A final answer reads the inbox with it, for the check before the
-        # run completes (`_may_complete`).
+        # run completes (`_may_complete`); where nothing the run knows of
+        # would keep it going, the run's end is written with it, landing
+        # only if the inbox has nothing either (all or nothing: a crash
+        # before it costs the model's answer, never a half-ended run).
         entry = message_entry(message, delivery, usage=response.usage)
-        await journal.record(entry, scope.run_id, message, read_inbox=not message.tool_calls)
+        calls = message.tool_calls
+        if calls:
+            await journal.record(entry, scope.run_id, message)
+        elif await self._record_answer(entry, message):
+            counters.rounds += 1
+            if delivery is not None and delivery.ack_ids:
+                await run.ports.notices.ack(scope.session_id, delivery.ack_ids)
+            scope.round_committed(counters, RoundBoundary.ASSISTANT_MESSAGE_COMMITTED)
+            if not message.text:
+                scope.event("EmptyAnswer", run_id=scope.run_id, round=counters.round)
+            return End(RunStatus.COMPLETED)
+        self._ended = None  # not written: the run goes on as after any answer
         if delivery is not None and delivery.ack_ids:
             await run.ports.notices.ack(scope.session_id, delivery.ack_ids)
         counters.rounds += 1
-        calls = message.tool_calls
         if self._stop_requested():
             # Asked to stop while the model answered: the answer is kept, and
             # its calls do not start (each is answered as not run).
@@ -469,6 +497,55 @@ class RunLoop:
         if gated:
             return await self._turns.park(gated)
         return await self._after_tools(await self._turns.run(calls, self._tools))
+
+    async def _record_answer(self, entry: MessageEntry, message: Message) -> bool:
+        """Record the final answer, with the run's end where it may go with it
+        (`record_ending`): whether the end landed too."""
+        journal = self._run.journal
+        try:
+            return await journal.record_ending(
+                entry, self._run.scope.run_id, message, self._ending(message)
+            )
+        except StaleLeaseError:
+            self._ended = None
+            raise  # refused: nothing was written
+        except Exception:
+            if self._ended is None:
+                raise
+            # Raised at or after the statement (a connection lost once it
+            # committed): whether the end landed is the log's to say, and a
+            # run that ended is not failed after it.
+            landed = False
+            with contextlib.suppress(Exception):
+                await journal.sync()
+                finished = self._run.log.last_finished
+                landed = finished is not None and finished.run_id == self._run.scope.run_id
+            if not landed:
+                self._ended = None
+                raise
+            return True
+
+    def _ending(self, message: Message) -> Callable[[], RunFinishedEntry | None]:
+        """What `record_ending` writes with the final `message`: the run's
+        end, when nothing this run knows of would keep it going (no strategy
+        to ask, steering or deferred items, a stop, work to remind of, an
+        output to check, a tree budget to read); else None."""
+
+        def end() -> RunFinishedEntry | None:
+            run = self._run
+            if (
+                self._decisions is not None
+                or run.output.is_structured
+                or run.controls.tree is not None
+                or run.log.pending
+                or self._stop_requested()
+                or run.notices.may_remind()
+            ):
+                return None
+            self._ended = completed_on(message.text, run)
+            return finished_entry(self._ended, run)
+
+        return end
 
     async def _after_tools(self, results: list[ToolResult] | End) -> End | None:
         """The decision once a turn's results are committed (`results`; an

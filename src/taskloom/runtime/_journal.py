@@ -3,6 +3,7 @@ the store), and the one way entries are written while a lease is held."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -41,6 +42,16 @@ def _gives(kind: type, method: str) -> bool:
     return known
 
 
+def _ends_with_answer(kind: type) -> bool:
+    """Whether stores of `kind` append through `append_ending` (see `_gives`)."""
+    return _gives(kind, "append_ending")
+
+
+def _lists_running(kind: type) -> bool:
+    """Whether stores of `kind` append through `append_all_listing` (see `_gives`)."""
+    return _gives(kind, "append_all_listing")
+
+
 def _reads_inbox(kind: type) -> bool:
     """Whether stores of `kind` append through `append_then_pending` (see `_gives`)."""
     return _gives(kind, "append_then_pending")
@@ -67,6 +78,7 @@ class SessionJournal:
         "_inbox_read",
         "_log",
         "_restorable",
+        "_running",
         "_runtime",
         "_staged",
         "_unused_rows",
@@ -88,13 +100,18 @@ class SessionJournal:
         # (position, monotonic time) of an own append known to follow every
         # entry before it; see sync(fresh=).
         self._whole: tuple[int, float] | None = None
-        # (position, monotonic time, notices) of the inbox read with an own
-        # append; see take_inbox().
-        self._inbox_read: tuple[int, float, list[Any]] | None = None
+        # (position, monotonic time, notices, activities or None) of the
+        # inbox read with an own append; see take_inbox().
+        self._inbox_read: tuple[int, float, list[Any], list[Any] | None] | None = None
+        # The activities read with the notices take_inbox() last handed out.
+        self._running: list[Any] | None = None
         # Entries staged for the next append (see `stage`), placed after the log.
         self._staged: list[Entry] = []
-        # (kind, make) of `follow`: once, an entry written after one of that kind.
-        self._follow: tuple[str, Callable[[Any], Payload | None]] | None = None
+        # (kind, make, dropped) of `follow`: once, an entry written after one
+        # of that kind.
+        self._follow: (
+            tuple[str, Callable[[Any], Payload | None], Callable[[], object] | None] | None
+        ) = None
 
     @property
     def log(self) -> SessionLog:
@@ -169,26 +186,140 @@ class SessionJournal:
         message: Message | None = None,
         *,
         read_inbox: bool = False,
+        list_running: bool = False,
     ) -> Coroutine[Any, Any, int]:
         """Append a typed entry (see `append`; `message`: the payload's message).
         With `read_inbox`, the session's pending notices are read with the
-        append, in the same call to the store when it can (`take_inbox`)."""
+        append, in the same call to the store when it can (`take_inbox`);
+        with `list_running` too, the session's registered activities in that
+        same statement, where the store can (`take_running`)."""
         position = self._log.position + 1 + len(self._staged)
         entry = Entry(payload.KIND, payload.to_data(), run_id, position, time.time())
-        follow = self._follow
-        if follow is not None and follow[0] == payload.KIND:
-            self._follow = None
-            then = follow[1](payload)
-            if then is not None:
-                return self._record_followed(entry, then)
-        return self._append_placed(entry, message, read_inbox)
+        then = self._followed(payload)
+        if then is not None:
+            return self._record_followed(entry, then)
+        return self._append_placed(entry, message, read_inbox, list_running)
 
-    def follow(self, kind: str, make: Callable[[Any], Payload | None]) -> None:
+    def _followed(self, payload: Payload) -> Payload | None:
+        """What `follow` writes after `payload` (firing it), or None."""
+        follow = self._follow
+        if follow is None or follow[0] != payload.KIND:
+            return None
+        self._follow = None
+        return follow[1](payload)
+
+    def follow(
+        self,
+        kind: str,
+        make: Callable[[Any], Payload | None],
+        dropped: Callable[[], object] | None = None,
+    ) -> None:
         """Once: when an entry of `kind` is next recorded, the entry storing
         `make(payload)` (None: none) is written right after it, in the same
         write (see `stage`); `record` still returns the first one's position.
+        Made for a write that then did not include it (`record_ending`
+        returning False), `dropped()` is called and the follow stands again.
         `unfollow` withdraws it if it has not fired."""
-        self._follow = (kind, make)
+        self._follow = (kind, make, dropped)
+
+    async def record_ending(
+        self,
+        payload: Payload,
+        run_id: str | None,
+        message: Message | None,
+        ending: Callable[[], Payload | None],
+    ) -> bool:
+        """`record(payload, run_id, message, read_inbox=True)` of a run's final
+        answer, with the run's end written in the same statement where the
+        store can: `ending()` (None: not this time) and what `follow` writes
+        after it land with the answer only if the inbox has no pending notice
+        and nothing landed in the log since this journal's last look. True
+        when they did (the run has ended); False when the answer landed
+        alone (then the run goes on as after `record`). Cancelled while the
+        statement is out, it waits for the answer first, so the log says
+        whether the run ended."""
+        runtime = self._runtime
+        store = runtime.store
+        end = None
+        if not self._staged and _ends_with_answer(type(store)):
+            end = ending()
+        if end is None:
+            await self.record(payload, run_id, message, read_inbox=True)
+            return False
+        position = self._log.position + 1
+        now = time.time()
+        entries = [
+            Entry(payload.KIND, payload.to_data(), run_id, position, now),
+            Entry(end.KIND, end.to_data(), run_id, position + 1, now),
+        ]
+        follow = self._follow
+        then = self._followed(end)
+        if then is not None:
+            entries.append(Entry(then.KIND, then.to_data(), None, position + 2, now))
+        # Made for this write: if its rows do not land, it stands again.
+        fired = follow if follow is not None and self._follow is None else None
+        held = self._held
+        at = time.monotonic()
+        write = asyncio.ensure_future(
+            store.append_ending(  # type: ignore[attr-defined]
+                self.id,
+                entries,
+                keep=1,
+                fence=held.fence if held is not None else None,
+                inbox=runtime.background.inbox,
+            )
+        )
+        try:
+            written = await asyncio.shield(write)
+        except asyncio.CancelledError:
+            # A second cancel stops this wait, not the write.
+            await asyncio.wait({write})
+            if not write.cancelled() and write.exception() is None and write.result():
+                self._fold_ending(write.result(), entries, message, fired, at)
+            raise
+        if written is None:
+            # The store cannot: the answer alone, as `record` writes it.
+            self._rearm(fired)
+            await self.record(payload, run_id, message, read_inbox=True)
+            return False
+        if not self._fold_ending(written, entries, message, fired, at):
+            # Someone appended in between: read the gap (the answer included).
+            await self.sync()
+        every = runtime.snapshot_every
+        if held is not None and every and self._log.snapshot_due(every):
+            await self._snapshot(held.fence)
+        return bool(written[2])
+
+    def _rearm(self, fired: Any) -> None:
+        if fired is not None:
+            self._follow = fired
+            if fired[2] is not None:
+                fired[2]()
+
+    def _fold_ending(
+        self,
+        written: tuple[int, list[Any], bool],
+        entries: list[Entry],
+        message: Message | None,
+        fired: Any,
+        at: float,
+    ) -> bool:
+        """Fold in what `record_ending`'s write placed; False when it landed
+        elsewhere than placed (the log must then be read)."""
+        first, pending, ended = written
+        if not ended:
+            del entries[1:]
+            self._rearm(fired)
+        last = first + len(entries) - 1
+        self._inbox_read = (last, at, pending, None)
+        if first != entries[0].position:
+            return False
+        log = self._log
+        log.apply(entries[0], message)
+        for placed in entries[1:]:
+            log.apply(placed)
+        self._whole = (last, time.monotonic())
+        return True
 
     def unfollow(self) -> None:
         """Withdraw a `follow` that has not fired."""
@@ -217,16 +348,30 @@ class SessionJournal:
         log's last entry and was made less than `fresh` seconds ago; else
         None (read the inbox now). Handed out once."""
         read = self._inbox_read
+        self._running = None
         if read is None:
             return None
         self._inbox_read = None
-        position, at, pending = read
+        position, at, pending, running = read
         if position != self._log.position or time.monotonic() - at >= fresh:
             return None
+        self._running = running
         return pending
 
+    def take_running(self) -> list[Any] | None:
+        """The session's registered activities read in the statement whose
+        notices the last `take_inbox` handed out, if it listed them
+        (`record(..., list_running=True)`); else None (list them now).
+        Handed out once."""
+        running, self._running = self._running, None
+        return running
+
     async def _append_placed(
-        self, entry: Entry, message: Message | None, read_inbox: bool = False
+        self,
+        entry: Entry,
+        message: Message | None,
+        read_inbox: bool = False,
+        list_running: bool = False,
     ) -> int:
         # The entry is placed where it will most likely land, so neither the
         # store nor the log has to copy it again; a store that puts it
@@ -248,13 +393,25 @@ class SessionJournal:
             entries = [*staged, entry]
             staged.clear()
             at = time.monotonic()
-            inbox = runtime.background.inbox if read_inbox else None
-            first, pending = await store.append_all(  # type: ignore[attr-defined]
-                self.id, entries, fence=fence, inbox=inbox
-            )
+            running: list[Any] | None = None
+            if read_inbox and list_running and _lists_running(type(store)):
+                # The first boundary's look at what runs, in the same statement.
+                background = runtime.background
+                first, pending, running = await store.append_all_listing(  # type: ignore[attr-defined]
+                    self.id,
+                    entries,
+                    fence=fence,
+                    inbox=background.inbox,
+                    registry=background.registry,
+                )
+            else:
+                inbox = runtime.background.inbox if read_inbox else None
+                first, pending = await store.append_all(  # type: ignore[attr-defined]
+                    self.id, entries, fence=fence, inbox=inbox
+                )
             position = first + len(entries) - 1
             if read_inbox:
-                self._inbox_read = (position, at, pending or [])
+                self._inbox_read = (position, at, pending or [], running)
             if first == entries[0].position:
                 for placed in entries[:-1]:
                     log.apply(placed)
@@ -265,7 +422,7 @@ class SessionJournal:
             position, pending = await store.append_then_pending(  # type: ignore[attr-defined]
                 self.id, entry, runtime.background.inbox, fence=fence
             )
-            self._inbox_read = (position, at, pending)
+            self._inbox_read = (position, at, pending, None)
         else:
             position = await store.append(self.id, entry, fence=fence)
         if position == entry.position:

@@ -65,9 +65,32 @@ class PostgresActivityRegistry(SQLActivities):
         )
         self._sql_remove = f"DELETE FROM {table} {where} AND id = %(id)s"
         self._sql_clear = f"DELETE FROM {table} {where}"
+        self._sql_running_column = (
+            f"ARRAY(SELECT body FROM {table} WHERE session_id = {{session}}"
+            " AND expires_at > {now} ORDER BY seq)"
+        )
         # Advisory locks are database-wide: the schema keeps two deployments
         # in one database from serialising on each other's keys.
         self._kind_lock_prefix = f"taskloom.background.kind:{database.schema or ''}:"
+
+    def running_column(self, database: object) -> str | None:
+        """A scalar SQL expression of what `list(session)` returns, for a store
+        on `database` to return beside its own columns (one statement); None
+        when this registry is on another database or lists in its own way.
+        `{session}` and `{now}` in it stand for the session id and the clock's
+        reading (`now()`): the caller puts its own parameters there.
+        `from_running_column` reads its value."""
+        if database is not self._db or type(self).list is not SQLActivities.list:
+            return None
+        return self._sql_running_column
+
+    def now(self) -> float:
+        """The clock's reading, by which a lease that ends before it has lapsed."""
+        return self._clock()
+
+    def from_running_column(self, value: list[Any]) -> list[BackgroundActivity]:
+        """The activities `running_column`'s value holds, in `list`'s order."""
+        return [BackgroundActivity.from_dict(body) for body in value]
 
     async def add(
         self, session: str, activity: BackgroundActivity, lease: float, kind_cap: int | None = None

@@ -19,7 +19,7 @@ from builtins import list as _list
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._activities import BackgroundNotice, NoticeInbox
+from .._activities import ActivityRegistry, BackgroundActivity, BackgroundNotice, NoticeInbox
 from .._leases import Clock, Fence, check_fence, system_clock
 from .._sql import Migration, dump_json, list_query, load_entries
 from .._store import Entry, SessionMeta, check_session_id, not_found
@@ -113,8 +113,10 @@ class PostgresStore:
         # inbox's statement (one per inbox, made at its first use).
         self._with_pending: dict[str, str] = {}
         # Several entries in one statement (`append_all`), by (fenced, the
-        # inbox's pending column or ""), made at first use.
-        self._sql_append_all: dict[tuple[bool, str], str] = {}
+        # inbox's pending column or "", the registry's running column or "",
+        # whether the tail is gated as `append_ending` gates it), made at
+        # first use.
+        self._sql_append_all: dict[tuple[bool, str, str, bool], str] = {}
         # The data as text, decoded here: a row Python cannot decode (the json
         # type takes nesting deeper than Python's parser, and any JSON value)
         # is then reported as that entry, not as a failed fetch. Joined from
@@ -240,7 +242,7 @@ class PostgresStore:
         placed = await self.append(session_id, entry, fence=fence)
         return placed, await inbox.pending(session_id)
 
-    def _append_all_sql(self, fenced: bool, pending: str) -> str:
+    def _append_all_sql(self, fenced: bool, pending: str, running: str, gated: bool) -> str:
         entries, sessions = self._db.table("entries"), self._sessions
         # No ON CONFLICT: a position another writer took fails the whole
         # statement (nothing lands), where skipping the taken row would land
@@ -252,10 +254,21 @@ class PostgresStore:
             if fenced
             else ""
         )
-        check = (
-            "WHERE COALESCE((SELECT generation FROM fence), 0) = %(generation)s" if fenced else ""
-        )
-        also = ", " + pending.replace("{session}", "%(sid)s") if pending else ""
+        checks = ["COALESCE((SELECT generation FROM fence), 0) = %(generation)s"] if fenced else []
+        pending = pending.replace("{session}", "%(sid)s")
+        if gated:
+            # The rows past `keep` only where the log ended where the caller
+            # placed the first, and the inbox holds nothing (this statement's
+            # snapshot, the one the pending column below is read in).
+            checks.append(
+                f"(r.n <= %(keep)s OR (last.position = %(after)s AND cardinality({pending}) = 0))"
+            )
+        check = "WHERE " + " AND ".join(checks) if checks else ""
+        also = ", " + pending if pending else ""
+        if running:
+            also += ", " + running.replace("{session}", "%(sid)s").replace("{now}", "%(now)s")
+        if gated:
+            also += ", (SELECT count(*) FROM placed)"
         current = "COALESCE((SELECT generation FROM fence), 0)" if fenced else "0"
         return f"""
             WITH {fence}last AS (
@@ -266,7 +279,7 @@ class PostgresStore:
                 SELECT %(sid)s, last.position + r.n, r.e ->> 0, r.e ->> 1,
                        (r.e ->> 2)::float8, r.data::json
                 FROM last, ROWS FROM (json_array_elements(%(rows)s::json),
-                                      unnest(%(datas)s::text[]))
+                                      unnest(%(datas)b::text[]))
                      WITH ORDINALITY AS r(e, data, n)
                 {check}
                 RETURNING position
@@ -287,13 +300,71 @@ class PostgresStore:
         pending notices read in the same statement when it is on this store's
         database (else right after), None without. Raises as `append` does,
         and then nothing is written."""
+        first, pending, _, _ = await self._append_all(session_id, entries, fence, inbox, None)
+        return first, pending
+
+    async def append_ending(
+        self,
+        session_id: str,
+        entries: Sequence[Entry],
+        *,
+        keep: int,
+        fence: Fence | None,
+        inbox: NoticeInbox,
+    ) -> tuple[int, _list[BackgroundNotice], bool] | None:
+        """`append_all` with `inbox` (one statement), where `entries[keep:]`
+        land only if the inbox has no pending notice and the log ends right
+        before `entries[0].position`, both as the statement sees them: (the
+        first one's position, the pending notices, whether all landed; when
+        not, only `entries[:keep]` did). None, with nothing written, when
+        the inbox is not on this store's database. Raises as `append` does,
+        and then nothing is written."""
+        column = getattr(inbox, "pending_column", None)
+        if column is None or column(self._db) is None:
+            return None
+        first, pending, _, placed = await self._append_all(
+            session_id, entries, fence, inbox, None, keep, entries[0].position - 1
+        )
+        return first, pending or [], placed == len(entries)
+
+    async def append_all_listing(
+        self,
+        session_id: str,
+        entries: Sequence[Entry],
+        *,
+        fence: Fence | None,
+        inbox: NoticeInbox,
+        registry: ActivityRegistry,
+    ) -> tuple[int, _list[BackgroundNotice], _list[BackgroundActivity] | None]:
+        """`append_all` with `inbox`, and `registry.list(session_id)` read in
+        the same statement when the registry is on this store's database
+        (one round trip; the notices and the activities of one snapshot);
+        None for the activities when it is not (nothing is listed). Raises
+        as `append` does, and then nothing is written."""
+        first, pending, running, _ = await self._append_all(
+            session_id, entries, fence, inbox, registry
+        )
+        return first, pending or [], running
+
+    async def _append_all(
+        self,
+        session_id: str,
+        entries: Sequence[Entry],
+        fence: Fence | None,
+        inbox: NoticeInbox | None,
+        registry: ActivityRegistry | None,
+        keep: int | None = None,
+        after: int = 0,
+    ) -> tuple[int, _list[BackgroundNotice] | None, _list[BackgroundActivity] | None, int | None]:
         from psycopg.errors import ForeignKeyViolation, UniqueViolation
 
         if not entries:
             raise ValueError("append_all needs at least one entry")
         column = getattr(inbox, "pending_column", None) if inbox is not None else None
         pending = (column(self._db) if column is not None else None) or ""
-        key = (fence is not None, pending)
+        listing = getattr(registry, "running_column", None) if pending else None
+        running = (listing(self._db) if listing is not None else None) or ""
+        key = (fence is not None, pending, running, keep is not None)
         sql = self._sql_append_all.get(key)
         if sql is None:
             sql = self._sql_append_all[key] = self._append_all_sql(*key)
@@ -301,6 +372,8 @@ class PostgresStore:
         # [kind, run_id, created_at] rows as one JSON text (cheaper to send
         # than three arrays); the data apart, as text, since reading a JSON
         # value decodes its escapes, and \u0000 has no text to decode to.
+        # The texts go as a binary array: the text form escapes every quote
+        # of every JSON text with a regular expression (about 20x the CPU).
         rows = ",".join(
             f"[{dump_json(e.kind)},{dump_json(e.run_id)},{dump_json(e.created_at or clock())}]"
             for e in entries
@@ -313,6 +386,11 @@ class PostgresStore:
         if fence is not None:
             params["key"] = fence.key
             params["generation"] = fence.generation
+        if running:
+            params["now"] = registry.now()  # type: ignore[union-attr]
+        if keep is not None:
+            params["keep"] = keep
+            params["after"] = after
         attempt = 0
         while True:
             try:
@@ -330,11 +408,16 @@ class PostgresStore:
             if fence is not None:
                 check_fence(fence, current)
             attempt = await _lost_race(attempt)
+        placed = int(row[-1]) if keep is not None else None
         if inbox is None:
-            return int(first), None
-        if pending:
-            return int(first), inbox.from_column(row[3])  # type: ignore[attr-defined]
-        return int(first), await inbox.pending(session_id)
+            return int(first), None, None, placed
+        if not pending:
+            return int(first), await inbox.pending(session_id), None, placed
+        notices = inbox.from_column(row[3])  # type: ignore[attr-defined]
+        if not running:
+            return int(first), notices, None, placed
+        listed = registry.from_running_column(row[4])  # type: ignore[union-attr]
+        return int(first), notices, listed, placed
 
     async def load(self, session_id: str, after: int | None = None) -> _list[Entry]:
         rows = await self._db.fetchall(self._sql_load, (after or 0, session_id))
