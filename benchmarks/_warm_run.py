@@ -11,7 +11,12 @@ variants; `bare-nohttp` and `taskloom-nohttp` are `bare` and `taskloom` with
 no socket: the request's body is encoded as usual and the server's own
 `_reply` answers it in process (taskloom's through the adapter's `send_json`),
 so what is left is each loop's own work and memory without the HTTP stack's
-(`_warm_misses.py` compares their working sets). The process makes ten warm-up runs, then RUNS more; a warm run's
+(`_warm_misses.py` compares their working sets). `taskloom-loop` and
+`taskloom-adapter` split `taskloom-nohttp` in two: the loop with the model's
+answers replayed (the warm-up's responses, by the request's message count: no
+body encoded or decoded), and the adapter alone (the warm-up's last run's four
+requests sent again through `model.request`, answered in process, with no
+run around them). The process makes ten warm-up runs, then RUNS more; a warm run's
 instructions are a process of 60 runs minus one of 10, over 50:
 
     PYTHONHASHSEED=0 valgrind --tool=cachegrind --cache-sim=no \\
@@ -84,7 +89,7 @@ async def ours(base_url: str, runs: int, mode: str) -> None:
     from taskloom.models import OpenAIChatModel
 
     _run.FRESH_BOUNDARY = 5.0
-    if mode == "taskloom-nohttp":
+    if mode in ("taskloom-nohttp", "taskloom-loop", "taskloom-adapter"):
         from taskloom.models import _adapter
 
         async def send_json(client: Any, target: Any, body: Any, encoded: Any = None) -> Any:
@@ -95,6 +100,9 @@ async def ours(base_url: str, runs: int, mode: str) -> None:
     model = OpenAIChatModel("gpt-4.1-mini", api_key="bench", base_url=base_url, stream=stream)
     agent = Agent("adder", model, INSTRUCTIONS, tools=[tool(blocking=False)(add)])
     options = RunOptions(budget=Budget(tokens=10**12)) if mode == "taskloom-budget" else None
+    if mode in ("taskloom-loop", "taskloom-adapter"):
+        await parts(agent, model, runs, mode)
+        return
     for _ in range(WARM_UP + runs):
         if mode == "taskloom-events":
             from taskloom.events import RunFinished
@@ -105,6 +113,42 @@ async def ours(base_url: str, runs: int, mode: str) -> None:
             text = (await agent.run(PROMPT, options=options)).text
         if text.strip() != ANSWER:
             raise AssertionError(text)
+
+
+async def parts(agent: Any, model: Any, runs: int, mode: str) -> None:
+    """`taskloom-loop` and `taskloom-adapter`: the warm-up records each
+    request and its response (the class's `request` wrapped: the model has
+    slots), then the runs replay one side."""
+    cls = type(model)
+    send = cls.request
+    requests: list[Any] = []
+    responses: dict[int, Any] = {}
+
+    async def recording(self: Any, request: Any) -> Any:
+        response = await send(self, request)
+        requests.append(request)
+        responses[len(request.messages)] = response
+        return response
+
+    async def replaying(self: Any, request: Any) -> Any:
+        await asyncio.sleep(0)
+        return responses[len(request.messages)]
+
+    cls.request = recording
+    for _ in range(WARM_UP):
+        if (await agent.run(PROMPT)).text.strip() != ANSWER:
+            raise AssertionError("unexpected answer")
+    last = requests[-4:]
+    if mode == "taskloom-adapter":
+        cls.request = send
+        for _ in range(runs):
+            for request in last:
+                await model.request(request)
+        return
+    cls.request = replaying
+    for _ in range(runs):
+        if (await agent.run(PROMPT)).text.strip() != ANSWER:
+            raise AssertionError("unexpected answer")
 
 
 def main() -> None:
