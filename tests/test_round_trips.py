@@ -439,3 +439,71 @@ async def test_a_final_answer_whose_write_raises_ends_as_the_log_says(
         assert ends == (["completed"] if landed else ["failed"]), ends
     finally:
         await backend.close()
+
+
+async def test_a_run_whose_end_landed_with_its_answer_is_not_failed_after_it(
+    pg_schema: str,  # noqa: F811
+) -> None:
+    # What raises once the answer and the run's end are in (here a listener
+    # of the round's event) does not write a second end, a failure, after
+    # the run's own: a run ends once.
+    backend = PostgresBackend(PG_DSN, schema=pg_schema)
+    agent = Agent("heard", FunctionModel(lambda request: reply("done", usage=Usage(10, 5))))
+
+    def emit(event: Any) -> None:
+        if type(event).__name__ == "RoundCommitted":
+            raise RuntimeError("the listener broke")
+
+    try:
+        async with Runtime(store=backend.store) as runtime:
+            session = await runtime.create_session(agent)
+            with pytest.raises(RuntimeError, match="the listener broke"):
+                await session.run("go", emit=emit)
+            entries = await session.entries()
+        ends = [e for e in entries if e.kind == "run_finished"]
+        assert len(ends) == 1, [e.data["status"] for e in ends]
+        assert entries[-1] is ends[0] or entries[-1].position == ends[0].position
+    finally:
+        await backend.close()
+
+
+async def test_a_final_answer_whose_write_and_read_back_both_raise_is_not_failed_after_its_end(
+    pg_schema: str,  # noqa: F811
+) -> None:
+    # The statement with the run's end commits, then raises (a connection
+    # lost), and the read-back that would tell raises too: whether the run
+    # ended is unknown, so no failure is written after what may be its end
+    # (the next take-up reads the log), as when a run's end entry's own
+    # write raises.
+    from taskloom.errors import StoreError
+
+    backend = PostgresBackend(PG_DSN, schema=pg_schema)
+    store = backend.store
+    append_ending, load = store.append_ending, store.load
+    down = [False]
+
+    async def lost(*args: Any, **kwargs: Any) -> Any:
+        await append_ending(*args, **kwargs)
+        down[0] = True
+        raise StoreError("the connection was lost")
+
+    async def reading(*args: Any, **kwargs: Any) -> Any:
+        if down[0]:
+            down[0] = False  # back for the next statement
+            raise StoreError("the server is restarting")
+        return await load(*args, **kwargs)
+
+    agent = Agent("lost", FunctionModel(lambda request: reply("done", usage=Usage(10, 5))))
+    try:
+        async with Runtime(store=store) as runtime:
+            session = await runtime.create_session(agent)
+            store.append_ending = lost  # type: ignore[method-assign]
+            store.load = reading  # type: ignore[method-assign]
+            with pytest.raises(StoreError):
+                await session.run("go")
+            del store.append_ending, store.load
+            entries = await session.entries()
+        ends = [e.data["status"] for e in entries if e.kind == "run_finished"]
+        assert ends == ["completed"], ends
+    finally:
+        await backend.close()

@@ -23,7 +23,6 @@ the turn in flight and leaves the log consistent.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
@@ -116,7 +115,9 @@ class RunLoop:
         self._start_position = 0
         # The tools were read at the run's start and no call ran since.
         self._tools_fresh = False
-        # The run's result, once its end is written with its final answer.
+        # The run's result, once its end is written with its final answer, or
+        # may be (its write raised and the log could not be read to tell):
+        # no failure is then recorded after it.
         self._ended: RunResult | None = None
 
     @property
@@ -302,7 +303,9 @@ class RunLoop:
                         await finish_cancelled(self._stopped(), self._run, tree)
                     raise
                 except BaseException as exc:
-                    if not isinstance(exc, KeyboardInterrupt):
+                    # A run whose end landed (or may have) with its answer ends
+                    # once: what raised after is the caller's, not the log's.
+                    if not isinstance(exc, KeyboardInterrupt) and self._ended is None:
                         await record_failure(exc, self._run)
                     raise
                 return await finish(end, self._run, tree, self._ended)
@@ -509,18 +512,19 @@ class RunLoop:
         except StaleLeaseError:
             self._ended = None
             raise  # refused: nothing was written
-        except Exception:
+        except Exception as exc:
             if self._ended is None:
                 raise
             # Raised at or after the statement (a connection lost once it
             # committed): whether the end landed is the log's to say, and a
-            # run that ended is not failed after it.
-            landed = False
-            with contextlib.suppress(Exception):
+            # run that ended is not failed after it. Unread, it may have:
+            # `_ended` stays, and the next take-up reads the log.
+            try:
                 await journal.sync()
-                finished = self._run.log.last_finished
-                landed = finished is not None and finished.run_id == self._run.scope.run_id
-            if not landed:
+            except Exception:
+                raise exc from None
+            finished = self._run.log.last_finished
+            if finished is None or finished.run_id != self._run.scope.run_id:
                 self._ended = None
                 raise
             return True
