@@ -8,6 +8,7 @@ counts them) over the steady rounds of one run. The pool's connection checks
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import sys
 from pathlib import Path
@@ -505,5 +506,69 @@ async def test_a_final_answer_whose_write_and_read_back_both_raise_is_not_failed
             entries = await session.entries()
         ends = [e.data["status"] for e in entries if e.kind == "run_finished"]
         assert ends == ["completed"], ends
+    finally:
+        await backend.close()
+
+
+@pytest.mark.parametrize("notice", [False, True])
+@pytest.mark.parametrize("cancels", [1, 2])
+async def test_a_run_cancelled_twice_while_its_answer_and_end_are_written_ends_once(
+    pg_schema: str,  # noqa: F811
+    cancels: int,
+    notice: bool,
+) -> None:
+    # Cancelled (its stop signal too) while the statement with its answer and
+    # end is out, then cancelled again before that statement answers: the
+    # run does not write a STOPPED end of its own beside the one that may
+    # land; its log ends once, with nothing after its end. Cancelled once,
+    # it waits for that statement: ended there, or else (a notice in the
+    # inbox kept the end out) ended STOPPED after its answer, as before.
+    from taskloom import StopSignal
+
+    backend = PostgresBackend(PG_DSN, schema=pg_schema)
+    store = backend.store
+    append_ending = store.append_ending
+    entered, release, written = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        await release.wait()
+        try:
+            return await append_ending(*args, **kwargs)
+        finally:
+            written.set()
+
+    agent = Agent("twice", FunctionModel(lambda request: reply("done", usage=Usage(10, 5))))
+    try:
+        async with Runtime(store=store) as runtime:
+            session = await runtime.create_session(agent)
+            store.append_ending = held  # type: ignore[method-assign]
+            stop = StopSignal()
+            run = asyncio.ensure_future(session.run("go", options=RunOptions(stop=stop)))
+            await entered.wait()
+            if notice:
+                pushed = BackgroundNotice("job-1:end", "job-1", "job", "done", "done")
+                assert await backend.inbox.push(session.id, pushed)
+            stop.cancel()
+            run.cancel()
+            if cancels == 2:
+                for _ in range(5):
+                    await asyncio.sleep(0)
+                run.cancel()
+            else:
+                release.set()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+            release.set()
+            await written.wait()
+            del store.append_ending
+            entries = await session.entries()
+        kinds = [e.kind for e in entries]
+        assert kinds.count("run_finished") <= 1, kinds
+        assert "run_finished" not in kinds or kinds[-1] == "run_finished", kinds
+        if cancels == 1:
+            assert kinds[-2:] == ["message", "run_finished"], kinds
+            status = entries[-1].data["status"]
+            assert status == ("stopped" if notice else "completed"), status
     finally:
         await backend.close()

@@ -294,9 +294,9 @@ class RunLoop:
                 except EndRun as raised:
                     end = raised.end
                 except asyncio.CancelledError:
-                    # Not if its end landed with its answer as it was cancelled.
-                    ended = self._ended is not None and not self._run.log.run_open
-                    if self._run.controls.stop.is_cancelled and not ended:
+                    # Not if its end landed (or may have) with its answer as
+                    # it was cancelled (`_record_answer`).
+                    if self._run.controls.stop.is_cancelled and self._ended is None:
                         # Cancelled, and the task with it (a parent cancelled too,
                         # whose abort reached the task running this child): the
                         # run still ends whole before the cancellation goes on.
@@ -504,11 +504,19 @@ class RunLoop:
     async def _record_answer(self, entry: MessageEntry, message: Message) -> bool:
         """Record the final answer, with the run's end where it may go with it
         (`record_ending`): whether the end landed too."""
-        journal = self._run.journal
+        journal, log = self._run.journal, self._run.log
+        before = log.position
         try:
             return await journal.record_ending(
                 entry, self._run.scope.run_id, message, self._ending(message)
             )
+        except asyncio.CancelledError:
+            # Folded in, the answer landed alone: the run did not end. Not
+            # folded (cancelled again while the statement was out), it may
+            # have: `_ended` stays, and no other end is written beside it.
+            if log.position != before and log.run_open:
+                self._ended = None
+            raise
         except StaleLeaseError:
             self._ended = None
             raise  # refused: nothing was written
