@@ -522,7 +522,8 @@ async def test_a_run_cancelled_twice_while_its_answer_and_end_are_written_ends_o
     # run does not write a STOPPED end of its own beside the one that may
     # land; its log ends once, with nothing after its end. Cancelled once,
     # it waits for that statement: ended there, or else (a notice in the
-    # inbox kept the end out) ended STOPPED after its answer, as before.
+    # inbox kept the end out) ended STOPPED after its answer, as before; its
+    # end told (`RunFinished`) either way.
     from taskloom import StopSignal
 
     backend = PostgresBackend(PG_DSN, schema=pg_schema)
@@ -544,7 +545,10 @@ async def test_a_run_cancelled_twice_while_its_answer_and_end_are_written_ends_o
             session = await runtime.create_session(agent)
             store.append_ending = held  # type: ignore[method-assign]
             stop = StopSignal()
-            run = asyncio.ensure_future(session.run("go", options=RunOptions(stop=stop)))
+            told: list[Any] = []
+            run = asyncio.ensure_future(
+                session.run("go", options=RunOptions(stop=stop), emit=told.append)
+            )
             await entered.wait()
             if notice:
                 pushed = BackgroundNotice("job-1:end", "job-1", "job", "done", "done")
@@ -570,5 +574,9 @@ async def test_a_run_cancelled_twice_while_its_answer_and_end_are_written_ends_o
             assert kinds[-2:] == ["message", "run_finished"], kinds
             status = entries[-1].data["status"]
             assert status == ("stopped" if notice else "completed"), status
+            # Told as it is written, as any run's end.
+            finished = [e.result for e in told if type(e).__name__ == "RunFinished"]
+            assert [r.status.value for r in finished] == [status], finished
+            assert finished[0] == session.journal.log.finished_result(session.id, agent)
     finally:
         await backend.close()

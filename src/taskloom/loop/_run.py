@@ -294,13 +294,17 @@ class RunLoop:
                 except EndRun as raised:
                     end = raised.end
                 except asyncio.CancelledError:
-                    # Not if its end landed (or may have) with its answer as
-                    # it was cancelled (`_record_answer`).
-                    if self._run.controls.stop.is_cancelled and self._ended is None:
+                    if self._run.controls.stop.is_cancelled:
                         # Cancelled, and the task with it (a parent cancelled too,
                         # whose abort reached the task running this child): the
-                        # run still ends whole before the cancellation goes on.
-                        await finish_cancelled(self._stopped(), self._run, tree)
+                        # run still ends whole before the cancellation goes on;
+                        # as its end landed with its answer, if it did (told,
+                        # not written again), and not at all if it may have
+                        # (`_record_answer`).
+                        if self._ended is None:
+                            await finish_cancelled(self._stopped(), self._run, tree)
+                        elif not self._run.log.run_open:
+                            await finish(End(RunStatus.COMPLETED), self._run, tree, self._ended)
                     raise
                 except BaseException as exc:
                     # A run whose end landed (or may have) with its answer ends
