@@ -510,20 +510,20 @@ async def test_a_final_answer_whose_write_and_read_back_both_raise_is_not_failed
         await backend.close()
 
 
-@pytest.mark.parametrize("notice", [False, True])
+@pytest.mark.parametrize("landing", ["", "notice", "steer"])
 @pytest.mark.parametrize("cancels", [1, 2])
 async def test_a_run_cancelled_twice_while_its_answer_and_end_are_written_ends_once(
     pg_schema: str,  # noqa: F811
     cancels: int,
-    notice: bool,
+    landing: str,
 ) -> None:
     # Cancelled (its stop signal too) while the statement with its answer and
     # end is out, then cancelled again before that statement answers: the
     # run does not write a STOPPED end of its own beside the one that may
     # land; its log ends once, with nothing after its end. Cancelled once,
     # it waits for that statement: ended there, or else (a notice in the
-    # inbox kept the end out) ended STOPPED after its answer, as before; its
-    # end told (`RunFinished`) either way.
+    # inbox or a steer kept the end out) ended STOPPED after its answer, as
+    # before; its end told (`RunFinished`) either way.
     from taskloom import StopSignal
 
     backend = PostgresBackend(PG_DSN, schema=pg_schema)
@@ -550,9 +550,11 @@ async def test_a_run_cancelled_twice_while_its_answer_and_end_are_written_ends_o
                 session.run("go", options=RunOptions(stop=stop), emit=told.append)
             )
             await entered.wait()
-            if notice:
+            if landing == "notice":
                 pushed = BackgroundNotice("job-1:end", "job-1", "job", "done", "done")
                 assert await backend.inbox.push(session.id, pushed)
+            elif landing == "steer":
+                await session.steer("and one more thing")
             stop.cancel()
             run.cancel()
             if cancels == 2:
@@ -573,7 +575,7 @@ async def test_a_run_cancelled_twice_while_its_answer_and_end_are_written_ends_o
         if cancels == 1:
             assert kinds[-2:] == ["message", "run_finished"], kinds
             status = entries[-1].data["status"]
-            assert status == ("stopped" if notice else "completed"), status
+            assert status == ("stopped" if landing else "completed"), status
             # Told as it is written, as any run's end.
             finished = [e.result for e in told if type(e).__name__ == "RunFinished"]
             assert [r.status.value for r in finished] == [status], finished
