@@ -8,6 +8,7 @@ counts them) over the steady rounds of one run. The pool's connection checks
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import sys
 from pathlib import Path
@@ -437,5 +438,147 @@ async def test_a_final_answer_whose_write_raises_ends_as_the_log_says(
             entries = await session.entries()
         ends = [e.data["status"] for e in entries if e.kind == "run_finished"]
         assert ends == (["completed"] if landed else ["failed"]), ends
+    finally:
+        await backend.close()
+
+
+async def test_a_run_whose_end_landed_with_its_answer_is_not_failed_after_it(
+    pg_schema: str,  # noqa: F811
+) -> None:
+    # What raises once the answer and the run's end are in (here a listener
+    # of the round's event) does not write a second end, a failure, after
+    # the run's own: a run ends once.
+    backend = PostgresBackend(PG_DSN, schema=pg_schema)
+    agent = Agent("heard", FunctionModel(lambda request: reply("done", usage=Usage(10, 5))))
+
+    def emit(event: Any) -> None:
+        if type(event).__name__ == "RoundCommitted":
+            raise RuntimeError("the listener broke")
+
+    try:
+        async with Runtime(store=backend.store) as runtime:
+            session = await runtime.create_session(agent)
+            with pytest.raises(RuntimeError, match="the listener broke"):
+                await session.run("go", emit=emit)
+            entries = await session.entries()
+        ends = [e for e in entries if e.kind == "run_finished"]
+        assert len(ends) == 1, [e.data["status"] for e in ends]
+        assert entries[-1] is ends[0] or entries[-1].position == ends[0].position
+    finally:
+        await backend.close()
+
+
+async def test_a_final_answer_whose_write_and_read_back_both_raise_is_not_failed_after_its_end(
+    pg_schema: str,  # noqa: F811
+) -> None:
+    # The statement with the run's end commits, then raises (a connection
+    # lost), and the read-back that would tell raises too: whether the run
+    # ended is unknown, so no failure is written after what may be its end
+    # (the next take-up reads the log), as when a run's end entry's own
+    # write raises.
+    from taskloom.errors import StoreError
+
+    backend = PostgresBackend(PG_DSN, schema=pg_schema)
+    store = backend.store
+    append_ending, load = store.append_ending, store.load
+    down = [False]
+
+    async def lost(*args: Any, **kwargs: Any) -> Any:
+        await append_ending(*args, **kwargs)
+        down[0] = True
+        raise StoreError("the connection was lost")
+
+    async def reading(*args: Any, **kwargs: Any) -> Any:
+        if down[0]:
+            down[0] = False  # back for the next statement
+            raise StoreError("the server is restarting")
+        return await load(*args, **kwargs)
+
+    agent = Agent("lost", FunctionModel(lambda request: reply("done", usage=Usage(10, 5))))
+    try:
+        async with Runtime(store=store) as runtime:
+            session = await runtime.create_session(agent)
+            store.append_ending = lost  # type: ignore[method-assign]
+            store.load = reading  # type: ignore[method-assign]
+            with pytest.raises(StoreError):
+                await session.run("go")
+            del store.append_ending, store.load
+            entries = await session.entries()
+        ends = [e.data["status"] for e in entries if e.kind == "run_finished"]
+        assert ends == ["completed"], ends
+    finally:
+        await backend.close()
+
+
+@pytest.mark.parametrize("landing", ["", "notice", "steer"])
+@pytest.mark.parametrize("cancels", [1, 2])
+async def test_a_run_cancelled_twice_while_its_answer_and_end_are_written_ends_once(
+    pg_schema: str,  # noqa: F811
+    cancels: int,
+    landing: str,
+) -> None:
+    # Cancelled (its stop signal too) while the statement with its answer and
+    # end is out, then cancelled again before that statement answers: the
+    # run does not write a STOPPED end of its own beside the one that may
+    # land; its log ends once, with nothing after its end. Cancelled once,
+    # it waits for that statement: ended there, or else (a notice in the
+    # inbox or a steer kept the end out) ended STOPPED after its answer, as
+    # before; its end told (`RunFinished`) either way.
+    from taskloom import StopSignal
+
+    backend = PostgresBackend(PG_DSN, schema=pg_schema)
+    store = backend.store
+    append_ending = store.append_ending
+    entered, release, written = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        await release.wait()
+        try:
+            return await append_ending(*args, **kwargs)
+        finally:
+            written.set()
+
+    agent = Agent("twice", FunctionModel(lambda request: reply("done", usage=Usage(10, 5))))
+    try:
+        async with Runtime(store=store) as runtime:
+            session = await runtime.create_session(agent)
+            store.append_ending = held  # type: ignore[method-assign]
+            stop = StopSignal()
+            told: list[Any] = []
+            run = asyncio.ensure_future(
+                session.run("go", options=RunOptions(stop=stop), emit=told.append)
+            )
+            await entered.wait()
+            if landing == "notice":
+                pushed = BackgroundNotice("job-1:end", "job-1", "job", "done", "done")
+                assert await backend.inbox.push(session.id, pushed)
+            elif landing == "steer":
+                await session.steer("and one more thing")
+            stop.cancel()
+            run.cancel()
+            if cancels == 2:
+                for _ in range(5):
+                    await asyncio.sleep(0)
+                run.cancel()
+            else:
+                release.set()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+            release.set()
+            await written.wait()
+            del store.append_ending
+            entries = await session.entries()
+        kinds = [e.kind for e in entries]
+        assert kinds.count("run_finished") <= 1, kinds
+        assert "run_finished" not in kinds or kinds[-1] == "run_finished", kinds
+        if cancels == 1:
+            assert kinds[-2:] == ["message", "run_finished"], kinds
+            status = entries[-1].data["status"]
+            assert status == ("stopped" if landing else "completed"), status
+            # Told as it is written, as any run's end.
+            finished = [e.result for e in told if type(e).__name__ == "RunFinished"]
+            assert [r.status.value for r in finished] == [status], finished
+            assert finished[0] == session.journal.log.finished_result(session.id, agent)
     finally:
         await backend.close()

@@ -23,7 +23,6 @@ the turn in flight and leaves the log consistent.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
@@ -116,7 +115,9 @@ class RunLoop:
         self._start_position = 0
         # The tools were read at the run's start and no call ran since.
         self._tools_fresh = False
-        # The run's result, once its end is written with its final answer.
+        # The run's result, once its end is written with its final answer, or
+        # may be (its write raised and the log could not be read to tell):
+        # no failure is then recorded after it.
         self._ended: RunResult | None = None
 
     @property
@@ -293,16 +294,22 @@ class RunLoop:
                 except EndRun as raised:
                     end = raised.end
                 except asyncio.CancelledError:
-                    # Not if its end landed with its answer as it was cancelled.
-                    ended = self._ended is not None and not self._run.log.run_open
-                    if self._run.controls.stop.is_cancelled and not ended:
+                    if self._run.controls.stop.is_cancelled:
                         # Cancelled, and the task with it (a parent cancelled too,
                         # whose abort reached the task running this child): the
-                        # run still ends whole before the cancellation goes on.
-                        await finish_cancelled(self._stopped(), self._run, tree)
+                        # run still ends whole before the cancellation goes on;
+                        # as its end landed with its answer, if it did (told,
+                        # not written again), and not at all if it may have
+                        # (`_record_answer`).
+                        if self._ended is None:
+                            await finish_cancelled(self._stopped(), self._run, tree)
+                        elif not self._run.log.run_open:
+                            await finish(End(RunStatus.COMPLETED), self._run, tree, self._ended)
                     raise
                 except BaseException as exc:
-                    if not isinstance(exc, KeyboardInterrupt):
+                    # A run whose end landed (or may have) with its answer ends
+                    # once: what raised after is the caller's, not the log's.
+                    if not isinstance(exc, KeyboardInterrupt) and self._ended is None:
                         await record_failure(exc, self._run)
                     raise
                 return await finish(end, self._run, tree, self._ended)
@@ -501,26 +508,35 @@ class RunLoop:
     async def _record_answer(self, entry: MessageEntry, message: Message) -> bool:
         """Record the final answer, with the run's end where it may go with it
         (`record_ending`): whether the end landed too."""
-        journal = self._run.journal
+        journal, log = self._run.journal, self._run.log
+        before = log.position
         try:
             return await journal.record_ending(
                 entry, self._run.scope.run_id, message, self._ending(message)
             )
+        except asyncio.CancelledError:
+            # Folded in, the answer landed alone: the run did not end. Not
+            # folded (cancelled again while the statement was out), it may
+            # have: `_ended` stays, and no other end is written beside it.
+            if log.position != before and log.run_open:
+                self._ended = None
+            raise
         except StaleLeaseError:
             self._ended = None
             raise  # refused: nothing was written
-        except Exception:
+        except Exception as exc:
             if self._ended is None:
                 raise
             # Raised at or after the statement (a connection lost once it
             # committed): whether the end landed is the log's to say, and a
-            # run that ended is not failed after it.
-            landed = False
-            with contextlib.suppress(Exception):
+            # run that ended is not failed after it. Unread, it may have:
+            # `_ended` stays, and the next take-up reads the log.
+            try:
                 await journal.sync()
-                finished = self._run.log.last_finished
-                landed = finished is not None and finished.run_id == self._run.scope.run_id
-            if not landed:
+            except Exception:
+                raise exc from None
+            finished = self._run.log.last_finished
+            if finished is None or finished.run_id != self._run.scope.run_id:
                 self._ended = None
                 raise
             return True

@@ -272,10 +272,16 @@ class SessionJournal:
         try:
             written = await asyncio.shield(write)
         except asyncio.CancelledError:
-            # A second cancel stops this wait, not the write.
+            # A second cancel stops this wait (or the read below), not the write.
             await asyncio.wait({write})
-            if not write.cancelled() and write.exception() is None and write.result():
-                self._fold_ending(write.result(), entries, message, fired, at)
+            if not write.cancelled() and write.exception() is None:
+                written = write.result()
+                if written is None:
+                    self._rearm(fired)  # nothing was written
+                elif not self._fold_ending(written, entries, message, fired, at):
+                    # Placed after another's entry (alone): read, so the log
+                    # says the run goes on, and its caller ends it.
+                    await self.sync()
             raise
         if written is None:
             # The store cannot: the answer alone, as `record` writes it.
