@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -108,8 +109,7 @@ async def until(check: Callable[[], Awaitable[bool]], timeout: float = 60) -> No
 async def _parent_answered(host: Runtime, parent_id: str) -> bool:
     entries = await host.store.load(parent_id)
     return any(
-        m.role == "assistant" and m.text.startswith("report received")
-        for m in messages_of(entries)
+        m.role == "assistant" and m.text.startswith("report received") for m in messages_of(entries)
     )
 
 
@@ -125,9 +125,7 @@ async def test_a_background_child_killed_around_its_ending_reports_once(
     counts = {"trials": 0, "reports": 0, "child_results": 0}
     try:
         for _ in range(TRIALS):
-            first = pool.start(
-                concurrency=2, TLQ_HANG_ENDING=where, TLQ_HANG_ENDING_OF="child"
-            )
+            first = pool.start(concurrency=2, TLQ_HANG_ENDING=where, TLQ_HANG_ENDING_OF="child")
             parent = await host.create_session(host.agent_named("lead"))
             await parent.submit("get help")
             line = first.expect("READY ended " if where == "after" else "READY ending ")
@@ -137,14 +135,21 @@ async def test_a_background_child_killed_around_its_ending_reports_once(
                 assert line.endswith(" True"), line
             first.kill()
             second = pool.start(concurrency=2)
-            await until(lambda: _parent_answered(host, parent.id))
+            await until(partial(_parent_answered, host, parent.id))
             result = await parent.wait(30)
             assert result.status is RunStatus.COMPLETED
             assert result.text.startswith("report received")
             children = await host.store.list(parent_id=parent.id)
             assert [c.id for c in children] == [child_id]
             child_entries = await host.store.load(child_id)
-            _check_one_end(child_entries)
+            end = _check_one_end(child_entries)
+            answers = [m.text for m in messages_of(child_entries) if m.role == "assistant"]
+            answers = [text for text in answers if text]
+            # Before: the answer died with the worker and the second one gave
+            # it; after: the killed worker's answer ended the child.
+            by = second.pid if where == "before" else first.pid
+            assert len(answers) == 1 and answers[0].startswith(f"done by {by}:"), answers
+            assert end.text == answers[0]
             results = [e.kind for e in child_entries].count("subagent_result")
             assert results == 1
             parent_entries = await host.store.load(parent.id)
@@ -155,10 +160,10 @@ async def test_a_background_child_killed_around_its_ending_reports_once(
                 for e in parent_entries
                 if isinstance(e.payload, MessageEntry) and e.payload.delivered_text
             ]
-            reports = [text for text in delivered if "finished. Its report" in text]
-            assert len(reports) == 1, delivered
+            reports = sum(text.count("finished. Its report") for text in delivered)
+            assert reports == 1, delivered
             counts["trials"] += 1
-            counts["reports"] += len(reports)
+            counts["reports"] += reports
             counts["child_results"] += results
             second.close()
         print(f"child killed {where} append_ending: {counts}")
