@@ -114,7 +114,7 @@ def hang_around_ending(store: PostgresStore, where: str, only_child: bool) -> No
         kinds = ",".join(e.kind for e in entries)
         if where == "before":
             say(f"READY ending {session_id} {kinds}")
-            await asyncio.Event().wait()
+            await asyncio.Event().wait()  # until the test kills this worker
         written = await inner(session_id, entries, **options)
         say(f"READY ended {session_id} {kinds} {written is not None and written[2]}")
         await asyncio.Event().wait()
