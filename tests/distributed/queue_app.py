@@ -12,7 +12,12 @@ test decides when a call in flight ends),
 `RESULT <session> <json>` with the counts and usage of every run's own
 `RunResult` as it ends), `TLQ_HANG_AT_END` (1: print `READY end <session>`
 and hang before appending any run's end: a run's answer is stored, its end
-is not, the point a test kills at).
+is not, the point a test kills at), `TLQ_HANG_ENDING` (`before` or `after`:
+hang before the store's `append_ending`, the statement writing a run's final
+answer with its end, is sent, or once it returned; printing `READY ending
+<session> <kinds>` or `READY ended <session> <kinds> <ended>`),
+`TLQ_HANG_ENDING_OF` (`child`: only at an ending that carries a background
+child's terminal entry).
 
 The `touch` tool prints `TOOL <session> <call id>` (the READY line a test
 kills at), appends `<session> <call id>` to the side-effect file, then
@@ -26,6 +31,7 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from taskloom import Agent, RunResult, Runtime, ToolContext, Usage, tool
@@ -94,6 +100,27 @@ class EndHangingStore(PostgresStore):
             say(f"READY end {session_id}")
             await asyncio.Event().wait()
         return await super().append(session_id, entry, fence=fence)
+
+
+def hang_around_ending(store: PostgresStore, where: str, only_child: bool) -> None:
+    """Wrap this store's `append_ending` (the instance's, so the runtime still
+    takes the one-statement path its class gives) to hang `where` (see the
+    module's `TLQ_HANG_ENDING`)."""
+    inner = store.append_ending
+
+    async def append_ending(session_id: str, entries: Sequence[Entry], **options: Any) -> Any:
+        if only_child and len(entries) < 3:
+            return await inner(session_id, entries, **options)
+        kinds = ",".join(e.kind for e in entries)
+        if where == "before":
+            say(f"READY ending {session_id} {kinds}")
+            await asyncio.Event().wait()  # until the test kills this worker
+        written = await inner(session_id, entries, **options)
+        say(f"READY ended {session_id} {kinds} {written is not None and written[2]}")
+        await asyncio.Event().wait()
+        return written
+
+    store.append_ending = append_ending  # type: ignore[method-assign]
 
 
 def lead(request: ModelRequest) -> Any:
@@ -240,6 +267,8 @@ def build(
     wake: bool = False,
     observer: RunObserver | None = None,
     hang_at_end: bool = False,
+    hang_ending: str | None = None,
+    hang_ending_of_child: bool = False,
     max_wakeups: int | None = None,
 ) -> Runtime:
     """The runtime a worker (or the test's host) uses."""
@@ -267,6 +296,8 @@ def build(
     backend = PostgresBackend(url, schema=schema, max_size=4)
     store = EndHangingStore(backend.database) if hang_at_end else backend.store
     store.backend = backend  # the runtime finds the backend's other parts through it
+    if hang_ending is not None:
+        hang_around_ending(store, hang_ending, hang_ending_of_child)
     return Runtime(
         store=store,
         queue=queue,
@@ -291,5 +322,7 @@ def make_runtime() -> Runtime:
         wake=env.get("TLQ_WAKE") == "1",
         observer=PrintResults() if env.get("TLQ_RESULTS") == "1" else None,
         hang_at_end=env.get("TLQ_HANG_AT_END") == "1",
+        hang_ending=env.get("TLQ_HANG_ENDING"),
+        hang_ending_of_child=env.get("TLQ_HANG_ENDING_OF") == "child",
         max_wakeups=int(env["TLQ_MAX_WAKEUPS"]) if "TLQ_MAX_WAKEUPS" in env else None,
     )
