@@ -213,3 +213,46 @@ async def test_statements_outlive_psycopgs_deallocate_all_after_a_rollback(
         rows = await (await conn.execute("SELECT name FROM pg_prepared_statements")).fetchall()
     names = [row[0] for row in rows if row[0].startswith("_taskloom_")]
     assert names and len(names) == len(set(names))
+
+
+async def _prepared(db: PostgresDatabase, marker: str) -> list[tuple[int, int]]:
+    """(generic plans, custom plans) of each statement prepared on `db`'s one
+    connection whose text holds `marker`."""
+    rows = await db.fetchall(
+        "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+    )
+    return [(int(g), int(c)) for text, g, c in rows if marker in text]
+
+
+async def test_a_statement_is_prepared_at_its_second_use_and_planned_once(
+    db: PostgresDatabase,
+    pg_schema: str,  # noqa: F811
+) -> None:
+    table = f'"{pg_schema}".t'
+    query = f"SELECT id, body FROM {table} WHERE id = %s AND body IS DISTINCT FROM %s"
+    await db.fetchone(query, (1, "first"))
+    assert await _prepared(db, "IS DISTINCT FROM") == []
+    await db.fetchone(query, (1, "second"))
+    # Prepared at its second use, which ran it prepared.
+    assert await _prepared(db, "IS DISTINCT FROM") == [(1, 0)]
+    for n in range(6):
+        await db.execute(f"INSERT INTO {table} (id, body) VALUES (%s, %s)", (n, f"b{n}"))
+        assert await db.fetchone(query, (n, "other")) == (n, f"b{n}")
+    # Every use after it was prepared took the one generic plan: none was
+    # planned again for its values (PostgreSQL's own way plans the first five).
+    assert await _prepared(db, "IS DISTINCT FROM") == [(7, 0)]
+
+
+async def test_a_connection_takes_generic_plans_without_a_statement_timeout(
+    pg_schema: str,  # noqa: F811
+) -> None:
+    database = PostgresDatabase(PG_DSN, schema=pg_schema, max_size=1, statement_timeout=None)
+    try:
+        assert await database.fetchone("SELECT current_setting(%s)", ("plan_cache_mode",)) == (
+            "force_generic_plan",
+        )
+        assert await database.fetchone("SELECT current_setting(%s)", ("statement_timeout",)) == (
+            "0",
+        )
+    finally:
+        await database.close()

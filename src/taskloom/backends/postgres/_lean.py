@@ -24,9 +24,9 @@ What it keeps of `execute` (and what the database's promises rest on):
   server a cancel request (the connection's bounded `cancel_safe`) and
   waits for the statement's end at most 5 s, else closes the connection,
   so a connection is left idle or closed, never mid-statement;
-- the same preparation: a statement run `PREPARE_THRESHOLD` times on one
+- preparation as psycopg's: a statement run `PREPARE_THRESHOLD` times on one
   connection (with the same parameter types) is prepared there under a
-  name of its own, as psycopg does; the names live on the connection, so a
+  name of its own; the names live on the connection, so a
   replacement connection prepares afresh, and no name is used twice on one;
 - a statement is sent once: nothing here sends again after a failure, but
   for one the server refused before running it because its prepared name
@@ -59,8 +59,14 @@ logger = logging.getLogger(__name__)
 ROWCOUNT, ONE, ALL = 0, 1, 2
 """What `statement` returns: the rows changed, the first row (or None), every row."""
 
-PREPARE_THRESHOLD = 5
-"""Uses of one statement on one connection before it is prepared there (psycopg's default)."""
+PREPARE_THRESHOLD = 2
+"""Uses of one statement on one connection before it is prepared there.
+
+psycopg waits for a fifth use, so that a statement run once or twice is not
+prepared for nothing. The statements this path carries are the store's and
+the queue's own, each run again and again on every connection; the four
+uses before a fifth each cost the server a parse and a plan (for an append,
+as much CPU as running it), on every new connection of a pool."""
 
 _PREPARED_MAX = 100  # prepared statements per connection (psycopg's default too)
 _QUERIES_MAX = 1024  # converted query texts kept
