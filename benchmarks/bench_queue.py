@@ -3,9 +3,10 @@
     python benchmarks/bench_queue.py [--quick] [--url postgresql://...]
         [--engines both|procrastinate|temporal]
     python benchmarks/bench_queue.py --long 2000   (the long session's row alone)
-    python benchmarks/bench_queue.py --rows 2 [--children 300] [--turns 3]
+    python benchmarks/bench_queue.py --rows 2 [--children 300] [--turns 3] [--jobs 8]
         (the children's throughput row alone, as many turns as asked, with the
-        load average and the host's CPU spent queueing)
+        load average and the host's CPU spent queueing; each worker running
+        `--jobs` jobs at once, 8 unless told, where `taskloom worker` runs 4)
 
 - background children per second through 1, 2 and 4 worker processes (a
   scripted child: one model round, its terminal entry, its report), and the
@@ -437,9 +438,15 @@ def tagged(url: str, tag: str) -> str:
 
 
 async def throughput(
-    url: str, n_workers: int, count: int, noops: int, sent: Counter[str] | None = None
+    url: str,
+    n_workers: int,
+    count: int,
+    noops: int,
+    sent: Counter[str] | None = None,
+    jobs: int = 8,
 ) -> tuple[float, float]:
-    """Children / s and no-op jobs / s; the statements of the children (their
+    """Children / s and no-op jobs / s, each worker running `jobs` jobs at
+    once; the statements of the children (their
     queueing, and everything the workers sent meanwhile) are added to `sent`,
     with the workers' CPU and, when the server runs on this machine, the CPU
     of the PostgreSQL backends serving the benchmark's connections (those
@@ -449,7 +456,7 @@ async def throughput(
     with Schema(url) as schema:
         runtime = build(url, schema, fast=False)
         app = await runtime.queue.app()
-        procs = start_workers(url, schema, n_workers, fast=False)
+        procs = start_workers(url, schema, n_workers, fast=False, concurrency=jobs)
         try:
             for w in procs:
                 w.statements()  # from here on
@@ -709,11 +716,12 @@ async def temporal_measures(
     }
 
 
-async def rows_only(url: str, workers: int, count: int, turns: int) -> None:
-    """The throughput row alone for `workers` processes, `turns` times (the
-    load average with each), then the statements per child by kind."""
+async def rows_only(url: str, workers: int, count: int, turns: int, jobs: int) -> None:
+    """The throughput row alone for `workers` processes running `jobs` jobs at
+    once each, `turns` times (the load average with each), then the
+    statements per child by kind."""
     print(
-        f"{count} children, {workers} workers (x8 jobs each)\n\n"
+        f"{count} children, {workers} workers (x{jobs} jobs each)\n\n"
         "| load (1 min) | children / s | statements / child | worker CPU / child "
         "| PostgreSQL CPU / child | host queueing CPU / child |"
     )
@@ -722,7 +730,7 @@ async def rows_only(url: str, workers: int, count: int, turns: int) -> None:
     for _ in range(turns):
         load = os.getloadavg()[0]
         sent: Counter[str] = Counter()
-        rate, _ = await throughput(url, workers, count, 100, sent)
+        rate, _ = await throughput(url, workers, count, 100, sent, jobs)
         cpu = sent.pop("(worker CPU, µs)") / count
         server = sent.pop("(server CPU, µs)", None)
         queueing = sent.pop("(queueing CPU, µs)", 0) / count
@@ -864,6 +872,12 @@ if __name__ == "__main__":
     )
     parser.add_argument("--children", type=int, default=300)
     parser.add_argument("--turns", type=int, default=1)
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=8,
+        help="jobs each worker runs at once, with --rows (8; `taskloom worker` runs 4 unless told)",
+    )
     parser.add_argument("--fast", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--temporal", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--namespace", default=None, help=argparse.SUPPRESS)
@@ -880,6 +894,6 @@ if __name__ == "__main__":
     elif args.long:
         asyncio.run(long_row(args.url, args.long))
     elif args.rows:
-        asyncio.run(rows_only(args.url, args.rows, args.children, args.turns))
+        asyncio.run(rows_only(args.url, args.rows, args.children, args.turns, args.jobs))
     else:
         asyncio.run(main(args.url, args.quick, args.engines))
