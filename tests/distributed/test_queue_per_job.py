@@ -125,3 +125,44 @@ async def test_queueing_a_job_is_one_round_trip_and_a_waiting_one_is_joined(
         assert (str(job.id), job.scheduled_at, job.queue) == (later, at, "runs")
     finally:
         await queue.close()
+
+
+async def test_jobs_queued_together_keep_their_fields_and_their_order(pg_schema: str) -> None:
+    queue = WorkQueue(PG_DSN, schema=pg_schema)
+    try:
+        app = await queue.app()
+        at = datetime(2100, 1, 2, 3, 4, 5, tzinfo=UTC)
+        # Quotes, backslashes, escapes and text outside ASCII in the
+        # arguments; one job with neither lock nor time, one with both.
+        awkward = {"spec": json.dumps({"task": 'say "hi" \\ \n\t é ✓ \U0001f600'}), "n": [1, None]}
+        wanted = [
+            jobs.Job(
+                queue="runs",
+                task_name="taskloom.tick",
+                priority=p,
+                lock=lock,
+                queueing_lock=f"QB{p}",
+                task_kwargs={**awkward, "i": p},
+                scheduled_at=when,
+            )
+            for p, lock, when in ((3, None, None), (-2, "LB", at), (0, None, at))
+        ]
+        queued = await app.job_manager.batch_defer_jobs_async(wanted)
+        assert [j.queueing_lock for j in queued] == ["QB3", "QB-2", "QB0"]
+        for job in queued:
+            (read,) = await app.job_manager.list_jobs_async(id=job.id)
+            assert (read.queueing_lock, read.status, read.priority, read.lock) == (
+                job.queueing_lock,
+                "todo",
+                job.priority,
+                job.lock,
+            )
+            assert read.task_kwargs == job.task_kwargs
+            assert read.scheduled_at == job.scheduled_at
+        # A queueing lock already waiting: procrastinate's own refusal.
+        from procrastinate import exceptions
+
+        with pytest.raises(exceptions.AlreadyEnqueued):
+            await app.job_manager.batch_defer_jobs_async([wanted[0]])
+    finally:
+        await queue.close()
