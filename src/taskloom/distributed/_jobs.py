@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import psycopg
-from procrastinate import exceptions, jobs, manager, retry, sql, types
+from procrastinate import exceptions, jobs, manager, retry, sql
 from procrastinate.sync_psycopg_connector import wrap_exceptions
 from psycopg.types.json import Jsonb
 
@@ -72,16 +72,10 @@ _JOB_COLUMNS = (
 
 if _FETCH.split("FROM")[0].split("SELECT")[1].replace(",", " ").split() != list(_JOB_COLUMNS):
     raise ImportError("procrastinate's fetch_job query is not the one taskloom reads")
+# The composite's fields go by position in `ROW(...)`: a version of procrastinate
+# that changed them would name a new type (`_v2`) in its own statement.
 if " ".join(sql.queries["defer_jobs"].split()) != (
     "SELECT unnest( procrastinate_defer_jobs_v1( %(jobs)s::procrastinate_job_to_defer_v1[] ) ) AS id;"
-) or types.JobToDefer._fields != (
-    "queue_name",
-    "task_name",
-    "priority",
-    "lock",
-    "queueing_lock",
-    "args",
-    "scheduled_at",
 ):
     raise ImportError("procrastinate's defer_jobs query is not the one taskloom sends")
 
