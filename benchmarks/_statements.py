@@ -46,7 +46,7 @@ class Statements:
         self.by_kind[" ".join(words[:3]) if words else "(empty)"] += 1
 
 
-CONFIGURE = "SELECT set_config('plan_cache_mode',"
+CONFIGURE = "SELECT set_config('statement_timeout', $1,"
 """How a new pooled connection's configuration shows in `by_kind`."""
 
 _active: list[Statements] = []

@@ -60,10 +60,6 @@ class PostgresDatabase:
     several tenants or tests can share one database without meeting; without
     it, tables resolve through the connection's `search_path`. Connections
     run in autocommit; multi-statement work opens an explicit transaction.
-    A statement sent twice on one connection is prepared there, and prepared
-    statements take the generic plan (`plan_cache_mode` is
-    `force_generic_plan` on every connection): the store finds its rows by
-    key, and planning once per connection spares the server a plan per use.
     `idle_clock` (seconds, monotonic) measures how long a pooled connection
     sat unused, against `check_after_idle` (a test passes a `FakeClock`).
 
@@ -335,27 +331,17 @@ class PostgresDatabase:
         return conn
 
     async def _configure(self, conn: AsyncConnection[Any]) -> None:
-        """Put a new connection under the statement timeouts and generic plans
-        (one statement; the pool calls this too)."""
+        """Put a new connection under the statement timeouts (the pool calls this too)."""
         setattr(conn, _USED_AT, self._now())
-        # A statement prepared on the connection is planned once, not once
-        # per use for its first five (PostgreSQL's way of finding out whether
-        # a plan for the values at hand beats the generic one): every
-        # statement here finds its rows by key, where the generic plan is the
-        # custom one, and planning an append costs the server about as much
-        # as running it. A worker's new connections reach their steady cost
-        # at once rather than after a few dozen statements each.
-        settings = "set_config('plan_cache_mode', 'force_generic_plan', false)"
-        params: tuple[str, ...] = ()
-        if self.statement_timeout is not None:
-            timeout = f"{max(1, round(self.statement_timeout * 1000))}ms"
-            settings += (
-                ", set_config('statement_timeout', %s, false),"
-                " set_config('idle_in_transaction_session_timeout', %s, false)"
-            )
-            params = (timeout, timeout)
+        if self.statement_timeout is None:
+            return
+        timeout = f"{max(1, round(self.statement_timeout * 1000))}ms"
         try:
-            await conn.execute(f"SELECT {settings}", params)
+            await conn.execute(
+                "SELECT set_config('statement_timeout', %s, false),"
+                " set_config('idle_in_transaction_session_timeout', %s, false)",
+                (timeout, timeout),
+            )
         except BaseException:
             await conn.close()
             raise

@@ -60,7 +60,8 @@ ROWCOUNT, ONE, ALL = 0, 1, 2
 """What `statement` returns: the rows changed, the first row (or None), every row."""
 
 PREPARE_THRESHOLD = 2
-"""Uses of one statement on one connection before it is prepared there.
+"""Uses of one statement on one connection before it is prepared there,
+while the connection holds fewer than `_PREPARED_EARLY` prepared statements.
 
 psycopg waits for a fifth use, so that a statement run once or twice is not
 prepared for nothing. The statements this path carries are the store's and
@@ -69,6 +70,11 @@ uses before a fifth each cost the server a parse and a plan (for an append,
 as much CPU as running it), on every new connection of a pool."""
 
 _PREPARED_MAX = 100  # prepared statements per connection (psycopg's default too)
+# Prepared statements are never dropped here: past this many, a statement
+# waits for psycopg's fifth use, so that statements run twice early in a
+# connection's life cannot take every place from those that come later.
+_PREPARED_EARLY = 50
+_PREPARE_LATE = 5
 _QUERIES_MAX = 1024  # converted query texts kept
 
 _TUPLES_OK = pq.ExecStatus.TUPLES_OK
@@ -193,7 +199,9 @@ async def statement(conn: AsyncConnection[Any], query: Any, params: Any, result:
     name = state.prepared.get(key)
     if name is None:
         uses = state.uses.get(key, 0) + 1
-        if uses >= PREPARE_THRESHOLD and len(state.prepared) < _PREPARED_MAX:
+        held = len(state.prepared)
+        wanted = PREPARE_THRESHOLD if held < _PREPARED_EARLY else _PREPARE_LATE
+        if uses >= wanted and held < _PREPARED_MAX:
             name = f"_taskloom_{state.made}".encode()
             state.made += 1
             pgconn.send_prepare(name, converted.text, param_types=types)
