@@ -314,56 +314,36 @@ async def test_a_final_answer_lands_with_its_runs_end_in_one_statement(
         await backend.close()
 
 
-async def test_a_notice_landing_during_the_final_answer_keeps_the_run_going(
+@pytest.mark.parametrize("interruption", ["notice", "steer"])
+async def test_what_lands_during_the_final_answer_keeps_the_run_going(
     pg_schema: str,  # noqa: F811
+    interruption: str,
 ) -> None:
-    # The run's end is written with its answer only when the inbox is empty:
-    # a notice pushed while the model answers lands the answer alone, and
-    # the run goes another round with it, as a run always has.
+    # The run's end is written with its answer only while the inbox is empty
+    # and the log ends where the answer goes: a notice pushed, or a steer
+    # appended, while the model answers lands the answer alone, and the run
+    # folds it in another round, as a run always has.
     backend = PostgresBackend(PG_DSN, schema=pg_schema)
     shown: list[str] = []
+    said = {"notice": "the job is done", "steer": "and one more thing"}[interruption]
 
     async def answer(request: ModelRequest) -> Any:
         shown.append(repr(request.messages))
         if len(shown) == 1:
-            notice = BackgroundNotice("job-1:end", "job-1", "job", "the job is done", "done")
-            assert await backend.inbox.push(session.id, notice)
+            if interruption == "notice":
+                notice = BackgroundNotice("job-1:end", "job-1", "job", said, "done")
+                assert await backend.inbox.push(session.id, notice)
+            else:
+                await session.steer(said)
         return reply(f"answer {len(shown)}", usage=Usage(10, 5))
 
     try:
         async with Runtime(store=backend.store) as runtime:
-            session = await runtime.create_session(Agent("notices", FunctionModel(answer)))
+            session = await runtime.create_session(Agent(interruption, FunctionModel(answer)))
             result = await session.run("go")
             entries = await session.entries()
             assert await backend.inbox.pending(session.id) == []
-        assert len(shown) == 2 and "the job is done" in shown[1], shown
-        assert result.text == "answer 2" and result.rounds == 2
-        assert [e.kind for e in entries].count("run_finished") == 1
-        assert entries[-1].kind == "run_finished"
-    finally:
-        await backend.close()
-
-
-async def test_a_steer_landing_during_the_final_answer_keeps_the_run_going(
-    pg_schema: str,  # noqa: F811
-) -> None:
-    # Something appended to the log while the model answers: the answer
-    # lands after it, alone, and the run folds the steer in another round.
-    backend = PostgresBackend(PG_DSN, schema=pg_schema)
-    shown: list[str] = []
-
-    async def answer(request: ModelRequest) -> Any:
-        shown.append(repr(request.messages))
-        if len(shown) == 1:
-            await session.steer("and one more thing")
-        return reply(f"answer {len(shown)}", usage=Usage(10, 5))
-
-    try:
-        async with Runtime(store=backend.store) as runtime:
-            session = await runtime.create_session(Agent("steered", FunctionModel(answer)))
-            result = await session.run("go")
-            entries = await session.entries()
-        assert len(shown) == 2 and "one more thing" in shown[1], shown
+        assert len(shown) == 2 and said in shown[1], shown
         assert result.text == "answer 2" and result.rounds == 2
         assert [e.kind for e in entries].count("run_finished") == 1
         assert entries[-1].kind == "run_finished"
