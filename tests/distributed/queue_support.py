@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import queue
@@ -11,10 +12,11 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 import queue_app
 
 from taskloom import Runtime
@@ -31,9 +33,11 @@ __all__ = [
     "marks",
     "WorkerProc",
     "host_runtime",
+    "killable",
     "log_problems",
     "messages_of",
     "tool_results",
+    "until",
 ]
 
 
@@ -54,6 +58,14 @@ def worker_env(url: str, schema: str, effects: Path, **extra: str) -> dict[str, 
 def host_runtime(url: str, schema: str, **options: Any) -> Runtime:
     """The test process's own runtime on the same store and queue (a host)."""
     return queue_app.build(url, schema, **options)
+
+
+async def until(check: Callable[[], Awaitable[bool]], timeout: float = 60) -> None:
+    """Wait for something another process does (bounded; for preconditions only)."""
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
 
 
 class WorkerProc:
@@ -176,6 +188,20 @@ class Workers:
     def close(self) -> None:
         for worker in self.all:
             worker.close()
+
+
+def killable(
+    url: str, schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, wake: bool = False
+) -> tuple[Path, Workers, Runtime]:
+    """For a test that kills workers: the effects file they and the host mark
+    (empty), a pool of workers and the host, all with a 2 s lease (a killed
+    worker's job is taken up soon), waking on reports with `wake`."""
+    effects = tmp_path / "effects.txt"
+    effects.touch()
+    monkeypatch.setenv("TLQ_EFFECTS", str(effects))
+    env = {"TLQ_LEASE_TTL": "2", **({"TLQ_WAKE": "1"} if wake else {})}
+    pool = Workers(worker_env(url, schema, effects, **env))
+    return effects, pool, host_runtime(url, schema, lease_ttl=2, **({"wake": True} if wake else {}))
 
 
 def messages_of(entries: Iterable[Entry]) -> list[Message]:

@@ -6,15 +6,11 @@ and one answer, and `wait` gives what the log holds."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 
 import pytest
-from queue_support import Workers, host_runtime, marks, messages_of
-from queue_support import worker_env as make_env
+from queue_support import killable, marks, messages_of, until
 
 from pg import PG_DSN, requires_postgres
 from taskloom import RunStatus, Runtime
@@ -48,11 +44,7 @@ def _check_one_end(entries: list[Entry]) -> RunFinishedEntry:
 async def test_a_job_killed_around_the_statement_writing_answer_and_end(
     where: str, pg_schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    effects = tmp_path / "effects.txt"
-    effects.touch()
-    monkeypatch.setenv("TLQ_EFFECTS", str(effects))
-    pool = Workers(make_env(PG_DSN, pg_schema, effects, TLQ_LEASE_TTL="2"))
-    host = host_runtime(PG_DSN, pg_schema, lease_ttl=2)
+    effects, pool, host = killable(PG_DSN, pg_schema, tmp_path, monkeypatch)
     counts = {"trials": 0, "asked": 0, "answers": 0, "ends": 0}
     try:
         queue = host.queue
@@ -98,14 +90,6 @@ async def test_a_job_killed_around_the_statement_writing_answer_and_end(
         await host.close()
 
 
-async def until(check: Callable[[], Awaitable[bool]], timeout: float = 60) -> None:
-    """Wait for something another process does (bounded)."""
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
-
-
 async def _parent_answered(host: Runtime, parent_id: str) -> bool:
     entries = await host.store.load(parent_id)
     return any(
@@ -117,11 +101,7 @@ async def _parent_answered(host: Runtime, parent_id: str) -> bool:
 async def test_a_background_child_killed_around_its_ending_reports_once(
     where: str, pg_schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    effects = tmp_path / "effects.txt"
-    effects.touch()
-    monkeypatch.setenv("TLQ_EFFECTS", str(effects))
-    pool = Workers(make_env(PG_DSN, pg_schema, effects, TLQ_LEASE_TTL="2", TLQ_WAKE="1"))
-    host = host_runtime(PG_DSN, pg_schema, lease_ttl=2, wake=True)
+    _, pool, host = killable(PG_DSN, pg_schema, tmp_path, monkeypatch, wake=True)
     counts = {"trials": 0, "reports": 0, "child_results": 0}
     try:
         for _ in range(TRIALS):

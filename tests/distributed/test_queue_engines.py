@@ -20,12 +20,11 @@ import asyncio
 import signal
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 from engines import Engine, engine, engine_case  # noqa: F401 (fixtures)
-from queue_support import interrupted, log_problems, marks, messages_of, tool_results
+from queue_support import interrupted, log_problems, marks, messages_of, tool_results, until
 
 from pg import pg_schema  # noqa: F401 (fixture)
 from taskloom import Budget, RunOptions, RunStatus, Runtime
@@ -33,14 +32,6 @@ from taskloom.entries import Entry, RunFinishedEntry, RunStartedEntry, SubagentL
 from temporal_server import temporal_server  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.slow]
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout: float = 60) -> None:
-    """Wait for something another process does (bounded; for preconditions only)."""
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
 
 
 def started(entries: list[Entry]) -> int:

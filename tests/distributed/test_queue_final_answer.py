@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from queue_support import Workers, host_runtime, marks, messages_of
-from queue_support import worker_env as make_env
+from queue_support import killable, marks, messages_of
 
 from pg import PG_DSN, requires_postgres
 from taskloom import RunStatus
@@ -20,11 +19,7 @@ pytestmark = [requires_postgres, pytest.mark.slow]
 async def test_a_job_killed_after_the_final_answer_is_ended_without_a_second_request(
     pg_schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    effects = tmp_path / "effects.txt"
-    effects.touch()
-    monkeypatch.setenv("TLQ_EFFECTS", str(effects))
-    pool = Workers(make_env(PG_DSN, pg_schema, effects, TLQ_LEASE_TTL="2"))
-    host = host_runtime(PG_DSN, pg_schema, lease_ttl=2)
+    effects, pool, host = killable(PG_DSN, pg_schema, tmp_path, monkeypatch)
     try:
         first = pool.start(concurrency=1, TLQ_HANG_AT_END="1")
         session = await host.create_session(host.agent_named("answerer"))

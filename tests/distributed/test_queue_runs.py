@@ -6,13 +6,21 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from queue_app import result_line
-from queue_support import Workers, host_runtime, log_problems, marks, tool_results, worker_env
+from queue_support import (
+    Workers,
+    host_runtime,
+    log_problems,
+    marks,
+    tool_results,
+    until,
+    worker_env,
+)
 
 from pg import PG_DSN, requires_postgres
 from taskloom import RunStatus, Runtime, Usage
@@ -52,14 +60,6 @@ async def host(
     runtime = host_runtime(PG_DSN, pg_schema, wake=True)
     yield runtime
     await runtime.close()
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout: float = 20) -> None:
-    """Wait for something another process does (bounded; for preconditions only)."""
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
 
 
 def finished(entries: list[Entry]) -> list[RunFinishedEntry]:
@@ -205,7 +205,7 @@ async def test_a_notice_written_by_this_process_wakes_the_session_on_a_worker(
     session = await host.create_session(host.agent_named("bot"))
     notice = BackgroundNotice("n1", "job-7", "command", "the nightly build passed")
     await BackgroundService.of(host).lifecycle.finish(session.id, notice)
-    await until(lambda: _has_runs(host, session.id))
+    await until(lambda: _has_runs(host, session.id), timeout=20)
     result = await session.wait(timeout=30)
     assert result.status is RunStatus.COMPLETED
     assert result.text.startswith(f"done by {worker.pid}:")
@@ -213,7 +213,7 @@ async def test_a_notice_written_by_this_process_wakes_the_session_on_a_worker(
     # A deferred item written here wakes it again.
     item = DeferredEntry("d1", DeferredItem.context("the deploy is done"))
     await host.push_deferred(session.id, Entry.of(item))
-    await until(lambda: _has_runs(host, session.id, 2))
+    await until(lambda: _has_runs(host, session.id, 2), timeout=20)
     result = await session.wait(timeout=30)
     assert "the deploy is done" in result.text
     assert log_problems(await session.entries()) == []
@@ -258,7 +258,7 @@ async def test_a_background_child_runs_on_a_worker_and_its_report_wakes_the_pare
     workers.start(TLQ_WAKE="1")
     parent = await host.create_session(host.agent_named("lead"))
     await parent.submit("get help")
-    await until(lambda: _reported(host, parent.id))
+    await until(lambda: _reported(host, parent.id), timeout=20)
     result = await parent.wait(timeout=30)
     assert result.status is RunStatus.COMPLETED
     assert result.text.startswith("report received by")

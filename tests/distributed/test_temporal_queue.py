@@ -25,7 +25,7 @@ import asyncio
 import signal
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ from queue_support import (
     marks,
     messages_of,
     tool_results,
+    until,
 )
 from temporal_app import LOOPS, build
 
@@ -138,14 +139,6 @@ async def host(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> AsyncIte
     runtime = host_of(env)
     yield runtime
     await runtime.close()
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout: float = 30) -> None:
-    """Wait for something another process does (bounded; for preconditions only)."""
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
 
 
 def started(entries: list[Entry]) -> int:
@@ -391,7 +384,7 @@ async def test_a_drained_run_past_jobs_per_workflow_goes_on_in_a_new_run_of_the_
         async def draining() -> bool:
             return "taskloom worker: draining" in first.stderr()
 
-        await until(draining)
+        await until(draining, timeout=30)
         gate.touch()
         assert first.wait(timeout=30) == 0, first.stderr()[-3000:]  # drained to its end
         assert "taskloom worker: stopped" in first.stderr(), first.stderr()[-3000:]
@@ -652,7 +645,7 @@ async def test_cancelling_the_workflow_keeps_the_input_submitted_behind_the_run(
     async def stopped() -> bool:
         return bool(finished(await session.entries()))
 
-    await until(stopped)  # the cancelled run ended before its tool could
+    await until(stopped, timeout=30)  # the cancelled run ended before its tool could
     gate.touch()
     result = await session.wait(timeout=60)
     assert result.status is RunStatus.COMPLETED, result
@@ -751,7 +744,7 @@ async def test_demands_that_come_during_a_run_wait_merged_into_one(
     async def stopped() -> bool:
         return bool(finished(await session.entries()))
 
-    await until(stopped)
+    await until(stopped, timeout=30)
     gate.touch()
     result = await session.wait(timeout=60)
     assert result.status is RunStatus.COMPLETED, result
@@ -1061,7 +1054,7 @@ async def _killed_mid_tool(host: Runtime, workers: Workers, effects: Path) -> tu
     async def touched() -> bool:  # the tool prints before it leaves its mark
         return any(m.startswith(session.id) for m in marks(effects))
 
-    await until(touched)
+    await until(touched, timeout=30)
     doomed.signal(signal.SIGKILL)
     killed = time.monotonic()
     doomed.wait(timeout=10)
